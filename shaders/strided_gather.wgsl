@@ -1,0 +1,77 @@
+// Strided gather: output element i (C order) = input element
+//   base + sum_k coord_k(i) * step_k
+// where coord_k are the coordinates of i in the output shape. Steps are signed (reversed axes);
+// they travel as two's-complement u32 and the sum wraps mod 2^32, which gives the exact index
+// because every true index is below 2^32.
+//
+// Data is moved as 32-bit words whatever the dtype (ELEM_BYTES = 1, 2, 4 or 8):
+// - 4 bytes: one word per element;
+// - 8 bytes: two words per element;
+// - 1 or 2 bytes: each invocation assembles one whole output word from 4 / ELEM_BYTES
+//   elements, so no two invocations ever write the same word (no races, no atomics).
+
+override ELEM_BYTES: u32 = 4u;
+override WORKGROUP_SIZE: u32 = 64u;
+
+struct Params {
+    // Output elements.
+    count: u32,
+    // Invocations with work: output words for 1- and 2-byte elements, else elements.
+    units: u32,
+    rank: u32,
+    // Input element index of output element 0.
+    base: u32,
+    // Output shape and input steps, innermost axis first, 4 axes per vec4.
+    shape: array<vec4<u32>, 4>,
+    step: array<vec4<u32>, 4>,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> src: array<u32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+
+fn source_index(i: u32) -> u32 {
+    var rest = i;
+    var index = params.base;
+    for (var k = 0u; k < params.rank; k++) {
+        let n = params.shape[k / 4u][k % 4u];
+        index += (rest % n) * params.step[k / 4u][k % 4u];
+        rest /= n;
+    }
+    return index;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    // Flattened id: grids past 65 535 workgroups are folded into y and z by the host.
+    let unit = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if unit >= params.units {
+        return;
+    }
+    if ELEM_BYTES == 4u {
+        dst[unit] = src[source_index(unit)];
+    } else if ELEM_BYTES == 8u {
+        let s = source_index(unit);
+        dst[2u * unit] = src[2u * s];
+        dst[2u * unit + 1u] = src[2u * s + 1u];
+    } else {
+        // min(): this branch is dead for 4- and 8-byte elements but still constant-evaluated.
+        let per_word = 4u / min(ELEM_BYTES, 2u);
+        let bits = ELEM_BYTES * 8u;
+        let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
+        var word = 0u;
+        for (var k = 0u; k < per_word; k++) {
+            let e = unit * per_word + k;
+            if e < params.count {
+                let s = source_index(e);
+                let value = (src[s / per_word] >> ((s % per_word) * bits)) & mask;
+                word |= value << (k * bits);
+            }
+        }
+        dst[unit] = word;
+    }
+}

@@ -1,0 +1,605 @@
+//! The GPU context: instance, adapter, device and queue, plus caches of shader modules, layouts
+//! and pipelines so that no kernel variant is compiled twice.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll, Waker};
+
+use crate::{Error, Result};
+
+/// How to choose an adapter. Fields left `None` fall back to wgpu's environment variables
+/// (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`), then to any adapter, software ones last.
+#[derive(Clone, Debug, Default)]
+pub struct ContextOptions {
+    /// Backends to consider, e.g. `wgpu::Backends::VULKAN`.
+    pub backends: Option<wgpu::Backends>,
+    /// Case-insensitive substring of the adapter's name.
+    pub adapter_name: Option<String>,
+}
+
+/// Counters for tests and benchmarks: how often the crate submitted work or waited for the GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub submissions: u64,
+    pub host_waits: u64,
+    pub pipelines_built: u64,
+}
+
+/// Which kind of resource a binding of a kernel is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Binding {
+    Uniform,
+    StorageRead,
+    StorageReadWrite,
+}
+
+/// A kernel family: one WGSL file, one entry point, one binding layout.
+pub(crate) struct KernelSource {
+    pub name: &'static str,
+    pub wgsl: &'static str,
+    pub entry: &'static str,
+    pub bindings: &'static [Binding],
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PipelineKey {
+    kernel: &'static str,
+    constants: Vec<(&'static str, u32)>,
+}
+
+pub(crate) struct Pipeline {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+struct Inner {
+    instance: wgpu::Instance,
+    adapter: wgpu::Adapter,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
+    modules: Mutex<HashMap<&'static str, wgpu::ShaderModule>>,
+    layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
+    pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    submissions: AtomicU64,
+    host_waits: AtomicU64,
+    pipelines_built: AtomicU64,
+}
+
+/// Owns the wgpu device. Cheap to clone (shared), `Send + Sync`.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("adapter", &self.inner.info.name)
+            .field("backend", &self.inner.info.backend)
+            .finish()
+    }
+}
+
+fn device_type_rank(t: wgpu::DeviceType) -> u8 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    }
+}
+
+fn is_software(info: &wgpu::AdapterInfo) -> bool {
+    let name = info.name.to_lowercase();
+    info.device_type == wgpu::DeviceType::Cpu
+        || ["llvmpipe", "lavapipe", "swiftshader", "warp", "software"]
+            .iter()
+            .any(|s| name.contains(s))
+}
+
+fn instance_for(backends: Option<wgpu::Backends>) -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    if let Some(b) = backends {
+        desc.backends = b;
+    }
+    wgpu::Instance::new(desc)
+}
+
+/// Lists the adapters wgpu can see with these options' backends (all, or `WGPU_BACKEND`).
+pub async fn list_adapters(options: &ContextOptions) -> Vec<wgpu::AdapterInfo> {
+    let instance = instance_for(options.backends);
+    let backends = options.backends.unwrap_or(wgpu::Backends::all());
+    instance
+        .enumerate_adapters(backends)
+        .await
+        .iter()
+        .map(|a| a.get_info())
+        .collect()
+}
+
+impl Context {
+    /// Creates a context on the adapter chosen by `options` (see [`ContextOptions`]), requesting
+    /// the adapter's own limits rather than wgpu's conservative defaults.
+    pub async fn new(options: ContextOptions) -> Result<Context> {
+        let instance = instance_for(options.backends);
+        let backends = options.backends.unwrap_or(wgpu::Backends::all());
+        let wanted = options.adapter_name.clone().or_else(|| {
+            #[cfg(not(target_arch = "wasm32"))]
+            {
+                std::env::var("WGPU_ADAPTER_NAME").ok()
+            }
+            #[cfg(target_arch = "wasm32")]
+            {
+                None
+            }
+        });
+        let mut adapters = instance.enumerate_adapters(backends).await;
+        let adapter = if adapters.is_empty() {
+            // The browser's WebGPU backend cannot enumerate; it hands out one adapter on request.
+            instance
+                .request_adapter(&wgpu::RequestAdapterOptions::default())
+                .await
+                .map_err(|e| Error::Adapter(format!("no adapter found: {e}")))?
+        } else {
+            let seen: Vec<String> = adapters
+                .iter()
+                .map(|a| {
+                    let i = a.get_info();
+                    format!("{} ({:?})", i.name, i.backend)
+                })
+                .collect();
+            if let Some(w) = &wanted {
+                let w = w.to_lowercase();
+                adapters.retain(|a| a.get_info().name.to_lowercase().contains(&w));
+            }
+            // Hardware first, software (lavapipe, llvmpipe, WARP) last; GL after native APIs.
+            adapters.sort_by_key(|a| {
+                let i = a.get_info();
+                (
+                    is_software(&i),
+                    device_type_rank(i.device_type),
+                    i.backend == wgpu::Backend::Gl,
+                )
+            });
+            adapters.into_iter().next().ok_or_else(|| {
+                Error::Adapter(format!(
+                    "no adapter name contains '{}'; adapters seen: {}",
+                    wanted.unwrap_or_default(),
+                    if seen.is_empty() {
+                        "none".to_string()
+                    } else {
+                        seen.join(", ")
+                    }
+                ))
+            })?
+        };
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wgpu-ops"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Adapter(format!("{}: cannot create device: {e}", info.name)))?;
+        // Errors outside our error scopes would otherwise panic inside wgpu; log them instead.
+        device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
+            log::error!("uncaptured wgpu error: {e}");
+        }));
+        log::info!(
+            "wgpu-ops on {} ({:?}, {:?})",
+            info.name,
+            info.backend,
+            info.device_type
+        );
+        Ok(Context {
+            inner: Arc::new(Inner {
+                instance,
+                adapter,
+                device,
+                queue,
+                info,
+                limits,
+                modules: Mutex::default(),
+                layouts: Mutex::default(),
+                pipelines: Mutex::default(),
+                submissions: AtomicU64::new(0),
+                host_waits: AtomicU64::new(0),
+                pipelines_built: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Blocking [`Context::new`] for native callers.
+    #[cfg(feature = "native")]
+    pub fn new_blocking(options: ContextOptions) -> Result<Context> {
+        pollster::block_on(Context::new(options))
+    }
+
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.inner.info
+    }
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.inner.limits
+    }
+    pub fn device(&self) -> &wgpu::Device {
+        &self.inner.device
+    }
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.inner.queue
+    }
+    pub fn adapter(&self) -> &wgpu::Adapter {
+        &self.inner.adapter
+    }
+    pub fn instance(&self) -> &wgpu::Instance {
+        &self.inner.instance
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            submissions: self.inner.submissions.load(Ordering::Relaxed),
+            host_waits: self.inner.host_waits.load(Ordering::Relaxed),
+            pipelines_built: self.inner.pipelines_built.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn submit(&self, commands: wgpu::CommandBuffer) -> wgpu::SubmissionIndex {
+        self.inner.submissions.fetch_add(1, Ordering::Relaxed);
+        self.inner.queue.submit([commands])
+    }
+
+    /// Waits for submitted work on native; a no-op in the browser, whose callbacks fire from the
+    /// event loop (the awaited futures then complete on their own).
+    pub(crate) fn wait_idle(&self) -> Result<()> {
+        self.inner.host_waits.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| Error::Readback(format!("waiting for the GPU failed: {e}")))
+    }
+
+    /// Runs `f` inside validation and out-of-memory error scopes attributed to `op`.
+    pub(crate) fn scoped<T>(&self, op: &str, f: impl FnOnce() -> T) -> (T, ScopeCheck) {
+        let oom = self
+            .inner
+            .device
+            .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self
+            .inner
+            .device
+            .push_error_scope(wgpu::ErrorFilter::Validation);
+        let value = f();
+        let v = validation.pop();
+        let o = oom.pop();
+        (
+            value,
+            ScopeCheck {
+                op: op.to_string(),
+                futures: vec![Box::pin(v), Box::pin(o)],
+            },
+        )
+    }
+
+    /// The cached pipeline for `kernel` specialized with `constants` (WGSL `override`s).
+    pub(crate) fn pipeline(
+        &self,
+        kernel: &'static KernelSource,
+        constants: &[(&'static str, u32)],
+    ) -> Result<Arc<Pipeline>> {
+        let key = PipelineKey {
+            kernel: kernel.name,
+            constants: constants.to_vec(),
+        };
+        if let Some(p) = self.inner.pipelines.lock().unwrap().get(&key) {
+            return Ok(p.clone());
+        }
+        let device = &self.inner.device;
+        let (built, check) = self.scoped(kernel.name, || {
+            let module = self
+                .inner
+                .modules
+                .lock()
+                .unwrap()
+                .entry(kernel.name)
+                .or_insert_with(|| {
+                    device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                        label: Some(kernel.name),
+                        source: wgpu::ShaderSource::Wgsl(kernel.wgsl.into()),
+                    })
+                })
+                .clone();
+            let layout = self
+                .inner
+                .layouts
+                .lock()
+                .unwrap()
+                .entry(kernel.bindings)
+                .or_insert_with(|| bind_group_layout(device, kernel.bindings))
+                .clone();
+            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(kernel.name),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            let constants: Vec<(&str, f64)> =
+                constants.iter().map(|&(n, v)| (n, f64::from(v))).collect();
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(kernel.name),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(kernel.entry),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &constants,
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            });
+            Pipeline { pipeline, layout }
+        });
+        check.now()?;
+        self.inner.pipelines_built.fetch_add(1, Ordering::Relaxed);
+        let built = Arc::new(built);
+        self.inner
+            .pipelines
+            .lock()
+            .unwrap()
+            .insert(key, built.clone());
+        Ok(built)
+    }
+
+    /// Checks `bytes` against the device's buffer limits before allocating.
+    pub(crate) fn check_buffer_size(&self, op: &'static str, what: &str, bytes: u64) -> Result<()> {
+        let max = self.inner.limits.max_buffer_size;
+        if bytes > max {
+            return Err(Error::LimitExceeded {
+                op,
+                what: format!("{what} ({bytes} bytes)"),
+                limit: "max_buffer_size",
+                needed: bytes,
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_binding_size(
+        &self,
+        op: &'static str,
+        what: &str,
+        bytes: u64,
+    ) -> Result<()> {
+        let max = self.inner.limits.max_storage_buffer_binding_size;
+        if bytes > max {
+            return Err(Error::LimitExceeded {
+                op,
+                what: format!("{what} ({bytes} bytes)"),
+                limit: "max_storage_buffer_binding_size",
+                needed: bytes,
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts recording GPU work; see [`Recorder`].
+    pub fn recorder(&self) -> Recorder {
+        Recorder::new(self.clone())
+    }
+
+    /// Records with `f` and submits once, waiting for validation results (native).
+    #[cfg(feature = "native")]
+    pub fn run<T>(&self, f: impl FnOnce(&mut Recorder) -> Result<T>) -> Result<T> {
+        let mut rec = self.recorder();
+        let value = f(&mut rec)?;
+        pollster::block_on(rec.finish())?;
+        Ok(value)
+    }
+}
+
+fn bind_group_layout(device: &wgpu::Device, bindings: &[Binding]) -> wgpu::BindGroupLayout {
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupLayoutEntry {
+            binding: i as u32,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: match b {
+                    Binding::Uniform => wgpu::BufferBindingType::Uniform,
+                    Binding::StorageRead => wgpu::BufferBindingType::Storage { read_only: true },
+                    Binding::StorageReadWrite => {
+                        wgpu::BufferBindingType::Storage { read_only: false }
+                    }
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        })
+        .collect();
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: None,
+        entries: &entries,
+    })
+}
+
+type ErrorFuture = Pin<Box<dyn Future<Output = Option<wgpu::Error>>>>;
+
+/// The popped error scopes of one recorded step. On native wgpu the result is known at once;
+/// in the browser it arrives later and is awaited by [`Recorder::finish`].
+pub(crate) struct ScopeCheck {
+    op: String,
+    futures: Vec<ErrorFuture>,
+}
+
+fn to_error(op: &str, e: wgpu::Error) -> Error {
+    match e {
+        wgpu::Error::OutOfMemory { .. } => Error::OutOfMemory {
+            op: op.to_string(),
+            message: e.to_string(),
+        },
+        _ => Error::Validation {
+            op: op.to_string(),
+            message: e.to_string(),
+        },
+    }
+}
+
+impl ScopeCheck {
+    /// Returns the first error already known; keeps the still-pending scopes in `self`.
+    fn poll_now(&mut self) -> Result<()> {
+        let mut cx = TaskContext::from_waker(Waker::noop());
+        let mut first = None;
+        self.futures.retain_mut(|f| match f.as_mut().poll(&mut cx) {
+            Poll::Ready(e) => {
+                if first.is_none() {
+                    first = e;
+                }
+                false
+            }
+            Poll::Pending => true,
+        });
+        match first {
+            Some(e) => Err(to_error(&self.op, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Fails with the scope's error if it is already known (always the case on native).
+    pub(crate) fn now(mut self) -> Result<()> {
+        self.poll_now()
+    }
+
+    async fn wait(self) -> Result<()> {
+        for f in self.futures {
+            if let Some(e) = f.await {
+                return Err(to_error(&self.op, e));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Records kernels of one or more ops into a single command buffer; [`Recorder::finish`]
+/// submits them at once. Host-side validation errors come back from each op call; GPU
+/// validation errors from the call (native) or from `finish` (browser).
+pub struct Recorder {
+    ctx: Context,
+    encoder: wgpu::CommandEncoder,
+    pending: Vec<ScopeCheck>,
+    dispatches: u64,
+}
+
+impl Recorder {
+    fn new(ctx: Context) -> Recorder {
+        let encoder = ctx
+            .device()
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgpu-ops"),
+            });
+        Recorder {
+            ctx,
+            encoder,
+            pending: Vec::new(),
+            dispatches: 0,
+        }
+    }
+
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Number of compute dispatches recorded so far.
+    pub fn dispatches(&self) -> u64 {
+        self.dispatches
+    }
+
+    /// Runs `f` on the encoder inside error scopes attributed to `op`.
+    pub(crate) fn record<T>(
+        &mut self,
+        op: &str,
+        f: impl FnOnce(&Context, &mut wgpu::CommandEncoder) -> T,
+    ) -> Result<T> {
+        let ctx = self.ctx.clone();
+        let encoder = &mut self.encoder;
+        let (value, mut check) = ctx.scoped(op, || f(&ctx, encoder));
+        check.poll_now()?;
+        if !check.futures.is_empty() {
+            self.pending.push(check);
+        }
+        Ok(value)
+    }
+
+    /// A uniform buffer holding `bytes` (kernel parameters), written when it is created.
+    pub(crate) fn uniform(&mut self, op: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
+        use wgpu::util::DeviceExt;
+        self.record(op, |ctx, _| {
+            ctx.device()
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("params"),
+                    contents: bytes,
+                    usage: wgpu::BufferUsages::UNIFORM,
+                })
+        })
+    }
+
+    /// Records one dispatch of `pipeline` over `grid` workgroups with `buffers` bound in order.
+    pub(crate) fn dispatch(
+        &mut self,
+        op: &str,
+        pipeline: &Pipeline,
+        buffers: &[wgpu::BindingResource<'_>],
+        grid: [u32; 3],
+    ) -> Result<()> {
+        self.dispatches += 1;
+        self.record(op, |ctx, encoder| {
+            let entries: Vec<wgpu::BindGroupEntry> = buffers
+                .iter()
+                .enumerate()
+                .map(|(i, r)| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: r.clone(),
+                })
+                .collect();
+            let bind_group = ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.layout,
+                entries: &entries,
+            });
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&pipeline.pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+        })
+    }
+
+    /// Submits everything recorded, then reports any GPU error the recording raised.
+    pub async fn finish(self) -> Result<()> {
+        let Recorder {
+            ctx,
+            encoder,
+            mut pending,
+            ..
+        } = self;
+        let ((), check) = ctx.scoped("submit", || {
+            ctx.submit(encoder.finish());
+        });
+        pending.push(check);
+        for check in pending {
+            check.wait().await?;
+        }
+        Ok(())
+    }
+}

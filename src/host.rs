@@ -1,0 +1,122 @@
+//! Host-side tensors: raw little-endian bytes with a dtype and shape.
+
+use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+
+use crate::ops::indices::IndexValue;
+use crate::{DType, Element, Error, Result};
+
+/// A tensor in host memory. Used for uploads, downloads, graph constants and index inputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostTensor {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// `numel * dtype.size()` bytes, C order, little endian.
+    pub data: Vec<u8>,
+}
+
+/// Number of elements of `shape`, or `None` if it does not fit in `usize`.
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+impl HostTensor {
+    /// Wraps raw bytes; fails when their length does not match the shape and dtype.
+    pub fn from_bytes(dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Result<Self> {
+        let expected = checked_numel(&shape).and_then(|n| n.checked_mul(dtype.size()));
+        if expected != Some(data.len()) {
+            return Err(Error::invalid(
+                "HostTensor",
+                "data",
+                format!(
+                    "data has {} bytes but shape {:?} of {} needs {}",
+                    data.len(),
+                    shape,
+                    dtype,
+                    expected.map_or("more than usize::MAX".to_string(), |n| n.to_string())
+                ),
+            ));
+        }
+        Ok(HostTensor { dtype, shape, data })
+    }
+
+    pub fn from_vec<T: Element>(shape: Vec<usize>, values: &[T]) -> Result<Self> {
+        let mut data = Vec::with_capacity(std::mem::size_of_val(values));
+        T::write_bytes(values, &mut data);
+        HostTensor::from_bytes(T::DTYPE, shape, data)
+    }
+
+    pub fn from_array<T: Element, S: Data<Elem = T>, D: Dimension>(a: &ArrayBase<S, D>) -> Self {
+        let mut data = Vec::with_capacity(a.len() * T::DTYPE.size());
+        match a.as_slice() {
+            Some(s) => T::write_bytes(s, &mut data),
+            None => a
+                .iter()
+                .for_each(|v| T::write_bytes(std::slice::from_ref(v), &mut data)),
+        }
+        HostTensor {
+            dtype: T::DTYPE,
+            shape: a.shape().to_vec(),
+            data,
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        self.data.len() / self.dtype.size()
+    }
+
+    /// The values as `T`; fails when `T` is not this tensor's dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::invalid(
+                "HostTensor",
+                "dtype",
+                format!("tensor is {} but {} was asked for", self.dtype, T::DTYPE),
+            ));
+        }
+        Ok(self
+            .data
+            .chunks_exact(self.dtype.size())
+            .map(T::read_bytes)
+            .collect())
+    }
+
+    pub fn to_array<T: Element>(&self) -> Result<ArrayD<T>> {
+        let v = self.to_vec::<T>()?;
+        Ok(ArrayD::from_shape_vec(IxDyn(&self.shape), v).expect("shape checked at construction"))
+    }
+
+    /// Reads a 1-D integer tensor as `i64` index values for `op`'s input `input`.
+    ///
+    /// Values convert as [`crate::IntoIndices`] describes (int32 sentinels, `u64` saturation).
+    pub fn to_indices(&self, op: &'static str, input: &str) -> Result<Vec<i64>> {
+        if self.shape.len() != 1 {
+            return Err(Error::invalid(
+                op,
+                input,
+                format!("{input} must be 1-D but has shape {:?}", self.shape),
+            ));
+        }
+        let w = self.dtype.size();
+        let read = |b: &[u8]| -> i64 {
+            match self.dtype {
+                DType::I8 => (b[0] as i8).to_index(),
+                DType::U8 => b[0].to_index(),
+                DType::I16 => i16::read_bytes(b).to_index(),
+                DType::U16 => u16::read_bytes(b).to_index(),
+                DType::I32 => i32::read_bytes(b).to_index(),
+                DType::U32 => u32::read_bytes(b).to_index(),
+                DType::I64 => i64::read_bytes(b),
+                DType::U64 => u64::read_bytes(b).to_index(),
+                _ => unreachable!("checked integer dtype"),
+            }
+        };
+        if !self.dtype.is_integer() {
+            return Err(Error::invalid(
+                op,
+                input,
+                format!("{input} must have an integer dtype but is {}", self.dtype),
+            ));
+        }
+        Ok(self.data.chunks_exact(w).map(read).collect())
+    }
+}

@@ -1,0 +1,243 @@
+//! The strided-gather kernel family (`shaders/strided_gather.wgsl`): every output element reads
+//! one input element at `base + sum(coord_k * step_k)`. Slicing ops lower to it.
+
+use crate::context::{Binding, KernelSource};
+use crate::ops::slicing::AxisSlice;
+use crate::ops::MAX_RANK;
+use crate::{Error, Recorder, Result, Tensor};
+
+use super::dispatch_grid;
+
+pub(crate) static KERNEL: KernelSource = KernelSource {
+    name: "strided_gather",
+    wgsl: include_str!("../../shaders/strided_gather.wgsl"),
+    entry: "main",
+    bindings: &[
+        Binding::Uniform,
+        Binding::StorageRead,
+        Binding::StorageReadWrite,
+    ],
+};
+
+/// Workgroup size of the gather kernel.
+pub const WORKGROUP_SIZE: u32 = 64;
+
+/// One axis of a gather, in elements: `len` positions, `step` input elements apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatherDim {
+    pub len: u64,
+    pub step: i64,
+}
+
+/// An element-level gather: output element `i` (C order over `dims`) reads input element
+/// `base + sum(coord_k * step_k)`. Axes of length 1 are dropped and adjacent axes that are
+/// contiguous in both input and output are merged, so the kernel loops over as few as possible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatherPlan {
+    pub count: u64,
+    pub base: u64,
+    /// Outermost first.
+    pub dims: Vec<GatherDim>,
+}
+
+impl GatherPlan {
+    pub fn from_axes(input_shape: &[usize], axes: &[AxisSlice]) -> GatherPlan {
+        debug_assert_eq!(input_shape.len(), axes.len());
+        let count: u64 = axes.iter().map(|a| a.len).product();
+        if count == 0 {
+            return GatherPlan {
+                count: 0,
+                base: 0,
+                dims: Vec::new(),
+            };
+        }
+        // Element strides of the (C-order) input.
+        let mut stride = 1i64;
+        let mut strides = vec![0i64; input_shape.len()];
+        for (k, &d) in input_shape.iter().enumerate().rev() {
+            strides[k] = stride;
+            stride = stride.wrapping_mul(d as i64);
+        }
+        let mut base = 0u64;
+        let mut dims: Vec<GatherDim> = Vec::new();
+        for (a, &s) in axes.iter().zip(&strides) {
+            base += a.start * s as u64;
+            if a.len == 1 {
+                continue;
+            }
+            let dim = GatherDim {
+                len: a.len,
+                step: a.step * s,
+            };
+            dims.push(dim);
+        }
+        // Merge from the inside out: an outer axis whose step is the inner axis' whole extent
+        // continues it.
+        let mut merged: Vec<GatherDim> = Vec::with_capacity(dims.len());
+        for dim in dims.into_iter().rev() {
+            match merged.last_mut() {
+                Some(inner) if dim.step == inner.step * inner.len as i64 => inner.len *= dim.len,
+                _ => merged.push(dim),
+            }
+        }
+        merged.reverse();
+        GatherPlan {
+            count,
+            base,
+            dims: merged,
+        }
+    }
+
+    /// The input element read by output element `i` (the kernel's arithmetic, for tests).
+    pub fn source_index(&self, i: u64) -> u64 {
+        let mut rest = i;
+        let mut index = self.base as i64;
+        for d in self.dims.iter().rev() {
+            index += (rest % d.len) as i64 * d.step;
+            rest /= d.len;
+        }
+        index as u64
+    }
+
+    /// True when the gather reads `count` consecutive input elements in order.
+    pub fn is_contiguous(&self) -> bool {
+        match self.dims.as_slice() {
+            [] => true,
+            [d] => d.step == 1,
+            _ => false,
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    count: u32,
+    units: u32,
+    rank: u32,
+    base: u32,
+    shape: [u32; MAX_RANK],
+    step: [u32; MAX_RANK],
+}
+
+impl Recorder {
+    /// Records `plan` reading `src` into a new tensor of `output_shape` (same dtype).
+    pub(crate) fn gather(
+        &mut self,
+        op: &'static str,
+        src: &Tensor,
+        plan: &GatherPlan,
+        output_shape: &[usize],
+    ) -> Result<Tensor> {
+        let ctx = self.context().clone();
+        let out = Tensor::uninit(&ctx, src.dtype(), output_shape)?;
+        if plan.count == 0 {
+            return Ok(out);
+        }
+        if plan.dims.len() > MAX_RANK {
+            return Err(Error::invalid(
+                op,
+                "data",
+                format!(
+                    "the slice needs {} gather axes; at most {MAX_RANK} are supported",
+                    plan.dims.len()
+                ),
+            ));
+        }
+        ctx.check_binding_size(op, "input data", src.buffer().size())?;
+        ctx.check_binding_size(op, "output", out.buffer().size())?;
+        let elem = src.dtype().size() as u32;
+        let count = u32::try_from(plan.count).map_err(|_| Error::LimitExceeded {
+            op,
+            what: "the output's element count".into(),
+            limit: "2^32 elements per kernel",
+            needed: plan.count,
+            max: u64::from(u32::MAX),
+        })?;
+        let units = if elem < 4 {
+            plan.count.div_ceil(u64::from(4 / elem))
+        } else {
+            plan.count
+        };
+        let mut params = Params {
+            count,
+            units: units as u32,
+            rank: plan.dims.len() as u32,
+            base: plan.base as u32,
+            shape: [1; MAX_RANK],
+            step: [0; MAX_RANK],
+        };
+        for (k, d) in plan.dims.iter().rev().enumerate() {
+            params.shape[k] = d.len as u32;
+            params.step[k] = d.step as u32; // two's complement; the kernel's sum wraps
+        }
+        let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
+        let grid =
+            dispatch_grid(units, WORKGROUP_SIZE, max_dim).ok_or_else(|| Error::LimitExceeded {
+                op,
+                what: format!("{units} invocations"),
+                limit: "max_compute_workgroups_per_dimension (cubed)",
+                needed: units.div_ceil(u64::from(WORKGROUP_SIZE)),
+                max: u64::from(max_dim).pow(3),
+            })?;
+        let pipeline = ctx.pipeline(
+            &KERNEL,
+            &[("ELEM_BYTES", elem), ("WORKGROUP_SIZE", WORKGROUP_SIZE)],
+        )?;
+        let uniform = self.uniform(op, bytemuck::bytes_of(&params))?;
+        self.dispatch(
+            op,
+            &pipeline,
+            &[
+                uniform.as_entire_binding(),
+                src.buffer().as_entire_binding(),
+                out.buffer().as_entire_binding(),
+            ],
+            grid,
+        )?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn axis(start: u64, step: i64, len: u64) -> AxisSlice {
+        AxisSlice { start, step, len }
+    }
+
+    #[test]
+    fn merges_contiguous_axes_and_drops_unit_axes() {
+        let full = [axis(0, 1, 2), axis(0, 1, 3), axis(0, 1, 4)];
+        let p = GatherPlan::from_axes(&[2, 3, 4], &full);
+        assert_eq!(p.dims, [GatherDim { len: 24, step: 1 }]);
+        assert!(p.is_contiguous());
+
+        // x[1:2, :, ::-1]: the unit axis goes, the reversed inner axis cannot merge.
+        let p = GatherPlan::from_axes(&[2, 3, 4], &[axis(1, 1, 1), axis(0, 1, 3), axis(3, -1, 4)]);
+        assert_eq!(p.base, 12 + 3);
+        assert_eq!(
+            p.dims,
+            [
+                GatherDim { len: 3, step: 4 },
+                GatherDim { len: 4, step: -1 }
+            ]
+        );
+        assert_eq!(
+            (0..12).map(|i| p.source_index(i)).collect::<Vec<_>>(),
+            [15, 14, 13, 12, 19, 18, 17, 16, 23, 22, 21, 20]
+        );
+
+        // Reversed outer axes of full rows merge too: x[::-1, ::-1] on [3, 1] is one axis.
+        let p = GatherPlan::from_axes(&[3, 1], &[axis(2, -1, 3), axis(0, -1, 1)]);
+        assert_eq!(p.dims, [GatherDim { len: 3, step: -1 }]);
+        assert_eq!(p.base, 2);
+    }
+
+    #[test]
+    fn empty_output_has_no_dims() {
+        let p = GatherPlan::from_axes(&[2, 0], &[axis(0, 1, 2), axis(0, 1, 0)]);
+        assert_eq!((p.count, p.dims.len()), (0, 0));
+    }
+}

@@ -1,0 +1,33 @@
+//! wgpu-ops: tensor operators on the GPU through WebGPU (wgpu + WGSL compute shaders).
+//!
+//! The host validates inputs and computes a plan (plain data, no GPU needed); a WGSL kernel
+//! remaps indices. Data movement is type-agnostic: every dtype of 1, 2, 4 or 8 bytes works.
+//!
+//! ```no_run
+//! use wgpu_ops::{Context, ContextOptions, Tensor, ops::strided_slice::StridedSlice};
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let x = Tensor::from_array(&ctx, &ndarray::Array::from_shape_fn((2, 3, 4), |(i, j, k)| (i * 12 + j * 4 + k) as f32))?;
+//! // x[1:, :, ::-1]
+//! let op = StridedSlice::new([1, 0, 0], [0, 0, 0]).stride([1, 1, -1]).begin_mask([0, 1, 1]).end_mask([1, 1, 1]);
+//! let y = op.run(&x)?;
+//! assert_eq!(y.shape(), &[1, 3, 4]);
+//! # Ok::<(), wgpu_ops::Error>(())
+//! ```
+
+pub mod context;
+pub mod dtype;
+pub mod error;
+pub mod host;
+pub mod kernels;
+pub mod ops;
+pub mod reference;
+pub mod tensor;
+
+pub use context::{list_adapters, Context, ContextOptions, Recorder, Stats};
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use host::HostTensor;
+pub use ops::indices::IntoIndices;
+pub use ops::slice::Slice;
+pub use ops::strided_slice::StridedSlice;
+pub use tensor::{download_all, Tensor};

@@ -1,0 +1,236 @@
+//! StridedSlice-1 (OpenVINO): begin/end/stride with begin, end, new-axis, shrink-axis and
+//! ellipsis masks, as settled by `spec-decisions.md` (decisions 0 to 9).
+
+use super::check_rank;
+use super::indices::IntoIndices;
+use super::slicing::{python_range, AxisSlice, SlicePlan};
+use crate::{Error, Recorder, Result, Tensor};
+
+const OP: &str = "StridedSlice";
+
+/// StridedSlice-1's index inputs and masks. Masks are lists of 0/1 of any length (shorter ones
+/// are padded with zeros, longer ones truncated to the length of `begin`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StridedSlice {
+    pub begin: Vec<i64>,
+    pub end: Vec<i64>,
+    /// `None`: all strides 1.
+    pub stride: Option<Vec<i64>>,
+    pub begin_mask: Vec<i64>,
+    pub end_mask: Vec<i64>,
+    pub new_axis_mask: Vec<i64>,
+    pub shrink_axis_mask: Vec<i64>,
+    pub ellipsis_mask: Vec<i64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Position {
+    Ellipsis,
+    NewAxis,
+    Shrink,
+    Range,
+}
+
+impl StridedSlice {
+    pub fn new(begin: impl IntoIndices, end: impl IntoIndices) -> Self {
+        StridedSlice {
+            begin: begin.into_indices(),
+            end: end.into_indices(),
+            ..Default::default()
+        }
+    }
+    pub fn stride(mut self, stride: impl IntoIndices) -> Self {
+        self.stride = Some(stride.into_indices());
+        self
+    }
+    pub fn begin_mask(mut self, mask: impl IntoIndices) -> Self {
+        self.begin_mask = mask.into_indices();
+        self
+    }
+    pub fn end_mask(mut self, mask: impl IntoIndices) -> Self {
+        self.end_mask = mask.into_indices();
+        self
+    }
+    pub fn new_axis_mask(mut self, mask: impl IntoIndices) -> Self {
+        self.new_axis_mask = mask.into_indices();
+        self
+    }
+    pub fn shrink_axis_mask(mut self, mask: impl IntoIndices) -> Self {
+        self.shrink_axis_mask = mask.into_indices();
+        self
+    }
+    pub fn ellipsis_mask(mut self, mask: impl IntoIndices) -> Self {
+        self.ellipsis_mask = mask.into_indices();
+        self
+    }
+
+    /// Validates against `input_shape` and computes the plan; needs neither a GPU nor the data.
+    pub fn plan(&self, input_shape: &[usize]) -> Result<SlicePlan> {
+        check_rank(OP, input_shape)?;
+        let m = self.begin.len();
+        if self.end.len() != m {
+            return Err(Error::invalid(
+                OP,
+                "end",
+                format!(
+                    "end has {} values but begin has {m}; begin, end and stride must have the same length",
+                    self.end.len()
+                ),
+            ));
+        }
+        let ones;
+        let stride = match &self.stride {
+            Some(s) => {
+                if s.len() != m {
+                    return Err(Error::invalid(
+                        OP,
+                        "stride",
+                        format!(
+                            "stride has {} values but begin has {m}; begin, end and stride must have the same length",
+                            s.len()
+                        ),
+                    ));
+                }
+                s
+            }
+            None => {
+                ones = vec![1; m];
+                &ones
+            }
+        };
+        if let Some(i) = stride.iter().position(|&s| s == 0) {
+            return Err(Error::invalid(
+                OP,
+                "stride",
+                format!("stride[{i}] is 0; strides must be non-zero"),
+            ));
+        }
+        let masks = [
+            ("begin_mask", &self.begin_mask),
+            ("end_mask", &self.end_mask),
+            ("new_axis_mask", &self.new_axis_mask),
+            ("shrink_axis_mask", &self.shrink_axis_mask),
+            ("ellipsis_mask", &self.ellipsis_mask),
+        ];
+        for (name, mask) in masks {
+            if let Some((i, v)) = mask.iter().enumerate().find(|(_, &v)| v != 0 && v != 1) {
+                return Err(Error::invalid(
+                    OP,
+                    name,
+                    format!("{name}[{i}] is {v}; mask values must be 0 or 1"),
+                ));
+            }
+        }
+        // Padded with zeros / truncated to m (decision 5).
+        let bit = |mask: &Vec<i64>, i: usize| mask.get(i) == Some(&1);
+        // Precedence at one position: ellipsis, then new axis, then shrink (decision 6).
+        let positions: Vec<Position> = (0..m)
+            .map(|i| {
+                if bit(&self.ellipsis_mask, i) {
+                    Position::Ellipsis
+                } else if bit(&self.new_axis_mask, i) {
+                    Position::NewAxis
+                } else if bit(&self.shrink_axis_mask, i) {
+                    Position::Shrink
+                } else {
+                    Position::Range
+                }
+            })
+            .collect();
+        let ellipses: Vec<usize> = (0..m)
+            .filter(|&i| positions[i] == Position::Ellipsis)
+            .collect();
+        if ellipses.len() > 1 {
+            return Err(Error::invalid(
+                OP,
+                "ellipsis_mask",
+                format!(
+                    "ellipsis_mask has bits set at positions {ellipses:?}; at most one ellipsis is allowed"
+                ),
+            ));
+        }
+        let rank = input_shape.len();
+        let consumed = positions
+            .iter()
+            .filter(|p| matches!(p, Position::Shrink | Position::Range))
+            .count();
+        if consumed > rank {
+            return Err(Error::invalid(
+                OP,
+                "begin",
+                format!(
+                    "begin has {m} positions, {consumed} of which index input dimensions, but data has rank {rank}; too many indices"
+                ),
+            ));
+        }
+        let mut axes = Vec::with_capacity(rank);
+        let mut output_shape = Vec::with_capacity(m + rank);
+        let mut j = 0;
+        for (i, position) in positions.into_iter().enumerate() {
+            match position {
+                Position::Ellipsis => {
+                    for _ in 0..rank - consumed {
+                        axes.push(AxisSlice::full(input_shape[j]));
+                        output_shape.push(input_shape[j]);
+                        j += 1;
+                    }
+                }
+                Position::NewAxis => output_shape.push(1),
+                Position::Shrink => {
+                    let d = input_shape[j] as i64;
+                    let b = self.begin[i];
+                    let index = if b < 0 { b + d } else { b };
+                    if !(0..d).contains(&index) {
+                        return Err(Error::invalid(
+                            OP,
+                            "begin",
+                            format!(
+                                "begin[{i}] is {b} with shrink_axis_mask[{i}] set, outside [{}, {}] for input dimension {j} of size {d}",
+                                -d,
+                                d - 1
+                            ),
+                        ));
+                    }
+                    axes.push(AxisSlice {
+                        start: index as u64,
+                        step: 1,
+                        len: 1,
+                    });
+                    j += 1;
+                }
+                Position::Range => {
+                    let begin = (!bit(&self.begin_mask, i)).then_some(self.begin[i]);
+                    let end = (!bit(&self.end_mask, i)).then_some(self.end[i]);
+                    let a = python_range(input_shape[j], begin, end, stride[i]);
+                    output_shape.push(a.len as usize);
+                    axes.push(a);
+                    j += 1;
+                }
+            }
+        }
+        // Trailing dimensions without a position are taken whole (decision 8).
+        for &d in &input_shape[j..] {
+            axes.push(AxisSlice::full(d));
+            output_shape.push(d);
+        }
+        Ok(SlicePlan {
+            input_shape: input_shape.to_vec(),
+            axes,
+            output_shape,
+        })
+    }
+
+    /// Runs the op on `data` and waits for validation (native).
+    #[cfg(feature = "native")]
+    pub fn run(&self, data: &Tensor) -> Result<Tensor> {
+        data.context().run(|rec| rec.strided_slice(data, self))
+    }
+}
+
+impl Recorder {
+    /// Records StridedSlice-1 of `data`.
+    pub fn strided_slice(&mut self, data: &Tensor, op: &StridedSlice) -> Result<Tensor> {
+        let plan = op.plan(data.shape())?;
+        self.gather(OP, data, &plan.gather(), &plan.output_shape)
+    }
+}

@@ -1,0 +1,282 @@
+//! CPU references of the ops on `ndarray`, written from the spec texts independently of the GPU
+//! plans (no [`crate::ops::slicing`] code is used here). Tests compare the GPU against them.
+
+use ndarray::{ArrayD, Axis, IxDyn};
+
+use crate::{HostTensor, Slice, StridedSlice};
+
+/// The spec's slicing loop for one axis: `slicing_index` starts at the clamped begin and steps
+/// by `stride` while it is before the clamped end. Clamping as the StridedSlice-1 prose says,
+/// corrected by spec-decisions.md: a reverse begin still negative after adjusting clamps to 0
+/// (decision 0) and a masked reverse end runs through index 0 (decision 2).
+pub fn axis_indices(dim: usize, begin: Option<i64>, end: Option<i64>, stride: i64) -> Vec<usize> {
+    let size = dim as i128;
+    let adjust = |v: i64| {
+        let v = v as i128;
+        if v < 0 {
+            v + size
+        } else {
+            v
+        }
+    };
+    let mut out = Vec::new();
+    if stride > 0 {
+        let b = begin.map_or(0, |b| adjust(b).clamp(0, size));
+        let e = end.map_or(size, |e| adjust(e).clamp(0, size));
+        let mut i = b;
+        while i < e {
+            out.push(i as usize);
+            i += stride as i128;
+        }
+    } else {
+        let b = match begin {
+            None => size - 1,
+            Some(b) => {
+                let b = adjust(b);
+                if b >= size {
+                    size - 1
+                } else if b < 0 {
+                    0
+                } else {
+                    b
+                }
+            }
+        };
+        let e = match end {
+            None => -1,
+            Some(e) => {
+                let e = adjust(e);
+                if e >= size {
+                    size
+                } else if e < 0 {
+                    -1
+                } else {
+                    e
+                }
+            }
+        };
+        let mut i = b;
+        while i > e && size > 0 {
+            out.push(i as usize);
+            i += stride as i128;
+        }
+    }
+    out
+}
+
+/// One position of a numpy-style index expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexItem {
+    Range {
+        begin: Option<i64>,
+        end: Option<i64>,
+        stride: i64,
+    },
+    Index(i64),
+    NewAxis,
+    Ellipsis,
+}
+
+/// Applies a numpy-style index expression (basic indexing) to `a`.
+pub fn apply_index<T: Clone>(a: &ArrayD<T>, items: &[IndexItem]) -> Result<ArrayD<T>, String> {
+    let rank = a.ndim();
+    if items.iter().filter(|i| **i == IndexItem::Ellipsis).count() > 1 {
+        return Err("more than one ellipsis".into());
+    }
+    let consuming = items
+        .iter()
+        .filter(|i| matches!(i, IndexItem::Range { .. } | IndexItem::Index(_)))
+        .count();
+    if consuming > rank {
+        return Err(format!("too many indices: {consuming} for rank {rank}"));
+    }
+    let mut picks: Vec<Vec<usize>> = Vec::new();
+    let mut shape = Vec::new();
+    let mut axis = 0;
+    let take_whole = |axis: &mut usize, picks: &mut Vec<Vec<usize>>, shape: &mut Vec<usize>| {
+        let d = a.shape()[*axis];
+        picks.push((0..d).collect());
+        shape.push(d);
+        *axis += 1;
+    };
+    for item in items {
+        match item {
+            IndexItem::Ellipsis => {
+                for _ in 0..rank - consuming {
+                    take_whole(&mut axis, &mut picks, &mut shape);
+                }
+            }
+            IndexItem::NewAxis => shape.push(1),
+            IndexItem::Index(i) => {
+                let d = a.shape()[axis] as i64;
+                let k = if *i < 0 { i + d } else { *i };
+                if k < 0 || k >= d {
+                    return Err(format!(
+                        "index {i} out of range for axis {axis} of size {d}"
+                    ));
+                }
+                picks.push(vec![k as usize]);
+                axis += 1;
+            }
+            IndexItem::Range { begin, end, stride } => {
+                if *stride == 0 {
+                    return Err("zero stride".into());
+                }
+                let ids = axis_indices(a.shape()[axis], *begin, *end, *stride);
+                shape.push(ids.len());
+                picks.push(ids);
+                axis += 1;
+            }
+        }
+    }
+    while axis < rank {
+        take_whole(&mut axis, &mut picks, &mut shape);
+    }
+    let mut selected = a.clone();
+    for (k, ids) in picks.iter().enumerate() {
+        selected = selected.select(Axis(k), ids);
+    }
+    let values: Vec<T> = selected.iter().cloned().collect();
+    Ok(ArrayD::from_shape_vec(IxDyn(&shape), values).expect("element count preserved"))
+}
+
+/// The index expression StridedSlice-1 describes, following the spec's position-by-position
+/// rules and the precedence of decision 6.
+pub fn strided_slice_items(op: &StridedSlice) -> Result<Vec<IndexItem>, String> {
+    let m = op.begin.len();
+    let stride = op.stride.clone().unwrap_or_else(|| vec![1; m]);
+    if op.end.len() != m || stride.len() != m {
+        return Err("begin, end and stride differ in length".into());
+    }
+    let set = |mask: &[i64], i: usize| -> Result<bool, String> {
+        match mask.get(i) {
+            None | Some(0) => Ok(false),
+            Some(1) => Ok(true),
+            Some(v) => Err(format!("mask value {v}")),
+        }
+    };
+    for mask in [
+        &op.begin_mask,
+        &op.end_mask,
+        &op.new_axis_mask,
+        &op.shrink_axis_mask,
+        &op.ellipsis_mask,
+    ] {
+        for i in 0..mask.len() {
+            set(mask, i)?;
+        }
+    }
+    if stride.contains(&0) {
+        return Err("zero stride".into());
+    }
+    let mut items = Vec::with_capacity(m);
+    for (i, &s) in stride.iter().enumerate() {
+        items.push(if set(&op.ellipsis_mask, i)? {
+            IndexItem::Ellipsis
+        } else if set(&op.new_axis_mask, i)? {
+            IndexItem::NewAxis
+        } else if set(&op.shrink_axis_mask, i)? {
+            IndexItem::Index(op.begin[i])
+        } else {
+            IndexItem::Range {
+                begin: (!set(&op.begin_mask, i)?).then_some(op.begin[i]),
+                end: (!set(&op.end_mask, i)?).then_some(op.end[i]),
+                stride: s,
+            }
+        });
+    }
+    Ok(items)
+}
+
+/// The index expression Slice-8 describes on data of `rank` dimensions.
+pub fn slice_items(op: &Slice, rank: usize) -> Result<Vec<IndexItem>, String> {
+    let n = op.start.len();
+    if rank == 0 {
+        return Err("rank 0".into());
+    }
+    if op.stop.len() != n || op.step.len() != n || op.axes.as_ref().is_some_and(|a| a.len() != n) {
+        return Err("start, stop, step and axes differ in length".into());
+    }
+    let axes: Vec<i64> = op.axes.clone().unwrap_or_else(|| (0..n as i64).collect());
+    let mut items = vec![
+        IndexItem::Range {
+            begin: None,
+            end: None,
+            stride: 1
+        };
+        rank
+    ];
+    let mut used = vec![false; rank];
+    for (i, &a) in axes.iter().enumerate() {
+        let axis = if a < 0 { a + rank as i64 } else { a };
+        if axis < 0 || axis >= rank as i64 {
+            return Err(format!("axis {a} out of range"));
+        }
+        if std::mem::replace(&mut used[axis as usize], true) {
+            return Err(format!("axis {a} repeated"));
+        }
+        if op.step[i] == 0 {
+            return Err("zero step".into());
+        }
+        items[axis as usize] = IndexItem::Range {
+            begin: Some(op.start[i]),
+            end: Some(op.stop[i]),
+            stride: op.step[i],
+        };
+    }
+    Ok(items)
+}
+
+fn on_host(
+    data: &HostTensor,
+    f: impl Fn(&ArrayD<u8>) -> Result<ArrayD<u8>, String>,
+) -> Result<HostTensor, String> {
+    // Elements are moved, never interpreted: view each element as its bytes along an extra axis.
+    let w = data.dtype.size();
+    let mut shape = data.shape.clone();
+    shape.push(w);
+    let bytes =
+        ArrayD::from_shape_vec(IxDyn(&shape), data.data.clone()).map_err(|e| e.to_string())?;
+    let out = f(&bytes)?;
+    let out_shape = out.shape()[..out.ndim() - 1].to_vec();
+    Ok(HostTensor {
+        dtype: data.dtype,
+        shape: out_shape,
+        data: out.iter().copied().collect(),
+    })
+}
+
+/// StridedSlice-1 on a host tensor of any dtype.
+pub fn strided_slice(data: &HostTensor, op: &StridedSlice) -> Result<HostTensor, String> {
+    let items = strided_slice_items(op)?;
+    // The byte axis added by `on_host` is taken whole: it sits after every indexed axis unless
+    // an ellipsis would swallow it, so give it an explicit trailing position.
+    on_host(data, |a| {
+        let mut items = items.clone();
+        let consuming = items
+            .iter()
+            .filter(|i| matches!(i, IndexItem::Range { .. } | IndexItem::Index(_)))
+            .count();
+        if consuming > data.shape.len() {
+            return Err(format!(
+                "too many indices: {consuming} for rank {}",
+                data.shape.len()
+            ));
+        }
+        if !items.contains(&IndexItem::Ellipsis) {
+            items.push(IndexItem::Ellipsis);
+        }
+        items.push(IndexItem::Range {
+            begin: None,
+            end: None,
+            stride: 1,
+        });
+        apply_index(a, &items)
+    })
+}
+
+/// Slice-8 on a host tensor of any dtype.
+pub fn slice(data: &HostTensor, op: &Slice) -> Result<HostTensor, String> {
+    let items = slice_items(op, data.shape.len())?;
+    on_host(data, |a| apply_index(a, &items))
+}

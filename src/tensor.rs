@@ -1,0 +1,225 @@
+//! GPU tensors: a dtype, a shape and a storage buffer.
+
+use std::sync::Arc;
+
+use ndarray::{ArrayBase, ArrayD, Data, Dimension};
+use wgpu::util::DeviceExt;
+
+use crate::host::checked_numel;
+use crate::{Context, DType, Element, Error, HostTensor, Result};
+
+/// A tensor in GPU memory, C order. The buffer is padded to whole 32-bit words (at least one),
+/// so kernels can move 1- and 2-byte elements as words; padding bytes carry no meaning.
+#[derive(Clone)]
+pub struct Tensor {
+    ctx: Context,
+    dtype: DType,
+    shape: Vec<usize>,
+    buffer: Arc<wgpu::Buffer>,
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor({} {:?})", self.dtype, self.shape)
+    }
+}
+
+/// Bytes of the buffer backing `bytes` bytes of data: whole words, never zero.
+pub(crate) fn padded_size(bytes: u64) -> u64 {
+    bytes.div_ceil(4).max(1) * 4
+}
+
+fn byte_len(op: &'static str, dtype: DType, shape: &[usize]) -> Result<u64> {
+    checked_numel(shape)
+        .and_then(|n| n.checked_mul(dtype.size()))
+        .map(|b| b as u64)
+        .ok_or_else(|| {
+            Error::invalid(
+                op,
+                "shape",
+                format!("shape {shape:?} of {dtype} has more bytes than this host can address"),
+            )
+        })
+}
+
+const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+impl Tensor {
+    /// Allocates an uninitialized tensor (contents unspecified until a kernel writes it).
+    pub fn uninit(ctx: &Context, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        let bytes = byte_len("Tensor", dtype, shape)?;
+        let size = padded_size(bytes);
+        ctx.check_buffer_size("Tensor", "a tensor", size)?;
+        let (buffer, check) = ctx.scoped("allocate", || {
+            ctx.device().create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size,
+                usage: USAGE,
+                mapped_at_creation: false,
+            })
+        });
+        check.now()?;
+        Ok(Tensor {
+            ctx: ctx.clone(),
+            dtype,
+            shape: shape.to_vec(),
+            buffer: Arc::new(buffer),
+        })
+    }
+
+    /// Uploads a host tensor.
+    pub fn from_host(ctx: &Context, host: &HostTensor) -> Result<Tensor> {
+        let size = padded_size(host.data.len() as u64);
+        ctx.check_buffer_size("Tensor", "a tensor", size)?;
+        let mut contents = Vec::with_capacity(size as usize);
+        contents.extend_from_slice(&host.data);
+        contents.resize(size as usize, 0);
+        let (buffer, check) = ctx.scoped("upload", || {
+            ctx.device()
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: None,
+                    contents: &contents,
+                    usage: USAGE,
+                })
+        });
+        check.now()?;
+        Ok(Tensor {
+            ctx: ctx.clone(),
+            dtype: host.dtype,
+            shape: host.shape.clone(),
+            buffer: Arc::new(buffer),
+        })
+    }
+
+    /// Uploads an `ndarray` array (any layout; it is copied in C order).
+    pub fn from_array<T: Element, S: Data<Elem = T>, D: Dimension>(
+        ctx: &Context,
+        array: &ArrayBase<S, D>,
+    ) -> Result<Tensor> {
+        Tensor::from_host(ctx, &HostTensor::from_array(array))
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+    /// Bytes of data (without the buffer's padding).
+    pub fn byte_len(&self) -> u64 {
+        (self.numel() * self.dtype.size()) as u64
+    }
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The same data under another shape with the same number of elements (no copy).
+    pub fn reshaped(&self, shape: &[usize]) -> Result<Tensor> {
+        if checked_numel(shape) != Some(self.numel()) {
+            return Err(Error::invalid(
+                "Reshape",
+                "shape",
+                format!(
+                    "shape {shape:?} does not hold the {} elements of {:?}",
+                    self.numel(),
+                    self.shape
+                ),
+            ));
+        }
+        Ok(Tensor {
+            shape: shape.to_vec(),
+            ..self.clone()
+        })
+    }
+
+    /// Downloads the tensor. Awaitable in the browser; see [`download_all`].
+    pub async fn to_host(&self) -> Result<HostTensor> {
+        Ok(download_all(&self.ctx, &[self]).await?.remove(0))
+    }
+
+    /// Blocking download for native callers.
+    #[cfg(feature = "native")]
+    pub fn to_host_blocking(&self) -> Result<HostTensor> {
+        pollster::block_on(self.to_host())
+    }
+
+    /// Blocking download into an `ndarray` array; fails if `T` is not the tensor's dtype.
+    #[cfg(feature = "native")]
+    pub fn to_array<T: Element>(&self) -> Result<ArrayD<T>> {
+        self.to_host_blocking()?.to_array()
+    }
+}
+
+/// Downloads several tensors with one submission and one wait.
+pub async fn download_all(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<HostTensor>> {
+    let device = ctx.device();
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        label: Some("download"),
+    });
+    let ((staging, receivers), check) = ctx.scoped("download", || {
+        let staging: Vec<Option<wgpu::Buffer>> = tensors
+            .iter()
+            .map(|t| {
+                (t.byte_len() > 0).then(|| {
+                    let size = padded_size(t.byte_len());
+                    let s = device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("staging"),
+                        size,
+                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    });
+                    encoder.copy_buffer_to_buffer(&t.buffer, 0, &s, 0, size);
+                    s
+                })
+            })
+            .collect();
+        ctx.submit(encoder.finish());
+        let receivers: Vec<_> = staging
+            .iter()
+            .map(|s| {
+                s.as_ref().map(|s| {
+                    let (tx, rx) = futures_channel::oneshot::channel();
+                    s.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                        let _ = tx.send(r);
+                    });
+                    rx
+                })
+            })
+            .collect();
+        (staging, receivers)
+    });
+    check.now()?;
+    if staging.iter().any(Option::is_some) {
+        #[cfg(not(target_arch = "wasm32"))]
+        ctx.wait_idle()?;
+    }
+    let mut out = Vec::with_capacity(tensors.len());
+    for ((t, s), rx) in tensors.iter().zip(&staging).zip(receivers) {
+        let mut data = Vec::new();
+        if let (Some(s), Some(rx)) = (s, rx) {
+            rx.await
+                .map_err(|_| Error::Readback("the GPU device was lost during a download".into()))?
+                .map_err(|e| Error::Readback(format!("mapping a result buffer failed: {e}")))?;
+            let view = s
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| Error::Readback(format!("reading a result buffer failed: {e}")))?;
+            data.extend_from_slice(&view[..t.byte_len() as usize]);
+            drop(view);
+            s.unmap();
+        }
+        out.push(HostTensor::from_bytes(t.dtype, t.shape.clone(), data)?);
+    }
+    Ok(out)
+}

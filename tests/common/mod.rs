@@ -1,0 +1,49 @@
+//! Shared test helpers: one GPU context per test binary, GPU-vs-reference comparisons.
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use wgpu_ops::{Context, ContextOptions, DType, HostTensor, Tensor};
+
+/// The context every GPU test uses. No adapter is a failure, never a skip.
+pub fn ctx() -> &'static Context {
+    static CTX: OnceLock<Context> = OnceLock::new();
+    CTX.get_or_init(|| {
+        let _ = env_logger::builder().is_test(true).try_init();
+        Context::new_blocking(ContextOptions::default())
+            .expect("no GPU adapter: install mesa-vulkan-drivers (lavapipe) to run the GPU tests")
+    })
+}
+
+/// Deterministic pseudo-random bytes (splitmix64), so data is not all zeros or a ramp.
+pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) as u8
+        })
+        .collect()
+}
+
+pub fn random_tensor(seed: u64, dtype: DType, shape: &[usize]) -> HostTensor {
+    let n: usize = shape.iter().product();
+    HostTensor::from_bytes(dtype, shape.to_vec(), bytes(seed, n * dtype.size())).unwrap()
+}
+
+/// A tensor whose element `i` holds the value `i` (as i64), for readable expected values.
+pub fn iota(shape: &[usize]) -> HostTensor {
+    let n: usize = shape.iter().product();
+    HostTensor::from_vec(shape.to_vec(), &(0..n as i64).collect::<Vec<_>>()).unwrap()
+}
+
+pub fn upload(h: &HostTensor) -> Tensor {
+    Tensor::from_host(ctx(), h).unwrap()
+}
+
+pub fn values(t: &Tensor) -> Vec<i64> {
+    t.to_host_blocking().unwrap().to_vec::<i64>().unwrap()
+}

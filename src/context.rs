@@ -390,6 +390,11 @@ impl Context {
         Ok(())
     }
 
+    /// True when both handles share one device (tensors cannot move between devices).
+    pub fn same_device(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Starts recording GPU work; see [`Recorder`].
     pub fn recorder(&self) -> Recorder {
         Recorder::new(self.clone())
@@ -601,5 +606,59 @@ impl Recorder {
             check.wait().await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, feature = "native"))]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Context {
+        Context::new_blocking(ContextOptions::default())
+            .expect("a GPU adapter (lavapipe) is needed")
+    }
+
+    #[test]
+    fn shader_errors_come_back_as_errors_naming_the_kernel() {
+        static BROKEN: KernelSource = KernelSource {
+            name: "broken_kernel",
+            wgsl: "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }",
+            entry: "main",
+            bindings: &[],
+        };
+        match ctx().pipeline(&BROKEN, &[]) {
+            Err(Error::Validation { op, message }) => {
+                assert_eq!(op, "broken_kernel");
+                assert!(!message.is_empty());
+            }
+            Err(e) => panic!("expected a validation error, got {e}"),
+            Ok(_) => panic!("a broken shader compiled"),
+        }
+    }
+
+    #[test]
+    fn validation_errors_while_recording_come_back_as_errors() {
+        let ctx = ctx();
+        let buffer = |usage| {
+            ctx.device().create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 16,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let src = buffer(wgpu::BufferUsages::COPY_SRC);
+        let dst = buffer(wgpu::BufferUsages::STORAGE); // no COPY_DST: the copy is invalid
+        let mut rec = ctx.recorder();
+        let recorded = rec.record("copy probe", |_, encoder| {
+            encoder.copy_buffer_to_buffer(&src, 0, &dst, 0, 16);
+        });
+        let result = recorded.and_then(|()| pollster::block_on(rec.finish()));
+        match result {
+            Err(Error::Validation { op, .. }) => {
+                assert!(op == "copy probe" || op == "submit", "{op}")
+            }
+            other => panic!("expected a validation error, got {other:?}"),
+        }
     }
 }

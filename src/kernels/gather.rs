@@ -130,6 +130,13 @@ impl Recorder {
         output_shape: &[usize],
     ) -> Result<Tensor> {
         let ctx = self.context().clone();
+        if !ctx.same_device(src.context()) {
+            return Err(Error::invalid(
+                op,
+                "data",
+                "data was created on another Context; tensors cannot be used across devices",
+            ));
+        }
         let out = Tensor::uninit(&ctx, src.dtype(), output_shape)?;
         if plan.count == 0 {
             return Ok(out);

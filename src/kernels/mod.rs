@@ -50,7 +50,8 @@ mod tests {
         );
         assert_eq!(dispatch_grid(1000, 1, 10), Some([10, 10, 10]));
         assert_eq!(dispatch_grid(1001, 1, 10), None);
-        for n in [1u64, 7, 99, 1000, 12345] {
+        assert_eq!(dispatch_grid(376, 3, 5), None);
+        for n in [1u64, 7, 99, 300, 375] {
             let [x, y, z] = dispatch_grid(n, 3, 5).unwrap();
             let total = u64::from(x) * u64::from(y) * u64::from(z) * 3;
             assert!(total >= n && x <= 5 && y <= 5 && z <= 5, "{n}: {x} {y} {z}");

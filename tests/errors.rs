@@ -1,0 +1,179 @@
+//! Every rule of the spec-decisions file and every malformed input gets an error that names
+//! the op, the input and the rule; nothing panics. wgpu validation errors come back as errors.
+
+mod common;
+use common::*;
+use wgpu_ops::{Context, ContextOptions, Error, HostTensor, Slice, StridedSlice};
+
+fn invalid(result: Result<wgpu_ops::Tensor, Error>) -> (String, String, String) {
+    match result {
+        Err(Error::InvalidInput { op, input, message }) => {
+            let shown = Error::InvalidInput {
+                op,
+                input: input.clone(),
+                message: message.clone(),
+            }
+            .to_string();
+            assert!(shown.starts_with(&format!("{op}: ")), "{shown}");
+            (op.to_string(), input, message)
+        }
+        other => panic!("expected an InvalidInput error, got {other:?}"),
+    }
+}
+
+fn ss(op: StridedSlice, shape: &[usize]) -> (String, String, String) {
+    invalid(op.run(&upload(&iota(shape))))
+}
+
+fn sl(op: Slice, shape: &[usize]) -> (String, String, String) {
+    invalid(op.run(&upload(&iota(shape))))
+}
+
+#[test]
+fn strided_slice_rules() {
+    // Decision 7: "A zero stride is an error."
+    let (op, input, msg) = ss(
+        StridedSlice::new([0, 0, 0], [1, 1, 1]).stride([1, 1, 0]),
+        &[2, 2, 2],
+    );
+    assert_eq!(
+        (op.as_str(), input.as_str(), msg.as_str()),
+        (
+            "StridedSlice",
+            "stride",
+            "stride[2] is 0; strides must be non-zero"
+        )
+    );
+    // Decision 7: "More than one ellipsis bit is an error."
+    let (_, input, msg) = ss(
+        StridedSlice::new([0, 0], [1, 1]).ellipsis_mask([1, 1]),
+        &[2, 2],
+    );
+    assert_eq!(input, "ellipsis_mask");
+    assert!(msg.contains("at most one ellipsis"), "{msg}");
+    // Decision 7: "begin, end and stride of different lengths are an error."
+    let (_, input, msg) = ss(StridedSlice::new([0, 0], [1]), &[2, 2]);
+    assert_eq!(input, "end");
+    assert!(msg.contains("same length"), "{msg}");
+    let (_, input, _) = ss(StridedSlice::new([0], [1]).stride([1, 1]), &[2, 2]);
+    assert_eq!(input, "stride");
+    // Decision 7: "More slicing positions than the input has dimensions (after discounting new
+    // axes and the ellipsis) is an error, as numpy's 'too many indices'."
+    let (_, input, msg) = ss(StridedSlice::new([0, 0, 0], [1, 1, 1]), &[2, 2]);
+    assert_eq!(input, "begin");
+    assert!(msg.contains("too many indices"), "{msg}");
+    // ... while new axes and the ellipsis do not count.
+    StridedSlice::new([0, 0, 0, 0], [1, 1, 1, 1])
+        .new_axis_mask([1, 0, 1])
+        .ellipsis_mask([0, 0, 0, 1])
+        .run(&upload(&iota(&[2, 2])))
+        .unwrap();
+    // Decision 4: "A shrink begin outside [-dim, dim - 1] is an error (no clamping)".
+    let (_, input, msg) = ss(StridedSlice::new([7], [8]).shrink_axis_mask([1]), &[5]);
+    assert_eq!(input, "begin");
+    assert_eq!(msg, "begin[0] is 7 with shrink_axis_mask[0] set, outside [-5, 4] for input dimension 0 of size 5");
+    let (_, _, msg) = ss(
+        StridedSlice::new([0, -3], [0, 0]).shrink_axis_mask([0, 1]),
+        &[2, 2],
+    );
+    assert!(msg.contains("outside [-2, 1]"), "{msg}");
+    // Masks hold 0 and 1 only.
+    let (_, input, msg) = ss(StridedSlice::new([0], [1]).begin_mask([0, 2]), &[3]);
+    assert_eq!(
+        (input.as_str(), msg.as_str()),
+        (
+            "begin_mask",
+            "begin_mask[1] is 2; mask values must be 0 or 1"
+        )
+    );
+    // Ranks beyond 16.
+    let (_, input, msg) = ss(StridedSlice::new([0], [1]), &[1; 17]);
+    assert_eq!(input, "data");
+    assert!(msg.contains("rank 17"), "{msg}");
+}
+
+#[test]
+fn slice_rules() {
+    // Decision 10: "A zero step, a repeated axis, an axis outside [-rank, rank - 1], or
+    // start/stop/step/axes of different lengths are errors."
+    let (op, input, msg) = sl(Slice::new([0], [1], [0]), &[3]);
+    assert_eq!(
+        (op.as_str(), input.as_str(), msg.as_str()),
+        ("Slice", "step", "step[0] is 0; steps must be non-zero")
+    );
+    let (_, input, msg) = sl(Slice::new([0, 0], [1, 1], [1, 1]).axes([1, -1]), &[3, 3]);
+    assert_eq!(
+        (input.as_str(), msg.as_str()),
+        (
+            "axes",
+            "axes[1] is -1, which repeats axes[0] (axis 1); axes must be unique"
+        )
+    );
+    let (_, input, msg) = sl(Slice::new([0], [1], [1]).axes([2]), &[3, 3]);
+    assert_eq!(
+        (input.as_str(), msg.as_str()),
+        ("axes", "axes[0] is 2, outside [-2, 1] for data of rank 2")
+    );
+    let (_, input, _) = sl(Slice::new([0], [1], [1]).axes([-3]), &[3, 3]);
+    assert_eq!(input, "axes");
+    let (_, input, _) = sl(Slice::new([0], [1, 2], [1]), &[3, 3]);
+    assert_eq!(input, "stop");
+    let (_, input, _) = sl(Slice::new([0], [1], [1, 1]), &[3, 3]);
+    assert_eq!(input, "step");
+    let (_, input, _) = sl(Slice::new([0], [1], [1]).axes([0, 1]), &[3, 3]);
+    assert_eq!(input, "axes");
+    let (_, input, msg) = sl(Slice::new([0, 0, 0], [1, 1, 1], [1, 1, 1]), &[3, 3]);
+    assert_eq!(input, "start");
+    assert!(msg.contains("rank 2"), "{msg}");
+    // Slice-8: "data - tensor ... of ... rank greater or equal to 1".
+    let (_, input, _) = sl(
+        Slice::new(Vec::<i64>::new(), Vec::<i64>::new(), Vec::<i64>::new()),
+        &[],
+    );
+    assert_eq!(input, "data");
+}
+
+#[test]
+fn index_inputs_must_be_1d_integers() {
+    let floats = HostTensor::from_vec(vec![2], &[0.0f32, 1.0]).unwrap();
+    let e = floats.to_indices("StridedSlice", "begin").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "StridedSlice: begin must have an integer dtype but is f32"
+    );
+    let matrix = HostTensor::from_vec(vec![1, 2], &[0i64, 1]).unwrap();
+    let e = matrix.to_indices("Slice", "axes").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Slice: axes must be 1-D but has shape [1, 2]"
+    );
+}
+
+#[test]
+fn host_tensor_lengths_are_checked() {
+    let e = HostTensor::from_bytes(wgpu_ops::DType::I32, vec![2, 2], vec![0; 15]).unwrap_err();
+    assert!(e.to_string().contains("15 bytes"), "{e}");
+    let t = HostTensor::from_vec(vec![2], &[1i32, 2]).unwrap();
+    assert!(t.to_vec::<f32>().is_err());
+}
+
+#[test]
+fn tensors_of_another_context_are_refused() {
+    // wgpu-core would panic on a buffer of another device; the op refuses it first.
+    let other = Context::new_blocking(ContextOptions::default()).unwrap();
+    let x = upload(&iota(&[4]));
+    let (op, input, msg) =
+        invalid(other.run(|rec| rec.strided_slice(&x, &StridedSlice::new([1], [3]))));
+    assert_eq!((op.as_str(), input.as_str()), ("StridedSlice", "data"));
+    assert!(msg.contains("another Context"), "{msg}");
+}
+
+#[test]
+fn unknown_adapter_is_an_error() {
+    let e = Context::new_blocking(ContextOptions {
+        adapter_name: Some("no such adapter 1234".into()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("no such adapter 1234"), "{e}");
+}

@@ -20,6 +20,9 @@ pub enum Error {
         needed: u64,
         max: u64,
     },
+    /// An op of a graph failed; `source` says why.
+    #[error("node '{node}': {source}")]
+    Node { node: String, source: Box<Error> },
     /// The graph is malformed (unknown name, cycle, unknown op, ...).
     #[error("graph: {0}")]
     Graph(String),

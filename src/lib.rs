@@ -17,8 +17,11 @@
 pub mod context;
 pub mod dtype;
 pub mod error;
+pub mod graph;
 pub mod host;
 pub mod kernels;
+#[cfg(feature = "native")]
+pub mod npy;
 pub mod ops;
 pub mod reference;
 pub mod tensor;
@@ -26,6 +29,7 @@ pub mod tensor;
 pub use context::{list_adapters, Context, ContextOptions, Recorder, Stats};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
+pub use graph::{Graph, Node, Session};
 pub use host::HostTensor;
 pub use ops::indices::IntoIndices;
 pub use ops::slice::Slice;

@@ -1,1 +1,205 @@
-fn main() {}
+//! The `wgpu-ops` command: runs graph files on the GPU (see `../shared/graph-format.md`).
+//!
+//! Contract: success exits 0; any error prints one `error: ...` line on stderr and exits 1
+//! (usage errors exit 2); no output file is left behind by a failed run.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use wgpu_ops::{graph, npy, Context, ContextOptions, DType, Error, HostTensor, Session};
+
+#[derive(Parser)]
+#[command(
+    name = "wgpu-ops",
+    version,
+    about = "Run tensor-op graphs on the GPU through WebGPU"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Backend {
+    Vulkan,
+    Gl,
+    Metal,
+    Dx12,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run GRAPH.json and write every graph output as DIR/<name>.npy
+    Run {
+        graph: PathBuf,
+        /// A graph input from a .npy file
+        #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = parse_input)]
+        inputs: Vec<(String, PathBuf)>,
+        /// Folder for the outputs (created if missing)
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        #[arg(long, value_enum)]
+        backend: Option<Backend>,
+        /// Use the first adapter whose name contains this (case-insensitive)
+        #[arg(long, value_name = "SUBSTRING")]
+        adapter: Option<String>,
+    },
+    /// List the adapters wgpu can see, one per line
+    Adapters {
+        #[arg(long, value_enum)]
+        backend: Option<Backend>,
+    },
+}
+
+fn parse_input(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, file)) if !name.is_empty() && !file.is_empty() => {
+            Ok((name.to_string(), PathBuf::from(file)))
+        }
+        _ => Err(format!("expected NAME=FILE.npy, got '{s}'")),
+    }
+}
+
+fn backends(b: Option<Backend>) -> Option<wgpu::Backends> {
+    b.map(|b| match b {
+        Backend::Vulkan => wgpu::Backends::VULKAN,
+        Backend::Gl => wgpu::Backends::GL,
+        Backend::Metal => wgpu::Backends::METAL,
+        Backend::Dx12 => wgpu::Backends::DX12,
+    })
+}
+
+/// Output names become file names: refuse anything that would land outside DIR.
+fn check_output_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']) {
+        return Err(Error::Graph(format!(
+            "output '{name}' cannot be used as a file name"
+        )));
+    }
+    Ok(())
+}
+
+fn run(
+    graph_path: &Path,
+    inputs: &[(String, PathBuf)],
+    out: &Path,
+    options: ContextOptions,
+) -> Result<(), Error> {
+    let graph = graph::json::load(graph_path)?;
+    for o in &graph.outputs {
+        check_output_name(&o.name)?;
+    }
+    let mut values = Vec::with_capacity(inputs.len());
+    for (name, file) in inputs {
+        let mut t: HostTensor = npy::read(file)?;
+        // bfloat16 travels as <u2 holding the raw bits when the graph declares bf16.
+        let declared = graph
+            .inputs
+            .iter()
+            .find(|i| &i.name == name)
+            .and_then(|i| i.dtype);
+        if declared == Some(DType::BF16) && t.dtype == DType::U16 {
+            t.dtype = DType::BF16;
+        }
+        values.push((name.clone(), t));
+    }
+    let ctx = Context::new_blocking(options)?;
+    let session = Session::new(&ctx, graph)?;
+    let outputs = session.run_blocking(values)?;
+    write_outputs(out, &outputs)
+}
+
+/// Writes every output to a temporary name first and renames them only when all are written.
+fn write_outputs(dir: &Path, outputs: &[(String, HostTensor)]) -> Result<(), Error> {
+    let file_err = |p: &Path, e: std::io::Error| Error::File {
+        path: p.display().to_string(),
+        message: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| file_err(dir, e))?;
+    let mut written: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let result = (|| {
+        for (name, t) in outputs {
+            let tmp = dir.join(format!(".{name}.npy.partial"));
+            written.push((tmp.clone(), dir.join(format!("{name}.npy"))));
+            npy::write(&tmp, t)?;
+        }
+        for (tmp, fin) in &written {
+            std::fs::rename(tmp, fin).map_err(|e| file_err(fin, e))?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        for (tmp, fin) in &written {
+            let _ = std::fs::remove_file(tmp);
+            let _ = std::fs::remove_file(fin);
+        }
+    }
+    result
+}
+
+fn main() -> ExitCode {
+    // Mesa's Vulkan loader prints a line of its own when XDG_RUNTIME_DIR is unset; give it a
+    // private folder so that stderr holds only this program's messages.
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        let dir = std::env::temp_dir().join("wgpu-ops-runtime");
+        if std::fs::create_dir_all(&dir).is_ok() {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+            }
+            std::env::set_var("XDG_RUNTIME_DIR", dir);
+        }
+    }
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        eprintln!("error: internal error: {}", msg.replace('\n', " "));
+        std::process::exit(1);
+    }));
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("off")).init();
+
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run {
+            graph,
+            inputs,
+            out,
+            backend,
+            adapter,
+        } => run(
+            &graph,
+            &inputs,
+            &out,
+            ContextOptions {
+                backends: backends(backend),
+                adapter_name: adapter,
+            },
+        ),
+        Command::Adapters { backend } => {
+            let options = ContextOptions {
+                backends: backends(backend),
+                adapter_name: None,
+            };
+            for info in pollster::block_on(wgpu_ops::list_adapters(&options)) {
+                println!(
+                    "{} ({:?}, {:?}, {})",
+                    info.name, info.backend, info.device_type, info.driver_info
+                );
+            }
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", e.to_string().replace('\n', " "));
+            ExitCode::from(1)
+        }
+    }
+}

@@ -136,3 +136,20 @@ impl Recorder {
         self.gather(OP, data, &plan.gather(), &plan.output_shape)
     }
 }
+
+pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::registry::OpDef {
+    name: OP,
+    inputs: 4..=5,
+    outputs: 1,
+    attrs: &[],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let op = Slice {
+            start: args.required_indices(1, "start")?,
+            stop: args.required_indices(2, "stop")?,
+            step: args.required_indices(3, "step")?,
+            axes: args.indices(4, "axes")?,
+        };
+        Ok(vec![rec.slice(&data, &op)?])
+    },
+};

@@ -234,3 +234,30 @@ impl Recorder {
         self.gather(OP, data, &plan.gather(), &plan.output_shape)
     }
 }
+
+pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::registry::OpDef {
+    name: OP,
+    inputs: 3..=4,
+    outputs: 1,
+    attrs: &[
+        "begin_mask",
+        "end_mask",
+        "new_axis_mask",
+        "shrink_axis_mask",
+        "ellipsis_mask",
+    ],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let op = StridedSlice {
+            begin: args.required_indices(1, "begin")?,
+            end: args.required_indices(2, "end")?,
+            stride: args.indices(3, "stride")?,
+            begin_mask: args.ints("begin_mask")?.unwrap_or_default(),
+            end_mask: args.ints("end_mask")?.unwrap_or_default(),
+            new_axis_mask: args.ints("new_axis_mask")?.unwrap_or_default(),
+            shrink_axis_mask: args.ints("shrink_axis_mask")?.unwrap_or_default(),
+            ellipsis_mask: args.ints("ellipsis_mask")?.unwrap_or_default(),
+        };
+        Ok(vec![rec.strided_slice(&data, &op)?])
+    },
+};

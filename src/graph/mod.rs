@@ -1,0 +1,237 @@
+//! The graph representation shared by the JSON loader (`../shared/graph-format.md`) and the
+//! Rust builder API: named values, constants, inputs, nodes and outputs.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::{DType, Error, HostTensor, Result};
+
+mod exec;
+pub mod json;
+pub(crate) mod registry;
+
+pub use exec::Session;
+pub use registry::op_names;
+
+/// A graph input or output, with what it must be (checked at run time where given).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueInfo {
+    pub name: String,
+    pub dtype: Option<DType>,
+    /// `None`: any shape; a `None` dimension: any size.
+    pub shape: Option<Vec<Option<usize>>>,
+}
+
+impl ValueInfo {
+    pub fn named(name: impl Into<String>) -> ValueInfo {
+        ValueInfo {
+            name: name.into(),
+            dtype: None,
+            shape: None,
+        }
+    }
+
+    /// Checks a value against this declaration; `what` says where it came from.
+    pub(crate) fn check(&self, what: &str, dtype: DType, shape: &[usize]) -> Result<()> {
+        if let Some(d) = self.dtype {
+            if d != dtype {
+                return Err(Error::Graph(format!(
+                    "{what} '{}' is declared {d} but is {dtype}",
+                    self.name
+                )));
+            }
+        }
+        if let Some(s) = &self.shape {
+            let fits = s.len() == shape.len()
+                && s.iter()
+                    .zip(shape)
+                    .all(|(want, &got)| want.is_none_or(|w| w == got));
+            if !fits {
+                let shown: Vec<String> = s
+                    .iter()
+                    .map(|d| d.map_or("null".to_string(), |d| d.to_string()))
+                    .collect();
+                return Err(Error::Graph(format!(
+                    "{what} '{}' is declared with shape [{}] but has shape {shape:?}",
+                    self.name,
+                    shown.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A node attribute.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attr {
+    Int(i64),
+    Ints(Vec<i64>),
+    Float(f64),
+    Floats(Vec<f64>),
+    String(String),
+    Graph(Box<Graph>),
+}
+
+/// One op application.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub op: String,
+    pub name: String,
+    /// Value names; `""` marks an optional input left out.
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+    pub attrs: BTreeMap<String, Attr>,
+}
+
+impl Node {
+    pub fn new(op: impl Into<String>, name: impl Into<String>) -> Node {
+        Node {
+            op: op.into(),
+            name: name.into(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            attrs: BTreeMap::new(),
+        }
+    }
+    pub fn inputs<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Node {
+        self.inputs = names.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn outputs<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Node {
+        self.outputs = names.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn attr(mut self, name: impl Into<String>, value: Attr) -> Node {
+        self.attrs.insert(name.into(), value);
+        self
+    }
+}
+
+/// A graph: inputs, constants, nodes (in any order) and outputs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Graph {
+    pub inputs: Vec<ValueInfo>,
+    pub constants: Vec<(String, HostTensor)>,
+    pub nodes: Vec<Node>,
+    pub outputs: Vec<ValueInfo>,
+}
+
+impl Graph {
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+    /// Adds an input; `shape` entries of `None` are fixed only at run time.
+    pub fn input(
+        mut self,
+        name: impl Into<String>,
+        dtype: DType,
+        shape: &[Option<usize>],
+    ) -> Graph {
+        self.inputs.push(ValueInfo {
+            name: name.into(),
+            dtype: Some(dtype),
+            shape: Some(shape.to_vec()),
+        });
+        self
+    }
+    pub fn constant(mut self, name: impl Into<String>, value: HostTensor) -> Graph {
+        self.constants.push((name.into(), value));
+        self
+    }
+    pub fn node(mut self, node: Node) -> Graph {
+        self.nodes.push(node);
+        self
+    }
+    pub fn output(mut self, name: impl Into<String>) -> Graph {
+        self.outputs.push(ValueInfo::named(name));
+        self
+    }
+
+    /// Validates names, ops and input counts, and orders the nodes by their data edges.
+    /// `outer` holds the names visible from enclosing graphs.
+    pub(crate) fn schedule(&self, outer: &HashSet<String>) -> Result<Vec<usize>> {
+        let mut producer: HashMap<&str, Option<usize>> = HashMap::new();
+        fn define<'a>(
+            producer: &mut HashMap<&'a str, Option<usize>>,
+            name: &'a str,
+            node: Option<usize>,
+        ) -> Result<()> {
+            if name.is_empty() {
+                return Err(Error::Graph("a value has an empty name".into()));
+            }
+            if producer.insert(name, node).is_some() {
+                return Err(Error::Graph(format!("'{name}' is produced more than once")));
+            }
+            Ok(())
+        }
+        for i in &self.inputs {
+            define(&mut producer, &i.name, None)?;
+        }
+        for (name, _) in &self.constants {
+            define(&mut producer, name, None)?;
+        }
+        for (k, node) in self.nodes.iter().enumerate() {
+            let def = registry::lookup(&node.op).ok_or_else(|| {
+                Error::Graph(format!(
+                    "node '{}': unknown op '{}' (known ops: {})",
+                    node.name,
+                    node.op,
+                    registry::op_names().join(", ")
+                ))
+            })?;
+            def.check_arity(node)?;
+            for o in &node.outputs {
+                define(&mut producer, o, Some(k))?;
+            }
+        }
+        // Kahn's algorithm over data edges, keeping file order among ready nodes.
+        let mut waiting: Vec<usize> = vec![0; self.nodes.len()];
+        let mut users: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
+        for (k, node) in self.nodes.iter().enumerate() {
+            for input in node.inputs.iter().filter(|i| !i.is_empty()) {
+                match producer.get(input.as_str()) {
+                    Some(Some(p)) => {
+                        waiting[k] += 1;
+                        users[*p].push(k);
+                    }
+                    Some(None) => {}
+                    None if outer.contains(input) => {}
+                    None => return Err(Error::Graph(format!(
+                        "node '{}': input '{input}' is not a graph input, constant or node output",
+                        node.name
+                    ))),
+                }
+            }
+        }
+        let mut ready: std::collections::BTreeSet<usize> =
+            (0..self.nodes.len()).filter(|&k| waiting[k] == 0).collect();
+        let mut order = Vec::with_capacity(self.nodes.len());
+        while let Some(k) = ready.pop_first() {
+            order.push(k);
+            for &u in &users[k] {
+                waiting[u] -= 1;
+                if waiting[u] == 0 {
+                    ready.insert(u);
+                }
+            }
+        }
+        if order.len() < self.nodes.len() {
+            let stuck: Vec<&str> = (0..self.nodes.len())
+                .filter(|&k| waiting[k] > 0)
+                .map(|k| self.nodes[k].name.as_str())
+                .collect();
+            return Err(Error::Graph(format!(
+                "the nodes {stuck:?} form a cycle (or depend on one)"
+            )));
+        }
+        for o in &self.outputs {
+            if !producer.contains_key(o.name.as_str()) && !outer.contains(&o.name) {
+                return Err(Error::Graph(format!(
+                    "output '{}' is not a graph input, constant or node output",
+                    o.name
+                )));
+            }
+        }
+        Ok(order)
+    }
+}

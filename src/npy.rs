@@ -1,0 +1,175 @@
+//! `.npy` files as host tensors (C order, little endian), with npyz parsing and writing the
+//! headers. bfloat16 travels as `<u2` holding the raw bits (graph-format.md).
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use npyz::WriterBuilder;
+
+use crate::{DType, Error, HostTensor, Result};
+
+fn descr(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "<f4",
+        DType::F16 => "<f2",
+        DType::BF16 | DType::U16 => "<u2",
+        DType::F64 => "<f8",
+        DType::I8 => "|i1",
+        DType::I16 => "<i2",
+        DType::I32 => "<i4",
+        DType::I64 => "<i8",
+        DType::U8 => "|u1",
+        DType::U32 => "<u4",
+        DType::U64 => "<u8",
+        DType::Bool => "|b1",
+    }
+}
+
+fn from_descr(descr: &str) -> Option<DType> {
+    // One-byte types may be written with any byte-order mark.
+    let d = match descr.trim_start_matches(['<', '|', '=']) {
+        "f4" => DType::F32,
+        "f2" => DType::F16,
+        "f8" => DType::F64,
+        "i1" => DType::I8,
+        "i2" => DType::I16,
+        "i4" => DType::I32,
+        "i8" => DType::I64,
+        "u1" => DType::U8,
+        "u2" => DType::U16,
+        "u4" => DType::U32,
+        "u8" => DType::U64,
+        "b1" => DType::Bool,
+        _ => return None,
+    };
+    // '>' (big endian) is only harmless for one-byte types.
+    (!descr.starts_with('>') || d.size() == 1).then_some(d)
+}
+
+fn file_error(path: &str, message: impl std::fmt::Display) -> Error {
+    Error::File {
+        path: path.to_string(),
+        message: message.to_string(),
+    }
+}
+
+/// Parses `.npy` bytes; `what` names the source in errors.
+pub fn from_bytes(what: &str, bytes: &[u8]) -> Result<HostTensor> {
+    let mut reader = bytes;
+    let file = npyz::NpyFile::new(&mut reader)
+        .map_err(|e| file_error(what, format!("not a valid .npy file: {e}")))?;
+    let descr = match file.dtype() {
+        npyz::DType::Plain(t) => t.to_string(),
+        other => {
+            return Err(file_error(
+                what,
+                format!("unsupported .npy dtype {}", other.descr()),
+            ))
+        }
+    };
+    let dtype = from_descr(&descr).ok_or_else(|| {
+        file_error(
+            what,
+            format!("unsupported .npy dtype '{descr}' (use <f4 <f8 <f2 <i1 <i2 <i4 <i8 <u1 <u2 <u4 <u8 |b1)"),
+        )
+    })?;
+    if file.order() == npyz::Order::Fortran && file.shape().iter().filter(|&&d| d > 1).count() > 1 {
+        return Err(file_error(
+            what,
+            "Fortran-order arrays are not supported; save in C order",
+        ));
+    }
+    let shape: Vec<usize> = file
+        .shape()
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| file_error(what, "dimension too large")))
+        .collect::<Result<_>>()?;
+    let mut data = Vec::new();
+    file.into_inner()
+        .read_to_end(&mut data)
+        .map_err(|e| file_error(what, e))?;
+    let expected = crate::host::checked_numel(&shape).and_then(|n| n.checked_mul(dtype.size()));
+    if expected != Some(data.len()) {
+        return Err(file_error(
+            what,
+            format!(
+                "holds {} data bytes but its header announces {:?} of {descr}",
+                data.len(),
+                shape
+            ),
+        ));
+    }
+    HostTensor::from_bytes(dtype, shape, data)
+}
+
+pub fn read(path: &Path) -> Result<HostTensor> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| file_error(&shown, e))?;
+    from_bytes(&shown, &bytes)
+}
+
+pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
+    let mut out = Vec::with_capacity(t.data.len() + 128);
+    let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
+    let dtype = npyz::DType::Plain(descr(t.dtype).parse().expect("valid type string"));
+    npyz::WriteOptions::new_header_only()
+        .dtype(dtype)
+        .shape(&shape)
+        .writer(&mut out)
+        .write_header_only()
+        .expect("writing to memory cannot fail");
+    out.extend_from_slice(&t.data);
+    out
+}
+
+pub fn write(path: &Path, t: &HostTensor) -> Result<()> {
+    let shown = path.display().to_string();
+    let mut f = std::fs::File::create(path).map_err(|e| file_error(&shown, e))?;
+    f.write_all(&to_bytes(t)).map_err(|e| file_error(&shown, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_every_dtype_and_rank_0() {
+        for dtype in DType::ALL {
+            for shape in [vec![], vec![3], vec![2, 0, 3], vec![2, 3]] {
+                let n: usize = shape.iter().product();
+                let data: Vec<u8> = (0..n * dtype.size())
+                    .map(|i| {
+                        if dtype == DType::Bool {
+                            (i % 2) as u8
+                        } else {
+                            i as u8
+                        }
+                    })
+                    .collect();
+                let t = HostTensor::from_bytes(dtype, shape.clone(), data).unwrap();
+                let back = from_bytes("mem", &to_bytes(&t)).unwrap();
+                let want = if dtype == DType::BF16 {
+                    DType::U16
+                } else {
+                    dtype
+                };
+                assert_eq!(
+                    (back.dtype, &back.shape, &back.data),
+                    (want, &t.shape, &t.data)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_garbage_and_truncation() {
+        assert!(from_bytes("x", b"not npy").is_err());
+        let t = HostTensor::from_vec(vec![4], &[1i32, 2, 3, 4]).unwrap();
+        let bytes = to_bytes(&t);
+        let e = from_bytes("x.npy", &bytes[..bytes.len() - 2]).unwrap_err();
+        assert!(
+            e.to_string().starts_with("x.npy: holds 14 data bytes"),
+            "{e}"
+        );
+    }
+}

@@ -91,6 +91,7 @@ impl NodeArgs<'_> {
 }
 
 /// A validated, scheduled graph bound to a context, ready to run many times.
+#[derive(Debug)]
 pub struct Session {
     ctx: Context,
     graph: Graph,

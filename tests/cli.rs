@@ -1,0 +1,186 @@
+//! The `wgpu-ops` command end to end, per ../shared/graph-format.md: graphs run on .npy files;
+//! every error exits 1 with one `error:` line on stderr and leaves no output file.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::json;
+use wgpu_ops::{npy, reference, DType, HostTensor, Slice, StridedSlice};
+
+fn wgpu_ops(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
+        .args(args)
+        // Unset, the program must still keep stderr to its own line (Mesa would add one).
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("WGPU_ADAPTER_NAME")
+        .env_remove("WGPU_BACKEND")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write_json(dir: &Path, name: &str, v: &serde_json::Value) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, v.to_string()).unwrap();
+    p.display().to_string()
+}
+
+fn save(dir: &Path, name: &str, t: &HostTensor) -> String {
+    let p = dir.join(name);
+    npy::write(&p, t).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn runs_a_graph_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let x = common::random_tensor(1, DType::F32, &[4, 5, 6]);
+    let b = common::random_tensor(2, DType::BF16, &[7, 3]);
+    let mut b_as_u16 = b.clone();
+    b_as_u16.dtype = DType::U16;
+    npy::write(&d.join("stop.npy"), &HostTensor::from_vec(vec![2], &[i32::MIN, 1]).unwrap()).unwrap();
+    let graph = json!({
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [null, 5, 6]},
+                   {"name": "b", "dtype": "bf16", "shape": [7, 3]}],
+        "constants": [
+            {"name": "begin", "dtype": "i64", "shape": [3], "data": [-1, 0, 1]},
+            {"name": "end", "dtype": "i64", "shape": [3], "data": [0, 0, 9]},
+            {"name": "stride", "dtype": "i32", "shape": [3], "data": [-1, 1, 2]},
+            {"name": "start", "dtype": "u8", "shape": [2], "data": [5, 2]},
+            {"name": "stop", "npy": "stop.npy"},
+            {"name": "step", "dtype": "i16", "shape": [2], "data": [-2, -1]},
+            {"name": "axes", "dtype": "i64", "shape": [2], "data": [0, -1]}
+        ],
+        "nodes": [
+            {"op": "Slice", "name": "second", "inputs": ["y", "start", "stop", "step", "axes"], "outputs": ["z"]},
+            {"op": "StridedSlice", "name": "first", "inputs": ["x", "begin", "end", "stride"], "outputs": ["y"],
+             "attrs": {"begin_mask": [0, 1], "end_mask": [1, 1, 0], "new_axis_mask": [], "shrink_axis_mask": [0], "ellipsis_mask": [0, 0, 0]}},
+            {"op": "Slice", "name": "bs", "inputs": ["b", "start", "stop", "step", ""], "outputs": ["b2"]}
+        ],
+        "outputs": ["z", {"name": "b2", "dtype": "bf16", "shape": [3, 1]}, "y"]
+    });
+    let g = write_json(d, "graph.json", &graph);
+    let xs = save(d, "x.npy", &x);
+    let bs = save(d, "b.npy", &b_as_u16);
+    let out = d.join("out");
+    let (code, _, err) = wgpu_ops(&["run", &g, "--input", &format!("x={xs}"), "--input", &format!("b={bs}"), "--out", out.to_str().unwrap()]);
+    assert_eq!((code, err.as_str()), (0, ""));
+
+    let ss = StridedSlice::new([-1, 0, 1], [0, 0, 9]).stride([-1, 1, 2]).begin_mask([0, 1]).end_mask([1, 1, 0]);
+    let y = reference::strided_slice(&x, &ss).unwrap();
+    let z = reference::slice(&y, &Slice::new([5u8, 2], [i32::MIN, 1], [-2i16, -1]).axes([0, -1])).unwrap();
+    let mut b2 = reference::slice(&b, &Slice::new([5u8, 2], [i32::MIN, 1], [-2i16, -1])).unwrap();
+    assert_eq!(npy::read(&out.join("y.npy")).unwrap(), y);
+    assert_eq!(npy::read(&out.join("z.npy")).unwrap(), z);
+    b2.dtype = DType::U16; // bf16 comes back as <u2 raw bits
+    assert_eq!(npy::read(&out.join("b2.npy")).unwrap(), b2);
+    let mut names: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["b2.npy", "y.npy", "z.npy"]);
+}
+
+#[test]
+fn lists_adapters() {
+    let (code, out, err) = wgpu_ops(&["adapters"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(!out.trim().is_empty(), "no adapter listed");
+}
+
+fn simple_graph(node: serde_json::Value) -> serde_json::Value {
+    json!({
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+        "constants": [
+            {"name": "b", "dtype": "i64", "shape": [2], "data": [0, 0]},
+            {"name": "e", "dtype": "i64", "shape": [2], "data": [1, 3]},
+            {"name": "zero", "dtype": "i64", "shape": [2], "data": [1, 0]}
+        ],
+        "nodes": [node],
+        "outputs": ["y"]
+    })
+}
+
+fn ss_node(inputs: &[&str]) -> serde_json::Value {
+    json!({"op": "StridedSlice", "name": "n", "inputs": inputs, "outputs": ["y"]})
+}
+
+#[test]
+fn every_error_exits_1_with_one_line_and_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let x = save(d, "x.npy", &common::random_tensor(3, DType::F32, &[2, 3]));
+    let x_i32 = save(d, "xi.npy", &common::random_tensor(3, DType::I32, &[2, 3]));
+    let x_big = save(d, "xb.npy", &common::random_tensor(3, DType::F32, &[2, 4]));
+    std::fs::write(d.join("junk.npy"), b"junk").unwrap();
+    let junk = d.join("junk.npy").display().to_string();
+    let good = simple_graph(ss_node(&["x", "b", "e"]));
+
+    let cases: Vec<(&str, serde_json::Value, Vec<String>, &str)> = vec![
+        ("unknown op", simple_graph(json!({"op": "Gather", "name": "n", "inputs": ["x"], "outputs": ["y"]})), vec![format!("x={x}")], "unknown op 'Gather'"),
+        ("op rule", simple_graph(ss_node(&["x", "b", "e", "zero"])), vec![format!("x={x}")], "node 'n': StridedSlice: stride[1] is 0; strides must be non-zero"),
+        ("unknown name", simple_graph(ss_node(&["x", "b", "nope"])), vec![format!("x={x}")], "input 'nope' is not"),
+        ("input count", simple_graph(ss_node(&["x", "b"])), vec![format!("x={x}")], "StridedSlice takes 3 to 4 inputs but 2 are given"),
+        ("unknown attr", simple_graph(json!({"op": "StridedSlice", "name": "n", "inputs": ["x", "b", "e"], "outputs": ["y"], "attrs": {"begin_maks": [1]}})), vec![format!("x={x}")], "no attribute 'begin_maks'"),
+        ("produced twice", json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "x", "dtype": "i64", "shape": [1], "data": [0]}], "nodes": [], "outputs": ["x"]}), vec![format!("x={x}")], "'x' is produced more than once"),
+        ("cycle", json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [1], "data": [0]}],
+            "nodes": [{"op": "Slice", "name": "p", "inputs": ["q_out", "b", "b", "b"], "outputs": ["p_out"]},
+                      {"op": "Slice", "name": "q", "inputs": ["p_out", "b", "b", "b"], "outputs": ["q_out"]}], "outputs": ["p_out"]}), vec![format!("x={x}")], "cycle"),
+        ("index from GPU", json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [1], "data": [0]}, {"name": "s", "dtype": "i64", "shape": [1], "data": [1]}],
+            "nodes": [{"op": "Slice", "name": "p", "inputs": ["b", "b", "s", "s"], "outputs": ["idx"]},
+                      {"op": "Slice", "name": "q", "inputs": ["x", "idx", "s", "s"], "outputs": ["y"]}], "outputs": ["y"]}), vec![format!("x={x}")], "computed on the GPU"),
+        ("input dtype", good.clone(), vec![format!("x={x_i32}")], "input 'x' is declared f32 but is i32"),
+        ("input shape", good.clone(), vec![format!("x={x_big}")], "input 'x' is declared with shape [2, 3] but has shape [2, 4]"),
+        ("missing input", good.clone(), vec![], "input 'x' is not given"),
+        ("unknown input", good.clone(), vec![format!("x={x}"), format!("w={x}")], "'w' is not a graph input"),
+        ("bad npy", good.clone(), vec![format!("x={junk}")], "not a valid .npy file"),
+        ("missing npy", good.clone(), vec![format!("x={}/none.npy", d.display())], "none.npy"),
+        ("output check", json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [2], "data": [0, 0]}, {"name": "e", "dtype": "i64", "shape": [2], "data": [1, 3]}],
+            "nodes": [ss_node(&["x", "b", "e"])], "outputs": [{"name": "y", "dtype": "f32", "shape": [2, 3]}]}), vec![format!("x={x}")], "output 'y' is declared with shape [2, 3] but has shape [1, 3]"),
+        ("output name", json!({"inputs": [{"name": "../x", "dtype": "f32", "shape": [2, 3]}], "outputs": ["../x"]}), vec![format!("../x={x}")], "cannot be used as a file name"),
+        ("bad dtype", json!({"inputs": [{"name": "x", "dtype": "float", "shape": [2, 3]}], "outputs": ["x"]}), vec![format!("x={x}")], "unknown dtype 'float'"),
+        ("bad constant", json!({"constants": [{"name": "c", "dtype": "u8", "shape": [2], "data": [1, 300]}], "outputs": ["c"]}), vec![], "data[1] = 300 is not a valid u8"),
+        ("invalid json", json!("not a graph"), vec![], "the graph must be a JSON object"),
+    ];
+    for (what, graph, inputs, expected) in cases {
+        let g = write_json(d, "g.json", &graph);
+        let out = d.join(format!("out-{}", what.replace(' ', "-")));
+        let mut args = vec!["run".to_string(), g];
+        for i in &inputs {
+            args.extend(["--input".to_string(), i.clone()]);
+        }
+        args.extend(["--out".to_string(), out.display().to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stdout, stderr) = wgpu_ops(&args);
+        assert_eq!(code, 1, "{what}: {stderr}");
+        assert_eq!(stdout, "", "{what}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{what}: {stderr}");
+        assert!(lines[0].starts_with("error: ") && lines[0].contains(expected), "{what}: {stderr}");
+        assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "{what}: output left behind");
+    }
+
+    // No adapter matches.
+    let g = write_json(d, "g.json", &good);
+    let out = d.join("out-adapter");
+    let (code, _, stderr) = wgpu_ops(&["run", &g, "--input", &format!("x={x}"), "--out", out.to_str().unwrap(), "--adapter", "no-such-gpu"]);
+    assert_eq!(code, 1);
+    assert!(stderr.starts_with("error: adapter: no adapter name contains 'no-such-gpu'") && stderr.lines().count() == 1, "{stderr}");
+    assert!(!out.exists());
+    // A missing graph file.
+    let (code, _, stderr) = wgpu_ops(&["run", "/nonexistent/g.json", "--out", out.to_str().unwrap()]);
+    assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(wgpu_ops(&["run"]).0, 2);
+    assert_eq!(wgpu_ops(&["run", "g.json", "--input", "x", "--out", "o"]).0, 2);
+    assert_eq!(wgpu_ops(&["frobnicate"]).0, 2);
+    assert_eq!(wgpu_ops(&["run", "g.json", "--out", "o", "--backend", "opengl"]).0, 2);
+}

@@ -127,8 +127,15 @@ impl Context {
     /// Creates a context on the adapter chosen by `options` (see [`ContextOptions`]), requesting
     /// the adapter's own limits rather than wgpu's conservative defaults.
     pub async fn new(options: ContextOptions) -> Result<Context> {
-        let instance = instance_for(options.backends);
-        let backends = options.backends.unwrap_or(wgpu::Backends::all());
+        // Without a choice, try the native APIs first: asking GL as well would make EGL probe
+        // (and log) on machines where Vulkan already answers.
+        let chosen = options.backends.or_else(wgpu::Backends::from_env);
+        let mut instance = instance_for(Some(chosen.unwrap_or(wgpu::Backends::PRIMARY)));
+        let mut backends = chosen.unwrap_or(wgpu::Backends::PRIMARY);
+        if chosen.is_none() && instance.enumerate_adapters(backends).await.is_empty() {
+            instance = instance_for(Some(wgpu::Backends::all()));
+            backends = wgpu::Backends::all();
+        }
         let wanted = options.adapter_name.clone().or_else(|| {
             #[cfg(not(target_arch = "wasm32"))]
             {

@@ -35,3 +35,8 @@ pub use ops::indices::IntoIndices;
 pub use ops::slice::Slice;
 pub use ops::strided_slice::StridedSlice;
 pub use tensor::{download_all, Tensor};
+
+/// The README's Rust example runs as a doctest, so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -45,7 +45,11 @@ fn runs_a_graph_end_to_end() {
     let b = common::random_tensor(2, DType::BF16, &[7, 3]);
     let mut b_as_u16 = b.clone();
     b_as_u16.dtype = DType::U16;
-    npy::write(&d.join("stop.npy"), &HostTensor::from_vec(vec![2], &[i32::MIN, 1]).unwrap()).unwrap();
+    npy::write(
+        &d.join("stop.npy"),
+        &HostTensor::from_vec(vec![2], &[i32::MIN, 1]).unwrap(),
+    )
+    .unwrap();
     let graph = json!({
         "inputs": [{"name": "x", "dtype": "f32", "shape": [null, 5, 6]},
                    {"name": "b", "dtype": "bf16", "shape": [7, 3]}],
@@ -70,18 +74,37 @@ fn runs_a_graph_end_to_end() {
     let xs = save(d, "x.npy", &x);
     let bs = save(d, "b.npy", &b_as_u16);
     let out = d.join("out");
-    let (code, _, err) = wgpu_ops(&["run", &g, "--input", &format!("x={xs}"), "--input", &format!("b={bs}"), "--out", out.to_str().unwrap()]);
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        &g,
+        "--input",
+        &format!("x={xs}"),
+        "--input",
+        &format!("b={bs}"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!((code, err.as_str()), (0, ""));
 
-    let ss = StridedSlice::new([-1, 0, 1], [0, 0, 9]).stride([-1, 1, 2]).begin_mask([0, 1]).end_mask([1, 1, 0]);
+    let ss = StridedSlice::new([-1, 0, 1], [0, 0, 9])
+        .stride([-1, 1, 2])
+        .begin_mask([0, 1])
+        .end_mask([1, 1, 0]);
     let y = reference::strided_slice(&x, &ss).unwrap();
-    let z = reference::slice(&y, &Slice::new([5u8, 2], [i32::MIN, 1], [-2i16, -1]).axes([0, -1])).unwrap();
+    let z = reference::slice(
+        &y,
+        &Slice::new([5u8, 2], [i32::MIN, 1], [-2i16, -1]).axes([0, -1]),
+    )
+    .unwrap();
     let mut b2 = reference::slice(&b, &Slice::new([5u8, 2], [i32::MIN, 1], [-2i16, -1])).unwrap();
     assert_eq!(npy::read(&out.join("y.npy")).unwrap(), y);
     assert_eq!(npy::read(&out.join("z.npy")).unwrap(), z);
     b2.dtype = DType::U16; // bf16 comes back as <u2 raw bits
     assert_eq!(npy::read(&out.join("b2.npy")).unwrap(), b2);
-    let mut names: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut names: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     names.sort();
     assert_eq!(names, ["b2.npy", "y.npy", "z.npy"]);
 }
@@ -122,30 +145,127 @@ fn every_error_exits_1_with_one_line_and_no_output() {
     let good = simple_graph(ss_node(&["x", "b", "e"]));
 
     let cases: Vec<(&str, serde_json::Value, Vec<String>, &str)> = vec![
-        ("unknown op", simple_graph(json!({"op": "Gather", "name": "n", "inputs": ["x"], "outputs": ["y"]})), vec![format!("x={x}")], "unknown op 'Gather'"),
-        ("op rule", simple_graph(ss_node(&["x", "b", "e", "zero"])), vec![format!("x={x}")], "node 'n': StridedSlice: stride[1] is 0; strides must be non-zero"),
-        ("unknown name", simple_graph(ss_node(&["x", "b", "nope"])), vec![format!("x={x}")], "input 'nope' is not"),
-        ("input count", simple_graph(ss_node(&["x", "b"])), vec![format!("x={x}")], "StridedSlice takes 3 to 4 inputs but 2 are given"),
-        ("unknown attr", simple_graph(json!({"op": "StridedSlice", "name": "n", "inputs": ["x", "b", "e"], "outputs": ["y"], "attrs": {"begin_maks": [1]}})), vec![format!("x={x}")], "no attribute 'begin_maks'"),
-        ("produced twice", json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "x", "dtype": "i64", "shape": [1], "data": [0]}], "nodes": [], "outputs": ["x"]}), vec![format!("x={x}")], "'x' is produced more than once"),
-        ("cycle", json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [1], "data": [0]}],
+        (
+            "unknown op",
+            simple_graph(json!({"op": "Gather", "name": "n", "inputs": ["x"], "outputs": ["y"]})),
+            vec![format!("x={x}")],
+            "unknown op 'Gather'",
+        ),
+        (
+            "op rule",
+            simple_graph(ss_node(&["x", "b", "e", "zero"])),
+            vec![format!("x={x}")],
+            "node 'n': StridedSlice: stride[1] is 0; strides must be non-zero",
+        ),
+        (
+            "unknown name",
+            simple_graph(ss_node(&["x", "b", "nope"])),
+            vec![format!("x={x}")],
+            "input 'nope' is not",
+        ),
+        (
+            "input count",
+            simple_graph(ss_node(&["x", "b"])),
+            vec![format!("x={x}")],
+            "StridedSlice takes 3 to 4 inputs but 2 are given",
+        ),
+        (
+            "unknown attr",
+            simple_graph(
+                json!({"op": "StridedSlice", "name": "n", "inputs": ["x", "b", "e"], "outputs": ["y"], "attrs": {"begin_maks": [1]}}),
+            ),
+            vec![format!("x={x}")],
+            "no attribute 'begin_maks'",
+        ),
+        (
+            "produced twice",
+            json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "x", "dtype": "i64", "shape": [1], "data": [0]}], "nodes": [], "outputs": ["x"]}),
+            vec![format!("x={x}")],
+            "'x' is produced more than once",
+        ),
+        (
+            "cycle",
+            json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [1], "data": [0]}],
             "nodes": [{"op": "Slice", "name": "p", "inputs": ["q_out", "b", "b", "b"], "outputs": ["p_out"]},
-                      {"op": "Slice", "name": "q", "inputs": ["p_out", "b", "b", "b"], "outputs": ["q_out"]}], "outputs": ["p_out"]}), vec![format!("x={x}")], "cycle"),
-        ("index from GPU", json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [1], "data": [0]}, {"name": "s", "dtype": "i64", "shape": [1], "data": [1]}],
+                      {"op": "Slice", "name": "q", "inputs": ["p_out", "b", "b", "b"], "outputs": ["q_out"]}], "outputs": ["p_out"]}),
+            vec![format!("x={x}")],
+            "cycle",
+        ),
+        (
+            "index from GPU",
+            json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [1], "data": [0]}, {"name": "s", "dtype": "i64", "shape": [1], "data": [1]}],
             "nodes": [{"op": "Slice", "name": "p", "inputs": ["b", "b", "s", "s"], "outputs": ["idx"]},
-                      {"op": "Slice", "name": "q", "inputs": ["x", "idx", "s", "s"], "outputs": ["y"]}], "outputs": ["y"]}), vec![format!("x={x}")], "computed on the GPU"),
-        ("input dtype", good.clone(), vec![format!("x={x_i32}")], "input 'x' is declared f32 but is i32"),
-        ("input shape", good.clone(), vec![format!("x={x_big}")], "input 'x' is declared with shape [2, 3] but has shape [2, 4]"),
-        ("missing input", good.clone(), vec![], "input 'x' is not given"),
-        ("unknown input", good.clone(), vec![format!("x={x}"), format!("w={x}")], "'w' is not a graph input"),
-        ("bad npy", good.clone(), vec![format!("x={junk}")], "not a valid .npy file"),
-        ("missing npy", good.clone(), vec![format!("x={}/none.npy", d.display())], "none.npy"),
-        ("output check", json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [2], "data": [0, 0]}, {"name": "e", "dtype": "i64", "shape": [2], "data": [1, 3]}],
-            "nodes": [ss_node(&["x", "b", "e"])], "outputs": [{"name": "y", "dtype": "f32", "shape": [2, 3]}]}), vec![format!("x={x}")], "output 'y' is declared with shape [2, 3] but has shape [1, 3]"),
-        ("output name", json!({"inputs": [{"name": "../x", "dtype": "f32", "shape": [2, 3]}], "outputs": ["../x"]}), vec![format!("../x={x}")], "cannot be used as a file name"),
-        ("bad dtype", json!({"inputs": [{"name": "x", "dtype": "float", "shape": [2, 3]}], "outputs": ["x"]}), vec![format!("x={x}")], "unknown dtype 'float'"),
-        ("bad constant", json!({"constants": [{"name": "c", "dtype": "u8", "shape": [2], "data": [1, 300]}], "outputs": ["c"]}), vec![], "data[1] = 300 is not a valid u8"),
-        ("invalid json", json!("not a graph"), vec![], "the graph must be a JSON object"),
+                      {"op": "Slice", "name": "q", "inputs": ["x", "idx", "s", "s"], "outputs": ["y"]}], "outputs": ["y"]}),
+            vec![format!("x={x}")],
+            "computed on the GPU",
+        ),
+        (
+            "input dtype",
+            good.clone(),
+            vec![format!("x={x_i32}")],
+            "input 'x' is declared f32 but is i32",
+        ),
+        (
+            "input shape",
+            good.clone(),
+            vec![format!("x={x_big}")],
+            "input 'x' is declared with shape [2, 3] but has shape [2, 4]",
+        ),
+        (
+            "missing input",
+            good.clone(),
+            vec![],
+            "input 'x' is not given",
+        ),
+        (
+            "unknown input",
+            good.clone(),
+            vec![format!("x={x}"), format!("w={x}")],
+            "'w' is not a graph input",
+        ),
+        (
+            "bad npy",
+            good.clone(),
+            vec![format!("x={junk}")],
+            "not a valid .npy file",
+        ),
+        (
+            "missing npy",
+            good.clone(),
+            vec![format!("x={}/none.npy", d.display())],
+            "none.npy",
+        ),
+        (
+            "output check",
+            json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [2], "data": [0, 0]}, {"name": "e", "dtype": "i64", "shape": [2], "data": [1, 3]}],
+            "nodes": [ss_node(&["x", "b", "e"])], "outputs": [{"name": "y", "dtype": "f32", "shape": [2, 3]}]}),
+            vec![format!("x={x}")],
+            "output 'y' is declared with shape [2, 3] but has shape [1, 3]",
+        ),
+        (
+            "output name",
+            json!({"inputs": [{"name": "../x", "dtype": "f32", "shape": [2, 3]}], "outputs": ["../x"]}),
+            vec![format!("../x={x}")],
+            "cannot be used as a file name",
+        ),
+        (
+            "bad dtype",
+            json!({"inputs": [{"name": "x", "dtype": "float", "shape": [2, 3]}], "outputs": ["x"]}),
+            vec![format!("x={x}")],
+            "unknown dtype 'float'",
+        ),
+        (
+            "bad constant",
+            json!({"constants": [{"name": "c", "dtype": "u8", "shape": [2], "data": [1, 300]}], "outputs": ["c"]}),
+            vec![],
+            "data[1] = 300 is not a valid u8",
+        ),
+        (
+            "invalid json",
+            json!("not a graph"),
+            vec![],
+            "the graph must be a JSON object",
+        ),
     ];
     for (what, graph, inputs, expected) in cases {
         let g = write_json(d, "g.json", &graph);
@@ -161,26 +281,52 @@ fn every_error_exits_1_with_one_line_and_no_output() {
         assert_eq!(stdout, "", "{what}");
         let lines: Vec<&str> = stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{what}: {stderr}");
-        assert!(lines[0].starts_with("error: ") && lines[0].contains(expected), "{what}: {stderr}");
-        assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "{what}: output left behind");
+        assert!(
+            lines[0].starts_with("error: ") && lines[0].contains(expected),
+            "{what}: {stderr}"
+        );
+        assert!(
+            !out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(),
+            "{what}: output left behind"
+        );
     }
 
     // No adapter matches.
     let g = write_json(d, "g.json", &good);
     let out = d.join("out-adapter");
-    let (code, _, stderr) = wgpu_ops(&["run", &g, "--input", &format!("x={x}"), "--out", out.to_str().unwrap(), "--adapter", "no-such-gpu"]);
+    let (code, _, stderr) = wgpu_ops(&[
+        "run",
+        &g,
+        "--input",
+        &format!("x={x}"),
+        "--out",
+        out.to_str().unwrap(),
+        "--adapter",
+        "no-such-gpu",
+    ]);
     assert_eq!(code, 1);
-    assert!(stderr.starts_with("error: adapter: no adapter name contains 'no-such-gpu'") && stderr.lines().count() == 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: adapter: no adapter name contains 'no-such-gpu'")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
     assert!(!out.exists());
     // A missing graph file.
-    let (code, _, stderr) = wgpu_ops(&["run", "/nonexistent/g.json", "--out", out.to_str().unwrap()]);
+    let (code, _, stderr) =
+        wgpu_ops(&["run", "/nonexistent/g.json", "--out", out.to_str().unwrap()]);
     assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
 }
 
 #[test]
 fn usage_errors_exit_2() {
     assert_eq!(wgpu_ops(&["run"]).0, 2);
-    assert_eq!(wgpu_ops(&["run", "g.json", "--input", "x", "--out", "o"]).0, 2);
+    assert_eq!(
+        wgpu_ops(&["run", "g.json", "--input", "x", "--out", "o"]).0,
+        2
+    );
     assert_eq!(wgpu_ops(&["frobnicate"]).0, 2);
-    assert_eq!(wgpu_ops(&["run", "g.json", "--out", "o", "--backend", "opengl"]).0, 2);
+    assert_eq!(
+        wgpu_ops(&["run", "g.json", "--out", "o", "--backend", "opengl"]).0,
+        2
+    );
 }

@@ -21,12 +21,27 @@ fn chained_slices_record_one_submission_and_read_back_only_outputs() {
     for k in (1..=5).rev() {
         g = g.node(
             Node::new("Slice", format!("s{k}"))
-                .inputs([if k == 1 { "x".to_string() } else { format!("v{}", k - 1) }, "zero".into(), "big".into(), "one".into(), "mone".into()])
+                .inputs([
+                    if k == 1 {
+                        "x".to_string()
+                    } else {
+                        format!("v{}", k - 1)
+                    },
+                    "zero".into(),
+                    "big".into(),
+                    "one".into(),
+                    "mone".into(),
+                ])
                 .outputs([format!("v{k}")]),
         );
     }
     let g = g
-        .node(Node::new("StridedSlice", "last").inputs(["v5", "mone", "zero", "mone"]).outputs(["y"]).attr("end_mask", Attr::Ints(vec![1])))
+        .node(
+            Node::new("StridedSlice", "last")
+                .inputs(["v5", "mone", "zero", "mone"])
+                .outputs(["y"])
+                .attr("end_mask", Attr::Ints(vec![1])),
+        )
         .output("y");
     let session = Session::new(ctx(), g).unwrap();
     let x = random_tensor(5, DType::U16, &[6, 8]);
@@ -40,32 +55,64 @@ fn chained_slices_record_one_submission_and_read_back_only_outputs() {
     for _ in 0..5 {
         want = reference::slice(&want, &Slice::new([0], [i64::MAX], [1]).axes([-1])).unwrap();
     }
-    let want = reference::strided_slice(&want, &StridedSlice::new([-1], [0]).stride([-1]).end_mask([1])).unwrap();
+    let want = reference::strided_slice(
+        &want,
+        &StridedSlice::new([-1], [0]).stride([-1]).end_mask([1]),
+    )
+    .unwrap();
     assert_eq!(out, vec![("y".to_string(), want)]);
 }
 
 #[test]
 fn validation_errors_name_the_problem() {
-    let base = || Graph::new().input("x", DType::F32, &[Some(3)]).constant("i", idx(&[0]));
+    let base = || {
+        Graph::new()
+            .input("x", DType::F32, &[Some(3)])
+            .constant("i", idx(&[0]))
+    };
     let slice = |name: &str, inputs: &[&str], out: &str| {
-        Node::new("Slice", name).inputs(inputs.iter().copied()).outputs([out])
+        Node::new("Slice", name)
+            .inputs(inputs.iter().copied())
+            .outputs([out])
     };
     let check = |g: Graph, expected: &str| match Session::new(ctx(), g) {
         Err(Error::Graph(m)) => assert!(m.contains(expected), "{m}"),
         other => panic!("expected a graph error containing {expected:?}, got {other:?}"),
     };
-    check(base().node(slice("a", &["x", "i", "i", "i"], "x")).output("x"), "'x' is produced more than once");
-    check(base().node(slice("a", &["x", "i", "i"], "y")).output("y"), "Slice takes 4 to 5 inputs but 3 are given");
-    check(base().node(Node::new("Frob", "f").inputs(["x"]).outputs(["y"])).output("y"), "unknown op 'Frob'");
+    check(
+        base()
+            .node(slice("a", &["x", "i", "i", "i"], "x"))
+            .output("x"),
+        "'x' is produced more than once",
+    );
+    check(
+        base().node(slice("a", &["x", "i", "i"], "y")).output("y"),
+        "Slice takes 4 to 5 inputs but 3 are given",
+    );
+    check(
+        base()
+            .node(Node::new("Frob", "f").inputs(["x"]).outputs(["y"]))
+            .output("y"),
+        "unknown op 'Frob'",
+    );
     check(base().output("nothing"), "output 'nothing' is not");
     check(
-        base().node(slice("a", &["b_out", "i", "i", "i"], "a_out")).node(slice("b", &["a_out", "i", "i", "i"], "b_out")).output("a_out"),
+        base()
+            .node(slice("a", &["b_out", "i", "i", "i"], "a_out"))
+            .node(slice("b", &["a_out", "i", "i", "i"], "b_out"))
+            .output("a_out"),
         "cycle",
     );
     // Errors of an op inside a graph name the node.
-    let g = base().constant("z", idx(&[0])).node(slice("bad", &["x", "i", "i", "z"], "y")).output("y");
+    let g = base()
+        .constant("z", idx(&[0]))
+        .node(slice("bad", &["x", "i", "i", "z"], "y"))
+        .output("y");
     let s = Session::new(ctx(), g).unwrap();
     let x = HostTensor::from_vec(vec![3], &[1f32, 2., 3.]).unwrap();
     let e = s.run_blocking(vec![("x".into(), x)]).unwrap_err();
-    assert_eq!(e.to_string(), "node 'bad': Slice: step[0] is 0; steps must be non-zero");
+    assert_eq!(
+        e.to_string(),
+        "node 'bad': Slice: step[0] is 0; steps must be non-zero"
+    );
 }

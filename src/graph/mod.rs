@@ -196,10 +196,12 @@ impl Graph {
                     }
                     Some(None) => {}
                     None if outer.contains(input) => {}
-                    None => return Err(Error::Graph(format!(
+                    None => {
+                        return Err(Error::Graph(format!(
                         "node '{}': input '{input}' is not a graph input, constant or node output",
                         node.name
-                    ))),
+                    )))
+                    }
                 }
             }
         }

@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use wgpu_ops::{
-    reference, Context, ContextOptions, DType, HostTensor, Slice, StridedSlice, Tensor,
+    reference, BatchToSpace, Context, ContextOptions, DType, HostTensor, Slice, SpaceToBatch,
+    StridedSlice, Tensor,
 };
 
 fn pseudo_random(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
@@ -29,6 +30,8 @@ fn pseudo_random(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
 enum Case {
     Strided(&'static str, StridedSlice),
     Slice(&'static str, Slice),
+    B2S(&'static str, BatchToSpace),
+    S2B(&'static str, SpaceToBatch),
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -66,6 +69,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "Slice start=[1] stop=[INT32_MAX] step=[1] (int32 indices)",
             Slice::new([1i32], [i32::MAX], [1i32]),
         ),
+        Case::B2S(
+            "BatchToSpace block=[1,2,2] crops_begin=[0,1,0] crops_end=[0,1,2]",
+            BatchToSpace::new([1, 2, 2], [0, 1, 0], [0, 1, 2]),
+        ),
+        Case::S2B(
+            "SpaceToBatch block=[1,4,2] pads_begin=[0,1,0] pads_end=[0,3,1]",
+            SpaceToBatch::new([1, 4, 2], [0, 1, 0], [0, 3, 1]),
+        ),
     ];
     let shape = [64, 48, 33];
     println!(
@@ -83,6 +94,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     (name, op.run(&x)?, reference::strided_slice(&host, op)?)
                 }
                 Case::Slice(name, op) => (name, op.run(&x)?, reference::slice(&host, op)?),
+                Case::B2S(name, op) => (name, op.run(&x)?, reference::batch_to_space(&host, op)?),
+                Case::S2B(name, op) => (name, op.run(&x)?, reference::space_to_batch(&host, op)?),
             };
             let got = y.to_host_blocking()?;
             let elapsed = start.elapsed();

@@ -31,8 +31,10 @@ pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use graph::{Graph, Node, Session};
 pub use host::HostTensor;
+pub use ops::batch_to_space::BatchToSpace;
 pub use ops::indices::IntoIndices;
 pub use ops::slice::Slice;
+pub use ops::space_to_batch::SpaceToBatch;
 pub use ops::strided_slice::StridedSlice;
 pub use tensor::{download_all, Tensor};
 

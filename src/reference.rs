@@ -280,3 +280,136 @@ pub fn slice(data: &HostTensor, op: &Slice) -> Result<HostTensor, String> {
     let items = slice_items(op, data.shape.len())?;
     on_host(data, |a| apply_index(a, &items))
 }
+
+/// BatchToSpace-2 as the spec formulates it: reshape the batch into
+/// `[B_1, ..., B_{N-1}, batch / prod(B), D_1, ..., D_{N-1}]`, transpose to
+/// `[batch / prod(B), D_1, B_1, ..., D_{N-1}, B_{N-1}]`, reshape to
+/// `[batch / prod(B), D_1 * B_1, ..., D_{N-1} * B_{N-1}]`, and crop. (The text's permutation
+/// indices `[N, N + 1, 0, N + 2, 1, ...]` count `B_0` as an axis; the shapes it states are what
+/// is implemented.) Works on any element type; `block`, `crops_begin` and `crops_end` must be
+/// valid (see [`crate::BatchToSpace::plan`]).
+pub fn batch_to_space_array<T: Clone>(
+    data: &ArrayD<T>,
+    block: &[usize],
+    crops_begin: &[usize],
+    crops_end: &[usize],
+) -> ArrayD<T> {
+    let n = block.len(); // spatial axes are 1..n; trailing axes of `data` beyond n ride along
+    let shape = data.shape();
+    let p: usize = block.iter().product();
+    let batch = shape[0] / p;
+    let mut s1: Vec<usize> = block[1..].to_vec();
+    s1.push(batch);
+    s1.extend(&shape[1..]);
+    let x1 = data.to_shape(IxDyn(&s1)).unwrap().to_owned();
+    // Axes of x1: 0..n-1 are B_1..B_{n-1}, n-1 is batch, n..2n-1 are D_1..D_{n-1}, then extras.
+    let mut perm = vec![n - 1];
+    for k in 1..n {
+        perm.push(n - 1 + k); // D_k
+        perm.push(k - 1); // B_k
+    }
+    perm.extend(2 * n - 1..x1.ndim());
+    let x2 = x1.permuted_axes(IxDyn(&perm));
+    let mut s3 = vec![batch];
+    for k in 1..n {
+        s3.push(shape[k] * block[k]);
+    }
+    s3.extend(&shape[n..]);
+    let x3 = x2
+        .as_standard_layout()
+        .to_shape(IxDyn(&s3))
+        .unwrap()
+        .to_owned();
+    let cropped = x3.slice_each_axis(|ax| {
+        let k = ax.axis.index();
+        if (1..n).contains(&k) {
+            ndarray::Slice::from(crops_begin[k]..s3[k] - crops_end[k])
+        } else {
+            ndarray::Slice::from(..)
+        }
+    });
+    cropped.to_owned()
+}
+
+/// SpaceToBatch-2 as its spec formulates it: zero-pad, reshape to
+/// `[batch, P_1 / B_1, B_1, ..., P_{N-1} / B_{N-1}, B_{N-1}]`, transpose to
+/// `[B_1, ..., B_{N-1}, batch, P_1 / B_1, ..., P_{N-1} / B_{N-1}]`, reshape to
+/// `[batch * prod(B), P_1 / B_1, ...]`.
+pub fn space_to_batch_array<T: Clone>(
+    data: &ArrayD<T>,
+    zero: T,
+    block: &[usize],
+    pads_begin: &[usize],
+    pads_end: &[usize],
+) -> ArrayD<T> {
+    let n = block.len();
+    let shape = data.shape();
+    let mut padded_shape = shape.to_vec();
+    for k in 1..n {
+        padded_shape[k] += pads_begin[k] + pads_end[k];
+    }
+    let mut padded = ArrayD::from_elem(IxDyn(&padded_shape), zero);
+    padded
+        .slice_each_axis_mut(|ax| {
+            let k = ax.axis.index();
+            if (1..n).contains(&k) {
+                ndarray::Slice::from(pads_begin[k]..pads_begin[k] + shape[k])
+            } else {
+                ndarray::Slice::from(..)
+            }
+        })
+        .assign(data);
+    let mut s1 = vec![shape[0]];
+    for k in 1..n {
+        s1.push(padded_shape[k] / block[k]);
+        s1.push(block[k]);
+    }
+    s1.extend(&shape[n..]);
+    let x1 = padded.to_shape(IxDyn(&s1)).unwrap().to_owned();
+    // Axes of x1: 0 batch, then (P_k / B_k, B_k) pairs at 2k-1, 2k; then extras.
+    let mut perm: Vec<usize> = (1..n).map(|k| 2 * k).collect();
+    perm.push(0);
+    perm.extend((1..n).map(|k| 2 * k - 1));
+    perm.extend(2 * n - 1..x1.ndim());
+    let x2 = x1.permuted_axes(IxDyn(&perm));
+    let mut s3 = vec![shape[0] * block.iter().product::<usize>()];
+    for k in 1..n {
+        s3.push(padded_shape[k] / block[k]);
+    }
+    s3.extend(&shape[n..]);
+    x2.as_standard_layout()
+        .to_shape(IxDyn(&s3))
+        .unwrap()
+        .to_owned()
+}
+
+fn as_usize(v: &[i64]) -> Vec<usize> {
+    v.iter().map(|&x| x as usize).collect()
+}
+
+/// BatchToSpace-2 on a host tensor of any dtype. The op's own validation decides what is valid.
+pub fn batch_to_space(data: &HostTensor, op: &crate::BatchToSpace) -> Result<HostTensor, String> {
+    op.plan(&data.shape).map_err(|e| e.to_string())?;
+    on_host(data, |a| {
+        Ok(batch_to_space_array(
+            a,
+            &as_usize(&op.block_shape),
+            &as_usize(&op.crops_begin),
+            &as_usize(&op.crops_end),
+        ))
+    })
+}
+
+/// SpaceToBatch-2 on a host tensor of any dtype (padding is all-zero bytes, i.e. 0 / false).
+pub fn space_to_batch(data: &HostTensor, op: &crate::SpaceToBatch) -> Result<HostTensor, String> {
+    op.plan(&data.shape).map_err(|e| e.to_string())?;
+    on_host(data, |a| {
+        Ok(space_to_batch_array(
+            a,
+            0u8,
+            &as_usize(&op.block_shape),
+            &as_usize(&op.pads_begin),
+            &as_usize(&op.pads_end),
+        ))
+    })
+}

@@ -330,3 +330,41 @@ fn usage_errors_exit_2() {
         2
     );
 }
+
+#[test]
+fn runs_space_to_batch_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let x = common::random_tensor(4, DType::I16, &[2, 5, 4, 3]);
+    let graph = json!({
+        "inputs": [{"name": "x", "dtype": "i16", "shape": [2, 5, 4, 3]}],
+        "constants": [
+            {"name": "block", "dtype": "i32", "shape": [4], "data": [1, 2, 2, 1]},
+            {"name": "pb", "dtype": "u8", "shape": [4], "data": [0, 1, 0, 0]},
+            {"name": "pe", "dtype": "i64", "shape": [4], "data": [0, 0, 2, 0]}
+        ],
+        "nodes": [
+            {"op": "SpaceToBatch", "name": "s2b", "inputs": ["x", "block", "pb", "pe"], "outputs": ["spaced"]},
+            {"op": "BatchToSpace", "name": "b2s", "inputs": ["spaced", "block", "pb", "pe"], "outputs": ["back"]}
+        ],
+        "outputs": [{"name": "spaced", "shape": [8, 3, 3, 3]}, "back"]
+    });
+    let g = write_json(d, "graph.json", &graph);
+    let xs = save(d, "x.npy", &x);
+    let out = d.join("out");
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        &g,
+        "--input",
+        &format!("x={xs}"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let s2b = wgpu_ops::SpaceToBatch::new([1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 2, 0]);
+    assert_eq!(
+        npy::read(&out.join("spaced.npy")).unwrap(),
+        reference::space_to_batch(&x, &s2b).unwrap()
+    );
+    assert_eq!(npy::read(&out.join("back.npy")).unwrap(), x);
+}

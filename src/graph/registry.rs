@@ -16,6 +16,8 @@ pub(crate) struct OpDef {
 static OPS: &[&OpDef] = &[
     &crate::ops::strided_slice::GRAPH_OP,
     &crate::ops::slice::GRAPH_OP,
+    &crate::ops::batch_to_space::GRAPH_OP,
+    &crate::ops::space_to_batch::GRAPH_OP,
 ];
 
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {

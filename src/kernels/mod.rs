@@ -1,5 +1,6 @@
 //! Kernel families: one WGSL file under `shaders/` plus its host-side dispatcher each.
 
+pub mod block_remap;
 pub mod gather;
 
 /// Workgroups for `invocations` threads of `workgroup_size`, folded into y and z when x would
@@ -23,7 +24,8 @@ pub type ShaderVariants = (&'static str, &'static str, Vec<Vec<(&'static str, u3
 /// Every shader file with the specializations (WGSL `override` values) the crate compiles it
 /// with, so tests can validate each variant with naga, without a GPU.
 pub fn shader_variants() -> Vec<ShaderVariants> {
-    let gather = [1u32, 2, 4, 8]
+    // Both kernel families are specialized by element width only.
+    let by_width: Vec<Vec<(&'static str, u32)>> = [1u32, 2, 4, 8]
         .into_iter()
         .map(|w| {
             vec![
@@ -32,7 +34,10 @@ pub fn shader_variants() -> Vec<ShaderVariants> {
             ]
         })
         .collect();
-    vec![("strided_gather.wgsl", gather::KERNEL.wgsl, gather)]
+    vec![
+        ("strided_gather.wgsl", gather::KERNEL.wgsl, by_width.clone()),
+        ("block_remap.wgsl", block_remap::KERNEL.wgsl, by_width),
+    ]
 }
 
 #[cfg(test)]

@@ -1,9 +1,12 @@
 //! Operators. Each op file validates its inputs and computes a plan (plain data, no GPU), and
 //! records the kernel that executes the plan.
 
+pub mod batch_to_space;
+pub(crate) mod blocks;
 pub mod indices;
 pub mod slice;
 pub mod slicing;
+pub mod space_to_batch;
 pub mod strided_slice;
 
 /// The largest input rank the data-movement ops accept (the kernels' uniform holds 16 axes).

@@ -1,0 +1,121 @@
+// Block remapping between batch and space, in one pass (BatchToSpace-2 and SpaceToBatch-2).
+// Each output element finds its single source element directly; no reshape/transpose/crop
+// chain, no temporaries. Axes are given outermost first; axis 0 is the batch axis.
+//
+// BatchToSpace (MODE 0): output coordinate o_k (k >= 1) is x_k = o_k + crop_begin_k in the
+//   uncropped space; it comes from block offset r_k = x_k % B_k of input element
+//   x_k / B_k, and the input batch is (r_1 ... r_{n-1} in mixed radix B) * out_batch + o_0.
+// SpaceToBatch (MODE 1): output batch o_0 = (r_1 ... r_{n-1}) * in_batch + b; output
+//   coordinate o_k reads padded position o_k * B_k + r_k, i.e. input x_k = that - pad_begin_k,
+//   and zero where x_k falls in the padding.
+//
+// Elements move as 32-bit words as in strided_gather.wgsl: 1- and 2-byte elements are
+// assembled into whole words by one invocation (no races), 8-byte elements are two words.
+
+override ELEM_BYTES: u32 = 4u;
+override WORKGROUP_SIZE: u32 = 64u;
+
+struct Params {
+    count: u32,
+    units: u32,
+    rank: u32,
+    mode: u32,
+    // BatchToSpace: output batch; SpaceToBatch: input batch.
+    batch: u32,
+    // Output elements per output batch entry.
+    out_inner: u32,
+    _pad0: u32,
+    _pad1: u32,
+    out_shape: array<vec4<u32>, 4>,
+    in_shape: array<vec4<u32>, 4>,
+    in_stride: array<vec4<u32>, 4>,
+    block: array<vec4<u32>, 4>,
+    // crops_begin (BatchToSpace) or pads_begin (SpaceToBatch).
+    offset: array<vec4<u32>, 4>,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> src: array<u32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+
+fn at(a: array<vec4<u32>, 4>, k: u32) -> u32 {
+    return a[k / 4u][k % 4u];
+}
+
+// Marks an output element that reads padding (SpaceToBatch); it is written as zero.
+const PADDING: u32 = 0xFFFFFFFFu;
+
+// Input element index of output element i, or PADDING.
+fn source_index(i: u32) -> u32 {
+    let o0 = i / params.out_inner;
+    var rest = i % params.out_inner;
+    var index = 0u;
+    if params.mode == 0u {
+        var r = 0u;
+        var radix = 1u;
+        for (var k = params.rank - 1u; k >= 1u; k--) {
+            let n = at(params.out_shape, k);
+            let b = at(params.block, k);
+            let x = rest % n + at(params.offset, k);
+            rest /= n;
+            r += (x % b) * radix;
+            radix *= b;
+            index += (x / b) * at(params.in_stride, k);
+        }
+        return index + (r * params.batch + o0) * at(params.in_stride, 0u);
+    }
+    var blocks = o0 / params.batch;
+    index = (o0 % params.batch) * at(params.in_stride, 0u);
+    for (var k = params.rank - 1u; k >= 1u; k--) {
+        let n = at(params.out_shape, k);
+        let b = at(params.block, k);
+        let padded = (rest % n) * b + blocks % b;
+        rest /= n;
+        blocks /= b;
+        let pad = at(params.offset, k);
+        if padded < pad || padded - pad >= at(params.in_shape, k) {
+            return PADDING;
+        }
+        index += (padded - pad) * at(params.in_stride, k);
+    }
+    return index;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let unit = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if unit >= params.units {
+        return;
+    }
+    if ELEM_BYTES == 4u {
+        let s = source_index(unit);
+        // select() reads both sides: clamp the index so padding never reads out of bounds.
+        dst[unit] = select(src[min(s, arrayLength(&src) - 1u)], 0u, s == PADDING);
+    } else if ELEM_BYTES == 8u {
+        let s = source_index(unit);
+        let lo = min(2u * s, max(arrayLength(&src), 2u) - 2u);
+        dst[2u * unit] = select(src[lo], 0u, s == PADDING);
+        dst[2u * unit + 1u] = select(src[lo + 1u], 0u, s == PADDING);
+    } else {
+        // min(): this branch is dead for 4- and 8-byte elements but still constant-evaluated.
+        let per_word = 4u / min(ELEM_BYTES, 2u);
+        let bits = ELEM_BYTES * 8u;
+        let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
+        var w = 0u;
+        for (var k = 0u; k < per_word; k++) {
+            let e = unit * per_word + k;
+            if e < params.count {
+                let s = source_index(e);
+                if s != PADDING {
+                    let value = (src[s / per_word] >> ((s % per_word) * bits)) & mask;
+                    w |= value << (k * bits);
+                }
+            }
+        }
+        dst[unit] = w;
+    }
+}

@@ -232,7 +232,7 @@ mod tests {
             assert_eq!(plan.source_index(i as u64), Some(v as u64), "{i}");
         }
 
-        let op = SpaceToBatch::new([1, 2, 3, 2], [0, 1, 2, 0], [0, 1, 1, 1]);
+        let op = SpaceToBatch::new([1, 2, 3, 2], [0, 1, 2, 0], [0, 2, 2, 1]);
         let plan = op.plan(&shape).unwrap();
         let want = space_to_batch_array(
             &iota(&shape),

@@ -239,7 +239,7 @@ mod tests {
             -1,
             &[1, 2, 3, 2],
             &[0, 1, 2, 0],
-            &[0, 1, 1, 1],
+            &[0, 2, 2, 1],
         );
         assert_eq!(want.shape(), plan.output_shape.as_slice());
         for (i, &v) in want.iter().enumerate() {

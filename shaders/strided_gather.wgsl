@@ -11,6 +11,9 @@
 //   elements, so no two invocations ever write the same word (no races, no atomics).
 
 override ELEM_BYTES: u32 = 4u;
+// With DST_STRIDED (4- and 8-byte elements only), output element i goes to
+// dst_base + sum_k coord_k(i) * dst_step_k instead of i (Concat writes its inputs this way).
+override DST_STRIDED: bool = false;
 override WORKGROUP_SIZE: u32 = 64u;
 
 struct Params {
@@ -24,6 +27,11 @@ struct Params {
     // Output shape and input steps, innermost axis first, 4 axes per vec4.
     shape: array<vec4<u32>, 4>,
     step: array<vec4<u32>, 4>,
+    dst_base: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+    dst_step: array<vec4<u32>, 4>,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -41,6 +49,20 @@ fn source_index(i: u32) -> u32 {
     return index;
 }
 
+fn destination_index(i: u32) -> u32 {
+    if !DST_STRIDED {
+        return i;
+    }
+    var rest = i;
+    var index = params.dst_base;
+    for (var k = 0u; k < params.rank; k++) {
+        let n = params.shape[k / 4u][k % 4u];
+        index += (rest % n) * params.dst_step[k / 4u][k % 4u];
+        rest /= n;
+    }
+    return index;
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -53,11 +75,12 @@ fn main(
         return;
     }
     if ELEM_BYTES == 4u {
-        dst[unit] = src[source_index(unit)];
+        dst[destination_index(unit)] = src[source_index(unit)];
     } else if ELEM_BYTES == 8u {
         let s = source_index(unit);
-        dst[2u * unit] = src[2u * s];
-        dst[2u * unit + 1u] = src[2u * s + 1u];
+        let d = destination_index(unit);
+        dst[2u * d] = src[2u * s];
+        dst[2u * d + 1u] = src[2u * s + 1u];
     } else {
         // min(): this branch is dead for 4- and 8-byte elements but still constant-evaluated.
         let per_word = 4u / min(ELEM_BYTES, 2u);

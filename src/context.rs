@@ -501,6 +501,23 @@ impl ScopeCheck {
     }
 }
 
+/// One recorded GPU command, kept for replay (a Scan body is captured once and replayed for
+/// every iteration).
+pub(crate) enum Step {
+    Dispatch {
+        pipeline: Arc<Pipeline>,
+        bind_group: wgpu::BindGroup,
+        grid: [u32; 3],
+    },
+    Copy {
+        src: Arc<wgpu::Buffer>,
+        src_offset: u64,
+        dst: Arc<wgpu::Buffer>,
+        dst_offset: u64,
+        size: u64,
+    },
+}
+
 /// Records kernels of one or more ops into a single command buffer; [`Recorder::finish`]
 /// submits them at once. Host-side validation errors come back from each op call; GPU
 /// validation errors from the call (native) or from `finish` (browser).
@@ -509,6 +526,10 @@ pub struct Recorder {
     encoder: wgpu::CommandEncoder,
     pending: Vec<ScopeCheck>,
     dispatches: u64,
+    /// While capturing, commands are collected here instead of being encoded.
+    capture: Option<Vec<Step>>,
+    /// Buffers of dead values, by size, for reuse within this recording.
+    pool: HashMap<u64, Vec<Arc<wgpu::Buffer>>>,
 }
 
 impl Recorder {
@@ -523,6 +544,8 @@ impl Recorder {
             encoder,
             pending: Vec::new(),
             dispatches: 0,
+            capture: None,
+            pool: HashMap::new(),
         }
     }
 
@@ -530,7 +553,7 @@ impl Recorder {
         &self.ctx
     }
 
-    /// Number of compute dispatches recorded so far.
+    /// Number of compute dispatches recorded so far (replays included).
     pub fn dispatches(&self) -> u64 {
         self.dispatches
     }
@@ -551,6 +574,89 @@ impl Recorder {
         Ok(value)
     }
 
+    /// A tensor for an op's output: a pooled buffer of a dead value when one fits exactly,
+    /// else a new one.
+    pub(crate) fn alloc(&mut self, dtype: crate::DType, shape: &[usize]) -> Result<crate::Tensor> {
+        let bytes = crate::host::checked_numel(shape)
+            .and_then(|n| n.checked_mul(dtype.size()))
+            .map(|b| crate::tensor::padded_size(b as u64));
+        if let Some(buffer) = bytes.and_then(|b| self.pool.get_mut(&b)).and_then(Vec::pop) {
+            return Ok(crate::Tensor::from_parts(
+                &self.ctx,
+                dtype,
+                shape.to_vec(),
+                buffer,
+            ));
+        }
+        crate::Tensor::uninit(&self.ctx, dtype, shape)
+    }
+
+    /// Hands back the buffer of a value nobody reads any more (if no other handle holds it).
+    pub(crate) fn release(&mut self, t: crate::Tensor) {
+        if let Some(buffer) = t.into_unique_buffer() {
+            self.pool.entry(buffer.size()).or_default().push(buffer);
+        }
+    }
+
+    /// Runs `f` with commands collected instead of encoded; returns them for [`Self::replay`].
+    pub(crate) fn capture<T>(
+        &mut self,
+        f: impl FnOnce(&mut Recorder) -> Result<T>,
+    ) -> Result<(T, Vec<Step>)> {
+        let outer = self.capture.replace(Vec::new());
+        let result = f(self);
+        let steps = std::mem::replace(&mut self.capture, outer).unwrap_or_default();
+        Ok((result?, steps))
+    }
+
+    /// Encodes captured commands again (or appends them to an enclosing capture).
+    pub(crate) fn replay(&mut self, steps: &[Step]) -> Result<()> {
+        for step in steps {
+            match step {
+                Step::Dispatch {
+                    pipeline,
+                    bind_group,
+                    grid,
+                } => self.dispatch_bound(pipeline, bind_group.clone(), *grid)?,
+                Step::Copy {
+                    src,
+                    src_offset,
+                    dst,
+                    dst_offset,
+                    size,
+                } => self.copy(src, *src_offset, dst, *dst_offset, *size)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a buffer-to-buffer copy (offsets and size multiples of 4).
+    pub(crate) fn copy(
+        &mut self,
+        src: &Arc<wgpu::Buffer>,
+        src_offset: u64,
+        dst: &Arc<wgpu::Buffer>,
+        dst_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        if size == 0 {
+            return Ok(());
+        }
+        if let Some(steps) = &mut self.capture {
+            steps.push(Step::Copy {
+                src: src.clone(),
+                src_offset,
+                dst: dst.clone(),
+                dst_offset,
+                size,
+            });
+            return Ok(());
+        }
+        self.record("copy", |_, encoder| {
+            encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size)
+        })
+    }
+
     /// A uniform buffer holding `bytes` (kernel parameters), written when it is created.
     pub(crate) fn uniform(&mut self, op: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
         use wgpu::util::DeviceExt;
@@ -568,12 +674,11 @@ impl Recorder {
     pub(crate) fn dispatch(
         &mut self,
         op: &str,
-        pipeline: &Pipeline,
+        pipeline: &Arc<Pipeline>,
         buffers: &[wgpu::BindingResource<'_>],
         grid: [u32; 3],
     ) -> Result<()> {
-        self.dispatches += 1;
-        self.record(op, |ctx, encoder| {
+        let bind_group = self.record(op, |ctx, _| {
             let entries: Vec<wgpu::BindGroupEntry> = buffers
                 .iter()
                 .enumerate()
@@ -582,11 +687,31 @@ impl Recorder {
                     resource: r.clone(),
                 })
                 .collect();
-            let bind_group = ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
+            ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
                 label: None,
                 layout: &pipeline.layout,
                 entries: &entries,
+            })
+        })?;
+        self.dispatch_bound(pipeline, bind_group, grid)
+    }
+
+    fn dispatch_bound(
+        &mut self,
+        pipeline: &Arc<Pipeline>,
+        bind_group: wgpu::BindGroup,
+        grid: [u32; 3],
+    ) -> Result<()> {
+        self.dispatches += 1;
+        if let Some(steps) = &mut self.capture {
+            steps.push(Step::Dispatch {
+                pipeline: pipeline.clone(),
+                bind_group,
+                grid,
             });
+            return Ok(());
+        }
+        self.record("dispatch", |_, encoder| {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: None,
                 timestamp_writes: None,

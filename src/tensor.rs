@@ -101,6 +101,29 @@ impl Tensor {
         Tensor::from_host(ctx, &HostTensor::from_array(array))
     }
 
+    pub(crate) fn from_parts(
+        ctx: &Context,
+        dtype: DType,
+        shape: Vec<usize>,
+        buffer: Arc<wgpu::Buffer>,
+    ) -> Tensor {
+        Tensor {
+            ctx: ctx.clone(),
+            dtype,
+            shape,
+            buffer,
+        }
+    }
+
+    /// The buffer, if this is its only handle (so it may be reused).
+    pub(crate) fn into_unique_buffer(self) -> Option<Arc<wgpu::Buffer>> {
+        (Arc::strong_count(&self.buffer) == 1).then_some(self.buffer)
+    }
+
+    pub(crate) fn buffer_arc(&self) -> &Arc<wgpu::Buffer> {
+        &self.buffer
+    }
+
     pub fn dtype(&self) -> DType {
         self.dtype
     }

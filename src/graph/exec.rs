@@ -1,60 +1,108 @@
-//! Running a graph: all kernels of a run are recorded into one submission, and only the graph's
-//! outputs are read back.
+//! Running a graph: all kernels of a run are recorded into one submission, dead values hand
+//! their buffers back for reuse, and only the graph's outputs are read back.
 
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
 use super::registry::{self, OpDef};
 use super::{Attr, Graph, Node};
-use crate::{download_all, Context, Error, HostTensor, Result, Tensor};
+use crate::{download_all, Context, DType, Error, HostTensor, Recorder, Result, Tensor};
 
 /// A value during a run: known on the host (inputs, constants), on the GPU, or both.
 #[derive(Default)]
-struct Slot {
-    host: Option<HostTensor>,
-    gpu: OnceCell<Tensor>,
+pub(crate) struct Slot {
+    pub host: Option<HostTensor>,
+    pub gpu: OnceCell<Tensor>,
+}
+
+impl Slot {
+    pub fn host(value: HostTensor) -> Slot {
+        Slot {
+            host: Some(value),
+            gpu: OnceCell::new(),
+        }
+    }
+    pub fn gpu(value: Tensor) -> Slot {
+        let slot = Slot::default();
+        let _ = slot.gpu.set(value);
+        slot
+    }
+    /// The value on the GPU, uploaded on first use.
+    pub fn tensor(&self, ctx: &Context) -> Result<Tensor> {
+        if let Some(t) = self.gpu.get() {
+            return Ok(t.clone());
+        }
+        let t = Tensor::from_host(ctx, self.host.as_ref().expect("a slot holds a value"))?;
+        Ok(self.gpu.get_or_init(|| t).clone())
+    }
+}
+
+/// The values visible to a graph: its own, then those of the enclosing graphs (ONNX outer scope).
+pub(crate) struct Scope<'a> {
+    pub slots: HashMap<String, Slot>,
+    pub parent: Option<&'a Scope<'a>>,
+}
+
+impl Scope<'_> {
+    pub fn get(&self, name: &str) -> Option<&Slot> {
+        self.slots
+            .get(name)
+            .or_else(|| self.parent.and_then(|p| p.get(name)))
+    }
+    pub fn names(&self) -> HashSet<String> {
+        let mut names: HashSet<String> = self.parent.map(|p| p.names()).unwrap_or_default();
+        names.extend(self.slots.keys().cloned());
+        names
+    }
 }
 
 /// A node's view of its inputs and attributes, handed to the op's graph entry.
 pub(crate) struct NodeArgs<'a> {
-    ctx: &'a Context,
+    pub ctx: &'a Context,
     pub node: &'a Node,
     def: &'a OpDef,
     slots: Vec<Option<&'a Slot>>,
+    scope: &'a Scope<'a>,
+    /// Buffers some outputs must be written to (a Scan body writes its states in place).
+    placements: &'a HashMap<String, Tensor>,
 }
 
 impl NodeArgs<'_> {
-    fn slot(&self, i: usize) -> Option<&Slot> {
-        self.slots.get(i).copied().flatten()
+    fn missing(&self, i: usize, role: &str) -> Error {
+        Error::Graph(format!(
+            "node '{}': {} needs input {i} ({role})",
+            self.node.name, self.def.name
+        ))
+    }
+
+    /// Number of inputs given (including left-out optional ones).
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The scope the node runs in (for ops with subgraphs).
+    pub fn scope(&self) -> &Scope<'_> {
+        self.scope
     }
 
     /// Input `i` (called `role` in the op's spec) as a GPU tensor, uploaded if needed.
     pub fn tensor(&self, i: usize, role: &str) -> Result<Tensor> {
-        let slot = self.slot(i).ok_or_else(|| {
-            Error::Graph(format!(
-                "node '{}': {} needs input {i} ({role})",
-                self.node.name, self.def.name
-            ))
-        })?;
-        if let Some(t) = slot.gpu.get() {
-            return Ok(t.clone());
-        }
-        let host = slot
-            .host
-            .as_ref()
-            .expect("a slot holds a host or a GPU value");
-        let t = Tensor::from_host(self.ctx, host)?;
-        Ok(slot.gpu.get_or_init(|| t).clone())
+        self.slots
+            .get(i)
+            .copied()
+            .flatten()
+            .ok_or_else(|| self.missing(i, role))?
+            .tensor(self.ctx)
     }
 
     /// Optional index input `i` as `i64` values; it must be known on the host (a constant or a
     /// graph input), since the op's plan depends on it.
     pub fn indices(&self, i: usize, role: &str) -> Result<Option<Vec<i64>>> {
-        let Some(slot) = self.slot(i) else {
+        let Some(slot) = self.slots.get(i).copied().flatten() else {
             return Ok(None);
         };
         match &slot.host {
-            Some(h) => h.to_indices(self.def_name(), role).map(Some),
+            Some(h) => h.to_indices(self.def.name, role).map(Some),
             None => Err(Error::Graph(format!(
                 "node '{}': {} input '{role}' ('{}') is computed on the GPU, but its values are needed on the host to plan the op; give it as a constant or a graph input",
                 self.node.name, self.def.name, self.node.inputs[i]
@@ -64,12 +112,7 @@ impl NodeArgs<'_> {
 
     /// Required index input `i`.
     pub fn required_indices(&self, i: usize, role: &str) -> Result<Vec<i64>> {
-        self.indices(i, role)?.ok_or_else(|| {
-            Error::Graph(format!(
-                "node '{}': {} needs input {i} ({role})",
-                self.node.name, self.def.name
-            ))
-        })
+        self.indices(i, role)?.ok_or_else(|| self.missing(i, role))
     }
 
     /// Integer-list attribute, `None` when absent.
@@ -85,9 +128,155 @@ impl NodeArgs<'_> {
         }
     }
 
-    fn def_name(&self) -> &'static str {
-        self.def.name
+    /// Integer attribute, `None` when absent.
+    pub fn int(&self, name: &str) -> Result<Option<i64>> {
+        match self.node.attrs.get(name) {
+            None => Ok(None),
+            Some(Attr::Int(v)) => Ok(Some(*v)),
+            Some(other) => Err(Error::Graph(format!(
+                "node '{}': attribute '{name}' must be an integer, not {other:?}",
+                self.node.name
+            ))),
+        }
     }
+
+    /// String attribute, `None` when absent.
+    pub fn string(&self, name: &str) -> Result<Option<&str>> {
+        match self.node.attrs.get(name) {
+            None => Ok(None),
+            Some(Attr::String(s)) => Ok(Some(s)),
+            Some(other) => Err(Error::Graph(format!(
+                "node '{}': attribute '{name}' must be a string, not {other:?}",
+                self.node.name
+            ))),
+        }
+    }
+
+    /// Graph attribute (a Scan body).
+    pub fn graph(&self, name: &str) -> Result<&Graph> {
+        match self.node.attrs.get(name) {
+            Some(Attr::Graph(g)) => Ok(g),
+            None => Err(Error::Graph(format!(
+                "node '{}': attribute '{name}' is required",
+                self.node.name
+            ))),
+            Some(other) => Err(Error::Graph(format!(
+                "node '{}': attribute '{name}' must be a graph, not {other:?}",
+                self.node.name
+            ))),
+        }
+    }
+
+    /// The tensor output `k` must be written to: its placement if it has one (checked to have
+    /// this dtype and shape), else a fresh (or reused) buffer.
+    pub fn output(
+        &self,
+        rec: &mut Recorder,
+        k: usize,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        let name = &self.node.outputs[k];
+        match self.placements.get(name) {
+            Some(t) if t.dtype() == dtype && t.shape() == shape => Ok(t.clone()),
+            Some(t) => Err(Error::Graph(format!(
+                "'{name}' must keep {} {:?} across iterations but is now {dtype} {shape:?}",
+                t.dtype(),
+                t.shape()
+            ))),
+            None => rec.alloc(dtype, shape),
+        }
+    }
+
+    /// Output `k` as `value` itself when it has no placement (a view, no copy), else copied
+    /// into the placement.
+    pub fn output_view(&self, rec: &mut Recorder, k: usize, value: Tensor) -> Result<Tensor> {
+        if !self.placements.contains_key(&self.node.outputs[k]) {
+            return Ok(value);
+        }
+        let out = self.output(rec, k, value.dtype(), value.shape())?;
+        let size = crate::tensor::padded_size(value.byte_len());
+        rec.copy(
+            value.buffer_arc(),
+            0,
+            out.buffer_arc(),
+            0,
+            size.min(out.buffer().size()),
+        )?;
+        Ok(out)
+    }
+}
+
+/// Records `graph`'s nodes (in `order`) against `scope`, whose own slots hold the graph's
+/// inputs and constants; node outputs are added to it. Values whose last reader has run give
+/// their buffers back to the recorder, except `keep` (the graph's outputs).
+pub(crate) fn record_graph(
+    rec: &mut Recorder,
+    graph: &Graph,
+    order: &[usize],
+    scope: &mut Scope<'_>,
+    placements: &HashMap<String, Tensor>,
+) -> Result<()> {
+    let ctx = rec.context().clone();
+    let keep: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
+    // The position in `order` after which each node-produced value is dead.
+    let mut last_use: HashMap<&str, usize> = HashMap::new();
+    let reads: Vec<Vec<String>> = graph.nodes.iter().map(|n| n.reads()).collect();
+    for (pos, &k) in order.iter().enumerate() {
+        for input in &reads[k] {
+            last_use.insert(input.as_str(), pos);
+        }
+    }
+    let produced: HashSet<&str> = graph
+        .nodes
+        .iter()
+        .flat_map(|n| n.outputs.iter().map(String::as_str))
+        .collect();
+    for (pos, &k) in order.iter().enumerate() {
+        let node = &graph.nodes[k];
+        let def = registry::lookup(&node.op).expect("checked by schedule");
+        let outputs = {
+            let args = NodeArgs {
+                ctx: &ctx,
+                node,
+                def,
+                slots: node
+                    .inputs
+                    .iter()
+                    .map(|i| if i.is_empty() { None } else { scope.get(i) })
+                    .collect(),
+                scope,
+                placements,
+            };
+            (def.run)(rec, &args).map_err(|e| Error::Node {
+                node: node.name.clone(),
+                source: Box::new(e),
+            })?
+        };
+        for (name, t) in node.outputs.iter().zip(outputs) {
+            scope.slots.insert(name.clone(), Slot::gpu(t));
+        }
+        // Release values read for the last time, and outputs nobody reads.
+        let dead: Vec<&str> = reads[k]
+            .iter()
+            .chain(&node.outputs)
+            .map(String::as_str)
+            .filter(|v| {
+                produced.contains(v)
+                    && !keep.contains(v)
+                    && last_use.get(v).is_none_or(|&p| p == pos)
+            })
+            .filter(|v| !placements.contains_key(*v))
+            .collect();
+        for v in dead {
+            if let Some(slot) = scope.slots.remove(v) {
+                if let Some(t) = slot.gpu.into_inner() {
+                    rec.release(t);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A validated, scheduled graph bound to a context, ready to run many times.
@@ -117,7 +306,6 @@ impl Session {
         &self,
         inputs: Vec<(String, HostTensor)>,
     ) -> Result<Vec<(String, HostTensor)>> {
-        let mut slots: HashMap<&str, Slot> = HashMap::new();
         let mut given: HashMap<String, HostTensor> = HashMap::new();
         for (name, value) in inputs {
             let Some(decl) = self.graph.inputs.iter().find(|i| i.name == name) else {
@@ -131,60 +319,28 @@ impl Session {
                 return Err(Error::Graph(format!("input '{name}' is given twice")));
             }
         }
+        let mut scope = Scope {
+            slots: HashMap::new(),
+            parent: None,
+        };
         for decl in &self.graph.inputs {
             let value = given
                 .remove(&decl.name)
                 .ok_or_else(|| Error::Graph(format!("input '{}' is not given", decl.name)))?;
-            slots.insert(
-                &decl.name,
-                Slot {
-                    host: Some(value),
-                    gpu: OnceCell::new(),
-                },
-            );
+            scope.slots.insert(decl.name.clone(), Slot::host(value));
         }
         for (name, value) in &self.graph.constants {
-            slots.insert(
-                name,
-                Slot {
-                    host: Some(value.clone()),
-                    gpu: OnceCell::new(),
-                },
-            );
+            scope.slots.insert(name.clone(), Slot::host(value.clone()));
         }
 
         let mut rec = self.ctx.recorder();
-        for &k in &self.order {
-            let node = &self.graph.nodes[k];
-            let def = registry::lookup(&node.op).expect("checked by schedule");
-            let outputs = {
-                let args = NodeArgs {
-                    ctx: &self.ctx,
-                    node,
-                    def,
-                    slots: node
-                        .inputs
-                        .iter()
-                        .map(|i| {
-                            if i.is_empty() {
-                                None
-                            } else {
-                                slots.get(i.as_str())
-                            }
-                        })
-                        .collect(),
-                };
-                (def.run)(&mut rec, &args).map_err(|e| Error::Node {
-                    node: node.name.clone(),
-                    source: Box::new(e),
-                })?
-            };
-            for (name, t) in node.outputs.iter().zip(outputs) {
-                let slot = Slot::default();
-                let _ = slot.gpu.set(t);
-                slots.insert(name, slot);
-            }
-        }
+        record_graph(
+            &mut rec,
+            &self.graph,
+            &self.order,
+            &mut scope,
+            &HashMap::new(),
+        )?;
         rec.finish().await?;
 
         let on_gpu: Vec<&Tensor> = self
@@ -192,7 +348,7 @@ impl Session {
             .outputs
             .iter()
             .filter_map(|o| {
-                let slot = &slots[o.name.as_str()];
+                let slot = &scope.slots[o.name.as_str()];
                 slot.host
                     .is_none()
                     .then(|| slot.gpu.get().expect("node outputs are on the GPU"))
@@ -201,7 +357,7 @@ impl Session {
         let mut downloaded = download_all(&self.ctx, &on_gpu).await?.into_iter();
         let mut results = Vec::with_capacity(self.graph.outputs.len());
         for o in &self.graph.outputs {
-            let slot = &slots[o.name.as_str()];
+            let slot = &scope.slots[o.name.as_str()];
             let value = match &slot.host {
                 Some(h) => h.clone(),
                 None => downloaded.next().expect("one download per GPU output"),

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::{DType, Error, HostTensor, Result};
 
-mod exec;
+pub(crate) mod exec;
 pub mod json;
 pub(crate) mod registry;
 
@@ -105,6 +105,22 @@ impl Node {
         self.attrs.insert(name.into(), value);
         self
     }
+
+    /// Every value the node reads: its inputs, then the outer-scope values its subgraphs read.
+    pub(crate) fn reads(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .inputs
+            .iter()
+            .filter(|i| !i.is_empty())
+            .cloned()
+            .collect();
+        for a in self.attrs.values() {
+            if let Attr::Graph(g) = a {
+                names.extend(g.free_names());
+            }
+        }
+        names
+    }
 }
 
 /// A graph: inputs, constants, nodes (in any order) and outputs.
@@ -145,6 +161,33 @@ impl Graph {
     pub fn output(mut self, name: impl Into<String>) -> Graph {
         self.outputs.push(ValueInfo::named(name));
         self
+    }
+
+    /// Names the graph reads but does not define (values of enclosing graphs).
+    pub(crate) fn free_names(&self) -> Vec<String> {
+        let defined: HashSet<&str> = self
+            .inputs
+            .iter()
+            .map(|i| i.name.as_str())
+            .chain(self.constants.iter().map(|(n, _)| n.as_str()))
+            .chain(
+                self.nodes
+                    .iter()
+                    .flat_map(|n| n.outputs.iter().map(String::as_str)),
+            )
+            .collect();
+        let mut free: Vec<String> = Vec::new();
+        let reads = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.reads())
+            .chain(self.outputs.iter().map(|o| o.name.clone()));
+        for name in reads {
+            if !defined.contains(name.as_str()) && !free.contains(&name) {
+                free.push(name);
+            }
+        }
+        free
     }
 
     /// Validates names, ops and input counts, and orders the nodes by their data edges.
@@ -188,14 +231,14 @@ impl Graph {
         let mut waiting: Vec<usize> = vec![0; self.nodes.len()];
         let mut users: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
         for (k, node) in self.nodes.iter().enumerate() {
-            for input in node.inputs.iter().filter(|i| !i.is_empty()) {
+            for input in node.reads() {
                 match producer.get(input.as_str()) {
                     Some(Some(p)) => {
                         waiting[k] += 1;
                         users[*p].push(k);
                     }
                     Some(None) => {}
-                    None if outer.contains(input) => {}
+                    None if outer.contains(&input) => {}
                     None => {
                         return Err(Error::Graph(format!(
                         "node '{}': input '{input}' is not a graph input, constant or node output",

@@ -8,7 +8,7 @@ pub(crate) struct OpDef {
     pub name: &'static str,
     /// Input counts accepted (optional trailing inputs make a range).
     pub inputs: std::ops::RangeInclusive<usize>,
-    pub outputs: usize,
+    pub outputs: std::ops::RangeInclusive<usize>,
     pub attrs: &'static [&'static str],
     pub run: fn(&mut Recorder, &NodeArgs) -> Result<Vec<Tensor>>,
 }
@@ -18,15 +18,28 @@ static OPS: &[&OpDef] = &[
     &crate::ops::slice::GRAPH_OP,
     &crate::ops::batch_to_space::GRAPH_OP,
     &crate::ops::space_to_batch::GRAPH_OP,
+    &crate::ops::matmul::GRAPH_OP,
+    &crate::ops::layout::IDENTITY_OP,
+    &crate::ops::layout::RESHAPE_OP,
+    &crate::ops::layout::TRANSPOSE_OP,
+    &crate::ops::layout::CONCAT_OP,
+    &crate::ops::elementwise::CAST_OP,
+    &crate::ops::scan::GRAPH_OP,
 ];
 
+fn all() -> impl Iterator<Item = &'static OpDef> {
+    OPS.iter()
+        .copied()
+        .chain(crate::ops::elementwise::GRAPH_OPS.iter())
+}
+
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
-    OPS.iter().copied().find(|d| d.name == name)
+    all().find(|d| d.name == name)
 }
 
 /// Names of the ops graphs may use.
 pub fn op_names() -> Vec<&'static str> {
-    OPS.iter().map(|d| d.name).collect()
+    all().map(|d| d.name).collect()
 }
 
 impl OpDef {
@@ -44,12 +57,12 @@ impl OpDef {
                 node.name, self.name
             )));
         }
-        if node.outputs.len() != self.outputs {
+        if !self.outputs.contains(&node.outputs.len()) {
             return Err(Error::Graph(format!(
                 "node '{}': {} has {} output(s) but {} are named",
                 node.name,
                 self.name,
-                self.outputs,
+                self.outputs.start(),
                 node.outputs.len()
             )));
         }

@@ -125,10 +125,23 @@ impl Recorder {
                 "data was created on another Context; tensors cannot be used across devices",
             ));
         }
-        let out = Tensor::uninit(&ctx, src.dtype(), &plan.output_shape)?;
+        let out = self.alloc(src.dtype(), &plan.output_shape)?;
+        self.block_remap_into(op, src, plan, &out)?;
+        Ok(out)
+    }
+
+    /// Records `plan` reading `src` into `out` (same dtype and shape as the plan's output).
+    pub(crate) fn block_remap_into(
+        &mut self,
+        op: &'static str,
+        src: &Tensor,
+        plan: &BlockPlan,
+        out: &Tensor,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
         let count = plan.output_numel();
         if count == 0 {
-            return Ok(out);
+            return Ok(());
         }
         ctx.check_binding_size(op, "input data", src.buffer().size())?;
         ctx.check_binding_size(op, "output", out.buffer().size())?;
@@ -203,8 +216,7 @@ impl Recorder {
                 out.buffer().as_entire_binding(),
             ],
             grid,
-        )?;
-        Ok(out)
+        )
     }
 }
 

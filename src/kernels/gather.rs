@@ -41,9 +41,10 @@ pub struct GatherPlan {
 }
 
 impl GatherPlan {
-    pub fn from_axes(input_shape: &[usize], axes: &[AxisSlice]) -> GatherPlan {
-        debug_assert_eq!(input_shape.len(), axes.len());
-        let count: u64 = axes.iter().map(|a| a.len).product();
+    /// A gather over `dims` (outermost first) from `base`, with unit axes dropped and
+    /// contiguous axes merged.
+    pub fn from_dims(base: u64, dims: &[GatherDim]) -> GatherPlan {
+        let count = dims.iter().map(|d| d.len).product();
         if count == 0 {
             return GatherPlan {
                 count: 0,
@@ -51,30 +52,10 @@ impl GatherPlan {
                 dims: Vec::new(),
             };
         }
-        // Element strides of the (C-order) input.
-        let mut stride = 1i64;
-        let mut strides = vec![0i64; input_shape.len()];
-        for (k, &d) in input_shape.iter().enumerate().rev() {
-            strides[k] = stride;
-            stride = stride.wrapping_mul(d as i64);
-        }
-        let mut base = 0u64;
-        let mut dims: Vec<GatherDim> = Vec::new();
-        for (a, &s) in axes.iter().zip(&strides) {
-            base += a.start * s as u64;
-            if a.len == 1 {
-                continue;
-            }
-            let dim = GatherDim {
-                len: a.len,
-                step: a.step * s,
-            };
-            dims.push(dim);
-        }
         // Merge from the inside out: an outer axis whose step is the inner axis' whole extent
         // continues it.
         let mut merged: Vec<GatherDim> = Vec::with_capacity(dims.len());
-        for dim in dims.into_iter().rev() {
+        for &dim in dims.iter().rev().filter(|d| d.len != 1) {
             match merged.last_mut() {
                 Some(inner) if dim.step == inner.step * inner.len as i64 => inner.len *= dim.len,
                 _ => merged.push(dim),
@@ -86,6 +67,32 @@ impl GatherPlan {
             base,
             dims: merged,
         }
+    }
+
+    pub fn from_axes(input_shape: &[usize], axes: &[AxisSlice]) -> GatherPlan {
+        debug_assert_eq!(input_shape.len(), axes.len());
+        // Element strides of the (C-order) input.
+        let mut stride = 1i64;
+        let mut strides = vec![0i64; input_shape.len()];
+        for (k, &d) in input_shape.iter().enumerate().rev() {
+            strides[k] = stride;
+            stride = stride.wrapping_mul(d as i64);
+        }
+        let base = axes
+            .iter()
+            .zip(&strides)
+            .map(|(a, &s)| a.start * s as u64)
+            .sum();
+        let dims: Vec<GatherDim> = axes
+            .iter()
+            .zip(&strides)
+            .map(|(a, &s)| GatherDim {
+                len: a.len,
+                // An axis of one element never steps (and its step may be huge, e.g. i64::MAX).
+                step: if a.len > 1 { a.step * s } else { 0 },
+            })
+            .collect();
+        GatherPlan::from_dims(base, &dims)
     }
 
     /// The input element read by output element `i` (the kernel's arithmetic, for tests).
@@ -118,6 +125,9 @@ struct Params {
     base: u32,
     shape: [u32; MAX_RANK],
     step: [u32; MAX_RANK],
+    dst_base: u32,
+    pad: [u32; 3],
+    dst_step: [u32; MAX_RANK],
 }
 
 impl Recorder {
@@ -129,6 +139,55 @@ impl Recorder {
         plan: &GatherPlan,
         output_shape: &[usize],
     ) -> Result<Tensor> {
+        let out = self.alloc(src.dtype(), output_shape)?;
+        self.gather_into(op, src, plan, &out)?;
+        Ok(out)
+    }
+
+    /// Records `plan` reading `src` into `out` (same dtype, `plan.count` elements).
+    pub(crate) fn gather_into(
+        &mut self,
+        op: &'static str,
+        src: &Tensor,
+        plan: &GatherPlan,
+        out: &Tensor,
+    ) -> Result<()> {
+        self.gather_to(op, src, plan, out, None)
+    }
+
+    /// Records `plan` reading `src` and writing output element `i` (coordinates `c` over
+    /// `plan.dims`) to `out` element `base + sum(c_k * steps_k)`, for 4- and 8-byte elements.
+    pub(crate) fn gather_strided_into(
+        &mut self,
+        op: &'static str,
+        src: &Tensor,
+        plan: &GatherPlan,
+        out: &Tensor,
+        base: u64,
+        steps: &[u64],
+    ) -> Result<()> {
+        debug_assert_eq!(steps.len(), plan.dims.len());
+        if src.dtype().size() < 4 {
+            return Err(Error::invalid(
+                op,
+                "inputs",
+                format!(
+                    "{op} of 1- and 2-byte dtypes ({}) is not supported yet",
+                    src.dtype()
+                ),
+            ));
+        }
+        self.gather_to(op, src, plan, out, Some((base, steps)))
+    }
+
+    fn gather_to(
+        &mut self,
+        op: &'static str,
+        src: &Tensor,
+        plan: &GatherPlan,
+        out: &Tensor,
+        dst: Option<(u64, &[u64])>,
+    ) -> Result<()> {
         let ctx = self.context().clone();
         if !ctx.same_device(src.context()) {
             return Err(Error::invalid(
@@ -137,9 +196,9 @@ impl Recorder {
                 "data was created on another Context; tensors cannot be used across devices",
             ));
         }
-        let out = Tensor::uninit(&ctx, src.dtype(), output_shape)?;
+        debug_assert!(dst.is_some() || out.numel() as u64 == plan.count);
         if plan.count == 0 {
-            return Ok(out);
+            return Ok(());
         }
         if plan.dims.len() > MAX_RANK {
             return Err(Error::invalid(
@@ -173,7 +232,15 @@ impl Recorder {
             base: plan.base as u32,
             shape: [1; MAX_RANK],
             step: [0; MAX_RANK],
+            dst_base: dst.map_or(0, |(b, _)| b as u32),
+            pad: [0; 3],
+            dst_step: [0; MAX_RANK],
         };
+        if let Some((_, steps)) = dst {
+            for (k, s) in steps.iter().rev().enumerate() {
+                params.dst_step[k] = *s as u32;
+            }
+        }
         for (k, d) in plan.dims.iter().rev().enumerate() {
             params.shape[k] = d.len as u32;
             params.step[k] = d.step as u32; // two's complement; the kernel's sum wraps
@@ -189,7 +256,11 @@ impl Recorder {
             })?;
         let pipeline = ctx.pipeline(
             &KERNEL,
-            &[("ELEM_BYTES", elem), ("WORKGROUP_SIZE", WORKGROUP_SIZE)],
+            &[
+                ("ELEM_BYTES", elem),
+                ("WORKGROUP_SIZE", WORKGROUP_SIZE),
+                ("DST_STRIDED", u32::from(dst.is_some())),
+            ],
         )?;
         let uniform = self.uniform(op, bytemuck::bytes_of(&params))?;
         self.dispatch(
@@ -201,8 +272,7 @@ impl Recorder {
                 out.buffer().as_entire_binding(),
             ],
             grid,
-        )?;
-        Ok(out)
+        )
     }
 }
 

@@ -1,6 +1,7 @@
 //! Kernel families: one WGSL file under `shaders/` plus its host-side dispatcher each.
 
 pub mod block_remap;
+pub mod compute;
 pub mod gather;
 
 /// Workgroups for `invocations` threads of `workgroup_size`, folded into y and z when x would
@@ -18,26 +19,62 @@ pub fn dispatch_grid(invocations: u64, workgroup_size: u32, max_per_dim: u32) ->
     (z <= max).then_some([x as u32, y as u32, z as u32])
 }
 
-/// A shader file name, its text, and the override values of each compiled variant.
-pub type ShaderVariants = (&'static str, &'static str, Vec<Vec<(&'static str, u32)>>);
+/// A kernel variant's label, its WGSL text, and the override values it is compiled with.
+pub type ShaderVariant = (String, String, Vec<(&'static str, u32)>);
 
-/// Every shader file with the specializations (WGSL `override` values) the crate compiles it
-/// with, so tests can validate each variant with naga, without a GPU.
-pub fn shader_variants() -> Vec<ShaderVariants> {
-    // Both kernel families are specialized by element width only.
-    let by_width: Vec<Vec<(&'static str, u32)>> = [1u32, 2, 4, 8]
-        .into_iter()
-        .map(|w| {
-            vec![
-                ("ELEM_BYTES", w),
-                ("WORKGROUP_SIZE", gather::WORKGROUP_SIZE),
-            ]
-        })
-        .collect();
-    vec![
-        ("strided_gather.wgsl", gather::KERNEL.wgsl, by_width.clone()),
-        ("block_remap.wgsl", block_remap::KERNEL.wgsl, by_width),
-    ]
+/// Every kernel variant the crate can compile, so tests validate each with naga, without a GPU.
+pub fn shader_variants() -> Vec<ShaderVariant> {
+    let mut out = Vec::new();
+    for w in [1u32, 2, 4, 8] {
+        let c = vec![
+            ("ELEM_BYTES", w),
+            ("WORKGROUP_SIZE", gather::WORKGROUP_SIZE),
+        ];
+        out.push((
+            "block_remap.wgsl".into(),
+            block_remap::KERNEL.wgsl.into(),
+            c.clone(),
+        ));
+        for strided in [0, 1].into_iter().filter(|&s| s == 0 || w >= 4) {
+            let mut c = c.clone();
+            c.push(("DST_STRIDED", strided));
+            out.push(("strided_gather.wgsl".into(), gather::KERNEL.wgsl.into(), c));
+        }
+    }
+    let types = [crate::DType::F32, crate::DType::I32, crate::DType::U32];
+    for op in &crate::ops::elementwise::OPS {
+        for d in types {
+            if let Ok(e) = op.expression(d) {
+                let ty = compute::wgsl_type(d).unwrap();
+                let label = format!("elementwise.wgsl {} {ty}", op.name);
+                out.push((
+                    label,
+                    compute::elementwise_source(ty, ty, e),
+                    vec![("WORKGROUP_SIZE", 64)],
+                ));
+            }
+        }
+    }
+    for from in types {
+        for to in types {
+            let (f, t) = (
+                compute::wgsl_type(from).unwrap(),
+                compute::wgsl_type(to).unwrap(),
+            );
+            out.push((
+                format!("elementwise.wgsl Cast {f}->{t}"),
+                compute::elementwise_source(f, t, "U(a)"),
+                vec![("WORKGROUP_SIZE", 64)],
+            ));
+        }
+        let ty = compute::wgsl_type(from).unwrap();
+        out.push((
+            format!("matmul.wgsl {ty}"),
+            compute::matmul_source(ty),
+            vec![],
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

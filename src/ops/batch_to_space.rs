@@ -96,7 +96,7 @@ impl Recorder {
 pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::registry::OpDef {
     name: OP,
     inputs: 4..=4,
-    outputs: 1,
+    outputs: 1..=1,
     attrs: &[],
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
@@ -105,6 +105,9 @@ pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::regist
             crops_begin: args.required_indices(2, "crops_begin")?,
             crops_end: args.required_indices(3, "crops_end")?,
         };
-        Ok(vec![rec.batch_to_space(&data, &op)?])
+        let plan = op.plan(data.shape())?;
+        let out = args.output(rec, 0, data.dtype(), &plan.output_shape)?;
+        rec.block_remap_into(OP, &data, &plan, &out)?;
+        Ok(vec![out])
     },
 };

@@ -3,7 +3,11 @@
 
 pub mod batch_to_space;
 pub(crate) mod blocks;
+pub mod elementwise;
 pub mod indices;
+pub mod layout;
+pub mod matmul;
+pub mod scan;
 pub mod slice;
 pub mod slicing;
 pub mod space_to_batch;

@@ -140,7 +140,7 @@ impl Recorder {
 pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::registry::OpDef {
     name: OP,
     inputs: 4..=5,
-    outputs: 1,
+    outputs: 1..=1,
     attrs: &[],
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
@@ -150,6 +150,9 @@ pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::regist
             step: args.required_indices(3, "step")?,
             axes: args.indices(4, "axes")?,
         };
-        Ok(vec![rec.slice(&data, &op)?])
+        let plan = op.plan(data.shape())?;
+        let out = args.output(rec, 0, data.dtype(), &plan.output_shape)?;
+        rec.gather_into(OP, &data, &plan.gather(), &out)?;
+        Ok(vec![out])
     },
 };

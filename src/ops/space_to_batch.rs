@@ -91,7 +91,7 @@ impl Recorder {
 pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::registry::OpDef {
     name: OP,
     inputs: 4..=4,
-    outputs: 1,
+    outputs: 1..=1,
     attrs: &[],
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
@@ -100,6 +100,9 @@ pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::regist
             pads_begin: args.required_indices(2, "pads_begin")?,
             pads_end: args.required_indices(3, "pads_end")?,
         };
-        Ok(vec![rec.space_to_batch(&data, &op)?])
+        let plan = op.plan(data.shape())?;
+        let out = args.output(rec, 0, data.dtype(), &plan.output_shape)?;
+        rec.block_remap_into(OP, &data, &plan, &out)?;
+        Ok(vec![out])
     },
 };

@@ -238,7 +238,7 @@ impl Recorder {
 pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::registry::OpDef {
     name: OP,
     inputs: 3..=4,
-    outputs: 1,
+    outputs: 1..=1,
     attrs: &[
         "begin_mask",
         "end_mask",
@@ -258,6 +258,9 @@ pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::regist
             shrink_axis_mask: args.ints("shrink_axis_mask")?.unwrap_or_default(),
             ellipsis_mask: args.ints("ellipsis_mask")?.unwrap_or_default(),
         };
-        Ok(vec![rec.strided_slice(&data, &op)?])
+        let plan = op.plan(data.shape())?;
+        let out = args.output(rec, 0, data.dtype(), &plan.output_shape)?;
+        rec.gather_into(OP, &data, &plan.gather(), &out)?;
+        Ok(vec![out])
     },
 };

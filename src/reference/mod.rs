@@ -413,3 +413,4 @@ pub fn space_to_batch(data: &HostTensor, op: &crate::SpaceToBatch) -> Result<Hos
         ))
     })
 }
+pub mod graph;

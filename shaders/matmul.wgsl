@@ -1,0 +1,72 @@
+// Batched matrix product out[b] = lhs[b] (m x k) * rhs[b] (k x n), tiled through workgroup
+// memory: each 16 x 16 workgroup loads 16 x 16 tiles of both operands per step of k. Batch
+// dimensions broadcast (numpy rules) through per-operand batch strides (0 where broadcast).
+//
+// Specialized per dtype by a validated substitution of the marked line.
+
+alias T = f32; // LHS TYPE
+
+const TILE: u32 = 16u;
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    batch_rank: u32,
+    // Output batch shape and the operands' batch strides (elements), innermost first.
+    batch_shape: array<vec4<u32>, 4>,
+    lhs_stride: array<vec4<u32>, 4>,
+    rhs_stride: array<vec4<u32>, 4>,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> lhs: array<T>;
+@group(0) @binding(2) var<storage, read> rhs: array<T>;
+@group(0) @binding(3) var<storage, read_write> dst: array<T>;
+
+var<workgroup> lhs_tile: array<array<T, 16>, 16>;
+var<workgroup> rhs_tile: array<array<T, 16>, 16>;
+
+@compute @workgroup_size(16, 16)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_id) local: vec3<u32>,
+) {
+    let batch = group.z;
+    var rest = batch;
+    var lhs_base = 0u;
+    var rhs_base = 0u;
+    for (var d = 0u; d < params.batch_rank; d++) {
+        let n = params.batch_shape[d / 4u][d % 4u];
+        let c = rest % n;
+        rest /= n;
+        lhs_base += c * params.lhs_stride[d / 4u][d % 4u];
+        rhs_base += c * params.rhs_stride[d / 4u][d % 4u];
+    }
+    let row = group.y * TILE + local.y;
+    let col = group.x * TILE + local.x;
+    var acc = T(0);
+    let steps = (params.k + TILE - 1u) / TILE;
+    for (var t = 0u; t < steps; t++) {
+        let lk = t * TILE + local.x;
+        let rk = t * TILE + local.y;
+        var a = T(0);
+        if row < params.m && lk < params.k {
+            a = lhs[lhs_base + row * params.k + lk];
+        }
+        var b = T(0);
+        if rk < params.k && col < params.n {
+            b = rhs[rhs_base + rk * params.n + col];
+        }
+        lhs_tile[local.y][local.x] = a;
+        rhs_tile[local.y][local.x] = b;
+        workgroupBarrier();
+        for (var i = 0u; i < TILE; i++) {
+            acc += lhs_tile[local.y][i] * rhs_tile[i][local.x];
+        }
+        workgroupBarrier();
+    }
+    if row < params.m && col < params.n {
+        dst[(batch * params.m + row) * params.n + col] = acc;
+    }
+}

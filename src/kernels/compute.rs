@@ -1,0 +1,348 @@
+//! Compute kernels: the element-wise family (`shaders/elementwise.wgsl`, specialized per op and
+//! dtype) and tiled MatMul (`shaders/matmul.wgsl`, specialized per dtype).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::context::{Binding, KernelSource};
+use crate::ops::MAX_RANK;
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+use super::dispatch_grid;
+
+const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
+const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
+const WORKGROUP_SIZE: u32 = 64;
+const BINDINGS: &[Binding] = &[
+    Binding::Uniform,
+    Binding::StorageRead,
+    Binding::StorageRead,
+    Binding::StorageReadWrite,
+];
+
+/// The WGSL scalar type of a dtype, where WGSL can compute it without optional features.
+pub fn wgsl_type(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::F32 => Some("f32"),
+        DType::I32 => Some("i32"),
+        DType::U32 => Some("u32"),
+        _ => None,
+    }
+}
+
+/// Replaces each marked line of a template (the line containing the marker) by the given text.
+/// A marker that is missing or repeated is a bug in the crate, caught by the shader tests.
+fn specialize(template: &str, replacements: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(template.len() + 64);
+    let mut used = vec![0; replacements.len()];
+    for line in template.lines() {
+        match replacements
+            .iter()
+            .position(|(marker, _)| line.contains(marker))
+        {
+            Some(k) => {
+                used[k] += 1;
+                out.push_str(&replacements[k].1);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    assert!(
+        used.iter().all(|&u| u == 1),
+        "shader template markers: {used:?}"
+    );
+    out
+}
+
+/// WGSL source of the element-wise kernel computing `expression` (of `a`, `b`) from `lhs`
+/// elements to `out` elements.
+pub fn elementwise_source(lhs: &str, out: &str, expression: &str) -> String {
+    specialize(
+        ELEMENTWISE,
+        &[
+            ("// LHS TYPE", format!("alias T = {lhs};")),
+            ("// OUT TYPE", format!("alias U = {out};")),
+            ("// EXPRESSION", format!("    return {expression};")),
+        ],
+    )
+}
+
+/// WGSL source of the MatMul kernel for one element type.
+pub fn matmul_source(ty: &str) -> String {
+    specialize(MATMUL, &[("// LHS TYPE", format!("alias T = {ty};"))])
+}
+
+/// Generated kernels live as long as the process: there is one per (op, dtype) pair used, a
+/// small closed set, so leaking them once gives the pipeline cache its `'static` keys.
+fn kernel(name: String, source: impl FnOnce() -> String) -> &'static KernelSource {
+    static KERNELS: Mutex<Option<HashMap<String, &'static KernelSource>>> = Mutex::new(None);
+    let mut map = KERNELS.lock().unwrap();
+    let map = map.get_or_insert_with(HashMap::new);
+    if let Some(k) = map.get(&name) {
+        return k;
+    }
+    let leaked_name: &'static str = Box::leak(name.clone().into_boxed_str());
+    let k: &'static KernelSource = Box::leak(Box::new(KernelSource {
+        name: leaked_name,
+        wgsl: Box::leak(source().into_boxed_str()),
+        entry: "main",
+        bindings: BINDINGS,
+    }));
+    map.insert(name, k);
+    k
+}
+
+/// Numpy broadcasting of two shapes.
+pub fn broadcast_shape(op: &'static str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], k: usize| {
+        if k + s.len() >= rank {
+            s[k + s.len() - rank]
+        } else {
+            1
+        }
+    };
+    (0..rank)
+        .map(|k| match (dim(a, k), dim(b, k)) {
+            (x, y) if x == y || y == 1 => Ok(x),
+            (1, y) => Ok(y),
+            (x, y) => Err(Error::invalid(
+                op,
+                "B",
+                format!("shapes {a:?} and {b:?} do not broadcast: axis {k} has sizes {x} and {y}"),
+            )),
+        })
+        .collect()
+}
+
+/// Element strides of `shape` seen through the broadcast to `out` (0 on broadcast axes).
+pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<u64> {
+    let lead = out.len() - shape.len();
+    let mut strides = vec![0u64; out.len()];
+    let mut s = 1u64;
+    for k in (0..shape.len()).rev() {
+        if shape[k] != 1 {
+            strides[lead + k] = s;
+        }
+        s *= shape[k] as u64;
+    }
+    strides
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct ElementwiseParams {
+    count: u32,
+    rank: u32,
+    pad: [u32; 2],
+    shape: [u32; MAX_RANK],
+    lhs_stride: [u32; MAX_RANK],
+    rhs_stride: [u32; MAX_RANK],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct MatMulParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    batch_rank: u32,
+    batch_shape: [u32; MAX_RANK],
+    lhs_stride: [u32; MAX_RANK],
+    rhs_stride: [u32; MAX_RANK],
+}
+
+fn too_many(op: &'static str, what: &str, needed: u64) -> Error {
+    Error::LimitExceeded {
+        op,
+        what: what.to_string(),
+        limit: "2^32 elements per kernel",
+        needed,
+        max: u64::from(u32::MAX),
+    }
+}
+
+impl Recorder {
+    /// Records `out = expression(lhs, rhs)` with broadcasting; `rhs` is `lhs` for unary ops.
+    /// `expression` must be valid for the WGSL types of the dtypes (checked by the caller).
+    pub(crate) fn elementwise_into(
+        &mut self,
+        op: &'static str,
+        expression: &str,
+        lhs: &Tensor,
+        rhs: &Tensor,
+        out: &Tensor,
+    ) -> Result<()> {
+        let count = out.numel() as u64;
+        if count == 0 {
+            return Ok(());
+        }
+        if count > u64::from(u32::MAX) {
+            return Err(too_many(op, "the output", count));
+        }
+        let ctx = self.context().clone();
+        for t in [lhs, rhs] {
+            if !ctx.same_device(t.context()) {
+                return Err(Error::invalid(
+                    op,
+                    "A",
+                    "an input was created on another Context",
+                ));
+            }
+            ctx.check_binding_size(op, "an input", t.buffer().size())?;
+        }
+        ctx.check_binding_size(op, "the output", out.buffer().size())?;
+        let (lt, ot) = (wgsl_type(lhs.dtype()), wgsl_type(out.dtype()));
+        let (Some(lt), Some(ot)) = (lt, ot) else {
+            return Err(Error::invalid(
+                op,
+                "A",
+                format!("{op} on {} cannot be computed in WGSL", lhs.dtype()),
+            ));
+        };
+        let rank = out.rank();
+        if rank > MAX_RANK {
+            return Err(Error::invalid(
+                op,
+                "A",
+                format!("rank {rank} exceeds {MAX_RANK}"),
+            ));
+        }
+        let mut params = ElementwiseParams {
+            count: count as u32,
+            rank: rank as u32,
+            pad: [0; 2],
+            shape: [1; MAX_RANK],
+            lhs_stride: [0; MAX_RANK],
+            rhs_stride: [0; MAX_RANK],
+        };
+        let (ls, rs) = (
+            broadcast_strides(lhs.shape(), out.shape()),
+            broadcast_strides(rhs.shape(), out.shape()),
+        );
+        for k in 0..rank {
+            let j = rank - 1 - k; // innermost first
+            params.shape[k] = out.shape()[j] as u32;
+            params.lhs_stride[k] = ls[j] as u32;
+            params.rhs_stride[k] = rs[j] as u32;
+        }
+        let kernel = kernel(format!("elementwise[{lt}->{ot}: {expression}]"), || {
+            elementwise_source(lt, ot, expression)
+        });
+        let pipeline = ctx.pipeline(kernel, &[("WORKGROUP_SIZE", WORKGROUP_SIZE)])?;
+        let grid = dispatch_grid(
+            count,
+            WORKGROUP_SIZE,
+            ctx.limits().max_compute_workgroups_per_dimension,
+        )
+        .ok_or_else(|| too_many(op, "the output", count))?;
+        let uniform = self.uniform(op, bytemuck::bytes_of(&params))?;
+        self.dispatch(
+            op,
+            &pipeline,
+            &[
+                uniform.as_entire_binding(),
+                lhs.buffer().as_entire_binding(),
+                rhs.buffer().as_entire_binding(),
+                out.buffer().as_entire_binding(),
+            ],
+            grid,
+        )
+    }
+
+    /// Records a batched matrix product. `lhs` is `[..., m, k]`, `rhs` `[..., k, n]` (batch
+    /// dims already broadcast-compatible), `out` `[batch..., m, n]`.
+    pub(crate) fn matmul_into(
+        &mut self,
+        op: &'static str,
+        lhs: &Tensor,
+        rhs: &Tensor,
+        out: &Tensor,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let ty = wgsl_type(lhs.dtype()).ok_or_else(|| {
+            Error::invalid(
+                op,
+                "A",
+                format!("MatMul on {} cannot be computed in WGSL", lhs.dtype()),
+            )
+        })?;
+        let (lr, rr, or) = (lhs.rank(), rhs.rank(), out.rank());
+        let (m, k, n) = (
+            lhs.shape()[lr - 2],
+            lhs.shape()[lr - 1],
+            rhs.shape()[rr - 1],
+        );
+        let batch_shape = &out.shape()[..or - 2];
+        let batches: u64 = batch_shape.iter().map(|&d| d as u64).product();
+        if out.numel() == 0 {
+            return Ok(());
+        }
+        for t in [lhs, rhs, out] {
+            ctx.check_binding_size(op, "an operand", t.buffer().size())?;
+        }
+        let max = ctx.limits().max_compute_workgroups_per_dimension;
+        if batches > u64::from(max) {
+            return Err(Error::LimitExceeded {
+                op,
+                what: "the batch count".into(),
+                limit: "max_compute_workgroups_per_dimension",
+                needed: batches,
+                max: u64::from(max),
+            });
+        }
+        let mut params = MatMulParams {
+            m: m as u32,
+            n: n as u32,
+            k: k as u32,
+            batch_rank: batch_shape.len() as u32,
+            batch_shape: [1; MAX_RANK],
+            lhs_stride: [0; MAX_RANK],
+            rhs_stride: [0; MAX_RANK],
+        };
+        // Batch strides: matrices are (m * k) and (k * n) elements apart along broadcast dims.
+        let strides = |shape: &[usize], matrix: u64| -> Vec<u64> {
+            let b = &shape[..shape.len() - 2];
+            broadcast_strides(b, batch_shape)
+                .into_iter()
+                .map(|s| s * matrix)
+                .collect()
+        };
+        let (ls, rs) = (
+            strides(lhs.shape(), (m * k) as u64),
+            strides(rhs.shape(), (k * n) as u64),
+        );
+        let br = batch_shape.len();
+        for d in 0..br {
+            let j = br - 1 - d;
+            params.batch_shape[d] = batch_shape[j] as u32;
+            params.lhs_stride[d] = ls[j] as u32;
+            params.rhs_stride[d] = rs[j] as u32;
+        }
+        let grid = [n.div_ceil(16) as u32, m.div_ceil(16) as u32, batches as u32];
+        if grid[0] > max || grid[1] > max {
+            return Err(Error::LimitExceeded {
+                op,
+                what: "the matrix tiles".into(),
+                limit: "max_compute_workgroups_per_dimension",
+                needed: u64::from(grid[0].max(grid[1])),
+                max: u64::from(max),
+            });
+        }
+        let kernel = kernel(format!("matmul[{ty}]"), || matmul_source(ty));
+        let pipeline = ctx.pipeline(kernel, &[])?;
+        let uniform = self.uniform(op, bytemuck::bytes_of(&params))?;
+        self.dispatch(
+            op,
+            &pipeline,
+            &[
+                uniform.as_entire_binding(),
+                lhs.buffer().as_entire_binding(),
+                rhs.buffer().as_entire_binding(),
+                out.buffer().as_entire_binding(),
+            ],
+            grid,
+        )
+    }
+}

@@ -1,0 +1,118 @@
+//! ONNX MatMul (numpy `matmul`): 1-D operands gain and lose a unit axis, batch dims broadcast.
+
+use crate::graph::registry::OpDef;
+use crate::kernels::compute::{broadcast_shape, wgsl_type};
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+const OP: &str = "MatMul";
+
+/// Shapes of a MatMul: the operands as `[..., m, k]` and `[..., k, n]`, the kernel's full
+/// output `[batch..., m, n]`, and the op's output (unit axes of 1-D operands removed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatMulPlan {
+    pub lhs: Vec<usize>,
+    pub rhs: Vec<usize>,
+    pub full_output: Vec<usize>,
+    pub output: Vec<usize>,
+}
+
+pub fn plan(a: (DType, &[usize]), b: (DType, &[usize])) -> Result<MatMulPlan> {
+    if a.0 != b.0 {
+        return Err(Error::invalid(
+            OP,
+            "B",
+            format!("A is {} but B is {}; they must match", a.0, b.0),
+        ));
+    }
+    if wgsl_type(a.0).is_none() {
+        return Err(Error::invalid(
+            OP,
+            "A",
+            format!("A is {}; MatMul computes f32, i32, u32", a.0),
+        ));
+    }
+    for (name, s) in [("A", a.1), ("B", b.1)] {
+        if s.is_empty() {
+            return Err(Error::invalid(
+                OP,
+                name,
+                format!("{name} has rank 0; MatMul needs rank 1 or more"),
+            ));
+        }
+    }
+    let lhs: Vec<usize> = if a.1.len() == 1 {
+        vec![1, a.1[0]]
+    } else {
+        a.1.to_vec()
+    };
+    let rhs: Vec<usize> = if b.1.len() == 1 {
+        vec![b.1[0], 1]
+    } else {
+        b.1.to_vec()
+    };
+    let (k1, k2) = (lhs[lhs.len() - 1], rhs[rhs.len() - 2]);
+    if k1 != k2 {
+        return Err(Error::invalid(
+            OP,
+            "B",
+            format!("A {:?} has {k1} columns but B {:?} has {k2} rows", a.1, b.1),
+        ));
+    }
+    let batch = broadcast_shape(OP, &lhs[..lhs.len() - 2], &rhs[..rhs.len() - 2])?;
+    let (m, n) = (lhs[lhs.len() - 2], rhs[rhs.len() - 1]);
+    let mut full_output = batch.clone();
+    full_output.extend([m, n]);
+    super::check_rank(OP, &full_output)?;
+    let mut output = batch;
+    if a.1.len() > 1 {
+        output.push(m);
+    }
+    if b.1.len() > 1 {
+        output.push(n);
+    }
+    Ok(MatMulPlan {
+        lhs,
+        rhs,
+        full_output,
+        output,
+    })
+}
+
+impl Recorder {
+    /// Records `a @ b`.
+    pub fn matmul(&mut self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        let p = plan((a.dtype(), a.shape()), (b.dtype(), b.shape()))?;
+        let out = self.alloc(a.dtype(), &p.output)?;
+        self.matmul_planned(&p, a, b, &out)?;
+        Ok(out)
+    }
+
+    fn matmul_planned(
+        &mut self,
+        p: &MatMulPlan,
+        a: &Tensor,
+        b: &Tensor,
+        out: &Tensor,
+    ) -> Result<()> {
+        self.matmul_into(
+            OP,
+            &a.reshaped(&p.lhs)?,
+            &b.reshaped(&p.rhs)?,
+            &out.reshaped(&p.full_output)?,
+        )
+    }
+}
+
+pub(crate) static GRAPH_OP: OpDef = OpDef {
+    name: OP,
+    inputs: 2..=2,
+    outputs: 1..=1,
+    attrs: &[],
+    run: |rec, args| {
+        let (a, b) = (args.tensor(0, "A")?, args.tensor(1, "B")?);
+        let p = plan((a.dtype(), a.shape()), (b.dtype(), b.shape()))?;
+        let out = args.output(rec, 0, a.dtype(), &p.output)?;
+        rec.matmul_planned(&p, &a, &b, &out)?;
+        Ok(vec![out])
+    },
+};

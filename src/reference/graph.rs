@@ -1,0 +1,508 @@
+//! A CPU interpreter of graphs on `ndarray`, including ONNX Scan written from the spec's
+//! pseudo-code (slice each scan input per iteration, run the body, concatenate the outputs).
+//! Compute ops run on `f32`, `i32` and `u32` with WGSL's integer semantics (wrapping
+//! arithmetic; `x / 0 == x`). Independent of the GPU executor.
+
+use std::collections::HashMap;
+
+use ndarray::{concatenate, ArrayD, Axis, IxDyn, Zip};
+
+use crate::graph::{Attr, Graph, Node};
+use crate::{BatchToSpace, DType, HostTensor, Slice, SpaceToBatch, StridedSlice};
+
+type R<T> = std::result::Result<T, String>;
+
+/// Runs `graph` on the CPU. `outer` holds the values of enclosing graphs.
+pub fn run_graph(
+    graph: &Graph,
+    inputs: &[(String, HostTensor)],
+    outer: &HashMap<String, HostTensor>,
+) -> R<Vec<HostTensor>> {
+    let mut env: HashMap<String, HostTensor> = outer.clone();
+    for (n, v) in inputs {
+        env.insert(n.clone(), v.clone());
+    }
+    for (n, v) in &graph.constants {
+        env.insert(n.clone(), v.clone());
+    }
+    // Run nodes whenever their inputs are ready (file order otherwise).
+    let mut pending: Vec<&Node> = graph.nodes.iter().collect();
+    while !pending.is_empty() {
+        let ready = pending
+            .iter()
+            .position(|n| n.reads().iter().all(|i| env.contains_key(i)))
+            .ok_or("no node can run (cycle or unknown name)")?;
+        let node = pending.remove(ready);
+        let args: Vec<Option<HostTensor>> = node
+            .inputs
+            .iter()
+            .map(|i| {
+                if i.is_empty() {
+                    None
+                } else {
+                    Some(env[i].clone())
+                }
+            })
+            .collect();
+        let outputs = run_node(node, &args, &env)?;
+        for (name, v) in node.outputs.iter().zip(outputs) {
+            env.insert(name.clone(), v);
+        }
+    }
+    graph
+        .outputs
+        .iter()
+        .map(|o| {
+            env.get(&o.name)
+                .cloned()
+                .ok_or(format!("no value '{}'", o.name))
+        })
+        .collect()
+}
+
+fn ints(node: &Node, name: &str) -> Option<Vec<i64>> {
+    match node.attrs.get(name) {
+        Some(Attr::Ints(v)) => Some(v.clone()),
+        Some(Attr::Int(v)) => Some(vec![*v]),
+        _ => None,
+    }
+}
+
+fn int(node: &Node, name: &str) -> Option<i64> {
+    match node.attrs.get(name) {
+        Some(Attr::Int(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+fn idx(t: &Option<HostTensor>) -> R<Option<Vec<i64>>> {
+    t.as_ref()
+        .map(|t| {
+            t.to_indices("reference", "index")
+                .map_err(|e| e.to_string())
+        })
+        .transpose()
+}
+
+/// Host tensors as typed arrays for the compute ops.
+enum Num {
+    F(ArrayD<f32>),
+    I(ArrayD<i32>),
+    U(ArrayD<u32>),
+}
+
+fn num(t: &HostTensor) -> R<Num> {
+    let e = |e: crate::Error| e.to_string();
+    Ok(match t.dtype {
+        DType::F32 => Num::F(t.to_array().map_err(e)?),
+        DType::I32 => Num::I(t.to_array().map_err(e)?),
+        DType::U32 => Num::U(t.to_array().map_err(e)?),
+        d => return Err(format!("reference compute ops take f32, i32, u32, not {d}")),
+    })
+}
+
+fn host(n: Num) -> HostTensor {
+    match n {
+        Num::F(a) => HostTensor::from_array(&a),
+        Num::I(a) => HostTensor::from_array(&a),
+        Num::U(a) => HostTensor::from_array(&a),
+    }
+}
+
+fn broadcast<T: Copy, F: Fn(T, T) -> T>(a: &ArrayD<T>, b: &ArrayD<T>, f: F) -> R<ArrayD<T>> {
+    let rank = a.ndim().max(b.ndim());
+    let dim = |s: &[usize], k: usize| {
+        if k + s.len() >= rank {
+            s[k + s.len() - rank]
+        } else {
+            1
+        }
+    };
+    let pick = |x: usize, y: usize| if x == 1 { y } else { x };
+    let shape: Vec<usize> = (0..rank)
+        .map(|k| pick(dim(a.shape(), k), dim(b.shape(), k)))
+        .collect();
+    let (a, b) = (
+        a.broadcast(IxDyn(&shape)).ok_or("no broadcast")?,
+        b.broadcast(IxDyn(&shape)).ok_or("no broadcast")?,
+    );
+    Ok(Zip::from(&a).and(&b).map_collect(|&x, &y| f(x, y)))
+}
+
+fn binary(op: &str, a: Num, b: Num) -> R<Num> {
+    macro_rules! int_ops {
+        ($x:expr, $y:expr, $t:ty) => {
+            match op {
+                "Add" => broadcast($x, $y, |a: $t, b| a.wrapping_add(b)),
+                "Sub" => broadcast($x, $y, |a: $t, b| a.wrapping_sub(b)),
+                "Mul" => broadcast($x, $y, |a: $t, b| a.wrapping_mul(b)),
+                "Div" => broadcast(
+                    $x,
+                    $y,
+                    |a: $t, b| if b == 0 { a } else { a.wrapping_div(b) },
+                ),
+                "Max" => broadcast($x, $y, |a: $t, b| a.max(b)),
+                "Min" => broadcast($x, $y, |a: $t, b| a.min(b)),
+                _ => Err(format!("{op} is not defined on integers")),
+            }
+        };
+    }
+    Ok(match (a, b) {
+        (Num::F(x), Num::F(y)) => Num::F(match op {
+            "Add" => broadcast(&x, &y, |a, b| a + b)?,
+            "Sub" => broadcast(&x, &y, |a, b| a - b)?,
+            "Mul" => broadcast(&x, &y, |a, b| a * b)?,
+            "Div" => broadcast(&x, &y, |a, b| a / b)?,
+            "Max" => broadcast(&x, &y, f32::max)?,
+            "Min" => broadcast(&x, &y, f32::min)?,
+            "Pow" => broadcast(&x, &y, f32::powf)?,
+            _ => return Err(format!("unknown op {op}")),
+        }),
+        (Num::I(x), Num::I(y)) => Num::I(int_ops!(&x, &y, i32)?),
+        (Num::U(x), Num::U(y)) => Num::U(int_ops!(&x, &y, u32)?),
+        _ => return Err("operands differ in dtype".into()),
+    })
+}
+
+fn unary(op: &str, a: Num) -> R<Num> {
+    Ok(match a {
+        Num::F(x) => Num::F(x.mapv(|v| match op {
+            "Neg" => -v,
+            "Abs" => v.abs(),
+            "Exp" => v.exp(),
+            "Log" => v.ln(),
+            "Sqrt" => v.sqrt(),
+            "Tanh" => v.tanh(),
+            "Sigmoid" => 1.0 / (1.0 + (-v).exp()),
+            _ => v.max(0.0), // Relu
+        })),
+        Num::I(x) => Num::I(match op {
+            "Neg" => x.mapv(i32::wrapping_neg),
+            "Abs" => x.mapv(i32::wrapping_abs),
+            "Relu" => x.mapv(|v| v.max(0)),
+            _ => return Err(format!("{op} is not defined on i32")),
+        }),
+        Num::U(x) => Num::U(match op {
+            "Abs" | "Relu" => x,
+            _ => return Err(format!("{op} is not defined on u32")),
+        }),
+    })
+}
+
+fn matmul<T: Copy + Default + std::ops::Add<Output = T>>(
+    a: &ArrayD<T>,
+    b: &ArrayD<T>,
+    mul: impl Fn(T, T) -> T,
+    add: impl Fn(T, T) -> T,
+) -> R<ArrayD<T>> {
+    let a2 = if a.ndim() == 1 {
+        a.clone().insert_axis(Axis(0))
+    } else {
+        a.clone()
+    };
+    let b2 = if b.ndim() == 1 {
+        b.clone().insert_axis(Axis(1))
+    } else {
+        b.clone()
+    };
+    let (m, k, n) = (
+        a2.shape()[a2.ndim() - 2],
+        a2.shape()[a2.ndim() - 1],
+        b2.shape()[b2.ndim() - 1],
+    );
+    if b2.shape()[b2.ndim() - 2] != k {
+        return Err("inner dimensions differ".into());
+    }
+    let (ab, bb) = (&a2.shape()[..a2.ndim() - 2], &b2.shape()[..b2.ndim() - 2]);
+    let rank = ab.len().max(bb.len());
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() >= rank {
+            s[i + s.len() - rank]
+        } else {
+            1
+        }
+    };
+    let batch: Vec<usize> = (0..rank)
+        .map(|i| {
+            if dim(ab, i) == 1 {
+                dim(bb, i)
+            } else {
+                dim(ab, i)
+            }
+        })
+        .collect();
+    let mut sa = batch.clone();
+    sa.extend([m, k]);
+    let mut sb = batch.clone();
+    sb.extend([k, n]);
+    let a3 = a2
+        .broadcast(IxDyn(&sa))
+        .ok_or("batch dims do not broadcast")?
+        .to_owned();
+    let b3 = b2
+        .broadcast(IxDyn(&sb))
+        .ok_or("batch dims do not broadcast")?
+        .to_owned();
+    let nb: usize = batch.iter().product();
+    let a3 = a3.into_shape_with_order(IxDyn(&[nb, m, k])).unwrap();
+    let b3 = b3.into_shape_with_order(IxDyn(&[nb, k, n])).unwrap();
+    let mut out = Vec::with_capacity(nb * m * n);
+    for q in 0..nb {
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = T::default();
+                for l in 0..k {
+                    acc = add(acc, mul(a3[[q, i, l]], b3[[q, l, j]]));
+                }
+                out.push(acc);
+            }
+        }
+    }
+    let mut shape = batch;
+    if a.ndim() > 1 {
+        shape.push(m);
+    }
+    if b.ndim() > 1 {
+        shape.push(n);
+    }
+    Ok(ArrayD::from_shape_vec(IxDyn(&shape), out).unwrap())
+}
+
+fn cast(t: &HostTensor, to: DType) -> R<HostTensor> {
+    macro_rules! conv {
+        ($a:expr) => {
+            match to {
+                DType::F32 => host(Num::F($a.mapv(|v| v as f32))),
+                DType::I32 => host(Num::I($a.mapv(|v| v as i32))),
+                DType::U32 => host(Num::U($a.mapv(|v| v as u32))),
+                d => return Err(format!("cast to {d}")),
+            }
+        };
+    }
+    Ok(match num(t)? {
+        Num::F(a) => conv!(a),
+        Num::I(a) => conv!(a),
+        Num::U(a) => conv!(a),
+    })
+}
+
+/// Element-wise bytes of `t` as an array with a trailing byte axis (dtype-agnostic moves).
+fn bytes(t: &HostTensor) -> ArrayD<u8> {
+    let mut shape = t.shape.clone();
+    shape.push(t.dtype.size());
+    ArrayD::from_shape_vec(IxDyn(&shape), t.data.clone()).unwrap()
+}
+
+fn from_bytes(dtype: DType, a: ArrayD<u8>) -> HostTensor {
+    let shape = a.shape()[..a.ndim() - 1].to_vec();
+    HostTensor {
+        dtype,
+        shape,
+        data: a.as_standard_layout().iter().copied().collect(),
+    }
+}
+
+fn run_node(
+    node: &Node,
+    args: &[Option<HostTensor>],
+    env: &HashMap<String, HostTensor>,
+) -> R<Vec<HostTensor>> {
+    let a = |i: usize| {
+        args.get(i)
+            .cloned()
+            .flatten()
+            .ok_or(format!("{}: input {i} missing", node.name))
+    };
+    let op = node.op.as_str();
+    let one = |t: HostTensor| Ok(vec![t]);
+    match op {
+        "StridedSlice" => {
+            let mut s = StridedSlice::new(idx(&Some(a(1)?))?.unwrap(), idx(&Some(a(2)?))?.unwrap());
+            s.stride = idx(&args.get(3).cloned().flatten())?;
+            for (name, field) in [
+                ("begin_mask", &mut s.begin_mask),
+                ("end_mask", &mut s.end_mask),
+                ("new_axis_mask", &mut s.new_axis_mask),
+                ("shrink_axis_mask", &mut s.shrink_axis_mask),
+                ("ellipsis_mask", &mut s.ellipsis_mask),
+            ] {
+                *field = ints(node, name).unwrap_or_default();
+            }
+            one(super::strided_slice(&a(0)?, &s)?)
+        }
+        "Slice" => {
+            let s = Slice {
+                start: idx(&Some(a(1)?))?.unwrap(),
+                stop: idx(&Some(a(2)?))?.unwrap(),
+                step: idx(&Some(a(3)?))?.unwrap(),
+                axes: idx(&args.get(4).cloned().flatten())?,
+            };
+            one(super::slice(&a(0)?, &s)?)
+        }
+        "BatchToSpace" => {
+            let o = BatchToSpace::new(
+                idx(&Some(a(1)?))?.unwrap(),
+                idx(&Some(a(2)?))?.unwrap(),
+                idx(&Some(a(3)?))?.unwrap(),
+            );
+            one(super::batch_to_space(&a(0)?, &o)?)
+        }
+        "SpaceToBatch" => {
+            let o = SpaceToBatch::new(
+                idx(&Some(a(1)?))?.unwrap(),
+                idx(&Some(a(2)?))?.unwrap(),
+                idx(&Some(a(3)?))?.unwrap(),
+            );
+            one(super::space_to_batch(&a(0)?, &o)?)
+        }
+        "Identity" => one(a(0)?),
+        "Add" | "Sub" | "Mul" | "Div" | "Max" | "Min" | "Pow" => {
+            one(host(binary(op, num(&a(0)?)?, num(&a(1)?)?)?))
+        }
+        "Neg" | "Abs" | "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Relu" => {
+            one(host(unary(op, num(&a(0)?)?)?))
+        }
+        "MatMul" => one(host(match (num(&a(0)?)?, num(&a(1)?)?) {
+            (Num::F(x), Num::F(y)) => Num::F(matmul(&x, &y, |p, q| p * q, |p, q| p + q)?),
+            (Num::I(x), Num::I(y)) => Num::I(matmul(&x, &y, i32::wrapping_mul, i32::wrapping_add)?),
+            (Num::U(x), Num::U(y)) => Num::U(matmul(&x, &y, u32::wrapping_mul, u32::wrapping_add)?),
+            _ => return Err("MatMul operands differ".into()),
+        })),
+        "Cast" => match node.attrs.get("to") {
+            Some(Attr::String(to)) => one(cast(&a(0)?, DType::from_name(to).ok_or("bad dtype")?)?),
+            _ => Err("Cast needs 'to'".into()),
+        },
+        "Transpose" => {
+            let x = a(0)?;
+            let r = x.shape.len();
+            let mut perm: Vec<usize> = ints(node, "perm")
+                .map(|p| p.iter().map(|&v| v as usize).collect())
+                .unwrap_or_else(|| (0..r).rev().collect());
+            perm.push(r); // the byte axis stays last
+            one(from_bytes(x.dtype, bytes(&x).permuted_axes(IxDyn(&perm))))
+        }
+        "Reshape" => {
+            let x = a(0)?;
+            let shape = crate::ops::layout::reshape_shape(
+                &x.shape,
+                &idx(&Some(a(1)?))?.unwrap(),
+                int(node, "allowzero").unwrap_or(0) != 0,
+            )
+            .map_err(|e| e.to_string())?;
+            one(HostTensor { shape, ..x })
+        }
+        "Concat" => {
+            let parts: Vec<HostTensor> = (0..args.len()).map(a).collect::<R<_>>()?;
+            let r = parts[0].shape.len() as i64;
+            let axis = int(node, "axis").ok_or("Concat needs axis")?;
+            let axis = if axis < 0 { axis + r } else { axis } as usize;
+            let arrays: Vec<ArrayD<u8>> = parts.iter().map(bytes).collect();
+            let views: Vec<_> = arrays.iter().map(|x| x.view()).collect();
+            one(from_bytes(
+                parts[0].dtype,
+                concatenate(Axis(axis), &views).map_err(|e| e.to_string())?,
+            ))
+        }
+        "Scan" => scan(node, args, env),
+        other => Err(format!("the reference has no op {other}")),
+    }
+}
+
+/// ONNX Scan, following the spec's pseudo-code.
+fn scan(
+    node: &Node,
+    args: &[Option<HostTensor>],
+    env: &HashMap<String, HostTensor>,
+) -> R<Vec<HostTensor>> {
+    let Some(Attr::Graph(body)) = node.attrs.get("body") else {
+        return Err("Scan needs a body".into());
+    };
+    let m = int(node, "num_scan_inputs").ok_or("num_scan_inputs")? as usize;
+    let vals: Vec<HostTensor> = args
+        .iter()
+        .map(|a| a.clone().ok_or_else(|| "missing input".to_string()))
+        .collect::<R<_>>()?;
+    let n = vals.len() - m;
+    let k = body.outputs.len() - n;
+    let norm = |a: i64, r: usize| {
+        if a < 0 {
+            (a + r as i64) as usize
+        } else {
+            a as usize
+        }
+    };
+    let in_axes: Vec<usize> = (0..m)
+        .map(|j| {
+            norm(
+                ints(node, "scan_input_axes").map_or(0, |v| v[j]),
+                vals[n + j].shape.len(),
+            )
+        })
+        .collect();
+    let in_dirs: Vec<i64> = (0..m)
+        .map(|j| ints(node, "scan_input_directions").map_or(0, |v| v[j]))
+        .collect();
+    let out_axes_raw: Vec<i64> = (0..k)
+        .map(|q| ints(node, "scan_output_axes").map_or(0, |v| v[q]))
+        .collect();
+    let out_dirs: Vec<i64> = (0..k)
+        .map(|q| ints(node, "scan_output_directions").map_or(0, |v| v[q]))
+        .collect();
+    let seq = vals[n].shape[in_axes[0]];
+    let mut states: Vec<HostTensor> = vals[..n].to_vec();
+    let mut collected: Vec<Vec<HostTensor>> = vec![Vec::new(); k];
+    for t in 0..seq {
+        let mut inputs: Vec<(String, HostTensor)> = Vec::new();
+        for (i, s) in states.iter().enumerate() {
+            inputs.push((body.inputs[i].name.clone(), s.clone()));
+        }
+        for j in 0..m {
+            let x = &vals[n + j];
+            let tt = if in_dirs[j] == 1 { seq - 1 - t } else { t };
+            let elem = bytes(x).index_axis(Axis(in_axes[j]), tt).to_owned();
+            inputs.push((body.inputs[n + j].name.clone(), from_bytes(x.dtype, elem)));
+        }
+        let outs = run_graph(body, &inputs, env)?;
+        states = outs[..n].to_vec();
+        for (q, o) in outs[n..].iter().enumerate() {
+            collected[q].push(o.clone());
+        }
+    }
+    let mut results = states;
+    for q in 0..k {
+        let (dtype, elem_shape) = match collected[q].first() {
+            Some(o) => (o.dtype, o.shape.clone()),
+            None => {
+                let o = &body.outputs[n + q];
+                (
+                    o.dtype.ok_or("undeclared dtype")?,
+                    o.shape
+                        .clone()
+                        .ok_or("undeclared shape")?
+                        .into_iter()
+                        .map(|d| d.unwrap_or(0))
+                        .collect(),
+                )
+            }
+        };
+        let axis = norm(out_axes_raw[q], elem_shape.len() + 1);
+        let mut items: Vec<ArrayD<u8>> = collected[q]
+            .iter()
+            .map(|o| bytes(o).insert_axis(Axis(axis)))
+            .collect();
+        if out_dirs[q] == 1 {
+            items.reverse();
+        }
+        let mut shape = elem_shape.clone();
+        shape.insert(axis, 0);
+        shape.push(dtype.size());
+        let stacked = if items.is_empty() {
+            ArrayD::from_shape_vec(IxDyn(&shape), vec![]).unwrap()
+        } else {
+            let views: Vec<_> = items.iter().map(|x| x.view()).collect();
+            concatenate(Axis(axis), &views).map_err(|e| e.to_string())?
+        };
+        results.push(from_bytes(dtype, stacked));
+    }
+    Ok(results)
+}

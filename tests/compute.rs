@@ -1,0 +1,277 @@
+//! The compute ops against the CPU reference interpreter: every element-wise op on f32, i32 and
+//! u32 with broadcasting, MatMul on shapes that are not multiples of the 16 x 16 tile with
+//! broadcast batches, Transpose, Reshape, Concat, Cast, and the errors for dtypes WGSL lacks.
+
+mod common;
+use common::*;
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::reference::graph::run_graph;
+use wgpu_ops::{DType, Error, HostTensor, Session};
+
+fn values_for(dtype: DType, shape: &[usize], seed: u64, positive: bool) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let raw = bytes(seed, n);
+    match dtype {
+        DType::F32 => {
+            let v: Vec<f32> = raw
+                .iter()
+                .map(|&b| {
+                    if positive {
+                        (b as f32 + 1.0) / 37.0
+                    } else {
+                        (b as f32 - 128.0) / 37.0
+                    }
+                })
+                .collect();
+            HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+        }
+        DType::I32 => {
+            let v: Vec<i32> = raw
+                .iter()
+                .map(|&b| {
+                    if positive {
+                        b as i32 + 1
+                    } else {
+                        b as i32 - 128
+                    }
+                })
+                .collect();
+            HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+        }
+        _ => HostTensor::from_vec(
+            shape.to_vec(),
+            &raw.iter().map(|&b| b as u32 * 7919).collect::<Vec<u32>>(),
+        )
+        .unwrap(),
+    }
+}
+
+/// Runs a one-node graph on the GPU and on the CPU reference; returns both outputs.
+fn both(node: Node, inputs: Vec<(&str, HostTensor)>) -> Result<(HostTensor, HostTensor), Error> {
+    let mut g = Graph::new();
+    for (name, t) in &inputs {
+        let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
+        g = g.input(*name, t.dtype, &shape);
+    }
+    let g = g.node(node.outputs(["y"])).output("y");
+    let inputs: Vec<(String, HostTensor)> = inputs
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), t))
+        .collect();
+    let got = Session::new(ctx(), g.clone())?
+        .run_blocking(inputs.clone())?
+        .remove(0)
+        .1;
+    let want = run_graph(&g, &inputs, &Default::default())
+        .unwrap()
+        .remove(0);
+    Ok((got, want))
+}
+
+fn close(got: &HostTensor, want: &HostTensor, what: &str) {
+    assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
+    if got.dtype != DType::F32 {
+        assert_eq!(got, want, "{what}");
+        return;
+    }
+    let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 2e-5 * b.abs().max(1.0);
+        assert!(ok, "{what}: element {i}: GPU {a} vs reference {b}");
+    }
+}
+
+#[test]
+fn elementwise_ops_with_broadcasting() {
+    let shapes: [(&[usize], &[usize]); 4] = [
+        (&[3, 4], &[3, 4]),
+        (&[2, 1, 5], &[3, 1]),
+        (&[], &[4, 2]),
+        (&[7], &[0, 7]),
+    ];
+    let mut checked = 0;
+    for op in &wgpu_ops::ops::elementwise::OPS {
+        for dtype in [DType::F32, DType::I32, DType::U32] {
+            let supported = op.expression(dtype).is_ok();
+            for (k, (sa, sb)) in shapes.iter().enumerate() {
+                // Log and Sqrt of negative numbers are NaN either way; keep them in domain.
+                let positive = matches!(op.name, "Log" | "Sqrt" | "Pow");
+                let a = values_for(dtype, sa, k as u64, positive);
+                let b = values_for(dtype, sb, 100 + k as u64, false);
+                let node = Node::new(op.name, op.name).inputs(if op.binary {
+                    vec!["a", "b"]
+                } else {
+                    vec!["a"]
+                });
+                let inputs = if op.binary {
+                    vec![("a", a), ("b", b)]
+                } else {
+                    vec![("a", a)]
+                };
+                match both(node, inputs) {
+                    Ok((got, want)) => {
+                        assert!(supported, "{} {dtype} ran but is not in the table", op.name);
+                        close(&got, &want, &format!("{} {dtype} {sa:?} {sb:?}", op.name));
+                        checked += 1;
+                    }
+                    Err(e) => {
+                        assert!(!supported, "{} {dtype}: {e}", op.name);
+                        assert!(e.to_string().contains(&format!("A is {dtype}")), "{e}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked >= 120, "{checked}");
+}
+
+#[test]
+fn pow_follows_numpy_for_negative_bases_and_zero() {
+    let a = HostTensor::from_vec(vec![6], &[-2.0f32, -2.0, 0.0, 0.0, -8.0, 3.0]).unwrap();
+    let b = HostTensor::from_vec(vec![6], &[2.0f32, 3.0, 0.0, 2.0, 1.0 / 3.0, -1.0]).unwrap();
+    let (got, _) = both(
+        Node::new("Pow", "p").inputs(["a", "b"]),
+        vec![("a", a), ("b", b)],
+    )
+    .unwrap();
+    let g = got.to_vec::<f32>().unwrap();
+    assert_eq!(&g[..4], &[4.0, -8.0, 1.0, 0.0]);
+    assert!(g[4].is_nan());
+    assert!((g[5] - 1.0 / 3.0).abs() < 1e-6);
+}
+
+#[test]
+fn matmul_shapes_and_batch_broadcasting() {
+    let cases: [(&[usize], &[usize]); 7] = [
+        (&[17, 33], &[33, 18]),
+        (&[1, 1], &[1, 1]),
+        (&[5], &[5, 3]),
+        (&[4, 5], &[5]),
+        (&[6], &[6]),
+        (&[2, 1, 3, 20], &[4, 20, 7]),
+        (&[3, 0, 4], &[4, 5]),
+    ];
+    for dtype in [DType::F32, DType::I32, DType::U32] {
+        for (k, (sa, sb)) in cases.iter().enumerate() {
+            let a = values_for(dtype, sa, 10 + k as u64, false);
+            let b = values_for(dtype, sb, 20 + k as u64, false);
+            let (got, want) = both(
+                Node::new("MatMul", "mm").inputs(["a", "b"]),
+                vec![("a", a), ("b", b)],
+            )
+            .unwrap();
+            close(&got, &want, &format!("MatMul {dtype} {sa:?} x {sb:?}"));
+        }
+    }
+    let e = both(
+        Node::new("MatMul", "mm").inputs(["a", "b"]),
+        vec![
+            ("a", values_for(DType::F32, &[2, 3], 1, false)),
+            ("b", values_for(DType::F32, &[4, 2], 1, false)),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("has 3 columns but B [4, 2] has 4 rows"),
+        "{e}"
+    );
+}
+
+#[test]
+fn layout_ops_and_cast() {
+    for dtype in [DType::F32, DType::I64, DType::U8] {
+        let x = random_tensor(3, dtype, &[2, 3, 4]);
+        let (got, want) = both(
+            Node::new("Transpose", "t")
+                .inputs(["x"])
+                .attr("perm", Attr::Ints(vec![2, 0, 1])),
+            vec![("x", x.clone())],
+        )
+        .unwrap();
+        assert_eq!(got, want);
+        assert_eq!(got.shape, [4, 2, 3]);
+        let (got, want) = both(
+            Node::new("Transpose", "t").inputs(["x"]),
+            vec![("x", x.clone())],
+        )
+        .unwrap();
+        assert_eq!(
+            (got.shape.as_slice(), &got),
+            ([4usize, 3, 2].as_slice(), &want)
+        );
+        let shape = HostTensor::from_vec(vec![3], &[0i64, -1, 2]).unwrap();
+        let mut g = both(
+            Node::new("Reshape", "r").inputs(["x", "s"]),
+            vec![("x", x.clone()), ("s", shape)],
+        )
+        .unwrap();
+        assert_eq!(g.0.shape, [2, 6, 2]);
+        g.0.shape = x.shape.clone();
+        assert_eq!(g.0, x);
+        let (got, want) = both(
+            Node::new("Identity", "i").inputs(["x"]),
+            vec![("x", x.clone())],
+        )
+        .unwrap();
+        assert_eq!((&got, &want), (&x, &x));
+    }
+    for dtype in [DType::F32, DType::I32, DType::F64, DType::U64] {
+        let parts = [
+            random_tensor(1, dtype, &[2, 1, 3]),
+            random_tensor(2, dtype, &[2, 4, 3]),
+            random_tensor(3, dtype, &[2, 0, 3]),
+        ];
+        let (got, want) = both(
+            Node::new("Concat", "c")
+                .inputs(["a", "b", "c"])
+                .attr("axis", Attr::Int(-2)),
+            vec![
+                ("a", parts[0].clone()),
+                ("b", parts[1].clone()),
+                ("c", parts[2].clone()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(got, want);
+        assert_eq!(got.shape, [2, 5, 3]);
+    }
+    for (from, to) in [
+        (DType::F32, "i32"),
+        (DType::F32, "u32"),
+        (DType::I32, "f32"),
+        (DType::U32, "i32"),
+        (DType::I32, "u32"),
+    ] {
+        let x = values_for(from, &[3, 5], 4, false);
+        let (got, want) = both(
+            Node::new("Cast", "c")
+                .inputs(["x"])
+                .attr("to", Attr::String(to.into())),
+            vec![("x", x)],
+        )
+        .unwrap();
+        assert_eq!(got, want, "{from} -> {to}");
+    }
+    let e = both(
+        Node::new("Cast", "c")
+            .inputs(["x"])
+            .attr("to", Attr::String("f64".into())),
+        vec![("x", values_for(DType::F32, &[2], 1, false))],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Cast converts between f32, i32 and u32"),
+        "{e}"
+    );
+    let e = both(
+        Node::new("Exp", "e").inputs(["x"]),
+        vec![("x", random_tensor(1, DType::F64, &[2]))],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("WGSL has no 64-bit arithmetic"),
+        "{e}"
+    );
+}

@@ -26,6 +26,8 @@ pub struct Stats {
     pub submissions: u64,
     pub host_waits: u64,
     pub pipelines_built: u64,
+    /// GPU buffers created for tensors (uploads and op outputs; reused buffers not counted).
+    pub buffers_created: u64,
 }
 
 /// Which kind of resource a binding of a kernel is.
@@ -68,6 +70,7 @@ struct Inner {
     submissions: AtomicU64,
     host_waits: AtomicU64,
     pipelines_built: AtomicU64,
+    buffers_created: AtomicU64,
 }
 
 /// Owns the wgpu device. Cheap to clone (shared), `Send + Sync`.
@@ -221,6 +224,7 @@ impl Context {
                 submissions: AtomicU64::new(0),
                 host_waits: AtomicU64::new(0),
                 pipelines_built: AtomicU64::new(0),
+                buffers_created: AtomicU64::new(0),
             }),
         })
     }
@@ -255,7 +259,12 @@ impl Context {
             submissions: self.inner.submissions.load(Ordering::Relaxed),
             host_waits: self.inner.host_waits.load(Ordering::Relaxed),
             pipelines_built: self.inner.pipelines_built.load(Ordering::Relaxed),
+            buffers_created: self.inner.buffers_created.load(Ordering::Relaxed),
         }
+    }
+
+    pub(crate) fn count_buffer(&self) {
+        self.inner.buffers_created.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn submit(&self, commands: wgpu::CommandBuffer) -> wgpu::SubmissionIndex {

@@ -61,6 +61,7 @@ impl Tensor {
             })
         });
         check.now()?;
+        ctx.count_buffer();
         Ok(Tensor {
             ctx: ctx.clone(),
             dtype,
@@ -85,6 +86,7 @@ impl Tensor {
                 })
         });
         check.now()?;
+        ctx.count_buffer();
         Ok(Tensor {
             ctx: ctx.clone(),
             dtype: host.dtype,

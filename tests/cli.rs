@@ -368,3 +368,43 @@ fn runs_space_to_batch_and_back() {
     );
     assert_eq!(npy::read(&out.join("back.npy")).unwrap(), x);
 }
+
+#[test]
+fn runs_the_cumulative_sum_scan_graph_file() {
+    // examples/graphs/cumsum.json: a Scan whose body adds each row to the running state.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rows: Vec<f32> = (0..24).map(|v| v as f32 * 0.5 - 3.0).collect();
+    let xs = save(
+        d,
+        "x.npy",
+        &HostTensor::from_vec(vec![6, 4], &rows).unwrap(),
+    );
+    let g = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/graphs/cumsum.json");
+    let out = d.join("out");
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        g,
+        "--input",
+        &format!("x={xs}"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let running = npy::read(&out.join("running.npy")).unwrap();
+    assert_eq!(running.shape, [6, 4]);
+    let mut want = vec![0f32; 24];
+    for r in 0..6 {
+        for c in 0..4 {
+            want[r * 4 + c] = rows[r * 4 + c] + if r > 0 { want[(r - 1) * 4 + c] } else { 0.0 };
+        }
+    }
+    assert_eq!(running.to_vec::<f32>().unwrap(), want);
+    assert_eq!(
+        npy::read(&out.join("total.npy"))
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        want[20..]
+    );
+}

@@ -43,11 +43,13 @@ fn chained_slices_record_one_submission_and_read_back_only_outputs() {
                 .attr("end_mask", Attr::Ints(vec![1])),
         )
         .output("y");
-    let session = Session::new(ctx(), g).unwrap();
+    // A context of its own: other tests submit work concurrently on the shared one.
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let session = Session::new(&ctx, g).unwrap();
     let x = random_tensor(5, DType::U16, &[6, 8]);
-    let before = ctx().stats();
+    let before = ctx.stats();
     let out = session.run_blocking(vec![("x".into(), x.clone())]).unwrap();
-    let after = ctx().stats();
+    let after = ctx.stats();
     // One submission for all kernels, one for the readback of the single output, one wait.
     assert_eq!(after.submissions - before.submissions, 2);
     assert_eq!(after.host_waits - before.host_waits, 1);
@@ -115,4 +117,29 @@ fn validation_errors_name_the_problem() {
         e.to_string(),
         "node 'bad': Slice: step[0] is 0; steps must be non-zero"
     );
+}
+
+#[test]
+fn dead_values_give_their_buffers_back() {
+    // Eight Negs in a chain: each intermediate dies as soon as the next one is computed, so
+    // two buffers take turns (plus the uploaded input) instead of eight.
+    let mut g = Graph::new().input("v0", DType::F32, &[Some(1000)]);
+    for k in 1..=8 {
+        g = g.node(
+            Node::new("Neg", format!("n{k}"))
+                .inputs([format!("v{}", k - 1)])
+                .outputs([format!("v{k}")]),
+        );
+    }
+    let g = g.output("v8");
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let session = Session::new(&ctx, g).unwrap();
+    let x =
+        HostTensor::from_vec(vec![1000], &(0..1000).map(|v| v as f32).collect::<Vec<_>>()).unwrap();
+    let before = ctx.stats().buffers_created;
+    let out = session
+        .run_blocking(vec![("v0".into(), x.clone())])
+        .unwrap();
+    assert_eq!(ctx.stats().buffers_created - before, 3);
+    assert_eq!(out[0].1, x);
 }

@@ -1,0 +1,613 @@
+//! Scan-16 on the GPU: the spec's RNN example against an independent recurrence, random Scans
+//! (N states, M scan inputs, K scan outputs, axes, directions, lengths 0..40) and nested Scans
+//! against the CPU reference interpreter, submissions that do not grow with the sequence, and
+//! every error of the issue.
+
+mod common;
+use common::*;
+use ndarray::{Array1, Array2, Array3, Axis};
+use proptest::prelude::*;
+use wgpu_ops::graph::{Attr, Graph, Node, ValueInfo};
+use wgpu_ops::reference::graph::run_graph;
+use wgpu_ops::{DType, Error, HostTensor, Session};
+
+fn declared(name: &str, dtype: DType, shape: &[usize]) -> ValueInfo {
+    ValueInfo {
+        name: name.into(),
+        dtype: Some(dtype),
+        shape: Some(shape.iter().map(|&d| Some(d)).collect()),
+    }
+}
+
+fn shape_of(t: &HostTensor) -> Vec<Option<usize>> {
+    t.shape.iter().map(|&d| Some(d)).collect()
+}
+
+fn f32s(shape: &[usize], seed: u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = bytes(seed, n)
+        .iter()
+        .map(|&b| (b as f32 - 128.0) / 256.0)
+        .collect();
+    HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+}
+
+#[test]
+fn rnn_example_matches_an_independent_recurrence() {
+    // The spec's "Encoding RNN using a Scan": Ht = tanh(X_t Wi^T + H_{t-1} Ri^T + Wbi + Rbi),
+    // with the weights as constants of the body graph; outputs Y_h (last state) and Y.
+    let (seq, batch, input, hidden) = (7, 2, 3, 5);
+    let (wi, ri, wbi, rbi) = (
+        f32s(&[hidden, input], 1),
+        f32s(&[hidden, hidden], 2),
+        f32s(&[hidden], 3),
+        f32s(&[hidden], 4),
+    );
+    let body = Graph::new()
+        .input("H_tminus1", DType::F32, &[Some(batch), Some(hidden)])
+        .input("X_t", DType::F32, &[Some(batch), Some(input)])
+        .constant("Wi", wi.clone())
+        .constant("Ri", ri.clone())
+        .constant("Wbi", wbi.clone())
+        .constant("Rbi", rbi.clone())
+        .node(
+            Node::new("Transpose", "wit")
+                .inputs(["Wi"])
+                .outputs(["WiT"]),
+        )
+        .node(
+            Node::new("Transpose", "rit")
+                .inputs(["Ri"])
+                .outputs(["RiT"]),
+        )
+        .node(
+            Node::new("MatMul", "t1")
+                .inputs(["X_t", "WiT"])
+                .outputs(["t1"]),
+        )
+        .node(
+            Node::new("MatMul", "t2")
+                .inputs(["H_tminus1", "RiT"])
+                .outputs(["t2"]),
+        )
+        .node(Node::new("Add", "t3").inputs(["t1", "t2"]).outputs(["t3"]))
+        .node(Node::new("Add", "t4").inputs(["t3", "Wbi"]).outputs(["t4"]))
+        .node(Node::new("Add", "t5").inputs(["t4", "Rbi"]).outputs(["t5"]))
+        .node(Node::new("Tanh", "ht").inputs(["t5"]).outputs(["Ht"]))
+        .node(
+            Node::new("Identity", "acc")
+                .inputs(["Ht"])
+                .outputs(["Accumulate"]),
+        )
+        .output("Ht")
+        .output("Accumulate");
+    let g = Graph::new()
+        .input("H_0", DType::F32, &[Some(batch), Some(hidden)])
+        .input("X", DType::F32, &[Some(seq), Some(batch), Some(input)])
+        .node(
+            Node::new("Scan", "rnn")
+                .inputs(["H_0", "X"])
+                .outputs(["Y_h", "Y"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("Y")
+        .output("Y_h");
+    let (h0, x) = (f32s(&[batch, hidden], 5), f32s(&[seq, batch, input], 6));
+    let out = Session::new(ctx(), g)
+        .unwrap()
+        .run_blocking(vec![("H_0".into(), h0.clone()), ("X".into(), x.clone())])
+        .unwrap();
+
+    let a2 = |t: &HostTensor| {
+        t.to_array::<f32>()
+            .unwrap()
+            .into_dimensionality::<ndarray::Ix2>()
+            .unwrap()
+    };
+    let a1 = |t: &HostTensor| {
+        t.to_array::<f32>()
+            .unwrap()
+            .into_dimensionality::<ndarray::Ix1>()
+            .unwrap()
+    };
+    let (wi, ri, wbi, rbi): (Array2<f32>, Array2<f32>, Array1<f32>, Array1<f32>) =
+        (a2(&wi), a2(&ri), a1(&wbi), a1(&rbi));
+    let xs: Array3<f32> = x.to_array::<f32>().unwrap().into_dimensionality().unwrap();
+    let mut h = a2(&h0);
+    let mut ys = Vec::new();
+    for t in 0..seq {
+        h = (xs.index_axis(Axis(0), t).dot(&wi.t()) + h.dot(&ri.t()) + &wbi + &rbi).mapv(f32::tanh);
+        ys.push(h.clone());
+    }
+    let y = out[0].1.to_vec::<f32>().unwrap();
+    let want_y: Vec<f32> = ys.iter().flat_map(|h| h.iter().copied()).collect();
+    assert_eq!(out[0].1.shape, [seq, batch, hidden]);
+    assert_eq!(out[1].1.shape, [batch, hidden]);
+    for (a, b) in y.iter().zip(&want_y) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+    for (a, b) in out[1].1.to_vec::<f32>().unwrap().iter().zip(h.iter()) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+}
+
+/// Inputs: `states` then `scans`; outputs: states then scan outputs. Returns the Scan graph.
+fn scan_graph(
+    states: &[HostTensor],
+    scans: &[HostTensor],
+    body: Graph,
+    attrs: Vec<(&str, Attr)>,
+    k: usize,
+) -> Graph {
+    let mut g = Graph::new();
+    let mut names = Vec::new();
+    for (i, t) in states.iter().chain(scans).enumerate() {
+        g = g.input(format!("in{i}"), t.dtype, &shape_of(t));
+        names.push(format!("in{i}"));
+    }
+    let outs: Vec<String> = (0..states.len() + k).map(|i| format!("out{i}")).collect();
+    let mut node = Node::new("Scan", "scan")
+        .inputs(names)
+        .outputs(outs.clone())
+        .attr("body", Attr::Graph(Box::new(body)))
+        .attr("num_scan_inputs", Attr::Int(scans.len() as i64));
+    for (name, a) in attrs {
+        node = node.attr(name, a);
+    }
+    let mut g = g.node(node);
+    for o in outs {
+        g = g.output(o);
+    }
+    g
+}
+
+fn run_both(
+    g: &Graph,
+    inputs: &[HostTensor],
+) -> (
+    Result<Vec<HostTensor>, Error>,
+    Result<Vec<HostTensor>, String>,
+) {
+    let named: Vec<(String, HostTensor)> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!("in{i}"), t.clone()))
+        .collect();
+    let gpu = Session::new(ctx(), g.clone())
+        .and_then(|s| s.run_blocking(named.clone()))
+        .map(|o| o.into_iter().map(|(_, t)| t).collect());
+    (gpu, run_graph(g, &named, &Default::default()))
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    dtype: DType,
+    elem: Vec<usize>,
+    seq: usize,
+    n: usize,
+    m: usize,
+    k: usize,
+    in_axes: Vec<usize>,
+    in_dirs: Vec<i64>,
+    out_axes: Vec<i64>,
+    out_dirs: Vec<i64>,
+    ops: Vec<(usize, usize)>,
+    passthrough: bool,
+    seed: u64,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop::sample::select(vec![DType::F32, DType::I32]),
+        prop::collection::vec(1usize..4, 0..3),
+        prop_oneof![1 => Just(0usize), 1 => Just(1usize), 6 => 2usize..41],
+        0usize..3,
+        1usize..3,
+        0usize..3,
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_flat_map(|(dtype, elem, seq, n, m, k, passthrough, seed)| {
+            let r = elem.len();
+            (
+                prop::collection::vec(0..=r, m),
+                prop::collection::vec(0i64..2, m),
+                prop::collection::vec(-(r as i64) - 1..=r as i64, k.max(1)),
+                prop::collection::vec(0i64..2, k.max(1)),
+                prop::collection::vec((0usize..5, 0usize..8), n + 3),
+            )
+                .prop_map(
+                    move |(in_axes, in_dirs, mut out_axes, mut out_dirs, ops)| {
+                        // A Scan has at least one output.
+                        let k = if n == 0 { k.max(1) } else { k };
+                        out_axes.truncate(k);
+                        out_dirs.truncate(k);
+                        Case {
+                            k,
+                            dtype,
+                            elem: elem.clone(),
+                            seq,
+                            n,
+                            m,
+                            in_axes,
+                            in_dirs,
+                            out_axes,
+                            out_dirs,
+                            ops,
+                            passthrough,
+                            seed,
+                        }
+                    },
+                )
+        })
+}
+
+impl Case {
+    /// Values that stay exact in f32 through the body's integer-valued arithmetic.
+    fn tensor(&self, shape: &[usize], seed: u64) -> HostTensor {
+        let n: usize = shape.iter().product();
+        let raw: Vec<i32> = bytes(seed, n).iter().map(|&b| (b % 7) as i32 - 3).collect();
+        match self.dtype {
+            DType::F32 => HostTensor::from_vec(
+                shape.to_vec(),
+                &raw.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+            )
+            .unwrap(),
+            _ => HostTensor::from_vec(shape.to_vec(), &raw).unwrap(),
+        }
+    }
+
+    /// Body: state i <- op(state i, element j); scan output q <- op(a state, an element), or a
+    /// plain element / state. With `passthrough`, the last state is passed through unchanged.
+    fn body(&self) -> Graph {
+        const OPS: [&str; 5] = ["Add", "Sub", "Max", "Min", "Add"];
+        let mut b = Graph::new();
+        for i in 0..self.n {
+            b = b.input(
+                format!("s{i}"),
+                self.dtype,
+                &self.elem.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+            );
+        }
+        for j in 0..self.m {
+            b.inputs.push(ValueInfo::named(format!("x{j}")));
+        }
+        let mut outputs = Vec::new();
+        for i in 0..self.n {
+            let (op, j) = self.ops[i];
+            if self.passthrough && i == self.n - 1 {
+                outputs.push(format!("s{i}"));
+                continue;
+            }
+            b = b.node(
+                Node::new(OPS[op], format!("st{i}"))
+                    .inputs([format!("s{i}"), format!("x{}", j % self.m)])
+                    .outputs([format!("ns{i}")]),
+            );
+            outputs.push(format!("ns{i}"));
+        }
+        for q in 0..self.k {
+            let (op, j) = self.ops[self.n + q];
+            let x = format!("x{}", j % self.m);
+            let name = match (op, self.n) {
+                (4, _) => x,
+                (_, 0) => {
+                    b = b.node(
+                        Node::new(OPS[op], format!("o{q}"))
+                            .inputs([x.clone(), x])
+                            .outputs([format!("y{q}")]),
+                    );
+                    format!("y{q}")
+                }
+                _ => {
+                    let s = outputs[j % self.n].clone();
+                    b = b.node(
+                        Node::new(OPS[op], format!("o{q}"))
+                            .inputs([s, x])
+                            .outputs([format!("y{q}")]),
+                    );
+                    format!("y{q}")
+                }
+            };
+            outputs.push(name);
+        }
+        for (idx, o) in outputs.iter().enumerate() {
+            let _ = idx;
+            b.outputs.push(declared(o, self.dtype, &self.elem));
+        }
+        b
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_scans_match_the_reference(case in case()) {
+        let states: Vec<HostTensor> = (0..case.n).map(|i| case.tensor(&case.elem, case.seed + i as u64)).collect();
+        let scans: Vec<HostTensor> = (0..case.m)
+            .map(|j| {
+                let mut shape = case.elem.clone();
+                shape.insert(case.in_axes[j], case.seq);
+                case.tensor(&shape, case.seed + 100 + j as u64)
+            })
+            .collect();
+        // Negative input axes count from the back.
+        let in_axes: Vec<i64> = case.in_axes.iter().enumerate()
+            .map(|(j, &a)| if j % 2 == 1 { a as i64 - case.elem.len() as i64 - 1 } else { a as i64 }).collect();
+        let g = scan_graph(&states, &scans, case.body(), vec![
+            ("scan_input_axes", Attr::Ints(in_axes)),
+            ("scan_input_directions", Attr::Ints(case.in_dirs.clone())),
+            ("scan_output_axes", Attr::Ints(case.out_axes.clone())),
+            ("scan_output_directions", Attr::Ints(case.out_dirs.clone())),
+        ], case.k);
+        let inputs: Vec<HostTensor> = states.into_iter().chain(scans).collect();
+        let (gpu, cpu) = run_both(&g, &inputs);
+        let (gpu, cpu) = (gpu.unwrap(), cpu.unwrap());
+        prop_assert_eq!(gpu, cpu);
+    }
+}
+
+#[test]
+fn nested_scan_reading_an_outer_value() {
+    // Outer Scan over the rows of X; for each row an inner Scan computes the running sum of
+    // (row + bias) along the columns, where `bias` is an outer-graph value read by the inner
+    // body; the outer state accumulates the last running sum of each row.
+    let x =
+        HostTensor::from_vec(vec![4, 6], &(0..24).map(|v| v as f32).collect::<Vec<_>>()).unwrap();
+    let bias = HostTensor::from_vec(vec![], &[0.5f32]).unwrap();
+    let inner = Graph::new()
+        .input("acc", DType::F32, &[])
+        .input("v", DType::F32, &[])
+        .node(
+            Node::new("Add", "plus_bias")
+                .inputs(["v", "bias"])
+                .outputs(["vb"]),
+        )
+        .node(
+            Node::new("Add", "sum")
+                .inputs(["acc", "vb"])
+                .outputs(["acc2"]),
+        )
+        .node(
+            Node::new("Identity", "emit")
+                .inputs(["acc2"])
+                .outputs(["out"]),
+        )
+        .output("acc2")
+        .output("out");
+    let outer = Graph::new()
+        .input("total", DType::F32, &[])
+        .input("row", DType::F32, &[Some(6)])
+        .constant("zero", HostTensor::from_vec(vec![], &[0f32]).unwrap())
+        .node(
+            Node::new("Scan", "inner")
+                .inputs(["zero", "row"])
+                .outputs(["last", "running"])
+                .attr("body", Attr::Graph(Box::new(inner)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .node(
+            Node::new("Add", "t")
+                .inputs(["total", "last"])
+                .outputs(["total2"]),
+        )
+        .output("total2")
+        .output("running");
+    let g = Graph::new()
+        .input("in0", DType::F32, &[])
+        .input("in1", DType::F32, &[Some(4), Some(6)])
+        .input("bias", DType::F32, &[])
+        .node(
+            Node::new("Scan", "outer")
+                .inputs(["in0", "in1"])
+                .outputs(["out0", "out1"])
+                .attr("body", Attr::Graph(Box::new(outer)))
+                .attr("num_scan_inputs", Attr::Int(1))
+                .attr("scan_output_axes", Attr::Ints(vec![1])),
+        )
+        .output("out0")
+        .output("out1");
+    let init = HostTensor::from_vec(vec![], &[1f32]).unwrap();
+    let named = vec![
+        ("in0".to_string(), init),
+        ("in1".to_string(), x),
+        ("bias".to_string(), bias),
+    ];
+    let gpu = Session::new(ctx(), g.clone())
+        .unwrap()
+        .run_blocking(named.clone())
+        .unwrap();
+    let cpu = run_graph(&g, &named, &Default::default()).unwrap();
+    assert_eq!(gpu[0].1, cpu[0]);
+    assert_eq!(gpu[1].1, cpu[1]);
+    assert_eq!(gpu[1].1.shape, [6, 4]);
+    // Row r's running sums end at sum(row) + 6 * 0.5; the total adds them to 1.
+    let total: f32 = 1.0 + (0..24).map(|v| v as f32).sum::<f32>() + 4.0 * 3.0;
+    assert_eq!(gpu[0].1.to_vec::<f32>().unwrap(), [total]);
+}
+
+fn cumsum(seq: usize) -> (Graph, Vec<HostTensor>) {
+    let body = Graph::new()
+        .input("sum", DType::F32, &[Some(8)])
+        .input("x", DType::F32, &[Some(8)])
+        .node(
+            Node::new("Add", "add")
+                .inputs(["sum", "x"])
+                .outputs(["next"]),
+        )
+        .node(Node::new("Relu", "relu").inputs(["next"]).outputs(["y"]))
+        .output("next");
+    let mut body = body;
+    body.outputs.push(declared("y", DType::F32, &[8]));
+    let states = vec![HostTensor::from_vec(vec![8], &[0f32; 8]).unwrap()];
+    let scans = vec![f32s(&[seq, 8], 9)];
+    let g = scan_graph(&states, &scans, body, vec![], 1);
+    (g, states.into_iter().chain(scans).collect())
+}
+
+#[test]
+fn submissions_and_waits_do_not_grow_with_the_sequence() {
+    // A context of its own: other tests submit work concurrently on the shared one.
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    for seq in [10, 1000] {
+        let (g, inputs) = cumsum(seq);
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let named: Vec<(String, HostTensor)> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("in{i}"), t.clone()))
+            .collect();
+        let before = ctx.stats();
+        let out = session.run_blocking(named.clone()).unwrap();
+        let after = ctx.stats();
+        // One submission for the whole loop, one for reading the outputs back, one wait.
+        assert_eq!(after.submissions - before.submissions, 2, "seq {seq}");
+        assert_eq!(after.host_waits - before.host_waits, 1, "seq {seq}");
+        let want = run_graph(&g, &named, &Default::default()).unwrap();
+        let got: Vec<HostTensor> = out.into_iter().map(|(_, t)| t).collect();
+        let (g0, w0) = (
+            got[0].to_vec::<f32>().unwrap(),
+            want[0].to_vec::<f32>().unwrap(),
+        );
+        for (a, b) in g0.iter().zip(&w0) {
+            assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn sequence_length_zero_and_one() {
+    // Decision 13: "A sequence length of 0 gives the initial states back and scan outputs of
+    // length 0 along their scan axis, with element shapes taken from the body's declared output
+    // shapes; where the body does not declare them, it is an error that names the output."
+    let (g, mut inputs) = cumsum(0);
+    let (gpu, cpu) = run_both(&g, &inputs);
+    let gpu = gpu.unwrap();
+    assert_eq!(gpu, cpu.unwrap());
+    assert_eq!(gpu[0], inputs[0]);
+    assert_eq!(gpu[1].shape, [0, 8]);
+    let (mut g, _) = cumsum(0);
+    if let Attr::Graph(body) = g.nodes[0].attrs.get_mut("body").unwrap() {
+        body.outputs[1] = ValueInfo::named("y");
+    }
+    let e = Session::new(ctx(), g)
+        .unwrap()
+        .run_blocking(vec![
+            ("in0".into(), inputs[0].clone()),
+            ("in1".into(), inputs[1].clone()),
+        ])
+        .unwrap_err();
+    assert!(e.to_string().contains("scan output 'y'"), "{e}");
+    inputs[1] = f32s(&[1, 8], 3);
+    let (g, _) = cumsum(1);
+    let (gpu, cpu) = run_both(&g, &inputs);
+    assert_eq!(gpu.unwrap(), cpu.unwrap());
+}
+
+#[test]
+fn errors() {
+    let msg = |g: Graph, inputs: &[HostTensor]| -> String {
+        let named: Vec<(String, HostTensor)> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("in{i}"), t.clone()))
+            .collect();
+        match Session::new(ctx(), g).and_then(|s| s.run_blocking(named)) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("expected an error"),
+        }
+    };
+    let body = || {
+        Graph::new()
+            .input("s", DType::F32, &[Some(8)])
+            .input("x", DType::F32, &[Some(8)])
+            .node(Node::new("Add", "add").inputs(["s", "x"]).outputs(["n"]))
+            .output("n")
+            .output("x")
+    };
+    let s = f32s(&[8], 1);
+    // Scan inputs of different lengths.
+    let g = scan_graph(
+        &[s.clone()],
+        &[f32s(&[3, 8], 2), f32s(&[4, 8], 3)],
+        body().input("x2", DType::F32, &[Some(8)]),
+        vec![],
+        1,
+    );
+    let m = msg(g, &[s.clone(), f32s(&[3, 8], 2), f32s(&[4, 8], 3)]);
+    assert!(
+        m.contains("scan input 1 has 4 elements along its scan axis but scan input 0 has 3"),
+        "{m}"
+    );
+    // Body input count that does not match N + M.
+    let g = scan_graph(
+        &[s.clone()],
+        &[f32s(&[3, 8], 2)],
+        body().input("extra", DType::F32, &[Some(8)]),
+        vec![],
+        1,
+    );
+    let m = msg(g, &[s.clone(), f32s(&[3, 8], 2)]);
+    assert!(
+        m.contains("the body has 3 inputs but the Scan has 1 states and 1 scan inputs"),
+        "{m}"
+    );
+    // Body outputs that do not match N + K (the node names 3 outputs, the body gives 2).
+    let g = scan_graph(&[s.clone()], &[f32s(&[3, 8], 2)], body(), vec![], 2);
+    let m = msg(g, &[s.clone(), f32s(&[3, 8], 2)]);
+    assert!(
+        m.contains("the node names 3 outputs but the body gives 1 states and 1 scan outputs"),
+        "{m}"
+    );
+    // A state whose shape changes between iterations.
+    let growing = Graph::new()
+        .input("s", DType::F32, &[None])
+        .input("x", DType::F32, &[Some(8)])
+        .node(
+            Node::new("Concat", "c")
+                .inputs(["s", "x"])
+                .outputs(["n"])
+                .attr("axis", Attr::Int(0)),
+        )
+        .output("n");
+    let g = scan_graph(&[s.clone()], &[f32s(&[3, 8], 2)], growing, vec![], 0);
+    let m = msg(g, &[s.clone(), f32s(&[3, 8], 2)]);
+    assert!(
+        m.contains("must keep f32 [8] across iterations but is now f32 [16]"),
+        "{m}"
+    );
+    // Axes out of range.
+    let g = scan_graph(
+        &[s.clone()],
+        &[f32s(&[3, 8], 2)],
+        body(),
+        vec![("scan_input_axes", Attr::Ints(vec![2]))],
+        1,
+    );
+    let m = msg(g, &[s.clone(), f32s(&[3, 8], 2)]);
+    assert!(
+        m.contains("scan_input_axes[0] is 2, outside [-2, 1]"),
+        "{m}"
+    );
+    let g = scan_graph(
+        &[s.clone()],
+        &[f32s(&[3, 8], 2)],
+        body(),
+        vec![("scan_output_axes", Attr::Ints(vec![-3]))],
+        1,
+    );
+    let m = msg(g, &[s.clone(), f32s(&[3, 8], 2)]);
+    assert!(m.contains("scan_output_axes[0] is -3"), "{m}");
+    // num_scan_inputs larger than the inputs given.
+    let mut g = scan_graph(&[s.clone()], &[f32s(&[3, 8], 2)], body(), vec![], 1);
+    g.nodes[0]
+        .attrs
+        .insert("num_scan_inputs".into(), Attr::Int(3));
+    let m = msg(g, &[s.clone(), f32s(&[3, 8], 2)]);
+    assert!(
+        m.contains("num_scan_inputs is 3 but 2 inputs are given"),
+        "{m}"
+    );
+}

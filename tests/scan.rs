@@ -530,7 +530,7 @@ fn errors() {
     let s = f32s(&[8], 1);
     // Scan inputs of different lengths.
     let g = scan_graph(
-        &[s.clone()],
+        std::slice::from_ref(&s),
         &[f32s(&[3, 8], 2), f32s(&[4, 8], 3)],
         body().input("x2", DType::F32, &[Some(8)]),
         vec![],
@@ -543,7 +543,7 @@ fn errors() {
     );
     // Body input count that does not match N + M.
     let g = scan_graph(
-        &[s.clone()],
+        std::slice::from_ref(&s),
         &[f32s(&[3, 8], 2)],
         body().input("extra", DType::F32, &[Some(8)]),
         vec![],
@@ -555,7 +555,13 @@ fn errors() {
         "{m}"
     );
     // Body outputs that do not match N + K (the node names 3 outputs, the body gives 2).
-    let g = scan_graph(&[s.clone()], &[f32s(&[3, 8], 2)], body(), vec![], 2);
+    let g = scan_graph(
+        std::slice::from_ref(&s),
+        &[f32s(&[3, 8], 2)],
+        body(),
+        vec![],
+        2,
+    );
     let m = msg(g, &[s.clone(), f32s(&[3, 8], 2)]);
     assert!(
         m.contains("the node names 3 outputs but the body gives 1 states and 1 scan outputs"),
@@ -572,7 +578,13 @@ fn errors() {
                 .attr("axis", Attr::Int(0)),
         )
         .output("n");
-    let g = scan_graph(&[s.clone()], &[f32s(&[3, 8], 2)], growing, vec![], 0);
+    let g = scan_graph(
+        std::slice::from_ref(&s),
+        &[f32s(&[3, 8], 2)],
+        growing,
+        vec![],
+        0,
+    );
     let m = msg(g, &[s.clone(), f32s(&[3, 8], 2)]);
     assert!(
         m.contains("must keep f32 [8] across iterations but is now f32 [16]"),
@@ -580,7 +592,7 @@ fn errors() {
     );
     // Axes out of range.
     let g = scan_graph(
-        &[s.clone()],
+        std::slice::from_ref(&s),
         &[f32s(&[3, 8], 2)],
         body(),
         vec![("scan_input_axes", Attr::Ints(vec![2]))],
@@ -592,7 +604,7 @@ fn errors() {
         "{m}"
     );
     let g = scan_graph(
-        &[s.clone()],
+        std::slice::from_ref(&s),
         &[f32s(&[3, 8], 2)],
         body(),
         vec![("scan_output_axes", Attr::Ints(vec![-3]))],
@@ -601,7 +613,13 @@ fn errors() {
     let m = msg(g, &[s.clone(), f32s(&[3, 8], 2)]);
     assert!(m.contains("scan_output_axes[0] is -3"), "{m}");
     // num_scan_inputs larger than the inputs given.
-    let mut g = scan_graph(&[s.clone()], &[f32s(&[3, 8], 2)], body(), vec![], 1);
+    let mut g = scan_graph(
+        std::slice::from_ref(&s),
+        &[f32s(&[3, 8], 2)],
+        body(),
+        vec![],
+        1,
+    );
     g.nodes[0]
         .attrs
         .insert("num_scan_inputs".into(), Attr::Int(3));

@@ -11,8 +11,9 @@
 //   elements, so no two invocations ever write the same word (no races, no atomics).
 
 override ELEM_BYTES: u32 = 4u;
-// With DST_STRIDED (4- and 8-byte elements only), output element i goes to
-// dst_base + sum_k coord_k(i) * dst_step_k instead of i (Concat writes its inputs this way).
+// Output element i goes to dst_base + i (dst_base counts words for 1- and 2-byte elements),
+// or with DST_STRIDED (4- and 8-byte elements only) to dst_base + sum_k coord_k(i) * dst_step_k
+// (Concat writes its inputs this way).
 override DST_STRIDED: bool = false;
 override WORKGROUP_SIZE: u32 = 64u;
 
@@ -28,7 +29,9 @@ struct Params {
     shape: array<vec4<u32>, 4>,
     step: array<vec4<u32>, 4>,
     dst_base: u32,
-    _pad0: u32,
+    // 1- and 2-byte elements: element slots of the first output word that precede this
+    // dispatch's output (a chunk starting inside a word); they keep their bytes.
+    dst_skip: u32,
     _pad1: u32,
     _pad2: u32,
     dst_step: array<vec4<u32>, 4>,
@@ -51,7 +54,7 @@ fn source_index(i: u32) -> u32 {
 
 fn destination_index(i: u32) -> u32 {
     if !DST_STRIDED {
-        return i;
+        return params.dst_base + i;
     }
     var rest = i;
     var index = params.dst_base;
@@ -87,14 +90,22 @@ fn main(
         let bits = ELEM_BYTES * 8u;
         let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
         var word = 0u;
+        var keep = 0u;
         for (var k = 0u; k < per_word; k++) {
-            let e = unit * per_word + k;
-            if e < params.count {
-                let s = source_index(e);
+            let slot = unit * per_word + k;
+            if slot >= params.dst_skip && slot - params.dst_skip < params.count {
+                let s = source_index(slot - params.dst_skip);
                 let value = (src[s / per_word] >> ((s % per_word) * bits)) & mask;
                 word |= value << (k * bits);
+            } else {
+                keep |= mask << (k * bits);
             }
         }
-        dst[unit] = word;
+        // Edge words shared with a neighbouring chunk keep its bytes. Chunks are separate
+        // dispatches, so this read-modify-write never races.
+        if keep != 0u {
+            word |= dst[params.dst_base + unit] & keep;
+        }
+        dst[params.dst_base + unit] = word;
     }
 }

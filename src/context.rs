@@ -18,6 +18,10 @@ pub struct ContextOptions {
     pub backends: Option<wgpu::Backends>,
     /// Case-insensitive substring of the adapter's name.
     pub adapter_name: Option<String>,
+    /// Bind at most this many bytes of a buffer at once (below the device's
+    /// `max_storage_buffer_binding_size`); larger tensors are then processed in chunks.
+    /// Mostly for tests of the chunked paths on small tensors.
+    pub max_binding_size: Option<u64>,
 }
 
 /// Counters for tests and benchmarks: how often the crate submitted work or waited for the GPU.
@@ -64,6 +68,7 @@ struct Inner {
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     limits: wgpu::Limits,
+    binding_limit: u64,
     modules: Mutex<HashMap<&'static str, wgpu::ShaderModule>>,
     layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
@@ -194,7 +199,10 @@ impl Context {
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgpu-ops"),
-                required_features: wgpu::Features::empty(),
+                // Timestamps only let benchmarks time kernels on the GPU; nothing else needs them.
+                required_features: adapter.features()
+                    & (wgpu::Features::TIMESTAMP_QUERY
+                        | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
                 required_limits: limits.clone(),
                 ..Default::default()
             })
@@ -217,6 +225,11 @@ impl Context {
                 device,
                 queue,
                 info,
+                binding_limit: options
+                    .max_binding_size
+                    .map_or(limits.max_storage_buffer_binding_size, |m| {
+                        m.min(limits.max_storage_buffer_binding_size)
+                    }),
                 limits,
                 modules: Mutex::default(),
                 layouts: Mutex::default(),
@@ -387,13 +400,18 @@ impl Context {
         Ok(())
     }
 
+    /// The most bytes bound at once (the device limit, or less if the options said so).
+    pub fn binding_limit(&self) -> u64 {
+        self.inner.binding_limit
+    }
+
     pub(crate) fn check_binding_size(
         &self,
         op: &'static str,
         what: &str,
         bytes: u64,
     ) -> Result<()> {
-        let max = self.inner.limits.max_storage_buffer_binding_size;
+        let max = self.inner.binding_limit;
         if bytes > max {
             return Err(Error::LimitExceeded {
                 op,
@@ -728,6 +746,14 @@ impl Recorder {
             pass.set_pipeline(&pipeline.pipeline);
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+        })
+    }
+
+    /// Writes a GPU timestamp into `set` at `index` (for benchmarks; needs the adapter's
+    /// `TIMESTAMP_QUERY_INSIDE_ENCODERS`, which the context requests when available).
+    pub fn timestamp(&mut self, set: &wgpu::QuerySet, index: u32) -> Result<()> {
+        self.record("timestamp", |_, encoder| {
+            encoder.write_timestamp(set, index)
         })
     }
 

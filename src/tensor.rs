@@ -122,6 +122,11 @@ impl Tensor {
         (Arc::strong_count(&self.buffer) == 1).then_some(self.buffer)
     }
 
+    /// True when both tensors are views of one buffer (no copy was made).
+    pub fn shares_buffer(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.buffer, &other.buffer)
+    }
+
     pub(crate) fn buffer_arc(&self) -> &Arc<wgpu::Buffer> {
         &self.buffer
     }

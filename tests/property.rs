@@ -149,6 +149,18 @@ fn slice_case() -> impl Strategy<Value = SliceCase> {
         })
 }
 
+/// A context that binds at most 64 bytes at once, so most cases take the chunked path.
+fn chunking_ctx() -> &'static wgpu_ops::Context {
+    static CTX: std::sync::OnceLock<wgpu_ops::Context> = std::sync::OnceLock::new();
+    CTX.get_or_init(|| {
+        wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            max_binding_size: Some(64),
+            ..Default::default()
+        })
+        .unwrap()
+    })
+}
+
 fn compare(
     op_name: &str,
     data: &HostTensor,
@@ -182,6 +194,18 @@ proptest! {
         let planned = case.op.plan(&case.shape).map(|p| p.output_shape);
         let expected = reference::strided_slice(&data, &case.op);
         compare("StridedSlice", &data, planned, expected, |x| case.op.run(x))?;
+    }
+
+    #[test]
+    fn strided_slice_in_chunks_matches_reference(case in ss_case()) {
+        let data = random_tensor(case.seed, case.dtype, &case.shape);
+        if let (Ok(plan), Ok(expected)) = (case.op.plan(&case.shape), reference::strided_slice(&data, &case.op)) {
+            let ctx = chunking_ctx();
+            let x = Tensor::from_host(ctx, &data).unwrap();
+            let got = ctx.run(|rec| rec.strided_slice(&x, &case.op)).unwrap().to_host_blocking().unwrap();
+            prop_assert_eq!(&got.shape, &plan.output_shape);
+            prop_assert_eq!(got, expected);
+        }
     }
 
     #[test]

@@ -179,12 +179,13 @@ fn main() -> ExitCode {
             ContextOptions {
                 backends: backends(backend),
                 adapter_name: adapter,
+                ..Default::default()
             },
         ),
         Command::Adapters { backend } => {
             let options = ContextOptions {
                 backends: backends(backend),
-                adapter_name: None,
+                ..Default::default()
             };
             for info in pollster::block_on(wgpu_ops::list_adapters(&options)) {
                 println!(

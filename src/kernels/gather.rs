@@ -7,6 +7,7 @@ use crate::ops::MAX_RANK;
 use crate::{Error, Recorder, Result, Tensor};
 
 use super::dispatch_grid;
+use crate::tensor::padded_size;
 
 pub(crate) static KERNEL: KernelSource = KernelSource {
     name: "strided_gather",
@@ -106,6 +107,12 @@ impl GatherPlan {
         index as u64
     }
 
+    /// True when the gather reads all `numel` input elements in order: the output is the
+    /// input itself, so no work is needed.
+    pub fn is_identity(&self, numel: u64) -> bool {
+        self.base == 0 && self.count == numel && self.is_contiguous()
+    }
+
     /// True when the gather reads `count` consecutive input elements in order.
     pub fn is_contiguous(&self) -> bool {
         match self.dims.as_slice() {
@@ -114,6 +121,14 @@ impl GatherPlan {
             _ => false,
         }
     }
+}
+
+fn window(buffer: &wgpu::Buffer, (offset, size): (u64, u64)) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+        buffer,
+        offset,
+        size: std::num::NonZeroU64::new(size),
+    })
 }
 
 #[repr(C)]
@@ -126,7 +141,8 @@ struct Params {
     shape: [u32; MAX_RANK],
     step: [u32; MAX_RANK],
     dst_base: u32,
-    pad: [u32; 3],
+    dst_skip: u32,
+    pad: [u32; 2],
     dst_step: [u32; MAX_RANK],
 }
 
@@ -210,8 +226,147 @@ impl Recorder {
                 ),
             ));
         }
-        ctx.check_binding_size(op, "input data", src.buffer().size())?;
-        ctx.check_binding_size(op, "output", out.buffer().size())?;
+        let w = src.dtype().size() as u64;
+        // A contiguous run at a word-aligned offset is one buffer copy: no kernel, any size.
+        if dst.is_none() && plan.is_contiguous() && (plan.base * w).is_multiple_of(4) {
+            let bytes = padded_size(plan.count * w);
+            return self.copy(src.buffer_arc(), plan.base * w, out.buffer_arc(), 0, bytes);
+        }
+        let (src_size, out_size) = (src.buffer().size(), out.buffer().size());
+        let limit = ctx.binding_limit();
+        if dst.is_some() || (src_size <= limit && out_size <= limit) {
+            ctx.check_binding_size(op, "input data", src_size)?;
+            ctx.check_binding_size(op, "output", out_size)?;
+            return self.gather_window(op, src, (0, src_size), plan, out, (0, out_size), dst, 0);
+        }
+        self.gather_chunked(op, src, plan, out, 0)
+    }
+
+    /// A gather over buffers larger than the binding limit: the outermost gather axis is split
+    /// into chunks whose output and source spans each fit in one aligned window; when a single
+    /// index of that axis is too large, each one is split along the next axis in turn.
+    /// `out_offset` is where (in elements) this plan's output starts.
+    fn gather_chunked(
+        &mut self,
+        op: &'static str,
+        src: &Tensor,
+        plan: &GatherPlan,
+        out: &Tensor,
+        out_offset: u64,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let limit = ctx.binding_limit();
+        let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
+        let w = src.dtype().size() as u64;
+        let (outer, inner) = match plan.dims.split_first() {
+            Some((o, rest)) => (*o, rest),
+            None => (GatherDim { len: 1, step: 0 }, &[][..]),
+        };
+        let row_elems = plan.count / outer.len;
+        let row_bytes = row_elems * w;
+        let inner_lo: i64 = inner
+            .iter()
+            .map(|d| ((d.len - 1) as i64 * d.step).min(0))
+            .sum();
+        let inner_hi: i64 = inner
+            .iter()
+            .map(|d| ((d.len - 1) as i64 * d.step).max(0))
+            .sum();
+        let inner_span = (inner_hi - inner_lo + 1) as u64 * w;
+        if !align.is_multiple_of(w) {
+            return Err(Error::LimitExceeded {
+                op,
+                what: format!("windows aligned to {align} bytes for {w}-byte elements"),
+                limit: "min_storage_buffer_offset_alignment",
+                needed: align,
+                max: align - align % w,
+            });
+        }
+        // Each window may start up to `align` bytes early, plus a word for sub-word edges.
+        let slack = align + 4;
+        let by_output = limit.saturating_sub(slack) / row_bytes;
+        let by_source = match outer.step.unsigned_abs() {
+            0 => u64::MAX,
+            s => (limit.saturating_sub(slack + inner_span) / w) / s + 1,
+        };
+        let rows = by_output.min(by_source).min(outer.len);
+        if rows == 0 {
+            if inner.is_empty() {
+                return Err(Error::LimitExceeded {
+                    op,
+                    what: format!("one element of {w} bytes with windows aligned to {align}"),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: slack + w,
+                    max: limit,
+                });
+            }
+            // One index of the outer axis is still too large: split each along the next axis.
+            for i in 0..outer.len {
+                let sub = GatherPlan {
+                    count: row_elems,
+                    base: (plan.base as i64 + i as i64 * outer.step) as u64,
+                    dims: inner.to_vec(),
+                };
+                self.gather_chunked(op, src, &sub, out, out_offset + i * row_elems)?;
+            }
+            return Ok(());
+        }
+        let mut i0 = 0;
+        while i0 < outer.len {
+            let n = rows.min(outer.len - i0);
+            let first = plan.base as i64 + i0 as i64 * outer.step;
+            let lo = first + ((n - 1) as i64 * outer.step).min(0) + inner_lo;
+            let hi = first + ((n - 1) as i64 * outer.step).max(0) + inner_hi;
+            let start = (lo as u64 * w) / align * align;
+            let end = padded_size((hi as u64 + 1) * w).min(src.buffer().size());
+            let mut dims = plan.dims.clone();
+            if let Some(d) = dims.first_mut() {
+                d.len = n;
+            }
+            let chunk = GatherPlan {
+                count: n * row_elems,
+                base: (first as u64) - start / w,
+                dims,
+            };
+            let out_first = (out_offset + i0 * row_elems) * w;
+            let out_start = out_first / align * align;
+            let out_end = padded_size(out_first + n * row_bytes).min(out.buffer().size());
+            let into = out_first - out_start;
+            // Sub-word outputs are addressed in words, with `skip` slots before the first one.
+            let (dst_base, skip) = if w < 4 {
+                (into / 4, (into % 4) / w)
+            } else {
+                (into / w, 0)
+            };
+            self.gather_window(
+                op,
+                src,
+                (start, end - start),
+                &chunk,
+                out,
+                (out_start, out_end - out_start),
+                Some((dst_base, &[])),
+                skip,
+            )?;
+            i0 += n;
+        }
+        Ok(())
+    }
+
+    /// One dispatch of the kernel over windows `(offset, size)` of the source and output.
+    #[allow(clippy::too_many_arguments)]
+    fn gather_window(
+        &mut self,
+        op: &'static str,
+        src: &Tensor,
+        src_window: (u64, u64),
+        plan: &GatherPlan,
+        out: &Tensor,
+        out_window: (u64, u64),
+        dst: Option<(u64, &[u64])>,
+        skip: u64,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
         let elem = src.dtype().size() as u32;
         let count = u32::try_from(plan.count).map_err(|_| Error::LimitExceeded {
             op,
@@ -221,10 +376,12 @@ impl Recorder {
             max: u64::from(u32::MAX),
         })?;
         let units = if elem < 4 {
-            plan.count.div_ceil(u64::from(4 / elem))
+            (skip + plan.count).div_ceil(u64::from(4 / elem))
         } else {
             plan.count
         };
+        // `dst`: an output offset, plus steps when the output is strided (Concat).
+        let strided = dst.is_some_and(|(_, steps)| !steps.is_empty());
         let mut params = Params {
             count,
             units: units as u32,
@@ -233,7 +390,8 @@ impl Recorder {
             shape: [1; MAX_RANK],
             step: [0; MAX_RANK],
             dst_base: dst.map_or(0, |(b, _)| b as u32),
-            pad: [0; 3],
+            dst_skip: skip as u32,
+            pad: [0; 2],
             dst_step: [0; MAX_RANK],
         };
         if let Some((_, steps)) = dst {
@@ -259,7 +417,7 @@ impl Recorder {
             &[
                 ("ELEM_BYTES", elem),
                 ("WORKGROUP_SIZE", WORKGROUP_SIZE),
-                ("DST_STRIDED", u32::from(dst.is_some())),
+                ("DST_STRIDED", u32::from(strided)),
             ],
         )?;
         let uniform = self.uniform(op, bytemuck::bytes_of(&params))?;
@@ -268,8 +426,8 @@ impl Recorder {
             &pipeline,
             &[
                 uniform.as_entire_binding(),
-                src.buffer().as_entire_binding(),
-                out.buffer().as_entire_binding(),
+                window(src.buffer(), src_window),
+                window(out.buffer(), out_window),
             ],
             grid,
         )

@@ -16,6 +16,7 @@ override ELEM_BYTES: u32 = 4u;
 // (Concat writes its inputs this way).
 override DST_STRIDED: bool = false;
 override WORKGROUP_SIZE: u32 = 64u;
+override ITEMS: u32 = 4u;
 
 struct Params {
     // Output elements.
@@ -66,6 +67,24 @@ fn destination_index(i: u32) -> u32 {
     return index;
 }
 
+// Consecutive output elements' source indices: the full decomposition once, then one add per
+// element until the innermost axis wraps.
+struct Cursor {
+    index: u32,
+    inner: u32,
+}
+
+fn cursor_at(i: u32) -> Cursor {
+    return Cursor(source_index(i), i % params.shape[0][0]);
+}
+
+fn advance(c: Cursor, i_next: u32) -> Cursor {
+    if c.inner + 1u < params.shape[0][0] {
+        return Cursor(c.index + params.step[0][0], c.inner + 1u);
+    }
+    return cursor_at(i_next);
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -73,39 +92,61 @@ fn main(
     @builtin(local_invocation_index) local: u32,
 ) {
     // Flattened id: grids past 65 535 workgroups are folded into y and z by the host.
-    let unit = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
-    if unit >= params.units {
+    let invocation = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    // Each invocation moves ITEMS consecutive units (elements, or words of sub-word elements).
+    let first = invocation * ITEMS;
+    if first >= params.units {
         return;
     }
-    if ELEM_BYTES == 4u {
-        dst[destination_index(unit)] = src[source_index(unit)];
-    } else if ELEM_BYTES == 8u {
-        let s = source_index(unit);
-        let d = destination_index(unit);
-        dst[2u * d] = src[2u * s];
-        dst[2u * d + 1u] = src[2u * s + 1u];
+    if ELEM_BYTES >= 4u {
+        var c = cursor_at(first);
+        for (var k = 0u; k < ITEMS; k++) {
+            let e = first + k;
+            if e >= params.count {
+                break;
+            }
+            let d = destination_index(e);
+            if ELEM_BYTES == 4u {
+                dst[d] = src[c.index];
+            } else {
+                dst[2u * d] = src[2u * c.index];
+                dst[2u * d + 1u] = src[2u * c.index + 1u];
+            }
+            if k + 1u < ITEMS {
+                c = advance(c, e + 1u);
+            }
+        }
     } else {
         // min(): this branch is dead for 4- and 8-byte elements but still constant-evaluated.
         let per_word = 4u / min(ELEM_BYTES, 2u);
         let bits = ELEM_BYTES * 8u;
         let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
-        var word = 0u;
-        var keep = 0u;
-        for (var k = 0u; k < per_word; k++) {
-            let slot = unit * per_word + k;
-            if slot >= params.dst_skip && slot - params.dst_skip < params.count {
-                let s = source_index(slot - params.dst_skip);
-                let value = (src[s / per_word] >> ((s % per_word) * bits)) & mask;
-                word |= value << (k * bits);
-            } else {
-                keep |= mask << (k * bits);
+        let first_slot = first * per_word;
+        var c = cursor_at(select(0u, first_slot - params.dst_skip, first_slot >= params.dst_skip));
+        for (var w = 0u; w < ITEMS; w++) {
+            let unit = first + w;
+            if unit >= params.units {
+                break;
             }
+            var word = 0u;
+            var keep = 0u;
+            for (var k = 0u; k < per_word; k++) {
+                let slot = unit * per_word + k;
+                if slot >= params.dst_skip && slot - params.dst_skip < params.count {
+                    let e = slot - params.dst_skip;
+                    let value = (src[c.index / per_word] >> ((c.index % per_word) * bits)) & mask;
+                    word |= value << (k * bits);
+                    c = advance(c, e + 1u);
+                } else {
+                    keep |= mask << (k * bits);
+                }
+            }
+            // Edge words shared with a neighbouring chunk keep its bytes. Chunks are separate
+            // dispatches, so this read-modify-write never races.
+            if keep != 0u {
+                word |= dst[params.dst_base + unit] & keep;
+            }
+            dst[params.dst_base + unit] = word;
         }
-        // Edge words shared with a neighbouring chunk keep its bytes. Chunks are separate
-        // dispatches, so this read-modify-write never races.
-        if keep != 0u {
-            word |= dst[params.dst_base + unit] & keep;
-        }
-        dst[params.dst_base + unit] = word;
     }
 }

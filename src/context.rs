@@ -618,8 +618,9 @@ impl Recorder {
         crate::Tensor::uninit(&self.ctx, dtype, shape)
     }
 
-    /// Hands back the buffer of a value nobody reads any more (if no other handle holds it).
-    pub(crate) fn release(&mut self, t: crate::Tensor) {
+    /// Hands back the buffer of a tensor nobody will read again, for reuse by ops recorded
+    /// later in this recording (only if no other handle to the buffer exists).
+    pub fn release(&mut self, t: crate::Tensor) {
         if let Some(buffer) = t.into_unique_buffer() {
             self.pool.entry(buffer.size()).or_default().push(buffer);
         }
@@ -655,6 +656,40 @@ impl Recorder {
             }
         }
         Ok(())
+    }
+
+    /// Records a copy of `size` bytes from `src` at `src_offset` to `dst` at `dst_offset`
+    /// (offsets and size multiples of 4, within both buffers).
+    pub fn copy_bytes(
+        &mut self,
+        src: &crate::Tensor,
+        src_offset: u64,
+        dst: &crate::Tensor,
+        dst_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let fits = |t: &crate::Tensor, offset: u64| {
+            offset
+                .checked_add(size)
+                .is_some_and(|end| end <= t.buffer().size())
+        };
+        if !(src_offset | dst_offset | size).is_multiple_of(4)
+            || !fits(src, src_offset)
+            || !fits(dst, dst_offset)
+        {
+            return Err(Error::invalid(
+                "copy",
+                "size",
+                format!("copying {size} bytes from offset {src_offset} to offset {dst_offset} needs multiples of 4 within both buffers"),
+            ));
+        }
+        self.copy(
+            src.buffer_arc(),
+            src_offset,
+            dst.buffer_arc(),
+            dst_offset,
+            size,
+        )
     }
 
     /// Records a buffer-to-buffer copy (offsets and size multiples of 4).

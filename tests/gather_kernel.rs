@@ -3,17 +3,19 @@
 
 mod common;
 use common::*;
-use wgpu_ops::kernels::gather::WORKGROUP_SIZE;
+use wgpu_ops::kernels::gather::{ITEMS, WORKGROUP_SIZE};
 use wgpu_ops::{reference, DType, HostTensor, Slice, StridedSlice};
 
 #[test]
 fn more_than_65535_workgroups_fold_into_y() {
-    // 65 535 * 64 + 4 097 output elements: the grid needs a second row of workgroups, and the
-    // reversed axis makes every element's source index depend on the flattened id.
-    let n = 65_535 * WORKGROUP_SIZE as usize + 4_097;
+    // 65 535 workgroups of 64 invocations moving ITEMS elements each, plus 4 097 elements: the
+    // grid needs a second row of workgroups, and the reversed axis makes every element's
+    // source index depend on the flattened id.
+    let per_group = (WORKGROUP_SIZE * ITEMS) as usize;
+    let n = 65_535 * per_group + 4_097;
     let max_x = ctx().limits().max_compute_workgroups_per_dimension as usize;
     assert!(
-        n > max_x * WORKGROUP_SIZE as usize,
+        n > max_x * per_group,
         "this adapter allows {max_x} workgroups in x"
     );
     let data = HostTensor::from_vec(vec![n], &(0..n as u32).collect::<Vec<_>>()).unwrap();

@@ -27,6 +27,14 @@ impl Slot {
         let _ = slot.gpu.set(value);
         slot
     }
+    pub fn dtype_shape(&self) -> (DType, Vec<usize>) {
+        match (&self.host, self.gpu.get()) {
+            (Some(h), _) => (h.dtype, h.shape.clone()),
+            (_, Some(t)) => (t.dtype(), t.shape().to_vec()),
+            (None, None) => unreachable!("a slot holds a value"),
+        }
+    }
+
     /// The value on the GPU, uploaded on first use.
     pub fn tensor(&self, ctx: &Context) -> Result<Tensor> {
         if let Some(t) = self.gpu.get() {
@@ -306,42 +314,11 @@ impl Session {
         &self,
         inputs: Vec<(String, HostTensor)>,
     ) -> Result<Vec<(String, HostTensor)>> {
-        let mut given: HashMap<String, HostTensor> = HashMap::new();
-        for (name, value) in inputs {
-            let Some(decl) = self.graph.inputs.iter().find(|i| i.name == name) else {
-                let known: Vec<&str> = self.graph.inputs.iter().map(|i| i.name.as_str()).collect();
-                return Err(Error::Graph(format!(
-                    "'{name}' is not a graph input (inputs: {known:?})"
-                )));
-            };
-            decl.check("input", value.dtype, &value.shape)?;
-            if given.insert(name.clone(), value).is_some() {
-                return Err(Error::Graph(format!("input '{name}' is given twice")));
-            }
-        }
-        let mut scope = Scope {
-            slots: HashMap::new(),
-            parent: None,
-        };
-        for decl in &self.graph.inputs {
-            let value = given
-                .remove(&decl.name)
-                .ok_or_else(|| Error::Graph(format!("input '{}' is not given", decl.name)))?;
-            scope.slots.insert(decl.name.clone(), Slot::host(value));
-        }
-        for (name, value) in &self.graph.constants {
-            scope.slots.insert(name.clone(), Slot::host(value.clone()));
-        }
-
-        let mut rec = self.ctx.recorder();
-        record_graph(
-            &mut rec,
-            &self.graph,
-            &self.order,
-            &mut scope,
-            &HashMap::new(),
-        )?;
-        rec.finish().await?;
+        let slots = inputs
+            .into_iter()
+            .map(|(n, v)| (n, Slot::host(v)))
+            .collect();
+        let scope = self.record_run(slots).await?;
 
         let on_gpu: Vec<&Tensor> = self
             .graph
@@ -366,6 +343,75 @@ impl Session {
             results.push((o.name.clone(), value));
         }
         Ok(results)
+    }
+
+    /// Runs the graph on tensors already on the GPU and returns its outputs there (no upload,
+    /// no download): for engines that keep their data on the device.
+    pub async fn run_tensors(
+        &self,
+        inputs: Vec<(String, Tensor)>,
+    ) -> Result<Vec<(String, Tensor)>> {
+        let slots = inputs.into_iter().map(|(n, t)| (n, Slot::gpu(t))).collect();
+        let scope = self.record_run(slots).await?;
+        self.graph
+            .outputs
+            .iter()
+            .map(|o| {
+                let t = scope.slots[o.name.as_str()].tensor(&self.ctx)?;
+                o.check("output", t.dtype(), t.shape())?;
+                Ok((o.name.clone(), t))
+            })
+            .collect()
+    }
+
+    /// Blocking [`Session::run_tensors`] for native callers.
+    #[cfg(feature = "native")]
+    pub fn run_tensors_blocking(
+        &self,
+        inputs: Vec<(String, Tensor)>,
+    ) -> Result<Vec<(String, Tensor)>> {
+        pollster::block_on(self.run_tensors(inputs))
+    }
+
+    /// Checks the inputs, records the whole graph into one submission and submits it.
+    async fn record_run(&self, inputs: Vec<(String, Slot)>) -> Result<Scope<'static>> {
+        let mut given: HashMap<String, Slot> = HashMap::new();
+        for (name, value) in inputs {
+            let Some(decl) = self.graph.inputs.iter().find(|i| i.name == name) else {
+                let known: Vec<&str> = self.graph.inputs.iter().map(|i| i.name.as_str()).collect();
+                return Err(Error::Graph(format!(
+                    "'{name}' is not a graph input (inputs: {known:?})"
+                )));
+            };
+            let (dtype, shape) = value.dtype_shape();
+            decl.check("input", dtype, &shape)?;
+            if given.insert(name.clone(), value).is_some() {
+                return Err(Error::Graph(format!("input '{name}' is given twice")));
+            }
+        }
+        let mut scope = Scope {
+            slots: HashMap::new(),
+            parent: None,
+        };
+        for decl in &self.graph.inputs {
+            let value = given
+                .remove(&decl.name)
+                .ok_or_else(|| Error::Graph(format!("input '{}' is not given", decl.name)))?;
+            scope.slots.insert(decl.name.clone(), value);
+        }
+        for (name, value) in &self.graph.constants {
+            scope.slots.insert(name.clone(), Slot::host(value.clone()));
+        }
+        let mut rec = self.ctx.recorder();
+        record_graph(
+            &mut rec,
+            &self.graph,
+            &self.order,
+            &mut scope,
+            &HashMap::new(),
+        )?;
+        rec.finish().await?;
+        Ok(scope)
     }
 
     /// Blocking [`Session::run`] for native callers.

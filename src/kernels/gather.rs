@@ -22,6 +22,9 @@ pub(crate) static KERNEL: KernelSource = KernelSource {
 
 /// Workgroup size of the gather kernel.
 pub const WORKGROUP_SIZE: u32 = 64;
+/// Consecutive elements (or words of 1- and 2-byte elements) each invocation moves: the index
+/// arithmetic is done once per run, and a run stays contiguous when the inner axis is.
+pub const ITEMS: u32 = 4;
 
 /// One axis of a gather, in elements: `len` positions, `step` input elements apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -404,19 +407,22 @@ impl Recorder {
             params.step[k] = d.step as u32; // two's complement; the kernel's sum wraps
         }
         let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
-        let grid =
-            dispatch_grid(units, WORKGROUP_SIZE, max_dim).ok_or_else(|| Error::LimitExceeded {
+        let invocations = units.div_ceil(u64::from(ITEMS));
+        let grid = dispatch_grid(invocations, WORKGROUP_SIZE, max_dim).ok_or_else(|| {
+            Error::LimitExceeded {
                 op,
                 what: format!("{units} invocations"),
                 limit: "max_compute_workgroups_per_dimension (cubed)",
-                needed: units.div_ceil(u64::from(WORKGROUP_SIZE)),
+                needed: invocations.div_ceil(u64::from(WORKGROUP_SIZE)),
                 max: u64::from(max_dim).pow(3),
-            })?;
+            }
+        })?;
         let pipeline = ctx.pipeline(
             &KERNEL,
             &[
                 ("ELEM_BYTES", elem),
                 ("WORKGROUP_SIZE", WORKGROUP_SIZE),
+                ("ITEMS", ITEMS),
                 ("DST_STRIDED", u32::from(strided)),
             ],
         )?;

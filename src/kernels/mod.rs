@@ -37,6 +37,7 @@ pub fn shader_variants() -> Vec<ShaderVariant> {
         ));
         for strided in [0, 1].into_iter().filter(|&s| s == 0 || w >= 4) {
             let mut c = c.clone();
+            c.push(("ITEMS", gather::ITEMS));
             c.push(("DST_STRIDED", strided));
             out.push(("strided_gather.wgsl".into(), gather::KERNEL.wgsl.into(), c));
         }

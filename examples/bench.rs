@@ -1,0 +1,528 @@
+//! Throughput of the data-movement ops against `copy_buffer_to_buffer` of the same output bytes
+//! on the same adapter, and the per-iteration overhead of Scan. Writes `bench/results.json`,
+//! `bench/throughput.png` and `bench/scan.json` (or the folder given with `--out`).
+//!
+//! Timing: GPU timestamps around `repeat` back-to-back runs in one command buffer where the
+//! adapter has them, else wall time around the finished submission; one warm-up, then the
+//! median of several measurements. GB/s counts bytes read plus bytes written.
+//!
+//! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick]`
+
+use std::time::Instant;
+
+use serde_json::json;
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::{
+    BatchToSpace, Context, ContextOptions, DType, HostTensor, Recorder, Session, Slice,
+    SpaceToBatch, StridedSlice, Tensor,
+};
+
+struct Timer {
+    set: Option<wgpu::QuerySet>,
+}
+
+impl Timer {
+    fn new(ctx: &Context) -> Timer {
+        let ok = ctx.device().features().contains(
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS,
+        );
+        Timer {
+            set: ok.then(|| {
+                ctx.device().create_query_set(&wgpu::QuerySetDescriptor {
+                    label: None,
+                    ty: wgpu::QueryType::Timestamp,
+                    count: 2,
+                })
+            }),
+        }
+    }
+
+    fn method(&self) -> &'static str {
+        if self.set.is_some() {
+            "GPU timestamps"
+        } else {
+            "wall time around a finished submission"
+        }
+    }
+
+    /// Seconds taken by what `record` records, measured on the GPU when possible.
+    fn time(&self, ctx: &Context, record: &mut dyn FnMut(&mut Recorder)) -> f64 {
+        let mut rec = ctx.recorder();
+        if let Some(set) = &self.set {
+            rec.timestamp(set, 0).unwrap();
+        }
+        record(&mut rec);
+        if let Some(set) = &self.set {
+            rec.timestamp(set, 1).unwrap();
+        }
+        let start = Instant::now();
+        pollster::block_on(rec.finish()).unwrap();
+        ctx.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap();
+        let wall = start.elapsed().as_secs_f64();
+        let Some(set) = &self.set else { return wall };
+        let resolve = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 16,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let read = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 16,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = ctx.device().create_command_encoder(&Default::default());
+        enc.resolve_query_set(set, 0..2, &resolve, 0);
+        enc.copy_buffer_to_buffer(&resolve, 0, &read, 0, 16);
+        ctx.queue().submit([enc.finish()]);
+        read.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        ctx.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap();
+        let ticks: Vec<u64> =
+            bytemuck::cast_slice(&read.slice(..).get_mapped_range().unwrap()).to_vec();
+        (ticks[1].wrapping_sub(ticks[0])) as f64
+            * f64::from(ctx.queue().get_timestamp_period())
+            * 1e-9
+    }
+
+    /// Median seconds per run of `record`, recorded `repeat` times per measurement.
+    fn median(
+        &self,
+        ctx: &Context,
+        repeat: usize,
+        samples: usize,
+        record: &mut dyn FnMut(&mut Recorder),
+    ) -> f64 {
+        let mut all = |rec: &mut Recorder| (0..repeat).for_each(|_| record(rec));
+        self.time(ctx, &mut all); // warm-up: pipelines, first-touch of memory
+        let mut t: Vec<f64> = (0..samples)
+            .map(|_| self.time(ctx, &mut all) / repeat as f64)
+            .collect();
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Case {
+    Contiguous,
+    Reversed,
+    Step2,
+    Mix,
+    BatchToSpace,
+    SpaceToBatch,
+}
+
+impl Case {
+    const ALL: [Case; 6] = [
+        Case::Contiguous,
+        Case::Reversed,
+        Case::Step2,
+        Case::Mix,
+        Case::BatchToSpace,
+        Case::SpaceToBatch,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Case::Contiguous => "x[1:-1] (contiguous rows)",
+            Case::Reversed => "x[:, ::-1]",
+            Case::Step2 => "x[:, ::2]",
+            Case::Mix => "x[None, 1, ..., ::-1]",
+            Case::BatchToSpace => "BatchToSpace 2x2 NHWC",
+            Case::SpaceToBatch => "SpaceToBatch 2x2 NHWC",
+        }
+    }
+
+    /// An input shape of about `bytes` bytes for elements of `w` bytes.
+    fn shape(self, bytes: u64, w: u64) -> Vec<usize> {
+        let e = (bytes / w) as usize;
+        match self {
+            Case::Mix => vec![4, (e / 4 / 256).max(1), 256],
+            Case::BatchToSpace | Case::SpaceToBatch => {
+                // NHWC with C = 16 and a batch of 4 (BatchToSpace) or 1.
+                let n = if matches!(self, Case::BatchToSpace) {
+                    4
+                } else {
+                    1
+                };
+                let hw = ((e / n / 16) as f64).sqrt() as usize / 2 * 2;
+                vec![n, hw.max(2), hw.max(2), 16]
+            }
+            _ => vec![(e / 256).max(3), 256],
+        }
+    }
+
+    fn record(self, rec: &mut Recorder, x: &Tensor) -> Tensor {
+        match self {
+            Case::Contiguous => rec.slice(x, &Slice::new([1], [-1], [1])),
+            Case::Reversed => rec.slice(x, &Slice::new([-1], [i64::MIN], [-1]).axes([1])),
+            Case::Step2 => rec.slice(x, &Slice::new([0], [i64::MAX], [2]).axes([1])),
+            Case::Mix => rec.strided_slice(
+                x,
+                &StridedSlice::new([0, 1, 0, 0], [0, 0, 0, 0])
+                    .stride([1, 1, 1, -1])
+                    .new_axis_mask([1])
+                    .shrink_axis_mask([0, 1])
+                    .ellipsis_mask([0, 0, 1])
+                    .begin_mask([0, 0, 0, 1])
+                    .end_mask([0, 0, 0, 1]),
+            ),
+            Case::BatchToSpace => {
+                rec.batch_to_space(x, &BatchToSpace::new([1, 2, 2, 1], [0; 4], [0; 4]))
+            }
+            Case::SpaceToBatch => {
+                rec.space_to_batch(x, &SpaceToBatch::new([1, 2, 2, 1], [0; 4], [0; 4]))
+            }
+        }
+        .unwrap()
+    }
+}
+
+fn dtype_of_width(w: u64) -> DType {
+    match w {
+        1 => DType::U8,
+        2 => DType::U16,
+        4 => DType::U32,
+        _ => DType::U64,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let out_dir = std::path::PathBuf::from(flag("--out").unwrap_or_else(|| "bench".into()));
+    let quick = args.iter().any(|a| a == "--quick");
+    let max_mib: u64 = flag("--max-mib")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 16 } else { 256 });
+    std::fs::create_dir_all(&out_dir).unwrap();
+
+    let ctx = Context::new_blocking(ContextOptions::default()).expect("no GPU adapter");
+    let info = ctx.adapter_info().clone();
+    let adapter = format!("{} ({:?}, {})", info.name, info.backend, info.driver_info);
+    let timer = Timer::new(&ctx);
+    println!("adapter: {adapter}\ntiming: {}\n", timer.method());
+
+    let mut sizes = Vec::new();
+    let mut s = 4u64 << 10;
+    while s <= max_mib << 20 {
+        sizes.push(s);
+        s *= 4;
+    }
+    let mut records = Vec::new();
+    println!(
+        "{:<26} {:>2} {:>10} {:>10} {:>10} {:>7}",
+        "case", "w", "in bytes", "GB/s", "copy GB/s", "ratio"
+    );
+    let only = flag("--case");
+    for case in Case::ALL
+        .into_iter()
+        .filter(|c| only.as_deref().is_none_or(|o| c.name().contains(o)))
+    {
+        for w in [1u64, 2, 4, 8] {
+            for &bytes in &sizes {
+                let shape = case.shape(bytes, w);
+                let dtype = dtype_of_width(w);
+                let n: usize = shape.iter().product();
+                let host = HostTensor::from_bytes(dtype, shape.clone(), vec![7u8; n * w as usize])
+                    .unwrap();
+                let x = Tensor::from_host(&ctx, &host).unwrap();
+                // The output's size, from one planned run.
+                let probe = ctx.run(|rec| Ok(case.record(rec, &x)));
+                let out = match probe {
+                    Ok(t) => t,
+                    Err(e) => {
+                        println!("{:<26} {w:>2} {:>10} {}", case.name(), n * w as usize, e);
+                        records.push(json!({"case": case.name(), "width": w, "input_bytes": n as u64 * w, "error": e.to_string()}));
+                        continue;
+                    }
+                };
+                let out_bytes = out.byte_len();
+                let repeat = ((64u64 << 20) / out_bytes.max(1)).clamp(1, 64) as usize;
+                let samples = if out_bytes >= 32 << 20 { 3 } else { 7 };
+                // Outputs go back to the recorder's pool: later runs reuse the buffer, as a graph
+                // would, instead of paying for a fresh (zero-initialized) one each time.
+                let t_op = timer.median(&ctx, repeat, samples, &mut |rec| {
+                    let y = case.record(rec, &x);
+                    rec.release(y);
+                });
+                // Baseline: copy the same number of output bytes between two buffers.
+                let (a, b) = (
+                    Tensor::uninit(&ctx, DType::U8, &[out_bytes as usize]).unwrap(),
+                    Tensor::uninit(&ctx, DType::U8, &[out_bytes as usize]).unwrap(),
+                );
+                let copy_size = out_bytes.div_ceil(4) * 4;
+                let t_copy = timer.median(&ctx, repeat, samples, &mut |rec| {
+                    rec.copy_bytes(&a, 0, &b, 0, copy_size).unwrap();
+                });
+                let moved = 2.0 * out_bytes as f64;
+                let (gbs, copy_gbs) = (moved / t_op / 1e9, moved / t_copy / 1e9);
+                println!(
+                    "{:<26} {w:>2} {:>10} {gbs:>10.2} {copy_gbs:>10.2} {:>7.2}",
+                    case.name(),
+                    n * w as usize,
+                    gbs / copy_gbs
+                );
+                records.push(json!({
+                    "case": case.name(), "width": w, "input_shape": shape, "input_bytes": n as u64 * w,
+                    "output_bytes": out_bytes, "seconds": t_op, "copy_seconds": t_copy,
+                    "gb_per_s": gbs, "copy_gb_per_s": copy_gbs, "ratio_to_copy": gbs / copy_gbs,
+                }));
+            }
+        }
+    }
+    let results = json!({"adapter": adapter, "timing": timer.method(), "bytes_counted": "read + written", "results": records});
+    std::fs::write(
+        out_dir.join("results.json"),
+        serde_json::to_string_pretty(&results).unwrap(),
+    )
+    .unwrap();
+    plot(&out_dir.join("throughput.png"), &adapter, &records);
+
+    if args.iter().any(|a| a == "--no-scan") {
+        return;
+    }
+    let scan = scan_overhead(&ctx, &timer, quick);
+    std::fs::write(
+        out_dir.join("scan.json"),
+        serde_json::to_string_pretty(&json!({"adapter": adapter, "results": scan})).unwrap(),
+    )
+    .unwrap();
+    println!(
+        "\nwrote {}/results.json, throughput.png, scan.json",
+        out_dir.display()
+    );
+}
+
+fn plot(path: &std::path::Path, adapter: &str, records: &[serde_json::Value]) {
+    use plotters::prelude::*;
+    if let Ok(font) = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf") {
+        let font: &'static [u8] = Box::leak(font.into_boxed_slice());
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, font);
+    }
+    let root = BitMapBackend::new(path, (1400, 1000)).into_drawing_area();
+    root.fill(&WHITE).unwrap();
+    let (title, body) = root.split_vertically(40);
+    title
+        .titled(
+            &format!("wgpu-ops throughput (read + written) on {adapter}"),
+            ("sans-serif", 20),
+        )
+        .ok();
+    let areas = body.split_evenly((2, 2));
+    let max = records
+        .iter()
+        .filter_map(|r| r["gb_per_s"].as_f64().zip(r["copy_gb_per_s"].as_f64()))
+        .map(|(a, b)| a.max(b))
+        .fold(0.1, f64::max);
+    for (area, w) in areas.iter().zip([1u64, 2, 4, 8]) {
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("{w}-byte elements"), ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(50)
+            .build_cartesian_2d((2f64.powi(12)..2f64.powi(29)).log_scale(), 0f64..max * 1.1)
+            .unwrap();
+        chart
+            .configure_mesh()
+            .x_desc("input bytes")
+            .y_desc("GB/s")
+            .x_label_formatter(&|v| {
+                if *v >= 1048576.0 {
+                    format!("{}M", v / 1048576.0)
+                } else {
+                    format!("{}K", v / 1024.0)
+                }
+            })
+            .draw()
+            .unwrap();
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = Case::ALL
+            .iter()
+            .map(|c| (c.name().to_string(), Vec::new()))
+            .collect();
+        series.push((
+            "copy_buffer_to_buffer (x[:, ::-1] sizes)".into(),
+            Vec::new(),
+        ));
+        for r in records.iter().filter(|r| r["width"].as_u64() == Some(w)) {
+            let (Some(x), Some(y)) = (r["input_bytes"].as_f64(), r["gb_per_s"].as_f64()) else {
+                continue;
+            };
+            if let Some(s) = series.iter_mut().find(|s| r["case"].as_str() == Some(&s.0)) {
+                s.1.push((x, y));
+            }
+            if r["case"].as_str() == Some(Case::Reversed.name()) {
+                let last = series.len() - 1;
+                series[last]
+                    .1
+                    .push((x, r["copy_gb_per_s"].as_f64().unwrap()));
+            }
+        }
+        for (i, (name, points)) in series.into_iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .unwrap()
+                .label(name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            chart
+                .draw_series(
+                    points
+                        .into_iter()
+                        .map(|p| Circle::new(p, 3, color.filled())),
+                )
+                .unwrap();
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .unwrap();
+    }
+    root.present().unwrap();
+}
+
+/// A Scan whose body applies `ops` element-wise ops to the state and the scan input.
+fn scan_graph(elems: usize, seq: usize, ops: usize) -> Graph {
+    let mut body =
+        Graph::new()
+            .input("s", DType::F32, &[Some(elems)])
+            .input("x", DType::F32, &[Some(elems)]);
+    let mut prev = "s".to_string();
+    for k in 0..ops {
+        let op = ["Add", "Mul", "Max", "Sub", "Min"][k % 5];
+        body = body.node(
+            Node::new(op, format!("op{k}"))
+                .inputs([prev.clone(), "x".into()])
+                .outputs([format!("v{k}")]),
+        );
+        prev = format!("v{k}");
+    }
+    let body = body.output(prev);
+    Graph::new()
+        .input("s0", DType::F32, &[Some(elems)])
+        .input("xs", DType::F32, &[Some(seq), Some(elems)])
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["s0", "xs"])
+                .outputs(["s"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("s")
+}
+
+fn scan_overhead(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value> {
+    println!("\nScan overhead: time per iteration; by hand = the same kernels recorded into one command buffer; naive = submit and wait every iteration");
+    println!(
+        "{:>8} {:>5} {:>4} {:>12} {:>12} {:>12} {:>9} {:>9}",
+        "elements",
+        "iters",
+        "ops",
+        "scan us/it",
+        "hand us/it",
+        "naive us/it",
+        "scan/hand",
+        "naive/scan"
+    );
+    let mut out = Vec::new();
+    for &elems in &[1usize << 10, 1 << 20] {
+        for &seq in &[16usize, 256, 4096] {
+            for &ops in &[1usize, 5] {
+                // Keep each configuration's work bounded on software adapters.
+                if quick && seq > 256 || (elems * seq * ops) > (1 << 30) {
+                    continue;
+                }
+                let g = scan_graph(elems, seq, ops);
+                let s0 = HostTensor::from_vec(vec![elems], &vec![0f32; elems]).unwrap();
+                let xs = HostTensor::from_vec(vec![seq, elems], &vec![1f32; seq * elems]).unwrap();
+                let session = Session::new(ctx, g).unwrap();
+                let state = Tensor::from_host(ctx, &s0).unwrap();
+                let x = Tensor::from_host(ctx, &xs).unwrap();
+                let inputs = vec![
+                    ("s0".to_string(), state.clone()),
+                    ("xs".to_string(), x.clone()),
+                ];
+                let wall = |f: &mut dyn FnMut()| {
+                    f(); // warm-up
+                    let mut t: Vec<f64> = (0..3)
+                        .map(|_| {
+                            let t = Instant::now();
+                            f();
+                            ctx.device()
+                                .poll(wgpu::PollType::wait_indefinitely())
+                                .unwrap();
+                            t.elapsed().as_secs_f64()
+                        })
+                        .collect();
+                    t.sort_by(f64::total_cmp);
+                    t[1]
+                };
+                let t_scan = wall(&mut || {
+                    session.run_tensors_blocking(inputs.clone()).unwrap();
+                }) / seq as f64;
+                // By hand: what the Scan records, written out: copy row t of the scan input
+                // into an element buffer, then the body's kernels, reusing buffers.
+                let row = Tensor::uninit(ctx, DType::F32, &[elems]).unwrap();
+                let row_bytes = (elems * 4) as u64;
+                let iteration = |rec: &mut Recorder, s: Tensor, t: usize| -> Tensor {
+                    rec.copy_bytes(&x, t as u64 * row_bytes, &row, 0, row_bytes)
+                        .unwrap();
+                    let mut v = s;
+                    for k in 0..ops {
+                        let op = ["Add", "Mul", "Max", "Sub", "Min"][k % 5];
+                        let next = rec.elementwise(op, &v, Some(&row)).unwrap();
+                        rec.release(std::mem::replace(&mut v, next));
+                    }
+                    v
+                };
+                let t_hand = wall(&mut || {
+                    let mut rec = ctx.recorder();
+                    let mut s = ctx
+                        .run(|rec| rec.elementwise("Add", &state, Some(&state)))
+                        .unwrap();
+                    for t in 0..seq {
+                        s = iteration(&mut rec, s, t);
+                    }
+                    pollster::block_on(rec.finish()).unwrap();
+                }) / seq as f64;
+                // Naive: one submission and one wait per iteration.
+                let naive_iters = seq.min(256);
+                let t_naive = wall(&mut || {
+                    let mut s = state.clone();
+                    for t in 0..naive_iters {
+                        s = ctx.run(|rec| Ok(iteration(rec, s.clone(), t))).unwrap();
+                        ctx.device()
+                            .poll(wgpu::PollType::wait_indefinitely())
+                            .unwrap();
+                    }
+                }) / naive_iters as f64;
+                let _ = timer;
+                println!(
+                    "{elems:>8} {seq:>5} {ops:>4} {:>12.1} {:>12.1} {:>12.1} {:>9.2} {:>9.2}",
+                    t_scan * 1e6,
+                    t_hand * 1e6,
+                    t_naive * 1e6,
+                    t_scan / t_hand,
+                    t_naive / t_scan
+                );
+                out.push(json!({"elements": elems, "iterations": seq, "ops": ops, "scan_s_per_iter": t_scan, "by_hand_s_per_iter": t_hand, "naive_s_per_iter": t_naive, "scan_over_by_hand": t_scan / t_hand, "naive_over_scan": t_naive / t_scan}));
+            }
+        }
+    }
+    out
+}

@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/ensure-gpu.sh
+mkdir -p bench
 cargo run --release --example bench -- --out bench "$@" | tee bench/table.txt

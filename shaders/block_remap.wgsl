@@ -38,9 +38,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 
-fn at(a: array<vec4<u32>, 4>, k: u32) -> u32 {
-    return a[k / 4u][k % 4u];
-}
 
 // Marks an output element that reads padding (SpaceToBatch); it is written as zero.
 const PADDING: u32 = 0xFFFFFFFFu;
@@ -54,29 +51,29 @@ fn source_index(i: u32) -> u32 {
         var r = 0u;
         var radix = 1u;
         for (var k = params.rank - 1u; k >= 1u; k--) {
-            let n = at(params.out_shape, k);
-            let b = at(params.block, k);
-            let x = rest % n + at(params.offset, k);
+            let n = params.out_shape[k / 4u][k % 4u];
+            let b = params.block[k / 4u][k % 4u];
+            let x = rest % n + params.offset[k / 4u][k % 4u];
             rest /= n;
             r += (x % b) * radix;
             radix *= b;
-            index += (x / b) * at(params.in_stride, k);
+            index += (x / b) * params.in_stride[k / 4u][k % 4u];
         }
-        return index + (r * params.batch + o0) * at(params.in_stride, 0u);
+        return index + (r * params.batch + o0) * params.in_stride[0u][0u];
     }
     var blocks = o0 / params.batch;
-    index = (o0 % params.batch) * at(params.in_stride, 0u);
+    index = (o0 % params.batch) * params.in_stride[0u][0u];
     for (var k = params.rank - 1u; k >= 1u; k--) {
-        let n = at(params.out_shape, k);
-        let b = at(params.block, k);
+        let n = params.out_shape[k / 4u][k % 4u];
+        let b = params.block[k / 4u][k % 4u];
         let padded = (rest % n) * b + blocks % b;
         rest /= n;
         blocks /= b;
-        let pad = at(params.offset, k);
-        if padded < pad || padded - pad >= at(params.in_shape, k) {
+        let pad = params.offset[k / 4u][k % 4u];
+        if padded < pad || padded - pad >= params.in_shape[k / 4u][k % 4u] {
             return PADDING;
         }
-        index += (padded - pad) * at(params.in_stride, k);
+        index += (padded - pad) * params.in_stride[k / 4u][k % 4u];
     }
     return index;
 }

@@ -429,6 +429,24 @@ impl Context {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
+    pub(crate) fn check_same_device(
+        &self,
+        op: &'static str,
+        input: &str,
+        t: &crate::Tensor,
+    ) -> Result<()> {
+        if self.same_device(t.context()) {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            op,
+            input,
+            format!(
+                "{input} was created on another Context; tensors cannot be used across devices"
+            ),
+        ))
+    }
+
     /// Starts recording GPU work; see [`Recorder`].
     pub fn recorder(&self) -> Recorder {
         Recorder::new(self.clone())

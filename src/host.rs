@@ -19,6 +19,15 @@ pub fn checked_numel(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
 }
 
+/// Element strides of a C-order tensor of `shape`.
+pub(crate) fn c_strides(shape: &[usize]) -> Vec<u64> {
+    let mut s = vec![1u64; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        s[k] = s[k + 1] * shape[k + 1] as u64;
+    }
+    s
+}
+
 impl HostTensor {
     /// Wraps raw bytes; fails when their length does not match the shape and dtype.
     pub fn from_bytes(dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Result<Self> {

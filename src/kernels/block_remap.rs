@@ -5,8 +5,8 @@ use crate::context::{Binding, KernelSource};
 use crate::ops::MAX_RANK;
 use crate::{Error, Recorder, Result, Tensor};
 
-use super::dispatch_grid;
 use super::gather::WORKGROUP_SIZE;
+use super::grid_for;
 
 pub(crate) static KERNEL: KernelSource = KernelSource {
     name: "block_remap",
@@ -48,7 +48,7 @@ impl BlockPlan {
     /// arithmetic, for tests).
     pub fn source_index(&self, i: u64) -> Option<u64> {
         let rank = self.output_shape.len();
-        let strides = strides(&self.input_shape);
+        let strides = crate::host::c_strides(&self.input_shape);
         let inner: u64 = self.output_shape[1..].iter().map(|&d| d as u64).product();
         let o0 = i / inner;
         let mut rest = i % inner;
@@ -84,14 +84,6 @@ impl BlockPlan {
     }
 }
 
-fn strides(shape: &[usize]) -> Vec<u64> {
-    let mut s = vec![1u64; shape.len()];
-    for k in (0..shape.len().saturating_sub(1)).rev() {
-        s[k] = s[k + 1] * shape[k + 1] as u64;
-    }
-    s
-}
-
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Params {
@@ -118,13 +110,7 @@ impl Recorder {
         plan: &BlockPlan,
     ) -> Result<Tensor> {
         let ctx = self.context().clone();
-        if !ctx.same_device(src.context()) {
-            return Err(Error::invalid(
-                op,
-                "data",
-                "data was created on another Context; tensors cannot be used across devices",
-            ));
-        }
+        ctx.check_same_device(op, "data", src)?;
         let out = self.alloc(src.dtype(), &plan.output_shape)?;
         self.block_remap_into(op, src, plan, &out)?;
         Ok(out)
@@ -184,7 +170,7 @@ impl Recorder {
             block: [1; MAX_RANK],
             offset: [0; MAX_RANK],
         };
-        let in_strides = strides(&plan.input_shape);
+        let in_strides = crate::host::c_strides(&plan.input_shape);
         // Blocks and offsets are bounded by sizes below 2^32 (checked when planned).
         for (k, &stride) in in_strides.iter().enumerate() {
             params.out_shape[k] = plan.output_shape[k] as u32;
@@ -193,15 +179,7 @@ impl Recorder {
             params.block[k] = plan.block[k] as u32;
             params.offset[k] = plan.begin[k] as u32;
         }
-        let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
-        let grid =
-            dispatch_grid(units, WORKGROUP_SIZE, max_dim).ok_or_else(|| Error::LimitExceeded {
-                op,
-                what: format!("{units} invocations"),
-                limit: "max_compute_workgroups_per_dimension (cubed)",
-                needed: units.div_ceil(u64::from(WORKGROUP_SIZE)),
-                max: u64::from(max_dim).pow(3),
-            })?;
+        let grid = grid_for(&ctx, op, units, WORKGROUP_SIZE)?;
         let pipeline = ctx.pipeline(
             &KERNEL,
             &[("ELEM_BYTES", elem), ("WORKGROUP_SIZE", WORKGROUP_SIZE)],

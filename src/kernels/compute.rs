@@ -8,7 +8,7 @@ use crate::context::{Binding, KernelSource};
 use crate::ops::MAX_RANK;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
-use super::dispatch_grid;
+use super::grid_for;
 
 const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
 const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
@@ -183,13 +183,7 @@ impl Recorder {
         }
         let ctx = self.context().clone();
         for t in [lhs, rhs] {
-            if !ctx.same_device(t.context()) {
-                return Err(Error::invalid(
-                    op,
-                    "A",
-                    "an input was created on another Context",
-                ));
-            }
+            ctx.check_same_device(op, "A", t)?;
             ctx.check_binding_size(op, "an input", t.buffer().size())?;
         }
         ctx.check_binding_size(op, "the output", out.buffer().size())?;
@@ -231,12 +225,7 @@ impl Recorder {
             elementwise_source(lt, ot, expression)
         });
         let pipeline = ctx.pipeline(kernel, &[("WORKGROUP_SIZE", WORKGROUP_SIZE)])?;
-        let grid = dispatch_grid(
-            count,
-            WORKGROUP_SIZE,
-            ctx.limits().max_compute_workgroups_per_dimension,
-        )
-        .ok_or_else(|| too_many(op, "the output", count))?;
+        let grid = grid_for(&ctx, op, count, WORKGROUP_SIZE)?;
         let uniform = self.uniform(op, bytemuck::bytes_of(&params))?;
         self.dispatch(
             op,

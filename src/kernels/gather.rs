@@ -6,7 +6,7 @@ use crate::ops::slicing::AxisSlice;
 use crate::ops::MAX_RANK;
 use crate::{Error, Recorder, Result, Tensor};
 
-use super::dispatch_grid;
+use super::grid_for;
 use crate::tensor::padded_size;
 
 pub(crate) static KERNEL: KernelSource = KernelSource {
@@ -208,13 +208,7 @@ impl Recorder {
         dst: Option<(u64, &[u64])>,
     ) -> Result<()> {
         let ctx = self.context().clone();
-        if !ctx.same_device(src.context()) {
-            return Err(Error::invalid(
-                op,
-                "data",
-                "data was created on another Context; tensors cannot be used across devices",
-            ));
-        }
+        ctx.check_same_device(op, "data", src)?;
         debug_assert!(dst.is_some() || out.numel() as u64 == plan.count);
         if plan.count == 0 {
             return Ok(());
@@ -406,17 +400,7 @@ impl Recorder {
             params.shape[k] = d.len as u32;
             params.step[k] = d.step as u32; // two's complement; the kernel's sum wraps
         }
-        let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
-        let invocations = units.div_ceil(u64::from(ITEMS));
-        let grid = dispatch_grid(invocations, WORKGROUP_SIZE, max_dim).ok_or_else(|| {
-            Error::LimitExceeded {
-                op,
-                what: format!("{units} invocations"),
-                limit: "max_compute_workgroups_per_dimension (cubed)",
-                needed: invocations.div_ceil(u64::from(WORKGROUP_SIZE)),
-                max: u64::from(max_dim).pow(3),
-            }
-        })?;
+        let grid = grid_for(&ctx, op, units.div_ceil(u64::from(ITEMS)), WORKGROUP_SIZE)?;
         let pipeline = ctx.pipeline(
             &KERNEL,
             &[

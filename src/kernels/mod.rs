@@ -4,6 +4,23 @@ pub mod block_remap;
 pub mod compute;
 pub mod gather;
 
+/// The grid for `invocations` threads of `op`, or an error naming the limit.
+pub(crate) fn grid_for(
+    ctx: &crate::Context,
+    op: &'static str,
+    invocations: u64,
+    workgroup_size: u32,
+) -> crate::Result<[u32; 3]> {
+    let max_dim = ctx.limits().max_compute_workgroups_per_dimension;
+    dispatch_grid(invocations, workgroup_size, max_dim).ok_or_else(|| crate::Error::LimitExceeded {
+        op,
+        what: format!("{invocations} invocations"),
+        limit: "max_compute_workgroups_per_dimension (cubed)",
+        needed: invocations.div_ceil(u64::from(workgroup_size)),
+        max: u64::from(max_dim).pow(3),
+    })
+}
+
 /// Workgroups for `invocations` threads of `workgroup_size`, folded into y and z when x would
 /// exceed `max_per_dim` (65 535 on most devices). Kernels flatten the workgroup id back.
 pub fn dispatch_grid(invocations: u64, workgroup_size: u32, max_per_dim: u32) -> Option<[u32; 3]> {

@@ -1,16 +1,9 @@
 //! ONNX layout ops: Identity, Reshape (views, no copy), Transpose and Concat (strided gathers).
 
 use crate::graph::registry::OpDef;
+use crate::host::c_strides;
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::{Error, Recorder, Result, Tensor};
-
-fn c_strides(shape: &[usize]) -> Vec<u64> {
-    let mut s = vec![1u64; shape.len()];
-    for k in (0..shape.len().saturating_sub(1)).rev() {
-        s[k] = s[k + 1] * shape[k + 1] as u64;
-    }
-    s
-}
 
 /// ONNX Reshape's output shape: 0 copies the input dim (unless `allowzero`), -1 is inferred.
 pub fn reshape_shape(input: &[usize], shape: &[i64], allowzero: bool) -> Result<Vec<usize>> {

@@ -19,6 +19,7 @@ use crate::context::Step;
 use crate::graph::exec::{record_graph, NodeArgs, Scope, Slot};
 use crate::graph::registry::OpDef;
 use crate::graph::Graph;
+use crate::host::c_strides;
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::tensor::padded_size;
 use crate::{Error, Recorder, Result, Tensor};
@@ -27,14 +28,6 @@ const OP: &str = "Scan";
 
 fn invalid(input: &str, message: String) -> Error {
     Error::invalid(OP, input, message)
-}
-
-fn c_strides(shape: &[usize]) -> Vec<u64> {
-    let mut s = vec![1u64; shape.len()];
-    for k in (0..shape.len().saturating_sub(1)).rev() {
-        s[k] = s[k + 1] * shape[k + 1] as u64;
-    }
-    s
 }
 
 /// Normalized axes (`[-r, r - 1]`) and 0/1 directions of one attribute pair.

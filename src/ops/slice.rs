@@ -133,12 +133,7 @@ impl Recorder {
     /// Records Slice-8 of `data`.
     pub fn slice(&mut self, data: &Tensor, op: &Slice) -> Result<Tensor> {
         let plan = op.plan(data.shape())?;
-        let gather = plan.gather();
-        if gather.is_identity(data.numel() as u64) {
-            // The whole input in order: a view, no dispatch and no copy.
-            return data.reshaped(&plan.output_shape);
-        }
-        self.gather(OP, data, &gather, &plan.output_shape)
+        self.apply_slice(OP, data, &plan)
     }
 }
 
@@ -156,16 +151,6 @@ pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::regist
             axes: args.indices(4, "axes")?,
         };
         let plan = op.plan(data.shape())?;
-        let gather = plan.gather();
-        if gather.is_identity(data.numel() as u64) {
-            return Ok(vec![args.output_view(
-                rec,
-                0,
-                data.reshaped(&plan.output_shape)?,
-            )?]);
-        }
-        let out = args.output(rec, 0, data.dtype(), &plan.output_shape)?;
-        rec.gather_into(OP, &data, &gather, &out)?;
-        Ok(vec![out])
+        super::slicing::record_node(rec, args, OP, &data, &plan)
     },
 };

@@ -231,12 +231,7 @@ impl Recorder {
     /// Records StridedSlice-1 of `data`.
     pub fn strided_slice(&mut self, data: &Tensor, op: &StridedSlice) -> Result<Tensor> {
         let plan = op.plan(data.shape())?;
-        let gather = plan.gather();
-        if gather.is_identity(data.numel() as u64) {
-            // The whole input in order: a view, no dispatch and no copy.
-            return data.reshaped(&plan.output_shape);
-        }
-        self.gather(OP, data, &gather, &plan.output_shape)
+        self.apply_slice(OP, data, &plan)
     }
 }
 
@@ -264,16 +259,6 @@ pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::regist
             ellipsis_mask: args.ints("ellipsis_mask")?.unwrap_or_default(),
         };
         let plan = op.plan(data.shape())?;
-        let gather = plan.gather();
-        if gather.is_identity(data.numel() as u64) {
-            return Ok(vec![args.output_view(
-                rec,
-                0,
-                data.reshaped(&plan.output_shape)?,
-            )?]);
-        }
-        let out = args.output(rec, 0, data.dtype(), &plan.output_shape)?;
-        rec.gather_into(OP, &data, &gather, &out)?;
-        Ok(vec![out])
+        super::slicing::record_node(rec, args, OP, &data, &plan)
     },
 };

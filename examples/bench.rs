@@ -157,7 +157,7 @@ impl Case {
         }
     }
 
-    fn record(self, rec: &mut Recorder, x: &Tensor) -> Tensor {
+    fn record(self, rec: &mut Recorder, x: &Tensor) -> wgpu_ops::Result<Tensor> {
         match self {
             Case::Contiguous => rec.slice(x, &Slice::new([1], [-1], [1])),
             Case::Reversed => rec.slice(x, &Slice::new([-1], [i64::MIN], [-1]).axes([1])),
@@ -179,7 +179,6 @@ impl Case {
                 rec.space_to_batch(x, &SpaceToBatch::new([1, 2, 2, 1], [0; 4], [0; 4]))
             }
         }
-        .unwrap()
     }
 }
 
@@ -224,6 +223,17 @@ fn main() {
         "{:<26} {:>2} {:>10} {:>10} {:>10} {:>7}",
         "case", "w", "in bytes", "GB/s", "copy GB/s", "ratio"
     );
+    if args.iter().any(|a| a == "--scan-only") {
+        let scan = scan_overhead(&ctx, &timer, quick);
+        let rnn = rnn_cells(&ctx, quick);
+        let doc = json!({"adapter": adapter, "results": scan, "rnn": rnn});
+        std::fs::write(
+            out_dir.join("scan.json"),
+            serde_json::to_string_pretty(&doc).unwrap(),
+        )
+        .unwrap();
+        return;
+    }
     let only = flag("--case");
     for case in Case::ALL
         .into_iter()
@@ -238,7 +248,7 @@ fn main() {
                     .unwrap();
                 let x = Tensor::from_host(&ctx, &host).unwrap();
                 // The output's size, from one planned run.
-                let probe = ctx.run(|rec| Ok(case.record(rec, &x)));
+                let probe = ctx.run(|rec| case.record(rec, &x));
                 let out = match probe {
                     Ok(t) => t,
                     Err(e) => {
@@ -250,11 +260,15 @@ fn main() {
                 let out_bytes = out.byte_len();
                 let repeat = ((64u64 << 20) / out_bytes.max(1)).clamp(1, 64) as usize;
                 let samples = if out_bytes >= 32 << 20 { 3 } else { 7 };
-                // Outputs go back to the recorder's pool: later runs reuse the buffer, as a graph
-                // would, instead of paying for a fresh (zero-initialized) one each time.
+                // The output's buffer is handed back to each recording's pool before the op runs,
+                // so every measured run reuses it, as a graph would, instead of paying for a
+                // fresh (zero-initialized) buffer.
+                let mut spare: Option<Tensor> = None;
                 let t_op = timer.median(&ctx, repeat, samples, &mut |rec| {
-                    let y = case.record(rec, &x);
-                    rec.release(y);
+                    if let Some(t) = spare.take() {
+                        rec.release(t);
+                    }
+                    spare = Some(case.record(rec, &x).unwrap());
                 });
                 // Baseline: copy the same number of output bytes between two buffers.
                 let (a, b) = (
@@ -293,9 +307,11 @@ fn main() {
         return;
     }
     let scan = scan_overhead(&ctx, &timer, quick);
+    let rnn = rnn_cells(&ctx, quick);
+    let doc = json!({"adapter": adapter, "results": scan, "rnn": rnn});
     std::fs::write(
         out_dir.join("scan.json"),
-        serde_json::to_string_pretty(&json!({"adapter": adapter, "results": scan})).unwrap(),
+        serde_json::to_string_pretty(&doc).unwrap(),
     )
     .unwrap();
     println!(
@@ -331,17 +347,21 @@ fn plot(path: &std::path::Path, adapter: &str, records: &[serde_json::Value]) {
             .margin(10)
             .x_label_area_size(35)
             .y_label_area_size(50)
-            .build_cartesian_2d((2f64.powi(12)..2f64.powi(29)).log_scale(), 0f64..max * 1.1)
+            .build_cartesian_2d(
+                (2f64.powi(12)..2f64.powi(29)).log_scale(),
+                (0.005f64..max * 1.5).log_scale(),
+            )
             .unwrap();
         chart
             .configure_mesh()
             .x_desc("input bytes")
             .y_desc("GB/s")
+            .y_label_formatter(&|v| format!("{v:.3}"))
             .x_label_formatter(&|v| {
                 if *v >= 1048576.0 {
-                    format!("{}M", v / 1048576.0)
+                    format!("{:.0}M", v / 1048576.0)
                 } else {
-                    format!("{}K", v / 1024.0)
+                    format!("{:.0}K", v / 1024.0)
                 }
             })
             .draw()
@@ -523,6 +543,105 @@ fn scan_overhead(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::V
                 out.push(json!({"elements": elems, "iterations": seq, "ops": ops, "scan_s_per_iter": t_scan, "by_hand_s_per_iter": t_hand, "naive_s_per_iter": t_naive, "scan_over_by_hand": t_scan / t_hand, "naive_over_scan": t_naive / t_scan}));
             }
         }
+    }
+    out
+}
+
+/// The spec's RNN cell, Ht = tanh(X_t Wi^T + H Ri^T + Wbi + Rbi), as a Scan over `steps`.
+fn rnn_graph(batch: usize, hidden: usize, steps: usize) -> Graph {
+    let w = |n: usize, seed: u32| -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 1000) as f32 / 1000.0
+                    - 0.5
+            })
+            .collect()
+    };
+    let body = Graph::new()
+        .input("H", DType::F32, &[Some(batch), Some(hidden)])
+        .input("X", DType::F32, &[Some(batch), Some(hidden)])
+        .constant(
+            "WiT",
+            HostTensor::from_vec(vec![hidden, hidden], &w(hidden * hidden, 1)).unwrap(),
+        )
+        .constant(
+            "RiT",
+            HostTensor::from_vec(vec![hidden, hidden], &w(hidden * hidden, 2)).unwrap(),
+        )
+        .constant(
+            "Wbi",
+            HostTensor::from_vec(vec![hidden], &w(hidden, 3)).unwrap(),
+        )
+        .constant(
+            "Rbi",
+            HostTensor::from_vec(vec![hidden], &w(hidden, 4)).unwrap(),
+        )
+        .node(
+            Node::new("MatMul", "t1")
+                .inputs(["X", "WiT"])
+                .outputs(["t1"]),
+        )
+        .node(
+            Node::new("MatMul", "t2")
+                .inputs(["H", "RiT"])
+                .outputs(["t2"]),
+        )
+        .node(Node::new("Add", "t3").inputs(["t1", "t2"]).outputs(["t3"]))
+        .node(Node::new("Add", "t4").inputs(["t3", "Wbi"]).outputs(["t4"]))
+        .node(Node::new("Add", "t5").inputs(["t4", "Rbi"]).outputs(["t5"]))
+        .node(Node::new("Tanh", "ht").inputs(["t5"]).outputs(["Ht"]))
+        .output("Ht")
+        .output("Ht");
+    Graph::new()
+        .input("H0", DType::F32, &[Some(batch), Some(hidden)])
+        .input("Xs", DType::F32, &[Some(steps), Some(batch), Some(hidden)])
+        .node(
+            Node::new("Scan", "rnn")
+                .inputs(["H0", "Xs"])
+                .outputs(["Hn", "Y"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("Hn")
+        .output("Y")
+}
+
+fn rnn_cells(ctx: &Context, quick: bool) -> Vec<serde_json::Value> {
+    let steps = if quick { 64 } else { 512 };
+    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan");
+    println!("{:>6} {:>12} {:>12}", "batch", "us/step", "total ms");
+    let mut out = Vec::new();
+    for batch in [1usize, 64] {
+        let hidden = 256;
+        let session = Session::new(ctx, rnn_graph(batch, hidden, steps)).unwrap();
+        let zeros = HostTensor::from_vec(vec![batch, hidden], &vec![0f32; batch * hidden]).unwrap();
+        let x = HostTensor::from_vec(
+            vec![steps, batch, hidden],
+            &vec![0.1f32; steps * batch * hidden],
+        )
+        .unwrap();
+        let inputs = vec![
+            ("H0".to_string(), Tensor::from_host(ctx, &zeros).unwrap()),
+            ("Xs".to_string(), Tensor::from_host(ctx, &x).unwrap()),
+        ];
+        session.run_tensors_blocking(inputs.clone()).unwrap();
+        let mut t: Vec<f64> = (0..3)
+            .map(|_| {
+                let t = Instant::now();
+                session.run_tensors_blocking(inputs.clone()).unwrap();
+                ctx.device()
+                    .poll(wgpu::PollType::wait_indefinitely())
+                    .unwrap();
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        t.sort_by(f64::total_cmp);
+        println!(
+            "{batch:>6} {:>12.1} {:>12.1}",
+            t[1] / steps as f64 * 1e6,
+            t[1] * 1e3
+        );
+        out.push(json!({"batch": batch, "hidden": hidden, "steps": steps, "s_per_step": t[1] / steps as f64}));
     }
     out
 }

@@ -105,9 +105,6 @@ pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::regist
             crops_begin: args.required_indices(2, "crops_begin")?,
             crops_end: args.required_indices(3, "crops_end")?,
         };
-        let plan = op.plan(data.shape())?;
-        let out = args.output(rec, 0, data.dtype(), &plan.output_shape)?;
-        rec.block_remap_into(OP, &data, &plan, &out)?;
-        Ok(vec![out])
+        super::blocks::record_node(rec, args, OP, &data, &op.plan(data.shape())?)
     },
 };

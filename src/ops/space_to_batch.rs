@@ -100,9 +100,6 @@ pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::regist
             pads_begin: args.required_indices(2, "pads_begin")?,
             pads_end: args.required_indices(3, "pads_end")?,
         };
-        let plan = op.plan(data.shape())?;
-        let out = args.output(rec, 0, data.dtype(), &plan.output_shape)?;
-        rec.block_remap_into(OP, &data, &plan, &out)?;
-        Ok(vec![out])
+        super::blocks::record_node(rec, args, OP, &data, &op.plan(data.shape())?)
     },
 };

@@ -285,8 +285,9 @@ impl Context {
         self.inner.queue.submit([commands])
     }
 
-    /// Waits for submitted work on native; a no-op in the browser, whose callbacks fire from the
-    /// event loop (the awaited futures then complete on their own).
+    /// Waits for submitted work (native only: in the browser, map callbacks fire from the event
+    /// loop and the awaited futures complete on their own).
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn wait_idle(&self) -> Result<()> {
         self.inner.host_waits.fetch_add(1, Ordering::Relaxed);
         self.inner

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use ndarray::{ArrayBase, ArrayD, Data, Dimension};
+#[cfg(feature = "native")]
+use ndarray::ArrayD;
+use ndarray::{ArrayBase, Data, Dimension};
 use wgpu::util::DeviceExt;
 
 use crate::host::checked_numel;

@@ -219,21 +219,14 @@ fn main() {
         s *= 4;
     }
     let mut records = Vec::new();
+    if args.iter().any(|a| a == "--scan-only") {
+        scan_report(&ctx, &timer, quick, &adapter, &out_dir);
+        return;
+    }
     println!(
         "{:<26} {:>2} {:>10} {:>10} {:>10} {:>7}",
         "case", "w", "in bytes", "GB/s", "copy GB/s", "ratio"
     );
-    if args.iter().any(|a| a == "--scan-only") {
-        let scan = scan_overhead(&ctx, &timer, quick);
-        let rnn = rnn_cells(&ctx, quick);
-        let doc = json!({"adapter": adapter, "results": scan, "rnn": rnn});
-        std::fs::write(
-            out_dir.join("scan.json"),
-            serde_json::to_string_pretty(&doc).unwrap(),
-        )
-        .unwrap();
-        return;
-    }
     let only = flag("--case");
     for case in Case::ALL
         .into_iter()
@@ -306,14 +299,7 @@ fn main() {
     if args.iter().any(|a| a == "--no-scan") {
         return;
     }
-    let scan = scan_overhead(&ctx, &timer, quick);
-    let rnn = rnn_cells(&ctx, quick);
-    let doc = json!({"adapter": adapter, "results": scan, "rnn": rnn});
-    std::fs::write(
-        out_dir.join("scan.json"),
-        serde_json::to_string_pretty(&doc).unwrap(),
-    )
-    .unwrap();
+    scan_report(&ctx, &timer, quick, &adapter, &out_dir);
     println!(
         "\nwrote {}/results.json, throughput.png, scan.json",
         out_dir.display()
@@ -414,6 +400,24 @@ fn plot(path: &std::path::Path, adapter: &str, records: &[serde_json::Value]) {
             .unwrap();
     }
     root.present().unwrap();
+}
+
+/// Runs the Scan and RNN benchmarks and writes `scan.json`.
+fn scan_report(
+    ctx: &Context,
+    timer: &Timer,
+    quick: bool,
+    adapter: &str,
+    out_dir: &std::path::Path,
+) {
+    let scan = scan_overhead(ctx, timer, quick);
+    let rnn = rnn_cells(ctx, quick);
+    let doc = json!({"adapter": adapter, "results": scan, "rnn": rnn});
+    std::fs::write(
+        out_dir.join("scan.json"),
+        serde_json::to_string_pretty(&doc).unwrap(),
+    )
+    .unwrap();
 }
 
 /// A Scan whose body applies `ops` element-wise ops to the state and the scan input.

@@ -739,7 +739,7 @@ impl Recorder {
     }
 
     /// A uniform buffer holding `bytes` (kernel parameters), written when it is created.
-    pub(crate) fn uniform(&mut self, op: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
+    fn uniform(&mut self, op: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
         use wgpu::util::DeviceExt;
         self.record(op, |ctx, _| {
             ctx.device()
@@ -751,21 +751,24 @@ impl Recorder {
         })
     }
 
-    /// Records one dispatch of `pipeline` over `grid` workgroups with `buffers` bound in order.
+    /// Records one dispatch of `pipeline` over `grid` workgroups: `params` (the kernel's
+    /// parameters) as a uniform at binding 0, then `buffers` bound in order.
     pub(crate) fn dispatch(
         &mut self,
         op: &str,
         pipeline: &Arc<Pipeline>,
+        params: &[u8],
         buffers: &[wgpu::BindingResource<'_>],
         grid: [u32; 3],
     ) -> Result<()> {
+        let uniform = self.uniform(op, params)?;
         let bind_group = self.record(op, |ctx, _| {
-            let entries: Vec<wgpu::BindGroupEntry> = buffers
-                .iter()
+            let entries: Vec<wgpu::BindGroupEntry> = std::iter::once(uniform.as_entire_binding())
+                .chain(buffers.iter().cloned())
                 .enumerate()
-                .map(|(i, r)| wgpu::BindGroupEntry {
+                .map(|(i, resource)| wgpu::BindGroupEntry {
                     binding: i as u32,
-                    resource: r.clone(),
+                    resource,
                 })
                 .collect();
             ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {

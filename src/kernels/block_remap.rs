@@ -184,12 +184,11 @@ impl Recorder {
             &KERNEL,
             &[("ELEM_BYTES", elem), ("WORKGROUP_SIZE", WORKGROUP_SIZE)],
         )?;
-        let uniform = self.uniform(op, bytemuck::bytes_of(&params))?;
         self.dispatch(
             op,
             &pipeline,
+            bytemuck::bytes_of(&params),
             &[
-                uniform.as_entire_binding(),
                 src.buffer().as_entire_binding(),
                 out.buffer().as_entire_binding(),
             ],

@@ -226,12 +226,11 @@ impl Recorder {
         });
         let pipeline = ctx.pipeline(kernel, &[("WORKGROUP_SIZE", WORKGROUP_SIZE)])?;
         let grid = grid_for(&ctx, op, count, WORKGROUP_SIZE)?;
-        let uniform = self.uniform(op, bytemuck::bytes_of(&params))?;
         self.dispatch(
             op,
             &pipeline,
+            bytemuck::bytes_of(&params),
             &[
-                uniform.as_entire_binding(),
                 lhs.buffer().as_entire_binding(),
                 rhs.buffer().as_entire_binding(),
                 out.buffer().as_entire_binding(),
@@ -321,12 +320,11 @@ impl Recorder {
         }
         let kernel = kernel(format!("matmul[{ty}]"), || matmul_source(ty));
         let pipeline = ctx.pipeline(kernel, &[])?;
-        let uniform = self.uniform(op, bytemuck::bytes_of(&params))?;
         self.dispatch(
             op,
             &pipeline,
+            bytemuck::bytes_of(&params),
             &[
-                uniform.as_entire_binding(),
                 lhs.buffer().as_entire_binding(),
                 rhs.buffer().as_entire_binding(),
                 out.buffer().as_entire_binding(),

@@ -410,12 +410,11 @@ impl Recorder {
                 ("DST_STRIDED", u32::from(strided)),
             ],
         )?;
-        let uniform = self.uniform(op, bytemuck::bytes_of(&params))?;
         self.dispatch(
             op,
             &pipeline,
+            bytemuck::bytes_of(&params),
             &[
-                uniform.as_entire_binding(),
                 window(src.buffer(), src_window),
                 window(out.buffer(), out_window),
             ],

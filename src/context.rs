@@ -72,6 +72,9 @@ struct Inner {
     modules: Mutex<HashMap<&'static str, wgpu::ShaderModule>>,
     layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    /// Pipeline builds whose error scopes had not answered yet (the browser answers later);
+    /// the next `Recorder::finish` awaits them.
+    unchecked_builds: Mutex<Vec<(PipelineKey, ScopeCheck)>>,
     submissions: AtomicU64,
     host_waits: AtomicU64,
     pipelines_built: AtomicU64,
@@ -234,6 +237,7 @@ impl Context {
                 modules: Mutex::default(),
                 layouts: Mutex::default(),
                 pipelines: Mutex::default(),
+                unchecked_builds: Mutex::default(),
                 submissions: AtomicU64::new(0),
                 host_waits: AtomicU64::new(0),
                 pipelines_built: AtomicU64::new(0),
@@ -375,7 +379,15 @@ impl Context {
             });
             Pipeline { pipeline, layout }
         });
-        check.now()?;
+        let mut check = check;
+        check.poll_now()?;
+        if !check.futures.is_empty() {
+            self.inner
+                .unchecked_builds
+                .lock()
+                .unwrap()
+                .push((key.clone(), check));
+        }
         self.inner.pipelines_built.fetch_add(1, Ordering::Relaxed);
         let built = Arc::new(built);
         self.inner
@@ -490,6 +502,11 @@ fn bind_group_layout(device: &wgpu::Device, bindings: &[Binding]) -> wgpu::BindG
     })
 }
 
+// Send on native so that a Context (which keeps unchecked pipeline builds) stays Send + Sync;
+// browser futures are not Send.
+#[cfg(not(target_arch = "wasm32"))]
+type ErrorFuture = Pin<Box<dyn Future<Output = Option<wgpu::Error>> + Send>>;
+#[cfg(target_arch = "wasm32")]
 type ErrorFuture = Pin<Box<dyn Future<Output = Option<wgpu::Error>>>>;
 
 /// The popped error scopes of one recorded step. On native wgpu the result is known at once;
@@ -826,6 +843,15 @@ impl Recorder {
             ctx.submit(encoder.finish());
         });
         pending.push(check);
+        // A pipeline that failed to build makes the submission fail too; its own error (the
+        // shader compiler's message) is the one worth reporting, so it is awaited first.
+        let builds = std::mem::take(&mut *ctx.inner.unchecked_builds.lock().unwrap());
+        for (key, check) in builds {
+            if let Err(e) = check.wait().await {
+                ctx.inner.pipelines.lock().unwrap().remove(&key);
+                return Err(e);
+            }
+        }
         for check in pending {
             check.wait().await?;
         }

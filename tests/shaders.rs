@@ -37,6 +37,52 @@ fn every_shader_file_parses_and_validates() {
     assert_eq!(files, 4);
 }
 
+/// Bitcasts of constants to non-finite f32 values. WGSL makes a constant expression that
+/// evaluates to infinity or NaN a shader-creation error; naga accepts it (it does not fold
+/// bitcasts), but Chromium's compiler (Tint) rejects the module, so naga's validation alone
+/// misses it.
+fn non_finite_constants(module: &naga::Module) -> Vec<f32> {
+    let functions = module
+        .functions
+        .iter()
+        .map(|(_, f)| f)
+        .chain(module.entry_points.iter().map(|e| &e.function));
+    let mut found = Vec::new();
+    for f in functions {
+        for (_, e) in f.expressions.iter() {
+            let naga::Expression::As {
+                expr,
+                kind: naga::ScalarKind::Float,
+                convert: None,
+            } = e
+            else {
+                continue;
+            };
+            let bits = match f.expressions[*expr] {
+                naga::Expression::Literal(naga::Literal::U32(b)) => b,
+                naga::Expression::Literal(naga::Literal::I32(b)) => b as u32,
+                _ => continue,
+            };
+            let v = f32::from_bits(bits);
+            if !v.is_finite() {
+                found.push(v);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_shader_has_a_non_finite_constant() {
+    // The check itself: this is what Tint rejected in the element-wise shader.
+    let (bad, _) = validate("bad", "fn f() -> f32 { return bitcast<f32>(0x7fc00000u); }");
+    assert_eq!(non_finite_constants(&bad).len(), 1);
+    for (label, source, _) in &wgpu_ops::kernels::shader_variants() {
+        let (module, _) = validate(label, source);
+        assert_eq!(non_finite_constants(&module), [] as [f32; 0], "{label}");
+    }
+}
+
 #[test]
 fn every_variant_validates_and_compiles() {
     let variants = wgpu_ops::kernels::shader_variants();

@@ -8,12 +8,15 @@
 # Installs what is missing (Debian's rustc-web + rust-web-src + lld, chromium, wasm-bindgen-cli
 # matching Cargo.lock, playwright-core) and reuses what is already there.
 # --update-docs writes the screenshot to docs/browser-demo.png (else target/web/).
+# --serve [PORT] builds, then serves the page on 127.0.0.1:PORT (8000) for a browser of yours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 TOOLS=${WGPU_OPS_TOOLS:-$HOME/.cache/wgpu-ops-tools}
 SHOT=$ROOT/target/web/browser-demo.png
 [ "${1:-}" = "--update-docs" ] && SHOT=$ROOT/docs/browser-demo.png
+SERVE=""
+[ "${1:-}" = "--serve" ] && SERVE=${2:-8000}
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
 
 step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS"; }
@@ -22,7 +25,7 @@ step "tools"
 need_apt=()
 { [ -x /usr/bin/rustc ] && [ -d /usr/lib/rustlib/src/rust ] && [ -x /usr/bin/cargo ]; } \
   || need_apt+=(rustc-web cargo-web rust-web-src)
-[ -x /usr/bin/chromium ] || need_apt+=(chromium)
+[ -n "$SERVE" ] || [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   # rust-web-src must be exactly rustc-web's version: one apt command for both.
@@ -54,6 +57,11 @@ CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=$WASM_LD CARGO_TARGET_DIR=$ROOT/targe
 "$TOOLS/bin/wasm-bindgen" --target web --out-dir demo/www/pkg \
   target/web/wasm32-unknown-unknown/release/wgpu_ops_demo.wasm
 ls -l demo/www/pkg/wgpu_ops_demo_bg.wasm
+
+if [ -n "$SERVE" ]; then
+  echo "open http://127.0.0.1:$SERVE/ in a browser with WebGPU (Ctrl-C stops)"
+  exec python3 -m http.server "$SERVE" --bind 127.0.0.1 --directory demo/www
+fi
 
 step "serve"
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

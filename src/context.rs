@@ -579,6 +579,11 @@ pub(crate) enum Step {
         dst_offset: u64,
         size: u64,
     },
+    Clear {
+        buffer: Arc<wgpu::Buffer>,
+        offset: u64,
+        size: u64,
+    },
 }
 
 /// Records kernels of one or more ops into a single command buffer; [`Recorder::finish`]
@@ -689,6 +694,11 @@ impl Recorder {
                     dst_offset,
                     size,
                 } => self.copy(src, *src_offset, dst, *dst_offset, *size)?,
+                Step::Clear {
+                    buffer,
+                    offset,
+                    size,
+                } => self.clear(buffer, *offset, *size)?,
             }
         }
         Ok(())
@@ -752,6 +762,29 @@ impl Recorder {
         }
         self.record("copy", |_, encoder| {
             encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size)
+        })
+    }
+
+    /// Records zeroing `size` bytes of `buffer` from `offset` (both multiples of 4).
+    pub(crate) fn clear(
+        &mut self,
+        buffer: &Arc<wgpu::Buffer>,
+        offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        if size == 0 {
+            return Ok(());
+        }
+        if let Some(steps) = &mut self.capture {
+            steps.push(Step::Clear {
+                buffer: buffer.clone(),
+                offset,
+                size,
+            });
+            return Ok(());
+        }
+        self.record("clear", |_, encoder| {
+            encoder.clear_buffer(buffer, offset, Some(size))
         })
     }
 

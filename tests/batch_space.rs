@@ -301,3 +301,121 @@ proptest! {
         prop_assert_eq!(b2s.run(&upload(&other)).unwrap().to_host_blocking().unwrap(), want);
     }
 }
+
+/// A context that binds at most 128 bytes per buffer, so small tensors take the windowed path.
+fn small_binding_ctx() -> &'static wgpu_ops::Context {
+    static CTX: std::sync::OnceLock<wgpu_ops::Context> = std::sync::OnceLock::new();
+    CTX.get_or_init(|| {
+        wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            max_binding_size: Some(128),
+            ..Default::default()
+        })
+        .unwrap()
+    })
+}
+
+/// Bytes per outer index of the axes after the last blocked, cropped or padded one: the
+/// windowed path needs whole words there for 1- and 2-byte elements. `None`: no such axis.
+fn untouched_tail_bytes(
+    dtype: DType,
+    shape: &[usize],
+    block: &[i64],
+    begin: &[i64],
+    end: &[i64],
+) -> Option<usize> {
+    let mut first = shape.len();
+    while first > 1 && block[first - 1] == 1 && begin[first - 1] == 0 && end[first - 1] == 0 {
+        first -= 1;
+    }
+    (first < shape.len()).then(|| dtype.size() * shape[first..].iter().product::<usize>())
+}
+
+fn check_windowed(
+    got: Result<wgpu_ops::Tensor, Error>,
+    want: &HostTensor,
+    input: &HostTensor,
+    tail_bytes: Option<usize>,
+) -> Result<(), TestCaseError> {
+    match got {
+        Ok(t) => prop_assert_eq!(&t.to_host_blocking().unwrap(), want),
+        Err(Error::LimitExceeded { limit, what, .. }) => {
+            // Only sub-word data without whole words after the last blocked axis, and only
+            // when a buffer is over the limit.
+            prop_assert!(
+                input.dtype.size() < 4 && tail_bytes.is_none_or(|t| t % 4 != 0),
+                "{}",
+                what
+            );
+            prop_assert!(input.data.len().max(want.data.len()) > 128);
+            prop_assert_eq!(limit, "max_storage_buffer_binding_size");
+        }
+        Err(e) => prop_assert!(false, "{}", e),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn tensors_beyond_the_binding_limit_run_in_windows(case in case()) {
+        let ctx = small_binding_ctx();
+        let (data, s2b) = case.space_to_batch();
+        let x = wgpu_ops::Tensor::from_host(ctx, &data).unwrap();
+        let want = reference::space_to_batch(&data, &s2b).unwrap();
+        let tail = untouched_tail_bytes(data.dtype, &data.shape, &s2b.block_shape, &s2b.pads_begin, &s2b.pads_end);
+        check_windowed(s2b.run(&x), &want, &data, tail)?;
+
+        let mut crops_end = s2b.pads_end.clone();
+        crops_end.iter_mut().zip(&case.pads).skip(1).for_each(|(c, p)| *c = (*c).min(p.0));
+        let b2s = BatchToSpace::new(s2b.block_shape.clone(), s2b.pads_begin.clone(), crops_end);
+        let other = random_tensor(case.seed ^ 1, case.dtype, &want.shape);
+        let want = reference::batch_to_space(&other, &b2s).unwrap();
+        let tail = untouched_tail_bytes(other.dtype, &other.shape, &b2s.block_shape, &b2s.crops_begin, &b2s.crops_end);
+        let y = wgpu_ops::Tensor::from_host(ctx, &other).unwrap();
+        check_windowed(b2s.run(&y), &want, &other, tail)?;
+    }
+}
+
+#[test]
+fn nhwc_images_beyond_the_binding_limit() {
+    let ctx = small_binding_ctx();
+    // u8 RGBA (whole words per pixel), f32 and f64 NHWC with 2x2 blocks and padding, far
+    // beyond 128 bytes: many windows per block offset.
+    for (dtype, channels) in [
+        (DType::U8, 4),
+        (DType::F32, 3),
+        (DType::F64, 1),
+        (DType::I16, 2),
+    ] {
+        let data = random_tensor(7, dtype, &[2, 9, 11, channels]);
+        let s2b = SpaceToBatch::new([1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 1, 0]);
+        let x = wgpu_ops::Tensor::from_host(ctx, &data).unwrap();
+        let mut rec = ctx.recorder();
+        let spaced = rec.space_to_batch(&x, &s2b).unwrap();
+        let b2s = BatchToSpace::new([1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 1, 0]);
+        let back = rec.batch_to_space(&spaced, &b2s).unwrap();
+        assert!(
+            rec.dispatches() > 8,
+            "{dtype}: {} dispatches",
+            rec.dispatches()
+        );
+        pollster::block_on(rec.finish()).unwrap();
+        assert_eq!(
+            spaced.to_host_blocking().unwrap(),
+            reference::space_to_batch(&data, &s2b).unwrap(),
+            "{dtype}"
+        );
+        assert_eq!(back.to_host_blocking().unwrap(), data, "{dtype}");
+    }
+    // u8 RGB: 3 bytes per pixel are not whole words; the error says which limit.
+    let data = random_tensor(7, DType::U8, &[1, 8, 8, 3]);
+    let x = wgpu_ops::Tensor::from_host(ctx, &data).unwrap();
+    match SpaceToBatch::new([1, 2, 2, 1], [0; 4], [0; 4]).run(&x) {
+        Err(Error::LimitExceeded { op, limit, .. }) => {
+            assert_eq!(op, "SpaceToBatch");
+            assert_eq!(limit, "max_storage_buffer_binding_size");
+        }
+        other => panic!("expected LimitExceeded, got {other:?}"),
+    }
+}

@@ -3,9 +3,10 @@
 
 use crate::context::{Binding, KernelSource};
 use crate::ops::MAX_RANK;
+use crate::tensor::padded_size;
 use crate::{Error, Recorder, Result, Tensor};
 
-use super::gather::WORKGROUP_SIZE;
+use super::gather::{GatherDim, GatherPlan, WORKGROUP_SIZE};
 use super::grid_for;
 
 pub(crate) static KERNEL: KernelSource = KernelSource {
@@ -84,6 +85,163 @@ impl BlockPlan {
     }
 }
 
+/// One axis of a [`CopyPiece`]: `len` positions, `src` input elements and `dst` output
+/// elements apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyDim {
+    pub len: u64,
+    pub src: u64,
+    pub dst: u64,
+}
+
+/// A strided copy: the element at coordinates `c` over `dims` (outermost first) goes from
+/// input element `src_base + sum(c_k * dims[k].src)` to output element
+/// `dst_base + sum(c_k * dims[k].dst)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyPiece {
+    pub src_base: u64,
+    pub dst_base: u64,
+    pub dims: Vec<CopyDim>,
+}
+
+impl CopyPiece {
+    pub fn count(&self) -> u64 {
+        self.dims.iter().map(|d| d.len).product()
+    }
+}
+
+/// `ceil(a / b)` for a possibly negative `a` and a positive `b`.
+fn div_ceil_signed(a: i64, b: i64) -> i64 {
+    a.div_euclid(b) + i64::from(a.rem_euclid(b) != 0)
+}
+
+impl BlockPlan {
+    /// The plan as strided copies, one per block offset `(b_1, ..., b_{n-1})`: for a fixed
+    /// offset both ops move a box of one batch slab with plain strides on both sides. Used
+    /// when the tensors are too large to bind whole (each piece can be split into windows).
+    /// SpaceToBatch's padding is not covered by any piece (the output must be zeroed first).
+    pub fn pieces(&self) -> Vec<CopyPiece> {
+        let rank = self.input_shape.len();
+        let in_strides = crate::host::c_strides(&self.input_shape);
+        let out_strides = crate::host::c_strides(&self.output_shape);
+        let blocks: u64 = self.block.iter().product();
+        let mut pieces = Vec::new();
+        for r in 0..blocks {
+            // Offset b_k of block slab r; b_{n-1} varies fastest (the kernels' convention).
+            let mut b = vec![0u64; rank];
+            let mut rest = r;
+            for k in (1..rank).rev() {
+                b[k] = rest % self.block[k];
+                rest /= self.block[k];
+            }
+            let mut piece = CopyPiece {
+                src_base: 0,
+                dst_base: 0,
+                dims: Vec::with_capacity(rank),
+            };
+            let mut empty = false;
+            match self.mode {
+                BlockMode::BatchToSpace => {
+                    // Input slab r holds batches [r * N, (r + 1) * N); its element d_k lands
+                    // at output x_k = d_k * B_k + b_k - crop_k when that is inside the output.
+                    let n = self.output_shape[0] as u64;
+                    piece.src_base = r * n * in_strides[0];
+                    piece.dims.push(CopyDim {
+                        len: n,
+                        src: in_strides[0],
+                        dst: out_strides[0],
+                    });
+                    for k in 1..rank {
+                        let (bk, ck) = (self.block[k] as i64, self.begin[k] as i64);
+                        let lo = div_ceil_signed(ck - b[k] as i64, bk).max(0);
+                        let last = self.output_shape[k] as i64 - 1 + ck - b[k] as i64;
+                        let hi = (last.div_euclid(bk) + 1).min(self.input_shape[k] as i64);
+                        empty |= hi <= lo;
+                        let lo = lo.max(0) as u64;
+                        piece.src_base += lo * in_strides[k];
+                        piece.dst_base +=
+                            (lo * self.block[k] + b[k] - self.begin[k]) * out_strides[k];
+                        piece.dims.push(CopyDim {
+                            len: (hi - lo as i64).max(0) as u64,
+                            src: in_strides[k],
+                            dst: self.block[k] * out_strides[k],
+                        });
+                    }
+                }
+                BlockMode::SpaceToBatch => {
+                    // Output slab r holds batches [r * N, (r + 1) * N); its element o_k reads
+                    // input x_k = o_k * B_k + b_k - pad_k when that is inside the input.
+                    let n = self.input_shape[0] as u64;
+                    piece.dst_base = r * n * out_strides[0];
+                    piece.dims.push(CopyDim {
+                        len: n,
+                        src: in_strides[0],
+                        dst: out_strides[0],
+                    });
+                    for k in 1..rank {
+                        let (bk, pk) = (self.block[k] as i64, self.begin[k] as i64);
+                        let lo = div_ceil_signed(pk - b[k] as i64, bk).max(0);
+                        let last = self.input_shape[k] as i64 - 1 + pk - b[k] as i64;
+                        let hi = (last.div_euclid(bk) + 1).min(self.output_shape[k] as i64);
+                        empty |= hi <= lo;
+                        let lo = lo.max(0) as u64;
+                        piece.src_base +=
+                            (lo * self.block[k] + b[k] - self.begin[k]) * in_strides[k];
+                        piece.dst_base += lo * out_strides[k];
+                        piece.dims.push(CopyDim {
+                            len: (hi - lo as i64).max(0) as u64,
+                            src: self.block[k] * in_strides[k],
+                            dst: out_strides[k],
+                        });
+                    }
+                }
+            }
+            if !empty && piece.count() > 0 {
+                pieces.push(piece);
+            }
+        }
+        pieces
+    }
+
+    /// True when SpaceToBatch pads (some output elements are zeros, not copies).
+    pub fn has_padding(&self) -> bool {
+        self.mode == BlockMode::SpaceToBatch
+            && (1..self.input_shape.len())
+                .any(|k| self.output_shape[k] as u64 * self.block[k] != self.input_shape[k] as u64)
+    }
+
+    /// The same remap on 32-bit words when the trailing axes are untouched (block 1, no crop
+    /// or pad) and hold a whole number of words per outer index, as in NHWC tensors blocked
+    /// on H and W: those axes become one axis of words, so 1- and 2-byte elements move as
+    /// words and the kernel indexes fewer axes. `None` when no trailing axis qualifies.
+    pub fn as_words(&self, elem_bytes: u64) -> Option<BlockPlan> {
+        let rank = self.input_shape.len();
+        let mut first = rank;
+        while first > 1
+            && self.block[first - 1] == 1
+            && self.begin[first - 1] == 0
+            && self.input_shape[first - 1] == self.output_shape[first - 1]
+        {
+            first -= 1;
+        }
+        let bytes = elem_bytes * self.input_shape[first..].iter().product::<usize>() as u64;
+        if first == rank || !bytes.is_multiple_of(4) {
+            return None;
+        }
+        let words = (bytes / 4) as usize;
+        let with_words = |shape: &[usize]| -> Vec<usize> {
+            shape[..first].iter().copied().chain([words]).collect()
+        };
+        Some(BlockPlan {
+            mode: self.mode,
+            input_shape: with_words(&self.input_shape),
+            output_shape: with_words(&self.output_shape),
+            block: self.block[..first].iter().copied().chain([1]).collect(),
+            begin: self.begin[..first].iter().copied().chain([0]).collect(),
+        })
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Params {
@@ -125,12 +283,42 @@ impl Recorder {
         out: &Tensor,
     ) -> Result<()> {
         let ctx = self.context().clone();
-        let count = plan.output_numel();
-        if count == 0 {
+        if plan.output_numel() == 0 {
             return Ok(());
         }
-        ctx.check_binding_size(op, "input data", src.buffer().size())?;
-        ctx.check_binding_size(op, "output", out.buffer().size())?;
+        let dtype_bytes = src.dtype().size() as u64;
+        let words = plan.as_words(dtype_bytes);
+        let (plan, elem) = match &words {
+            Some(p) => (p, 4),
+            None => (plan, dtype_bytes),
+        };
+        let limit = ctx.binding_limit();
+        let (src_size, out_size) = (src.buffer().size(), out.buffer().size());
+        if src_size > limit || out_size > limit {
+            if elem < 4 {
+                return Err(Error::LimitExceeded {
+                    op,
+                    what: format!(
+                        "{} data of {} bytes in windows: 1- and 2-byte elements are split only \
+                         when the axes after the last blocked one hold whole 32-bit words",
+                        src.dtype(),
+                        src_size.max(out_size)
+                    ),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: src_size.max(out_size),
+                    max: limit,
+                });
+            }
+            // Too large to bind whole: one strided copy per block offset, each in windows.
+            if plan.has_padding() {
+                self.clear(out.buffer_arc(), 0, padded_size(out.byte_len()))?;
+            }
+            for piece in plan.pieces() {
+                self.copy_piece(op, elem, src.buffer(), out.buffer(), &piece)?;
+            }
+            return Ok(());
+        }
+        let count = plan.output_numel();
         let too_big = |what: &str, needed: u64| Error::LimitExceeded {
             op,
             what: what.to_string(),
@@ -143,7 +331,7 @@ impl Recorder {
         if count >= u64::from(u32::MAX) || in_numel >= u64::from(u32::MAX) {
             return Err(too_big("the tensor's element count", count.max(in_numel)));
         }
-        let elem = src.dtype().size() as u32;
+        let elem = elem as u32;
         let units = if elem < 4 {
             count.div_ceil(u64::from(4 / elem))
         } else {
@@ -197,8 +385,135 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// Records `piece` (of 4- or 8-byte elements) with the strided-gather kernel, split along
+    /// its outer axes into dispatches whose source and output spans each fit in one aligned
+    /// window of at most the binding limit.
+    pub(crate) fn copy_piece(
+        &mut self,
+        op: &'static str,
+        elem: u64,
+        src: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        piece: &CopyPiece,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let limit = ctx.binding_limit();
+        let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
+        if piece.count() == 0 {
+            return Ok(());
+        }
+        if piece.dims.len() > MAX_RANK {
+            return Err(Error::invalid(
+                op,
+                "data",
+                format!(
+                    "{} axes; at most {MAX_RANK} are supported",
+                    piece.dims.len()
+                ),
+            ));
+        }
+        if !align.is_multiple_of(elem) {
+            return Err(Error::LimitExceeded {
+                op,
+                what: format!("windows aligned to {align} bytes for {elem}-byte elements"),
+                limit: "min_storage_buffer_offset_alignment",
+                needed: align,
+                max: align - align % elem,
+            });
+        }
+        let (outer, inner) = piece.dims.split_first().expect("a piece has an axis");
+        // Elements spanned by one outer index, in the source and in the output.
+        let span = |f: fn(&CopyDim) -> u64| -> u64 {
+            inner.iter().map(|d| (d.len - 1) * f(d)).sum::<u64>() + 1
+        };
+        let (inner_src, inner_dst) = (span(|d| d.src), span(|d| d.dst));
+        // A window may start up to `align` bytes before its first element.
+        let room = limit.saturating_sub(align + 4) / elem;
+        let rows_within = |step: u64, inner_span: u64| match room.checked_sub(inner_span) {
+            None => 0,
+            Some(_) if step == 0 => u64::MAX,
+            Some(left) => left / step + 1,
+        };
+        let rows = rows_within(outer.src, inner_src)
+            .min(rows_within(outer.dst, inner_dst))
+            .min(outer.len);
+        if rows == 0 {
+            if inner.is_empty() {
+                return Err(Error::LimitExceeded {
+                    op,
+                    what: format!("one element of {elem} bytes with windows aligned to {align}"),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: align + 4 + elem,
+                    max: limit,
+                });
+            }
+            for i in 0..outer.len {
+                let sub = CopyPiece {
+                    src_base: piece.src_base + i * outer.src,
+                    dst_base: piece.dst_base + i * outer.dst,
+                    dims: inner.to_vec(),
+                };
+                self.copy_piece(op, elem, src, out, &sub)?;
+            }
+            return Ok(());
+        }
+        let inner_count: u64 = inner.iter().map(|d| d.len).product();
+        let window = |buffer: &wgpu::Buffer, first: u64, last: u64| {
+            let start = first * elem / align * align;
+            let end = padded_size((last + 1) * elem).min(buffer.size());
+            (start, end - start)
+        };
+        let mut i0 = 0;
+        while i0 < outer.len {
+            let n = rows.min(outer.len - i0);
+            let src_first = piece.src_base + i0 * outer.src;
+            let dst_first = piece.dst_base + i0 * outer.dst;
+            let src_window = window(
+                src,
+                src_first,
+                src_first + (n - 1) * outer.src + inner_src - 1,
+            );
+            let out_window = window(
+                out,
+                dst_first,
+                dst_first + (n - 1) * outer.dst + inner_dst - 1,
+            );
+            let dims: Vec<GatherDim> = std::iter::once(GatherDim {
+                len: n,
+                step: outer.src as i64,
+            })
+            .chain(inner.iter().map(|d| GatherDim {
+                len: d.len,
+                step: d.src as i64,
+            }))
+            .collect();
+            let plan = GatherPlan {
+                count: n * inner_count,
+                base: src_first - src_window.0 / elem,
+                dims,
+            };
+            let steps: Vec<u64> = piece.dims.iter().map(|d| d.dst).collect();
+            self.gather_window(
+                op,
+                elem as u32,
+                src,
+                src_window,
+                &plan,
+                out,
+                out_window,
+                Some((dst_first - out_window.0 / elem, &steps)),
+                0,
+            )?;
+            i0 += n;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::BlockPlan;
     use crate::reference::{batch_to_space_array, space_to_batch_array};
     use crate::{BatchToSpace, SpaceToBatch};
     use ndarray::{ArrayD, IxDyn};
@@ -206,6 +521,77 @@ mod tests {
     fn iota(shape: &[usize]) -> ArrayD<i64> {
         let n = shape.iter().product::<usize>() as i64;
         ArrayD::from_shape_vec(IxDyn(shape), (0..n).collect()).unwrap()
+    }
+
+    /// Runs `pieces` on the CPU: output element -> input element (`None` where no piece
+    /// writes).
+    fn apply_pieces(plan: &BlockPlan) -> Vec<Option<u64>> {
+        let mut out = vec![None; plan.output_numel() as usize];
+        for p in plan.pieces() {
+            for i in 0..p.count() {
+                let (mut rest, mut src, mut dst) = (i, p.src_base, p.dst_base);
+                for d in p.dims.iter().rev() {
+                    src += (rest % d.len) * d.src;
+                    dst += (rest % d.len) * d.dst;
+                    rest /= d.len;
+                }
+                assert!(out[dst as usize].is_none(), "two pieces write {dst}");
+                out[dst as usize] = Some(src);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn pieces_and_word_plans_move_what_the_kernel_moves() {
+        let shape = [24, 3, 2, 5];
+        let cases: Vec<BlockPlan> = vec![
+            BatchToSpace::new([1, 2, 3, 2], [0, 1, 2, 0], [0, 2, 1, 3])
+                .plan(&shape)
+                .unwrap(),
+            BatchToSpace::new([1, 2, 2, 1], [0, 0, 0, 0], [0, 0, 0, 0])
+                .plan(&[8, 3, 2, 6])
+                .unwrap(),
+            BatchToSpace::new([1, 1, 1, 1], [0, 0, 1, 0], [0, 0, 1, 0])
+                .plan(&shape)
+                .unwrap(),
+            SpaceToBatch::new([1, 2, 3, 2], [0, 1, 2, 0], [0, 2, 2, 1])
+                .plan(&shape)
+                .unwrap(),
+            SpaceToBatch::new([1, 4, 3, 1], [0, 3, 0, 0], [0, 2, 1, 0])
+                .plan(&[2, 3, 2, 6])
+                .unwrap(),
+            SpaceToBatch::new([1, 1], [0, 0], [0, 0])
+                .plan(&[5, 7])
+                .unwrap(),
+        ];
+        for plan in &cases {
+            let want: Vec<Option<u64>> = (0..plan.output_numel())
+                .map(|i| plan.source_index(i))
+                .collect();
+            assert_eq!(apply_pieces(plan), want, "{plan:?}");
+            assert_eq!(plan.has_padding(), want.contains(&None), "{plan:?}");
+        }
+        // [8, 3, 2, 6] with blocks on axes 1 and 2 only: 6 two-byte elements are 3 words.
+        let words = cases[1].as_words(2).unwrap();
+        assert_eq!(words.input_shape, [8, 3, 2, 3]);
+        assert_eq!(words.output_shape, [2, 6, 4, 3]);
+        assert!(
+            cases[1].as_words(1).is_none(),
+            "6 bytes are not whole words"
+        );
+        assert!(cases[0].as_words(4).is_none(), "the last axis is blocked");
+        // As words, element e of the original is byte e * 2 of the words' data: same moves.
+        let per_word = |p: &BlockPlan, i: u64| p.source_index(i);
+        for i in 0..words.output_numel() {
+            let (row, w) = (i / 3, i % 3);
+            let src = per_word(&words, i).unwrap();
+            // Word w of output row `row` holds elements 2w, 2w + 1 of that row.
+            assert_eq!(
+                cases[1].source_index(row * 6 + 2 * w),
+                Some(src / 3 * 6 + 2 * (src % 3))
+            );
+        }
     }
 
     /// The kernel's direct index arithmetic (mirrored by `source_index`) agrees with the spec's

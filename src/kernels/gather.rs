@@ -234,7 +234,18 @@ impl Recorder {
         if dst.is_some() || (src_size <= limit && out_size <= limit) {
             ctx.check_binding_size(op, "input data", src_size)?;
             ctx.check_binding_size(op, "output", out_size)?;
-            return self.gather_window(op, src, (0, src_size), plan, out, (0, out_size), dst, 0);
+            let elem = w as u32;
+            return self.gather_window(
+                op,
+                elem,
+                src.buffer(),
+                (0, src_size),
+                plan,
+                out.buffer(),
+                (0, out_size),
+                dst,
+                0,
+            );
         }
         self.gather_chunked(op, src, plan, out, 0)
     }
@@ -337,10 +348,11 @@ impl Recorder {
             };
             self.gather_window(
                 op,
-                src,
+                w as u32,
+                src.buffer(),
                 (start, end - start),
                 &chunk,
-                out,
+                out.buffer(),
                 (out_start, out_end - out_start),
                 Some((dst_base, &[])),
                 skip,
@@ -352,19 +364,19 @@ impl Recorder {
 
     /// One dispatch of the kernel over windows `(offset, size)` of the source and output.
     #[allow(clippy::too_many_arguments)]
-    fn gather_window(
+    pub(crate) fn gather_window(
         &mut self,
         op: &'static str,
-        src: &Tensor,
+        elem: u32,
+        src: &wgpu::Buffer,
         src_window: (u64, u64),
         plan: &GatherPlan,
-        out: &Tensor,
+        out: &wgpu::Buffer,
         out_window: (u64, u64),
         dst: Option<(u64, &[u64])>,
         skip: u64,
     ) -> Result<()> {
         let ctx = self.context().clone();
-        let elem = src.dtype().size() as u32;
         let count = u32::try_from(plan.count).map_err(|_| Error::LimitExceeded {
             op,
             what: "the output's element count".into(),
@@ -414,10 +426,7 @@ impl Recorder {
             op,
             &pipeline,
             bytemuck::bytes_of(&params),
-            &[
-                window(src.buffer(), src_window),
-                window(out.buffer(), out_window),
-            ],
+            &[window(src, src_window), window(out, out_window)],
             grid,
         )
     }

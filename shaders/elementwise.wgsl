@@ -13,8 +13,14 @@ override WORKGROUP_SIZE: u32 = 64u;
 struct Params {
     count: u32,
     rank: u32,
+    // Element offsets of this dispatch's operands inside the bound windows (work larger than
+    // one binding runs in several dispatches over windows of the buffers).
+    lhs_base: u32,
+    rhs_base: u32,
+    dst_base: u32,
     _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
     // Output shape and the operands' element strides, innermost axis first.
     shape: array<vec4<u32>, 4>,
     lhs_stride: array<vec4<u32>, 4>,
@@ -67,8 +73,8 @@ fn main(
         return;
     }
     var rest = i;
-    var ia = 0u;
-    var ib = 0u;
+    var ia = params.lhs_base;
+    var ib = params.rhs_base;
     for (var k = 0u; k < params.rank; k++) {
         let n = params.shape[k / 4u][k % 4u];
         let c = rest % n;
@@ -76,5 +82,5 @@ fn main(
         ia += c * params.lhs_stride[k / 4u][k % 4u];
         ib += c * params.rhs_stride[k / 4u][k % 4u];
     }
-    dst[i] = apply(lhs[ia], rhs[ib]);
+    dst[params.dst_base + i] = apply(lhs[ia], rhs[ib]);
 }

@@ -275,3 +275,66 @@ fn layout_ops_and_cast() {
         "{e}"
     );
 }
+
+#[test]
+fn elementwise_beyond_the_binding_limit_runs_in_windows() {
+    // Every buffer here is larger than the 128 bytes this context may bind at once.
+    let small = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_binding_size: Some(128),
+        ..Default::default()
+    })
+    .unwrap();
+    let shapes: [(&[usize], &[usize]); 5] = [
+        (&[9, 13], &[9, 13]),
+        (&[5, 1, 40], &[3, 1]),
+        (&[1, 37], &[50, 1]),
+        (&[2, 3, 4, 5], &[5]),
+        (&[], &[70]),
+    ];
+    for (name, dtype) in [
+        ("Sub", DType::F32),
+        ("Mul", DType::I32),
+        ("Max", DType::U32),
+        ("Neg", DType::F32),
+    ] {
+        let op = wgpu_ops::ops::elementwise::lookup(name).unwrap();
+        for (k, (sa, sb)) in shapes.iter().enumerate() {
+            let a = values_for(dtype, sa, k as u64, false);
+            let b = values_for(dtype, sb, 50 + k as u64, false);
+            let (ta, tb) = (
+                wgpu_ops::Tensor::from_host(&small, &a).unwrap(),
+                wgpu_ops::Tensor::from_host(&small, &b).unwrap(),
+            );
+            let mut rec = small.recorder();
+            let y = rec
+                .elementwise(name, &ta, op.binary.then_some(&tb))
+                .unwrap();
+            let dispatches = rec.dispatches();
+            pollster::block_on(rec.finish()).unwrap();
+            let got = y.to_host_blocking().unwrap();
+
+            let inputs = if op.binary {
+                vec![("a".to_string(), a), ("b".to_string(), b)]
+            } else {
+                vec![("a".to_string(), a)]
+            };
+            let mut g = Graph::new();
+            for (n, t) in &inputs {
+                let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
+                g = g.input(n.as_str(), t.dtype, &shape);
+            }
+            let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
+            let g = g
+                .node(Node::new(name, "op").inputs(names).outputs(["y"]))
+                .output("y");
+            let want = run_graph(&g, &inputs, &Default::default())
+                .unwrap()
+                .remove(0);
+            let what = format!("{name} {dtype} {sa:?} {sb:?}");
+            close(&got, &want, &what);
+            if got.data.len() > 128 {
+                assert!(dispatches > 1, "{what}: {dispatches} dispatch");
+            }
+        }
+    }
+}

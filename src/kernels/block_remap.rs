@@ -8,6 +8,7 @@ use crate::{Error, Recorder, Result, Tensor};
 
 use super::gather::{GatherDim, GatherPlan, WORKGROUP_SIZE};
 use super::grid_for;
+use super::windows::{room, Walk};
 
 pub(crate) static KERNEL: KernelSource = KernelSource {
     name: "block_remap",
@@ -388,7 +389,7 @@ impl Recorder {
 impl Recorder {
     /// Records `piece` (of 4- or 8-byte elements) with the strided-gather kernel, split along
     /// its outer axes into dispatches whose source and output spans each fit in one aligned
-    /// window of at most the binding limit.
+    /// window of at most the binding limit (see [`Walk::split`]).
     pub(crate) fn copy_piece(
         &mut self,
         op: &'static str,
@@ -422,78 +423,37 @@ impl Recorder {
                 max: align - align % elem,
             });
         }
-        let (outer, inner) = piece.dims.split_first().expect("a piece has an axis");
-        // Elements spanned by one outer index, in the source and in the output.
-        let span = |f: fn(&CopyDim) -> u64| -> u64 {
-            inner.iter().map(|d| (d.len - 1) * f(d)).sum::<u64>() + 1
+        let walk = Walk {
+            lens: piece.dims.iter().map(|d| d.len).collect(),
+            steps: piece.dims.iter().map(|d| vec![d.src, d.dst]).collect(),
+            bases: vec![piece.src_base, piece.dst_base],
         };
-        let (inner_src, inner_dst) = (span(|d| d.src), span(|d| d.dst));
-        // A window may start up to `align` bytes before its first element.
-        let room = limit.saturating_sub(align + 4) / elem;
-        let rows_within = |step: u64, inner_span: u64| match room.checked_sub(inner_span) {
-            None => 0,
-            Some(_) if step == 0 => u64::MAX,
-            Some(left) => left / step + 1,
-        };
-        let rows = rows_within(outer.src, inner_src)
-            .min(rows_within(outer.dst, inner_dst))
-            .min(outer.len);
-        if rows == 0 {
-            if inner.is_empty() {
-                return Err(Error::LimitExceeded {
-                    op,
-                    what: format!("one element of {elem} bytes with windows aligned to {align}"),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: align + 4 + elem,
-                    max: limit,
-                });
-            }
-            for i in 0..outer.len {
-                let sub = CopyPiece {
-                    src_base: piece.src_base + i * outer.src,
-                    dst_base: piece.dst_base + i * outer.dst,
-                    dims: inner.to_vec(),
-                };
-                self.copy_piece(op, elem, src, out, &sub)?;
-            }
-            return Ok(());
-        }
-        let inner_count: u64 = inner.iter().map(|d| d.len).product();
-        let window = |buffer: &wgpu::Buffer, first: u64, last: u64| {
-            let start = first * elem / align * align;
-            let end = padded_size((last + 1) * elem).min(buffer.size());
-            (start, end - start)
-        };
-        let mut i0 = 0;
-        while i0 < outer.len {
-            let n = rows.min(outer.len - i0);
-            let src_first = piece.src_base + i0 * outer.src;
-            let dst_first = piece.dst_base + i0 * outer.dst;
-            let src_window = window(
-                src,
-                src_first,
-                src_first + (n - 1) * outer.src + inner_src - 1,
-            );
-            let out_window = window(
-                out,
-                dst_first,
-                dst_first + (n - 1) * outer.dst + inner_dst - 1,
-            );
-            let dims: Vec<GatherDim> = std::iter::once(GatherDim {
-                len: n,
-                step: outer.src as i64,
-            })
-            .chain(inner.iter().map(|d| GatherDim {
-                len: d.len,
-                step: d.src as i64,
-            }))
-            .collect();
+        let walks = walk
+            .split(room(limit, align, elem))
+            .ok_or(Error::LimitExceeded {
+                op,
+                what: format!("one element of {elem} bytes with windows aligned to {align}"),
+                limit: "max_storage_buffer_binding_size",
+                needed: align + 4 + elem,
+                max: limit,
+            })?;
+        for w in walks {
+            let (src_window, src_first) = w.window(0, elem, align, src.size());
+            let (out_window, dst_first) = w.window(1, elem, align, out.size());
             let plan = GatherPlan {
-                count: n * inner_count,
-                base: src_first - src_window.0 / elem,
-                dims,
+                count: w.count(),
+                base: src_first,
+                dims: w
+                    .lens
+                    .iter()
+                    .zip(&w.steps)
+                    .map(|(&len, s)| GatherDim {
+                        len,
+                        step: s[0] as i64,
+                    })
+                    .collect(),
             };
-            let steps: Vec<u64> = piece.dims.iter().map(|d| d.dst).collect();
+            let steps: Vec<u64> = w.steps.iter().map(|s| s[1]).collect();
             self.gather_window(
                 op,
                 elem as u32,
@@ -502,10 +462,9 @@ impl Recorder {
                 &plan,
                 out,
                 out_window,
-                Some((dst_first - out_window.0 / elem, &steps)),
+                Some((dst_first, &steps)),
                 0,
             )?;
-            i0 += n;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@ use crate::ops::MAX_RANK;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 use super::grid_for;
+use super::windows::{room, Walk};
 
 const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
 const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
@@ -135,7 +136,10 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<u64> {
 struct ElementwiseParams {
     count: u32,
     rank: u32,
-    pad: [u32; 2],
+    lhs_base: u32,
+    rhs_base: u32,
+    dst_base: u32,
+    pad: [u32; 3],
     shape: [u32; MAX_RANK],
     lhs_stride: [u32; MAX_RANK],
     rhs_stride: [u32; MAX_RANK],
@@ -184,9 +188,7 @@ impl Recorder {
         let ctx = self.context().clone();
         for t in [lhs, rhs] {
             ctx.check_same_device(op, "A", t)?;
-            ctx.check_binding_size(op, "an input", t.buffer().size())?;
         }
-        ctx.check_binding_size(op, "the output", out.buffer().size())?;
         let (lt, ot) = (wgsl_type(lhs.dtype()), wgsl_type(out.dtype()));
         let (Some(lt), Some(ot)) = (lt, ot) else {
             return Err(Error::invalid(
@@ -203,40 +205,77 @@ impl Recorder {
                 format!("rank {rank} exceeds {MAX_RANK}"),
             ));
         }
-        let mut params = ElementwiseParams {
-            count: count as u32,
-            rank: rank as u32,
-            pad: [0; 2],
-            shape: [1; MAX_RANK],
-            lhs_stride: [0; MAX_RANK],
-            rhs_stride: [0; MAX_RANK],
-        };
-        let (ls, rs) = (
-            broadcast_strides(lhs.shape(), out.shape()),
-            broadcast_strides(rhs.shape(), out.shape()),
-        );
-        for k in 0..rank {
-            let j = rank - 1 - k; // innermost first
-            params.shape[k] = out.shape()[j] as u32;
-            params.lhs_stride[k] = ls[j] as u32;
-            params.rhs_stride[k] = rs[j] as u32;
-        }
         let kernel = kernel(format!("elementwise[{lt}->{ot}: {expression}]"), || {
             elementwise_source(lt, ot, expression)
         });
         let pipeline = ctx.pipeline(kernel, &[("WORKGROUP_SIZE", WORKGROUP_SIZE)])?;
-        let grid = grid_for(&ctx, op, count, WORKGROUP_SIZE)?;
-        self.dispatch(
-            op,
-            &pipeline,
-            bytemuck::bytes_of(&params),
-            &[
-                lhs.buffer().as_entire_binding(),
-                rhs.buffer().as_entire_binding(),
-                out.buffer().as_entire_binding(),
-            ],
-            grid,
-        )
+
+        // Every WGSL type here is 4 bytes. Buffers: lhs, rhs, out.
+        let buffers = [lhs.buffer(), rhs.buffer(), out.buffer()];
+        let (ls, rs) = (
+            broadcast_strides(lhs.shape(), out.shape()),
+            broadcast_strides(rhs.shape(), out.shape()),
+        );
+        let os = crate::host::c_strides(out.shape());
+        let walk = Walk {
+            lens: out.shape().iter().map(|&d| d as u64).collect(),
+            steps: (0..rank).map(|k| vec![ls[k], rs[k], os[k]]).collect(),
+            bases: vec![0; 3],
+        };
+        let limit = ctx.binding_limit();
+        let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
+        let whole = buffers.iter().all(|b| b.size() <= limit);
+        let walks = if whole {
+            vec![walk]
+        } else {
+            // Too large to bind whole: runs of the output whose operands fit in windows.
+            walk.split(room(limit, align, 4))
+                .ok_or(Error::LimitExceeded {
+                    op,
+                    what: format!("one element with windows aligned to {align} bytes"),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: align + 8,
+                    max: limit,
+                })?
+        };
+        for w in walks {
+            let mut firsts = [0u64; 3];
+            let mut bindings = Vec::with_capacity(3);
+            for (j, buffer) in buffers.iter().enumerate() {
+                let (window, first) = if whole {
+                    ((0, buffer.size()), w.bases[j])
+                } else {
+                    w.window(j, 4, align, buffer.size())
+                };
+                firsts[j] = first;
+                bindings.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer,
+                    offset: window.0,
+                    size: wgpu::BufferSize::new(window.1),
+                }));
+            }
+            let mut params = ElementwiseParams {
+                count: w.count() as u32,
+                rank: w.lens.len() as u32,
+                lhs_base: firsts[0] as u32,
+                rhs_base: firsts[1] as u32,
+                dst_base: firsts[2] as u32,
+                pad: [0; 3],
+                shape: [1; MAX_RANK],
+                lhs_stride: [0; MAX_RANK],
+                rhs_stride: [0; MAX_RANK],
+            };
+            let r = w.lens.len();
+            for k in 0..r {
+                let j = r - 1 - k; // innermost first
+                params.shape[k] = w.lens[j] as u32;
+                params.lhs_stride[k] = w.steps[j][0] as u32;
+                params.rhs_stride[k] = w.steps[j][1] as u32;
+            }
+            let grid = grid_for(&ctx, op, w.count(), WORKGROUP_SIZE)?;
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+        }
+        Ok(())
     }
 
     /// Records a batched matrix product. `lhs` is `[..., m, k]`, `rhs` `[..., k, n]` (batch

@@ -3,6 +3,7 @@
 pub mod block_remap;
 pub mod compute;
 pub mod gather;
+pub mod windows;
 
 /// The grid for `invocations` threads of `op`, or an error naming the limit.
 pub(crate) fn grid_for(

@@ -13,10 +13,17 @@ struct Params {
     n: u32,
     k: u32,
     batch_rank: u32,
-    // Output batch shape and the operands' batch strides (elements), innermost first.
+    // Element offsets of the first matrices inside the bound windows (products larger than
+    // one binding run in several dispatches over windows of the buffers).
+    lhs_base: u32,
+    rhs_base: u32,
+    dst_base: u32,
+    _pad: u32,
+    // Batch shape and the operands' and output's batch strides (elements), innermost first.
     batch_shape: array<vec4<u32>, 4>,
     lhs_stride: array<vec4<u32>, 4>,
     rhs_stride: array<vec4<u32>, 4>,
+    dst_stride: array<vec4<u32>, 4>,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -34,14 +41,16 @@ fn main(
 ) {
     let batch = group.z;
     var rest = batch;
-    var lhs_base = 0u;
-    var rhs_base = 0u;
+    var lhs_base = params.lhs_base;
+    var rhs_base = params.rhs_base;
+    var dst_base = params.dst_base;
     for (var d = 0u; d < params.batch_rank; d++) {
         let n = params.batch_shape[d / 4u][d % 4u];
         let c = rest % n;
         rest /= n;
         lhs_base += c * params.lhs_stride[d / 4u][d % 4u];
         rhs_base += c * params.rhs_stride[d / 4u][d % 4u];
+        dst_base += c * params.dst_stride[d / 4u][d % 4u];
     }
     let row = group.y * TILE + local.y;
     let col = group.x * TILE + local.x;
@@ -67,6 +76,6 @@ fn main(
         workgroupBarrier();
     }
     if row < params.m && col < params.n {
-        dst[(batch * params.m + row) * params.n + col] = acc;
+        dst[dst_base + row * params.n + col] = acc;
     }
 }

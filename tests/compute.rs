@@ -276,14 +276,39 @@ fn layout_ops_and_cast() {
     );
 }
 
+/// `op` of `inputs` by the CPU reference interpreter.
+fn cpu(op: &str, inputs: Vec<HostTensor>) -> HostTensor {
+    let inputs: Vec<(String, HostTensor)> = inputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| (format!("x{i}"), t))
+        .collect();
+    let mut g = Graph::new();
+    for (n, t) in &inputs {
+        let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
+        g = g.input(n.as_str(), t.dtype, &shape);
+    }
+    let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
+    let g = g
+        .node(Node::new(op, "op").inputs(names).outputs(["y"]))
+        .output("y");
+    run_graph(&g, &inputs, &Default::default())
+        .unwrap()
+        .remove(0)
+}
+
+fn small_binding_context(bytes: u64) -> wgpu_ops::Context {
+    wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_binding_size: Some(bytes),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
 #[test]
 fn elementwise_beyond_the_binding_limit_runs_in_windows() {
     // Every buffer here is larger than the 128 bytes this context may bind at once.
-    let small = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        max_binding_size: Some(128),
-        ..Default::default()
-    })
-    .unwrap();
+    let small = small_binding_context(128);
     let shapes: [(&[usize], &[usize]); 5] = [
         (&[9, 13], &[9, 13]),
         (&[5, 1, 40], &[3, 1]),
@@ -313,28 +338,59 @@ fn elementwise_beyond_the_binding_limit_runs_in_windows() {
             pollster::block_on(rec.finish()).unwrap();
             let got = y.to_host_blocking().unwrap();
 
-            let inputs = if op.binary {
-                vec![("a".to_string(), a), ("b".to_string(), b)]
-            } else {
-                vec![("a".to_string(), a)]
-            };
-            let mut g = Graph::new();
-            for (n, t) in &inputs {
-                let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
-                g = g.input(n.as_str(), t.dtype, &shape);
-            }
-            let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
-            let g = g
-                .node(Node::new(name, "op").inputs(names).outputs(["y"]))
-                .output("y");
-            let want = run_graph(&g, &inputs, &Default::default())
-                .unwrap()
-                .remove(0);
+            let want = cpu(name, if op.binary { vec![a, b] } else { vec![a] });
             let what = format!("{name} {dtype} {sa:?} {sb:?}");
             close(&got, &want, &what);
             if got.data.len() > 128 {
                 assert!(dispatches > 1, "{what}: {dispatches} dispatch");
             }
         }
+    }
+}
+
+#[test]
+fn matmul_beyond_the_binding_limit_runs_in_windows() {
+    let small = small_binding_context(512);
+    let cases: [(&[usize], &[usize]); 4] = [
+        (&[3, 5, 7], &[7, 6]),
+        (&[2, 1, 20, 3], &[4, 3, 5]),
+        (&[40, 2], &[2, 3]),
+        (&[2, 6, 0], &[0, 7]),
+    ];
+    for (k, (sa, sb)) in cases.iter().enumerate() {
+        for dtype in [DType::F32, DType::I32] {
+            let a = values_for(dtype, sa, k as u64, false);
+            let b = values_for(dtype, sb, 10 + k as u64, false);
+            let (ta, tb) = (
+                wgpu_ops::Tensor::from_host(&small, &a).unwrap(),
+                wgpu_ops::Tensor::from_host(&small, &b).unwrap(),
+            );
+            let mut rec = small.recorder();
+            let y = rec.matmul(&ta, &tb).unwrap();
+            let dispatches = rec.dispatches();
+            pollster::block_on(rec.finish()).unwrap();
+            let got = y.to_host_blocking().unwrap();
+            let what = format!("{dtype} {sa:?} x {sb:?}");
+            close(&got, &cpu("MatMul", vec![a, b]), &what);
+            if got.data.len() > 512 {
+                assert!(dispatches > 1, "{what}: {dispatches} dispatch");
+            }
+        }
+    }
+    // One output row needs all of B (40 x 40 x 4 bytes): more than a window can hold.
+    let a = values_for(DType::F32, &[2, 40], 1, false);
+    let b = values_for(DType::F32, &[40, 40], 2, false);
+    let (ta, tb) = (
+        wgpu_ops::Tensor::from_host(&small, &a).unwrap(),
+        wgpu_ops::Tensor::from_host(&small, &b).unwrap(),
+    );
+    match small.run(|rec| rec.matmul(&ta, &tb)) {
+        Err(Error::LimitExceeded { op, limit, max, .. }) => {
+            assert_eq!(
+                (op, limit, max),
+                ("MatMul", "max_storage_buffer_binding_size", 512)
+            );
+        }
+        other => panic!("expected LimitExceeded, got {other:?}"),
     }
 }

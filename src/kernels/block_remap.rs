@@ -427,6 +427,7 @@ impl Recorder {
             lens: piece.dims.iter().map(|d| d.len).collect(),
             steps: piece.dims.iter().map(|d| vec![d.src, d.dst]).collect(),
             bases: vec![piece.src_base, piece.dst_base],
+            extents: vec![1, 1],
         };
         let walks = walk
             .split(room(limit, align, elem))

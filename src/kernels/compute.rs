@@ -152,9 +152,14 @@ struct MatMulParams {
     n: u32,
     k: u32,
     batch_rank: u32,
+    lhs_base: u32,
+    rhs_base: u32,
+    dst_base: u32,
+    pad: u32,
     batch_shape: [u32; MAX_RANK],
     lhs_stride: [u32; MAX_RANK],
     rhs_stride: [u32; MAX_RANK],
+    dst_stride: [u32; MAX_RANK],
 }
 
 fn too_many(op: &'static str, what: &str, needed: u64) -> Error {
@@ -221,6 +226,7 @@ impl Recorder {
             lens: out.shape().iter().map(|&d| d as u64).collect(),
             steps: (0..rank).map(|k| vec![ls[k], rs[k], os[k]]).collect(),
             bases: vec![0; 3],
+            extents: vec![1; 3],
         };
         let limit = ctx.binding_limit();
         let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
@@ -306,9 +312,6 @@ impl Recorder {
         if out.numel() == 0 {
             return Ok(());
         }
-        for t in [lhs, rhs, out] {
-            ctx.check_binding_size(op, "an operand", t.buffer().size())?;
-        }
         let max = ctx.limits().max_compute_workgroups_per_dimension;
         if batches > u64::from(max) {
             return Err(Error::LimitExceeded {
@@ -319,15 +322,16 @@ impl Recorder {
                 max: u64::from(max),
             });
         }
-        let mut params = MatMulParams {
-            m: m as u32,
-            n: n as u32,
-            k: k as u32,
-            batch_rank: batch_shape.len() as u32,
-            batch_shape: [1; MAX_RANK],
-            lhs_stride: [0; MAX_RANK],
-            rhs_stride: [0; MAX_RANK],
-        };
+        let tiles = [n.div_ceil(16) as u64, m.div_ceil(16) as u64];
+        if tiles[0].max(tiles[1]) > u64::from(max) {
+            return Err(Error::LimitExceeded {
+                op,
+                what: "the matrix tiles".into(),
+                limit: "max_compute_workgroups_per_dimension",
+                needed: tiles[0].max(tiles[1]),
+                max: u64::from(max),
+            });
+        }
         // Batch strides: matrices are (m * k) and (k * n) elements apart along broadcast dims.
         let strides = |shape: &[usize], matrix: u64| -> Vec<u64> {
             let b = &shape[..shape.len() - 2];
@@ -336,39 +340,92 @@ impl Recorder {
                 .map(|s| s * matrix)
                 .collect()
         };
-        let (ls, rs) = (
-            strides(lhs.shape(), (m * k) as u64),
-            strides(rhs.shape(), (k * n) as u64),
-        );
+        let (m, k, n) = (m as u64, k as u64, n as u64);
+        let (ls, rs) = (strides(lhs.shape(), m * k), strides(rhs.shape(), k * n));
+        let os: Vec<u64> = crate::host::c_strides(batch_shape)
+            .into_iter()
+            .map(|s| s * m * n)
+            .collect();
+        // A walk over the output rows (batch dims, then m): each row reads a row of lhs and
+        // the whole rhs matrix and writes a row of the output.
         let br = batch_shape.len();
-        for d in 0..br {
-            let j = br - 1 - d;
-            params.batch_shape[d] = batch_shape[j] as u32;
-            params.lhs_stride[d] = ls[j] as u32;
-            params.rhs_stride[d] = rs[j] as u32;
-        }
-        let grid = [n.div_ceil(16) as u32, m.div_ceil(16) as u32, batches as u32];
-        if grid[0] > max || grid[1] > max {
-            return Err(Error::LimitExceeded {
-                op,
-                what: "the matrix tiles".into(),
-                limit: "max_compute_workgroups_per_dimension",
-                needed: u64::from(grid[0].max(grid[1])),
-                max: u64::from(max),
-            });
-        }
+        let walk = Walk {
+            lens: batch_shape.iter().map(|&d| d as u64).chain([m]).collect(),
+            steps: (0..br)
+                .map(|d| vec![ls[d], rs[d], os[d]])
+                .chain([vec![k, 0, n]])
+                .collect(),
+            bases: vec![0; 3],
+            extents: vec![k, k * n, n],
+        };
+        let buffers = [lhs.buffer(), rhs.buffer(), out.buffer()];
+        let limit = ctx.binding_limit();
+        let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
+        let whole = buffers.iter().all(|b| b.size() <= limit);
+        let walks = if whole {
+            vec![walk]
+        } else {
+            walk.split(room(limit, align, 4))
+                .ok_or(Error::LimitExceeded {
+                    op,
+                    what: format!(
+                        "one output row: a {k}-element row of A and the {k} x {n} matrix B \
+                         in windows aligned to {align} bytes"
+                    ),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: (k * n + k + n) * 4 + align,
+                    max: limit,
+                })?
+        };
         let kernel = kernel(format!("matmul[{ty}]"), || matmul_source(ty));
         let pipeline = ctx.pipeline(kernel, &[])?;
-        self.dispatch(
-            op,
-            &pipeline,
-            bytemuck::bytes_of(&params),
-            &[
-                lhs.buffer().as_entire_binding(),
-                rhs.buffer().as_entire_binding(),
-                out.buffer().as_entire_binding(),
-            ],
-            grid,
-        )
+        for w in walks {
+            let mut firsts = [0u64; 3];
+            let mut bindings = Vec::with_capacity(3);
+            for (j, buffer) in buffers.iter().enumerate() {
+                let (window, first) = if whole {
+                    ((0, buffer.size()), w.bases[j])
+                } else {
+                    w.window(j, 4, align, buffer.size())
+                };
+                firsts[j] = first;
+                bindings.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer,
+                    offset: window.0,
+                    size: wgpu::BufferSize::new(window.1),
+                }));
+            }
+            // Every piece ends with the row axis; the axes before it are (part of) the batch.
+            let (rows, batch) = w.lens.split_last().expect("the row axis");
+            let wr = batch.len();
+            let mut params = MatMulParams {
+                m: *rows as u32,
+                n: n as u32,
+                k: k as u32,
+                batch_rank: wr as u32,
+                lhs_base: firsts[0] as u32,
+                rhs_base: firsts[1] as u32,
+                dst_base: firsts[2] as u32,
+                pad: 0,
+                batch_shape: [1; MAX_RANK],
+                lhs_stride: [0; MAX_RANK],
+                rhs_stride: [0; MAX_RANK],
+                dst_stride: [0; MAX_RANK],
+            };
+            for d in 0..wr {
+                let j = wr - 1 - d; // innermost first
+                params.batch_shape[d] = batch[j] as u32;
+                params.lhs_stride[d] = w.steps[j][0] as u32;
+                params.rhs_stride[d] = w.steps[j][1] as u32;
+                params.dst_stride[d] = w.steps[j][2] as u32;
+            }
+            let grid = [
+                n.div_ceil(16) as u32,
+                rows.div_ceil(16) as u32,
+                batch.iter().product::<u64>() as u32,
+            ];
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+        }
+        Ok(())
     }
 }

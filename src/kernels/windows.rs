@@ -5,12 +5,14 @@
 use crate::tensor::padded_size;
 
 /// A walk over `lens` (outermost first) through several buffers: at coordinates `c`, buffer
-/// `j` is at element `bases[j] + sum_k c_k * steps[k][j]`. Steps are non-negative.
+/// `j` is at element `bases[j] + sum_k c_k * steps[k][j]` and uses `extents[j]` elements from
+/// there (1 for an element, a whole row or matrix for MatMul). Steps are non-negative.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Walk {
     pub lens: Vec<u64>,
     pub steps: Vec<Vec<u64>>,
     pub bases: Vec<u64>,
+    pub extents: Vec<u64>,
 }
 
 impl Walk {
@@ -29,7 +31,7 @@ impl Walk {
             .zip(&self.steps[from_axis..])
             .map(|(&len, s)| (len - 1) * s[j])
             .sum::<u64>()
-            + 1
+            + self.extents[j]
     }
 
     /// The walk cut along its outer axes, in order, into walks whose span in every buffer is
@@ -72,6 +74,7 @@ impl Walk {
                     bases: (0..buffers)
                         .map(|j| self.bases[j] + i * self.steps[0][j])
                         .collect(),
+                    extents: self.extents.clone(),
                 }
                 .split_into(room, pieces)
             });
@@ -87,6 +90,7 @@ impl Walk {
                 bases: (0..buffers)
                     .map(|j| self.bases[j] + i0 * self.steps[0][j])
                     .collect(),
+                extents: self.extents.clone(),
             });
             i0 += n;
         }
@@ -140,6 +144,7 @@ mod tests {
             lens: vec![5, 4, 6],
             steps: vec![vec![24, 6, 1], vec![6, 0, 1], vec![1, 5, 20]],
             bases: vec![0, 3, 7],
+            extents: vec![1; 3],
         };
         let all = positions(&walk);
         for room in [1, 5, 6, 7, 23, 24, 40, 120, 1000] {
@@ -161,6 +166,7 @@ mod tests {
             lens: vec![3, 0],
             steps: vec![vec![1], vec![1]],
             bases: vec![0],
+            extents: vec![1],
         };
         assert_eq!(empty.split(1), Some(vec![]));
     }
@@ -171,11 +177,24 @@ mod tests {
             lens: vec![3, 4],
             steps: vec![vec![10], vec![1]],
             bases: vec![21],
+            extents: vec![1],
         };
         // 4-byte elements from byte 84 to byte 84 + 24 * 4, in windows aligned to 64.
         let ((offset, size), first) = walk.window(0, 4, 64, 1 << 20);
         assert_eq!((offset, first), (64, 5));
         assert_eq!(offset + size, (21 + 24) * 4);
         assert_eq!(room(256, 64, 4), 47);
+        // Rows of 5 elements from each position: the span grows by 4.
+        let rows = Walk {
+            extents: vec![5],
+            ..walk.clone()
+        };
+        assert_eq!(rows.span(0), walk.span(0) + 4);
+        let pieces = rows.split(rows.span(0) - 1).unwrap();
+        assert!(
+            pieces.iter().all(|p| p.span(0) < rows.span(0)),
+            "{pieces:?}"
+        );
+        assert_eq!(pieces.iter().map(Walk::count).sum::<u64>(), 12);
     }
 }

@@ -418,25 +418,6 @@ impl Context {
         self.inner.binding_limit
     }
 
-    pub(crate) fn check_binding_size(
-        &self,
-        op: &'static str,
-        what: &str,
-        bytes: u64,
-    ) -> Result<()> {
-        let max = self.inner.binding_limit;
-        if bytes > max {
-            return Err(Error::LimitExceeded {
-                op,
-                what: format!("{what} ({bytes} bytes)"),
-                limit: "max_storage_buffer_binding_size",
-                needed: bytes,
-                max,
-            });
-        }
-        Ok(())
-    }
-
     /// True when both handles share one device (tensors cannot move between devices).
     pub fn same_device(&self, other: &Context) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

@@ -394,3 +394,68 @@ fn matmul_beyond_the_binding_limit_runs_in_windows() {
         other => panic!("expected LimitExceeded, got {other:?}"),
     }
 }
+
+#[test]
+fn concat_of_any_dtype_in_words_and_windows() {
+    let small = small_binding_context(128);
+    // (dtype, shapes, axis): axis 0 is one copy per input; whole-word runs move as words.
+    let cases: [(DType, &[&[usize]], i64); 6] = [
+        (DType::U8, &[&[3, 5], &[1, 5], &[4, 5]], 0),
+        (DType::I16, &[&[2, 3, 2], &[2, 3, 4]], -1),
+        (DType::U8, &[&[6, 4], &[6, 8], &[6, 0]], 1),
+        (DType::F32, &[&[9, 7], &[9, 2]], 1),
+        (DType::F64, &[&[3, 2, 5], &[3, 1, 5]], 1),
+        (DType::Bool, &[&[40, 4], &[40, 12]], -1),
+    ];
+    for ctx in [ctx(), &small] {
+        for (dtype, shapes, axis) in cases {
+            let parts: Vec<HostTensor> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| random_tensor(i as u64, dtype, s))
+                .collect();
+            let tensors: Vec<wgpu_ops::Tensor> = parts
+                .iter()
+                .map(|p| wgpu_ops::Tensor::from_host(ctx, p).unwrap())
+                .collect();
+            let got = ctx
+                .run(|rec| rec.concat(&tensors, axis))
+                .unwrap()
+                .to_host_blocking()
+                .unwrap();
+            let mut g = Graph::new();
+            let mut names = Vec::new();
+            for (i, p) in parts.iter().enumerate() {
+                let shape: Vec<Option<usize>> = p.shape.iter().map(|&d| Some(d)).collect();
+                g = g.input(format!("x{i}"), dtype, &shape);
+                names.push(format!("x{i}"));
+            }
+            let g = g
+                .node(
+                    Node::new("Concat", "c")
+                        .inputs(names.clone())
+                        .outputs(["y"])
+                        .attr("axis", Attr::Int(axis)),
+                )
+                .output("y");
+            let inputs: Vec<(String, HostTensor)> = names.into_iter().zip(parts).collect();
+            let want = run_graph(&g, &inputs, &Default::default())
+                .unwrap()
+                .remove(0);
+            assert_eq!(got, want, "{dtype} {shapes:?} axis {axis}");
+        }
+    }
+    // u8 runs of 3 and 1 bytes are not whole words: a clear error, not a wrong result.
+    let parts = [
+        random_tensor(1, DType::U8, &[2, 3]),
+        random_tensor(2, DType::U8, &[2, 1]),
+    ];
+    let tensors: Vec<wgpu_ops::Tensor> = parts.iter().map(upload).collect();
+    match ctx().run(|rec| rec.concat(&tensors, 1)) {
+        Err(Error::InvalidInput { op, message, .. }) => {
+            assert_eq!(op, "Concat");
+            assert!(message.contains("whole 32-bit words"), "{message}");
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+}

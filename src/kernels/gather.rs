@@ -171,32 +171,7 @@ impl Recorder {
         plan: &GatherPlan,
         out: &Tensor,
     ) -> Result<()> {
-        self.gather_to(op, src, plan, out, None)
-    }
-
-    /// Records `plan` reading `src` and writing output element `i` (coordinates `c` over
-    /// `plan.dims`) to `out` element `base + sum(c_k * steps_k)`, for 4- and 8-byte elements.
-    pub(crate) fn gather_strided_into(
-        &mut self,
-        op: &'static str,
-        src: &Tensor,
-        plan: &GatherPlan,
-        out: &Tensor,
-        base: u64,
-        steps: &[u64],
-    ) -> Result<()> {
-        debug_assert_eq!(steps.len(), plan.dims.len());
-        if src.dtype().size() < 4 {
-            return Err(Error::invalid(
-                op,
-                "inputs",
-                format!(
-                    "{op} of 1- and 2-byte dtypes ({}) is not supported yet",
-                    src.dtype()
-                ),
-            ));
-        }
-        self.gather_to(op, src, plan, out, Some((base, steps)))
+        self.gather_to(op, src, plan, out)
     }
 
     fn gather_to(
@@ -205,11 +180,10 @@ impl Recorder {
         src: &Tensor,
         plan: &GatherPlan,
         out: &Tensor,
-        dst: Option<(u64, &[u64])>,
     ) -> Result<()> {
         let ctx = self.context().clone();
         ctx.check_same_device(op, "data", src)?;
-        debug_assert!(dst.is_some() || out.numel() as u64 == plan.count);
+        debug_assert!(out.numel() as u64 == plan.count);
         if plan.count == 0 {
             return Ok(());
         }
@@ -225,15 +199,13 @@ impl Recorder {
         }
         let w = src.dtype().size() as u64;
         // A contiguous run at a word-aligned offset is one buffer copy: no kernel, any size.
-        if dst.is_none() && plan.is_contiguous() && (plan.base * w).is_multiple_of(4) {
+        if plan.is_contiguous() && (plan.base * w).is_multiple_of(4) {
             let bytes = padded_size(plan.count * w);
             return self.copy(src.buffer_arc(), plan.base * w, out.buffer_arc(), 0, bytes);
         }
         let (src_size, out_size) = (src.buffer().size(), out.buffer().size());
         let limit = ctx.binding_limit();
-        if dst.is_some() || (src_size <= limit && out_size <= limit) {
-            ctx.check_binding_size(op, "input data", src_size)?;
-            ctx.check_binding_size(op, "output", out_size)?;
+        if src_size <= limit && out_size <= limit {
             let elem = w as u32;
             return self.gather_window(
                 op,
@@ -243,7 +215,7 @@ impl Recorder {
                 plan,
                 out.buffer(),
                 (0, out_size),
-                dst,
+                None,
                 0,
             );
         }
@@ -254,7 +226,7 @@ impl Recorder {
     /// into chunks whose output and source spans each fit in one aligned window; when a single
     /// index of that axis is too large, each one is split along the next axis in turn.
     /// `out_offset` is where (in elements) this plan's output starts.
-    fn gather_chunked(
+    pub(crate) fn gather_chunked(
         &mut self,
         op: &'static str,
         src: &Tensor,

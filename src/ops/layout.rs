@@ -2,7 +2,9 @@
 
 use crate::graph::registry::OpDef;
 use crate::host::c_strides;
+use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
+use crate::tensor::padded_size;
 use crate::{Error, Recorder, Result, Tensor};
 
 /// ONNX Reshape's output shape: 0 copies the input dim (unless `allowzero`), -1 is inferred.
@@ -131,36 +133,73 @@ impl Recorder {
         } else {
             axis
         } as usize;
-        let out_strides = c_strides(out.shape());
-        let mut offset = 0usize;
+        let elem = out.dtype().size() as u64;
+        // Each input is `outer` runs of its axes from `axis` on, contiguous in the input and
+        // `out_run` elements apart in the output.
+        let outer: u64 = out.shape()[..axis].iter().map(|&d| d as u64).product();
+        let out_run: u64 = out.shape()[axis..].iter().map(|&d| d as u64).product();
+        let slab: u64 = out.shape()[axis + 1..].iter().map(|&d| d as u64).product();
+        let mut offset = 0u64;
         for t in inputs {
-            let in_strides = c_strides(t.shape());
-            let dims: Vec<GatherDim> = t
-                .shape()
-                .iter()
-                .zip(&in_strides)
-                .map(|(&d, &s)| GatherDim {
-                    len: d as u64,
-                    step: s as i64,
-                })
-                .collect();
-            // No merging: each gather axis must line up with an output axis.
-            let plan = GatherPlan {
-                count: t.numel() as u64,
-                base: 0,
-                dims,
-            };
-            if plan.count > 0 {
-                self.gather_strided_into(
-                    "Concat",
-                    t,
-                    &plan,
-                    out,
-                    offset as u64 * out_strides[axis],
-                    &out_strides,
-                )?;
+            let run = t.numel() as u64 / outer.max(1);
+            let dst = offset * slab * elem;
+            offset += t.shape()[axis] as u64;
+            if t.numel() == 0 {
+                continue;
             }
-            offset += t.shape()[axis];
+            if outer == 1 {
+                if dst.is_multiple_of(4) {
+                    // One run: a buffer copy. Its padding may spill into the next input's
+                    // place, which that input overwrites afterwards (commands run in order).
+                    let bytes = padded_size(run * elem);
+                    self.copy(t.buffer_arc(), 0, out.buffer_arc(), dst, bytes)?;
+                } else {
+                    // A run starting inside a word: the gather keeps the word's earlier bytes.
+                    let plan = GatherPlan {
+                        count: run,
+                        base: 0,
+                        dims: vec![GatherDim { len: run, step: 1 }],
+                    };
+                    self.gather_chunked("Concat", t, &plan, out, dst / elem)?;
+                }
+                continue;
+            }
+            // Runs move as 32-bit words when they and their places are whole words.
+            let (in_words, out_words) = ((run * elem) / 4, (out_run * elem) / 4);
+            if !(run * elem).is_multiple_of(4)
+                || !(out_run * elem).is_multiple_of(4)
+                || !dst.is_multiple_of(4)
+            {
+                return Err(Error::invalid(
+                    "Concat",
+                    "inputs",
+                    format!(
+                        "Concat of {} along axis {axis}: runs of {} bytes at byte {dst} of \
+                         rows of {} bytes are not whole 32-bit words, which 1- and 2-byte \
+                         dtypes need after the first axis",
+                        t.dtype(),
+                        run * elem,
+                        out_run * elem
+                    ),
+                ));
+            }
+            let piece = CopyPiece {
+                src_base: 0,
+                dst_base: dst / 4,
+                dims: vec![
+                    CopyDim {
+                        len: outer,
+                        src: in_words,
+                        dst: out_words,
+                    },
+                    CopyDim {
+                        len: in_words,
+                        src: 1,
+                        dst: 1,
+                    },
+                ],
+            };
+            self.copy_piece("Concat", 4, t.buffer(), out.buffer(), &piece)?;
         }
         Ok(())
     }

@@ -24,8 +24,11 @@ struct Params {
     batch: u32,
     // Output elements per output batch entry.
     out_inner: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // With 4-byte elements and an innermost axis that is neither blocked nor offset (the
+    // host's word view of NHWC-like data), each invocation moves `items` consecutive
+    // elements of it (0: one element each); `runs` invocations cover one innermost row.
+    items: u32,
+    runs: u32,
     out_shape: array<vec4<u32>, 4>,
     in_shape: array<vec4<u32>, 4>,
     in_stride: array<vec4<u32>, 4>,
@@ -88,7 +91,18 @@ fn main(
     if unit >= params.units {
         return;
     }
-    if ELEM_BYTES == 4u {
+    if ELEM_BYTES == 4u && params.items > 1u {
+        // The run is contiguous on both sides and is padding or not as a whole: the index
+        // arithmetic is done once per run.
+        let last = params.out_shape[(params.rank - 1u) / 4u][(params.rank - 1u) % 4u];
+        let first = (unit % params.runs) * params.items;
+        let e = (unit / params.runs) * last + first;
+        let n = min(params.items, last - first);
+        let s = source_index(e);
+        for (var j = 0u; j < n; j++) {
+            dst[e + j] = select(src[min(s + j, arrayLength(&src) - 1u)], 0u, s == PADDING);
+        }
+    } else if ELEM_BYTES == 4u {
         let s = source_index(unit);
         // select() reads both sides: clamp the index so padding never reads out of bounds.
         dst[unit] = select(src[min(s, arrayLength(&src) - 1u)], 0u, s == PADDING);

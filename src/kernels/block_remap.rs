@@ -6,7 +6,7 @@ use crate::ops::MAX_RANK;
 use crate::tensor::padded_size;
 use crate::{Error, Recorder, Result, Tensor};
 
-use super::gather::{GatherDim, GatherPlan, WORKGROUP_SIZE};
+use super::gather::{GatherDim, GatherPlan, ITEMS, WORKGROUP_SIZE};
 use super::grid_for;
 use super::windows::{room, Walk};
 
@@ -252,7 +252,8 @@ struct Params {
     mode: u32,
     batch: u32,
     out_inner: u32,
-    pad: [u32; 2],
+    items: u32,
+    runs: u32,
     out_shape: [u32; MAX_RANK],
     in_shape: [u32; MAX_RANK],
     in_stride: [u32; MAX_RANK],
@@ -333,12 +334,18 @@ impl Recorder {
             return Err(too_big("the tensor's element count", count.max(in_numel)));
         }
         let elem = elem as u32;
-        let units = if elem < 4 {
-            count.div_ceil(u64::from(4 / elem))
-        } else {
-            count
-        };
         let rank = plan.output_shape.len();
+        let last = plan.output_shape[rank - 1] as u64;
+        // Runs along an untouched innermost axis (always so for the word view).
+        let untouched = plan.block[rank - 1] == 1
+            && plan.begin[rank - 1] == 0
+            && plan.input_shape[rank - 1] == plan.output_shape[rank - 1];
+        let runs = (elem == 4 && rank > 1 && untouched).then(|| last.div_ceil(u64::from(ITEMS)));
+        let units = match runs {
+            Some(r) => count / last * r,
+            None if elem < 4 => count.div_ceil(u64::from(4 / elem)),
+            None => count,
+        };
         let mut params = Params {
             count: count as u32,
             units: units as u32,
@@ -352,7 +359,8 @@ impl Recorder {
                 BlockMode::SpaceToBatch => plan.input_shape[0] as u32,
             },
             out_inner: (count / plan.output_shape[0] as u64) as u32,
-            pad: [0; 2],
+            items: if runs.is_some() { ITEMS } else { 0 },
+            runs: runs.unwrap_or(0) as u32,
             out_shape: [1; MAX_RANK],
             in_shape: [1; MAX_RANK],
             in_stride: [0; MAX_RANK],

@@ -72,9 +72,10 @@ struct Inner {
     modules: Mutex<HashMap<&'static str, wgpu::ShaderModule>>,
     layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
-    /// Pipeline builds whose error scopes had not answered yet (the browser answers later);
-    /// the next `Recorder::finish` awaits them.
-    unchecked_builds: Mutex<Vec<(PipelineKey, ScopeCheck)>>,
+    /// Pipeline builds and buffer creations whose error scopes had not answered yet (the
+    /// browser answers later); the next `Recorder::finish` awaits them. A failed pipeline
+    /// leaves the cache.
+    unchecked_builds: Mutex<Vec<(Option<PipelineKey>, ScopeCheck)>>,
     submissions: AtomicU64,
     host_waits: AtomicU64,
     pipelines_built: AtomicU64,
@@ -386,7 +387,7 @@ impl Context {
                 .unchecked_builds
                 .lock()
                 .unwrap()
-                .push((key.clone(), check));
+                .push((Some(key.clone()), check));
         }
         self.inner.pipelines_built.fetch_add(1, Ordering::Relaxed);
         let built = Arc::new(built);
@@ -530,9 +531,18 @@ impl ScopeCheck {
         }
     }
 
-    /// Fails with the scope's error if it is already known (always the case on native).
-    pub(crate) fn now(mut self) -> Result<()> {
-        self.poll_now()
+    /// Fails with the scope's error if it is already known (always the case on native);
+    /// otherwise `ctx`'s next `Recorder::finish` awaits it.
+    pub(crate) fn now(mut self, ctx: &Context) -> Result<()> {
+        self.poll_now()?;
+        if !self.futures.is_empty() {
+            ctx.inner
+                .unchecked_builds
+                .lock()
+                .unwrap()
+                .push((None, self));
+        }
+        Ok(())
     }
 
     async fn wait(self) -> Result<()> {
@@ -862,7 +872,9 @@ impl Recorder {
         let builds = std::mem::take(&mut *ctx.inner.unchecked_builds.lock().unwrap());
         for (key, check) in builds {
             if let Err(e) = check.wait().await {
-                ctx.inner.pipelines.lock().unwrap().remove(&key);
+                if let Some(key) = key {
+                    ctx.inner.pipelines.lock().unwrap().remove(&key);
+                }
                 return Err(e);
             }
         }

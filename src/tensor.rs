@@ -62,7 +62,7 @@ impl Tensor {
                 mapped_at_creation: false,
             })
         });
-        check.now()?;
+        check.now(ctx)?;
         ctx.count_buffer();
         Ok(Tensor {
             ctx: ctx.clone(),
@@ -87,7 +87,7 @@ impl Tensor {
                     usage: USAGE,
                 })
         });
-        check.now()?;
+        check.now(ctx)?;
         ctx.count_buffer();
         Ok(Tensor {
             ctx: ctx.clone(),
@@ -231,7 +231,7 @@ pub async fn download_all(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<Host
             .collect();
         (staging, receivers)
     });
-    check.now()?;
+    check.now(ctx)?;
     if staging.iter().any(Option::is_some) {
         #[cfg(not(target_arch = "wasm32"))]
         ctx.wait_idle()?;

@@ -562,6 +562,34 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// Random BatchToSpace/SpaceToBatch plans: the pieces move exactly what the kernel's
+        /// index arithmetic moves, each output element once, padding untouched.
+        #[test]
+        fn pieces_match_the_kernel_on_random_plans(
+            spatial in proptest::collection::vec((1usize..5, 1i64..4, 0i64..3, 0i64..3), 1..4),
+            batch in 1usize..3,
+        ) {
+            let mut shape = vec![batch];
+            let (mut block, mut begin, mut end) = (vec![1], vec![0], vec![0]);
+            for &(d, b, p0, p1) in &spatial {
+                shape.push(d);
+                block.push(b);
+                begin.push(p0);
+                // Round the padded size up to a multiple of the block.
+                end.push(p1 + (b - (d as i64 + p0 + p1) % b) % b);
+            }
+            let s2b = SpaceToBatch::new(block.clone(), begin.clone(), end.clone()).plan(&shape).unwrap();
+            let want: Vec<Option<u64>> = (0..s2b.output_numel()).map(|i| s2b.source_index(i)).collect();
+            proptest::prop_assert_eq!(apply_pieces(&s2b), want);
+            // BatchToSpace of S2B's output shape with crops no larger than the pads.
+            let b2s = BatchToSpace::new(block, begin, end).plan(&s2b.output_shape).unwrap();
+            let want: Vec<Option<u64>> = (0..b2s.output_numel()).map(|i| b2s.source_index(i)).collect();
+            proptest::prop_assert_eq!(apply_pieces(&b2s), want);
+        }
+    }
+
     /// The kernel's direct index arithmetic (mirrored by `source_index`) agrees with the spec's
     /// reshape/transpose/crop formulation, without a GPU.
     #[test]

@@ -116,6 +116,43 @@ impl GatherPlan {
         self.base == 0 && self.count == numel && self.is_contiguous()
     }
 
+    /// The same gather on 32-bit words when every access is whole words: the innermost axis
+    /// is contiguous with a whole number of words, and the base and the other steps are whole
+    /// words. 1- and 2-byte slices of channel-last data (an RGBA picture cropped or mirrored)
+    /// then move as words instead of being assembled element by element. `None` otherwise,
+    /// and for 4- and 8-byte elements.
+    pub fn as_words(&self, elem: u64) -> Option<GatherPlan> {
+        if elem >= 4 {
+            return None;
+        }
+        let per = 4 / elem;
+        let (inner, outer) = self.dims.split_last()?;
+        let whole = |elems: u64| (elems * elem).is_multiple_of(4);
+        if inner.step != 1
+            || !whole(inner.len)
+            || !whole(self.base)
+            || outer.iter().any(|d| !whole(d.step.unsigned_abs()))
+        {
+            return None;
+        }
+        let dims = outer
+            .iter()
+            .map(|d| GatherDim {
+                len: d.len,
+                step: d.step / per as i64,
+            })
+            .chain([GatherDim {
+                len: inner.len / per,
+                step: 1,
+            }])
+            .collect();
+        Some(GatherPlan {
+            count: self.count / per,
+            base: self.base / per,
+            dims,
+        })
+    }
+
     /// True when the gather reads `count` consecutive input elements in order.
     pub fn is_contiguous(&self) -> bool {
         match self.dims.as_slice() {
@@ -203,13 +240,17 @@ impl Recorder {
             let bytes = padded_size(plan.count * w);
             return self.copy(src.buffer_arc(), plan.base * w, out.buffer_arc(), 0, bytes);
         }
+        let words = plan.as_words(w);
+        let (plan, w) = match &words {
+            Some(p) => (p, 4),
+            None => (plan, w),
+        };
         let (src_size, out_size) = (src.buffer().size(), out.buffer().size());
         let limit = ctx.binding_limit();
         if src_size <= limit && out_size <= limit {
-            let elem = w as u32;
             return self.gather_window(
                 op,
-                elem,
+                w as u32,
                 src.buffer(),
                 (0, src_size),
                 plan,
@@ -219,16 +260,18 @@ impl Recorder {
                 0,
             );
         }
-        self.gather_chunked(op, src, plan, out, 0)
+        self.gather_chunked(op, w, src, plan, out, 0)
     }
 
     /// A gather over buffers larger than the binding limit: the outermost gather axis is split
     /// into chunks whose output and source spans each fit in one aligned window; when a single
     /// index of that axis is too large, each one is split along the next axis in turn.
-    /// `out_offset` is where (in elements) this plan's output starts.
+    /// `out_offset` is where (in elements) this plan's output starts; elements are `w` bytes
+    /// (4 for a word view of 1- and 2-byte data).
     pub(crate) fn gather_chunked(
         &mut self,
         op: &'static str,
+        w: u64,
         src: &Tensor,
         plan: &GatherPlan,
         out: &Tensor,
@@ -237,7 +280,6 @@ impl Recorder {
         let ctx = self.context().clone();
         let limit = ctx.binding_limit();
         let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
-        let w = src.dtype().size() as u64;
         let (outer, inner) = match plan.dims.split_first() {
             Some((o, rest)) => (*o, rest),
             None => (GatherDim { len: 1, step: 0 }, &[][..]),
@@ -287,7 +329,7 @@ impl Recorder {
                     base: (plan.base as i64 + i as i64 * outer.step) as u64,
                     dims: inner.to_vec(),
                 };
-                self.gather_chunked(op, src, &sub, out, out_offset + i * row_elems)?;
+                self.gather_chunked(op, w, src, &sub, out, out_offset + i * row_elems)?;
             }
             return Ok(());
         }
@@ -438,6 +480,47 @@ mod tests {
         let p = GatherPlan::from_axes(&[3, 1], &[axis(2, -1, 3), axis(0, -1, 1)]);
         assert_eq!(p.dims, [GatherDim { len: 3, step: -1 }]);
         assert_eq!(p.base, 2);
+    }
+
+    #[test]
+    fn word_views_read_the_same_bytes() {
+        // [6, 5, 4] u8 (an RGBA-like row of 5 pixels per row), rows 1..5, pixels reversed.
+        let plan =
+            GatherPlan::from_axes(&[6, 5, 4], &[axis(1, 1, 4), axis(4, -1, 5), axis(0, 1, 4)]);
+        let words = plan.as_words(1).unwrap();
+        assert_eq!(words.count * 4, plan.count);
+        for i in 0..plan.count {
+            assert_eq!(
+                words.source_index(i / 4) * 4 + i % 4,
+                plan.source_index(i),
+                "{i}"
+            );
+        }
+        // 2-byte elements in pairs: [3, 8] i16, every column pair reversed in order.
+        let plan = GatherPlan::from_dims(
+            2,
+            &[GatherDim { len: 3, step: 8 }, GatherDim { len: 2, step: 1 }],
+        );
+        let words = plan.as_words(2).unwrap();
+        for i in 0..plan.count {
+            assert_eq!(
+                words.source_index(i / 2) * 2 + i % 2,
+                plan.source_index(i),
+                "{i}"
+            );
+        }
+        // Not whole words: 3-byte pixels, an odd base, a strided inner axis, 4-byte elements.
+        let rgb =
+            GatherPlan::from_axes(&[6, 5, 3], &[axis(1, 1, 4), axis(4, -1, 5), axis(0, 1, 3)]);
+        assert!(rgb.as_words(1).is_none());
+        let odd = GatherPlan::from_dims(
+            1,
+            &[GatherDim { len: 3, step: 8 }, GatherDim { len: 4, step: 1 }],
+        );
+        assert!(odd.as_words(1).is_none());
+        let strided = GatherPlan::from_dims(0, &[GatherDim { len: 8, step: 2 }]);
+        assert!(strided.as_words(1).is_none());
+        assert!(plan.as_words(4).is_none());
     }
 
     #[test]

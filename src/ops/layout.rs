@@ -160,7 +160,7 @@ impl Recorder {
                         base: 0,
                         dims: vec![GatherDim { len: run, step: 1 }],
                     };
-                    self.gather_chunked("Concat", t, &plan, out, dst / elem)?;
+                    self.gather_chunked("Concat", elem, t, &plan, out, dst / elem)?;
                 }
                 continue;
             }

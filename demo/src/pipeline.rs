@@ -109,6 +109,10 @@ pub async fn run(
     out
 }
 
+fn host_and_time((_, host, ms): (Tensor, HostTensor, f64)) -> (HostTensor, f64) {
+    (host, ms)
+}
+
 /// Records `f`, submits, reads the result back; returns it and the time taken.
 async fn timed(
     ctx: &Context,
@@ -179,7 +183,7 @@ async fn strided_slice(
     };
     let run = timed(ctx, clock, |rec| rec.strided_slice(input, &op))
         .await
-        .map(|(_, host, ms)| (host, ms));
+        .map(host_and_time);
     outcome(
         name,
         op_name,
@@ -219,7 +223,7 @@ async fn slice(
     }
     let run = timed(ctx, clock, |rec| rec.slice(input, &op))
         .await
-        .map(|(_, host, ms)| (host, ms));
+        .map(host_and_time);
     outcome(name, op_name, params, run, reference::slice(host, &op))
 }
 
@@ -245,20 +249,6 @@ async fn blocks(
     let b2s = BatchToSpace::new([1, b, b, 1], [0, 0, 0, 0], [0, pad_h, pad_w, 0]);
     let s2b_params = format!("block_shape=[1, {b}, {b}, 1] pads_end=[0, {pad_h}, {pad_w}, 0]");
     let b2s_params = format!("block_shape=[1, {b}, {b}, 1] crops_end=[0, {pad_h}, {pad_w}, 0]");
-    let batch1 = match input.reshaped(&[1, h, w, 4]) {
-        Ok(t) => t,
-        Err(e) => {
-            return vec![Outcome::failed(
-                "space_to_batch",
-                "SpaceToBatch",
-                s2b_params,
-                e.to_string(),
-            )]
-        }
-    };
-    let mut host1 = host.clone();
-    host1.shape = vec![1, h, w, 4];
-
     let failed = |e: wgpu_ops::Error| {
         vec![Outcome::failed(
             "space_to_batch",
@@ -267,6 +257,13 @@ async fn blocks(
             e.to_string(),
         )]
     };
+    let batch1 = match input.reshaped(&[1, h, w, 4]) {
+        Ok(t) => t,
+        Err(e) => return failed(e),
+    };
+    let mut host1 = host.clone();
+    host1.shape = vec![1, h, w, 4];
+
     let (batches_gpu, batches, s2b_ms) =
         match timed(ctx, clock, |rec| rec.space_to_batch(&batch1, &s2b)).await {
             Ok(r) => r,
@@ -302,7 +299,7 @@ async fn blocks(
                 "batch_to_space",
                 "BatchToSpace",
                 b2s_params,
-                b2s_run.map(|(_, host, ms)| (host, ms)),
+                b2s_run.map(host_and_time),
                 b2s_want,
             );
             back.check = back

@@ -162,6 +162,32 @@ struct MatMulParams {
     dst_stride: [u32; MAX_RANK],
 }
 
+/// Bindings of `buffers` (4-byte elements) for walk `w`: whole buffers when they fit, else the
+/// aligned windows `w` needs; with the element index of `w`'s first position in each.
+fn bind_windows<'a>(
+    buffers: &[&'a wgpu::Buffer; 3],
+    w: &Walk,
+    whole: bool,
+    align: u64,
+) -> ([u64; 3], Vec<wgpu::BindingResource<'a>>) {
+    let mut firsts = [0u64; 3];
+    let mut bindings = Vec::with_capacity(3);
+    for (j, &buffer) in buffers.iter().enumerate() {
+        let (window, first) = if whole {
+            ((0, buffer.size()), w.bases[j])
+        } else {
+            w.window(j, 4, align, buffer.size())
+        };
+        firsts[j] = first;
+        bindings.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer,
+            offset: window.0,
+            size: wgpu::BufferSize::new(window.1),
+        }));
+    }
+    (firsts, bindings)
+}
+
 fn too_many(op: &'static str, what: &str, needed: u64) -> Error {
     Error::LimitExceeded {
         op,
@@ -245,21 +271,7 @@ impl Recorder {
                 })?
         };
         for w in walks {
-            let mut firsts = [0u64; 3];
-            let mut bindings = Vec::with_capacity(3);
-            for (j, buffer) in buffers.iter().enumerate() {
-                let (window, first) = if whole {
-                    ((0, buffer.size()), w.bases[j])
-                } else {
-                    w.window(j, 4, align, buffer.size())
-                };
-                firsts[j] = first;
-                bindings.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer,
-                    offset: window.0,
-                    size: wgpu::BufferSize::new(window.1),
-                }));
-            }
+            let (firsts, bindings) = bind_windows(&buffers, &w, whole, align);
             let mut params = ElementwiseParams {
                 count: w.count() as u32,
                 rank: w.lens.len() as u32,
@@ -380,21 +392,7 @@ impl Recorder {
         let kernel = kernel(format!("matmul[{ty}]"), || matmul_source(ty));
         let pipeline = ctx.pipeline(kernel, &[])?;
         for w in walks {
-            let mut firsts = [0u64; 3];
-            let mut bindings = Vec::with_capacity(3);
-            for (j, buffer) in buffers.iter().enumerate() {
-                let (window, first) = if whole {
-                    ((0, buffer.size()), w.bases[j])
-                } else {
-                    w.window(j, 4, align, buffer.size())
-                };
-                firsts[j] = first;
-                bindings.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer,
-                    offset: window.0,
-                    size: wgpu::BufferSize::new(window.1),
-                }));
-            }
+            let (firsts, bindings) = bind_windows(&buffers, &w, whole, align);
             // Every piece ends with the row axis; the axes before it are (part of) the batch.
             let (rows, batch) = w.lens.split_last().expect("the row axis");
             let wr = batch.len();

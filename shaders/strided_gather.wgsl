@@ -78,11 +78,161 @@ fn cursor_at(i: u32) -> Cursor {
     return Cursor(source_index(i), i % params.shape[0][0]);
 }
 
-fn advance(c: Cursor, i_next: u32) -> Cursor {
-    if c.inner + 1u < params.shape[0][0] {
-        return Cursor(c.index + params.step[0][0], c.inner + 1u);
+// The cursor `n` elements on, where output element `i_next` is.
+fn advance(c: Cursor, n: u32, i_next: u32) -> Cursor {
+    if c.inner + n < params.shape[0][0] {
+        return Cursor(c.index + n * params.step[0][0], c.inner + n);
     }
     return cursor_at(i_next);
+}
+
+// Interior runs (the common case: ITEMS units within one innermost row, none at an edge) load
+// everything before storing anything, in straight-line code. The compiler cannot tell `src`
+// and `dst` apart, so a load after a store waits for it, and one load in flight per
+// invocation is far from what a GPU needs to reach its bandwidth. Arrays would do the same
+// in a loop, but CPU adapters then keep them in memory; named values stay in registers.
+
+// Elements of 4 or 8 bytes: ITEMS consecutive output elements.
+fn move_elements(first: u32) {
+    var c = cursor_at(first);
+    let step = params.step[0][0];
+    if ITEMS == 4u && first + 4u <= params.count && c.inner + 4u <= params.shape[0][0] {
+        let d = destination_index(first);
+        let dstep = select(1u, params.dst_step[0][0], DST_STRIDED);
+        if ELEM_BYTES == 4u {
+            let v0 = src[c.index];
+            let v1 = src[c.index + step];
+            let v2 = src[c.index + 2u * step];
+            let v3 = src[c.index + 3u * step];
+            dst[d] = v0;
+            dst[d + dstep] = v1;
+            dst[d + 2u * dstep] = v2;
+            dst[d + 3u * dstep] = v3;
+        } else {
+            let i = 2u * c.index;
+            let s = 2u * step;
+            let a0 = src[i];
+            let b0 = src[i + 1u];
+            let a1 = src[i + s];
+            let b1 = src[i + s + 1u];
+            let a2 = src[i + 2u * s];
+            let b2 = src[i + 2u * s + 1u];
+            let a3 = src[i + 3u * s];
+            let b3 = src[i + 3u * s + 1u];
+            let o = 2u * d;
+            let t = 2u * dstep;
+            dst[o] = a0;
+            dst[o + 1u] = b0;
+            dst[o + t] = a1;
+            dst[o + t + 1u] = b1;
+            dst[o + 2u * t] = a2;
+            dst[o + 2u * t + 1u] = b2;
+            dst[o + 3u * t] = a3;
+            dst[o + 3u * t + 1u] = b3;
+        }
+        return;
+    }
+    for (var k = 0u; k < ITEMS; k++) {
+        let e = first + k;
+        if e >= params.count {
+            break;
+        }
+        let d = destination_index(e);
+        if ELEM_BYTES == 4u {
+            dst[d] = src[c.index];
+        } else {
+            dst[2u * d] = src[2u * c.index];
+            dst[2u * d + 1u] = src[2u * c.index + 1u];
+        }
+        if k + 1u < ITEMS {
+            c = advance(c, 1u, e + 1u);
+        }
+    }
+}
+
+// Input words `lo` and `hi` shifted right by `shift` bits (0..31): the 4 bytes that start
+// `shift / 8` bytes into `lo`.
+fn funnel(lo: u32, hi: u32, shift: u32) -> u32 {
+    return (lo >> shift) | select(0u, hi << (32u - shift), shift != 0u);
+}
+
+// Element order reversed within a word (bytes, or 16-bit halves).
+fn reverse_elements(w: u32) -> u32 {
+    if ELEM_BYTES == 2u {
+        return (w << 16u) | (w >> 16u);
+    }
+    return (w << 24u) | ((w & 0xFF00u) << 8u) | ((w >> 8u) & 0xFF00u) | (w >> 24u);
+}
+
+// Elements of 1 or 2 bytes: ITEMS consecutive output words, each assembled whole.
+fn move_words(first: u32) {
+    // min(): this function is dead for 4- and 8-byte elements but still constant-evaluated.
+    let per_word = 4u / min(ELEM_BYTES, 2u);
+    let bits = ELEM_BYTES * 8u;
+    let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
+    let step = bitcast<i32>(params.step[0][0]);
+    let first_slot = first * per_word;
+    var c = cursor_at(select(0u, first_slot - params.dst_skip, first_slot >= params.dst_skip));
+    let span = ITEMS * per_word;
+    if ITEMS == 4u && (step == 1 || step == -1) && first_slot >= params.dst_skip
+        && first_slot - params.dst_skip + span <= params.count
+        && c.inner + span <= params.shape[0][0] {
+        // Sixteen adjacent input bytes (in order or reversed) make the four output words: five
+        // input words, shifted into place.
+        let low = select(c.index + 1u - span, c.index, step == 1) * ELEM_BYTES;
+        let w = low / 4u;
+        let shift = (low % 4u) * 8u;
+        let last = arrayLength(&src) - 1u;
+        let s0 = src[w];
+        let s1 = src[w + 1u];
+        let s2 = src[w + 2u];
+        let s3 = src[w + 3u];
+        // Read only when the bytes straddle it; clamped since it may lie past the input.
+        let s4 = src[min(w + 4u, last)];
+        var a0 = funnel(s0, s1, shift);
+        var a1 = funnel(s1, s2, shift);
+        var a2 = funnel(s2, s3, shift);
+        var a3 = funnel(s3, s4, shift);
+        if step == -1 {
+            let r0 = reverse_elements(a3);
+            let r1 = reverse_elements(a2);
+            a2 = reverse_elements(a1);
+            a3 = reverse_elements(a0);
+            a0 = r0;
+            a1 = r1;
+        }
+        let d = params.dst_base + first;
+        dst[d] = a0;
+        dst[d + 1u] = a1;
+        dst[d + 2u] = a2;
+        dst[d + 3u] = a3;
+        return;
+    }
+    for (var u = 0u; u < ITEMS; u++) {
+        let unit = first + u;
+        if unit >= params.units {
+            break;
+        }
+        var word = 0u;
+        var keep = 0u;
+        for (var k = 0u; k < per_word; k++) {
+            let slot = unit * per_word + k;
+            if slot >= params.dst_skip && slot - params.dst_skip < params.count {
+                let e = slot - params.dst_skip;
+                let value = (src[c.index / per_word] >> ((c.index % per_word) * bits)) & mask;
+                word |= value << (k * bits);
+                c = advance(c, 1u, e + 1u);
+            } else {
+                keep |= mask << (k * bits);
+            }
+        }
+        // Edge words shared with a neighbouring chunk keep its bytes. Chunks are separate
+        // dispatches, so this read-modify-write never races.
+        if keep != 0u {
+            word |= dst[params.dst_base + unit] & keep;
+        }
+        dst[params.dst_base + unit] = word;
+    }
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -99,54 +249,8 @@ fn main(
         return;
     }
     if ELEM_BYTES >= 4u {
-        var c = cursor_at(first);
-        for (var k = 0u; k < ITEMS; k++) {
-            let e = first + k;
-            if e >= params.count {
-                break;
-            }
-            let d = destination_index(e);
-            if ELEM_BYTES == 4u {
-                dst[d] = src[c.index];
-            } else {
-                dst[2u * d] = src[2u * c.index];
-                dst[2u * d + 1u] = src[2u * c.index + 1u];
-            }
-            if k + 1u < ITEMS {
-                c = advance(c, e + 1u);
-            }
-        }
+        move_elements(first);
     } else {
-        // min(): this branch is dead for 4- and 8-byte elements but still constant-evaluated.
-        let per_word = 4u / min(ELEM_BYTES, 2u);
-        let bits = ELEM_BYTES * 8u;
-        let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
-        let first_slot = first * per_word;
-        var c = cursor_at(select(0u, first_slot - params.dst_skip, first_slot >= params.dst_skip));
-        for (var w = 0u; w < ITEMS; w++) {
-            let unit = first + w;
-            if unit >= params.units {
-                break;
-            }
-            var word = 0u;
-            var keep = 0u;
-            for (var k = 0u; k < per_word; k++) {
-                let slot = unit * per_word + k;
-                if slot >= params.dst_skip && slot - params.dst_skip < params.count {
-                    let e = slot - params.dst_skip;
-                    let value = (src[c.index / per_word] >> ((c.index % per_word) * bits)) & mask;
-                    word |= value << (k * bits);
-                    c = advance(c, e + 1u);
-                } else {
-                    keep |= mask << (k * bits);
-                }
-            }
-            // Edge words shared with a neighbouring chunk keep its bytes. Chunks are separate
-            // dispatches, so this read-modify-write never races.
-            if keep != 0u {
-                word |= dst[params.dst_base + unit] & keep;
-            }
-            dst[params.dst_base + unit] = word;
-        }
+        move_words(first);
     }
 }

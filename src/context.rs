@@ -22,6 +22,23 @@ pub struct ContextOptions {
     /// `max_storage_buffer_binding_size`); larger tensors are then processed in chunks.
     /// Mostly for tests of the chunked paths on small tensors.
     pub max_binding_size: Option<u64>,
+    /// Invocations per workgroup of the data-movement and element-wise kernels (a power of
+    /// two within the device's limits). `None`: [`default_workgroup_size`] for the adapter.
+    pub workgroup_size: Option<u32>,
+}
+
+/// The workgroup size the kernels use on an adapter unless told otherwise: 64 on CPU adapters
+/// (lavapipe, SwiftShader, WARP), where a workgroup is a loop on one core and small groups
+/// spread best over few cores, and 256 elsewhere (8 warps or 4 wavefronts, enough to keep
+/// a discrete GPU's memory busy; measured in the benchmark, `--workgroup-size`); never above
+/// the device's limits.
+pub fn default_workgroup_size(info: &wgpu::AdapterInfo, limits: &wgpu::Limits) -> u32 {
+    let wanted = if is_software(info) { 64 } else { 256 };
+    let max = limits
+        .max_compute_invocations_per_workgroup
+        .min(limits.max_compute_workgroup_size_x);
+    // The largest power of two within the limits (WebGPU guarantees at least 256).
+    wanted.min(1 << (31 - max.max(1).leading_zeros()))
 }
 
 /// Counters for tests and benchmarks: how often the crate submitted work or waited for the GPU.
@@ -69,6 +86,7 @@ struct Inner {
     info: wgpu::AdapterInfo,
     limits: wgpu::Limits,
     binding_limit: u64,
+    workgroup_size: u32,
     modules: Mutex<HashMap<&'static str, wgpu::ShaderModule>>,
     layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
@@ -200,6 +218,32 @@ impl Context {
         };
         let info = adapter.get_info();
         let limits = adapter.limits();
+        let workgroup_size = match options.workgroup_size {
+            None => default_workgroup_size(&info, &limits),
+            Some(n)
+                if n.is_power_of_two()
+                    && n <= limits.max_compute_invocations_per_workgroup
+                    && n <= limits.max_compute_workgroup_size_x =>
+            {
+                n
+            }
+            Some(n) => {
+                return Err(Error::invalid(
+                    "Context",
+                    "workgroup_size",
+                    format!(
+                        "workgroup_size {n} must be a power of two of at most {} on {} \
+                         (max_compute_invocations_per_workgroup {}, max_compute_workgroup_size_x {})",
+                        limits
+                            .max_compute_invocations_per_workgroup
+                            .min(limits.max_compute_workgroup_size_x),
+                        info.name,
+                        limits.max_compute_invocations_per_workgroup,
+                        limits.max_compute_workgroup_size_x
+                    ),
+                ))
+            }
+        };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgpu-ops"),
@@ -234,6 +278,7 @@ impl Context {
                     .map_or(limits.max_storage_buffer_binding_size, |m| {
                         m.min(limits.max_storage_buffer_binding_size)
                     }),
+                workgroup_size,
                 limits,
                 modules: Mutex::default(),
                 layouts: Mutex::default(),
@@ -417,6 +462,35 @@ impl Context {
     /// The most bytes bound at once (the device limit, or less if the options said so).
     pub fn binding_limit(&self) -> u64 {
         self.inner.binding_limit
+    }
+
+    /// Invocations per workgroup of the 1-D kernels on this context (see
+    /// [`ContextOptions::workgroup_size`]).
+    pub fn workgroup_size(&self) -> u32 {
+        self.inner.workgroup_size
+    }
+
+    /// A buffer created holding `contents` (padded to 4 bytes). Unlike wgpu's
+    /// `create_buffer_init`, which panics when the device cannot create the buffer (out of
+    /// memory), this leaves the failure to the caller's error scope, which reports it.
+    pub(crate) fn buffer_with(
+        &self,
+        label: Option<&str>,
+        usage: wgpu::BufferUsages,
+        contents: &[u8],
+    ) -> wgpu::Buffer {
+        let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+            label,
+            size: (contents.len() as u64).div_ceil(4).max(1) * 4,
+            usage,
+            mapped_at_creation: true,
+        });
+        if let Ok(mut view) = buffer.get_mapped_range_mut(..) {
+            view.slice(..contents.len()).copy_from_slice(contents);
+            drop(view);
+            buffer.unmap();
+        }
+        buffer
     }
 
     /// True when both handles share one device (tensors cannot move between devices).
@@ -781,14 +855,8 @@ impl Recorder {
 
     /// A uniform buffer holding `bytes` (kernel parameters), written when it is created.
     fn uniform(&mut self, op: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
-        use wgpu::util::DeviceExt;
         self.record(op, |ctx, _| {
-            ctx.device()
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some("params"),
-                    contents: bytes,
-                    usage: wgpu::BufferUsages::UNIFORM,
-                })
+            ctx.buffer_with(Some("params"), wgpu::BufferUsages::UNIFORM, bytes)
         })
     }
 
@@ -892,6 +960,28 @@ mod tests {
     fn ctx() -> Context {
         Context::new_blocking(ContextOptions::default())
             .expect("a GPU adapter (lavapipe) is needed")
+    }
+
+    #[test]
+    fn workgroup_size_follows_the_adapter_kind_and_limits() {
+        let info = |name: &str, device_type| wgpu::AdapterInfo {
+            name: name.into(),
+            device_type,
+            ..ctx().adapter_info().clone()
+        };
+        let limits = wgpu::Limits::default();
+        let gpu = info("NVIDIA H100 80GB HBM3", wgpu::DeviceType::DiscreteGpu);
+        assert_eq!(default_workgroup_size(&gpu, &limits), 256);
+        let cpu = info("llvmpipe (LLVM 15.0.6, 256 bits)", wgpu::DeviceType::Cpu);
+        assert_eq!(default_workgroup_size(&cpu, &limits), 64);
+        // A software renderer that calls itself a GPU is still a CPU.
+        let swiftshader = info("SwiftShader Device", wgpu::DeviceType::IntegratedGpu);
+        assert_eq!(default_workgroup_size(&swiftshader, &limits), 64);
+        let small = wgpu::Limits {
+            max_compute_invocations_per_workgroup: 192,
+            ..limits
+        };
+        assert_eq!(default_workgroup_size(&gpu, &small), 128);
     }
 
     #[test]

@@ -26,7 +26,9 @@ pub mod ops;
 pub mod reference;
 pub mod tensor;
 
-pub use context::{list_adapters, Context, ContextOptions, Recorder, Stats};
+pub use context::{
+    default_workgroup_size, list_adapters, Context, ContextOptions, Recorder, Stats,
+};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use graph::{Graph, Node, Session};

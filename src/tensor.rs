@@ -5,7 +5,6 @@ use std::sync::Arc;
 #[cfg(feature = "native")]
 use ndarray::ArrayD;
 use ndarray::{ArrayBase, Data, Dimension};
-use wgpu::util::DeviceExt;
 
 use crate::host::checked_numel;
 use crate::{Context, DType, Element, Error, HostTensor, Result};
@@ -79,14 +78,7 @@ impl Tensor {
         let mut contents = Vec::with_capacity(size as usize);
         contents.extend_from_slice(&host.data);
         contents.resize(size as usize, 0);
-        let (buffer, check) = ctx.scoped("upload", || {
-            ctx.device()
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: None,
-                    contents: &contents,
-                    usage: USAGE,
-                })
-        });
+        let (buffer, check) = ctx.scoped("upload", || ctx.buffer_with(None, USAGE, &contents));
         check.now(ctx)?;
         ctx.count_buffer();
         Ok(Tensor {

@@ -177,3 +177,20 @@ fn unknown_adapter_is_an_error() {
     .unwrap_err();
     assert!(e.to_string().contains("no such adapter 1234"), "{e}");
 }
+
+#[test]
+fn workgroup_sizes_outside_the_device_limits_are_errors() {
+    for bad in [0, 96, 1 << 16] {
+        let e = Context::new_blocking(ContextOptions {
+            workgroup_size: Some(bad),
+            ..Default::default()
+        })
+        .unwrap_err();
+        let (op, input, msg) = invalid(Err(e));
+        assert_eq!((op.as_str(), input.as_str()), ("Context", "workgroup_size"));
+        assert!(
+            msg.contains(&format!("workgroup_size {bad} must be a power of two")),
+            "{msg}"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use wgpu_ops::kernels::gather::{ITEMS, WORKGROUP_SIZE};
+use wgpu_ops::kernels::gather::ITEMS;
 use wgpu_ops::{reference, DType, HostTensor, Slice, StridedSlice};
 
 #[test]
@@ -11,7 +11,7 @@ fn more_than_65535_workgroups_fold_into_y() {
     // 65 535 workgroups of 64 invocations moving ITEMS elements each, plus 4 097 elements: the
     // grid needs a second row of workgroups, and the reversed axis makes every element's
     // source index depend on the flattened id.
-    let per_group = (WORKGROUP_SIZE * ITEMS) as usize;
+    let per_group = (ctx().workgroup_size() * ITEMS) as usize;
     let n = 65_535 * per_group + 4_097;
     let max_x = ctx().limits().max_compute_workgroups_per_dimension as usize;
     assert!(
@@ -52,6 +52,76 @@ fn one_byte_elements_odd_count_reverse_strides() {
     let mut want = data.data.clone();
     want.reverse();
     assert_eq!(got.data, want);
+}
+
+#[test]
+fn sub_word_rows_in_and_against_order() {
+    // Words of adjacent input elements (inner step 1 or -1) are read as two input words and
+    // shifted (and reversed) into place; words that cross a row edge, start or end a chunk, or
+    // hold the ragged tail take the element-by-element path. Rows of 37 and 64 elements, starts
+    // at every alignment, on the default context and on one that binds 64 bytes at a time.
+    let chunked = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_binding_size: Some(64),
+        ..Default::default()
+    })
+    .unwrap();
+    for dtype in [DType::U8, DType::I16] {
+        for cols in [37i64, 64] {
+            let data = random_tensor(cols as u64, dtype, &[5, cols as usize]);
+            for start in 0..4i64 {
+                for op in [
+                    StridedSlice::new([1, start], [5, cols]).stride([1, 1]),
+                    StridedSlice::new([0, cols - 1 - start], [5, -cols - 1]).stride([1, -1]),
+                    StridedSlice::new([4, cols - 1 - start], [0, start]).stride([-1, -1]),
+                ] {
+                    let want = reference::strided_slice(&data, &op).unwrap();
+                    for c in [ctx(), &chunked] {
+                        let x = wgpu_ops::Tensor::from_host(c, &data).unwrap();
+                        let got = op.run(&x).unwrap().to_host_blocking().unwrap();
+                        assert_eq!(got, want, "{dtype} {cols} {op:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_workgroup_size_moves_the_same_bytes() {
+    // The workgroup size is chosen per adapter (64 here, 256 on GPUs); the kernels' grids and
+    // flattened ids must give the same bytes at any size.
+    let data = random_tensor(3, DType::U8, &[3, 70, 37]);
+    let slice = StridedSlice::new([0, -1, 1], [3, -71, 37]).stride([1, -1, 1]);
+    let b2s = wgpu_ops::BatchToSpace::new([1, 1, 1], [0, 0, 0], [0, 0, 0]);
+    let wide = random_tensor(4, DType::I16, &[4, 6, 5, 3]);
+    let s2b = wgpu_ops::SpaceToBatch::new([1, 2, 3, 1], [0, 1, 0, 0], [0, 1, 1, 0]);
+    for size in [1, 32, 256] {
+        let c = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            workgroup_size: Some(size),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.workgroup_size(), size);
+        let up = |h: &HostTensor| wgpu_ops::Tensor::from_host(&c, h).unwrap();
+        let got = slice.run(&up(&data)).unwrap().to_host_blocking().unwrap();
+        assert_eq!(
+            got,
+            reference::strided_slice(&data, &slice).unwrap(),
+            "{size}"
+        );
+        let got = b2s.run(&up(&data)).unwrap().to_host_blocking().unwrap();
+        assert_eq!(
+            got,
+            reference::batch_to_space(&data, &b2s).unwrap(),
+            "{size}"
+        );
+        let got = s2b.run(&up(&wide)).unwrap().to_host_blocking().unwrap();
+        assert_eq!(
+            got,
+            reference::space_to_batch(&wide, &s2b).unwrap(),
+            "{size}"
+        );
+    }
 }
 
 #[test]

@@ -6,7 +6,7 @@ use crate::ops::MAX_RANK;
 use crate::tensor::padded_size;
 use crate::{Error, Recorder, Result, Tensor};
 
-use super::gather::{GatherDim, GatherPlan, ITEMS, WORKGROUP_SIZE};
+use super::gather::{GatherDim, GatherPlan, ITEMS};
 use super::grid_for;
 use super::windows::{room, Walk};
 
@@ -376,11 +376,9 @@ impl Recorder {
             params.block[k] = plan.block[k] as u32;
             params.offset[k] = plan.begin[k] as u32;
         }
-        let grid = grid_for(&ctx, op, units, WORKGROUP_SIZE)?;
-        let pipeline = ctx.pipeline(
-            &KERNEL,
-            &[("ELEM_BYTES", elem), ("WORKGROUP_SIZE", WORKGROUP_SIZE)],
-        )?;
+        let wg = ctx.workgroup_size();
+        let grid = grid_for(&ctx, op, units, wg)?;
+        let pipeline = ctx.pipeline(&KERNEL, &[("ELEM_BYTES", elem), ("WORKGROUP_SIZE", wg)])?;
         self.dispatch(
             op,
             &pipeline,

@@ -13,7 +13,6 @@ use super::windows::{room, Walk};
 
 const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
 const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
-const WORKGROUP_SIZE: u32 = 64;
 const BINDINGS: &[Binding] = &[
     Binding::Uniform,
     Binding::StorageRead,
@@ -239,7 +238,8 @@ impl Recorder {
         let kernel = kernel(format!("elementwise[{lt}->{ot}: {expression}]"), || {
             elementwise_source(lt, ot, expression)
         });
-        let pipeline = ctx.pipeline(kernel, &[("WORKGROUP_SIZE", WORKGROUP_SIZE)])?;
+        let wg = ctx.workgroup_size();
+        let pipeline = ctx.pipeline(kernel, &[("WORKGROUP_SIZE", wg)])?;
 
         // Every WGSL type here is 4 bytes. Buffers: lhs, rhs, out.
         let buffers = [lhs.buffer(), rhs.buffer(), out.buffer()];
@@ -290,7 +290,7 @@ impl Recorder {
                 params.lhs_stride[k] = w.steps[j][0] as u32;
                 params.rhs_stride[k] = w.steps[j][1] as u32;
             }
-            let grid = grid_for(&ctx, op, w.count(), WORKGROUP_SIZE)?;
+            let grid = grid_for(&ctx, op, w.count(), wg)?;
             self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
         }
         Ok(())

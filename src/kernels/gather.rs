@@ -20,11 +20,11 @@ pub(crate) static KERNEL: KernelSource = KernelSource {
     ],
 };
 
-/// Workgroup size of the gather kernel.
-pub const WORKGROUP_SIZE: u32 = 64;
 /// Consecutive elements (or words of 1- and 2-byte elements) each invocation moves: the index
 /// arithmetic is done once per run, and a run stays contiguous when the inner axis is.
 pub const ITEMS: u32 = 4;
+// The kernels keep up to 8 loaded units in registers.
+const _: () = assert!(ITEMS <= 8);
 
 /// One axis of a gather, in elements: `len` positions, `step` input elements apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -426,12 +426,13 @@ impl Recorder {
             params.shape[k] = d.len as u32;
             params.step[k] = d.step as u32; // two's complement; the kernel's sum wraps
         }
-        let grid = grid_for(&ctx, op, units.div_ceil(u64::from(ITEMS)), WORKGROUP_SIZE)?;
+        let wg = ctx.workgroup_size();
+        let grid = grid_for(&ctx, op, units.div_ceil(u64::from(ITEMS)), wg)?;
         let pipeline = ctx.pipeline(
             &KERNEL,
             &[
                 ("ELEM_BYTES", elem),
-                ("WORKGROUP_SIZE", WORKGROUP_SIZE),
+                ("WORKGROUP_SIZE", wg),
                 ("ITEMS", ITEMS),
                 ("DST_STRIDED", u32::from(strided)),
             ],

@@ -43,11 +43,12 @@ pub type ShaderVariant = (String, String, Vec<(&'static str, u32)>);
 /// Every kernel variant the crate can compile, so tests validate each with naga, without a GPU.
 pub fn shader_variants() -> Vec<ShaderVariant> {
     let mut out = Vec::new();
-    for w in [1u32, 2, 4, 8] {
-        let c = vec![
-            ("ELEM_BYTES", w),
-            ("WORKGROUP_SIZE", gather::WORKGROUP_SIZE),
-        ];
+    // The two workgroup sizes `default_workgroup_size` picks.
+    for (w, wg) in [1u32, 2, 4, 8]
+        .into_iter()
+        .flat_map(|w| [(w, 64), (w, 256)])
+    {
+        let c = vec![("ELEM_BYTES", w), ("WORKGROUP_SIZE", wg)];
         out.push((
             "block_remap.wgsl".into(),
             block_remap::KERNEL.wgsl.into(),

@@ -6,7 +6,9 @@
 //! adapter has them, else wall time around the finished submission; one warm-up, then the
 //! median of several measurements. GB/s counts bytes read plus bytes written.
 //!
-//! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick]`
+//! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick] [--case TEXT]
+//! [--workgroup-size N] [--no-scan]`
+//! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::time::Instant;
 
@@ -60,7 +62,29 @@ impl Timer {
         ctx.device()
             .poll(wgpu::PollType::wait_indefinitely())
             .unwrap();
-        let wall = start.elapsed().as_secs_f64();
+        self.elapsed(ctx, start.elapsed().as_secs_f64())
+    }
+
+    /// Seconds taken by what `record` records into a plain wgpu encoder.
+    fn time_raw(&self, ctx: &Context, record: &mut dyn FnMut(&mut wgpu::CommandEncoder)) -> f64 {
+        let mut enc = ctx.device().create_command_encoder(&Default::default());
+        if let Some(set) = &self.set {
+            enc.write_timestamp(set, 0);
+        }
+        record(&mut enc);
+        if let Some(set) = &self.set {
+            enc.write_timestamp(set, 1);
+        }
+        let start = Instant::now();
+        ctx.queue().submit([enc.finish()]);
+        ctx.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap();
+        self.elapsed(ctx, start.elapsed().as_secs_f64())
+    }
+
+    /// The GPU time between the two timestamps just written, or `wall` without timestamps.
+    fn elapsed(&self, ctx: &Context, wall: f64) -> f64 {
         let Some(set) = &self.set else { return wall };
         let resolve = ctx.device().create_buffer(&wgpu::BufferDescriptor {
             label: None,
@@ -89,21 +113,28 @@ impl Timer {
             * 1e-9
     }
 
-    /// Median seconds per run of `record`, recorded `repeat` times per measurement.
-    fn median(
+    /// Median seconds per run of `op` and of `baseline`, their measurements interleaved so that
+    /// both see the same clock and thermal state of the device.
+    fn median_pair(
         &self,
         ctx: &Context,
         repeat: usize,
         samples: usize,
-        record: &mut dyn FnMut(&mut Recorder),
-    ) -> f64 {
-        let mut all = |rec: &mut Recorder| (0..repeat).for_each(|_| record(rec));
-        self.time(ctx, &mut all); // warm-up: pipelines, first-touch of memory
-        let mut t: Vec<f64> = (0..samples)
-            .map(|_| self.time(ctx, &mut all) / repeat as f64)
-            .collect();
-        t.sort_by(f64::total_cmp);
-        t[t.len() / 2]
+        op: &mut dyn FnMut(&mut Recorder),
+        baseline: &mut dyn FnMut(&mut Recorder),
+    ) -> (f64, f64) {
+        let mut run_op = |rec: &mut Recorder| (0..repeat).for_each(|_| op(rec));
+        let mut run_base = |rec: &mut Recorder| (0..repeat).for_each(|_| baseline(rec));
+        self.time(ctx, &mut run_op); // warm-up: pipelines, first-touch of memory
+        self.time(ctx, &mut run_base);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..samples {
+            a.push(self.time(ctx, &mut run_op) / repeat as f64);
+            b.push(self.time(ctx, &mut run_base) / repeat as f64);
+        }
+        a.sort_by(f64::total_cmp);
+        b.sort_by(f64::total_cmp);
+        (a[a.len() / 2], b[b.len() / 2])
     }
 }
 
@@ -205,12 +236,34 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if quick { 16 } else { 256 });
     std::fs::create_dir_all(&out_dir).unwrap();
+    if let Some(file) = flag("--replot") {
+        // Draws the plot of a results.json measured elsewhere (a machine without fonts).
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let records = doc["results"].as_array().cloned().unwrap_or_default();
+        let adapter = doc["adapter"].as_str().unwrap_or("?");
+        let path = std::path::Path::new(&file).with_file_name("throughput.png");
+        plot(&path, adapter, &records).unwrap();
+        println!("wrote {}", path.display());
+        return;
+    }
 
-    let ctx = Context::new_blocking(ContextOptions::default()).expect("no GPU adapter");
+    let ctx = Context::new_blocking(ContextOptions {
+        workgroup_size: flag("--workgroup-size").map(|v| v.parse().expect("--workgroup-size N")),
+        ..Default::default()
+    })
+    .expect("no GPU adapter");
     let info = ctx.adapter_info().clone();
     let adapter = format!("{} ({:?}, {})", info.name, info.backend, info.driver_info);
     let timer = Timer::new(&ctx);
-    println!("adapter: {adapter}\ntiming: {}\n", timer.method());
+    println!(
+        "adapter: {adapter}\ntiming: {}\nworkgroup size: {}\n",
+        timer.method(),
+        ctx.workgroup_size()
+    );
+    spin_up(&ctx);
+    let ceiling_bytes = (64u64 << 20).min(max_mib << 20).min(ctx.binding_limit()) & !15;
+    let ceiling = ceilings(&ctx, &timer, ceiling_bytes);
 
     let mut sizes = Vec::new();
     let mut s = 4u64 << 10;
@@ -251,27 +304,32 @@ fn main() {
                     }
                 };
                 let out_bytes = out.byte_len();
-                let repeat = ((64u64 << 20) / out_bytes.max(1)).clamp(1, 64) as usize;
-                let samples = if out_bytes >= 32 << 20 { 3 } else { 7 };
-                // The output's buffer is handed back to each recording's pool before the op runs,
-                // so every measured run reuses it, as a graph would, instead of paying for a
-                // fresh (zero-initialized) buffer.
-                let mut spare: Option<Tensor> = None;
-                let t_op = timer.median(&ctx, repeat, samples, &mut |rec| {
-                    if let Some(t) = spare.take() {
-                        rec.release(t);
-                    }
-                    spare = Some(case.record(rec, &x).unwrap());
-                });
+                // Enough runs per measurement to keep the device busy for a while (a discrete
+                // GPU lowers its clocks between short bursts), capped for the small sizes.
+                let repeat = ((512u64 << 20) / out_bytes.max(1)).clamp(2, 256) as usize;
+                let samples = if out_bytes >= 32 << 20 { 5 } else { 7 };
                 // Baseline: copy the same number of output bytes between two buffers.
                 let (a, b) = (
                     Tensor::uninit(&ctx, DType::U8, &[out_bytes as usize]).unwrap(),
                     Tensor::uninit(&ctx, DType::U8, &[out_bytes as usize]).unwrap(),
                 );
                 let copy_size = out_bytes.div_ceil(4) * 4;
-                let t_copy = timer.median(&ctx, repeat, samples, &mut |rec| {
-                    rec.copy_bytes(&a, 0, &b, 0, copy_size).unwrap();
-                });
+                // The output's buffer is handed back to each recording's pool before the op runs,
+                // so every measured run reuses it, as a graph would, instead of paying for a
+                // fresh (zero-initialized) buffer.
+                let mut spare: Option<Tensor> = None;
+                let (t_op, t_copy) = timer.median_pair(
+                    &ctx,
+                    repeat,
+                    samples,
+                    &mut |rec| {
+                        if let Some(t) = spare.take() {
+                            rec.release(t);
+                        }
+                        spare = Some(case.record(rec, &x).unwrap());
+                    },
+                    &mut |rec| rec.copy_bytes(&a, 0, &b, 0, copy_size).unwrap(),
+                );
                 let moved = 2.0 * out_bytes as f64;
                 let (gbs, copy_gbs) = (moved / t_op / 1e9, moved / t_copy / 1e9);
                 println!(
@@ -288,13 +346,17 @@ fn main() {
             }
         }
     }
-    let results = json!({"adapter": adapter, "timing": timer.method(), "bytes_counted": "read + written", "results": records});
+    let results = json!({"adapter": adapter, "timing": timer.method(), "workgroup_size": ctx.workgroup_size(), "copy_ceilings": ceiling, "bytes_counted": "read + written", "results": records});
     std::fs::write(
         out_dir.join("results.json"),
         serde_json::to_string_pretty(&results).unwrap(),
     )
     .unwrap();
-    plot(&out_dir.join("throughput.png"), &adapter, &records);
+    if let Err(e) = plot(&out_dir.join("throughput.png"), &adapter, &records) {
+        // e.g. no font on a bare machine; `--replot results.json` draws it elsewhere.
+        let _ = std::fs::remove_file(out_dir.join("throughput.png"));
+        println!("plot skipped: {e}");
+    }
 
     if args.iter().any(|a| a == "--no-scan") {
         return;
@@ -306,14 +368,126 @@ fn main() {
     );
 }
 
-fn plot(path: &std::path::Path, adapter: &str, records: &[serde_json::Value]) {
+/// How fast this adapter copies through a compute shader: one 32-bit word per invocation, and
+/// one `vec4<u32>` (16 bytes) per invocation, against `copy_buffer_to_buffer`, all of the same
+/// bytes. The kernels' own ceiling: they move words (4-byte loads), never vectors.
+fn ceilings(ctx: &Context, timer: &Timer, bytes: u64) -> serde_json::Value {
+    const WGSL: &str = "
+        @group(0) @binding(0) var<storage, read> src: array<T>;
+        @group(0) @binding(1) var<storage, read_write> dst: array<T>;
+        @compute @workgroup_size(256)
+        fn main(@builtin(workgroup_id) g: vec3<u32>, @builtin(local_invocation_index) l: u32) {
+            let i = (g.x + 32768u * g.y) * 256u + l;
+            if i < arrayLength(&dst) { dst[i] = src[i]; }
+        }";
+    let a = Tensor::uninit(ctx, DType::U8, &[bytes as usize]).unwrap();
+    let b = Tensor::uninit(ctx, DType::U8, &[bytes as usize]).unwrap();
+    let repeat = ((1u64 << 30) / bytes).clamp(2, 64) as usize;
+    let median = |t: &mut dyn FnMut() -> f64| {
+        t();
+        let mut v: Vec<f64> = (0..7).map(|_| t() / repeat as f64).collect();
+        v.sort_by(f64::total_cmp);
+        v[3]
+    };
+    let copy = median(&mut || {
+        timer.time_raw(ctx, &mut |enc| {
+            for _ in 0..repeat {
+                enc.copy_buffer_to_buffer(a.buffer(), 0, b.buffer(), 0, bytes);
+            }
+        })
+    });
+    let mut out = vec![("copy_buffer_to_buffer".to_string(), copy)];
+    for (ty, width) in [("u32", 4u64), ("vec4<u32>", 16)] {
+        let module = ctx
+            .device()
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(WGSL.replace("<T>", &format!("<{ty}>")).into()),
+            });
+        let pipeline = ctx
+            .device()
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        let group = ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: a.buffer().as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: b.buffer().as_entire_binding(),
+                },
+            ],
+        });
+        let groups = (bytes / width).div_ceil(256);
+        let (x, y) = (groups.min(32768) as u32, groups.div_ceil(32768) as u32);
+        let t = median(&mut || {
+            timer.time_raw(ctx, &mut |enc| {
+                for _ in 0..repeat {
+                    let mut pass = enc.begin_compute_pass(&Default::default());
+                    pass.set_pipeline(&pipeline);
+                    pass.set_bind_group(0, &group, &[]);
+                    pass.dispatch_workgroups(x, y, 1);
+                }
+            })
+        });
+        out.push((format!("compute shader, one {ty} per invocation"), t));
+    }
+    println!("copy ceilings, {} MiB (GB/s read + written):", bytes >> 20);
+    for (name, t) in &out {
+        println!("  {name:<42} {:>8.1}", 2.0 * bytes as f64 / t / 1e9);
+    }
+    println!();
+    serde_json::Value::Array(
+        out.iter()
+            .map(|(name, t)| json!({"method": name, "bytes": bytes, "seconds": t, "gb_per_s": 2.0 * bytes as f64 / t / 1e9}))
+            .collect(),
+    )
+}
+
+/// About a second of large copies before the first measurement, so that a discrete GPU has left
+/// its idle clocks.
+fn spin_up(ctx: &Context) {
+    let bytes = (256u64 << 20).min(ctx.device().limits().max_buffer_size) as usize & !3;
+    let a = Tensor::uninit(ctx, DType::U8, &[bytes]).unwrap();
+    let b = Tensor::uninit(ctx, DType::U8, &[bytes]).unwrap();
+    let start = Instant::now();
+    while start.elapsed().as_secs_f64() < 1.0 {
+        ctx.run(|rec| {
+            for _ in 0..8 {
+                rec.copy_bytes(&a, 0, &b, 0, bytes as u64)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        // `run` returns once submitted; wait, or a second of submissions queues far more work.
+        ctx.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap();
+    }
+}
+
+fn plot(
+    path: &std::path::Path,
+    adapter: &str,
+    records: &[serde_json::Value],
+) -> Result<(), Box<dyn std::error::Error>> {
     use plotters::prelude::*;
     if let Ok(font) = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf") {
         let font: &'static [u8] = Box::leak(font.into_boxed_slice());
         let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, font);
     }
     let root = BitMapBackend::new(path, (1400, 1000)).into_drawing_area();
-    root.fill(&WHITE).unwrap();
+    root.fill(&WHITE)?;
     let (title, body) = root.split_vertically(40);
     title
         .titled(
@@ -336,8 +510,7 @@ fn plot(path: &std::path::Path, adapter: &str, records: &[serde_json::Value]) {
             .build_cartesian_2d(
                 (2f64.powi(12)..2f64.powi(29)).log_scale(),
                 (0.005f64..max * 1.5).log_scale(),
-            )
-            .unwrap();
+            )?;
         chart
             .configure_mesh()
             .x_desc("input bytes")
@@ -350,8 +523,7 @@ fn plot(path: &std::path::Path, adapter: &str, records: &[serde_json::Value]) {
                     format!("{:.0}K", v / 1024.0)
                 }
             })
-            .draw()
-            .unwrap();
+            .draw()?;
         let mut series: Vec<(String, Vec<(f64, f64)>)> = Case::ALL
             .iter()
             .map(|c| (c.name().to_string(), Vec::new()))
@@ -371,35 +543,32 @@ fn plot(path: &std::path::Path, adapter: &str, records: &[serde_json::Value]) {
                 let last = series.len() - 1;
                 series[last]
                     .1
-                    .push((x, r["copy_gb_per_s"].as_f64().unwrap()));
+                    .push((x, r["copy_gb_per_s"].as_f64().unwrap_or(0.0)));
             }
         }
         for (i, (name, points)) in series.into_iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .unwrap()
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
                 .label(name)
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
                 });
-            chart
-                .draw_series(
-                    points
-                        .into_iter()
-                        .map(|p| Circle::new(p, 3, color.filled())),
-                )
-                .unwrap();
+            chart.draw_series(
+                points
+                    .into_iter()
+                    .map(|p| Circle::new(p, 3, color.filled())),
+            )?;
         }
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .unwrap();
+            .draw()?;
     }
-    root.present().unwrap();
+    root.present()?;
+    Ok(())
 }
 
 /// Runs the Scan and RNN benchmarks and writes `scan.json`.

@@ -378,6 +378,35 @@ proptest! {
 }
 
 #[test]
+fn rows_of_whole_vectors_move_as_vectors() {
+    // Trailing axes of 4, 8 and 16 words (f32 C=4, u8 C=32 viewed as words, f64 C=8), and of 6
+    // words (not a multiple of 4, the scalar run path), with padding and crops; every row run
+    // is then one 16-byte access.
+    for (dtype, shape) in [
+        (DType::F32, [4, 3, 5, 4]),
+        (DType::U8, [4, 3, 3, 32]),
+        (DType::F64, [4, 3, 5, 8]),
+        (DType::I16, [4, 3, 3, 12]),
+    ] {
+        let data = random_tensor(11, dtype, &shape);
+        let b2s = BatchToSpace::new([1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 1, 0]);
+        let got = b2s.run(&upload(&data)).unwrap().to_host_blocking().unwrap();
+        assert_eq!(
+            got,
+            reference::batch_to_space(&data, &b2s).unwrap(),
+            "{dtype}"
+        );
+        let s2b = SpaceToBatch::new([1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 1, 0]);
+        let got = s2b.run(&upload(&data)).unwrap().to_host_blocking().unwrap();
+        assert_eq!(
+            got,
+            reference::space_to_batch(&data, &s2b).unwrap(),
+            "{dtype}"
+        );
+    }
+}
+
+#[test]
 fn nhwc_images_beyond_the_binding_limit() {
     let ctx = small_binding_ctx();
     // u8 RGBA (whole words per pixel), f32 and f64 NHWC with 2x2 blocks and padding, far

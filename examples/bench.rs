@@ -113,6 +113,23 @@ impl Timer {
             * 1e-9
     }
 
+    /// Median seconds per run of `record`, recorded `repeat` times per measurement.
+    fn median(
+        &self,
+        ctx: &Context,
+        repeat: usize,
+        samples: usize,
+        record: &mut dyn FnMut(&mut Recorder),
+    ) -> f64 {
+        let mut all = |rec: &mut Recorder| (0..repeat).for_each(|_| record(rec));
+        self.time(ctx, &mut all); // warm-up
+        let mut t: Vec<f64> = (0..samples)
+            .map(|_| self.time(ctx, &mut all) / repeat as f64)
+            .collect();
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    }
+
     /// Median seconds per run of `op` and of `baseline`, their measurements interleaved so that
     /// both see the same clock and thermal state of the device.
     fn median_pair(
@@ -580,7 +597,7 @@ fn scan_report(
     out_dir: &std::path::Path,
 ) {
     let scan = scan_overhead(ctx, timer, quick);
-    let rnn = rnn_cells(ctx, quick);
+    let rnn = rnn_cells(ctx, timer, quick);
     let doc = json!({"adapter": adapter, "results": scan, "rnn": rnn});
     std::fs::write(
         out_dir.join("scan.json"),
@@ -620,13 +637,14 @@ fn scan_graph(elems: usize, seq: usize, ops: usize) -> Graph {
 }
 
 fn scan_overhead(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value> {
-    println!("\nScan overhead: time per iteration; by hand = the same kernels recorded into one command buffer; naive = submit and wait every iteration");
+    println!("\nScan overhead: time per iteration; scan host = until the Scan's work is submitted; by hand = the same kernels recorded into one command buffer; naive = submit and wait every iteration");
     println!(
-        "{:>8} {:>5} {:>4} {:>12} {:>12} {:>12} {:>9} {:>9}",
+        "{:>8} {:>5} {:>4} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9}",
         "elements",
         "iters",
         "ops",
         "scan us/it",
+        "scan host",
         "hand us/it",
         "naive us/it",
         "scan/hand",
@@ -650,24 +668,28 @@ fn scan_overhead(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::V
                     ("s0".to_string(), state.clone()),
                     ("xs".to_string(), x.clone()),
                 ];
-                let wall = |f: &mut dyn FnMut()| {
+                // Median of three runs: (until the GPU is done, until the work is submitted).
+                let wall_and_host = |f: &mut dyn FnMut()| {
                     f(); // warm-up
-                    let mut t: Vec<f64> = (0..3)
+                    let mut t: Vec<(f64, f64)> = (0..3)
                         .map(|_| {
                             let t = Instant::now();
                             f();
+                            let host = t.elapsed().as_secs_f64();
                             ctx.device()
                                 .poll(wgpu::PollType::wait_indefinitely())
                                 .unwrap();
-                            t.elapsed().as_secs_f64()
+                            (t.elapsed().as_secs_f64(), host)
                         })
                         .collect();
-                    t.sort_by(f64::total_cmp);
+                    t.sort_by(|a, b| a.0.total_cmp(&b.0));
                     t[1]
                 };
-                let t_scan = wall(&mut || {
+                let wall = |f: &mut dyn FnMut()| wall_and_host(f).0;
+                let (t_scan, t_scan_host) = wall_and_host(&mut || {
                     session.run_tensors_blocking(inputs.clone()).unwrap();
-                }) / seq as f64;
+                });
+                let (t_scan, t_scan_host) = (t_scan / seq as f64, t_scan_host / seq as f64);
                 // By hand: what the Scan records, written out: copy row t of the scan input
                 // into an element buffer, then the body's kernels, reusing buffers.
                 let row = Tensor::uninit(ctx, DType::F32, &[elems]).unwrap();
@@ -706,14 +728,15 @@ fn scan_overhead(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::V
                 }) / naive_iters as f64;
                 let _ = timer;
                 println!(
-                    "{elems:>8} {seq:>5} {ops:>4} {:>12.1} {:>12.1} {:>12.1} {:>9.2} {:>9.2}",
+                    "{elems:>8} {seq:>5} {ops:>4} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>9.2} {:>9.2}",
                     t_scan * 1e6,
+                    t_scan_host * 1e6,
                     t_hand * 1e6,
                     t_naive * 1e6,
                     t_scan / t_hand,
                     t_naive / t_scan
                 );
-                out.push(json!({"elements": elems, "iterations": seq, "ops": ops, "scan_s_per_iter": t_scan, "by_hand_s_per_iter": t_hand, "naive_s_per_iter": t_naive, "scan_over_by_hand": t_scan / t_hand, "naive_over_scan": t_naive / t_scan}));
+                out.push(json!({"elements": elems, "iterations": seq, "ops": ops, "scan_s_per_iter": t_scan, "scan_host_s_per_iter": t_scan_host, "by_hand_s_per_iter": t_hand, "naive_s_per_iter": t_naive, "scan_over_by_hand": t_scan / t_hand, "naive_over_scan": t_naive / t_scan}));
             }
         }
     }
@@ -779,10 +802,13 @@ fn rnn_graph(batch: usize, hidden: usize, steps: usize) -> Graph {
         .output("Y")
 }
 
-fn rnn_cells(ctx: &Context, quick: bool) -> Vec<serde_json::Value> {
+fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value> {
     let steps = if quick { 64 } else { 512 };
-    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan");
-    println!("{:>6} {:>12} {:>12}", "batch", "us/step", "total ms");
+    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan; host = until the submission, the rest is the GPU finishing; GPU us: each body command alone, GPU timestamps");
+    println!(
+        "{:>6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "batch", "us/step", "host us/step", "total ms", "MatMul", "Add", "Tanh", "copy row"
+    );
     let mut out = Vec::new();
     for batch in [1usize, 64] {
         let hidden = 256;
@@ -798,23 +824,58 @@ fn rnn_cells(ctx: &Context, quick: bool) -> Vec<serde_json::Value> {
             ("Xs".to_string(), Tensor::from_host(ctx, &x).unwrap()),
         ];
         session.run_tensors_blocking(inputs.clone()).unwrap();
-        let mut t: Vec<f64> = (0..3)
+        let runs: Vec<(f64, f64)> = (0..3)
             .map(|_| {
                 let t = Instant::now();
                 session.run_tensors_blocking(inputs.clone()).unwrap();
+                let host = t.elapsed().as_secs_f64();
                 ctx.device()
                     .poll(wgpu::PollType::wait_indefinitely())
                     .unwrap();
-                t.elapsed().as_secs_f64()
+                (t.elapsed().as_secs_f64(), host)
             })
             .collect();
-        t.sort_by(f64::total_cmp);
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let total = median(runs.iter().map(|r| r.0).collect());
+        let host = median(runs.iter().map(|r| r.1).collect());
+        // The body's commands one at a time, on the GPU.
+        let h = Tensor::from_host(ctx, &zeros).unwrap();
+        let w = Tensor::from_host(
+            ctx,
+            &HostTensor::from_vec(vec![hidden, hidden], &vec![0.5f32; hidden * hidden]).unwrap(),
+        )
+        .unwrap();
+        let row = Tensor::uninit(ctx, DType::F32, &[batch, hidden]).unwrap();
+        let row_bytes = (batch * hidden * 4) as u64;
+        let xs = &inputs[1].1;
+        let gpu = |f: &mut dyn FnMut(&mut Recorder) -> wgpu_ops::Result<Tensor>| {
+            timer.median(ctx, 64, 5, &mut |rec| {
+                let t = f(rec).unwrap();
+                rec.release(t);
+            })
+        };
+        let matmul = gpu(&mut |rec| rec.matmul(&h, &w));
+        let add = gpu(&mut |rec| rec.elementwise("Add", &h, Some(&h)));
+        let tanh = gpu(&mut |rec| rec.elementwise("Tanh", &h, None));
+        let copy = timer.median(ctx, 64, 5, &mut |rec| {
+            rec.copy_bytes(xs, 0, &row, 0, row_bytes).unwrap()
+        });
         println!(
-            "{batch:>6} {:>12.1} {:>12.1}",
-            t[1] / steps as f64 * 1e6,
-            t[1] * 1e3
+            "{batch:>6} {:>12.1} {:>12.1} {:>12.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+            total / steps as f64 * 1e6,
+            host / steps as f64 * 1e6,
+            total * 1e3,
+            matmul * 1e6,
+            add * 1e6,
+            tanh * 1e6,
+            copy * 1e6
         );
-        out.push(json!({"batch": batch, "hidden": hidden, "steps": steps, "s_per_step": t[1] / steps as f64}));
+        out.push(json!({"batch": batch, "hidden": hidden, "steps": steps, "s_per_step": total / steps as f64,
+            "host_s_per_step": host / steps as f64,
+            "gpu_s_per_command": {"MatMul": matmul, "Add": add, "Tanh": tanh, "copy row": copy}}));
     }
     out
 }

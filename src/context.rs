@@ -657,6 +657,10 @@ pub(crate) enum Step {
 pub struct Recorder {
     ctx: Context,
     encoder: wgpu::CommandEncoder,
+    /// The compute pass that consecutive dispatches share (wgpu orders dispatches within a pass
+    /// by their resource use, as between passes); ended before any other encoder command.
+    /// One pass per dispatch cost tens of microseconds of host time each.
+    pass: Option<wgpu::ComputePass<'static>>,
     pending: Vec<ScopeCheck>,
     dispatches: u64,
     /// While capturing, commands are collected here instead of being encoded.
@@ -675,6 +679,7 @@ impl Recorder {
         Recorder {
             ctx,
             encoder,
+            pass: None,
             pending: Vec::new(),
             dispatches: 0,
             capture: None,
@@ -699,12 +704,32 @@ impl Recorder {
     ) -> Result<T> {
         let ctx = self.ctx.clone();
         let encoder = &mut self.encoder;
-        let (value, mut check) = ctx.scoped(op, || f(&ctx, encoder));
+        let pass = &mut self.pass;
+        let (value, check) = ctx.scoped(op, || {
+            // Ending the pass reports its dispatches' errors, under this scope.
+            *pass = None;
+            f(&ctx, encoder)
+        });
+        self.keep(check)?;
+        Ok(value)
+    }
+
+    /// Runs `f` (device calls only: buffers, bind groups) inside error scopes attributed to
+    /// `op`, leaving an open compute pass open.
+    fn on_device<T>(&mut self, op: &str, f: impl FnOnce(&Context) -> T) -> Result<T> {
+        let ctx = self.ctx.clone();
+        let (value, check) = ctx.scoped(op, || f(&ctx));
+        self.keep(check)?;
+        Ok(value)
+    }
+
+    /// Reports `check` now if its errors are known, or keeps it for `finish`.
+    fn keep(&mut self, mut check: ScopeCheck) -> Result<()> {
         check.poll_now()?;
         if !check.futures.is_empty() {
             self.pending.push(check);
         }
-        Ok(value)
+        Ok(())
     }
 
     /// A tensor for an op's output: a pooled buffer of a dead value when one fits exactly,
@@ -855,7 +880,7 @@ impl Recorder {
 
     /// A uniform buffer holding `bytes` (kernel parameters), written when it is created.
     fn uniform(&mut self, op: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
-        self.record(op, |ctx, _| {
+        self.on_device(op, |ctx| {
             ctx.buffer_with(Some("params"), wgpu::BufferUsages::UNIFORM, bytes)
         })
     }
@@ -871,7 +896,7 @@ impl Recorder {
         grid: [u32; 3],
     ) -> Result<()> {
         let uniform = self.uniform(op, params)?;
-        let bind_group = self.record(op, |ctx, _| {
+        let bind_group = self.on_device(op, |ctx| {
             let entries: Vec<wgpu::BindGroupEntry> = std::iter::once(uniform.as_entire_binding())
                 .chain(buffers.iter().cloned())
                 .enumerate()
@@ -904,15 +929,22 @@ impl Recorder {
             });
             return Ok(());
         }
-        self.record("dispatch", |_, encoder| {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: None,
-                timestamp_writes: None,
+        let ctx = self.ctx.clone();
+        let (encoder, pass) = (&mut self.encoder, &mut self.pass);
+        let ((), check) = ctx.scoped("dispatch", || {
+            let pass = pass.get_or_insert_with(|| {
+                encoder
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: None,
+                        timestamp_writes: None,
+                    })
+                    .forget_lifetime()
             });
             pass.set_pipeline(&pipeline.pipeline);
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
-        })
+        });
+        self.keep(check)
     }
 
     /// Writes a GPU timestamp into `set` at `index` (for benchmarks; needs the adapter's
@@ -928,10 +960,12 @@ impl Recorder {
         let Recorder {
             ctx,
             encoder,
+            pass,
             mut pending,
             ..
         } = self;
         let ((), check) = ctx.scoped("submit", || {
+            drop(pass);
             ctx.submit(encoder.finish());
         });
         pending.push(check);

@@ -1,15 +1,34 @@
 #!/usr/bin/env python3
-"""Prints the README's performance table (GB/s and ratio to the copy, per element width) for
-one input size from bench/results.json, which scripts/bench.sh writes."""
+"""Prints the README's performance tables from the files scripts/bench.sh writes.
+
+    bench-summary.py [DIR] [BYTES]
+
+DIR (default bench/) holds results.json and, when present, scan.json. Prints the copy
+ceilings of the adapter, GB/s and the ratio to copy_buffer_to_buffer per element width for
+inputs of BYTES (default 64 MiB), the lowest ratio from 16 MiB up per case, and the Scan and
+RNN tables."""
 import json
+import os
 import sys
 
-path = sys.argv[1] if len(sys.argv) > 1 else "bench/results.json"
+folder = sys.argv[1] if len(sys.argv) > 1 else "bench"
 size = int(sys.argv[2]) if len(sys.argv) > 2 else 64 << 20
-data = json.load(open(path))
+data = json.load(open(os.path.join(folder, "results.json")))
+print(f"Adapter: {data['adapter']} (workgroup size {data.get('workgroup_size', '?')}).\n")
+
+ceilings = data.get("copy_ceilings")
+if ceilings:
+    mib = ceilings[0]["bytes"] >> 20
+    print(f"Copy ceilings, {mib} MiB, GB/s read + written: " + ", ".join(
+        f"{c['method']} {c['gb_per_s']:.0f}" for c in ceilings) + ".\n")
+
 cases = []
 cells = {}
+lowest = {}
 for r in data["results"]:
+    if "gb_per_s" in r and r["input_bytes"] >= (16 << 20) * 99 // 100:
+        key = (r["case"], r["width"])
+        lowest[key] = min(lowest.get(key, 99.0), r["ratio_to_copy"])
     # Shapes of 2- and 8-byte cases round their sizes a little.
     if abs(r.get("input_bytes", 0) - size) > size // 100:
         continue
@@ -19,8 +38,35 @@ for r in data["results"]:
         cells[(r["case"], r["width"])] = f"{r['gb_per_s']:.2f} ({r['ratio_to_copy']:.2f})"
     else:
         cells[(r["case"], r["width"])] = "error"
-print(f"GB/s and (ratio to the copy) for {size >> 20} MiB inputs on {data['adapter']}:\n")
+print(f"GB/s and (ratio to copy_buffer_to_buffer) for {size >> 20} MiB inputs:\n")
 print("| case | 1-byte | 2-byte | 4-byte | 8-byte |")
 print("|---|---|---|---|---|")
 for c in cases:
     print(f"| {c} | " + " | ".join(cells.get((c, w), "") for w in (1, 2, 4, 8)) + " |")
+
+print("\nLowest ratio to copy_buffer_to_buffer from 16 MiB up:\n")
+print("| case | 1-byte | 2-byte | 4-byte | 8-byte |")
+print("|---|---|---|---|---|")
+for c in cases:
+    print(f"| {c} | " + " | ".join(
+        f"{lowest[(c, w)]:.2f}" if (c, w) in lowest else "" for w in (1, 2, 4, 8)) + " |")
+
+scan_path = os.path.join(folder, "scan.json")
+if os.path.exists(scan_path):
+    scan = json.load(open(scan_path))
+    print("\n| elements | iterations | body ops | Scan µs/iter | of which host | by hand µs/iter "
+          "| Scan / by hand | naive / Scan |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in scan["results"]:
+        host = r.get("scan_host_s_per_iter")
+        print(f"| {r['elements']} | {r['iterations']} | {r['ops']} | {r['scan_s_per_iter'] * 1e6:.0f} "
+              f"| {'' if host is None else f'{host * 1e6:.0f}'} | {r['by_hand_s_per_iter'] * 1e6:.0f} "
+              f"| {r['scan_over_by_hand']:.2f} | {r['naive_over_scan']:.1f} |")
+    print("\nRNN cell as a Scan (hidden 256, {} steps): ".format(scan["rnn"][0]["steps"]) + "; ".join(
+        f"batch {r['batch']}: {r['s_per_step'] * 1e6:.0f} µs per step"
+        + (f" ({r['host_s_per_step'] * 1e6:.0f} of them host)" if "host_s_per_step" in r else "")
+        for r in scan["rnn"]) + ".")
+    gpu = [r for r in scan["rnn"] if "gpu_s_per_command" in r]
+    for r in gpu:
+        print(f"  batch {r['batch']}, GPU µs per body command alone: " + ", ".join(
+            f"{k} {v * 1e6:.1f}" for k, v in r["gpu_s_per_command"].items()))

@@ -41,6 +41,10 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+// The same buffers as pairs of words, for `main_pairs` (8-byte elements in 8-byte aligned
+// windows): an entry point uses one view or the other, never both.
+@group(0) @binding(1) var<storage, read> src2: array<vec2<u32>>;
+@group(0) @binding(2) var<storage, read_write> dst2: array<vec2<u32>>;
 
 fn source_index(i: u32) -> u32 {
     var rest = i;
@@ -252,5 +256,48 @@ fn main(
         move_elements(first);
     } else {
         move_words(first);
+    }
+}
+
+// 8-byte elements as one 8-byte load and store each (ELEM_BYTES = 8; the host binds windows
+// that start and end on 8-byte boundaries).
+fn move_pairs(first: u32) {
+    var c = cursor_at(first);
+    let step = params.step[0][0];
+    if ITEMS == 4u && first + 4u <= params.count && c.inner + 4u <= params.shape[0][0] {
+        let d = destination_index(first);
+        let dstep = select(1u, params.dst_step[0][0], DST_STRIDED);
+        let v0 = src2[c.index];
+        let v1 = src2[c.index + step];
+        let v2 = src2[c.index + 2u * step];
+        let v3 = src2[c.index + 3u * step];
+        dst2[d] = v0;
+        dst2[d + dstep] = v1;
+        dst2[d + 2u * dstep] = v2;
+        dst2[d + 3u * dstep] = v3;
+        return;
+    }
+    for (var k = 0u; k < ITEMS; k++) {
+        let e = first + k;
+        if e >= params.count {
+            break;
+        }
+        dst2[destination_index(e)] = src2[c.index];
+        if k + 1u < ITEMS {
+            c = advance(c, 1u, e + 1u);
+        }
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main_pairs(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let invocation = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    let first = invocation * ITEMS;
+    if first < params.count {
+        move_pairs(first);
     }
 }

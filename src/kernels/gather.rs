@@ -20,6 +20,13 @@ pub(crate) static KERNEL: KernelSource = KernelSource {
     ],
 };
 
+/// The same file's `main_pairs` entry point: 8-byte elements as `vec2<u32>` accesses.
+pub(crate) static KERNEL_PAIRS: KernelSource = KernelSource {
+    name: "strided_gather_pairs",
+    entry: "main_pairs",
+    ..KERNEL
+};
+
 /// Consecutive elements (or words of 1- and 2-byte elements) each invocation moves: the index
 /// arithmetic is done once per run, and a run stays contiguous when the inner axis is.
 pub const ITEMS: u32 = 4;
@@ -428,8 +435,14 @@ impl Recorder {
         }
         let wg = ctx.workgroup_size();
         let grid = grid_for(&ctx, op, units.div_ceil(u64::from(ITEMS)), wg)?;
+        // 8-byte elements move as pairs of words when both windows start and end on 8-byte
+        // boundaries (element indices in the kernel count from the window's start).
+        let pairs = elem == 8
+            && [src_window, out_window]
+                .iter()
+                .all(|&(offset, size)| offset % 8 == 0 && size % 8 == 0 && size >= 8);
         let pipeline = ctx.pipeline(
-            &KERNEL,
+            if pairs { &KERNEL_PAIRS } else { &KERNEL },
             &[
                 ("ELEM_BYTES", elem),
                 ("WORKGROUP_SIZE", wg),

@@ -20,7 +20,7 @@ ceilings = data.get("copy_ceilings")
 if ceilings:
     mib = ceilings[0]["bytes"] >> 20
     print(f"Copy ceilings, {mib} MiB, GB/s read + written: " + ", ".join(
-        f"{c['method']} {c['gb_per_s']:.0f}" for c in ceilings) + ".\n")
+        f"{c['method']} {c['gb_per_s']:.{0 if c['gb_per_s'] >= 100 else 1}f}" for c in ceilings) + ".\n")
 
 cases = []
 cells = {}

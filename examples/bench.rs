@@ -7,7 +7,7 @@
 //! median of several measurements. GB/s counts bytes read plus bytes written.
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick] [--case TEXT]
-//! [--workgroup-size N] [--no-scan]`
+//! [--workgroup-size N] [--no-scan] [--scan-only] [--rnn-only]`
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::time::Instant;
@@ -291,6 +291,11 @@ fn main() {
     let mut records = Vec::new();
     if args.iter().any(|a| a == "--scan-only") {
         scan_report(&ctx, &timer, quick, &adapter, &out_dir);
+        return;
+    }
+    if args.iter().any(|a| a == "--rnn-only") {
+        // Prints the RNN table only (no file written).
+        rnn_cells(&ctx, &timer, quick);
         return;
     }
     println!(
@@ -804,10 +809,18 @@ fn rnn_graph(batch: usize, hidden: usize, steps: usize) -> Graph {
 
 fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value> {
     let steps = if quick { 64 } else { 512 };
-    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan; host = until the submission, the rest is the GPU finishing; GPU us: each body command alone, GPU timestamps");
+    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan; host = until the submission, the rest is the GPU finishing; GPU us: each body command alone, GPU timestamps; MatMul 16x: [16, 256] x [256, 256], one row of 16 x 16 tiles");
     println!(
-        "{:>6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
-        "batch", "us/step", "host us/step", "total ms", "MatMul", "Add", "Tanh", "copy row"
+        "{:>6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "batch",
+        "us/step",
+        "host us/step",
+        "total ms",
+        "MatMul",
+        "Add",
+        "Tanh",
+        "copy row",
+        "MatMul 16x"
     );
     let mut out = Vec::new();
     for batch in [1usize, 64] {
@@ -858,24 +871,29 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
             })
         };
         let matmul = gpu(&mut |rec| rec.matmul(&h, &w));
+        // The tiled kernel's time for one tile row, to compare with the few-rows kernel.
+        let h16 = Tensor::uninit(ctx, DType::F32, &[16, hidden]).unwrap();
+        let tiled = gpu(&mut |rec| rec.matmul(&h16, &w));
         let add = gpu(&mut |rec| rec.elementwise("Add", &h, Some(&h)));
         let tanh = gpu(&mut |rec| rec.elementwise("Tanh", &h, None));
         let copy = timer.median(ctx, 64, 5, &mut |rec| {
             rec.copy_bytes(xs, 0, &row, 0, row_bytes).unwrap()
         });
         println!(
-            "{batch:>6} {:>12.1} {:>12.1} {:>12.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+            "{batch:>6} {:>12.1} {:>12.1} {:>12.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>12.1}",
             total / steps as f64 * 1e6,
             host / steps as f64 * 1e6,
             total * 1e3,
             matmul * 1e6,
             add * 1e6,
             tanh * 1e6,
-            copy * 1e6
+            copy * 1e6,
+            tiled * 1e6
         );
         out.push(json!({"batch": batch, "hidden": hidden, "steps": steps, "s_per_step": total / steps as f64,
             "host_s_per_step": host / steps as f64,
-            "gpu_s_per_command": {"MatMul": matmul, "Add": add, "Tanh": tanh, "copy row": copy}}));
+            "gpu_s_per_command": {"MatMul": matmul, "Add": add, "Tanh": tanh, "copy row": copy},
+            "gpu_s_matmul_16_rows": tiled}));
     }
     out
 }

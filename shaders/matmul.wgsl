@@ -7,6 +7,9 @@
 alias T = f32; // LHS TYPE
 
 const TILE: u32 = 16u;
+// Invocations per workgroup of `rows`: the context's workgroup size within 4..=256 (a
+// multiple of SLICES that fits `partial`).
+override ROWS_WORKGROUP: u32 = 64u;
 
 struct Params {
     m: u32,
@@ -34,24 +37,32 @@ struct Params {
 var<workgroup> lhs_tile: array<array<T, 16>, 16>;
 var<workgroup> rhs_tile: array<array<T, 16>, 16>;
 
+// Element offsets of batch entry `batch`'s matrices: (lhs, rhs, dst).
+fn bases(batch: u32) -> vec3<u32> {
+    var rest = batch;
+    var b = vec3<u32>(params.lhs_base, params.rhs_base, params.dst_base);
+    for (var d = 0u; d < params.batch_rank; d++) {
+        let n = params.batch_shape[d / 4u][d % 4u];
+        let c = rest % n;
+        rest /= n;
+        b += c * vec3<u32>(
+            params.lhs_stride[d / 4u][d % 4u],
+            params.rhs_stride[d / 4u][d % 4u],
+            params.dst_stride[d / 4u][d % 4u],
+        );
+    }
+    return b;
+}
+
 @compute @workgroup_size(16, 16)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_id) local: vec3<u32>,
 ) {
-    let batch = group.z;
-    var rest = batch;
-    var lhs_base = params.lhs_base;
-    var rhs_base = params.rhs_base;
-    var dst_base = params.dst_base;
-    for (var d = 0u; d < params.batch_rank; d++) {
-        let n = params.batch_shape[d / 4u][d % 4u];
-        let c = rest % n;
-        rest /= n;
-        lhs_base += c * params.lhs_stride[d / 4u][d % 4u];
-        rhs_base += c * params.rhs_stride[d / 4u][d % 4u];
-        dst_base += c * params.dst_stride[d / 4u][d % 4u];
-    }
+    let b = bases(group.z);
+    let lhs_base = b.x;
+    let rhs_base = b.y;
+    let dst_base = b.z;
     let row = group.y * TILE + local.y;
     let col = group.x * TILE + local.x;
     var acc = T(0);
@@ -77,5 +88,43 @@ fn main(
     }
     if row < params.m && col < params.n {
         dst[dst_base + row * params.n + col] = acc;
+    }
+}
+
+// Fewer than 16 rows (a batch-1 RNN step, a vector times a matrix): the tiles above would
+// leave most invocations idle and wait at a barrier per step of k, which CPU adapters make
+// especially slow. Here an output element is 4 invocations, each summing a quarter of k in
+// order; one barrier, then the first adds the 4 partial sums. The row of A is read by all
+// invocations of a workgroup alike.
+const SLICES: u32 = 4u;
+var<workgroup> partial: array<T, 256>;
+
+@compute @workgroup_size(ROWS_WORKGROUP)
+fn rows(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let cols = ROWS_WORKGROUP / SLICES;
+    let c = local % cols;
+    let slice = local / cols;
+    let col = group.x * cols + c;
+    let row = group.y;
+    let b = bases(group.z);
+    let valid = row < params.m && col < params.n;
+    var acc = T(0);
+    if valid {
+        let len = (params.k + SLICES - 1u) / SLICES;
+        let k0 = min(slice * len, params.k);
+        let k1 = min(k0 + len, params.k);
+        let a = b.x + row * params.k;
+        for (var i = k0; i < k1; i++) {
+            acc += lhs[a + i] * rhs[b.y + i * params.n + col];
+        }
+    }
+    partial[local] = acc;
+    workgroupBarrier();
+    if valid && slice == 0u {
+        let sum = (partial[c] + partial[c + cols]) + (partial[c + 2u * cols] + partial[c + 3u * cols]);
+        dst[b.z + row * params.n + col] = sum;
     }
 }

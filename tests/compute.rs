@@ -142,8 +142,10 @@ fn pow_follows_numpy_for_negative_bases_and_zero() {
 
 #[test]
 fn matmul_shapes_and_batch_broadcasting() {
-    let cases: [(&[usize], &[usize]); 7] = [
+    // Fewer than 16 rows take the one-element-per-invocation kernel, 16 and more the tiles.
+    let cases: [(&[usize], &[usize]); 8] = [
         (&[17, 33], &[33, 18]),
+        (&[3, 70], &[2, 70, 130]),
         (&[1, 1], &[1, 1]),
         (&[5], &[5, 3]),
         (&[4, 5], &[5]),
@@ -457,5 +459,31 @@ fn concat_of_any_dtype_in_words_and_windows() {
             assert!(message.contains("whole 32-bit words"), "{message}");
         }
         other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
+fn matmul_of_few_rows_at_every_workgroup_size() {
+    // The few-rows kernel splits k in four per output element; its workgroup follows the
+    // context's size (clamped to 4..=256). i32 values, so the sums are exact.
+    let (m, k, n) = (3usize, 70usize, 130usize);
+    let a: Vec<i32> = (0..m * k).map(|i| (i as i32 * 7) % 11 - 5).collect();
+    let b: Vec<i32> = (0..k * n).map(|i| (i as i32 * 5) % 13 - 6).collect();
+    let want: Vec<i32> = (0..m * n)
+        .map(|o| (0..k).map(|i| a[o / n * k + i] * b[i * n + o % n]).sum())
+        .collect();
+    for size in [1, 8, 64, 256] {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            workgroup_size: Some(size),
+            ..Default::default()
+        })
+        .unwrap();
+        let ta = wgpu_ops::Tensor::from_host(&ctx, &HostTensor::from_vec(vec![m, k], &a).unwrap())
+            .unwrap();
+        let tb = wgpu_ops::Tensor::from_host(&ctx, &HostTensor::from_vec(vec![k, n], &b).unwrap())
+            .unwrap();
+        let y = ctx.run(|rec| rec.matmul(&ta, &tb)).unwrap();
+        let got = y.to_host_blocking().unwrap().to_vec::<i32>().unwrap();
+        assert_eq!(got, want, "workgroup size {size}");
     }
 }

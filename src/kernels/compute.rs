@@ -76,6 +76,15 @@ pub fn matmul_source(ty: &str) -> String {
 /// Generated kernels live as long as the process: there is one per (op, dtype) pair used, a
 /// small closed set, so leaking them once gives the pipeline cache its `'static` keys.
 fn kernel(name: String, source: impl FnOnce() -> String) -> &'static KernelSource {
+    kernel_entry(name, "main", source)
+}
+
+/// `kernel` for entry point `entry` of the generated source.
+fn kernel_entry(
+    name: String,
+    entry: &'static str,
+    source: impl FnOnce() -> String,
+) -> &'static KernelSource {
     static KERNELS: Mutex<Option<HashMap<String, &'static KernelSource>>> = Mutex::new(None);
     let mut map = KERNELS.lock().unwrap();
     let map = map.get_or_insert_with(HashMap::new);
@@ -86,7 +95,7 @@ fn kernel(name: String, source: impl FnOnce() -> String) -> &'static KernelSourc
     let k: &'static KernelSource = Box::leak(Box::new(KernelSource {
         name: leaked_name,
         wgsl: Box::leak(source().into_boxed_str()),
-        entry: "main",
+        entry,
         bindings: BINDINGS,
     }));
     map.insert(name, k);
@@ -389,8 +398,9 @@ impl Recorder {
                     max: limit,
                 })?
         };
-        let kernel = kernel(format!("matmul[{ty}]"), || matmul_source(ty));
-        let pipeline = ctx.pipeline(kernel, &[])?;
+        let tiled = kernel(format!("matmul[{ty}]"), || matmul_source(ty));
+        let wg = ctx.workgroup_size();
+        let rows_kernel = kernel_entry(format!("matmul_rows[{ty}]"), "rows", || matmul_source(ty));
         for w in walks {
             let (firsts, bindings) = bind_windows(&buffers, &w, whole, align);
             // Every piece ends with the row axis; the axes before it are (part of) the batch.
@@ -417,11 +427,30 @@ impl Recorder {
                 params.rhs_stride[d] = w.steps[j][1] as u32;
                 params.dst_stride[d] = w.steps[j][2] as u32;
             }
-            let grid = [
-                n.div_ceil(16) as u32,
-                rows.div_ceil(16) as u32,
-                batch.iter().product::<u64>() as u32,
-            ];
+            let batches = batch.iter().product::<u64>() as u32;
+            if *rows < 16 {
+                // Four invocations per output element (see `rows` in matmul.wgsl).
+                let group = wg.clamp(4, 256);
+                let grid = [
+                    n.div_ceil(u64::from(group / 4)) as u32,
+                    *rows as u32,
+                    batches,
+                ];
+                if grid[0] > max {
+                    return Err(Error::LimitExceeded {
+                        op,
+                        what: format!("{n} output columns in workgroups of {}", group / 4),
+                        limit: "max_compute_workgroups_per_dimension",
+                        needed: u64::from(grid[0]),
+                        max: u64::from(max),
+                    });
+                }
+                let pipeline = ctx.pipeline(rows_kernel, &[("ROWS_WORKGROUP", group)])?;
+                self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+                continue;
+            }
+            let grid = [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, batches];
+            let pipeline = ctx.pipeline(tiled, &[])?;
             self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
         }
         Ok(())

@@ -69,4 +69,6 @@ if os.path.exists(scan_path):
     gpu = [r for r in scan["rnn"] if "gpu_s_per_command" in r]
     for r in gpu:
         print(f"  batch {r['batch']}, GPU µs per body command alone: " + ", ".join(
-            f"{k} {v * 1e6:.1f}" for k, v in r["gpu_s_per_command"].items()))
+            f"{k} {v * 1e6:.1f}" for k, v in r["gpu_s_per_command"].items())
+            + (f"; MatMul of 16 rows (one row of tiles) {r['gpu_s_matmul_16_rows'] * 1e6:.1f}"
+               if "gpu_s_matmul_16_rows" in r else ""))

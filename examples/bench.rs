@@ -414,7 +414,7 @@ fn ceilings(ctx: &Context, timer: &Timer, bytes: u64) -> serde_json::Value {
     let copy = median(&mut || {
         timer.time_raw(ctx, &mut |enc| {
             for _ in 0..repeat {
-                enc.copy_buffer_to_buffer(a.buffer(), 0, b.buffer(), 0, bytes);
+                enc.copy_buffer_to_buffer(&a.buffers()[0], 0, &b.buffers()[0], 0, bytes);
             }
         })
     });
@@ -442,11 +442,11 @@ fn ceilings(ctx: &Context, timer: &Timer, bytes: u64) -> serde_json::Value {
             entries: &[
                 wgpu::BindGroupEntry {
                     binding: 0,
-                    resource: a.buffer().as_entire_binding(),
+                    resource: a.buffers()[0].as_entire_binding(),
                 },
                 wgpu::BindGroupEntry {
                     binding: 1,
-                    resource: b.buffer().as_entire_binding(),
+                    resource: b.buffers()[0].as_entire_binding(),
                 },
             ],
         });
@@ -479,7 +479,7 @@ fn ceilings(ctx: &Context, timer: &Timer, bytes: u64) -> serde_json::Value {
 /// About a second of large copies before the first measurement, so that a discrete GPU has left
 /// its idle clocks.
 fn spin_up(ctx: &Context) {
-    let bytes = (256u64 << 20).min(ctx.device().limits().max_buffer_size) as usize & !3;
+    let bytes = (256u64 << 20).min(ctx.max_buffer_size()) as usize & !3;
     let a = Tensor::uninit(ctx, DType::U8, &[bytes]).unwrap();
     let b = Tensor::uninit(ctx, DType::U8, &[bytes]).unwrap();
     let start = Instant::now();

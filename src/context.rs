@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Waker};
 
+use crate::tensor::Storage;
 use crate::{Error, Result};
 
 /// How to choose an adapter. Fields left `None` fall back to wgpu's environment variables
@@ -22,6 +23,10 @@ pub struct ContextOptions {
     /// `max_storage_buffer_binding_size`); larger tensors are then processed in chunks.
     /// Mostly for tests of the chunked paths on small tensors.
     pub max_binding_size: Option<u64>,
+    /// Make GPU buffers of at most this many bytes (below the device's `max_buffer_size`,
+    /// rounded down to a multiple of 256, at least 256); larger tensors are then held in
+    /// several buffers. Mostly for tests of multi-buffer tensors on small sizes.
+    pub max_buffer_size: Option<u64>,
     /// Invocations per workgroup of the data-movement and element-wise kernels (a power of
     /// two within the device's limits). `None`: [`default_workgroup_size`] for the adapter.
     pub workgroup_size: Option<u32>,
@@ -86,6 +91,7 @@ struct Inner {
     info: wgpu::AdapterInfo,
     limits: wgpu::Limits,
     binding_limit: u64,
+    segment_bytes: u64,
     workgroup_size: u32,
     modules: Mutex<HashMap<&'static str, wgpu::ShaderModule>>,
     layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
@@ -244,6 +250,16 @@ impl Context {
                 ))
             }
         };
+        let segment_bytes = match options.max_buffer_size {
+            Some(m) if m < 256 => {
+                return Err(Error::invalid(
+                    "Context",
+                    "max_buffer_size",
+                    format!("max_buffer_size {m} is below the 256 bytes a buffer must hold"),
+                ))
+            }
+            m => m.map_or(limits.max_buffer_size, |m| m.min(limits.max_buffer_size)) / 256 * 256,
+        };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgpu-ops"),
@@ -278,6 +294,7 @@ impl Context {
                     .map_or(limits.max_storage_buffer_binding_size, |m| {
                         m.min(limits.max_storage_buffer_binding_size)
                     }),
+                segment_bytes,
                 workgroup_size,
                 limits,
                 modules: Mutex::default(),
@@ -444,19 +461,10 @@ impl Context {
         Ok(built)
     }
 
-    /// Checks `bytes` against the device's buffer limits before allocating.
-    pub(crate) fn check_buffer_size(&self, op: &'static str, what: &str, bytes: u64) -> Result<()> {
-        let max = self.inner.limits.max_buffer_size;
-        if bytes > max {
-            return Err(Error::LimitExceeded {
-                op,
-                what: format!("{what} ({bytes} bytes)"),
-                limit: "max_buffer_size",
-                needed: bytes,
-                max,
-            });
-        }
-        Ok(())
+    /// The most bytes in one GPU buffer (the device limit rounded down to 256 bytes, or less
+    /// if the options said so). Tensors above it are held in several buffers of this size.
+    pub fn max_buffer_size(&self) -> u64 {
+        self.inner.segment_bytes
     }
 
     /// The most bytes bound at once (the device limit, or less if the options said so).
@@ -638,14 +646,14 @@ pub(crate) enum Step {
         grid: [u32; 3],
     },
     Copy {
-        src: Arc<wgpu::Buffer>,
+        src: Arc<Storage>,
         src_offset: u64,
-        dst: Arc<wgpu::Buffer>,
+        dst: Arc<Storage>,
         dst_offset: u64,
         size: u64,
     },
     Clear {
-        buffer: Arc<wgpu::Buffer>,
+        buffer: Arc<Storage>,
         offset: u64,
         size: u64,
     },
@@ -666,7 +674,7 @@ pub struct Recorder {
     /// While capturing, commands are collected here instead of being encoded.
     capture: Option<Vec<Step>>,
     /// Buffers of dead values, by size, for reuse within this recording.
-    pool: HashMap<u64, Vec<Arc<wgpu::Buffer>>>,
+    pool: HashMap<u64, Vec<Arc<Storage>>>,
 }
 
 impl Recorder {
@@ -738,12 +746,12 @@ impl Recorder {
         let bytes = crate::host::checked_numel(shape)
             .and_then(|n| n.checked_mul(dtype.size()))
             .map(|b| crate::tensor::padded_size(b as u64));
-        if let Some(buffer) = bytes.and_then(|b| self.pool.get_mut(&b)).and_then(Vec::pop) {
+        if let Some(storage) = bytes.and_then(|b| self.pool.get_mut(&b)).and_then(Vec::pop) {
             return Ok(crate::Tensor::from_parts(
                 &self.ctx,
                 dtype,
                 shape.to_vec(),
-                buffer,
+                storage,
             ));
         }
         crate::Tensor::uninit(&self.ctx, dtype, shape)
@@ -752,8 +760,8 @@ impl Recorder {
     /// Hands back the buffer of a tensor nobody will read again, for reuse by ops recorded
     /// later in this recording (only if no other handle to the buffer exists).
     pub fn release(&mut self, t: crate::Tensor) {
-        if let Some(buffer) = t.into_unique_buffer() {
-            self.pool.entry(buffer.size()).or_default().push(buffer);
+        if let Some(storage) = t.into_unique_storage() {
+            self.pool.entry(storage.size()).or_default().push(storage);
         }
     }
 
@@ -807,7 +815,7 @@ impl Recorder {
         let fits = |t: &crate::Tensor, offset: u64| {
             offset
                 .checked_add(size)
-                .is_some_and(|end| end <= t.buffer().size())
+                .is_some_and(|end| end <= t.storage().size())
         };
         if !(src_offset | dst_offset | size).is_multiple_of(4)
             || !fits(src, src_offset)
@@ -819,21 +827,16 @@ impl Recorder {
                 format!("copying {size} bytes from offset {src_offset} to offset {dst_offset} needs multiples of 4 within both buffers"),
             ));
         }
-        self.copy(
-            src.buffer_arc(),
-            src_offset,
-            dst.buffer_arc(),
-            dst_offset,
-            size,
-        )
+        self.copy(src.storage(), src_offset, dst.storage(), dst_offset, size)
     }
 
-    /// Records a buffer-to-buffer copy (offsets and size multiples of 4).
+    /// Records a copy between storages (offsets and size multiples of 4): one buffer copy per
+    /// stretch that stays inside one buffer of each.
     pub(crate) fn copy(
         &mut self,
-        src: &Arc<wgpu::Buffer>,
+        src: &Arc<Storage>,
         src_offset: u64,
-        dst: &Arc<wgpu::Buffer>,
+        dst: &Arc<Storage>,
         dst_offset: u64,
         size: u64,
     ) -> Result<()> {
@@ -851,17 +854,24 @@ impl Recorder {
             return Ok(());
         }
         self.record("copy", |_, encoder| {
-            encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size)
+            for (i, offset, len) in src.segments().ranges(src_offset, size) {
+                let at = dst_offset + (i as u64 * src.segments().segment + offset - src_offset);
+                for (j, dst_at, n) in dst.segments().ranges(at, len) {
+                    let from = offset + (j as u64 * dst.segments().segment + dst_at - at);
+                    encoder.copy_buffer_to_buffer(
+                        &src.buffers()[i],
+                        from,
+                        &dst.buffers()[j],
+                        dst_at,
+                        n,
+                    );
+                }
+            }
         })
     }
 
     /// Records zeroing `size` bytes of `buffer` from `offset` (both multiples of 4).
-    pub(crate) fn clear(
-        &mut self,
-        buffer: &Arc<wgpu::Buffer>,
-        offset: u64,
-        size: u64,
-    ) -> Result<()> {
+    pub(crate) fn clear(&mut self, buffer: &Arc<Storage>, offset: u64, size: u64) -> Result<()> {
         if size == 0 {
             return Ok(());
         }
@@ -874,7 +884,9 @@ impl Recorder {
             return Ok(());
         }
         self.record("clear", |_, encoder| {
-            encoder.clear_buffer(buffer, offset, Some(size))
+            for (i, at, n) in buffer.segments().ranges(offset, size) {
+                encoder.clear_buffer(&buffer.buffers()[i], at, Some(n));
+            }
         })
     }
 

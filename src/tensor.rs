@@ -7,16 +7,91 @@ use ndarray::ArrayD;
 use ndarray::{ArrayBase, Data, Dimension};
 
 use crate::host::checked_numel;
+use crate::kernels::windows::{Segments, Window};
 use crate::{Context, DType, Element, Error, HostTensor, Result};
 
-/// A tensor in GPU memory, C order. The buffer is padded to whole 32-bit words (at least one),
-/// so kernels can move 1- and 2-byte elements as words; padding bytes carry no meaning.
+/// A tensor in GPU memory, C order. The storage is padded to whole 32-bit words (at least
+/// one), so kernels can move 1- and 2-byte elements as words; padding bytes carry no meaning.
+/// A tensor larger than the context's [`Context::max_buffer_size`] is held in several
+/// buffers (see [`Tensor::buffers`]); every op accepts such tensors.
 #[derive(Clone)]
 pub struct Tensor {
     ctx: Context,
     dtype: DType,
     shape: Vec<usize>,
-    buffer: Arc<wgpu::Buffer>,
+    storage: Arc<Storage>,
+}
+
+/// The GPU buffers of a tensor: one, or for tensors above the context's buffer size, several
+/// of that size in order (the last may be shorter).
+pub(crate) struct Storage {
+    buffers: Vec<wgpu::Buffer>,
+    segments: Segments,
+}
+
+impl Storage {
+    /// New buffers for `size` bytes (a multiple of 4), holding `contents` when given (then
+    /// `size` is `contents` padded to a whole word). Creation failures go to the caller's scope.
+    fn create(ctx: &Context, size: u64, contents: Option<&[u8]>) -> Storage {
+        let segments = Segments {
+            segment: ctx.max_buffer_size(),
+            size,
+        };
+        let buffers = (0..segments.count())
+            .map(|i| {
+                let len = segments.len(i);
+                match contents {
+                    Some(data) => {
+                        // `size` is `data` padded to a word, which `buffer_with` adds.
+                        let from = i as u64 * segments.segment;
+                        let to = (from + len).min(data.len() as u64);
+                        ctx.buffer_with(None, USAGE, &data[from as usize..to as usize])
+                    }
+                    None => ctx.device().create_buffer(&wgpu::BufferDescriptor {
+                        label: None,
+                        size: len,
+                        usage: USAGE,
+                        mapped_at_creation: false,
+                    }),
+                }
+            })
+            .collect();
+        Storage { buffers, segments }
+    }
+
+    pub(crate) fn segments(&self) -> Segments {
+        self.segments
+    }
+    pub(crate) fn size(&self) -> u64 {
+        self.segments.size
+    }
+    pub(crate) fn buffers(&self) -> &[wgpu::Buffer] {
+        &self.buffers
+    }
+    /// The one buffer, when the storage is a single buffer.
+    pub(crate) fn single(&self) -> Option<&wgpu::Buffer> {
+        match self.buffers.as_slice() {
+            [b] => Some(b),
+            _ => None,
+        }
+    }
+    /// `window` bound as a binding.
+    pub(crate) fn bind(&self, window: Window) -> wgpu::BindingResource<'_> {
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: &self.buffers[window.segment],
+            offset: window.offset,
+            size: std::num::NonZeroU64::new(window.size),
+        })
+    }
+    /// The whole single buffer as a binding.
+    pub(crate) fn bind_whole(&self) -> wgpu::BindingResource<'_> {
+        self.bind(Window {
+            segment: 0,
+            offset: 0,
+            size: self.buffers[0].size(),
+            start: 0,
+        })
+    }
 }
 
 impl std::fmt::Debug for Tensor {
@@ -50,42 +125,30 @@ const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
 impl Tensor {
     /// Allocates an uninitialized tensor (contents unspecified until a kernel writes it).
     pub fn uninit(ctx: &Context, dtype: DType, shape: &[usize]) -> Result<Tensor> {
-        let bytes = byte_len("Tensor", dtype, shape)?;
-        let size = padded_size(bytes);
-        ctx.check_buffer_size("Tensor", "a tensor", size)?;
-        let (buffer, check) = ctx.scoped("allocate", || {
-            ctx.device().create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size,
-                usage: USAGE,
-                mapped_at_creation: false,
-            })
-        });
+        let size = padded_size(byte_len("Tensor", dtype, shape)?);
+        let (storage, check) = ctx.scoped("allocate", || Storage::create(ctx, size, None));
         check.now(ctx)?;
         ctx.count_buffer();
         Ok(Tensor {
             ctx: ctx.clone(),
             dtype,
             shape: shape.to_vec(),
-            buffer: Arc::new(buffer),
+            storage: Arc::new(storage),
         })
     }
 
     /// Uploads a host tensor.
     pub fn from_host(ctx: &Context, host: &HostTensor) -> Result<Tensor> {
         let size = padded_size(host.data.len() as u64);
-        ctx.check_buffer_size("Tensor", "a tensor", size)?;
-        let mut contents = Vec::with_capacity(size as usize);
-        contents.extend_from_slice(&host.data);
-        contents.resize(size as usize, 0);
-        let (buffer, check) = ctx.scoped("upload", || ctx.buffer_with(None, USAGE, &contents));
+        let (storage, check) =
+            ctx.scoped("upload", || Storage::create(ctx, size, Some(&host.data)));
         check.now(ctx)?;
         ctx.count_buffer();
         Ok(Tensor {
             ctx: ctx.clone(),
             dtype: host.dtype,
             shape: host.shape.clone(),
-            buffer: Arc::new(buffer),
+            storage: Arc::new(storage),
         })
     }
 
@@ -101,28 +164,28 @@ impl Tensor {
         ctx: &Context,
         dtype: DType,
         shape: Vec<usize>,
-        buffer: Arc<wgpu::Buffer>,
+        storage: Arc<Storage>,
     ) -> Tensor {
         Tensor {
             ctx: ctx.clone(),
             dtype,
             shape,
-            buffer,
+            storage,
         }
     }
 
-    /// The buffer, if this is its only handle (so it may be reused).
-    pub(crate) fn into_unique_buffer(self) -> Option<Arc<wgpu::Buffer>> {
-        (Arc::strong_count(&self.buffer) == 1).then_some(self.buffer)
+    /// The storage, if this is its only handle (so it may be reused).
+    pub(crate) fn into_unique_storage(self) -> Option<Arc<Storage>> {
+        (Arc::strong_count(&self.storage) == 1).then_some(self.storage)
     }
 
-    /// True when both tensors are views of one buffer (no copy was made).
+    /// True when both tensors are views of one storage (no copy was made).
     pub fn shares_buffer(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.buffer, &other.buffer)
+        Arc::ptr_eq(&self.storage, &other.storage)
     }
 
-    pub(crate) fn buffer_arc(&self) -> &Arc<wgpu::Buffer> {
-        &self.buffer
+    pub(crate) fn storage(&self) -> &Arc<Storage> {
+        &self.storage
     }
 
     pub fn dtype(&self) -> DType {
@@ -141,8 +204,10 @@ impl Tensor {
     pub fn byte_len(&self) -> u64 {
         (self.numel() * self.dtype.size()) as u64
     }
-    pub fn buffer(&self) -> &wgpu::Buffer {
-        &self.buffer
+    /// The GPU buffers holding the data, in order: one, unless the tensor is larger than
+    /// [`Context::max_buffer_size`]; then buffer `i` holds bytes `[i * max, (i + 1) * max)`.
+    pub fn buffers(&self) -> &[wgpu::Buffer] {
+        self.storage.buffers()
     }
     pub fn context(&self) -> &Context {
         &self.ctx
@@ -191,47 +256,55 @@ pub async fn download_all(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<Host
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("download"),
     });
+    // One staging buffer per GPU buffer of each tensor (none for empty tensors).
     let ((staging, receivers), check) = ctx.scoped("download", || {
-        let staging: Vec<Option<wgpu::Buffer>> = tensors
+        let staging: Vec<Vec<wgpu::Buffer>> = tensors
             .iter()
             .map(|t| {
-                (t.byte_len() > 0).then(|| {
-                    let size = padded_size(t.byte_len());
-                    let s = device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("staging"),
-                        size,
-                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    });
-                    encoder.copy_buffer_to_buffer(&t.buffer, 0, &s, 0, size);
-                    s
-                })
+                let buffers = if t.byte_len() > 0 { t.buffers() } else { &[] };
+                buffers
+                    .iter()
+                    .map(|b| {
+                        let s = device.create_buffer(&wgpu::BufferDescriptor {
+                            label: Some("staging"),
+                            size: b.size(),
+                            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                            mapped_at_creation: false,
+                        });
+                        encoder.copy_buffer_to_buffer(b, 0, &s, 0, b.size());
+                        s
+                    })
+                    .collect()
             })
             .collect();
         ctx.submit(encoder.finish());
-        let receivers: Vec<_> = staging
+        let receivers: Vec<Vec<_>> = staging
             .iter()
-            .map(|s| {
-                s.as_ref().map(|s| {
-                    let (tx, rx) = futures_channel::oneshot::channel();
-                    s.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-                        let _ = tx.send(r);
-                    });
-                    rx
-                })
+            .map(|buffers| {
+                buffers
+                    .iter()
+                    .map(|s| {
+                        let (tx, rx) = futures_channel::oneshot::channel();
+                        s.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                            let _ = tx.send(r);
+                        });
+                        rx
+                    })
+                    .collect()
             })
             .collect();
         (staging, receivers)
     });
     check.now(ctx)?;
-    if staging.iter().any(Option::is_some) {
+    if staging.iter().any(|s| !s.is_empty()) {
         #[cfg(not(target_arch = "wasm32"))]
         ctx.wait_idle()?;
     }
     let mut out = Vec::with_capacity(tensors.len());
-    for ((t, s), rx) in tensors.iter().zip(&staging).zip(receivers) {
-        let mut data = Vec::new();
-        if let (Some(s), Some(rx)) = (s, rx) {
+    for ((t, buffers), rxs) in tensors.iter().zip(&staging).zip(receivers) {
+        let len = t.byte_len() as usize;
+        let mut data = Vec::with_capacity(len);
+        for (s, rx) in buffers.iter().zip(rxs) {
             rx.await
                 .map_err(|_| Error::Readback("the GPU device was lost during a download".into()))?
                 .map_err(|e| Error::Readback(format!("mapping a result buffer failed: {e}")))?;
@@ -239,7 +312,8 @@ pub async fn download_all(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<Host
                 .slice(..)
                 .get_mapped_range()
                 .map_err(|e| Error::Readback(format!("reading a result buffer failed: {e}")))?;
-            data.extend_from_slice(&view[..t.byte_len() as usize]);
+            let take = view.len().min(len - data.len());
+            data.extend_from_slice(&view[..take]);
             drop(view);
             s.unmap();
         }

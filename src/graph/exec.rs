@@ -205,11 +205,11 @@ impl NodeArgs<'_> {
         let out = self.output(rec, k, value.dtype(), value.shape())?;
         let size = crate::tensor::padded_size(value.byte_len());
         rec.copy(
-            value.buffer_arc(),
+            value.storage(),
             0,
-            out.buffer_arc(),
+            out.storage(),
             0,
-            size.min(out.buffer().size()),
+            size.min(out.storage().size()),
         )?;
         Ok(out)
     }

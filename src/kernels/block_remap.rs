@@ -3,7 +3,7 @@
 
 use crate::context::{Binding, KernelSource};
 use crate::ops::MAX_RANK;
-use crate::tensor::padded_size;
+use crate::tensor::{padded_size, Storage};
 use crate::{Error, Recorder, Result, Tensor};
 
 use super::gather::{GatherDim, GatherPlan, ITEMS};
@@ -302,31 +302,39 @@ impl Recorder {
             None => (plan, dtype_bytes),
         };
         let limit = ctx.binding_limit();
-        let (src_size, out_size) = (src.buffer().size(), out.buffer().size());
-        if src_size > limit || out_size > limit {
+        let (src_store, out_store) = (src.storage(), out.storage());
+        let bindable = |s: &Storage| s.single().is_some_and(|b| b.size() <= limit);
+        if !bindable(src_store) || !bindable(out_store) {
             if elem < 4 {
+                // Named: the limit that keeps the tensor from being bound whole.
+                let largest = src_store.size().max(out_store.size());
+                let (name, max) = if largest > ctx.max_buffer_size() {
+                    ("max_buffer_size", ctx.max_buffer_size())
+                } else {
+                    ("max_storage_buffer_binding_size", limit)
+                };
                 return Err(Error::LimitExceeded {
                     op,
                     what: format!(
-                        "{} data of {} bytes in windows: 1- and 2-byte elements are split only \
-                         when the axes after the last blocked one hold whole 32-bit words",
+                        "{} data of {largest} bytes in windows: 1- and 2-byte elements are split \
+                         only when the axes after the last blocked one hold whole 32-bit words",
                         src.dtype(),
-                        src_size.max(out_size)
                     ),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: src_size.max(out_size),
-                    max: limit,
+                    limit: name,
+                    needed: largest,
+                    max,
                 });
             }
             // Too large to bind whole: one strided copy per block offset, each in windows.
             if plan.has_padding() {
-                self.clear(out.buffer_arc(), 0, padded_size(out.byte_len()))?;
+                self.clear(out_store, 0, padded_size(out.byte_len()))?;
             }
             for piece in plan.pieces() {
-                self.copy_piece(op, elem, src.buffer(), out.buffer(), &piece)?;
+                self.copy_piece(op, elem, src_store, out_store, &piece)?;
             }
             return Ok(());
         }
+        let src_size = src_store.size();
         let count = plan.output_numel();
         let too_big = |what: &str, needed: u64| Error::LimitExceeded {
             op,
@@ -395,10 +403,7 @@ impl Recorder {
             op,
             &pipeline,
             bytemuck::bytes_of(&params),
-            &[
-                src.buffer().as_entire_binding(),
-                out.buffer().as_entire_binding(),
-            ],
+            &[src_store.bind_whole(), out_store.bind_whole()],
             grid,
         )
     }
@@ -407,13 +412,13 @@ impl Recorder {
 impl Recorder {
     /// Records `piece` (of 4- or 8-byte elements) with the strided-gather kernel, split along
     /// its outer axes into dispatches whose source and output spans each fit in one aligned
-    /// window of at most the binding limit (see [`Walk::split`]).
+    /// window of at most the binding limit, inside one buffer (see [`Walk::split`]).
     pub(crate) fn copy_piece(
         &mut self,
         op: &'static str,
         elem: u64,
-        src: &wgpu::Buffer,
-        out: &wgpu::Buffer,
+        src: &Storage,
+        out: &Storage,
         piece: &CopyPiece,
     ) -> Result<()> {
         let ctx = self.context().clone();
@@ -448,7 +453,10 @@ impl Recorder {
             extents: vec![1, 1],
         };
         let walks = walk
-            .split(room(limit, align, elem))
+            .split(
+                room(limit, align, elem),
+                &[src.segments().segment / elem, out.segments().segment / elem],
+            )
             .ok_or(Error::LimitExceeded {
                 op,
                 what: format!("one element of {elem} bytes with windows aligned to {align}"),
@@ -457,8 +465,8 @@ impl Recorder {
                 max: limit,
             })?;
         for w in walks {
-            let (src_window, src_first) = w.window(0, elem, align, src.size());
-            let (out_window, dst_first) = w.window(1, elem, align, out.size());
+            let (src_window, src_first) = w.window(0, elem, align, src.segments());
+            let (out_window, dst_first) = w.window(1, elem, align, out.segments());
             let plan = GatherPlan {
                 count: w.count(),
                 base: src_first,

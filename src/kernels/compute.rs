@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use crate::context::{Binding, KernelSource};
 use crate::ops::MAX_RANK;
+use crate::tensor::Storage;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 use super::grid_for;
@@ -172,28 +173,36 @@ struct MatMulParams {
 
 /// Bindings of `buffers` (4-byte elements) for walk `w`: whole buffers when they fit, else the
 /// aligned windows `w` needs; with the element index of `w`'s first position in each.
+/// The bindings of `storages` for piece `w` of a walk (whole buffers when `whole`), and the
+/// element index of the piece's first position in each.
 fn bind_windows<'a>(
-    buffers: &[&'a wgpu::Buffer; 3],
+    storages: &[&'a Storage; 3],
     w: &Walk,
     whole: bool,
     align: u64,
 ) -> ([u64; 3], Vec<wgpu::BindingResource<'a>>) {
     let mut firsts = [0u64; 3];
     let mut bindings = Vec::with_capacity(3);
-    for (j, &buffer) in buffers.iter().enumerate() {
-        let (window, first) = if whole {
-            ((0, buffer.size()), w.bases[j])
+    for (j, &storage) in storages.iter().enumerate() {
+        if whole {
+            firsts[j] = w.bases[j];
+            bindings.push(storage.bind_whole());
         } else {
-            w.window(j, 4, align, buffer.size())
-        };
-        firsts[j] = first;
-        bindings.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer,
-            offset: window.0,
-            size: wgpu::BufferSize::new(window.1),
-        }));
+            let (window, first) = w.window(j, 4, align, storage.segments());
+            firsts[j] = first;
+            bindings.push(storage.bind(window));
+        }
     }
     (firsts, bindings)
+}
+
+/// Whether three storages can be bound whole, else the elements per buffer of each (for
+/// [`Walk::split`]).
+fn layout_of(storages: &[&Storage; 3], limit: u64) -> (bool, [u64; 3]) {
+    let whole = storages
+        .iter()
+        .all(|s| s.single().is_some_and(|b| b.size() <= limit));
+    (whole, storages.map(|s| s.segments().segment / 4))
 }
 
 fn too_many(op: &'static str, what: &str, needed: u64) -> Error {
@@ -251,7 +260,7 @@ impl Recorder {
         let pipeline = ctx.pipeline(kernel, &[("WORKGROUP_SIZE", wg)])?;
 
         // Every WGSL type here is 4 bytes. Buffers: lhs, rhs, out.
-        let buffers = [lhs.buffer(), rhs.buffer(), out.buffer()];
+        let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
         let (ls, rs) = (
             broadcast_strides(lhs.shape(), out.shape()),
             broadcast_strides(rhs.shape(), out.shape()),
@@ -265,12 +274,12 @@ impl Recorder {
         };
         let limit = ctx.binding_limit();
         let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
-        let whole = buffers.iter().all(|b| b.size() <= limit);
+        let (whole, segments) = layout_of(&storages, limit);
         let walks = if whole {
             vec![walk]
         } else {
             // Too large to bind whole: runs of the output whose operands fit in windows.
-            walk.split(room(limit, align, 4))
+            walk.split(room(limit, align, 4), &segments)
                 .ok_or(Error::LimitExceeded {
                     op,
                     what: format!("one element with windows aligned to {align} bytes"),
@@ -280,7 +289,7 @@ impl Recorder {
                 })?
         };
         for w in walks {
-            let (firsts, bindings) = bind_windows(&buffers, &w, whole, align);
+            let (firsts, bindings) = bind_windows(&storages, &w, whole, align);
             let mut params = ElementwiseParams {
                 count: w.count() as u32,
                 rank: w.lens.len() as u32,
@@ -379,30 +388,80 @@ impl Recorder {
             bases: vec![0; 3],
             extents: vec![k, k * n, n],
         };
-        let buffers = [lhs.buffer(), rhs.buffer(), out.buffer()];
+        let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
         let limit = ctx.binding_limit();
         let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
-        let whole = buffers.iter().all(|b| b.size() <= limit);
-        let walks = if whole {
-            vec![walk]
+        let (whole, segments) = layout_of(&storages, limit);
+        let room = room(limit, align, 4);
+        let pieces = if whole {
+            vec![(walk, true)]
+        } else if room == 0 {
+            vec![(walk, false)]
         } else {
-            walk.split(room(limit, align, 4))
-                .ok_or(Error::LimitExceeded {
-                    op,
-                    what: format!(
-                        "one output row: a {k}-element row of A and the {k} x {n} matrix B \
-                         in windows aligned to {align} bytes"
-                    ),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: (k * n + k + n) * 4 + align,
-                    max: limit,
-                })?
+            walk.pieces(room, &segments)
         };
         let tiled = kernel(format!("matmul[{ty}]"), || matmul_source(ty));
         let wg = ctx.workgroup_size();
         let rows_kernel = kernel_entry(format!("matmul_rows[{ty}]"), "rows", || matmul_source(ty));
-        for w in walks {
-            let (firsts, bindings) = bind_windows(&buffers, &w, whole, align);
+        let arcs = [lhs.storage(), rhs.storage(), out.storage()];
+        for (w, fits) in pieces {
+            // An output row whose row of A, matrix B or output row crosses from one buffer of
+            // a large tensor to the next: that operand goes through a one-buffer copy.
+            let mut staged: [Option<Tensor>; 3] = [None, None, None];
+            let w = if fits {
+                w
+            } else {
+                let needed = w.extents.iter().max().copied().unwrap_or(0) * 4;
+                if needed + align + 4 > limit {
+                    return Err(Error::LimitExceeded {
+                        op,
+                        what: format!(
+                            "one output row: a {k}-element row of A and the {k} x {n} matrix B \
+                             in windows aligned to {align} bytes"
+                        ),
+                        limit: "max_storage_buffer_binding_size",
+                        needed: needed + align + 4,
+                        max: limit,
+                    });
+                }
+                if needed > ctx.max_buffer_size() {
+                    return Err(Error::LimitExceeded {
+                        op,
+                        what: format!(
+                            "a {k} x {n} matrix B or a row of A or of the output in one buffer"
+                        ),
+                        limit: "max_buffer_size",
+                        needed,
+                        max: ctx.max_buffer_size(),
+                    });
+                }
+                for j in 0..3 {
+                    if !w.extent_fits(j, room, segments[j]) {
+                        let dtype = if j == 2 { out.dtype() } else { lhs.dtype() };
+                        let temp = Tensor::uninit(&ctx, dtype, &[w.extents[j] as usize])?;
+                        if j < 2 {
+                            let bytes = w.extents[j] * 4;
+                            self.copy(arcs[j], w.bases[j] * 4, temp.storage(), 0, bytes)?;
+                        }
+                        staged[j] = Some(temp);
+                    }
+                }
+                Walk {
+                    lens: vec![1],
+                    steps: vec![vec![k, 0, n]],
+                    ..w
+                }
+            };
+            // Staged operands are read from (or written to) the start of their copy.
+            let used: [&Storage; 3] =
+                std::array::from_fn(|j| staged[j].as_ref().map_or(storages[j], |t| &**t.storage()));
+            let mut bound = w.clone();
+            for (j, t) in staged.iter().enumerate() {
+                if t.is_some() {
+                    bound.bases[j] = 0;
+                }
+            }
+            let (firsts, bindings) = bind_windows(&used, &bound, whole, align);
             // Every piece ends with the row axis; the axes before it are (part of) the batch.
             let (rows, batch) = w.lens.split_last().expect("the row axis");
             let wr = batch.len();
@@ -447,6 +506,9 @@ impl Recorder {
                 }
                 let pipeline = ctx.pipeline(rows_kernel, &[("ROWS_WORKGROUP", group)])?;
                 self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+                if let Some(t) = &staged[2] {
+                    self.copy(t.storage(), 0, arcs[2], w.bases[2] * 4, n * 4)?;
+                }
                 continue;
             }
             let grid = [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, batches];

@@ -7,7 +7,8 @@ use crate::ops::MAX_RANK;
 use crate::{Error, Recorder, Result, Tensor};
 
 use super::grid_for;
-use crate::tensor::padded_size;
+use super::windows::{Segments, Window};
+use crate::tensor::{padded_size, Storage};
 
 pub(crate) static KERNEL: KernelSource = KernelSource {
     name: "strided_gather",
@@ -170,12 +171,136 @@ impl GatherPlan {
     }
 }
 
-fn window(buffer: &wgpu::Buffer, (offset, size): (u64, u64)) -> wgpu::BindingResource<'_> {
-    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-        buffer,
-        offset,
-        size: std::num::NonZeroU64::new(size),
-    })
+/// Where the pieces of a chunked gather must fit: windows of at most `limit` bytes starting
+/// at multiples of `align`, inside one buffer of the source and of the output.
+#[derive(Clone, Copy, Debug)]
+pub struct Fit {
+    pub limit: u64,
+    pub align: u64,
+    pub src: Segments,
+    pub out: Segments,
+}
+
+/// One dispatch of a chunked gather: its plan (the base counted from the source window's
+/// start), the two windows, and where its output starts in the output window: `dst_base`
+/// elements in, or for 1- and 2-byte elements `dst_base` words plus `skip` element slots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatherChunk {
+    pub plan: GatherPlan,
+    pub src: Window,
+    pub out: Window,
+    pub dst_base: u64,
+    pub skip: u64,
+}
+
+/// `plan` (elements of `w` bytes, its output starting at element `out_offset`) cut into
+/// chunks that fit `fit`: the outermost axis is cut into runs of indices whose source and
+/// output spans each fit in one window of one buffer; an index that does not fit alone is
+/// cut along the next axis in turn. `None` when one element cannot be placed.
+pub fn gather_chunks(
+    plan: &GatherPlan,
+    w: u64,
+    out_offset: u64,
+    fit: &Fit,
+) -> Option<Vec<GatherChunk>> {
+    let mut chunks = Vec::new();
+    chunks_into(plan, w, out_offset, fit, &mut chunks).then_some(chunks)
+}
+
+fn chunks_into(
+    plan: &GatherPlan,
+    w: u64,
+    out_offset: u64,
+    fit: &Fit,
+    chunks: &mut Vec<GatherChunk>,
+) -> bool {
+    let (outer, inner) = match plan.dims.split_first() {
+        Some((o, rest)) => (*o, rest),
+        None => (GatherDim { len: 1, step: 0 }, &[][..]),
+    };
+    let row_elems = plan.count / outer.len;
+    let inner_lo: i64 = inner
+        .iter()
+        .map(|d| ((d.len - 1) as i64 * d.step).min(0))
+        .sum();
+    let inner_hi: i64 = inner
+        .iter()
+        .map(|d| ((d.len - 1) as i64 * d.step).max(0))
+        .sum();
+    let inner_span = (inner_hi - inner_lo + 1) as u64;
+    // Each window may start up to `align` bytes early, plus a word for sub-word edges.
+    let room = fit.limit.saturating_sub(fit.align + 4) / w;
+    let (src_seg, out_seg) = (fit.src.segment / w, fit.out.segment / w);
+    let segment_end = |at: u64, seg: u64| (at / seg).saturating_add(1).saturating_mul(seg);
+    let mut i0 = 0;
+    while i0 < outer.len {
+        let first = plan.base as i64 + i0 as i64 * outer.step;
+        // Rows from i0 on: the source span grows away from the first row's extent, in the
+        // direction of the step, and must stay in the first row's buffer.
+        let (lo1, hi1) = ((first + inner_lo) as u64, (first + inner_hi) as u64);
+        let by_source = if inner_span > room || lo1 / src_seg != hi1 / src_seg {
+            0
+        } else {
+            let avail = if outer.step >= 0 {
+                room.min(segment_end(lo1, src_seg) - lo1)
+            } else {
+                room.min(hi1 % src_seg + 1)
+            };
+            match outer.step.unsigned_abs() {
+                0 => u64::MAX,
+                s => (avail - inner_span) / s + 1,
+            }
+        };
+        let out_first = out_offset + i0 * row_elems;
+        let by_output = room.min(segment_end(out_first, out_seg) - out_first) / row_elems;
+        let n = by_source.min(by_output).min(outer.len - i0);
+        if n == 0 {
+            if inner.is_empty() {
+                return false;
+            }
+            let sub = GatherPlan {
+                count: row_elems,
+                base: first as u64,
+                dims: inner.to_vec(),
+            };
+            if !chunks_into(&sub, w, out_first, fit, chunks) {
+                return false;
+            }
+            i0 += 1;
+            continue;
+        }
+        let last = (n - 1) as i64 * outer.step;
+        let lo = (first + last.min(0) + inner_lo) as u64;
+        let hi = (first + last.max(0) + inner_hi) as u64;
+        let src = fit.src.window(lo * w, (hi + 1) * w, fit.align);
+        let mut dims = plan.dims.clone();
+        if let Some(d) = dims.first_mut() {
+            d.len = n;
+        }
+        let out_byte = out_first * w;
+        let out = fit
+            .out
+            .window(out_byte, out_byte + n * row_elems * w, fit.align);
+        let into = out_byte - out.start;
+        let (dst_base, skip) = if w < 4 {
+            (into / 4, (into % 4) / w)
+        } else {
+            (into / w, 0)
+        };
+        chunks.push(GatherChunk {
+            plan: GatherPlan {
+                count: n * row_elems,
+                base: first as u64 - src.start / w,
+                dims,
+            },
+            src,
+            out,
+            dst_base,
+            skip,
+        });
+        i0 += n;
+    }
+    true
 }
 
 #[repr(C)]
@@ -245,36 +370,43 @@ impl Recorder {
         // A contiguous run at a word-aligned offset is one buffer copy: no kernel, any size.
         if plan.is_contiguous() && (plan.base * w).is_multiple_of(4) {
             let bytes = padded_size(plan.count * w);
-            return self.copy(src.buffer_arc(), plan.base * w, out.buffer_arc(), 0, bytes);
+            return self.copy(src.storage(), plan.base * w, out.storage(), 0, bytes);
         }
         let words = plan.as_words(w);
         let (plan, w) = match &words {
             Some(p) => (p, 4),
             None => (plan, w),
         };
-        let (src_size, out_size) = (src.buffer().size(), out.buffer().size());
         let limit = ctx.binding_limit();
-        if src_size <= limit && out_size <= limit {
-            return self.gather_window(
-                op,
-                w as u32,
-                src.buffer(),
-                (0, src_size),
-                plan,
-                out.buffer(),
-                (0, out_size),
-                None,
-                0,
-            );
+        let (src_store, out_store) = (src.storage(), out.storage());
+        if let (Some(s), Some(o)) = (src_store.single(), out_store.single()) {
+            if s.size() <= limit && o.size() <= limit {
+                let whole = |size| Window {
+                    segment: 0,
+                    offset: 0,
+                    size,
+                    start: 0,
+                };
+                return self.gather_window(
+                    op,
+                    w as u32,
+                    src_store,
+                    whole(s.size()),
+                    plan,
+                    out_store,
+                    whole(o.size()),
+                    None,
+                    0,
+                );
+            }
         }
         self.gather_chunked(op, w, src, plan, out, 0)
     }
 
-    /// A gather over buffers larger than the binding limit: the outermost gather axis is split
-    /// into chunks whose output and source spans each fit in one aligned window; when a single
-    /// index of that axis is too large, each one is split along the next axis in turn.
-    /// `out_offset` is where (in elements) this plan's output starts; elements are `w` bytes
-    /// (4 for a word view of 1- and 2-byte data).
+    /// A gather over tensors larger than the binding limit or held in several buffers, in
+    /// chunks that each bind one window of each (see [`gather_chunks`]). `out_offset` is where
+    /// (in elements) this plan's output starts; elements are `w` bytes (4 for a word view of
+    /// 1- and 2-byte data).
     pub(crate) fn gather_chunked(
         &mut self,
         op: &'static str,
@@ -287,21 +419,6 @@ impl Recorder {
         let ctx = self.context().clone();
         let limit = ctx.binding_limit();
         let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
-        let (outer, inner) = match plan.dims.split_first() {
-            Some((o, rest)) => (*o, rest),
-            None => (GatherDim { len: 1, step: 0 }, &[][..]),
-        };
-        let row_elems = plan.count / outer.len;
-        let row_bytes = row_elems * w;
-        let inner_lo: i64 = inner
-            .iter()
-            .map(|d| ((d.len - 1) as i64 * d.step).min(0))
-            .sum();
-        let inner_hi: i64 = inner
-            .iter()
-            .map(|d| ((d.len - 1) as i64 * d.step).max(0))
-            .sum();
-        let inner_span = (inner_hi - inner_lo + 1) as u64 * w;
         if !align.is_multiple_of(w) {
             return Err(Error::LimitExceeded {
                 op,
@@ -311,74 +428,32 @@ impl Recorder {
                 max: align - align % w,
             });
         }
-        // Each window may start up to `align` bytes early, plus a word for sub-word edges.
-        let slack = align + 4;
-        let by_output = limit.saturating_sub(slack) / row_bytes;
-        let by_source = match outer.step.unsigned_abs() {
-            0 => u64::MAX,
-            s => (limit.saturating_sub(slack + inner_span) / w) / s + 1,
+        let (src_store, out_store) = (src.storage(), out.storage());
+        let fit = Fit {
+            limit,
+            align,
+            src: src_store.segments(),
+            out: out_store.segments(),
         };
-        let rows = by_output.min(by_source).min(outer.len);
-        if rows == 0 {
-            if inner.is_empty() {
-                return Err(Error::LimitExceeded {
-                    op,
-                    what: format!("one element of {w} bytes with windows aligned to {align}"),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: slack + w,
-                    max: limit,
-                });
-            }
-            // One index of the outer axis is still too large: split each along the next axis.
-            for i in 0..outer.len {
-                let sub = GatherPlan {
-                    count: row_elems,
-                    base: (plan.base as i64 + i as i64 * outer.step) as u64,
-                    dims: inner.to_vec(),
-                };
-                self.gather_chunked(op, w, src, &sub, out, out_offset + i * row_elems)?;
-            }
-            return Ok(());
-        }
-        let mut i0 = 0;
-        while i0 < outer.len {
-            let n = rows.min(outer.len - i0);
-            let first = plan.base as i64 + i0 as i64 * outer.step;
-            let lo = first + ((n - 1) as i64 * outer.step).min(0) + inner_lo;
-            let hi = first + ((n - 1) as i64 * outer.step).max(0) + inner_hi;
-            let start = (lo as u64 * w) / align * align;
-            let end = padded_size((hi as u64 + 1) * w).min(src.buffer().size());
-            let mut dims = plan.dims.clone();
-            if let Some(d) = dims.first_mut() {
-                d.len = n;
-            }
-            let chunk = GatherPlan {
-                count: n * row_elems,
-                base: (first as u64) - start / w,
-                dims,
-            };
-            let out_first = (out_offset + i0 * row_elems) * w;
-            let out_start = out_first / align * align;
-            let out_end = padded_size(out_first + n * row_bytes).min(out.buffer().size());
-            let into = out_first - out_start;
-            // Sub-word outputs are addressed in words, with `skip` slots before the first one.
-            let (dst_base, skip) = if w < 4 {
-                (into / 4, (into % 4) / w)
-            } else {
-                (into / w, 0)
-            };
+        let chunks = gather_chunks(plan, w, out_offset, &fit).ok_or(Error::LimitExceeded {
+            op,
+            what: format!("one element of {w} bytes with windows aligned to {align}"),
+            limit: "max_storage_buffer_binding_size",
+            needed: align + 4 + w,
+            max: limit,
+        })?;
+        for c in chunks {
             self.gather_window(
                 op,
                 w as u32,
-                src.buffer(),
-                (start, end - start),
-                &chunk,
-                out.buffer(),
-                (out_start, out_end - out_start),
-                Some((dst_base, &[])),
-                skip,
+                src_store,
+                c.src,
+                &c.plan,
+                out_store,
+                c.out,
+                Some((c.dst_base, &[])),
+                c.skip,
             )?;
-            i0 += n;
         }
         Ok(())
     }
@@ -389,11 +464,11 @@ impl Recorder {
         &mut self,
         op: &'static str,
         elem: u32,
-        src: &wgpu::Buffer,
-        src_window: (u64, u64),
+        src: &Storage,
+        src_window: Window,
         plan: &GatherPlan,
-        out: &wgpu::Buffer,
-        out_window: (u64, u64),
+        out: &Storage,
+        out_window: Window,
         dst: Option<(u64, &[u64])>,
         skip: u64,
     ) -> Result<()> {
@@ -440,7 +515,7 @@ impl Recorder {
         let pairs = elem == 8
             && [src_window, out_window]
                 .iter()
-                .all(|&(offset, size)| offset % 8 == 0 && size % 8 == 0 && size >= 8);
+                .all(|w| w.offset % 8 == 0 && w.size % 8 == 0 && w.size >= 8);
         let pipeline = ctx.pipeline(
             if pairs { &KERNEL_PAIRS } else { &KERNEL },
             &[
@@ -454,7 +529,7 @@ impl Recorder {
             op,
             &pipeline,
             bytemuck::bytes_of(&params),
-            &[window(src, src_window), window(out, out_window)],
+            &[src.bind(src_window), out.bind(out_window)],
             grid,
         )
     }

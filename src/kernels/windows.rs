@@ -1,8 +1,81 @@
 //! Splitting work over buffers larger than one binding: a strided walk over several buffers
-//! at once is cut, in C order, into walks whose footprint in every buffer fits in one window.
+//! at once is cut, in C order, into walks whose footprint in every buffer fits in one window,
+//! and in one segment of tensors held in several GPU buffers (above `max_buffer_size`).
 //! Plain data, tested without a GPU.
 
 use crate::tensor::padded_size;
+
+/// How a tensor's bytes are laid out over GPU buffers: buffer `i` holds bytes
+/// `[i * segment, (i + 1) * segment)` of `size` (the last may be shorter). One buffer when
+/// `size <= segment`. `segment` is a multiple of 256, so no element or word straddles two
+/// buffers and window offsets inside a buffer keep the alignment they have in the tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segments {
+    pub segment: u64,
+    pub size: u64,
+}
+
+/// Bytes `[offset, offset + size)` of buffer `segment`, bound as one binding; `start` is where
+/// the window begins in the whole tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub segment: usize,
+    pub offset: u64,
+    pub size: u64,
+    pub start: u64,
+}
+
+impl Segments {
+    /// Buffers needed (one for an empty tensor, whose buffer is one padding word).
+    pub fn count(&self) -> usize {
+        self.size.div_ceil(self.segment).max(1) as usize
+    }
+
+    /// Bytes of buffer `i`.
+    pub fn len(&self, i: usize) -> u64 {
+        (self.size - i as u64 * self.segment).min(self.segment)
+    }
+
+    /// The window holding bytes `[first, end)`, which lie in one buffer: it starts at a
+    /// multiple of `align` and ends at a whole word (or the buffer's end).
+    pub fn window(&self, first: u64, end: u64, align: u64) -> Window {
+        let i = (first / self.segment) as usize;
+        let base = i as u64 * self.segment;
+        debug_assert!(
+            end <= base + self.segment,
+            "[{first}, {end}) crosses a buffer"
+        );
+        let offset = (first - base) / align * align;
+        let stop = padded_size(end - base).min(self.len(i));
+        Window {
+            segment: i,
+            offset,
+            size: stop - offset,
+            start: base + offset,
+        }
+    }
+
+    /// The pieces of bytes `[at, at + len)` that lie in one buffer each, in order, as
+    /// (buffer, offset in it, length).
+    pub fn ranges(&self, at: u64, len: u64) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+        let end = at + len;
+        let mut pos = at;
+        std::iter::from_fn(move || {
+            (pos < end).then(|| {
+                let i = pos / self.segment;
+                let n = ((i + 1) * self.segment).min(end) - pos;
+                let piece = (i as usize, pos - i * self.segment, n);
+                pos += n;
+                piece
+            })
+        })
+    }
+}
+
+/// True when elements `[first, first + span)` lie in one segment of `segment` elements.
+fn in_one_segment(first: u64, span: u64, segment: u64) -> bool {
+    first / segment == (first + span - 1) / segment
+}
 
 /// A walk over `lens` (outermost first) through several buffers: at coordinates `c`, buffer
 /// `j` is at element `bases[j] + sum_k c_k * steps[k][j]` and uses `extents[j]` elements from
@@ -35,76 +108,108 @@ impl Walk {
     }
 
     /// The walk cut along its outer axes, in order, into walks whose span in every buffer is
-    /// at most `room` elements; `None` when `room` is 0. An empty walk gives no pieces.
-    pub fn split(&self, room: u64) -> Option<Vec<Walk>> {
-        let mut pieces = Vec::new();
-        if self.count() == 0 {
-            return Some(pieces);
+    /// at most `room` elements and lies in one segment of `segments[j]` elements of buffer
+    /// `j`; `None` when some position (an element, or an extent) cannot be placed so. An
+    /// empty walk gives no pieces.
+    pub fn split(&self, room: u64, segments: &[u64]) -> Option<Vec<Walk>> {
+        if room == 0 || segments.contains(&0) {
+            return (self.count() == 0).then(Vec::new);
         }
-        self.split_into(room, &mut pieces).then_some(pieces)
+        self.pieces(room, segments)
+            .into_iter()
+            .map(|(w, fits)| fits.then_some(w))
+            .collect()
     }
 
-    fn split_into(&self, room: u64, pieces: &mut Vec<Walk>) -> bool {
-        let buffers = self.bases.len();
-        if (0..buffers).all(|j| self.span(j) <= room) {
-            pieces.push(self.clone());
-            return true;
+    /// [`Walk::split`], with the positions that cannot be placed kept in order as walks of
+    /// one position (no axes), marked `false`: an extent that crosses from one segment to the
+    /// next, or is larger than `room`. `room` and `segments` must not be 0.
+    pub fn pieces(&self, room: u64, segments: &[u64]) -> Vec<(Walk, bool)> {
+        let mut pieces = Vec::new();
+        if self.count() > 0 {
+            self.split_into(room, segments, &mut pieces);
+        }
+        pieces
+    }
+
+    fn fits(&self, room: u64, segments: &[u64]) -> bool {
+        (0..self.bases.len()).all(|j| {
+            let span = self.span(j);
+            span <= room && in_one_segment(self.bases[j], span, segments[j])
+        })
+    }
+
+    fn split_into(&self, room: u64, segments: &[u64], pieces: &mut Vec<(Walk, bool)>) {
+        if self.fits(room, segments) {
+            pieces.push((self.clone(), true));
+            return;
         }
         let Some((&outer, _)) = self.lens.split_first() else {
-            return false; // one element does not fit
+            pieces.push((self.clone(), false)); // one position does not fit
+            return;
         };
-        let rows = (0..buffers)
-            .map(|j| {
-                let step = self.steps[0][j];
-                match room.checked_sub(self.span_of(1, j)) {
-                    None => 0,
-                    Some(_) if step == 0 => u64::MAX,
-                    Some(left) => left / step + 1,
-                }
-            })
-            .min()
-            .unwrap_or(u64::MAX)
-            .min(outer);
-        if rows == 0 {
-            // One index of the outer axis is still too large: split each along the next axes.
-            return (0..outer).all(|i| {
+        let buffers = self.bases.len();
+        let at = |i: u64, j: usize| self.bases[j] + i * self.steps[0][j];
+        let mut i0 = 0;
+        while i0 < outer {
+            // The most outer indices from i0 whose footprint in each buffer stays within
+            // `room` elements and within the segment where it starts.
+            let rows = (0..buffers)
+                .map(|j| {
+                    let first = at(i0, j);
+                    let segment_end = (first / segments[j])
+                        .saturating_add(1)
+                        .saturating_mul(segments[j]);
+                    let avail = room.min(segment_end - first);
+                    match avail.checked_sub(self.span_of(1, j)) {
+                        None => 0,
+                        Some(_) if self.steps[0][j] == 0 => u64::MAX,
+                        Some(left) => left / self.steps[0][j] + 1,
+                    }
+                })
+                .min()
+                .unwrap_or(u64::MAX)
+                .min(outer - i0);
+            if rows == 0 {
+                // One index of the outer axis is still too large: split it along the next axes.
                 Walk {
                     lens: self.lens[1..].to_vec(),
                     steps: self.steps[1..].to_vec(),
-                    bases: (0..buffers)
-                        .map(|j| self.bases[j] + i * self.steps[0][j])
-                        .collect(),
+                    bases: (0..buffers).map(|j| at(i0, j)).collect(),
                     extents: self.extents.clone(),
                 }
-                .split_into(room, pieces)
-            });
-        }
-        let mut i0 = 0;
-        while i0 < outer {
-            let n = rows.min(outer - i0);
+                .split_into(room, segments, pieces);
+                i0 += 1;
+                continue;
+            }
             let mut lens = self.lens.clone();
-            lens[0] = n;
-            pieces.push(Walk {
-                lens,
-                steps: self.steps.clone(),
-                bases: (0..buffers)
-                    .map(|j| self.bases[j] + i0 * self.steps[0][j])
-                    .collect(),
-                extents: self.extents.clone(),
-            });
-            i0 += n;
+            lens[0] = rows;
+            pieces.push((
+                Walk {
+                    lens,
+                    steps: self.steps.clone(),
+                    bases: (0..buffers).map(|j| at(i0, j)).collect(),
+                    extents: self.extents.clone(),
+                },
+                true,
+            ));
+            i0 += rows;
         }
-        true
     }
 
-    /// The byte window `(offset, size)` of `buffer_size` bytes holding buffer `j`'s part of the
-    /// walk, its offset a multiple of `align`, and the element index of the walk's first
-    /// position inside that window.
-    pub fn window(&self, j: usize, elem: u64, align: u64, buffer_size: u64) -> ((u64, u64), u64) {
+    /// True when buffer `j`'s extent at the walk's first position fits in `room` elements
+    /// and in one segment of `segment` elements.
+    pub fn extent_fits(&self, j: usize, room: u64, segment: u64) -> bool {
+        self.extents[j] <= room && in_one_segment(self.bases[j], self.extents[j], segment)
+    }
+
+    /// The window of buffer `j` (laid out as `segments`, `elem`-byte elements) holding its
+    /// part of the walk, its offset a multiple of `align`, and the element index of the walk's
+    /// first position inside that window.
+    pub fn window(&self, j: usize, elem: u64, align: u64, segments: Segments) -> (Window, u64) {
         let first = self.bases[j] * elem;
-        let start = first / align * align;
-        let end = padded_size(first + self.span(j) * elem).min(buffer_size);
-        ((start, end - start), (first - start) / elem)
+        let window = segments.window(first, first + self.span(j) * elem, align);
+        (window, (first - window.start) / elem)
     }
 }
 
@@ -137,7 +242,7 @@ mod tests {
     }
 
     #[test]
-    fn pieces_cover_the_walk_in_order_within_the_room() {
+    fn pieces_cover_the_walk_in_order_within_the_room_and_one_segment() {
         // A [5, 4, 6] walk: buffer 0 contiguous, buffer 1 broadcast along the middle axis,
         // buffer 2 transposed.
         let walk = Walk {
@@ -148,27 +253,50 @@ mod tests {
         };
         let all = positions(&walk);
         for room in [1, 5, 6, 7, 23, 24, 40, 120, 1000] {
-            let pieces = walk.split(room).unwrap();
-            let mut seen = Vec::new();
-            for p in &pieces {
-                for j in 0..3 {
-                    assert!(p.span(j) <= room, "room {room}: {p:?}");
+            for segments in [[u64::MAX; 3], [64, 16, 8], [7, 128, 33], [1, 1, 1]] {
+                let pieces = walk.split(room, &segments).unwrap();
+                let mut seen = Vec::new();
+                for p in &pieces {
+                    for j in 0..3 {
+                        let (first, span) = (p.bases[j], p.span(j));
+                        assert!(span <= room, "room {room}: {p:?}");
+                        assert_eq!(
+                            first / segments[j],
+                            (first + span - 1) / segments[j],
+                            "segments {segments:?}: {p:?} crosses one"
+                        );
+                    }
+                    seen.extend(positions(p));
                 }
-                seen.extend(positions(p));
-            }
-            assert_eq!(seen, all, "room {room}");
-            if room >= 1000 {
-                assert_eq!(pieces.len(), 1);
+                assert_eq!(seen, all, "room {room}, segments {segments:?}");
+                if room >= 1000 && segments[0] == u64::MAX {
+                    assert_eq!(pieces.len(), 1);
+                }
             }
         }
-        assert_eq!(walk.split(0), None);
+        assert_eq!(walk.split(0, &[u64::MAX; 3]), None);
+        // An extent larger than a segment cannot be placed.
+        let rows = Walk {
+            extents: vec![1, 1, 9],
+            ..walk.clone()
+        };
+        assert_eq!(rows.split(100, &[64, 64, 8]), None);
+        // ... but `pieces` keeps it, in order, as single positions where it crosses.
+        let pieces = rows.pieces(100, &[64, 64, 16]);
+        let alone: Vec<&Walk> = pieces.iter().filter(|p| !p.1).map(|p| &p.0).collect();
+        assert!(!alone.is_empty());
+        for p in &alone {
+            assert!(p.lens.is_empty() && !p.extent_fits(2, 100, 16), "{p:?}");
+        }
+        let seen: Vec<Vec<u64>> = pieces.iter().flat_map(|p| positions(&p.0)).collect();
+        assert_eq!(seen, positions(&rows));
         let empty = Walk {
             lens: vec![3, 0],
             steps: vec![vec![1], vec![1]],
             bases: vec![0],
             extents: vec![1],
         };
-        assert_eq!(empty.split(1), Some(vec![]));
+        assert_eq!(empty.split(1, &[1]), Some(vec![]));
     }
 
     #[test]
@@ -180,21 +308,66 @@ mod tests {
             extents: vec![1],
         };
         // 4-byte elements from byte 84 to byte 84 + 24 * 4, in windows aligned to 64.
-        let ((offset, size), first) = walk.window(0, 4, 64, 1 << 20);
-        assert_eq!((offset, first), (64, 5));
-        assert_eq!(offset + size, (21 + 24) * 4);
+        let one = Segments {
+            segment: 1 << 20,
+            size: 1 << 20,
+        };
+        let (window, first) = walk.window(0, 4, 64, one);
+        assert_eq!((window.segment, window.offset, first), (0, 64, 5));
+        assert_eq!(window.offset + window.size, (21 + 24) * 4);
         assert_eq!(room(256, 64, 4), 47);
+        // In buffers of 256 bytes, a row of 3 from element 69 lies 20 bytes into the second
+        // buffer; its window starts at that buffer's byte 0.
+        let small = Segments {
+            segment: 256,
+            size: 1000,
+        };
+        assert_eq!(small.count(), 4);
+        assert_eq!(small.len(3), 232);
+        let far = Walk {
+            bases: vec![64 + 5],
+            lens: vec![1, 3],
+            ..walk.clone()
+        };
+        let (window, first) = far.window(0, 4, 64, small);
+        assert_eq!(
+            window,
+            Window {
+                segment: 1,
+                offset: 0,
+                size: 32,
+                start: 256
+            }
+        );
+        assert_eq!(first, 5);
         // Rows of 5 elements from each position: the span grows by 4.
         let rows = Walk {
             extents: vec![5],
             ..walk.clone()
         };
         assert_eq!(rows.span(0), walk.span(0) + 4);
-        let pieces = rows.split(rows.span(0) - 1).unwrap();
+        let pieces = rows.split(rows.span(0) - 1, &[u64::MAX]).unwrap();
         assert!(
             pieces.iter().all(|p| p.span(0) < rows.span(0)),
             "{pieces:?}"
         );
         assert_eq!(pieces.iter().map(Walk::count).sum::<u64>(), 12);
+    }
+
+    #[test]
+    fn byte_ranges_are_cut_at_buffer_ends() {
+        let s = Segments {
+            segment: 256,
+            size: 700,
+        };
+        let ranges: Vec<_> = s.ranges(200, 400).collect();
+        assert_eq!(ranges, [(0, 200, 56), (1, 0, 256), (2, 0, 88)]);
+        assert_eq!(s.ranges(0, 0).count(), 0);
+        assert_eq!(s.ranges(512, 188).collect::<Vec<_>>(), [(2, 0, 188)]);
+        let empty = Segments {
+            segment: 256,
+            size: 4,
+        };
+        assert_eq!((empty.count(), empty.len(0)), (1, 4));
     }
 }

@@ -152,7 +152,7 @@ impl Recorder {
                     // One run: a buffer copy. Its padding may spill into the next input's
                     // place, which that input overwrites afterwards (commands run in order).
                     let bytes = padded_size(run * elem);
-                    self.copy(t.buffer_arc(), 0, out.buffer_arc(), dst, bytes)?;
+                    self.copy(t.storage(), 0, out.storage(), dst, bytes)?;
                 } else {
                     // A run starting inside a word: the gather keeps the word's earlier bytes.
                     let plan = GatherPlan {
@@ -199,7 +199,7 @@ impl Recorder {
                     },
                 ],
             };
-            self.copy_piece("Concat", 4, t.buffer(), out.buffer(), &piece)?;
+            self.copy_piece("Concat", 4, t.storage(), out.storage(), &piece)?;
         }
         Ok(())
     }

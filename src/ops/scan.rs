@@ -208,13 +208,7 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
         .try_into()
         .expect("two parities");
     for (s, p) in states.iter().zip(&ping_pong[0]) {
-        rec.copy(
-            s.buffer_arc(),
-            0,
-            p.buffer_arc(),
-            0,
-            padded_size(s.byte_len()),
-        )?;
+        rec.copy(s.storage(), 0, p.storage(), 0, padded_size(s.byte_len()))?;
     }
     let elements: Vec<Tensor> = scans
         .iter()
@@ -268,8 +262,8 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
                 }
                 o.check("body output", v.dtype(), v.shape())?;
                 // Not produced in place (a passthrough, a constant, an outer value, a repeat).
-                if !std::sync::Arc::ptr_eq(v.buffer_arc(), writes[i].buffer_arc()) {
-                    rec.copy(v.buffer_arc(), 0, writes[i].buffer_arc(), 0, padded_size(v.byte_len()))?;
+                if !std::sync::Arc::ptr_eq(v.storage(), writes[i].storage()) {
+                    rec.copy(v.storage(), 0, writes[i].storage(), 0, padded_size(v.byte_len()))?;
                 }
             }
             body.outputs[n..]
@@ -335,9 +329,9 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
             let tt = if in_rev[j] { seq - 1 - t } else { t };
             if in_axes[j] == 0 && elem_bytes[j].is_multiple_of(4) {
                 rec.copy(
-                    scans[j].buffer_arc(),
+                    scans[j].storage(),
                     tt as u64 * elem_bytes[j],
-                    elements[j].buffer_arc(),
+                    elements[j].storage(),
                     0,
                     elem_bytes[j],
                 )?;
@@ -355,9 +349,9 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
         for (q, out) in outs.iter().enumerate() {
             let tt = if out_rev[q] { seq - 1 - t } else { t };
             rec.copy(
-                out.buffer_arc(),
+                out.storage(),
                 0,
-                accumulators[q].buffer_arc(),
+                accumulators[q].storage(),
                 tt as u64 * rows[q],
                 rows[q],
             )?;

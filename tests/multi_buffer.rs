@@ -1,0 +1,306 @@
+//! Tensors larger than the device's `max_buffer_size`, held in several GPU buffers: on an
+//! artificial limit of 256 or 1024 bytes (with and without a small binding limit as well) a
+//! few KiB cross many buffers, so every op meets elements, rows, windows and copies that
+//! straddle buffer ends. Results are compared bit for bit with the CPU reference.
+
+mod common;
+use common::*;
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::reference::graph::run_graph;
+use wgpu_ops::{
+    reference, BatchToSpace, Context, ContextOptions, DType, Error, HostTensor, Session, Slice,
+    SpaceToBatch, StridedSlice, Tensor,
+};
+
+/// Buffers of 256 bytes bound whole; buffers of 1024 bytes bound in windows of 256; buffers
+/// of 512 bytes with an odd binding limit (windows never line up with buffer ends).
+fn contexts() -> Vec<Context> {
+    [(256, None), (1024, Some(256)), (512, Some(300))]
+        .into_iter()
+        .map(|(buffer, binding)| {
+            Context::new_blocking(ContextOptions {
+                max_buffer_size: Some(buffer),
+                max_binding_size: binding,
+                ..Default::default()
+            })
+            .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn uploads_downloads_and_copies_cross_buffers() {
+    for ctx in contexts() {
+        let max = ctx.max_buffer_size();
+        for dtype in DType::ALL {
+            for n in [0, 1, 3, 257, 1000] {
+                let h = random_tensor(n as u64, dtype, &[n]);
+                let x = Tensor::from_host(&ctx, &h).unwrap();
+                let bytes = (n * dtype.size()).div_ceil(4).max(1) * 4;
+                assert_eq!(
+                    x.buffers().len(),
+                    bytes.div_ceil(max as usize),
+                    "{dtype} {n}"
+                );
+                assert_eq!(x.to_host_blocking().unwrap(), h, "{dtype} {n}");
+            }
+        }
+        // A copy whose source and destination cross buffer ends at different places.
+        let h = random_tensor(5, DType::U8, &[3000]);
+        let x = Tensor::from_host(&ctx, &h).unwrap();
+        let y = Tensor::from_host(
+            &ctx,
+            &HostTensor::from_vec(vec![3000], &[7u8; 3000]).unwrap(),
+        )
+        .unwrap();
+        ctx.run(|rec| rec.copy_bytes(&x, 100, &y, 700, 2000))
+            .unwrap();
+        let mut want = vec![7u8; 3000];
+        want[700..2700].copy_from_slice(&h.data[100..2100]);
+        assert_eq!(y.to_host_blocking().unwrap().data, want);
+        // Ranges outside the tensor stay errors.
+        assert!(matches!(
+            ctx.run(|rec| rec.copy_bytes(&x, 1004, &y, 0, 2000)),
+            Err(Error::InvalidInput { .. })
+        ));
+    }
+}
+
+#[test]
+fn slices_of_every_dtype_cross_buffers() {
+    let ops = [
+        // Reversed inner axis, a strided mix, a strided outer axis, a shrink.
+        StridedSlice::new([0, 0, 0], [9, 10, 13])
+            .stride([1, 1, -1])
+            .begin_mask([0, 0, 1])
+            .end_mask([0, 0, 1]),
+        StridedSlice::new([8, 1, 0], [0, 9, 13])
+            .stride([-1, 2, 2])
+            .end_mask([1]),
+        StridedSlice::new([1, 0], [8, 10])
+            .stride([3, -1])
+            .begin_mask([0, 1])
+            .end_mask([0, 1]),
+        StridedSlice::new([0, 0, 5], [9, 10, 6]).shrink_axis_mask([0, 0, 1]),
+        // Contiguous rows (a buffer copy from a word-aligned start, or a gather).
+        StridedSlice::new([2], [7]),
+        StridedSlice::new([0, 3], [9, 4]),
+        // New axis, ellipsis and shrink together.
+        StridedSlice::new([0, 0, 1, 0], [0, 0, 9, 0])
+            .stride([1, 1, 2, 1])
+            .new_axis_mask([1])
+            .ellipsis_mask([0, 1])
+            .end_mask([0, 0, 0, 1])
+            .shrink_axis_mask([0, 0, 0, 0]),
+    ];
+    for ctx in contexts() {
+        for dtype in DType::ALL {
+            let h = random_tensor(7, dtype, &[9, 10, 13]);
+            let x = Tensor::from_host(&ctx, &h).unwrap();
+            assert!(x.buffers().len() > 1);
+            for op in &ops {
+                let want = reference::strided_slice(&h, op).unwrap();
+                let got = ctx.run(|rec| rec.strided_slice(&x, op)).unwrap();
+                assert_eq!(got.to_host_blocking().unwrap(), want, "{dtype} {op:?}");
+            }
+            let op = Slice::new([12, 1], [-14, 9], [-3, 2]).axes([2, 0]);
+            let got = ctx.run(|rec| rec.slice(&x, &op)).unwrap();
+            assert_eq!(
+                got.to_host_blocking().unwrap(),
+                reference::slice(&h, &op).unwrap(),
+                "{dtype} {op:?}"
+            );
+            // A transpose: every output row reads across all of the input's buffers.
+            let t = ctx.run(|rec| rec.transpose(&x, Some(&[2, 0, 1]))).unwrap();
+            let (a, b) = (h.data.clone(), t.to_host_blocking().unwrap());
+            assert_eq!(b.shape, [13, 9, 10]);
+            let w = dtype.size();
+            for (o, chunk) in b.data.chunks(w).enumerate() {
+                let (k, i, j) = (o / 90, (o / 10) % 9, o % 10);
+                let src = (i * 130 + j * 13 + k) * w;
+                assert_eq!(chunk, &a[src..src + w], "{dtype} transpose at {o}");
+            }
+        }
+    }
+}
+
+#[test]
+fn batch_and_space_cross_buffers() {
+    for ctx in contexts() {
+        // u8 RGBA (whole words per pixel), f32, f64 and i16 pairs, NHWC with 2x2 blocks and
+        // padding (the padding is cleared across buffers).
+        for (dtype, channels) in [
+            (DType::U8, 4),
+            (DType::F32, 3),
+            (DType::F64, 1),
+            (DType::I16, 2),
+        ] {
+            let data = random_tensor(7, dtype, &[2, 13, 11, channels]);
+            let s2b = SpaceToBatch::new([1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 1, 0]);
+            let b2s = BatchToSpace::new([1, 2, 2, 1], [0, 1, 0, 0], [0, 0, 1, 0]);
+            let x = Tensor::from_host(&ctx, &data).unwrap();
+            let mut rec = ctx.recorder();
+            let spaced = rec.space_to_batch(&x, &s2b).unwrap();
+            let back = rec.batch_to_space(&spaced, &b2s).unwrap();
+            pollster::block_on(rec.finish()).unwrap();
+            assert!(spaced.buffers().len() > 1);
+            assert_eq!(
+                spaced.to_host_blocking().unwrap(),
+                reference::space_to_batch(&data, &s2b).unwrap(),
+                "{dtype}"
+            );
+            assert_eq!(back.to_host_blocking().unwrap(), data, "{dtype}");
+        }
+        // u8 RGB: 3-byte pixels are not whole words; the error names the buffer limit.
+        let data = random_tensor(7, DType::U8, &[1, 32, 32, 3]);
+        let x = Tensor::from_host(&ctx, &data).unwrap();
+        match ctx
+            .run(|rec| rec.space_to_batch(&x, &SpaceToBatch::new([1, 2, 2, 1], [0; 4], [0; 4])))
+        {
+            Err(Error::LimitExceeded { op, limit, max, .. }) => {
+                assert_eq!((op, limit), ("SpaceToBatch", "max_buffer_size"));
+                assert_eq!(max, ctx.max_buffer_size());
+            }
+            other => panic!("expected LimitExceeded, got {other:?}"),
+        }
+    }
+}
+
+/// Runs `graph` on `ctx` and on the CPU reference; both results.
+fn both(
+    ctx: &Context,
+    graph: &Graph,
+    inputs: &[(&str, HostTensor)],
+) -> (Vec<HostTensor>, Vec<HostTensor>) {
+    let named: Vec<(String, HostTensor)> = inputs
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .collect();
+    let got = Session::new(ctx, graph.clone())
+        .unwrap()
+        .run_blocking(named.clone())
+        .unwrap()
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    (got, run_graph(graph, &named, &Default::default()).unwrap())
+}
+
+fn i32s(shape: &[usize], seed: u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<i32> = bytes(seed, n).iter().map(|&b| b as i32 - 128).collect();
+    HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+}
+
+#[test]
+fn compute_ops_cross_buffers() {
+    // Broadcast Add, MatMul of few and many rows (rows of A, rows of the output and batched
+    // B matrices cross buffer ends), Concat along an inner axis, Relu: i32, so the sums are
+    // exact.
+    let g = Graph::new()
+        .input("a", DType::I32, &[Some(3), Some(20), Some(17)])
+        .input("b", DType::I32, &[Some(17), Some(3)])
+        .input("bb", DType::I32, &[Some(3), Some(17), Some(3)])
+        .input("c", DType::I32, &[Some(20), Some(1)])
+        .input("r", DType::I32, &[Some(2), Some(17)])
+        .node(Node::new("MatMul", "mm").inputs(["a", "b"]).outputs(["p"]))
+        .node(Node::new("Add", "add").inputs(["p", "c"]).outputs(["q"]))
+        .node(Node::new("Relu", "relu").inputs(["q"]).outputs(["y"]))
+        .node(
+            Node::new("Concat", "cat")
+                .inputs(["a", "a"])
+                .outputs(["z"])
+                .attr("axis", Attr::Int(2)),
+        )
+        .node(Node::new("MatMul", "few").inputs(["r", "b"]).outputs(["s"]))
+        .node(
+            Node::new("MatMul", "batched")
+                .inputs(["a", "bb"])
+                .outputs(["t"]),
+        )
+        .output("y")
+        .output("z")
+        .output("s")
+        .output("t");
+    let inputs = [
+        ("a", i32s(&[3, 20, 17], 1)),
+        ("b", i32s(&[17, 3], 2)),
+        ("bb", i32s(&[3, 17, 3], 7)),
+        ("c", i32s(&[20, 1], 3)),
+        ("r", i32s(&[2, 17], 4)),
+    ];
+    for ctx in contexts() {
+        let (got, want) = both(&ctx, &g, &inputs);
+        assert_eq!(got, want, "max_buffer_size {}", ctx.max_buffer_size());
+    }
+}
+
+#[test]
+fn scan_over_a_sequence_in_several_buffers() {
+    // A running sum over 100 rows of 13 i32 (52-byte rows, so rows straddle buffer ends):
+    // rows are copied in, states ping-pong, every step's output is copied out.
+    let body = Graph::new()
+        .input("sum", DType::I32, &[Some(13)])
+        .input("x", DType::I32, &[Some(13)])
+        .node(
+            Node::new("Add", "add")
+                .inputs(["sum", "x"])
+                .outputs(["next"]),
+        )
+        .node(Node::new("Neg", "neg").inputs(["next"]).outputs(["y"]))
+        .output("next")
+        .output("y");
+    let g = Graph::new()
+        .input("s", DType::I32, &[Some(13)])
+        .input("xs", DType::I32, &[Some(100), Some(13)])
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["s", "xs"])
+                .outputs(["last", "ys"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("last")
+        .output("ys");
+    let inputs = [("s", i32s(&[13], 5)), ("xs", i32s(&[100, 13], 6))];
+    for ctx in contexts() {
+        let (got, want) = both(&ctx, &g, &inputs);
+        assert_eq!(got, want, "max_buffer_size {}", ctx.max_buffer_size());
+    }
+}
+
+#[test]
+fn a_matrix_across_two_buffers_is_a_clear_error() {
+    // B of 17 x 6 i32 is 408 bytes: no buffer of 256 bytes can hold it whole.
+    let ctx = &contexts()[0];
+    let a = Tensor::from_host(ctx, &i32s(&[4, 17], 1)).unwrap();
+    let b = Tensor::from_host(ctx, &i32s(&[17, 6], 2)).unwrap();
+    match ctx.run(|rec| rec.matmul(&a, &b)) {
+        Err(e @ Error::LimitExceeded { .. }) => {
+            let Error::LimitExceeded { op, limit, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!((*op, *limit), ("MatMul", "max_buffer_size"), "{e}");
+        }
+        other => panic!("expected LimitExceeded, got {other:?}"),
+    }
+}
+
+#[test]
+fn buffer_limits_below_one_buffer_are_rejected() {
+    match Context::new_blocking(ContextOptions {
+        max_buffer_size: Some(100),
+        ..Default::default()
+    }) {
+        Err(Error::InvalidInput { op, input, .. }) => {
+            assert_eq!((op, input.as_str()), ("Context", "max_buffer_size"));
+        }
+        other => panic!("expected InvalidInput, got {other:?}"),
+    }
+    let ctx = Context::new_blocking(ContextOptions {
+        max_buffer_size: Some(1000),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(ctx.max_buffer_size(), 768);
+}

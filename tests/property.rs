@@ -161,6 +161,20 @@ fn chunking_ctx() -> &'static wgpu_ops::Context {
     })
 }
 
+/// A context whose buffers hold at most 256 bytes, bound in windows of at most 160: most
+/// tensors here are held in several buffers.
+fn multi_buffer_ctx() -> &'static wgpu_ops::Context {
+    static CTX: std::sync::OnceLock<wgpu_ops::Context> = std::sync::OnceLock::new();
+    CTX.get_or_init(|| {
+        wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            max_buffer_size: Some(256),
+            max_binding_size: Some(160),
+            ..Default::default()
+        })
+        .unwrap()
+    })
+}
+
 fn compare(
     op_name: &str,
     data: &HostTensor,
@@ -214,5 +228,21 @@ proptest! {
         let planned = case.op.plan(&case.shape).map(|p| p.output_shape);
         let expected = reference::slice(&data, &case.op);
         compare("Slice", &data, planned, expected, |x| case.op.run(x))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 5000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn strided_slice_in_several_buffers_matches_reference(case in ss_case()) {
+        let data = random_tensor(case.seed, case.dtype, &case.shape);
+        if let (Ok(plan), Ok(expected)) = (case.op.plan(&case.shape), reference::strided_slice(&data, &case.op)) {
+            let ctx = multi_buffer_ctx();
+            let x = Tensor::from_host(ctx, &data).unwrap();
+            let got = ctx.run(|rec| rec.strided_slice(&x, &case.op)).unwrap().to_host_blocking().unwrap();
+            prop_assert_eq!(&got.shape, &plan.output_shape);
+            prop_assert_eq!(got, expected);
+        }
     }
 }

@@ -613,6 +613,71 @@ mod tests {
     }
 
     #[test]
+    fn chunks_cover_the_gather_in_order_inside_one_buffer_each() {
+        // Reversed and strided axes over 1-, 2-, 4- and 8-byte elements, in buffers of 256
+        // or 512 bytes bound in windows of 96 to 1000 bytes.
+        let plans = [
+            GatherPlan::from_dims(
+                2 * 40 + 39,
+                &[
+                    GatherDim { len: 3, step: -40 },
+                    GatherDim { len: 40, step: -1 },
+                ],
+            ),
+            GatherPlan::from_dims(
+                5,
+                &[
+                    GatherDim { len: 4, step: 60 },
+                    GatherDim { len: 5, step: 11 },
+                    GatherDim { len: 3, step: 2 },
+                ],
+            ),
+            GatherPlan::from_dims(7, &[GatherDim { len: 200, step: 1 }]),
+        ];
+        for plan in &plans {
+            for w in [1, 2, 4, 8] {
+                for (segment, limit) in [(256, 96), (512, 200), (256, 1000)] {
+                    let fit = Fit {
+                        limit,
+                        align: 16,
+                        src: Segments {
+                            segment,
+                            size: 300 * w,
+                        },
+                        out: Segments {
+                            segment,
+                            size: padded_size((3 + plan.count) * w),
+                        },
+                    };
+                    let chunks = gather_chunks(plan, w, 3, &fit).unwrap();
+                    let mut next = 3;
+                    for c in &chunks {
+                        for win in [c.src, c.out] {
+                            assert!(win.size <= limit && win.offset % 16 == 0, "{c:?}");
+                            assert!(win.offset + win.size <= segment, "{c:?}");
+                        }
+                        let out_first = if w < 4 {
+                            (c.out.start + c.dst_base * 4) / w + c.skip
+                        } else {
+                            c.out.start / w + c.dst_base
+                        };
+                        assert_eq!(out_first, next, "{c:?}");
+                        for i in 0..c.plan.count {
+                            let at = c.src.start / w + c.plan.source_index(i);
+                            assert!(
+                                at * w >= c.src.start && (at + 1) * w <= c.src.start + c.src.size
+                            );
+                            assert_eq!(at, plan.source_index(next - 3 + i), "{c:?}");
+                        }
+                        next += c.plan.count;
+                    }
+                    assert_eq!(next, 3 + plan.count);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn empty_output_has_no_dims() {
         let p = GatherPlan::from_axes(&[2, 0], &[axis(0, 1, 2), axis(0, 1, 0)]);
         assert_eq!((p.count, p.dims.len()), (0, 0));

@@ -487,3 +487,53 @@ fn matmul_of_few_rows_at_every_workgroup_size() {
         assert_eq!(got, want, "workgroup size {size}");
     }
 }
+
+#[test]
+fn float_to_integer_casts_saturate_on_every_adapter() {
+    // Rounded toward zero, saturated, NaN as 0, like the reference. Run on every adapter wgpu
+    // finds (lavapipe's Vulkan and llvmpipe's GL here): GLSL's conversion wraps negative
+    // floats unless the kernel clamps them.
+    let v = [
+        -3.5f32,
+        -1.0,
+        -0.5,
+        0.0,
+        0.7,
+        65536.5,
+        2147483520.0,
+        3.0e9,
+        1.0e10,
+        -1.0e10,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    let x = HostTensor::from_vec(vec![v.len()], &v).unwrap();
+    let adapters = pollster::block_on(wgpu_ops::context::list_adapters(&Default::default()));
+    assert!(!adapters.is_empty());
+    for info in adapters {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            backends: Some(info.backend.into()),
+            adapter_name: Some(info.name.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        let t = wgpu_ops::Tensor::from_host(&ctx, &x).unwrap();
+        let (u, i) = ctx
+            .run(|rec| Ok((rec.cast(&t, DType::U32)?, rec.cast(&t, DType::I32)?)))
+            .unwrap();
+        let want_u: Vec<u32> = v.iter().map(|&f| f as u32).collect();
+        let want_i: Vec<i32> = v.iter().map(|&f| f as i32).collect();
+        let place = format!("{} ({:?})", info.name, info.backend);
+        assert_eq!(
+            u.to_host_blocking().unwrap().to_vec::<u32>().unwrap(),
+            want_u,
+            "{place}"
+        );
+        assert_eq!(
+            i.to_host_blocking().unwrap().to_vec::<i32>().unwrap(),
+            want_i,
+            "{place}"
+        );
+    }
+}

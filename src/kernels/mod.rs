@@ -83,7 +83,11 @@ pub fn shader_variants() -> Vec<ShaderVariant> {
             );
             out.push((
                 format!("elementwise.wgsl Cast {f}->{t}"),
-                compute::elementwise_source(f, t, "U(a)"),
+                compute::elementwise_source(
+                    f,
+                    t,
+                    crate::ops::elementwise::cast_expression(from, to),
+                ),
                 vec![("WORKGROUP_SIZE", 64)],
             ));
         }

@@ -175,7 +175,27 @@ impl Recorder {
 
     pub(crate) fn cast_into(&mut self, a: &Tensor, out: &Tensor) -> Result<()> {
         check_cast(a.dtype(), out.dtype())?;
-        self.elementwise_into("Cast", "U(a)", a, a, out)
+        self.elementwise_into("Cast", cast_expression(a.dtype(), out.dtype()), a, a, out)
+    }
+}
+
+/// The Cast kernel's expression. Floats become integers rounded toward zero, saturated to the
+/// target's range (up to its maximum, which f32 cannot hold), NaN as 0: Rust's `as`, which the
+/// reference uses. WGSL's own conversion stops at the largest f32 below the maximum, and naga's
+/// GLSL output (the GL backend) is undefined out of range (negative floats wrapped to huge
+/// `u32`s on llvmpipe GL), so every case is written out. NaN is found by its bits: `a != a`
+/// compiles to an ordered comparison on lavapipe, false for NaN.
+pub fn cast_expression(from: DType, to: DType) -> &'static str {
+    match (from, to) {
+        (DType::F32, DType::U32) => {
+            "select(select(U(clamp(a, 0.0, 4294967040.0)), 4294967295u, a >= 4294967296.0), \
+             0u, (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)"
+        }
+        (DType::F32, DType::I32) => {
+            "select(select(U(clamp(a, -2147483648.0, 2147483520.0)), 2147483647i, \
+             a >= 2147483648.0), 0i, (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)"
+        }
+        _ => "U(a)",
     }
 }
 

@@ -7,7 +7,7 @@
 //! median of several measurements. GB/s counts bytes read plus bytes written.
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick] [--case TEXT]
-//! [--workgroup-size N] [--no-scan] [--scan-only] [--rnn-only]`
+//! [--workgroup-size N] [--cpu-kernels on|off] [--no-scan] [--scan-only] [--rnn-only]`
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::time::Instant;
@@ -267,6 +267,7 @@ fn main() {
 
     let ctx = Context::new_blocking(ContextOptions {
         workgroup_size: flag("--workgroup-size").map(|v| v.parse().expect("--workgroup-size N")),
+        cpu_kernels: flag("--cpu-kernels").map(|v| v == "on"),
         ..Default::default()
     })
     .expect("no GPU adapter");
@@ -274,9 +275,10 @@ fn main() {
     let adapter = format!("{} ({:?}, {})", info.name, info.backend, info.driver_info);
     let timer = Timer::new(&ctx);
     println!(
-        "adapter: {adapter}\ntiming: {}\nworkgroup size: {}\n",
+        "adapter: {adapter}\ntiming: {}\nworkgroup size: {}\nCPU kernels: {}\n",
         timer.method(),
-        ctx.workgroup_size()
+        ctx.workgroup_size(),
+        ctx.cpu_kernels()
     );
     spin_up(&ctx);
     let ceiling_bytes = (64u64 << 20).min(max_mib << 20).min(ctx.binding_limit()) & !15;
@@ -809,14 +811,27 @@ fn rnn_graph(batch: usize, hidden: usize, steps: usize) -> Graph {
 
 fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value> {
     let steps = if quick { 64 } else { 512 };
-    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan; host = until the submission, the rest is the GPU finishing; GPU us: each body command alone, GPU timestamps; MatMul 16x: [16, 256] x [256, 256], one row of 16 x 16 tiles");
+    // The same MatMul on a second context with the other kernel set (CPU kernels or not),
+    // its samples interleaved with this context's.
+    let other = Context::new_blocking(ContextOptions {
+        adapter_name: Some(ctx.adapter_info().name.clone()),
+        backends: Some(ctx.adapter_info().backend.into()),
+        workgroup_size: Some(ctx.workgroup_size()),
+        cpu_kernels: Some(!ctx.cpu_kernels()),
+        ..Default::default()
+    })
+    .unwrap();
+    let other_timer = Timer::new(&other);
+    let other_kind = if other.cpu_kernels() { "CPU" } else { "GPU" };
+    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan; host = until the submission, the rest is the GPU finishing; GPU us: each body command alone, GPU timestamps; MatMul {other_kind}: the same MatMul with the {other_kind} kernels, samples interleaved; MatMul 16x: [16, 256] x [256, 256], one row of 16 x 16 tiles");
     println!(
-        "{:>6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "{:>6} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12}",
         "batch",
         "us/step",
         "host us/step",
         "total ms",
         "MatMul",
+        format!("MatMul {other_kind}"),
         "Add",
         "Tanh",
         "copy row",
@@ -856,11 +871,9 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
         let host = median(runs.iter().map(|r| r.1).collect());
         // The body's commands one at a time, on the GPU.
         let h = Tensor::from_host(ctx, &zeros).unwrap();
-        let w = Tensor::from_host(
-            ctx,
-            &HostTensor::from_vec(vec![hidden, hidden], &vec![0.5f32; hidden * hidden]).unwrap(),
-        )
-        .unwrap();
+        let w_host =
+            HostTensor::from_vec(vec![hidden, hidden], &vec![0.5f32; hidden * hidden]).unwrap();
+        let w = Tensor::from_host(ctx, &w_host).unwrap();
         let row = Tensor::uninit(ctx, DType::F32, &[batch, hidden]).unwrap();
         let row_bytes = (batch * hidden * 4) as u64;
         let xs = &inputs[1].1;
@@ -870,7 +883,34 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
                 rec.release(t);
             })
         };
-        let matmul = gpu(&mut |rec| rec.matmul(&h, &w));
+        let (matmul, matmul_other) = {
+            let (h2, w2) = (
+                Tensor::from_host(&other, &zeros).unwrap(),
+                Tensor::from_host(&other, &w_host).unwrap(),
+            );
+            let mut mine = |rec: &mut Recorder| {
+                for _ in 0..16 {
+                    let t = rec.matmul(&h, &w).unwrap();
+                    rec.release(t);
+                }
+            };
+            let mut theirs = |rec: &mut Recorder| {
+                for _ in 0..16 {
+                    let t = rec.matmul(&h2, &w2).unwrap();
+                    rec.release(t);
+                }
+            };
+            timer.time(ctx, &mut mine);
+            other_timer.time(&other, &mut theirs);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for _ in 0..5 {
+                a.push(timer.time(ctx, &mut mine) / 16.0);
+                b.push(other_timer.time(&other, &mut theirs) / 16.0);
+            }
+            a.sort_by(f64::total_cmp);
+            b.sort_by(f64::total_cmp);
+            (a[2], b[2])
+        };
         // The tiled kernel's time for one tile row, to compare with the few-rows kernel.
         let h16 = Tensor::uninit(ctx, DType::F32, &[16, hidden]).unwrap();
         let tiled = gpu(&mut |rec| rec.matmul(&h16, &w));
@@ -880,11 +920,12 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
             rec.copy_bytes(xs, 0, &row, 0, row_bytes).unwrap()
         });
         println!(
-            "{batch:>6} {:>12.1} {:>12.1} {:>12.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>12.1}",
+            "{batch:>6} {:>12.1} {:>12.1} {:>12.1} {:>10.1} {:>12.1} {:>10.1} {:>10.1} {:>10.1} {:>12.1}",
             total / steps as f64 * 1e6,
             host / steps as f64 * 1e6,
             total * 1e3,
             matmul * 1e6,
+            matmul_other * 1e6,
             add * 1e6,
             tanh * 1e6,
             copy * 1e6,
@@ -893,7 +934,8 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
         out.push(json!({"batch": batch, "hidden": hidden, "steps": steps, "s_per_step": total / steps as f64,
             "host_s_per_step": host / steps as f64,
             "gpu_s_per_command": {"MatMul": matmul, "Add": add, "Tanh": tanh, "copy row": copy},
-            "gpu_s_matmul_16_rows": tiled}));
+            "gpu_s_matmul_16_rows": tiled,
+            "cpu_kernels": ctx.cpu_kernels(), "gpu_s_matmul_other_kernels": matmul_other}));
     }
     out
 }

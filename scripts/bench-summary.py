@@ -70,5 +70,8 @@ if os.path.exists(scan_path):
     for r in gpu:
         print(f"  batch {r['batch']}, GPU µs per body command alone: " + ", ".join(
             f"{k} {v * 1e6:.1f}" for k, v in r["gpu_s_per_command"].items())
+            + (f"; the same MatMul with the {'GPU' if r['cpu_kernels'] else 'CPU'} kernels "
+               f"{r['gpu_s_matmul_other_kernels'] * 1e6:.1f}"
+               if "gpu_s_matmul_other_kernels" in r else "")
             + (f"; MatMul of 16 rows (one row of tiles) {r['gpu_s_matmul_16_rows'] * 1e6:.1f}"
                if "gpu_s_matmul_16_rows" in r else ""))

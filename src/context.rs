@@ -30,6 +30,10 @@ pub struct ContextOptions {
     /// Invocations per workgroup of the data-movement and element-wise kernels (a power of
     /// two within the device's limits). `None`: [`default_workgroup_size`] for the adapter.
     pub workgroup_size: Option<u32>,
+    /// Use the kernel variants written for CPU adapters (MatMul without workgroup memory or
+    /// barriers, see [`crate::kernels::compute::MatMulKernel`]). `None`: when the adapter is a
+    /// CPU one (lavapipe, SwiftShader, WARP).
+    pub cpu_kernels: Option<bool>,
 }
 
 /// The workgroup size the kernels use on an adapter unless told otherwise: 64 on CPU adapters
@@ -93,6 +97,7 @@ struct Inner {
     binding_limit: u64,
     segment_bytes: u64,
     workgroup_size: u32,
+    cpu_kernels: bool,
     modules: Mutex<HashMap<&'static str, wgpu::ShaderModule>>,
     layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
@@ -250,6 +255,7 @@ impl Context {
                 ))
             }
         };
+        let cpu_kernels = options.cpu_kernels.unwrap_or_else(|| is_software(&info));
         let segment_bytes = match options.max_buffer_size {
             Some(m) if m < 256 => {
                 return Err(Error::invalid(
@@ -296,6 +302,7 @@ impl Context {
                     }),
                 segment_bytes,
                 workgroup_size,
+                cpu_kernels,
                 limits,
                 modules: Mutex::default(),
                 layouts: Mutex::default(),
@@ -470,6 +477,12 @@ impl Context {
     /// The most bytes bound at once (the device limit, or less if the options said so).
     pub fn binding_limit(&self) -> u64 {
         self.inner.binding_limit
+    }
+
+    /// True when the kernels written for CPU adapters are used (see
+    /// [`ContextOptions::cpu_kernels`]).
+    pub fn cpu_kernels(&self) -> bool {
+        self.inner.cpu_kernels
     }
 
     /// Invocations per workgroup of the 1-D kernels on this context (see

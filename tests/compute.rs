@@ -463,29 +463,57 @@ fn concat_of_any_dtype_in_words_and_windows() {
 }
 
 #[test]
-fn matmul_of_few_rows_at_every_workgroup_size() {
-    // The few-rows kernel splits k in four per output element; its workgroup follows the
-    // context's size (clamped to 4..=256). i32 values, so the sums are exact.
-    let (m, k, n) = (3usize, 70usize, 130usize);
-    let a: Vec<i32> = (0..m * k).map(|i| (i as i32 * 7) % 11 - 5).collect();
-    let b: Vec<i32> = (0..k * n).map(|i| (i as i32 * 5) % 13 - 6).collect();
-    let want: Vec<i32> = (0..m * n)
-        .map(|o| (0..k).map(|i| a[o / n * k + i] * b[i * n + o % n]).sum())
-        .collect();
-    for size in [1, 8, 64, 256] {
-        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-            workgroup_size: Some(size),
-            ..Default::default()
-        })
-        .unwrap();
-        let ta = wgpu_ops::Tensor::from_host(&ctx, &HostTensor::from_vec(vec![m, k], &a).unwrap())
+fn matmul_kernels_at_every_workgroup_size() {
+    // Each of the three MatMul kernels (tiles, few rows, CPU blocks; see `MatMulKernel`) at
+    // workgroup sizes 1 to 256, on rows of 1, 3 and 37, k not a multiple of 4 or 16, n not a
+    // multiple of 4 (blocks end short), broadcast batches. i32 values, so sums are exact.
+    let cases: [(&[usize], &[usize]); 4] = [
+        (&[3, 70], &[70, 130]),
+        (&[37, 70], &[70, 130]),
+        (&[1, 70], &[70, 131]),
+        (&[2, 1, 3, 21], &[4, 21, 7]),
+    ];
+    let exact = |shape: &[usize], seed: i32| {
+        let n: usize = shape.iter().product();
+        let v: Vec<i32> = (0..n as i32).map(|i| (i * seed) % 13 - 6).collect();
+        HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+    };
+    let mut kernels = std::collections::HashSet::new();
+    for cpu in [false, true] {
+        for size in [1, 8, 64, 256] {
+            let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+                workgroup_size: Some(size),
+                cpu_kernels: Some(cpu),
+                ..Default::default()
+            })
             .unwrap();
-        let tb = wgpu_ops::Tensor::from_host(&ctx, &HostTensor::from_vec(vec![k, n], &b).unwrap())
-            .unwrap();
-        let y = ctx.run(|rec| rec.matmul(&ta, &tb)).unwrap();
-        let got = y.to_host_blocking().unwrap().to_vec::<i32>().unwrap();
-        assert_eq!(got, want, "workgroup size {size}");
+            for (sa, sb) in cases {
+                let (a, b) = (exact(sa, 7), exact(sb, 5));
+                let mut g = Graph::new();
+                for (name, t) in [("a", &a), ("b", &b)] {
+                    let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
+                    g = g.input(name, DType::I32, &shape);
+                }
+                let g = g
+                    .node(Node::new("MatMul", "mm").inputs(["a", "b"]).outputs(["y"]))
+                    .output("y");
+                let inputs = vec![("a".to_string(), a), ("b".to_string(), b)];
+                let got = Session::new(&ctx, g.clone())
+                    .unwrap()
+                    .run_blocking(inputs.clone())
+                    .unwrap();
+                let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+                assert_eq!(got[0].1, want[0], "cpu {cpu}, size {size}: {sa:?} x {sb:?}");
+                let rows = sa[sa.len() - 2] as u64;
+                let n = sb[sb.len() - 1] as u64;
+                let group = size.clamp(4, 256);
+                kernels.insert(wgpu_ops::kernels::compute::matmul_kernel(
+                    rows, n, cpu, group, 65535,
+                ));
+            }
+        }
     }
+    assert_eq!(kernels.len(), 3, "{kernels:?}");
 }
 
 #[test]

@@ -196,6 +196,38 @@ fn bind_windows<'a>(
     (firsts, bindings)
 }
 
+/// The MatMul kernels of `matmul.wgsl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MatMulKernel {
+    /// 16 x 16 tiles through workgroup memory (`main`): GPUs, 16 rows and more.
+    Tiles,
+    /// Four invocations per output element, each summing a quarter of k (`rows`): GPUs under
+    /// 16 rows, where tiles would idle; CPU adapters when blocks would use one workgroup.
+    Rows,
+    /// A block of 8 rows x 4 columns per invocation over all of k, no workgroup memory or
+    /// barrier (`blocks`): CPU adapters, where a barrier is a costly switch between
+    /// invocations.
+    Blocks,
+}
+
+/// The kernel for `rows` output rows of `n` columns with workgroups of `group` invocations,
+/// `max` workgroups per grid dimension, on CPU-style kernels or not.
+pub fn matmul_kernel(rows: u64, n: u64, cpu: bool, group: u32, max: u32) -> MatMulKernel {
+    let (row_groups, col_groups) = (rows.div_ceil(8), n.div_ceil(4 * u64::from(group)));
+    // Blocks need two workgroups to keep two cores busy; one row split four ways does better.
+    if cpu
+        && row_groups <= u64::from(max)
+        && col_groups <= u64::from(max)
+        && row_groups * col_groups >= 2
+    {
+        MatMulKernel::Blocks
+    } else if rows < 16 {
+        MatMulKernel::Rows
+    } else {
+        MatMulKernel::Tiles
+    }
+}
+
 /// Whether three storages can be bound whole, else the elements per buffer of each (for
 /// [`Walk::split`]).
 fn layout_of(storages: &[&Storage; 3], limit: u64) -> (bool, [u64; 3]) {
@@ -403,6 +435,9 @@ impl Recorder {
         let tiled = kernel(format!("matmul[{ty}]"), || matmul_source(ty));
         let wg = ctx.workgroup_size();
         let rows_kernel = kernel_entry(format!("matmul_rows[{ty}]"), "rows", || matmul_source(ty));
+        let blocks_kernel = kernel_entry(format!("matmul_blocks[{ty}]"), "blocks", || {
+            matmul_source(ty)
+        });
         let arcs = [lhs.storage(), rhs.storage(), out.storage()];
         for (w, fits) in pieces {
             // An output row whose row of A, matrix B or output row crosses from one buffer of
@@ -487,9 +522,24 @@ impl Recorder {
                 params.dst_stride[d] = w.steps[j][2] as u32;
             }
             let batches = batch.iter().product::<u64>() as u32;
-            if *rows < 16 {
+            let group = wg.clamp(4, 256);
+            let choice = matmul_kernel(*rows, n, ctx.cpu_kernels(), group, max);
+            if choice == MatMulKernel::Blocks {
+                // 8 x 4 outputs per invocation (see `blocks` in matmul.wgsl).
+                let grid = [
+                    n.div_ceil(4 * u64::from(group)) as u32,
+                    rows.div_ceil(8) as u32,
+                    batches,
+                ];
+                let pipeline = ctx.pipeline(blocks_kernel, &[("ROWS_WORKGROUP", group)])?;
+                self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+                if let Some(t) = &staged[2] {
+                    self.copy(t.storage(), 0, arcs[2], w.bases[2] * 4, n * 4)?;
+                }
+                continue;
+            }
+            if choice == MatMulKernel::Rows {
                 // Four invocations per output element (see `rows` in matmul.wgsl).
-                let group = wg.clamp(4, 256);
                 let grid = [
                     n.div_ceil(u64::from(group / 4)) as u32,
                     *rows as u32,
@@ -516,5 +566,24 @@ impl Recorder {
             self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{matmul_kernel, MatMulKernel::*};
+
+    #[test]
+    fn matmul_kernel_follows_rows_and_adapter_kind() {
+        // GPUs: tiles from 16 rows, the few-rows kernel below.
+        assert_eq!(matmul_kernel(16, 256, false, 256, 65535), Tiles);
+        assert_eq!(matmul_kernel(15, 256, false, 256, 65535), Rows);
+        // CPU adapters: blocks once there are two workgroups of them, else the few-rows kernel.
+        assert_eq!(matmul_kernel(64, 256, true, 64, 65535), Blocks);
+        assert_eq!(matmul_kernel(9, 256, true, 64, 65535), Blocks);
+        assert_eq!(matmul_kernel(1, 512, true, 64, 65535), Blocks);
+        assert_eq!(matmul_kernel(8, 256, true, 64, 65535), Rows);
+        // Row groups beyond a grid dimension go back to tiles.
+        assert_eq!(matmul_kernel(8 * 70000, 256, true, 64, 65535), Tiles);
     }
 }

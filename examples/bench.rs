@@ -823,7 +823,7 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
     .unwrap();
     let other_timer = Timer::new(&other);
     let other_kind = if other.cpu_kernels() { "CPU" } else { "GPU" };
-    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan; host = until the submission, the rest is the GPU finishing; GPU us: each body command alone, GPU timestamps; MatMul {other_kind}: the same MatMul with the {other_kind} kernels, samples interleaved; MatMul 16x: [16, 256] x [256, 256], one row of 16 x 16 tiles");
+    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan; host = until the submission, the rest is the GPU finishing; GPU us: each body command alone, GPU timestamps; MatMul {other_kind}: the same MatMul with the {other_kind} kernels, samples interleaved; MatMul 16x: [16, 256] x [256, 256] (one row of 16 x 16 tiles with the GPU kernels)");
     println!(
         "{:>6} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12}",
         "batch",
@@ -911,7 +911,7 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
             b.sort_by(f64::total_cmp);
             (a[2], b[2])
         };
-        // The tiled kernel's time for one tile row, to compare with the few-rows kernel.
+        // 16 rows: one row of tiles with the GPU kernels, to compare with the few-rows kernel.
         let h16 = Tensor::uninit(ctx, DType::F32, &[16, hidden]).unwrap();
         let tiled = gpu(&mut |rec| rec.matmul(&h16, &w));
         let add = gpu(&mut |rec| rec.elementwise("Add", &h, Some(&h)));

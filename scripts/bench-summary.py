@@ -73,5 +73,6 @@ if os.path.exists(scan_path):
             + (f"; the same MatMul with the {'GPU' if r['cpu_kernels'] else 'CPU'} kernels "
                f"{r['gpu_s_matmul_other_kernels'] * 1e6:.1f}"
                if "gpu_s_matmul_other_kernels" in r else "")
-            + (f"; MatMul of 16 rows (one row of tiles) {r['gpu_s_matmul_16_rows'] * 1e6:.1f}"
+            + (f"; MatMul of 16 rows ({'8 x 4 blocks' if r.get('cpu_kernels') else 'one row of tiles'}) "
+               f"{r['gpu_s_matmul_16_rows'] * 1e6:.1f}"
                if "gpu_s_matmul_16_rows" in r else ""))

@@ -56,7 +56,8 @@ pub struct Stats {
     pub submissions: u64,
     pub host_waits: u64,
     pub pipelines_built: u64,
-    /// GPU buffers created for tensors (uploads and op outputs; reused buffers not counted).
+    /// GPU buffers created for tensors (uploads and op outputs; reused buffers not counted; a
+    /// tensor held in several buffers counts each).
     pub buffers_created: u64,
 }
 
@@ -350,8 +351,10 @@ impl Context {
         }
     }
 
-    pub(crate) fn count_buffer(&self) {
-        self.inner.buffers_created.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn count_buffers(&self, n: usize) {
+        self.inner
+            .buffers_created
+            .fetch_add(n as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn submit(&self, commands: wgpu::CommandBuffer) -> wgpu::SubmissionIndex {

@@ -128,7 +128,7 @@ impl Tensor {
         let size = padded_size(byte_len("Tensor", dtype, shape)?);
         let (storage, check) = ctx.scoped("allocate", || Storage::create(ctx, size, None));
         check.now(ctx)?;
-        ctx.count_buffer();
+        ctx.count_buffers(storage.buffers.len());
         Ok(Tensor {
             ctx: ctx.clone(),
             dtype,
@@ -143,7 +143,7 @@ impl Tensor {
         let (storage, check) =
             ctx.scoped("upload", || Storage::create(ctx, size, Some(&host.data)));
         check.now(ctx)?;
-        ctx.count_buffer();
+        ctx.count_buffers(storage.buffers.len());
         Ok(Tensor {
             ctx: ctx.clone(),
             dtype: host.dtype,

@@ -35,7 +35,12 @@ fn uploads_downloads_and_copies_cross_buffers() {
         for dtype in DType::ALL {
             for n in [0, 1, 3, 257, 1000] {
                 let h = random_tensor(n as u64, dtype, &[n]);
+                let before = ctx.stats().buffers_created;
                 let x = Tensor::from_host(&ctx, &h).unwrap();
+                assert_eq!(
+                    ctx.stats().buffers_created - before,
+                    x.buffers().len() as u64
+                );
                 let bytes = (n * dtype.size()).div_ceil(4).max(1) * 4;
                 assert_eq!(
                     x.buffers().len(),

@@ -477,6 +477,23 @@ impl Context {
         self.inner.segment_bytes
     }
 
+    /// The alignment of window offsets inside a buffer (the device's storage-buffer offset
+    /// alignment, at least a word); an error when windows so aligned cannot start at every
+    /// `elem`-byte element.
+    pub(crate) fn window_alignment(&self, op: &'static str, elem: u64) -> Result<u64> {
+        let align = u64::from(self.inner.limits.min_storage_buffer_offset_alignment).max(4);
+        if !align.is_multiple_of(elem) {
+            return Err(Error::LimitExceeded {
+                op,
+                what: format!("windows aligned to {align} bytes for {elem}-byte elements"),
+                limit: "min_storage_buffer_offset_alignment",
+                needed: align,
+                max: align - align % elem,
+            });
+        }
+        Ok(align)
+    }
+
     /// The most bytes bound at once (the device limit, or less if the options said so).
     pub fn binding_limit(&self) -> u64 {
         self.inner.binding_limit

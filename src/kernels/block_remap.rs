@@ -423,10 +423,10 @@ impl Recorder {
     ) -> Result<()> {
         let ctx = self.context().clone();
         let limit = ctx.binding_limit();
-        let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
         if piece.count() == 0 {
             return Ok(());
         }
+        let align = ctx.window_alignment(op, elem)?;
         if piece.dims.len() > MAX_RANK {
             return Err(Error::invalid(
                 op,
@@ -436,15 +436,6 @@ impl Recorder {
                     piece.dims.len()
                 ),
             ));
-        }
-        if !align.is_multiple_of(elem) {
-            return Err(Error::LimitExceeded {
-                op,
-                what: format!("windows aligned to {align} bytes for {elem}-byte elements"),
-                limit: "min_storage_buffer_offset_alignment",
-                needed: align,
-                max: align - align % elem,
-            });
         }
         let walk = Walk {
             lens: piece.dims.iter().map(|d| d.len).collect(),

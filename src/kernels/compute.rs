@@ -305,7 +305,7 @@ impl Recorder {
             extents: vec![1; 3],
         };
         let limit = ctx.binding_limit();
-        let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
+        let align = ctx.window_alignment(op, 4)?;
         let (whole, segments) = layout_of(&storages, limit);
         let walks = if whole {
             vec![walk]
@@ -422,7 +422,7 @@ impl Recorder {
         };
         let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
         let limit = ctx.binding_limit();
-        let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
+        let align = ctx.window_alignment(op, 4)?;
         let (whole, segments) = layout_of(&storages, limit);
         let room = room(limit, align, 4);
         let pieces = if whole {

@@ -418,16 +418,7 @@ impl Recorder {
     ) -> Result<()> {
         let ctx = self.context().clone();
         let limit = ctx.binding_limit();
-        let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment).max(4);
-        if !align.is_multiple_of(w) {
-            return Err(Error::LimitExceeded {
-                op,
-                what: format!("windows aligned to {align} bytes for {w}-byte elements"),
-                limit: "min_storage_buffer_offset_alignment",
-                needed: align,
-                max: align - align % w,
-            });
-        }
+        let align = ctx.window_alignment(op, w)?;
         let (src_store, out_store) = (src.storage(), out.storage());
         let fit = Fit {
             limit,

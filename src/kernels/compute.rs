@@ -523,47 +523,42 @@ impl Recorder {
             }
             let batches = batch.iter().product::<u64>() as u32;
             let group = wg.clamp(4, 256);
-            let choice = matmul_kernel(*rows, n, ctx.cpu_kernels(), group, max);
-            if choice == MatMulKernel::Blocks {
-                // 8 x 4 outputs per invocation (see `blocks` in matmul.wgsl).
-                let grid = [
-                    n.div_ceil(4 * u64::from(group)) as u32,
-                    rows.div_ceil(8) as u32,
-                    batches,
-                ];
-                let pipeline = ctx.pipeline(blocks_kernel, &[("ROWS_WORKGROUP", group)])?;
-                self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
-                if let Some(t) = &staged[2] {
-                    self.copy(t.storage(), 0, arcs[2], w.bases[2] * 4, n * 4)?;
+            let (pipeline, grid) = match matmul_kernel(*rows, n, ctx.cpu_kernels(), group, max) {
+                MatMulKernel::Blocks => (
+                    // 8 x 4 outputs per invocation (see `blocks` in matmul.wgsl).
+                    ctx.pipeline(blocks_kernel, &[("ROWS_WORKGROUP", group)])?,
+                    [
+                        n.div_ceil(4 * u64::from(group)) as u32,
+                        rows.div_ceil(8) as u32,
+                        batches,
+                    ],
+                ),
+                MatMulKernel::Rows => {
+                    // Four invocations per output element (see `rows` in matmul.wgsl).
+                    let columns = n.div_ceil(u64::from(group / 4));
+                    if columns > u64::from(max) {
+                        return Err(Error::LimitExceeded {
+                            op,
+                            what: format!("{n} output columns in workgroups of {}", group / 4),
+                            limit: "max_compute_workgroups_per_dimension",
+                            needed: columns,
+                            max: u64::from(max),
+                        });
+                    }
+                    (
+                        ctx.pipeline(rows_kernel, &[("ROWS_WORKGROUP", group)])?,
+                        [columns as u32, *rows as u32, batches],
+                    )
                 }
-                continue;
-            }
-            if choice == MatMulKernel::Rows {
-                // Four invocations per output element (see `rows` in matmul.wgsl).
-                let grid = [
-                    n.div_ceil(u64::from(group / 4)) as u32,
-                    *rows as u32,
-                    batches,
-                ];
-                if grid[0] > max {
-                    return Err(Error::LimitExceeded {
-                        op,
-                        what: format!("{n} output columns in workgroups of {}", group / 4),
-                        limit: "max_compute_workgroups_per_dimension",
-                        needed: u64::from(grid[0]),
-                        max: u64::from(max),
-                    });
-                }
-                let pipeline = ctx.pipeline(rows_kernel, &[("ROWS_WORKGROUP", group)])?;
-                self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
-                if let Some(t) = &staged[2] {
-                    self.copy(t.storage(), 0, arcs[2], w.bases[2] * 4, n * 4)?;
-                }
-                continue;
-            }
-            let grid = [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, batches];
-            let pipeline = ctx.pipeline(tiled, &[])?;
+                MatMulKernel::Tiles => (
+                    ctx.pipeline(tiled, &[])?,
+                    [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, batches],
+                ),
+            };
             self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            if let Some(t) = &staged[2] {
+                self.copy(t.storage(), 0, arcs[2], w.bases[2] * 4, n * 4)?;
+            }
         }
         Ok(())
     }

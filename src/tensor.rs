@@ -83,14 +83,18 @@ impl Storage {
             size: std::num::NonZeroU64::new(window.size),
         })
     }
-    /// The whole single buffer as a binding.
-    pub(crate) fn bind_whole(&self) -> wgpu::BindingResource<'_> {
-        self.bind(Window {
+    /// All of the first (for a single-buffer storage, the only) buffer.
+    pub(crate) fn whole_window(&self) -> Window {
+        Window {
             segment: 0,
             offset: 0,
             size: self.buffers[0].size(),
             start: 0,
-        })
+        }
+    }
+    /// The whole single buffer as a binding.
+    pub(crate) fn bind_whole(&self) -> wgpu::BindingResource<'_> {
+        self.bind(self.whole_window())
     }
 }
 

@@ -381,20 +381,14 @@ impl Recorder {
         let (src_store, out_store) = (src.storage(), out.storage());
         if let (Some(s), Some(o)) = (src_store.single(), out_store.single()) {
             if s.size() <= limit && o.size() <= limit {
-                let whole = |size| Window {
-                    segment: 0,
-                    offset: 0,
-                    size,
-                    start: 0,
-                };
                 return self.gather_window(
                     op,
                     w as u32,
                     src_store,
-                    whole(s.size()),
+                    src_store.whole_window(),
                     plan,
                     out_store,
-                    whole(o.size()),
+                    out_store.whole_window(),
                     None,
                     0,
                 );
@@ -449,7 +443,7 @@ impl Recorder {
         Ok(())
     }
 
-    /// One dispatch of the kernel over windows `(offset, size)` of the source and output.
+    /// One dispatch of the kernel over a window of the source and one of the output.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn gather_window(
         &mut self,

@@ -8,7 +8,7 @@ use crate::{Error, Recorder, Result, Tensor};
 
 use super::gather::{GatherDim, GatherPlan, ITEMS};
 use super::grid_for;
-use super::windows::{room, Walk};
+use super::windows::{element_beyond_window, room, Walk};
 
 pub(crate) static KERNEL: KernelSource = KernelSource {
     name: "block_remap",
@@ -448,13 +448,7 @@ impl Recorder {
                 room(limit, align, elem),
                 &[src.segments().segment / elem, out.segments().segment / elem],
             )
-            .ok_or(Error::LimitExceeded {
-                op,
-                what: format!("one element of {elem} bytes with windows aligned to {align}"),
-                limit: "max_storage_buffer_binding_size",
-                needed: align + 4 + elem,
-                max: limit,
-            })?;
+            .ok_or_else(|| element_beyond_window(op, elem, align, limit))?;
         for w in walks {
             let (src_window, src_first) = w.window(0, elem, align, src.segments());
             let (out_window, dst_first) = w.window(1, elem, align, out.segments());

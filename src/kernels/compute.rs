@@ -10,7 +10,7 @@ use crate::tensor::Storage;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 use super::grid_for;
-use super::windows::{room, Walk};
+use super::windows::{element_beyond_window, room, Walk};
 
 const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
 const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
@@ -312,13 +312,7 @@ impl Recorder {
         } else {
             // Too large to bind whole: runs of the output whose operands fit in windows.
             walk.split(room(limit, align, 4), &segments)
-                .ok_or(Error::LimitExceeded {
-                    op,
-                    what: format!("one element with windows aligned to {align} bytes"),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: align + 8,
-                    max: limit,
-                })?
+                .ok_or_else(|| element_beyond_window(op, 4, align, limit))?
         };
         for w in walks {
             let (firsts, bindings) = bind_windows(&storages, &w, whole, align);

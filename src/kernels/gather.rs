@@ -7,7 +7,7 @@ use crate::ops::MAX_RANK;
 use crate::{Error, Recorder, Result, Tensor};
 
 use super::grid_for;
-use super::windows::{Segments, Window};
+use super::windows::{element_beyond_window, Segments, Window};
 use crate::tensor::{padded_size, Storage};
 
 pub(crate) static KERNEL: KernelSource = KernelSource {
@@ -420,13 +420,8 @@ impl Recorder {
             src: src_store.segments(),
             out: out_store.segments(),
         };
-        let chunks = gather_chunks(plan, w, out_offset, &fit).ok_or(Error::LimitExceeded {
-            op,
-            what: format!("one element of {w} bytes with windows aligned to {align}"),
-            limit: "max_storage_buffer_binding_size",
-            needed: align + 4 + w,
-            max: limit,
-        })?;
+        let chunks = gather_chunks(plan, w, out_offset, &fit)
+            .ok_or_else(|| element_beyond_window(op, w, align, limit))?;
         for c in chunks {
             self.gather_window(
                 op,

@@ -213,6 +213,23 @@ impl Walk {
     }
 }
 
+/// The error when not even one `elem`-byte element fits in a window of `limit` bytes
+/// starting at a multiple of `align`.
+pub(crate) fn element_beyond_window(
+    op: &'static str,
+    elem: u64,
+    align: u64,
+    limit: u64,
+) -> crate::Error {
+    crate::Error::LimitExceeded {
+        op,
+        what: format!("one element of {elem} bytes with windows aligned to {align}"),
+        limit: "max_storage_buffer_binding_size",
+        needed: align + 4 + elem,
+        max: limit,
+    }
+}
+
 /// Elements of `elem` bytes that fit in a window of `limit` bytes whatever its alignment: a
 /// window may have to start up to `align` bytes before its first element.
 pub fn room(limit: u64, align: u64, elem: u64) -> u64 {

@@ -55,3 +55,21 @@ impl Error {
         }
     }
 }
+
+/// `name` (a value, node or file name taken from the input) made safe to quote in an error
+/// line: backslashes and control characters (newlines, tabs, escapes) are written as Rust
+/// escapes, so an error stays one line whatever the input names hold.
+pub fn escape(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.chars().any(|c| c == '\\' || c.is_control()) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        if c == '\\' || c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}

@@ -2,7 +2,7 @@
 
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
-use crate::ops::indices::IndexValue;
+use crate::indices::IndexValue;
 use crate::{DType, Element, Error, Result};
 
 /// A tensor in host memory. Used for uploads, downloads, graph constants and index inputs.

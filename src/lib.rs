@@ -14,30 +14,41 @@
 //! # Ok::<(), wgpu_ops::Error>(())
 //! ```
 
-pub mod context;
+// Layers, each using only those above it: plain data (dtypes, errors, host tensors, index
+// values) -> `gpu` -> `storage` and `tensor` -> `recorder` -> `kernels` -> `ops` -> `graph`.
+// `reference` (CPU oracles) and `npy` (file I/O) sit beside them.
 pub mod dtype;
 pub mod error;
-pub mod graph;
 pub mod host;
-pub mod kernels;
-#[cfg(feature = "native")]
-pub mod npy;
-pub mod ops;
-pub mod reference;
+pub mod indices;
+
+pub mod gpu;
+pub(crate) mod storage;
 pub mod tensor;
 
-pub use context::{
-    default_workgroup_size, list_adapters, Context, ContextOptions, Recorder, Stats,
-};
+pub mod recorder;
+
+pub mod kernels;
+
+pub mod ops;
+
+pub mod graph;
+
+#[cfg(feature = "native")]
+pub mod npy;
+pub mod reference;
+
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
+pub use gpu::{default_workgroup_size, list_adapters, Context, ContextOptions, Stats};
 pub use graph::{Graph, Node, Session};
 pub use host::HostTensor;
+pub use indices::IntoIndices;
 pub use ops::batch_to_space::BatchToSpace;
-pub use ops::indices::IntoIndices;
 pub use ops::slice::Slice;
 pub use ops::space_to_batch::SpaceToBatch;
 pub use ops::strided_slice::StridedSlice;
+pub use recorder::{Out, Recorder};
 pub use tensor::{download_all, Tensor};
 
 /// The README's Rust example runs as a doctest, so it stays true.

@@ -7,7 +7,7 @@ use ndarray::ArrayD;
 use ndarray::{ArrayBase, Data, Dimension};
 
 use crate::host::checked_numel;
-use crate::kernels::windows::{Segments, Window};
+use crate::storage::{padded_size, Storage};
 use crate::{Context, DType, Element, Error, HostTensor, Result};
 
 /// A tensor in GPU memory, C order. The storage is padded to whole 32-bit words (at least
@@ -22,91 +22,10 @@ pub struct Tensor {
     storage: Arc<Storage>,
 }
 
-/// The GPU buffers of a tensor: one, or for tensors above the context's buffer size, several
-/// of that size in order (the last may be shorter).
-pub(crate) struct Storage {
-    buffers: Vec<wgpu::Buffer>,
-    segments: Segments,
-}
-
-impl Storage {
-    /// New buffers for `size` bytes (a multiple of 4), holding `contents` when given (then
-    /// `size` is `contents` padded to a whole word). Creation failures go to the caller's scope.
-    fn create(ctx: &Context, size: u64, contents: Option<&[u8]>) -> Storage {
-        let segments = Segments {
-            segment: ctx.max_buffer_size(),
-            size,
-        };
-        let buffers = (0..segments.count())
-            .map(|i| {
-                let len = segments.len(i);
-                match contents {
-                    Some(data) => {
-                        // `size` is `data` padded to a word, which `buffer_with` adds.
-                        let from = i as u64 * segments.segment;
-                        let to = (from + len).min(data.len() as u64);
-                        ctx.buffer_with(None, USAGE, &data[from as usize..to as usize])
-                    }
-                    None => ctx.device().create_buffer(&wgpu::BufferDescriptor {
-                        label: None,
-                        size: len,
-                        usage: USAGE,
-                        mapped_at_creation: false,
-                    }),
-                }
-            })
-            .collect();
-        Storage { buffers, segments }
-    }
-
-    pub(crate) fn segments(&self) -> Segments {
-        self.segments
-    }
-    pub(crate) fn size(&self) -> u64 {
-        self.segments.size
-    }
-    pub(crate) fn buffers(&self) -> &[wgpu::Buffer] {
-        &self.buffers
-    }
-    /// The one buffer, when the storage is a single buffer.
-    pub(crate) fn single(&self) -> Option<&wgpu::Buffer> {
-        match self.buffers.as_slice() {
-            [b] => Some(b),
-            _ => None,
-        }
-    }
-    /// `window` bound as a binding.
-    pub(crate) fn bind(&self, window: Window) -> wgpu::BindingResource<'_> {
-        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer: &self.buffers[window.segment],
-            offset: window.offset,
-            size: std::num::NonZeroU64::new(window.size),
-        })
-    }
-    /// All of the first (for a single-buffer storage, the only) buffer.
-    pub(crate) fn whole_window(&self) -> Window {
-        Window {
-            segment: 0,
-            offset: 0,
-            size: self.buffers[0].size(),
-            start: 0,
-        }
-    }
-    /// The whole single buffer as a binding.
-    pub(crate) fn bind_whole(&self) -> wgpu::BindingResource<'_> {
-        self.bind(self.whole_window())
-    }
-}
-
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Tensor({} {:?})", self.dtype, self.shape)
     }
-}
-
-/// Bytes of the buffer backing `bytes` bytes of data: whole words, never zero.
-pub(crate) fn padded_size(bytes: u64) -> u64 {
-    bytes.div_ceil(4).max(1) * 4
 }
 
 fn byte_len(op: &'static str, dtype: DType, shape: &[usize]) -> Result<u64> {
@@ -122,17 +41,13 @@ fn byte_len(op: &'static str, dtype: DType, shape: &[usize]) -> Result<u64> {
         })
 }
 
-const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
-    .union(wgpu::BufferUsages::COPY_SRC)
-    .union(wgpu::BufferUsages::COPY_DST);
-
 impl Tensor {
     /// Allocates an uninitialized tensor (contents unspecified until a kernel writes it).
     pub fn uninit(ctx: &Context, dtype: DType, shape: &[usize]) -> Result<Tensor> {
         let size = padded_size(byte_len("Tensor", dtype, shape)?);
         let (storage, check) = ctx.scoped("allocate", || Storage::create(ctx, size, None));
         check.now(ctx)?;
-        ctx.count_buffers(storage.buffers.len());
+        ctx.count_buffers(storage.buffers().len());
         Ok(Tensor {
             ctx: ctx.clone(),
             dtype,
@@ -147,7 +62,7 @@ impl Tensor {
         let (storage, check) =
             ctx.scoped("upload", || Storage::create(ctx, size, Some(&host.data)));
         check.now(ctx)?;
-        ctx.count_buffers(storage.buffers.len());
+        ctx.count_buffers(storage.buffers().len());
         Ok(Tensor {
             ctx: ctx.clone(),
             dtype: host.dtype,

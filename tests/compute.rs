@@ -537,7 +537,7 @@ fn float_to_integer_casts_saturate_on_every_adapter() {
         f32::NAN,
     ];
     let x = HostTensor::from_vec(vec![v.len()], &v).unwrap();
-    let adapters = pollster::block_on(wgpu_ops::context::list_adapters(&Default::default()));
+    let adapters = pollster::block_on(wgpu_ops::gpu::list_adapters(&Default::default()));
     assert!(!adapters.is_empty());
     for info in adapters {
         let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::registry::{self, OpDef};
 use super::{Attr, Graph, Node};
-use crate::{download_all, Context, DType, Error, HostTensor, Recorder, Result, Tensor};
+use crate::{download_all, Context, DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 
 /// A value during a run: known on the host (inputs, constants), on the GPU, or both.
 #[derive(Default)]
@@ -175,43 +175,14 @@ impl NodeArgs<'_> {
         }
     }
 
-    /// The tensor output `k` must be written to: its placement if it has one (checked to have
-    /// this dtype and shape), else a fresh (or reused) buffer.
-    pub fn output(
-        &self,
-        rec: &mut Recorder,
-        k: usize,
-        dtype: DType,
-        shape: &[usize],
-    ) -> Result<Tensor> {
+    /// Where output `k` goes: into its placement if it has one (a Scan body's state), else a
+    /// new tensor.
+    pub fn out(&self, k: usize) -> Out<'_> {
         let name = &self.node.outputs[k];
         match self.placements.get(name) {
-            Some(t) if t.dtype() == dtype && t.shape() == shape => Ok(t.clone()),
-            Some(t) => Err(Error::Graph(format!(
-                "'{name}' must keep {} {:?} across iterations but is now {dtype} {shape:?}",
-                t.dtype(),
-                t.shape()
-            ))),
-            None => rec.alloc(dtype, shape),
+            Some(t) => Out::into(name, t),
+            None => Out::NEW,
         }
-    }
-
-    /// Output `k` as `value` itself when it has no placement (a view, no copy), else copied
-    /// into the placement.
-    pub fn output_view(&self, rec: &mut Recorder, k: usize, value: Tensor) -> Result<Tensor> {
-        if !self.placements.contains_key(&self.node.outputs[k]) {
-            return Ok(value);
-        }
-        let out = self.output(rec, k, value.dtype(), value.shape())?;
-        let size = crate::tensor::padded_size(value.byte_len());
-        rec.copy(
-            value.storage(),
-            0,
-            out.storage(),
-            0,
-            size.min(out.storage().size()),
-        )?;
-        Ok(out)
     }
 }
 

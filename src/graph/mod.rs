@@ -8,6 +8,7 @@ use crate::{DType, Error, HostTensor, Result};
 pub(crate) mod exec;
 pub mod json;
 pub(crate) mod registry;
+pub(crate) mod scan;
 
 pub use exec::Session;
 pub use registry::op_names;

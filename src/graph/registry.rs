@@ -1,8 +1,12 @@
-//! The ops a graph can name. Each op file registers itself with one [`OpDef`] entry.
+//! The ops a graph can name, and how a node's inputs and attributes become a call of the op's
+//! one recording function (the same function the Rust API calls), writing into the node's
+//! output (`NodeArgs::out`).
 
 use super::exec::NodeArgs;
 use super::Node;
-use crate::{Error, Recorder, Result, Tensor};
+use crate::{
+    BatchToSpace, DType, Error, Recorder, Result, Slice, SpaceToBatch, StridedSlice, Tensor,
+};
 
 pub(crate) struct OpDef {
     pub name: &'static str,
@@ -14,23 +18,21 @@ pub(crate) struct OpDef {
 }
 
 static OPS: &[&OpDef] = &[
-    &crate::ops::strided_slice::GRAPH_OP,
-    &crate::ops::slice::GRAPH_OP,
-    &crate::ops::batch_to_space::GRAPH_OP,
-    &crate::ops::space_to_batch::GRAPH_OP,
-    &crate::ops::matmul::GRAPH_OP,
-    &crate::ops::layout::IDENTITY_OP,
-    &crate::ops::layout::RESHAPE_OP,
-    &crate::ops::layout::TRANSPOSE_OP,
-    &crate::ops::layout::CONCAT_OP,
-    &crate::ops::elementwise::CAST_OP,
-    &crate::ops::scan::GRAPH_OP,
+    &STRIDED_SLICE,
+    &SLICE,
+    &BATCH_TO_SPACE,
+    &SPACE_TO_BATCH,
+    &MATMUL,
+    &IDENTITY,
+    &RESHAPE,
+    &TRANSPOSE,
+    &CONCAT,
+    &CAST,
+    &super::scan::GRAPH_OP,
 ];
 
 fn all() -> impl Iterator<Item = &'static OpDef> {
-    OPS.iter()
-        .copied()
-        .chain(crate::ops::elementwise::GRAPH_OPS.iter())
+    OPS.iter().copied().chain(ELEMENTWISE.iter())
 }
 
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
@@ -83,5 +85,225 @@ impl OpDef {
             )));
         }
         Ok(())
+    }
+}
+
+static STRIDED_SLICE: OpDef = OpDef {
+    name: "StridedSlice",
+    inputs: 3..=4,
+    outputs: 1..=1,
+    attrs: &[
+        "begin_mask",
+        "end_mask",
+        "new_axis_mask",
+        "shrink_axis_mask",
+        "ellipsis_mask",
+    ],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let op = StridedSlice {
+            begin: args.required_indices(1, "begin")?,
+            end: args.required_indices(2, "end")?,
+            stride: args.indices(3, "stride")?,
+            begin_mask: args.ints("begin_mask")?.unwrap_or_default(),
+            end_mask: args.ints("end_mask")?.unwrap_or_default(),
+            new_axis_mask: args.ints("new_axis_mask")?.unwrap_or_default(),
+            shrink_axis_mask: args.ints("shrink_axis_mask")?.unwrap_or_default(),
+            ellipsis_mask: args.ints("ellipsis_mask")?.unwrap_or_default(),
+        };
+        Ok(vec![op.record(rec, &data, args.out(0))?])
+    },
+};
+
+static SLICE: OpDef = OpDef {
+    name: "Slice",
+    inputs: 4..=5,
+    outputs: 1..=1,
+    attrs: &[],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let op = Slice {
+            start: args.required_indices(1, "start")?,
+            stop: args.required_indices(2, "stop")?,
+            step: args.required_indices(3, "step")?,
+            axes: args.indices(4, "axes")?,
+        };
+        Ok(vec![op.record(rec, &data, args.out(0))?])
+    },
+};
+
+static BATCH_TO_SPACE: OpDef = OpDef {
+    name: "BatchToSpace",
+    inputs: 4..=4,
+    outputs: 1..=1,
+    attrs: &[],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let op = BatchToSpace {
+            block_shape: args.required_indices(1, "block_shape")?,
+            crops_begin: args.required_indices(2, "crops_begin")?,
+            crops_end: args.required_indices(3, "crops_end")?,
+        };
+        Ok(vec![op.record(rec, &data, args.out(0))?])
+    },
+};
+
+static SPACE_TO_BATCH: OpDef = OpDef {
+    name: "SpaceToBatch",
+    inputs: 4..=4,
+    outputs: 1..=1,
+    attrs: &[],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let op = SpaceToBatch {
+            block_shape: args.required_indices(1, "block_shape")?,
+            pads_begin: args.required_indices(2, "pads_begin")?,
+            pads_end: args.required_indices(3, "pads_end")?,
+        };
+        Ok(vec![op.record(rec, &data, args.out(0))?])
+    },
+};
+
+static MATMUL: OpDef = OpDef {
+    name: "MatMul",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    attrs: &[],
+    run: |rec, args| {
+        let (a, b) = (args.tensor(0, "A")?, args.tensor(1, "B")?);
+        Ok(vec![rec.matmul_to(&a, &b, args.out(0))?])
+    },
+};
+
+static IDENTITY: OpDef = OpDef {
+    name: "Identity",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    attrs: &[],
+    run: |rec, args| {
+        Ok(vec![
+            rec.identity_to(&args.tensor(0, "input")?, args.out(0))?
+        ])
+    },
+};
+
+static RESHAPE: OpDef = OpDef {
+    name: "Reshape",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    attrs: &["allowzero"],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let shape = args.required_indices(1, "shape")?;
+        let allowzero = args.int("allowzero")?.unwrap_or(0) != 0;
+        Ok(vec![rec.reshape_to(
+            &data,
+            &shape,
+            allowzero,
+            args.out(0),
+        )?])
+    },
+};
+
+static TRANSPOSE: OpDef = OpDef {
+    name: "Transpose",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    attrs: &["perm"],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let perm = args.ints("perm")?;
+        Ok(vec![rec.transpose_to(
+            &data,
+            perm.as_deref(),
+            args.out(0),
+        )?])
+    },
+};
+
+static CONCAT: OpDef = OpDef {
+    name: "Concat",
+    inputs: 1..=usize::MAX,
+    outputs: 1..=1,
+    attrs: &["axis"],
+    run: |rec, args| {
+        let inputs: Vec<Tensor> = (0..args.len())
+            .map(|i| args.tensor(i, "inputs"))
+            .collect::<Result<_>>()?;
+        let axis = args
+            .int("axis")?
+            .ok_or_else(|| Error::invalid("Concat", "axis", "the attribute 'axis' is required"))?;
+        Ok(vec![rec.concat_to(&inputs, axis, args.out(0))?])
+    },
+};
+
+static CAST: OpDef = OpDef {
+    name: "Cast",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    attrs: &["to"],
+    run: |rec, args| {
+        let a = args.tensor(0, "input")?;
+        let to = args.string("to")?.ok_or_else(|| {
+            Error::invalid(
+                "Cast",
+                "to",
+                "the attribute 'to' (a dtype name) is required",
+            )
+        })?;
+        let to = DType::from_name(to).ok_or_else(|| {
+            Error::invalid(
+                "Cast",
+                "to",
+                format!("to is '{}', not a dtype name", crate::error::escape(to)),
+            )
+        })?;
+        Ok(vec![rec.cast_to(&a, to, args.out(0))?])
+    },
+};
+
+fn run_elementwise(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
+    let a = args.tensor(0, "A")?;
+    let b = if args.len() > 1 {
+        Some(args.tensor(1, "B")?)
+    } else {
+        None
+    };
+    Ok(vec![rec.elementwise_to(
+        &args.node.op,
+        &a,
+        b.as_ref(),
+        args.out(0),
+    )?])
+}
+
+macro_rules! elementwise_nodes {
+    ($($name:literal $n:literal),* $(,)?) => {
+        /// Graph entries of the element-wise ops, in the order of [`crate::kernels::elementwise::OPS`].
+        static ELEMENTWISE: [OpDef; 15] = [$(OpDef {
+            name: $name,
+            inputs: $n..=$n,
+            outputs: 1..=1,
+            attrs: &[],
+            run: run_elementwise,
+        }),*];
+    };
+}
+elementwise_nodes!(
+    "Add" 2, "Sub" 2, "Mul" 2, "Div" 2, "Max" 2, "Min" 2, "Pow" 2,
+    "Neg" 1, "Abs" 1, "Exp" 1, "Log" 1, "Sqrt" 1, "Tanh" 1, "Sigmoid" 1, "Relu" 1,
+);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_graph_table_follows_the_op_table() {
+        for (def, op) in super::ELEMENTWISE
+            .iter()
+            .zip(&crate::kernels::elementwise::OPS)
+        {
+            assert_eq!(def.name, op.name);
+            assert_eq!(*def.inputs.start(), if op.binary { 2 } else { 1 });
+        }
     }
 }

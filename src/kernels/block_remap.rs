@@ -1,9 +1,9 @@
 //! The block-remap kernel family (`shaders/block_remap.wgsl`): BatchToSpace-2 and
 //! SpaceToBatch-2 in one pass, each output element computing its single source element.
 
-use crate::context::{Binding, KernelSource};
-use crate::ops::MAX_RANK;
-use crate::tensor::{padded_size, Storage};
+use super::MAX_RANK;
+use crate::gpu::{Binding, KernelSource};
+use crate::storage::{padded_size, Storage};
 use crate::{Error, Recorder, Result, Tensor};
 
 use super::gather::{GatherDim, GatherPlan, ITEMS};
@@ -269,20 +269,6 @@ struct Params {
 }
 
 impl Recorder {
-    /// Records `plan` reading `src` into a new tensor (same dtype).
-    pub(crate) fn block_remap(
-        &mut self,
-        op: &'static str,
-        src: &Tensor,
-        plan: &BlockPlan,
-    ) -> Result<Tensor> {
-        let ctx = self.context().clone();
-        ctx.check_same_device(op, "data", src)?;
-        let out = self.alloc(src.dtype(), &plan.output_shape)?;
-        self.block_remap_into(op, src, plan, &out)?;
-        Ok(out)
-    }
-
     /// Records `plan` reading `src` into `out` (same dtype and shape as the plan's output).
     pub(crate) fn block_remap_into(
         &mut self,

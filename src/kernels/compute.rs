@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::context::{Binding, KernelSource};
-use crate::ops::MAX_RANK;
-use crate::tensor::Storage;
+use super::MAX_RANK;
+use crate::gpu::{Binding, KernelSource};
+use crate::storage::Storage;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 use super::grid_for;
@@ -101,29 +101,6 @@ fn kernel_entry(
     }));
     map.insert(name, k);
     k
-}
-
-/// Numpy broadcasting of two shapes.
-pub fn broadcast_shape(op: &'static str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
-    let rank = a.len().max(b.len());
-    let dim = |s: &[usize], k: usize| {
-        if k + s.len() >= rank {
-            s[k + s.len() - rank]
-        } else {
-            1
-        }
-    };
-    (0..rank)
-        .map(|k| match (dim(a, k), dim(b, k)) {
-            (x, y) if x == y || y == 1 => Ok(x),
-            (1, y) => Ok(y),
-            (x, y) => Err(Error::invalid(
-                op,
-                "B",
-                format!("shapes {a:?} and {b:?} do not broadcast: axis {k} has sizes {x} and {y}"),
-            )),
-        })
-        .collect()
 }
 
 /// Element strides of `shape` seen through the broadcast to `out` (0 on broadcast axes).
@@ -266,9 +243,6 @@ impl Recorder {
             return Err(too_many(op, "the output", count));
         }
         let ctx = self.context().clone();
-        for t in [lhs, rhs] {
-            ctx.check_same_device(op, "A", t)?;
-        }
         let (lt, ot) = (wgsl_type(lhs.dtype()), wgsl_type(out.dtype()));
         let (Some(lt), Some(ot)) = (lt, ot) else {
             return Err(Error::invalid(

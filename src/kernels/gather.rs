@@ -1,14 +1,14 @@
 //! The strided-gather kernel family (`shaders/strided_gather.wgsl`): every output element reads
 //! one input element at `base + sum(coord_k * step_k)`. Slicing ops lower to it.
 
-use crate::context::{Binding, KernelSource};
-use crate::ops::slicing::AxisSlice;
-use crate::ops::MAX_RANK;
+use super::MAX_RANK;
+use crate::gpu::{Binding, KernelSource};
 use crate::{Error, Recorder, Result, Tensor};
 
 use super::grid_for;
-use super::windows::{element_beyond_window, Segments, Window};
-use crate::tensor::{padded_size, Storage};
+use super::windows::element_beyond_window;
+use crate::storage::{padded_size, Storage};
+use crate::storage::{Segments, Window};
 
 pub(crate) static KERNEL: KernelSource = KernelSource {
     name: "strided_gather",
@@ -27,6 +27,25 @@ pub(crate) static KERNEL_PAIRS: KernelSource = KernelSource {
     entry: "main_pairs",
     ..KERNEL
 };
+
+/// What one input axis contributes: input indices `start + k * step` for `k < len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AxisSlice {
+    pub start: u64,
+    pub step: i64,
+    pub len: u64,
+}
+
+impl AxisSlice {
+    /// The whole axis, in order.
+    pub fn full(dim: usize) -> AxisSlice {
+        AxisSlice {
+            start: 0,
+            step: 1,
+            len: dim as u64,
+        }
+    }
+}
 
 /// Consecutive elements (or words of 1- and 2-byte elements) each invocation moves: the index
 /// arithmetic is done once per run, and a run stays contiguous when the inner axis is.
@@ -319,19 +338,6 @@ struct Params {
 }
 
 impl Recorder {
-    /// Records `plan` reading `src` into a new tensor of `output_shape` (same dtype).
-    pub(crate) fn gather(
-        &mut self,
-        op: &'static str,
-        src: &Tensor,
-        plan: &GatherPlan,
-        output_shape: &[usize],
-    ) -> Result<Tensor> {
-        let out = self.alloc(src.dtype(), output_shape)?;
-        self.gather_into(op, src, plan, &out)?;
-        Ok(out)
-    }
-
     /// Records `plan` reading `src` into `out` (same dtype, `plan.count` elements).
     pub(crate) fn gather_into(
         &mut self,
@@ -351,7 +357,6 @@ impl Recorder {
         out: &Tensor,
     ) -> Result<()> {
         let ctx = self.context().clone();
-        ctx.check_same_device(op, "data", src)?;
         debug_assert!(out.numel() as u64 == plan.count);
         if plan.count == 0 {
             return Ok(());

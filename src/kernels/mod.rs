@@ -2,8 +2,13 @@
 
 pub mod block_remap;
 pub mod compute;
+pub mod elementwise;
 pub mod gather;
 pub mod windows;
+
+/// The most axes a kernel's parameters describe (the uniforms hold 16): the largest rank the
+/// data-movement ops accept.
+pub const MAX_RANK: usize = 16;
 
 /// The grid for `invocations` threads of `op`, or an error naming the limit.
 pub(crate) fn grid_for(
@@ -62,9 +67,9 @@ pub fn shader_variants() -> Vec<ShaderVariant> {
         }
     }
     let types = [crate::DType::F32, crate::DType::I32, crate::DType::U32];
-    for op in &crate::ops::elementwise::OPS {
+    for op in &elementwise::OPS {
         for d in types {
-            if let Ok(e) = op.expression(d) {
+            if let Some(e) = op.wgsl(d) {
                 let ty = compute::wgsl_type(d).unwrap();
                 let label = format!("elementwise.wgsl {} {ty}", op.name);
                 out.push((
@@ -83,11 +88,7 @@ pub fn shader_variants() -> Vec<ShaderVariant> {
             );
             out.push((
                 format!("elementwise.wgsl Cast {f}->{t}"),
-                compute::elementwise_source(
-                    f,
-                    t,
-                    crate::ops::elementwise::cast_expression(from, to),
-                ),
+                compute::elementwise_source(f, t, elementwise::cast_expression(from, to)),
                 vec![("WORKGROUP_SIZE", 64)],
             ));
         }

@@ -3,74 +3,7 @@
 //! and in one segment of tensors held in several GPU buffers (above `max_buffer_size`).
 //! Plain data, tested without a GPU.
 
-use crate::tensor::padded_size;
-
-/// How a tensor's bytes are laid out over GPU buffers: buffer `i` holds bytes
-/// `[i * segment, (i + 1) * segment)` of `size` (the last may be shorter). One buffer when
-/// `size <= segment`. `segment` is a multiple of 256, so no element or word straddles two
-/// buffers and window offsets inside a buffer keep the alignment they have in the tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segments {
-    pub segment: u64,
-    pub size: u64,
-}
-
-/// Bytes `[offset, offset + size)` of buffer `segment`, bound as one binding; `start` is where
-/// the window begins in the whole tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Window {
-    pub segment: usize,
-    pub offset: u64,
-    pub size: u64,
-    pub start: u64,
-}
-
-impl Segments {
-    /// Buffers needed (one for an empty tensor, whose buffer is one padding word).
-    pub fn count(&self) -> usize {
-        self.size.div_ceil(self.segment).max(1) as usize
-    }
-
-    /// Bytes of buffer `i`.
-    pub fn len(&self, i: usize) -> u64 {
-        (self.size - i as u64 * self.segment).min(self.segment)
-    }
-
-    /// The window holding bytes `[first, end)`, which lie in one buffer: it starts at a
-    /// multiple of `align` and ends at a whole word (or the buffer's end).
-    pub fn window(&self, first: u64, end: u64, align: u64) -> Window {
-        let i = (first / self.segment) as usize;
-        let base = i as u64 * self.segment;
-        debug_assert!(
-            end <= base + self.segment,
-            "[{first}, {end}) crosses a buffer"
-        );
-        let offset = (first - base) / align * align;
-        let stop = padded_size(end - base).min(self.len(i));
-        Window {
-            segment: i,
-            offset,
-            size: stop - offset,
-            start: base + offset,
-        }
-    }
-
-    /// The pieces of bytes `[at, at + len)` that lie in one buffer each, in order, as
-    /// (buffer, offset in it, length).
-    pub fn ranges(&self, at: u64, len: u64) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
-        let end = at + len;
-        let mut pos = at;
-        std::iter::from_fn(move || {
-            (pos < end).then(|| {
-                let i = pos / self.segment;
-                let n = ((i + 1) * self.segment).min(end) - pos;
-                let piece = (i as usize, pos - i * self.segment, n);
-                pos += n;
-                piece
-            })
-        })
-    }
-}
+use crate::storage::{Segments, Window};
 
 /// True when elements `[first, first + span)` lie in one segment of `segment` elements.
 fn in_one_segment(first: u64, span: u64, segment: u64) -> bool {

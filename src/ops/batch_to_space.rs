@@ -2,9 +2,9 @@
 //! Decisions 11 and 12 of spec-decisions.md settle the batch axis and the crop limits.
 
 use super::blocks;
-use super::indices::IntoIndices;
+use crate::indices::IntoIndices;
 use crate::kernels::block_remap::{BlockMode, BlockPlan};
-use crate::{Error, Recorder, Result, Tensor};
+use crate::{Error, Out, Recorder, Result, Tensor};
 
 const OP: &str = "BatchToSpace";
 
@@ -81,30 +81,25 @@ impl BatchToSpace {
     /// Runs the op on `data` and waits for validation (native).
     #[cfg(feature = "native")]
     pub fn run(&self, data: &Tensor) -> Result<Tensor> {
-        data.context().run(|rec| rec.batch_to_space(data, self))
+        data.context().run(|rec| self.record(rec, data, Out::NEW))
+    }
+}
+
+impl BatchToSpace {
+    /// Records BatchToSpace-2 of `data` into `out`: the one recording path of the op (the Rust API and
+    /// graph nodes both come here).
+    pub fn record(&self, rec: &mut Recorder, data: &Tensor, out: Out) -> Result<Tensor> {
+        rec.check_inputs(OP, &[("data", data)])?;
+        let plan = self.plan(data.shape())?;
+        let out = out.tensor(rec, data.dtype(), &plan.output_shape)?;
+        rec.block_remap_into(OP, data, &plan, &out)?;
+        Ok(out)
     }
 }
 
 impl Recorder {
-    /// Records BatchToSpace-2 of `data`.
+    /// Records BatchToSpace-2 of `data` into a new tensor.
     pub fn batch_to_space(&mut self, data: &Tensor, op: &BatchToSpace) -> Result<Tensor> {
-        let plan = op.plan(data.shape())?;
-        self.block_remap(OP, data, &plan)
+        op.record(self, data, Out::NEW)
     }
 }
-
-pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::registry::OpDef {
-    name: OP,
-    inputs: 4..=4,
-    outputs: 1..=1,
-    attrs: &[],
-    run: |rec, args| {
-        let data = args.tensor(0, "data")?;
-        let op = BatchToSpace {
-            block_shape: args.required_indices(1, "block_shape")?,
-            crops_begin: args.required_indices(2, "crops_begin")?,
-            crops_end: args.required_indices(3, "crops_end")?,
-        };
-        super::blocks::record_node(rec, args, OP, &data, &op.plan(data.shape())?)
-    },
-};

@@ -1,21 +1,6 @@
 //! Validation shared by BatchToSpace-2 and SpaceToBatch-2 (spec-decisions.md 11 and 12).
 
-use crate::graph::exec::NodeArgs;
-use crate::kernels::block_remap::BlockPlan;
-use crate::{Error, Recorder, Result, Tensor};
-
-/// A BatchToSpace or SpaceToBatch node of a graph: one pass into the node's output.
-pub(crate) fn record_node(
-    rec: &mut Recorder,
-    args: &NodeArgs,
-    op: &'static str,
-    data: &Tensor,
-    plan: &BlockPlan,
-) -> Result<Vec<Tensor>> {
-    let out = args.output(rec, 0, data.dtype(), &plan.output_shape)?;
-    rec.block_remap_into(op, data, plan, &out)?;
-    Ok(vec![out])
-}
+use crate::{Error, Result};
 
 /// Checks data's rank, the lengths and ranges of block_shape and the begin/end amounts (crops or
 /// pads, named by `begin_name`/`end_name`), and the batch-axis rules of decision 11. Returns the

@@ -1,11 +1,10 @@
 //! ONNX layout ops: Identity, Reshape (views, no copy), Transpose and Concat (strided gathers).
 
-use crate::graph::registry::OpDef;
 use crate::host::c_strides;
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
-use crate::tensor::padded_size;
-use crate::{Error, Recorder, Result, Tensor};
+use crate::storage::padded_size;
+use crate::{Error, Out, Recorder, Result, Tensor};
 
 /// ONNX Reshape's output shape: 0 copies the input dim (unless `allowzero`), -1 is inferred.
 pub fn reshape_shape(input: &[usize], shape: &[i64], allowzero: bool) -> Result<Vec<usize>> {
@@ -114,15 +113,55 @@ pub fn transpose_plan(input: &[usize], perm: Option<&[i64]>) -> Result<(Vec<usiz
 impl Recorder {
     /// Records ONNX Transpose (`perm` `None`: reverse the axes).
     pub fn transpose(&mut self, data: &Tensor, perm: Option<&[i64]>) -> Result<Tensor> {
+        self.transpose_to(data, perm, Out::NEW)
+    }
+
+    /// Records ONNX Transpose into `out`: the op's one recording path.
+    pub fn transpose_to(
+        &mut self,
+        data: &Tensor,
+        perm: Option<&[i64]>,
+        out: Out,
+    ) -> Result<Tensor> {
+        self.check_inputs("Transpose", &[("data", data)])?;
         super::check_rank("Transpose", data.shape())?;
         let (shape, plan) = transpose_plan(data.shape(), perm)?;
-        self.gather("Transpose", data, &plan, &shape)
+        let out = out.tensor(self, data.dtype(), &shape)?;
+        self.gather_into("Transpose", data, &plan, &out)?;
+        Ok(out)
+    }
+
+    /// Records ONNX Reshape (a view, no copy; copied when `out` names a tensor).
+    pub fn reshape_to(
+        &mut self,
+        data: &Tensor,
+        shape: &[i64],
+        allowzero: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        self.check_inputs("Reshape", &[("data", data)])?;
+        let shape = reshape_shape(data.shape(), shape, allowzero)?;
+        out.view(self, data.reshaped(&shape)?)
+    }
+
+    /// Records ONNX Identity (a view, no copy; copied when `out` names a tensor).
+    pub fn identity_to(&mut self, input: &Tensor, out: Out) -> Result<Tensor> {
+        self.check_inputs("Identity", &[("input", input)])?;
+        out.view(self, input.clone())
     }
 
     /// Records ONNX Concat of `inputs` along `axis` (4- and 8-byte dtypes).
     pub fn concat(&mut self, inputs: &[Tensor], axis: i64) -> Result<Tensor> {
+        self.concat_to(inputs, axis, Out::NEW)
+    }
+
+    /// Records ONNX Concat into `out`: the op's one recording path.
+    pub fn concat_to(&mut self, inputs: &[Tensor], axis: i64, out: Out) -> Result<Tensor> {
+        for t in inputs {
+            self.check_inputs("Concat", &[("inputs", t)])?;
+        }
         let shape = concat_shape(inputs, axis)?;
-        let out = self.alloc(inputs[0].dtype(), &shape)?;
+        let out = out.tensor(self, inputs[0].dtype(), &shape)?;
         self.concat_into(inputs, axis, &out)?;
         Ok(out)
     }
@@ -254,63 +293,3 @@ fn concat_shape(inputs: &[Tensor], axis: i64) -> Result<Vec<usize>> {
     super::check_rank(OP, &shape)?;
     Ok(shape)
 }
-
-pub(crate) static IDENTITY_OP: OpDef = OpDef {
-    name: "Identity",
-    inputs: 1..=1,
-    outputs: 1..=1,
-    attrs: &[],
-    run: |rec, args| Ok(vec![args.output_view(rec, 0, args.tensor(0, "input")?)?]),
-};
-
-pub(crate) static RESHAPE_OP: OpDef = OpDef {
-    name: "Reshape",
-    inputs: 2..=2,
-    outputs: 1..=1,
-    attrs: &["allowzero"],
-    run: |rec, args| {
-        let data = args.tensor(0, "data")?;
-        let shape = args.required_indices(1, "shape")?;
-        let out = reshape_shape(
-            data.shape(),
-            &shape,
-            args.int("allowzero")?.unwrap_or(0) != 0,
-        )?;
-        Ok(vec![args.output_view(rec, 0, data.reshaped(&out)?)?])
-    },
-};
-
-pub(crate) static TRANSPOSE_OP: OpDef = OpDef {
-    name: "Transpose",
-    inputs: 1..=1,
-    outputs: 1..=1,
-    attrs: &["perm"],
-    run: |rec, args| {
-        let data = args.tensor(0, "data")?;
-        super::check_rank("Transpose", data.shape())?;
-        let perm = args.ints("perm")?;
-        let (shape, plan) = transpose_plan(data.shape(), perm.as_deref())?;
-        let out = args.output(rec, 0, data.dtype(), &shape)?;
-        rec.gather_into("Transpose", &data, &plan, &out)?;
-        Ok(vec![out])
-    },
-};
-
-pub(crate) static CONCAT_OP: OpDef = OpDef {
-    name: "Concat",
-    inputs: 1..=usize::MAX,
-    outputs: 1..=1,
-    attrs: &["axis"],
-    run: |rec, args| {
-        let inputs: Vec<Tensor> = (0..args.len())
-            .map(|i| args.tensor(i, "inputs"))
-            .collect::<Result<_>>()?;
-        let axis = args
-            .int("axis")?
-            .ok_or_else(|| Error::invalid("Concat", "axis", "the attribute 'axis' is required"))?;
-        let shape = concat_shape(&inputs, axis)?;
-        let out = args.output(rec, 0, inputs[0].dtype(), &shape)?;
-        rec.concat_into(&inputs, axis, &out)?;
-        Ok(vec![out])
-    },
-};

@@ -1,8 +1,8 @@
 //! ONNX MatMul (numpy `matmul`): 1-D operands gain and lose a unit axis, batch dims broadcast.
 
-use crate::graph::registry::OpDef;
-use crate::kernels::compute::{broadcast_shape, wgsl_type};
-use crate::{DType, Error, Recorder, Result, Tensor};
+use super::broadcast_shape;
+use crate::kernels::compute::wgsl_type;
+use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 const OP: &str = "MatMul";
 
@@ -81,38 +81,20 @@ pub fn plan(a: (DType, &[usize]), b: (DType, &[usize])) -> Result<MatMulPlan> {
 impl Recorder {
     /// Records `a @ b`.
     pub fn matmul(&mut self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        let p = plan((a.dtype(), a.shape()), (b.dtype(), b.shape()))?;
-        let out = self.alloc(a.dtype(), &p.output)?;
-        self.matmul_planned(&p, a, b, &out)?;
-        Ok(out)
+        self.matmul_to(a, b, Out::NEW)
     }
 
-    fn matmul_planned(
-        &mut self,
-        p: &MatMulPlan,
-        a: &Tensor,
-        b: &Tensor,
-        out: &Tensor,
-    ) -> Result<()> {
+    /// Records `a @ b` into `out`: the op's one recording path.
+    pub fn matmul_to(&mut self, a: &Tensor, b: &Tensor, out: Out) -> Result<Tensor> {
+        self.check_inputs(OP, &[("A", a), ("B", b)])?;
+        let p = plan((a.dtype(), a.shape()), (b.dtype(), b.shape()))?;
+        let out = out.tensor(self, a.dtype(), &p.output)?;
         self.matmul_into(
             OP,
             &a.reshaped(&p.lhs)?,
             &b.reshaped(&p.rhs)?,
             &out.reshaped(&p.full_output)?,
-        )
+        )?;
+        Ok(out)
     }
 }
-
-pub(crate) static GRAPH_OP: OpDef = OpDef {
-    name: OP,
-    inputs: 2..=2,
-    outputs: 1..=1,
-    attrs: &[],
-    run: |rec, args| {
-        let (a, b) = (args.tensor(0, "A")?, args.tensor(1, "B")?);
-        let p = plan((a.dtype(), a.shape()), (b.dtype(), b.shape()))?;
-        let out = args.output(rec, 0, a.dtype(), &p.output)?;
-        rec.matmul_planned(&p, &a, &b, &out)?;
-        Ok(vec![out])
-    },
-};

@@ -4,17 +4,15 @@
 pub mod batch_to_space;
 pub(crate) mod blocks;
 pub mod elementwise;
-pub mod indices;
 pub mod layout;
 pub mod matmul;
-pub mod scan;
 pub mod slice;
 pub mod slicing;
 pub mod space_to_batch;
 pub mod strided_slice;
 
-/// The largest input rank the data-movement ops accept (the kernels' uniform holds 16 axes).
-pub const MAX_RANK: usize = 16;
+pub use crate::indices;
+pub use crate::kernels::MAX_RANK;
 
 pub(crate) fn check_rank(op: &'static str, shape: &[usize]) -> crate::Result<()> {
     if shape.len() > MAX_RANK {
@@ -28,4 +26,27 @@ pub(crate) fn check_rank(op: &'static str, shape: &[usize]) -> crate::Result<()>
         ));
     }
     Ok(())
+}
+
+/// Numpy broadcasting of two shapes.
+pub fn broadcast_shape(op: &'static str, a: &[usize], b: &[usize]) -> crate::Result<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], k: usize| {
+        if k + s.len() >= rank {
+            s[k + s.len() - rank]
+        } else {
+            1
+        }
+    };
+    (0..rank)
+        .map(|k| match (dim(a, k), dim(b, k)) {
+            (x, y) if x == y || y == 1 => Ok(x),
+            (1, y) => Ok(y),
+            (x, y) => Err(crate::Error::invalid(
+                op,
+                "B",
+                format!("shapes {a:?} and {b:?} do not broadcast: axis {k} has sizes {x} and {y}"),
+            )),
+        })
+        .collect()
 }

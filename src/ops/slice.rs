@@ -2,9 +2,9 @@
 //! (spec-decisions.md, decisions 0 and 10).
 
 use super::check_rank;
-use super::indices::IntoIndices;
 use super::slicing::{python_range, AxisSlice, SlicePlan};
-use crate::{Error, Recorder, Result, Tensor};
+use crate::indices::IntoIndices;
+use crate::{Error, Out, Recorder, Result, Tensor};
 
 const OP: &str = "Slice";
 
@@ -125,32 +125,23 @@ impl Slice {
     /// Runs the op on `data` and waits for validation (native).
     #[cfg(feature = "native")]
     pub fn run(&self, data: &Tensor) -> Result<Tensor> {
-        data.context().run(|rec| rec.slice(data, self))
+        data.context().run(|rec| self.record(rec, data, Out::NEW))
+    }
+}
+
+impl Slice {
+    /// Records Slice-8 of `data` into `out`: the one recording path of the op (the Rust API and
+    /// graph nodes both come here).
+    pub fn record(&self, rec: &mut Recorder, data: &Tensor, out: Out) -> Result<Tensor> {
+        rec.check_inputs(OP, &[("data", data)])?;
+        let plan = self.plan(data.shape())?;
+        rec.apply_slice(OP, data, &plan, out)
     }
 }
 
 impl Recorder {
-    /// Records Slice-8 of `data`.
+    /// Records Slice-8 of `data` into a new tensor.
     pub fn slice(&mut self, data: &Tensor, op: &Slice) -> Result<Tensor> {
-        let plan = op.plan(data.shape())?;
-        self.apply_slice(OP, data, &plan)
+        op.record(self, data, Out::NEW)
     }
 }
-
-pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::registry::OpDef {
-    name: OP,
-    inputs: 4..=5,
-    outputs: 1..=1,
-    attrs: &[],
-    run: |rec, args| {
-        let data = args.tensor(0, "data")?;
-        let op = Slice {
-            start: args.required_indices(1, "start")?,
-            stop: args.required_indices(2, "stop")?,
-            step: args.required_indices(3, "step")?,
-            axes: args.indices(4, "axes")?,
-        };
-        let plan = op.plan(data.shape())?;
-        super::slicing::record_node(rec, args, OP, &data, &plan)
-    },
-};

@@ -1,28 +1,9 @@
 //! The plan shared by the slicing ops: for each input axis, the first index, the signed step
 //! and the number of elements taken; plus the output shape (which may drop or insert axes).
 
-use crate::graph::exec::NodeArgs;
+pub use crate::kernels::gather::AxisSlice;
 use crate::kernels::gather::GatherPlan;
-use crate::{Recorder, Result, Tensor};
-
-/// What one input axis contributes: input indices `start + k * step` for `k < len`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AxisSlice {
-    pub start: u64,
-    pub step: i64,
-    pub len: u64,
-}
-
-impl AxisSlice {
-    /// The whole axis, in order.
-    pub fn full(dim: usize) -> AxisSlice {
-        AxisSlice {
-            start: 0,
-            step: 1,
-            len: dim as u64,
-        }
-    }
-}
+use crate::{Out, Recorder, Result, Tensor};
 
 /// A normalized slice of a tensor, computed from the shape and index values alone.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,41 +23,24 @@ impl SlicePlan {
 }
 
 impl Recorder {
-    /// Records a slice plan: a view when it takes the whole input in order, else a gather.
+    /// Records a slice plan: a view when it takes the whole input in order (copied when `out`
+    /// names a tensor), else a gather into `out`.
     pub(crate) fn apply_slice(
         &mut self,
         op: &'static str,
         data: &Tensor,
         plan: &SlicePlan,
+        out: Out,
     ) -> Result<Tensor> {
         let gather = plan.gather();
         if gather.is_identity(data.numel() as u64) {
             // The whole input in order: a view, no dispatch and no copy.
-            return data.reshaped(&plan.output_shape);
+            return out.view(self, data.reshaped(&plan.output_shape)?);
         }
-        self.gather(op, data, &gather, &plan.output_shape)
+        let out = out.tensor(self, data.dtype(), &plan.output_shape)?;
+        self.gather_into(op, data, &gather, &out)?;
+        Ok(out)
     }
-}
-
-/// A slicing node of a graph: as [`Recorder::apply_slice`], writing into the node's output.
-pub(crate) fn record_node(
-    rec: &mut Recorder,
-    args: &NodeArgs,
-    op: &'static str,
-    data: &Tensor,
-    plan: &SlicePlan,
-) -> Result<Vec<Tensor>> {
-    let gather = plan.gather();
-    if gather.is_identity(data.numel() as u64) {
-        return Ok(vec![args.output_view(
-            rec,
-            0,
-            data.reshaped(&plan.output_shape)?,
-        )?]);
-    }
-    let out = args.output(rec, 0, data.dtype(), &plan.output_shape)?;
-    rec.gather_into(op, data, &gather, &out)?;
-    Ok(vec![out])
 }
 
 /// Python's `x[begin:end:step]` on an axis of `dim` elements, `None` meaning an omitted (or

@@ -2,9 +2,9 @@
 //! moves blocks of them into the batch axis (spec-decisions.md 11 and 12).
 
 use super::blocks;
-use super::indices::IntoIndices;
+use crate::indices::IntoIndices;
 use crate::kernels::block_remap::{BlockMode, BlockPlan};
-use crate::{Error, Recorder, Result, Tensor};
+use crate::{Error, Out, Recorder, Result, Tensor};
 
 const OP: &str = "SpaceToBatch";
 
@@ -76,30 +76,25 @@ impl SpaceToBatch {
     /// Runs the op on `data` and waits for validation (native).
     #[cfg(feature = "native")]
     pub fn run(&self, data: &Tensor) -> Result<Tensor> {
-        data.context().run(|rec| rec.space_to_batch(data, self))
+        data.context().run(|rec| self.record(rec, data, Out::NEW))
+    }
+}
+
+impl SpaceToBatch {
+    /// Records SpaceToBatch-2 of `data` into `out`: the one recording path of the op (the Rust API and
+    /// graph nodes both come here).
+    pub fn record(&self, rec: &mut Recorder, data: &Tensor, out: Out) -> Result<Tensor> {
+        rec.check_inputs(OP, &[("data", data)])?;
+        let plan = self.plan(data.shape())?;
+        let out = out.tensor(rec, data.dtype(), &plan.output_shape)?;
+        rec.block_remap_into(OP, data, &plan, &out)?;
+        Ok(out)
     }
 }
 
 impl Recorder {
-    /// Records SpaceToBatch-2 of `data`.
+    /// Records SpaceToBatch-2 of `data` into a new tensor.
     pub fn space_to_batch(&mut self, data: &Tensor, op: &SpaceToBatch) -> Result<Tensor> {
-        let plan = op.plan(data.shape())?;
-        self.block_remap(OP, data, &plan)
+        op.record(self, data, Out::NEW)
     }
 }
-
-pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::registry::OpDef {
-    name: OP,
-    inputs: 4..=4,
-    outputs: 1..=1,
-    attrs: &[],
-    run: |rec, args| {
-        let data = args.tensor(0, "data")?;
-        let op = SpaceToBatch {
-            block_shape: args.required_indices(1, "block_shape")?,
-            pads_begin: args.required_indices(2, "pads_begin")?,
-            pads_end: args.required_indices(3, "pads_end")?,
-        };
-        super::blocks::record_node(rec, args, OP, &data, &op.plan(data.shape())?)
-    },
-};

@@ -2,9 +2,9 @@
 //! ellipsis masks, as settled by `spec-decisions.md` (decisions 0 to 9).
 
 use super::check_rank;
-use super::indices::IntoIndices;
 use super::slicing::{python_range, AxisSlice, SlicePlan};
-use crate::{Error, Recorder, Result, Tensor};
+use crate::indices::IntoIndices;
+use crate::{Error, Out, Recorder, Result, Tensor};
 
 const OP: &str = "StridedSlice";
 
@@ -223,42 +223,23 @@ impl StridedSlice {
     /// Runs the op on `data` and waits for validation (native).
     #[cfg(feature = "native")]
     pub fn run(&self, data: &Tensor) -> Result<Tensor> {
-        data.context().run(|rec| rec.strided_slice(data, self))
+        data.context().run(|rec| self.record(rec, data, Out::NEW))
+    }
+}
+
+impl StridedSlice {
+    /// Records StridedSlice-1 of `data` into `out`: the one recording path of the op (the Rust API and
+    /// graph nodes both come here).
+    pub fn record(&self, rec: &mut Recorder, data: &Tensor, out: Out) -> Result<Tensor> {
+        rec.check_inputs(OP, &[("data", data)])?;
+        let plan = self.plan(data.shape())?;
+        rec.apply_slice(OP, data, &plan, out)
     }
 }
 
 impl Recorder {
-    /// Records StridedSlice-1 of `data`.
+    /// Records StridedSlice-1 of `data` into a new tensor.
     pub fn strided_slice(&mut self, data: &Tensor, op: &StridedSlice) -> Result<Tensor> {
-        let plan = op.plan(data.shape())?;
-        self.apply_slice(OP, data, &plan)
+        op.record(self, data, Out::NEW)
     }
 }
-
-pub(crate) static GRAPH_OP: crate::graph::registry::OpDef = crate::graph::registry::OpDef {
-    name: OP,
-    inputs: 3..=4,
-    outputs: 1..=1,
-    attrs: &[
-        "begin_mask",
-        "end_mask",
-        "new_axis_mask",
-        "shrink_axis_mask",
-        "ellipsis_mask",
-    ],
-    run: |rec, args| {
-        let data = args.tensor(0, "data")?;
-        let op = StridedSlice {
-            begin: args.required_indices(1, "begin")?,
-            end: args.required_indices(2, "end")?,
-            stride: args.indices(3, "stride")?,
-            begin_mask: args.ints("begin_mask")?.unwrap_or_default(),
-            end_mask: args.ints("end_mask")?.unwrap_or_default(),
-            new_axis_mask: args.ints("new_axis_mask")?.unwrap_or_default(),
-            shrink_axis_mask: args.ints("shrink_axis_mask")?.unwrap_or_default(),
-            ellipsis_mask: args.ints("ellipsis_mask")?.unwrap_or_default(),
-        };
-        let plan = op.plan(data.shape())?;
-        super::slicing::record_node(rec, args, OP, &data, &plan)
-    },
-};

@@ -15,13 +15,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::context::Step;
-use crate::graph::exec::{record_graph, NodeArgs, Scope, Slot};
-use crate::graph::registry::OpDef;
-use crate::graph::Graph;
+use super::exec::{record_graph, NodeArgs, Scope, Slot};
+use super::registry::OpDef;
+use super::Graph;
 use crate::host::c_strides;
 use crate::kernels::gather::{GatherDim, GatherPlan};
-use crate::tensor::padded_size;
+use crate::recorder::Step;
+use crate::storage::padded_size;
 use crate::{Error, Recorder, Result, Tensor};
 
 const OP: &str = "Scan";
@@ -360,7 +360,7 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
 
     let mut results = Vec::with_capacity(n + k);
     for (i, s) in ping_pong[seq % 2].iter().enumerate() {
-        results.push(args.output_view(rec, i, s.clone())?);
+        results.push(args.out(i).view(rec, s.clone())?);
     }
     for (q, acc) in accumulators.into_iter().enumerate() {
         let (dtype, shape) = &out_elems[q];
@@ -370,7 +370,7 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
         let numel: usize = shape.iter().product();
         let row_elems = (rows[q] as usize / dtype.size()) as i64;
         if axis == 0 && row_elems as usize == numel {
-            results.push(args.output_view(rec, n + q, acc.reshaped(&out_shape)?)?);
+            results.push(args.out(n + q).view(rec, acc.reshaped(&out_shape)?)?);
             continue;
         }
         // Output coordinates: the element's axes with the sequence axis inserted at `axis`.
@@ -390,7 +390,7 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
                 step: row_elems,
             },
         );
-        let out = args.output(rec, n + q, *dtype, &out_shape)?;
+        let out = args.out(n + q).tensor(rec, *dtype, &out_shape)?;
         rec.gather_into(OP, &acc, &GatherPlan::from_dims(0, &dims), &out)?;
         results.push(out);
     }
@@ -409,7 +409,7 @@ fn empty_sequence(
 ) -> Result<Vec<Tensor>> {
     let mut results = Vec::with_capacity(n + k);
     for (i, s) in states.iter().enumerate() {
-        results.push(args.output_view(rec, i, s.clone())?);
+        results.push(args.out(i).view(rec, s.clone())?);
     }
     let declared: Vec<(crate::DType, Vec<usize>)> = body.outputs[n..]
         .iter()
@@ -431,7 +431,7 @@ fn empty_sequence(
     )?;
     for (q, (dtype, mut shape)) in declared.into_iter().enumerate() {
         shape.insert(axes[q], 0);
-        results.push(args.output(rec, n + q, dtype, &shape)?);
+        results.push(args.out(n + q).tensor(rec, dtype, &shape)?);
     }
     Ok(results)
 }

@@ -1,0 +1,451 @@
+//! The GPU layer: adapter choice, the device and queue, limits, the pipeline and layout cache
+//! ([`pipeline`]) and error scopes ([`scope`]). Nothing here knows tensors, kernels or ops.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::{Error, Result};
+
+pub(crate) mod pipeline;
+pub(crate) mod scope;
+
+use pipeline::PipelineKey;
+pub(crate) use pipeline::{Binding, KernelSource, Pipeline};
+pub(crate) use scope::ScopeCheck;
+
+/// How to choose an adapter. Fields left `None` fall back to wgpu's environment variables
+/// (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`), then to any adapter, software ones last.
+#[derive(Clone, Debug, Default)]
+pub struct ContextOptions {
+    /// Backends to consider, e.g. `wgpu::Backends::VULKAN`.
+    pub backends: Option<wgpu::Backends>,
+    /// Case-insensitive substring of the adapter's name.
+    pub adapter_name: Option<String>,
+    /// Bind at most this many bytes of a buffer at once (below the device's
+    /// `max_storage_buffer_binding_size`); larger tensors are then processed in chunks.
+    /// Mostly for tests of the chunked paths on small tensors.
+    pub max_binding_size: Option<u64>,
+    /// Make GPU buffers of at most this many bytes (below the device's `max_buffer_size`,
+    /// rounded down to a multiple of 256, at least 256); larger tensors are then held in
+    /// several buffers. Mostly for tests of multi-buffer tensors on small sizes.
+    pub max_buffer_size: Option<u64>,
+    /// Invocations per workgroup of the data-movement and element-wise kernels (a power of
+    /// two within the device's limits). `None`: [`default_workgroup_size`] for the adapter.
+    pub workgroup_size: Option<u32>,
+    /// Use the kernel variants written for CPU adapters (MatMul without workgroup memory or
+    /// barriers, see [`crate::kernels::compute::MatMulKernel`]). `None`: when the adapter is a
+    /// CPU one (lavapipe, SwiftShader, WARP).
+    pub cpu_kernels: Option<bool>,
+}
+
+/// The workgroup size the kernels use on an adapter unless told otherwise: 64 on CPU adapters
+/// (lavapipe, SwiftShader, WARP), where a workgroup is a loop on one core and small groups
+/// spread best over few cores, and 256 elsewhere (8 warps or 4 wavefronts, enough to keep
+/// a discrete GPU's memory busy; measured in the benchmark, `--workgroup-size`); never above
+/// the device's limits.
+pub fn default_workgroup_size(info: &wgpu::AdapterInfo, limits: &wgpu::Limits) -> u32 {
+    let wanted = if is_software(info) { 64 } else { 256 };
+    let max = limits
+        .max_compute_invocations_per_workgroup
+        .min(limits.max_compute_workgroup_size_x);
+    // The largest power of two within the limits (WebGPU guarantees at least 256).
+    wanted.min(1 << (31 - max.max(1).leading_zeros()))
+}
+
+/// Counters for tests and benchmarks: how often the crate submitted work or waited for the GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub submissions: u64,
+    pub host_waits: u64,
+    pub pipelines_built: u64,
+    /// GPU buffers created for tensors (uploads and op outputs; reused buffers not counted; a
+    /// tensor held in several buffers counts each).
+    pub buffers_created: u64,
+}
+
+struct Inner {
+    instance: wgpu::Instance,
+    adapter: wgpu::Adapter,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
+    binding_limit: u64,
+    segment_bytes: u64,
+    workgroup_size: u32,
+    cpu_kernels: bool,
+    modules: Mutex<HashMap<&'static str, wgpu::ShaderModule>>,
+    layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
+    pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    /// Pipeline builds and buffer creations whose error scopes had not answered yet (the
+    /// browser answers later); the next `Recorder::finish` awaits them. A failed pipeline
+    /// leaves the cache.
+    unchecked_builds: Mutex<Vec<(Option<PipelineKey>, ScopeCheck)>>,
+    submissions: AtomicU64,
+    host_waits: AtomicU64,
+    pipelines_built: AtomicU64,
+    buffers_created: AtomicU64,
+}
+
+/// Owns the wgpu device. Cheap to clone (shared), `Send + Sync`.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("adapter", &self.inner.info.name)
+            .field("backend", &self.inner.info.backend)
+            .finish()
+    }
+}
+
+fn device_type_rank(t: wgpu::DeviceType) -> u8 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    }
+}
+
+fn is_software(info: &wgpu::AdapterInfo) -> bool {
+    let name = info.name.to_lowercase();
+    info.device_type == wgpu::DeviceType::Cpu
+        || ["llvmpipe", "lavapipe", "swiftshader", "warp", "software"]
+            .iter()
+            .any(|s| name.contains(s))
+}
+
+fn instance_for(backends: Option<wgpu::Backends>) -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    if let Some(b) = backends {
+        desc.backends = b;
+    }
+    wgpu::Instance::new(desc)
+}
+
+/// Lists the adapters wgpu can see with these options' backends (all, or `WGPU_BACKEND`).
+pub async fn list_adapters(options: &ContextOptions) -> Vec<wgpu::AdapterInfo> {
+    let instance = instance_for(options.backends);
+    let backends = options.backends.unwrap_or(wgpu::Backends::all());
+    instance
+        .enumerate_adapters(backends)
+        .await
+        .iter()
+        .map(|a| a.get_info())
+        .collect()
+}
+
+impl Context {
+    /// Creates a context on the adapter chosen by `options` (see [`ContextOptions`]), requesting
+    /// the adapter's own limits rather than wgpu's conservative defaults.
+    pub async fn new(options: ContextOptions) -> Result<Context> {
+        // Without a choice, try the native APIs first: asking GL as well would make EGL probe
+        // (and log) on machines where Vulkan already answers.
+        let chosen = options.backends.or_else(wgpu::Backends::from_env);
+        let mut instance = instance_for(Some(chosen.unwrap_or(wgpu::Backends::PRIMARY)));
+        let mut backends = chosen.unwrap_or(wgpu::Backends::PRIMARY);
+        if chosen.is_none() && instance.enumerate_adapters(backends).await.is_empty() {
+            instance = instance_for(Some(wgpu::Backends::all()));
+            backends = wgpu::Backends::all();
+        }
+        let wanted = options.adapter_name.clone().or_else(|| {
+            #[cfg(not(target_arch = "wasm32"))]
+            {
+                std::env::var("WGPU_ADAPTER_NAME").ok()
+            }
+            #[cfg(target_arch = "wasm32")]
+            {
+                None
+            }
+        });
+        let mut adapters = instance.enumerate_adapters(backends).await;
+        let adapter = if adapters.is_empty() {
+            // The browser's WebGPU backend cannot enumerate; it hands out one adapter on request.
+            instance
+                .request_adapter(&wgpu::RequestAdapterOptions::default())
+                .await
+                .map_err(|e| Error::Adapter(format!("no adapter found: {e}")))?
+        } else {
+            let seen: Vec<String> = adapters
+                .iter()
+                .map(|a| {
+                    let i = a.get_info();
+                    format!("{} ({:?})", i.name, i.backend)
+                })
+                .collect();
+            if let Some(w) = &wanted {
+                let w = w.to_lowercase();
+                adapters.retain(|a| a.get_info().name.to_lowercase().contains(&w));
+            }
+            // Hardware first, software (lavapipe, llvmpipe, WARP) last; GL after native APIs.
+            adapters.sort_by_key(|a| {
+                let i = a.get_info();
+                (
+                    is_software(&i),
+                    device_type_rank(i.device_type),
+                    i.backend == wgpu::Backend::Gl,
+                )
+            });
+            adapters.into_iter().next().ok_or_else(|| {
+                Error::Adapter(format!(
+                    "no adapter name contains '{}'; adapters seen: {}",
+                    wanted.unwrap_or_default(),
+                    if seen.is_empty() {
+                        "none".to_string()
+                    } else {
+                        seen.join(", ")
+                    }
+                ))
+            })?
+        };
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let workgroup_size = match options.workgroup_size {
+            None => default_workgroup_size(&info, &limits),
+            Some(n)
+                if n.is_power_of_two()
+                    && n <= limits.max_compute_invocations_per_workgroup
+                    && n <= limits.max_compute_workgroup_size_x =>
+            {
+                n
+            }
+            Some(n) => {
+                return Err(Error::invalid(
+                    "Context",
+                    "workgroup_size",
+                    format!(
+                        "workgroup_size {n} must be a power of two of at most {} on {} \
+                         (max_compute_invocations_per_workgroup {}, max_compute_workgroup_size_x {})",
+                        limits
+                            .max_compute_invocations_per_workgroup
+                            .min(limits.max_compute_workgroup_size_x),
+                        info.name,
+                        limits.max_compute_invocations_per_workgroup,
+                        limits.max_compute_workgroup_size_x
+                    ),
+                ))
+            }
+        };
+        let cpu_kernels = options.cpu_kernels.unwrap_or_else(|| is_software(&info));
+        let segment_bytes = match options.max_buffer_size {
+            Some(m) if m < 256 => {
+                return Err(Error::invalid(
+                    "Context",
+                    "max_buffer_size",
+                    format!("max_buffer_size {m} is below the 256 bytes a buffer must hold"),
+                ))
+            }
+            m => m.map_or(limits.max_buffer_size, |m| m.min(limits.max_buffer_size)) / 256 * 256,
+        };
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wgpu-ops"),
+                // Timestamps only let benchmarks time kernels on the GPU; nothing else needs them.
+                required_features: adapter.features()
+                    & (wgpu::Features::TIMESTAMP_QUERY
+                        | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Adapter(format!("{}: cannot create device: {e}", info.name)))?;
+        // Errors outside our error scopes would otherwise panic inside wgpu; log them instead.
+        device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
+            log::error!("uncaptured wgpu error: {e}");
+        }));
+        log::info!(
+            "wgpu-ops on {} ({:?}, {:?})",
+            info.name,
+            info.backend,
+            info.device_type
+        );
+        Ok(Context {
+            inner: Arc::new(Inner {
+                instance,
+                adapter,
+                device,
+                queue,
+                info,
+                binding_limit: options
+                    .max_binding_size
+                    .map_or(limits.max_storage_buffer_binding_size, |m| {
+                        m.min(limits.max_storage_buffer_binding_size)
+                    }),
+                segment_bytes,
+                workgroup_size,
+                cpu_kernels,
+                limits,
+                modules: Mutex::default(),
+                layouts: Mutex::default(),
+                pipelines: Mutex::default(),
+                unchecked_builds: Mutex::default(),
+                submissions: AtomicU64::new(0),
+                host_waits: AtomicU64::new(0),
+                pipelines_built: AtomicU64::new(0),
+                buffers_created: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Blocking [`Context::new`] for native callers.
+    #[cfg(feature = "native")]
+    pub fn new_blocking(options: ContextOptions) -> Result<Context> {
+        pollster::block_on(Context::new(options))
+    }
+
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.inner.info
+    }
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.inner.limits
+    }
+    pub fn device(&self) -> &wgpu::Device {
+        &self.inner.device
+    }
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.inner.queue
+    }
+    pub fn adapter(&self) -> &wgpu::Adapter {
+        &self.inner.adapter
+    }
+    pub fn instance(&self) -> &wgpu::Instance {
+        &self.inner.instance
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            submissions: self.inner.submissions.load(Ordering::Relaxed),
+            host_waits: self.inner.host_waits.load(Ordering::Relaxed),
+            pipelines_built: self.inner.pipelines_built.load(Ordering::Relaxed),
+            buffers_created: self.inner.buffers_created.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn count_buffers(&self, n: usize) {
+        self.inner
+            .buffers_created
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn submit(&self, commands: wgpu::CommandBuffer) -> wgpu::SubmissionIndex {
+        self.inner.submissions.fetch_add(1, Ordering::Relaxed);
+        self.inner.queue.submit([commands])
+    }
+
+    /// Waits for submitted work (native only: in the browser, map callbacks fire from the event
+    /// loop and the awaited futures complete on their own).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn wait_idle(&self) -> Result<()> {
+        self.inner.host_waits.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| Error::Readback(format!("waiting for the GPU failed: {e}")))
+    }
+
+    /// if the options said so). Tensors above it are held in several buffers of this size.
+    pub fn max_buffer_size(&self) -> u64 {
+        self.inner.segment_bytes
+    }
+
+    /// The alignment of window offsets inside a buffer (the device's storage-buffer offset
+    /// alignment, at least a word); an error when windows so aligned cannot start at every
+    /// `elem`-byte element.
+    pub(crate) fn window_alignment(&self, op: &'static str, elem: u64) -> Result<u64> {
+        let align = u64::from(self.inner.limits.min_storage_buffer_offset_alignment).max(4);
+        if !align.is_multiple_of(elem) {
+            return Err(Error::LimitExceeded {
+                op,
+                what: format!("windows aligned to {align} bytes for {elem}-byte elements"),
+                limit: "min_storage_buffer_offset_alignment",
+                needed: align,
+                max: align - align % elem,
+            });
+        }
+        Ok(align)
+    }
+
+    /// The most bytes bound at once (the device limit, or less if the options said so).
+    pub fn binding_limit(&self) -> u64 {
+        self.inner.binding_limit
+    }
+
+    /// True when the kernels written for CPU adapters are used (see
+    /// [`ContextOptions::cpu_kernels`]).
+    pub fn cpu_kernels(&self) -> bool {
+        self.inner.cpu_kernels
+    }
+
+    /// Invocations per workgroup of the 1-D kernels on this context (see
+    /// [`ContextOptions::workgroup_size`]).
+    pub fn workgroup_size(&self) -> u32 {
+        self.inner.workgroup_size
+    }
+
+    /// A buffer created holding `contents` (padded to 4 bytes). Unlike wgpu's
+    /// `create_buffer_init`, which panics when the device cannot create the buffer (out of
+    /// memory), this leaves the failure to the caller's error scope, which reports it.
+    pub(crate) fn buffer_with(
+        &self,
+        label: Option<&str>,
+        usage: wgpu::BufferUsages,
+        contents: &[u8],
+    ) -> wgpu::Buffer {
+        let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+            label,
+            size: (contents.len() as u64).div_ceil(4).max(1) * 4,
+            usage,
+            mapped_at_creation: true,
+        });
+        if let Ok(mut view) = buffer.get_mapped_range_mut(..) {
+            view.slice(..contents.len()).copy_from_slice(contents);
+            drop(view);
+            buffer.unmap();
+        }
+        buffer
+    }
+
+    /// True when both handles share one device (tensors cannot move between devices).
+    pub fn same_device(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+#[cfg(all(test, feature = "native"))]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Context {
+        Context::new_blocking(ContextOptions::default())
+            .expect("a GPU adapter (lavapipe) is needed")
+    }
+
+    #[test]
+    fn workgroup_size_follows_the_adapter_kind_and_limits() {
+        let info = |name: &str, device_type| wgpu::AdapterInfo {
+            name: name.into(),
+            device_type,
+            ..ctx().adapter_info().clone()
+        };
+        let limits = wgpu::Limits::default();
+        let gpu = info("NVIDIA H100 80GB HBM3", wgpu::DeviceType::DiscreteGpu);
+        assert_eq!(default_workgroup_size(&gpu, &limits), 256);
+        let cpu = info("llvmpipe (LLVM 15.0.6, 256 bits)", wgpu::DeviceType::Cpu);
+        assert_eq!(default_workgroup_size(&cpu, &limits), 64);
+        // A software renderer that calls itself a GPU is still a CPU.
+        let swiftshader = info("SwiftShader Device", wgpu::DeviceType::IntegratedGpu);
+        assert_eq!(default_workgroup_size(&swiftshader, &limits), 64);
+        let small = wgpu::Limits {
+            max_compute_invocations_per_workgroup: 192,
+            ..limits
+        };
+        assert_eq!(default_workgroup_size(&gpu, &small), 128);
+    }
+}

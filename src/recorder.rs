@@ -1,0 +1,488 @@
+//! The recorder: kernels of one or more ops recorded into one command buffer and submitted
+//! at once, with their error scopes, a pool of reusable buffers, and capture/replay of
+//! recorded commands (a Scan body is captured once and replayed per iteration).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::gpu::{Pipeline, ScopeCheck};
+use crate::host::checked_numel;
+use crate::storage::padded_size;
+use crate::storage::Storage;
+use crate::{Context, DType, Error, Result, Tensor};
+
+impl Context {
+    /// Starts recording GPU work; see [`Recorder`].
+    pub fn recorder(&self) -> Recorder {
+        Recorder::new(self.clone())
+    }
+
+    /// Records with `f` and submits once, waiting for validation results (native).
+    #[cfg(feature = "native")]
+    pub fn run<T>(&self, f: impl FnOnce(&mut Recorder) -> Result<T>) -> Result<T> {
+        let mut rec = self.recorder();
+        let value = f(&mut rec)?;
+        pollster::block_on(rec.finish())?;
+        Ok(value)
+    }
+}
+
+/// One recorded GPU command, kept for replay (a Scan body is captured once and replayed for
+/// every iteration).
+pub(crate) enum Step {
+    Dispatch {
+        pipeline: Arc<Pipeline>,
+        bind_group: wgpu::BindGroup,
+        grid: [u32; 3],
+    },
+    Copy {
+        src: Arc<Storage>,
+        src_offset: u64,
+        dst: Arc<Storage>,
+        dst_offset: u64,
+        size: u64,
+    },
+    Clear {
+        buffer: Arc<Storage>,
+        offset: u64,
+        size: u64,
+    },
+}
+
+/// Where an op writes its result: a new (or pooled) buffer, or a given tensor (a Scan body
+/// writes its states straight into the buffer the next iteration reads). Every op records
+/// through one function taking an `Out`; the Rust API passes [`Out::NEW`].
+#[derive(Clone, Copy, Debug)]
+pub struct Out<'a> {
+    /// The value's name (for errors) and the tensor it must be written to.
+    into: Option<(&'a str, &'a Tensor)>,
+}
+
+impl<'a> Out<'a> {
+    /// A new buffer (or a pooled one of a dead value).
+    pub const NEW: Out<'static> = Out { into: None };
+
+    /// Into `tensor`, which must have the result's dtype and shape; `name` names the value in
+    /// the error when it does not.
+    pub fn into(name: &'a str, tensor: &'a Tensor) -> Out<'a> {
+        Out {
+            into: Some((name, tensor)),
+        }
+    }
+
+    /// The tensor to write a result of `dtype` and `shape` to.
+    pub fn tensor(self, rec: &mut Recorder, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        match self.into {
+            None => rec.alloc(dtype, shape),
+            Some((_, t)) if t.dtype() == dtype && t.shape() == shape => Ok(t.clone()),
+            Some((name, t)) => Err(Error::Graph(format!(
+                "'{}' must keep {} {:?} across iterations but is now {dtype} {shape:?}",
+                crate::error::escape(name),
+                t.dtype(),
+                t.shape()
+            ))),
+        }
+    }
+
+    /// `value` itself when no tensor is given (a view, no copy), else `value` copied into it.
+    pub fn view(self, rec: &mut Recorder, value: Tensor) -> Result<Tensor> {
+        if self.into.is_none() {
+            return Ok(value);
+        }
+        let out = self.tensor(rec, value.dtype(), value.shape())?;
+        let size = padded_size(value.byte_len());
+        rec.copy(
+            value.storage(),
+            0,
+            out.storage(),
+            0,
+            size.min(out.storage().size()),
+        )?;
+        Ok(out)
+    }
+}
+
+/// Records kernels of one or more ops into a single command buffer; [`Recorder::finish`]
+/// submits them at once. Host-side validation errors come back from each op call; GPU
+/// validation errors from the call (native) or from `finish` (browser).
+pub struct Recorder {
+    ctx: Context,
+    encoder: wgpu::CommandEncoder,
+    /// The compute pass that consecutive dispatches share (wgpu orders dispatches within a pass
+    /// by their resource use, as between passes); ended before any other encoder command.
+    /// One pass per dispatch cost tens of microseconds of host time each.
+    pass: Option<wgpu::ComputePass<'static>>,
+    pending: Vec<ScopeCheck>,
+    dispatches: u64,
+    /// While capturing, commands are collected here instead of being encoded.
+    capture: Option<Vec<Step>>,
+    /// Buffers of dead values, by size, for reuse within this recording.
+    pool: HashMap<u64, Vec<Arc<Storage>>>,
+}
+
+impl Recorder {
+    fn new(ctx: Context) -> Recorder {
+        let encoder = ctx
+            .device()
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgpu-ops"),
+            });
+        Recorder {
+            ctx,
+            encoder,
+            pass: None,
+            pending: Vec::new(),
+            dispatches: 0,
+            capture: None,
+            pool: HashMap::new(),
+        }
+    }
+
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Number of compute dispatches recorded so far (replays included).
+    pub fn dispatches(&self) -> u64 {
+        self.dispatches
+    }
+
+    /// Checks that every input of `op` lives on this recorder's device (wgpu panics on a
+    /// buffer of another device); each op's recording function calls it once.
+    pub fn check_inputs(&self, op: &'static str, inputs: &[(&str, &Tensor)]) -> Result<()> {
+        for (name, t) in inputs {
+            if !self.ctx.same_device(t.context()) {
+                return Err(Error::invalid(
+                    op,
+                    *name,
+                    format!(
+                        "{name} was created on another Context; tensors cannot be used across devices"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the encoder inside error scopes attributed to `op`.
+    pub(crate) fn record<T>(
+        &mut self,
+        op: &str,
+        f: impl FnOnce(&Context, &mut wgpu::CommandEncoder) -> T,
+    ) -> Result<T> {
+        let ctx = self.ctx.clone();
+        let encoder = &mut self.encoder;
+        let pass = &mut self.pass;
+        let (value, check) = ctx.scoped(op, || {
+            // Ending the pass reports its dispatches' errors, under this scope.
+            *pass = None;
+            f(&ctx, encoder)
+        });
+        self.keep(check)?;
+        Ok(value)
+    }
+
+    /// Runs `f` (device calls only: buffers, bind groups) inside error scopes attributed to
+    /// `op`, leaving an open compute pass open.
+    fn on_device<T>(&mut self, op: &str, f: impl FnOnce(&Context) -> T) -> Result<T> {
+        let ctx = self.ctx.clone();
+        let (value, check) = ctx.scoped(op, || f(&ctx));
+        self.keep(check)?;
+        Ok(value)
+    }
+
+    /// Reports `check` now if its errors are known, or keeps it for `finish`.
+    fn keep(&mut self, mut check: ScopeCheck) -> Result<()> {
+        check.poll_now()?;
+        if !check.is_settled() {
+            self.pending.push(check);
+        }
+        Ok(())
+    }
+
+    /// A tensor for an op's output: a pooled buffer of a dead value when one fits exactly,
+    /// else a new one.
+    pub(crate) fn alloc(&mut self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        let bytes = checked_numel(shape)
+            .and_then(|n| n.checked_mul(dtype.size()))
+            .map(|b| padded_size(b as u64));
+        if let Some(storage) = bytes.and_then(|b| self.pool.get_mut(&b)).and_then(Vec::pop) {
+            return Ok(Tensor::from_parts(
+                &self.ctx,
+                dtype,
+                shape.to_vec(),
+                storage,
+            ));
+        }
+        Tensor::uninit(&self.ctx, dtype, shape)
+    }
+
+    /// Hands back the buffer of a tensor nobody will read again, for reuse by ops recorded
+    /// later in this recording (only if no other handle to the buffer exists).
+    pub fn release(&mut self, t: Tensor) {
+        if let Some(storage) = t.into_unique_storage() {
+            self.pool.entry(storage.size()).or_default().push(storage);
+        }
+    }
+
+    /// Runs `f` with commands collected instead of encoded; returns them for [`Self::replay`].
+    pub(crate) fn capture<T>(
+        &mut self,
+        f: impl FnOnce(&mut Recorder) -> Result<T>,
+    ) -> Result<(T, Vec<Step>)> {
+        let outer = self.capture.replace(Vec::new());
+        let result = f(self);
+        let steps = std::mem::replace(&mut self.capture, outer).unwrap_or_default();
+        Ok((result?, steps))
+    }
+
+    /// Encodes captured commands again (or appends them to an enclosing capture).
+    pub(crate) fn replay(&mut self, steps: &[Step]) -> Result<()> {
+        for step in steps {
+            match step {
+                Step::Dispatch {
+                    pipeline,
+                    bind_group,
+                    grid,
+                } => self.dispatch_bound(pipeline, bind_group.clone(), *grid)?,
+                Step::Copy {
+                    src,
+                    src_offset,
+                    dst,
+                    dst_offset,
+                    size,
+                } => self.copy(src, *src_offset, dst, *dst_offset, *size)?,
+                Step::Clear {
+                    buffer,
+                    offset,
+                    size,
+                } => self.clear(buffer, *offset, *size)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a copy of `size` bytes from `src` at `src_offset` to `dst` at `dst_offset`
+    /// (offsets and size multiples of 4, within both buffers).
+    pub fn copy_bytes(
+        &mut self,
+        src: &Tensor,
+        src_offset: u64,
+        dst: &Tensor,
+        dst_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        self.check_inputs("copy", &[("src", src), ("dst", dst)])?;
+        let fits = |t: &Tensor, offset: u64| {
+            offset
+                .checked_add(size)
+                .is_some_and(|end| end <= t.storage().size())
+        };
+        if !(src_offset | dst_offset | size).is_multiple_of(4)
+            || !fits(src, src_offset)
+            || !fits(dst, dst_offset)
+        {
+            return Err(Error::invalid(
+                "copy",
+                "size",
+                format!("copying {size} bytes from offset {src_offset} to offset {dst_offset} needs multiples of 4 within both buffers"),
+            ));
+        }
+        self.copy(src.storage(), src_offset, dst.storage(), dst_offset, size)
+    }
+
+    /// Records a copy between storages (offsets and size multiples of 4): one buffer copy per
+    /// stretch that stays inside one buffer of each.
+    pub(crate) fn copy(
+        &mut self,
+        src: &Arc<Storage>,
+        src_offset: u64,
+        dst: &Arc<Storage>,
+        dst_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        if size == 0 {
+            return Ok(());
+        }
+        if let Some(steps) = &mut self.capture {
+            steps.push(Step::Copy {
+                src: src.clone(),
+                src_offset,
+                dst: dst.clone(),
+                dst_offset,
+                size,
+            });
+            return Ok(());
+        }
+        self.record("copy", |_, encoder| {
+            for (i, offset, len) in src.segments().ranges(src_offset, size) {
+                let at = dst_offset + (i as u64 * src.segments().segment + offset - src_offset);
+                for (j, dst_at, n) in dst.segments().ranges(at, len) {
+                    let from = offset + (j as u64 * dst.segments().segment + dst_at - at);
+                    encoder.copy_buffer_to_buffer(
+                        &src.buffers()[i],
+                        from,
+                        &dst.buffers()[j],
+                        dst_at,
+                        n,
+                    );
+                }
+            }
+        })
+    }
+
+    /// Records zeroing `size` bytes of `buffer` from `offset` (both multiples of 4).
+    pub(crate) fn clear(&mut self, buffer: &Arc<Storage>, offset: u64, size: u64) -> Result<()> {
+        if size == 0 {
+            return Ok(());
+        }
+        if let Some(steps) = &mut self.capture {
+            steps.push(Step::Clear {
+                buffer: buffer.clone(),
+                offset,
+                size,
+            });
+            return Ok(());
+        }
+        self.record("clear", |_, encoder| {
+            for (i, at, n) in buffer.segments().ranges(offset, size) {
+                encoder.clear_buffer(&buffer.buffers()[i], at, Some(n));
+            }
+        })
+    }
+
+    /// A uniform buffer holding `bytes` (kernel parameters), written when it is created.
+    fn uniform(&mut self, op: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
+        self.on_device(op, |ctx| {
+            ctx.buffer_with(Some("params"), wgpu::BufferUsages::UNIFORM, bytes)
+        })
+    }
+
+    /// Records one dispatch of `pipeline` over `grid` workgroups: `params` (the kernel's
+    /// parameters) as a uniform at binding 0, then `buffers` bound in order.
+    pub(crate) fn dispatch(
+        &mut self,
+        op: &str,
+        pipeline: &Arc<Pipeline>,
+        params: &[u8],
+        buffers: &[wgpu::BindingResource<'_>],
+        grid: [u32; 3],
+    ) -> Result<()> {
+        let uniform = self.uniform(op, params)?;
+        let bind_group = self.on_device(op, |ctx| {
+            let entries: Vec<wgpu::BindGroupEntry> = std::iter::once(uniform.as_entire_binding())
+                .chain(buffers.iter().cloned())
+                .enumerate()
+                .map(|(i, resource)| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource,
+                })
+                .collect();
+            ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.layout,
+                entries: &entries,
+            })
+        })?;
+        self.dispatch_bound(pipeline, bind_group, grid)
+    }
+
+    fn dispatch_bound(
+        &mut self,
+        pipeline: &Arc<Pipeline>,
+        bind_group: wgpu::BindGroup,
+        grid: [u32; 3],
+    ) -> Result<()> {
+        self.dispatches += 1;
+        if let Some(steps) = &mut self.capture {
+            steps.push(Step::Dispatch {
+                pipeline: pipeline.clone(),
+                bind_group,
+                grid,
+            });
+            return Ok(());
+        }
+        let ctx = self.ctx.clone();
+        let (encoder, pass) = (&mut self.encoder, &mut self.pass);
+        let ((), check) = ctx.scoped("dispatch", || {
+            let pass = pass.get_or_insert_with(|| {
+                encoder
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: None,
+                        timestamp_writes: None,
+                    })
+                    .forget_lifetime()
+            });
+            pass.set_pipeline(&pipeline.pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+        });
+        self.keep(check)
+    }
+
+    /// Writes a GPU timestamp into `set` at `index` (for benchmarks; needs the adapter's
+    /// `TIMESTAMP_QUERY_INSIDE_ENCODERS`, which the context requests when available).
+    pub fn timestamp(&mut self, set: &wgpu::QuerySet, index: u32) -> Result<()> {
+        self.record("timestamp", |_, encoder| {
+            encoder.write_timestamp(set, index)
+        })
+    }
+
+    /// Submits everything recorded, then reports any GPU error the recording raised.
+    pub async fn finish(self) -> Result<()> {
+        let Recorder {
+            ctx,
+            encoder,
+            pass,
+            mut pending,
+            ..
+        } = self;
+        let ((), check) = ctx.scoped("submit", || {
+            drop(pass);
+            ctx.submit(encoder.finish());
+        });
+        pending.push(check);
+        ctx.await_deferred_checks().await?;
+        for check in pending {
+            check.wait().await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(all(test, feature = "native"))]
+mod tests {
+    use super::*;
+    use crate::ContextOptions;
+
+    fn ctx() -> Context {
+        Context::new_blocking(ContextOptions::default())
+            .expect("a GPU adapter (lavapipe) is needed")
+    }
+
+    #[test]
+    fn validation_errors_while_recording_come_back_as_errors() {
+        let ctx = ctx();
+        let buffer = |usage| {
+            ctx.device().create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 16,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let src = buffer(wgpu::BufferUsages::COPY_SRC);
+        let dst = buffer(wgpu::BufferUsages::STORAGE); // no COPY_DST: the copy is invalid
+        let mut rec = ctx.recorder();
+        let recorded = rec.record("copy probe", |_, encoder| {
+            encoder.copy_buffer_to_buffer(&src, 0, &dst, 0, 16);
+        });
+        let result = recorded.and_then(|()| pollster::block_on(rec.finish()));
+        match result {
+            Err(Error::Validation { op, .. }) => {
+                assert!(op == "copy probe" || op == "submit", "{op}")
+            }
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+}

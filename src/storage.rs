@@ -1,0 +1,157 @@
+//! Storage: the GPU buffers holding a tensor's bytes. One buffer, or for tensors above the
+//! context's `max_buffer_size` several in order ([`Segments`]); [`Window`]s of them are what
+//! kernels bind. Knows the GPU layer only.
+
+use crate::Context;
+
+/// The GPU buffers of a tensor: one, or for tensors above the context's buffer size, several
+/// of that size in order (the last may be shorter).
+pub(crate) struct Storage {
+    buffers: Vec<wgpu::Buffer>,
+    segments: Segments,
+}
+
+impl Storage {
+    /// New buffers for `size` bytes (a multiple of 4), holding `contents` when given (then
+    /// `size` is `contents` padded to a whole word). Creation failures go to the caller's scope.
+    pub(crate) fn create(ctx: &Context, size: u64, contents: Option<&[u8]>) -> Storage {
+        let segments = Segments {
+            segment: ctx.max_buffer_size(),
+            size,
+        };
+        let buffers = (0..segments.count())
+            .map(|i| {
+                let len = segments.len(i);
+                match contents {
+                    Some(data) => {
+                        // `size` is `data` padded to a word, which `buffer_with` adds.
+                        let from = i as u64 * segments.segment;
+                        let to = (from + len).min(data.len() as u64);
+                        ctx.buffer_with(None, USAGE, &data[from as usize..to as usize])
+                    }
+                    None => ctx.device().create_buffer(&wgpu::BufferDescriptor {
+                        label: None,
+                        size: len,
+                        usage: USAGE,
+                        mapped_at_creation: false,
+                    }),
+                }
+            })
+            .collect();
+        Storage { buffers, segments }
+    }
+
+    pub(crate) fn segments(&self) -> Segments {
+        self.segments
+    }
+    pub(crate) fn size(&self) -> u64 {
+        self.segments.size
+    }
+    pub(crate) fn buffers(&self) -> &[wgpu::Buffer] {
+        &self.buffers
+    }
+    /// The one buffer, when the storage is a single buffer.
+    pub(crate) fn single(&self) -> Option<&wgpu::Buffer> {
+        match self.buffers.as_slice() {
+            [b] => Some(b),
+            _ => None,
+        }
+    }
+    /// `window` bound as a binding.
+    pub(crate) fn bind(&self, window: Window) -> wgpu::BindingResource<'_> {
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: &self.buffers[window.segment],
+            offset: window.offset,
+            size: std::num::NonZeroU64::new(window.size),
+        })
+    }
+    /// All of the first (for a single-buffer storage, the only) buffer.
+    pub(crate) fn whole_window(&self) -> Window {
+        Window {
+            segment: 0,
+            offset: 0,
+            size: self.buffers[0].size(),
+            start: 0,
+        }
+    }
+    /// The whole single buffer as a binding.
+    pub(crate) fn bind_whole(&self) -> wgpu::BindingResource<'_> {
+        self.bind(self.whole_window())
+    }
+}
+
+/// Bytes of the buffer backing `bytes` bytes of data: whole words, never zero.
+pub(crate) fn padded_size(bytes: u64) -> u64 {
+    bytes.div_ceil(4).max(1) * 4
+}
+
+const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+/// How a tensor's bytes are laid out over GPU buffers: buffer `i` holds bytes
+/// `[i * segment, (i + 1) * segment)` of `size` (the last may be shorter). One buffer when
+/// `size <= segment`. `segment` is a multiple of 256, so no element or word straddles two
+/// buffers and window offsets inside a buffer keep the alignment they have in the tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segments {
+    pub segment: u64,
+    pub size: u64,
+}
+
+/// Bytes `[offset, offset + size)` of buffer `segment`, bound as one binding; `start` is where
+/// the window begins in the whole tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub segment: usize,
+    pub offset: u64,
+    pub size: u64,
+    pub start: u64,
+}
+
+impl Segments {
+    /// Buffers needed (one for an empty tensor, whose buffer is one padding word).
+    pub fn count(&self) -> usize {
+        self.size.div_ceil(self.segment).max(1) as usize
+    }
+
+    /// Bytes of buffer `i`.
+    pub fn len(&self, i: usize) -> u64 {
+        (self.size - i as u64 * self.segment).min(self.segment)
+    }
+
+    /// The window holding bytes `[first, end)`, which lie in one buffer: it starts at a
+    /// multiple of `align` and ends at a whole word (or the buffer's end).
+    pub fn window(&self, first: u64, end: u64, align: u64) -> Window {
+        let i = (first / self.segment) as usize;
+        let base = i as u64 * self.segment;
+        debug_assert!(
+            end <= base + self.segment,
+            "[{first}, {end}) crosses a buffer"
+        );
+        let offset = (first - base) / align * align;
+        let stop = padded_size(end - base).min(self.len(i));
+        Window {
+            segment: i,
+            offset,
+            size: stop - offset,
+            start: base + offset,
+        }
+    }
+
+    /// The pieces of bytes `[at, at + len)` that lie in one buffer each, in order, as
+    /// (buffer, offset in it, length).
+    pub fn ranges(&self, at: u64, len: u64) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+        let end = at + len;
+        let mut pos = at;
+        std::iter::from_fn(move || {
+            (pos < end).then(|| {
+                let i = pos / self.segment;
+                let n = ((i + 1) * self.segment).min(end) - pos;
+                let piece = (i as usize, pos - i * self.segment, n);
+                pos += n;
+                piece
+            })
+        })
+    }
+}

@@ -1,5 +1,11 @@
-//! naga parses and validates every WGSL file in `shaders/` and every variant the crate compiles
-//! (per element width, op and dtype), down to SPIR-V. No GPU needed.
+//! naga parses and validates every WGSL file in `shaders/` and every kernel variant the crate
+//! can dispatch (`Kernel::all()`: per element width, op, dtype and every workgroup size a
+//! context accepts), down to SPIR-V. No GPU needed.
+
+use std::collections::HashMap;
+
+use wgpu_ops::gpu::KernelSpec;
+use wgpu_ops::kernels::{Kernel, WORKGROUP_SIZES};
 
 use naga::back::spv;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
@@ -16,7 +22,7 @@ fn validate(name: &str, source: &str) -> (naga::Module, naga::valid::ModuleInfo)
 #[test]
 fn every_shader_file_parses_and_validates() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
-    let variants = wgpu_ops::kernels::shader_variants();
+    let variants = Kernel::all();
     let mut files = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -26,9 +32,7 @@ fn every_shader_file_parses_and_validates() {
             // Every file is compiled by some kernel.
             let file = path.file_name().unwrap().to_string_lossy().into_owned();
             assert!(
-                variants
-                    .iter()
-                    .any(|(label, _, _)| label.starts_with(&file)),
+                variants.iter().any(|k| k.file() == file),
                 "{file} is unused"
             );
             files += 1;
@@ -77,35 +81,63 @@ fn no_shader_has_a_non_finite_constant() {
     // The check itself: this is what Tint rejected in the element-wise shader.
     let (bad, _) = validate("bad", "fn f() -> f32 { return bitcast<f32>(0x7fc00000u); }");
     assert_eq!(non_finite_constants(&bad).len(), 1);
-    for (label, source, _) in &wgpu_ops::kernels::shader_variants() {
-        let (module, _) = validate(label, source);
-        assert_eq!(non_finite_constants(&module), [] as [f32; 0], "{label}");
+    let mut seen = std::collections::HashSet::new();
+    for kernel in Kernel::all() {
+        if seen.insert(kernel.module()) {
+            let (module, _) = validate(&kernel.module(), &kernel.wgsl());
+            assert_eq!(non_finite_constants(&module), [] as [f32; 0], "{kernel:?}");
+        }
     }
 }
 
 #[test]
 fn every_variant_validates_and_compiles() {
-    let variants = wgpu_ops::kernels::shader_variants();
-    for (label, source, constants) in &variants {
-        let (module, info) = validate(label, source);
+    let variants = Kernel::all();
+    let mut parsed: HashMap<String, (naga::Module, naga::valid::ModuleInfo)> = HashMap::new();
+    for kernel in &variants {
+        let label = format!("{kernel:?}");
+        let (module, info) = parsed
+            .entry(kernel.module().into_owned())
+            .or_insert_with(|| validate(&label, &kernel.wgsl()));
         let mut map = naga::back::PipelineConstants::default();
-        for (name, value) in constants {
+        let constants = kernel.overrides();
+        for (name, value) in &constants {
             map.insert(name.to_string(), f64::from(*value));
         }
         let (module, _) =
-            naga::back::pipeline_constants::process_overrides(&module, &info, None, &map)
+            naga::back::pipeline_constants::process_overrides(module, info, None, &map)
                 .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
         let info = Validator::new(ValidationFlags::all(), Capabilities::default())
             .validate(&module)
             .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
-        spv::write_vec(&module, &info, &spv::Options::default(), None)
+        // The entry point exists in the module.
+        assert!(
+            module
+                .entry_points
+                .iter()
+                .any(|e| e.name == kernel.entry_point()),
+            "{label}: no entry point {}",
+            kernel.entry_point()
+        );
+        let options = spv::PipelineOptions {
+            shader_stage: naga::ShaderStage::Compute,
+            entry_point: kernel.entry_point().to_string(),
+        };
+        spv::write_vec(&module, &info, &spv::Options::default(), Some(&options))
             .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
     }
-    // (4 + 6 data-movement variants) x 2 workgroup sizes, 32 element-wise, 9 casts, 3 matmuls.
-    assert_eq!(
-        variants.len(),
-        64,
-        "{:?}",
-        variants.iter().map(|v| &v.0).collect::<Vec<_>>()
-    );
+    // Per workgroup size: 8 block-remap and 8 gather variants, 32 element-wise, 9 casts;
+    // then 3 dtypes x (tiles + 7 row-workgroup sizes x 2 entry points) MatMuls.
+    assert_eq!(variants.len(), WORKGROUP_SIZES.len() * 57 + 3 * 15);
+    // Every workgroup size a context accepts (powers of two up to the largest it allows).
+    for size in WORKGROUP_SIZES {
+        assert!(variants.iter().any(
+            |k| matches!(k, Kernel::Gather { workgroup_size, .. } if *workgroup_size == size)
+        ));
+    }
+    let mut n = 1;
+    while n <= wgpu_ops::gpu::MAX_WORKGROUP_SIZE {
+        assert!(WORKGROUP_SIZES.contains(&n), "{n}");
+        n *= 2;
+    }
 }

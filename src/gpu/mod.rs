@@ -10,8 +10,9 @@ use crate::{Error, Result};
 pub(crate) mod pipeline;
 pub(crate) mod scope;
 
+pub(crate) use pipeline::Pipeline;
 use pipeline::PipelineKey;
-pub(crate) use pipeline::{Binding, KernelSource, Pipeline};
+pub use pipeline::{Binding, KernelSpec};
 pub(crate) use scope::ScopeCheck;
 
 /// How to choose an adapter. Fields left `None` fall back to wgpu's environment variables
@@ -34,10 +35,14 @@ pub struct ContextOptions {
     /// two within the device's limits). `None`: [`default_workgroup_size`] for the adapter.
     pub workgroup_size: Option<u32>,
     /// Use the kernel variants written for CPU adapters (MatMul without workgroup memory or
-    /// barriers, see [`crate::kernels::compute::MatMulKernel`]). `None`: when the adapter is a
+    /// barriers, see the MatMul kernels). `None`: when the adapter is a
     /// CPU one (lavapipe, SwiftShader, WARP).
     pub cpu_kernels: Option<bool>,
 }
+
+/// The largest workgroup size a context accepts (whatever the device allows beyond it): the
+/// kernels are validated for every power of two up to it.
+pub const MAX_WORKGROUP_SIZE: u32 = 1024;
 
 /// The workgroup size the kernels use on an adapter unless told otherwise: 64 on CPU adapters
 /// (lavapipe, SwiftShader, WARP), where a workgroup is a loop on one core and small groups
@@ -75,7 +80,7 @@ struct Inner {
     segment_bytes: u64,
     workgroup_size: u32,
     cpu_kernels: bool,
-    modules: Mutex<HashMap<&'static str, wgpu::ShaderModule>>,
+    modules: Mutex<HashMap<std::borrow::Cow<'static, str>, wgpu::ShaderModule>>,
     layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     /// Pipeline builds and buffer creations whose error scopes had not answered yet (the
@@ -210,6 +215,7 @@ impl Context {
             None => default_workgroup_size(&info, &limits),
             Some(n)
                 if n.is_power_of_two()
+                    && n <= MAX_WORKGROUP_SIZE
                     && n <= limits.max_compute_invocations_per_workgroup
                     && n <= limits.max_compute_workgroup_size_x =>
             {
@@ -221,10 +227,12 @@ impl Context {
                     "workgroup_size",
                     format!(
                         "workgroup_size {n} must be a power of two of at most {} on {} \
-                         (max_compute_invocations_per_workgroup {}, max_compute_workgroup_size_x {})",
+                         (max_compute_invocations_per_workgroup {}, max_compute_workgroup_size_x {}, \
+                         kernels validated up to {MAX_WORKGROUP_SIZE})",
                         limits
                             .max_compute_invocations_per_workgroup
-                            .min(limits.max_compute_workgroup_size_x),
+                            .min(limits.max_compute_workgroup_size_x)
+                            .min(MAX_WORKGROUP_SIZE),
                         info.name,
                         limits.max_compute_invocations_per_workgroup,
                         limits.max_compute_workgroup_size_x

@@ -1,6 +1,7 @@
 //! Kernel sources, their bind-group layouts, and the context's cache of compiled pipelines (no
 //! kernel variant is compiled twice; a build that fails leaves the cache).
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -9,23 +10,29 @@ use crate::Result;
 
 /// Which kind of resource a binding of a kernel is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Binding {
+pub enum Binding {
     Uniform,
     StorageRead,
     StorageReadWrite,
 }
 
-/// A kernel family: one WGSL file, one entry point, one binding layout.
-pub(crate) struct KernelSource {
-    pub name: &'static str,
-    pub wgsl: &'static str,
-    pub entry: &'static str,
-    pub bindings: &'static [Binding],
+/// What the pipeline cache needs of a kernel variant. The kernels layer describes each variant
+/// with a typed key; this layer only compiles and caches what the key says.
+pub trait KernelSpec {
+    /// Names the shader text: variants with the same text share one shader module.
+    fn module(&self) -> Cow<'static, str>;
+    /// The WGSL text (asked for only when the module is not cached yet).
+    fn source(&self) -> Cow<'static, str>;
+    fn entry(&self) -> &'static str;
+    /// Values of the shader's `override` constants.
+    fn constants(&self) -> Vec<(&'static str, u32)>;
+    fn bindings(&self) -> &'static [Binding];
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct PipelineKey {
-    kernel: &'static str,
+    module: Cow<'static, str>,
+    entry: &'static str,
     constants: Vec<(&'static str, u32)>,
 }
 
@@ -35,31 +42,29 @@ pub(crate) struct Pipeline {
 }
 
 impl Context {
-    /// The cached pipeline for `kernel` specialized with `constants` (WGSL `override`s).
-    pub(crate) fn pipeline(
-        &self,
-        kernel: &'static KernelSource,
-        constants: &[(&'static str, u32)],
-    ) -> Result<Arc<Pipeline>> {
+    /// The cached pipeline of `kernel` (built on first use).
+    pub(crate) fn pipeline(&self, kernel: &dyn KernelSpec) -> Result<Arc<Pipeline>> {
         let key = PipelineKey {
-            kernel: kernel.name,
-            constants: constants.to_vec(),
+            module: kernel.module(),
+            entry: kernel.entry(),
+            constants: kernel.constants(),
         };
         if let Some(p) = self.inner.pipelines.lock().unwrap().get(&key) {
             return Ok(p.clone());
         }
         let device = &self.inner.device;
-        let (built, check) = self.scoped(kernel.name, || {
+        let label = format!("{} {}", key.module, key.entry);
+        let (built, check) = self.scoped(&label, || {
             let module = self
                 .inner
                 .modules
                 .lock()
                 .unwrap()
-                .entry(kernel.name)
+                .entry(key.module.clone())
                 .or_insert_with(|| {
                     device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                        label: Some(kernel.name),
-                        source: wgpu::ShaderSource::Wgsl(kernel.wgsl.into()),
+                        label: Some(&key.module),
+                        source: wgpu::ShaderSource::Wgsl(kernel.source()),
                     })
                 })
                 .clone();
@@ -68,21 +73,24 @@ impl Context {
                 .layouts
                 .lock()
                 .unwrap()
-                .entry(kernel.bindings)
-                .or_insert_with(|| bind_group_layout(device, kernel.bindings))
+                .entry(kernel.bindings())
+                .or_insert_with(|| bind_group_layout(device, kernel.bindings()))
                 .clone();
             let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(kernel.name),
+                label: Some(&label),
                 bind_group_layouts: &[Some(&layout)],
                 immediate_size: 0,
             });
-            let constants: Vec<(&str, f64)> =
-                constants.iter().map(|&(n, v)| (n, f64::from(v))).collect();
+            let constants: Vec<(&str, f64)> = key
+                .constants
+                .iter()
+                .map(|&(n, v)| (n, f64::from(v)))
+                .collect();
             let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(kernel.name),
+                label: Some(&label),
                 layout: Some(&pipeline_layout),
                 module: &module,
-                entry_point: Some(kernel.entry),
+                entry_point: Some(key.entry),
                 compilation_options: wgpu::PipelineCompilationOptions {
                     constants: &constants,
                     zero_initialize_workgroup_memory: false,
@@ -152,15 +160,27 @@ mod tests {
 
     #[test]
     fn shader_errors_come_back_as_errors_naming_the_kernel() {
-        static BROKEN: KernelSource = KernelSource {
-            name: "broken_kernel",
-            wgsl: "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }",
-            entry: "main",
-            bindings: &[],
-        };
-        match ctx().pipeline(&BROKEN, &[]) {
+        struct Broken;
+        impl KernelSpec for Broken {
+            fn module(&self) -> Cow<'static, str> {
+                "broken_kernel".into()
+            }
+            fn source(&self) -> Cow<'static, str> {
+                "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }".into()
+            }
+            fn entry(&self) -> &'static str {
+                "main"
+            }
+            fn constants(&self) -> Vec<(&'static str, u32)> {
+                Vec::new()
+            }
+            fn bindings(&self) -> &'static [Binding] {
+                &[]
+            }
+        }
+        match ctx().pipeline(&Broken) {
             Err(Error::Validation { op, message }) => {
-                assert_eq!(op, "broken_kernel");
+                assert_eq!(op, "broken_kernel main");
                 assert!(!message.is_empty());
             }
             Err(e) => panic!("expected a validation error, got {e}"),

@@ -2,31 +2,12 @@
 //! SpaceToBatch-2 in one pass, each output element computing its single source element.
 
 use super::MAX_RANK;
-use crate::gpu::{Binding, KernelSource};
 use crate::storage::{padded_size, Storage};
 use crate::{Error, Recorder, Result, Tensor};
 
 use super::gather::{GatherDim, GatherPlan, ITEMS};
-use super::grid_for;
 use super::windows::{element_beyond_window, room, Walk};
-
-pub(crate) static KERNEL: KernelSource = KernelSource {
-    name: "block_remap",
-    wgsl: include_str!("../../shaders/block_remap.wgsl"),
-    entry: "main",
-    bindings: &[
-        Binding::Uniform,
-        Binding::StorageRead,
-        Binding::StorageReadWrite,
-    ],
-};
-
-/// The same file's `runs_vec4` entry point: runs of 4 words as one 16-byte access.
-pub(crate) static KERNEL_VEC4: KernelSource = KernelSource {
-    name: "block_remap_vec4",
-    entry: "runs_vec4",
-    ..KERNEL
-};
+use super::{grid_for, Kernel};
 
 /// Which direction the blocks move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -383,8 +364,11 @@ impl Recorder {
         }
         let wg = ctx.workgroup_size();
         let grid = grid_for(&ctx, op, units, wg)?;
-        let kernel = if vec4 { &KERNEL_VEC4 } else { &KERNEL };
-        let pipeline = ctx.pipeline(kernel, &[("ELEM_BYTES", elem), ("WORKGROUP_SIZE", wg)])?;
+        let pipeline = ctx.pipeline(&Kernel::BlockRemap {
+            elem_bytes: elem,
+            workgroup_size: wg,
+            vec4,
+        })?;
         self.dispatch(
             op,
             &pipeline,

@@ -1,25 +1,15 @@
 //! Compute kernels: the element-wise family (`shaders/elementwise.wgsl`, specialized per op and
 //! dtype) and tiled MatMul (`shaders/matmul.wgsl`, specialized per dtype).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use super::MAX_RANK;
-use crate::gpu::{Binding, KernelSource};
 use crate::storage::Storage;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
-use super::grid_for;
 use super::windows::{element_beyond_window, room, Walk};
+use super::{grid_for, Kernel};
 
 const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
 const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
-const BINDINGS: &[Binding] = &[
-    Binding::Uniform,
-    Binding::StorageRead,
-    Binding::StorageRead,
-    Binding::StorageReadWrite,
-];
 
 /// The WGSL scalar type of a dtype, where WGSL can compute it without optional features.
 pub fn wgsl_type(dtype: DType) -> Option<&'static str> {
@@ -72,35 +62,6 @@ pub fn elementwise_source(lhs: &str, out: &str, expression: &str) -> String {
 /// WGSL source of the MatMul kernel for one element type.
 pub fn matmul_source(ty: &str) -> String {
     specialize(MATMUL, &[("// LHS TYPE", format!("alias T = {ty};"))])
-}
-
-/// Generated kernels live as long as the process: there is one per (op, dtype) pair used, a
-/// small closed set, so leaking them once gives the pipeline cache its `'static` keys.
-fn kernel(name: String, source: impl FnOnce() -> String) -> &'static KernelSource {
-    kernel_entry(name, "main", source)
-}
-
-/// `kernel` for entry point `entry` of the generated source.
-fn kernel_entry(
-    name: String,
-    entry: &'static str,
-    source: impl FnOnce() -> String,
-) -> &'static KernelSource {
-    static KERNELS: Mutex<Option<HashMap<String, &'static KernelSource>>> = Mutex::new(None);
-    let mut map = KERNELS.lock().unwrap();
-    let map = map.get_or_insert_with(HashMap::new);
-    if let Some(k) = map.get(&name) {
-        return k;
-    }
-    let leaked_name: &'static str = Box::leak(name.clone().into_boxed_str());
-    let k: &'static KernelSource = Box::leak(Box::new(KernelSource {
-        name: leaked_name,
-        wgsl: Box::leak(source().into_boxed_str()),
-        entry,
-        bindings: BINDINGS,
-    }));
-    map.insert(name, k);
-    k
 }
 
 /// Element strides of `shape` seen through the broadcast to `out` (0 on broadcast axes).
@@ -230,7 +191,6 @@ impl Recorder {
     pub(crate) fn elementwise_into(
         &mut self,
         op: &'static str,
-        expression: &str,
         lhs: &Tensor,
         rhs: &Tensor,
         out: &Tensor,
@@ -243,14 +203,13 @@ impl Recorder {
             return Err(too_many(op, "the output", count));
         }
         let ctx = self.context().clone();
-        let (lt, ot) = (wgsl_type(lhs.dtype()), wgsl_type(out.dtype()));
-        let (Some(lt), Some(ot)) = (lt, ot) else {
+        if wgsl_type(lhs.dtype()).is_none() || wgsl_type(out.dtype()).is_none() {
             return Err(Error::invalid(
                 op,
                 "A",
                 format!("{op} on {} cannot be computed in WGSL", lhs.dtype()),
             ));
-        };
+        }
         let rank = out.rank();
         if rank > MAX_RANK {
             return Err(Error::invalid(
@@ -259,11 +218,22 @@ impl Recorder {
                 format!("rank {rank} exceeds {MAX_RANK}"),
             ));
         }
-        let kernel = kernel(format!("elementwise[{lt}->{ot}: {expression}]"), || {
-            elementwise_source(lt, ot, expression)
-        });
         let wg = ctx.workgroup_size();
-        let pipeline = ctx.pipeline(kernel, &[("WORKGROUP_SIZE", wg)])?;
+        // Cast converts `lhs`'s dtype to `out`'s; every other op computes in one dtype.
+        let kernel = if op == "Cast" {
+            Kernel::Cast {
+                from: lhs.dtype(),
+                to: out.dtype(),
+                workgroup_size: wg,
+            }
+        } else {
+            Kernel::Elementwise {
+                op,
+                dtype: lhs.dtype(),
+                workgroup_size: wg,
+            }
+        };
+        let pipeline = ctx.pipeline(&kernel)?;
 
         // Every WGSL type here is 4 bytes. Buffers: lhs, rhs, out.
         let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
@@ -324,7 +294,8 @@ impl Recorder {
         out: &Tensor,
     ) -> Result<()> {
         let ctx = self.context().clone();
-        let ty = wgsl_type(lhs.dtype()).ok_or_else(|| {
+        let dtype = lhs.dtype();
+        wgsl_type(dtype).ok_or_else(|| {
             Error::invalid(
                 op,
                 "A",
@@ -400,12 +371,7 @@ impl Recorder {
         } else {
             walk.pieces(room, &segments)
         };
-        let tiled = kernel(format!("matmul[{ty}]"), || matmul_source(ty));
         let wg = ctx.workgroup_size();
-        let rows_kernel = kernel_entry(format!("matmul_rows[{ty}]"), "rows", || matmul_source(ty));
-        let blocks_kernel = kernel_entry(format!("matmul_blocks[{ty}]"), "blocks", || {
-            matmul_source(ty)
-        });
         let arcs = [lhs.storage(), rhs.storage(), out.storage()];
         for (w, fits) in pieces {
             // An output row whose row of A, matrix B or output row crosses from one buffer of
@@ -494,7 +460,11 @@ impl Recorder {
             let (pipeline, grid) = match matmul_kernel(*rows, n, ctx.cpu_kernels(), group, max) {
                 MatMulKernel::Blocks => (
                     // 8 x 4 outputs per invocation (see `blocks` in matmul.wgsl).
-                    ctx.pipeline(blocks_kernel, &[("ROWS_WORKGROUP", group)])?,
+                    ctx.pipeline(&Kernel::MatMul {
+                        variant: MatMulKernel::Blocks,
+                        dtype,
+                        group,
+                    })?,
                     [
                         n.div_ceil(4 * u64::from(group)) as u32,
                         rows.div_ceil(8) as u32,
@@ -514,12 +484,20 @@ impl Recorder {
                         });
                     }
                     (
-                        ctx.pipeline(rows_kernel, &[("ROWS_WORKGROUP", group)])?,
+                        ctx.pipeline(&Kernel::MatMul {
+                            variant: MatMulKernel::Rows,
+                            dtype,
+                            group,
+                        })?,
                         [columns as u32, *rows as u32, batches],
                     )
                 }
                 MatMulKernel::Tiles => (
-                    ctx.pipeline(tiled, &[])?,
+                    ctx.pipeline(&Kernel::MatMul {
+                        variant: MatMulKernel::Tiles,
+                        dtype,
+                        group: 0,
+                    })?,
                     [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, batches],
                 ),
             };

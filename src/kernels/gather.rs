@@ -2,31 +2,12 @@
 //! one input element at `base + sum(coord_k * step_k)`. Slicing ops lower to it.
 
 use super::MAX_RANK;
-use crate::gpu::{Binding, KernelSource};
 use crate::{Error, Recorder, Result, Tensor};
 
-use super::grid_for;
 use super::windows::element_beyond_window;
+use super::{grid_for, Kernel};
 use crate::storage::{padded_size, Storage};
 use crate::storage::{Segments, Window};
-
-pub(crate) static KERNEL: KernelSource = KernelSource {
-    name: "strided_gather",
-    wgsl: include_str!("../../shaders/strided_gather.wgsl"),
-    entry: "main",
-    bindings: &[
-        Binding::Uniform,
-        Binding::StorageRead,
-        Binding::StorageReadWrite,
-    ],
-};
-
-/// The same file's `main_pairs` entry point: 8-byte elements as `vec2<u32>` accesses.
-pub(crate) static KERNEL_PAIRS: KernelSource = KernelSource {
-    name: "strided_gather_pairs",
-    entry: "main_pairs",
-    ..KERNEL
-};
 
 /// What one input axis contributes: input indices `start + k * step` for `k < len`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -501,15 +482,12 @@ impl Recorder {
             && [src_window, out_window]
                 .iter()
                 .all(|w| w.offset % 8 == 0 && w.size % 8 == 0 && w.size >= 8);
-        let pipeline = ctx.pipeline(
-            if pairs { &KERNEL_PAIRS } else { &KERNEL },
-            &[
-                ("ELEM_BYTES", elem),
-                ("WORKGROUP_SIZE", wg),
-                ("ITEMS", ITEMS),
-                ("DST_STRIDED", u32::from(strided)),
-            ],
-        )?;
+        let pipeline = ctx.pipeline(&Kernel::Gather {
+            elem_bytes: elem,
+            workgroup_size: wg,
+            dst_strided: strided,
+            pairs,
+        })?;
         self.dispatch(
             op,
             &pipeline,

@@ -1,5 +1,11 @@
 //! Kernel families: one WGSL file under `shaders/` plus its host-side dispatcher each.
 
+use std::borrow::Cow;
+
+use crate::gpu::{Binding, KernelSpec};
+use crate::DType;
+use compute::MatMulKernel;
+
 pub mod block_remap;
 pub mod compute;
 pub mod elementwise;
@@ -42,64 +48,246 @@ pub fn dispatch_grid(invocations: u64, workgroup_size: u32, max_per_dim: u32) ->
     (z <= max).then_some([x as u32, y as u32, z as u32])
 }
 
-/// A kernel variant's label, its WGSL text, and the override values it is compiled with.
-pub type ShaderVariant = (String, String, Vec<(&'static str, u32)>);
+/// Every workgroup size a context accepts: the powers of two up to 1024, the most invocations
+/// per workgroup any adapter offers (the context checks its own limits).
+pub const WORKGROUP_SIZES: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
-/// Every kernel variant the crate can compile, so tests validate each with naga, without a GPU.
-pub fn shader_variants() -> Vec<ShaderVariant> {
-    let mut out = Vec::new();
-    // The two workgroup sizes `default_workgroup_size` picks.
-    for (w, wg) in [1u32, 2, 4, 8]
-        .into_iter()
-        .flat_map(|w| [(w, 64), (w, 256)])
-    {
-        let c = vec![("ELEM_BYTES", w), ("WORKGROUP_SIZE", wg)];
-        out.push((
-            "block_remap.wgsl".into(),
-            block_remap::KERNEL.wgsl.into(),
-            c.clone(),
-        ));
-        for strided in [0, 1].into_iter().filter(|&s| s == 0 || w >= 4) {
-            let mut c = c.clone();
-            c.push(("ITEMS", gather::ITEMS));
-            c.push(("DST_STRIDED", strided));
-            out.push(("strided_gather.wgsl".into(), gather::KERNEL.wgsl.into(), c));
+const STRIDED_GATHER: &str = include_str!("../../shaders/strided_gather.wgsl");
+const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
+const TWO_BUFFERS: &[Binding] = &[
+    Binding::Uniform,
+    Binding::StorageRead,
+    Binding::StorageReadWrite,
+];
+const THREE_BUFFERS: &[Binding] = &[
+    Binding::Uniform,
+    Binding::StorageRead,
+    Binding::StorageRead,
+    Binding::StorageReadWrite,
+];
+
+/// One kernel variant, as plain data: the shader text, entry point and `override` constants
+/// all follow from it, and the context's pipeline cache is keyed by it. [`Kernel::all`] lists
+/// every variant the dispatchers can ask for, so tests validate each without a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// `strided_gather.wgsl`: elements of 1, 2, 4 or 8 bytes; a strided destination (Concat,
+    /// 4- and 8-byte elements); 8-byte elements as `vec2<u32>` pairs (`main_pairs`).
+    Gather {
+        elem_bytes: u32,
+        workgroup_size: u32,
+        dst_strided: bool,
+        pairs: bool,
+    },
+    /// `block_remap.wgsl`: element by element, or runs of 4 words as `vec4<u32>` (`runs_vec4`).
+    BlockRemap {
+        elem_bytes: u32,
+        workgroup_size: u32,
+        vec4: bool,
+    },
+    /// `elementwise.wgsl` computing the op named `op` (see [`elementwise::OPS`]) on `dtype`.
+    Elementwise {
+        op: &'static str,
+        dtype: DType,
+        workgroup_size: u32,
+    },
+    /// `elementwise.wgsl` converting `from` to `to`.
+    Cast {
+        from: DType,
+        to: DType,
+        workgroup_size: u32,
+    },
+    /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
+    /// points (the tiles have a fixed 16 x 16).
+    MatMul {
+        variant: MatMulKernel,
+        dtype: DType,
+        group: u32,
+    },
+}
+
+impl Kernel {
+    /// Every variant the crate can dispatch, for every workgroup size a context accepts.
+    pub fn all() -> Vec<Kernel> {
+        let mut out = Vec::new();
+        for workgroup_size in WORKGROUP_SIZES {
+            for elem_bytes in [1u32, 2, 4, 8] {
+                for vec4 in [false, true] {
+                    out.push(Kernel::BlockRemap {
+                        elem_bytes,
+                        workgroup_size,
+                        vec4,
+                    });
+                }
+                for dst_strided in [false, true].into_iter().filter(|&s| !s || elem_bytes >= 4) {
+                    for pairs in [false, true].into_iter().filter(|&p| !p || elem_bytes == 8) {
+                        out.push(Kernel::Gather {
+                            elem_bytes,
+                            workgroup_size,
+                            dst_strided,
+                            pairs,
+                        });
+                    }
+                }
+            }
+            for op in &elementwise::OPS {
+                for dtype in COMPUTE_DTYPES {
+                    if op.wgsl(dtype).is_some() {
+                        out.push(Kernel::Elementwise {
+                            op: op.name,
+                            dtype,
+                            workgroup_size,
+                        });
+                    }
+                }
+            }
+            for from in COMPUTE_DTYPES {
+                for to in COMPUTE_DTYPES {
+                    out.push(Kernel::Cast {
+                        from,
+                        to,
+                        workgroup_size,
+                    });
+                }
+            }
+        }
+        for dtype in COMPUTE_DTYPES {
+            out.push(Kernel::MatMul {
+                variant: MatMulKernel::Tiles,
+                dtype,
+                group: 0,
+            });
+            // The dispatcher clamps the context's workgroup size to [4, 256] for these.
+            for group in WORKGROUP_SIZES
+                .into_iter()
+                .filter(|g| (4..=256).contains(g))
+            {
+                for variant in [MatMulKernel::Rows, MatMulKernel::Blocks] {
+                    out.push(Kernel::MatMul {
+                        variant,
+                        dtype,
+                        group,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The shader file the variant is made from.
+    pub fn file(&self) -> &'static str {
+        match self {
+            Kernel::Gather { .. } => "strided_gather.wgsl",
+            Kernel::BlockRemap { .. } => "block_remap.wgsl",
+            Kernel::Elementwise { .. } | Kernel::Cast { .. } => "elementwise.wgsl",
+            Kernel::MatMul { .. } => "matmul.wgsl",
         }
     }
-    let types = [crate::DType::F32, crate::DType::I32, crate::DType::U32];
-    for op in &elementwise::OPS {
-        for d in types {
-            if let Some(e) = op.wgsl(d) {
-                let ty = compute::wgsl_type(d).unwrap();
-                let label = format!("elementwise.wgsl {} {ty}", op.name);
-                out.push((
-                    label,
-                    compute::elementwise_source(ty, ty, e),
-                    vec![("WORKGROUP_SIZE", 64)],
-                ));
+
+    /// The WGSL text of the variant.
+    pub fn wgsl(&self) -> Cow<'static, str> {
+        match *self {
+            Kernel::Gather { .. } => STRIDED_GATHER.into(),
+            Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
+            Kernel::Elementwise { op, dtype, .. } => {
+                let ty = compute::wgsl_type(dtype).unwrap_or("f32");
+                let e = elementwise::lookup(op)
+                    .and_then(|o| o.wgsl(dtype))
+                    .unwrap_or("a");
+                compute::elementwise_source(ty, ty, e).into()
+            }
+            Kernel::Cast { from, to, .. } => compute::elementwise_source(
+                compute::wgsl_type(from).unwrap_or("f32"),
+                compute::wgsl_type(to).unwrap_or("f32"),
+                elementwise::cast_expression(from, to),
+            )
+            .into(),
+            Kernel::MatMul { dtype, .. } => {
+                compute::matmul_source(compute::wgsl_type(dtype).unwrap_or("f32")).into()
             }
         }
     }
-    for from in types {
-        for to in types {
-            let (f, t) = (
-                compute::wgsl_type(from).unwrap(),
-                compute::wgsl_type(to).unwrap(),
-            );
-            out.push((
-                format!("elementwise.wgsl Cast {f}->{t}"),
-                compute::elementwise_source(f, t, elementwise::cast_expression(from, to)),
-                vec![("WORKGROUP_SIZE", 64)],
-            ));
+
+    /// The `override` constants the variant is compiled with.
+    pub fn overrides(&self) -> Vec<(&'static str, u32)> {
+        match *self {
+            Kernel::Gather {
+                elem_bytes,
+                workgroup_size,
+                dst_strided,
+                ..
+            } => vec![
+                ("ELEM_BYTES", elem_bytes),
+                ("WORKGROUP_SIZE", workgroup_size),
+                ("ITEMS", gather::ITEMS),
+                ("DST_STRIDED", u32::from(dst_strided)),
+            ],
+            Kernel::BlockRemap {
+                elem_bytes,
+                workgroup_size,
+                ..
+            } => vec![
+                ("ELEM_BYTES", elem_bytes),
+                ("WORKGROUP_SIZE", workgroup_size),
+            ],
+            Kernel::Elementwise { workgroup_size, .. } | Kernel::Cast { workgroup_size, .. } => {
+                vec![("WORKGROUP_SIZE", workgroup_size)]
+            }
+            Kernel::MatMul {
+                variant: MatMulKernel::Tiles,
+                ..
+            } => Vec::new(),
+            Kernel::MatMul { group, .. } => vec![("ROWS_WORKGROUP", group)],
         }
-        let ty = compute::wgsl_type(from).unwrap();
-        out.push((
-            format!("matmul.wgsl {ty}"),
-            compute::matmul_source(ty),
-            vec![],
-        ));
     }
-    out
+
+    /// The entry point of the variant.
+    pub fn entry_point(&self) -> &'static str {
+        match self {
+            Kernel::Gather { pairs: true, .. } => "main_pairs",
+            Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
+            Kernel::MatMul {
+                variant: MatMulKernel::Rows,
+                ..
+            } => "rows",
+            Kernel::MatMul {
+                variant: MatMulKernel::Blocks,
+                ..
+            } => "blocks",
+            _ => "main",
+        }
+    }
+}
+
+/// The dtypes the compute kernels compute in WGSL without optional features.
+const COMPUTE_DTYPES: [DType; 3] = [DType::F32, DType::I32, DType::U32];
+
+impl KernelSpec for Kernel {
+    fn module(&self) -> Cow<'static, str> {
+        match *self {
+            Kernel::Gather { .. } | Kernel::BlockRemap { .. } => self.file().into(),
+            Kernel::Elementwise { op, dtype, .. } => {
+                format!("elementwise.wgsl {op} {dtype}").into()
+            }
+            Kernel::Cast { from, to, .. } => format!("elementwise.wgsl Cast {from}->{to}").into(),
+            Kernel::MatMul { dtype, .. } => format!("matmul.wgsl {dtype}").into(),
+        }
+    }
+    fn source(&self) -> Cow<'static, str> {
+        self.wgsl()
+    }
+    fn entry(&self) -> &'static str {
+        self.entry_point()
+    }
+    fn constants(&self) -> Vec<(&'static str, u32)> {
+        self.overrides()
+    }
+    fn bindings(&self) -> &'static [Binding] {
+        match self {
+            Kernel::Gather { .. } | Kernel::BlockRemap { .. } => TWO_BUFFERS,
+            _ => THREE_BUFFERS,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -98,7 +98,8 @@ impl Recorder {
         }
         let shape = op.plan((a.dtype(), a.shape()), b.map(|b| (b.dtype(), b.shape())))?;
         let out = out.tensor(self, a.dtype(), &shape)?;
-        self.elementwise_into(op.name, op.expression(a.dtype())?, a, b.unwrap_or(a), &out)?;
+        op.expression(a.dtype())?;
+        self.elementwise_into(op.name, a, b.unwrap_or(a), &out)?;
         Ok(out)
     }
 
@@ -113,7 +114,7 @@ impl Recorder {
         self.check_inputs("Cast", &[("input", a)])?;
         check_cast(a.dtype(), to)?;
         let out = out.tensor(self, to, a.shape())?;
-        self.elementwise_into("Cast", cast_expression(a.dtype(), to), a, a, &out)?;
+        self.elementwise_into("Cast", a, a, &out)?;
         Ok(out)
     }
 }

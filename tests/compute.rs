@@ -507,7 +507,7 @@ fn matmul_kernels_at_every_workgroup_size() {
                 let rows = sa[sa.len() - 2] as u64;
                 let n = sb[sb.len() - 1] as u64;
                 let group = size.clamp(4, 256);
-                kernels.insert(wgpu_ops::kernels::compute::matmul_kernel(
+                kernels.insert(wgpu_ops::kernels::matmul::matmul_kernel(
                     rows, n, cpu, group, 65535,
                 ));
             }

@@ -1,8 +1,14 @@
-//! The element-wise kernel's expressions: for every ONNX element-wise op, its arity and its
-//! WGSL expression (of `a`, `b`) per type class, and Cast's conversions. Validation of the
-//! ops' inputs lives with the ops; this is what the kernel computes.
+//! The element-wise kernel family (`shaders/elementwise.wgsl`, specialized per op and dtype):
+//! for every ONNX element-wise op its arity and WGSL expression (of `a`, `b`) per type class,
+//! Cast's conversions, and the dispatcher (numpy broadcasting by strides, windows over large
+//! tensors). Validation of the ops' inputs lives with the ops.
 
-use crate::DType;
+use super::operands::{bind_windows, layout_of, specialize, too_many, wgsl_type};
+use super::windows::{element_beyond_window, room, Walk};
+use super::{grid_for, Kernel, MAX_RANK};
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
 
 /// One element-wise op: its arity and WGSL expression (of `a`, `b`) per type class.
 pub struct ElementwiseOp {
@@ -106,5 +112,146 @@ pub fn cast_expression(from: DType, to: DType) -> &'static str {
              a >= 2147483648.0), 0i, (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)"
         }
         _ => "U(a)",
+    }
+}
+
+/// WGSL source of the element-wise kernel computing `expression` (of `a`, `b`) from `lhs`
+/// elements to `out` elements.
+pub fn elementwise_source(lhs: &str, out: &str, expression: &str) -> String {
+    specialize(
+        ELEMENTWISE,
+        &[
+            ("// LHS TYPE", format!("alias T = {lhs};")),
+            ("// OUT TYPE", format!("alias U = {out};")),
+            ("// EXPRESSION", format!("    return {expression};")),
+        ],
+    )
+}
+
+/// Element strides of `shape` seen through the broadcast to `out` (0 on broadcast axes).
+pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<u64> {
+    let lead = out.len() - shape.len();
+    let mut strides = vec![0u64; out.len()];
+    let mut s = 1u64;
+    for k in (0..shape.len()).rev() {
+        if shape[k] != 1 {
+            strides[lead + k] = s;
+        }
+        s *= shape[k] as u64;
+    }
+    strides
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct ElementwiseParams {
+    count: u32,
+    rank: u32,
+    lhs_base: u32,
+    rhs_base: u32,
+    dst_base: u32,
+    pad: [u32; 3],
+    shape: [u32; MAX_RANK],
+    lhs_stride: [u32; MAX_RANK],
+    rhs_stride: [u32; MAX_RANK],
+}
+
+impl Recorder {
+    /// Records `out = expression(lhs, rhs)` with broadcasting; `rhs` is `lhs` for unary ops.
+    /// `expression` must be valid for the WGSL types of the dtypes (checked by the caller).
+    pub(crate) fn elementwise_into(
+        &mut self,
+        op: &'static str,
+        lhs: &Tensor,
+        rhs: &Tensor,
+        out: &Tensor,
+    ) -> Result<()> {
+        let count = out.numel() as u64;
+        if count == 0 {
+            return Ok(());
+        }
+        if count > u64::from(u32::MAX) {
+            return Err(too_many(op, "the output", count));
+        }
+        let ctx = self.context().clone();
+        if wgsl_type(lhs.dtype()).is_none() || wgsl_type(out.dtype()).is_none() {
+            return Err(Error::invalid(
+                op,
+                "A",
+                format!("{op} on {} cannot be computed in WGSL", lhs.dtype()),
+            ));
+        }
+        let rank = out.rank();
+        if rank > MAX_RANK {
+            return Err(Error::invalid(
+                op,
+                "A",
+                format!("rank {rank} exceeds {MAX_RANK}"),
+            ));
+        }
+        let wg = ctx.workgroup_size();
+        // Cast converts `lhs`'s dtype to `out`'s; every other op computes in one dtype.
+        let kernel = if op == "Cast" {
+            Kernel::Cast {
+                from: lhs.dtype(),
+                to: out.dtype(),
+                workgroup_size: wg,
+            }
+        } else {
+            Kernel::Elementwise {
+                op,
+                dtype: lhs.dtype(),
+                workgroup_size: wg,
+            }
+        };
+        let pipeline = ctx.pipeline(&kernel)?;
+
+        // Every WGSL type here is 4 bytes. Buffers: lhs, rhs, out.
+        let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
+        let (ls, rs) = (
+            broadcast_strides(lhs.shape(), out.shape()),
+            broadcast_strides(rhs.shape(), out.shape()),
+        );
+        let os = crate::host::c_strides(out.shape());
+        let walk = Walk {
+            lens: out.shape().iter().map(|&d| d as u64).collect(),
+            steps: (0..rank).map(|k| vec![ls[k], rs[k], os[k]]).collect(),
+            bases: vec![0; 3],
+            extents: vec![1; 3],
+        };
+        let limit = ctx.binding_limit();
+        let align = ctx.window_alignment(op, 4)?;
+        let (whole, segments) = layout_of(&storages, limit);
+        let walks = if whole {
+            vec![walk]
+        } else {
+            // Too large to bind whole: runs of the output whose operands fit in windows.
+            walk.split(room(limit, align, 4), &segments)
+                .ok_or_else(|| element_beyond_window(op, 4, align, limit))?
+        };
+        for w in walks {
+            let (firsts, bindings) = bind_windows(&storages, &w, whole, align);
+            let mut params = ElementwiseParams {
+                count: w.count() as u32,
+                rank: w.lens.len() as u32,
+                lhs_base: firsts[0] as u32,
+                rhs_base: firsts[1] as u32,
+                dst_base: firsts[2] as u32,
+                pad: [0; 3],
+                shape: [1; MAX_RANK],
+                lhs_stride: [0; MAX_RANK],
+                rhs_stride: [0; MAX_RANK],
+            };
+            let r = w.lens.len();
+            for k in 0..r {
+                let j = r - 1 - k; // innermost first
+                params.shape[k] = w.lens[j] as u32;
+                params.lhs_stride[k] = w.steps[j][0] as u32;
+                params.rhs_stride[k] = w.steps[j][1] as u32;
+            }
+            let grid = grid_for(&ctx, op, w.count(), wg)?;
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+        }
+        Ok(())
     }
 }

@@ -4,12 +4,13 @@ use std::borrow::Cow;
 
 use crate::gpu::{Binding, KernelSpec};
 use crate::DType;
-use compute::MatMulKernel;
+use matmul::MatMulKernel;
 
 pub mod block_remap;
-pub mod compute;
 pub mod elementwise;
 pub mod gather;
+pub mod matmul;
+pub mod operands;
 pub mod windows;
 
 /// The most axes a kernel's parameters describe (the uniforms hold 16): the largest rank the
@@ -190,20 +191,20 @@ impl Kernel {
             Kernel::Gather { .. } => STRIDED_GATHER.into(),
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
             Kernel::Elementwise { op, dtype, .. } => {
-                let ty = compute::wgsl_type(dtype).unwrap_or("f32");
+                let ty = operands::wgsl_type(dtype).unwrap_or("f32");
                 let e = elementwise::lookup(op)
                     .and_then(|o| o.wgsl(dtype))
                     .unwrap_or("a");
-                compute::elementwise_source(ty, ty, e).into()
+                elementwise::elementwise_source(ty, ty, e).into()
             }
-            Kernel::Cast { from, to, .. } => compute::elementwise_source(
-                compute::wgsl_type(from).unwrap_or("f32"),
-                compute::wgsl_type(to).unwrap_or("f32"),
+            Kernel::Cast { from, to, .. } => elementwise::elementwise_source(
+                operands::wgsl_type(from).unwrap_or("f32"),
+                operands::wgsl_type(to).unwrap_or("f32"),
                 elementwise::cast_expression(from, to),
             )
             .into(),
             Kernel::MatMul { dtype, .. } => {
-                compute::matmul_source(compute::wgsl_type(dtype).unwrap_or("f32")).into()
+                matmul::matmul_source(operands::wgsl_type(dtype).unwrap_or("f32")).into()
             }
         }
     }

@@ -3,8 +3,8 @@
 //! (`f32 i32 u32`). One table describes them all; one shader family computes them.
 
 use super::broadcast_shape;
-use crate::kernels::compute::wgsl_type;
 pub use crate::kernels::elementwise::{cast_expression, lookup, ElementwiseOp, OPS};
+use crate::kernels::operands::wgsl_type;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 impl ElementwiseOp {

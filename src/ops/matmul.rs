@@ -1,7 +1,7 @@
 //! ONNX MatMul (numpy `matmul`): 1-D operands gain and lose a unit axis, batch dims broadcast.
 
 use super::broadcast_shape;
-use crate::kernels::compute::wgsl_type;
+use crate::kernels::operands::wgsl_type;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 const OP: &str = "MatMul";

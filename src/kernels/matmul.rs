@@ -1,95 +1,20 @@
-//! Compute kernels: the element-wise family (`shaders/elementwise.wgsl`, specialized per op and
-//! dtype) and tiled MatMul (`shaders/matmul.wgsl`, specialized per dtype).
+//! The MatMul kernel family (`shaders/matmul.wgsl`, specialized per dtype): 16 x 16 tiles,
+//! the few-rows kernel and the CPU-adapter blocks, chosen per shape and adapter; batch
+//! broadcasting by strides, windows over large tensors, one-buffer copies of operands that
+//! cross a buffer end.
 
-use super::MAX_RANK;
+use super::elementwise::broadcast_strides;
+use super::operands::{bind_windows, layout_of, specialize, wgsl_type};
+use super::windows::{room, Walk};
+use super::{Kernel, MAX_RANK};
 use crate::storage::Storage;
-use crate::{DType, Error, Recorder, Result, Tensor};
+use crate::{Error, Recorder, Result, Tensor};
 
-use super::windows::{element_beyond_window, room, Walk};
-use super::{grid_for, Kernel};
-
-const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
 const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
-
-/// The WGSL scalar type of a dtype, where WGSL can compute it without optional features.
-pub fn wgsl_type(dtype: DType) -> Option<&'static str> {
-    match dtype {
-        DType::F32 => Some("f32"),
-        DType::I32 => Some("i32"),
-        DType::U32 => Some("u32"),
-        _ => None,
-    }
-}
-
-/// Replaces each marked line of a template (the line containing the marker) by the given text.
-/// A marker that is missing or repeated is a bug in the crate, caught by the shader tests.
-fn specialize(template: &str, replacements: &[(&str, String)]) -> String {
-    let mut out = String::with_capacity(template.len() + 64);
-    let mut used = vec![0; replacements.len()];
-    for line in template.lines() {
-        match replacements
-            .iter()
-            .position(|(marker, _)| line.contains(marker))
-        {
-            Some(k) => {
-                used[k] += 1;
-                out.push_str(&replacements[k].1);
-            }
-            None => out.push_str(line),
-        }
-        out.push('\n');
-    }
-    assert!(
-        used.iter().all(|&u| u == 1),
-        "shader template markers: {used:?}"
-    );
-    out
-}
-
-/// WGSL source of the element-wise kernel computing `expression` (of `a`, `b`) from `lhs`
-/// elements to `out` elements.
-pub fn elementwise_source(lhs: &str, out: &str, expression: &str) -> String {
-    specialize(
-        ELEMENTWISE,
-        &[
-            ("// LHS TYPE", format!("alias T = {lhs};")),
-            ("// OUT TYPE", format!("alias U = {out};")),
-            ("// EXPRESSION", format!("    return {expression};")),
-        ],
-    )
-}
 
 /// WGSL source of the MatMul kernel for one element type.
 pub fn matmul_source(ty: &str) -> String {
     specialize(MATMUL, &[("// LHS TYPE", format!("alias T = {ty};"))])
-}
-
-/// Element strides of `shape` seen through the broadcast to `out` (0 on broadcast axes).
-pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<u64> {
-    let lead = out.len() - shape.len();
-    let mut strides = vec![0u64; out.len()];
-    let mut s = 1u64;
-    for k in (0..shape.len()).rev() {
-        if shape[k] != 1 {
-            strides[lead + k] = s;
-        }
-        s *= shape[k] as u64;
-    }
-    strides
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct ElementwiseParams {
-    count: u32,
-    rank: u32,
-    lhs_base: u32,
-    rhs_base: u32,
-    dst_base: u32,
-    pad: [u32; 3],
-    shape: [u32; MAX_RANK],
-    lhs_stride: [u32; MAX_RANK],
-    rhs_stride: [u32; MAX_RANK],
 }
 
 #[repr(C)]
@@ -107,31 +32,6 @@ struct MatMulParams {
     lhs_stride: [u32; MAX_RANK],
     rhs_stride: [u32; MAX_RANK],
     dst_stride: [u32; MAX_RANK],
-}
-
-/// Bindings of `buffers` (4-byte elements) for walk `w`: whole buffers when they fit, else the
-/// aligned windows `w` needs; with the element index of `w`'s first position in each.
-/// The bindings of `storages` for piece `w` of a walk (whole buffers when `whole`), and the
-/// element index of the piece's first position in each.
-fn bind_windows<'a>(
-    storages: &[&'a Storage; 3],
-    w: &Walk,
-    whole: bool,
-    align: u64,
-) -> ([u64; 3], Vec<wgpu::BindingResource<'a>>) {
-    let mut firsts = [0u64; 3];
-    let mut bindings = Vec::with_capacity(3);
-    for (j, &storage) in storages.iter().enumerate() {
-        if whole {
-            firsts[j] = w.bases[j];
-            bindings.push(storage.bind_whole());
-        } else {
-            let (window, first) = w.window(j, 4, align, storage.segments());
-            firsts[j] = first;
-            bindings.push(storage.bind(window));
-        }
-    }
-    (firsts, bindings)
 }
 
 /// The MatMul kernels of `matmul.wgsl`.
@@ -166,124 +66,7 @@ pub fn matmul_kernel(rows: u64, n: u64, cpu: bool, group: u32, max: u32) -> MatM
     }
 }
 
-/// Whether three storages can be bound whole, else the elements per buffer of each (for
-/// [`Walk::split`]).
-fn layout_of(storages: &[&Storage; 3], limit: u64) -> (bool, [u64; 3]) {
-    let whole = storages
-        .iter()
-        .all(|s| s.single().is_some_and(|b| b.size() <= limit));
-    (whole, storages.map(|s| s.segments().segment / 4))
-}
-
-fn too_many(op: &'static str, what: &str, needed: u64) -> Error {
-    Error::LimitExceeded {
-        op,
-        what: what.to_string(),
-        limit: "2^32 elements per kernel",
-        needed,
-        max: u64::from(u32::MAX),
-    }
-}
-
 impl Recorder {
-    /// Records `out = expression(lhs, rhs)` with broadcasting; `rhs` is `lhs` for unary ops.
-    /// `expression` must be valid for the WGSL types of the dtypes (checked by the caller).
-    pub(crate) fn elementwise_into(
-        &mut self,
-        op: &'static str,
-        lhs: &Tensor,
-        rhs: &Tensor,
-        out: &Tensor,
-    ) -> Result<()> {
-        let count = out.numel() as u64;
-        if count == 0 {
-            return Ok(());
-        }
-        if count > u64::from(u32::MAX) {
-            return Err(too_many(op, "the output", count));
-        }
-        let ctx = self.context().clone();
-        if wgsl_type(lhs.dtype()).is_none() || wgsl_type(out.dtype()).is_none() {
-            return Err(Error::invalid(
-                op,
-                "A",
-                format!("{op} on {} cannot be computed in WGSL", lhs.dtype()),
-            ));
-        }
-        let rank = out.rank();
-        if rank > MAX_RANK {
-            return Err(Error::invalid(
-                op,
-                "A",
-                format!("rank {rank} exceeds {MAX_RANK}"),
-            ));
-        }
-        let wg = ctx.workgroup_size();
-        // Cast converts `lhs`'s dtype to `out`'s; every other op computes in one dtype.
-        let kernel = if op == "Cast" {
-            Kernel::Cast {
-                from: lhs.dtype(),
-                to: out.dtype(),
-                workgroup_size: wg,
-            }
-        } else {
-            Kernel::Elementwise {
-                op,
-                dtype: lhs.dtype(),
-                workgroup_size: wg,
-            }
-        };
-        let pipeline = ctx.pipeline(&kernel)?;
-
-        // Every WGSL type here is 4 bytes. Buffers: lhs, rhs, out.
-        let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
-        let (ls, rs) = (
-            broadcast_strides(lhs.shape(), out.shape()),
-            broadcast_strides(rhs.shape(), out.shape()),
-        );
-        let os = crate::host::c_strides(out.shape());
-        let walk = Walk {
-            lens: out.shape().iter().map(|&d| d as u64).collect(),
-            steps: (0..rank).map(|k| vec![ls[k], rs[k], os[k]]).collect(),
-            bases: vec![0; 3],
-            extents: vec![1; 3],
-        };
-        let limit = ctx.binding_limit();
-        let align = ctx.window_alignment(op, 4)?;
-        let (whole, segments) = layout_of(&storages, limit);
-        let walks = if whole {
-            vec![walk]
-        } else {
-            // Too large to bind whole: runs of the output whose operands fit in windows.
-            walk.split(room(limit, align, 4), &segments)
-                .ok_or_else(|| element_beyond_window(op, 4, align, limit))?
-        };
-        for w in walks {
-            let (firsts, bindings) = bind_windows(&storages, &w, whole, align);
-            let mut params = ElementwiseParams {
-                count: w.count() as u32,
-                rank: w.lens.len() as u32,
-                lhs_base: firsts[0] as u32,
-                rhs_base: firsts[1] as u32,
-                dst_base: firsts[2] as u32,
-                pad: [0; 3],
-                shape: [1; MAX_RANK],
-                lhs_stride: [0; MAX_RANK],
-                rhs_stride: [0; MAX_RANK],
-            };
-            let r = w.lens.len();
-            for k in 0..r {
-                let j = r - 1 - k; // innermost first
-                params.shape[k] = w.lens[j] as u32;
-                params.lhs_stride[k] = w.steps[j][0] as u32;
-                params.rhs_stride[k] = w.steps[j][1] as u32;
-            }
-            let grid = grid_for(&ctx, op, w.count(), wg)?;
-            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
-        }
-        Ok(())
-    }
-
     /// Records a batched matrix product. `lhs` is `[..., m, k]`, `rhs` `[..., k, n]` (batch
     /// dims already broadcast-compatible), `out` `[batch..., m, n]`.
     pub(crate) fn matmul_into(

@@ -1,0 +1,86 @@
+//! What the compute kernels (element-wise and MatMul) share: WGSL types and source templates,
+//! and the binding of their three operands (4-byte elements) whole or in windows.
+
+use crate::storage::Storage;
+use crate::{DType, Error};
+
+use super::windows::Walk;
+
+/// The WGSL scalar type of a dtype, where WGSL can compute it without optional features.
+pub fn wgsl_type(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::F32 => Some("f32"),
+        DType::I32 => Some("i32"),
+        DType::U32 => Some("u32"),
+        _ => None,
+    }
+}
+
+/// Replaces each marked line of a template (the line containing the marker) by the given text.
+/// A marker that is missing or repeated is a bug in the crate, caught by the shader tests.
+pub(crate) fn specialize(template: &str, replacements: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(template.len() + 64);
+    let mut used = vec![0; replacements.len()];
+    for line in template.lines() {
+        match replacements
+            .iter()
+            .position(|(marker, _)| line.contains(marker))
+        {
+            Some(k) => {
+                used[k] += 1;
+                out.push_str(&replacements[k].1);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    assert!(
+        used.iter().all(|&u| u == 1),
+        "shader template markers: {used:?}"
+    );
+    out
+}
+
+/// Bindings of `buffers` (4-byte elements) for walk `w`: whole buffers when they fit, else the
+/// aligned windows `w` needs; with the element index of `w`'s first position in each.
+/// The bindings of `storages` for piece `w` of a walk (whole buffers when `whole`), and the
+/// element index of the piece's first position in each.
+pub(crate) fn bind_windows<'a>(
+    storages: &[&'a Storage; 3],
+    w: &Walk,
+    whole: bool,
+    align: u64,
+) -> ([u64; 3], Vec<wgpu::BindingResource<'a>>) {
+    let mut firsts = [0u64; 3];
+    let mut bindings = Vec::with_capacity(3);
+    for (j, &storage) in storages.iter().enumerate() {
+        if whole {
+            firsts[j] = w.bases[j];
+            bindings.push(storage.bind_whole());
+        } else {
+            let (window, first) = w.window(j, 4, align, storage.segments());
+            firsts[j] = first;
+            bindings.push(storage.bind(window));
+        }
+    }
+    (firsts, bindings)
+}
+
+/// Whether three storages can be bound whole, else the elements per buffer of each (for
+/// [`Walk::split`]).
+pub(crate) fn layout_of(storages: &[&Storage; 3], limit: u64) -> (bool, [u64; 3]) {
+    let whole = storages
+        .iter()
+        .all(|s| s.single().is_some_and(|b| b.size() <= limit));
+    (whole, storages.map(|s| s.segments().segment / 4))
+}
+
+pub(crate) fn too_many(op: &'static str, what: &str, needed: u64) -> Error {
+    Error::LimitExceeded {
+        op,
+        what: what.to_string(),
+        limit: "2^32 elements per kernel",
+        needed,
+        max: u64::from(u32::MAX),
+    }
+}

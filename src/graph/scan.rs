@@ -1,4 +1,6 @@
-//! ONNX Scan-16, driven from the host with GPU-resident state.
+//! ONNX Scan-16, driven from the host with GPU-resident state: a [`ScanPlan`] (plain data,
+//! tested without a GPU) says what every iteration reads and where every output lands; the
+//! recording below captures the body and replays it.
 //!
 //! The body is planned once per Scan call: it is recorded ("captured") twice, once per parity
 //! of the iteration index, against fixed buffers: the states ping-pong between two buffers
@@ -10,7 +12,7 @@
 //! strided gather for other axes and sub-word element sizes); scan-output elements are copied
 //! to their row of an accumulator, which one gather after the loop turns into the output layout
 //! when the output axis is not 0 (for axis 0 and whole-word elements the accumulator is the
-//! output). Spec-decisions.md 13: a sequence length of 0 gives the initial states back and
+//! output). Decision 13 of `docs/spec-decisions.md`: a sequence length of 0 gives the initial states back and
 //! empty scan outputs shaped from the body's declared outputs.
 
 use std::collections::{HashMap, HashSet};
@@ -18,11 +20,12 @@ use std::collections::{HashMap, HashSet};
 use super::exec::{record_graph, NodeArgs, Scope, Slot};
 use super::registry::OpDef;
 use super::Graph;
+use crate::error::escape;
 use crate::host::c_strides;
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::recorder::Step;
 use crate::storage::padded_size;
-use crate::{Error, Recorder, Result, Tensor};
+use crate::{DType, Error, Recorder, Result, Tensor};
 
 const OP: &str = "Scan";
 
@@ -30,15 +33,83 @@ fn invalid(input: &str, message: String) -> Error {
     Error::invalid(OP, input, message)
 }
 
+/// A Scan node's attributes, as given (absent lists are `None`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct ScanAttrs {
+    pub num_scan_inputs: Option<i64>,
+    pub scan_input_axes: Option<Vec<i64>>,
+    pub scan_input_directions: Option<Vec<i64>>,
+    pub scan_output_axes: Option<Vec<i64>>,
+    pub scan_output_directions: Option<Vec<i64>>,
+}
+
+impl ScanAttrs {
+    fn from_node(args: &NodeArgs) -> Result<ScanAttrs> {
+        Ok(ScanAttrs {
+            num_scan_inputs: args.int("num_scan_inputs")?,
+            scan_input_axes: args.ints("scan_input_axes")?,
+            scan_input_directions: args.ints("scan_input_directions")?,
+            scan_output_axes: args.ints("scan_output_axes")?,
+            scan_output_directions: args.ints("scan_output_directions")?,
+        })
+    }
+}
+
+/// How iteration `t` reads one scan input's element.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ElementRead {
+    /// A buffer copy of `bytes` bytes from byte `offset` (axis 0, whole words).
+    Copy { offset: u64, bytes: u64 },
+    /// A strided gather (other axes, or elements that are not whole words).
+    Gather(GatherPlan),
+}
+
+/// Where one scan output's elements go: one row of an accumulator per iteration (rows a whole
+/// number of words apart), turned into the output's layout after the loop.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct OutputPlan {
+    pub dtype: DType,
+    /// The body's element shape, and the output's shape (the sequence axis inserted).
+    pub element_shape: Vec<usize>,
+    pub output_shape: Vec<usize>,
+    pub reverse: bool,
+    /// Bytes of one accumulator row, and elements per row.
+    pub row_bytes: u64,
+    pub row_elems: usize,
+    /// `None`: the accumulator is the output (axis 0, rows without padding); else the gather
+    /// from the accumulator into the output's layout.
+    pub layout: Option<GatherPlan>,
+}
+
+/// Everything about a Scan call that follows from its attributes, its body and the dtypes and
+/// shapes of its inputs: counts, axes, directions, the sequence length, the element each
+/// iteration reads. No GPU and no tensor values are needed.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ScanPlan {
+    /// States, scan inputs and scan outputs.
+    pub n: usize,
+    pub m: usize,
+    pub k: usize,
+    pub seq: usize,
+    pub input_shapes: Vec<Vec<usize>>,
+    pub input_dtypes: Vec<DType>,
+    pub in_axes: Vec<usize>,
+    pub in_reverse: Vec<bool>,
+    /// The element shape of each scan input (its shape without the scan axis).
+    pub element_shapes: Vec<Vec<usize>>,
+    attrs: ScanAttrs,
+}
+
 /// Normalized axes (`[-r, r - 1]`) and 0/1 directions of one attribute pair.
 fn axes_and_directions(
-    args: &NodeArgs,
-    (axes_name, dirs_name): (&str, &str),
+    (axes_name, axes): (&str, Option<&[i64]>),
+    (dirs_name, dirs): (&str, Option<&[i64]>),
     ranks: &[usize],
 ) -> Result<(Vec<usize>, Vec<bool>)> {
     let n = ranks.len();
-    let axes = args.ints(axes_name)?.unwrap_or_else(|| vec![0; n]);
-    let dirs = args.ints(dirs_name)?.unwrap_or_else(|| vec![0; n]);
+    let zeros = vec![0; n];
+    let axes = axes.unwrap_or(&zeros);
+    let dirs = dirs.unwrap_or(&zeros);
     for (name, len) in [(axes_name, axes.len()), (dirs_name, dirs.len())] {
         if len != n {
             return Err(invalid(
@@ -95,106 +166,321 @@ fn element_plan(shape: &[usize], axis: usize, t: usize) -> GatherPlan {
     GatherPlan::from_dims(t as u64 * strides[axis], &dims)
 }
 
+impl ScanPlan {
+    /// Validates a Scan of `body` over inputs of these dtypes and shapes (states first) with
+    /// `node_outputs` outputs named.
+    pub fn new(
+        attrs: &ScanAttrs,
+        body: &Graph,
+        inputs: &[(DType, Vec<usize>)],
+        node_outputs: usize,
+    ) -> Result<ScanPlan> {
+        let m = attrs.num_scan_inputs.ok_or_else(|| {
+            invalid(
+                "num_scan_inputs",
+                "the attribute 'num_scan_inputs' is required".into(),
+            )
+        })?;
+        let given = inputs.len();
+        if m < 1 || m as usize > given {
+            return Err(invalid(
+                "num_scan_inputs",
+                format!(
+                    "num_scan_inputs is {m} but {given} inputs are given; it must be 1 to {given}"
+                ),
+            ));
+        }
+        let m = m as usize;
+        let n = given - m;
+        if body.inputs.len() != n + m {
+            return Err(invalid(
+                "body",
+                format!(
+                    "the body has {} inputs but the Scan has {n} states and {m} scan inputs",
+                    body.inputs.len()
+                ),
+            ));
+        }
+        if body.outputs.len() < n {
+            return Err(invalid(
+                "body",
+                format!(
+                    "the body has {} outputs but the Scan has {n} states",
+                    body.outputs.len()
+                ),
+            ));
+        }
+        let k = body.outputs.len() - n;
+        if node_outputs != n + k {
+            return Err(invalid(
+                "body",
+                format!(
+                    "the node names {node_outputs} outputs but the body gives {n} states and {k} scan outputs"
+                ),
+            ));
+        }
+        let scans = &inputs[n..];
+        if let Some((j, _)) = scans.iter().enumerate().find(|(_, s)| s.1.is_empty()) {
+            return Err(invalid(
+                "scan_inputs",
+                format!("scan input {j} has rank 0; scan inputs need a sequence axis"),
+            ));
+        }
+        let (in_axes, in_reverse) = axes_and_directions(
+            ("scan_input_axes", attrs.scan_input_axes.as_deref()),
+            (
+                "scan_input_directions",
+                attrs.scan_input_directions.as_deref(),
+            ),
+            &scans.iter().map(|s| s.1.len()).collect::<Vec<_>>(),
+        )?;
+        let lengths: Vec<usize> = scans.iter().zip(&in_axes).map(|(s, &a)| s.1[a]).collect();
+        if let Some(j) = lengths.iter().position(|&l| l != lengths[0]) {
+            return Err(invalid(
+                "scan_inputs",
+                format!("scan input {j} has {} elements along its scan axis but scan input 0 has {}; all must be equal", lengths[j], lengths[0]),
+            ));
+        }
+        let element_shapes: Vec<Vec<usize>> = scans
+            .iter()
+            .zip(&in_axes)
+            .map(|(s, &a)| {
+                s.1.iter()
+                    .enumerate()
+                    .filter(|&(d, _)| d != a)
+                    .map(|(_, &x)| x)
+                    .collect()
+            })
+            .collect();
+        // Body inputs: declared dtype/shape, when given, must match what the Scan feeds.
+        for (i, decl) in body.inputs.iter().enumerate() {
+            let (dtype, shape) = if i < n {
+                (inputs[i].0, &inputs[i].1[..])
+            } else {
+                (inputs[i].0, &element_shapes[i - n][..])
+            };
+            decl.check("body input", dtype, shape)?;
+        }
+        Ok(ScanPlan {
+            n,
+            m,
+            k,
+            seq: lengths[0],
+            input_shapes: inputs.iter().map(|i| i.1.clone()).collect(),
+            input_dtypes: inputs.iter().map(|i| i.0).collect(),
+            in_axes,
+            in_reverse,
+            element_shapes,
+            attrs: attrs.clone(),
+        })
+    }
+
+    /// Bytes of one element of scan input `j`.
+    pub fn element_bytes(&self, j: usize) -> u64 {
+        let numel: usize = self.element_shapes[j].iter().product();
+        (numel * self.input_dtypes[self.n + j].size()) as u64
+    }
+
+    /// The position along the sequence that iteration `t` reads or writes (`reverse`: from
+    /// the end).
+    pub fn position(&self, t: usize, reverse: bool) -> usize {
+        if reverse {
+            self.seq - 1 - t
+        } else {
+            t
+        }
+    }
+
+    /// How iteration `t` reads the element of scan input `j`.
+    pub fn read(&self, j: usize, t: usize) -> ElementRead {
+        let tt = self.position(t, self.in_reverse[j]);
+        let bytes = self.element_bytes(j);
+        if self.in_axes[j] == 0 && bytes.is_multiple_of(4) {
+            ElementRead::Copy {
+                offset: tt as u64 * bytes,
+                bytes,
+            }
+        } else {
+            ElementRead::Gather(element_plan(
+                &self.input_shapes[self.n + j],
+                self.in_axes[j],
+                tt,
+            ))
+        }
+    }
+
+    /// The layout of every scan output, given the dtype and shape of its elements (what the
+    /// body produces, or with an empty sequence what it declares).
+    pub fn outputs(&self, elements: &[(DType, Vec<usize>)]) -> Result<Vec<OutputPlan>> {
+        let (axes, reverse) = axes_and_directions(
+            ("scan_output_axes", self.attrs.scan_output_axes.as_deref()),
+            (
+                "scan_output_directions",
+                self.attrs.scan_output_directions.as_deref(),
+            ),
+            &elements
+                .iter()
+                .map(|(_, s)| s.len() + 1)
+                .collect::<Vec<_>>(),
+        )?;
+        let seq = self.seq;
+        Ok(elements
+            .iter()
+            .zip(axes.into_iter().zip(reverse))
+            .map(|((dtype, shape), (axis, reverse))| {
+                let numel: usize = shape.iter().product();
+                let row_bytes = padded_size((numel * dtype.size()) as u64);
+                let row_elems = row_bytes as usize / dtype.size();
+                let mut output_shape = shape.clone();
+                output_shape.insert(axis, seq);
+                let layout = (axis != 0 || row_elems != numel).then(|| {
+                    // Output coordinates: the element's axes with the sequence axis inserted.
+                    let strides = c_strides(shape);
+                    let mut dims: Vec<GatherDim> = shape
+                        .iter()
+                        .zip(&strides)
+                        .map(|(&d, &s)| GatherDim {
+                            len: d as u64,
+                            step: s as i64,
+                        })
+                        .collect();
+                    dims.insert(
+                        axis,
+                        GatherDim {
+                            len: seq as u64,
+                            step: row_elems as i64,
+                        },
+                    );
+                    GatherPlan::from_dims(0, &dims)
+                });
+                OutputPlan {
+                    dtype: *dtype,
+                    element_shape: shape.clone(),
+                    output_shape,
+                    reverse,
+                    row_bytes,
+                    row_elems,
+                    layout,
+                }
+            })
+            .collect())
+    }
+}
+
 fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
     let body: &Graph = args.graph("body")?;
-    let m = args.int("num_scan_inputs")?.ok_or_else(|| {
-        invalid(
-            "num_scan_inputs",
-            "the attribute 'num_scan_inputs' is required".into(),
-        )
-    })?;
-    let given = args.len();
-    if m < 1 || m as usize > given {
-        return Err(invalid(
-            "num_scan_inputs",
-            format!("num_scan_inputs is {m} but {given} inputs are given; it must be 1 to {given}"),
-        ));
-    }
-    let m = m as usize;
-    let n = given - m;
-    if body.inputs.len() != n + m {
-        return Err(invalid(
-            "body",
-            format!(
-                "the body has {} inputs but the Scan has {n} states and {m} scan inputs",
-                body.inputs.len()
-            ),
-        ));
-    }
-    if body.outputs.len() < n {
-        return Err(invalid(
-            "body",
-            format!(
-                "the body has {} outputs but the Scan has {n} states",
-                body.outputs.len()
-            ),
-        ));
-    }
-    let k = body.outputs.len() - n;
-    if args.node.outputs.len() != n + k {
-        return Err(invalid(
-            "body",
-            format!(
-                "the node names {} outputs but the body gives {n} states and {k} scan outputs",
-                args.node.outputs.len()
-            ),
-        ));
-    }
-    let inputs: Vec<Tensor> = (0..given)
+    let attrs = ScanAttrs::from_node(args)?;
+    let inputs: Vec<Tensor> = (0..args.len())
         .map(|i| args.tensor(i, "initial_state_and_scan_inputs"))
         .collect::<Result<_>>()?;
-    let (states, scans) = inputs.split_at(n);
-    if let Some((j, _)) = scans.iter().enumerate().find(|(_, s)| s.rank() == 0) {
-        return Err(invalid(
-            "scan_inputs",
-            format!("scan input {j} has rank 0; scan inputs need a sequence axis"),
-        ));
-    }
-    let (in_axes, in_rev) = axes_and_directions(
-        args,
-        ("scan_input_axes", "scan_input_directions"),
-        &scans.iter().map(Tensor::rank).collect::<Vec<_>>(),
-    )?;
-    let lengths: Vec<usize> = scans
+    let described: Vec<(DType, Vec<usize>)> = inputs
         .iter()
-        .zip(&in_axes)
-        .map(|(s, &a)| s.shape()[a])
+        .map(|t| (t.dtype(), t.shape().to_vec()))
         .collect();
-    if let Some(j) = lengths.iter().position(|&l| l != lengths[0]) {
-        return Err(invalid(
-            "scan_inputs",
-            format!("scan input {j} has {} elements along its scan axis but scan input 0 has {}; all must be equal", lengths[j], lengths[0]),
-        ));
-    }
-    let seq = lengths[0];
-    let elem_shapes: Vec<Vec<usize>> = scans
-        .iter()
-        .zip(&in_axes)
-        .map(|(s, &a)| {
-            s.shape()
-                .iter()
-                .enumerate()
-                .filter(|&(d, _)| d != a)
-                .map(|(_, &x)| x)
-                .collect()
-        })
-        .collect();
-    // Body inputs: declared dtype/shape, when given, must match what the Scan feeds.
-    for (i, decl) in body.inputs.iter().enumerate() {
-        let (dtype, shape) = if i < n {
-            (states[i].dtype(), states[i].shape())
-        } else {
-            (scans[i - n].dtype(), &elem_shapes[i - n][..])
-        };
-        decl.check("body input", dtype, shape)?;
-    }
+    let plan = ScanPlan::new(&attrs, body, &described, args.node.outputs.len())?;
     let order = body.schedule(&args.scope().names())?;
-
-    if seq == 0 {
-        return empty_sequence(rec, args, body, states, n, k);
+    let (states, scans) = inputs.split_at(plan.n);
+    if plan.seq == 0 {
+        return empty_sequence(rec, args, body, &plan, states);
     }
+    record_loop(rec, args, body, &order, &plan, states, scans)
+}
 
-    // Buffers that live through the whole loop.
+/// The body's captured commands for one parity of the iteration index, and its scan-output
+/// elements.
+struct Instance {
+    steps: Vec<Step>,
+    scan_outputs: Vec<Tensor>,
+}
+
+/// Records the body once per parity against fixed buffers: states ping-pong between `reads`
+/// and `writes`, scan-input elements are read from `elements`.
+#[allow(clippy::too_many_arguments)]
+fn capture_body(
+    rec: &mut Recorder,
+    args: &NodeArgs,
+    body: &Graph,
+    order: &[usize],
+    states: &[Tensor],
+    reads: &[Tensor],
+    writes: &[Tensor],
+    elements: &[Tensor],
+) -> Result<Instance> {
+    let ctx = rec.context().clone();
+    let n = states.len();
+    let mut scope = Scope {
+        slots: HashMap::new(),
+        parent: Some(args.scope()),
+    };
+    for (i, decl) in body.inputs.iter().enumerate() {
+        let t = if i < n {
+            reads[i].clone()
+        } else {
+            elements[i - n].clone()
+        };
+        scope.slots.insert(decl.name.clone(), Slot::gpu(t));
+    }
+    for (name, value) in &body.constants {
+        scope.slots.insert(name.clone(), Slot::host(value.clone()));
+    }
+    // State outputs produced by a body node are written straight into the other buffer.
+    let produced: HashSet<&str> = body
+        .nodes
+        .iter()
+        .flat_map(|nd| nd.outputs.iter().map(String::as_str))
+        .collect();
+    let mut placements = HashMap::new();
+    for (i, o) in body.outputs[..n].iter().enumerate() {
+        if produced.contains(o.name.as_str()) && !placements.contains_key(&o.name) {
+            placements.insert(o.name.clone(), writes[i].clone());
+        }
+    }
+    let (scan_outputs, steps) = rec.capture(|rec| {
+        record_graph(rec, body, order, &mut scope, &placements)?;
+        for (i, o) in body.outputs[..n].iter().enumerate() {
+            let v = scope.get(&o.name).expect("scheduled").tensor(&ctx)?;
+            if v.dtype() != states[i].dtype() || v.shape() != states[i].shape() {
+                return Err(invalid(
+                    "body",
+                    format!(
+                        "body output '{}' (state {i}) is {} {:?} but the state is {} {:?}; states must keep their shape across iterations",
+                        escape(&o.name), v.dtype(), v.shape(), states[i].dtype(), states[i].shape()
+                    ),
+                ));
+            }
+            o.check("body output", v.dtype(), v.shape())?;
+            // Not produced in place (a passthrough, a constant, an outer value, a repeat).
+            if !std::sync::Arc::ptr_eq(v.storage(), writes[i].storage()) {
+                rec.copy(v.storage(), 0, writes[i].storage(), 0, padded_size(v.byte_len()))?;
+            }
+        }
+        body.outputs[n..]
+            .iter()
+            .map(|o| {
+                let v = scope.get(&o.name).expect("scheduled").tensor(&ctx)?;
+                o.check("body output", v.dtype(), v.shape())?;
+                Ok(v)
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    Ok(Instance {
+        steps,
+        scan_outputs,
+    })
+}
+
+/// The loop: buffers allocated once, the body captured per parity, then every iteration
+/// replayed into the same command buffer with no host wait.
+fn record_loop(
+    rec: &mut Recorder,
+    args: &NodeArgs,
+    body: &Graph,
+    order: &[usize],
+    plan: &ScanPlan,
+    states: &[Tensor],
+    scans: &[Tensor],
+) -> Result<Vec<Tensor>> {
+    let (n, seq) = (plan.n, plan.seq);
     let ctx = rec.context().clone();
     let ping_pong: [Vec<Tensor>; 2] = [0, 1]
         .map(|_| {
@@ -206,78 +492,43 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
         .into_iter()
         .collect::<Result<Vec<_>>>()?
         .try_into()
-        .expect("two parities");
+        .map_err(|_| invalid("body", "two state buffers".into()))?;
     for (s, p) in states.iter().zip(&ping_pong[0]) {
         rec.copy(s.storage(), 0, p.storage(), 0, padded_size(s.byte_len()))?;
     }
     let elements: Vec<Tensor> = scans
         .iter()
-        .zip(&elem_shapes)
+        .zip(&plan.element_shapes)
         .map(|(s, shape)| Tensor::uninit(&ctx, s.dtype(), shape))
         .collect::<Result<_>>()?;
 
-    // Plan the body once per parity.
-    let mut instances: Vec<(Vec<Step>, Vec<Tensor>)> = Vec::with_capacity(2);
-    for p in 0..2 {
-        let (reads, writes) = (&ping_pong[p], &ping_pong[1 - p]);
-        let mut scope = Scope {
-            slots: HashMap::new(),
-            parent: Some(args.scope()),
-        };
-        for (i, decl) in body.inputs.iter().enumerate() {
-            let t = if i < n {
-                reads[i].clone()
-            } else {
-                elements[i - n].clone()
-            };
-            scope.slots.insert(decl.name.clone(), Slot::gpu(t));
-        }
-        for (name, value) in &body.constants {
-            scope.slots.insert(name.clone(), Slot::host(value.clone()));
-        }
-        // State outputs produced by a body node are written straight into the other buffer.
-        let produced: HashSet<&str> = body
-            .nodes
-            .iter()
-            .flat_map(|nd| nd.outputs.iter().map(String::as_str))
-            .collect();
-        let mut placements = HashMap::new();
-        for (i, o) in body.outputs[..n].iter().enumerate() {
-            if produced.contains(o.name.as_str()) && !placements.contains_key(&o.name) {
-                placements.insert(o.name.clone(), writes[i].clone());
-            }
-        }
-        let (scan_outputs, steps) = rec.capture(|rec| {
-            record_graph(rec, body, &order, &mut scope, &placements)?;
-            for (i, o) in body.outputs[..n].iter().enumerate() {
-                let v = scope.get(&o.name).expect("scheduled").tensor(&ctx)?;
-                if v.dtype() != states[i].dtype() || v.shape() != states[i].shape() {
-                    return Err(invalid(
-                        "body",
-                        format!(
-                            "body output '{}' (state {i}) is {} {:?} but the state is {} {:?}; states must keep their shape across iterations",
-                            o.name, v.dtype(), v.shape(), states[i].dtype(), states[i].shape()
-                        ),
-                    ));
-                }
-                o.check("body output", v.dtype(), v.shape())?;
-                // Not produced in place (a passthrough, a constant, an outer value, a repeat).
-                if !std::sync::Arc::ptr_eq(v.storage(), writes[i].storage()) {
-                    rec.copy(v.storage(), 0, writes[i].storage(), 0, padded_size(v.byte_len()))?;
-                }
-            }
-            body.outputs[n..]
-                .iter()
-                .map(|o| {
-                    let v = scope.get(&o.name).expect("scheduled").tensor(&ctx)?;
-                    o.check("body output", v.dtype(), v.shape())?;
-                    Ok(v)
-                })
-                .collect::<Result<Vec<_>>>()
-        })?;
-        instances.push((steps, scan_outputs));
-    }
-    for (a, b) in instances[0].1.iter().zip(&instances[1].1) {
+    let instances = [
+        capture_body(
+            rec,
+            args,
+            body,
+            order,
+            states,
+            &ping_pong[0],
+            &ping_pong[1],
+            &elements,
+        )?,
+        capture_body(
+            rec,
+            args,
+            body,
+            order,
+            states,
+            &ping_pong[1],
+            &ping_pong[0],
+            &elements,
+        )?,
+    ];
+    for (a, b) in instances[0]
+        .scan_outputs
+        .iter()
+        .zip(&instances[1].scan_outputs)
+    {
         if a.dtype() != b.dtype() || a.shape() != b.shape() {
             return Err(invalid(
                 "body",
@@ -291,108 +542,51 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
             ));
         }
     }
-    let out_elems: Vec<(crate::DType, Vec<usize>)> = instances[0]
-        .1
-        .iter()
-        .map(|t| (t.dtype(), t.shape().to_vec()))
-        .collect();
-    let (out_axes, out_rev) = axes_and_directions(
-        args,
-        ("scan_output_axes", "scan_output_directions"),
-        &out_elems
+    let outputs = plan.outputs(
+        &instances[0]
+            .scan_outputs
             .iter()
-            .map(|(_, s)| s.len() + 1)
+            .map(|t| (t.dtype(), t.shape().to_vec()))
             .collect::<Vec<_>>(),
     )?;
-    // Accumulators: one row per iteration, rows a whole number of words apart.
-    let rows: Vec<u64> = out_elems
+    // Accumulators: one row per iteration.
+    let accumulators: Vec<Tensor> = outputs
         .iter()
-        .map(|(d, s)| padded_size((s.iter().product::<usize>() * d.size()) as u64))
-        .collect();
-    let accumulators: Vec<Tensor> = out_elems
-        .iter()
-        .zip(&rows)
-        .map(|((d, _), &row)| {
-            let elems = row as usize / d.size();
-            Tensor::uninit(&ctx, *d, &[seq, elems])
-        })
+        .map(|o| Tensor::uninit(&ctx, o.dtype, &[seq, o.row_elems]))
         .collect::<Result<_>>()?;
 
-    // The loop: no host wait anywhere in it.
-    let elem_bytes: Vec<u64> = scans
-        .iter()
-        .zip(&elem_shapes)
-        .map(|(s, e)| (e.iter().product::<usize>() * s.dtype().size()) as u64)
-        .collect();
     for t in 0..seq {
-        for j in 0..m {
-            let tt = if in_rev[j] { seq - 1 - t } else { t };
-            if in_axes[j] == 0 && elem_bytes[j].is_multiple_of(4) {
-                rec.copy(
-                    scans[j].storage(),
-                    tt as u64 * elem_bytes[j],
-                    elements[j].storage(),
-                    0,
-                    elem_bytes[j],
-                )?;
-            } else {
-                rec.gather_into(
-                    OP,
-                    &scans[j],
-                    &element_plan(scans[j].shape(), in_axes[j], tt),
-                    &elements[j],
-                )?;
+        for (j, scan) in scans.iter().enumerate() {
+            match plan.read(j, t) {
+                ElementRead::Copy { offset, bytes } => {
+                    rec.copy(scan.storage(), offset, elements[j].storage(), 0, bytes)?
+                }
+                ElementRead::Gather(g) => rec.gather_into(OP, scan, &g, &elements[j])?,
             }
         }
-        let (steps, outs) = &instances[t % 2];
-        rec.replay(steps)?;
-        for (q, out) in outs.iter().enumerate() {
-            let tt = if out_rev[q] { seq - 1 - t } else { t };
-            rec.copy(
-                out.storage(),
-                0,
-                accumulators[q].storage(),
-                tt as u64 * rows[q],
-                rows[q],
-            )?;
+        let instance = &instances[t % 2];
+        rec.replay(&instance.steps)?;
+        for (q, out) in instance.scan_outputs.iter().enumerate() {
+            let o = &outputs[q];
+            let at = plan.position(t, o.reverse) as u64 * o.row_bytes;
+            rec.copy(out.storage(), 0, accumulators[q].storage(), at, o.row_bytes)?;
         }
     }
 
-    let mut results = Vec::with_capacity(n + k);
+    let mut results = Vec::with_capacity(n + plan.k);
     for (i, s) in ping_pong[seq % 2].iter().enumerate() {
         results.push(args.out(i).view(rec, s.clone())?);
     }
-    for (q, acc) in accumulators.into_iter().enumerate() {
-        let (dtype, shape) = &out_elems[q];
-        let axis = out_axes[q];
-        let mut out_shape = shape.clone();
-        out_shape.insert(axis, seq);
-        let numel: usize = shape.iter().product();
-        let row_elems = (rows[q] as usize / dtype.size()) as i64;
-        if axis == 0 && row_elems as usize == numel {
-            results.push(args.out(n + q).view(rec, acc.reshaped(&out_shape)?)?);
-            continue;
-        }
-        // Output coordinates: the element's axes with the sequence axis inserted at `axis`.
-        let strides = c_strides(shape);
-        let mut dims: Vec<GatherDim> = shape
-            .iter()
-            .zip(&strides)
-            .map(|(&d, &s)| GatherDim {
-                len: d as u64,
-                step: s as i64,
-            })
-            .collect();
-        dims.insert(
-            axis,
-            GatherDim {
-                len: seq as u64,
-                step: row_elems,
-            },
-        );
-        let out = args.out(n + q).tensor(rec, *dtype, &out_shape)?;
-        rec.gather_into(OP, &acc, &GatherPlan::from_dims(0, &dims), &out)?;
-        results.push(out);
+    for (q, (acc, o)) in accumulators.into_iter().zip(&outputs).enumerate() {
+        let out = args.out(n + q);
+        results.push(match &o.layout {
+            None => out.view(rec, acc.reshaped(&o.output_shape)?)?,
+            Some(g) => {
+                let out = out.tensor(rec, o.dtype, &o.output_shape)?;
+                rec.gather_into(OP, &acc, g, &out)?;
+                out
+            }
+        });
     }
     Ok(results)
 }
@@ -403,35 +597,28 @@ fn empty_sequence(
     rec: &mut Recorder,
     args: &NodeArgs,
     body: &Graph,
+    plan: &ScanPlan,
     states: &[Tensor],
-    n: usize,
-    k: usize,
 ) -> Result<Vec<Tensor>> {
-    let mut results = Vec::with_capacity(n + k);
+    let n = plan.n;
+    let mut results = Vec::with_capacity(n + plan.k);
     for (i, s) in states.iter().enumerate() {
         results.push(args.out(i).view(rec, s.clone())?);
     }
-    let declared: Vec<(crate::DType, Vec<usize>)> = body.outputs[n..]
+    let declared: Vec<(DType, Vec<usize>)> = body.outputs[n..]
         .iter()
         .map(|o| match (o.dtype, &o.shape) {
-            (Some(d), Some(s)) if s.iter().all(Option::is_some) => Ok((d, s.iter().map(|d| d.unwrap()).collect())),
+            (Some(d), Some(s)) if s.iter().all(Option::is_some) => {
+                Ok((d, s.iter().map(|d| d.unwrap_or(0)).collect()))
+            }
             _ => Err(invalid(
                 "body",
-                format!("the sequence is empty, so scan output '{}' takes its element dtype and shape from the body's declaration, which does not give them", o.name),
+                format!("the sequence is empty, so scan output '{}' takes its element dtype and shape from the body's declaration, which does not give them", escape(&o.name)),
             )),
         })
         .collect::<Result<_>>()?;
-    let (axes, _) = axes_and_directions(
-        args,
-        ("scan_output_axes", "scan_output_directions"),
-        &declared
-            .iter()
-            .map(|(_, s)| s.len() + 1)
-            .collect::<Vec<_>>(),
-    )?;
-    for (q, (dtype, mut shape)) in declared.into_iter().enumerate() {
-        shape.insert(axes[q], 0);
-        results.push(args.out(n + q).tensor(rec, dtype, &shape)?);
+    for (q, o) in plan.outputs(&declared)?.into_iter().enumerate() {
+        results.push(args.out(n + q).tensor(rec, o.dtype, &o.output_shape)?);
     }
     Ok(results)
 }
@@ -450,3 +637,122 @@ pub(crate) static GRAPH_OP: OpDef = OpDef {
     ],
     run,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::ValueInfo;
+
+    /// A body of `n` states and `m` scan inputs giving back its states and `k` scan outputs.
+    fn body(n: usize, m: usize, k: usize) -> Graph {
+        Graph {
+            inputs: (0..n + m)
+                .map(|i| ValueInfo::named(format!("in{i}")))
+                .collect(),
+            constants: Vec::new(),
+            nodes: Vec::new(),
+            outputs: (0..n + k)
+                .map(|i| ValueInfo::named(format!("in{}", i.min(n + m - 1))))
+                .collect(),
+        }
+    }
+
+    fn attrs(m: i64) -> ScanAttrs {
+        ScanAttrs {
+            num_scan_inputs: Some(m),
+            ..ScanAttrs::default()
+        }
+    }
+
+    #[test]
+    fn reads_follow_axes_and_directions() {
+        let inputs = [
+            (DType::F32, vec![3]),
+            (DType::F32, vec![4, 3]),
+            (DType::U8, vec![2, 4]),
+        ];
+        let a = ScanAttrs {
+            scan_input_axes: Some(vec![0, -1]),
+            scan_input_directions: Some(vec![1, 0]),
+            ..attrs(2)
+        };
+        let plan = ScanPlan::new(&a, &body(1, 2, 1), &inputs, 2).unwrap();
+        assert_eq!((plan.n, plan.m, plan.k, plan.seq), (1, 2, 1, 4));
+        assert_eq!(plan.element_shapes, [vec![3], vec![2]]);
+        // Input 0 runs backwards along axis 0: iteration 0 reads row 3, by a buffer copy.
+        assert_eq!(
+            plan.read(0, 0),
+            ElementRead::Copy {
+                offset: 36,
+                bytes: 12
+            }
+        );
+        assert_eq!(
+            plan.read(0, 3),
+            ElementRead::Copy {
+                offset: 0,
+                bytes: 12
+            }
+        );
+        // Input 1 (u8 [2, 4]) is read along its last axis: a gather of column t.
+        let ElementRead::Gather(g) = plan.read(1, 2) else {
+            panic!("a column is a gather")
+        };
+        assert_eq!(
+            (0..g.count).map(|i| g.source_index(i)).collect::<Vec<_>>(),
+            [2, 6]
+        );
+    }
+
+    #[test]
+    fn outputs_insert_the_sequence_axis() {
+        let inputs = [(DType::F32, vec![2]), (DType::F32, vec![5, 2])];
+        let a = ScanAttrs {
+            scan_output_axes: Some(vec![1]),
+            scan_output_directions: Some(vec![1]),
+            ..attrs(1)
+        };
+        let plan = ScanPlan::new(&a, &body(1, 1, 1), &inputs, 2).unwrap();
+        let out = plan.outputs(&[(DType::F32, vec![2, 3])]).unwrap();
+        assert_eq!(out[0].output_shape, [2, 5, 3]);
+        assert!(out[0].reverse);
+        // Rows of 6 elements; output [i, t, j] reads accumulator row t, element 3i + j.
+        let g = out[0].layout.as_ref().unwrap();
+        let read: Vec<u64> = (0..g.count).map(|i| g.source_index(i)).collect();
+        assert_eq!(&read[..6], [0, 1, 2, 6, 7, 8]);
+        // Axis 0 with whole-word rows: the accumulator is the output.
+        let plan = ScanPlan::new(&attrs(1), &body(1, 1, 1), &inputs, 2).unwrap();
+        let out = plan.outputs(&[(DType::F32, vec![2])]).unwrap();
+        assert_eq!((out[0].layout.is_none(), out[0].row_bytes), (true, 8));
+        // u8 rows of 3 bytes are padded to a word: a gather drops the padding.
+        let out = plan.outputs(&[(DType::U8, vec![3])]).unwrap();
+        assert_eq!((out[0].row_elems, out[0].layout.is_some()), (4, true));
+    }
+
+    #[test]
+    fn bad_calls_are_errors_naming_the_rule() {
+        let inputs = [(DType::F32, vec![2]), (DType::F32, vec![5, 2])];
+        let err = |a: &ScanAttrs, b: &Graph, outs| {
+            ScanPlan::new(a, b, &inputs, outs).unwrap_err().to_string()
+        };
+        assert!(
+            err(&ScanAttrs::default(), &body(1, 1, 1), 2).contains("'num_scan_inputs' is required")
+        );
+        assert!(err(&attrs(3), &body(1, 1, 1), 2).contains("num_scan_inputs is 3 but 2 inputs"));
+        assert!(err(&attrs(1), &body(2, 1, 1), 2).contains("the body has 3 inputs"));
+        assert!(err(&attrs(1), &body(1, 1, 1), 3).contains("the node names 3 outputs"));
+        let a = ScanAttrs {
+            scan_input_axes: Some(vec![2]),
+            ..attrs(1)
+        };
+        assert!(err(&a, &body(1, 1, 1), 2).contains("scan_input_axes[0] is 2, outside [-2, 1]"));
+        let a = ScanAttrs {
+            scan_input_directions: Some(vec![2]),
+            ..attrs(1)
+        };
+        assert!(err(&a, &body(1, 1, 1), 2).contains("directions are 0 or 1"));
+        let uneven = [(DType::F32, vec![5, 2]), (DType::F32, vec![4])];
+        let e = ScanPlan::new(&attrs(2), &body(0, 2, 1), &uneven, 1).unwrap_err();
+        assert!(e.to_string().contains("scan input 1 has 4 elements"), "{e}");
+    }
+}

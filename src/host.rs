@@ -31,21 +31,9 @@ pub(crate) fn c_strides(shape: &[usize]) -> Vec<u64> {
 impl HostTensor {
     /// Wraps raw bytes; fails when their length does not match the shape and dtype.
     pub fn from_bytes(dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Result<Self> {
-        let expected = checked_numel(&shape).and_then(|n| n.checked_mul(dtype.size()));
-        if expected != Some(data.len()) {
-            return Err(Error::invalid(
-                "HostTensor",
-                "data",
-                format!(
-                    "data has {} bytes but shape {:?} of {} needs {}",
-                    data.len(),
-                    shape,
-                    dtype,
-                    expected.map_or("more than usize::MAX".to_string(), |n| n.to_string())
-                ),
-            ));
-        }
-        Ok(HostTensor { dtype, shape, data })
+        let t = HostTensor { dtype, shape, data };
+        t.check()?;
+        Ok(t)
     }
 
     pub fn from_vec<T: Element>(shape: Vec<usize>, values: &[T]) -> Result<Self> {
@@ -73,6 +61,26 @@ impl HostTensor {
         self.data.len() / self.dtype.size()
     }
 
+    /// Checks that `data` holds exactly the bytes `shape` and `dtype` describe (the fields are
+    /// public, so a tensor built by hand may not).
+    pub fn check(&self) -> Result<()> {
+        let expected = checked_numel(&self.shape).and_then(|n| n.checked_mul(self.dtype.size()));
+        if expected != Some(self.data.len()) {
+            return Err(Error::invalid(
+                "HostTensor",
+                "data",
+                format!(
+                    "data has {} bytes but shape {:?} of {} needs {}",
+                    self.data.len(),
+                    self.shape,
+                    self.dtype,
+                    expected.map_or("more than usize::MAX".to_string(), |n| n.to_string())
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The values as `T`; fails when `T` is not this tensor's dtype.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if T::DTYPE != self.dtype {
@@ -82,6 +90,7 @@ impl HostTensor {
                 format!("tensor is {} but {} was asked for", self.dtype, T::DTYPE),
             ));
         }
+        self.check()?;
         Ok(self
             .data
             .chunks_exact(self.dtype.size())
@@ -91,7 +100,8 @@ impl HostTensor {
 
     pub fn to_array<T: Element>(&self) -> Result<ArrayD<T>> {
         let v = self.to_vec::<T>()?;
-        Ok(ArrayD::from_shape_vec(IxDyn(&self.shape), v).expect("shape checked at construction"))
+        ArrayD::from_shape_vec(IxDyn(&self.shape), v)
+            .map_err(|e| Error::invalid("HostTensor", "shape", e.to_string()))
     }
 
     /// Reads a 1-D integer tensor as `i64` index values for `op`'s input `input`.
@@ -105,27 +115,25 @@ impl HostTensor {
                 format!("{input} must be 1-D but has shape {:?}", self.shape),
             ));
         }
-        let w = self.dtype.size();
-        let read = |b: &[u8]| -> i64 {
-            match self.dtype {
-                DType::I8 => (b[0] as i8).to_index(),
-                DType::U8 => b[0].to_index(),
-                DType::I16 => i16::read_bytes(b).to_index(),
-                DType::U16 => u16::read_bytes(b).to_index(),
-                DType::I32 => i32::read_bytes(b).to_index(),
-                DType::U32 => u32::read_bytes(b).to_index(),
-                DType::I64 => i64::read_bytes(b),
-                DType::U64 => u64::read_bytes(b).to_index(),
-                _ => unreachable!("checked integer dtype"),
+        let read: fn(&[u8]) -> i64 = match self.dtype {
+            DType::I8 => |b| (b[0] as i8).to_index(),
+            DType::U8 => |b| b[0].to_index(),
+            DType::I16 => |b| i16::read_bytes(b).to_index(),
+            DType::U16 => |b| u16::read_bytes(b).to_index(),
+            DType::I32 => |b| i32::read_bytes(b).to_index(),
+            DType::U32 => |b| u32::read_bytes(b).to_index(),
+            DType::I64 => i64::read_bytes,
+            DType::U64 => |b| u64::read_bytes(b).to_index(),
+            _ => {
+                return Err(Error::invalid(
+                    op,
+                    input,
+                    format!("{input} must have an integer dtype but is {}", self.dtype),
+                ))
             }
         };
-        if !self.dtype.is_integer() {
-            return Err(Error::invalid(
-                op,
-                input,
-                format!("{input} must have an integer dtype but is {}", self.dtype),
-            ));
-        }
+        self.check()?;
+        let w = self.dtype.size();
         Ok(self.data.chunks_exact(w).map(read).collect())
     }
 }

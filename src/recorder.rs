@@ -403,6 +403,7 @@ impl Recorder {
             return Ok(());
         }
         let ctx = self.ctx.clone();
+        ctx.count_dispatch();
         let (encoder, pass) = (&mut self.encoder, &mut self.pass);
         let ((), check) = ctx.scoped("dispatch", || {
             let pass = pass.get_or_insert_with(|| {

@@ -58,6 +58,7 @@ impl Tensor {
 
     /// Uploads a host tensor.
     pub fn from_host(ctx: &Context, host: &HostTensor) -> Result<Tensor> {
+        host.check()?;
         let size = padded_size(host.data.len() as u64);
         let (storage, check) =
             ctx.scoped("upload", || Storage::create(ctx, size, Some(&host.data)));

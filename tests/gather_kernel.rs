@@ -30,22 +30,23 @@ fn more_than_65535_workgroups_fold_into_y() {
         .all(|(i, &v)| v as usize == n - 1 - i));
 }
 
-#[test]
-fn one_byte_elements_odd_count_reverse_strides() {
-    // 3 x 7 elements with reversed axes; 12, 9 (odd) and 14 outputs, so for 1-byte types the
-    // last output word is only partly filled and each word mixes elements from apart.
-    for dtype in [DType::U8, DType::I8, DType::Bool, DType::U16, DType::F16] {
-        let data = random_tensor(7, dtype, &[3, 7]);
-        for op in [
-            StridedSlice::new([0, -1], [3, -8]).stride([1, -2]),
-            StridedSlice::new([2, 5], [-4, 0]).stride([-1, -2]),
-            StridedSlice::new([0, 6], [3, -8]).stride([2, -1]),
-        ] {
-            let want = reference::strided_slice(&data, &op).unwrap();
-            let got = op.run(&upload(&data)).unwrap().to_host_blocking().unwrap();
-            assert_eq!(got, want, "{dtype} {op:?}");
-        }
+// 3 x 7 elements with reversed axes; 12, 9 (odd) and 14 outputs, so for 1-byte types the
+// last output word is only partly filled and each word mixes elements from apart; every dtype.
+dtype_tests!(odd_counts_and_reverse_strides, |dtype: DType| {
+    let data = random_tensor(7, dtype, &[3, 7]);
+    for op in [
+        StridedSlice::new([0, -1], [3, -8]).stride([1, -2]),
+        StridedSlice::new([2, 5], [-4, 0]).stride([-1, -2]),
+        StridedSlice::new([0, 6], [3, -8]).stride([2, -1]),
+    ] {
+        let want = reference::strided_slice(&data, &op).unwrap();
+        let got = op.run(&upload(&data)).unwrap().to_host_blocking().unwrap();
+        assert_eq!(got, want, "{dtype} {op:?}");
     }
+});
+
+#[test]
+fn one_byte_elements_reversed_whole() {
     let data = random_tensor(8, DType::U8, &[9]);
     let op = StridedSlice::new([-1], [-10]).stride([-1]);
     let got = op.run(&upload(&data)).unwrap().to_host_blocking().unwrap();
@@ -142,14 +143,27 @@ fn empty_outputs_dispatch_nothing() {
 
 #[test]
 fn one_pipeline_per_element_width() {
-    let x = upload(&random_tensor(1, DType::F32, &[6, 6]));
-    StridedSlice::new([1], [5]).run(&x).unwrap();
-    let built = ctx().stats().pipelines_built;
-    for k in 0..5 {
+    // A context of its own, so that no other test has built a pipeline on it before or
+    // builds one during this test.
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = wgpu_ops::Tensor::from_host(&ctx, &random_tensor(1, DType::F32, &[6, 6])).unwrap();
+    assert_eq!(ctx.stats().pipelines_built, 0);
+    // Columns 1..5 of every row: a strided gather of 4-byte elements builds its pipeline.
+    Slice::new([1], [5], [1]).axes([1]).run(&x).unwrap();
+    assert_eq!(ctx.stats().pipelines_built, 1);
+    // Other shapes and ops of the same width reuse it.
+    for k in 1..5 {
         Slice::new([k], [6], [1]).axes([1]).run(&x).unwrap();
+        StridedSlice::new([0, 5], [6, k - 6])
+            .stride([2, -1])
+            .run(&x)
+            .unwrap();
     }
-    // Other shapes and ops of the same width reuse the pipeline.
-    assert_eq!(ctx().stats().pipelines_built, built);
+    assert_eq!(ctx.stats().pipelines_built, 1);
+    // Another element width is another pipeline (i16 columns 1..5: not whole words).
+    let y = wgpu_ops::Tensor::from_host(&ctx, &random_tensor(2, DType::I16, &[6, 6])).unwrap();
+    Slice::new([1], [5], [1]).axes([1]).run(&y).unwrap();
+    assert_eq!(ctx.stats().pipelines_built, 2);
 }
 
 #[test]

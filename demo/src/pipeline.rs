@@ -159,7 +159,9 @@ fn outcome(
             name,
             op,
             params,
-            check: want.and_then(|w| compare(&got, &w)),
+            check: want
+                .map_err(|e| e.to_string())
+                .and_then(|w| compare(&got, &w)),
             picture: picture(&got),
             shape: got.shape,
             dtype: got.dtype,
@@ -189,7 +191,7 @@ async fn strided_slice(
         op_name,
         params,
         run,
-        reference::strided_slice(host, &op),
+        reference::strided_slice(host, &op).map_err(|e| e.to_string()),
     )
 }
 
@@ -224,7 +226,13 @@ async fn slice(
     let run = timed(ctx, clock, |rec| rec.slice(input, &op))
         .await
         .map(host_and_time);
-    outcome(name, op_name, params, run, reference::slice(host, &op))
+    outcome(
+        name,
+        op_name,
+        params,
+        run,
+        reference::slice(host, &op).map_err(|e| e.to_string()),
+    )
 }
 
 /// SpaceToBatch of the image as a batch of one `[1, H, W, 4]` with `block x block` blocks
@@ -270,12 +278,12 @@ async fn blocks(
             Err(e) => return failed(e),
         };
     let b2s_run = timed(ctx, clock, |rec| rec.batch_to_space(&batches_gpu, &b2s)).await;
-    let want_batches = reference::space_to_batch(&host1, &s2b);
+    let want_batches = reference::space_to_batch(&host1, &s2b).map_err(|e| e.to_string());
     let s2b_check = want_batches.clone().and_then(|w| compare(&batches, &w));
     // The reference of the way back starts from the reference batches, and must also be the
     // original image (the round trip is exact).
     let b2s_want = want_batches
-        .and_then(|wb| reference::batch_to_space(&wb, &b2s))
+        .and_then(|wb| reference::batch_to_space(&wb, &b2s).map_err(|e| e.to_string()))
         .and_then(|w| {
             if w.data == host.data {
                 Ok(w)
@@ -379,7 +387,9 @@ async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outcome 
         name,
         op: op_name,
         params,
-        check: want.and_then(|w| compare(&got, &w)),
+        check: want
+            .map_err(|e| e.to_string())
+            .and_then(|w| compare(&got, &w)),
         picture: running_mean(&got),
         shape: got.shape,
         dtype: got.dtype,

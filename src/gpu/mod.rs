@@ -64,6 +64,8 @@ pub struct Stats {
     pub submissions: u64,
     pub host_waits: u64,
     pub pipelines_built: u64,
+    /// Compute dispatches encoded (a Scan's replayed iterations count each time).
+    pub dispatches: u64,
     /// GPU buffers created for tensors (uploads and op outputs; reused buffers not counted; a
     /// tensor held in several buffers counts each).
     pub buffers_created: u64,
@@ -91,6 +93,7 @@ struct Inner {
     host_waits: AtomicU64,
     pipelines_built: AtomicU64,
     buffers_created: AtomicU64,
+    dispatches: AtomicU64,
 }
 
 /// Owns the wgpu device. Cheap to clone (shared), `Send + Sync`.
@@ -297,6 +300,7 @@ impl Context {
                 host_waits: AtomicU64::new(0),
                 pipelines_built: AtomicU64::new(0),
                 buffers_created: AtomicU64::new(0),
+                dispatches: AtomicU64::new(0),
             }),
         })
     }
@@ -332,6 +336,7 @@ impl Context {
             host_waits: self.inner.host_waits.load(Ordering::Relaxed),
             pipelines_built: self.inner.pipelines_built.load(Ordering::Relaxed),
             buffers_created: self.inner.buffers_created.load(Ordering::Relaxed),
+            dispatches: self.inner.dispatches.load(Ordering::Relaxed),
         }
     }
 
@@ -339,6 +344,10 @@ impl Context {
         self.inner
             .buffers_created
             .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_dispatch(&self) {
+        self.inner.dispatches.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn submit(&self, commands: wgpu::CommandBuffer) -> wgpu::SubmissionIndex {

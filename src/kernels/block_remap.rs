@@ -570,7 +570,8 @@ mod tests {
         let shape = [24, 3, 2, 5];
         let op = BatchToSpace::new([1, 2, 3, 2], [0, 1, 2, 0], [0, 2, 1, 3]);
         let plan = op.plan(&shape).unwrap();
-        let want = batch_to_space_array(&iota(&shape), &[1, 2, 3, 2], &[0, 1, 2, 0], &[0, 2, 1, 3]);
+        let want = batch_to_space_array(&iota(&shape), &[1, 2, 3, 2], &[0, 1, 2, 0], &[0, 2, 1, 3])
+            .unwrap();
         assert_eq!(want.shape(), plan.output_shape.as_slice());
         for (i, &v) in want.iter().enumerate() {
             assert_eq!(plan.source_index(i as u64), Some(v as u64), "{i}");
@@ -584,7 +585,8 @@ mod tests {
             &[1, 2, 3, 2],
             &[0, 1, 2, 0],
             &[0, 2, 2, 1],
-        );
+        )
+        .unwrap();
         assert_eq!(want.shape(), plan.output_shape.as_slice());
         for (i, &v) in want.iter().enumerate() {
             assert_eq!(

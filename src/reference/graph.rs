@@ -10,7 +10,9 @@ use ndarray::{concatenate, ArrayD, Axis, IxDyn, Zip};
 use crate::graph::{Attr, Graph, Node};
 use crate::{BatchToSpace, DType, HostTensor, Slice, SpaceToBatch, StridedSlice};
 
-type R<T> = std::result::Result<T, String>;
+use super::RefError;
+
+type R<T> = std::result::Result<T, RefError>;
 
 /// Runs `graph` on the CPU. `outer` holds the values of enclosing graphs.
 pub fn run_graph(
@@ -55,7 +57,7 @@ pub fn run_graph(
         .map(|o| {
             env.get(&o.name)
                 .cloned()
-                .ok_or(format!("no value '{}'", o.name))
+                .ok_or_else(|| RefError(format!("no value '{}'", o.name)))
         })
         .collect()
 }
@@ -77,10 +79,7 @@ fn int(node: &Node, name: &str) -> Option<i64> {
 
 fn idx(t: &Option<HostTensor>) -> R<Option<Vec<i64>>> {
     t.as_ref()
-        .map(|t| {
-            t.to_indices("reference", "index")
-                .map_err(|e| e.to_string())
-        })
+        .map(|t| t.to_indices("reference", "index").map_err(RefError::from))
         .transpose()
 }
 
@@ -92,12 +91,11 @@ enum Num {
 }
 
 fn num(t: &HostTensor) -> R<Num> {
-    let e = |e: crate::Error| e.to_string();
     Ok(match t.dtype {
-        DType::F32 => Num::F(t.to_array().map_err(e)?),
-        DType::I32 => Num::I(t.to_array().map_err(e)?),
-        DType::U32 => Num::U(t.to_array().map_err(e)?),
-        d => return Err(format!("reference compute ops take f32, i32, u32, not {d}")),
+        DType::F32 => Num::F(t.to_array()?),
+        DType::I32 => Num::I(t.to_array()?),
+        DType::U32 => Num::U(t.to_array()?),
+        d => return Err(format!("reference compute ops take f32, i32, u32, not {d}").into()),
     })
 }
 
@@ -143,7 +141,7 @@ fn binary(op: &str, a: Num, b: Num) -> R<Num> {
                 ),
                 "Max" => broadcast($x, $y, |a: $t, b| a.max(b)),
                 "Min" => broadcast($x, $y, |a: $t, b| a.min(b)),
-                _ => Err(format!("{op} is not defined on integers")),
+                _ => Err(format!("{op} is not defined on integers").into()),
             }
         };
     }
@@ -156,7 +154,7 @@ fn binary(op: &str, a: Num, b: Num) -> R<Num> {
             "Max" => broadcast(&x, &y, f32::max)?,
             "Min" => broadcast(&x, &y, f32::min)?,
             "Pow" => broadcast(&x, &y, f32::powf)?,
-            _ => return Err(format!("unknown op {op}")),
+            _ => return Err(format!("unknown op {op}").into()),
         }),
         (Num::I(x), Num::I(y)) => Num::I(int_ops!(&x, &y, i32)?),
         (Num::U(x), Num::U(y)) => Num::U(int_ops!(&x, &y, u32)?),
@@ -180,11 +178,11 @@ fn unary(op: &str, a: Num) -> R<Num> {
             "Neg" => x.mapv(i32::wrapping_neg),
             "Abs" => x.mapv(i32::wrapping_abs),
             "Relu" => x.mapv(|v| v.max(0)),
-            _ => return Err(format!("{op} is not defined on i32")),
+            _ => return Err(format!("{op} is not defined on i32").into()),
         }),
         Num::U(x) => Num::U(match op {
             "Abs" | "Relu" => x,
-            _ => return Err(format!("{op} is not defined on u32")),
+            _ => return Err(format!("{op} is not defined on u32").into()),
         }),
     })
 }
@@ -244,8 +242,8 @@ fn matmul<T: Copy + Default + std::ops::Add<Output = T>>(
         .ok_or("batch dims do not broadcast")?
         .to_owned();
     let nb: usize = batch.iter().product();
-    let a3 = a3.into_shape_with_order(IxDyn(&[nb, m, k])).unwrap();
-    let b3 = b3.into_shape_with_order(IxDyn(&[nb, k, n])).unwrap();
+    let a3 = a3.into_shape_with_order(IxDyn(&[nb, m, k]))?;
+    let b3 = b3.into_shape_with_order(IxDyn(&[nb, k, n]))?;
     let mut out = Vec::with_capacity(nb * m * n);
     for q in 0..nb {
         for i in 0..m {
@@ -265,7 +263,7 @@ fn matmul<T: Copy + Default + std::ops::Add<Output = T>>(
     if b.ndim() > 1 {
         shape.push(n);
     }
-    Ok(ArrayD::from_shape_vec(IxDyn(&shape), out).unwrap())
+    Ok(ArrayD::from_shape_vec(IxDyn(&shape), out)?)
 }
 
 fn cast(t: &HostTensor, to: DType) -> R<HostTensor> {
@@ -275,7 +273,7 @@ fn cast(t: &HostTensor, to: DType) -> R<HostTensor> {
                 DType::F32 => host(Num::F($a.mapv(|v| v as f32))),
                 DType::I32 => host(Num::I($a.mapv(|v| v as i32))),
                 DType::U32 => host(Num::U($a.mapv(|v| v as u32))),
-                d => return Err(format!("cast to {d}")),
+                d => return Err(format!("cast to {d}").into()),
             }
         };
     }
@@ -287,10 +285,10 @@ fn cast(t: &HostTensor, to: DType) -> R<HostTensor> {
 }
 
 /// Element-wise bytes of `t` as an array with a trailing byte axis (dtype-agnostic moves).
-fn bytes(t: &HostTensor) -> ArrayD<u8> {
+fn bytes(t: &HostTensor) -> R<ArrayD<u8>> {
     let mut shape = t.shape.clone();
     shape.push(t.dtype.size());
-    ArrayD::from_shape_vec(IxDyn(&shape), t.data.clone()).unwrap()
+    Ok(ArrayD::from_shape_vec(IxDyn(&shape), t.data.clone())?)
 }
 
 fn from_bytes(dtype: DType, a: ArrayD<u8>) -> HostTensor {
@@ -311,13 +309,16 @@ fn run_node(
         args.get(i)
             .cloned()
             .flatten()
-            .ok_or(format!("{}: input {i} missing", node.name))
+            .ok_or_else(|| RefError(format!("{}: input {i} missing", node.name)))
     };
     let op = node.op.as_str();
     let one = |t: HostTensor| Ok(vec![t]);
     match op {
         "StridedSlice" => {
-            let mut s = StridedSlice::new(idx(&Some(a(1)?))?.unwrap(), idx(&Some(a(2)?))?.unwrap());
+            let mut s = StridedSlice::new(
+                idx(&Some(a(1)?))?.ok_or("an index input is missing")?,
+                idx(&Some(a(2)?))?.ok_or("an index input is missing")?,
+            );
             s.stride = idx(&args.get(3).cloned().flatten())?;
             for (name, field) in [
                 ("begin_mask", &mut s.begin_mask),
@@ -332,26 +333,26 @@ fn run_node(
         }
         "Slice" => {
             let s = Slice {
-                start: idx(&Some(a(1)?))?.unwrap(),
-                stop: idx(&Some(a(2)?))?.unwrap(),
-                step: idx(&Some(a(3)?))?.unwrap(),
+                start: idx(&Some(a(1)?))?.ok_or("an index input is missing")?,
+                stop: idx(&Some(a(2)?))?.ok_or("an index input is missing")?,
+                step: idx(&Some(a(3)?))?.ok_or("an index input is missing")?,
                 axes: idx(&args.get(4).cloned().flatten())?,
             };
             one(super::slice(&a(0)?, &s)?)
         }
         "BatchToSpace" => {
             let o = BatchToSpace::new(
-                idx(&Some(a(1)?))?.unwrap(),
-                idx(&Some(a(2)?))?.unwrap(),
-                idx(&Some(a(3)?))?.unwrap(),
+                idx(&Some(a(1)?))?.ok_or("an index input is missing")?,
+                idx(&Some(a(2)?))?.ok_or("an index input is missing")?,
+                idx(&Some(a(3)?))?.ok_or("an index input is missing")?,
             );
             one(super::batch_to_space(&a(0)?, &o)?)
         }
         "SpaceToBatch" => {
             let o = SpaceToBatch::new(
-                idx(&Some(a(1)?))?.unwrap(),
-                idx(&Some(a(2)?))?.unwrap(),
-                idx(&Some(a(3)?))?.unwrap(),
+                idx(&Some(a(1)?))?.ok_or("an index input is missing")?,
+                idx(&Some(a(2)?))?.ok_or("an index input is missing")?,
+                idx(&Some(a(3)?))?.ok_or("an index input is missing")?,
             );
             one(super::space_to_batch(&a(0)?, &o)?)
         }
@@ -379,16 +380,15 @@ fn run_node(
                 .map(|p| p.iter().map(|&v| v as usize).collect())
                 .unwrap_or_else(|| (0..r).rev().collect());
             perm.push(r); // the byte axis stays last
-            one(from_bytes(x.dtype, bytes(&x).permuted_axes(IxDyn(&perm))))
+            one(from_bytes(x.dtype, bytes(&x)?.permuted_axes(IxDyn(&perm))))
         }
         "Reshape" => {
             let x = a(0)?;
             let shape = crate::ops::layout::reshape_shape(
                 &x.shape,
-                &idx(&Some(a(1)?))?.unwrap(),
+                &idx(&Some(a(1)?))?.ok_or("an index input is missing")?,
                 int(node, "allowzero").unwrap_or(0) != 0,
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
             one(HostTensor { shape, ..x })
         }
         "Concat" => {
@@ -396,15 +396,12 @@ fn run_node(
             let r = parts[0].shape.len() as i64;
             let axis = int(node, "axis").ok_or("Concat needs axis")?;
             let axis = if axis < 0 { axis + r } else { axis } as usize;
-            let arrays: Vec<ArrayD<u8>> = parts.iter().map(bytes).collect();
+            let arrays: Vec<ArrayD<u8>> = parts.iter().map(bytes).collect::<R<_>>()?;
             let views: Vec<_> = arrays.iter().map(|x| x.view()).collect();
-            one(from_bytes(
-                parts[0].dtype,
-                concatenate(Axis(axis), &views).map_err(|e| e.to_string())?,
-            ))
+            one(from_bytes(parts[0].dtype, concatenate(Axis(axis), &views)?))
         }
         "Scan" => scan(node, args, env),
-        other => Err(format!("the reference has no op {other}")),
+        other => Err(format!("the reference has no op {other}").into()),
     }
 }
 
@@ -420,7 +417,7 @@ fn scan(
     let m = int(node, "num_scan_inputs").ok_or("num_scan_inputs")? as usize;
     let vals: Vec<HostTensor> = args
         .iter()
-        .map(|a| a.clone().ok_or_else(|| "missing input".to_string()))
+        .map(|a| a.clone().ok_or_else(|| RefError::from("missing input")))
         .collect::<R<_>>()?;
     let n = vals.len() - m;
     let k = body.outputs.len() - n;
@@ -459,7 +456,7 @@ fn scan(
         for j in 0..m {
             let x = &vals[n + j];
             let tt = if in_dirs[j] == 1 { seq - 1 - t } else { t };
-            let elem = bytes(x).index_axis(Axis(in_axes[j]), tt).to_owned();
+            let elem = bytes(x)?.index_axis(Axis(in_axes[j]), tt).to_owned();
             inputs.push((body.inputs[n + j].name.clone(), from_bytes(x.dtype, elem)));
         }
         let outs = run_graph(body, &inputs, env)?;
@@ -488,8 +485,8 @@ fn scan(
         let axis = norm(out_axes_raw[q], elem_shape.len() + 1);
         let mut items: Vec<ArrayD<u8>> = collected[q]
             .iter()
-            .map(|o| bytes(o).insert_axis(Axis(axis)))
-            .collect();
+            .map(|o| Ok(bytes(o)?.insert_axis(Axis(axis))))
+            .collect::<R<_>>()?;
         if out_dirs[q] == 1 {
             items.reverse();
         }
@@ -497,10 +494,10 @@ fn scan(
         shape.insert(axis, 0);
         shape.push(dtype.size());
         let stacked = if items.is_empty() {
-            ArrayD::from_shape_vec(IxDyn(&shape), vec![]).unwrap()
+            ArrayD::from_shape_vec(IxDyn(&shape), vec![])?
         } else {
             let views: Vec<_> = items.iter().map(|x| x.view()).collect();
-            concatenate(Axis(axis), &views).map_err(|e| e.to_string())?
+            concatenate(Axis(axis), &views)?
         };
         results.push(from_bytes(dtype, stacked));
     }

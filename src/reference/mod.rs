@@ -3,6 +3,33 @@
 
 use ndarray::{ArrayD, Axis, IxDyn};
 
+/// Why the reference refused an input. It checks only what it needs to compute; the ops'
+/// own validation is what reports user errors.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("reference: {0}")]
+pub struct RefError(pub String);
+
+impl From<&str> for RefError {
+    fn from(s: &str) -> Self {
+        RefError(s.to_string())
+    }
+}
+impl From<String> for RefError {
+    fn from(s: String) -> Self {
+        RefError(s)
+    }
+}
+impl From<crate::Error> for RefError {
+    fn from(e: crate::Error) -> Self {
+        RefError(e.to_string())
+    }
+}
+impl From<ndarray::ShapeError> for RefError {
+    fn from(e: ndarray::ShapeError) -> Self {
+        RefError(e.to_string())
+    }
+}
+
 use crate::{HostTensor, Slice, StridedSlice};
 
 /// The spec's slicing loop for one axis: `slicing_index` starts at the clamped begin and steps
@@ -78,7 +105,7 @@ pub enum IndexItem {
 }
 
 /// Applies a numpy-style index expression (basic indexing) to `a`.
-pub fn apply_index<T: Clone>(a: &ArrayD<T>, items: &[IndexItem]) -> Result<ArrayD<T>, String> {
+pub fn apply_index<T: Clone>(a: &ArrayD<T>, items: &[IndexItem]) -> Result<ArrayD<T>, RefError> {
     let rank = a.ndim();
     if items.iter().filter(|i| **i == IndexItem::Ellipsis).count() > 1 {
         return Err("more than one ellipsis".into());
@@ -88,7 +115,7 @@ pub fn apply_index<T: Clone>(a: &ArrayD<T>, items: &[IndexItem]) -> Result<Array
         .filter(|i| matches!(i, IndexItem::Range { .. } | IndexItem::Index(_)))
         .count();
     if consuming > rank {
-        return Err(format!("too many indices: {consuming} for rank {rank}"));
+        return Err(format!("too many indices: {consuming} for rank {rank}").into());
     }
     let mut picks: Vec<Vec<usize>> = Vec::new();
     let mut shape = Vec::new();
@@ -111,9 +138,9 @@ pub fn apply_index<T: Clone>(a: &ArrayD<T>, items: &[IndexItem]) -> Result<Array
                 let d = a.shape()[axis] as i64;
                 let k = if *i < 0 { i + d } else { *i };
                 if k < 0 || k >= d {
-                    return Err(format!(
-                        "index {i} out of range for axis {axis} of size {d}"
-                    ));
+                    return Err(
+                        format!("index {i} out of range for axis {axis} of size {d}").into(),
+                    );
                 }
                 picks.push(vec![k as usize]);
                 axis += 1;
@@ -137,22 +164,22 @@ pub fn apply_index<T: Clone>(a: &ArrayD<T>, items: &[IndexItem]) -> Result<Array
         selected = selected.select(Axis(k), ids);
     }
     let values: Vec<T> = selected.iter().cloned().collect();
-    Ok(ArrayD::from_shape_vec(IxDyn(&shape), values).expect("element count preserved"))
+    Ok(ArrayD::from_shape_vec(IxDyn(&shape), values)?)
 }
 
 /// The index expression StridedSlice-1 describes, following the spec's position-by-position
 /// rules and the precedence of decision 6.
-pub fn strided_slice_items(op: &StridedSlice) -> Result<Vec<IndexItem>, String> {
+pub fn strided_slice_items(op: &StridedSlice) -> Result<Vec<IndexItem>, RefError> {
     let m = op.begin.len();
     let stride = op.stride.clone().unwrap_or_else(|| vec![1; m]);
     if op.end.len() != m || stride.len() != m {
         return Err("begin, end and stride differ in length".into());
     }
-    let set = |mask: &[i64], i: usize| -> Result<bool, String> {
+    let set = |mask: &[i64], i: usize| -> Result<bool, RefError> {
         match mask.get(i) {
             None | Some(0) => Ok(false),
             Some(1) => Ok(true),
-            Some(v) => Err(format!("mask value {v}")),
+            Some(v) => Err(format!("mask value {v}").into()),
         }
     };
     for mask in [
@@ -189,7 +216,7 @@ pub fn strided_slice_items(op: &StridedSlice) -> Result<Vec<IndexItem>, String> 
 }
 
 /// The index expression Slice-8 describes on data of `rank` dimensions.
-pub fn slice_items(op: &Slice, rank: usize) -> Result<Vec<IndexItem>, String> {
+pub fn slice_items(op: &Slice, rank: usize) -> Result<Vec<IndexItem>, RefError> {
     let n = op.start.len();
     if rank == 0 {
         return Err("rank 0".into());
@@ -210,10 +237,10 @@ pub fn slice_items(op: &Slice, rank: usize) -> Result<Vec<IndexItem>, String> {
     for (i, &a) in axes.iter().enumerate() {
         let axis = if a < 0 { a + rank as i64 } else { a };
         if axis < 0 || axis >= rank as i64 {
-            return Err(format!("axis {a} out of range"));
+            return Err(format!("axis {a} out of range").into());
         }
         if std::mem::replace(&mut used[axis as usize], true) {
-            return Err(format!("axis {a} repeated"));
+            return Err(format!("axis {a} repeated").into());
         }
         if op.step[i] == 0 {
             return Err("zero step".into());
@@ -229,14 +256,13 @@ pub fn slice_items(op: &Slice, rank: usize) -> Result<Vec<IndexItem>, String> {
 
 fn on_host(
     data: &HostTensor,
-    f: impl Fn(&ArrayD<u8>) -> Result<ArrayD<u8>, String>,
-) -> Result<HostTensor, String> {
+    f: impl Fn(&ArrayD<u8>) -> Result<ArrayD<u8>, RefError>,
+) -> Result<HostTensor, RefError> {
     // Elements are moved, never interpreted: view each element as its bytes along an extra axis.
     let w = data.dtype.size();
     let mut shape = data.shape.clone();
     shape.push(w);
-    let bytes =
-        ArrayD::from_shape_vec(IxDyn(&shape), data.data.clone()).map_err(|e| e.to_string())?;
+    let bytes = ArrayD::from_shape_vec(IxDyn(&shape), data.data.clone())?;
     let out = f(&bytes)?;
     let out_shape = out.shape()[..out.ndim() - 1].to_vec();
     Ok(HostTensor {
@@ -247,7 +273,7 @@ fn on_host(
 }
 
 /// StridedSlice-1 on a host tensor of any dtype.
-pub fn strided_slice(data: &HostTensor, op: &StridedSlice) -> Result<HostTensor, String> {
+pub fn strided_slice(data: &HostTensor, op: &StridedSlice) -> Result<HostTensor, RefError> {
     let items = strided_slice_items(op)?;
     // The byte axis added by `on_host` is taken whole: it sits after every indexed axis unless
     // an ellipsis would swallow it, so give it an explicit trailing position.
@@ -261,7 +287,8 @@ pub fn strided_slice(data: &HostTensor, op: &StridedSlice) -> Result<HostTensor,
             return Err(format!(
                 "too many indices: {consuming} for rank {}",
                 data.shape.len()
-            ));
+            )
+            .into());
         }
         if !items.contains(&IndexItem::Ellipsis) {
             items.push(IndexItem::Ellipsis);
@@ -276,7 +303,7 @@ pub fn strided_slice(data: &HostTensor, op: &StridedSlice) -> Result<HostTensor,
 }
 
 /// Slice-8 on a host tensor of any dtype.
-pub fn slice(data: &HostTensor, op: &Slice) -> Result<HostTensor, String> {
+pub fn slice(data: &HostTensor, op: &Slice) -> Result<HostTensor, RefError> {
     let items = slice_items(op, data.shape.len())?;
     on_host(data, |a| apply_index(a, &items))
 }
@@ -293,7 +320,7 @@ pub fn batch_to_space_array<T: Clone>(
     block: &[usize],
     crops_begin: &[usize],
     crops_end: &[usize],
-) -> ArrayD<T> {
+) -> Result<ArrayD<T>, RefError> {
     let n = block.len(); // spatial axes are 1..n; trailing axes of `data` beyond n ride along
     let shape = data.shape();
     let p: usize = block.iter().product();
@@ -301,7 +328,7 @@ pub fn batch_to_space_array<T: Clone>(
     let mut s1: Vec<usize> = block[1..].to_vec();
     s1.push(batch);
     s1.extend(&shape[1..]);
-    let x1 = data.to_shape(IxDyn(&s1)).unwrap().to_owned();
+    let x1 = data.to_shape(IxDyn(&s1))?.to_owned();
     // Axes of x1: 0..n-1 are B_1..B_{n-1}, n-1 is batch, n..2n-1 are D_1..D_{n-1}, then extras.
     let mut perm = vec![n - 1];
     for k in 1..n {
@@ -315,11 +342,7 @@ pub fn batch_to_space_array<T: Clone>(
         s3.push(shape[k] * block[k]);
     }
     s3.extend(&shape[n..]);
-    let x3 = x2
-        .as_standard_layout()
-        .to_shape(IxDyn(&s3))
-        .unwrap()
-        .to_owned();
+    let x3 = x2.as_standard_layout().to_shape(IxDyn(&s3))?.to_owned();
     let cropped = x3.slice_each_axis(|ax| {
         let k = ax.axis.index();
         if (1..n).contains(&k) {
@@ -328,7 +351,7 @@ pub fn batch_to_space_array<T: Clone>(
             ndarray::Slice::from(..)
         }
     });
-    cropped.to_owned()
+    Ok(cropped.to_owned())
 }
 
 /// SpaceToBatch-2 as its spec formulates it: zero-pad, reshape to
@@ -341,7 +364,7 @@ pub fn space_to_batch_array<T: Clone>(
     block: &[usize],
     pads_begin: &[usize],
     pads_end: &[usize],
-) -> ArrayD<T> {
+) -> Result<ArrayD<T>, RefError> {
     let n = block.len();
     let shape = data.shape();
     let mut padded_shape = shape.to_vec();
@@ -365,7 +388,7 @@ pub fn space_to_batch_array<T: Clone>(
         s1.push(block[k]);
     }
     s1.extend(&shape[n..]);
-    let x1 = padded.to_shape(IxDyn(&s1)).unwrap().to_owned();
+    let x1 = padded.to_shape(IxDyn(&s1))?.to_owned();
     // Axes of x1: 0 batch, then (P_k / B_k, B_k) pairs at 2k-1, 2k; then extras.
     let mut perm: Vec<usize> = (1..n).map(|k| 2 * k).collect();
     perm.push(0);
@@ -377,10 +400,7 @@ pub fn space_to_batch_array<T: Clone>(
         s3.push(padded_shape[k] / block[k]);
     }
     s3.extend(&shape[n..]);
-    x2.as_standard_layout()
-        .to_shape(IxDyn(&s3))
-        .unwrap()
-        .to_owned()
+    Ok(x2.as_standard_layout().to_shape(IxDyn(&s3))?.to_owned())
 }
 
 fn as_usize(v: &[i64]) -> Vec<usize> {
@@ -388,29 +408,29 @@ fn as_usize(v: &[i64]) -> Vec<usize> {
 }
 
 /// BatchToSpace-2 on a host tensor of any dtype. The op's own validation decides what is valid.
-pub fn batch_to_space(data: &HostTensor, op: &crate::BatchToSpace) -> Result<HostTensor, String> {
-    op.plan(&data.shape).map_err(|e| e.to_string())?;
+pub fn batch_to_space(data: &HostTensor, op: &crate::BatchToSpace) -> Result<HostTensor, RefError> {
+    op.plan(&data.shape)?;
     on_host(data, |a| {
-        Ok(batch_to_space_array(
+        batch_to_space_array(
             a,
             &as_usize(&op.block_shape),
             &as_usize(&op.crops_begin),
             &as_usize(&op.crops_end),
-        ))
+        )
     })
 }
 
 /// SpaceToBatch-2 on a host tensor of any dtype (padding is all-zero bytes, i.e. 0 / false).
-pub fn space_to_batch(data: &HostTensor, op: &crate::SpaceToBatch) -> Result<HostTensor, String> {
-    op.plan(&data.shape).map_err(|e| e.to_string())?;
+pub fn space_to_batch(data: &HostTensor, op: &crate::SpaceToBatch) -> Result<HostTensor, RefError> {
+    op.plan(&data.shape)?;
     on_host(data, |a| {
-        Ok(space_to_batch_array(
+        space_to_batch_array(
             a,
             0u8,
             &as_usize(&op.block_shape),
             &as_usize(&op.pads_begin),
             &as_usize(&op.pads_end),
-        ))
+        )
     })
 }
 pub mod graph;

@@ -47,3 +47,30 @@ pub fn upload(h: &HostTensor) -> Tensor {
 pub fn values(t: &Tensor) -> Vec<i64> {
     t.to_host_blocking().unwrap().to_vec::<i64>().unwrap()
 }
+
+/// One `#[test]` per dtype, all 13: `dtype_tests!(name, |dtype| ...)` makes a module `name`
+/// whose tests (`name::f32`, `name::bool`, ...) each run the check on their dtype, so a
+/// failure names the dtype and the other dtypes still run.
+#[macro_export]
+macro_rules! dtype_tests {
+    ($name:ident, $check:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            fn check(dtype: wgpu_ops::DType) {
+                let f: &dyn Fn(wgpu_ops::DType) = &$check;
+                f(dtype)
+            }
+            $crate::dtype_tests!(@each f32 F32, f16 F16, bf16 BF16, f64 F64, i8 I8, i16 I16,
+                i32 I32, i64 I64, u8 U8, u16 U16, u32 U32, u64 U64, bool Bool);
+        }
+    };
+    (@each $($test:ident $dtype:ident),*) => {
+        $(
+            #[test]
+            fn $test() {
+                check(wgpu_ops::DType::$dtype)
+            }
+        )*
+    };
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the demo for wasm32 + WebGPU (per shared/notes/wasm-recipe.md), serves demo/www on
+# Builds the demo for wasm32 + WebGPU (rustc-web, wasm-bindgen, headless Chromium), serves demo/www on
 # 127.0.0.1 and drives Debian's Chromium through playwright-core:
 #   1. with WebGPU (--enable-unsafe-webgpu, SwiftShader): every op's check must pass, with the
 #      bundled picture, with edited parameters and with a picked file;

@@ -1,10 +1,8 @@
 //! `.npy` files as host tensors (C order, little endian), with npyz parsing and writing the
-//! headers. bfloat16 travels as `<u2` holding the raw bits (graph-format.md).
+//! headers. bfloat16 travels as `<u2` holding the raw bits (docs/graph-format.md).
 
 use std::io::{Read, Write};
 use std::path::Path;
-
-use npyz::WriterBuilder;
 
 use crate::{DType, Error, HostTensor, Result};
 
@@ -108,16 +106,45 @@ pub fn read(path: &Path) -> Result<HostTensor> {
     from_bytes(&shown, &bytes)
 }
 
+/// The `.npy` bytes of `t`. The header is format version 1.0 when it fits its 16-bit length
+/// field, else version 2.0 (32-bit length, which numpy reads likewise): a tensor of very high
+/// rank has a long shape text.
 pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
-    let mut out = Vec::with_capacity(t.data.len() + 128);
-    let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
-    let dtype = npyz::DType::Plain(descr(t.dtype).parse().expect("valid type string"));
-    npyz::WriteOptions::new_header_only()
-        .dtype(dtype)
-        .shape(&shape)
-        .writer(&mut out)
-        .write_header_only()
-        .expect("writing to memory cannot fail");
+    let shape = match t.shape.as_slice() {
+        [] => "()".to_string(),
+        [d] => format!("({d},)"),
+        dims => format!(
+            "({})",
+            dims.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let dict = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        descr(t.dtype)
+    );
+    // Magic, version, length field, the dict, then spaces and a newline up to a multiple of 64.
+    let padded = |field: usize| (6 + 2 + field + dict.len() + 1).div_ceil(64) * 64 - (8 + field);
+    let (version, field) = if padded(2) <= usize::from(u16::MAX) {
+        (1u8, 2)
+    } else {
+        (2u8, 4)
+    };
+    let header_len = padded(field);
+    let total = 8 + field + header_len;
+    let mut out = Vec::with_capacity(total + t.data.len());
+    out.extend_from_slice(b"\x93NUMPY");
+    out.extend_from_slice(&[version, 0]);
+    if version == 1 {
+        out.extend_from_slice(&(header_len as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(header_len as u32).to_le_bytes());
+    }
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(total - 1, b' ');
+    out.push(b'\n');
     out.extend_from_slice(&t.data);
     out
 }
@@ -158,6 +185,29 @@ mod tests {
                     (want, &t.shape, &t.data)
                 );
             }
+        }
+    }
+
+    #[test]
+    fn headers_of_any_length() {
+        // Rank 22 000: the shape text alone is longer than a version-1 header can hold.
+        for rank in [0usize, 1, 3, 9000, 22_000] {
+            let t = HostTensor::from_bytes(DType::U8, vec![1; rank], vec![7]).unwrap();
+            let bytes = to_bytes(&t);
+            assert_eq!(&bytes[..6], b"\x93NUMPY");
+            let version = if rank < 20_000 { 1 } else { 2 };
+            assert_eq!(bytes[6], version, "rank {rank}");
+            let field = if version == 1 { 2 } else { 4 };
+            let header_end = bytes.len() - 1;
+            assert_eq!(header_end % 64, 0, "rank {rank}");
+            assert_eq!(bytes[header_end - 1], b'\n');
+            assert_eq!(header_end - 8 - field, {
+                let mut n = [0u8; 4];
+                n[..field].copy_from_slice(&bytes[8..8 + field]);
+                u32::from_le_bytes(n) as usize
+            });
+            let back = from_bytes("mem", &bytes).unwrap();
+            assert_eq!((back.shape.len(), back.data), (rank, vec![7]));
         }
     }
 

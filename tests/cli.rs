@@ -1,4 +1,4 @@
-//! The `wgpu-ops` command end to end, per ../shared/graph-format.md: graphs run on .npy files;
+//! The `wgpu-ops` command end to end, per docs/graph-format.md: graphs run on .npy files;
 //! every error exits 1 with one `error:` line on stderr and leaves no output file.
 
 mod common;
@@ -266,6 +266,31 @@ fn every_error_exits_1_with_one_line_and_no_output() {
             vec![],
             "the graph must be a JSON object",
         ),
+        (
+            // Names are escaped: a newline in a node name does not split the error line.
+            "newline in a name",
+            simple_graph(ss_node(&["x", "b", "e", "zero"]))
+                .as_object()
+                .map(|g| {
+                    let mut g = g.clone();
+                    g["nodes"][0]["name"] = json!("two\nlines");
+                    serde_json::Value::Object(g)
+                })
+                .unwrap(),
+            vec![format!("x={x}")],
+            "node 'two\\nlines': StridedSlice: stride[1] is 0",
+        ),
+        (
+            // Refused before any work: the second file would overwrite the first.
+            "output listed twice",
+            {
+                let mut g = good.clone();
+                g["outputs"] = json!(["y", "y"]);
+                g
+            },
+            vec![format!("x={x}")],
+            "output 'y' is listed twice",
+        ),
     ];
     for (what, graph, inputs, expected) in cases {
         let g = write_json(d, "g.json", &graph);
@@ -315,6 +340,91 @@ fn every_error_exits_1_with_one_line_and_no_output() {
     let (code, _, stderr) =
         wgpu_ops(&["run", "/nonexistent/g.json", "--out", out.to_str().unwrap()]);
     assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
+}
+
+#[test]
+fn closed_or_full_output_streams_end_with_an_exit_code_not_an_abort() {
+    use std::process::Stdio;
+    // A failing run whose stderr is /dev/full: printing the error fails, the exit code is 1.
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    if let Ok(full) = full {
+        let status = Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
+            .args(["run", "/nonexistent/g.json", "--out", "/nonexistent/out"])
+            .stderr(Stdio::from(full))
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(1), "{status:?}");
+    }
+    // `adapters` with stdout closed (the reader went away) or full: an error line, exit 1.
+    let out = Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
+        .arg("adapters")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            drop(child.stdout.take());
+            child.wait_with_output()
+        })
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: stdout: "), "{stderr}");
+    assert!(!stderr.contains("internal error"), "{stderr}");
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let out = Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
+            .arg("adapters")
+            .stdout(Stdio::from(full))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.starts_with("error: stdout: "), "{stderr}");
+    }
+}
+
+#[test]
+fn outputs_of_very_high_rank_are_written() {
+    // A Reshape to rank 22 000 and a StridedSlice adding 100 000 new axes: the .npy headers are
+    // longer than version 1.0 can hold, so they are written as version 2.0.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let x = save(
+        d,
+        "x.npy",
+        &HostTensor::from_vec(vec![2], &[1.5f32, -2.0]).unwrap(),
+    );
+    let mut shape = vec![1i64; 22_000];
+    shape[0] = 2;
+    let graph = json!({
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [2]}],
+        "constants": [
+            {"name": "shape", "dtype": "i64", "shape": [22_000], "data": shape},
+            {"name": "z", "dtype": "i64", "shape": [100_001], "data": vec![0; 100_001]}
+        ],
+        "nodes": [
+            {"op": "Reshape", "name": "r", "inputs": ["x", "shape"], "outputs": ["y"]},
+            {"op": "StridedSlice", "name": "s", "inputs": ["x", "z", "z"], "outputs": ["w"],
+             "attrs": {"new_axis_mask": vec![1; 100_000], "end_mask": vec![1; 100_001]}}
+        ],
+        "outputs": ["y", "w"]
+    });
+    let g = write_json(d, "g.json", &graph);
+    let out = d.join("out");
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        &g,
+        "--input",
+        &format!("x={x}"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let y = npy::read(&out.join("y.npy")).unwrap();
+    assert_eq!((y.shape.len(), y.shape[0]), (22_000, 2));
+    assert_eq!(y.to_vec::<f32>().unwrap(), [1.5, -2.0]);
+    let w = npy::read(&out.join("w.npy")).unwrap();
+    assert_eq!((w.shape.len(), w.shape[100_000]), (100_001, 2));
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 2);
 }
 
 #[test]

@@ -31,7 +31,7 @@ fn sl(op: Slice, shape: &[usize]) -> (String, String, String) {
 
 #[test]
 fn strided_slice_rules() {
-    // Decision 7: "A zero stride is an error."
+    // Decision 7: "A zero stride ... [is an error]."
     let (op, input, msg) = ss(
         StridedSlice::new([0, 0, 0], [1, 1, 1]).stride([1, 1, 0]),
         &[2, 2, 2],
@@ -44,21 +44,31 @@ fn strided_slice_rules() {
             "stride[2] is 0; strides must be non-zero"
         )
     );
-    // Decision 7: "More than one ellipsis bit is an error."
+    // Decision 7: "Two or more ellipsis bits are an error wherever they are, also past the
+    // length of `begin`."
     let (_, input, msg) = ss(
         StridedSlice::new([0, 0], [1, 1]).ellipsis_mask([1, 1]),
         &[2, 2],
     );
     assert_eq!(input, "ellipsis_mask");
     assert!(msg.contains("at most one ellipsis"), "{msg}");
-    // Decision 7: "begin, end and stride of different lengths are an error."
+    // The same with a one-element begin: the second bit lies past it and still counts.
+    let (_, input, msg) = ss(StridedSlice::new([0], [1]).ellipsis_mask([1, 1]), &[2, 2]);
+    assert_eq!(input, "ellipsis_mask");
+    assert!(msg.contains("positions [0, 1]"), "{msg}");
+    let (_, input, _) = ss(
+        StridedSlice::new([0], [1]).ellipsis_mask([0, 1, 0, 1]),
+        &[2, 2],
+    );
+    assert_eq!(input, "ellipsis_mask");
+    // Decision 7: "`begin`, `end` and `stride` of different lengths ... are errors"
     let (_, input, msg) = ss(StridedSlice::new([0, 0], [1]), &[2, 2]);
     assert_eq!(input, "end");
     assert!(msg.contains("same length"), "{msg}");
     let (_, input, _) = ss(StridedSlice::new([0], [1]).stride([1, 1]), &[2, 2]);
     assert_eq!(input, "stride");
-    // Decision 7: "More slicing positions than the input has dimensions (after discounting new
-    // axes and the ellipsis) is an error, as numpy's 'too many indices'."
+    // Decision 7: "more indexing positions than the input has axes (new axes and the ellipsis
+    // not counted; numpy's \"too many indices\") are errors"
     let (_, input, msg) = ss(StridedSlice::new([0, 0, 0], [1, 1, 1]), &[2, 2]);
     assert_eq!(input, "begin");
     assert!(msg.contains("too many indices"), "{msg}");
@@ -68,7 +78,7 @@ fn strided_slice_rules() {
         .ellipsis_mask([0, 0, 0, 1])
         .run(&upload(&iota(&[2, 2])))
         .unwrap();
-    // Decision 4: "A shrink begin outside [-dim, dim - 1] is an error (no clamping)".
+    // Decision 4: "A shrink index outside `[-dim, dim - 1]` is an error and is not clamped".
     let (_, input, msg) = ss(StridedSlice::new([7], [8]).shrink_axis_mask([1]), &[5]);
     assert_eq!(input, "begin");
     assert_eq!(msg, "begin[0] is 7 with shrink_axis_mask[0] set, outside [-5, 4] for input dimension 0 of size 5");
@@ -94,8 +104,8 @@ fn strided_slice_rules() {
 
 #[test]
 fn slice_rules() {
-    // Decision 10: "A zero step, a repeated axis, an axis outside [-rank, rank - 1], or
-    // start/stop/step/axes of different lengths are errors."
+    // Decision 10: "A zero step, a repeated axis, an axis outside `[-rank, rank - 1]`, and
+    // start, stop, step and axes of different lengths are errors."
     let (op, input, msg) = sl(Slice::new([0], [1], [0]), &[3]);
     assert_eq!(
         (op.as_str(), input.as_str(), msg.as_str()),

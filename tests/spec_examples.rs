@@ -1,5 +1,5 @@
-//! Every example of the StridedSlice-1 and Slice-8 texts (../shared/specs/) as a GPU test with
-//! shapes and values written out, with spec-decisions.md applied and quoted where it overrides
+//! Every example of the StridedSlice-1 and Slice-8 texts (the OpenVINO specification texts) as a GPU test with
+//! shapes and values written out, with docs/spec-decisions.md applied and quoted where it overrides
 //! the text. Data is `iota` (element i holds i), so the expected values are input indices.
 
 mod common;
@@ -29,9 +29,9 @@ fn check(y: &Tensor, shape: &[usize], expected: &[i64]) {
 #[test]
 fn ss_basic_example_with_decision_3b() {
     // array[0:4, 1:4, 0:4:2, 1:4:2, 3:0:-1, 3:0:-2] on a 6D [4,4,4,4,4,4] array.
-    // Decision 3b: "The first example's fifth axis (3:0:-1 on 4 elements) has 3 elements,
-    // ids [3, 2, 1], as numpy says; the text's [3, 2, 1, 0] (and its output shape with a 4
-    // there) is wrong."
+    // Decision 3b (docs/spec-decisions.md): "`3:0:-1` on four elements takes three, ids
+    // `[3, 2, 1]`, as numpy does; the first example's `[3, 2, 1, 0]` (and the 4 in its output
+    // shape) is wrong."
     let shape = [4; 6];
     let x = upload(&iota(&shape));
     let y = StridedSlice::new([0, 1, 0, 1, 3, 3], [4, 4, 4, 4, 0, 0])
@@ -51,8 +51,9 @@ fn ss_basic_example_with_decision_3b() {
 
 #[test]
 fn ss_clamping_example_with_decision_3() {
-    // Decision 3: "The clamping example's numbers (begin [1234, 2], end [1234, 4321],
-    // stride [1, -1] on a [2, 2] input) give shape [0, 0] ... The prose's [1, 1] is wrong."
+    // Decision 3: "The clamping example is empty. `begin [1234, 2]`, `end [1234, 4321]`,
+    // `stride [1, -1]` on a `[2, 2]` input gives shape `[0, 0]` ... The prose's `[1, 1]` does
+    // not follow from its own rules."
     let x = upload(&iota(&[2, 2]));
     let y = StridedSlice::new([1234, 2], [1234, 4321])
         .stride([1, -1])
@@ -78,8 +79,8 @@ fn ss_negative_end_example() {
 
 #[test]
 fn ss_begin_end_mask_example_with_decision_2() {
-    // array[1:, :, ::-1] on [2, 3, 4]. Decision 2: "end_mask[i] = 1 with a negative stride
-    // runs through index 0 inclusive ... gives shape [1, 3, 4] with element ids [3, 2, 1, 0]".
+    // array[1:, :, ::-1] on [2, 3, 4]. Decision 2: "An end-mask bit with a negative stride
+    // runs down to index 0 inclusive ... has shape `[1, 3, 4]` and takes ids `[3, 2, 1, 0]`".
     let x = upload(&iota(&[2, 3, 4]));
     let y = StridedSlice::new([1, 1, 123], [0, 0, 2])
         .stride([1, 1, -1])
@@ -162,8 +163,9 @@ fn ellipsis_new_axis_example() -> StridedSlice {
 
 #[test]
 fn ss_ellipsis_examples_plan_only() {
-    // Decision 9: "The two ellipsis examples are over 10^12 elements: test their output shapes
-    // through the host-side plan, which must not need the data." The input lists 12 dims of 10.
+    // Decision 9: "The two ellipsis examples of the text describe tensors of over 10^12
+    // elements. We check their output shapes through the host-side plan, which needs neither a
+    // GPU nor the data." The input lists 12 dims of 10.
     let shape = [10usize; 12];
     let plan = ellipsis_example().plan(&shape).unwrap();
     let mut expected = vec![4];

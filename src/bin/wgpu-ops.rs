@@ -1,8 +1,9 @@
-//! The `wgpu-ops` command: runs graph files on the GPU (see `../shared/graph-format.md`).
+//! The `wgpu-ops` command: runs graph files on the GPU (see `docs/graph-format.md`).
 //!
 //! Contract: success exits 0; any error prints one `error: ...` line on stderr and exits 1
 //! (usage errors exit 2); no output file is left behind by a failed run.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -87,6 +88,7 @@ fn run(
     options: ContextOptions,
 ) -> Result<(), Error> {
     let graph = graph::json::load(graph_path)?;
+    graph.check_outputs_distinct()?;
     for o in &graph.outputs {
         check_output_name(&o.name)?;
     }
@@ -159,7 +161,12 @@ fn main() -> ExitCode {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        eprintln!("error: internal error: {}", msg.replace('\n', " "));
+        // Printing may fail too (stderr closed or full): the exit code still says it.
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: internal error: {}",
+            wgpu_ops::error::escape(&msg)
+        );
         std::process::exit(1);
     }));
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("off")).init();
@@ -187,19 +194,28 @@ fn main() -> ExitCode {
                 backends: backends(backend),
                 ..Default::default()
             };
-            for info in pollster::block_on(wgpu_ops::list_adapters(&options)) {
-                println!(
-                    "{} ({:?}, {:?}, {})",
-                    info.name, info.backend, info.device_type, info.driver_info
-                );
-            }
-            Ok(())
+            let mut stdout = std::io::stdout().lock();
+            pollster::block_on(wgpu_ops::list_adapters(&options))
+                .iter()
+                .try_for_each(|info| {
+                    writeln!(
+                        stdout,
+                        "{} ({:?}, {:?}, {})",
+                        info.name, info.backend, info.device_type, info.driver_info
+                    )
+                })
+                .and_then(|()| stdout.flush())
+                .map_err(|e| Error::File {
+                    path: "stdout".into(),
+                    message: e.to_string(),
+                })
         }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", e.to_string().replace('\n', " "));
+            // The error displays as one line; if stderr cannot take it, the exit code remains.
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::from(1)
         }
     }

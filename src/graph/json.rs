@@ -1,4 +1,4 @@
-//! Loading graphs from the JSON format of `../shared/graph-format.md`.
+//! Loading graphs from the JSON format of `docs/graph-format.md`.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,5 +1,6 @@
-//! The graph representation shared by the JSON loader (`../shared/graph-format.md`) and the
-//! Rust builder API: named values, constants, inputs, nodes and outputs.
+//! Graphs: the representation shared by the JSON loader (`docs/graph-format.md`) and the Rust
+//! builder API (named values, constants, inputs, nodes and outputs), the executor, the binding
+//! of ops to nodes, and Scan. The top layer: uses ops, nothing uses it but the front ends.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -193,6 +194,19 @@ impl Graph {
 
     /// Validates names, ops and input counts, and orders the nodes by their data edges.
     /// `outer` holds the names visible from enclosing graphs.
+    /// Fails when a name is listed twice among the outputs (a top-level graph's outputs become
+    /// files and results by name; a Scan body may repeat one).
+    pub fn check_outputs_distinct(&self) -> Result<()> {
+        let mut seen = HashSet::new();
+        match self.outputs.iter().find(|o| !seen.insert(o.name.as_str())) {
+            Some(o) => Err(Error::Graph(format!(
+                "output '{}' is listed twice among the graph's outputs",
+                o.name
+            ))),
+            None => Ok(()),
+        }
+    }
+
     pub(crate) fn schedule(&self, outer: &HashSet<String>) -> Result<Vec<usize>> {
         let mut producer: HashMap<&str, Option<usize>> = HashMap::new();
         fn define<'a>(

@@ -20,7 +20,6 @@ use std::collections::{HashMap, HashSet};
 use super::exec::{record_graph, NodeArgs, Scope, Slot};
 use super::registry::OpDef;
 use super::Graph;
-use crate::error::escape;
 use crate::host::c_strides;
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::recorder::Step;
@@ -444,7 +443,7 @@ fn capture_body(
                     "body",
                     format!(
                         "body output '{}' (state {i}) is {} {:?} but the state is {} {:?}; states must keep their shape across iterations",
-                        escape(&o.name), v.dtype(), v.shape(), states[i].dtype(), states[i].shape()
+                        o.name, v.dtype(), v.shape(), states[i].dtype(), states[i].shape()
                     ),
                 ));
             }
@@ -613,7 +612,7 @@ fn empty_sequence(
             }
             _ => Err(invalid(
                 "body",
-                format!("the sequence is empty, so scan output '{}' takes its element dtype and shape from the body's declaration, which does not give them", escape(&o.name)),
+                format!("the sequence is empty, so scan output '{}' takes its element dtype and shape from the body's declaration, which does not give them", o.name),
             )),
         })
         .collect::<Result<_>>()?;

@@ -1,4 +1,6 @@
-//! Kernel families: one WGSL file under `shaders/` plus its host-side dispatcher each.
+//! Kernels: one WGSL file under `shaders/` per family plus its host-side dispatcher, the plans
+//! of index arithmetic they execute (plain data, tested without a GPU), and [`Kernel`], the
+//! typed key of every variant. Knows tensors and the recorder; never ops or graphs.
 
 use std::borrow::Cow;
 

@@ -1,5 +1,5 @@
 //! BatchToSpace-2 (OpenVINO): moves blocks of the batch axis into the spatial axes, then crops.
-//! Decisions 11 and 12 of spec-decisions.md settle the batch axis and the crop limits.
+//! Decisions 11 and 12 of docs/spec-decisions.md settle the batch axis and the crop limits.
 
 use super::blocks;
 use crate::indices::IntoIndices;

@@ -1,4 +1,4 @@
-//! Validation shared by BatchToSpace-2 and SpaceToBatch-2 (spec-decisions.md 11 and 12).
+//! Validation shared by BatchToSpace-2 and SpaceToBatch-2 (docs/spec-decisions.md 11 and 12).
 
 use crate::{Error, Result};
 

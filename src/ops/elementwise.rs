@@ -86,12 +86,8 @@ impl Recorder {
         b: Option<&Tensor>,
         out: Out,
     ) -> Result<Tensor> {
-        let op = lookup(name).ok_or_else(|| {
-            Error::Graph(format!(
-                "unknown element-wise op '{}'",
-                crate::error::escape(name)
-            ))
-        })?;
+        let op = lookup(name)
+            .ok_or_else(|| Error::Graph(format!("unknown element-wise op '{}'", name)))?;
         self.check_inputs(op.name, &[("A", a)])?;
         if let Some(b) = b {
             self.check_inputs(op.name, &[("B", b)])?;

@@ -1,5 +1,6 @@
-//! Operators. Each op file validates its inputs and computes a plan (plain data, no GPU), and
-//! records the kernel that executes the plan.
+//! Operators and their Rust API. Each op file validates its inputs, computes a plan (plain
+//! data, no GPU) and has one recording function taking an [`crate::Out`], which both the Rust
+//! API and graph nodes call. Uses kernels; never names graphs.
 
 pub mod batch_to_space;
 pub(crate) mod blocks;

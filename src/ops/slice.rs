@@ -1,5 +1,5 @@
 //! Slice-8 (OpenVINO): start/stop/step with optional axes and Python slicing rules
-//! (spec-decisions.md, decisions 0 and 10).
+//! (docs/spec-decisions.md, decisions 0 and 10).
 
 use super::check_rank;
 use super::slicing::{python_range, AxisSlice, SlicePlan};

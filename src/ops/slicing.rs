@@ -44,7 +44,7 @@ impl Recorder {
 }
 
 /// Python's `x[begin:end:step]` on an axis of `dim` elements, `None` meaning an omitted (or
-/// masked) bound, with one deliberate difference (spec-decisions.md, decision 0): with a negative
+/// masked) bound, with one deliberate difference (docs/spec-decisions.md, decision 0): with a negative
 /// step, a begin that is still negative after adding `dim` clamps to 0 instead of giving an
 /// empty range. `step` must be non-zero.
 pub fn python_range(dim: usize, begin: Option<i64>, end: Option<i64>, step: i64) -> AxisSlice {
@@ -107,7 +107,7 @@ mod tests {
 
     #[test]
     fn decision_0_reverse_begin_still_negative_clamps_to_zero() {
-        // spec-decisions.md 0: "begin -17, end -100, stride -1 gives [a0]; begin -5, end -6,
+        // docs/spec-decisions.md 0: "begin -17, end -100, stride -1 gives [a0]; begin -5, end -6,
         // stride -1 gives [a0]; Slice-8 start -5, stop INT64_MIN, step -1 gives [a0]".
         assert_eq!(ids(4, Some(-17), Some(-100), -1), [0]);
         assert_eq!(ids(4, Some(-5), Some(-6), -1), [0]);

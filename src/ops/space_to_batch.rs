@@ -1,5 +1,5 @@
 //! SpaceToBatch-2 (OpenVINO), the inverse of BatchToSpace-2: zero-pads the spatial axes, then
-//! moves blocks of them into the batch axis (spec-decisions.md 11 and 12).
+//! moves blocks of them into the batch axis (docs/spec-decisions.md 11 and 12).
 
 use super::blocks;
 use crate::indices::IntoIndices;

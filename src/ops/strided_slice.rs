@@ -1,5 +1,5 @@
 //! StridedSlice-1 (OpenVINO): begin/end/stride with begin, end, new-axis, shrink-axis and
-//! ellipsis masks, as settled by `spec-decisions.md` (decisions 0 to 9).
+//! ellipsis masks, as settled by `docs/spec-decisions.md` (decisions 0 to 9).
 
 use super::check_rank;
 use super::slicing::{python_range, AxisSlice, SlicePlan};
@@ -137,8 +137,10 @@ impl StridedSlice {
                 }
             })
             .collect();
-        let ellipses: Vec<usize> = (0..m)
-            .filter(|&i| positions[i] == Position::Ellipsis)
+        // Two ellipsis bits are an error wherever they are, also past the length of `begin`
+        // where other bits are ignored (decision 7).
+        let ellipses: Vec<usize> = (0..self.ellipsis_mask.len())
+            .filter(|&i| bit(&self.ellipsis_mask, i))
             .collect();
         if ellipses.len() > 1 {
             return Err(Error::invalid(

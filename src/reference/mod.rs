@@ -34,7 +34,7 @@ use crate::{HostTensor, Slice, StridedSlice};
 
 /// The spec's slicing loop for one axis: `slicing_index` starts at the clamped begin and steps
 /// by `stride` while it is before the clamped end. Clamping as the StridedSlice-1 prose says,
-/// corrected by spec-decisions.md: a reverse begin still negative after adjusting clamps to 0
+/// corrected by docs/spec-decisions.md: a reverse begin still negative after adjusting clamps to 0
 /// (decision 0) and a masked reverse end runs through index 0 (decision 2).
 pub fn axis_indices(dim: usize, begin: Option<i64>, end: Option<i64>, stride: i64) -> Vec<usize> {
     let size = dim as i128;
@@ -192,6 +192,9 @@ pub fn strided_slice_items(op: &StridedSlice) -> Result<Vec<IndexItem>, RefError
         for i in 0..mask.len() {
             set(mask, i)?;
         }
+    }
+    if op.ellipsis_mask.iter().filter(|&&b| b == 1).count() > 1 {
+        return Err("more than one ellipsis bit".into());
     }
     if stride.contains(&0) {
         return Err("zero stride".into());

@@ -1,18 +1,20 @@
 //! The crate's error type: every variant says which op (or stage) failed and why.
 
-/// Errors returned by wgpu-ops. User input never panics; it ends up here.
+/// Errors returned by wgpu-ops. User input never panics; it ends up here. An error displays as
+/// one line: control characters in its text (names taken from the input, wgpu's multi-line
+/// validation reports) are written as escapes.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An op's input broke one of the op's rules. `message` names the input (and index) and the
     /// rule, e.g. `stride[2] is 0; strides must be non-zero`.
-    #[error("{op}: {message}")]
+    #[error("{op}: {}", escape(.message))]
     InvalidInput {
         op: &'static str,
         input: String,
         message: String,
     },
     /// A tensor or dispatch is larger than a device limit allows.
-    #[error("{op}: {what} needs {needed} but the device's {limit} is {max}")]
+    #[error("{op}: {} needs {needed} but the device's {limit} is {max}", escape(.what))]
     LimitExceeded {
         op: &'static str,
         what: String,
@@ -21,25 +23,25 @@ pub enum Error {
         max: u64,
     },
     /// An op of a graph failed; `source` says why.
-    #[error("node '{node}': {source}")]
+    #[error("node '{}': {source}", escape(.node))]
     Node { node: String, source: Box<Error> },
     /// The graph is malformed (unknown name, cycle, unknown op, ...).
-    #[error("graph: {0}")]
+    #[error("graph: {}", escape(.0))]
     Graph(String),
     /// No adapter matched the request, or the device could not be created.
-    #[error("adapter: {0}")]
+    #[error("adapter: {}", escape(.0))]
     Adapter(String),
     /// wgpu reported a validation error while `op` was recorded or submitted.
-    #[error("{op}: GPU validation error: {message}")]
+    #[error("{}: GPU validation error: {}", escape(.op), escape(.message))]
     Validation { op: String, message: String },
     /// wgpu ran out of memory while `op` was recorded or submitted.
-    #[error("{op}: GPU out of memory: {message}")]
+    #[error("{}: GPU out of memory: {}", escape(.op), escape(.message))]
     OutOfMemory { op: String, message: String },
     /// Reading a result back from the GPU failed.
-    #[error("readback: {0}")]
+    #[error("readback: {}", escape(.0))]
     Readback(String),
     /// A file could not be read or written (command-line and `.npy` helpers).
-    #[error("{path}: {message}")]
+    #[error("{}: {}", escape(.path), escape(.message))]
     File { path: String, message: String },
 }
 
@@ -56,20 +58,43 @@ impl Error {
     }
 }
 
-/// `name` (a value, node or file name taken from the input) made safe to quote in an error
-/// line: backslashes and control characters (newlines, tabs, escapes) are written as Rust
-/// escapes, so an error stays one line whatever the input names hold.
-pub fn escape(name: &str) -> std::borrow::Cow<'_, str> {
-    if !name.chars().any(|c| c == '\\' || c.is_control()) {
-        return std::borrow::Cow::Borrowed(name);
+/// `text` with its control characters (newlines, tabs, escapes) written as Rust escapes, so
+/// that an error stays one line whatever the names taken from the input hold. Applying it
+/// twice changes nothing more.
+pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(name.len() + 8);
-    for c in name.chars() {
-        if c == '\\' || c.is_control() {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_display_as_one_line() {
+        let e = Error::Node {
+            node: "a\nb\r".into(),
+            source: Box::new(Error::Graph(
+                "value 'x\ny' is produced more than once".into(),
+            )),
+        };
+        let shown = e.to_string();
+        assert_eq!(
+            shown,
+            "node 'a\\nb\\r': graph: value 'x\\ny' is produced more than once"
+        );
+        assert!(!shown.contains('\n'));
+        assert_eq!(escape(&escape("t\tab")), "t\\tab");
+        assert_eq!(escape("C:\\dir"), "C:\\dir");
+    }
 }

@@ -77,7 +77,7 @@ impl<'a> Out<'a> {
             Some((_, t)) if t.dtype() == dtype && t.shape() == shape => Ok(t.clone()),
             Some((name, t)) => Err(Error::Graph(format!(
                 "'{}' must keep {} {:?} across iterations but is now {dtype} {shape:?}",
-                crate::error::escape(name),
+                name,
                 t.dtype(),
                 t.shape()
             ))),

@@ -268,6 +268,7 @@ pub struct Session {
 
 impl Session {
     pub fn new(ctx: &Context, graph: Graph) -> Result<Session> {
+        graph.check_outputs_distinct()?;
         let order = graph.schedule(&HashSet::new())?;
         Ok(Session {
             ctx: ctx.clone(),

@@ -252,11 +252,7 @@ static CAST: OpDef = OpDef {
             )
         })?;
         let to = DType::from_name(to).ok_or_else(|| {
-            Error::invalid(
-                "Cast",
-                "to",
-                format!("to is '{}', not a dtype name", crate::error::escape(to)),
-            )
+            Error::invalid("Cast", "to", format!("to is '{}', not a dtype name", to))
         })?;
         Ok(vec![rec.cast_to(&a, to, args.out(0))?])
     },

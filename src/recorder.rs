@@ -47,7 +47,37 @@ pub(crate) enum Step {
         offset: u64,
         size: u64,
     },
+    /// A loop (a Scan's iterations) kept as one step: replaying it runs the loop, which encodes
+    /// its iterations then (and submits them in chunks). A nested Scan is thus captured once,
+    /// not unrolled into its enclosing body's steps.
+    Loop {
+        run: LoopFn,
+        /// The commands the loop encodes when run (for the work estimate).
+        commands: u64,
+    },
 }
+
+/// The body of a [`Step::Loop`] (`Send + Sync` on native, like everything a recording holds, so
+/// that recordings and their futures can move between threads; browser types are neither).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) type LoopFn = Arc<dyn Fn(&mut Recorder) -> Result<()> + Send + Sync>;
+#[cfg(target_arch = "wasm32")]
+pub(crate) type LoopFn = Arc<dyn Fn(&mut Recorder) -> Result<()>>;
+
+impl Step {
+    /// Commands this step encodes when replayed (a loop's whole work).
+    pub(crate) fn commands(&self) -> u64 {
+        match self {
+            Step::Loop { commands, .. } => *commands,
+            _ => 1,
+        }
+    }
+}
+
+/// Commands encoded into one command buffer before the recorder submits it and starts the
+/// next (long Scans): wgpu holds host memory for every encoded command until its submission
+/// completes, so a recording of millions of commands is cut into submissions of this many.
+const COMMANDS_PER_SUBMISSION: u64 = 4096;
 
 /// Where an op writes its result: a new (or pooled) buffer, or a given tensor (a Scan body
 /// writes its states straight into the buffer the next iteration reads). Every op records
@@ -118,6 +148,14 @@ pub struct Recorder {
     capture: Option<Vec<Step>>,
     /// Buffers of dead values, by size, for reuse within this recording.
     pool: HashMap<u64, Vec<Arc<Storage>>>,
+    /// Commands encoded since the last submission.
+    unsubmitted: u64,
+    /// The last chunk submitted before `finish` (native: waited for before the next one is
+    /// submitted, so at most two chunks hold memory).
+    in_flight: Option<wgpu::SubmissionIndex>,
+    /// Commands this recording has committed to encode (loops counted whole before they run),
+    /// checked against the context's limit.
+    planned: u64,
 }
 
 impl Recorder {
@@ -135,7 +173,69 @@ impl Recorder {
             dispatches: 0,
             capture: None,
             pool: HashMap::new(),
+            unsubmitted: 0,
+            in_flight: None,
+            planned: 0,
         }
+    }
+
+    /// Runs `run`, a loop encoding `commands` commands: now, after checking them against the
+    /// context's work limit, or when the enclosing capture is replayed.
+    pub(crate) fn run_loop(&mut self, op: &'static str, run: LoopFn, commands: u64) -> Result<()> {
+        if let Some(steps) = &mut self.capture {
+            steps.push(Step::Loop { run, commands });
+            return Ok(());
+        }
+        self.plan_commands(op, commands)?;
+        run(self)
+    }
+
+    /// Counts `commands` more commands against the context's limit on one recording.
+    fn plan_commands(&mut self, op: &'static str, commands: u64) -> Result<()> {
+        let max = self.ctx.max_commands();
+        let planned = self.planned.saturating_add(commands);
+        if planned > max {
+            return Err(Error::LimitExceeded {
+                op,
+                what: "this run's GPU commands (dispatches and copies)".into(),
+                limit: "limit on commands per run (ContextOptions::max_commands)",
+                needed: planned,
+                max,
+            });
+        }
+        self.planned = planned;
+        Ok(())
+    }
+
+    /// Called between iterations of a loop: once enough commands are encoded, submits them and
+    /// starts a new command buffer (native: after the previous submission has completed), so
+    /// host and driver memory stay bounded however long the loop.
+    pub(crate) fn end_of_iteration(&mut self) -> Result<()> {
+        if self.capture.is_some() || self.unsubmitted < COMMANDS_PER_SUBMISSION {
+            return Ok(());
+        }
+        let ctx = self.ctx.clone();
+        let encoder = std::mem::replace(
+            &mut self.encoder,
+            ctx.device()
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("wgpu-ops"),
+                }),
+        );
+        let pass = &mut self.pass;
+        let (index, check) = ctx.scoped("submit", || {
+            *pass = None;
+            ctx.submit(encoder.finish())
+        });
+        self.keep(check)?;
+        self.unsubmitted = 0;
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(previous) = self.in_flight.replace(index) {
+            ctx.wait_for(previous)?;
+        }
+        #[cfg(target_arch = "wasm32")]
+        let _ = index;
+        Ok(())
     }
 
     pub fn context(&self) -> &Context {
@@ -257,6 +357,16 @@ impl Recorder {
                     offset,
                     size,
                 } => self.clear(buffer, *offset, *size)?,
+                Step::Loop { run, commands } => {
+                    if let Some(steps) = &mut self.capture {
+                        steps.push(Step::Loop {
+                            run: run.clone(),
+                            commands: *commands,
+                        });
+                    } else {
+                        run(self)?;
+                    }
+                }
             }
         }
         Ok(())
@@ -314,6 +424,7 @@ impl Recorder {
             });
             return Ok(());
         }
+        self.unsubmitted += 1;
         self.record("copy", |_, encoder| {
             for (i, offset, len) in src.segments().ranges(src_offset, size) {
                 let at = dst_offset + (i as u64 * src.segments().segment + offset - src_offset);
@@ -344,6 +455,7 @@ impl Recorder {
             });
             return Ok(());
         }
+        self.unsubmitted += 1;
         self.record("clear", |_, encoder| {
             for (i, at, n) in buffer.segments().ranges(offset, size) {
                 encoder.clear_buffer(&buffer.buffers()[i], at, Some(n));
@@ -404,6 +516,7 @@ impl Recorder {
         }
         let ctx = self.ctx.clone();
         ctx.count_dispatch();
+        self.unsubmitted += 1;
         let (encoder, pass) = (&mut self.encoder, &mut self.pass);
         let ((), check) = ctx.scoped("dispatch", || {
             let pass = pass.get_or_insert_with(|| {
@@ -454,11 +567,9 @@ impl Recorder {
 #[cfg(all(test, feature = "native"))]
 mod tests {
     use super::*;
-    use crate::ContextOptions;
 
     fn ctx() -> Context {
-        Context::new_blocking(ContextOptions::default())
-            .expect("a GPU adapter (lavapipe) is needed")
+        crate::gpu::test_context()
     }
 
     #[test]

@@ -676,3 +676,123 @@ dtype_tests!(sub_word_elements_of_any_dtype, |dtype: DType| {
     assert_eq!(gpu[2].shape, [7, 5], "{dtype}");
     assert_eq!(gpu, cpu, "{dtype}");
 });
+
+/// A running sum of the rows of `x` ([n, 4] f32) from zero, as `levels` Scans nested in each
+/// other (`x` then has `levels` sequence axes: each body scans its element's rows).
+fn running_sum(levels: usize, shape: &[usize]) -> Graph {
+    fn body(depth: usize) -> Graph {
+        let row: Vec<Option<usize>> = std::iter::repeat_n(None, depth).chain([Some(4)]).collect();
+        let b = Graph::new()
+            .input("sum", DType::F32, &[Some(4)])
+            .input("row", DType::F32, &row);
+        let b = if depth == 0 {
+            b.node(
+                Node::new("Add", "add")
+                    .inputs(["sum", "row"])
+                    .outputs(["next"]),
+            )
+        } else {
+            b.node(
+                Node::new("Scan", format!("scan{depth}"))
+                    .inputs(["sum", "row"])
+                    .outputs(["next"])
+                    .attr("body", Attr::Graph(Box::new(body(depth - 1))))
+                    .attr("num_scan_inputs", Attr::Int(1)),
+            )
+        };
+        b.output("next")
+    }
+    let dims: Vec<Option<usize>> = shape.iter().map(|&d| Some(d)).collect();
+    Graph::new()
+        .input("x", DType::F32, &dims)
+        .constant("zero", HostTensor::from_vec(vec![4], &[0f32; 4]).unwrap())
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["zero", "x"])
+                .outputs(["total"])
+                .attr("body", Attr::Graph(Box::new(body(levels - 1))))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("total")
+}
+
+fn sum_input(shape: &[usize]) -> HostTensor {
+    let n: usize = shape.iter().product();
+    HostTensor::from_vec(
+        shape.to_vec(),
+        &(0..n).map(|i| (i % 5) as f32).collect::<Vec<_>>(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn long_scans_are_submitted_in_chunks() {
+    // 5000 iterations of about 3 commands: more than one command buffer's worth (4096), so
+    // the recorder submits along the way instead of holding every command until the end.
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let g = running_sum(1, &[5000, 4]);
+    let x = sum_input(&[5000, 4]);
+    let before = ctx.stats();
+    let got = Session::new(&ctx, g.clone())
+        .unwrap()
+        .run_blocking(vec![("x".into(), x.clone())])
+        .unwrap();
+    let after = ctx.stats();
+    assert!(after.submissions - before.submissions >= 4, "{after:?}");
+    let want = run_graph(&g, &[("x".into(), x)], &Default::default()).unwrap();
+    assert_eq!(got[0].1, want[0]);
+}
+
+#[test]
+fn deeply_nested_scans_of_length_one_take_linear_work() {
+    // Scans nested 40 deep, each over one element: every level captures its body once, so the
+    // buffers made grow with the depth, not as 2^depth (one capture per iteration parity).
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let shape: Vec<usize> = std::iter::repeat_n(1, 40).chain([4]).collect();
+    let g = running_sum(40, &shape);
+    let x = sum_input(&shape);
+    let before = ctx.stats();
+    let got = Session::new(&ctx, g)
+        .unwrap()
+        .run_blocking(vec![("x".into(), x.clone())])
+        .unwrap();
+    let made = ctx.stats().buffers_created - before.buffers_created;
+    assert!(made <= 8 * 40, "{made} buffers for 40 levels");
+    assert_eq!(
+        got[0].1.to_vec::<f32>().unwrap(),
+        x.to_vec::<f32>().unwrap()
+    );
+}
+
+#[test]
+fn work_beyond_the_limit_is_refused_before_the_loop_runs() {
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_commands: Some(1000),
+        ..Default::default()
+    })
+    .unwrap();
+    // 3 levels of 20: 8000 innermost iterations, refused by the outermost Scan before any of
+    // its iterations is encoded.
+    let shape = [20, 20, 20, 4];
+    let before = ctx.stats();
+    let e = Session::new(&ctx, running_sum(3, &shape))
+        .unwrap()
+        .run_blocking(vec![("x".into(), sum_input(&shape))])
+        .unwrap_err();
+    let m = e.to_string();
+    assert!(
+        matches!(&e, Error::Node { source, .. } if matches!(**source, Error::LimitExceeded { op: "Scan", max: 1000, .. })),
+        "{m}"
+    );
+    assert!(m.contains("ContextOptions::max_commands"), "{m}");
+    assert_eq!(ctx.stats().dispatches, before.dispatches);
+    // Within the limit the same context runs it.
+    let shape = [4, 4, 4];
+    let g = running_sum(2, &shape);
+    let got = Session::new(&ctx, g.clone())
+        .unwrap()
+        .run_blocking(vec![("x".into(), sum_input(&shape))])
+        .unwrap();
+    let want = run_graph(&g, &[("x".into(), sum_input(&shape))], &Default::default()).unwrap();
+    assert_eq!(got[0].1, want[0]);
+}

@@ -34,6 +34,11 @@ pub struct ContextOptions {
     /// Invocations per workgroup of the data-movement and element-wise kernels (a power of
     /// two within the device's limits). `None`: [`default_workgroup_size`] for the adapter.
     pub workgroup_size: Option<u32>,
+    /// The most commands (dispatches and copies) one recording may encode; a graph that would
+    /// need more (a Scan over a very long sequence, Scans nested deeply) is refused with
+    /// `Error::LimitExceeded` before its loop runs. `None`: 20 million on CPU adapters (about
+    /// 10 µs each there: minutes of work) and 200 million on GPUs.
+    pub max_commands: Option<u64>,
     /// Use the kernel variants written for CPU adapters (MatMul without workgroup memory or
     /// barriers, see the MatMul kernels). `None`: when the adapter is a
     /// CPU one (lavapipe, SwiftShader, WARP).
@@ -82,6 +87,7 @@ struct Inner {
     segment_bytes: u64,
     workgroup_size: u32,
     cpu_kernels: bool,
+    max_commands: u64,
     modules: Mutex<HashMap<std::borrow::Cow<'static, str>, wgpu::ShaderModule>>,
     layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
@@ -244,6 +250,11 @@ impl Context {
             }
         };
         let cpu_kernels = options.cpu_kernels.unwrap_or_else(|| is_software(&info));
+        let max_commands = options.max_commands.unwrap_or(if is_software(&info) {
+            20_000_000
+        } else {
+            200_000_000
+        });
         let segment_bytes = match options.max_buffer_size {
             Some(m) if m < 256 => {
                 return Err(Error::invalid(
@@ -291,6 +302,7 @@ impl Context {
                 segment_bytes,
                 workgroup_size,
                 cpu_kernels,
+                max_commands,
                 limits,
                 modules: Mutex::default(),
                 layouts: Mutex::default(),
@@ -355,6 +367,20 @@ impl Context {
         self.inner.queue.submit([commands])
     }
 
+    /// Waits until submission `index` has completed (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn wait_for(&self, index: wgpu::SubmissionIndex) -> Result<()> {
+        self.inner.host_waits.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: None,
+            })
+            .map(|_| ())
+            .map_err(|e| Error::Readback(format!("waiting for the GPU failed: {e}")))
+    }
+
     /// Waits for submitted work (native only: in the browser, map callbacks fire from the event
     /// loop and the awaited futures complete on their own).
     #[cfg(not(target_arch = "wasm32"))]
@@ -400,6 +426,11 @@ impl Context {
         self.inner.cpu_kernels
     }
 
+    /// The most commands one recording may encode (see [`ContextOptions::max_commands`]).
+    pub fn max_commands(&self) -> u64 {
+        self.inner.max_commands
+    }
+
     /// Invocations per workgroup of the 1-D kernels on this context (see
     /// [`ContextOptions::workgroup_size`]).
     pub fn workgroup_size(&self) -> u32 {
@@ -435,13 +466,18 @@ impl Context {
     }
 }
 
+/// The context of the crate's unit tests that need a GPU (no adapter is a failure).
+#[cfg(all(test, feature = "native"))]
+pub(crate) fn test_context() -> Context {
+    Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe) is needed")
+}
+
 #[cfg(all(test, feature = "native"))]
 mod tests {
     use super::*;
 
     fn ctx() -> Context {
-        Context::new_blocking(ContextOptions::default())
-            .expect("a GPU adapter (lavapipe) is needed")
+        test_context()
     }
 
     #[test]

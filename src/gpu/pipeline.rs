@@ -151,11 +151,10 @@ fn bind_group_layout(device: &wgpu::Device, bindings: &[Binding]) -> wgpu::BindG
 #[cfg(all(test, feature = "native"))]
 mod tests {
     use super::*;
-    use crate::{ContextOptions, Error};
+    use crate::Error;
 
     fn ctx() -> Context {
-        Context::new_blocking(ContextOptions::default())
-            .expect("a GPU adapter (lavapipe) is needed")
+        crate::gpu::test_context()
     }
 
     #[test]

@@ -192,8 +192,6 @@ impl Graph {
         free
     }
 
-    /// Validates names, ops and input counts, and orders the nodes by their data edges.
-    /// `outer` holds the names visible from enclosing graphs.
     /// Fails when a name is listed twice among the outputs (a top-level graph's outputs become
     /// files and results by name; a Scan body may repeat one).
     pub fn check_outputs_distinct(&self) -> Result<()> {
@@ -207,6 +205,8 @@ impl Graph {
         }
     }
 
+    /// Validates names, ops and input counts, and orders the nodes by their data edges.
+    /// `outer` holds the names visible from enclosing graphs.
     pub(crate) fn schedule(&self, outer: &HashSet<String>) -> Result<Vec<usize>> {
         let mut producer: HashMap<&str, Option<usize>> = HashMap::new();
         fn define<'a>(

@@ -16,13 +16,14 @@
 //! empty scan outputs shaped from the body's declared outputs.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::exec::{record_graph, NodeArgs, Scope, Slot};
 use super::registry::OpDef;
 use super::Graph;
 use crate::host::c_strides;
 use crate::kernels::gather::{GatherDim, GatherPlan};
-use crate::recorder::Step;
+use crate::recorder::{LoopFn, Step};
 use crate::storage::padded_size;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
@@ -501,32 +502,30 @@ fn record_loop(
         .map(|(s, shape)| Tensor::uninit(&ctx, s.dtype(), shape))
         .collect::<Result<_>>()?;
 
-    let instances = [
-        capture_body(
-            rec,
-            args,
-            body,
-            order,
-            states,
-            &ping_pong[0],
-            &ping_pong[1],
-            &elements,
-        )?,
-        capture_body(
-            rec,
-            args,
-            body,
-            order,
-            states,
-            &ping_pong[1],
-            &ping_pong[0],
-            &elements,
-        )?,
-    ];
+    // Parity p reads the states from ping_pong[p] and writes them to the other buffer. One
+    // iteration needs parity 0 only (Scans of length 1 nested deeply would otherwise capture
+    // their bodies 2^depth times).
+    let parities = if seq > 1 { 2 } else { 1 };
+    let instances: Vec<Instance> = [(0, 1), (1, 0)]
+        .into_iter()
+        .take(parities)
+        .map(|(r, w)| {
+            capture_body(
+                rec,
+                args,
+                body,
+                order,
+                states,
+                &ping_pong[r],
+                &ping_pong[w],
+                &elements,
+            )
+        })
+        .collect::<Result<_>>()?;
     for (a, b) in instances[0]
         .scan_outputs
         .iter()
-        .zip(&instances[1].scan_outputs)
+        .zip(&instances[parities - 1].scan_outputs)
     {
         if a.dtype() != b.dtype() || a.shape() != b.shape() {
             return Err(invalid(
@@ -554,23 +553,45 @@ fn record_loop(
         .map(|o| Tensor::uninit(&ctx, o.dtype, &[seq, o.row_elems]))
         .collect::<Result<_>>()?;
 
-    for t in 0..seq {
-        for (j, scan) in scans.iter().enumerate() {
-            match plan.read(j, t) {
-                ElementRead::Copy { offset, bytes } => {
-                    rec.copy(scan.storage(), offset, elements[j].storage(), 0, bytes)?
+    // The loop, run now or (inside an enclosing Scan's body) each time that body is replayed.
+    // Its commands: the element reads, the body, the copies into the accumulators.
+    let per_iteration = instances
+        .iter()
+        .map(|i| i.steps.iter().map(Step::commands).sum::<u64>())
+        .max()
+        .unwrap_or(0)
+        + (plan.m + outputs.len()) as u64;
+    let commands = per_iteration.saturating_mul(seq as u64);
+    let (scans, elements, accumulators_in_loop) = (scans.to_vec(), elements, accumulators.clone());
+    let (plan_in_loop, outputs_in_loop) = (plan.clone(), outputs.clone());
+    let run: LoopFn = Arc::new(move |rec: &mut Recorder| {
+        for t in 0..seq {
+            for (j, scan) in scans.iter().enumerate() {
+                match plan_in_loop.read(j, t) {
+                    ElementRead::Copy { offset, bytes } => {
+                        rec.copy(scan.storage(), offset, elements[j].storage(), 0, bytes)?
+                    }
+                    ElementRead::Gather(g) => rec.gather_into(OP, scan, &g, &elements[j])?,
                 }
-                ElementRead::Gather(g) => rec.gather_into(OP, scan, &g, &elements[j])?,
             }
+            let instance = &instances[t % 2];
+            rec.replay(&instance.steps)?;
+            for (q, out) in instance.scan_outputs.iter().enumerate() {
+                let o = &outputs_in_loop[q];
+                let at = plan_in_loop.position(t, o.reverse) as u64 * o.row_bytes;
+                rec.copy(
+                    out.storage(),
+                    0,
+                    accumulators_in_loop[q].storage(),
+                    at,
+                    o.row_bytes,
+                )?;
+            }
+            rec.end_of_iteration()?;
         }
-        let instance = &instances[t % 2];
-        rec.replay(&instance.steps)?;
-        for (q, out) in instance.scan_outputs.iter().enumerate() {
-            let o = &outputs[q];
-            let at = plan.position(t, o.reverse) as u64 * o.row_bytes;
-            rec.copy(out.storage(), 0, accumulators[q].storage(), at, o.row_bytes)?;
-        }
-    }
+        Ok(())
+    });
+    rec.run_loop(OP, run, commands)?;
 
     let mut results = Vec::with_capacity(n + plan.k);
     for (i, s) in ping_pong[seq % 2].iter().enumerate() {

@@ -327,16 +327,6 @@ impl Recorder {
         plan: &GatherPlan,
         out: &Tensor,
     ) -> Result<()> {
-        self.gather_to(op, src, plan, out)
-    }
-
-    fn gather_to(
-        &mut self,
-        op: &'static str,
-        src: &Tensor,
-        plan: &GatherPlan,
-        out: &Tensor,
-    ) -> Result<()> {
         let ctx = self.context().clone();
         debug_assert!(out.numel() as u64 == plan.count);
         if plan.count == 0 {

@@ -1,6 +1,22 @@
 //! Validation shared by BatchToSpace-2 and SpaceToBatch-2 (docs/spec-decisions.md 11 and 12).
 
-use crate::{Error, Result};
+use crate::kernels::block_remap::BlockPlan;
+use crate::{Error, Out, Recorder, Result, Tensor};
+
+/// Records BatchToSpace or SpaceToBatch (`op`) of `data` into `out`, planned by `plan`.
+pub(crate) fn record(
+    rec: &mut Recorder,
+    op: &'static str,
+    data: &Tensor,
+    plan: impl FnOnce(&[usize]) -> Result<BlockPlan>,
+    out: Out,
+) -> Result<Tensor> {
+    rec.check_inputs(op, &[("data", data)])?;
+    let plan = plan(data.shape())?;
+    let out = out.tensor(rec, data.dtype(), &plan.output_shape)?;
+    rec.block_remap_into(op, data, &plan, &out)?;
+    Ok(out)
+}
 
 /// Checks data's rank, the lengths and ranges of block_shape and the begin/end amounts (crops or
 /// pads, named by `begin_name`/`end_name`), and the batch-axis rules of decision 11. Returns the

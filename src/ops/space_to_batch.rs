@@ -78,17 +78,11 @@ impl SpaceToBatch {
     pub fn run(&self, data: &Tensor) -> Result<Tensor> {
         data.context().run(|rec| self.record(rec, data, Out::NEW))
     }
-}
 
-impl SpaceToBatch {
     /// Records SpaceToBatch-2 of `data` into `out`: the one recording path of the op (the Rust API and
     /// graph nodes both come here).
     pub fn record(&self, rec: &mut Recorder, data: &Tensor, out: Out) -> Result<Tensor> {
-        rec.check_inputs(OP, &[("data", data)])?;
-        let plan = self.plan(data.shape())?;
-        let out = out.tensor(rec, data.dtype(), &plan.output_shape)?;
-        rec.block_remap_into(OP, data, &plan, &out)?;
-        Ok(out)
+        blocks::record(rec, OP, data, |shape| self.plan(shape), out)
     }
 }
 

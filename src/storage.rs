@@ -2,11 +2,14 @@
 //! context's `max_buffer_size` several in order ([`Segments`]); [`Window`]s of them are what
 //! kernels bind. Knows the GPU layer only.
 
-use crate::Context;
+use crate::gpu::MemoryLease;
+use crate::{Context, Result};
 
 /// The GPU buffers of a tensor: one, or for tensors above the context's buffer size, several
 /// of that size in order (the last may be shorter).
 pub(crate) struct Storage {
+    /// Counts the buffers' bytes against the context's memory limit while they live.
+    _lease: MemoryLease,
     buffers: Vec<wgpu::Buffer>,
     segments: Segments,
 }
@@ -14,7 +17,13 @@ pub(crate) struct Storage {
 impl Storage {
     /// New buffers for `size` bytes (a multiple of 4), holding `contents` when given (then
     /// `size` is `contents` padded to a whole word). Creation failures go to the caller's scope.
-    pub(crate) fn create(ctx: &Context, size: u64, contents: Option<&[u8]>) -> Storage {
+    pub(crate) fn create(
+        ctx: &Context,
+        op: &'static str,
+        size: u64,
+        contents: Option<&[u8]>,
+    ) -> Result<Storage> {
+        let lease = ctx.reserve_memory(op, size)?;
         let segments = Segments {
             segment: ctx.max_buffer_size(),
             size,
@@ -38,7 +47,11 @@ impl Storage {
                 }
             })
             .collect();
-        Storage { buffers, segments }
+        Ok(Storage {
+            _lease: lease,
+            buffers,
+            segments,
+        })
     }
 
     pub(crate) fn segments(&self) -> Segments {

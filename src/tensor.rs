@@ -45,8 +45,10 @@ impl Tensor {
     /// Allocates an uninitialized tensor (contents unspecified until a kernel writes it).
     pub fn uninit(ctx: &Context, dtype: DType, shape: &[usize]) -> Result<Tensor> {
         let size = padded_size(byte_len("Tensor", dtype, shape)?);
-        let (storage, check) = ctx.scoped("allocate", || Storage::create(ctx, size, None));
+        let (storage, check) =
+            ctx.scoped("allocate", || Storage::create(ctx, "Tensor", size, None));
         check.now(ctx)?;
+        let storage = storage?;
         ctx.count_buffers(storage.buffers().len());
         Ok(Tensor {
             ctx: ctx.clone(),
@@ -60,9 +62,11 @@ impl Tensor {
     pub fn from_host(ctx: &Context, host: &HostTensor) -> Result<Tensor> {
         host.check()?;
         let size = padded_size(host.data.len() as u64);
-        let (storage, check) =
-            ctx.scoped("upload", || Storage::create(ctx, size, Some(&host.data)));
+        let (storage, check) = ctx.scoped("upload", || {
+            Storage::create(ctx, "upload", size, Some(&host.data))
+        });
         check.now(ctx)?;
+        let storage = storage?;
         ctx.count_buffers(storage.buffers().len());
         Ok(Tensor {
             ctx: ctx.clone(),

@@ -177,3 +177,37 @@ fn a_destroyed_device_gives_errors_not_panics_or_hangs() {
     // Another context in the same process is unaffected.
     mixed_work(&new_context(), 7);
 }
+
+#[test]
+fn tensors_beyond_the_memory_limit_are_refused_before_allocation() {
+    let ctx = Context::new_blocking(ContextOptions {
+        max_memory: Some(1 << 20),
+        ..Default::default()
+    })
+    .unwrap();
+    let before = ctx.memory_in_use();
+    let a = Tensor::uninit(&ctx, DType::U8, &[600 << 10]).unwrap();
+    assert_eq!(ctx.memory_in_use() - before, 600 << 10);
+    // A second tensor of the same size would pass 1 MiB: refused, nothing allocated.
+    let buffers = ctx.stats().buffers_created;
+    match Tensor::uninit(&ctx, DType::U8, &[600 << 10]) {
+        Err(Error::LimitExceeded { limit, max, .. }) => {
+            assert!(limit.contains("ContextOptions::max_memory"), "{limit}");
+            assert_eq!(max, 1 << 20);
+        }
+        other => panic!("expected LimitExceeded, got {other:?}"),
+    }
+    assert_eq!(ctx.stats().buffers_created, buffers);
+    // An op whose output would not fit is refused the same way, and the context stays usable.
+    let h = HostTensor::from_vec(vec![2, 2], &[1u32, 2, 3, 4]).unwrap();
+    let x = Tensor::from_host(&ctx, &h).unwrap();
+    let huge = wgpu_ops::SpaceToBatch::new([1, 2], [0, 1 << 20], [0, 0]);
+    assert!(matches!(huge.run(&x), Err(Error::LimitExceeded { .. })));
+    drop(a);
+    assert_eq!(ctx.memory_in_use() - before, 16); // x alone
+    let t = ctx.run(|rec| rec.transpose(&x, None)).unwrap();
+    assert_eq!(
+        t.to_host_blocking().unwrap().to_vec::<u32>().unwrap(),
+        [1, 3, 2, 4]
+    );
+}

@@ -34,6 +34,13 @@ pub struct ContextOptions {
     /// Invocations per workgroup of the data-movement and element-wise kernels (a power of
     /// two within the device's limits). `None`: [`default_workgroup_size`] for the adapter.
     pub workgroup_size: Option<u32>,
+    /// The most bytes of tensors this context holds on the device at once; an op or upload
+    /// that would go beyond is refused with `Error::LimitExceeded` before anything is
+    /// allocated. `None`: on CPU adapters (whose device memory is the host's, where an
+    /// oversized allocation succeeds and then exhausts the machine) half the host's memory
+    /// (`/proc/meminfo`, else 8 GiB); on GPUs no limit of ours (the driver's out-of-memory
+    /// errors are caught and returned).
+    pub max_memory: Option<u64>,
     /// The most commands (dispatches and copies) one recording may encode; a graph that would
     /// need more (a Scan over a very long sequence, Scans nested deeply) is refused with
     /// `Error::LimitExceeded` before its loop runs. `None`: 20 million on CPU adapters (about
@@ -43,6 +50,31 @@ pub struct ContextOptions {
     /// barriers, see the MatMul kernels). `None`: when the adapter is a
     /// CPU one (lavapipe, SwiftShader, WARP).
     pub cpu_kernels: Option<bool>,
+}
+
+/// Device memory counted against [`ContextOptions::max_memory`] while a tensor's storage lives.
+pub(crate) struct MemoryLease {
+    counter: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl Drop for MemoryLease {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// Total host memory (Linux), for the default memory limit of CPU adapters.
+fn host_memory() -> Option<u64> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
+    #[cfg(target_arch = "wasm32")]
+    None
 }
 
 /// The largest workgroup size a context accepts (whatever the device allows beyond it): the
@@ -88,6 +120,9 @@ struct Inner {
     workgroup_size: u32,
     cpu_kernels: bool,
     max_commands: u64,
+    max_memory: u64,
+    /// Bytes of tensor storage alive on the device (see [`MemoryLease`]).
+    memory_in_use: Arc<AtomicU64>,
     modules: Mutex<HashMap<std::borrow::Cow<'static, str>, wgpu::ShaderModule>>,
     layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
@@ -250,6 +285,7 @@ impl Context {
             }
         };
         let cpu_kernels = options.cpu_kernels.unwrap_or_else(|| is_software(&info));
+        let info_for_limits = info.clone();
         let max_commands = options.max_commands.unwrap_or(if is_software(&info) {
             20_000_000
         } else {
@@ -303,6 +339,14 @@ impl Context {
                 workgroup_size,
                 cpu_kernels,
                 max_commands,
+                max_memory: options.max_memory.unwrap_or_else(|| {
+                    if is_software(&info_for_limits) {
+                        host_memory().map_or(8 << 30, |m| m / 2)
+                    } else {
+                        u64::MAX
+                    }
+                }),
+                memory_in_use: Arc::default(),
                 limits,
                 modules: Mutex::default(),
                 layouts: Mutex::default(),
@@ -424,6 +468,41 @@ impl Context {
     /// [`ContextOptions::cpu_kernels`]).
     pub fn cpu_kernels(&self) -> bool {
         self.inner.cpu_kernels
+    }
+
+    /// Reserves `bytes` of device memory for a tensor (released when the lease drops), or
+    /// refuses them when the context's tensors would then exceed
+    /// [`ContextOptions::max_memory`].
+    pub(crate) fn reserve_memory(&self, op: &'static str, bytes: u64) -> Result<MemoryLease> {
+        let counter = &self.inner.memory_in_use;
+        let max = self.inner.max_memory;
+        let mut used = counter.load(Ordering::Relaxed);
+        loop {
+            let total = used.saturating_add(bytes);
+            if total > max {
+                return Err(Error::LimitExceeded {
+                    op,
+                    what: format!("{bytes} bytes of tensors (with {used} in use)"),
+                    limit: "memory limit (ContextOptions::max_memory)",
+                    needed: total,
+                    max,
+                });
+            }
+            match counter.compare_exchange_weak(used, total, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    return Ok(MemoryLease {
+                        counter: counter.clone(),
+                        bytes,
+                    })
+                }
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    /// Bytes of tensors this context holds on the device now.
+    pub fn memory_in_use(&self) -> u64 {
+        self.inner.memory_in_use.load(Ordering::Relaxed)
     }
 
     /// The most commands one recording may encode (see [`ContextOptions::max_commands`]).

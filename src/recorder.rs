@@ -153,6 +153,9 @@ pub struct Recorder {
     /// The last chunk submitted before `finish` (native: waited for before the next one is
     /// submitted, so at most two chunks hold memory).
     in_flight: Option<wgpu::SubmissionIndex>,
+    /// True while replaying captured commands under one error scope (see [`Self::replay`]):
+    /// commands then skip scopes of their own.
+    in_replay: bool,
     /// Commands this recording has committed to encode (loops counted whole before they run),
     /// checked against the context's limit.
     planned: u64,
@@ -175,6 +178,7 @@ impl Recorder {
             pool: HashMap::new(),
             unsubmitted: 0,
             in_flight: None,
+            in_replay: false,
             planned: 0,
         }
     }
@@ -187,7 +191,16 @@ impl Recorder {
             return Ok(());
         }
         self.plan_commands(op, commands)?;
-        run(self)
+        if self.in_replay {
+            return run(self);
+        }
+        // One pair of error scopes around the whole loop: its commands skip their own.
+        let ctx = self.ctx.clone();
+        self.in_replay = true;
+        let (result, check) = ctx.scoped(op, || run(self));
+        self.in_replay = false;
+        self.keep(check)?;
+        result
     }
 
     /// Counts `commands` more commands against the context's limit on one recording.
@@ -273,6 +286,10 @@ impl Recorder {
         let ctx = self.ctx.clone();
         let encoder = &mut self.encoder;
         let pass = &mut self.pass;
+        if self.in_replay {
+            *pass = None;
+            return Ok(f(&ctx, encoder));
+        }
         let (value, check) = ctx.scoped(op, || {
             // Ending the pass reports its dispatches' errors, under this scope.
             *pass = None;
@@ -286,6 +303,9 @@ impl Recorder {
     /// `op`, leaving an open compute pass open.
     fn on_device<T>(&mut self, op: &str, f: impl FnOnce(&Context) -> T) -> Result<T> {
         let ctx = self.ctx.clone();
+        if self.in_replay {
+            return Ok(f(&ctx));
+        }
         let (value, check) = ctx.scoped(op, || f(&ctx));
         self.keep(check)?;
         Ok(value)
@@ -338,6 +358,20 @@ impl Recorder {
 
     /// Encodes captured commands again (or appends them to an enclosing capture).
     pub(crate) fn replay(&mut self, steps: &[Step]) -> Result<()> {
+        if self.capture.is_some() || self.in_replay {
+            return self.replay_steps(steps);
+        }
+        // One pair of error scopes around the whole replay instead of one per command: the
+        // commands were validated when captured, and scopes cost more than encoding a dispatch.
+        let ctx = self.ctx.clone();
+        self.in_replay = true;
+        let (result, check) = ctx.scoped("Scan body", || self.replay_steps(steps));
+        self.in_replay = false;
+        self.keep(check)?;
+        result
+    }
+
+    fn replay_steps(&mut self, steps: &[Step]) -> Result<()> {
         for step in steps {
             match step {
                 Step::Dispatch {
@@ -514,11 +548,10 @@ impl Recorder {
             });
             return Ok(());
         }
-        let ctx = self.ctx.clone();
-        ctx.count_dispatch();
+        self.ctx.count_dispatch();
         self.unsubmitted += 1;
         let (encoder, pass) = (&mut self.encoder, &mut self.pass);
-        let ((), check) = ctx.scoped("dispatch", || {
+        let mut encode = || {
             let pass = pass.get_or_insert_with(|| {
                 encoder
                     .begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -530,7 +563,13 @@ impl Recorder {
             pass.set_pipeline(&pipeline.pipeline);
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
-        });
+        };
+        if self.in_replay {
+            encode();
+            return Ok(());
+        }
+        let ctx = self.ctx.clone();
+        let ((), check) = ctx.scoped("dispatch", encode);
         self.keep(check)
     }
 
@@ -564,6 +603,104 @@ impl Recorder {
     }
 }
 
+/// For the encoding benchmark (`examples/encode_cost.rs`): host nanoseconds per dispatch of a
+/// captured body of `body` element-wise dispatches replayed `times` times in a loop as a Scan
+/// does, of the same dispatches each under error scopes of its own (how replays were encoded
+/// before), and of the same pipelines and bind groups encoded with bare wgpu into one compute
+/// pass, measured in the same
+/// process (interleaved, best of `rounds`), each up to its finished command buffer (where wgpu
+/// does most of its work). Nothing is submitted.
+#[doc(hidden)]
+#[cfg(feature = "native")]
+pub fn replay_cost(
+    ctx: &Context,
+    body: usize,
+    times: usize,
+    rounds: usize,
+) -> Result<(f64, f64, f64)> {
+    use std::time::Instant;
+    let host = crate::HostTensor::from_vec(vec![64], &[1.0f32; 64])?;
+    let a = Tensor::from_host(ctx, &host)?;
+    let b = Tensor::uninit(ctx, DType::F32, &[64])?;
+    let mut rec = ctx.recorder();
+    let ((), steps) = rec.capture(|rec| {
+        for k in 0..body {
+            let (from, to) = if k % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            rec.elementwise_to("Relu", from, None, Out::into("b", to))?;
+        }
+        Ok(())
+    })?;
+    let dispatches: Vec<(Arc<Pipeline>, wgpu::BindGroup, [u32; 3])> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Dispatch {
+                pipeline,
+                bind_group,
+                grid,
+            } => Some((pipeline.clone(), bind_group.clone(), *grid)),
+            _ => None,
+        })
+        .collect();
+    let n = (times * dispatches.len()) as f64;
+    let steps = Arc::new(steps);
+    let (mut ours, mut scoped, mut bare) = (f64::MAX, f64::MAX, f64::MAX);
+    let finished = |rec: Recorder| {
+        let Recorder { encoder, pass, .. } = rec;
+        drop(pass);
+        encoder.finish()
+    };
+    for _ in 0..rounds {
+        // As a Scan replays its body: inside a loop, under the loop's one error scope.
+        let mut rec = ctx.recorder();
+        let start = Instant::now();
+        let body_steps = steps.clone();
+        let run: LoopFn = Arc::new(move |rec: &mut Recorder| {
+            for _ in 0..times {
+                rec.replay(&body_steps)?;
+            }
+            Ok(())
+        });
+        rec.run_loop("benchmark", run, 0)?;
+        let commands = finished(rec);
+        ours = ours.min(start.elapsed().as_nanos() as f64 / n);
+        drop(commands);
+
+        // Each command under error scopes of its own (how replays were encoded before).
+        let mut rec = ctx.recorder();
+        let start = Instant::now();
+        for _ in 0..times {
+            for (pipeline, bind_group, grid) in &dispatches {
+                rec.dispatch_bound(pipeline, bind_group.clone(), *grid)?;
+            }
+        }
+        let commands = finished(rec);
+        scoped = scoped.min(start.elapsed().as_nanos() as f64 / n);
+        drop(commands);
+
+        let mut encoder = ctx
+            .device()
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        let start = Instant::now();
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: None,
+            });
+            for _ in 0..times {
+                for (pipeline, bind_group, grid) in &dispatches {
+                    pass.set_pipeline(&pipeline.pipeline);
+                    pass.set_bind_group(0, bind_group, &[]);
+                    pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+                }
+            }
+        }
+        let commands = encoder.finish();
+        bare = bare.min(start.elapsed().as_nanos() as f64 / n);
+        drop(commands);
+    }
+    Ok((ours, scoped, bare))
+}
+
 #[cfg(all(test, feature = "native"))]
 mod tests {
     use super::*;
@@ -593,6 +730,34 @@ mod tests {
         match result {
             Err(Error::Validation { op, .. }) => {
                 assert!(op == "copy probe" || op == "submit", "{op}")
+            }
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_of_replayed_loops_are_caught_once_and_returned() {
+        let ctx = ctx();
+        let a = Tensor::uninit(&ctx, DType::U8, &[16]).unwrap();
+        let b = Tensor::uninit(&ctx, DType::U8, &[16]).unwrap();
+        let mut rec = ctx.recorder();
+        // A copy past the end of both buffers: captured unchecked, invalid when encoded.
+        let ((), steps) = rec
+            .capture(|rec| rec.copy(a.storage(), 0, b.storage(), 8, 64))
+            .unwrap();
+        let steps = Arc::new(steps);
+        let run: LoopFn = Arc::new(move |rec: &mut Recorder| {
+            for _ in 0..3 {
+                rec.replay(&steps)?;
+            }
+            Ok(())
+        });
+        let result = rec
+            .run_loop("test loop", run, 3)
+            .and_then(|()| pollster::block_on(rec.finish()));
+        match result {
+            Err(Error::Validation { op, .. }) => {
+                assert!(op == "test loop" || op == "submit", "{op}")
             }
             other => panic!("expected a validation error, got {other:?}"),
         }

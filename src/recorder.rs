@@ -151,7 +151,9 @@ pub struct Recorder {
     /// Commands encoded since the last submission.
     unsubmitted: u64,
     /// The last chunk submitted before `finish` (native: waited for before the next one is
-    /// submitted, so at most two chunks hold memory).
+    /// submitted, so at most two chunks hold memory; the browser cannot block, and its
+    /// WebGPU implementation paces submissions itself).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     in_flight: Option<wgpu::SubmissionIndex>,
     /// True while replaying captured commands under one error scope (see [`Self::replay`]):
     /// commands then skip scopes of their own.

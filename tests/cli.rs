@@ -383,6 +383,41 @@ fn closed_or_full_output_streams_end_with_an_exit_code_not_an_abort() {
 }
 
 #[test]
+fn a_panic_while_writing_leaves_no_file_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = d.join("out");
+    let x = save(d, "x.npy", &common::random_tensor(4, DType::F32, &[2, 3]));
+    let g = write_json(d, "g.json", &simple_graph(ss_node(&["x", "b", "e"])));
+    let status = Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
+        .args([
+            "run",
+            &g,
+            "--input",
+            &format!("x={x}"),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .env("WGPU_OPS_TEST_PANIC_WHILE_WRITING", "1")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert_eq!(status.status.code(), Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("error: internal error: panic requested"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        0,
+        "a file was left behind"
+    );
+}
+
+#[test]
 fn outputs_of_very_high_rank_are_written() {
     // A Reshape to rank 22 000 and a StridedSlice adding 100 000 new axes: the .npy headers are
     // longer than version 1.0 can hold, so they are written as version 2.0.

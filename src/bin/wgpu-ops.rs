@@ -112,32 +112,51 @@ fn run(
     write_outputs(out, &outputs)
 }
 
-/// Writes every output to a temporary name first and renames them only when all are written.
+/// Output files being written: temporary names, renamed to their final names only when all
+/// are written. Dropped before `commit` (an error, or a panic unwinding), it removes every
+/// file it made.
+struct PartialOutputs {
+    files: Vec<(PathBuf, PathBuf)>,
+    committed: bool,
+}
+
+impl Drop for PartialOutputs {
+    fn drop(&mut self) {
+        if !self.committed {
+            for (tmp, fin) in &self.files {
+                let _ = std::fs::remove_file(tmp);
+                let _ = std::fs::remove_file(fin);
+            }
+        }
+    }
+}
+
 fn write_outputs(dir: &Path, outputs: &[(String, HostTensor)]) -> Result<(), Error> {
     let file_err = |p: &Path, e: std::io::Error| Error::File {
         path: p.display().to_string(),
         message: e.to_string(),
     };
     std::fs::create_dir_all(dir).map_err(|e| file_err(dir, e))?;
-    let mut written: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let result = (|| {
-        for (name, t) in outputs {
-            let tmp = dir.join(format!(".{name}.npy.partial"));
-            written.push((tmp.clone(), dir.join(format!("{name}.npy"))));
-            npy::write(&tmp, t)?;
-        }
-        for (tmp, fin) in &written {
-            std::fs::rename(tmp, fin).map_err(|e| file_err(fin, e))?;
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        for (tmp, fin) in &written {
-            let _ = std::fs::remove_file(tmp);
-            let _ = std::fs::remove_file(fin);
+    let mut partial = PartialOutputs {
+        files: Vec::new(),
+        committed: false,
+    };
+    for (name, t) in outputs {
+        let tmp = dir.join(format!(".{name}.npy.partial"));
+        partial
+            .files
+            .push((tmp.clone(), dir.join(format!("{name}.npy"))));
+        npy::write(&tmp, t)?;
+        // Lets the tests check that a panic while writing leaves no file behind.
+        if std::env::var_os("WGPU_OPS_TEST_PANIC_WHILE_WRITING").is_some() {
+            panic!("panic requested while writing outputs (test)");
         }
     }
-    result
+    for (tmp, fin) in &partial.files {
+        std::fs::rename(tmp, fin).map_err(|e| file_err(fin, e))?;
+    }
+    partial.committed = true;
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -154,7 +173,8 @@ fn main() -> ExitCode {
             std::env::set_var("XDG_RUNTIME_DIR", dir);
         }
     }
-    std::panic::set_hook(Box::new(|info| {
+    let main_thread = std::thread::current().id();
+    std::panic::set_hook(Box::new(move |info| {
         let msg = info
             .payload()
             .downcast_ref::<&str>()
@@ -167,12 +187,16 @@ fn main() -> ExitCode {
             "error: internal error: {}",
             wgpu_ops::error::escape(&msg)
         );
-        std::process::exit(1);
+        // On the main thread the panic unwinds to `main`, removing partial outputs on its way;
+        // elsewhere nothing would report it, so the process ends here.
+        if std::thread::current().id() != main_thread {
+            std::process::exit(1);
+        }
     }));
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("off")).init();
 
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match cli.command {
         Command::Run {
             graph,
             inputs,
@@ -210,10 +234,12 @@ fn main() -> ExitCode {
                     message: e.to_string(),
                 })
         }
-    };
+    }));
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        // The panic hook has printed the error line.
+        Err(_) => ExitCode::from(1),
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
             // The error displays as one line; if stderr cannot take it, the exit code remains.
             let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::from(1)

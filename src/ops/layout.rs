@@ -166,6 +166,36 @@ impl Recorder {
         Ok(out)
     }
 
+    /// Concat along `axis` as: every input transposed to put `axis` first, the results
+    /// concatenated along axis 0 (buffer copies), and that transposed back into `out`.
+    fn concat_axis_first(&mut self, inputs: &[Tensor], axis: usize, out: &Tensor) -> Result<()> {
+        let rank = out.rank();
+        let perm: Vec<i64> = std::iter::once(axis)
+            .chain((0..rank).filter(|&k| k != axis))
+            .map(|k| k as i64)
+            .collect();
+        let mut moved = Vec::with_capacity(inputs.len());
+        for t in inputs {
+            let (shape, plan) = transpose_plan(t.shape(), Some(&perm))?;
+            let m = self.alloc(t.dtype(), &shape)?;
+            self.gather_into("Concat", t, &plan, &m)?;
+            moved.push(m);
+        }
+        let (first_shape, _) = transpose_plan(out.shape(), Some(&perm))?;
+        let joined = self.alloc(out.dtype(), &first_shape)?;
+        self.concat_into(&moved, 0, &joined)?;
+        let mut back = vec![0i64; rank];
+        for (i, &p) in perm.iter().enumerate() {
+            back[p as usize] = i as i64;
+        }
+        let (_, plan) = transpose_plan(&first_shape, Some(&back))?;
+        self.gather_into("Concat", &joined, &plan, out)?;
+        for t in moved.into_iter().chain([joined]) {
+            self.release(t);
+        }
+        Ok(())
+    }
+
     fn concat_into(&mut self, inputs: &[Tensor], axis: i64, out: &Tensor) -> Result<()> {
         let axis = if axis < 0 {
             axis + out.rank() as i64
@@ -178,6 +208,24 @@ impl Recorder {
         let outer: u64 = out.shape()[..axis].iter().map(|&d| d as u64).product();
         let out_run: u64 = out.shape()[axis..].iter().map(|&d| d as u64).product();
         let slab: u64 = out.shape()[axis + 1..].iter().map(|&d| d as u64).product();
+        // Runs of 1- and 2-byte elements after the first axis that are not whole 32-bit words
+        // cannot move as words (one invocation writes a whole word): concatenate along axis 0
+        // of transposed copies instead, then transpose back.
+        let whole_words = {
+            let mut at = 0u64;
+            inputs.iter().all(|t| {
+                let run = t.numel() as u64 / outer.max(1);
+                let dst = at * slab * elem;
+                at += t.shape()[axis] as u64;
+                t.numel() == 0
+                    || ((run * elem).is_multiple_of(4)
+                        && (out_run * elem).is_multiple_of(4)
+                        && dst.is_multiple_of(4))
+            })
+        };
+        if outer > 1 && !whole_words {
+            return self.concat_axis_first(inputs, axis, out);
+        }
         let mut offset = 0u64;
         for t in inputs {
             let run = t.numel() as u64 / outer.max(1);
@@ -203,25 +251,8 @@ impl Recorder {
                 }
                 continue;
             }
-            // Runs move as 32-bit words when they and their places are whole words.
+            // Runs and their places are whole words here (checked above): they move as words.
             let (in_words, out_words) = ((run * elem) / 4, (out_run * elem) / 4);
-            if !(run * elem).is_multiple_of(4)
-                || !(out_run * elem).is_multiple_of(4)
-                || !dst.is_multiple_of(4)
-            {
-                return Err(Error::invalid(
-                    "Concat",
-                    "inputs",
-                    format!(
-                        "Concat of {} along axis {axis}: runs of {} bytes at byte {dst} of \
-                         rows of {} bytes are not whole 32-bit words, which 1- and 2-byte \
-                         dtypes need after the first axis",
-                        t.dtype(),
-                        run * elem,
-                        out_run * elem
-                    ),
-                ));
-            }
             let piece = CopyPiece {
                 src_base: 0,
                 dst_base: dst / 4,

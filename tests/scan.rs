@@ -796,3 +796,24 @@ fn work_beyond_the_limit_is_refused_before_the_loop_runs() {
     let want = run_graph(&g, &[("x".into(), sum_input(&shape))], &Default::default()).unwrap();
     assert_eq!(got[0].1, want[0]);
 }
+
+// Scan outputs whose elements are empty (a slice that takes nothing): rows of 0 bytes, never
+// a padding word (for 8-byte dtypes a word is not even one element). Found by the fuzzer.
+dtype_tests!(scan_outputs_of_empty_elements, |dtype: DType| {
+    let body = Graph::new()
+        .input("e", dtype, &[Some(2), Some(0)])
+        .node(Node::new("Identity", "id").inputs(["e"]).outputs(["f"]))
+        .output("f");
+    let scans = [random_tensor(3, dtype, &[4, 2, 0])];
+    let g = scan_graph(
+        &[],
+        &scans,
+        body,
+        vec![("scan_output_axes", Attr::Ints(vec![1]))],
+        1,
+    );
+    let (gpu, cpu) = run_both(&g, &scans);
+    let (gpu, cpu) = (gpu.unwrap(), cpu.unwrap());
+    assert_eq!(gpu[0].shape, [2, 4, 0]);
+    assert_eq!(gpu, cpu);
+});

@@ -329,7 +329,12 @@ impl ScanPlan {
             .zip(axes.into_iter().zip(reverse))
             .map(|((dtype, shape), (axis, reverse))| {
                 let numel: usize = shape.iter().product();
-                let row_bytes = padded_size((numel * dtype.size()) as u64);
+                // Empty elements have empty rows (a padding word would not hold a whole
+                // element of 8 bytes, and there is nothing to copy).
+                let row_bytes = match numel {
+                    0 => 0,
+                    n => padded_size((n * dtype.size()) as u64),
+                };
                 let row_elems = row_bytes as usize / dtype.size();
                 let mut output_shape = shape.clone();
                 output_shape.insert(axis, seq);
@@ -744,6 +749,10 @@ mod tests {
         let plan = ScanPlan::new(&attrs(1), &body(1, 1, 1), &inputs, 2).unwrap();
         let out = plan.outputs(&[(DType::F32, vec![2])]).unwrap();
         assert_eq!((out[0].layout.is_none(), out[0].row_bytes), (true, 8));
+        // Empty elements: empty rows, the accumulator is the (empty) output.
+        let out = plan.outputs(&[(DType::F64, vec![2, 0])]).unwrap();
+        assert_eq!((out[0].row_bytes, out[0].row_elems), (0, 0));
+        assert_eq!(out[0].output_shape, [5, 2, 0]);
         // u8 rows of 3 bytes are padded to a word: a gather drops the padding.
         let out = plan.outputs(&[(DType::U8, vec![3])]).unwrap();
         assert_eq!((out[0].row_elems, out[0].layout.is_some()), (4, true));

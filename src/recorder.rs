@@ -517,9 +517,25 @@ impl Recorder {
         grid: [u32; 3],
     ) -> Result<()> {
         let uniform = self.uniform(op, params)?;
+        let bindings: Vec<wgpu::BindingResource<'_>> = std::iter::once(uniform.as_entire_binding())
+            .chain(buffers.iter().cloned())
+            .collect();
+        self.dispatch_with(op, pipeline, &bindings, grid)
+    }
+
+    /// Records one dispatch of `pipeline` over `grid` workgroups with `bindings` in order (no
+    /// parameters of its own).
+    pub(crate) fn dispatch_with(
+        &mut self,
+        op: &str,
+        pipeline: &Arc<Pipeline>,
+        bindings: &[wgpu::BindingResource<'_>],
+        grid: [u32; 3],
+    ) -> Result<()> {
         let bind_group = self.on_device(op, |ctx| {
-            let entries: Vec<wgpu::BindGroupEntry> = std::iter::once(uniform.as_entire_binding())
-                .chain(buffers.iter().cloned())
+            let entries: Vec<wgpu::BindGroupEntry> = bindings
+                .iter()
+                .cloned()
                 .enumerate()
                 .map(|(i, resource)| wgpu::BindGroupEntry {
                     binding: i as u32,

@@ -169,12 +169,36 @@ fn run_both(
     Result<Vec<HostTensor>, Error>,
     Result<Vec<HostTensor>, wgpu_ops::reference::RefError>,
 ) {
+    run_both_on(ctx(), g, inputs)
+}
+
+/// A context with the GPU kernel variants even on a CPU adapter: Scans read and write their
+/// elements with dispatches at a GPU counter's position instead of buffer copies.
+fn gpu_kernels_ctx() -> &'static wgpu_ops::Context {
+    static CTX: std::sync::OnceLock<wgpu_ops::Context> = std::sync::OnceLock::new();
+    CTX.get_or_init(|| {
+        wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(false),
+            ..Default::default()
+        })
+        .unwrap()
+    })
+}
+
+fn run_both_on(
+    ctx: &wgpu_ops::Context,
+    g: &Graph,
+    inputs: &[HostTensor],
+) -> (
+    Result<Vec<HostTensor>, Error>,
+    Result<Vec<HostTensor>, wgpu_ops::reference::RefError>,
+) {
     let named: Vec<(String, HostTensor)> = inputs
         .iter()
         .enumerate()
         .map(|(i, t)| (format!("in{i}"), t.clone()))
         .collect();
-    let gpu = Session::new(ctx(), g.clone())
+    let gpu = Session::new(ctx, g.clone())
         .and_then(|s| s.run_blocking(named.clone()))
         .map(|o| o.into_iter().map(|(_, t)| t).collect());
     (gpu, run_graph(g, &named, &Default::default()))
@@ -345,7 +369,10 @@ proptest! {
         let inputs: Vec<HostTensor> = states.into_iter().chain(scans).collect();
         let (gpu, cpu) = run_both(&g, &inputs);
         let (gpu, cpu) = (gpu.unwrap(), cpu.unwrap());
-        prop_assert_eq!(gpu, cpu);
+        prop_assert_eq!(&gpu, &cpu);
+        // The same with element reads and output rows as dispatches within the pass.
+        let (in_pass, _) = run_both_on(gpu_kernels_ctx(), &g, &inputs);
+        prop_assert_eq!(in_pass.unwrap(), cpu);
     }
 }
 
@@ -462,9 +489,20 @@ fn submissions_and_waits_do_not_grow_with_the_sequence() {
         let before = ctx.stats();
         let out = session.run_blocking(named.clone()).unwrap();
         let after = ctx.stats();
-        // One submission for the whole loop, one for reading the outputs back, one wait.
-        assert_eq!(after.submissions - before.submissions, 2, "seq {seq}");
-        assert_eq!(after.host_waits - before.host_waits, 1, "seq {seq}");
+        // No host round-trip per iteration: one submission per 4096 commands of the loop (and
+        // a wait for the one before it), one for reading the outputs back, one final wait.
+        let chunks = (after.dispatches - before.dispatches) / 4096;
+        assert_eq!(
+            after.submissions - before.submissions,
+            2 + chunks,
+            "seq {seq}"
+        );
+        assert_eq!(
+            after.host_waits - before.host_waits,
+            1 + chunks.saturating_sub(1),
+            "seq {seq}"
+        );
+        assert!(chunks <= seq as u64 / 500, "seq {seq}: {chunks} chunks");
         let want = run_graph(&g, &named, &Default::default()).unwrap();
         let got: Vec<HostTensor> = out.into_iter().map(|(_, t)| t).collect();
         let (g0, w0) = (
@@ -817,3 +855,37 @@ dtype_tests!(scan_outputs_of_empty_elements, |dtype: DType| {
     assert_eq!(gpu[0].shape, [2, 4, 0]);
     assert_eq!(gpu, cpu);
 });
+
+#[test]
+fn element_reads_and_output_rows_are_dispatches_with_gpu_kernels() {
+    // With the GPU kernel variants, an iteration reads its scan-input element and writes its
+    // output row with dispatches at a GPU counter's position (no buffer copy ends the compute
+    // pass): besides the body's Add, a read, a write and the counter step each iteration. On
+    // CPU adapters' kernels the copies stay (cheaper there) and only the Add is a dispatch.
+    let (g, inputs) = cumsum(100);
+    let named: Vec<(String, HostTensor)> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!("in{i}"), t.clone()))
+        .collect();
+    let want = run_graph(&g, &named, &Default::default()).unwrap();
+    let cpu_kernels = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: Some(true),
+        ..Default::default()
+    })
+    .unwrap();
+    for (ctx, per_iteration) in [(gpu_kernels_ctx(), 4..=5), (&cpu_kernels, 1..=2)] {
+        let before = ctx.stats().dispatches;
+        let got = Session::new(ctx, g.clone())
+            .unwrap()
+            .run_blocking(named.clone())
+            .unwrap();
+        let dispatches = ctx.stats().dispatches - before;
+        assert!(
+            per_iteration.contains(&(dispatches / 100)),
+            "{dispatches} dispatches for 100 iterations"
+        );
+        let got: Vec<HostTensor> = got.into_iter().map(|(_, t)| t).collect();
+        assert_eq!(got, want);
+    }
+}

@@ -38,7 +38,7 @@ fn every_shader_file_parses_and_validates() {
             files += 1;
         }
     }
-    assert_eq!(files, 4);
+    assert_eq!(files, 6);
 }
 
 /// Bitcasts of constants to non-finite f32 values. WGSL makes a constant expression that
@@ -126,9 +126,10 @@ fn every_variant_validates_and_compiles() {
         spv::write_vec(&module, &info, &spv::Options::default(), Some(&options))
             .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
     }
-    // Per workgroup size: 8 block-remap and 8 gather variants, 32 element-wise, 9 casts;
-    // then 3 dtypes x (tiles + 7 row-workgroup sizes x 2 entry points) MatMuls.
-    assert_eq!(variants.len(), WORKGROUP_SIZES.len() * 57 + 3 * 15);
+    // Per workgroup size: 8 block-remap and 8 gather variants, 32 element-wise, 9 casts, the
+    // Scan step; then 3 dtypes x (tiles + 7 row-workgroup sizes x 2 entry points) MatMuls and
+    // the Scan counter.
+    assert_eq!(variants.len(), WORKGROUP_SIZES.len() * 58 + 3 * 15 + 1);
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {
         assert!(variants.iter().any(

@@ -13,6 +13,7 @@ pub mod elementwise;
 pub mod gather;
 pub mod matmul;
 pub mod operands;
+pub mod scan_step;
 pub mod windows;
 
 /// The most axes a kernel's parameters describe (the uniforms hold 16): the largest rank the
@@ -56,6 +57,8 @@ pub fn dispatch_grid(invocations: u64, workgroup_size: u32, max_per_dim: u32) ->
 pub const WORKGROUP_SIZES: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
 const STRIDED_GATHER: &str = include_str!("../../shaders/strided_gather.wgsl");
+const SCAN_STEP: &str = include_str!("../../shaders/scan_step.wgsl");
+const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const TWO_BUFFERS: &[Binding] = &[
     Binding::Uniform,
@@ -100,6 +103,11 @@ pub enum Kernel {
         to: DType,
         workgroup_size: u32,
     },
+    /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
+    /// GPU counter holds.
+    ScanStep { workgroup_size: u32 },
+    /// `scan_counter.wgsl`: advances that counter.
+    ScanCounter,
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
     /// points (the tiles have a fixed 16 x 16).
     MatMul {
@@ -113,7 +121,9 @@ impl Kernel {
     /// Every variant the crate can dispatch, for every workgroup size a context accepts.
     pub fn all() -> Vec<Kernel> {
         let mut out = Vec::new();
+        out.push(Kernel::ScanCounter);
         for workgroup_size in WORKGROUP_SIZES {
+            out.push(Kernel::ScanStep { workgroup_size });
             for elem_bytes in [1u32, 2, 4, 8] {
                 for vec4 in [false, true] {
                     out.push(Kernel::BlockRemap {
@@ -184,6 +194,8 @@ impl Kernel {
             Kernel::BlockRemap { .. } => "block_remap.wgsl",
             Kernel::Elementwise { .. } | Kernel::Cast { .. } => "elementwise.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
+            Kernel::ScanStep { .. } => "scan_step.wgsl",
+            Kernel::ScanCounter => "scan_counter.wgsl",
         }
     }
 
@@ -192,6 +204,8 @@ impl Kernel {
         match *self {
             Kernel::Gather { .. } => STRIDED_GATHER.into(),
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
+            Kernel::ScanStep { .. } => SCAN_STEP.into(),
+            Kernel::ScanCounter => SCAN_COUNTER.into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 let ty = operands::wgsl_type(dtype).unwrap_or("f32");
                 let e = elementwise::lookup(op)
@@ -233,9 +247,10 @@ impl Kernel {
                 ("ELEM_BYTES", elem_bytes),
                 ("WORKGROUP_SIZE", workgroup_size),
             ],
-            Kernel::Elementwise { workgroup_size, .. } | Kernel::Cast { workgroup_size, .. } => {
-                vec![("WORKGROUP_SIZE", workgroup_size)]
-            }
+            Kernel::Elementwise { workgroup_size, .. }
+            | Kernel::Cast { workgroup_size, .. }
+            | Kernel::ScanStep { workgroup_size } => vec![("WORKGROUP_SIZE", workgroup_size)],
+            Kernel::ScanCounter => Vec::new(),
             Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
                 ..
@@ -268,7 +283,10 @@ const COMPUTE_DTYPES: [DType; 3] = [DType::F32, DType::I32, DType::U32];
 impl KernelSpec for Kernel {
     fn module(&self) -> Cow<'static, str> {
         match *self {
-            Kernel::Gather { .. } | Kernel::BlockRemap { .. } => self.file().into(),
+            Kernel::Gather { .. }
+            | Kernel::BlockRemap { .. }
+            | Kernel::ScanStep { .. }
+            | Kernel::ScanCounter => self.file().into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 format!("elementwise.wgsl {op} {dtype}").into()
             }
@@ -288,6 +306,13 @@ impl KernelSpec for Kernel {
     fn bindings(&self) -> &'static [Binding] {
         match self {
             Kernel::Gather { .. } | Kernel::BlockRemap { .. } => TWO_BUFFERS,
+            Kernel::ScanStep { .. } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
+                Binding::StorageReadWrite,
+                Binding::StorageRead,
+            ],
+            Kernel::ScanCounter => &[Binding::StorageReadWrite],
             _ => THREE_BUFFERS,
         }
     }

@@ -273,9 +273,175 @@ fn layout_ops_and_cast() {
     )
     .unwrap_err();
     assert!(
-        e.to_string().contains("WGSL has no 64-bit arithmetic"),
+        e.to_string()
+            .contains("Vulkan has no f64 exp, log, tanh or pow"),
         "{e}"
     );
+}
+
+/// Edge values of the 64-bit dtypes (overflow, division by zero and by -1, the largest and
+/// smallest values, infinities, subnormals, -0.0), as a [12] tensor.
+fn edge_values(dtype: DType, rotate: usize) -> HostTensor {
+    fn rot<T: Copy>(mut v: Vec<T>, k: usize) -> Vec<T> {
+        let n = v.len();
+        v.rotate_left(k % n);
+        v
+    }
+    match dtype {
+        DType::I64 => HostTensor::from_vec(
+            vec![12],
+            &rot(
+                vec![
+                    0,
+                    1,
+                    -1,
+                    i64::MAX,
+                    i64::MIN,
+                    i64::MAX - 1,
+                    1 << 40,
+                    -(1 << 33) + 7,
+                    3,
+                    -3,
+                    12_345_678_901_234,
+                    2,
+                ],
+                rotate,
+            ),
+        ),
+        DType::U64 => HostTensor::from_vec(
+            vec![12],
+            &rot(
+                vec![
+                    0,
+                    1,
+                    u64::MAX,
+                    u64::MAX - 1,
+                    1 << 63,
+                    1 << 32,
+                    4_294_967_295,
+                    7,
+                    3,
+                    123_456_789_012_345,
+                    2,
+                    5,
+                ],
+                rotate,
+            ),
+        ),
+        _ => HostTensor::from_vec(
+            vec![12],
+            &rot(
+                vec![
+                    0.0,
+                    -0.0,
+                    1.5,
+                    -2.25,
+                    1e300,
+                    -1e-300,
+                    5e-324,
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                    std::f64::consts::PI,
+                    1e16 + 2.0,
+                    0.1,
+                ],
+                rotate,
+            ),
+        ),
+    }
+    .unwrap()
+}
+
+/// Equal element for element; for f64, NaNs equal each other and -0.0 equals 0.0 (IEEE
+/// comparison: `Max(0.0, -0.0)` may give either zero).
+fn same(dtype: DType, got: &HostTensor, want: &HostTensor) -> bool {
+    if dtype != DType::F64 {
+        return got == want;
+    }
+    let (g, w) = (got.to_vec::<f64>().unwrap(), want.to_vec::<f64>().unwrap());
+    got.shape == want.shape
+        && g.iter()
+            .zip(&w)
+            .all(|(a, b)| a == b || (a.is_nan() && b.is_nan()))
+}
+
+#[test]
+fn elementwise_on_64_bit_dtypes_with_native_features() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let features = ctx.features();
+    // lavapipe offers both features; an adapter without them is tested below.
+    if !features
+        .contains(wgpu_ops::gpu::Features::SHADER_INT64 | wgpu_ops::gpu::Features::SHADER_F64)
+    {
+        panic!(
+            "{} lacks SHADER_INT64 or SHADER_F64",
+            ctx.adapter_info().name
+        );
+    }
+    let mut checked = 0;
+    for dtype in [DType::I64, DType::U64, DType::F64] {
+        for op in &wgpu_ops::ops::elementwise::OPS {
+            if op.wgsl(dtype).is_none() {
+                continue;
+            }
+            let a = edge_values(dtype, 0);
+            // Every pair of edge values, and broadcasting of a [1] operand.
+            for (k, b) in (0..12)
+                .map(|k| edge_values(dtype, k))
+                .chain([HostTensor::from_bytes(
+                    dtype,
+                    vec![1],
+                    edge_values(dtype, 3).data[..8].to_vec(),
+                )
+                .unwrap()])
+                .enumerate()
+            {
+                let inputs = if op.binary {
+                    vec![a.clone(), b]
+                } else {
+                    vec![a.clone()]
+                };
+                let uploaded: Vec<wgpu_ops::Tensor> = inputs
+                    .iter()
+                    .map(|t| wgpu_ops::Tensor::from_host(&ctx, t).unwrap())
+                    .collect();
+                let got = ctx
+                    .run(|rec| rec.elementwise(op.name, &uploaded[0], uploaded.get(1)))
+                    .unwrap()
+                    .to_host_blocking()
+                    .unwrap();
+                let want = cpu(op.name, inputs);
+                assert!(
+                    same(dtype, &got, &want),
+                    "{} {dtype} #{k}: {got:?} vs {want:?}",
+                    op.name
+                );
+                checked += 1;
+                if !op.binary {
+                    break;
+                }
+            }
+        }
+    }
+    // i64: 9 ops, u64: 8, f64: 10; binary ones over 13 operand pairs.
+    assert_eq!(checked, 6 * 13 * 3 + 3 + 2 + 4);
+    // Without the features (a browser, or turned off), an error names the missing feature.
+    let plain = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        native_64_bit: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    for (dtype, feature) in [(DType::I64, "SHADER_INT64"), (DType::F64, "SHADER_F64")] {
+        let x = wgpu_ops::Tensor::from_host(&plain, &edge_values(dtype, 0)).unwrap();
+        match plain.run(|rec| rec.elementwise("Add", &x, Some(&x))) {
+            Err(Error::InvalidInput {
+                op: "Add", message, ..
+            }) => {
+                assert!(message.contains(feature), "{message}")
+            }
+            other => panic!("expected an error naming {feature}, got {other:?}"),
+        }
+    }
 }
 
 /// `op` of `inputs` by the CPU reference interpreter.

@@ -10,10 +10,30 @@ use wgpu_ops::kernels::{Kernel, WORKGROUP_SIZES};
 use naga::back::spv;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 
+/// naga's capabilities for the wgpu features a kernel needs.
+fn capabilities(features: wgpu_ops::gpu::Features) -> Capabilities {
+    let mut c = Capabilities::default();
+    if features.contains(wgpu_ops::gpu::Features::SHADER_INT64) {
+        c |= Capabilities::SHADER_INT64;
+    }
+    if features.contains(wgpu_ops::gpu::Features::SHADER_F64) {
+        c |= Capabilities::FLOAT64;
+    }
+    c
+}
+
 fn validate(name: &str, source: &str) -> (naga::Module, naga::valid::ModuleInfo) {
+    validate_with(name, source, Capabilities::default())
+}
+
+fn validate_with(
+    name: &str,
+    source: &str,
+    caps: Capabilities,
+) -> (naga::Module, naga::valid::ModuleInfo) {
     let module = naga::front::wgsl::parse_str(source)
         .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(source)));
-    let info = Validator::new(ValidationFlags::all(), Capabilities::default())
+    let info = Validator::new(ValidationFlags::all(), caps)
         .validate(&module)
         .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(source)));
     (module, info)
@@ -84,7 +104,8 @@ fn no_shader_has_a_non_finite_constant() {
     let mut seen = std::collections::HashSet::new();
     for kernel in Kernel::all() {
         if seen.insert(kernel.module()) {
-            let (module, _) = validate(&kernel.module(), &kernel.wgsl());
+            let caps = capabilities(kernel.features());
+            let (module, _) = validate_with(&kernel.module(), &kernel.wgsl(), caps);
             assert_eq!(non_finite_constants(&module), [] as [f32; 0], "{kernel:?}");
         }
     }
@@ -96,9 +117,10 @@ fn every_variant_validates_and_compiles() {
     let mut parsed: HashMap<String, (naga::Module, naga::valid::ModuleInfo)> = HashMap::new();
     for kernel in &variants {
         let label = format!("{kernel:?}");
+        let caps = capabilities(kernel.features());
         let (module, info) = parsed
             .entry(kernel.module().into_owned())
-            .or_insert_with(|| validate(&label, &kernel.wgsl()));
+            .or_insert_with(|| validate_with(&label, &kernel.wgsl(), caps));
         let mut map = naga::back::PipelineConstants::default();
         let constants = kernel.overrides();
         for (name, value) in &constants {
@@ -107,7 +129,7 @@ fn every_variant_validates_and_compiles() {
         let (module, _) =
             naga::back::pipeline_constants::process_overrides(module, info, None, &map)
                 .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
-        let info = Validator::new(ValidationFlags::all(), Capabilities::default())
+        let info = Validator::new(ValidationFlags::all(), caps)
             .validate(&module)
             .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
         // The entry point exists in the module.
@@ -126,10 +148,10 @@ fn every_variant_validates_and_compiles() {
         spv::write_vec(&module, &info, &spv::Options::default(), Some(&options))
             .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
     }
-    // Per workgroup size: 8 block-remap and 8 gather variants, 32 element-wise, 9 casts, the
-    // Scan step; then 3 dtypes x (tiles + 7 row-workgroup sizes x 2 entry points) MatMuls and
-    // the Scan counter.
-    assert_eq!(variants.len(), WORKGROUP_SIZES.len() * 58 + 3 * 15 + 1);
+    // Per workgroup size: 8 block-remap and 8 gather variants, 32 element-wise on 32-bit
+    // types and 27 on 64-bit ones (10 f64, 9 i64, 8 u64), 9 casts, the Scan step; then
+    // 3 dtypes x (tiles + 7 row-workgroup sizes x 2 entry points) MatMuls and the Scan counter.
+    assert_eq!(variants.len(), WORKGROUP_SIZES.len() * 85 + 3 * 15 + 1);
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {
         assert!(variants.iter().any(

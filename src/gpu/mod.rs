@@ -14,6 +14,7 @@ pub(crate) use pipeline::Pipeline;
 use pipeline::PipelineKey;
 pub use pipeline::{Binding, KernelSpec};
 pub(crate) use scope::ScopeCheck;
+pub use wgpu::Features;
 
 /// How to choose an adapter. Fields left `None` fall back to wgpu's environment variables
 /// (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`), then to any adapter, software ones last.
@@ -46,6 +47,10 @@ pub struct ContextOptions {
     /// `Error::LimitExceeded` before its loop runs. `None`: 20 million on CPU adapters (about
     /// 10 µs each there: minutes of work) and 200 million on GPUs.
     pub max_commands: Option<u64>,
+    /// Compute i64, u64 and f64 natively where the adapter offers wgpu's `SHADER_INT64` and
+    /// `SHADER_F64` (lavapipe and most native drivers do; browsers do not). `None`: yes.
+    /// Without them, element-wise ops on those dtypes are errors naming the missing feature.
+    pub native_64_bit: Option<bool>,
     /// Use the kernel variants written for CPU adapters (MatMul without workgroup memory or
     /// barriers, see the MatMul kernels). `None`: when the adapter is a
     /// CPU one (lavapipe, SwiftShader, WARP).
@@ -301,13 +306,17 @@ impl Context {
             }
             m => m.map_or(limits.max_buffer_size, |m| m.min(limits.max_buffer_size)) / 256 * 256,
         };
+        let mut wanted_features =
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+        if options.native_64_bit.unwrap_or(true) {
+            wanted_features |= wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_F64;
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgpu-ops"),
-                // Timestamps only let benchmarks time kernels on the GPU; nothing else needs them.
-                required_features: adapter.features()
-                    & (wgpu::Features::TIMESTAMP_QUERY
-                        | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
+                // Timestamps only let benchmarks time kernels on the GPU; the 64-bit shader
+                // types let the element-wise kernel compute i64, u64 and f64 natively.
+                required_features: adapter.features() & wanted_features,
                 required_limits: limits.clone(),
                 ..Default::default()
             })
@@ -438,6 +447,11 @@ impl Context {
     }
 
     /// if the options said so). Tensors above it are held in several buffers of this size.
+    /// The wgpu features the device was created with.
+    pub fn features(&self) -> wgpu::Features {
+        self.inner.device.features()
+    }
+
     pub fn max_buffer_size(&self) -> u64 {
         self.inner.segment_bytes
     }

@@ -3,7 +3,7 @@
 //! Cast's conversions, and the dispatcher (numpy broadcasting by strides, windows over large
 //! tensors). Validation of the ops' inputs lives with the ops.
 
-use super::operands::{bind_windows, layout_of, specialize, too_many, wgsl_type};
+use super::operands::{bind_windows, elementwise_type, layout_of, specialize, too_many};
 use super::windows::{element_beyond_window, room, Walk};
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::{DType, Error, Recorder, Result, Tensor};
@@ -83,13 +83,21 @@ pub fn lookup(name: &str) -> Option<&'static ElementwiseOp> {
     OPS.iter().find(|o| o.name == name)
 }
 
+/// The ops whose f64 expressions compile to native f64 instructions.
+const F64_NATIVE: [&str; 10] = [
+    "Add", "Sub", "Mul", "Div", "Max", "Min", "Neg", "Abs", "Sqrt", "Relu",
+];
+
 impl ElementwiseOp {
     /// The WGSL expression computing the op on `dtype`, if the kernel computes that dtype.
     pub fn wgsl(&self, dtype: DType) -> Option<&'static str> {
         match dtype {
             DType::F32 => self.float,
-            DType::I32 => self.int,
-            DType::U32 => self.uint,
+            // Vulkan's extended instructions have no f64 exp, log, tanh or pow: those need
+            // software implementations, not written yet.
+            DType::F64 if F64_NATIVE.contains(&self.name) => self.float,
+            DType::I32 | DType::I64 => self.int,
+            DType::U32 | DType::U64 => self.uint,
             _ => None,
         }
     }
@@ -174,7 +182,7 @@ impl Recorder {
             return Err(too_many(op, "the output", count));
         }
         let ctx = self.context().clone();
-        if wgsl_type(lhs.dtype()).is_none() || wgsl_type(out.dtype()).is_none() {
+        if elementwise_type(lhs.dtype()).is_none() || elementwise_type(out.dtype()).is_none() {
             return Err(Error::invalid(
                 op,
                 "A",
@@ -206,7 +214,8 @@ impl Recorder {
         };
         let pipeline = ctx.pipeline(&kernel)?;
 
-        // Every WGSL type here is 4 bytes. Buffers: lhs, rhs, out.
+        // Buffers: lhs, rhs, out. Elements of one size (Cast converts between 4-byte types).
+        let elem = out.dtype().size() as u64;
         let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
         let (ls, rs) = (
             broadcast_strides(lhs.shape(), out.shape()),
@@ -220,17 +229,17 @@ impl Recorder {
             extents: vec![1; 3],
         };
         let limit = ctx.binding_limit();
-        let align = ctx.window_alignment(op, 4)?;
-        let (whole, segments) = layout_of(&storages, limit);
+        let align = ctx.window_alignment(op, elem)?;
+        let (whole, segments) = layout_of(&storages, limit, elem);
         let walks = if whole {
             vec![walk]
         } else {
             // Too large to bind whole: runs of the output whose operands fit in windows.
-            walk.split(room(limit, align, 4), &segments)
-                .ok_or_else(|| element_beyond_window(op, 4, align, limit))?
+            walk.split(room(limit, align, elem), &segments)
+                .ok_or_else(|| element_beyond_window(op, elem, align, limit))?
         };
         for w in walks {
-            let (firsts, bindings) = bind_windows(&storages, &w, whole, align);
+            let (firsts, bindings) = bind_windows(&storages, &w, whole, align, elem);
             let mut params = ElementwiseParams {
                 count: w.count() as u32,
                 rank: w.lens.len() as u32,

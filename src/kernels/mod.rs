@@ -144,7 +144,7 @@ impl Kernel {
                 }
             }
             for op in &elementwise::OPS {
-                for dtype in COMPUTE_DTYPES {
+                for dtype in COMPUTE_DTYPES.into_iter().chain(NATIVE_64_BIT) {
                     if op.wgsl(dtype).is_some() {
                         out.push(Kernel::Elementwise {
                             op: op.name,
@@ -207,7 +207,7 @@ impl Kernel {
             Kernel::ScanStep { .. } => SCAN_STEP.into(),
             Kernel::ScanCounter => SCAN_COUNTER.into(),
             Kernel::Elementwise { op, dtype, .. } => {
-                let ty = operands::wgsl_type(dtype).unwrap_or("f32");
+                let ty = operands::elementwise_type(dtype).unwrap_or("f32");
                 let e = elementwise::lookup(op)
                     .and_then(|o| o.wgsl(dtype))
                     .unwrap_or("a");
@@ -259,6 +259,17 @@ impl Kernel {
         }
     }
 
+    /// The wgpu features the variant's shader needs (the context requests them when the
+    /// adapter has them).
+    pub fn features(&self) -> wgpu::Features {
+        match *self {
+            Kernel::Elementwise { dtype, .. } => {
+                operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
+            }
+            _ => wgpu::Features::empty(),
+        }
+    }
+
     /// The entry point of the variant.
     pub fn entry_point(&self) -> &'static str {
         match self {
@@ -279,6 +290,8 @@ impl Kernel {
 
 /// The dtypes the compute kernels compute in WGSL without optional features.
 const COMPUTE_DTYPES: [DType; 3] = [DType::F32, DType::I32, DType::U32];
+/// The dtypes the element-wise kernel computes with wgpu's 64-bit shader features.
+const NATIVE_64_BIT: [DType; 3] = [DType::F64, DType::I64, DType::U64];
 
 impl KernelSpec for Kernel {
     fn module(&self) -> Cow<'static, str> {

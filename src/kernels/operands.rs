@@ -1,5 +1,5 @@
 //! What the compute kernels (element-wise and MatMul) share: WGSL types and source templates,
-//! and the binding of their three operands (4-byte elements) whole or in windows.
+//! and the binding of their three operands whole or in windows.
 
 use crate::storage::Storage;
 use crate::{DType, Error};
@@ -12,6 +12,27 @@ pub fn wgsl_type(dtype: DType) -> Option<&'static str> {
         DType::F32 => Some("f32"),
         DType::I32 => Some("i32"),
         DType::U32 => Some("u32"),
+        _ => None,
+    }
+}
+
+/// The WGSL scalar type the element-wise kernel computes `dtype` in: the 32-bit types, and
+/// `f64`, `i64`, `u64` on adapters with wgpu's `SHADER_F64` / `SHADER_INT64` features (see
+/// [`native_feature`]).
+pub fn elementwise_type(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::F64 => Some("f64"),
+        DType::I64 => Some("i64"),
+        DType::U64 => Some("u64"),
+        d => wgsl_type(d),
+    }
+}
+
+/// The wgpu feature an element type needs in shaders, if any.
+pub fn native_feature(dtype: DType) -> Option<(wgpu::Features, &'static str)> {
+    match dtype {
+        DType::F64 => Some((wgpu::Features::SHADER_F64, "SHADER_F64")),
+        DType::I64 | DType::U64 => Some((wgpu::Features::SHADER_INT64, "SHADER_INT64")),
         _ => None,
     }
 }
@@ -41,15 +62,15 @@ pub(crate) fn specialize(template: &str, replacements: &[(&str, String)]) -> Str
     out
 }
 
-/// Bindings of `buffers` (4-byte elements) for walk `w`: whole buffers when they fit, else the
-/// aligned windows `w` needs; with the element index of `w`'s first position in each.
-/// The bindings of `storages` for piece `w` of a walk (whole buffers when `whole`), and the
-/// element index of the piece's first position in each.
+/// The bindings of `storages` (elements of `elem` bytes) for piece `w` of a walk (whole
+/// buffers when `whole`, else the aligned windows `w` needs), and the element index of the
+/// piece's first position in each.
 pub(crate) fn bind_windows<'a>(
     storages: &[&'a Storage; 3],
     w: &Walk,
     whole: bool,
     align: u64,
+    elem: u64,
 ) -> ([u64; 3], Vec<wgpu::BindingResource<'a>>) {
     let mut firsts = [0u64; 3];
     let mut bindings = Vec::with_capacity(3);
@@ -58,7 +79,7 @@ pub(crate) fn bind_windows<'a>(
             firsts[j] = w.bases[j];
             bindings.push(storage.bind_whole());
         } else {
-            let (window, first) = w.window(j, 4, align, storage.segments());
+            let (window, first) = w.window(j, elem, align, storage.segments());
             firsts[j] = first;
             bindings.push(storage.bind(window));
         }
@@ -66,13 +87,13 @@ pub(crate) fn bind_windows<'a>(
     (firsts, bindings)
 }
 
-/// Whether three storages can be bound whole, else the elements per buffer of each (for
-/// [`Walk::split`]).
-pub(crate) fn layout_of(storages: &[&Storage; 3], limit: u64) -> (bool, [u64; 3]) {
+/// Whether three storages can be bound whole, else the elements (of `elem` bytes) per buffer
+/// of each (for [`Walk::split`]).
+pub(crate) fn layout_of(storages: &[&Storage; 3], limit: u64, elem: u64) -> (bool, [u64; 3]) {
     let whole = storages
         .iter()
         .all(|s| s.single().is_some_and(|b| b.size() <= limit));
-    (whole, storages.map(|s| s.segments().segment / 4))
+    (whole, storages.map(|s| s.segments().segment / elem))
 }
 
 pub(crate) fn too_many(op: &'static str, what: &str, needed: u64) -> Error {

@@ -4,7 +4,7 @@
 
 use super::broadcast_shape;
 pub use crate::kernels::elementwise::{cast_expression, lookup, ElementwiseOp, OPS};
-use crate::kernels::operands::wgsl_type;
+use crate::kernels::operands::{native_feature, wgsl_type};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 impl ElementwiseOp {
@@ -12,19 +12,27 @@ impl ElementwiseOp {
     pub fn expression(&self, dtype: DType) -> Result<&'static str> {
         self.wgsl(dtype).ok_or_else(|| {
             let ok: Vec<&str> = [
-                (DType::F32, self.float),
-                (DType::I32, self.int),
-                (DType::U32, self.uint),
+                DType::F32,
+                DType::F64,
+                DType::I32,
+                DType::I64,
+                DType::U32,
+                DType::U64,
             ]
-            .iter()
-            .filter(|(_, e)| e.is_some())
-            .map(|(d, _)| d.name())
+            .into_iter()
+            .filter(|&d| self.wgsl(d).is_some())
+            .map(DType::name)
             .collect();
             let why = match dtype {
-                DType::F16 => {
-                    " (f16 needs the shader-f16 feature, which wgpu-ops does not use yet)"
+                DType::F16 | DType::BF16 => {
+                    " (16-bit floats need the rounding kernels of the every-dtype work, not written yet)"
                 }
-                DType::F64 | DType::I64 | DType::U64 => " (WGSL has no 64-bit arithmetic)",
+                DType::F64 if self.float.is_some() => {
+                    " (Vulkan has no f64 exp, log, tanh or pow; software versions are not written yet)"
+                }
+                DType::I8 | DType::I16 | DType::U8 | DType::U16 | DType::Bool => {
+                    " (sub-word integers need the word-packing kernels, not written yet)"
+                }
                 _ => "",
             };
             Error::invalid(
@@ -93,6 +101,20 @@ impl Recorder {
             self.check_inputs(op.name, &[("B", b)])?;
         }
         let shape = op.plan((a.dtype(), a.shape()), b.map(|b| (b.dtype(), b.shape())))?;
+        if let Some((feature, name)) = native_feature(a.dtype()) {
+            if !self.context().features().contains(feature) {
+                return Err(Error::invalid(
+                    op.name,
+                    "A",
+                    format!(
+                        "A is {}; {} computes it with wgpu's {name} feature, which {} does not offer here (a 32-bit emulation is not written yet)",
+                        a.dtype(),
+                        op.name,
+                        self.context().adapter_info().name
+                    ),
+                ));
+            }
+        }
         let out = out.tensor(self, a.dtype(), &shape)?;
         op.expression(a.dtype())?;
         self.elementwise_into(op.name, a, b.unwrap_or(a), &out)?;

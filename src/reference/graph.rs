@@ -88,6 +88,9 @@ enum Num {
     F(ArrayD<f32>),
     I(ArrayD<i32>),
     U(ArrayD<u32>),
+    D(ArrayD<f64>),
+    L(ArrayD<i64>),
+    Q(ArrayD<u64>),
 }
 
 fn num(t: &HostTensor) -> R<Num> {
@@ -95,7 +98,14 @@ fn num(t: &HostTensor) -> R<Num> {
         DType::F32 => Num::F(t.to_array()?),
         DType::I32 => Num::I(t.to_array()?),
         DType::U32 => Num::U(t.to_array()?),
-        d => return Err(format!("reference compute ops take f32, i32, u32, not {d}").into()),
+        DType::F64 => Num::D(t.to_array()?),
+        DType::I64 => Num::L(t.to_array()?),
+        DType::U64 => Num::Q(t.to_array()?),
+        d => {
+            return Err(
+                format!("reference compute ops take f32, f64, i32, i64, u32, u64, not {d}").into(),
+            )
+        }
     })
 }
 
@@ -104,6 +114,9 @@ fn host(n: Num) -> HostTensor {
         Num::F(a) => HostTensor::from_array(&a),
         Num::I(a) => HostTensor::from_array(&a),
         Num::U(a) => HostTensor::from_array(&a),
+        Num::D(a) => HostTensor::from_array(&a),
+        Num::L(a) => HostTensor::from_array(&a),
+        Num::Q(a) => HostTensor::from_array(&a),
     }
 }
 
@@ -156,8 +169,20 @@ fn binary(op: &str, a: Num, b: Num) -> R<Num> {
             "Pow" => broadcast(&x, &y, f32::powf)?,
             _ => return Err(format!("unknown op {op}").into()),
         }),
+        // IEEE f64: + - * / are exact (correctly rounded) on the GPU and here alike.
+        (Num::D(x), Num::D(y)) => Num::D(match op {
+            "Add" => broadcast(&x, &y, |a, b| a + b)?,
+            "Sub" => broadcast(&x, &y, |a, b| a - b)?,
+            "Mul" => broadcast(&x, &y, |a, b| a * b)?,
+            "Div" => broadcast(&x, &y, |a, b| a / b)?,
+            "Max" => broadcast(&x, &y, f64::max)?,
+            "Min" => broadcast(&x, &y, f64::min)?,
+            _ => return Err(format!("{op} is not defined on f64 here").into()),
+        }),
         (Num::I(x), Num::I(y)) => Num::I(int_ops!(&x, &y, i32)?),
         (Num::U(x), Num::U(y)) => Num::U(int_ops!(&x, &y, u32)?),
+        (Num::L(x), Num::L(y)) => Num::L(int_ops!(&x, &y, i64)?),
+        (Num::Q(x), Num::Q(y)) => Num::Q(int_ops!(&x, &y, u64)?),
         _ => return Err("operands differ in dtype".into()),
     })
 }
@@ -183,6 +208,23 @@ fn unary(op: &str, a: Num) -> R<Num> {
         Num::U(x) => Num::U(match op {
             "Abs" | "Relu" => x,
             _ => return Err(format!("{op} is not defined on u32").into()),
+        }),
+        Num::D(x) => Num::D(match op {
+            "Neg" => x.mapv(|v| -v),
+            "Abs" => x.mapv(f64::abs),
+            "Sqrt" => x.mapv(f64::sqrt),
+            "Relu" => x.mapv(|v| v.max(0.0)),
+            _ => return Err(format!("{op} is not defined on f64 here").into()),
+        }),
+        Num::L(x) => Num::L(match op {
+            "Neg" => x.mapv(i64::wrapping_neg),
+            "Abs" => x.mapv(i64::wrapping_abs),
+            "Relu" => x.mapv(|v| v.max(0)),
+            _ => return Err(format!("{op} is not defined on i64").into()),
+        }),
+        Num::Q(x) => Num::Q(match op {
+            "Abs" | "Relu" => x,
+            _ => return Err(format!("{op} is not defined on u64").into()),
         }),
     })
 }
@@ -281,6 +323,9 @@ fn cast(t: &HostTensor, to: DType) -> R<HostTensor> {
         Num::F(a) => conv!(a),
         Num::I(a) => conv!(a),
         Num::U(a) => conv!(a),
+        Num::D(a) => conv!(a),
+        Num::L(a) => conv!(a),
+        Num::Q(a) => conv!(a),
     })
 }
 

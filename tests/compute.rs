@@ -763,3 +763,106 @@ fn float_to_integer_casts_saturate_on_every_adapter() {
         );
     }
 }
+
+/// Inputs of the variadic test: the 32-bit helper's values, widened for the 64-bit dtypes (i64
+/// values beyond 32 bits).
+fn variadic_input(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
+    match dtype {
+        DType::F64 => {
+            let v = values_for(DType::F32, shape, seed, false)
+                .to_vec::<f32>()
+                .unwrap();
+            HostTensor::from_vec(
+                shape.to_vec(),
+                &v.iter().map(|&x| f64::from(x) * 1e10).collect::<Vec<_>>(),
+            )
+        }
+        DType::I64 => {
+            let v = values_for(DType::I32, shape, seed, false)
+                .to_vec::<i32>()
+                .unwrap();
+            HostTensor::from_vec(
+                shape.to_vec(),
+                &v.iter().map(|&x| i64::from(x) << 33).collect::<Vec<_>>(),
+            )
+        }
+        _ => Ok(values_for(dtype, shape, seed, false)),
+    }
+    .unwrap()
+}
+
+#[test]
+fn variadic_max_min_sum_mean_with_broadcasting() {
+    // 1 to 4 inputs of shapes that broadcast together, combined in order.
+    let shapes: [&[usize]; 4] = [&[2, 1, 3], &[4, 1], &[1], &[2, 4, 3]];
+    let mut checked = 0;
+    for dtype in [DType::F32, DType::F64, DType::I32, DType::U32, DType::I64] {
+        for op in ["Max", "Min", "Sum", "Mean"] {
+            let float = matches!(dtype, DType::F32 | DType::F64);
+            for n in 1..=4 {
+                let inputs: Vec<HostTensor> = (0..n)
+                    .map(|i| variadic_input(dtype, shapes[i], 7 + i as u64))
+                    .collect();
+                let uploaded: Vec<wgpu_ops::Tensor> = inputs.iter().map(upload).collect();
+                let got = ctx().run(|rec| rec.variadic_to(op, &uploaded, wgpu_ops::Out::NEW));
+                if !float && matches!(op, "Sum" | "Mean") {
+                    assert!(
+                        matches!(&got, Err(Error::InvalidInput { message, .. }) if message.contains("takes f32 and f64")),
+                        "{op} {dtype}: {got:?}"
+                    );
+                    continue;
+                }
+                let got = got.unwrap().to_host_blocking().unwrap();
+                let want = cpu(op, inputs);
+                let ok = if op == "Mean" && dtype == DType::F32 {
+                    // The division by the count: within 1e-6 relative (WGSL's f32 division is
+                    // not promised to be correctly rounded); sums and Max/Min are exact.
+                    let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+                    got.shape == want.shape
+                        && g.iter()
+                            .zip(&w)
+                            .all(|(a, b)| (a - b).abs() <= 1e-6 * b.abs().max(1e-30))
+                } else {
+                    same(dtype, &got, &want)
+                };
+                assert!(ok, "{op} {dtype} with {n} inputs: {got:?} vs {want:?}");
+                checked += 1;
+            }
+        }
+    }
+    // Max and Min on 5 dtypes, Sum and Mean on 2, each with 1 to 4 inputs.
+    assert_eq!(checked, 2 * 5 * 4 + 2 * 2 * 4);
+    // As graph nodes: Max of three inputs, Sum of one, Mean of two (i64 Sum refused).
+    let x = |seed| variadic_input(DType::F64, &[2, 3], seed);
+    for (op, names) in [
+        ("Max", &["a", "b", "c"][..]),
+        ("Sum", &["a"][..]),
+        ("Mean", &["a", "b"][..]),
+    ] {
+        let inputs: Vec<(&str, HostTensor)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (*n, x(i as u64)))
+            .collect();
+        let (got, want) = both(Node::new(op, "v").inputs(names.to_vec()), inputs).unwrap();
+        assert!(same(DType::F64, &got, &want), "{op}: {got:?} vs {want:?}");
+    }
+    let e = both(
+        Node::new("Sum", "s").inputs(["a", "b"]),
+        vec![
+            ("a", variadic_input(DType::I64, &[2], 1)),
+            ("b", variadic_input(DType::I64, &[2], 2)),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("Sum: data_0 is i64"), "{e}");
+    // Inputs of different dtypes are refused, naming the input.
+    let a = upload(&values_for(DType::F32, &[2], 1, false));
+    let b = upload(&values_for(DType::I32, &[2], 2, false));
+    match ctx().run(|rec| rec.variadic_to("Max", &[a.clone(), a, b], wgpu_ops::Out::NEW)) {
+        Err(Error::InvalidInput {
+            op: "Max", input, ..
+        }) => assert_eq!(input, "data_2"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -273,21 +273,38 @@ fn run_elementwise(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
     )?])
 }
 
+fn run_variadic(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
+    let inputs: Vec<Tensor> = (0..args.len())
+        .map(|i| args.tensor(i, "data_0"))
+        .collect::<Result<_>>()?;
+    Ok(vec![rec.variadic_to(
+        &args.node.op,
+        &inputs,
+        args.out(0),
+    )?])
+}
+
 macro_rules! elementwise_nodes {
-    ($($name:literal $n:literal),* $(,)?) => {
-        /// Graph entries of the element-wise ops, in the order of [`crate::kernels::elementwise::OPS`].
-        static ELEMENTWISE: [OpDef; 15] = [$(OpDef {
+    ($($name:literal $inputs:expr, $run:ident;)*) => {
+        /// Graph entries of the element-wise ops: those of [`crate::kernels::elementwise::OPS`]
+        /// (Max and Min variadic, as in ONNX), and the variadic Sum and Mean.
+        static ELEMENTWISE: [OpDef; 17] = [$(OpDef {
             name: $name,
-            inputs: $n..=$n,
+            inputs: $inputs,
             outputs: 1..=1,
             attrs: &[],
-            run: run_elementwise,
+            run: $run,
         }),*];
     };
 }
 elementwise_nodes!(
-    "Add" 2, "Sub" 2, "Mul" 2, "Div" 2, "Max" 2, "Min" 2, "Pow" 2,
-    "Neg" 1, "Abs" 1, "Exp" 1, "Log" 1, "Sqrt" 1, "Tanh" 1, "Sigmoid" 1, "Relu" 1,
+    "Add" 2..=2, run_elementwise; "Sub" 2..=2, run_elementwise; "Mul" 2..=2, run_elementwise;
+    "Div" 2..=2, run_elementwise; "Max" 1..=usize::MAX, run_variadic;
+    "Min" 1..=usize::MAX, run_variadic; "Pow" 2..=2, run_elementwise;
+    "Neg" 1..=1, run_elementwise; "Abs" 1..=1, run_elementwise; "Exp" 1..=1, run_elementwise;
+    "Log" 1..=1, run_elementwise; "Sqrt" 1..=1, run_elementwise; "Tanh" 1..=1, run_elementwise;
+    "Sigmoid" 1..=1, run_elementwise; "Relu" 1..=1, run_elementwise;
+    "Sum" 1..=usize::MAX, run_variadic; "Mean" 1..=usize::MAX, run_variadic;
 );
 
 #[cfg(test)]
@@ -299,7 +316,11 @@ mod tests {
             .zip(&crate::kernels::elementwise::OPS)
         {
             assert_eq!(def.name, op.name);
-            assert_eq!(*def.inputs.start(), if op.binary { 2 } else { 1 });
+            let variadic = ["Max", "Min"].contains(&op.name);
+            assert_eq!(
+                *def.inputs.start(),
+                if op.binary && !variadic { 2 } else { 1 }
+            );
         }
     }
 }

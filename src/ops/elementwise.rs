@@ -121,6 +121,85 @@ impl Recorder {
         Ok(out)
     }
 
+    /// Records ONNX Max, Min, Sum or Mean of one or more `inputs` (numpy broadcasting across
+    /// all of them) into `out`: the ops' one recording path. Pairs are combined in order by
+    /// the binary kernel (Sum and Mean by Add, Mean then divided by the count); Sum and Mean
+    /// take the float dtypes, as ONNX defines them.
+    pub fn variadic_to(&mut self, name: &str, inputs: &[Tensor], out: Out) -> Result<Tensor> {
+        let (op, binary): (&'static str, &'static str) = match name {
+            "Max" => ("Max", "Max"),
+            "Min" => ("Min", "Min"),
+            "Sum" => ("Sum", "Add"),
+            "Mean" => ("Mean", "Add"),
+            _ => {
+                return Err(Error::Graph(format!(
+                    "'{name}' is not a variadic element-wise op"
+                )))
+            }
+        };
+        let first = inputs.first().ok_or_else(|| {
+            Error::invalid(op, "data_0", format!("{op} needs at least one input"))
+        })?;
+        for (i, t) in inputs.iter().enumerate() {
+            self.check_inputs(op, &[("data_0", t)])?;
+            if t.dtype() != first.dtype() {
+                return Err(Error::invalid(
+                    op,
+                    format!("data_{i}"),
+                    format!(
+                        "data_{i} is {} but data_0 is {}; they must match",
+                        t.dtype(),
+                        first.dtype()
+                    ),
+                ));
+            }
+        }
+        if matches!(op, "Sum" | "Mean") && !matches!(first.dtype(), DType::F32 | DType::F64) {
+            return Err(Error::invalid(
+                op,
+                "data_0",
+                format!(
+                    "data_0 is {}; {op} takes f32 and f64 here (ONNX: float types)",
+                    first.dtype()
+                ),
+            ));
+        }
+        let mut shape = first.shape().to_vec();
+        for t in &inputs[1..] {
+            shape = broadcast_shape(op, &shape, t.shape())?;
+        }
+        if inputs.len() == 1 {
+            // One input: itself (checked like the others for dtype support).
+            lookup(binary)
+                .map(|o| o.expression(first.dtype()))
+                .transpose()?;
+            return out.view(self, first.clone());
+        }
+        let mean = op == "Mean";
+        let mut acc = first.clone();
+        for (k, t) in inputs.iter().enumerate().skip(1) {
+            let last = k + 1 == inputs.len() && !mean;
+            let into = if last { out } else { Out::NEW };
+            let next = self.elementwise_to(binary, &acc, Some(t), into)?;
+            if k > 1 {
+                self.release(acc);
+            }
+            acc = next;
+        }
+        if mean {
+            let n = inputs.len();
+            let count = match first.dtype() {
+                DType::F64 => crate::HostTensor::from_vec(vec![1], &[n as f64])?,
+                _ => crate::HostTensor::from_vec(vec![1], &[n as f32])?,
+            };
+            let count = Tensor::from_host(self.context(), &count)?;
+            let mean = self.elementwise_to("Div", &acc, Some(&count), out)?;
+            self.release(acc);
+            return Ok(mean);
+        }
+        Ok(acc)
+    }
+
     /// Records ONNX Cast between `f32`, `i32` and `u32` (float to integer truncates toward zero
     /// and saturates, as WGSL conversions do).
     pub fn cast(&mut self, a: &Tensor, to: DType) -> Result<Tensor> {

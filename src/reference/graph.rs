@@ -402,8 +402,30 @@ fn run_node(
             one(super::space_to_batch(&a(0)?, &o)?)
         }
         "Identity" => one(a(0)?),
-        "Add" | "Sub" | "Mul" | "Div" | "Max" | "Min" | "Pow" => {
-            one(host(binary(op, num(&a(0)?)?, num(&a(1)?)?)?))
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" => one(host(binary(op, num(&a(0)?)?, num(&a(1)?)?)?)),
+        // Variadic: inputs combined in order, Mean then divided by the count.
+        "Max" | "Min" | "Sum" | "Mean" => {
+            let pair = if matches!(op, "Sum" | "Mean") {
+                "Add"
+            } else {
+                op
+            };
+            let mut acc = a(0)?;
+            if pair == "Add" && !matches!(acc.dtype, DType::F32 | DType::F64) {
+                return Err(format!("{op} takes float types, not {}", acc.dtype).into());
+            }
+            for i in 1..args.len() {
+                acc = host(binary(pair, num(&acc)?, num(&a(i)?)?)?);
+            }
+            if op == "Mean" {
+                let n = args.len();
+                let count = match acc.dtype {
+                    DType::F64 => HostTensor::from_vec(vec![1], &[n as f64]),
+                    _ => HostTensor::from_vec(vec![1], &[n as f32]),
+                }?;
+                acc = host(binary("Div", num(&acc)?, num(&count)?)?);
+            }
+            one(acc)
         }
         "Neg" | "Abs" | "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Relu" => {
             one(host(unary(op, num(&a(0)?)?)?))

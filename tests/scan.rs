@@ -223,7 +223,8 @@ struct Case {
 
 fn case() -> impl Strategy<Value = Case> {
     (
-        prop::sample::select(vec![DType::F32, DType::I32]),
+        // 64-bit bodies run on the adapter's native 64-bit shader types (lavapipe has them).
+        prop::sample::select(vec![DType::F32, DType::I32, DType::F64, DType::I64]),
         prop::collection::vec(1usize..4, 0..3),
         prop_oneof![1 => Just(0usize), 1 => Just(1usize), 6 => 2usize..41],
         0usize..3,
@@ -276,6 +277,16 @@ impl Case {
             DType::F32 => HostTensor::from_vec(
                 shape.to_vec(),
                 &raw.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+            )
+            .unwrap(),
+            DType::F64 => HostTensor::from_vec(
+                shape.to_vec(),
+                &raw.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+            )
+            .unwrap(),
+            DType::I64 => HostTensor::from_vec(
+                shape.to_vec(),
+                &raw.iter().map(|&v| i64::from(v) << 40).collect::<Vec<_>>(),
             )
             .unwrap(),
             _ => HostTensor::from_vec(shape.to_vec(), &raw).unwrap(),

@@ -1,5 +1,5 @@
-//! The recorder: kernels of one or more ops recorded into one command buffer and submitted
-//! at once, with their error scopes, a pool of reusable buffers, and capture/replay of
+//! The recorder: kernels of one or more ops recorded into a command buffer and submitted at
+//! once (long loops in submissions of 4096 commands), with their error scopes, a pool of reusable buffers, and capture/replay of
 //! recorded commands (a Scan body is captured once and replayed per iteration).
 
 use std::collections::HashMap;
@@ -17,7 +17,8 @@ impl Context {
         Recorder::new(self.clone())
     }
 
-    /// Records with `f` and submits once, waiting for validation results (native).
+    /// Records with `f` and submits (once, or in chunks for long loops), waiting for
+    /// validation results (native).
     #[cfg(feature = "native")]
     pub fn run<T>(&self, f: impl FnOnce(&mut Recorder) -> Result<T>) -> Result<T> {
         let mut rec = self.recorder();

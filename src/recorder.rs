@@ -1,6 +1,7 @@
 //! The recorder: kernels of one or more ops recorded into a command buffer and submitted at
-//! once (long loops in submissions of 4096 commands), with their error scopes, a pool of reusable buffers, and capture/replay of
-//! recorded commands (a Scan body is captured once and replayed per iteration).
+//! once (long loops in submissions of 4096 commands), with their error scopes, a pool of
+//! reusable buffers, and capture/replay of recorded commands (a Scan body is captured once and
+//! replayed per iteration).
 
 use std::collections::HashMap;
 use std::sync::Arc;

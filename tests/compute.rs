@@ -258,13 +258,13 @@ fn layout_ops_and_cast() {
     let e = both(
         Node::new("Cast", "c")
             .inputs(["x"])
-            .attr("to", Attr::String("f64".into())),
+            .attr("to", Attr::String("f16".into())),
         vec![("x", values_for(DType::F32, &[2], 1, false))],
     )
     .unwrap_err();
     assert!(
         e.to_string()
-            .contains("Cast converts between f32, i32 and u32"),
+            .contains("Cast converts between f32, i32 and u32, and f64, i64 and u64"),
         "{e}"
     );
     let e = both(
@@ -864,5 +864,112 @@ fn variadic_max_min_sum_mean_with_broadcasting() {
             op: "Max", input, ..
         }) => assert_eq!(input, "data_2"),
         other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn cast_between_32_and_64_bit_types() {
+    // Every pair among f32 i32 u32 f64 i64 u64 (64-bit ones through the adapter's features) on
+    // edge values, bit for bit against Rust's `as` in the CPU interpreter: integers wrap or
+    // extend, floats to integers truncate and saturate with NaN as 0, integers to floats round
+    // to nearest.
+    let types = [
+        DType::F32,
+        DType::I32,
+        DType::U32,
+        DType::F64,
+        DType::I64,
+        DType::U64,
+    ];
+    let sources = |dtype: DType| -> HostTensor {
+        match dtype {
+            DType::F32 => HostTensor::from_vec(
+                vec![14],
+                &[
+                    0.0f32,
+                    -0.0,
+                    1.9,
+                    -1.9,
+                    2147483520.0,
+                    2147483648.0,
+                    -2147483904.0,
+                    4294967296.0,
+                    9.3e18,
+                    -9.3e18,
+                    1.9e19,
+                    f32::INFINITY,
+                    f32::NEG_INFINITY,
+                    f32::NAN,
+                ],
+            ),
+            DType::F64 => HostTensor::from_vec(
+                vec![14],
+                &[
+                    0.0f64,
+                    -0.5,
+                    1.9,
+                    -1.9,
+                    2147483647.5,
+                    4294967295.9,
+                    -2147483649.0,
+                    9223372036854774784.0,
+                    9223372036854775808.0,
+                    -9.3e18,
+                    1.9e19,
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                    f64::NAN,
+                ],
+            ),
+            DType::I32 => HostTensor::from_vec(vec![6], &[0, -1, 1, i32::MIN, i32::MAX, 16777217]),
+            DType::U32 => HostTensor::from_vec(vec![6], &[0, 1, u32::MAX, 1 << 31, 16777217, 7]),
+            DType::I64 => HostTensor::from_vec(
+                vec![7],
+                &[
+                    0,
+                    -1,
+                    i64::MIN,
+                    i64::MAX,
+                    1 << 40,
+                    -(1 << 32) - 5,
+                    9007199254740993,
+                ],
+            ),
+            _ => HostTensor::from_vec(
+                vec![6],
+                &[0u64, 1, u64::MAX, 1 << 63, (1 << 32) + 3, 9007199254740993],
+            ),
+        }
+        .unwrap()
+    };
+    for from in types {
+        for to in types {
+            let x = sources(from);
+            let (got, want) = both(
+                Node::new("Cast", "c")
+                    .inputs(["x"])
+                    .attr("to", Attr::String(to.name().into())),
+                vec![("x", x)],
+            )
+            .unwrap();
+            assert_eq!(got, want, "{from} -> {to}");
+        }
+    }
+    // Without the 64-bit features, a Cast to or from a 64-bit type names the missing one.
+    let plain = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        native_64_bit: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let x = wgpu_ops::Tensor::from_host(&plain, &sources(DType::F32)).unwrap();
+    match plain.run(|rec| rec.cast(&x, DType::I64)) {
+        Err(Error::InvalidInput {
+            op: "Cast",
+            message,
+            ..
+        }) => {
+            assert!(message.contains("SHADER_INT64"), "{message}")
+        }
+        other => panic!("expected an error naming SHADER_INT64, got {other:?}"),
     }
 }

@@ -109,18 +109,70 @@ impl ElementwiseOp {
 /// GLSL output (the GL backend) is undefined out of range (negative floats wrapped to huge
 /// `u32`s on llvmpipe GL), so every case is written out. NaN is found by its bits: `a != a`
 /// compiles to an ordered comparison on lavapipe, false for NaN.
-pub fn cast_expression(from: DType, to: DType) -> &'static str {
-    match (from, to) {
-        (DType::F32, DType::U32) => {
-            "select(select(U(clamp(a, 0.0, 4294967040.0)), 4294967295u, a >= 4294967296.0), \
-             0u, (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)"
-        }
-        (DType::F32, DType::I32) => {
-            "select(select(U(clamp(a, -2147483648.0, 2147483520.0)), 2147483647i, \
-             a >= 2147483648.0), 0i, (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)"
-        }
-        _ => "U(a)",
-    }
+pub fn cast_expression(from: DType, to: DType) -> String {
+    // Floats to integers: toward zero, saturated to the target's range (its maximum included,
+    // which clamping to the largest float below it cannot reach), NaN as 0. NaN is found by its
+    // bits for f32, and for f64 (whose bits would need 64-bit integers, another feature) as the
+    // value that is neither <= 0 nor > 0: ordered comparisons, false for NaN wherever compiled.
+    let nan = match (from, to) {
+        (DType::F32, _) => "(bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u",
+        (DType::F64, _) => "!(a <= 0.0 || a > 0.0)",
+        // naga widens integers by the target's signedness (u64 zero-extends, i64
+        // sign-extends); Rust's `as`, like C++'s, extends by the source's: widen within the
+        // source's signedness, then reinterpret.
+        (DType::I32, DType::U64) => return "U(i64(a))".into(),
+        (DType::U32, DType::I64) => return "U(u64(a))".into(),
+        _ => return "U(a)".into(),
+    };
+    let (lo, below, max, limit, zero) = match (from, to) {
+        (DType::F32, DType::U32) => ("0.0", "4294967040.0", "4294967295u", "4294967296.0", "0u"),
+        (DType::F32, DType::I32) => (
+            "-2147483648.0",
+            "2147483520.0",
+            "2147483647i",
+            "2147483648.0",
+            "0i",
+        ),
+        (DType::F32, DType::I64) => (
+            "-9223372036854775808.0",
+            "9223371487098961920.0",
+            "9223372036854775807li",
+            "9223372036854775808.0",
+            "0li",
+        ),
+        (DType::F32, DType::U64) => (
+            "0.0",
+            "18446742974197923840.0",
+            "18446744073709551615lu",
+            "18446744073709551616.0",
+            "0lu",
+        ),
+        (DType::F64, DType::U32) => ("0.0", "4294967295.0", "4294967295u", "4294967296.0", "0u"),
+        (DType::F64, DType::I32) => (
+            "-2147483648.0",
+            "2147483647.0",
+            "2147483647i",
+            "2147483648.0",
+            "0i",
+        ),
+        (DType::F64, DType::I64) => (
+            "-9223372036854775808.0",
+            "9223372036854774784.0",
+            "9223372036854775807li",
+            "9223372036854775808.0",
+            "0li",
+        ),
+        (DType::F64, DType::U64) => (
+            "0.0",
+            "18446744073709549568.0",
+            "18446744073709551615lu",
+            "18446744073709551616.0",
+            "0lu",
+        ),
+        // Between floats.
+        _ => return "U(a)".into(),
+    };
+    format!("select(select(U(clamp(a, {lo}, {below})), {max}, a >= {limit}), {zero}, {nan})")
 }
 
 /// WGSL source of the element-wise kernel computing `expression` (of `a`, `b`) from `lhs`
@@ -214,8 +266,9 @@ impl Recorder {
         };
         let pipeline = ctx.pipeline(&kernel)?;
 
-        // Buffers: lhs, rhs, out. Elements of one size (Cast converts between 4-byte types).
-        let elem = out.dtype().size() as u64;
+        // Buffers: lhs, rhs, out (Cast may change the element size).
+        let elems = [lhs.dtype(), rhs.dtype(), out.dtype()].map(|d| d.size() as u64);
+        let elem = elems.into_iter().max().unwrap_or(4);
         let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
         let (ls, rs) = (
             broadcast_strides(lhs.shape(), out.shape()),
@@ -230,7 +283,7 @@ impl Recorder {
         };
         let limit = ctx.binding_limit();
         let align = ctx.window_alignment(op, elem)?;
-        let (whole, segments) = layout_of(&storages, limit, elem);
+        let (whole, segments) = layout_of(&storages, limit, elems);
         let walks = if whole {
             vec![walk]
         } else {
@@ -239,7 +292,7 @@ impl Recorder {
                 .ok_or_else(|| element_beyond_window(op, elem, align, limit))?
         };
         for w in walks {
-            let (firsts, bindings) = bind_windows(&storages, &w, whole, align, elem);
+            let (firsts, bindings) = bind_windows(&storages, &w, whole, align, elems);
             let mut params = ElementwiseParams {
                 count: w.count() as u32,
                 rank: w.lens.len() as u32,

@@ -154,8 +154,8 @@ impl Kernel {
                     }
                 }
             }
-            for from in COMPUTE_DTYPES {
-                for to in COMPUTE_DTYPES {
+            for from in COMPUTE_DTYPES.into_iter().chain(NATIVE_64_BIT) {
+                for to in COMPUTE_DTYPES.into_iter().chain(NATIVE_64_BIT) {
                     out.push(Kernel::Cast {
                         from,
                         to,
@@ -214,9 +214,9 @@ impl Kernel {
                 elementwise::elementwise_source(ty, ty, e).into()
             }
             Kernel::Cast { from, to, .. } => elementwise::elementwise_source(
-                operands::wgsl_type(from).unwrap_or("f32"),
-                operands::wgsl_type(to).unwrap_or("f32"),
-                elementwise::cast_expression(from, to),
+                operands::cast_type(from).unwrap_or("f32"),
+                operands::cast_type(to).unwrap_or("f32"),
+                &elementwise::cast_expression(from, to),
             )
             .into(),
             Kernel::MatMul { dtype, .. } => {
@@ -266,6 +266,10 @@ impl Kernel {
             Kernel::Elementwise { dtype, .. } => {
                 operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
             }
+            Kernel::Cast { from, to, .. } => [from, to]
+                .into_iter()
+                .filter_map(operands::native_feature)
+                .fold(wgpu::Features::empty(), |all, (f, _)| all | f),
             _ => wgpu::Features::empty(),
         }
     }

@@ -16,6 +16,12 @@ pub fn wgsl_type(dtype: DType) -> Option<&'static str> {
     }
 }
 
+/// The WGSL scalar type Cast converts from and to: the element-wise types (see
+/// [`elementwise_type`]).
+pub fn cast_type(dtype: DType) -> Option<&'static str> {
+    elementwise_type(dtype)
+}
+
 /// The WGSL scalar type the element-wise kernel computes `dtype` in: the 32-bit types, and
 /// `f64`, `i64`, `u64` on adapters with wgpu's `SHADER_F64` / `SHADER_INT64` features (see
 /// [`native_feature`]).
@@ -62,7 +68,7 @@ pub(crate) fn specialize(template: &str, replacements: &[(&str, String)]) -> Str
     out
 }
 
-/// The bindings of `storages` (elements of `elem` bytes) for piece `w` of a walk (whole
+/// The bindings of `storages` (elements of `elems[j]` bytes) for piece `w` of a walk (whole
 /// buffers when `whole`, else the aligned windows `w` needs), and the element index of the
 /// piece's first position in each.
 pub(crate) fn bind_windows<'a>(
@@ -70,7 +76,7 @@ pub(crate) fn bind_windows<'a>(
     w: &Walk,
     whole: bool,
     align: u64,
-    elem: u64,
+    elems: [u64; 3],
 ) -> ([u64; 3], Vec<wgpu::BindingResource<'a>>) {
     let mut firsts = [0u64; 3];
     let mut bindings = Vec::with_capacity(3);
@@ -79,7 +85,7 @@ pub(crate) fn bind_windows<'a>(
             firsts[j] = w.bases[j];
             bindings.push(storage.bind_whole());
         } else {
-            let (window, first) = w.window(j, elem, align, storage.segments());
+            let (window, first) = w.window(j, elems[j], align, storage.segments());
             firsts[j] = first;
             bindings.push(storage.bind(window));
         }
@@ -87,13 +93,17 @@ pub(crate) fn bind_windows<'a>(
     (firsts, bindings)
 }
 
-/// Whether three storages can be bound whole, else the elements (of `elem` bytes) per buffer
-/// of each (for [`Walk::split`]).
-pub(crate) fn layout_of(storages: &[&Storage; 3], limit: u64, elem: u64) -> (bool, [u64; 3]) {
+/// Whether three storages can be bound whole, else the elements (of `elems[j]` bytes) per
+/// buffer of each (for [`Walk::split`]).
+pub(crate) fn layout_of(storages: &[&Storage; 3], limit: u64, elems: [u64; 3]) -> (bool, [u64; 3]) {
     let whole = storages
         .iter()
         .all(|s| s.single().is_some_and(|b| b.size() <= limit));
-    (whole, storages.map(|s| s.segments().segment / elem))
+    let mut segments = [0; 3];
+    for j in 0..3 {
+        segments[j] = storages[j].segments().segment / elems[j];
+    }
+    (whole, segments)
 }
 
 pub(crate) fn too_many(op: &'static str, what: &str, needed: u64) -> Error {

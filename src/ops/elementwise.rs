@@ -4,7 +4,7 @@
 
 use super::broadcast_shape;
 pub use crate::kernels::elementwise::{cast_expression, lookup, ElementwiseOp, OPS};
-use crate::kernels::operands::{native_feature, wgsl_type};
+use crate::kernels::operands::{cast_type, native_feature};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 impl ElementwiseOp {
@@ -209,21 +209,33 @@ impl Recorder {
     /// Records Cast into `out`: the op's one recording path.
     pub fn cast_to(&mut self, a: &Tensor, to: DType, out: Out) -> Result<Tensor> {
         self.check_inputs("Cast", &[("input", a)])?;
-        check_cast(a.dtype(), to)?;
+        check_cast(self.context(), a.dtype(), to)?;
         let out = out.tensor(self, to, a.shape())?;
         self.elementwise_into("Cast", a, a, &out)?;
         Ok(out)
     }
 }
 
-fn check_cast(from: DType, to: DType) -> Result<()> {
+fn check_cast(ctx: &crate::Context, from: DType, to: DType) -> Result<()> {
     for (what, d) in [("input", from), ("to", to)] {
-        if wgsl_type(d).is_none() {
+        if cast_type(d).is_none() {
             return Err(Error::invalid(
                 "Cast",
                 what,
-                format!("{what} is {d}; Cast converts between f32, i32 and u32 (WGSL has no other arithmetic types without optional features)"),
+                format!("{what} is {d}; Cast converts between f32, i32 and u32, and f64, i64 and u64 where the adapter has 64-bit shader types (16-bit and sub-word types need kernels not written yet)"),
             ));
+        }
+        if let Some((feature, name)) = native_feature(d) {
+            if !ctx.features().contains(feature) {
+                return Err(Error::invalid(
+                    "Cast",
+                    what,
+                    format!(
+                        "{what} is {d}; Cast computes it with wgpu's {name} feature, which {} does not offer here",
+                        ctx.adapter_info().name
+                    ),
+                ));
+            }
         }
     }
     Ok(())

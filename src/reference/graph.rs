@@ -315,6 +315,10 @@ fn cast(t: &HostTensor, to: DType) -> R<HostTensor> {
                 DType::F32 => host(Num::F($a.mapv(|v| v as f32))),
                 DType::I32 => host(Num::I($a.mapv(|v| v as i32))),
                 DType::U32 => host(Num::U($a.mapv(|v| v as u32))),
+                // Rust's `as`: floats to integers saturate (NaN as 0), integers wrap.
+                DType::F64 => host(Num::D($a.mapv(|v| v as f64))),
+                DType::I64 => host(Num::L($a.mapv(|v| v as i64))),
+                DType::U64 => host(Num::Q($a.mapv(|v| v as u64))),
                 d => return Err(format!("cast to {d}").into()),
             }
         };

@@ -973,3 +973,41 @@ fn cast_between_32_and_64_bit_types() {
         other => panic!("expected an error naming SHADER_INT64, got {other:?}"),
     }
 }
+
+#[test]
+fn casts_that_change_the_element_size_run_in_windows() {
+    // 128 bytes bound at a time: the 4-byte input and the 8-byte output (and the other way)
+    // are cut into windows of their own element sizes.
+    let small = small_binding_context(128);
+    let cases = [
+        (variadic_input(DType::I32, &[3, 37], 5), DType::I64),
+        (variadic_input(DType::I64, &[101], 6), DType::I32),
+        (variadic_input(DType::F64, &[5, 19], 7), DType::F32),
+        (values_for(DType::F32, &[77], 8, false), DType::U64),
+    ];
+    for (x, to) in cases {
+        let t = wgpu_ops::Tensor::from_host(&small, &x).unwrap();
+        let got = small
+            .run(|rec| rec.cast(&t, to))
+            .unwrap()
+            .to_host_blocking()
+            .unwrap();
+        let g = Graph::new()
+            .input(
+                "x",
+                x.dtype,
+                &x.shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+            )
+            .node(
+                Node::new("Cast", "c")
+                    .inputs(["x"])
+                    .outputs(["y"])
+                    .attr("to", Attr::String(to.name().into())),
+            )
+            .output("y");
+        let want = run_graph(&g, &[("x".into(), x.clone())], &Default::default())
+            .unwrap()
+            .remove(0);
+        assert_eq!(got, want, "{} -> {to}", x.dtype);
+    }
+}

@@ -563,6 +563,29 @@ fn matmul_beyond_the_binding_limit_runs_in_windows() {
     }
 }
 
+/// Concat of `parts` along `axis` by the CPU interpreter.
+fn concat_reference(parts: Vec<HostTensor>, axis: i64) -> HostTensor {
+    let mut g = Graph::new();
+    let mut names = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        let shape: Vec<Option<usize>> = p.shape.iter().map(|&d| Some(d)).collect();
+        g = g.input(format!("x{i}"), p.dtype, &shape);
+        names.push(format!("x{i}"));
+    }
+    let g = g
+        .node(
+            Node::new("Concat", "c")
+                .inputs(names.clone())
+                .outputs(["y"])
+                .attr("axis", Attr::Int(axis)),
+        )
+        .output("y");
+    let inputs: Vec<(String, HostTensor)> = names.into_iter().zip(parts).collect();
+    run_graph(&g, &inputs, &Default::default())
+        .unwrap()
+        .remove(0)
+}
+
 #[test]
 fn concat_of_any_dtype_in_words_and_windows() {
     let small = small_binding_context(128);
@@ -591,25 +614,7 @@ fn concat_of_any_dtype_in_words_and_windows() {
                 .unwrap()
                 .to_host_blocking()
                 .unwrap();
-            let mut g = Graph::new();
-            let mut names = Vec::new();
-            for (i, p) in parts.iter().enumerate() {
-                let shape: Vec<Option<usize>> = p.shape.iter().map(|&d| Some(d)).collect();
-                g = g.input(format!("x{i}"), dtype, &shape);
-                names.push(format!("x{i}"));
-            }
-            let g = g
-                .node(
-                    Node::new("Concat", "c")
-                        .inputs(names.clone())
-                        .outputs(["y"])
-                        .attr("axis", Attr::Int(axis)),
-                )
-                .output("y");
-            let inputs: Vec<(String, HostTensor)> = names.into_iter().zip(parts).collect();
-            let want = run_graph(&g, &inputs, &Default::default())
-                .unwrap()
-                .remove(0);
+            let want = concat_reference(parts, axis);
             assert_eq!(got, want, "{dtype} {shapes:?} axis {axis}");
         }
     }
@@ -637,25 +642,7 @@ dtype_tests!(concat_of_runs_that_are_not_whole_words, |dtype: DType| {
             .unwrap()
             .to_host_blocking()
             .unwrap();
-        let mut g = Graph::new();
-        let mut names = Vec::new();
-        for (i, p) in parts.iter().enumerate() {
-            let shape: Vec<Option<usize>> = p.shape.iter().map(|&d| Some(d)).collect();
-            g = g.input(format!("x{i}"), dtype, &shape);
-            names.push(format!("x{i}"));
-        }
-        let g = g
-            .node(
-                Node::new("Concat", "c")
-                    .inputs(names.clone())
-                    .outputs(["y"])
-                    .attr("axis", Attr::Int(axis)),
-            )
-            .output("y");
-        let inputs: Vec<(String, HostTensor)> = names.into_iter().zip(parts).collect();
-        let want = run_graph(&g, &inputs, &Default::default())
-            .unwrap()
-            .remove(0);
+        let want = concat_reference(parts, axis);
         assert_eq!(got, want, "{dtype} {shapes:?} axis {axis}");
     }
 });

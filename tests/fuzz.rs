@@ -21,23 +21,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::Rng;
 use serde_json::{json, Value};
 use wgpu_ops::{npy, DType, HostTensor};
 
-/// splitmix64: the same cases for the same seed on every machine.
-struct Rng(u64);
+/// Cases drawn from the shared splitmix64 generator.
+trait Draw {
+    fn range(&mut self, lo: i64, hi: i64) -> i64;
+    fn chance(&mut self, percent: u64) -> bool;
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
+impl Draw for Rng {
     fn range(&mut self, lo: i64, hi: i64) -> i64 {
         lo + self.below((hi - lo + 1) as u64) as i64
     }

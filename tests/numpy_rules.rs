@@ -5,6 +5,7 @@
 //! it the test fails rather than skips.
 
 mod common;
+use common::Rng;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -14,18 +15,14 @@ use serde_json::{json, Value};
 use wgpu_ops::reference::{apply_index, slice_items, strided_slice_items, IndexItem};
 use wgpu_ops::{Slice, StridedSlice};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+/// Index values, steps and masks drawn from the shared generator.
+trait Draw {
+    fn index(&mut self) -> i64;
+    fn step(&mut self) -> i64;
+    fn mask(&mut self, max_len: u64, one_in: u64) -> Vec<i64>;
+}
+
+impl Draw for Rng {
     fn index(&mut self) -> i64 {
         match self.below(10) {
             0 => i64::MAX,

@@ -998,3 +998,25 @@ fn casts_that_change_the_element_size_run_in_windows() {
         assert_eq!(got, want, "{} -> {to}", x.dtype);
     }
 }
+
+#[test]
+fn pow_with_an_exponent_of_another_type() {
+    // An f32 base with integer and f64 exponents (ONNX Pow-15's T1), against the interpreter,
+    // which converts the exponent likewise; broadcast exponent of shape [3].
+    let base = HostTensor::from_vec(vec![2, 3], &[2.0f32, -3.0, 0.5, 0.0, -1.5, 10.0]).unwrap();
+    let exponents = [
+        HostTensor::from_vec(vec![3], &[2i32, -1, 3]).unwrap(),
+        HostTensor::from_vec(vec![3], &[0i64, 5, -2]).unwrap(),
+        HostTensor::from_vec(vec![3], &[1u32, 2, 4]).unwrap(),
+        HostTensor::from_vec(vec![3], &[0.5f64, 2.0, -1.0]).unwrap(),
+    ];
+    for e in exponents {
+        let dtype = e.dtype;
+        let (got, want) = both(
+            Node::new("Pow", "p").inputs(["x", "e"]),
+            vec![("x", base.clone()), ("e", e)],
+        )
+        .unwrap();
+        close(&got, &want, &format!("Pow f32 ^ {dtype}"));
+    }
+}

@@ -100,6 +100,16 @@ impl Recorder {
         if let Some(b) = b {
             self.check_inputs(op.name, &[("B", b)])?;
         }
+        // ONNX Pow takes an exponent of another numeric type: on an f32 base it is converted
+        // to f32 first (exact for integers up to 2^24), and the base's kernel runs.
+        if let (Some(e), "Pow", DType::F32) = (b, op.name, a.dtype()) {
+            if e.dtype() != DType::F32 && cast_type(e.dtype()).is_some() {
+                let e = self.cast_to(e, DType::F32, Out::NEW)?;
+                let result = self.elementwise_to(name, a, Some(&e), out);
+                self.release(e);
+                return result;
+            }
+        }
         let shape = op.plan((a.dtype(), a.shape()), b.map(|b| (b.dtype(), b.shape())))?;
         if let Some((feature, name)) = native_feature(a.dtype()) {
             if !self.context().features().contains(feature) {

@@ -406,7 +406,14 @@ fn run_node(
             one(super::space_to_batch(&a(0)?, &o)?)
         }
         "Identity" => one(a(0)?),
-        "Add" | "Sub" | "Mul" | "Div" | "Pow" => one(host(binary(op, num(&a(0)?)?, num(&a(1)?)?)?)),
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" => {
+            let (base, mut exponent) = (a(0)?, a(1)?);
+            // Pow's exponent may have another numeric type: converted to the f32 base's.
+            if op == "Pow" && base.dtype == DType::F32 && exponent.dtype != DType::F32 {
+                exponent = cast(&exponent, DType::F32)?;
+            }
+            one(host(binary(op, num(&base)?, num(&exponent)?)?))
+        }
         // Variadic: inputs combined in order, Mean then divided by the count.
         "Max" | "Min" | "Sum" | "Mean" => {
             let pair = if matches!(op, "Sum" | "Mean") {

@@ -100,6 +100,19 @@ struct Case {
     valid: bool,
 }
 
+impl Case {
+    /// A graph run with the standard command line, its outputs checked against the reference.
+    fn graph(graph: String, inputs: Vec<(String, Vec<u8>)>, valid: bool) -> Case {
+        Case {
+            graph,
+            inputs,
+            args: None,
+            check_values: true,
+            valid,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Tally {
     runs: u32,
@@ -625,13 +638,7 @@ fn the_command_keeps_its_contract_under_fuzzing() {
     let valid: Vec<Case> = (0..n)
         .map(|_| {
             let (g, inputs) = valid_graph(&mut rng);
-            Case {
-                graph: g.to_string(),
-                inputs,
-                args: None,
-                check_values: true,
-                valid: true,
-            }
+            Case::graph(g.to_string(), inputs, true)
         })
         .collect();
     let t = run_class("valid graphs", valid.into_iter(), &mut report);
@@ -647,13 +654,7 @@ fn the_command_keeps_its_contract_under_fuzzing() {
         .map(|_| {
             let (mut g, inputs) = valid_graph(&mut rng);
             mutate(&mut rng, &mut g);
-            Case {
-                graph: g.to_string(),
-                inputs,
-                args: None,
-                check_values: true,
-                valid: false,
-            }
+            Case::graph(g.to_string(), inputs, false)
         })
         .collect();
     run_class("mutated graphs", mutated.into_iter(), &mut report);
@@ -668,13 +669,7 @@ fn the_command_keeps_its_contract_under_fuzzing() {
             } else {
                 text[cut] = rng.next() as u8;
             }
-            Case {
-                graph: String::from_utf8_lossy(&text).into_owned(),
-                inputs: vec![],
-                args: None,
-                check_values: true,
-                valid: false,
-            }
+            Case::graph(String::from_utf8_lossy(&text).into_owned(), vec![], false)
         })
         .collect();
     run_class("garbage JSON", garbage.into_iter(), &mut report);
@@ -686,13 +681,7 @@ fn the_command_keeps_its_contract_under_fuzzing() {
                 .into_iter()
                 .map(|(name, b)| (name, broken_npy(&mut rng, &b)))
                 .collect();
-            Case {
-                graph: g.to_string(),
-                inputs,
-                args: None,
-                check_values: true,
-                valid: false,
-            }
+            Case::graph(g.to_string(), inputs, false)
         })
         .collect();
     run_class("broken .npy inputs", npys.into_iter(), &mut report);

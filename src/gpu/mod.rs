@@ -290,11 +290,17 @@ impl Context {
             }
         };
         let cpu_kernels = options.cpu_kernels.unwrap_or_else(|| is_software(&info));
-        let info_for_limits = info.clone();
-        let max_commands = options.max_commands.unwrap_or(if is_software(&info) {
-            20_000_000
-        } else {
-            200_000_000
+        let software = is_software(&info);
+        let max_commands =
+            options
+                .max_commands
+                .unwrap_or(if software { 20_000_000 } else { 200_000_000 });
+        let max_memory = options.max_memory.unwrap_or_else(|| {
+            if software {
+                host_memory().map_or(8 << 30, |m| m / 2)
+            } else {
+                u64::MAX
+            }
         });
         let segment_bytes = match options.max_buffer_size {
             Some(m) if m < 256 => {
@@ -348,13 +354,7 @@ impl Context {
                 workgroup_size,
                 cpu_kernels,
                 max_commands,
-                max_memory: options.max_memory.unwrap_or_else(|| {
-                    if is_software(&info_for_limits) {
-                        host_memory().map_or(8 << 30, |m| m / 2)
-                    } else {
-                        u64::MAX
-                    }
-                }),
+                max_memory,
                 memory_in_use: Arc::default(),
                 limits,
                 modules: Mutex::default(),

@@ -476,7 +476,7 @@ fn capture_body(
 }
 
 /// The loop: buffers allocated once, the body captured per parity, then every iteration
-/// replayed into the same command buffer with no host wait.
+/// replayed with no host round-trip (submitted in chunks, see `Recorder::end_of_iteration`).
 fn record_loop(
     rec: &mut Recorder,
     args: &NodeArgs,
@@ -488,17 +488,13 @@ fn record_loop(
 ) -> Result<Vec<Tensor>> {
     let (n, seq) = (plan.n, plan.seq);
     let ctx = rec.context().clone();
-    let ping_pong: [Vec<Tensor>; 2] = [0, 1]
-        .map(|_| {
-            states
-                .iter()
-                .map(|s| Tensor::uninit(&ctx, s.dtype(), s.shape()))
-                .collect::<Result<Vec<_>>>()
-        })
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?
-        .try_into()
-        .map_err(|_| invalid("body", "two state buffers".into()))?;
+    let state_buffers = || -> Result<Vec<Tensor>> {
+        states
+            .iter()
+            .map(|s| Tensor::uninit(&ctx, s.dtype(), s.shape()))
+            .collect()
+    };
+    let ping_pong = [state_buffers()?, state_buffers()?];
     for (s, p) in states.iter().zip(&ping_pong[0]) {
         rec.copy(s.storage(), 0, p.storage(), 0, padded_size(s.byte_len()))?;
     }

@@ -103,17 +103,15 @@ impl ElementwiseOp {
     }
 }
 
-/// The Cast kernel's expression. Floats become integers rounded toward zero, saturated to the
-/// target's range (up to its maximum, which f32 cannot hold), NaN as 0: Rust's `as`, which the
-/// reference uses. WGSL's own conversion stops at the largest f32 below the maximum, and naga's
-/// GLSL output (the GL backend) is undefined out of range (negative floats wrapped to huge
-/// `u32`s on llvmpipe GL), so every case is written out. NaN is found by its bits: `a != a`
-/// compiles to an ordered comparison on lavapipe, false for NaN.
+/// The Cast kernel's expression, with Rust's `as` semantics (which the reference uses). Floats
+/// become integers rounded toward zero, saturated to the target's range (its maximum included,
+/// which clamping to the largest float below it cannot reach), NaN as 0: WGSL's own conversion
+/// stops below the maximum, and naga's GLSL output is undefined out of range (negative floats
+/// wrapped to huge `u32`s on llvmpipe GL), so every case is written out. NaN is found by its
+/// bits for f32 (`a != a` compiles to an ordered comparison on lavapipe, false for NaN), and for
+/// f64 (whose bits would need 64-bit integers, another feature) as the value that is neither
+/// <= 0 nor > 0.
 pub fn cast_expression(from: DType, to: DType) -> String {
-    // Floats to integers: toward zero, saturated to the target's range (its maximum included,
-    // which clamping to the largest float below it cannot reach), NaN as 0. NaN is found by its
-    // bits for f32, and for f64 (whose bits would need 64-bit integers, another feature) as the
-    // value that is neither <= 0 nor > 0: ordered comparisons, false for NaN wherever compiled.
     let nan = match (from, to) {
         (DType::F32, _) => "(bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u",
         (DType::F64, _) => "!(a <= 0.0 || a > 0.0)",

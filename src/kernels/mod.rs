@@ -214,8 +214,8 @@ impl Kernel {
                 elementwise::elementwise_source(ty, ty, e).into()
             }
             Kernel::Cast { from, to, .. } => elementwise::elementwise_source(
-                operands::cast_type(from).unwrap_or("f32"),
-                operands::cast_type(to).unwrap_or("f32"),
+                operands::elementwise_type(from).unwrap_or("f32"),
+                operands::elementwise_type(to).unwrap_or("f32"),
                 &elementwise::cast_expression(from, to),
             )
             .into(),

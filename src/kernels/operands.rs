@@ -16,13 +16,8 @@ pub fn wgsl_type(dtype: DType) -> Option<&'static str> {
     }
 }
 
-/// The WGSL scalar type Cast converts from and to: the element-wise types (see
-/// [`elementwise_type`]).
-pub fn cast_type(dtype: DType) -> Option<&'static str> {
-    elementwise_type(dtype)
-}
-
-/// The WGSL scalar type the element-wise kernel computes `dtype` in: the 32-bit types, and
+/// The WGSL scalar type the element-wise kernel (Cast included) computes `dtype` in: the
+/// 32-bit types, and
 /// `f64`, `i64`, `u64` on adapters with wgpu's `SHADER_F64` / `SHADER_INT64` features (see
 /// [`native_feature`]).
 pub fn elementwise_type(dtype: DType) -> Option<&'static str> {

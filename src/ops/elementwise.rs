@@ -4,7 +4,7 @@
 
 use super::broadcast_shape;
 pub use crate::kernels::elementwise::{cast_expression, lookup, ElementwiseOp, OPS};
-use crate::kernels::operands::{cast_type, native_feature};
+use crate::kernels::operands::{elementwise_type, native_feature};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 impl ElementwiseOp {
@@ -103,7 +103,7 @@ impl Recorder {
         // ONNX Pow takes an exponent of another numeric type: on an f32 base it is converted
         // to f32 first (exact for integers up to 2^24), and the base's kernel runs.
         if let (Some(e), "Pow", DType::F32) = (b, op.name, a.dtype()) {
-            if e.dtype() != DType::F32 && cast_type(e.dtype()).is_some() {
+            if e.dtype() != DType::F32 && elementwise_type(e.dtype()).is_some() {
                 let e = self.cast_to(e, DType::F32, Out::NEW)?;
                 let result = self.elementwise_to(name, a, Some(&e), out);
                 self.release(e);
@@ -111,22 +111,8 @@ impl Recorder {
             }
         }
         let shape = op.plan((a.dtype(), a.shape()), b.map(|b| (b.dtype(), b.shape())))?;
-        if let Some((feature, name)) = native_feature(a.dtype()) {
-            if !self.context().features().contains(feature) {
-                return Err(Error::invalid(
-                    op.name,
-                    "A",
-                    format!(
-                        "A is {}; {} computes it with wgpu's {name} feature, which {} does not offer here (a 32-bit emulation is not written yet)",
-                        a.dtype(),
-                        op.name,
-                        self.context().adapter_info().name
-                    ),
-                ));
-            }
-        }
+        require_feature(self.context(), op.name, "A", a.dtype())?;
         let out = out.tensor(self, a.dtype(), &shape)?;
-        op.expression(a.dtype())?;
         self.elementwise_into(op.name, a, b.unwrap_or(a), &out)?;
         Ok(out)
     }
@@ -228,25 +214,35 @@ impl Recorder {
 
 fn check_cast(ctx: &crate::Context, from: DType, to: DType) -> Result<()> {
     for (what, d) in [("input", from), ("to", to)] {
-        if cast_type(d).is_none() {
+        if elementwise_type(d).is_none() {
             return Err(Error::invalid(
                 "Cast",
                 what,
                 format!("{what} is {d}; Cast converts between f32, i32 and u32, and f64, i64 and u64 where the adapter has 64-bit shader types (16-bit and sub-word types need kernels not written yet)"),
             ));
         }
-        if let Some((feature, name)) = native_feature(d) {
-            if !ctx.features().contains(feature) {
-                return Err(Error::invalid(
-                    "Cast",
-                    what,
-                    format!(
-                        "{what} is {d}; Cast computes it with wgpu's {name} feature, which {} does not offer here",
-                        ctx.adapter_info().name
-                    ),
-                ));
-            }
-        }
+        require_feature(ctx, "Cast", what, d)?;
     }
     Ok(())
+}
+
+/// Fails when `dtype` (the type of `op`'s `input`) needs a wgpu feature the context's device
+/// lacks, naming the feature and the adapter.
+fn require_feature(
+    ctx: &crate::Context,
+    op: &'static str,
+    input: &str,
+    dtype: DType,
+) -> Result<()> {
+    match native_feature(dtype) {
+        Some((feature, name)) if !ctx.features().contains(feature) => Err(Error::invalid(
+            op,
+            input,
+            format!(
+                "{input} is {dtype}; {op} computes it with wgpu's {name} feature, which {} does not offer here (a 32-bit emulation is not written yet)",
+                ctx.adapter_info().name
+            ),
+        )),
+        _ => Ok(()),
+    }
 }

@@ -37,6 +37,9 @@ pub enum Error {
     /// wgpu ran out of memory while `op` was recorded or submitted.
     #[error("{}: GPU out of memory: {}", escape(.op), escape(.message))]
     OutOfMemory { op: String, message: String },
+    /// An ONNX model could not be read or uses what is not supported (names every op missing).
+    #[error("model: {}", escape(.0))]
+    Model(String),
     /// Reading a result back from the GPU failed.
     #[error("readback: {}", escape(.0))]
     Readback(String),

@@ -16,7 +16,8 @@
 
 // Layers, each using only those above it: plain data (dtypes, errors, host tensors, index
 // values) -> `gpu` -> `storage` and `tensor` -> `recorder` -> `kernels` -> `ops` -> `graph`.
-// `reference` (CPU oracles) and `npy` (file I/O) sit beside them.
+// `onnx` (the model front end) beside `graph::json`; `reference` (CPU oracles) and `npy` (file
+// I/O) beside them.
 pub mod dtype;
 pub mod error;
 pub mod host;
@@ -33,6 +34,7 @@ pub mod kernels;
 pub mod ops;
 
 pub mod graph;
+pub mod onnx;
 
 #[cfg(feature = "native")]
 pub mod npy;

@@ -194,7 +194,7 @@ fn every_error_exits_1_with_one_line_and_no_output() {
         (
             "index from GPU",
             json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [1], "data": [0]}, {"name": "s", "dtype": "i64", "shape": [1], "data": [1]}],
-            "nodes": [{"op": "Slice", "name": "p", "inputs": ["b", "b", "s", "s"], "outputs": ["idx"]},
+            "nodes": [{"op": "Cast", "name": "p", "inputs": ["x"], "outputs": ["idx"], "attrs": {"to": "i64"}},
                       {"op": "Slice", "name": "q", "inputs": ["x", "idx", "s", "s"], "outputs": ["y"]}], "outputs": ["y"]}),
             vec![format!("x={x}")],
             "computed on the GPU",

@@ -423,8 +423,8 @@ fn elementwise_on_64_bit_dtypes_with_native_features() {
             }
         }
     }
-    // i64: 9 ops, u64: 8, f64: 10; binary ones over 13 operand pairs.
-    assert_eq!(checked, 6 * 13 * 3 + 3 + 2 + 4);
+    // i64: 9 ops, u64: 8, f64: 11 (Reciprocal); binary ones over 13 operand pairs.
+    assert_eq!(checked, 6 * 13 * 3 + 3 + 2 + 5);
     // Without the features (a browser, or turned off), an error names the missing feature.
     let plain = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         native_64_bit: Some(false),

@@ -1,4 +1,5 @@
-//! The `wgpu-ops` command: runs graph files on the GPU (see `docs/graph-format.md`).
+//! The `wgpu-ops` command: runs graph files (see `docs/graph-format.md`) and ONNX models (see
+//! `docs/onnx.md`) on the GPU.
 //!
 //! Contract: success exits 0; any error prints one `error: ...` line on stderr and exits 1
 //! (usage errors exit 2); no output file is left behind by a failed run.
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use wgpu_ops::{graph, npy, Context, ContextOptions, DType, Error, HostTensor, Session};
+use wgpu_ops::{graph, npy, onnx, Context, ContextOptions, DType, Error, HostTensor, Session};
 
 #[derive(Parser)]
 #[command(
@@ -31,8 +32,9 @@ enum Backend {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run GRAPH.json and write every graph output as DIR/<name>.npy
+    /// Run GRAPH.json or MODEL.onnx and write every output as DIR/<name>.npy
     Run {
+        #[arg(value_name = "GRAPH.json|MODEL.onnx")]
         graph: PathBuf,
         /// A graph input from a .npy file
         #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = parse_input)]
@@ -45,6 +47,11 @@ enum Command {
         /// Use the first adapter whose name contains this (case-insensitive)
         #[arg(long, value_name = "SUBSTRING")]
         adapter: Option<String>,
+    },
+    /// Describe MODEL.onnx: opsets, inputs, outputs, ops and which of them are not supported
+    Info {
+        #[arg(value_name = "MODEL.onnx")]
+        model: PathBuf,
     },
     /// List the adapters wgpu can see, one per line
     Adapters {
@@ -87,7 +94,16 @@ fn run(
     out: &Path,
     options: ContextOptions,
 ) -> Result<(), Error> {
-    let graph = graph::json::load(graph_path)?;
+    let onnx_model = graph_path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+    let graph = if onnx_model {
+        let model = onnx::Model::load(graph_path)?;
+        model.session_check()?;
+        model.graph
+    } else {
+        graph::json::load(graph_path)?
+    };
     graph.check_outputs_distinct()?;
     for o in &graph.outputs {
         check_output_name(&o.name)?;
@@ -159,6 +175,64 @@ fn write_outputs(dir: &Path, outputs: &[(String, HostTensor)]) -> Result<(), Err
     Ok(())
 }
 
+/// `wgpu-ops info`: what a model holds and what of it runs here.
+fn info(path: &Path) -> Result<(), Error> {
+    let model = onnx::Model::load(path)?;
+    let mut text = String::new();
+    let opsets: Vec<String> = model
+        .opsets
+        .iter()
+        .map(|(d, v)| format!("{}:{v}", if d.is_empty() { "ai.onnx" } else { d }))
+        .collect();
+    text += &format!(
+        "model: {} (IR {}, opsets {}, producer '{}')\n",
+        path.display(),
+        model.ir_version,
+        opsets.join(" "),
+        wgpu_ops::error::escape(&model.producer)
+    );
+    let describe = |v: &graph::ValueInfo| {
+        let dtype = v.dtype.map_or("?".to_string(), |d| d.name().to_string());
+        let shape = v.shape.as_ref().map_or("?".to_string(), |s| {
+            let dims: Vec<String> = s
+                .iter()
+                .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
+                .collect();
+            format!("[{}]", dims.join(", "))
+        });
+        format!("{} {dtype} {shape}", wgpu_ops::error::escape(&v.name))
+    };
+    for i in &model.graph.inputs {
+        text += &format!("input: {}\n", describe(i));
+    }
+    for o in &model.graph.outputs {
+        text += &format!("output: {}\n", describe(o));
+    }
+    text += &format!("constants: {}\n", model.graph.constants.len());
+    for (op, n) in model.op_counts() {
+        let mark = if graph::is_op(&op) {
+            ""
+        } else {
+            "  (not supported)"
+        };
+        text += &format!("op: {} x{n}{mark}\n", wgpu_ops::error::escape(&op));
+    }
+    let missing = model.unsupported_ops();
+    text += &if missing.is_empty() {
+        "supported: yes\n".to_string()
+    } else {
+        format!("supported: no, {} op type(s) missing\n", missing.len())
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| Error::File {
+            path: "stdout".into(),
+            message: e.to_string(),
+        })
+}
+
 fn main() -> ExitCode {
     // Mesa's Vulkan loader prints a line of its own when XDG_RUNTIME_DIR is unset; give it a
     // private folder so that stderr holds only this program's messages.
@@ -213,6 +287,7 @@ fn main() -> ExitCode {
                 ..Default::default()
             },
         ),
+        Command::Info { model } => info(&model),
         Command::Adapters { backend } => {
             let options = ContextOptions {
                 backends: backends(backend),

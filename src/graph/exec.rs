@@ -13,13 +13,28 @@ use crate::{download_all, Context, DType, Error, HostTensor, Out, Recorder, Resu
 pub(crate) struct Slot {
     pub host: Option<HostTensor>,
     pub gpu: OnceCell<Tensor>,
+    /// Known before the run: a constant, or computed from constants and shapes only. Small ops
+    /// on such values run on the host (see [`fold`]); ops on graph inputs always run on the GPU.
+    pub constant: bool,
 }
 
+/// Ops on constants with at most this many input elements in all are computed on the host.
+const FOLD_LIMIT: usize = 1 << 14;
+
 impl Slot {
-    pub fn host(value: HostTensor) -> Slot {
+    /// A graph input given on the host (uploaded on first use).
+    pub fn input(value: HostTensor) -> Slot {
         Slot {
             host: Some(value),
             gpu: OnceCell::new(),
+            constant: false,
+        }
+    }
+    pub fn constant(value: HostTensor) -> Slot {
+        Slot {
+            host: Some(value),
+            gpu: OnceCell::new(),
+            constant: true,
         }
     }
     pub fn gpu(value: Tensor) -> Slot {
@@ -118,6 +133,12 @@ impl NodeArgs<'_> {
         }
     }
 
+    /// The dtype of input `i` (its values are not needed).
+    pub fn dtype_of(&self, i: usize, role: &str) -> Result<DType> {
+        let slot = self.slots.get(i).copied().flatten();
+        Ok(slot.ok_or_else(|| self.missing(i, role))?.dtype_shape().0)
+    }
+
     /// Required index input `i`.
     pub fn required_indices(&self, i: usize, role: &str) -> Result<Vec<i64>> {
         self.indices(i, role)?.ok_or_else(|| self.missing(i, role))
@@ -214,6 +235,24 @@ pub(crate) fn record_graph(
     for (pos, &k) in order.iter().enumerate() {
         let node = &graph.nodes[k];
         let def = registry::lookup(&node.op).expect("checked by schedule");
+        let folded = fold(node, def, scope).map_err(|e| Error::Node {
+            node: node.name.clone(),
+            source: Box::new(e),
+        })?;
+        if let Some(values) = folded {
+            for (name, value) in node.outputs.iter().zip(values) {
+                let slot = match placements.get(name) {
+                    // A Scan body state computed from constants still goes to its buffer.
+                    Some(t) => {
+                        let v = Tensor::from_host(&ctx, &value)?;
+                        Slot::gpu(rec.identity_to(&v, Out::into(name, t))?)
+                    }
+                    None => Slot::constant(value),
+                };
+                scope.slots.insert(name.clone(), slot);
+            }
+            continue;
+        }
         let outputs = {
             let args = NodeArgs {
                 ctx: &ctx,
@@ -258,6 +297,43 @@ pub(crate) fn record_graph(
     Ok(())
 }
 
+/// The node's outputs computed on the host, when they can be: ops that need only shapes
+/// (Shape, Size), and ops whose inputs are all small constants (shape arithmetic such as
+/// `Shape -> Gather -> Concat -> Reshape`), through the CPU interpreter. `None`: record the
+/// op on the GPU. The results are constants, so the index inputs of later ops are known.
+fn fold(node: &Node, def: &OpDef, scope: &Scope<'_>) -> Result<Option<Vec<HostTensor>>> {
+    let slots: Vec<Option<&Slot>> = node
+        .inputs
+        .iter()
+        .map(|i| if i.is_empty() { None } else { scope.get(i) })
+        .collect();
+    if let Some(on_host) = def.host {
+        return on_host(node, &slots);
+    }
+    if def.name == "Scan" || node.outputs.iter().any(|o| o.is_empty()) {
+        return Ok(None);
+    }
+    let mut inputs = Vec::with_capacity(slots.len());
+    let mut elements = 0usize;
+    for slot in &slots {
+        match slot {
+            None => inputs.push(None),
+            Some(s) if s.constant => {
+                let Some(h) = &s.host else { return Ok(None) };
+                elements += h.numel();
+                inputs.push(Some(h.clone()));
+            }
+            Some(_) => return Ok(None),
+        }
+    }
+    if elements > FOLD_LIMIT {
+        return Ok(None);
+    }
+    // An op the interpreter cannot compute (or refuses) is left to the GPU, whose validation
+    // reports user errors.
+    Ok(crate::reference::graph::eval_node(node, &inputs).ok())
+}
+
 /// A validated, scheduled graph bound to a context, ready to run many times.
 #[derive(Debug)]
 pub struct Session {
@@ -288,7 +364,7 @@ impl Session {
     ) -> Result<Vec<(String, HostTensor)>> {
         let slots = inputs
             .into_iter()
-            .map(|(n, v)| (n, Slot::host(v)))
+            .map(|(n, v)| (n, Slot::input(v)))
             .collect();
         let scope = self.record_run(slots).await?;
 
@@ -372,7 +448,9 @@ impl Session {
             scope.slots.insert(decl.name.clone(), value);
         }
         for (name, value) in &self.graph.constants {
-            scope.slots.insert(name.clone(), Slot::host(value.clone()));
+            scope
+                .slots
+                .insert(name.clone(), Slot::constant(value.clone()));
         }
         let mut rec = self.ctx.recorder();
         record_graph(

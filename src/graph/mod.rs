@@ -12,7 +12,7 @@ pub(crate) mod registry;
 pub(crate) mod scan;
 
 pub use exec::Session;
-pub use registry::op_names;
+pub use registry::{is_op, op_names};
 
 /// A graph input or output, with what it must be (checked at run time where given).
 #[derive(Clone, Debug, PartialEq)]
@@ -71,6 +71,9 @@ pub enum Attr {
     Float(f64),
     Floats(Vec<f64>),
     String(String),
+    Strings(Vec<String>),
+    /// A tensor (ONNX Constant's and ConstantOfShape's `value`).
+    Tensor(HostTensor),
     Graph(Box<Graph>),
 }
 

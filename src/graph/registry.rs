@@ -2,10 +2,11 @@
 //! one recording function (the same function the Rust API calls), writing into the node's
 //! output (`NodeArgs::out`).
 
-use super::exec::NodeArgs;
+use super::exec::{NodeArgs, Slot};
 use super::Node;
 use crate::{
-    BatchToSpace, DType, Error, Recorder, Result, Slice, SpaceToBatch, StridedSlice, Tensor,
+    BatchToSpace, DType, Error, HostTensor, Recorder, Result, Slice, SpaceToBatch, StridedSlice,
+    Tensor,
 };
 
 pub(crate) struct OpDef {
@@ -13,13 +14,19 @@ pub(crate) struct OpDef {
     /// Input counts accepted (optional trailing inputs make a range).
     pub inputs: std::ops::RangeInclusive<usize>,
     pub outputs: std::ops::RangeInclusive<usize>,
+    /// Computes the node on the host when it can (`None`: record `run` on the GPU); ops that
+    /// need only their inputs' shapes, or make constants, have one.
+    pub host: Option<HostFn>,
     pub attrs: &'static [&'static str],
     pub run: fn(&mut Recorder, &NodeArgs) -> Result<Vec<Tensor>>,
 }
 
+pub(crate) type HostFn = fn(&Node, &[Option<&Slot>]) -> Result<Option<Vec<HostTensor>>>;
+
 static OPS: &[&OpDef] = &[
     &STRIDED_SLICE,
     &SLICE,
+    &ONNX_SLICE,
     &BATCH_TO_SPACE,
     &SPACE_TO_BATCH,
     &MATMUL,
@@ -28,6 +35,14 @@ static OPS: &[&OpDef] = &[
     &TRANSPOSE,
     &CONCAT,
     &CAST,
+    &CAST_LIKE,
+    &SHAPE,
+    &SIZE,
+    &CONSTANT_OF_SHAPE,
+    &SQUEEZE,
+    &UNSQUEEZE,
+    &FLATTEN,
+    &EXPAND,
     &super::scan::GRAPH_OP,
 ];
 
@@ -37,6 +52,11 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
 
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
     all().find(|d| d.name == name)
+}
+
+/// True when graphs may use op `name`.
+pub fn is_op(name: &str) -> bool {
+    lookup(name).is_some()
 }
 
 /// Names of the ops graphs may use.
@@ -92,6 +112,7 @@ static STRIDED_SLICE: OpDef = OpDef {
     name: "StridedSlice",
     inputs: 3..=4,
     outputs: 1..=1,
+    host: None,
     attrs: &[
         "begin_mask",
         "end_mask",
@@ -119,6 +140,7 @@ static SLICE: OpDef = OpDef {
     name: "Slice",
     inputs: 4..=5,
     outputs: 1..=1,
+    host: None,
     attrs: &[],
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
@@ -132,10 +154,35 @@ static SLICE: OpDef = OpDef {
     },
 };
 
+/// ONNX's Slice (opset 10 on; the loader brings Slice-1's attributes to inputs): the same
+/// clamping as Slice-8 above, with inputs `data, starts, ends, axes?, steps?`.
+static ONNX_SLICE: OpDef = OpDef {
+    name: "OnnxSlice",
+    inputs: 3..=5,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let start = args.required_indices(1, "starts")?;
+        let step = args
+            .indices(4, "steps")?
+            .unwrap_or_else(|| vec![1; start.len()]);
+        let op = Slice {
+            start,
+            stop: args.required_indices(2, "ends")?,
+            step,
+            axes: args.indices(3, "axes")?,
+        };
+        Ok(vec![op.record(rec, &data, args.out(0))?])
+    },
+};
+
 static BATCH_TO_SPACE: OpDef = OpDef {
     name: "BatchToSpace",
     inputs: 4..=4,
     outputs: 1..=1,
+    host: None,
     attrs: &[],
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
@@ -152,6 +199,7 @@ static SPACE_TO_BATCH: OpDef = OpDef {
     name: "SpaceToBatch",
     inputs: 4..=4,
     outputs: 1..=1,
+    host: None,
     attrs: &[],
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
@@ -168,6 +216,7 @@ static MATMUL: OpDef = OpDef {
     name: "MatMul",
     inputs: 2..=2,
     outputs: 1..=1,
+    host: None,
     attrs: &[],
     run: |rec, args| {
         let (a, b) = (args.tensor(0, "A")?, args.tensor(1, "B")?);
@@ -179,6 +228,7 @@ static IDENTITY: OpDef = OpDef {
     name: "Identity",
     inputs: 1..=1,
     outputs: 1..=1,
+    host: None,
     attrs: &[],
     run: |rec, args| {
         Ok(vec![
@@ -191,6 +241,7 @@ static RESHAPE: OpDef = OpDef {
     name: "Reshape",
     inputs: 2..=2,
     outputs: 1..=1,
+    host: None,
     attrs: &["allowzero"],
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
@@ -209,6 +260,7 @@ static TRANSPOSE: OpDef = OpDef {
     name: "Transpose",
     inputs: 1..=1,
     outputs: 1..=1,
+    host: None,
     attrs: &["perm"],
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
@@ -225,6 +277,7 @@ static CONCAT: OpDef = OpDef {
     name: "Concat",
     inputs: 1..=usize::MAX,
     outputs: 1..=1,
+    host: None,
     attrs: &["axis"],
     run: |rec, args| {
         let inputs: Vec<Tensor> = (0..args.len())
@@ -241,7 +294,9 @@ static CAST: OpDef = OpDef {
     name: "Cast",
     inputs: 1..=1,
     outputs: 1..=1,
-    attrs: &["to"],
+    host: None,
+    // `saturate` and `round_mode` matter only for float8 types, which there are none of.
+    attrs: &["to", "saturate", "round_mode"],
     run: |rec, args| {
         let a = args.tensor(0, "input")?;
         let to = args.string("to")?.ok_or_else(|| {
@@ -255,6 +310,191 @@ static CAST: OpDef = OpDef {
             Error::invalid("Cast", "to", format!("to is '{}', not a dtype name", to))
         })?;
         Ok(vec![rec.cast_to(&a, to, args.out(0))?])
+    },
+};
+
+static CAST_LIKE: OpDef = OpDef {
+    name: "CastLike",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["saturate"],
+    run: |rec, args| {
+        let a = args.tensor(0, "input")?;
+        let to = args.dtype_of(1, "target_type")?;
+        Ok(vec![rec.cast_to(&a, to, args.out(0))?])
+    },
+};
+
+/// The one value of an op that is always computed on the host.
+fn host_only(node: &Node) -> Error {
+    Error::Graph(format!(
+        "node '{}': {} is computed on the host",
+        node.name, node.op
+    ))
+}
+
+static SHAPE: OpDef = OpDef {
+    name: "Shape",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: Some(|node, slots| {
+        let (_, dims) = slot_of(node, slots, 0, "data")?.dtype_shape();
+        let attr = |name: &str| match node.attrs.get(name) {
+            None => Ok(None),
+            Some(super::Attr::Int(v)) => Ok(Some(*v)),
+            Some(_) => Err(Error::invalid(
+                "Shape",
+                name,
+                format!("attribute '{name}' must be an integer"),
+            )),
+        };
+        // Shape-15: start and end clamp to [0, rank] after adding the rank to negatives.
+        let r = dims.len() as i64;
+        let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+        let start = clamp(attr("start")?.unwrap_or(0));
+        let end = clamp(attr("end")?.unwrap_or(r)).max(start);
+        let v: Vec<i64> = dims[start..end].iter().map(|&d| d as i64).collect();
+        Ok(Some(vec![HostTensor::from_vec(vec![v.len()], &v)?]))
+    }),
+    attrs: &["start", "end"],
+    run: |_, args| Err(host_only(args.node)),
+};
+
+static SIZE: OpDef = OpDef {
+    name: "Size",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: Some(|node, slots| {
+        let (_, dims) = slot_of(node, slots, 0, "data")?.dtype_shape();
+        let n: usize = dims.iter().product();
+        Ok(Some(vec![HostTensor::from_vec(vec![], &[n as i64])?]))
+    }),
+    attrs: &[],
+    run: |_, args| Err(host_only(args.node)),
+};
+
+fn slot_of<'a>(node: &Node, slots: &[Option<&'a Slot>], i: usize, role: &str) -> Result<&'a Slot> {
+    slots.get(i).copied().flatten().ok_or_else(|| {
+        Error::Graph(format!(
+            "node '{}': {} needs input {i} ({role})",
+            node.name, node.op
+        ))
+    })
+}
+
+/// ConstantOfShape's value: a one-element tensor attribute (ONNX), a number (graph files), or
+/// f32 zero.
+fn fill_value(node: &Node) -> Result<HostTensor> {
+    const OP: &str = "ConstantOfShape";
+    match node.attrs.get("value") {
+        None => HostTensor::from_vec(vec![1], &[0f32]),
+        Some(super::Attr::Tensor(t)) if t.numel() == 1 => Ok(t.clone()),
+        Some(super::Attr::Float(v)) => HostTensor::from_vec(vec![1], &[*v as f32]),
+        Some(super::Attr::Int(v)) => HostTensor::from_vec(vec![1], &[*v]),
+        Some(_) => Err(Error::invalid(
+            OP,
+            "value",
+            "value must be a one-element tensor or a number",
+        )),
+    }
+}
+
+static CONSTANT_OF_SHAPE: OpDef = OpDef {
+    name: "ConstantOfShape",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    // Small results are constants made on the host; larger ones are filled on the GPU.
+    host: Some(|node, slots| {
+        let shape = slot_of(node, slots, 0, "input")?;
+        let Some(dims) = &shape.host else {
+            return Ok(None);
+        };
+        let dims = dims.to_indices("ConstantOfShape", "input")?;
+        let value = fill_value(node)?;
+        let n = dims
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?));
+        match n {
+            Some(n) if n <= 1 << 14 => Ok(Some(vec![HostTensor {
+                dtype: value.dtype,
+                shape: dims.iter().map(|&d| d as usize).collect(),
+                data: value.data.repeat(n),
+            }])),
+            _ => Ok(None),
+        }
+    }),
+    attrs: &["value"],
+    run: |rec, args| {
+        let shape = args.required_indices(0, "input")?;
+        let value = Tensor::from_host(args.ctx, &fill_value(args.node)?)?;
+        Ok(vec![rec.expand_to(&value, &shape, args.out(0))?])
+    },
+};
+
+/// Squeeze's and Unsqueeze's axes: the input (opset 13 on) or the attribute (before).
+fn axes(args: &NodeArgs) -> Result<Option<Vec<i64>>> {
+    match args.indices(1, "axes")? {
+        Some(v) => Ok(Some(v)),
+        None => args.ints("axes"),
+    }
+}
+
+static SQUEEZE: OpDef = OpDef {
+    name: "Squeeze",
+    inputs: 1..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axes"],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let axes = axes(args)?;
+        Ok(vec![rec.squeeze_to(&data, axes.as_deref(), args.out(0))?])
+    },
+};
+
+static UNSQUEEZE: OpDef = OpDef {
+    name: "Unsqueeze",
+    inputs: 1..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axes"],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let axes = axes(args)?.ok_or_else(|| {
+            Error::invalid(
+                "Unsqueeze",
+                "axes",
+                "axes (an input, or an attribute before opset 13) is required",
+            )
+        })?;
+        Ok(vec![rec.unsqueeze_to(&data, &axes, args.out(0))?])
+    },
+};
+
+static FLATTEN: OpDef = OpDef {
+    name: "Flatten",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis"],
+    run: |rec, args| {
+        let data = args.tensor(0, "input")?;
+        let axis = args.int("axis")?.unwrap_or(1);
+        Ok(vec![rec.flatten_to(&data, axis, args.out(0))?])
+    },
+};
+
+static EXPAND: OpDef = OpDef {
+    name: "Expand",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[],
+    run: |rec, args| {
+        let data = args.tensor(0, "input")?;
+        let shape = args.required_indices(1, "shape")?;
+        Ok(vec![rec.expand_to(&data, &shape, args.out(0))?])
     },
 };
 
@@ -288,10 +528,11 @@ macro_rules! elementwise_nodes {
     ($($name:literal $inputs:expr, $run:ident;)*) => {
         /// Graph entries of the element-wise ops: those of [`crate::kernels::elementwise::OPS`]
         /// (Max and Min variadic, as in ONNX), and the variadic Sum and Mean.
-        static ELEMENTWISE: [OpDef; 17] = [$(OpDef {
+        static ELEMENTWISE: [OpDef; 18] = [$(OpDef {
             name: $name,
             inputs: $inputs,
             outputs: 1..=1,
+            host: None,
             attrs: &[],
             run: $run,
         }),*];
@@ -302,7 +543,8 @@ elementwise_nodes!(
     "Div" 2..=2, run_elementwise; "Max" 1..=usize::MAX, run_variadic;
     "Min" 1..=usize::MAX, run_variadic; "Pow" 2..=2, run_elementwise;
     "Neg" 1..=1, run_elementwise; "Abs" 1..=1, run_elementwise; "Exp" 1..=1, run_elementwise;
-    "Log" 1..=1, run_elementwise; "Sqrt" 1..=1, run_elementwise; "Tanh" 1..=1, run_elementwise;
+    "Log" 1..=1, run_elementwise; "Sqrt" 1..=1, run_elementwise;
+    "Reciprocal" 1..=1, run_elementwise; "Tanh" 1..=1, run_elementwise;
     "Sigmoid" 1..=1, run_elementwise; "Relu" 1..=1, run_elementwise;
     "Sum" 1..=usize::MAX, run_variadic; "Mean" 1..=usize::MAX, run_variadic;
 );

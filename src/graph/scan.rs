@@ -427,7 +427,9 @@ fn capture_body(
         scope.slots.insert(decl.name.clone(), Slot::gpu(t));
     }
     for (name, value) in &body.constants {
-        scope.slots.insert(name.clone(), Slot::host(value.clone()));
+        scope
+            .slots
+            .insert(name.clone(), Slot::constant(value.clone()));
     }
     // State outputs produced by a body node are written straight into the other buffer.
     let produced: HashSet<&str> = body
@@ -753,6 +755,7 @@ pub(crate) static GRAPH_OP: OpDef = OpDef {
     name: OP,
     inputs: 1..=usize::MAX,
     outputs: 1..=usize::MAX,
+    host: None,
     attrs: &[
         "body",
         "num_scan_inputs",

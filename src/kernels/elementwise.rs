@@ -37,7 +37,7 @@ const fn op(
 
 /// Every element-wise op. ONNX semantics: integer Div truncates; Relu is max(x, 0); Pow follows
 /// numpy for negative bases; Tanh's argument is clamped where f32 tanh is already +-1.
-pub static OPS: [ElementwiseOp; 15] = [
+pub static OPS: [ElementwiseOp; 16] = [
     op("Add", true, Some("a + b"), Some("a + b"), Some("a + b")),
     op("Sub", true, Some("a - b"), Some("a - b"), Some("a - b")),
     op("Mul", true, Some("a * b"), Some("a * b"), Some("a * b")),
@@ -62,6 +62,7 @@ pub static OPS: [ElementwiseOp; 15] = [
     op("Exp", false, Some("exp(a)"), None, None),
     op("Log", false, Some("log(a)"), None, None),
     op("Sqrt", false, Some("sqrt(a)"), None, None),
+    op("Reciprocal", false, Some("1.0 / a"), None, None),
     op(
         "Tanh",
         false,
@@ -84,8 +85,18 @@ pub fn lookup(name: &str) -> Option<&'static ElementwiseOp> {
 }
 
 /// The ops whose f64 expressions compile to native f64 instructions.
-const F64_NATIVE: [&str; 10] = [
-    "Add", "Sub", "Mul", "Div", "Max", "Min", "Neg", "Abs", "Sqrt", "Relu",
+const F64_NATIVE: [&str; 11] = [
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Max",
+    "Min",
+    "Neg",
+    "Abs",
+    "Sqrt",
+    "Reciprocal",
+    "Relu",
 ];
 
 impl ElementwiseOp {

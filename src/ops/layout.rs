@@ -1,4 +1,5 @@
-//! ONNX layout ops: Identity, Reshape (views, no copy), Transpose and Concat (strided gathers).
+//! ONNX layout ops: Identity, Reshape, Squeeze, Unsqueeze, Flatten (views, no copy), Transpose,
+//! Expand and Concat (strided gathers).
 
 use crate::host::c_strides;
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
@@ -63,6 +64,159 @@ pub fn reshape_shape(input: &[usize], shape: &[i64], allowzero: bool) -> Result<
         ));
     }
     Ok(out)
+}
+
+/// `axis` of a rank-`rank` tensor made non-negative, or an error naming `input`.
+fn normalize_axis(op: &'static str, input: &str, axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    if (-r..r).contains(&axis) {
+        Ok(if axis < 0 { axis + r } else { axis } as usize)
+    } else {
+        Err(Error::invalid(
+            op,
+            input,
+            format!("axis {axis} is outside [-{r}, {r}) for rank {rank}"),
+        ))
+    }
+}
+
+/// ONNX Squeeze's output shape: the listed axes (each of size 1) removed, or every axis of
+/// size 1 when `axes` is `None`.
+pub fn squeeze_shape(input: &[usize], axes: Option<&[i64]>) -> Result<Vec<usize>> {
+    const OP: &str = "Squeeze";
+    let Some(axes) = axes else {
+        return Ok(input.iter().copied().filter(|&d| d != 1).collect());
+    };
+    let mut drop = vec![false; input.len()];
+    for &a in axes {
+        let k = normalize_axis(OP, "axes", a, input.len())?;
+        if std::mem::replace(&mut drop[k], true) {
+            return Err(Error::invalid(
+                OP,
+                "axes",
+                format!("axis {a} is listed twice"),
+            ));
+        }
+        if input[k] != 1 {
+            return Err(Error::invalid(
+                OP,
+                "axes",
+                format!("axis {a} has size {}, not 1, in {input:?}", input[k]),
+            ));
+        }
+    }
+    Ok(input
+        .iter()
+        .zip(&drop)
+        .filter(|(_, &d)| !d)
+        .map(|(&n, _)| n)
+        .collect())
+}
+
+/// ONNX Unsqueeze's output shape: axes of size 1 inserted at `axes` of the output.
+pub fn unsqueeze_shape(input: &[usize], axes: &[i64]) -> Result<Vec<usize>> {
+    const OP: &str = "Unsqueeze";
+    let rank = input.len() + axes.len();
+    let mut inserted = vec![false; rank];
+    for &a in axes {
+        let k = normalize_axis(OP, "axes", a, rank)?;
+        if std::mem::replace(&mut inserted[k], true) {
+            return Err(Error::invalid(
+                OP,
+                "axes",
+                format!("axis {a} is listed twice"),
+            ));
+        }
+    }
+    let mut dims = input.iter();
+    Ok(inserted
+        .iter()
+        .map(|&new| {
+            if new {
+                1
+            } else {
+                *dims.next().expect("rank adds up")
+            }
+        })
+        .collect())
+}
+
+/// ONNX Flatten's output shape: the axes before `axis` and those from it, each multiplied out.
+pub fn flatten_shape(input: &[usize], axis: i64) -> Result<Vec<usize>> {
+    let r = input.len() as i64;
+    if !(-r..=r).contains(&axis) {
+        return Err(Error::invalid(
+            "Flatten",
+            "axis",
+            format!("axis {axis} is outside [-{r}, {r}] for rank {r}"),
+        ));
+    }
+    let split = if axis < 0 { axis + r } else { axis } as usize;
+    Ok(vec![
+        input[..split].iter().product(),
+        input[split..].iter().product(),
+    ])
+}
+
+/// Numpy broadcasting of two shapes (ONNX's multidirectional broadcasting), or `None`.
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], k: usize| {
+        if k + s.len() >= rank {
+            s[k + s.len() - rank]
+        } else {
+            1
+        }
+    };
+    (0..rank)
+        .map(|k| match (dim(a, k), dim(b, k)) {
+            (x, y) if x == y || y == 1 => Some(x),
+            (1, y) => Some(y),
+            _ => None,
+        })
+        .collect()
+}
+
+/// ONNX Expand's gather: the input broadcast against `shape` (which may also be smaller, or
+/// hold 1s where the input is larger); broadcast axes read with step 0.
+pub fn expand_plan(input: &[usize], shape: &[i64]) -> Result<(Vec<usize>, GatherPlan)> {
+    const OP: &str = "Expand";
+    let wanted: Vec<usize> = shape
+        .iter()
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| {
+                Error::invalid(
+                    OP,
+                    "shape",
+                    format!("shape {shape:?} has a negative dimension"),
+                )
+            })
+        })
+        .collect::<Result<_>>()?;
+    let out = broadcast_shapes(input, &wanted).ok_or_else(|| {
+        Error::invalid(
+            OP,
+            "shape",
+            format!("data of shape {input:?} does not broadcast to {shape:?}"),
+        )
+    })?;
+    let strides = c_strides(input);
+    let lead = out.len() - input.len();
+    let dims: Vec<GatherDim> = out
+        .iter()
+        .enumerate()
+        .map(|(k, &len)| {
+            let step = match k.checked_sub(lead) {
+                Some(i) if input[i] == len => strides[i] as i64,
+                _ => 0,
+            };
+            GatherDim {
+                len: len as u64,
+                step,
+            }
+        })
+        .collect();
+    Ok((out, GatherPlan::from_dims(0, &dims)))
 }
 
 /// ONNX Transpose's gather: output axis `k` walks input axis `perm[k]`.
@@ -142,6 +296,38 @@ impl Recorder {
         self.check_inputs("Reshape", &[("data", data)])?;
         let shape = reshape_shape(data.shape(), shape, allowzero)?;
         out.view(self, data.reshaped(&shape)?)
+    }
+
+    /// Records ONNX Squeeze (a view; `axes` `None`: every axis of size 1).
+    pub fn squeeze_to(&mut self, data: &Tensor, axes: Option<&[i64]>, out: Out) -> Result<Tensor> {
+        self.check_inputs("Squeeze", &[("data", data)])?;
+        let shape = squeeze_shape(data.shape(), axes)?;
+        out.view(self, data.reshaped(&shape)?)
+    }
+
+    /// Records ONNX Unsqueeze (a view).
+    pub fn unsqueeze_to(&mut self, data: &Tensor, axes: &[i64], out: Out) -> Result<Tensor> {
+        self.check_inputs("Unsqueeze", &[("data", data)])?;
+        let shape = unsqueeze_shape(data.shape(), axes)?;
+        out.view(self, data.reshaped(&shape)?)
+    }
+
+    /// Records ONNX Flatten (a view).
+    pub fn flatten_to(&mut self, data: &Tensor, axis: i64, out: Out) -> Result<Tensor> {
+        self.check_inputs("Flatten", &[("data", data)])?;
+        let shape = flatten_shape(data.shape(), axis)?;
+        out.view(self, data.reshaped(&shape)?)
+    }
+
+    /// Records ONNX Expand: `data` broadcast to `shape` (a gather; every dtype).
+    pub fn expand_to(&mut self, data: &Tensor, shape: &[i64], out: Out) -> Result<Tensor> {
+        self.check_inputs("Expand", &[("data", data)])?;
+        super::check_rank("Expand", data.shape())?;
+        let (shape, plan) = expand_plan(data.shape(), shape)?;
+        super::check_rank("Expand", &shape)?;
+        let out = out.tensor(self, data.dtype(), &shape)?;
+        self.gather_into("Expand", data, &plan, &out)?;
+        Ok(out)
     }
 
     /// Records ONNX Identity (a view, no copy; copied when `out` names a tensor).

@@ -197,6 +197,7 @@ fn unary(op: &str, a: Num) -> R<Num> {
             "Sqrt" => v.sqrt(),
             "Tanh" => v.tanh(),
             "Sigmoid" => 1.0 / (1.0 + (-v).exp()),
+            "Reciprocal" => 1.0 / v,
             _ => v.max(0.0), // Relu
         })),
         Num::I(x) => Num::I(match op {
@@ -213,6 +214,7 @@ fn unary(op: &str, a: Num) -> R<Num> {
             "Neg" => x.mapv(|v| -v),
             "Abs" => x.mapv(f64::abs),
             "Sqrt" => x.mapv(f64::sqrt),
+            "Reciprocal" => x.mapv(|v| 1.0 / v),
             "Relu" => x.mapv(|v| v.max(0.0)),
             _ => return Err(format!("{op} is not defined on f64 here").into()),
         }),
@@ -349,6 +351,18 @@ fn from_bytes(dtype: DType, a: ArrayD<u8>) -> HostTensor {
     }
 }
 
+/// One node on the CPU (no subgraph ops): the executor computes small constant values with it.
+pub(crate) fn eval_node(node: &Node, args: &[Option<HostTensor>]) -> R<Vec<HostTensor>> {
+    if node.op == "Scan" {
+        return Err("Scan is not evaluated node by node".into());
+    }
+    let outputs = run_node(node, args, &HashMap::new())?;
+    if outputs.len() != node.outputs.len() {
+        return Err(format!("{} gave {} outputs", node.op, outputs.len()).into());
+    }
+    Ok(outputs)
+}
+
 fn run_node(
     node: &Node,
     args: &[Option<HostTensor>],
@@ -386,6 +400,16 @@ fn run_node(
                 stop: idx(&Some(a(2)?))?.ok_or("an index input is missing")?,
                 step: idx(&Some(a(3)?))?.ok_or("an index input is missing")?,
                 axes: idx(&args.get(4).cloned().flatten())?,
+            };
+            one(super::slice(&a(0)?, &s)?)
+        }
+        "OnnxSlice" => {
+            let start = idx(&Some(a(1)?))?.ok_or("an index input is missing")?;
+            let s = Slice {
+                step: idx(&args.get(4).cloned().flatten())?.unwrap_or(vec![1; start.len()]),
+                start,
+                stop: idx(&Some(a(2)?))?.ok_or("an index input is missing")?,
+                axes: idx(&args.get(3).cloned().flatten())?,
             };
             one(super::slice(&a(0)?, &s)?)
         }
@@ -438,7 +462,7 @@ fn run_node(
             }
             one(acc)
         }
-        "Neg" | "Abs" | "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Relu" => {
+        "Neg" | "Abs" | "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Relu" | "Reciprocal" => {
             one(host(unary(op, num(&a(0)?)?)?))
         }
         "MatMul" => one(host(match (num(&a(0)?)?, num(&a(1)?)?) {
@@ -478,6 +502,81 @@ fn run_node(
             let views: Vec<_> = arrays.iter().map(|x| x.view()).collect();
             one(from_bytes(parts[0].dtype, concatenate(Axis(axis), &views)?))
         }
+        "Shape" => {
+            let dims = &a(0)?.shape;
+            let r = dims.len() as i64;
+            let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+            let start = clamp(int(node, "start").unwrap_or(0));
+            let end = clamp(int(node, "end").unwrap_or(r)).max(start);
+            let v: Vec<i64> = dims[start..end].iter().map(|&d| d as i64).collect();
+            one(HostTensor::from_vec(vec![v.len()], &v)?)
+        }
+        "Size" => one(HostTensor::from_vec(vec![], &[a(0)?.numel() as i64])?),
+        "Squeeze" | "Unsqueeze" | "Flatten" => {
+            let x = a(0)?;
+            let axes = match idx(&args.get(1).cloned().flatten())? {
+                Some(v) => Some(v),
+                None => ints(node, "axes"),
+            };
+            let shape = match op {
+                "Squeeze" => crate::ops::layout::squeeze_shape(&x.shape, axes.as_deref())?,
+                "Unsqueeze" => crate::ops::layout::unsqueeze_shape(
+                    &x.shape,
+                    &axes.ok_or("Unsqueeze needs axes")?,
+                )?,
+                _ => crate::ops::layout::flatten_shape(&x.shape, int(node, "axis").unwrap_or(1))?,
+            };
+            one(HostTensor { shape, ..x })
+        }
+        // Broadcasting written from numpy's rule, with ndarray's own broadcast.
+        "Expand" => {
+            let x = a(0)?;
+            let wanted: Vec<usize> = idx(&Some(a(1)?))?
+                .ok_or("Expand needs a shape")?
+                .iter()
+                .map(|&d| usize::try_from(d).map_err(|_| RefError::from("negative dimension")))
+                .collect::<R<_>>()?;
+            let rank = x.shape.len().max(wanted.len());
+            let pad = |s: &[usize]| {
+                let mut p = vec![1; rank - s.len()];
+                p.extend_from_slice(s);
+                p
+            };
+            let (xs, ws) = (pad(&x.shape), pad(&wanted));
+            let shape: Vec<usize> = xs
+                .iter()
+                .zip(&ws)
+                .map(|(&p, &q)| if p == 1 { q } else { p })
+                .collect();
+            let mut byte_shape = shape.clone();
+            byte_shape.push(x.dtype.size());
+            let mut src_shape = xs.clone();
+            src_shape.push(x.dtype.size());
+            let src = ArrayD::from_shape_vec(IxDyn(&src_shape), x.data.clone())?;
+            let out = src
+                .broadcast(IxDyn(&byte_shape))
+                .ok_or("Expand: shapes do not broadcast")?
+                .to_owned();
+            one(from_bytes(x.dtype, out))
+        }
+        "ConstantOfShape" => {
+            let shape: Vec<usize> = idx(&Some(a(0)?))?
+                .ok_or("ConstantOfShape needs a shape")?
+                .iter()
+                .map(|&d| usize::try_from(d).map_err(|_| RefError::from("negative dimension")))
+                .collect::<R<_>>()?;
+            let value = match node.attrs.get("value") {
+                Some(Attr::Tensor(t)) => t.clone(),
+                _ => HostTensor::from_vec(vec![1], &[0f32])?,
+            };
+            let n: usize = shape.iter().product();
+            one(HostTensor {
+                dtype: value.dtype,
+                shape,
+                data: value.data.repeat(n),
+            })
+        }
+        "CastLike" => one(cast(&a(0)?, a(1)?.dtype)?),
         "Scan" => scan(node, args, env),
         other => Err(format!("the reference has no op {other}").into()),
     }

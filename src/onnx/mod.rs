@@ -1,0 +1,736 @@
+//! ONNX models: `.onnx` protobuf files into [`Graph`]s (docs/onnx.md). Initializers (raw,
+//! typed and external data), typed inputs and outputs (symbolic dimensions are fixed at run
+//! time), attributes of every kind, subgraphs, opset imports and model-local functions (inlined
+//! at load). Ops whose meaning changed between opsets are brought to one form here; ops we do
+//! not have are listed, all of them with counts, before any GPU work.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use prost::Message;
+
+use crate::graph::{is_op, Attr, Graph, Node, ValueInfo};
+use crate::{Context, DType, Error, HostTensor, Result, Session};
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod proto;
+
+use proto::{attribute_proto::AttributeType, tensor_proto::DataType};
+
+/// A loaded model: its main graph and what the file says about itself.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub graph: Graph,
+    pub ir_version: i64,
+    /// Opset imports, by domain (`""` is the default ONNX domain).
+    pub opsets: BTreeMap<String, i64>,
+    pub producer: String,
+}
+
+/// Nested functions and subgraphs deeper than this are refused (hostile files).
+const MAX_DEPTH: usize = 64;
+
+impl Model {
+    /// Decodes a model from its bytes. External data is refused (there is no folder to read it
+    /// from): use [`Model::load`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<Model> {
+        Model::decode(bytes, None)
+    }
+
+    /// Reads a model file; external-data files are read from the model's folder.
+    #[cfg(feature = "native")]
+    pub fn load(path: impl AsRef<std::path::Path>) -> Result<Model> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::File {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        Model::decode(&bytes, Some(dir))
+    }
+
+    fn decode(bytes: &[u8], dir: Option<&std::path::Path>) -> Result<Model> {
+        let model = proto::ModelProto::decode(bytes)
+            .map_err(|e| Error::Model(format!("not an ONNX model: {e}")))?;
+        let mut opsets = BTreeMap::new();
+        for o in &model.opset_import {
+            let domain = match o.domain() {
+                "ai.onnx" => "",
+                d => d,
+            };
+            opsets.insert(domain.to_string(), o.version());
+        }
+        if model.opset_import.is_empty() {
+            // IR version 2 files name no opset; they mean opset 1.
+            opsets.insert(String::new(), 1);
+        }
+        let functions: HashMap<(String, String), &proto::FunctionProto> = model
+            .functions
+            .iter()
+            .map(|f| ((f.domain().to_string(), f.name().to_string()), f))
+            .collect();
+        let graph_proto = model
+            .graph
+            .as_ref()
+            .ok_or_else(|| Error::Model("the model has no graph".into()))?;
+        let mut loader = Loader {
+            opsets: &opsets,
+            functions,
+            dir,
+            inlined: 0,
+        };
+        let graph = loader.graph(graph_proto, 0)?;
+        Ok(Model {
+            graph,
+            ir_version: model.ir_version(),
+            opsets,
+            producer: model.producer_name().to_string(),
+        })
+    }
+
+    /// The ops of the model (subgraphs included) this crate does not run, with their counts.
+    pub fn unsupported_ops(&self) -> Vec<(String, usize)> {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        fn walk(g: &Graph, counts: &mut BTreeMap<String, usize>) {
+            for n in &g.nodes {
+                if !is_op(&n.op) {
+                    *counts.entry(n.op.clone()).or_default() += 1;
+                }
+                for a in n.attrs.values() {
+                    if let Attr::Graph(sub) = a {
+                        walk(sub, counts);
+                    }
+                }
+            }
+        }
+        walk(&self.graph, &mut counts);
+        counts.into_iter().collect()
+    }
+
+    /// Every op of the model with its count (subgraphs included).
+    pub fn op_counts(&self) -> Vec<(String, usize)> {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        fn walk(g: &Graph, counts: &mut BTreeMap<String, usize>) {
+            for n in &g.nodes {
+                *counts.entry(n.op.clone()).or_default() += 1;
+                for a in n.attrs.values() {
+                    if let Attr::Graph(sub) = a {
+                        walk(sub, counts);
+                    }
+                }
+            }
+        }
+        walk(&self.graph, &mut counts);
+        counts.into_iter().collect()
+    }
+
+    /// A session running the model on `ctx`; fails, naming every op not supported (with its
+    /// count), before any GPU work.
+    pub fn session(self, ctx: &Context) -> Result<Session> {
+        self.session_check()?;
+        Session::new(ctx, self.graph)
+    }
+
+    /// The error [`Model::session`] gives for a model with ops not supported: all of them,
+    /// with their counts, in one line.
+    pub fn session_check(&self) -> Result<()> {
+        let missing = self.unsupported_ops();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = missing
+            .iter()
+            .map(|(op, n)| format!("{op} ({n})"))
+            .collect();
+        Err(Error::Model(format!(
+            "unsupported ops: {} (see `wgpu-ops info` for the model's ops)",
+            list.join(", ")
+        )))
+    }
+}
+
+struct Loader<'a> {
+    opsets: &'a BTreeMap<String, i64>,
+    functions: HashMap<(String, String), &'a proto::FunctionProto>,
+    dir: Option<&'a std::path::Path>,
+    /// Function calls inlined so far (their values get unique prefixes).
+    inlined: usize,
+}
+
+impl Loader<'_> {
+    fn graph(&mut self, g: &proto::GraphProto, depth: usize) -> Result<Graph> {
+        if depth > MAX_DEPTH {
+            return Err(Error::Model(format!(
+                "subgraphs are nested more than {MAX_DEPTH} deep"
+            )));
+        }
+        let mut out = Graph::new();
+        let initialized: HashSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
+        for t in &g.initializer {
+            out.constants
+                .push((t.name().to_string(), self.tensor(t, "initializer")?));
+        }
+        if !g.sparse_initializer.is_empty() {
+            return Err(Error::Model(format!(
+                "graph '{}': sparse initializers are not supported",
+                g.name()
+            )));
+        }
+        // Inputs with an initializer of the same name are constants (IR < 4 lists them both).
+        for i in g.input.iter().filter(|i| !initialized.contains(i.name())) {
+            out.inputs.push(value_info(i)?);
+        }
+        for o in &g.output {
+            out.outputs.push(value_info(o)?);
+        }
+        for (k, n) in g.node.iter().enumerate() {
+            self.node(n, k, depth, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Adds node `n` (the `k`-th of its graph) to `out`: as a node, as constants (Constant) or
+    /// as the nodes of an inlined function.
+    fn node(
+        &mut self,
+        n: &proto::NodeProto,
+        k: usize,
+        depth: usize,
+        out: &mut Graph,
+    ) -> Result<()> {
+        let domain = match n.domain() {
+            "ai.onnx" => "",
+            d => d,
+        };
+        let name = if n.name().is_empty() {
+            format!("{}_{k}", n.op_type())
+        } else {
+            n.name().to_string()
+        };
+        if let Some(f) = self
+            .functions
+            .get(&(domain.to_string(), n.op_type().to_string()))
+            .copied()
+        {
+            return self.inline(f, n, &name, depth, out);
+        }
+        let mut attrs = BTreeMap::new();
+        for a in &n.attribute {
+            attrs.insert(a.name().to_string(), self.attr(a, &name, depth)?);
+        }
+        let op = if domain.is_empty() {
+            n.op_type().to_string()
+        } else {
+            format!("{domain}.{}", n.op_type())
+        };
+        let opset = self.opsets.get(domain).copied().unwrap_or(1);
+        let mut node = Node {
+            op,
+            name,
+            inputs: n.input.clone(),
+            outputs: n.output.clone(),
+            attrs,
+        };
+        let keep = if domain.is_empty() {
+            let (keep, constants) = normalize(&mut node, opset)?;
+            out.constants.extend(constants);
+            keep
+        } else {
+            true
+        };
+        if keep {
+            out.nodes.push(node);
+        }
+        Ok(())
+    }
+
+    /// Inlines a call of model-local function `f`: its nodes with their values renamed under a
+    /// unique prefix, formal inputs and outputs bound to the call's, attribute references
+    /// resolved from the call (or the function's defaults).
+    fn inline(
+        &mut self,
+        f: &proto::FunctionProto,
+        call: &proto::NodeProto,
+        name: &str,
+        depth: usize,
+        out: &mut Graph,
+    ) -> Result<()> {
+        if depth > MAX_DEPTH {
+            return Err(Error::Model(format!(
+                "function '{}': calls are nested more than {MAX_DEPTH} deep",
+                f.name()
+            )));
+        }
+        self.inlined += 1;
+        let prefix = format!("{name}/{}#{}/", f.name(), self.inlined);
+        let mut rename: HashMap<String, String> = HashMap::new();
+        for (i, formal) in f.input.iter().enumerate() {
+            rename.insert(
+                formal.clone(),
+                call.input.get(i).cloned().unwrap_or_default(),
+            );
+        }
+        for (i, formal) in f.output.iter().enumerate() {
+            rename.insert(
+                formal.clone(),
+                call.output.get(i).cloned().unwrap_or_default(),
+            );
+        }
+        let given: HashMap<&str, &proto::AttributeProto> =
+            call.attribute.iter().map(|a| (a.name(), a)).collect();
+        let defaults: HashMap<&str, &proto::AttributeProto> =
+            f.attribute_proto.iter().map(|a| (a.name(), a)).collect();
+        let mut body = Graph::new();
+        for (k, n) in f.node.iter().enumerate() {
+            let mut n = n.clone();
+            let mut attrs = Vec::with_capacity(n.attribute.len());
+            for a in &n.attribute {
+                if a.ref_attr_name().is_empty() {
+                    attrs.push(a.clone());
+                    continue;
+                }
+                let from = given
+                    .get(a.ref_attr_name())
+                    .or_else(|| defaults.get(a.ref_attr_name()));
+                if let Some(v) = from {
+                    let mut v = (*v).clone();
+                    v.name = Some(a.name().to_string());
+                    attrs.push(v);
+                }
+            }
+            n.attribute = attrs;
+            if n.name().is_empty() {
+                n.name = Some(format!("{}_{k}", n.op_type()));
+            }
+            n.name = Some(format!("{prefix}{}", n.name()));
+            self.node(&n, k, depth + 1, &mut body)?;
+        }
+        let local = |v: &str, rename: &HashMap<String, String>| match rename.get(v) {
+            Some(r) => r.clone(),
+            None if v.is_empty() => String::new(),
+            None => format!("{prefix}{v}"),
+        };
+        for (c, value) in body.constants {
+            out.constants.push((local(&c, &rename), value));
+        }
+        for mut node in body.nodes {
+            for v in node.inputs.iter_mut().chain(node.outputs.iter_mut()) {
+                *v = local(v, &rename);
+            }
+            for a in node.attrs.values_mut() {
+                if let Attr::Graph(g) = a {
+                    rename_free(g, &|v: &str| local(v, &rename));
+                }
+            }
+            out.nodes.push(node);
+        }
+        Ok(())
+    }
+
+    fn attr(&mut self, a: &proto::AttributeProto, node: &str, depth: usize) -> Result<Attr> {
+        let bad =
+            |what: &str| Error::Model(format!("node '{node}': attribute '{}' {what}", a.name()));
+        let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| bad("is not UTF-8 text"));
+        let kind = match a.r#type {
+            Some(_) => a.r#type(),
+            // Files older than IR 3 leave the type out: take the field that is set.
+            None if a.g.is_some() => AttributeType::Graph,
+            None if a.t.is_some() => AttributeType::Tensor,
+            None if a.s.is_some() => AttributeType::String,
+            None if a.i.is_some() => AttributeType::Int,
+            None if a.f.is_some() => AttributeType::Float,
+            None if !a.ints.is_empty() => AttributeType::Ints,
+            None if !a.floats.is_empty() => AttributeType::Floats,
+            None if !a.strings.is_empty() => AttributeType::Strings,
+            None => AttributeType::Ints,
+        };
+        Ok(match kind {
+            AttributeType::Int => Attr::Int(a.i()),
+            AttributeType::Ints => Attr::Ints(a.ints.clone()),
+            AttributeType::Float => Attr::Float(f64::from(a.f())),
+            AttributeType::Floats => Attr::Floats(a.floats.iter().map(|&v| f64::from(v)).collect()),
+            AttributeType::String => Attr::String(text(a.s())?),
+            AttributeType::Strings => {
+                Attr::Strings(a.strings.iter().map(|s| text(s)).collect::<Result<_>>()?)
+            }
+            AttributeType::Tensor => Attr::Tensor(self.tensor(
+                a.t.as_ref().ok_or_else(|| bad("has no tensor"))?,
+                "attribute",
+            )?),
+            AttributeType::Graph => Attr::Graph(Box::new(
+                self.graph(a.g.as_ref().ok_or_else(|| bad("has no graph"))?, depth + 1)?,
+            )),
+            other => {
+                return Err(bad(&format!(
+                    "is of kind {other:?}, which is not supported"
+                )))
+            }
+        })
+    }
+
+    /// A tensor's values from its raw bytes, its typed field, or its external-data file.
+    fn tensor(&self, t: &proto::TensorProto, what: &str) -> Result<HostTensor> {
+        let name = t.name();
+        let bad = |msg: String| Error::Model(format!("{what} '{name}': {msg}"));
+        let code = DataType::try_from(t.data_type()).unwrap_or(DataType::Undefined);
+        let dtype = dtype_of(code).ok_or_else(|| {
+            bad(format!(
+                "element type {} is not supported",
+                type_name_i32(t.data_type())
+            ))
+        })?;
+        let shape: Vec<usize> = t
+            .dims
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| bad(format!("dimension {d} is negative"))))
+            .collect::<Result<_>>()?;
+        let numel = crate::host::checked_numel(&shape)
+            .ok_or_else(|| bad(format!("shape {shape:?} has too many elements")))?;
+        let bytes = numel
+            .checked_mul(dtype.size())
+            .ok_or_else(|| bad(format!("shape {shape:?} has too many bytes")))?;
+        let data = if t.data_location() == proto::tensor_proto::DataLocation::External {
+            self.external(t, bytes).map_err(bad)?
+        } else if t.raw_data.is_some() {
+            let raw = t.raw_data();
+            if raw.len() != bytes {
+                return Err(bad(format!(
+                    "raw_data holds {} bytes but {shape:?} {dtype} needs {bytes}",
+                    raw.len()
+                )));
+            }
+            raw.to_vec()
+        } else {
+            typed_bytes(t, dtype, numel).map_err(bad)?
+        };
+        HostTensor::from_bytes(dtype, shape, data)
+    }
+
+    /// External data: `location` relative to the model's folder (no absolute paths, no `..`),
+    /// `offset` and `length` in bytes.
+    fn external(
+        &self,
+        t: &proto::TensorProto,
+        bytes: usize,
+    ) -> std::result::Result<Vec<u8>, String> {
+        let entry = |key: &str| {
+            t.external_data
+                .iter()
+                .find(|e| e.key() == key)
+                .map(|e| e.value().to_string())
+        };
+        let location = entry("location").ok_or("external data without a location")?;
+        let number = |key: &str| -> std::result::Result<Option<u64>, String> {
+            entry(key)
+                .map(|v| {
+                    v.parse::<u64>()
+                        .map_err(|_| format!("external data {key} '{v}' is not a number"))
+                })
+                .transpose()
+        };
+        let offset = number("offset")?.unwrap_or(0);
+        let length = number("length")?;
+        if length.is_some_and(|l| l != bytes as u64) {
+            return Err(format!(
+                "external data length {} is not the {bytes} bytes the tensor needs",
+                length.unwrap_or(0)
+            ));
+        }
+        let dir = self
+            .dir
+            .ok_or("external data needs the model's folder: load the model from its file")?;
+        let relative = std::path::Path::new(&location);
+        let safe = relative.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        });
+        if !safe {
+            return Err(format!(
+                "external data location '{location}' leaves the model's folder"
+            ));
+        }
+        read_range(&dir.join(relative), offset, bytes)
+    }
+}
+
+#[cfg(feature = "native")]
+fn read_range(
+    path: &std::path::Path,
+    offset: u64,
+    bytes: usize,
+) -> std::result::Result<Vec<u8>, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let shown = path.display();
+    let mut file = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    let len = file.metadata().map_err(|e| format!("{shown}: {e}"))?.len();
+    if offset.checked_add(bytes as u64).is_none_or(|end| end > len) {
+        return Err(format!(
+            "{shown} has {len} bytes; the tensor needs {bytes} from offset {offset}"
+        ));
+    }
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let mut data = vec![0u8; bytes];
+    file.read_exact(&mut data)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    Ok(data)
+}
+
+#[cfg(not(feature = "native"))]
+fn read_range(_: &std::path::Path, _: u64, _: usize) -> std::result::Result<Vec<u8>, String> {
+    Err("external data files are read only by native builds".into())
+}
+
+/// Renames the names `g` reads from enclosing graphs (its free names), in it and in its own
+/// subgraphs; names `g` defines are left alone.
+fn rename_free(g: &mut Graph, map: &dyn Fn(&str) -> String) {
+    let free: HashSet<String> = g.free_names().into_iter().collect();
+    let apply = |v: &mut String| {
+        if free.contains(v.as_str()) {
+            *v = map(v);
+        }
+    };
+    for n in &mut g.nodes {
+        n.inputs.iter_mut().for_each(apply);
+        for a in n.attrs.values_mut() {
+            if let Attr::Graph(sub) = a {
+                rename_free(sub, &|v: &str| {
+                    if free.contains(v) {
+                        map(v)
+                    } else {
+                        v.to_string()
+                    }
+                });
+            }
+        }
+    }
+    g.outputs.iter_mut().for_each(|o| apply(&mut o.name));
+}
+
+/// Brings an ONNX node to the form the registry runs, given its opset: Constant becomes a
+/// constant, Slice OnnxSlice (Slice-1's attributes constant inputs), Cast's `to` a dtype name,
+/// Scan-8 its own op. Returns whether the node stays, and constants to add to its graph.
+fn normalize(node: &mut Node, opset: i64) -> Result<(bool, Vec<(String, HostTensor)>)> {
+    let bad = |msg: String| Error::Model(format!("node '{}': {msg}", node.name));
+    if node.op == "Slice" {
+        // The graph format's Slice is OpenVINO's (another input order); ONNX's is OnnxSlice.
+        node.op = "OnnxSlice".into();
+        if opset < 10 {
+            // Slice-1: starts, ends and axes are attributes; they become constant inputs.
+            let mut constants = Vec::new();
+            node.inputs.truncate(1);
+            for key in ["starts", "ends", "axes"] {
+                match node.attrs.remove(key) {
+                    Some(Attr::Ints(v)) => {
+                        let output = node.outputs.first().cloned().unwrap_or_default();
+                        let name = format!("{output}/{key}");
+                        constants.push((name.clone(), HostTensor::from_vec(vec![v.len()], &v)?));
+                        node.inputs.push(name);
+                    }
+                    None if key == "axes" => {}
+                    _ => {
+                        return Err(bad(format!(
+                            "Slice-1 needs the attribute '{key}' (integers)"
+                        )))
+                    }
+                }
+            }
+            return Ok((true, constants));
+        }
+    }
+    match node.op.as_str() {
+        "Constant" => {
+            let [output] = node.outputs.as_slice() else {
+                return Err(bad("Constant has one output".into()));
+            };
+            let value = match node.attrs.iter().next() {
+                Some((_, Attr::Tensor(t))) if node.attrs.len() == 1 => t.clone(),
+                Some((k, Attr::Float(v))) if k == "value_float" => {
+                    HostTensor::from_vec(vec![], &[*v as f32])?
+                }
+                Some((k, Attr::Floats(v))) if k == "value_floats" => {
+                    let v: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+                    HostTensor::from_vec(vec![v.len()], &v)?
+                }
+                Some((k, Attr::Int(v))) if k == "value_int" => HostTensor::from_vec(vec![], &[*v])?,
+                Some((k, Attr::Ints(v))) if k == "value_ints" => {
+                    HostTensor::from_vec(vec![v.len()], v)?
+                }
+                _ => {
+                    let kinds: Vec<&String> = node.attrs.keys().collect();
+                    return Err(bad(format!(
+                        "Constant with attributes {kinds:?} is not supported (value, value_float(s), value_int(s) are)"
+                    )));
+                }
+            };
+            return Ok((false, vec![(output.clone(), value)]));
+        }
+        "Cast" => {
+            if let Some(Attr::Int(to)) = node.attrs.get("to") {
+                let to = i32::try_from(*to).unwrap_or(-1);
+                let dtype = dtype_of(DataType::try_from(to).unwrap_or(DataType::Undefined))
+                    .ok_or_else(|| {
+                        bad(format!("Cast to {} is not supported", type_name_i32(to)))
+                    })?;
+                node.attrs
+                    .insert("to".into(), Attr::String(dtype.name().into()));
+            }
+            if opset < 6 {
+                node.attrs.remove("to");
+                return Err(bad(
+                    "Cast before opset 6 (a string 'to') is not supported".into()
+                ));
+            }
+        }
+        "Scan" if opset < 9 => node.op = "Scan-8".into(),
+        _ => {}
+    }
+    Ok((true, Vec::new()))
+}
+
+fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
+    let bad = |msg: String| Error::Model(format!("value '{}': {msg}", v.name()));
+    let mut info = ValueInfo::named(v.name());
+    let Some(ty) = v.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Ok(info);
+    };
+    let proto::type_proto::Value::TensorType(t) = ty else {
+        return Err(bad(
+            "only tensor values are supported (not sequences, maps or optionals)".into(),
+        ));
+    };
+    if t.elem_type.is_some() {
+        let code = DataType::try_from(t.elem_type()).unwrap_or(DataType::Undefined);
+        info.dtype = Some(dtype_of(code).ok_or_else(|| {
+            bad(format!(
+                "element type {} is not supported",
+                type_name_i32(t.elem_type())
+            ))
+        })?);
+    }
+    if let Some(shape) = &t.shape {
+        use proto::tensor_shape_proto::dimension::Value;
+        info.shape = Some(
+            shape
+                .dim
+                .iter()
+                .map(|d| match d.value {
+                    Some(Value::DimValue(n)) => usize::try_from(n).ok(),
+                    _ => None,
+                })
+                .collect(),
+        );
+    }
+    Ok(info)
+}
+
+/// Our dtype for an ONNX element type.
+pub fn dtype_of(t: DataType) -> Option<DType> {
+    Some(match t {
+        DataType::Float => DType::F32,
+        DataType::Uint8 => DType::U8,
+        DataType::Int8 => DType::I8,
+        DataType::Uint16 => DType::U16,
+        DataType::Int16 => DType::I16,
+        DataType::Int32 => DType::I32,
+        DataType::Int64 => DType::I64,
+        DataType::Bool => DType::Bool,
+        DataType::Float16 => DType::F16,
+        DataType::Double => DType::F64,
+        DataType::Uint32 => DType::U32,
+        DataType::Uint64 => DType::U64,
+        DataType::Bfloat16 => DType::BF16,
+        _ => return None,
+    })
+}
+
+fn type_name(t: DataType) -> String {
+    t.as_str_name().to_string()
+}
+
+fn type_name_i32(t: i32) -> String {
+    DataType::try_from(t).map_or(format!("code {t}"), type_name)
+}
+
+/// Values of the typed fields as little-endian bytes (ONNX keeps 8- and 16-bit values, and
+/// f16/bf16 bits, in `int32_data`; u32 and u64 in `uint64_data`).
+fn typed_bytes(
+    t: &proto::TensorProto,
+    dtype: DType,
+    numel: usize,
+) -> std::result::Result<Vec<u8>, String> {
+    fn take<T: Copy>(values: &[T], numel: usize, field: &str) -> std::result::Result<(), String> {
+        if values.len() == numel {
+            Ok(())
+        } else {
+            Err(format!(
+                "{field} holds {} values but the shape needs {numel}",
+                values.len()
+            ))
+        }
+    }
+    let mut out = Vec::with_capacity(numel * dtype.size());
+    match dtype {
+        DType::F32 => {
+            take(&t.float_data, numel, "float_data")?;
+            t.float_data
+                .iter()
+                .for_each(|v| out.extend(v.to_le_bytes()));
+        }
+        DType::F64 => {
+            take(&t.double_data, numel, "double_data")?;
+            t.double_data
+                .iter()
+                .for_each(|v| out.extend(v.to_le_bytes()));
+        }
+        DType::I64 => {
+            take(&t.int64_data, numel, "int64_data")?;
+            t.int64_data
+                .iter()
+                .for_each(|v| out.extend(v.to_le_bytes()));
+        }
+        DType::U32 => {
+            take(&t.uint64_data, numel, "uint64_data")?;
+            t.uint64_data
+                .iter()
+                .for_each(|&v| out.extend((v as u32).to_le_bytes()));
+        }
+        DType::U64 => {
+            take(&t.uint64_data, numel, "uint64_data")?;
+            t.uint64_data
+                .iter()
+                .for_each(|v| out.extend(v.to_le_bytes()));
+        }
+        DType::I32 => {
+            take(&t.int32_data, numel, "int32_data")?;
+            t.int32_data
+                .iter()
+                .for_each(|v| out.extend(v.to_le_bytes()));
+        }
+        DType::I16 | DType::U16 | DType::F16 | DType::BF16 => {
+            take(&t.int32_data, numel, "int32_data")?;
+            t.int32_data
+                .iter()
+                .for_each(|&v| out.extend((v as u16).to_le_bytes()));
+        }
+        DType::I8 | DType::U8 | DType::Bool => {
+            take(&t.int32_data, numel, "int32_data")?;
+            out.extend(t.int32_data.iter().map(|&v| v as u8));
+        }
+    }
+    Ok(out)
+}
+
+/// Reads a serialized `TensorProto` (the `.pb` files of the ONNX node tests).
+pub fn tensor_from_bytes(bytes: &[u8]) -> Result<HostTensor> {
+    let t = proto::TensorProto::decode(bytes)
+        .map_err(|e| Error::Model(format!("not a TensorProto: {e}")))?;
+    let loader = Loader {
+        opsets: &BTreeMap::new(),
+        functions: HashMap::new(),
+        dir: None,
+        inlined: 0,
+    };
+    loader.tensor(&t, "tensor")
+}

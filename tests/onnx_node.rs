@@ -1,0 +1,273 @@
+//! The ONNX backend node tests as our suite: every node test (exported by
+//! `scripts/onnx_node_tests.py` from the `onnx` pip package) whose ops we support runs on the
+//! GPU and is compared with the test's own outputs and tolerances (numpy's `assert_allclose`:
+//! `|got - want| <= atol + rtol * |want|`, NaN equal to NaN; integers and bools bit for bit).
+//!
+//! A test of supported ops that fails must be listed, with its reason, in
+//! `tests/onnx-node-expected-failures.txt`; a listed test that passes fails the run too, so the
+//! list stays true. `WGPU_OPS_ONNX_NODE_BLESS=1` rewrites the list from this run.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use wgpu_ops::onnx::{tensor_from_bytes, Model};
+use wgpu_ops::{DType, HostTensor};
+
+const EXPECTED: &str = "tests/onnx-node-expected-failures.txt";
+
+fn tests_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var_os("WGPU_OPS_ONNX_NODE_TESTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/onnx-node-tests"));
+    if !dir.join("manifest.json").exists() {
+        let status = std::process::Command::new("python3")
+            .arg(root.join("scripts/onnx_node_tests.py"))
+            .arg(&dir)
+            .status()
+            .expect("python3 runs scripts/onnx_node_tests.py");
+        assert!(
+            status.success(),
+            "exporting the ONNX node tests failed: `python3 -m pip install onnx` (scripts/test.sh does)"
+        );
+    }
+    dir
+}
+
+#[derive(serde::Deserialize)]
+struct Entry {
+    rtol: f64,
+    atol: f64,
+    data_sets: usize,
+    ops: Vec<String>,
+}
+
+fn as_f64(t: &HostTensor) -> Option<Vec<f64>> {
+    Some(match t.dtype {
+        DType::F32 => t.to_vec::<f32>().ok()?.into_iter().map(f64::from).collect(),
+        DType::F64 => t.to_vec::<f64>().ok()?,
+        DType::F16 => t
+            .to_vec::<half::f16>()
+            .ok()?
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        DType::BF16 => t
+            .to_vec::<half::bf16>()
+            .ok()?
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        _ => return None,
+    })
+}
+
+/// Why `got` is not `want`, if it is not.
+fn compare(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64) -> Option<String> {
+    if got.dtype != want.dtype || got.shape != want.shape {
+        return Some(format!(
+            "got {} {:?}, want {} {:?}",
+            got.dtype, got.shape, want.dtype, want.shape
+        ));
+    }
+    match (as_f64(got), as_f64(want)) {
+        (Some(g), Some(w)) => {
+            for (i, (&g, &w)) in g.iter().zip(&w).enumerate() {
+                let same =
+                    (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= atol + rtol * w.abs();
+                if !same {
+                    return Some(format!("element {i}: got {g}, want {w}"));
+                }
+            }
+            None
+        }
+        _ => {
+            let size = got.dtype.size();
+            let first = got
+                .data
+                .chunks(size)
+                .zip(want.data.chunks(size))
+                .position(|(g, w)| g != w)?;
+            Some(format!("element {first} differs in its bits"))
+        }
+    }
+}
+
+fn read_tensor(path: &Path) -> Result<HostTensor, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    tensor_from_bytes(&bytes).map_err(|e| e.to_string())
+}
+
+enum Outcome {
+    Pass,
+    Fail(String),
+    /// An op of the test is not supported.
+    Unsupported,
+    /// The test needs a type there is no dtype for (float8, 4-bit, strings, sequences, ...).
+    Skipped(String),
+}
+
+/// The reason a test is skipped, when its failure is a type we have no dtype for.
+fn missing_type(error: &str) -> Option<String> {
+    let types = ["element type", "only tensor values", "not a tensor"];
+    types
+        .iter()
+        .any(|t| error.contains(t))
+        .then(|| error.to_string())
+}
+
+fn run_test(dir: &Path, entry: &Entry) -> Outcome {
+    let model = match Model::load(dir.join("model.onnx")) {
+        Ok(m) => m,
+        Err(e) => {
+            // A test of ops we do not have, whose loading failed first (e.g. its types).
+            if entry
+                .ops
+                .iter()
+                .any(|op| !wgpu_ops::graph::is_op(op) && op != "Constant")
+            {
+                return Outcome::Unsupported;
+            }
+            let e = e.to_string();
+            return match missing_type(&e) {
+                Some(why) => Outcome::Skipped(why),
+                None => Outcome::Fail(format!("load: {e}")),
+            };
+        }
+    };
+    let missing = model.unsupported_ops();
+    if !missing.is_empty() {
+        return Outcome::Unsupported;
+    }
+    let inputs: Vec<String> = model.graph.inputs.iter().map(|i| i.name.clone()).collect();
+    let session = match model.session(common::ctx()) {
+        Ok(s) => s,
+        Err(e) => return Outcome::Fail(format!("plan: {e}")),
+    };
+    for k in 0..entry.data_sets {
+        let set = dir.join(format!("data_{k}"));
+        let mut given = Vec::new();
+        for (i, name) in inputs.iter().enumerate() {
+            let path = set.join(format!("input_{i}.pb"));
+            if !path.exists() {
+                return Outcome::Skipped(format!(
+                    "input {i} is not a tensor (sequence or optional)"
+                ));
+            }
+            match read_tensor(&path) {
+                Ok(t) => given.push((name.clone(), t)),
+                Err(e) => return Outcome::Fail(format!("input {i}: {e}")),
+            }
+        }
+        let outputs = match session.run_blocking(given) {
+            Ok(o) => o,
+            Err(e) => return Outcome::Fail(e.to_string()),
+        };
+        for (i, (name, got)) in outputs.iter().enumerate() {
+            let want = match read_tensor(&set.join(format!("output_{i}.pb"))) {
+                Ok(t) => t,
+                Err(e) => return Outcome::Fail(format!("output {i}: {e}")),
+            };
+            if let Some(why) = compare(got, &want, entry.rtol, entry.atol) {
+                return Outcome::Fail(format!("output '{name}': {why}"));
+            }
+        }
+    }
+    Outcome::Pass
+}
+
+fn one_line(s: &str) -> String {
+    let s = s.replace(['\n', '\t'], " ");
+    if s.chars().count() > 160 {
+        s.chars().take(157).collect::<String>() + "..."
+    } else {
+        s
+    }
+}
+
+#[test]
+fn onnx_node_tests() {
+    let dir = tests_dir();
+    let manifest: BTreeMap<String, Entry> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
+            .expect("manifest.json");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let expected_text = std::fs::read_to_string(root.join(EXPECTED)).unwrap_or_default();
+    let expected: HashMap<&str, &str> = expected_text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| l.split_once(' ').map_or((l, ""), |(n, r)| (n, r.trim())))
+        .collect();
+    let only = std::env::var("WGPU_OPS_ONNX_NODE_ONLY").ok();
+
+    // Per op (of the test's nodes): passed, failed as listed, skipped, not supported.
+    let mut per_op: BTreeMap<String, [usize; 4]> = BTreeMap::new();
+    let mut failures: BTreeMap<String, String> = BTreeMap::new();
+    let mut skipped: BTreeMap<String, String> = BTreeMap::new();
+    let mut problems = Vec::new();
+    let (mut passed, mut unsupported) = (0, 0);
+    for (name, entry) in &manifest {
+        if only.as_deref().is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
+        let outcome = run_test(&dir.join(name), entry);
+        let column = match &outcome {
+            Outcome::Pass => 0,
+            Outcome::Fail(_) => 1,
+            Outcome::Skipped(_) => 2,
+            Outcome::Unsupported => 3,
+        };
+        for op in &entry.ops {
+            per_op.entry(op.clone()).or_default()[column] += 1;
+        }
+        match outcome {
+            Outcome::Pass => {
+                passed += 1;
+                if expected.contains_key(name.as_str()) {
+                    problems.push(format!("{name} now passes: remove it from {EXPECTED}"));
+                }
+            }
+            Outcome::Fail(why) => {
+                let why = one_line(&why);
+                if !expected.contains_key(name.as_str()) {
+                    problems.push(format!("{name} fails: {why}"));
+                }
+                failures.insert(name.clone(), why);
+            }
+            Outcome::Skipped(why) => {
+                skipped.insert(name.clone(), one_line(&why));
+            }
+            Outcome::Unsupported => unsupported += 1,
+        }
+    }
+
+    println!("ONNX node tests of supported ops, per op: passed / failing (listed) / skipped");
+    for (op, [p, f, s, _]) in &per_op {
+        if p + f + s > 0 {
+            println!("  {op:<20} {p:>4} {f:>4} {s:>4}");
+        }
+    }
+    println!("skipped (types there is no dtype for):");
+    for (name, why) in &skipped {
+        println!("  {name}: {why}");
+    }
+    println!(
+        "{} tests: {passed} passed, {} failing (listed with reasons in {EXPECTED}), {} skipped, {unsupported} with ops not supported",
+        passed + failures.len() + skipped.len() + unsupported,
+        failures.len(),
+        skipped.len()
+    );
+    if std::env::var_os("WGPU_OPS_ONNX_NODE_BLESS").is_some() && only.is_none() {
+        let mut text = String::from(
+            "# ONNX node tests of supported ops that fail today, with the reason (see tests/onnx_node.rs).\n",
+        );
+        for (name, why) in &failures {
+            text += &format!("{name} {why}\n");
+        }
+        std::fs::write(root.join(EXPECTED), text).unwrap();
+        return;
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -553,3 +553,116 @@ fn runs_the_cumulative_sum_scan_graph_file() {
         want[20..]
     );
 }
+
+/// `run` and `info` on an ONNX model: Shape -> Concat -> Reshape (planned on the host) on the
+/// input, then Mul; `info` marks the op that is not supported and `run` refuses it.
+#[test]
+fn runs_and_describes_an_onnx_model() {
+    use prost::Message;
+    use wgpu_ops::onnx::proto::{
+        tensor_proto::DataType, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+        TensorProto, TypeProto, ValueInfoProto,
+    };
+    let node = |op: &str, inputs: &[&str], out: &str| NodeProto {
+        op_type: Some(op.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: vec![out.into()],
+        ..Default::default()
+    };
+    let float = |name: &str| ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(DataType::Float as i32),
+                shape: None,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let model = |extra: Option<NodeProto>| {
+        let mut nodes = vec![
+            node("Shape", &["x"], "dims"),
+            node("Concat", &["one", "dims"], "flat_shape"),
+            node("Reshape", &["x", "flat_shape"], "x1"),
+            node("Mul", &["x1", "x1"], "y"),
+        ];
+        nodes.extend(extra);
+        let mut concat_axis = wgpu_ops::onnx::proto::AttributeProto {
+            name: Some("axis".into()),
+            i: Some(0),
+            ..Default::default()
+        };
+        concat_axis.r#type = Some(2); // INT
+        nodes[1].attribute.push(concat_axis);
+        ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(17),
+            }],
+            graph: Some(GraphProto {
+                node: nodes,
+                initializer: vec![TensorProto {
+                    name: Some("one".into()),
+                    dims: vec![1],
+                    data_type: Some(DataType::Int64 as i32),
+                    int64_data: vec![1],
+                    ..Default::default()
+                }],
+                input: vec![float("x")],
+                output: vec![float("y")],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("square.onnx");
+    std::fs::write(&path, model(None)).unwrap();
+    let x = HostTensor::from_vec(vec![2, 3], &[1f32, 2., 3., 4., 5., 6.]).unwrap();
+    let xf = save(dir.path(), "x.npy", &x);
+    let out = dir.path().join("out");
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        path.to_str().unwrap(),
+        "--input",
+        &format!("x={xf}"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let y: HostTensor = wgpu_ops::npy::read(&out.join("y.npy")).unwrap();
+    assert_eq!(y.shape, [1, 2, 3]);
+    assert_eq!(y.to_vec::<f32>().unwrap(), [1., 4., 9., 16., 25., 36.]);
+
+    let (code, info, _) = wgpu_ops(&["info", path.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        info.contains("input: x f32 ?") && info.contains("op: Reshape x1\n"),
+        "{info}"
+    );
+    assert!(info.ends_with("supported: yes\n"), "{info}");
+
+    let bad = dir.path().join("bad.onnx");
+    std::fs::write(&bad, model(Some(node("Erf", &["y"], "z")))).unwrap();
+    let (code, info, _) = wgpu_ops(&["info", bad.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(info.contains("op: Erf x1  (not supported)"), "{info}");
+    let out2 = dir.path().join("out2");
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        bad.to_str().unwrap(),
+        "--input",
+        &format!("x={xf}"),
+        "--out",
+        out2.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "error: model: unsupported ops: Erf (1) (see `wgpu-ops info` for the model's ops)\n"
+    );
+    assert!(!out2.exists());
+}

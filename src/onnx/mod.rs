@@ -508,6 +508,62 @@ fn rename_free(g: &mut Graph, map: &dyn Fn(&str) -> String) {
     g.outputs.iter_mut().for_each(|o| apply(&mut o.name));
 }
 
+/// Scan-8 (inputs `sequence_lens?, states..., scan inputs...`, all with a leading batch axis) as
+/// Scan-9: an outer Scan over the batch axis whose body runs the original Scan on one batch
+/// item (its sequence along axis 0) and returns the final states and the scan outputs, which the
+/// outer Scan stacks along the batch axis: exactly Scan-8's outputs, for any body.
+fn scan8(node: &mut Node) -> Result<()> {
+    let bad = |msg: &str| Error::Model(format!("node '{}': Scan-8 {msg}", node.name));
+    let Some(Attr::Graph(body)) = node.attrs.get("body") else {
+        return Err(bad("needs the attribute 'body' (a graph)"));
+    };
+    let m = match node.attrs.get("num_scan_inputs") {
+        Some(Attr::Int(m)) => {
+            usize::try_from(*m).map_err(|_| bad("num_scan_inputs is negative"))?
+        }
+        _ => return Err(bad("needs the attribute 'num_scan_inputs'")),
+    };
+    let Some((sequence_lens, inputs)) = node.inputs.split_first() else {
+        return Err(bad("has no inputs"));
+    };
+    let inputs = inputs.to_vec();
+    if !sequence_lens.is_empty() {
+        return Err(bad(
+            "with sequence_lens (sequences of different lengths per batch item) is not supported",
+        ));
+    }
+    if m > inputs.len() || body.outputs.len() < inputs.len() - m {
+        return Err(bad(
+            "has fewer inputs or body outputs than num_scan_inputs implies",
+        ));
+    }
+    let base = node.outputs.first().cloned().unwrap_or_default();
+    let item: Vec<String> = (0..inputs.len())
+        .map(|i| format!("{base}/batch_item_{i}"))
+        .collect();
+    let results: Vec<String> = (0..node.outputs.len())
+        .map(|j| format!("{base}/batch_result_{j}"))
+        .collect();
+    let mut inner = Node::new("Scan", format!("{}/per_batch_item", node.name))
+        .inputs(item.clone())
+        .outputs(results.clone())
+        .attr("body", Attr::Graph(body.clone()))
+        .attr("num_scan_inputs", Attr::Int(m as i64));
+    if let Some(d) = node.attrs.get("directions") {
+        inner = inner.attr("scan_input_directions", d.clone());
+    }
+    let mut outer_body = Graph::new().node(inner);
+    outer_body.inputs = item.into_iter().map(ValueInfo::named).collect();
+    outer_body.outputs = results.into_iter().map(ValueInfo::named).collect();
+    let count = inputs.len() as i64;
+    node.inputs = inputs;
+    node.attrs = BTreeMap::from([
+        ("body".to_string(), Attr::Graph(Box::new(outer_body))),
+        ("num_scan_inputs".to_string(), Attr::Int(count)),
+    ]);
+    Ok(())
+}
+
 /// Brings an ONNX node to the form the registry runs, given its opset: Constant becomes a
 /// constant, Slice OnnxSlice (Slice-1's attributes constant inputs), Cast's `to` a dtype name,
 /// Scan-8 its own op. Returns whether the node stays, and constants to add to its graph.
@@ -583,7 +639,7 @@ fn normalize(node: &mut Node, opset: i64) -> Result<(bool, Vec<(String, HostTens
                 ));
             }
         }
-        "Scan" if opset < 9 => node.op = "Scan-8".into(),
+        "Scan" if opset < 9 => scan8(node)?,
         _ => {}
     }
     Ok((true, Vec::new()))

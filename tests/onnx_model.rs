@@ -1,0 +1,363 @@
+//! The ONNX loader on models built here with the protobuf types: initializers in every storage
+//! (raw, typed fields, external files), symbolic dimensions, model-local functions, Scan-8 with
+//! a batch, unsupported ops listed with counts, and hostile files refused with one error.
+
+mod common;
+
+use prost::Message;
+use wgpu_ops::onnx::proto::{
+    attribute_proto::AttributeType, tensor_proto::DataLocation, tensor_proto::DataType,
+    tensor_shape_proto::dimension::Value as Dim, tensor_shape_proto::Dimension, type_proto,
+    AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use wgpu_ops::onnx::Model;
+use wgpu_ops::HostTensor;
+
+fn value(name: &str, elem: DataType, dims: &[Option<i64>]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            value: Some(match d {
+                Some(n) => Dim::DimValue(*n),
+                None => Dim::DimParam("batch".into()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(elem as i32),
+                shape: Some(TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn int_attr(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    }
+}
+
+fn model(graph: GraphProto, opset: i64) -> ModelProto {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(opset),
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    }
+}
+
+fn run(m: &Model, inputs: Vec<(&str, HostTensor)>) -> Vec<HostTensor> {
+    let session = m.clone().session(common::ctx()).unwrap();
+    session
+        .run_blocking(inputs.into_iter().map(|(n, t)| (n.into(), t)).collect())
+        .unwrap()
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect()
+}
+
+fn f32s(t: &HostTensor) -> Vec<f32> {
+    t.to_vec::<f32>().unwrap()
+}
+
+/// `y = x + a + b + c`: `a` in raw bytes, `b` in `float_data`, `c` in an external file.
+#[test]
+fn initializers_in_every_storage_and_symbolic_dimensions() {
+    let dir = tempfile::tempdir().unwrap();
+    let c_values = [10f32, 20., 30.];
+    let mut file = vec![0u8; 7]; // the tensor starts at offset 7
+    file.extend(c_values.iter().flat_map(|v| v.to_le_bytes()));
+    std::fs::write(dir.path().join("weights.bin"), &file).unwrap();
+    let entry = |k: &str, v: &str| StringStringEntryProto {
+        key: Some(k.into()),
+        value: Some(v.into()),
+    };
+    let graph = GraphProto {
+        node: vec![
+            node("Add", &["x", "a"], &["xa"]),
+            node("Add", &["xa", "b"], &["xab"]),
+            node("Add", &["xab", "c"], &["y"]),
+        ],
+        initializer: vec![
+            TensorProto {
+                name: Some("a".into()),
+                dims: vec![3],
+                data_type: Some(DataType::Float as i32),
+                raw_data: Some(
+                    [1f32, 2., 3.]
+                        .iter()
+                        .flat_map(|v| v.to_le_bytes())
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            TensorProto {
+                name: Some("b".into()),
+                dims: vec![3],
+                data_type: Some(DataType::Float as i32),
+                float_data: vec![100., 200., 300.],
+                ..Default::default()
+            },
+            TensorProto {
+                name: Some("c".into()),
+                dims: vec![3],
+                data_type: Some(DataType::Float as i32),
+                data_location: Some(DataLocation::External as i32),
+                external_data: vec![
+                    entry("location", "weights.bin"),
+                    entry("offset", "7"),
+                    entry("length", "12"),
+                ],
+                ..Default::default()
+            },
+        ],
+        input: vec![value("x", DataType::Float, &[None, Some(3)])],
+        output: vec![value("y", DataType::Float, &[None, Some(3)])],
+        ..Default::default()
+    };
+    let path = dir.path().join("m.onnx");
+    std::fs::write(&path, model(graph, 17).encode_to_vec()).unwrap();
+    let m = Model::load(&path).unwrap();
+    assert_eq!(m.graph.inputs[0].shape, Some(vec![None, Some(3)]));
+    let x = HostTensor::from_vec(vec![2, 3], &[0f32, 0., 0., 1., 1., 1.]).unwrap();
+    let y = run(&m, vec![("x", x)]);
+    assert_eq!(f32s(&y[0]), [111., 222., 333., 112., 223., 334.]);
+
+    // From bytes there is no folder to read the external file from: one clear error.
+    let e = Model::from_bytes(&std::fs::read(&path).unwrap()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("external data needs the model's folder"),
+        "{e}"
+    );
+}
+
+#[test]
+fn external_data_outside_the_model_folder_is_refused() {
+    for location in ["../secret.bin", "/etc/passwd"] {
+        let graph = GraphProto {
+            node: vec![node("Identity", &["c"], &["y"])],
+            initializer: vec![TensorProto {
+                name: Some("c".into()),
+                dims: vec![1],
+                data_type: Some(DataType::Float as i32),
+                data_location: Some(DataLocation::External as i32),
+                external_data: vec![StringStringEntryProto {
+                    key: Some("location".into()),
+                    value: Some(location.into()),
+                }],
+                ..Default::default()
+            }],
+            output: vec![value("y", DataType::Float, &[Some(1)])],
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        std::fs::write(&path, model(graph, 17).encode_to_vec()).unwrap();
+        let e = Model::load(&path).unwrap_err().to_string();
+        assert!(e.contains("leaves the model's folder"), "{location}: {e}");
+    }
+}
+
+#[test]
+fn hostile_bytes_and_sizes_are_one_error() {
+    let garbage = Model::from_bytes(&[0xff, 0xff, 0xff, 0x0f, 0x08]).unwrap_err();
+    assert!(
+        garbage.to_string().starts_with("model: not an ONNX model"),
+        "{garbage}"
+    );
+    // Shapes of 2^62 and 2^32 elements with 4 bytes of data: refused before allocating.
+    for (dims, why) in [
+        (vec![1 << 31, 1 << 31], "has too many bytes"),
+        (vec![1 << 30, 4], "raw_data holds 4 bytes"),
+    ] {
+        let graph = GraphProto {
+            node: vec![node("Identity", &["c"], &["y"])],
+            initializer: vec![TensorProto {
+                name: Some("c".into()),
+                dims,
+                data_type: Some(DataType::Float as i32),
+                raw_data: Some(vec![0; 4]),
+                ..Default::default()
+            }],
+            output: vec![value("y", DataType::Float, &[None])],
+            ..Default::default()
+        };
+        let e = Model::from_bytes(&model(graph, 17).encode_to_vec()).unwrap_err();
+        assert!(e.to_string().contains(why), "{e}");
+    }
+}
+
+/// A model-local function called twice, with an attribute reference and a default.
+#[test]
+fn local_functions_are_inlined() {
+    // AddThenScale(X, Y) = (X + Y) * Cast(Constant(value_int = scale))
+    let mut constant = node("Constant", &[], &["s_int"]);
+    constant.attribute.push(AttributeProto {
+        name: Some("value_int".into()),
+        ref_attr_name: Some("scale".into()),
+        r#type: Some(AttributeType::Int as i32),
+        ..Default::default()
+    });
+    let mut cast = node("Cast", &["s_int"], &["s"]);
+    cast.attribute.push(int_attr("to", DataType::Float as i64));
+    let function = FunctionProto {
+        name: Some("AddThenScale".into()),
+        domain: Some("local".into()),
+        input: vec!["X".into(), "Y".into()],
+        output: vec!["Z".into()],
+        attribute_proto: vec![int_attr("scale", 2)],
+        node: vec![
+            node("Add", &["X", "Y"], &["sum"]),
+            constant,
+            cast,
+            node("Mul", &["sum", "s"], &["Z"]),
+        ],
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        ..Default::default()
+    };
+    let call = |inputs: &[&str], out: &str, scale: Option<i64>| {
+        let mut n = node("AddThenScale", inputs, &[out]);
+        n.domain = Some("local".into());
+        n.attribute.extend(scale.map(|s| int_attr("scale", s)));
+        n
+    };
+    let graph = GraphProto {
+        node: vec![
+            call(&["x", "x"], "p", Some(10)),
+            call(&["p", "x"], "q", None),
+        ],
+        input: vec![value("x", DataType::Float, &[Some(2)])],
+        output: vec![value("q", DataType::Float, &[Some(2)])],
+        ..Default::default()
+    };
+    let mut m = model(graph, 17);
+    m.opset_import.push(OperatorSetIdProto {
+        domain: Some("local".into()),
+        version: Some(1),
+    });
+    m.functions.push(function);
+    let m = Model::from_bytes(&m.encode_to_vec()).unwrap();
+    let x = HostTensor::from_vec(vec![2], &[1f32, 3.]).unwrap();
+    // p = (x + x) * 10; q = (p + x) * 2
+    assert_eq!(f32s(&run(&m, vec![("x", x)])[0]), [42., 126.]);
+}
+
+/// Scan-8 over a batch of 3 (test_scan_sum has a batch of 1), one sequence reversed.
+#[test]
+fn scan8_runs_each_batch_item() {
+    let body = GraphProto {
+        node: vec![
+            node("Add", &["sum_in", "next"], &["sum_out"]),
+            node("Identity", &["sum_out"], &["scan_out"]),
+        ],
+        input: vec![
+            value("sum_in", DataType::Float, &[Some(2)]),
+            value("next", DataType::Float, &[Some(2)]),
+        ],
+        output: vec![
+            value("sum_out", DataType::Float, &[Some(2)]),
+            value("scan_out", DataType::Float, &[Some(2)]),
+        ],
+        ..Default::default()
+    };
+    let mut scan = node("Scan", &["", "initial", "x"], &["y", "z"]);
+    scan.attribute.push(AttributeProto {
+        name: Some("body".into()),
+        r#type: Some(AttributeType::Graph as i32),
+        g: Some(body),
+        ..Default::default()
+    });
+    scan.attribute.push(int_attr("num_scan_inputs", 1));
+    scan.attribute.push(AttributeProto {
+        name: Some("directions".into()),
+        r#type: Some(AttributeType::Ints as i32),
+        ints: vec![1],
+        ..Default::default()
+    });
+    let graph = GraphProto {
+        node: vec![scan],
+        input: vec![
+            value("initial", DataType::Float, &[Some(3), Some(2)]),
+            value("x", DataType::Float, &[Some(3), Some(4), Some(2)]),
+        ],
+        output: vec![
+            value("y", DataType::Float, &[Some(3), Some(2)]),
+            value("z", DataType::Float, &[Some(3), Some(4), Some(2)]),
+        ],
+        ..Default::default()
+    };
+    let m = Model::from_bytes(&model(graph, 8).encode_to_vec()).unwrap();
+    let init: Vec<f32> = vec![0., 0., 100., 100., -1., 1.];
+    let x: Vec<f32> = (0..24).map(|v| v as f32).collect();
+    let out = run(
+        &m,
+        vec![
+            ("initial", HostTensor::from_vec(vec![3, 2], &init).unwrap()),
+            ("x", HostTensor::from_vec(vec![3, 4, 2], &x).unwrap()),
+        ],
+    );
+    // Per batch item b, the running sum of its 4 steps taken last to first (direction 1).
+    let (mut want_y, mut want_z) = (vec![0f32; 6], vec![0f32; 24]);
+    for b in 0..3 {
+        let mut acc = [init[2 * b], init[2 * b + 1]];
+        for (k, t) in (0..4).rev().enumerate() {
+            for c in 0..2 {
+                acc[c] += x[b * 8 + t * 2 + c];
+                want_z[b * 8 + k * 2 + c] = acc[c];
+            }
+        }
+        want_y[2 * b..2 * b + 2].copy_from_slice(&acc);
+    }
+    assert_eq!(f32s(&out[0]), want_y);
+    assert_eq!(f32s(&out[1]), want_z);
+}
+
+#[test]
+fn unsupported_ops_are_listed_with_counts_before_gpu_work() {
+    let graph = GraphProto {
+        node: vec![
+            node("TopK", &["x", "k"], &["v", "i"]),
+            node("Gather", &["x", "i"], &["g"]),
+            node("TopK", &["g", "k"], &["y", "j"]),
+            NodeProto {
+                domain: Some("com.example".into()),
+                ..node("Fancy", &["y"], &["z"])
+            },
+        ],
+        input: vec![value("x", DataType::Float, &[Some(4)])],
+        output: vec![value("z", DataType::Float, &[None])],
+        ..Default::default()
+    };
+    let m = Model::from_bytes(&model(graph, 17).encode_to_vec()).unwrap();
+    let e = m.session(common::ctx()).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "model: unsupported ops: Gather (1), TopK (2), com.example.Fancy (1) (see `wgpu-ops info` for the model's ops)"
+    );
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""LinearAttention (gated delta rule, ONNX opset 27) from its expanded ONNX graph: a Scan over the
+time steps. Builds the model for B, T, heads, head size; runs it on onnxruntime (CPU, all cores)
+and on wgpu-ops (examples/onnx_timing.rs), compares the outputs and prints both times.
+
+Usage: scripts/linear_attention_vs_onnxruntime.py [B T HEADS HEAD_SIZE] [--runs N]
+(default 1 1024 16 128, the size of a small linear-attention language model layer).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, TensorProto
+from onnx.backend.test.case.node import function_testcase_helper
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("size", nargs="*", type=int, default=[1, 1024, 16, 128],
+                    metavar="B T HEADS HEAD_SIZE")
+parser.add_argument("--runs", type=int, default=3)
+opts = parser.parse_args()
+if len(opts.size) != 4:
+    parser.error("give B T HEADS HEAD_SIZE, or nothing for 1 1024 16 128")
+b, t, h, d = opts.size
+runs = opts.runs
+
+node = helper.make_node(
+    "LinearAttention",
+    inputs=["query", "key", "value", "", "decay", "beta"],
+    outputs=["output", "present_state"],
+    q_num_heads=h,
+    kv_num_heads=h,
+)
+shapes = {"query": [b, t, h * d], "key": [b, t, h * d], "value": [b, t, h * d],
+          "decay": [b, t, h * d], "beta": [b, t, h]}
+inputs_vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in shapes.items()]
+types = [inputs_vi[0].type, inputs_vi[1].type, inputs_vi[2].type, onnx.TypeProto(),
+         inputs_vi[3].type, inputs_vi[4].type]
+opsets = [helper.make_opsetid("", 27)]
+(expanded, _) = function_testcase_helper(node, types, "la", opset_imports=opsets)
+nodes, func_opsets = expanded[0]
+outputs_vi = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [b, t, h * d]),
+              helper.make_tensor_value_info("present_state", TensorProto.FLOAT, [b, h, d, d])]
+graph = helper.make_graph(nodes, "linear_attention_gated_delta", inputs_vi, outputs_vi)
+model = helper.make_model(graph, opset_imports=list(func_opsets), producer_name="wgpu-ops")
+model.ir_version = 10
+
+rng = np.random.default_rng(0)
+def l2(x):  # unit keys per head, as the node tests make them
+    y = x.reshape(b, t, h, d)
+    return (y / np.linalg.norm(y, axis=-1, keepdims=True)).reshape(b, t, h * d)
+feeds = {
+    "query": rng.standard_normal(shapes["query"], dtype=np.float32),
+    "key": l2(rng.standard_normal(shapes["key"], dtype=np.float32)).astype(np.float32),
+    "value": rng.standard_normal(shapes["value"], dtype=np.float32),
+    "decay": (-np.abs(rng.standard_normal(shapes["decay"], dtype=np.float32)) * 0.1).astype(np.float32),
+    "beta": rng.random(shapes["beta"], dtype=np.float32),
+}
+
+work = tempfile.mkdtemp(prefix="linear-attention-")
+path = os.path.join(work, "model.onnx")
+onnx.save(model, path)
+for k, v in feeds.items():
+    np.save(os.path.join(work, k + ".npy"), v)
+
+so = ort.SessionOptions()
+sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+want = sess.run(None, feeds)
+times = []
+for _ in range(runs):
+    s = time.perf_counter()
+    sess.run(None, feeds)
+    times.append(time.perf_counter() - s)
+ort_ms = sorted(times)[len(times) // 2] * 1e3
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+cmd = ["cargo", "run", "-q", "--release", "--example", "onnx_timing", "--",
+       path, os.path.join(work, "out"), str(runs)] + \
+      [f"{k}={os.path.join(work, k + '.npy')}" for k in feeds]
+report = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
+ours_ms = float(report.strip().splitlines()[-1].split(": ")[1].split()[0])
+worst = 0.0
+for name, w in zip(["output", "present_state"], want):
+    got = np.load(os.path.join(work, "out", name + ".npy"))
+    # onnxruntime's own tests compare float32 results with rtol 1e-3 / atol 1e-5 style bounds.
+    err = np.abs(got - w) / (1e-5 + 1e-3 * np.abs(w))
+    worst = max(worst, float(err.max()))
+    np.testing.assert_allclose(got, w, rtol=1e-3, atol=1e-5, err_msg=name)
+print(report.strip())
+print(f"LinearAttention gated_delta B={b} T={t} heads={h} head_size={d}: outputs match onnxruntime "
+      f"(rtol 1e-3, atol 1e-5; worst error {worst:.2f} of the bound)")
+print(f"onnxruntime {ort.__version__} CPU ({os.cpu_count()} cores): {ort_ms:.1f} ms per run, "
+      f"{ort_ms / t * 1e3:.1f} us per step")
+print(f"wgpu-ops: {ours_ms:.1f} ms per run, {ours_ms / t * 1e3:.1f} us per step; "
+      f"ratio to onnxruntime {ort_ms / ours_ms:.2f}x")

@@ -158,25 +158,6 @@ pub fn flatten_shape(input: &[usize], axis: i64) -> Result<Vec<usize>> {
     ])
 }
 
-/// Numpy broadcasting of two shapes (ONNX's multidirectional broadcasting), or `None`.
-pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
-    let rank = a.len().max(b.len());
-    let dim = |s: &[usize], k: usize| {
-        if k + s.len() >= rank {
-            s[k + s.len() - rank]
-        } else {
-            1
-        }
-    };
-    (0..rank)
-        .map(|k| match (dim(a, k), dim(b, k)) {
-            (x, y) if x == y || y == 1 => Some(x),
-            (1, y) => Some(y),
-            _ => None,
-        })
-        .collect()
-}
-
 /// ONNX Expand's gather: the input broadcast against `shape` (which may also be smaller, or
 /// hold 1s where the input is larger); broadcast axes read with step 0.
 pub fn expand_plan(input: &[usize], shape: &[i64]) -> Result<(Vec<usize>, GatherPlan)> {
@@ -193,7 +174,7 @@ pub fn expand_plan(input: &[usize], shape: &[i64]) -> Result<(Vec<usize>, Gather
             })
         })
         .collect::<Result<_>>()?;
-    let out = broadcast_shapes(input, &wanted).ok_or_else(|| {
+    let out = super::broadcast_shape(OP, input, &wanted).map_err(|_| {
         Error::invalid(
             OP,
             "shape",

@@ -79,6 +79,14 @@ impl Scope<'_> {
     }
 }
 
+/// The error for a node's required input `i` (called `role` in the op's spec) left out.
+pub(crate) fn missing_input(node: &Node, i: usize, role: &str) -> Error {
+    Error::Graph(format!(
+        "node '{}': {} needs input {i} ({role})",
+        node.name, node.op
+    ))
+}
+
 /// A node's view of its inputs and attributes, handed to the op's graph entry.
 pub(crate) struct NodeArgs<'a> {
     pub ctx: &'a Context,
@@ -92,10 +100,7 @@ pub(crate) struct NodeArgs<'a> {
 
 impl NodeArgs<'_> {
     fn missing(&self, i: usize, role: &str) -> Error {
-        Error::Graph(format!(
-            "node '{}': {} needs input {i} ({role})",
-            self.node.name, self.def.name
-        ))
+        missing_input(self.node, i, role)
     }
 
     /// Number of inputs given (including left-out optional ones).
@@ -235,44 +240,47 @@ pub(crate) fn record_graph(
     for (pos, &k) in order.iter().enumerate() {
         let node = &graph.nodes[k];
         let def = registry::lookup(&node.op).expect("checked by schedule");
-        let folded = fold(node, def, scope).map_err(|e| Error::Node {
+        let in_node = |e: Error| Error::Node {
             node: node.name.clone(),
             source: Box::new(e),
-        })?;
-        if let Some(values) = folded {
-            for (name, value) in node.outputs.iter().zip(values) {
-                let slot = match placements.get(name) {
+        };
+        let slots: Vec<Option<&Slot>> = node
+            .inputs
+            .iter()
+            .map(|i| if i.is_empty() { None } else { scope.get(i) })
+            .collect();
+        let outputs: Vec<Slot> = match fold(node, def, &slots).map_err(in_node)? {
+            Some(values) => node
+                .outputs
+                .iter()
+                .zip(values)
+                .map(|(name, value)| match placements.get(name) {
                     // A Scan body state computed from constants still goes to its buffer.
                     Some(t) => {
                         let v = Tensor::from_host(&ctx, &value)?;
-                        Slot::gpu(rec.identity_to(&v, Out::into(name, t))?)
+                        Ok(Slot::gpu(rec.identity_to(&v, Out::into(name, t))?))
                     }
-                    None => Slot::constant(value),
+                    None => Ok(Slot::constant(value)),
+                })
+                .collect::<Result<_>>()?,
+            None => {
+                let args = NodeArgs {
+                    ctx: &ctx,
+                    node,
+                    def,
+                    slots,
+                    scope,
+                    placements,
                 };
-                scope.slots.insert(name.clone(), slot);
+                (def.run)(rec, &args)
+                    .map_err(in_node)?
+                    .into_iter()
+                    .map(Slot::gpu)
+                    .collect()
             }
-            continue;
-        }
-        let outputs = {
-            let args = NodeArgs {
-                ctx: &ctx,
-                node,
-                def,
-                slots: node
-                    .inputs
-                    .iter()
-                    .map(|i| if i.is_empty() { None } else { scope.get(i) })
-                    .collect(),
-                scope,
-                placements,
-            };
-            (def.run)(rec, &args).map_err(|e| Error::Node {
-                node: node.name.clone(),
-                source: Box::new(e),
-            })?
         };
-        for (name, t) in node.outputs.iter().zip(outputs) {
-            scope.slots.insert(name.clone(), Slot::gpu(t));
+        for (name, slot) in node.outputs.iter().zip(outputs) {
+            scope.slots.insert(name.clone(), slot);
         }
         // Release values read for the last time, and outputs nobody reads.
         let dead: Vec<&str> = reads[k]
@@ -301,21 +309,16 @@ pub(crate) fn record_graph(
 /// (Shape, Size), and ops whose inputs are all small constants (shape arithmetic such as
 /// `Shape -> Gather -> Concat -> Reshape`), through the CPU interpreter. `None`: record the
 /// op on the GPU. The results are constants, so the index inputs of later ops are known.
-fn fold(node: &Node, def: &OpDef, scope: &Scope<'_>) -> Result<Option<Vec<HostTensor>>> {
-    let slots: Vec<Option<&Slot>> = node
-        .inputs
-        .iter()
-        .map(|i| if i.is_empty() { None } else { scope.get(i) })
-        .collect();
+fn fold(node: &Node, def: &OpDef, slots: &[Option<&Slot>]) -> Result<Option<Vec<HostTensor>>> {
     if let Some(on_host) = def.host {
-        return on_host(node, &slots);
+        return on_host(node, slots);
     }
     if def.name == "Scan" || node.outputs.iter().any(|o| o.is_empty()) {
         return Ok(None);
     }
     let mut inputs = Vec::with_capacity(slots.len());
     let mut elements = 0usize;
-    for slot in &slots {
+    for slot in slots {
         match slot {
             None => inputs.push(None),
             Some(s) if s.constant => {

@@ -375,12 +375,11 @@ static SIZE: OpDef = OpDef {
 };
 
 fn slot_of<'a>(node: &Node, slots: &[Option<&'a Slot>], i: usize, role: &str) -> Result<&'a Slot> {
-    slots.get(i).copied().flatten().ok_or_else(|| {
-        Error::Graph(format!(
-            "node '{}': {} needs input {i} ({role})",
-            node.name, node.op
-        ))
-    })
+    slots
+        .get(i)
+        .copied()
+        .flatten()
+        .ok_or_else(|| super::exec::missing_input(node, i, role))
 }
 
 /// ConstantOfShape's value: a one-element tensor attribute (ONNX), a number (graph files), or

@@ -89,26 +89,13 @@ impl Model {
 
     /// The ops of the model (subgraphs included) this crate does not run, with their counts.
     pub fn unsupported_ops(&self) -> Vec<(String, usize)> {
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        fn walk(g: &Graph, counts: &mut BTreeMap<String, usize>) {
-            for n in &g.nodes {
-                if !is_op(&n.op) {
-                    *counts.entry(n.op.clone()).or_default() += 1;
-                }
-                for a in n.attrs.values() {
-                    if let Attr::Graph(sub) = a {
-                        walk(sub, counts);
-                    }
-                }
-            }
-        }
-        walk(&self.graph, &mut counts);
-        counts.into_iter().collect()
+        let mut counts = self.op_counts();
+        counts.retain(|(op, _)| !is_op(op));
+        counts
     }
 
     /// Every op of the model with its count (subgraphs included).
     pub fn op_counts(&self) -> Vec<(String, usize)> {
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         fn walk(g: &Graph, counts: &mut BTreeMap<String, usize>) {
             for n in &g.nodes {
                 *counts.entry(n.op.clone()).or_default() += 1;
@@ -119,6 +106,7 @@ impl Model {
                 }
             }
         }
+        let mut counts = BTreeMap::new();
         walk(&self.graph, &mut counts);
         counts.into_iter().collect()
     }

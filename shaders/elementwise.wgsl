@@ -32,32 +32,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read> rhs: array<T>;
 @group(0) @binding(3) var<storage, read_write> dst: array<U>;
 
-// Infinity and NaN made at run time: as constant expressions they are shader-creation errors
-// in WGSL (Chromium's Tint rejects them; naga does not).
-fn runtime_f32(bits: u32) -> f32 {
-    var b = bits;
-    return bitcast<f32>(b);
-}
-
-// ONNX/numpy pow on f32: WGSL's pow is undefined for negative bases and for 0^0.
-fn onnx_pow(a: f32, b: f32) -> f32 {
-    if b == 0.0 {
-        return 1.0;
-    }
-    if a == 0.0 {
-        return select(0.0, runtime_f32(0x7f800000u), b < 0.0);
-    }
-    let m = exp2(b * log2(abs(a)));
-    if a > 0.0 {
-        return m;
-    }
-    if floor(b) != b {
-        return runtime_f32(0x7fc00000u);
-    }
-    let odd = abs(b) < 16777216.0 && (i32(abs(b)) & 1) == 1;
-    return select(m, -m, odd);
-}
-
 fn apply(a: T, b: T) -> U {
     return a + b; // EXPRESSION
 }

@@ -58,7 +58,7 @@ fn every_shader_file_parses_and_validates() {
             files += 1;
         }
     }
-    assert_eq!(files, 6);
+    assert_eq!(files, 7);
 }
 
 /// Bitcasts of constants to non-finite f32 values. WGSL makes a constant expression that
@@ -148,11 +148,15 @@ fn every_variant_validates_and_compiles() {
         spv::write_vec(&module, &info, &spv::Options::default(), Some(&options))
             .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
     }
-    // Per workgroup size: 8 block-remap and 8 gather variants, 33 element-wise on 32-bit
-    // types and 28 on 64-bit ones (11 f64, 9 i64, 8 u64), 36 casts (between f32 i32 u32 f64
-    // i64 u64), the Scan step; then 3 dtypes x (tiles + 7 row-workgroup sizes x 2 entry
-    // points) MatMuls and the Scan counter.
-    assert_eq!(variants.len(), WORKGROUP_SIZES.len() * 114 + 3 * 15 + 1);
+    // Per workgroup size: 8 block-remap and 8 gather variants, 30 typed element-wise on
+    // 32-bit types and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
+    // i32 u32 f64 i64 u64), the Scan step, and 488 word-kernel variants (169 casts, every op
+    // on every dtype combination it is defined for); then 3 dtypes x (tiles + 7
+    // row-workgroup sizes x 2 entry points) MatMuls and the Scan counter.
+    assert_eq!(
+        variants.len(),
+        WORKGROUP_SIZES.len() * (110 + 488) + 3 * 15 + 1
+    );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {
         assert!(variants.iter().any(

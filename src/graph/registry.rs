@@ -3,7 +3,7 @@
 //! output (`NodeArgs::out`).
 
 use super::exec::{NodeArgs, Slot};
-use super::Node;
+use super::{Attr, Node};
 use crate::{
     BatchToSpace, DType, Error, HostTensor, Recorder, Result, Slice, SpaceToBatch, StridedSlice,
     Tensor,
@@ -47,7 +47,11 @@ static OPS: &[&OpDef] = &[
 ];
 
 fn all() -> impl Iterator<Item = &'static OpDef> {
-    OPS.iter().copied().chain(ELEMENTWISE.iter())
+    OPS.iter()
+        .copied()
+        .chain(ELEMENTWISE.iter())
+        .chain(MAPS.iter())
+        .chain([&MOD, &CLIP])
 }
 
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
@@ -522,6 +526,82 @@ fn run_variadic(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
         args.out(0),
     )?])
 }
+
+fn run_map(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
+    let inputs: Vec<Tensor> = (0..args.len())
+        .map(|i| args.tensor(i, ["A", "B", "C"][i.min(2)]))
+        .collect::<Result<_>>()?;
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    Ok(vec![rec.map_to(&args.node.op, &refs, args.out(0))?])
+}
+
+macro_rules! map_nodes {
+    ($($name:literal $inputs:expr;)*) => {
+        /// Graph entries of the element-wise ops only the word kernel computes (comparisons,
+        /// logic, Where, rounding, Sign, Erf).
+        static MAPS: [OpDef; 15] = [$(OpDef {
+            name: $name,
+            inputs: $inputs..=$inputs,
+            outputs: 1..=1,
+            host: None,
+            attrs: &[],
+            run: run_map,
+        }),*];
+    };
+}
+map_nodes!(
+    "Equal" 2; "Less" 2; "LessOrEqual" 2; "Greater" 2; "GreaterOrEqual" 2; "And" 2; "Or" 2;
+    "Xor" 2; "Not" 1; "Where" 3; "Sign" 1; "Floor" 1; "Ceil" 1; "Round" 1; "Erf" 1;
+);
+
+static MOD: OpDef = OpDef {
+    name: "Mod",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["fmod"],
+    run: |rec, args| {
+        let (a, b) = (args.tensor(0, "A")?, args.tensor(1, "B")?);
+        let fmod = args.int("fmod")?.unwrap_or(0) != 0;
+        let op = if fmod { "FMod" } else { "Mod" };
+        Ok(vec![rec.map_to(op, &[&a, &b], args.out(0))?])
+    },
+};
+
+/// Clip: absent bounds do not bound (the dtype's infinities or extremes stand for them);
+/// Clip-6's float attributes are bounds too.
+static CLIP: OpDef = OpDef {
+    name: "Clip",
+    inputs: 1..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["min", "max"],
+    run: |rec, args| {
+        let x = args.tensor(0, "input")?;
+        let mut bounds = Vec::new();
+        for (k, (name, none)) in [("min", f64::NEG_INFINITY), ("max", f64::INFINITY)]
+            .into_iter()
+            .enumerate()
+        {
+            if args.len() > k + 1 && args.dtype_of(k + 1, name).is_ok() {
+                bounds.push(args.tensor(k + 1, name)?);
+                continue;
+            }
+            let v = match args.node.attrs.get(name) {
+                Some(Attr::Float(v)) => *v,
+                _ => none,
+            };
+            let v = HostTensor::from_vec(Vec::new(), &[v])?;
+            let v = crate::reference::cast_host(&v, x.dtype())?;
+            bounds.push(Tensor::from_host(rec.context(), &v)?);
+        }
+        Ok(vec![rec.map_to(
+            "Clip",
+            &[&x, &bounds[0], &bounds[1]],
+            args.out(0),
+        )?])
+    },
+};
 
 macro_rules! elementwise_nodes {
     ($($name:literal $inputs:expr, $run:ident;)*) => {

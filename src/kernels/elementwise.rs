@@ -35,8 +35,11 @@ const fn op(
     }
 }
 
-/// Every element-wise op. ONNX semantics: integer Div truncates; Relu is max(x, 0); Pow follows
-/// numpy for negative bases; Tanh's argument is clamped where f32 tanh is already +-1.
+/// Every element-wise op. ONNX semantics: integer Div truncates; Relu is max(x, 0); Pow and
+/// Tanh as the word kernel's `onnx_pow` and `onnx_tanh` write them. NaN
+/// propagates through Max, Min, Relu and Tanh as in onnxruntime (WGSL leaves max and min of
+/// NaN open); `!(a == a)` is the type-generic NaN test (an ordered `==` is false for NaN,
+/// while naga's `!=` is ordered too and so misses it).
 pub static OPS: [ElementwiseOp; 16] = [
     op("Add", true, Some("a + b"), Some("a + b"), Some("a + b")),
     op("Sub", true, Some("a - b"), Some("a - b"), Some("a - b")),
@@ -45,14 +48,14 @@ pub static OPS: [ElementwiseOp; 16] = [
     op(
         "Max",
         true,
-        Some("max(a, b)"),
+        Some("select(max(a, b), a + b, !(a == a && b == b))"),
         Some("max(a, b)"),
         Some("max(a, b)"),
     ),
     op(
         "Min",
         true,
-        Some("min(a, b)"),
+        Some("select(min(a, b), a + b, !(a == a && b == b))"),
         Some("min(a, b)"),
         Some("min(a, b)"),
     ),
@@ -63,20 +66,14 @@ pub static OPS: [ElementwiseOp; 16] = [
     op("Log", false, Some("log(a)"), None, None),
     op("Sqrt", false, Some("sqrt(a)"), None, None),
     op("Reciprocal", false, Some("1.0 / a"), None, None),
-    op(
-        "Tanh",
-        false,
-        Some("tanh(clamp(a, -15.0, 15.0))"),
-        None,
-        None,
-    ),
+    op("Tanh", false, Some("onnx_tanh(a)"), None, None),
     op("Sigmoid", false, Some("1.0 / (1.0 + exp(-a))"), None, None),
     op(
         "Relu",
         false,
-        Some("max(a, 0.0)"),
+        Some("select(max(a, 0.0), a, !(a == a))"),
         Some("max(a, 0)"),
-        Some("a"),
+        None,
     ),
 ];
 
@@ -99,9 +96,21 @@ const F64_NATIVE: [&str; 11] = [
     "Relu",
 ];
 
+/// The ops whose expressions call functions only the word kernel's template has.
+const WORDS_ONLY: [&str; 2] = ["Pow", "Tanh"];
+
 impl ElementwiseOp {
-    /// The WGSL expression computing the op on `dtype`, if the kernel computes that dtype.
+    /// The WGSL expression computing the op on `dtype` in the typed kernel, if it computes
+    /// that dtype (the word kernel computes the rest).
     pub fn wgsl(&self, dtype: DType) -> Option<&'static str> {
+        if WORDS_ONLY.contains(&self.name) {
+            return None;
+        }
+        self.expression(dtype)
+    }
+
+    /// The op's WGSL expression for the 32- or 64-bit type `dtype` computes in.
+    pub fn expression(&self, dtype: DType) -> Option<&'static str> {
         match dtype {
             DType::F32 => self.float,
             // Vulkan's extended instructions have no f64 exp, log, tanh or pow: those need
@@ -292,7 +301,7 @@ impl Recorder {
         };
         let limit = ctx.binding_limit();
         let align = ctx.window_alignment(op, elem)?;
-        let (whole, segments) = layout_of(&storages, limit, elems);
+        let (whole, segments) = layout_of(&storages, limit, &elems);
         let walks = if whole {
             vec![walk]
         } else {
@@ -301,7 +310,7 @@ impl Recorder {
                 .ok_or_else(|| element_beyond_window(op, elem, align, limit))?
         };
         for w in walks {
-            let (firsts, bindings) = bind_windows(&storages, &w, whole, align, elems);
+            let (firsts, bindings) = bind_windows(&storages, &w, whole, align, &elems);
             let mut params = ElementwiseParams {
                 count: w.count() as u32,
                 rank: w.lens.len() as u32,

@@ -145,7 +145,7 @@ impl Recorder {
         let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
         let limit = ctx.binding_limit();
         let align = ctx.window_alignment(op, 4)?;
-        let (whole, segments) = layout_of(&storages, limit, [4; 3]);
+        let (whole, segments) = layout_of(&storages, limit, &[4; 3]);
         let room = room(limit, align, 4);
         let pieces = if whole {
             vec![(walk, true)]
@@ -213,7 +213,7 @@ impl Recorder {
                     bound.bases[j] = 0;
                 }
             }
-            let (firsts, bindings) = bind_windows(&used, &bound, whole, align, [4; 3]);
+            let (firsts, bindings) = bind_windows(&used, &bound, whole, align, &[4; 3]);
             // Every piece ends with the row axis; the axes before it are (part of) the batch.
             let (rows, batch) = w.lens.split_last().expect("the row axis");
             let wr = batch.len();

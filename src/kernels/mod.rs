@@ -15,6 +15,7 @@ pub mod matmul;
 pub mod operands;
 pub mod scan_step;
 pub mod windows;
+pub mod words;
 
 /// The most axes a kernel's parameters describe (the uniforms hold 16): the largest rank the
 /// data-movement ops accept.
@@ -65,6 +66,13 @@ const TWO_BUFFERS: &[Binding] = &[
     Binding::StorageRead,
     Binding::StorageReadWrite,
 ];
+const FOUR_BUFFERS: &[Binding] = &[
+    Binding::Uniform,
+    Binding::StorageRead,
+    Binding::StorageRead,
+    Binding::StorageRead,
+    Binding::StorageReadWrite,
+];
 const THREE_BUFFERS: &[Binding] = &[
     Binding::Uniform,
     Binding::StorageRead,
@@ -101,6 +109,15 @@ pub enum Kernel {
     Cast {
         from: DType,
         to: DType,
+        workgroup_size: u32,
+    },
+    /// `elementwise_words.wgsl` computing `op` (Cast, an op of [`words::WORD_OPS`] or of
+    /// [`elementwise::OPS`]) on the first `arity` of `operands` into `out`.
+    Words {
+        op: &'static str,
+        operands: [DType; 3],
+        arity: u8,
+        out: DType,
         workgroup_size: u32,
     },
     /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
@@ -164,6 +181,17 @@ impl Kernel {
                 }
             }
         }
+        for workgroup_size in WORKGROUP_SIZES {
+            for (op, operands, arity, to) in words::variants() {
+                out.push(Kernel::Words {
+                    op,
+                    operands,
+                    arity,
+                    out: to,
+                    workgroup_size,
+                });
+            }
+        }
         for dtype in COMPUTE_DTYPES {
             out.push(Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
@@ -193,6 +221,7 @@ impl Kernel {
             Kernel::Gather { .. } => "strided_gather.wgsl",
             Kernel::BlockRemap { .. } => "block_remap.wgsl",
             Kernel::Elementwise { .. } | Kernel::Cast { .. } => "elementwise.wgsl",
+            Kernel::Words { .. } => "elementwise_words.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanStep { .. } => "scan_step.wgsl",
             Kernel::ScanCounter => "scan_counter.wgsl",
@@ -219,6 +248,13 @@ impl Kernel {
                 &elementwise::cast_expression(from, to),
             )
             .into(),
+            Kernel::Words {
+                op,
+                operands,
+                arity,
+                out,
+                ..
+            } => words::words_source(op, &operands[..usize::from(arity)], out).into(),
             Kernel::MatMul { dtype, .. } => {
                 matmul::matmul_source(operands::wgsl_type(dtype).unwrap_or("f32")).into()
             }
@@ -250,6 +286,14 @@ impl Kernel {
             Kernel::Elementwise { workgroup_size, .. }
             | Kernel::Cast { workgroup_size, .. }
             | Kernel::ScanStep { workgroup_size } => vec![("WORKGROUP_SIZE", workgroup_size)],
+            Kernel::Words {
+                out,
+                workgroup_size,
+                ..
+            } => vec![
+                ("WORKGROUP_SIZE", workgroup_size),
+                ("OUT_BYTES", out.size() as u32),
+            ],
             Kernel::ScanCounter => Vec::new(),
             Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
@@ -270,6 +314,12 @@ impl Kernel {
                 .into_iter()
                 .filter_map(operands::native_feature)
                 .fold(wgpu::Features::empty(), |all, (f, _)| all | f),
+            Kernel::Words {
+                operands,
+                arity,
+                out,
+                ..
+            } => words::words_features(&operands[..usize::from(arity)], out),
             _ => wgpu::Features::empty(),
         }
     }
@@ -308,6 +358,19 @@ impl KernelSpec for Kernel {
                 format!("elementwise.wgsl {op} {dtype}").into()
             }
             Kernel::Cast { from, to, .. } => format!("elementwise.wgsl Cast {from}->{to}").into(),
+            Kernel::Words {
+                op,
+                operands,
+                arity,
+                out,
+                ..
+            } => {
+                let ins: Vec<&str> = operands[..usize::from(arity)]
+                    .iter()
+                    .map(|d| d.name())
+                    .collect();
+                format!("elementwise_words.wgsl {op} {}->{out}", ins.join(",")).into()
+            }
             Kernel::MatMul { dtype, .. } => format!("matmul.wgsl {dtype}").into(),
         }
     }
@@ -330,6 +393,7 @@ impl KernelSpec for Kernel {
                 Binding::StorageRead,
             ],
             Kernel::ScanCounter => &[Binding::StorageReadWrite],
+            Kernel::Words { .. } => FOUR_BUFFERS,
             _ => THREE_BUFFERS,
         }
     }

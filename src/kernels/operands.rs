@@ -67,14 +67,14 @@ pub(crate) fn specialize(template: &str, replacements: &[(&str, String)]) -> Str
 /// buffers when `whole`, else the aligned windows `w` needs), and the element index of the
 /// piece's first position in each.
 pub(crate) fn bind_windows<'a>(
-    storages: &[&'a Storage; 3],
+    storages: &[&'a Storage],
     w: &Walk,
     whole: bool,
     align: u64,
-    elems: [u64; 3],
-) -> ([u64; 3], Vec<wgpu::BindingResource<'a>>) {
-    let mut firsts = [0u64; 3];
-    let mut bindings = Vec::with_capacity(3);
+    elems: &[u64],
+) -> (Vec<u64>, Vec<wgpu::BindingResource<'a>>) {
+    let mut firsts = vec![0u64; storages.len()];
+    let mut bindings = Vec::with_capacity(storages.len());
     for (j, &storage) in storages.iter().enumerate() {
         if whole {
             firsts[j] = w.bases[j];
@@ -88,16 +88,17 @@ pub(crate) fn bind_windows<'a>(
     (firsts, bindings)
 }
 
-/// Whether three storages can be bound whole, else the elements (of `elems[j]` bytes) per
+/// Whether storages can all be bound whole, else the elements (of `elems[j]` bytes) per
 /// buffer of each (for [`Walk::split`]).
-pub(crate) fn layout_of(storages: &[&Storage; 3], limit: u64, elems: [u64; 3]) -> (bool, [u64; 3]) {
+pub(crate) fn layout_of(storages: &[&Storage], limit: u64, elems: &[u64]) -> (bool, Vec<u64>) {
     let whole = storages
         .iter()
         .all(|s| s.single().is_some_and(|b| b.size() <= limit));
-    let mut segments = [0; 3];
-    for j in 0..3 {
-        segments[j] = storages[j].segments().segment / elems[j];
-    }
+    let segments = storages
+        .iter()
+        .zip(elems)
+        .map(|(s, e)| s.segments().segment / e)
+        .collect();
     (whole, segments)
 }
 

@@ -5,80 +5,8 @@
 use super::broadcast_shape;
 pub use crate::kernels::elementwise::{cast_expression, lookup, ElementwiseOp, OPS};
 use crate::kernels::operands::{elementwise_type, native_feature};
+pub use crate::kernels::words::{result_dtype, word_expression, word_op, WordOp, WORD_OPS};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
-
-impl ElementwiseOp {
-    /// The WGSL expression for `dtype`, or an error saying which dtypes the op takes.
-    pub fn expression(&self, dtype: DType) -> Result<&'static str> {
-        self.wgsl(dtype).ok_or_else(|| {
-            let ok: Vec<&str> = [
-                DType::F32,
-                DType::F64,
-                DType::I32,
-                DType::I64,
-                DType::U32,
-                DType::U64,
-            ]
-            .into_iter()
-            .filter(|&d| self.wgsl(d).is_some())
-            .map(DType::name)
-            .collect();
-            let why = match dtype {
-                DType::F16 | DType::BF16 => {
-                    " (16-bit floats need the rounding kernels of the every-dtype work, not written yet)"
-                }
-                DType::F64 if self.float.is_some() => {
-                    " (Vulkan has no f64 exp, log, tanh or pow; software versions are not written yet)"
-                }
-                DType::I8 | DType::I16 | DType::U8 | DType::U16 | DType::Bool => {
-                    " (sub-word integers need the word-packing kernels, not written yet)"
-                }
-                _ => "",
-            };
-            Error::invalid(
-                self.name,
-                "A",
-                format!(
-                    "A is {dtype}; {} computes {}{why}",
-                    self.name,
-                    ok.join(", ")
-                ),
-            )
-        })
-    }
-
-    /// Validates and returns the output shape for inputs of these shapes and dtypes.
-    pub fn plan(&self, a: (DType, &[usize]), b: Option<(DType, &[usize])>) -> Result<Vec<usize>> {
-        self.expression(a.0)?;
-        match (self.binary, b) {
-            (true, Some((bd, bs))) => {
-                if bd != a.0 {
-                    return Err(Error::invalid(
-                        self.name,
-                        "B",
-                        format!("A is {} but B is {bd}; they must match", a.0),
-                    ));
-                }
-                let out = broadcast_shape(self.name, a.1, bs)?;
-                super::check_rank(self.name, &out)?;
-                Ok(out)
-            }
-            (false, None) => {
-                super::check_rank(self.name, a.1)?;
-                Ok(a.1.to_vec())
-            }
-            (binary, _) => Err(Error::invalid(
-                self.name,
-                "B",
-                format!(
-                    "{} takes {} input(s)",
-                    self.name,
-                    if binary { 2 } else { 1 }
-                ),
-            )),
-        }
-    }
-}
 
 impl Recorder {
     /// Records element-wise op `name` (`Add`, `Exp`, ...) on `a` (and `b` for binary ops).
@@ -86,7 +14,7 @@ impl Recorder {
         self.elementwise_to(name, a, b, Out::NEW)
     }
 
-    /// Records element-wise op `name` into `out`: the op's one recording path.
+    /// Records element-wise op `name` into `out` (`b` for binary ops).
     pub fn elementwise_to(
         &mut self,
         name: &str,
@@ -94,26 +22,51 @@ impl Recorder {
         b: Option<&Tensor>,
         out: Out,
     ) -> Result<Tensor> {
-        let op = lookup(name)
-            .ok_or_else(|| Error::Graph(format!("unknown element-wise op '{}'", name)))?;
-        self.check_inputs(op.name, &[("A", a)])?;
-        if let Some(b) = b {
-            self.check_inputs(op.name, &[("B", b)])?;
+        match b {
+            Some(b) => self.map_to(name, &[a, b], out),
+            None => self.map_to(name, &[a], out),
         }
-        // ONNX Pow takes an exponent of another numeric type: on an f32 base it is converted
-        // to f32 first (exact for integers up to 2^24), and the base's kernel runs.
-        if let (Some(e), "Pow", DType::F32) = (b, op.name, a.dtype()) {
-            if e.dtype() != DType::F32 && elementwise_type(e.dtype()).is_some() {
-                let e = self.cast_to(e, DType::F32, Out::NEW)?;
-                let result = self.elementwise_to(name, a, Some(&e), out);
-                self.release(e);
-                return result;
-            }
+    }
+
+    /// Records element-wise op `name` on one to three `inputs` (numpy broadcasting across
+    /// them) into `out`: the one recording path of every element-wise op (those of
+    /// [`OPS`] and [`WORD_OPS`]), each on every dtype ONNX defines it for.
+    pub fn map_to(&mut self, name: &str, inputs: &[&Tensor], out: Out) -> Result<Tensor> {
+        let (op, arity) = match (lookup(name), word_op(name)) {
+            (_, Some(w)) => (w.name, w.inputs),
+            (Some(t), None) => (t.name, 1 + usize::from(t.binary)),
+            _ => return Err(Error::Graph(format!("unknown element-wise op '{name}'"))),
+        };
+        let names = operand_names(op);
+        if inputs.len() != arity {
+            return Err(Error::invalid(
+                op,
+                names[0],
+                format!("{op} takes {arity} input(s), not {}", inputs.len()),
+            ));
         }
-        let shape = op.plan((a.dtype(), a.shape()), b.map(|b| (b.dtype(), b.shape())))?;
-        require_feature(self.context(), op.name, "A", a.dtype())?;
-        let out = out.tensor(self, a.dtype(), &shape)?;
-        self.elementwise_into(op.name, a, b.unwrap_or(a), &out)?;
+        for (t, n) in inputs.iter().zip(names) {
+            self.check_inputs(op, &[(n, t)])?;
+        }
+        let dtypes: Vec<DType> = inputs.iter().map(|t| t.dtype()).collect();
+        let typed = lookup(op)
+            .filter(|t| dtypes.iter().all(|&d| d == dtypes[0]) && t.wgsl(dtypes[0]).is_some());
+        if typed.is_none() && word_expression(op, &dtypes, DType::F32).is_none() {
+            return Err(unsupported_dtypes(op, &dtypes, names));
+        }
+        let mut shape = inputs[0].shape().to_vec();
+        for t in &inputs[1..] {
+            shape = broadcast_shape(op, &shape, t.shape())?;
+        }
+        super::check_rank(op, &shape)?;
+        for (&d, n) in dtypes.iter().zip(names) {
+            require_feature(self.context(), op, n, d)?;
+        }
+        let out = out.tensor(self, result_dtype(op, &dtypes), &shape)?;
+        match typed {
+            Some(t) => self.elementwise_into(t.name, inputs[0], inputs[arity - 1], &out)?,
+            None => self.words_into(op, inputs, &out)?,
+        }
         Ok(out)
     }
 
@@ -150,12 +103,16 @@ impl Recorder {
                 ));
             }
         }
-        if matches!(op, "Sum" | "Mean") && !matches!(first.dtype(), DType::F32 | DType::F64) {
+        let float = matches!(
+            first.dtype(),
+            DType::F32 | DType::F16 | DType::BF16 | DType::F64
+        );
+        if matches!(op, "Sum" | "Mean") && !float {
             return Err(Error::invalid(
                 op,
                 "data_0",
                 format!(
-                    "data_0 is {}; {op} takes f32 and f64 here (ONNX: float types)",
+                    "data_0 is {}; {op} takes the float types (f32, f16, bf16, f64)",
                     first.dtype()
                 ),
             ));
@@ -166,9 +123,10 @@ impl Recorder {
         }
         if inputs.len() == 1 {
             // One input: itself (checked like the others for dtype support).
-            lookup(binary)
-                .map(|o| o.expression(first.dtype()))
-                .transpose()?;
+            let d = first.dtype();
+            if word_expression(binary, &[d, d], d).is_none() {
+                return Err(unsupported_dtypes(op, &[d], &["data_0"]));
+            }
             return out.view(self, first.clone());
         }
         let mean = op == "Mean";
@@ -186,6 +144,12 @@ impl Recorder {
             let n = inputs.len();
             let count = match first.dtype() {
                 DType::F64 => crate::HostTensor::from_vec(vec![1], &[n as f64])?,
+                DType::F16 => {
+                    crate::HostTensor::from_vec(vec![1], &[half::f16::from_f32(n as f32)])?
+                }
+                DType::BF16 => {
+                    crate::HostTensor::from_vec(vec![1], &[half::bf16::from_f32(n as f32)])?
+                }
                 _ => crate::HostTensor::from_vec(vec![1], &[n as f32])?,
             };
             let count = Tensor::from_host(self.context(), &count)?;
@@ -202,28 +166,69 @@ impl Recorder {
         self.cast_to(a, to, Out::NEW)
     }
 
-    /// Records Cast into `out`: the op's one recording path.
+    /// Records Cast into `out`: the op's one recording path. Between any two of the 13
+    /// dtypes: integers narrow by wrapping, floats to integers truncate toward zero and
+    /// saturate (NaN as 0), anything to bool is `!= 0`, floats round to nearest-even.
     pub fn cast_to(&mut self, a: &Tensor, to: DType, out: Out) -> Result<Tensor> {
         self.check_inputs("Cast", &[("input", a)])?;
-        check_cast(self.context(), a.dtype(), to)?;
+        require_feature(self.context(), "Cast", "input", a.dtype())?;
+        require_feature(self.context(), "Cast", "to", to)?;
         let out = out.tensor(self, to, a.shape())?;
-        self.elementwise_into("Cast", a, a, &out)?;
+        if elementwise_type(a.dtype()).is_some() && elementwise_type(to).is_some() {
+            self.elementwise_into("Cast", a, a, &out)?;
+        } else {
+            self.words_into("Cast", &[a], &out)?;
+        }
         Ok(out)
     }
 }
 
-fn check_cast(ctx: &crate::Context, from: DType, to: DType) -> Result<()> {
-    for (what, d) in [("input", from), ("to", to)] {
-        if elementwise_type(d).is_none() {
-            return Err(Error::invalid(
-                "Cast",
-                what,
-                format!("{what} is {d}; Cast converts between f32, i32 and u32, and f64, i64 and u64 where the adapter has 64-bit shader types (16-bit and sub-word types need kernels not written yet)"),
-            ));
-        }
-        require_feature(ctx, "Cast", what, d)?;
+/// The input names ONNX gives an element-wise op's operands.
+fn operand_names(op: &str) -> &'static [&'static str] {
+    match op {
+        "Where" => &["condition", "X", "Y"],
+        "Clip" => &["input", "min", "max"],
+        "Pow" => &["X", "Y"],
+        _ => &["A", "B", "C"],
     }
-    Ok(())
+}
+
+/// The error for an op on dtypes it is not defined for: which dtypes it takes.
+fn unsupported_dtypes(op: &'static str, dtypes: &[DType], names: &[&str]) -> Error {
+    let defined = |d: &[DType]| {
+        word_expression(op, d, DType::F32).is_some()
+            || lookup(op).is_some_and(|t| d.iter().all(|&x| x == d[0]) && t.wgsl(d[0]).is_some())
+    };
+    // The operand whose dtype is wrong: Where's condition must be bool; otherwise the first
+    // operand's dtype decides and the others must match it (Pow's exponent excepted).
+    let ok: Vec<&str> = DType::ALL
+        .into_iter()
+        .filter(|&d| {
+            let mut trial = dtypes.to_vec();
+            let k = usize::from(op == "Where");
+            for (j, t) in trial.iter_mut().enumerate() {
+                if j >= k && (op != "Pow" || j == 0) {
+                    *t = d;
+                }
+            }
+            defined(&trial)
+        })
+        .map(DType::name)
+        .collect();
+    let k = usize::from(op == "Where" && dtypes[0] == DType::Bool);
+    let (input, got) = (names[k], dtypes[k]);
+    let mismatch = dtypes
+        .iter()
+        .enumerate()
+        .skip(k + 1)
+        .find(|&(j, &d)| d != got && !(op == "Pow" && j == 1));
+    let why = match mismatch {
+        Some((j, d)) => format!("{input} is {got} but {} is {d}; they must match", names[j]),
+        None if op == "Where" && k == 0 => format!("{input} is {got}; it must be bool"),
+        None if ok.is_empty() => format!("{op} is not defined on these dtypes ({input} is {got})"),
+        None => format!("{input} is {got}; {op} takes {}", ok.join(", ")),
+    };
+    Error::invalid(op, input, why)
 }
 
 /// Fails when `dtype` (the type of `op`'s `input`) needs a wgpu feature the context's device

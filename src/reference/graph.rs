@@ -5,11 +5,12 @@
 
 use std::collections::HashMap;
 
-use ndarray::{concatenate, ArrayD, Axis, IxDyn, Zip};
+use ndarray::{concatenate, ArrayD, Axis, IxDyn};
 
 use crate::graph::{Attr, Graph, Node};
 use crate::{BatchToSpace, DType, HostTensor, Slice, SpaceToBatch, StridedSlice};
 
+use super::numeric::{cast, elementwise, host, matmul, num, Num};
 use super::RefError;
 
 type R<T> = std::result::Result<T, RefError>;
@@ -81,258 +82,6 @@ fn idx(t: &Option<HostTensor>) -> R<Option<Vec<i64>>> {
     t.as_ref()
         .map(|t| t.to_indices("reference", "index").map_err(RefError::from))
         .transpose()
-}
-
-/// Host tensors as typed arrays for the compute ops.
-enum Num {
-    F(ArrayD<f32>),
-    I(ArrayD<i32>),
-    U(ArrayD<u32>),
-    D(ArrayD<f64>),
-    L(ArrayD<i64>),
-    Q(ArrayD<u64>),
-}
-
-fn num(t: &HostTensor) -> R<Num> {
-    Ok(match t.dtype {
-        DType::F32 => Num::F(t.to_array()?),
-        DType::I32 => Num::I(t.to_array()?),
-        DType::U32 => Num::U(t.to_array()?),
-        DType::F64 => Num::D(t.to_array()?),
-        DType::I64 => Num::L(t.to_array()?),
-        DType::U64 => Num::Q(t.to_array()?),
-        d => {
-            return Err(
-                format!("reference compute ops take f32, f64, i32, i64, u32, u64, not {d}").into(),
-            )
-        }
-    })
-}
-
-fn host(n: Num) -> HostTensor {
-    match n {
-        Num::F(a) => HostTensor::from_array(&a),
-        Num::I(a) => HostTensor::from_array(&a),
-        Num::U(a) => HostTensor::from_array(&a),
-        Num::D(a) => HostTensor::from_array(&a),
-        Num::L(a) => HostTensor::from_array(&a),
-        Num::Q(a) => HostTensor::from_array(&a),
-    }
-}
-
-fn broadcast<T: Copy, F: Fn(T, T) -> T>(a: &ArrayD<T>, b: &ArrayD<T>, f: F) -> R<ArrayD<T>> {
-    let rank = a.ndim().max(b.ndim());
-    let dim = |s: &[usize], k: usize| {
-        if k + s.len() >= rank {
-            s[k + s.len() - rank]
-        } else {
-            1
-        }
-    };
-    let pick = |x: usize, y: usize| if x == 1 { y } else { x };
-    let shape: Vec<usize> = (0..rank)
-        .map(|k| pick(dim(a.shape(), k), dim(b.shape(), k)))
-        .collect();
-    let (a, b) = (
-        a.broadcast(IxDyn(&shape)).ok_or("no broadcast")?,
-        b.broadcast(IxDyn(&shape)).ok_or("no broadcast")?,
-    );
-    Ok(Zip::from(&a).and(&b).map_collect(|&x, &y| f(x, y)))
-}
-
-fn binary(op: &str, a: Num, b: Num) -> R<Num> {
-    macro_rules! int_ops {
-        ($x:expr, $y:expr, $t:ty) => {
-            match op {
-                "Add" => broadcast($x, $y, |a: $t, b| a.wrapping_add(b)),
-                "Sub" => broadcast($x, $y, |a: $t, b| a.wrapping_sub(b)),
-                "Mul" => broadcast($x, $y, |a: $t, b| a.wrapping_mul(b)),
-                "Div" => broadcast(
-                    $x,
-                    $y,
-                    |a: $t, b| if b == 0 { a } else { a.wrapping_div(b) },
-                ),
-                "Max" => broadcast($x, $y, |a: $t, b| a.max(b)),
-                "Min" => broadcast($x, $y, |a: $t, b| a.min(b)),
-                _ => Err(format!("{op} is not defined on integers").into()),
-            }
-        };
-    }
-    Ok(match (a, b) {
-        (Num::F(x), Num::F(y)) => Num::F(match op {
-            "Add" => broadcast(&x, &y, |a, b| a + b)?,
-            "Sub" => broadcast(&x, &y, |a, b| a - b)?,
-            "Mul" => broadcast(&x, &y, |a, b| a * b)?,
-            "Div" => broadcast(&x, &y, |a, b| a / b)?,
-            "Max" => broadcast(&x, &y, f32::max)?,
-            "Min" => broadcast(&x, &y, f32::min)?,
-            "Pow" => broadcast(&x, &y, f32::powf)?,
-            _ => return Err(format!("unknown op {op}").into()),
-        }),
-        // IEEE f64: + - * / are exact (correctly rounded) on the GPU and here alike.
-        (Num::D(x), Num::D(y)) => Num::D(match op {
-            "Add" => broadcast(&x, &y, |a, b| a + b)?,
-            "Sub" => broadcast(&x, &y, |a, b| a - b)?,
-            "Mul" => broadcast(&x, &y, |a, b| a * b)?,
-            "Div" => broadcast(&x, &y, |a, b| a / b)?,
-            "Max" => broadcast(&x, &y, f64::max)?,
-            "Min" => broadcast(&x, &y, f64::min)?,
-            _ => return Err(format!("{op} is not defined on f64 here").into()),
-        }),
-        (Num::I(x), Num::I(y)) => Num::I(int_ops!(&x, &y, i32)?),
-        (Num::U(x), Num::U(y)) => Num::U(int_ops!(&x, &y, u32)?),
-        (Num::L(x), Num::L(y)) => Num::L(int_ops!(&x, &y, i64)?),
-        (Num::Q(x), Num::Q(y)) => Num::Q(int_ops!(&x, &y, u64)?),
-        _ => return Err("operands differ in dtype".into()),
-    })
-}
-
-fn unary(op: &str, a: Num) -> R<Num> {
-    Ok(match a {
-        Num::F(x) => Num::F(x.mapv(|v| match op {
-            "Neg" => -v,
-            "Abs" => v.abs(),
-            "Exp" => v.exp(),
-            "Log" => v.ln(),
-            "Sqrt" => v.sqrt(),
-            "Tanh" => v.tanh(),
-            "Sigmoid" => 1.0 / (1.0 + (-v).exp()),
-            "Reciprocal" => 1.0 / v,
-            _ => v.max(0.0), // Relu
-        })),
-        Num::I(x) => Num::I(match op {
-            "Neg" => x.mapv(i32::wrapping_neg),
-            "Abs" => x.mapv(i32::wrapping_abs),
-            "Relu" => x.mapv(|v| v.max(0)),
-            _ => return Err(format!("{op} is not defined on i32").into()),
-        }),
-        Num::U(x) => Num::U(match op {
-            "Abs" | "Relu" => x,
-            _ => return Err(format!("{op} is not defined on u32").into()),
-        }),
-        Num::D(x) => Num::D(match op {
-            "Neg" => x.mapv(|v| -v),
-            "Abs" => x.mapv(f64::abs),
-            "Sqrt" => x.mapv(f64::sqrt),
-            "Reciprocal" => x.mapv(|v| 1.0 / v),
-            "Relu" => x.mapv(|v| v.max(0.0)),
-            _ => return Err(format!("{op} is not defined on f64 here").into()),
-        }),
-        Num::L(x) => Num::L(match op {
-            "Neg" => x.mapv(i64::wrapping_neg),
-            "Abs" => x.mapv(i64::wrapping_abs),
-            "Relu" => x.mapv(|v| v.max(0)),
-            _ => return Err(format!("{op} is not defined on i64").into()),
-        }),
-        Num::Q(x) => Num::Q(match op {
-            "Abs" | "Relu" => x,
-            _ => return Err(format!("{op} is not defined on u64").into()),
-        }),
-    })
-}
-
-fn matmul<T: Copy + Default + std::ops::Add<Output = T>>(
-    a: &ArrayD<T>,
-    b: &ArrayD<T>,
-    mul: impl Fn(T, T) -> T,
-    add: impl Fn(T, T) -> T,
-) -> R<ArrayD<T>> {
-    let a2 = if a.ndim() == 1 {
-        a.clone().insert_axis(Axis(0))
-    } else {
-        a.clone()
-    };
-    let b2 = if b.ndim() == 1 {
-        b.clone().insert_axis(Axis(1))
-    } else {
-        b.clone()
-    };
-    let (m, k, n) = (
-        a2.shape()[a2.ndim() - 2],
-        a2.shape()[a2.ndim() - 1],
-        b2.shape()[b2.ndim() - 1],
-    );
-    if b2.shape()[b2.ndim() - 2] != k {
-        return Err("inner dimensions differ".into());
-    }
-    let (ab, bb) = (&a2.shape()[..a2.ndim() - 2], &b2.shape()[..b2.ndim() - 2]);
-    let rank = ab.len().max(bb.len());
-    let dim = |s: &[usize], i: usize| {
-        if i + s.len() >= rank {
-            s[i + s.len() - rank]
-        } else {
-            1
-        }
-    };
-    let batch: Vec<usize> = (0..rank)
-        .map(|i| {
-            if dim(ab, i) == 1 {
-                dim(bb, i)
-            } else {
-                dim(ab, i)
-            }
-        })
-        .collect();
-    let mut sa = batch.clone();
-    sa.extend([m, k]);
-    let mut sb = batch.clone();
-    sb.extend([k, n]);
-    let a3 = a2
-        .broadcast(IxDyn(&sa))
-        .ok_or("batch dims do not broadcast")?
-        .to_owned();
-    let b3 = b2
-        .broadcast(IxDyn(&sb))
-        .ok_or("batch dims do not broadcast")?
-        .to_owned();
-    let nb: usize = batch.iter().product();
-    let a3 = a3.into_shape_with_order(IxDyn(&[nb, m, k]))?;
-    let b3 = b3.into_shape_with_order(IxDyn(&[nb, k, n]))?;
-    let mut out = Vec::with_capacity(nb * m * n);
-    for q in 0..nb {
-        for i in 0..m {
-            for j in 0..n {
-                let mut acc = T::default();
-                for l in 0..k {
-                    acc = add(acc, mul(a3[[q, i, l]], b3[[q, l, j]]));
-                }
-                out.push(acc);
-            }
-        }
-    }
-    let mut shape = batch;
-    if a.ndim() > 1 {
-        shape.push(m);
-    }
-    if b.ndim() > 1 {
-        shape.push(n);
-    }
-    Ok(ArrayD::from_shape_vec(IxDyn(&shape), out)?)
-}
-
-fn cast(t: &HostTensor, to: DType) -> R<HostTensor> {
-    macro_rules! conv {
-        ($a:expr) => {
-            match to {
-                DType::F32 => host(Num::F($a.mapv(|v| v as f32))),
-                DType::I32 => host(Num::I($a.mapv(|v| v as i32))),
-                DType::U32 => host(Num::U($a.mapv(|v| v as u32))),
-                // Rust's `as`: floats to integers saturate (NaN as 0), integers wrap.
-                DType::F64 => host(Num::D($a.mapv(|v| v as f64))),
-                DType::I64 => host(Num::L($a.mapv(|v| v as i64))),
-                DType::U64 => host(Num::Q($a.mapv(|v| v as u64))),
-                d => return Err(format!("cast to {d}").into()),
-            }
-        };
-    }
-    Ok(match num(t)? {
-        Num::F(a) => conv!(a),
-        Num::I(a) => conv!(a),
-        Num::U(a) => conv!(a),
-        Num::D(a) => conv!(a),
-        Num::L(a) => conv!(a),
-        Num::Q(a) => conv!(a),
-    })
 }
 
 /// Element-wise bytes of `t` as an array with a trailing byte axis (dtype-agnostic moves).
@@ -430,13 +179,39 @@ fn run_node(
             one(super::space_to_batch(&a(0)?, &o)?)
         }
         "Identity" => one(a(0)?),
-        "Add" | "Sub" | "Mul" | "Div" | "Pow" => {
-            let (base, mut exponent) = (a(0)?, a(1)?);
-            // Pow's exponent may have another numeric type: converted to the f32 base's.
-            if op == "Pow" && base.dtype == DType::F32 && exponent.dtype != DType::F32 {
-                exponent = cast(&exponent, DType::F32)?;
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Equal" | "Less" | "LessOrEqual" | "Greater"
+        | "GreaterOrEqual" | "And" | "Or" | "Xor" | "Where" => {
+            let ins: Vec<HostTensor> = (0..args.len()).map(a).collect::<R<_>>()?;
+            one(elementwise(op, &ins)?)
+        }
+        "Mod" => {
+            let name = if int(node, "fmod").unwrap_or(0) != 0 {
+                "FMod"
+            } else {
+                "Mod"
+            };
+            one(elementwise(name, &[a(0)?, a(1)?])?)
+        }
+        // Absent bounds do not bound: the dtype's infinities (or extremes) stand for them.
+        "Clip" => {
+            let x = a(0)?;
+            let mut bounds = Vec::new();
+            for (k, (name, none)) in [("min", f64::NEG_INFINITY), ("max", f64::INFINITY)]
+                .into_iter()
+                .enumerate()
+            {
+                bounds.push(match (args.get(k + 1), node.attrs.get(name)) {
+                    (Some(Some(b)), _) => b.clone(),
+                    (_, Some(Attr::Float(v))) => {
+                        cast(&HostTensor::from_vec(Vec::new(), &[*v])?, x.dtype)?
+                    }
+                    _ => cast(&HostTensor::from_vec(Vec::new(), &[none])?, x.dtype)?,
+                });
             }
-            one(host(binary(op, num(&base)?, num(&exponent)?)?))
+            one(elementwise(
+                "Clip",
+                &[x, bounds[0].clone(), bounds[1].clone()],
+            )?)
         }
         // Variadic: inputs combined in order, Mean then divided by the count.
         "Max" | "Min" | "Sum" | "Mean" => {
@@ -446,25 +221,25 @@ fn run_node(
                 op
             };
             let mut acc = a(0)?;
-            if pair == "Add" && !matches!(acc.dtype, DType::F32 | DType::F64) {
+            let float = matches!(
+                acc.dtype,
+                DType::F32 | DType::F16 | DType::BF16 | DType::F64
+            );
+            if pair == "Add" && !float {
                 return Err(format!("{op} takes float types, not {}", acc.dtype).into());
             }
             for i in 1..args.len() {
-                acc = host(binary(pair, num(&acc)?, num(&a(i)?)?)?);
+                acc = elementwise(pair, &[acc, a(i)?])?;
             }
             if op == "Mean" {
-                let n = args.len();
-                let count = match acc.dtype {
-                    DType::F64 => HostTensor::from_vec(vec![1], &[n as f64]),
-                    _ => HostTensor::from_vec(vec![1], &[n as f32]),
-                }?;
-                acc = host(binary("Div", num(&acc)?, num(&count)?)?);
+                let n = args.len() as f64;
+                let count = cast(&HostTensor::from_vec(vec![1], &[n])?, acc.dtype)?;
+                acc = elementwise("Div", &[acc, count])?;
             }
             one(acc)
         }
-        "Neg" | "Abs" | "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Relu" | "Reciprocal" => {
-            one(host(unary(op, num(&a(0)?)?)?))
-        }
+        "Neg" | "Abs" | "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Relu" | "Reciprocal"
+        | "Not" | "Sign" | "Floor" | "Ceil" | "Round" | "Erf" => one(elementwise(op, &[a(0)?])?),
         "MatMul" => one(host(match (num(&a(0)?)?, num(&a(1)?)?) {
             (Num::F(x), Num::F(y)) => Num::F(matmul(&x, &y, |p, q| p * q, |p, q| p + q)?),
             (Num::I(x), Num::I(y)) => Num::I(matmul(&x, &y, i32::wrapping_mul, i32::wrapping_add)?),

@@ -437,3 +437,9 @@ pub fn space_to_batch(data: &HostTensor, op: &crate::SpaceToBatch) -> Result<Hos
     })
 }
 pub mod graph;
+mod numeric;
+
+/// ONNX Cast on the host (what the GPU's Cast computes, for constants made while planning).
+pub(crate) fn cast_host(t: &HostTensor, to: crate::DType) -> crate::Result<HostTensor> {
+    numeric::cast(t, to).map_err(|e| crate::Error::Graph(e.to_string()))
+}

@@ -1,0 +1,242 @@
+// Element-wise ops on every dtype, reading and writing raw 32-bit words: out[i] =
+// apply(a[ia], b[ib], c[ic]) with numpy broadcasting (stride 0 on broadcast axes). Each operand
+// is loaded into the type the op computes in (8/16-bit integers widened to 32 bits, f16 and
+// bf16 to f32, bool to u32 0/1) and the result is narrowed when stored: integers wrap, f16 and
+// bf16 round to nearest-even by integer arithmetic, so the bits do not depend on how a driver
+// converts. Outputs of 1 or 2 bytes are written a whole word per invocation (no two
+// invocations share a word; no atomics). Unary and binary ops bind an operand more than once.
+//
+// Specialized per op and dtypes by a validated substitution of the marked lines below; every
+// variant is validated with naga in the tests.
+
+alias A = f32; // A TYPE
+alias B = f32; // B TYPE
+alias C = f32; // C TYPE
+alias R = f32; // RESULT TYPE
+
+override WORKGROUP_SIZE: u32 = 64u;
+// Bytes of an output element: 1, 2, 4 or 8.
+override OUT_BYTES: u32 = 4u;
+
+struct Params {
+    // Output elements of this dispatch.
+    count: u32,
+    // Invocations with work: output words for 1- and 2-byte outputs, else elements.
+    units: u32,
+    rank: u32,
+    // Element index of this dispatch's output element 0 in the bound output window.
+    dst_base: u32,
+    // Element offsets of the operands inside their bound windows (x, y, z: a, b, c).
+    base: vec4<u32>,
+    // Output shape and the operands' element strides, innermost axis first.
+    shape: array<vec4<u32>, 4>,
+    a_stride: array<vec4<u32>, 4>,
+    b_stride: array<vec4<u32>, 4>,
+    c_stride: array<vec4<u32>, 4>,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> a_words: array<u32>;
+@group(0) @binding(2) var<storage, read> b_words: array<u32>;
+@group(0) @binding(3) var<storage, read> c_words: array<u32>;
+@group(0) @binding(4) var<storage, read_write> dst: array<u32>;
+
+// Infinity and NaN made at run time: as constant expressions they are shader-creation errors
+// in WGSL (Chromium's Tint rejects them; naga does not).
+fn runtime_f32(bits: u32) -> f32 {
+    var b = bits;
+    return bitcast<f32>(b);
+}
+
+// f16 bits (low 16) to f32, exactly (subnormals, infinities and NaN payloads included).
+fn f16_to_f32(h: u32) -> f32 {
+    let sign = (h & 0x8000u) << 16u;
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    if e == 0x1fu {
+        return runtime_f32(sign | 0x7f800000u | (m << 13u));
+    }
+    if e == 0u {
+        // Subnormal or zero: m * 2^-24, exact in f32.
+        let v = f32(m) * 5.9604644775390625e-8;
+        return select(v, -v, sign != 0u);
+    }
+    return runtime_f32(sign | ((e + 112u) << 23u) | (m << 13u));
+}
+
+// f32 to f16 bits, rounded to nearest-even; NaN stays a (quiet) NaN.
+fn f32_to_f16(v: f32) -> u32 {
+    let x = bitcast<u32>(v);
+    let sign = (x >> 16u) & 0x8000u;
+    let mag = x & 0x7fffffffu;
+    if mag > 0x7f800000u {
+        return sign | 0x7e00u | ((mag >> 13u) & 0x3ffu);
+    }
+    if mag >= 0x477ff000u {
+        // 65520 and above round to infinity.
+        return sign | 0x7c00u;
+    }
+    if mag >= 0x38800000u {
+        // Normal in f16: rebias the exponent, round the 13 dropped bits.
+        let r = mag - 0x38000000u;
+        return sign | ((r + 0xfffu + ((r >> 13u) & 1u)) >> 13u);
+    }
+    let e = mag >> 23u;
+    if e < 102u {
+        // Below 2^-25: rounds to zero.
+        return sign;
+    }
+    // Subnormal in f16: the significand in units of 2^-24, rounded.
+    let m = (mag & 0x7fffffu) | 0x800000u;
+    let shift = 126u - e;
+    let q = m >> shift;
+    let rest = m & ((1u << shift) - 1u);
+    let half = 1u << (shift - 1u);
+    let up = rest > half || (rest == half && (q & 1u) == 1u);
+    return sign | (q + u32(up));
+}
+
+// f32 to bf16 bits, rounded to nearest-even; NaN stays a (quiet) NaN.
+fn f32_to_bf16(v: f32) -> u32 {
+    let x = bitcast<u32>(v);
+    if (x & 0x7fffffffu) > 0x7f800000u {
+        return (x >> 16u) | 0x40u;
+    }
+    return (x + 0x7fffu + ((x >> 16u) & 1u)) >> 16u;
+}
+
+// The 8- or 16-bit field of word `w` holding element `i` (zero-extended).
+fn field(w: u32, i: u32, bits: u32) -> u32 {
+    return extractBits(w, (i % (32u / bits)) * bits, bits);
+}
+
+// C's pow on f32 (onnxruntime's): WGSL's pow is undefined for negative bases and for 0^0.
+fn onnx_pow(a: f32, b: f32) -> f32 {
+    if b == 0.0 || a == 1.0 {
+        return 1.0;
+    }
+    if !(a == a && b == b) {
+        return a + b;
+    }
+    let inf = runtime_f32(0x7f800000u);
+    if abs(a) == 1.0 && abs(b) == inf {
+        return 1.0;
+    }
+    if a == 0.0 {
+        return select(0.0, inf, b < 0.0);
+    }
+    let m = exp2(b * log2(abs(a)));
+    if a > 0.0 {
+        return m;
+    }
+    if floor(b) != b {
+        // A negative base to a fractional power: NaN, but for -inf.
+        return select(runtime_f32(0x7fc00000u), m, a == -inf);
+    }
+    let odd = abs(b) < 16777216.0 && (i32(abs(b)) & 1) == 1;
+    return select(m, -m, odd);
+}
+
+// tanh on f32: its series near 0, where tanh built from exp loses the relative precision,
+// else the built-in (clamped where it is already +-1); NaN stays NaN.
+fn onnx_tanh(x: f32) -> f32 {
+    let z = abs(x);
+    if z < 0.125 {
+        let s = x * x;
+        return x * (1.0 - s * (1.0 / 3.0 - s * (2.0 / 15.0 - s * (17.0 / 315.0))));
+    }
+    let t = tanh(min(z, 15.0));
+    return select(select(t, -t, x < 0.0), x, !(x == x));
+}
+
+// erf on f32: its Taylor series near 0, else 1 - erfc by a Chebyshev fit (relative error
+// below 1.2e-7).
+fn onnx_erf(x: f32) -> f32 {
+    let z = abs(x);
+    if z < 0.5 {
+        let s = z * z;
+        let p = 1.0 - s * (1.0 / 3.0 - s * (0.1 - s * (1.0 / 42.0 - s * (1.0 / 216.0 - s / 1320.0))));
+        return x * 1.1283791670955126 * p;
+    }
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let q = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
+        + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
+        + t * (-0.82215223 + t * 0.17087277))))))));
+    let r = 1.0 - t * exp(q);
+    return select(r, -r, x < 0.0);
+}
+
+// Operand element i from its words (the marked lines are specialized per dtype).
+fn load_a(i: u32) -> A { return bitcast<f32>(a_words[i]); } // LOAD A
+fn load_b(i: u32) -> B { return bitcast<f32>(b_words[i]); } // LOAD B
+fn load_c(i: u32) -> C { return bitcast<f32>(c_words[i]); } // LOAD C
+
+// HELPERS
+
+fn apply(a: A, b: B, c: C) -> R {
+    return a + b; // EXPRESSION
+}
+
+// A result's bits: the low word (the low 8 or 16 bits for narrow types), and the high word of
+// 64-bit types.
+fn bits(r: R) -> vec2<u32> { return vec2<u32>(bitcast<u32>(r), 0u); } // BITS
+
+// Output element `e` of this dispatch: its operands' elements, computed.
+fn compute(e: u32) -> R {
+    var rest = e;
+    var ia = params.base.x;
+    var ib = params.base.y;
+    var ic = params.base.z;
+    for (var k = 0u; k < params.rank; k++) {
+        let n = params.shape[k / 4u][k % 4u];
+        let coord = rest % n;
+        rest /= n;
+        ia += coord * params.a_stride[k / 4u][k % 4u];
+        ib += coord * params.b_stride[k / 4u][k % 4u];
+        ic += coord * params.c_stride[k / 4u][k % 4u];
+    }
+    return apply(load_a(ia), load_b(ib), load_c(ic));
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let t = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if t >= params.units {
+        return;
+    }
+    if OUT_BYTES >= 4u {
+        let v = bits(compute(t));
+        let d = params.dst_base + t;
+        if OUT_BYTES == 8u {
+            dst[2u * d] = v.x;
+            dst[2u * d + 1u] = v.y;
+        } else {
+            dst[d] = v.x;
+        }
+        return;
+    }
+    // One whole output word: its element slots before or after this dispatch's output keep
+    // their bytes (a window or a neighbour's output may start or end inside the word).
+    // min(): this path is dead for 4- and 8-byte outputs but still constant-evaluated.
+    let width = min(OUT_BYTES, 2u) * 8u;
+    let lanes = 32u / width;
+    let w = params.dst_base / lanes + t;
+    var word = 0u;
+    var keep = 0u;
+    for (var lane = 0u; lane < lanes; lane++) {
+        let slot = w * lanes + lane;
+        if slot < params.dst_base || slot - params.dst_base >= params.count {
+            keep |= insertBits(0u, 0xffffffffu, lane * width, width);
+        } else {
+            word = insertBits(word, bits(compute(slot - params.dst_base)).x, lane * width, width);
+        }
+    }
+    if keep != 0u {
+        word |= dst[w] & keep;
+    }
+    dst[w] = word;
+}

@@ -1,0 +1,695 @@
+//! The word kernel family (`shaders/elementwise_words.wgsl`): element-wise ops of one to three
+//! operands on every dtype, each operand read from raw 32-bit words into the type it computes
+//! in, the result narrowed when stored. It computes what the typed element-wise kernel cannot:
+//! 8- and 16-bit integers, `f16`, `bf16` and `bool` (in 32-bit arithmetic, then wrapped or
+//! rounded to nearest-even), operands of different dtypes (`Where`, comparisons, `Pow` with an
+//! exponent of another type), and `Cast` between all 13 dtypes.
+
+use super::elementwise::{broadcast_strides, cast_expression, lookup};
+use super::operands::{bind_windows, layout_of, native_feature, specialize, too_many};
+use super::windows::{element_beyond_window, room, Walk};
+use super::{grid_for, Kernel, MAX_RANK};
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+const WORDS: &str = include_str!("../../shaders/elementwise_words.wgsl");
+
+/// How an operand computes: the WGSL type its elements are widened into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// f32, and f16 and bf16 widened to f32.
+    Float,
+    /// f64 (wgpu's `SHADER_F64`).
+    Double,
+    /// i32, and i8 and i16 sign-extended.
+    Int,
+    /// i64 (`SHADER_INT64`).
+    Long,
+    /// u32, and u8 and u16 zero-extended.
+    Uint,
+    /// u64 (`SHADER_INT64`).
+    Ulong,
+    /// bool as u32 0 or 1.
+    Bool,
+}
+
+impl Class {
+    pub fn of(dtype: DType) -> Class {
+        match dtype {
+            DType::F32 | DType::F16 | DType::BF16 => Class::Float,
+            DType::F64 => Class::Double,
+            DType::I8 | DType::I16 | DType::I32 => Class::Int,
+            DType::I64 => Class::Long,
+            DType::U8 | DType::U16 | DType::U32 => Class::Uint,
+            DType::U64 => Class::Ulong,
+            DType::Bool => Class::Bool,
+        }
+    }
+
+    /// The WGSL type the class computes in.
+    pub fn wgsl(self) -> &'static str {
+        match self {
+            Class::Float => "f32",
+            Class::Double => "f64",
+            Class::Int => "i32",
+            Class::Long => "i64",
+            Class::Uint | Class::Bool => "u32",
+            Class::Ulong => "u64",
+        }
+    }
+
+    fn is_float(self) -> bool {
+        matches!(self, Class::Float | Class::Double)
+    }
+
+    fn is_signed(self) -> bool {
+        matches!(self, Class::Int | Class::Long)
+    }
+
+    fn is_unsigned(self) -> bool {
+        matches!(self, Class::Uint | Class::Ulong)
+    }
+
+    fn is_number(self) -> bool {
+        self != Class::Bool
+    }
+
+    /// The dtype of 32 or 64 bits that computes like this class (bool as u32).
+    fn wide(self) -> DType {
+        match self {
+            Class::Float => DType::F32,
+            Class::Double => DType::F64,
+            Class::Int => DType::I32,
+            Class::Long => DType::I64,
+            Class::Uint | Class::Bool => DType::U32,
+            Class::Ulong => DType::U64,
+        }
+    }
+}
+
+/// WGSL expression loading element `i` of `dtype` from the words of `buffer`.
+fn load_expression(dtype: DType, buffer: &str) -> String {
+    let pair = format!("((u64({buffer}[2u * i + 1u]) << 32u) | u64({buffer}[2u * i]))");
+    match dtype {
+        DType::F32 => format!("bitcast<f32>({buffer}[i])"),
+        DType::I32 => format!("bitcast<i32>({buffer}[i])"),
+        DType::U32 => format!("{buffer}[i]"),
+        DType::F16 => format!("f16_to_f32(field({buffer}[i / 2u], i, 16u))"),
+        DType::BF16 => format!("bitcast<f32>(field({buffer}[i / 2u], i, 16u) << 16u)"),
+        DType::I8 => format!("bitcast<i32>(field({buffer}[i / 4u], i, 8u) << 24u) >> 24u"),
+        DType::I16 => format!("bitcast<i32>(field({buffer}[i / 2u], i, 16u) << 16u) >> 16u"),
+        DType::U8 => format!("field({buffer}[i / 4u], i, 8u)"),
+        DType::U16 => format!("field({buffer}[i / 2u], i, 16u)"),
+        DType::Bool => format!("u32(field({buffer}[i / 4u], i, 8u) != 0u)"),
+        DType::U64 => pair,
+        DType::I64 => format!("bitcast<i64>{pair}"),
+        DType::F64 => format!("bitcast<f64>{pair}"),
+    }
+}
+
+/// WGSL expression of the stored bits of result `r` as `dtype`: the low word (whose low 8 or
+/// 16 bits the kernel keeps for narrow types) and the high word.
+fn bits_expression(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 | DType::I32 | DType::I8 | DType::I16 => "vec2<u32>(bitcast<u32>(r), 0u)",
+        DType::U32 | DType::U8 | DType::U16 | DType::Bool => "vec2<u32>(r, 0u)",
+        DType::F16 => "vec2<u32>(f32_to_f16(r), 0u)",
+        DType::BF16 => "vec2<u32>(f32_to_bf16(r), 0u)",
+        DType::U64 => "vec2<u32>(u32(r & 0xfffffffflu), u32(r >> 32u))",
+        DType::I64 | DType::F64 => {
+            "vec2<u32>(u32(bitcast<u64>(r) & 0xfffffffflu), u32(bitcast<u64>(r) >> 32u))"
+        }
+    }
+}
+
+/// An op's WGSL: helper functions (of the operand types `A`, `B`, `C` and result type `R`)
+/// and the expression of `a`, `b`, `c`.
+pub struct Expr {
+    pub helpers: String,
+    pub expression: String,
+}
+
+fn expr(expression: impl Into<String>) -> Option<Expr> {
+    Some(Expr {
+        helpers: String::new(),
+        expression: expression.into(),
+    })
+}
+
+/// Integer power by squaring, wrapping like the other integer ops; a negative exponent gives
+/// what truncating the real power gives (0, or +-1 for a base of +-1; 0 for a base of 0).
+const INT_POW: &str = "fn int_pow(base: A, exponent: A) -> A {
+    if exponent < A(0) {
+        if base == A(1) { return A(1); }
+        if base == A(-1) { return select(A(1), A(-1), (exponent & A(1)) != A(0)); }
+        return A(0);
+    }
+    var r = A(1);
+    var x = base;
+    var e = exponent;
+    while e > A(0) {
+        if (e & A(1)) != A(0) { r *= x; }
+        x *= x;
+        e = e >> 1u;
+    }
+    return r;
+}";
+
+/// Integer Mod with the divisor's sign (Python's %); 0 for a divisor of 0.
+const INT_MOD: &str = "fn int_mod(a: A, b: A) -> A {
+    if b == A(0) { return A(0); }
+    let r = a % b;
+    return select(r, r + b, r != A(0) && ((r < A(0)) != (b < A(0))));
+}";
+
+/// C's fmod and Python's float % on the float type `A` whose largest finite value is `BIG`,
+/// exact: the remainder is reduced by the divisor scaled by powers of two, largest first, and
+/// each subtraction is exact (Sterbenz: s <= r < 2s). Zeros keep the sign C and numpy give.
+const FLOAT_MOD: &str = "fn c_fmod(a: A, b: A) -> A {
+    let m = abs(b);
+    var r = abs(a);
+    if !(r <= A(BIG)) || !(m > A(0)) {
+        // An infinite or NaN dividend, a zero or NaN divisor: NaN, made at run time.
+        let z = m - m;
+        return z / z;
+    }
+    if r < m {
+        return a;
+    }
+    var s = m;
+    while s <= r * A(0.5) {
+        s = s * A(2);
+    }
+    loop {
+        if r >= s {
+            r = r - s;
+        }
+        if s == m {
+            break;
+        }
+        s = s * A(0.5);
+    }
+    return select(r, -r, a < A(0));
+}
+fn py_mod(a: A, b: A) -> A {
+    let r = c_fmod(a, b);
+    if r == A(0) { return select(A(0), -A(0), b < A(0)); }
+    return select(r, r + b, (r < A(0)) != (b < A(0)));
+}";
+
+/// Where the result dtype of an op comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Result_ {
+    /// The first operand's dtype (the second's for `Where`).
+    Same,
+    /// bool.
+    Bool,
+}
+
+/// One op the word kernel computes beyond the typed kernel's table: operand count, result,
+/// and its WGSL for operand classes (None where ONNX does not define it on those dtypes).
+pub struct WordOp {
+    pub name: &'static str,
+    pub inputs: usize,
+    pub result: Result_,
+    pub wgsl: fn(&[Class]) -> Option<Expr>,
+}
+
+fn compare(op: &'static str, classes: &[Class]) -> Option<Expr> {
+    (classes[0].is_number() && classes[0] == classes[1]).then(|| Expr {
+        helpers: String::new(),
+        expression: format!("u32(a {op} b)"),
+    })
+}
+
+/// The ops only the word kernel computes.
+pub static WORD_OPS: [WordOp; 19] = [
+    WordOp {
+        name: "Equal",
+        inputs: 2,
+        result: Result_::Bool,
+        wgsl: |c| (c[0] == c[1]).then(|| expr("u32(a == b)")).flatten(),
+    },
+    WordOp {
+        name: "Less",
+        inputs: 2,
+        result: Result_::Bool,
+        wgsl: |c| compare("<", c),
+    },
+    WordOp {
+        name: "LessOrEqual",
+        inputs: 2,
+        result: Result_::Bool,
+        wgsl: |c| compare("<=", c),
+    },
+    WordOp {
+        name: "Greater",
+        inputs: 2,
+        result: Result_::Bool,
+        wgsl: |c| compare(">", c),
+    },
+    WordOp {
+        name: "GreaterOrEqual",
+        inputs: 2,
+        result: Result_::Bool,
+        wgsl: |c| compare(">=", c),
+    },
+    WordOp {
+        name: "And",
+        inputs: 2,
+        result: Result_::Bool,
+        wgsl: |c| (c == [Class::Bool; 2]).then(|| expr("a & b")).flatten(),
+    },
+    WordOp {
+        name: "Or",
+        inputs: 2,
+        result: Result_::Bool,
+        wgsl: |c| (c == [Class::Bool; 2]).then(|| expr("a | b")).flatten(),
+    },
+    WordOp {
+        name: "Xor",
+        inputs: 2,
+        result: Result_::Bool,
+        wgsl: |c| (c == [Class::Bool; 2]).then(|| expr("a ^ b")).flatten(),
+    },
+    WordOp {
+        name: "Not",
+        inputs: 1,
+        result: Result_::Bool,
+        wgsl: |c| (c[0] == Class::Bool).then(|| expr("a ^ 1u")).flatten(),
+    },
+    WordOp {
+        name: "Where",
+        inputs: 3,
+        result: Result_::Same,
+        wgsl: |c| {
+            (c[0] == Class::Bool && c[1] == c[2])
+                .then(|| expr("select(c, b, a != 0u)"))
+                .flatten()
+        },
+    },
+    WordOp {
+        name: "Sign",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| match c[0] {
+            Class::Float | Class::Double => expr("select(sign(a), a, !(a == a))"),
+            Class::Int | Class::Long => expr("A(a > A(0)) - A(a < A(0))"),
+            Class::Uint | Class::Ulong => expr("A(a > A(0))"),
+            Class::Bool => None,
+        },
+    },
+    WordOp {
+        name: "Floor",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| c[0].is_float().then(|| expr("floor(a)")).flatten(),
+    },
+    WordOp {
+        name: "Ceil",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| c[0].is_float().then(|| expr("ceil(a)")).flatten(),
+    },
+    WordOp {
+        name: "Round",
+        inputs: 1,
+        result: Result_::Same,
+        // WGSL's round takes halves to even, as ONNX's does.
+        wgsl: |c| c[0].is_float().then(|| expr("round(a)")).flatten(),
+    },
+    WordOp {
+        name: "Erf",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| {
+            (c[0] == Class::Float)
+                .then(|| expr("onnx_erf(a)"))
+                .flatten()
+        },
+    },
+    // ONNX Mod with fmod = 0: the result takes the divisor's sign (Python's %).
+    WordOp {
+        name: "Mod",
+        inputs: 2,
+        result: Result_::Same,
+        wgsl: |c| match c[0] {
+            Class::Int | Class::Long => Some(Expr {
+                helpers: INT_MOD.into(),
+                expression: "int_mod(a, b)".into(),
+            }),
+            Class::Uint | Class::Ulong => expr("select(a % b, A(0), b == A(0))"),
+            Class::Float => Some(Expr {
+                helpers: FLOAT_MOD.replace("BIG", "3.4028234663852886e38"),
+                expression: "py_mod(a, b)".into(),
+            }),
+            Class::Double => Some(Expr {
+                helpers: FLOAT_MOD.replace("BIG", "1.7976931348623157e308"),
+                expression: "py_mod(a, b)".into(),
+            }),
+            Class::Bool => None,
+        },
+    },
+    // ONNX Mod with fmod = 1: C's fmod, the result takes the dividend's sign.
+    WordOp {
+        name: "FMod",
+        inputs: 2,
+        result: Result_::Same,
+        wgsl: |c| match c[0] {
+            Class::Float => Some(Expr {
+                helpers: FLOAT_MOD.replace("BIG", "3.4028234663852886e38"),
+                expression: "c_fmod(a, b)".into(),
+            }),
+            Class::Double => Some(Expr {
+                helpers: FLOAT_MOD.replace("BIG", "1.7976931348623157e308"),
+                expression: "c_fmod(a, b)".into(),
+            }),
+            Class::Bool => None,
+            _ => expr("select(a % b, A(0), b == A(0))"),
+        },
+    },
+    WordOp {
+        name: "Clip",
+        inputs: 3,
+        result: Result_::Same,
+        wgsl: |c| {
+            // Comparisons, as onnxruntime clamps: a NaN input stays NaN, a NaN bound
+            // does not bound.
+            (c[0].is_number() && c[0] == c[1] && c[1] == c[2])
+                .then(|| expr("select(select(a, b, a < b), c, select(a, b, a < b) > c)"))
+                .flatten()
+        },
+    },
+    WordOp {
+        name: "Pow",
+        inputs: 2,
+        result: Result_::Same,
+        // The exponent may be of another numeric type. Integer bases to integer exponents
+        // by squaring; to float exponents through f32, truncated back.
+        wgsl: |c| match (c[0], c[1]) {
+            (Class::Float, e) if e.is_number() => expr("onnx_pow(a, f32(b))"),
+            (Class::Int | Class::Long, e) if e.is_signed() || e.is_unsigned() => Some(Expr {
+                helpers: INT_POW.into(),
+                expression: "int_pow(a, A(b))".into(),
+            }),
+            (Class::Int | Class::Long, Class::Float) => expr("A(onnx_pow(f32(a), b))"),
+            _ => None,
+        },
+    },
+];
+
+pub fn word_op(name: &str) -> Option<&'static WordOp> {
+    WORD_OPS.iter().find(|o| o.name == name)
+}
+
+/// The WGSL of op `name` on operands of `dtypes` giving `out` (Cast, the ops of
+/// [`WORD_OPS`], and the typed kernel's table on every dtype it is defined for).
+pub fn word_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr> {
+    let classes: Vec<Class> = dtypes.iter().map(|&d| Class::of(d)).collect();
+    if name == "Cast" {
+        return expr(cast_words(dtypes[0], out));
+    }
+    // Operands of one dtype, but for Where's condition and Pow's exponent.
+    // ONNX's Pow takes integer bases of 32 and 64 bits only.
+    if name == "Pow" && dtypes[0].is_integer() && !matches!(dtypes[0], DType::I32 | DType::I64) {
+        return None;
+    }
+    let same = match name {
+        "Where" => &dtypes[1..],
+        "Pow" => &dtypes[..1],
+        _ => dtypes,
+    };
+    if same.iter().any(|&d| d != same[0]) {
+        return None;
+    }
+    if let Some(op) = word_op(name) {
+        return (op.inputs == dtypes.len())
+            .then(|| (op.wgsl)(&classes))
+            .flatten();
+    }
+    let op = lookup(name)?;
+    if dtypes.len() != 1 + usize::from(op.binary)
+        || classes.iter().any(|&c| c != classes[0])
+        || classes[0] == Class::Bool
+    {
+        return None;
+    }
+    // Computed in the class's wide type: the typed kernel's expression for it.
+    expr(op.expression(classes[0].wide())?)
+}
+
+/// Cast's expression from `from` to `to` in the word kernel (the operand is `a` of `from`'s
+/// class, the result of `to`'s). Integers narrow by wrapping (the store keeps the low bits),
+/// floats to integers truncate toward zero and saturate to the target's range (NaN as 0),
+/// anything to bool is `!= 0` (NaN is true), f64 to f16/bf16 rounds through f32.
+pub fn cast_words(from: DType, to: DType) -> String {
+    let (fc, tc) = (Class::of(from), Class::of(to));
+    if tc == Class::Bool {
+        return match fc {
+            // NaN is not 0: compare the magnitude's bits, which no compiler reorders.
+            Class::Float => "u32((bitcast<u32>(a) & 0x7fffffffu) != 0u)".into(),
+            Class::Double => "u32(!(a == 0.0))".into(),
+            _ => "u32(a != A(0))".into(),
+        };
+    }
+    let narrow = match to {
+        DType::I8 => Some(("-128.0", "127.0")),
+        DType::I16 => Some(("-32768.0", "32767.0")),
+        DType::U8 => Some(("0.0", "255.0")),
+        DType::U16 => Some(("0.0", "65535.0")),
+        _ => None,
+    };
+    if let (Some((lo, hi)), true) = (narrow, fc.is_float()) {
+        let nan = if fc == Class::Float {
+            "(bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u"
+        } else {
+            "!(a <= 0.0 || a > 0.0)"
+        };
+        return format!("select(R(clamp(a, {lo}, {hi})), R(0), {nan})");
+    }
+    let from_wide = if fc == Class::Bool {
+        DType::U32
+    } else {
+        fc.wide()
+    };
+    cast_expression(from_wide, tc.wide()).replace("U(", "R(")
+}
+
+/// The dtype op `name` gives on operands of `dtypes` (Cast's is its target, not derived here).
+pub fn result_dtype(name: &str, dtypes: &[DType]) -> DType {
+    match word_op(name).map(|o| o.result) {
+        Some(Result_::Bool) => DType::Bool,
+        _ if name == "Where" => dtypes[1],
+        _ => dtypes[0],
+    }
+}
+
+/// Every word-kernel variant: (op, operands, arity, result) for each op on each dtype
+/// combination it is defined for.
+pub fn variants() -> Vec<(&'static str, [DType; 3], u8, DType)> {
+    let mut out = Vec::new();
+    for from in DType::ALL {
+        for to in DType::ALL {
+            out.push(("Cast", [from, DType::F32, DType::F32], 1, to));
+        }
+    }
+    let table = super::elementwise::OPS
+        .iter()
+        .filter(|o| word_op(o.name).is_none())
+        .map(|o| (o.name, 1 + usize::from(o.binary)));
+    let words = WORD_OPS.iter().map(|o| (o.name, o.inputs));
+    for (name, arity) in table.chain(words) {
+        let combos = DType::ALL.len().pow(arity as u32);
+        for mut k in 0..combos {
+            let mut dtypes = [DType::F32; 3];
+            for d in dtypes.iter_mut().take(arity) {
+                *d = DType::ALL[k % DType::ALL.len()];
+                k /= DType::ALL.len();
+            }
+            let ins = &dtypes[..arity];
+            if word_expression(name, ins, DType::F32).is_some() {
+                out.push((name, dtypes, arity as u8, result_dtype(name, ins)));
+            }
+        }
+    }
+    out
+}
+
+/// WGSL source of the word kernel for `name` on `dtypes` (one to three operands) to `out`.
+pub fn words_source(name: &str, dtypes: &[DType], out: DType) -> String {
+    let e = word_expression(name, dtypes, out).unwrap_or(Expr {
+        helpers: String::new(),
+        expression: "R(a)".into(),
+    });
+    let operand = |k: usize| dtypes.get(k).copied().unwrap_or(dtypes[0]);
+    let mut replacements = Vec::new();
+    for (k, (marker_type, marker_load, buffer, var)) in [
+        ("// A TYPE", "// LOAD A", "a_words", "a"),
+        ("// B TYPE", "// LOAD B", "b_words", "b"),
+        ("// C TYPE", "// LOAD C", "c_words", "c"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let d = operand(k);
+        let ty = Class::of(d).wgsl();
+        replacements.push((marker_type, format!("alias {} = {ty};", var.to_uppercase())));
+        replacements.push((
+            marker_load,
+            format!(
+                "fn load_{var}(i: u32) -> {} {{ return {}; }}",
+                var.to_uppercase(),
+                load_expression(d, buffer)
+            ),
+        ));
+    }
+    replacements.push((
+        "// RESULT TYPE",
+        format!("alias R = {};", Class::of(out).wgsl()),
+    ));
+    replacements.push(("// HELPERS", e.helpers));
+    replacements.push(("// EXPRESSION", format!("    return {};", e.expression)));
+    replacements.push((
+        "// BITS",
+        format!(
+            "fn bits(r: R) -> vec2<u32> {{ return {}; }}",
+            bits_expression(out)
+        ),
+    ));
+    specialize(WORDS, &replacements)
+}
+
+/// The wgpu features a word kernel on these dtypes needs.
+pub fn words_features(dtypes: &[DType], out: DType) -> wgpu::Features {
+    let mut f = wgpu::Features::empty();
+    for &d in dtypes.iter().chain([&out]) {
+        if let Some((feature, _)) = native_feature(d) {
+            f |= feature;
+        }
+        // 64-bit words are assembled with u64 arithmetic.
+        if d.size() == 8 {
+            f |= wgpu::Features::SHADER_INT64;
+        }
+    }
+    f
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct WordsParams {
+    count: u32,
+    units: u32,
+    rank: u32,
+    dst_base: u32,
+    base: [u32; 4],
+    shape: [u32; MAX_RANK],
+    a_stride: [u32; MAX_RANK],
+    b_stride: [u32; MAX_RANK],
+    c_stride: [u32; MAX_RANK],
+}
+
+impl Recorder {
+    /// Records `out = op(inputs...)` (one to three operands, numpy broadcasting) with the word
+    /// kernel. The op must be defined on these dtypes (checked by the caller).
+    pub(crate) fn words_into(
+        &mut self,
+        op: &'static str,
+        inputs: &[&Tensor],
+        out: &Tensor,
+    ) -> Result<()> {
+        let count = out.numel() as u64;
+        if count == 0 {
+            return Ok(());
+        }
+        if count > u64::from(u32::MAX) {
+            return Err(too_many(op, "the output", count));
+        }
+        let rank = out.rank();
+        if rank > MAX_RANK {
+            return Err(Error::invalid(
+                op,
+                "A",
+                format!("rank {rank} exceeds {MAX_RANK}"),
+            ));
+        }
+        let operands: [&Tensor; 3] = [
+            inputs[0],
+            inputs.get(1).copied().unwrap_or(inputs[0]),
+            inputs.get(2).copied().unwrap_or(inputs[0]),
+        ];
+        let mut dtypes = [DType::F32; 3];
+        for (d, t) in dtypes.iter_mut().zip(inputs) {
+            *d = t.dtype();
+        }
+        let ctx = self.context().clone();
+        let kernel = Kernel::Words {
+            op,
+            operands: dtypes,
+            arity: inputs.len() as u8,
+            out: out.dtype(),
+            workgroup_size: ctx.workgroup_size(),
+        };
+        let pipeline = ctx.pipeline(&kernel)?;
+
+        let tensors = [operands[0], operands[1], operands[2], out];
+        // Windows are cut in whole words: sub-word elements are counted as bytes of a word.
+        let elems: Vec<u64> = tensors.iter().map(|t| t.dtype().size() as u64).collect();
+        let elem = elems.iter().copied().max().unwrap_or(4);
+        let storages: Vec<&crate::storage::Storage> =
+            tensors.iter().map(|t| &**t.storage()).collect();
+        let strides: Vec<Vec<u64>> = operands
+            .iter()
+            .map(|t| broadcast_strides(t.shape(), out.shape()))
+            .collect();
+        let os = crate::host::c_strides(out.shape());
+        let walk = Walk {
+            lens: out.shape().iter().map(|&d| d as u64).collect(),
+            steps: (0..rank)
+                .map(|k| vec![strides[0][k], strides[1][k], strides[2][k], os[k]])
+                .collect(),
+            bases: vec![0; 4],
+            extents: vec![1; 4],
+        };
+        let limit = ctx.binding_limit();
+        let align = ctx.window_alignment(op, elem)?;
+        let (whole, segments) = layout_of(&storages, limit, &elems);
+        let walks = if whole {
+            vec![walk]
+        } else {
+            walk.split(room(limit, align, elem), &segments)
+                .ok_or_else(|| element_beyond_window(op, elem, align, limit))?
+        };
+        let lanes = (4 / out.dtype().size()).max(1) as u64;
+        for w in walks {
+            let (firsts, bindings) = bind_windows(&storages, &w, whole, align, &elems);
+            let n = w.count();
+            let dst_base = firsts[3];
+            let units = if lanes > 1 {
+                (dst_base + n - 1) / lanes - dst_base / lanes + 1
+            } else {
+                n
+            };
+            let mut params = WordsParams {
+                count: n as u32,
+                units: units as u32,
+                rank: w.lens.len() as u32,
+                dst_base: dst_base as u32,
+                base: [firsts[0] as u32, firsts[1] as u32, firsts[2] as u32, 0],
+                shape: [1; MAX_RANK],
+                a_stride: [0; MAX_RANK],
+                b_stride: [0; MAX_RANK],
+                c_stride: [0; MAX_RANK],
+            };
+            let r = w.lens.len();
+            for k in 0..r {
+                let j = r - 1 - k; // innermost first
+                params.shape[k] = w.lens[j] as u32;
+                params.a_stride[k] = w.steps[j][0] as u32;
+                params.b_stride[k] = w.steps[j][1] as u32;
+                params.c_stride[k] = w.steps[j][2] as u32;
+            }
+            let grid = grid_for(&ctx, op, units, ctx.workgroup_size())?;
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,592 @@
+//! Element-wise arithmetic of the CPU reference on every dtype, written from ONNX's
+//! definitions: 8- and 16-bit integers compute in 32 bits and wrap back (the same as wrapping
+//! arithmetic in the narrow type), f16 and bf16 compute in f32 and round to nearest-even
+//! (`half`'s conversions), bool is 0 or 1. Integer division by zero gives the dividend, as
+//! WGSL defines it; ONNX leaves it undefined.
+
+use ndarray::{ArrayD, Axis, IxDyn, Zip};
+
+use crate::{DType, HostTensor};
+
+use super::RefError;
+
+type R<T> = std::result::Result<T, RefError>;
+
+/// Host tensors as typed arrays, narrow types widened.
+pub(crate) enum Num {
+    F(ArrayD<f32>),
+    I(ArrayD<i32>),
+    U(ArrayD<u32>),
+    D(ArrayD<f64>),
+    L(ArrayD<i64>),
+    Q(ArrayD<u64>),
+}
+
+pub(crate) fn num(t: &HostTensor) -> R<Num> {
+    Ok(match t.dtype {
+        DType::F32 => Num::F(t.to_array()?),
+        DType::F16 => Num::F(t.to_array::<half::f16>()?.mapv(f32::from)),
+        DType::BF16 => Num::F(t.to_array::<half::bf16>()?.mapv(f32::from)),
+        DType::I32 => Num::I(t.to_array()?),
+        DType::I8 => Num::I(t.to_array::<i8>()?.mapv(i32::from)),
+        DType::I16 => Num::I(t.to_array::<i16>()?.mapv(i32::from)),
+        DType::U32 => Num::U(t.to_array()?),
+        DType::U8 => Num::U(t.to_array::<u8>()?.mapv(u32::from)),
+        DType::U16 => Num::U(t.to_array::<u16>()?.mapv(u32::from)),
+        DType::Bool => Num::U(t.to_array::<bool>()?.mapv(u32::from)),
+        DType::F64 => Num::D(t.to_array()?),
+        DType::I64 => Num::L(t.to_array()?),
+        DType::U64 => Num::Q(t.to_array()?),
+    })
+}
+
+pub(crate) fn host(n: Num) -> HostTensor {
+    match n {
+        Num::F(a) => HostTensor::from_array(&a),
+        Num::I(a) => HostTensor::from_array(&a),
+        Num::U(a) => HostTensor::from_array(&a),
+        Num::D(a) => HostTensor::from_array(&a),
+        Num::L(a) => HostTensor::from_array(&a),
+        Num::Q(a) => HostTensor::from_array(&a),
+    }
+}
+
+/// `n` stored as `to`: the inverse of [`num`]'s widening (wrapping, rounding to nearest-even,
+/// bool as `!= 0`); `to` must be of `n`'s class.
+pub(crate) fn narrow(n: Num, to: DType) -> R<HostTensor> {
+    Ok(match (n, to) {
+        (Num::F(a), DType::F16) => HostTensor::from_array(&a.mapv(half::f16::from_f32)),
+        (Num::F(a), DType::BF16) => HostTensor::from_array(&a.mapv(half::bf16::from_f32)),
+        (Num::I(a), DType::I8) => HostTensor::from_array(&a.mapv(|v| v as i8)),
+        (Num::I(a), DType::I16) => HostTensor::from_array(&a.mapv(|v| v as i16)),
+        (Num::U(a), DType::U8) => HostTensor::from_array(&a.mapv(|v| v as u8)),
+        (Num::U(a), DType::U16) => HostTensor::from_array(&a.mapv(|v| v as u16)),
+        (Num::U(a), DType::Bool) => HostTensor::from_array(&a.mapv(|v| v != 0)),
+        (n, to) => {
+            let t = host(n);
+            if t.dtype != to {
+                return Err(format!("{} cannot be stored as {to}", t.dtype).into());
+            }
+            t
+        }
+    })
+}
+
+/// The numpy broadcast of `shapes`.
+fn broadcast_shape(shapes: &[&[usize]]) -> R<Vec<usize>> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1; rank];
+    for s in shapes {
+        for (k, &d) in s.iter().enumerate() {
+            let o = &mut out[rank - s.len() + k];
+            if *o == 1 {
+                *o = d;
+            } else if d != 1 && d != *o {
+                return Err("shapes do not broadcast".into());
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn zip2<T: Copy, U: Copy, V>(a: &ArrayD<T>, b: &ArrayD<U>, f: impl Fn(T, U) -> V) -> R<ArrayD<V>> {
+    let shape = broadcast_shape(&[a.shape(), b.shape()])?;
+    let (a, b) = (
+        a.broadcast(IxDyn(&shape)).ok_or("no broadcast")?,
+        b.broadcast(IxDyn(&shape)).ok_or("no broadcast")?,
+    );
+    Ok(Zip::from(&a).and(&b).map_collect(|&x, &y| f(x, y)))
+}
+
+fn zip3<T: Copy, U: Copy, W: Copy, V>(
+    a: &ArrayD<T>,
+    b: &ArrayD<U>,
+    c: &ArrayD<W>,
+    f: impl Fn(T, U, W) -> V,
+) -> R<ArrayD<V>> {
+    let shape = broadcast_shape(&[a.shape(), b.shape(), c.shape()])?;
+    let (a, b, c) = (
+        a.broadcast(IxDyn(&shape)).ok_or("no broadcast")?,
+        b.broadcast(IxDyn(&shape)).ok_or("no broadcast")?,
+        c.broadcast(IxDyn(&shape)).ok_or("no broadcast")?,
+    );
+    Ok(Zip::from(&a)
+        .and(&b)
+        .and(&c)
+        .map_collect(|&x, &y, &z| f(x, y, z)))
+}
+
+/// Applies a generic two-operand function to two arrays of one variant.
+macro_rules! same2 {
+    ($a:expr, $b:expr, $f:ident $(, $arg:expr)*) => {
+        match ($a, $b) {
+            (Num::F(x), Num::F(y)) => $f(&x, &y $(, $arg)*),
+            (Num::I(x), Num::I(y)) => $f(&x, &y $(, $arg)*),
+            (Num::U(x), Num::U(y)) => $f(&x, &y $(, $arg)*),
+            (Num::D(x), Num::D(y)) => $f(&x, &y $(, $arg)*),
+            (Num::L(x), Num::L(y)) => $f(&x, &y $(, $arg)*),
+            (Num::Q(x), Num::Q(y)) => $f(&x, &y $(, $arg)*),
+            _ => Err("operands differ in dtype".into()),
+        }
+    };
+}
+
+fn compare<T: PartialOrd + Copy>(x: &ArrayD<T>, y: &ArrayD<T>, op: &str) -> R<Num> {
+    Ok(Num::U(zip2(x, y, |a, b| {
+        u32::from(match op {
+            "Equal" => a == b,
+            "Less" => a < b,
+            "LessOrEqual" => a <= b,
+            "Greater" => a > b,
+            _ => a >= b,
+        })
+    })?))
+}
+
+/// Integer arithmetic with wrapping, and the float ops on their own types.
+trait Arith: Copy + PartialOrd + Default {
+    fn arith(op: &str, a: Self, b: Self) -> R<Self>;
+    fn wrap(a: ArrayD<Self>) -> Num;
+}
+
+macro_rules! int_arith {
+    ($($t:ty => $v:ident),*) => {$(
+        impl Arith for $t {
+            fn arith(op: &str, a: Self, b: Self) -> R<Self> {
+                Ok(match op {
+                    "Add" => a.wrapping_add(b),
+                    "Sub" => a.wrapping_sub(b),
+                    "Mul" => a.wrapping_mul(b),
+                    "Div" => if b == 0 { a } else { a.wrapping_div(b) },
+                    "Max" => a.max(b),
+                    "Min" => a.min(b),
+                    // C's fmod: the dividend's sign.
+                    "FMod" => if b == 0 { 0 } else { a.wrapping_rem(b) },
+                    // Python's %: the divisor's sign.
+                    "Mod" => {
+                        if b == 0 {
+                            0
+                        } else {
+                            let r = a.wrapping_rem(b);
+                            #[allow(unused_comparisons)]
+                            let flip = r != 0 && ((r < 0) != (b < 0));
+                            if flip { r.wrapping_add(b) } else { r }
+                        }
+                    }
+                    _ => return Err(format!("{op} is not defined on integers").into()),
+                })
+            }
+            fn wrap(a: ArrayD<Self>) -> Num {
+                Num::$v(a)
+            }
+        }
+    )*};
+}
+int_arith!(i32 => I, u32 => U, i64 => L, u64 => Q);
+
+macro_rules! float_arith {
+    ($($t:ty => $v:ident),*) => {$(
+        impl Arith for $t {
+            fn arith(op: &str, a: Self, b: Self) -> R<Self> {
+                Ok(match op {
+                    "Add" => a + b,
+                    "Sub" => a - b,
+                    "Mul" => a * b,
+                    "Div" => a / b,
+                    // NaN propagates, as in onnxruntime (Rust's max and min drop it).
+                    "Max" => if a.is_nan() || b.is_nan() { a + b } else { a.max(b) },
+                    "Min" => if a.is_nan() || b.is_nan() { a + b } else { a.min(b) },
+                    // Rust's float % is C's fmod.
+                    "FMod" => a % b,
+                    // numpy's mod: the divisor's sign; a zero takes it too.
+                    "Mod" => {
+                        let r = a % b;
+                        if r == 0.0 {
+                            (0.0 as $t).copysign(b)
+                        } else if (r < 0.0) != (b < 0.0) {
+                            r + b
+                        } else {
+                            r
+                        }
+                    }
+                    _ => return Err(format!("{op} is not defined on floats here").into()),
+                })
+            }
+            fn wrap(a: ArrayD<Self>) -> Num {
+                Num::$v(a)
+            }
+        }
+    )*};
+}
+float_arith!(f32 => F, f64 => D);
+
+fn arith<T: Arith>(x: &ArrayD<T>, y: &ArrayD<T>, op: &str) -> R<Num> {
+    let out = zip2(x, y, |a, b| T::arith(op, a, b))?;
+    let values: Vec<T> = out.iter().cloned().collect::<R<_>>()?;
+    Ok(T::wrap(ArrayD::from_shape_vec(out.raw_dim(), values)?))
+}
+
+/// Clip as onnxruntime clamps: by comparisons, so a NaN input stays NaN and a NaN bound does
+/// not bound.
+fn clip<T: Arith>(x: &ArrayD<T>, lo: &ArrayD<T>, hi: &ArrayD<T>) -> R<Num> {
+    let out = zip3(x, lo, hi, |a, l, h| {
+        let r = if a < l { l } else { a };
+        if r > h {
+            h
+        } else {
+            r
+        }
+    })?;
+    Ok(T::wrap(out))
+}
+
+/// Integer power by squaring with wrapping; a negative exponent truncates the real power.
+fn int_pow<T>(base: T, exponent: T, one: T, mul: impl Fn(T, T) -> T) -> T
+where
+    T: Copy + PartialEq + PartialOrd + Default + std::ops::Neg<Output = T>,
+    T: std::ops::Shr<u32, Output = T> + std::ops::BitAnd<Output = T>,
+{
+    let zero = T::default();
+    if exponent < zero {
+        return if base == one {
+            one
+        } else if base == -one {
+            if exponent & one != zero {
+                -one
+            } else {
+                one
+            }
+        } else {
+            zero
+        };
+    }
+    let (mut r, mut x, mut e) = (one, base, exponent);
+    while e > zero {
+        if e & one != zero {
+            r = mul(r, x);
+        }
+        x = mul(x, x);
+        e = e >> 1;
+    }
+    r
+}
+
+/// ONNX Pow: the base's dtype; the exponent of any numeric type.
+fn pow(base: Num, exponent: Num) -> R<Num> {
+    let as_f32 = |e: Num| -> ArrayD<f32> {
+        match e {
+            Num::F(e) => e,
+            Num::I(e) => e.mapv(|v| v as f32),
+            Num::U(e) => e.mapv(|v| v as f32),
+            Num::L(e) => e.mapv(|v| v as f32),
+            Num::Q(e) => e.mapv(|v| v as f32),
+            Num::D(e) => e.mapv(|v| v as f32),
+        }
+    };
+    let as_i64 = |e: &Num| -> Option<ArrayD<i64>> {
+        match e {
+            Num::I(e) => Some(e.mapv(i64::from)),
+            Num::U(e) => Some(e.mapv(i64::from)),
+            Num::L(e) => Some(e.clone()),
+            Num::Q(e) => Some(e.mapv(|v| v as i64)),
+            _ => None,
+        }
+    };
+    Ok(match base {
+        Num::F(b) => Num::F(zip2(&b, &as_f32(exponent), f32::powf)?),
+        Num::I(b) => match as_i64(&exponent) {
+            Some(e) => Num::I(zip2(&b, &e, |x, y| {
+                int_pow(x, y as i32, 1, i32::wrapping_mul)
+            })?),
+            None => Num::I(zip2(&b, &as_f32(exponent), |x, y| {
+                (x as f32).powf(y) as i32
+            })?),
+        },
+        Num::L(b) => match as_i64(&exponent) {
+            Some(e) => Num::L(zip2(&b, &e, |x, y| int_pow(x, y, 1, i64::wrapping_mul))?),
+            None => Num::L(zip2(&b, &as_f32(exponent), |x, y| {
+                (x as f32).powf(y) as i64
+            })?),
+        },
+        _ => return Err("Pow is defined on float, i32 and i64 bases here".into()),
+    })
+}
+
+fn unary(op: &str, a: Num) -> R<Num> {
+    // Sign keeps zeros (and NaN), unlike Rust's signum.
+    macro_rules! float_unary {
+        ($x:expr, $t:ty) => {
+            $x.mapv(|v: $t| match op {
+                "Neg" => -v,
+                "Abs" => v.abs(),
+                "Exp" => v.exp(),
+                "Log" => v.ln(),
+                "Sqrt" => v.sqrt(),
+                "Tanh" => v.tanh(),
+                "Sigmoid" => 1.0 / (1.0 + (-v).exp()),
+                "Reciprocal" => 1.0 / v,
+                "Floor" => v.floor(),
+                "Ceil" => v.ceil(),
+                "Round" => v.round_ties_even(),
+                "Sign" => {
+                    if v > 0.0 {
+                        1.0
+                    } else if v < 0.0 {
+                        -1.0
+                    } else {
+                        v
+                    }
+                }
+                _ => {
+                    if v.is_nan() {
+                        v
+                    } else {
+                        v.max(0.0)
+                    }
+                } // Relu
+            })
+        };
+    }
+    let known = [
+        "Neg",
+        "Abs",
+        "Exp",
+        "Log",
+        "Sqrt",
+        "Tanh",
+        "Sigmoid",
+        "Reciprocal",
+        "Relu",
+        "Floor",
+        "Ceil",
+        "Round",
+        "Sign",
+        "Erf",
+    ];
+    if !known.contains(&op) {
+        return Err(format!("unknown op {op}").into());
+    }
+    macro_rules! signed {
+        ($x:expr, $t:ty, $v:ident) => {
+            Num::$v(match op {
+                "Neg" => $x.mapv(<$t>::wrapping_neg),
+                "Abs" => $x.mapv(<$t>::wrapping_abs),
+                "Relu" => $x.mapv(|v| v.max(0)),
+                "Sign" => $x.mapv(<$t>::signum),
+                _ => return Err(format!("{op} is not defined on integers").into()),
+            })
+        };
+    }
+    macro_rules! unsigned {
+        ($x:expr, $v:ident) => {
+            Num::$v(match op {
+                "Abs" => $x,
+                "Sign" => $x.mapv(|v| (v > 0).into()),
+                _ => return Err(format!("{op} is not defined on unsigned integers").into()),
+            })
+        };
+    }
+    Ok(match a {
+        Num::F(x) if op == "Erf" => Num::F(x.mapv(libm::erff)),
+        Num::F(x) => Num::F(float_unary!(x, f32)),
+        Num::D(_) if ["Exp", "Log", "Tanh", "Sigmoid", "Erf"].contains(&op) => {
+            return Err(format!("{op} is not defined on f64 here").into())
+        }
+        Num::D(x) => Num::D(float_unary!(x, f64)),
+        Num::I(x) => signed!(x, i32, I),
+        Num::L(x) => signed!(x, i64, L),
+        Num::U(x) => unsigned!(x, U),
+        Num::Q(x) => unsigned!(x, Q),
+    })
+}
+
+/// The dtype element-wise op `op` gives on `inputs`.
+fn result_dtype(op: &str, inputs: &[HostTensor]) -> DType {
+    match op {
+        "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor"
+        | "Not" => DType::Bool,
+        "Where" => inputs[1].dtype,
+        _ => inputs[0].dtype,
+    }
+}
+
+/// Element-wise op `op` (ONNX's name; `FMod` is Mod with fmod = 1) on `inputs`, with numpy
+/// broadcasting, stored in its result dtype.
+pub(crate) fn elementwise(op: &str, inputs: &[HostTensor]) -> R<HostTensor> {
+    let out = result_dtype(op, inputs);
+    let bools = |k: usize| -> R<ArrayD<u32>> {
+        match num(&inputs[k])? {
+            Num::U(x) if inputs[k].dtype == DType::Bool => Ok(x),
+            _ => Err(format!("{op} takes bool").into()),
+        }
+    };
+    let same = inputs.iter().all(|t| t.dtype == inputs[0].dtype);
+    let r = match (op, inputs.len()) {
+        ("Pow", 2) => pow(num(&inputs[0])?, num(&inputs[1])?)?,
+        (_, 2) if !same => return Err(format!("{op}: operands differ in dtype").into()),
+        ("Equal", 2) => same2!(num(&inputs[0])?, num(&inputs[1])?, compare, op)?,
+        ("Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual", 2) => {
+            if inputs[0].dtype == DType::Bool {
+                return Err(format!("{op} is not defined on bool").into());
+            }
+            same2!(num(&inputs[0])?, num(&inputs[1])?, compare, op)?
+        }
+        ("And" | "Or" | "Xor", 2) => Num::U(zip2(&bools(0)?, &bools(1)?, |a, b| match op {
+            "And" => a & b,
+            "Or" => a | b,
+            _ => a ^ b,
+        })?),
+        ("Not", 1) => Num::U(bools(0)?.mapv(|v| 1 - v)),
+        ("Where", 3) => {
+            let c = bools(0)?;
+            macro_rules! pick {
+                ($($v:ident),*) => {
+                    match (num(&inputs[1])?, num(&inputs[2])?) {
+                        $((Num::$v(x), Num::$v(y)) => Num::$v(zip3(&c, &x, &y, |c, x, y| if c != 0 { x } else { y })?),)*
+                        _ => return Err("Where: X and Y differ in dtype".into()),
+                    }
+                };
+            }
+            pick!(F, I, U, D, L, Q)
+        }
+        ("Clip", 3) => {
+            if !inputs.iter().all(|t| t.dtype == inputs[0].dtype) || out == DType::Bool {
+                return Err("Clip: operands differ in dtype".into());
+            }
+            match (num(&inputs[0])?, num(&inputs[1])?, num(&inputs[2])?) {
+                (Num::F(x), Num::F(l), Num::F(h)) => clip(&x, &l, &h)?,
+                (Num::I(x), Num::I(l), Num::I(h)) => clip(&x, &l, &h)?,
+                (Num::U(x), Num::U(l), Num::U(h)) => clip(&x, &l, &h)?,
+                (Num::D(x), Num::D(l), Num::D(h)) => clip(&x, &l, &h)?,
+                (Num::L(x), Num::L(l), Num::L(h)) => clip(&x, &l, &h)?,
+                (Num::Q(x), Num::Q(l), Num::Q(h)) => clip(&x, &l, &h)?,
+                _ => return Err("Clip: operands differ in dtype".into()),
+            }
+        }
+        (_, 2) => {
+            if inputs[0].dtype == DType::Bool {
+                return Err(format!("{op} is not defined on bool").into());
+            }
+            same2!(num(&inputs[0])?, num(&inputs[1])?, arith, op)?
+        }
+        (_, 1) => {
+            if inputs[0].dtype == DType::Bool {
+                return Err(format!("{op} is not defined on bool").into());
+            }
+            unary(op, num(&inputs[0])?)?
+        }
+        _ => return Err(format!("{op} with {} inputs", inputs.len()).into()),
+    };
+    narrow(r, out)
+}
+
+/// ONNX Cast: integers wrap, floats to integers truncate and saturate (NaN as 0) as Rust's
+/// `as` does, anything to bool is `!= 0` (NaN is true), f64 to f16/bf16 rounds through f32.
+pub(crate) fn cast(t: &HostTensor, to: DType) -> R<HostTensor> {
+    macro_rules! conv {
+        ($a:expr) => {
+            match to {
+                DType::F32 => HostTensor::from_array(&$a.mapv(|v| v as f32)),
+                DType::F16 => HostTensor::from_array(&$a.mapv(|v| half::f16::from_f32(v as f32))),
+                DType::BF16 => HostTensor::from_array(&$a.mapv(|v| half::bf16::from_f32(v as f32))),
+                DType::F64 => HostTensor::from_array(&$a.mapv(|v| v as f64)),
+                DType::I8 => HostTensor::from_array(&$a.mapv(|v| v as i8)),
+                DType::I16 => HostTensor::from_array(&$a.mapv(|v| v as i16)),
+                DType::I32 => HostTensor::from_array(&$a.mapv(|v| v as i32)),
+                DType::I64 => HostTensor::from_array(&$a.mapv(|v| v as i64)),
+                DType::U8 => HostTensor::from_array(&$a.mapv(|v| v as u8)),
+                DType::U16 => HostTensor::from_array(&$a.mapv(|v| v as u16)),
+                DType::U32 => HostTensor::from_array(&$a.mapv(|v| v as u32)),
+                DType::U64 => HostTensor::from_array(&$a.mapv(|v| v as u64)),
+                DType::Bool => HostTensor::from_array(&$a.mapv(|v| v as f64 != 0.0)),
+            }
+        };
+    }
+    Ok(match num(t)? {
+        Num::F(a) => conv!(a),
+        Num::I(a) => conv!(a),
+        Num::U(a) => conv!(a),
+        Num::D(a) => conv!(a),
+        Num::L(a) => conv!(a),
+        Num::Q(a) => conv!(a),
+    })
+}
+
+pub(crate) fn matmul<T: Copy + Default + std::ops::Add<Output = T>>(
+    a: &ArrayD<T>,
+    b: &ArrayD<T>,
+    mul: impl Fn(T, T) -> T,
+    add: impl Fn(T, T) -> T,
+) -> R<ArrayD<T>> {
+    let a2 = if a.ndim() == 1 {
+        a.clone().insert_axis(Axis(0))
+    } else {
+        a.clone()
+    };
+    let b2 = if b.ndim() == 1 {
+        b.clone().insert_axis(Axis(1))
+    } else {
+        b.clone()
+    };
+    let (m, k, n) = (
+        a2.shape()[a2.ndim() - 2],
+        a2.shape()[a2.ndim() - 1],
+        b2.shape()[b2.ndim() - 1],
+    );
+    if b2.shape()[b2.ndim() - 2] != k {
+        return Err("inner dimensions differ".into());
+    }
+    let (ab, bb) = (&a2.shape()[..a2.ndim() - 2], &b2.shape()[..b2.ndim() - 2]);
+    let rank = ab.len().max(bb.len());
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() >= rank {
+            s[i + s.len() - rank]
+        } else {
+            1
+        }
+    };
+    let batch: Vec<usize> = (0..rank)
+        .map(|i| {
+            if dim(ab, i) == 1 {
+                dim(bb, i)
+            } else {
+                dim(ab, i)
+            }
+        })
+        .collect();
+    let mut sa = batch.clone();
+    sa.extend([m, k]);
+    let mut sb = batch.clone();
+    sb.extend([k, n]);
+    let a3 = a2
+        .broadcast(IxDyn(&sa))
+        .ok_or("batch dims do not broadcast")?
+        .to_owned();
+    let b3 = b2
+        .broadcast(IxDyn(&sb))
+        .ok_or("batch dims do not broadcast")?
+        .to_owned();
+    let nb: usize = batch.iter().product();
+    let a3 = a3.into_shape_with_order(IxDyn(&[nb, m, k]))?;
+    let b3 = b3.into_shape_with_order(IxDyn(&[nb, k, n]))?;
+    let mut out = Vec::with_capacity(nb * m * n);
+    for q in 0..nb {
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = T::default();
+                for l in 0..k {
+                    acc = add(acc, mul(a3[[q, i, l]], b3[[q, l, j]]));
+                }
+                out.push(acc);
+            }
+        }
+    }
+    let mut shape = batch;
+    if a.ndim() > 1 {
+        shape.push(m);
+    }
+    if b.ndim() > 1 {
+        shape.push(n);
+    }
+    Ok(ArrayD::from_shape_vec(IxDyn(&shape), out)?)
+}

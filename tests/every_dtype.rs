@@ -1,0 +1,398 @@
+//! Every element-wise op on every dtype ONNX defines it for, GPU against the CPU reference,
+//! one test per dtype (`dtype_tests!`), on edge values (the extremes, overflow, division by
+//! zero and by -1, NaN, infinities, subnormals, -0.0) mixed with random ones and broadcast.
+//! Integer, bool and the exactly rounded float results (+ - * / sqrt, the comparisons, moves,
+//! rounding, Cast) compare bit for bit; transcendental ones within a few units in the last
+//! place of their type. The same runs without the adapter's 64-bit features show the error
+//! that names them.
+
+mod common;
+use common::*;
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::reference::graph::run_graph;
+use wgpu_ops::{DType, Error, HostTensor, Session};
+
+const FLOATS: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
+const SIGNED: [DType; 4] = [DType::I8, DType::I16, DType::I32, DType::I64];
+
+fn numeric(d: DType) -> bool {
+    d != DType::Bool
+}
+fn float(d: DType) -> bool {
+    FLOATS.contains(&d)
+}
+fn signed(d: DType) -> bool {
+    float(d) || SIGNED.contains(&d)
+}
+
+/// The dtypes ONNX defines each op on (among ours), for the operand that decides the type.
+fn onnx_allows(op: &str, d: DType) -> bool {
+    match op {
+        "Add" | "Sub" | "Mul" | "Div" | "Max" | "Min" | "Abs" | "Sign" | "Clip" | "Mod"
+        | "FMod" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" => numeric(d),
+        "Neg" | "Relu" => signed(d),
+        "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Reciprocal" | "Floor" | "Ceil" | "Round"
+        | "Erf" => float(d),
+        "Pow" => float(d) || matches!(d, DType::I32 | DType::I64),
+        "Equal" | "Where" => true,
+        "And" | "Or" | "Xor" | "Not" => d == DType::Bool,
+        _ => panic!("{op}"),
+    }
+}
+
+/// What is not written yet: f64's transcendental functions (Vulkan has none for f64).
+fn not_yet(op: &str, d: DType) -> bool {
+    d == DType::F64 && matches!(op, "Exp" | "Log" | "Tanh" | "Sigmoid" | "Pow" | "Erf")
+}
+
+/// Ops whose float results are correctly rounded on every path: compared bit for bit.
+fn exact(op: &str) -> bool {
+    !matches!(
+        op,
+        "Exp" | "Log" | "Tanh" | "Sigmoid" | "Pow" | "Erf" | "Div" | "Reciprocal"
+    )
+}
+
+/// Edge values of `dtype` (as f64 or i128, converted exactly) then random ones, `n` in all,
+/// rotated by `seed`.
+fn values(dtype: DType, n: usize, seed: u64) -> HostTensor {
+    values_with(dtype, n, seed, true)
+}
+
+/// [`values`], with the smallest normal value for the subnormal one unless `subnormal`: GPUs
+/// may flush subnormal inputs of transcendental functions to zero (WGSL allows it).
+fn values_with(dtype: DType, n: usize, seed: u64, subnormal: bool) -> HostTensor {
+    let raw = bytes(seed, n * 8);
+    let word = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+    let ints = |lo: i128, hi: i128| -> Vec<i128> {
+        let edges = [0, 1, -1, lo, hi, lo + 1, hi - 1, 2, -2, 3, 100, -7];
+        let span = (hi - lo + 1) as u128;
+        (0..n)
+            .map(|i| {
+                let k = (i + seed as usize) % (edges.len() + 8);
+                match edges.get(k) {
+                    Some(&e) => e.clamp(lo, hi),
+                    None => lo + (u128::from(word(i)) % span) as i128,
+                }
+            })
+            .collect()
+    };
+    let floats = |max: f64, tiny: f64| -> Vec<f64> {
+        let edges = [
+            0.0,
+            -0.0,
+            1.5,
+            -2.25,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            max,
+            -max,
+            tiny,
+            0.5,
+            2.5,
+            -3.0,
+            0.1,
+        ];
+        (0..n)
+            .map(|i| {
+                let k = (i + seed as usize) % (edges.len() + 10);
+                match edges.get(k) {
+                    Some(&e) => e,
+                    None => (word(i) % 2001) as f64 / 97.0 - 10.0,
+                }
+            })
+            .collect()
+    };
+    let shape = vec![n];
+    macro_rules! from {
+        ($v:expr, $t:ty) => {
+            HostTensor::from_vec(shape, &$v.into_iter().map(|x| x as $t).collect::<Vec<_>>())
+        };
+    }
+    match dtype {
+        DType::I8 => from!(ints(i8::MIN.into(), i8::MAX.into()), i8),
+        DType::I16 => from!(ints(i16::MIN.into(), i16::MAX.into()), i16),
+        DType::I32 => from!(ints(i32::MIN.into(), i32::MAX.into()), i32),
+        DType::I64 => from!(ints(i64::MIN.into(), i64::MAX.into()), i64),
+        DType::U8 => from!(ints(0, u8::MAX.into()), u8),
+        DType::U16 => from!(ints(0, u16::MAX.into()), u16),
+        DType::U32 => from!(ints(0, u32::MAX.into()), u32),
+        DType::U64 => from!(ints(0, u64::MAX.into()), u64),
+        DType::Bool => {
+            HostTensor::from_vec(shape, &(0..n).map(|i| word(i) % 2 == 1).collect::<Vec<_>>())
+        }
+        DType::F32 if subnormal => from!(floats(f32::MAX.into(), 1e-45), f32),
+        DType::F32 => from!(floats(f32::MAX.into(), f32::MIN_POSITIVE.into()), f32),
+        DType::F64 if subnormal => from!(floats(f64::MAX, 5e-324), f64),
+        DType::F64 => from!(floats(f64::MAX, f64::MIN_POSITIVE), f64),
+        DType::F16 => HostTensor::from_vec(
+            shape,
+            &floats(65504.0, if subnormal { 6e-8 } else { 6.2e-5 })
+                .into_iter()
+                .map(half::f16::from_f64)
+                .collect::<Vec<_>>(),
+        ),
+        DType::BF16 => HostTensor::from_vec(
+            shape,
+            &floats(3.3e38, if subnormal { 1e-40 } else { 1.2e-38 })
+                .into_iter()
+                .map(half::bf16::from_f64)
+                .collect::<Vec<_>>(),
+        ),
+    }
+    .unwrap()
+}
+
+/// The values as f64 (for comparing floats).
+fn as_f64(t: &HostTensor) -> Vec<f64> {
+    match t.dtype {
+        DType::F32 => t
+            .to_vec::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        DType::F16 => t
+            .to_vec::<half::f16>()
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        DType::BF16 => t
+            .to_vec::<half::bf16>()
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        _ => t.to_vec::<f64>().unwrap(),
+    }
+}
+
+/// Bit-equal, or for floats: both NaN, equal (-0.0 == 0.0), or for inexact ops within a
+/// relative tolerance.
+fn check(op: &str, got: &HostTensor, want: &HostTensor, what: &str) {
+    assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
+    if !float(got.dtype) {
+        assert_eq!(got.data, want.data, "{what}");
+        return;
+    }
+    // Relative tolerances of the inexact ops: f32 as onnxruntime's own tests compare float
+    // results (1e-5), two units in the last place of f16 and bf16, and 1e-12 for f64.
+    let tolerance = match (exact(op), got.dtype) {
+        (true, _) => 0.0,
+        (false, DType::F32) => 1e-5,
+        (false, DType::F16) => 2.0 * 9.77e-4,
+        (false, DType::BF16) => 2.0 * 7.82e-3,
+        (false, _) => 1e-12,
+    };
+    for (i, (a, b)) in as_f64(got).iter().zip(&as_f64(want)).enumerate() {
+        let ok = (a.is_nan() && b.is_nan())
+            || a == b
+            || (a - b).abs() <= tolerance * a.abs().max(b.abs());
+        assert!(ok, "{what}: element {i}: GPU {a:e} vs reference {b:e}");
+    }
+}
+
+/// Runs a one-node graph on the GPU (context `ctx`) and on the CPU reference.
+fn both(
+    ctx: &wgpu_ops::Context,
+    node: Node,
+    inputs: Vec<(&str, HostTensor)>,
+) -> Result<(HostTensor, HostTensor), Error> {
+    let mut g = Graph::new();
+    for (name, t) in &inputs {
+        let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
+        g = g.input(*name, t.dtype, &shape);
+    }
+    let g = g.node(node.outputs(["y"])).output("y");
+    let inputs: Vec<(String, HostTensor)> = inputs
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), t))
+        .collect();
+    let got = Session::new(ctx, g.clone())?
+        .run_blocking(inputs.clone())?
+        .remove(0)
+        .1;
+    let want = run_graph(&g, &inputs, &Default::default())
+        .unwrap()
+        .remove(0);
+    Ok((got, want))
+}
+
+fn shaped(mut t: HostTensor, shape: &[usize]) -> HostTensor {
+    t.shape = shape.to_vec();
+    t
+}
+
+/// Every op on `d`: operands of shapes [5, 7] and [7] (broadcast), and [5, 7] with itself
+/// so every edge value meets every other one over the op's rotations.
+fn every_op_on(d: DType) {
+    let ctx = ctx();
+    let unary = [
+        "Neg",
+        "Abs",
+        "Exp",
+        "Log",
+        "Sqrt",
+        "Tanh",
+        "Sigmoid",
+        "Relu",
+        "Reciprocal",
+        "Sign",
+        "Floor",
+        "Ceil",
+        "Round",
+        "Erf",
+        "Not",
+    ];
+    let binary = [
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Max",
+        "Min",
+        "Pow",
+        "Mod",
+        "FMod",
+        "Equal",
+        "Less",
+        "LessOrEqual",
+        "Greater",
+        "GreaterOrEqual",
+        "And",
+        "Or",
+        "Xor",
+    ];
+    let mut ran = 0;
+    let mut run = |op: &str, inputs: Vec<(&str, HostTensor)>| {
+        let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+        let node = match op {
+            "FMod" => Node::new("Mod", "m").attr("fmod", Attr::Int(1)),
+            "Mod" => Node::new("Mod", "m").attr("fmod", Attr::Int(0)),
+            _ => Node::new(op, "n"),
+        }
+        .inputs(names);
+        let what = format!("{op} on {d}");
+        match both(ctx, node, inputs) {
+            Ok((got, want)) => {
+                assert!(onnx_allows(op, d) && !not_yet(op, d), "{what} ran");
+                check(op, &got, &want, &what);
+                ran += 1;
+            }
+            Err(e) => {
+                assert!(!onnx_allows(op, d) || not_yet(op, d), "{what}: {e}");
+                assert!(e.to_string().contains(&format!(" is {d}")), "{what}: {e}");
+            }
+        }
+    };
+    for op in unary {
+        let a = values_with(d, 35, 1, exact(op));
+        run(op, vec![("a", shaped(a, &[5, 7]))]);
+    }
+    for op in binary {
+        for seed in 0..3 {
+            let a = shaped(values_with(d, 35, seed, exact(op)), &[5, 7]);
+            let b = values_with(d, 7, 10 + seed, exact(op));
+            run(op, vec![("a", a), ("b", b)]);
+        }
+    }
+    // Where on d, Clip on d.
+    let cond = values(DType::Bool, 35, 3);
+    run(
+        "Where",
+        vec![
+            ("cond", shaped(cond, &[5, 7])),
+            ("x", shaped(values(d, 35, 4), &[5, 7])),
+            ("other", values(d, 7, 5)),
+        ],
+    );
+    if numeric(d) {
+        // Bounds in either order: Clip is min(max(x, lo), hi) whatever they are.
+        let (lo, hi) = (values(d, 1, 6), values(d, 1, 9));
+        run(
+            "Clip",
+            vec![
+                ("x", shaped(values(d, 35, 7), &[5, 7])),
+                ("lo", shaped(lo, &[])),
+                ("hi", shaped(hi, &[])),
+            ],
+        );
+    }
+    assert!(ran > 0, "nothing ran on {d}");
+}
+
+dtype_tests!(every_elementwise_op, every_op_on);
+
+/// Cast from `d` to every dtype, on edge and random values: bit for bit.
+fn casts_from(d: DType) {
+    let x = values(d, 48, 2);
+    for to in DType::ALL {
+        let node = Node::new("Cast", "c").attr("to", Attr::String(to.name().into()));
+        let (got, want) = both(ctx(), node.inputs(["x"]), vec![("x", x.clone())])
+            .unwrap_or_else(|e| panic!("Cast {d} -> {to}: {e}"));
+        check("Cast", &got, &want, &format!("Cast {d} -> {to}"));
+    }
+}
+
+dtype_tests!(cast_between_every_pair, casts_from);
+
+/// The rounding of f16 and bf16 written in the kernel, against `half`'s, on every f16 and a
+/// sweep of f32 bit patterns: all 65536 f16 values to f32 and back, and f32 values around
+/// every rounding boundary (ties to even, overflow to infinity, subnormal results).
+#[test]
+fn f16_and_bf16_round_to_nearest_even() {
+    let all: Vec<u16> = (0..=u16::MAX).collect();
+    let halves = HostTensor::from_vec(vec![all.len()], &all).unwrap();
+    let halves = HostTensor::from_bytes(DType::F16, halves.shape.clone(), halves.data).unwrap();
+    let cast = |x: &HostTensor, to: DType| {
+        let node = Node::new("Cast", "c").attr("to", Attr::String(to.name().into()));
+        both(ctx(), node.inputs(["x"]), vec![("x", x.clone())]).unwrap()
+    };
+    let (wide, want) = cast(&halves, DType::F32);
+    let (g, w) = (wide.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+    for (h, (a, b)) in all.iter().zip(g.iter().zip(&w)) {
+        // NaN payloads may differ (half sets the quiet bit of signalling NaNs).
+        let same = a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        assert!(same, "f16 {h:#06x} -> f32: GPU {a:e}, half {b:e}");
+    }
+    let (back, _) = cast(&wide, DType::F16);
+    let back: &[u16] = bytemuck::cast_slice(&back.data);
+    for (h, b) in all.iter().zip(back) {
+        let nan = h & 0x7c00 == 0x7c00 && h & 0x3ff != 0;
+        assert!(h == b || nan, "f16 {h:#06x} -> f32 -> f16: {b:#06x}");
+    }
+    // f32 patterns: every exponent, mantissas near the f16 and bf16 rounding points.
+    let mut bits = Vec::new();
+    for sign in [0u32, 0x8000_0000] {
+        for exp in 0..=255u32 {
+            for low in [
+                0u32, 1, 0xfff, 0x1000, 0x1001, 0x2000, 0x3000, 0x7fff, 0x8000, 0x8001,
+            ] {
+                for high in [0u32, 0x2000, 0x7f_e000, 0x40_0000] {
+                    bits.push(sign | (exp << 23) | high | low);
+                }
+            }
+        }
+    }
+    let floats = HostTensor::from_vec(vec![bits.len()], &bits).unwrap();
+    let floats = HostTensor::from_bytes(DType::F32, floats.shape.clone(), floats.data).unwrap();
+    for to in [DType::F16, DType::BF16] {
+        let (got, want) = cast(&floats, to);
+        let g: Vec<u16> = bytemuck::cast_slice(&got.data).to_vec();
+        let w: Vec<u16> = bytemuck::cast_slice(&want.data).to_vec();
+        for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+            // NaN payloads may differ; NaN must stay NaN.
+            let nan = |v: u16| match to {
+                DType::F16 => v & 0x7c00 == 0x7c00 && v & 0x3ff != 0,
+                _ => v & 0x7f80 == 0x7f80 && v & 0x7f != 0,
+            };
+            assert!(
+                a == b || (nan(*a) && nan(*b)),
+                "f32 {:#010x} -> {to}: GPU {a:#06x}, half {b:#06x}",
+                bits[i]
+            );
+        }
+    }
+}

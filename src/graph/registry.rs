@@ -51,7 +51,8 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
         .copied()
         .chain(ELEMENTWISE.iter())
         .chain(MAPS.iter())
-        .chain([&MOD, &CLIP])
+        .chain(REDUCTIONS.iter())
+        .chain([&MOD, &CLIP, &ARG_MAX, &ARG_MIN])
 }
 
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
@@ -601,6 +602,73 @@ static CLIP: OpDef = OpDef {
             args.out(0),
         )?])
     },
+};
+
+fn run_reduce(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
+    let data = args.tensor(0, "data")?;
+    // Axes are an input from opset 18 (13 for ReduceSum), an attribute before.
+    let axes = match args.indices(1, "axes")? {
+        Some(a) => Some(a),
+        None => args.ints("axes")?,
+    };
+    let keepdims = args.int("keepdims")?.unwrap_or(1) != 0;
+    let noop = args.int("noop_with_empty_axes")?.unwrap_or(0) != 0;
+    Ok(vec![rec.reduce_to(
+        &args.node.op,
+        &data,
+        axes.as_deref(),
+        keepdims,
+        noop,
+        args.out(0),
+    )?])
+}
+
+macro_rules! reduce_nodes {
+    ($($name:literal)*) => {
+        /// Graph entries of the reductions.
+        static REDUCTIONS: [OpDef; 10] = [$(OpDef {
+            name: $name,
+            inputs: 1..=2,
+            outputs: 1..=1,
+            host: None,
+            attrs: &["axes", "keepdims", "noop_with_empty_axes"],
+            run: run_reduce,
+        }),*];
+    };
+}
+reduce_nodes!(
+    "ReduceSum" "ReduceSumSquare" "ReduceMean" "ReduceMax" "ReduceMin" "ReduceProd" "ReduceL1"
+    "ReduceL2" "ReduceLogSum" "ReduceLogSumExp"
+);
+
+fn run_arg(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
+    let data = args.tensor(0, "data")?;
+    Ok(vec![rec.arg_reduce_to(
+        &args.node.op,
+        &data,
+        args.int("axis")?.unwrap_or(0),
+        args.int("keepdims")?.unwrap_or(1) != 0,
+        args.int("select_last_index")?.unwrap_or(0) != 0,
+        args.out(0),
+    )?])
+}
+
+static ARG_MAX: OpDef = OpDef {
+    name: "ArgMax",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis", "keepdims", "select_last_index"],
+    run: run_arg,
+};
+
+static ARG_MIN: OpDef = OpDef {
+    name: "ArgMin",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis", "keepdims", "select_last_index"],
+    run: run_arg,
 };
 
 macro_rules! elementwise_nodes {

@@ -13,6 +13,7 @@ pub mod elementwise;
 pub mod gather;
 pub mod matmul;
 pub mod operands;
+pub mod reduce;
 pub mod scan_step;
 pub mod windows;
 pub mod words;
@@ -120,6 +121,8 @@ pub enum Kernel {
         out: DType,
         workgroup_size: u32,
     },
+    /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`.
+    Reduce { op: &'static str, input: DType },
     /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
     /// GPU counter holds.
     ScanStep { workgroup_size: u32 },
@@ -192,6 +195,13 @@ impl Kernel {
                 });
             }
         }
+        for op in reduce::kernel_ops() {
+            for input in DType::ALL {
+                if reduce::defined(op, input) {
+                    out.push(Kernel::Reduce { op, input });
+                }
+            }
+        }
         for dtype in COMPUTE_DTYPES {
             out.push(Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
@@ -222,6 +232,7 @@ impl Kernel {
             Kernel::BlockRemap { .. } => "block_remap.wgsl",
             Kernel::Elementwise { .. } | Kernel::Cast { .. } => "elementwise.wgsl",
             Kernel::Words { .. } => "elementwise_words.wgsl",
+            Kernel::Reduce { .. } => "reduce.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanStep { .. } => "scan_step.wgsl",
             Kernel::ScanCounter => "scan_counter.wgsl",
@@ -255,6 +266,7 @@ impl Kernel {
                 out,
                 ..
             } => words::words_source(op, &operands[..usize::from(arity)], out).into(),
+            Kernel::Reduce { op, input } => reduce::reduce_source(op, input).into(),
             Kernel::MatMul { dtype, .. } => {
                 matmul::matmul_source(operands::wgsl_type(dtype).unwrap_or("f32")).into()
             }
@@ -295,6 +307,10 @@ impl Kernel {
                 ("OUT_BYTES", out.size() as u32),
             ],
             Kernel::ScanCounter => Vec::new(),
+            Kernel::Reduce { op, input } => vec![(
+                "OUT_PAIRS",
+                u32::from(reduce::stored_dtype(op, input).size() == 8),
+            )],
             Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
                 ..
@@ -320,6 +336,7 @@ impl Kernel {
                 out,
                 ..
             } => words::words_features(&operands[..usize::from(arity)], out),
+            Kernel::Reduce { input, .. } => reduce::reduce_features(input),
             _ => wgpu::Features::empty(),
         }
     }
@@ -372,6 +389,7 @@ impl KernelSpec for Kernel {
                 format!("elementwise_words.wgsl {op} {}->{out}", ins.join(",")).into()
             }
             Kernel::MatMul { dtype, .. } => format!("matmul.wgsl {dtype}").into(),
+            Kernel::Reduce { op, input } => format!("reduce.wgsl {op} {input}").into(),
         }
     }
     fn source(&self) -> Cow<'static, str> {
@@ -385,7 +403,9 @@ impl KernelSpec for Kernel {
     }
     fn bindings(&self) -> &'static [Binding] {
         match self {
-            Kernel::Gather { .. } | Kernel::BlockRemap { .. } => TWO_BUFFERS,
+            Kernel::Gather { .. } | Kernel::BlockRemap { .. } | Kernel::Reduce { .. } => {
+                TWO_BUFFERS
+            }
             Kernel::ScanStep { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,

@@ -12,6 +12,9 @@ use super::{grid_for, Kernel, MAX_RANK};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 const WORDS: &str = include_str!("../../shaders/elementwise_words.wgsl");
+/// f64 exp, log, tanh, sigmoid and pow written out (Vulkan has none): helpers of the f64
+/// variants only, since a module with f64 in it needs wgpu's `SHADER_F64`.
+pub(crate) const F64_MATH: &str = include_str!("../../shaders/f64_math.inc");
 
 /// How an operand computes: the WGSL type its elements are widened into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,7 +77,7 @@ impl Class {
     }
 
     /// The dtype of 32 or 64 bits that computes like this class (bool as u32).
-    fn wide(self) -> DType {
+    pub fn wide(self) -> DType {
         match self {
             Class::Float => DType::F32,
             Class::Double => DType::F64,
@@ -87,7 +90,7 @@ impl Class {
 }
 
 /// WGSL expression loading element `i` of `dtype` from the words of `buffer`.
-fn load_expression(dtype: DType, buffer: &str) -> String {
+pub(crate) fn load_expression(dtype: DType, buffer: &str) -> String {
     let pair = format!("((u64({buffer}[2u * i + 1u]) << 32u) | u64({buffer}[2u * i]))");
     match dtype {
         DType::F32 => format!("bitcast<f32>({buffer}[i])"),
@@ -108,7 +111,7 @@ fn load_expression(dtype: DType, buffer: &str) -> String {
 
 /// WGSL expression of the stored bits of result `r` as `dtype`: the low word (whose low 8 or
 /// 16 bits the kernel keeps for narrow types) and the high word.
-fn bits_expression(dtype: DType) -> &'static str {
+pub(crate) fn bits_expression(dtype: DType) -> &'static str {
     match dtype {
         DType::F32 | DType::I32 | DType::I8 | DType::I16 => "vec2<u32>(bitcast<u32>(r), 0u)",
         DType::U32 | DType::U8 | DType::U16 | DType::Bool => "vec2<u32>(r, 0u)",
@@ -387,6 +390,10 @@ pub static WORD_OPS: [WordOp; 19] = [
         // by squaring; to float exponents through f32, truncated back.
         wgsl: |c| match (c[0], c[1]) {
             (Class::Float, e) if e.is_number() => expr("onnx_pow(a, f32(b))"),
+            (Class::Double, e) if e.is_number() => Some(Expr {
+                helpers: F64_MATH.into(),
+                expression: "pow64(a, f64(b))".into(),
+            }),
             (Class::Int | Class::Long, e) if e.is_signed() || e.is_unsigned() => Some(Expr {
                 helpers: INT_POW.into(),
                 expression: "int_pow(a, A(b))".into(),
@@ -427,6 +434,21 @@ pub fn word_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr>
             .flatten();
     }
     let op = lookup(name)?;
+    if classes == [Class::Double] {
+        let f = match name {
+            "Exp" => "exp64",
+            "Log" => "log64",
+            "Tanh" => "tanh64",
+            "Sigmoid" => "sigmoid64",
+            _ => "",
+        };
+        if !f.is_empty() {
+            return Some(Expr {
+                helpers: F64_MATH.into(),
+                expression: format!("{f}(a)"),
+            });
+        }
+    }
     if dtypes.len() != 1 + usize::from(op.binary)
         || classes.iter().any(|&c| c != classes[0])
         || classes[0] == Class::Bool

@@ -7,6 +7,7 @@ pub(crate) mod blocks;
 pub mod elementwise;
 pub mod layout;
 pub mod matmul;
+pub mod reduce;
 pub mod slice;
 pub mod slicing;
 pub mod space_to_batch;

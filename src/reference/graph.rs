@@ -10,7 +10,7 @@ use ndarray::{concatenate, ArrayD, Axis, IxDyn};
 use crate::graph::{Attr, Graph, Node};
 use crate::{BatchToSpace, DType, HostTensor, Slice, SpaceToBatch, StridedSlice};
 
-use super::numeric::{cast, elementwise, host, matmul, num, Num};
+use super::numeric::{cast, elementwise, host, matmul, num, reduce, Num};
 use super::RefError;
 
 type R<T> = std::result::Result<T, RefError>;
@@ -352,6 +352,41 @@ fn run_node(
             })
         }
         "CastLike" => one(cast(&a(0)?, a(1)?.dtype)?),
+        op if op.starts_with("Reduce") => {
+            let x = a(0)?;
+            let axes = match idx(&args.get(1).cloned().flatten())? {
+                Some(v) => Some(v),
+                None => ints(node, "axes"),
+            };
+            let axes = match axes {
+                Some(v) if !v.is_empty() => {
+                    crate::ops::reduce::normalize_axes("reference", x.shape.len(), &v)?
+                }
+                _ if int(node, "noop_with_empty_axes").unwrap_or(0) != 0 => return one(x),
+                _ => (0..x.shape.len()).collect(),
+            };
+            one(reduce(
+                op,
+                &x,
+                &axes,
+                int(node, "keepdims").unwrap_or(1) != 0,
+            )?)
+        }
+        "ArgMax" | "ArgMin" => {
+            let x = a(0)?;
+            let axes = crate::ops::reduce::normalize_axes(
+                "reference",
+                x.shape.len(),
+                &[int(node, "axis").unwrap_or(0)],
+            )?;
+            let last = if int(node, "select_last_index").unwrap_or(0) != 0 {
+                "Last"
+            } else {
+                ""
+            };
+            let keep = int(node, "keepdims").unwrap_or(1) != 0;
+            one(reduce(&format!("{op}{last}"), &x, &axes, keep)?)
+        }
         "Scan" => scan(node, args, env),
         other => Err(format!("the reference has no op {other}").into()),
     }

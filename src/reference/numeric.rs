@@ -308,6 +308,17 @@ fn pow(base: Num, exponent: Num) -> R<Num> {
                 (x as f32).powf(y) as i64
             })?),
         },
+        Num::D(b) => {
+            let e = match exponent {
+                Num::D(e) => e,
+                Num::F(e) => e.mapv(f64::from),
+                Num::I(e) => e.mapv(f64::from),
+                Num::U(e) => e.mapv(f64::from),
+                Num::L(e) => e.mapv(|v| v as f64),
+                Num::Q(e) => e.mapv(|v| v as f64),
+            };
+            Num::D(zip2(&b, &e, f64::powf)?)
+        }
         _ => return Err("Pow is defined on float, i32 and i64 bases here".into()),
     })
 }
@@ -389,9 +400,7 @@ fn unary(op: &str, a: Num) -> R<Num> {
     Ok(match a {
         Num::F(x) if op == "Erf" => Num::F(x.mapv(libm::erff)),
         Num::F(x) => Num::F(float_unary!(x, f32)),
-        Num::D(_) if ["Exp", "Log", "Tanh", "Sigmoid", "Erf"].contains(&op) => {
-            return Err(format!("{op} is not defined on f64 here").into())
-        }
+        Num::D(_) if op == "Erf" => return Err("Erf is not defined on f64 here".into()),
         Num::D(x) => Num::D(float_unary!(x, f64)),
         Num::I(x) => signed!(x, i32, I),
         Num::L(x) => signed!(x, i64, L),
@@ -589,4 +598,183 @@ pub(crate) fn matmul<T: Copy + Default + std::ops::Add<Output = T>>(
         shape.push(n);
     }
     Ok(ArrayD::from_shape_vec(IxDyn(&shape), out)?)
+}
+
+/// `a` as rows of its reduced elements: kept axes first (C order), then `axes`.
+fn rows<T: Clone>(a: &ArrayD<T>, axes: &[usize]) -> R<(Vec<Vec<T>>, Vec<usize>)> {
+    let kept: Vec<usize> = (0..a.ndim()).filter(|k| !axes.contains(k)).collect();
+    let mut perm = kept.clone();
+    perm.extend_from_slice(axes);
+    let p = a.view().permuted_axes(IxDyn(&perm));
+    let n: usize = axes.iter().map(|&k| a.shape()[k]).product();
+    let flat: Vec<T> = p.iter().cloned().collect();
+    let count: usize = kept.iter().map(|&k| a.shape()[k]).product();
+    let rows = (0..count)
+        .map(|r| flat[r * n..(r + 1) * n].to_vec())
+        .collect();
+    Ok((rows, kept.iter().map(|&k| a.shape()[k]).collect()))
+}
+
+/// ONNX Reduce* over `axes` (distinct, in range), and ArgMax/ArgMin over one axis (the ops
+/// named as the GPU kernel names them: `ArgMaxLast` keeps the last of equal values). Floats
+/// fold in f64 and round once to their dtype; integers wrap in their own width; the result
+/// has the kept axes (with 1s for reduced ones when `keepdims`).
+pub(crate) fn reduce(op: &str, t: &HostTensor, axes: &[usize], keepdims: bool) -> R<HostTensor> {
+    let shape: Vec<usize> = (0..t.shape.len())
+        .filter_map(|k| match (axes.contains(&k), keepdims) {
+            (false, _) => Some(t.shape[k]),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    let arg = |vals: &[f64], max: bool, last: bool| -> i64 {
+        let mut best: Option<(f64, usize)> = None;
+        for (j, &v) in vals.iter().enumerate() {
+            let better = match best {
+                None => true,
+                Some((b, _)) => (if max { v > b } else { v < b }) || (last && v == b),
+            };
+            if better {
+                best = Some((v, j));
+            }
+        }
+        best.map_or(0, |(_, j)| j as i64)
+    };
+    if let Some(kind) = op.strip_prefix("Arg") {
+        let (max, last) = (kind.starts_with("Max"), kind.ends_with("Last"));
+        // Order-preserving as f64 (i64 and u64 beyond 2^53 compare through i128 below).
+        let out: Vec<i64> = match num(t)? {
+            Num::L(a) => rows(&a, axes)?
+                .0
+                .iter()
+                .map(|r| {
+                    let v: Vec<i128> = r.iter().map(|&x| i128::from(x)).collect();
+                    arg_exact(&v, max, last)
+                })
+                .collect(),
+            Num::Q(a) => rows(&a, axes)?
+                .0
+                .iter()
+                .map(|r| {
+                    let v: Vec<i128> = r.iter().map(|&x| i128::from(x)).collect();
+                    arg_exact(&v, max, last)
+                })
+                .collect(),
+            n => float_rows(n, axes)?
+                .iter()
+                .map(|r| arg(r, max, last))
+                .collect(),
+        };
+        return Ok(HostTensor::from_vec(shape, &out)?);
+    }
+    macro_rules! ints {
+        ($a:expr, $t:ty, $v:ident) => {{
+            let (rs, _) = rows(&$a, axes)?;
+            let n = rs.first().map_or(0, |r| r.len()) as $t;
+            let out: Vec<$t> = rs
+                .iter()
+                .map(|r| -> R<$t> {
+                    let it = r.iter().copied();
+                    Ok(match op {
+                        "ReduceSum" => it.fold(0, <$t>::wrapping_add),
+                        "ReduceSumSquare" => {
+                            it.fold(0 as $t, |s: $t, x| s.wrapping_add(x.wrapping_mul(x)))
+                        }
+                        "ReduceMean" => {
+                            let s = it.fold(0, <$t>::wrapping_add);
+                            if n == 0 {
+                                s
+                            } else {
+                                s.wrapping_div(n)
+                            }
+                        }
+                        "ReduceProd" => it.fold(1, <$t>::wrapping_mul),
+                        #[allow(unused_comparisons)]
+                        "ReduceL1" => it.fold(0 as $t, |s: $t, x| {
+                            s.wrapping_add(if x < 0 { x.wrapping_neg() } else { x })
+                        }),
+                        "ReduceL2" => {
+                            let s = it.fold(0 as $t, |s: $t, x| s.wrapping_add(x.wrapping_mul(x)));
+                            (s as f32).sqrt() as $t
+                        }
+                        "ReduceMax" => it.fold(<$t>::MIN, <$t>::max),
+                        "ReduceMin" => it.fold(<$t>::MAX, <$t>::min),
+                        _ => return Err(format!("{op} is not defined on integers").into()),
+                    })
+                })
+                .collect::<R<_>>()?;
+            Num::$v(ArrayD::from_shape_vec(IxDyn(&shape), out)?)
+        }};
+    }
+    let result = match num(t)? {
+        Num::I(a) => ints!(a, i32, I),
+        Num::U(a) => ints!(a, u32, U),
+        Num::L(a) => ints!(a, i64, L),
+        Num::Q(a) => ints!(a, u64, Q),
+        n => {
+            let double = matches!(n, Num::D(_));
+            let out: Vec<f64> = float_rows(n, axes)?
+                .iter()
+                .map(|r| -> R<f64> {
+                    let it = r.iter().copied();
+                    let sum = |f: &dyn Fn(f64) -> f64| r.iter().map(|&x| f(x)).sum::<f64>();
+                    let nan = r.iter().any(|x| x.is_nan());
+                    Ok(match op {
+                        "ReduceSum" => sum(&|x| x),
+                        "ReduceSumSquare" => sum(&|x| x * x),
+                        "ReduceMean" => sum(&|x| x) / r.len() as f64,
+                        "ReduceProd" => it.product(),
+                        "ReduceL1" => sum(&f64::abs),
+                        "ReduceL2" => sum(&|x| x * x).sqrt(),
+                        "ReduceLogSum" => sum(&|x| x).ln(),
+                        "ReduceLogSumExp" => {
+                            let m = it.fold(f64::NEG_INFINITY, f64::max);
+                            if m == f64::NEG_INFINITY {
+                                m
+                            } else {
+                                m + sum(&|x| (x - m).exp()).ln()
+                            }
+                        }
+                        "ReduceMax" if nan => f64::NAN,
+                        "ReduceMin" if nan => f64::NAN,
+                        "ReduceMax" => it.fold(f64::NEG_INFINITY, f64::max),
+                        "ReduceMin" => it.fold(f64::INFINITY, f64::min),
+                        _ => return Err(format!("unknown reduction {op}").into()),
+                    })
+                })
+                .collect::<R<_>>()?;
+            let a = ArrayD::from_shape_vec(IxDyn(&shape), out)?;
+            if double {
+                Num::D(a)
+            } else {
+                Num::F(a.mapv(|v| v as f32))
+            }
+        }
+    };
+    narrow(result, t.dtype)
+}
+
+/// The rows of a float (or 32-bit integer) array as f64 values.
+fn float_rows(n: Num, axes: &[usize]) -> R<Vec<Vec<f64>>> {
+    Ok(match n {
+        Num::F(a) => rows(&a.mapv(f64::from), axes)?.0,
+        Num::D(a) => rows(&a, axes)?.0,
+        Num::I(a) => rows(&a.mapv(f64::from), axes)?.0,
+        Num::U(a) => rows(&a.mapv(f64::from), axes)?.0,
+        _ => return Err("64-bit integers compare exactly elsewhere".into()),
+    })
+}
+
+fn arg_exact(vals: &[i128], max: bool, last: bool) -> i64 {
+    let mut best: Option<(i128, usize)> = None;
+    for (j, &v) in vals.iter().enumerate() {
+        let better = match best {
+            None => true,
+            Some((b, _)) => (if max { v > b } else { v < b }) || (last && v == b),
+        };
+        if better {
+            best = Some((v, j));
+        }
+    }
+    best.map_or(0, |(_, j)| j as i64)
 }

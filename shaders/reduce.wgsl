@@ -1,0 +1,122 @@
+// Reductions (ONNX Reduce*, ArgMax, ArgMin): one workgroup per output element. Its threads
+// stride over the reduced coordinates (any set of axes, read through the input's strides, so
+// nothing is transposed first), each folding its elements into a state, and the workgroup
+// merges the states in a tree in workgroup memory. The state is a pair of values and an index
+// (a running sum, a max and a scaled sum for LogSumExp, a value and its position for ArgMax).
+//
+// Specialized per op and dtype by a validated substitution of the marked lines below; every
+// variant is validated with naga in the tests.
+
+alias A = f32; // INPUT TYPE
+alias C = f32; // STATE TYPE
+
+const WORKGROUP: u32 = 256u;
+// The result is 8 bytes (two words per output element), else one word.
+override OUT_PAIRS: bool = false;
+
+struct Params {
+    // Output elements (workgroups with work) and reduced elements per output.
+    rows: u32,
+    n: u32,
+    keep_rank: u32,
+    reduce_rank: u32,
+    // Kept and reduced axes of the input: extents and element strides, innermost first.
+    keep_shape: array<vec4<u32>, 4>,
+    keep_stride: array<vec4<u32>, 4>,
+    reduce_shape: array<vec4<u32>, 4>,
+    reduce_stride: array<vec4<u32>, 4>,
+}
+
+struct State {
+    a: C,
+    b: C,
+    i: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> a_words: array<u32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+
+var<workgroup> states: array<State, WORKGROUP>;
+
+fn runtime_f32(bits: u32) -> f32 {
+    var b = bits;
+    return bitcast<f32>(b);
+}
+
+// f16 bits (low 16) to f32, exactly.
+fn f16_to_f32(h: u32) -> f32 {
+    let sign = (h & 0x8000u) << 16u;
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    if e == 0x1fu {
+        return runtime_f32(sign | 0x7f800000u | (m << 13u));
+    }
+    if e == 0u {
+        let v = f32(m) * 5.9604644775390625e-8;
+        return select(v, -v, sign != 0u);
+    }
+    return runtime_f32(sign | ((e + 112u) << 23u) | (m << 13u));
+}
+
+// The 8- or 16-bit field of word `w` holding element `i` (zero-extended).
+fn field(w: u32, i: u32, bits: u32) -> u32 {
+    return extractBits(w, (i % (32u / bits)) * bits, bits);
+}
+
+fn load_a(i: u32) -> A { return bitcast<f32>(a_words[i]); } // LOAD A
+
+// The op: the empty state, folding element x (the j-th reduced one) in, merging two states
+// (`b` holds the later elements), and the result's bits from the final state.
+fn init() -> State { return State(C(0), C(0), 0u); } // INIT
+fn absorb(s: State, x: C, j: u32) -> State { return State(s.a + x, s.b, s.i); } // ABSORB
+fn merge(s: State, t: State) -> State { return State(s.a + t.a, s.b, s.i); } // MERGE
+fn finish(s: State) -> vec2<u32> { return vec2<u32>(bitcast<u32>(s.a), 0u); } // FINISH
+
+@compute @workgroup_size(WORKGROUP)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let row = group.x + groups.x * (group.y + groups.y * group.z);
+    // Uniform per workgroup: every thread of a workgroup returns or none does.
+    if row >= params.rows {
+        return;
+    }
+    var rest = row;
+    var base = 0u;
+    for (var k = 0u; k < params.keep_rank; k++) {
+        let extent = params.keep_shape[k / 4u][k % 4u];
+        base += (rest % extent) * params.keep_stride[k / 4u][k % 4u];
+        rest /= extent;
+    }
+    var s = init();
+    for (var j = t; j < params.n; j += WORKGROUP) {
+        var r = j;
+        var index = base;
+        for (var k = 0u; k < params.reduce_rank; k++) {
+            let extent = params.reduce_shape[k / 4u][k % 4u];
+            index += (r % extent) * params.reduce_stride[k / 4u][k % 4u];
+            r /= extent;
+        }
+        s = absorb(s, C(load_a(index)), j);
+    }
+    states[t] = s;
+    workgroupBarrier();
+    for (var half = WORKGROUP / 2u; half > 0u; half /= 2u) {
+        if t < half {
+            states[t] = merge(states[t], states[t + half]);
+        }
+        workgroupBarrier();
+    }
+    if t == 0u {
+        let v = finish(states[0]);
+        if OUT_PAIRS {
+            dst[2u * row] = v.x;
+            dst[2u * row + 1u] = v.y;
+        } else {
+            dst[row] = v.x;
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The reduction kernel family (`shaders/reduce.wgsl`): ONNX's Reduce* ops, ArgMax and ArgMin
+//! over any set of axes, one workgroup per output element folding its elements into a state
+//! and merging the states in a tree. States are of the input's wide type (f32 for f16 and
+//! bf16, i32 for 8/16-bit integers); the result is stored in that type (ArgMax and ArgMin as
+//! i64 word pairs, without 64-bit shader types), and narrowed by Cast where the op's dtype is
+//! narrower.
+
+use super::operands::specialize;
+use super::words::{bits_expression, load_expression, Class};
+use super::{grid_for, Kernel, MAX_RANK};
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+const REDUCE: &str = include_str!("../../shaders/reduce.wgsl");
+
+/// Threads per reduction workgroup (the shader's `WORKGROUP`).
+pub const WORKGROUP: u32 = 256;
+
+/// The ops, by ONNX name; ArgMax/ArgMin with `select_last_index` are `ArgMaxLast`/`ArgMinLast`.
+pub const OPS: [&str; 13] = [
+    "ReduceSum",
+    "ReduceSumSquare",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ArgMax",
+    "ArgMin",
+    "ArgMaxLast",
+];
+
+/// The kernel's ops: [`OPS`] and ArgMin with `select_last_index`.
+pub fn kernel_ops() -> impl Iterator<Item = &'static str> {
+    OPS.into_iter().chain(["ArgMinLast"])
+}
+
+/// Whether op `op` reduces `dtype` (ONNX's types, less f64 where it needs exp or log).
+pub fn defined(op: &str, dtype: DType) -> bool {
+    let class = Class::of(dtype);
+    match op {
+        "ReduceLogSum" | "ReduceLogSumExp" => matches!(class, Class::Float | Class::Double),
+        "ReduceMax" | "ReduceMin" => true,
+        _ if class == Class::Bool => false,
+        _ => true,
+    }
+}
+
+/// The dtype the kernel stores: i64 for the Arg ops, else the input's wide type.
+pub fn stored_dtype(op: &str, input: DType) -> DType {
+    if op.starts_with("Arg") {
+        DType::I64
+    } else {
+        Class::of(input).wide()
+    }
+}
+
+/// The lowest and highest values of the state type, as WGSL.
+fn extremes(class: Class) -> (&'static str, &'static str) {
+    match class {
+        Class::Float => ("runtime_f32(0xff800000u)", "runtime_f32(0x7f800000u)"),
+        Class::Double => (
+            "f64(runtime_f32(0xff800000u))",
+            "f64(runtime_f32(0x7f800000u))",
+        ),
+        Class::Int => ("(-2147483647i - 1i)", "2147483647i"),
+        Class::Long => ("(-9223372036854775807li - 1li)", "9223372036854775807li"),
+        Class::Uint | Class::Bool => ("0u", "4294967295u"),
+        Class::Ulong => ("0lu", "18446744073709551615lu"),
+    }
+}
+
+/// The INIT, ABSORB, MERGE and FINISH lines of `op` on states of `class`.
+fn op_lines(op: &str, class: Class, out: DType) -> [String; 4] {
+    let float = matches!(class, Class::Float | Class::Double);
+    let (lowest, highest) = extremes(class);
+    let (exp, log, math) = if class == Class::Double {
+        ("exp64", "log64", super::words::F64_MATH)
+    } else {
+        ("exp", "log", "")
+    };
+    let bits = bits_expression(out);
+    let result = |value: &str| {
+        format!("fn finish(s: State) -> vec2<u32> {{ let r = {value}; return {bits}; }}")
+    };
+    let fold = |init: &str, absorb: &str, merge: &str, finish: &str| {
+        [
+            format!("fn init() -> State {{ return State({init}, C(0), 0u); }}"),
+            format!("fn absorb(s: State, x: C, j: u32) -> State {{ return State({absorb}, s.b, s.i); }}"),
+            format!("fn merge(s: State, t: State) -> State {{ return State({merge}, s.b, s.i); }}"),
+            result(finish),
+        ]
+    };
+    // Max and Min keep NaN, as onnxruntime does.
+    let pick = |f: &str, u: &str, v: &str| {
+        if float {
+            format!("select({f}({u}, {v}), {u} + {v}, !({u} == {u} && {v} == {v}))")
+        } else {
+            format!("{f}({u}, {v})")
+        }
+    };
+    let real = |v: &str| -> String {
+        if float {
+            v.to_string()
+        } else {
+            format!("C(sqrt(f32({v})))")
+        }
+    };
+    match op {
+        "ReduceSum" => fold("C(0)", "s.a + x", "s.a + t.a", "s.a"),
+        "ReduceSumSquare" => fold("C(0)", "s.a + x * x", "s.a + t.a", "s.a"),
+        "ReduceMean" => fold("C(0)", "s.a + x", "s.a + t.a", "s.a / C(params.n)"),
+        "ReduceProd" => fold("C(1)", "s.a * x", "s.a * t.a", "s.a"),
+        "ReduceL1" => fold("C(0)", "s.a + abs(x)", "s.a + t.a", "s.a"),
+        "ReduceL2" => {
+            let root = if float {
+                "sqrt(s.a)".to_string()
+            } else {
+                real("s.a")
+            };
+            fold("C(0)", "s.a + x * x", "s.a + t.a", &root)
+        }
+        "ReduceLogSum" => {
+            let [i, a, m, f] = fold("C(0)", "s.a + x", "s.a + t.a", &format!("{log}(s.a)"));
+            [i, format!("{math}\n{a}"), m, f]
+        }
+        "ReduceMax" => fold(
+            lowest,
+            &pick("max", "s.a", "x"),
+            &pick("max", "s.a", "t.a"),
+            "s.a",
+        ),
+        "ReduceMin" => fold(
+            highest,
+            &pick("min", "s.a", "x"),
+            &pick("min", "s.a", "t.a"),
+            "s.a",
+        ),
+        "ReduceLogSumExp" => [
+            format!("fn init() -> State {{ return State({lowest}, C(0), 0u); }}"),
+            // (max, sum of exp(x - max)): merged by rescaling to the larger max.
+            format!(
+                "{math}
+fn lse(s: State, m2: C, s2: C) -> State {{
+    let m = max(s.a, m2);
+    if m == {lowest} {{ return State(m, C(0), 0u); }}
+    return State(m, s.b * {exp}(s.a - m) + s2 * {exp}(m2 - m), 0u);
+}}
+fn absorb(s: State, x: C, j: u32) -> State {{ return lse(s, x, C(1)); }}"
+            ),
+            "fn merge(s: State, t: State) -> State { return lse(s, t.a, t.b); }".to_string(),
+            result(&format!("s.a + {log}(s.b)")),
+        ],
+        arg => {
+            let (cmp, last) = match arg {
+                "ArgMax" => (">", false),
+                "ArgMaxLast" => (">", true),
+                "ArgMin" => ("<", false),
+                _ => ("<", true),
+            };
+            // A state with no element yet has index NONE; later elements of one thread come
+            // in order, so `>=` keeps the last of equal ones and `>` the first.
+            let eq = if last { "=" } else { "" };
+            let tie = if last { ">" } else { "<" };
+            [
+                "fn init() -> State { return State(C(0), C(0), 0xffffffffu); }".to_string(),
+                format!("fn absorb(s: State, x: C, j: u32) -> State {{ if s.i == 0xffffffffu || x {cmp}{eq} s.a {{ return State(x, C(0), j); }} return s; }}"),
+                format!("fn merge(s: State, t: State) -> State {{ if t.i != 0xffffffffu && (s.i == 0xffffffffu || t.a {cmp} s.a || (t.a == s.a && t.i {tie} s.i)) {{ return t; }} return s; }}"),
+                "fn finish(s: State) -> vec2<u32> { return vec2<u32>(s.i, 0u); }".to_string(),
+            ]
+        }
+    }
+}
+
+/// WGSL source of the reduction `op` on `input`.
+pub fn reduce_source(op: &str, input: DType) -> String {
+    let class = Class::of(input);
+    let out = stored_dtype(op, input);
+    let [init, absorb, merge, finish] = op_lines(op, class, out);
+    specialize(
+        REDUCE,
+        &[
+            ("// INPUT TYPE", format!("alias A = {};", class.wgsl())),
+            ("// STATE TYPE", format!("alias C = {};", class.wgsl())),
+            (
+                "// LOAD A",
+                format!(
+                    "fn load_a(i: u32) -> A {{ return {}; }}",
+                    load_expression(input, "a_words")
+                ),
+            ),
+            ("// INIT", init),
+            ("// ABSORB", absorb),
+            ("// MERGE", merge),
+            ("// FINISH", finish),
+        ],
+    )
+}
+
+/// The wgpu features a reduction of `input` needs.
+pub fn reduce_features(input: DType) -> wgpu::Features {
+    super::words::words_features(&[input], Class::of(input).wide())
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct ReduceParams {
+    rows: u32,
+    n: u32,
+    keep_rank: u32,
+    reduce_rank: u32,
+    keep_shape: [u32; MAX_RANK],
+    keep_stride: [u32; MAX_RANK],
+    reduce_shape: [u32; MAX_RANK],
+    reduce_stride: [u32; MAX_RANK],
+}
+
+impl Recorder {
+    /// Records reduction `op` of `x` over `axes` (sorted, distinct, in range) into `out`,
+    /// whose elements are the kept coordinates in C order, stored as [`stored_dtype`].
+    pub(crate) fn reduce_into(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        axes: &[usize],
+        out: &Tensor,
+    ) -> Result<()> {
+        let rows = out.numel() as u64;
+        if rows == 0 {
+            return Ok(());
+        }
+        let ctx = self.context().clone();
+        let storage = x.storage();
+        if storage
+            .single()
+            .is_none_or(|b| b.size() > ctx.binding_limit())
+        {
+            return Err(Error::LimitExceeded {
+                op,
+                what: "an input bound at once".into(),
+                limit: "max_storage_buffer_binding_size",
+                needed: x.byte_len(),
+                max: ctx.binding_limit(),
+            });
+        }
+        let strides = crate::host::c_strides(x.shape());
+        let mut params = ReduceParams {
+            rows: rows as u32,
+            n: 1,
+            keep_rank: 0,
+            reduce_rank: 0,
+            keep_shape: [1; MAX_RANK],
+            keep_stride: [0; MAX_RANK],
+            reduce_shape: [1; MAX_RANK],
+            reduce_stride: [0; MAX_RANK],
+        };
+        // Innermost first, as the kernel decomposes indices.
+        for k in (0..x.rank()).rev() {
+            let (dim, stride) = (x.shape()[k] as u32, strides[k] as u32);
+            if axes.contains(&k) {
+                let r = params.reduce_rank as usize;
+                params.reduce_shape[r] = dim;
+                params.reduce_stride[r] = stride;
+                params.reduce_rank += 1;
+                params.n *= dim;
+            } else {
+                let r = params.keep_rank as usize;
+                params.keep_shape[r] = dim;
+                params.keep_stride[r] = stride;
+                params.keep_rank += 1;
+            }
+        }
+        let kernel = Kernel::Reduce {
+            op,
+            input: x.dtype(),
+        };
+        let pipeline = ctx.pipeline(&kernel)?;
+        let bindings = [storage.bind_whole(), out.storage().bind_whole()];
+        // One workgroup per output element.
+        let grid = grid_for(&ctx, op, rows, 1)?;
+        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+    }
+}

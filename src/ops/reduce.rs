@@ -1,0 +1,138 @@
+//! ONNX reductions: `ReduceSum ReduceSumSquare ReduceMean ReduceMax ReduceMin ReduceProd
+//! ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp` over any set of axes, and `ArgMax ArgMin`
+//! over one. Validation and output shapes here; the workgroup-tree kernel in
+//! [`crate::kernels::reduce`].
+
+use crate::kernels::reduce::{defined, stored_dtype, OPS};
+use crate::{DType, Error, Out, Recorder, Result, Tensor};
+
+/// `axes` (negative counted from the end) as sorted distinct axes of a rank-`rank` input.
+pub fn normalize_axes(op: &'static str, rank: usize, axes: &[i64]) -> Result<Vec<usize>> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let r = rank as i64;
+        if a < -r || a >= r {
+            return Err(Error::invalid(
+                op,
+                "axes",
+                format!("axis {a} is out of range for rank {rank}"),
+            ));
+        }
+        let k = (if a < 0 { a + r } else { a }) as usize;
+        if out.contains(&k) {
+            return Err(Error::invalid(
+                op,
+                "axes",
+                format!("axis {a} is given twice"),
+            ));
+        }
+        out.push(k);
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// The shape after reducing `axes` of `shape`.
+pub fn reduced_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
+    (0..shape.len())
+        .filter_map(|k| match (axes.contains(&k), keepdims) {
+            (false, _) => Some(shape[k]),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
+}
+
+fn check_dtype(op: &'static str, input: &str, dtype: DType) -> Result<()> {
+    if defined(op, dtype) {
+        return Ok(());
+    }
+    let ok: Vec<&str> = DType::ALL
+        .into_iter()
+        .filter(|&d| defined(op, d))
+        .map(DType::name)
+        .collect();
+    Err(Error::invalid(
+        op,
+        input,
+        format!("{input} is {dtype}; {op} takes {}", ok.join(", ")),
+    ))
+}
+
+impl Recorder {
+    /// Records ONNX reduction `op` (`ReduceSum`, ...) of `data` over `axes` (all axes when
+    /// `None` or empty, unless `noop_with_empty_axes`, which makes it the identity), keeping
+    /// reduced axes as 1s when `keepdims`. Floats accumulate in f32 (f16 and bf16 rounded
+    /// once at the end) or f64; integers wrap.
+    pub fn reduce_to(
+        &mut self,
+        op: &str,
+        data: &Tensor,
+        axes: Option<&[i64]>,
+        keepdims: bool,
+        noop_with_empty_axes: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        let op = OPS
+            .into_iter()
+            .find(|o| *o == op && o.starts_with("Reduce"))
+            .ok_or_else(|| Error::Graph(format!("unknown reduction '{op}'")))?;
+        self.check_inputs(op, &[("data", data)])?;
+        check_dtype(op, "data", data.dtype())?;
+        let axes = match axes {
+            Some(a) if !a.is_empty() => normalize_axes(op, data.rank(), a)?,
+            _ if noop_with_empty_axes => return out.view(self, data.clone()),
+            _ => (0..data.rank()).collect(),
+        };
+        let shape = reduced_shape(data.shape(), &axes, keepdims);
+        let stored = stored_dtype(op, data.dtype());
+        if stored == data.dtype() {
+            let out = out.tensor(self, stored, &shape)?;
+            self.reduce_into(op, data, &axes, &out)?;
+            return Ok(out);
+        }
+        // Narrow dtypes: reduce in the wide type, then round or wrap once.
+        let wide = Tensor::uninit(self.context(), stored, &shape)?;
+        self.reduce_into(op, data, &axes, &wide)?;
+        let result = self.cast_to(&wide, data.dtype(), out);
+        self.release(wide);
+        result
+    }
+
+    /// Records ONNX ArgMax or ArgMin of `data` along `axis`: i64 positions of the first (or
+    /// with `select_last_index` the last) largest or smallest value.
+    pub fn arg_reduce_to(
+        &mut self,
+        op: &str,
+        data: &Tensor,
+        axis: i64,
+        keepdims: bool,
+        select_last_index: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        let (op, kernel): (&'static str, &'static str) = match (op, select_last_index) {
+            ("ArgMax", false) => ("ArgMax", "ArgMax"),
+            ("ArgMax", true) => ("ArgMax", "ArgMaxLast"),
+            ("ArgMin", false) => ("ArgMin", "ArgMin"),
+            ("ArgMin", true) => ("ArgMin", "ArgMinLast"),
+            _ => return Err(Error::Graph(format!("unknown arg reduction '{op}'"))),
+        };
+        self.check_inputs(op, &[("data", data)])?;
+        check_dtype(op, "data", data.dtype())?;
+        let axes = normalize_axes(op, data.rank(), &[axis])?;
+        if data.shape()[axes[0]] == 0 {
+            return Err(Error::invalid(
+                op,
+                "data",
+                format!(
+                    "axis {axis} of data {:?} is empty: no position to give",
+                    data.shape()
+                ),
+            ));
+        }
+        let shape = reduced_shape(data.shape(), &axes, keepdims);
+        let out = out.tensor(self, DType::I64, &shape)?;
+        self.reduce_into(kernel, data, &axes, &out)?;
+        Ok(out)
+    }
+}

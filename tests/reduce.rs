@@ -1,0 +1,175 @@
+//! Reductions against the CPU reference on every dtype each is defined for: any set of axes
+//! (leading, inner, not adjacent, all, none), keepdims, rows longer than a workgroup (the
+//! threads' strided loops and the tree merge), empty rows, and ArgMax/ArgMin with ties.
+//! Integers and Max/Min/ArgMax compare bit for bit; float sums within the rounding of the
+//! summation order (1e-5 relative for f32 and f64 sums of mixed signs scaled by their
+//! magnitude, two units in the last place for f16 and bf16).
+
+mod common;
+use common::*;
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::reference::graph::run_graph;
+use wgpu_ops::{DType, HostTensor, Session};
+
+fn both(node: Node, x: HostTensor) -> (HostTensor, HostTensor) {
+    let shape: Vec<Option<usize>> = x.shape.iter().map(|&d| Some(d)).collect();
+    let g = Graph::new()
+        .input("x", x.dtype, &shape)
+        .node(node.inputs(["x"]).outputs(["y"]))
+        .output("y");
+    let inputs = vec![("x".to_string(), x)];
+    let got = Session::new(ctx(), g.clone())
+        .unwrap()
+        .run_blocking(inputs.clone())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0)
+        .1;
+    let want = run_graph(&g, &inputs, &Default::default())
+        .unwrap()
+        .remove(0);
+    (got, want)
+}
+
+/// Small integers (so sums and products stay exact in every type) or floats of mixed sign.
+fn data(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let raw = bytes(seed, n);
+    let f: Vec<f64> = raw.iter().map(|&b| (b % 7) as f64 - 2.0).collect();
+    let t = HostTensor::from_vec(shape.to_vec(), &f).unwrap();
+    let node = Node::new("Cast", "c").attr("to", Attr::String(dtype.name().into()));
+    let g = Graph::new()
+        .input(
+            "x",
+            DType::F64,
+            &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+        )
+        .node(node.inputs(["x"]).outputs(["y"]))
+        .output("y");
+    run_graph(&g, &[("x".to_string(), t)], &Default::default())
+        .unwrap()
+        .remove(0)
+}
+
+fn as_f64(t: &HostTensor) -> Vec<f64> {
+    let node = Node::new("Cast", "c").attr("to", Attr::String("f64".into()));
+    let g = Graph::new()
+        .input(
+            "x",
+            t.dtype,
+            &t.shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+        )
+        .node(node.inputs(["x"]).outputs(["y"]))
+        .output("y");
+    run_graph(&g, &[("x".to_string(), t.clone())], &Default::default())
+        .unwrap()
+        .remove(0)
+        .to_vec::<f64>()
+        .unwrap()
+}
+
+fn reductions_on(dtype: DType) {
+    let ops = [
+        "ReduceSum",
+        "ReduceSumSquare",
+        "ReduceMean",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+    ];
+    let float = matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);
+    let cases: [(&[usize], &[i64]); 7] = [
+        (&[3, 4, 5], &[1]),
+        (&[3, 4, 5], &[0, 2]),
+        (&[3, 4, 5], &[-1]),
+        (&[2, 700], &[1]),
+        (&[600, 3], &[0]),
+        (&[3, 0, 2], &[1]),
+        (&[4, 3], &[]),
+    ];
+    let mut ran = 0;
+    for op in ops {
+        let logs = matches!(op, "ReduceLogSum" | "ReduceLogSumExp");
+        if dtype == DType::Bool && !matches!(op, "ReduceMax" | "ReduceMin") || logs && !float {
+            continue;
+        }
+        for (k, (shape, axes)) in cases.iter().enumerate() {
+            // Products of hundreds of elements overflow every type: fewer for them.
+            if op == "ReduceProd" && shape.iter().product::<usize>() > 60 {
+                continue;
+            }
+            let mut x = data(dtype, shape, k as u64);
+            if op == "ReduceLogSum" {
+                // Sums of positive values only.
+                x = data(dtype, shape, k as u64);
+                let positive: Vec<f64> = as_f64(&x).iter().map(|v| v.abs() + 1.0).collect();
+                x = data_from(dtype, shape, &positive);
+            }
+            for keepdims in [0, 1] {
+                let node = Node::new(op, "r")
+                    .attr("axes", Attr::Ints(axes.to_vec()))
+                    .attr("keepdims", Attr::Int(keepdims));
+                let (got, want) = both(node, x.clone());
+                let what = format!("{op} {dtype} {shape:?} axes {axes:?} keepdims {keepdims}");
+                assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
+                if !float || matches!(op, "ReduceMax" | "ReduceMin") {
+                    assert_eq!(got.data, want.data, "{what}");
+                } else {
+                    let tol = match dtype {
+                        DType::F16 => 2e-3,
+                        DType::BF16 => 1.6e-2,
+                        _ => 1e-5,
+                    };
+                    for (i, (a, b)) in as_f64(&got).iter().zip(as_f64(&want)).enumerate() {
+                        let ok = a == &b
+                            || (a.is_nan() && b.is_nan())
+                            || (a - b).abs() <= tol * b.abs().max(1.0);
+                        assert!(ok, "{what}: element {i}: GPU {a} vs reference {b}");
+                    }
+                }
+                ran += 1;
+            }
+        }
+    }
+    assert!(ran > 0);
+    // ArgMax and ArgMin: values with many ties, first and last index.
+    if dtype == DType::Bool {
+        return;
+    }
+    for (shape, axis) in [(&[3usize, 4, 5][..], 1i64), (&[2, 700], -1), (&[300, 2], 0)] {
+        let x = data(dtype, shape, 9);
+        for op in ["ArgMax", "ArgMin"] {
+            for last in [0, 1] {
+                for keepdims in [0, 1] {
+                    let node = Node::new(op, "a")
+                        .attr("axis", Attr::Int(axis))
+                        .attr("keepdims", Attr::Int(keepdims))
+                        .attr("select_last_index", Attr::Int(last));
+                    let (got, want) = both(node, x.clone());
+                    assert_eq!(got, want, "{op} {dtype} {shape:?} axis {axis} last {last}");
+                }
+            }
+        }
+    }
+}
+
+fn data_from(dtype: DType, shape: &[usize], values: &[f64]) -> HostTensor {
+    let t = HostTensor::from_vec(shape.to_vec(), values).unwrap();
+    let node = Node::new("Cast", "c").attr("to", Attr::String(dtype.name().into()));
+    let g = Graph::new()
+        .input(
+            "x",
+            DType::F64,
+            &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+        )
+        .node(node.inputs(["x"]).outputs(["y"]))
+        .output("y");
+    run_graph(&g, &[("x".to_string(), t)], &Default::default())
+        .unwrap()
+        .remove(0)
+}
+
+dtype_tests!(every_reduction, reductions_on);

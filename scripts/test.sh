@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: the Rust tests of the crate and the demo on whatever adapter wgpu finds
-# (lavapipe without a GPU; the numpy cross-check needs numpy and the ONNX node tests the `onnx`
-# package, installed here when missing), then
+# (lavapipe without a GPU; the numpy cross-check needs numpy, the ONNX node tests the `onnx`
+# package and the scikit-learn model test onnxruntime, scikit-learn and skl2onnx, installed here
+# when missing), then
 # the demo page in headless Chromium (scripts/browser-test.sh, which installs its tools).
 # --no-browser skips the browser part; other arguments go to cargo test.
 set -euo pipefail
@@ -11,13 +12,22 @@ if ! python3 -c "import numpy" 2>/dev/null; then
   echo "installing numpy for the numpy cross-check test" >&2
   python3 -m pip install -q numpy 2>/dev/null || python3 -m pip install -q --break-system-packages numpy
 fi
+pip_install() {
+  python3 -m pip install -q "$@" 2>/dev/null || python3 -m pip install -q --break-system-packages "$@"
+}
 if ! python3 -c "import onnx" 2>/dev/null; then
   echo "installing onnx for the ONNX node tests" >&2
-  python3 -m pip install -q onnx 2>/dev/null || python3 -m pip install -q --break-system-packages onnx
+  pip_install onnx
+fi
+if ! python3 -c "import onnxruntime, sklearn, skl2onnx" 2>/dev/null; then
+  echo "installing onnxruntime, scikit-learn and skl2onnx for the scikit-learn model test" >&2
+  pip_install onnxruntime scikit-learn skl2onnx
 fi
 # The node tests are exported afresh, so they follow the installed onnx version.
 rm -rf target/onnx-node-tests
 python3 scripts/onnx_node_tests.py target/onnx-node-tests
+rm -rf target/sklearn-gpr
+python3 scripts/sklearn_gpr.py target/sklearn-gpr
 browser=1
 args=()
 for a in "$@"; do

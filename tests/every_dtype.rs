@@ -396,3 +396,44 @@ fn f16_and_bf16_round_to_nearest_even() {
         }
     }
 }
+
+/// MatMul on every dtype ONNX defines it for, with broadcast batches and shapes across the
+/// 16 x 16 tiles, on small integer values (every sum exact, so every dtype compares bit for
+/// bit; f16 and bf16 accumulate in f32 and round once).
+#[test]
+fn matmul_on_every_dtype() {
+    let cases: [(&[usize], &[usize]); 4] = [
+        (&[17, 33], &[33, 18]),
+        (&[2, 3, 5], &[5, 4]),
+        (&[6], &[6, 3]),
+        (&[4, 5], &[5]),
+    ];
+    for d in [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I32,
+        DType::I64,
+        DType::U32,
+        DType::U64,
+    ] {
+        for (k, (sa, sb)) in cases.iter().enumerate() {
+            let small = |shape: &[usize], seed: u64| {
+                let n: usize = shape.iter().product();
+                let v: Vec<f64> = bytes(seed, n).iter().map(|&b| f64::from(b % 5)).collect();
+                let t = HostTensor::from_vec(shape.to_vec(), &v).unwrap();
+                let node = Node::new("Cast", "c").attr("to", Attr::String(d.name().into()));
+                both(ctx(), node.inputs(["x"]), vec![("x", t)]).unwrap().0
+            };
+            let (a, b) = (small(sa, k as u64), small(sb, 50 + k as u64));
+            let (got, want) = both(
+                ctx(),
+                Node::new("MatMul", "m").inputs(["a", "b"]),
+                vec![("a", a), ("b", b)],
+            )
+            .unwrap_or_else(|e| panic!("MatMul {d}: {e}"));
+            assert_eq!(got, want, "MatMul {d} {sa:?} x {sb:?}");
+        }
+    }
+}

@@ -4,7 +4,7 @@
 //! cross a buffer end.
 
 use super::elementwise::broadcast_strides;
-use super::operands::{bind_windows, layout_of, specialize, wgsl_type};
+use super::operands::{bind_windows, elementwise_type, layout_of, specialize};
 use super::windows::{room, Walk};
 use super::{Kernel, MAX_RANK};
 use crate::storage::Storage;
@@ -78,13 +78,14 @@ impl Recorder {
     ) -> Result<()> {
         let ctx = self.context().clone();
         let dtype = lhs.dtype();
-        wgsl_type(dtype).ok_or_else(|| {
+        elementwise_type(dtype).ok_or_else(|| {
             Error::invalid(
                 op,
                 "A",
                 format!("MatMul on {} cannot be computed in WGSL", lhs.dtype()),
             )
         })?;
+        let elem = dtype.size() as u64;
         let (lr, rr, or) = (lhs.rank(), rhs.rank(), out.rank());
         let (m, k, n) = (
             lhs.shape()[lr - 2],
@@ -144,9 +145,9 @@ impl Recorder {
         };
         let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
         let limit = ctx.binding_limit();
-        let align = ctx.window_alignment(op, 4)?;
-        let (whole, segments) = layout_of(&storages, limit, &[4; 3]);
-        let room = room(limit, align, 4);
+        let align = ctx.window_alignment(op, elem)?;
+        let (whole, segments) = layout_of(&storages, limit, &[elem; 3]);
+        let room = room(limit, align, elem);
         let pieces = if whole {
             vec![(walk, true)]
         } else if room == 0 {
@@ -163,8 +164,8 @@ impl Recorder {
             let w = if fits {
                 w
             } else {
-                let needed = w.extents.iter().max().copied().unwrap_or(0) * 4;
-                if needed + align + 4 > limit {
+                let needed = w.extents.iter().max().copied().unwrap_or(0) * elem;
+                if needed + align + elem > limit {
                     return Err(Error::LimitExceeded {
                         op,
                         what: format!(
@@ -172,7 +173,7 @@ impl Recorder {
                              in windows aligned to {align} bytes"
                         ),
                         limit: "max_storage_buffer_binding_size",
-                        needed: needed + align + 4,
+                        needed: needed + align + elem,
                         max: limit,
                     });
                 }
@@ -192,8 +193,8 @@ impl Recorder {
                         let dtype = if j == 2 { out.dtype() } else { lhs.dtype() };
                         let temp = Tensor::uninit(&ctx, dtype, &[w.extents[j] as usize])?;
                         if j < 2 {
-                            let bytes = w.extents[j] * 4;
-                            self.copy(arcs[j], w.bases[j] * 4, temp.storage(), 0, bytes)?;
+                            let bytes = w.extents[j] * elem;
+                            self.copy(arcs[j], w.bases[j] * elem, temp.storage(), 0, bytes)?;
                         }
                         staged[j] = Some(temp);
                     }
@@ -213,7 +214,7 @@ impl Recorder {
                     bound.bases[j] = 0;
                 }
             }
-            let (firsts, bindings) = bind_windows(&used, &bound, whole, align, &[4; 3]);
+            let (firsts, bindings) = bind_windows(&used, &bound, whole, align, &[elem; 3]);
             // Every piece ends with the row axis; the axes before it are (part of) the batch.
             let (rows, batch) = w.lens.split_last().expect("the row axis");
             let wr = batch.len();

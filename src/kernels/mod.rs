@@ -202,7 +202,7 @@ impl Kernel {
                 }
             }
         }
-        for dtype in COMPUTE_DTYPES {
+        for dtype in COMPUTE_DTYPES.into_iter().chain(NATIVE_64_BIT) {
             out.push(Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
                 dtype,
@@ -268,7 +268,7 @@ impl Kernel {
             } => words::words_source(op, &operands[..usize::from(arity)], out).into(),
             Kernel::Reduce { op, input } => reduce::reduce_source(op, input).into(),
             Kernel::MatMul { dtype, .. } => {
-                matmul::matmul_source(operands::wgsl_type(dtype).unwrap_or("f32")).into()
+                matmul::matmul_source(operands::elementwise_type(dtype).unwrap_or("f32")).into()
             }
         }
     }
@@ -337,6 +337,9 @@ impl Kernel {
                 ..
             } => words::words_features(&operands[..usize::from(arity)], out),
             Kernel::Reduce { input, .. } => reduce::reduce_features(input),
+            Kernel::MatMul { dtype, .. } => {
+                operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
+            }
             _ => wgpu::Features::empty(),
         }
     }

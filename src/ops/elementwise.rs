@@ -233,7 +233,7 @@ fn unsupported_dtypes(op: &'static str, dtypes: &[DType], names: &[&str]) -> Err
 
 /// Fails when `dtype` (the type of `op`'s `input`) needs a wgpu feature the context's device
 /// lacks, naming the feature and the adapter.
-fn require_feature(
+pub(crate) fn require_feature(
     ctx: &crate::Context,
     op: &'static str,
     input: &str,

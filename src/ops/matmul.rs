@@ -1,7 +1,7 @@
 //! ONNX MatMul (numpy `matmul`): 1-D operands gain and lose a unit axis, batch dims broadcast.
 
 use super::broadcast_shape;
-use crate::kernels::operands::wgsl_type;
+use crate::kernels::operands::elementwise_type;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 const OP: &str = "MatMul";
@@ -24,11 +24,14 @@ pub fn plan(a: (DType, &[usize]), b: (DType, &[usize])) -> Result<MatMulPlan> {
             format!("A is {} but B is {}; they must match", a.0, b.0),
         ));
     }
-    if wgsl_type(a.0).is_none() {
+    if elementwise_type(a.0).is_none() && !matches!(a.0, DType::F16 | DType::BF16) {
         return Err(Error::invalid(
             OP,
             "A",
-            format!("A is {}; MatMul computes f32, i32, u32", a.0),
+            format!(
+                "A is {}; MatMul computes f32, f16, bf16, f64, i32, i64, u32, u64",
+                a.0
+            ),
         ));
     }
     for (name, s) in [("A", a.1), ("B", b.1)] {
@@ -88,6 +91,17 @@ impl Recorder {
     pub fn matmul_to(&mut self, a: &Tensor, b: &Tensor, out: Out) -> Result<Tensor> {
         self.check_inputs(OP, &[("A", a), ("B", b)])?;
         let p = plan((a.dtype(), a.shape()), (b.dtype(), b.shape()))?;
+        if matches!(a.dtype(), DType::F16 | DType::BF16) {
+            // Products accumulate in f32 and round once to the 16-bit type.
+            let (wa, wb) = (self.cast(a, DType::F32)?, self.cast(b, DType::F32)?);
+            let wide = self.matmul(&wa, &wb)?;
+            let result = self.cast_to(&wide, a.dtype(), out);
+            for t in [wa, wb, wide] {
+                self.release(t);
+            }
+            return result;
+        }
+        super::elementwise::require_feature(self.context(), OP, "A", a.dtype())?;
         let out = out.tensor(self, a.dtype(), &p.output)?;
         self.matmul_into(
             OP,

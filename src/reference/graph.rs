@@ -10,7 +10,7 @@ use ndarray::{concatenate, ArrayD, Axis, IxDyn};
 use crate::graph::{Attr, Graph, Node};
 use crate::{BatchToSpace, DType, HostTensor, Slice, SpaceToBatch, StridedSlice};
 
-use super::numeric::{cast, elementwise, host, matmul, num, reduce, Num};
+use super::numeric::{cast, elementwise, matmul, narrow, num, reduce, Num};
 use super::RefError;
 
 type R<T> = std::result::Result<T, RefError>;
@@ -240,12 +240,27 @@ fn run_node(
         }
         "Neg" | "Abs" | "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Relu" | "Reciprocal"
         | "Not" | "Sign" | "Floor" | "Ceil" | "Round" | "Erf" => one(elementwise(op, &[a(0)?])?),
-        "MatMul" => one(host(match (num(&a(0)?)?, num(&a(1)?)?) {
-            (Num::F(x), Num::F(y)) => Num::F(matmul(&x, &y, |p, q| p * q, |p, q| p + q)?),
-            (Num::I(x), Num::I(y)) => Num::I(matmul(&x, &y, i32::wrapping_mul, i32::wrapping_add)?),
-            (Num::U(x), Num::U(y)) => Num::U(matmul(&x, &y, u32::wrapping_mul, u32::wrapping_add)?),
-            _ => return Err("MatMul operands differ".into()),
-        })),
+        // f16 and bf16 accumulate in f32 and round once (narrow).
+        "MatMul" => one(narrow(
+            match (num(&a(0)?)?, num(&a(1)?)?) {
+                (Num::F(x), Num::F(y)) => Num::F(matmul(&x, &y, |p, q| p * q, |p, q| p + q)?),
+                (Num::D(x), Num::D(y)) => Num::D(matmul(&x, &y, |p, q| p * q, |p, q| p + q)?),
+                (Num::I(x), Num::I(y)) => {
+                    Num::I(matmul(&x, &y, i32::wrapping_mul, i32::wrapping_add)?)
+                }
+                (Num::U(x), Num::U(y)) => {
+                    Num::U(matmul(&x, &y, u32::wrapping_mul, u32::wrapping_add)?)
+                }
+                (Num::L(x), Num::L(y)) => {
+                    Num::L(matmul(&x, &y, i64::wrapping_mul, i64::wrapping_add)?)
+                }
+                (Num::Q(x), Num::Q(y)) => {
+                    Num::Q(matmul(&x, &y, u64::wrapping_mul, u64::wrapping_add)?)
+                }
+                _ => return Err("MatMul operands differ".into()),
+            },
+            a(0)?.dtype,
+        )?),
         "Cast" => match node.attrs.get("to") {
             Some(Attr::String(to)) => one(cast(&a(0)?, DType::from_name(to).ok_or("bad dtype")?)?),
             _ => Err("Cast needs 'to'".into()),

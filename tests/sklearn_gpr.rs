@@ -1,0 +1,119 @@
+//! A scikit-learn Gaussian-process regressor (RBF kernel) exported by skl2onnx, whose graph
+//! computes pairwise distances with a Scan (Sub, ReduceSumSquare, Identity), run whole on the
+//! GPU through the `wgpu-ops run` command in f32 and f64 and compared with onnxruntime's
+//! outputs (written by `scripts/sklearn_gpr.py`, which this test runs when they are missing).
+//! Tolerances: f64 within 1e-9 relative (the outputs agree to about 1e-14 on lavapipe); f32
+//! as onnxruntime's own tests compare float results, rtol 1e-4 and atol 1e-5.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use wgpu_ops::HostTensor;
+
+fn export_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var_os("WGPU_OPS_SKLEARN_GPR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/sklearn-gpr"));
+    if !dir.join("manifest.json").exists() {
+        let status = Command::new("python3")
+            .arg(root.join("scripts/sklearn_gpr.py"))
+            .arg(&dir)
+            .status()
+            .expect("python3 runs scripts/sklearn_gpr.py");
+        assert!(
+            status.success(),
+            "exporting the model failed: `python3 -m pip install scikit-learn skl2onnx onnxruntime` (scripts/test.sh does)"
+        );
+    }
+    dir
+}
+
+#[derive(serde::Deserialize)]
+struct Output {
+    name: String,
+    file: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Entry {
+    model: String,
+    input: String,
+    input_file: String,
+    outputs: Vec<Output>,
+    dtype: String,
+    ops: Vec<String>,
+}
+
+#[test]
+fn gaussian_process_regressor_matches_onnxruntime() {
+    let dir = export_dir();
+    let manifest: Vec<Entry> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest.len(), 2);
+    let out_root = tempfile::tempdir().unwrap();
+    for entry in &manifest {
+        assert!(entry.ops.iter().any(|o| o == "Scan"), "{:?}", entry.ops);
+        let out = out_root.path().join(&entry.dtype);
+        let run = Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
+            .arg("run")
+            .arg(dir.join(&entry.model))
+            .arg("--input")
+            .arg(format!(
+                "{}={}",
+                entry.input,
+                dir.join(&entry.input_file).display()
+            ))
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}: {}",
+            entry.model,
+            String::from_utf8_lossy(&run.stderr)
+        );
+        for o in &entry.outputs {
+            let got: HostTensor =
+                wgpu_ops::npy::read(&out.join(format!("{}.npy", o.name))).unwrap();
+            let want: HostTensor = wgpu_ops::npy::read(&dir.join(&o.file)).unwrap();
+            assert_eq!(
+                (got.dtype, &got.shape),
+                (want.dtype, &want.shape),
+                "{}",
+                o.name
+            );
+            let (g, w, rtol, atol): (Vec<f64>, Vec<f64>, f64, f64) = match entry.dtype.as_str() {
+                "f64" => (
+                    got.to_vec::<f64>().unwrap(),
+                    want.to_vec::<f64>().unwrap(),
+                    1e-9,
+                    0.0,
+                ),
+                _ => (
+                    got.to_vec::<f32>()
+                        .unwrap()
+                        .into_iter()
+                        .map(f64::from)
+                        .collect(),
+                    want.to_vec::<f32>()
+                        .unwrap()
+                        .into_iter()
+                        .map(f64::from)
+                        .collect(),
+                    1e-4,
+                    1e-5,
+                ),
+            };
+            for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+                assert!(
+                    (a - b).abs() <= atol + rtol * b.abs(),
+                    "{} {}: element {i}: GPU {a} vs onnxruntime {b}",
+                    entry.model,
+                    o.name
+                );
+            }
+        }
+    }
+}

@@ -147,9 +147,9 @@ fn every_error_exits_1_with_one_line_and_no_output() {
     let cases: Vec<(&str, serde_json::Value, Vec<String>, &str)> = vec![
         (
             "unknown op",
-            simple_graph(json!({"op": "Gather", "name": "n", "inputs": ["x"], "outputs": ["y"]})),
+            simple_graph(json!({"op": "Einsum", "name": "n", "inputs": ["x"], "outputs": ["y"]})),
             vec![format!("x={x}")],
-            "unknown op 'Gather'",
+            "unknown op 'Einsum'",
         ),
         (
             "op rule",

@@ -437,3 +437,43 @@ fn matmul_on_every_dtype() {
         }
     }
 }
+
+/// Gather on `d` along each axis, by i32 and i64 indices (negative ones too), bit for bit.
+fn gather_on(d: DType) {
+    let data = shaped(values(d, 60, 4), &[3, 4, 5]);
+    for axis in [0i64, 1, 2, -1] {
+        let dim = data.shape[axis.rem_euclid(3) as usize] as i64;
+        let picks: Vec<i64> = vec![0, dim - 1, -1, -dim, 1, 1];
+        let i64s = HostTensor::from_vec(vec![2, 3], &picks).unwrap();
+        let i32s = HostTensor::from_vec(
+            vec![6],
+            &picks.iter().map(|&v| v as i32).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        for indices in [i64s, i32s] {
+            let node = Node::new("Gather", "g").attr("axis", Attr::Int(axis));
+            let (got, want) = both(
+                ctx(),
+                node.inputs(["data", "indices"]),
+                vec![("data", data.clone()), ("indices", indices.clone())],
+            )
+            .unwrap_or_else(|e| panic!("Gather {d} axis {axis}: {e}"));
+            assert_eq!(got, want, "Gather {d} axis {axis} by {}", indices.dtype);
+        }
+    }
+    // An index out of range, known on the host, is an error naming it.
+    let bad = HostTensor::from_vec(vec![1], &[5i64]).unwrap();
+    let e = both(
+        ctx(),
+        Node::new("Gather", "g").inputs(["data", "indices"]),
+        vec![("data", data), ("indices", bad)],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("index 5 is out of range for axis 0 of size 3"),
+        "{e}"
+    );
+}
+
+dtype_tests!(gather_by_indices, gather_on);

@@ -138,6 +138,11 @@ impl NodeArgs<'_> {
         }
     }
 
+    /// Input `i`'s values when they are known on the host (a constant or a graph input).
+    pub fn host_value(&self, i: usize) -> Option<&crate::HostTensor> {
+        self.slots.get(i).copied().flatten()?.host.as_ref()
+    }
+
     /// The dtype of input `i` (its values are not needed).
     pub fn dtype_of(&self, i: usize, role: &str) -> Result<DType> {
         let slot = self.slots.get(i).copied().flatten();

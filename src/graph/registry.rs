@@ -52,7 +52,15 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
         .chain(ELEMENTWISE.iter())
         .chain(MAPS.iter())
         .chain(REDUCTIONS.iter())
-        .chain([&MOD, &CLIP, &ARG_MAX, &ARG_MIN])
+        .chain([
+            &MOD,
+            &CLIP,
+            &ARG_MAX,
+            &ARG_MIN,
+            &SOFTMAX,
+            &LOG_SOFTMAX,
+            &GATHER,
+        ])
 }
 
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
@@ -652,6 +660,73 @@ fn run_arg(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
         args.out(0),
     )?])
 }
+
+static GATHER: OpDef = OpDef {
+    name: "Gather",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis"],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let axis = args.int("axis")?.unwrap_or(0);
+        // Indices known on the host are checked here (the GPU cannot fail a run).
+        let known = args
+            .host_value(1)
+            .filter(|t| matches!(t.dtype, DType::I32 | DType::I64))
+            .map(|t| crate::reference::cast_host(t, DType::I64))
+            .transpose()?
+            .map(|t| t.to_vec::<i64>())
+            .transpose()?;
+        if let Some(known) = known {
+            let rank = data.rank() as i64;
+            let k = if axis < 0 { axis + rank } else { axis };
+            if (0..rank).contains(&k) {
+                let dim = data.shape()[k as usize] as i64;
+                if let Some(bad) = known.iter().find(|&&i| i < -dim || i >= dim) {
+                    return Err(Error::invalid(
+                        "Gather",
+                        "indices",
+                        format!("index {bad} is out of range for axis {axis} of size {dim}"),
+                    ));
+                }
+            }
+        }
+        let indices = args.tensor(1, "indices")?;
+        Ok(vec![rec.gather_to(&data, &indices, axis, args.out(0))?])
+    },
+};
+
+fn run_softmax(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
+    let input = args.tensor(0, "input")?;
+    Ok(vec![rec.softmax_to(
+        &args.node.op,
+        &input,
+        args.int("axis")?.unwrap_or(-1),
+        args.int("coerce_2d")?.unwrap_or(0) != 0,
+        args.out(0),
+    )?])
+}
+
+/// Softmax and LogSoftmax; `coerce_2d` = 1 gives Softmax-1/-11's semantics (the ONNX loader
+/// sets it for models of opset below 13).
+static SOFTMAX: OpDef = OpDef {
+    name: "Softmax",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis", "coerce_2d"],
+    run: run_softmax,
+};
+
+static LOG_SOFTMAX: OpDef = OpDef {
+    name: "LogSoftmax",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis", "coerce_2d"],
+    run: run_softmax,
+};
 
 static ARG_MAX: OpDef = OpDef {
     name: "ArgMax",

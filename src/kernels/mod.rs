@@ -11,6 +11,7 @@ use matmul::MatMulKernel;
 pub mod block_remap;
 pub mod elementwise;
 pub mod gather;
+pub mod gather_index;
 pub mod matmul;
 pub mod operands;
 pub mod reduce;
@@ -62,6 +63,7 @@ const STRIDED_GATHER: &str = include_str!("../../shaders/strided_gather.wgsl");
 const SCAN_STEP: &str = include_str!("../../shaders/scan_step.wgsl");
 const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
+const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const TWO_BUFFERS: &[Binding] = &[
     Binding::Uniform,
     Binding::StorageRead,
@@ -121,6 +123,13 @@ pub enum Kernel {
         out: DType,
         workgroup_size: u32,
     },
+    /// `gather_index.wgsl`: ONNX Gather of elements of 1, 2, 4 or 8 bytes by i32 or i64
+    /// (`index64`) indices.
+    GatherIndex {
+        elem_bytes: u32,
+        index64: bool,
+        workgroup_size: u32,
+    },
     /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`.
     Reduce { op: &'static str, input: DType },
     /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
@@ -144,6 +153,15 @@ impl Kernel {
         out.push(Kernel::ScanCounter);
         for workgroup_size in WORKGROUP_SIZES {
             out.push(Kernel::ScanStep { workgroup_size });
+            for elem_bytes in [1u32, 2, 4, 8] {
+                for index64 in [false, true] {
+                    out.push(Kernel::GatherIndex {
+                        elem_bytes,
+                        index64,
+                        workgroup_size,
+                    });
+                }
+            }
             for elem_bytes in [1u32, 2, 4, 8] {
                 for vec4 in [false, true] {
                     out.push(Kernel::BlockRemap {
@@ -233,6 +251,7 @@ impl Kernel {
             Kernel::Elementwise { .. } | Kernel::Cast { .. } => "elementwise.wgsl",
             Kernel::Words { .. } => "elementwise_words.wgsl",
             Kernel::Reduce { .. } => "reduce.wgsl",
+            Kernel::GatherIndex { .. } => "gather_index.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanStep { .. } => "scan_step.wgsl",
             Kernel::ScanCounter => "scan_counter.wgsl",
@@ -244,6 +263,7 @@ impl Kernel {
         match *self {
             Kernel::Gather { .. } => STRIDED_GATHER.into(),
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
+            Kernel::GatherIndex { .. } => GATHER_INDEX.into(),
             Kernel::ScanStep { .. } => SCAN_STEP.into(),
             Kernel::ScanCounter => SCAN_COUNTER.into(),
             Kernel::Elementwise { op, dtype, .. } => {
@@ -307,6 +327,15 @@ impl Kernel {
                 ("OUT_BYTES", out.size() as u32),
             ],
             Kernel::ScanCounter => Vec::new(),
+            Kernel::GatherIndex {
+                elem_bytes,
+                index64,
+                workgroup_size,
+            } => vec![
+                ("ELEM_BYTES", elem_bytes),
+                ("INDEX_64", u32::from(index64)),
+                ("WORKGROUP_SIZE", workgroup_size),
+            ],
             Kernel::Reduce { op, input } => vec![(
                 "OUT_PAIRS",
                 u32::from(reduce::stored_dtype(op, input).size() == 8),
@@ -372,6 +401,7 @@ impl KernelSpec for Kernel {
         match *self {
             Kernel::Gather { .. }
             | Kernel::BlockRemap { .. }
+            | Kernel::GatherIndex { .. }
             | Kernel::ScanStep { .. }
             | Kernel::ScanCounter => self.file().into(),
             Kernel::Elementwise { op, dtype, .. } => {
@@ -416,6 +446,7 @@ impl KernelSpec for Kernel {
                 Binding::StorageRead,
             ],
             Kernel::ScanCounter => &[Binding::StorageReadWrite],
+            Kernel::GatherIndex { .. } => THREE_BUFFERS,
             Kernel::Words { .. } => FOUR_BUFFERS,
             _ => THREE_BUFFERS,
         }

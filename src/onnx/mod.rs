@@ -584,6 +584,11 @@ fn normalize(node: &mut Node, opset: i64) -> Result<(bool, Vec<(String, HostTens
         }
     }
     match node.op.as_str() {
+        "Softmax" | "LogSoftmax" if opset < 13 => {
+            // Softmax-1/-11 normalize over all dims from `axis` (default 1), as a 2-D matrix.
+            node.attrs.entry("axis".into()).or_insert(Attr::Int(1));
+            node.attrs.insert("coerce_2d".into(), Attr::Int(1));
+        }
         "Constant" => {
             let [output] = node.outputs.as_slice() else {
                 return Err(bad("Constant has one output".into()));

@@ -5,7 +5,7 @@ use crate::host::c_strides;
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::storage::padded_size;
-use crate::{Error, Out, Recorder, Result, Tensor};
+use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 /// ONNX Reshape's output shape: 0 copies the input dim (unless `allowzero`), -1 is inferred.
 pub fn reshape_shape(input: &[usize], shape: &[i64], allowzero: bool) -> Result<Vec<usize>> {
@@ -490,4 +490,53 @@ fn concat_shape(inputs: &[Tensor], axis: i64) -> Result<Vec<usize>> {
     }
     super::check_rank(OP, &shape)?;
     Ok(shape)
+}
+
+impl Recorder {
+    /// Records ONNX Gather: the slices of `data` along `axis` picked by `indices` (i32 or i64,
+    /// any shape; negative ones count from the end). The output's shape is `data`'s with the
+    /// axis replaced by `indices`'s shape. Indices read on the GPU cannot fail the run: one
+    /// out of range gives zeros; the graph executor checks indices it knows on the host.
+    pub fn gather_to(
+        &mut self,
+        data: &Tensor,
+        indices: &Tensor,
+        axis: i64,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "Gather";
+        self.check_inputs(OP, &[("data", data), ("indices", indices)])?;
+        if !matches!(indices.dtype(), DType::I32 | DType::I64) {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!("indices is {}; Gather takes i32 or i64", indices.dtype()),
+            ));
+        }
+        let rank = data.rank() as i64;
+        if rank == 0 || axis < -rank || axis >= rank {
+            return Err(Error::invalid(
+                OP,
+                "axis",
+                format!("axis {axis} is out of range for data of rank {rank}"),
+            ));
+        }
+        let axis = if axis < 0 { axis + rank } else { axis } as usize;
+        let shape = data.shape();
+        let mut out_shape = shape[..axis].to_vec();
+        out_shape.extend_from_slice(indices.shape());
+        out_shape.extend_from_slice(&shape[axis + 1..]);
+        super::check_rank(OP, &out_shape)?;
+        let inner: usize = shape[axis + 1..].iter().product();
+        let out = out.tensor(self, data.dtype(), &out_shape)?;
+        if shape[axis] == 0 && out.numel() > 0 {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!("data's axis {axis} is empty: there is nothing to gather"),
+            ));
+        }
+        self.gather_index_into(OP, data, indices, shape[axis], inner, &out)?;
+        Ok(out)
+    }
 }

@@ -136,3 +136,89 @@ impl Recorder {
         Ok(out)
     }
 }
+
+impl Recorder {
+    /// Records ONNX Softmax or LogSoftmax of `input` along `axis` (opset 13). With
+    /// `coerce_2d` (Softmax-1 and -11), the input is seen as 2-D, `[prod(dims[..axis]),
+    /// prod(dims[axis..])]`, and normalized over its second axis. Built from the reduction
+    /// trees and element-wise kernels: the row maximum is subtracted before `exp`, so large
+    /// inputs do not overflow; f16 and bf16 compute in f32 and round once.
+    pub fn softmax_to(
+        &mut self,
+        op: &str,
+        input: &Tensor,
+        axis: i64,
+        coerce_2d: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        let op: &'static str = match op {
+            "Softmax" => "Softmax",
+            "LogSoftmax" => "LogSoftmax",
+            _ => return Err(Error::Graph(format!("unknown op '{op}'"))),
+        };
+        self.check_inputs(op, &[("input", input)])?;
+        let dtype = input.dtype();
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+            return Err(Error::invalid(
+                op,
+                "input",
+                format!("input is {dtype}; {op} takes f32, f16, bf16, f64"),
+            ));
+        }
+        let rank = input.rank() as i64;
+        let r = rank.max(1);
+        if axis < -r || axis >= r {
+            return Err(Error::invalid(
+                op,
+                "axis",
+                format!("axis {axis} is out of range for rank {rank}"),
+            ));
+        }
+        let axis = if axis < 0 { axis + r } else { axis } as usize;
+        let shape = input.shape().to_vec();
+        let (x, axis) = if coerce_2d {
+            let rows: usize = shape[..axis.min(shape.len())].iter().product();
+            let cols: usize = shape[axis.min(shape.len())..].iter().product();
+            (input.reshaped(&[rows, cols])?, 1)
+        } else if shape.is_empty() {
+            (input.reshaped(&[1])?, 0)
+        } else {
+            (input.clone(), axis)
+        };
+        let wide = if matches!(dtype, DType::F16 | DType::BF16) {
+            self.cast(&x, DType::F32)?
+        } else {
+            x.clone()
+        };
+        let axes = [axis as i64];
+        let max = self.reduce_to("ReduceMax", &wide, Some(&axes), true, false, Out::NEW)?;
+        let shifted = self.elementwise("Sub", &wide, Some(&max))?;
+        self.release(max);
+        let e = self.elementwise("Exp", &shifted, None)?;
+        let sum = self.reduce_to("ReduceSum", &e, Some(&axes), true, false, Out::NEW)?;
+        let result = if op == "Softmax" {
+            self.release(shifted);
+            let y = self.elementwise("Div", &e, Some(&sum))?;
+            self.release(e);
+            y
+        } else {
+            self.release(e);
+            let log = self.elementwise("Log", &sum, None)?;
+            let y = self.elementwise("Sub", &shifted, Some(&log))?;
+            self.release(shifted);
+            self.release(log);
+            y
+        };
+        self.release(sum);
+        if wide.dtype() != dtype {
+            self.release(wide);
+        }
+        let result = result.reshaped(&shape)?;
+        if result.dtype() == dtype {
+            return out.view(self, result);
+        }
+        let narrow = self.cast_to(&result, dtype, out);
+        self.release(result);
+        narrow
+    }
+}

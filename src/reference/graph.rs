@@ -387,6 +387,70 @@ fn run_node(
                 int(node, "keepdims").unwrap_or(1) != 0,
             )?)
         }
+        // Written out in f64: max-shifted exponentials over the axis (Softmax-1/-11: over
+        // the trailing dims from the axis, with `coerce_2d`).
+        "Softmax" | "LogSoftmax" => {
+            let x = a(0)?;
+            let rank = x.shape.len().max(1) as i64;
+            let axis = int(node, "axis").unwrap_or(-1);
+            let axis = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let axes: Vec<usize> = if int(node, "coerce_2d").unwrap_or(0) != 0 {
+                (axis..x.shape.len()).collect()
+            } else {
+                vec![axis.min(x.shape.len().saturating_sub(1))]
+            };
+            let wide = cast(&x, DType::F64)?;
+            let wide = if wide.shape.is_empty() {
+                HostTensor {
+                    shape: vec![1],
+                    ..wide
+                }
+            } else {
+                wide
+            };
+            let max = reduce("ReduceMax", &wide, &axes, true)?;
+            let shifted = elementwise("Sub", &[wide, max])?;
+            let e = elementwise("Exp", std::slice::from_ref(&shifted))?;
+            let sum = reduce("ReduceSum", &e, &axes, true)?;
+            let mut y = if op == "Softmax" {
+                elementwise("Div", &[e, sum])?
+            } else {
+                elementwise("Sub", &[shifted, elementwise("Log", &[sum])?])?
+            };
+            y.shape = x.shape.clone();
+            one(cast(&y, x.dtype)?)
+        }
+        // Written from the spec: out[outer, j..., inner] = data[outer, indices[j...], inner].
+        "Gather" => {
+            let x = a(0)?;
+            let indices = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?;
+            let rank = x.shape.len() as i64;
+            let axis = int(node, "axis").unwrap_or(0);
+            let axis = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let dim = x.shape[axis] as i64;
+            let inner: usize = x.shape[axis + 1..].iter().product();
+            let outer: usize = x.shape[..axis].iter().product();
+            let size = x.dtype.size();
+            let mut data = Vec::with_capacity(outer * indices.len() * inner * size);
+            for o in 0..outer {
+                for &i in &indices {
+                    if i < -dim || i >= dim {
+                        return Err(format!("Gather index {i} out of range").into());
+                    }
+                    let i = (if i < 0 { i + dim } else { i }) as usize;
+                    let start = ((o * dim as usize + i) * inner) * size;
+                    data.extend_from_slice(&x.data[start..start + inner * size]);
+                }
+            }
+            let mut shape = x.shape[..axis].to_vec();
+            shape.extend_from_slice(&a(1)?.shape);
+            shape.extend_from_slice(&x.shape[axis + 1..]);
+            one(HostTensor {
+                dtype: x.dtype,
+                shape,
+                data,
+            })
+        }
         "ArgMax" | "ArgMin" => {
             let x = a(0)?;
             let axes = crate::ops::reduce::normalize_axes(

@@ -1,0 +1,98 @@
+// ONNX Gather: output element e = data[outer][indices[j]][inner], where e's coordinates are
+// (outer, j, inner) in the output [outer, indices..., inner] and the data is [outer, axis,
+// inner]. Indices are i32 or i64 (read as word pairs), negative ones count from the end; an
+// index still out of range gives a zero element (the host checks indices it knows and reports
+// them). Elements move as bits in 32-bit words whatever the dtype; outputs of 1 or 2 bytes
+// are written a whole word per invocation (no two invocations share a word).
+
+override ELEM_BYTES: u32 = 4u;
+// Indices are i64 (two words each), else i32.
+override INDEX_64: bool = false;
+override WORKGROUP_SIZE: u32 = 64u;
+
+struct Params {
+    // Output elements, and invocations with work (words for 1- and 2-byte elements).
+    count: u32,
+    units: u32,
+    axis_dim: u32,
+    inner: u32,
+    indices: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> src: array<u32>;
+@group(0) @binding(2) var<storage, read> index_words: array<u32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<u32>;
+
+// The data element for output element e, as the low ELEM_BYTES * 8 bits of a word (x) and the
+// high word of 8-byte elements (y).
+fn element(e: u32) -> vec2<u32> {
+    let inner_pos = e % params.inner;
+    let t = e / params.inner;
+    let j = t % params.indices;
+    let outer = t / params.indices;
+    var index: i32;
+    var valid = true;
+    if INDEX_64 {
+        let lo = index_words[2u * j];
+        let hi = index_words[2u * j + 1u];
+        index = bitcast<i32>(lo);
+        // Only values that fit in i32 can be in range.
+        valid = hi == select(0u, 0xffffffffu, index < 0);
+    } else {
+        index = bitcast<i32>(index_words[j]);
+    }
+    if index < 0 {
+        index += i32(params.axis_dim);
+    }
+    valid = valid && index >= 0 && u32(index) < params.axis_dim;
+    if !valid {
+        return vec2<u32>(0u, 0u);
+    }
+    let s = (outer * params.axis_dim + u32(index)) * params.inner + inner_pos;
+    if ELEM_BYTES == 8u {
+        return vec2<u32>(src[2u * s], src[2u * s + 1u]);
+    }
+    if ELEM_BYTES == 4u {
+        return vec2<u32>(src[s], 0u);
+    }
+    // min(): this path is dead for 4- and 8-byte elements but still constant-evaluated.
+    let bits = min(ELEM_BYTES, 2u) * 8u;
+    let lanes = 32u / bits;
+    return vec2<u32>(extractBits(src[s / lanes], (s % lanes) * bits, bits), 0u);
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let t = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if t >= params.units {
+        return;
+    }
+    if ELEM_BYTES == 8u {
+        let v = element(t);
+        dst[2u * t] = v.x;
+        dst[2u * t + 1u] = v.y;
+        return;
+    }
+    if ELEM_BYTES == 4u {
+        dst[t] = element(t).x;
+        return;
+    }
+    let bits = min(ELEM_BYTES, 2u) * 8u;
+    let lanes = 32u / bits;
+    var word = 0u;
+    for (var lane = 0u; lane < lanes; lane++) {
+        let e = t * lanes + lane;
+        if e < params.count {
+            word = insertBits(word, element(e).x, lane * bits, bits);
+        }
+    }
+    dst[t] = word;
+}

@@ -1,0 +1,77 @@
+//! The index-gather kernel (`shaders/gather_index.wgsl`): ONNX Gather, the elements of a data
+//! tensor picked along one axis by an index tensor on the GPU, moved as bits in words.
+
+use super::{grid_for, Kernel};
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct GatherIndexParams {
+    count: u32,
+    units: u32,
+    axis_dim: u32,
+    inner: u32,
+    indices: u32,
+    pad: [u32; 3],
+}
+
+impl Recorder {
+    /// Records `out = data[outer][indices][inner]` for `data` seen as `[outer, axis_dim,
+    /// inner]` and `indices` (i32 or i64, any shape, flattened): `out` holds `outer x
+    /// indices x inner` elements.
+    pub(crate) fn gather_index_into(
+        &mut self,
+        op: &'static str,
+        data: &Tensor,
+        indices: &Tensor,
+        axis_dim: usize,
+        inner: usize,
+        out: &Tensor,
+    ) -> Result<()> {
+        let count = out.numel() as u64;
+        if count == 0 {
+            return Ok(());
+        }
+        let ctx = self.context().clone();
+        let limit = ctx.binding_limit();
+        for (t, what) in [(data, "data"), (indices, "indices"), (out, "the output")] {
+            if t.storage().single().is_none_or(|b| b.size() > limit) {
+                return Err(Error::LimitExceeded {
+                    op,
+                    what: format!("{what} bound at once"),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: t.byte_len(),
+                    max: limit,
+                });
+            }
+        }
+        if count > u64::from(u32::MAX) || data.numel() as u64 > u64::from(u32::MAX) {
+            return Err(super::operands::too_many(op, "the data or output", count));
+        }
+        let elem = data.dtype().size() as u32;
+        let lanes = (4 / elem).max(1) as u64;
+        let units = count.div_ceil(lanes);
+        let wg = ctx.workgroup_size();
+        let kernel = Kernel::GatherIndex {
+            elem_bytes: elem,
+            index64: indices.dtype() == DType::I64,
+            workgroup_size: wg,
+        };
+        let pipeline = ctx.pipeline(&kernel)?;
+        let params = GatherIndexParams {
+            count: count as u32,
+            units: units as u32,
+            axis_dim: axis_dim as u32,
+            inner: inner.max(1) as u32,
+            indices: indices.numel().max(1) as u32,
+            pad: [0; 3],
+        };
+        let bindings = [
+            data.storage().bind_whole(),
+            indices.storage().bind_whole(),
+            out.storage().bind_whole(),
+        ];
+        let grid = grid_for(&ctx, op, units, wg)?;
+        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+    }
+}

@@ -60,6 +60,11 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &SOFTMAX,
             &LOG_SOFTMAX,
             &GATHER,
+            &GEMM,
+            &SPLIT,
+            &DEPTH_TO_SPACE,
+            &SPACE_TO_DEPTH,
+            &RANGE,
         ])
 }
 
@@ -660,6 +665,158 @@ fn run_arg(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
         args.out(0),
     )?])
 }
+
+/// A float attribute (ONNX floats; integers accepted), `default` when absent.
+fn float_attr(node: &Node, name: &str, default: f64) -> Result<f64> {
+    match node.attrs.get(name) {
+        None => Ok(default),
+        Some(Attr::Float(v)) => Ok(*v),
+        Some(Attr::Int(v)) => Ok(*v as f64),
+        Some(other) => Err(Error::Graph(format!(
+            "node '{}': attribute '{name}' must be a number, not {other:?}",
+            node.name
+        ))),
+    }
+}
+
+static GEMM: OpDef = OpDef {
+    name: "Gemm",
+    inputs: 2..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["alpha", "beta", "transA", "transB"],
+    run: |rec, args| {
+        let (a, b) = (args.tensor(0, "A")?, args.tensor(1, "B")?);
+        let c = match args.host_value(2).is_some() || args.dtype_of(2, "C").is_ok() {
+            true => Some(args.tensor(2, "C")?),
+            false => None,
+        };
+        Ok(vec![rec.gemm_to(
+            &a,
+            &b,
+            c.as_ref(),
+            float_attr(args.node, "alpha", 1.0)?,
+            float_attr(args.node, "beta", 1.0)?,
+            args.int("transA")?.unwrap_or(0) != 0,
+            args.int("transB")?.unwrap_or(0) != 0,
+            args.out(0),
+        )?])
+    },
+};
+
+/// Split: sizes from the `split` input (opset 13 on) or attribute, else equal parts of
+/// ceil(length / outputs) with a smaller last one (opset 18's `num_outputs`).
+static SPLIT: OpDef = OpDef {
+    name: "Split",
+    inputs: 1..=2,
+    outputs: 1..=usize::MAX,
+    host: None,
+    attrs: &["axis", "split", "num_outputs"],
+    run: |rec, args| {
+        let input = args.tensor(0, "input")?;
+        let axis = args.int("axis")?.unwrap_or(0);
+        let parts = args.node.outputs.len();
+        let given = match args.indices(1, "split")? {
+            Some(v) => Some(v),
+            None => args.ints("split")?,
+        };
+        let sizes: Vec<usize> = match given {
+            Some(v) => v
+                .iter()
+                .map(|&n| {
+                    usize::try_from(n).map_err(|_| {
+                        Error::invalid("Split", "split", format!("split has a negative size {n}"))
+                    })
+                })
+                .collect::<Result<_>>()?,
+            None => {
+                let rank = input.rank() as i64;
+                let k = if axis < 0 { axis + rank } else { axis };
+                let dim = *input
+                    .shape()
+                    .get(usize::try_from(k).unwrap_or(usize::MAX))
+                    .ok_or_else(|| {
+                        Error::invalid(
+                            "Split",
+                            "axis",
+                            format!("axis {axis} is out of range for rank {rank}"),
+                        )
+                    })?;
+                let chunk = dim.div_ceil(parts.max(1));
+                (0..parts)
+                    .map(|i| dim.saturating_sub(i * chunk).min(chunk))
+                    .collect()
+            }
+        };
+        let outs = (0..parts).map(|k| args.out(k)).collect();
+        rec.split_to(&input, axis, &sizes, outs)
+    },
+};
+
+fn run_depth_space(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
+    let input = args.tensor(0, "input")?;
+    let op = if args.node.op == "DepthToSpace" {
+        "DepthToSpace"
+    } else {
+        "SpaceToDepth"
+    };
+    let blocksize = args
+        .int("blocksize")?
+        .ok_or_else(|| Error::invalid(op, "blocksize", "the attribute 'blocksize' is required"))?;
+    let mode = args.string("mode")?.unwrap_or("DCR").to_string();
+    Ok(vec![rec.depth_space_to(
+        op,
+        &input,
+        blocksize,
+        &mode,
+        args.out(0),
+    )?])
+}
+
+static DEPTH_TO_SPACE: OpDef = OpDef {
+    name: "DepthToSpace",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["blocksize", "mode"],
+    run: run_depth_space,
+};
+
+static SPACE_TO_DEPTH: OpDef = OpDef {
+    name: "SpaceToDepth",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["blocksize", "mode"],
+    run: run_depth_space,
+};
+
+/// Range: its length depends on its values, so it is computed on the host from inputs known
+/// there (constants, graph inputs, or values computed from them).
+static RANGE: OpDef = OpDef {
+    name: "Range",
+    inputs: 3..=3,
+    outputs: 1..=1,
+    host: Some(|node, slots| {
+        let mut known = Vec::new();
+        for (i, role) in ["start", "limit", "delta"].into_iter().enumerate() {
+            match &slot_of(node, slots, i, role)?.host {
+                Some(h) => known.push(Some(h.clone())),
+                None => return Ok(None),
+            }
+        }
+        crate::reference::graph::eval_node(node, &known)
+            .map(Some)
+            .map_err(|e| Error::invalid("Range", "start", e.0))
+    }),
+    attrs: &[],
+    run: |_, args| {
+        Err(Error::Graph(format!(
+            "node '{}': Range's length depends on its values, which must be known on the host (constants, graph inputs or values computed from them), not computed on the GPU",
+            args.node.name
+        )))
+    },
+};
 
 static GATHER: OpDef = OpDef {
     name: "Gather",

@@ -4,6 +4,7 @@
 
 pub mod batch_to_space;
 pub(crate) mod blocks;
+pub mod compose;
 pub mod elementwise;
 pub mod layout;
 pub mod matmul;

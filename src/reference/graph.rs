@@ -420,6 +420,152 @@ fn run_node(
             y.shape = x.shape.clone();
             one(cast(&y, x.dtype)?)
         }
+        "Gemm" => {
+            let float = |name: &str, d: f64| match node.attrs.get(name) {
+                Some(Attr::Float(v)) => *v,
+                Some(Attr::Int(v)) => *v as f64,
+                _ => d,
+            };
+            let t = |x: HostTensor, name: &str| -> R<HostTensor> {
+                if int(node, name).unwrap_or(0) == 0 {
+                    return Ok(x);
+                }
+                let b = bytes(&x)?.permuted_axes(IxDyn(&[1, 0, 2]));
+                Ok(from_bytes(x.dtype, b))
+            };
+            let (x, y) = (t(a(0)?, "transA")?, t(a(1)?, "transB")?);
+            let dtype = x.dtype;
+            let scalar = |v: f64| cast(&HostTensor::from_vec(Vec::new(), &[v])?, dtype);
+            let mm = Node::new("MatMul", "mm");
+            let mut p = run_node(&mm, &[Some(x), Some(y)], env)?.remove(0);
+            let alpha = float("alpha", 1.0);
+            if alpha != 1.0 {
+                p = elementwise("Mul", &[p, scalar(alpha)?])?;
+            }
+            if let Some(Some(c)) = args.get(2) {
+                let beta = float("beta", 1.0);
+                let c = if beta != 1.0 {
+                    elementwise("Mul", &[c.clone(), scalar(beta)?])?
+                } else {
+                    c.clone()
+                };
+                p = elementwise("Add", &[p, c])?;
+            }
+            one(p)
+        }
+        // Index formulas from the spec (DCR: depth is (block row, block column, channel)).
+        "DepthToSpace" | "SpaceToDepth" => {
+            let x = a(0)?;
+            let b = int(node, "blocksize").ok_or("blocksize needed")? as usize;
+            let [n, c, h, w] = <[usize; 4]>::try_from(x.shape.as_slice())
+                .map_err(|_| RefError::from("rank 4 needed"))?;
+            let crd = matches!(node.attrs.get("mode"), Some(Attr::String(m)) if m == "CRD");
+            let size = x.dtype.size();
+            let at =
+                |nn: usize, cc: usize, hh: usize, ww: usize, ch: usize, hs: usize, ws: usize| {
+                    (((nn * ch + cc) * hs + hh) * ws + ww) * size
+                };
+            let (shape, mut data) = if op == "DepthToSpace" {
+                (vec![n, c / (b * b), h * b, w * b], Vec::new())
+            } else {
+                (vec![n, c * b * b, h / b, w / b], Vec::new())
+            };
+            for nn in 0..n {
+                for oc in 0..shape[1] {
+                    for oh in 0..shape[2] {
+                        for ow in 0..shape[3] {
+                            let src = if op == "DepthToSpace" {
+                                let (i, j) = (oh % b, ow % b);
+                                let ic = if crd {
+                                    oc * b * b + i * b + j
+                                } else {
+                                    (i * b + j) * shape[1] + oc
+                                };
+                                at(nn, ic, oh / b, ow / b, c, h, w)
+                            } else {
+                                let (blk, ic) = if crd {
+                                    (oc % (b * b), oc / (b * b))
+                                } else {
+                                    (oc / c, oc % c)
+                                };
+                                let (i, j) = (blk / b, blk % b);
+                                at(nn, ic, oh * b + i, ow * b + j, c, h, w)
+                            };
+                            data.extend_from_slice(&x.data[src..src + size]);
+                        }
+                    }
+                }
+            }
+            one(HostTensor {
+                dtype: x.dtype,
+                shape,
+                data,
+            })
+        }
+        "Split" => {
+            let x = a(0)?;
+            let rank = x.shape.len() as i64;
+            let axis = int(node, "axis").unwrap_or(0);
+            let k = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let dim = x.shape[k];
+            let parts = node.outputs.len();
+            let sizes: Vec<usize> = match idx(&args.get(1).cloned().flatten())? {
+                Some(v) => v.iter().map(|&n| n as usize).collect(),
+                None => match ints(node, "split") {
+                    Some(v) => v.iter().map(|&n| n as usize).collect(),
+                    None => {
+                        let chunk = dim.div_ceil(parts.max(1));
+                        (0..parts)
+                            .map(|i| dim.saturating_sub(i * chunk).min(chunk))
+                            .collect()
+                    }
+                },
+            };
+            let whole = bytes(&x)?;
+            let mut start = 0;
+            let mut outs = Vec::new();
+            for n in sizes {
+                let part = whole.slice_axis(Axis(k), ndarray::Slice::from(start..start + n));
+                outs.push(from_bytes(x.dtype, part.to_owned()));
+                start += n;
+            }
+            Ok(outs)
+        }
+        // start + i * delta in the inputs' type, for i below ceil((limit - start) / delta).
+        "Range" => {
+            let (s, l, d) = (a(0)?, a(1)?, a(2)?);
+            let f = |t: &HostTensor| -> R<f64> {
+                Ok(cast(t, DType::F64)?
+                    .to_vec::<f64>()?
+                    .first()
+                    .copied()
+                    .ok_or("scalar needed")?)
+            };
+            let (start, limit, delta) = (f(&s)?, f(&l)?, f(&d)?);
+            if delta == 0.0 {
+                return Err("Range: delta is 0".into());
+            }
+            let n = ((limit - start) / delta).ceil().max(0.0);
+            if n > 1e9 {
+                return Err("Range: too many elements".into());
+            }
+            let n = n as usize;
+            let out = match s.dtype {
+                DType::F32 => {
+                    let (st, de) = (start as f32, delta as f32);
+                    HostTensor::from_vec(
+                        vec![n],
+                        &(0..n).map(|i| st + i as f32 * de).collect::<Vec<_>>(),
+                    )?
+                }
+                // Integers (and f64): exact in f64 below 2^53.
+                _ => {
+                    let v: Vec<f64> = (0..n).map(|i| start + i as f64 * delta).collect();
+                    cast(&HostTensor::from_vec(vec![n], &v)?, s.dtype)?
+                }
+            };
+            one(out)
+        }
         // Written from the spec: out[outer, j..., inner] = data[outer, indices[j...], inner].
         "Gather" => {
             let x = a(0)?;

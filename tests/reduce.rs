@@ -173,3 +173,51 @@ fn data_from(dtype: DType, shape: &[usize], values: &[f64]) -> HostTensor {
 }
 
 dtype_tests!(every_reduction, reductions_on);
+
+/// CumSum on every dtype it is defined for, along each axis, inclusive and exclusive,
+/// forward and reversed, against the reference (integers and small-integer floats exact).
+#[test]
+fn cumsum_on_every_dtype() {
+    for dtype in [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I32,
+        DType::I64,
+        DType::U32,
+        DType::U64,
+    ] {
+        let x = data(dtype, &[3, 4, 5], 3);
+        for axis in [0i64, 1, -1] {
+            for (exclusive, reverse) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+                let axis_t = HostTensor::from_vec(Vec::new(), &[axis]).unwrap();
+                let g = Graph::new()
+                    .input("x", dtype, &[Some(3), Some(4), Some(5)])
+                    .input("axis", DType::I64, &[])
+                    .node(
+                        Node::new("CumSum", "c")
+                            .inputs(["x", "axis"])
+                            .outputs(["y"])
+                            .attr("exclusive", Attr::Int(exclusive))
+                            .attr("reverse", Attr::Int(reverse)),
+                    )
+                    .output("y");
+                let inputs = vec![("x".to_string(), x.clone()), ("axis".to_string(), axis_t)];
+                let got = Session::new(ctx(), g.clone())
+                    .unwrap()
+                    .run_blocking(inputs.clone())
+                    .unwrap_or_else(|e| panic!("CumSum {dtype}: {e}"))
+                    .remove(0)
+                    .1;
+                let want = run_graph(&g, &inputs, &Default::default())
+                    .unwrap()
+                    .remove(0);
+                assert_eq!(
+                    got, want,
+                    "CumSum {dtype} axis {axis} {exclusive} {reverse}"
+                );
+            }
+        }
+    }
+}

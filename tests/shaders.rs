@@ -58,7 +58,7 @@ fn every_shader_file_parses_and_validates() {
             files += 1;
         }
     }
-    assert_eq!(files, 9);
+    assert_eq!(files, 10);
 }
 
 /// Bitcasts of constants to non-finite f32 values. WGSL makes a constant expression that
@@ -151,14 +151,14 @@ fn every_variant_validates_and_compiles() {
     // Per workgroup size: 8 block-remap and 8 gather variants, 30 typed element-wise on
     // 32-bit types and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
     // i32 u32 f64 i64 u64), the Scan step, 8 index gathers (4 element sizes x i32/i64
-    // indices), and 504 word-kernel variants (169 casts, every op
+    // indices), 24 CumSums (6 dtypes x exclusive x reverse), and 504 word-kernel variants (169 casts, every op
     // on every dtype combination it is defined for); then 6 dtypes x (tiles + 7
     // row-workgroup sizes x 2 entry points) MatMuls, 154 reductions (14 ops on the 12
     // numeric dtypes and bool for Max and Min, but LogSum and LogSumExp on the 4 float types
     // only) and the Scan counter.
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (118 + 504) + 6 * 15 + 154 + 1
+        WORKGROUP_SIZES.len() * (118 + 24 + 504) + 6 * 15 + 154 + 1
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {
@@ -170,5 +170,43 @@ fn every_variant_validates_and_compiles() {
     while n <= wgpu_ops::gpu::MAX_WORKGROUP_SIZE {
         assert!(WORKGROUP_SIZES.contains(&n), "{n}");
         n *= 2;
+    }
+}
+
+/// Each variant's declared bindings (the pipeline layout the context builds) match the
+/// shader's: every `@binding` the module declares is in the layout with its address space and
+/// access (a read-only storage buffer in the layout for a read-write one in the shader is a
+/// pipeline-creation error that only a GPU would otherwise show).
+#[test]
+fn declared_bindings_match_the_shaders() {
+    use wgpu_ops::gpu::Binding;
+    let mut seen = std::collections::HashSet::new();
+    for kernel in Kernel::all() {
+        if !seen.insert(kernel.module().into_owned()) {
+            continue;
+        }
+        let caps = capabilities(kernel.features());
+        let (module, _) = validate_with(&kernel.module(), &kernel.wgsl(), caps);
+        let layout = kernel.bindings();
+        for (_, var) in module.global_variables.iter() {
+            let Some(rb) = &var.binding else { continue };
+            assert_eq!(rb.group, 0, "{kernel:?}");
+            let want = match var.space {
+                naga::AddressSpace::Uniform => Binding::Uniform,
+                naga::AddressSpace::Storage { access }
+                    if access.contains(naga::StorageAccess::STORE) =>
+                {
+                    Binding::StorageReadWrite
+                }
+                naga::AddressSpace::Storage { .. } => Binding::StorageRead,
+                other => panic!("{kernel:?}: binding in {other:?}"),
+            };
+            let got = layout.get(rb.binding as usize);
+            assert!(
+                got == Some(&want),
+                "{kernel:?}: binding {} is {want:?} in the shader, {got:?} in the layout",
+                rb.binding
+            );
+        }
     }
 }

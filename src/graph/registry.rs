@@ -65,6 +65,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &DEPTH_TO_SPACE,
             &SPACE_TO_DEPTH,
             &RANGE,
+            &CUMSUM,
         ])
 }
 
@@ -815,6 +816,41 @@ static RANGE: OpDef = OpDef {
             "node '{}': Range's length depends on its values, which must be known on the host (constants, graph inputs or values computed from them), not computed on the GPU",
             args.node.name
         )))
+    },
+};
+
+static CUMSUM: OpDef = OpDef {
+    name: "CumSum",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["exclusive", "reverse"],
+    run: |rec, args| {
+        let x = args.tensor(0, "x")?;
+        // A scalar (or one-element) tensor, whose value the plan needs.
+        let axis = match args.host_value(1) {
+            Some(t) if matches!(t.dtype, DType::I32 | DType::I64) && t.numel() == 1 => {
+                crate::reference::cast_host(t, DType::I64)?.to_vec::<i64>()?
+            }
+            Some(_) => {
+                return Err(Error::invalid(
+                    "CumSum",
+                    "axis",
+                    "axis must be one i32 or i64 value",
+                ))
+            }
+            None => args.required_indices(1, "axis")?,
+        };
+        let [axis] = axis.as_slice() else {
+            return Err(Error::invalid("CumSum", "axis", "axis must hold one value"));
+        };
+        Ok(vec![rec.cumsum_to(
+            &x,
+            *axis,
+            args.int("exclusive")?.unwrap_or(0) != 0,
+            args.int("reverse")?.unwrap_or(0) != 0,
+            args.out(0),
+        )?])
     },
 };
 

@@ -9,6 +9,7 @@ use crate::DType;
 use matmul::MatMulKernel;
 
 pub mod block_remap;
+pub mod cumsum;
 pub mod elementwise;
 pub mod gather;
 pub mod gather_index;
@@ -130,6 +131,13 @@ pub enum Kernel {
         index64: bool,
         workgroup_size: u32,
     },
+    /// `cumsum.wgsl` on `dtype` (a 32- or 64-bit type).
+    CumSum {
+        dtype: DType,
+        exclusive: bool,
+        reverse: bool,
+        workgroup_size: u32,
+    },
     /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`.
     Reduce { op: &'static str, input: DType },
     /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
@@ -153,6 +161,18 @@ impl Kernel {
         out.push(Kernel::ScanCounter);
         for workgroup_size in WORKGROUP_SIZES {
             out.push(Kernel::ScanStep { workgroup_size });
+            for dtype in COMPUTE_DTYPES.into_iter().chain(NATIVE_64_BIT) {
+                for (exclusive, reverse) in
+                    [(false, false), (false, true), (true, false), (true, true)]
+                {
+                    out.push(Kernel::CumSum {
+                        dtype,
+                        exclusive,
+                        reverse,
+                        workgroup_size,
+                    });
+                }
+            }
             for elem_bytes in [1u32, 2, 4, 8] {
                 for index64 in [false, true] {
                     out.push(Kernel::GatherIndex {
@@ -251,6 +271,7 @@ impl Kernel {
             Kernel::Elementwise { .. } | Kernel::Cast { .. } => "elementwise.wgsl",
             Kernel::Words { .. } => "elementwise_words.wgsl",
             Kernel::Reduce { .. } => "reduce.wgsl",
+            Kernel::CumSum { .. } => "cumsum.wgsl",
             Kernel::GatherIndex { .. } => "gather_index.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanStep { .. } => "scan_step.wgsl",
@@ -287,6 +308,7 @@ impl Kernel {
                 ..
             } => words::words_source(op, &operands[..usize::from(arity)], out).into(),
             Kernel::Reduce { op, input } => reduce::reduce_source(op, input).into(),
+            Kernel::CumSum { dtype, .. } => cumsum::cumsum_source(dtype).into(),
             Kernel::MatMul { dtype, .. } => {
                 matmul::matmul_source(operands::elementwise_type(dtype).unwrap_or("f32")).into()
             }
@@ -327,6 +349,16 @@ impl Kernel {
                 ("OUT_BYTES", out.size() as u32),
             ],
             Kernel::ScanCounter => Vec::new(),
+            Kernel::CumSum {
+                exclusive,
+                reverse,
+                workgroup_size,
+                ..
+            } => vec![
+                ("WORKGROUP_SIZE", workgroup_size),
+                ("EXCLUSIVE", u32::from(exclusive)),
+                ("REVERSE", u32::from(reverse)),
+            ],
             Kernel::GatherIndex {
                 elem_bytes,
                 index64,
@@ -366,6 +398,9 @@ impl Kernel {
                 ..
             } => words::words_features(&operands[..usize::from(arity)], out),
             Kernel::Reduce { input, .. } => reduce::reduce_features(input),
+            Kernel::CumSum { dtype, .. } => {
+                operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
+            }
             Kernel::MatMul { dtype, .. } => {
                 operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
             }
@@ -423,6 +458,7 @@ impl KernelSpec for Kernel {
             }
             Kernel::MatMul { dtype, .. } => format!("matmul.wgsl {dtype}").into(),
             Kernel::Reduce { op, input } => format!("reduce.wgsl {op} {input}").into(),
+            Kernel::CumSum { dtype, .. } => format!("cumsum.wgsl {dtype}").into(),
         }
     }
     fn source(&self) -> Cow<'static, str> {
@@ -436,9 +472,10 @@ impl KernelSpec for Kernel {
     }
     fn bindings(&self) -> &'static [Binding] {
         match self {
-            Kernel::Gather { .. } | Kernel::BlockRemap { .. } | Kernel::Reduce { .. } => {
-                TWO_BUFFERS
-            }
+            Kernel::Gather { .. }
+            | Kernel::BlockRemap { .. }
+            | Kernel::Reduce { .. }
+            | Kernel::CumSum { .. } => TWO_BUFFERS,
             Kernel::ScanStep { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,

@@ -222,3 +222,56 @@ impl Recorder {
         narrow
     }
 }
+
+impl Recorder {
+    /// Records ONNX CumSum of `x` along `axis`: running sums, `exclusive` (each element's
+    /// sum leaves it out) and `reverse` (from the end). f16 and bf16 sum in f32 and round each
+    /// result once; integers wrap.
+    pub fn cumsum_to(
+        &mut self,
+        x: &Tensor,
+        axis: i64,
+        exclusive: bool,
+        reverse: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "CumSum";
+        self.check_inputs(OP, &[("x", x)])?;
+        let dtype = x.dtype();
+        let ok = [
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::F64,
+            DType::I32,
+            DType::I64,
+            DType::U32,
+            DType::U64,
+        ];
+        if !ok.contains(&dtype) {
+            return Err(Error::invalid(
+                OP,
+                "x",
+                format!("x is {dtype}; CumSum takes f32, f16, bf16, f64, i32, i64, u32, u64"),
+            ));
+        }
+        let axes = normalize_axes(OP, x.rank().max(1), &[axis])?;
+        let shape = x.shape().to_vec();
+        let (len, inner) = match shape.get(axes[0]) {
+            Some(&d) => (d, shape[axes[0] + 1..].iter().product()),
+            None => (1, 1),
+        };
+        if matches!(dtype, DType::F16 | DType::BF16) {
+            let wide = self.cast(x, DType::F32)?;
+            let sums = self.cumsum_to(&wide, axis, exclusive, reverse, Out::NEW)?;
+            self.release(wide);
+            let result = self.cast_to(&sums, dtype, out);
+            self.release(sums);
+            return result;
+        }
+        super::elementwise::require_feature(self.context(), OP, "x", dtype)?;
+        let out = out.tensor(self, dtype, &shape)?;
+        self.cumsum_into(x, len, inner, exclusive, reverse, &out)?;
+        Ok(out)
+    }
+}

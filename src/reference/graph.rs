@@ -566,6 +566,61 @@ fn run_node(
             };
             one(out)
         }
+        // Running sums in f64 for floats (rounded once per element) and wrapping for integers.
+        "CumSum" => {
+            let x = a(0)?;
+            let axis = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?[0];
+            let rank = x.shape.len().max(1) as i64;
+            let k = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let len = x.shape.get(k).copied().unwrap_or(1);
+            let inner: usize = x.shape.get(k + 1..).map_or(1, |s| s.iter().product());
+            let (excl, rev) = (
+                int(node, "exclusive").unwrap_or(0) != 0,
+                int(node, "reverse").unwrap_or(0) != 0,
+            );
+            let order = |n: usize| -> Vec<usize> {
+                if rev {
+                    (0..n).rev().collect()
+                } else {
+                    (0..n).collect()
+                }
+            };
+            macro_rules! run {
+                ($v:expr, $zero:expr, $add:expr) => {{
+                    let v = $v;
+                    let mut out = v.clone();
+                    let lines = v.len() / len.max(1);
+                    for line in 0..lines {
+                        let base = (line / inner) * len * inner + line % inner;
+                        let mut acc = $zero;
+                        for j in order(len) {
+                            let i = base + j * inner;
+                            if excl {
+                                out[i] = acc;
+                                acc = $add(acc, v[i]);
+                            } else {
+                                acc = $add(acc, v[i]);
+                                out[i] = acc;
+                            }
+                        }
+                    }
+                    HostTensor::from_vec(x.shape.clone(), &out)?
+                }};
+            }
+            let y = match x.dtype {
+                DType::I32 => run!(x.to_vec::<i32>()?, 0i32, i32::wrapping_add),
+                DType::I64 => run!(x.to_vec::<i64>()?, 0i64, i64::wrapping_add),
+                DType::U32 => run!(x.to_vec::<u32>()?, 0u32, u32::wrapping_add),
+                DType::U64 => run!(x.to_vec::<u64>()?, 0u64, u64::wrapping_add),
+                DType::F64 => run!(x.to_vec::<f64>()?, 0f64, |p: f64, q: f64| p + q),
+                _ => {
+                    let f = cast(&x, DType::F32)?.to_vec::<f32>()?;
+                    let sums = run!(f, 0f32, |p: f32, q: f32| p + q);
+                    cast(&sums, x.dtype)?
+                }
+            };
+            one(y)
+        }
         // Written from the spec: out[outer, j..., inner] = data[outer, indices[j...], inner].
         "Gather" => {
             let x = a(0)?;

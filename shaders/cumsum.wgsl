@@ -1,0 +1,51 @@
+// ONNX CumSum along one axis of a tensor seen as [outer, axis, inner]: one invocation per
+// (outer, inner) line walks the axis in order (or reversed), writing the running sum after
+// (inclusive) or before (exclusive) adding each element. Lines are independent, so a large
+// tensor has as many invocations as it has lines.
+//
+// Specialized per dtype by a validated substitution of the marked line below.
+
+alias T = f32; // ELEMENT TYPE
+
+override WORKGROUP_SIZE: u32 = 64u;
+override EXCLUSIVE: bool = false;
+override REVERSE: bool = false;
+
+struct Params {
+    lines: u32,
+    axis_len: u32,
+    inner: u32,
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> src: array<T>;
+@group(0) @binding(2) var<storage, read_write> dst: array<T>;
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let line = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if line >= params.lines {
+        return;
+    }
+    let inner_pos = line % params.inner;
+    let outer = line / params.inner;
+    let base = outer * params.axis_len * params.inner + inner_pos;
+    var acc = T(0);
+    for (var k = 0u; k < params.axis_len; k++) {
+        let j = select(k, params.axis_len - 1u - k, REVERSE);
+        let i = base + j * params.inner;
+        let x = src[i];
+        if EXCLUSIVE {
+            dst[i] = acc;
+            acc += x;
+        } else {
+            acc += x;
+            dst[i] = acc;
+        }
+    }
+}

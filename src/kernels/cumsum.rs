@@ -1,0 +1,73 @@
+//! The CumSum kernel (`shaders/cumsum.wgsl`): running sums along one axis, one invocation per
+//! line, on the 32- and 64-bit types (the op casts 16-bit floats to f32 around it).
+
+use super::operands::{elementwise_type, specialize};
+use super::{grid_for, Kernel};
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+const CUMSUM: &str = include_str!("../../shaders/cumsum.wgsl");
+
+/// WGSL source of CumSum on `dtype`.
+pub fn cumsum_source(dtype: DType) -> String {
+    let ty = elementwise_type(dtype).unwrap_or("f32");
+    specialize(CUMSUM, &[("// ELEMENT TYPE", format!("alias T = {ty};"))])
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct CumSumParams {
+    lines: u32,
+    axis_len: u32,
+    inner: u32,
+    pad: u32,
+}
+
+impl Recorder {
+    /// Records the running sums of `x` (seen as `[outer, axis_len, inner]`) into `out`.
+    pub(crate) fn cumsum_into(
+        &mut self,
+        x: &Tensor,
+        axis_len: usize,
+        inner: usize,
+        exclusive: bool,
+        reverse: bool,
+        out: &Tensor,
+    ) -> Result<()> {
+        const OP: &str = "CumSum";
+        let n = x.numel() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let ctx = self.context().clone();
+        let limit = ctx.binding_limit();
+        for t in [x, out] {
+            if t.storage().single().is_none_or(|b| b.size() > limit) || n > u64::from(u32::MAX) {
+                return Err(Error::LimitExceeded {
+                    op: OP,
+                    what: "a tensor bound at once".into(),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: t.byte_len(),
+                    max: limit,
+                });
+            }
+        }
+        let lines = n / axis_len.max(1) as u64;
+        let wg = ctx.workgroup_size();
+        let kernel = Kernel::CumSum {
+            dtype: x.dtype(),
+            exclusive,
+            reverse,
+            workgroup_size: wg,
+        };
+        let pipeline = ctx.pipeline(&kernel)?;
+        let params = CumSumParams {
+            lines: lines as u32,
+            axis_len: axis_len as u32,
+            inner: inner.max(1) as u32,
+            pad: 0,
+        };
+        let bindings = [x.storage().bind_whole(), out.storage().bind_whole()];
+        let grid = grid_for(&ctx, OP, lines, wg)?;
+        self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+    }
+}

@@ -7,7 +7,10 @@
 //! median of several measurements. GB/s counts bytes read plus bytes written.
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick] [--case TEXT]
-//! [--workgroup-size N] [--cpu-kernels on|off] [--no-scan] [--scan-only] [--rnn-only]`
+//! [--workgroup-size N] [--cpu-kernels on|off] [--no-scan] [--scan-only] [--rnn-only]
+//! [--dtypes-only]` (`--dtypes-only`: `Add` on 64 MiB operands of each of the 13 dtypes but
+//! bool, as GB/s and as a ratio to a plain buffer copy of the same bytes, written to
+//! DIR/dtypes.txt, so the cost of each emulation is visible).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::time::Instant;
@@ -293,6 +296,10 @@ fn main() {
     let mut records = Vec::new();
     if args.iter().any(|a| a == "--scan-only") {
         scan_report(&ctx, &timer, quick, &adapter, &out_dir);
+        return;
+    }
+    if args.iter().any(|a| a == "--dtypes-only") {
+        dtype_bandwidth(&ctx, &timer, &adapter, quick, &out_dir);
         return;
     }
     if args.iter().any(|a| a == "--rnn-only") {
@@ -938,4 +945,78 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
             "cpu_kernels": ctx.cpu_kernels(), "gpu_s_matmul_other_kernels": matmul_other}));
     }
     out
+}
+
+/// `Add` of two 64 MiB operands (16 MiB with `--quick`) of each numeric dtype into a third,
+/// against a plain buffer copy of one operand's bytes measured in the same process: bytes
+/// moved per second (3 operands for Add, read and write for the copy) and their ratio.
+fn dtype_bandwidth(
+    ctx: &Context,
+    timer: &Timer,
+    adapter: &str,
+    quick: bool,
+    out_dir: &std::path::Path,
+) {
+    let bytes: u64 = if quick { 16 << 20 } else { 64 << 20 };
+    let bytes = bytes.min(ctx.binding_limit()) & !15;
+    let mut lines = vec![
+        format!("adapter: {adapter}"),
+        format!("timing: {}", timer.method()),
+        format!(
+            "Add on {} MiB operands per dtype; copy = copy_buffer_to_buffer of the same bytes",
+            bytes >> 20
+        ),
+        format!(
+            "{:<6} {:<7} {:>10} {:>10} {:>7}",
+            "dtype", "kernel", "Add GB/s", "copy GB/s", "ratio"
+        ),
+    ];
+    println!("{}", lines.join("\n"));
+    for dtype in DType::ALL.into_iter().filter(|&d| d != DType::Bool) {
+        if let Some((f, _)) = wgpu_ops::kernels::operands::native_feature(dtype) {
+            if !ctx.features().contains(f) {
+                let line = format!(
+                    "{:<6} (needs {f:?}, which this adapter lacks)",
+                    dtype.name()
+                );
+                println!("{line}");
+                lines.push(line);
+                continue;
+            }
+        }
+        let n = (bytes / dtype.size() as u64) as usize;
+        let a = Tensor::uninit(ctx, dtype, &[n]).unwrap();
+        let b = Tensor::uninit(ctx, dtype, &[n]).unwrap();
+        let y = Tensor::uninit(ctx, dtype, &[n]).unwrap();
+        let typed = wgpu_ops::ops::elementwise::lookup("Add")
+            .and_then(|o| o.wgsl(dtype))
+            .is_some();
+        let (t_add, t_copy) = timer.median_pair(
+            ctx,
+            1,
+            if quick { 3 } else { 7 },
+            &mut |rec| {
+                rec.elementwise_to("Add", &a, Some(&b), wgpu_ops::Out::into("y", &y))
+                    .unwrap();
+            },
+            &mut |rec| {
+                rec.copy_bytes(&a, 0, &y, 0, bytes).unwrap();
+            },
+        );
+        let add = 3.0 * bytes as f64 / t_add / 1e9;
+        let copy = 2.0 * bytes as f64 / t_copy / 1e9;
+        let line = format!(
+            "{:<6} {:<7} {:>10.2} {:>10.2} {:>7.2}",
+            dtype.name(),
+            if typed { "typed" } else { "words" },
+            add,
+            copy,
+            add / copy
+        );
+        println!("{line}");
+        lines.push(line);
+    }
+    let path = out_dir.join("dtypes.txt");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    println!("wrote {}", path.display());
 }

@@ -6,6 +6,10 @@
 //! A test of supported ops that fails must be listed, with its reason, in
 //! `tests/onnx-node-expected-failures.txt`; a listed test that passes fails the run too, so the
 //! list stays true. `WGPU_OPS_ONNX_NODE_BLESS=1` rewrites the list from this run.
+//!
+//! The same runner runs the differential test of the element-wise ops against onnxruntime
+//! (`scripts/ort_differential.py`, same layout; its list is
+//! `tests/ort-differential-expected-failures.txt`).
 
 mod common;
 
@@ -15,22 +19,50 @@ use std::path::{Path, PathBuf};
 use wgpu_ops::onnx::{tensor_from_bytes, Model};
 use wgpu_ops::{DType, HostTensor};
 
-const EXPECTED: &str = "tests/onnx-node-expected-failures.txt";
+/// One suite: where its files are exported, by which script, and its expected failures.
+struct Suite {
+    title: &'static str,
+    env: &'static str,
+    default_dir: &'static str,
+    script: &'static str,
+    install: &'static str,
+    expected: &'static str,
+}
 
-fn tests_dir() -> PathBuf {
+const NODE_TESTS: Suite = Suite {
+    title: "ONNX node tests",
+    env: "WGPU_OPS_ONNX_NODE_TESTS",
+    default_dir: "target/onnx-node-tests",
+    script: "scripts/onnx_node_tests.py",
+    install: "onnx",
+    expected: "tests/onnx-node-expected-failures.txt",
+};
+
+const DIFFERENTIAL: Suite = Suite {
+    title: "element-wise ops against onnxruntime",
+    env: "WGPU_OPS_ORT_DIFFERENTIAL",
+    default_dir: "target/ort-differential",
+    script: "scripts/ort_differential.py",
+    install: "onnx onnxruntime",
+    expected: "tests/ort-differential-expected-failures.txt",
+};
+
+fn tests_dir(suite: &Suite) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::var_os("WGPU_OPS_ONNX_NODE_TESTS")
+    let dir = std::env::var_os(suite.env)
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/onnx-node-tests"));
+        .unwrap_or_else(|| root.join(suite.default_dir));
     if !dir.join("manifest.json").exists() {
         let status = std::process::Command::new("python3")
-            .arg(root.join("scripts/onnx_node_tests.py"))
+            .arg(root.join(suite.script))
             .arg(&dir)
             .status()
-            .expect("python3 runs scripts/onnx_node_tests.py");
+            .expect("python3 runs the export script");
         assert!(
             status.success(),
-            "exporting the ONNX node tests failed: `python3 -m pip install onnx` (scripts/test.sh does)"
+            "exporting the {} failed: `python3 -m pip install {}` (scripts/test.sh does)",
+            suite.title,
+            suite.install
         );
     }
     dir
@@ -189,12 +221,24 @@ fn one_line(s: &str) -> String {
 
 #[test]
 fn onnx_node_tests() {
-    let dir = tests_dir();
+    run_suite(&NODE_TESTS);
+}
+
+/// Every element-wise op on every dtype onnxruntime has a kernel for, on edge and random
+/// values, against onnxruntime's outputs (`scripts/ort_differential.py`).
+#[test]
+fn elementwise_ops_match_onnxruntime() {
+    run_suite(&DIFFERENTIAL);
+}
+
+fn run_suite(suite: &Suite) {
+    let dir = tests_dir(suite);
+    let expected_file = suite.expected;
     let manifest: BTreeMap<String, Entry> =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
             .expect("manifest.json");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let expected_text = std::fs::read_to_string(root.join(EXPECTED)).unwrap_or_default();
+    let expected_text = std::fs::read_to_string(root.join(expected_file)).unwrap_or_default();
     let expected: HashMap<&str, &str> = expected_text
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
@@ -226,7 +270,7 @@ fn onnx_node_tests() {
             Outcome::Pass => {
                 passed += 1;
                 if expected.contains_key(name.as_str()) {
-                    problems.push(format!("{name} now passes: remove it from {EXPECTED}"));
+                    problems.push(format!("{name} now passes: remove it from {expected_file}"));
                 }
             }
             Outcome::Fail(why) => {
@@ -243,7 +287,10 @@ fn onnx_node_tests() {
         }
     }
 
-    println!("ONNX node tests of supported ops, per op: passed / failing (listed) / skipped");
+    println!(
+        "{} of supported ops, per op: passed / failing (listed) / skipped",
+        suite.title
+    );
     for (op, [p, f, s, _]) in &per_op {
         if p + f + s > 0 {
             println!("  {op:<20} {p:>4} {f:>4} {s:>4}");
@@ -254,19 +301,20 @@ fn onnx_node_tests() {
         println!("  {name}: {why}");
     }
     println!(
-        "{} tests: {passed} passed, {} failing (listed with reasons in {EXPECTED}), {} skipped, {unsupported} with ops not supported",
+        "{} tests: {passed} passed, {} failing (listed with reasons in {expected_file}), {} skipped, {unsupported} with ops not supported",
         passed + failures.len() + skipped.len() + unsupported,
         failures.len(),
         skipped.len()
     );
     if std::env::var_os("WGPU_OPS_ONNX_NODE_BLESS").is_some() && only.is_none() {
-        let mut text = String::from(
-            "# ONNX node tests of supported ops that fail today, with the reason (see tests/onnx_node.rs).\n",
+        let mut text = format!(
+            "# {} of supported ops that fail today, with the reason (see tests/onnx_node.rs).\n",
+            suite.title
         );
         for (name, why) in &failures {
             text += &format!("{name} {why}\n");
         }
-        std::fs::write(root.join(EXPECTED), text).unwrap();
+        std::fs::write(root.join(expected_file), text).unwrap();
         return;
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Writes a differential test of the element-wise ops against onnxruntime: for every op and
+every dtype onnxruntime has a CPU kernel for, a one-node model, edge and random inputs (with
+broadcasting) and onnxruntime's outputs, in the layout of the ONNX node tests (DIR/<test>/
+model.onnx, DIR/<test>/data_0/{input,output}_<i>.pb, DIR/manifest.json with tolerances), which
+tests/onnx_node.rs runs like the node tests.
+
+Inputs avoid what is undefined behaviour in onnxruntime's C++ (integer division by zero or of
+the minimum by -1, integer powers that overflow, float-to-integer casts out of range).
+Tolerances: integers and bools bit for bit; floats as onnxruntime's own tests compare them
+(float rtol 1e-4 atol 1e-5, double rtol 1e-5 atol 1e-6; f16 rtol 2e-3 atol 1e-3). Our f64
+functions are held to 1e-12 against Rust's in tests/every_dtype.rs; onnxruntime's double
+Sigmoid is itself about 1e-12 off.
+
+usage: scripts/ort_differential.py DIR
+"""
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+T = onnx.TensorProto
+DTYPES = {
+    "f32": (np.float32, T.FLOAT),
+    "f16": (np.float16, T.FLOAT16),
+    "f64": (np.float64, T.DOUBLE),
+    "i8": (np.int8, T.INT8),
+    "i16": (np.int16, T.INT16),
+    "i32": (np.int32, T.INT32),
+    "i64": (np.int64, T.INT64),
+    "u8": (np.uint8, T.UINT8),
+    "u16": (np.uint16, T.UINT16),
+    "u32": (np.uint32, T.UINT32),
+    "u64": (np.uint64, T.UINT64),
+    "bool": (np.bool_, T.BOOL),
+}
+UNARY = ["Neg", "Abs", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Relu", "Reciprocal", "Sign",
+         "Floor", "Ceil", "Round", "Erf", "Not"]
+BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Mod", "FMod", "Equal", "Less",
+          "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"]
+BOOL_OUT = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not"}
+
+
+def values(np_type, n, rng, positive=False):
+    if np_type == np.bool_:
+        return rng.rand(n) < 0.5
+    if np.issubdtype(np_type, np.floating):
+        info = np.finfo(np_type)
+        edges = [0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, float(info.max), -float(info.max),
+                 float(info.tiny), 0.5, 2.5, -3.0, 0.1]
+        v = np.concatenate([np.array(edges), rng.uniform(-10, 10, n)])[:n]
+        v = rng.permutation(v)
+        if positive:
+            v = np.abs(v)
+        return v.astype(np_type)
+    info = np.iinfo(np_type)
+    edges = [0, 1, info.max, info.min, info.max - 1, info.min + 1, 2, 3, 100 % info.max]
+    if info.min < 0:
+        edges += [-1, -2, -7]
+    v = np.concatenate([np.array(edges, dtype=np.float64),
+                        rng.randint(max(info.min, -1000), min(info.max, 1000), n)])[:n]
+    return rng.permutation(v).astype(np_type)
+
+
+def model(op, inputs, out_type, attrs):
+    names = [f"x{i}" for i in range(len(inputs))]
+    infos = [helper.make_tensor_value_info(nm, DTYPES[d][1], list(v.shape))
+             for nm, (d, v) in zip(names, inputs)]
+    node = helper.make_node(op, names, ["y"], **attrs)
+    g = helper.make_graph([node], "g", infos, [helper.make_tensor_value_info("y", out_type, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    warnings.simplefilter("ignore")
+    np.seterr(all="ignore")
+    ort.set_default_logger_severity(3)
+    rng = np.random.RandomState(7)
+    manifest = {}
+    cases = []
+    for d, (np_type, code) in DTYPES.items():
+        for op in UNARY:
+            a = values(np_type, 35, rng).reshape(5, 7)
+            cases.append((op, d, [(d, a)], {}))
+        for op in BINARY:
+            a = values(np_type, 35, rng).reshape(5, 7)
+            b = values(np_type, 7, rng)
+            if np.issubdtype(np_type, np.integer) and op in ("Div", "Mod", "FMod"):
+                # Division by zero and MIN / -1 are undefined behaviour in C++.
+                b = np.where((b == 0) | (b == -1) if np.issubdtype(np_type, np.signedinteger) else b == 0, 3, b).astype(np_type)
+            if np.issubdtype(np_type, np.integer) and op == "Pow":
+                # onnxruntime raises integers through double: overflow is undefined there.
+                a = rng.randint(-9 if np.issubdtype(np_type, np.signedinteger) else 0, 10, 35)
+                a = a.reshape(5, 7).astype(np_type)
+                b = np.array([0, 1, 2, 3, 5, 2, 1], dtype=np_type)
+            attrs = {}
+            name = op
+            if op in ("Mod", "FMod"):
+                name = "Mod"
+                attrs = {"fmod": 1 if op == "FMod" else 0}
+            cases.append((name, d, [(d, a), (d, b)], attrs, op))
+        cond = rng.rand(5, 7) < 0.5
+        cases.append(("Where", d, [("bool", cond), (d, values(np_type, 35, rng).reshape(5, 7)),
+                                   (d, values(np_type, 7, rng))], {}))
+        if d != "bool":
+            lo, hi = np.sort(values(np_type, 2, rng))
+            cases.append(("Clip", d, [(d, values(np_type, 35, rng).reshape(5, 7)),
+                                      (d, np.array(lo, dtype=np_type)), (d, np.array(hi, dtype=np_type))], {}))
+        # Cast to every dtype, on values every target holds (out-of-range casts are UB).
+        for t, (_, tcode) in DTYPES.items():
+            src = (rng.randint(0, 100, 35) if d != "bool" else rng.rand(35) < 0.5).astype(np_type)
+            cases.append(("Cast", d, [(d, src.reshape(5, 7))], {"to": tcode}, f"Cast_{t}"))
+    written = 0
+    for case in cases:
+        op, d, inputs, attrs = case[:4]
+        label = case[4] if len(case) > 4 else op
+        name = f"ort_{label}_{d}"
+        if op in BOOL_OUT:
+            out_type = T.BOOL
+        elif op == "Cast":
+            out_type = attrs["to"]
+        elif op == "Where":
+            out_type = DTYPES[d][1]
+        else:
+            out_type = DTYPES[d][1]
+        m = model(op, inputs, out_type, attrs)
+        try:
+            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            got = sess.run(None, {f"x{i}": v for i, (_, v) in enumerate(inputs)})
+        except Exception:
+            continue  # no onnxruntime kernel for this op and dtype
+        tdir = os.path.join(out, name)
+        os.makedirs(os.path.join(tdir, "data_0"), exist_ok=True)
+        with open(os.path.join(tdir, "model.onnx"), "wb") as f:
+            f.write(m.SerializeToString())
+        for i, (_, v) in enumerate(inputs):
+            with open(os.path.join(tdir, "data_0", f"input_{i}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(np.asarray(v)).SerializeToString())
+        with open(os.path.join(tdir, "data_0", "output_0.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(np.asarray(got[0])).SerializeToString())
+        out_np = np.asarray(got[0]).dtype
+        # onnxruntime's own default test tolerances (test/providers/checkers.cc): float rel
+        # 1e-4 abs 1e-5, double rel 1e-5 abs 1e-6; for f16, two units in its last place.
+        rtol, atol = {np.dtype(np.float32): (1e-4, 1e-5), np.dtype(np.float16): (2e-3, 1e-3),
+                      np.dtype(np.float64): (1e-5, 1e-6)}.get(out_np, (0.0, 0.0))
+        manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op], "opset": 18}
+        written += 1
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+    print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -223,8 +223,9 @@ struct Case {
 
 fn case() -> impl Strategy<Value = Case> {
     (
-        // 64-bit bodies run on the adapter's native 64-bit shader types (lavapipe has them).
-        prop::sample::select(vec![DType::F32, DType::I32, DType::F64, DType::I64]),
+        // Every dtype: 64-bit bodies run on the adapter's native 64-bit shader types (lavapipe
+        // has them), the narrow ones in the word kernel; bool bodies use And, Or and Xor.
+        prop::sample::select(DType::ALL.to_vec()),
         prop::collection::vec(1usize..4, 0..3),
         prop_oneof![1 => Just(0usize), 1 => Just(1usize), 6 => 2usize..41],
         0usize..3,
@@ -269,34 +270,42 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 impl Case {
-    /// Values that stay exact in f32 through the body's integer-valued arithmetic.
+    /// Small integer values (exact in every float type through the body's arithmetic;
+    /// integers wrap alike on both sides), as the case's dtype.
     fn tensor(&self, shape: &[usize], seed: u64) -> HostTensor {
         let n: usize = shape.iter().product();
-        let raw: Vec<i32> = bytes(seed, n).iter().map(|&b| (b % 7) as i32 - 3).collect();
+        let raw: Vec<i64> = bytes(seed, n).iter().map(|&b| (b % 7) as i64 - 3).collect();
+        let s = shape.to_vec();
+        macro_rules! of {
+            ($f:expr) => {
+                HostTensor::from_vec(s, &raw.iter().map($f).collect::<Vec<_>>()).unwrap()
+            };
+        }
         match self.dtype {
-            DType::F32 => HostTensor::from_vec(
-                shape.to_vec(),
-                &raw.iter().map(|&v| v as f32).collect::<Vec<_>>(),
-            )
-            .unwrap(),
-            DType::F64 => HostTensor::from_vec(
-                shape.to_vec(),
-                &raw.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
-            )
-            .unwrap(),
-            DType::I64 => HostTensor::from_vec(
-                shape.to_vec(),
-                &raw.iter().map(|&v| i64::from(v) << 40).collect::<Vec<_>>(),
-            )
-            .unwrap(),
-            _ => HostTensor::from_vec(shape.to_vec(), &raw).unwrap(),
+            DType::F32 => of!(|&v| v as f32),
+            DType::F16 => of!(|&v| half::f16::from_f32(v as f32)),
+            DType::BF16 => of!(|&v| half::bf16::from_f32(v as f32)),
+            DType::F64 => of!(|&v| v as f64),
+            DType::I8 => of!(|&v| v as i8),
+            DType::I16 => of!(|&v| v as i16),
+            DType::I32 => of!(|&v| v as i32),
+            DType::I64 => of!(|&v| v << 40),
+            DType::U8 => of!(|&v| v as u8),
+            DType::U16 => of!(|&v| v as u16),
+            DType::U32 => of!(|&v| v as u32),
+            DType::U64 => of!(|&v| (v as u64) << 20),
+            DType::Bool => of!(|&v| v > 0),
         }
     }
 
     /// Body: state i <- op(state i, element j); scan output q <- op(a state, an element), or a
     /// plain element / state. With `passthrough`, the last state is passed through unchanged.
     fn body(&self) -> Graph {
-        const OPS: [&str; 5] = ["Add", "Sub", "Max", "Min", "Add"];
+        let ops: [&str; 5] = if self.dtype == DType::Bool {
+            ["And", "Or", "Xor", "Or", "And"]
+        } else {
+            ["Add", "Sub", "Max", "Min", "Add"]
+        };
         let mut b = Graph::new();
         for i in 0..self.n {
             b = b.input(
@@ -316,7 +325,7 @@ impl Case {
                 continue;
             }
             b = b.node(
-                Node::new(OPS[op], format!("st{i}"))
+                Node::new(ops[op], format!("st{i}"))
                     .inputs([format!("s{i}"), format!("x{}", j % self.m)])
                     .outputs([format!("ns{i}")]),
             );
@@ -329,7 +338,7 @@ impl Case {
                 (4, _) => x,
                 (_, 0) => {
                     b = b.node(
-                        Node::new(OPS[op], format!("o{q}"))
+                        Node::new(ops[op], format!("o{q}"))
                             .inputs([x.clone(), x])
                             .outputs([format!("y{q}")]),
                     );
@@ -338,7 +347,7 @@ impl Case {
                 _ => {
                     let s = outputs[j % self.n].clone();
                     b = b.node(
-                        Node::new(OPS[op], format!("o{q}"))
+                        Node::new(ops[op], format!("o{q}"))
                             .inputs([s, x])
                             .outputs([format!("y{q}")]),
                     );

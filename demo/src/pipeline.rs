@@ -106,6 +106,7 @@ pub async fn run(
     ];
     out.extend(blocks(ctx, &host, &input, settings.block, clock).await);
     out.push(scan(ctx, image, clock).await);
+    out.push(scan_f16(ctx, image, clock).await);
     out
 }
 
@@ -320,10 +321,10 @@ async fn blocks(
 
 /// A Scan over the image rows whose state is the running sum of the rows (i32, exact); its scan
 /// output, row `i` = sum of rows `0..=i`, is drawn as the running mean.
-pub fn running_sum_graph(width: usize) -> Graph {
+pub fn running_sum_graph(width: usize, dtype: DType) -> Graph {
     let body = Graph::new()
-        .input("sum", DType::I32, &[Some(width), Some(3)])
-        .input("row", DType::I32, &[Some(width), Some(3)])
+        .input("sum", dtype, &[Some(width), Some(3)])
+        .input("row", dtype, &[Some(width), Some(3)])
         .node(
             Node::new("Add", "add")
                 .inputs(["sum", "row"])
@@ -337,8 +338,8 @@ pub fn running_sum_graph(width: usize) -> Graph {
         .output("next")
         .output("emitted");
     Graph::new()
-        .input("zeros", DType::I32, &[Some(width), Some(3)])
-        .input("rows", DType::I32, &[None, Some(width), Some(3)])
+        .input("zeros", dtype, &[Some(width), Some(3)])
+        .input("rows", dtype, &[None, Some(width), Some(3)])
         .node(
             Node::new("Scan", "running_sum")
                 .inputs(["zeros", "rows"])
@@ -369,7 +370,7 @@ async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outcome 
             HostTensor::from_vec(vec![h, w, 3], &rgb).expect("shape"),
         ),
     ];
-    let graph = running_sum_graph(w);
+    let graph = running_sum_graph(w, DType::I32);
     let start = clock();
     let run = async {
         let session = Session::new(ctx, graph.clone())?;
@@ -395,6 +396,82 @@ async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outcome 
         dtype: got.dtype,
         millis,
     }
+}
+
+/// The same Scan on f16 rows (colours / 255): every sum is rounded to nearest-even f16 by the
+/// word kernel (no `shader-f16` needed), and the reference rounds alike, so they agree bit for
+/// bit.
+async fn scan_f16(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outcome {
+    let (name, op_name) = ("scan_f16", "Scan f16");
+    let (h, w) = (image.height, image.width);
+    let params = format!("running sum over {h} rows of [{w}, 3] f16 (body: Add, Identity)");
+    let rgb: Vec<half::f16> = image
+        .rgba
+        .chunks_exact(4)
+        .flat_map(|p| {
+            p[..3]
+                .iter()
+                .map(|&v| half::f16::from_f32(f32::from(v) / 255.0))
+        })
+        .collect();
+    let inputs = vec![
+        (
+            "zeros".to_string(),
+            HostTensor::from_vec(vec![w, 3], &vec![half::f16::ZERO; w * 3]).expect("shape"),
+        ),
+        (
+            "rows".to_string(),
+            HostTensor::from_vec(vec![h, w, 3], &rgb).expect("shape"),
+        ),
+    ];
+    let graph = running_sum_graph(w, DType::F16);
+    let start = clock();
+    let run = async {
+        let session = Session::new(ctx, graph.clone())?;
+        session.run(inputs.clone()).await
+    }
+    .await;
+    let millis = clock() - start;
+    let got = match run {
+        Ok(mut outs) => outs.pop().expect("two outputs").1,
+        Err(e) => return Outcome::failed(name, op_name, params, e.to_string()),
+    };
+    let want = reference::graph::run_graph(&graph, &inputs, &Default::default())
+        .map(|mut o| o.pop().expect("two outputs"));
+    Outcome {
+        name,
+        op: op_name,
+        params,
+        check: want
+            .map_err(|e| e.to_string())
+            .and_then(|w| compare(&got, &w)),
+        picture: running_mean_f16(&got),
+        shape: got.shape,
+        dtype: got.dtype,
+        millis,
+    }
+}
+
+/// Row `i` of f16 running sums of colours / 255, divided by `i + 1`, as colours.
+fn running_mean_f16(t: &HostTensor) -> Option<Image> {
+    let [h, w, 3] = t.shape[..] else {
+        return None;
+    };
+    let sums = t.to_vec::<half::f16>().ok()?;
+    let rgba = sums
+        .chunks_exact(3)
+        .enumerate()
+        .flat_map(|(p, c)| {
+            let n = (p / w + 1) as f32;
+            let v = |x: half::f16| (f32::from(x) / n * 255.0).clamp(0.0, 255.0) as u8;
+            [v(c[0]), v(c[1]), v(c[2]), 255]
+        })
+        .collect();
+    Some(Image {
+        width: w,
+        height: h,
+        rgba,
+    })
 }
 
 /// Draws a `[H, W]`, `[H, W, 1..=4]` u8 tensor as RGBA (gray for one channel, opaque without

@@ -1,7 +1,7 @@
 //! The demo's pipeline on the native adapter: every check passes on the default and on edited
 //! parameters, and bad parameters give failed checks with the reason instead of a panic.
 
-use wgpu_ops::{Context, ContextOptions};
+use wgpu_ops::{Context, ContextOptions, DType};
 use wgpu_ops_demo::{pipeline, Image, Settings};
 
 fn context() -> Context {
@@ -40,7 +40,8 @@ fn default_parameters_pass_every_check() {
             "Slice",
             "SpaceToBatch",
             "BatchToSpace",
-            "Scan"
+            "Scan",
+            "Scan f16"
         ]
     );
     for o in &out {
@@ -52,6 +53,10 @@ fn default_parameters_pass_every_check() {
     assert_eq!(out[2].shape, [4, 27, 31, 4]);
     assert_eq!(out[3].shape, [1, 53, 61, 4]);
     assert_eq!(out[4].shape, [53, 61, 3]);
+    assert_eq!(
+        (out[5].dtype, &out[5].shape[..]),
+        (DType::F16, &[53, 61, 3][..])
+    );
 }
 
 #[test]

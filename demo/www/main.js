@@ -71,6 +71,7 @@ const CAPTIONS = {
   space_to_batch: "SpaceToBatch-2: the block² sub-images, side by side.",
   batch_to_space: "BatchToSpace-2 puts them back.",
   scan: "Scan-16: running sum of the rows; row i shows the mean of rows 0..i.",
+  scan_f16: "The same Scan in f16, each sum rounded to nearest-even by the word kernel.",
 };
 
 function card(result) {

@@ -98,6 +98,8 @@ struct Case {
     /// A valid graph: an `error:` is accepted only if the reference refuses it too or a
     /// device limit is named.
     valid: bool,
+    /// An ONNX model's bytes, run instead of the graph file when set.
+    model: Option<Vec<u8>>,
 }
 
 impl Case {
@@ -109,6 +111,7 @@ impl Case {
             args: None,
             check_values: true,
             valid,
+            model: None,
         }
     }
 }
@@ -131,8 +134,18 @@ fn check(case: &Case, dir: &Path, tally: &mut Tally) -> Result<(), String> {
     tally.runs += 1;
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).unwrap();
-    let graph_path = dir.join("graph.json");
-    std::fs::write(&graph_path, &case.graph).unwrap();
+    let graph_path = match &case.model {
+        Some(bytes) => {
+            let p = dir.join("model.onnx");
+            std::fs::write(&p, bytes).unwrap();
+            p
+        }
+        None => {
+            let p = dir.join("graph.json");
+            std::fs::write(&p, &case.graph).unwrap();
+            p
+        }
+    };
     let out = dir.join("out");
     let mut args = vec!["run".to_string(), graph_path.display().to_string()];
     for (name, bytes) in &case.inputs {
@@ -166,8 +179,11 @@ fn check(case: &Case, dir: &Path, tally: &mut Tally) -> Result<(), String> {
                 tally.ok_unchecked += 1;
                 return Ok(());
             }
-            let graph = wgpu_ops::graph::json::load(&graph_path)
-                .map_err(|e| format!("the command ran a graph the library cannot load: {e}"))?;
+            let graph = match &case.model {
+                Some(bytes) => wgpu_ops::onnx::Model::from_bytes(bytes).map(|m| m.graph),
+                None => wgpu_ops::graph::json::load(&graph_path),
+            }
+            .map_err(|e| format!("the command ran a graph the library cannot load: {e}"))?;
             let inputs: Vec<(String, HostTensor)> = case
                 .inputs
                 .iter()
@@ -628,6 +644,7 @@ fn the_command_keeps_its_contract_under_fuzzing() {
                 args: None,
                 check_values: v["check_values"].as_bool().unwrap_or(true),
                 valid: false,
+                model: None,
             },
         );
     }
@@ -714,6 +731,7 @@ fn the_command_keeps_its_contract_under_fuzzing() {
                 args: Some(args),
                 check_values: false,
                 valid: false,
+                model: None,
             }
         })
         .collect();
@@ -730,6 +748,7 @@ fn the_command_keeps_its_contract_under_fuzzing() {
             args: None,
             check_values: depth * len < 100,
             valid: true,
+            model: None,
         });
     }
     let (g, inputs) = nested_scans(8, 10);
@@ -739,6 +758,7 @@ fn the_command_keeps_its_contract_under_fuzzing() {
         args: None,
         check_values: false,
         valid: false,
+        model: None,
     });
     for rank in [17usize, 5000] {
         let shape = vec![1i64; rank];
@@ -752,6 +772,7 @@ fn the_command_keeps_its_contract_under_fuzzing() {
             args: None,
             check_values: false,
             valid: false,
+            model: None,
         });
     }
     bombs.push(Case {
@@ -760,8 +781,27 @@ fn the_command_keeps_its_contract_under_fuzzing() {
         args: None,
         check_values: false,
         valid: false,
+        model: None,
     });
     run_class("resource bombs", bombs.into_iter(), &mut report);
+
+    // ONNX models: a small valid model, then its protobuf bytes flipped, cut, grown and
+    // spliced (the loader must refuse or run each, never panic).
+    let base = onnx_model();
+    let x = npy_bytes(&input_tensor(&mut rng, DType::F32, &[2, 3]));
+    let onnx: Vec<Case> = std::iter::once(base.clone())
+        .chain((0..n).map(|_| mutate_bytes(&mut rng, &base)))
+        .map(|bytes| Case {
+            graph: String::new(),
+            inputs: vec![("x".into(), x.clone())],
+            args: None,
+            check_values: true,
+            valid: false,
+            model: Some(bytes),
+        })
+        .collect();
+    let t = run_class("mutated ONNX models", onnx.into_iter(), &mut report);
+    assert!(t.ok_checked >= 1, "the unmutated ONNX model did not run");
 
     assert!(
         report.is_empty(),
@@ -769,4 +809,125 @@ fn the_command_keeps_its_contract_under_fuzzing() {
         report.len(),
         report.join("\n")
     );
+}
+
+/// A small ONNX model: Mul by an initializer, Add, ReduceSum (axes attribute), Softmax, a
+/// Gather by constant indices and a Cast, with two outputs.
+fn onnx_model() -> Vec<u8> {
+    use prost::Message;
+    use wgpu_ops::onnx::proto::{
+        attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto::dimension,
+        tensor_shape_proto::Dimension, type_proto, AttributeProto, GraphProto, ModelProto,
+        NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    };
+    let value = |name: &str, elem: DataType, dims: &[i64]| ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(elem as i32),
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&d| Dimension {
+                            value: Some(dimension::Value::DimValue(d)),
+                            ..Default::default()
+                        })
+                        .collect(),
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let node = |op: &str, ins: &[&str], outs: &[&str], attrs: Vec<AttributeProto>| NodeProto {
+        op_type: Some(op.into()),
+        input: ins.iter().map(|s| s.to_string()).collect(),
+        output: outs.iter().map(|s| s.to_string()).collect(),
+        attribute: attrs,
+        ..Default::default()
+    };
+    let ints = |name: &str, v: Vec<i64>| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Ints as i32),
+        ints: v,
+        ..Default::default()
+    };
+    let int = |name: &str, v: i64| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    };
+    let graph = GraphProto {
+        node: vec![
+            node("Mul", &["x", "w"], &["m"], vec![]),
+            node("Add", &["m", "x"], &["a"], vec![]),
+            node(
+                "ReduceSum",
+                &["a"],
+                &["r"],
+                vec![ints("axes", vec![1]), int("keepdims", 0)],
+            ),
+            node("Softmax", &["r"], &["y"], vec![int("axis", 0)]),
+            node("Gather", &["x", "idx"], &["g"], vec![int("axis", 1)]),
+            node(
+                "Cast",
+                &["g"],
+                &["z"],
+                vec![int("to", DataType::Int64 as i64)],
+            ),
+        ],
+        initializer: vec![
+            TensorProto {
+                name: Some("w".into()),
+                dims: vec![3],
+                data_type: Some(DataType::Float as i32),
+                float_data: vec![0.5, -1.0, 2.0],
+                ..Default::default()
+            },
+            TensorProto {
+                name: Some("idx".into()),
+                dims: vec![2],
+                data_type: Some(DataType::Int64 as i32),
+                int64_data: vec![2, -3],
+                ..Default::default()
+            },
+        ],
+        input: vec![value("x", DataType::Float, &[2, 3])],
+        output: vec![
+            value("y", DataType::Float, &[2]),
+            value("z", DataType::Int64, &[2, 2]),
+        ],
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// `bytes` with a few bytes flipped, a cut, random bytes inserted, or a stretch duplicated.
+fn mutate_bytes(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    for _ in 0..rng.range(1, 3) {
+        let at = rng.below(b.len().max(1) as u64) as usize;
+        match rng.range(0, 3) {
+            0 => b[at] ^= 1 << rng.range(0, 7),
+            1 => b[at] = rng.next() as u8,
+            2 => b.truncate(at.max(1)),
+            _ => {
+                let len = rng.range(1, 24) as usize;
+                let end = (at + len).min(b.len());
+                let piece = b[at..end].to_vec();
+                b.splice(at..at, piece);
+            }
+        }
+    }
+    b
 }

@@ -221,3 +221,46 @@ fn cumsum_on_every_dtype() {
         }
     }
 }
+
+/// TopK on every numeric dtype, along each axis, largest and smallest, K from 0 to the
+/// axis's length, on values with many ties (the lower index first), against the reference.
+#[test]
+fn topk_on_every_dtype() {
+    for dtype in DType::ALL.into_iter().filter(|&d| d != DType::Bool) {
+        let x = data(dtype, &[3, 6, 4], 11);
+        for axis in [0i64, 1, -1] {
+            let len = x.shape[axis.rem_euclid(3) as usize] as i64;
+            for k in [0, 1, len / 2, len] {
+                for largest in [0, 1] {
+                    let g = Graph::new()
+                        .input("x", dtype, &[Some(3), Some(6), Some(4)])
+                        .input("k", DType::I64, &[Some(1)])
+                        .node(
+                            Node::new("TopK", "t")
+                                .inputs(["x", "k"])
+                                .outputs(["v", "i"])
+                                .attr("axis", Attr::Int(axis))
+                                .attr("largest", Attr::Int(largest)),
+                        )
+                        .output("v")
+                        .output("i");
+                    let inputs = vec![
+                        ("x".to_string(), x.clone()),
+                        (
+                            "k".to_string(),
+                            HostTensor::from_vec(vec![1], &[k]).unwrap(),
+                        ),
+                    ];
+                    let got = Session::new(ctx(), g.clone())
+                        .unwrap()
+                        .run_blocking(inputs.clone())
+                        .unwrap_or_else(|e| panic!("TopK {dtype}: {e}"));
+                    let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+                    for ((_, g), w) in got.iter().zip(&want) {
+                        assert_eq!(g, w, "TopK {dtype} axis {axis} k {k} largest {largest}");
+                    }
+                }
+            }
+        }
+    }
+}

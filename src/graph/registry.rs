@@ -66,6 +66,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &SPACE_TO_DEPTH,
             &RANGE,
             &CUMSUM,
+            &TOPK,
         ])
 }
 
@@ -816,6 +817,37 @@ static RANGE: OpDef = OpDef {
             "node '{}': Range's length depends on its values, which must be known on the host (constants, graph inputs or values computed from them), not computed on the GPU",
             args.node.name
         )))
+    },
+};
+
+/// TopK: K must be known on the host (the outputs' shape depends on it); sorted output
+/// always (`sorted` = 0 leaves the order open, so sorted is a valid order).
+static TOPK: OpDef = OpDef {
+    name: "TopK",
+    inputs: 2..=2,
+    outputs: 2..=2,
+    host: None,
+    attrs: &["axis", "largest", "sorted"],
+    run: |rec, args| {
+        let x = args.tensor(0, "X")?;
+        let k = match args.host_value(1) {
+            Some(t) if matches!(t.dtype, DType::I32 | DType::I64) && t.numel() == 1 => {
+                crate::reference::cast_host(t, DType::I64)?.to_vec::<i64>()?[0]
+            }
+            _ => {
+                let v = args.required_indices(1, "K")?;
+                *v.first()
+                    .ok_or_else(|| Error::invalid("TopK", "K", "K must hold one value"))?
+            }
+        };
+        let [v, i] = rec.topk_to(
+            &x,
+            k,
+            args.int("axis")?.unwrap_or(-1),
+            args.int("largest")?.unwrap_or(1) != 0,
+            [args.out(0), args.out(1)],
+        )?;
+        Ok(vec![v, i])
     },
 };
 

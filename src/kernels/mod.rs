@@ -17,6 +17,7 @@ pub mod matmul;
 pub mod operands;
 pub mod reduce;
 pub mod scan_step;
+pub mod topk;
 pub mod windows;
 pub mod words;
 
@@ -138,6 +139,12 @@ pub enum Kernel {
         reverse: bool,
         workgroup_size: u32,
     },
+    /// `topk.wgsl` on `dtype` (a 32- or 64-bit type), the largest or the smallest.
+    TopK {
+        dtype: DType,
+        largest: bool,
+        workgroup_size: u32,
+    },
     /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`.
     Reduce { op: &'static str, input: DType },
     /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
@@ -169,6 +176,15 @@ impl Kernel {
                         dtype,
                         exclusive,
                         reverse,
+                        workgroup_size,
+                    });
+                }
+            }
+            for dtype in COMPUTE_DTYPES.into_iter().chain(NATIVE_64_BIT) {
+                for largest in [false, true] {
+                    out.push(Kernel::TopK {
+                        dtype,
+                        largest,
                         workgroup_size,
                     });
                 }
@@ -272,6 +288,7 @@ impl Kernel {
             Kernel::Words { .. } => "elementwise_words.wgsl",
             Kernel::Reduce { .. } => "reduce.wgsl",
             Kernel::CumSum { .. } => "cumsum.wgsl",
+            Kernel::TopK { .. } => "topk.wgsl",
             Kernel::GatherIndex { .. } => "gather_index.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanStep { .. } => "scan_step.wgsl",
@@ -309,6 +326,7 @@ impl Kernel {
             } => words::words_source(op, &operands[..usize::from(arity)], out).into(),
             Kernel::Reduce { op, input } => reduce::reduce_source(op, input).into(),
             Kernel::CumSum { dtype, .. } => cumsum::cumsum_source(dtype).into(),
+            Kernel::TopK { dtype, .. } => topk::topk_source(dtype).into(),
             Kernel::MatMul { dtype, .. } => {
                 matmul::matmul_source(operands::elementwise_type(dtype).unwrap_or("f32")).into()
             }
@@ -349,6 +367,14 @@ impl Kernel {
                 ("OUT_BYTES", out.size() as u32),
             ],
             Kernel::ScanCounter => Vec::new(),
+            Kernel::TopK {
+                largest,
+                workgroup_size,
+                ..
+            } => vec![
+                ("WORKGROUP_SIZE", workgroup_size),
+                ("LARGEST", u32::from(largest)),
+            ],
             Kernel::CumSum {
                 exclusive,
                 reverse,
@@ -398,7 +424,7 @@ impl Kernel {
                 ..
             } => words::words_features(&operands[..usize::from(arity)], out),
             Kernel::Reduce { input, .. } => reduce::reduce_features(input),
-            Kernel::CumSum { dtype, .. } => {
+            Kernel::CumSum { dtype, .. } | Kernel::TopK { dtype, .. } => {
                 operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
             }
             Kernel::MatMul { dtype, .. } => {
@@ -459,6 +485,7 @@ impl KernelSpec for Kernel {
             Kernel::MatMul { dtype, .. } => format!("matmul.wgsl {dtype}").into(),
             Kernel::Reduce { op, input } => format!("reduce.wgsl {op} {input}").into(),
             Kernel::CumSum { dtype, .. } => format!("cumsum.wgsl {dtype}").into(),
+            Kernel::TopK { dtype, .. } => format!("topk.wgsl {dtype}").into(),
         }
     }
     fn source(&self) -> Cow<'static, str> {
@@ -484,6 +511,12 @@ impl KernelSpec for Kernel {
             ],
             Kernel::ScanCounter => &[Binding::StorageReadWrite],
             Kernel::GatherIndex { .. } => THREE_BUFFERS,
+            Kernel::TopK { .. } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
             Kernel::Words { .. } => FOUR_BUFFERS,
             _ => THREE_BUFFERS,
         }

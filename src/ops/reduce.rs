@@ -4,6 +4,7 @@
 //! [`crate::kernels::reduce`].
 
 use crate::kernels::reduce::{defined, stored_dtype, OPS};
+use crate::kernels::words::Class;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 /// `axes` (negative counted from the end) as sorted distinct axes of a rank-`rank` input.
@@ -273,5 +274,80 @@ impl Recorder {
         let out = out.tensor(self, dtype, &shape)?;
         self.cumsum_into(x, len, inner, exclusive, reverse, &out)?;
         Ok(out)
+    }
+}
+
+impl Recorder {
+    /// Records ONNX TopK: the `k` largest (or smallest) elements of `x` along `axis`, sorted
+    /// (of equal values the lower index first), and their i64 indices. f16 and bf16 compare
+    /// through f32 (exact). `outs` receives values then indices.
+    pub fn topk_to(
+        &mut self,
+        x: &Tensor,
+        k: i64,
+        axis: i64,
+        largest: bool,
+        outs: [Out; 2],
+    ) -> Result<[Tensor; 2]> {
+        const OP: &str = "TopK";
+        self.check_inputs(OP, &[("X", x)])?;
+        let dtype = x.dtype();
+        let ok = [
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::F64,
+            DType::I8,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+            DType::U8,
+            DType::U16,
+            DType::U32,
+            DType::U64,
+        ];
+        if !ok.contains(&dtype) {
+            return Err(Error::invalid(
+                OP,
+                "X",
+                format!("X is {dtype}; TopK takes the numeric types"),
+            ));
+        }
+        let axes = normalize_axes(OP, x.rank(), &[axis])?;
+        let len = x.shape()[axes[0]];
+        let k = usize::try_from(k)
+            .ok()
+            .filter(|&k| k <= len)
+            .ok_or_else(|| {
+                Error::invalid(
+                    OP,
+                    "K",
+                    format!("K is {k}; it must be in 0..={len}, the length of axis {axis}"),
+                )
+            })?;
+        let [values_out, indices_out] = outs;
+        let wide = match Class::of(dtype).wide() {
+            w if w == dtype => x.clone(),
+            w => self.cast(x, w)?,
+        };
+        let mut shape = x.shape().to_vec();
+        shape[axes[0]] = k;
+        let inner: usize = x.shape()[axes[0] + 1..].iter().product();
+        super::elementwise::require_feature(self.context(), OP, "X", wide.dtype())?;
+        let narrow = wide.dtype() != dtype;
+        let values = if narrow {
+            Tensor::uninit(self.context(), wide.dtype(), &shape)?
+        } else {
+            values_out.tensor(self, dtype, &shape)?
+        };
+        let indices = indices_out.tensor(self, DType::I64, &shape)?;
+        self.topk_into(&wide, len, inner, k, largest, &values, &indices)?;
+        if !narrow {
+            return Ok([values, indices]);
+        }
+        self.release(wide);
+        let v = self.cast_to(&values, dtype, values_out)?;
+        self.release(values);
+        Ok([v, indices])
     }
 }

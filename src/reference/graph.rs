@@ -566,6 +566,62 @@ fn run_node(
             };
             one(out)
         }
+        // Written from the spec: a stable sort of each line (largest first, or smallest),
+        // ties by lower index, the first K kept.
+        "TopK" => {
+            let x = a(0)?;
+            let k = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?[0] as usize;
+            let rank = x.shape.len() as i64;
+            let axis = int(node, "axis").unwrap_or(-1);
+            let ax = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let largest = int(node, "largest").unwrap_or(1) != 0;
+            let len = x.shape[ax];
+            let inner: usize = x.shape[ax + 1..].iter().product();
+            let outer: usize = x.shape[..ax].iter().product();
+            // Values compared exactly: integers as i128, floats as f64.
+            let keys: Vec<f64> = cast(&x, DType::F64)?.to_vec::<f64>()?;
+            let exact: Option<Vec<i128>> = match x.dtype {
+                DType::I64 => Some(x.to_vec::<i64>()?.into_iter().map(i128::from).collect()),
+                DType::U64 => Some(x.to_vec::<u64>()?.into_iter().map(i128::from).collect()),
+                _ => None,
+            };
+            let size = x.dtype.size();
+            let (mut values, mut indices) = (vec![0u8; outer * k * inner * size], Vec::new());
+            indices.resize(outer * k * inner, 0i64);
+            for o in 0..outer {
+                for p in 0..inner {
+                    let at = |j: usize| (o * len + j) * inner + p;
+                    let mut order: Vec<usize> = (0..len).collect();
+                    order.sort_by(|&i, &j| {
+                        let c = match &exact {
+                            Some(e) => e[at(i)].cmp(&e[at(j)]),
+                            None => keys[at(i)].total_cmp(&keys[at(j)]),
+                        };
+                        if largest {
+                            c.reverse()
+                        } else {
+                            c
+                        }
+                    });
+                    for (t, &j) in order.iter().take(k).enumerate() {
+                        let dst = (o * k + t) * inner + p;
+                        values[dst * size..(dst + 1) * size]
+                            .copy_from_slice(&x.data[at(j) * size..(at(j) + 1) * size]);
+                        indices[dst] = j as i64;
+                    }
+                }
+            }
+            let mut shape = x.shape.clone();
+            shape[ax] = k;
+            Ok(vec![
+                HostTensor {
+                    dtype: x.dtype,
+                    shape: shape.clone(),
+                    data: values,
+                },
+                HostTensor::from_vec(shape, &indices)?,
+            ])
+        }
         // Running sums in f64 for floats (rounded once per element) and wrapping for integers.
         "CumSum" => {
             let x = a(0)?;

@@ -1,0 +1,81 @@
+//! The TopK kernel (`shaders/topk.wgsl`): the K largest or smallest elements along one axis,
+//! sorted, with their i64 indices; one invocation per line (the op casts 16-bit floats to f32
+//! around it).
+
+use super::operands::{elementwise_type, specialize};
+use super::{grid_for, Kernel};
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+const TOPK: &str = include_str!("../../shaders/topk.wgsl");
+
+/// WGSL source of TopK on `dtype`.
+pub fn topk_source(dtype: DType) -> String {
+    let ty = elementwise_type(dtype).unwrap_or("f32");
+    specialize(TOPK, &[("// ELEMENT TYPE", format!("alias T = {ty};"))])
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct TopKParams {
+    lines: u32,
+    axis_len: u32,
+    inner: u32,
+    k: u32,
+}
+
+impl Recorder {
+    /// Records the `k` best of each line of `x` (seen as `[outer, axis_len, inner]`) into
+    /// `values` and `indices` (`[outer, k, inner]`, i64).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn topk_into(
+        &mut self,
+        x: &Tensor,
+        axis_len: usize,
+        inner: usize,
+        k: usize,
+        largest: bool,
+        values: &Tensor,
+        indices: &Tensor,
+    ) -> Result<()> {
+        const OP: &str = "TopK";
+        if values.numel() == 0 {
+            return Ok(());
+        }
+        let ctx = self.context().clone();
+        let limit = ctx.binding_limit();
+        for t in [x, values, indices] {
+            if t.storage().single().is_none_or(|b| b.size() > limit)
+                || t.numel() as u64 > u64::from(u32::MAX) / 2
+            {
+                return Err(Error::LimitExceeded {
+                    op: OP,
+                    what: "a tensor bound at once".into(),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: t.byte_len(),
+                    max: limit,
+                });
+            }
+        }
+        let lines = (x.numel() / axis_len.max(1)) as u64;
+        let wg = ctx.workgroup_size();
+        let kernel = Kernel::TopK {
+            dtype: x.dtype(),
+            largest,
+            workgroup_size: wg,
+        };
+        let pipeline = ctx.pipeline(&kernel)?;
+        let params = TopKParams {
+            lines: lines as u32,
+            axis_len: axis_len as u32,
+            inner: inner.max(1) as u32,
+            k: k as u32,
+        };
+        let bindings = [
+            x.storage().bind_whole(),
+            values.storage().bind_whole(),
+            indices.storage().bind_whole(),
+        ];
+        let grid = grid_for(&ctx, OP, lines, wg)?;
+        self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+    }
+}

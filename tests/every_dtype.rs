@@ -40,9 +40,9 @@ fn onnx_allows(op: &str, d: DType) -> bool {
     }
 }
 
-/// What is not written yet: f64 Erf.
-fn not_yet(op: &str, d: DType) -> bool {
-    d == DType::F64 && op == "Erf"
+/// What is not written yet: nothing (kept so a gap would be named here, not hidden).
+fn not_yet(_op: &str, _d: DType) -> bool {
+    false
 }
 
 /// Ops whose float results are correctly rounded on every path: compared bit for bit.

@@ -324,10 +324,13 @@ pub static WORD_OPS: [WordOp; 19] = [
         name: "Erf",
         inputs: 1,
         result: Result_::Same,
-        wgsl: |c| {
-            (c[0] == Class::Float)
-                .then(|| expr("onnx_erf(a)"))
-                .flatten()
+        wgsl: |c| match c[0] {
+            Class::Float => expr("onnx_erf(a)"),
+            Class::Double => Some(Expr {
+                helpers: F64_MATH.into(),
+                expression: "erf64(a)".into(),
+            }),
+            _ => None,
         },
     },
     // ONNX Mod with fmod = 0: the result takes the divisor's sign (Python's %).

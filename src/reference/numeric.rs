@@ -400,7 +400,7 @@ fn unary(op: &str, a: Num) -> R<Num> {
     Ok(match a {
         Num::F(x) if op == "Erf" => Num::F(x.mapv(libm::erff)),
         Num::F(x) => Num::F(float_unary!(x, f32)),
-        Num::D(_) if op == "Erf" => return Err("Erf is not defined on f64 here".into()),
+        Num::D(x) if op == "Erf" => Num::D(x.mapv(libm::erf)),
         Num::D(x) => Num::D(float_unary!(x, f64)),
         Num::I(x) => signed!(x, i32, I),
         Num::L(x) => signed!(x, i64, L),

@@ -49,7 +49,13 @@ fn main(
     var rest = i;
     var ia = params.lhs_base;
     var ib = params.rhs_base;
-    for (var k = 0u; k < params.rank; k++) {
+    // One axis (same-shape operands, merged on the host): no division per element.
+    let one_axis = params.rank == 1u;
+    if one_axis {
+        ia += i * params.lhs_stride[0][0];
+        ib += i * params.rhs_stride[0][0];
+    }
+    for (var k = 0u; k < params.rank && !one_axis; k++) {
         let n = params.shape[k / 4u][k % 4u];
         let c = rest % n;
         rest /= n;

@@ -187,7 +187,14 @@ fn compute(e: u32) -> R {
     var ia = params.base.x;
     var ib = params.base.y;
     var ic = params.base.z;
-    for (var k = 0u; k < params.rank; k++) {
+    // One axis (same-shape operands, merged on the host): no division per element.
+    let one_axis = params.rank == 1u;
+    if one_axis {
+        ia += e * params.a_stride[0][0];
+        ib += e * params.b_stride[0][0];
+        ic += e * params.c_stride[0][0];
+    }
+    for (var k = 0u; k < params.rank && !one_axis; k++) {
         let n = params.shape[k / 4u][k % 4u];
         let coord = rest % n;
         rest /= n;

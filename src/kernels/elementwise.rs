@@ -298,7 +298,8 @@ impl Recorder {
             steps: (0..rank).map(|k| vec![ls[k], rs[k], os[k]]).collect(),
             bases: vec![0; 3],
             extents: vec![1; 3],
-        };
+        }
+        .merged();
         let limit = ctx.binding_limit();
         let align = ctx.window_alignment(op, elem)?;
         let (whole, segments) = layout_of(&storages, limit, &elems);

@@ -22,6 +22,40 @@ pub struct Walk {
 }
 
 impl Walk {
+    /// The same walk with adjacent axes merged wherever every buffer steps over both as over
+    /// one (the outer step is the inner step times the inner length), and axes of length 1
+    /// dropped: same-shape contiguous operands become one axis, which kernels index without
+    /// a division per axis.
+    pub fn merged(&self) -> Walk {
+        let mut lens: Vec<u64> = Vec::new();
+        let mut steps: Vec<Vec<u64>> = Vec::new();
+        for (&len, step) in self.lens.iter().zip(&self.steps) {
+            if len == 1 {
+                continue;
+            }
+            if let (Some(last_len), Some(last)) = (lens.last_mut(), steps.last_mut()) {
+                // `last` is the outer axis, this one the inner.
+                if last.iter().zip(step).all(|(&o, &i)| o == i * len) {
+                    *last_len *= len;
+                    last.clone_from(step);
+                    continue;
+                }
+            }
+            lens.push(len);
+            steps.push(step.clone());
+        }
+        if lens.is_empty() && self.count() > 0 {
+            lens.push(1);
+            steps.push(vec![0; self.bases.len()]);
+        }
+        Walk {
+            lens,
+            steps,
+            bases: self.bases.clone(),
+            extents: self.extents.clone(),
+        }
+    }
+
     pub fn count(&self) -> u64 {
         self.lens.iter().product()
     }
@@ -167,6 +201,51 @@ pub(crate) fn element_beyond_window(
 /// window may have to start up to `align` bytes before its first element.
 pub fn room(limit: u64, align: u64, elem: u64) -> u64 {
     limit.saturating_sub(align + 4) / elem
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::Walk;
+
+    #[test]
+    fn merging_keeps_every_position() {
+        let walk = |lens: Vec<u64>, steps: Vec<Vec<u64>>| Walk {
+            bases: vec![0; steps[0].len()],
+            extents: vec![1; steps[0].len()],
+            lens,
+            steps,
+        };
+        let positions = |w: &Walk| -> Vec<Vec<u64>> {
+            let mut out = Vec::new();
+            for i in 0..w.count() {
+                let mut rest = i;
+                let mut at = w.bases.clone();
+                for k in (0..w.lens.len()).rev() {
+                    let c = rest % w.lens[k];
+                    rest /= w.lens[k];
+                    for (j, a) in at.iter_mut().enumerate() {
+                        *a += c * w.steps[k][j];
+                    }
+                }
+                out.push(at);
+            }
+            out
+        };
+        // Same-shape contiguous operands: one axis.
+        let same = walk(vec![2, 3, 4], vec![vec![12, 12], vec![4, 4], vec![1, 1]]);
+        assert_eq!(same.merged().lens, [24]);
+        assert_eq!(positions(&same), positions(&same.merged()));
+        // A broadcast operand (stride 0 on the middle axis) splits the merge there.
+        let bcast = walk(vec![2, 3, 4], vec![vec![12, 4], vec![4, 0], vec![1, 1]]);
+        assert_eq!(bcast.merged().lens, [2, 3, 4]);
+        assert_eq!(positions(&bcast), positions(&bcast.merged()));
+        // Axes of length 1 go; a walk of one position keeps one axis.
+        let ones = walk(vec![1, 5, 1], vec![vec![5, 5], vec![1, 1], vec![1, 1]]);
+        assert_eq!(ones.merged().lens, [5]);
+        let one = walk(vec![1, 1], vec![vec![1, 1], vec![1, 1]]);
+        assert_eq!(one.merged().lens, [1]);
+        assert_eq!(positions(&one), positions(&one.merged()));
+    }
 }
 
 #[cfg(test)]

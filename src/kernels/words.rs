@@ -673,7 +673,8 @@ impl Recorder {
                 .collect(),
             bases: vec![0; 4],
             extents: vec![1; 4],
-        };
+        }
+        .merged();
         let limit = ctx.binding_limit();
         let align = ctx.window_alignment(op, elem)?;
         let (whole, segments) = layout_of(&storages, limit, &elems);

@@ -477,3 +477,127 @@ fn gather_on(d: DType) {
 }
 
 dtype_tests!(gather_by_indices, gather_on);
+
+/// i64 and u64 without `SHADER_INT64` (as in browsers): the ops the 32-bit emulation covers
+/// give the native path's bits (the reference's), on edge values; the others are an error
+/// that names the missing feature.
+fn emulated_on(d: DType) {
+    if !matches!(d, DType::I64 | DType::U64) {
+        return;
+    }
+    let plain = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        native_64_bit: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(!plain
+        .features()
+        .contains(wgpu_ops::gpu::Features::SHADER_INT64));
+    let covered = [
+        "Add",
+        "Sub",
+        "Mul",
+        "Max",
+        "Min",
+        "Equal",
+        "Less",
+        "LessOrEqual",
+        "Greater",
+        "GreaterOrEqual",
+        "Neg",
+        "Abs",
+        "Relu",
+        "Sign",
+    ];
+    let mut ran = 0;
+    let ops = [
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Max",
+        "Min",
+        "Equal",
+        "Less",
+        "LessOrEqual",
+    ]
+    .into_iter()
+    .chain([
+        "Greater",
+        "GreaterOrEqual",
+        "Neg",
+        "Abs",
+        "Relu",
+        "Sign",
+        "Mod",
+        "Exp",
+    ]);
+    for op in ops {
+        let unary = matches!(op, "Neg" | "Abs" | "Relu" | "Sign" | "Exp");
+        let mut inputs = vec![("a", shaped(values(d, 35, 3), &[5, 7]))];
+        if !unary {
+            inputs.push(("b", values(d, 7, 8)));
+        }
+        let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+        let node = Node::new(op, "n").inputs(names);
+        match both(&plain, node, inputs) {
+            Ok((got, want)) => {
+                assert!(covered.contains(&op), "{op} on {d} ran emulated");
+                assert_eq!(got, want, "{op} on {d}, emulated");
+                ran += 1;
+            }
+            Err(e) => {
+                let e = e.to_string();
+                let defined = onnx_allows(op, d);
+                assert!(!covered.contains(&op) || !defined, "{op} on {d}: {e}");
+                if defined {
+                    assert!(e.contains("SHADER_INT64"), "{op} on {d}: {e}");
+                }
+            }
+        }
+    }
+    assert!(ran >= 10, "{ran}");
+    // Where and Clip on d, and Cast between d and the 32-bit and narrow integers and bool.
+    let (got, want) = both(
+        &plain,
+        Node::new("Where", "w").inputs(["cond", "x", "other"]),
+        vec![
+            ("cond", shaped(values(DType::Bool, 35, 1), &[5, 7])),
+            ("x", shaped(values(d, 35, 2), &[5, 7])),
+            ("other", values(d, 7, 3)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(got, want, "Where on {d}, emulated");
+    let (got, want) = both(
+        &plain,
+        Node::new("Clip", "c").inputs(["x", "lo", "hi"]),
+        vec![
+            ("x", shaped(values(d, 35, 4), &[5, 7])),
+            ("lo", values(d, 1, 6)),
+            ("hi", values(d, 1, 9)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(got, want, "Clip on {d}, emulated");
+    for other in [
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+        DType::Bool,
+    ] {
+        for (from, to) in [(d, other), (other, d)] {
+            let node = Node::new("Cast", "c").attr("to", Attr::String(to.name().into()));
+            let (got, want) = both(&plain, node.inputs(["x"]), vec![("x", values(from, 40, 5))])
+                .unwrap_or_else(|e| panic!("Cast {from} -> {to} emulated: {e}"));
+            assert_eq!(got, want, "Cast {from} -> {to}, emulated");
+        }
+    }
+}
+
+dtype_tests!(int64_emulated_without_the_feature, emulated_on);

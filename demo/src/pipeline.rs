@@ -107,6 +107,7 @@ pub async fn run(
     out.extend(blocks(ctx, &host, &input, settings.block, clock).await);
     out.push(scan(ctx, image, clock).await);
     out.push(scan_f16(ctx, image, clock).await);
+    out.push(scan_i64(ctx, image, clock).await);
     out
 }
 
@@ -446,6 +447,62 @@ async fn scan_f16(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outc
             .map_err(|e| e.to_string())
             .and_then(|w| compare(&got, &w)),
         picture: running_mean_f16(&got),
+        shape: got.shape,
+        dtype: got.dtype,
+        millis,
+    }
+}
+
+/// The same Scan on i64 rows: in browsers, which have no 64-bit shader integers, the word
+/// kernel adds them as pairs of u32 words with a carry; it matches the reference exactly.
+async fn scan_i64(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outcome {
+    let (name, op_name) = ("scan_i64", "Scan i64");
+    let (h, w) = (image.height, image.width);
+    let params = format!("running sum over {h} rows of [{w}, 3] i64 (body: Add, Identity)");
+    let rgb: Vec<i64> = image
+        .rgba
+        .chunks_exact(4)
+        .flat_map(|p| p[..3].iter().map(|&v| i64::from(v)))
+        .collect();
+    let inputs = vec![
+        (
+            "zeros".to_string(),
+            HostTensor::from_vec(vec![w, 3], &vec![0i64; w * 3]).expect("shape"),
+        ),
+        (
+            "rows".to_string(),
+            HostTensor::from_vec(vec![h, w, 3], &rgb).expect("shape"),
+        ),
+    ];
+    let graph = running_sum_graph(w, DType::I64);
+    let start = clock();
+    let run = async {
+        let session = Session::new(ctx, graph.clone())?;
+        session.run(inputs.clone()).await
+    }
+    .await;
+    let millis = clock() - start;
+    let got = match run {
+        Ok(mut outs) => outs.pop().expect("two outputs").1,
+        Err(e) => return Outcome::failed(name, op_name, params, e.to_string()),
+    };
+    let want = reference::graph::run_graph(&graph, &inputs, &Default::default())
+        .map(|mut o| o.pop().expect("two outputs"));
+    let as_i32 = got.to_vec::<i64>().ok().and_then(|v| {
+        HostTensor::from_vec(
+            got.shape.clone(),
+            &v.iter().map(|&x| x as i32).collect::<Vec<_>>(),
+        )
+        .ok()
+    });
+    Outcome {
+        name,
+        op: op_name,
+        params,
+        check: want
+            .map_err(|e| e.to_string())
+            .and_then(|w| compare(&got, &w)),
+        picture: as_i32.as_ref().and_then(running_mean),
         shape: got.shape,
         dtype: got.dtype,
         millis,

@@ -41,7 +41,8 @@ fn default_parameters_pass_every_check() {
             "SpaceToBatch",
             "BatchToSpace",
             "Scan",
-            "Scan f16"
+            "Scan f16",
+            "Scan i64"
         ]
     );
     for o in &out {

@@ -72,6 +72,7 @@ const CAPTIONS = {
   batch_to_space: "BatchToSpace-2 puts them back.",
   scan: "Scan-16: running sum of the rows; row i shows the mean of rows 0..i.",
   scan_f16: "The same Scan in f16, each sum rounded to nearest-even by the word kernel.",
+  scan_i64: "The same Scan in i64: without 64-bit shader integers, added as u32 pairs with a carry.",
 };
 
 function card(result) {

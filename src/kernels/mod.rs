@@ -123,6 +123,8 @@ pub enum Kernel {
         operands: [DType; 3],
         arity: u8,
         out: DType,
+        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+        emulate64: bool,
         workgroup_size: u32,
     },
     /// `gather_index.wgsl`: ONNX Gather of elements of 1, 2, 4 or 8 bytes by i32 or i64
@@ -239,12 +241,13 @@ impl Kernel {
             }
         }
         for workgroup_size in WORKGROUP_SIZES {
-            for (op, operands, arity, to) in words::variants() {
+            for (op, operands, arity, to, emulate64) in words::variants() {
                 out.push(Kernel::Words {
                     op,
                     operands,
                     arity,
                     out: to,
+                    emulate64,
                     workgroup_size,
                 });
             }
@@ -322,8 +325,9 @@ impl Kernel {
                 operands,
                 arity,
                 out,
+                emulate64,
                 ..
-            } => words::words_source(op, &operands[..usize::from(arity)], out).into(),
+            } => words::words_source(op, &operands[..usize::from(arity)], out, emulate64).into(),
             Kernel::Reduce { op, input } => reduce::reduce_source(op, input).into(),
             Kernel::CumSum { dtype, .. } => cumsum::cumsum_source(dtype).into(),
             Kernel::TopK { dtype, .. } => topk::topk_source(dtype).into(),
@@ -421,8 +425,9 @@ impl Kernel {
                 operands,
                 arity,
                 out,
+                emulate64,
                 ..
-            } => words::words_features(&operands[..usize::from(arity)], out),
+            } => words::words_features(&operands[..usize::from(arity)], out, emulate64),
             Kernel::Reduce { input, .. } => reduce::reduce_features(input),
             Kernel::CumSum { dtype, .. } | Kernel::TopK { dtype, .. } => {
                 operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
@@ -474,13 +479,19 @@ impl KernelSpec for Kernel {
                 operands,
                 arity,
                 out,
+                emulate64,
                 ..
             } => {
                 let ins: Vec<&str> = operands[..usize::from(arity)]
                     .iter()
                     .map(|d| d.name())
                     .collect();
-                format!("elementwise_words.wgsl {op} {}->{out}", ins.join(",")).into()
+                let emulated = if emulate64 { " (i64 emulated)" } else { "" };
+                format!(
+                    "elementwise_words.wgsl {op} {}->{out}{emulated}",
+                    ins.join(",")
+                )
+                .into()
             }
             Kernel::MatMul { dtype, .. } => format!("matmul.wgsl {dtype}").into(),
             Kernel::Reduce { op, input } => format!("reduce.wgsl {op} {input}").into(),

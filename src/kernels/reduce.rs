@@ -201,7 +201,7 @@ pub fn reduce_source(op: &str, input: DType) -> String {
 
 /// The wgpu features a reduction of `input` needs.
 pub fn reduce_features(input: DType) -> wgpu::Features {
-    super::words::words_features(&[input], Class::of(input).wide())
+    super::words::words_features(&[input], Class::of(input).wide(), false)
 }
 
 #[repr(C)]

@@ -499,6 +499,136 @@ pub fn cast_words(from: DType, to: DType) -> String {
     cast_expression(from_wide, tc.wide()).replace("U(", "R(")
 }
 
+/// i64 and u64 as (low, high) u32 pairs, for adapters without `SHADER_INT64` (browsers):
+/// wrapping add, subtract and multiply, negation, signed and unsigned order.
+const I64_EMULATION: &str = "fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let lo = a.x + b.x;
+    return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
+}
+fn neg64(a: vec2<u32>) -> vec2<u32> {
+    return add64(~a, vec2<u32>(1u, 0u));
+}
+fn sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return add64(a, neg64(b));
+}
+// The full 64-bit product of two u32, from 16-bit halves.
+fn mul32x32(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    let lo = (p00 & 0xffffu) | (mid << 16u);
+    let hi = a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
+    return vec2<u32>(lo, hi);
+}
+fn mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let p = mul32x32(a.x, b.x);
+    return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x);
+}
+fn lt_u64(a: vec2<u32>, b: vec2<u32>) -> bool {
+    return a.y < b.y || (a.y == b.y && a.x < b.x);
+}
+fn lt_s64(a: vec2<u32>, b: vec2<u32>) -> bool {
+    let ah = bitcast<i32>(a.y);
+    let bh = bitcast<i32>(b.y);
+    return ah < bh || (ah == bh && a.x < b.x);
+}
+fn negative64(a: vec2<u32>) -> bool {
+    return bitcast<i32>(a.y) < 0;
+}";
+
+/// Whether `dtypes` (and `out`) need the i64/u64 emulation when the adapter lacks
+/// `SHADER_INT64`: a 64-bit integer among them and no f64 (which needs the native types).
+pub fn uses_int64(dtypes: &[DType], out: DType) -> bool {
+    let all = || dtypes.iter().chain([&out]);
+    all().any(|d| matches!(d, DType::I64 | DType::U64)) && !all().any(|&d| d == DType::F64)
+}
+
+/// The op's WGSL with i64/u64 emulated on u32 pairs (`None` where the emulation does not
+/// cover it: division, powers, and conversions to or from floats need the native types).
+pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr> {
+    let emu = |e: &str| {
+        Some(Expr {
+            helpers: I64_EMULATION.into(),
+            expression: e.into(),
+        })
+    };
+    let long = |d: DType| matches!(d, DType::I64 | DType::U64);
+    if name == "Cast" {
+        let (from, to) = (dtypes[0], out);
+        let (fc, tc) = (Class::of(from), Class::of(to));
+        return match (long(from), long(to)) {
+            (true, true) => emu("a"),
+            (false, true) => match fc {
+                Class::Int => emu("vec2<u32>(bitcast<u32>(a), select(0u, 0xffffffffu, a < 0))"),
+                Class::Uint | Class::Bool => emu("vec2<u32>(a, 0u)"),
+                _ => None,
+            },
+            (true, false) => match tc {
+                Class::Int => emu("bitcast<i32>(a.x)"),
+                Class::Uint => emu("a.x"),
+                Class::Bool => emu("u32(any(a != vec2<u32>(0u, 0u)))"),
+                _ => None,
+            },
+            (false, false) => None,
+        };
+    }
+    // Operands of one dtype, but for Where's condition.
+    let same = if name == "Where" {
+        &dtypes[1..]
+    } else {
+        dtypes
+    };
+    if same.iter().any(|&d| d != same[0]) || !long(same[0]) {
+        return None;
+    }
+    if name == "Where" {
+        return (dtypes.len() == 3 && dtypes[0] == DType::Bool)
+            .then(|| emu("select(c, b, a != 0u)"))
+            .flatten();
+    }
+    let signed = same[0] == DType::I64;
+    let lt = if signed { "lt_s64" } else { "lt_u64" };
+    let arity = dtypes.len();
+    let e = match (name, arity) {
+        ("Add", 2) => "add64(a, b)".to_string(),
+        ("Sub", 2) => "sub64(a, b)".to_string(),
+        ("Mul", 2) => "mul64(a, b)".to_string(),
+        ("Max", 2) => format!("select(a, b, {lt}(a, b))"),
+        ("Min", 2) => format!("select(a, b, {lt}(b, a))"),
+        ("Equal", 2) => "u32(all(a == b))".to_string(),
+        ("Less", 2) => format!("u32({lt}(a, b))"),
+        ("LessOrEqual", 2) => format!("u32(!{lt}(b, a))"),
+        ("Greater", 2) => format!("u32({lt}(b, a))"),
+        ("GreaterOrEqual", 2) => format!("u32(!{lt}(a, b))"),
+        ("Clip", 3) => {
+            format!("select(select(a, b, {lt}(a, b)), c, {lt}(c, select(a, b, {lt}(a, b))))")
+        }
+        ("Neg", 1) if signed => "neg64(a)".to_string(),
+        ("Abs", 1) if signed => "select(a, neg64(a), negative64(a))".to_string(),
+        ("Abs", 1) => "a".to_string(),
+        ("Relu", 1) if signed => "select(a, vec2<u32>(0u, 0u), negative64(a))".to_string(),
+        ("Sign", 1) => {
+            let zero = "all(a == vec2<u32>(0u, 0u))";
+            let positive = format!("select(vec2<u32>(1u, 0u), vec2<u32>(0u, 0u), {zero})");
+            if signed {
+                format!("select({positive}, vec2<u32>(0xffffffffu, 0xffffffffu), negative64(a))")
+            } else {
+                positive
+            }
+        }
+        _ => return None,
+    };
+    Some(Expr {
+        helpers: I64_EMULATION.into(),
+        expression: e,
+    })
+}
+
 /// The dtype op `name` gives on operands of `dtypes` (Cast's is its target, not derived here).
 pub fn result_dtype(name: &str, dtypes: &[DType]) -> DType {
     match word_op(name).map(|o| o.result) {
@@ -510,11 +640,14 @@ pub fn result_dtype(name: &str, dtypes: &[DType]) -> DType {
 
 /// Every word-kernel variant: (op, operands, arity, result) for each op on each dtype
 /// combination it is defined for.
-pub fn variants() -> Vec<(&'static str, [DType; 3], u8, DType)> {
+pub fn variants() -> Vec<(&'static str, [DType; 3], u8, DType, bool)> {
     let mut out = Vec::new();
     for from in DType::ALL {
         for to in DType::ALL {
-            out.push(("Cast", [from, DType::F32, DType::F32], 1, to));
+            out.push(("Cast", [from, DType::F32, DType::F32], 1, to, false));
+            if uses_int64(&[from], to) && emulated_expression("Cast", &[from], to).is_some() {
+                out.push(("Cast", [from, DType::F32, DType::F32], 1, to, true));
+            }
         }
     }
     let table = super::elementwise::OPS
@@ -531,8 +664,12 @@ pub fn variants() -> Vec<(&'static str, [DType; 3], u8, DType)> {
                 k /= DType::ALL.len();
             }
             let ins = &dtypes[..arity];
+            let result = result_dtype(name, ins);
             if word_expression(name, ins, DType::F32).is_some() {
-                out.push((name, dtypes, arity as u8, result_dtype(name, ins)));
+                out.push((name, dtypes, arity as u8, result, false));
+            }
+            if uses_int64(ins, result) && emulated_expression(name, ins, result).is_some() {
+                out.push((name, dtypes, arity as u8, result, true));
             }
         }
     }
@@ -540,11 +677,24 @@ pub fn variants() -> Vec<(&'static str, [DType; 3], u8, DType)> {
 }
 
 /// WGSL source of the word kernel for `name` on `dtypes` (one to three operands) to `out`.
-pub fn words_source(name: &str, dtypes: &[DType], out: DType) -> String {
-    let e = word_expression(name, dtypes, out).unwrap_or(Expr {
+pub fn words_source(name: &str, dtypes: &[DType], out: DType, emulate64: bool) -> String {
+    let e = if emulate64 {
+        emulated_expression(name, dtypes, out)
+    } else {
+        word_expression(name, dtypes, out)
+    }
+    .unwrap_or(Expr {
         helpers: String::new(),
         expression: "R(a)".into(),
     });
+    let pair = |d: DType| emulate64 && matches!(d, DType::I64 | DType::U64);
+    let ty = |d: DType| {
+        if pair(d) {
+            "vec2<u32>"
+        } else {
+            Class::of(d).wgsl()
+        }
+    };
     let operand = |k: usize| dtypes.get(k).copied().unwrap_or(dtypes[0]);
     let mut replacements = Vec::new();
     for (k, (marker_type, marker_load, buffer, var)) in [
@@ -556,36 +706,42 @@ pub fn words_source(name: &str, dtypes: &[DType], out: DType) -> String {
     .enumerate()
     {
         let d = operand(k);
-        let ty = Class::of(d).wgsl();
-        replacements.push((marker_type, format!("alias {} = {ty};", var.to_uppercase())));
+        replacements.push((
+            marker_type,
+            format!("alias {} = {};", var.to_uppercase(), ty(d)),
+        ));
+        let load = if pair(d) {
+            format!("vec2<u32>({buffer}[2u * i], {buffer}[2u * i + 1u])")
+        } else {
+            load_expression(d, buffer)
+        };
         replacements.push((
             marker_load,
             format!(
-                "fn load_{var}(i: u32) -> {} {{ return {}; }}",
-                var.to_uppercase(),
-                load_expression(d, buffer)
+                "fn load_{var}(i: u32) -> {} {{ return {load}; }}",
+                var.to_uppercase()
             ),
         ));
     }
-    replacements.push((
-        "// RESULT TYPE",
-        format!("alias R = {};", Class::of(out).wgsl()),
-    ));
+    replacements.push(("// RESULT TYPE", format!("alias R = {};", ty(out))));
     replacements.push(("// HELPERS", e.helpers));
     replacements.push(("// EXPRESSION", format!("    return {};", e.expression)));
     replacements.push((
         "// BITS",
         format!(
             "fn bits(r: R) -> vec2<u32> {{ return {}; }}",
-            bits_expression(out)
+            if pair(out) { "r" } else { bits_expression(out) }
         ),
     ));
     specialize(WORDS, &replacements)
 }
 
-/// The wgpu features a word kernel on these dtypes needs.
-pub fn words_features(dtypes: &[DType], out: DType) -> wgpu::Features {
+/// The wgpu features a word kernel on these dtypes needs (none for i64/u64 when emulated).
+pub fn words_features(dtypes: &[DType], out: DType, emulate64: bool) -> wgpu::Features {
     let mut f = wgpu::Features::empty();
+    if emulate64 {
+        return f;
+    }
     for &d in dtypes.iter().chain([&out]) {
         if let Some((feature, _)) = native_feature(d) {
             f |= feature;
@@ -646,11 +802,15 @@ impl Recorder {
             *d = t.dtype();
         }
         let ctx = self.context().clone();
+        let all: Vec<DType> = inputs.iter().map(|t| t.dtype()).collect();
+        let emulate64 =
+            uses_int64(&all, out.dtype()) && !ctx.features().contains(wgpu::Features::SHADER_INT64);
         let kernel = Kernel::Words {
             op,
             operands: dtypes,
             arity: inputs.len() as u8,
             out: out.dtype(),
+            emulate64,
             workgroup_size: ctx.workgroup_size(),
         };
         let pipeline = ctx.pipeline(&kernel)?;

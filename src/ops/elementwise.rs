@@ -5,7 +5,9 @@
 use super::broadcast_shape;
 pub use crate::kernels::elementwise::{cast_expression, lookup, ElementwiseOp, OPS};
 use crate::kernels::operands::{elementwise_type, native_feature};
-pub use crate::kernels::words::{result_dtype, word_expression, word_op, WordOp, WORD_OPS};
+pub use crate::kernels::words::{
+    emulated_expression, result_dtype, uses_int64, word_expression, word_op, WordOp, WORD_OPS,
+};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 impl Recorder {
@@ -49,9 +51,28 @@ impl Recorder {
             self.check_inputs(op, &[(n, t)])?;
         }
         let dtypes: Vec<DType> = inputs.iter().map(|t| t.dtype()).collect();
-        let typed = lookup(op)
-            .filter(|t| dtypes.iter().all(|&d| d == dtypes[0]) && t.wgsl(dtypes[0]).is_some());
-        if typed.is_none() && word_expression(op, &dtypes, DType::F32).is_none() {
+        let result = result_dtype(op, &dtypes);
+        // i64/u64 on an adapter without SHADER_INT64: the word kernel's 32-bit emulation.
+        let emulate = uses_int64(&dtypes, result)
+            && !self
+                .context()
+                .features()
+                .contains(wgpu::Features::SHADER_INT64);
+        let typed = lookup(op).filter(|t| {
+            !emulate && dtypes.iter().all(|&d| d == dtypes[0]) && t.wgsl(dtypes[0]).is_some()
+        });
+        let words = if emulate {
+            emulated_expression(op, &dtypes, result).is_some()
+        } else {
+            word_expression(op, &dtypes, DType::F32).is_some()
+        };
+        if typed.is_none() && !words {
+            if emulate && word_expression(op, &dtypes, DType::F32).is_some() {
+                // Defined, but beyond the emulation: the error names the missing feature.
+                for (&d, n) in dtypes.iter().zip(names) {
+                    require_feature(self.context(), op, n, d)?;
+                }
+            }
             return Err(unsupported_dtypes(op, &dtypes, names));
         }
         let mut shape = inputs[0].shape().to_vec();
@@ -60,9 +81,11 @@ impl Recorder {
         }
         super::check_rank(op, &shape)?;
         for (&d, n) in dtypes.iter().zip(names) {
-            require_feature(self.context(), op, n, d)?;
+            if !(emulate && matches!(d, DType::I64 | DType::U64)) {
+                require_feature(self.context(), op, n, d)?;
+            }
         }
-        let out = out.tensor(self, result_dtype(op, &dtypes), &shape)?;
+        let out = out.tensor(self, result, &shape)?;
         match typed {
             Some(t) => self.elementwise_into(t.name, inputs[0], inputs[arity - 1], &out)?,
             None => self.words_into(op, inputs, &out)?,
@@ -171,10 +194,20 @@ impl Recorder {
     /// saturate (NaN as 0), anything to bool is `!= 0`, floats round to nearest-even.
     pub fn cast_to(&mut self, a: &Tensor, to: DType, out: Out) -> Result<Tensor> {
         self.check_inputs("Cast", &[("input", a)])?;
-        require_feature(self.context(), "Cast", "input", a.dtype())?;
-        require_feature(self.context(), "Cast", "to", to)?;
+        let emulate = uses_int64(&[a.dtype()], to)
+            && !self
+                .context()
+                .features()
+                .contains(wgpu::Features::SHADER_INT64)
+            && emulated_expression("Cast", &[a.dtype()], to).is_some();
+        if !emulate {
+            require_feature(self.context(), "Cast", "input", a.dtype())?;
+            require_feature(self.context(), "Cast", "to", to)?;
+        }
         let out = out.tensor(self, to, a.shape())?;
-        if elementwise_type(a.dtype()).is_some() && elementwise_type(to).is_some() {
+        if emulate {
+            self.words_into("Cast", &[a], &out)?;
+        } else if elementwise_type(a.dtype()).is_some() && elementwise_type(to).is_some() {
             self.elementwise_into("Cast", a, a, &out)?;
         } else {
             self.words_into("Cast", &[a], &out)?;
@@ -244,7 +277,7 @@ pub(crate) fn require_feature(
             op,
             input,
             format!(
-                "{input} is {dtype}; {op} computes it with wgpu's {name} feature, which {} does not offer here (a 32-bit emulation is not written yet)",
+                "{input} is {dtype}; {op} computes it with wgpu's {name} feature, which {} does not offer here (the 32-bit emulation of i64 and u64 covers + - *, comparisons, Max, Min, Abs, Neg, Sign, Relu, Clip, Where and casts between integer types; f64 has none)",
                 ctx.adapter_info().name
             ),
         )),

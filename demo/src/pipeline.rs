@@ -105,9 +105,9 @@ pub async fn run(
         slice(ctx, &host, &input, settings, clock).await,
     ];
     out.extend(blocks(ctx, &host, &input, settings.block, clock).await);
-    out.push(scan(ctx, image, clock).await);
-    out.push(scan_f16(ctx, image, clock).await);
-    out.push(scan_i64(ctx, image, clock).await);
+    for dtype in [DType::I32, DType::F16, DType::I64] {
+        out.push(scan(ctx, image, clock, dtype).await);
+    }
     out
 }
 
@@ -320,7 +320,7 @@ async fn blocks(
     ]
 }
 
-/// A Scan over the image rows whose state is the running sum of the rows (i32, exact); its scan
+/// A Scan over the image rows whose state is the running sum of the rows (in `dtype`); its scan
 /// output, row `i` = sum of rows `0..=i`, is drawn as the running mean.
 pub fn running_sum_graph(width: usize, dtype: DType) -> Graph {
     let body = Graph::new()
@@ -352,26 +352,42 @@ pub fn running_sum_graph(width: usize, dtype: DType) -> Graph {
         .output("sums")
 }
 
-async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outcome {
-    let (name, op_name) = ("scan", "Scan");
+/// The running-sum Scan over the image rows in `dtype`: i32 (exact), f16 (colours / 255;
+/// every sum rounded to nearest-even by the word kernel, no `shader-f16` needed) or i64 (in
+/// browsers, which have no 64-bit shader integers, added as u32 pairs with a carry). The
+/// reference computes alike, so each matches it bit for bit.
+async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64, dtype: DType) -> Outcome {
+    let (name, op_name) = match dtype {
+        DType::F16 => ("scan_f16", "Scan f16"),
+        DType::I64 => ("scan_i64", "Scan i64"),
+        _ => ("scan", "Scan"),
+    };
     let (h, w) = (image.height, image.width);
-    let params = format!("running sum over {h} rows of [{w}, 3] i32 (body: Add, Identity)");
-    let rgb: Vec<i32> = image
-        .rgba
-        .chunks_exact(4)
-        .flat_map(|p| p[..3].iter().map(|&v| v as i32))
-        .collect();
+    let params = format!("running sum over {h} rows of [{w}, 3] {dtype} (body: Add, Identity)");
+    let rgb = image.rgba.chunks_exact(4).flat_map(|p| p[..3].to_vec());
+    let (zeros, rows) = match dtype {
+        DType::F16 => (
+            HostTensor::from_vec(vec![w, 3], &vec![half::f16::ZERO; w * 3]),
+            HostTensor::from_vec(
+                vec![h, w, 3],
+                &rgb.map(|v| half::f16::from_f32(f32::from(v) / 255.0))
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        DType::I64 => (
+            HostTensor::from_vec(vec![w, 3], &vec![0i64; w * 3]),
+            HostTensor::from_vec(vec![h, w, 3], &rgb.map(i64::from).collect::<Vec<_>>()),
+        ),
+        _ => (
+            HostTensor::from_vec(vec![w, 3], &vec![0i32; w * 3]),
+            HostTensor::from_vec(vec![h, w, 3], &rgb.map(i32::from).collect::<Vec<_>>()),
+        ),
+    };
     let inputs = vec![
-        (
-            "zeros".to_string(),
-            HostTensor::from_vec(vec![w, 3], &vec![0i32; w * 3]).expect("shape"),
-        ),
-        (
-            "rows".to_string(),
-            HostTensor::from_vec(vec![h, w, 3], &rgb).expect("shape"),
-        ),
+        ("zeros".to_string(), zeros.expect("shape")),
+        ("rows".to_string(), rows.expect("shape")),
     ];
-    let graph = running_sum_graph(w, DType::I32);
+    let graph = running_sum_graph(w, dtype);
     let start = clock();
     let run = async {
         let session = Session::new(ctx, graph.clone())?;
@@ -385,60 +401,14 @@ async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outcome 
     };
     let want = reference::graph::run_graph(&graph, &inputs, &Default::default())
         .map(|mut o| o.pop().expect("two outputs"));
-    Outcome {
-        name,
-        op: op_name,
-        params,
-        check: want
-            .map_err(|e| e.to_string())
-            .and_then(|w| compare(&got, &w)),
-        picture: running_mean(&got),
-        shape: got.shape,
-        dtype: got.dtype,
-        millis,
-    }
-}
-
-/// The same Scan on f16 rows (colours / 255): every sum is rounded to nearest-even f16 by the
-/// word kernel (no `shader-f16` needed), and the reference rounds alike, so they agree bit for
-/// bit.
-async fn scan_f16(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outcome {
-    let (name, op_name) = ("scan_f16", "Scan f16");
-    let (h, w) = (image.height, image.width);
-    let params = format!("running sum over {h} rows of [{w}, 3] f16 (body: Add, Identity)");
-    let rgb: Vec<half::f16> = image
-        .rgba
-        .chunks_exact(4)
-        .flat_map(|p| {
-            p[..3]
-                .iter()
-                .map(|&v| half::f16::from_f32(f32::from(v) / 255.0))
-        })
-        .collect();
-    let inputs = vec![
-        (
-            "zeros".to_string(),
-            HostTensor::from_vec(vec![w, 3], &vec![half::f16::ZERO; w * 3]).expect("shape"),
-        ),
-        (
-            "rows".to_string(),
-            HostTensor::from_vec(vec![h, w, 3], &rgb).expect("shape"),
-        ),
-    ];
-    let graph = running_sum_graph(w, DType::F16);
-    let start = clock();
-    let run = async {
-        let session = Session::new(ctx, graph.clone())?;
-        session.run(inputs.clone()).await
-    }
-    .await;
-    let millis = clock() - start;
-    let got = match run {
-        Ok(mut outs) => outs.pop().expect("two outputs").1,
-        Err(e) => return Outcome::failed(name, op_name, params, e.to_string()),
+    let picture = match dtype {
+        DType::F16 => running_mean_f16(&got),
+        DType::I64 => got.to_vec::<i64>().ok().and_then(|v| {
+            let v: Vec<i32> = v.iter().map(|&x| x as i32).collect();
+            running_mean(&HostTensor::from_vec(got.shape.clone(), &v).ok()?)
+        }),
+        _ => running_mean(&got),
     };
-    let want = reference::graph::run_graph(&graph, &inputs, &Default::default())
-        .map(|mut o| o.pop().expect("two outputs"));
     Outcome {
         name,
         op: op_name,
@@ -446,63 +416,7 @@ async fn scan_f16(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outc
         check: want
             .map_err(|e| e.to_string())
             .and_then(|w| compare(&got, &w)),
-        picture: running_mean_f16(&got),
-        shape: got.shape,
-        dtype: got.dtype,
-        millis,
-    }
-}
-
-/// The same Scan on i64 rows: in browsers, which have no 64-bit shader integers, the word
-/// kernel adds them as pairs of u32 words with a carry; it matches the reference exactly.
-async fn scan_i64(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64) -> Outcome {
-    let (name, op_name) = ("scan_i64", "Scan i64");
-    let (h, w) = (image.height, image.width);
-    let params = format!("running sum over {h} rows of [{w}, 3] i64 (body: Add, Identity)");
-    let rgb: Vec<i64> = image
-        .rgba
-        .chunks_exact(4)
-        .flat_map(|p| p[..3].iter().map(|&v| i64::from(v)))
-        .collect();
-    let inputs = vec![
-        (
-            "zeros".to_string(),
-            HostTensor::from_vec(vec![w, 3], &vec![0i64; w * 3]).expect("shape"),
-        ),
-        (
-            "rows".to_string(),
-            HostTensor::from_vec(vec![h, w, 3], &rgb).expect("shape"),
-        ),
-    ];
-    let graph = running_sum_graph(w, DType::I64);
-    let start = clock();
-    let run = async {
-        let session = Session::new(ctx, graph.clone())?;
-        session.run(inputs.clone()).await
-    }
-    .await;
-    let millis = clock() - start;
-    let got = match run {
-        Ok(mut outs) => outs.pop().expect("two outputs").1,
-        Err(e) => return Outcome::failed(name, op_name, params, e.to_string()),
-    };
-    let want = reference::graph::run_graph(&graph, &inputs, &Default::default())
-        .map(|mut o| o.pop().expect("two outputs"));
-    let as_i32 = got.to_vec::<i64>().ok().and_then(|v| {
-        HostTensor::from_vec(
-            got.shape.clone(),
-            &v.iter().map(|&x| x as i32).collect::<Vec<_>>(),
-        )
-        .ok()
-    });
-    Outcome {
-        name,
-        op: op_name,
-        params,
-        check: want
-            .map_err(|e| e.to_string())
-            .and_then(|w| compare(&got, &w)),
-        picture: as_i32.as_ref().and_then(running_mean),
+        picture,
         shape: got.shape,
         dtype: got.dtype,
         millis,

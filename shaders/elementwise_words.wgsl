@@ -41,6 +41,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> c_words: array<u32>;
 @group(0) @binding(4) var<storage, read_write> dst: array<u32>;
 
+// BEGIN WORD HELPERS (the reduction kernel's template receives this block too)
 // Infinity and NaN made at run time: as constant expressions they are shader-creation errors
 // in WGSL (Chromium's Tint rejects them; naga does not).
 fn runtime_f32(bits: u32) -> f32 {
@@ -109,6 +110,7 @@ fn f32_to_bf16(v: f32) -> u32 {
 fn field(w: u32, i: u32, bits: u32) -> u32 {
     return extractBits(w, (i % (32u / bits)) * bits, bits);
 }
+// END WORD HELPERS
 
 // C's pow on f32 (onnxruntime's): WGSL's pow is undefined for negative bases and for 0^0.
 fn onnx_pow(a: f32, b: f32) -> f32 {

@@ -39,30 +39,8 @@ struct State {
 
 var<workgroup> states: array<State, WORKGROUP>;
 
-fn runtime_f32(bits: u32) -> f32 {
-    var b = bits;
-    return bitcast<f32>(b);
-}
-
-// f16 bits (low 16) to f32, exactly.
-fn f16_to_f32(h: u32) -> f32 {
-    let sign = (h & 0x8000u) << 16u;
-    let e = (h >> 10u) & 0x1fu;
-    let m = h & 0x3ffu;
-    if e == 0x1fu {
-        return runtime_f32(sign | 0x7f800000u | (m << 13u));
-    }
-    if e == 0u {
-        let v = f32(m) * 5.9604644775390625e-8;
-        return select(v, -v, sign != 0u);
-    }
-    return runtime_f32(sign | ((e + 112u) << 23u) | (m << 13u));
-}
-
-// The 8- or 16-bit field of word `w` holding element `i` (zero-extended).
-fn field(w: u32, i: u32, bits: u32) -> u32 {
-    return extractBits(w, (i % (32u / bits)) * bits, bits);
-}
+// The word kernel's loading and rounding helpers, inserted here per variant.
+// WORD HELPERS
 
 fn load_a(i: u32) -> A { return bitcast<f32>(a_words[i]); } // LOAD A
 

@@ -191,6 +191,7 @@ pub fn reduce_source(op: &str, input: DType) -> String {
                     load_expression(input, "a_words")
                 ),
             ),
+            ("// WORD HELPERS", super::words::word_helpers().to_string()),
             ("// INIT", init),
             ("// ABSORB", absorb),
             ("// MERGE", merge),

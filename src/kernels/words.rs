@@ -541,6 +541,18 @@ fn negative64(a: vec2<u32>) -> bool {
     return bitcast<i32>(a.y) < 0;
 }";
 
+/// The word template's helpers (f16 and bf16 conversions, field extraction, run-time
+/// infinities), which the reduction template loads its operands with too.
+pub(crate) fn word_helpers() -> &'static str {
+    let begin = WORDS
+        .find("// BEGIN WORD HELPERS")
+        .expect("the word template marks its helpers");
+    let end = WORDS[begin..]
+        .find("// END WORD HELPERS")
+        .expect("the word template marks its helpers");
+    &WORDS[begin..begin + end]
+}
+
 /// Whether `dtypes` (and `out`) need the i64/u64 emulation when the adapter lacks
 /// `SHADER_INT64`: a 64-bit integer among them and no f64 (which needs the native types).
 pub fn uses_int64(dtypes: &[DType], out: DType) -> bool {

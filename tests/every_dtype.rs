@@ -479,8 +479,10 @@ fn gather_on(d: DType) {
 dtype_tests!(gather_by_indices, gather_on);
 
 /// i64 and u64 without `SHADER_INT64` (as in browsers): the ops the 32-bit emulation covers
-/// give the native path's bits (the reference's), on edge values; the others are an error
-/// that names the missing feature.
+/// (arithmetic, division and remainders, order, casts to and from the integer types, bool and
+/// f32/f16/bf16) give the native path's bits (the reference's), on edge values (extremes,
+/// zero divisors, MIN / -1, NaN, infinities); the others are an error that names the missing
+/// feature.
 fn emulated_on(d: DType) {
     if !matches!(d, DType::I64 | DType::U64) {
         return;
@@ -497,6 +499,8 @@ fn emulated_on(d: DType) {
         "Add",
         "Sub",
         "Mul",
+        "Div",
+        "Mod",
         "Max",
         "Min",
         "Equal",
@@ -556,7 +560,20 @@ fn emulated_on(d: DType) {
             }
         }
     }
-    assert!(ran >= 10, "{ran}");
+    assert!(ran >= 12, "{ran}");
+    // C's remainder (Mod with fmod = 1) too.
+    let (got, want) = both(
+        &plain,
+        Node::new("Mod", "m")
+            .attr("fmod", Attr::Int(1))
+            .inputs(["a", "b"]),
+        vec![
+            ("a", shaped(values(d, 35, 3), &[5, 7])),
+            ("b", values(d, 7, 8)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(got, want, "Mod fmod=1 on {d}, emulated");
     // Where and Clip on d, and Cast between d and the 32-bit and narrow integers and bool.
     let (got, want) = both(
         &plain,
@@ -590,6 +607,9 @@ fn emulated_on(d: DType) {
         DType::U32,
         DType::U64,
         DType::Bool,
+        DType::F32,
+        DType::F16,
+        DType::BF16,
     ] {
         for (from, to) in [(d, other), (other, d)] {
             let node = Node::new("Cast", "c").attr("to", Attr::String(to.name().into()));

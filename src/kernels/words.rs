@@ -500,7 +500,8 @@ pub fn cast_words(from: DType, to: DType) -> String {
 }
 
 /// i64 and u64 as (low, high) u32 pairs, for adapters without `SHADER_INT64` (browsers):
-/// wrapping add, subtract and multiply, negation, signed and unsigned order.
+/// wrapping add, subtract and multiply, negation, signed and unsigned order, long division,
+/// and conversions to and from f32 rounded exactly from the bits.
 const I64_EMULATION: &str = "fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
     let lo = a.x + b.x;
     return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
@@ -539,6 +540,102 @@ fn lt_s64(a: vec2<u32>, b: vec2<u32>) -> bool {
 }
 fn negative64(a: vec2<u32>) -> bool {
     return bitcast<i32>(a.y) < 0;
+}
+fn shl64(a: vec2<u32>, n: u32) -> vec2<u32> {
+    if n == 0u { return a; }
+    if n >= 64u { return vec2<u32>(0u, 0u); }
+    if n >= 32u { return vec2<u32>(0u, a.x << (n - 32u)); }
+    return vec2<u32>(a.x << n, (a.y << n) | (a.x >> (32u - n)));
+}
+struct DivMod64 {
+    q: vec2<u32>,
+    r: vec2<u32>,
+}
+// Unsigned long division, one quotient bit per step; by zero: quotient a, remainder 0 (WGSL's
+// integer rules, which the native path follows).
+fn divmod_u64(a: vec2<u32>, b: vec2<u32>) -> DivMod64 {
+    if all(b == vec2<u32>(0u, 0u)) {
+        return DivMod64(a, vec2<u32>(0u, 0u));
+    }
+    var q = vec2<u32>(0u, 0u);
+    var r = vec2<u32>(0u, 0u);
+    for (var i = 63; i >= 0; i--) {
+        let bit = select((a.x >> u32(i)) & 1u, (a.y >> u32(i - 32)) & 1u, i >= 32);
+        r = shl64(r, 1u) | vec2<u32>(bit, 0u);
+        if !lt_u64(r, b) {
+            r = sub64(r, b);
+            q = q | shl64(vec2<u32>(1u, 0u), u32(i));
+        }
+    }
+    return DivMod64(q, r);
+}
+fn abs64(a: vec2<u32>) -> vec2<u32> {
+    return select(a, neg64(a), negative64(a));
+}
+// Signed division truncating toward zero (MIN / -1 wraps to MIN); by zero: a.
+fn div_s64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    if all(b == vec2<u32>(0u, 0u)) { return a; }
+    let q = divmod_u64(abs64(a), abs64(b)).q;
+    return select(q, neg64(q), negative64(a) != negative64(b));
+}
+// C's remainder (the dividend's sign); by zero: 0.
+fn rem_s64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let r = divmod_u64(abs64(a), abs64(b)).r;
+    return select(r, neg64(r), negative64(a));
+}
+// Python's remainder (the divisor's sign); by zero: 0.
+fn mod_s64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let r = rem_s64(a, b);
+    let zero = all(r == vec2<u32>(0u, 0u));
+    return select(r, add64(r, b), !zero && negative64(r) != negative64(b));
+}
+// u64 to f32, rounded to nearest-even from the bits.
+fn u64_to_f32(a: vec2<u32>) -> f32 {
+    if all(a == vec2<u32>(0u, 0u)) { return 0.0; }
+    let lz = select(countLeadingZeros(a.y), 32u + countLeadingZeros(a.x), a.y == 0u);
+    let n = shl64(a, lz);
+    var top = 63u - lz;
+    var m = n.y >> 8u;
+    let half = (n.y >> 7u) & 1u;
+    let sticky = (n.y & 0x7fu) != 0u || n.x != 0u;
+    if half == 1u && (sticky || (m & 1u) == 1u) {
+        m += 1u;
+        if m == 0x1000000u {
+            m = 0x800000u;
+            top += 1u;
+        }
+    }
+    return bitcast<f32>(((top + 127u) << 23u) | (m & 0x7fffffu));
+}
+fn i64_to_f32(a: vec2<u32>) -> f32 {
+    let v = u64_to_f32(abs64(a));
+    return select(v, -v, negative64(a));
+}
+// f32 to the magnitude of its integer part as u64 (below 2^64).
+fn f32_magnitude64(v: f32) -> vec2<u32> {
+    let bits = bitcast<u32>(v);
+    let e = i32((bits >> 23u) & 0xffu) - 127;
+    if e < 0 { return vec2<u32>(0u, 0u); }
+    let m = (bits & 0x7fffffu) | 0x800000u;
+    if e >= 23 { return shl64(vec2<u32>(m, 0u), u32(e - 23)); }
+    return vec2<u32>(m >> u32(23 - e), 0u);
+}
+// f32 to i64 truncating toward zero, saturating, NaN as 0 (Rust's `as`).
+fn f32_to_i64(v: f32) -> vec2<u32> {
+    let bits = bitcast<u32>(v);
+    if (bits & 0x7fffffffu) > 0x7f800000u { return vec2<u32>(0u, 0u); }
+    let negative = (bits >> 31u) == 1u;
+    if (bits & 0x7fffffffu) >= 0x5f000000u {
+        return select(vec2<u32>(0xffffffffu, 0x7fffffffu), vec2<u32>(0u, 0x80000000u), negative);
+    }
+    let m = f32_magnitude64(v);
+    return select(m, neg64(m), negative);
+}
+fn f32_to_u64(v: f32) -> vec2<u32> {
+    let bits = bitcast<u32>(v);
+    if (bits & 0x7fffffffu) > 0x7f800000u || (bits >> 31u) == 1u { return vec2<u32>(0u, 0u); }
+    if bits >= 0x5f800000u { return vec2<u32>(0xffffffffu, 0xffffffffu); }
+    return f32_magnitude64(v);
 }";
 
 /// The word template's helpers (f16 and bf16 conversions, field extraction, run-time
@@ -561,7 +658,7 @@ pub fn uses_int64(dtypes: &[DType], out: DType) -> bool {
 }
 
 /// The op's WGSL with i64/u64 emulated on u32 pairs (`None` where the emulation does not
-/// cover it: division, powers, and conversions to or from floats need the native types).
+/// cover it: powers, and anything with f64, which needs the native types).
 pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr> {
     let emu = |e: &str| {
         Some(Expr {
@@ -578,12 +675,16 @@ pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
             (false, true) => match fc {
                 Class::Int => emu("vec2<u32>(bitcast<u32>(a), select(0u, 0xffffffffu, a < 0))"),
                 Class::Uint | Class::Bool => emu("vec2<u32>(a, 0u)"),
+                Class::Float if to == DType::I64 => emu("f32_to_i64(a)"),
+                Class::Float => emu("f32_to_u64(a)"),
                 _ => None,
             },
             (true, false) => match tc {
                 Class::Int => emu("bitcast<i32>(a.x)"),
                 Class::Uint => emu("a.x"),
                 Class::Bool => emu("u32(any(a != vec2<u32>(0u, 0u)))"),
+                Class::Float if from == DType::I64 => emu("i64_to_f32(a)"),
+                Class::Float => emu("u64_to_f32(a)"),
                 _ => None,
             },
             (false, false) => None,
@@ -610,6 +711,11 @@ pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
         ("Add", 2) => "add64(a, b)".to_string(),
         ("Sub", 2) => "sub64(a, b)".to_string(),
         ("Mul", 2) => "mul64(a, b)".to_string(),
+        ("Div", 2) if signed => "div_s64(a, b)".to_string(),
+        ("Div", 2) => "divmod_u64(a, b).q".to_string(),
+        ("Mod", 2) if signed => "mod_s64(a, b)".to_string(),
+        ("FMod", 2) if signed => "rem_s64(a, b)".to_string(),
+        ("Mod" | "FMod", 2) => "divmod_u64(a, b).r".to_string(),
         ("Max", 2) => format!("select(a, b, {lt}(a, b))"),
         ("Min", 2) => format!("select(a, b, {lt}(b, a))"),
         ("Equal", 2) => "u32(all(a == b))".to_string(),

@@ -277,7 +277,7 @@ pub(crate) fn require_feature(
             op,
             input,
             format!(
-                "{input} is {dtype}; {op} computes it with wgpu's {name} feature, which {} does not offer here (the 32-bit emulation of i64 and u64 covers + - *, comparisons, Max, Min, Abs, Neg, Sign, Relu, Clip, Where and casts between integer types; f64 has none)",
+                "{input} is {dtype}; {op} computes it with wgpu's {name} feature, which {} does not offer here (the 32-bit emulation of i64 and u64 covers the element-wise arithmetic but Pow, the comparisons, Where, Clip and casts but to and from f64; f64 has none)",
                 ctx.adapter_info().name
             ),
         )),

@@ -621,3 +621,48 @@ fn emulated_on(d: DType) {
 }
 
 dtype_tests!(int64_emulated_without_the_feature, emulated_on);
+
+/// The word kernel beyond the binding limit: with 128 bytes bound at a time, outputs of 1 and
+/// 2 bytes are written in windows whose pieces start and end inside words (a piece keeps the
+/// bytes of the word that belong to its neighbours), and Cast changes the element size.
+#[test]
+fn word_kernel_in_windows() {
+    let small = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_binding_size: Some(128),
+        ..Default::default()
+    })
+    .unwrap();
+    let shapes: [(&[usize], &[usize]); 3] = [
+        (&[9, 13], &[9, 13]),
+        (&[5, 1, 41], &[3, 1]),
+        (&[1, 37], &[50, 1]),
+    ];
+    for d in [DType::U8, DType::I16, DType::F16, DType::Bool] {
+        for (sa, sb) in shapes {
+            let na: usize = sa.iter().product();
+            let nb: usize = sb.iter().product();
+            let a = shaped(values(d, na, 1), sa);
+            let b = shaped(values(d, nb, 2), sb);
+            let op = if d == DType::Bool { "Xor" } else { "Max" };
+            let (got, want) = both(
+                &small,
+                Node::new(op, "n").inputs(["a", "b"]),
+                vec![("a", a.clone()), ("b", b)],
+            )
+            .unwrap_or_else(|e| panic!("{op} {d} {sa:?} {sb:?}: {e}"));
+            // Max of 0.0 and -0.0 may be either zero: `check` compares floats as numbers.
+            check(
+                op,
+                &got,
+                &want,
+                &format!("{op} {d} {sa:?} {sb:?} in windows"),
+            );
+            for to in [DType::U8, DType::F16, DType::I64] {
+                let node = Node::new("Cast", "c").attr("to", Attr::String(to.name().into()));
+                let (got, want) = both(&small, node.inputs(["x"]), vec![("x", a.clone())])
+                    .unwrap_or_else(|e| panic!("Cast {d} -> {to}: {e}"));
+                assert_eq!(got, want, "Cast {d} -> {to} {sa:?} in windows");
+            }
+        }
+    }
+}

@@ -361,3 +361,36 @@ fn unsupported_ops_are_listed_with_counts_before_gpu_work() {
         "model: unsupported ops: NonZero (1), Unique (2), com.example.Fancy (1) (see `wgpu-ops info` for the model's ops)"
     );
 }
+
+#[test]
+fn inputs_sharing_a_symbolic_dimension_must_agree() {
+    // x [batch, 1] + y [batch]: numpy broadcasting alone would accept batches 3 and 4.
+    let graph = GraphProto {
+        node: vec![node("Add", &["x", "y"], &["z"])],
+        input: vec![
+            value("x", DataType::Float, &[None, Some(1)]),
+            value("y", DataType::Float, &[None]),
+        ],
+        output: vec![value("z", DataType::Float, &[None, None])],
+        ..Default::default()
+    };
+    let m = Model::from_bytes(&model(graph, 17).encode_to_vec()).unwrap();
+    assert_eq!(
+        m.graph.symbolic_dims["batch"],
+        [("x".to_string(), 0), ("y".to_string(), 0)]
+    );
+    let x = HostTensor::from_vec(vec![3, 1], &[1f32, 2., 3.]).unwrap();
+    let same = HostTensor::from_vec(vec![3], &[10f32, 20., 30.]).unwrap();
+    let out = run(&m, vec![("x", x.clone()), ("y", same)]);
+    assert_eq!(out[0].shape, [3, 3]);
+    let other = HostTensor::from_vec(vec![4], &[10f32, 20., 30., 40.]).unwrap();
+    let session = m.session(common::ctx()).unwrap();
+    let e = session
+        .run_blocking(vec![("x".into(), x), ("y".into(), other)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("input 'y' has 4 along axis 0 but input 'x' has 3 along axis 0; both are the dimension 'batch'"),
+        "{e}"
+    );
+}

@@ -445,6 +445,30 @@ impl Session {
                 return Err(Error::Graph(format!("input '{name}' is given twice")));
             }
         }
+        // Inputs sized by one symbolic dimension must agree on it.
+        for (param, uses) in &self.graph.symbolic_dims {
+            let mut first: Option<(&str, usize, usize)> = None;
+            for (input, axis) in uses {
+                let Some(size) = given
+                    .get(input)
+                    .and_then(|v| v.dtype_shape().1.get(*axis).copied())
+                else {
+                    continue;
+                };
+                match first {
+                    None => first = Some((input, *axis, size)),
+                    Some((other, other_axis, other_size)) if other_size != size => {
+                        return Err(Error::Graph(format!(
+                            "input '{}' has {size} along axis {axis} but input '{}' has {other_size} along axis {other_axis}; both are the dimension '{}'",
+                            input.escape_debug(),
+                            other.escape_debug(),
+                            param.escape_debug()
+                        )));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
         let mut scope = Scope {
             slots: HashMap::new(),
             parent: None,

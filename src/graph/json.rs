@@ -299,6 +299,7 @@ pub fn graph(v: &Value, base: Option<&Path>) -> Result<Graph> {
             .iter()
             .map(|i| value_info(i, "an output", true))
             .collect::<Result<_>>()?,
+        symbolic_dims: Default::default(),
     })
 }
 

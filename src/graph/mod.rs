@@ -135,6 +135,9 @@ pub struct Graph {
     pub constants: Vec<(String, HostTensor)>,
     pub nodes: Vec<Node>,
     pub outputs: Vec<ValueInfo>,
+    /// Named (symbolic) dimensions of the inputs, as ONNX models declare them (`dim_param`):
+    /// name -> the (input, axis) pairs it sizes. A run's inputs must agree on each.
+    pub symbolic_dims: std::collections::BTreeMap<String, Vec<(String, usize)>>,
 }
 
 impl Graph {

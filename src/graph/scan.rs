@@ -783,6 +783,7 @@ mod tests {
             outputs: (0..n + k)
                 .map(|i| ValueInfo::named(format!("in{}", i.min(n + m - 1))))
                 .collect(),
+            ..Default::default()
         }
     }
 

@@ -166,6 +166,22 @@ impl Loader<'_> {
         // Inputs with an initializer of the same name are constants (IR < 4 lists them both).
         for i in g.input.iter().filter(|i| !initialized.contains(i.name())) {
             out.inputs.push(value_info(i)?);
+            // Symbolic dimensions (`dim_param`): inputs sharing one must agree at run time.
+            if let Some(proto::type_proto::Value::TensorType(t)) =
+                i.r#type.as_ref().and_then(|t| t.value.as_ref())
+            {
+                use proto::tensor_shape_proto::dimension::Value;
+                for (axis, d) in t.shape.iter().flat_map(|s| s.dim.iter()).enumerate() {
+                    if let Some(Value::DimParam(p)) = &d.value {
+                        if !p.is_empty() {
+                            out.symbolic_dims
+                                .entry(p.clone())
+                                .or_default()
+                                .push((i.name().to_string(), axis));
+                        }
+                    }
+                }
+            }
         }
         for o in &g.output {
             out.outputs.push(value_info(o)?);

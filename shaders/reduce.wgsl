@@ -13,6 +13,10 @@ alias C = f32; // STATE TYPE
 const WORKGROUP: u32 = 256u;
 // The result is 8 bytes (two words per output element), else one word.
 override OUT_PAIRS: bool = false;
+// 0: one pass, a workgroup per output element. Rows too long for one workgroup take two:
+// 1 folds chunks of a row into states (5 words each: a, b as word pairs, i), 2 merges each
+// row's states and finishes.
+override PASS: u32 = 0u;
 
 struct Params {
     // Output elements (workgroups with work) and reduced elements per output.
@@ -25,6 +29,11 @@ struct Params {
     keep_stride: array<vec4<u32>, 4>,
     reduce_shape: array<vec4<u32>, 4>,
     reduce_stride: array<vec4<u32>, 4>,
+    // Passes 1 and 2: chunks per row and elements per chunk.
+    chunks: u32,
+    chunk_len: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 struct State {
@@ -51,13 +60,44 @@ fn absorb(s: State, x: C, j: u32) -> State { return State(s.a + x, s.b, s.i); } 
 fn merge(s: State, t: State) -> State { return State(s.a + t.a, s.b, s.i); } // MERGE
 fn finish(s: State) -> vec2<u32> { return vec2<u32>(bitcast<u32>(s.a), 0u); } // FINISH
 
+// A state value's bits as a word pair, and back (specialized per state type).
+fn c_bits(v: C) -> vec2<u32> { return vec2<u32>(bitcast<u32>(v), 0u); } // C BITS
+fn c_from(w: vec2<u32>) -> C { return bitcast<f32>(w.x); } // C FROM
+
+fn store_state(k: u32, s: State) {
+    let a = c_bits(s.a);
+    let b = c_bits(s.b);
+    dst[5u * k] = a.x;
+    dst[5u * k + 1u] = a.y;
+    dst[5u * k + 2u] = b.x;
+    dst[5u * k + 3u] = b.y;
+    dst[5u * k + 4u] = s.i;
+}
+
+fn load_state(k: u32) -> State {
+    let w = 5u * k;
+    return State(
+        c_from(vec2<u32>(a_words[w], a_words[w + 1u])),
+        c_from(vec2<u32>(a_words[w + 2u], a_words[w + 3u])),
+        a_words[w + 4u],
+    );
+}
+
 @compute @workgroup_size(WORKGROUP)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) t: u32,
 ) {
-    let row = group.x + groups.x * (group.y + groups.y * group.z);
+    let g = group.x + groups.x * (group.y + groups.y * group.z);
+    var row = g;
+    var lo = 0u;
+    var hi = params.n;
+    if PASS == 1u {
+        row = g / params.chunks;
+        lo = (g % params.chunks) * params.chunk_len;
+        hi = min(params.n, lo + params.chunk_len);
+    }
     // Uniform per workgroup: every thread of a workgroup returns or none does.
     if row >= params.rows {
         return;
@@ -70,7 +110,13 @@ fn main(
         rest /= extent;
     }
     var s = init();
-    for (var j = t; j < params.n; j += WORKGROUP) {
+    if PASS == 2u {
+        for (var c = t; c < params.chunks; c += WORKGROUP) {
+            s = merge(s, load_state(row * params.chunks + c));
+        }
+        hi = 0u;
+    }
+    for (var j = lo + t; j < hi; j += WORKGROUP) {
         var r = j;
         var index = base;
         for (var k = 0u; k < params.reduce_rank; k++) {
@@ -88,7 +134,9 @@ fn main(
         }
         workgroupBarrier();
     }
-    if t == 0u {
+    if t == 0u && PASS == 1u {
+        store_state(g, states[0]);
+    } else if t == 0u {
         let v = finish(states[0]);
         if OUT_PAIRS {
             dst[2u * row] = v.x;

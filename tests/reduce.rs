@@ -81,7 +81,9 @@ fn reductions_on(dtype: DType) {
         "ReduceLogSumExp",
     ];
     let float = matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);
-    let cases: [(&[usize], &[i64]); 7] = [
+    // The last three have few rows long enough for the two-pass reduction (chunks of a row
+    // folded in parallel, then merged).
+    let cases: [(&[usize], &[i64]); 10] = [
         (&[3, 4, 5], &[1]),
         (&[3, 4, 5], &[0, 2]),
         (&[3, 4, 5], &[-1]),
@@ -89,6 +91,9 @@ fn reductions_on(dtype: DType) {
         (&[600, 3], &[0]),
         (&[3, 0, 2], &[1]),
         (&[4, 3], &[]),
+        (&[2, 3000], &[1]),
+        (&[3, 40, 60], &[]),
+        (&[2100, 3], &[0]),
     ];
     let mut ran = 0;
     for op in ops {
@@ -139,7 +144,12 @@ fn reductions_on(dtype: DType) {
     if dtype == DType::Bool {
         return;
     }
-    for (shape, axis) in [(&[3usize, 4, 5][..], 1i64), (&[2, 700], -1), (&[300, 2], 0)] {
+    for (shape, axis) in [
+        (&[3usize, 4, 5][..], 1i64),
+        (&[2, 700], -1),
+        (&[300, 2], 0),
+        (&[2, 5000], 1),
+    ] {
         let x = data(dtype, shape, 9);
         for op in ["ArgMax", "ArgMin"] {
             for last in [0, 1] {

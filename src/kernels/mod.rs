@@ -147,8 +147,13 @@ pub enum Kernel {
         largest: bool,
         workgroup_size: u32,
     },
-    /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`.
-    Reduce { op: &'static str, input: DType },
+    /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`, in one pass (0)
+    /// or as the first (1) or second (2) of two.
+    Reduce {
+        op: &'static str,
+        input: DType,
+        pass: u8,
+    },
     /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
     /// GPU counter holds.
     ScanStep { workgroup_size: u32 },
@@ -255,7 +260,9 @@ impl Kernel {
         for op in reduce::kernel_ops() {
             for input in DType::ALL {
                 if reduce::defined(op, input) {
-                    out.push(Kernel::Reduce { op, input });
+                    for pass in 0..3 {
+                        out.push(Kernel::Reduce { op, input, pass });
+                    }
                 }
             }
         }
@@ -328,7 +335,7 @@ impl Kernel {
                 emulate64,
                 ..
             } => words::words_source(op, &operands[..usize::from(arity)], out, emulate64).into(),
-            Kernel::Reduce { op, input } => reduce::reduce_source(op, input).into(),
+            Kernel::Reduce { op, input, .. } => reduce::reduce_source(op, input).into(),
             Kernel::CumSum { dtype, .. } => cumsum::cumsum_source(dtype).into(),
             Kernel::TopK { dtype, .. } => topk::topk_source(dtype).into(),
             Kernel::MatMul { dtype, .. } => {
@@ -398,10 +405,13 @@ impl Kernel {
                 ("INDEX_64", u32::from(index64)),
                 ("WORKGROUP_SIZE", workgroup_size),
             ],
-            Kernel::Reduce { op, input } => vec![(
-                "OUT_PAIRS",
-                u32::from(reduce::stored_dtype(op, input).size() == 8),
-            )],
+            Kernel::Reduce { op, input, pass } => vec![
+                (
+                    "OUT_PAIRS",
+                    u32::from(reduce::stored_dtype(op, input).size() == 8),
+                ),
+                ("PASS", u32::from(pass)),
+            ],
             Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
                 ..
@@ -494,7 +504,7 @@ impl KernelSpec for Kernel {
                 .into()
             }
             Kernel::MatMul { dtype, .. } => format!("matmul.wgsl {dtype}").into(),
-            Kernel::Reduce { op, input } => format!("reduce.wgsl {op} {input}").into(),
+            Kernel::Reduce { op, input, .. } => format!("reduce.wgsl {op} {input}").into(),
             Kernel::CumSum { dtype, .. } => format!("cumsum.wgsl {dtype}").into(),
             Kernel::TopK { dtype, .. } => format!("topk.wgsl {dtype}").into(),
         }

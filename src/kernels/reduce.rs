@@ -193,11 +193,40 @@ pub fn reduce_source(op: &str, input: DType) -> String {
             ),
             ("// WORD HELPERS", super::words::word_helpers().to_string()),
             ("// INIT", init),
+            ("// C BITS", c_bits_line(class)),
+            ("// C FROM", c_from_line(class)),
             ("// ABSORB", absorb),
             ("// MERGE", merge),
             ("// FINISH", finish),
         ],
     )
+}
+
+/// A state value's bits as a word pair.
+fn c_bits_line(class: Class) -> String {
+    let e = match class {
+        Class::Float | Class::Int => "vec2<u32>(bitcast<u32>(v), 0u)",
+        Class::Uint | Class::Bool => "vec2<u32>(v, 0u)",
+        Class::Double | Class::Long => {
+            "vec2<u32>(u32(bitcast<u64>(v) & 0xfffffffflu), u32(bitcast<u64>(v) >> 32u))"
+        }
+        Class::Ulong => "vec2<u32>(u32(v & 0xfffffffflu), u32(v >> 32u))",
+    };
+    format!("fn c_bits(v: C) -> vec2<u32> {{ return {e}; }}")
+}
+
+/// A state value from its word pair.
+fn c_from_line(class: Class) -> String {
+    let pair = "((u64(w.y) << 32u) | u64(w.x))";
+    let e = match class {
+        Class::Float => "bitcast<f32>(w.x)".to_string(),
+        Class::Int => "bitcast<i32>(w.x)".to_string(),
+        Class::Uint | Class::Bool => "w.x".to_string(),
+        Class::Double => format!("bitcast<f64>{pair}"),
+        Class::Long => format!("bitcast<i64>{pair}"),
+        Class::Ulong => pair.to_string(),
+    };
+    format!("fn c_from(w: vec2<u32>) -> C {{ return {e}; }}")
 }
 
 /// The wgpu features a reduction of `input` needs.
@@ -216,6 +245,9 @@ struct ReduceParams {
     keep_stride: [u32; MAX_RANK],
     reduce_shape: [u32; MAX_RANK],
     reduce_stride: [u32; MAX_RANK],
+    chunks: u32,
+    chunk_len: u32,
+    pad: [u32; 2],
 }
 
 impl Recorder {
@@ -256,6 +288,9 @@ impl Recorder {
             keep_stride: [0; MAX_RANK],
             reduce_shape: [1; MAX_RANK],
             reduce_stride: [0; MAX_RANK],
+            chunks: 1,
+            chunk_len: 0,
+            pad: [0; 2],
         };
         // Innermost first, as the kernel decomposes indices.
         for k in (0..x.rank()).rev() {
@@ -273,14 +308,45 @@ impl Recorder {
                 params.keep_rank += 1;
             }
         }
-        let kernel = Kernel::Reduce {
-            op,
-            input: x.dtype(),
+        // Few long rows: chunks of a row fold in parallel (pass 1), then merge (pass 2), so a
+        // whole-tensor reduction is not left to one workgroup.
+        let n = u64::from(params.n);
+        let chunks = if rows < 64 && n >= 8 * u64::from(WORKGROUP) {
+            n.div_ceil(4 * u64::from(WORKGROUP))
+                .min(1024u64.div_ceil(rows))
+        } else {
+            1
         };
-        let pipeline = ctx.pipeline(&kernel)?;
-        let bindings = [storage.bind_whole(), out.storage().bind_whole()];
-        // One workgroup per output element.
-        let grid = grid_for(&ctx, op, rows, 1)?;
-        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+        if chunks <= 1 {
+            let kernel = Kernel::Reduce {
+                op,
+                input: x.dtype(),
+                pass: 0,
+            };
+            let pipeline = ctx.pipeline(&kernel)?;
+            let bindings = [storage.bind_whole(), out.storage().bind_whole()];
+            // One workgroup per output element.
+            let grid = grid_for(&ctx, op, rows, 1)?;
+            return self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid);
+        }
+        params.chunks = chunks as u32;
+        params.chunk_len = n.div_ceil(chunks) as u32;
+        let states = Tensor::uninit(&ctx, DType::U32, &[(rows * chunks * 5) as usize])?;
+        for (pass, src, dst, groups) in [
+            (1u8, &**storage, states.storage(), rows * chunks),
+            (2u8, &**states.storage(), out.storage(), rows),
+        ] {
+            let kernel = Kernel::Reduce {
+                op,
+                input: x.dtype(),
+                pass,
+            };
+            let pipeline = ctx.pipeline(&kernel)?;
+            let bindings = [src.bind_whole(), dst.bind_whole()];
+            let grid = grid_for(&ctx, op, groups, 1)?;
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+        }
+        self.release(states);
+        Ok(())
     }
 }

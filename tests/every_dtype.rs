@@ -501,6 +501,7 @@ fn emulated_on(d: DType) {
         "Mul",
         "Div",
         "Mod",
+        "Pow",
         "Max",
         "Min",
         "Equal",
@@ -534,6 +535,7 @@ fn emulated_on(d: DType) {
         "Relu",
         "Sign",
         "Mod",
+        "Pow",
         "Exp",
     ]);
     for op in ops {

@@ -153,14 +153,14 @@ fn every_variant_validates_and_compiles() {
     // i32 u32 f64 i64 u64), the Scan step, 8 index gathers (4 element sizes x i32/i64
     // indices), 24 CumSums (6 dtypes x exclusive x reverse), 12 TopKs (6 dtypes x largest),
     // 505 word-kernel variants (169 casts, every op
-    // on every dtype combination it is defined for) and 80 with i64/u64 emulated on u32
+    // on every dtype combination it is defined for) and 81 with i64/u64 emulated on u32
     // pairs (for adapters without SHADER_INT64); then 6 dtypes x (tiles + 7
     // row-workgroup sizes x 2 entry points) MatMuls, 154 reductions x 3 passes (14 ops on the 12
     // numeric dtypes and bool for Max and Min, but LogSum and LogSumExp on the 4 float types
     // only) and the Scan counter.
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (118 + 24 + 12 + 505 + 80) + 6 * 15 + 154 * 3 + 1
+        WORKGROUP_SIZES.len() * (118 + 24 + 12 + 505 + 81) + 6 * 15 + 154 * 3 + 1
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

@@ -541,6 +541,27 @@ fn lt_s64(a: vec2<u32>, b: vec2<u32>) -> bool {
 fn negative64(a: vec2<u32>) -> bool {
     return bitcast<i32>(a.y) < 0;
 }
+// Integer power by squaring with wrapping; a negative exponent gives 0, or +-1 for a base of
+// +-1 (the native int_pow's rules).
+fn pow_s64(base: vec2<u32>, exponent: vec2<u32>) -> vec2<u32> {
+    if negative64(exponent) {
+        if all(base == vec2<u32>(1u, 0u)) { return base; }
+        if all(base == vec2<u32>(0xffffffffu, 0xffffffffu)) {
+            return select(vec2<u32>(1u, 0u), base, (exponent.x & 1u) == 1u);
+        }
+        return vec2<u32>(0u, 0u);
+    }
+    var r = vec2<u32>(1u, 0u);
+    var x = base;
+    var e = exponent;
+    for (var k = 0u; k < 64u; k++) {
+        if all(e == vec2<u32>(0u, 0u)) { break; }
+        if (e.x & 1u) == 1u { r = mul64(r, x); }
+        x = mul64(x, x);
+        e = vec2<u32>((e.x >> 1u) | (e.y << 31u), e.y >> 1u);
+    }
+    return r;
+}
 fn shl64(a: vec2<u32>, n: u32) -> vec2<u32> {
     if n == 0u { return a; }
     if n >= 64u { return vec2<u32>(0u, 0u); }
@@ -658,7 +679,8 @@ pub fn uses_int64(dtypes: &[DType], out: DType) -> bool {
 }
 
 /// The op's WGSL with i64/u64 emulated on u32 pairs (`None` where the emulation does not
-/// cover it: powers, and anything with f64, which needs the native types).
+/// cover it: powers with an exponent of another type, and anything with f64, which needs the
+/// native types).
 pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr> {
     let emu = |e: &str| {
         Some(Expr {
@@ -711,6 +733,7 @@ pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
         ("Add", 2) => "add64(a, b)".to_string(),
         ("Sub", 2) => "sub64(a, b)".to_string(),
         ("Mul", 2) => "mul64(a, b)".to_string(),
+        ("Pow", 2) if signed => "pow_s64(a, b)".to_string(),
         ("Div", 2) if signed => "div_s64(a, b)".to_string(),
         ("Div", 2) => "divmod_u64(a, b).q".to_string(),
         ("Mod", 2) if signed => "mod_s64(a, b)".to_string(),

@@ -80,6 +80,7 @@ impl Recorder {
             .ok_or_else(|| Error::Graph(format!("unknown reduction '{op}'")))?;
         self.check_inputs(op, &[("data", data)])?;
         check_dtype(op, "data", data.dtype())?;
+        super::elementwise::require_feature(self.context(), op, "data", data.dtype())?;
         let axes = match axes {
             Some(a) if !a.is_empty() => normalize_axes(op, data.rank(), a)?,
             _ if noop_with_empty_axes => return out.view(self, data.clone()),
@@ -120,6 +121,7 @@ impl Recorder {
         };
         self.check_inputs(op, &[("data", data)])?;
         check_dtype(op, "data", data.dtype())?;
+        super::elementwise::require_feature(self.context(), op, "data", data.dtype())?;
         let axes = normalize_axes(op, data.rank(), &[axis])?;
         if data.shape()[axes[0]] == 0 {
             return Err(Error::invalid(

@@ -294,21 +294,7 @@ impl Recorder {
         const OP: &str = "TopK";
         self.check_inputs(OP, &[("X", x)])?;
         let dtype = x.dtype();
-        let ok = [
-            DType::F32,
-            DType::F16,
-            DType::BF16,
-            DType::F64,
-            DType::I8,
-            DType::I16,
-            DType::I32,
-            DType::I64,
-            DType::U8,
-            DType::U16,
-            DType::U32,
-            DType::U64,
-        ];
-        if !ok.contains(&dtype) {
+        if dtype == DType::Bool {
             return Err(Error::invalid(
                 OP,
                 "X",

@@ -30,41 +30,39 @@ fn both(node: Node, x: HostTensor) -> (HostTensor, HostTensor) {
     (got, want)
 }
 
-/// Small integers (so sums and products stay exact in every type) or floats of mixed sign.
-fn data(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
-    let n: usize = shape.iter().product();
-    let raw = bytes(seed, n);
-    let f: Vec<f64> = raw.iter().map(|&b| (b % 7) as f64 - 2.0).collect();
-    let t = HostTensor::from_vec(shape.to_vec(), &f).unwrap();
+/// `t` cast to `dtype` by the reference's Cast.
+fn cast(t: &HostTensor, dtype: DType) -> HostTensor {
     let node = Node::new("Cast", "c").attr("to", Attr::String(dtype.name().into()));
+    let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
     let g = Graph::new()
-        .input(
-            "x",
-            DType::F64,
-            &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
-        )
-        .node(node.inputs(["x"]).outputs(["y"]))
-        .output("y");
-    run_graph(&g, &[("x".to_string(), t)], &Default::default())
-        .unwrap()
-        .remove(0)
-}
-
-fn as_f64(t: &HostTensor) -> Vec<f64> {
-    let node = Node::new("Cast", "c").attr("to", Attr::String("f64".into()));
-    let g = Graph::new()
-        .input(
-            "x",
-            t.dtype,
-            &t.shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
-        )
+        .input("x", t.dtype, &shape)
         .node(node.inputs(["x"]).outputs(["y"]))
         .output("y");
     run_graph(&g, &[("x".to_string(), t.clone())], &Default::default())
         .unwrap()
         .remove(0)
-        .to_vec::<f64>()
-        .unwrap()
+}
+
+/// Small integers (so sums and products stay exact in every type) or floats of mixed sign.
+fn data(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let f: Vec<f64> = bytes(seed, n)
+        .iter()
+        .map(|&b| (b % 7) as f64 - 2.0)
+        .collect();
+    data_from(dtype, shape, &f)
+}
+
+/// `values` as a tensor of `dtype`.
+fn data_from(dtype: DType, shape: &[usize], values: &[f64]) -> HostTensor {
+    cast(
+        &HostTensor::from_vec(shape.to_vec(), values).unwrap(),
+        dtype,
+    )
+}
+
+fn as_f64(t: &HostTensor) -> Vec<f64> {
+    cast(t, DType::F64).to_vec::<f64>().unwrap()
 }
 
 fn reductions_on(dtype: DType) {
@@ -109,7 +107,6 @@ fn reductions_on(dtype: DType) {
             let mut x = data(dtype, shape, k as u64);
             if op == "ReduceLogSum" {
                 // Sums of positive values only.
-                x = data(dtype, shape, k as u64);
                 let positive: Vec<f64> = as_f64(&x).iter().map(|v| v.abs() + 1.0).collect();
                 x = data_from(dtype, shape, &positive);
             }
@@ -164,22 +161,6 @@ fn reductions_on(dtype: DType) {
             }
         }
     }
-}
-
-fn data_from(dtype: DType, shape: &[usize], values: &[f64]) -> HostTensor {
-    let t = HostTensor::from_vec(shape.to_vec(), values).unwrap();
-    let node = Node::new("Cast", "c").attr("to", Attr::String(dtype.name().into()));
-    let g = Graph::new()
-        .input(
-            "x",
-            DType::F64,
-            &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
-        )
-        .node(node.inputs(["x"]).outputs(["y"]))
-        .output("y");
-    run_graph(&g, &[("x".to_string(), t)], &Default::default())
-        .unwrap()
-        .remove(0)
 }
 
 dtype_tests!(every_reduction, reductions_on);

@@ -1,7 +1,7 @@
 //! The CumSum kernel (`shaders/cumsum.wgsl`): running sums along one axis, one invocation per
 //! line, on the 32- and 64-bit types (the op casts 16-bit floats to f32 around it).
 
-use super::operands::{elementwise_type, specialize};
+use super::operands::element_typed;
 use super::{grid_for, Kernel};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
@@ -9,8 +9,7 @@ const CUMSUM: &str = include_str!("../../shaders/cumsum.wgsl");
 
 /// WGSL source of CumSum on `dtype`.
 pub fn cumsum_source(dtype: DType) -> String {
-    let ty = elementwise_type(dtype).unwrap_or("f32");
-    specialize(CUMSUM, &[("// ELEMENT TYPE", format!("alias T = {ty};"))])
+    element_typed(CUMSUM, dtype)
 }
 
 #[repr(C)]

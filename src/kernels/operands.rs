@@ -38,6 +38,13 @@ pub fn native_feature(dtype: DType) -> Option<(wgpu::Features, &'static str)> {
     }
 }
 
+/// `template` with its `// ELEMENT TYPE` line made `alias T = ...` of the type `dtype`
+/// computes in (the per-dtype kernels with one element type: CumSum, TopK).
+pub(crate) fn element_typed(template: &str, dtype: DType) -> String {
+    let ty = elementwise_type(dtype).unwrap_or("f32");
+    specialize(template, &[("// ELEMENT TYPE", format!("alias T = {ty};"))])
+}
+
 /// Replaces each marked line of a template (the line containing the marker) by the given text.
 /// A marker that is missing or repeated is a bug in the crate, caught by the shader tests.
 pub(crate) fn specialize(template: &str, replacements: &[(&str, String)]) -> String {

@@ -2,7 +2,7 @@
 //! sorted, with their i64 indices; one invocation per line (the op casts 16-bit floats to f32
 //! around it).
 
-use super::operands::{elementwise_type, specialize};
+use super::operands::element_typed;
 use super::{grid_for, Kernel};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
@@ -10,8 +10,7 @@ const TOPK: &str = include_str!("../../shaders/topk.wgsl");
 
 /// WGSL source of TopK on `dtype`.
 pub fn topk_source(dtype: DType) -> String {
-    let ty = elementwise_type(dtype).unwrap_or("f32");
-    specialize(TOPK, &[("// ELEMENT TYPE", format!("alias T = {ty};"))])
+    element_typed(TOPK, dtype)
 }
 
 #[repr(C)]

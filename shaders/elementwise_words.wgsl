@@ -1,22 +1,20 @@
-// Element-wise ops on every dtype, reading and writing raw 32-bit words: out[i] =
-// apply(a[ia], b[ib], c[ic]) with numpy broadcasting (stride 0 on broadcast axes). Each operand
-// is loaded into the type the op computes in (8/16-bit integers widened to 32 bits, f16 and
-// bf16 to f32, bool to u32 0/1) and the result is narrowed when stored: integers wrap, f16 and
-// bf16 round to nearest-even by integer arithmetic, so the bits do not depend on how a driver
-// converts. Outputs of 1 or 2 bytes are written a whole word per invocation (no two
-// invocations share a word; no atomics). Unary and binary ops bind an operand more than once.
+// Element-wise programs on every dtype, reading and writing raw 32-bit words: out[i] is a
+// chain of element-wise steps (one op, or several fused) over N operands read at their
+// broadcast positions (numpy rules, stride 0 on broadcast axes). Each operand is loaded into
+// the type it computes in (8/16-bit integers widened to 32 bits, f16 and bf16 to f32, bool to
+// u32 0/1); each step's result is narrowed to its dtype as a store would narrow it (integers
+// wrap, f16 and bf16 round to nearest-even by integer arithmetic), so a fused chain gives the
+// bits of its ops run one by one, whatever a driver's conversions do. Outputs of 1 or 2 bytes
+// are written a whole word per invocation (no two invocations share a word; no atomics).
 //
-// Specialized per op and dtypes by a validated substitution of the marked lines below; every
-// variant is validated with naga in the tests.
-
-alias A = f32; // A TYPE
-alias B = f32; // B TYPE
-alias C = f32; // C TYPE
-alias R = f32; // RESULT TYPE
+// Specialized per program by a validated substitution of the marked lines below; the tests
+// validate every single-op variant and many fused ones with naga.
 
 override WORKGROUP_SIZE: u32 = 64u;
 // Bytes of an output element: 1, 2, 4 or 8.
 override OUT_BYTES: u32 = 4u;
+// Operands of the program.
+const OPERANDS: u32 = 1u; // OPERAND COUNT
 
 struct Params {
     // Output elements of this dispatch.
@@ -26,20 +24,17 @@ struct Params {
     rank: u32,
     // Element index of this dispatch's output element 0 in the bound output window.
     dst_base: u32,
-    // Element offsets of the operands inside their bound windows (x, y, z: a, b, c).
-    base: vec4<u32>,
-    // Output shape and the operands' element strides, innermost axis first.
+    // Element offsets of the operands inside their bound windows (up to 8).
+    base: array<vec4<u32>, 2>,
+    // Output shape, innermost axis first.
     shape: array<vec4<u32>, 4>,
-    a_stride: array<vec4<u32>, 4>,
-    b_stride: array<vec4<u32>, 4>,
-    c_stride: array<vec4<u32>, 4>,
+    // Each operand's element strides, innermost axis first.
+    stride: array<array<vec4<u32>, 4>, OPERANDS>,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> a_words: array<u32>;
-@group(0) @binding(2) var<storage, read> b_words: array<u32>;
-@group(0) @binding(3) var<storage, read> c_words: array<u32>;
-@group(0) @binding(4) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(1) var<storage, read> w0: array<u32>; // OPERAND BINDINGS
+@group(0) @binding(2) var<storage, read_write> dst: array<u32>; // OUTPUT BINDING
 
 // BEGIN WORD HELPERS (the reduction kernel's template receives this block too)
 // Infinity and NaN made at run time: as constant expressions they are shader-creation errors
@@ -168,16 +163,13 @@ fn onnx_erf(x: f32) -> f32 {
     return select(r, -r, x < 0.0);
 }
 
-// Operand element i from its words (the marked lines are specialized per dtype).
-fn load_a(i: u32) -> A { return bitcast<f32>(a_words[i]); } // LOAD A
-fn load_b(i: u32) -> B { return bitcast<f32>(b_words[i]); } // LOAD B
-fn load_c(i: u32) -> C { return bitcast<f32>(c_words[i]); } // LOAD C
+// Operand element i from its words (the marked line is specialized per operand dtype).
+alias T0 = f32; fn load0(i: u32) -> T0 { return bitcast<f32>(w0[i]); } // LOADS
 
-// HELPERS
+// One function per step, with the aliases and helpers of its types.
+fn step0(a: f32) -> f32 { return a; } // STEPS
 
-fn apply(a: A, b: B, c: C) -> R {
-    return a + b; // EXPRESSION
-}
+alias R = f32; // RESULT TYPE
 
 // A result's bits: the low word (the low 8 or 16 bits for narrow types), and the high word of
 // 64-bit types.
@@ -185,26 +177,27 @@ fn bits(r: R) -> vec2<u32> { return vec2<u32>(bitcast<u32>(r), 0u); } // BITS
 
 // Output element `e` of this dispatch: its operands' elements, computed.
 fn compute(e: u32) -> R {
-    var rest = e;
-    var ia = params.base.x;
-    var ib = params.base.y;
-    var ic = params.base.z;
-    // One axis (same-shape operands, merged on the host): no division per element.
-    let one_axis = params.rank == 1u;
-    if one_axis {
-        ia += e * params.a_stride[0][0];
-        ib += e * params.b_stride[0][0];
-        ic += e * params.c_stride[0][0];
+    var ix: array<u32, OPERANDS>;
+    for (var j = 0u; j < OPERANDS; j++) {
+        ix[j] = params.base[j / 4u][j % 4u];
     }
-    for (var k = 0u; k < params.rank && !one_axis; k++) {
-        let n = params.shape[k / 4u][k % 4u];
-        let coord = rest % n;
-        rest /= n;
-        ia += coord * params.a_stride[k / 4u][k % 4u];
-        ib += coord * params.b_stride[k / 4u][k % 4u];
-        ic += coord * params.c_stride[k / 4u][k % 4u];
+    if params.rank == 1u {
+        // One axis (same-shape operands, merged on the host): no division per element.
+        for (var j = 0u; j < OPERANDS; j++) {
+            ix[j] += e * params.stride[j][0][0];
+        }
+    } else {
+        var rest = e;
+        for (var k = 0u; k < params.rank; k++) {
+            let n = params.shape[k / 4u][k % 4u];
+            let coord = rest % n;
+            rest /= n;
+            for (var j = 0u; j < OPERANDS; j++) {
+                ix[j] += coord * params.stride[j][k / 4u][k % 4u];
+            }
+        }
     }
-    return apply(load_a(ia), load_b(ib), load_c(ic));
+    return step0(load0(ix[0])); // PROGRAM
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

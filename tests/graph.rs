@@ -126,8 +126,8 @@ fn validation_errors_name_the_problem() {
 
 #[test]
 fn dead_values_give_their_buffers_back() {
-    // Eight Negs in a chain: each intermediate dies as soon as the next one is computed, so
-    // two buffers take turns (plus the uploaded input) instead of eight.
+    // Eight Negs in a chain, not fused: each intermediate dies as soon as the next one is
+    // computed, so two buffers take turns (plus the uploaded input) instead of eight.
     let mut g = Graph::new().input("v0", DType::F32, &[Some(1000)]);
     for k in 1..=8 {
         g = g.node(
@@ -137,7 +137,11 @@ fn dead_values_give_their_buffers_back() {
         );
     }
     let g = g.output("v8");
-    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        fuse_elementwise: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
     let session = Session::new(&ctx, g).unwrap();
     let x =
         HostTensor::from_vec(vec![1000], &(0..1000).map(|v| v as f32).collect::<Vec<_>>()).unwrap();

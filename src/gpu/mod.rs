@@ -55,6 +55,10 @@ pub struct ContextOptions {
     /// barriers, see the MatMul kernels). `None`: when the adapter is a
     /// CPU one (lavapipe, SwiftShader, WARP).
     pub cpu_kernels: Option<bool>,
+    /// Fuse chains of element-wise nodes in graphs (a Scan body's `Add -> Add -> Tanh`, say)
+    /// into one kernel each, with no intermediate tensors. `None`: yes. Off, every node is
+    /// its own dispatch (for comparisons).
+    pub fuse_elementwise: Option<bool>,
 }
 
 /// Device memory counted against [`ContextOptions::max_memory`] while a tensor's storage lives.
@@ -124,6 +128,7 @@ struct Inner {
     segment_bytes: u64,
     workgroup_size: u32,
     cpu_kernels: bool,
+    fuse_elementwise: bool,
     max_commands: u64,
     max_memory: u64,
     /// Bytes of tensor storage alive on the device (see [`MemoryLease`]).
@@ -353,6 +358,7 @@ impl Context {
                 segment_bytes,
                 workgroup_size,
                 cpu_kernels,
+                fuse_elementwise: options.fuse_elementwise.unwrap_or(true),
                 max_commands,
                 max_memory,
                 memory_in_use: Arc::default(),
@@ -482,6 +488,12 @@ impl Context {
     /// [`ContextOptions::cpu_kernels`]).
     pub fn cpu_kernels(&self) -> bool {
         self.inner.cpu_kernels
+    }
+
+    /// True when graphs fuse chains of element-wise nodes (see
+    /// [`ContextOptions::fuse_elementwise`]).
+    pub fn fuse_elementwise(&self) -> bool {
+        self.inner.fuse_elementwise
     }
 
     /// Reserves `bytes` of device memory for a tensor (released when the lease drops), or

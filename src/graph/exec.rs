@@ -4,6 +4,7 @@
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
+use super::fuse::{self, Pending};
 use super::registry::{self, OpDef};
 use super::{Attr, Graph, Node};
 use crate::{download_all, Context, DType, Error, HostTensor, Out, Recorder, Result, Tensor};
@@ -16,6 +17,8 @@ pub(crate) struct Slot {
     /// Known before the run: a constant, or computed from constants and shapes only. Small ops
     /// on such values run on the host (see [`fold`]); ops on graph inputs always run on the GPU.
     pub constant: bool,
+    /// Not recorded yet: an element-wise program its one reader fuses (see [`super::fuse`]).
+    pub pending: Option<Pending>,
 }
 
 /// Ops on constants with at most this many input elements in all are computed on the host.
@@ -28,6 +31,7 @@ impl Slot {
             host: Some(value),
             gpu: OnceCell::new(),
             constant: false,
+            pending: None,
         }
     }
     pub fn constant(value: HostTensor) -> Slot {
@@ -35,6 +39,7 @@ impl Slot {
             host: Some(value),
             gpu: OnceCell::new(),
             constant: true,
+            pending: None,
         }
     }
     pub fn gpu(value: Tensor) -> Slot {
@@ -43,17 +48,24 @@ impl Slot {
         slot
     }
     pub fn dtype_shape(&self) -> (DType, Vec<usize>) {
-        match (&self.host, self.gpu.get()) {
-            (Some(h), _) => (h.dtype, h.shape.clone()),
-            (_, Some(t)) => (t.dtype(), t.shape().to_vec()),
-            (None, None) => unreachable!("a slot holds a value"),
+        match (&self.host, self.gpu.get(), &self.pending) {
+            (Some(h), _, _) => (h.dtype, h.shape.clone()),
+            (_, Some(t), _) => (t.dtype(), t.shape().to_vec()),
+            (_, _, Some(p)) => (p.program.out(), p.shape.clone()),
+            (None, None, None) => unreachable!("a slot holds a value"),
         }
     }
 
-    /// The value on the GPU, uploaded on first use.
+    /// The value on the GPU, uploaded on first use. A pending value is recorded by
+    /// [`record_graph`] before any reader but its fusing one can see it.
     pub fn tensor(&self, ctx: &Context) -> Result<Tensor> {
         if let Some(t) = self.gpu.get() {
             return Ok(t.clone());
+        }
+        if self.pending.is_some() {
+            return Err(Error::Graph(
+                "internal: a fused value was read before it was recorded".into(),
+            ));
         }
         let t = Tensor::from_host(ctx, self.host.as_ref().expect("a slot holds a value"))?;
         Ok(self.gpu.get_or_init(|| t).clone())
@@ -242,6 +254,11 @@ pub(crate) fn record_graph(
         .iter()
         .flat_map(|n| n.outputs.iter().map(String::as_str))
         .collect();
+    let deferred = if ctx.fuse_elementwise() {
+        fuse::deferrable(graph, &keep, placements)
+    } else {
+        HashSet::new()
+    };
     for (pos, &k) in order.iter().enumerate() {
         let node = &graph.nodes[k];
         let def = registry::lookup(&node.op).expect("checked by schedule");
@@ -254,8 +271,34 @@ pub(crate) fn record_graph(
             .iter()
             .map(|i| if i.is_empty() { None } else { scope.get(i) })
             .collect();
-        let outputs: Vec<Slot> = match fold(node, def, &slots).map_err(in_node)? {
-            Some(values) => node
+        let folded = fold(node, def, &slots).map_err(in_node)?;
+        // Fusion: the node's step merged with its pending inputs' programs.
+        let mut fused = None;
+        if folded.is_none() && ctx.fuse_elementwise() && fuse::fusable(node) {
+            fused = fuse::build(&ctx, node, &slots).map_err(in_node)?;
+        }
+        let pending_inputs = slots.iter().flatten().any(|s| s.pending.is_some());
+        if fused.is_none() && pending_inputs {
+            // The merged program would be too large (or the node is not a step after all):
+            // its pending inputs are recorded, and the node starts a chain of its own.
+            materialize(rec, scope, node).map_err(in_node)?;
+            let slots: Vec<Option<&Slot>> = node
+                .inputs
+                .iter()
+                .map(|i| if i.is_empty() { None } else { scope.get(i) })
+                .collect();
+            if ctx.fuse_elementwise() && fuse::fusable(node) {
+                fused = fuse::build(&ctx, node, &slots).map_err(in_node)?;
+            }
+        }
+        let slots: Vec<Option<&Slot>> = node
+            .inputs
+            .iter()
+            .map(|i| if i.is_empty() { None } else { scope.get(i) })
+            .collect();
+        let mut leaves = Vec::new();
+        let outputs: Vec<Slot> = match (folded, fused) {
+            (Some(values), _) => node
                 .outputs
                 .iter()
                 .zip(values)
@@ -268,7 +311,22 @@ pub(crate) fn record_graph(
                     None => Ok(Slot::constant(value)),
                 })
                 .collect::<Result<_>>()?,
-            None => {
+            (None, Some(p)) if deferred.contains(&node.outputs[0]) => vec![Slot {
+                pending: Some(p),
+                ..Slot::default()
+            }],
+            (None, Some(p)) if p.program.steps().len() > 1 => {
+                let name = &node.outputs[0];
+                let out = match placements.get(name) {
+                    Some(t) => Out::into(name, t),
+                    None => Out::NEW,
+                };
+                let refs: Vec<&Tensor> = p.leaves.iter().map(|(_, t)| t).collect();
+                let t = rec.program_to(&p.program, &refs, out).map_err(in_node)?;
+                leaves = p.leaves;
+                vec![Slot::gpu(t)]
+            }
+            (None, _) => {
                 let args = NodeArgs {
                     ctx: &ctx,
                     node,
@@ -304,6 +362,28 @@ pub(crate) fn record_graph(
                 if let Some(t) = slot.gpu.into_inner() {
                     rec.release(t);
                 }
+            }
+        }
+        // The fused program's own references: buffers no live value holds go back now.
+        for (_, t) in leaves {
+            rec.release(t);
+        }
+    }
+    Ok(())
+}
+
+/// Records the pending values among `node`'s inputs (their programs into tensors of their own).
+fn materialize(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<()> {
+    for name in &node.inputs {
+        let Some(slot) = scope.slots.get_mut(name) else {
+            continue;
+        };
+        if let Some(p) = slot.pending.take() {
+            let refs: Vec<&Tensor> = p.leaves.iter().map(|(_, t)| t).collect();
+            let t = rec.program_to(&p.program, &refs, Out::NEW)?;
+            let _ = slot.gpu.set(t);
+            for (_, t) in p.leaves {
+                rec.release(t);
             }
         }
     }

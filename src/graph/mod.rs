@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use crate::{DType, Error, HostTensor, Result};
 
 pub(crate) mod exec;
+pub(crate) mod fuse;
 pub mod json;
 pub(crate) mod registry;
 pub(crate) mod scan;

@@ -15,6 +15,7 @@ pub mod gather;
 pub mod gather_index;
 pub mod matmul;
 pub mod operands;
+pub mod program;
 pub mod reduce;
 pub mod scan_step;
 pub mod topk;
@@ -71,13 +72,6 @@ const TWO_BUFFERS: &[Binding] = &[
     Binding::StorageRead,
     Binding::StorageReadWrite,
 ];
-const FOUR_BUFFERS: &[Binding] = &[
-    Binding::Uniform,
-    Binding::StorageRead,
-    Binding::StorageRead,
-    Binding::StorageRead,
-    Binding::StorageReadWrite,
-];
 const THREE_BUFFERS: &[Binding] = &[
     Binding::Uniform,
     Binding::StorageRead,
@@ -125,6 +119,12 @@ pub enum Kernel {
         out: DType,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
+        workgroup_size: u32,
+    },
+    /// `elementwise_words.wgsl` computing a chain of element-wise ops fused into one
+    /// program (see [`program::Program`]).
+    Fused {
+        program: &'static program::Program,
         workgroup_size: u32,
     },
     /// `gather_index.wgsl`: ONNX Gather of elements of 1, 2, 4 or 8 bytes by i32 or i64
@@ -295,7 +295,7 @@ impl Kernel {
             Kernel::Gather { .. } => "strided_gather.wgsl",
             Kernel::BlockRemap { .. } => "block_remap.wgsl",
             Kernel::Elementwise { .. } | Kernel::Cast { .. } => "elementwise.wgsl",
-            Kernel::Words { .. } => "elementwise_words.wgsl",
+            Kernel::Words { .. } | Kernel::Fused { .. } => "elementwise_words.wgsl",
             Kernel::Reduce { .. } => "reduce.wgsl",
             Kernel::CumSum { .. } => "cumsum.wgsl",
             Kernel::TopK { .. } => "topk.wgsl",
@@ -335,6 +335,7 @@ impl Kernel {
                 emulate64,
                 ..
             } => words::words_source(op, &operands[..usize::from(arity)], out, emulate64).into(),
+            Kernel::Fused { program, .. } => program.source().into(),
             Kernel::Reduce { op, input, .. } => reduce::reduce_source(op, input).into(),
             Kernel::CumSum { dtype, .. } => cumsum::cumsum_source(dtype).into(),
             Kernel::TopK { dtype, .. } => topk::topk_source(dtype).into(),
@@ -376,6 +377,13 @@ impl Kernel {
             } => vec![
                 ("WORKGROUP_SIZE", workgroup_size),
                 ("OUT_BYTES", out.size() as u32),
+            ],
+            Kernel::Fused {
+                program,
+                workgroup_size,
+            } => vec![
+                ("WORKGROUP_SIZE", workgroup_size),
+                ("OUT_BYTES", program.out().size() as u32),
             ],
             Kernel::ScanCounter => Vec::new(),
             Kernel::TopK {
@@ -438,6 +446,7 @@ impl Kernel {
                 emulate64,
                 ..
             } => words::words_features(&operands[..usize::from(arity)], out, emulate64),
+            Kernel::Fused { program, .. } => program.features(),
             Kernel::Reduce { input, .. } => reduce::reduce_features(input),
             Kernel::CumSum { dtype, .. } | Kernel::TopK { dtype, .. } => {
                 operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
@@ -503,6 +512,9 @@ impl KernelSpec for Kernel {
                 )
                 .into()
             }
+            Kernel::Fused { program, .. } => {
+                format!("elementwise_words.wgsl fused {}", program.describe()).into()
+            }
             Kernel::MatMul { dtype, .. } => format!("matmul.wgsl {dtype}").into(),
             Kernel::Reduce { op, input, .. } => format!("reduce.wgsl {op} {input}").into(),
             Kernel::CumSum { dtype, .. } => format!("cumsum.wgsl {dtype}").into(),
@@ -538,7 +550,8 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
                 Binding::StorageReadWrite,
             ],
-            Kernel::Words { .. } => FOUR_BUFFERS,
+            Kernel::Words { arity, .. } => program::operand_bindings(usize::from(*arity)),
+            Kernel::Fused { program, .. } => program.bindings(),
             _ => THREE_BUFFERS,
         }
     }

@@ -5,13 +5,13 @@
 //! rounded to nearest-even), operands of different dtypes (`Where`, comparisons, `Pow` with an
 //! exponent of another type), and `Cast` between all 13 dtypes.
 
-use super::elementwise::{broadcast_strides, cast_expression, lookup};
-use super::operands::{bind_windows, layout_of, native_feature, specialize, too_many};
-use super::windows::{element_beyond_window, room, Walk};
-use super::{grid_for, Kernel, MAX_RANK};
-use crate::{DType, Error, Recorder, Result, Tensor};
+use super::elementwise::{cast_expression, lookup};
+use super::operands::native_feature;
+use super::program::Program;
+use super::Kernel;
+use crate::{DType, Recorder, Result, Tensor};
 
-const WORDS: &str = include_str!("../../shaders/elementwise_words.wgsl");
+pub(crate) const WORDS: &str = include_str!("../../shaders/elementwise_words.wgsl");
 /// f64 exp, log, tanh, sigmoid and pow written out (Vulkan has none): helpers of the f64
 /// variants only, since a module with f64 in it needs wgpu's `SHADER_F64`.
 pub(crate) const F64_MATH: &str = include_str!("../../shaders/f64_math.inc");
@@ -817,64 +817,15 @@ pub fn variants() -> Vec<(&'static str, [DType; 3], u8, DType, bool)> {
     out
 }
 
-/// WGSL source of the word kernel for `name` on `dtypes` (one to three operands) to `out`.
-pub fn words_source(name: &str, dtypes: &[DType], out: DType, emulate64: bool) -> String {
-    let e = if emulate64 {
-        emulated_expression(name, dtypes, out)
-    } else {
-        word_expression(name, dtypes, out)
-    }
-    .unwrap_or(Expr {
-        helpers: String::new(),
-        expression: "R(a)".into(),
+/// WGSL source of the word kernel for `name` on `dtypes` (one to three operands) to `out`:
+/// the program of that one step.
+pub fn words_source(name: &'static str, dtypes: &[DType], out: DType, emulate64: bool) -> String {
+    let program = Program::single(name, dtypes, out, emulate64).unwrap_or_else(|| {
+        // Not defined there: a program that only converts operand 0 (never dispatched; the
+        // tables list only defined variants).
+        Program::single("Cast", &dtypes[..1], out, false).expect("every Cast is defined")
     });
-    let pair = |d: DType| emulate64 && matches!(d, DType::I64 | DType::U64);
-    let ty = |d: DType| {
-        if pair(d) {
-            "vec2<u32>"
-        } else {
-            Class::of(d).wgsl()
-        }
-    };
-    let operand = |k: usize| dtypes.get(k).copied().unwrap_or(dtypes[0]);
-    let mut replacements = Vec::new();
-    for (k, (marker_type, marker_load, buffer, var)) in [
-        ("// A TYPE", "// LOAD A", "a_words", "a"),
-        ("// B TYPE", "// LOAD B", "b_words", "b"),
-        ("// C TYPE", "// LOAD C", "c_words", "c"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let d = operand(k);
-        replacements.push((
-            marker_type,
-            format!("alias {} = {};", var.to_uppercase(), ty(d)),
-        ));
-        let load = if pair(d) {
-            format!("vec2<u32>({buffer}[2u * i], {buffer}[2u * i + 1u])")
-        } else {
-            load_expression(d, buffer)
-        };
-        replacements.push((
-            marker_load,
-            format!(
-                "fn load_{var}(i: u32) -> {} {{ return {load}; }}",
-                var.to_uppercase()
-            ),
-        ));
-    }
-    replacements.push(("// RESULT TYPE", format!("alias R = {};", ty(out))));
-    replacements.push(("// HELPERS", e.helpers));
-    replacements.push(("// EXPRESSION", format!("    return {};", e.expression)));
-    replacements.push((
-        "// BITS",
-        format!(
-            "fn bits(r: R) -> vec2<u32> {{ return {}; }}",
-            if pair(out) { "r" } else { bits_expression(out) }
-        ),
-    ));
-    specialize(WORDS, &replacements)
+    program.source()
 }
 
 /// The wgpu features a word kernel on these dtypes needs (none for i64/u64 when emulated).
@@ -895,20 +846,6 @@ pub fn words_features(dtypes: &[DType], out: DType, emulate64: bool) -> wgpu::Fe
     f
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct WordsParams {
-    count: u32,
-    units: u32,
-    rank: u32,
-    dst_base: u32,
-    base: [u32; 4],
-    shape: [u32; MAX_RANK],
-    a_stride: [u32; MAX_RANK],
-    b_stride: [u32; MAX_RANK],
-    c_stride: [u32; MAX_RANK],
-}
-
 impl Recorder {
     /// Records `out = op(inputs...)` (one to three operands, numpy broadcasting) with the word
     /// kernel. The op must be defined on these dtypes (checked by the caller).
@@ -918,105 +855,22 @@ impl Recorder {
         inputs: &[&Tensor],
         out: &Tensor,
     ) -> Result<()> {
-        let count = out.numel() as u64;
-        if count == 0 {
-            return Ok(());
-        }
-        if count > u64::from(u32::MAX) {
-            return Err(too_many(op, "the output", count));
-        }
-        let rank = out.rank();
-        if rank > MAX_RANK {
-            return Err(Error::invalid(
-                op,
-                "A",
-                format!("rank {rank} exceeds {MAX_RANK}"),
-            ));
-        }
-        let operands: [&Tensor; 3] = [
-            inputs[0],
-            inputs.get(1).copied().unwrap_or(inputs[0]),
-            inputs.get(2).copied().unwrap_or(inputs[0]),
-        ];
-        let mut dtypes = [DType::F32; 3];
-        for (d, t) in dtypes.iter_mut().zip(inputs) {
+        let mut operands = [DType::F32; 3];
+        for (d, t) in operands.iter_mut().zip(inputs) {
             *d = t.dtype();
         }
-        let ctx = self.context().clone();
         let all: Vec<DType> = inputs.iter().map(|t| t.dtype()).collect();
+        let ctx = self.context();
         let emulate64 =
             uses_int64(&all, out.dtype()) && !ctx.features().contains(wgpu::Features::SHADER_INT64);
         let kernel = Kernel::Words {
             op,
-            operands: dtypes,
+            operands,
             arity: inputs.len() as u8,
             out: out.dtype(),
             emulate64,
             workgroup_size: ctx.workgroup_size(),
         };
-        let pipeline = ctx.pipeline(&kernel)?;
-
-        let tensors = [operands[0], operands[1], operands[2], out];
-        // Windows are cut in whole words: sub-word elements are counted as bytes of a word.
-        let elems: Vec<u64> = tensors.iter().map(|t| t.dtype().size() as u64).collect();
-        let elem = elems.iter().copied().max().unwrap_or(4);
-        let storages: Vec<&crate::storage::Storage> =
-            tensors.iter().map(|t| &**t.storage()).collect();
-        let strides: Vec<Vec<u64>> = operands
-            .iter()
-            .map(|t| broadcast_strides(t.shape(), out.shape()))
-            .collect();
-        let os = crate::host::c_strides(out.shape());
-        let walk = Walk {
-            lens: out.shape().iter().map(|&d| d as u64).collect(),
-            steps: (0..rank)
-                .map(|k| vec![strides[0][k], strides[1][k], strides[2][k], os[k]])
-                .collect(),
-            bases: vec![0; 4],
-            extents: vec![1; 4],
-        }
-        .merged();
-        let limit = ctx.binding_limit();
-        let align = ctx.window_alignment(op, elem)?;
-        let (whole, segments) = layout_of(&storages, limit, &elems);
-        let walks = if whole {
-            vec![walk]
-        } else {
-            walk.split(room(limit, align, elem), &segments)
-                .ok_or_else(|| element_beyond_window(op, elem, align, limit))?
-        };
-        let lanes = (4 / out.dtype().size()).max(1) as u64;
-        for w in walks {
-            let (firsts, bindings) = bind_windows(&storages, &w, whole, align, &elems);
-            let n = w.count();
-            let dst_base = firsts[3];
-            let units = if lanes > 1 {
-                (dst_base + n - 1) / lanes - dst_base / lanes + 1
-            } else {
-                n
-            };
-            let mut params = WordsParams {
-                count: n as u32,
-                units: units as u32,
-                rank: w.lens.len() as u32,
-                dst_base: dst_base as u32,
-                base: [firsts[0] as u32, firsts[1] as u32, firsts[2] as u32, 0],
-                shape: [1; MAX_RANK],
-                a_stride: [0; MAX_RANK],
-                b_stride: [0; MAX_RANK],
-                c_stride: [0; MAX_RANK],
-            };
-            let r = w.lens.len();
-            for k in 0..r {
-                let j = r - 1 - k; // innermost first
-                params.shape[k] = w.lens[j] as u32;
-                params.a_stride[k] = w.steps[j][0] as u32;
-                params.b_stride[k] = w.steps[j][1] as u32;
-                params.c_stride[k] = w.steps[j][2] as u32;
-            }
-            let grid = grid_for(&ctx, op, units, ctx.workgroup_size())?;
-            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
-        }
-        Ok(())
+        self.program_into(op, kernel, inputs, out)
     }
 }

@@ -5,6 +5,7 @@
 use super::broadcast_shape;
 pub use crate::kernels::elementwise::{cast_expression, lookup, ElementwiseOp, OPS};
 use crate::kernels::operands::{elementwise_type, native_feature};
+pub use crate::kernels::program::{Arg, Program, Step, MAX_OPERANDS, MAX_STEPS};
 pub use crate::kernels::words::{
     emulated_expression, result_dtype, uses_int64, word_expression, word_op, WordOp, WORD_OPS,
 };
@@ -90,6 +91,60 @@ impl Recorder {
             Some(t) => self.elementwise_into(t.name, inputs[0], inputs[arity - 1], &out)?,
             None => self.words_into(op, inputs, &out)?,
         }
+        Ok(out)
+    }
+
+    /// Records `out = program(inputs...)`: a chain of element-wise ops (see [`Program`])
+    /// fused into one kernel, with numpy broadcasting across the inputs and no intermediate
+    /// tensors. Each step's result is narrowed to its dtype as if stored, so the output has
+    /// the bits of the ops recorded one by one (up to a driver contracting float `a * b + c`).
+    pub fn program_to(&mut self, program: &Program, inputs: &[&Tensor], out: Out) -> Result<Tensor> {
+        let op = program.steps().last().map_or("Fused", |s| s.op);
+        if inputs.len() != program.operands().len() {
+            return Err(Error::invalid(
+                op,
+                "inputs",
+                format!(
+                    "the program reads {} operands but {} inputs are given",
+                    program.operands().len(),
+                    inputs.len()
+                ),
+            ));
+        }
+        for (k, (t, &d)) in inputs.iter().zip(program.operands()).enumerate() {
+            let name = format!("input {k}");
+            self.check_inputs(op, &[(name.as_str(), t)])?;
+            if t.dtype() != d {
+                return Err(Error::invalid(
+                    op,
+                    name,
+                    format!("input {k} is {} but the program reads {d}", t.dtype()),
+                ));
+            }
+        }
+        let ctx = self.context().clone();
+        let missing = program.features() - ctx.features();
+        if !missing.is_empty() {
+            return Err(Error::invalid(
+                op,
+                "inputs",
+                format!(
+                    "the program needs wgpu's {missing:?}, which {} does not offer here",
+                    ctx.adapter_info().name
+                ),
+            ));
+        }
+        let mut shape: Vec<usize> = Vec::new();
+        for t in inputs {
+            shape = broadcast_shape(op, &shape, t.shape())?;
+        }
+        super::check_rank(op, &shape)?;
+        let out = out.tensor(self, program.out(), &shape)?;
+        let kernel = crate::kernels::Kernel::Fused {
+            program: crate::kernels::program::intern(program.clone()),
+            workgroup_size: ctx.workgroup_size(),
+        };
+        self.program_into(op, kernel, inputs, &out)?;
         Ok(out)
     }
 

@@ -1,0 +1,262 @@
+//! Fusion of element-wise chains while a graph is recorded: a node whose one output is read
+//! only by one element-wise node is not recorded; its value stays a [`Pending`] program over
+//! the tensors it reads, and the reader records the merged program as one kernel (a Scan
+//! body's `Add -> Add -> Add -> Tanh` is one dispatch, with no intermediate tensors). Graph
+//! outputs, a Scan body's states and values read by several nodes are always recorded.
+
+use std::collections::{HashMap, HashSet};
+
+use super::exec::Slot;
+use super::{Attr, Graph, Node};
+use crate::ops::elementwise::{lookup, word_op, Arg, Program, MAX_OPERANDS};
+use crate::{Context, DType, HostTensor, Result, Tensor};
+
+/// A node's value not recorded yet: the program computing it from `leaves` (by value name;
+/// constants a node made have none) and its shape.
+#[derive(Clone)]
+pub(crate) struct Pending {
+    pub program: Program,
+    pub leaves: Vec<(Option<String>, Tensor)>,
+    pub shape: Vec<usize>,
+}
+
+/// Where an operand of a node's step comes from.
+enum Source {
+    /// The node's input `i`.
+    Input(usize),
+    /// A constant the node supplies (Clip's absent bounds).
+    Constant(HostTensor),
+}
+
+/// Whether a node may compute as one element-wise step (by its op and inputs; whether its
+/// dtypes allow it is known when it is recorded).
+pub(crate) fn fusable(node: &Node) -> bool {
+    if node.outputs.len() != 1 || node.outputs[0].is_empty() {
+        return false;
+    }
+    let n = node.inputs.len();
+    match node.op.as_str() {
+        "Cast" | "CastLike" | "Mod" | "Clip" => true,
+        "Sum" | "Max" | "Min" => n == 2,
+        "FMod" => false,
+        op => lookup(op).is_some() || word_op(op).is_some(),
+    }
+}
+
+/// The values to leave pending: produced by a fusable node and read by exactly one node,
+/// which is fusable and reads it as an input; never a value in `keep` (the graph's outputs)
+/// or with a placement (a Scan body's state, written in place).
+pub(crate) fn deferrable(
+    graph: &Graph,
+    keep: &HashSet<&str>,
+    placements: &HashMap<String, Tensor>,
+) -> HashSet<String> {
+    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
+    let reads: Vec<Vec<String>> = graph.nodes.iter().map(Node::reads).collect();
+    for (k, names) in reads.iter().enumerate() {
+        let mut seen = HashSet::new();
+        for name in names {
+            if seen.insert(name.as_str()) {
+                readers.entry(name.as_str()).or_default().push(k);
+            }
+        }
+    }
+    let mut out = HashSet::new();
+    for node in graph.nodes.iter().filter(|n| fusable(n)) {
+        let v = node.outputs[0].as_str();
+        if keep.contains(v) || placements.contains_key(v) {
+            continue;
+        }
+        if let Some([reader]) = readers.get(v).map(Vec::as_slice) {
+            let reader = &graph.nodes[*reader];
+            if fusable(reader) && reader.inputs.iter().any(|i| i == v) {
+                out.insert(v.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The node as one step: its op as the word kernel names it, its operands, and Cast's target.
+/// `None` where the node is anything else (it then runs, and is checked, as usual).
+fn as_step(
+    node: &Node,
+    slots: &[Option<&Slot>],
+) -> Option<(&'static str, Vec<Source>, Option<DType>)> {
+    let n = node.inputs.len();
+    let present = |i: usize| slots.get(i).copied().flatten().is_some();
+    let dtype = |i: usize| Some(slots.get(i).copied().flatten()?.dtype_shape().0);
+    let all = |count: usize| -> Option<Vec<Source>> {
+        (n == count && (0..n).all(present)).then(|| (0..n).map(Source::Input).collect())
+    };
+    let no_attrs = node.attrs.is_empty();
+    match node.op.as_str() {
+        "Cast" => {
+            let to = match node.attrs.get("to") {
+                Some(Attr::String(s)) => DType::from_name(s)?,
+                _ => return None,
+            };
+            Some(("Cast", all(1)?, Some(to)))
+        }
+        "CastLike" => Some(("Cast", vec![Source::Input(0)], Some(dtype(1)?))).filter(|_| n == 2 && present(0)),
+        "Mod" => {
+            let fmod = match node.attrs.get("fmod") {
+                None => false,
+                Some(Attr::Int(v)) => *v != 0,
+                Some(_) => return None,
+            };
+            Some((if fmod { "FMod" } else { "Mod" }, all(2)?, None))
+        }
+        "Clip" => {
+            if !present(0) {
+                return None;
+            }
+            let x = dtype(0)?;
+            let mut sources = vec![Source::Input(0)];
+            for (k, (name, none)) in [("min", f64::NEG_INFINITY), ("max", f64::INFINITY)]
+                .into_iter()
+                .enumerate()
+            {
+                if n > k + 1 && present(k + 1) {
+                    sources.push(Source::Input(k + 1));
+                    continue;
+                }
+                let v = match node.attrs.get(name) {
+                    Some(Attr::Float(v)) => *v,
+                    None => none,
+                    Some(_) => return None,
+                };
+                let v = HostTensor::from_vec(Vec::new(), &[v]).ok()?;
+                sources.push(Source::Constant(crate::reference::cast_host(&v, x).ok()?));
+            }
+            Some(("Clip", sources, None))
+        }
+        "Sum" if no_attrs => Some(("Add", all(2)?, None)),
+        op if no_attrs => {
+            let (name, arity) = match (word_op(op), lookup(op)) {
+                (Some(w), _) => (w.name, w.inputs),
+                (None, Some(t)) => (t.name, 1 + usize::from(t.binary)),
+                _ => return None,
+            };
+            Some((name, all(arity)?, None))
+        }
+        _ => None,
+    }
+}
+
+/// Builds the program of `node` on its inputs, merging the programs of pending ones: `None`
+/// where the node is not one step on these dtypes, this adapter cannot run it, shapes do not
+/// broadcast, or the merged program would read more than [`MAX_OPERANDS`] tensors (the node
+/// then runs as usual, after its pending inputs are recorded).
+pub(crate) fn build(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Result<Option<Pending>> {
+    let Some((op, sources, to)) = as_step(node, slots) else {
+        return Ok(None);
+    };
+    let emulate64 = !ctx.features().contains(wgpu::Features::SHADER_INT64);
+    let mut merged = Merge {
+        program: Program::new(Vec::new(), emulate64),
+        leaves: Vec::new(),
+        shape: Vec::new(),
+        results: HashMap::new(),
+    };
+    let mut args = Vec::new();
+    for source in sources {
+        let arg = match source {
+            Source::Input(i) => {
+                let name = &node.inputs[i];
+                let slot = slots[i].expect("as_step checked the input");
+                match merged.input(ctx, name, slot)? {
+                    Some(a) => a,
+                    None => return Ok(None),
+                }
+            }
+            Source::Constant(h) => {
+                let t = Tensor::from_host(ctx, &h)?;
+                match merged.leaf(None, t) {
+                    Some(a) => a,
+                    None => return Ok(None),
+                }
+            }
+        };
+        args.push(arg);
+    }
+    if merged.program.push(op, args, to.unwrap_or(DType::F32)).is_none()
+        || !ctx.features().contains(merged.program.features())
+        || crate::ops::check_rank(op, &merged.shape).is_err()
+    {
+        return Ok(None);
+    }
+    Ok(Some(Pending {
+        program: merged.program,
+        leaves: merged.leaves,
+        shape: merged.shape,
+    }))
+}
+
+/// A program being assembled from a node's inputs.
+struct Merge {
+    program: Program,
+    leaves: Vec<(Option<String>, Tensor)>,
+    shape: Vec<usize>,
+    /// Inputs already merged, by name (a node reading one value twice merges it once).
+    results: HashMap<String, Arg>,
+}
+
+impl Merge {
+    /// The argument standing for input `name`: its pending program's steps appended, or a leaf.
+    fn input(&mut self, ctx: &Context, name: &str, slot: &Slot) -> Result<Option<Arg>> {
+        if let Some(&a) = self.results.get(name) {
+            return Ok(Some(a));
+        }
+        let arg = match &slot.pending {
+            Some(p) => self.append(p),
+            None => {
+                let t = slot.tensor(ctx)?;
+                self.leaf(Some(name.to_string()), t)
+            }
+        };
+        if let Some(a) = arg {
+            self.results.insert(name.to_string(), a);
+        }
+        Ok(arg)
+    }
+
+    /// A tensor the program reads (the same named value is read once).
+    fn leaf(&mut self, name: Option<String>, tensor: Tensor) -> Option<Arg> {
+        if let Some(k) = name
+            .as_ref()
+            .and_then(|n| self.leaves.iter().position(|(m, _)| m.as_ref() == Some(n)))
+        {
+            return Some(Arg::Operand(k as u8));
+        }
+        if self.leaves.len() >= MAX_OPERANDS {
+            return None;
+        }
+        self.shape = crate::ops::broadcast_shape("Fused", &self.shape, tensor.shape()).ok()?;
+        let k = self.program.add_operand(tensor.dtype());
+        self.leaves.push((name, tensor));
+        Some(k)
+    }
+
+    /// Appends a pending program's steps (its leaves become this program's operands).
+    fn append(&mut self, p: &Pending) -> Option<Arg> {
+        let mut operands = Vec::with_capacity(p.leaves.len());
+        for (name, t) in &p.leaves {
+            operands.push(self.leaf(name.clone(), t.clone())?);
+        }
+        let first = self.program.steps().len();
+        let mut last = None;
+        for step in p.program.steps() {
+            let args = step
+                .args
+                .iter()
+                .map(|&a| match a {
+                    Arg::Operand(k) => operands[usize::from(k)],
+                    Arg::Step(k) => Arg::Step((first + usize::from(k)) as u8),
+                })
+                .collect();
+            last = Some(self.program.push(step.op, args, step.out)?);
+        }
+        last
+    }
+}

@@ -1,0 +1,532 @@
+//! Element-wise programs for the word kernel (`shaders/elementwise_words.wgsl`): a chain of
+//! element-wise steps over up to [`MAX_OPERANDS`] operands, each step an op of the word
+//! kernel's tables on earlier steps or operands. One op is a program of one step; a chain of
+//! ops in a graph (a Scan body's `Add -> Add -> Tanh`, say) is one program, one dispatch, with
+//! no intermediate tensor. Each step's result is narrowed to its dtype as storing it would
+//! narrow it, so a fused chain gives the bits its ops give one by one.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use super::elementwise::broadcast_strides;
+use super::operands::{bind_windows, layout_of, specialize, too_many};
+use super::windows::{element_beyond_window, room, Walk};
+use super::words::{
+    bits_expression, emulated_expression, load_expression, result_dtype, uses_int64,
+    word_expression, words_features, Class, Expr, WORDS,
+};
+use super::{grid_for, Kernel, MAX_RANK};
+use crate::gpu::Binding;
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+/// The most operands a program reads: 8 storage buffers per shader stage is WebGPU's default
+/// limit, and the output takes one.
+pub const MAX_OPERANDS: usize = 7;
+/// The most steps of one program (longer chains are split): bounds the shader's size and its
+/// compile time.
+pub const MAX_STEPS: usize = 24;
+
+/// What a step reads: an operand of the program or the result of an earlier step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arg {
+    Operand(u8),
+    Step(u8),
+}
+
+/// One element-wise op of a program: `op` (as [`word_expression`] names it: `Add`, `FMod`,
+/// `Cast`, ...) on one to three arguments, giving `out`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Step {
+    pub op: &'static str,
+    pub args: Vec<Arg>,
+    pub out: DType,
+}
+
+/// A chain of element-wise steps over operands of the given dtypes; the last step's result is
+/// the output. Build it with [`Program::new`] and [`Program::push`], which check each step.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Program {
+    operands: Vec<DType>,
+    steps: Vec<Step>,
+    /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+    emulate64: bool,
+}
+
+impl Program {
+    /// An empty program over `operands`; `emulate64`: i64 and u64 values are emulated on u32
+    /// pairs (the adapter lacks `SHADER_INT64`).
+    pub fn new(operands: Vec<DType>, emulate64: bool) -> Program {
+        Program {
+            operands,
+            steps: Vec::new(),
+            emulate64,
+        }
+    }
+
+    /// The program of one op on operands `0..dtypes.len()`, or `None` where the op is not
+    /// defined on them.
+    pub fn single(
+        op: &'static str,
+        dtypes: &[DType],
+        out: DType,
+        emulate64: bool,
+    ) -> Option<Program> {
+        let mut p = Program::new(dtypes.to_vec(), emulate64);
+        let args = (0..dtypes.len()).map(|k| Arg::Operand(k as u8)).collect();
+        p.push(op, args, out)?;
+        Some(p)
+    }
+
+    /// Adds an operand of `dtype` and returns it as an argument.
+    pub fn add_operand(&mut self, dtype: DType) -> Arg {
+        self.operands.push(dtype);
+        Arg::Operand((self.operands.len() - 1) as u8)
+    }
+
+    pub fn operands(&self) -> &[DType] {
+        &self.operands
+    }
+
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    pub fn emulate64(&self) -> bool {
+        self.emulate64
+    }
+
+    /// The dtype of the output (the last step's).
+    pub fn out(&self) -> DType {
+        self.steps.last().map_or(self.operands[0], |s| s.out)
+    }
+
+    /// The dtype an argument has.
+    pub fn dtype_of(&self, arg: Arg) -> DType {
+        match arg {
+            Arg::Operand(k) => self.operands[usize::from(k)],
+            Arg::Step(k) => self.steps[usize::from(k)].out,
+        }
+    }
+
+    /// Appends `op` on `args` (its result dtype is `out` for Cast, else the op's own) and
+    /// returns its result as an argument of later steps; `None` (the program unchanged) where
+    /// the op is not defined on those dtypes, on this path, or the program would be too long.
+    pub fn push(&mut self, op: &'static str, args: Vec<Arg>, out: DType) -> Option<Arg> {
+        if self.steps.len() >= MAX_STEPS
+            || args.is_empty()
+            || args.len() > 3
+            || args.iter().any(|&a| match a {
+                Arg::Operand(k) => usize::from(k) >= self.operands.len(),
+                Arg::Step(k) => usize::from(k) >= self.steps.len(),
+            })
+        {
+            return None;
+        }
+        let dtypes: Vec<DType> = args.iter().map(|&a| self.dtype_of(a)).collect();
+        let out = if op == "Cast" {
+            out
+        } else {
+            result_dtype(op, &dtypes)
+        };
+        let step = Step { op, args, out };
+        self.expression(&step)?;
+        // Emulated i64 cannot meet f64, whose values are assembled with native u64.
+        if self.emulate64 && dtypes.iter().chain([&out]).any(|&d| d == DType::F64) {
+            return None;
+        }
+        self.steps.push(step);
+        Some(Arg::Step((self.steps.len() - 1) as u8))
+    }
+
+    /// The WGSL of a step on this program's path.
+    fn expression(&self, step: &Step) -> Option<Expr> {
+        let dtypes: Vec<DType> = step.args.iter().map(|&a| self.dtype_of(a)).collect();
+        if self.emulate64 && uses_int64(&dtypes, step.out) {
+            emulated_expression(step.op, &dtypes, step.out)
+        } else {
+            word_expression(step.op, &dtypes, step.out)
+        }
+    }
+
+    /// Every dtype the program's values have.
+    fn dtypes(&self) -> impl Iterator<Item = DType> + '_ {
+        self.operands
+            .iter()
+            .copied()
+            .chain(self.steps.iter().map(|s| s.out))
+    }
+
+    /// The WGSL type a value of `dtype` has in this program.
+    fn wgsl_type(&self, dtype: DType) -> &'static str {
+        if self.emulate64 && matches!(dtype, DType::I64 | DType::U64) {
+            "vec2<u32>"
+        } else {
+            Class::of(dtype).wgsl()
+        }
+    }
+
+    /// The wgpu features the program's shader needs.
+    pub fn features(&self) -> wgpu::Features {
+        let all: Vec<DType> = self.dtypes().collect();
+        words_features(&all, self.out(), self.emulate64)
+    }
+
+    /// The layout the program binds: its parameters, one read-only buffer per operand, the
+    /// output.
+    pub fn bindings(&self) -> &'static [Binding] {
+        operand_bindings(self.operands.len())
+    }
+
+    /// The program's WGSL module.
+    pub fn source(&self) -> String {
+        let n = self.operands.len();
+        let mut bindings = String::new();
+        let mut loads = String::new();
+        for (k, &d) in self.operands.iter().enumerate() {
+            bindings.push_str(&format!(
+                "@group(0) @binding({}) var<storage, read> w{k}: array<u32>;\n",
+                k + 1
+            ));
+            let buffer = format!("w{k}");
+            let load = if self.wgsl_type(d) == "vec2<u32>" {
+                format!("vec2<u32>({buffer}[2u * i], {buffer}[2u * i + 1u])")
+            } else {
+                load_expression(d, &buffer)
+            };
+            loads.push_str(&format!(
+                "alias T{k} = {};\nfn load{k}(i: u32) -> T{k} {{ return {load}; }}\n",
+                self.wgsl_type(d)
+            ));
+        }
+        let mut steps = String::new();
+        let mut shared: Vec<String> = Vec::new();
+        let mut program = String::new();
+        for k in 0..n {
+            program.push_str(&format!("    let o{k} = load{k}(ix[{k}]);\n"));
+        }
+        let last = self.steps.len().saturating_sub(1);
+        for (k, step) in self.steps.iter().enumerate() {
+            let e = self.expression(step).unwrap_or(Expr {
+                helpers: String::new(),
+                expression: "R(a)".into(),
+            });
+            let helpers = strip_comments(&e.helpers);
+            let mut expression = e.expression;
+            let suffix = format!("_{k}");
+            let aliases = ["A", "B", "C", "R"];
+            if has_tokens(&helpers, &aliases) {
+                // Helpers written for the step's types: a copy of their own per step, their
+                // functions and the type aliases renamed.
+                let mut names: Vec<String> = defined_functions(&helpers);
+                names.extend(aliases.iter().map(|s| s.to_string()));
+                steps.push_str(&rename(&helpers, &names, &suffix));
+                steps.push('\n');
+                expression = rename(&expression, &names, &suffix);
+            } else {
+                if !helpers.trim().is_empty() && !shared.contains(&helpers) {
+                    shared.push(helpers);
+                }
+                expression = rename(&expression, &aliases.map(String::from), &suffix);
+            }
+            let letters = ["a", "b", "c"];
+            let mut params = Vec::new();
+            for (j, &arg) in step.args.iter().enumerate() {
+                let alias = format!("{}{suffix}", letters[j].to_uppercase());
+                steps.push_str(&format!(
+                    "alias {alias} = {};\n",
+                    self.wgsl_type(self.dtype_of(arg))
+                ));
+                params.push(format!("{}: {alias}", letters[j]));
+            }
+            steps.push_str(&format!(
+                "alias R{suffix} = {};\n",
+                self.wgsl_type(step.out)
+            ));
+            // The final store narrows the output; intermediate results are narrowed here.
+            let value = if k == last || self.wgsl_type(step.out) == "vec2<u32>" {
+                expression
+            } else {
+                narrow(step.out, &expression)
+            };
+            steps.push_str(&format!(
+                "fn step{k}({}) -> R{suffix} {{ return {value}; }}\n",
+                params.join(", ")
+            ));
+            let args: Vec<String> = step
+                .args
+                .iter()
+                .map(|&a| match a {
+                    Arg::Operand(j) => format!("o{j}"),
+                    Arg::Step(j) => format!("v{j}"),
+                })
+                .collect();
+            program.push_str(&format!("    let v{k} = step{k}({});\n", args.join(", ")));
+        }
+        program.push_str(&format!("    return v{last};"));
+        let out = self.out();
+        let bits = if self.wgsl_type(out) == "vec2<u32>" {
+            "r"
+        } else {
+            bits_expression(out)
+        };
+        let mut all_steps = shared.join("\n");
+        all_steps.push_str(&steps);
+        specialize(
+            WORDS,
+            &[
+                ("// OPERAND COUNT", format!("const OPERANDS: u32 = {n}u;")),
+                ("// OPERAND BINDINGS", bindings),
+                (
+                    "// OUTPUT BINDING",
+                    format!(
+                        "@group(0) @binding({}) var<storage, read_write> dst: array<u32>;",
+                        n + 1
+                    ),
+                ),
+                ("// LOADS", loads),
+                ("// STEPS", all_steps),
+                (
+                    "// RESULT TYPE",
+                    format!("alias R = {};", self.wgsl_type(out)),
+                ),
+                (
+                    "// BITS",
+                    format!("fn bits(r: R) -> vec2<u32> {{ return {bits}; }}"),
+                ),
+                ("// PROGRAM", program),
+            ],
+        )
+    }
+
+    /// A short description for pipeline labels: `Add(f32,f32)->f32; Tanh(f32)->f32`.
+    pub fn describe(&self) -> String {
+        let steps: Vec<String> = self
+            .steps
+            .iter()
+            .map(|s| {
+                let args: Vec<String> = s
+                    .args
+                    .iter()
+                    .map(|&a| match a {
+                        Arg::Operand(k) => format!("{}#{k}", self.operands[usize::from(k)]),
+                        Arg::Step(k) => format!("s{k}"),
+                    })
+                    .collect();
+                format!("{}({})->{}", s.op, args.join(","), s.out)
+            })
+            .collect();
+        let emulated = if self.emulate64 {
+            " (i64 emulated)"
+        } else {
+            ""
+        };
+        format!("{}{emulated}", steps.join("; "))
+    }
+}
+
+/// `value` (of the wide type `dtype` computes in) narrowed to `dtype` and widened back, as
+/// storing and loading it would: integers wrap to their width, f16 and bf16 round to
+/// nearest-even.
+fn narrow(dtype: DType, value: &str) -> String {
+    match dtype {
+        DType::F16 => format!("f16_to_f32(f32_to_f16({value}))"),
+        DType::BF16 => format!("bitcast<f32>(f32_to_bf16({value}) << 16u)"),
+        DType::I8 => format!("(({value}) << 24u) >> 24u"),
+        DType::I16 => format!("(({value}) << 16u) >> 16u"),
+        DType::U8 => format!("({value}) & 0xffu"),
+        DType::U16 => format!("({value}) & 0xffffu"),
+        _ => value.to_string(),
+    }
+}
+
+/// The binding layout of a program of `n` operands.
+pub fn operand_bindings(n: usize) -> &'static [Binding] {
+    use Binding::{StorageRead as R, StorageReadWrite as W, Uniform as U};
+    const LAYOUTS: [&[Binding]; MAX_OPERANDS + 1] = [
+        &[U, W],
+        &[U, R, W],
+        &[U, R, R, W],
+        &[U, R, R, R, W],
+        &[U, R, R, R, R, W],
+        &[U, R, R, R, R, R, W],
+        &[U, R, R, R, R, R, R, W],
+        &[U, R, R, R, R, R, R, R, W],
+    ];
+    LAYOUTS[n.min(MAX_OPERANDS)]
+}
+
+/// WGSL text without its `//` comments (WGSL has no string literals to mind).
+fn strip_comments(text: &str) -> String {
+    text.lines()
+        .map(|l| l.find("//").map_or(l, |i| &l[..i]).trim_end())
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Calls `f` on each identifier of WGSL `text` and rebuilds the text with what it returns.
+fn map_identifiers(text: &str, mut f: impl FnMut(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c.is_ascii_alphabetic() || c == b'_' || c.is_ascii_digit() {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            let word = &text[start..i];
+            // Numbers (`0xffu`, `1e-5`'s digits) are not identifiers.
+            match (c.is_ascii_digit(), f(word)) {
+                (false, Some(new)) => out.push_str(&new),
+                _ => out.push_str(word),
+            }
+        } else {
+            out.push(c as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn has_tokens(text: &str, tokens: &[&str]) -> bool {
+    let mut found = false;
+    map_identifiers(text, |w| {
+        found |= tokens.contains(&w);
+        None
+    });
+    found
+}
+
+/// `text` with each identifier in `names` suffixed.
+fn rename(text: &str, names: &[String], suffix: &str) -> String {
+    map_identifiers(text, |w| {
+        names.iter().any(|n| n == w).then(|| format!("{w}{suffix}"))
+    })
+}
+
+/// The names of the functions `text` defines.
+fn defined_functions(text: &str) -> Vec<String> {
+    text.split("fn ")
+        .skip(1)
+        .filter_map(|rest| rest.split('(').next())
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_'))
+        .collect()
+}
+
+/// Programs live as long as the pipelines compiled from them (the context's cache holds
+/// those for its life); each distinct program is kept once, for the kernel key.
+pub(crate) fn intern(program: Program) -> &'static Program {
+    static PROGRAMS: Mutex<Option<HashSet<&'static Program>>> = Mutex::new(None);
+    let mut guard = PROGRAMS.lock().unwrap_or_else(|e| e.into_inner());
+    let set = guard.get_or_insert_with(HashSet::new);
+    if let Some(&p) = set.get(&program) {
+        return p;
+    }
+    let p: &'static Program = Box::leak(Box::new(program));
+    set.insert(p);
+    p
+}
+
+impl Recorder {
+    /// Records `out = program(inputs...)` (numpy broadcasting across the inputs) with the
+    /// word kernel `kernel` (whose program it is); `op` names it in errors. The inputs'
+    /// dtypes and the program's features are checked by the caller.
+    pub(crate) fn program_into(
+        &mut self,
+        op: &'static str,
+        kernel: Kernel,
+        inputs: &[&Tensor],
+        out: &Tensor,
+    ) -> Result<()> {
+        let count = out.numel() as u64;
+        if count == 0 {
+            return Ok(());
+        }
+        if count > u64::from(u32::MAX) {
+            return Err(too_many(op, "the output", count));
+        }
+        let rank = out.rank();
+        if rank > MAX_RANK {
+            return Err(Error::invalid(
+                op,
+                "A",
+                format!("rank {rank} exceeds {MAX_RANK}"),
+            ));
+        }
+        let ctx = self.context().clone();
+        let pipeline = ctx.pipeline(&kernel)?;
+        let n = inputs.len();
+        let tensors: Vec<&Tensor> = inputs.iter().copied().chain([out]).collect();
+        // Windows are cut in whole words: sub-word elements are counted as bytes of a word.
+        let elems: Vec<u64> = tensors.iter().map(|t| t.dtype().size() as u64).collect();
+        let elem = elems.iter().copied().max().unwrap_or(4);
+        let storages: Vec<&crate::storage::Storage> =
+            tensors.iter().map(|t| &**t.storage()).collect();
+        let strides: Vec<Vec<u64>> = inputs
+            .iter()
+            .map(|t| broadcast_strides(t.shape(), out.shape()))
+            .collect();
+        let os = crate::host::c_strides(out.shape());
+        let walk = Walk {
+            lens: out.shape().iter().map(|&d| d as u64).collect(),
+            steps: (0..rank)
+                .map(|k| strides.iter().map(|s| s[k]).chain([os[k]]).collect())
+                .collect(),
+            bases: vec![0; n + 1],
+            extents: vec![1; n + 1],
+        }
+        .merged();
+        let limit = ctx.binding_limit();
+        let align = ctx.window_alignment(op, elem)?;
+        let (whole, segments) = layout_of(&storages, limit, &elems);
+        let walks = if whole {
+            vec![walk]
+        } else {
+            walk.split(room(limit, align, elem), &segments)
+                .ok_or_else(|| element_beyond_window(op, elem, align, limit))?
+        };
+        let lanes = (4 / out.dtype().size()).max(1) as u64;
+        for w in walks {
+            let (firsts, bindings) = bind_windows(&storages, &w, whole, align, &elems);
+            let count = w.count();
+            let dst_base = firsts[n];
+            let units = if lanes > 1 {
+                (dst_base + count - 1) / lanes - dst_base / lanes + 1
+            } else {
+                count
+            };
+            // count, units, rank, dst_base; base[8]; shape[16]; stride[n][16].
+            let mut params = vec![0u32; 4 + 8 + MAX_RANK * (1 + n)];
+            params[0] = count as u32;
+            params[1] = units as u32;
+            params[2] = w.lens.len() as u32;
+            params[3] = dst_base as u32;
+            for (j, &f) in firsts[..n].iter().enumerate() {
+                params[4 + j] = f as u32;
+            }
+            let r = w.lens.len();
+            for k in 0..MAX_RANK {
+                params[12 + k] = 1;
+            }
+            for k in 0..r {
+                let axis = r - 1 - k; // innermost first
+                params[12 + k] = w.lens[axis] as u32;
+                for j in 0..n {
+                    params[12 + MAX_RANK * (1 + j) + k] = w.steps[axis][j] as u32;
+                }
+            }
+            let grid = grid_for(&ctx, op, units, ctx.workgroup_size())?;
+            self.dispatch(
+                op,
+                &pipeline,
+                bytemuck::cast_slice(&params),
+                &bindings,
+                grid,
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -111,42 +111,86 @@ fn no_shader_has_a_non_finite_constant() {
     }
 }
 
+/// Validates a variant's module (parsed once per module text in `parsed`) with its override
+/// constants, checks its entry point and writes it as SPIR-V.
+fn check_kernel(
+    kernel: &Kernel,
+    parsed: &mut HashMap<String, (naga::Module, naga::valid::ModuleInfo)>,
+) {
+    let label = format!("{kernel:?}");
+    let caps = capabilities(kernel.features());
+    let (module, info) = parsed
+        .entry(kernel.module().into_owned())
+        .or_insert_with(|| validate_with(&label, &kernel.wgsl(), caps));
+    let mut map = naga::back::PipelineConstants::default();
+    let constants = kernel.overrides();
+    for (name, value) in &constants {
+        map.insert(name.to_string(), f64::from(*value));
+    }
+    let (module, _) = naga::back::pipeline_constants::process_overrides(module, info, None, &map)
+        .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
+    let info = Validator::new(ValidationFlags::all(), caps)
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
+    // The entry point exists in the module.
+    assert!(
+        module
+            .entry_points
+            .iter()
+            .any(|e| e.name == kernel.entry_point()),
+        "{label}: no entry point {}",
+        kernel.entry_point()
+    );
+    let options = spv::PipelineOptions {
+        shader_stage: naga::ShaderStage::Compute,
+        entry_point: kernel.entry_point().to_string(),
+    };
+    spv::write_vec(&module, &info, &spv::Options::default(), Some(&options))
+        .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
+    check_bindings(kernel, &module);
+}
+
+/// Fused programs of two steps: every word-kernel variant (each op on each dtype combination,
+/// native and with i64 emulated) followed by the same op again on its result where that is
+/// defined, else by a Cast of it, so every dtype is an intermediate result (narrowed as a
+/// store would) and helpers of typed ops appear twice (renamed per step). Validated like the
+/// variants above, bindings included.
+#[test]
+fn fused_programs_validate_and_compile() {
+    use wgpu_ops::kernels::program::{Arg, Program};
+    use wgpu_ops::kernels::words;
+    use wgpu_ops::DType;
+    let mut parsed = HashMap::new();
+    let mut count = 0;
+    let mut repeated = 0;
+    for (op, operands, arity, out, emulate64) in words::variants() {
+        let dtypes = &operands[..usize::from(arity)];
+        let mut p = Program::single(op, dtypes, out, emulate64).expect("a listed variant");
+        let mut args: Vec<Arg> = (0..arity).map(Arg::Operand).collect();
+        args[usize::from(op == "Where")] = Arg::Step(0);
+        if p.push(op, args, out).is_some() {
+            repeated += 1;
+        } else {
+            p.push("Cast", vec![Arg::Step(0)], DType::F32)
+                .unwrap_or_else(|| panic!("{op} {dtypes:?} -> {out}: no Cast to f32"));
+        }
+        let kernel = Kernel::Fused {
+            program: Box::leak(Box::new(p)),
+            workgroup_size: 64,
+        };
+        check_kernel(&kernel, &mut parsed);
+        count += 1;
+    }
+    assert_eq!(count, 505 + 81);
+    assert!(repeated > 200, "{repeated}");
+}
+
 #[test]
 fn every_variant_validates_and_compiles() {
     let variants = Kernel::all();
     let mut parsed: HashMap<String, (naga::Module, naga::valid::ModuleInfo)> = HashMap::new();
     for kernel in &variants {
-        let label = format!("{kernel:?}");
-        let caps = capabilities(kernel.features());
-        let (module, info) = parsed
-            .entry(kernel.module().into_owned())
-            .or_insert_with(|| validate_with(&label, &kernel.wgsl(), caps));
-        let mut map = naga::back::PipelineConstants::default();
-        let constants = kernel.overrides();
-        for (name, value) in &constants {
-            map.insert(name.to_string(), f64::from(*value));
-        }
-        let (module, _) =
-            naga::back::pipeline_constants::process_overrides(module, info, None, &map)
-                .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
-        let info = Validator::new(ValidationFlags::all(), caps)
-            .validate(&module)
-            .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
-        // The entry point exists in the module.
-        assert!(
-            module
-                .entry_points
-                .iter()
-                .any(|e| e.name == kernel.entry_point()),
-            "{label}: no entry point {}",
-            kernel.entry_point()
-        );
-        let options = spv::PipelineOptions {
-            shader_stage: naga::ShaderStage::Compute,
-            entry_point: kernel.entry_point().to_string(),
-        };
-        spv::write_vec(&module, &info, &spv::Options::default(), Some(&options))
-            .unwrap_or_else(|e| panic!("{label} {constants:?}: {e:?}"));
+        check_kernel(kernel, &mut parsed);
     }
     // Per workgroup size: 8 block-remap and 8 gather variants, 30 typed element-wise on
     // 32-bit types and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
@@ -181,7 +225,6 @@ fn every_variant_validates_and_compiles() {
 /// pipeline-creation error that only a GPU would otherwise show).
 #[test]
 fn declared_bindings_match_the_shaders() {
-    use wgpu_ops::gpu::Binding;
     let mut seen = std::collections::HashSet::new();
     for kernel in Kernel::all() {
         if !seen.insert(kernel.module().into_owned()) {
@@ -189,26 +232,33 @@ fn declared_bindings_match_the_shaders() {
         }
         let caps = capabilities(kernel.features());
         let (module, _) = validate_with(&kernel.module(), &kernel.wgsl(), caps);
-        let layout = kernel.bindings();
-        for (_, var) in module.global_variables.iter() {
-            let Some(rb) = &var.binding else { continue };
-            assert_eq!(rb.group, 0, "{kernel:?}");
-            let want = match var.space {
-                naga::AddressSpace::Uniform => Binding::Uniform,
-                naga::AddressSpace::Storage { access }
-                    if access.contains(naga::StorageAccess::STORE) =>
-                {
-                    Binding::StorageReadWrite
-                }
-                naga::AddressSpace::Storage { .. } => Binding::StorageRead,
-                other => panic!("{kernel:?}: binding in {other:?}"),
-            };
-            let got = layout.get(rb.binding as usize);
-            assert!(
-                got == Some(&want),
-                "{kernel:?}: binding {} is {want:?} in the shader, {got:?} in the layout",
-                rb.binding
-            );
-        }
+        check_bindings(&kernel, &module);
+    }
+}
+
+/// Every `@binding` the module declares is in the kernel's layout with its address space and
+/// access.
+fn check_bindings(kernel: &Kernel, module: &naga::Module) {
+    use wgpu_ops::gpu::Binding;
+    let layout = kernel.bindings();
+    for (_, var) in module.global_variables.iter() {
+        let Some(rb) = &var.binding else { continue };
+        assert_eq!(rb.group, 0, "{kernel:?}");
+        let want = match var.space {
+            naga::AddressSpace::Uniform => Binding::Uniform,
+            naga::AddressSpace::Storage { access }
+                if access.contains(naga::StorageAccess::STORE) =>
+            {
+                Binding::StorageReadWrite
+            }
+            naga::AddressSpace::Storage { .. } => Binding::StorageRead,
+            other => panic!("{kernel:?}: binding in {other:?}"),
+        };
+        let got = layout.get(rb.binding as usize);
+        assert!(
+            got == Some(&want),
+            "{kernel:?}: binding {} is {want:?} in the shader, {got:?} in the layout",
+            rb.binding
+        );
     }
 }

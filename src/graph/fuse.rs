@@ -98,7 +98,9 @@ fn as_step(
             };
             Some(("Cast", all(1)?, Some(to)))
         }
-        "CastLike" => Some(("Cast", vec![Source::Input(0)], Some(dtype(1)?))).filter(|_| n == 2 && present(0)),
+        "CastLike" => {
+            Some(("Cast", vec![Source::Input(0)], Some(dtype(1)?))).filter(|_| n == 2 && present(0))
+        }
         "Mod" => {
             let fmod = match node.attrs.get("fmod") {
                 None => false,
@@ -148,7 +150,11 @@ fn as_step(
 /// where the node is not one step on these dtypes, this adapter cannot run it, shapes do not
 /// broadcast, or the merged program would read more than [`MAX_OPERANDS`] tensors (the node
 /// then runs as usual, after its pending inputs are recorded).
-pub(crate) fn build(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Result<Option<Pending>> {
+pub(crate) fn build(
+    ctx: &Context,
+    node: &Node,
+    slots: &[Option<&Slot>],
+) -> Result<Option<Pending>> {
     let Some((op, sources, to)) = as_step(node, slots) else {
         return Ok(None);
     };
@@ -180,7 +186,10 @@ pub(crate) fn build(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Resu
         };
         args.push(arg);
     }
-    if merged.program.push(op, args, to.unwrap_or(DType::F32)).is_none()
+    if merged
+        .program
+        .push(op, args, to.unwrap_or(DType::F32))
+        .is_none()
         || !ctx.features().contains(merged.program.features())
         || crate::ops::check_rank(op, &merged.shape).is_err()
     {

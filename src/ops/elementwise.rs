@@ -98,7 +98,12 @@ impl Recorder {
     /// fused into one kernel, with numpy broadcasting across the inputs and no intermediate
     /// tensors. Each step's result is narrowed to its dtype as if stored, so the output has
     /// the bits of the ops recorded one by one (up to a driver contracting float `a * b + c`).
-    pub fn program_to(&mut self, program: &Program, inputs: &[&Tensor], out: Out) -> Result<Tensor> {
+    pub fn program_to(
+        &mut self,
+        program: &Program,
+        inputs: &[&Tensor],
+        out: Out,
+    ) -> Result<Tensor> {
         let op = program.steps().last().map_or("Fused", |s| s.op);
         if inputs.len() != program.operands().len() {
             return Err(Error::invalid(

@@ -1,0 +1,293 @@
+//! Fusion of element-wise chains in graphs: the fused run against the same graph run node by
+//! node and against the CPU reference, bit for bit (the chains use exactly rounded ops only),
+//! on every dtype; the dispatches it saves; where chains are cut (values read twice, graph
+//! outputs, the operand limit); Scan bodies; i64 emulated.
+
+mod common;
+use common::*;
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::reference::graph::run_graph;
+use wgpu_ops::{Context, ContextOptions, DType, HostTensor, Session};
+
+/// A context of its own (dispatch counts are per context), fusing or not, with the adapter's
+/// 64-bit features or without them.
+fn context(fuse: bool, native_64_bit: bool) -> Context {
+    Context::new_blocking(ContextOptions {
+        fuse_elementwise: Some(fuse),
+        native_64_bit: Some(native_64_bit),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn node(op: &str, inputs: &[&str], output: &str) -> Node {
+    Node::new(op, output)
+        .inputs(inputs.iter().copied())
+        .outputs([output])
+}
+
+/// Runs `graph` on `ctx`: its outputs and the dispatches recorded.
+fn run(ctx: &Context, graph: &Graph, inputs: &[(String, HostTensor)]) -> (Vec<HostTensor>, u64) {
+    let session = Session::new(ctx, graph.clone()).unwrap();
+    let before = ctx.stats().dispatches;
+    let out = session.run_blocking(inputs.to_vec()).unwrap();
+    let dispatches = ctx.stats().dispatches - before;
+    (out.into_iter().map(|(_, t)| t).collect(), dispatches)
+}
+
+/// Runs `graph` fused and node by node and on the reference: all three alike, bit for bit.
+/// Returns the dispatches (fused, node by node).
+fn check_fused(graph: &Graph, inputs: &[(String, HostTensor)], native_64_bit: bool) -> (u64, u64) {
+    let (fused, fused_dispatches) = run(&context(true, native_64_bit), graph, inputs);
+    let (plain, plain_dispatches) = run(&context(false, native_64_bit), graph, inputs);
+    let want = run_graph(graph, inputs, &Default::default()).unwrap();
+    for (k, ((f, p), w)) in fused.iter().zip(&plain).zip(&want).enumerate() {
+        assert_eq!((f.dtype, &f.shape), (w.dtype, &w.shape), "output {k}");
+        assert_eq!(f.data, p.data, "output {k}: fused vs node by node");
+        assert_eq!(f.data, w.data, "output {k}: fused vs the reference");
+    }
+    (fused_dispatches, plain_dispatches)
+}
+
+fn named(inputs: Vec<(&str, HostTensor)>) -> Vec<(String, HostTensor)> {
+    inputs
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), t))
+        .collect()
+}
+
+fn declare(mut g: Graph, inputs: &[(String, HostTensor)]) -> Graph {
+    for (name, t) in inputs {
+        let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
+        g = g.input(name.clone(), t.dtype, &shape);
+    }
+    g
+}
+
+// A chain of six ops with broadcasting (x [4, 6], y [6], z [4, 1]) into one output, and a
+// comparison chain on that output into a second: 2 dispatches fused, 9 node by node. No
+// product feeds a sum, so no driver may contract float steps into a fused multiply-add.
+dtype_tests!(chains_fuse_on_every_dtype, |d| {
+    let inputs = named(vec![
+        ("x", random_tensor(1, d, &[4, 6])),
+        ("y", random_tensor(2, d, &[6])),
+        ("z", random_tensor(3, d, &[4, 1])),
+        ("c", random_tensor(4, DType::Bool, &[4, 6])),
+    ]);
+    let g = declare(Graph::new(), &inputs);
+    let g = if d == DType::Bool {
+        g.node(node("And", &["x", "y"], "t1"))
+            .node(node("Or", &["t1", "z"], "t2"))
+            .node(node("Xor", &["t2", "x"], "t3"))
+            .node(node("Not", &["t3"], "t4"))
+            .node(node("Where", &["c", "t4", "z"], "t5"))
+            .node(node("Equal", &["t5", "y"], "t6"))
+    } else {
+        g.node(node("Add", &["x", "y"], "t1"))
+            .node(node("Max", &["t1", "z"], "t2"))
+            .node(node("Sub", &["t2", "y"], "t3"))
+            .node(node("Min", &["t3", "x"], "t4"))
+            .node(node("Where", &["c", "t4", "z"], "t5"))
+            .node(node("Mul", &["t5", "y"], "t6"))
+    };
+    let g = g
+        .node(node("Equal", &["t6", "x"], "b1"))
+        .node(node("Not", &["b1"], "b2"))
+        .node(
+            Node::new("Cast", "b3")
+                .inputs(["b2"])
+                .outputs(["b3"])
+                .attr("to", Attr::String(d.name().into())),
+        )
+        .output("t6")
+        .output("b3");
+    assert_eq!(check_fused(&g, &inputs, true), (2, 9));
+});
+
+/// Intermediate results are narrowed to their dtype as a store would: (x + y) - y in f16 is
+/// not x where the sum rounds, and (x + y) / 3 in i8 is not the wide quotient where the sum
+/// wraps. Both match the reference, which stores every op's result.
+#[test]
+fn intermediate_results_are_narrowed_like_stores() {
+    for d in [
+        DType::F16,
+        DType::BF16,
+        DType::I8,
+        DType::I16,
+        DType::U8,
+        DType::U16,
+    ] {
+        let inputs = named(vec![
+            ("x", random_tensor(5, d, &[64])),
+            ("y", random_tensor(6, d, &[64])),
+        ]);
+        let three = match d {
+            DType::F16 => HostTensor::from_vec(vec![], &[half::f16::from_f32(3.0)]),
+            DType::BF16 => HostTensor::from_vec(vec![], &[half::bf16::from_f32(3.0)]),
+            DType::I8 => HostTensor::from_vec(vec![], &[3i8]),
+            DType::I16 => HostTensor::from_vec(vec![], &[3i16]),
+            DType::U8 => HostTensor::from_vec(vec![], &[3u8]),
+            _ => HostTensor::from_vec(vec![], &[3u16]),
+        }
+        .unwrap();
+        let second = if d.is_integer() { "Div" } else { "Sub" };
+        let rhs = if d.is_integer() { "three" } else { "y" };
+        let g = declare(Graph::new(), &inputs)
+            .constant("three", three)
+            .node(node("Add", &["x", "y"], "s"))
+            .node(node(second, &["s", rhs], "r"))
+            .output("r");
+        assert_eq!(check_fused(&g, &inputs, true), (1, 2), "{d}");
+    }
+    // The data makes narrowing matter: without it, most f16 results would be x again and
+    // many i8 quotients would differ.
+    let x = random_tensor(5, DType::I8, &[64]).to_vec::<i8>().unwrap();
+    let y = random_tensor(6, DType::I8, &[64]).to_vec::<i8>().unwrap();
+    let wraps = x
+        .iter()
+        .zip(&y)
+        .filter(|(&a, &b)| i16::from(a) + i16::from(b) != i16::from(a.wrapping_add(b)))
+        .count();
+    assert!(wraps > 8, "{wraps}");
+}
+
+/// A chain reading more tensors than one kernel binds is cut where the operand limit is
+/// reached: 12 inputs summed in a chain take 2 dispatches (11 node by node).
+#[test]
+fn long_chains_are_cut_at_the_operand_limit() {
+    let inputs: Vec<(String, HostTensor)> = (0..12)
+        .map(|k| (format!("i{k}"), random_tensor(10 + k, DType::I32, &[3, 5])))
+        .collect();
+    let mut g = declare(Graph::new(), &inputs).node(node("Add", &["i0", "i1"], "s1"));
+    for k in 2..12 {
+        g = g.node(node(
+            "Add",
+            &[&format!("s{}", k - 1), &format!("i{k}")],
+            &format!("s{k}"),
+        ));
+    }
+    let g = g.output("s11");
+    assert_eq!(check_fused(&g, &inputs, true), (2, 11));
+}
+
+/// Values read by two nodes, and graph outputs, are recorded (their readers still fuse what
+/// follows them); a node reading one pending value twice reads it once.
+#[test]
+fn shared_values_and_outputs_are_recorded() {
+    let inputs = named(vec![
+        ("x", random_tensor(20, DType::U32, &[7])),
+        ("y", random_tensor(21, DType::U32, &[7])),
+    ]);
+    let g = declare(Graph::new(), &inputs)
+        // t is read by two nodes: recorded.
+        .node(node("Add", &["x", "y"], "t"))
+        .node(node("Mul", &["t", "x"], "a"))
+        .node(node("Sub", &["t", "y"], "b"))
+        // a and b each have one reader: fused into c; c is an output and read by d.
+        .node(node("Max", &["a", "b"], "c"))
+        // e reads the pending value d twice.
+        .node(node("Abs", &["c"], "d"))
+        .node(node("Mul", &["d", "d"], "e"))
+        .output("c")
+        .output("e");
+    // Fused: t, then c (a, b, Max), then e (Abs, Mul): 3 dispatches.
+    assert_eq!(check_fused(&g, &inputs, true), (3, 6));
+}
+
+/// i64 chains fuse on adapters without SHADER_INT64 too (the emulation on u32 pairs), casts
+/// to and from i64 included.
+#[test]
+fn i64_chains_fuse_with_the_emulation() {
+    let inputs = named(vec![
+        ("x", random_tensor(30, DType::I64, &[5, 4])),
+        ("y", random_tensor(31, DType::I64, &[4])),
+        ("n", random_tensor(32, DType::I32, &[5, 1])),
+    ]);
+    let cast = |input: &str, to: DType, output: &str| {
+        Node::new("Cast", output)
+            .inputs([input])
+            .outputs([output])
+            .attr("to", Attr::String(to.name().into()))
+    };
+    let g = declare(Graph::new(), &inputs)
+        .node(cast("n", DType::I64, "n64"))
+        .node(node("Mul", &["x", "y"], "p"))
+        .node(node("Add", &["p", "n64"], "s"))
+        .node(node("Max", &["s", "x"], "m"))
+        .node(node("Less", &["m", "y"], "l"))
+        .node(node("Where", &["l", "m", "y"], "w"))
+        .node(cast("w", DType::I32, "out"))
+        .output("out");
+    // m has two readers: Cast, Mul, Add, Max are one dispatch; Less, Where, Cast another.
+    for native in [true, false] {
+        assert_eq!(
+            check_fused(&g, &inputs, native),
+            (2, 7),
+            "native i64: {native}"
+        );
+    }
+}
+
+/// The spec's RNN cell as a Scan: the body's Add -> Add -> Add -> Tanh is one dispatch per
+/// iteration instead of four, and the states match the body run node by node bit for bit.
+#[test]
+fn scan_bodies_fuse_their_chains() {
+    let (batch, hidden, steps) = (2, 8, 5);
+    let body = Graph::new()
+        .input("H", DType::F32, &[Some(batch), Some(hidden)])
+        .input("X", DType::F32, &[Some(batch), Some(hidden)])
+        .constant("W", random_floats(40, &[hidden, hidden]))
+        .constant("R", random_floats(41, &[hidden, hidden]))
+        .constant("Wb", random_floats(42, &[hidden]))
+        .constant("Rb", random_floats(43, &[hidden]))
+        .node(node("MatMul", &["X", "W"], "t1"))
+        .node(node("MatMul", &["H", "R"], "t2"))
+        .node(node("Add", &["t1", "t2"], "t3"))
+        .node(node("Add", &["t3", "Wb"], "t4"))
+        .node(node("Add", &["t4", "Rb"], "t5"))
+        .node(node("Tanh", &["t5"], "Ht"))
+        .output("Ht")
+        .output("Ht");
+    let g = Graph::new()
+        .input("H0", DType::F32, &[Some(batch), Some(hidden)])
+        .input("Xs", DType::F32, &[Some(steps), Some(batch), Some(hidden)])
+        .node(
+            Node::new("Scan", "rnn")
+                .inputs(["H0", "Xs"])
+                .outputs(["Hn", "Y"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("Hn")
+        .output("Y");
+    let inputs = named(vec![
+        ("H0", random_floats(44, &[batch, hidden])),
+        ("Xs", random_floats(45, &[steps, batch, hidden])),
+    ]);
+    let (fused, fused_dispatches) = run(&context(true, true), &g, &inputs);
+    let (plain, plain_dispatches) = run(&context(false, true), &g, &inputs);
+    for (f, p) in fused.iter().zip(&plain) {
+        assert_eq!(f.data, p.data);
+    }
+    // Tanh is within onnxruntime's float tolerance of the reference.
+    let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+    for (f, w) in fused.iter().zip(&want) {
+        for (a, b) in f
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .zip(w.to_vec::<f32>().unwrap())
+        {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+        }
+    }
+    assert_eq!(plain_dispatches - fused_dispatches, 3 * steps as u64);
+}
+
+/// Values in [-1, 1): random floats that stay finite through the RNN cell.
+fn random_floats(seed: u64, shape: &[usize]) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let raw = bytes(seed, n);
+    let v: Vec<f32> = raw.iter().map(|&b| f32::from(b) / 128.0 - 1.0).collect();
+    HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+}

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::ops::elementwise::{Arg, Program};
 use wgpu_ops::{
     BatchToSpace, Context, ContextOptions, DType, HostTensor, Recorder, Session, Slice,
     SpaceToBatch, StridedSlice, Tensor,
@@ -818,72 +819,78 @@ fn rnn_graph(batch: usize, hidden: usize, steps: usize) -> Graph {
 
 fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value> {
     let steps = if quick { 64 } else { 512 };
+    let same_adapter = |cpu_kernels: bool, fuse: bool| {
+        Context::new_blocking(ContextOptions {
+            adapter_name: Some(ctx.adapter_info().name.clone()),
+            backends: Some(ctx.adapter_info().backend.into()),
+            workgroup_size: Some(ctx.workgroup_size()),
+            cpu_kernels: Some(cpu_kernels),
+            fuse_elementwise: Some(fuse),
+            ..Default::default()
+        })
+        .unwrap()
+    };
     // The same MatMul on a second context with the other kernel set (CPU kernels or not),
-    // its samples interleaved with this context's.
-    let other = Context::new_blocking(ContextOptions {
-        adapter_name: Some(ctx.adapter_info().name.clone()),
-        backends: Some(ctx.adapter_info().backend.into()),
-        workgroup_size: Some(ctx.workgroup_size()),
-        cpu_kernels: Some(!ctx.cpu_kernels()),
-        ..Default::default()
-    })
-    .unwrap();
+    // its samples interleaved with this context's; the whole cell on a third that does not
+    // fuse element-wise chains.
+    let other = same_adapter(!ctx.cpu_kernels(), ctx.fuse_elementwise());
+    let unfused = same_adapter(ctx.cpu_kernels(), false);
     let other_timer = Timer::new(&other);
     let other_kind = if other.cpu_kernels() { "CPU" } else { "GPU" };
-    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan; host = until the submission, the rest is the GPU finishing; GPU us: each body command alone, GPU timestamps; MatMul {other_kind}: the same MatMul with the {other_kind} kernels, samples interleaved; MatMul 16x: [16, 256] x [256, 256] (one row of 16 x 16 tiles with the GPU kernels)");
+    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan, per step: total (until the GPU is done), host (until the last submission returns), GPU (the step's commands timed alone with GPU timestamps and summed: 2 MatMuls, the element-wise part, the scan input's and output's row copies), dispatches; fused: Add -> Add -> Add -> Tanh as one kernel, node by node: four");
     println!(
-        "{:>6} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12}",
-        "batch",
-        "us/step",
-        "host us/step",
-        "total ms",
-        "MatMul",
-        format!("MatMul {other_kind}"),
-        "Add",
-        "Tanh",
-        "copy row",
-        "MatMul 16x"
+        "{:>6} {:>13} {:>10} {:>10} {:>10} {:>11}",
+        "batch", "element-wise", "us/step", "host us", "GPU us", "dispatches"
     );
-    let mut out = Vec::new();
+    let mut cells = Vec::new();
     for batch in [1usize, 64] {
         let hidden = 256;
-        let session = Session::new(ctx, rnn_graph(batch, hidden, steps)).unwrap();
         let zeros = HostTensor::from_vec(vec![batch, hidden], &vec![0f32; batch * hidden]).unwrap();
         let x = HostTensor::from_vec(
             vec![steps, batch, hidden],
             &vec![0.1f32; steps * batch * hidden],
         )
         .unwrap();
-        let inputs = vec![
-            ("H0".to_string(), Tensor::from_host(ctx, &zeros).unwrap()),
-            ("Xs".to_string(), Tensor::from_host(ctx, &x).unwrap()),
-        ];
-        session.run_tensors_blocking(inputs.clone()).unwrap();
-        let runs: Vec<(f64, f64)> = (0..3)
-            .map(|_| {
-                let t = Instant::now();
-                session.run_tensors_blocking(inputs.clone()).unwrap();
-                let host = t.elapsed().as_secs_f64();
-                ctx.device()
-                    .poll(wgpu::PollType::wait_indefinitely())
-                    .unwrap();
-                (t.elapsed().as_secs_f64(), host)
-            })
-            .collect();
-        let median = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        let total = median(runs.iter().map(|r| r.0).collect());
-        let host = median(runs.iter().map(|r| r.1).collect());
+        let mut per_mode = Vec::new();
+        for (mode, c) in [("fused", ctx), ("node by node", &unfused)] {
+            let session = Session::new(c, rnn_graph(batch, hidden, steps)).unwrap();
+            let inputs = vec![
+                ("H0".to_string(), Tensor::from_host(c, &zeros).unwrap()),
+                ("Xs".to_string(), Tensor::from_host(c, &x).unwrap()),
+            ];
+            session.run_tensors_blocking(inputs.clone()).unwrap();
+            let before = c.stats().dispatches;
+            let runs: Vec<(f64, f64)> = (0..3)
+                .map(|_| {
+                    let t = Instant::now();
+                    session.run_tensors_blocking(inputs.clone()).unwrap();
+                    let host = t.elapsed().as_secs_f64();
+                    c.device().poll(wgpu::PollType::wait_indefinitely()).unwrap();
+                    (t.elapsed().as_secs_f64(), host)
+                })
+                .collect();
+            let dispatches = (c.stats().dispatches - before) as f64 / 3.0 / steps as f64;
+            let median = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let total = median(runs.iter().map(|r| r.0).collect());
+            let host = median(runs.iter().map(|r| r.1).collect());
+            per_mode.push((mode, total, host, dispatches));
+        }
         // The body's commands one at a time, on the GPU.
         let h = Tensor::from_host(ctx, &zeros).unwrap();
         let w_host =
             HostTensor::from_vec(vec![hidden, hidden], &vec![0.5f32; hidden * hidden]).unwrap();
         let w = Tensor::from_host(ctx, &w_host).unwrap();
+        let bias = Tensor::from_host(
+            ctx,
+            &HostTensor::from_vec(vec![hidden], &vec![0.1f32; hidden]).unwrap(),
+        )
+        .unwrap();
         let row = Tensor::uninit(ctx, DType::F32, &[batch, hidden]).unwrap();
         let row_bytes = (batch * hidden * 4) as u64;
-        let xs = &inputs[1].1;
+        let xs = Tensor::from_host(ctx, &x).unwrap();
         let gpu = |f: &mut dyn FnMut(&mut Recorder) -> wgpu_ops::Result<Tensor>| {
             timer.median(ctx, 64, 5, &mut |rec| {
                 let t = f(rec).unwrap();
@@ -923,24 +930,61 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
         let tiled = gpu(&mut |rec| rec.matmul(&h16, &w));
         let add = gpu(&mut |rec| rec.elementwise("Add", &h, Some(&h)));
         let tanh = gpu(&mut |rec| rec.elementwise("Tanh", &h, None));
+        let chain = {
+            let mut p = Program::new(vec![DType::F32; 4], false);
+            let s0 = p.push("Add", vec![Arg::Operand(0), Arg::Operand(1)], DType::F32);
+            let s1 = p.push("Add", vec![s0.unwrap(), Arg::Operand(2)], DType::F32);
+            let s2 = p.push("Add", vec![s1.unwrap(), Arg::Operand(3)], DType::F32);
+            p.push("Tanh", vec![s2.unwrap()], DType::F32).unwrap();
+            gpu(&mut |rec| rec.program_to(&p, &[&h, &h, &bias, &bias], wgpu_ops::Out::NEW))
+        };
         let copy = timer.median(ctx, 64, 5, &mut |rec| {
-            rec.copy_bytes(xs, 0, &row, 0, row_bytes).unwrap()
+            rec.copy_bytes(&xs, 0, &row, 0, row_bytes).unwrap()
         });
+        let mut modes = Vec::new();
+        for (mode, total, host, dispatches) in per_mode {
+            let elementwise = if mode == "fused" { chain } else { 3.0 * add + tanh };
+            let gpu_step = 2.0 * matmul + elementwise + 2.0 * copy;
+            println!(
+                "{batch:>6} {mode:>13} {:>10.1} {:>10.1} {:>10.1} {:>11.1}",
+                total / steps as f64 * 1e6,
+                host / steps as f64 * 1e6,
+                gpu_step * 1e6,
+                dispatches
+            );
+            modes.push(json!({"element_wise": mode, "s_per_step": total / steps as f64,
+                "host_s_per_step": host / steps as f64, "gpu_s_per_step_commands_summed": gpu_step,
+                "dispatches_per_step": dispatches}));
+        }
+        cells.push((batch, hidden, steps, modes, matmul, matmul_other, add, tanh, chain, copy, tiled));
+    }
+    println!("\nThe body's commands alone (GPU us, timestamps): MatMul {other_kind}: the same MatMul with the {other_kind} kernels, samples interleaved; chain: Add -> Add -> Add -> Tanh fused; MatMul 16x: [16, 256] x [256, 256] (one row of 16 x 16 tiles with the GPU kernels)");
+    println!(
+        "{:>6} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "batch",
+        "MatMul",
+        format!("MatMul {other_kind}"),
+        "Add",
+        "Tanh",
+        "chain",
+        "copy row",
+        "MatMul 16x"
+    );
+    let mut out = Vec::new();
+    for (batch, hidden, steps, modes, matmul, matmul_other, add, tanh, chain, copy, tiled) in cells {
         println!(
-            "{batch:>6} {:>12.1} {:>12.1} {:>12.1} {:>10.1} {:>12.1} {:>10.1} {:>10.1} {:>10.1} {:>12.1}",
-            total / steps as f64 * 1e6,
-            host / steps as f64 * 1e6,
-            total * 1e3,
+            "{batch:>6} {:>10.1} {:>12.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>12.1}",
             matmul * 1e6,
             matmul_other * 1e6,
             add * 1e6,
             tanh * 1e6,
+            chain * 1e6,
             copy * 1e6,
             tiled * 1e6
         );
-        out.push(json!({"batch": batch, "hidden": hidden, "steps": steps, "s_per_step": total / steps as f64,
-            "host_s_per_step": host / steps as f64,
-            "gpu_s_per_command": {"MatMul": matmul, "Add": add, "Tanh": tanh, "copy row": copy},
+        out.push(json!({"batch": batch, "hidden": hidden, "steps": steps, "modes": modes,
+            "gpu_s_per_command": {"MatMul": matmul, "Add": add, "Tanh": tanh,
+                "Add Add Add Tanh fused": chain, "copy row": copy},
             "gpu_s_matmul_16_rows": tiled,
             "cpu_kernels": ctx.cpu_kernels(), "gpu_s_matmul_other_kernels": matmul_other}));
     }

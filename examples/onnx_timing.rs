@@ -1,8 +1,10 @@
 //! Runs an ONNX model on the GPU several times and reports the time per run (after a first run
 //! that builds the pipelines), then writes the outputs as `.npy` files for comparison.
 //!
-//! `cargo run --release --example onnx_timing -- MODEL.onnx OUT_DIR RUNS NAME=FILE.npy...`
-//! (`scripts/linear_attention_vs_onnxruntime.py` drives it against onnxruntime.)
+//! `cargo run --release --example onnx_timing -- MODEL.onnx OUT_DIR RUNS [--node-by-node]
+//! NAME=FILE.npy...` (`scripts/linear_attention_vs_onnxruntime.py` drives it against
+//! onnxruntime). Prints the dispatches of a run; `--node-by-node` also times the model with
+//! element-wise chains not fused (a second context), for the comparison.
 
 use std::time::Instant;
 
@@ -11,10 +13,14 @@ use wgpu_ops::{npy, onnx::Model, Context, ContextOptions, Result};
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [model, out, runs, inputs @ ..] = args.as_slice() else {
-        eprintln!("usage: onnx_timing MODEL.onnx OUT_DIR RUNS NAME=FILE.npy...");
+        eprintln!("usage: onnx_timing MODEL.onnx OUT_DIR RUNS [--node-by-node] NAME=FILE.npy...");
         std::process::exit(2);
     };
     let runs: usize = runs.parse().expect("RUNS is a number");
+    let (node_by_node, inputs) = match inputs {
+        [flag, rest @ ..] if flag == "--node-by-node" => (true, rest),
+        _ => (false, inputs),
+    };
     let ctx = Context::new_blocking(ContextOptions::default())?;
     let info = ctx.adapter_info();
     let values: Vec<_> = inputs
@@ -26,7 +32,9 @@ fn main() -> Result<()> {
         .collect::<Result<_>>()?;
     let session = Model::load(model)?.session(&ctx)?;
     let first = Instant::now();
+    let before = ctx.stats().dispatches;
     let mut outputs = session.run_blocking(values.clone())?;
+    let dispatches = ctx.stats().dispatches - before;
     let first = first.elapsed();
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
@@ -43,6 +51,23 @@ fn main() -> Result<()> {
         first.as_secs_f64() * 1e3,
         median * 1e3
     );
+    println!("dispatches per run: {dispatches}");
+    if node_by_node {
+        let plain = Context::new_blocking(ContextOptions {
+            fuse_elementwise: Some(false),
+            ..Default::default()
+        })?;
+        let session = Model::load(model)?.session(&plain)?;
+        session.run_blocking(values.clone())?;
+        let before = plain.stats().dispatches;
+        let t = Instant::now();
+        session.run_blocking(values.clone())?;
+        println!(
+            "node by node (element-wise chains not fused): {:.1} ms, dispatches per run: {}",
+            t.elapsed().as_secs_f64() * 1e3,
+            plain.stats().dispatches - before
+        );
+    }
     std::fs::create_dir_all(out).expect("OUT_DIR can be made");
     for (name, t) in &outputs {
         npy::write(&std::path::Path::new(out).join(format!("{name}.npy")), t)?;

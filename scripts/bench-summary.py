@@ -62,10 +62,17 @@ if os.path.exists(scan_path):
         print(f"| {r['elements']} | {r['iterations']} | {r['ops']} | {r['scan_s_per_iter'] * 1e6:.0f} "
               f"| {'' if host is None else f'{host * 1e6:.0f}'} | {r['by_hand_s_per_iter'] * 1e6:.0f} "
               f"| {r['scan_over_by_hand']:.2f} | {r['naive_over_scan']:.1f} |")
+    def step_line(r):
+        # Older files have one mode per batch; newer ones fused and node by node.
+        modes = r.get("modes") or [dict(r, element_wise="")]
+        return "; ".join(
+            f"batch {r['batch']}{' ' + m['element_wise'] if m['element_wise'] else ''}: "
+            f"{m['s_per_step'] * 1e6:.0f} µs per step"
+            + (f" ({m['host_s_per_step'] * 1e6:.0f} of them host)" if "host_s_per_step" in m else "")
+            + (f", {m['dispatches_per_step']:.0f} dispatches" if "dispatches_per_step" in m else "")
+            for m in modes)
     print("\nRNN cell as a Scan (hidden 256, {} steps): ".format(scan["rnn"][0]["steps"]) + "; ".join(
-        f"batch {r['batch']}: {r['s_per_step'] * 1e6:.0f} µs per step"
-        + (f" ({r['host_s_per_step'] * 1e6:.0f} of them host)" if "host_s_per_step" in r else "")
-        for r in scan["rnn"]) + ".")
+        step_line(r) for r in scan["rnn"]) + ".")
     gpu = [r for r in scan["rnn"] if "gpu_s_per_command" in r]
     for r in gpu:
         print(f"  batch {r['batch']}, GPU µs per body command alone: " + ", ".join(

@@ -3,8 +3,10 @@
 time steps. Builds the model for B, T, heads, head size; runs it on onnxruntime (CPU, all cores)
 and on wgpu-ops (examples/onnx_timing.rs), compares the outputs and prints both times.
 
-Usage: scripts/linear_attention_vs_onnxruntime.py [B T HEADS HEAD_SIZE] [--runs N]
-(default 1 1024 16 128, the size of a small linear-attention language model layer).
+Usage: scripts/linear_attention_vs_onnxruntime.py [B T HEADS HEAD_SIZE] [--runs N] [--node-by-node]
+(default 1 1024 16 128, the size of a small linear-attention language model layer);
+--node-by-node also runs the model once with element-wise chains not fused, for the dispatch
+count and time before fusion.
 """
 import argparse
 import os
@@ -23,6 +25,7 @@ parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("size", nargs="*", type=int, default=[1, 1024, 16, 128],
                     metavar="B T HEADS HEAD_SIZE")
 parser.add_argument("--runs", type=int, default=3)
+parser.add_argument("--node-by-node", action="store_true")
 opts = parser.parse_args()
 if len(opts.size) != 4:
     parser.error("give B T HEADS HEAD_SIZE, or nothing for 1 1024 16 128")
@@ -81,9 +84,12 @@ ort_ms = sorted(times)[len(times) // 2] * 1e3
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cmd = ["cargo", "run", "-q", "--release", "--example", "onnx_timing", "--",
        path, os.path.join(work, "out"), str(runs)] + \
+      (["--node-by-node"] if opts.node_by_node else []) + \
       [f"{k}={os.path.join(work, k + '.npy')}" for k in feeds]
 report = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
-ours_ms = float(report.strip().splitlines()[-1].split(": ")[1].split()[0])
+lines = report.strip().splitlines()
+ours_ms = float(next(l for l in lines if l.startswith("median of")).split(": ")[1].split()[0])
+dispatches = int(next(l for l in lines if l.startswith("dispatches per run")).split(": ")[1])
 worst = 0.0
 for name, w in zip(["output", "present_state"], want):
     got = np.load(os.path.join(work, "out", name + ".npy"))
@@ -96,5 +102,11 @@ print(f"LinearAttention gated_delta B={b} T={t} heads={h} head_size={d}: outputs
       f"(rtol 1e-3, atol 1e-5; worst error {worst:.2f} of the bound)")
 print(f"onnxruntime {ort.__version__} CPU ({os.cpu_count()} cores): {ort_ms:.1f} ms per run, "
       f"{ort_ms / t * 1e3:.1f} us per step")
-print(f"wgpu-ops: {ours_ms:.1f} ms per run, {ours_ms / t * 1e3:.1f} us per step; "
-      f"ratio to onnxruntime {ort_ms / ours_ms:.2f}x")
+print(f"wgpu-ops: {ours_ms:.1f} ms per run, {ours_ms / t * 1e3:.1f} us per step, "
+      f"{dispatches / t:.1f} dispatches per step; ratio to onnxruntime {ort_ms / ours_ms:.2f}x")
+for l in lines:
+    if l.startswith("node by node"):
+        ms = float(l.split(": ")[1].split()[0])
+        n = int(l.rsplit(": ", 1)[1])
+        print(f"wgpu-ops node by node: {ms:.1f} ms per run, {ms / t * 1e3:.1f} us per step, "
+              f"{n / t:.1f} dispatches per step")

@@ -865,7 +865,9 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
                     let t = Instant::now();
                     session.run_tensors_blocking(inputs.clone()).unwrap();
                     let host = t.elapsed().as_secs_f64();
-                    c.device().poll(wgpu::PollType::wait_indefinitely()).unwrap();
+                    c.device()
+                        .poll(wgpu::PollType::wait_indefinitely())
+                        .unwrap();
                     (t.elapsed().as_secs_f64(), host)
                 })
                 .collect();
@@ -943,7 +945,11 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
         });
         let mut modes = Vec::new();
         for (mode, total, host, dispatches) in per_mode {
-            let elementwise = if mode == "fused" { chain } else { 3.0 * add + tanh };
+            let elementwise = if mode == "fused" {
+                chain
+            } else {
+                3.0 * add + tanh
+            };
             let gpu_step = 2.0 * matmul + elementwise + 2.0 * copy;
             println!(
                 "{batch:>6} {mode:>13} {:>10.1} {:>10.1} {:>10.1} {:>11.1}",
@@ -952,11 +958,25 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
                 gpu_step * 1e6,
                 dispatches
             );
-            modes.push(json!({"element_wise": mode, "s_per_step": total / steps as f64,
+            modes.push(
+                json!({"element_wise": mode, "s_per_step": total / steps as f64,
                 "host_s_per_step": host / steps as f64, "gpu_s_per_step_commands_summed": gpu_step,
-                "dispatches_per_step": dispatches}));
+                "dispatches_per_step": dispatches}),
+            );
         }
-        cells.push((batch, hidden, steps, modes, matmul, matmul_other, add, tanh, chain, copy, tiled));
+        cells.push((
+            batch,
+            hidden,
+            steps,
+            modes,
+            matmul,
+            matmul_other,
+            add,
+            tanh,
+            chain,
+            copy,
+            tiled,
+        ));
     }
     println!("\nThe body's commands alone (GPU us, timestamps): MatMul {other_kind}: the same MatMul with the {other_kind} kernels, samples interleaved; chain: Add -> Add -> Add -> Tanh fused; MatMul 16x: [16, 256] x [256, 256] (one row of 16 x 16 tiles with the GPU kernels)");
     println!(
@@ -971,7 +991,8 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
         "MatMul 16x"
     );
     let mut out = Vec::new();
-    for (batch, hidden, steps, modes, matmul, matmul_other, add, tanh, chain, copy, tiled) in cells {
+    for (batch, hidden, steps, modes, matmul, matmul_other, add, tanh, chain, copy, tiled) in cells
+    {
         println!(
             "{batch:>6} {:>10.1} {:>12.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>12.1}",
             matmul * 1e6,
@@ -982,11 +1003,13 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
             copy * 1e6,
             tiled * 1e6
         );
-        out.push(json!({"batch": batch, "hidden": hidden, "steps": steps, "modes": modes,
+        out.push(
+            json!({"batch": batch, "hidden": hidden, "steps": steps, "modes": modes,
             "gpu_s_per_command": {"MatMul": matmul, "Add": add, "Tanh": tanh,
                 "Add Add Add Tanh fused": chain, "copy row": copy},
             "gpu_s_matmul_16_rows": tiled,
-            "cpu_kernels": ctx.cpu_kernels(), "gpu_s_matmul_other_kernels": matmul_other}));
+            "cpu_kernels": ctx.cpu_kernels(), "gpu_s_matmul_other_kernels": matmul_other}),
+        );
     }
     out
 }

@@ -254,6 +254,10 @@ impl Recorder {
     /// saturate (NaN as 0), anything to bool is `!= 0`, floats round to nearest-even.
     pub fn cast_to(&mut self, a: &Tensor, to: DType, out: Out) -> Result<Tensor> {
         self.check_inputs("Cast", &[("input", a)])?;
+        if a.dtype() == to {
+            // The value itself (exported models cast f32 to f32 on every step of a Scan).
+            return out.view(self, a.clone());
+        }
         let emulate = uses_int64(&[a.dtype()], to)
             && !self
                 .context()

@@ -3,8 +3,8 @@
 //! Cast's conversions, and the dispatcher (numpy broadcasting by strides, windows over large
 //! tensors). Validation of the ops' inputs lives with the ops.
 
-use super::operands::{bind_windows, elementwise_type, layout_of, specialize, too_many};
-use super::windows::{element_beyond_window, room, Walk};
+use super::operands::{elementwise_type, specialize, too_many};
+use super::windows::Broadcast;
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
@@ -285,33 +285,9 @@ impl Recorder {
         let pipeline = ctx.pipeline(&kernel)?;
 
         // Buffers: lhs, rhs, out (Cast may change the element size).
-        let elems = [lhs.dtype(), rhs.dtype(), out.dtype()].map(|d| d.size() as u64);
-        let elem = elems.into_iter().max().unwrap_or(4);
-        let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
-        let (ls, rs) = (
-            broadcast_strides(lhs.shape(), out.shape()),
-            broadcast_strides(rhs.shape(), out.shape()),
-        );
-        let os = crate::host::c_strides(out.shape());
-        let walk = Walk {
-            lens: out.shape().iter().map(|&d| d as u64).collect(),
-            steps: (0..rank).map(|k| vec![ls[k], rs[k], os[k]]).collect(),
-            bases: vec![0; 3],
-            extents: vec![1; 3],
-        }
-        .merged();
-        let limit = ctx.binding_limit();
-        let align = ctx.window_alignment(op, elem)?;
-        let (whole, segments) = layout_of(&storages, limit, &elems);
-        let walks = if whole {
-            vec![walk]
-        } else {
-            // Too large to bind whole: runs of the output whose operands fit in windows.
-            walk.split(room(limit, align, elem), &segments)
-                .ok_or_else(|| element_beyond_window(op, elem, align, limit))?
-        };
-        for w in walks {
-            let (firsts, bindings) = bind_windows(&storages, &w, whole, align, &elems);
+        let plan = Broadcast::plan(&ctx, op, &[lhs, rhs], out)?;
+        for w in &plan.walks {
+            let (firsts, bindings) = plan.bind(w);
             let mut params = ElementwiseParams {
                 count: w.count() as u32,
                 rank: w.lens.len() as u32,

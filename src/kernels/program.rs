@@ -8,9 +8,8 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use super::elementwise::broadcast_strides;
-use super::operands::{bind_windows, layout_of, specialize, too_many};
-use super::windows::{element_beyond_window, room, Walk};
+use super::operands::{specialize, too_many};
+use super::windows::Broadcast;
 use super::words::{
     bits_expression, emulated_expression, load_expression, result_dtype, uses_int64,
     word_expression, words_features, Class, Expr, WORDS,
@@ -459,38 +458,10 @@ impl Recorder {
         let ctx = self.context().clone();
         let pipeline = ctx.pipeline(&kernel)?;
         let n = inputs.len();
-        let tensors: Vec<&Tensor> = inputs.iter().copied().chain([out]).collect();
-        // Windows are cut in whole words: sub-word elements are counted as bytes of a word.
-        let elems: Vec<u64> = tensors.iter().map(|t| t.dtype().size() as u64).collect();
-        let elem = elems.iter().copied().max().unwrap_or(4);
-        let storages: Vec<&crate::storage::Storage> =
-            tensors.iter().map(|t| &**t.storage()).collect();
-        let strides: Vec<Vec<u64>> = inputs
-            .iter()
-            .map(|t| broadcast_strides(t.shape(), out.shape()))
-            .collect();
-        let os = crate::host::c_strides(out.shape());
-        let walk = Walk {
-            lens: out.shape().iter().map(|&d| d as u64).collect(),
-            steps: (0..rank)
-                .map(|k| strides.iter().map(|s| s[k]).chain([os[k]]).collect())
-                .collect(),
-            bases: vec![0; n + 1],
-            extents: vec![1; n + 1],
-        }
-        .merged();
-        let limit = ctx.binding_limit();
-        let align = ctx.window_alignment(op, elem)?;
-        let (whole, segments) = layout_of(&storages, limit, &elems);
-        let walks = if whole {
-            vec![walk]
-        } else {
-            walk.split(room(limit, align, elem), &segments)
-                .ok_or_else(|| element_beyond_window(op, elem, align, limit))?
-        };
+        let plan = Broadcast::plan(&ctx, op, inputs, out)?;
         let lanes = (4 / out.dtype().size()).max(1) as u64;
-        for w in walks {
-            let (firsts, bindings) = bind_windows(&storages, &w, whole, align, &elems);
+        for w in &plan.walks {
+            let (firsts, bindings) = plan.bind(w);
             let count = w.count();
             let dst_base = firsts[n];
             let units = if lanes > 1 {

@@ -400,3 +400,68 @@ mod tests {
         assert_eq!((empty.count(), empty.len(0)), (1, 4));
     }
 }
+
+/// The pieces of an element-wise dispatch over `inputs` broadcast to `out`: the storages (the
+/// inputs', then the output's), their element sizes, and the walks over the output with each
+/// storage's element steps (axes merged; cut into windows when a storage is too large to bind
+/// whole). Element-wise kernels bind each piece's windows and dispatch it.
+pub(crate) struct Broadcast<'a> {
+    pub storages: Vec<&'a crate::storage::Storage>,
+    pub elems: Vec<u64>,
+    pub whole: bool,
+    pub align: u64,
+    pub walks: Vec<Walk>,
+}
+
+impl<'a> Broadcast<'a> {
+    pub fn plan(
+        ctx: &crate::Context,
+        op: &'static str,
+        inputs: &[&'a crate::Tensor],
+        out: &'a crate::Tensor,
+    ) -> crate::Result<Broadcast<'a>> {
+        let tensors: Vec<&crate::Tensor> = inputs.iter().copied().chain([out]).collect();
+        // Windows are cut in whole words: sub-word elements are counted as bytes of a word.
+        let elems: Vec<u64> = tensors.iter().map(|t| t.dtype().size() as u64).collect();
+        let elem = elems.iter().copied().max().unwrap_or(4);
+        let storages: Vec<&crate::storage::Storage> =
+            tensors.iter().map(|t| &**t.storage()).collect();
+        let mut strides: Vec<Vec<u64>> = inputs
+            .iter()
+            .map(|t| super::elementwise::broadcast_strides(t.shape(), out.shape()))
+            .collect();
+        strides.push(crate::host::c_strides(out.shape()));
+        let n = tensors.len();
+        let walk = Walk {
+            lens: out.shape().iter().map(|&d| d as u64).collect(),
+            steps: (0..out.rank())
+                .map(|k| strides.iter().map(|s| s[k]).collect())
+                .collect(),
+            bases: vec![0; n],
+            extents: vec![1; n],
+        }
+        .merged();
+        let limit = ctx.binding_limit();
+        let align = ctx.window_alignment(op, elem)?;
+        let (whole, segments) = super::operands::layout_of(&storages, limit, &elems);
+        let walks = if whole {
+            vec![walk]
+        } else {
+            // Too large to bind whole: runs of the output whose operands fit in windows.
+            walk.split(room(limit, align, elem), &segments)
+                .ok_or_else(|| element_beyond_window(op, elem, align, limit))?
+        };
+        Ok(Broadcast {
+            storages,
+            elems,
+            whole,
+            align,
+            walks,
+        })
+    }
+
+    /// Piece `w`'s bindings, and the element index of its first position in each storage.
+    pub fn bind(&self, w: &Walk) -> (Vec<u64>, Vec<wgpu::BindingResource<'a>>) {
+        super::operands::bind_windows(&self.storages, w, self.whole, self.align, &self.elems)
+    }
+}

@@ -266,11 +266,7 @@ pub(crate) fn record_graph(
             node: node.name.clone(),
             source: Box::new(e),
         };
-        let slots: Vec<Option<&Slot>> = node
-            .inputs
-            .iter()
-            .map(|i| if i.is_empty() { None } else { scope.get(i) })
-            .collect();
+        let slots = input_slots(scope, node);
         let folded = fold(node, def, &slots).map_err(in_node)?;
         // Fusion: the node's step merged with its pending inputs' programs.
         let mut fused = None;
@@ -282,20 +278,12 @@ pub(crate) fn record_graph(
             // The merged program would be too large (or the node is not a step after all):
             // its pending inputs are recorded, and the node starts a chain of its own.
             materialize(rec, scope, node).map_err(in_node)?;
-            let slots: Vec<Option<&Slot>> = node
-                .inputs
-                .iter()
-                .map(|i| if i.is_empty() { None } else { scope.get(i) })
-                .collect();
+            let slots = input_slots(scope, node);
             if ctx.fuse_elementwise() && fuse::fusable(node) {
                 fused = fuse::build(&ctx, node, &slots).map_err(in_node)?;
             }
         }
-        let slots: Vec<Option<&Slot>> = node
-            .inputs
-            .iter()
-            .map(|i| if i.is_empty() { None } else { scope.get(i) })
-            .collect();
+        let slots = input_slots(scope, node);
         let mut leaves = Vec::new();
         let outputs: Vec<Slot> = match (folded, fused) {
             (Some(values), _) => node
@@ -370,6 +358,14 @@ pub(crate) fn record_graph(
         }
     }
     Ok(())
+}
+
+/// The slots of `node`'s inputs (`None` for optional inputs left out).
+fn input_slots<'s>(scope: &'s Scope<'_>, node: &Node) -> Vec<Option<&'s Slot>> {
+    node.inputs
+        .iter()
+        .map(|i| if i.is_empty() { None } else { scope.get(i) })
+        .collect()
 }
 
 /// Records the pending values among `node`'s inputs (their programs into tensors of their own).

@@ -268,23 +268,23 @@ pub(crate) fn record_graph(
         };
         let slots = input_slots(scope, node);
         let folded = fold(node, def, &slots).map_err(in_node)?;
-        // Fusion: the node's step merged with its pending inputs' programs.
-        let mut fused = None;
-        if folded.is_none() && ctx.fuse_elementwise() && fuse::fusable(node) {
-            fused = fuse::build(&ctx, node, &slots).map_err(in_node)?;
-        }
+        // Fusion: a node whose value is deferred, or that reads pending values, merges its
+        // step with their programs.
+        let defer = node.outputs.first().is_some_and(|o| deferred.contains(o));
         let pending_inputs = slots.iter().flatten().any(|s| s.pending.is_some());
-        if fused.is_none() && pending_inputs {
-            // The merged program would be too large (or the node is not a step after all):
-            // its pending inputs are recorded, and the node starts a chain of its own.
-            materialize(rec, scope, node).map_err(in_node)?;
-            let slots = input_slots(scope, node);
-            if ctx.fuse_elementwise() && fuse::fusable(node) {
-                fused = fuse::build(&ctx, node, &slots).map_err(in_node)?;
+        let mut fused = None;
+        if folded.is_none() && (defer || pending_inputs) {
+            fused = fuse::build(&ctx, node, &slots).map_err(in_node)?;
+            if fused.is_none() && pending_inputs {
+                // The merged program would be too large (or the node is not a step after all):
+                // its pending inputs are recorded, and the node starts a chain of its own.
+                materialize(rec, scope, node).map_err(in_node)?;
+                if defer {
+                    fused = fuse::build(&ctx, node, &input_slots(scope, node)).map_err(in_node)?;
+                }
             }
         }
         let slots = input_slots(scope, node);
-        let mut leaves = Vec::new();
         let outputs: Vec<Slot> = match (folded, fused) {
             (Some(values), _) => node
                 .outputs
@@ -299,22 +299,19 @@ pub(crate) fn record_graph(
                     None => Ok(Slot::constant(value)),
                 })
                 .collect::<Result<_>>()?,
-            (None, Some(p)) if deferred.contains(&node.outputs[0]) => vec![Slot {
+            (None, Some(p)) if defer => vec![Slot {
                 pending: Some(p),
                 ..Slot::default()
             }],
-            (None, Some(p)) if p.program.steps().len() > 1 => {
+            (None, Some(p)) => {
                 let name = &node.outputs[0];
                 let out = match placements.get(name) {
                     Some(t) => Out::into(name, t),
                     None => Out::NEW,
                 };
-                let refs: Vec<&Tensor> = p.leaves.iter().map(|(_, t)| t).collect();
-                let t = rec.program_to(&p.program, &refs, out).map_err(in_node)?;
-                leaves = p.leaves;
-                vec![Slot::gpu(t)]
+                vec![Slot::gpu(record_pending(rec, p, out).map_err(in_node)?)]
             }
-            (None, _) => {
+            (None, None) => {
                 let args = NodeArgs {
                     ctx: &ctx,
                     node,
@@ -352,10 +349,6 @@ pub(crate) fn record_graph(
                 }
             }
         }
-        // The fused program's own references: buffers no live value holds go back now.
-        for (_, t) in leaves {
-            rec.release(t);
-        }
     }
     Ok(())
 }
@@ -371,19 +364,24 @@ fn input_slots<'s>(scope: &'s Scope<'_>, node: &Node) -> Vec<Option<&'s Slot>> {
 /// Records the pending values among `node`'s inputs (their programs into tensors of their own).
 fn materialize(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<()> {
     for name in &node.inputs {
-        let Some(slot) = scope.slots.get_mut(name) else {
-            continue;
-        };
-        if let Some(p) = slot.pending.take() {
-            let refs: Vec<&Tensor> = p.leaves.iter().map(|(_, t)| t).collect();
-            let t = rec.program_to(&p.program, &refs, Out::NEW)?;
-            let _ = slot.gpu.set(t);
-            for (_, t) in p.leaves {
-                rec.release(t);
+        if let Some(slot) = scope.slots.get_mut(name) {
+            if let Some(p) = slot.pending.take() {
+                let _ = slot.gpu.set(record_pending(rec, p, Out::NEW)?);
             }
         }
     }
     Ok(())
+}
+
+/// Records a pending value's program into `out`. Its leaves go back to the recorder: a
+/// buffer that no live value holds any more (the program held it last) is reused.
+fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
+    let refs: Vec<&Tensor> = p.leaves.iter().map(|(_, t)| t).collect();
+    let t = rec.program_to(&p.program, &refs, out)?;
+    for (_, leaf) in p.leaves {
+        rec.release(leaf);
+    }
+    Ok(t)
 }
 
 /// The node's outputs computed on the host, when they can be: ops that need only shapes

@@ -303,6 +303,10 @@ fn main() {
         dtype_bandwidth(&ctx, &timer, &adapter, quick, &out_dir);
         return;
     }
+    if args.iter().any(|a| a == "--linear-attention-only") {
+        linear_attention_step(&ctx, &timer);
+        return;
+    }
     if args.iter().any(|a| a == "--rnn-only") {
         // Prints the RNN table only (no file written).
         rnn_cells(&ctx, &timer, quick);
@@ -1012,6 +1016,68 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
         );
     }
     out
+}
+
+/// The commands of one LinearAttention step (16 heads, d_k = d_v = 128, as the expanded ONNX
+/// model's Scan body records them), each timed alone on the GPU: where a step's time goes.
+fn linear_attention_step(ctx: &Context, timer: &Timer) {
+    let (h, d) = (16usize, 128usize);
+    let t = |shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n).map(|i| ((i % 97) as f32 - 48.0) / 512.0).collect();
+        Tensor::from_host(ctx, &HostTensor::from_vec(shape.to_vec(), &v).unwrap()).unwrap()
+    };
+    let state = t(&[1, h, d, d]);
+    let vector = t(&[1, h, d]);
+    let column = t(&[1, h, d, 1]);
+    let row = t(&[1, h, 1, d]);
+    let gpu = |f: &mut dyn FnMut(&mut Recorder) -> wgpu_ops::Result<Tensor>| {
+        timer.median(ctx, 16, 5, &mut |rec| {
+            let t = f(rec).unwrap();
+            rec.release(t);
+        })
+    };
+    let rows: Vec<(&str, f64)> = vec![
+        (
+            "Exp (decay) [1,16,128]",
+            gpu(&mut |rec| rec.elementwise("Exp", &vector, None)),
+        ),
+        (
+            "Mul (decayed state) [1,16,128,128]",
+            gpu(&mut |rec| rec.elementwise("Mul", &state, Some(&column))),
+        ),
+        (
+            "Transpose (state) perm 0,1,3,2",
+            gpu(&mut |rec| rec.transpose(&state, Some(&[0, 1, 3, 2]))),
+        ),
+        (
+            "MatMul state^T x k: [16,128,128] x [16,128,1]",
+            gpu(&mut |rec| rec.matmul(&state, &column)),
+        ),
+        (
+            "MatMul outer: [16,128,1] x [16,1,128]",
+            gpu(&mut |rec| rec.matmul(&column, &row)),
+        ),
+        (
+            "Add (state + outer) [1,16,128,128]",
+            gpu(&mut |rec| rec.elementwise("Add", &state, Some(&state))),
+        ),
+        (
+            "MatMul q x state: [16,1,128] x [16,128,128]",
+            gpu(&mut |rec| rec.matmul(&row, &state)),
+        ),
+        (
+            "Mul (small) [1,16,128]",
+            gpu(&mut |rec| rec.elementwise("Mul", &vector, Some(&vector))),
+        ),
+    ];
+    println!(
+        "LinearAttention step commands alone (GPU us, {}):",
+        timer.method()
+    );
+    for (name, s) in rows {
+        println!("{name:<48} {:>10.1}", s * 1e6);
+    }
 }
 
 /// `Add` of two 64 MiB operands (16 MiB with `--quick`) of each numeric dtype into a third,

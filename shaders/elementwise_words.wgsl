@@ -162,6 +162,7 @@ fn onnx_erf(x: f32) -> f32 {
     let r = 1.0 - t * exp(q);
     return select(r, -r, x < 0.0);
 }
+// END MATH HELPERS (the MatMul kernel's epilogues receive the helpers up to here)
 
 // Operand element i from its words (the marked line is specialized per operand dtype).
 alias T0 = f32; fn load0(i: u32) -> T0 { return bitcast<f32>(w0[i]); } // LOADS

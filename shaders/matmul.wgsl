@@ -2,7 +2,8 @@
 // memory: each 16 x 16 workgroup loads 16 x 16 tiles of both operands per step of k. Batch
 // dimensions broadcast (numpy rules) through per-operand batch strides (0 where broadcast).
 //
-// Specialized per dtype by a validated substitution of the marked line.
+// Specialized per dtype by a validated substitution of the marked line, and per epilogue (an
+// element-wise program applied to each sum before it is stored) by the EPILOGUE markers.
 
 alias T = f32; // LHS TYPE
 
@@ -27,12 +28,18 @@ struct Params {
     lhs_stride: array<vec4<u32>, 4>,
     rhs_stride: array<vec4<u32>, 4>,
     dst_stride: array<vec4<u32>, 4>,
+    // EPILOGUE PARAMS
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> lhs: array<T>;
 @group(0) @binding(2) var<storage, read> rhs: array<T>;
 @group(0) @binding(3) var<storage, read_write> dst: array<T>;
+// EPILOGUE BINDINGS
+
+// What is stored for output element `d` (its index in `dst`) with sum `acc`: the sum, or an
+// element-wise program on it and other tensors (a fused epilogue, see the MatMul kernels).
+fn epilogue(acc: T, d: u32) -> T { return acc; } // EPILOGUE FUNCTION
 
 var<workgroup> lhs_tile: array<array<T, 16>, 16>;
 var<workgroup> rhs_tile: array<array<T, 16>, 16>;
@@ -87,7 +94,8 @@ fn main(
         workgroupBarrier();
     }
     if row < params.m && col < params.n {
-        dst[dst_base + row * params.n + col] = acc;
+        let d = dst_base + row * params.n + col;
+        dst[d] = epilogue(acc, d);
     }
 }
 
@@ -125,7 +133,8 @@ fn rows(
     workgroupBarrier();
     if valid && slice == 0u {
         let sum = (partial[c] + partial[c + cols]) + (partial[c + 2u * cols] + partial[c + 3u * cols]);
-        dst[b.z + row * params.n + col] = sum;
+        let d = b.z + row * params.n + col;
+        dst[d] = epilogue(sum, d);
     }
 }
 
@@ -183,7 +192,7 @@ fn blocks(
     for (var y = 0u; y < 8u && row + y < params.m; y++) {
         let d = b.z + (row + y) * params.n;
         for (var x = 0u; x < 4u && col + x * w < params.n; x++) {
-            dst[d + col + x * w] = accs[y][x];
+            dst[d + col + x * w] = epilogue(accs[y][x], d + col + x * w);
         }
     }
 }

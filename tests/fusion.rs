@@ -295,3 +295,96 @@ fn random_floats(seed: u64, shape: &[usize]) -> HostTensor {
     let v: Vec<f32> = raw.iter().map(|&b| f32::from(b) / 128.0 - 1.0).collect();
     HostTensor::from_vec(shape.to_vec(), &v).unwrap()
 }
+
+/// Small integers (exact in every dtype's sums) of `dtype`, from -3 to 3 (0 to 6 unsigned).
+fn small_ints(seed: u64, dtype: DType, shape: &[usize]) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let unsigned = matches!(dtype, DType::U32 | DType::U64);
+    let v: Vec<i64> = bytes(seed, n)
+        .iter()
+        .map(|&b| i64::from(b % 7) - if unsigned { 0 } else { 3 })
+        .collect();
+    let s = shape.to_vec();
+    match dtype {
+        DType::F32 => HostTensor::from_vec(s, &v.iter().map(|&x| x as f32).collect::<Vec<_>>()),
+        DType::F64 => HostTensor::from_vec(s, &v.iter().map(|&x| x as f64).collect::<Vec<_>>()),
+        DType::I32 => HostTensor::from_vec(s, &v.iter().map(|&x| x as i32).collect::<Vec<_>>()),
+        DType::U32 => HostTensor::from_vec(s, &v.iter().map(|&x| x as u32).collect::<Vec<_>>()),
+        DType::I64 => HostTensor::from_vec(s, &v),
+        DType::U64 => HostTensor::from_vec(s, &v.iter().map(|&x| x as u64).collect::<Vec<_>>()),
+        d => panic!("no small integers of {d} here"),
+    }
+    .unwrap()
+}
+
+// MatMul with an element-wise epilogue (the sum, then Add bias [n], Max column [m, 1], Sub a
+// tensor of the product's shape, and Tanh on f32) against the product recorded and the
+// program run after it: bit for bit, one dispatch instead of two, on each MatMul kernel
+// (tiles and the few-rows kernel with the GPU kernel set, blocks with the CPU one) and each
+// dtype the kernel computes.
+#[test]
+fn matmul_epilogues_match_product_then_program() {
+    use wgpu_ops::ops::elementwise::{Arg, Program};
+    use wgpu_ops::{Out, Tensor};
+    for cpu_kernels in [false, true] {
+        let ctx = Context::new_blocking(ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut dtypes = vec![DType::F32, DType::I32, DType::U32];
+        if ctx.features().contains(wgpu::Features::SHADER_F64) {
+            dtypes.push(DType::F64);
+        }
+        if ctx.features().contains(wgpu::Features::SHADER_INT64) {
+            dtypes.extend([DType::I64, DType::U64]);
+        }
+        for &d in &dtypes {
+            for (seed, batch, m, k, n) in [
+                (1u64, vec![], 1, 5, 7),
+                (2, vec![2], 3, 4, 70),
+                (3, vec![], 20, 9, 33),
+                (4, vec![2, 1], 40, 3, 130),
+            ] {
+                let shape = |tail: &[usize]| -> Vec<usize> {
+                    batch.iter().copied().chain(tail.iter().copied()).collect()
+                };
+                let up = |seed: u64, s: &[usize]| Tensor::from_host(&ctx, &small_ints(seed, d, s));
+                let a = up(seed, &shape(&[m, k])).unwrap();
+                let b = up(seed + 10, &shape(&[k, n])).unwrap();
+                let bias = up(seed + 20, &[n]).unwrap();
+                let column = up(seed + 30, &[m, 1]).unwrap();
+                let full = up(seed + 40, &shape(&[m, n])).unwrap();
+                let mut p = Program::new(vec![d; 4], false);
+                let s0 = p.push("Add", vec![Arg::Operand(0), Arg::Operand(1)], d);
+                let s1 = p.push("Max", vec![s0.unwrap(), Arg::Operand(2)], d);
+                let s2 = p
+                    .push("Sub", vec![s1.unwrap(), Arg::Operand(3)], d)
+                    .unwrap();
+                if d == DType::F32 {
+                    p.push("Tanh", vec![s2], d).unwrap();
+                }
+                let leaves = [&bias, &column, &full];
+                let before = ctx.stats().dispatches;
+                let fused = ctx
+                    .run(|rec| rec.matmul_program_to(&a, &b, &p, &leaves, Out::NEW))
+                    .unwrap();
+                let fused_dispatches = ctx.stats().dispatches - before;
+                let apart = ctx
+                    .run(|rec| {
+                        let product = rec.matmul(&a, &b)?;
+                        rec.program_to(&p, &[&product, &bias, &column, &full], Out::NEW)
+                    })
+                    .unwrap();
+                let (f, w) = (
+                    fused.to_host_blocking().unwrap(),
+                    apart.to_host_blocking().unwrap(),
+                );
+                let case = format!("{d} cpu kernels {cpu_kernels} {batch:?} {m}x{k}x{n}");
+                assert_eq!(f.shape, shape(&[m, n]), "{case}");
+                assert_eq!(f.data, w.data, "{case}");
+                assert_eq!(fused_dispatches, 1, "{case}");
+            }
+        }
+    }
+}

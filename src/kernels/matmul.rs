@@ -5,16 +5,104 @@
 
 use super::elementwise::broadcast_strides;
 use super::operands::{bind_windows, elementwise_type, layout_of, specialize};
-use super::windows::{room, Walk};
+use super::program::Program;
+use super::windows::{room, Broadcast, Walk};
+use super::words::program_helpers;
 use super::{Kernel, MAX_RANK};
+use crate::gpu::Binding;
 use crate::storage::Storage;
-use crate::{Error, Recorder, Result, Tensor};
+use crate::{DType, Error, Recorder, Result, Tensor};
 
 const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
 
-/// WGSL source of the MatMul kernel for one element type.
-pub fn matmul_source(ty: &str) -> String {
-    specialize(MATMUL, &[("// LHS TYPE", format!("alias T = {ty};"))])
+/// The most tensors an epilogue reads besides the sums: WebGPU's 8 storage buffers per stage,
+/// less the two operands and the output.
+pub const MAX_EPILOGUE_LEAVES: usize = 5;
+
+/// WGSL source of the MatMul kernel for one element type, with an epilogue program (operand 0
+/// the sum, the others read from buffers at their broadcast positions in the output) or none.
+pub fn matmul_source(dtype: DType, epilogue: Option<&Program>) -> String {
+    let ty = elementwise_type(dtype).unwrap_or("f32");
+    let mut replacements = vec![("// LHS TYPE", format!("alias T = {ty};"))];
+    if let Some(p) = epilogue {
+        let leaves = p.operands().len().saturating_sub(1);
+        let parts = p.parts(4, true);
+        let strides = leaves.max(1);
+        replacements.push(("// EPILOGUE PARAMS", "    epi: Epilogue,".into()));
+        replacements.push((
+            "// EPILOGUE BINDINGS",
+            format!(
+                "const LEAVES: u32 = {leaves}u;
+// The epilogue's walk over the output: its rank, the leaves' element offsets in their bound
+// windows, the output's shape and each leaf's element strides (innermost axis first).
+struct Epilogue {{
+    rank: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+    base: array<vec4<u32>, 2>,
+    shape: array<vec4<u32>, 4>,
+    stride: array<array<vec4<u32>, 4>, {strides}>,
+}}
+{}",
+                parts.bindings
+            ),
+        ));
+        replacements.push((
+            "// EPILOGUE FUNCTION",
+            format!(
+                "{}
+{}
+{}
+fn epilogue(acc: T, d: u32) -> T {{
+    var ix: array<u32, {strides}>;
+    for (var j = 0u; j < LEAVES; j++) {{
+        ix[j] = params.epi.base[j / 4u][j % 4u];
+    }}
+    var rest = d - params.dst_base;
+    for (var k = 0u; k < params.epi.rank; k++) {{
+        let n = params.epi.shape[k / 4u][k % 4u];
+        let coord = rest % n;
+        rest /= n;
+        for (var j = 0u; j < LEAVES; j++) {{
+            ix[j] += coord * params.epi.stride[j][k / 4u][k % 4u];
+        }}
+    }}
+{}
+}}",
+                program_helpers(),
+                parts.loads,
+                parts.steps,
+                parts.body
+            ),
+        ));
+    }
+    specialize(MATMUL, &replacements)
+}
+
+/// The binding layout of a MatMul kernel whose epilogue reads `leaves` tensors.
+pub fn epilogue_bindings(leaves: usize) -> &'static [Binding] {
+    use Binding::{StorageRead as R, StorageReadWrite as W, Uniform as U};
+    const LAYOUTS: [&[Binding]; MAX_EPILOGUE_LEAVES + 1] = [
+        &[U, R, R, W],
+        &[U, R, R, W, R],
+        &[U, R, R, W, R, R],
+        &[U, R, R, W, R, R, R],
+        &[U, R, R, W, R, R, R, R],
+        &[U, R, R, W, R, R, R, R, R],
+    ];
+    LAYOUTS[leaves.min(MAX_EPILOGUE_LEAVES)]
+}
+
+/// Whether `program` can be a MatMul epilogue on `dtype`: its operand 0 and result of the
+/// MatMul's type as the kernel holds it, and few enough leaves to bind.
+pub fn epilogue_fits(program: &Program, dtype: DType) -> bool {
+    let ty = elementwise_type(dtype);
+    program.operands().first() == Some(&dtype)
+        && program.out() == dtype
+        && program.operands().len() <= MAX_EPILOGUE_LEAVES + 1
+        && ty.is_some()
+        && ty == Some(program.value_type(dtype))
 }
 
 #[repr(C)]
@@ -76,7 +164,48 @@ impl Recorder {
         rhs: &Tensor,
         out: &Tensor,
     ) -> Result<()> {
+        self.matmul_epilogue_into(op, lhs, rhs, out, None)
+    }
+
+    /// Records `out = epilogue(lhs x rhs, leaves...)`: the product's elements are operand 0
+    /// of the element-wise program, `leaves` (broadcast to `out`'s shape, which is the
+    /// product's) the others. In one dispatch where the program fits the kernel (see
+    /// [`epilogue_fits`]) and every tensor binds whole; else the product goes through a
+    /// temporary tensor and the program runs after it.
+    pub(crate) fn matmul_epilogue_into(
+        &mut self,
+        op: &'static str,
+        lhs: &Tensor,
+        rhs: &Tensor,
+        out: &Tensor,
+        epilogue: Option<(&'static Program, &[&Tensor])>,
+    ) -> Result<()> {
         let ctx = self.context().clone();
+        if let Some((program, leaves)) = epilogue {
+            let fused = epilogue_fits(program, lhs.dtype()) && {
+                let plan = Broadcast::plan(&ctx, op, leaves, out)?;
+                let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
+                let elem = lhs.dtype().size() as u64;
+                plan.whole
+                    && plan.walks.len() == 1
+                    && layout_of(&storages, ctx.binding_limit(), &[elem; 3]).0
+                    && out.numel() as u64 <= u64::from(u32::MAX)
+            };
+            if !fused {
+                let shape = out.shape().to_vec();
+                let product = Tensor::uninit(&ctx, lhs.dtype(), &shape)?;
+                self.matmul_epilogue_into(op, lhs, rhs, &product, None)?;
+                let mut inputs = vec![&product];
+                inputs.extend_from_slice(leaves);
+                let kernel = Kernel::Fused {
+                    program,
+                    workgroup_size: ctx.workgroup_size(),
+                };
+                self.program_into(op, kernel, &inputs, out)?;
+                self.release(product);
+                return Ok(());
+            }
+        }
         let dtype = lhs.dtype();
         elementwise_type(dtype).ok_or_else(|| {
             Error::invalid(
@@ -241,6 +370,36 @@ impl Recorder {
             }
             let batches = batch.iter().product::<u64>() as u32;
             let group = wg.clamp(4, 256);
+            // The epilogue's walk over the output and its leaves' bindings (checked above to
+            // be one walk over whole buffers).
+            let mut bindings = bindings;
+            let mut bytes = bytemuck::bytes_of(&params).to_vec();
+            let program = epilogue.map(|(p, _)| p);
+            if let Some((_, leaves)) = epilogue {
+                let plan = Broadcast::plan(&ctx, op, leaves, out)?;
+                let walk = &plan.walks[0];
+                let (firsts, leaf_bindings) = plan.bind(walk);
+                let n = leaves.len();
+                bindings.extend(leaf_bindings.into_iter().take(n));
+                // rank, pad[3], base[8], shape[16], stride[max(n, 1)][16].
+                let mut words = vec![0u32; 4 + 8 + MAX_RANK * (1 + n.max(1))];
+                let r = walk.lens.len();
+                words[0] = r as u32;
+                for (j, &f) in firsts[..n].iter().enumerate() {
+                    words[4 + j] = f as u32;
+                }
+                for k in 0..MAX_RANK {
+                    words[12 + k] = 1;
+                }
+                for k in 0..r {
+                    let axis = r - 1 - k; // innermost first
+                    words[12 + k] = walk.lens[axis] as u32;
+                    for j in 0..n {
+                        words[12 + MAX_RANK * (1 + j) + k] = walk.steps[axis][j] as u32;
+                    }
+                }
+                bytes.extend_from_slice(bytemuck::cast_slice(&words));
+            }
             let (pipeline, grid) = match matmul_kernel(*rows, n, ctx.cpu_kernels(), group, max) {
                 MatMulKernel::Blocks => (
                     // 8 x 4 outputs per invocation (see `blocks` in matmul.wgsl).
@@ -248,6 +407,7 @@ impl Recorder {
                         variant: MatMulKernel::Blocks,
                         dtype,
                         group,
+                        epilogue: program,
                     })?,
                     [
                         n.div_ceil(4 * u64::from(group)) as u32,
@@ -272,6 +432,7 @@ impl Recorder {
                             variant: MatMulKernel::Rows,
                             dtype,
                             group,
+                            epilogue: program,
                         })?,
                         [columns as u32, *rows as u32, batches],
                     )
@@ -281,13 +442,14 @@ impl Recorder {
                         variant: MatMulKernel::Tiles,
                         dtype,
                         group: 0,
+                        epilogue: program,
                     })?,
                     [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, batches],
                 ),
             };
-            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            self.dispatch(op, &pipeline, &bytes, &bindings, grid)?;
             if let Some(t) = &staged[2] {
-                self.copy(t.storage(), 0, arcs[2], w.bases[2] * 4, n * 4)?;
+                self.copy(t.storage(), 0, arcs[2], w.bases[2] * elem, n * elem)?;
             }
         }
         Ok(())

@@ -160,11 +160,13 @@ pub enum Kernel {
     /// `scan_counter.wgsl`: advances that counter.
     ScanCounter,
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
-    /// points (the tiles have a fixed 16 x 16).
+    /// points (the tiles have a fixed 16 x 16). With an `epilogue`, each sum is operand 0 of
+    /// that element-wise program, whose result is stored (a fused `MatMul -> Add -> Tanh`).
     MatMul {
         variant: MatMulKernel,
         dtype: DType,
         group: u32,
+        epilogue: Option<&'static program::Program>,
     },
 }
 
@@ -271,6 +273,7 @@ impl Kernel {
                 variant: MatMulKernel::Tiles,
                 dtype,
                 group: 0,
+                epilogue: None,
             });
             // The dispatcher clamps the context's workgroup size to [4, 256] for these.
             for group in WORKGROUP_SIZES
@@ -282,6 +285,7 @@ impl Kernel {
                         variant,
                         dtype,
                         group,
+                        epilogue: None,
                     });
                 }
             }
@@ -339,9 +343,9 @@ impl Kernel {
             Kernel::Reduce { op, input, .. } => reduce::reduce_source(op, input).into(),
             Kernel::CumSum { dtype, .. } => cumsum::cumsum_source(dtype).into(),
             Kernel::TopK { dtype, .. } => topk::topk_source(dtype).into(),
-            Kernel::MatMul { dtype, .. } => {
-                matmul::matmul_source(operands::elementwise_type(dtype).unwrap_or("f32")).into()
-            }
+            Kernel::MatMul {
+                dtype, epilogue, ..
+            } => matmul::matmul_source(dtype, epilogue).into(),
         }
     }
 
@@ -451,8 +455,11 @@ impl Kernel {
             Kernel::CumSum { dtype, .. } | Kernel::TopK { dtype, .. } => {
                 operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
             }
-            Kernel::MatMul { dtype, .. } => {
+            Kernel::MatMul {
+                dtype, epilogue, ..
+            } => {
                 operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
+                    | epilogue.map_or(wgpu::Features::empty(), |p| p.features())
             }
             _ => wgpu::Features::empty(),
         }
@@ -515,7 +522,16 @@ impl KernelSpec for Kernel {
             Kernel::Fused { program, .. } => {
                 format!("elementwise_words.wgsl fused {}", program.describe()).into()
             }
-            Kernel::MatMul { dtype, .. } => format!("matmul.wgsl {dtype}").into(),
+            Kernel::MatMul {
+                dtype,
+                epilogue: None,
+                ..
+            } => format!("matmul.wgsl {dtype}").into(),
+            Kernel::MatMul {
+                dtype,
+                epilogue: Some(p),
+                ..
+            } => format!("matmul.wgsl {dtype} epilogue {}", p.describe()).into(),
             Kernel::Reduce { op, input, .. } => format!("reduce.wgsl {op} {input}").into(),
             Kernel::CumSum { dtype, .. } => format!("cumsum.wgsl {dtype}").into(),
             Kernel::TopK { dtype, .. } => format!("topk.wgsl {dtype}").into(),
@@ -552,6 +568,9 @@ impl KernelSpec for Kernel {
             ],
             Kernel::Words { arity, .. } => program::operand_bindings(usize::from(*arity)),
             Kernel::Fused { program, .. } => program.bindings(),
+            Kernel::MatMul {
+                epilogue: Some(p), ..
+            } => matmul::epilogue_bindings(p.operands().len() - 1),
             _ => THREE_BUFFERS,
         }
     }

@@ -179,12 +179,57 @@ impl Program {
     /// The program's WGSL module.
     pub fn source(&self) -> String {
         let n = self.operands.len();
+        let parts = self.parts(1, false);
+        let out = self.out();
+        let bits = if self.wgsl_type(out) == "vec2<u32>" {
+            "r"
+        } else {
+            bits_expression(out)
+        };
+        specialize(
+            WORDS,
+            &[
+                ("// OPERAND COUNT", format!("const OPERANDS: u32 = {n}u;")),
+                ("// OPERAND BINDINGS", parts.bindings),
+                (
+                    "// OUTPUT BINDING",
+                    format!(
+                        "@group(0) @binding({}) var<storage, read_write> dst: array<u32>;",
+                        n + 1
+                    ),
+                ),
+                ("// LOADS", parts.loads),
+                ("// STEPS", parts.steps),
+                (
+                    "// RESULT TYPE",
+                    format!("alias R = {};", self.wgsl_type(out)),
+                ),
+                (
+                    "// BITS",
+                    format!("fn bits(r: R) -> vec2<u32> {{ return {bits}; }}"),
+                ),
+                ("// PROGRAM", parts.body),
+            ],
+        )
+    }
+
+    /// The type a value of `dtype` has in the program's WGSL.
+    pub(crate) fn value_type(&self, dtype: DType) -> &'static str {
+        self.wgsl_type(dtype)
+    }
+
+    /// The program's WGSL pieces for a template that binds and indexes its operands: operand
+    /// `k` is read from `w{k}` (bound at `first_binding` on) at element `ix[k]`. With
+    /// `accumulator`, operand 0 is not read but is the value `acc` the template computed (a
+    /// MatMul's sum), and operand `k` is bound at `first_binding + k - 1`, read at `ix[k - 1]`.
+    pub(crate) fn parts(&self, first_binding: usize, accumulator: bool) -> Parts {
+        let skip = usize::from(accumulator);
         let mut bindings = String::new();
         let mut loads = String::new();
-        for (k, &d) in self.operands.iter().enumerate() {
+        for (k, &d) in self.operands.iter().enumerate().skip(skip) {
             bindings.push_str(&format!(
                 "@group(0) @binding({}) var<storage, read> w{k}: array<u32>;\n",
-                k + 1
+                first_binding + k - skip
             ));
             let buffer = format!("w{k}");
             let load = if self.wgsl_type(d) == "vec2<u32>" {
@@ -200,8 +245,12 @@ impl Program {
         let mut steps = String::new();
         let mut shared: Vec<String> = Vec::new();
         let mut program = String::new();
-        for k in 0..n {
-            program.push_str(&format!("    let o{k} = load{k}(ix[{k}]);\n"));
+        for k in 0..self.operands.len() {
+            if k < skip {
+                program.push_str(&format!("    let o{k} = acc;\n"));
+            } else {
+                program.push_str(&format!("    let o{k} = load{k}(ix[{}]);\n", k - skip));
+            }
         }
         let last = self.steps.len().saturating_sub(1);
         for (k, step) in self.steps.iter().enumerate() {
@@ -261,40 +310,19 @@ impl Program {
                 .collect();
             program.push_str(&format!("    let v{k} = step{k}({});\n", args.join(", ")));
         }
-        program.push_str(&format!("    return v{last};"));
-        let out = self.out();
-        let bits = if self.wgsl_type(out) == "vec2<u32>" {
-            "r"
+        if self.steps.is_empty() {
+            program.push_str("    return o0;");
         } else {
-            bits_expression(out)
-        };
+            program.push_str(&format!("    return v{last};"));
+        }
         let mut all_steps = shared.join("\n");
         all_steps.push_str(&steps);
-        specialize(
-            WORDS,
-            &[
-                ("// OPERAND COUNT", format!("const OPERANDS: u32 = {n}u;")),
-                ("// OPERAND BINDINGS", bindings),
-                (
-                    "// OUTPUT BINDING",
-                    format!(
-                        "@group(0) @binding({}) var<storage, read_write> dst: array<u32>;",
-                        n + 1
-                    ),
-                ),
-                ("// LOADS", loads),
-                ("// STEPS", all_steps),
-                (
-                    "// RESULT TYPE",
-                    format!("alias R = {};", self.wgsl_type(out)),
-                ),
-                (
-                    "// BITS",
-                    format!("fn bits(r: R) -> vec2<u32> {{ return {bits}; }}"),
-                ),
-                ("// PROGRAM", program),
-            ],
-        )
+        Parts {
+            bindings,
+            loads,
+            steps: all_steps,
+            body: program,
+        }
     }
 
     /// A short description for pipeline labels: `Add(f32,f32)->f32; Tanh(f32)->f32`.
@@ -321,6 +349,18 @@ impl Program {
         };
         format!("{}{emulated}", steps.join("; "))
     }
+}
+
+/// A program's WGSL pieces (see [`Program::parts`]).
+pub(crate) struct Parts {
+    /// The storage bindings of the operands read from buffers.
+    pub bindings: String,
+    /// Per operand read: `alias Tk` and `fn loadk(i: u32) -> Tk` from its words.
+    pub loads: String,
+    /// Helpers and one function per step.
+    pub steps: String,
+    /// Statements: the operands loaded from `ix`, the steps, `return` of the result.
+    pub body: String,
 }
 
 /// `value` (of the wide type `dtype` computes in) narrowed to `dtype` and widened back, as

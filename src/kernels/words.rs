@@ -671,6 +671,18 @@ pub(crate) fn word_helpers() -> &'static str {
     &WORDS[begin..begin + end]
 }
 
+/// The word helpers and the f32 math the steps of programs call (`onnx_tanh`, ...), for
+/// templates other than the word template that compute programs (MatMul epilogues).
+pub(crate) fn program_helpers() -> &'static str {
+    let begin = WORDS
+        .find("// BEGIN WORD HELPERS")
+        .expect("the word template marks its helpers");
+    let end = WORDS[begin..]
+        .find("// END MATH HELPERS")
+        .expect("the word template marks its math helpers");
+    &WORDS[begin..begin + end]
+}
+
 /// Whether `dtypes` (and `out`) need the i64/u64 emulation when the adapter lacks
 /// `SHADER_INT64`: a 64-bit integer among them and no f64 (which needs the native types).
 pub fn uses_int64(dtypes: &[DType], out: DType) -> bool {

@@ -2,6 +2,7 @@
 
 use super::broadcast_shape;
 use crate::kernels::operands::elementwise_type;
+use crate::kernels::program::{intern, Program};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 const OP: &str = "MatMul";
@@ -108,6 +109,72 @@ impl Recorder {
             &a.reshaped(&p.lhs)?,
             &b.reshaped(&p.rhs)?,
             &out.reshaped(&p.full_output)?,
+        )?;
+        Ok(out)
+    }
+
+    /// Records `epilogue(a @ b, leaves...)` into `out`: the product is operand 0 of the
+    /// element-wise program, `leaves` its other operands (broadcast numpy-style to the
+    /// product's shape, which they must not enlarge). Where the kernel can apply the program
+    /// to each sum before storing it, this is one dispatch with no product tensor (a Scan
+    /// body's `MatMul -> Add -> Tanh`); otherwise the product is recorded, then the program.
+    pub fn matmul_program_to(
+        &mut self,
+        a: &Tensor,
+        b: &Tensor,
+        epilogue: &Program,
+        leaves: &[&Tensor],
+        out: Out,
+    ) -> Result<Tensor> {
+        self.check_inputs(OP, &[("A", a), ("B", b)])?;
+        let p = plan((a.dtype(), a.shape()), (b.dtype(), b.shape()))?;
+        if epilogue.operands().first() != Some(&a.dtype()) {
+            return Err(Error::invalid(
+                OP,
+                "epilogue",
+                format!(
+                    "the epilogue's operand 0 must be the product's dtype {}",
+                    a.dtype()
+                ),
+            ));
+        }
+        let mut shape = p.output.clone();
+        for t in leaves {
+            shape = broadcast_shape(OP, &shape, t.shape())?;
+        }
+        let direct = shape == p.output
+            && p.output == p.full_output
+            && !matches!(a.dtype(), DType::F16 | DType::BF16)
+            && leaves.len() + 1 == epilogue.operands().len()
+            && leaves
+                .iter()
+                .zip(&epilogue.operands()[1..])
+                .all(|(t, &d)| t.dtype() == d)
+            && self.context().features().contains(epilogue.features());
+        if !direct || epilogue.steps().is_empty() {
+            // The product, then the program (which checks the leaves).
+            let product = self.matmul(a, b)?;
+            if epilogue.steps().is_empty() && leaves.is_empty() {
+                return self.identity_to(&product, out);
+            }
+            let mut inputs = vec![&product];
+            inputs.extend_from_slice(leaves);
+            let result = self.program_to(epilogue, &inputs, out);
+            self.release(product);
+            return result;
+        }
+        for (k, t) in leaves.iter().enumerate() {
+            let name = format!("epilogue input {}", k + 1);
+            self.check_inputs(OP, &[(name.as_str(), t)])?;
+        }
+        super::elementwise::require_feature(self.context(), OP, "A", a.dtype())?;
+        let out = out.tensor(self, epilogue.out(), &p.output)?;
+        self.matmul_epilogue_into(
+            OP,
+            &a.reshaped(&p.lhs)?,
+            &b.reshaped(&p.rhs)?,
+            &out.reshaped(&p.full_output)?,
+            Some((intern(epilogue.clone()), leaves)),
         )?;
         Ok(out)
     }

@@ -232,8 +232,9 @@ fn i64_chains_fuse_with_the_emulation() {
     }
 }
 
-/// The spec's RNN cell as a Scan: the body's Add -> Add -> Add -> Tanh is one dispatch per
-/// iteration instead of four, and the states match the body run node by node bit for bit.
+/// The spec's RNN cell as a Scan: the body's second MatMul and its Add -> Add -> Add -> Tanh
+/// are one dispatch per iteration instead of five, and the states match the body run node by
+/// node bit for bit.
 #[test]
 fn scan_bodies_fuse_their_chains() {
     let (batch, hidden, steps) = (2, 8, 5);
@@ -285,7 +286,9 @@ fn scan_bodies_fuse_their_chains() {
             assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
         }
     }
-    assert_eq!(plain_dispatches - fused_dispatches, 3 * steps as u64);
+    // Per iteration: the second MatMul takes Add -> Add -> Add -> Tanh as its epilogue (the
+    // first MatMul is recorded: a program has one head), 2 dispatches instead of 6.
+    assert_eq!(plain_dispatches - fused_dispatches, 4 * steps as u64);
 }
 
 /// Values in [-1, 1): random floats that stay finite through the RNN cell.
@@ -386,5 +389,76 @@ fn matmul_epilogues_match_product_then_program() {
                 assert_eq!(fused_dispatches, 1, "{case}");
             }
         }
+    }
+}
+
+// MatMul heads in graphs, on each dtype the MatMul kernel computes: a MatMul whose product
+// only an element-wise chain reads takes the chain as its epilogue; where it cannot (the
+// chain broadcasts beyond the product, ends in another dtype, or the product is read twice)
+// everything still matches node by node and the reference bit for bit.
+#[test]
+fn matmul_heads_take_element_wise_chains() {
+    let probe = context(true, true);
+    let mut dtypes = vec![DType::F32, DType::I32, DType::U32];
+    if probe.features().contains(wgpu::Features::SHADER_F64) {
+        dtypes.push(DType::F64);
+    }
+    if probe.features().contains(wgpu::Features::SHADER_INT64) {
+        dtypes.extend([DType::I64, DType::U64]);
+    }
+    for d in dtypes {
+        let inputs = named(vec![
+            ("a", small_ints(1, d, &[2, 3, 5])),
+            ("b", small_ints(2, d, &[5, 4])),
+            ("bias", small_ints(3, d, &[4])),
+            ("col", small_ints(4, d, &[3, 1])),
+            ("wide", small_ints(5, d, &[6, 2, 3, 4])),
+        ]);
+        let g = declare(Graph::new(), &inputs);
+        // One chain as the epilogue: 1 dispatch instead of 4.
+        let chain = g
+            .clone()
+            .node(node("MatMul", &["a", "b"], "p"))
+            .node(node("Add", &["p", "bias"], "t1"))
+            .node(node("Max", &["col", "t1"], "t2"))
+            .node(node("Sub", &["t2", "bias"], "y"))
+            .output("y");
+        assert_eq!(check_fused(&chain, &inputs, true), (1, 4), "{d} chain");
+        // Two products into one Add: one is recorded, the other takes the epilogue.
+        let two = g
+            .clone()
+            .node(node("MatMul", &["a", "b"], "p"))
+            .node(node("MatMul", &["a", "b"], "q"))
+            .node(node("Add", &["p", "q"], "t1"))
+            .node(node("Mul", &["t1", "col"], "y"))
+            .output("y");
+        assert_eq!(check_fused(&two, &inputs, true), (2, 4), "{d} two products");
+        // Broadcast beyond the product ([2, 3, 4] against [6, 2, 3, 4]): product, then the
+        // chain.
+        let wider = g
+            .clone()
+            .node(node("MatMul", &["a", "b"], "p"))
+            .node(node("Add", &["p", "wide"], "t1"))
+            .node(node("Abs", &["t1"], "y"))
+            .output("y");
+        assert_eq!(check_fused(&wider, &inputs, true), (2, 3), "{d} wider");
+        // Ends in another dtype: product, then the chain.
+        let other = if d == DType::I32 { "u32" } else { "i32" };
+        let cast = g
+            .clone()
+            .node(node("MatMul", &["a", "b"], "p"))
+            .node(node("Add", &["p", "bias"], "t1"))
+            .node(node("Cast", &["t1"], "y").attr("to", Attr::String(other.into())))
+            .output("y");
+        assert_eq!(check_fused(&cast, &inputs, true), (2, 3), "{d} cast");
+        // The product read twice is recorded; the chains after it fuse as usual.
+        let shared = g
+            .clone()
+            .node(node("MatMul", &["a", "b"], "p"))
+            .node(node("Add", &["p", "bias"], "y"))
+            .node(node("Sub", &["p", "col"], "z"))
+            .output("y")
+            .output("z");
+        assert_eq!(check_fused(&shared, &inputs, true), (3, 3), "{d} shared");
     }
 }

@@ -266,6 +266,7 @@ pub(crate) fn record_graph(
             node: node.name.clone(),
             source: Box::new(e),
         };
+        materialize_extra_heads(rec, scope, node).map_err(in_node)?;
         let slots = input_slots(scope, node);
         let folded = fold(node, def, &slots).map_err(in_node)?;
         // Fusion: a node whose value is deferred, or that reads pending values, merges its
@@ -377,11 +378,48 @@ fn materialize(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
 /// buffer that no live value holds any more (the program held it last) is reused.
 fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
     let refs: Vec<&Tensor> = p.leaves.iter().map(|(_, t)| t).collect();
-    let t = rec.program_to(&p.program, &refs, out)?;
+    let t = match &p.head {
+        Some(h) => rec.matmul_program_to(&h.lhs.1, &h.rhs.1, &p.program, &refs, out)?,
+        None => rec.program_to(&p.program, &refs, out)?,
+    };
     for (_, leaf) in p.leaves {
         rec.release(leaf);
     }
+    if let Some(h) = p.head {
+        rec.release(h.lhs.1);
+        rec.release(h.rhs.1);
+    }
     Ok(t)
+}
+
+/// Records the pending MatMul heads among `node`'s inputs but the last: a program has one.
+fn materialize_extra_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<()> {
+    let heads: Vec<&String> = node
+        .inputs
+        .iter()
+        .filter(|i| {
+            scope
+                .slots
+                .get(*i)
+                .and_then(|s| s.pending.as_ref())
+                .is_some_and(|p| p.head.is_some())
+        })
+        .collect();
+    let mut names: Vec<&String> = Vec::new();
+    for name in heads {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.pop();
+    for name in names {
+        if let Some(slot) = scope.slots.get_mut(name) {
+            if let Some(p) = slot.pending.take() {
+                let _ = slot.gpu.set(record_pending(rec, p, Out::NEW)?);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The node's outputs computed on the host, when they can be: ops that need only shapes

@@ -3,21 +3,45 @@
 //! the tensors it reads, and the reader records the merged program as one kernel (a Scan
 //! body's `Add -> Add -> Add -> Tanh` is one dispatch, with no intermediate tensors). Graph
 //! outputs, a Scan body's states and values read by several nodes are always recorded.
+//!
+//! A MatMul whose product is read only by an element-wise node is deferred too: its pending
+//! value is a program whose operand 0 is the product (the *head*), and the chain that follows
+//! becomes the MatMul kernel's epilogue (a recurrent cell's `MatMul -> Add -> Tanh` is one
+//! dispatch).
 
 use std::collections::{HashMap, HashSet};
 
 use super::exec::Slot;
 use super::{Attr, Graph, Node};
+use crate::kernels::matmul::MAX_EPILOGUE_LEAVES;
 use crate::ops::elementwise::{lookup, word_op, Arg, Program, MAX_OPERANDS};
 use crate::{Context, DType, HostTensor, Result, Tensor};
 
 /// A node's value not recorded yet: the program computing it from `leaves` (by value name;
-/// constants a node made have none) and its shape.
+/// constants a node made have none) and its shape. With a `head`, operand 0 of the program
+/// is that MatMul's product and `leaves` are operands 1 on.
 #[derive(Clone)]
 pub(crate) struct Pending {
     pub program: Program,
     pub leaves: Vec<(Option<String>, Tensor)>,
     pub shape: Vec<usize>,
+    pub head: Option<Head>,
+}
+
+/// The MatMul a pending program starts from (its operands, by value name).
+#[derive(Clone)]
+pub(crate) struct Head {
+    pub lhs: (String, Tensor),
+    pub rhs: (String, Tensor),
+}
+
+/// Whether a node may head a pending program: a MatMul of two given inputs.
+pub(crate) fn head_op(node: &Node) -> bool {
+    node.op == "MatMul"
+        && node.inputs.len() == 2
+        && node.inputs.iter().all(|i| !i.is_empty())
+        && node.outputs.len() == 1
+        && !node.outputs[0].is_empty()
 }
 
 /// Where an operand of a node's step comes from.
@@ -62,7 +86,7 @@ pub(crate) fn deferrable(
         }
     }
     let mut out = HashSet::new();
-    for node in graph.nodes.iter().filter(|n| fusable(n)) {
+    for node in graph.nodes.iter().filter(|n| fusable(n) || head_op(n)) {
         let v = node.outputs[0].as_str();
         if keep.contains(v) || placements.contains_key(v) {
             continue;
@@ -155,16 +179,32 @@ pub(crate) fn build(
     node: &Node,
     slots: &[Option<&Slot>],
 ) -> Result<Option<Pending>> {
+    if head_op(node) {
+        return head(ctx, node, slots);
+    }
     let Some((op, sources, to)) = as_step(node, slots) else {
         return Ok(None);
     };
     let emulate64 = !ctx.features().contains(wgpu::Features::SHADER_INT64);
+    // The one MatMul head among the inputs (the caller records all but one) comes first.
+    let head = slots.iter().flatten().find_map(|s| {
+        s.pending
+            .as_ref()
+            .and_then(|p| p.head.clone())
+            .map(|h| (h, p_shape(s)))
+    });
     let mut merged = Merge {
         program: Program::new(Vec::new(), emulate64),
         leaves: Vec::new(),
         shape: Vec::new(),
         results: HashMap::new(),
+        head: None,
     };
+    if let Some((h, (dtype, shape))) = head {
+        merged.program.add_operand(dtype);
+        merged.shape = shape;
+        merged.head = Some(h);
+    }
     let mut args = Vec::new();
     for source in sources {
         let arg = match source {
@@ -186,12 +226,15 @@ pub(crate) fn build(
         };
         args.push(arg);
     }
+    let head_shape = merged.head.as_ref().map(|_| merged.shape.clone());
     if merged
         .program
         .push(op, args, to.unwrap_or(DType::F32))
         .is_none()
         || !ctx.features().contains(merged.program.features())
         || crate::ops::check_rank(op, &merged.shape).is_err()
+        // An epilogue computes the product's elements only: no broadcasting beyond them.
+        || head_shape.is_some_and(|s| s != merged.shape)
     {
         return Ok(None);
     }
@@ -199,6 +242,45 @@ pub(crate) fn build(
         program: merged.program,
         leaves: merged.leaves,
         shape: merged.shape,
+        head: merged.head,
+    }))
+}
+
+/// The dtype and shape of a pending slot's value.
+fn p_shape(slot: &Slot) -> (DType, Vec<usize>) {
+    let p = slot.pending.as_ref().expect("a pending slot");
+    (p.program.operands()[0], p.shape.clone())
+}
+
+/// A MatMul node as the head of a program of no steps yet, where its operands (2-D or more,
+/// of one dtype the adapter computes MatMul in) allow an epilogue; `None` otherwise (it runs
+/// as usual, which reports any error).
+fn head(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Result<Option<Pending>> {
+    let (Some(Some(a)), Some(Some(b))) = (slots.first(), slots.get(1)) else {
+        return Ok(None);
+    };
+    if a.pending.is_some() || b.pending.is_some() {
+        return Ok(None);
+    }
+    let ((da, sa), (db, sb)) = (a.dtype_shape(), b.dtype_shape());
+    let Ok(plan) = crate::ops::matmul::plan((da, &sa), (db, &sb)) else {
+        return Ok(None);
+    };
+    let native = crate::kernels::operands::elementwise_type(da).is_some()
+        && crate::kernels::operands::native_feature(da)
+            .is_none_or(|(f, _)| ctx.features().contains(f));
+    if sa.len() < 2 || sb.len() < 2 || da != db || !native {
+        return Ok(None);
+    }
+    let emulate64 = !ctx.features().contains(wgpu::Features::SHADER_INT64);
+    Ok(Some(Pending {
+        program: Program::new(vec![da], emulate64),
+        leaves: Vec::new(),
+        shape: plan.output,
+        head: Some(Head {
+            lhs: (node.inputs[0].clone(), a.tensor(ctx)?),
+            rhs: (node.inputs[1].clone(), b.tensor(ctx)?),
+        }),
     }))
 }
 
@@ -209,6 +291,8 @@ struct Merge {
     shape: Vec<usize>,
     /// Inputs already merged, by name (a node reading one value twice merges it once).
     results: HashMap<String, Arg>,
+    /// The MatMul whose product is operand 0 (leaves are then operands 1 on).
+    head: Option<Head>,
 }
 
 impl Merge {
@@ -232,13 +316,19 @@ impl Merge {
 
     /// A tensor the program reads (the same named value is read once).
     fn leaf(&mut self, name: Option<String>, tensor: Tensor) -> Option<Arg> {
+        let first = usize::from(self.head.is_some());
         if let Some(k) = name
             .as_ref()
             .and_then(|n| self.leaves.iter().position(|(m, _)| m.as_ref() == Some(n)))
         {
-            return Some(Arg::Operand(k as u8));
+            return Some(Arg::Operand((first + k) as u8));
         }
-        if self.leaves.len() >= MAX_OPERANDS {
+        let most = if self.head.is_some() {
+            MAX_EPILOGUE_LEAVES
+        } else {
+            MAX_OPERANDS
+        };
+        if self.leaves.len() >= most {
             return None;
         }
         self.shape = crate::ops::broadcast_shape("Fused", &self.shape, tensor.shape()).ok()?;
@@ -249,7 +339,22 @@ impl Merge {
 
     /// Appends a pending program's steps (its leaves become this program's operands).
     fn append(&mut self, p: &Pending) -> Option<Arg> {
-        let mut operands = Vec::with_capacity(p.leaves.len());
+        let mut operands = Vec::with_capacity(p.leaves.len() + 1);
+        if p.head.is_some() {
+            // Only the merge's own head (see `build`); its product is operand 0 here too.
+            let own = self.head.as_ref()?;
+            let theirs = p.head.as_ref()?;
+            if !std::sync::Arc::ptr_eq(own.lhs.1.storage(), theirs.lhs.1.storage())
+                || own.lhs.0 != theirs.lhs.0
+                || own.rhs.0 != theirs.rhs.0
+            {
+                return None;
+            }
+            operands.push(Arg::Operand(0));
+            if p.program.steps().is_empty() {
+                return Some(Arg::Operand(0));
+            }
+        }
         for (name, t) in &p.leaves {
             operands.push(self.leaf(name.clone(), t.clone())?);
         }

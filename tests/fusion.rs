@@ -462,3 +462,94 @@ fn matmul_heads_take_element_wise_chains() {
         assert_eq!(check_fused(&shared, &inputs, true), (3, 3), "{d} shared");
     }
 }
+
+fn ints(values: Vec<i64>) -> HostTensor {
+    HostTensor::from_vec(vec![values.len()], &values).unwrap()
+}
+
+// Chains through views (Unsqueeze, Squeeze, Reshape, Flatten): LinearAttention's
+// `Exp -> Unsqueeze -> Mul` and `MatMul -> Squeeze -> Sub -> Mul -> Unsqueeze -> MatMul`
+// shapes (Neg for Exp: exact against the reference), a reshape of a chain whose leaves all
+// have its shape, one that cannot follow (a broadcast leaf across a reshape), and one value
+// read in two shapes.
+#[test]
+fn chains_fuse_through_views() {
+    let d = DType::F32;
+    let inputs = named(vec![
+        ("x", small_ints(1, d, &[2, 3])),
+        ("state", small_ints(2, d, &[2, 3, 4])),
+        ("k", small_ints(3, d, &[2, 4, 1])),
+        ("v", small_ints(4, d, &[2, 3])),
+        ("beta", small_ints(5, d, &[2, 1])),
+        ("col", small_ints(6, d, &[2, 3, 1])),
+        ("y", small_ints(7, d, &[2, 6])),
+        ("z", small_ints(8, d, &[3, 4])),
+        ("r", small_ints(9, d, &[6])),
+        ("c", small_ints(10, d, &[3, 1])),
+        ("w", small_ints(11, d, &[6, 4])),
+    ]);
+    let g = declare(Graph::new(), &inputs)
+        .constant("last", ints(vec![-1]))
+        .constant("second_last", ints(vec![-2]))
+        .constant("zero", ints(vec![0]))
+        .constant("three_four", ints(vec![3, 4]));
+    // Neg -> Unsqueeze -> Mul: one dispatch instead of two.
+    let decay = g
+        .clone()
+        .node(node("Neg", &["x"], "e"))
+        .node(node("Unsqueeze", &["e", "last"], "eu"))
+        .node(node("Mul", &["state", "eu"], "out"))
+        .output("out");
+    assert_eq!(check_fused(&decay, &inputs, true), (1, 2), "decay");
+    // The product viewed through Squeeze and Unsqueeze, its epilogue between them, read by a
+    // MatMul: 2 dispatches instead of 4.
+    let delta = g
+        .clone()
+        .node(node("MatMul", &["state", "k"], "p"))
+        .node(node("Squeeze", &["p", "last"], "ps"))
+        .node(node("Sub", &["v", "ps"], "diff"))
+        .node(node("Mul", &["beta", "diff"], "delta"))
+        .node(node("Unsqueeze", &["delta", "second_last"], "row"))
+        .node(node("MatMul", &["col", "row"], "outer"))
+        .output("outer");
+    assert_eq!(check_fused(&delta, &inputs, true), (2, 4), "delta");
+    // Leaves of the chain's own shape follow any reshape: 1 dispatch instead of 2.
+    let reshaped = g
+        .clone()
+        .node(node("Add", &["y", "y"], "s"))
+        .node(node("Reshape", &["s", "three_four"], "sr"))
+        .node(node("Mul", &["sr", "z"], "out"))
+        .output("out");
+    assert_eq!(check_fused(&reshaped, &inputs, true), (1, 2), "reshape");
+    let flat = g
+        .clone()
+        .node(node("Add", &["state", "state"], "s"))
+        .node(node("Flatten", &["s"], "sf").attr("axis", Attr::Int(2)))
+        .node(node("Sub", &["sf", "w"], "out"))
+        .output("out");
+    assert_eq!(check_fused(&flat, &inputs, true), (1, 2), "flatten");
+    // A broadcast leaf cannot follow a reshape beyond unit axes: recorded, then the Mul.
+    let broadcast = g
+        .clone()
+        .node(node("Add", &["y", "r"], "s"))
+        .node(node("Reshape", &["s", "three_four"], "sr"))
+        .node(node("Mul", &["sr", "z"], "out"))
+        .output("out");
+    assert_eq!(check_fused(&broadcast, &inputs, true), (2, 2), "broadcast");
+    // `c` [3, 1] read as a leaf in two shapes: squeezed to [3] by the view, and as itself.
+    let twice = g
+        .clone()
+        .node(node("Neg", &["c"], "n"))
+        .node(node("Squeeze", &["n"], "ns"))
+        .node(node("Add", &["ns", "c"], "out"))
+        .output("out");
+    assert_eq!(check_fused(&twice, &inputs, true), (1, 2), "two shapes");
+    // A view node whose input is not pending stays a view; a view that is a graph output is
+    // recorded.
+    let output = g
+        .clone()
+        .node(node("Neg", &["x"], "e"))
+        .node(node("Unsqueeze", &["e", "zero"], "eu"))
+        .output("eu");
+    assert_eq!(check_fused(&output, &inputs, true), (1, 1), "output");
+}

@@ -379,7 +379,29 @@ fn materialize(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
 fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
     let refs: Vec<&Tensor> = p.leaves.iter().map(|(_, t)| t).collect();
     let t = match &p.head {
-        Some(h) => rec.matmul_program_to(&h.lhs.1, &h.rhs.1, &p.program, &refs, out)?,
+        Some(h) if h.shape == p.shape => {
+            rec.matmul_program_to(&h.lhs.1, &h.rhs.1, &p.program, &refs, out)?
+        }
+        Some(h) => {
+            // Viewed since (unit axes added or removed): the epilogue runs on the product's
+            // shape, its leaves viewed back.
+            let leaves = p
+                .leaves
+                .iter()
+                .map(|(_, t)| fuse::product_view(t, &p.shape, &h.shape))
+                .collect::<Result<Vec<_>>>()?;
+            let refs: Vec<&Tensor> = leaves.iter().collect();
+            let t = out.tensor(rec, p.program.out(), &p.shape)?;
+            let product = t.reshaped(&h.shape)?;
+            rec.matmul_program_to(
+                &h.lhs.1,
+                &h.rhs.1,
+                &p.program,
+                &refs,
+                Out::into("fused MatMul", &product),
+            )?;
+            t
+        }
         None => rec.program_to(&p.program, &refs, out)?,
     };
     for (_, leaf) in p.leaves {

@@ -28,11 +28,112 @@ pub(crate) struct Pending {
     pub head: Option<Head>,
 }
 
-/// The MatMul a pending program starts from (its operands, by value name).
+/// The MatMul a pending program starts from (its operands, by value name, and the product's
+/// shape: the pending value's shape may differ from it by unit axes, see [`view_op`]).
 #[derive(Clone)]
 pub(crate) struct Head {
     pub lhs: (String, Tensor),
     pub rhs: (String, Tensor),
+    pub shape: Vec<usize>,
+}
+
+/// Whether a node only reshapes its input (a view): a pending value stays pending through it,
+/// its leaves viewed alike (LinearAttention's `Exp -> Unsqueeze -> Mul`).
+pub(crate) fn view_op(node: &Node) -> bool {
+    matches!(
+        node.op.as_str(),
+        "Reshape" | "Squeeze" | "Unsqueeze" | "Flatten"
+    ) && node.outputs.len() == 1
+        && !node.outputs[0].is_empty()
+        && node.inputs.first().is_some_and(|i| !i.is_empty())
+}
+
+/// The output shape of view node `node` on an input of `shape`, where its index input (axes,
+/// shape) is known on the host; `None` otherwise or where the op rejects it (the node then
+/// runs as usual and reports the error).
+fn view_shape(node: &Node, slots: &[Option<&Slot>], shape: &[usize]) -> Option<Vec<usize>> {
+    use crate::ops::layout::{flatten_shape, reshape_shape, squeeze_shape, unsqueeze_shape};
+    let op = node.op.as_str();
+    let second = match slots.get(1).copied().flatten() {
+        Some(slot) => Some(slot.host.as_ref()?.to_indices("view", "axes").ok()?),
+        None => None,
+    };
+    let attr = |name: &str| match node.attrs.get(name) {
+        Some(Attr::Ints(v)) => Some(v.clone()),
+        Some(Attr::Int(v)) => Some(vec![*v]),
+        _ => None,
+    };
+    match op {
+        "Reshape" => {
+            let allowzero = matches!(node.attrs.get("allowzero"), Some(Attr::Int(v)) if *v != 0);
+            reshape_shape(shape, &second?, allowzero).ok()
+        }
+        "Squeeze" => squeeze_shape(shape, second.or_else(|| attr("axes")).as_deref()).ok(),
+        "Unsqueeze" => unsqueeze_shape(shape, &second.or_else(|| attr("axes"))?).ok(),
+        "Flatten" => {
+            let axis = match node.attrs.get("axis") {
+                Some(Attr::Int(v)) => *v,
+                None => 1,
+                Some(_) => return None,
+            };
+            flatten_shape(shape, axis).ok()
+        }
+        _ => None,
+    }
+}
+
+/// The shape of a leaf broadcast to `from`, in `to`, when the two differ only by unit axes
+/// (their dims other than 1 are the same, in order): the leaf's dims on those axes, 1 on
+/// the others. `None` when the shapes differ otherwise.
+fn unit_axes_view(leaf: &[usize], from: &[usize], to: &[usize]) -> Option<Vec<usize>> {
+    let big = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+    if big(from) != big(to) || leaf.len() > from.len() {
+        return None;
+    }
+    // The leaf's dims on `from`'s axes (leading 1s where it has a lower rank).
+    let padded = std::iter::repeat_n(1, from.len() - leaf.len()).chain(leaf.iter().copied());
+    let mut kept = padded.zip(from).filter(|&(_, &f)| f != 1).map(|(l, _)| l);
+    Some(
+        to.iter()
+            .map(|&t| if t == 1 { 1 } else { kept.next().unwrap_or(1) })
+            .collect(),
+    )
+}
+
+/// Leaf `t` of a pending value of shape `from` viewed in the shape `to` of its MatMul head's
+/// product (the two differ by unit axes: [`view`] checked it).
+pub(crate) fn product_view(t: &Tensor, from: &[usize], to: &[usize]) -> Result<Tensor> {
+    let shape = unit_axes_view(t.shape(), from, to)
+        .ok_or_else(|| crate::Error::Graph("internal: a fused view lost its unit axes".into()))?;
+    t.reshaped(&shape)
+}
+
+/// Pending value `p` viewed as `shape` (a view node on it): its leaves viewed alike. `None`
+/// where the leaves cannot follow (a reshape beyond unit axes of a value whose leaves
+/// broadcast, or of a MatMul's product).
+fn view(p: &Pending, shape: Vec<usize>) -> Option<Pending> {
+    let full = p
+        .leaves
+        .iter()
+        .all(|(_, t)| t.shape() == p.shape.as_slice());
+    let mut leaves = Vec::with_capacity(p.leaves.len());
+    for (name, t) in &p.leaves {
+        let viewed = match unit_axes_view(t.shape(), &p.shape, &shape) {
+            Some(s) => s,
+            None if full && p.head.is_none() => shape.clone(),
+            None => return None,
+        };
+        leaves.push((name.clone(), t.reshaped(&viewed).ok()?));
+    }
+    if let Some(h) = &p.head {
+        unit_axes_view(&[], &h.shape, &shape)?;
+    }
+    Some(Pending {
+        program: p.program.clone(),
+        leaves,
+        shape,
+        head: p.head.clone(),
+    })
 }
 
 /// Whether a node may head a pending program: a MatMul of two given inputs.
@@ -86,14 +187,23 @@ pub(crate) fn deferrable(
         }
     }
     let mut out = HashSet::new();
-    for node in graph.nodes.iter().filter(|n| fusable(n) || head_op(n)) {
+    for node in graph
+        .nodes
+        .iter()
+        .filter(|n| fusable(n) || head_op(n) || view_op(n))
+    {
         let v = node.outputs[0].as_str();
         if keep.contains(v) || placements.contains_key(v) {
             continue;
         }
         if let Some([reader]) = readers.get(v).map(Vec::as_slice) {
             let reader = &graph.nodes[*reader];
-            if fusable(reader) && reader.inputs.iter().any(|i| i == v) {
+            let reads_it = if view_op(reader) {
+                reader.inputs[0] == v
+            } else {
+                fusable(reader) && reader.inputs.iter().any(|i| i == v)
+            };
+            if reads_it {
                 out.insert(v.to_string());
             }
         }
@@ -182,6 +292,12 @@ pub(crate) fn build(
     if head_op(node) {
         return head(ctx, node, slots);
     }
+    if view_op(node) {
+        let Some(Some(p)) = slots.first().map(|s| s.and_then(|s| s.pending.as_ref())) else {
+            return Ok(None);
+        };
+        return Ok(view_shape(node, slots, &p.shape).and_then(|shape| view(p, shape)));
+    }
     let Some((op, sources, to)) = as_step(node, slots) else {
         return Ok(None);
     };
@@ -200,10 +316,12 @@ pub(crate) fn build(
         results: HashMap::new(),
         head: None,
     };
+    let mut head_shape = None;
     if let Some((h, (dtype, shape))) = head {
         merged.program.add_operand(dtype);
-        merged.shape = shape;
+        merged.shape = shape.clone();
         merged.head = Some(h);
+        head_shape = Some(shape);
     }
     let mut args = Vec::new();
     for source in sources {
@@ -226,7 +344,6 @@ pub(crate) fn build(
         };
         args.push(arg);
     }
-    let head_shape = merged.head.as_ref().map(|_| merged.shape.clone());
     if merged
         .program
         .push(op, args, to.unwrap_or(DType::F32))
@@ -276,10 +393,11 @@ fn head(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Result<Option<Pe
     Ok(Some(Pending {
         program: Program::new(vec![da], emulate64),
         leaves: Vec::new(),
-        shape: plan.output,
+        shape: plan.output.clone(),
         head: Some(Head {
             lhs: (node.inputs[0].clone(), a.tensor(ctx)?),
             rhs: (node.inputs[1].clone(), b.tensor(ctx)?),
+            shape: plan.output,
         }),
     }))
 }
@@ -317,10 +435,12 @@ impl Merge {
     /// A tensor the program reads (the same named value is read once).
     fn leaf(&mut self, name: Option<String>, tensor: Tensor) -> Option<Arg> {
         let first = usize::from(self.head.is_some());
-        if let Some(k) = name
-            .as_ref()
-            .and_then(|n| self.leaves.iter().position(|(m, _)| m.as_ref() == Some(n)))
-        {
+        // The same value viewed alike (views give one value several shapes).
+        if let Some(k) = name.as_ref().and_then(|n| {
+            self.leaves
+                .iter()
+                .position(|(m, t)| m.as_ref() == Some(n) && t.shape() == tensor.shape())
+        }) {
             return Some(Arg::Operand((first + k) as u8));
         }
         let most = if self.head.is_some() {
@@ -372,5 +492,35 @@ impl Merge {
             last = Some(self.program.push(step.op, args, step.out)?);
         }
         last
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unit_axes_view;
+
+    #[test]
+    fn leaves_follow_unit_axis_views() {
+        // [2, 3] -> [2, 3, 1]: a leaf [3] becomes [1, 3, 1]; a full one [2, 3, 1].
+        assert_eq!(
+            unit_axes_view(&[3], &[2, 3], &[2, 3, 1]),
+            Some(vec![1, 3, 1])
+        );
+        assert_eq!(
+            unit_axes_view(&[2, 3], &[2, 3], &[2, 3, 1]),
+            Some(vec![2, 3, 1])
+        );
+        // [2, 4, 1] -> [2, 1, 4]: a leaf [2, 1, 1] keeps its batch axis only.
+        assert_eq!(
+            unit_axes_view(&[2, 1, 1], &[2, 4, 1], &[2, 1, 4]),
+            Some(vec![2, 1, 1])
+        );
+        assert_eq!(
+            unit_axes_view(&[4, 1], &[2, 4, 1], &[1, 2, 4]),
+            Some(vec![1, 1, 4])
+        );
+        // Not a unit-axis view.
+        assert_eq!(unit_axes_view(&[6], &[2, 6], &[3, 4]), None);
+        assert_eq!(unit_axes_view(&[2, 3], &[2, 3], &[3, 2]), None);
     }
 }

@@ -23,6 +23,9 @@ struct Params {
     rhs_base: u32,
     dst_base: u32,
     _pad: u32,
+    // Element strides of A's rows and columns and of B's rows and columns inside a matrix:
+    // (k, 1, n, 1), or transposed operands read in place ((1, m) for A stored as k x m).
+    strides: vec4<u32>,
     // Batch shape and the operands' and output's batch strides (elements), innermost first.
     batch_shape: array<vec4<u32>, 4>,
     lhs_stride: array<vec4<u32>, 4>,
@@ -79,11 +82,11 @@ fn main(
         let rk = t * TILE + local.y;
         var a = T(0);
         if row < params.m && lk < params.k {
-            a = lhs[lhs_base + row * params.k + lk];
+            a = lhs[lhs_base + row * params.strides.x + lk * params.strides.y];
         }
         var b = T(0);
         if rk < params.k && col < params.n {
-            b = rhs[rhs_base + rk * params.n + col];
+            b = rhs[rhs_base + rk * params.strides.z + col * params.strides.w];
         }
         lhs_tile[local.y][local.x] = a;
         rhs_tile[local.y][local.x] = b;
@@ -124,9 +127,10 @@ fn rows(
         let len = (params.k + SLICES - 1u) / SLICES;
         let k0 = min(slice * len, params.k);
         let k1 = min(k0 + len, params.k);
-        let a = b.x + row * params.k;
+        let a = b.x + row * params.strides.x;
+        let r = b.y + col * params.strides.w;
         for (var i = k0; i < k1; i++) {
-            acc += lhs[a + i] * rhs[b.y + i * params.n + col];
+            acc += lhs[a + i * params.strides.y] * rhs[r + i * params.strides.z];
         }
     }
     partial[local] = acc;
@@ -160,14 +164,14 @@ fn blocks(
     let last = params.m - 1u;
     let c = vec4<u32>(col, min(col + w, params.n - 1u), min(col + 2u * w, params.n - 1u),
         min(col + 3u * w, params.n - 1u));
-    let a0 = b.x + min(row + 0u, last) * params.k;
-    let a1 = b.x + min(row + 1u, last) * params.k;
-    let a2 = b.x + min(row + 2u, last) * params.k;
-    let a3 = b.x + min(row + 3u, last) * params.k;
-    let a4 = b.x + min(row + 4u, last) * params.k;
-    let a5 = b.x + min(row + 5u, last) * params.k;
-    let a6 = b.x + min(row + 6u, last) * params.k;
-    let a7 = b.x + min(row + 7u, last) * params.k;
+    let a0 = b.x + min(row + 0u, last) * params.strides.x;
+    let a1 = b.x + min(row + 1u, last) * params.strides.x;
+    let a2 = b.x + min(row + 2u, last) * params.strides.x;
+    let a3 = b.x + min(row + 3u, last) * params.strides.x;
+    let a4 = b.x + min(row + 4u, last) * params.strides.x;
+    let a5 = b.x + min(row + 5u, last) * params.strides.x;
+    let a6 = b.x + min(row + 6u, last) * params.strides.x;
+    let a7 = b.x + min(row + 7u, last) * params.strides.x;
     var acc0 = vec4<T>(T(0));
     var acc1 = vec4<T>(T(0));
     var acc2 = vec4<T>(T(0));
@@ -176,17 +180,19 @@ fn blocks(
     var acc5 = vec4<T>(T(0));
     var acc6 = vec4<T>(T(0));
     var acc7 = vec4<T>(T(0));
+    let cs = c * params.strides.w;
     for (var i = 0u; i < params.k; i++) {
-        let r = b.y + i * params.n;
-        let bv = vec4<T>(rhs[r + c.x], rhs[r + c.y], rhs[r + c.z], rhs[r + c.w]);
-        acc0 += lhs[a0 + i] * bv;
-        acc1 += lhs[a1 + i] * bv;
-        acc2 += lhs[a2 + i] * bv;
-        acc3 += lhs[a3 + i] * bv;
-        acc4 += lhs[a4 + i] * bv;
-        acc5 += lhs[a5 + i] * bv;
-        acc6 += lhs[a6 + i] * bv;
-        acc7 += lhs[a7 + i] * bv;
+        let r = b.y + i * params.strides.z;
+        let bv = vec4<T>(rhs[r + cs.x], rhs[r + cs.y], rhs[r + cs.z], rhs[r + cs.w]);
+        let ai = i * params.strides.y;
+        acc0 += lhs[a0 + ai] * bv;
+        acc1 += lhs[a1 + ai] * bv;
+        acc2 += lhs[a2 + ai] * bv;
+        acc3 += lhs[a3 + ai] * bv;
+        acc4 += lhs[a4 + ai] * bv;
+        acc5 += lhs[a5 + ai] * bv;
+        acc6 += lhs[a6 + ai] * bv;
+        acc7 += lhs[a7 + ai] * bv;
     }
     var accs = array<vec4<T>, 8>(acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7);
     for (var y = 0u; y < 8u && row + y < params.m; y++) {

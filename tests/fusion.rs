@@ -553,3 +553,161 @@ fn chains_fuse_through_views() {
         .output("eu");
     assert_eq!(check_fused(&output, &inputs, true), (1, 1), "output");
 }
+
+// Operands read transposed in place (Gemm's transA/transB, a graph's Transpose feeding a
+// MatMul) against the transpose recorded first: bit for bit, on each MatMul kernel, with an
+// epilogue or not, broadcast batches; one dispatch per product where the tensors bind whole,
+// and the transposed copies where they do not (a binding limit smaller than the operands).
+#[test]
+fn matmul_reads_transposed_operands_in_place() {
+    use wgpu_ops::ops::elementwise::{Arg, Program};
+    use wgpu_ops::{Out, Tensor};
+    for (cpu_kernels, binding) in [(false, None), (true, None), (true, Some(2048u64))] {
+        let ctx = Context::new_blocking(ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            max_binding_size: binding,
+            ..Default::default()
+        })
+        .unwrap();
+        for d in [DType::F32, DType::I32, DType::F16] {
+            for (seed, batch_a, batch_b, m, k, n) in [
+                (1u64, vec![], vec![], 1, 5, 7),
+                (2, vec![3], vec![1], 20, 9, 33),
+                (3, vec![2, 1], vec![3], 4, 70, 1),
+            ] {
+                let up = |seed: u64, s: &[usize]| {
+                    let h = if d == DType::F16 {
+                        let f = small_ints(seed, DType::F32, s);
+                        let v: Vec<half::f16> = f
+                            .to_vec::<f32>()
+                            .unwrap()
+                            .iter()
+                            .map(|&x| half::f16::from_f32(x))
+                            .collect();
+                        HostTensor::from_vec(s.to_vec(), &v).unwrap()
+                    } else {
+                        small_ints(seed, d, s)
+                    };
+                    Tensor::from_host(&ctx, &h).unwrap()
+                };
+                let with = |batch: &[usize], tail: [usize; 2]| -> Vec<usize> {
+                    batch.iter().copied().chain(tail).collect()
+                };
+                for (ta, tb) in [(true, false), (false, true), (true, true)] {
+                    let a = up(seed, &with(&batch_a, if ta { [k, m] } else { [m, k] }));
+                    let b = up(seed + 5, &with(&batch_b, if tb { [n, k] } else { [k, n] }));
+                    let swap = |t: &Tensor| {
+                        let r = t.rank() as i64;
+                        let mut perm: Vec<i64> = (0..r).collect();
+                        perm.swap(r as usize - 2, r as usize - 1);
+                        perm
+                    };
+                    let case = format!(
+                        "{d} cpu {cpu_kernels} binding {binding:?} {batch_a:?} {batch_b:?} \
+                         {m}x{k}x{n} transposed {ta} {tb}"
+                    );
+                    let before = ctx.stats().dispatches;
+                    let fused = ctx
+                        .run(|rec| rec.matmul_transposed_to(&a, &b, ta, tb, Out::NEW))
+                        .unwrap();
+                    let dispatches = ctx.stats().dispatches - before;
+                    let want = ctx
+                        .run(|rec| {
+                            let a2 = if ta {
+                                rec.transpose(&a, Some(&swap(&a)))?
+                            } else {
+                                a.clone()
+                            };
+                            let b2 = if tb {
+                                rec.transpose(&b, Some(&swap(&b)))?
+                            } else {
+                                b.clone()
+                            };
+                            rec.matmul(&a2, &b2)
+                        })
+                        .unwrap();
+                    let (f, w) = (
+                        fused.to_host_blocking().unwrap(),
+                        want.to_host_blocking().unwrap(),
+                    );
+                    assert_eq!((&f.shape, &f.data), (&w.shape, &w.data), "{case}");
+                    if binding.is_none() && d != DType::F16 {
+                        assert_eq!(dispatches, 1, "{case}");
+                    }
+                    if d == DType::F16 {
+                        continue;
+                    }
+                    // With an epilogue: Add of a bias row, then Neg.
+                    let bias = up(seed + 7, &[n]);
+                    let mut p = Program::new(vec![d; 2], false);
+                    let s0 = p
+                        .push("Add", vec![Arg::Operand(0), Arg::Operand(1)], d)
+                        .unwrap();
+                    p.push("Neg", vec![s0], d).unwrap();
+                    let fused = ctx
+                        .run(|rec| rec.matmul_fused_to(&a, &b, [ta, tb], &p, &[&bias], Out::NEW))
+                        .unwrap();
+                    let want = ctx
+                        .run(|rec| rec.program_to(&p, &[&want, &bias], Out::NEW))
+                        .unwrap();
+                    let (f, w) = (
+                        fused.to_host_blocking().unwrap(),
+                        want.to_host_blocking().unwrap(),
+                    );
+                    assert_eq!((&f.shape, &f.data), (&w.shape, &w.data), "{case} epilogue");
+                }
+            }
+        }
+    }
+}
+
+// A Transpose of the last two axes that only MatMuls read is not recorded: they read its
+// input transposed in place (LinearAttention's `Transpose -> MatMul` of the state). Other
+// permutations, and transposes other nodes read too, are recorded.
+#[test]
+fn matmuls_read_transposes_in_place() {
+    let d = DType::F32;
+    let inputs = named(vec![
+        ("state", small_ints(1, d, &[2, 3, 4])),
+        ("k", small_ints(2, d, &[2, 3, 1])),
+        ("m", small_ints(3, d, &[5, 4])),
+        ("q", small_ints(4, d, &[2, 4])),
+        ("v", small_ints(5, d, &[2, 4, 1])),
+        ("w", small_ints(6, d, &[4, 1])),
+    ]);
+    let g = declare(Graph::new(), &inputs);
+    let perm = |p: &[i64]| Attr::Ints(p.to_vec());
+    // Transpose -> MatMul -> Sub: 1 dispatch instead of 3.
+    let la = g
+        .clone()
+        .node(node("Transpose", &["state"], "st").attr("perm", perm(&[0, 2, 1])))
+        .node(node("MatMul", &["st", "k"], "r"))
+        .node(node("Sub", &["v", "r"], "out"))
+        .output("out");
+    assert_eq!(check_fused(&la, &inputs, true), (1, 3), "state");
+    // No perm at rank 2, the right operand, read by two MatMuls: 2 dispatches instead of 3.
+    let two = g
+        .clone()
+        .node(node("Transpose", &["m"], "mt"))
+        .node(node("MatMul", &["q", "mt"], "a"))
+        .node(node("MatMul", &["q", "mt"], "b"))
+        .output("a")
+        .output("b");
+    assert_eq!(check_fused(&two, &inputs, true), (2, 3), "two readers");
+    // Read by a MatMul and an Add: recorded.
+    let shared = g
+        .clone()
+        .node(node("Transpose", &["state"], "st").attr("perm", perm(&[0, 2, 1])))
+        .node(node("MatMul", &["st", "k"], "r"))
+        .node(node("Add", &["st", "st"], "s2"))
+        .output("r")
+        .output("s2");
+    assert_eq!(check_fused(&shared, &inputs, true), (3, 3), "shared");
+    // Another permutation: recorded.
+    let other = g
+        .clone()
+        .node(node("Transpose", &["state"], "st").attr("perm", perm(&[1, 0, 2])))
+        .node(node("MatMul", &["st", "w"], "out"))
+        .output("out");
+    assert_eq!(check_fused(&other, &inputs, true), (2, 2), "other perm");
+}

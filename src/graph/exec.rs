@@ -19,6 +19,9 @@ pub(crate) struct Slot {
     pub constant: bool,
     /// Not recorded yet: an element-wise program its one reader fuses (see [`super::fuse`]).
     pub pending: Option<Pending>,
+    /// Not recorded: this tensor with its last two axes swapped (a Transpose that only
+    /// MatMuls read, which read it in place).
+    pub swapped: Option<Tensor>,
 }
 
 /// Ops on constants with at most this many input elements in all are computed on the host.
@@ -32,6 +35,7 @@ impl Slot {
             gpu: OnceCell::new(),
             constant: false,
             pending: None,
+            swapped: None,
         }
     }
     pub fn constant(value: HostTensor) -> Slot {
@@ -40,6 +44,7 @@ impl Slot {
             gpu: OnceCell::new(),
             constant: true,
             pending: None,
+            swapped: None,
         }
     }
     pub fn gpu(value: Tensor) -> Slot {
@@ -48,6 +53,12 @@ impl Slot {
         slot
     }
     pub fn dtype_shape(&self) -> (DType, Vec<usize>) {
+        if let Some(t) = &self.swapped {
+            let mut shape = t.shape().to_vec();
+            let r = shape.len();
+            shape.swap(r - 2, r - 1);
+            return (t.dtype(), shape);
+        }
         match (&self.host, self.gpu.get(), &self.pending) {
             (Some(h), _, _) => (h.dtype, h.shape.clone()),
             (_, Some(t), _) => (t.dtype(), t.shape().to_vec()),
@@ -62,7 +73,7 @@ impl Slot {
         if let Some(t) = self.gpu.get() {
             return Ok(t.clone());
         }
-        if self.pending.is_some() {
+        if self.pending.is_some() || self.swapped.is_some() {
             return Err(Error::Graph(
                 "internal: a fused value was read before it was recorded".into(),
             ));
@@ -254,10 +265,13 @@ pub(crate) fn record_graph(
         .iter()
         .flat_map(|n| n.outputs.iter().map(String::as_str))
         .collect();
-    let deferred = if ctx.fuse_elementwise() {
-        fuse::deferrable(graph, &keep, placements)
+    let (deferred, swappable) = if ctx.fuse_elementwise() {
+        (
+            fuse::deferrable(graph, &keep, placements),
+            fuse::swappable(graph, &keep, placements),
+        )
     } else {
-        HashSet::new()
+        (HashSet::new(), HashSet::new())
     };
     for (pos, &k) in order.iter().enumerate() {
         let node = &graph.nodes[k];
@@ -286,7 +300,31 @@ pub(crate) fn record_graph(
             }
         }
         let slots = input_slots(scope, node);
+        let swap = match &folded {
+            None if node.outputs.first().is_some_and(|o| swappable.contains(o)) => {
+                fuse::swapped_input(&ctx, node, &slots).map_err(in_node)?
+            }
+            _ => None,
+        };
         let outputs: Vec<Slot> = match (folded, fused) {
+            (None, _) if swap.is_some() => vec![Slot {
+                swapped: swap,
+                ..Slot::default()
+            }],
+            (None, None)
+                if node.op == "MatMul" && slots.iter().flatten().any(|s| s.swapped.is_some()) =>
+            {
+                let (a, ta) = fuse::operand(&ctx, slots[0]).map_err(in_node)?;
+                let (b, tb) = fuse::operand(&ctx, slots[1]).map_err(in_node)?;
+                let out = match placements.get(&node.outputs[0]) {
+                    Some(t) => Out::into(&node.outputs[0], t),
+                    None => Out::NEW,
+                };
+                vec![Slot::gpu(
+                    rec.matmul_transposed_to(&a, &b, ta, tb, out)
+                        .map_err(in_node)?,
+                )]
+            }
             (Some(values), _) => node
                 .outputs
                 .iter()
@@ -348,6 +386,9 @@ pub(crate) fn record_graph(
                 if let Some(t) = slot.gpu.into_inner() {
                     rec.release(t);
                 }
+                if let Some(t) = slot.swapped {
+                    rec.release(t);
+                }
             }
         }
     }
@@ -380,7 +421,7 @@ fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
     let refs: Vec<&Tensor> = p.leaves.iter().map(|(_, t)| t).collect();
     let t = match &p.head {
         Some(h) if h.shape == p.shape => {
-            rec.matmul_program_to(&h.lhs.1, &h.rhs.1, &p.program, &refs, out)?
+            rec.matmul_fused_to(&h.lhs.1, &h.rhs.1, h.transposed, &p.program, &refs, out)?
         }
         Some(h) => {
             // Viewed since (unit axes added or removed): the epilogue runs on the product's
@@ -393,9 +434,10 @@ fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
             let refs: Vec<&Tensor> = leaves.iter().collect();
             let t = out.tensor(rec, p.program.out(), &p.shape)?;
             let product = t.reshaped(&h.shape)?;
-            rec.matmul_program_to(
+            rec.matmul_fused_to(
                 &h.lhs.1,
                 &h.rhs.1,
+                h.transposed,
                 &p.program,
                 &refs,
                 Out::into("fused MatMul", &product),

@@ -34,6 +34,8 @@ pub(crate) struct Pending {
 pub(crate) struct Head {
     pub lhs: (String, Tensor),
     pub rhs: (String, Tensor),
+    /// Operands held with their last two axes swapped, read transposed in place.
+    pub transposed: [bool; 2],
     pub shape: Vec<usize>,
 }
 
@@ -98,6 +100,78 @@ fn unit_axes_view(leaf: &[usize], from: &[usize], to: &[usize]) -> Option<Vec<us
             .map(|&t| if t == 1 { 1 } else { kept.next().unwrap_or(1) })
             .collect(),
     )
+}
+
+/// A MatMul operand: the slot's tensor, or the tensor a swapped slot holds and `true`.
+pub(crate) fn operand(ctx: &Context, slot: Option<&Slot>) -> Result<(Tensor, bool)> {
+    let slot =
+        slot.ok_or_else(|| crate::Error::Graph("internal: a MatMul input is missing".into()))?;
+    match &slot.swapped {
+        Some(t) => Ok((t.clone(), true)),
+        None => Ok((slot.tensor(ctx)?, false)),
+    }
+}
+
+/// The Transposes whose output only MatMuls read: each may stay unrecorded (a swapped slot)
+/// if it swaps the last two axes only (see [`swapped_input`]). Never a value in `keep` or
+/// with a placement.
+pub(crate) fn swappable(
+    graph: &Graph,
+    keep: &HashSet<&str>,
+    placements: &HashMap<String, Tensor>,
+) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for node in graph.nodes.iter().filter(|n| n.op == "Transpose") {
+        let Some(v) = node.outputs.first().filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        if keep.contains(v.as_str()) || placements.contains_key(v) {
+            continue;
+        }
+        let readers: Vec<&Node> = graph
+            .nodes
+            .iter()
+            .filter(|n| n.reads().iter().any(|r| r == v))
+            .collect();
+        let only_matmuls = readers.iter().all(|n| {
+            n.op == "MatMul" && n.inputs.len() == 2 && n.inputs.iter().all(|i| !i.is_empty())
+        });
+        if !readers.is_empty() && only_matmuls {
+            out.insert(v.clone());
+        }
+    }
+    out
+}
+
+/// The input of a Transpose node that swaps its input's last two axes only (rank 2 or more),
+/// held unrecorded; `None` for any other permutation (the node runs as usual).
+pub(crate) fn swapped_input(
+    ctx: &Context,
+    node: &Node,
+    slots: &[Option<&Slot>],
+) -> Result<Option<Tensor>> {
+    let Some(Some(slot)) = slots.first() else {
+        return Ok(None);
+    };
+    if slot.pending.is_some() || slot.swapped.is_some() {
+        return Ok(None);
+    }
+    let r = slot.dtype_shape().1.len();
+    if r < 2 {
+        return Ok(None);
+    }
+    let mut swap: Vec<i64> = (0..r as i64).collect();
+    swap.swap(r - 2, r - 1);
+    let perm = match node.attrs.get("perm") {
+        Some(Attr::Ints(p)) => p.clone(),
+        // No perm: every axis reversed, a swap at rank 2.
+        None => (0..r as i64).rev().collect(),
+        Some(_) => return Ok(None),
+    };
+    if perm != swap {
+        return Ok(None);
+    }
+    Ok(Some(slot.tensor(ctx)?))
 }
 
 /// Leaf `t` of a pending value of shape `from` viewed in the shape `to` of its MatMul head's
@@ -379,6 +453,7 @@ fn head(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Result<Option<Pe
     if a.pending.is_some() || b.pending.is_some() {
         return Ok(None);
     }
+    let ((lhs, ta), (rhs, tb)) = (operand(ctx, Some(a))?, operand(ctx, Some(b))?);
     let ((da, sa), (db, sb)) = (a.dtype_shape(), b.dtype_shape());
     let Ok(plan) = crate::ops::matmul::plan((da, &sa), (db, &sb)) else {
         return Ok(None);
@@ -395,8 +470,9 @@ fn head(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Result<Option<Pe
         leaves: Vec::new(),
         shape: plan.output.clone(),
         head: Some(Head {
-            lhs: (node.inputs[0].clone(), a.tensor(ctx)?),
-            rhs: (node.inputs[1].clone(), b.tensor(ctx)?),
+            lhs: (node.inputs[0].clone(), lhs),
+            rhs: (node.inputs[1].clone(), rhs),
+            transposed: [ta, tb],
             shape: plan.output,
         }),
     }))

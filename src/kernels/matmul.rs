@@ -80,6 +80,14 @@ fn epilogue(acc: T, d: u32) -> T {{
     specialize(MATMUL, &replacements)
 }
 
+/// Whether `tensors` each bind whole (no windows): what reading an operand transposed in
+/// place, or an epilogue, needs.
+pub fn binds_whole(ctx: &crate::Context, tensors: &[&Tensor]) -> bool {
+    let storages: Vec<&Storage> = tensors.iter().map(|t| &**t.storage()).collect();
+    let elems: Vec<u64> = tensors.iter().map(|t| t.dtype().size() as u64).collect();
+    layout_of(&storages, ctx.binding_limit(), &elems).0
+}
+
 /// The binding layout of a MatMul kernel whose epilogue reads `leaves` tensors.
 pub fn epilogue_bindings(leaves: usize) -> &'static [Binding] {
     use Binding::{StorageRead as R, StorageReadWrite as W, Uniform as U};
@@ -116,6 +124,7 @@ struct MatMulParams {
     rhs_base: u32,
     dst_base: u32,
     pad: u32,
+    layout: [u32; 4],
     batch_shape: [u32; MAX_RANK],
     lhs_stride: [u32; MAX_RANK],
     rhs_stride: [u32; MAX_RANK],
@@ -164,14 +173,16 @@ impl Recorder {
         rhs: &Tensor,
         out: &Tensor,
     ) -> Result<()> {
-        self.matmul_epilogue_into(op, lhs, rhs, out, None)
+        self.matmul_epilogue_into(op, lhs, rhs, out, None, [false; 2])
     }
 
     /// Records `out = epilogue(lhs x rhs, leaves...)`: the product's elements are operand 0
     /// of the element-wise program, `leaves` (broadcast to `out`'s shape, which is the
     /// product's) the others. In one dispatch where the program fits the kernel (see
     /// [`epilogue_fits`]) and every tensor binds whole; else the product goes through a
-    /// temporary tensor and the program runs after it.
+    /// temporary tensor and the program runs after it. `transposed[j]`: operand `j` is
+    /// stored transposed (its last two axes swapped: `[..., k, m]` for A) and read in place,
+    /// which needs every tensor bound whole (see [`binds_whole`]).
     pub(crate) fn matmul_epilogue_into(
         &mut self,
         op: &'static str,
@@ -179,6 +190,7 @@ impl Recorder {
         rhs: &Tensor,
         out: &Tensor,
         epilogue: Option<(&'static Program, &[&Tensor])>,
+        transposed: [bool; 2],
     ) -> Result<()> {
         let ctx = self.context().clone();
         if let Some((program, leaves)) = epilogue {
@@ -194,7 +206,7 @@ impl Recorder {
             if !fused {
                 let shape = out.shape().to_vec();
                 let product = Tensor::uninit(&ctx, lhs.dtype(), &shape)?;
-                self.matmul_epilogue_into(op, lhs, rhs, &product, None)?;
+                self.matmul_epilogue_into(op, lhs, rhs, &product, None, transposed)?;
                 let mut inputs = vec![&product];
                 inputs.extend_from_slice(leaves);
                 let kernel = Kernel::Fused {
@@ -216,10 +228,11 @@ impl Recorder {
         })?;
         let elem = dtype.size() as u64;
         let (lr, rr, or) = (lhs.rank(), rhs.rank(), out.rank());
+        let [ta, tb] = transposed;
         let (m, k, n) = (
-            lhs.shape()[lr - 2],
-            lhs.shape()[lr - 1],
-            rhs.shape()[rr - 1],
+            lhs.shape()[lr - 2 + usize::from(ta)],
+            lhs.shape()[lr - 1 - usize::from(ta)],
+            rhs.shape()[rr - 1 - usize::from(tb)],
         );
         let batch_shape = &out.shape()[..or - 2];
         let batches: u64 = batch_shape.iter().map(|&d| d as u64).product();
@@ -277,6 +290,11 @@ impl Recorder {
         let align = ctx.window_alignment(op, elem)?;
         let (whole, segments) = layout_of(&storages, limit, &[elem; 3]);
         let room = room(limit, align, elem);
+        if (ta || tb) && !whole {
+            return Err(Error::Graph(format!(
+                "internal: {op} read a transposed operand in place without binding it whole"
+            )));
+        }
         let pieces = if whole {
             vec![(walk, true)]
         } else if room == 0 {
@@ -356,6 +374,12 @@ impl Recorder {
                 rhs_base: firsts[1] as u32,
                 dst_base: firsts[2] as u32,
                 pad: 0,
+                layout: [
+                    if ta { 1 } else { k as u32 },
+                    if ta { m as u32 } else { 1 },
+                    if tb { 1 } else { n as u32 },
+                    if tb { k as u32 } else { 1 },
+                ],
                 batch_shape: [1; MAX_RANK],
                 lhs_stride: [0; MAX_RANK],
                 rhs_stride: [0; MAX_RANK],

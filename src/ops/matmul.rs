@@ -113,6 +113,20 @@ impl Recorder {
         Ok(out)
     }
 
+    /// Records `a' @ b'` into `out`, where `a'` is `a` with its last two axes swapped when
+    /// `transpose_a` (likewise `b'`): Gemm's `transA`/`transB`, or a graph's Transpose feeding
+    /// a MatMul, read in place with no transposed copy where every tensor binds whole.
+    pub fn matmul_transposed_to(
+        &mut self,
+        a: &Tensor,
+        b: &Tensor,
+        transpose_a: bool,
+        transpose_b: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        self.matmul_general(a, b, [transpose_a, transpose_b], None, out)
+    }
+
     /// Records `epilogue(a @ b, leaves...)` into `out`: the product is operand 0 of the
     /// element-wise program, `leaves` its other operands (broadcast numpy-style to the
     /// product's shape, which they must not enlarge). Where the kernel can apply the program
@@ -126,9 +140,61 @@ impl Recorder {
         leaves: &[&Tensor],
         out: Out,
     ) -> Result<Tensor> {
+        self.matmul_general(a, b, [false; 2], Some((epilogue, leaves)), out)
+    }
+
+    /// [`Recorder::matmul_program_to`] with operands read transposed (their last two axes
+    /// swapped) where `transposed` says so: a Scan body's `Transpose -> MatMul -> Add`.
+    pub fn matmul_fused_to(
+        &mut self,
+        a: &Tensor,
+        b: &Tensor,
+        transposed: [bool; 2],
+        epilogue: &Program,
+        leaves: &[&Tensor],
+        out: Out,
+    ) -> Result<Tensor> {
+        self.matmul_general(a, b, transposed, Some((epilogue, leaves)), out)
+    }
+
+    /// MatMul with operands read transposed or not and an epilogue or none: the one path of
+    /// [`Recorder::matmul_transposed_to`] and [`Recorder::matmul_program_to`].
+    pub(crate) fn matmul_general(
+        &mut self,
+        a: &Tensor,
+        b: &Tensor,
+        transposed: [bool; 2],
+        epilogue: Option<(&Program, &[&Tensor])>,
+        out: Out,
+    ) -> Result<Tensor> {
         self.check_inputs(OP, &[("A", a), ("B", b)])?;
-        let p = plan((a.dtype(), a.shape()), (b.dtype(), b.shape()))?;
-        if epilogue.operands().first() != Some(&a.dtype()) {
+        let swapped = |t: &Tensor, name: &str, yes: bool| -> Result<Vec<usize>> {
+            let mut s = t.shape().to_vec();
+            if yes {
+                let r = s.len();
+                if r < 2 {
+                    return Err(Error::invalid(
+                        OP,
+                        name,
+                        format!("{name} has rank {r}; a transposed operand needs rank 2 or more"),
+                    ));
+                }
+                s.swap(r - 2, r - 1);
+            }
+            Ok(s)
+        };
+        let (sa, sb) = (
+            swapped(a, "A", transposed[0])?,
+            swapped(b, "B", transposed[1])?,
+        );
+        let p = plan((a.dtype(), &sa), (b.dtype(), &sb))?;
+        let Some((program, leaves)) = epilogue else {
+            if transposed == [false; 2] {
+                return self.matmul_to(a, b, out);
+            }
+            return self.matmul_in_place_or_copied(a, b, transposed, &p, None, out);
+        };
+        if program.operands().first() != Some(&a.dtype()) {
             return Err(Error::invalid(
                 OP,
                 "epilogue",
@@ -144,22 +210,21 @@ impl Recorder {
         }
         let direct = shape == p.output
             && p.output == p.full_output
-            && !matches!(a.dtype(), DType::F16 | DType::BF16)
-            && leaves.len() + 1 == epilogue.operands().len()
+            && leaves.len() + 1 == program.operands().len()
             && leaves
                 .iter()
-                .zip(&epilogue.operands()[1..])
+                .zip(&program.operands()[1..])
                 .all(|(t, &d)| t.dtype() == d)
-            && self.context().features().contains(epilogue.features());
-        if !direct || epilogue.steps().is_empty() {
+            && self.context().features().contains(program.features());
+        if !direct || program.steps().is_empty() {
             // The product, then the program (which checks the leaves).
-            let product = self.matmul(a, b)?;
-            if epilogue.steps().is_empty() && leaves.is_empty() {
+            let product = self.matmul_general(a, b, transposed, None, Out::NEW)?;
+            if program.steps().is_empty() && leaves.is_empty() {
                 return self.identity_to(&product, out);
             }
             let mut inputs = vec![&product];
             inputs.extend_from_slice(leaves);
-            let result = self.program_to(epilogue, &inputs, out);
+            let result = self.program_to(program, &inputs, out);
             self.release(product);
             return result;
         }
@@ -167,14 +232,95 @@ impl Recorder {
             let name = format!("epilogue input {}", k + 1);
             self.check_inputs(OP, &[(name.as_str(), t)])?;
         }
-        super::elementwise::require_feature(self.context(), OP, "A", a.dtype())?;
-        let out = out.tensor(self, epilogue.out(), &p.output)?;
+        self.matmul_in_place_or_copied(a, b, transposed, &p, Some((program, leaves)), out)
+    }
+
+    /// The kernel on `a` and `b` (planned as `p`), operands transposed in place where every
+    /// tensor binds whole, else transposed into copies first; f16 and bf16 through f32.
+    fn matmul_in_place_or_copied(
+        &mut self,
+        a: &Tensor,
+        b: &Tensor,
+        transposed: [bool; 2],
+        p: &MatMulPlan,
+        epilogue: Option<(&Program, &[&Tensor])>,
+        out: Out,
+    ) -> Result<Tensor> {
+        let dtype = epilogue.map_or(a.dtype(), |(program, _)| program.out());
+        let narrow = matches!(a.dtype(), DType::F16 | DType::BF16);
+        if !narrow {
+            super::elementwise::require_feature(self.context(), OP, "A", a.dtype())?;
+        }
+        let out = out.tensor(self, dtype, &p.output)?;
+        let mut tensors = vec![a, b, &out];
+        if let Some((_, leaves)) = epilogue {
+            tensors.extend_from_slice(leaves);
+        }
+        let in_place = !narrow && crate::kernels::matmul::binds_whole(self.context(), &tensors);
+        if !in_place {
+            // Copies of the transposed operands; the plain kernel (or f32) then.
+            let swap = |t: &Tensor| -> Vec<i64> {
+                let r = t.rank() as i64;
+                let mut perm: Vec<i64> = (0..r).collect();
+                perm.swap(r as usize - 2, r as usize - 1);
+                perm
+            };
+            let mut temps = Vec::new();
+            let ta = if transposed[0] {
+                temps.push(self.transpose(a, Some(&swap(a)))?);
+                temps.last().cloned().expect("just pushed")
+            } else {
+                a.clone()
+            };
+            let tb = if transposed[1] {
+                temps.push(self.transpose(b, Some(&swap(b)))?);
+                temps.last().cloned().expect("just pushed")
+            } else {
+                b.clone()
+            };
+            let result = match epilogue {
+                None => self.matmul_to(&ta, &tb, Out::into("MatMul output", &out)),
+                Some((program, leaves)) if !narrow => {
+                    let t = out.reshaped(&p.full_output)?;
+                    self.matmul_epilogue_into(
+                        OP,
+                        &ta.reshaped(&p.lhs)?,
+                        &tb.reshaped(&p.rhs)?,
+                        &t,
+                        Some((intern(program.clone()), leaves)),
+                        [false; 2],
+                    )
+                    .map(|_| out.clone())
+                }
+                Some((program, leaves)) => {
+                    let product = self.matmul(&ta, &tb)?;
+                    let mut inputs = vec![&product];
+                    inputs.extend_from_slice(leaves);
+                    let r = self.program_to(program, &inputs, Out::into("MatMul output", &out));
+                    self.release(product);
+                    r
+                }
+            };
+            for t in temps {
+                self.release(t);
+            }
+            return result;
+        }
+        // Rank 2 or more where transposed; a 1-D operand (never transposed) gains its axis.
+        let stored = |t: &Tensor, yes: bool, planned: &[usize]| -> Result<Tensor> {
+            if yes {
+                Ok(t.clone())
+            } else {
+                t.reshaped(planned)
+            }
+        };
         self.matmul_epilogue_into(
             OP,
-            &a.reshaped(&p.lhs)?,
-            &b.reshaped(&p.rhs)?,
+            &stored(a, transposed[0], &p.lhs)?,
+            &stored(b, transposed[1], &p.rhs)?,
             &out.reshaped(&p.full_output)?,
-            Some((intern(epilogue.clone()), leaves)),
+            epilogue.map(|(program, leaves)| (intern(program.clone()), leaves)),
+            transposed,
         )?;
         Ok(out)
     }

@@ -19,7 +19,7 @@ use serde_json::json;
 use wgpu_ops::graph::{Attr, Graph, Node};
 use wgpu_ops::ops::elementwise::{Arg, Program};
 use wgpu_ops::{
-    BatchToSpace, Context, ContextOptions, DType, HostTensor, Recorder, Session, Slice,
+    BatchToSpace, Context, ContextOptions, DType, HostTensor, Out, Recorder, Session, Slice,
     SpaceToBatch, StridedSlice, Tensor,
 };
 
@@ -1019,7 +1019,9 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
 }
 
 /// The commands of one LinearAttention step (16 heads, d_k = d_v = 128, as the expanded ONNX
-/// model's Scan body records them), each timed alone on the GPU: where a step's time goes.
+/// model's Scan body records them), each timed alone on the GPU: node by node (element-wise
+/// chains, MatMul epilogues and in-place transposes off) and fused, with their sums: where a
+/// step's time goes.
 fn linear_attention_step(ctx: &Context, timer: &Timer) {
     let (h, d) = (16usize, 128usize);
     let t = |shape: &[usize]| {
@@ -1031,13 +1033,19 @@ fn linear_attention_step(ctx: &Context, timer: &Timer) {
     let vector = t(&[1, h, d]);
     let column = t(&[1, h, d, 1]);
     let row = t(&[1, h, 1, d]);
+    let beta = t(&[1, h, 1, 1]);
+    let scale = t(&[1]);
     let gpu = |f: &mut dyn FnMut(&mut Recorder) -> wgpu_ops::Result<Tensor>| {
         timer.median(ctx, 16, 5, &mut |rec| {
             let t = f(rec).unwrap();
             rec.release(t);
         })
     };
-    let rows: Vec<(&str, f64)> = vec![
+    let f32s = |n: usize| vec![DType::F32; n];
+    let op = |p: &mut Program, name: &'static str, args: Vec<Arg>| {
+        p.push(name, args, DType::F32).unwrap()
+    };
+    let node_by_node: Vec<(&str, f64)> = vec![
         (
             "Exp (decay) [1,16,128]",
             gpu(&mut |rec| rec.elementwise("Exp", &vector, None)),
@@ -1055,6 +1063,10 @@ fn linear_attention_step(ctx: &Context, timer: &Timer) {
             gpu(&mut |rec| rec.matmul(&state, &column)),
         ),
         (
+            "Sub, Mul (delta) [1,16,128]",
+            2.0 * gpu(&mut |rec| rec.elementwise("Mul", &vector, Some(&vector))),
+        ),
+        (
             "MatMul outer: [16,128,1] x [16,1,128]",
             gpu(&mut |rec| rec.matmul(&column, &row)),
         ),
@@ -1067,16 +1079,66 @@ fn linear_attention_step(ctx: &Context, timer: &Timer) {
             gpu(&mut |rec| rec.matmul(&row, &state)),
         ),
         (
-            "Mul (small) [1,16,128]",
+            "Mul (scale) [1,16,128]",
             gpu(&mut |rec| rec.elementwise("Mul", &vector, Some(&vector))),
+        ),
+    ];
+    // The fused step: Exp -> Unsqueeze -> Mul as one program; the transposed state read in
+    // place with Sub -> Mul as its epilogue; the outer product with the Add; q x state with
+    // the scale.
+    let mut decay = Program::new(f32s(2), false);
+    let e = op(&mut decay, "Exp", vec![Arg::Operand(1)]);
+    op(&mut decay, "Mul", vec![Arg::Operand(0), e]);
+    let mut delta = Program::new(f32s(3), false);
+    let diff = op(&mut delta, "Sub", vec![Arg::Operand(1), Arg::Operand(0)]);
+    op(&mut delta, "Mul", vec![Arg::Operand(2), diff]);
+    let mut update = Program::new(f32s(2), false);
+    op(&mut update, "Add", vec![Arg::Operand(1), Arg::Operand(0)]);
+    let mut read = Program::new(f32s(2), false);
+    op(&mut read, "Mul", vec![Arg::Operand(1), Arg::Operand(0)]);
+    let fused: Vec<(&str, f64)> = vec![
+        (
+            "Exp, Mul (decayed state) as one program",
+            gpu(&mut |rec| rec.program_to(&decay, &[&state, &column], Out::NEW)),
+        ),
+        (
+            "MatMul state^T x k in place, Sub, Mul epilogue",
+            gpu(&mut |rec| {
+                rec.matmul_fused_to(
+                    &state,
+                    &column,
+                    [true, false],
+                    &delta,
+                    &[&column, &beta],
+                    Out::NEW,
+                )
+            }),
+        ),
+        (
+            "MatMul outer, Add epilogue",
+            gpu(&mut |rec| {
+                rec.matmul_fused_to(&column, &row, [false; 2], &update, &[&state], Out::NEW)
+            }),
+        ),
+        (
+            "MatMul q x state, Mul epilogue",
+            gpu(&mut |rec| {
+                rec.matmul_fused_to(&row, &state, [false; 2], &read, &[&scale], Out::NEW)
+            }),
         ),
     ];
     println!(
         "LinearAttention step commands alone (GPU us, {}):",
         timer.method()
     );
-    for (name, s) in rows {
-        println!("{name:<48} {:>10.1}", s * 1e6);
+    for (title, rows) in [("node by node", node_by_node), ("fused", fused)] {
+        println!("{title}:");
+        let mut sum = 0.0;
+        for (name, s) in rows {
+            println!("  {name:<50} {:>10.1}", s * 1e6);
+            sum += s;
+        }
+        println!("  {:<50} {:>10.1}", "sum", sum * 1e6);
     }
 }
 

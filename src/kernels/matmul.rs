@@ -5,7 +5,7 @@
 
 use super::elementwise::broadcast_strides;
 use super::operands::{bind_windows, elementwise_type, layout_of, specialize};
-use super::program::Program;
+use super::program::{index_code, Program};
 use super::windows::{room, Broadcast, Walk};
 use super::words::program_helpers;
 use super::{Kernel, MAX_RANK};
@@ -32,8 +32,7 @@ pub fn matmul_source(dtype: DType, epilogue: Option<&Program>) -> String {
         replacements.push((
             "// EPILOGUE BINDINGS",
             format!(
-                "const LEAVES: u32 = {leaves}u;
-// The epilogue's walk over the output: its rank, the leaves' element offsets in their bound
+                "// The epilogue's walk over the output: its rank, the leaves' element offsets in their bound
 // windows, the output's shape and each leaf's element strides (innermost axis first).
 struct Epilogue {{
     rank: u32,
@@ -55,24 +54,12 @@ struct Epilogue {{
 {}
 {}
 fn epilogue(acc: T, d: u32) -> T {{
-    var ix: array<u32, {strides}>;
-    for (var j = 0u; j < LEAVES; j++) {{
-        ix[j] = params.epi.base[j / 4u][j % 4u];
-    }}
-    var rest = d - params.dst_base;
-    for (var k = 0u; k < params.epi.rank; k++) {{
-        let n = params.epi.shape[k / 4u][k % 4u];
-        let coord = rest % n;
-        rest /= n;
-        for (var j = 0u; j < LEAVES; j++) {{
-            ix[j] += coord * params.epi.stride[j][k / 4u][k % 4u];
-        }}
-    }}
-{}
+{}{}
 }}",
                 program_helpers(),
                 parts.loads,
                 parts.steps,
+                index_code(leaves, "params.epi", "d - params.dst_base"),
                 parts.body
             ),
         ));

@@ -208,6 +208,7 @@ impl Program {
                     "// BITS",
                     format!("fn bits(r: R) -> vec2<u32> {{ return {bits}; }}"),
                 ),
+                ("// INDEXES", index_code(n, "params", "e")),
                 ("// PROGRAM", parts.body),
             ],
         )
@@ -219,9 +220,9 @@ impl Program {
     }
 
     /// The program's WGSL pieces for a template that binds and indexes its operands: operand
-    /// `k` is read from `w{k}` (bound at `first_binding` on) at element `ix[k]`. With
+    /// `k` is read from `w{k}` (bound at `first_binding` on) at element `i{k}`. With
     /// `accumulator`, operand 0 is not read but is the value `acc` the template computed (a
-    /// MatMul's sum), and operand `k` is bound at `first_binding + k - 1`, read at `ix[k - 1]`.
+    /// MatMul's sum), and operand `k` is bound at `first_binding + k - 1`, read at `i{k - 1}`.
     pub(crate) fn parts(&self, first_binding: usize, accumulator: bool) -> Parts {
         let skip = usize::from(accumulator);
         let mut bindings = String::new();
@@ -249,7 +250,7 @@ impl Program {
             if k < skip {
                 program.push_str(&format!("    let o{k} = acc;\n"));
             } else {
-                program.push_str(&format!("    let o{k} = load{k}(ix[{}]);\n", k - skip));
+                program.push_str(&format!("    let o{k} = load{k}(i{});\n", k - skip));
             }
         }
         let last = self.steps.len().saturating_sub(1);
@@ -376,6 +377,39 @@ fn narrow(dtype: DType, value: &str) -> String {
         DType::U16 => format!("({value}) & 0xffffu"),
         _ => value.to_string(),
     }
+}
+
+/// WGSL statements declaring `i0` .. `i{n-1}`, the element indexes of `n` operands at output
+/// element `e` (an expression): from `{params}.base`, `.rank`, `.shape` and `.stride` (the
+/// walk's layout in the templates' parameters), one variable per operand.
+pub(crate) fn index_code(n: usize, params: &str, e: &str) -> String {
+    let mut code = String::new();
+    if n == 0 {
+        return code;
+    }
+    for j in 0..n {
+        code.push_str(&format!(
+            "    var i{j} = {params}.base[{}][{}];\n",
+            j / 4,
+            j % 4
+        ));
+    }
+    code.push_str(&format!("    if {params}.rank == 1u {{\n"));
+    for j in 0..n {
+        code.push_str(&format!(
+            "        i{j} += ({e}) * {params}.stride[{j}][0][0];\n"
+        ));
+    }
+    code.push_str(&format!(
+        "    }} else {{\n        var rest = {e};\n        for (var k = 0u; k < {params}.rank; k++) {{\n            let n = {params}.shape[k / 4u][k % 4u];\n            let coord = rest % n;\n            rest /= n;\n"
+    ));
+    for j in 0..n {
+        code.push_str(&format!(
+            "            i{j} += coord * {params}.stride[{j}][k / 4u][k % 4u];\n"
+        ));
+    }
+    code.push_str("        }\n    }\n");
+    code
 }
 
 /// The binding layout of a program of `n` operands.

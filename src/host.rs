@@ -137,3 +137,51 @@ impl HostTensor {
         Ok(self.data.chunks_exact(w).map(read).collect())
     }
 }
+
+/// The shape of a leaf broadcast to `from`, in `to`, when the two differ only by unit axes
+/// (their dims other than 1 are the same, in order): the leaf's dims on those axes, 1 on
+/// the others. `None` when the shapes differ otherwise.
+pub(crate) fn unit_axes_view(leaf: &[usize], from: &[usize], to: &[usize]) -> Option<Vec<usize>> {
+    let big = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+    if big(from) != big(to) || leaf.len() > from.len() {
+        return None;
+    }
+    // The leaf's dims on `from`'s axes (leading 1s where it has a lower rank).
+    let padded = std::iter::repeat_n(1, from.len() - leaf.len()).chain(leaf.iter().copied());
+    let mut kept = padded.zip(from).filter(|&(_, &f)| f != 1).map(|(l, _)| l);
+    Some(
+        to.iter()
+            .map(|&t| if t == 1 { 1 } else { kept.next().unwrap_or(1) })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unit_axes_view;
+
+    #[test]
+    fn leaves_follow_unit_axis_views() {
+        // [2, 3] -> [2, 3, 1]: a leaf [3] becomes [1, 3, 1]; a full one [2, 3, 1].
+        assert_eq!(
+            unit_axes_view(&[3], &[2, 3], &[2, 3, 1]),
+            Some(vec![1, 3, 1])
+        );
+        assert_eq!(
+            unit_axes_view(&[2, 3], &[2, 3], &[2, 3, 1]),
+            Some(vec![2, 3, 1])
+        );
+        // [2, 4, 1] -> [2, 1, 4]: a leaf [2, 1, 1] keeps its batch axis only.
+        assert_eq!(
+            unit_axes_view(&[2, 1, 1], &[2, 4, 1], &[2, 1, 4]),
+            Some(vec![2, 1, 1])
+        );
+        assert_eq!(
+            unit_axes_view(&[4, 1], &[2, 4, 1], &[1, 2, 4]),
+            Some(vec![1, 1, 4])
+        );
+        // Not a unit-axis view.
+        assert_eq!(unit_axes_view(&[6], &[2, 6], &[3, 4]), None);
+        assert_eq!(unit_axes_view(&[2, 3], &[2, 3], &[3, 2]), None);
+    }
+}

@@ -711,3 +711,63 @@ fn matmuls_read_transposes_in_place() {
         .output("out");
     assert_eq!(check_fused(&other, &inputs, true), (2, 2), "other perm");
 }
+
+// Matrix-vector products (one output column) run as vector-matrix ones with the matrix read
+// transposed in place: against sums computed here, batched and broadcast, A stored plain or
+// transposed, with an epilogue reading a tensor of the product's shape.
+#[test]
+fn matrix_vector_products_match_host_sums() {
+    use wgpu_ops::ops::elementwise::{Arg, Program};
+    use wgpu_ops::{Out, Tensor};
+    for cpu_kernels in [false, true] {
+        let ctx = Context::new_blocking(ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        let (batch, m, k) = (3usize, 37usize, 19usize);
+        let a = small_ints(1, DType::I32, &[batch, m, k])
+            .to_vec::<i32>()
+            .unwrap();
+        let x = small_ints(2, DType::I32, &[k, 1]).to_vec::<i32>().unwrap();
+        let c = small_ints(3, DType::I32, &[batch, m, 1])
+            .to_vec::<i32>()
+            .unwrap();
+        let want: Vec<i32> = (0..batch * m)
+            .map(|r| (0..k).map(|i| a[r * k + i] * x[i]).sum::<i32>() - c[r])
+            .collect();
+        let at: Vec<i32> = (0..batch * k * m)
+            .map(|j| {
+                let (b, rest) = (j / (k * m), j % (k * m));
+                let (i, row) = (rest / m, rest % m);
+                a[b * m * k + row * k + i]
+            })
+            .collect();
+        let up = |v: &[i32], shape: &[usize]| {
+            Tensor::from_host(&ctx, &HostTensor::from_vec(shape.to_vec(), v).unwrap()).unwrap()
+        };
+        let (ta, tat, tx, tc) = (
+            up(&a, &[batch, m, k]),
+            up(&at, &[batch, k, m]),
+            up(&x, &[k, 1]),
+            up(&c, &[batch, m, 1]),
+        );
+        let mut p = Program::new(vec![DType::I32; 2], false);
+        p.push("Sub", vec![Arg::Operand(0), Arg::Operand(1)], DType::I32)
+            .unwrap();
+        for (lhs, transposed) in [(&ta, false), (&tat, true)] {
+            let before = ctx.stats().dispatches;
+            let got = ctx
+                .run(|rec| rec.matmul_fused_to(lhs, &tx, [transposed, false], &p, &[&tc], Out::NEW))
+                .unwrap();
+            assert_eq!(ctx.stats().dispatches - before, 1);
+            let got = got.to_host_blocking().unwrap();
+            assert_eq!(got.shape, [batch, m, 1]);
+            assert_eq!(
+                got.to_vec::<i32>().unwrap(),
+                want,
+                "cpu {cpu_kernels} A transposed {transposed}"
+            );
+        }
+    }
+}

@@ -84,24 +84,6 @@ fn view_shape(node: &Node, slots: &[Option<&Slot>], shape: &[usize]) -> Option<V
     }
 }
 
-/// The shape of a leaf broadcast to `from`, in `to`, when the two differ only by unit axes
-/// (their dims other than 1 are the same, in order): the leaf's dims on those axes, 1 on
-/// the others. `None` when the shapes differ otherwise.
-fn unit_axes_view(leaf: &[usize], from: &[usize], to: &[usize]) -> Option<Vec<usize>> {
-    let big = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
-    if big(from) != big(to) || leaf.len() > from.len() {
-        return None;
-    }
-    // The leaf's dims on `from`'s axes (leading 1s where it has a lower rank).
-    let padded = std::iter::repeat_n(1, from.len() - leaf.len()).chain(leaf.iter().copied());
-    let mut kept = padded.zip(from).filter(|&(_, &f)| f != 1).map(|(l, _)| l);
-    Some(
-        to.iter()
-            .map(|&t| if t == 1 { 1 } else { kept.next().unwrap_or(1) })
-            .collect(),
-    )
-}
-
 /// A MatMul operand: the slot's tensor, or the tensor a swapped slot holds and `true`.
 pub(crate) fn operand(ctx: &Context, slot: Option<&Slot>) -> Result<(Tensor, bool)> {
     let slot =
@@ -177,7 +159,7 @@ pub(crate) fn swapped_input(
 /// Leaf `t` of a pending value of shape `from` viewed in the shape `to` of its MatMul head's
 /// product (the two differ by unit axes: [`view`] checked it).
 pub(crate) fn product_view(t: &Tensor, from: &[usize], to: &[usize]) -> Result<Tensor> {
-    let shape = unit_axes_view(t.shape(), from, to)
+    let shape = crate::host::unit_axes_view(t.shape(), from, to)
         .ok_or_else(|| crate::Error::Graph("internal: a fused view lost its unit axes".into()))?;
     t.reshaped(&shape)
 }
@@ -192,7 +174,7 @@ fn view(p: &Pending, shape: Vec<usize>) -> Option<Pending> {
         .all(|(_, t)| t.shape() == p.shape.as_slice());
     let mut leaves = Vec::with_capacity(p.leaves.len());
     for (name, t) in &p.leaves {
-        let viewed = match unit_axes_view(t.shape(), &p.shape, &shape) {
+        let viewed = match crate::host::unit_axes_view(t.shape(), &p.shape, &shape) {
             Some(s) => s,
             None if full && p.head.is_none() => shape.clone(),
             None => return None,
@@ -200,7 +182,7 @@ fn view(p: &Pending, shape: Vec<usize>) -> Option<Pending> {
         leaves.push((name.clone(), t.reshaped(&viewed).ok()?));
     }
     if let Some(h) = &p.head {
-        unit_axes_view(&[], &h.shape, &shape)?;
+        crate::host::unit_axes_view(&[], &h.shape, &shape)?;
     }
     Some(Pending {
         program: p.program.clone(),
@@ -568,35 +550,5 @@ impl Merge {
             last = Some(self.program.push(step.op, args, step.out)?);
         }
         last
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::unit_axes_view;
-
-    #[test]
-    fn leaves_follow_unit_axis_views() {
-        // [2, 3] -> [2, 3, 1]: a leaf [3] becomes [1, 3, 1]; a full one [2, 3, 1].
-        assert_eq!(
-            unit_axes_view(&[3], &[2, 3], &[2, 3, 1]),
-            Some(vec![1, 3, 1])
-        );
-        assert_eq!(
-            unit_axes_view(&[2, 3], &[2, 3], &[2, 3, 1]),
-            Some(vec![2, 3, 1])
-        );
-        // [2, 4, 1] -> [2, 1, 4]: a leaf [2, 1, 1] keeps its batch axis only.
-        assert_eq!(
-            unit_axes_view(&[2, 1, 1], &[2, 4, 1], &[2, 1, 4]),
-            Some(vec![2, 1, 1])
-        );
-        assert_eq!(
-            unit_axes_view(&[4, 1], &[2, 4, 1], &[1, 2, 4]),
-            Some(vec![1, 1, 4])
-        );
-        // Not a unit-axis view.
-        assert_eq!(unit_axes_view(&[6], &[2, 6], &[3, 4]), None);
-        assert_eq!(unit_axes_view(&[2, 3], &[2, 3], &[3, 2]), None);
     }
 }

@@ -226,6 +226,58 @@ impl Recorder {
         if out.numel() == 0 {
             return Ok(());
         }
+        if n == 1 && m > 1 {
+            // A matrix times a vector as the row x^T A^T: the kernels for few rows, A read
+            // transposed in place (one output column would leave most invocations idle).
+            let mut all = vec![lhs, rhs, out];
+            all.extend(
+                epilogue
+                    .iter()
+                    .flat_map(|(_, leaves)| leaves.iter().copied()),
+            );
+            if binds_whole(&ctx, &all) {
+                let row = |t: &Tensor, len: usize| -> Result<Tensor> {
+                    let r = t.rank();
+                    let shape: Vec<usize> =
+                        t.shape()[..r - 2].iter().copied().chain([1, len]).collect();
+                    t.reshaped(&shape)
+                };
+                let out_row = row(out, m)?;
+                let leaves: Vec<Tensor> = epilogue
+                    .map(|(_, leaves)| {
+                        leaves
+                            .iter()
+                            .map(|t| {
+                                let shape = crate::host::unit_axes_view(
+                                    t.shape(),
+                                    out.shape(),
+                                    out_row.shape(),
+                                )
+                                .ok_or_else(|| {
+                                    Error::Graph(format!(
+                                        "internal: {op} epilogue input {:?} against {:?}",
+                                        t.shape(),
+                                        out.shape()
+                                    ))
+                                })?;
+                                t.reshaped(&shape)
+                            })
+                            .collect::<Result<_>>()
+                    })
+                    .transpose()?
+                    .unwrap_or_default();
+                let refs: Vec<&Tensor> = leaves.iter().collect();
+                let epilogue = epilogue.map(|(p, _)| (p, refs.as_slice()));
+                return self.matmul_epilogue_into(
+                    op,
+                    &row(rhs, k)?,
+                    lhs,
+                    &out_row,
+                    epilogue,
+                    [false, !ta],
+                );
+            }
+        }
         let max = ctx.limits().max_compute_workgroups_per_dimension;
         if batches > u64::from(max) {
             return Err(Error::LimitExceeded {

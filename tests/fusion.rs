@@ -771,3 +771,25 @@ fn matrix_vector_products_match_host_sums() {
         }
     }
 }
+
+// Gemm is one dispatch: A and B read transposed in place, alpha * sum + beta * C as the
+// MatMul's epilogue; against the reference bit for bit (small integers in f32).
+#[test]
+fn gemm_is_one_dispatch() {
+    let d = DType::F32;
+    let inputs = named(vec![
+        ("a", small_ints(1, d, &[5, 3])),
+        ("b", small_ints(2, d, &[4, 5])),
+        ("c", small_ints(3, d, &[4])),
+    ]);
+    let g = declare(Graph::new(), &inputs)
+        .node(
+            node("Gemm", &["a", "b", "c"], "y")
+                .attr("transA", Attr::Int(1))
+                .attr("transB", Attr::Int(1))
+                .attr("alpha", Attr::Float(2.0))
+                .attr("beta", Attr::Float(3.0)),
+        )
+        .output("y");
+    assert_eq!(check_fused(&g, &inputs, true), (1, 1));
+}

@@ -1,6 +1,7 @@
-//! ONNX ops built from the others: `Gemm` (transposes, MatMul and element-wise scaling),
+//! ONNX ops built from the others: `Gemm` (a MatMul with transposed operands and an epilogue),
 //! `Split` (slices), `DepthToSpace` and `SpaceToDepth` (a view, one transpose, a view).
 
+use crate::ops::elementwise::{Arg, Program};
 use crate::{DType, Error, HostTensor, Out, Recorder, Result, Slice, Tensor};
 
 impl Recorder {
@@ -34,43 +35,48 @@ impl Recorder {
                 ));
             }
         }
-        let mut temps = Vec::new();
-        let mut oriented = |rec: &mut Recorder, t: &Tensor, trans: bool| -> Result<Tensor> {
-            if !trans {
-                return Ok(t.clone());
-            }
-            let r = rec.transpose_to(t, Some(&[1, 0]), Out::NEW)?;
-            temps.push(r.clone());
-            Ok(r)
-        };
-        let a2 = oriented(self, a, trans_a)?;
-        let b2 = oriented(self, b, trans_b)?;
-        let last = c.is_none() && alpha == 1.0;
-        let mut y = self.matmul_to(&a2, &b2, if last { out } else { Out::NEW })?;
+        // One dispatch: the operands read transposed in place, `alpha * sum + beta * C` as
+        // the MatMul's epilogue (the product, then the program, where it cannot be).
+        let dtype = a.dtype();
+        let emulate64 = !self
+            .context()
+            .features()
+            .contains(wgpu::Features::SHADER_INT64);
+        let mut program = Program::new(vec![dtype], emulate64);
+        let mut leaves = Vec::new();
+        let mut acc = Arg::Operand(0);
         if alpha != 1.0 {
-            let s = self.scalar(alpha, a.dtype())?;
-            let into = if c.is_none() { out } else { Out::NEW };
-            let scaled = self.elementwise_to("Mul", &y, Some(&s), into)?;
-            self.release(y);
-            y = scaled;
+            leaves.push(self.scalar(alpha, dtype)?);
+            let s = program.add_operand(dtype);
+            acc = program
+                .push("Mul", vec![acc, s], dtype)
+                .ok_or_else(|| Error::invalid(OP, "A", format!("alpha cannot scale {dtype}")))?;
         }
         if let Some(c) = c {
-            let c2 = if beta == 1.0 {
-                c.clone()
-            } else {
-                let s = self.scalar(beta, c.dtype())?;
-                let scaled = self.elementwise("Mul", c, Some(&s))?;
-                temps.push(scaled.clone());
-                scaled
-            };
-            let sum = self.elementwise_to("Add", &y, Some(&c2), out)?;
-            self.release(y);
-            y = sum;
+            leaves.push(c.clone());
+            let mut term = program.add_operand(c.dtype());
+            if beta != 1.0 {
+                leaves.push(self.scalar(beta, c.dtype())?);
+                let s = program.add_operand(c.dtype());
+                term = program
+                    .push("Mul", vec![term, s], c.dtype())
+                    .ok_or_else(|| {
+                        Error::invalid(OP, "C", format!("beta cannot scale {}", c.dtype()))
+                    })?;
+            }
+            program.push("Add", vec![acc, term], dtype).ok_or_else(|| {
+                Error::invalid(OP, "C", format!("C is {} but A is {dtype}", c.dtype()))
+            })?;
         }
-        for t in temps {
+        if program.steps().is_empty() {
+            return self.matmul_transposed_to(a, b, trans_a, trans_b, out);
+        }
+        let refs: Vec<&Tensor> = leaves.iter().collect();
+        let y = self.matmul_fused_to(a, b, [trans_a, trans_b], &program, &refs, out);
+        for t in leaves {
             self.release(t);
         }
-        Ok(y)
+        y
     }
 
     /// Records ONNX Split of `input` along `axis` into parts of `sizes` elements (their sum

@@ -262,3 +262,64 @@ fn check_bindings(kernel: &Kernel, module: &naga::Module) {
         );
     }
 }
+
+/// MatMul epilogues: on each dtype the MatMul kernel computes and each of its entry points,
+/// an epilogue of every binary word op defined on (sum, leaf) of that dtype followed by a
+/// unary one where defined, with 0 to 5 leaves (the most that bind); validated like the
+/// variants above, bindings included.
+#[test]
+fn matmul_epilogues_validate_and_compile() {
+    use wgpu_ops::kernels::matmul::{MatMulKernel, MAX_EPILOGUE_LEAVES};
+    use wgpu_ops::kernels::program::{Arg, Program};
+    use wgpu_ops::DType;
+    let mut parsed = HashMap::new();
+    let mut count = 0;
+    let dtypes = [
+        DType::F32,
+        DType::I32,
+        DType::U32,
+        DType::F64,
+        DType::I64,
+        DType::U64,
+    ];
+    for dtype in dtypes {
+        let mut programs = Vec::new();
+        for op in ["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"] {
+            let Some(mut p) = Program::single(op, &[dtype, dtype], dtype, false) else {
+                continue;
+            };
+            let unary = if dtype == DType::F32 { "Tanh" } else { "Abs" };
+            p.push(unary, vec![Arg::Step(0)], dtype);
+            programs.push(p);
+        }
+        // The widest: a chain over MAX_EPILOGUE_LEAVES leaves, and no leaf at all.
+        let mut wide = Program::new(vec![dtype], false);
+        let mut acc = Arg::Operand(0);
+        for _ in 0..MAX_EPILOGUE_LEAVES {
+            let leaf = wide.add_operand(dtype);
+            acc = wide.push("Add", vec![acc, leaf], dtype).unwrap();
+        }
+        programs.push(wide);
+        let mut none = Program::new(vec![dtype], false);
+        none.push("Neg", vec![Arg::Operand(0)], dtype);
+        programs.push(none);
+        for p in programs {
+            let program: &'static Program = Box::leak(Box::new(p));
+            for (variant, group) in [
+                (MatMulKernel::Tiles, 0),
+                (MatMulKernel::Rows, 64),
+                (MatMulKernel::Blocks, 64),
+            ] {
+                let kernel = Kernel::MatMul {
+                    variant,
+                    dtype,
+                    group,
+                    epilogue: Some(program),
+                };
+                check_kernel(&kernel, &mut parsed);
+                count += 1;
+            }
+        }
+    }
+    assert!(count > 100, "{count}");
+}

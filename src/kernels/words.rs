@@ -662,25 +662,24 @@ fn f32_to_u64(v: f32) -> vec2<u32> {
 /// The word template's helpers (f16 and bf16 conversions, field extraction, run-time
 /// infinities), which the reduction template loads its operands with too.
 pub(crate) fn word_helpers() -> &'static str {
-    let begin = WORDS
-        .find("// BEGIN WORD HELPERS")
-        .expect("the word template marks its helpers");
-    let end = WORDS[begin..]
-        .find("// END WORD HELPERS")
-        .expect("the word template marks its helpers");
-    &WORDS[begin..begin + end]
+    template_block("// END WORD HELPERS")
 }
 
 /// The word helpers and the f32 math the steps of programs call (`onnx_tanh`, ...), for
 /// templates other than the word template that compute programs (MatMul epilogues).
 pub(crate) fn program_helpers() -> &'static str {
+    template_block("// END MATH HELPERS")
+}
+
+/// The word template from its helpers' start to the marker `end`.
+fn template_block(end: &str) -> &'static str {
     let begin = WORDS
         .find("// BEGIN WORD HELPERS")
         .expect("the word template marks its helpers");
-    let end = WORDS[begin..]
-        .find("// END MATH HELPERS")
-        .expect("the word template marks its math helpers");
-    &WORDS[begin..begin + end]
+    let len = WORDS[begin..]
+        .find(end)
+        .expect("the word template marks the end of its helpers");
+    &WORDS[begin..begin + len]
 }
 
 /// Whether `dtypes` (and `out`) need the i64/u64 emulation when the adapter lacks

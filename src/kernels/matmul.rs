@@ -180,17 +180,19 @@ impl Recorder {
         transposed: [bool; 2],
     ) -> Result<()> {
         let ctx = self.context().clone();
+        // The epilogue's walk over the output (its leaves' windows), planned once.
+        let mut leaf_plan = None;
         if let Some((program, leaves)) = epilogue {
-            let fused = epilogue_fits(program, lhs.dtype()) && {
+            if epilogue_fits(program, lhs.dtype())
+                && binds_whole(&ctx, &[lhs, rhs, out])
+                && out.numel() as u64 <= u64::from(u32::MAX)
+            {
                 let plan = Broadcast::plan(&ctx, op, leaves, out)?;
-                let storages = [&**lhs.storage(), &**rhs.storage(), &**out.storage()];
-                let elem = lhs.dtype().size() as u64;
-                plan.whole
-                    && plan.walks.len() == 1
-                    && layout_of(&storages, ctx.binding_limit(), &[elem; 3]).0
-                    && out.numel() as u64 <= u64::from(u32::MAX)
-            };
-            if !fused {
+                if plan.whole && plan.walks.len() == 1 {
+                    leaf_plan = Some(plan);
+                }
+            }
+            if leaf_plan.is_none() {
                 let shape = out.shape().to_vec();
                 let product = Tensor::uninit(&ctx, lhs.dtype(), &shape)?;
                 self.matmul_epilogue_into(op, lhs, rhs, &product, None, transposed)?;
@@ -438,8 +440,7 @@ impl Recorder {
             let mut bindings = bindings;
             let mut bytes = bytemuck::bytes_of(&params).to_vec();
             let program = epilogue.map(|(p, _)| p);
-            if let Some((_, leaves)) = epilogue {
-                let plan = Broadcast::plan(&ctx, op, leaves, out)?;
+            if let (Some((_, leaves)), Some(plan)) = (epilogue, &leaf_plan) {
                 let walk = &plan.walks[0];
                 let (firsts, leaf_bindings) = plan.bind(walk);
                 let n = leaves.len();

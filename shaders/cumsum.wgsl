@@ -3,9 +3,12 @@
 // (inclusive) or before (exclusive) adding each element. Lines are independent, so a large
 // tensor has as many invocations as it has lines.
 //
-// Specialized per dtype by a validated substitution of the marked line below.
+// Specialized per dtype by a validated substitution of the marked lines below (i64 and u64
+// emulated on u32 pairs add with carries).
 
 alias T = f32; // ELEMENT TYPE
+
+fn add(a: T, b: T) -> T { return a + b; } // ADD
 
 override WORKGROUP_SIZE: u32 = 64u;
 override EXCLUSIVE: bool = false;
@@ -42,9 +45,9 @@ fn main(
         let x = src[i];
         if EXCLUSIVE {
             dst[i] = acc;
-            acc += x;
+            acc = add(acc, x);
         } else {
-            acc += x;
+            acc = add(acc, x);
             dst[i] = acc;
         }
     }

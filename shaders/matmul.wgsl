@@ -3,7 +3,9 @@
 // dimensions broadcast (numpy rules) through per-operand batch strides (0 where broadcast).
 //
 // Specialized per dtype by a validated substitution of the marked line, and per epilogue (an
-// element-wise program applied to each sum before it is stored) by the EPILOGUE markers.
+// element-wise program applied to each sum before it is stored) by the EPILOGUE markers. i64
+// and u64 emulated on u32 pairs (no SHADER_INT64) replace the SUM and TOTAL lines by the
+// emulation's wrapping arithmetic and leave out `blocks` (its vec4<T> has no pair form).
 
 alias T = f32; // LHS TYPE
 
@@ -92,7 +94,7 @@ fn main(
         rhs_tile[local.y][local.x] = b;
         workgroupBarrier();
         for (var i = 0u; i < TILE; i++) {
-            acc += lhs_tile[local.y][i] * rhs_tile[i][local.x];
+            acc += lhs_tile[local.y][i] * rhs_tile[i][local.x]; // TILE SUM
         }
         workgroupBarrier();
     }
@@ -130,18 +132,19 @@ fn rows(
         let a = b.x + row * params.strides.x;
         let r = b.y + col * params.strides.w;
         for (var i = k0; i < k1; i++) {
-            acc += lhs[a + i * params.strides.y] * rhs[r + i * params.strides.z];
+            acc += lhs[a + i * params.strides.y] * rhs[r + i * params.strides.z]; // ROWS SUM
         }
     }
     partial[local] = acc;
     workgroupBarrier();
     if valid && slice == 0u {
-        let sum = (partial[c] + partial[c + cols]) + (partial[c + 2u * cols] + partial[c + 3u * cols]);
+        let sum = (partial[c] + partial[c + cols]) + (partial[c + 2u * cols] + partial[c + 3u * cols]); // ROWS TOTAL
         let d = b.z + row * params.n + col;
         dst[d] = epilogue(sum, d);
     }
 }
 
+// BEGIN BLOCKS
 // CPU adapters (lavapipe, SwiftShader): no workgroup memory, no barrier (a barrier is a
 // costly switch between invocations there). Each invocation sums a block of 8 rows x 4
 // columns over all of k, the columns ROWS_WORKGROUP apart so that the invocations of a
@@ -202,3 +205,4 @@ fn blocks(
         }
     }
 }
+// END BLOCKS

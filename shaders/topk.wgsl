@@ -4,7 +4,8 @@
 // the lower index comes first, as ONNX asks). Indices are written as i64 word pairs. O(n K)
 // per line: meant for the K of Scan bodies and classifiers, not for sorting long rows.
 //
-// Specialized per dtype by a validated substitution of the marked line below.
+// Specialized per dtype by a validated substitution of the marked lines below (i64 and u64
+// emulated on u32 pairs compare word by word).
 
 alias T = f32; // ELEMENT TYPE
 
@@ -24,9 +25,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> indices: array<u32>;
 
 // Whether `a` goes before `b` in the output (ties keep their order: not before).
-fn before(a: T, b: T) -> bool {
-    return select((a < b), (a > b), LARGEST);
-}
+fn before(a: T, b: T) -> bool { return select((a < b), (a > b), LARGEST); } // BEFORE
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(

@@ -406,25 +406,27 @@ fn elementwise_on_64_bit_dtypes_with_native_features() {
     }
     // i64: 9 ops, u64: 7, f64: 11 (Reciprocal); binary ones over 13 operand pairs.
     assert_eq!(checked, 6 * 13 * 3 + 3 + 1 + 5);
-    // Without the features (a browser, or turned off), a kernel beyond the element-wise i64
-    // emulation (see tests/every_dtype.rs) and any f64 op are an error naming the feature.
+    // Without the features (a browser, or turned off), i64 runs on the 32-bit emulation (see
+    // tests/every_dtype.rs), the reductions included, with the native path's bits; any f64 op
+    // is an error naming the feature.
     let plain = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         native_64_bit: Some(false),
         ..Default::default()
     })
     .unwrap();
-    for (dtype, feature) in [(DType::I64, "SHADER_INT64"), (DType::F64, "SHADER_F64")] {
-        let x = wgpu_ops::Tensor::from_host(&plain, &edge_values(dtype, 0)).unwrap();
-        let result = plain.run(|rec| match dtype {
-            DType::F64 => rec.elementwise("Pow", &x, Some(&x)),
-            _ => rec.reduce_to("ReduceSum", &x, None, true, false, wgpu_ops::Out::NEW),
-        });
-        match result {
-            Err(Error::InvalidInput { message, .. }) => {
-                assert!(message.contains(feature), "{message}")
-            }
-            other => panic!("expected an error naming {feature}, got {other:?}"),
+    let sum = |ctx: &wgpu_ops::Context| {
+        let x = wgpu_ops::Tensor::from_host(ctx, &edge_values(DType::I64, 0)).unwrap();
+        ctx.run(|rec| rec.reduce_to("ReduceSum", &x, None, true, false, wgpu_ops::Out::NEW))
+            .and_then(|t| t.to_host_blocking())
+            .unwrap()
+    };
+    assert_eq!(sum(&plain), sum(&ctx));
+    let x = wgpu_ops::Tensor::from_host(&plain, &edge_values(DType::F64, 0)).unwrap();
+    match plain.run(|rec| rec.elementwise("Pow", &x, Some(&x))) {
+        Err(Error::InvalidInput { message, .. }) => {
+            assert!(message.contains("SHADER_F64"), "{message}")
         }
+        other => panic!("expected an error naming SHADER_F64, got {other:?}"),
     }
 }
 

@@ -399,7 +399,7 @@ fn f16_and_bf16_round_to_nearest_even() {
 
 /// MatMul on every dtype ONNX defines it for, with broadcast batches and shapes across the
 /// 16 x 16 tiles, on small integer values (every sum exact, so every dtype compares bit for
-/// bit; f16 and bf16 accumulate in f32 and round once).
+/// bit; f16 and bf16 accumulate in f32 and round once); i64 and u64 also emulated.
 #[test]
 fn matmul_on_every_dtype() {
     let cases: [(&[usize], &[usize]); 4] = [
@@ -427,13 +427,32 @@ fn matmul_on_every_dtype() {
                 both(ctx(), node.inputs(["x"]), vec![("x", t)]).unwrap().0
             };
             let (a, b) = (small(sa, k as u64), small(sb, 50 + k as u64));
-            let (got, want) = both(
-                ctx(),
-                Node::new("MatMul", "m").inputs(["a", "b"]),
-                vec![("a", a), ("b", b)],
-            )
-            .unwrap_or_else(|e| panic!("MatMul {d}: {e}"));
-            assert_eq!(got, want, "MatMul {d} {sa:?} x {sb:?}");
+            for ctx in contexts_for(d) {
+                let (got, want) = both(
+                    ctx,
+                    Node::new("MatMul", "m").inputs(["a", "b"]),
+                    vec![("a", a.clone()), ("b", b.clone())],
+                )
+                .unwrap_or_else(|e| panic!("MatMul {d}: {e}"));
+                assert_eq!(got, want, "MatMul {d} {sa:?} x {sb:?}");
+            }
+        }
+    }
+    // i64 and u64 on edge values (the products and sums wrap), natively and emulated on
+    // 32-bit words, on the tiles and the few-rows kernels.
+    for d in [DType::I64, DType::U64] {
+        for (m, k, n) in [(3, 7, 5), (20, 9, 17)] {
+            let a = shaped(values(d, m * k, 4), &[m, k]);
+            let b = shaped(values(d, k * n, 5), &[k, n]);
+            for ctx in contexts_for(d) {
+                let (got, want) = both(
+                    ctx,
+                    Node::new("MatMul", "m").inputs(["a", "b"]),
+                    vec![("a", a.clone()), ("b", b.clone())],
+                )
+                .unwrap_or_else(|e| panic!("MatMul {d}: {e}"));
+                assert_eq!(got, want, "MatMul {d} {m}x{k}x{n} on edge values");
+            }
         }
     }
 }
@@ -623,6 +642,41 @@ fn emulated_on(d: DType) {
 }
 
 dtype_tests!(int64_emulated_without_the_feature, emulated_on);
+
+/// Pow with a base and an exponent of different dtypes, one of them i64 or u64 (ONNX Pow-15's
+/// T and T1): emulated on 32-bit words, the native path's bits, on edge values of both
+/// (negative exponents, NaN and infinite float ones); integer powers also the reference's.
+#[test]
+fn pow_of_mixed_types_emulated() {
+    let mut ran = 0;
+    for base in [DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64] {
+        for exponent in DType::ALL {
+            let long = |d: DType| matches!(d, DType::I64 | DType::U64);
+            if base == exponent
+                || !(long(base) || long(exponent))
+                || matches!(exponent, DType::F64 | DType::Bool)
+            {
+                continue;
+            }
+            let inputs = vec![
+                ("a", shaped(values(base, 35, 3), &[5, 7])),
+                ("b", values(exponent, 7, 8)),
+            ];
+            let node = Node::new("Pow", "p").inputs(["a", "b"]);
+            let (native, want) = both(ctx(), node.clone(), inputs.clone())
+                .unwrap_or_else(|e| panic!("Pow {base} ^ {exponent}: {e}"));
+            let (emulated, _) = both(ctx_emulating_64_bit(), node, inputs)
+                .unwrap_or_else(|e| panic!("Pow {base} ^ {exponent} emulated: {e}"));
+            if base.is_integer() && exponent.is_integer() {
+                assert_eq!(native, want, "Pow {base} ^ {exponent}, native vs reference");
+            }
+            assert_eq!(emulated, native, "Pow {base} ^ {exponent}, emulated");
+            ran += 1;
+        }
+    }
+    // An i64 base to the 11 other exponent types, and i64 and u64 exponents of 4 other bases.
+    assert_eq!(ran, 11 + 4 * 2 - 1, "{ran}");
+}
 
 /// The word kernel beyond the binding limit: with 128 bytes bound at a time, outputs of 1 and
 /// 2 bytes are written in windows whose pieces start and end inside words (a piece keeps the

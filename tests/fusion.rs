@@ -329,9 +329,11 @@ fn small_ints(seed: u64, dtype: DType, shape: &[usize]) -> HostTensor {
 fn matmul_epilogues_match_product_then_program() {
     use wgpu_ops::ops::elementwise::{Arg, Program};
     use wgpu_ops::{Out, Tensor};
-    for cpu_kernels in [false, true] {
+    // The last two: i64 and u64 emulated on 32-bit words (no SHADER_INT64, no blocks kernel).
+    for (cpu_kernels, native) in [(false, true), (true, true), (false, false), (true, false)] {
         let ctx = Context::new_blocking(ContextOptions {
             cpu_kernels: Some(cpu_kernels),
+            native_64_bit: Some(native),
             ..Default::default()
         })
         .unwrap();
@@ -341,6 +343,9 @@ fn matmul_epilogues_match_product_then_program() {
         }
         if ctx.features().contains(wgpu::Features::SHADER_INT64) {
             dtypes.extend([DType::I64, DType::U64]);
+        }
+        if !native {
+            dtypes = vec![DType::I64, DType::U64];
         }
         for &d in &dtypes {
             for (seed, batch, m, k, n) in [
@@ -358,7 +363,7 @@ fn matmul_epilogues_match_product_then_program() {
                 let bias = up(seed + 20, &[n]).unwrap();
                 let column = up(seed + 30, &[m, 1]).unwrap();
                 let full = up(seed + 40, &shape(&[m, n])).unwrap();
-                let mut p = Program::new(vec![d; 4], false);
+                let mut p = Program::new(vec![d; 4], !native);
                 let s0 = p.push("Add", vec![Arg::Operand(0), Arg::Operand(1)], d);
                 let s1 = p.push("Max", vec![s0.unwrap(), Arg::Operand(2)], d);
                 let s2 = p
@@ -383,7 +388,8 @@ fn matmul_epilogues_match_product_then_program() {
                     fused.to_host_blocking().unwrap(),
                     apart.to_host_blocking().unwrap(),
                 );
-                let case = format!("{d} cpu kernels {cpu_kernels} {batch:?} {m}x{k}x{n}");
+                let case =
+                    format!("{d} cpu kernels {cpu_kernels} native {native} {batch:?} {m}x{k}x{n}");
                 assert_eq!(f.shape, shape(&[m, n]), "{case}");
                 assert_eq!(f.data, w.data, "{case}");
                 assert_eq!(fused_dispatches, 1, "{case}");
@@ -406,7 +412,9 @@ fn matmul_heads_take_element_wise_chains() {
     if probe.features().contains(wgpu::Features::SHADER_INT64) {
         dtypes.extend([DType::I64, DType::U64]);
     }
-    for d in dtypes {
+    // And i64 and u64 emulated on 32-bit words (no SHADER_INT64).
+    let emulated = [(DType::I64, false), (DType::U64, false)];
+    for (d, native) in dtypes.into_iter().map(|d| (d, true)).chain(emulated) {
         let inputs = named(vec![
             ("a", small_ints(1, d, &[2, 3, 5])),
             ("b", small_ints(2, d, &[5, 4])),
@@ -423,7 +431,7 @@ fn matmul_heads_take_element_wise_chains() {
             .node(node("Max", &["col", "t1"], "t2"))
             .node(node("Sub", &["t2", "bias"], "y"))
             .output("y");
-        assert_eq!(check_fused(&chain, &inputs, true), (1, 4), "{d} chain");
+        assert_eq!(check_fused(&chain, &inputs, native), (1, 4), "{d} chain");
         // Two products into one Add: one is recorded, the other takes the epilogue.
         let two = g
             .clone()
@@ -432,7 +440,11 @@ fn matmul_heads_take_element_wise_chains() {
             .node(node("Add", &["p", "q"], "t1"))
             .node(node("Mul", &["t1", "col"], "y"))
             .output("y");
-        assert_eq!(check_fused(&two, &inputs, true), (2, 4), "{d} two products");
+        assert_eq!(
+            check_fused(&two, &inputs, native),
+            (2, 4),
+            "{d} two products"
+        );
         // Broadcast beyond the product ([2, 3, 4] against [6, 2, 3, 4]): product, then the
         // chain.
         let wider = g
@@ -441,7 +453,7 @@ fn matmul_heads_take_element_wise_chains() {
             .node(node("Add", &["p", "wide"], "t1"))
             .node(node("Abs", &["t1"], "y"))
             .output("y");
-        assert_eq!(check_fused(&wider, &inputs, true), (2, 3), "{d} wider");
+        assert_eq!(check_fused(&wider, &inputs, native), (2, 3), "{d} wider");
         // Ends in another dtype: product, then the chain.
         let other = if d == DType::I32 { "u32" } else { "i32" };
         let cast = g
@@ -450,7 +462,7 @@ fn matmul_heads_take_element_wise_chains() {
             .node(node("Add", &["p", "bias"], "t1"))
             .node(node("Cast", &["t1"], "y").attr("to", Attr::String(other.into())))
             .output("y");
-        assert_eq!(check_fused(&cast, &inputs, true), (2, 3), "{d} cast");
+        assert_eq!(check_fused(&cast, &inputs, native), (2, 3), "{d} cast");
         // The product read twice is recorded; the chains after it fuse as usual.
         let shared = g
             .clone()
@@ -459,7 +471,7 @@ fn matmul_heads_take_element_wise_chains() {
             .node(node("Sub", &["p", "col"], "z"))
             .output("y")
             .output("z");
-        assert_eq!(check_fused(&shared, &inputs, true), (3, 3), "{d} shared");
+        assert_eq!(check_fused(&shared, &inputs, native), (3, 3), "{d} shared");
     }
 }
 

@@ -1,7 +1,8 @@
 //! Reductions against the CPU reference on every dtype each is defined for: any set of axes
 //! (leading, inner, not adjacent, all, none), keepdims, rows longer than a workgroup (the
 //! threads' strided loops and the tree merge), empty rows, and ArgMax/ArgMin with ties.
-//! Integers and Max/Min/ArgMax compare bit for bit; float sums within the rounding of the
+//! i64 and u64 run natively and emulated on 32-bit words (as without `SHADER_INT64`), with
+//! the same bits. Integers and Max/Min/ArgMax compare bit for bit; float sums within the rounding of the
 //! summation order (1e-5 relative for f32 and f64 sums of mixed signs scaled by their
 //! magnitude, two units in the last place for f16 and bf16).
 
@@ -11,14 +12,14 @@ use wgpu_ops::graph::{Attr, Graph, Node};
 use wgpu_ops::reference::graph::run_graph;
 use wgpu_ops::{DType, HostTensor, Session};
 
-fn both(node: Node, x: HostTensor) -> (HostTensor, HostTensor) {
+fn both(ctx: &wgpu_ops::Context, node: Node, x: HostTensor) -> (HostTensor, HostTensor) {
     let shape: Vec<Option<usize>> = x.shape.iter().map(|&d| Some(d)).collect();
     let g = Graph::new()
         .input("x", x.dtype, &shape)
         .node(node.inputs(["x"]).outputs(["y"]))
         .output("y");
     let inputs = vec![("x".to_string(), x)];
-    let got = Session::new(ctx(), g.clone())
+    let got = Session::new(ctx, g.clone())
         .unwrap()
         .run_blocking(inputs.clone())
         .unwrap_or_else(|e| panic!("{e}"))
@@ -114,9 +115,17 @@ fn reductions_on(dtype: DType) {
                 let node = Node::new(op, "r")
                     .attr("axes", Attr::Ints(axes.to_vec()))
                     .attr("keepdims", Attr::Int(keepdims));
-                let (got, want) = both(node, x.clone());
                 let what = format!("{op} {dtype} {shape:?} axes {axes:?} keepdims {keepdims}");
+                let mut outputs = Vec::new();
+                for ctx in contexts_for(dtype) {
+                    outputs.push(both(ctx, node.clone(), x.clone()));
+                }
+                let (got, want) = outputs.remove(0);
                 assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
+                // i64 and u64 emulated on 32-bit words: the native path's bits.
+                for (emulated, _) in outputs {
+                    assert_eq!(emulated, got, "{what}, emulated");
+                }
                 if !float || matches!(op, "ReduceMax" | "ReduceMin") {
                     assert_eq!(got.data, want.data, "{what}");
                 } else {
@@ -155,8 +164,10 @@ fn reductions_on(dtype: DType) {
                         .attr("axis", Attr::Int(axis))
                         .attr("keepdims", Attr::Int(keepdims))
                         .attr("select_last_index", Attr::Int(last));
-                    let (got, want) = both(node, x.clone());
-                    assert_eq!(got, want, "{op} {dtype} {shape:?} axis {axis} last {last}");
+                    for ctx in contexts_for(dtype) {
+                        let (got, want) = both(ctx, node.clone(), x.clone());
+                        assert_eq!(got, want, "{op} {dtype} {shape:?} axis {axis} last {last}");
+                    }
                 }
             }
         }
@@ -195,19 +206,21 @@ fn cumsum_on_every_dtype() {
                     )
                     .output("y");
                 let inputs = vec![("x".to_string(), x.clone()), ("axis".to_string(), axis_t)];
-                let got = Session::new(ctx(), g.clone())
-                    .unwrap()
-                    .run_blocking(inputs.clone())
-                    .unwrap_or_else(|e| panic!("CumSum {dtype}: {e}"))
-                    .remove(0)
-                    .1;
                 let want = run_graph(&g, &inputs, &Default::default())
                     .unwrap()
                     .remove(0);
-                assert_eq!(
-                    got, want,
-                    "CumSum {dtype} axis {axis} {exclusive} {reverse}"
-                );
+                for ctx in contexts_for(dtype) {
+                    let got = Session::new(ctx, g.clone())
+                        .unwrap()
+                        .run_blocking(inputs.clone())
+                        .unwrap_or_else(|e| panic!("CumSum {dtype}: {e}"))
+                        .remove(0)
+                        .1;
+                    assert_eq!(
+                        got, want,
+                        "CumSum {dtype} axis {axis} {exclusive} {reverse}"
+                    );
+                }
             }
         }
     }
@@ -242,13 +255,15 @@ fn topk_on_every_dtype() {
                             HostTensor::from_vec(vec![1], &[k]).unwrap(),
                         ),
                     ];
-                    let got = Session::new(ctx(), g.clone())
-                        .unwrap()
-                        .run_blocking(inputs.clone())
-                        .unwrap_or_else(|e| panic!("TopK {dtype}: {e}"));
                     let want = run_graph(&g, &inputs, &Default::default()).unwrap();
-                    for ((_, g), w) in got.iter().zip(&want) {
-                        assert_eq!(g, w, "TopK {dtype} axis {axis} k {k} largest {largest}");
+                    for ctx in contexts_for(dtype) {
+                        let got = Session::new(ctx, g.clone())
+                            .unwrap()
+                            .run_blocking(inputs.clone())
+                            .unwrap_or_else(|e| panic!("TopK {dtype}: {e}"));
+                        for ((_, g), w) in got.iter().zip(&want) {
+                            assert_eq!(g, w, "TopK {dtype} axis {axis} k {k} largest {largest}");
+                        }
                     }
                 }
             }

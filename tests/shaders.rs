@@ -181,7 +181,7 @@ fn fused_programs_validate_and_compile() {
         check_kernel(&kernel, &mut parsed);
         count += 1;
     }
-    assert_eq!(count, 505 + 81);
+    assert_eq!(count, 505 + 99);
     assert!(repeated > 200, "{repeated}");
 }
 
@@ -195,16 +195,17 @@ fn every_variant_validates_and_compiles() {
     // Per workgroup size: 8 block-remap and 8 gather variants, 30 typed element-wise on
     // 32-bit types and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
     // i32 u32 f64 i64 u64), the Scan step, 8 index gathers (4 element sizes x i32/i64
-    // indices), 24 CumSums (6 dtypes x exclusive x reverse), 12 TopKs (6 dtypes x largest),
-    // 505 word-kernel variants (169 casts, every op
-    // on every dtype combination it is defined for) and 81 with i64/u64 emulated on u32
-    // pairs (for adapters without SHADER_INT64); then 6 dtypes x (tiles + 7
-    // row-workgroup sizes x 2 entry points) MatMuls, 154 reductions x 3 passes (14 ops on the 12
-    // numeric dtypes and bool for Max and Min, but LogSum and LogSumExp on the 4 float types
-    // only) and the Scan counter.
+    // indices), 32 CumSums (6 dtypes and i64/u64 emulated on u32 pairs x exclusive x
+    // reverse), 16 TopKs (those 8 x largest), 505 word-kernel variants (169 casts, every op
+    // on every dtype combination it is defined for) and 99 with i64/u64 emulated on u32
+    // pairs (for adapters without SHADER_INT64; 18 of them Pow of mixed types); then 6 dtypes x (tiles + 7
+    // row-workgroup sizes x 2 entry points) MatMuls and 2 emulated x (tiles + 7 x rows),
+    // 154 reductions x 3 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
+    // but LogSum and LogSumExp on the 4 float types only) and 24 emulated (12 ops x i64,
+    // u64) x 3, and the Scan counter.
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (118 + 24 + 12 + 505 + 81) + 6 * 15 + 154 * 3 + 1
+        WORKGROUP_SIZES.len() * (118 + 32 + 16 + 505 + 99) + 6 * 15 + 2 * 8 + (154 + 24) * 3 + 1
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {
@@ -265,8 +266,8 @@ fn check_bindings(kernel: &Kernel, module: &naga::Module) {
 
 /// MatMul epilogues: on each dtype the MatMul kernel computes and each of its entry points,
 /// an epilogue of every binary word op defined on (sum, leaf) of that dtype followed by a
-/// unary one where defined, with 0 to 5 leaves (the most that bind); validated like the
-/// variants above, bindings included.
+/// unary one where defined, with 0 to 5 leaves (the most that bind), and on i64 and u64
+/// emulated on u32 pairs; validated like the variants above, bindings included.
 #[test]
 fn matmul_epilogues_validate_and_compile() {
     use wgpu_ops::kernels::matmul::{MatMulKernel, MAX_EPILOGUE_LEAVES};
@@ -282,10 +283,11 @@ fn matmul_epilogues_validate_and_compile() {
         DType::I64,
         DType::U64,
     ];
-    for dtype in dtypes {
+    let emulated = [(DType::I64, true), (DType::U64, true)];
+    for (dtype, emulate64) in dtypes.map(|d| (d, false)).into_iter().chain(emulated) {
         let mut programs = Vec::new();
         for op in ["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"] {
-            let Some(mut p) = Program::single(op, &[dtype, dtype], dtype, false) else {
+            let Some(mut p) = Program::single(op, &[dtype, dtype], dtype, emulate64) else {
                 continue;
             };
             let unary = if dtype == DType::F32 { "Tanh" } else { "Abs" };
@@ -293,15 +295,15 @@ fn matmul_epilogues_validate_and_compile() {
             programs.push(p);
         }
         // The widest: a chain over MAX_EPILOGUE_LEAVES leaves, and no leaf at all.
-        let mut wide = Program::new(vec![dtype], false);
+        let mut wide = Program::new(vec![dtype], emulate64);
         let mut acc = Arg::Operand(0);
         for _ in 0..MAX_EPILOGUE_LEAVES {
             let leaf = wide.add_operand(dtype);
             acc = wide.push("Add", vec![acc, leaf], dtype).unwrap();
         }
         programs.push(wide);
-        let mut none = Program::new(vec![dtype], false);
-        none.push("Neg", vec![Arg::Operand(0)], dtype);
+        let mut none = Program::new(vec![dtype], emulate64);
+        none.push("Sign", vec![Arg::Operand(0)], dtype).unwrap();
         programs.push(none);
         for p in programs {
             let program: &'static Program = Box::leak(Box::new(p));
@@ -310,11 +312,15 @@ fn matmul_epilogues_validate_and_compile() {
                 (MatMulKernel::Rows, 64),
                 (MatMulKernel::Blocks, 64),
             ] {
+                if emulate64 && variant == MatMulKernel::Blocks {
+                    continue;
+                }
                 let kernel = Kernel::MatMul {
                     variant,
                     dtype,
                     group,
                     epilogue: Some(program),
+                    emulate64,
                 };
                 check_kernel(&kernel, &mut parsed);
                 count += 1;

@@ -49,7 +49,8 @@ pub struct ContextOptions {
     pub max_commands: Option<u64>,
     /// Compute i64, u64 and f64 natively where the adapter offers wgpu's `SHADER_INT64` and
     /// `SHADER_F64` (lavapipe and most native drivers do; browsers do not). `None`: yes.
-    /// Without them, element-wise ops on those dtypes are errors naming the missing feature.
+    /// Without them, i64 and u64 are emulated on u32 pairs (the same bits) and f64 ops are
+    /// errors naming the missing feature.
     pub native_64_bit: Option<bool>,
     /// Use the kernel variants written for CPU adapters (MatMul without workgroup memory or
     /// barriers, see the MatMul kernels). `None`: when the adapter is a

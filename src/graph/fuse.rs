@@ -440,10 +440,12 @@ fn head(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Result<Option<Pe
     let Ok(plan) = crate::ops::matmul::plan((da, &sa), (db, &sb)) else {
         return Ok(None);
     };
-    let native = crate::kernels::operands::elementwise_type(da).is_some()
-        && crate::kernels::operands::native_feature(da)
-            .is_none_or(|(f, _)| ctx.features().contains(f));
-    if sa.len() < 2 || sb.len() < 2 || da != db || !native {
+    // i64 and u64 without SHADER_INT64 are emulated by the kernel; f64 needs SHADER_F64.
+    let computed = crate::kernels::operands::elementwise_type(da).is_some()
+        && (crate::kernels::operands::native_feature(da)
+            .is_none_or(|(f, _)| ctx.features().contains(f))
+            || matches!(da, DType::I64 | DType::U64));
+    if sa.len() < 2 || sb.len() < 2 || da != db || !computed {
         return Ok(None);
     }
     let emulate64 = !ctx.features().contains(wgpu::Features::SHADER_INT64);

@@ -7,9 +7,13 @@ use crate::{DType, Error, Recorder, Result, Tensor};
 
 const CUMSUM: &str = include_str!("../../shaders/cumsum.wgsl");
 
-/// WGSL source of CumSum on `dtype`.
-pub fn cumsum_source(dtype: DType) -> String {
-    element_typed(CUMSUM, dtype)
+/// WGSL source of CumSum on `dtype`; `emulate64`: i64 or u64 on u32 pairs.
+pub fn cumsum_source(dtype: DType, emulate64: bool) -> String {
+    let emulated = [(
+        "// ADD",
+        "fn add(a: T, b: T) -> T { return add64(a, b); }".to_string(),
+    )];
+    element_typed(CUMSUM, dtype, emulate64.then_some(&emulated[..]))
 }
 
 #[repr(C)]
@@ -54,6 +58,7 @@ impl Recorder {
         let wg = ctx.workgroup_size();
         let kernel = Kernel::CumSum {
             dtype: x.dtype(),
+            emulate64: super::reduce::emulates64(&ctx, x.dtype()),
             exclusive,
             reverse,
             workgroup_size: wg,

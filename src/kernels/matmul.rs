@@ -7,7 +7,7 @@ use super::elementwise::broadcast_strides;
 use super::operands::{bind_windows, elementwise_type, layout_of, specialize};
 use super::program::{index_code, Program};
 use super::windows::{room, Broadcast, Walk};
-use super::words::program_helpers;
+use super::words::{program_helpers, I64_EMULATION};
 use super::{Kernel, MAX_RANK};
 use crate::gpu::Binding;
 use crate::storage::Storage;
@@ -21,9 +21,41 @@ pub const MAX_EPILOGUE_LEAVES: usize = 5;
 
 /// WGSL source of the MatMul kernel for one element type, with an epilogue program (operand 0
 /// the sum, the others read from buffers at their broadcast positions in the output) or none.
-pub fn matmul_source(dtype: DType, epilogue: Option<&Program>) -> String {
+/// `emulate64`: i64 or u64 on u32 pairs, without the `blocks` entry point.
+pub fn matmul_source(dtype: DType, epilogue: Option<&Program>, emulate64: bool) -> String {
     let ty = elementwise_type(dtype).unwrap_or("f32");
     let mut replacements = vec![("// LHS TYPE", format!("alias T = {ty};"))];
+    let mut template = MATMUL.to_string();
+    if emulate64 {
+        // The epilogue's steps may share the emulation's helpers: defined once.
+        let shared = epilogue.is_some_and(|p| p.parts(4, true).steps.contains("fn add64("));
+        let helpers = if shared { "" } else { I64_EMULATION };
+        replacements[0].1 = format!("alias T = vec2<u32>;\n{helpers}");
+        replacements.extend([
+            (
+                "// TILE SUM",
+                "            acc = add64(acc, mul64(lhs_tile[local.y][i], rhs_tile[i][local.x]));"
+                    .to_string(),
+            ),
+            (
+                "// ROWS SUM",
+                "            acc = add64(acc, mul64(lhs[a + i * params.strides.y], rhs[r + i * params.strides.z]));"
+                    .to_string(),
+            ),
+            (
+                "// ROWS TOTAL",
+                "        let sum = add64(add64(partial[c], partial[c + cols]), add64(partial[c + 2u * cols], partial[c + 3u * cols]));"
+                    .to_string(),
+            ),
+        ]);
+        let begin = template
+            .find("// BEGIN BLOCKS")
+            .expect("matmul.wgsl marks blocks");
+        let end = template
+            .find("// END BLOCKS")
+            .expect("matmul.wgsl marks blocks");
+        template.replace_range(begin..end, "");
+    }
     if let Some(p) = epilogue {
         let leaves = p.operands().len().saturating_sub(1);
         let parts = p.parts(4, true);
@@ -64,7 +96,7 @@ fn epilogue(acc: T, d: u32) -> T {{
             ),
         ));
     }
-    specialize(MATMUL, &replacements)
+    specialize(&template, &replacements)
 }
 
 /// Whether `tensors` each bind whole (no windows): what reading an operand transposed in
@@ -91,13 +123,18 @@ pub fn epilogue_bindings(leaves: usize) -> &'static [Binding] {
 
 /// Whether `program` can be a MatMul epilogue on `dtype`: its operand 0 and result of the
 /// MatMul's type as the kernel holds it, and few enough leaves to bind.
-pub fn epilogue_fits(program: &Program, dtype: DType) -> bool {
-    let ty = elementwise_type(dtype);
+pub fn epilogue_fits(program: &Program, dtype: DType, emulate64: bool) -> bool {
+    let ty = if emulate64 {
+        Some("vec2<u32>")
+    } else {
+        elementwise_type(dtype)
+    };
     program.operands().first() == Some(&dtype)
         && program.out() == dtype
         && program.operands().len() <= MAX_EPILOGUE_LEAVES + 1
         && ty.is_some()
         && ty == Some(program.value_type(dtype))
+        && program.emulate64() == emulate64
 }
 
 #[repr(C)]
@@ -180,10 +217,11 @@ impl Recorder {
         transposed: [bool; 2],
     ) -> Result<()> {
         let ctx = self.context().clone();
+        let emulate64 = super::reduce::emulates64(&ctx, lhs.dtype());
         // The epilogue's walk over the output (its leaves' windows), planned once.
         let mut leaf_plan = None;
         if let Some((program, leaves)) = epilogue {
-            if epilogue_fits(program, lhs.dtype())
+            if epilogue_fits(program, lhs.dtype(), emulate64)
                 && binds_whole(&ctx, &[lhs, rhs, out])
                 && out.numel() as u64 <= u64::from(u32::MAX)
             {
@@ -464,7 +502,13 @@ impl Recorder {
                 }
                 bytes.extend_from_slice(bytemuck::cast_slice(&words));
             }
-            let (pipeline, grid) = match matmul_kernel(*rows, n, ctx.cpu_kernels(), group, max) {
+            let variant = match matmul_kernel(*rows, n, ctx.cpu_kernels(), group, max) {
+                // The emulation has no blocks kernel.
+                MatMulKernel::Blocks if emulate64 && *rows < 16 => MatMulKernel::Rows,
+                MatMulKernel::Blocks if emulate64 => MatMulKernel::Tiles,
+                v => v,
+            };
+            let (pipeline, grid) = match variant {
                 MatMulKernel::Blocks => (
                     // 8 x 4 outputs per invocation (see `blocks` in matmul.wgsl).
                     ctx.pipeline(&Kernel::MatMul {
@@ -472,6 +516,7 @@ impl Recorder {
                         dtype,
                         group,
                         epilogue: program,
+                        emulate64,
                     })?,
                     [
                         n.div_ceil(4 * u64::from(group)) as u32,
@@ -497,6 +542,7 @@ impl Recorder {
                             dtype,
                             group,
                             epilogue: program,
+                            emulate64,
                         })?,
                         [columns as u32, *rows as u32, batches],
                     )
@@ -507,6 +553,7 @@ impl Recorder {
                         dtype,
                         group: 0,
                         epilogue: program,
+                        emulate64,
                     })?,
                     [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, batches],
                 ),

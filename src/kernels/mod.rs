@@ -140,12 +140,16 @@ pub enum Kernel {
         exclusive: bool,
         reverse: bool,
         workgroup_size: u32,
+        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+        emulate64: bool,
     },
     /// `topk.wgsl` on `dtype` (a 32- or 64-bit type), the largest or the smallest.
     TopK {
         dtype: DType,
         largest: bool,
         workgroup_size: u32,
+        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+        emulate64: bool,
     },
     /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`, in one pass (0)
     /// or as the first (1) or second (2) of two.
@@ -153,6 +157,8 @@ pub enum Kernel {
         op: &'static str,
         input: DType,
         pass: u8,
+        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+        emulate64: bool,
     },
     /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
     /// GPU counter holds.
@@ -167,6 +173,8 @@ pub enum Kernel {
         dtype: DType,
         group: u32,
         epilogue: Option<&'static program::Program>,
+        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`; no `Blocks` variant).
+        emulate64: bool,
     },
 }
 
@@ -177,7 +185,7 @@ impl Kernel {
         out.push(Kernel::ScanCounter);
         for workgroup_size in WORKGROUP_SIZES {
             out.push(Kernel::ScanStep { workgroup_size });
-            for dtype in COMPUTE_DTYPES.into_iter().chain(NATIVE_64_BIT) {
+            for (dtype, emulate64) in typed_variants() {
                 for (exclusive, reverse) in
                     [(false, false), (false, true), (true, false), (true, true)]
                 {
@@ -186,15 +194,15 @@ impl Kernel {
                         exclusive,
                         reverse,
                         workgroup_size,
+                        emulate64,
                     });
                 }
-            }
-            for dtype in COMPUTE_DTYPES.into_iter().chain(NATIVE_64_BIT) {
                 for largest in [false, true] {
                     out.push(Kernel::TopK {
                         dtype,
                         largest,
                         workgroup_size,
+                        emulate64,
                     });
                 }
             }
@@ -262,18 +270,27 @@ impl Kernel {
         for op in reduce::kernel_ops() {
             for input in DType::ALL {
                 if reduce::defined(op, input) {
-                    for pass in 0..3 {
-                        out.push(Kernel::Reduce { op, input, pass });
+                    let long = matches!(input, DType::I64 | DType::U64);
+                    for emulate64 in [false, true].into_iter().filter(|&e| !e || long) {
+                        for pass in 0..3 {
+                            out.push(Kernel::Reduce {
+                                op,
+                                input,
+                                pass,
+                                emulate64,
+                            });
+                        }
                     }
                 }
             }
         }
-        for dtype in COMPUTE_DTYPES.into_iter().chain(NATIVE_64_BIT) {
+        for (dtype, emulate64) in typed_variants() {
             out.push(Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
                 dtype,
                 group: 0,
                 epilogue: None,
+                emulate64,
             });
             // The dispatcher clamps the context's workgroup size to [4, 256] for these.
             for group in WORKGROUP_SIZES
@@ -281,12 +298,15 @@ impl Kernel {
                 .filter(|g| (4..=256).contains(g))
             {
                 for variant in [MatMulKernel::Rows, MatMulKernel::Blocks] {
-                    out.push(Kernel::MatMul {
-                        variant,
-                        dtype,
-                        group,
-                        epilogue: None,
-                    });
+                    if !(emulate64 && variant == MatMulKernel::Blocks) {
+                        out.push(Kernel::MatMul {
+                            variant,
+                            dtype,
+                            group,
+                            epilogue: None,
+                            emulate64,
+                        });
+                    }
                 }
             }
         }
@@ -340,12 +360,24 @@ impl Kernel {
                 ..
             } => words::words_source(op, &operands[..usize::from(arity)], out, emulate64).into(),
             Kernel::Fused { program, .. } => program.source().into(),
-            Kernel::Reduce { op, input, .. } => reduce::reduce_source(op, input).into(),
-            Kernel::CumSum { dtype, .. } => cumsum::cumsum_source(dtype).into(),
-            Kernel::TopK { dtype, .. } => topk::topk_source(dtype).into(),
+            Kernel::Reduce {
+                op,
+                input,
+                emulate64,
+                ..
+            } => reduce::reduce_source(op, input, emulate64).into(),
+            Kernel::CumSum {
+                dtype, emulate64, ..
+            } => cumsum::cumsum_source(dtype, emulate64).into(),
+            Kernel::TopK {
+                dtype, emulate64, ..
+            } => topk::topk_source(dtype, emulate64).into(),
             Kernel::MatMul {
-                dtype, epilogue, ..
-            } => matmul::matmul_source(dtype, epilogue).into(),
+                dtype,
+                epilogue,
+                emulate64,
+                ..
+            } => matmul::matmul_source(dtype, epilogue, emulate64).into(),
         }
     }
 
@@ -417,7 +449,9 @@ impl Kernel {
                 ("INDEX_64", u32::from(index64)),
                 ("WORKGROUP_SIZE", workgroup_size),
             ],
-            Kernel::Reduce { op, input, pass } => vec![
+            Kernel::Reduce {
+                op, input, pass, ..
+            } => vec![
                 (
                     "OUT_PAIRS",
                     u32::from(reduce::stored_dtype(op, input).size() == 8),
@@ -451,14 +485,29 @@ impl Kernel {
                 ..
             } => words::words_features(&operands[..usize::from(arity)], out, emulate64),
             Kernel::Fused { program, .. } => program.features(),
-            Kernel::Reduce { input, .. } => reduce::reduce_features(input),
-            Kernel::CumSum { dtype, .. } | Kernel::TopK { dtype, .. } => {
+            Kernel::Reduce {
+                input, emulate64, ..
+            } => reduce::reduce_features(input, emulate64),
+            Kernel::CumSum {
+                dtype, emulate64, ..
+            }
+            | Kernel::TopK {
+                dtype, emulate64, ..
+            } if !emulate64 => {
                 operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
             }
             Kernel::MatMul {
-                dtype, epilogue, ..
+                dtype,
+                epilogue,
+                emulate64,
+                ..
             } => {
-                operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
+                let native = if emulate64 {
+                    None
+                } else {
+                    operands::native_feature(dtype)
+                };
+                native.map_or(wgpu::Features::empty(), |(f, _)| f)
                     | epilogue.map_or(wgpu::Features::empty(), |p| p.features())
             }
             _ => wgpu::Features::empty(),
@@ -483,8 +532,27 @@ impl Kernel {
     }
 }
 
+/// How a module's cache key marks i64 and u64 emulated on u32 pairs.
+fn emulated(emulate64: bool) -> &'static str {
+    if emulate64 {
+        " (i64 emulated)"
+    } else {
+        ""
+    }
+}
+
 /// The dtypes the compute kernels compute in WGSL without optional features.
 const COMPUTE_DTYPES: [DType; 3] = [DType::F32, DType::I32, DType::U32];
+
+/// The (dtype, i64 emulated) variants of the kernels typed by one element type (CumSum, TopK,
+/// MatMul): the 32-bit types, the 64-bit ones natively, i64 and u64 on u32 pairs.
+fn typed_variants() -> impl Iterator<Item = (DType, bool)> {
+    COMPUTE_DTYPES
+        .into_iter()
+        .chain(NATIVE_64_BIT)
+        .map(|d| (d, false))
+        .chain([(DType::I64, true), (DType::U64, true)])
+}
 /// The dtypes the element-wise kernel computes with wgpu's 64-bit shader features.
 const NATIVE_64_BIT: [DType; 3] = [DType::F64, DType::I64, DType::U64];
 
@@ -512,10 +580,10 @@ impl KernelSpec for Kernel {
                     .iter()
                     .map(|d| d.name())
                     .collect();
-                let emulated = if emulate64 { " (i64 emulated)" } else { "" };
                 format!(
-                    "elementwise_words.wgsl {op} {}->{out}{emulated}",
-                    ins.join(",")
+                    "elementwise_words.wgsl {op} {}->{out}{}",
+                    ins.join(","),
+                    emulated(emulate64)
                 )
                 .into()
             }
@@ -524,17 +592,27 @@ impl KernelSpec for Kernel {
             }
             Kernel::MatMul {
                 dtype,
-                epilogue: None,
+                epilogue,
+                emulate64,
                 ..
-            } => format!("matmul.wgsl {dtype}").into(),
-            Kernel::MatMul {
-                dtype,
-                epilogue: Some(p),
+            } => {
+                let epilogue = epilogue
+                    .map(|p| format!(" epilogue {}", p.describe()))
+                    .unwrap_or_default();
+                format!("matmul.wgsl {dtype}{}{epilogue}", emulated(emulate64)).into()
+            }
+            Kernel::Reduce {
+                op,
+                input,
+                emulate64,
                 ..
-            } => format!("matmul.wgsl {dtype} epilogue {}", p.describe()).into(),
-            Kernel::Reduce { op, input, .. } => format!("reduce.wgsl {op} {input}").into(),
-            Kernel::CumSum { dtype, .. } => format!("cumsum.wgsl {dtype}").into(),
-            Kernel::TopK { dtype, .. } => format!("topk.wgsl {dtype}").into(),
+            } => format!("reduce.wgsl {op} {input}{}", emulated(emulate64)).into(),
+            Kernel::CumSum {
+                dtype, emulate64, ..
+            } => format!("cumsum.wgsl {dtype}{}", emulated(emulate64)).into(),
+            Kernel::TopK {
+                dtype, emulate64, ..
+            } => format!("topk.wgsl {dtype}{}", emulated(emulate64)).into(),
         }
     }
     fn source(&self) -> Cow<'static, str> {

@@ -39,10 +39,24 @@ pub fn native_feature(dtype: DType) -> Option<(wgpu::Features, &'static str)> {
 }
 
 /// `template` with its `// ELEMENT TYPE` line made `alias T = ...` of the type `dtype`
-/// computes in (the per-dtype kernels with one element type: CumSum, TopK).
-pub(crate) fn element_typed(template: &str, dtype: DType) -> String {
-    let ty = elementwise_type(dtype).unwrap_or("f32");
-    specialize(template, &[("// ELEMENT TYPE", format!("alias T = {ty};"))])
+/// computes in (the per-dtype kernels with one element type: CumSum, TopK). With `emulated`
+/// (i64 or u64 on u32 pairs), `T` is `vec2<u32>` and each `(marker, line)` of `emulated`
+/// replaces its marked line, after the emulation's helpers; without, those lines stay.
+pub(crate) fn element_typed(
+    template: &str,
+    dtype: DType,
+    emulated: Option<&[(&str, String)]>,
+) -> String {
+    let Some(lines) = emulated else {
+        let ty = elementwise_type(dtype).unwrap_or("f32");
+        return specialize(template, &[("// ELEMENT TYPE", format!("alias T = {ty};"))]);
+    };
+    let mut replacements = vec![(
+        "// ELEMENT TYPE",
+        format!("alias T = vec2<u32>;\n{}", super::words::I64_EMULATION),
+    )];
+    replacements.extend(lines.iter().cloned());
+    specialize(template, &replacements)
 }
 
 /// Replaces each marked line of a template (the line containing the marker) by the given text.

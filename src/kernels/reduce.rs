@@ -6,7 +6,7 @@
 //! narrower.
 
 use super::operands::specialize;
-use super::words::{bits_expression, load_expression, Class};
+use super::words::{bits_expression, load_expression, Class, I64_EMULATION};
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
@@ -174,27 +174,131 @@ fn absorb(s: State, x: C, j: u32) -> State {{ return lse(s, x, C(1)); }}"
     }
 }
 
-/// WGSL source of the reduction `op` on `input`.
-pub fn reduce_source(op: &str, input: DType) -> String {
+/// The INIT, ABSORB, MERGE and FINISH lines of `op` on i64 (`signed`) or u64 emulated on u32
+/// pairs (`vec2<u32>`, low word first): the same results as the native lines, bit for bit.
+fn emulated_op_lines(op: &str, signed: bool) -> [String; 4] {
+    let lt = if signed { "lt_s64" } else { "lt_u64" };
+    let zero = "vec2<u32>(0u, 0u)";
+    let (lowest, highest) = if signed {
+        (
+            "vec2<u32>(0u, 0x80000000u)",
+            "vec2<u32>(0xffffffffu, 0x7fffffffu)",
+        )
+    } else {
+        (zero, "vec2<u32>(0xffffffffu, 0xffffffffu)")
+    };
+    let fold = |init: &str, absorb: &str, merge: &str, finish: &str| {
+        [
+            format!("{I64_EMULATION}\nfn init() -> State {{ return State({init}, C(0), 0u); }}"),
+            format!("fn absorb(s: State, x: C, j: u32) -> State {{ return State({absorb}, s.b, s.i); }}"),
+            format!("fn merge(s: State, t: State) -> State {{ return State({merge}, s.b, s.i); }}"),
+            format!("fn finish(s: State) -> vec2<u32> {{ return {finish}; }}"),
+        ]
+    };
+    let (abs, div, to_f32, from_f32) = if signed {
+        ("abs64(x)", "div_s64", "i64_to_f32", "f32_to_i64")
+    } else {
+        ("x", "divmod_u64", "u64_to_f32", "f32_to_u64")
+    };
+    let quotient = if signed { "" } else { ".q" };
+    match op {
+        "ReduceSum" => fold(zero, "add64(s.a, x)", "add64(s.a, t.a)", "s.a"),
+        "ReduceSumSquare" => fold(zero, "add64(s.a, mul64(x, x))", "add64(s.a, t.a)", "s.a"),
+        "ReduceMean" => fold(
+            zero,
+            "add64(s.a, x)",
+            "add64(s.a, t.a)",
+            &format!("{div}(s.a, vec2<u32>(params.n, 0u)){quotient}"),
+        ),
+        "ReduceProd" => fold(
+            "vec2<u32>(1u, 0u)",
+            "mul64(s.a, x)",
+            "mul64(s.a, t.a)",
+            "s.a",
+        ),
+        "ReduceL1" => fold(
+            zero,
+            &format!("add64(s.a, {abs})"),
+            "add64(s.a, t.a)",
+            "s.a",
+        ),
+        // As the native path: the sum of squares to f32, its root truncated back.
+        "ReduceL2" => fold(
+            zero,
+            "add64(s.a, mul64(x, x))",
+            "add64(s.a, t.a)",
+            &format!("{from_f32}(sqrt({to_f32}(s.a)))"),
+        ),
+        "ReduceMax" => fold(
+            lowest,
+            &format!("select(s.a, x, {lt}(s.a, x))"),
+            &format!("select(s.a, t.a, {lt}(s.a, t.a))"),
+            "s.a",
+        ),
+        "ReduceMin" => fold(
+            highest,
+            &format!("select(s.a, x, {lt}(x, s.a))"),
+            &format!("select(s.a, t.a, {lt}(t.a, s.a))"),
+            "s.a",
+        ),
+        arg => {
+            // The native lines' `x > s.a`, `x >= s.a`, ... with the emulated order.
+            let (takes, better) = match arg {
+                "ArgMax" => (format!("{lt}(s.a, x)"), format!("{lt}(s.a, t.a)")),
+                "ArgMaxLast" => (format!("!{lt}(x, s.a)"), format!("{lt}(s.a, t.a)")),
+                "ArgMin" => (format!("{lt}(x, s.a)"), format!("{lt}(t.a, s.a)")),
+                _ => (format!("!{lt}(s.a, x)"), format!("{lt}(t.a, s.a)")),
+            };
+            let tie = if arg.ends_with("Last") { ">" } else { "<" };
+            [
+                format!("{I64_EMULATION}\nfn init() -> State {{ return State(C(0), C(0), 0xffffffffu); }}"),
+                format!("fn absorb(s: State, x: C, j: u32) -> State {{ if s.i == 0xffffffffu || {takes} {{ return State(x, C(0), j); }} return s; }}"),
+                format!("fn merge(s: State, t: State) -> State {{ if t.i != 0xffffffffu && (s.i == 0xffffffffu || {better} || (all(t.a == s.a) && t.i {tie} s.i)) {{ return t; }} return s; }}"),
+                "fn finish(s: State) -> vec2<u32> { return vec2<u32>(s.i, 0u); }".to_string(),
+            ]
+        }
+    }
+}
+
+/// WGSL source of the reduction `op` on `input`; `emulate64`: an i64 or u64 input is
+/// computed on u32 pairs (adapters without `SHADER_INT64`).
+pub fn reduce_source(op: &str, input: DType, emulate64: bool) -> String {
     let class = Class::of(input);
     let out = stored_dtype(op, input);
-    let [init, absorb, merge, finish] = op_lines(op, class, out);
+    let emulated = emulate64 && matches!(class, Class::Long | Class::Ulong);
+    let [init, absorb, merge, finish] = if emulated {
+        emulated_op_lines(op, class == Class::Long)
+    } else {
+        op_lines(op, class, out)
+    };
+    let (ty, load, c_bits, c_from) = if emulated {
+        (
+            "vec2<u32>",
+            "vec2<u32>(a_words[2u * i], a_words[2u * i + 1u])".to_string(),
+            "fn c_bits(v: C) -> vec2<u32> { return v; }".to_string(),
+            "fn c_from(w: vec2<u32>) -> C { return w; }".to_string(),
+        )
+    } else {
+        (
+            class.wgsl(),
+            load_expression(input, "a_words"),
+            c_bits_line(class),
+            c_from_line(class),
+        )
+    };
     specialize(
         REDUCE,
         &[
-            ("// INPUT TYPE", format!("alias A = {};", class.wgsl())),
-            ("// STATE TYPE", format!("alias C = {};", class.wgsl())),
+            ("// INPUT TYPE", format!("alias A = {ty};")),
+            ("// STATE TYPE", format!("alias C = {ty};")),
             (
                 "// LOAD A",
-                format!(
-                    "fn load_a(i: u32) -> A {{ return {}; }}",
-                    load_expression(input, "a_words")
-                ),
+                format!("fn load_a(i: u32) -> A {{ return {load}; }}"),
             ),
             ("// WORD HELPERS", super::words::word_helpers().to_string()),
             ("// INIT", init),
-            ("// C BITS", c_bits_line(class)),
-            ("// C FROM", c_from_line(class)),
+            ("// C BITS", c_bits),
+            ("// C FROM", c_from),
             ("// ABSORB", absorb),
             ("// MERGE", merge),
             ("// FINISH", finish),
@@ -229,9 +333,15 @@ fn c_from_line(class: Class) -> String {
     format!("fn c_from(w: vec2<u32>) -> C {{ return {e}; }}")
 }
 
-/// The wgpu features a reduction of `input` needs.
-pub fn reduce_features(input: DType) -> wgpu::Features {
-    super::words::words_features(&[input], Class::of(input).wide(), false)
+/// The wgpu features a reduction of `input` needs (none for i64 and u64 when `emulate64`).
+pub fn reduce_features(input: DType, emulate64: bool) -> wgpu::Features {
+    super::words::words_features(&[input], Class::of(input).wide(), emulate64)
+}
+
+/// Whether a reduction of `input` runs on the i64/u64 emulation in context `ctx`.
+pub fn emulates64(ctx: &crate::Context, input: DType) -> bool {
+    matches!(input, DType::I64 | DType::U64)
+        && !ctx.features().contains(wgpu::Features::SHADER_INT64)
 }
 
 #[repr(C)]
@@ -278,6 +388,7 @@ impl Recorder {
                 max: ctx.binding_limit(),
             });
         }
+        let emulate64 = emulates64(&ctx, x.dtype());
         let strides = crate::host::c_strides(x.shape());
         let mut params = ReduceParams {
             rows: rows as u32,
@@ -322,6 +433,7 @@ impl Recorder {
                 op,
                 input: x.dtype(),
                 pass: 0,
+                emulate64,
             };
             let pipeline = ctx.pipeline(&kernel)?;
             let bindings = [storage.bind_whole(), out.storage().bind_whole()];
@@ -340,6 +452,7 @@ impl Recorder {
                 op,
                 input: x.dtype(),
                 pass,
+                emulate64,
             };
             let pipeline = ctx.pipeline(&kernel)?;
             let bindings = [src.bind_whole(), dst.bind_whole()];

@@ -8,9 +8,20 @@ use crate::{DType, Error, Recorder, Result, Tensor};
 
 const TOPK: &str = include_str!("../../shaders/topk.wgsl");
 
-/// WGSL source of TopK on `dtype`.
-pub fn topk_source(dtype: DType) -> String {
-    element_typed(TOPK, dtype)
+/// WGSL source of TopK on `dtype`; `emulate64`: i64 or u64 on u32 pairs.
+pub fn topk_source(dtype: DType, emulate64: bool) -> String {
+    let lt = if dtype == DType::I64 {
+        "lt_s64"
+    } else {
+        "lt_u64"
+    };
+    let emulated = [(
+        "// BEFORE",
+        format!(
+            "fn before(a: T, b: T) -> bool {{ return select({lt}(a, b), {lt}(b, a), LARGEST); }}"
+        ),
+    )];
+    element_typed(TOPK, dtype, emulate64.then_some(&emulated[..]))
 }
 
 #[repr(C)]
@@ -59,6 +70,7 @@ impl Recorder {
         let wg = ctx.workgroup_size();
         let kernel = Kernel::TopK {
             dtype: x.dtype(),
+            emulate64: super::reduce::emulates64(&ctx, x.dtype()),
             largest,
             workgroup_size: wg,
         };

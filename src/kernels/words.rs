@@ -391,18 +391,46 @@ pub static WORD_OPS: [WordOp; 19] = [
         result: Result_::Same,
         // The exponent may be of another numeric type. Integer bases to integer exponents
         // by squaring; to float exponents through f32, truncated back.
-        wgsl: |c| match (c[0], c[1]) {
+        wgsl: |c| {
+            match (c[0], c[1]) {
             (Class::Float, e) if e.is_number() => expr("onnx_pow(a, f32(b))"),
             (Class::Double, e) if e.is_number() => Some(Expr {
                 helpers: F64_MATH.into(),
                 expression: "pow64(a, f64(b))".into(),
             }),
+            // 32-bit exponents of an i64 base widened from their words (sign- or
+            // zero-extended by their own type): `i64(b)` here gave lavapipe exponents that
+            // were neither negative nor positive.
+            (Class::Long, Class::Int) => Some(Expr {
+                helpers: INT_POW.into(),
+                expression: "int_pow(a, bitcast<i64>((u64(bitcast<u32>(b >> 31u)) << 32u) | u64(bitcast<u32>(b))))".into(),
+            }),
+            (Class::Long, Class::Uint) => Some(Expr {
+                helpers: INT_POW.into(),
+                expression: "int_pow(a, bitcast<i64>(u64(b)))".into(),
+            }),
             (Class::Int | Class::Long, e) if e.is_signed() || e.is_unsigned() => Some(Expr {
                 helpers: INT_POW.into(),
                 expression: "int_pow(a, A(b))".into(),
             }),
-            (Class::Int | Class::Long, Class::Float) => expr("A(onnx_pow(f32(a), b))"),
+            // Truncated back as Cast does (saturating, NaN as 0), not by the driver's
+            // conversion, whose out-of-range results differ between GPUs.
+            (Class::Int | Class::Long, Class::Float) => {
+                let to = if c[0] == Class::Int {
+                    DType::I32
+                } else {
+                    DType::I64
+                };
+                Some(Expr {
+                    helpers: format!(
+                        "fn pow_to_int(base: A, exponent: f32) -> A {{\n    let a = onnx_pow(f32(base), exponent);\n    return {};\n}}",
+                        cast_words(DType::F32, to).replace("R(", "A(")
+                    ),
+                    expression: "pow_to_int(a, b)".into(),
+                })
+            }
             _ => None,
+        }
         },
     },
 ];
@@ -502,7 +530,7 @@ pub fn cast_words(from: DType, to: DType) -> String {
 /// i64 and u64 as (low, high) u32 pairs, for adapters without `SHADER_INT64` (browsers):
 /// wrapping add, subtract and multiply, negation, signed and unsigned order, long division,
 /// and conversions to and from f32 rounded exactly from the bits.
-const I64_EMULATION: &str = "fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+pub(crate) const I64_EMULATION: &str = "fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
     let lo = a.x + b.x;
     return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
 }
@@ -723,6 +751,9 @@ pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
             (false, false) => None,
         };
     }
+    if name == "Pow" && dtypes.len() == 2 && dtypes[0] != dtypes[1] {
+        return emulated_mixed_pow(dtypes[0], dtypes[1]);
+    }
     // Operands of one dtype, but for Where's condition.
     let same = if name == "Where" {
         &dtypes[1..]
@@ -779,6 +810,38 @@ pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
         helpers: I64_EMULATION.into(),
         expression: e,
     })
+}
+
+/// Pow with a base and an exponent of different dtypes, one of them i64 or u64 emulated on u32
+/// pairs: the native path's rules (see the Pow word op) on the emulated values. An i64 base
+/// to an integer exponent widened to 64 bits, by squaring; to a float exponent through f32,
+/// truncated back; a float or i32 base to a 64-bit exponent converted to its type.
+fn emulated_mixed_pow(base: DType, exponent: DType) -> Option<Expr> {
+    let (bc, ec) = (Class::of(base), Class::of(exponent));
+    let emu = |e: String| {
+        Some(Expr {
+            helpers: I64_EMULATION.into(),
+            expression: e,
+        })
+    };
+    match (bc, ec) {
+        (Class::Long, Class::Int) => {
+            emu("pow_s64(a, vec2<u32>(bitcast<u32>(b), select(0u, 0xffffffffu, b < 0)))".into())
+        }
+        (Class::Long, Class::Uint | Class::Bool) if exponent != DType::Bool => {
+            emu("pow_s64(a, vec2<u32>(b, 0u))".into())
+        }
+        (Class::Long, Class::Ulong) => emu("pow_s64(a, b)".into()),
+        (Class::Long, Class::Float) => emu("f32_to_i64(onnx_pow(i64_to_f32(a), b))".into()),
+        (Class::Float, Class::Long) => emu("onnx_pow(a, i64_to_f32(b))".into()),
+        (Class::Float, Class::Ulong) => emu("onnx_pow(a, u64_to_f32(b))".into()),
+        // The native path converts the exponent to the base's i32, keeping its low word.
+        (Class::Int, Class::Long | Class::Ulong) if base == DType::I32 => Some(Expr {
+            helpers: INT_POW.into(),
+            expression: "int_pow(a, bitcast<i32>(b.x))".into(),
+        }),
+        _ => None,
+    }
 }
 
 /// The dtype op `name` gives on operands of `dtypes` (Cast's is its target, not derived here).

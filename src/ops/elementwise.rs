@@ -328,6 +328,22 @@ fn unsupported_dtypes(op: &'static str, dtypes: &[DType], names: &[&str]) -> Err
     Error::invalid(op, input, why)
 }
 
+/// Fails when `dtype` is f64 and the context's device lacks `SHADER_F64` (for kernels that
+/// emulate i64 and u64 on u32 pairs where `SHADER_INT64` is missing: reductions, CumSum,
+/// TopK, MatMul).
+pub(crate) fn require_f64_feature(
+    ctx: &crate::Context,
+    op: &'static str,
+    input: &str,
+    dtype: DType,
+) -> Result<()> {
+    if dtype == DType::F64 {
+        require_feature(ctx, op, input, dtype)
+    } else {
+        Ok(())
+    }
+}
+
 /// Fails when `dtype` (the type of `op`'s `input`) needs a wgpu feature the context's device
 /// lacks, naming the feature and the adapter.
 pub(crate) fn require_feature(
@@ -341,7 +357,7 @@ pub(crate) fn require_feature(
             op,
             input,
             format!(
-                "{input} is {dtype}; {op} computes it with wgpu's {name} feature, which {} does not offer here (the 32-bit emulation of i64 and u64 covers the element-wise arithmetic but Pow, the comparisons, Where, Clip and casts but to and from f64; f64 has none)",
+                "{input} is {dtype}; {op} computes it with wgpu's {name} feature, which {} does not offer here (i64 and u64 are emulated on 32-bit words without it, but not beside f64, which has no emulation)",
                 ctx.adapter_info().name
             ),
         )),

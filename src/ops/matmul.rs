@@ -102,7 +102,7 @@ impl Recorder {
             }
             return result;
         }
-        super::elementwise::require_feature(self.context(), OP, "A", a.dtype())?;
+        super::elementwise::require_f64_feature(self.context(), OP, "A", a.dtype())?;
         let out = out.tensor(self, a.dtype(), &p.output)?;
         self.matmul_into(
             OP,
@@ -249,7 +249,7 @@ impl Recorder {
         let dtype = epilogue.map_or(a.dtype(), |(program, _)| program.out());
         let narrow = matches!(a.dtype(), DType::F16 | DType::BF16);
         if !narrow {
-            super::elementwise::require_feature(self.context(), OP, "A", a.dtype())?;
+            super::elementwise::require_f64_feature(self.context(), OP, "A", a.dtype())?;
         }
         let out = out.tensor(self, dtype, &p.output)?;
         let mut tensors = vec![a, b, &out];

@@ -80,7 +80,7 @@ impl Recorder {
             .ok_or_else(|| Error::Graph(format!("unknown reduction '{op}'")))?;
         self.check_inputs(op, &[("data", data)])?;
         check_dtype(op, "data", data.dtype())?;
-        super::elementwise::require_feature(self.context(), op, "data", data.dtype())?;
+        super::elementwise::require_f64_feature(self.context(), op, "data", data.dtype())?;
         let axes = match axes {
             Some(a) if !a.is_empty() => normalize_axes(op, data.rank(), a)?,
             _ if noop_with_empty_axes => return out.view(self, data.clone()),
@@ -121,7 +121,7 @@ impl Recorder {
         };
         self.check_inputs(op, &[("data", data)])?;
         check_dtype(op, "data", data.dtype())?;
-        super::elementwise::require_feature(self.context(), op, "data", data.dtype())?;
+        super::elementwise::require_f64_feature(self.context(), op, "data", data.dtype())?;
         let axes = normalize_axes(op, data.rank(), &[axis])?;
         if data.shape()[axes[0]] == 0 {
             return Err(Error::invalid(
@@ -272,7 +272,7 @@ impl Recorder {
             self.release(sums);
             return result;
         }
-        super::elementwise::require_feature(self.context(), OP, "x", dtype)?;
+        super::elementwise::require_f64_feature(self.context(), OP, "x", dtype)?;
         let out = out.tensor(self, dtype, &shape)?;
         self.cumsum_into(x, len, inner, exclusive, reverse, &out)?;
         Ok(out)
@@ -321,7 +321,7 @@ impl Recorder {
         let mut shape = x.shape().to_vec();
         shape[axes[0]] = k;
         let inner: usize = x.shape()[axes[0] + 1..].iter().product();
-        super::elementwise::require_feature(self.context(), OP, "X", wide.dtype())?;
+        super::elementwise::require_f64_feature(self.context(), OP, "X", wide.dtype())?;
         let narrow = wide.dtype() != dtype;
         let values = if narrow {
             Tensor::uninit(self.context(), wide.dtype(), &shape)?

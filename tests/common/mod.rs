@@ -15,6 +15,35 @@ pub fn ctx() -> &'static Context {
     })
 }
 
+/// A context without wgpu's 64-bit shader features (as in browsers): i64 and u64 run on the
+/// 32-bit emulation.
+#[allow(dead_code)]
+pub fn ctx_emulating_64_bit() -> &'static Context {
+    static CTX: OnceLock<Context> = OnceLock::new();
+    CTX.get_or_init(|| {
+        let ctx = Context::new_blocking(ContextOptions {
+            native_64_bit: Some(false),
+            ..Default::default()
+        })
+        .expect("no GPU adapter: install mesa-vulkan-drivers (lavapipe) to run the GPU tests");
+        assert!(!ctx
+            .features()
+            .contains(wgpu_ops::gpu::Features::SHADER_INT64));
+        ctx
+    })
+}
+
+/// The contexts a test of `dtype` runs on: the default one, and for i64 and u64 the one that
+/// emulates them (the same results, bit for bit).
+#[allow(dead_code)]
+pub fn contexts_for(dtype: DType) -> Vec<&'static Context> {
+    let mut all = vec![ctx()];
+    if matches!(dtype, DType::I64 | DType::U64) {
+        all.push(ctx_emulating_64_bit());
+    }
+    all
+}
+
 /// Deterministic pseudo-random bytes (splitmix64), so data is not all zeros or a ramp.
 pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
     let mut state = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -117,6 +117,19 @@ def main():
         for t, (_, tcode) in DTYPES.items():
             src = (rng.randint(0, 100, 35) if d != "bool" else rng.rand(35) < 0.5).astype(np_type)
             cases.append(("Cast", d, [(d, src.reshape(5, 7))], {"to": tcode}, f"Cast_{t}"))
+    # Pow with an exponent of another type (Pow-15's T1): integer bases to integer exponents
+    # (small, so no power overflows), float bases to any exponent.
+    for d in ("i32", "i64", "f32", "f64"):
+        for e in ("i32", "i64", "f32", "f64"):
+            if d == e or (d.startswith("i") and e.startswith("f")):
+                continue
+            base = DTYPES[d][0]
+            if d.startswith("i"):
+                a = rng.randint(-9, 10, 35).astype(base)
+            else:
+                a = values(base, 35, rng)
+            b = np.array([0, 1, 2, 3, 5, 2, -1], dtype=DTYPES[e][0])
+            cases.append(("Pow", d, [(d, a.reshape(5, 7)), (e, b)], {}, f"Pow_{e}"))
     written = 0
     for case in cases:
         op, d, inputs, attrs = case[:4]

@@ -2,6 +2,8 @@
 //! `scripts/onnx_node_tests.py` from the `onnx` pip package) whose ops we support runs on the
 //! GPU and is compared with the test's own outputs and tolerances (numpy's `assert_allclose`:
 //! `|got - want| <= atol + rtol * |want|`, NaN equal to NaN; integers and bools bit for bit).
+//! A test that passes runs again with i64 and u64 emulated on 32-bit words (a context without
+//! `SHADER_INT64`, as in browsers), which must pass as well.
 //!
 //! A test of supported ops that fails must be listed, with its reason, in
 //! `tests/onnx-node-expected-failures.txt`; a listed test that passes fails the run too, so the
@@ -150,7 +152,37 @@ fn missing_type(error: &str) -> Option<String> {
         .then(|| error.to_string())
 }
 
+/// The test on the default context and, where it passes there, again on one that emulates
+/// i64 and u64 on 32-bit words (as browsers need): the emulation must pass too (a test that
+/// computes on f64, which needs the native 64-bit types, may instead fail naming them).
 fn run_test(dir: &Path, entry: &Entry) -> Outcome {
+    match run_test_on(common::ctx(), dir, entry) {
+        Outcome::Pass => match run_test_on(common::ctx_emulating_64_bit(), dir, entry) {
+            Outcome::Fail(why)
+                if !(why.contains("SHADER_F64")
+                    || has_f64(dir) && why.contains("SHADER_INT64")) =>
+            {
+                Outcome::Fail(format!("with i64 emulated: {why}"))
+            }
+            _ => Outcome::Pass,
+        },
+        other => other,
+    }
+}
+
+/// Whether the test's model has f64 inputs, outputs or constants.
+fn has_f64(dir: &Path) -> bool {
+    Model::load(dir.join("model.onnx")).is_ok_and(|m| {
+        let g = &m.graph;
+        g.inputs
+            .iter()
+            .chain(&g.outputs)
+            .any(|v| v.dtype == Some(DType::F64))
+            || g.constants.iter().any(|(_, t)| t.dtype == DType::F64)
+    })
+}
+
+fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
     let model = match Model::load(dir.join("model.onnx")) {
         Ok(m) => m,
         Err(e) => {
@@ -174,7 +206,7 @@ fn run_test(dir: &Path, entry: &Entry) -> Outcome {
         return Outcome::Unsupported;
     }
     let inputs: Vec<String> = model.graph.inputs.iter().map(|i| i.name.clone()).collect();
-    let session = match model.session(common::ctx()) {
+    let session = match model.session(ctx) {
         Ok(s) => s,
         Err(e) => return Outcome::Fail(format!("plan: {e}")),
     };

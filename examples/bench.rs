@@ -1187,13 +1187,27 @@ fn dtype_bandwidth(
             bytes >> 20
         ),
         format!(
-            "{:<6} {:<7} {:>10} {:>10} {:>7}",
+            "{:<6} {:<8} {:>10} {:>10} {:>7}",
             "dtype", "kernel", "Add GB/s", "copy GB/s", "ratio"
         ),
     ];
     println!("{}", lines.join("\n"));
-    for dtype in DType::ALL.into_iter().filter(|&d| d != DType::Bool) {
-        if let Some((f, _)) = wgpu_ops::kernels::operands::native_feature(dtype) {
+    // i64 and u64 also on a context without SHADER_INT64: the 32-bit emulation's cost.
+    let emulating = Context::new_blocking(wgpu_ops::ContextOptions {
+        native_64_bit: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let emulating_timer = Timer::new(&emulating);
+    let runs = DType::ALL
+        .into_iter()
+        .filter(|&d| d != DType::Bool)
+        .map(|d| (d, ctx, timer, false))
+        .chain([DType::I64, DType::U64].map(|d| (d, &emulating, &emulating_timer, true)));
+    for (dtype, ctx, timer, emulated) in runs {
+        if let Some((f, _)) =
+            wgpu_ops::kernels::operands::native_feature(dtype).filter(|_| !emulated)
+        {
             if !ctx.features().contains(f) {
                 let line = format!(
                     "{:<6} (needs {f:?}, which this adapter lacks)",
@@ -1208,9 +1222,10 @@ fn dtype_bandwidth(
         let a = Tensor::uninit(ctx, dtype, &[n]).unwrap();
         let b = Tensor::uninit(ctx, dtype, &[n]).unwrap();
         let y = Tensor::uninit(ctx, dtype, &[n]).unwrap();
-        let typed = wgpu_ops::ops::elementwise::lookup("Add")
-            .and_then(|o| o.wgsl(dtype))
-            .is_some();
+        let typed = !emulated
+            && wgpu_ops::ops::elementwise::lookup("Add")
+                .and_then(|o| o.wgsl(dtype))
+                .is_some();
         let (t_add, t_copy) = timer.median_pair(
             ctx,
             1,
@@ -1226,9 +1241,15 @@ fn dtype_bandwidth(
         let add = 3.0 * bytes as f64 / t_add / 1e9;
         let copy = 2.0 * bytes as f64 / t_copy / 1e9;
         let line = format!(
-            "{:<6} {:<7} {:>10.2} {:>10.2} {:>7.2}",
+            "{:<6} {:<8} {:>10.2} {:>10.2} {:>7.2}",
             dtype.name(),
-            if typed { "typed" } else { "words" },
+            if emulated {
+                "emulated"
+            } else if typed {
+                "typed"
+            } else {
+                "words"
+            },
             add,
             copy,
             add / copy

@@ -321,14 +321,32 @@ async fn blocks(
 }
 
 /// A Scan over the image rows whose state is the running sum of the rows (in `dtype`); its scan
-/// output, row `i` = sum of rows `0..=i`, is drawn as the running mean.
+/// output, row `i` = sum of rows `0..=i`, is drawn as the running mean. In i64 each row's
+/// colours first go through a 3 x 3 colour matrix (the identity), so the browser runs an i64
+/// MatMul as well as element-wise ops on the 32-bit emulation.
 pub fn running_sum_graph(width: usize, dtype: DType) -> Graph {
-    let body = Graph::new()
+    let mut body = Graph::new()
         .input("sum", dtype, &[Some(width), Some(3)])
-        .input("row", dtype, &[Some(width), Some(3)])
+        .input("row", dtype, &[Some(width), Some(3)]);
+    let mut added = "row";
+    if dtype == DType::I64 {
+        let identity: Vec<i64> = (0..9).map(|k| i64::from(k % 4 == 0)).collect();
+        body = body
+            .constant(
+                "mix",
+                HostTensor::from_vec(vec![3, 3], &identity).expect("a 3 x 3 matrix"),
+            )
+            .node(
+                Node::new("MatMul", "mix_colours")
+                    .inputs(["row", "mix"])
+                    .outputs(["mixed"]),
+            );
+        added = "mixed";
+    }
+    let body = body
         .node(
             Node::new("Add", "add")
-                .inputs(["sum", "row"])
+                .inputs(["sum", added])
                 .outputs(["next"]),
         )
         .node(
@@ -354,7 +372,8 @@ pub fn running_sum_graph(width: usize, dtype: DType) -> Graph {
 
 /// The running-sum Scan over the image rows in `dtype`: i32 (exact), f16 (colours / 255;
 /// every sum rounded to nearest-even by the word kernel, no `shader-f16` needed) or i64 (in
-/// browsers, which have no 64-bit shader integers, added as u32 pairs with a carry). The
+/// browsers, which have no 64-bit shader integers, multiplied and added as u32 pairs with
+/// carries). The
 /// reference computes alike, so each matches it bit for bit.
 async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64, dtype: DType) -> Outcome {
     let (name, op_name) = match dtype {
@@ -363,7 +382,12 @@ async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64, dtype: DTyp
         _ => ("scan", "Scan"),
     };
     let (h, w) = (image.height, image.width);
-    let params = format!("running sum over {h} rows of [{w}, 3] {dtype} (body: Add, Identity)");
+    let ops = if dtype == DType::I64 {
+        "MatMul, Add, Identity"
+    } else {
+        "Add, Identity"
+    };
+    let params = format!("running sum over {h} rows of [{w}, 3] {dtype} (body: {ops})");
     let rgb = image.rgba.chunks_exact(4).flat_map(|p| p[..3].to_vec());
     let (zeros, rows) = match dtype {
         DType::F16 => (

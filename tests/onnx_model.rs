@@ -268,6 +268,108 @@ fn local_functions_are_inlined() {
     assert_eq!(f32s(&run(&m, vec![("x", x)])[0]), [42., 126.]);
 }
 
+/// Scan-8 with `sequence_lens` ([4, 2, 1] of 4 steps), forward and reversed, as onnxruntime
+/// computes it: item `b` runs its first `L_b` steps (reversed: `x[L_b - 1]` first), its final
+/// state is the state after them, and its scan outputs are those steps' followed by zeros.
+/// Lengths outside `1..=4` or of the wrong count are an error before any GPU work.
+#[test]
+fn scan8_runs_each_batch_item_for_its_sequence_length() {
+    let body = GraphProto {
+        node: vec![
+            node("Add", &["sum_in", "next"], &["sum_out"]),
+            node("Mul", &["sum_out", "sum_out"], &["scan_out"]),
+        ],
+        input: vec![
+            value("sum_in", DataType::Int64, &[Some(2)]),
+            value("next", DataType::Int64, &[Some(2)]),
+        ],
+        output: vec![
+            value("sum_out", DataType::Int64, &[Some(2)]),
+            value("scan_out", DataType::Int64, &[Some(2)]),
+        ],
+        ..Default::default()
+    };
+    let init: Vec<i64> = vec![0, 0, 100, 100, -1, 1];
+    let x: Vec<i64> = (0..24).map(|v| v * 3 - 20).collect();
+    for reverse in [false, true] {
+        let mut scan = node("Scan", &["lens", "initial", "x"], &["y", "z"]);
+        scan.attribute.push(AttributeProto {
+            name: Some("body".into()),
+            r#type: Some(AttributeType::Graph as i32),
+            g: Some(body.clone()),
+            ..Default::default()
+        });
+        scan.attribute.push(int_attr("num_scan_inputs", 1));
+        scan.attribute.push(AttributeProto {
+            name: Some("directions".into()),
+            r#type: Some(AttributeType::Ints as i32),
+            ints: vec![i64::from(reverse)],
+            ..Default::default()
+        });
+        let graph = GraphProto {
+            node: vec![scan],
+            input: vec![
+                value("lens", DataType::Int64, &[None]),
+                value("initial", DataType::Int64, &[Some(3), Some(2)]),
+                value("x", DataType::Int64, &[Some(3), Some(4), Some(2)]),
+            ],
+            output: vec![
+                value("y", DataType::Int64, &[Some(3), Some(2)]),
+                value("z", DataType::Int64, &[Some(3), Some(4), Some(2)]),
+            ],
+            ..Default::default()
+        };
+        let m = Model::from_bytes(&model(graph, 8).encode_to_vec()).unwrap();
+        let inputs = |lens: &[i64]| {
+            vec![
+                (
+                    "lens",
+                    HostTensor::from_vec(vec![lens.len()], lens).unwrap(),
+                ),
+                ("initial", HostTensor::from_vec(vec![3, 2], &init).unwrap()),
+                ("x", HostTensor::from_vec(vec![3, 4, 2], &x).unwrap()),
+            ]
+        };
+        let lens = [4usize, 2, 1];
+        let out = run(&m, inputs(&[4, 2, 1]));
+        let (mut want_y, mut want_z) = (vec![0i64; 6], vec![0i64; 24]);
+        for b in 0..3 {
+            let mut acc = [init[2 * b], init[2 * b + 1]];
+            let order: Vec<usize> = if reverse {
+                (0..lens[b]).rev().collect()
+            } else {
+                (0..lens[b]).collect()
+            };
+            for (k, t) in order.into_iter().enumerate() {
+                for c in 0..2 {
+                    acc[c] += x[b * 8 + t * 2 + c];
+                    want_z[b * 8 + k * 2 + c] = acc[c] * acc[c];
+                }
+            }
+            want_y[2 * b..2 * b + 2].copy_from_slice(&acc);
+        }
+        assert_eq!(out[0].to_vec::<i64>().unwrap(), want_y, "reverse {reverse}");
+        assert_eq!(out[1].to_vec::<i64>().unwrap(), want_z, "reverse {reverse}");
+        // With every length 4, what the Scan gives without sequence_lens.
+        let full = run(&m, inputs(&[4, 4, 4]));
+        assert!(full[1].to_vec::<i64>().unwrap().iter().all(|&v| v != 0));
+        for bad in [&[0i64, 2, 1][..], &[4, 5, 1], &[4, 2]] {
+            let session = m.clone().session(common::ctx()).unwrap();
+            let e = session
+                .run_blocking(
+                    inputs(bad)
+                        .into_iter()
+                        .map(|(n, t)| (n.into(), t))
+                        .collect(),
+                )
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("sequence_lens"), "{bad:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+}
+
 /// Scan-8 over a batch of 3 (test_scan_sum has a batch of 1), one sequence reversed.
 #[test]
 fn scan8_runs_each_batch_item() {

@@ -65,6 +65,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &DEPTH_TO_SPACE,
             &SPACE_TO_DEPTH,
             &RANGE,
+            &SCAN_SEQUENCE_LENS,
             &CUMSUM,
             &TOPK,
         ])
@@ -815,6 +816,63 @@ static RANGE: OpDef = OpDef {
     run: |_, args| {
         Err(Error::Graph(format!(
             "node '{}': Range's length depends on its values, which must be known on the host (constants, graph inputs or values computed from them), not computed on the GPU",
+            args.node.name
+        )))
+    },
+};
+
+/// ScanSequenceLens(sequence_lens, x): the lengths a Scan-8 with `sequence_lens` runs its
+/// batch items for (the ONNX loader inserts it before such a Scan), checked on the host
+/// against the sequence axis (axis 1) of its first scan input `x`: each in `1..=` that length,
+/// as onnxruntime requires. The lengths must be known on the host (a constant or a graph
+/// input).
+static SCAN_SEQUENCE_LENS: OpDef = OpDef {
+    name: "ScanSequenceLens",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: Some(|node, slots| {
+        const OP: &str = "Scan";
+        let lens = slot_of(node, slots, 0, "sequence_lens")?;
+        let Some(host) = &lens.host else {
+            return Ok(None);
+        };
+        let (_, x_shape) = slot_of(node, slots, 1, "scan input")?.dtype_shape();
+        let values = host.to_indices(OP, "sequence_lens")?;
+        let (batch, len) = (x_shape.first().copied(), x_shape.get(1).copied());
+        if host.shape.len() != 1 || Some(values.len()) != batch {
+            return Err(Error::invalid(
+                OP,
+                "sequence_lens",
+                format!(
+                    "sequence_lens has shape {:?}; it must be [{}], one length per batch item",
+                    host.shape,
+                    batch.unwrap_or(0)
+                ),
+            ));
+        }
+        let len = len.unwrap_or(0);
+        if let Some((b, l)) = values
+            .iter()
+            .enumerate()
+            .find(|(_, &l)| l < 1 || l as u64 > len as u64)
+        {
+            return Err(Error::invalid(
+                OP,
+                "sequence_lens",
+                format!(
+                    "sequence_lens[{b}] is {l}; each length must be in 1..={len}, the sequence axis of the scan inputs"
+                ),
+            ));
+        }
+        Ok(Some(vec![HostTensor::from_vec(
+            vec![values.len()],
+            &values,
+        )?]))
+    }),
+    attrs: &[],
+    run: |_, args| {
+        Err(Error::Graph(format!(
+            "node '{}': Scan's sequence_lens is computed on the GPU, but it must be known on the host (a constant or a graph input) to be checked",
             args.node.name
         )))
     },

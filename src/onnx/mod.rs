@@ -235,8 +235,9 @@ impl Loader<'_> {
             attrs,
         };
         let keep = if domain.is_empty() {
-            let (keep, constants) = normalize(&mut node, opset)?;
+            let (keep, constants, before) = normalize(&mut node, opset)?;
             out.constants.extend(constants);
+            out.nodes.extend(before);
             keep
         } else {
             true
@@ -516,7 +517,13 @@ fn rename_free(g: &mut Graph, map: &dyn Fn(&str) -> String) {
 /// Scan-9: an outer Scan over the batch axis whose body runs the original Scan on one batch
 /// item (its sequence along axis 0) and returns the final states and the scan outputs, which the
 /// outer Scan stacks along the batch axis: exactly Scan-8's outputs, for any body.
-fn scan8(node: &mut Node) -> Result<()> {
+///
+/// With `sequence_lens` (batch item `b` runs `L_b` of the `T` steps), as onnxruntime computes
+/// it: every item runs all `T` steps with a mask, step `t` counting when `t < L_b` (a masked
+/// step keeps the states and writes zeros as its scan outputs); a reversed scan input is
+/// first reordered to `x[L_b - 1], ..., x[0]` followed by the rest. The lengths are checked
+/// on the host first (`ScanSequenceLens`, which returns the node to insert before the Scan).
+fn scan8(node: &mut Node) -> Result<Option<Node>> {
     let bad = |msg: &str| Error::Model(format!("node '{}': Scan-8 {msg}", node.name));
     let Some(Attr::Graph(body)) = node.attrs.get("body") else {
         return Err(bad("needs the attribute 'body' (a graph)"));
@@ -530,33 +537,117 @@ fn scan8(node: &mut Node) -> Result<()> {
     let Some((sequence_lens, inputs)) = node.inputs.split_first() else {
         return Err(bad("has no inputs"));
     };
-    let inputs = inputs.to_vec();
-    if !sequence_lens.is_empty() {
-        return Err(bad(
-            "with sequence_lens (sequences of different lengths per batch item) is not supported",
-        ));
-    }
+    let mut inputs = inputs.to_vec();
+    let sequence_lens = sequence_lens.clone();
     if m > inputs.len() || body.outputs.len() < inputs.len() - m {
         return Err(bad(
             "has fewer inputs or body outputs than num_scan_inputs implies",
         ));
     }
+    let mut body = body.clone();
+    let states = inputs.len() - m;
     let base = node.outputs.first().cloned().unwrap_or_default();
+    let directions = match node.attrs.get("directions") {
+        Some(Attr::Ints(d)) => d.clone(),
+        _ => vec![0; m],
+    };
+    let masked = !sequence_lens.is_empty();
+    let mut check = None;
+    if masked {
+        if m == 0 {
+            return Err(bad("with sequence_lens needs a scan input"));
+        }
+        let checked = format!("{base}/sequence_lens");
+        check = Some(
+            Node::new("ScanSequenceLens", format!("{}/sequence_lens", node.name))
+                .inputs([sequence_lens, inputs[states].clone()])
+                .outputs([checked.clone()]),
+        );
+        inputs.push(checked);
+    }
     let item: Vec<String> = (0..inputs.len())
         .map(|i| format!("{base}/batch_item_{i}"))
         .collect();
     let results: Vec<String> = (0..node.outputs.len())
         .map(|j| format!("{base}/batch_result_{j}"))
         .collect();
-    let mut inner = Node::new("Scan", format!("{}/per_batch_item", node.name))
-        .inputs(item.clone())
-        .outputs(results.clone())
-        .attr("body", Attr::Graph(body.clone()))
-        .attr("num_scan_inputs", Attr::Int(m as i64));
-    if let Some(d) = node.attrs.get("directions") {
-        inner = inner.attr("scan_input_directions", d.clone());
+    let mut outer_body = Graph::new();
+    let mut inner_inputs = item.clone();
+    let mut inner_scan_inputs = m;
+    if masked {
+        let p = format!("{base}/scan8");
+        let length = inner_inputs.pop().expect("the length input");
+        let scalar = |v: i64| HostTensor::from_vec(vec![], &[v]);
+        let name = |s: &str| format!("{p}/{s}");
+        outer_body = outer_body
+            .constant(name("zero"), scalar(0)?)
+            .constant(name("one"), scalar(1)?)
+            .node(
+                Node::new("Shape", name("shape"))
+                    .inputs([item[states].clone()])
+                    .outputs([name("shape")]),
+            )
+            .node(
+                Node::new("Gather", name("steps_len"))
+                    .inputs([name("shape"), name("zero")])
+                    .outputs([name("steps_len")]),
+            )
+            .node(
+                Node::new("Range", name("steps"))
+                    .inputs([name("zero"), name("steps_len"), name("one")])
+                    .outputs([name("steps")]),
+            )
+            .node(
+                Node::new("Less", name("valid"))
+                    .inputs([name("steps"), length.clone()])
+                    .outputs([name("valid")]),
+            );
+        if directions.iter().any(|&d| d != 0) {
+            // x[L - 1 - t] for t < L, else x[t] (masked steps).
+            outer_body = outer_body
+                .node(
+                    Node::new("Sub", name("last"))
+                        .inputs([length.clone(), name("one")])
+                        .outputs([name("last")]),
+                )
+                .node(
+                    Node::new("Sub", name("back"))
+                        .inputs([name("last"), name("steps")])
+                        .outputs([name("back")]),
+                )
+                .node(
+                    Node::new("Where", name("order"))
+                        .inputs([name("valid"), name("back"), name("steps")])
+                        .outputs([name("order")]),
+                );
+            for (j, &d) in directions.iter().enumerate().take(m) {
+                if d != 0 {
+                    let x = &mut inner_inputs[states + j];
+                    let reordered = format!("{x}/reordered");
+                    outer_body = outer_body.node(
+                        Node::new("Gather", reordered.clone())
+                            .inputs([x.clone(), name("order")])
+                            .outputs([reordered.clone()]),
+                    );
+                    *x = reordered;
+                }
+            }
+        }
+        inner_inputs.push(name("valid"));
+        inner_scan_inputs += 1;
+        mask_body(&mut body, states, &format!("{base}/scan8_step_valid"));
     }
-    let mut outer_body = Graph::new().node(inner);
+    let mut inner = Node::new("Scan", format!("{}/per_batch_item", node.name))
+        .inputs(inner_inputs)
+        .outputs(results.clone())
+        .attr("body", Attr::Graph(body))
+        .attr("num_scan_inputs", Attr::Int(inner_scan_inputs as i64));
+    if !masked {
+        if let Some(d) = node.attrs.get("directions") {
+            inner = inner.attr("scan_input_directions", d.clone());
+        }
+    }
+    outer_body = outer_body.node(inner);
     outer_body.inputs = item.into_iter().map(ValueInfo::named).collect();
     outer_body.outputs = results.into_iter().map(ValueInfo::named).collect();
     let count = inputs.len() as i64;
@@ -565,13 +656,51 @@ fn scan8(node: &mut Node) -> Result<()> {
         ("body".to_string(), Attr::Graph(Box::new(outer_body))),
         ("num_scan_inputs".to_string(), Attr::Int(count)),
     ]);
-    Ok(())
+    Ok(check)
+}
+
+/// A Scan body given one more scan input, the bool `valid` (named `valid`): where it is false,
+/// each state output is its state input unchanged and each scan output zeros of its type.
+fn mask_body(body: &mut Graph, states: usize, valid: &str) {
+    let mut nodes = Vec::new();
+    for (k, out) in body.outputs.iter_mut().enumerate() {
+        let y = out.name.clone();
+        let kept = format!("{y}/{valid}/kept");
+        if k < states {
+            let previous = body.inputs[k].name.clone();
+            nodes.push(
+                Node::new("Where", kept.clone())
+                    .inputs([valid.to_string(), y, previous])
+                    .outputs([kept.clone()]),
+            );
+        } else {
+            let zero = format!("{y}/{valid}/zero");
+            nodes.push(
+                Node::new("CastLike", zero.clone())
+                    .inputs([valid.to_string(), y.clone()])
+                    .outputs([zero.clone()]),
+            );
+            nodes.push(
+                Node::new("Where", kept.clone())
+                    .inputs([valid.to_string(), y, zero])
+                    .outputs([kept.clone()]),
+            );
+        }
+        out.name = kept;
+    }
+    body.nodes.extend(nodes);
+    body.inputs.push(ValueInfo {
+        name: valid.to_string(),
+        dtype: Some(DType::Bool),
+        shape: Some(Vec::new()),
+    });
 }
 
 /// Brings an ONNX node to the form the registry runs, given its opset: Constant becomes a
 /// constant, Slice OnnxSlice (Slice-1's attributes constant inputs), Cast's `to` a dtype name,
-/// Scan-8 its own op. Returns whether the node stays, and constants to add to its graph.
-fn normalize(node: &mut Node, opset: i64) -> Result<(bool, Vec<(String, HostTensor)>)> {
+/// Scan-8 its own op. Returns whether the node stays, constants to add to its graph, and a
+/// node to insert before it.
+fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
     let bad = |msg: String| Error::Model(format!("node '{}': {msg}", node.name));
     if node.op == "Slice" {
         // The graph format's Slice is OpenVINO's (another input order); ONNX's is OnnxSlice.
@@ -596,7 +725,7 @@ fn normalize(node: &mut Node, opset: i64) -> Result<(bool, Vec<(String, HostTens
                     }
                 }
             }
-            return Ok((true, constants));
+            return Ok((true, constants, None));
         }
     }
     match node.op.as_str() {
@@ -629,7 +758,7 @@ fn normalize(node: &mut Node, opset: i64) -> Result<(bool, Vec<(String, HostTens
                     )));
                 }
             };
-            return Ok((false, vec![(output.clone(), value)]));
+            return Ok((false, vec![(output.clone(), value)], None));
         }
         "Cast" => {
             if let Some(Attr::Int(to)) = node.attrs.get("to") {
@@ -648,11 +777,18 @@ fn normalize(node: &mut Node, opset: i64) -> Result<(bool, Vec<(String, HostTens
                 ));
             }
         }
-        "Scan" if opset < 9 => scan8(node)?,
+        "Scan" if opset < 9 => {
+            let before = scan8(node)?;
+            return Ok((true, Vec::new(), before));
+        }
         _ => {}
     }
-    Ok((true, Vec::new()))
+    Ok((true, Vec::new(), None))
 }
+
+/// What [`normalize`] makes of a node: whether it stays, constants to add to its graph, and
+/// a node to insert before it.
+type Normalized = (bool, Vec<(String, HostTensor)>, Option<Node>);
 
 fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
     let bad = |msg: String| Error::Model(format!("value '{}': {msg}", v.name()));

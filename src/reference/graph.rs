@@ -179,6 +179,24 @@ fn run_node(
             one(super::space_to_batch(&a(0)?, &o)?)
         }
         "Identity" => one(a(0)?),
+        "ScanSequenceLens" => {
+            let lens = a(0)?;
+            let (batch, len) = {
+                let x = a(1)?;
+                (
+                    x.shape.first().copied(),
+                    x.shape.get(1).copied().unwrap_or(0),
+                )
+            };
+            let values = idx(&Some(lens.clone()))?.ok_or("sequence_lens is missing")?;
+            if Some(values.len()) != batch || values.iter().any(|&l| l < 1 || l as usize > len) {
+                return Err(format!(
+                    "sequence_lens {values:?}: each in 1..={len}, one per batch item"
+                )
+                .into());
+            }
+            one(lens)
+        }
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Equal" | "Less" | "LessOrEqual" | "Greater"
         | "GreaterOrEqual" | "And" | "Or" | "Xor" | "Where" => {
             let ins: Vec<HostTensor> = (0..args.len()).map(a).collect::<R<_>>()?;

@@ -268,10 +268,10 @@ fn local_functions_are_inlined() {
     assert_eq!(f32s(&run(&m, vec![("x", x)])[0]), [42., 126.]);
 }
 
-/// Scan-8 with `sequence_lens` ([4, 2, 1] of 4 steps), forward and reversed, as onnxruntime
-/// computes it: item `b` runs its first `L_b` steps (reversed: `x[L_b - 1]` first), its final
-/// state is the state after them, and its scan outputs are those steps' followed by zeros.
-/// Lengths outside `1..=4` or of the wrong count are an error before any GPU work.
+/// Scan-8 with `sequence_lens` ([4, 2, 1] of 4 steps) as onnxruntime computes it: item `b`
+/// runs its first `L_b` steps, its final state is the state after them, and its scan outputs
+/// are those steps' followed by zeros. Lengths outside `1..=4` or of the wrong count are an
+/// error before any GPU work; a reversed scan input with lengths is refused at load.
 #[test]
 fn scan8_runs_each_batch_item_for_its_sequence_length() {
     let body = GraphProto {
@@ -319,7 +319,13 @@ fn scan8_runs_each_batch_item_for_its_sequence_length() {
             ],
             ..Default::default()
         };
-        let m = Model::from_bytes(&model(graph, 8).encode_to_vec()).unwrap();
+        let loaded = Model::from_bytes(&model(graph, 8).encode_to_vec());
+        if reverse {
+            let e = loaded.unwrap_err().to_string();
+            assert!(e.contains("sequence_lens and a reversed scan input"), "{e}");
+            continue;
+        }
+        let m = loaded.unwrap();
         let inputs = |lens: &[i64]| {
             vec![
                 (

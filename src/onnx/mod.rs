@@ -520,9 +520,9 @@ fn rename_free(g: &mut Graph, map: &dyn Fn(&str) -> String) {
 ///
 /// With `sequence_lens` (batch item `b` runs `L_b` of the `T` steps), as onnxruntime computes
 /// it: every item runs all `T` steps with a mask, step `t` counting when `t < L_b` (a masked
-/// step keeps the states and writes zeros as its scan outputs); a reversed scan input is
-/// first reordered to `x[L_b - 1], ..., x[0]` followed by the rest. The lengths are checked
-/// on the host first (`ScanSequenceLens`, which returns the node to insert before the Scan).
+/// step keeps the states and writes zeros as its scan outputs). Reversed scan inputs with
+/// `sequence_lens` are refused. The lengths are checked on the host first
+/// (`ScanSequenceLens`, which returns the node to insert before the Scan).
 fn scan8(node: &mut Node) -> Result<Option<Node>> {
     let bad = |msg: &str| Error::Model(format!("node '{}': Scan-8 {msg}", node.name));
     let Some(Attr::Graph(body)) = node.attrs.get("body") else {
@@ -556,6 +556,13 @@ fn scan8(node: &mut Node) -> Result<Option<Node>> {
     if masked {
         if m == 0 {
             return Err(bad("with sequence_lens needs a scan input"));
+        }
+        // Reordering a reversed input within each length is a Gather by indices computed in
+        // the body, which Scan bodies do not yet run right past their second iteration.
+        if directions.iter().any(|&d| d != 0) {
+            return Err(bad(
+                "with sequence_lens and a reversed scan input (directions) is not supported",
+            ));
         }
         let checked = format!("{base}/sequence_lens");
         check = Some(
@@ -602,37 +609,6 @@ fn scan8(node: &mut Node) -> Result<Option<Node>> {
                     .inputs([name("steps"), length.clone()])
                     .outputs([name("valid")]),
             );
-        if directions.iter().any(|&d| d != 0) {
-            // x[L - 1 - t] for t < L, else x[t] (masked steps).
-            outer_body = outer_body
-                .node(
-                    Node::new("Sub", name("last"))
-                        .inputs([length.clone(), name("one")])
-                        .outputs([name("last")]),
-                )
-                .node(
-                    Node::new("Sub", name("back"))
-                        .inputs([name("last"), name("steps")])
-                        .outputs([name("back")]),
-                )
-                .node(
-                    Node::new("Where", name("order"))
-                        .inputs([name("valid"), name("back"), name("steps")])
-                        .outputs([name("order")]),
-                );
-            for (j, &d) in directions.iter().enumerate().take(m) {
-                if d != 0 {
-                    let x = &mut inner_inputs[states + j];
-                    let reordered = format!("{x}/reordered");
-                    outer_body = outer_body.node(
-                        Node::new("Gather", reordered.clone())
-                            .inputs([x.clone(), name("order")])
-                            .outputs([reordered.clone()]),
-                    );
-                    *x = reordered;
-                }
-            }
-        }
         inner_inputs.push(name("valid"));
         inner_scan_inputs += 1;
         mask_body(&mut body, states, &format!("{base}/scan8_step_valid"));

@@ -58,7 +58,7 @@ impl Recorder {
         let wg = ctx.workgroup_size();
         let kernel = Kernel::CumSum {
             dtype: x.dtype(),
-            emulate64: super::reduce::emulates64(&ctx, x.dtype()),
+            emulate64: super::operands::emulates64(&ctx, x.dtype()),
             exclusive,
             reverse,
             workgroup_size: wg,

@@ -217,7 +217,7 @@ impl Recorder {
         transposed: [bool; 2],
     ) -> Result<()> {
         let ctx = self.context().clone();
-        let emulate64 = super::reduce::emulates64(&ctx, lhs.dtype());
+        let emulate64 = super::operands::emulates64(&ctx, lhs.dtype());
         // The epilogue's walk over the output (its leaves' windows), planned once.
         let mut leaf_plan = None;
         if let Some((program, leaves)) = epilogue {

@@ -38,6 +38,13 @@ pub fn native_feature(dtype: DType) -> Option<(wgpu::Features, &'static str)> {
     }
 }
 
+/// Whether a kernel typed by `dtype` (reductions, CumSum, TopK, MatMul) computes it on the
+/// i64/u64 emulation in context `ctx`: a 64-bit integer and no `SHADER_INT64`.
+pub fn emulates64(ctx: &crate::Context, dtype: DType) -> bool {
+    matches!(dtype, DType::I64 | DType::U64)
+        && !ctx.features().contains(wgpu::Features::SHADER_INT64)
+}
+
 /// `template` with its `// ELEMENT TYPE` line made `alias T = ...` of the type `dtype`
 /// computes in (the per-dtype kernels with one element type: CumSum, TopK). With `emulated`
 /// (i64 or u64 on u32 pairs), `T` is `vec2<u32>` and each `(marker, line)` of `emulated`

@@ -338,12 +338,6 @@ pub fn reduce_features(input: DType, emulate64: bool) -> wgpu::Features {
     super::words::words_features(&[input], Class::of(input).wide(), emulate64)
 }
 
-/// Whether a reduction of `input` runs on the i64/u64 emulation in context `ctx`.
-pub fn emulates64(ctx: &crate::Context, input: DType) -> bool {
-    matches!(input, DType::I64 | DType::U64)
-        && !ctx.features().contains(wgpu::Features::SHADER_INT64)
-}
-
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct ReduceParams {
@@ -388,7 +382,7 @@ impl Recorder {
                 max: ctx.binding_limit(),
             });
         }
-        let emulate64 = emulates64(&ctx, x.dtype());
+        let emulate64 = super::operands::emulates64(&ctx, x.dtype());
         let strides = crate::host::c_strides(x.shape());
         let mut params = ReduceParams {
             rows: rows as u32,

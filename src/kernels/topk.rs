@@ -70,7 +70,7 @@ impl Recorder {
         let wg = ctx.workgroup_size();
         let kernel = Kernel::TopK {
             dtype: x.dtype(),
-            emulate64: super::reduce::emulates64(&ctx, x.dtype()),
+            emulate64: super::operands::emulates64(&ctx, x.dtype()),
             largest,
             workgroup_size: wg,
         };

@@ -342,9 +342,11 @@ impl Recorder {
     }
 
     /// Hands back the buffer of a tensor nobody will read again, for reuse by ops recorded
-    /// later in this recording (only if no other handle to the buffer exists).
+    /// later in this recording (only if no other handle to the buffer exists). Uploaded
+    /// buffers are never reused: a captured Scan body reads them again on every replay, and
+    /// their contents are written once, not by a command the replay repeats.
     pub fn release(&mut self, t: Tensor) {
-        if let Some(storage) = t.into_unique_storage() {
+        if let Some(storage) = t.into_unique_storage().filter(|s| !s.uploaded()) {
             self.pool.entry(storage.size()).or_default().push(storage);
         }
     }

@@ -12,6 +12,9 @@ pub(crate) struct Storage {
     _lease: MemoryLease,
     buffers: Vec<wgpu::Buffer>,
     segments: Segments,
+    /// Filled from the host when created: its contents come from no recorded command, so a
+    /// replayed Scan body that reads it would see whatever a later op wrote there.
+    uploaded: bool,
 }
 
 impl Storage {
@@ -51,7 +54,12 @@ impl Storage {
             _lease: lease,
             buffers,
             segments,
+            uploaded: contents.is_some(),
         })
+    }
+
+    pub(crate) fn uploaded(&self) -> bool {
+        self.uploaded
     }
 
     pub(crate) fn segments(&self) -> Segments {

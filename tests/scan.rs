@@ -909,3 +909,57 @@ fn element_reads_and_output_rows_are_dispatches_with_gpu_kernels() {
         assert_eq!(got, want);
     }
 }
+
+/// A body that gathers rows of its scan element by indices it computes from the element's
+/// shape (`Shape -> Gather -> Range -> Gather`): the indices are known on the host, and every
+/// iteration must read its own element, not one recorded for an earlier iteration.
+#[test]
+fn body_gathers_its_element_by_host_known_indices() {
+    let (seq, rows, cols) = (5, 4, 2);
+    let scalar = |v: i64| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let body = Graph::new()
+        .input("x", DType::F32, &[Some(rows), Some(cols)])
+        .constant("zero", scalar(0))
+        .constant("one", scalar(1))
+        .node(Node::new("Shape", "shape").inputs(["x"]).outputs(["shape"]))
+        .node(
+            Node::new("Gather", "len")
+                .inputs(["shape", "zero"])
+                .outputs(["len"]),
+        )
+        .node(
+            Node::new("Range", "steps")
+                .inputs(["zero", "len", "one"])
+                .outputs(["steps"]),
+        )
+        .node(
+            Node::new("Sub", "last")
+                .inputs(["len", "one"])
+                .outputs(["last"]),
+        )
+        .node(
+            Node::new("Sub", "back")
+                .inputs(["last", "steps"])
+                .outputs(["back"]),
+        )
+        .node(
+            Node::new("Gather", "rows")
+                .inputs(["x", "back"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let xs = f32s(&[seq, rows, cols], 11);
+    let g = scan_graph(&[], std::slice::from_ref(&xs), body, vec![], 1);
+    for ctx in [ctx(), gpu_kernels_ctx()] {
+        let (gpu, cpu) = run_both_on(ctx, &g, std::slice::from_ref(&xs));
+        let (gpu, cpu) = (gpu.unwrap(), cpu.unwrap());
+        assert_eq!(gpu, cpu);
+        // Each element reversed along its rows.
+        let x = xs.to_vec::<f32>().unwrap();
+        let want: Vec<f32> = (0..seq)
+            .flat_map(|t| (0..rows).rev().map(move |r| (t, r)))
+            .flat_map(|(t, r)| x[(t * rows + r) * cols..][..cols].to_vec())
+            .collect();
+        assert_eq!(gpu[0].to_vec::<f32>().unwrap(), want);
+    }
+}

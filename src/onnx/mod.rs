@@ -520,8 +520,8 @@ fn rename_free(g: &mut Graph, map: &dyn Fn(&str) -> String) {
 ///
 /// With `sequence_lens` (batch item `b` runs `L_b` of the `T` steps), as onnxruntime computes
 /// it: every item runs all `T` steps with a mask, step `t` counting when `t < L_b` (a masked
-/// step keeps the states and writes zeros as its scan outputs). Reversed scan inputs with
-/// `sequence_lens` are refused. The lengths are checked on the host first
+/// step keeps the states and writes zeros as its scan outputs; a reversed input runs its first
+/// `L_b` elements backwards). The lengths are checked on the host first
 /// (`ScanSequenceLens`, which returns the node to insert before the Scan).
 fn scan8(node: &mut Node) -> Result<Option<Node>> {
     let bad = |msg: &str| Error::Model(format!("node '{}': Scan-8 {msg}", node.name));
@@ -557,12 +557,10 @@ fn scan8(node: &mut Node) -> Result<Option<Node>> {
         if m == 0 {
             return Err(bad("with sequence_lens needs a scan input"));
         }
-        // Reordering a reversed input within each length is a Gather by indices computed in
-        // the body, which Scan bodies do not yet run right past their second iteration.
-        if directions.iter().any(|&d| d != 0) {
-            return Err(bad(
-                "with sequence_lens and a reversed scan input (directions) is not supported",
-            ));
+        if directions.len() != m || directions.iter().any(|d| !matches!(d, 0 | 1)) {
+            return Err(bad(&format!(
+                "directions must hold one 0 (forward) or 1 (reverse) per scan input ({m}), not {directions:?}"
+            )));
         }
         let checked = format!("{base}/sequence_lens");
         check = Some(
@@ -609,6 +607,37 @@ fn scan8(node: &mut Node) -> Result<Option<Node>> {
                     .inputs([name("steps"), length.clone()])
                     .outputs([name("valid")]),
             );
+        // A reversed input runs its first L steps backwards: step t reads x[L - 1 - t] (and
+        // a masked step any in-range row, here x[t]), so it becomes a forward input gathered
+        // in that order.
+        if directions.iter().any(|&d| d != 0) {
+            outer_body = outer_body
+                .node(
+                    Node::new("Sub", name("last"))
+                        .inputs([length.clone(), name("one")])
+                        .outputs([name("last")]),
+                )
+                .node(
+                    Node::new("Sub", name("back"))
+                        .inputs([name("last"), name("steps")])
+                        .outputs([name("back")]),
+                )
+                .node(
+                    Node::new("Where", name("order"))
+                        .inputs([name("valid"), name("back"), name("steps")])
+                        .outputs([name("order")]),
+                );
+        }
+        for (j, _) in directions.iter().enumerate().filter(|(_, &d)| d != 0) {
+            let input = &mut inner_inputs[states + j];
+            let reordered = name(&format!("reversed_{j}"));
+            outer_body = outer_body.node(
+                Node::new("Gather", reordered.clone())
+                    .inputs([input.clone(), name("order")])
+                    .outputs([reordered.clone()]),
+            );
+            *input = reordered;
+        }
         inner_inputs.push(name("valid"));
         inner_scan_inputs += 1;
         mask_body(&mut body, states, &format!("{base}/scan8_step_valid"));

@@ -1,5 +1,7 @@
-//! Throughput of the data-movement ops against `copy_buffer_to_buffer` of the same output bytes
-//! on the same adapter, and the per-iteration overhead of Scan. Writes `bench/results.json`,
+//! Throughput of the data-movement ops against the crate's plain copy of the same output bytes
+//! on the same adapter (`Recorder::copy_bytes`: on GPUs the `vec4<u32>` copy kernel, the
+//! fastest copy they have; on CPU adapters `copy_buffer_to_buffer`, a `memcpy` there), and the
+//! per-iteration overhead of Scan. Writes `bench/results.json`,
 //! `bench/throughput.png` and `bench/scan.json` (or the folder given with `--out`).
 //!
 //! Timing: GPU timestamps around `repeat` back-to-back runs in one command buffer where the
@@ -565,7 +567,7 @@ fn plot(
             .map(|c| (c.name().to_string(), Vec::new()))
             .collect();
         series.push((
-            "copy_buffer_to_buffer (x[:, ::-1] sizes)".into(),
+            "plain copy (x[:, ::-1] sizes)".into(),
             Vec::new(),
         ));
         for r in records.iter().filter(|r| r["width"].as_u64() == Some(w)) {
@@ -1183,7 +1185,7 @@ fn dtype_bandwidth(
         format!("adapter: {adapter}"),
         format!("timing: {}", timer.method()),
         format!(
-            "Add on {} MiB operands per dtype; copy = copy_buffer_to_buffer of the same bytes",
+            "Add on {} MiB operands per dtype; copy = the plain copy (Recorder::copy_bytes) of the same bytes",
             bytes >> 20
         ),
         format!(

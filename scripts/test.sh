@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: the Rust tests of the crate and the demo on whatever adapter wgpu finds
+# (twice: with its own kernel choice and with the GPU kernel variants)
 # (lavapipe without a GPU; the numpy cross-check needs numpy, the ONNX node tests the `onnx`
 # package and the scikit-learn model test onnxruntime, scikit-learn and skl2onnx, installed here
 # when missing), then
@@ -35,6 +36,10 @@ for a in "$@"; do
   if [ "$a" = "--no-browser" ]; then browser=0; else args+=("$a"); fi
 done
 cargo test --workspace "${args[@]}"
+# Again with the kernels meant for GPUs (MatMul tiles, the copy kernel, Scan iterations inside
+# the compute pass), which a CPU adapter would not pick: lavapipe checks them too.
+echo "== the suite again with WGPU_OPS_CPU_KERNELS=0 (the GPU kernel variants)" >&2
+WGPU_OPS_CPU_KERNELS=0 cargo test --workspace "${args[@]}"
 if [ $browser = 1 ]; then
   scripts/browser-test.sh
 else

@@ -391,7 +391,7 @@ impl Recorder {
                     dst,
                     dst_offset,
                     size,
-                } => self.copy(src, *src_offset, dst, *dst_offset, *size)?,
+                } => self.copy_buffer(src, *src_offset, dst, *dst_offset, *size)?,
                 Step::Clear {
                     buffer,
                     offset,
@@ -441,9 +441,10 @@ impl Recorder {
         self.copy(src.storage(), src_offset, dst.storage(), dst_offset, size)
     }
 
-    /// Records a copy between storages (offsets and size multiples of 4): one buffer copy per
-    /// stretch that stays inside one buffer of each.
-    pub(crate) fn copy(
+    /// Records a copy between storages (offsets and size multiples of 4) as buffer copies:
+    /// one per stretch that stays inside one buffer of each. Ops call [`Recorder::copy`], which
+    /// uses a compute kernel instead on GPUs.
+    pub(crate) fn copy_buffer(
         &mut self,
         src: &Arc<Storage>,
         src_offset: u64,
@@ -765,7 +766,7 @@ mod tests {
         let mut rec = ctx.recorder();
         // A copy past the end of both buffers: captured unchecked, invalid when encoded.
         let ((), steps) = rec
-            .capture(|rec| rec.copy(a.storage(), 0, b.storage(), 8, 64))
+            .capture(|rec| rec.copy_buffer(a.storage(), 0, b.storage(), 8, 64))
             .unwrap();
         let steps = Arc::new(steps);
         let run: LoopFn = Arc::new(move |rec: &mut Recorder| {

@@ -15,12 +15,18 @@ use wgpu_ops::{
 /// Buffers of 256 bytes bound whole; buffers of 1024 bytes bound in windows of 256; buffers
 /// of 512 bytes with an odd binding limit (windows never line up with buffer ends).
 fn contexts() -> Vec<Context> {
+    contexts_with(None)
+}
+
+/// [`contexts`] with the kernels for CPU adapters or for GPUs as told (`None`: the adapter's).
+fn contexts_with(cpu_kernels: Option<bool>) -> Vec<Context> {
     [(256, None), (1024, Some(256)), (512, Some(300))]
         .into_iter()
         .map(|(buffer, binding)| {
             Context::new_blocking(ContextOptions {
                 max_buffer_size: Some(buffer),
                 max_binding_size: binding,
+                cpu_kernels,
                 ..Default::default()
             })
             .unwrap()
@@ -50,24 +56,45 @@ fn uploads_downloads_and_copies_cross_buffers() {
                 assert_eq!(x.to_host_blocking().unwrap(), h, "{dtype} {n}");
             }
         }
-        // A copy whose source and destination cross buffer ends at different places.
-        let h = random_tensor(5, DType::U8, &[3000]);
-        let x = Tensor::from_host(&ctx, &h).unwrap();
-        let y = Tensor::from_host(
-            &ctx,
-            &HostTensor::from_vec(vec![3000], &[7u8; 3000]).unwrap(),
-        )
-        .unwrap();
-        ctx.run(|rec| rec.copy_bytes(&x, 100, &y, 700, 2000))
-            .unwrap();
-        let mut want = vec![7u8; 3000];
-        want[700..2700].copy_from_slice(&h.data[100..2100]);
-        assert_eq!(y.to_host_blocking().unwrap().data, want);
-        // Ranges outside the tensor stay errors.
-        assert!(matches!(
-            ctx.run(|rec| rec.copy_bytes(&x, 1004, &y, 0, 2000)),
-            Err(Error::InvalidInput { .. })
-        ));
+    }
+}
+
+/// Copies whose source and destination cross buffer ends at different places, as buffer
+/// copies (CPU adapters) and through the copy kernel (GPUs: `vec4` where both ends and the
+/// size are on 16 bytes, else words), in windows when the binding limit is small.
+#[test]
+fn copies_cross_buffers() {
+    for cpu_kernels in [true, false] {
+        for ctx in contexts_with(Some(cpu_kernels)) {
+            let h = random_tensor(5, DType::U8, &[3000]);
+            let x = Tensor::from_host(&ctx, &h).unwrap();
+            for (from, to, size) in [(100, 700, 2000), (0, 0, 3000), (16, 48, 2944), (4, 8, 4)] {
+                let y = Tensor::from_host(
+                    &ctx,
+                    &HostTensor::from_vec(vec![3000], &[7u8; 3000]).unwrap(),
+                )
+                .unwrap();
+                let before = ctx.stats().dispatches;
+                ctx.run(|rec| rec.copy_bytes(&x, from, &y, to, size))
+                    .unwrap();
+                let mut want = vec![7u8; 3000];
+                let (from, to, size) = (from as usize, to as usize, size as usize);
+                want[to..to + size].copy_from_slice(&h.data[from..from + size]);
+                assert_eq!(
+                    y.to_host_blocking().unwrap().data,
+                    want,
+                    "cpu kernels {cpu_kernels} {from} -> {to}, {size} bytes"
+                );
+                let dispatched = ctx.stats().dispatches > before;
+                assert_eq!(dispatched, !cpu_kernels, "{from} -> {to}, {size} bytes");
+            }
+            // Ranges outside the tensor stay errors.
+            let y = Tensor::from_host(&ctx, &h).unwrap();
+            assert!(matches!(
+                ctx.run(|rec| rec.copy_bytes(&x, 1004, &y, 0, 2000)),
+                Err(Error::InvalidInput { .. })
+            ));
+        }
     }
 }
 

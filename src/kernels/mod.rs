@@ -9,6 +9,7 @@ use crate::DType;
 use matmul::MatMulKernel;
 
 pub mod block_remap;
+pub mod copy;
 pub mod cumsum;
 pub mod elementwise;
 pub mod gather;
@@ -64,6 +65,7 @@ pub const WORKGROUP_SIZES: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1
 
 const STRIDED_GATHER: &str = include_str!("../../shaders/strided_gather.wgsl");
 const SCAN_STEP: &str = include_str!("../../shaders/scan_step.wgsl");
+const COPY: &str = include_str!("../../shaders/copy.wgsl");
 const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
@@ -163,6 +165,8 @@ pub enum Kernel {
     /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
     /// GPU counter holds.
     ScanStep { workgroup_size: u32 },
+    /// `copy.wgsl`: a copy of words, or of `vec4<u32>` (`main_vec4`), on GPUs.
+    Copy { workgroup_size: u32, vec4: bool },
     /// `scan_counter.wgsl`: advances that counter.
     ScanCounter,
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
@@ -185,6 +189,12 @@ impl Kernel {
         out.push(Kernel::ScanCounter);
         for workgroup_size in WORKGROUP_SIZES {
             out.push(Kernel::ScanStep { workgroup_size });
+            for vec4 in [false, true] {
+                out.push(Kernel::Copy {
+                    workgroup_size,
+                    vec4,
+                });
+            }
             for (dtype, emulate64) in typed_variants() {
                 for (exclusive, reverse) in
                     [(false, false), (false, true), (true, false), (true, true)]
@@ -326,6 +336,7 @@ impl Kernel {
             Kernel::GatherIndex { .. } => "gather_index.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanStep { .. } => "scan_step.wgsl",
+            Kernel::Copy { .. } => "copy.wgsl",
             Kernel::ScanCounter => "scan_counter.wgsl",
         }
     }
@@ -337,6 +348,7 @@ impl Kernel {
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
             Kernel::GatherIndex { .. } => GATHER_INDEX.into(),
             Kernel::ScanStep { .. } => SCAN_STEP.into(),
+            Kernel::Copy { .. } => COPY.into(),
             Kernel::ScanCounter => SCAN_COUNTER.into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 let ty = operands::elementwise_type(dtype).unwrap_or("f32");
@@ -405,7 +417,8 @@ impl Kernel {
             ],
             Kernel::Elementwise { workgroup_size, .. }
             | Kernel::Cast { workgroup_size, .. }
-            | Kernel::ScanStep { workgroup_size } => vec![("WORKGROUP_SIZE", workgroup_size)],
+            | Kernel::ScanStep { workgroup_size }
+            | Kernel::Copy { workgroup_size, .. } => vec![("WORKGROUP_SIZE", workgroup_size)],
             Kernel::Words {
                 out,
                 workgroup_size,
@@ -519,6 +532,7 @@ impl Kernel {
         match self {
             Kernel::Gather { pairs: true, .. } => "main_pairs",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
+            Kernel::Copy { vec4: true, .. } => "main_vec4",
             Kernel::MatMul {
                 variant: MatMulKernel::Rows,
                 ..
@@ -563,6 +577,7 @@ impl KernelSpec for Kernel {
             | Kernel::BlockRemap { .. }
             | Kernel::GatherIndex { .. }
             | Kernel::ScanStep { .. }
+            | Kernel::Copy { .. }
             | Kernel::ScanCounter => self.file().into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 format!("elementwise.wgsl {op} {dtype}").into()
@@ -629,7 +644,8 @@ impl KernelSpec for Kernel {
             Kernel::Gather { .. }
             | Kernel::BlockRemap { .. }
             | Kernel::Reduce { .. }
-            | Kernel::CumSum { .. } => TWO_BUFFERS,
+            | Kernel::CumSum { .. }
+            | Kernel::Copy { .. } => TWO_BUFFERS,
             Kernel::ScanStep { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,

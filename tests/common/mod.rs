@@ -6,12 +6,21 @@ use std::sync::OnceLock;
 use wgpu_ops::{Context, ContextOptions, DType, HostTensor, Tensor};
 
 /// The context every GPU test uses. No adapter is a failure, never a skip.
+/// `WGPU_OPS_CPU_KERNELS=0` runs the suite with the kernels meant for GPUs on a CPU adapter
+/// (lavapipe), so those variants are checked without a GPU; `1` the reverse on a GPU.
+fn cpu_kernels_from_env() -> Option<bool> {
+    std::env::var("WGPU_OPS_CPU_KERNELS").ok().map(|v| v != "0")
+}
+
 pub fn ctx() -> &'static Context {
     static CTX: OnceLock<Context> = OnceLock::new();
     CTX.get_or_init(|| {
         let _ = env_logger::builder().is_test(true).try_init();
-        Context::new_blocking(ContextOptions::default())
-            .expect("no GPU adapter: install mesa-vulkan-drivers (lavapipe) to run the GPU tests")
+        Context::new_blocking(ContextOptions {
+            cpu_kernels: cpu_kernels_from_env(),
+            ..Default::default()
+        })
+        .expect("no GPU adapter: install mesa-vulkan-drivers (lavapipe) to run the GPU tests")
     })
 }
 
@@ -23,6 +32,7 @@ pub fn ctx_emulating_64_bit() -> &'static Context {
     CTX.get_or_init(|| {
         let ctx = Context::new_blocking(ContextOptions {
             native_64_bit: Some(false),
+            cpu_kernels: cpu_kernels_from_env(),
             ..Default::default()
         })
         .expect("no GPU adapter: install mesa-vulkan-drivers (lavapipe) to run the GPU tests");

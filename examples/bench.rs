@@ -566,10 +566,7 @@ fn plot(
             .iter()
             .map(|c| (c.name().to_string(), Vec::new()))
             .collect();
-        series.push((
-            "plain copy (x[:, ::-1] sizes)".into(),
-            Vec::new(),
-        ));
+        series.push(("plain copy (x[:, ::-1] sizes)".into(), Vec::new()));
         for r in records.iter().filter(|r| r["width"].as_u64() == Some(w)) {
             let (Some(x), Some(y)) = (r["input_bytes"].as_f64(), r["gb_per_s"].as_f64()) else {
                 continue;

@@ -4,9 +4,11 @@ time steps. Builds the model for B, T, heads, head size; runs it on onnxruntime 
 and on wgpu-ops (examples/onnx_timing.rs), compares the outputs and prints both times.
 
 Usage: scripts/linear_attention_vs_onnxruntime.py [B T HEADS HEAD_SIZE] [--runs N] [--node-by-node]
+[--op]
 (default 1 1024 16 128, the size of a small linear-attention language model layer);
 --node-by-node also runs the model once with element-wise chains not fused, for the dispatch
-count and time before fusion.
+count and time before fusion; --op builds the model with the LinearAttention node itself
+instead of its expansion (both runtimes run that model; wgpu-ops in one dispatch).
 """
 import argparse
 import os
@@ -26,6 +28,7 @@ parser.add_argument("size", nargs="*", type=int, default=[1, 1024, 16, 128],
                     metavar="B T HEADS HEAD_SIZE")
 parser.add_argument("--runs", type=int, default=3)
 parser.add_argument("--node-by-node", action="store_true")
+parser.add_argument("--op", action="store_true")
 opts = parser.parse_args()
 if len(opts.size) != 4:
     parser.error("give B T HEADS HEAD_SIZE, or nothing for 1 1024 16 128")
@@ -49,6 +52,8 @@ opsets = [helper.make_opsetid("", 27)]
 nodes, func_opsets = expanded[0]
 outputs_vi = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [b, t, h * d]),
               helper.make_tensor_value_info("present_state", TensorProto.FLOAT, [b, h, d, d])]
+if opts.op:
+    nodes, func_opsets = [node], opsets
 graph = helper.make_graph(nodes, "linear_attention_gated_delta", inputs_vi, outputs_vi)
 model = helper.make_model(graph, opset_imports=list(func_opsets), producer_name="wgpu-ops")
 model.ir_version = 10
@@ -98,6 +103,8 @@ for name, w in zip(["output", "present_state"], want):
     worst = max(worst, float(err.max()))
     np.testing.assert_allclose(got, w, rtol=1e-3, atol=1e-5, err_msg=name)
 print(report.strip())
+form = "the op" if opts.op else "its expansion (a Scan)"
+print(f"model: LinearAttention as {form}")
 print(f"LinearAttention gated_delta B={b} T={t} heads={h} head_size={d}: outputs match onnxruntime "
       f"(rtol 1e-3, atol 1e-5; worst error {worst:.2f} of the bound)")
 print(f"onnxruntime {ort.__version__} CPU ({os.cpu_count()} cores): {ort_ms:.1f} ms per run, "

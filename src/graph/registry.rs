@@ -60,6 +60,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &SOFTMAX,
             &LOG_SOFTMAX,
             &GATHER,
+            &LINEAR_ATTENTION,
             &GEMM,
             &SPLIT,
             &DEPTH_TO_SPACE,
@@ -941,6 +942,83 @@ static CUMSUM: OpDef = OpDef {
             args.int("reverse")?.unwrap_or(0) != 0,
             args.out(0),
         )?])
+    },
+};
+
+static LINEAR_ATTENTION: OpDef = OpDef {
+    name: "LinearAttention",
+    inputs: 3..=6,
+    outputs: 1..=2,
+    host: None,
+    attrs: &[
+        "chunk_size",
+        "kv_num_heads",
+        "q_num_heads",
+        "scale",
+        "update_rule",
+    ],
+    run: |rec, args| {
+        let required = |name: &str| -> Result<i64> {
+            args.int(name)?.ok_or_else(|| {
+                Error::invalid(
+                    "LinearAttention",
+                    name,
+                    format!("attribute {name} is required"),
+                )
+            })
+        };
+        let attrs = crate::ops::linear_attention::LinearAttention {
+            q_num_heads: required("q_num_heads")?,
+            kv_num_heads: required("kv_num_heads")?,
+            scale: match args.node.attrs.get("scale") {
+                Some(Attr::Float(v)) => *v as f32,
+                _ => 0.0,
+            },
+            update_rule: args
+                .string("update_rule")?
+                .unwrap_or("gated_delta")
+                .to_string(),
+        };
+        // chunk_size is a tuning hint of chunked algorithms; the recurrence runs step by step.
+        let optional = |k: usize, name: &str| -> Result<Option<Tensor>> {
+            if args.len() > k && args.dtype_of(k, name).is_ok() {
+                args.tensor(k, name).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let (query, key, value) = (
+            args.tensor(0, "query")?,
+            args.tensor(1, "key")?,
+            args.tensor(2, "value")?,
+        );
+        let (past_state, decay, beta) = (
+            optional(3, "past_state")?,
+            optional(4, "decay")?,
+            optional(5, "beta")?,
+        );
+        let state = crate::ops::linear_attention::LinearAttentionState {
+            past_state: past_state.as_ref(),
+            decay: decay.as_ref(),
+            beta: beta.as_ref(),
+            state_dtype: None,
+        };
+        let state_out = if args.node.outputs.len() > 1 {
+            args.out(1)
+        } else {
+            crate::Out::NEW
+        };
+        let [y, s] = rec.linear_attention_to(
+            &attrs,
+            [&query, &key, &value],
+            state,
+            [args.out(0), state_out],
+        )?;
+        let mut outputs = vec![y];
+        if args.node.outputs.len() > 1 {
+            outputs.push(s);
+        }
+        Ok(outputs)
     },
 };
 

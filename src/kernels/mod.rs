@@ -14,6 +14,7 @@ pub mod cumsum;
 pub mod elementwise;
 pub mod gather;
 pub mod gather_index;
+pub mod linear_attention;
 pub mod matmul;
 pub mod operands;
 pub mod program;
@@ -66,6 +67,7 @@ pub const WORKGROUP_SIZES: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1
 const STRIDED_GATHER: &str = include_str!("../../shaders/strided_gather.wgsl");
 const SCAN_STEP: &str = include_str!("../../shaders/scan_step.wgsl");
 const COPY: &str = include_str!("../../shaders/copy.wgsl");
+const LINEAR_ATTENTION: &str = include_str!("../../shaders/linear_attention.wgsl");
 const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
@@ -167,6 +169,8 @@ pub enum Kernel {
     ScanStep { workgroup_size: u32 },
     /// `copy.wgsl`: a copy of words, or of `vec4<u32>` (`main_vec4`), on GPUs.
     Copy { workgroup_size: u32, vec4: bool },
+    /// `linear_attention.wgsl`: ONNX LinearAttention's recurrence over every step (f32).
+    LinearAttention { workgroup_size: u32 },
     /// `scan_counter.wgsl`: advances that counter.
     ScanCounter,
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
@@ -189,6 +193,7 @@ impl Kernel {
         out.push(Kernel::ScanCounter);
         for workgroup_size in WORKGROUP_SIZES {
             out.push(Kernel::ScanStep { workgroup_size });
+            out.push(Kernel::LinearAttention { workgroup_size });
             for vec4 in [false, true] {
                 out.push(Kernel::Copy {
                     workgroup_size,
@@ -337,6 +342,7 @@ impl Kernel {
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanStep { .. } => "scan_step.wgsl",
             Kernel::Copy { .. } => "copy.wgsl",
+            Kernel::LinearAttention { .. } => "linear_attention.wgsl",
             Kernel::ScanCounter => "scan_counter.wgsl",
         }
     }
@@ -349,6 +355,7 @@ impl Kernel {
             Kernel::GatherIndex { .. } => GATHER_INDEX.into(),
             Kernel::ScanStep { .. } => SCAN_STEP.into(),
             Kernel::Copy { .. } => COPY.into(),
+            Kernel::LinearAttention { .. } => LINEAR_ATTENTION.into(),
             Kernel::ScanCounter => SCAN_COUNTER.into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 let ty = operands::elementwise_type(dtype).unwrap_or("f32");
@@ -418,7 +425,10 @@ impl Kernel {
             Kernel::Elementwise { workgroup_size, .. }
             | Kernel::Cast { workgroup_size, .. }
             | Kernel::ScanStep { workgroup_size }
-            | Kernel::Copy { workgroup_size, .. } => vec![("WORKGROUP_SIZE", workgroup_size)],
+            | Kernel::Copy { workgroup_size, .. }
+            | Kernel::LinearAttention { workgroup_size } => {
+                vec![("WORKGROUP_SIZE", workgroup_size)]
+            }
             Kernel::Words {
                 out,
                 workgroup_size,
@@ -578,6 +588,7 @@ impl KernelSpec for Kernel {
             | Kernel::GatherIndex { .. }
             | Kernel::ScanStep { .. }
             | Kernel::Copy { .. }
+            | Kernel::LinearAttention { .. }
             | Kernel::ScanCounter => self.file().into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 format!("elementwise.wgsl {op} {dtype}").into()
@@ -653,6 +664,16 @@ impl KernelSpec for Kernel {
                 Binding::StorageRead,
             ],
             Kernel::ScanCounter => &[Binding::StorageReadWrite],
+            Kernel::LinearAttention { .. } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
             Kernel::GatherIndex { .. } => THREE_BUFFERS,
             Kernel::TopK { .. } => &[
                 Binding::Uniform,

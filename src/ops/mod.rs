@@ -7,6 +7,7 @@ pub(crate) mod blocks;
 pub mod compose;
 pub mod elementwise;
 pub mod layout;
+pub mod linear_attention;
 pub mod matmul;
 pub mod reduce;
 pub mod slice;

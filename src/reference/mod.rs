@@ -439,7 +439,8 @@ pub fn space_to_batch(data: &HostTensor, op: &crate::SpaceToBatch) -> Result<Hos
 pub mod graph;
 mod numeric;
 
-/// ONNX Cast on the host (what the GPU's Cast computes, for constants made while planning).
-pub(crate) fn cast_host(t: &HostTensor, to: crate::DType) -> crate::Result<HostTensor> {
+/// ONNX Cast on the host (what the GPU's Cast computes: constants made while planning, and
+/// tests that hold values in a dtype).
+pub fn cast_host(t: &HostTensor, to: crate::DType) -> crate::Result<HostTensor> {
     numeric::cast(t, to).map_err(|e| crate::Error::Graph(e.to_string()))
 }

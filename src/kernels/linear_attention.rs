@@ -1,0 +1,129 @@
+//! ONNX LinearAttention's recurrence in one dispatch (`shaders/linear_attention.wgsl`): one
+//! invocation per column of a head's state runs every time step, so a sequence of T tokens
+//! costs one dispatch instead of a Scan's T iterations of several each.
+
+use super::{grid_for, Kernel};
+use crate::{Error, Recorder, Result, Tensor};
+
+/// The recurrence rule (ONNX `update_rule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateRule {
+    Linear,
+    Gated,
+    Delta,
+    GatedDelta,
+}
+
+impl UpdateRule {
+    pub fn parse(name: &str) -> Option<UpdateRule> {
+        Some(match name {
+            "linear" => UpdateRule::Linear,
+            "gated" => UpdateRule::Gated,
+            "delta" => UpdateRule::Delta,
+            "gated_delta" => UpdateRule::GatedDelta,
+            _ => return None,
+        })
+    }
+    pub fn gated(self) -> bool {
+        matches!(self, UpdateRule::Gated | UpdateRule::GatedDelta)
+    }
+    pub fn delta(self) -> bool {
+        matches!(self, UpdateRule::Delta | UpdateRule::GatedDelta)
+    }
+}
+
+/// The sizes of one call, checked by the op: `batch`, `steps`, heads, head sizes.
+#[derive(Clone, Copy, Debug)]
+pub struct LinearAttentionPlan {
+    pub batch: usize,
+    pub steps: usize,
+    pub q_heads: usize,
+    pub kv_heads: usize,
+    pub dk: usize,
+    pub dv: usize,
+    pub rule: UpdateRule,
+    pub decay_per_key: bool,
+    pub beta_per_head: bool,
+    pub scale: f32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    columns: u32,
+    steps: u32,
+    q_heads: u32,
+    kv_heads: u32,
+    dk: u32,
+    dv: u32,
+    rule: u32,
+    decay_per_key: u32,
+    beta_per_head: u32,
+    scale: f32,
+    pad: [u32; 2],
+}
+
+impl Recorder {
+    /// Records the recurrence on f32 tensors: `state` ([B, H_kv, dk, dv]) holds the initial
+    /// state and ends as the final one; `output` ([B, T, H_q * dv]) gets every step's output.
+    /// `decay` and `beta` are any f32 tensor where the rule does not read them.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn linear_attention_into(
+        &mut self,
+        op: &'static str,
+        plan: &LinearAttentionPlan,
+        [query, key, value, decay, beta]: [&Tensor; 5],
+        state: &Tensor,
+        output: &Tensor,
+    ) -> Result<()> {
+        let columns = plan.batch * plan.kv_heads * plan.dv;
+        if columns == 0 || plan.steps == 0 {
+            return Ok(());
+        }
+        let ctx = self.context().clone();
+        let tensors = [query, key, value, decay, beta, state, output];
+        // Every index is a u32 and every tensor one binding.
+        let limit = ctx.binding_limit();
+        for (name, t) in [
+            "query",
+            "key",
+            "value",
+            "decay",
+            "beta",
+            "past_state",
+            "output",
+        ]
+        .into_iter()
+        .zip(tensors)
+        {
+            let bytes = t.storage().size();
+            if t.buffers().len() != 1 || bytes > limit || t.numel() > u32::MAX as usize {
+                return Err(Error::LimitExceeded {
+                    op,
+                    what: format!("{name} of {bytes} bytes in one binding"),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: bytes,
+                    max: limit,
+                });
+            }
+        }
+        let params = Params {
+            columns: columns as u32,
+            steps: plan.steps as u32,
+            q_heads: plan.q_heads as u32,
+            kv_heads: plan.kv_heads as u32,
+            dk: plan.dk as u32,
+            dv: plan.dv as u32,
+            rule: plan.rule as u32,
+            decay_per_key: u32::from(plan.decay_per_key),
+            beta_per_head: u32::from(plan.beta_per_head),
+            scale: plan.scale,
+            pad: [0; 2],
+        };
+        let wg = ctx.workgroup_size();
+        let grid = grid_for(&ctx, op, columns as u64, wg)?;
+        let pipeline = ctx.pipeline(&Kernel::LinearAttention { workgroup_size: wg })?;
+        let bindings: Vec<_> = tensors.iter().map(|t| t.storage().bind_whole()).collect();
+        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+    }
+}

@@ -1,0 +1,371 @@
+//! ONNX LinearAttention (opset 27) as one op: every update rule, grouped and multi-query heads,
+//! per-key and per-head decay, per-head and shared beta, a past state, f16 and bf16, against
+//! an independent recurrence in f64 written from the spec's formulas; and its errors. (The 14
+//! ONNX node tests of the op run in tests/onnx_node.rs.)
+
+mod common;
+use common::*;
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::{DType, HostTensor, Session};
+
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    batch: usize,
+    steps: usize,
+    q_heads: usize,
+    kv_heads: usize,
+    dk: usize,
+    dv: usize,
+    rule: &'static str,
+    decay_per_key: bool,
+    beta_per_head: bool,
+    past: bool,
+    scale: f32,
+}
+
+fn values(seed: u64, n: usize, lo: f64, hi: f64) -> Vec<f64> {
+    bytes(seed, n)
+        .iter()
+        .map(|&b| lo + (hi - lo) * f64::from(b) / 255.0)
+        .collect()
+}
+
+/// The spec's recurrence in f64: S_t = e S + beta k (x) (v - e S^T k) for gated_delta, and
+/// its special cases; o_t = scale q^T S_t per query head (its key/value head: h / group).
+fn recurrence(c: &Case, inputs: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
+    let (q, k, v, decay, beta, past) = (
+        &inputs[0], &inputs[1], &inputs[2], &inputs[3], &inputs[4], &inputs[5],
+    );
+    let (b_n, t_n, hq, hkv, dk, dv) = (c.batch, c.steps, c.q_heads, c.kv_heads, c.dk, c.dv);
+    let gated = c.rule.starts_with("gated");
+    let delta = c.rule.ends_with("delta");
+    let scale = if c.scale == 0.0 {
+        1.0 / (dk as f64).sqrt()
+    } else {
+        f64::from(c.scale)
+    };
+    let mut s = past.clone();
+    let mut out = vec![0.0; b_n * t_n * hq * dv];
+    for b in 0..b_n {
+        for t in 0..t_n {
+            let row = b * t_n + t;
+            for h in 0..hkv {
+                let st = &mut s[(b * hkv + h) * dk * dv..][..dk * dv];
+                let e = |i: usize| {
+                    if !gated {
+                        1.0
+                    } else if c.decay_per_key {
+                        decay[(row * hkv + h) * dk + i].exp()
+                    } else {
+                        decay[row * hkv + h].exp()
+                    }
+                };
+                let kk = |i: usize| k[(row * hkv + h) * dk + i];
+                for i in 0..dk {
+                    for j in 0..dv {
+                        st[i * dv + j] *= e(i);
+                    }
+                }
+                let rate = if c.beta_per_head {
+                    beta[row * hkv + h]
+                } else {
+                    beta[row]
+                };
+                let mut u: Vec<f64> = (0..dv).map(|j| v[(row * hkv + h) * dv + j]).collect();
+                if delta {
+                    for (j, uj) in u.iter_mut().enumerate() {
+                        let recalled: f64 = (0..dk).map(|i| st[i * dv + j] * kk(i)).sum();
+                        *uj = rate * (*uj - recalled);
+                    }
+                }
+                for i in 0..dk {
+                    for j in 0..dv {
+                        st[i * dv + j] += kk(i) * u[j];
+                    }
+                }
+                for g in 0..hq / hkv {
+                    let qh = h * (hq / hkv) + g;
+                    for j in 0..dv {
+                        let o: f64 = (0..dk)
+                            .map(|i| q[(row * hq + qh) * dk + i] * st[i * dv + j])
+                            .sum();
+                        out[(row * hq + qh) * dv + j] = scale * o;
+                    }
+                }
+            }
+        }
+    }
+    (out, s)
+}
+
+fn graph(c: &Case, dtype: DType) -> Graph {
+    let (b, t) = (Some(c.batch), Some(c.steps));
+    let mut g = Graph::new()
+        .input("query", dtype, &[b, t, Some(c.q_heads * c.dk)])
+        .input("key", dtype, &[b, t, Some(c.kv_heads * c.dk)])
+        .input("value", dtype, &[b, t, Some(c.kv_heads * c.dv)])
+        .input(
+            "decay",
+            dtype,
+            &[
+                b,
+                t,
+                Some(c.kv_heads * if c.decay_per_key { c.dk } else { 1 }),
+            ],
+        )
+        .input(
+            "beta",
+            dtype,
+            &[b, t, Some(if c.beta_per_head { c.kv_heads } else { 1 })],
+        );
+    let past = if c.past {
+        g = g.input(
+            "past_state",
+            dtype,
+            &[b, Some(c.kv_heads), Some(c.dk), Some(c.dv)],
+        );
+        "past_state"
+    } else {
+        ""
+    };
+    let mut node = Node::new("LinearAttention", "la")
+        .inputs(["query", "key", "value", past, "decay", "beta"])
+        .outputs(["output", "present_state"])
+        .attr("q_num_heads", Attr::Int(c.q_heads as i64))
+        .attr("kv_num_heads", Attr::Int(c.kv_heads as i64))
+        .attr("update_rule", Attr::String(c.rule.into()));
+    if c.scale != 0.0 {
+        node = node.attr("scale", Attr::Float(f64::from(c.scale)));
+    }
+    g.node(node).output("output").output("present_state")
+}
+
+/// Runs `c` on the GPU in `dtype`; returns (max error / bound) over both outputs against the
+/// f64 recurrence, with the bound `atol + rtol * |want|`.
+fn run_case(c: &Case, dtype: DType, seed: u64, atol: f64, rtol: f64) -> f64 {
+    let (b, t, hq, hkv, dk, dv) = (c.batch, c.steps, c.q_heads, c.kv_heads, c.dk, c.dv);
+    let decay_n = if c.decay_per_key { hkv * dk } else { hkv };
+    let beta_n = if c.beta_per_head { hkv } else { 1 };
+    // Unit keys per head, as the delta rules expect (and the node tests make them).
+    let mut key = values(seed + 1, b * t * hkv * dk, -1.0, 1.0);
+    for chunk in key.chunks_mut(dk) {
+        let norm = chunk.iter().map(|x| x * x).sum::<f64>().sqrt().max(1e-6);
+        chunk.iter_mut().for_each(|x| *x /= norm);
+    }
+    let raw = [
+        values(seed, b * t * hq * dk, -1.0, 1.0),
+        key,
+        values(seed + 2, b * t * hkv * dv, -1.0, 1.0),
+        values(seed + 3, b * t * decay_n, -0.5, 0.0),
+        values(seed + 4, b * t * beta_n, 0.0, 1.0),
+        if c.past {
+            values(seed + 5, b * hkv * dk * dv, -0.5, 0.5)
+        } else {
+            vec![0.0; b * hkv * dk * dv]
+        },
+    ];
+    let shapes = [
+        vec![b, t, hq * dk],
+        vec![b, t, hkv * dk],
+        vec![b, t, hkv * dv],
+        vec![b, t, decay_n],
+        vec![b, t, beta_n],
+        vec![b, hkv, dk, dv],
+    ];
+    let names = ["query", "key", "value", "decay", "beta", "past_state"];
+    // The inputs as `dtype` holds them, and the same values back in f64 for the recurrence.
+    let mut given = Vec::new();
+    let mut exact = Vec::new();
+    for ((v, shape), name) in raw.iter().zip(&shapes).zip(names) {
+        let h = HostTensor::from_vec(shape.clone(), v).unwrap();
+        let h = wgpu_ops::reference::cast_host(&h, dtype).unwrap();
+        exact.push(
+            wgpu_ops::reference::cast_host(&h, DType::F64)
+                .unwrap()
+                .to_vec::<f64>()
+                .unwrap(),
+        );
+        if name != "past_state" || c.past {
+            given.push((name.to_string(), h));
+        }
+    }
+    let (want_out, want_state) = recurrence(c, &exact);
+    let got = Session::new(ctx(), graph(c, dtype))
+        .unwrap()
+        .run_blocking(given)
+        .unwrap();
+    assert_eq!(got[0].1.shape, [b, t, hq * dv], "{c:?}");
+    assert_eq!(got[1].1.shape, [b, hkv, dk, dv], "{c:?}");
+    let mut worst: f64 = 0.0;
+    for ((_, g), want) in got.iter().zip([&want_out, &want_state]) {
+        assert_eq!(g.dtype, dtype);
+        let g = wgpu_ops::reference::cast_host(g, DType::F64)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap();
+        for (x, w) in g.iter().zip(want.iter()) {
+            worst = worst.max((x - w).abs() / (atol + rtol * w.abs()));
+        }
+    }
+    worst
+}
+
+fn base() -> Case {
+    Case {
+        batch: 2,
+        steps: 7,
+        q_heads: 2,
+        kv_heads: 2,
+        dk: 8,
+        dv: 6,
+        rule: "gated_delta",
+        decay_per_key: true,
+        beta_per_head: true,
+        past: false,
+        scale: 0.0,
+    }
+}
+
+#[test]
+fn every_rule_and_head_layout_matches_the_recurrence() {
+    let mut cases = Vec::new();
+    for rule in ["linear", "gated", "delta", "gated_delta"] {
+        for (q_heads, kv_heads) in [(2, 2), (4, 2), (3, 1)] {
+            cases.push(Case {
+                rule,
+                q_heads,
+                kv_heads,
+                ..base()
+            });
+        }
+    }
+    cases.push(Case {
+        decay_per_key: false,
+        beta_per_head: false,
+        past: true,
+        scale: 0.3,
+        ..base()
+    });
+    cases.push(Case {
+        rule: "gated",
+        decay_per_key: false,
+        past: true,
+        ..base()
+    });
+    // A decode step, a long sequence, a head size above a workgroup, a single column.
+    cases.push(Case {
+        steps: 1,
+        past: true,
+        ..base()
+    });
+    cases.push(Case {
+        steps: 300,
+        batch: 1,
+        ..base()
+    });
+    cases.push(Case {
+        dk: 70,
+        dv: 130,
+        batch: 1,
+        steps: 3,
+        ..base()
+    });
+    cases.push(Case {
+        dk: 1,
+        dv: 1,
+        q_heads: 1,
+        kv_heads: 1,
+        ..base()
+    });
+    for (n, c) in cases.iter().enumerate() {
+        // f32: the ONNX node tests' tolerance (rtol 1e-3, atol 1e-7) would pass with room;
+        // the sums run in another order than f64's, so atol 1e-5 for values near zero.
+        let worst = run_case(c, DType::F32, 10 * n as u64, 1e-5, 1e-4);
+        assert!(worst <= 1.0, "{c:?}: {worst} of the bound");
+    }
+}
+
+#[test]
+fn sixteen_bit_inputs_are_computed_in_f32_and_rounded_once() {
+    for (dtype, tol) in [(DType::F16, 2e-3), (DType::BF16, 1.6e-2)] {
+        for c in [
+            base(),
+            Case {
+                past: true,
+                q_heads: 4,
+                ..base()
+            },
+        ] {
+            // One rounding of each result to the type (its half ulp), beyond the inputs'.
+            let worst = run_case(&c, dtype, 7, tol, tol);
+            assert!(worst <= 1.0, "{dtype} {c:?}: {worst} of the bound");
+        }
+    }
+}
+
+#[test]
+fn bad_calls_are_one_line_errors_naming_the_input() {
+    let c = base();
+    let run = |g: Graph, c: &Case| {
+        let (b, t) = (c.batch, c.steps);
+        let inputs = vec![
+            ("query".to_string(), random_f32(&[b, t, c.q_heads * c.dk])),
+            ("key".to_string(), random_f32(&[b, t, c.kv_heads * c.dk])),
+            ("value".to_string(), random_f32(&[b, t, c.kv_heads * c.dv])),
+            ("decay".to_string(), random_f32(&[b, t, c.kv_heads * c.dk])),
+            ("beta".to_string(), random_f32(&[b, t, c.kv_heads])),
+        ];
+        Session::new(ctx(), g)
+            .and_then(|s| s.run_blocking(inputs))
+            .unwrap_err()
+    };
+    let with = |edit: &dyn Fn(Node) -> Node| {
+        let mut g = graph(&c, DType::F32);
+        let node = g.nodes.pop().unwrap();
+        g.nodes.push(edit(node));
+        g
+    };
+    let cases: Vec<(Graph, &str)> = vec![
+        (
+            with(&|n| n.attr("kv_num_heads", Attr::Int(3))),
+            "positive multiple of kv_num_heads",
+        ),
+        (
+            with(&|n| n.attr("update_rule", Attr::String("fast\nlane".into()))),
+            "linear, gated, delta or gated_delta",
+        ),
+        (
+            with(&|mut n| {
+                n.inputs[4] = String::new();
+                n
+            }),
+            "needs decay",
+        ),
+        (
+            with(&|mut n| {
+                n.inputs[5] = String::new();
+                n
+            }),
+            "needs beta",
+        ),
+        (
+            with(&|mut n| {
+                n.inputs.swap(1, 2);
+                n.inputs[2] = "decay".into();
+                n
+            }),
+            "key's last axis",
+        ),
+    ];
+    for (g, want) in cases {
+        let e = run(g, &c).to_string();
+        assert!(e.contains("LinearAttention") && e.contains(want), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}
+
+fn random_f32(shape: &[usize]) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let h = HostTensor::from_vec(shape.to_vec(), &values(3, n, -1.0, 1.0)).unwrap();
+    wgpu_ops::reference::cast_host(&h, DType::F32).unwrap()
+}

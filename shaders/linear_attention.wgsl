@@ -11,7 +11,10 @@
 //   u        = beta (v[j] - recalled)  or  v[j]
 //   S[i, j]  = e_i S[i, j] + k[i] u
 //   out[g, j] = scale * sum_i q_g[i] S[i, j]  for each query head g of this key/value head
-// Everything is f32 (the host casts 16-bit inputs and outputs).
+// Everything is f32 (the host casts 16-bit inputs and outputs). The host splits a long sequence
+// over several dispatches (the state stays in `state` between them): one invocation then never
+// runs for long (watchdogs), and lavapipe, which stops a shader's loops after about 65 000
+// iterations in all, computes every step.
 
 override WORKGROUP_SIZE: u32 = 64u;
 
@@ -23,7 +26,10 @@ const GATED_DELTA: u32 = 3u;
 struct Params {
     // batch * kv_heads * dv: one invocation each.
     columns: u32,
+    // This dispatch runs steps [first_step, first_step + steps) of total_steps.
+    first_step: u32,
     steps: u32,
+    total_steps: u32,
     q_heads: u32,
     kv_heads: u32,
     dk: u32,
@@ -34,8 +40,6 @@ struct Params {
     // Beta per head ([B, T, H_kv]) or one per step ([B, T, 1]).
     beta_per_head: u32,
     scale: f32,
-    _pad0: u32,
-    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -69,8 +73,8 @@ fn main(
     let gated = params.rule == GATED || params.rule == GATED_DELTA;
     let delta = params.rule == DELTA || params.rule == GATED_DELTA;
     let per_key = params.decay_per_key != 0u;
-    for (var t = 0u; t < params.steps; t++) {
-        let row = b * params.steps + t;
+    for (var t = params.first_step; t < params.first_step + params.steps; t++) {
+        let row = b * params.total_steps + t;
         // (b, t, h) among the key/value heads.
         let kv = row * params.kv_heads + h;
         let k0 = kv * dk;

@@ -263,6 +263,17 @@ fn every_rule_and_head_layout_matches_the_recurrence() {
         batch: 1,
         ..base()
     });
+    // 400 steps of head size 128 run more loop iterations than lavapipe runs in one shader
+    // invocation (about 65 000; it then stops the loops): split over dispatches.
+    cases.push(Case {
+        steps: 400,
+        batch: 1,
+        q_heads: 1,
+        kv_heads: 1,
+        dk: 128,
+        dv: 2,
+        ..base()
+    });
     cases.push(Case {
         dk: 70,
         dv: 130,
@@ -357,6 +368,18 @@ fn bad_calls_are_one_line_errors_naming_the_input() {
             "key's last axis",
         ),
     ];
+    // A head so large that one step's sums exceed what one invocation runs per dispatch.
+    let huge = Case {
+        dk: 8192,
+        steps: 1,
+        batch: 1,
+        ..base()
+    };
+    let e = run(graph(&huge, DType::F32), &huge).to_string();
+    assert!(
+        e.contains("LinearAttention") && e.contains("loop iterations"),
+        "{e}"
+    );
     for (g, want) in cases {
         let e = run(g, &c).to_string();
         assert!(e.contains("LinearAttention") && e.contains(want), "{e}");

@@ -1,6 +1,6 @@
-//! ONNX LinearAttention's recurrence in one dispatch (`shaders/linear_attention.wgsl`): one
-//! invocation per column of a head's state runs every time step, so a sequence of T tokens
-//! costs one dispatch instead of a Scan's T iterations of several each.
+//! ONNX LinearAttention's recurrence (`shaders/linear_attention.wgsl`): one invocation per
+//! column of a head's state runs the time steps in order, so a sequence of T tokens costs a
+//! few dispatches (one per stretch of steps) instead of a Scan's T iterations of several each.
 
 use super::{grid_for, Kernel};
 use crate::{Error, Recorder, Result, Tensor};
@@ -51,7 +51,9 @@ pub struct LinearAttentionPlan {
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Params {
     columns: u32,
+    first_step: u32,
     steps: u32,
+    total_steps: u32,
     q_heads: u32,
     kv_heads: u32,
     dk: u32,
@@ -60,8 +62,12 @@ struct Params {
     decay_per_key: u32,
     beta_per_head: u32,
     scale: f32,
-    pad: [u32; 2],
 }
+
+/// Inner-loop iterations one invocation runs per dispatch, at most: lavapipe ends a shader's
+/// loops after about 65 000 iterations in all (found on this op: wrong columns from step 251 of
+/// dk 128 in one dispatch), and shorter dispatches keep clear of GPU watchdogs too.
+const ITERATIONS_PER_DISPATCH: usize = 16384;
 
 impl Recorder {
     /// Records the recurrence on f32 tensors: `state` ([B, H_kv, dk, dv]) holds the initial
@@ -107,23 +113,47 @@ impl Recorder {
                 });
             }
         }
-        let params = Params {
-            columns: columns as u32,
-            steps: plan.steps as u32,
-            q_heads: plan.q_heads as u32,
-            kv_heads: plan.kv_heads as u32,
-            dk: plan.dk as u32,
-            dv: plan.dv as u32,
-            rule: plan.rule as u32,
-            decay_per_key: u32::from(plan.decay_per_key),
-            beta_per_head: u32::from(plan.beta_per_head),
-            scale: plan.scale,
-            pad: [0; 2],
-        };
+        // Per step: two passes over the column (one without the delta rules) and one per
+        // further query head of the group.
+        let per_step = plan.dk * (plan.q_heads / plan.kv_heads + 2);
+        if per_step > ITERATIONS_PER_DISPATCH {
+            return Err(Error::LimitExceeded {
+                op,
+                what: format!(
+                    "one step's {per_step} loop iterations per state column (head size {} x {} query heads per key/value head, plus 2)",
+                    plan.dk,
+                    plan.q_heads / plan.kv_heads
+                ),
+                limit: "iterations one invocation runs per dispatch",
+                needed: per_step as u64,
+                max: ITERATIONS_PER_DISPATCH as u64,
+            });
+        }
+        let chunk = ITERATIONS_PER_DISPATCH / per_step;
         let wg = ctx.workgroup_size();
         let grid = grid_for(&ctx, op, columns as u64, wg)?;
         let pipeline = ctx.pipeline(&Kernel::LinearAttention { workgroup_size: wg })?;
-        let bindings: Vec<_> = tensors.iter().map(|t| t.storage().bind_whole()).collect();
-        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+        let mut first = 0;
+        while first < plan.steps {
+            let steps = chunk.min(plan.steps - first);
+            let params = Params {
+                columns: columns as u32,
+                first_step: first as u32,
+                steps: steps as u32,
+                total_steps: plan.steps as u32,
+                q_heads: plan.q_heads as u32,
+                kv_heads: plan.kv_heads as u32,
+                dk: plan.dk as u32,
+                dv: plan.dv as u32,
+                rule: plan.rule as u32,
+                decay_per_key: u32::from(plan.decay_per_key),
+                beta_per_head: u32::from(plan.beta_per_head),
+                scale: plan.scale,
+            };
+            let bindings: Vec<_> = tensors.iter().map(|t| t.storage().bind_whole()).collect();
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            first += steps;
+        }
+        Ok(())
     }
 }

@@ -110,7 +110,7 @@ print(f"LinearAttention gated_delta B={b} T={t} heads={h} head_size={d}: outputs
 print(f"onnxruntime {ort.__version__} CPU ({os.cpu_count()} cores): {ort_ms:.1f} ms per run, "
       f"{ort_ms / t * 1e3:.1f} us per step")
 print(f"wgpu-ops: {ours_ms:.1f} ms per run, {ours_ms / t * 1e3:.1f} us per step, "
-      f"{dispatches / t:.1f} dispatches per step; ratio to onnxruntime {ort_ms / ours_ms:.2f}x")
+      f"{dispatches / t:.2f} dispatches per step; ratio to onnxruntime {ort_ms / ours_ms:.2f}x")
 for l in lines:
     if l.startswith("node by node"):
         ms = float(l.split(": ")[1].split()[0])

@@ -69,6 +69,9 @@ struct Params {
 /// dk 128 in one dispatch), and shorter dispatches keep clear of GPU watchdogs too.
 const ITERATIONS_PER_DISPATCH: usize = 16384;
 
+/// Columns of one workgroup of the `lanes` entry point (`LANE_COLUMNS` in the shader).
+const LANE_COLUMNS: usize = 32;
+
 impl Recorder {
     /// Records the recurrence on f32 tensors: `state` ([B, H_kv, dk, dv]) holds the initial
     /// state and ends as the final one; `output` ([B, T, H_q * dv]) gets every step's output.
@@ -130,9 +133,21 @@ impl Recorder {
             });
         }
         let chunk = ITERATIONS_PER_DISPATCH / per_step;
-        let wg = ctx.workgroup_size();
-        let grid = grid_for(&ctx, op, columns as u64, wg)?;
-        let pipeline = ctx.pipeline(&Kernel::LinearAttention { workgroup_size: wg })?;
+        // GPUs: 8 invocations per column (workgroups of 256 over 32 columns of one head), so a
+        // head of 128 columns keeps 1024 invocations busy instead of 128. CPU adapters run a
+        // workgroup as a loop on one core, where barriers cost more than they share.
+        let lanes = !ctx.cpu_kernels() && ctx.limits().max_compute_invocations_per_workgroup >= 256;
+        let (wg, invocations) = if lanes {
+            let tiles = plan.dv.div_ceil(LANE_COLUMNS);
+            (256, (plan.batch * plan.kv_heads * tiles) as u64 * 256)
+        } else {
+            (ctx.workgroup_size(), columns as u64)
+        };
+        let grid = grid_for(&ctx, op, invocations, wg)?;
+        let pipeline = ctx.pipeline(&Kernel::LinearAttention {
+            workgroup_size: wg,
+            lanes,
+        })?;
         let mut first = 0;
         while first < plan.steps {
             let steps = chunk.min(plan.steps - first);

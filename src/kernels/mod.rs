@@ -169,8 +169,9 @@ pub enum Kernel {
     ScanStep { workgroup_size: u32 },
     /// `copy.wgsl`: a copy of words, or of `vec4<u32>` (`main_vec4`), on GPUs.
     Copy { workgroup_size: u32, vec4: bool },
-    /// `linear_attention.wgsl`: ONNX LinearAttention's recurrence over every step (f32).
-    LinearAttention { workgroup_size: u32 },
+    /// `linear_attention.wgsl`: ONNX LinearAttention's recurrence (f32), one invocation per
+    /// state column, or (`lanes`, GPUs) 8 per column in workgroups of 256.
+    LinearAttention { workgroup_size: u32, lanes: bool },
     /// `scan_counter.wgsl`: advances that counter.
     ScanCounter,
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
@@ -191,9 +192,17 @@ impl Kernel {
     pub fn all() -> Vec<Kernel> {
         let mut out = Vec::new();
         out.push(Kernel::ScanCounter);
+        // Its workgroup is fixed at 256 (the `workgroup_size` field only keys the override).
+        out.push(Kernel::LinearAttention {
+            workgroup_size: 256,
+            lanes: true,
+        });
         for workgroup_size in WORKGROUP_SIZES {
             out.push(Kernel::ScanStep { workgroup_size });
-            out.push(Kernel::LinearAttention { workgroup_size });
+            out.push(Kernel::LinearAttention {
+                workgroup_size,
+                lanes: false,
+            });
             for vec4 in [false, true] {
                 out.push(Kernel::Copy {
                     workgroup_size,
@@ -426,7 +435,7 @@ impl Kernel {
             | Kernel::Cast { workgroup_size, .. }
             | Kernel::ScanStep { workgroup_size }
             | Kernel::Copy { workgroup_size, .. }
-            | Kernel::LinearAttention { workgroup_size } => {
+            | Kernel::LinearAttention { workgroup_size, .. } => {
                 vec![("WORKGROUP_SIZE", workgroup_size)]
             }
             Kernel::Words {
@@ -543,6 +552,7 @@ impl Kernel {
             Kernel::Gather { pairs: true, .. } => "main_pairs",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
             Kernel::Copy { vec4: true, .. } => "main_vec4",
+            Kernel::LinearAttention { lanes: true, .. } => "lanes",
             Kernel::MatMul {
                 variant: MatMulKernel::Rows,
                 ..

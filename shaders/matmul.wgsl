@@ -24,7 +24,9 @@ struct Params {
     lhs_base: u32,
     rhs_base: u32,
     dst_base: u32,
-    _pad: u32,
+    // The first batch entry of this dispatch (more entries than one grid axis holds run in
+    // several dispatches).
+    batch_base: u32,
     // Element strides of A's rows and columns and of B's rows and columns inside a matrix:
     // (k, 1, n, 1), or transposed operands read in place ((1, m) for A stored as k x m).
     strides: vec4<u32>,
@@ -71,7 +73,7 @@ fn main(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_id) local: vec3<u32>,
 ) {
-    let b = bases(group.z);
+    let b = bases(params.batch_base + group.z);
     let lhs_base = b.x;
     let rhs_base = b.y;
     let dst_base = b.z;
@@ -122,7 +124,7 @@ fn rows(
     let slice = local / cols;
     let col = group.x * cols + c;
     let row = group.y;
-    let b = bases(group.z);
+    let b = bases(params.batch_base + group.z);
     let valid = row < params.m && col < params.n;
     var acc = T(0);
     if valid {
@@ -161,7 +163,7 @@ fn blocks(
     if col >= params.n {
         return;
     }
-    let b = bases(group.z);
+    let b = bases(params.batch_base + group.z);
     // Rows and columns past the last repeat it, so loads stay in the bound windows; their
     // sums are not stored.
     let last = params.m - 1u;

@@ -146,7 +146,10 @@ fn pow_follows_numpy_for_negative_bases_and_zero() {
 #[test]
 fn matmul_shapes_and_batch_broadcasting() {
     // Fewer than 16 rows take the one-element-per-invocation kernel, 16 and more the tiles.
-    let cases: [(&[usize], &[usize]); 8] = [
+    // More batch entries than one grid axis holds (65 535) run in several dispatches.
+    let cases: [(&[usize], &[usize]); 10] = [
+        (&[2, 35000, 1, 3], &[35000, 3, 2]),
+        (&[66000, 16, 2], &[2, 3]),
         (&[17, 33], &[33, 18]),
         (&[3, 70], &[2, 70, 130]),
         (&[1, 1], &[1, 1]),

@@ -147,7 +147,7 @@ struct MatMulParams {
     lhs_base: u32,
     rhs_base: u32,
     dst_base: u32,
-    pad: u32,
+    batch_base: u32,
     layout: [u32; 4],
     batch_shape: [u32; MAX_RANK],
     lhs_stride: [u32; MAX_RANK],
@@ -262,7 +262,6 @@ impl Recorder {
             rhs.shape()[rr - 1 - usize::from(tb)],
         );
         let batch_shape = &out.shape()[..or - 2];
-        let batches: u64 = batch_shape.iter().map(|&d| d as u64).product();
         if out.numel() == 0 {
             return Ok(());
         }
@@ -319,15 +318,6 @@ impl Recorder {
             }
         }
         let max = ctx.limits().max_compute_workgroups_per_dimension;
-        if batches > u64::from(max) {
-            return Err(Error::LimitExceeded {
-                op,
-                what: "the batch count".into(),
-                limit: "max_compute_workgroups_per_dimension",
-                needed: batches,
-                max: u64::from(max),
-            });
-        }
         let tiles = [n.div_ceil(16) as u64, m.div_ceil(16) as u64];
         if tiles[0].max(tiles[1]) > u64::from(max) {
             return Err(Error::LimitExceeded {
@@ -452,7 +442,7 @@ impl Recorder {
                 lhs_base: firsts[0] as u32,
                 rhs_base: firsts[1] as u32,
                 dst_base: firsts[2] as u32,
-                pad: 0,
+                batch_base: 0,
                 layout: [
                     if ta { 1 } else { k as u32 },
                     if ta { m as u32 } else { 1 },
@@ -471,7 +461,7 @@ impl Recorder {
                 params.rhs_stride[d] = w.steps[j][1] as u32;
                 params.dst_stride[d] = w.steps[j][2] as u32;
             }
-            let batches = batch.iter().product::<u64>() as u32;
+            let batches = batch.iter().product::<u64>();
             let group = wg.clamp(4, 256);
             // The epilogue's walk over the output and its leaves' bindings (checked above to
             // be one walk over whole buffers).
@@ -521,7 +511,7 @@ impl Recorder {
                     [
                         n.div_ceil(4 * u64::from(group)) as u32,
                         rows.div_ceil(8) as u32,
-                        batches,
+                        0,
                     ],
                 ),
                 MatMulKernel::Rows => {
@@ -544,7 +534,7 @@ impl Recorder {
                             epilogue: program,
                             emulate64,
                         })?,
-                        [columns as u32, *rows as u32, batches],
+                        [columns as u32, *rows as u32, 0],
                     )
                 }
                 MatMulKernel::Tiles => (
@@ -555,10 +545,24 @@ impl Recorder {
                         epilogue: program,
                         emulate64,
                     })?,
-                    [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, batches],
+                    [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, 0],
                 ),
             };
-            self.dispatch(op, &pipeline, &bytes, &bindings, grid)?;
+            // Batch entries along the grid's z axis, in dispatches of at most `max`.
+            let mut first = 0;
+            while first < batches {
+                let count = (batches - first).min(u64::from(max));
+                let at = std::mem::offset_of!(MatMulParams, batch_base);
+                bytes[at..at + 4].copy_from_slice(&(first as u32).to_ne_bytes());
+                self.dispatch(
+                    op,
+                    &pipeline,
+                    &bytes,
+                    &bindings,
+                    [grid[0], grid[1], count as u32],
+                )?;
+                first += count;
+            }
             if let Some(t) = &staged[2] {
                 self.copy(t.storage(), 0, arcs[2], w.bases[2] * elem, n * elem)?;
             }

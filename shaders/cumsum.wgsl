@@ -18,7 +18,13 @@ struct Params {
     lines: u32,
     axis_len: u32,
     inner: u32,
-    _pad: u32,
+    // This dispatch walks positions [start, start + count) of each line (long lines run in
+    // several dispatches; the running sum so far is read back from the output).
+    start: u32,
+    count: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -39,7 +45,15 @@ fn main(
     let outer = line / params.inner;
     let base = outer * params.axis_len * params.inner + inner_pos;
     var acc = T(0);
-    for (var k = 0u; k < params.axis_len; k++) {
+    if params.start > 0u {
+        // The sum through the previous position, exactly as one walk would hold it.
+        let previous = base + select(params.start - 1u, params.axis_len - params.start, REVERSE) * params.inner;
+        acc = dst[previous];
+        if EXCLUSIVE {
+            acc = add(acc, src[previous]);
+        }
+    }
+    for (var k = params.start; k < params.start + params.count; k++) {
         let j = select(k, params.axis_len - 1u - k, REVERSE);
         let i = base + j * params.inner;
         let x = src[i];

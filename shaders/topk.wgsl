@@ -17,6 +17,12 @@ struct Params {
     axis_len: u32,
     inner: u32,
     k: u32,
+    // This dispatch walks positions [start, start + count) of each line (long lines run in
+    // several dispatches; the elements kept so far are in the outputs).
+    start: u32,
+    count: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -42,8 +48,8 @@ fn main(
     let outer = line / inner;
     let src_base = outer * params.axis_len * inner + inner_pos;
     let dst_base = outer * params.k * inner + inner_pos;
-    var kept = 0u;
-    for (var j = 0u; j < params.axis_len; j++) {
+    var kept = min(params.start, params.k);
+    for (var j = params.start; j < params.start + params.count; j++) {
         let x = src[src_base + j * inner];
         // The slot x goes to: after every kept element not worse than it.
         var slot = kept;

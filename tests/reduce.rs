@@ -270,3 +270,107 @@ fn topk_on_every_dtype() {
         }
     }
 }
+
+/// Lines longer than one invocation walks in one dispatch (16 384 positions for CumSum; for
+/// TopK 16 384 / (2 K + 1)) run in several dispatches carrying the running sum or the kept
+/// elements in the output: the same bits as the reference. lavapipe stops a shader's loops
+/// after about 65 000 iterations, so one long walk gave zeros past element 65 535 there.
+#[test]
+fn long_lines_run_in_several_dispatches() {
+    let len = 70_001;
+    for dtype in [DType::I32, DType::I64, DType::F32] {
+        // Two lines along axis 0 (inner 2), with many ties for TopK.
+        let values: Vec<f64> = (0..2 * len)
+            .map(|i| ((i * 7919) % 1000) as f64 - 500.0)
+            .collect();
+        let x = data_from(dtype, &[len, 2], &values);
+        let shape = [Some(len), Some(2)];
+        for (exclusive, reverse) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+            let g = Graph::new()
+                .input("x", dtype, &shape)
+                .input("axis", DType::I64, &[])
+                .node(
+                    Node::new("CumSum", "c")
+                        .inputs(["x", "axis"])
+                        .outputs(["y"])
+                        .attr("exclusive", Attr::Int(exclusive))
+                        .attr("reverse", Attr::Int(reverse)),
+                )
+                .output("y");
+            let inputs = vec![
+                ("x".to_string(), x.clone()),
+                (
+                    "axis".to_string(),
+                    HostTensor::from_vec(vec![], &[0i64]).unwrap(),
+                ),
+            ];
+            let want = run_graph(&g, &inputs, &Default::default())
+                .unwrap()
+                .remove(0);
+            for ctx in contexts_for(dtype) {
+                let got = Session::new(ctx, g.clone())
+                    .unwrap()
+                    .run_blocking(inputs.clone())
+                    .unwrap()
+                    .remove(0)
+                    .1;
+                assert!(got == want, "CumSum {dtype} {exclusive} {reverse}");
+            }
+        }
+        for (k, largest) in [(1i64, 1), (5, 0), (40, 1)] {
+            let g = Graph::new()
+                .input("x", dtype, &shape)
+                .input("k", DType::I64, &[Some(1)])
+                .node(
+                    Node::new("TopK", "t")
+                        .inputs(["x", "k"])
+                        .outputs(["v", "i"])
+                        .attr("axis", Attr::Int(0))
+                        .attr("largest", Attr::Int(largest)),
+                )
+                .output("v")
+                .output("i");
+            let inputs = vec![
+                ("x".to_string(), x.clone()),
+                (
+                    "k".to_string(),
+                    HostTensor::from_vec(vec![1], &[k]).unwrap(),
+                ),
+            ];
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            for ctx in contexts_for(dtype) {
+                let got = Session::new(ctx, g.clone())
+                    .unwrap()
+                    .run_blocking(inputs.clone())
+                    .unwrap();
+                for ((_, g), w) in got.iter().zip(&want) {
+                    assert!(g == w, "TopK {dtype} k {k} largest {largest}");
+                }
+            }
+        }
+    }
+    // A K whose insertions alone exceed one dispatch's walk is refused, naming the limit.
+    let x = data(DType::F32, &[9000], 1);
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(9000)])
+        .input("k", DType::I64, &[Some(1)])
+        .node(
+            Node::new("TopK", "t")
+                .inputs(["x", "k"])
+                .outputs(["v", "i"]),
+        )
+        .output("v")
+        .output("i");
+    let e = Session::new(ctx(), g)
+        .unwrap()
+        .run_blocking(vec![
+            ("x".to_string(), x),
+            (
+                "k".to_string(),
+                HostTensor::from_vec(vec![1], &[9000i64]).unwrap(),
+            ),
+        ])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("TopK") && e.contains("K = 9000"), "{e}");
+}

@@ -2,7 +2,7 @@
 //! line, on the 32- and 64-bit types (the op casts 16-bit floats to f32 around it).
 
 use super::operands::element_typed;
-use super::{grid_for, Kernel};
+use super::{grid_for, Kernel, LOOP_ITERATIONS_PER_DISPATCH};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 const CUMSUM: &str = include_str!("../../shaders/cumsum.wgsl");
@@ -22,7 +22,9 @@ struct CumSumParams {
     lines: u32,
     axis_len: u32,
     inner: u32,
-    pad: u32,
+    start: u32,
+    count: u32,
+    pad: [u32; 3],
 }
 
 impl Recorder {
@@ -64,14 +66,22 @@ impl Recorder {
             workgroup_size: wg,
         };
         let pipeline = ctx.pipeline(&kernel)?;
-        let params = CumSumParams {
-            lines: lines as u32,
-            axis_len: axis_len as u32,
-            inner: inner.max(1) as u32,
-            pad: 0,
-        };
-        let bindings = [x.storage().bind_whole(), out.storage().bind_whole()];
         let grid = grid_for(&ctx, OP, lines, wg)?;
-        self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+        let mut start = 0;
+        while start < axis_len {
+            let count = (axis_len - start).min(LOOP_ITERATIONS_PER_DISPATCH);
+            let params = CumSumParams {
+                lines: lines as u32,
+                axis_len: axis_len as u32,
+                inner: inner.max(1) as u32,
+                start: start as u32,
+                count: count as u32,
+                pad: [0; 3],
+            };
+            let bindings = [x.storage().bind_whole(), out.storage().bind_whole()];
+            self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            start += count;
+        }
+        Ok(())
     }
 }

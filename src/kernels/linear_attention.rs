@@ -2,7 +2,7 @@
 //! column of a head's state runs the time steps in order, so a sequence of T tokens costs a
 //! few dispatches (one per stretch of steps) instead of a Scan's T iterations of several each.
 
-use super::{grid_for, Kernel};
+use super::{grid_for, Kernel, LOOP_ITERATIONS_PER_DISPATCH};
 use crate::{Error, Recorder, Result, Tensor};
 
 /// The recurrence rule (ONNX `update_rule`).
@@ -64,10 +64,9 @@ struct Params {
     scale: f32,
 }
 
-/// Inner-loop iterations one invocation runs per dispatch, at most: lavapipe ends a shader's
-/// loops after about 65 000 iterations in all (found on this op: wrong columns from step 251 of
-/// dk 128 in one dispatch), and shorter dispatches keep clear of GPU watchdogs too.
-const ITERATIONS_PER_DISPATCH: usize = 16384;
+/// See [`LOOP_ITERATIONS_PER_DISPATCH`] (found on this op: wrong columns from step 251 of
+/// head size 128 in one dispatch on lavapipe).
+const ITERATIONS_PER_DISPATCH: usize = LOOP_ITERATIONS_PER_DISPATCH;
 
 /// Columns of one workgroup of the `lanes` entry point (`LANE_COLUMNS` in the shader).
 const LANE_COLUMNS: usize = 32;

@@ -24,6 +24,13 @@ pub mod topk;
 pub mod windows;
 pub mod words;
 
+/// Loop iterations one invocation runs in one dispatch, at most, in kernels that walk a line
+/// (CumSum, TopK, LinearAttention's steps): longer walks are cut over several dispatches that
+/// carry their state in the output. lavapipe stops a shader's loops after about 65 000
+/// iterations and returns what it has (CumSum over 200 000 elements gave zeros from element
+/// 65 535 on), and short dispatches keep clear of GPU watchdogs too.
+pub(crate) const LOOP_ITERATIONS_PER_DISPATCH: usize = 16384;
+
 /// The most axes a kernel's parameters describe (the uniforms hold 16): the largest rank the
 /// data-movement ops accept.
 pub const MAX_RANK: usize = 16;

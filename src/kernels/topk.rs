@@ -3,7 +3,7 @@
 //! around it).
 
 use super::operands::element_typed;
-use super::{grid_for, Kernel};
+use super::{grid_for, Kernel, LOOP_ITERATIONS_PER_DISPATCH};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 const TOPK: &str = include_str!("../../shaders/topk.wgsl");
@@ -31,6 +31,9 @@ struct TopKParams {
     axis_len: u32,
     inner: u32,
     k: u32,
+    start: u32,
+    count: u32,
+    pad: [u32; 2],
 }
 
 impl Recorder {
@@ -75,18 +78,39 @@ impl Recorder {
             workgroup_size: wg,
         };
         let pipeline = ctx.pipeline(&kernel)?;
-        let params = TopKParams {
-            lines: lines as u32,
-            axis_len: axis_len as u32,
-            inner: inner.max(1) as u32,
-            k: k as u32,
-        };
-        let bindings = [
-            x.storage().bind_whole(),
-            values.storage().bind_whole(),
-            indices.storage().bind_whole(),
-        ];
+        // Each element costs up to 2 K + 1 loop iterations (finding its place, shifting).
+        let per_element = 2 * k + 1;
+        if per_element > LOOP_ITERATIONS_PER_DISPATCH {
+            return Err(Error::LimitExceeded {
+                op: OP,
+                what: format!("K = {k}: {per_element} loop iterations per element"),
+                limit: "iterations one invocation runs per dispatch",
+                needed: per_element as u64,
+                max: LOOP_ITERATIONS_PER_DISPATCH as u64,
+            });
+        }
+        let chunk = LOOP_ITERATIONS_PER_DISPATCH / per_element;
         let grid = grid_for(&ctx, OP, lines, wg)?;
-        self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+        let mut start = 0;
+        while start < axis_len {
+            let count = (axis_len - start).min(chunk);
+            let params = TopKParams {
+                lines: lines as u32,
+                axis_len: axis_len as u32,
+                inner: inner.max(1) as u32,
+                k: k as u32,
+                start: start as u32,
+                count: count as u32,
+                pad: [0; 2],
+            };
+            let bindings = [
+                x.storage().bind_whole(),
+                values.storage().bind_whole(),
+                indices.storage().bind_whole(),
+            ];
+            self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            start += count;
+        }
+        Ok(())
     }
 }

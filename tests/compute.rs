@@ -681,8 +681,9 @@ fn matmul_kernels_at_every_workgroup_size() {
                 let rows = sa[sa.len() - 2] as u64;
                 let n = sb[sb.len() - 1] as u64;
                 let group = size.clamp(4, 256);
+                let k = sb[sb.len() - 2] as u64;
                 kernels.insert(wgpu_ops::kernels::matmul::matmul_kernel(
-                    rows, n, cpu, group, 65535,
+                    rows, n, k, cpu, group, 65535,
                 ));
             }
         }
@@ -1008,5 +1009,24 @@ fn pow_with_an_exponent_of_another_type() {
         )
         .unwrap();
         close(&got, &want, &format!("Pow f32 ^ {dtype}"));
+    }
+}
+
+/// Sums longer than one invocation's loop may run (lavapipe stops loops after 65 535
+/// iterations) go to a kernel that splits them: exact on integers, on every kernel set.
+#[test]
+fn matmul_with_a_long_inner_dimension() {
+    for (sa, sb) in [
+        (&[16usize, 140_000][..], &[140_000usize, 2][..]),
+        (&[2, 300_000], &[300_000, 3]),
+    ] {
+        let a = values_for(DType::I32, sa, 1, false);
+        let b = values_for(DType::I32, sb, 2, false);
+        let (got, want) = both(
+            Node::new("MatMul", "mm").inputs(["a", "b"]),
+            vec![("a", a), ("b", b)],
+        )
+        .unwrap();
+        assert!(got == want, "MatMul {sa:?} x {sb:?}");
     }
 }

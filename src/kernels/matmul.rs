@@ -169,18 +169,24 @@ pub enum MatMulKernel {
     Blocks,
 }
 
-/// The kernel for `rows` output rows of `n` columns with workgroups of `group` invocations,
-/// `max` workgroups per grid dimension, on CPU-style kernels or not.
-pub fn matmul_kernel(rows: u64, n: u64, cpu: bool, group: u32, max: u32) -> MatMulKernel {
+/// The most iterations of one loop over k in one invocation: lavapipe stops a shader's loops
+/// after 65 535 iterations and keeps what it has (a blocks product with k = 140 000 came out
+/// as 65 534). Blocks loop over all of k, rows over a quarter, tiles over k / 16 steps.
+pub const MAX_K_LOOP: u64 = 65_000;
+
+/// The kernel for `rows` output rows of `n` columns summing `k` products, with workgroups of
+/// `group` invocations, `max` workgroups per grid dimension, on CPU-style kernels or not.
+pub fn matmul_kernel(rows: u64, n: u64, k: u64, cpu: bool, group: u32, max: u32) -> MatMulKernel {
     let (row_groups, col_groups) = (rows.div_ceil(8), n.div_ceil(4 * u64::from(group)));
     // Blocks need two workgroups to keep two cores busy; one row split four ways does better.
     if cpu
+        && k <= MAX_K_LOOP
         && row_groups <= u64::from(max)
         && col_groups <= u64::from(max)
         && row_groups * col_groups >= 2
     {
         MatMulKernel::Blocks
-    } else if rows < 16 {
+    } else if rows < 16 && k.div_ceil(4) <= MAX_K_LOOP {
         MatMulKernel::Rows
     } else {
         MatMulKernel::Tiles
@@ -492,12 +498,23 @@ impl Recorder {
                 }
                 bytes.extend_from_slice(bytemuck::cast_slice(&words));
             }
-            let variant = match matmul_kernel(*rows, n, ctx.cpu_kernels(), group, max) {
+            let variant = match matmul_kernel(*rows, n, k, ctx.cpu_kernels(), group, max) {
                 // The emulation has no blocks kernel.
                 MatMulKernel::Blocks if emulate64 && *rows < 16 => MatMulKernel::Rows,
                 MatMulKernel::Blocks if emulate64 => MatMulKernel::Tiles,
                 v => v,
             };
+            if variant == MatMulKernel::Tiles && k.div_ceil(16) > MAX_K_LOOP {
+                return Err(Error::LimitExceeded {
+                    op,
+                    what: format!(
+                        "k = {k}: a sum of that many products in 16-wide steps of one loop"
+                    ),
+                    limit: "loop iterations of one invocation (lavapipe stops loops after 65 535)",
+                    needed: k.div_ceil(16),
+                    max: MAX_K_LOOP,
+                });
+            }
             let (pipeline, grid) = match variant {
                 MatMulKernel::Blocks => (
                     // 8 x 4 outputs per invocation (see `blocks` in matmul.wgsl).
@@ -578,14 +595,18 @@ mod tests {
     #[test]
     fn matmul_kernel_follows_rows_and_adapter_kind() {
         // GPUs: tiles from 16 rows, the few-rows kernel below.
-        assert_eq!(matmul_kernel(16, 256, false, 256, 65535), Tiles);
-        assert_eq!(matmul_kernel(15, 256, false, 256, 65535), Rows);
+        assert_eq!(matmul_kernel(16, 256, 64, false, 256, 65535), Tiles);
+        assert_eq!(matmul_kernel(15, 256, 64, false, 256, 65535), Rows);
         // CPU adapters: blocks once there are two workgroups of them, else the few-rows kernel.
-        assert_eq!(matmul_kernel(64, 256, true, 64, 65535), Blocks);
-        assert_eq!(matmul_kernel(9, 256, true, 64, 65535), Blocks);
-        assert_eq!(matmul_kernel(1, 512, true, 64, 65535), Blocks);
-        assert_eq!(matmul_kernel(8, 256, true, 64, 65535), Rows);
+        assert_eq!(matmul_kernel(64, 256, 64, true, 64, 65535), Blocks);
+        assert_eq!(matmul_kernel(9, 256, 64, true, 64, 65535), Blocks);
+        assert_eq!(matmul_kernel(1, 512, 64, true, 64, 65535), Blocks);
+        assert_eq!(matmul_kernel(8, 256, 64, true, 64, 65535), Rows);
         // Row groups beyond a grid dimension go back to tiles.
-        assert_eq!(matmul_kernel(8 * 70000, 256, true, 64, 65535), Tiles);
+        assert_eq!(matmul_kernel(8 * 70000, 256, 64, true, 64, 65535), Tiles);
+        // Sums too long for one invocation's loop go to a kernel that splits them.
+        assert_eq!(matmul_kernel(64, 256, 70_000, true, 64, 65535), Tiles);
+        assert_eq!(matmul_kernel(8, 256, 70_000, true, 64, 65535), Rows);
+        assert_eq!(matmul_kernel(8, 256, 300_000, false, 64, 65535), Tiles);
     }
 }

@@ -6,7 +6,8 @@
 // writing its column in `state` (coalesced: neighbouring invocations hold neighbouring
 // columns), and no step needs a barrier or another dispatch.
 //
-// Per step t, with e_i = exp(decay) for the gated rules (1 otherwise):
+// Per step t, with e_i = exp(decay) for the gated rules (1 otherwise; the host computes
+// exp(decay) once for all columns):
 //   recalled = sum_i e_i S[i, j] k[i]                      (delta rules)
 //   u        = beta (v[j] - recalled)  or  v[j]
 //   S[i, j]  = e_i S[i, j] + k[i] u
@@ -46,7 +47,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> query: array<f32>;
 @group(0) @binding(2) var<storage, read> key: array<f32>;
 @group(0) @binding(3) var<storage, read> value: array<f32>;
-@group(0) @binding(4) var<storage, read> decay: array<f32>;
+// exp(decay), computed once by the host's Exp.
+@group(0) @binding(4) var<storage, read> gate: array<f32>;
 @group(0) @binding(5) var<storage, read> beta: array<f32>;
 @group(0) @binding(6) var<storage, read_write> state: array<f32>;
 @group(0) @binding(7) var<storage, read_write> output: array<f32>;
@@ -86,7 +88,7 @@ fn main(
             for (var i = 0u; i < dk; i++) {
                 var s = state[column + i * dv];
                 if gated {
-                    s *= exp(decay[d0 + i * d_step]);
+                    s *= gate[d0 + i * d_step];
                 }
                 recalled += s * key[k0 + i];
             }
@@ -99,7 +101,7 @@ fn main(
         for (var i = 0u; i < dk; i++) {
             var s = state[column + i * dv];
             if gated {
-                s *= exp(decay[d0 + i * d_step]);
+                s *= gate[d0 + i * d_step];
             }
             s += key[k0 + i] * u;
             state[column + i * dv] = s;
@@ -183,7 +185,7 @@ fn lanes(
             for (var i = lane; i < rows; i += LANES) {
                 var s = state[column + i * dv];
                 if gated {
-                    s *= exp(decay[d0 + i * d_step]);
+                    s *= gate[d0 + i * d_step];
                 }
                 part += s * key[k0 + i];
             }
@@ -196,7 +198,7 @@ fn lanes(
         for (var i = lane; i < rows; i += LANES) {
             var s = state[column + i * dv];
             if gated {
-                s *= exp(decay[d0 + i * d_step]);
+                s *= gate[d0 + i * d_step];
             }
             s += key[k0 + i] * u;
             state[column + i * dv] = s;

@@ -217,8 +217,15 @@ impl Recorder {
         let wide = |rec: &mut Recorder, t: &Tensor| rec.cast_to(t, DType::F32, Out::NEW);
         let (q, k, v) = (wide(self, query)?, wide(self, key)?, wide(self, value)?);
         // The rule reads neither where it is not given: any f32 tensor fills the binding.
+        // The kernel reads the gate exp(decay), computed once here rather than by each of
+        // the dv columns that share it.
         let decay = match optional.decay.filter(|_| plan.rule.gated()) {
-            Some(t) => wide(self, t)?,
+            Some(t) => {
+                let wide_decay = wide(self, t)?;
+                let gate = self.elementwise("Exp", &wide_decay, None)?;
+                self.release(wide_decay);
+                gate
+            }
             None => q.clone(),
         };
         let beta = match optional.beta.filter(|_| plan.rule.delta()) {

@@ -963,3 +963,100 @@ fn body_gathers_its_element_by_host_known_indices() {
         assert_eq!(gpu[0].to_vec::<f32>().unwrap(), want);
     }
 }
+
+/// Body nodes that read no state run once before the loop on the whole scan inputs (their
+/// rows then read as extra scan inputs): the same results as the reference interpreter, which
+/// runs every step, including where the stacked form would not be the same computation and
+/// nothing may move (a constant of the result's rank, a scan input along axis 1, mixed
+/// directions), reversed inputs, moved values used as state and scan outputs, a MatMul of a
+/// vector element, and a nested Scan reading a moved value.
+#[test]
+fn state_free_nodes_run_before_the_loop() {
+    let ints = |shape: &[usize], seed: u64| -> HostTensor {
+        let n: usize = shape.iter().product();
+        let v: Vec<i32> = bytes(seed, n).iter().map(|&b| i32::from(b) - 128).collect();
+        HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+    };
+    let (seq, k) = (6, 4);
+    let w = ints(&[k, 3], 1);
+    // As many rows as steps: stacked, Add(x2, c2) would broadcast without error, row by step.
+    let c2 = ints(&[seq, k], 2);
+    // s' = s + (x W) * 2 (moved: x W, * 2); y = x + c2 (not moved: c2 has the result's rank);
+    // z = x W (a moved value as a scan output); the state itself moves nothing.
+    let body = |extra: Vec<Node>, outputs: &[&str]| {
+        let mut g = Graph::new()
+            .input("s", DType::I32, &[Some(3)])
+            .input("x", DType::I32, &[Some(k)])
+            .input("x2", DType::I32, &[Some(k)])
+            .constant("W", w.clone())
+            .constant("c2", c2.clone())
+            .constant("two", HostTensor::from_vec(vec![], &[2i32]).unwrap())
+            .node(Node::new("MatMul", "xw").inputs(["x", "W"]).outputs(["xw"]))
+            .node(
+                Node::new("Mul", "xw2")
+                    .inputs(["xw", "two"])
+                    .outputs(["xw2"]),
+            )
+            .node(Node::new("Add", "s1").inputs(["s", "xw2"]).outputs(["s1"]))
+            .node(Node::new("Add", "y").inputs(["x2", "c2"]).outputs(["y"]));
+        for nd in extra {
+            g = g.node(nd);
+        }
+        for o in outputs {
+            g = g.output(*o);
+        }
+        g
+    };
+    let s0 = ints(&[3], 3);
+    let xs = ints(&[seq, k], 4);
+    let xs2 = ints(&[seq, k], 5);
+    // (body, Scan attributes, states then scan inputs, scan outputs)
+    type Case<'a> = (Graph, Vec<(&'a str, Attr)>, Vec<HostTensor>, usize);
+    let mut cases: Vec<Case> = Vec::new();
+    for dirs in [vec![0, 0], vec![1, 1], vec![0, 1]] {
+        cases.push((
+            body(vec![], &["s1", "y", "xw"]),
+            vec![("scan_input_directions", Attr::Ints(dirs))],
+            vec![s0.clone(), xs.clone(), xs2.clone()],
+            2,
+        ));
+    }
+    // The second scan input along axis 1: nothing moves.
+    cases.push((
+        body(vec![], &["s1", "y", "xw"]),
+        vec![("scan_input_axes", Attr::Ints(vec![0, 1]))],
+        vec![s0.clone(), xs.clone(), ints(&[k, seq], 6)],
+        2,
+    ));
+    // A moved value as the state (the last step's x W * 2), and read by a nested Scan.
+    let inner = Graph::new()
+        .input("acc", DType::I32, &[])
+        .input("v", DType::I32, &[])
+        .node(Node::new("Add", "a").inputs(["acc", "v"]).outputs(["acc2"]))
+        .node(
+            Node::new("Add", "b")
+                .inputs(["acc2", "xw2"])
+                .outputs(["out"]),
+        )
+        .output("acc2")
+        .output("out");
+    let nested = Node::new("Scan", "inner")
+        .inputs(["zero", "xw"])
+        .outputs(["total", "running"])
+        .attr("body", Attr::Graph(Box::new(inner)))
+        .attr("num_scan_inputs", Attr::Int(1));
+    let mut g = body(vec![nested], &["xw2", "running", "total"]);
+    g.constants.push((
+        "zero".into(),
+        HostTensor::from_vec(vec![], &[0i32]).unwrap(),
+    ));
+    cases.push((g, vec![], vec![s0.clone(), xs.clone(), xs2.clone()], 2));
+    for (n, (b, attrs, inputs, k_out)) in cases.into_iter().enumerate() {
+        let (states, scans) = inputs.split_at(1);
+        let g = scan_graph(states, scans, b, attrs, k_out);
+        for ctx in [ctx(), gpu_kernels_ctx()] {
+            let (gpu, cpu) = run_both_on(ctx, &g, &inputs);
+            assert_eq!(gpu.unwrap(), cpu.unwrap(), "case {n}");
+        }
+    }
+}

@@ -8,6 +8,7 @@ use crate::{DType, Error, HostTensor, Result};
 
 pub(crate) mod exec;
 pub(crate) mod fuse;
+pub(crate) mod hoist;
 pub mod json;
 pub(crate) mod registry;
 pub(crate) mod scan;

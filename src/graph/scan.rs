@@ -389,6 +389,17 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
     if plan.seq == 0 {
         return empty_sequence(rec, args, body, &plan, states);
     }
+    // Nodes that read no state run once, before the loop, on the whole scan inputs.
+    if let Some(h) = super::hoist::hoist(rec, args, body, &attrs, &plan, scans)? {
+        let described: Vec<(DType, Vec<usize>)> = states
+            .iter()
+            .chain(&h.scans)
+            .map(|t| (t.dtype(), t.shape().to_vec()))
+            .collect();
+        let plan = ScanPlan::new(&h.attrs, &h.body, &described, args.node.outputs.len())?;
+        let order = h.body.schedule(&args.scope().names())?;
+        return record_loop(rec, args, &h.body, &order, &plan, states, &h.scans);
+    }
     record_loop(rec, args, body, &order, &plan, states, scans)
 }
 

@@ -274,6 +274,16 @@ fn every_rule_and_head_layout_matches_the_recurrence() {
         dv: 2,
         ..base()
     });
+    // Above 128 rows the GPU kernels keep the state in memory instead of registers.
+    cases.push(Case {
+        dk: 150,
+        dv: 40,
+        batch: 1,
+        steps: 5,
+        q_heads: 2,
+        kv_heads: 1,
+        ..base()
+    });
     cases.push(Case {
         dk: 70,
         dv: 130,

@@ -68,8 +68,12 @@ struct Params {
 /// head size 128 in one dispatch on lavapipe).
 const ITERATIONS_PER_DISPATCH: usize = LOOP_ITERATIONS_PER_DISPATCH;
 
-/// Columns of one workgroup of the `lanes` entry point (`LANE_COLUMNS` in the shader).
+/// Columns of one workgroup of the `lanes` entry points, invocations per column, and rows
+/// each invocation of `lanes_cached` holds (`LANE_COLUMNS`, `LANES`, `ROWS_PER_LANE` in the
+/// shader).
 const LANE_COLUMNS: usize = 32;
+const LANES: usize = 8;
+const ROWS_PER_LANE: usize = 16;
 
 impl Recorder {
     /// Records the recurrence on f32 tensors: `state` ([B, H_kv, dk, dv]) holds the initial
@@ -146,6 +150,7 @@ impl Recorder {
         let pipeline = ctx.pipeline(&Kernel::LinearAttention {
             workgroup_size: wg,
             lanes,
+            cached: lanes && plan.dk <= LANES * ROWS_PER_LANE,
         })?;
         let mut first = 0;
         while first < plan.steps {

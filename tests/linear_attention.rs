@@ -1,11 +1,13 @@
 //! ONNX LinearAttention (opset 27) as one op: every update rule, grouped and multi-query heads,
 //! per-key and per-head decay, per-head and shared beta, a past state, f16 and bf16, against
-//! an independent recurrence in f64 written from the spec's formulas; and its errors. (The 14
-//! ONNX node tests of the op run in tests/onnx_node.rs.)
+//! an independent recurrence in f64 written from the spec's formulas (the reference
+//! interpreter's too); and its errors. (The 14 ONNX node tests of the op run in
+//! tests/onnx_node.rs.)
 
 mod common;
 use common::*;
 use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::reference::graph::run_graph;
 use wgpu_ops::{DType, HostTensor, Session};
 
 #[derive(Clone, Copy, Debug)]
@@ -190,6 +192,22 @@ fn run_case(c: &Case, dtype: DType, seed: u64, atol: f64, rtol: f64) -> f64 {
         }
     }
     let (want_out, want_state) = recurrence(c, &exact);
+    // The reference interpreter's LinearAttention (f64 too, rounded once to the types) agrees
+    // with this recurrence to the types' rounding.
+    let reference = run_graph(&graph(c, dtype), &given, &Default::default()).unwrap();
+    for (r, want) in reference.iter().zip([&want_out, &want_state]) {
+        let r = wgpu_ops::reference::cast_host(r, DType::F64)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap();
+        let ulp = if dtype == DType::F32 { 1e-6 } else { 1e-2 };
+        for (x, w) in r.iter().zip(want.iter()) {
+            assert!(
+                (x - w).abs() <= ulp * (1e-3 + w.abs()),
+                "reference {c:?}: {x} vs {w}"
+            );
+        }
+    }
     let got = Session::new(ctx(), graph(c, dtype))
         .unwrap()
         .run_blocking(given)

@@ -438,6 +438,96 @@ fn run_node(
             y.shape = x.shape.clone();
             one(cast(&y, x.dtype)?)
         }
+        // The spec's recurrence step by step in f64, rounded once to the output types.
+        "LinearAttention" => {
+            let opt = |i: usize| args.get(i).cloned().flatten();
+            let (q, k, v, past, decay, beta) = (a(0)?, a(1)?, a(2)?, opt(3), opt(4), opt(5));
+            let attrs = crate::ops::linear_attention::LinearAttention {
+                q_num_heads: int(node, "q_num_heads").ok_or("q_num_heads is required")?,
+                kv_num_heads: int(node, "kv_num_heads").ok_or("kv_num_heads is required")?,
+                scale: match node.attrs.get("scale") {
+                    Some(Attr::Float(v)) => *v as f32,
+                    _ => 0.0,
+                },
+                update_rule: match node.attrs.get("update_rule") {
+                    Some(Attr::String(s)) => s.clone(),
+                    _ => "gated_delta".into(),
+                },
+            };
+            let shape = |t: &Option<HostTensor>| t.as_ref().map(|t| t.shape.clone());
+            let (ds, bs, ps) = (shape(&decay), shape(&beta), shape(&past));
+            let p = attrs
+                .plan(
+                    [&q.shape, &k.shape, &v.shape],
+                    ds.as_deref(),
+                    bs.as_deref(),
+                    ps.as_deref(),
+                )
+                .map_err(|e| RefError(e.to_string()))?;
+            let wide =
+                |t: &HostTensor| -> R<Vec<f64>> { Ok(cast(t, DType::F64)?.to_vec::<f64>()?) };
+            let (qv, kv_, vv) = (wide(&q)?, wide(&k)?, wide(&v)?);
+            let dv_ = match &decay {
+                Some(t) if p.rule.gated() => wide(t)?,
+                _ => Vec::new(),
+            };
+            let bv = match &beta {
+                Some(t) if p.rule.delta() => wide(t)?,
+                _ => Vec::new(),
+            };
+            let (hq, hkv, dk, dv) = (p.q_heads, p.kv_heads, p.dk, p.dv);
+            let mut s = match &past {
+                Some(t) => wide(t)?,
+                None => vec![0.0; p.batch * hkv * dk * dv],
+            };
+            let mut out = vec![0.0; p.batch * p.steps * hq * dv];
+            for b in 0..p.batch {
+                for t in 0..p.steps {
+                    let row = b * p.steps + t;
+                    for h in 0..hkv {
+                        let st = &mut s[(b * hkv + h) * dk * dv..][..dk * dv];
+                        let kvr = row * hkv + h;
+                        let e = |i: usize| match (p.rule.gated(), p.decay_per_key) {
+                            (false, _) => 1.0,
+                            (true, true) => dv_[kvr * dk + i].exp(),
+                            (true, false) => dv_[kvr].exp(),
+                        };
+                        for i in 0..dk {
+                            let ei = e(i);
+                            st[i * dv..][..dv].iter_mut().for_each(|x| *x *= ei);
+                        }
+                        let key = &kv_[kvr * dk..][..dk];
+                        let mut u: Vec<f64> = vv[kvr * dv..][..dv].to_vec();
+                        if p.rule.delta() {
+                            let rate = bv[if p.beta_per_head { kvr } else { row }];
+                            for (j, uj) in u.iter_mut().enumerate() {
+                                let recalled: f64 = (0..dk).map(|i| st[i * dv + j] * key[i]).sum();
+                                *uj = rate * (*uj - recalled);
+                            }
+                        }
+                        for i in 0..dk {
+                            for j in 0..dv {
+                                st[i * dv + j] += key[i] * u[j];
+                            }
+                        }
+                        for g in 0..hq / hkv {
+                            let qh = h * (hq / hkv) + g;
+                            let query = &qv[(row * hq + qh) * dk..][..dk];
+                            for j in 0..dv {
+                                let o: f64 = (0..dk).map(|i| query[i] * st[i * dv + j]).sum();
+                                out[(row * hq + qh) * dv + j] = f64::from(p.scale) * o;
+                            }
+                        }
+                    }
+                }
+            }
+            let state_dtype = past.as_ref().map_or(q.dtype, |t| t.dtype);
+            let y = HostTensor::from_vec(vec![p.batch, p.steps, hq * dv], &out)?;
+            let present = HostTensor::from_vec(vec![p.batch, hkv, dk, dv], &s)?;
+            let mut outputs = vec![cast(&y, q.dtype)?, cast(&present, state_dtype)?];
+            outputs.truncate(node.outputs.len().max(1));
+            Ok(outputs)
+        }
         "Gemm" => {
             let float = |name: &str, d: f64| match node.attrs.get(name) {
                 Some(Attr::Float(v)) => *v,

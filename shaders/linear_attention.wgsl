@@ -118,13 +118,17 @@ fn main(
     }
 }
 
-// The same recurrence for GPUs, where one invocation per column leaves most of the device idle
-// (16 heads of 128 columns: 2048 invocations) and each step waits on two chains of dk loads:
-// a workgroup of 256 takes 32 columns of one head, and LANES invocations share each column's
-// rows (row i goes to lane i % LANES). Sums over the rows meet in workgroup memory: each
-// invocation writes its lane's part, and after a barrier every lane adds the LANES parts
-// itself (so no second broadcast is needed); a second barrier lets the parts be overwritten.
-// Neighbouring invocations hold neighbouring columns at the same row: coalesced.
+// The same recurrence for GPUs and head sizes up to LANES * ROWS_PER_LANE (128), where one
+// invocation per column leaves most of the device idle (16 heads of 128 columns: 2048
+// invocations) and each step waits on two chains of dk loads: a workgroup of 256 takes 32
+// columns of one head, and LANES invocations share each column's rows (row i goes to lane
+// i % LANES). Each invocation keeps its rows in registers for the whole dispatch, reading the
+// state once at the start and writing it once at the end, so a step touches no state memory
+// (the loops over the rows have constant bounds, which lets compilers unroll them). Sums over
+// the rows meet in workgroup memory: each invocation writes its lane's part, and after a
+// barrier every lane adds the LANES parts itself (so no second broadcast is needed); a second
+// barrier lets the parts be overwritten. Neighbouring invocations hold neighbouring columns
+// at the same row: coalesced.
 
 const LANES: u32 = 8u;
 const LANE_COLUMNS: u32 = 32u;
@@ -144,92 +148,11 @@ fn lane_sum(lane: u32, col: u32, part: f32) -> f32 {
     return total;
 }
 
-@compute @workgroup_size(256)
-fn lanes(
-    @builtin(workgroup_id) group_id: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let dk = params.dk;
-    let dv = params.dv;
-    let tiles = (dv + LANE_COLUMNS - 1u) / LANE_COLUMNS;
-    let w = group_id.x + groups.x * (group_id.y + groups.y * group_id.z);
-    // b * kv_heads + h; past the last head the whole workgroup idles (uniformly).
-    let head = w / tiles;
-    if head * dv >= params.columns {
-        return;
-    }
-    let col = local % LANE_COLUMNS;
-    let lane = local / LANE_COLUMNS;
-    let j = (w % tiles) * LANE_COLUMNS + col;
-    // Columns past dv read and write nothing but still meet every barrier.
-    let live = j < dv;
-    let jj = min(j, dv - 1u);
-    let rows = select(0u, dk, live);
-    let h = head % params.kv_heads;
-    let b = head / params.kv_heads;
-    let per_kv = params.q_heads / params.kv_heads;
-    let column = head * dk * dv + jj;
-    let gated = params.rule == GATED || params.rule == GATED_DELTA;
-    let delta = params.rule == DELTA || params.rule == GATED_DELTA;
-    let per_key = params.decay_per_key != 0u;
-    for (var t = params.first_step; t < params.first_step + params.steps; t++) {
-        let row = b * params.total_steps + t;
-        let kv = row * params.kv_heads + h;
-        let k0 = kv * dk;
-        let d0 = select(kv, kv * dk, per_key);
-        let d_step = select(0u, 1u, per_key);
-        var u = select(0.0, value[kv * dv + jj], live);
-        if delta {
-            var part = 0.0;
-            for (var i = lane; i < rows; i += LANES) {
-                var s = state[column + i * dv];
-                if gated {
-                    s *= gate[d0 + i * d_step];
-                }
-                part += s * key[k0 + i];
-            }
-            let recalled = lane_sum(lane, col, part);
-            u = beta[select(row, kv, params.beta_per_head != 0u)] * (u - recalled);
-        }
-        let q0 = (row * params.q_heads + h * per_kv) * dk;
-        let o0 = (row * params.q_heads + h * per_kv) * dv + jj;
-        var part = 0.0;
-        for (var i = lane; i < rows; i += LANES) {
-            var s = state[column + i * dv];
-            if gated {
-                s *= gate[d0 + i * d_step];
-            }
-            s += key[k0 + i] * u;
-            state[column + i * dv] = s;
-            part += query[q0 + i] * s;
-        }
-        let first = lane_sum(lane, col, part);
-        if live && lane == 0u {
-            output[o0] = params.scale * first;
-        }
-        for (var g = 1u; g < per_kv; g++) {
-            var other = 0.0;
-            for (var i = lane; i < rows; i += LANES) {
-                other += query[q0 + g * dk + i] * state[column + i * dv];
-            }
-            let total = lane_sum(lane, col, other);
-            if live && lane == 0u {
-                output[o0 + g * dv] = params.scale * total;
-            }
-        }
-    }
-}
-
-// `lanes` for head sizes up to LANES * ROWS_PER_LANE (128): each invocation keeps its rows of
-// the column in registers for the whole dispatch, reading the state once at the start and
-// writing it once at the end, so a step touches no state memory at all. The loops over the
-// rows have constant bounds, which lets compilers unroll them and keep `rows_held` in registers.
-
+// Rows each invocation holds: LANES * ROWS_PER_LANE is the largest head size of `lanes`.
 const ROWS_PER_LANE: u32 = 16u;
 
 @compute @workgroup_size(256)
-fn lanes_cached(
+fn lanes(
     @builtin(workgroup_id) group_id: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,

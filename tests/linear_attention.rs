@@ -292,7 +292,7 @@ fn every_rule_and_head_layout_matches_the_recurrence() {
         dv: 2,
         ..base()
     });
-    // Above 128 rows the GPU kernels keep the state in memory instead of registers.
+    // Above 128 rows the GPU kernels run one invocation per column too.
     cases.push(Case {
         dk: 150,
         dv: 40,

@@ -68,9 +68,8 @@ struct Params {
 /// head size 128 in one dispatch on lavapipe).
 const ITERATIONS_PER_DISPATCH: usize = LOOP_ITERATIONS_PER_DISPATCH;
 
-/// Columns of one workgroup of the `lanes` entry points, invocations per column, and rows
-/// each invocation of `lanes_cached` holds (`LANE_COLUMNS`, `LANES`, `ROWS_PER_LANE` in the
-/// shader).
+/// Columns of one workgroup of the `lanes` entry point, invocations per column, and rows each
+/// invocation holds (`LANE_COLUMNS`, `LANES`, `ROWS_PER_LANE` in the shader).
 const LANE_COLUMNS: usize = 32;
 const LANES: usize = 8;
 const ROWS_PER_LANE: usize = 16;
@@ -137,9 +136,12 @@ impl Recorder {
         }
         let chunk = ITERATIONS_PER_DISPATCH / per_step;
         // GPUs: 8 invocations per column (workgroups of 256 over 32 columns of one head), so a
-        // head of 128 columns keeps 1024 invocations busy instead of 128. CPU adapters run a
-        // workgroup as a loop on one core, where barriers cost more than they share.
-        let lanes = !ctx.cpu_kernels() && ctx.limits().max_compute_invocations_per_workgroup >= 256;
+        // head of 128 columns keeps 1024 invocations busy instead of 128, each holding its
+        // rows in registers (up to 16: head sizes up to 128). CPU adapters run a workgroup as
+        // a loop on one core, where barriers cost more than they share.
+        let lanes = !ctx.cpu_kernels()
+            && ctx.limits().max_compute_invocations_per_workgroup >= 256
+            && plan.dk <= LANES * ROWS_PER_LANE;
         let (wg, invocations) = if lanes {
             let tiles = plan.dv.div_ceil(LANE_COLUMNS);
             (256, (plan.batch * plan.kv_heads * tiles) as u64 * 256)
@@ -150,7 +152,6 @@ impl Recorder {
         let pipeline = ctx.pipeline(&Kernel::LinearAttention {
             workgroup_size: wg,
             lanes,
-            cached: lanes && plan.dk <= LANES * ROWS_PER_LANE,
         })?;
         let mut first = 0;
         while first < plan.steps {

@@ -177,14 +177,9 @@ pub enum Kernel {
     /// `copy.wgsl`: a copy of words, or of `vec4<u32>` (`main_vec4`), on GPUs.
     Copy { workgroup_size: u32, vec4: bool },
     /// `linear_attention.wgsl`: ONNX LinearAttention's recurrence (f32), one invocation per
-    /// state column, or (`lanes`, GPUs) 8 per column in workgroups of 256.
-    /// `cached` (`lanes_cached`): head sizes up to 128, each invocation's rows held in
-    /// registers through the dispatch.
-    LinearAttention {
-        workgroup_size: u32,
-        lanes: bool,
-        cached: bool,
-    },
+    /// state column, or (`lanes`: GPUs, head sizes up to 128) 8 per column in workgroups of
+    /// 256, their rows held in registers through the dispatch.
+    LinearAttention { workgroup_size: u32, lanes: bool },
     /// `scan_counter.wgsl`: advances that counter.
     ScanCounter,
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
@@ -206,19 +201,15 @@ impl Kernel {
         let mut out = Vec::new();
         out.push(Kernel::ScanCounter);
         // Its workgroup is fixed at 256 (the `workgroup_size` field only keys the override).
-        for cached in [false, true] {
-            out.push(Kernel::LinearAttention {
-                workgroup_size: 256,
-                lanes: true,
-                cached,
-            });
-        }
+        out.push(Kernel::LinearAttention {
+            workgroup_size: 256,
+            lanes: true,
+        });
         for workgroup_size in WORKGROUP_SIZES {
             out.push(Kernel::ScanStep { workgroup_size });
             out.push(Kernel::LinearAttention {
                 workgroup_size,
                 lanes: false,
-                cached: false,
             });
             for vec4 in [false, true] {
                 out.push(Kernel::Copy {
@@ -569,11 +560,6 @@ impl Kernel {
             Kernel::Gather { pairs: true, .. } => "main_pairs",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
             Kernel::Copy { vec4: true, .. } => "main_vec4",
-            Kernel::LinearAttention {
-                lanes: true,
-                cached: true,
-                ..
-            } => "lanes_cached",
             Kernel::LinearAttention { lanes: true, .. } => "lanes",
             Kernel::MatMul {
                 variant: MatMulKernel::Rows,

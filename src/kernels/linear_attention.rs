@@ -64,10 +64,6 @@ struct Params {
     scale: f32,
 }
 
-/// See [`LOOP_ITERATIONS_PER_DISPATCH`] (found on this op: wrong columns from step 251 of
-/// head size 128 in one dispatch on lavapipe).
-const ITERATIONS_PER_DISPATCH: usize = LOOP_ITERATIONS_PER_DISPATCH;
-
 /// Columns of one workgroup of the `lanes` entry point, invocations per column, and rows each
 /// invocation holds (`LANE_COLUMNS`, `LANES`, `ROWS_PER_LANE` in the shader).
 const LANE_COLUMNS: usize = 32;
@@ -121,7 +117,7 @@ impl Recorder {
         // Per step: two passes over the column (one without the delta rules) and one per
         // further query head of the group.
         let per_step = plan.dk * (plan.q_heads / plan.kv_heads + 2);
-        if per_step > ITERATIONS_PER_DISPATCH {
+        if per_step > LOOP_ITERATIONS_PER_DISPATCH {
             return Err(Error::LimitExceeded {
                 op,
                 what: format!(
@@ -131,10 +127,10 @@ impl Recorder {
                 ),
                 limit: "iterations one invocation runs per dispatch",
                 needed: per_step as u64,
-                max: ITERATIONS_PER_DISPATCH as u64,
+                max: LOOP_ITERATIONS_PER_DISPATCH as u64,
             });
         }
-        let chunk = ITERATIONS_PER_DISPATCH / per_step;
+        let chunk = LOOP_ITERATIONS_PER_DISPATCH / per_step;
         // GPUs: 8 invocations per column (workgroups of 256 over 32 columns of one head), so a
         // head of 128 columns keeps 1024 invocations busy instead of 128, each holding its
         // rows in registers (up to 16: head sizes up to 128). CPU adapters run a workgroup as

@@ -9,6 +9,7 @@ Usage: scripts/linear_attention_vs_onnxruntime.py [B T HEADS HEAD_SIZE] [--runs 
 --node-by-node also runs the model once with element-wise chains not fused, for the dispatch
 count and time before fusion; --op builds the model with the LinearAttention node itself
 instead of its expansion (both runtimes run that model; wgpu-ops in one dispatch).
+ONNX_TIMING=PATH runs that prebuilt onnx_timing binary instead of `cargo run`.
 """
 import argparse
 import os
@@ -87,8 +88,10 @@ for _ in range(runs):
 ort_ms = sorted(times)[len(times) // 2] * 1e3
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-cmd = ["cargo", "run", "-q", "--release", "--example", "onnx_timing", "--",
-       path, os.path.join(work, "out"), str(runs)] + \
+binary = os.environ.get("ONNX_TIMING")
+cmd = ([binary] if binary else
+       ["cargo", "run", "-q", "--release", "--example", "onnx_timing", "--"]) + \
+      [path, os.path.join(work, "out"), str(runs)] + \
       (["--node-by-node"] if opts.node_by_node else []) + \
       [f"{k}={os.path.join(work, k + '.npy')}" for k in feeds]
 report = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout

@@ -172,10 +172,27 @@ fn as_f64(t: &HostTensor) -> Vec<f64> {
 /// Bit-equal, or for floats: both NaN, equal (-0.0 == 0.0), or for inexact ops within a
 /// relative tolerance.
 fn check(op: &str, got: &HostTensor, want: &HostTensor, what: &str) {
-    assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
+    if let Err(e) = compare(op, got, want, what) {
+        panic!("{e}");
+    }
+}
+
+/// `check` as a result, for tests that report every mismatch before failing.
+fn compare(op: &str, got: &HostTensor, want: &HostTensor, what: &str) -> Result<(), String> {
+    if (got.dtype, &got.shape) != (want.dtype, &want.shape) {
+        return Err(format!(
+            "{what}: {:?} {:?} vs reference {:?} {:?}",
+            got.dtype, got.shape, want.dtype, want.shape
+        ));
+    }
     if !float(got.dtype) {
-        assert_eq!(got.data, want.data, "{what}");
-        return;
+        if got.data != want.data {
+            let i = (0..got.data.len())
+                .find(|&i| got.data[i] != want.data[i])
+                .unwrap_or(0);
+            return Err(format!("{what}: byte {i} differs from the reference"));
+        }
+        return Ok(());
     }
     // Relative tolerances of the inexact ops: f32 as onnxruntime's own tests compare float
     // results (1e-5), two units in the last place of f16 and bf16, and 1e-12 for f64.
@@ -190,8 +207,11 @@ fn check(op: &str, got: &HostTensor, want: &HostTensor, what: &str) {
         let ok = (a.is_nan() && b.is_nan())
             || a == b
             || (a - b).abs() <= tolerance * a.abs().max(b.abs());
-        assert!(ok, "{what}: element {i}: GPU {a:e} vs reference {b:e}");
+        if !ok {
+            return Err(format!("{what}: element {i}: GPU {a:e} vs reference {b:e}"));
+        }
     }
+    Ok(())
 }
 
 /// Runs a one-node graph on the GPU (context `ctx`) and on the CPU reference.
@@ -266,6 +286,7 @@ fn every_op_on(d: DType) {
         "Xor",
     ];
     let mut ran = 0;
+    let mut mismatches = Vec::new();
     let mut run = |op: &str, inputs: Vec<(&str, HostTensor)>| {
         let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
         let node = match op {
@@ -278,7 +299,9 @@ fn every_op_on(d: DType) {
         match both(ctx, node, inputs) {
             Ok((got, want)) => {
                 assert!(onnx_allows(op, d) && !not_yet(op, d), "{what} ran");
-                check(op, &got, &want, &what);
+                if let Err(e) = compare(op, &got, &want, &what) {
+                    mismatches.push(e);
+                }
                 ran += 1;
             }
             Err(e) => {
@@ -321,6 +344,7 @@ fn every_op_on(d: DType) {
         );
     }
     assert!(ran > 0, "nothing ran on {d}");
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
 dtype_tests!(every_elementwise_op, every_op_on);
@@ -328,12 +352,16 @@ dtype_tests!(every_elementwise_op, every_op_on);
 /// Cast from `d` to every dtype, on edge and random values: bit for bit.
 fn casts_from(d: DType) {
     let x = values(d, 48, 2);
+    let mut mismatches = Vec::new();
     for to in DType::ALL {
         let node = Node::new("Cast", "c").attr("to", Attr::String(to.name().into()));
         let (got, want) = both(ctx(), node.inputs(["x"]), vec![("x", x.clone())])
             .unwrap_or_else(|e| panic!("Cast {d} -> {to}: {e}"));
-        check("Cast", &got, &want, &format!("Cast {d} -> {to}"));
+        if let Err(e) = compare("Cast", &got, &want, &format!("Cast {d} -> {to}")) {
+            mismatches.push(e);
+        }
     }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
 dtype_tests!(cast_between_every_pair, casts_from);

@@ -826,6 +826,7 @@ fn deeply_nested_scans_of_length_one_take_linear_work() {
 fn work_beyond_the_limit_is_refused_before_the_loop_runs() {
     let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         max_commands: Some(1000),
+        cpu_kernels: cpu_kernels_from_env(),
         ..Default::default()
     })
     .unwrap();

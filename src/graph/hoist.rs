@@ -16,6 +16,7 @@ use super::exec::{record_graph, NodeArgs, Scope, Slot};
 use super::fuse::{fusable, head_op};
 use super::scan::{ScanAttrs, ScanPlan};
 use super::{Graph, Node, ValueInfo};
+use crate::recorder::Step;
 use crate::{Recorder, Result, Tensor};
 
 /// The loop without its state-free nodes: the body, attributes and scan inputs to run.
@@ -23,6 +24,9 @@ pub(crate) struct Hoisted {
     pub body: Graph,
     pub attrs: ScanAttrs,
     pub scans: Vec<Tensor>,
+    /// The moved nodes' commands, captured: the loop replays them before its first
+    /// iteration, so the Scan's work limit counts them before any is encoded.
+    pub before: Vec<Step>,
 }
 
 /// What is known of a value before the loop: whether it has the sequence axis in front
@@ -78,9 +82,10 @@ fn stacked_shape(node: &Node, inputs: &[&Known]) -> Option<Vec<usize>> {
     })
 }
 
-/// Moves the state-free nodes of the Scan's `body` out of the loop: records them now on the
-/// whole scan inputs and returns the Scan that reads their results as extra scan inputs, or
-/// `None` when no node moves (or the moved values would hold more than twice the scan inputs).
+/// Moves the state-free nodes of the Scan's `body` out of the loop: captures them on the
+/// whole scan inputs and returns the Scan that reads their results as extra scan inputs (and
+/// no longer reads the scan inputs only they read), or `None` when no node moves (or the moved
+/// values would hold more than twice the scan inputs).
 pub(crate) fn hoist(
     rec: &mut Recorder,
     args: &NodeArgs,
@@ -225,12 +230,8 @@ pub(crate) fn hoist(
             .insert(name.clone(), Slot::constant(value.clone()));
     }
     let before_order = before.schedule(&args.scope().names())?;
-    record_graph(rec, &before, &before_order, &mut scope, &HashMap::new())?;
-    let mut all_scans = scans.to_vec();
-    for name in &needed {
-        let slot = scope.get(name).expect("recorded");
-        all_scans.push(slot.tensor(&ctx)?);
-    }
+    let ((), before_steps) =
+        rec.capture(|rec| record_graph(rec, &before, &before_order, &mut scope, &HashMap::new()))?;
     let mut rest = body.clone();
     rest.nodes = body
         .nodes
@@ -239,18 +240,39 @@ pub(crate) fn hoist(
         .filter(|(_, &mv)| !mv)
         .map(|(nd, _)| nd.clone())
         .collect();
+    // Scan inputs that only moved nodes read are not read per iteration any more.
+    let still_read: HashSet<String> = rest
+        .nodes
+        .iter()
+        .flat_map(|nd| nd.reads())
+        .chain(body.outputs.iter().map(|o| o.name.clone()))
+        .collect();
+    let kept: Vec<usize> = (0..m)
+        .filter(|&j| still_read.contains(&body.inputs[n + j].name))
+        .collect();
+    rest.inputs = body.inputs[..n]
+        .iter()
+        .chain(kept.iter().map(|&j| &body.inputs[n + j]))
+        .cloned()
+        .collect();
+    let mut all_scans: Vec<Tensor> = kept.iter().map(|&j| scans[j].clone()).collect();
+    for name in &needed {
+        let slot = scope.get(name).expect("recorded");
+        all_scans.push(slot.tensor(&ctx)?);
+    }
     rest.inputs.extend(needed.iter().map(ValueInfo::named));
-    let extra = needed.len();
+    let count = all_scans.len();
     let reverse = i64::from(plan.in_reverse[0]);
     let mut attrs = attrs.clone();
-    attrs.num_scan_inputs = Some((m + extra) as i64);
-    if let Some(axes) = &mut attrs.scan_input_axes {
-        axes.extend(std::iter::repeat_n(0, extra));
+    attrs.num_scan_inputs = Some(count as i64);
+    if attrs.scan_input_axes.is_some() {
+        attrs.scan_input_axes = Some(vec![0; count]);
     }
-    attrs.scan_input_directions = Some(vec![reverse; m + extra]);
+    attrs.scan_input_directions = Some(vec![reverse; count]);
     Ok(Some(Hoisted {
         body: rest,
         attrs,
         scans: all_scans,
+        before: before_steps,
     }))
 }

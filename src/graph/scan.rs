@@ -398,9 +398,11 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
             .collect();
         let plan = ScanPlan::new(&h.attrs, &h.body, &described, args.node.outputs.len())?;
         let order = h.body.schedule(&args.scope().names())?;
-        return record_loop(rec, args, &h.body, &order, &plan, states, &h.scans);
+        return record_loop(
+            rec, args, &h.body, &order, &plan, states, &h.scans, h.before,
+        );
     }
-    record_loop(rec, args, body, &order, &plan, states, scans)
+    record_loop(rec, args, body, &order, &plan, states, scans, Vec::new())
 }
 
 /// The body's captured commands for one parity of the iteration index, and its scan-output
@@ -490,6 +492,7 @@ fn capture_body(
 
 /// The loop: buffers allocated once, the body captured per parity, then every iteration
 /// replayed with no host round-trip (submitted in chunks, see `Recorder::end_of_iteration`).
+#[allow(clippy::too_many_arguments)]
 fn record_loop(
     rec: &mut Recorder,
     args: &NodeArgs,
@@ -498,6 +501,7 @@ fn record_loop(
     plan: &ScanPlan,
     states: &[Tensor],
     scans: &[Tensor],
+    hoisted: Vec<Step>,
 ) -> Result<Vec<Tensor>> {
     let (n, seq) = (plan.n, plan.seq);
     let ctx = rec.context().clone();
@@ -508,9 +512,14 @@ fn record_loop(
             .collect()
     };
     let ping_pong = [state_buffers()?, state_buffers()?];
-    for (s, p) in states.iter().zip(&ping_pong[0]) {
-        rec.copy(s.storage(), 0, p.storage(), 0, padded_size(s.byte_len()))?;
-    }
+    // The initial states' copies run with the loop, after its work limit is checked.
+    let ((), mut before) = rec.capture(|rec| {
+        for (s, p) in states.iter().zip(&ping_pong[0]) {
+            rec.copy(s.storage(), 0, p.storage(), 0, padded_size(s.byte_len()))?;
+        }
+        Ok(())
+    })?;
+    before.extend(hoisted);
     let elements: Vec<Tensor> = scans
         .iter()
         .zip(&plan.element_shapes)
@@ -576,8 +585,11 @@ fn record_loop(
         .max()
         .unwrap_or(0)
         + (plan.m + outputs.len() + 1) as u64;
-    let commands = per_iteration.saturating_mul(seq as u64);
-    let run = match in_pass_iterations(
+    let before_commands: u64 = before.iter().map(Step::commands).sum();
+    let commands = per_iteration
+        .saturating_mul(seq as u64)
+        .saturating_add(before_commands);
+    let iterations = match in_pass_iterations(
         rec,
         plan,
         &instances,
@@ -588,6 +600,14 @@ fn record_loop(
     )? {
         Some(iteration) => iteration,
         None => copied_iterations(plan, instances, &outputs, scans, elements, &accumulators),
+    };
+    let run: LoopFn = if before.is_empty() {
+        iterations
+    } else {
+        Arc::new(move |rec: &mut Recorder| {
+            rec.replay(&before)?;
+            iterations(rec)
+        })
     };
     rec.run_loop(OP, run, commands)?;
 

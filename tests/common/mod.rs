@@ -8,7 +8,7 @@ use wgpu_ops::{Context, ContextOptions, DType, HostTensor, Tensor};
 /// The context every GPU test uses. No adapter is a failure, never a skip.
 /// `WGPU_OPS_CPU_KERNELS=0` runs the suite with the kernels meant for GPUs on a CPU adapter
 /// (lavapipe), so those variants are checked without a GPU; `1` the reverse on a GPU.
-fn cpu_kernels_from_env() -> Option<bool> {
+pub fn cpu_kernels_from_env() -> Option<bool> {
     std::env::var("WGPU_OPS_CPU_KERNELS").ok().map(|v| v != "0")
 }
 

@@ -714,13 +714,22 @@ fn float_to_integer_casts_saturate_on_every_adapter() {
     let x = HostTensor::from_vec(vec![v.len()], &v).unwrap();
     let adapters = pollster::block_on(wgpu_ops::gpu::list_adapters(&Default::default()));
     assert!(!adapters.is_empty());
+    let mut checked = 0;
     for info in adapters {
-        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        // An adapter listed but unable to give a device (NVIDIA's GL through EGL on a
+        // headless machine answers "Parent device is lost") is not one this test can check.
+        let ctx = match wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
             backends: Some(info.backend.into()),
             adapter_name: Some(info.name.clone()),
             ..Default::default()
-        })
-        .unwrap();
+        }) {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                eprintln!("not checked: {} ({:?}): {e}", info.name, info.backend);
+                continue;
+            }
+        };
+        checked += 1;
         let t = wgpu_ops::Tensor::from_host(&ctx, &x).unwrap();
         let (u, i) = ctx
             .run(|rec| Ok((rec.cast(&t, DType::U32)?, rec.cast(&t, DType::I32)?)))
@@ -739,6 +748,7 @@ fn float_to_integer_casts_saturate_on_every_adapter() {
             "{place}"
         );
     }
+    assert!(checked > 0, "no adapter gave a device");
 }
 
 /// Inputs of the variadic test: the 32-bit helper's values, widened for the 64-bit dtypes (i64
@@ -929,7 +939,8 @@ fn cast_between_32_and_64_bit_types() {
                 vec![("x", x)],
             )
             .unwrap();
-            assert_eq!(got, want, "{from} -> {to}");
+            assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape));
+            assert_eq!(nan_canonical(&got), nan_canonical(&want), "{from} -> {to}");
         }
     }
     // Without the 64-bit features, a Cast between f64 and i64 (beyond the i64 emulation,

@@ -377,9 +377,13 @@ impl Context {
         })
     }
 
-    /// Blocking [`Context::new`] for native callers.
+    /// Blocking [`Context::new`] for native callers. Contexts are created one at a time in a
+    /// process: on the H100 (Vulkan, driver 580) several threads creating contexts at once
+    /// sometimes never returned, while one at a time they always did.
     #[cfg(feature = "native")]
     pub fn new_blocking(options: ContextOptions) -> Result<Context> {
+        static CREATING: Mutex<()> = Mutex::new(());
+        let _one_at_a_time = CREATING.lock().unwrap_or_else(|e| e.into_inner());
         pollster::block_on(Context::new(options))
     }
 

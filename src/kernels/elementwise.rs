@@ -96,6 +96,27 @@ const F64_NATIVE: [&str; 11] = [
     "Relu",
 ];
 
+/// f32 ops that only choose a value or change its sign, written on the bits: GPUs that flush
+/// subnormal f32 values to zero in arithmetic and comparisons (NVIDIA's Vulkan driver does;
+/// WGSL allows it) still give these exact results. `K(x)`, the bits as an i32 with the
+/// magnitude bits of negatives flipped, orders floats as numbers (-0 below +0).
+const F32_BITWISE: [(&str, &str); 5] = [
+    ("Neg", "bitcast<f32>(bitcast<u32>(a) ^ 0x80000000u)"),
+    ("Abs", "bitcast<f32>(bitcast<u32>(a) & 0x7fffffffu)"),
+    (
+        "Relu",
+        "select(a, 0.0, bitcast<i32>(a) < 0 && (bitcast<u32>(a) & 0x7fffffffu) <= 0x7f800000u)",
+    ),
+    (
+        "Max",
+        "select(select(a, b, (bitcast<i32>(a) ^ ((bitcast<i32>(a) >> 31u) & 0x7fffffff)) < (bitcast<i32>(b) ^ ((bitcast<i32>(b) >> 31u) & 0x7fffffff))), a + b, (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u || (bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)",
+    ),
+    (
+        "Min",
+        "select(select(a, b, (bitcast<i32>(b) ^ ((bitcast<i32>(b) >> 31u) & 0x7fffffff)) < (bitcast<i32>(a) ^ ((bitcast<i32>(a) >> 31u) & 0x7fffffff))), a + b, (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u || (bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)",
+    ),
+];
+
 /// The ops whose expressions call functions only the word kernel's template has.
 const WORDS_ONLY: [&str; 2] = ["Pow", "Tanh"];
 
@@ -112,7 +133,11 @@ impl ElementwiseOp {
     /// The op's WGSL expression for the 32- or 64-bit type `dtype` computes in.
     pub fn expression(&self, dtype: DType) -> Option<&'static str> {
         match dtype {
-            DType::F32 => self.float,
+            DType::F32 => F32_BITWISE
+                .iter()
+                .find(|(name, _)| *name == self.name)
+                .map(|(_, e)| *e)
+                .or(self.float),
             // Vulkan's extended instructions have no f64 exp, log, tanh or pow: those need
             // software implementations, not written yet.
             DType::F64 if F64_NATIVE.contains(&self.name) => self.float,
@@ -187,6 +212,11 @@ pub fn cast_expression(from: DType, to: DType) -> String {
             "18446744073709551616.0",
             "0lu",
         ),
+        // Subnormal f32 values by their bits (2^-149 per unit of the mantissa is exact in
+        // f64), as flushing GPUs would read them as zero.
+        (DType::F32, DType::F64) => {
+            return "select(U(a), select(U(1), U(-1), bitcast<i32>(a) < 0) * U(bitcast<u32>(a) & 0x7fffffu) * 1.401298464324817e-45, (bitcast<u32>(a) & 0x7f800000u) == 0u)".into()
+        }
         // Between floats.
         _ => return "U(a)".into(),
     };

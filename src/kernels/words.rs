@@ -294,11 +294,17 @@ pub static WORD_OPS: [WordOp; 19] = [
         name: "Sign",
         inputs: 1,
         result: Result_::Same,
-        wgsl: |c| match c[0] {
-            Class::Float | Class::Double => expr("select(sign(a), a, !(a == a))"),
+        wgsl: |c| {
+            match c[0] {
+            // On the bits for f32, so subnormals count as nonzero where GPUs flush them.
+            Class::Float => expr(
+                "select(select(1.0, -1.0, bitcast<i32>(a) < 0), a, (bitcast<u32>(a) & 0x7fffffffu) == 0u || (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)",
+            ),
+            Class::Double => expr("select(sign(a), a, !(a == a))"),
             Class::Int | Class::Long => expr("A(a > A(0)) - A(a < A(0))"),
             Class::Uint | Class::Ulong => expr("A(a > A(0))"),
             Class::Bool => None,
+        }
         },
     },
     WordOp {
@@ -380,8 +386,12 @@ pub static WORD_OPS: [WordOp; 19] = [
         wgsl: |c| {
             // Comparisons, as onnxruntime clamps: a NaN input stays NaN, a NaN bound
             // does not bound.
+            // NaN is tested on its own: drivers may turn the selects into min and max, which
+            // drop NaN (NVIDIA's does).
             (c[0].is_number() && c[0] == c[1] && c[1] == c[2])
-                .then(|| expr("select(select(a, b, a < b), c, select(a, b, a < b) > c)"))
+                .then(|| {
+                    expr("select(select(select(a, b, a < b), c, select(a, b, a < b) > c), a, !(a == a))")
+                })
                 .flatten()
         },
     },

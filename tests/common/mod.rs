@@ -131,3 +131,31 @@ impl Rng {
         self.next() % n.max(1)
     }
 }
+
+/// `t`'s bytes with every NaN of a float dtype written as one canonical NaN: GPUs need not
+/// keep a NaN's sign and payload through arithmetic (NVIDIA's Vulkan driver writes its own),
+/// and ONNX leaves them open, so bit-for-bit comparisons of float results compare these.
+pub fn nan_canonical(t: &HostTensor) -> Vec<u8> {
+    let mut data = t.data.clone();
+    fn canon<const N: usize>(data: &mut [u8], is_nan: impl Fn(u64) -> bool, nan: u64) {
+        for w in data.chunks_exact_mut(N) {
+            let mut b = [0u8; 8];
+            b[..N].copy_from_slice(w);
+            if is_nan(u64::from_le_bytes(b)) {
+                w.copy_from_slice(&nan.to_le_bytes()[..N]);
+            }
+        }
+    }
+    match t.dtype {
+        DType::F64 => canon::<8>(&mut data, |b| f64::from_bits(b).is_nan(), 0x7ff8 << 48),
+        DType::F32 => canon::<4>(
+            &mut data,
+            |b| f32::from_bits(b as u32).is_nan(),
+            0x7fc0_0000,
+        ),
+        DType::F16 => canon::<2>(&mut data, |b| b & 0x7fff > 0x7c00, 0x7e00),
+        DType::BF16 => canon::<2>(&mut data, |b| b & 0x7fff > 0x7f80, 0x7fc0),
+        _ => {}
+    }
+    data
+}

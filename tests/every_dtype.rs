@@ -196,7 +196,9 @@ fn compare(op: &str, got: &HostTensor, want: &HostTensor, what: &str) -> Result<
     }
     // Relative tolerances of the inexact ops: f32 as onnxruntime's own tests compare float
     // results (1e-5), two units in the last place of f16 and bf16, and 1e-12 for f64.
-    let tolerance = match (exact(op), got.dtype) {
+    // WGSL's f32 sqrt need not be correctly rounded (NVIDIA's is not); f64's is.
+    let exact = exact(op) && !(op == "Sqrt" && got.dtype != DType::F64);
+    let tolerance = match (exact, got.dtype) {
         (true, _) => 0.0,
         (false, DType::F32) => 1e-5,
         (false, DType::F16) => 2.0 * 9.77e-4,

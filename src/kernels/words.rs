@@ -388,11 +388,28 @@ pub static WORD_OPS: [WordOp; 19] = [
             // does not bound.
             // NaN is tested on its own: drivers may turn the selects into min and max, which
             // drop NaN (NVIDIA's does).
-            (c[0].is_number() && c[0] == c[1] && c[1] == c[2])
-                .then(|| {
-                    expr("select(select(select(a, b, a < b), c, select(a, b, a < b) > c), a, !(a == a))")
-                })
-                .flatten()
+            if !(c[0].is_number() && c[0] == c[1] && c[1] == c[2]) {
+                return None;
+            }
+            if c[0] != Class::Float {
+                return expr(
+                    "select(select(select(a, b, a < b), c, select(a, b, a < b) > c), a, !(a == a))",
+                );
+            }
+            // f32 compared on the bits (as the typed kernel's Max and Min), so subnormals
+            // keep their order where GPUs flush them in comparisons.
+            let key = |x: &str| {
+                format!("(bitcast<i32>({x}) ^ ((bitcast<i32>({x}) >> 31u) & 0x7fffffff))")
+            };
+            let nan = |x: &str| format!("((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)");
+            let lo = format!("select(a, b, !{} && {} < {})", nan("b"), key("a"), key("b"));
+            let hi = format!(
+                "select({lo}, c, !{} && {} < {})",
+                nan("c"),
+                key("c"),
+                key(&lo)
+            );
+            expr(format!("select({hi}, a, {})", nan("a")))
         },
     },
     WordOp {

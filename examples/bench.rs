@@ -1164,6 +1164,72 @@ fn linear_attention_step(ctx: &Context, timer: &Timer) {
         }
         println!("  {:<50} {:>10.1}", "sum", sum * 1e6);
     }
+    linear_attention_op(ctx);
+}
+
+/// The LinearAttention op itself (gated_delta, B=1, T=1024, 16 heads of 128) on tensors already
+/// on the GPU: wall time until the GPU is done, median of 5 runs after one that builds the
+/// pipelines. Beside the end-to-end figure of `scripts/linear_attention_vs_onnxruntime.py
+/// --op`, which also uploads the inputs and reads the outputs back, it shows what the transfers
+/// cost.
+fn linear_attention_op(ctx: &Context) {
+    let (steps, heads, d) = (1024usize, 16usize, 128usize);
+    let width = heads * d;
+    let f32s = |shape: &[usize]| shape.iter().map(|&n| Some(n)).collect::<Vec<_>>();
+    let graph = Graph::new()
+        .input("query", DType::F32, &f32s(&[1, steps, width]))
+        .input("key", DType::F32, &f32s(&[1, steps, width]))
+        .input("value", DType::F32, &f32s(&[1, steps, width]))
+        .input("decay", DType::F32, &f32s(&[1, steps, width]))
+        .input("beta", DType::F32, &f32s(&[1, steps, heads]))
+        .node(
+            Node::new("LinearAttention", "la")
+                .inputs(["query", "key", "value", "", "decay", "beta"])
+                .outputs(["output", "present_state"])
+                .attr("q_num_heads", Attr::Int(heads as i64))
+                .attr("kv_num_heads", Attr::Int(heads as i64))
+                .attr("update_rule", Attr::String("gated_delta".into())),
+        )
+        .output("output")
+        .output("present_state");
+    let tensor = |shape: &[usize], scale: f32| {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n)
+            .map(|i| ((i % 97) as f32 - 48.0) / 48.0 * scale)
+            .collect();
+        Tensor::from_host(ctx, &HostTensor::from_vec(shape.to_vec(), &v).unwrap()).unwrap()
+    };
+    let inputs = vec![
+        ("query".to_string(), tensor(&[1, steps, width], 1.0)),
+        ("key".to_string(), tensor(&[1, steps, width], 0.088)),
+        ("value".to_string(), tensor(&[1, steps, width], 1.0)),
+        ("decay".to_string(), tensor(&[1, steps, width], -0.1)),
+        ("beta".to_string(), tensor(&[1, steps, heads], 0.5)),
+    ];
+    let session = Session::new(ctx, graph).unwrap();
+    let wait = || {
+        ctx.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap()
+    };
+    session.run_tensors_blocking(inputs.clone()).unwrap();
+    wait();
+    let before = ctx.stats().dispatches;
+    let mut times: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            session.run_tensors_blocking(inputs.clone()).unwrap();
+            wait();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let dispatches = (ctx.stats().dispatches - before) / 5;
+    println!(
+        "LinearAttention op (gated_delta, B=1, T={steps}, {heads} heads of {d}), inputs on the GPU: {:.2} ms per run, {:.1} us per step, {dispatches} dispatches per run",
+        times[2] * 1e3,
+        times[2] / steps as f64 * 1e6
+    );
 }
 
 /// `Add` of two 64 MiB operands (16 MiB with `--quick`) of each numeric dtype into a third,

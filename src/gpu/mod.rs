@@ -323,6 +323,8 @@ impl Context {
         if options.native_64_bit.unwrap_or(true) {
             wanted_features |= wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_F64;
         }
+        // Subgroup shuffles let LinearAttention's lanes add their parts without barriers.
+        wanted_features |= wgpu::Features::SUBGROUP;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgpu-ops"),
@@ -385,6 +387,16 @@ impl Context {
         static CREATING: Mutex<()> = Mutex::new(());
         let _one_at_a_time = CREATING.lock().unwrap_or_else(|e| e.into_inner());
         pollster::block_on(Context::new(options))
+    }
+
+    /// Whether kernels may use subgroup operations on subgroups of at least `n` invocations
+    /// (the device has wgpu's `SUBGROUP` feature and its smallest subgroup is that large).
+    pub fn subgroups_of_at_least(&self, n: u32) -> bool {
+        self.inner
+            .device
+            .features()
+            .contains(wgpu::Features::SUBGROUP)
+            && self.inner.info.subgroup_min_size >= n
     }
 
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {

@@ -70,6 +70,34 @@ const LANE_COLUMNS: usize = 32;
 const LANES: usize = 8;
 const ROWS_PER_LANE: usize = 16;
 
+/// The shader with its `lanes` entry point rewritten for subgroups: invocation `local` takes
+/// lane `local % LANES` of column `local / LANES`, so a column's lanes are neighbours in one
+/// subgroup (subgroups of at least `LANES` invocations, which hold consecutive invocation
+/// indices in a one-dimensional workgroup), and `lane_sum` adds the lanes' parts by three
+/// shuffles: a step has no barrier.
+pub(crate) fn with_subgroup_lanes(source: &str) -> String {
+    let replace = |text: String, from: &str, to: &str| {
+        assert!(
+            text.contains(from),
+            "linear_attention.wgsl no longer has {from:?}"
+        );
+        text.replace(from, to)
+    };
+    let text = replace(
+        source.to_string(),
+        "    let col = local % LANE_COLUMNS;\n    let lane = local / LANE_COLUMNS;",
+        "    let col = local / LANES;\n    let lane = local % LANES;",
+    );
+    let text = replace(
+        text,
+        "fn lane_sum(lane: u32, col: u32, part: f32) -> f32 {",
+        "fn lane_sum(lane: u32, col: u32, part: f32) -> f32 {\n    var total = part;\n    \
+         total += subgroupShuffleXor(total, 1u);\n    total += subgroupShuffleXor(total, 2u);\n    \
+         total += subgroupShuffleXor(total, 4u);\n    return total;\n}\nfn lane_sum_shared(lane: u32, col: u32, part: f32) -> f32 {",
+    );
+    text
+}
+
 impl Recorder {
     /// Records the recurrence on f32 tensors: `state` ([B, H_kv, dk, dv]) holds the initial
     /// state and ends as the final one; `output` ([B, T, H_q * dv]) gets every step's output.
@@ -130,7 +158,7 @@ impl Recorder {
                 max: LOOP_ITERATIONS_PER_DISPATCH as u64,
             });
         }
-        let chunk = LOOP_ITERATIONS_PER_DISPATCH / per_step;
+
         // GPUs: 8 invocations per column (workgroups of 256 over 32 columns of one head), so a
         // head of 128 columns keeps 1024 invocations busy instead of 128, each holding its
         // rows in registers (up to 16: head sizes up to 128). CPU adapters run a workgroup as
@@ -138,6 +166,14 @@ impl Recorder {
         let lanes = !ctx.cpu_kernels()
             && ctx.limits().max_compute_invocations_per_workgroup >= 256
             && plan.dk <= LANES * ROWS_PER_LANE;
+        let subgroups = lanes && ctx.subgroups_of_at_least(LANES as u32);
+        // Steps per dispatch: each loop of an invocation runs at most the shared bound of
+        // iterations (over the column's rows, or over the lane's 16 rows with lanes).
+        let chunk = if lanes {
+            LOOP_ITERATIONS_PER_DISPATCH / (ROWS_PER_LANE * (plan.q_heads / plan.kv_heads + 2))
+        } else {
+            LOOP_ITERATIONS_PER_DISPATCH / per_step
+        };
         let (wg, invocations) = if lanes {
             let tiles = plan.dv.div_ceil(LANE_COLUMNS);
             (256, (plan.batch * plan.kv_heads * tiles) as u64 * 256)
@@ -148,6 +184,7 @@ impl Recorder {
         let pipeline = ctx.pipeline(&Kernel::LinearAttention {
             workgroup_size: wg,
             lanes,
+            subgroups,
         })?;
         let mut first = 0;
         while first < plan.steps {

@@ -179,7 +179,13 @@ pub enum Kernel {
     /// `linear_attention.wgsl`: ONNX LinearAttention's recurrence (f32), one invocation per
     /// state column, or (`lanes`: GPUs, head sizes up to 128) 8 per column in workgroups of
     /// 256, their rows held in registers through the dispatch.
-    LinearAttention { workgroup_size: u32, lanes: bool },
+    /// `subgroups`: the `lanes` entry with the 8 lanes of a column in one subgroup, their sums
+    /// by subgroup shuffles instead of workgroup memory and barriers.
+    LinearAttention {
+        workgroup_size: u32,
+        lanes: bool,
+        subgroups: bool,
+    },
     /// `scan_counter.wgsl`: advances that counter.
     ScanCounter,
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
@@ -201,15 +207,19 @@ impl Kernel {
         let mut out = Vec::new();
         out.push(Kernel::ScanCounter);
         // Its workgroup is fixed at 256 (the `workgroup_size` field only keys the override).
-        out.push(Kernel::LinearAttention {
-            workgroup_size: 256,
-            lanes: true,
-        });
+        for subgroups in [false, true] {
+            out.push(Kernel::LinearAttention {
+                workgroup_size: 256,
+                lanes: true,
+                subgroups,
+            });
+        }
         for workgroup_size in WORKGROUP_SIZES {
             out.push(Kernel::ScanStep { workgroup_size });
             out.push(Kernel::LinearAttention {
                 workgroup_size,
                 lanes: false,
+                subgroups: false,
             });
             for vec4 in [false, true] {
                 out.push(Kernel::Copy {
@@ -372,6 +382,9 @@ impl Kernel {
             Kernel::GatherIndex { .. } => GATHER_INDEX.into(),
             Kernel::ScanStep { .. } => SCAN_STEP.into(),
             Kernel::Copy { .. } => COPY.into(),
+            Kernel::LinearAttention {
+                subgroups: true, ..
+            } => linear_attention::with_subgroup_lanes(LINEAR_ATTENTION).into(),
             Kernel::LinearAttention { .. } => LINEAR_ATTENTION.into(),
             Kernel::ScanCounter => SCAN_COUNTER.into(),
             Kernel::Elementwise { op, dtype, .. } => {
@@ -550,6 +563,9 @@ impl Kernel {
                 native.map_or(wgpu::Features::empty(), |(f, _)| f)
                     | epilogue.map_or(wgpu::Features::empty(), |p| p.features())
             }
+            Kernel::LinearAttention {
+                subgroups: true, ..
+            } => wgpu::Features::SUBGROUP,
             _ => wgpu::Features::empty(),
         }
     }

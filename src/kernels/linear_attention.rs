@@ -88,14 +88,13 @@ pub(crate) fn with_subgroup_lanes(source: &str) -> String {
         "    let col = local % LANE_COLUMNS;\n    let lane = local / LANE_COLUMNS;",
         "    let col = local / LANES;\n    let lane = local % LANES;",
     );
-    let text = replace(
+    replace(
         text,
         "fn lane_sum(lane: u32, col: u32, part: f32) -> f32 {",
         "fn lane_sum(lane: u32, col: u32, part: f32) -> f32 {\n    var total = part;\n    \
          total += subgroupShuffleXor(total, 1u);\n    total += subgroupShuffleXor(total, 2u);\n    \
          total += subgroupShuffleXor(total, 4u);\n    return total;\n}\nfn lane_sum_shared(lane: u32, col: u32, part: f32) -> f32 {",
-    );
-    text
+    )
 }
 
 impl Recorder {

@@ -73,28 +73,39 @@ fn main(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_id) local: vec3<u32>,
 ) {
-    let b = bases(params.batch_base + group.z);
-    let lhs_base = b.x;
-    let rhs_base = b.y;
-    let dst_base = b.z;
+    let based = bases(params.batch_base + group.z);
+    let lhs_base = based.x;
+    let rhs_base = based.y;
+    let dst_base = based.z;
     let row = group.y * TILE + local.y;
     let col = group.x * TILE + local.x;
     var acc = T(0);
     let steps = (params.k + TILE - 1u) / TILE;
+    // Each step loads the next step's elements before its products, so the loads' latency
+    // overlaps the products and the barrier instead of adding up step after step (few rows
+    // and short k, as in a recurrent step, are bound by that latency, not by arithmetic).
+    var a = T(0);
+    if row < params.m && local.x < params.k {
+        a = lhs[lhs_base + row * params.strides.x + local.x * params.strides.y];
+    }
+    var b = T(0);
+    if local.y < params.k && col < params.n {
+        b = rhs[rhs_base + local.y * params.strides.z + col * params.strides.w];
+    }
     for (var t = 0u; t < steps; t++) {
-        let lk = t * TILE + local.x;
-        let rk = t * TILE + local.y;
-        var a = T(0);
-        if row < params.m && lk < params.k {
-            a = lhs[lhs_base + row * params.strides.x + lk * params.strides.y];
-        }
-        var b = T(0);
-        if rk < params.k && col < params.n {
-            b = rhs[rhs_base + rk * params.strides.z + col * params.strides.w];
-        }
         lhs_tile[local.y][local.x] = a;
         rhs_tile[local.y][local.x] = b;
         workgroupBarrier();
+        let lk = (t + 1u) * TILE + local.x;
+        let rk = (t + 1u) * TILE + local.y;
+        a = T(0);
+        if row < params.m && lk < params.k {
+            a = lhs[lhs_base + row * params.strides.x + lk * params.strides.y];
+        }
+        b = T(0);
+        if rk < params.k && col < params.n {
+            b = rhs[rhs_base + rk * params.strides.z + col * params.strides.w];
+        }
         for (var i = 0u; i < TILE; i++) {
             acc += lhs_tile[local.y][i] * rhs_tile[i][local.x]; // TILE SUM
         }
@@ -108,10 +119,11 @@ fn main(
 
 // Fewer than 16 rows (a batch-1 RNN step, a vector times a matrix): the tiles above would
 // leave most invocations idle and wait at a barrier per step of k, which CPU adapters make
-// especially slow. Here an output element is 4 invocations, each summing a quarter of k in
-// order; one barrier, then the first adds the 4 partial sums. The row of A is read by all
-// invocations of a workgroup alike.
-const SLICES: u32 = 4u;
+// especially slow. Here an output element is SLICES invocations, each summing a slice of k in
+// order; one barrier, then the first adds the partial sums. The row of A is read by all
+// invocations of a workgroup alike. SLICES is 16 in workgroups of 64 or more (a sum's loop,
+// whose every iteration waits for its loads, is then k / 16 long), else 4.
+override SLICES: u32 = 4u;
 var<workgroup> partial: array<T, 256>;
 
 @compute @workgroup_size(ROWS_WORKGROUP)
@@ -140,7 +152,10 @@ fn rows(
     partial[local] = acc;
     workgroupBarrier();
     if valid && slice == 0u {
-        let sum = (partial[c] + partial[c + cols]) + (partial[c + 2u * cols] + partial[c + 3u * cols]); // ROWS TOTAL
+        var sum = partial[c];
+        for (var s = 1u; s < SLICES; s++) {
+            sum += partial[c + s * cols]; // ROWS TOTAL
+        }
         let d = b.z + row * params.n + col;
         dst[d] = epilogue(sum, d);
     }

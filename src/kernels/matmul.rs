@@ -44,8 +44,7 @@ pub fn matmul_source(dtype: DType, epilogue: Option<&Program>, emulate64: bool) 
             ),
             (
                 "// ROWS TOTAL",
-                "        let sum = add64(add64(partial[c], partial[c + cols]), add64(partial[c + 2u * cols], partial[c + 3u * cols]));"
-                    .to_string(),
+                "            sum = add64(sum, partial[c + s * cols]);".to_string(),
             ),
         ]);
         let begin = template
@@ -176,6 +175,15 @@ pub const MAX_K_LOOP: u64 = 65_000;
 
 /// The kernel for `rows` output rows of `n` columns summing `k` products, with workgroups of
 /// `group` invocations, `max` workgroups per grid dimension, on CPU-style kernels or not.
+/// Invocations per output element of the `rows` kernel in workgroups of `group` (its `SLICES`).
+pub fn rows_slices(group: u32) -> u32 {
+    if group >= 64 {
+        16
+    } else {
+        4
+    }
+}
+
 pub fn matmul_kernel(rows: u64, n: u64, k: u64, cpu: bool, group: u32, max: u32) -> MatMulKernel {
     let (row_groups, col_groups) = (rows.div_ceil(8), n.div_ceil(4 * u64::from(group)));
     // Blocks need two workgroups to keep two cores busy; one row split four ways does better.
@@ -532,12 +540,13 @@ impl Recorder {
                     ],
                 ),
                 MatMulKernel::Rows => {
-                    // Four invocations per output element (see `rows` in matmul.wgsl).
-                    let columns = n.div_ceil(u64::from(group / 4));
+                    // `rows_slices` invocations per output element (see `rows` in matmul.wgsl).
+                    let per_group = group / rows_slices(group);
+                    let columns = n.div_ceil(u64::from(per_group));
                     if columns > u64::from(max) {
                         return Err(Error::LimitExceeded {
                             op,
-                            what: format!("{n} output columns in workgroups of {}", group / 4),
+                            what: format!("{n} output columns in workgroups of {per_group}"),
                             limit: "max_compute_workgroups_per_dimension",
                             needed: columns,
                             max: u64::from(max),

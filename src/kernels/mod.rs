@@ -515,7 +515,10 @@ impl Kernel {
                 variant: MatMulKernel::Tiles,
                 ..
             } => Vec::new(),
-            Kernel::MatMul { group, .. } => vec![("ROWS_WORKGROUP", group)],
+            Kernel::MatMul { group, .. } => vec![
+                ("ROWS_WORKGROUP", group),
+                ("SLICES", matmul::rows_slices(group)),
+            ],
         }
     }
 

@@ -81,31 +81,20 @@ fn main(
     let col = group.x * TILE + local.x;
     var acc = T(0);
     let steps = (params.k + TILE - 1u) / TILE;
-    // Each step loads the next step's elements before its products, so the loads' latency
-    // overlaps the products and the barrier instead of adding up step after step (few rows
-    // and short k, as in a recurrent step, are bound by that latency, not by arithmetic).
-    var a = T(0);
-    if row < params.m && local.x < params.k {
-        a = lhs[lhs_base + row * params.strides.x + local.x * params.strides.y];
-    }
-    var b = T(0);
-    if local.y < params.k && col < params.n {
-        b = rhs[rhs_base + local.y * params.strides.z + col * params.strides.w];
-    }
     for (var t = 0u; t < steps; t++) {
-        lhs_tile[local.y][local.x] = a;
-        rhs_tile[local.y][local.x] = b;
-        workgroupBarrier();
-        let lk = (t + 1u) * TILE + local.x;
-        let rk = (t + 1u) * TILE + local.y;
-        a = T(0);
+        let lk = t * TILE + local.x;
+        let rk = t * TILE + local.y;
+        var a = T(0);
         if row < params.m && lk < params.k {
             a = lhs[lhs_base + row * params.strides.x + lk * params.strides.y];
         }
-        b = T(0);
+        var b = T(0);
         if rk < params.k && col < params.n {
             b = rhs[rhs_base + rk * params.strides.z + col * params.strides.w];
         }
+        lhs_tile[local.y][local.x] = a;
+        rhs_tile[local.y][local.x] = b;
+        workgroupBarrier();
         for (var i = 0u; i < TILE; i++) {
             acc += lhs_tile[local.y][i] * rhs_tile[i][local.x]; // TILE SUM
         }

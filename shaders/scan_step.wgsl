@@ -1,7 +1,10 @@
 // Reads and writes of a Scan's iterations inside the compute pass: the iteration index lives in
-// a GPU counter that `next_iteration` advances once per iteration, so the same dispatch (same
-// bind group and parameters) moves a different element each time it is replayed, and an
-// iteration needs no buffer copy (which would end the compute pass).
+// a GPU counter advanced once per iteration, so the same dispatch (same bind group and
+// parameters) moves a different element each time it is replayed, and an iteration needs no
+// buffer copy (which would end the compute pass). The counter has two slots: iterations of
+// parity p read slot p, and one dispatch of the iteration (`advance`, the last copy) writes the
+// next index into the other slot, which nothing reads before the next iteration, so no
+// dispatch of its own is needed for it.
 //
 // `main` copies `words` 32-bit words from src[src_base + p * src_step + i] to
 // dst[dst_base + p * dst_step + i], where p is the iteration's position along the sequence
@@ -18,13 +21,19 @@ struct Params {
     dst_step: u32,
     seq: u32,
     reverse: u32,
-    _pad: u32,
+    // The counter slot this iteration reads (its parity).
+    slot: u32,
+    // 1: invocation 0 writes the next index into the other slot.
+    advance: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
-@group(0) @binding(3) var<storage, read> counter: array<u32>;
+@group(0) @binding(3) var<storage, read_write> counter: array<u32>;
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(
@@ -33,10 +42,13 @@ fn main(
     @builtin(local_invocation_index) local: u32,
 ) {
     let i = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    let t = counter[params.slot];
+    if i == 0u && params.advance != 0u {
+        counter[params.slot ^ 1u] = t + 1u;
+    }
     if i >= params.words {
         return;
     }
-    let t = counter[0];
     let p = select(t, params.seq - 1u - t, params.reverse != 0u);
     dst[params.dst_base + p * params.dst_step + i] = src[params.src_base + p * params.src_step + i];
 }

@@ -205,11 +205,11 @@ fn every_variant_validates_and_compiles() {
     // row-workgroup sizes x 2 entry points) MatMuls and 2 emulated x (tiles + 7 x rows),
     // 154 reductions x 3 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
     // but LogSum and LogSumExp on the 4 float types only) and 24 emulated (12 ops x i64,
-    // u64) x 3, the Scan counter and LinearAttention's 8-lane variants (workgroups of 256;
+    // u64) x 3, the Scan counter (2 slots) and LinearAttention's 8-lane variants (workgroups of 256;
     // sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (121 + 32 + 16 + 505 + 99) + 6 * 15 + 2 * 8 + (154 + 24) * 3 + 3
+        WORKGROUP_SIZES.len() * (121 + 32 + 16 + 505 + 99) + 6 * 15 + 2 * 8 + (154 + 24) * 3 + 4
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

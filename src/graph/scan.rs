@@ -650,7 +650,8 @@ fn in_pass_iterations(
         return Ok(None);
     }
     let seq = plan.seq as u32;
-    let counter = Tensor::uninit(rec.context(), DType::U32, &[1])?;
+    // Two slots, read by iterations of even and odd index (see scan_step.wgsl).
+    let counter = Tensor::uninit(rec.context(), DType::U32, &[2])?;
     let mut reads = Vec::with_capacity(scans.len());
     for j in 0..scans.len() {
         let bytes = plan.element_bytes(j);
@@ -665,6 +666,8 @@ fn in_pass_iterations(
             dst_step: 0,
             seq,
             reverse: plan.in_reverse[j],
+            slot: 0,
+            advance: false,
         };
         if !copy.fits(rec, &scans[j], &elements[j], &counter) {
             return Ok(None);
@@ -681,6 +684,8 @@ fn in_pass_iterations(
             dst_step: (o.row_bytes / 4) as u32,
             seq,
             reverse: o.reverse,
+            slot: 0,
+            advance: false,
         };
         for instance in instances {
             if !copy.fits(rec, &instance.scan_outputs[q], &accumulators[q], &counter) {
@@ -689,18 +694,37 @@ fn in_pass_iterations(
         }
         writes.push(copy);
     }
+    // The iteration's last copy that moves anything also advances the counter; with none, a
+    // dispatch of its own does.
+    let carrier = reads
+        .iter()
+        .chain(&writes)
+        .enumerate()
+        .filter(|(_, c)| c.words > 0)
+        .map(|(i, _)| i)
+        .last();
     let mut iterations = Vec::with_capacity(instances.len());
-    for instance in instances {
+    for (parity, instance) in instances.iter().enumerate() {
+        let slot = parity as u32;
+        let at = |copy: &IterationCopy, index: usize| IterationCopy {
+            slot,
+            advance: carrier == Some(index),
+            ..*copy
+        };
         let ((), steps) = rec.capture(|rec| {
             for (j, copy) in reads.iter().enumerate() {
-                rec.copy_at_iteration(OP, &scans[j], &elements[j], &counter, *copy)?;
+                rec.copy_at_iteration(OP, &scans[j], &elements[j], &counter, at(copy, j))?;
             }
             rec.replay(&instance.steps)?;
             for (q, copy) in writes.iter().enumerate() {
                 let out = &instance.scan_outputs[q];
-                rec.copy_at_iteration(OP, out, &accumulators[q], &counter, *copy)?;
+                let copy = at(copy, reads.len() + q);
+                rec.copy_at_iteration(OP, out, &accumulators[q], &counter, copy)?;
             }
-            rec.next_iteration(OP, &counter)
+            if carrier.is_none() {
+                rec.next_iteration(OP, &counter, slot)?;
+            }
+            Ok(())
         })?;
         iterations.push(steps);
     }

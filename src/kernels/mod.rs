@@ -187,7 +187,7 @@ pub enum Kernel {
         subgroups: bool,
     },
     /// `scan_counter.wgsl`: advances that counter.
-    ScanCounter,
+    ScanCounter { slot: u32 },
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
     /// points (the tiles have a fixed 16 x 16). With an `epilogue`, each sum is operand 0 of
     /// that element-wise program, whose result is stored (a fused `MatMul -> Add -> Tanh`).
@@ -205,7 +205,9 @@ impl Kernel {
     /// Every variant the crate can dispatch, for every workgroup size a context accepts.
     pub fn all() -> Vec<Kernel> {
         let mut out = Vec::new();
-        out.push(Kernel::ScanCounter);
+        for slot in [0, 1] {
+            out.push(Kernel::ScanCounter { slot });
+        }
         // Its workgroup is fixed at 256 (the `workgroup_size` field only keys the override).
         for subgroups in [false, true] {
             out.push(Kernel::LinearAttention {
@@ -370,7 +372,7 @@ impl Kernel {
             Kernel::ScanStep { .. } => "scan_step.wgsl",
             Kernel::Copy { .. } => "copy.wgsl",
             Kernel::LinearAttention { .. } => "linear_attention.wgsl",
-            Kernel::ScanCounter => "scan_counter.wgsl",
+            Kernel::ScanCounter { .. } => "scan_counter.wgsl",
         }
     }
 
@@ -386,7 +388,7 @@ impl Kernel {
                 subgroups: true, ..
             } => linear_attention::with_subgroup_lanes(LINEAR_ATTENTION).into(),
             Kernel::LinearAttention { .. } => LINEAR_ATTENTION.into(),
-            Kernel::ScanCounter => SCAN_COUNTER.into(),
+            Kernel::ScanCounter { .. } => SCAN_COUNTER.into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 let ty = operands::elementwise_type(dtype).unwrap_or("f32");
                 let e = elementwise::lookup(op)
@@ -474,7 +476,7 @@ impl Kernel {
                 ("WORKGROUP_SIZE", workgroup_size),
                 ("OUT_BYTES", program.out().size() as u32),
             ],
-            Kernel::ScanCounter => Vec::new(),
+            Kernel::ScanCounter { slot } => vec![("SLOT", slot)],
             Kernel::TopK {
                 largest,
                 workgroup_size,
@@ -626,7 +628,7 @@ impl KernelSpec for Kernel {
             | Kernel::ScanStep { .. }
             | Kernel::Copy { .. }
             | Kernel::LinearAttention { .. }
-            | Kernel::ScanCounter => self.file().into(),
+            | Kernel::ScanCounter { .. } => self.file().into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 format!("elementwise.wgsl {op} {dtype}").into()
             }
@@ -698,9 +700,9 @@ impl KernelSpec for Kernel {
                 Binding::Uniform,
                 Binding::StorageRead,
                 Binding::StorageReadWrite,
-                Binding::StorageRead,
+                Binding::StorageReadWrite,
             ],
-            Kernel::ScanCounter => &[Binding::StorageReadWrite],
+            Kernel::ScanCounter { .. } => &[Binding::StorageReadWrite],
             Kernel::LinearAttention { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,

@@ -1,7 +1,7 @@
 //! A Scan's per-iteration reads and writes as dispatches (`shaders/scan_step.wgsl`,
-//! `shaders/scan_counter.wgsl`): the iteration index is a GPU counter, so one captured dispatch
-//! serves every iteration and an iteration holds no buffer copy, which would end the compute
-//! pass.
+//! `shaders/scan_counter.wgsl`): the iteration index is a GPU counter (two slots, by parity;
+//! the iteration's last copy advances it), so one captured dispatch serves every iteration and
+//! an iteration holds no buffer copy, which would end the compute pass.
 
 use super::{grid_for, Kernel};
 use crate::{Recorder, Result, Tensor};
@@ -17,6 +17,10 @@ pub struct IterationCopy {
     pub dst_step: u32,
     pub seq: u32,
     pub reverse: bool,
+    /// The counter slot the iteration reads (its parity).
+    pub slot: u32,
+    /// This copy also advances the counter (the iteration's last copy).
+    pub advance: bool,
 }
 
 #[repr(C)]
@@ -29,7 +33,9 @@ struct Params {
     dst_step: u32,
     seq: u32,
     reverse: u32,
-    pad: u32,
+    slot: u32,
+    advance: u32,
+    pad: [u32; 3],
 }
 
 impl IterationCopy {
@@ -61,12 +67,12 @@ impl Recorder {
         counter: &Tensor,
         copy: IterationCopy,
     ) -> Result<()> {
-        if copy.words == 0 {
+        if copy.words == 0 && !copy.advance {
             return Ok(());
         }
         let ctx = self.context().clone();
         let wg = ctx.workgroup_size();
-        let grid = grid_for(&ctx, op, u64::from(copy.words), wg)?;
+        let grid = grid_for(&ctx, op, u64::from(copy.words.max(1)), wg)?;
         let pipeline = ctx.pipeline(&Kernel::ScanStep { workgroup_size: wg })?;
         let params = Params {
             words: copy.words,
@@ -76,7 +82,9 @@ impl Recorder {
             dst_step: copy.dst_step,
             seq: copy.seq,
             reverse: u32::from(copy.reverse),
-            pad: 0,
+            slot: copy.slot,
+            advance: u32::from(copy.advance),
+            pad: [0; 3],
         };
         self.dispatch(
             op,
@@ -91,10 +99,16 @@ impl Recorder {
         )
     }
 
-    /// Records `counter[0] += 1`: the next iteration.
-    pub(crate) fn next_iteration(&mut self, op: &'static str, counter: &Tensor) -> Result<()> {
+    /// Records the counter's advance alone (an iteration with no copy to carry it): slot
+    /// `slot ^ 1` gets slot `slot` plus one.
+    pub(crate) fn next_iteration(
+        &mut self,
+        op: &'static str,
+        counter: &Tensor,
+        slot: u32,
+    ) -> Result<()> {
         let ctx = self.context().clone();
-        let pipeline = ctx.pipeline(&Kernel::ScanCounter)?;
+        let pipeline = ctx.pipeline(&Kernel::ScanCounter { slot })?;
         self.dispatch_with(op, &pipeline, &[counter.storage().bind_whole()], [1, 1, 1])
     }
 }

@@ -176,6 +176,10 @@ impl Tensor {
 
 /// Downloads several tensors with one submission and one wait.
 pub async fn download_all(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<HostTensor>> {
+    // The results must fit in the host's memory: refused before any staging buffer is made
+    // (a GPU can hold more than the host has left).
+    let total: u64 = tensors.iter().map(|t| t.byte_len()).sum();
+    check_download(total, crate::gpu::host_memory_available())?;
     let device = ctx.device();
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("download"),
@@ -227,7 +231,12 @@ pub async fn download_all(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<Host
     let mut out = Vec::with_capacity(tensors.len());
     for ((t, buffers), rxs) in tensors.iter().zip(&staging).zip(receivers) {
         let len = t.byte_len() as usize;
-        let mut data = Vec::with_capacity(len);
+        let mut data = Vec::new();
+        data.try_reserve_exact(len)
+            .map_err(|e| Error::OutOfMemory {
+                op: "download".into(),
+                message: format!("{len} bytes of a result on the host: {e}"),
+            })?;
         for (s, rx) in buffers.iter().zip(rxs) {
             rx.await
                 .map_err(|_| Error::Readback("the GPU device was lost during a download".into()))?
@@ -244,4 +253,49 @@ pub async fn download_all(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<Host
         out.push(HostTensor::from_bytes(t.dtype, t.shape.clone(), data)?);
     }
     Ok(out)
+}
+
+/// Refuses a download of `bytes` when the host has less memory available than that.
+fn check_download(bytes: u64, available: Option<u64>) -> Result<()> {
+    match available {
+        Some(max) if bytes > max => Err(Error::LimitExceeded {
+            op: "download",
+            what: "the results read back to the host".into(),
+            limit: "host memory available (MemAvailable plus free swap)",
+            needed: bytes,
+            max,
+        }),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn downloads_beyond_the_hosts_free_memory_are_refused() {
+        assert!(check_download(100, Some(100)).is_ok());
+        assert!(check_download(100, None).is_ok());
+        let e = check_download(101, Some(100)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::LimitExceeded {
+                    op: "download",
+                    needed: 101,
+                    max: 100,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("host memory available"), "{e}");
+        // This machine reports some memory available (Linux), less than the total.
+        #[cfg(target_os = "linux")]
+        {
+            let free = crate::gpu::host_memory_available().expect("/proc/meminfo");
+            assert!(free > 0);
+        }
+    }
 }

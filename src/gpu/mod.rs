@@ -87,6 +87,22 @@ fn host_memory() -> Option<u64> {
     None
 }
 
+/// Host memory a program can still take (Linux: `MemAvailable` plus free swap), for checking
+/// that downloads fit before they are made. `None` where it cannot be read.
+pub(crate) fn host_memory_available() -> Option<u64> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let field = |name: &str| -> Option<u64> {
+            let line = text.lines().find(|l| l.starts_with(name))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        };
+        Some((field("MemAvailable:")? + field("SwapFree:").unwrap_or(0)) * 1024)
+    }
+    #[cfg(target_arch = "wasm32")]
+    None
+}
+
 /// The largest workgroup size a context accepts (whatever the device allows beyond it): the
 /// kernels are validated for every power of two up to it.
 pub const MAX_WORKGROUP_SIZE: u32 = 1024;

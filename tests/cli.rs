@@ -554,6 +554,46 @@ fn runs_the_cumulative_sum_scan_graph_file() {
     );
 }
 
+#[test]
+fn max_memory_refuses_a_run_before_any_work() {
+    // The same Scan file with 4 KiB of rows: refused under a 1 KiB limit (one error line
+    // naming the limit, no output file), run under a 1 MiB one.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rows: Vec<f32> = (0..1024).map(|v| v as f32).collect();
+    let xs = save(
+        d,
+        "x.npy",
+        &HostTensor::from_vec(vec![256, 4], &rows).unwrap(),
+    );
+    let g = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/graphs/cumsum.json");
+    let out = d.join("out");
+    let input = format!("x={xs}");
+    let run = |limit: &str| {
+        wgpu_ops(&[
+            "run",
+            g,
+            "--input",
+            &input,
+            "--out",
+            out.to_str().unwrap(),
+            "--max-memory",
+            limit,
+        ])
+    };
+    let (code, _, err) = run("1024");
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("max_memory"),
+        "{err}"
+    );
+    assert!(std::fs::read_dir(&out).map_or(true, |mut e| e.next().is_none()));
+    let (code, _, err) = run("1048576");
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_eq!(npy::read(&out.join("running.npy")).unwrap().shape, [256, 4]);
+}
+
 /// `run` and `info` on an ONNX model: Shape -> Concat -> Reshape (planned on the host) on the
 /// input, then Mul; `info` marks the op that is not supported and `run` refuses it.
 #[test]

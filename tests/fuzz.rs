@@ -11,7 +11,8 @@
 //! - never a panic message, an abort, a signal, or a run past its time limit.
 //!
 //! `tests/fuzz-regressions/*.json` holds every input that once broke the contract; they run
-//! first, every time. `WGPU_OPS_FUZZ_RUNS` (default 60 per class) and `WGPU_OPS_FUZZ_SEED`
+//! first, every time. Runs take `--max-memory 4 GiB`, so the outcomes do not depend on the
+//! machine's memory. `WGPU_OPS_FUZZ_RUNS` (default 60 per class) and `WGPU_OPS_FUZZ_SEED`
 //! change the budget and the seed for longer runs by hand.
 
 mod common;
@@ -52,6 +53,9 @@ struct Outcome {
 }
 
 const TIME_LIMIT: Duration = Duration::from_secs(60);
+
+/// GPU memory a fuzzed run may take (`--max-memory`): 4 GiB.
+const FUZZ_MAX_MEMORY: u64 = 4 << 30;
 
 fn run_command(args: &[String]) -> Outcome {
     let mut child = Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
@@ -159,6 +163,12 @@ fn check(case: &Case, dir: &Path, tally: &mut Tally) -> Result<(), String> {
     }
     args.push("--out".into());
     args.push(out.display().to_string());
+    // The same memory limit on every machine: without it a resource bomb that the
+    // default limit of a CPU adapter refuses runs on a large GPU (a 26 GB SpaceToBatch output
+    // took past the time limit on an H100 host with 128 GB), so outcomes and run times
+    // would depend on the machine.
+    args.push("--max-memory".into());
+    args.push(FUZZ_MAX_MEMORY.to_string());
     let args = case.args.clone().unwrap_or(args);
     let o = run_command(&args);
     if o.timed_out {

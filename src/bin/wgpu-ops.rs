@@ -47,6 +47,10 @@ enum Command {
         /// Use the first adapter whose name contains this (case-insensitive)
         #[arg(long, value_name = "SUBSTRING")]
         adapter: Option<String>,
+        /// Refuse the run (before any work) if its tensors would take more GPU memory than
+        /// this many bytes (default: half the host's memory on CPU adapters, none on GPUs)
+        #[arg(long, value_name = "BYTES")]
+        max_memory: Option<u64>,
     },
     /// Describe MODEL.onnx: opsets, inputs, outputs, ops and which of them are not supported
     Info {
@@ -277,6 +281,7 @@ fn main() -> ExitCode {
             out,
             backend,
             adapter,
+            max_memory,
         } => run(
             &graph,
             &inputs,
@@ -284,6 +289,7 @@ fn main() -> ExitCode {
             ContextOptions {
                 backends: backends(backend),
                 adapter_name: adapter,
+                max_memory,
                 ..Default::default()
             },
         ),

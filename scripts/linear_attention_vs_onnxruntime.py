@@ -13,16 +13,15 @@ ONNX_TIMING=PATH runs that prebuilt onnx_timing binary instead of `cargo run`.
 """
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, TensorProto
 from onnx.backend.test.case.node import function_testcase_helper
+
+from ort_compare import compare, onnxruntime_run, save, wgpu_ops_run
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("size", nargs="*", type=int, default=[1, 1024, 16, 128],
@@ -71,41 +70,13 @@ feeds = {
     "beta": rng.random(shapes["beta"], dtype=np.float32),
 }
 
-work = tempfile.mkdtemp(prefix="linear-attention-")
-path = os.path.join(work, "model.onnx")
-onnx.save(model, path)
-for k, v in feeds.items():
-    np.save(os.path.join(work, k + ".npy"), v)
-
-so = ort.SessionOptions()
-sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-want = sess.run(None, feeds)
-times = []
-for _ in range(runs):
-    s = time.perf_counter()
-    sess.run(None, feeds)
-    times.append(time.perf_counter() - s)
-ort_ms = sorted(times)[len(times) // 2] * 1e3
-
-root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-binary = os.environ.get("ONNX_TIMING")
-cmd = ([binary] if binary else
-       ["cargo", "run", "-q", "--release", "--example", "onnx_timing", "--"]) + \
-      [path, os.path.join(work, "out"), str(runs)] + \
-      (["--node-by-node"] if opts.node_by_node else []) + \
-      [f"{k}={os.path.join(work, k + '.npy')}" for k in feeds]
-report = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
-lines = report.strip().splitlines()
-ours_ms = float(next(l for l in lines if l.startswith("median of")).split(": ")[1].split()[0])
-dispatches = int(next(l for l in lines if l.startswith("dispatches per run")).split(": ")[1])
-worst = 0.0
-for name, w in zip(["output", "present_state"], want):
-    got = np.load(os.path.join(work, "out", name + ".npy"))
-    # onnxruntime's own tests compare float32 results with rtol 1e-3 / atol 1e-5 style bounds.
-    err = np.abs(got - w) / (1e-5 + 1e-3 * np.abs(w))
-    worst = max(worst, float(err.max()))
-    np.testing.assert_allclose(got, w, rtol=1e-3, atol=1e-5, err_msg=name)
-print(report.strip())
+work, path = save(model, feeds, "linear-attention-")
+want, ort_ms = onnxruntime_run(path, feeds, runs)
+report, ours_ms, dispatches = wgpu_ops_run(
+    work, path, feeds, runs, ["--node-by-node"] if opts.node_by_node else [])
+lines = report.splitlines()
+worst = compare(work, ["output", "present_state"], want)
+print(report)
 form = "the op" if opts.op else "its expansion (a Scan)"
 print(f"model: LinearAttention as {form}")
 print(f"LinearAttention gated_delta B={b} T={t} heads={h} head_size={d}: outputs match onnxruntime "

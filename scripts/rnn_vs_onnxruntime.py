@@ -10,15 +10,14 @@ choice, one per physical core). ONNX_TIMING=PATH runs that prebuilt onnx_timing 
 """
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper, TensorProto
+
+from ort_compare import compare, onnxruntime_run, save, wgpu_ops_run
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("size", nargs="*", type=int, default=[64, 512], metavar="BATCH STEPS")
@@ -74,42 +73,11 @@ feeds = {
     "H0": np.zeros((batch, hidden), np.float32),
     "Xs": rng.standard_normal((steps, batch, hidden)).astype(np.float32),
 }
-work = tempfile.mkdtemp(prefix="rnn-")
-path = os.path.join(work, "model.onnx")
-onnx.save(model, path)
-for k, v in feeds.items():
-    np.save(os.path.join(work, k + ".npy"), v)
-
-so = ort.SessionOptions()
-if opts.threads:
-    so.intra_op_num_threads = opts.threads
-sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-want = sess.run(None, feeds)
-times = []
-for _ in range(opts.runs):
-    s = time.perf_counter()
-    sess.run(None, feeds)
-    times.append(time.perf_counter() - s)
-ort_ms = sorted(times)[len(times) // 2] * 1e3
-
-root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-binary = os.environ.get("ONNX_TIMING")
-cmd = ([binary] if binary else
-       ["cargo", "run", "-q", "--release", "--example", "onnx_timing", "--"]) + \
-      [path, os.path.join(work, "out"), str(opts.runs), "--node-by-node"] + \
-      [f"{k}={os.path.join(work, k + '.npy')}" for k in feeds]
-report = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
-lines = report.strip().splitlines()
-ours_ms = float(next(l for l in lines if l.startswith("median of")).split(": ")[1].split()[0])
-dispatches = int(next(l for l in lines if l.startswith("dispatches per run")).split(": ")[1])
-worst = 0.0
-for name, w in zip(["Hn", "Y"], want):
-    got = np.load(os.path.join(work, "out", name + ".npy"))
-    # onnxruntime's own tests compare float32 results with rtol 1e-3 / atol 1e-5 style bounds.
-    err = np.abs(got - w) / (1e-5 + 1e-3 * np.abs(w))
-    worst = max(worst, float(err.max()))
-    np.testing.assert_allclose(got, w, rtol=1e-3, atol=1e-5, err_msg=name)
-print(report.strip())
+work, path = save(model, feeds, "rnn-")
+want, ort_ms = onnxruntime_run(path, feeds, opts.runs, opts.threads)
+report, ours_ms, dispatches = wgpu_ops_run(work, path, feeds, opts.runs, ["--node-by-node"])
+worst = compare(work, ["Hn", "Y"], want)
+print(report)
 threads = opts.threads or f"default ({os.cpu_count()} logical cores)"
 print(f"RNN cell hidden {hidden}, batch {batch}, {steps} steps: outputs match onnxruntime "
       f"(rtol 1e-3, atol 1e-5; worst error {worst:.2f} of the bound)")

@@ -1,0 +1,64 @@
+"""Shared by the scripts that run one ONNX model on onnxruntime (CPU) and on wgpu-ops
+(examples/onnx_timing.rs) and compare: saving the model and feeds, timing both, checking the
+outputs with the bounds onnxruntime's own tests use for float32 (rtol 1e-3, atol 1e-5)."""
+import os
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+
+def save(model, feeds, prefix):
+    """Writes the model and one .npy per feed to a new folder; returns (folder, model path)."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    path = os.path.join(work, "model.onnx")
+    onnx.save(model, path)
+    for k, v in feeds.items():
+        np.save(os.path.join(work, k + ".npy"), v)
+    return work, path
+
+
+def onnxruntime_run(path, feeds, runs, threads=0):
+    """onnxruntime's outputs and its median time per run (ms)."""
+    so = ort.SessionOptions()
+    if threads:
+        so.intra_op_num_threads = threads
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)
+    times = []
+    for _ in range(runs):
+        s = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - s)
+    return want, sorted(times)[len(times) // 2] * 1e3
+
+
+def wgpu_ops_run(work, path, feeds, runs, extra=()):
+    """Runs onnx_timing (`ONNX_TIMING=PATH`, else through cargo) writing to work/out; returns
+    (its report, median ms per run, dispatches per run)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    binary = os.environ.get("ONNX_TIMING")
+    cmd = ([binary] if binary else
+           ["cargo", "run", "-q", "--release", "--example", "onnx_timing", "--"]) + \
+          [path, os.path.join(work, "out"), str(runs)] + list(extra) + \
+          [f"{k}={os.path.join(work, k + '.npy')}" for k in feeds]
+    report = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
+    lines = report.strip().splitlines()
+    ms = float(next(l for l in lines if l.startswith("median of")).split(": ")[1].split()[0])
+    dispatches = int(next(l for l in lines if l.startswith("dispatches per run")).split(": ")[1])
+    return report.strip(), ms, dispatches
+
+
+def compare(work, names, want):
+    """Asserts every output within rtol 1e-3, atol 1e-5; returns the worst error as a fraction
+    of its bound."""
+    worst = 0.0
+    for name, w in zip(names, want):
+        got = np.load(os.path.join(work, "out", name + ".npy"))
+        err = np.abs(got - w) / (1e-5 + 1e-3 * np.abs(w))
+        worst = max(worst, float(err.max()))
+        np.testing.assert_allclose(got, w, rtol=1e-3, atol=1e-5, err_msg=name)
+    return worst

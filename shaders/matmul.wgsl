@@ -110,8 +110,8 @@ fn main(
 // leave most invocations idle and wait at a barrier per step of k, which CPU adapters make
 // especially slow. Here an output element is SLICES invocations, each summing a slice of k in
 // order; one barrier, then the first adds the partial sums. The row of A is read by all
-// invocations of a workgroup alike. SLICES is 16 in workgroups of 64 or more (a sum's loop,
-// whose every iteration waits for its loads, is then k / 16 long), else 4.
+// invocations of a workgroup alike. SLICES is 16 in workgroups of 128 or more (GPUs: a sum's
+// loop, whose every iteration waits for its loads, is then k / 16 long), else 4.
 override SLICES: u32 = 4u;
 var<workgroup> partial: array<T, 256>;
 

@@ -339,8 +339,11 @@ impl Context {
         if options.native_64_bit.unwrap_or(true) {
             wanted_features |= wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_F64;
         }
-        // Subgroup shuffles let LinearAttention's lanes add their parts without barriers.
-        wanted_features |= wgpu::Features::SUBGROUP;
+        // Subgroup shuffles let LinearAttention's lanes add their parts without barriers
+        // (native only, see `subgroups_of_at_least`).
+        if cfg!(not(target_arch = "wasm32")) {
+            wanted_features |= wgpu::Features::SUBGROUP;
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgpu-ops"),
@@ -407,11 +410,14 @@ impl Context {
 
     /// Whether kernels may use subgroup operations on subgroups of at least `n` invocations
     /// (the device has wgpu's `SUBGROUP` feature and its smallest subgroup is that large).
+    /// Native only: browsers' WGSL wants an `enable subgroups;` that naga does not take.
     pub fn subgroups_of_at_least(&self, n: u32) -> bool {
-        self.inner
-            .device
-            .features()
-            .contains(wgpu::Features::SUBGROUP)
+        cfg!(not(target_arch = "wasm32"))
+            && self
+                .inner
+                .device
+                .features()
+                .contains(wgpu::Features::SUBGROUP)
             && self.inner.info.subgroup_min_size >= n
     }
 

@@ -98,24 +98,48 @@ const F64_NATIVE: [&str; 11] = [
 
 /// f32 ops that only choose a value or change its sign, written on the bits: GPUs that flush
 /// subnormal f32 values to zero in arithmetic and comparisons (NVIDIA's Vulkan driver does;
-/// WGSL allows it) still give these exact results. `K(x)`, the bits as an i32 with the
-/// magnitude bits of negatives flipped, orders floats as numbers (-0 below +0).
-const F32_BITWISE: [(&str, &str); 5] = [
-    ("Neg", "bitcast<f32>(bitcast<u32>(a) ^ 0x80000000u)"),
-    ("Abs", "bitcast<f32>(bitcast<u32>(a) & 0x7fffffffu)"),
-    (
-        "Relu",
-        "select(a, 0.0, bitcast<i32>(a) < 0 && (bitcast<u32>(a) & 0x7fffffffu) <= 0x7f800000u)",
-    ),
-    (
-        "Max",
-        "select(select(a, b, (bitcast<i32>(a) ^ ((bitcast<i32>(a) >> 31u) & 0x7fffffff)) < (bitcast<i32>(b) ^ ((bitcast<i32>(b) >> 31u) & 0x7fffffff))), a + b, (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u || (bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)",
-    ),
-    (
-        "Min",
-        "select(select(a, b, (bitcast<i32>(b) ^ ((bitcast<i32>(b) >> 31u) & 0x7fffffff)) < (bitcast<i32>(a) ^ ((bitcast<i32>(a) >> 31u) & 0x7fffffff))), a + b, (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u || (bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u)",
-    ),
-];
+/// WGSL allows it) still give these exact results (comparisons on `f32_order_key`).
+static F32_BITWISE: std::sync::LazyLock<[(&str, String); 5]> = std::sync::LazyLock::new(|| {
+    let either_nan = format!("{} || {}", f32_is_nan("a"), f32_is_nan("b"));
+    [
+        ("Neg", "bitcast<f32>(bitcast<u32>(a) ^ 0x80000000u)".into()),
+        ("Abs", "bitcast<f32>(bitcast<u32>(a) & 0x7fffffffu)".into()),
+        (
+            "Relu",
+            format!(
+                "select(a, 0.0, bitcast<i32>(a) < 0 && !{})",
+                f32_is_nan("a")
+            ),
+        ),
+        (
+            "Max",
+            format!(
+                "select(select(a, b, {} < {}), a + b, {either_nan})",
+                f32_order_key("a"),
+                f32_order_key("b")
+            ),
+        ),
+        (
+            "Min",
+            format!(
+                "select(select(a, b, {} < {}), a + b, {either_nan})",
+                f32_order_key("b"),
+                f32_order_key("a")
+            ),
+        ),
+    ]
+});
+
+/// WGSL: the f32 `x`'s bits as an i32 that orders floats as numbers (-0 below +0; the
+/// magnitude bits of negatives flipped), for comparisons that must not flush subnormals.
+pub(crate) fn f32_order_key(x: &str) -> String {
+    format!("(bitcast<i32>({x}) ^ ((bitcast<i32>({x}) >> 31u) & 0x7fffffff))")
+}
+
+/// WGSL: whether the f32 `x` is NaN, from its bits.
+pub(crate) fn f32_is_nan(x: &str) -> String {
+    format!("((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)")
+}
 
 /// The ops whose expressions call functions only the word kernel's template has.
 const WORDS_ONLY: [&str; 2] = ["Pow", "Tanh"];
@@ -136,7 +160,7 @@ impl ElementwiseOp {
             DType::F32 => F32_BITWISE
                 .iter()
                 .find(|(name, _)| *name == self.name)
-                .map(|(_, e)| *e)
+                .map(|(_, e)| e.as_str())
                 .or(self.float),
             // Vulkan's extended instructions have no f64 exp, log, tanh or pow: those need
             // software implementations, not written yet.

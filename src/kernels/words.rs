@@ -5,7 +5,7 @@
 //! rounded to nearest-even), operands of different dtypes (`Where`, comparisons, `Pow` with an
 //! exponent of another type), and `Cast` between all 13 dtypes.
 
-use super::elementwise::{cast_expression, lookup};
+use super::elementwise::{cast_expression, f32_is_nan, f32_order_key, lookup};
 use super::operands::native_feature;
 use super::program::Program;
 use super::Kernel;
@@ -297,9 +297,10 @@ pub static WORD_OPS: [WordOp; 19] = [
         wgsl: |c| {
             match c[0] {
             // On the bits for f32, so subnormals count as nonzero where GPUs flush them.
-            Class::Float => expr(
-                "select(select(1.0, -1.0, bitcast<i32>(a) < 0), a, (bitcast<u32>(a) & 0x7fffffffu) == 0u || (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)",
-            ),
+            Class::Float => expr(format!(
+                "select(select(1.0, -1.0, bitcast<i32>(a) < 0), a, (bitcast<u32>(a) & 0x7fffffffu) == 0u || {})",
+                f32_is_nan("a")
+            )),
             Class::Double => expr("select(sign(a), a, !(a == a))"),
             Class::Int | Class::Long => expr("A(a > A(0)) - A(a < A(0))"),
             Class::Uint | Class::Ulong => expr("A(a > A(0))"),
@@ -398,10 +399,7 @@ pub static WORD_OPS: [WordOp; 19] = [
             }
             // f32 compared on the bits (as the typed kernel's Max and Min), so subnormals
             // keep their order where GPUs flush them in comparisons.
-            let key = |x: &str| {
-                format!("(bitcast<i32>({x}) ^ ((bitcast<i32>({x}) >> 31u) & 0x7fffffff))")
-            };
-            let nan = |x: &str| format!("((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)");
+            let (key, nan) = (f32_order_key, f32_is_nan);
             let lo = format!("select(a, b, !{} && {} < {})", nan("b"), key("a"), key("b"));
             let hi = format!(
                 "select({lo}, c, !{} && {} < {})",

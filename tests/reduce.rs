@@ -374,3 +374,50 @@ fn long_lines_run_in_several_dispatches() {
         .to_string();
     assert!(e.contains("TopK") && e.contains("K = 9000"), "{e}");
 }
+
+/// f16 Softmax rounds each step of the ONNX function body that defines it (Sub, Exp, ReduceSum
+/// and Div each to f16; the sum accumulates in f32), as the ONNX backend tests' expected
+/// outputs do. Rows of one 0 and seven copies of `d`, chosen so that rounding only the final
+/// quotient gives other bits in both outputs, and so that no f32 step lies near an f16
+/// rounding midpoint (WGSL's `exp` and division need not be correctly rounded in f32).
+#[test]
+fn softmax_on_f16_rounds_each_step_of_its_function_body() {
+    use half::f16;
+    // -0.51708984375, -0.66748046875, -0.69482421875
+    let ds = [0xb823, 0xb957, 0xb98f].map(|bits| f16::from_bits(bits).to_f32());
+    let n = 8;
+    let mut x = Vec::new();
+    let mut step_by_step = Vec::new();
+    for &d in &ds {
+        x.push(f16::ZERO);
+        x.extend(std::iter::repeat_n(f16::from_f32(d), n - 1));
+        let e = f16::from_f32(d.exp());
+        let s = f16::from_f32(1.0 + (n - 1) as f32 * e.to_f32());
+        let first = f16::from_f32(1.0 / s.to_f32());
+        let rest = f16::from_f32(e.to_f32() / s.to_f32());
+        let exact = (d as f64).exp();
+        let sum = 1.0 + (n - 1) as f64 * exact;
+        assert_ne!(
+            first,
+            f16::from_f64(1.0 / sum),
+            "d = {d}: the case does not tell"
+        );
+        assert_ne!(
+            rest,
+            f16::from_f64(exact / sum),
+            "d = {d}: the case does not tell"
+        );
+        step_by_step.push(first);
+        step_by_step.extend(std::iter::repeat_n(rest, n - 1));
+    }
+    let x = HostTensor::from_vec(vec![ds.len(), n], &x).unwrap();
+    for ctx in contexts_for(DType::F16) {
+        let (got, want) = both(
+            ctx,
+            Node::new("Softmax", "s").attr("axis", Attr::Int(1)),
+            x.clone(),
+        );
+        assert_eq!(got.to_vec::<f16>().unwrap(), step_by_step, "GPU");
+        assert_eq!(want.to_vec::<f16>().unwrap(), step_by_step, "reference");
+    }
+}

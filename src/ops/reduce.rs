@@ -145,7 +145,9 @@ impl Recorder {
     /// `coerce_2d` (Softmax-1 and -11), the input is seen as 2-D, `[prod(dims[..axis]),
     /// prod(dims[axis..])]`, and normalized over its second axis. Built from the reduction
     /// trees and element-wise kernels: the row maximum is subtracted before `exp`, so large
-    /// inputs do not overflow; f16 and bf16 compute in f32 and round once.
+    /// inputs do not overflow. f16 and bf16 follow the ONNX function body that defines the op
+    /// (ReduceMax, Sub, Exp, ReduceSum, then Div, or Log and Sub): each step rounds to the
+    /// type, and the sum accumulates in f32 like every 16-bit reduction.
     pub fn softmax_to(
         &mut self,
         op: &str,
@@ -188,14 +190,9 @@ impl Recorder {
         } else {
             (input.clone(), axis)
         };
-        let wide = if matches!(dtype, DType::F16 | DType::BF16) {
-            self.cast(&x, DType::F32)?
-        } else {
-            x.clone()
-        };
         let axes = [axis as i64];
-        let max = self.reduce_to("ReduceMax", &wide, Some(&axes), true, false, Out::NEW)?;
-        let shifted = self.elementwise("Sub", &wide, Some(&max))?;
+        let max = self.reduce_to("ReduceMax", &x, Some(&axes), true, false, Out::NEW)?;
+        let shifted = self.elementwise("Sub", &x, Some(&max))?;
         self.release(max);
         let e = self.elementwise("Exp", &shifted, None)?;
         let sum = self.reduce_to("ReduceSum", &e, Some(&axes), true, false, Out::NEW)?;
@@ -213,16 +210,7 @@ impl Recorder {
             y
         };
         self.release(sum);
-        if wide.dtype() != dtype {
-            self.release(wide);
-        }
-        let result = result.reshaped(&shape)?;
-        if result.dtype() == dtype {
-            return out.view(self, result);
-        }
-        let narrow = self.cast_to(&result, dtype, out);
-        self.release(result);
-        narrow
+        out.view(self, result.reshaped(&shape)?)
     }
 }
 

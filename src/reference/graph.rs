@@ -405,8 +405,9 @@ fn run_node(
                 int(node, "keepdims").unwrap_or(1) != 0,
             )?)
         }
-        // Written out in f64: max-shifted exponentials over the axis (Softmax-1/-11: over
-        // the trailing dims from the axis, with `coerce_2d`).
+        // Max-shifted exponentials over the axis (Softmax-1/-11: over the trailing dims from
+        // the axis, with `coerce_2d`), in f64 for f32 and f64; f16 and bf16 step by step in
+        // their own type, as the ONNX function body that defines the op rounds.
         "Softmax" | "LogSoftmax" => {
             let x = a(0)?;
             let rank = x.shape.len().max(1) as i64;
@@ -417,7 +418,11 @@ fn run_node(
             } else {
                 vec![axis.min(x.shape.len().saturating_sub(1))]
             };
-            let wide = cast(&x, DType::F64)?;
+            let wide = if matches!(x.dtype, DType::F16 | DType::BF16) {
+                x.clone()
+            } else {
+                cast(&x, DType::F64)?
+            };
             let wide = if wide.shape.is_empty() {
                 HostTensor {
                     shape: vec![1],

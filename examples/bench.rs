@@ -9,8 +9,9 @@
 //! median of several measurements. GB/s counts bytes read plus bytes written.
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick] [--case TEXT]
-//! [--workgroup-size N] [--cpu-kernels on|off] [--no-scan] [--scan-only] [--rnn-only]
-//! [--dtypes-only]` (`--dtypes-only`: `Add` on 64 MiB operands of each of the 13 dtypes but
+//! [--workgroup-size N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
+//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--dtypes-only]` (`--matmul-only`:
+//! every MatMul kernel timed on the products of recurrent steps; `--dtypes-only`: `Add` on 64 MiB operands of each of the 13 dtypes but
 //! bool, as GB/s and as a ratio to a plain buffer copy of the same bytes, written to
 //! DIR/dtypes.txt, so the cost of each emulation is visible).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
@@ -21,8 +22,8 @@ use serde_json::json;
 use wgpu_ops::graph::{Attr, Graph, Node};
 use wgpu_ops::ops::elementwise::{Arg, Program};
 use wgpu_ops::{
-    BatchToSpace, Context, ContextOptions, DType, HostTensor, Out, Recorder, Session, Slice,
-    SpaceToBatch, StridedSlice, Tensor,
+    BatchToSpace, Context, ContextOptions, DType, HostTensor, MatMulChoice, MatMulKernel, Out,
+    Recorder, Session, Slice, SpaceToBatch, StridedSlice, Tensor,
 };
 
 struct Timer {
@@ -274,6 +275,16 @@ fn main() {
     let ctx = Context::new_blocking(ContextOptions {
         workgroup_size: flag("--workgroup-size").map(|v| v.parse().expect("--workgroup-size N")),
         cpu_kernels: flag("--cpu-kernels").map(|v| v == "on"),
+        matmul: flag("--matmul").map(|v| match v.as_str() {
+            "by-shape" => MatMulChoice::ByShape,
+            "measure" => MatMulChoice::Measure,
+            name => MatMulChoice::Always(
+                MatMulKernel::ALL
+                    .into_iter()
+                    .find(|k| k.name() == name)
+                    .expect("--matmul by-shape|measure|tiles|rows|blocks"),
+            ),
+        }),
         ..Default::default()
     })
     .expect("no GPU adapter");
@@ -281,10 +292,11 @@ fn main() {
     let adapter = format!("{} ({:?}, {})", info.name, info.backend, info.driver_info);
     let timer = Timer::new(&ctx);
     println!(
-        "adapter: {adapter}\ntiming: {}\nworkgroup size: {}\nCPU kernels: {}\n",
+        "adapter: {adapter}\ntiming: {}\nworkgroup size: {}\nCPU kernels: {}\nMatMul kernels: {:?}\n",
         timer.method(),
         ctx.workgroup_size(),
-        ctx.cpu_kernels()
+        ctx.cpu_kernels(),
+        ctx.matmul_choice()
     );
     spin_up(&ctx);
     let ceiling_bytes = (64u64 << 20).min(max_mib << 20).min(ctx.binding_limit()) & !15;
@@ -307,6 +319,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--linear-attention-only") {
         linear_attention_step(&ctx, &timer);
+        return;
+    }
+    if args.iter().any(|a| a == "--matmul-only") {
+        matmul_kernels(&ctx);
         return;
     }
     if args.iter().any(|a| a == "--rnn-only") {
@@ -762,6 +778,44 @@ fn scan_overhead(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::V
 }
 
 /// The spec's RNN cell, Ht = tanh(X_t Wi^T + H Ri^T + Wbi + Rbi), as a Scan over `steps`.
+/// The MatMul kernels timed on the products of recurrent steps (the RNN cell's rows x 256 by
+/// 256 x 256 for 1 to 64 rows; LinearAttention's per-head matrix-vector products and outer
+/// products at 16 heads of 128), as `MatMulChoice::Measure` times them: microseconds per
+/// product, each waiting for the one before, and the kernel the shape rule picks.
+fn matmul_kernels(ctx: &Context) {
+    println!(
+        "{:<28} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "f32 product", "tiles us", "rows us", "blocks us", "fastest", "by shape"
+    );
+    let mut shapes: Vec<(String, [u64; 4])> = [1, 2, 4, 8, 16, 32, 64]
+        .iter()
+        .map(|&rows| (format!("[{rows},256]x[256,256]"), [1, rows, 256, 256]))
+        .collect();
+    shapes.push(("16 x [1,128]x[128,128]".into(), [16, 1, 128, 128]));
+    shapes.push(("16 x [128,1]x[1,128]".into(), [16, 128, 128, 1]));
+    for (name, shape) in shapes {
+        match wgpu_ops::kernels::matmul::measure_matmul(ctx, DType::F32, shape) {
+            Ok((m, by_shape)) => {
+                let us = |kernel: MatMulKernel| {
+                    m.micros
+                        .iter()
+                        .find(|(k, _)| *k == kernel)
+                        .map_or("-".to_string(), |(_, us)| format!("{us:.1}"))
+                };
+                println!(
+                    "{name:<28} {:>10} {:>10} {:>10} {:>8} {:>8}",
+                    us(MatMulKernel::Tiles),
+                    us(MatMulKernel::Rows),
+                    us(MatMulKernel::Blocks),
+                    m.chosen.name(),
+                    by_shape.name()
+                );
+            }
+            Err(e) => println!("{name:<28} error: {e}"),
+        }
+    }
+}
+
 fn rnn_graph(batch: usize, hidden: usize, steps: usize) -> Graph {
     let w = |n: usize, seed: u32| -> Vec<f32> {
         (0..n)

@@ -42,7 +42,10 @@ pub mod reference;
 
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
-pub use gpu::{default_workgroup_size, list_adapters, Context, ContextOptions, Stats};
+pub use gpu::{
+    default_workgroup_size, list_adapters, Context, ContextOptions, MatMulChoice, MatMulKernel,
+    Stats,
+};
 pub use graph::{Graph, Node, Session};
 pub use host::HostTensor;
 pub use indices::IntoIndices;

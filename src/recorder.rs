@@ -163,6 +163,9 @@ pub struct Recorder {
     /// Commands this recording has committed to encode (loops counted whole before they run),
     /// checked against the context's limit.
     planned: u64,
+    /// The MatMul kernel every product of this recording uses where it can (the timing runs
+    /// of [`crate::MatMulChoice::Measure`]).
+    pub(crate) matmul_kernel: Option<crate::MatMulKernel>,
 }
 
 impl Recorder {
@@ -184,6 +187,7 @@ impl Recorder {
             in_flight: None,
             in_replay: false,
             planned: 0,
+            matmul_kernel: None,
         }
     }
 

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use wgpu_ops::graph::{Attr, Graph, Node};
 use wgpu_ops::reference::graph::run_graph;
-use wgpu_ops::{DType, Error, HostTensor, Session};
+use wgpu_ops::{DType, Error, HostTensor, MatMulChoice, MatMulKernel, Session};
 
 fn values_for(dtype: DType, shape: &[usize], seed: u64, positive: bool) -> HostTensor {
     let n: usize = shape.iter().product();
@@ -658,6 +658,7 @@ fn matmul_kernels_at_every_workgroup_size() {
             let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
                 workgroup_size: Some(size),
                 cpu_kernels: Some(cpu),
+                matmul: Some(MatMulChoice::ByShape),
                 ..Default::default()
             })
             .unwrap();
@@ -689,6 +690,100 @@ fn matmul_kernels_at_every_workgroup_size() {
         }
     }
     assert_eq!(kernels.len(), 3, "{kernels:?}");
+}
+
+/// `a x b` on a context choosing MatMul kernels by `choice`, with the dispatches it took.
+fn matmul_with(
+    choice: MatMulChoice,
+    a: &HostTensor,
+    b: &HostTensor,
+) -> (HostTensor, u64, wgpu_ops::Context) {
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        matmul: Some(choice),
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    let (got, dispatches) = run_matmul(&ctx, a, b);
+    (got, dispatches, ctx)
+}
+
+fn run_matmul(ctx: &wgpu_ops::Context, a: &HostTensor, b: &HostTensor) -> (HostTensor, u64) {
+    let shape =
+        |t: &HostTensor| -> Vec<Option<usize>> { t.shape.iter().map(|&d| Some(d)).collect() };
+    let g = Graph::new()
+        .input("a", a.dtype, &shape(a))
+        .input("b", b.dtype, &shape(b))
+        .node(Node::new("MatMul", "mm").inputs(["a", "b"]).outputs(["y"]))
+        .output("y");
+    let inputs = vec![("a".to_string(), a.clone()), ("b".to_string(), b.clone())];
+    let session = Session::new(ctx, g).unwrap();
+    let before = ctx.stats().dispatches;
+    let got = session.run_blocking(inputs).unwrap().remove(0).1;
+    (got, ctx.stats().dispatches - before)
+}
+
+#[test]
+fn matmul_kernels_forced_or_measured_per_shape() {
+    // A recurrent step's product, [8, 256] x [256, 256] in f32: every kernel can compute it,
+    // each sums in its own order (so forcing one shows in the bits), all within tolerance
+    // (positive terms: no cancellation, so relative error stays that of the sum's rounding).
+    let a = values_for(DType::F32, &[8, 256], 1, true);
+    let b = values_for(DType::F32, &[256, 256], 2, true);
+    let want = cpu("MatMul", vec![a.clone(), b.clone()]);
+    let mut forced = Vec::new();
+    for kernel in MatMulKernel::ALL {
+        let (got, dispatches, ctx) = matmul_with(MatMulChoice::Always(kernel), &a, &b);
+        close(&got, &want, kernel.name());
+        assert_eq!(dispatches, 1, "{}", kernel.name());
+        assert!(ctx.matmul_measurements().is_empty());
+        forced.push((kernel, got));
+    }
+    let orders: std::collections::HashSet<&[u8]> =
+        forced.iter().map(|(_, t)| &t.data[..]).collect();
+    assert!(
+        orders.len() >= 2,
+        "every forced kernel gave the same bits: forcing had no effect"
+    );
+
+    let (got, dispatches, ctx) = matmul_with(MatMulChoice::Measure, &a, &b);
+    close(&got, &want, "measured");
+    // The timing runs are not the caller's work.
+    assert_eq!(dispatches, 1);
+    let measured = ctx.matmul_measurements();
+    assert_eq!(measured.len(), 1, "{measured:?}");
+    let m = &measured[0];
+    assert_eq!(
+        (m.shape.batches, m.shape.rows, m.shape.n, m.shape.k),
+        (1, 8, 256, 256)
+    );
+    let timed: Vec<MatMulKernel> = m.micros.iter().map(|&(k, _)| k).collect();
+    assert_eq!(timed, MatMulKernel::ALL, "{m:?}");
+    assert!(
+        m.micros.iter().all(|&(_, us)| us.is_finite() && us > 0.0),
+        "{m:?}"
+    );
+    let fastest = m
+        .micros
+        .iter()
+        .min_by(|x, y| x.1.total_cmp(&y.1))
+        .unwrap()
+        .0;
+    assert_eq!(m.chosen, fastest);
+    let chosen_bits = &forced.iter().find(|(k, _)| *k == m.chosen).unwrap().1;
+    assert_eq!(
+        got.data, chosen_bits.data,
+        "the measured run used another kernel than it chose"
+    );
+    // Measured once per shape; products too small to matter and products of many rows go by
+    // shape.
+    run_matmul(&ctx, &a, &b);
+    let small = values_for(DType::F32, &[8, 16], 3, false);
+    let small_b = values_for(DType::F32, &[16, 16], 4, false);
+    run_matmul(&ctx, &small, &small_b);
+    let tall = values_for(DType::F32, &[65, 256], 5, false);
+    run_matmul(&ctx, &tall, &b);
+    assert_eq!(ctx.matmul_measurements().len(), 1);
 }
 
 #[test]

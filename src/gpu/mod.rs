@@ -56,10 +56,90 @@ pub struct ContextOptions {
     /// barriers, see the MatMul kernels). `None`: when the adapter is a
     /// CPU one (lavapipe, SwiftShader, WARP).
     pub cpu_kernels: Option<bool>,
+    /// How a matrix product of few rows (a recurrent step) picks its kernel. `None`:
+    /// [`MatMulChoice::Measure`] on GPUs, [`MatMulChoice::ByShape`] on CPU adapters (whose
+    /// timings are noisy and whose choice the benchmarks settled) and in the browser (which
+    /// cannot wait for a measurement).
+    pub matmul: Option<MatMulChoice>,
     /// Fuse chains of element-wise nodes in graphs (a Scan body's `Add -> Add -> Tanh`, say)
     /// into one kernel each, with no intermediate tensors. `None`: yes. Off, every node is
     /// its own dispatch (for comparisons).
     pub fuse_elementwise: Option<bool>,
+}
+
+/// The kernels of a matrix product (`shaders/matmul.wgsl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MatMulKernel {
+    /// 16 x 16 tiles through workgroup memory (`main`): GPUs, 16 rows and more.
+    Tiles,
+    /// Several invocations per output element, each summing a slice of k (`rows`): GPUs
+    /// under 16 rows, where tiles would idle; CPU adapters when blocks would use one
+    /// workgroup.
+    Rows,
+    /// A block of 8 rows x 4 columns per invocation over all of k, no workgroup memory or
+    /// barrier (`blocks`): CPU adapters, where a barrier is a costly switch between
+    /// invocations.
+    Blocks,
+}
+
+impl MatMulKernel {
+    pub const ALL: [MatMulKernel; 3] = [
+        MatMulKernel::Tiles,
+        MatMulKernel::Rows,
+        MatMulKernel::Blocks,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MatMulKernel::Tiles => "tiles",
+            MatMulKernel::Rows => "rows",
+            MatMulKernel::Blocks => "blocks",
+        }
+    }
+}
+
+/// How a matrix product picks its kernel; see [`ContextOptions::matmul`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatMulChoice {
+    /// By shape and adapter kind alone.
+    ByShape,
+    /// The first time a product of at most [`MEASURED_ROWS`] rows and at least
+    /// [`MEASURED_WORK`] multiply-adds is recorded, every kernel that can compute it is timed
+    /// on the device, and the fastest serves that shape (dtype, batch, rows, n, k) for the
+    /// context's life; other products go by shape. Results of floats depend on the kernel
+    /// only through the order of their sums.
+    Measure,
+    /// This kernel wherever it can compute the product (comparisons and tests), elsewhere
+    /// by shape.
+    Always(MatMulKernel),
+}
+
+/// Products of up to this many rows are measured under [`MatMulChoice::Measure`]: the rows
+/// of recurrent steps, where the kernels' order depends on the device.
+pub const MEASURED_ROWS: u64 = 64;
+/// Products with fewer multiply-adds than this are not measured (they take microseconds on
+/// any kernel).
+pub const MEASURED_WORK: u64 = 1 << 16;
+
+/// A product's shape as the MatMul kernels see it, the key of measured choices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatMulShape {
+    pub dtype: crate::DType,
+    pub batches: u64,
+    pub rows: u64,
+    pub n: u64,
+    pub k: u64,
+    /// i64/u64 on 32-bit words (no blocks kernel there).
+    pub emulate64: bool,
+}
+
+/// One measured choice: the time of one product per kernel timed (microseconds, the best of
+/// several runs) and the kernel chosen.
+#[derive(Clone, Debug)]
+pub struct MatMulMeasurement {
+    pub shape: MatMulShape,
+    pub micros: Vec<(MatMulKernel, f64)>,
+    pub chosen: MatMulKernel,
 }
 
 /// Device memory counted against [`ContextOptions::max_memory`] while a tensor's storage lives.
@@ -122,6 +202,7 @@ pub fn default_workgroup_size(info: &wgpu::AdapterInfo, limits: &wgpu::Limits) -
 }
 
 /// Counters for tests and benchmarks: how often the crate submitted work or waited for the GPU.
+/// The timing runs of [`MatMulChoice::Measure`] are not counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     pub submissions: u64,
@@ -145,6 +226,9 @@ struct Inner {
     segment_bytes: u64,
     workgroup_size: u32,
     cpu_kernels: bool,
+    matmul: MatMulChoice,
+    /// Choices made under [`MatMulChoice::Measure`], in the order they were made.
+    matmul_measured: Mutex<Vec<MatMulMeasurement>>,
     fuse_elementwise: bool,
     max_commands: u64,
     max_memory: u64,
@@ -312,6 +396,13 @@ impl Context {
             }
         };
         let cpu_kernels = options.cpu_kernels.unwrap_or_else(|| is_software(&info));
+        let matmul = options.matmul.unwrap_or({
+            if is_software(&info) || cfg!(target_arch = "wasm32") {
+                MatMulChoice::ByShape
+            } else {
+                MatMulChoice::Measure
+            }
+        });
         let software = is_software(&info);
         let max_commands =
             options
@@ -380,6 +471,8 @@ impl Context {
                 segment_bytes,
                 workgroup_size,
                 cpu_kernels,
+                matmul,
+                matmul_measured: Mutex::new(Vec::new()),
                 fuse_elementwise: options.fuse_elementwise.unwrap_or(true),
                 max_commands,
                 max_memory,
@@ -456,6 +549,19 @@ impl Context {
             .fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Takes back from the statistics the work of a [`MatMulChoice::Measure`] timing run,
+    /// which is not the caller's work.
+    pub(crate) fn uncount(&self, work: &Stats) {
+        let i = &self.inner;
+        i.submissions.fetch_sub(work.submissions, Ordering::Relaxed);
+        i.host_waits.fetch_sub(work.host_waits, Ordering::Relaxed);
+        i.pipelines_built
+            .fetch_sub(work.pipelines_built, Ordering::Relaxed);
+        i.dispatches.fetch_sub(work.dispatches, Ordering::Relaxed);
+        i.buffers_created
+            .fetch_sub(work.buffers_created, Ordering::Relaxed);
+    }
+
     pub(crate) fn count_dispatch(&self) {
         self.inner.dispatches.fetch_add(1, Ordering::Relaxed);
     }
@@ -527,6 +633,44 @@ impl Context {
     /// [`ContextOptions::cpu_kernels`]).
     pub fn cpu_kernels(&self) -> bool {
         self.inner.cpu_kernels
+    }
+
+    /// How matrix products pick their kernels (see [`ContextOptions::matmul`]).
+    pub fn matmul_choice(&self) -> MatMulChoice {
+        self.inner.matmul
+    }
+
+    /// The kernel measured fastest for `shape`, if it was measured.
+    pub(crate) fn measured_matmul(&self, shape: &MatMulShape) -> Option<MatMulKernel> {
+        let measured = self
+            .inner
+            .matmul_measured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        measured
+            .iter()
+            .find(|m| m.shape == *shape)
+            .map(|m| m.chosen)
+    }
+
+    pub(crate) fn remember_matmul(&self, measurement: MatMulMeasurement) {
+        let mut measured = self
+            .inner
+            .matmul_measured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !measured.iter().any(|m| m.shape == measurement.shape) {
+            measured.push(measurement);
+        }
+    }
+
+    /// The kernel choices this context measured so far (see [`MatMulChoice::Measure`]).
+    pub fn matmul_measurements(&self) -> Vec<MatMulMeasurement> {
+        self.inner
+            .matmul_measured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// True when graphs fuse chains of element-wise nodes (see

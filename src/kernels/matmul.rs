@@ -9,7 +9,10 @@ use super::program::{index_code, Program};
 use super::windows::{room, Broadcast, Walk};
 use super::words::{program_helpers, I64_EMULATION};
 use super::{Kernel, MAX_RANK};
-use crate::gpu::Binding;
+pub use crate::gpu::MatMulKernel;
+use crate::gpu::{
+    Binding, MatMulChoice, MatMulMeasurement, MatMulShape, MEASURED_ROWS, MEASURED_WORK,
+};
 use crate::storage::Storage;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
@@ -154,27 +157,11 @@ struct MatMulParams {
     dst_stride: [u32; MAX_RANK],
 }
 
-/// The MatMul kernels of `matmul.wgsl`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MatMulKernel {
-    /// 16 x 16 tiles through workgroup memory (`main`): GPUs, 16 rows and more.
-    Tiles,
-    /// Four invocations per output element, each summing a quarter of k (`rows`): GPUs under
-    /// 16 rows, where tiles would idle; CPU adapters when blocks would use one workgroup.
-    Rows,
-    /// A block of 8 rows x 4 columns per invocation over all of k, no workgroup memory or
-    /// barrier (`blocks`): CPU adapters, where a barrier is a costly switch between
-    /// invocations.
-    Blocks,
-}
-
 /// The most iterations of one loop over k in one invocation: lavapipe stops a shader's loops
 /// after 65 535 iterations and keeps what it has (a blocks product with k = 140 000 came out
 /// as 65 534). Blocks loop over all of k, rows over a quarter, tiles over k / 16 steps.
 pub const MAX_K_LOOP: u64 = 65_000;
 
-/// The kernel for `rows` output rows of `n` columns summing `k` products, with workgroups of
-/// `group` invocations, `max` workgroups per grid dimension, on CPU-style kernels or not.
 /// Invocations per output element of the `rows` kernel in workgroups of `group` (its `SLICES`):
 /// 16 in the workgroups of GPUs (128 and more: [1, 256] x [256, 256] took 6.4 us instead of
 /// 14.5 with 4 on the H100, its loop over k being latency-bound), 4 in the smaller ones of CPU
@@ -187,14 +174,19 @@ pub fn rows_slices(group: u32) -> u32 {
     }
 }
 
+/// The kernel for `rows` output rows of `n` columns summing `k` products, with workgroups of
+/// `group` invocations, `max` workgroups per grid dimension, on CPU-style kernels or not (the
+/// rule [`MatMulChoice::ByShape`] follows).
 pub fn matmul_kernel(rows: u64, n: u64, k: u64, cpu: bool, group: u32, max: u32) -> MatMulKernel {
     let (row_groups, col_groups) = (rows.div_ceil(8), n.div_ceil(4 * u64::from(group)));
-    // Blocks need two workgroups to keep two cores busy; one row split four ways does better.
+    // CPU adapters: blocks from two rows (lavapipe, 2 cores, [r, 256] x [256, 256]: 217 us at
+    // 2 rows and 216 at 8, the few-rows kernel 280 and 841); a single row split into slices
+    // does better in one workgroup (181 us, blocks 226).
     if cpu
         && k <= MAX_K_LOOP
         && row_groups <= u64::from(max)
         && col_groups <= u64::from(max)
-        && row_groups * col_groups >= 2
+        && (rows >= 2 || col_groups >= 2)
     {
         MatMulKernel::Blocks
     } else if rows < 16 && k.div_ceil(4) <= MAX_K_LOOP {
@@ -204,7 +196,193 @@ pub fn matmul_kernel(rows: u64, n: u64, k: u64, cpu: bool, group: u32, max: u32)
     }
 }
 
+/// Whether `kernel` can compute products of `shape` (loop and grid limits; the emulated
+/// 64-bit types have no blocks kernel).
+fn can_run(kernel: MatMulKernel, shape: &MatMulShape, group: u32, max: u32) -> bool {
+    let (rows, n, k, max) = (shape.rows, shape.n, shape.k, u64::from(max));
+    match kernel {
+        MatMulKernel::Tiles => k.div_ceil(16) <= MAX_K_LOOP,
+        MatMulKernel::Rows => {
+            let per_group = u64::from(group / rows_slices(group));
+            k.div_ceil(4) <= MAX_K_LOOP && rows <= max && n.div_ceil(per_group) <= max
+        }
+        MatMulKernel::Blocks => {
+            !shape.emulate64
+                && k <= MAX_K_LOOP
+                && rows.div_ceil(8) <= max
+                && n.div_ceil(4 * u64::from(group)) <= max
+        }
+    }
+}
+
+/// The kernel [`matmul_kernel`] picks for `shape`, where it can run.
+fn kernel_by_shape(shape: &MatMulShape, cpu: bool, group: u32, max: u32) -> MatMulKernel {
+    match matmul_kernel(shape.rows, shape.n, shape.k, cpu, group, max) {
+        MatMulKernel::Blocks if shape.emulate64 && shape.rows < 16 => MatMulKernel::Rows,
+        MatMulKernel::Blocks if shape.emulate64 => MatMulKernel::Tiles,
+        v => v,
+    }
+}
+
+/// Times every kernel that can compute products of `shape` on `ctx` (runs of `reps` products
+/// into one output, so each waits for the one before as in a recurrent step, grown until a run
+/// takes a millisecond; interleaved, best of three after a warm-up), for
+/// [`MatMulChoice::Measure`]. Its own work is taken back from the context's statistics.
+#[cfg(feature = "native")]
+fn measure(
+    ctx: &crate::Context,
+    shape: &MatMulShape,
+    group: u32,
+    max: u32,
+) -> Result<MatMulMeasurement> {
+    let candidates: Vec<MatMulKernel> = MatMulKernel::ALL
+        .into_iter()
+        .filter(|&kernel| can_run(kernel, shape, group, max))
+        .collect();
+    if candidates.len() < 2 {
+        return Err(Error::Graph(format!(
+            "MatMul {shape:?}: no kernels to compare"
+        )));
+    }
+    let before = ctx.stats();
+    let dims = |a: u64, b: u64| -> Vec<usize> {
+        [shape.batches, a, b]
+            .iter()
+            .skip(usize::from(shape.batches == 1))
+            .map(|&d| d as usize)
+            .collect()
+    };
+    let lhs = Tensor::uninit(ctx, shape.dtype, &dims(shape.rows, shape.k))?;
+    let rhs = Tensor::uninit(ctx, shape.dtype, &dims(shape.k, shape.n))?;
+    let out = Tensor::uninit(ctx, shape.dtype, &dims(shape.rows, shape.n))?;
+    let mut timed = crate::gpu::Stats::default();
+    let mut time = |kernel: MatMulKernel, reps: u32| -> Result<f64> {
+        ctx.wait_idle()?;
+        let mut rec = ctx.recorder();
+        rec.matmul_kernel = Some(kernel);
+        for _ in 0..reps {
+            rec.matmul_into("MatMul", &lhs, &rhs, &out)?;
+        }
+        timed.dispatches += rec.dispatches();
+        timed.submissions += 1;
+        timed.host_waits += 2;
+        let start = std::time::Instant::now();
+        pollster::block_on(rec.finish())?;
+        ctx.wait_idle()?;
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let outcome = (|| -> Result<Vec<(MatMulKernel, f64)>> {
+        for &kernel in &candidates {
+            time(kernel, 1)?;
+        }
+        let mut reps = 8;
+        while reps < 256 && time(candidates[0], reps)? < 1e-3 {
+            reps *= 2;
+        }
+        let mut best = vec![f64::INFINITY; candidates.len()];
+        for _ in 0..3 {
+            for (j, &kernel) in candidates.iter().enumerate() {
+                best[j] = best[j].min(time(kernel, reps)?);
+            }
+        }
+        Ok(candidates
+            .iter()
+            .zip(best)
+            .map(|(&kernel, t)| (kernel, t * 1e6 / f64::from(reps)))
+            .collect())
+    })();
+    drop((lhs, rhs, out));
+    let after = ctx.stats();
+    timed.pipelines_built = after.pipelines_built - before.pipelines_built;
+    timed.buffers_created = after.buffers_created - before.buffers_created;
+    ctx.uncount(&timed);
+    let micros = outcome?;
+    let chosen = micros
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|&(kernel, _)| kernel)
+        .expect("two candidates or more");
+    Ok(MatMulMeasurement {
+        shape: *shape,
+        micros,
+        chosen,
+    })
+}
+
+/// Times every kernel that can compute products of `rows x k` by `k x n` (`batches` of them)
+/// on `ctx`, as [`MatMulChoice::Measure`] does, whatever their size, together with the kernel
+/// the shape rule would pick. For the benchmark's table; remembers nothing.
+#[doc(hidden)]
+#[cfg(feature = "native")]
+pub fn measure_matmul(
+    ctx: &crate::Context,
+    dtype: DType,
+    [batches, rows, n, k]: [u64; 4],
+) -> Result<(MatMulMeasurement, MatMulKernel)> {
+    let shape = MatMulShape {
+        dtype,
+        batches,
+        rows,
+        n,
+        k,
+        emulate64: super::operands::emulates64(ctx, dtype),
+    };
+    let group = ctx.workgroup_size().clamp(4, 256);
+    let max = ctx.limits().max_compute_workgroups_per_dimension;
+    let by_shape = kernel_by_shape(&shape, ctx.cpu_kernels(), group, max);
+    Ok((measure(ctx, &shape, group, max)?, by_shape))
+}
+
 impl Recorder {
+    /// The kernel for products of `shape`: forced by this recorder (a measurement's timing
+    /// run) or the context's [`MatMulChoice`], measured, or by shape.
+    fn choose_matmul_kernel(&mut self, shape: &MatMulShape, group: u32, max: u32) -> MatMulKernel {
+        let ctx = self.context().clone();
+        let by_shape = kernel_by_shape(shape, ctx.cpu_kernels(), group, max);
+        let forced = match ctx.matmul_choice() {
+            MatMulChoice::Always(kernel) => self.matmul_kernel.or(Some(kernel)),
+            _ => self.matmul_kernel,
+        };
+        if let Some(kernel) = forced {
+            return if can_run(kernel, shape, group, max) {
+                kernel
+            } else {
+                by_shape
+            };
+        }
+        let work = shape.batches * shape.rows * shape.n * shape.k;
+        let candidates = MatMulKernel::ALL
+            .into_iter()
+            .filter(|&kernel| can_run(kernel, shape, group, max))
+            .count();
+        if ctx.matmul_choice() != MatMulChoice::Measure
+            || shape.rows > MEASURED_ROWS
+            || work < MEASURED_WORK
+            || candidates < 2
+        {
+            return by_shape;
+        }
+        if let Some(kernel) = ctx.measured_matmul(shape) {
+            return kernel;
+        }
+        #[cfg(feature = "native")]
+        match measure(&ctx, shape, group, max) {
+            Ok(measurement) => {
+                let chosen = measurement.chosen;
+                log::info!(
+                    "MatMul {shape:?}: {:?}, chose {}",
+                    measurement.micros,
+                    chosen.name()
+                );
+                ctx.remember_matmul(measurement);
+                return chosen;
+            }
+            // The product itself then runs (and reports its own errors) on the kernel by shape.
+            Err(e) => log::warn!("MatMul {shape:?}: measuring the kernels failed: {e}"),
+        }
+        by_shape
+    }
+
     /// Records a batched matrix product. `lhs` is `[..., m, k]`, `rhs` `[..., k, n]` (batch
     /// dims already broadcast-compatible), `out` `[batch..., m, n]`.
     pub(crate) fn matmul_into(
@@ -509,12 +687,15 @@ impl Recorder {
                 }
                 bytes.extend_from_slice(bytemuck::cast_slice(&words));
             }
-            let variant = match matmul_kernel(*rows, n, k, ctx.cpu_kernels(), group, max) {
-                // The emulation has no blocks kernel.
-                MatMulKernel::Blocks if emulate64 && *rows < 16 => MatMulKernel::Rows,
-                MatMulKernel::Blocks if emulate64 => MatMulKernel::Tiles,
-                v => v,
+            let shape = MatMulShape {
+                dtype,
+                batches,
+                rows: *rows,
+                n,
+                k,
+                emulate64,
             };
+            let variant = self.choose_matmul_kernel(&shape, group, max);
             if variant == MatMulKernel::Tiles && k.div_ceil(16) > MAX_K_LOOP {
                 return Err(Error::LimitExceeded {
                     op,
@@ -609,11 +790,12 @@ mod tests {
         // GPUs: tiles from 16 rows, the few-rows kernel below.
         assert_eq!(matmul_kernel(16, 256, 64, false, 256, 65535), Tiles);
         assert_eq!(matmul_kernel(15, 256, 64, false, 256, 65535), Rows);
-        // CPU adapters: blocks once there are two workgroups of them, else the few-rows kernel.
+        // CPU adapters: blocks from two rows or two workgroups, else the few-rows kernel.
         assert_eq!(matmul_kernel(64, 256, 64, true, 64, 65535), Blocks);
         assert_eq!(matmul_kernel(9, 256, 64, true, 64, 65535), Blocks);
         assert_eq!(matmul_kernel(1, 512, 64, true, 64, 65535), Blocks);
-        assert_eq!(matmul_kernel(8, 256, 64, true, 64, 65535), Rows);
+        assert_eq!(matmul_kernel(2, 256, 64, true, 64, 65535), Blocks);
+        assert_eq!(matmul_kernel(1, 256, 64, true, 64, 65535), Rows);
         // Row groups beyond a grid dimension go back to tiles.
         assert_eq!(matmul_kernel(8 * 70000, 256, 64, true, 64, 65535), Tiles);
         // Sums too long for one invocation's loop go to a kernel that splits them.

@@ -551,6 +551,7 @@ impl Context {
 
     /// Takes back from the statistics the work of a [`MatMulChoice::Measure`] timing run,
     /// which is not the caller's work.
+    #[cfg(feature = "native")]
     pub(crate) fn uncount(&self, work: &Stats) {
         let i = &self.inner;
         i.submissions.fetch_sub(work.submissions, Ordering::Relaxed);
@@ -653,6 +654,7 @@ impl Context {
             .map(|m| m.chosen)
     }
 
+    #[cfg(feature = "native")]
     pub(crate) fn remember_matmul(&self, measurement: MatMulMeasurement) {
         let mut measured = self
             .inner

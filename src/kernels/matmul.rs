@@ -10,9 +10,9 @@ use super::windows::{room, Broadcast, Walk};
 use super::words::{program_helpers, I64_EMULATION};
 use super::{Kernel, MAX_RANK};
 pub use crate::gpu::MatMulKernel;
-use crate::gpu::{
-    Binding, MatMulChoice, MatMulMeasurement, MatMulShape, MEASURED_ROWS, MEASURED_WORK,
-};
+#[cfg(feature = "native")]
+use crate::gpu::MatMulMeasurement;
+use crate::gpu::{Binding, MatMulChoice, MatMulShape, MEASURED_ROWS, MEASURED_WORK};
 use crate::storage::Storage;
 use crate::{DType, Error, Recorder, Result, Tensor};
 

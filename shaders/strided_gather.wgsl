@@ -45,6 +45,10 @@ struct Params {
 // windows): an entry point uses one view or the other, never both.
 @group(0) @binding(1) var<storage, read> src2: array<vec2<u32>>;
 @group(0) @binding(2) var<storage, read_write> dst2: array<vec2<u32>>;
+// And as quads of words, for `main_quads` (4- and 8-byte elements in 16-byte aligned windows,
+// on GPUs): 16-byte stores, and 16-byte loads where four source words lie in one quad.
+@group(0) @binding(1) var<storage, read> src4: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> dst4: array<vec4<u32>>;
 
 fn source_index(i: u32) -> u32 {
     var rest = i;
@@ -299,5 +303,95 @@ fn main_pairs(
     let first = invocation * ITEMS;
     if first < params.count {
         move_pairs(first);
+    }
+}
+
+// Source word `i` through the quad view.
+fn quad_word(i: u32) -> u32 {
+    return src4[i >> 2u][i & 3u];
+}
+
+// Source words i..i+3: one load when they are one quad.
+fn quad_from(i: u32) -> vec4<u32> {
+    if (i & 3u) == 0u {
+        return src4[i >> 2u];
+    }
+    return vec4<u32>(quad_word(i), quad_word(i + 1u), quad_word(i + 2u), quad_word(i + 3u));
+}
+
+// 4- and 8-byte elements (ELEM_BYTES), four consecutive output elements per invocation written
+// as whole quads where they are one (or two) quads; the edges word by word.
+fn move_quads(first: u32) {
+    var c = cursor_at(first);
+    let step = params.step[0][0];
+    let words = ELEM_BYTES / 4u;
+    let d = (params.dst_base + first) * words;
+    if first + 4u <= params.count && c.inner + 4u <= params.shape[0][0] && (d & 3u) == 0u {
+        let reversed = step == 0xFFFFFFFFu;
+        if ELEM_BYTES == 4u {
+            var v: vec4<u32>;
+            if step == 1u {
+                v = quad_from(c.index);
+            } else if reversed {
+                v = quad_from(c.index - 3u).wzyx;
+            } else {
+                let i = c.index;
+                v = vec4<u32>(quad_word(i), quad_word(i + step), quad_word(i + 2u * step),
+                              quad_word(i + 3u * step));
+            }
+            dst4[d >> 2u] = v;
+        } else {
+            let i = 2u * c.index;
+            var lo: vec4<u32>;
+            var hi: vec4<u32>;
+            if step == 1u {
+                lo = quad_from(i);
+                hi = quad_from(i + 4u);
+            } else if reversed {
+                // Elements index, index - 1, index - 2, index - 3: words i-6..i+1, pairs
+                // in reverse order.
+                let a = quad_from(i - 6u);
+                let b = quad_from(i - 2u);
+                lo = vec4<u32>(b.z, b.w, b.x, b.y);
+                hi = vec4<u32>(a.z, a.w, a.x, a.y);
+            } else {
+                let s = 2u * step;
+                lo = vec4<u32>(quad_word(i), quad_word(i + 1u), quad_word(i + s),
+                               quad_word(i + s + 1u));
+                hi = vec4<u32>(quad_word(i + 2u * s), quad_word(i + 2u * s + 1u),
+                               quad_word(i + 3u * s), quad_word(i + 3u * s + 1u));
+            }
+            dst4[d >> 2u] = lo;
+            dst4[(d >> 2u) + 1u] = hi;
+        }
+        return;
+    }
+    for (var k = 0u; k < ITEMS; k++) {
+        let e = first + k;
+        if e >= params.count {
+            break;
+        }
+        let o = (params.dst_base + e) * words;
+        let i = c.index * words;
+        dst4[o >> 2u][o & 3u] = quad_word(i);
+        if words == 2u {
+            dst4[(o + 1u) >> 2u][(o + 1u) & 3u] = quad_word(i + 1u);
+        }
+        if k + 1u < ITEMS {
+            c = advance(c, 1u, e + 1u);
+        }
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main_quads(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let invocation = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    let first = invocation * ITEMS;
+    if first < params.count {
+        move_quads(first);
     }
 }

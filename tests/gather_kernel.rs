@@ -46,6 +46,45 @@ dtype_tests!(odd_counts_and_reverse_strides, |dtype: DType| {
 });
 
 #[test]
+fn quads_of_four_and_eight_byte_elements() {
+    // The GPU kernels store 4- and 8-byte elements as 16-byte quads (`main_quads`), loading a
+    // quad where four source words are one: rows in order, reversed, every other element and
+    // every third reversed, from starts at every alignment, so the source quads are aligned
+    // or not and rows end inside a quad; on a context that binds 64 bytes at a time too
+    // (chunks whose output starts inside a quad).
+    let options = |max_binding_size| wgpu_ops::ContextOptions {
+        cpu_kernels: Some(false),
+        max_binding_size,
+        ..Default::default()
+    };
+    let contexts = [
+        wgpu_ops::Context::new_blocking(options(None)).unwrap(),
+        wgpu_ops::Context::new_blocking(options(Some(64))).unwrap(),
+    ];
+    for dtype in [DType::U32, DType::F64] {
+        for cols in [16i64, 19] {
+            let data = random_tensor(cols as u64, dtype, &[6, cols as usize]);
+            for start in 0..4i64 {
+                for op in [
+                    StridedSlice::new([1, start], [6, cols]).stride([1, 1]),
+                    StridedSlice::new([0, cols - 1 - start], [6, -cols - 1]).stride([1, -1]),
+                    StridedSlice::new([5, cols - 1 - start], [0, start]).stride([-1, -1]),
+                    StridedSlice::new([0, start], [6, cols]).stride([1, 2]),
+                    StridedSlice::new([0, cols - 1 - start], [6, -cols - 1]).stride([2, -3]),
+                ] {
+                    let want = reference::strided_slice(&data, &op).unwrap();
+                    for c in &contexts {
+                        let x = wgpu_ops::Tensor::from_host(c, &data).unwrap();
+                        let got = op.run(&x).unwrap().to_host_blocking().unwrap();
+                        assert_eq!(got, want, "{dtype} {cols} {op:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn one_byte_elements_reversed_whole() {
     let data = random_tensor(8, DType::U8, &[9]);
     let op = StridedSlice::new([-1], [-10]).stride([-1]);

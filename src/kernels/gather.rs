@@ -468,15 +468,21 @@ impl Recorder {
         let grid = grid_for(&ctx, op, units.div_ceil(u64::from(ITEMS)), wg)?;
         // 8-byte elements move as pairs of words when both windows start and end on 8-byte
         // boundaries (element indices in the kernel count from the window's start).
-        let pairs = elem == 8
-            && [src_window, out_window]
+        let aligned = |to: u64| {
+            [src_window, out_window]
                 .iter()
-                .all(|w| w.offset % 8 == 0 && w.size % 8 == 0 && w.size >= 8);
+                .all(|w| w.offset % to == 0 && w.size % to == 0 && w.size >= to)
+        };
+        // On GPUs, 4- and 8-byte elements are stored as 16-byte quads when both windows are
+        // whole quads (16-byte accesses are what a GPU's copy needs to reach its bandwidth).
+        let quads = elem >= 4 && !strided && !ctx.cpu_kernels() && aligned(16);
+        let pairs = elem == 8 && !quads && aligned(8);
         let pipeline = ctx.pipeline(&Kernel::Gather {
             elem_bytes: elem,
             workgroup_size: wg,
             dst_strided: strided,
             pairs,
+            quads,
         })?;
         self.dispatch(
             op,

@@ -96,12 +96,14 @@ const THREE_BUFFERS: &[Binding] = &[
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
     /// `strided_gather.wgsl`: elements of 1, 2, 4 or 8 bytes; a strided destination (Concat,
-    /// 4- and 8-byte elements); 8-byte elements as `vec2<u32>` pairs (`main_pairs`).
+    /// 4- and 8-byte elements); 8-byte elements as `vec2<u32>` pairs (`main_pairs`); 4- and
+    /// 8-byte elements stored as `vec4<u32>` quads (`main_quads`, GPUs).
     Gather {
         elem_bytes: u32,
         workgroup_size: u32,
         dst_strided: bool,
         pairs: bool,
+        quads: bool,
     },
     /// `block_remap.wgsl`: element by element, or runs of 4 words as `vec4<u32>` (`runs_vec4`).
     BlockRemap {
@@ -274,8 +276,18 @@ impl Kernel {
                             workgroup_size,
                             dst_strided,
                             pairs,
+                            quads: false,
                         });
                     }
+                }
+                if elem_bytes >= 4 {
+                    out.push(Kernel::Gather {
+                        elem_bytes,
+                        workgroup_size,
+                        dst_strided: false,
+                        pairs: false,
+                        quads: true,
+                    });
                 }
             }
             for op in &elementwise::OPS {
@@ -579,6 +591,7 @@ impl Kernel {
     pub fn entry_point(&self) -> &'static str {
         match self {
             Kernel::Gather { pairs: true, .. } => "main_pairs",
+            Kernel::Gather { quads: true, .. } => "main_quads",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
             Kernel::Copy { vec4: true, .. } => "main_vec4",
             Kernel::LinearAttention { lanes: true, .. } => "lanes",

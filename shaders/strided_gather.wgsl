@@ -45,8 +45,8 @@ struct Params {
 // windows): an entry point uses one view or the other, never both.
 @group(0) @binding(1) var<storage, read> src2: array<vec2<u32>>;
 @group(0) @binding(2) var<storage, read_write> dst2: array<vec2<u32>>;
-// And as quads of words, for `main_quads` (4- and 8-byte elements in 16-byte aligned windows,
-// on GPUs): 16-byte stores, and 16-byte loads where four source words lie in one quad.
+// And as quads of words, for `main_quads` (windows of whole quads, on GPUs): 16-byte stores,
+// and 16-byte loads where four source words lie in one quad.
 @group(0) @binding(1) var<storage, read> src4: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> dst4: array<vec4<u32>>;
 
@@ -383,6 +383,67 @@ fn move_quads(first: u32) {
     }
 }
 
+// `move_words` through the quad views: the same words, stored as one quad where the four
+// are one.
+fn move_words_quads(first: u32) {
+    let per_word = 4u / min(ELEM_BYTES, 2u);
+    let bits = ELEM_BYTES * 8u;
+    let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
+    let step = bitcast<i32>(params.step[0][0]);
+    let first_slot = first * per_word;
+    var c = cursor_at(select(0u, first_slot - params.dst_skip, first_slot >= params.dst_skip));
+    let span = ITEMS * per_word;
+    let d = params.dst_base + first;
+    if ITEMS == 4u && (step == 1 || step == -1) && first_slot >= params.dst_skip
+        && first_slot - params.dst_skip + span <= params.count
+        && c.inner + span <= params.shape[0][0] {
+        let low = select(c.index + 1u - span, c.index, step == 1) * ELEM_BYTES;
+        let w = low / 4u;
+        let shift = (low % 4u) * 8u;
+        let q = quad_from(w);
+        // Read only when the bytes straddle it; clamped since it may lie past the input.
+        let s4 = quad_word(min(w + 4u, arrayLength(&src4) * 4u - 1u));
+        var a = vec4<u32>(funnel(q.x, q.y, shift), funnel(q.y, q.z, shift),
+                          funnel(q.z, q.w, shift), funnel(q.w, s4, shift));
+        if step == -1 {
+            a = vec4<u32>(reverse_elements(a.w), reverse_elements(a.z), reverse_elements(a.y),
+                          reverse_elements(a.x));
+        }
+        if (d & 3u) == 0u {
+            dst4[d >> 2u] = a;
+        } else {
+            for (var k = 0u; k < 4u; k++) {
+                dst4[(d + k) >> 2u][(d + k) & 3u] = a[k];
+            }
+        }
+        return;
+    }
+    for (var u = 0u; u < ITEMS; u++) {
+        let unit = first + u;
+        if unit >= params.units {
+            break;
+        }
+        var word = 0u;
+        var keep = 0u;
+        for (var k = 0u; k < per_word; k++) {
+            let slot = unit * per_word + k;
+            if slot >= params.dst_skip && slot - params.dst_skip < params.count {
+                let e = slot - params.dst_skip;
+                let value = (quad_word(c.index / per_word) >> ((c.index % per_word) * bits)) & mask;
+                word |= value << (k * bits);
+                c = advance(c, 1u, e + 1u);
+            } else {
+                keep |= mask << (k * bits);
+            }
+        }
+        let o = params.dst_base + unit;
+        if keep != 0u {
+            word |= dst4[o >> 2u][o & 3u] & keep;
+        }
+        dst4[o >> 2u][o & 3u] = word;
+    }
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main_quads(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -391,7 +452,12 @@ fn main_quads(
 ) {
     let invocation = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
     let first = invocation * ITEMS;
-    if first < params.count {
+    if first >= params.units {
+        return;
+    }
+    if ELEM_BYTES >= 4u {
         move_quads(first);
+    } else {
+        move_words_quads(first);
     }
 }

@@ -46,9 +46,10 @@ dtype_tests!(odd_counts_and_reverse_strides, |dtype: DType| {
 });
 
 #[test]
-fn quads_of_four_and_eight_byte_elements() {
-    // The GPU kernels store 4- and 8-byte elements as 16-byte quads (`main_quads`), loading a
-    // quad where four source words are one: rows in order, reversed, every other element and
+fn words_stored_as_quads() {
+    // The GPU kernels store words as 16-byte quads (`main_quads`), loading a quad where four
+    // source words are one (1- and 2-byte elements assembled into words first): rows in
+    // order, reversed, every other element and
     // every third reversed, from starts at every alignment, so the source quads are aligned
     // or not and rows end inside a quad; on a context that binds 64 bytes at a time too
     // (chunks whose output starts inside a quad).
@@ -61,7 +62,7 @@ fn quads_of_four_and_eight_byte_elements() {
         wgpu_ops::Context::new_blocking(options(None)).unwrap(),
         wgpu_ops::Context::new_blocking(options(Some(64))).unwrap(),
     ];
-    for dtype in [DType::U32, DType::F64] {
+    for dtype in [DType::U8, DType::I16, DType::U32, DType::F64] {
         for cols in [16i64, 19] {
             let data = random_tensor(cols as u64, dtype, &[6, cols as usize]);
             for start in 0..4i64 {

@@ -473,9 +473,9 @@ impl Recorder {
                 .iter()
                 .all(|w| w.offset % to == 0 && w.size % to == 0 && w.size >= to)
         };
-        // On GPUs, 4- and 8-byte elements are stored as 16-byte quads when both windows are
-        // whole quads (16-byte accesses are what a GPU's copy needs to reach its bandwidth).
-        let quads = elem >= 4 && !strided && !ctx.cpu_kernels() && aligned(16);
+        // On GPUs, words are stored as 16-byte quads when both windows are whole quads
+        // (16-byte accesses are what a GPU's copy needs to reach its bandwidth).
+        let quads = !strided && !ctx.cpu_kernels() && aligned(16);
         let pairs = elem == 8 && !quads && aligned(8);
         let pipeline = ctx.pipeline(&Kernel::Gather {
             elem_bytes: elem,

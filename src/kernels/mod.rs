@@ -280,7 +280,7 @@ impl Kernel {
                         });
                     }
                 }
-                if elem_bytes >= 4 {
+                {
                     out.push(Kernel::Gather {
                         elem_bytes,
                         workgroup_size,

@@ -23,9 +23,9 @@ use super::registry::OpDef;
 use super::Graph;
 use crate::host::c_strides;
 use crate::kernels::gather::{GatherDim, GatherPlan};
-use crate::kernels::scan_step::IterationCopy;
+use crate::kernels::scan_step::{grouped_copies_limit, IterationCopy};
 use crate::recorder::{LoopFn, Step};
-use crate::storage::padded_size;
+use crate::storage::{padded_size, Storage};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 const OP: &str = "Scan";
@@ -586,9 +586,12 @@ fn record_loop(
         .unwrap_or(0)
         + (plan.m + outputs.len() + 1) as u64;
     let before_commands: u64 = before.iter().map(Step::commands).sum();
+    // Plus the counter's clear and the first elements' reads of a loop whose copies are
+    // grouped (see `grouped_iterations`).
     let commands = per_iteration
         .saturating_mul(seq as u64)
-        .saturating_add(before_commands);
+        .saturating_add(before_commands)
+        .saturating_add(plan.m as u64 + 1);
     let iterations = match in_pass_iterations(
         rec,
         plan,
@@ -694,6 +697,19 @@ fn in_pass_iterations(
         }
         writes.push(copy);
     }
+    if let Some(grouped) = grouped_iterations(
+        rec,
+        plan,
+        instances,
+        scans,
+        elements,
+        accumulators,
+        &counter,
+        &reads,
+        &writes,
+    )? {
+        return Ok(Some(grouped));
+    }
     // The iteration's last copy that moves anything also advances the counter; with none, a
     // dispatch of its own does.
     let carrier = reads
@@ -731,6 +747,99 @@ fn in_pass_iterations(
     Ok(Some(Arc::new(move |rec: &mut Recorder| {
         // The counter starts at 0 on every run of the loop (an enclosing loop runs it again).
         rec.clear(counter.storage(), 0, 4)?;
+        for t in 0..seq as usize {
+            rec.replay(&iterations[t % 2])?;
+            rec.end_of_iteration()?;
+        }
+        Ok(())
+    })))
+}
+
+/// The in-pass loop with an iteration's copies grouped: after the body of iteration `t`, one
+/// dispatch (or one per [`grouped_copies_limit`] copies) writes its output rows and reads the
+/// elements of iteration `t + 1`, and advances the counter; the elements of iteration 0 are
+/// read before the loop. An RNN step is then its body and one dispatch. `None` where a buffer
+/// would be bound twice in one dispatch (an output that is an element read, a tensor scanned
+/// twice): a write would race with a read there.
+#[allow(clippy::too_many_arguments)]
+fn grouped_iterations(
+    rec: &mut Recorder,
+    plan: &ScanPlan,
+    instances: &[Instance],
+    scans: &[Tensor],
+    elements: &[Tensor],
+    accumulators: &[Tensor],
+    counter: &Tensor,
+    reads: &[IterationCopy],
+    writes: &[IterationCopy],
+) -> Result<Option<LoopFn>> {
+    let limit = grouped_copies_limit(rec.context()) as usize;
+    if limit == 0 {
+        return Ok(None);
+    }
+    let seq = plan.seq as u32;
+    // (source, destination, copy, reads ahead) of the copies that move anything.
+    type Group<'a> = Vec<(&'a Tensor, &'a Tensor, IterationCopy, bool)>;
+    let read_copies = |ahead: bool| -> Group<'_> {
+        reads
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.words > 0)
+            .map(|(j, c)| (&scans[j], &elements[j], *c, ahead))
+            .collect()
+    };
+    let mut per_parity: Vec<Group<'_>> = Vec::with_capacity(instances.len());
+    for instance in instances {
+        let mut copies: Group<'_> = writes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.words > 0)
+            .map(|(q, c)| (&instance.scan_outputs[q], &accumulators[q], *c, false))
+            .collect();
+        copies.extend(read_copies(true));
+        let mut buffers: Vec<*const Storage> = vec![Arc::as_ptr(counter.storage())];
+        for (src, dst, _, _) in &copies {
+            buffers.push(Arc::as_ptr(src.storage()));
+            buffers.push(Arc::as_ptr(dst.storage()));
+        }
+        let count = buffers.len();
+        buffers.sort_unstable();
+        buffers.dedup();
+        if buffers.len() != count {
+            return Ok(None);
+        }
+        per_parity.push(copies);
+    }
+    let (((), first_reads), iterations) = {
+        let first = rec.capture(|rec| {
+            for group in read_copies(false).chunks(limit) {
+                rec.copies_at_iteration(OP, group, counter, 0, false)?;
+            }
+            Ok(())
+        })?;
+        let mut iterations = Vec::with_capacity(instances.len());
+        for (parity, (instance, copies)) in instances.iter().zip(&per_parity).enumerate() {
+            let slot = parity as u32;
+            let ((), steps) = rec.capture(|rec| {
+                rec.replay(&instance.steps)?;
+                let groups: Vec<_> = copies.chunks(limit).collect();
+                for (g, group) in groups.iter().enumerate() {
+                    rec.copies_at_iteration(OP, group, counter, slot, g + 1 == groups.len())?;
+                }
+                if groups.is_empty() {
+                    rec.next_iteration(OP, counter, slot)?;
+                }
+                Ok(())
+            })?;
+            iterations.push(steps);
+        }
+        (first, iterations)
+    };
+    let counter = counter.clone();
+    Ok(Some(Arc::new(move |rec: &mut Recorder| {
+        // The counter starts at 0 on every run of the loop (an enclosing loop runs it again).
+        rec.clear(counter.storage(), 0, 4)?;
+        rec.replay(&first_reads)?;
         for t in 0..seq as usize {
             rec.replay(&iterations[t % 2])?;
             rec.end_of_iteration()?;

@@ -176,6 +176,9 @@ pub enum Kernel {
     /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
     /// GPU counter holds.
     ScanStep { workgroup_size: u32 },
+    /// Several such copies in one dispatch (generated; see [`scan_step::copies_source`]):
+    /// an iteration's output writes with the next iteration's element reads.
+    ScanCopies { workgroup_size: u32, copies: u32 },
     /// `copy.wgsl`: a copy of words, or of `vec4<u32>` (`main_vec4`), on GPUs.
     Copy { workgroup_size: u32, vec4: bool },
     /// `linear_attention.wgsl`: ONNX LinearAttention's recurrence (f32), one invocation per
@@ -220,6 +223,12 @@ impl Kernel {
         }
         for workgroup_size in WORKGROUP_SIZES {
             out.push(Kernel::ScanStep { workgroup_size });
+            for copies in 1..=scan_step::MAX_GROUPED_COPIES {
+                out.push(Kernel::ScanCopies {
+                    workgroup_size,
+                    copies,
+                });
+            }
             out.push(Kernel::LinearAttention {
                 workgroup_size,
                 lanes: false,
@@ -381,7 +390,7 @@ impl Kernel {
             Kernel::TopK { .. } => "topk.wgsl",
             Kernel::GatherIndex { .. } => "gather_index.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
-            Kernel::ScanStep { .. } => "scan_step.wgsl",
+            Kernel::ScanStep { .. } | Kernel::ScanCopies { .. } => "scan_step.wgsl",
             Kernel::Copy { .. } => "copy.wgsl",
             Kernel::LinearAttention { .. } => "linear_attention.wgsl",
             Kernel::ScanCounter { .. } => "scan_counter.wgsl",
@@ -395,6 +404,7 @@ impl Kernel {
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
             Kernel::GatherIndex { .. } => GATHER_INDEX.into(),
             Kernel::ScanStep { .. } => SCAN_STEP.into(),
+            Kernel::ScanCopies { copies, .. } => scan_step::copies_source(copies).into(),
             Kernel::Copy { .. } => COPY.into(),
             Kernel::LinearAttention {
                 subgroups: true, ..
@@ -469,6 +479,7 @@ impl Kernel {
             Kernel::Elementwise { workgroup_size, .. }
             | Kernel::Cast { workgroup_size, .. }
             | Kernel::ScanStep { workgroup_size }
+            | Kernel::ScanCopies { workgroup_size, .. }
             | Kernel::Copy { workgroup_size, .. }
             | Kernel::LinearAttention { workgroup_size, .. } => {
                 vec![("WORKGROUP_SIZE", workgroup_size)]
@@ -642,6 +653,7 @@ impl KernelSpec for Kernel {
             | Kernel::Copy { .. }
             | Kernel::LinearAttention { .. }
             | Kernel::ScanCounter { .. } => self.file().into(),
+            Kernel::ScanCopies { copies, .. } => format!("scan_step.wgsl {copies} copies").into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 format!("elementwise.wgsl {op} {dtype}").into()
             }
@@ -716,6 +728,7 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
             ],
             Kernel::ScanCounter { .. } => &[Binding::StorageReadWrite],
+            Kernel::ScanCopies { copies, .. } => scan_step::copies_bindings(*copies),
             Kernel::LinearAttention { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,

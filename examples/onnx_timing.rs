@@ -5,6 +5,7 @@
 //! NAME=FILE.npy...` (`scripts/linear_attention_vs_onnxruntime.py` drives it against
 //! onnxruntime). Prints the dispatches of a run; `--node-by-node` also times the model with
 //! element-wise chains not fused (a second context), for the comparison.
+//! `WGPU_OPS_CPU_KERNELS=0|1` chooses the kernel set as in the tests.
 
 use std::time::Instant;
 
@@ -21,7 +22,13 @@ fn main() -> Result<()> {
         [flag, rest @ ..] if flag == "--node-by-node" => (true, rest),
         _ => (false, inputs),
     };
-    let ctx = Context::new_blocking(ContextOptions::default())?;
+    // WGPU_OPS_CPU_KERNELS=0 takes the GPUs' kernels on a CPU adapter, as the tests do (for
+    // the dispatch counts of GPUs on lavapipe).
+    let options = ContextOptions {
+        cpu_kernels: std::env::var("WGPU_OPS_CPU_KERNELS").ok().map(|v| v != "0"),
+        ..Default::default()
+    };
+    let ctx = Context::new_blocking(options.clone())?;
     let info = ctx.adapter_info();
     let values: Vec<_> = inputs
         .iter()
@@ -55,7 +62,7 @@ fn main() -> Result<()> {
     if node_by_node {
         let plain = Context::new_blocking(ContextOptions {
             fuse_elementwise: Some(false),
-            ..Default::default()
+            ..options
         })?;
         let session = Model::load(model)?.session(&plain)?;
         session.run_blocking(values.clone())?;

@@ -914,6 +914,59 @@ fn element_reads_and_output_rows_are_dispatches_with_gpu_kernels() {
     }
 }
 
+#[test]
+fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_and_read() {
+    // One tensor scanned twice (forwards and backwards): both reads share a source buffer, which
+    // one dispatch may bind twice as it only reads it, so an iteration is the body's dispatch
+    // and one for its copies. A body that outputs its element as is would make that dispatch
+    // read the element buffer while it writes the next element into it; each copy then gets
+    // a dispatch of its own, after the body. Both against the reference.
+    let x = f32s(&[50, 8], 3);
+    let body = Graph::new()
+        .input("a", DType::F32, &[Some(8)])
+        .input("b", DType::F32, &[Some(8)])
+        .node(Node::new("Add", "add").inputs(["a", "b"]).outputs(["y"]))
+        .output("y");
+    let twice = Graph::new()
+        .input("x", DType::F32, &[Some(50), Some(8)])
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["x", "x"])
+                .outputs(["ys"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(2))
+                .attr("scan_input_directions", Attr::Ints(vec![0, 1])),
+        )
+        .output("ys");
+    let passed_on = scan_graph(
+        &[],
+        std::slice::from_ref(&x),
+        Graph::new()
+            .input("e", DType::F32, &[Some(8)])
+            .node(Node::new("Identity", "id").inputs(["e"]).outputs(["f"]))
+            .output("f"),
+        vec![],
+        1,
+    );
+    let ctx = gpu_kernels_ctx();
+    for (g, name, per_iteration) in [(&twice, "x", 2), (&passed_on, "in0", 2)] {
+        let inputs = vec![(name.to_string(), x.clone())];
+        let want = run_graph(g, &inputs, &Default::default()).unwrap();
+        let before = ctx.stats().dispatches;
+        let got = Session::new(ctx, g.clone())
+            .unwrap()
+            .run_blocking(inputs)
+            .unwrap();
+        let dispatches = ctx.stats().dispatches - before;
+        assert_eq!(
+            dispatches / 50,
+            per_iteration,
+            "{name}: {dispatches} dispatches"
+        );
+        assert_eq!(got[0].1, want[0], "{name}");
+    }
+}
+
 /// A body that gathers rows of its scan element by indices it computes from the element's
 /// shape (`Shape -> Gather -> Range -> Gather`): the indices are known on the host, and every
 /// iteration must read its own element, not one recorded for an earlier iteration.

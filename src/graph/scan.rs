@@ -759,8 +759,8 @@ fn in_pass_iterations(
 /// dispatch (or one per [`grouped_copies_limit`] copies) writes its output rows and reads the
 /// elements of iteration `t + 1`, and advances the counter; the elements of iteration 0 are
 /// read before the loop. An RNN step is then its body and one dispatch. `None` where a buffer
-/// would be bound twice in one dispatch (an output that is an element read, a tensor scanned
-/// twice): a write would race with a read there.
+/// written by one copy would be bound again in the dispatch (an output that is an element it
+/// read): the write would race with the read.
 #[allow(clippy::too_many_arguments)]
 fn grouped_iterations(
     rec: &mut Recorder,
@@ -797,15 +797,19 @@ fn grouped_iterations(
             .map(|(q, c)| (&instance.scan_outputs[q], &accumulators[q], *c, false))
             .collect();
         copies.extend(read_copies(true));
-        let mut buffers: Vec<*const Storage> = vec![Arc::as_ptr(counter.storage())];
-        for (src, dst, _, _) in &copies {
-            buffers.push(Arc::as_ptr(src.storage()));
-            buffers.push(Arc::as_ptr(dst.storage()));
-        }
-        let count = buffers.len();
-        buffers.sort_unstable();
-        buffers.dedup();
-        if buffers.len() != count {
+        // Each written buffer (and the counter) once; sources may repeat (two reads of one
+        // tensor), they are only read.
+        let written: Vec<*const Storage> = std::iter::once(counter)
+            .chain(copies.iter().map(|(_, dst, _, _)| *dst))
+            .map(|t| Arc::as_ptr(t.storage()))
+            .collect();
+        let mut distinct = written.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let read_and_written = copies
+            .iter()
+            .any(|(src, _, _, _)| written.contains(&Arc::as_ptr(src.storage())));
+        if distinct.len() != written.len() || read_and_written {
             return Ok(None);
         }
         per_parity.push(copies);

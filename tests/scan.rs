@@ -948,7 +948,13 @@ fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_
         vec![],
         1,
     );
-    let ctx = gpu_kernels_ctx();
+    // A context of its own: the dispatch counts are the context's, and other tests use the
+    // shared ones concurrently.
+    let ctx = &wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
     for (g, name, per_iteration) in [(&twice, "x", 2), (&passed_on, "in0", 2)] {
         let inputs = vec![(name.to_string(), x.clone())];
         let want = run_graph(g, &inputs, &Default::default()).unwrap();

@@ -35,6 +35,19 @@ struct Params {
     block: array<vec4<u32>, 4>,
     // crops_begin (BatchToSpace) or pads_begin (SpaceToBatch).
     offset: array<vec4<u32>, 4>,
+    // log2 of each divisor that is a power of two, else 32 (see `quotient`): of out_shape,
+    // block, out_inner, runs, batch and rows.
+    out_shift: array<vec4<u32>, 4>,
+    block_shift: array<vec4<u32>, 4>,
+    inner_shift: u32,
+    runs_shift: u32,
+    batch_shift: u32,
+    // With runs: innermost rows per output batch entry (out_inner / the innermost length).
+    rows: u32,
+    rows_shift: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -49,33 +62,48 @@ struct Params {
 // Marks an output element that reads padding (SpaceToBatch); it is written as zero.
 const PADDING: u32 = 0xFFFFFFFFu;
 
-// Input element index of output element i, or PADDING.
-fn source_index(i: u32) -> u32 {
-    let o0 = i / params.out_inner;
-    var rest = i % params.out_inner;
+// x / d, where `shift` is log2(d) when d is a power of two (blocks of 2 or 4, most shapes of
+// a benchmark) and 32 otherwise: integer division is the costliest step here (CPU adapters
+// have no vector division at all), and the branch is uniform, so every invocation takes the
+// same side.
+fn quotient(x: u32, d: u32, shift: u32) -> u32 {
+    if shift < 32u {
+        return x >> shift;
+    }
+    return x / d;
+}
+
+// Input element index of the output element of batch entry o0 at position `within` of the
+// axes 1..=top (the axes after `top` at coordinate 0), or PADDING.
+fn source_from(o0: u32, within: u32, top: u32) -> u32 {
+    var rest = within;
     var index = 0u;
     if params.mode == 0u {
         var r = 0u;
         var radix = 1u;
-        for (var k = params.rank - 1u; k >= 1u; k--) {
+        for (var k = top; k >= 1u; k--) {
             let n = params.out_shape[k / 4u][k % 4u];
             let b = params.block[k / 4u][k % 4u];
-            let x = rest % n + params.offset[k / 4u][k % 4u];
-            rest /= n;
-            r += (x % b) * radix;
+            let q = quotient(rest, n, params.out_shift[k / 4u][k % 4u]);
+            let x = rest - q * n + params.offset[k / 4u][k % 4u];
+            rest = q;
+            let xb = quotient(x, b, params.block_shift[k / 4u][k % 4u]);
+            r += (x - xb * b) * radix;
             radix *= b;
-            index += (x / b) * params.in_stride[k / 4u][k % 4u];
+            index += xb * params.in_stride[k / 4u][k % 4u];
         }
         return index + (r * params.batch + o0) * params.in_stride[0u][0u];
     }
-    var blocks = o0 / params.batch;
-    index = (o0 % params.batch) * params.in_stride[0u][0u];
-    for (var k = params.rank - 1u; k >= 1u; k--) {
+    var blocks = quotient(o0, params.batch, params.batch_shift);
+    index = (o0 - blocks * params.batch) * params.in_stride[0u][0u];
+    for (var k = top; k >= 1u; k--) {
         let n = params.out_shape[k / 4u][k % 4u];
         let b = params.block[k / 4u][k % 4u];
-        let padded = (rest % n) * b + blocks % b;
-        rest /= n;
-        blocks /= b;
+        let q = quotient(rest, n, params.out_shift[k / 4u][k % 4u]);
+        let bq = quotient(blocks, b, params.block_shift[k / 4u][k % 4u]);
+        let padded = (rest - q * n) * b + (blocks - bq * b);
+        rest = q;
+        blocks = bq;
         let pad = params.offset[k / 4u][k % 4u];
         if padded < pad || padded - pad >= params.in_shape[k / 4u][k % 4u] {
             return PADDING;
@@ -83,6 +111,21 @@ fn source_index(i: u32) -> u32 {
         index += (padded - pad) * params.in_stride[k / 4u][k % 4u];
     }
     return index;
+}
+
+// Input element index of output element i, or PADDING.
+fn source_index(i: u32) -> u32 {
+    let o0 = quotient(i, params.out_inner, params.inner_shift);
+    return source_from(o0, i - o0 * params.out_inner, params.rank - 1u);
+}
+
+// With runs (the innermost axis neither blocked nor offset, so it maps to itself): the input
+// index of run `unit`'s first element, or PADDING, from the index arithmetic of its row alone.
+fn run_source(unit: u32, first: u32) -> u32 {
+    let row = quotient(unit, params.runs, params.runs_shift);
+    let o0 = quotient(row, params.rows, params.rows_shift);
+    let s = source_from(o0, row - o0 * params.rows, params.rank - 2u);
+    return select(s + first, PADDING, s == PADDING);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -99,10 +142,11 @@ fn main(
         // The run is contiguous on both sides and is padding or not as a whole: the index
         // arithmetic is done once per run.
         let last = params.out_shape[(params.rank - 1u) / 4u][(params.rank - 1u) % 4u];
-        let first = (unit % params.runs) * params.items;
-        let e = (unit / params.runs) * last + first;
+        let row = quotient(unit, params.runs, params.runs_shift);
+        let first = (unit - row * params.runs) * params.items;
+        let e = row * last + first;
         let n = min(params.items, last - first);
-        let s = source_index(e);
+        let s = run_source(unit, first);
         if n == 4u && s != PADDING {
             // All loads before any store, as named values: the compiler cannot tell `src`
             // and `dst` apart, so a load after a store would wait for it.
@@ -164,8 +208,10 @@ fn runs_vec4(
         return;
     }
     let last = params.out_shape[(params.rank - 1u) / 4u][(params.rank - 1u) % 4u];
-    let e = (unit / params.runs) * last + (unit % params.runs) * 4u;
-    let s = source_index(e);
+    let row = quotient(unit, params.runs, params.runs_shift);
+    let first = (unit - row * params.runs) * 4u;
+    let e = row * last + first;
+    let s = run_source(unit, first);
     // select() reads both sides: clamp the index so padding never reads out of bounds.
     let v = src4[min(s / 4u, arrayLength(&src4) - 1u)];
     dst4[e / 4u] = select(v, vec4<u32>(0u), s == PADDING);

@@ -247,6 +247,23 @@ struct Params {
     in_stride: [u32; MAX_RANK],
     block: [u32; MAX_RANK],
     offset: [u32; MAX_RANK],
+    out_shift: [u32; MAX_RANK],
+    block_shift: [u32; MAX_RANK],
+    inner_shift: u32,
+    runs_shift: u32,
+    batch_shift: u32,
+    rows: u32,
+    rows_shift: u32,
+    pad: [u32; 3],
+}
+
+/// log2 of `d` when it is a power of two, else 32: the kernel then shifts instead of dividing.
+fn shift_for(d: u32) -> u32 {
+    if d.is_power_of_two() {
+        d.trailing_zeros()
+    } else {
+        32
+    }
 }
 
 impl Recorder {
@@ -352,6 +369,14 @@ impl Recorder {
             in_stride: [0; MAX_RANK],
             block: [1; MAX_RANK],
             offset: [0; MAX_RANK],
+            out_shift: [0; MAX_RANK],
+            block_shift: [0; MAX_RANK],
+            inner_shift: 0,
+            runs_shift: 0,
+            batch_shift: 0,
+            rows: 0,
+            rows_shift: 0,
+            pad: [0; 3],
         };
         let in_strides = crate::host::c_strides(&plan.input_shape);
         // Blocks and offsets are bounded by sizes below 2^32 (checked when planned).
@@ -361,6 +386,15 @@ impl Recorder {
             params.in_stride[k] = stride as u32;
             params.block[k] = plan.block[k] as u32;
             params.offset[k] = plan.begin[k] as u32;
+            params.out_shift[k] = shift_for(params.out_shape[k]);
+            params.block_shift[k] = shift_for(params.block[k]);
+        }
+        params.inner_shift = shift_for(params.out_inner);
+        params.batch_shift = shift_for(params.batch);
+        if let Some(runs) = runs {
+            params.runs_shift = shift_for(runs as u32);
+            params.rows = params.out_inner / last as u32;
+            params.rows_shift = shift_for(params.rows);
         }
         let wg = ctx.workgroup_size();
         let grid = grid_for(&ctx, op, units, wg)?;

@@ -319,6 +319,7 @@ fn main() {
     }
     if args.iter().any(|a| a == "--linear-attention-only") {
         linear_attention_step(&ctx, &timer);
+        print_matmul_measurements(&ctx);
         return;
     }
     if args.iter().any(|a| a == "--matmul-only") {
@@ -328,6 +329,7 @@ fn main() {
     if args.iter().any(|a| a == "--rnn-only") {
         // Prints the RNN table only (no file written).
         rnn_cells(&ctx, &timer, quick);
+        print_matmul_measurements(&ctx);
         return;
     }
     println!(
@@ -778,6 +780,35 @@ fn scan_overhead(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::V
 }
 
 /// The spec's RNN cell, Ht = tanh(X_t Wi^T + H Ri^T + Wbi + Rbi), as a Scan over `steps`.
+/// The MatMul kernels `ctx` chose by timing them (`MatMulChoice::Measure`, GPUs' default).
+fn print_matmul_measurements(ctx: &Context) {
+    let measured = ctx.matmul_measurements();
+    if measured.is_empty() {
+        println!("\nMatMul kernels: {:?}, none measured", ctx.matmul_choice());
+        return;
+    }
+    println!("\nMatMul kernels measured on this context (us per product):");
+    for m in measured {
+        let times: Vec<String> = m
+            .micros
+            .iter()
+            .map(|(k, us)| format!("{} {us:.1}", k.name()))
+            .collect();
+        let s = m.shape;
+        println!(
+            "  {} x [{}, {}] x [{}, {}] {}: {}; chose {}",
+            s.batches,
+            s.rows,
+            s.k,
+            s.k,
+            s.n,
+            s.dtype,
+            times.join(", "),
+            m.chosen.name()
+        );
+    }
+}
+
 /// The MatMul kernels timed on the products of recurrent steps (the RNN cell's rows x 256 by
 /// 256 x 256 for 1 to 64 rows; LinearAttention's per-head matrix-vector products and outer
 /// products at 16 heads of 128), as `MatMulChoice::Measure` times them: microseconds per

@@ -225,8 +225,8 @@ fn kernel_by_shape(shape: &MatMulShape, cpu: bool, group: u32, max: u32) -> MatM
 }
 
 /// Times every kernel that can compute products of `shape` on `ctx` (runs of `reps` products
-/// into one output, so each waits for the one before as in a recurrent step, grown until a run
-/// takes a millisecond; interleaved, best of three after a warm-up), for
+/// into one output, so each waits for the one before as in a recurrent step, doubled from one
+/// until a run takes a millisecond; interleaved, best of three after a warm-up), for
 /// [`MatMulChoice::Measure`]. Its own work is taken back from the context's statistics.
 #[cfg(feature = "native")]
 fn measure(
@@ -275,7 +275,8 @@ fn measure(
         for &kernel in &candidates {
             time(kernel, 1)?;
         }
-        let mut reps = 8;
+        // Large products (a hoisted product over all steps) are timed once per round.
+        let mut reps = 1;
         while reps < 256 && time(candidates[0], reps)? < 1e-3 {
             reps *= 2;
         }

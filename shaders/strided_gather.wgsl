@@ -384,7 +384,9 @@ fn move_quads(first: u32) {
 }
 
 // `move_words` through the quad views: the same words, stored as one quad where the four
-// are one.
+// are one. A copy, not a shared function: WGSL cannot hand a function the buffer to use
+// (storage pointers as parameters need an extension browsers lack), and an entry point
+// binds one view of a buffer.
 fn move_words_quads(first: u32) {
     let per_word = 4u / min(ELEM_BYTES, 2u);
     let bits = ELEM_BYTES * 8u;

@@ -653,7 +653,7 @@ fn in_pass_iterations(
         return Ok(None);
     }
     let seq = plan.seq as u32;
-    // Two slots, read by iterations of even and odd index (see scan_step.wgsl).
+    // Two slots, read by iterations of even and odd index (see kernels/scan_step.rs).
     let counter = Tensor::uninit(rec.context(), DType::U32, &[2])?;
     let mut reads = Vec::with_capacity(scans.len());
     for j in 0..scans.len() {

@@ -72,7 +72,6 @@ pub fn dispatch_grid(invocations: u64, workgroup_size: u32, max_per_dim: u32) ->
 pub const WORKGROUP_SIZES: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
 const STRIDED_GATHER: &str = include_str!("../../shaders/strided_gather.wgsl");
-const SCAN_STEP: &str = include_str!("../../shaders/scan_step.wgsl");
 const COPY: &str = include_str!("../../shaders/copy.wgsl");
 const LINEAR_ATTENTION: &str = include_str!("../../shaders/linear_attention.wgsl");
 const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
@@ -173,11 +172,8 @@ pub enum Kernel {
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
     },
-    /// `scan_step.wgsl`: a Scan iteration's element read or output write at the position a
-    /// GPU counter holds.
-    ScanStep { workgroup_size: u32 },
-    /// Several such copies in one dispatch (generated; see [`scan_step::copies_source`]):
-    /// an iteration's output writes with the next iteration's element reads.
+    /// A Scan iteration's element reads and output writes at the position a GPU counter
+    /// holds, `copies` of them in one dispatch (generated; see [`scan_step::copies_source`]).
     ScanCopies { workgroup_size: u32, copies: u32 },
     /// `copy.wgsl`: a copy of words, or of `vec4<u32>` (`main_vec4`), on GPUs.
     Copy { workgroup_size: u32, vec4: bool },
@@ -222,7 +218,6 @@ impl Kernel {
             });
         }
         for workgroup_size in WORKGROUP_SIZES {
-            out.push(Kernel::ScanStep { workgroup_size });
             for copies in 1..=scan_step::MAX_GROUPED_COPIES {
                 out.push(Kernel::ScanCopies {
                     workgroup_size,
@@ -390,7 +385,7 @@ impl Kernel {
             Kernel::TopK { .. } => "topk.wgsl",
             Kernel::GatherIndex { .. } => "gather_index.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
-            Kernel::ScanStep { .. } | Kernel::ScanCopies { .. } => "scan_step.wgsl",
+            Kernel::ScanCopies { .. } => "scan copies (generated)",
             Kernel::Copy { .. } => "copy.wgsl",
             Kernel::LinearAttention { .. } => "linear_attention.wgsl",
             Kernel::ScanCounter { .. } => "scan_counter.wgsl",
@@ -403,7 +398,6 @@ impl Kernel {
             Kernel::Gather { .. } => STRIDED_GATHER.into(),
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
             Kernel::GatherIndex { .. } => GATHER_INDEX.into(),
-            Kernel::ScanStep { .. } => SCAN_STEP.into(),
             Kernel::ScanCopies { copies, .. } => scan_step::copies_source(copies).into(),
             Kernel::Copy { .. } => COPY.into(),
             Kernel::LinearAttention {
@@ -478,7 +472,6 @@ impl Kernel {
             ],
             Kernel::Elementwise { workgroup_size, .. }
             | Kernel::Cast { workgroup_size, .. }
-            | Kernel::ScanStep { workgroup_size }
             | Kernel::ScanCopies { workgroup_size, .. }
             | Kernel::Copy { workgroup_size, .. }
             | Kernel::LinearAttention { workgroup_size, .. } => {
@@ -649,11 +642,10 @@ impl KernelSpec for Kernel {
             Kernel::Gather { .. }
             | Kernel::BlockRemap { .. }
             | Kernel::GatherIndex { .. }
-            | Kernel::ScanStep { .. }
             | Kernel::Copy { .. }
             | Kernel::LinearAttention { .. }
             | Kernel::ScanCounter { .. } => self.file().into(),
-            Kernel::ScanCopies { copies, .. } => format!("scan_step.wgsl {copies} copies").into(),
+            Kernel::ScanCopies { copies, .. } => format!("scan copies {copies}").into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 format!("elementwise.wgsl {op} {dtype}").into()
             }
@@ -721,12 +713,6 @@ impl KernelSpec for Kernel {
             | Kernel::Reduce { .. }
             | Kernel::CumSum { .. }
             | Kernel::Copy { .. } => TWO_BUFFERS,
-            Kernel::ScanStep { .. } => &[
-                Binding::Uniform,
-                Binding::StorageRead,
-                Binding::StorageReadWrite,
-                Binding::StorageReadWrite,
-            ],
             Kernel::ScanCounter { .. } => &[Binding::StorageReadWrite],
             Kernel::ScanCopies { copies, .. } => scan_step::copies_bindings(*copies),
             Kernel::LinearAttention { .. } => &[

@@ -784,6 +784,16 @@ fn matmul_kernels_forced_or_measured_per_shape() {
     let tall = values_for(DType::F32, &[65, 256], 5, false);
     run_matmul(&ctx, &tall, &b);
     assert_eq!(ctx.matmul_measurements().len(), 1);
+    // Outer products (one product per sum) are measured whatever their rows: LinearAttention's
+    // k v^T, 16 heads of 128.
+    let k = values_for(DType::F32, &[16, 128, 1], 6, false);
+    let v = values_for(DType::F32, &[16, 1, 128], 7, false);
+    let (outer, _) = run_matmul(&ctx, &k, &v);
+    close(&outer, &cpu("MatMul", vec![k, v]), "outer products");
+    let measured = ctx.matmul_measurements();
+    assert_eq!(measured.len(), 2, "{measured:?}");
+    let s = measured[1].shape;
+    assert_eq!((s.batches, s.rows, s.n, s.k), (16, 128, 128, 1));
 }
 
 #[test]

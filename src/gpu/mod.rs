@@ -103,8 +103,10 @@ impl MatMulKernel {
 pub enum MatMulChoice {
     /// By shape and adapter kind alone.
     ByShape,
-    /// The first time a product of at most [`MEASURED_ROWS`] rows and at least
-    /// [`MEASURED_WORK`] multiply-adds is recorded, every kernel that can compute it is timed
+    /// The first time a product of at most [`MEASURED_ROWS`] rows or at most [`MEASURED_K`]
+    /// products per sum, and at least [`MEASURED_WORK`] multiply-adds, is recorded (the
+    /// shapes of recurrent steps and of LinearAttention's outer products), every kernel that
+    /// can compute it is timed
     /// on the device, and the fastest serves that shape (dtype, batch, rows, n, k) for the
     /// context's life; other products go by shape. Results of floats depend on the kernel
     /// only through the order of their sums.
@@ -117,6 +119,9 @@ pub enum MatMulChoice {
 /// Products of up to this many rows are measured under [`MatMulChoice::Measure`]: the rows
 /// of recurrent steps, where the kernels' order depends on the device.
 pub const MEASURED_ROWS: u64 = 64;
+/// Products summing up to this many products per element are measured under
+/// [`MatMulChoice::Measure`] too: outer products (LinearAttention's `k v^T` per head).
+pub const MEASURED_K: u64 = 4;
 /// Products with fewer multiply-adds than this are not measured (they take microseconds on
 /// any kernel).
 pub const MEASURED_WORK: u64 = 1 << 16;

@@ -12,7 +12,7 @@ use super::{Kernel, MAX_RANK};
 pub use crate::gpu::MatMulKernel;
 #[cfg(feature = "native")]
 use crate::gpu::MatMulMeasurement;
-use crate::gpu::{Binding, MatMulChoice, MatMulShape, MEASURED_ROWS, MEASURED_WORK};
+use crate::gpu::{Binding, MatMulChoice, MatMulShape, MEASURED_K, MEASURED_ROWS, MEASURED_WORK};
 use crate::storage::Storage;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
@@ -357,7 +357,7 @@ impl Recorder {
             .filter(|&kernel| can_run(kernel, shape, group, max))
             .count();
         if ctx.matmul_choice() != MatMulChoice::Measure
-            || shape.rows > MEASURED_ROWS
+            || (shape.rows > MEASURED_ROWS && shape.k > MEASURED_K)
             || work < MEASURED_WORK
             || candidates < 2
         {

@@ -334,6 +334,12 @@ fn move_quads(first: u32) {
                 v = quad_from(c.index);
             } else if reversed {
                 v = quad_from(c.index - 3u).wzyx;
+            } else if step == 2u && (c.index & 3u) == 0u {
+                // Every other word: two whole quads (the second lies in the window, which
+                // holds whole quads, as its third word is read).
+                let a = src4[c.index >> 2u];
+                let b = src4[(c.index >> 2u) + 1u];
+                v = vec4<u32>(a.x, a.z, b.x, b.z);
             } else {
                 let i = c.index;
                 v = vec4<u32>(quad_word(i), quad_word(i + step), quad_word(i + 2u * step),
@@ -354,6 +360,15 @@ fn move_quads(first: u32) {
                 let b = quad_from(i - 2u);
                 lo = vec4<u32>(b.z, b.w, b.x, b.y);
                 hi = vec4<u32>(a.z, a.w, a.x, a.y);
+            } else if step == 2u && (i & 3u) == 0u {
+                // Every other element: the first pair of four whole quads.
+                let q = i >> 2u;
+                let a = src4[q];
+                let b = src4[q + 1u];
+                let e = src4[q + 2u];
+                let f = src4[q + 3u];
+                lo = vec4<u32>(a.x, a.y, b.x, b.y);
+                hi = vec4<u32>(e.x, e.y, f.x, f.y);
             } else {
                 let s = 2u * step;
                 lo = vec4<u32>(quad_word(i), quad_word(i + 1u), quad_word(i + s),

@@ -814,31 +814,28 @@ fn grouped_iterations(
         }
         per_parity.push(copies);
     }
-    let (((), first_reads), iterations) = {
-        let first = rec.capture(|rec| {
-            for group in read_copies(false).chunks(limit) {
-                rec.copies_at_iteration(OP, group, counter, 0, false)?;
+    let ((), first_reads) = rec.capture(|rec| {
+        for group in read_copies(false).chunks(limit) {
+            rec.copies_at_iteration(OP, group, counter, 0, false)?;
+        }
+        Ok(())
+    })?;
+    let mut iterations = Vec::with_capacity(instances.len());
+    for (parity, (instance, copies)) in instances.iter().zip(&per_parity).enumerate() {
+        let slot = parity as u32;
+        let ((), steps) = rec.capture(|rec| {
+            rec.replay(&instance.steps)?;
+            let groups: Vec<_> = copies.chunks(limit).collect();
+            for (g, group) in groups.iter().enumerate() {
+                rec.copies_at_iteration(OP, group, counter, slot, g + 1 == groups.len())?;
+            }
+            if groups.is_empty() {
+                rec.next_iteration(OP, counter, slot)?;
             }
             Ok(())
         })?;
-        let mut iterations = Vec::with_capacity(instances.len());
-        for (parity, (instance, copies)) in instances.iter().zip(&per_parity).enumerate() {
-            let slot = parity as u32;
-            let ((), steps) = rec.capture(|rec| {
-                rec.replay(&instance.steps)?;
-                let groups: Vec<_> = copies.chunks(limit).collect();
-                for (g, group) in groups.iter().enumerate() {
-                    rec.copies_at_iteration(OP, group, counter, slot, g + 1 == groups.len())?;
-                }
-                if groups.is_empty() {
-                    rec.next_iteration(OP, counter, slot)?;
-                }
-                Ok(())
-            })?;
-            iterations.push(steps);
-        }
-        (first, iterations)
-    };
+        iterations.push(steps);
+    }
     let counter = counter.clone();
     Ok(Some(Arc::new(move |rec: &mut Recorder| {
         // The counter starts at 0 on every run of the loop (an enclosing loop runs it again).

@@ -257,7 +257,11 @@ fn main() {
     // A run of a subset (`--case`, `--no-scan`) would replace the committed full results in
     // bench/ with partial ones: those runs write under target/ unless given `--out`.
     let subset = flag("--case").is_some() || args.iter().any(|a| a == "--no-scan");
-    let default_out = if subset { "target/bench-subset" } else { "bench" };
+    let default_out = if subset {
+        "target/bench-subset"
+    } else {
+        "bench"
+    };
     let out_dir = std::path::PathBuf::from(flag("--out").unwrap_or_else(|| default_out.into()));
     let quick = args.iter().any(|a| a == "--quick");
     let max_mib: u64 = flag("--max-mib")

@@ -179,9 +179,9 @@ pub fn rows_slices(group: u32) -> u32 {
 /// rule [`MatMulChoice::ByShape`] follows).
 pub fn matmul_kernel(rows: u64, n: u64, k: u64, cpu: bool, group: u32, max: u32) -> MatMulKernel {
     let (row_groups, col_groups) = (rows.div_ceil(8), n.div_ceil(4 * u64::from(group)));
-    // CPU adapters: blocks from two rows (lavapipe, 2 cores, [r, 256] x [256, 256]: 217 us at
-    // 2 rows and 216 at 8, the few-rows kernel 280 and 841); a single row split into slices
-    // does better in one workgroup (181 us, blocks 226).
+    // CPU adapters: blocks from two rows (lavapipe, 2 cores, [r, 256] x [256, 256]: 204 us at
+    // 2 rows and 242 at 8, the few-rows kernel 250 and 876); a single row split into slices
+    // does better in one workgroup (148 us, blocks 220). `bench --matmul-only`.
     if cpu
         && k <= MAX_K_LOOP
         && row_groups <= u64::from(max)

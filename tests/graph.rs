@@ -152,3 +152,94 @@ fn dead_values_give_their_buffers_back() {
     assert_eq!(ctx.stats().buffers_created - before, 3);
     assert_eq!(out[0].1, x);
 }
+
+#[test]
+fn session_keeps_its_constants_on_the_gpu_between_runs() {
+    // A context of its own: the test counts the buffers each run creates.
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    let f32s = |shape: &[usize], seed: u64| {
+        let v: Vec<f32> = bytes(seed, shape.iter().product())
+            .iter()
+            .map(|&b| (b as f32 - 128.0) / 64.0)
+            .collect();
+        HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+    };
+    // One constant read by a MatMul, one that is a Scan's initial state (copied into the
+    // loop's buffer), and the first also a graph output.
+    let body = Graph::new()
+        .input("s", DType::F32, &[Some(5)])
+        .input("x_t", DType::F32, &[Some(5)])
+        .node(
+            Node::new("Add", "next")
+                .inputs(["s", "x_t"])
+                .outputs(["s2"]),
+        )
+        .node(Node::new("Neg", "y").inputs(["s2"]).outputs(["y"]))
+        .output("s2")
+        .output("y");
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(4), Some(3)])
+        .constant("W", f32s(&[3, 5], 1))
+        .constant("S0", f32s(&[5], 2))
+        .node(Node::new("MatMul", "mm").inputs(["x", "W"]).outputs(["xw"]))
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["S0", "xw"])
+                .outputs(["last", "ys"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("last")
+        .output("ys")
+        .output("W");
+    let x = f32s(&[4, 3], 3);
+    let inputs = vec![("x".to_string(), x.clone())];
+    let expected = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+    let session = Session::new(&ctx, g).unwrap();
+    let created = || ctx.stats().buffers_created;
+    let mut runs = Vec::new();
+    let mut buffers = Vec::new();
+    for _ in 0..3 {
+        let before = created();
+        runs.push(session.run_blocking(inputs.clone()).unwrap());
+        buffers.push(created() - before);
+    }
+    // MatMul sums of 3 products: the interpreter's order, so equal within f32 rounding.
+    for ((name, got), want) in runs[0].iter().zip(&expected) {
+        let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+        for (a, b) in g.iter().zip(&w) {
+            assert!(
+                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                "{name}: {g:?} vs {w:?}"
+            );
+        }
+    }
+    assert_eq!(runs[1], runs[0]);
+    assert_eq!(runs[2], runs[0]);
+    // The two constants were uploaded by the first run only (one buffer each).
+    assert_eq!(buffers[0], buffers[1] + 2, "buffers per run: {buffers:?}");
+    assert_eq!(buffers[1], buffers[2], "buffers per run: {buffers:?}");
+
+    // An output that is a kept constant is the caller's to overwrite: later runs still read
+    // the constant.
+    let on_gpu = session
+        .run_tensors_blocking(vec![(
+            "x".to_string(),
+            wgpu_ops::Tensor::from_host(&ctx, &x).unwrap(),
+        )])
+        .unwrap();
+    let w_out = &on_gpu.iter().find(|(n, _)| n == "W").unwrap().1;
+    let zeros = HostTensor::from_vec(vec![3, 5], &[0f32; 15]).unwrap();
+    let zeros = wgpu_ops::Tensor::from_host(&ctx, &zeros).unwrap();
+    ctx.run(|rec| rec.identity_to(&zeros, wgpu_ops::Out::into("W", w_out)))
+        .unwrap();
+    assert_eq!(
+        w_out.to_host_blocking().unwrap(),
+        zeros.to_host_blocking().unwrap()
+    );
+    assert_eq!(session.run_blocking(inputs.clone()).unwrap(), runs[0]);
+}

@@ -1111,7 +1111,7 @@ fn state_free_nodes_run_before_the_loop() {
     let mut g = body(vec![nested], &["xw2", "running", "total"]);
     g.constants.push((
         "zero".into(),
-        HostTensor::from_vec(vec![], &[0i32]).unwrap(),
+        HostTensor::from_vec(vec![], &[0i32]).unwrap().into(),
     ));
     cases.push((g, vec![], vec![s0.clone(), xs.clone(), xs2.clone()], 2));
     for (n, (b, attrs, inputs, k_out)) in cases.into_iter().enumerate() {

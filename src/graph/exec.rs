@@ -3,6 +3,7 @@
 
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use super::fuse::{self, Pending};
 use super::registry::{self, OpDef};
@@ -12,7 +13,8 @@ use crate::{download_all, Context, DType, Error, HostTensor, Out, Recorder, Resu
 /// A value during a run: known on the host (inputs, constants), on the GPU, or both.
 #[derive(Default)]
 pub(crate) struct Slot {
-    pub host: Option<HostTensor>,
+    /// Shared: a session's constants are not copied per run.
+    pub host: Option<Arc<HostTensor>>,
     pub gpu: OnceCell<Tensor>,
     /// Known before the run: a constant, or computed from constants and shapes only. Small ops
     /// on such values run on the host (see [`fold`]); ops on graph inputs always run on the GPU.
@@ -31,16 +33,16 @@ impl Slot {
     /// A graph input given on the host (uploaded on first use).
     pub fn input(value: HostTensor) -> Slot {
         Slot {
-            host: Some(value),
+            host: Some(Arc::new(value)),
             gpu: OnceCell::new(),
             constant: false,
             pending: None,
             swapped: None,
         }
     }
-    pub fn constant(value: HostTensor) -> Slot {
+    pub fn constant(value: impl Into<Arc<HostTensor>>) -> Slot {
         Slot {
-            host: Some(value),
+            host: Some(value.into()),
             gpu: OnceCell::new(),
             constant: true,
             pending: None,
@@ -163,7 +165,7 @@ impl NodeArgs<'_> {
 
     /// Input `i`'s values when they are known on the host (a constant or a graph input).
     pub fn host_value(&self, i: usize) -> Option<&crate::HostTensor> {
-        self.slots.get(i).copied().flatten()?.host.as_ref()
+        self.slots.get(i).copied().flatten()?.host.as_deref()
     }
 
     /// The dtype of input `i` (its values are not needed).
@@ -505,7 +507,7 @@ fn fold(node: &Node, def: &OpDef, slots: &[Option<&Slot>]) -> Result<Option<Vec<
             Some(s) if s.constant => {
                 let Some(h) = &s.host else { return Ok(None) };
                 elements += h.numel();
-                inputs.push(Some(h.clone()));
+                inputs.push(Some(HostTensor::clone(h)));
             }
             Some(_) => return Ok(None),
         }
@@ -519,11 +521,16 @@ fn fold(node: &Node, def: &OpDef, slots: &[Option<&Slot>]) -> Result<Option<Vec<
 }
 
 /// A validated, scheduled graph bound to a context, ready to run many times.
+///
+/// The graph's constants (weights) are uploaded by the first run that reads them and stay on
+/// the GPU for the session's life, so later runs neither copy nor upload them again.
 #[derive(Debug)]
 pub struct Session {
     ctx: Context,
     graph: Graph,
     order: Vec<usize>,
+    /// The constants uploaded so far, by name.
+    uploaded: Mutex<HashMap<String, Tensor>>,
 }
 
 impl Session {
@@ -534,6 +541,7 @@ impl Session {
             ctx: ctx.clone(),
             graph,
             order,
+            uploaded: Mutex::new(HashMap::new()),
         })
     }
 
@@ -568,7 +576,7 @@ impl Session {
         for o in &self.graph.outputs {
             let slot = &scope.slots[o.name.as_str()];
             let value = match &slot.host {
-                Some(h) => h.clone(),
+                Some(h) => HostTensor::clone(h),
                 None => downloaded.next().expect("one download per GPU output"),
             };
             o.check("output", value.dtype, &value.shape)?;
@@ -585,7 +593,8 @@ impl Session {
     ) -> Result<Vec<(String, Tensor)>> {
         let slots = inputs.into_iter().map(|(n, t)| (n, Slot::gpu(t))).collect();
         let scope = self.record_run(slots).await?;
-        self.graph
+        let outputs: Vec<(String, Tensor)> = self
+            .graph
             .outputs
             .iter()
             .map(|o| {
@@ -593,7 +602,33 @@ impl Session {
                 o.check("output", t.dtype(), t.shape())?;
                 Ok((o.name.clone(), t))
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        // An output that is a kept constant (or a view of one) is handed out as a copy: the
+        // caller may write into it (`Out::into`), and later runs read the constant.
+        let kept: Vec<Tensor> = {
+            let uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
+            uploaded.values().cloned().collect()
+        };
+        if !outputs
+            .iter()
+            .any(|(_, t)| kept.iter().any(|k| k.shares_buffer(t)))
+        {
+            return Ok(outputs);
+        }
+        let mut rec = self.ctx.recorder();
+        let mut copied = Vec::with_capacity(outputs.len());
+        for (name, t) in outputs {
+            if kept.iter().any(|k| k.shares_buffer(&t)) {
+                let copy = Tensor::uninit(&self.ctx, t.dtype(), t.shape())?;
+                let bytes = crate::storage::padded_size(t.byte_len());
+                rec.copy(t.storage(), 0, copy.storage(), 0, bytes)?;
+                copied.push((name, copy));
+            } else {
+                copied.push((name, t));
+            }
+        }
+        rec.finish().await?;
+        Ok(copied)
     }
 
     /// Blocking [`Session::run_tensors`] for native callers.
@@ -655,10 +690,15 @@ impl Session {
                 .ok_or_else(|| Error::Graph(format!("input '{}' is not given", decl.name)))?;
             scope.slots.insert(decl.name.clone(), value);
         }
-        for (name, value) in &self.graph.constants {
-            scope
-                .slots
-                .insert(name.clone(), Slot::constant(value.clone()));
+        {
+            let uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
+            for (name, value) in &self.graph.constants {
+                let slot = Slot::constant(value.clone());
+                if let Some(t) = uploaded.get(name) {
+                    let _ = slot.gpu.set(t.clone());
+                }
+                scope.slots.insert(name.clone(), slot);
+            }
         }
         let mut rec = self.ctx.recorder();
         record_graph(
@@ -668,6 +708,16 @@ impl Session {
             &mut scope,
             &HashMap::new(),
         )?;
+        // Constants this run uploaded are kept for the next runs.
+        let mut uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
+        for (name, _) in &self.graph.constants {
+            if let Some(t) = scope.slots.get(name).and_then(|s| s.gpu.get()) {
+                if t.storage().uploaded() {
+                    uploaded.entry(name.clone()).or_insert_with(|| t.clone());
+                }
+            }
+        }
+        drop(uploaded);
         rec.finish().await?;
         Ok(scope)
     }

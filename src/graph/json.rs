@@ -288,7 +288,7 @@ pub fn graph(v: &Value, base: Option<&Path>) -> Result<Graph> {
             .collect::<Result<_>>()?,
         constants: list(o, "constants", "the graph")?
             .iter()
-            .map(|c| constant(c, base))
+            .map(|c| constant(c, base).map(|(name, value)| (name, value.into())))
             .collect::<Result<_>>()?,
         nodes: list(o, "nodes", "the graph")?
             .iter()

@@ -134,7 +134,8 @@ impl Node {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Graph {
     pub inputs: Vec<ValueInfo>,
-    pub constants: Vec<(String, HostTensor)>,
+    /// Shared, so cloning a graph (a Scan body) or running it does not copy their data.
+    pub constants: Vec<(String, std::sync::Arc<HostTensor>)>,
     pub nodes: Vec<Node>,
     pub outputs: Vec<ValueInfo>,
     /// Named (symbolic) dimensions of the inputs, as ONNX models declare them (`dim_param`):
@@ -160,8 +161,12 @@ impl Graph {
         });
         self
     }
-    pub fn constant(mut self, name: impl Into<String>, value: HostTensor) -> Graph {
-        self.constants.push((name.into(), value));
+    pub fn constant(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<std::sync::Arc<HostTensor>>,
+    ) -> Graph {
+        self.constants.push((name.into(), value.into()));
         self
     }
     pub fn node(mut self, node: Node) -> Graph {

@@ -805,7 +805,7 @@ static RANGE: OpDef = OpDef {
         let mut known = Vec::new();
         for (i, role) in ["start", "limit", "delta"].into_iter().enumerate() {
             match &slot_of(node, slots, i, role)?.host {
-                Some(h) => known.push(Some(h.clone())),
+                Some(h) => known.push(Some(HostTensor::clone(h))),
                 None => return Ok(None),
             }
         }

@@ -155,7 +155,7 @@ impl Loader<'_> {
         let initialized: HashSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
         for t in &g.initializer {
             out.constants
-                .push((t.name().to_string(), self.tensor(t, "initializer")?));
+                .push((t.name().to_string(), self.tensor(t, "initializer")?.into()));
         }
         if !g.sparse_initializer.is_empty() {
             return Err(Error::Model(format!(
@@ -236,7 +236,8 @@ impl Loader<'_> {
         };
         let keep = if domain.is_empty() {
             let (keep, constants, before) = normalize(&mut node, opset)?;
-            out.constants.extend(constants);
+            out.constants
+                .extend(constants.into_iter().map(|(n, v)| (n, v.into())));
             out.nodes.extend(before);
             keep
         } else {

@@ -23,10 +23,10 @@ pub fn run_graph(
 ) -> R<Vec<HostTensor>> {
     let mut env: HashMap<String, HostTensor> = outer.clone();
     for (n, v) in inputs {
-        env.insert(n.clone(), v.clone());
+        env.insert(n.clone(), HostTensor::clone(v));
     }
     for (n, v) in &graph.constants {
-        env.insert(n.clone(), v.clone());
+        env.insert(n.clone(), HostTensor::clone(v));
     }
     // Run nodes whenever their inputs are ready (file order otherwise).
     let mut pending: Vec<&Node> = graph.nodes.iter().collect();

@@ -709,15 +709,16 @@ impl Session {
             &HashMap::new(),
         )?;
         // Constants this run uploaded are kept for the next runs.
-        let mut uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
-        for (name, _) in &self.graph.constants {
-            if let Some(t) = scope.slots.get(name).and_then(|s| s.gpu.get()) {
-                if t.storage().uploaded() {
-                    uploaded.entry(name.clone()).or_insert_with(|| t.clone());
+        {
+            let mut uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
+            for (name, _) in &self.graph.constants {
+                if let Some(t) = scope.slots.get(name).and_then(|s| s.gpu.get()) {
+                    if t.storage().uploaded() {
+                        uploaded.entry(name.clone()).or_insert_with(|| t.clone());
+                    }
                 }
             }
         }
-        drop(uploaded);
         rec.finish().await?;
         Ok(scope)
     }

@@ -10,8 +10,10 @@
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick] [--case TEXT]
 //! [--workgroup-size N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
-//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--dtypes-only]` (`--matmul-only`:
-//! every MatMul kernel timed on the products of recurrent steps; `--dtypes-only`: `Add` on 64 MiB operands of each of the 13 dtypes but
+//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only]`
+//! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
+//! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps;
+//! `--dtypes-only`: `Add` on 64 MiB operands of each of the 13 dtypes but
 //! bool, as GB/s and as a ratio to a plain buffer copy of the same bytes, written to
 //! DIR/dtypes.txt, so the cost of each emulation is visible).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
@@ -332,6 +334,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--matmul-only") {
         matmul_kernels(&ctx);
+        return;
+    }
+    if args.iter().any(|a| a == "--transfer-only") {
+        transfers(&ctx, max_mib);
         return;
     }
     if args.iter().any(|a| a == "--rnn-only") {
@@ -821,6 +827,69 @@ fn print_matmul_measurements(ctx: &Context) {
 /// 256 x 256 for 1 to 64 rows; LinearAttention's per-head matrix-vector products and outer
 /// products at 16 heads of 128), as `MatMulChoice::Measure` times them: microseconds per
 /// product, each waiting for the one before, and the kernel the shape rule picks.
+/// Uploads (`Tensor::from_host`, until the GPU has the data) and downloads (`to_host`) of
+/// 1 MiB up to `max_mib`, as GB/s and as a ratio to the host copying the same bytes into
+/// memory it has written before (`copy_from_slice`, the best a transfer through host memory
+/// can do). Wall time, best of 5 after a warm-up; one direction's bytes.
+fn transfers(ctx: &Context, max_mib: u64) {
+    println!(
+        "{:>8} {:>12} {:>12} {:>10} {:>14} {:>10}",
+        "MiB", "memcpy GB/s", "upload GB/s", "ratio", "download GB/s", "ratio"
+    );
+    let mut mib = 1u64;
+    while mib <= max_mib.min(1024) {
+        let bytes = (mib << 20) as usize;
+        let host = HostTensor {
+            dtype: DType::U8,
+            shape: vec![bytes],
+            data: (0..bytes).map(|i| (i * 7 + i / 4096) as u8).collect(),
+        };
+        let mut target = vec![0u8; bytes];
+        let best = |f: &mut dyn FnMut()| {
+            f();
+            (0..5)
+                .map(|_| {
+                    let t = Instant::now();
+                    f();
+                    t.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let memcpy = best(&mut || {
+            target.copy_from_slice(&host.data);
+            std::hint::black_box(&target);
+        });
+        let mut uploaded = None;
+        let upload = best(&mut || {
+            uploaded = None;
+            let t = Tensor::from_host(ctx, &host).expect("upload");
+            // One small read of the new tensor waits until the upload is done.
+            Tensor::from_host(ctx, &HostTensor::from_vec(vec![1], &[0u8]).unwrap())
+                .unwrap()
+                .to_host_blocking()
+                .unwrap();
+            uploaded = Some(t);
+        });
+        let t = uploaded.expect("uploaded");
+        let mut back = None;
+        let download = best(&mut || back = Some(t.to_host_blocking().expect("download")));
+        assert!(
+            back.is_some_and(|b| b.data == host.data),
+            "{mib} MiB came back changed"
+        );
+        let gbs = |s: f64| bytes as f64 / s / 1e9;
+        println!(
+            "{mib:>8} {:>12.2} {:>12.2} {:>10.2} {:>14.2} {:>10.2}",
+            gbs(memcpy),
+            gbs(upload),
+            memcpy / upload,
+            gbs(download),
+            memcpy / download
+        );
+        mib *= 4;
+    }
+}
+
 fn matmul_kernels(ctx: &Context) {
     println!(
         "{:<28} {:>10} {:>10} {:>10} {:>8} {:>8}",

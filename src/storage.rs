@@ -31,10 +31,16 @@ impl Storage {
             segment: ctx.max_buffer_size(),
             size,
         };
-        let buffers = (0..segments.count())
+        // Large uploads stream through the context's staging buffers (native).
+        #[cfg(not(target_arch = "wasm32"))]
+        let streamed =
+            contents.filter(|data| data.len() as u64 >= crate::gpu::staging::STREAMED_UPLOAD);
+        #[cfg(target_arch = "wasm32")]
+        let streamed: Option<&[u8]> = None;
+        let buffers: Vec<wgpu::Buffer> = (0..segments.count())
             .map(|i| {
                 let len = segments.len(i);
-                match contents {
+                match contents.filter(|_| streamed.is_none()) {
                     Some(data) => {
                         // `size` is `data` padded to a word, which `buffer_with` adds.
                         let from = i as u64 * segments.segment;
@@ -50,6 +56,19 @@ impl Storage {
                 }
             })
             .collect();
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(data) = streamed {
+            let pieces: Vec<(&wgpu::Buffer, &[u8])> = buffers
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let from = (i as u64 * segments.segment).min(data.len() as u64) as usize;
+                    let to = (from as u64 + b.size()).min(data.len() as u64) as usize;
+                    (b, &data[from..to])
+                })
+                .collect();
+            ctx.upload_streamed(&pieces)?;
+        }
         Ok(Storage {
             _lease: lease,
             buffers,

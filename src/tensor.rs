@@ -174,12 +174,54 @@ impl Tensor {
     }
 }
 
-/// Downloads several tensors with one submission and one wait.
+/// Downloads several tensors: natively through the context's reused staging buffers, with one
+/// submission and one wait up to 16 MiB in all and rounds of 16 MiB beyond (two in flight);
+/// in the browser through staging buffers of their own size.
 pub async fn download_all(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<HostTensor>> {
     // The results must fit in the host's memory: refused before any staging buffer is made
     // (a GPU can hold more than the host has left).
     let total: u64 = tensors.iter().map(|t| t.byte_len()).sum();
     check_download(total, crate::gpu::host_memory_available())?;
+    #[cfg(not(target_arch = "wasm32"))]
+    let results = download_staged(ctx, tensors);
+    #[cfg(target_arch = "wasm32")]
+    let results = download_mapped(ctx, tensors).await;
+    results
+}
+
+/// Downloads through the context's staging buffers (native).
+#[cfg(not(target_arch = "wasm32"))]
+fn download_staged(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<HostTensor>> {
+    let mut data = Vec::with_capacity(tensors.len());
+    // (buffer, bytes of it, result): a tensor above the buffer size is in several.
+    let mut pieces = Vec::new();
+    for (j, t) in tensors.iter().enumerate() {
+        let len = t.byte_len();
+        let mut v = Vec::new();
+        v.try_reserve_exact(len as usize)
+            .map_err(|e| Error::OutOfMemory {
+                op: "download".into(),
+                message: format!("{len} bytes of a result on the host: {e}"),
+            })?;
+        data.push(v);
+        let mut left = len;
+        for b in t.buffers().iter().take_while(|_| len > 0) {
+            pieces.push((b, left.min(b.size()), j));
+            left -= left.min(b.size());
+        }
+    }
+    ctx.download_streamed(&pieces, &mut data)?;
+    tensors
+        .iter()
+        .zip(data)
+        .map(|(t, d)| HostTensor::from_bytes(t.dtype, t.shape.clone(), d))
+        .collect()
+}
+
+/// Downloads through one staging buffer per GPU buffer, mapped asynchronously (the browser,
+/// where a wait cannot block).
+#[cfg(target_arch = "wasm32")]
+async fn download_mapped(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<HostTensor>> {
     let device = ctx.device();
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("download"),

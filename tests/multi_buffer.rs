@@ -336,3 +336,55 @@ fn buffer_limits_below_one_buffer_are_rejected() {
     .unwrap();
     assert_eq!(ctx.max_buffer_size(), 768);
 }
+
+#[test]
+fn large_transfers_stream_through_reused_staging_buffers() {
+    // Uploads from 1 MiB and all downloads go through the context's staging buffers of 4 MiB,
+    // four to a submission: sizes around those bounds, tensors in one buffer and in several
+    // (of 3 MiB + 512 bytes, which staging chunks do not line up with), and several tensors
+    // read together, all bit for bit. Two rounds, so the second reuses staging buffers.
+    for max in [None, Some((3 << 20) + 512)] {
+        let ctx = Context::new_blocking(ContextOptions {
+            max_buffer_size: max,
+            ..Default::default()
+        })
+        .unwrap();
+        let sizes = [
+            (1 << 20) - 1,
+            1 << 20,
+            (4 << 20) + 2,
+            (17 << 20) + 3,
+            33 << 20,
+        ];
+        let hosts: Vec<HostTensor> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| HostTensor {
+                dtype: DType::U8,
+                shape: vec![n],
+                data: bytes(i as u64 + 1, n),
+            })
+            .collect();
+        let tensors: Vec<Tensor> = hosts
+            .iter()
+            .map(|h| Tensor::from_host(&ctx, h).unwrap())
+            .collect();
+        for (t, h) in tensors.iter().zip(&hosts) {
+            assert!(
+                t.to_host_blocking().unwrap() == *h,
+                "{max:?}: {:?}",
+                h.shape
+            );
+        }
+        let refs: Vec<&Tensor> = tensors.iter().collect();
+        let before = ctx.stats();
+        let all = pollster::block_on(wgpu_ops::download_all(&ctx, &refs)).unwrap();
+        let after = ctx.stats();
+        assert!(all == hosts, "{max:?}: read together");
+        // 56 MiB and 12 bytes in whole words: 15 staging buffers' worth, 4 rounds.
+        assert_eq!(after.submissions - before.submissions, 4, "{max:?}");
+        // At most a wait per round (none for a round the GPU had finished already).
+        let waits = after.host_waits - before.host_waits;
+        assert!((1..=4).contains(&waits), "{max:?}: {waits} waits");
+    }
+}

@@ -9,6 +9,8 @@ use crate::{Error, Result};
 
 pub(crate) mod pipeline;
 pub(crate) mod scope;
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) mod staging;
 
 pub(crate) use pipeline::Pipeline;
 use pipeline::PipelineKey;
@@ -251,6 +253,9 @@ struct Inner {
     pipelines_built: AtomicU64,
     buffers_created: AtomicU64,
     dispatches: AtomicU64,
+    /// Staging buffers reused by large uploads and by downloads.
+    #[cfg(not(target_arch = "wasm32"))]
+    staging: staging::StagingPool,
 }
 
 /// Owns the wgpu device. Cheap to clone (shared), `Send + Sync`.
@@ -478,6 +483,8 @@ impl Context {
                 cpu_kernels,
                 matmul,
                 matmul_measured: Mutex::new(Vec::new()),
+                #[cfg(not(target_arch = "wasm32"))]
+                staging: Default::default(),
                 fuse_elementwise: options.fuse_elementwise.unwrap_or(true),
                 max_commands,
                 max_memory,

@@ -830,11 +830,13 @@ fn print_matmul_measurements(ctx: &Context) {
 /// Uploads (`Tensor::from_host`, until the GPU has the data) and downloads (`to_host`) of
 /// 1 MiB up to `max_mib`, as GB/s and as a ratio to the host copying the same bytes into
 /// memory it has written before (`copy_from_slice`, the best a transfer through host memory
-/// can do). Wall time, best of 5 after a warm-up; one direction's bytes.
+/// can do). `fresh`: the same copy into newly allocated memory (`Vec::clone`), which bounds a
+/// download, whose result is new memory, and on CPU adapters an upload too, whose tensor is.
+/// Wall time, best of 5 after a warm-up; one direction's bytes.
 fn transfers(ctx: &Context, max_mib: u64) {
     println!(
-        "{:>8} {:>12} {:>12} {:>10} {:>14} {:>10}",
-        "MiB", "memcpy GB/s", "upload GB/s", "ratio", "download GB/s", "ratio"
+        "{:>8} {:>12} {:>11} {:>12} {:>10} {:>14} {:>10}",
+        "MiB", "memcpy GB/s", "fresh GB/s", "upload GB/s", "ratio", "download GB/s", "ratio"
     );
     let mut mib = 1u64;
     while mib <= max_mib.min(1024) {
@@ -859,15 +861,16 @@ fn transfers(ctx: &Context, max_mib: u64) {
             target.copy_from_slice(&host.data);
             std::hint::black_box(&target);
         });
+        let fresh = best(&mut || {
+            std::hint::black_box(host.data.clone());
+        });
         let mut uploaded = None;
         let upload = best(&mut || {
             uploaded = None;
             let t = Tensor::from_host(ctx, &host).expect("upload");
-            // One small read of the new tensor waits until the upload is done.
-            Tensor::from_host(ctx, &HostTensor::from_vec(vec![1], &[0u8]).unwrap())
-                .unwrap()
-                .to_host_blocking()
-                .unwrap();
+            ctx.device()
+                .poll(wgpu::PollType::wait_indefinitely())
+                .expect("the upload finishes");
             uploaded = Some(t);
         });
         let t = uploaded.expect("uploaded");
@@ -879,8 +882,9 @@ fn transfers(ctx: &Context, max_mib: u64) {
         );
         let gbs = |s: f64| bytes as f64 / s / 1e9;
         println!(
-            "{mib:>8} {:>12.2} {:>12.2} {:>10.2} {:>14.2} {:>10.2}",
+            "{mib:>8} {:>12.2} {:>11.2} {:>12.2} {:>10.2} {:>14.2} {:>10.2}",
             gbs(memcpy),
+            gbs(fresh),
             gbs(upload),
             memcpy / upload,
             gbs(download),

@@ -108,6 +108,33 @@ fn eight_threads_share_one_context() {
 }
 
 #[test]
+fn eight_threads_stream_large_transfers_through_one_context() {
+    // Uploads from 1 MiB and all downloads share the context's few staging buffers: eight
+    // threads moving 1 to 9 MiB each (one to three staging buffers) at once, bit for bit.
+    let ctx = new_context();
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let ctx = &ctx;
+            s.spawn(move || {
+                for round in 0..3u64 {
+                    let n = ((1 + (t + round) % 9) << 20) as usize + t as usize;
+                    let h = HostTensor {
+                        dtype: DType::U8,
+                        shape: vec![n],
+                        data: bytes(t * 10 + round, n),
+                    };
+                    let x = Tensor::from_host(ctx, &h).unwrap();
+                    assert!(
+                        x.to_host_blocking().unwrap() == h,
+                        "thread {t} round {round}"
+                    );
+                }
+            });
+        }
+    });
+}
+
+#[test]
 fn several_contexts_in_one_process() {
     let contexts: Vec<Context> = (0..3).map(|_| new_context()).collect();
     std::thread::scope(|s| {

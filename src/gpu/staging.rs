@@ -101,10 +101,17 @@ impl Context {
                 None => self.wait_idle()?,
             }
         }
-        // The callback runs inside a poll; one more waits out a mapping requested after
-        // the submission it follows.
-        if state.load(Ordering::Acquire) == PENDING {
-            self.wait_idle()?;
+        // Callbacks run in whichever thread's poll finds them ready: with the context shared,
+        // another thread may be about to run this one. A lost device fails the mapping.
+        let start = std::time::Instant::now();
+        while state.load(Ordering::Acquire) == PENDING {
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                return Err(Error::Readback(
+                    "a staging buffer was not mapped within a minute of its copy".into(),
+                ));
+            }
+            std::thread::yield_now();
+            let _ = self.inner.device.poll(wgpu::PollType::Poll);
         }
         match state.load(Ordering::Acquire) {
             MAPPED => Ok(()),
@@ -140,16 +147,23 @@ impl Context {
                 for _ in &round {
                     let staging = match free.pop() {
                         Some(b) => b,
-                        None if in_flight.len() + used.len() < KEPT => WriteBuffer {
-                            buffer: self.inner.device.create_buffer(&wgpu::BufferDescriptor {
-                                label: Some("upload staging"),
-                                size: CHUNK,
-                                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-                                mapped_at_creation: true,
-                            }),
-                            state: Arc::new(AtomicU8::new(MAPPED)),
-                            used_by: None,
-                        },
+                        None if in_flight.len() + used.len() < KEPT => {
+                            let (buffer, check) = self.scoped("upload", || {
+                                self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+                                    label: Some("upload staging"),
+                                    size: CHUNK,
+                                    usage: wgpu::BufferUsages::MAP_WRITE
+                                        | wgpu::BufferUsages::COPY_SRC,
+                                    mapped_at_creation: true,
+                                })
+                            });
+                            check.now(self)?;
+                            WriteBuffer {
+                                buffer,
+                                state: Arc::new(AtomicU8::new(MAPPED)),
+                                used_by: None,
+                            }
+                        }
                         None => in_flight.pop_front().expect("buffers in flight"),
                     };
                     self.wait_mapped(staging.used_by.clone(), &staging.state)?;
@@ -251,21 +265,21 @@ impl Context {
             while first < slots || !in_flight.is_empty() {
                 if first < slots && (in_flight.len() < 2) {
                     let round: Vec<usize> = (first..slots.min(first + ROUND)).collect();
-                    let buffers: Vec<wgpu::Buffer> = round
-                        .iter()
-                        .map(|_| {
-                            free.pop().unwrap_or_else(|| {
-                                self.inner.device.create_buffer(&wgpu::BufferDescriptor {
-                                    label: Some("download staging"),
-                                    size: CHUNK,
-                                    usage: wgpu::BufferUsages::MAP_READ
-                                        | wgpu::BufferUsages::COPY_DST,
-                                    mapped_at_creation: false,
+                    let ((buffers, states, index), check) = self.scoped("download", || {
+                        let buffers: Vec<wgpu::Buffer> = round
+                            .iter()
+                            .map(|_| {
+                                free.pop().unwrap_or_else(|| {
+                                    self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+                                        label: Some("download staging"),
+                                        size: CHUNK,
+                                        usage: wgpu::BufferUsages::MAP_READ
+                                            | wgpu::BufferUsages::COPY_DST,
+                                        mapped_at_creation: false,
+                                    })
                                 })
                             })
-                        })
-                        .collect();
-                    let (index, check) = self.scoped("download", || {
+                            .collect();
                         let mut encoder = self.inner.device.create_command_encoder(
                             &wgpu::CommandEncoderDescriptor {
                                 label: Some("download"),
@@ -282,16 +296,17 @@ impl Context {
                                 );
                             }
                         }
-                        self.submit(encoder.finish())
+                        let index = self.submit(encoder.finish());
+                        let states: Vec<Arc<AtomicU8>> = buffers
+                            .iter()
+                            .map(|b| {
+                                let state = Arc::new(AtomicU8::new(PENDING));
+                                request_map(b, wgpu::MapMode::Read, &state);
+                                state
+                            })
+                            .collect();
+                        (buffers, states, index)
                     });
-                    let states: Vec<Arc<AtomicU8>> = buffers
-                        .iter()
-                        .map(|b| {
-                            let state = Arc::new(AtomicU8::new(PENDING));
-                            request_map(b, wgpu::MapMode::Read, &state);
-                            state
-                        })
-                        .collect();
                     in_flight.push_back((round, buffers, states, index));
                     check.now(self)?;
                     first += ROUND;

@@ -184,7 +184,19 @@ fn a_destroyed_device_gives_errors_not_panics_or_hangs() {
     let ctx = new_context();
     let h = random_tensor(3, DType::F32, &[8, 8]);
     let x = Tensor::from_host(&ctx, &h).unwrap();
+    // Large transfers go through staging buffers the context keeps: some made before.
+    let big = HostTensor {
+        dtype: DType::U8,
+        shape: vec![9 << 20],
+        data: bytes(4, 9 << 20),
+    };
+    let y = Tensor::from_host(&ctx, &big).unwrap();
+    assert!(y.to_host_blocking().unwrap() == big);
     ctx.device().destroy();
+    assert!(y.to_host_blocking().is_err());
+    assert!(Tensor::from_host(&ctx, &big)
+        .and_then(|t| t.to_host_blocking())
+        .is_err());
     let op = StridedSlice::new([7], [0]).stride([-1]).end_mask([1]);
     // Each call returns (an error, or for calls that only queue work, a value whose later use
     // errs); none panics, and the test finishing shows none hangs.

@@ -832,11 +832,20 @@ fn print_matmul_measurements(ctx: &Context) {
 /// memory it has written before (`copy_from_slice`, the best a transfer through host memory
 /// can do). `fresh`: the same copy into newly allocated memory (`Vec::clone`), which bounds a
 /// download, whose result is new memory, and on CPU adapters an upload too, whose tensor is.
+/// `read_into`: the download into memory the caller reuses (`Tensor::read_into`).
 /// Wall time, best of 5 after a warm-up; one direction's bytes.
 fn transfers(ctx: &Context, max_mib: u64) {
     println!(
-        "{:>8} {:>12} {:>11} {:>12} {:>10} {:>14} {:>10}",
-        "MiB", "memcpy GB/s", "fresh GB/s", "upload GB/s", "ratio", "download GB/s", "ratio"
+        "{:>8} {:>12} {:>11} {:>12} {:>6} {:>14} {:>6} {:>15} {:>6}",
+        "MiB",
+        "memcpy GB/s",
+        "fresh GB/s",
+        "upload GB/s",
+        "ratio",
+        "download GB/s",
+        "ratio",
+        "read_into GB/s",
+        "ratio"
     );
     let mut mib = 1u64;
     while mib <= max_mib.min(1024) {
@@ -880,15 +889,19 @@ fn transfers(ctx: &Context, max_mib: u64) {
             back.is_some_and(|b| b.data == host.data),
             "{mib} MiB came back changed"
         );
+        let read_into = best(&mut || t.read_into_blocking(&mut target).expect("download"));
+        assert!(target == host.data, "{mib} MiB read into memory changed");
         let gbs = |s: f64| bytes as f64 / s / 1e9;
         println!(
-            "{mib:>8} {:>12.2} {:>11.2} {:>12.2} {:>10.2} {:>14.2} {:>10.2}",
+            "{mib:>8} {:>12.2} {:>11.2} {:>12.2} {:>6.2} {:>14.2} {:>6.2} {:>15.2} {:>6.2}",
             gbs(memcpy),
             gbs(fresh),
             gbs(upload),
             memcpy / upload,
             gbs(download),
-            memcpy / download
+            memcpy / download,
+            gbs(read_into),
+            memcpy / read_into
         );
         mib *= 4;
     }

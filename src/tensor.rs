@@ -6,6 +6,8 @@ use std::sync::Arc;
 use ndarray::ArrayD;
 use ndarray::{ArrayBase, Data, Dimension};
 
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::staging::Sink;
 use crate::host::checked_numel;
 use crate::storage::{padded_size, Storage};
 use crate::{Context, DType, Element, Error, HostTensor, Result};
@@ -167,6 +169,43 @@ impl Tensor {
         pollster::block_on(self.to_host())
     }
 
+    /// Downloads the tensor's bytes (C order, little endian) into `out`, which must hold
+    /// exactly [`Tensor::byte_len`] bytes: for callers that reuse their host memory between
+    /// runs (writing memory the host has written before is several times faster than filling
+    /// new memory, which [`Tensor::to_host`] returns).
+    pub async fn read_into(&self, out: &mut [u8]) -> Result<()> {
+        if out.len() as u64 != self.byte_len() {
+            return Err(Error::invalid(
+                "download",
+                "out",
+                format!(
+                    "{} bytes given for the {} bytes of {} {:?}",
+                    out.len(),
+                    self.byte_len(),
+                    self.dtype,
+                    self.shape
+                ),
+            ));
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let mut sinks = [Sink::Into(out)];
+            self.ctx.download_streamed(&pieces_of(&[self]), &mut sinks)
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let host = download_mapped(&self.ctx, &[self]).await?.remove(0);
+            out.copy_from_slice(&host.data);
+            Ok(())
+        }
+    }
+
+    /// Blocking [`Tensor::read_into`] for native callers.
+    #[cfg(feature = "native")]
+    pub fn read_into_blocking(&self, out: &mut [u8]) -> Result<()> {
+        pollster::block_on(self.read_into(out))
+    }
+
     /// Blocking download into an `ndarray` array; fails if `T` is not the tensor's dtype.
     #[cfg(feature = "native")]
     pub fn to_array<T: Element>(&self) -> Result<ArrayD<T>> {
@@ -193,9 +232,7 @@ pub async fn download_all(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<Host
 #[cfg(not(target_arch = "wasm32"))]
 fn download_staged(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<HostTensor>> {
     let mut data = Vec::with_capacity(tensors.len());
-    // (buffer, bytes of it, result): a tensor above the buffer size is in several.
-    let mut pieces = Vec::new();
-    for (j, t) in tensors.iter().enumerate() {
+    for t in tensors {
         let len = t.byte_len();
         let mut v = Vec::new();
         v.try_reserve_exact(len as usize)
@@ -204,18 +241,31 @@ fn download_staged(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<HostTensor>
                 message: format!("{len} bytes of a result on the host: {e}"),
             })?;
         data.push(v);
-        let mut left = len;
-        for b in t.buffers().iter().take_while(|_| len > 0) {
-            pieces.push((b, left.min(b.size()), j));
-            left -= left.min(b.size());
-        }
     }
-    ctx.download_streamed(&pieces, &mut data)?;
+    let mut sinks: Vec<Sink> = data.iter_mut().map(Sink::Append).collect();
+    ctx.download_streamed(&pieces_of(tensors), &mut sinks)?;
     tensors
         .iter()
         .zip(data)
         .map(|(t, d)| HostTensor::from_bytes(t.dtype, t.shape.clone(), d))
         .collect()
+}
+
+/// The GPU buffers of `tensors` as download pieces: (buffer, bytes of it, tensor, offset in
+/// the tensor). A tensor above the buffer size is in several.
+#[cfg(not(target_arch = "wasm32"))]
+fn pieces_of<'a>(tensors: &[&'a Tensor]) -> Vec<(&'a wgpu::Buffer, u64, usize, u64)> {
+    let mut pieces = Vec::new();
+    for (j, t) in tensors.iter().enumerate() {
+        let len = t.byte_len();
+        let mut at = 0;
+        for b in t.buffers().iter().take_while(|_| len > 0) {
+            let n = (len - at).min(b.size());
+            pieces.push((b, n, j, at));
+            at += n;
+        }
+    }
+    pieces
 }
 
 /// Downloads through one staging buffer per GPU buffer, mapped asynchronously (the browser,

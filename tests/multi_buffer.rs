@@ -54,6 +54,9 @@ fn uploads_downloads_and_copies_cross_buffers() {
                     "{dtype} {n}"
                 );
                 assert_eq!(x.to_host_blocking().unwrap(), h, "{dtype} {n}");
+                let mut out = vec![0x5Au8; h.data.len()];
+                x.read_into_blocking(&mut out).unwrap();
+                assert_eq!(out, h.data, "{dtype} {n} read into memory");
             }
         }
     }
@@ -375,7 +378,18 @@ fn large_transfers_stream_through_reused_staging_buffers() {
                 "{max:?}: {:?}",
                 h.shape
             );
+            // Into the caller's memory, which held other bytes.
+            let mut out = vec![0xA5u8; h.data.len()];
+            t.read_into_blocking(&mut out).unwrap();
+            assert!(out == h.data, "{max:?}: {:?} read into memory", h.shape);
         }
+        let mut short = vec![0u8; sizes[2] - 1];
+        let e = tensors[2].read_into_blocking(&mut short).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidInput { op: "download", .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("bytes given for the"), "{e}");
         let refs: Vec<&Tensor> = tensors.iter().collect();
         let before = ctx.stats();
         let all = pollster::block_on(wgpu_ops::download_all(&ctx, &refs)).unwrap();

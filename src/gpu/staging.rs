@@ -42,6 +42,24 @@ pub(crate) struct StagingPool {
     downloads: Mutex<Vec<wgpu::Buffer>>,
 }
 
+/// Where a download's bytes go: appended to a vector (in order), or into the caller's memory.
+pub(crate) enum Sink<'a> {
+    Append(&'a mut Vec<u8>),
+    Into(&'a mut [u8]),
+}
+
+impl Sink<'_> {
+    fn put(&mut self, at: u64, bytes: &[u8]) {
+        match self {
+            Sink::Append(v) => {
+                debug_assert_eq!(v.len() as u64, at, "pieces arrive in order");
+                v.extend_from_slice(bytes);
+            }
+            Sink::Into(s) => s[at as usize..at as usize + bytes.len()].copy_from_slice(bytes),
+        }
+    }
+}
+
 /// Bytes `[from, from + len)` of piece `piece`, in staging buffer `slot` from `at`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Part {
@@ -232,15 +250,15 @@ impl Context {
         outcome
     }
 
-    /// Reads the first `len` bytes of each `(src, len, j)` through the staging buffers and
-    /// appends them to `out[j]`, pieces in order.
+    /// Reads the first `len` bytes of each piece `(src, len, j, at)` through the staging
+    /// buffers into `out[j]` from byte `at`, pieces in order.
     pub(crate) fn download_streamed(
         &self,
-        pieces: &[(&wgpu::Buffer, u64, usize)],
-        out: &mut [Vec<u8>],
+        pieces: &[(&wgpu::Buffer, u64, usize, u64)],
+        out: &mut [Sink<'_>],
     ) -> Result<()> {
         // Copies move whole words: a piece's length rounded up stays inside its buffer.
-        let lens: Vec<u64> = pieces.iter().map(|(_, n, _)| n.div_ceil(4) * 4).collect();
+        let lens: Vec<u64> = pieces.iter().map(|p| p.1.div_ceil(4) * 4).collect();
         let parts = pack(&lens, CHUNK);
         let slots = parts.last().map_or(0, |p| p.slot + 1);
         let mut free: Vec<wgpu::Buffer> = {
@@ -320,9 +338,9 @@ impl Context {
                         Error::Readback(format!("reading a result buffer failed: {e}"))
                     })?;
                     for p in parts.iter().filter(|p| p.slot == slot) {
-                        let piece = &mut out[pieces[p.piece].2];
-                        let want = pieces[p.piece].1.saturating_sub(p.from).min(p.len);
-                        piece.extend_from_slice(&view[p.at as usize..(p.at + want) as usize]);
+                        let (_, len, j, base) = pieces[p.piece];
+                        let want = len.saturating_sub(p.from).min(p.len);
+                        out[j].put(base + p.from, &view[p.at as usize..(p.at + want) as usize]);
                     }
                     drop(view);
                     buffer.unmap();

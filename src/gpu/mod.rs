@@ -1,5 +1,6 @@
 //! The GPU layer: adapter choice, the device and queue, limits, the pipeline and layout cache
-//! ([`pipeline`]) and error scopes ([`scope`]). Nothing here knows tensors, kernels or ops.
+//! (`pipeline`), error scopes (`scope`) and the staging buffers transfers reuse (`staging`).
+//! Nothing here knows tensors, kernels or ops.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -63,17 +63,36 @@ impl Tensor {
     /// Uploads a host tensor.
     pub fn from_host(ctx: &Context, host: &HostTensor) -> Result<Tensor> {
         host.check()?;
-        let size = padded_size(host.data.len() as u64);
+        Tensor::from_bytes(ctx, host.dtype, &host.shape, &host.data)
+    }
+
+    /// Uploads `data`, the bytes of a `dtype` tensor of `shape` in C order, little endian,
+    /// straight from the caller's memory (no [`HostTensor`] to build): a typed slice of a
+    /// plain type can be given as `bytemuck::cast_slice(values)`.
+    pub fn from_bytes(ctx: &Context, dtype: DType, shape: &[usize], data: &[u8]) -> Result<Tensor> {
+        let expected = checked_numel(shape).and_then(|n| n.checked_mul(dtype.size()));
+        if expected != Some(data.len()) {
+            return Err(Error::invalid(
+                "upload",
+                "data",
+                format!(
+                    "data has {} bytes but shape {shape:?} of {dtype} needs {}",
+                    data.len(),
+                    expected.map_or("more than usize::MAX".to_string(), |n| n.to_string())
+                ),
+            ));
+        }
+        let size = padded_size(data.len() as u64);
         let (storage, check) = ctx.scoped("upload", || {
-            Storage::create(ctx, "upload", size, Some(&host.data))
+            Storage::create(ctx, "upload", size, Some(data))
         });
         check.now(ctx)?;
         let storage = storage?;
         ctx.count_buffers(storage.buffers().len());
         Ok(Tensor {
             ctx: ctx.clone(),
-            dtype: host.dtype,
-            shape: host.shape.clone(),
+            dtype,
+            shape: shape.to_vec(),
             storage: Arc::new(storage),
         })
     }

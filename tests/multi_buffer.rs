@@ -57,6 +57,11 @@ fn uploads_downloads_and_copies_cross_buffers() {
                 let mut out = vec![0x5Au8; h.data.len()];
                 x.read_into_blocking(&mut out).unwrap();
                 assert_eq!(out, h.data, "{dtype} {n} read into memory");
+                // Straight from the caller's bytes.
+                let y = Tensor::from_bytes(&ctx, dtype, &[n], &h.data).unwrap();
+                assert_eq!(y.to_host_blocking().unwrap(), h, "{dtype} {n} from bytes");
+                let e = Tensor::from_bytes(&ctx, dtype, &[n + 1], &h.data).unwrap_err();
+                assert!(e.to_string().contains("needs"), "{e}");
             }
         }
     }

@@ -6,8 +6,11 @@
 #
 #   scripts/gpu-figures.sh OUT_DIR [PART...]
 #
-# Parts (all when none are named): table (data movement and Scan overhead, bench/ layout),
-# matmul, rnn, transfer, la-step, rnn-ort, rnn-ort-1, la-op-ort, la-expanded-ort.
+# Parts (all figures when none are named): table (data movement and Scan overhead, bench/
+# layout), matmul, rnn, transfer, la-step, rnn-ort, rnn-ort-1, la-op-ort, la-expanded-ort.
+# Also, by name only: tests-gpu-kernels and tests-cpu-kernels (every test binary of
+# `cargo test --release --no-run` in target/release/deps, each bounded by TEST_LIMIT seconds,
+# default 240, with WGPU_OPS_CPU_KERNELS=0 or 1) and fuzz (the fuzzer, `--max-memory 4 GiB`).
 # The *-ort parts need python3 with numpy, onnx and onnxruntime. BIN=DIR takes the binaries
 # from DIR instead of target/release/examples; LIMIT=SECONDS bounds each part (default 540).
 set -uo pipefail
@@ -22,6 +25,28 @@ limit=${LIMIT:-540}
 mkdir -p "$out"
 export ONNX_TIMING="$bin/onnx_timing"
 
+# Runs the test binaries (all, or those named after the first argument) with
+# WGPU_OPS_CPU_KERNELS set to the first argument (unset when empty).
+run_tests() {
+  local kernels=$1; shift
+  local failed=0
+  for t in $(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//'); do
+    if [ $# -gt 0 ] && [ "$t" != "$1" ]; then continue; fi
+    local exe
+    exe=$(ls -t target/release/deps/"$t"-* 2>/dev/null | grep -v '\.d$' | head -n 1)
+    [ -x "$exe" ] || { echo "$t: no binary (cargo test --release --no-run)"; failed=1; continue; }
+    local line
+    if [ -n "$kernels" ]; then
+      line=$(WGPU_OPS_CPU_KERNELS=$kernels timeout "${TEST_LIMIT:-240}" "$exe" 2>&1 | grep -E '^test result' | tail -n 1)
+    else
+      line=$(timeout "${TEST_LIMIT:-240}" "$exe" --nocapture 2>&1 | grep -E '^test result|runs:' | tail -n 12)
+    fi
+    echo "$t: ${line:-no result (timed out or crashed)}"
+    case "$line" in *"test result: ok"*) ;; *) failed=1 ;; esac
+  done
+  return $failed
+}
+
 run_part() {
   case "$1" in
     table) "$bin/bench" --out "$out/bench" ;;
@@ -33,6 +58,9 @@ run_part() {
     rnn-ort-1) python3 scripts/rnn_vs_onnxruntime.py 1 512 ;;
     la-op-ort) python3 scripts/linear_attention_vs_onnxruntime.py --op ;;
     la-expanded-ort) python3 scripts/linear_attention_vs_onnxruntime.py --node-by-node ;;
+    tests-gpu-kernels) run_tests 0 ;;
+    tests-cpu-kernels) run_tests 1 ;;
+    fuzz) run_tests "" fuzz ;;
     *) echo "unknown part '$1'" >&2; return 2 ;;
   esac
 }
@@ -43,7 +71,7 @@ for part in "${parts[@]}"; do
   echo "== $part -> $file"
   start=$(date +%s)
   { echo "# $part, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-    timeout "$limit" bash -c "$(declare -f run_part); bin='$bin' out='$out' run_part '$part'" 2>&1
+    timeout "$limit" bash -c "$(declare -f run_tests run_part); bin='$bin' out='$out' run_part '$part'" 2>&1
     rc=$?
     echo "# exit $rc after $(( $(date +%s) - start )) s"
   } > "$file"

@@ -19,6 +19,28 @@ pub fn checked_numel(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
 }
 
+/// Checks that `len` bytes are exactly those of a `dtype` tensor of `shape` (an error of `op`
+/// about its `data` otherwise).
+pub(crate) fn check_bytes(
+    op: &'static str,
+    dtype: DType,
+    shape: &[usize],
+    len: usize,
+) -> Result<()> {
+    let expected = checked_numel(shape).and_then(|n| n.checked_mul(dtype.size()));
+    if expected != Some(len) {
+        return Err(Error::invalid(
+            op,
+            "data",
+            format!(
+                "data has {len} bytes but shape {shape:?} of {dtype} needs {}",
+                expected.map_or("more than usize::MAX".to_string(), |n| n.to_string())
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Element strides of a C-order tensor of `shape`.
 pub(crate) fn c_strides(shape: &[usize]) -> Vec<u64> {
     let mut s = vec![1u64; shape.len()];
@@ -64,21 +86,7 @@ impl HostTensor {
     /// Checks that `data` holds exactly the bytes `shape` and `dtype` describe (the fields are
     /// public, so a tensor built by hand may not).
     pub fn check(&self) -> Result<()> {
-        let expected = checked_numel(&self.shape).and_then(|n| n.checked_mul(self.dtype.size()));
-        if expected != Some(self.data.len()) {
-            return Err(Error::invalid(
-                "HostTensor",
-                "data",
-                format!(
-                    "data has {} bytes but shape {:?} of {} needs {}",
-                    self.data.len(),
-                    self.shape,
-                    self.dtype,
-                    expected.map_or("more than usize::MAX".to_string(), |n| n.to_string())
-                ),
-            ));
-        }
-        Ok(())
+        check_bytes("HostTensor", self.dtype, &self.shape, self.data.len())
     }
 
     /// The values as `T`; fails when `T` is not this tensor's dtype.

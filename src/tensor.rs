@@ -70,18 +70,7 @@ impl Tensor {
     /// straight from the caller's memory (no [`HostTensor`] to build): a typed slice of a
     /// plain type can be given as `bytemuck::cast_slice(values)`.
     pub fn from_bytes(ctx: &Context, dtype: DType, shape: &[usize], data: &[u8]) -> Result<Tensor> {
-        let expected = checked_numel(shape).and_then(|n| n.checked_mul(dtype.size()));
-        if expected != Some(data.len()) {
-            return Err(Error::invalid(
-                "upload",
-                "data",
-                format!(
-                    "data has {} bytes but shape {shape:?} of {dtype} needs {}",
-                    data.len(),
-                    expected.map_or("more than usize::MAX".to_string(), |n| n.to_string())
-                ),
-            ));
-        }
+        crate::host::check_bytes("upload", dtype, shape, data.len())?;
         let size = padded_size(data.len() as u64);
         let (storage, check) = ctx.scoped("upload", || {
             Storage::create(ctx, "upload", size, Some(data))

@@ -97,6 +97,20 @@ fn pack(lens: &[u64], chunk: u64) -> Vec<Part> {
     parts
 }
 
+/// Up to `slots` (at most [`KEPT`]) of the buffers `pool` keeps, for one transfer.
+fn take<T>(pool: &Mutex<Vec<T>>, slots: usize) -> Vec<T> {
+    let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
+    let keep = pool.len().saturating_sub(slots.min(KEPT));
+    pool.split_off(keep)
+}
+
+/// Hands a transfer's buffers back to `pool`, which keeps no more than [`KEPT`].
+fn give_back<T>(pool: &Mutex<Vec<T>>, buffers: Vec<T>) {
+    let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
+    let room = KEPT.saturating_sub(pool.len());
+    pool.extend(buffers.into_iter().take(room));
+}
+
 /// Sets `state` when the mapping requested for `buffer` completes.
 fn request_map(buffer: &wgpu::Buffer, mode: wgpu::MapMode, state: &Arc<AtomicU8>) {
     state.store(PENDING, Ordering::Release);
@@ -145,15 +159,7 @@ impl Context {
         let lens: Vec<u64> = pieces.iter().map(|(b, _)| b.size()).collect();
         let parts = pack(&lens, CHUNK);
         let slots = parts.last().map_or(0, |p| p.slot + 1);
-        let mut free: Vec<WriteBuffer> = {
-            let mut pool = self
-                .staging()
-                .uploads
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            let keep = pool.len().saturating_sub(slots.min(KEPT));
-            pool.split_off(keep)
-        };
+        let mut free = take(&self.staging().uploads, slots);
         // Oldest use first.
         free.reverse();
         let outcome = (|| -> Result<()> {
@@ -236,17 +242,9 @@ impl Context {
             free.extend(in_flight);
             Ok(())
         })();
-        // Buffers whose mapping failed are dropped; the rest go back (no more than KEPT).
-        let mut pool = self
-            .staging()
-            .uploads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        for b in free {
-            if b.state.load(Ordering::Acquire) != FAILED && pool.len() < KEPT {
-                pool.push(b);
-            }
-        }
+        // Buffers whose mapping failed are dropped.
+        free.retain(|b| b.state.load(Ordering::Acquire) != FAILED);
+        give_back(&self.staging().uploads, free);
         outcome
     }
 
@@ -261,15 +259,7 @@ impl Context {
         let lens: Vec<u64> = pieces.iter().map(|p| p.1.div_ceil(4) * 4).collect();
         let parts = pack(&lens, CHUNK);
         let slots = parts.last().map_or(0, |p| p.slot + 1);
-        let mut free: Vec<wgpu::Buffer> = {
-            let mut pool = self
-                .staging()
-                .downloads
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            let keep = pool.len().saturating_sub(slots.min(KEPT));
-            pool.split_off(keep)
-        };
+        let mut free = take(&self.staging().downloads, slots);
         let outcome = (|| -> Result<()> {
             // Rounds submitted and not read yet: their slots, buffers, map states, submission.
             type Round = (
@@ -349,14 +339,8 @@ impl Context {
             }
             Ok(())
         })();
-        let mut pool = self
-            .staging()
-            .downloads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
         // `free` holds unmapped buffers only (those in flight when an error came are dropped).
-        let room = KEPT.saturating_sub(pool.len());
-        pool.extend(free.into_iter().take(room));
+        give_back(&self.staging().downloads, free);
         outcome
     }
 }

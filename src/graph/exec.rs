@@ -609,16 +609,11 @@ impl Session {
             let uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
             uploaded.values().cloned().collect()
         };
-        if !outputs
-            .iter()
-            .any(|(_, t)| kept.iter().any(|k| k.shares_buffer(t)))
-        {
-            return Ok(outputs);
-        }
-        let mut rec = self.ctx.recorder();
+        let mut rec: Option<Recorder> = None;
         let mut copied = Vec::with_capacity(outputs.len());
         for (name, t) in outputs {
             if kept.iter().any(|k| k.shares_buffer(&t)) {
+                let rec = rec.get_or_insert_with(|| self.ctx.recorder());
                 let copy = Tensor::uninit(&self.ctx, t.dtype(), t.shape())?;
                 let bytes = crate::storage::padded_size(t.byte_len());
                 rec.copy(t.storage(), 0, copy.storage(), 0, bytes)?;
@@ -627,7 +622,9 @@ impl Session {
                 copied.push((name, t));
             }
         }
-        rec.finish().await?;
+        if let Some(rec) = rec {
+            rec.finish().await?;
+        }
         Ok(copied)
     }
 

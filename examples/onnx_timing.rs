@@ -2,9 +2,11 @@
 //! that builds the pipelines), then writes the outputs as `.npy` files for comparison.
 //!
 //! `cargo run --release --example onnx_timing -- MODEL.onnx OUT_DIR RUNS [--node-by-node]
-//! NAME=FILE.npy...` (`scripts/linear_attention_vs_onnxruntime.py` drives it against
-//! onnxruntime). Prints the dispatches of a run; `--node-by-node` also times the model with
-//! element-wise chains not fused (a second context), for the comparison.
+//! [--copied-elements] NAME=FILE.npy...` (`scripts/linear_attention_vs_onnxruntime.py` drives
+//! it against onnxruntime). Prints the dispatches and copies of a run; `--node-by-node` also
+//! times the model with element-wise chains not fused, `--copied-elements` with every Scan
+//! element copied in and out instead of bound in place (each in a second context), for the
+//! comparison.
 //! `WGPU_OPS_CPU_KERNELS=0|1` chooses the kernel set as in the tests.
 
 use std::time::Instant;
@@ -14,14 +16,18 @@ use wgpu_ops::{npy, onnx::Model, Context, ContextOptions, Result};
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [model, out, runs, inputs @ ..] = args.as_slice() else {
-        eprintln!("usage: onnx_timing MODEL.onnx OUT_DIR RUNS [--node-by-node] NAME=FILE.npy...");
+        eprintln!("usage: onnx_timing MODEL.onnx OUT_DIR RUNS [--node-by-node] [--copied-elements] NAME=FILE.npy...");
         std::process::exit(2);
     };
     let runs: usize = runs.parse().expect("RUNS is a number");
-    let (node_by_node, inputs) = match inputs {
-        [flag, rest @ ..] if flag == "--node-by-node" => (true, rest),
-        _ => (false, inputs),
-    };
+    let flags: Vec<&str> = inputs
+        .iter()
+        .map(String::as_str)
+        .take_while(|a| a.starts_with("--"))
+        .collect();
+    let inputs = &inputs[flags.len()..];
+    let node_by_node = flags.contains(&"--node-by-node");
+    let copied_elements = flags.contains(&"--copied-elements");
     // WGPU_OPS_CPU_KERNELS=0 takes the GPUs' kernels on a CPU adapter, as the tests do (for
     // the dispatch counts of GPUs on lavapipe).
     let options = ContextOptions {
@@ -39,9 +45,13 @@ fn main() -> Result<()> {
         .collect::<Result<_>>()?;
     let session = Model::load(model)?.session(&ctx)?;
     let first = Instant::now();
-    let before = ctx.stats().dispatches;
+    let before = ctx.stats();
     let mut outputs = session.run_blocking(values.clone())?;
-    let dispatches = ctx.stats().dispatches - before;
+    let after = ctx.stats();
+    let (dispatches, copy_commands) = (
+        after.dispatches - before.dispatches,
+        after.copies - before.copies,
+    );
     let first = first.elapsed();
     let mut times = Vec::with_capacity(runs);
     // `run` takes its inputs by value: the copies are made before the clock starts, as a
@@ -61,21 +71,49 @@ fn main() -> Result<()> {
         first.as_secs_f64() * 1e3,
         median * 1e3
     );
-    println!("dispatches per run: {dispatches}");
-    if node_by_node {
-        let plain = Context::new_blocking(ContextOptions {
-            fuse_elementwise: Some(false),
-            ..options
-        })?;
-        let session = Model::load(model)?.session(&plain)?;
+    println!("dispatches per run: {dispatches}, copies per run: {copy_commands}");
+    let variants = [
+        (
+            node_by_node,
+            "node by node (element-wise chains not fused)",
+            ContextOptions {
+                fuse_elementwise: Some(false),
+                ..options.clone()
+            },
+        ),
+        (
+            copied_elements,
+            "Scan elements copied (not bound in place)",
+            ContextOptions {
+                scan_in_place: Some(false),
+                ..options.clone()
+            },
+        ),
+    ];
+    for (_, what, options) in variants.into_iter().filter(|v| v.0) {
+        let other = Context::new_blocking(options)?;
+        let session = Model::load(model)?.session(&other)?;
         session.run_blocking(values.clone())?;
-        let before = plain.stats().dispatches;
-        let t = Instant::now();
-        session.run_blocking(values.clone())?;
+        let mut times = Vec::with_capacity(runs);
+        let mut counts = (0, 0);
+        for _ in 0..runs.max(1) {
+            let inputs = values.clone();
+            let before = other.stats();
+            let t = Instant::now();
+            session.run_blocking(inputs)?;
+            times.push(t.elapsed().as_secs_f64());
+            let after = other.stats();
+            counts = (
+                after.dispatches - before.dispatches,
+                after.copies - before.copies,
+            );
+        }
+        times.sort_by(f64::total_cmp);
         println!(
-            "node by node (element-wise chains not fused): {:.1} ms, dispatches per run: {}",
-            t.elapsed().as_secs_f64() * 1e3,
-            plain.stats().dispatches - before
+            "{what}: median {:.1} ms, dispatches per run: {}, copies per run: {}",
+            times[times.len() / 2] * 1e3,
+            counts.0,
+            counts.1
         );
     }
     std::fs::create_dir_all(out).expect("OUT_DIR can be made");

@@ -57,7 +57,7 @@ run_part() {
     rnn-ort) python3 scripts/rnn_vs_onnxruntime.py 64 512 ;;
     rnn-ort-1) python3 scripts/rnn_vs_onnxruntime.py 1 512 ;;
     la-op-ort) python3 scripts/linear_attention_vs_onnxruntime.py --op ;;
-    la-expanded-ort) python3 scripts/linear_attention_vs_onnxruntime.py --node-by-node ;;
+    la-expanded-ort) python3 scripts/linear_attention_vs_onnxruntime.py --node-by-node --copied-elements ;;
     tests-gpu-kernels) run_tests 0 ;;
     tests-cpu-kernels) run_tests 1 ;;
     fuzz) run_tests "" fuzz ;;

@@ -48,7 +48,8 @@ def wgpu_ops_run(work, path, feeds, runs, extra=()):
     report = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
     lines = report.strip().splitlines()
     ms = float(next(l for l in lines if l.startswith("median of")).split(": ")[1].split()[0])
-    dispatches = int(next(l for l in lines if l.startswith("dispatches per run")).split(": ")[1])
+    counts = next(l for l in lines if l.startswith("dispatches per run"))
+    dispatches = int(counts.split(": ")[1].split(",")[0])
     return report.strip(), ms, dispatches
 
 

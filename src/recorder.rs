@@ -12,6 +12,10 @@ use crate::storage::padded_size;
 use crate::storage::Storage;
 use crate::{Context, DType, Error, Result, Tensor};
 
+mod slide;
+pub(crate) use slide::{writes, Slide};
+use slide::{Bound, Moving};
+
 impl Context {
     /// Starts recording GPU work; see [`Recorder`].
     pub fn recorder(&self) -> Recorder {
@@ -31,11 +35,17 @@ impl Context {
 
 /// One recorded GPU command, kept for replay (a Scan body is captured once and replayed for
 /// every iteration).
+#[derive(Clone)]
 pub(crate) enum Step {
     Dispatch {
         pipeline: Arc<Pipeline>,
         bind_group: wgpu::BindGroup,
         grid: [u32; 3],
+        /// The buffers bound, in binding order (to rebind them, see [`Slide`]).
+        bound: Arc<[Bound]>,
+        /// The offsets of the pipeline's moving bindings, in binding order, as functions of
+        /// the iteration (empty for most dispatches).
+        moving: Arc<[Moving]>,
     },
     Copy {
         src: Arc<Storage>,
@@ -368,27 +378,62 @@ impl Recorder {
 
     /// Encodes captured commands again (or appends them to an enclosing capture).
     pub(crate) fn replay(&mut self, steps: &[Step]) -> Result<()> {
+        self.replay_iteration(steps, None)
+    }
+
+    /// [`Self::replay`] as iteration `t` of a loop: bindings that move with the iteration (see
+    /// [`Slide`]) are bound at `t`'s offsets.
+    pub(crate) fn replay_at(&mut self, steps: &[Step], t: u32) -> Result<()> {
+        self.replay_iteration(steps, Some(t))
+    }
+
+    fn replay_iteration(&mut self, steps: &[Step], t: Option<u32>) -> Result<()> {
         if self.capture.is_some() || self.in_replay {
-            return self.replay_steps(steps);
+            return self.replay_steps(steps, t);
         }
         // One pair of error scopes around the whole replay instead of one per command: the
         // commands were validated when captured, and scopes cost more than encoding a dispatch.
         let ctx = self.ctx.clone();
         self.in_replay = true;
-        let (result, check) = ctx.scoped("Scan body", || self.replay_steps(steps));
+        let (result, check) = ctx.scoped("Scan body", || self.replay_steps(steps, t));
         self.in_replay = false;
         self.keep(check)?;
         result
     }
 
-    fn replay_steps(&mut self, steps: &[Step]) -> Result<()> {
+    fn replay_steps(&mut self, steps: &[Step], t: Option<u32>) -> Result<()> {
         for step in steps {
+            if let Some(captured) = &mut self.capture {
+                // Into an enclosing capture as they are (moving offsets are chosen when that
+                // capture is replayed).
+                if matches!(step, Step::Dispatch { .. }) {
+                    self.dispatches += 1;
+                }
+                captured.push(step.clone());
+                continue;
+            }
             match step {
                 Step::Dispatch {
                     pipeline,
                     bind_group,
                     grid,
-                } => self.dispatch_bound(pipeline, bind_group.clone(), *grid)?,
+                    moving,
+                    ..
+                } => {
+                    let mut offsets = [0u32; slide::MAX_MOVING];
+                    for (o, m) in offsets.iter_mut().zip(moving.iter()) {
+                        *o = match t {
+                            Some(t) => m.offset(t),
+                            None => {
+                                return Err(Error::Validation {
+                                    op: "Scan body".into(),
+                                    message: "a binding that moves with the iteration was replayed outside its loop".into(),
+                                })
+                            }
+                        };
+                    }
+                    self.encode_dispatch(pipeline, bind_group, *grid, &offsets[..moving.len()])?
+                }
                 Step::Copy {
                     src,
                     src_offset,
@@ -401,16 +446,7 @@ impl Recorder {
                     offset,
                     size,
                 } => self.clear(buffer, *offset, *size)?,
-                Step::Loop { run, commands } => {
-                    if let Some(steps) = &mut self.capture {
-                        steps.push(Step::Loop {
-                            run: run.clone(),
-                            commands: *commands,
-                        });
-                    } else {
-                        run(self)?;
-                    }
-                }
+                Step::Loop { run, .. } => run(self)?,
             }
         }
         Ok(())
@@ -470,6 +506,7 @@ impl Recorder {
             return Ok(());
         }
         self.unsubmitted += 1;
+        self.ctx.count_copy();
         self.record("copy", |_, encoder| {
             for (i, offset, len) in src.segments().ranges(src_offset, size) {
                 let at = dst_offset + (i as u64 * src.segments().segment + offset - src_offset);
@@ -501,6 +538,7 @@ impl Recorder {
             return Ok(());
         }
         self.unsubmitted += 1;
+        self.ctx.count_copy();
         self.record("clear", |_, encoder| {
             for (i, at, n) in buffer.segments().ranges(offset, size) {
                 encoder.clear_buffer(&buffer.buffers()[i], at, Some(n));
@@ -557,24 +595,30 @@ impl Recorder {
                 entries: &entries,
             })
         })?;
-        self.dispatch_bound(pipeline, bind_group, grid)
-    }
-
-    fn dispatch_bound(
-        &mut self,
-        pipeline: &Arc<Pipeline>,
-        bind_group: wgpu::BindGroup,
-        grid: [u32; 3],
-    ) -> Result<()> {
-        self.dispatches += 1;
         if let Some(steps) = &mut self.capture {
+            self.dispatches += 1;
             steps.push(Step::Dispatch {
                 pipeline: pipeline.clone(),
                 bind_group,
                 grid,
+                bound: bindings.iter().map(Bound::of).collect(),
+                moving: Arc::new([]),
             });
             return Ok(());
         }
+        self.encode_dispatch(pipeline, &bind_group, grid, &[])
+    }
+
+    /// Encodes one dispatch into the open compute pass (opening one if needed); `offsets` are
+    /// those of the pipeline's moving bindings.
+    fn encode_dispatch(
+        &mut self,
+        pipeline: &Arc<Pipeline>,
+        bind_group: &wgpu::BindGroup,
+        grid: [u32; 3],
+        offsets: &[u32],
+    ) -> Result<()> {
+        self.dispatches += 1;
         self.ctx.count_dispatch();
         self.unsubmitted += 1;
         let (encoder, pass) = (&mut self.encoder, &mut self.pass);
@@ -588,7 +632,7 @@ impl Recorder {
                     .forget_lifetime()
             });
             pass.set_pipeline(&pipeline.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
+            pass.set_bind_group(0, bind_group, offsets);
             pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
         };
         if self.in_replay {
@@ -664,6 +708,7 @@ pub fn replay_cost(
                 pipeline,
                 bind_group,
                 grid,
+                ..
             } => Some((pipeline.clone(), bind_group.clone(), *grid)),
             _ => None,
         })
@@ -697,7 +742,7 @@ pub fn replay_cost(
         let start = Instant::now();
         for _ in 0..times {
             for (pipeline, bind_group, grid) in &dispatches {
-                rec.dispatch_bound(pipeline, bind_group.clone(), *grid)?;
+                rec.encode_dispatch(pipeline, bind_group, *grid, &[])?;
             }
         }
         let commands = finished(rec);

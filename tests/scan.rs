@@ -226,7 +226,13 @@ fn case() -> impl Strategy<Value = Case> {
         // Every dtype: 64-bit bodies run on the adapter's native 64-bit shader types (lavapipe
         // has them), the narrow ones in the word kernel; bool bodies use And, Or and Xor.
         prop::sample::select(DType::ALL.to_vec()),
-        prop::collection::vec(1usize..4, 0..3),
+        // Small elements of any size, and rows of 8 to 64 elements (32 bytes and more, which
+        // the device can often bind in place at each iteration's offset).
+        prop_oneof![
+            3 => prop::collection::vec(1usize..4, 0..3),
+            1 => (prop::sample::select(vec![8usize, 16, 64]), prop::collection::vec(1usize..3, 0..2))
+                .prop_map(|(row, mut outer)| { outer.push(row); outer }),
+        ],
         prop_oneof![1 => Just(0usize), 1 => Just(1usize), 6 => 2usize..41],
         0usize..3,
         1usize..3,
@@ -476,9 +482,15 @@ fn nested_scan_reading_an_outer_value() {
 }
 
 fn cumsum(seq: usize) -> (Graph, Vec<HostTensor>) {
+    cumsum_of_width(seq, 8)
+}
+
+/// The running sum of `width`-element rows, with each row's running sum after `Relu` as a scan
+/// output.
+fn cumsum_of_width(seq: usize, width: usize) -> (Graph, Vec<HostTensor>) {
     let body = Graph::new()
-        .input("sum", DType::F32, &[Some(8)])
-        .input("x", DType::F32, &[Some(8)])
+        .input("sum", DType::F32, &[Some(width)])
+        .input("x", DType::F32, &[Some(width)])
         .node(
             Node::new("Add", "add")
                 .inputs(["sum", "x"])
@@ -487,9 +499,9 @@ fn cumsum(seq: usize) -> (Graph, Vec<HostTensor>) {
         .node(Node::new("Relu", "relu").inputs(["next"]).outputs(["y"]))
         .output("next");
     let mut body = body;
-    body.outputs.push(declared("y", DType::F32, &[8]));
-    let states = vec![HostTensor::from_vec(vec![8], &[0f32; 8]).unwrap()];
-    let scans = vec![f32s(&[seq, 8], 9)];
+    body.outputs.push(declared("y", DType::F32, &[width]));
+    let states = vec![HostTensor::from_vec(vec![width], &vec![0f32; width]).unwrap()];
+    let scans = vec![f32s(&[seq, width], 9)];
     let g = scan_graph(&states, &scans, body, vec![], 1);
     (g, states.into_iter().chain(scans).collect())
 }
@@ -878,39 +890,47 @@ dtype_tests!(scan_outputs_of_empty_elements, |dtype: DType| {
 });
 
 #[test]
-fn element_reads_and_output_rows_are_dispatches_with_gpu_kernels() {
-    // With the GPU kernel variants, an iteration reads its scan-input element and writes its
-    // output row with dispatches at a GPU counter's position (no buffer copy ends the compute
-    // pass), all in one dispatch after the body that writes the iteration's rows, reads the
-    // next iteration's elements and advances the counter: 3 dispatches per iteration, the
-    // body's two and that one (4 when each copy took a dispatch of its own, 5 with the counter
-    // on its own). On CPU adapters' kernels the copies stay (cheaper there) and only the body
-    // dispatches.
-    let (g, inputs) = cumsum(100);
-    let named: Vec<(String, HostTensor)> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (format!("in{i}"), t.clone()))
-        .collect();
-    let want = run_graph(&g, &named, &Default::default()).unwrap();
-    let cpu_kernels = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        cpu_kernels: Some(true),
-        ..Default::default()
-    })
-    .unwrap();
-    for (ctx, per_iteration) in [(gpu_kernels_ctx(), 3..=3), (&cpu_kernels, 1..=2)] {
-        let before = ctx.stats().dispatches;
-        let got = Session::new(ctx, g.clone())
-            .unwrap()
-            .run_blocking(named.clone())
-            .unwrap();
-        let dispatches = ctx.stats().dispatches - before;
-        assert!(
-            per_iteration.contains(&(dispatches / 100)),
-            "{dispatches} dispatches for 100 iterations"
-        );
+fn elements_are_read_and_written_in_place_or_else_by_dispatches_or_copies() {
+    // An iteration of the running sum reads its row of `x` and writes its row of `ys`. Rows of
+    // 64 f32 (256 bytes, a multiple of every device's storage offset alignment) are bound in
+    // place at the iteration's offset: an iteration is the body's two dispatches and nothing
+    // else, with either kernel set. Rows of 3 f32 (12 bytes) cannot be: with the GPU kernel
+    // variants one dispatch after the body writes the row, reads the next element and
+    // advances a GPU counter (3 per iteration; no buffer copy ends the compute pass), with
+    // the CPU adapters' kernels two buffer copies do (cheaper there). The initial state's copy
+    // (one dispatch or one copy) comes before the loop, and with the counter its clear and
+    // the first element's read.
+    // `scan_in_place: false` turns the first off (for comparisons).
+    for (width, cpu_kernels, in_place, dispatches, copies) in [
+        (64, false, true, 200 + 1, 0),
+        (64, true, true, 200, 1),
+        (64, false, false, 300 + 2, 1),
+        (3, false, true, 300 + 2, 1),
+        (3, true, true, 200, 200 + 1),
+    ] {
+        let (g, inputs) = cumsum_of_width(100, width);
+        let named: Vec<(String, HostTensor)> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("in{i}"), t.clone()))
+            .collect();
+        let want = run_graph(&g, &named, &Default::default()).unwrap();
+        // A context of its own: its counts are exact.
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            scan_in_place: Some(in_place),
+            ..Default::default()
+        })
+        .unwrap();
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let before = ctx.stats();
+        let got = session.run_blocking(named.clone()).unwrap();
+        let after = ctx.stats();
+        let case = format!("width {width}, cpu kernels {cpu_kernels}, in place {in_place}");
+        assert_eq!(after.dispatches - before.dispatches, dispatches, "{case}");
+        assert_eq!(after.copies - before.copies, copies, "{case}");
         let got: Vec<HostTensor> = got.into_iter().map(|(_, t)| t).collect();
-        assert_eq!(got, want);
+        assert_eq!(got, want, "{case}");
     }
 }
 
@@ -918,17 +938,17 @@ fn element_reads_and_output_rows_are_dispatches_with_gpu_kernels() {
 fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_and_read() {
     // One tensor scanned twice (forwards and backwards): both reads share a source buffer, which
     // one dispatch may bind twice as it only reads it, so an iteration is the body's dispatch
-    // and one for its copies. A body that outputs its element as is would make that dispatch
+    // and one for its copies (rows of 3 f32 cannot be bound in place). A body that outputs its element as is would make that dispatch
     // read the element buffer while it writes the next element into it; each copy then gets
     // a dispatch of its own, after the body. Both against the reference.
-    let x = f32s(&[50, 8], 3);
+    let x = f32s(&[50, 3], 3);
     let body = Graph::new()
-        .input("a", DType::F32, &[Some(8)])
-        .input("b", DType::F32, &[Some(8)])
+        .input("a", DType::F32, &[Some(3)])
+        .input("b", DType::F32, &[Some(3)])
         .node(Node::new("Add", "add").inputs(["a", "b"]).outputs(["y"]))
         .output("y");
     let twice = Graph::new()
-        .input("x", DType::F32, &[Some(50), Some(8)])
+        .input("x", DType::F32, &[Some(50), Some(3)])
         .node(
             Node::new("Scan", "scan")
                 .inputs(["x", "x"])
@@ -942,7 +962,7 @@ fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_
         &[],
         std::slice::from_ref(&x),
         Graph::new()
-            .input("e", DType::F32, &[Some(8)])
+            .input("e", DType::F32, &[Some(3)])
             .node(Node::new("Identity", "id").inputs(["e"]).outputs(["f"]))
             .output("f"),
         vec![],
@@ -970,6 +990,89 @@ fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_
             "{name}: {dispatches} dispatches"
         );
         assert_eq!(got[0].1, want[0], "{name}");
+    }
+}
+
+#[test]
+fn one_tensor_read_in_place_forwards_and_backwards_into_a_reversed_output() {
+    // Both reads of `x` and the reversed scan output bound in place at each iteration's
+    // offsets (rows of 64 f32): an iteration is the body's one dispatch, with no copy, and
+    // every row lands where the reference puts it.
+    let x = f32s(&[20, 64], 5);
+    let body = Graph::new()
+        .input("a", DType::F32, &[Some(64)])
+        .input("b", DType::F32, &[Some(64)])
+        .node(Node::new("Sub", "sub").inputs(["a", "b"]).outputs(["y"]))
+        .output("y");
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(20), Some(64)])
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["x", "x"])
+                .outputs(["ys"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(2))
+                .attr("scan_input_directions", Attr::Ints(vec![0, 1]))
+                .attr("scan_output_directions", Attr::Ints(vec![1])),
+        )
+        .output("ys");
+    let inputs = vec![("x".to_string(), x)];
+    let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+    for cpu_kernels in [false, true] {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let before = ctx.stats();
+        let got = session.run_blocking(inputs.clone()).unwrap();
+        let after = ctx.stats();
+        assert_eq!(after.dispatches - before.dispatches, 20, "{cpu_kernels}");
+        assert_eq!(after.copies - before.copies, 0, "{cpu_kernels}");
+        assert_eq!(got[0].1, want[0], "{cpu_kernels}");
+    }
+}
+
+#[test]
+fn an_element_the_body_copies_is_still_read_into_its_buffer() {
+    // The body passes its element on as the state (a buffer copy into the state's buffer with
+    // the CPU adapters' kernels) and writes its difference from the state as a scan output. A copy cannot move
+    // with the iteration, so that element keeps its own buffer and is copied into it; the
+    // output is still written in place. With the GPU kernels the copy is a dispatch, which
+    // moves: the element is read in place too.
+    let x = f32s(&[30, 64], 7);
+    let body = Graph::new()
+        .input("s", DType::F32, &[Some(64)])
+        .input("e", DType::F32, &[Some(64)])
+        .node(Node::new("Identity", "keep").inputs(["e"]).outputs(["s2"]))
+        .node(Node::new("Sub", "step").inputs(["e", "s"]).outputs(["y"]))
+        .output("s2")
+        .output("y");
+    let state = HostTensor::from_vec(vec![64], &[0f32; 64]).unwrap();
+    let g = scan_graph(
+        std::slice::from_ref(&state),
+        std::slice::from_ref(&x),
+        body,
+        vec![],
+        1,
+    );
+    let inputs = vec![("in0".to_string(), state), ("in1".to_string(), x)];
+    let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+    // (kernels, copies per iteration: the element's read and the state's copy, or none)
+    for (cpu_kernels, copies) in [(true, 2), (false, 0)] {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let before = ctx.stats();
+        let got = session.run_blocking(inputs.clone()).unwrap();
+        let after = ctx.stats();
+        assert_eq!((after.copies - before.copies) / 30, copies, "{cpu_kernels}");
+        let got: Vec<HostTensor> = got.into_iter().map(|(_, t)| t).collect();
+        assert_eq!(got, want, "{cpu_kernels}");
     }
 }
 

@@ -68,6 +68,11 @@ pub struct ContextOptions {
     /// into one kernel each, with no intermediate tensors. `None`: yes. Off, every node is
     /// its own dispatch (for comparisons).
     pub fuse_elementwise: Option<bool>,
+    /// Let a Scan's body read its scan-input elements and write its scan-output elements in
+    /// place, bound at each iteration's offset in the whole tensors, where the device's
+    /// storage offset alignment allows (elements of a multiple of it, 32 or 256 bytes on
+    /// most devices). `None`: yes. Off, every element is copied in and out (for comparisons).
+    pub scan_in_place: Option<bool>,
 }
 
 /// The kernels of a matrix product (`shaders/matmul.wgsl`).
@@ -218,6 +223,9 @@ pub struct Stats {
     pub pipelines_built: u64,
     /// Compute dispatches encoded (a Scan's replayed iterations count each time).
     pub dispatches: u64,
+    /// Buffer-to-buffer copies and clears encoded by ops (a Scan's replayed ones count each
+    /// time; uploads and downloads not counted).
+    pub copies: u64,
     /// GPU buffers created for tensors (uploads and op outputs; reused buffers not counted; a
     /// tensor held in several buffers counts each).
     pub buffers_created: u64,
@@ -238,12 +246,13 @@ struct Inner {
     /// Choices made under [`MatMulChoice::Measure`], in the order they were made.
     matmul_measured: Mutex<Vec<MatMulMeasurement>>,
     fuse_elementwise: bool,
+    scan_in_place: bool,
     max_commands: u64,
     max_memory: u64,
     /// Bytes of tensor storage alive on the device (see [`MemoryLease`]).
     memory_in_use: Arc<AtomicU64>,
     modules: Mutex<HashMap<std::borrow::Cow<'static, str>, wgpu::ShaderModule>>,
-    layouts: Mutex<HashMap<&'static [Binding], wgpu::BindGroupLayout>>,
+    layouts: Mutex<HashMap<(&'static [Binding], u64), wgpu::BindGroupLayout>>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     /// Pipeline builds and buffer creations whose error scopes had not answered yet (the
     /// browser answers later); the next `Recorder::finish` awaits them. A failed pipeline
@@ -254,6 +263,7 @@ struct Inner {
     pipelines_built: AtomicU64,
     buffers_created: AtomicU64,
     dispatches: AtomicU64,
+    copies: AtomicU64,
     /// Staging buffers reused by large uploads and by downloads.
     #[cfg(not(target_arch = "wasm32"))]
     staging: staging::StagingPool,
@@ -487,6 +497,7 @@ impl Context {
                 #[cfg(not(target_arch = "wasm32"))]
                 staging: Default::default(),
                 fuse_elementwise: options.fuse_elementwise.unwrap_or(true),
+                scan_in_place: options.scan_in_place.unwrap_or(true),
                 max_commands,
                 max_memory,
                 memory_in_use: Arc::default(),
@@ -500,6 +511,7 @@ impl Context {
                 pipelines_built: AtomicU64::new(0),
                 buffers_created: AtomicU64::new(0),
                 dispatches: AtomicU64::new(0),
+                copies: AtomicU64::new(0),
             }),
         })
     }
@@ -553,6 +565,7 @@ impl Context {
             pipelines_built: self.inner.pipelines_built.load(Ordering::Relaxed),
             buffers_created: self.inner.buffers_created.load(Ordering::Relaxed),
             dispatches: self.inner.dispatches.load(Ordering::Relaxed),
+            copies: self.inner.copies.load(Ordering::Relaxed),
         }
     }
 
@@ -572,12 +585,17 @@ impl Context {
         i.pipelines_built
             .fetch_sub(work.pipelines_built, Ordering::Relaxed);
         i.dispatches.fetch_sub(work.dispatches, Ordering::Relaxed);
+        i.copies.fetch_sub(work.copies, Ordering::Relaxed);
         i.buffers_created
             .fetch_sub(work.buffers_created, Ordering::Relaxed);
     }
 
     pub(crate) fn count_dispatch(&self) {
         self.inner.dispatches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_copy(&self) {
+        self.inner.copies.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn submit(&self, commands: wgpu::CommandBuffer) -> wgpu::SubmissionIndex {
@@ -692,6 +710,12 @@ impl Context {
     /// [`ContextOptions::fuse_elementwise`]).
     pub fn fuse_elementwise(&self) -> bool {
         self.inner.fuse_elementwise
+    }
+
+    /// Whether Scans bind their elements in place where they can (see
+    /// [`ContextOptions::scan_in_place`]).
+    pub fn scan_in_place(&self) -> bool {
+        self.inner.scan_in_place
     }
 
     /// Reserves `bytes` of device memory for a tensor (released when the lease drops), or

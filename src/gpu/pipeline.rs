@@ -34,11 +34,23 @@ pub(super) struct PipelineKey {
     module: Cow<'static, str>,
     entry: &'static str,
     constants: Vec<(&'static str, u32)>,
+    /// Bindings (bit i: binding i) whose buffer offset is given when the bind group is set
+    /// (see [`Context::moving_variant`]).
+    moving: u64,
 }
 
 pub(crate) struct Pipeline {
     pub pipeline: wgpu::ComputePipeline,
     pub layout: wgpu::BindGroupLayout,
+    key: PipelineKey,
+    bindings: &'static [Binding],
+    module: wgpu::ShaderModule,
+}
+
+impl Pipeline {
+    pub(crate) fn bindings(&self) -> &'static [Binding] {
+        self.bindings
+    }
 }
 
 impl Context {
@@ -48,33 +60,66 @@ impl Context {
             module: kernel.module(),
             entry: kernel.entry(),
             constants: kernel.constants(),
+            moving: 0,
         };
         if let Some(p) = self.inner.pipelines.lock().unwrap().get(&key) {
             return Ok(p.clone());
         }
+        let module = self.inner.modules.lock().unwrap().get(&key.module).cloned();
+        self.build(key, kernel.bindings(), module, &|| kernel.source())
+    }
+
+    /// `pipeline`'s kernel with the bindings of `moving` (bit i: binding i, storage buffers)
+    /// taking their offsets when bound, so one bind group serves every iteration of a Scan
+    /// whose element moves through a larger buffer (cached like the kernel itself).
+    pub(crate) fn moving_variant(&self, pipeline: &Pipeline, moving: u64) -> Result<Arc<Pipeline>> {
+        let key = PipelineKey {
+            moving,
+            ..pipeline.key.clone()
+        };
+        if let Some(p) = self.inner.pipelines.lock().unwrap().get(&key) {
+            return Ok(p.clone());
+        }
+        let source = || -> Cow<'static, str> { unreachable!("the module is given") };
+        self.build(
+            key,
+            pipeline.bindings,
+            Some(pipeline.module.clone()),
+            &source,
+        )
+    }
+
+    fn build(
+        &self,
+        key: PipelineKey,
+        bindings: &'static [Binding],
+        module: Option<wgpu::ShaderModule>,
+        source: &dyn Fn() -> Cow<'static, str>,
+    ) -> Result<Arc<Pipeline>> {
         let device = &self.inner.device;
         let label = format!("{} {}", key.module, key.entry);
         let (built, check) = self.scoped(&label, || {
-            let module = self
-                .inner
-                .modules
-                .lock()
-                .unwrap()
-                .entry(key.module.clone())
-                .or_insert_with(|| {
-                    device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                        label: Some(&key.module),
-                        source: wgpu::ShaderSource::Wgsl(kernel.source()),
+            let module = module.unwrap_or_else(|| {
+                self.inner
+                    .modules
+                    .lock()
+                    .unwrap()
+                    .entry(key.module.clone())
+                    .or_insert_with(|| {
+                        device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                            label: Some(&key.module),
+                            source: wgpu::ShaderSource::Wgsl(source()),
+                        })
                     })
-                })
-                .clone();
+                    .clone()
+            });
             let layout = self
                 .inner
                 .layouts
                 .lock()
                 .unwrap()
-                .entry(kernel.bindings())
-                .or_insert_with(|| bind_group_layout(device, kernel.bindings()))
+                .entry((bindings, key.moving))
+                .or_insert_with(|| bind_group_layout(device, bindings, key.moving))
                 .clone();
             let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(&label),
@@ -97,7 +142,13 @@ impl Context {
                 },
                 cache: None,
             });
-            Pipeline { pipeline, layout }
+            Pipeline {
+                pipeline,
+                layout,
+                key: key.clone(),
+                bindings,
+                module,
+            }
         });
         let mut check = check;
         check.poll_now()?;
@@ -119,7 +170,11 @@ impl Context {
     }
 }
 
-fn bind_group_layout(device: &wgpu::Device, bindings: &[Binding]) -> wgpu::BindGroupLayout {
+fn bind_group_layout(
+    device: &wgpu::Device,
+    bindings: &[Binding],
+    moving: u64,
+) -> wgpu::BindGroupLayout {
     let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings
         .iter()
         .enumerate()
@@ -134,7 +189,7 @@ fn bind_group_layout(device: &wgpu::Device, bindings: &[Binding]) -> wgpu::BindG
                         wgpu::BufferBindingType::Storage { read_only: false }
                     }
                 },
-                has_dynamic_offset: false,
+                has_dynamic_offset: moving >> i & 1 == 1,
                 min_binding_size: None,
             },
             count: None,

@@ -24,7 +24,7 @@ use super::Graph;
 use crate::host::c_strides;
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::kernels::scan_step::{grouped_copies_limit, IterationCopy};
-use crate::recorder::{LoopFn, Step};
+use crate::recorder::{writes, LoopFn, Slide, Step};
 use crate::storage::{padded_size, Storage};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
@@ -530,7 +530,7 @@ fn record_loop(
     // iteration needs parity 0 only (Scans of length 1 nested deeply would otherwise capture
     // their bodies 2^depth times).
     let parities = if seq > 1 { 2 } else { 1 };
-    let instances: Vec<Instance> = [(0, 1), (1, 0)]
+    let mut instances: Vec<Instance> = [(0, 1), (1, 0)]
         .into_iter()
         .take(parities)
         .map(|(r, w)| {
@@ -577,6 +577,18 @@ fn record_loop(
         .map(|o| Tensor::uninit(&ctx, o.dtype, &[seq, o.row_elems]))
         .collect::<Result<_>>()?;
 
+    let (read_in_place, written_in_place) = slide_elements(
+        rec,
+        plan,
+        &mut instances,
+        &outputs,
+        scans,
+        &elements,
+        &accumulators,
+        &ping_pong,
+    )?;
+    let all_in_place = read_in_place.iter().all(|&r| r) && written_in_place.iter().all(|&w| w);
+
     // The loop, run now or (inside an enclosing Scan's body) each time that body is replayed.
     // Its commands: the element reads, the body, the copies into the accumulators.
     let per_iteration = instances
@@ -592,17 +604,31 @@ fn record_loop(
         .saturating_mul(seq as u64)
         .saturating_add(before_commands)
         .saturating_add(plan.m as u64 + 1);
-    let iterations = match in_pass_iterations(
-        rec,
-        plan,
-        &instances,
-        &outputs,
-        scans,
-        &elements,
-        &accumulators,
-    )? {
+    let in_pass = if all_in_place {
+        None
+    } else {
+        in_pass_iterations(
+            rec,
+            plan,
+            &instances,
+            &outputs,
+            scans,
+            &elements,
+            &accumulators,
+            (&read_in_place, &written_in_place),
+        )?
+    };
+    let iterations = match in_pass {
         Some(iteration) => iteration,
-        None => copied_iterations(plan, instances, &outputs, scans, elements, &accumulators),
+        None => copied_iterations(
+            plan,
+            instances,
+            &outputs,
+            scans,
+            elements,
+            &accumulators,
+            (read_in_place, written_in_place),
+        ),
     };
     let run: LoopFn = if before.is_empty() {
         iterations
@@ -632,11 +658,132 @@ fn record_loop(
     Ok(results)
 }
 
+/// Chooses the scan inputs read and the scan outputs written in place, and rebinds the
+/// instances' steps for them (see `recorder/slide.rs`): a scan input along axis 0 whose
+/// element the device can bind at every iteration's offset in the input itself, and a scan
+/// output whose element the body writes into a buffer of its own, bound likewise in its
+/// accumulator. The others keep their copies. Returns (inputs, outputs) in place.
+#[allow(clippy::too_many_arguments)]
+fn slide_elements(
+    rec: &mut Recorder,
+    plan: &ScanPlan,
+    instances: &mut [Instance],
+    outputs: &[OutputPlan],
+    scans: &[Tensor],
+    elements: &[Tensor],
+    accumulators: &[Tensor],
+    ping_pong: &[Vec<Tensor>; 2],
+) -> Result<(Vec<bool>, Vec<bool>)> {
+    let mut reads = vec![false; scans.len()];
+    let mut writes_in_place = vec![false; outputs.len()];
+    let Ok(seq) = u32::try_from(plan.seq) else {
+        return Ok((reads, writes_in_place));
+    };
+    if !rec.context().scan_in_place() {
+        return Ok((reads, writes_in_place));
+    }
+    let ctx = rec.context().clone();
+    let single = |t: &Tensor| t.storage().single().cloned();
+    // Buffers the loop was given or holds its states and elements in: a scan output there is
+    // not a value of the body's own.
+    let others: Vec<wgpu::Buffer> = scans
+        .iter()
+        .chain(elements)
+        .chain(ping_pong.iter().flatten())
+        .flat_map(|t| t.buffers().to_vec())
+        .collect();
+    let input_slides: Vec<Option<Slide>> = (0..scans.len())
+        .map(|j| {
+            let slide = Slide {
+                from: single(&elements[j])?,
+                to: single(&scans[j])?,
+                stride: plan.element_bytes(j),
+                seq,
+                reverse: plan.in_reverse[j],
+            };
+            // An element that is also a scan output is copied from its buffer, which must
+            // then hold it.
+            let output = instances
+                .iter()
+                .flat_map(|i| &i.scan_outputs)
+                .any(|o| o.buffers().contains(&slide.from));
+            (plan.in_axes[j] == 0 && slide.fits(&ctx) && !output).then_some(slide)
+        })
+        .collect();
+    let output_slides: Vec<Vec<Option<Slide>>> = instances
+        .iter()
+        .map(|instance| {
+            let own = &instance.scan_outputs;
+            (0..own.len())
+                .map(|q| {
+                    let slide = Slide {
+                        from: single(&own[q])?,
+                        to: single(&accumulators[q])?,
+                        stride: outputs[q].row_bytes,
+                        seq,
+                        reverse: outputs[q].reverse,
+                    };
+                    let repeated = own
+                        .iter()
+                        .enumerate()
+                        .any(|(r, o)| r != q && o.buffers().contains(&slide.from));
+                    let body_value = !own[q].storage().uploaded()
+                        && !others.contains(&slide.from)
+                        && writes(&instance.steps, &slide.from);
+                    (slide.fits(&ctx) && body_value && !repeated).then_some(slide)
+                })
+                .collect()
+        })
+        .collect();
+    for (j, s) in input_slides.iter().enumerate() {
+        reads[j] = s.is_some();
+    }
+    for (q, w) in writes_in_place.iter_mut().enumerate() {
+        *w = output_slides.iter().all(|o| o[q].is_some());
+    }
+    // A slide that one instance cannot make is dropped for all, until all take the rest.
+    'retry: loop {
+        let mut rebound = Vec::with_capacity(instances.len());
+        for (instance, own) in instances.iter().zip(&output_slides) {
+            let mut slides = Vec::new();
+            let mut owners = Vec::new();
+            for (j, s) in input_slides.iter().enumerate() {
+                if let (true, Some(s)) = (reads[j], s) {
+                    slides.push(s.clone());
+                    owners.push((false, j));
+                }
+            }
+            for (q, s) in own.iter().enumerate() {
+                if let (true, Some(s)) = (writes_in_place[q], s) {
+                    slides.push(s.clone());
+                    owners.push((true, q));
+                }
+            }
+            match rec.slide(OP, &instance.steps, &slides)? {
+                Ok(steps) => rebound.push(steps),
+                Err(k) => {
+                    match owners[k] {
+                        (false, j) => reads[j] = false,
+                        (true, q) => writes_in_place[q] = false,
+                    }
+                    continue 'retry;
+                }
+            }
+        }
+        for (instance, steps) in instances.iter_mut().zip(rebound) {
+            instance.steps = steps;
+        }
+        return Ok((reads, writes_in_place));
+    }
+}
+
 /// The loop when every element read is a whole-word row along axis 0 and every buffer can be
 /// bound whole: each parity's iteration (element reads at the counter's position, the body,
 /// output rows at the counter's position, the counter advanced) is captured once as
 /// dispatches, so an iteration is one stretch of a compute pass with no buffer copy. `None`
-/// when the loop must copy instead.
+/// when the loop must copy instead. Reads and writes made in place (`in_place`, see
+/// [`slide_elements`]) move nothing here.
+#[allow(clippy::too_many_arguments)]
 fn in_pass_iterations(
     rec: &mut Recorder,
     plan: &ScanPlan,
@@ -645,6 +792,7 @@ fn in_pass_iterations(
     scans: &[Tensor],
     elements: &[Tensor],
     accumulators: &[Tensor],
+    in_place: (&[bool], &[bool]),
 ) -> Result<Option<LoopFn>> {
     // On CPU adapters a buffer copy is a memcpy and a dispatch costs tens of microseconds:
     // lavapipe ran 200 000 iterations of a small body at 73 us each with copies, 195 us with
@@ -656,7 +804,22 @@ fn in_pass_iterations(
     // Two slots, read by iterations of even and odd index (see kernels/scan_step.rs).
     let counter = Tensor::uninit(rec.context(), DType::U32, &[2])?;
     let mut reads = Vec::with_capacity(scans.len());
+    let none = IterationCopy {
+        words: 0,
+        src_base: 0,
+        src_step: 0,
+        dst_base: 0,
+        dst_step: 0,
+        seq,
+        reverse: false,
+        slot: 0,
+        advance: false,
+    };
     for j in 0..scans.len() {
+        if in_place.0[j] {
+            reads.push(none);
+            continue;
+        }
         let bytes = plan.element_bytes(j);
         if plan.in_axes[j] != 0 || !bytes.is_multiple_of(4) || bytes / 4 > u64::from(u32::MAX) {
             return Ok(None);
@@ -679,6 +842,10 @@ fn in_pass_iterations(
     }
     let mut writes = Vec::with_capacity(outputs.len());
     for (q, o) in outputs.iter().enumerate() {
+        if in_place.1[q] {
+            writes.push(none);
+            continue;
+        }
         let copy = IterationCopy {
             words: (o.row_bytes / 4) as u32,
             src_base: 0,
@@ -747,8 +914,8 @@ fn in_pass_iterations(
     Ok(Some(Arc::new(move |rec: &mut Recorder| {
         // The counter starts at 0 on every run of the loop (an enclosing loop runs it again).
         rec.clear(counter.storage(), 0, 4)?;
-        for t in 0..seq as usize {
-            rec.replay(&iterations[t % 2])?;
+        for t in 0..seq {
+            rec.replay_at(&iterations[t as usize % 2], t)?;
             rec.end_of_iteration()?;
         }
         Ok(())
@@ -841,15 +1008,16 @@ fn grouped_iterations(
         // The counter starts at 0 on every run of the loop (an enclosing loop runs it again).
         rec.clear(counter.storage(), 0, 4)?;
         rec.replay(&first_reads)?;
-        for t in 0..seq as usize {
-            rec.replay(&iterations[t % 2])?;
+        for t in 0..seq {
+            rec.replay_at(&iterations[t as usize % 2], t)?;
             rec.end_of_iteration()?;
         }
         Ok(())
     })))
 }
 
-/// The loop with buffer copies (or gathers) for element reads and output rows.
+/// The loop with buffer copies (or gathers) for element reads and output rows, except those
+/// made in place (`in_place`; with all of them, an iteration is its body alone).
 fn copied_iterations(
     plan: &ScanPlan,
     instances: Vec<Instance>,
@@ -857,6 +1025,7 @@ fn copied_iterations(
     scans: &[Tensor],
     elements: Vec<Tensor>,
     accumulators: &[Tensor],
+    in_place: (Vec<bool>, Vec<bool>),
 ) -> LoopFn {
     let seq = plan.seq;
     let (scans, accumulators) = (scans.to_vec(), accumulators.to_vec());
@@ -864,6 +1033,9 @@ fn copied_iterations(
     Arc::new(move |rec: &mut Recorder| {
         for t in 0..seq {
             for (j, scan) in scans.iter().enumerate() {
+                if in_place.0[j] {
+                    continue;
+                }
                 match plan.read(j, t) {
                     ElementRead::Copy { offset, bytes } => {
                         rec.copy(scan.storage(), offset, elements[j].storage(), 0, bytes)?
@@ -872,8 +1044,11 @@ fn copied_iterations(
                 }
             }
             let instance = &instances[t % 2];
-            rec.replay(&instance.steps)?;
+            rec.replay_at(&instance.steps, t as u32)?;
             for (q, out) in instance.scan_outputs.iter().enumerate() {
+                if in_place.1[q] {
+                    continue;
+                }
                 let o = &outputs[q];
                 let at = plan.position(t, o.reverse) as u64 * o.row_bytes;
                 rec.copy(out.storage(), 0, accumulators[q].storage(), at, o.row_bytes)?;

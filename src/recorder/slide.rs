@@ -1,0 +1,252 @@
+//! Bindings that move with a loop's iteration. A Scan body captured against an element buffer
+//! (a scan input's element, or the element of a scan output) can instead bind, at iteration
+//! `t`, the bytes of that element inside the whole sequence: the bind group is made once with
+//! dynamic offsets, and each replay passes the iteration's offsets. The iteration then reads
+//! its scan inputs and writes its scan outputs in place, with no copy.
+
+use std::num::NonZeroU64;
+
+use super::{Recorder, Step};
+use crate::Result;
+
+/// The most moving bindings one dispatch may have (also bounded by the device's
+/// `max_dynamic_storage_buffers_per_pipeline_layout`).
+pub(crate) const MAX_MOVING: usize = 8;
+
+/// A buffer bound by a captured dispatch: the buffer, the offset and the size (`None`: to the
+/// buffer's end).
+#[derive(Clone, Debug)]
+pub(crate) struct Bound {
+    buffer: Option<wgpu::Buffer>,
+    offset: u64,
+    size: Option<NonZeroU64>,
+}
+
+impl Bound {
+    pub(super) fn of(resource: &wgpu::BindingResource<'_>) -> Bound {
+        match resource {
+            wgpu::BindingResource::Buffer(b) => Bound {
+                buffer: Some(b.buffer.clone()),
+                offset: b.offset,
+                size: b.size,
+            },
+            // No kernel binds anything else; such a binding is never rebound.
+            _ => Bound {
+                buffer: None,
+                offset: 0,
+                size: None,
+            },
+        }
+    }
+}
+
+/// The dynamic offset of one moving binding at iteration `t`: `stride * position(t)`, where the
+/// position runs backwards when `reverse`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Moving {
+    stride: u32,
+    last: u32,
+    reverse: bool,
+}
+
+impl Moving {
+    pub(super) fn offset(&self, t: u32) -> u32 {
+        let position = if self.reverse {
+            self.last.saturating_sub(t)
+        } else {
+            t.min(self.last)
+        };
+        self.stride * position
+    }
+}
+
+/// Every binding of `from` (a buffer of `stride` bytes a captured body uses) becomes, at
+/// iteration `t` of `seq`, bytes `[stride * p, stride * (p + 1))` of `to`, where `p` is `t`
+/// (or `seq - 1 - t` when `reverse`).
+#[derive(Clone, Debug)]
+pub(crate) struct Slide {
+    pub from: wgpu::Buffer,
+    pub to: wgpu::Buffer,
+    pub stride: u64,
+    pub seq: u32,
+    pub reverse: bool,
+}
+
+impl Slide {
+    /// Whether the device can bind `to` at every iteration's offset: `from` is exactly one
+    /// stride, within the context's binding size, and every offset is a multiple of the
+    /// device's storage offset alignment, fits a dynamic offset (32 bits) and stays inside
+    /// `to`.
+    pub(crate) fn fits(&self, ctx: &crate::Context) -> bool {
+        let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment.max(1));
+        let last = self.stride * u64::from(self.seq.max(1) - 1);
+        self.from.size() == self.stride
+            && self.stride.is_multiple_of(align)
+            && self.stride.is_multiple_of(4)
+            && last <= u64::from(u32::MAX)
+            && last + self.stride <= self.to.size()
+            && self.stride <= ctx.binding_limit()
+    }
+
+    fn moving(&self) -> Moving {
+        Moving {
+            stride: self.stride as u32,
+            last: self.seq.max(1) - 1,
+            reverse: self.reverse,
+        }
+    }
+
+    fn used_by(&self, buffers: &[wgpu::Buffer]) -> bool {
+        buffers.contains(&self.from)
+    }
+}
+
+/// Whether a dispatch of `steps` binds `buffer` for writing.
+pub(crate) fn writes(steps: &[Step], buffer: &wgpu::Buffer) -> bool {
+    steps.iter().any(|step| match step {
+        Step::Dispatch {
+            pipeline, bound, ..
+        } => bound.iter().zip(pipeline.bindings()).any(|(b, kind)| {
+            *kind == crate::gpu::Binding::StorageReadWrite && b.buffer.as_ref() == Some(buffer)
+        }),
+        _ => false,
+    })
+}
+
+impl Recorder {
+    /// `steps` with every use of each slide's `from` rebound as a binding that moves with the
+    /// iteration (replay them with [`Recorder::replay_at`]). `Ok(Err(k))` when slide `k`
+    /// cannot be made: its buffer is copied or cleared, a nested loop (whose commands are not
+    /// in `steps`) may use it, or a dispatch would have more moving bindings than the device
+    /// allows. Each slide must pass [`Slide::fits`].
+    pub(crate) fn slide(
+        &mut self,
+        op: &str,
+        steps: &[Step],
+        slides: &[Slide],
+    ) -> Result<std::result::Result<Vec<Step>, usize>> {
+        if slides.is_empty() {
+            return Ok(Ok(steps.to_vec()));
+        }
+        let most = (self
+            .ctx
+            .limits()
+            .max_dynamic_storage_buffers_per_pipeline_layout as usize)
+            .min(MAX_MOVING);
+        let mut out = Vec::with_capacity(steps.len());
+        for step in steps {
+            let (pipeline, grid, bound, moving) = match step {
+                Step::Copy { src, dst, .. } => {
+                    if let Some(k) = slides
+                        .iter()
+                        .position(|s| s.used_by(src.buffers()) || s.used_by(dst.buffers()))
+                    {
+                        return Ok(Err(k));
+                    }
+                    out.push(step.clone());
+                    continue;
+                }
+                Step::Clear { buffer, .. } => {
+                    if let Some(k) = slides.iter().position(|s| s.used_by(buffer.buffers())) {
+                        return Ok(Err(k));
+                    }
+                    out.push(step.clone());
+                    continue;
+                }
+                Step::Loop { .. } => return Ok(Err(0)),
+                Step::Dispatch {
+                    pipeline,
+                    grid,
+                    bound,
+                    moving,
+                    ..
+                } => (pipeline, grid, bound, moving),
+            };
+            let mut rebound: Vec<Bound> = bound.to_vec();
+            let mut mask = 0u64;
+            let mut offsets = Vec::new();
+            let mut last_slide = 0;
+            for (i, b) in rebound.iter_mut().enumerate() {
+                let Some(k) = slides
+                    .iter()
+                    .position(|s| b.buffer.as_ref() == Some(&s.from))
+                else {
+                    continue;
+                };
+                let s = &slides[k];
+                let size = b
+                    .size
+                    .map_or(s.stride - b.offset.min(s.stride), NonZeroU64::get);
+                if !moving.is_empty() || b.offset + size > s.stride || size == 0 {
+                    return Ok(Err(k));
+                }
+                *b = Bound {
+                    buffer: Some(s.to.clone()),
+                    offset: b.offset,
+                    size: NonZeroU64::new(size),
+                };
+                mask |= 1 << i;
+                offsets.push(s.moving());
+                last_slide = k;
+            }
+            if mask == 0 {
+                out.push(step.clone());
+                continue;
+            }
+            if offsets.len() > most || rebound.iter().any(|b| b.buffer.is_none()) {
+                return Ok(Err(last_slide));
+            }
+            let variant = self.ctx.moving_variant(pipeline, mask)?;
+            let bind_group = self.on_device(op, |ctx| {
+                let entries: Vec<wgpu::BindGroupEntry> = rebound
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, b)| {
+                        Some(wgpu::BindGroupEntry {
+                            binding: i as u32,
+                            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                                buffer: b.buffer.as_ref()?,
+                                offset: b.offset,
+                                size: b.size,
+                            }),
+                        })
+                    })
+                    .collect();
+                ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &variant.layout,
+                    entries: &entries,
+                })
+            })?;
+            out.push(Step::Dispatch {
+                pipeline: variant,
+                bind_group,
+                grid: *grid,
+                bound: rebound.into(),
+                moving: offsets.into(),
+            });
+        }
+        Ok(Ok(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Moving;
+
+    #[test]
+    fn offsets_follow_the_position() {
+        let forward = Moving {
+            stride: 256,
+            last: 3,
+            reverse: false,
+        };
+        let backward = Moving {
+            reverse: true,
+            ..forward
+        };
+        let at = |m: Moving| (0..4).map(|t| m.offset(t)).collect::<Vec<_>>();
+        assert_eq!(at(forward), [0, 256, 512, 768]);
+        assert_eq!(at(backward), [768, 512, 256, 0]);
+    }
+}

@@ -1012,6 +1012,17 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
         })
         .unwrap()
     };
+    // And a fourth whose Scans copy their elements in and out instead of binding them in
+    // place (how steps ran before).
+    let copied = Context::new_blocking(ContextOptions {
+        adapter_name: Some(ctx.adapter_info().name.clone()),
+        backends: Some(ctx.adapter_info().backend.into()),
+        workgroup_size: Some(ctx.workgroup_size()),
+        cpu_kernels: Some(ctx.cpu_kernels()),
+        scan_in_place: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
     // The same MatMul on a second context with the other kernel set (CPU kernels or not),
     // its samples interleaved with this context's; the whole cell on a third that does not
     // fuse element-wise chains.
@@ -1019,7 +1030,7 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
     let unfused = same_adapter(ctx.cpu_kernels(), false);
     let other_timer = Timer::new(&other);
     let other_kind = if other.cpu_kernels() { "CPU" } else { "GPU" };
-    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan, per step: total (until the GPU is done), host (until the last submission returns), GPU (the step's commands timed alone with GPU timestamps and summed: 2 MatMuls, the element-wise part, the scan input's and output's row copies), dispatches; fused: the second MatMul takes Add -> Add -> Add -> Tanh as its epilogue, node by node: two MatMuls and four element-wise kernels");
+    println!("\nRNN cell (hidden 256, {steps} steps) as a Scan, per step: total (until the GPU is done), host (until the last submission returns), GPU (the step's commands timed alone with GPU timestamps and summed: 2 MatMuls, the element-wise part, the scan input's and output's row copies where the elements are copied), dispatches; fused: the second MatMul takes Add -> Add -> Add -> Tanh as its epilogue, with the step's row of X W read in place and h kept as the output's rows (no copy); fused, copied: the same with the row read and h copied into its output row each step; node by node: two MatMuls and four element-wise kernels");
     println!(
         "{:>6} {:>13} {:>10} {:>10} {:>10} {:>11}",
         "batch", "element-wise", "us/step", "host us", "GPU us", "dispatches"
@@ -1034,7 +1045,11 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
         )
         .unwrap();
         let mut per_mode = Vec::new();
-        for (mode, c) in [("fused", ctx), ("node by node", &unfused)] {
+        for (mode, c) in [
+            ("fused", ctx),
+            ("fused, copied", &copied),
+            ("node by node", &unfused),
+        ] {
             let session = Session::new(c, rnn_graph(batch, hidden, steps)).unwrap();
             let inputs = vec![
                 ("H0".to_string(), Tensor::from_host(c, &zeros).unwrap()),
@@ -1136,10 +1151,10 @@ fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value
         });
         let mut modes = Vec::new();
         for (mode, total, host, dispatches) in per_mode {
-            let gpu_step = if mode == "fused" {
-                matmul + epilogue + 2.0 * copy
-            } else {
-                2.0 * matmul + 3.0 * add + tanh + 2.0 * copy
+            let gpu_step = match mode {
+                "fused" => matmul + epilogue,
+                "fused, copied" => matmul + epilogue + 2.0 * copy,
+                _ => 2.0 * matmul + 3.0 * add + tanh,
             };
             println!(
                 "{batch:>6} {mode:>13} {:>10.1} {:>10.1} {:>10.1} {:>11.1}",

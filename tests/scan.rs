@@ -1076,6 +1076,112 @@ fn an_element_the_body_copies_is_still_read_into_its_buffer() {
     }
 }
 
+/// An RNN cell (`h = Tanh(h W + x)`) over `seq` steps of `batch` x 64 f32, with `h` both the
+/// state and the scan output (in `direction`).
+fn rnn_cell(seq: usize, batch: usize, direction: i64) -> (Graph, Vec<(String, HostTensor)>) {
+    let hidden = 64;
+    let w = f32s(&[hidden, hidden], 11);
+    let w = HostTensor::from_vec(
+        vec![hidden, hidden],
+        &w.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v / 64.0)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let body = Graph::new()
+        .input("h", DType::F32, &[Some(batch), Some(hidden)])
+        .input("x", DType::F32, &[Some(batch), Some(hidden)])
+        .constant("w", w)
+        .node(Node::new("MatMul", "hw").inputs(["h", "w"]).outputs(["hw"]))
+        .node(Node::new("Add", "in").inputs(["hw", "x"]).outputs(["a"]))
+        .node(Node::new("Tanh", "act").inputs(["a"]).outputs(["h2"]))
+        .output("h2")
+        .output("h2");
+    let h0 = f32s(&[batch, hidden], 12);
+    let xs = f32s(&[seq, batch, hidden], 13);
+    let g = scan_graph(
+        std::slice::from_ref(&h0),
+        std::slice::from_ref(&xs),
+        body,
+        vec![("scan_output_directions", Attr::Ints(vec![direction]))],
+        1,
+    );
+    (g, vec![("in0".into(), h0), ("in1".into(), xs)])
+}
+
+#[test]
+fn a_state_that_is_also_a_scan_output_is_kept_as_its_rows() {
+    // The RNN cell's `h` is the state and the scan output. Held as the output's rows in two
+    // buffers by parity (iteration t reads slot t / 2 of one and writes (t + 1) / 2 of the
+    // other), an iteration is the body alone: one dispatch (the MatMul with the rest as its
+    // epilogue, the step's `x` read in place), no copy, where copying `h` into its row took a
+    // dispatch (GPU kernels) or a buffer copy (CPU kernels) per step. Odd and even lengths,
+    // one step, several rows, and a reversed output (which keeps the copy), against the
+    // reference; per-iteration counts from the difference of two lengths.
+    let run = |g: &Graph, inputs: &[(String, HostTensor)], cpu_kernels, in_place| {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            scan_in_place: Some(in_place),
+            ..Default::default()
+        })
+        .unwrap();
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let before = ctx.stats();
+        let got = session.run_blocking(inputs.to_vec()).unwrap();
+        let after = ctx.stats();
+        let got: Vec<HostTensor> = got.into_iter().map(|(_, t)| t).collect();
+        (
+            got,
+            after.dispatches - before.dispatches,
+            after.copies - before.copies,
+        )
+    };
+    for (seq, batch, direction) in [(1, 1, 0), (2, 4, 0), (7, 1, 0), (8, 2, 0), (7, 1, 1)] {
+        let (g, inputs) = rnn_cell(seq, batch, direction);
+        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+        for cpu_kernels in [false, true] {
+            let (got, _, _) = run(&g, &inputs, cpu_kernels, true);
+            let case = format!(
+                "seq {seq}, batch {batch}, direction {direction}, cpu kernels {cpu_kernels}"
+            );
+            assert_eq!(got.len(), 2, "{case}");
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.shape, w.shape, "{case}");
+                let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
+                for (a, b) in g.iter().zip(&w) {
+                    assert!((a - b).abs() <= 1e-5 + 1e-4 * b.abs(), "{case}: {a} vs {b}");
+                }
+            }
+        }
+    }
+    // (kernels, in place, dispatches and copies per iteration)
+    for (cpu_kernels, in_place, per) in [
+        (false, true, (1, 0)),
+        (false, false, (2, 0)),
+        (true, true, (1, 0)),
+        (true, false, (1, 2)),
+    ] {
+        let counts: Vec<(u64, u64)> = [10, 20]
+            .into_iter()
+            .map(|seq| {
+                let (g, inputs) = rnn_cell(seq, 2, 0);
+                let (_, d, c) = run(&g, &inputs, cpu_kernels, in_place);
+                (d, c)
+            })
+            .collect();
+        let per_iteration = (
+            (counts[1].0 - counts[0].0) / 10,
+            (counts[1].1 - counts[0].1) / 10,
+        );
+        assert_eq!(
+            per_iteration, per,
+            "cpu kernels {cpu_kernels}, in place {in_place}"
+        );
+    }
+}
+
 /// A body that gathers rows of its scan element by indices it computes from the element's
 /// shape (`Shape -> Gather -> Range -> Gather`): the indices are known on the host, and every
 /// iteration must read its own element, not one recorded for an earlier iteration.

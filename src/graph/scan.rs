@@ -22,6 +22,7 @@ use super::exec::{record_graph, NodeArgs, Scope, Slot};
 use super::registry::OpDef;
 use super::Graph;
 use crate::host::c_strides;
+use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::kernels::scan_step::{grouped_copies_limit, IterationCopy};
 use crate::recorder::{writes, LoopFn, Slide, Step};
@@ -512,14 +513,6 @@ fn record_loop(
             .collect()
     };
     let ping_pong = [state_buffers()?, state_buffers()?];
-    // The initial states' copies run with the loop, after its work limit is checked.
-    let ((), mut before) = rec.capture(|rec| {
-        for (s, p) in states.iter().zip(&ping_pong[0]) {
-            rec.copy(s.storage(), 0, p.storage(), 0, padded_size(s.byte_len()))?;
-        }
-        Ok(())
-    })?;
-    before.extend(hoisted);
     let elements: Vec<Tensor> = scans
         .iter()
         .zip(&plan.element_shapes)
@@ -577,7 +570,11 @@ fn record_loop(
         .map(|o| Tensor::uninit(&ctx, o.dtype, &[seq, o.row_elems]))
         .collect::<Result<_>>()?;
 
-    let (read_in_place, written_in_place) = slide_elements(
+    let InPlace {
+        reads: read_in_place,
+        writes: written_in_place,
+        rows,
+    } = place_elements(
         rec,
         plan,
         &mut instances,
@@ -588,6 +585,19 @@ fn record_loop(
         &ping_pong,
     )?;
     let all_in_place = read_in_place.iter().all(|&r| r) && written_in_place.iter().all(|&w| w);
+    // The initial states' copies run with the loop, after its work limit is checked (a state
+    // held in rows starts in the first slot of its first half).
+    let ((), mut before) = rec.capture(|rec| {
+        for (i, (s, p)) in states.iter().zip(&ping_pong[0]).enumerate() {
+            let to = match rows.iter().find(|r| r.state == i) {
+                Some(r) => &r.halves[0],
+                None => p,
+            };
+            rec.copy(s.storage(), 0, to.storage(), 0, padded_size(s.byte_len()))?;
+        }
+        Ok(())
+    })?;
+    before.extend(hoisted);
 
     // The loop, run now or (inside an enclosing Scan's body) each time that body is replayed.
     // Its commands: the element reads, the body, the copies into the accumulators.
@@ -642,7 +652,20 @@ fn record_loop(
 
     let mut results = Vec::with_capacity(n + plan.k);
     for (i, s) in ping_pong[seq % 2].iter().enumerate() {
-        results.push(args.out(i).view(rec, s.clone())?);
+        let out = args.out(i);
+        results.push(match rows.iter().find(|r| r.state == i) {
+            // The last iteration wrote slot seq / 2 of half seq % 2.
+            Some(r) => {
+                let out = out.tensor(rec, s.dtype(), s.shape())?;
+                let at = (seq / 2) as u64 * r.stride;
+                rec.copy(r.halves[seq % 2].storage(), at, out.storage(), 0, r.stride)?;
+                out
+            }
+            None => out.view(rec, s.clone())?,
+        });
+    }
+    for r in &rows {
+        r.interleave(rec, seq as u64, &accumulators[r.output])?;
     }
     for (q, (acc, o)) in accumulators.into_iter().zip(&outputs).enumerate() {
         let out = args.out(n + q);
@@ -658,13 +681,65 @@ fn record_loop(
     Ok(results)
 }
 
+/// Which elements a loop reads and writes in place (see [`place_elements`]).
+struct InPlace {
+    /// Per scan input, per scan output: bound in place (no copy per iteration).
+    reads: Vec<bool>,
+    writes: Vec<bool>,
+    rows: Vec<StateRows>,
+}
+
+/// A state that is also a scan output (an RNN cell's `h`), kept as the output's rows instead
+/// of in its two ping-pong buffers: iteration `t` reads `h[t-1]` and writes `h[t]`, and one
+/// dispatch may not bind one buffer for both, so the rows alternate between two buffers by
+/// parity. `halves[0]` holds the initial state then `h[1], h[3], ...`, `halves[1]` holds
+/// `h[0], h[2], ...`; iteration `t` reads slot `t / 2` of `halves[t % 2]` and writes slot
+/// `(t + 1) / 2` of the other. After the loop two strided copies interleave them into the
+/// output, with no copy per iteration.
+struct StateRows {
+    state: usize,
+    output: usize,
+    stride: u64,
+    halves: [Tensor; 2],
+}
+
+impl StateRows {
+    /// Output row `t` from its half: even rows from `halves[1]` slot `t / 2`, odd rows from
+    /// `halves[0]` slot `(t + 1) / 2`.
+    fn interleave(&self, rec: &mut Recorder, seq: u64, acc: &Tensor) -> Result<()> {
+        let words = self.stride / 4;
+        for (half, first, rows) in [(1, 0, seq.div_ceil(2)), (0, 1, seq / 2)] {
+            let piece = CopyPiece {
+                src_base: first * words,
+                dst_base: first * words,
+                dims: vec![
+                    CopyDim {
+                        len: rows,
+                        src: words,
+                        dst: 2 * words,
+                    },
+                    CopyDim {
+                        len: words,
+                        src: 1,
+                        dst: 1,
+                    },
+                ],
+            };
+            let src = self.halves[half].storage();
+            rec.copy_piece(OP, 4, src, acc.storage(), &piece)?;
+        }
+        Ok(())
+    }
+}
+
 /// Chooses the scan inputs read and the scan outputs written in place, and rebinds the
 /// instances' steps for them (see `recorder/slide.rs`): a scan input along axis 0 whose
-/// element the device can bind at every iteration's offset in the input itself, and a scan
+/// element the device can bind at every iteration's offset in the input itself; a scan
 /// output whose element the body writes into a buffer of its own, bound likewise in its
-/// accumulator. The others keep their copies. Returns (inputs, outputs) in place.
+/// accumulator; and a state that is also a forward scan output, held as rows (see
+/// [`StateRows`]). The others keep their copies.
 #[allow(clippy::too_many_arguments)]
-fn slide_elements(
+fn place_elements(
     rec: &mut Recorder,
     plan: &ScanPlan,
     instances: &mut [Instance],
@@ -673,14 +748,17 @@ fn slide_elements(
     elements: &[Tensor],
     accumulators: &[Tensor],
     ping_pong: &[Vec<Tensor>; 2],
-) -> Result<(Vec<bool>, Vec<bool>)> {
-    let mut reads = vec![false; scans.len()];
-    let mut writes_in_place = vec![false; outputs.len()];
+) -> Result<InPlace> {
+    let mut placed = InPlace {
+        reads: vec![false; scans.len()],
+        writes: vec![false; outputs.len()],
+        rows: Vec::new(),
+    };
     let Ok(seq) = u32::try_from(plan.seq) else {
-        return Ok((reads, writes_in_place));
+        return Ok(placed);
     };
     if !rec.context().scan_in_place() {
-        return Ok((reads, writes_in_place));
+        return Ok(placed);
     }
     let ctx = rec.context().clone();
     let single = |t: &Tensor| t.storage().single().cloned();
@@ -694,13 +772,13 @@ fn slide_elements(
         .collect();
     let input_slides: Vec<Option<Slide>> = (0..scans.len())
         .map(|j| {
-            let slide = Slide {
-                from: single(&elements[j])?,
-                to: single(&scans[j])?,
-                stride: plan.element_bytes(j),
+            let slide = Slide::along(
+                single(&elements[j])?,
+                single(&scans[j])?,
+                plan.element_bytes(j),
                 seq,
-                reverse: plan.in_reverse[j],
-            };
+                plan.in_reverse[j],
+            );
             // An element that is also a scan output is copied from its buffer, which must
             // then hold it.
             let output = instances
@@ -716,13 +794,13 @@ fn slide_elements(
             let own = &instance.scan_outputs;
             (0..own.len())
                 .map(|q| {
-                    let slide = Slide {
-                        from: single(&own[q])?,
-                        to: single(&accumulators[q])?,
-                        stride: outputs[q].row_bytes,
+                    let slide = Slide::along(
+                        single(&own[q])?,
+                        single(&accumulators[q])?,
+                        outputs[q].row_bytes,
                         seq,
-                        reverse: outputs[q].reverse,
-                    };
+                        outputs[q].reverse,
+                    );
                     let repeated = own
                         .iter()
                         .enumerate()
@@ -735,36 +813,108 @@ fn slide_elements(
                 .collect()
         })
         .collect();
-    for (j, s) in input_slides.iter().enumerate() {
-        reads[j] = s.is_some();
+    // States that are forward scan outputs: in every instance, output q is the buffer that
+    // instance writes state i into, and no other output is either state buffer.
+    let mut row_candidates: Vec<StateRows> = Vec::new();
+    for (q, o) in outputs.iter().enumerate() {
+        let state = (0..plan.n).find(|&i| {
+            instances.iter().enumerate().all(|(p, instance)| {
+                Arc::ptr_eq(
+                    instance.scan_outputs[q].storage(),
+                    ping_pong[1 - p][i].storage(),
+                )
+            }) && !row_candidates.iter().any(|r| r.state == i)
+        });
+        let Some(i) = state else { continue };
+        let aliased = instances.iter().any(|instance| {
+            instance.scan_outputs.iter().enumerate().any(|(r, t)| {
+                r != q
+                    && (Arc::ptr_eq(t.storage(), ping_pong[0][i].storage())
+                        || Arc::ptr_eq(t.storage(), ping_pong[1][i].storage()))
+            })
+        });
+        if o.reverse || aliased || o.row_bytes != ping_pong[0][i].storage().size() {
+            continue;
+        }
+        let mut shape = vec![plan.seq / 2 + 1];
+        shape.extend_from_slice(ping_pong[0][i].shape());
+        let dtype = ping_pong[0][i].dtype();
+        let halves = [
+            Tensor::uninit(&ctx, dtype, &shape)?,
+            Tensor::uninit(&ctx, dtype, &shape)?,
+        ];
+        row_candidates.push(StateRows {
+            state: i,
+            output: q,
+            stride: o.row_bytes,
+            halves,
+        });
     }
-    for (q, w) in writes_in_place.iter_mut().enumerate() {
+    // The two slides of rows `r` in the instance of parity `p`: reads of slot t / 2 of
+    // halves[p], writes of slot (t + 1) / 2 of halves[1 - p].
+    let row_slides = |r: &StateRows, p: usize| -> Option<[Slide; 2]> {
+        let slide = |k: usize, add: u32| -> Option<Slide> {
+            let s = Slide {
+                add,
+                shift: 1,
+                ..Slide::along(
+                    single(&ping_pong[k][r.state])?,
+                    single(&r.halves[k])?,
+                    r.stride,
+                    seq,
+                    false,
+                )
+            };
+            s.fits(&ctx).then_some(s)
+        };
+        Some([slide(p, 0)?, slide(1 - p, 1)?])
+    };
+    let mut rows: Vec<bool> = row_candidates
+        .iter()
+        .map(|r| (0..instances.len()).all(|p| row_slides(r, p).is_some()))
+        .collect();
+    for (j, s) in input_slides.iter().enumerate() {
+        placed.reads[j] = s.is_some();
+    }
+    for (q, w) in placed.writes.iter_mut().enumerate() {
         *w = output_slides.iter().all(|o| o[q].is_some());
     }
     // A slide that one instance cannot make is dropped for all, until all take the rest.
+    enum Owner {
+        Read(usize),
+        Write(usize),
+        Rows(usize),
+    }
     'retry: loop {
         let mut rebound = Vec::with_capacity(instances.len());
-        for (instance, own) in instances.iter().zip(&output_slides) {
+        for (p, (instance, own)) in instances.iter().zip(&output_slides).enumerate() {
             let mut slides = Vec::new();
             let mut owners = Vec::new();
             for (j, s) in input_slides.iter().enumerate() {
-                if let (true, Some(s)) = (reads[j], s) {
+                if let (true, Some(s)) = (placed.reads[j], s) {
                     slides.push(s.clone());
-                    owners.push((false, j));
+                    owners.push(Owner::Read(j));
                 }
             }
             for (q, s) in own.iter().enumerate() {
-                if let (true, Some(s)) = (writes_in_place[q], s) {
+                if let (true, Some(s)) = (placed.writes[q], s) {
                     slides.push(s.clone());
-                    owners.push((true, q));
+                    owners.push(Owner::Write(q));
+                }
+            }
+            for (k, r) in row_candidates.iter().enumerate() {
+                if let (true, Some(pair)) = (rows[k], row_slides(r, p)) {
+                    slides.extend(pair);
+                    owners.extend([Owner::Rows(k), Owner::Rows(k)]);
                 }
             }
             match rec.slide(OP, &instance.steps, &slides)? {
                 Ok(steps) => rebound.push(steps),
                 Err(k) => {
                     match owners[k] {
-                        (false, j) => reads[j] = false,
-                        (true, q) => writes_in_place[q] = false,
+                        Owner::Read(j) => placed.reads[j] = false,
+                        Owner::Write(q) => placed.writes[q] = false,
+                        Owner::Rows(r) => rows[r] = false,
                     }
                     continue 'retry;
                 }
@@ -773,7 +923,13 @@ fn slide_elements(
         for (instance, steps) in instances.iter_mut().zip(rebound) {
             instance.steps = steps;
         }
-        return Ok((reads, writes_in_place));
+        for (r, taken) in row_candidates.into_iter().zip(rows) {
+            if taken {
+                placed.writes[r.output] = true;
+                placed.rows.push(r);
+            }
+        }
+        return Ok(placed);
     }
 }
 

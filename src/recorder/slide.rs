@@ -40,13 +40,15 @@ impl Bound {
     }
 }
 
-/// The dynamic offset of one moving binding at iteration `t`: `stride * position(t)`, where the
-/// position runs backwards when `reverse`.
+/// The dynamic offset of one moving binding at iteration `t`: `stride * slot(t)` with
+/// `slot(t) = (position(t) + add) >> shift`, where the position runs backwards when `reverse`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Moving {
     stride: u32,
     last: u32,
     reverse: bool,
+    add: u32,
+    shift: u32,
 }
 
 impl Moving {
@@ -56,13 +58,13 @@ impl Moving {
         } else {
             t.min(self.last)
         };
-        self.stride * position
+        self.stride * ((position + self.add) >> self.shift)
     }
 }
 
 /// Every binding of `from` (a buffer of `stride` bytes a captured body uses) becomes, at
-/// iteration `t` of `seq`, bytes `[stride * p, stride * (p + 1))` of `to`, where `p` is `t`
-/// (or `seq - 1 - t` when `reverse`).
+/// iteration `t` of `seq`, bytes `[stride * k, stride * (k + 1))` of `to` for the slot
+/// `k = (p + add) >> shift`, where `p` is `t` (or `seq - 1 - t` when `reverse`).
 #[derive(Clone, Debug)]
 pub(crate) struct Slide {
     pub from: wgpu::Buffer,
@@ -70,16 +72,43 @@ pub(crate) struct Slide {
     pub stride: u64,
     pub seq: u32,
     pub reverse: bool,
+    pub add: u32,
+    pub shift: u32,
 }
 
 impl Slide {
+    /// Slot `t` (or `seq - 1 - t`) at iteration `t`: an element of a sequence.
+    pub(crate) fn along(
+        from: wgpu::Buffer,
+        to: wgpu::Buffer,
+        stride: u64,
+        seq: u32,
+        reverse: bool,
+    ) -> Slide {
+        Slide {
+            from,
+            to,
+            stride,
+            seq,
+            reverse,
+            add: 0,
+            shift: 0,
+        }
+    }
+
     /// Whether the device can bind `to` at every iteration's offset: `from` is exactly one
     /// stride, within the context's binding size, and every offset is a multiple of the
     /// device's storage offset alignment, fits a dynamic offset (32 bits) and stays inside
     /// `to`.
     pub(crate) fn fits(&self, ctx: &crate::Context) -> bool {
         let align = u64::from(ctx.limits().min_storage_buffer_offset_alignment.max(1));
-        let last = self.stride * u64::from(self.seq.max(1) - 1);
+        let Some(last_slot) = (self.seq.max(1) - 1)
+            .checked_add(self.add)
+            .map(|p| u64::from(p >> self.shift.min(31)))
+        else {
+            return false;
+        };
+        let last = self.stride * last_slot;
         self.from.size() == self.stride
             && self.stride.is_multiple_of(align)
             && self.stride.is_multiple_of(4)
@@ -93,6 +122,8 @@ impl Slide {
             stride: self.stride as u32,
             last: self.seq.max(1) - 1,
             reverse: self.reverse,
+            add: self.add,
+            shift: self.shift.min(31),
         }
     }
 
@@ -238,15 +269,25 @@ mod tests {
     fn offsets_follow_the_position() {
         let forward = Moving {
             stride: 256,
-            last: 3,
+            last: 4,
             reverse: false,
+            add: 0,
+            shift: 0,
         };
         let backward = Moving {
             reverse: true,
             ..forward
         };
-        let at = |m: Moving| (0..4).map(|t| m.offset(t)).collect::<Vec<_>>();
-        assert_eq!(at(forward), [0, 256, 512, 768]);
-        assert_eq!(at(backward), [768, 512, 256, 0]);
+        // A state's rows split by parity: iteration t reads slot t / 2 and writes (t + 1) / 2.
+        let read = Moving {
+            shift: 1,
+            ..forward
+        };
+        let written = Moving { add: 1, ..read };
+        let at = |m: Moving| (0..5).map(|t| m.offset(t) / 256).collect::<Vec<_>>();
+        assert_eq!(at(forward), [0, 1, 2, 3, 4]);
+        assert_eq!(at(backward), [4, 3, 2, 1, 0]);
+        assert_eq!(at(read), [0, 0, 1, 1, 2]);
+        assert_eq!(at(written), [0, 1, 1, 2, 2]);
     }
 }

@@ -12,14 +12,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let body = args.first().copied().unwrap_or(8);
     let times = args.get(1).copied().unwrap_or(2000);
     let ctx = wgpu_ops::Context::new_blocking(Default::default())?;
-    let (ours, scoped, bare) = wgpu_ops::recorder::replay_cost(&ctx, body, times, 7)?;
+    let c = wgpu_ops::recorder::replay_cost(&ctx, body, times, 7)?;
     println!("adapter: {}", ctx.adapter_info().name);
     println!(
-        "body of {body} dispatches replayed {times} times, ns per dispatch: replay {ours:.0}, \
-         one error scope per command {scoped:.0}, bare wgpu {bare:.0}; replay / bare {:.2}, \
-         scoped / bare {:.2}",
-        ours / bare,
-        scoped / bare
+        "body of {body} dispatches replayed {times} times, ns per dispatch: replay {:.0}, \
+         one error scope per command {:.0}, bare wgpu {:.0}; replay / bare {:.2}, \
+         scoped / bare {:.2}; reading an element bound in place (a dynamic offset per \
+         iteration): replay {:.0}, bare wgpu {:.0}, replay / bare {:.2}",
+        c.replay,
+        c.scoped,
+        c.bare,
+        c.replay / c.bare,
+        c.scoped / c.bare,
+        c.moving_replay,
+        c.moving_bare,
+        c.moving_replay / c.moving_bare
     );
     Ok(())
 }

@@ -678,21 +678,21 @@ impl Recorder {
 /// captured body of `body` element-wise dispatches replayed `times` times in a loop as a Scan
 /// does, of the same dispatches each under error scopes of its own (how replays were encoded
 /// before), and of the same pipelines and bind groups encoded with bare wgpu into one compute
-/// pass, measured in the same
-/// process (interleaved, best of `rounds`), each up to its finished command buffer (where wgpu
-/// does most of its work). Nothing is submitted.
+/// pass; then the same body reading a 256-byte element that moves with the iteration (bound
+/// with a dynamic offset, as a Scan binds its elements in place, see [`Slide`]) replayed, and
+/// bare wgpu encoding it with the same offsets. Measured in the same process (interleaved,
+/// best of `rounds`), each up to its finished command buffer (where wgpu does most of its
+/// work). Nothing is submitted.
 #[doc(hidden)]
 #[cfg(feature = "native")]
-pub fn replay_cost(
-    ctx: &Context,
-    body: usize,
-    times: usize,
-    rounds: usize,
-) -> Result<(f64, f64, f64)> {
+pub fn replay_cost(ctx: &Context, body: usize, times: usize, rounds: usize) -> Result<ReplayCost> {
     use std::time::Instant;
     let host = crate::HostTensor::from_vec(vec![64], &[1.0f32; 64])?;
     let a = Tensor::from_host(ctx, &host)?;
     let b = Tensor::uninit(ctx, DType::F32, &[64])?;
+    let c = Tensor::uninit(ctx, DType::F32, &[64])?;
+    // The elements `a` stands for when it moves: one per replay.
+    let sequence = Tensor::uninit(ctx, DType::F32, &[times.max(1), 64])?;
     let mut rec = ctx.recorder();
     let ((), steps) = rec.capture(|rec| {
         for k in 0..body {
@@ -701,54 +701,63 @@ pub fn replay_cost(
         }
         Ok(())
     })?;
-    let dispatches: Vec<(Arc<Pipeline>, wgpu::BindGroup, [u32; 3])> = steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Dispatch {
-                pipeline,
-                bind_group,
-                grid,
-                ..
-            } => Some((pipeline.clone(), bind_group.clone(), *grid)),
-            _ => None,
-        })
-        .collect();
+    // Reading the element and writing one buffer of the body's own per dispatch.
+    let ((), reading) = rec.capture(|rec| {
+        for k in 0..body {
+            let to = if k % 2 == 0 { &b } else { &c };
+            rec.elementwise_to("Relu", &a, None, Out::into("b", to))?;
+        }
+        Ok(())
+    })?;
+    let slide = Slide::along(
+        a.storage().buffers()[0].clone(),
+        sequence.storage().buffers()[0].clone(),
+        256,
+        times.max(1) as u32,
+        false,
+    );
+    let moving = match rec.slide("benchmark", &reading, &[slide])? {
+        Ok(steps) => steps,
+        Err(_) => {
+            return Err(Error::invalid(
+                "benchmark",
+                "body",
+                "the element cannot be bound at a moving offset on this device",
+            ))
+        }
+    };
+    type Bare = (Arc<Pipeline>, wgpu::BindGroup, [u32; 3], Vec<Moving>);
+    let bare_of = |steps: &[Step]| -> Vec<Bare> {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Dispatch {
+                    pipeline,
+                    bind_group,
+                    grid,
+                    moving,
+                    ..
+                } => Some((pipeline.clone(), bind_group.clone(), *grid, moving.to_vec())),
+                _ => None,
+            })
+            .collect()
+    };
+    let (dispatches, moving_dispatches) = (bare_of(&steps), bare_of(&moving));
     let n = (times * dispatches.len()) as f64;
-    let steps = Arc::new(steps);
-    let (mut ours, mut scoped, mut bare) = (f64::MAX, f64::MAX, f64::MAX);
+    let (steps, moving) = (Arc::new(steps), Arc::new(moving));
+    let mut cost = ReplayCost {
+        replay: f64::MAX,
+        scoped: f64::MAX,
+        bare: f64::MAX,
+        moving_replay: f64::MAX,
+        moving_bare: f64::MAX,
+    };
     let finished = |rec: Recorder| {
         let Recorder { encoder, pass, .. } = rec;
         drop(pass);
         encoder.finish()
     };
-    for _ in 0..rounds {
-        // As a Scan replays its body: inside a loop, under the loop's one error scope.
-        let mut rec = ctx.recorder();
-        let start = Instant::now();
-        let body_steps = steps.clone();
-        let run: LoopFn = Arc::new(move |rec: &mut Recorder| {
-            for _ in 0..times {
-                rec.replay(&body_steps)?;
-            }
-            Ok(())
-        });
-        rec.run_loop("benchmark", run, 0)?;
-        let commands = finished(rec);
-        ours = ours.min(start.elapsed().as_nanos() as f64 / n);
-        drop(commands);
-
-        // Each command under error scopes of its own (how replays were encoded before).
-        let mut rec = ctx.recorder();
-        let start = Instant::now();
-        for _ in 0..times {
-            for (pipeline, bind_group, grid) in &dispatches {
-                rec.encode_dispatch(pipeline, bind_group, *grid, &[])?;
-            }
-        }
-        let commands = finished(rec);
-        scoped = scoped.min(start.elapsed().as_nanos() as f64 / n);
-        drop(commands);
-
+    let bare = |dispatches: &[Bare]| -> f64 {
         let mut encoder = ctx
             .device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
@@ -758,19 +767,71 @@ pub fn replay_cost(
                 label: None,
                 timestamp_writes: None,
             });
-            for _ in 0..times {
-                for (pipeline, bind_group, grid) in &dispatches {
+            let mut offsets = [0u32; slide::MAX_MOVING];
+            for t in 0..times as u32 {
+                for (pipeline, bind_group, grid, moving) in dispatches {
+                    for (o, m) in offsets.iter_mut().zip(moving) {
+                        *o = m.offset(t);
+                    }
                     pass.set_pipeline(&pipeline.pipeline);
-                    pass.set_bind_group(0, bind_group, &[]);
+                    pass.set_bind_group(0, bind_group, &offsets[..moving.len()]);
                     pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
                 }
             }
         }
         let commands = encoder.finish();
-        bare = bare.min(start.elapsed().as_nanos() as f64 / n);
+        let elapsed = start.elapsed().as_nanos() as f64 / n;
         drop(commands);
+        elapsed
+    };
+    for _ in 0..rounds {
+        // As a Scan replays its body: inside a loop, under the loop's one error scope.
+        for (body_steps, best) in [
+            (steps.clone(), &mut cost.replay),
+            (moving.clone(), &mut cost.moving_replay),
+        ] {
+            let mut rec = ctx.recorder();
+            let start = Instant::now();
+            let run: LoopFn = Arc::new(move |rec: &mut Recorder| {
+                for t in 0..times as u32 {
+                    rec.replay_at(&body_steps, t)?;
+                }
+                Ok(())
+            });
+            rec.run_loop("benchmark", run, 0)?;
+            let commands = finished(rec);
+            *best = best.min(start.elapsed().as_nanos() as f64 / n);
+            drop(commands);
+        }
+
+        // Each command under error scopes of its own (how replays were encoded before).
+        let mut rec = ctx.recorder();
+        let start = Instant::now();
+        for _ in 0..times {
+            for (pipeline, bind_group, grid, _) in &dispatches {
+                rec.encode_dispatch(pipeline, bind_group, *grid, &[])?;
+            }
+        }
+        let commands = finished(rec);
+        cost.scoped = cost.scoped.min(start.elapsed().as_nanos() as f64 / n);
+        drop(commands);
+
+        cost.bare = cost.bare.min(bare(&dispatches));
+        cost.moving_bare = cost.moving_bare.min(bare(&moving_dispatches));
     }
-    Ok((ours, scoped, bare))
+    Ok(cost)
+}
+
+/// Host nanoseconds per dispatch (see [`replay_cost`]).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct ReplayCost {
+    pub replay: f64,
+    pub scoped: f64,
+    pub bare: f64,
+    /// With a binding that moves with the iteration.
+    pub moving_replay: f64,
+    pub moving_bare: f64,
 }
 
 #[cfg(all(test, feature = "native"))]
@@ -779,6 +840,14 @@ mod tests {
 
     fn ctx() -> Context {
         crate::gpu::test_context()
+    }
+
+    #[test]
+    fn replay_costs_are_measured_for_fixed_and_moving_bindings() {
+        let c = replay_cost(&ctx(), 2, 4, 1).unwrap();
+        for v in [c.replay, c.scoped, c.bare, c.moving_replay, c.moving_bare] {
+            assert!(v.is_finite() && v > 0.0, "{c:?}");
+        }
     }
 
     #[test]

@@ -14,6 +14,10 @@
 
 override ELEM_BYTES: u32 = 4u;
 override WORKGROUP_SIZE: u32 = 64u;
+// The rank, when the host compiles the kernel for it (0: taken from the parameters). The
+// per-axis loops then have a constant trip count, which compilers unroll into straight code
+// with constant indices into the parameter arrays.
+override RANK: u32 = 0u;
 
 struct Params {
     count: u32,
@@ -58,6 +62,13 @@ struct Params {
 @group(0) @binding(1) var<storage, read> src4: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> dst4: array<vec4<u32>>;
 
+
+fn rank() -> u32 {
+    if RANK != 0u {
+        return RANK;
+    }
+    return params.rank;
+}
 
 // Marks an output element that reads padding (SpaceToBatch); it is written as zero.
 const PADDING: u32 = 0xFFFFFFFFu;
@@ -116,7 +127,7 @@ fn source_from(o0: u32, within: u32, top: u32) -> u32 {
 // Input element index of output element i, or PADDING.
 fn source_index(i: u32) -> u32 {
     let o0 = quotient(i, params.out_inner, params.inner_shift);
-    return source_from(o0, i - o0 * params.out_inner, params.rank - 1u);
+    return source_from(o0, i - o0 * params.out_inner, rank() - 1u);
 }
 
 // With runs (the innermost axis neither blocked nor offset, so it maps to itself): the input
@@ -124,7 +135,7 @@ fn source_index(i: u32) -> u32 {
 fn run_source(unit: u32, first: u32) -> u32 {
     let row = quotient(unit, params.runs, params.runs_shift);
     let o0 = quotient(row, params.rows, params.rows_shift);
-    let s = source_from(o0, row - o0 * params.rows, params.rank - 2u);
+    let s = source_from(o0, row - o0 * params.rows, rank() - 2u);
     return select(s + first, PADDING, s == PADDING);
 }
 
@@ -141,7 +152,7 @@ fn main(
     if ELEM_BYTES == 4u && params.items > 1u {
         // The run is contiguous on both sides and is padding or not as a whole: the index
         // arithmetic is done once per run.
-        let last = params.out_shape[(params.rank - 1u) / 4u][(params.rank - 1u) % 4u];
+        let last = params.out_shape[(rank() - 1u) / 4u][(rank() - 1u) % 4u];
         let row = quotient(unit, params.runs, params.runs_shift);
         let first = (unit - row * params.runs) * params.items;
         let e = row * last + first;
@@ -207,7 +218,7 @@ fn runs_vec4(
     if unit >= params.units {
         return;
     }
-    let last = params.out_shape[(params.rank - 1u) / 4u][(params.rank - 1u) % 4u];
+    let last = params.out_shape[(rank() - 1u) / 4u][(rank() - 1u) % 4u];
     let row = quotient(unit, params.runs, params.runs_shift);
     let first = (unit - row * params.runs) * 4u;
     let e = row * last + first;

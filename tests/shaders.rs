@@ -195,7 +195,8 @@ fn every_variant_validates_and_compiles() {
     for kernel in &variants {
         check_kernel(kernel, &mut parsed);
     }
-    // Per workgroup size: 8 block-remap and 12 gather variants (4 of them quads), 30 typed element-wise on
+    // Per workgroup size: 8 block-remap variants x 4 ranks (any, and compiled for 1, 4 and 8)
+    // and 12 gather variants (4 of them quads), 30 typed element-wise on
     // 32-bit types and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
     // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), LinearAttention, 8 index gathers (4 element sizes x i32/i64
     // indices), 32 CumSums (6 dtypes and i64/u64 emulated on u32 pairs x exclusive x
@@ -209,7 +210,7 @@ fn every_variant_validates_and_compiles() {
     // sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (132 + 32 + 16 + 505 + 99) + 6 * 15 + 2 * 8 + (154 + 24) * 3 + 4
+        WORKGROUP_SIZES.len() * (156 + 32 + 16 + 505 + 99) + 6 * 15 + 2 * 8 + (154 + 24) * 3 + 4
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

@@ -109,6 +109,8 @@ pub enum Kernel {
         elem_bytes: u32,
         workgroup_size: u32,
         vec4: bool,
+        /// The rank the kernel is compiled for (its loops unrolled), or 0 for any.
+        rank: u32,
     },
     /// `elementwise.wgsl` computing the op named `op` (see [`elementwise::OPS`]) on `dtype`.
     Elementwise {
@@ -267,11 +269,14 @@ impl Kernel {
             }
             for elem_bytes in [1u32, 2, 4, 8] {
                 for vec4 in [false, true] {
-                    out.push(Kernel::BlockRemap {
-                        elem_bytes,
-                        workgroup_size,
-                        vec4,
-                    });
+                    for rank in [0, 1, 4, block_remap::SPECIALIZED_RANKS] {
+                        out.push(Kernel::BlockRemap {
+                            elem_bytes,
+                            workgroup_size,
+                            vec4,
+                            rank,
+                        });
+                    }
                 }
                 for dst_strided in [false, true].into_iter().filter(|&s| !s || elem_bytes >= 4) {
                     for pairs in [false, true].into_iter().filter(|&p| !p || elem_bytes == 8) {
@@ -465,10 +470,12 @@ impl Kernel {
             Kernel::BlockRemap {
                 elem_bytes,
                 workgroup_size,
+                rank,
                 ..
             } => vec![
                 ("ELEM_BYTES", elem_bytes),
                 ("WORKGROUP_SIZE", workgroup_size),
+                ("RANK", rank),
             ],
             Kernel::Elementwise { workgroup_size, .. }
             | Kernel::Cast { workgroup_size, .. }

@@ -889,6 +889,32 @@ dtype_tests!(scan_outputs_of_empty_elements, |dtype: DType| {
     assert_eq!(gpu, cpu);
 });
 
+/// Runs `g` once on a context of its own (so that its counts are exact) with the given kernel
+/// set and `scan_in_place`: the outputs, and the dispatches and copies the run encoded.
+fn counted_run(
+    g: &Graph,
+    inputs: &[(String, HostTensor)],
+    cpu_kernels: bool,
+    in_place: bool,
+) -> (Vec<HostTensor>, u64, u64) {
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: Some(cpu_kernels),
+        scan_in_place: Some(in_place),
+        ..Default::default()
+    })
+    .unwrap();
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    let before = ctx.stats();
+    let got = session.run_blocking(inputs.to_vec()).unwrap();
+    let after = ctx.stats();
+    let got = got.into_iter().map(|(_, t)| t).collect();
+    (
+        got,
+        after.dispatches - before.dispatches,
+        after.copies - before.copies,
+    )
+}
+
 #[test]
 fn elements_are_read_and_written_in_place_or_else_by_dispatches_or_copies() {
     // An iteration of the running sum reads its row of `x` and writes its row of `ys`. Rows of
@@ -915,49 +941,44 @@ fn elements_are_read_and_written_in_place_or_else_by_dispatches_or_copies() {
             .map(|(i, t)| (format!("in{i}"), t.clone()))
             .collect();
         let want = run_graph(&g, &named, &Default::default()).unwrap();
-        // A context of its own: its counts are exact.
-        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-            cpu_kernels: Some(cpu_kernels),
-            scan_in_place: Some(in_place),
-            ..Default::default()
-        })
-        .unwrap();
-        let session = Session::new(&ctx, g.clone()).unwrap();
-        let before = ctx.stats();
-        let got = session.run_blocking(named.clone()).unwrap();
-        let after = ctx.stats();
+        let got = counted_run(&g, &named, cpu_kernels, in_place);
         let case = format!("width {width}, cpu kernels {cpu_kernels}, in place {in_place}");
-        assert_eq!(after.dispatches - before.dispatches, dispatches, "{case}");
-        assert_eq!(after.copies - before.copies, copies, "{case}");
-        let got: Vec<HostTensor> = got.into_iter().map(|(_, t)| t).collect();
-        assert_eq!(got, want, "{case}");
+        assert_eq!(got, (want, dispatches, copies), "{case}");
     }
 }
 
-#[test]
-fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_and_read() {
-    // One tensor scanned twice (forwards and backwards): both reads share a source buffer, which
-    // one dispatch may bind twice as it only reads it, so an iteration is the body's dispatch
-    // and one for its copies (rows of 3 f32 cannot be bound in place). A body that outputs its element as is would make that dispatch
-    // read the element buffer while it writes the next element into it; each copy then gets
-    // a dispatch of its own, after the body. Both against the reference.
-    let x = f32s(&[50, 3], 3);
+/// A Scan over the rows of `x` ([seq, width] f32) forwards and backwards at once, the body
+/// combining the two rows with `op`, its output in `output_direction`.
+fn scanned_twice(seq: usize, width: usize, op: &str, output_direction: i64) -> Graph {
     let body = Graph::new()
-        .input("a", DType::F32, &[Some(3)])
-        .input("b", DType::F32, &[Some(3)])
-        .node(Node::new("Add", "add").inputs(["a", "b"]).outputs(["y"]))
+        .input("a", DType::F32, &[Some(width)])
+        .input("b", DType::F32, &[Some(width)])
+        .node(Node::new(op, "combine").inputs(["a", "b"]).outputs(["y"]))
         .output("y");
-    let twice = Graph::new()
-        .input("x", DType::F32, &[Some(50), Some(3)])
+    Graph::new()
+        .input("x", DType::F32, &[Some(seq), Some(width)])
         .node(
             Node::new("Scan", "scan")
                 .inputs(["x", "x"])
                 .outputs(["ys"])
                 .attr("body", Attr::Graph(Box::new(body)))
                 .attr("num_scan_inputs", Attr::Int(2))
-                .attr("scan_input_directions", Attr::Ints(vec![0, 1])),
+                .attr("scan_input_directions", Attr::Ints(vec![0, 1]))
+                .attr("scan_output_directions", Attr::Ints(vec![output_direction])),
         )
-        .output("ys");
+        .output("ys")
+}
+
+#[test]
+fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_and_read() {
+    // One tensor scanned twice (forwards and backwards): both reads share a source buffer, which
+    // one dispatch may bind twice as it only reads it, so an iteration is the body's dispatch
+    // and one for its copies (rows of 3 f32 cannot be bound in place). A body that outputs
+    // its element as is would make that dispatch read the element buffer while it writes the
+    // next element into it; each copy then gets a dispatch of its own, after the body. Both
+    // against the reference.
+    let x = f32s(&[50, 3], 3);
+    let twice = scanned_twice(50, 3, "Add", 0);
     let passed_on = scan_graph(
         &[],
         std::slice::from_ref(&x),
@@ -999,47 +1020,21 @@ fn one_tensor_read_in_place_forwards_and_backwards_into_a_reversed_output() {
     // offsets (rows of 64 f32): an iteration is the body's one dispatch, with no copy, and
     // every row lands where the reference puts it.
     let x = f32s(&[20, 64], 5);
-    let body = Graph::new()
-        .input("a", DType::F32, &[Some(64)])
-        .input("b", DType::F32, &[Some(64)])
-        .node(Node::new("Sub", "sub").inputs(["a", "b"]).outputs(["y"]))
-        .output("y");
-    let g = Graph::new()
-        .input("x", DType::F32, &[Some(20), Some(64)])
-        .node(
-            Node::new("Scan", "scan")
-                .inputs(["x", "x"])
-                .outputs(["ys"])
-                .attr("body", Attr::Graph(Box::new(body)))
-                .attr("num_scan_inputs", Attr::Int(2))
-                .attr("scan_input_directions", Attr::Ints(vec![0, 1]))
-                .attr("scan_output_directions", Attr::Ints(vec![1])),
-        )
-        .output("ys");
+    let g = scanned_twice(20, 64, "Sub", 1);
     let inputs = vec![("x".to_string(), x)];
     let want = run_graph(&g, &inputs, &Default::default()).unwrap();
     for cpu_kernels in [false, true] {
-        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-            cpu_kernels: Some(cpu_kernels),
-            ..Default::default()
-        })
-        .unwrap();
-        let session = Session::new(&ctx, g.clone()).unwrap();
-        let before = ctx.stats();
-        let got = session.run_blocking(inputs.clone()).unwrap();
-        let after = ctx.stats();
-        assert_eq!(after.dispatches - before.dispatches, 20, "{cpu_kernels}");
-        assert_eq!(after.copies - before.copies, 0, "{cpu_kernels}");
-        assert_eq!(got[0].1, want[0], "{cpu_kernels}");
+        let got = counted_run(&g, &inputs, cpu_kernels, true);
+        assert_eq!(got, (want.clone(), 20, 0), "{cpu_kernels}");
     }
 }
 
 #[test]
 fn an_element_the_body_copies_is_still_read_into_its_buffer() {
     // The body passes its element on as the state (a buffer copy into the state's buffer with
-    // the CPU adapters' kernels) and writes its difference from the state as a scan output. A copy cannot move
-    // with the iteration, so that element keeps its own buffer and is copied into it; the
-    // output is still written in place. With the GPU kernels the copy is a dispatch, which
+    // the CPU adapters' kernels) and writes its difference from the state as a scan output.
+    // A copy cannot move with the iteration, so that element keeps its own buffer and is
+    // copied into it; the output is still written in place. With the GPU kernels the copy is a dispatch, which
     // moves: the element is read in place too.
     let x = f32s(&[30, 64], 7);
     let body = Graph::new()
@@ -1061,17 +1056,8 @@ fn an_element_the_body_copies_is_still_read_into_its_buffer() {
     let want = run_graph(&g, &inputs, &Default::default()).unwrap();
     // (kernels, copies per iteration: the element's read and the state's copy, or none)
     for (cpu_kernels, copies) in [(true, 2), (false, 0)] {
-        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-            cpu_kernels: Some(cpu_kernels),
-            ..Default::default()
-        })
-        .unwrap();
-        let session = Session::new(&ctx, g.clone()).unwrap();
-        let before = ctx.stats();
-        let got = session.run_blocking(inputs.clone()).unwrap();
-        let after = ctx.stats();
-        assert_eq!((after.copies - before.copies) / 30, copies, "{cpu_kernels}");
-        let got: Vec<HostTensor> = got.into_iter().map(|(_, t)| t).collect();
+        let (got, _, copied) = counted_run(&g, &inputs, cpu_kernels, true);
+        assert_eq!(copied / 30, copies, "{cpu_kernels}");
         assert_eq!(got, want, "{cpu_kernels}");
     }
 }
@@ -1120,29 +1106,11 @@ fn a_state_that_is_also_a_scan_output_is_kept_as_its_rows() {
     // dispatch (GPU kernels) or a buffer copy (CPU kernels) per step. Odd and even lengths,
     // one step, several rows, and a reversed output (which keeps the copy), against the
     // reference; per-iteration counts from the difference of two lengths.
-    let run = |g: &Graph, inputs: &[(String, HostTensor)], cpu_kernels, in_place| {
-        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-            cpu_kernels: Some(cpu_kernels),
-            scan_in_place: Some(in_place),
-            ..Default::default()
-        })
-        .unwrap();
-        let session = Session::new(&ctx, g.clone()).unwrap();
-        let before = ctx.stats();
-        let got = session.run_blocking(inputs.to_vec()).unwrap();
-        let after = ctx.stats();
-        let got: Vec<HostTensor> = got.into_iter().map(|(_, t)| t).collect();
-        (
-            got,
-            after.dispatches - before.dispatches,
-            after.copies - before.copies,
-        )
-    };
     for (seq, batch, direction) in [(1, 1, 0), (2, 4, 0), (7, 1, 0), (8, 2, 0), (7, 1, 1)] {
         let (g, inputs) = rnn_cell(seq, batch, direction);
         let want = run_graph(&g, &inputs, &Default::default()).unwrap();
         for cpu_kernels in [false, true] {
-            let (got, _, _) = run(&g, &inputs, cpu_kernels, true);
+            let (got, _, _) = counted_run(&g, &inputs, cpu_kernels, true);
             let case = format!(
                 "seq {seq}, batch {batch}, direction {direction}, cpu kernels {cpu_kernels}"
             );
@@ -1167,7 +1135,7 @@ fn a_state_that_is_also_a_scan_output_is_kept_as_its_rows() {
             .into_iter()
             .map(|seq| {
                 let (g, inputs) = rnn_cell(seq, 2, 0);
-                let (_, d, c) = run(&g, &inputs, cpu_kernels, in_place);
+                let (_, d, c) = counted_run(&g, &inputs, cpu_kernels, in_place);
                 (d, c)
             })
             .collect();

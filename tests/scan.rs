@@ -1104,9 +1104,17 @@ fn a_state_that_is_also_a_scan_output_is_kept_as_its_rows() {
     // other), an iteration is the body alone: one dispatch (the MatMul with the rest as its
     // epilogue, the step's `x` read in place), no copy, where copying `h` into its row took a
     // dispatch (GPU kernels) or a buffer copy (CPU kernels) per step. Odd and even lengths,
-    // one step, several rows, and a reversed output (which keeps the copy), against the
-    // reference; per-iteration counts from the difference of two lengths.
-    for (seq, batch, direction) in [(1, 1, 0), (2, 4, 0), (7, 1, 0), (8, 2, 0), (7, 1, 1)] {
+    // one step, several rows, and reversed outputs (the rows reversed once after the loop),
+    // against the reference; per-iteration counts from the difference of two lengths.
+    for (seq, batch, direction) in [
+        (1, 1, 0),
+        (2, 4, 0),
+        (7, 1, 0),
+        (8, 2, 0),
+        (7, 1, 1),
+        (8, 3, 1),
+        (1, 2, 1),
+    ] {
         let (g, inputs) = rnn_cell(seq, batch, direction);
         let want = run_graph(&g, &inputs, &Default::default()).unwrap();
         for cpu_kernels in [false, true] {
@@ -1124,17 +1132,19 @@ fn a_state_that_is_also_a_scan_output_is_kept_as_its_rows() {
             }
         }
     }
-    // (kernels, in place, dispatches and copies per iteration)
-    for (cpu_kernels, in_place, per) in [
-        (false, true, (1, 0)),
-        (false, false, (2, 0)),
-        (true, true, (1, 0)),
-        (true, false, (1, 2)),
+    // (kernels, in place, output direction, dispatches and copies per iteration)
+    for (cpu_kernels, in_place, direction, per) in [
+        (false, true, 0, (1, 0)),
+        (false, true, 1, (1, 0)),
+        (false, false, 0, (2, 0)),
+        (true, true, 0, (1, 0)),
+        (true, true, 1, (1, 0)),
+        (true, false, 0, (1, 2)),
     ] {
         let counts: Vec<(u64, u64)> = [10, 20]
             .into_iter()
             .map(|seq| {
-                let (g, inputs) = rnn_cell(seq, 2, 0);
+                let (g, inputs) = rnn_cell(seq, 2, direction);
                 let (_, d, c) = counted_run(&g, &inputs, cpu_kernels, in_place);
                 (d, c)
             })

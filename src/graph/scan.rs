@@ -695,18 +695,26 @@ struct InPlace {
 /// parity. `halves[0]` holds the initial state then `h[1], h[3], ...`, `halves[1]` holds
 /// `h[0], h[2], ...`; iteration `t` reads slot `t / 2` of `halves[t % 2]` and writes slot
 /// `(t + 1) / 2` of the other. After the loop two strided copies interleave them into the
-/// output, with no copy per iteration.
+/// output (and a gather reverses them for a reversed output), with no copy per iteration.
 struct StateRows {
     state: usize,
     output: usize,
+    /// The output runs backwards (its row `seq - 1 - t` is `h[t]`).
+    reverse: bool,
     stride: u64,
     halves: [Tensor; 2],
 }
 
 impl StateRows {
-    /// Output row `t` from its half: even rows from `halves[1]` slot `t / 2`, odd rows from
-    /// `halves[0]` slot `(t + 1) / 2`.
+    /// Fills `acc` (the output's rows by position): row `t` from its half, even rows from
+    /// `halves[1]` slot `t / 2`, odd rows from `halves[0]` slot `(t + 1) / 2`; for a reversed
+    /// output into a tensor of its own first, then gathered in reverse (once, after the loop).
     fn interleave(&self, rec: &mut Recorder, seq: u64, acc: &Tensor) -> Result<()> {
+        let forward = if self.reverse {
+            rec.alloc(acc.dtype(), acc.shape())?
+        } else {
+            acc.clone()
+        };
         let words = self.stride / 4;
         for (half, first, rows) in [(1, 0, seq.div_ceil(2)), (0, 1, seq / 2)] {
             let piece = CopyPiece {
@@ -726,7 +734,22 @@ impl StateRows {
                 ],
             };
             let src = self.halves[half].storage();
-            rec.copy_piece(OP, 4, src, acc.storage(), &piece)?;
+            rec.copy_piece(OP, 4, src, forward.storage(), &piece)?;
+        }
+        if self.reverse {
+            let row = (acc.numel() as u64) / seq.max(1);
+            let plan = GatherPlan::from_dims(
+                (seq - 1) * row,
+                &[
+                    GatherDim {
+                        len: seq,
+                        step: -(row as i64),
+                    },
+                    GatherDim { len: row, step: 1 },
+                ],
+            );
+            rec.gather_into(OP, &forward, &plan, acc)?;
+            rec.release(forward);
         }
         Ok(())
     }
@@ -736,7 +759,7 @@ impl StateRows {
 /// instances' steps for them (see `recorder/slide.rs`): a scan input along axis 0 whose
 /// element the device can bind at every iteration's offset in the input itself; a scan
 /// output whose element the body writes into a buffer of its own, bound likewise in its
-/// accumulator; and a state that is also a forward scan output, held as rows (see
+/// accumulator; and a state that is also a scan output, held as rows (see
 /// [`StateRows`]). The others keep their copies.
 #[allow(clippy::too_many_arguments)]
 fn place_elements(
@@ -813,7 +836,7 @@ fn place_elements(
                 .collect()
         })
         .collect();
-    // States that are forward scan outputs: in every instance, output q is the buffer that
+    // States that are scan outputs: in every instance, output q is the buffer that
     // instance writes state i into, and no other output is either state buffer.
     let mut row_candidates: Vec<StateRows> = Vec::new();
     for (q, o) in outputs.iter().enumerate() {
@@ -833,7 +856,7 @@ fn place_elements(
                         || Arc::ptr_eq(t.storage(), ping_pong[1][i].storage()))
             })
         });
-        if o.reverse || aliased || o.row_bytes != ping_pong[0][i].storage().size() {
+        if aliased || o.row_bytes != ping_pong[0][i].storage().size() {
             continue;
         }
         let mut shape = vec![plan.seq / 2 + 1];
@@ -846,6 +869,7 @@ fn place_elements(
         row_candidates.push(StateRows {
             state: i,
             output: q,
+            reverse: o.reverse,
             stride: o.row_bytes,
             halves,
         });

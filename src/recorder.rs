@@ -570,16 +570,14 @@ impl Recorder {
         self.dispatch_with(op, pipeline, &bindings, grid)
     }
 
-    /// Records one dispatch of `pipeline` over `grid` workgroups with `bindings` in order (no
-    /// parameters of its own).
-    pub(crate) fn dispatch_with(
+    /// A bind group of `pipeline`'s layout with `bindings` in order.
+    fn bind_group(
         &mut self,
         op: &str,
-        pipeline: &Arc<Pipeline>,
+        pipeline: &Pipeline,
         bindings: &[wgpu::BindingResource<'_>],
-        grid: [u32; 3],
-    ) -> Result<()> {
-        let bind_group = self.on_device(op, |ctx| {
+    ) -> Result<wgpu::BindGroup> {
+        self.on_device(op, |ctx| {
             let entries: Vec<wgpu::BindGroupEntry> = bindings
                 .iter()
                 .cloned()
@@ -594,7 +592,19 @@ impl Recorder {
                 layout: &pipeline.layout,
                 entries: &entries,
             })
-        })?;
+        })
+    }
+
+    /// Records one dispatch of `pipeline` over `grid` workgroups with `bindings` in order (no
+    /// parameters of its own).
+    pub(crate) fn dispatch_with(
+        &mut self,
+        op: &str,
+        pipeline: &Arc<Pipeline>,
+        bindings: &[wgpu::BindingResource<'_>],
+        grid: [u32; 3],
+    ) -> Result<()> {
+        let bind_group = self.bind_group(op, pipeline, bindings)?;
         if let Some(steps) = &mut self.capture {
             self.dispatches += 1;
             steps.push(Step::Dispatch {

@@ -224,31 +224,21 @@ impl Recorder {
                 out.push(step.clone());
                 continue;
             }
-            if offsets.len() > most || rebound.iter().any(|b| b.buffer.is_none()) {
-                return Ok(Err(last_slide));
-            }
-            let variant = self.ctx.moving_variant(pipeline, mask)?;
-            let bind_group = self.on_device(op, |ctx| {
-                let entries: Vec<wgpu::BindGroupEntry> = rebound
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, b)| {
-                        Some(wgpu::BindGroupEntry {
-                            binding: i as u32,
-                            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                buffer: b.buffer.as_ref()?,
-                                offset: b.offset,
-                                size: b.size,
-                            }),
-                        })
-                    })
-                    .collect();
-                ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &variant.layout,
-                    entries: &entries,
+            let resources: Option<Vec<wgpu::BindingResource<'_>>> = rebound
+                .iter()
+                .map(|b| {
+                    Some(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: b.buffer.as_ref()?,
+                        offset: b.offset,
+                        size: b.size,
+                    }))
                 })
-            })?;
+                .collect();
+            let Some(resources) = resources.filter(|_| offsets.len() <= most) else {
+                return Ok(Err(last_slide));
+            };
+            let variant = self.ctx.moving_variant(pipeline, mask)?;
+            let bind_group = self.bind_group(op, &variant, &resources)?;
             out.push(Step::Dispatch {
                 pipeline: variant,
                 bind_group,

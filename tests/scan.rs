@@ -797,11 +797,12 @@ fn sum_input(shape: &[usize]) -> HostTensor {
 
 #[test]
 fn long_scans_are_submitted_in_chunks() {
-    // 5000 iterations of about 3 commands: more than one command buffer's worth (4096), so
-    // the recorder submits along the way instead of holding every command until the end.
+    // 12 000 iterations of one dispatch (elements in place): about three command buffers'
+    // worth (4096 commands each), so the recorder submits along the way instead of holding
+    // every command until the end.
     let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
-    let g = running_sum(1, &[5000, 4]);
-    let x = sum_input(&[5000, 4]);
+    let g = running_sum(1, &[12_000, 4]);
+    let x = sum_input(&[12_000, 4]);
     let before = ctx.stats();
     let got = Session::new(&ctx, g.clone())
         .unwrap()
@@ -920,19 +921,24 @@ fn elements_are_read_and_written_in_place_or_else_by_dispatches_or_copies() {
     // An iteration of the running sum reads its row of `x` and writes its row of `ys`. Rows of
     // 64 f32 (256 bytes, a multiple of every device's storage offset alignment) are bound in
     // place at the iteration's offset: an iteration is the body's two dispatches and nothing
-    // else, with either kernel set. Rows of 3 f32 (12 bytes) cannot be: with the GPU kernel
-    // variants one dispatch after the body writes the row, reads the next element and
-    // advances a GPU counter (3 per iteration; no buffer copy ends the compute pass), with
-    // the CPU adapters' kernels two buffer copies do (cheaper there). The initial state's copy
-    // (one dispatch or one copy) comes before the loop, and with the counter its clear and
-    // the first element's read.
-    // `scan_in_place: false` turns the first off (for comparisons).
+    // else, with either kernel set. Rows of 3 f32 (12 bytes) are not at the device's
+    // alignment: one dispatch before the loop lays `x` out as padded rows, the iteration's
+    // output rows are padded likewise, and one gather after the loop packs them, so an
+    // iteration is still its body alone. The initial state's copy (one dispatch or one copy)
+    // comes before the loop.
+    // `scan_in_place: false` turns this off (for comparisons): with the GPU kernel variants
+    // one dispatch after the body writes the row, reads the next element and advances a GPU
+    // counter (3 per iteration; no buffer copy ends the compute pass), with the CPU adapters'
+    // kernels two buffer copies do (cheaper there), and the counter's clear and the first
+    // element's read come before the loop.
     for (width, cpu_kernels, in_place, dispatches, copies) in [
         (64, false, true, 200 + 1, 0),
         (64, true, true, 200, 1),
         (64, false, false, 300 + 2, 1),
-        (3, false, true, 300 + 2, 1),
-        (3, true, true, 200, 200 + 1),
+        (3, false, true, 200 + 3, 0),
+        (3, true, true, 200 + 2, 1),
+        (3, false, false, 300 + 2, 1),
+        (3, true, false, 200, 200 + 1),
     ] {
         let (g, inputs) = cumsum_of_width(100, width);
         let named: Vec<(String, HostTensor)> = inputs
@@ -973,7 +979,7 @@ fn scanned_twice(seq: usize, width: usize, op: &str, output_direction: i64) -> G
 fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_and_read() {
     // One tensor scanned twice (forwards and backwards): both reads share a source buffer, which
     // one dispatch may bind twice as it only reads it, so an iteration is the body's dispatch
-    // and one for its copies (rows of 3 f32 cannot be bound in place). A body that outputs
+    // and one for its copies (with elements in place turned off). A body that outputs
     // its element as is would make that dispatch read the element buffer while it writes the
     // next element into it; each copy then gets a dispatch of its own, after the body. Both
     // against the reference.
@@ -990,9 +996,10 @@ fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_
         1,
     );
     // A context of its own: the dispatch counts are the context's, and other tests use the
-    // shared ones concurrently.
+    // shared ones concurrently. Elements in place would leave no copy to group.
     let ctx = &wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         cpu_kernels: Some(false),
+        scan_in_place: Some(false),
         ..Default::default()
     })
     .unwrap();
@@ -1307,6 +1314,77 @@ fn state_free_nodes_run_before_the_loop() {
         for ctx in [ctx(), gpu_kernels_ctx()] {
             let (gpu, cpu) = run_both_on(ctx, &g, &inputs);
             assert_eq!(gpu.unwrap(), cpu.unwrap(), "case {n}");
+        }
+    }
+}
+
+/// The running sum of `x`'s elements along `x_axis` (backwards), with the sum's Relu as a
+/// scan output along axis 1 and `-y` (elements of `y`, an i64 scan input along `y_axis`) as a
+/// reversed scan output: elements along other axes, of 8-byte integers, and rows that no
+/// device's alignment divides.
+fn sums_along_axes(seq: usize, x_axis: usize, y_axis: usize) -> (Graph, Vec<(String, HostTensor)>) {
+    let body = Graph::new()
+        .input("s", DType::F32, &[Some(3), Some(5)])
+        .input("a", DType::F32, &[Some(3), Some(5)])
+        .input("b", DType::I64, &[Some(2)])
+        .node(Node::new("Add", "add").inputs(["s", "a"]).outputs(["n"]))
+        .node(Node::new("Relu", "relu").inputs(["n"]).outputs(["p"]))
+        .node(Node::new("Neg", "neg").inputs(["b"]).outputs(["c"]))
+        .output("n")
+        .output("p")
+        .output("c");
+    let mut x_shape = vec![3, 5];
+    x_shape.insert(x_axis, seq);
+    let mut y_shape = vec![2];
+    y_shape.insert(y_axis, seq);
+    let y: Vec<i64> = (0..2 * seq as i64).map(|i| i * 7 - 40).collect();
+    let inputs = vec![
+        HostTensor::from_vec(vec![3, 5], &[0f32; 15]).unwrap(),
+        f32s(&x_shape, 11),
+        HostTensor::from_vec(y_shape, &y).unwrap(),
+    ];
+    let g = scan_graph(
+        &inputs[..1],
+        &inputs[1..],
+        body,
+        vec![
+            (
+                "scan_input_axes",
+                Attr::Ints(vec![x_axis as i64, y_axis as i64]),
+            ),
+            ("scan_input_directions", Attr::Ints(vec![1, 0])),
+            ("scan_output_axes", Attr::Ints(vec![1, 0])),
+            ("scan_output_directions", Attr::Ints(vec![0, 1])),
+        ],
+        2,
+    );
+    let named = inputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| (format!("in{i}"), t))
+        .collect();
+    (g, named)
+}
+
+#[test]
+fn elements_along_any_axis_are_laid_out_once_and_read_and_written_in_place() {
+    // Elements of 60 and 16 bytes along axes 1 and 0 or 1 (no device's storage offset
+    // alignment divides 60): each scan input is laid out as padded rows by one dispatch
+    // before the loop, each scan output is packed from padded rows by one after it, so an
+    // iteration costs the body's dispatches alone (Add, Relu, Neg) and no copy, with either
+    // kernel set. Against the reference for every case.
+    for (x_axis, y_axis) in [(1, 0), (2, 1), (0, 1)] {
+        for cpu_kernels in [false, true] {
+            for seq in [30, 31] {
+                let (g, inputs) = sums_along_axes(seq, x_axis, y_axis);
+                let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+                let got = counted_run(&g, &inputs, cpu_kernels, true);
+                // The body's three dispatches per iteration; two fills and two packs; the
+                // initial state's copy (a dispatch with the GPU kernels).
+                let once = if cpu_kernels { (4, 1) } else { (5, 0) };
+                let case = format!("axes {x_axis} {y_axis}, cpu kernels {cpu_kernels}, {seq}");
+                assert_eq!(got, (want, 3 * seq as u64 + once.0, once.1), "{case}");
+            }
         }
     }
 }

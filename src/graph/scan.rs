@@ -8,11 +8,13 @@
 //! `P[1 - p]`, no copies), scan-input elements land in fixed buffers, and every buffer is
 //! allocated before the first iteration. The loop then replays the captured commands once per
 //! iteration into the same command buffer, so no host round-trip happens between iterations.
-//! Scan-input elements are read at their offset along the scan axis (a buffer copy, or a
-//! strided gather for other axes and sub-word element sizes); scan-output elements are copied
-//! to their row of an accumulator, which one gather after the loop turns into the output layout
-//! when the output axis is not 0 (for axis 0 and whole-word elements the accumulator is the
-//! output). Decision 13 of `docs/spec-decisions.md`: a sequence length of 0 gives the initial states back and
+//! Scan-input elements are read at their offset along the scan axis and scan-output elements
+//! written to their row of an accumulator, which one gather after the loop turns into the
+//! output layout when the output axis is not 0 or rows are padded (for axis 0 and unpadded
+//! whole-word elements the accumulator is the output). Where the device can, the body binds
+//! them in place (see [`place_elements`]); otherwise each iteration copies them (a buffer
+//! copy, a dispatch at a GPU counter's position, or a strided gather for other axes and
+//! sub-word element sizes). Decision 13 of `docs/spec-decisions.md`: a sequence length of 0 gives the initial states back and
 //! empty scan outputs shaped from the body's declared outputs.
 
 use std::collections::{HashMap, HashSet};
@@ -75,12 +77,78 @@ pub(crate) struct OutputPlan {
     pub element_shape: Vec<usize>,
     pub output_shape: Vec<usize>,
     pub reverse: bool,
-    /// Bytes of one accumulator row, and elements per row.
+    /// The output's sequence axis.
+    pub axis: usize,
+    /// Bytes of one element in whole words (what each iteration writes), and elements per
+    /// accumulator row (the element, or more where rows are padded to the device's
+    /// alignment, see [`OutputPlan::with_row_bytes`]).
     pub row_bytes: u64,
     pub row_elems: usize,
     /// `None`: the accumulator is the output (axis 0, rows without padding); else the gather
     /// from the accumulator into the output's layout.
     pub layout: Option<GatherPlan>,
+}
+
+impl OutputPlan {
+    fn new(dtype: DType, shape: &[usize], axis: usize, reverse: bool, seq: usize) -> OutputPlan {
+        let numel: usize = shape.iter().product();
+        // Empty elements have empty rows (a padding word would not hold a whole element of 8
+        // bytes, and there is nothing to copy).
+        let row_bytes = match numel {
+            0 => 0,
+            n => padded_size((n * dtype.size()) as u64),
+        };
+        let mut output_shape = shape.to_vec();
+        output_shape.insert(axis, seq);
+        OutputPlan {
+            dtype,
+            element_shape: shape.to_vec(),
+            output_shape,
+            reverse,
+            axis,
+            row_bytes,
+            row_elems: 0,
+            layout: None,
+        }
+        .with_row_bytes(row_bytes)
+    }
+
+    /// The plan with accumulator rows `bytes` apart (at least `row_bytes`, whole elements).
+    pub fn with_row_bytes(self, bytes: u64) -> OutputPlan {
+        let row_elems = bytes as usize / self.dtype.size();
+        let numel: usize = self.element_shape.iter().product();
+        let layout = (self.axis != 0 || row_elems != numel).then(|| {
+            // Output coordinates: the element's axes with the sequence axis inserted.
+            let strides = c_strides(&self.element_shape);
+            let mut dims: Vec<GatherDim> = self
+                .element_shape
+                .iter()
+                .zip(&strides)
+                .map(|(&d, &s)| GatherDim {
+                    len: d as u64,
+                    step: s as i64,
+                })
+                .collect();
+            dims.insert(
+                self.axis,
+                GatherDim {
+                    len: self.output_shape[self.axis] as u64,
+                    step: row_elems as i64,
+                },
+            );
+            GatherPlan::from_dims(0, &dims)
+        });
+        OutputPlan {
+            row_elems,
+            layout,
+            ..self
+        }
+    }
+
+    /// Bytes from one accumulator row to the next.
+    pub fn row_stride(&self) -> u64 {
+        (self.row_elems * self.dtype.size()) as u64
+    }
 }
 
 /// Everything about a Scan call that follows from its attributes, its body and the dtypes and
@@ -325,50 +393,11 @@ impl ScanPlan {
                 .map(|(_, s)| s.len() + 1)
                 .collect::<Vec<_>>(),
         )?;
-        let seq = self.seq;
         Ok(elements
             .iter()
             .zip(axes.into_iter().zip(reverse))
             .map(|((dtype, shape), (axis, reverse))| {
-                let numel: usize = shape.iter().product();
-                // Empty elements have empty rows (a padding word would not hold a whole
-                // element of 8 bytes, and there is nothing to copy).
-                let row_bytes = match numel {
-                    0 => 0,
-                    n => padded_size((n * dtype.size()) as u64),
-                };
-                let row_elems = row_bytes as usize / dtype.size();
-                let mut output_shape = shape.clone();
-                output_shape.insert(axis, seq);
-                let layout = (axis != 0 || row_elems != numel).then(|| {
-                    // Output coordinates: the element's axes with the sequence axis inserted.
-                    let strides = c_strides(shape);
-                    let mut dims: Vec<GatherDim> = shape
-                        .iter()
-                        .zip(&strides)
-                        .map(|(&d, &s)| GatherDim {
-                            len: d as u64,
-                            step: s as i64,
-                        })
-                        .collect();
-                    dims.insert(
-                        axis,
-                        GatherDim {
-                            len: seq as u64,
-                            step: row_elems as i64,
-                        },
-                    );
-                    GatherPlan::from_dims(0, &dims)
-                });
-                OutputPlan {
-                    dtype: *dtype,
-                    element_shape: shape.clone(),
-                    output_shape,
-                    reverse,
-                    row_bytes,
-                    row_elems,
-                    layout,
-                }
+                OutputPlan::new(*dtype, shape, axis, reverse, self.seq)
             })
             .collect())
     }
@@ -557,7 +586,7 @@ fn record_loop(
             ));
         }
     }
-    let outputs = plan.outputs(
+    let mut outputs = plan.outputs(
         &instances[0]
             .scan_outputs
             .iter()
@@ -565,7 +594,7 @@ fn record_loop(
             .collect::<Vec<_>>(),
     )?;
     // Accumulators: one row per iteration.
-    let accumulators: Vec<Tensor> = outputs
+    let mut accumulators: Vec<Tensor> = outputs
         .iter()
         .map(|o| Tensor::uninit(&ctx, o.dtype, &[seq, o.row_elems]))
         .collect::<Result<_>>()?;
@@ -574,14 +603,15 @@ fn record_loop(
         reads: read_in_place,
         writes: written_in_place,
         rows,
+        fill,
+        held,
     } = place_elements(
         rec,
         plan,
         &mut instances,
-        &outputs,
+        (&mut outputs, &mut accumulators),
         scans,
         &elements,
-        &accumulators,
         &ping_pong,
     )?;
     let all_in_place = read_in_place.iter().all(|&r| r) && written_in_place.iter().all(|&w| w);
@@ -597,7 +627,9 @@ fn record_loop(
         }
         Ok(())
     })?;
+    // Hoisted nodes may compute scan inputs, which the fill then lays out.
     before.extend(hoisted);
+    before.extend(fill);
 
     // The loop, run now or (inside an enclosing Scan's body) each time that body is replayed.
     // Its commands: the element reads, the body, the copies into the accumulators.
@@ -644,6 +676,8 @@ fn record_loop(
         iterations
     } else {
         Arc::new(move |rec: &mut Recorder| {
+            // The padded rows live (and count against the memory limit) as long as the loop.
+            let _ = &held;
             rec.replay(&before)?;
             iterations(rec)
         })
@@ -687,6 +721,83 @@ struct InPlace {
     reads: Vec<bool>,
     writes: Vec<bool>,
     rows: Vec<StateRows>,
+    /// Before the loop: the copies that lay scan inputs out as padded rows, and those rows.
+    fill: Vec<Step>,
+    held: Vec<Tensor>,
+}
+
+/// The most memory that rows padded to the device's alignment may take beyond what the rows
+/// themselves take, when padding more than doubles them: 64 MiB, for example a million
+/// iterations of 64-byte elements on a device aligning to 128 bytes. Beyond it the elements
+/// are copied each iteration.
+const PADDING_BUDGET: u64 = 64 << 20;
+
+/// Bytes from one row to the next when `seq` elements of `bytes` (whole words) are laid out
+/// so that each starts at a multiple of `align` (the device's storage offset alignment), or
+/// `None` where that memory is beyond [`PADDING_BUDGET`].
+fn aligned_stride(align: u32, bytes: u64, seq: usize) -> Option<u64> {
+    let stride = bytes.checked_next_multiple_of(u64::from(align).max(4))?;
+    let (padded, plain) = (stride.checked_mul(seq as u64)?, bytes * seq as u64);
+    (bytes > 0 && (padded <= 2 * plain || padded - plain <= PADDING_BUDGET)).then_some(stride)
+}
+
+/// The copy that lays scan input `j` out as rows `stride` bytes apart, one per position along
+/// its scan axis: whole words per row along axis 0, or 4- and 8-byte elements along any axis.
+/// Returns the copy's element size and the copy.
+fn padded_rows(plan: &ScanPlan, j: usize, stride: u64) -> Option<(u64, CopyPiece)> {
+    let shape = &plan.input_shapes[plan.n + j];
+    let (axis, bytes, seq) = (plan.in_axes[j], plan.element_bytes(j), plan.seq as u64);
+    if axis == 0 && bytes.is_multiple_of(4) {
+        let words = bytes / 4;
+        let dims = vec![
+            CopyDim {
+                len: seq,
+                src: words,
+                dst: stride / 4,
+            },
+            CopyDim {
+                len: words,
+                src: 1,
+                dst: 1,
+            },
+        ];
+        return Some((
+            4,
+            CopyPiece {
+                src_base: 0,
+                dst_base: 0,
+                dims,
+            },
+        ));
+    }
+    let size = plan.input_dtypes[plan.n + j].size() as u64;
+    if !matches!(size, 4 | 8) || shape.len() > crate::kernels::MAX_RANK {
+        return None;
+    }
+    let strides = c_strides(shape);
+    let mut within = c_strides(&plan.element_shapes[j]).into_iter();
+    let mut dims = vec![CopyDim {
+        len: seq,
+        src: strides[axis],
+        dst: stride / size,
+    }];
+    for (k, (&len, &src)) in shape.iter().zip(&strides).enumerate() {
+        if k != axis {
+            dims.push(CopyDim {
+                len: len as u64,
+                src,
+                dst: within.next()?,
+            });
+        }
+    }
+    Some((
+        size,
+        CopyPiece {
+            src_base: 0,
+            dst_base: 0,
+            dims,
+        },
+    ))
 }
 
 /// A state that is also a scan output (an RNN cell's `h`), kept as the output's rows instead
@@ -756,26 +867,28 @@ impl StateRows {
 }
 
 /// Chooses the scan inputs read and the scan outputs written in place, and rebinds the
-/// instances' steps for them (see `recorder/slide.rs`): a scan input along axis 0 whose
-/// element the device can bind at every iteration's offset in the input itself; a scan
-/// output whose element the body writes into a buffer of its own, bound likewise in its
-/// accumulator; and a state that is also a scan output, held as rows (see
-/// [`StateRows`]). The others keep their copies.
-#[allow(clippy::too_many_arguments)]
+/// instances' steps for them (see `recorder/slide.rs`): a scan input whose element the device
+/// can bind at every iteration's offset in the input itself (along axis 0, at its alignment),
+/// or else in a copy of the input laid out as rows at that alignment, made once per run of
+/// the loop; a scan output whose element the body writes into a buffer of its own, bound
+/// likewise in its accumulator (whose rows are then padded where needed, and `outputs` says
+/// so); and a state that is also a scan output, held as rows (see [`StateRows`]). The others
+/// keep their copies.
 fn place_elements(
     rec: &mut Recorder,
     plan: &ScanPlan,
     instances: &mut [Instance],
-    outputs: &[OutputPlan],
+    (outputs, accumulators): (&mut [OutputPlan], &mut [Tensor]),
     scans: &[Tensor],
     elements: &[Tensor],
-    accumulators: &[Tensor],
     ping_pong: &[Vec<Tensor>; 2],
 ) -> Result<InPlace> {
     let mut placed = InPlace {
         reads: vec![false; scans.len()],
         writes: vec![false; outputs.len()],
         rows: Vec::new(),
+        fill: Vec::new(),
+        held: Vec::new(),
     };
     let Ok(seq) = u32::try_from(plan.seq) else {
         return Ok(placed);
@@ -784,6 +897,7 @@ fn place_elements(
         return Ok(placed);
     }
     let ctx = rec.context().clone();
+    let align = ctx.limits().min_storage_buffer_offset_alignment;
     let single = |t: &Tensor| t.storage().single().cloned();
     // Buffers the loop was given or holds its states and elements in: a scan output there is
     // not a value of the body's own.
@@ -793,45 +907,88 @@ fn place_elements(
         .chain(ping_pong.iter().flatten())
         .flat_map(|t| t.buffers().to_vec())
         .collect();
-    let input_slides: Vec<Option<Slide>> = (0..scans.len())
-        .map(|j| {
-            let slide = Slide::along(
-                single(&elements[j])?,
-                single(&scans[j])?,
-                plan.element_bytes(j),
-                seq,
-                plan.in_reverse[j],
-            );
+    // Padded rows of inputs, with the copy that fills them (an allocation that fails, past the
+    // memory limit say, leaves the element to its copies).
+    let mut padded_inputs: Vec<Option<(Tensor, u64, CopyPiece)>> = vec![None; scans.len()];
+    let mut input_slides: Vec<Option<Slide>> = Vec::with_capacity(scans.len());
+    for j in 0..scans.len() {
+        let (bytes, reverse) = (plan.element_bytes(j), plan.in_reverse[j]);
+        let slide = single(&elements[j]).and_then(|from| {
             // An element that is also a scan output is copied from its buffer, which must
             // then hold it.
             let output = instances
                 .iter()
                 .flat_map(|i| &i.scan_outputs)
-                .any(|o| o.buffers().contains(&slide.from));
-            (plan.in_axes[j] == 0 && slide.fits(&ctx) && !output).then_some(slide)
-        })
-        .collect();
-    let output_slides: Vec<Vec<Option<Slide>>> = instances
-        .iter()
-        .map(|instance| {
-            let own = &instance.scan_outputs;
-            (0..own.len())
+                .any(|o| o.buffers().contains(&from));
+            if output {
+                return None;
+            }
+            let direct = single(&scans[j])
+                .map(|to| Slide::along(from.clone(), to, bytes, seq, reverse))
+                .filter(|s| plan.in_axes[j] == 0 && s.fits(&ctx));
+            if direct.is_some() {
+                return direct;
+            }
+            let stride = aligned_stride(align, bytes, plan.seq)?;
+            let (elem, piece) = padded_rows(plan, j, stride)?;
+            let rows =
+                Tensor::uninit(&ctx, DType::U32, &[plan.seq * (stride / 4) as usize]).ok()?;
+            let slide = Slide::along(from, single(&rows)?, stride, seq, reverse);
+            slide.fits(&ctx).then(|| {
+                padded_inputs[j] = Some((rows, elem, piece));
+                slide
+            })
+        });
+        input_slides.push(slide);
+    }
+    // The buffer instance `p` writes output `q` into, where it is a value of the body's own
+    // (not an input, an element or a state, and no other output).
+    let own_value = |p: usize, q: usize| -> Option<wgpu::Buffer> {
+        let (instance, own) = (&instances[p], &instances[p].scan_outputs);
+        let from = single(&own[q])?;
+        let repeated = own
+            .iter()
+            .enumerate()
+            .any(|(r, o)| r != q && o.buffers().contains(&from));
+        let body_value = !own[q].storage().uploaded()
+            && !others.contains(&from)
+            && writes(&instance.steps, &from);
+        (body_value && !repeated).then_some(from)
+    };
+    let slide_into = |from: wgpu::Buffer, acc: &Tensor, stride: u64, q: usize| {
+        let s = Slide::along(from, single(acc)?, stride, seq, outputs[q].reverse);
+        s.fits(&ctx).then_some(s)
+    };
+    // Outputs whose rows the device cannot bind where they lie, with accumulators whose rows
+    // are at its alignment.
+    let mut padded_outputs: Vec<Option<(Tensor, u64)>> = vec![None; outputs.len()];
+    for (q, o) in outputs.iter().enumerate() {
+        let own: Option<Vec<wgpu::Buffer>> =
+            (0..instances.len()).map(|p| own_value(p, q)).collect();
+        let Some(own) = own else { continue };
+        if own
+            .into_iter()
+            .all(|from| slide_into(from, &accumulators[q], o.row_stride(), q).is_some())
+        {
+            continue;
+        }
+        let Some(stride) = aligned_stride(align, o.row_bytes, plan.seq) else {
+            continue;
+        };
+        let shape = [plan.seq, stride as usize / o.dtype.size()];
+        if let Ok(rows) = Tensor::uninit(&ctx, o.dtype, &shape) {
+            padded_outputs[q] = Some((rows, stride));
+        }
+    }
+    let output_slides: Vec<Vec<Option<Slide>>> = (0..instances.len())
+        .map(|p| {
+            (0..outputs.len())
                 .map(|q| {
-                    let slide = Slide::along(
-                        single(&own[q])?,
-                        single(&accumulators[q])?,
-                        outputs[q].row_bytes,
-                        seq,
-                        outputs[q].reverse,
-                    );
-                    let repeated = own
-                        .iter()
-                        .enumerate()
-                        .any(|(r, o)| r != q && o.buffers().contains(&slide.from));
-                    let body_value = !own[q].storage().uploaded()
-                        && !others.contains(&slide.from)
-                        && writes(&instance.steps, &slide.from);
-                    (slide.fits(&ctx) && body_value && !repeated).then_some(slide)
+                    let from = own_value(p, q)?;
+                    match &padded_outputs[q] {
+                        Some((rows, stride)) => slide_into(from, rows, *stride, q),
+                        None => slide_into(from, &accumulators[q], outputs[q].row_stride(), q),
+                    }
                 })
                 .collect()
         })
@@ -947,6 +1104,26 @@ fn place_elements(
         for (instance, steps) in instances.iter_mut().zip(rebound) {
             instance.steps = steps;
         }
+        for (q, padded) in padded_outputs.into_iter().enumerate() {
+            if let (true, Some((rows, stride))) = (placed.writes[q], padded) {
+                accumulators[q] = rows;
+                outputs[q] = outputs[q].clone().with_row_bytes(stride);
+            }
+        }
+        let ((), fill) = rec.capture(|rec| {
+            for (j, padded) in padded_inputs.iter().enumerate() {
+                if let (true, Some((rows, elem, piece))) = (placed.reads[j], padded) {
+                    rec.copy_piece(OP, *elem, scans[j].storage(), rows.storage(), piece)?;
+                }
+            }
+            Ok(())
+        })?;
+        placed.fill = fill;
+        placed.held = padded_inputs
+            .into_iter()
+            .zip(&placed.reads)
+            .filter_map(|(padded, &read)| Some(padded?.0).filter(|_| read))
+            .collect();
         for (r, taken) in row_candidates.into_iter().zip(rows) {
             if taken {
                 placed.writes[r.output] = true;
@@ -1031,7 +1208,7 @@ fn in_pass_iterations(
             src_base: 0,
             src_step: 0,
             dst_base: 0,
-            dst_step: (o.row_bytes / 4) as u32,
+            dst_step: (o.row_stride() / 4) as u32,
             seq,
             reverse: o.reverse,
             slot: 0,
@@ -1230,7 +1407,7 @@ fn copied_iterations(
                     continue;
                 }
                 let o = &outputs[q];
-                let at = plan.position(t, o.reverse) as u64 * o.row_bytes;
+                let at = plan.position(t, o.reverse) as u64 * o.row_stride();
                 rec.copy(out.storage(), 0, accumulators[q].storage(), at, o.row_bytes)?;
             }
             rec.end_of_iteration()?;
@@ -1381,6 +1558,23 @@ mod tests {
         // u8 rows of 3 bytes are padded to a word: a gather drops the padding.
         let out = plan.outputs(&[(DType::U8, vec![3])]).unwrap();
         assert_eq!((out[0].row_elems, out[0].layout.is_some()), (4, true));
+    }
+
+    #[test]
+    fn rows_are_padded_within_the_memory_budget() {
+        // 12-byte rows at 32 and 256 bytes: 2.7x and 21x the rows, within 64 MiB of padding.
+        assert_eq!(aligned_stride(32, 12, 1000), Some(32));
+        assert_eq!(aligned_stride(256, 12, 1000), Some(256));
+        // Aligned rows cost nothing; a doubling at most is always taken.
+        assert_eq!(aligned_stride(256, 512, 1 << 30), Some(512));
+        assert_eq!(aligned_stride(256, 160, 1 << 30), Some(256));
+        // A million 4-byte rows at 256 bytes would add 252 MB: copied instead. At 32 bytes
+        // they add 28 MB.
+        assert_eq!(aligned_stride(256, 4, 1_000_000), None);
+        assert_eq!(aligned_stride(32, 4, 1_000_000), Some(32));
+        // Empty elements and a stride beyond u64 are not padded.
+        assert_eq!(aligned_stride(32, 0, 10), None);
+        assert_eq!(aligned_stride(256, u64::MAX - 3, 1), None);
     }
 
     #[test]

@@ -62,9 +62,11 @@ impl Moving {
     }
 }
 
-/// Every binding of `from` (a buffer of `stride` bytes a captured body uses) becomes, at
-/// iteration `t` of `seq`, bytes `[stride * k, stride * (k + 1))` of `to` for the slot
-/// `k = (p + add) >> shift`, where `p` is `t` (or `seq - 1 - t` when `reverse`).
+/// Every binding of `from` (a buffer of at most `stride` bytes a captured body uses) becomes,
+/// at iteration `t` of `seq`, as many bytes of `to` from `stride * k` on, for the slot
+/// `k = (p + add) >> shift`, where `p` is `t` (or `seq - 1 - t` when `reverse`). A stride
+/// larger than `from` leaves padding between the slots (rows padded to the device's
+/// alignment).
 #[derive(Clone, Debug)]
 pub(crate) struct Slide {
     pub from: wgpu::Buffer,
@@ -96,8 +98,8 @@ impl Slide {
         }
     }
 
-    /// Whether the device can bind `to` at every iteration's offset: `from` is exactly one
-    /// stride, within the context's binding size, and every offset is a multiple of the
+    /// Whether the device can bind `to` at every iteration's offset: `from` fits in one
+    /// stride and in the context's binding size, and every offset is a multiple of the
     /// device's storage offset alignment, fits a dynamic offset (32 bits) and stays inside
     /// `to`.
     pub(crate) fn fits(&self, ctx: &crate::Context) -> bool {
@@ -109,12 +111,12 @@ impl Slide {
             return false;
         };
         let last = self.stride * last_slot;
-        self.from.size() == self.stride
+        self.from.size() <= self.stride
             && self.stride.is_multiple_of(align)
             && self.stride.is_multiple_of(4)
             && last <= u64::from(u32::MAX)
-            && last + self.stride <= self.to.size()
-            && self.stride <= ctx.binding_limit()
+            && last + self.from.size() <= self.to.size()
+            && self.from.size() <= ctx.binding_limit()
     }
 
     fn moving(&self) -> Moving {
@@ -205,10 +207,11 @@ impl Recorder {
                     continue;
                 };
                 let s = &slides[k];
+                let extent = s.from.size();
                 let size = b
                     .size
-                    .map_or(s.stride - b.offset.min(s.stride), NonZeroU64::get);
-                if !moving.is_empty() || b.offset + size > s.stride || size == 0 {
+                    .map_or(extent - b.offset.min(extent), NonZeroU64::get);
+                if !moving.is_empty() || b.offset + size > extent || size == 0 {
                     return Ok(Err(k));
                 }
                 *b = Bound {

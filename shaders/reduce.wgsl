@@ -1,4 +1,5 @@
-// Reductions (ONNX Reduce*, ArgMax, ArgMin): one workgroup per output element. Its threads
+// Reductions (ONNX Reduce*, ArgMax, ArgMin): one workgroup per output element (or, for short
+// rows, one thread: pass 3 below). Its threads
 // stride over the reduced coordinates (any set of axes, read through the input's strides, so
 // nothing is transposed first), each folding its elements into a state, and the workgroup
 // merges the states in a tree in workgroup memory. The state is a pair of values and an index
@@ -15,7 +16,8 @@ const WORKGROUP: u32 = 256u;
 override OUT_PAIRS: bool = false;
 // 0: one pass, a workgroup per output element. Rows too long for one workgroup take two:
 // 1 folds chunks of a row into states (5 words each: a, b as word pairs, i), 2 merges each
-// row's states and finishes.
+// row's states and finishes. 3: one thread per output element folding its whole row in order,
+// for short rows (a workgroup of a tree for five elements leaves most of it idle).
 override PASS: u32 = 0u;
 
 struct Params {
@@ -83,6 +85,54 @@ fn load_state(k: u32) -> State {
     );
 }
 
+// The input index of output element `row`'s first reduced element.
+fn row_base(row: u32) -> u32 {
+    var rest = row;
+    var base = 0u;
+    for (var k = 0u; k < params.keep_rank; k++) {
+        let extent = params.keep_shape[k / 4u][k % 4u];
+        base += (rest % extent) * params.keep_stride[k / 4u][k % 4u];
+        rest /= extent;
+    }
+    return base;
+}
+
+// The input index of reduced element `j` of the row starting at `base`.
+fn reduced_index(base: u32, j: u32) -> u32 {
+    var r = j;
+    var index = base;
+    for (var k = 0u; k < params.reduce_rank; k++) {
+        let extent = params.reduce_shape[k / 4u][k % 4u];
+        index += (r % extent) * params.reduce_stride[k / 4u][k % 4u];
+        r /= extent;
+    }
+    return index;
+}
+
+fn store_result(row: u32, s: State) {
+    let v = finish(s);
+    if OUT_PAIRS {
+        dst[2u * row] = v.x;
+        dst[2u * row + 1u] = v.y;
+    } else {
+        dst[row] = v.x;
+    }
+}
+
+// Pass 3: output element `row` from one thread (a function of its own, so that its early
+// return leaves the caller's barriers in uniform control flow).
+fn one_row(row: u32) {
+    if row >= params.rows {
+        return;
+    }
+    let base = row_base(row);
+    var s = init();
+    for (var j = 0u; j < params.n; j++) {
+        s = absorb(s, C(load_a(reduced_index(base, j))), j);
+    }
+    store_result(row, s);
+}
+
 @compute @workgroup_size(WORKGROUP)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -90,6 +140,10 @@ fn main(
     @builtin(local_invocation_index) t: u32,
 ) {
     let g = group.x + groups.x * (group.y + groups.y * group.z);
+    if PASS == 3u {
+        one_row(g * WORKGROUP + t);
+        return;
+    }
     var row = g;
     var lo = 0u;
     var hi = params.n;
@@ -102,13 +156,7 @@ fn main(
     if row >= params.rows {
         return;
     }
-    var rest = row;
-    var base = 0u;
-    for (var k = 0u; k < params.keep_rank; k++) {
-        let extent = params.keep_shape[k / 4u][k % 4u];
-        base += (rest % extent) * params.keep_stride[k / 4u][k % 4u];
-        rest /= extent;
-    }
+    let base = row_base(row);
     var s = init();
     if PASS == 2u {
         for (var c = t; c < params.chunks; c += WORKGROUP) {
@@ -117,14 +165,7 @@ fn main(
         hi = 0u;
     }
     for (var j = lo + t; j < hi; j += WORKGROUP) {
-        var r = j;
-        var index = base;
-        for (var k = 0u; k < params.reduce_rank; k++) {
-            let extent = params.reduce_shape[k / 4u][k % 4u];
-            index += (r % extent) * params.reduce_stride[k / 4u][k % 4u];
-            r /= extent;
-        }
-        s = absorb(s, C(load_a(index)), j);
+        s = absorb(s, C(load_a(reduced_index(base, j))), j);
     }
     states[t] = s;
     workgroupBarrier();
@@ -137,12 +178,6 @@ fn main(
     if t == 0u && PASS == 1u {
         store_state(g, states[0]);
     } else if t == 0u {
-        let v = finish(states[0]);
-        if OUT_PAIRS {
-            dst[2u * row] = v.x;
-            dst[2u * row + 1u] = v.y;
-        } else {
-            dst[row] = v.x;
-        }
+        store_result(row, states[0]);
     }
 }

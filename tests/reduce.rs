@@ -80,14 +80,17 @@ fn reductions_on(dtype: DType) {
         "ReduceLogSumExp",
     ];
     let float = matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);
+    // Rows of up to 32 elements are folded by one thread each (the first three and
+    // [600, 3] along 1, three workgroups of them; [4, 3] whole), longer ones by a workgroup.
     // The last three have few rows long enough for the two-pass reduction (chunks of a row
     // folded in parallel, then merged).
-    let cases: [(&[usize], &[i64]); 10] = [
+    let cases: [(&[usize], &[i64]); 11] = [
         (&[3, 4, 5], &[1]),
         (&[3, 4, 5], &[0, 2]),
         (&[3, 4, 5], &[-1]),
         (&[2, 700], &[1]),
         (&[600, 3], &[0]),
+        (&[600, 3], &[1]),
         (&[3, 0, 2], &[1]),
         (&[4, 3], &[]),
         (&[2, 3000], &[1]),

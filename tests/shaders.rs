@@ -204,13 +204,13 @@ fn every_variant_validates_and_compiles() {
     // on every dtype combination it is defined for) and 99 with i64/u64 emulated on u32
     // pairs (for adapters without SHADER_INT64; 18 of them Pow of mixed types); then 6 dtypes x (tiles + 7
     // row-workgroup sizes x 2 entry points) MatMuls and 2 emulated x (tiles + 7 x rows),
-    // 154 reductions x 3 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
+    // 154 reductions x 4 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
     // but LogSum and LogSumExp on the 4 float types only) and 24 emulated (12 ops x i64,
-    // u64) x 3, the Scan counter (2 slots) and LinearAttention's 8-lane variants (workgroups of 256;
+    // u64) x 4, the Scan counter (2 slots) and LinearAttention's 8-lane variants (workgroups of 256;
     // sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (156 + 32 + 16 + 505 + 99) + 6 * 15 + 2 * 8 + (154 + 24) * 3 + 4
+        WORKGROUP_SIZES.len() * (156 + 32 + 16 + 505 + 99) + 6 * 15 + 2 * 8 + (154 + 24) * 4 + 4
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

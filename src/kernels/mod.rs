@@ -165,8 +165,8 @@ pub enum Kernel {
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
     },
-    /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`, in one pass (0)
-    /// or as the first (1) or second (2) of two.
+    /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`, in one pass (0),
+    /// as the first (1) or second (2) of two, or one thread per short row (3).
     Reduce {
         op: &'static str,
         input: DType,
@@ -337,7 +337,7 @@ impl Kernel {
                 if reduce::defined(op, input) {
                     let long = matches!(input, DType::I64 | DType::U64);
                     for emulate64 in [false, true].into_iter().filter(|&e| !e || long) {
-                        for pass in 0..3 {
+                        for pass in 0..4 {
                             out.push(Kernel::Reduce {
                                 op,
                                 input,

@@ -1388,3 +1388,47 @@ fn elements_along_any_axis_are_laid_out_once_and_read_and_written_in_place() {
         }
     }
 }
+
+#[test]
+fn a_state_passed_on_unchanged_is_read_where_it_is() {
+    // skl2onnx's pairwise distances: the state `xs` goes through Identity unchanged while each
+    // iteration reduces (xs - row)^2 over its rows. The state is read where it is, so an
+    // iteration is its two dispatches (Sub, ReduceSumSquare) with no copy, and the final state
+    // is `xs` itself. Rows of 3 f32 are laid out once (one dispatch) and the 16-byte output
+    // rows packed once (one dispatch). Against the reference with either kernel set.
+    let body = Graph::new()
+        .input("xs", DType::F32, &[Some(4), Some(3)])
+        .input("row", DType::F32, &[Some(3)])
+        .node(
+            Node::new("Identity", "carry")
+                .inputs(["xs"])
+                .outputs(["xs_out"]),
+        )
+        .node(Node::new("Sub", "sub").inputs(["xs", "row"]).outputs(["d"]))
+        .node(
+            Node::new("ReduceSumSquare", "sq")
+                .inputs(["d"])
+                .outputs(["dist"])
+                .attr("axes", Attr::Ints(vec![1]))
+                .attr("keepdims", Attr::Int(0)),
+        )
+        .output("xs_out")
+        .output("dist");
+    let inputs = [f32s(&[4, 3], 21), f32s(&[30, 3], 22)];
+    let g = scan_graph(&inputs[..1], &inputs[1..], body, vec![], 1);
+    let named: Vec<(String, HostTensor)> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!("in{i}"), t.clone()))
+        .collect();
+    let want = run_graph(&g, &named, &Default::default()).unwrap();
+    assert_eq!(want[0], inputs[0]);
+    for cpu_kernels in [false, true] {
+        let got = counted_run(&g, &named, cpu_kernels, true);
+        assert_eq!(
+            got,
+            (want.clone(), 2 * 30 + 2, 0),
+            "cpu kernels {cpu_kernels}"
+        );
+    }
+}

@@ -482,7 +482,8 @@ fn capture_body(
         .collect();
     let mut placements = HashMap::new();
     for (i, o) in body.outputs[..n].iter().enumerate() {
-        if produced.contains(o.name.as_str()) && !placements.contains_key(&o.name) {
+        let unchanged = std::sync::Arc::ptr_eq(reads[i].storage(), writes[i].storage());
+        if produced.contains(o.name.as_str()) && !placements.contains_key(&o.name) && !unchanged {
             placements.insert(o.name.clone(), writes[i].clone());
         }
     }
@@ -520,6 +521,30 @@ fn capture_body(
     })
 }
 
+/// Whether body output `i` (a state) is body input `i` itself, directly or through Identity
+/// nodes.
+fn passes_through(body: &Graph, i: usize) -> bool {
+    let (Some(input), Some(output)) = (body.inputs.get(i), body.outputs.get(i)) else {
+        return false;
+    };
+    let mut name = output.name.as_str();
+    // Each hop goes one node back; a graph is acyclic, so this ends.
+    for _ in 0..=body.nodes.len() {
+        if name == input.name {
+            return true;
+        }
+        match body
+            .nodes
+            .iter()
+            .find(|nd| nd.outputs.iter().any(|o| o == name))
+        {
+            Some(nd) if nd.op == "Identity" && nd.inputs.len() == 1 => name = &nd.inputs[0],
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// The loop: buffers allocated once, the body captured per parity, then every iteration
 /// replayed with no host round-trip (submitted in chunks, see `Recorder::end_of_iteration`).
 #[allow(clippy::too_many_arguments)]
@@ -535,10 +560,17 @@ fn record_loop(
 ) -> Result<Vec<Tensor>> {
     let (n, seq) = (plan.n, plan.seq);
     let ctx = rec.context().clone();
+    // A state the body passes on unchanged is read where it is, by every iteration: no
+    // buffers of its own, no copy per iteration (skl2onnx's pairwise distances carry one
+    // operand through their Scan this way).
     let state_buffers = || -> Result<Vec<Tensor>> {
         states
             .iter()
-            .map(|s| Tensor::uninit(&ctx, s.dtype(), s.shape()))
+            .enumerate()
+            .map(|(i, s)| match passes_through(body, i) {
+                true => Ok(s.clone()),
+                false => Tensor::uninit(&ctx, s.dtype(), s.shape()),
+            })
             .collect()
     };
     let ping_pong = [state_buffers()?, state_buffers()?];
@@ -619,6 +651,9 @@ fn record_loop(
     // held in rows starts in the first slot of its first half).
     let ((), mut before) = rec.capture(|rec| {
         for (i, (s, p)) in states.iter().zip(&ping_pong[0]).enumerate() {
+            if Arc::ptr_eq(s.storage(), p.storage()) {
+                continue;
+            }
             let to = match rows.iter().find(|r| r.state == i) {
                 Some(r) => &r.halves[0],
                 None => p,
@@ -998,12 +1033,15 @@ fn place_elements(
     let mut row_candidates: Vec<StateRows> = Vec::new();
     for (q, o) in outputs.iter().enumerate() {
         let state = (0..plan.n).find(|&i| {
-            instances.iter().enumerate().all(|(p, instance)| {
-                Arc::ptr_eq(
-                    instance.scan_outputs[q].storage(),
-                    ping_pong[1 - p][i].storage(),
-                )
-            }) && !row_candidates.iter().any(|r| r.state == i)
+            // A state read where it is has no rows to keep.
+            !Arc::ptr_eq(ping_pong[0][i].storage(), ping_pong[1][i].storage())
+                && instances.iter().enumerate().all(|(p, instance)| {
+                    Arc::ptr_eq(
+                        instance.scan_outputs[q].storage(),
+                        ping_pong[1 - p][i].storage(),
+                    )
+                })
+                && !row_candidates.iter().any(|r| r.state == i)
         });
         let Some(i) = state else { continue };
         let aliased = instances.iter().any(|instance| {
@@ -1558,6 +1596,29 @@ mod tests {
         // u8 rows of 3 bytes are padded to a word: a gather drops the padding.
         let out = plan.outputs(&[(DType::U8, vec![3])]).unwrap();
         assert_eq!((out[0].row_elems, out[0].layout.is_some()), (4, true));
+    }
+
+    #[test]
+    fn states_pass_through_directly_or_by_identity_chains_only() {
+        use crate::graph::Node;
+        let node = |op: &str, from: &str, to: &str| Node::new(op, to).inputs([from]).outputs([to]);
+        let with = |nodes: Vec<Node>, outputs: [&str; 2]| Graph {
+            nodes,
+            outputs: outputs.iter().map(|o| ValueInfo::named(*o)).collect(),
+            ..body(2, 0, 0)
+        };
+        // Directly, and through two Identity nodes.
+        assert!(passes_through(&body(2, 0, 0), 0));
+        let chain = with(
+            vec![node("Identity", "in0", "a"), node("Identity", "a", "b")],
+            ["b", "in0"],
+        );
+        assert!(passes_through(&chain, 0) && !passes_through(&chain, 1));
+        // Another state's value, or a computed one, is not.
+        let swapped = with(vec![node("Identity", "in1", "a")], ["a", "in1"]);
+        assert!(!passes_through(&swapped, 0) && passes_through(&swapped, 1));
+        let negated = with(vec![node("Neg", "in0", "a")], ["a", "in1"]);
+        assert!(!passes_through(&negated, 0));
     }
 
     #[test]

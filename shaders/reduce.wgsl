@@ -36,6 +36,7 @@ struct Params {
     chunk_len: u32,
     _pad0: u32,
     _pad1: u32,
+    // PROLOGUE PARAMS
 }
 
 struct State {
@@ -47,12 +48,15 @@ struct State {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> a_words: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+// PROLOGUE BINDINGS
 
 var<workgroup> states: array<State, WORKGROUP>;
 
 // The word kernel's loading and rounding helpers, inserted here per variant.
 // WORD HELPERS
 
+// Element `i` of the input (in C order). With a prologue, an element-wise program over the
+// tensors bound after `dst` computes it there (the input is never stored).
 fn load_a(i: u32) -> A { return bitcast<f32>(a_words[i]); } // LOAD A
 
 // The op: the empty state, folding element x (the j-th reduced one) in, merging two states

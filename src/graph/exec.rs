@@ -139,6 +139,12 @@ impl NodeArgs<'_> {
     }
 
     /// Input `i` (called `role` in the op's spec) as a GPU tensor, uploaded if needed.
+    /// Input `i`'s element-wise program when it is pending (not recorded: see
+    /// `fuse::prologue_reader`).
+    pub fn pending(&self, i: usize) -> Option<&Pending> {
+        self.slots.get(i).copied().flatten()?.pending.as_ref()
+    }
+
     pub fn tensor(&self, i: usize, role: &str) -> Result<Tensor> {
         self.slots
             .get(i)
@@ -285,12 +291,22 @@ pub(crate) fn record_graph(
         materialize_extra_heads(rec, scope, node).map_err(in_node)?;
         let slots = input_slots(scope, node);
         let folded = fold(node, def, &slots).map_err(in_node)?;
+        // A reduction of a pending element-wise chain (not one starting from a MatMul)
+        // computes it as it reads it: the chain is never recorded.
+        let prologue = folded.is_none()
+            && fuse::prologue_reader(node)
+            && slots
+                .first()
+                .copied()
+                .flatten()
+                .is_some_and(|s| s.pending.as_ref().is_some_and(|p| p.head.is_none()))
+            && !slots[1..].iter().flatten().any(|s| s.pending.is_some());
         // Fusion: a node whose value is deferred, or that reads pending values, merges its
         // step with their programs.
         let defer = node.outputs.first().is_some_and(|o| deferred.contains(o));
         let pending_inputs = slots.iter().flatten().any(|s| s.pending.is_some());
         let mut fused = None;
-        if folded.is_none() && (defer || pending_inputs) {
+        if folded.is_none() && !prologue && (defer || pending_inputs) {
             fused = fuse::build(&ctx, node, &slots).map_err(in_node)?;
             if fused.is_none() && pending_inputs {
                 // The merged program would be too large (or the node is not a step after all):
@@ -368,6 +384,15 @@ pub(crate) fn record_graph(
                     .collect()
             }
         };
+        if prologue {
+            // The chain's leaves go back to the recorder, as when it is recorded.
+            let chain = scope.slots.get_mut(&node.inputs[0]);
+            if let Some(p) = chain.and_then(|s| s.pending.take()) {
+                for (_, leaf) in p.leaves {
+                    rec.release(leaf);
+                }
+            }
+        }
         for (name, slot) in node.outputs.iter().zip(outputs) {
             scope.slots.insert(name.clone(), slot);
         }

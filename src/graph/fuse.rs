@@ -224,9 +224,19 @@ pub(crate) fn fusable(node: &Node) -> bool {
     }
 }
 
+/// Whether `node` is a reduction that computes a pending data input where it reads it (its
+/// prologue, see `kernels/reduce.rs`) instead of reading it from a tensor.
+pub(crate) fn prologue_reader(node: &Node) -> bool {
+    node.op.starts_with("Reduce")
+        && crate::kernels::reduce::OPS.contains(&node.op.as_str())
+        && node.outputs.len() == 1
+        && node.inputs.first().is_some_and(|i| !i.is_empty())
+}
+
 /// The values to leave pending: produced by a fusable node and read by exactly one node,
-/// which is fusable and reads it as an input; never a value in `keep` (the graph's outputs)
-/// or with a placement (a Scan body's state, written in place).
+/// which is fusable and reads it as an input, or a reduction reading it as its data (and only
+/// so); never a value in `keep` (the graph's outputs) or with a placement (a Scan body's
+/// state, written in place).
 pub(crate) fn deferrable(
     graph: &Graph,
     keep: &HashSet<&str>,
@@ -256,6 +266,8 @@ pub(crate) fn deferrable(
             let reader = &graph.nodes[*reader];
             let reads_it = if view_op(reader) {
                 reader.inputs[0] == v
+            } else if prologue_reader(reader) {
+                fusable(node) && reader.inputs[0] == v && !reader.inputs[1..].iter().any(|i| i == v)
             } else {
                 fusable(reader) && reader.inputs.iter().any(|i| i == v)
             };

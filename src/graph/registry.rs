@@ -622,7 +622,6 @@ static CLIP: OpDef = OpDef {
 };
 
 fn run_reduce(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
-    let data = args.tensor(0, "data")?;
     // Axes are an input from opset 18 (13 for ReduceSum), an attribute before.
     let axes = match args.indices(1, "axes")? {
         Some(a) => Some(a),
@@ -630,6 +629,20 @@ fn run_reduce(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
     };
     let keepdims = args.int("keepdims")?.unwrap_or(1) != 0;
     let noop = args.int("noop_with_empty_axes")?.unwrap_or(0) != 0;
+    if let Some(p) = args.pending(0) {
+        let leaves: Vec<&Tensor> = p.leaves.iter().map(|(_, t)| t).collect();
+        return Ok(vec![rec.reduce_program_to(
+            &args.node.op,
+            &p.program,
+            &leaves,
+            &p.shape,
+            axes.as_deref(),
+            keepdims,
+            noop,
+            args.out(0),
+        )?]);
+    }
+    let data = args.tensor(0, "data")?;
     Ok(vec![rec.reduce_to(
         &args.node.op,
         &data,

@@ -170,6 +170,9 @@ pub enum Kernel {
     Reduce {
         op: &'static str,
         input: DType,
+        /// The element-wise program computing the input where it is read (see
+        /// [`reduce::prologue_fits`]); `None`: the input is a tensor.
+        prologue: Option<&'static program::Program>,
         pass: u8,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
@@ -341,6 +344,7 @@ impl Kernel {
                             out.push(Kernel::Reduce {
                                 op,
                                 input,
+                                prologue: None,
                                 pass,
                                 emulate64,
                             });
@@ -436,8 +440,9 @@ impl Kernel {
                 op,
                 input,
                 emulate64,
+                prologue,
                 ..
-            } => reduce::reduce_source(op, input, emulate64).into(),
+            } => reduce::reduce_source(op, input, emulate64, prologue).into(),
             Kernel::CumSum {
                 dtype, emulate64, ..
             } => cumsum::cumsum_source(dtype, emulate64).into(),
@@ -567,8 +572,14 @@ impl Kernel {
             } => words::words_features(&operands[..usize::from(arity)], out, emulate64),
             Kernel::Fused { program, .. } => program.features(),
             Kernel::Reduce {
-                input, emulate64, ..
-            } => reduce::reduce_features(input, emulate64),
+                input,
+                emulate64,
+                prologue,
+                ..
+            } => {
+                reduce::reduce_features(input, emulate64)
+                    | prologue.map_or(wgpu::Features::empty(), |p| p.features())
+            }
             Kernel::CumSum {
                 dtype, emulate64, ..
             }
@@ -694,8 +705,14 @@ impl KernelSpec for Kernel {
                 op,
                 input,
                 emulate64,
+                prologue,
                 ..
-            } => format!("reduce.wgsl {op} {input}{}", emulated(emulate64)).into(),
+            } => {
+                let prologue = prologue
+                    .map(|p| format!(" prologue {}", p.describe()))
+                    .unwrap_or_default();
+                format!("reduce.wgsl {op} {input}{}{prologue}", emulated(emulate64)).into()
+            }
             Kernel::CumSum {
                 dtype, emulate64, ..
             } => format!("cumsum.wgsl {dtype}{}", emulated(emulate64)).into(),
@@ -715,9 +732,11 @@ impl KernelSpec for Kernel {
     }
     fn bindings(&self) -> &'static [Binding] {
         match self {
+            Kernel::Reduce { prologue, .. } => {
+                reduce::reduce_bindings(prologue.map_or(0, |p| p.operands().len()))
+            }
             Kernel::Gather { .. }
             | Kernel::BlockRemap { .. }
-            | Kernel::Reduce { .. }
             | Kernel::CumSum { .. }
             | Kernel::Copy { .. } => TWO_BUFFERS,
             Kernel::ScanCounter { .. } => &[Binding::StorageReadWrite],

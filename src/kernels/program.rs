@@ -367,7 +367,7 @@ pub(crate) struct Parts {
 /// `value` (of the wide type `dtype` computes in) narrowed to `dtype` and widened back, as
 /// storing and loading it would: integers wrap to their width, f16 and bf16 round to
 /// nearest-even.
-fn narrow(dtype: DType, value: &str) -> String {
+pub(crate) fn narrow(dtype: DType, value: &str) -> String {
     match dtype {
         DType::F16 => format!("f16_to_f32(f32_to_f16({value}))"),
         DType::BF16 => format!("bitcast<f32>(f32_to_bf16({value}) << 16u)"),

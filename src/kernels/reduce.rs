@@ -5,9 +5,12 @@
 //! i64 word pairs, without 64-bit shader types), and narrowed by Cast where the op's dtype is
 //! narrower.
 
+use super::elementwise::broadcast_strides;
 use super::operands::specialize;
+use super::program::{index_code, narrow, Program};
 use super::words::{bits_expression, load_expression, Class, I64_EMULATION};
 use super::{grid_for, Kernel, MAX_RANK};
+use crate::gpu::Binding;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 const REDUCE: &str = include_str!("../../shaders/reduce.wgsl");
@@ -269,7 +272,16 @@ fn emulated_op_lines(op: &str, signed: bool) -> [String; 4] {
 
 /// WGSL source of the reduction `op` on `input`; `emulate64`: an i64 or u64 input is
 /// computed on u32 pairs (adapters without `SHADER_INT64`).
-pub fn reduce_source(op: &str, input: DType, emulate64: bool) -> String {
+///
+/// With a `prologue` (see [`prologue_fits`]), the input is not read from a buffer: element `i`
+/// is the program's value at position `i` of the input's shape, its operands read at their
+/// broadcast positions from the buffers bound after the output.
+pub fn reduce_source(
+    op: &str,
+    input: DType,
+    emulate64: bool,
+    prologue: Option<&Program>,
+) -> String {
     let class = Class::of(input);
     let out = stored_dtype(op, input);
     let emulated = emulate64 && matches!(class, Class::Long | Class::Ulong);
@@ -293,16 +305,63 @@ pub fn reduce_source(op: &str, input: DType, emulate64: bool) -> String {
             c_from_line(class),
         )
     };
+    let mut load_a = format!("fn load_a(i: u32) -> A {{ return {load}; }}");
+    let (mut params, mut bindings) = (String::new(), String::new());
+    if let Some(p) = prologue {
+        let n = p.operands().len();
+        let parts = p.parts(3, false);
+        params = "    pro: Prologue,".into();
+        bindings = format!(
+            "// The prologue's walk over the input: its rank, the operands' element offsets, the
+// input's shape and each operand's element strides (innermost axis first).
+struct Prologue {{
+    rank: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+    base: array<vec4<u32>, 2>,
+    shape: array<vec4<u32>, 4>,
+    stride: array<array<vec4<u32>, 4>, {n}>,
+}}
+{}",
+            parts.bindings
+        );
+        // The program's result narrowed to its type, as storing it would.
+        let value = if emulated {
+            "prologue(i)".to_string()
+        } else {
+            narrow(p.out(), "prologue(i)")
+        };
+        load_a = format!(
+            "{}
+{}
+fn prologue(e: u32) -> A {{
+{}{}
+}}
+fn load_a(i: u32) -> A {{ return {value}; }}",
+            parts.loads,
+            parts.steps,
+            index_code(n, "params.pro", "e"),
+            parts.body
+        );
+    }
     specialize(
         REDUCE,
         &[
             ("// INPUT TYPE", format!("alias A = {ty};")),
             ("// STATE TYPE", format!("alias C = {ty};")),
+            ("// LOAD A", load_a),
+            ("// PROLOGUE PARAMS", params),
+            ("// PROLOGUE BINDINGS", bindings),
+            // A prologue's steps also call the f32 math of the programs (`onnx_tanh`, ...).
             (
-                "// LOAD A",
-                format!("fn load_a(i: u32) -> A {{ return {load}; }}"),
+                "// WORD HELPERS",
+                match prologue {
+                    Some(_) => super::words::program_helpers(),
+                    None => super::words::word_helpers(),
+                }
+                .to_string(),
             ),
-            ("// WORD HELPERS", super::words::word_helpers().to_string()),
             ("// INIT", init),
             ("// C BITS", c_bits),
             ("// C FROM", c_from),
@@ -361,13 +420,94 @@ struct ReduceParams {
     pad: [u32; 2],
 }
 
+/// What a reduction reads: a tensor, or the values of an element-wise program over `leaves`
+/// of the given shape, computed where the reduction reads them and never stored (a Scan
+/// body's `Sub -> ReduceSumSquare` is one dispatch).
+#[derive(Clone, Copy)]
+pub(crate) enum ReduceData<'a> {
+    Tensor(&'a Tensor),
+    Program {
+        program: &'static Program,
+        leaves: &'a [&'a Tensor],
+        shape: &'a [usize],
+    },
+}
+
+impl ReduceData<'_> {
+    pub fn dtype(&self) -> DType {
+        match self {
+            ReduceData::Tensor(t) => t.dtype(),
+            ReduceData::Program { program, .. } => program.out(),
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            ReduceData::Tensor(t) => t.shape(),
+            ReduceData::Program { shape, .. } => shape,
+        }
+    }
+}
+
+/// The most operands a reduction's prologue reads: WebGPU's 8 storage buffers per stage, less
+/// the (unused) input's binding and the output's, and one spare.
+pub const MAX_PROLOGUE_LEAVES: usize = 5;
+
+/// Whether `program` over `leaves` can be the prologue of a reduction of its values of
+/// `shape`: few enough operands, each bound whole and broadcast to `shape`, no 64-bit
+/// integers emulated on u32 pairs, and a result of the type the reduction reads.
+pub(crate) fn prologue_fits(
+    ctx: &crate::Context,
+    program: &Program,
+    leaves: &[&Tensor],
+    shape: &[usize],
+) -> bool {
+    let out = program.out();
+    let emulated = super::operands::emulates64(ctx, out)
+        || program
+            .operands()
+            .iter()
+            .any(|&d| super::operands::emulates64(ctx, d));
+    leaves.len() == program.operands().len()
+        && (1..=MAX_PROLOGUE_LEAVES).contains(&leaves.len())
+        && shape.len() <= MAX_RANK
+        && !emulated
+        && program.value_type(out) == Class::of(out).wgsl()
+        && leaves.iter().zip(program.operands()).all(|(t, &d)| {
+            t.dtype() == d
+                && t.rank() <= shape.len()
+                && t.shape()
+                    .iter()
+                    .rev()
+                    .zip(shape.iter().rev())
+                    .all(|(&a, &b)| a == b || a == 1)
+        })
+        && super::matmul::binds_whole(ctx, leaves)
+        && shape.iter().product::<usize>() as u64 <= u64::from(u32::MAX)
+}
+
+/// The binding layout of a reduction whose prologue reads `leaves` tensors.
+pub fn reduce_bindings(leaves: usize) -> &'static [Binding] {
+    use Binding::{StorageRead as R, StorageReadWrite as W, Uniform as U};
+    const LAYOUTS: [&[Binding]; MAX_PROLOGUE_LEAVES + 1] = [
+        &[U, R, W],
+        &[U, R, W, R],
+        &[U, R, W, R, R],
+        &[U, R, W, R, R, R],
+        &[U, R, W, R, R, R, R],
+        &[U, R, W, R, R, R, R, R],
+    ];
+    LAYOUTS[leaves.min(MAX_PROLOGUE_LEAVES)]
+}
+
 impl Recorder {
-    /// Records reduction `op` of `x` over `axes` (sorted, distinct, in range) into `out`,
-    /// whose elements are the kept coordinates in C order, stored as [`stored_dtype`].
+    /// Records reduction `op` of `data` over `axes` (sorted, distinct, in range) into `out`,
+    /// whose elements are the kept coordinates in C order, stored as [`stored_dtype`]. A
+    /// program's prologue must fit ([`prologue_fits`]).
     pub(crate) fn reduce_into(
         &mut self,
         op: &'static str,
-        x: &Tensor,
+        data: ReduceData<'_>,
         axes: &[usize],
         out: &Tensor,
     ) -> Result<()> {
@@ -376,7 +516,23 @@ impl Recorder {
             return Ok(());
         }
         let ctx = self.context().clone();
-        let storage = x.storage();
+        let (dtype, shape) = (data.dtype(), data.shape().to_vec());
+        // The input's binding (a prologue's leaves bind after the output; the input binding
+        // then holds its first leaf, unread) and the prologue's.
+        let (storage, prologue) = match data {
+            ReduceData::Tensor(x) => (x.storage().clone(), None),
+            ReduceData::Program {
+                program, leaves, ..
+            } => {
+                if !prologue_fits(&ctx, program, leaves, &shape) {
+                    return Err(Error::Graph(format!(
+                        "internal: {op} prologue {} does not fit",
+                        program.describe()
+                    )));
+                }
+                (leaves[0].storage().clone(), Some((program, leaves)))
+            }
+        };
         if storage
             .single()
             .is_none_or(|b| b.size() > ctx.binding_limit())
@@ -385,12 +541,12 @@ impl Recorder {
                 op,
                 what: "an input bound at once".into(),
                 limit: "max_storage_buffer_binding_size",
-                needed: x.byte_len(),
+                needed: storage.size(),
                 max: ctx.binding_limit(),
             });
         }
-        let emulate64 = super::operands::emulates64(&ctx, x.dtype());
-        let strides = crate::host::c_strides(x.shape());
+        let emulate64 = super::operands::emulates64(&ctx, dtype);
+        let strides = crate::host::c_strides(&shape);
         let mut params = ReduceParams {
             rows: rows as u32,
             n: 1,
@@ -405,8 +561,8 @@ impl Recorder {
             pad: [0; 2],
         };
         // Innermost first, as the kernel decomposes indices.
-        for k in (0..x.rank()).rev() {
-            let (dim, stride) = (x.shape()[k] as u32, strides[k] as u32);
+        for k in (0..shape.len()).rev() {
+            let (dim, stride) = (shape[k] as u32, strides[k] as u32);
             if axes.contains(&k) {
                 let r = params.reduce_rank as usize;
                 params.reduce_shape[r] = dim;
@@ -420,18 +576,42 @@ impl Recorder {
                 params.keep_rank += 1;
             }
         }
+        // A prologue's walk over the input: rank, pad[3], base[8], shape[16], then each
+        // leaf's strides[16] (innermost axis first), after the parameters of the passes that
+        // read the input.
+        let mut bytes = bytemuck::bytes_of(&params).to_vec();
+        let mut leaf_bindings = Vec::new();
+        if let Some((_, leaves)) = prologue {
+            let r = shape.len();
+            let mut words = vec![0u32; 4 + 8 + MAX_RANK * (1 + leaves.len())];
+            words[0] = r as u32;
+            words[12..12 + MAX_RANK].fill(1);
+            for (j, leaf) in leaves.iter().enumerate() {
+                let steps = broadcast_strides(leaf.shape(), &shape);
+                for k in 0..r {
+                    let axis = r - 1 - k;
+                    words[12 + k] = shape[axis] as u32;
+                    words[12 + MAX_RANK * (1 + j) + k] = steps[axis] as u32;
+                }
+                leaf_bindings.push(leaf.storage().bind_whole());
+            }
+            bytes.extend_from_slice(bytemuck::cast_slice(&words));
+        }
+        let kernel = |pass: u8| Kernel::Reduce {
+            op,
+            input: dtype,
+            // Pass 2 reads the states pass 1 wrote, not the input.
+            prologue: prologue.filter(|_| pass != 2).map(|(p, _)| p),
+            pass,
+            emulate64,
+        };
         let n = u64::from(params.n);
         if n <= SHORT_ROW {
-            let kernel = Kernel::Reduce {
-                op,
-                input: x.dtype(),
-                pass: 3,
-                emulate64,
-            };
-            let pipeline = ctx.pipeline(&kernel)?;
-            let bindings = [storage.bind_whole(), out.storage().bind_whole()];
+            let pipeline = ctx.pipeline(&kernel(3))?;
+            let mut bindings = vec![storage.bind_whole(), out.storage().bind_whole()];
+            bindings.extend(leaf_bindings);
             let grid = grid_for(&ctx, op, rows.div_ceil(u64::from(WORKGROUP)), 1)?;
-            return self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid);
+            return self.dispatch(op, &pipeline, &bytes, &bindings, grid);
         }
         // Few long rows: chunks of a row fold in parallel (pass 1), then merge (pass 2), so a
         // whole-tensor reduction is not left to one workgroup.
@@ -442,35 +622,28 @@ impl Recorder {
             1
         };
         if chunks <= 1 {
-            let kernel = Kernel::Reduce {
-                op,
-                input: x.dtype(),
-                pass: 0,
-                emulate64,
-            };
-            let pipeline = ctx.pipeline(&kernel)?;
-            let bindings = [storage.bind_whole(), out.storage().bind_whole()];
+            let pipeline = ctx.pipeline(&kernel(0))?;
+            let mut bindings = vec![storage.bind_whole(), out.storage().bind_whole()];
+            bindings.extend(leaf_bindings);
             // One workgroup per output element.
             let grid = grid_for(&ctx, op, rows, 1)?;
-            return self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid);
+            return self.dispatch(op, &pipeline, &bytes, &bindings, grid);
         }
         params.chunks = chunks as u32;
         params.chunk_len = n.div_ceil(chunks) as u32;
+        bytes[..std::mem::size_of::<ReduceParams>()].copy_from_slice(bytemuck::bytes_of(&params));
         let states = Tensor::uninit(&ctx, DType::U32, &[(rows * chunks * 5) as usize])?;
         for (pass, src, dst, groups) in [
-            (1u8, &**storage, states.storage(), rows * chunks),
+            (1u8, &*storage, states.storage(), rows * chunks),
             (2u8, &**states.storage(), out.storage(), rows),
         ] {
-            let kernel = Kernel::Reduce {
-                op,
-                input: x.dtype(),
-                pass,
-                emulate64,
-            };
-            let pipeline = ctx.pipeline(&kernel)?;
-            let bindings = [src.bind_whole(), dst.bind_whole()];
+            let pipeline = ctx.pipeline(&kernel(pass))?;
+            let mut bindings = vec![src.bind_whole(), dst.bind_whole()];
+            if pass == 1 {
+                bindings.extend(leaf_bindings.iter().cloned());
+            }
             let grid = grid_for(&ctx, op, groups, 1)?;
-            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            self.dispatch(op, &pipeline, &bytes, &bindings, grid)?;
         }
         self.release(states);
         Ok(())

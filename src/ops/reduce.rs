@@ -3,7 +3,8 @@
 //! over one. Validation and output shapes here; the workgroup-tree kernel in
 //! [`crate::kernels::reduce`].
 
-use crate::kernels::reduce::{defined, stored_dtype, OPS};
+use crate::kernels::program::{intern, Program};
+use crate::kernels::reduce::{defined, prologue_fits, stored_dtype, ReduceData, OPS};
 use crate::kernels::words::Class;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
@@ -60,6 +61,43 @@ fn check_dtype(op: &'static str, input: &str, dtype: DType) -> Result<()> {
     ))
 }
 
+/// The reduction op named `op` (`ReduceSum`, ...).
+fn reduction(op: &str) -> Result<&'static str> {
+    OPS.into_iter()
+        .find(|o| *o == op && o.starts_with("Reduce"))
+        .ok_or_else(|| Error::Graph(format!("unknown reduction '{op}'")))
+}
+
+/// The normalized axes of a reduction and its output's shape.
+struct ReducePlan {
+    axes: Vec<usize>,
+    shape: Vec<usize>,
+}
+
+/// Checks reduction `op` of a `dtype` input of `shape` and plans it; `None` when it is the
+/// identity (no axes, `noop_with_empty_axes`).
+fn plan(
+    rec: &Recorder,
+    op: &'static str,
+    dtype: DType,
+    shape: &[usize],
+    axes: Option<&[i64]>,
+    keepdims: bool,
+    noop_with_empty_axes: bool,
+) -> Result<Option<ReducePlan>> {
+    check_dtype(op, "data", dtype)?;
+    super::elementwise::require_f64_feature(rec.context(), op, "data", dtype)?;
+    let axes = match axes {
+        Some(a) if !a.is_empty() => normalize_axes(op, shape.len(), a)?,
+        _ if noop_with_empty_axes => return Ok(None),
+        _ => (0..shape.len()).collect(),
+    };
+    Ok(Some(ReducePlan {
+        shape: reduced_shape(shape, &axes, keepdims),
+        axes,
+    }))
+}
+
 impl Recorder {
     /// Records ONNX reduction `op` (`ReduceSum`, ...) of `data` over `axes` (all axes when
     /// `None` or empty, unless `noop_with_empty_axes`, which makes it the identity), keeping
@@ -74,28 +112,95 @@ impl Recorder {
         noop_with_empty_axes: bool,
         out: Out,
     ) -> Result<Tensor> {
-        let op = OPS
-            .into_iter()
-            .find(|o| *o == op && o.starts_with("Reduce"))
-            .ok_or_else(|| Error::Graph(format!("unknown reduction '{op}'")))?;
+        let op = reduction(op)?;
         self.check_inputs(op, &[("data", data)])?;
-        check_dtype(op, "data", data.dtype())?;
-        super::elementwise::require_f64_feature(self.context(), op, "data", data.dtype())?;
-        let axes = match axes {
-            Some(a) if !a.is_empty() => normalize_axes(op, data.rank(), a)?,
-            _ if noop_with_empty_axes => return out.view(self, data.clone()),
-            _ => (0..data.rank()).collect(),
+        let ReducePlan { axes, shape } = match plan(
+            self,
+            op,
+            data.dtype(),
+            data.shape(),
+            axes,
+            keepdims,
+            noop_with_empty_axes,
+        )? {
+            Some(p) => p,
+            None => return out.view(self, data.clone()),
         };
-        let shape = reduced_shape(data.shape(), &axes, keepdims);
+        self.reduce_planned(op, ReduceData::Tensor(data), &axes, &shape, out)
+    }
+
+    /// Records reduction `op` (as [`Recorder::reduce_to`]) of the values of `program` over
+    /// `leaves`, of `shape`: the reduction computes them where it reads them (a prologue),
+    /// with no tensor of their own, where the kernel can ([`prologue_fits`]); else they are
+    /// computed first.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn reduce_program_to(
+        &mut self,
+        op: &str,
+        program: &Program,
+        leaves: &[&Tensor],
+        shape: &[usize],
+        axes: Option<&[i64]>,
+        keepdims: bool,
+        noop_with_empty_axes: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        let op = reduction(op)?;
+        let named: Vec<(&str, &Tensor)> = leaves.iter().map(|t| ("data", *t)).collect();
+        self.check_inputs(op, &named)?;
+        let dtype = program.out();
+        let planned = plan(self, op, dtype, shape, axes, keepdims, noop_with_empty_axes)?;
+        let (
+            Some(ReducePlan {
+                axes,
+                shape: reduced,
+            }),
+            true,
+        ) = (
+            planned,
+            prologue_fits(self.context(), program, leaves, shape),
+        )
+        else {
+            let data = self.program_to(program, leaves, Out::NEW)?;
+            let data = data.reshaped(shape)?;
+            let axes: Option<Vec<i64>> = axes.map(<[i64]>::to_vec);
+            let result = self.reduce_to(
+                op,
+                &data,
+                axes.as_deref(),
+                keepdims,
+                noop_with_empty_axes,
+                out,
+            );
+            self.release(data);
+            return result;
+        };
+        let data = ReduceData::Program {
+            program: intern(program.clone()),
+            leaves,
+            shape,
+        };
+        self.reduce_planned(op, data, &axes, &reduced, out)
+    }
+
+    /// The reduction of `data` over `axes` (normalized) into a tensor of `shape`.
+    fn reduce_planned(
+        &mut self,
+        op: &'static str,
+        data: ReduceData<'_>,
+        axes: &[usize],
+        shape: &[usize],
+        out: Out,
+    ) -> Result<Tensor> {
         let stored = stored_dtype(op, data.dtype());
         if stored == data.dtype() {
-            let out = out.tensor(self, stored, &shape)?;
-            self.reduce_into(op, data, &axes, &out)?;
+            let out = out.tensor(self, stored, shape)?;
+            self.reduce_into(op, data, axes, &out)?;
             return Ok(out);
         }
         // Narrow dtypes: reduce in the wide type, then round or wrap once.
-        let wide = Tensor::uninit(self.context(), stored, &shape)?;
-        self.reduce_into(op, data, &axes, &wide)?;
+        let wide = Tensor::uninit(self.context(), stored, shape)?;
+        self.reduce_into(op, data, axes, &wide)?;
         let result = self.cast_to(&wide, data.dtype(), out);
         self.release(wide);
         result
@@ -135,7 +240,7 @@ impl Recorder {
         }
         let shape = reduced_shape(data.shape(), &axes, keepdims);
         let out = out.tensor(self, DType::I64, &shape)?;
-        self.reduce_into(kernel, data, &axes, &out)?;
+        self.reduce_into(kernel, ReduceData::Tensor(data), &axes, &out)?;
         Ok(out)
     }
 }

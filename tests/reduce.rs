@@ -424,3 +424,35 @@ fn softmax_on_f16_rounds_each_step_of_its_function_body() {
         assert_eq!(want.to_vec::<f16>().unwrap(), step_by_step, "reference");
     }
 }
+
+#[test]
+fn softmax_is_three_dispatches_with_exp_computed_where_it_is_read() {
+    // ReduceMax; ReduceSum computing exp(x - max) as it reads it; the quotient (or x - max -
+    // log(sum)) computing it again: no tensor of exp values. f16 adds the casts of the two
+    // sums accumulated in f32. Rows of 6 and of 300 (a thread and a workgroup per row), within
+    // 1e-6 relative of the reference in f32 (it rounds once per op, as we do; the sums may
+    // add in another order).
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    for (dtype, per_run) in [(DType::F32, 3), (DType::F16, 5)] {
+        for cols in [6, 300] {
+            for op in ["Softmax", "LogSoftmax"] {
+                let x = data(dtype, &[4, cols], cols as u64);
+                let before = ctx.stats().dispatches;
+                let (got, want) = both(&ctx, Node::new(op, "s").attr("axis", Attr::Int(1)), x);
+                let what = format!("{op} {dtype} rows of {cols}");
+                assert_eq!(ctx.stats().dispatches - before, per_run, "{what}");
+                let tol = if dtype == DType::F16 { 1e-3 } else { 1e-6 };
+                for (a, b) in as_f64(&got).iter().zip(as_f64(&want)) {
+                    assert!(
+                        (a - b).abs() <= tol * b.abs().max(1.0),
+                        "{what}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -249,7 +249,7 @@ impl Recorder {
     /// Records ONNX Softmax or LogSoftmax of `input` along `axis` (opset 13). With
     /// `coerce_2d` (Softmax-1 and -11), the input is seen as 2-D, `[prod(dims[..axis]),
     /// prod(dims[axis..])]`, and normalized over its second axis. Built from the reduction
-    /// trees and element-wise kernels: the row maximum is subtracted before `exp`, so large
+    /// kernel and element-wise programs: the row maximum is subtracted before `exp`, so large
     /// inputs do not overflow. f16 and bf16 follow the ONNX function body that defines the op
     /// (ReduceMax, Sub, Exp, ReduceSum, then Div, or Log and Sub): each step rounds to the
     /// type, and the sum accumulates in f32 like every 16-bit reduction.
@@ -297,25 +297,41 @@ impl Recorder {
         };
         let axes = [axis as i64];
         let max = self.reduce_to("ReduceMax", &x, Some(&axes), true, false, Out::NEW)?;
-        let shifted = self.elementwise("Sub", &x, Some(&max))?;
-        self.release(max);
-        let e = self.elementwise("Exp", &shifted, None)?;
-        let sum = self.reduce_to("ReduceSum", &e, Some(&axes), true, false, Out::NEW)?;
-        let result = if op == "Softmax" {
-            self.release(shifted);
-            let y = self.elementwise("Div", &e, Some(&sum))?;
-            self.release(e);
-            y
-        } else {
-            self.release(e);
-            let log = self.elementwise("Log", &sum, None)?;
-            let y = self.elementwise("Sub", &shifted, Some(&log))?;
-            self.release(shifted);
-            self.release(log);
-            y
+        // exp(x - max) is computed where it is read, by the sum (its prologue) and by the
+        // quotient, never stored: 3 dispatches and no tensor the size of the input besides
+        // the result. Each step rounds to the type as the function body's stores would.
+        let built = || -> Option<[Program; 2]> {
+            use crate::kernels::program::Arg::Operand;
+            let mut exp = Program::new(vec![dtype; 2], false);
+            let shifted = exp.push("Sub", vec![Operand(0), Operand(1)], dtype)?;
+            exp.push("Exp", vec![shifted], dtype)?;
+            let mut result = Program::new(vec![dtype; 3], false);
+            let shifted = result.push("Sub", vec![Operand(0), Operand(1)], dtype)?;
+            if op == "Softmax" {
+                let e = result.push("Exp", vec![shifted], dtype)?;
+                result.push("Div", vec![e, Operand(2)], dtype)?;
+            } else {
+                let log = result.push("Log", vec![Operand(2)], dtype)?;
+                result.push("Sub", vec![shifted, log], dtype)?;
+            }
+            Some([exp, result])
         };
+        let [exp, result] = built()
+            .ok_or_else(|| Error::Graph(format!("internal: {op} on {dtype} has no program")))?;
+        let sum = self.reduce_program_to(
+            "ReduceSum",
+            &exp,
+            &[&x, &max],
+            x.shape(),
+            Some(&axes),
+            true,
+            false,
+            Out::NEW,
+        )?;
+        let y = self.program_to(&result, &[&x, &max, &sum], Out::NEW)?;
+        self.release(max);
         self.release(sum);
-        out.view(self, result.reshaped(&shape)?)
+        out.view(self, y.reshaped(&shape)?)
     }
 }
 

@@ -162,6 +162,15 @@ fn scan_graph(
     g
 }
 
+/// `inputs` named as [`scan_graph`] names its inputs: `in0`, `in1`, ...
+fn named_inputs(inputs: &[HostTensor]) -> Vec<(String, HostTensor)> {
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!("in{i}"), t.clone()))
+        .collect()
+}
+
 fn run_both(
     g: &Graph,
     inputs: &[HostTensor],
@@ -193,11 +202,7 @@ fn run_both_on(
     Result<Vec<HostTensor>, Error>,
     Result<Vec<HostTensor>, wgpu_ops::reference::RefError>,
 ) {
-    let named: Vec<(String, HostTensor)> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (format!("in{i}"), t.clone()))
-        .collect();
+    let named = named_inputs(inputs);
     let gpu = Session::new(ctx, g.clone())
         .and_then(|s| s.run_blocking(named.clone()))
         .map(|o| o.into_iter().map(|(_, t)| t).collect());
@@ -513,11 +518,7 @@ fn submissions_and_waits_do_not_grow_with_the_sequence() {
     for seq in [10, 1000] {
         let (g, inputs) = cumsum(seq);
         let session = Session::new(&ctx, g.clone()).unwrap();
-        let named: Vec<(String, HostTensor)> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (format!("in{i}"), t.clone()))
-            .collect();
+        let named = named_inputs(&inputs);
         let before = ctx.stats();
         let out = session.run_blocking(named.clone()).unwrap();
         let after = ctx.stats();
@@ -579,11 +580,7 @@ fn sequence_length_zero_and_one() {
 #[test]
 fn errors() {
     let msg = |g: Graph, inputs: &[HostTensor]| -> String {
-        let named: Vec<(String, HostTensor)> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (format!("in{i}"), t.clone()))
-            .collect();
+        let named = named_inputs(inputs);
         match Session::new(ctx(), g).and_then(|s| s.run_blocking(named)) {
             Err(e) => e.to_string(),
             Ok(_) => panic!("expected an error"),
@@ -941,11 +938,7 @@ fn elements_are_read_and_written_in_place_or_else_by_dispatches_or_copies() {
         (3, true, false, 200, 200 + 1),
     ] {
         let (g, inputs) = cumsum_of_width(100, width);
-        let named: Vec<(String, HostTensor)> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (format!("in{i}"), t.clone()))
-            .collect();
+        let named = named_inputs(&inputs);
         let want = run_graph(&g, &named, &Default::default()).unwrap();
         let got = counted_run(&g, &named, cpu_kernels, in_place);
         let case = format!("width {width}, cpu kernels {cpu_kernels}, in place {in_place}");
@@ -1358,12 +1351,7 @@ fn sums_along_axes(seq: usize, x_axis: usize, y_axis: usize) -> (Graph, Vec<(Str
         ],
         2,
     );
-    let named = inputs
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| (format!("in{i}"), t))
-        .collect();
-    (g, named)
+    (g, named_inputs(&inputs))
 }
 
 #[test]
@@ -1416,11 +1404,7 @@ fn a_state_passed_on_unchanged_is_read_where_it_is() {
         .output("dist");
     let inputs = [f32s(&[4, 3], 21), f32s(&[30, 3], 22)];
     let g = scan_graph(&inputs[..1], &inputs[1..], body, vec![], 1);
-    let named: Vec<(String, HostTensor)> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (format!("in{i}"), t.clone()))
-        .collect();
+    let named = named_inputs(&inputs);
     let want = run_graph(&g, &named, &Default::default()).unwrap();
     assert_eq!(want[0], inputs[0]);
     for cpu_kernels in [false, true] {

@@ -5,7 +5,7 @@
 
 use super::elementwise::broadcast_strides;
 use super::operands::{bind_windows, elementwise_type, layout_of, specialize};
-use super::program::{index_code, Program};
+use super::program::{index_code, walk_struct, walk_words, Program};
 use super::windows::{room, Broadcast, Walk};
 use super::words::{program_helpers, I64_EMULATION};
 use super::{Kernel, MAX_RANK};
@@ -68,16 +68,9 @@ pub fn matmul_source(dtype: DType, epilogue: Option<&Program>, emulate64: bool) 
             format!(
                 "// The epilogue's walk over the output: its rank, the leaves' element offsets in their bound
 // windows, the output's shape and each leaf's element strides (innermost axis first).
-struct Epilogue {{
-    rank: u32,
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
-    base: array<vec4<u32>, 2>,
-    shape: array<vec4<u32>, 4>,
-    stride: array<array<vec4<u32>, 4>, {strides}>,
-}}
+{}
 {}",
+                walk_struct("Epilogue", strides),
                 parts.bindings
             ),
         ));
@@ -669,23 +662,7 @@ impl Recorder {
                 let (firsts, leaf_bindings) = plan.bind(walk);
                 let n = leaves.len();
                 bindings.extend(leaf_bindings.into_iter().take(n));
-                // rank, pad[3], base[8], shape[16], stride[max(n, 1)][16].
-                let mut words = vec![0u32; 4 + 8 + MAX_RANK * (1 + n.max(1))];
-                let r = walk.lens.len();
-                words[0] = r as u32;
-                for (j, &f) in firsts[..n].iter().enumerate() {
-                    words[4 + j] = f as u32;
-                }
-                for k in 0..MAX_RANK {
-                    words[12 + k] = 1;
-                }
-                for k in 0..r {
-                    let axis = r - 1 - k; // innermost first
-                    words[12 + k] = walk.lens[axis] as u32;
-                    for j in 0..n {
-                        words[12 + MAX_RANK * (1 + j) + k] = walk.steps[axis][j] as u32;
-                    }
-                }
+                let words = walk_words(&walk.lens, &walk.steps, &firsts, n);
                 bytes.extend_from_slice(bytemuck::cast_slice(&words));
             }
             let shape = MatMulShape {

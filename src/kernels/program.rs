@@ -379,6 +379,45 @@ pub(crate) fn narrow(dtype: DType, value: &str) -> String {
     }
 }
 
+/// WGSL of struct `name`: a walk over a shape for `n` operands (at least one stride array),
+/// as [`index_code`] reads it: the rank, the operands' element offsets, the shape and each
+/// operand's element strides, innermost axis first. [`walk_words`] fills it.
+pub(crate) fn walk_struct(name: &str, n: usize) -> String {
+    format!(
+        "struct {name} {{
+    rank: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+    base: array<vec4<u32>, 2>,
+    shape: array<vec4<u32>, 4>,
+    stride: array<array<vec4<u32>, 4>, {}>,
+}}",
+        n.max(1)
+    )
+}
+
+/// The words of a [`walk_struct`] for `n` operands: `lens` and each operand's `steps` given
+/// outermost axis first (`steps[axis][operand]`), `bases` the operands' first elements.
+pub(crate) fn walk_words(lens: &[u64], steps: &[Vec<u64>], bases: &[u64], n: usize) -> Vec<u32> {
+    // rank, pad[3], base[8], shape[16], stride[max(n, 1)][16].
+    let mut words = vec![0u32; 4 + 8 + MAX_RANK * (1 + n.max(1))];
+    let r = lens.len();
+    words[0] = r as u32;
+    for (j, &b) in bases.iter().take(n).enumerate() {
+        words[4 + j] = b as u32;
+    }
+    words[12..12 + MAX_RANK].fill(1);
+    for k in 0..r {
+        let axis = r - 1 - k;
+        words[12 + k] = lens[axis] as u32;
+        for j in 0..n {
+            words[12 + MAX_RANK * (1 + j) + k] = steps[axis][j] as u32;
+        }
+    }
+    words
+}
+
 /// WGSL statements declaring `i0` .. `i{n-1}`, the element indexes of `n` operands at output
 /// element `e` (an expression): from `{params}.base`, `.rank`, `.shape` and `.stride` (the
 /// walk's layout in the templates' parameters), one variable per operand.

@@ -7,7 +7,7 @@
 
 use super::elementwise::broadcast_strides;
 use super::operands::specialize;
-use super::program::{index_code, narrow, Program};
+use super::program::{index_code, narrow, walk_struct, walk_words, Program};
 use super::words::{bits_expression, load_expression, Class, I64_EMULATION};
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::gpu::Binding;
@@ -314,16 +314,9 @@ pub fn reduce_source(
         bindings = format!(
             "// The prologue's walk over the input: its rank, the operands' element offsets, the
 // input's shape and each operand's element strides (innermost axis first).
-struct Prologue {{
-    rank: u32,
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
-    base: array<vec4<u32>, 2>,
-    shape: array<vec4<u32>, 4>,
-    stride: array<array<vec4<u32>, 4>, {n}>,
-}}
+{}
 {}",
+            walk_struct("Prologue", n),
             parts.bindings
         );
         // The program's result narrowed to its type, as storing it would.
@@ -576,26 +569,22 @@ impl Recorder {
                 params.keep_rank += 1;
             }
         }
-        // A prologue's walk over the input: rank, pad[3], base[8], shape[16], then each
-        // leaf's strides[16] (innermost axis first), after the parameters of the passes that
-        // read the input.
+        // A prologue's walk over the input (its operands bound whole, from their first
+        // element), after the parameters of the passes that read the input.
         let mut bytes = bytemuck::bytes_of(&params).to_vec();
         let mut leaf_bindings = Vec::new();
         if let Some((_, leaves)) = prologue {
-            let r = shape.len();
-            let mut words = vec![0u32; 4 + 8 + MAX_RANK * (1 + leaves.len())];
-            words[0] = r as u32;
-            words[12..12 + MAX_RANK].fill(1);
-            for (j, leaf) in leaves.iter().enumerate() {
-                let steps = broadcast_strides(leaf.shape(), &shape);
-                for k in 0..r {
-                    let axis = r - 1 - k;
-                    words[12 + k] = shape[axis] as u32;
-                    words[12 + MAX_RANK * (1 + j) + k] = steps[axis] as u32;
-                }
-                leaf_bindings.push(leaf.storage().bind_whole());
-            }
+            let strides: Vec<Vec<u64>> = leaves
+                .iter()
+                .map(|leaf| broadcast_strides(leaf.shape(), &shape))
+                .collect();
+            let lens: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+            let steps: Vec<Vec<u64>> = (0..shape.len())
+                .map(|axis| strides.iter().map(|s| s[axis]).collect())
+                .collect();
+            let words = walk_words(&lens, &steps, &[], leaves.len());
             bytes.extend_from_slice(bytemuck::cast_slice(&words));
+            leaf_bindings.extend(leaves.iter().map(|leaf| leaf.storage().bind_whole()));
         }
         let kernel = |pass: u8| Kernel::Reduce {
             op,

@@ -13,7 +13,7 @@ use crate::storage::Storage;
 use crate::{Context, DType, Error, Result, Tensor};
 
 mod slide;
-pub(crate) use slide::{writes, Slide};
+pub(crate) use slide::{uses, writes, Slide};
 use slide::{Bound, Moving};
 
 impl Context {

@@ -969,13 +969,12 @@ fn scanned_twice(seq: usize, width: usize, op: &str, output_direction: i64) -> G
 }
 
 #[test]
-fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_and_read() {
+fn grouped_copies_read_one_tensor_twice_and_an_element_passed_on_is_the_input_itself() {
     // One tensor scanned twice (forwards and backwards): both reads share a source buffer, which
     // one dispatch may bind twice as it only reads it, so an iteration is the body's dispatch
-    // and one for its copies (with elements in place turned off). A body that outputs
-    // its element as is would make that dispatch read the element buffer while it writes the
-    // next element into it; each copy then gets a dispatch of its own, after the body. Both
-    // against the reference.
+    // and one for its copies (with elements in place turned off). A body that outputs its
+    // element as is moves nothing at all: the output is the input (no dispatch, no copy).
+    // Both against the reference.
     let x = f32s(&[50, 3], 3);
     let twice = scanned_twice(50, 3, "Add", 0);
     let passed_on = scan_graph(
@@ -996,7 +995,7 @@ fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_
         ..Default::default()
     })
     .unwrap();
-    for (g, name, per_iteration) in [(&twice, "x", 2), (&passed_on, "in0", 2)] {
+    for (g, name, per_iteration) in [(&twice, "x", 2), (&passed_on, "in0", 0)] {
         let inputs = vec![(name.to_string(), x.clone())];
         let want = run_graph(g, &inputs, &Default::default()).unwrap();
         let before = ctx.stats().dispatches;
@@ -1005,9 +1004,15 @@ fn grouped_copies_read_one_tensor_twice_and_fall_back_where_a_buffer_is_written_
             .run_blocking(inputs)
             .unwrap();
         let dispatches = ctx.stats().dispatches - before;
+        // Plus the initial reads and the output's layout, for the grouped copies.
+        let once = if per_iteration == 0 {
+            0
+        } else {
+            dispatches % 50
+        };
         assert_eq!(
-            dispatches / 50,
-            per_iteration,
+            dispatches,
+            per_iteration * 50 + once,
             "{name}: {dispatches} dispatches"
         );
         assert_eq!(got[0].1, want[0], "{name}");
@@ -1410,5 +1415,85 @@ fn a_state_passed_on_unchanged_is_read_where_it_is() {
     for cpu_kernels in [false, true] {
         let got = counted_run(&g, &named, cpu_kernels, true);
         assert_eq!(got, (want.clone(), 30 + 2, 0), "cpu kernels {cpu_kernels}");
+    }
+}
+
+#[test]
+fn an_element_passed_on_as_a_scan_output_is_the_input_laid_out_once() {
+    // The body outputs its element of `x` ([4, 5, 3], scanned along `in_axis`) as it is, with
+    // `out_axis` and directions: the output is `x` itself where they agree (no dispatch),
+    // else one gather after the loop; nothing moves per iteration either way. With a running
+    // sum of the elements beside it, the loop still reads them (in place: one dispatch per
+    // iteration, the Add). Against the reference, either kernel set.
+    for (in_axis, in_dir, out_axis, out_dir, layout) in [
+        (0, 0, 0, 0, 0),
+        (1, 0, 1, 0, 0),
+        (0, 0, 0, 1, 1),
+        (1, 1, 2, 0, 1),
+        (2, 0, 0, 1, 1),
+    ] {
+        let x = f32s(&[4, 5, 3], 41);
+        let mut element = vec![4, 5, 3];
+        let seq = element.remove(in_axis);
+        let dims: Vec<Option<usize>> = element.iter().map(|&d| Some(d)).collect();
+        let attrs = || {
+            vec![
+                ("scan_input_axes", Attr::Ints(vec![in_axis as i64])),
+                ("scan_input_directions", Attr::Ints(vec![in_dir])),
+                ("scan_output_axes", Attr::Ints(vec![out_axis as i64])),
+                ("scan_output_directions", Attr::Ints(vec![out_dir])),
+            ]
+        };
+        let alone = scan_graph(
+            &[],
+            std::slice::from_ref(&x),
+            Graph::new()
+                .input("e", DType::F32, &dims)
+                .node(Node::new("Identity", "id").inputs(["e"]).outputs(["y"]))
+                .output("y"),
+            attrs(),
+            1,
+        );
+        let zero = HostTensor::from_vec(element.clone(), &vec![0f32; 20 * 3 / seq]).unwrap();
+        let summed = scan_graph(
+            std::slice::from_ref(&zero),
+            std::slice::from_ref(&x),
+            Graph::new()
+                .input("s", DType::F32, &dims)
+                .input("e", DType::F32, &dims)
+                .node(Node::new("Add", "add").inputs(["s", "e"]).outputs(["t"]))
+                .node(Node::new("Identity", "id").inputs(["e"]).outputs(["y"]))
+                .output("t")
+                .output("y"),
+            attrs(),
+            1,
+        );
+        let case = format!("axes {in_axis} -> {out_axis}, directions {in_dir} -> {out_dir}");
+        for cpu_kernels in [false, true] {
+            let inputs = named_inputs(std::slice::from_ref(&x));
+            let want = run_graph(&alone, &inputs, &Default::default()).unwrap();
+            let got = counted_run(&alone, &inputs, cpu_kernels, true);
+            // What giving back an input as a graph output costs (a tensor of its own).
+            let identity = Graph::new()
+                .input("in0", DType::F32, &[Some(4), Some(5), Some(3)])
+                .node(Node::new("Identity", "id").inputs(["in0"]).outputs(["y"]))
+                .output("y");
+            let (_, returned, _) = counted_run(&identity, &inputs, cpu_kernels, true);
+            let layout = if layout == 0 { returned } else { layout };
+            assert_eq!(
+                got,
+                (want, layout, 0),
+                "{case}, alone, cpu kernels {cpu_kernels}"
+            );
+            let inputs = named_inputs(&[zero.clone(), x.clone()]);
+            let want = run_graph(&summed, &inputs, &Default::default()).unwrap();
+            let (got, dispatches, _) = counted_run(&summed, &inputs, cpu_kernels, true);
+            assert_eq!(got, want, "{case}, summed, cpu kernels {cpu_kernels}");
+            // The Add per iteration; the initial state's copy (a dispatch with the GPU
+            // kernels); the fill laying `x` out as rows at the alignment (no element here is
+            // a multiple of 32 bytes); the layout.
+            let once = 1 + layout + u64::from(!cpu_kernels);
+            assert_eq!(dispatches, seq as u64 + once, "{case}, summed");
+        }
     }
 }

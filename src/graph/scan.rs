@@ -27,7 +27,7 @@ use crate::host::c_strides;
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::kernels::scan_step::{grouped_copies_limit, IterationCopy};
-use crate::recorder::{writes, LoopFn, Slide, Step};
+use crate::recorder::{uses, writes, LoopFn, Slide, Step};
 use crate::storage::{padded_size, Storage};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
@@ -625,10 +625,26 @@ fn record_loop(
             .map(|t| (t.dtype(), t.shape().to_vec()))
             .collect::<Vec<_>>(),
     )?;
+    // A scan output that is a scan input's element as it is (the body passes it on, or it
+    // was computed before the loop, see `hoist.rs`) is that input laid out once after the
+    // loop: nothing per iteration, no accumulator.
+    let passed: Vec<Option<usize>> = (0..outputs.len())
+        .map(|q| {
+            (0..scans.len()).find(|&j| {
+                instances
+                    .iter()
+                    .all(|i| Arc::ptr_eq(i.scan_outputs[q].storage(), elements[j].storage()))
+            })
+        })
+        .collect();
     // Accumulators: one row per iteration.
     let mut accumulators: Vec<Tensor> = outputs
         .iter()
-        .map(|o| Tensor::uninit(&ctx, o.dtype, &[seq, o.row_elems]))
+        .zip(&passed)
+        .map(|(o, p)| match p {
+            Some(_) => Tensor::uninit(&ctx, o.dtype, &[0]),
+            None => Tensor::uninit(&ctx, o.dtype, &[seq, o.row_elems]),
+        })
         .collect::<Result<_>>()?;
 
     let InPlace {
@@ -645,6 +661,7 @@ fn record_loop(
         scans,
         &elements,
         &ping_pong,
+        &passed,
     )?;
     let all_in_place = read_in_place.iter().all(|&r| r) && written_in_place.iter().all(|&w| w);
     // The initial states' copies run with the loop, after its work limit is checked (a state
@@ -738,6 +755,10 @@ fn record_loop(
     }
     for (q, (acc, o)) in accumulators.into_iter().zip(&outputs).enumerate() {
         let out = args.out(n + q);
+        if let Some(j) = passed[q] {
+            results.push(input_as_output(rec, plan, j, &scans[j], o, out)?);
+            continue;
+        }
         results.push(match &o.layout {
             None => out.view(rec, acc.reshaped(&o.output_shape)?)?,
             Some(g) => {
@@ -748,6 +769,48 @@ fn record_loop(
         });
     }
     Ok(results)
+}
+
+/// Scan output `o` when every iteration outputs its element of scan input `j` (`scan`) as
+/// it is: the input itself where the axes and directions agree, else one gather of it.
+fn input_as_output(
+    rec: &mut Recorder,
+    plan: &ScanPlan,
+    j: usize,
+    scan: &Tensor,
+    o: &OutputPlan,
+    out: crate::Out,
+) -> Result<Tensor> {
+    let (in_axis, reverse) = (plan.in_axes[j], plan.in_reverse[j] != o.reverse);
+    if in_axis == o.axis && !reverse {
+        return out.view(rec, scan.reshaped(&o.output_shape)?);
+    }
+    // Output coordinates: the element's axes with the sequence axis at the output's axis,
+    // each stepping through the input by its stride there.
+    let strides = c_strides(scan.shape());
+    let mut dims: Vec<GatherDim> = (0..scan.rank())
+        .filter(|&k| k != in_axis)
+        .map(|k| GatherDim {
+            len: scan.shape()[k] as u64,
+            step: strides[k] as i64,
+        })
+        .collect();
+    let step = strides[in_axis] as i64;
+    dims.insert(
+        o.axis,
+        GatherDim {
+            len: plan.seq as u64,
+            step: if reverse { -step } else { step },
+        },
+    );
+    let base = if reverse {
+        plan.seq.saturating_sub(1) as u64 * strides[in_axis]
+    } else {
+        0
+    };
+    let out = out.tensor(rec, o.dtype, &o.output_shape)?;
+    rec.gather_into(OP, scan, &GatherPlan::from_dims(base, &dims), &out)?;
+    Ok(out)
 }
 
 /// Which elements a loop reads and writes in place (see [`place_elements`]).
@@ -908,7 +971,9 @@ impl StateRows {
 /// the loop; a scan output whose element the body writes into a buffer of its own, bound
 /// likewise in its accumulator (whose rows are then padded where needed, and `outputs` says
 /// so); and a state that is also a scan output, held as rows (see [`StateRows`]). The others
-/// keep their copies.
+/// keep their copies. Outputs `passed` on from an input (see `record_loop`) need no write and
+/// elements nothing in the body uses no read.
+#[allow(clippy::too_many_arguments)]
 fn place_elements(
     rec: &mut Recorder,
     plan: &ScanPlan,
@@ -917,10 +982,29 @@ fn place_elements(
     scans: &[Tensor],
     elements: &[Tensor],
     ping_pong: &[Vec<Tensor>; 2],
+    passed: &[Option<usize>],
 ) -> Result<InPlace> {
+    // Outputs passed on from an input need no write per iteration, and an element nothing
+    // in the body uses (only passed on, or not read at all) no read.
+    let passed_writes: Vec<bool> = passed.iter().map(Option::is_some).collect();
+    let unused: Vec<bool> = elements
+        .iter()
+        .map(|e| {
+            let buffers = e.buffers();
+            !instances
+                .iter()
+                .any(|i| buffers.iter().any(|b| uses(&i.steps, b)))
+                && !instances.iter().any(|i| {
+                    i.scan_outputs
+                        .iter()
+                        .zip(passed)
+                        .any(|(o, p)| p.is_none() && Arc::ptr_eq(o.storage(), e.storage()))
+                })
+        })
+        .collect();
     let mut placed = InPlace {
-        reads: vec![false; scans.len()],
-        writes: vec![false; outputs.len()],
+        reads: unused.clone(),
+        writes: passed_writes.clone(),
         rows: Vec::new(),
         fill: Vec::new(),
         held: Vec::new(),
@@ -948,32 +1032,37 @@ fn place_elements(
     let mut input_slides: Vec<Option<Slide>> = Vec::with_capacity(scans.len());
     for j in 0..scans.len() {
         let (bytes, reverse) = (plan.element_bytes(j), plan.in_reverse[j]);
-        let slide = single(&elements[j]).and_then(|from| {
-            // An element that is also a scan output is copied from its buffer, which must
-            // then hold it.
-            let output = instances
-                .iter()
-                .flat_map(|i| &i.scan_outputs)
-                .any(|o| o.buffers().contains(&from));
-            if output {
-                return None;
-            }
-            let direct = single(&scans[j])
-                .map(|to| Slide::along(from.clone(), to, bytes, seq, reverse))
-                .filter(|s| plan.in_axes[j] == 0 && s.fits(&ctx));
-            if direct.is_some() {
-                return direct;
-            }
-            let stride = aligned_stride(align, bytes, plan.seq)?;
-            let (elem, piece) = padded_rows(plan, j, stride)?;
-            let rows =
-                Tensor::uninit(&ctx, DType::U32, &[plan.seq * (stride / 4) as usize]).ok()?;
-            let slide = Slide::along(from, single(&rows)?, stride, seq, reverse);
-            slide.fits(&ctx).then(|| {
-                padded_inputs[j] = Some((rows, elem, piece));
-                slide
-            })
-        });
+        // An element nothing uses needs no slide (nor padded rows).
+        let slide = single(&elements[j])
+            .filter(|_| !unused[j])
+            .and_then(|from| {
+                // An element that is also a scan output is copied from its buffer, which must
+                // then hold it.
+                let output = instances.iter().any(|i| {
+                    i.scan_outputs
+                        .iter()
+                        .zip(passed)
+                        .any(|(o, p)| p.is_none() && o.buffers().contains(&from))
+                });
+                if output {
+                    return None;
+                }
+                let direct = single(&scans[j])
+                    .map(|to| Slide::along(from.clone(), to, bytes, seq, reverse))
+                    .filter(|s| plan.in_axes[j] == 0 && s.fits(&ctx));
+                if direct.is_some() {
+                    return direct;
+                }
+                let stride = aligned_stride(align, bytes, plan.seq)?;
+                let (elem, piece) = padded_rows(plan, j, stride)?;
+                let rows =
+                    Tensor::uninit(&ctx, DType::U32, &[plan.seq * (stride / 4) as usize]).ok()?;
+                let slide = Slide::along(from, single(&rows)?, stride, seq, reverse);
+                slide.fits(&ctx).then(|| {
+                    padded_inputs[j] = Some((rows, elem, piece));
+                    slide
+                })
+            });
         input_slides.push(slide);
     }
     // The buffer instance `p` writes output `q` into, where it is a value of the body's own
@@ -1093,10 +1182,10 @@ fn place_elements(
         .map(|r| (0..instances.len()).all(|p| row_slides(r, p).is_some()))
         .collect();
     for (j, s) in input_slides.iter().enumerate() {
-        placed.reads[j] = s.is_some();
+        placed.reads[j] = unused[j] || s.is_some();
     }
     for (q, w) in placed.writes.iter_mut().enumerate() {
-        *w = output_slides.iter().all(|o| o[q].is_some());
+        *w = passed_writes[q] || output_slides.iter().all(|o| o[q].is_some());
     }
     // A slide that one instance cannot make is dropped for all, until all take the rest.
     enum Owner {

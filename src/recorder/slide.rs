@@ -134,6 +134,19 @@ impl Slide {
     }
 }
 
+/// Whether any of `steps` may use `buffer`: binds, copies or clears it, or is a nested loop
+/// (whose commands are not in `steps`).
+pub(crate) fn uses(steps: &[Step], buffer: &wgpu::Buffer) -> bool {
+    steps.iter().any(|step| match step {
+        Step::Dispatch { bound, .. } => bound.iter().any(|b| b.buffer.as_ref() == Some(buffer)),
+        Step::Copy { src, dst, .. } => {
+            src.buffers().contains(buffer) || dst.buffers().contains(buffer)
+        }
+        Step::Clear { buffer: b, .. } => b.buffers().contains(buffer),
+        Step::Loop { .. } => true,
+    })
+}
+
 /// Whether a dispatch of `steps` binds `buffer` for writing.
 pub(crate) fn writes(steps: &[Step], buffer: &wgpu::Buffer) -> bool {
     steps.iter().any(|step| match step {

@@ -895,12 +895,21 @@ fn counted_run(
     cpu_kernels: bool,
     in_place: bool,
 ) -> (Vec<HostTensor>, u64, u64) {
-    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+    let options = wgpu_ops::ContextOptions {
         cpu_kernels: Some(cpu_kernels),
         scan_in_place: Some(in_place),
         ..Default::default()
-    })
-    .unwrap();
+    };
+    counted_run_with(g, inputs, options)
+}
+
+/// [`counted_run`] on a context made with `options`.
+fn counted_run_with(
+    g: &Graph,
+    inputs: &[(String, HostTensor)],
+    options: wgpu_ops::ContextOptions,
+) -> (Vec<HostTensor>, u64, u64) {
+    let ctx = wgpu_ops::Context::new_blocking(options).unwrap();
     let session = Session::new(&ctx, g.clone()).unwrap();
     let before = ctx.stats();
     let got = session.run_blocking(inputs.to_vec()).unwrap();
@@ -1385,10 +1394,14 @@ fn elements_along_any_axis_are_laid_out_once_and_read_and_written_in_place() {
 #[test]
 fn a_state_passed_on_unchanged_is_read_where_it_is() {
     // skl2onnx's pairwise distances: the state `xs` goes through Identity unchanged while each
-    // iteration reduces (xs - row)^2 over its rows. The state is read where it is, so an
-    // iteration is one dispatch (ReduceSumSquare computing the Sub as it reads it) with no
-    // copy, and the final state is `xs` itself. Rows of 3 f32 are laid out once (one dispatch) and the 16-byte output
-    // rows packed once (one dispatch). Against the reference with either kernel set.
+    // iteration reduces (xs - row)^2 over its rows. The state is the same at every step, so
+    // the whole loop is one reduction of the stacked rows against it before the loop (the
+    // Sub computed as the reduction reads it), which is the scan output: one dispatch in
+    // all, and the final state is `xs` itself. Without fusion (so nothing moves out of the
+    // loop) the state is still read where it is: an iteration is its two dispatches (Sub,
+    // ReduceSumSquare) with no copy; rows of 3 f32 are laid out once (one dispatch) and the
+    // 16-byte output rows packed once (one dispatch). Against the reference with either
+    // kernel set.
     let body = Graph::new()
         .input("xs", DType::F32, &[Some(4), Some(3)])
         .input("row", DType::F32, &[Some(3)])
@@ -1414,7 +1427,15 @@ fn a_state_passed_on_unchanged_is_read_where_it_is() {
     assert_eq!(want[0], inputs[0]);
     for cpu_kernels in [false, true] {
         let got = counted_run(&g, &named, cpu_kernels, true);
-        assert_eq!(got, (want.clone(), 30 + 2, 0), "cpu kernels {cpu_kernels}");
+        assert_eq!(got, (want.clone(), 1, 0), "cpu kernels {cpu_kernels}");
+        let options = wgpu_ops::ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            fuse_elementwise: Some(false),
+            ..Default::default()
+        };
+        let got = counted_run_with(&g, &named, options);
+        let want = (want.clone(), 2 * 30 + 2, 0);
+        assert_eq!(got, want, "unfused, cpu kernels {cpu_kernels}");
     }
 }
 
@@ -1494,6 +1515,67 @@ fn an_element_passed_on_as_a_scan_output_is_the_input_laid_out_once() {
             // a multiple of 32 bytes); the layout.
             let once = 1 + layout + u64::from(!cpu_kernels);
             assert_eq!(dispatches, seq as u64 + once, "{case}, summed");
+        }
+    }
+}
+
+/// A body reducing its steps against a state it passes on unchanged (`s`, [4, 3]; rows `r`
+/// of 3): `ReduceSum(s - r)` over the last axis (kept), `ReduceMax(r * r)` over all axes,
+/// `ReduceMin(s + r)` over axes given as an input (a constant), and `s - r` under a
+/// ReduceSum with `noop_with_empty_axes` and no axes (the identity).
+fn reductions_of_steps(seq: usize) -> (Graph, Vec<(String, HostTensor)>) {
+    let reduce = |op: &str, from: &str, to: &str| Node::new(op, to).inputs([from]).outputs([to]);
+    let body = Graph::new()
+        .input("s", DType::F32, &[Some(4), Some(3)])
+        .input("r", DType::F32, &[Some(3)])
+        .constant("zero", HostTensor::from_vec(vec![1], &[0i64]).unwrap())
+        .node(
+            Node::new("Identity", "carry")
+                .inputs(["s"])
+                .outputs(["s_out"]),
+        )
+        .node(Node::new("Sub", "a").inputs(["s", "r"]).outputs(["a"]))
+        .node(
+            reduce("ReduceSum", "a", "sum_a")
+                .attr("axes", Attr::Ints(vec![-1]))
+                .attr("keepdims", Attr::Int(1)),
+        )
+        .node(Node::new("Mul", "b").inputs(["r", "r"]).outputs(["b"]))
+        .node(reduce("ReduceMax", "b", "max_b").attr("keepdims", Attr::Int(0)))
+        .node(Node::new("Add", "c").inputs(["s", "r"]).outputs(["c"]))
+        .node(
+            Node::new("ReduceMin", "min_c")
+                .inputs(["c", "zero"])
+                .outputs(["min_c"])
+                .attr("keepdims", Attr::Int(0)),
+        )
+        .node(Node::new("Sub", "e").inputs(["s", "r"]).outputs(["e"]))
+        .node(reduce("ReduceSum", "e", "same_e").attr("noop_with_empty_axes", Attr::Int(1)))
+        .output("s_out")
+        .output("sum_a")
+        .output("max_b")
+        .output("min_c")
+        .output("same_e");
+    let inputs = [f32s(&[4, 3], 51), f32s(&[seq, 3], 52)];
+    let g = scan_graph(&inputs[..1], &inputs[1..], body, vec![], 4);
+    (g, named_inputs(&inputs))
+}
+
+#[test]
+fn reductions_of_steps_against_an_unchanged_state_run_once_before_the_loop() {
+    // The first three reductions (with the chains they reduce, computed as they read them)
+    // run once on all the rows: one dispatch each whatever the sequence's length. The last
+    // cannot (no axes to move past the sequence axis), so its Sub stays in the loop as well:
+    // one dispatch per iteration, its rows written in place. Against the reference.
+    // Besides: the rows of `r` laid out at the alignment once, the last output's padded rows
+    // packed once.
+    for cpu_kernels in [false, true] {
+        for seq in [7, 8] {
+            let (g, inputs) = reductions_of_steps(seq);
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let got = counted_run(&g, &inputs, cpu_kernels, true);
+            let case = format!("seq {seq}, cpu kernels {cpu_kernels}");
+            assert_eq!(got, (want, seq as u64 + 3 + 2, 0), "{case}");
         }
     }
 }

@@ -4,20 +4,28 @@
 //! results become extra scan inputs. An RNN cell's `X_t W^T` is then one large MatMul instead
 //! of one small MatMul per step, and the step keeps only the work on the state.
 //!
+//! A state the body passes on unchanged (skl2onnx's pairwise distances carry one operand so)
+//! is the same at every step, so it counts as an outer value here.
+//!
 //! Only nodes whose stacked form is exactly the stacked per-step results are moved:
-//! element-wise nodes whose stacked inputs all have the result's rank and whose other inputs
-//! have a smaller rank (so broadcasting aligns them with the element, not the sequence axis),
-//! and MatMul of a stacked matrix (or batch of them) by an unstacked matrix. Every scan input
-//! must run along axis 0 in one direction.
+//! element-wise nodes (and Identity) whose stacked inputs all have the result's rank and whose
+//! other inputs have a smaller rank (so broadcasting aligns them with the element, not the
+//! sequence axis); reductions over axes known on the host, run with those axes moved past the
+//! sequence axis; and MatMul of a stacked matrix (or batch of them) by an unstacked matrix. An
+//! element-wise node whose stacked input has a lower rank than an unchanged state it meets
+//! (a row against a matrix) moves too when its only reader is a moved reduction: the input is
+//! viewed with unit axes after the sequence axis, and the reduction computes the broadcast
+//! value as it reads it (its prologue), so that value, `seq` times the state, is never
+//! stored. Every scan input must run along axis 0 in one direction.
 
 use std::collections::{HashMap, HashSet};
 
 use super::exec::{record_graph, NodeArgs, Scope, Slot};
-use super::fuse::{fusable, head_op};
+use super::fuse::{fusable, head_op, prologue_reader};
 use super::scan::{ScanAttrs, ScanPlan};
-use super::{Graph, Node, ValueInfo};
+use super::{Attr, Graph, Node, ValueInfo};
 use crate::recorder::Step;
-use crate::{Recorder, Result, Tensor};
+use crate::{HostTensor, Recorder, Result, Tensor};
 
 /// The loop without its state-free nodes: the body, attributes and scan inputs to run.
 pub(crate) struct Hoisted {
@@ -37,21 +45,51 @@ struct Known {
     shape: Vec<usize>,
 }
 
-/// The stacked result's shape of `node` on `inputs`, when the stacked node computes the
-/// stacked per-step results.
-fn stacked_shape(node: &Node, inputs: &[&Known]) -> Option<Vec<usize>> {
+/// How `node` runs on stacked values: its stacked result's shape, the node to run (with its
+/// axes moved past the sequence axis), and the views of stacked inputs it needs first (their
+/// shape constants, and Reshape nodes) to put their sequence axis in front of the others'.
+struct Stacked {
+    shape: Vec<usize>,
+    node: Node,
+    constants: Vec<(String, std::sync::Arc<HostTensor>)>,
+    views: Vec<Node>,
+}
+
+/// The stacked form of `node` on `inputs`, when the stacked node computes the stacked per-step
+/// results: element-wise nodes (stacked inputs of lower rank viewed with unit axes after the
+/// sequence axis, where `reduced`: the node's one reader is a moved reduction, which computes
+/// it as it reads it, so the broadcast value is never stored), reductions of a stacked input
+/// over axes known on the host, and MatMul of a stacked matrix by an unstacked one.
+fn stacked_form(
+    node: &Node,
+    inputs: &[&Known],
+    axes_input: Option<Vec<i64>>,
+    reduced: bool,
+) -> Option<Stacked> {
     if !inputs.iter().any(|k| k.stacked) {
         return None;
     }
+    let plain = |shape: Vec<usize>| Stacked {
+        shape,
+        node: node.clone(),
+        constants: Vec::new(),
+        views: Vec::new(),
+    };
     if head_op(node) {
         let (a, b) = (inputs[0], inputs[1]);
         let (ra, rb) = (a.shape.len(), b.shape.len());
         if a.stacked && !b.stacked && ra >= 2 && rb == 2 && a.shape[ra - 1] == b.shape[0] {
             let mut shape = a.shape.clone();
             shape[ra - 1] = b.shape[1];
-            return Some(shape);
+            return Some(plain(shape));
         }
         return None;
+    }
+    if prologue_reader(node) {
+        return stacked_reduction(node, inputs, axes_input);
+    }
+    if node.op == "Identity" && inputs.len() == 1 {
+        return Some(plain(inputs[0].shape.clone()));
     }
     if !fusable(node) {
         return None;
@@ -62,23 +100,97 @@ fn stacked_shape(node: &Node, inputs: &[&Known]) -> Option<Vec<usize>> {
     } else {
         inputs
     };
-    let rank = inputs
-        .iter()
-        .filter(|k| k.stacked)
-        .map(|k| k.shape.len())
-        .max()?;
-    let aligned = inputs.iter().all(|k| {
-        if k.stacked {
-            k.shape.len() == rank
-        } else {
-            k.shape.len() < rank
+    // The element's rank: the largest among the stacked inputs' elements and the others.
+    let element_rank = |k: &Known| k.shape.len() - usize::from(k.stacked);
+    let rank = inputs.iter().map(|k| element_rank(k)).max()?;
+    let seq = inputs.iter().find(|k| k.stacked)?.shape[0];
+    let mut stacked = plain(Vec::new());
+    let mut elements = Vec::new();
+    for (k, known) in inputs.iter().enumerate() {
+        let element = &known.shape[usize::from(known.stacked)..];
+        elements.push(element.to_vec());
+        if !known.stacked || element.len() == rank {
+            continue;
         }
-    });
-    if !aligned {
+        if !reduced {
+            return None;
+        }
+        // The stacked input viewed as [seq, 1, .., element]: its sequence axis in front.
+        let mut shape = vec![seq];
+        shape.extend(std::iter::repeat_n(1, rank - element.len()));
+        shape.extend_from_slice(element);
+        let name = format!("{}__stacked_input{k}", node.outputs[0]);
+        let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        let constant = HostTensor::from_vec(vec![dims.len()], &dims).ok()?;
+        stacked
+            .constants
+            .push((format!("{name}_shape"), std::sync::Arc::new(constant)));
+        stacked.views.push(
+            Node::new("Reshape", name.clone())
+                .inputs([node.inputs[k].clone(), format!("{name}_shape")])
+                .outputs([name.clone()]),
+        );
+        stacked.node.inputs[k] = name;
+    }
+    let element = elements.iter().try_fold(Vec::new(), |acc, e| {
+        crate::ops::broadcast_shape("Scan", &acc, e).ok()
+    })?;
+    stacked.shape = std::iter::once(seq).chain(element).collect();
+    Some(stacked)
+}
+
+/// A reduction of a stacked input over the element's axes (its attribute, or its axes input
+/// known on the host in `axes_input`), as a reduction of the stacked input over those axes
+/// moved past the sequence axis.
+fn stacked_reduction(
+    node: &Node,
+    inputs: &[&Known],
+    axes_input: Option<Vec<i64>>,
+) -> Option<Stacked> {
+    let data = inputs.first().filter(|k| k.stacked)?;
+    if inputs[1..].iter().any(|k| k.stacked) || node.inputs.len() > 2 {
         return None;
     }
-    inputs.iter().try_fold(Vec::new(), |acc, k| {
-        crate::ops::broadcast_shape("Scan", &acc, &k.shape).ok()
+    let int = |name: &str, default: i64| match node.attrs.get(name) {
+        None => Some(default),
+        Some(Attr::Int(v)) => Some(*v),
+        Some(_) => None,
+    };
+    let keepdims = int("keepdims", 1)? != 0;
+    let noop = int("noop_with_empty_axes", 0)? != 0;
+    let axes = match (node.inputs.len(), axes_input, node.attrs.get("axes")) {
+        (2, Some(a), _) => a,
+        (1, None, Some(Attr::Ints(a))) => a.clone(),
+        (1, None, None) => Vec::new(),
+        _ => return None,
+    };
+    let rank = data.shape.len() - 1;
+    if axes.is_empty() && noop {
+        return None;
+    }
+    let axes = if axes.is_empty() {
+        (0..rank).collect()
+    } else {
+        crate::ops::reduce::normalize_axes("Scan", rank, &axes).ok()?
+    };
+    let mut shape = vec![data.shape[0]];
+    shape.extend(crate::ops::reduce::reduced_shape(
+        &data.shape[1..],
+        &axes,
+        keepdims,
+    ));
+    let mut stacked = node.clone();
+    stacked.inputs.truncate(1);
+    stacked.attrs.remove("noop_with_empty_axes");
+    stacked.attrs.insert(
+        "axes".into(),
+        Attr::Ints(axes.iter().map(|&a| a as i64 + 1).collect()),
+    );
+    Some(Stacked {
+        shape,
+        node: stacked,
+        constants: Vec::new(),
+        views: Vec::new(),
     })
 }
 
@@ -92,6 +204,7 @@ pub(crate) fn hoist(
     body: &Graph,
     attrs: &ScanAttrs,
     plan: &ScanPlan,
+    states: &[Tensor],
     scans: &[Tensor],
 ) -> Result<Option<Hoisted>> {
     let ctx = rec.context().clone();
@@ -123,53 +236,113 @@ pub(crate) fn hoist(
             },
         );
     }
-    let states: HashSet<&str> = body.inputs[..n].iter().map(|i| i.name.as_str()).collect();
+    // States the body passes on unchanged are the same at every step, like outer values.
+    let invariant: Vec<usize> = (0..n)
+        .filter(|&i| super::scan::passes_through(body, i))
+        .collect();
+    for &i in &invariant {
+        known.insert(
+            body.inputs[i].name.clone(),
+            Known {
+                stacked: false,
+                shape: states[i].shape().to_vec(),
+            },
+        );
+    }
+    let state_names: HashSet<&str> = body.inputs[..n].iter().map(|i| i.name.as_str()).collect();
     let produced: HashSet<&str> = body
         .nodes
         .iter()
         .flat_map(|nd| nd.outputs.iter().map(String::as_str))
         .collect();
-    let order = body.schedule(&args.scope().names())?;
-    let mut moved = vec![false; body.nodes.len()];
-    for &k in &order {
-        let node = &body.nodes[k];
-        let mut inputs = Vec::new();
-        for name in node.inputs.iter().filter(|i| !i.is_empty()) {
-            if !known.contains_key(name) && !produced.contains(name.as_str()) {
-                // An outer value: its shape, unstacked.
-                if let Some(slot) = args
-                    .scope()
-                    .get(name)
-                    .filter(|_| !states.contains(name.as_str()))
-                {
-                    let shape = slot.dtype_shape().1;
-                    known.insert(
-                        name.clone(),
-                        Known {
-                            stacked: false,
-                            shape,
-                        },
-                    );
-                }
+    // The body nodes reading each value.
+    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (k, nd) in body.nodes.iter().enumerate() {
+        for name in nd.reads() {
+            if let Some(name) = produced.get(name.as_str()) {
+                readers.entry(name).or_default().push(k);
             }
-            match known.get(name) {
-                Some(k) => inputs.push(k.clone()),
-                None => break,
-            }
-        }
-        let all_known = inputs.len() == node.inputs.iter().filter(|i| !i.is_empty()).count();
-        let refs: Vec<&Known> = inputs.iter().collect();
-        if let Some(shape) = all_known.then(|| stacked_shape(node, &refs)).flatten() {
-            known.insert(
-                node.outputs[0].clone(),
-                Known {
-                    stacked: true,
-                    shape,
-                },
-            );
-            moved[k] = true;
         }
     }
+    let order = body.schedule(&args.scope().names())?;
+    // A node broadcasting a stacked input to a larger shape moves only with its one reader, a
+    // reduction computing it as it reads it; where that reader stays, the node is kept too
+    // and the pass runs again.
+    let mut kept_back: HashSet<usize> = HashSet::new();
+    let (moved, forms) = loop {
+        let mut known = known.clone();
+        let mut moved = vec![false; body.nodes.len()];
+        let mut forms: HashMap<usize, Stacked> = HashMap::new();
+        for &k in &order {
+            let node = &body.nodes[k];
+            let mut inputs = Vec::new();
+            for name in node.inputs.iter().filter(|i| !i.is_empty()) {
+                if !known.contains_key(name) && !produced.contains(name.as_str()) {
+                    // An outer value: its shape, unstacked.
+                    if let Some(slot) = args
+                        .scope()
+                        .get(name)
+                        .filter(|_| !state_names.contains(name.as_str()))
+                    {
+                        let shape = slot.dtype_shape().1;
+                        known.insert(
+                            name.clone(),
+                            Known {
+                                stacked: false,
+                                shape,
+                            },
+                        );
+                    }
+                }
+                match known.get(name) {
+                    Some(k) => inputs.push(k.clone()),
+                    None => break,
+                }
+            }
+            let all_known = inputs.len() == node.inputs.iter().filter(|i| !i.is_empty()).count();
+            let refs: Vec<&Known> = inputs.iter().collect();
+            let reduced = !kept_back.contains(&k)
+                && node.outputs.len() == 1
+                && matches!(readers.get(node.outputs[0].as_str()).map(Vec::as_slice),
+                    Some([r]) if prologue_reader(&body.nodes[*r])
+                        && body.nodes[*r].inputs[0] == node.outputs[0]
+                        && !body.outputs.iter().any(|o| o.name == node.outputs[0]));
+            // A reduction's axes input, known on the host (a body constant).
+            let axes_input = node.inputs.get(1).and_then(|a| {
+                let (_, v) = body.constants.iter().find(|(name, _)| name == a)?;
+                v.to_indices("Scan", "axes").ok()
+            });
+            let form = all_known
+                .then(|| stacked_form(node, &refs, axes_input, reduced))
+                .flatten();
+            if let Some(form) = form {
+                known.insert(
+                    node.outputs[0].clone(),
+                    Known {
+                        stacked: true,
+                        shape: form.shape.clone(),
+                    },
+                );
+                moved[k] = true;
+                forms.insert(k, form);
+            }
+        }
+        // Broadcasting nodes whose reducing reader stays in the loop.
+        let stranded: Vec<usize> = forms
+            .iter()
+            .filter(|(_, f)| !f.views.is_empty())
+            .map(|(&k, _)| k)
+            .filter(|&k| {
+                readers[body.nodes[k].outputs[0].as_str()]
+                    .iter()
+                    .any(|&r| !moved[r])
+            })
+            .collect();
+        if stranded.is_empty() {
+            break (moved, forms);
+        }
+        kept_back.extend(stranded);
+    };
     if !moved.contains(&true) {
         return Ok(None);
     }
@@ -196,22 +369,41 @@ pub(crate) fn hoist(
         }
     }
     let elements = |shape: &[usize]| shape.iter().product::<usize>();
-    let held: usize = needed.iter().map(|v| elements(&known[v].shape)).sum();
+    // A moved value that is a scan output is that output (see `record_loop`): it takes no
+    // memory the loop would not.
+    let outputs: HashSet<&str> = body.outputs[n..].iter().map(|o| o.name.as_str()).collect();
+    let held: usize = needed
+        .iter()
+        .filter(|v| !outputs.contains(v.as_str()))
+        .map(|v| {
+            let k = body.nodes.iter().position(|nd| nd.outputs.contains(v));
+            k.and_then(|k| forms.get(&k))
+                .map_or(0, |f| elements(&f.shape))
+        })
+        .sum();
     let given: usize = scans.iter().map(|s| elements(s.shape())).sum();
     if needed.is_empty() || held > 2 * given {
         return Ok(None);
     }
-    // The moved nodes as a graph over the whole scan inputs, recorded now.
+    // The moved nodes (in their stacked forms, after the views they need) as a graph over the
+    // whole scan inputs and the states passed on unchanged, recorded now.
+    let mut constants = body.constants.clone();
+    let mut nodes = Vec::new();
+    for k in 0..body.nodes.len() {
+        if let Some(f) = forms.get(&k) {
+            constants.extend(f.constants.iter().cloned());
+            nodes.extend(f.views.iter().cloned());
+            nodes.push(f.node.clone());
+        }
+    }
     let before = Graph {
-        inputs: body.inputs[n..].to_vec(),
-        constants: body.constants.clone(),
-        nodes: body
-            .nodes
+        inputs: invariant
             .iter()
-            .zip(&moved)
-            .filter(|(_, &mv)| mv)
-            .map(|(nd, _)| nd.clone())
+            .map(|&i| body.inputs[i].clone())
+            .chain(body.inputs[n..].iter().cloned())
             .collect(),
+        constants,
+        nodes,
         outputs: needed.iter().map(ValueInfo::named).collect(),
         symbolic_dims: Default::default(),
     };
@@ -219,12 +411,17 @@ pub(crate) fn hoist(
         slots: HashMap::new(),
         parent: Some(args.scope()),
     };
+    for &i in &invariant {
+        scope
+            .slots
+            .insert(body.inputs[i].name.clone(), Slot::gpu(states[i].clone()));
+    }
     for (decl, scan) in body.inputs[n..].iter().zip(scans) {
         scope
             .slots
             .insert(decl.name.clone(), Slot::gpu(scan.clone()));
     }
-    for (name, value) in &body.constants {
+    for (name, value) in &before.constants {
         scope
             .slots
             .insert(name.clone(), Slot::constant(value.clone()));

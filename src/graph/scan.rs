@@ -420,7 +420,7 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
         return empty_sequence(rec, args, body, &plan, states);
     }
     // Nodes that read no state run once, before the loop, on the whole scan inputs.
-    if let Some(h) = super::hoist::hoist(rec, args, body, &attrs, &plan, scans)? {
+    if let Some(h) = super::hoist::hoist(rec, args, body, &attrs, &plan, states, scans)? {
         let described: Vec<(DType, Vec<usize>)> = states
             .iter()
             .chain(&h.scans)
@@ -523,7 +523,7 @@ fn capture_body(
 
 /// Whether body output `i` (a state) is body input `i` itself, directly or through Identity
 /// nodes.
-fn passes_through(body: &Graph, i: usize) -> bool {
+pub(crate) fn passes_through(body: &Graph, i: usize) -> bool {
     let (Some(input), Some(output)) = (body.inputs.get(i), body.outputs.get(i)) else {
         return false;
     };

@@ -171,7 +171,7 @@ pub enum Kernel {
         op: &'static str,
         input: DType,
         /// The element-wise program computing the input where it is read (see
-        /// [`reduce::prologue_fits`]); `None`: the input is a tensor.
+        /// `reduce::prologue_fits`); `None`: the input is a tensor.
         prologue: Option<&'static program::Program>,
         pass: u8,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).

@@ -273,7 +273,7 @@ fn emulated_op_lines(op: &str, signed: bool) -> [String; 4] {
 /// WGSL source of the reduction `op` on `input`; `emulate64`: an i64 or u64 input is
 /// computed on u32 pairs (adapters without `SHADER_INT64`).
 ///
-/// With a `prologue` (see [`prologue_fits`]), the input is not read from a buffer: element `i`
+/// With a `prologue` (see `prologue_fits`), the input is not read from a buffer: element `i`
 /// is the program's value at position `i` of the input's shape, its operands read at their
 /// broadcast positions from the buffers bound after the output.
 pub fn reduce_source(

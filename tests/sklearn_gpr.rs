@@ -117,3 +117,34 @@ fn gaussian_process_regressor_matches_onnxruntime() {
         }
     }
 }
+
+#[test]
+fn gaussian_process_distances_run_as_one_reduction_not_one_per_training_row() {
+    // The Scan carries the queries unchanged and reduces (queries - row)^2 per training row:
+    // its work moves before the loop as one reduction over all rows (see `src/graph/hoist.rs`),
+    // so the whole model takes a handful of dispatches, not one or more per training row (40
+    // here), and no copy. Their values are checked by the test above, through the command.
+    let dir = export_dir();
+    let manifest: Vec<Entry> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    for entry in &manifest {
+        let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+        let session = wgpu_ops::onnx::Model::load(dir.join(&entry.model))
+            .unwrap()
+            .session(&ctx)
+            .unwrap();
+        let x: HostTensor = wgpu_ops::npy::read(&dir.join(&entry.input_file)).unwrap();
+        let before = ctx.stats();
+        let got = session
+            .run_blocking(vec![(entry.input.clone(), x)])
+            .unwrap();
+        let after = ctx.stats();
+        let dispatches = after.dispatches - before.dispatches;
+        assert!(dispatches <= 10, "{}: {dispatches} dispatches", entry.model);
+        assert_eq!(after.copies - before.copies, 0, "{}", entry.model);
+        for (o, (name, t)) in entry.outputs.iter().zip(&got) {
+            let want: HostTensor = wgpu_ops::npy::read(&dir.join(&o.file)).unwrap();
+            assert_eq!((name, &t.shape), (&o.name, &want.shape));
+        }
+    }
+}

@@ -1579,3 +1579,49 @@ fn reductions_of_steps_against_an_unchanged_state_run_once_before_the_loop() {
         }
     }
 }
+
+#[test]
+fn a_row_broadcast_beyond_the_budget_stays_in_the_loop() {
+    // 1025 rows against a carried [1024, 32] matrix: all steps at once would broadcast to
+    // 33.6 Mi elements, past the 32 Mi that hoisting may compute in one go (in case the value
+    // had to be stored), so each step runs in the loop: one dispatch per row. 1024 rows stay
+    // within it and run as one reduction. Against the reference.
+    for (seq, dispatches) in [(1025, 1025), (1024, 1)] {
+        let body = Graph::new()
+            .input("xs", DType::F32, &[Some(1024), Some(32)])
+            .input("row", DType::F32, &[Some(32)])
+            .node(
+                Node::new("Identity", "carry")
+                    .inputs(["xs"])
+                    .outputs(["xs_out"]),
+            )
+            .node(Node::new("Sub", "sub").inputs(["xs", "row"]).outputs(["d"]))
+            .node(
+                Node::new("ReduceSumSquare", "sq")
+                    .inputs(["d"])
+                    .outputs(["dist"])
+                    .attr("axes", Attr::Ints(vec![1]))
+                    .attr("keepdims", Attr::Int(0)),
+            )
+            .output("xs_out")
+            .output("dist");
+        let inputs = [f32s(&[1024, 32], 61), f32s(&[seq, 32], 62)];
+        let g = scan_graph(&inputs[..1], &inputs[1..], body, vec![], 1);
+        let named = named_inputs(&inputs);
+        let want = run_graph(&g, &named, &Default::default()).unwrap();
+        let (got, count, _) = counted_run(&g, &named, false, true);
+        assert_eq!(got[0], want[0]);
+        assert_eq!(count, dispatches, "{seq} rows");
+        for (a, b) in got[1]
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .zip(want[1].to_vec::<f32>().unwrap())
+        {
+            assert!(
+                (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                "{seq} rows: {a} vs {b}"
+            );
+        }
+    }
+}

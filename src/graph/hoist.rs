@@ -45,6 +45,13 @@ struct Known {
     shape: Vec<usize>,
 }
 
+/// The most elements a row broadcast against an unchanged state may have in its stacked form
+/// (all steps at once). The reduction reading it computes it as it reads it, but where its
+/// prologue cannot (too many operands, 64-bit integers emulated, operands too large to bind
+/// whole) the value is stored first: 32 Mi elements keep that to 256 MiB at most. Larger
+/// ones stay in the loop, one step at a time.
+const MAX_BROADCAST_ELEMENTS: usize = 32 << 20;
+
 /// How `node` runs on stacked values: its stacked result's shape, the node to run (with its
 /// axes moved past the sequence axis), and the views of stacked inputs it needs first (their
 /// shape constants, and Reshape nodes) to put their sequence axis in front of the others'.
@@ -314,7 +321,11 @@ pub(crate) fn hoist(
             });
             let form = all_known
                 .then(|| stacked_form(node, &refs, axes_input, reduced))
-                .flatten();
+                .flatten()
+                .filter(|f| {
+                    f.views.is_empty()
+                        || f.shape.iter().product::<usize>() <= MAX_BROADCAST_ELEMENTS
+                });
             if let Some(form) = form {
                 known.insert(
                     node.outputs[0].clone(),

@@ -1391,20 +1391,12 @@ fn elements_along_any_axis_are_laid_out_once_and_read_and_written_in_place() {
     }
 }
 
-#[test]
-fn a_state_passed_on_unchanged_is_read_where_it_is() {
-    // skl2onnx's pairwise distances: the state `xs` goes through Identity unchanged while each
-    // iteration reduces (xs - row)^2 over its rows. The state is the same at every step, so
-    // the whole loop is one reduction of the stacked rows against it before the loop (the
-    // Sub computed as the reduction reads it), which is the scan output: one dispatch in
-    // all, and the final state is `xs` itself. Without fusion (so nothing moves out of the
-    // loop) the state is still read where it is: an iteration is its two dispatches (Sub,
-    // ReduceSumSquare) with no copy; rows of 3 f32 are laid out once (one dispatch) and the
-    // 16-byte output rows packed once (one dispatch). Against the reference with either
-    // kernel set.
+/// skl2onnx's pairwise distances as a Scan: the state `xs` ([rows, width]) goes through
+/// Identity unchanged while each of `seq` steps reduces `(xs - row)^2` over its rows.
+fn pairwise_distances(rows: usize, width: usize, seq: usize) -> (Graph, Vec<(String, HostTensor)>) {
     let body = Graph::new()
-        .input("xs", DType::F32, &[Some(4), Some(3)])
-        .input("row", DType::F32, &[Some(3)])
+        .input("xs", DType::F32, &[Some(rows), Some(width)])
+        .input("row", DType::F32, &[Some(width)])
         .node(
             Node::new("Identity", "carry")
                 .inputs(["xs"])
@@ -1420,11 +1412,25 @@ fn a_state_passed_on_unchanged_is_read_where_it_is() {
         )
         .output("xs_out")
         .output("dist");
-    let inputs = [f32s(&[4, 3], 21), f32s(&[30, 3], 22)];
+    let inputs = [f32s(&[rows, width], 21), f32s(&[seq, width], 22)];
     let g = scan_graph(&inputs[..1], &inputs[1..], body, vec![], 1);
-    let named = named_inputs(&inputs);
+    (g, named_inputs(&inputs))
+}
+
+#[test]
+fn a_state_passed_on_unchanged_is_read_where_it_is() {
+    // skl2onnx's pairwise distances: the state `xs` goes through Identity unchanged while each
+    // iteration reduces (xs - row)^2 over its rows. The state is the same at every step, so
+    // the whole loop is one reduction of the stacked rows against it before the loop (the
+    // Sub computed as the reduction reads it), which is the scan output: one dispatch in
+    // all, and the final state is `xs` itself. Without fusion (so nothing moves out of the
+    // loop) the state is still read where it is: an iteration is its two dispatches (Sub,
+    // ReduceSumSquare) with no copy; rows of 3 f32 are laid out once (one dispatch) and the
+    // 16-byte output rows packed once (one dispatch). Against the reference with either
+    // kernel set.
+    let (g, named) = pairwise_distances(4, 3, 30);
     let want = run_graph(&g, &named, &Default::default()).unwrap();
-    assert_eq!(want[0], inputs[0]);
+    assert_eq!(want[0], named[0].1);
     for cpu_kernels in [false, true] {
         let got = counted_run(&g, &named, cpu_kernels, true);
         assert_eq!(got, (want.clone(), 1, 0), "cpu kernels {cpu_kernels}");
@@ -1587,27 +1593,7 @@ fn a_row_broadcast_beyond_the_budget_stays_in_the_loop() {
     // had to be stored), so each step runs in the loop: one dispatch per row. 1024 rows stay
     // within it and run as one reduction. Against the reference.
     for (seq, dispatches) in [(1025, 1025), (1024, 1)] {
-        let body = Graph::new()
-            .input("xs", DType::F32, &[Some(1024), Some(32)])
-            .input("row", DType::F32, &[Some(32)])
-            .node(
-                Node::new("Identity", "carry")
-                    .inputs(["xs"])
-                    .outputs(["xs_out"]),
-            )
-            .node(Node::new("Sub", "sub").inputs(["xs", "row"]).outputs(["d"]))
-            .node(
-                Node::new("ReduceSumSquare", "sq")
-                    .inputs(["d"])
-                    .outputs(["dist"])
-                    .attr("axes", Attr::Ints(vec![1]))
-                    .attr("keepdims", Attr::Int(0)),
-            )
-            .output("xs_out")
-            .output("dist");
-        let inputs = [f32s(&[1024, 32], 61), f32s(&[seq, 32], 62)];
-        let g = scan_graph(&inputs[..1], &inputs[1..], body, vec![], 1);
-        let named = named_inputs(&inputs);
+        let (g, named) = pairwise_distances(1024, 32, seq);
         let want = run_graph(&g, &named, &Default::default()).unwrap();
         let (got, count, _) = counted_run(&g, &named, false, true);
         assert_eq!(got[0], want[0]);

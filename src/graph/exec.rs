@@ -138,13 +138,13 @@ impl NodeArgs<'_> {
         self.scope
     }
 
-    /// Input `i` (called `role` in the op's spec) as a GPU tensor, uploaded if needed.
     /// Input `i`'s element-wise program when it is pending (not recorded: see
     /// `fuse::prologue_reader`).
     pub fn pending(&self, i: usize) -> Option<&Pending> {
         self.slots.get(i).copied().flatten()?.pending.as_ref()
     }
 
+    /// Input `i` (called `role` in the op's spec) as a GPU tensor, uploaded if needed.
     pub fn tensor(&self, i: usize, role: &str) -> Result<Tensor> {
         self.slots
             .get(i)

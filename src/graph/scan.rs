@@ -987,19 +987,27 @@ fn place_elements(
     // Outputs passed on from an input need no write per iteration, and an element nothing
     // in the body uses (only passed on, or not read at all) no read.
     let passed_writes: Vec<bool> = passed.iter().map(Option::is_some).collect();
-    let unused: Vec<bool> = elements
+    // Elements that a scan output (not passed on) is: copied from their buffer, which must
+    // then hold them.
+    let output: Vec<bool> = elements
         .iter()
         .map(|e| {
-            let buffers = e.buffers();
-            !instances
-                .iter()
-                .any(|i| buffers.iter().any(|b| uses(&i.steps, b)))
-                && !instances.iter().any(|i| {
-                    i.scan_outputs
-                        .iter()
-                        .zip(passed)
-                        .any(|(o, p)| p.is_none() && Arc::ptr_eq(o.storage(), e.storage()))
+            instances.iter().any(|i| {
+                i.scan_outputs.iter().zip(passed).any(|(o, p)| {
+                    p.is_none() && o.buffers().iter().any(|b| e.buffers().contains(b))
                 })
+            })
+        })
+        .collect();
+    let unused: Vec<bool> = elements
+        .iter()
+        .zip(&output)
+        .map(|(e, &output)| {
+            let buffers = e.buffers();
+            !output
+                && !instances
+                    .iter()
+                    .any(|i| buffers.iter().any(|b| uses(&i.steps, b)))
         })
         .collect();
     let mut placed = InPlace {
@@ -1034,19 +1042,8 @@ fn place_elements(
         let (bytes, reverse) = (plan.element_bytes(j), plan.in_reverse[j]);
         // An element nothing uses needs no slide (nor padded rows).
         let slide = single(&elements[j])
-            .filter(|_| !unused[j])
+            .filter(|_| !unused[j] && !output[j])
             .and_then(|from| {
-                // An element that is also a scan output is copied from its buffer, which must
-                // then hold it.
-                let output = instances.iter().any(|i| {
-                    i.scan_outputs
-                        .iter()
-                        .zip(passed)
-                        .any(|(o, p)| p.is_none() && o.buffers().contains(&from))
-                });
-                if output {
-                    return None;
-                }
                 let direct = single(&scans[j])
                     .map(|to| Slide::along(from.clone(), to, bytes, seq, reverse))
                     .filter(|s| plan.in_axes[j] == 0 && s.fits(&ctx));

@@ -36,6 +36,7 @@ struct Params {
     rhs_stride: array<vec4<u32>, 4>,
     dst_stride: array<vec4<u32>, 4>,
     // EPILOGUE PARAMS
+    // PROLOGUE PARAMS
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -43,6 +44,13 @@ struct Params {
 @group(0) @binding(2) var<storage, read> rhs: array<T>;
 @group(0) @binding(3) var<storage, read_write> dst: array<T>;
 // EPILOGUE BINDINGS
+// PROLOGUE BINDINGS
+
+// Element `i` of each operand: read from its buffer, or the value of an element-wise program
+// (a prologue) at that position of the operand, computed here and never stored. The buffer of
+// an operand with a prologue holds the prologue's first input, unread.
+fn lhs_at(i: u32) -> T { return lhs[i]; } // LHS AT
+fn rhs_at(i: u32) -> T { return rhs[i]; } // RHS AT
 
 // What is stored for output element `d` (its index in `dst`) with sum `acc`: the sum, or an
 // element-wise program on it and other tensors (a fused epilogue, see the MatMul kernels).
@@ -86,11 +94,11 @@ fn main(
         let rk = t * TILE + local.y;
         var a = T(0);
         if row < params.m && lk < params.k {
-            a = lhs[lhs_base + row * params.strides.x + lk * params.strides.y];
+            a = lhs_at(lhs_base + row * params.strides.x + lk * params.strides.y);
         }
         var b = T(0);
         if rk < params.k && col < params.n {
-            b = rhs[rhs_base + rk * params.strides.z + col * params.strides.w];
+            b = rhs_at(rhs_base + rk * params.strides.z + col * params.strides.w);
         }
         lhs_tile[local.y][local.x] = a;
         rhs_tile[local.y][local.x] = b;
@@ -135,7 +143,7 @@ fn rows(
         let a = b.x + row * params.strides.x;
         let r = b.y + col * params.strides.w;
         for (var i = k0; i < k1; i++) {
-            acc += lhs[a + i * params.strides.y] * rhs[r + i * params.strides.z]; // ROWS SUM
+            acc += lhs_at(a + i * params.strides.y) * rhs_at(r + i * params.strides.z); // ROWS SUM
         }
     }
     partial[local] = acc;
@@ -192,16 +200,16 @@ fn blocks(
     let cs = c * params.strides.w;
     for (var i = 0u; i < params.k; i++) {
         let r = b.y + i * params.strides.z;
-        let bv = vec4<T>(rhs[r + cs.x], rhs[r + cs.y], rhs[r + cs.z], rhs[r + cs.w]);
+        let bv = vec4<T>(rhs_at(r + cs.x), rhs_at(r + cs.y), rhs_at(r + cs.z), rhs_at(r + cs.w));
         let ai = i * params.strides.y;
-        acc0 += lhs[a0 + ai] * bv;
-        acc1 += lhs[a1 + ai] * bv;
-        acc2 += lhs[a2 + ai] * bv;
-        acc3 += lhs[a3 + ai] * bv;
-        acc4 += lhs[a4 + ai] * bv;
-        acc5 += lhs[a5 + ai] * bv;
-        acc6 += lhs[a6 + ai] * bv;
-        acc7 += lhs[a7 + ai] * bv;
+        acc0 += lhs_at(a0 + ai) * bv;
+        acc1 += lhs_at(a1 + ai) * bv;
+        acc2 += lhs_at(a2 + ai) * bv;
+        acc3 += lhs_at(a3 + ai) * bv;
+        acc4 += lhs_at(a4 + ai) * bv;
+        acc5 += lhs_at(a5 + ai) * bv;
+        acc6 += lhs_at(a6 + ai) * bv;
+        acc7 += lhs_at(a7 + ai) * bv;
     }
     var accs = array<vec4<T>, 8>(acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7);
     for (var y = 0u; y < 8u && row + y < params.m; y++) {

@@ -39,8 +39,23 @@ fn run(ctx: &Context, graph: &Graph, inputs: &[(String, HostTensor)]) -> (Vec<Ho
 /// Runs `graph` fused and node by node and on the reference: all three alike, bit for bit.
 /// Returns the dispatches (fused, node by node).
 fn check_fused(graph: &Graph, inputs: &[(String, HostTensor)], native_64_bit: bool) -> (u64, u64) {
-    let (fused, fused_dispatches) = run(&context(true, native_64_bit), graph, inputs);
-    let (plain, plain_dispatches) = run(&context(false, native_64_bit), graph, inputs);
+    check_fused_on(
+        &context(true, native_64_bit),
+        &context(false, native_64_bit),
+        graph,
+        inputs,
+    )
+}
+
+/// [`check_fused`] on the given fusing and not fusing contexts.
+fn check_fused_on(
+    fusing: &Context,
+    plain: &Context,
+    graph: &Graph,
+    inputs: &[(String, HostTensor)],
+) -> (u64, u64) {
+    let (fused, fused_dispatches) = run(fusing, graph, inputs);
+    let (plain, plain_dispatches) = run(plain, graph, inputs);
     let want = run_graph(graph, inputs, &Default::default()).unwrap();
     for (k, ((f, p), w)) in fused.iter().zip(&plain).zip(&want).enumerate() {
         assert_eq!((f.dtype, &f.shape), (w.dtype, &w.shape), "output {k}");
@@ -180,16 +195,20 @@ fn long_chains_are_cut_at_the_operand_limit() {
     assert_eq!(check_fused(&g, &inputs, true), (2, 11));
 }
 
-/// Values read by two nodes, and graph outputs, are recorded (their readers still fuse what
-/// follows them); a node reading one pending value twice reads it once.
+/// A small value read by two nodes that can compute it is computed by each and never stored;
+/// one read by three nodes, or too large to compute twice, is recorded (its readers still fuse
+/// what follows them). Graph outputs are recorded; a node reading one pending value twice
+/// reads it once.
 #[test]
-fn shared_values_and_outputs_are_recorded() {
+fn shared_values_are_computed_by_each_reader_within_limits() {
     let inputs = named(vec![
         ("x", random_tensor(20, DType::U32, &[7])),
         ("y", random_tensor(21, DType::U32, &[7])),
+        ("z", random_tensor(22, DType::U32, &[7])),
+        ("w", random_tensor(23, DType::U32, &[7])),
     ]);
     let g = declare(Graph::new(), &inputs)
-        // t is read by two nodes: recorded.
+        // t is read by two nodes, each computing it.
         .node(node("Add", &["x", "y"], "t"))
         .node(node("Mul", &["t", "x"], "a"))
         .node(node("Sub", &["t", "y"], "b"))
@@ -200,8 +219,30 @@ fn shared_values_and_outputs_are_recorded() {
         .node(node("Mul", &["d", "d"], "e"))
         .output("c")
         .output("e");
-    // Fused: t, then c (a, b, Max), then e (Abs, Mul): 3 dispatches.
-    assert_eq!(check_fused(&g, &inputs, true), (3, 6));
+    // Fused: c (Add twice, Mul, Sub, Max), then e (Abs, Mul): 2 dispatches.
+    assert_eq!(check_fused(&g, &inputs, true), (2, 6));
+
+    // Three readers: t is recorded, then the rest is one program.
+    let g = declare(Graph::new(), &inputs)
+        .node(node("Add", &["x", "y"], "t"))
+        .node(node("Mul", &["t", "x"], "a"))
+        .node(node("Sub", &["t", "y"], "b"))
+        .node(node("Add", &["t", "z"], "c"))
+        .node(node("Max", &["a", "b"], "m"))
+        .node(node("Min", &["m", "c"], "out"))
+        .output("out");
+    assert_eq!(check_fused(&g, &inputs, true), (2, 6));
+
+    // Two readers of a chain over four inputs (more than computing it twice saves): recorded.
+    let g = declare(Graph::new(), &inputs)
+        .node(node("Add", &["x", "y"], "t1"))
+        .node(node("Add", &["t1", "z"], "t2"))
+        .node(node("Mul", &["t2", "w"], "t"))
+        .node(node("Mul", &["t", "x"], "a"))
+        .node(node("Sub", &["t", "y"], "b"))
+        .node(node("Max", &["a", "b"], "out"))
+        .output("out");
+    assert_eq!(check_fused(&g, &inputs, true), (2, 6));
 }
 
 /// i64 chains fuse on adapters without SHADER_INT64 too (the emulation on u32 pairs), casts
@@ -228,11 +269,11 @@ fn i64_chains_fuse_with_the_emulation() {
         .node(node("Where", &["l", "m", "y"], "w"))
         .node(cast("w", DType::I32, "out"))
         .output("out");
-    // m has two readers: Cast, Mul, Add, Max are one dispatch; Less, Where, Cast another.
+    // m has two readers, Less and Where, which both compute it: one dispatch.
     for native in [true, false] {
         assert_eq!(
             check_fused(&g, &inputs, native),
-            (2, 7),
+            (1, 7),
             "native i64: {native}"
         );
     }
@@ -733,6 +774,87 @@ fn matmuls_read_transposes_in_place() {
         .node(node("MatMul", &["st", "w"], "out"))
         .output("out");
     assert_eq!(check_fused(&other, &inputs, true), (2, 2), "other perm");
+}
+
+// A chain a MatMul reads as an operand is computed where the kernel reads each element (a
+// prologue), never stored, where each element is read at most 4 times: LinearAttention's
+// decayed state, read transposed by the product with the key and also by the update's
+// epilogue, costs no dispatch of its own. A chain read more often is recorded first, as are
+// chains on i64 emulated on u32 pairs. Both kernel sets, bit for bit against the reference.
+#[test]
+fn matmuls_compute_the_chains_they_read() {
+    let perm = Attr::Ints(vec![0, 2, 1]);
+    let cases = [
+        (DType::F32, true),
+        (DType::I32, true),
+        (DType::F64, true),
+        (DType::I64, true),
+        (DType::I64, false),
+    ];
+    for (d, native) in cases {
+        let inputs = named(vec![
+            ("state", small_ints(1, d, &[2, 20, 24])),
+            ("decay", small_ints(2, d, &[2, 20, 1])),
+            ("k", small_ints(3, d, &[2, 20, 1])),
+            ("v", small_ints(4, d, &[2, 24, 1])),
+            ("q", small_ints(5, d, &[2, 1, 24])),
+            ("a", small_ints(6, d, &[3, 40, 20])),
+            ("b", small_ints(7, d, &[20])),
+            ("w4", small_ints(8, d, &[20, 4])),
+            ("w5", small_ints(9, d, &[20, 5])),
+            ("row", small_ints(10, d, &[1, 20])),
+            ("m", small_ints(11, d, &[20, 30])),
+            ("s", small_ints(12, d, &[30])),
+        ]);
+        let g = declare(Graph::new(), &inputs);
+        // Decay, state^T x k with a Sub epilogue, the outer product with an Add epilogue.
+        let la = g
+            .clone()
+            .node(node("Mul", &["state", "decay"], "ds"))
+            .node(node("Transpose", &["ds"], "dst").attr("perm", perm.clone()))
+            .node(node("MatMul", &["dst", "k"], "r"))
+            .node(node("Sub", &["v", "r"], "delta"))
+            .node(node("MatMul", &["k", "q"], "outer"))
+            .node(node("Add", &["ds", "outer"], "next"))
+            .output("delta")
+            .output("next");
+        let computed_a = |w: &str| {
+            g.clone()
+                .node(node("Mul", &["a", "b"], "ab"))
+                .node(node("MatMul", &["ab", w], "out"))
+                .output("out")
+        };
+        let computed_b = g
+            .clone()
+            .node(node("Mul", &["m", "s"], "ms"))
+            .node(node("MatMul", &["row", "ms"], "out"))
+            .output("out");
+        // Emulated i64: every chain is recorded first.
+        let extra = u64::from(!native);
+        for cpu_kernels in [false, true] {
+            let ctx = |fuse: bool| {
+                Context::new_blocking(ContextOptions {
+                    fuse_elementwise: Some(fuse),
+                    native_64_bit: Some(native),
+                    cpu_kernels: Some(cpu_kernels),
+                    ..Default::default()
+                })
+                .unwrap()
+            };
+            let (fusing, plain) = (ctx(true), ctx(false));
+            let case = format!("{d} native {native} cpu kernels {cpu_kernels}");
+            let check = |g: &Graph| check_fused_on(&fusing, &plain, g, &inputs);
+            assert_eq!(check(&la), (2 + extra, 6), "LinearAttention step, {case}");
+            // A's elements read by 4 columns: computed; by 5: recorded.
+            assert_eq!(
+                check(&computed_a("w4")),
+                (1 + extra, 2),
+                "A, 4 reads, {case}"
+            );
+            assert_eq!(check(&computed_a("w5")), (2, 2), "A, 5 reads, {case}");
+            assert_eq!(check(&computed_b), (1 + extra, 2), "B, {case}");
+        }
+    }
 }
 
 // Matrix-vector products (one output column) run as vector-matrix ones with the matrix read

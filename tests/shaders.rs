@@ -272,7 +272,8 @@ fn check_bindings(kernel: &Kernel, module: &naga::Module) {
 /// MatMul epilogues: on each dtype the MatMul kernel computes and each of its entry points,
 /// an epilogue of every binary word op defined on (sum, leaf) of that dtype followed by a
 /// unary one where defined, with 0 to 5 leaves (the most that bind), and on i64 and u64
-/// emulated on u32 pairs; validated like the variants above, bindings included.
+/// emulated on u32 pairs; prologues computing A or B, alone and beside those epilogues that
+/// leave room for their inputs; validated like the variants above, bindings included.
 #[test]
 fn matmul_epilogues_validate_and_compile() {
     use wgpu_ops::kernels::matmul::{MatMulKernel, MAX_EPILOGUE_LEAVES};
@@ -310,8 +311,26 @@ fn matmul_epilogues_validate_and_compile() {
         let mut none = Program::new(vec![dtype], emulate64);
         none.push("Sign", vec![Arg::Operand(0)], dtype).unwrap();
         programs.push(none);
+        // Prologues (not on emulated pairs): a two-input chain with a unary step, computing A
+        // or B, alone or beside an epilogue that calls the same helpers.
+        let prologue = (!emulate64).then(|| {
+            let mut p = Program::single("Mul", &[dtype, dtype], dtype, false).unwrap();
+            let unary = if dtype == DType::F32 { "Tanh" } else { "Abs" };
+            p.push(unary, vec![Arg::Step(0)], dtype).unwrap();
+            &*Box::leak(Box::new(p))
+        });
         for p in programs {
             let program: &'static Program = Box::leak(Box::new(p));
+            let leaves = program.operands().len() - 1;
+            let mut pairs = vec![(Some(program), None)];
+            if let Some(pro) = prologue {
+                for j in [0u8, 1] {
+                    pairs.push((None, Some((pro, j))));
+                    if leaves + 2 <= MAX_EPILOGUE_LEAVES {
+                        pairs.push((Some(program), Some((pro, j))));
+                    }
+                }
+            }
             for (variant, group) in [
                 (MatMulKernel::Tiles, 0),
                 (MatMulKernel::Rows, 64),
@@ -320,17 +339,20 @@ fn matmul_epilogues_validate_and_compile() {
                 if emulate64 && variant == MatMulKernel::Blocks {
                     continue;
                 }
-                let kernel = Kernel::MatMul {
-                    variant,
-                    dtype,
-                    group,
-                    epilogue: Some(program),
-                    emulate64,
-                };
-                check_kernel(&kernel, &mut parsed);
-                count += 1;
+                for &(epilogue, prologue) in &pairs {
+                    let kernel = Kernel::MatMul {
+                        variant,
+                        dtype,
+                        group,
+                        epilogue,
+                        prologue,
+                        emulate64,
+                    };
+                    check_kernel(&kernel, &mut parsed);
+                    count += 1;
+                }
             }
         }
     }
-    assert!(count > 100, "{count}");
+    assert!(count > 400, "{count}");
 }

@@ -5,9 +5,10 @@ use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use super::fuse::{self, Pending};
+use super::fuse::{self, Held, Pending};
 use super::registry::{self, OpDef};
 use super::{Attr, Graph, Node};
+use crate::kernels::program::{intern, Values};
 use crate::{download_all, Context, DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 
 /// A value during a run: known on the host (inputs, constants), on the GPU, or both.
@@ -24,6 +25,9 @@ pub(crate) struct Slot {
     /// Not recorded: this tensor with its last two axes swapped (a Transpose that only
     /// MatMuls read, which read it in place).
     pub swapped: Option<Tensor>,
+    /// Not recorded: this pending program's value with its last two axes swapped (a
+    /// Transpose of a chain that the MatMuls reading it compute in place).
+    pub swapped_pending: Option<Pending>,
 }
 
 /// Ops on constants with at most this many input elements in all are computed on the host.
@@ -38,6 +42,7 @@ impl Slot {
             constant: false,
             pending: None,
             swapped: None,
+            swapped_pending: None,
         }
     }
     pub fn constant(value: impl Into<Arc<HostTensor>>) -> Slot {
@@ -47,6 +52,7 @@ impl Slot {
             constant: true,
             pending: None,
             swapped: None,
+            swapped_pending: None,
         }
     }
     pub fn gpu(value: Tensor) -> Slot {
@@ -55,11 +61,15 @@ impl Slot {
         slot
     }
     pub fn dtype_shape(&self) -> (DType, Vec<usize>) {
-        if let Some(t) = &self.swapped {
-            let mut shape = t.shape().to_vec();
+        let swapped = match (&self.swapped, &self.swapped_pending) {
+            (Some(t), _) => Some((t.dtype(), t.shape().to_vec())),
+            (_, Some(p)) => Some((p.program.out(), p.shape.clone())),
+            _ => None,
+        };
+        if let Some((dtype, mut shape)) = swapped {
             let r = shape.len();
             shape.swap(r - 2, r - 1);
-            return (t.dtype(), shape);
+            return (dtype, shape);
         }
         match (&self.host, self.gpu.get(), &self.pending) {
             (Some(h), _, _) => (h.dtype, h.shape.clone()),
@@ -75,7 +85,7 @@ impl Slot {
         if let Some(t) = self.gpu.get() {
             return Ok(t.clone());
         }
-        if self.pending.is_some() || self.swapped.is_some() {
+        if self.pending.is_some() || self.swapped.is_some() || self.swapped_pending.is_some() {
             return Err(Error::Graph(
                 "internal: a fused value was read before it was recorded".into(),
             ));
@@ -274,12 +284,13 @@ pub(crate) fn record_graph(
         .flat_map(|n| n.outputs.iter().map(String::as_str))
         .collect();
     let (deferred, swappable) = if ctx.fuse_elementwise() {
+        let swappable = fuse::swappable(graph, &keep, placements);
         (
-            fuse::deferrable(graph, &keep, placements),
-            fuse::swappable(graph, &keep, placements),
+            fuse::deferrable(graph, &keep, placements, &swappable),
+            swappable,
         )
     } else {
-        (HashSet::new(), HashSet::new())
+        (HashMap::new(), HashSet::new())
     };
     for (pos, &k) in order.iter().enumerate() {
         let node = &graph.nodes[k];
@@ -301,12 +312,21 @@ pub(crate) fn record_graph(
                 .flatten()
                 .is_some_and(|s| s.pending.as_ref().is_some_and(|p| p.head.is_none()))
             && !slots[1..].iter().flatten().any(|s| s.pending.is_some());
+        // A Transpose of a pending chain that MatMuls compute in place stays pending.
+        let mut swap_pending = None;
+        if folded.is_none() && node.outputs.first().is_some_and(|o| swappable.contains(o)) {
+            swap_pending = fuse::swapped_pending(node, &slots);
+        }
         // Fusion: a node whose value is deferred, or that reads pending values, merges its
         // step with their programs.
-        let defer = node.outputs.first().is_some_and(|o| deferred.contains(o));
-        let pending_inputs = slots.iter().flatten().any(|s| s.pending.is_some());
+        let readers = node.outputs.first().and_then(|o| deferred.get(o)).copied();
+        let mut defer = readers.is_some();
+        let pending_inputs = slots
+            .iter()
+            .flatten()
+            .any(|s| s.pending.is_some() || s.swapped_pending.is_some());
         let mut fused = None;
-        if folded.is_none() && !prologue && (defer || pending_inputs) {
+        if folded.is_none() && !prologue && swap_pending.is_none() && (defer || pending_inputs) {
             fused = fuse::build(&ctx, node, &slots).map_err(in_node)?;
             if fused.is_none() && pending_inputs {
                 // The merged program would be too large (or the node is not a step after all):
@@ -317,6 +337,11 @@ pub(crate) fn record_graph(
                 }
             }
         }
+        // A value several nodes read is computed by each only while that is cheap.
+        if readers.is_some_and(|n| n > 1) && fused.as_ref().is_some_and(|p| !fuse::worth_sharing(p))
+        {
+            defer = false;
+        }
         let slots = input_slots(scope, node);
         let swap = match &folded {
             None if node.outputs.first().is_some_and(|o| swappable.contains(o)) => {
@@ -325,6 +350,10 @@ pub(crate) fn record_graph(
             _ => None,
         };
         let outputs: Vec<Slot> = match (folded, fused) {
+            (None, _) if swap_pending.is_some() => vec![Slot {
+                swapped_pending: swap_pending,
+                ..Slot::default()
+            }],
             (None, _) if swap.is_some() => vec![Slot {
                 swapped: swap,
                 ..Slot::default()
@@ -334,6 +363,7 @@ pub(crate) fn record_graph(
             {
                 let (a, ta) = fuse::operand(&ctx, slots[0]).map_err(in_node)?;
                 let (b, tb) = fuse::operand(&ctx, slots[1]).map_err(in_node)?;
+                let (a, b) = (recorded(a).map_err(in_node)?, recorded(b).map_err(in_node)?);
                 let out = match placements.get(&node.outputs[0]) {
                     Some(t) => Out::into(&node.outputs[0], t),
                     None => Out::NEW,
@@ -384,15 +414,6 @@ pub(crate) fn record_graph(
                     .collect()
             }
         };
-        if prologue {
-            // The chain's leaves go back to the recorder, as when it is recorded.
-            let chain = scope.slots.get_mut(&node.inputs[0]);
-            if let Some(p) = chain.and_then(|s| s.pending.take()) {
-                for (_, leaf) in p.leaves {
-                    rec.release(leaf);
-                }
-            }
-        }
         for (name, slot) in node.outputs.iter().zip(outputs) {
             scope.slots.insert(name.clone(), slot);
         }
@@ -416,6 +437,13 @@ pub(crate) fn record_graph(
                 if let Some(t) = slot.swapped {
                     rec.release(t);
                 }
+                // A chain computed where it was read: its inputs go back to the recorder, as
+                // when it is recorded.
+                for p in slot.pending.into_iter().chain(slot.swapped_pending) {
+                    for (_, leaf) in p.leaves {
+                        rec.release(leaf);
+                    }
+                }
             }
         }
     }
@@ -430,16 +458,50 @@ fn input_slots<'s>(scope: &'s Scope<'_>, node: &Node) -> Vec<Option<&'s Slot>> {
         .collect()
 }
 
-/// Records the pending values among `node`'s inputs (their programs into tensors of their own).
+/// Records the pending values among `node`'s inputs (their programs into tensors of their own;
+/// a swapped one into the tensor its MatMuls read transposed).
 fn materialize(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<()> {
     for name in &node.inputs {
         if let Some(slot) = scope.slots.get_mut(name) {
             if let Some(p) = slot.pending.take() {
                 let _ = slot.gpu.set(record_pending(rec, p, Out::NEW)?);
             }
+            if let Some(p) = slot.swapped_pending.take() {
+                slot.swapped = Some(record_pending(rec, p, Out::NEW)?);
+            }
         }
     }
     Ok(())
+}
+
+/// A MatMul operand that must be a tensor by now (its inputs were materialized).
+fn recorded(held: Held) -> Result<Tensor> {
+    match held {
+        Held::Tensor(t) => Ok(t),
+        Held::Program(_) => Err(Error::Graph(
+            "internal: a MatMul operand was still pending".into(),
+        )),
+    }
+}
+
+/// The inputs of a held operand's program (none for a tensor).
+fn held_leaves(held: &Held) -> Vec<&Tensor> {
+    match held {
+        Held::Tensor(_) => Vec::new(),
+        Held::Program(p) => p.leaves.iter().map(|(_, t)| t).collect(),
+    }
+}
+
+/// A held operand as the MatMul reads it, its program's inputs `leaves` (see [`held_leaves`]).
+fn held_values<'a>(held: &'a Held, leaves: &'a [&'a Tensor]) -> Values<'a> {
+    match held {
+        Held::Tensor(t) => Values::Tensor(t),
+        Held::Program(p) => Values::Program {
+            program: intern(p.program.clone()),
+            leaves,
+            shape: &p.shape,
+        },
+    }
 }
 
 /// Records a pending value's program into `out`. Its leaves go back to the recorder: a
@@ -448,7 +510,12 @@ fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
     let refs: Vec<&Tensor> = p.leaves.iter().map(|(_, t)| t).collect();
     let t = match &p.head {
         Some(h) if h.shape == p.shape => {
-            rec.matmul_fused_to(&h.lhs.1, &h.rhs.1, h.transposed, &p.program, &refs, out)?
+            let (la, lb) = (held_leaves(&h.lhs.1), held_leaves(&h.rhs.1));
+            let values = [held_values(&h.lhs.1, &la), held_values(&h.rhs.1, &lb)];
+            // A MatMul that reads a pending chain but is read as it is has no epilogue.
+            let epilogue = (!p.program.steps().is_empty() || !refs.is_empty())
+                .then_some((&p.program, refs.as_slice()));
+            rec.matmul_values_to(values, h.transposed, epilogue, out)?
         }
         Some(h) => {
             // Viewed since (unit axes added or removed): the epilogue runs on the product's
@@ -461,12 +528,12 @@ fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
             let refs: Vec<&Tensor> = leaves.iter().collect();
             let t = out.tensor(rec, p.program.out(), &p.shape)?;
             let product = t.reshaped(&h.shape)?;
-            rec.matmul_fused_to(
-                &h.lhs.1,
-                &h.rhs.1,
+            let (la, lb) = (held_leaves(&h.lhs.1), held_leaves(&h.rhs.1));
+            let values = [held_values(&h.lhs.1, &la), held_values(&h.rhs.1, &lb)];
+            rec.matmul_values_to(
+                values,
                 h.transposed,
-                &p.program,
-                &refs,
+                Some((&p.program, &refs)),
                 Out::into("fused MatMul", &product),
             )?;
             t
@@ -477,8 +544,15 @@ fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
         rec.release(leaf);
     }
     if let Some(h) = p.head {
-        rec.release(h.lhs.1);
-        rec.release(h.rhs.1);
+        for t in h
+            .lhs
+            .1
+            .into_tensors()
+            .into_iter()
+            .chain(h.rhs.1.into_tensors())
+        {
+            rec.release(t);
+        }
     }
     Ok(t)
 }

@@ -8,6 +8,12 @@
 //! value is a program whose operand 0 is the product (the *head*), and the chain that follows
 //! becomes the MatMul kernel's epilogue (a recurrent cell's `MatMul -> Add -> Tanh` is one
 //! dispatch).
+//!
+//! A chain a MatMul reads (directly or through a Transpose it reads in place) stays pending
+//! too, and the kernel computes it where it reads it (a prologue, see
+//! `Recorder::matmul_values_to`). A small chain read by up to [`MAX_SHARED_READERS`] nodes that
+//! can all compute it so is computed by each, never stored: LinearAttention's decayed state is
+//! read by the product with the key and by the update's epilogue.
 
 use std::collections::{HashMap, HashSet};
 
@@ -32,11 +38,52 @@ pub(crate) struct Pending {
 /// shape: the pending value's shape may differ from it by unit axes, see [`view_op`]).
 #[derive(Clone)]
 pub(crate) struct Head {
-    pub lhs: (String, Tensor),
-    pub rhs: (String, Tensor),
+    pub lhs: (String, Held),
+    pub rhs: (String, Held),
     /// Operands held with their last two axes swapped, read transposed in place.
     pub transposed: [bool; 2],
     pub shape: Vec<usize>,
+}
+
+/// A MatMul operand: a tensor, or a pending element-wise program (no MatMul head of its own)
+/// that the kernel computes where it reads it.
+#[derive(Clone)]
+pub(crate) enum Held {
+    Tensor(Tensor),
+    Program(Box<Pending>),
+}
+
+impl Held {
+    /// Whether both are the same value (as two pending programs reading one MatMul's operands
+    /// must be).
+    fn same(&self, other: &Held) -> bool {
+        let first = |h: &Held| match h {
+            Held::Tensor(t) => Some(t.storage().clone()),
+            Held::Program(p) => p.leaves.first().map(|(_, t)| t.storage().clone()),
+        };
+        match (first(self), first(other)) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(&a, &b),
+            _ => false,
+        }
+    }
+
+    /// The tensors it holds (the program's inputs), handed back once it is recorded.
+    pub fn into_tensors(self) -> Vec<Tensor> {
+        match self {
+            Held::Tensor(t) => vec![t],
+            Held::Program(p) => p.leaves.into_iter().map(|(_, t)| t).collect(),
+        }
+    }
+}
+
+/// The most nodes that may each compute one pending chain where they read it, rather than
+/// read it stored.
+pub const MAX_SHARED_READERS: usize = 2;
+
+/// Whether a pending value is small enough for several readers to compute it each: no MatMul,
+/// a few inputs and steps (each reader reads its inputs instead of one stored value).
+pub(crate) fn worth_sharing(p: &Pending) -> bool {
+    p.head.is_none() && p.leaves.len() <= 3 && p.program.steps().len() <= 4
 }
 
 /// Whether a node only reshapes its input (a view): a pending value stays pending through it,
@@ -84,14 +131,19 @@ fn view_shape(node: &Node, slots: &[Option<&Slot>], shape: &[usize]) -> Option<V
     }
 }
 
-/// A MatMul operand: the slot's tensor, or the tensor a swapped slot holds and `true`.
-pub(crate) fn operand(ctx: &Context, slot: Option<&Slot>) -> Result<(Tensor, bool)> {
+/// A MatMul operand: the slot's tensor or pending program (without a MatMul head), and
+/// whether it is held with its last two axes swapped (a Transpose read in place).
+pub(crate) fn operand(ctx: &Context, slot: Option<&Slot>) -> Result<(Held, bool)> {
     let slot =
         slot.ok_or_else(|| crate::Error::Graph("internal: a MatMul input is missing".into()))?;
-    match &slot.swapped {
-        Some(t) => Ok((t.clone(), true)),
-        None => Ok((slot.tensor(ctx)?, false)),
-    }
+    Ok(
+        match (&slot.swapped, &slot.swapped_pending, &slot.pending) {
+            (Some(t), _, _) => (Held::Tensor(t.clone()), true),
+            (_, Some(p), _) => (Held::Program(Box::new(p.clone())), true),
+            (_, _, Some(p)) if p.head.is_none() => (Held::Program(Box::new(p.clone())), false),
+            _ => (Held::Tensor(slot.tensor(ctx)?), false),
+        },
+    )
 }
 
 /// The Transposes whose output only MatMuls read: each may stay unrecorded (a swapped slot)
@@ -135,12 +187,28 @@ pub(crate) fn swapped_input(
     let Some(Some(slot)) = slots.first() else {
         return Ok(None);
     };
-    if slot.pending.is_some() || slot.swapped.is_some() {
+    if slot.pending.is_some() || slot.swapped.is_some() || slot.swapped_pending.is_some() {
         return Ok(None);
     }
+    if !swaps_last_axes(node, slot) {
+        return Ok(None);
+    }
+    Ok(Some(slot.tensor(ctx)?))
+}
+
+/// The pending program of a Transpose node's input, where the node swaps its last two axes
+/// only and the program has no MatMul head: its MatMul readers compute it in place.
+pub(crate) fn swapped_pending(node: &Node, slots: &[Option<&Slot>]) -> Option<Pending> {
+    let slot = slots.first().copied().flatten()?;
+    let p = slot.pending.as_ref().filter(|p| p.head.is_none())?;
+    swaps_last_axes(node, slot).then(|| p.clone())
+}
+
+/// Whether Transpose node `node` on `slot`'s value swaps its last two axes and no other.
+fn swaps_last_axes(node: &Node, slot: &Slot) -> bool {
     let r = slot.dtype_shape().1.len();
     if r < 2 {
-        return Ok(None);
+        return false;
     }
     let mut swap: Vec<i64> = (0..r as i64).collect();
     swap.swap(r - 2, r - 1);
@@ -148,12 +216,9 @@ pub(crate) fn swapped_input(
         Some(Attr::Ints(p)) => p.clone(),
         // No perm: every axis reversed, a swap at rank 2.
         None => (0..r as i64).rev().collect(),
-        Some(_) => return Ok(None),
+        Some(_) => return false,
     };
-    if perm != swap {
-        return Ok(None);
-    }
-    Ok(Some(slot.tensor(ctx)?))
+    perm == swap
 }
 
 /// Leaf `t` of a pending value of shape `from` viewed in the shape `to` of its MatMul head's
@@ -233,15 +298,37 @@ pub(crate) fn prologue_reader(node: &Node) -> bool {
         && node.inputs.first().is_some_and(|i| !i.is_empty())
 }
 
-/// The values to leave pending: produced by a fusable node and read by exactly one node,
-/// which is fusable and reads it as an input, or a reduction reading it as its data (and only
-/// so); never a value in `keep` (the graph's outputs) or with a placement (a Scan body's
-/// state, written in place).
+/// Whether `reader` can compute value `v` of a fusable node where it reads it: an
+/// element-wise node reading it as an input, a reduction reading it as its data (and only so),
+/// a MatMul reading it as an operand, or a Transpose in `swappable` (read in place by MatMuls).
+fn computes_where_read(reader: &Node, v: &str, swappable: &HashSet<String>) -> bool {
+    if prologue_reader(reader) {
+        reader.inputs[0] == v && !reader.inputs[1..].iter().any(|i| i == v)
+    } else if head_op(reader) {
+        true
+    } else if reader.op == "Transpose" {
+        reader.inputs.first().is_some_and(|i| i == v)
+            && reader
+                .outputs
+                .first()
+                .is_some_and(|o| swappable.contains(o))
+    } else {
+        !view_op(reader) && fusable(reader) && reader.inputs.iter().any(|i| i == v)
+    }
+}
+
+/// The values to leave pending, each with its number of readers: produced by a fusable node
+/// and read by exactly one node, which is fusable and reads it as an input, or a reduction
+/// reading it as its data (and only so), or a MatMul or a Transpose in `swappable`; or read
+/// by up to [`MAX_SHARED_READERS`] such nodes. A MatMul or a view op's value likewise, with
+/// one fusable (or view) reader. Never a value in `keep` (the graph's outputs) or with a
+/// placement (a Scan body's state, written in place).
 pub(crate) fn deferrable(
     graph: &Graph,
     keep: &HashSet<&str>,
     placements: &HashMap<String, Tensor>,
-) -> HashSet<String> {
+    swappable: &HashSet<String>,
+) -> HashMap<String, usize> {
     let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
     let reads: Vec<Vec<String>> = graph.nodes.iter().map(Node::reads).collect();
     for (k, names) in reads.iter().enumerate() {
@@ -252,7 +339,7 @@ pub(crate) fn deferrable(
             }
         }
     }
-    let mut out = HashSet::new();
+    let mut out = HashMap::new();
     for node in graph
         .nodes
         .iter()
@@ -262,18 +349,27 @@ pub(crate) fn deferrable(
         if keep.contains(v) || placements.contains_key(v) {
             continue;
         }
-        if let Some([reader]) = readers.get(v).map(Vec::as_slice) {
-            let reader = &graph.nodes[*reader];
-            let reads_it = if view_op(reader) {
-                reader.inputs[0] == v
-            } else if prologue_reader(reader) {
-                fusable(node) && reader.inputs[0] == v && !reader.inputs[1..].iter().any(|i| i == v)
-            } else {
-                fusable(reader) && reader.inputs.iter().any(|i| i == v)
-            };
-            if reads_it {
-                out.insert(v.to_string());
+        let Some(of_v) = readers.get(v) else {
+            continue;
+        };
+        let computed = fusable(node)
+            && of_v.len() <= MAX_SHARED_READERS
+            && of_v
+                .iter()
+                .all(|&r| computes_where_read(&graph.nodes[r], v, swappable));
+        let reads_it = match of_v.as_slice() {
+            [reader] => {
+                let reader = &graph.nodes[*reader];
+                if view_op(reader) {
+                    reader.inputs[0] == v
+                } else {
+                    computed || (fusable(reader) && reader.inputs.iter().any(|i| i == v))
+                }
             }
+            _ => computed,
+        };
+        if reads_it {
+            out.insert(v.to_string(), of_v.len());
         }
     }
     out
@@ -444,7 +540,11 @@ fn head(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Result<Option<Pe
     let (Some(Some(a)), Some(Some(b))) = (slots.first(), slots.get(1)) else {
         return Ok(None);
     };
-    if a.pending.is_some() || b.pending.is_some() {
+    // A product read by this one is recorded first: a program has one head.
+    if [a, b]
+        .iter()
+        .any(|s| s.pending.as_ref().is_some_and(|p| p.head.is_some()))
+    {
         return Ok(None);
     }
     let ((lhs, ta), (rhs, tb)) = (operand(ctx, Some(a))?, operand(ctx, Some(b))?);
@@ -536,7 +636,7 @@ impl Merge {
             // Only the merge's own head (see `build`); its product is operand 0 here too.
             let own = self.head.as_ref()?;
             let theirs = p.head.as_ref()?;
-            if !std::sync::Arc::ptr_eq(own.lhs.1.storage(), theirs.lhs.1.storage())
+            if !own.lhs.1.same(&theirs.lhs.1)
                 || own.lhs.0 != theirs.lhs.0
                 || own.rhs.0 != theirs.rhs.0
             {

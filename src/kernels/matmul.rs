@@ -5,7 +5,7 @@
 
 use super::elementwise::broadcast_strides;
 use super::operands::{bind_windows, elementwise_type, layout_of, specialize};
-use super::program::{index_code, walk_struct, walk_words, Program};
+use super::program::{index_code, narrow, walk_struct, walk_words, Program};
 use super::windows::{room, Broadcast, Walk};
 use super::words::{program_helpers, I64_EMULATION};
 use super::{Kernel, MAX_RANK};
@@ -23,15 +23,45 @@ const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
 pub const MAX_EPILOGUE_LEAVES: usize = 5;
 
 /// WGSL source of the MatMul kernel for one element type, with an epilogue program (operand 0
-/// the sum, the others read from buffers at their broadcast positions in the output) or none.
-/// `emulate64`: i64 or u64 on u32 pairs, without the `blocks` entry point.
-pub fn matmul_source(dtype: DType, epilogue: Option<&Program>, emulate64: bool) -> String {
+/// the sum, the others read from buffers at their broadcast positions in the output) or none,
+/// and a prologue or none: `(program, j)` computes operand `j` (0: A, 1: B) where the kernel
+/// reads it, from tensors bound after the epilogue's. `emulate64`: i64 or u64 on u32 pairs,
+/// without the `blocks` entry point (and without prologues).
+pub fn matmul_source(
+    dtype: DType,
+    epilogue: Option<&Program>,
+    prologue: Option<(&Program, u8)>,
+    emulate64: bool,
+) -> String {
     let ty = elementwise_type(dtype).unwrap_or("f32");
     let mut replacements = vec![("// LHS TYPE", format!("alias T = {ty};"))];
     let mut template = MATMUL.to_string();
+    let epilogue_parts = epilogue.map(|p| p.parts(4, true, ""));
+    let leaves = epilogue.map_or(0, |p| p.operands().len().saturating_sub(1));
+    let prologue_parts = prologue.map(|(p, _)| p.parts(4 + leaves, false, "_p"));
+    // Helpers both programs call are defined once, as are the programs' f32 math functions.
+    let mut helpers: Vec<&String> = Vec::new();
+    for parts in epilogue_parts.iter().chain(&prologue_parts) {
+        for h in &parts.helpers {
+            if !helpers.contains(&h) {
+                helpers.push(h);
+            }
+        }
+    }
+    let mut common = String::new();
+    if epilogue.is_some() || prologue.is_some() {
+        common.push_str(program_helpers());
+        common.push('\n');
+    }
+    for h in &helpers {
+        common.push_str(h);
+        common.push('\n');
+    }
     if emulate64 {
         // The epilogue's steps may share the emulation's helpers: defined once.
-        let shared = epilogue.is_some_and(|p| p.parts(4, true).steps.contains("fn add64("));
+        let shared = epilogue_parts
+            .as_ref()
+            .is_some_and(|p| p.steps.contains("fn add64(") || common.contains("fn add64("));
         let helpers = if shared { "" } else { I64_EMULATION };
         replacements[0].1 = format!("alias T = vec2<u32>;\n{helpers}");
         replacements.extend([
@@ -42,7 +72,7 @@ pub fn matmul_source(dtype: DType, epilogue: Option<&Program>, emulate64: bool) 
             ),
             (
                 "// ROWS SUM",
-                "            acc = add64(acc, mul64(lhs[a + i * params.strides.y], rhs[r + i * params.strides.z]));"
+                "            acc = add64(acc, mul64(lhs_at(a + i * params.strides.y), rhs_at(r + i * params.strides.z)));"
                     .to_string(),
             ),
             (
@@ -58,9 +88,8 @@ pub fn matmul_source(dtype: DType, epilogue: Option<&Program>, emulate64: bool) 
             .expect("matmul.wgsl marks blocks");
         template.replace_range(begin..end, "");
     }
-    if let Some(p) = epilogue {
+    if let (Some(p), Some(parts)) = (epilogue, &epilogue_parts) {
         let leaves = p.operands().len().saturating_sub(1);
-        let parts = p.parts(4, true);
         let strides = leaves.max(1);
         replacements.push(("// EPILOGUE PARAMS", "    epi: Epilogue,".into()));
         replacements.push((
@@ -79,17 +108,64 @@ pub fn matmul_source(dtype: DType, epilogue: Option<&Program>, emulate64: bool) 
             format!(
                 "{}
 {}
-{}
 fn epilogue(acc: T, d: u32) -> T {{
 {}{}
 }}",
-                program_helpers(),
                 parts.loads,
                 parts.steps,
                 index_code(leaves, "params.epi", "d - params.dst_base"),
                 parts.body
             ),
         ));
+    }
+    if let (Some((p, j)), Some(parts)) = (prologue, &prologue_parts) {
+        let n = p.operands().len();
+        replacements.push(("// PROLOGUE PARAMS", "    pro: Prologue,".into()));
+        replacements.push((
+            "// PROLOGUE BINDINGS",
+            format!(
+                "// The prologue's walk over its operand: its rank, the inputs' element offsets, the
+// operand's shape and each input's element strides (innermost axis first).
+{}
+{}",
+                walk_struct("Prologue", n),
+                parts.bindings
+            ),
+        ));
+        let (marker, name) = if j == 0 {
+            ("// LHS AT", "lhs_at")
+        } else {
+            ("// RHS AT", "rhs_at")
+        };
+        replacements.push((
+            marker,
+            format!(
+                "{}
+{}
+fn prologue(e: u32) -> T {{
+{}{}
+}}
+fn {name}(i: u32) -> T {{ return {}; }}",
+                parts.loads,
+                parts.steps,
+                index_code(n, "params.pro", "e"),
+                parts.body,
+                narrow(p.out(), "prologue(i)")
+            ),
+        ));
+    }
+    if !common.is_empty() {
+        // Module-level declarations may come in any order: with the first program's pieces.
+        let marker = if epilogue.is_some() {
+            "// EPILOGUE FUNCTION"
+        } else if prologue.is_some_and(|(_, j)| j == 0) {
+            "// LHS AT"
+        } else {
+            "// RHS AT"
+        };
+        if let Some(r) = replacements.iter_mut().find(|(m, _)| *m == marker) {
+            r.1 = format!("{common}{}", r.1);
+        }
     }
     specialize(&template, &replacements)
 }
@@ -102,8 +178,9 @@ pub fn binds_whole(ctx: &crate::Context, tensors: &[&Tensor]) -> bool {
     layout_of(&storages, ctx.binding_limit(), &elems).0
 }
 
-/// The binding layout of a MatMul kernel whose epilogue reads `leaves` tensors.
-pub fn epilogue_bindings(leaves: usize) -> &'static [Binding] {
+/// The binding layout of a MatMul kernel whose epilogue and prologue read `leaves` tensors
+/// in all.
+pub fn matmul_bindings(leaves: usize) -> &'static [Binding] {
     use Binding::{StorageRead as R, StorageReadWrite as W, Uniform as U};
     const LAYOUTS: [&[Binding]; MAX_EPILOGUE_LEAVES + 1] = [
         &[U, R, R, W],
@@ -130,6 +207,62 @@ pub fn epilogue_fits(program: &Program, dtype: DType, emulate64: bool) -> bool {
         && ty.is_some()
         && ty == Some(program.value_type(dtype))
         && program.emulate64() == emulate64
+}
+
+/// A MatMul operand that is never stored: the values of an element-wise program over
+/// `leaves`, computed where the kernel reads each element (LinearAttention's decayed state,
+/// read once by the product with the key).
+#[derive(Clone, Copy)]
+pub(crate) struct Prologue<'a> {
+    /// Which operand: 0 for A, 1 for B.
+    pub operand: usize,
+    pub program: &'static Program,
+    pub leaves: &'a [&'a Tensor],
+}
+
+impl Prologue<'_> {
+    /// Whether the program can compute an operand of `dtype` and `shape` in the kernel,
+    /// beside an epilogue of `epilogue_leaves` inputs: as a reduction's prologue must fit (see
+    /// [`super::reduce::prologue_fits`]), of the operand's type, and all inputs bound at once.
+    pub fn fits(
+        &self,
+        ctx: &crate::Context,
+        dtype: DType,
+        shape: &[usize],
+        epilogue_leaves: usize,
+    ) -> bool {
+        self.program.out() == dtype
+            && elementwise_type(dtype) == Some(self.program.value_type(dtype))
+            && epilogue_leaves + self.leaves.len() <= MAX_EPILOGUE_LEAVES
+            && super::reduce::prologue_fits(ctx, self.program, self.leaves, shape)
+    }
+
+    /// A tensor of the operand's dtype and `shape` standing for it where the kernel's plan
+    /// needs one: it shares the first input's buffer, which is bound in the operand's place
+    /// and not read. Never read or written as a tensor.
+    pub fn stand_in(&self, shape: &[usize]) -> Tensor {
+        let first = self.leaves[0];
+        Tensor::from_parts(
+            first.context(),
+            self.program.out(),
+            shape.to_vec(),
+            first.storage().clone(),
+        )
+    }
+
+    /// The kernel's walk over an operand of `shape`: each input's strides, broadcast.
+    fn walk(&self, shape: &[usize]) -> Vec<u32> {
+        let strides: Vec<Vec<u64>> = self
+            .leaves
+            .iter()
+            .map(|leaf| broadcast_strides(leaf.shape(), shape))
+            .collect();
+        let lens: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+        let steps: Vec<Vec<u64>> = (0..shape.len())
+            .map(|axis| strides.iter().map(|s| s[axis]).collect())
+            .collect();
+        walk_words(&lens, &steps, &[], self.leaves.len())
+    }
 }
 
 #[repr(C)]
@@ -386,7 +519,7 @@ impl Recorder {
         rhs: &Tensor,
         out: &Tensor,
     ) -> Result<()> {
-        self.matmul_epilogue_into(op, lhs, rhs, out, None, [false; 2])
+        self.matmul_epilogue_into(op, lhs, rhs, out, None, [false; 2], None)
     }
 
     /// Records `out = epilogue(lhs x rhs, leaves...)`: the product's elements are operand 0
@@ -395,7 +528,10 @@ impl Recorder {
     /// [`epilogue_fits`]) and every tensor binds whole; else the product goes through a
     /// temporary tensor and the program runs after it. `transposed[j]`: operand `j` is
     /// stored transposed (its last two axes swapped: `[..., k, m]` for A) and read in place,
-    /// which needs every tensor bound whole (see [`binds_whole`]).
+    /// which needs every tensor bound whole (see [`binds_whole`]). With a `prologue`, that
+    /// operand is its [`Prologue::stand_in`], computed where it is read (every tensor bound
+    /// whole, see [`Prologue::fits`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn matmul_epilogue_into(
         &mut self,
         op: &'static str,
@@ -404,9 +540,22 @@ impl Recorder {
         out: &Tensor,
         epilogue: Option<(&'static Program, &[&Tensor])>,
         transposed: [bool; 2],
+        prologue: Option<Prologue<'_>>,
     ) -> Result<()> {
         let ctx = self.context().clone();
         let emulate64 = super::operands::emulates64(&ctx, lhs.dtype());
+        if let Some(p) = &prologue {
+            let operand = [lhs, rhs][p.operand];
+            let leaves = epilogue.map_or(0, |(_, l)| l.len());
+            if !p.fits(&ctx, operand.dtype(), operand.shape(), leaves)
+                || !binds_whole(&ctx, &[lhs, rhs, out])
+            {
+                return Err(Error::Graph(format!(
+                    "internal: {op} prologue {} does not fit",
+                    p.program.describe()
+                )));
+            }
+        }
         // The epilogue's walk over the output (its leaves' windows), planned once.
         let mut leaf_plan = None;
         if let Some((program, leaves)) = epilogue {
@@ -422,7 +571,7 @@ impl Recorder {
             if leaf_plan.is_none() {
                 let shape = out.shape().to_vec();
                 let product = Tensor::uninit(&ctx, lhs.dtype(), &shape)?;
-                self.matmul_epilogue_into(op, lhs, rhs, &product, None, transposed)?;
+                self.matmul_epilogue_into(op, lhs, rhs, &product, None, transposed, prologue)?;
                 let mut inputs = vec![&product];
                 inputs.extend_from_slice(leaves);
                 let kernel = Kernel::Fused {
@@ -463,7 +612,8 @@ impl Recorder {
                     .iter()
                     .flat_map(|(_, leaves)| leaves.iter().copied()),
             );
-            if binds_whole(&ctx, &all) {
+            // A computed B (the vector) would need its inputs viewed as a row too: not swapped.
+            if binds_whole(&ctx, &all) && prologue.is_none_or(|p| p.operand == 0) {
                 let row = |t: &Tensor, len: usize| -> Result<Tensor> {
                     let r = t.rank();
                     let shape: Vec<usize> =
@@ -503,6 +653,7 @@ impl Recorder {
                     &out_row,
                     epilogue,
                     [false, !ta],
+                    prologue.map(|p| Prologue { operand: 1, ..p }),
                 );
             }
         }
@@ -548,9 +699,9 @@ impl Recorder {
         let align = ctx.window_alignment(op, elem)?;
         let (whole, segments) = layout_of(&storages, limit, &[elem; 3]);
         let room = room(limit, align, elem);
-        if (ta || tb) && !whole {
+        if (ta || tb || prologue.is_some()) && !whole {
             return Err(Error::Graph(format!(
-                "internal: {op} read a transposed operand in place without binding it whole"
+                "internal: {op} read a transposed or computed operand in place without binding it whole"
             )));
         }
         let pieces = if whole {
@@ -665,6 +816,12 @@ impl Recorder {
                 let words = walk_words(&walk.lens, &walk.steps, &firsts, n);
                 bytes.extend_from_slice(bytemuck::cast_slice(&words));
             }
+            if let Some(p) = &prologue {
+                let shape = [lhs, rhs][p.operand].shape();
+                bytes.extend_from_slice(bytemuck::cast_slice(&p.walk(shape)));
+                bindings.extend(p.leaves.iter().map(|leaf| leaf.storage().bind_whole()));
+            }
+            let prologue_key = prologue.map(|p| (p.program, p.operand as u8));
             let shape = MatMulShape {
                 dtype,
                 batches,
@@ -693,6 +850,7 @@ impl Recorder {
                         dtype,
                         group,
                         epilogue: program,
+                        prologue: prologue_key,
                         emulate64,
                     })?,
                     [
@@ -720,6 +878,7 @@ impl Recorder {
                             dtype,
                             group,
                             epilogue: program,
+                            prologue: prologue_key,
                             emulate64,
                         })?,
                         [columns as u32, *rows as u32, 0],
@@ -731,6 +890,7 @@ impl Recorder {
                         dtype,
                         group: 0,
                         epilogue: program,
+                        prologue: prologue_key,
                         emulate64,
                     })?,
                     [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, 0],

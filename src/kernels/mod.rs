@@ -202,6 +202,8 @@ pub enum Kernel {
         dtype: DType,
         group: u32,
         epilogue: Option<&'static program::Program>,
+        /// An element-wise program computing operand `.1` (0: A, 1: B) where it is read.
+        prologue: Option<(&'static program::Program, u8)>,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`; no `Blocks` variant).
         emulate64: bool,
     },
@@ -359,6 +361,7 @@ impl Kernel {
                 dtype,
                 group: 0,
                 epilogue: None,
+                prologue: None,
                 emulate64,
             });
             // The dispatcher clamps the context's workgroup size to [4, 256] for these.
@@ -373,6 +376,7 @@ impl Kernel {
                             dtype,
                             group,
                             epilogue: None,
+                            prologue: None,
                             emulate64,
                         });
                     }
@@ -452,9 +456,10 @@ impl Kernel {
             Kernel::MatMul {
                 dtype,
                 epilogue,
+                prologue,
                 emulate64,
                 ..
-            } => matmul::matmul_source(dtype, epilogue, emulate64).into(),
+            } => matmul::matmul_source(dtype, epilogue, prologue, emulate64).into(),
         }
     }
 
@@ -591,6 +596,7 @@ impl Kernel {
             Kernel::MatMul {
                 dtype,
                 epilogue,
+                prologue,
                 emulate64,
                 ..
             } => {
@@ -601,6 +607,7 @@ impl Kernel {
                 };
                 native.map_or(wgpu::Features::empty(), |(f, _)| f)
                     | epilogue.map_or(wgpu::Features::empty(), |p| p.features())
+                    | prologue.map_or(wgpu::Features::empty(), |(p, _)| p.features())
             }
             Kernel::LinearAttention {
                 subgroups: true, ..
@@ -693,13 +700,27 @@ impl KernelSpec for Kernel {
             Kernel::MatMul {
                 dtype,
                 epilogue,
+                prologue,
                 emulate64,
                 ..
             } => {
                 let epilogue = epilogue
                     .map(|p| format!(" epilogue {}", p.describe()))
                     .unwrap_or_default();
-                format!("matmul.wgsl {dtype}{}{epilogue}", emulated(emulate64)).into()
+                let prologue = prologue
+                    .map(|(p, j)| {
+                        format!(
+                            " prologue of {} {}",
+                            ["A", "B"][usize::from(j)],
+                            p.describe()
+                        )
+                    })
+                    .unwrap_or_default();
+                format!(
+                    "matmul.wgsl {dtype}{}{epilogue}{prologue}",
+                    emulated(emulate64)
+                )
+                .into()
             }
             Kernel::Reduce {
                 op,
@@ -761,8 +782,11 @@ impl KernelSpec for Kernel {
             Kernel::Words { arity, .. } => program::operand_bindings(usize::from(*arity)),
             Kernel::Fused { program, .. } => program.bindings(),
             Kernel::MatMul {
-                epilogue: Some(p), ..
-            } => matmul::epilogue_bindings(p.operands().len() - 1),
+                epilogue, prologue, ..
+            } if epilogue.is_some() || prologue.is_some() => matmul::matmul_bindings(
+                epilogue.map_or(0, |p| p.operands().len() - 1)
+                    + prologue.map_or(0, |(p, _)| p.operands().len()),
+            ),
             _ => THREE_BUFFERS,
         }
     }

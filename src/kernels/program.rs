@@ -179,7 +179,7 @@ impl Program {
     /// The program's WGSL module.
     pub fn source(&self) -> String {
         let n = self.operands.len();
-        let parts = self.parts(1, false);
+        let parts = self.parts(1, false, "");
         let out = self.out();
         let bits = if self.wgsl_type(out) == "vec2<u32>" {
             "r"
@@ -199,7 +199,7 @@ impl Program {
                     ),
                 ),
                 ("// LOADS", parts.loads),
-                ("// STEPS", parts.steps),
+                ("// STEPS", parts.helpers.join("\n") + &parts.steps),
                 (
                     "// RESULT TYPE",
                     format!("alias R = {};", self.wgsl_type(out)),
@@ -223,23 +223,26 @@ impl Program {
     /// `k` is read from `w{k}` (bound at `first_binding` on) at element `i{k}`. With
     /// `accumulator`, operand 0 is not read but is the value `acc` the template computed (a
     /// MatMul's sum), and operand `k` is bound at `first_binding + k - 1`, read at `i{k - 1}`.
-    pub(crate) fn parts(&self, first_binding: usize, accumulator: bool) -> Parts {
+    /// Module-level names the pieces define end in `ns`, so that two programs can share a
+    /// module (a MatMul's prologue and epilogue); their shared helpers come apart, in
+    /// `helpers`, to be defined once.
+    pub(crate) fn parts(&self, first_binding: usize, accumulator: bool, ns: &str) -> Parts {
         let skip = usize::from(accumulator);
         let mut bindings = String::new();
         let mut loads = String::new();
         for (k, &d) in self.operands.iter().enumerate().skip(skip) {
             bindings.push_str(&format!(
-                "@group(0) @binding({}) var<storage, read> w{k}: array<u32>;\n",
+                "@group(0) @binding({}) var<storage, read> w{k}{ns}: array<u32>;\n",
                 first_binding + k - skip
             ));
-            let buffer = format!("w{k}");
+            let buffer = format!("w{k}{ns}");
             let load = if self.wgsl_type(d) == "vec2<u32>" {
                 format!("vec2<u32>({buffer}[2u * i], {buffer}[2u * i + 1u])")
             } else {
                 load_expression(d, &buffer)
             };
             loads.push_str(&format!(
-                "alias T{k} = {};\nfn load{k}(i: u32) -> T{k} {{ return {load}; }}\n",
+                "alias T{k}{ns} = {};\nfn load{k}{ns}(i: u32) -> T{k}{ns} {{ return {load}; }}\n",
                 self.wgsl_type(d)
             ));
         }
@@ -250,7 +253,7 @@ impl Program {
             if k < skip {
                 program.push_str(&format!("    let o{k} = acc;\n"));
             } else {
-                program.push_str(&format!("    let o{k} = load{k}(i{});\n", k - skip));
+                program.push_str(&format!("    let o{k} = load{k}{ns}(i{});\n", k - skip));
             }
         }
         let last = self.steps.len().saturating_sub(1);
@@ -261,7 +264,7 @@ impl Program {
             });
             let helpers = strip_comments(&e.helpers);
             let mut expression = e.expression;
-            let suffix = format!("_{k}");
+            let suffix = format!("_{k}{ns}");
             let aliases = ["A", "B", "C", "R"];
             if has_tokens(&helpers, &aliases) {
                 // Helpers written for the step's types: a copy of their own per step, their
@@ -298,7 +301,7 @@ impl Program {
                 narrow(step.out, &expression)
             };
             steps.push_str(&format!(
-                "fn step{k}({}) -> R{suffix} {{ return {value}; }}\n",
+                "fn step{k}{ns}({}) -> R{suffix} {{ return {value}; }}\n",
                 params.join(", ")
             ));
             let args: Vec<String> = step
@@ -309,19 +312,21 @@ impl Program {
                     Arg::Step(j) => format!("v{j}"),
                 })
                 .collect();
-            program.push_str(&format!("    let v{k} = step{k}({});\n", args.join(", ")));
+            program.push_str(&format!(
+                "    let v{k} = step{k}{ns}({});\n",
+                args.join(", ")
+            ));
         }
         if self.steps.is_empty() {
             program.push_str("    return o0;");
         } else {
             program.push_str(&format!("    return v{last};"));
         }
-        let mut all_steps = shared.join("\n");
-        all_steps.push_str(&steps);
         Parts {
             bindings,
             loads,
-            steps: all_steps,
+            helpers: shared,
+            steps,
             body: program,
         }
     }
@@ -358,7 +363,10 @@ pub(crate) struct Parts {
     pub bindings: String,
     /// Per operand read: `alias Tk` and `fn loadk(i: u32) -> Tk` from its words.
     pub loads: String,
-    /// Helpers and one function per step.
+    /// Helpers the steps call that do not depend on their types (the same text in every
+    /// program that uses them).
+    pub helpers: Vec<String>,
+    /// One function per step, with the helpers written for its types.
     pub steps: String,
     /// Statements: the operands loaded from `ix`, the steps, `return` of the result.
     pub body: String,
@@ -526,6 +534,35 @@ fn defined_functions(text: &str) -> Vec<String> {
         .map(|name| name.trim().to_string())
         .filter(|name| !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_'))
         .collect()
+}
+
+/// What a kernel reads: a tensor, or the values of an element-wise program over `leaves` of
+/// the given shape, computed where the kernel reads them and never stored (a Scan body's
+/// `Sub -> ReduceSumSquare` is one dispatch; see the reduction and MatMul prologues).
+#[derive(Clone, Copy)]
+pub(crate) enum Values<'a> {
+    Tensor(&'a Tensor),
+    Program {
+        program: &'static Program,
+        leaves: &'a [&'a Tensor],
+        shape: &'a [usize],
+    },
+}
+
+impl Values<'_> {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Values::Tensor(t) => t.dtype(),
+            Values::Program { program, .. } => program.out(),
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Values::Tensor(t) => t.shape(),
+            Values::Program { shape, .. } => shape,
+        }
+    }
 }
 
 /// Programs live as long as the pipelines compiled from them (the context's cache holds

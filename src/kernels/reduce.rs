@@ -7,7 +7,7 @@
 
 use super::elementwise::broadcast_strides;
 use super::operands::specialize;
-use super::program::{index_code, narrow, walk_struct, walk_words, Program};
+use super::program::{index_code, narrow, walk_struct, walk_words, Program, Values};
 use super::words::{bits_expression, load_expression, Class, I64_EMULATION};
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::gpu::Binding;
@@ -309,7 +309,7 @@ pub fn reduce_source(
     let (mut params, mut bindings) = (String::new(), String::new());
     if let Some(p) = prologue {
         let n = p.operands().len();
-        let parts = p.parts(3, false);
+        let parts = p.parts(3, false, "");
         params = "    pro: Prologue,".into();
         bindings = format!(
             "// The prologue's walk over the input: its rank, the operands' element offsets, the
@@ -333,7 +333,7 @@ fn prologue(e: u32) -> A {{
 }}
 fn load_a(i: u32) -> A {{ return {value}; }}",
             parts.loads,
-            parts.steps,
+            parts.helpers.join("\n") + &parts.steps,
             index_code(n, "params.pro", "e"),
             parts.body
         );
@@ -413,35 +413,6 @@ struct ReduceParams {
     pad: [u32; 2],
 }
 
-/// What a reduction reads: a tensor, or the values of an element-wise program over `leaves`
-/// of the given shape, computed where the reduction reads them and never stored (a Scan
-/// body's `Sub -> ReduceSumSquare` is one dispatch).
-#[derive(Clone, Copy)]
-pub(crate) enum ReduceData<'a> {
-    Tensor(&'a Tensor),
-    Program {
-        program: &'static Program,
-        leaves: &'a [&'a Tensor],
-        shape: &'a [usize],
-    },
-}
-
-impl ReduceData<'_> {
-    pub fn dtype(&self) -> DType {
-        match self {
-            ReduceData::Tensor(t) => t.dtype(),
-            ReduceData::Program { program, .. } => program.out(),
-        }
-    }
-
-    pub fn shape(&self) -> &[usize] {
-        match self {
-            ReduceData::Tensor(t) => t.shape(),
-            ReduceData::Program { shape, .. } => shape,
-        }
-    }
-}
-
 /// The most operands a reduction's prologue reads: WebGPU's 8 storage buffers per stage, less
 /// the (unused) input's binding and the output's, and one spare.
 pub const MAX_PROLOGUE_LEAVES: usize = 5;
@@ -500,7 +471,7 @@ impl Recorder {
     pub(crate) fn reduce_into(
         &mut self,
         op: &'static str,
-        data: ReduceData<'_>,
+        data: Values<'_>,
         axes: &[usize],
         out: &Tensor,
     ) -> Result<()> {
@@ -513,8 +484,8 @@ impl Recorder {
         // The input's binding (a prologue's leaves bind after the output; the input binding
         // then holds its first leaf, unread) and the prologue's.
         let (storage, prologue) = match data {
-            ReduceData::Tensor(x) => (x.storage().clone(), None),
-            ReduceData::Program {
+            Values::Tensor(x) => (x.storage().clone(), None),
+            Values::Program {
                 program, leaves, ..
             } => {
                 if !prologue_fits(&ctx, program, leaves, &shape) {

@@ -1,11 +1,17 @@
 //! ONNX MatMul (numpy `matmul`): 1-D operands gain and lose a unit axis, batch dims broadcast.
 
 use super::broadcast_shape;
+use crate::kernels::matmul::{binds_whole, Prologue};
 use crate::kernels::operands::elementwise_type;
-use crate::kernels::program::{intern, Program};
+use crate::kernels::program::{intern, Program, Values};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 const OP: &str = "MatMul";
+
+/// The most times the kernel may read each element of an operand that a prologue computes
+/// (A's elements are read once per column of the product, B's once per row): each read
+/// evaluates the program again. LinearAttention's decayed state times the key reads it once.
+pub const MAX_PROLOGUE_READS: usize = 4;
 
 /// Shapes of a MatMul: the operands as `[..., m, k]` and `[..., k, n]`, the kernel's full
 /// output `[batch..., m, n]`, and the op's output (unit axes of 1-D operands removed).
@@ -124,7 +130,7 @@ impl Recorder {
         transpose_b: bool,
         out: Out,
     ) -> Result<Tensor> {
-        self.matmul_general(a, b, [transpose_a, transpose_b], None, out)
+        self.matmul_general(a, b, [transpose_a, transpose_b], None, None, out)
     }
 
     /// Records `epilogue(a @ b, leaves...)` into `out`: the product is operand 0 of the
@@ -140,7 +146,7 @@ impl Recorder {
         leaves: &[&Tensor],
         out: Out,
     ) -> Result<Tensor> {
-        self.matmul_general(a, b, [false; 2], Some((epilogue, leaves)), out)
+        self.matmul_general(a, b, [false; 2], Some((epilogue, leaves)), None, out)
     }
 
     /// [`Recorder::matmul_program_to`] with operands read transposed (their last two axes
@@ -154,17 +160,109 @@ impl Recorder {
         leaves: &[&Tensor],
         out: Out,
     ) -> Result<Tensor> {
-        self.matmul_general(a, b, transposed, Some((epilogue, leaves)), out)
+        self.matmul_general(a, b, transposed, Some((epilogue, leaves)), None, out)
+    }
+
+    /// [`Recorder::matmul_fused_to`] on operands that may be element-wise programs not yet
+    /// recorded: one is computed where the kernel reads it (a [`Prologue`]: never stored, no
+    /// dispatch of its own) where it fits beside the epilogue, every tensor binds whole and
+    /// each of its elements is read at most [`MAX_PROLOGUE_READS`] times; other programs are
+    /// recorded first.
+    pub(crate) fn matmul_values_to(
+        &mut self,
+        values: [Values<'_>; 2],
+        transposed: [bool; 2],
+        epilogue: Option<(&Program, &[&Tensor])>,
+        out: Out,
+    ) -> Result<Tensor> {
+        let ctx = self.context().clone();
+        let read_shape = |v: &Values<'_>, yes: bool| {
+            let mut s = v.shape().to_vec();
+            let r = s.len();
+            if yes && r >= 2 {
+                s.swap(r - 2, r - 1);
+            }
+            s
+        };
+        let (sa, sb) = (
+            read_shape(&values[0], transposed[0]),
+            read_shape(&values[1], transposed[1]),
+        );
+        let p = plan((values[0].dtype(), &sa), (values[1].dtype(), &sb))?;
+        let r = p.full_output.len();
+        // Reads of each element: A's once per column, B's once per row.
+        let reads = [p.full_output[r - 1], p.full_output[r - 2]];
+        let tensors: Vec<&Tensor> = values
+            .iter()
+            .filter_map(|v| match v {
+                Values::Tensor(t) => Some(*t),
+                Values::Program { .. } => None,
+            })
+            .chain(
+                epilogue
+                    .iter()
+                    .flat_map(|(_, leaves)| leaves.iter().copied()),
+            )
+            .collect();
+        let epilogue_leaves = epilogue.map_or(0, |(_, l)| l.len());
+        let mut prologue = None;
+        let mut operands = Vec::with_capacity(2);
+        let mut recorded = Vec::new();
+        for (j, v) in values.iter().enumerate() {
+            match *v {
+                Values::Tensor(t) => operands.push(t.clone()),
+                Values::Program {
+                    program,
+                    leaves,
+                    shape,
+                } => {
+                    let candidate = Prologue {
+                        operand: j,
+                        program,
+                        leaves,
+                    };
+                    let computed = prologue.is_none()
+                        && shape.len() >= 2
+                        && reads[j] <= MAX_PROLOGUE_READS
+                        && !matches!(program.out(), DType::F16 | DType::BF16)
+                        && candidate.fits(&ctx, program.out(), shape, epilogue_leaves)
+                        && binds_whole(&ctx, &tensors);
+                    if computed {
+                        prologue = Some(candidate);
+                        operands.push(candidate.stand_in(shape));
+                    } else {
+                        let t = self.program_to(program, leaves, Out::NEW)?;
+                        recorded.push(t.clone());
+                        operands.push(t);
+                    }
+                }
+            }
+        }
+        let result = self.matmul_general(
+            &operands[0],
+            &operands[1],
+            transposed,
+            epilogue,
+            prologue,
+            out,
+        );
+        for t in recorded {
+            self.release(t);
+        }
+        result
     }
 
     /// MatMul with operands read transposed or not and an epilogue or none: the one path of
     /// [`Recorder::matmul_transposed_to`] and [`Recorder::matmul_program_to`].
+    /// With a `prologue`, its operand is the prologue's stand-in (see
+    /// [`Recorder::matmul_values_to`]).
     pub(crate) fn matmul_general(
         &mut self,
         a: &Tensor,
         b: &Tensor,
         transposed: [bool; 2],
         epilogue: Option<(&Program, &[&Tensor])>,
+        prologue: Option<Prologue<'_>>,
         out: Out,
     ) -> Result<Tensor> {
         self.check_inputs(OP, &[("A", a), ("B", b)])?;
@@ -189,10 +287,10 @@ impl Recorder {
         );
         let p = plan((a.dtype(), &sa), (b.dtype(), &sb))?;
         let Some((program, leaves)) = epilogue else {
-            if transposed == [false; 2] {
+            if transposed == [false; 2] && prologue.is_none() {
                 return self.matmul_to(a, b, out);
             }
-            return self.matmul_in_place_or_copied(a, b, transposed, &p, None, out);
+            return self.matmul_in_place_or_copied(a, b, transposed, &p, None, prologue, out);
         };
         if program.operands().first() != Some(&a.dtype()) {
             return Err(Error::invalid(
@@ -218,7 +316,7 @@ impl Recorder {
             && self.context().features().contains(program.features());
         if !direct || program.steps().is_empty() {
             // The product, then the program (which checks the leaves).
-            let product = self.matmul_general(a, b, transposed, None, Out::NEW)?;
+            let product = self.matmul_general(a, b, transposed, None, prologue, Out::NEW)?;
             if program.steps().is_empty() && leaves.is_empty() {
                 return self.identity_to(&product, out);
             }
@@ -232,11 +330,13 @@ impl Recorder {
             let name = format!("epilogue input {}", k + 1);
             self.check_inputs(OP, &[(name.as_str(), t)])?;
         }
-        self.matmul_in_place_or_copied(a, b, transposed, &p, Some((program, leaves)), out)
+        self.matmul_in_place_or_copied(a, b, transposed, &p, Some((program, leaves)), prologue, out)
     }
 
     /// The kernel on `a` and `b` (planned as `p`), operands transposed in place where every
-    /// tensor binds whole, else transposed into copies first; f16 and bf16 through f32.
+    /// tensor binds whole, else transposed into copies first; f16 and bf16 through f32. A
+    /// `prologue`'s operand is recorded first where the tensors do not bind whole.
+    #[allow(clippy::too_many_arguments)]
     fn matmul_in_place_or_copied(
         &mut self,
         a: &Tensor,
@@ -244,6 +344,7 @@ impl Recorder {
         transposed: [bool; 2],
         p: &MatMulPlan,
         epilogue: Option<(&Program, &[&Tensor])>,
+        prologue: Option<Prologue<'_>>,
         out: Out,
     ) -> Result<Tensor> {
         let dtype = epilogue.map_or(a.dtype(), |(program, _)| program.out());
@@ -256,7 +357,30 @@ impl Recorder {
         if let Some((_, leaves)) = epilogue {
             tensors.extend_from_slice(leaves);
         }
-        let in_place = !narrow && crate::kernels::matmul::binds_whole(self.context(), &tensors);
+        let in_place = !narrow && binds_whole(self.context(), &tensors);
+        if let Some(pro) = prologue.filter(|_| !in_place) {
+            // Only a stand-in: the operand's values are recorded for the paths below.
+            let stand_in = [a, b][pro.operand];
+            let values = self
+                .program_to(pro.program, pro.leaves, Out::NEW)?
+                .reshaped(stand_in.shape())?;
+            let (a, b) = if pro.operand == 0 {
+                (&values, b)
+            } else {
+                (a, &values)
+            };
+            let result = self.matmul_in_place_or_copied(
+                a,
+                b,
+                transposed,
+                p,
+                epilogue,
+                None,
+                Out::into(OP, &out),
+            );
+            self.release(values);
+            return result;
+        }
         if !in_place {
             // Copies of the transposed operands; the plain kernel (or f32) then.
             let swap = |t: &Tensor| -> Vec<i64> {
@@ -289,6 +413,7 @@ impl Recorder {
                         &t,
                         Some((intern(program.clone()), leaves)),
                         [false; 2],
+                        None,
                     )
                     .map(|_| out.clone())
                 }
@@ -321,6 +446,7 @@ impl Recorder {
             &out.reshaped(&p.full_output)?,
             epilogue.map(|(program, leaves)| (intern(program.clone()), leaves)),
             transposed,
+            prologue,
         )?;
         Ok(out)
     }

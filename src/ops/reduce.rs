@@ -3,8 +3,8 @@
 //! over one. Validation and output shapes here; the workgroup-tree kernel in
 //! [`crate::kernels::reduce`].
 
-use crate::kernels::program::{intern, Program};
-use crate::kernels::reduce::{defined, prologue_fits, stored_dtype, ReduceData, OPS};
+use crate::kernels::program::{intern, Program, Values};
+use crate::kernels::reduce::{defined, prologue_fits, stored_dtype, OPS};
 use crate::kernels::words::Class;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
@@ -126,7 +126,7 @@ impl Recorder {
             Some(p) => p,
             None => return out.view(self, data.clone()),
         };
-        self.reduce_planned(op, ReduceData::Tensor(data), &axes, &shape, out)
+        self.reduce_planned(op, Values::Tensor(data), &axes, &shape, out)
     }
 
     /// Records reduction `op` (as [`Recorder::reduce_to`]) of the values of `program` over
@@ -175,7 +175,7 @@ impl Recorder {
             self.release(data);
             return result;
         };
-        let data = ReduceData::Program {
+        let data = Values::Program {
             program: intern(program.clone()),
             leaves,
             shape,
@@ -187,7 +187,7 @@ impl Recorder {
     fn reduce_planned(
         &mut self,
         op: &'static str,
-        data: ReduceData<'_>,
+        data: Values<'_>,
         axes: &[usize],
         shape: &[usize],
         out: Out,
@@ -240,7 +240,7 @@ impl Recorder {
         }
         let shape = reduced_shape(data.shape(), &axes, keepdims);
         let out = out.tensor(self, DType::I64, &shape)?;
-        self.reduce_into(kernel, ReduceData::Tensor(data), &axes, &out)?;
+        self.reduce_into(kernel, Values::Tensor(data), &axes, &out)?;
         Ok(out)
     }
 }

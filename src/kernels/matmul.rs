@@ -5,7 +5,7 @@
 
 use super::elementwise::broadcast_strides;
 use super::operands::{bind_windows, elementwise_type, layout_of, specialize};
-use super::program::{index_code, narrow, walk_struct, walk_words, Program};
+use super::program::{broadcast_walk_words, index_code, narrow, walk_struct, walk_words, Program};
 use super::windows::{room, Broadcast, Walk};
 use super::words::{program_helpers, I64_EMULATION};
 use super::{Kernel, MAX_RANK};
@@ -248,20 +248,6 @@ impl Prologue<'_> {
             shape.to_vec(),
             first.storage().clone(),
         )
-    }
-
-    /// The kernel's walk over an operand of `shape`: each input's strides, broadcast.
-    fn walk(&self, shape: &[usize]) -> Vec<u32> {
-        let strides: Vec<Vec<u64>> = self
-            .leaves
-            .iter()
-            .map(|leaf| broadcast_strides(leaf.shape(), shape))
-            .collect();
-        let lens: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
-        let steps: Vec<Vec<u64>> = (0..shape.len())
-            .map(|axis| strides.iter().map(|s| s[axis]).collect())
-            .collect();
-        walk_words(&lens, &steps, &[], self.leaves.len())
     }
 }
 
@@ -818,7 +804,9 @@ impl Recorder {
             }
             if let Some(p) = &prologue {
                 let shape = [lhs, rhs][p.operand].shape();
-                bytes.extend_from_slice(bytemuck::cast_slice(&p.walk(shape)));
+                bytes.extend_from_slice(bytemuck::cast_slice(&broadcast_walk_words(
+                    p.leaves, shape,
+                )));
                 bindings.extend(p.leaves.iter().map(|leaf| leaf.storage().bind_whole()));
             }
             let prologue_key = prologue.map(|p| (p.program, p.operand as u8));

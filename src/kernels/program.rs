@@ -426,6 +426,30 @@ pub(crate) fn walk_words(lens: &[u64], steps: &[Vec<u64>], bases: &[u64], n: usi
     words
 }
 
+/// The words of a [`walk_struct`] over `shape` for `leaves` broadcast to it, read from their
+/// first elements: a prologue's inputs at position `e` of the values it computes. Axes are
+/// merged where every input allows (a same-shape input and one broadcast along the last axis
+/// take two axes, not four), so the kernel divides less per element.
+pub(crate) fn broadcast_walk_words(leaves: &[&Tensor], shape: &[usize]) -> Vec<u32> {
+    let mut strides: Vec<Vec<u64>> = leaves
+        .iter()
+        .map(|leaf| super::elementwise::broadcast_strides(leaf.shape(), shape))
+        .collect();
+    // The computed values' own (contiguous) position, which `e` counts.
+    strides.push(crate::host::c_strides(shape));
+    let n = strides.len();
+    let walk = super::windows::Walk {
+        lens: shape.iter().map(|&d| d as u64).collect(),
+        steps: (0..shape.len())
+            .map(|axis| strides.iter().map(|s| s[axis]).collect())
+            .collect(),
+        bases: vec![0; n],
+        extents: vec![1; n],
+    }
+    .merged();
+    walk_words(&walk.lens, &walk.steps, &[], leaves.len())
+}
+
 /// WGSL statements declaring `i0` .. `i{n-1}`, the element indexes of `n` operands at output
 /// element `e` (an expression): from `{params}.base`, `.rank`, `.shape` and `.stride` (the
 /// walk's layout in the templates' parameters), one variable per operand.

@@ -5,9 +5,8 @@
 //! i64 word pairs, without 64-bit shader types), and narrowed by Cast where the op's dtype is
 //! narrower.
 
-use super::elementwise::broadcast_strides;
 use super::operands::specialize;
-use super::program::{index_code, narrow, walk_struct, walk_words, Program, Values};
+use super::program::{broadcast_walk_words, index_code, narrow, walk_struct, Program, Values};
 use super::words::{bits_expression, load_expression, Class, I64_EMULATION};
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::gpu::Binding;
@@ -545,15 +544,7 @@ impl Recorder {
         let mut bytes = bytemuck::bytes_of(&params).to_vec();
         let mut leaf_bindings = Vec::new();
         if let Some((_, leaves)) = prologue {
-            let strides: Vec<Vec<u64>> = leaves
-                .iter()
-                .map(|leaf| broadcast_strides(leaf.shape(), &shape))
-                .collect();
-            let lens: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
-            let steps: Vec<Vec<u64>> = (0..shape.len())
-                .map(|axis| strides.iter().map(|s| s[axis]).collect())
-                .collect();
-            let words = walk_words(&lens, &steps, &[], leaves.len());
+            let words = broadcast_walk_words(leaves, &shape);
             bytes.extend_from_slice(bytemuck::cast_slice(&words));
             leaf_bindings.extend(leaves.iter().map(|leaf| leaf.storage().bind_whole()));
         }

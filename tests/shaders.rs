@@ -356,3 +356,55 @@ fn matmul_epilogues_validate_and_compile() {
     }
     assert!(count > 400, "{count}");
 }
+
+/// Reduction prologues: every reduction variant that reads its input (passes 0, 1 and 3; not
+/// on emulated pairs, which record the chain first) with a prologue of one input as it is and
+/// one of five inputs (a `Max` chain, with a `Tanh` step on f32 for the math helpers), where
+/// the input's type has those ops; validated like the variants above, bindings included.
+#[test]
+fn reduction_prologues_validate_and_compile() {
+    use wgpu_ops::kernels::program::{Arg, Program};
+    use wgpu_ops::kernels::reduce::MAX_PROLOGUE_LEAVES;
+    use wgpu_ops::DType;
+    let mut parsed = HashMap::new();
+    let mut count = 0;
+    for kernel in Kernel::all() {
+        let Kernel::Reduce {
+            op,
+            input,
+            pass,
+            emulate64: false,
+            prologue: None,
+        } = kernel
+        else {
+            continue;
+        };
+        if pass == 2 {
+            continue;
+        }
+        let mut programs = vec![Program::new(vec![input], false)];
+        if let Some(mut wide) = Program::single("Max", &[input, input], input, false) {
+            let mut acc = Arg::Step(0);
+            for _ in 2..MAX_PROLOGUE_LEAVES {
+                let leaf = wide.add_operand(input);
+                acc = wide.push("Max", vec![acc, leaf], input).unwrap();
+            }
+            if input == DType::F32 {
+                wide.push("Tanh", vec![acc], input).unwrap();
+            }
+            programs.push(wide);
+        }
+        for p in programs {
+            let kernel = Kernel::Reduce {
+                op,
+                input,
+                pass,
+                emulate64: false,
+                prologue: Some(Box::leak(Box::new(p))),
+            };
+            check_kernel(&kernel, &mut parsed);
+            count += 1;
+        }
+    }
+    assert!(count > 600, "{count}");
+}

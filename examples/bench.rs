@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use wgpu_ops::graph::{Attr, Graph, Node};
-use wgpu_ops::ops::elementwise::{Arg, Program};
+use wgpu_ops::ops::elementwise::{Arg, Program, Values};
 use wgpu_ops::{
     BatchToSpace, Context, ContextOptions, DType, HostTensor, MatMulChoice, MatMulKernel, Out,
     Recorder, Session, Slice, SpaceToBatch, StridedSlice, Tensor,
@@ -1345,11 +1345,65 @@ fn linear_attention_step(ctx: &Context, timer: &Timer) {
             }),
         ),
     ];
+    // As the expanded model's step records it now: Exp before the loop, and the decayed state
+    // never stored: state^T x k computes it where it reads the operand (a prologue), and the
+    // outer product's epilogue computes it again.
+    let mut decayed = Program::new(f32s(2), false);
+    op(&mut decayed, "Mul", vec![Arg::Operand(0), Arg::Operand(1)]);
+    let mut decayed_update = Program::new(f32s(3), false);
+    let m = op(
+        &mut decayed_update,
+        "Mul",
+        vec![Arg::Operand(1), Arg::Operand(2)],
+    );
+    op(&mut decayed_update, "Add", vec![m, Arg::Operand(0)]);
+    let shape = [1, h, d, d];
+    let prologue: Vec<(&str, f64)> = vec![
+        (
+            "MatMul state^T x k, Mul prologue, Sub, Mul epilogue",
+            gpu(&mut |rec| {
+                let state_decayed = Values::Program {
+                    program: &decayed,
+                    leaves: &[&state, &column],
+                    shape: &shape,
+                };
+                rec.matmul_values_to(
+                    [state_decayed, Values::Tensor(&column)],
+                    [true, false],
+                    Some((&delta, &[&column, &beta])),
+                    Out::NEW,
+                )
+            }),
+        ),
+        (
+            "MatMul outer, Mul, Add epilogue",
+            gpu(&mut |rec| {
+                rec.matmul_fused_to(
+                    &column,
+                    &row,
+                    [false; 2],
+                    &decayed_update,
+                    &[&state, &column],
+                    Out::NEW,
+                )
+            }),
+        ),
+        (
+            "MatMul q x state, Mul epilogue",
+            gpu(&mut |rec| {
+                rec.matmul_fused_to(&row, &state, [false; 2], &read, &[&scale], Out::NEW)
+            }),
+        ),
+    ];
     println!(
         "LinearAttention step commands alone (GPU us, {}):",
         timer.method()
     );
-    for (title, rows) in [("node by node", node_by_node), ("fused", fused)] {
+    for (title, rows) in [
+        ("node by node", node_by_node),
+        ("fused", fused),
+        ("fused, decayed state computed where read", prologue),
+    ] {
         println!("{title}:");
         let mut sum = 0.0;
         for (name, s) in rows {

@@ -471,6 +471,15 @@ pub(crate) fn index_code(n: usize, params: &str, e: &str) -> String {
             "        i{j} += ({e}) * {params}.stride[{j}][0][0];\n"
         ));
     }
+    // Two axes (what a broadcast along one axis merges to): one division for all operands.
+    code.push_str(&format!(
+        "    }} else if {params}.rank == 2u {{\n        let hi = ({e}) / {params}.shape[0][0];\n        let lo = ({e}) - hi * {params}.shape[0][0];\n"
+    ));
+    for j in 0..n {
+        code.push_str(&format!(
+            "        i{j} += lo * {params}.stride[{j}][0][0] + hi * {params}.stride[{j}][0][1];\n"
+        ));
+    }
     code.push_str(&format!(
         "    }} else {{\n        var rest = {e};\n        for (var k = 0u; k < {params}.rank; k++) {{\n            let n = {params}.shape[k / 4u][k % 4u];\n            let coord = rest % n;\n            rest /= n;\n"
     ));
@@ -564,10 +573,10 @@ fn defined_functions(text: &str) -> Vec<String> {
 /// the given shape, computed where the kernel reads them and never stored (a Scan body's
 /// `Sub -> ReduceSumSquare` is one dispatch; see the reduction and MatMul prologues).
 #[derive(Clone, Copy)]
-pub(crate) enum Values<'a> {
+pub enum Values<'a> {
     Tensor(&'a Tensor),
     Program {
-        program: &'static Program,
+        program: &'a Program,
         leaves: &'a [&'a Tensor],
         shape: &'a [usize],
     },

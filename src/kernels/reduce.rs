@@ -6,7 +6,9 @@
 //! narrower.
 
 use super::operands::specialize;
-use super::program::{broadcast_walk_words, index_code, narrow, walk_struct, Program, Values};
+use super::program::{
+    broadcast_walk_words, index_code, intern, narrow, walk_struct, Program, Values,
+};
 use super::words::{bits_expression, load_expression, Class, I64_EMULATION};
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::gpu::Binding;
@@ -487,6 +489,8 @@ impl Recorder {
             Values::Program {
                 program, leaves, ..
             } => {
+                // Kept for the kernel's key.
+                let program = intern(program.clone());
                 if !prologue_fits(&ctx, program, leaves, &shape) {
                     return Err(Error::Graph(format!(
                         "internal: {op} prologue {} does not fit",

@@ -5,7 +5,7 @@
 use super::broadcast_shape;
 pub use crate::kernels::elementwise::{cast_expression, lookup, ElementwiseOp, OPS};
 use crate::kernels::operands::{elementwise_type, native_feature};
-pub use crate::kernels::program::{Arg, Program, Step, MAX_OPERANDS, MAX_STEPS};
+pub use crate::kernels::program::{Arg, Program, Step, Values, MAX_OPERANDS, MAX_STEPS};
 pub use crate::kernels::words::{
     emulated_expression, result_dtype, uses_int64, word_expression, word_op, WordOp, WORD_OPS,
 };

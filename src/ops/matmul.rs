@@ -163,12 +163,15 @@ impl Recorder {
         self.matmul_general(a, b, transposed, Some((epilogue, leaves)), None, out)
     }
 
-    /// [`Recorder::matmul_fused_to`] on operands that may be element-wise programs not yet
-    /// recorded: one is computed where the kernel reads it (a [`Prologue`]: never stored, no
-    /// dispatch of its own) where it fits beside the epilogue, every tensor binds whole and
-    /// each of its elements is read at most [`MAX_PROLOGUE_READS`] times; other programs are
-    /// recorded first.
-    pub(crate) fn matmul_values_to(
+    /// [`Recorder::matmul_fused_to`] (with the epilogue optional) on operands that may be
+    /// element-wise programs not yet recorded ([`Values::Program`]: the program's result
+    /// over its inputs broadcast to `shape`, the operand as stored, before any transpose).
+    /// One is computed where the kernel reads each element, never stored and with no dispatch
+    /// of its own, where its inputs and the epilogue's fit the kernel's 5 spare bindings,
+    /// every tensor binds whole, it is not f16 or bf16, and each of its elements is read at
+    /// most [`MAX_PROLOGUE_READS`] times; other programs are recorded first. LinearAttention's
+    /// decayed state times the key is one dispatch this way.
+    pub fn matmul_values_to(
         &mut self,
         values: [Values<'_>; 2],
         transposed: [bool; 2],
@@ -218,7 +221,7 @@ impl Recorder {
                 } => {
                     let candidate = Prologue {
                         operand: j,
-                        program,
+                        program: intern(program.clone()),
                         leaves,
                     };
                     let computed = prologue.is_none()

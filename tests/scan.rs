@@ -1391,6 +1391,61 @@ fn elements_along_any_axis_are_laid_out_once_and_read_and_written_in_place() {
     }
 }
 
+/// A Scan over 2- and 1-byte elements along axes other than 0: u16 `x` [3, seq, 4] along axis
+/// 1 and i8 `y` [2, 4, seq] along axis 2: the state plus `x`'s elements, their differences
+/// and `y`'s elements doubled (integers wrap).
+fn narrow_elements(seq: usize) -> (Graph, Vec<(String, HostTensor)>) {
+    let body = Graph::new()
+        .input("s", DType::U16, &[Some(3), Some(4)])
+        .input("a", DType::U16, &[Some(3), Some(4)])
+        .input("b", DType::I8, &[Some(2), Some(4)])
+        .node(Node::new("Add", "add").inputs(["s", "a"]).outputs(["n"]))
+        .node(Node::new("Sub", "sub").inputs(["a", "s"]).outputs(["d"]))
+        .node(Node::new("Add", "twice").inputs(["b", "b"]).outputs(["c"]))
+        .output("n")
+        .output("d")
+        .output("c");
+    let x: Vec<u16> = (0..12 * seq as u16)
+        .map(|i| i.wrapping_mul(2_654))
+        .collect();
+    let y: Vec<i8> = (0..8 * seq).map(|i| (i * 37 % 256) as u8 as i8).collect();
+    let inputs = vec![
+        HostTensor::from_vec(vec![3, 4], &[65_000u16; 12]).unwrap(),
+        HostTensor::from_vec(vec![3, seq, 4], &x).unwrap(),
+        HostTensor::from_vec(vec![2, 4, seq], &y).unwrap(),
+    ];
+    let g = scan_graph(
+        &inputs[..1],
+        &inputs[1..],
+        body,
+        vec![("scan_input_axes", Attr::Ints(vec![1, 2]))],
+        2,
+    );
+    (g, named_inputs(&inputs))
+}
+
+#[test]
+fn narrow_elements_along_other_axes_are_laid_out_once() {
+    // 24- and 8-byte rows of 2- and 1-byte elements along axes 1 and 2: each input is moved
+    // to scan-axis-first order and laid out as padded rows once before the loop (the strided
+    // copy writes 4- and 8-byte elements only, so the bytes are packed by a gather first), so
+    // one more step costs the body's three dispatches and no copy, with either kernel set.
+    // Against the reference, bit for bit.
+    for cpu_kernels in [false, true] {
+        let mut counts = Vec::new();
+        for seq in [30, 31] {
+            let (g, inputs) = narrow_elements(seq);
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let (got, dispatches, copies) = counted_run(&g, &inputs, cpu_kernels, true);
+            assert_eq!(got, want, "cpu kernels {cpu_kernels}, {seq}");
+            counts.push((dispatches, copies));
+        }
+        let case = format!("cpu kernels {cpu_kernels}: {counts:?}");
+        assert_eq!(counts[1].0, counts[0].0 + 3, "{case}");
+        assert_eq!(counts[1].1, counts[0].1, "{case}");
+    }
+}
+
 /// skl2onnx's pairwise distances as a Scan: the state `xs` ([rows, width]) goes through
 /// Identity unchanged while each of `seq` steps reduces `(xs - row)^2` over its rows.
 fn pairwise_distances(rows: usize, width: usize, seq: usize) -> (Graph, Vec<(String, HostTensor)>) {

@@ -839,13 +839,32 @@ fn aligned_stride(align: u32, bytes: u64, seq: usize) -> Option<u64> {
     (bytes > 0 && (padded <= 2 * plain || padded - plain <= PADDING_BUDGET)).then_some(stride)
 }
 
+/// How a scan input is laid out as padded rows before the loop.
+#[derive(Clone)]
+struct RowFill {
+    /// The copy's element size in bytes.
+    elem: u64,
+    piece: CopyPiece,
+    /// The copy reads the input with its scan axis moved first (one transposing gather before
+    /// it), not the input itself.
+    moved_first: Option<Vec<i64>>,
+}
+
 /// The copy that lays scan input `j` out as rows `stride` bytes apart, one per position along
-/// its scan axis: whole words per row along axis 0, or 4- and 8-byte elements along any axis.
-/// Returns the copy's element size and the copy.
-fn padded_rows(plan: &ScanPlan, j: usize, stride: u64) -> Option<(u64, CopyPiece)> {
+/// its scan axis: whole words per row along axis 0, 4- and 8-byte elements along any axis, or
+/// for 1- and 2-byte elements along another axis whose rows are whole words, whole words from
+/// the input with its scan axis moved first (a gather packs those bytes; the strided copy
+/// writes 4- and 8-byte elements only).
+fn padded_rows(plan: &ScanPlan, j: usize, stride: u64) -> Option<RowFill> {
     let shape = &plan.input_shapes[plan.n + j];
     let (axis, bytes, seq) = (plan.in_axes[j], plan.element_bytes(j), plan.seq as u64);
-    if axis == 0 && bytes.is_multiple_of(4) {
+    let size = plan.input_dtypes[plan.n + j].size() as u64;
+    let moved_first =
+        (axis != 0 && size < 4 && shape.len() <= crate::kernels::MAX_RANK).then(|| {
+            let others = (0..shape.len() as i64).filter(|&k| k != axis as i64);
+            std::iter::once(axis as i64).chain(others).collect()
+        });
+    if bytes.is_multiple_of(4) && (axis == 0 || moved_first.is_some()) {
         let words = bytes / 4;
         let dims = vec![
             CopyDim {
@@ -859,16 +878,16 @@ fn padded_rows(plan: &ScanPlan, j: usize, stride: u64) -> Option<(u64, CopyPiece
                 dst: 1,
             },
         ];
-        return Some((
-            4,
-            CopyPiece {
+        return Some(RowFill {
+            elem: 4,
+            piece: CopyPiece {
                 src_base: 0,
                 dst_base: 0,
                 dims,
             },
-        ));
+            moved_first,
+        });
     }
-    let size = plan.input_dtypes[plan.n + j].size() as u64;
     if !matches!(size, 4 | 8) || shape.len() > crate::kernels::MAX_RANK {
         return None;
     }
@@ -888,14 +907,15 @@ fn padded_rows(plan: &ScanPlan, j: usize, stride: u64) -> Option<(u64, CopyPiece
             });
         }
     }
-    Some((
-        size,
-        CopyPiece {
+    Some(RowFill {
+        elem: size,
+        piece: CopyPiece {
             src_base: 0,
             dst_base: 0,
             dims,
         },
-    ))
+        moved_first: None,
+    })
 }
 
 /// A state that is also a scan output (an RNN cell's `h`), kept as the output's rows instead
@@ -1036,7 +1056,7 @@ fn place_elements(
         .collect();
     // Padded rows of inputs, with the copy that fills them (an allocation that fails, past the
     // memory limit say, leaves the element to its copies).
-    let mut padded_inputs: Vec<Option<(Tensor, u64, CopyPiece)>> = vec![None; scans.len()];
+    let mut padded_inputs: Vec<Option<(Tensor, RowFill)>> = vec![None; scans.len()];
     let mut input_slides: Vec<Option<Slide>> = Vec::with_capacity(scans.len());
     for j in 0..scans.len() {
         let (bytes, reverse) = (plan.element_bytes(j), plan.in_reverse[j]);
@@ -1051,12 +1071,12 @@ fn place_elements(
                     return direct;
                 }
                 let stride = aligned_stride(align, bytes, plan.seq)?;
-                let (elem, piece) = padded_rows(plan, j, stride)?;
+                let fill = padded_rows(plan, j, stride)?;
                 let rows =
                     Tensor::uninit(&ctx, DType::U32, &[plan.seq * (stride / 4) as usize]).ok()?;
                 let slide = Slide::along(from, single(&rows)?, stride, seq, reverse);
                 slide.fits(&ctx).then(|| {
-                    padded_inputs[j] = Some((rows, elem, piece));
+                    padded_inputs[j] = Some((rows, fill));
                     slide
                 })
             });
@@ -1234,11 +1254,26 @@ fn place_elements(
                 outputs[q] = outputs[q].clone().with_row_bytes(stride);
             }
         }
+        let mut moved = Vec::new();
         let ((), fill) = rec.capture(|rec| {
             for (j, padded) in padded_inputs.iter().enumerate() {
-                if let (true, Some((rows, elem, piece))) = (placed.reads[j], padded) {
-                    rec.copy_piece(OP, *elem, scans[j].storage(), rows.storage(), piece)?;
-                }
+                let (true, Some((rows, fill))) = (placed.reads[j], padded) else {
+                    continue;
+                };
+                let source = match &fill.moved_first {
+                    Some(perm) => {
+                        // A buffer of its own (not one the recorder's pool may hand out again):
+                        // the copy runs before the loop, wherever the fill is placed.
+                        let (shape, _) =
+                            crate::ops::layout::transpose_plan(scans[j].shape(), Some(perm))?;
+                        let t = Tensor::uninit(&ctx, scans[j].dtype(), &shape)?;
+                        rec.transpose_to(&scans[j], Some(perm), crate::Out::into(OP, &t))?;
+                        moved.push(t.clone());
+                        t
+                    }
+                    None => scans[j].clone(),
+                };
+                rec.copy_piece(OP, fill.elem, source.storage(), rows.storage(), &fill.piece)?;
             }
             Ok(())
         })?;
@@ -1247,6 +1282,7 @@ fn place_elements(
             .into_iter()
             .zip(&placed.reads)
             .filter_map(|(padded, &read)| Some(padded?.0).filter(|_| read))
+            .chain(moved)
             .collect();
         for (r, taken) in row_candidates.into_iter().zip(rows) {
             if taken {

@@ -744,7 +744,13 @@ fn record_loop(
             Some(r) => {
                 let out = out.tensor(rec, s.dtype(), s.shape())?;
                 let at = (seq / 2) as u64 * r.stride;
-                rec.copy(r.halves[seq % 2].storage(), at, out.storage(), 0, r.stride)?;
+                rec.copy(
+                    r.halves[seq % 2].storage(),
+                    at,
+                    out.storage(),
+                    0,
+                    r.row_bytes,
+                )?;
                 out
             }
             None => out.view(rec, s.clone())?,
@@ -925,11 +931,15 @@ fn padded_rows(plan: &ScanPlan, j: usize, stride: u64) -> Option<RowFill> {
 /// `h[0], h[2], ...`; iteration `t` reads slot `t / 2` of `halves[t % 2]` and writes slot
 /// `(t + 1) / 2` of the other. After the loop two strided copies interleave them into the
 /// output (and a gather reverses them for a reversed output), with no copy per iteration.
+/// Slots are `stride` bytes apart: the state's bytes, or those padded to the device's storage
+/// offset alignment.
 struct StateRows {
     state: usize,
     output: usize,
     /// The output runs backwards (its row `seq - 1 - t` is `h[t]`).
     reverse: bool,
+    /// The state's bytes (a whole number of words), a row of the output.
+    row_bytes: u64,
     stride: u64,
     halves: [Tensor; 2],
 }
@@ -944,15 +954,15 @@ impl StateRows {
         } else {
             acc.clone()
         };
-        let words = self.stride / 4;
+        let (slot, words) = (self.stride / 4, self.row_bytes / 4);
         for (half, first, rows) in [(1, 0, seq.div_ceil(2)), (0, 1, seq / 2)] {
             let piece = CopyPiece {
-                src_base: first * words,
+                src_base: first * slot,
                 dst_base: first * words,
                 dims: vec![
                     CopyDim {
                         len: rows,
-                        src: words,
+                        src: slot,
                         dst: 2 * words,
                     },
                     CopyDim {
@@ -1157,21 +1167,32 @@ fn place_elements(
                         || Arc::ptr_eq(t.storage(), ping_pong[1][i].storage()))
             })
         });
-        if aliased || o.row_bytes != ping_pong[0][i].storage().size() {
+        let row_bytes = o.row_bytes;
+        if aliased || row_bytes != ping_pong[0][i].storage().size() || !row_bytes.is_multiple_of(4)
+        {
             continue;
         }
-        let mut shape = vec![plan.seq / 2 + 1];
-        shape.extend_from_slice(ping_pong[0][i].shape());
-        let dtype = ping_pong[0][i].dtype();
+        // Slots at the alignment, padded where the state's bytes are not a multiple of it.
+        let slots = plan.seq / 2 + 1;
+        let stride = if row_bytes.is_multiple_of(u64::from(align)) {
+            row_bytes
+        } else {
+            match aligned_stride(align, row_bytes, slots) {
+                Some(stride) => stride,
+                None => continue,
+            }
+        };
+        let shape = [slots * (stride / 4) as usize];
         let halves = [
-            Tensor::uninit(&ctx, dtype, &shape)?,
-            Tensor::uninit(&ctx, dtype, &shape)?,
+            Tensor::uninit(&ctx, DType::U32, &shape)?,
+            Tensor::uninit(&ctx, DType::U32, &shape)?,
         ];
         row_candidates.push(StateRows {
             state: i,
             output: q,
             reverse: o.reverse,
-            stride: o.row_bytes,
+            row_bytes,
+            stride,
             halves,
         });
     }

@@ -13,7 +13,7 @@ use crate::storage::Storage;
 use crate::{Context, DType, Error, Result, Tensor};
 
 mod slide;
-pub(crate) use slide::{uses, writes, Slide};
+pub(crate) use slide::{step_buffers, uses, writes, Slide};
 use slide::{Bound, Moving};
 
 impl Context {
@@ -66,6 +66,9 @@ pub(crate) enum Step {
         run: LoopFn,
         /// The commands the loop encodes when run (for the work estimate).
         commands: u64,
+        /// Every buffer its commands may bind, copy or clear (an enclosing Scan may read its
+        /// own elements in place where the loop uses none of their buffers).
+        buffers: Arc<[wgpu::Buffer]>,
     },
 }
 
@@ -203,9 +206,20 @@ impl Recorder {
 
     /// Runs `run`, a loop encoding `commands` commands: now, after checking them against the
     /// context's work limit, or when the enclosing capture is replayed.
-    pub(crate) fn run_loop(&mut self, op: &'static str, run: LoopFn, commands: u64) -> Result<()> {
+    /// `buffers`: every buffer the loop's commands may use (see [`Step::Loop`]).
+    pub(crate) fn run_loop(
+        &mut self,
+        op: &'static str,
+        run: LoopFn,
+        commands: u64,
+        buffers: Vec<wgpu::Buffer>,
+    ) -> Result<()> {
         if let Some(steps) = &mut self.capture {
-            steps.push(Step::Loop { run, commands });
+            steps.push(Step::Loop {
+                run,
+                commands,
+                buffers: buffers.into(),
+            });
             return Ok(());
         }
         self.plan_commands(op, commands)?;
@@ -808,7 +822,7 @@ pub fn replay_cost(ctx: &Context, body: usize, times: usize, rounds: usize) -> R
                 }
                 Ok(())
             });
-            rec.run_loop("benchmark", run, 0)?;
+            rec.run_loop("benchmark", run, 0, Vec::new())?;
             let commands = finished(rec);
             *best = best.min(start.elapsed().as_nanos() as f64 / n);
             drop(commands);
@@ -904,7 +918,12 @@ mod tests {
             Ok(())
         });
         let result = rec
-            .run_loop("test loop", run, 3)
+            .run_loop(
+                "test loop",
+                run,
+                3,
+                vec![a.buffers()[0].clone(), b.buffers()[0].clone()],
+            )
             .and_then(|()| pollster::block_on(rec.finish()));
         match result {
             Err(Error::Validation { op, .. }) => {

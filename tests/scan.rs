@@ -407,6 +407,65 @@ proptest! {
     }
 }
 
+/// An outer Scan over `x` ([seq, 6]) and `w` ([seq, 8]): each step's inner Scan sums the row
+/// of `x`, and the outer state adds that sum times the row of `w`.
+fn nested_and_plain_elements(seq: usize) -> (Graph, Vec<(String, HostTensor)>) {
+    let inner = Graph::new()
+        .input("acc", DType::F32, &[])
+        .input("v", DType::F32, &[])
+        .node(
+            Node::new("Add", "sum")
+                .inputs(["acc", "v"])
+                .outputs(["acc2"]),
+        )
+        .output("acc2");
+    let outer = Graph::new()
+        .input("total", DType::F32, &[Some(8)])
+        .input("row", DType::F32, &[Some(6)])
+        .input("w", DType::F32, &[Some(8)])
+        .constant("zero", HostTensor::from_vec(vec![], &[0f32]).unwrap())
+        .node(
+            Node::new("Scan", "inner")
+                .inputs(["zero", "row"])
+                .outputs(["last"])
+                .attr("body", Attr::Graph(Box::new(inner)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .node(Node::new("Mul", "m").inputs(["last", "w"]).outputs(["m"]))
+        .node(
+            Node::new("Add", "t")
+                .inputs(["total", "m"])
+                .outputs(["total2"]),
+        )
+        .output("total2");
+    let inputs = [f32s(&[8], 31), f32s(&[seq, 6], 32), f32s(&[seq, 8], 33)];
+    let g = scan_graph(&inputs[..1], &inputs[1..], outer, vec![], 0);
+    (g, named_inputs(&inputs))
+}
+
+#[test]
+fn a_body_with_a_nested_scan_reads_the_elements_it_does_not_use_in_place() {
+    // The inner Scan reads the outer row of `x` through its own commands, which the outer loop
+    // cannot rebind: that element is copied each outer step. The row of `w`, which only the
+    // outer body's own kernels read, is laid out once and read in place: with the CPU
+    // kernels (whose element moves are buffer copies) an outer step makes 2 copies, not 3 as
+    // when any nested Scan kept every element copied. Against the reference with either
+    // kernel set.
+    for cpu_kernels in [false, true] {
+        let mut counts = Vec::new();
+        for seq in [20, 21] {
+            let (g, inputs) = nested_and_plain_elements(seq);
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let (got, dispatches, copies) = counted_run(&g, &inputs, cpu_kernels, true);
+            assert_eq!(got, want, "cpu kernels {cpu_kernels}, {seq}");
+            counts.push((dispatches, copies));
+        }
+        if cpu_kernels {
+            assert_eq!(counts[1].1, counts[0].1 + 2, "{counts:?}");
+        }
+    }
+}
+
 #[test]
 fn nested_scan_reading_an_outer_value() {
     // Outer Scan over the rows of X; for each row an inner Scan computes the running sum of

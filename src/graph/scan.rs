@@ -27,7 +27,7 @@ use crate::host::c_strides;
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::kernels::scan_step::{grouped_copies_limit, IterationCopy};
-use crate::recorder::{uses, writes, LoopFn, Slide, Step};
+use crate::recorder::{step_buffers, uses, writes, LoopFn, Slide, Step};
 use crate::storage::{padded_size, Storage};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
@@ -698,6 +698,23 @@ fn record_loop(
         .saturating_mul(seq as u64)
         .saturating_add(before_commands)
         .saturating_add(plan.m as u64 + 1);
+    // Every buffer the loop's commands may use: an enclosing Scan may read its own elements in
+    // place where they are none of these.
+    let mut loop_buffers = step_buffers(&before);
+    for instance in &instances {
+        loop_buffers.extend(step_buffers(&instance.steps));
+    }
+    loop_buffers.extend(
+        states
+            .iter()
+            .chain(scans)
+            .chain(&elements)
+            .chain(&accumulators)
+            .chain(ping_pong.iter().flatten())
+            .chain(&held)
+            .chain(rows.iter().flat_map(|r| &r.halves))
+            .flat_map(|t| t.buffers().to_vec()),
+    );
     let in_pass = if all_in_place {
         None
     } else {
@@ -734,7 +751,7 @@ fn record_loop(
             iterations(rec)
         })
     };
-    rec.run_loop(OP, run, commands)?;
+    rec.run_loop(OP, run, commands, loop_buffers)?;
 
     let mut results = Vec::with_capacity(n + plan.k);
     for (i, s) in ping_pong[seq % 2].iter().enumerate() {

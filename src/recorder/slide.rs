@@ -135,7 +135,7 @@ impl Slide {
 }
 
 /// Whether any of `steps` may use `buffer`: binds, copies or clears it, or is a nested loop
-/// (whose commands are not in `steps`).
+/// whose commands (not in `steps`) may.
 pub(crate) fn uses(steps: &[Step], buffer: &wgpu::Buffer) -> bool {
     steps.iter().any(|step| match step {
         Step::Dispatch { bound, .. } => bound.iter().any(|b| b.buffer.as_ref() == Some(buffer)),
@@ -143,8 +143,32 @@ pub(crate) fn uses(steps: &[Step], buffer: &wgpu::Buffer) -> bool {
             src.buffers().contains(buffer) || dst.buffers().contains(buffer)
         }
         Step::Clear { buffer: b, .. } => b.buffers().contains(buffer),
-        Step::Loop { .. } => true,
+        Step::Loop { buffers, .. } => buffers.contains(buffer),
     })
+}
+
+/// Every buffer `steps` may bind, copy or clear (a nested loop's included), once each.
+pub(crate) fn step_buffers(steps: &[Step]) -> Vec<wgpu::Buffer> {
+    let mut out: Vec<wgpu::Buffer> = Vec::new();
+    let mut add = |b: &wgpu::Buffer| {
+        if !out.contains(b) {
+            out.push(b.clone());
+        }
+    };
+    for step in steps {
+        match step {
+            Step::Dispatch { bound, .. } => bound
+                .iter()
+                .filter_map(|b| b.buffer.as_ref())
+                .for_each(&mut add),
+            Step::Copy { src, dst, .. } => {
+                src.buffers().iter().chain(dst.buffers()).for_each(&mut add)
+            }
+            Step::Clear { buffer, .. } => buffer.buffers().iter().for_each(&mut add),
+            Step::Loop { buffers, .. } => buffers.iter().for_each(&mut add),
+        }
+    }
+    out
 }
 
 /// Whether a dispatch of `steps` binds `buffer` for writing.
@@ -199,7 +223,14 @@ impl Recorder {
                     out.push(step.clone());
                     continue;
                 }
-                Step::Loop { .. } => return Ok(Err(0)),
+                Step::Loop { buffers, .. } => {
+                    // Its commands are not in `steps`: they keep the buffers they bind.
+                    if let Some(k) = slides.iter().position(|s| s.used_by(buffers)) {
+                        return Ok(Err(k));
+                    }
+                    out.push(step.clone());
+                    continue;
+                }
                 Step::Dispatch {
                     pipeline,
                     grid,

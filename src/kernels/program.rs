@@ -576,8 +576,11 @@ fn defined_functions(text: &str) -> Vec<String> {
 pub enum Values<'a> {
     Tensor(&'a Tensor),
     Program {
+        /// Its operand `k` is `leaves[k]`.
         program: &'a Program,
+        /// Each broadcast (numpy rules) to `shape`.
         leaves: &'a [&'a Tensor],
+        /// The values' shape.
         shape: &'a [usize],
     },
 }

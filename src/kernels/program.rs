@@ -480,6 +480,15 @@ pub(crate) fn index_code(n: usize, params: &str, e: &str) -> String {
             "        i{j} += lo * {params}.stride[{j}][0][0] + hi * {params}.stride[{j}][0][1];\n"
         ));
     }
+    // Three axes (a row broadcast against a matrix, stacked): two divisions for all operands.
+    code.push_str(&format!(
+        "    }} else if {params}.rank == 3u {{\n        let q0 = ({e}) / {params}.shape[0][0];\n        let c0 = ({e}) - q0 * {params}.shape[0][0];\n        let c2 = q0 / {params}.shape[0][1];\n        let c1 = q0 - c2 * {params}.shape[0][1];\n"
+    ));
+    for j in 0..n {
+        code.push_str(&format!(
+            "        i{j} += c0 * {params}.stride[{j}][0][0] + c1 * {params}.stride[{j}][0][1] + c2 * {params}.stride[{j}][0][2];\n"
+        ));
+    }
     code.push_str(&format!(
         "    }} else {{\n        var rest = {e};\n        for (var k = 0u; k < {params}.rank; k++) {{\n            let n = {params}.shape[k / 4u][k % 4u];\n            let coord = rest % n;\n            rest /= n;\n"
     ));

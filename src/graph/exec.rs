@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::fuse::{self, Held, Pending};
 use super::registry::{self, OpDef};
 use super::{Attr, Graph, Node};
-use crate::kernels::program::{intern, Values};
+use crate::kernels::program::Values;
 use crate::{download_all, Context, DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 
 /// A value during a run: known on the host (inputs, constants), on the GPU, or both.
@@ -497,7 +497,7 @@ fn held_values<'a>(held: &'a Held, leaves: &'a [&'a Tensor]) -> Values<'a> {
     match held {
         Held::Tensor(t) => Values::Tensor(t),
         Held::Program(p) => Values::Program {
-            program: intern(p.program.clone()),
+            program: &p.program,
             leaves,
             shape: &p.shape,
         },

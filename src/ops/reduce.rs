@@ -3,7 +3,7 @@
 //! over one. Validation and output shapes here; the workgroup-tree kernel in
 //! [`crate::kernels::reduce`].
 
-use crate::kernels::program::{intern, Program, Values};
+use crate::kernels::program::{Program, Values};
 use crate::kernels::reduce::{defined, prologue_fits, stored_dtype, OPS};
 use crate::kernels::words::Class;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
@@ -176,7 +176,7 @@ impl Recorder {
             return result;
         };
         let data = Values::Program {
-            program: intern(program.clone()),
+            program,
             leaves,
             shape,
         };

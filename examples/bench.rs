@@ -12,7 +12,8 @@
 //! [--workgroup-size N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
 //! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only]`
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
-//! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps;
+//! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
+//! bf16 products against the same products through f32 copies and in f32;
 //! `--dtypes-only`: `Add` on 64 MiB operands of each of the 13 dtypes but
 //! bool, as GB/s and as a ratio to a plain buffer copy of the same bytes, written to
 //! DIR/dtypes.txt, so the cost of each emulation is visible).
@@ -334,6 +335,7 @@ fn main() {
     }
     if args.iter().any(|a| a == "--matmul-only") {
         matmul_kernels(&ctx);
+        sixteen_bit_products(&ctx, &timer, quick);
         return;
     }
     if args.iter().any(|a| a == "--transfer-only") {
@@ -937,6 +939,85 @@ fn matmul_kernels(ctx: &Context) {
                 );
             }
             Err(e) => println!("{name:<28} error: {e}"),
+        }
+    }
+}
+
+/// f16 and bf16 products: the kernel reading the packed words (one dispatch), against the same
+/// product through f32 copies (cast, cast, f32 product, cast back: how 16-bit products ran
+/// before) and against the f32 product of the same shape, all in this process.
+fn sixteen_bit_products(ctx: &Context, timer: &Timer, quick: bool) {
+    println!(
+        "\n16-bit products (us per product, {}; direct: one dispatch on the packed words; \
+         via f32: cast, cast, f32 product, cast)",
+        timer.method()
+    );
+    println!(
+        "{:<28} {:>5} {:>10} {:>10} {:>10} {:>14} {:>12}",
+        "product", "dtype", "direct", "via f32", "f32", "via f32/direct", "f32/direct"
+    );
+    let shapes: [(usize, usize, usize); 4] = [
+        (1, 256, 256),
+        (64, 256, 256),
+        (1, 4096, 4096),
+        (64, 1024, 1024),
+    ];
+    for (m, k, n) in shapes {
+        for dtype in [DType::F16, DType::BF16] {
+            let make = |shape: &[usize], seed: u32, d: DType| {
+                let v: Vec<f32> = (0..shape.iter().product::<usize>())
+                    .map(|i| {
+                        ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 1000) as f32
+                            / 1000.0
+                            - 0.5
+                    })
+                    .collect();
+                let host = HostTensor::from_vec(shape.to_vec(), &v).unwrap();
+                let t = Tensor::from_host(ctx, &host).unwrap();
+                if d == DType::F32 {
+                    t
+                } else {
+                    ctx.run(|rec| rec.cast(&t, d)).unwrap()
+                }
+            };
+            let (a, b) = (make(&[m, k], 1, dtype), make(&[k, n], 2, dtype));
+            let (a32, b32) = (make(&[m, k], 1, DType::F32), make(&[k, n], 2, DType::F32));
+            let out = Tensor::uninit(ctx, dtype, &[m, n]).unwrap();
+            let out32 = Tensor::uninit(ctx, DType::F32, &[m, n]).unwrap();
+            let mut direct = |rec: &mut Recorder| {
+                rec.matmul_to(&a, &b, Out::into("bench", &out)).unwrap();
+            };
+            let mut via = |rec: &mut Recorder| {
+                let (wa, wb) = (
+                    rec.cast(&a, DType::F32).unwrap(),
+                    rec.cast(&b, DType::F32).unwrap(),
+                );
+                let wide = rec.matmul(&wa, &wb).unwrap();
+                rec.cast_to(&wide, dtype, Out::into("bench", &out)).unwrap();
+                for t in [wa, wb, wide] {
+                    rec.release(t);
+                }
+            };
+            let mut wide = |rec: &mut Recorder| {
+                rec.matmul_to(&a32, &b32, Out::into("bench", &out32))
+                    .unwrap();
+            };
+            // About 20 ms of work per measurement, judged by one product.
+            let once = timer.time(ctx, &mut direct).max(1e-6);
+            let repeat = ((0.02 / once) as usize).clamp(1, 256);
+            let samples = if quick { 3 } else { 7 };
+            let (t_direct, t_via) = timer.median_pair(ctx, repeat, samples, &mut direct, &mut via);
+            let t_wide = timer.median(ctx, repeat, samples, &mut wide);
+            println!(
+                "{:<28} {:>5} {:>10.1} {:>10.1} {:>10.1} {:>14.2} {:>12.2}",
+                format!("[{m},{k}]x[{k},{n}]"),
+                dtype.name(),
+                t_direct * 1e6,
+                t_via * 1e6,
+                t_wide * 1e6,
+                t_via / t_direct,
+                t_wide / t_direct
+            );
         }
     }
 }

@@ -6,6 +6,9 @@
 // element-wise program applied to each sum before it is stored) by the EPILOGUE markers. i64
 // and u64 emulated on u32 pairs (no SHADER_INT64) replace the SUM and TOTAL lines by the
 // emulation's wrapping arithmetic and leave out `blocks` (its vec4<T> has no pair form).
+// f16 and bf16 compute in f32 (T) on their packed words: the operand bindings become
+// array<u32> read through `lhs_at`/`rhs_at`, and `store` rounds each result once and writes
+// its half of a word with two atomics, since the two halves belong to different invocations.
 
 alias T = f32; // LHS TYPE
 
@@ -40,9 +43,9 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> lhs: array<T>;
-@group(0) @binding(2) var<storage, read> rhs: array<T>;
-@group(0) @binding(3) var<storage, read_write> dst: array<T>;
+@group(0) @binding(1) var<storage, read> lhs: array<T>; // LHS BINDING
+@group(0) @binding(2) var<storage, read> rhs: array<T>; // RHS BINDING
+@group(0) @binding(3) var<storage, read_write> dst: array<T>; // DST BINDING
 // EPILOGUE BINDINGS
 // PROLOGUE BINDINGS
 
@@ -55,6 +58,9 @@ fn rhs_at(i: u32) -> T { return rhs[i]; } // RHS AT
 // What is stored for output element `d` (its index in `dst`) with sum `acc`: the sum, or an
 // element-wise program on it and other tensors (a fused epilogue, see the MatMul kernels).
 fn epilogue(acc: T, d: u32) -> T { return acc; } // EPILOGUE FUNCTION
+
+// Stores output element `d`.
+fn store(d: u32, v: T) { dst[d] = v; } // STORE
 
 var<workgroup> lhs_tile: array<array<T, 16>, 16>;
 var<workgroup> rhs_tile: array<array<T, 16>, 16>;
@@ -110,7 +116,7 @@ fn main(
     }
     if row < params.m && col < params.n {
         let d = dst_base + row * params.n + col;
-        dst[d] = epilogue(acc, d);
+        store(d, epilogue(acc, d));
     }
 }
 
@@ -154,7 +160,7 @@ fn rows(
             sum += partial[c + s * cols]; // ROWS TOTAL
         }
         let d = b.z + row * params.n + col;
-        dst[d] = epilogue(sum, d);
+        store(d, epilogue(sum, d));
     }
 }
 
@@ -215,7 +221,7 @@ fn blocks(
     for (var y = 0u; y < 8u && row + y < params.m; y++) {
         let d = b.z + (row + y) * params.n;
         for (var x = 0u; x < 4u && col + x * w < params.n; x++) {
-            dst[d + col + x * w] = epilogue(accs[y][x], d + col + x * w);
+            store(d + col + x * w, epilogue(accs[y][x], d + col + x * w));
         }
     }
 }

@@ -692,6 +692,129 @@ fn matmul_kernels_at_every_workgroup_size() {
     assert_eq!(kernels.len(), 3, "{kernels:?}");
 }
 
+/// f16 and bf16 products in one dispatch on every MatMul kernel: the operands read from their
+/// packed words, summed in f32 and rounded once when stored (two halves of a word written by
+/// different invocations; odd widths put a row's end and the next row's start in one word).
+/// Small integers times 16-bit values of full precision in [1, 2) make every f32 sum exact and
+/// most results round, so each compares bit for bit with the reference (which rounds its exact
+/// sums once too). An epilogue reads the product rounded.
+#[test]
+fn matmul_on_16_bit_floats_rounds_exact_sums_once_in_one_dispatch() {
+    use wgpu_ops::ops::elementwise::{Arg, Program};
+    use wgpu_ops::{Context, ContextOptions, Out, Tensor};
+    let cases: [(&[usize], &[usize]); 5] = [
+        (&[1, 33], &[33, 7]),
+        (&[5, 40], &[40, 9]),
+        (&[37, 70], &[70, 131]),
+        (&[2, 1, 3, 21], &[4, 21, 7]),
+        (&[6, 5], &[5, 1]),
+    ];
+    let mut rounded = 0;
+    for dtype in [DType::F16, DType::BF16] {
+        let ints = |shape: &[usize], seed: u64| {
+            let v: Vec<f32> = bytes(seed, shape.iter().product())
+                .iter()
+                .map(|&b| f32::from(b % 5) - 2.0)
+                .collect();
+            HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+        };
+        // Random significands in [1, 2) with either sign.
+        let fractions = |shape: &[usize], seed: u64| {
+            let raw = bytes(seed, 2 * shape.iter().product::<usize>());
+            let v: Vec<f32> = raw
+                .chunks(2)
+                .map(|b| {
+                    let bits = u16::from_le_bytes([b[0], b[1]]);
+                    let one = 1.0 + f32::from(bits & 0x3ff) / 1024.0;
+                    if bits & 0x8000 != 0 {
+                        -one
+                    } else {
+                        one
+                    }
+                })
+                .collect();
+            HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+        };
+        let narrow = |t: &HostTensor| cpu_cast(t, dtype);
+        for (kernel, cpu_kernels) in [
+            (MatMulKernel::Tiles, false),
+            (MatMulKernel::Rows, false),
+            (MatMulKernel::Blocks, true),
+        ] {
+            let ctx = Context::new_blocking(ContextOptions {
+                cpu_kernels: Some(cpu_kernels),
+                matmul: Some(MatMulChoice::Always(kernel)),
+                ..Default::default()
+            })
+            .unwrap();
+            for (k, (sa, sb)) in cases.iter().enumerate() {
+                let a = narrow(&ints(sa, k as u64));
+                let b = narrow(&fractions(sb, 40 + k as u64));
+                let want = cpu("MatMul", vec![a.clone(), b.clone()]);
+                let wide = cpu(
+                    "MatMul",
+                    vec![cpu_cast(&a, DType::F32), cpu_cast(&b, DType::F32)],
+                );
+                rounded += usize::from(cpu_cast(&want, DType::F32) != wide);
+                let (ta, tb) = (
+                    Tensor::from_host(&ctx, &a).unwrap(),
+                    Tensor::from_host(&ctx, &b).unwrap(),
+                );
+                let before = ctx.stats().dispatches;
+                let y = ctx.run(|rec| rec.matmul(&ta, &tb)).unwrap();
+                let dispatches = ctx.stats().dispatches - before;
+                let got = y.to_host_blocking().unwrap();
+                let case = format!("{dtype} {kernel:?} {sa:?} x {sb:?}");
+                assert_eq!(got, want, "{case}");
+                assert_eq!(dispatches, 1, "{case}");
+                // An epilogue reads the rounded product, as the product stored first would be:
+                // `product - c` in one dispatch against the same two ops apart.
+                let shape = got.shape.clone();
+                let c =
+                    Tensor::from_host(&ctx, &narrow(&fractions(&shape, 90 + k as u64))).unwrap();
+                let mut p = Program::new(vec![dtype; 2], false);
+                p.push("Sub", vec![Arg::Operand(0), Arg::Operand(1)], dtype)
+                    .unwrap();
+                let before = ctx.stats().dispatches;
+                let fused = ctx
+                    .run(|rec| rec.matmul_program_to(&ta, &tb, &p, &[&c], Out::NEW))
+                    .unwrap();
+                assert_eq!(ctx.stats().dispatches - before, 1, "{case} epilogue");
+                let apart = ctx
+                    .run(|rec| rec.program_to(&p, &[&y, &c], Out::NEW))
+                    .unwrap();
+                assert_eq!(
+                    fused.to_host_blocking().unwrap(),
+                    apart.to_host_blocking().unwrap(),
+                    "{case} epilogue"
+                );
+            }
+        }
+    }
+    // The values do test rounding: most products differ from their f32 sums.
+    assert!(rounded >= 20, "{rounded}");
+}
+
+/// `t` cast to `dtype` by the reference.
+fn cpu_cast(t: &HostTensor, dtype: DType) -> HostTensor {
+    let mut g = Graph::new().input(
+        "x",
+        t.dtype,
+        &t.shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+    );
+    g = g
+        .node(
+            Node::new("Cast", "c")
+                .inputs(["x"])
+                .outputs(["y"])
+                .attr("to", Attr::String(dtype.name().into())),
+        )
+        .output("y");
+    run_graph(&g, &[("x".to_string(), t.clone())], &Default::default())
+        .unwrap()
+        .remove(0)
+}
+
 /// `a x b` on a context choosing MatMul kernels by `choice`, with the work it took (dispatches,
 /// plus submissions and host waits in higher bits: see `run_matmul`).
 fn matmul_with(

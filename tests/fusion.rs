@@ -367,16 +367,29 @@ fn small_ints(seed: u64, dtype: DType, shape: &[usize]) -> HostTensor {
         DType::U32 => HostTensor::from_vec(s, &v.iter().map(|&x| x as u32).collect::<Vec<_>>()),
         DType::I64 => HostTensor::from_vec(s, &v),
         DType::U64 => HostTensor::from_vec(s, &v.iter().map(|&x| x as u64).collect::<Vec<_>>()),
+        DType::F16 => HostTensor::from_vec(
+            s,
+            &v.iter()
+                .map(|&x| half::f16::from_f32(x as f32))
+                .collect::<Vec<_>>(),
+        ),
+        DType::BF16 => HostTensor::from_vec(
+            s,
+            &v.iter()
+                .map(|&x| half::bf16::from_f32(x as f32))
+                .collect::<Vec<_>>(),
+        ),
         d => panic!("no small integers of {d} here"),
     }
     .unwrap()
 }
 
 // MatMul with an element-wise epilogue (the sum, then Add bias [n], Max column [m, 1], Sub a
-// tensor of the product's shape, and Tanh on f32) against the product recorded and the
+// tensor of the product's shape, and Tanh on floats) against the product recorded and the
 // program run after it: bit for bit, one dispatch instead of two, on each MatMul kernel
 // (tiles and the few-rows kernel with the GPU kernel set, blocks with the CPU one) and each
-// dtype the kernel computes.
+// dtype the kernel computes (f16 and bf16 on their packed words, the sum rounded before the
+// epilogue reads it, as the product recorded first is).
 #[test]
 fn matmul_epilogues_match_product_then_program() {
     use wgpu_ops::ops::elementwise::{Arg, Program};
@@ -389,7 +402,7 @@ fn matmul_epilogues_match_product_then_program() {
             ..Default::default()
         })
         .unwrap();
-        let mut dtypes = vec![DType::F32, DType::I32, DType::U32];
+        let mut dtypes = vec![DType::F32, DType::I32, DType::U32, DType::F16, DType::BF16];
         if ctx.features().contains(wgpu::Features::SHADER_F64) {
             dtypes.push(DType::F64);
         }
@@ -421,7 +434,7 @@ fn matmul_epilogues_match_product_then_program() {
                 let s2 = p
                     .push("Sub", vec![s1.unwrap(), Arg::Operand(3)], d)
                     .unwrap();
-                if d == DType::F32 {
+                if matches!(d, DType::F32 | DType::F16 | DType::BF16) {
                     p.push("Tanh", vec![s2], d).unwrap();
                 }
                 let leaves = [&bias, &column, &full];
@@ -457,7 +470,7 @@ fn matmul_epilogues_match_product_then_program() {
 #[test]
 fn matmul_heads_take_element_wise_chains() {
     let probe = context(true, true);
-    let mut dtypes = vec![DType::F32, DType::I32, DType::U32];
+    let mut dtypes = vec![DType::F32, DType::I32, DType::U32, DType::F16, DType::BF16];
     if probe.features().contains(wgpu::Features::SHADER_F64) {
         dtypes.push(DType::F64);
     }
@@ -633,26 +646,14 @@ fn matmul_reads_transposed_operands_in_place() {
             ..Default::default()
         })
         .unwrap();
-        for d in [DType::F32, DType::I32, DType::F16] {
+        for d in [DType::F32, DType::I32, DType::F16, DType::BF16] {
             for (seed, batch_a, batch_b, m, k, n) in [
                 (1u64, vec![], vec![], 1, 5, 7),
                 (2, vec![3], vec![1], 20, 9, 33),
                 (3, vec![2, 1], vec![3], 4, 70, 1),
             ] {
                 let up = |seed: u64, s: &[usize]| {
-                    let h = if d == DType::F16 {
-                        let f = small_ints(seed, DType::F32, s);
-                        let v: Vec<half::f16> = f
-                            .to_vec::<f32>()
-                            .unwrap()
-                            .iter()
-                            .map(|&x| half::f16::from_f32(x))
-                            .collect();
-                        HostTensor::from_vec(s.to_vec(), &v).unwrap()
-                    } else {
-                        small_ints(seed, d, s)
-                    };
-                    Tensor::from_host(&ctx, &h).unwrap()
+                    Tensor::from_host(&ctx, &small_ints(seed, d, s)).unwrap()
                 };
                 let with = |batch: &[usize], tail: [usize; 2]| -> Vec<usize> {
                     batch.iter().copied().chain(tail).collect()
@@ -695,11 +696,8 @@ fn matmul_reads_transposed_operands_in_place() {
                         want.to_host_blocking().unwrap(),
                     );
                     assert_eq!((&f.shape, &f.data), (&w.shape, &w.data), "{case}");
-                    if binding.is_none() && d != DType::F16 {
+                    if binding.is_none() {
                         assert_eq!(dispatches, 1, "{case}");
-                    }
-                    if d == DType::F16 {
-                        continue;
                     }
                     // With an epilogue: Add of a bias row, then Neg.
                     let bias = up(seed + 7, &[n]);
@@ -780,7 +778,8 @@ fn matmuls_read_transposes_in_place() {
 // prologue), never stored, where each element is read at most 4 times: LinearAttention's
 // decayed state, read transposed by the product with the key and also by the update's
 // epilogue, costs no dispatch of its own. A chain read more often is recorded first, as are
-// chains on i64 emulated on u32 pairs. Both kernel sets, bit for bit against the reference.
+// chains on i64 emulated on u32 pairs. Both kernel sets, bit for bit against the reference,
+// f16 and bf16 included (computed in f32 on their packed words).
 #[test]
 fn matmuls_compute_the_chains_they_read() {
     let perm = Attr::Ints(vec![0, 2, 1]);
@@ -790,6 +789,8 @@ fn matmuls_compute_the_chains_they_read() {
         (DType::F64, true),
         (DType::I64, true),
         (DType::I64, false),
+        (DType::F16, true),
+        (DType::BF16, true),
     ];
     for (d, native) in cases {
         let inputs = named(vec![

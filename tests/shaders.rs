@@ -202,15 +202,16 @@ fn every_variant_validates_and_compiles() {
     // indices), 32 CumSums (6 dtypes and i64/u64 emulated on u32 pairs x exclusive x
     // reverse), 16 TopKs (those 8 x largest), 505 word-kernel variants (169 casts, every op
     // on every dtype combination it is defined for) and 99 with i64/u64 emulated on u32
-    // pairs (for adapters without SHADER_INT64; 18 of them Pow of mixed types); then 6 dtypes x (tiles + 7
-    // row-workgroup sizes x 2 entry points) MatMuls and 2 emulated x (tiles + 7 x rows),
+    // pairs (for adapters without SHADER_INT64; 18 of them Pow of mixed types); then 8 dtypes
+    // (f16 and bf16 on packed words) x (tiles + 7 row-workgroup sizes x 2 entry points)
+    // MatMuls and 2 emulated x (tiles + 7 x rows),
     // 154 reductions x 4 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
     // but LogSum and LogSumExp on the 4 float types only) and 24 emulated (12 ops x i64,
     // u64) x 4, the Scan counter (2 slots) and LinearAttention's 8-lane variants (workgroups of 256;
     // sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (156 + 32 + 16 + 505 + 99) + 6 * 15 + 2 * 8 + (154 + 24) * 4 + 4
+        WORKGROUP_SIZES.len() * (156 + 32 + 16 + 505 + 99) + 8 * 15 + 2 * 8 + (154 + 24) * 4 + 4
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {
@@ -269,7 +270,8 @@ fn check_bindings(kernel: &Kernel, module: &naga::Module) {
     }
 }
 
-/// MatMul epilogues: on each dtype the MatMul kernel computes and each of its entry points,
+/// MatMul epilogues: on each dtype the MatMul kernel computes (f16 and bf16 on packed words)
+/// and each of its entry points,
 /// an epilogue of every binary word op defined on (sum, leaf) of that dtype followed by a
 /// unary one where defined, with 0 to 5 leaves (the most that bind), and on i64 and u64
 /// emulated on u32 pairs; prologues computing A or B, alone and beside those epilogues that
@@ -288,16 +290,24 @@ fn matmul_epilogues_validate_and_compile() {
         DType::F64,
         DType::I64,
         DType::U64,
+        DType::F16,
+        DType::BF16,
     ];
     let emulated = [(DType::I64, true), (DType::U64, true)];
+    let unary = |dtype: DType| {
+        if matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+            "Tanh"
+        } else {
+            "Abs"
+        }
+    };
     for (dtype, emulate64) in dtypes.map(|d| (d, false)).into_iter().chain(emulated) {
         let mut programs = Vec::new();
         for op in ["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"] {
             let Some(mut p) = Program::single(op, &[dtype, dtype], dtype, emulate64) else {
                 continue;
             };
-            let unary = if dtype == DType::F32 { "Tanh" } else { "Abs" };
-            p.push(unary, vec![Arg::Step(0)], dtype);
+            p.push(unary(dtype), vec![Arg::Step(0)], dtype);
             programs.push(p);
         }
         // The widest: a chain over MAX_EPILOGUE_LEAVES leaves, and no leaf at all.
@@ -315,8 +325,7 @@ fn matmul_epilogues_validate_and_compile() {
         // or B, alone or beside an epilogue that calls the same helpers.
         let prologue = (!emulate64).then(|| {
             let mut p = Program::single("Mul", &[dtype, dtype], dtype, false).unwrap();
-            let unary = if dtype == DType::F32 { "Tanh" } else { "Abs" };
-            p.push(unary, vec![Arg::Step(0)], dtype).unwrap();
+            p.push(unary(dtype), vec![Arg::Step(0)], dtype).unwrap();
             &*Box::leak(Box::new(p))
         });
         for p in programs {

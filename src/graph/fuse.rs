@@ -552,8 +552,9 @@ fn head(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Result<Option<Pe
     let Ok(plan) = crate::ops::matmul::plan((da, &sa), (db, &sb)) else {
         return Ok(None);
     };
-    // i64 and u64 without SHADER_INT64 are emulated by the kernel; f64 needs SHADER_F64.
-    let computed = crate::kernels::operands::elementwise_type(da).is_some()
+    // i64 and u64 without SHADER_INT64 are emulated by the kernel; f64 needs SHADER_F64; f16
+    // and bf16 are computed in f32 on their packed words.
+    let computed = crate::kernels::matmul::compute_type(da).is_some()
         && (crate::kernels::operands::native_feature(da)
             .is_none_or(|(f, _)| ctx.features().contains(f))
             || matches!(da, DType::I64 | DType::U64));

@@ -7,7 +7,7 @@ use super::elementwise::broadcast_strides;
 use super::operands::{bind_windows, elementwise_type, layout_of, specialize};
 use super::program::{broadcast_walk_words, index_code, narrow, walk_struct, walk_words, Program};
 use super::windows::{room, Broadcast, Walk};
-use super::words::{program_helpers, I64_EMULATION};
+use super::words::{load_expression, program_helpers, I64_EMULATION};
 use super::{Kernel, MAX_RANK};
 pub use crate::gpu::MatMulKernel;
 #[cfg(feature = "native")]
@@ -33,9 +33,59 @@ pub fn matmul_source(
     prologue: Option<(&Program, u8)>,
     emulate64: bool,
 ) -> String {
-    let ty = elementwise_type(dtype).unwrap_or("f32");
+    let ty = compute_type(dtype).unwrap_or("f32");
     let mut replacements = vec![("// LHS TYPE", format!("alias T = {ty};"))];
     let mut template = MATMUL.to_string();
+    let packed = packed16(dtype);
+    if packed {
+        replacements.extend([
+            (
+                "// LHS BINDING",
+                "@group(0) @binding(1) var<storage, read> lhs: array<u32>;".to_string(),
+            ),
+            (
+                "// RHS BINDING",
+                "@group(0) @binding(2) var<storage, read> rhs: array<u32>;".to_string(),
+            ),
+            (
+                "// DST BINDING",
+                "@group(0) @binding(3) var<storage, read_write> dst: array<atomic<u32>>;"
+                    .to_string(),
+            ),
+            (
+                "// STORE",
+                format!(
+                    "fn store(d: u32, v: T) {{
+    let shift = (d % 2u) * 16u;
+    atomicAnd(&dst[d / 2u], ~(0xffffu << shift));
+    atomicOr(&dst[d / 2u], {} << shift);
+}}",
+                    if dtype == DType::F16 {
+                        "f32_to_f16(v)"
+                    } else {
+                        "f32_to_bf16(v)"
+                    }
+                ),
+            ),
+        ]);
+        for (j, (marker, name, buffer)) in [
+            ("// LHS AT", "lhs_at", "lhs"),
+            ("// RHS AT", "rhs_at", "rhs"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if prologue.is_none_or(|(_, operand)| usize::from(operand) != j) {
+                replacements.push((
+                    marker,
+                    format!(
+                        "fn {name}(i: u32) -> T {{ return {}; }}",
+                        load_expression(dtype, buffer)
+                    ),
+                ));
+            }
+        }
+    }
     let epilogue_parts = epilogue.map(|p| p.parts(4, true, ""));
     let leaves = epilogue.map_or(0, |p| p.operands().len().saturating_sub(1));
     let prologue_parts = prologue.map(|(p, _)| p.parts(4 + leaves, false, "_p"));
@@ -49,7 +99,7 @@ pub fn matmul_source(
         }
     }
     let mut common = String::new();
-    if epilogue.is_some() || prologue.is_some() {
+    if epilogue.is_some() || prologue.is_some() || packed {
         common.push_str(program_helpers());
         common.push('\n');
     }
@@ -108,11 +158,13 @@ pub fn matmul_source(
             format!(
                 "{}
 {}
-fn epilogue(acc: T, d: u32) -> T {{
+fn epilogue(sum: T, d: u32) -> T {{
+    let acc = {};
 {}{}
 }}",
                 parts.loads,
                 parts.steps,
+                narrow(dtype, "sum"),
                 index_code(leaves, "params.epi", "d - params.dst_base"),
                 parts.body
             ),
@@ -158,16 +210,31 @@ fn {name}(i: u32) -> T {{ return {}; }}",
         // Module-level declarations may come in any order: with the first program's pieces.
         let marker = if epilogue.is_some() {
             "// EPILOGUE FUNCTION"
-        } else if prologue.is_some_and(|(_, j)| j == 0) {
-            "// LHS AT"
-        } else {
+        } else if prologue.is_some_and(|(_, j)| j == 1) {
             "// RHS AT"
+        } else {
+            "// LHS AT"
         };
         if let Some(r) = replacements.iter_mut().find(|(m, _)| *m == marker) {
             r.1 = format!("{common}{}", r.1);
         }
     }
     specialize(&template, &replacements)
+}
+
+/// The WGSL type a MatMul of `dtype` computes in: the element-wise type, and f32 for f16
+/// and bf16 (read from their packed words, summed in f32, rounded once when stored).
+pub fn compute_type(dtype: DType) -> Option<&'static str> {
+    if packed16(dtype) {
+        Some("f32")
+    } else {
+        elementwise_type(dtype)
+    }
+}
+
+/// Whether MatMuls of `dtype` read and write packed 16-bit words (f16, bf16).
+pub fn packed16(dtype: DType) -> bool {
+    matches!(dtype, DType::F16 | DType::BF16)
 }
 
 /// Whether `tensors` each bind whole (no windows): what reading an operand transposed in
@@ -199,7 +266,7 @@ pub fn epilogue_fits(program: &Program, dtype: DType, emulate64: bool) -> bool {
     let ty = if emulate64 {
         Some("vec2<u32>")
     } else {
-        elementwise_type(dtype)
+        compute_type(dtype)
     };
     program.operands().first() == Some(&dtype)
         && program.out() == dtype
@@ -232,7 +299,7 @@ impl Prologue<'_> {
         epilogue_leaves: usize,
     ) -> bool {
         self.program.out() == dtype
-            && elementwise_type(dtype) == Some(self.program.value_type(dtype))
+            && compute_type(dtype) == Some(self.program.value_type(dtype))
             && epilogue_leaves + self.leaves.len() <= MAX_EPILOGUE_LEAVES
             && super::reduce::prologue_fits(ctx, self.program, self.leaves, shape)
     }
@@ -570,7 +637,7 @@ impl Recorder {
             }
         }
         let dtype = lhs.dtype();
-        elementwise_type(dtype).ok_or_else(|| {
+        compute_type(dtype).ok_or_else(|| {
             Error::invalid(
                 op,
                 "A",
@@ -685,9 +752,10 @@ impl Recorder {
         let align = ctx.window_alignment(op, elem)?;
         let (whole, segments) = layout_of(&storages, limit, &[elem; 3]);
         let room = room(limit, align, elem);
-        if (ta || tb || prologue.is_some()) && !whole {
+        if (ta || tb || prologue.is_some() || packed16(dtype)) && !whole {
             return Err(Error::Graph(format!(
-                "internal: {op} read a transposed or computed operand in place without binding it whole"
+                "internal: {op} read a transposed, computed or 16-bit operand in place without \
+                 binding it whole"
             )));
         }
         let pieces = if whole {

@@ -355,7 +355,8 @@ impl Kernel {
                 }
             }
         }
-        for (dtype, emulate64) in typed_variants() {
+        let packed = [DType::F16, DType::BF16].map(|d| (d, false));
+        for (dtype, emulate64) in typed_variants().chain(packed) {
             out.push(Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
                 dtype,

@@ -1,7 +1,7 @@
 //! ONNX MatMul (numpy `matmul`): 1-D operands gain and lose a unit axis, batch dims broadcast.
 
 use super::broadcast_shape;
-use crate::kernels::matmul::{binds_whole, Prologue};
+use crate::kernels::matmul::{binds_whole, packed16, Prologue};
 use crate::kernels::operands::elementwise_type;
 use crate::kernels::program::{intern, Program, Values};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
@@ -98,18 +98,22 @@ impl Recorder {
     pub fn matmul_to(&mut self, a: &Tensor, b: &Tensor, out: Out) -> Result<Tensor> {
         self.check_inputs(OP, &[("A", a), ("B", b)])?;
         let p = plan((a.dtype(), a.shape()), (b.dtype(), b.shape()))?;
-        if matches!(a.dtype(), DType::F16 | DType::BF16) {
-            // Products accumulate in f32 and round once to the 16-bit type.
+        let narrow = packed16(a.dtype());
+        if !narrow {
+            super::elementwise::require_f64_feature(self.context(), OP, "A", a.dtype())?;
+        }
+        let out = out.tensor(self, a.dtype(), &p.output)?;
+        if narrow && !binds_whole(self.context(), &[a, b, &out]) {
+            // Products accumulate in f32 and round once to the 16-bit type, as the kernel's
+            // do; operands beyond one binding go through f32 copies.
             let (wa, wb) = (self.cast(a, DType::F32)?, self.cast(b, DType::F32)?);
             let wide = self.matmul(&wa, &wb)?;
-            let result = self.cast_to(&wide, a.dtype(), out);
+            let result = self.cast_to(&wide, a.dtype(), Out::into(OP, &out));
             for t in [wa, wb, wide] {
                 self.release(t);
             }
             return result;
         }
-        super::elementwise::require_f64_feature(self.context(), OP, "A", a.dtype())?;
-        let out = out.tensor(self, a.dtype(), &p.output)?;
         self.matmul_into(
             OP,
             &a.reshaped(&p.lhs)?,
@@ -168,7 +172,7 @@ impl Recorder {
     /// over its inputs broadcast to `shape`, the operand as stored, before any transpose).
     /// One is computed where the kernel reads each element, never stored and with no dispatch
     /// of its own, where its inputs and the epilogue's fit the kernel's 5 spare bindings,
-    /// every tensor binds whole, it is not f16 or bf16, and each of its elements is read at
+    /// every tensor binds whole, and each of its elements is read at
     /// most [`MAX_PROLOGUE_READS`] times; other programs are recorded first. LinearAttention's
     /// decayed state times the key is one dispatch this way.
     pub fn matmul_values_to(
@@ -227,7 +231,6 @@ impl Recorder {
                     let computed = prologue.is_none()
                         && shape.len() >= 2
                         && reads[j] <= MAX_PROLOGUE_READS
-                        && !matches!(program.out(), DType::F16 | DType::BF16)
                         && candidate.fits(&ctx, program.out(), shape, epilogue_leaves)
                         && binds_whole(&ctx, &tensors);
                     if computed {
@@ -337,7 +340,7 @@ impl Recorder {
     }
 
     /// The kernel on `a` and `b` (planned as `p`), operands transposed in place where every
-    /// tensor binds whole, else transposed into copies first; f16 and bf16 through f32. A
+    /// tensor binds whole, else transposed into copies first (and f16 and bf16 through f32). A
     /// `prologue`'s operand is recorded first where the tensors do not bind whole.
     #[allow(clippy::too_many_arguments)]
     fn matmul_in_place_or_copied(
@@ -351,7 +354,7 @@ impl Recorder {
         out: Out,
     ) -> Result<Tensor> {
         let dtype = epilogue.map_or(a.dtype(), |(program, _)| program.out());
-        let narrow = matches!(a.dtype(), DType::F16 | DType::BF16);
+        let narrow = packed16(a.dtype());
         if !narrow {
             super::elementwise::require_f64_feature(self.context(), OP, "A", a.dtype())?;
         }
@@ -360,7 +363,7 @@ impl Recorder {
         if let Some((_, leaves)) = epilogue {
             tensors.extend_from_slice(leaves);
         }
-        let in_place = !narrow && binds_whole(self.context(), &tensors);
+        let in_place = binds_whole(self.context(), &tensors);
         if let Some(pro) = prologue.filter(|_| !in_place) {
             // Only a stand-in: the operand's values are recorded for the paths below.
             let stand_in = [a, b][pro.operand];

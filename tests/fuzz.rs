@@ -133,6 +133,23 @@ fn hosts_equal(a: &HostTensor, b: &HostTensor) -> bool {
     a.dtype == b.dtype && a.shape == b.shape && a.data == b.data
 }
 
+/// `got` equals `want` bit for bit, or, for f32 outputs where `tolerant`, within the ONNX
+/// node tests' tolerance (rtol 1e-3, atol 1e-7; NaN where NaN): the ONNX model's Softmax
+/// takes the device's `exp`, which may differ from the reference's by an ulp (seed 2026 drew
+/// inputs where it does).
+fn outputs_match(got: &HostTensor, want: &HostTensor, tolerant: bool) -> bool {
+    if hosts_equal(got, want) {
+        return true;
+    }
+    if !tolerant || got.dtype != DType::F32 || got.shape != want.shape {
+        return false;
+    }
+    let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+    g.iter().zip(&w).all(|(&g, &w)| {
+        (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= 1e-7 + 1e-3 * w.abs()
+    })
+}
+
 /// Runs `case` in `dir` and checks the contract; returns a description of the breach.
 fn check(case: &Case, dir: &Path, tally: &mut Tally) -> Result<(), String> {
     tally.runs += 1;
@@ -226,7 +243,7 @@ fn check(case: &Case, dir: &Path, tally: &mut Tally) -> Result<(), String> {
                 if w.dtype == DType::BF16 && got.dtype == DType::U16 {
                     got.dtype = DType::BF16;
                 }
-                if !hosts_equal(&got, w) {
+                if !outputs_match(&got, w, case.model.is_some()) {
                     return Err(format!(
                         "output '{}' differs from the reference: {:?} {:?} vs {:?} {:?}",
                         o.name, got.dtype, got.shape, w.dtype, w.shape

@@ -73,7 +73,7 @@ want, ort_ms = onnxruntime_run(path, feeds, opts.runs, opts.threads)
 extra = ["--copied-elements"] if opts.copied_elements else []
 report, ours_ms, dispatches = wgpu_ops_run(work, path, feeds, opts.runs, extra)
 # Float results as onnxruntime's own tests compare them (f32: rtol 1e-4, atol 1e-5; f64
-# tighter, as tests/sklearn_gpr.rs).
+# tighter, as tests/sklearn_models.rs).
 rtol, atol = (1e-9, 1e-12) if opts.f64 else (1e-4, 1e-5)
 outputs = [o.name for o in model.graph.output]
 worst = 0.0

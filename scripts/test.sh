@@ -27,8 +27,8 @@ fi
 # The node tests are exported afresh, so they follow the installed onnx version.
 rm -rf target/onnx-node-tests
 python3 scripts/onnx_node_tests.py target/onnx-node-tests
-rm -rf target/sklearn-gpr target/ort-differential
-python3 scripts/sklearn_gpr.py target/sklearn-gpr
+rm -rf target/sklearn-models target/ort-differential
+python3 scripts/sklearn_models.py target/sklearn-models
 python3 scripts/ort_differential.py target/ort-differential
 browser=1
 args=()

@@ -587,6 +587,127 @@ fn gather_on(d: DType) {
 
 dtype_tests!(gather_by_indices, gather_on);
 
+/// ONNX-ML's ArrayFeatureExtractor on each type it takes (f32, f64, i32, i64, the last also
+/// emulated): indices of any shape read flat along the last axis (negative ones from the end),
+/// `[1, n]` from 1-D data, indices computed on the GPU (TopK's, as in scikit-learn's
+/// nearest-neighbour models) and given; bit for bit against the reference. Bad inputs are one
+/// error naming the op and the input.
+#[test]
+fn array_feature_extractor_picks_along_the_last_axis() {
+    const OP: &str = "ai.onnx.ml.ArrayFeatureExtractor";
+    for d in [DType::F32, DType::F64, DType::I32, DType::I64] {
+        let data3 = shaped(values(d, 60, 7), &[3, 4, 5]);
+        let picks = |shape: &[usize], v: &[i64]| HostTensor::from_vec(shape.to_vec(), v).unwrap();
+        let cases = [
+            (
+                data3.clone(),
+                picks(&[2, 3], &[0, 4, -1, -5, 2, 2]),
+                vec![3, 4, 6],
+            ),
+            (
+                shaped(values(d, 7, 8), &[7]),
+                picks(&[4], &[6, 0, -2, 3]),
+                vec![1, 4],
+            ),
+            (
+                shaped(values(d, 10, 9), &[2, 5]),
+                picks(&[1, 3], &[1, 1, 4]),
+                vec![2, 3],
+            ),
+            (
+                shaped(values(d, 6, 10), &[2, 3]),
+                picks(&[0], &[]),
+                vec![2, 0],
+            ),
+        ];
+        for ctx in contexts_for(d) {
+            for (data, indices, shape) in &cases {
+                let (got, want) = both(
+                    ctx,
+                    Node::new(OP, "afe").inputs(["data", "indices"]),
+                    vec![("data", data.clone()), ("indices", indices.clone())],
+                )
+                .unwrap_or_else(|e| panic!("{d} {:?}: {e}", indices.shape));
+                assert_eq!(&got.shape, shape, "{d}");
+                assert_eq!(got, want, "{d} {:?} by {:?}", data.shape, indices.shape);
+            }
+            // The three nearest of 6 distances per row, then their targets: [1, 4 * 3].
+            let g = Graph::new()
+                .input("dist", DType::F32, &[Some(4), Some(6)])
+                .input("targets", d, &[Some(6)])
+                .input("k", DType::I64, &[Some(1)])
+                .node(
+                    Node::new("TopK", "t")
+                        .inputs(["dist", "k"])
+                        .outputs(["v", "i"])
+                        .attr("largest", Attr::Int(0)),
+                )
+                .node(
+                    Node::new(OP, "afe")
+                        .inputs(["targets", "i"])
+                        .outputs(["picked"]),
+                )
+                .output("picked");
+            let dist: Vec<f32> = (0..24)
+                .map(|i| ((i * 7) % 11) as f32 + i as f32 / 32.0)
+                .collect();
+            let inputs = vec![
+                (
+                    "dist".to_string(),
+                    HostTensor::from_vec(vec![4, 6], &dist).unwrap(),
+                ),
+                ("targets".to_string(), shaped(values(d, 6, 11), &[6])),
+                (
+                    "k".to_string(),
+                    HostTensor::from_vec(vec![1], &[3i64]).unwrap(),
+                ),
+            ];
+            let got = Session::new(ctx, g.clone())
+                .unwrap()
+                .run_blocking(inputs.clone())
+                .unwrap();
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            assert_eq!(got[0].1.shape, vec![1, 12], "{d}");
+            assert_eq!(got[0].1, want[0], "{d} by TopK's indices");
+        }
+    }
+    let data = shaped(values(DType::F32, 10, 1), &[2, 5]);
+    let refused = |x: HostTensor, y: HostTensor| {
+        both(
+            ctx(),
+            Node::new(OP, "afe").inputs(["data", "indices"]),
+            vec![("data", x), ("indices", y)],
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let e = refused(
+        data.clone(),
+        HostTensor::from_vec(vec![2], &[1i64, 5]).unwrap(),
+    );
+    assert!(
+        e.contains("ArrayFeatureExtractor") && e.contains("index 5 is out of range"),
+        "{e}"
+    );
+    let e = refused(
+        data.clone(),
+        HostTensor::from_vec(vec![1], &[-6i64]).unwrap(),
+    );
+    assert!(e.contains("index -6 is out of range"), "{e}");
+    let e = refused(data, HostTensor::from_vec(vec![1], &[1i32]).unwrap());
+    assert!(e.contains("Y is i32"), "{e}");
+    let e = refused(
+        shaped(values(DType::U8, 4, 1), &[4]),
+        HostTensor::from_vec(vec![1], &[1i64]).unwrap(),
+    );
+    assert!(e.contains("X is u8"), "{e}");
+    let e = refused(
+        shaped(values(DType::F32, 1, 1), &[]),
+        HostTensor::from_vec(vec![1], &[0i64]).unwrap(),
+    );
+    assert!(e.contains("rank 0"), "{e}");
+}
+
 /// i64 and u64 without `SHADER_INT64` (as in browsers): the ops the 32-bit emulation covers
 /// (arithmetic, division and remainders, order, casts to and from the integer types, bool and
 /// f32/f16/bf16) give the native path's bits (the reference's), on edge values (extremes,

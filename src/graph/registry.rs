@@ -60,6 +60,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &SOFTMAX,
             &LOG_SOFTMAX,
             &GATHER,
+            &ARRAY_FEATURE_EXTRACTOR,
             &LINEAR_ATTENTION,
             &GEMM,
             &SPLIT,
@@ -1035,6 +1036,39 @@ static LINEAR_ATTENTION: OpDef = OpDef {
     },
 };
 
+/// Checks the indices of input `k` where they are known on the host (the GPU cannot fail a
+/// run): each within `-dim..dim` for axis `axis` (as given) of `data`.
+fn check_known_indices(
+    args: &NodeArgs,
+    k: usize,
+    data: &Tensor,
+    axis: i64,
+    op: &'static str,
+    input: &'static str,
+) -> Result<()> {
+    let known = args
+        .host_value(k)
+        .filter(|t| matches!(t.dtype, DType::I32 | DType::I64))
+        .map(|t| crate::reference::cast_host(t, DType::I64))
+        .transpose()?
+        .map(|t| t.to_vec::<i64>())
+        .transpose()?;
+    let Some(known) = known else { return Ok(()) };
+    let rank = data.rank() as i64;
+    let a = if axis < 0 { axis + rank } else { axis };
+    if (0..rank).contains(&a) {
+        let dim = data.shape()[a as usize] as i64;
+        if let Some(bad) = known.iter().find(|&&i| i < -dim || i >= dim) {
+            return Err(Error::invalid(
+                op,
+                input,
+                format!("index {bad} is out of range for axis {axis} of size {dim}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 static GATHER: OpDef = OpDef {
     name: "Gather",
     inputs: 2..=2,
@@ -1044,30 +1078,28 @@ static GATHER: OpDef = OpDef {
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
         let axis = args.int("axis")?.unwrap_or(0);
-        // Indices known on the host are checked here (the GPU cannot fail a run).
-        let known = args
-            .host_value(1)
-            .filter(|t| matches!(t.dtype, DType::I32 | DType::I64))
-            .map(|t| crate::reference::cast_host(t, DType::I64))
-            .transpose()?
-            .map(|t| t.to_vec::<i64>())
-            .transpose()?;
-        if let Some(known) = known {
-            let rank = data.rank() as i64;
-            let k = if axis < 0 { axis + rank } else { axis };
-            if (0..rank).contains(&k) {
-                let dim = data.shape()[k as usize] as i64;
-                if let Some(bad) = known.iter().find(|&&i| i < -dim || i >= dim) {
-                    return Err(Error::invalid(
-                        "Gather",
-                        "indices",
-                        format!("index {bad} is out of range for axis {axis} of size {dim}"),
-                    ));
-                }
-            }
-        }
+        check_known_indices(args, 1, &data, axis, "Gather", "indices")?;
         let indices = args.tensor(1, "indices")?;
         Ok(vec![rec.gather_to(&data, &indices, axis, args.out(0))?])
+    },
+};
+
+/// ONNX-ML's ArrayFeatureExtractor (scikit-learn's nearest-neighbour models).
+static ARRAY_FEATURE_EXTRACTOR: OpDef = OpDef {
+    name: "ai.onnx.ml.ArrayFeatureExtractor",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[],
+    run: |rec, args| {
+        let data = args.tensor(0, "X")?;
+        check_known_indices(args, 1, &data, -1, "ArrayFeatureExtractor", "Y")?;
+        let indices = args.tensor(1, "Y")?;
+        Ok(vec![rec.array_feature_extractor_to(
+            &data,
+            &indices,
+            args.out(0),
+        )?])
     },
 };
 

@@ -539,4 +539,80 @@ impl Recorder {
         self.gather_index_into(OP, data, indices, shape[axis], inner, &out)?;
         Ok(out)
     }
+
+    /// Records ONNX-ML ArrayFeatureExtractor (domain `ai.onnx.ml`): the elements of `data`'s
+    /// last axis at `indices` (i64, any shape, read flat; negative ones count from the end, as
+    /// in the ONNX reference implementation). The output is `data`'s shape with the last axis
+    /// replaced by the number of indices, and `[1, n]` for 1-D `data`. scikit-learn's
+    /// nearest-neighbour models exported by skl2onnx pick the neighbours' targets this way.
+    /// One gather kernel, as Gather; an index read on the GPU out of range gives zeros.
+    pub fn array_feature_extractor_to(
+        &mut self,
+        data: &Tensor,
+        indices: &Tensor,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "ArrayFeatureExtractor";
+        self.check_inputs(OP, &[("X", data), ("Y", indices)])?;
+        if !matches!(
+            data.dtype(),
+            DType::F32 | DType::F64 | DType::I32 | DType::I64
+        ) {
+            return Err(Error::invalid(
+                OP,
+                "X",
+                format!(
+                    "X is {}; ArrayFeatureExtractor takes f32, f64, i32 or i64",
+                    data.dtype()
+                ),
+            ));
+        }
+        if indices.dtype() != DType::I64 {
+            return Err(Error::invalid(
+                OP,
+                "Y",
+                format!(
+                    "Y is {}; ArrayFeatureExtractor takes i64 indices",
+                    indices.dtype()
+                ),
+            ));
+        }
+        let shape = data.shape();
+        let Some((&last, outer)) = shape.split_last() else {
+            return Err(Error::invalid(
+                OP,
+                "X",
+                "X has rank 0; ArrayFeatureExtractor needs rank 1 or more",
+            ));
+        };
+        let n = indices.numel();
+        let out_shape: Vec<usize> = if outer.is_empty() {
+            vec![1, n]
+        } else {
+            outer.iter().copied().chain([n]).collect()
+        };
+        super::check_rank(OP, &out_shape)?;
+        let out = out.tensor(self, data.dtype(), &out_shape)?;
+        if last == 0 && n > 0 {
+            return Err(Error::invalid(
+                OP,
+                "Y",
+                "X's last axis is empty: there is nothing to pick",
+            ));
+        }
+        if out.numel() == 0 {
+            return Ok(out);
+        }
+        // Gather along the last axis by the flat indices, written straight into `out`.
+        let gathered: Vec<usize> = outer.iter().copied().chain([n]).collect();
+        self.gather_index_into(
+            OP,
+            data,
+            &indices.reshaped(&[n])?,
+            last,
+            1,
+            &out.reshaped(&gathered)?,
+        )?;
+        Ok(out)
+    }
 }

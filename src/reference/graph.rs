@@ -821,6 +821,44 @@ fn run_node(
                 data,
             })
         }
+        // Written from the ONNX-ML spec and its reference implementation: the flat indices
+        // pick elements of the last axis; out is x's shape with that axis their count ([1, n]
+        // for 1-D x).
+        "ai.onnx.ml.ArrayFeatureExtractor" => {
+            let x = a(0)?;
+            let y = a(1)?;
+            if y.dtype != DType::I64 {
+                return Err("ArrayFeatureExtractor indices must be i64".into());
+            }
+            let indices = y.to_vec::<i64>()?;
+            let Some((&dim, outer)) = x.shape.split_last() else {
+                return Err("ArrayFeatureExtractor on a scalar".into());
+            };
+            let size = x.dtype.size();
+            let rows: usize = outer.iter().product();
+            let mut data = Vec::with_capacity(rows * indices.len() * size);
+            for r in 0..rows {
+                for &i in &indices {
+                    let d = dim as i64;
+                    if i < -d || i >= d {
+                        return Err(format!("ArrayFeatureExtractor index {i} out of range").into());
+                    }
+                    let i = (if i < 0 { i + d } else { i }) as usize;
+                    let start = (r * dim + i) * size;
+                    data.extend_from_slice(&x.data[start..start + size]);
+                }
+            }
+            let shape = if outer.is_empty() {
+                vec![1, indices.len()]
+            } else {
+                outer.iter().copied().chain([indices.len()]).collect()
+            };
+            one(HostTensor {
+                dtype: x.dtype,
+                shape,
+                data,
+            })
+        }
         "ArgMax" | "ArgMin" => {
             let x = a(0)?;
             let axes = crate::ops::reduce::normalize_axes(

@@ -1,26 +1,35 @@
-//! A scikit-learn Gaussian-process regressor (RBF kernel) exported by skl2onnx, whose graph
-//! computes pairwise distances with a Scan (Sub, ReduceSumSquare, Identity), run whole on the
-//! GPU through the `wgpu-ops run` command in f32 and f64 and compared with onnxruntime's
-//! outputs (written by `scripts/sklearn_gpr.py`, which this test runs when they are missing).
-//! Tolerances: f64 within 1e-9 relative (the outputs agree to about 1e-14 on lavapipe); f32
-//! as onnxruntime's own tests compare float results, rtol 1e-4 and atol 1e-5.
+//! scikit-learn models whose ONNX graphs (skl2onnx) compute pairwise distances with a Scan:
+//! a Gaussian-process regressor (RBF kernel; the Scan's body is Sub, ReduceSumSquare,
+//! Identity) and k-nearest-neighbour regressor and classifier (the same Scan, then TopK and
+//! ONNX-ML's ArrayFeatureExtractor). Each runs whole on the GPU through the `wgpu-ops run`
+//! command in f32 and f64 and is compared with onnxruntime's outputs (written by
+//! `scripts/sklearn_models.py`, which this test runs when they are missing). Tolerances: f64
+//! within 1e-9 relative (the outputs agree to about 1e-14 on lavapipe); f32 as onnxruntime's
+//! own tests compare float results, rtol 1e-4 and atol 1e-5; integer outputs (labels)
+//! exactly.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use wgpu_ops::HostTensor;
+use wgpu_ops::{DType, HostTensor};
 
+/// The exported models (exported once per test binary: the tests run in parallel threads).
 fn export_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(export).clone()
+}
+
+fn export() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::var_os("WGPU_OPS_SKLEARN_GPR")
+    let dir = std::env::var_os("WGPU_OPS_SKLEARN_MODELS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/sklearn-gpr"));
+        .unwrap_or_else(|| root.join("target/sklearn-models"));
     if !dir.join("manifest.json").exists() {
         let status = Command::new("python3")
-            .arg(root.join("scripts/sklearn_gpr.py"))
+            .arg(root.join("scripts/sklearn_models.py"))
             .arg(&dir)
             .status()
-            .expect("python3 runs scripts/sklearn_gpr.py");
+            .expect("python3 runs scripts/sklearn_models.py");
         assert!(
             status.success(),
             "exporting the model failed: `python3 -m pip install scikit-learn skl2onnx onnxruntime` (scripts/test.sh does)"
@@ -37,6 +46,7 @@ struct Output {
 
 #[derive(serde::Deserialize)]
 struct Entry {
+    kind: String,
     model: String,
     input: String,
     input_file: String,
@@ -45,16 +55,35 @@ struct Entry {
     ops: Vec<String>,
 }
 
+fn manifest(dir: &Path) -> Vec<Entry> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap()
+}
+
 #[test]
-fn gaussian_process_regressor_matches_onnxruntime() {
+fn scikit_learn_models_match_onnxruntime() {
     let dir = export_dir();
-    let manifest: Vec<Entry> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!(manifest.len(), 2);
+    let manifest = manifest(&dir);
+    let kinds: Vec<(&str, &str)> = manifest
+        .iter()
+        .map(|e| (e.kind.as_str(), e.dtype.as_str()))
+        .collect();
+    for kind in ["gpr", "knn_regressor", "knn_classifier"] {
+        for dtype in ["f32", "f64"] {
+            assert!(
+                kinds.contains(&(kind, dtype)),
+                "{kind} {dtype} in {kinds:?}"
+            );
+        }
+    }
     let out_root = tempfile::tempdir().unwrap();
     for entry in &manifest {
         assert!(entry.ops.iter().any(|o| o == "Scan"), "{:?}", entry.ops);
-        let out = out_root.path().join(&entry.dtype);
+        if entry.kind.starts_with("knn") {
+            for op in ["TopK", "ArrayFeatureExtractor"] {
+                assert!(entry.ops.iter().any(|o| o == op), "{:?}", entry.ops);
+            }
+        }
+        let out = out_root.path().join(&entry.model);
         let run = Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
             .arg("run")
             .arg(dir.join(&entry.model))
@@ -84,6 +113,10 @@ fn gaussian_process_regressor_matches_onnxruntime() {
                 "{}",
                 o.name
             );
+            if !matches!(want.dtype, DType::F32 | DType::F64) {
+                assert_eq!(got, want, "{} {}", entry.model, o.name);
+                continue;
+            }
             let (g, w, rtol, atol): (Vec<f64>, Vec<f64>, f64, f64) = match entry.dtype.as_str() {
                 "f64" => (
                     got.to_vec::<f64>().unwrap(),
@@ -119,15 +152,20 @@ fn gaussian_process_regressor_matches_onnxruntime() {
 }
 
 #[test]
-fn gaussian_process_distances_run_as_one_reduction_not_one_per_training_row() {
+fn distances_run_as_one_reduction_not_one_per_training_row() {
     // The Scan carries the queries unchanged and reduces (queries - row)^2 per training row:
     // its work moves before the loop as one reduction over all rows (see `src/graph/hoist.rs`),
     // so the whole model takes a handful of dispatches, not one or more per training row (40
-    // here), and no copy. Their values are checked by the test above, through the command.
+    // for the Gaussian process, 300 for the neighbours), and no copy: 6 for the Gaussian
+    // process and the neighbour regressor, 16 for the classifier (its labels and
+    // probabilities). Their values are checked by the test above, through the command.
     let dir = export_dir();
-    let manifest: Vec<Entry> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
-    for entry in &manifest {
+    for entry in &manifest(&dir) {
+        let most = if entry.kind == "knn_classifier" {
+            20
+        } else {
+            10
+        };
         let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
         let session = wgpu_ops::onnx::Model::load(dir.join(&entry.model))
             .unwrap()
@@ -140,7 +178,11 @@ fn gaussian_process_distances_run_as_one_reduction_not_one_per_training_row() {
             .unwrap();
         let after = ctx.stats();
         let dispatches = after.dispatches - before.dispatches;
-        assert!(dispatches <= 10, "{}: {dispatches} dispatches", entry.model);
+        assert!(
+            dispatches <= most,
+            "{}: {dispatches} dispatches",
+            entry.model
+        );
         assert_eq!(after.copies - before.copies, 0, "{}", entry.model);
         for (o, (name, t)) in entry.outputs.iter().zip(&got) {
             let want: HostTensor = wgpu_ops::npy::read(&dir.join(&o.file)).unwrap();

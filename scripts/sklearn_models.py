@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Exports scikit-learn models whose ONNX graphs (skl2onnx) hold a Scan, in f32 and f64, with
+query inputs and onnxruntime's outputs, for tests/sklearn_models.rs:
+
+- a Gaussian-process regressor (RBF kernel): the kernel's pairwise distances are a Scan whose
+  body is Sub, ReduceSumSquare and Identity; the rest of the graph is Transpose, Div, Mul, Neg,
+  Exp, MatMul, Add and Reshape;
+- k-nearest-neighbour regressor and classifier (the classifier without ZipMap, which returns
+  a list of maps): the same distance Scan, then Sqrt, TopK of the nearest, ONNX-ML's
+  ArrayFeatureExtractor picking the neighbours' targets, and ReduceMean (regressor) or Equal,
+  Cast, ReduceSum, Div and ArgMax (classifier: labels and probabilities).
+
+usage: scripts/sklearn_models.py OUT_DIR   (needs numpy, scikit-learn, skl2onnx, onnxruntime)
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import onnxruntime as ort
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+from skl2onnx import to_onnx
+
+
+def export(out, kind, name, model, x, options=None):
+    """Writes model `kind` in dtype `name` with input x, and onnxruntime's outputs; returns
+    its manifest entry."""
+    dtype = np.float32 if name == "f32" else np.float64
+    onx = to_onnx(model, x[:1].astype(dtype), target_opset=17, options=options)
+    path = os.path.join(out, f"{kind}_{name}.onnx")
+    with open(path, "wb") as f:
+        f.write(onx.SerializeToString())
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feed = {session.get_inputs()[0].name: x.astype(dtype)}
+    expected = session.run(None, feed)
+    np.save(os.path.join(out, f"x_{kind}_{name}.npy"), x.astype(dtype))
+    outputs = []
+    for meta, value in zip(session.get_outputs(), expected):
+        file = f"expected_{kind}_{name}_{meta.name}.npy"
+        np.save(os.path.join(out, file), value)
+        outputs.append({"name": meta.name, "file": file})
+    ops = set()
+
+    def walk(graph):
+        for n in graph.node:
+            ops.add(n.op_type)
+            for a in n.attribute:
+                if a.g is not None:
+                    walk(a.g)
+
+    walk(onx.graph)
+    return {
+        "kind": kind,
+        "model": os.path.basename(path),
+        "input": session.get_inputs()[0].name,
+        "input_file": f"x_{kind}_{name}.npy",
+        "outputs": outputs,
+        "dtype": name,
+        "ops": sorted(ops),
+    }
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.RandomState(0)
+    x_train = rng.rand(40, 5)
+    y_train = np.sin(3 * x_train).sum(1) + 0.1 * rng.randn(40)
+    gpr = GaussianProcessRegressor(kernel=RBF(0.5), alpha=1e-2).fit(x_train, y_train)
+    x = rng.rand(64, 5)
+    knn_x = rng.rand(300, 4)
+    knn_y = (knn_x[:, 0] + knn_x[:, 1] > 1).astype(np.int64) + (knn_x[:, 2] > 0.7)
+    knn_q = rng.rand(64, 4)
+    manifest = []
+    for name in ["f32", "f64"]:
+        dtype = np.float32 if name == "f32" else np.float64
+        manifest.append(export(out, "gpr", name, gpr, x))
+        reg = KNeighborsRegressor(4).fit(knn_x.astype(dtype), knn_x[:, 3].astype(dtype))
+        manifest.append(export(out, "knn_regressor", name, reg, knn_q))
+        clf = KNeighborsClassifier(5).fit(knn_x.astype(dtype), knn_y)
+        options = {id(clf): {"zipmap": False}}
+        manifest.append(export(out, "knn_classifier", name, clf, knn_q, options))
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    print(f"exported {len(manifest)} models to {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -53,6 +53,7 @@ fn main() -> Result<()> {
         after.copies - before.copies,
     );
     let first = first.elapsed();
+    let buffers_before = ctx.stats().buffers_created;
     let mut times = Vec::with_capacity(runs);
     // `run` takes its inputs by value: the copies are made before the clock starts, as a
     // caller that owns its inputs would hand them over (onnxruntime's timing copies nothing).
@@ -62,6 +63,7 @@ fn main() -> Result<()> {
         outputs = session.run_blocking(inputs)?;
         times.push(t.elapsed().as_secs_f64());
     }
+    let buffers = (ctx.stats().buffers_created - buffers_before) as f64 / runs.max(1) as f64;
     times.sort_by(f64::total_cmp);
     let median = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
     println!(
@@ -71,7 +73,10 @@ fn main() -> Result<()> {
         first.as_secs_f64() * 1e3,
         median * 1e3
     );
-    println!("dispatches per run: {dispatches}, copies per run: {copy_commands}");
+    println!(
+        "dispatches per run: {dispatches}, copies per run: {copy_commands}, buffers created per \
+         later run: {buffers:.1}"
+    );
     let variants = [
         (
             node_by_node,

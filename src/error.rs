@@ -51,6 +51,17 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether device memory ran out: the context's memory limit refused a tensor, or the
+    /// driver ran out (also when an op of a graph failed so).
+    pub fn is_memory_limit(&self) -> bool {
+        match self {
+            Error::LimitExceeded { limit, .. } => limit.starts_with("memory limit"),
+            Error::OutOfMemory { .. } => true,
+            Error::Node { source, .. } => source.is_memory_limit(),
+            _ => false,
+        }
+    }
+
     /// An [`Error::InvalidInput`]; `message` should start with the input it is about.
     pub fn invalid(op: &'static str, input: impl Into<String>, message: impl Into<String>) -> Self {
         Error::InvalidInput {

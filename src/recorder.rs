@@ -94,6 +94,46 @@ impl Step {
 /// completes, so a recording of millions of commands is cut into submissions of this many.
 const COMMANDS_PER_SUBMISSION: u64 = 4096;
 
+/// Buffers of dead values by size, for reuse by later ops of the same sizes.
+#[derive(Default)]
+pub(crate) struct SparePool {
+    by_size: HashMap<u64, Vec<Arc<Storage>>>,
+}
+
+impl SparePool {
+    /// Keeps `t`'s buffer when no other handle to it exists and it was not uploaded.
+    pub(crate) fn keep(&mut self, t: Tensor) {
+        if let Some(storage) = t.into_unique_storage().filter(|s| !s.uploaded()) {
+            self.by_size
+                .entry(storage.size())
+                .or_default()
+                .push(storage);
+        }
+    }
+
+    fn take(&mut self, bytes: u64) -> Option<Arc<Storage>> {
+        self.by_size.get_mut(&bytes).and_then(Vec::pop)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_size.values().all(Vec::is_empty)
+    }
+
+    pub(crate) fn merge(&mut self, other: SparePool) {
+        for (size, mut buffers) in other.by_size {
+            self.by_size.entry(size).or_default().append(&mut buffers);
+        }
+    }
+
+    /// Bytes of the buffers kept.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.by_size
+            .iter()
+            .map(|(size, buffers)| size * buffers.len() as u64)
+            .sum()
+    }
+}
+
 /// Where an op writes its result: a new (or pooled) buffer, or a given tensor (a Scan body
 /// writes its states straight into the buffer the next iteration reads). Every op records
 /// through one function taking an `Out`; the Rust API passes [`Out::NEW`].
@@ -161,8 +201,9 @@ pub struct Recorder {
     dispatches: u64,
     /// While capturing, commands are collected here instead of being encoded.
     capture: Option<Vec<Step>>,
-    /// Buffers of dead values, by size, for reuse within this recording.
-    pool: HashMap<u64, Vec<Arc<Storage>>>,
+    /// Buffers of dead values, by size, for reuse within this recording (and, through a
+    /// session, by its later runs: see [`Recorder::adopt_spare`]).
+    pool: SparePool,
     /// Commands encoded since the last submission.
     unsubmitted: u64,
     /// The last chunk submitted before `finish` (native: waited for before the next one is
@@ -195,7 +236,7 @@ impl Recorder {
             pending: Vec::new(),
             dispatches: 0,
             capture: None,
-            pool: HashMap::new(),
+            pool: SparePool::default(),
             unsubmitted: 0,
             in_flight: None,
             in_replay: false,
@@ -353,12 +394,14 @@ impl Recorder {
     }
 
     /// A tensor for an op's output: a pooled buffer of a dead value when one fits exactly,
-    /// else a new one.
+    /// else a new one. Where the memory limit refuses a new one, the pooled buffers are freed
+    /// and it is tried once more (buffers a session kept from an earlier run must not make a
+    /// run of other shapes fail).
     pub(crate) fn alloc(&mut self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
         let bytes = checked_numel(shape)
             .and_then(|n| n.checked_mul(dtype.size()))
             .map(|b| padded_size(b as u64));
-        if let Some(storage) = bytes.and_then(|b| self.pool.get_mut(&b)).and_then(Vec::pop) {
+        if let Some(storage) = bytes.and_then(|b| self.pool.take(b)) {
             return Ok(Tensor::from_parts(
                 &self.ctx,
                 dtype,
@@ -366,7 +409,13 @@ impl Recorder {
                 storage,
             ));
         }
-        Tensor::uninit(&self.ctx, dtype, shape)
+        match Tensor::uninit(&self.ctx, dtype, shape) {
+            Err(Error::LimitExceeded { .. }) if !self.pool.is_empty() => {
+                self.pool = SparePool::default();
+                Tensor::uninit(&self.ctx, dtype, shape)
+            }
+            result => result,
+        }
     }
 
     /// Hands back the buffer of a tensor nobody will read again, for reuse by ops recorded
@@ -374,9 +423,17 @@ impl Recorder {
     /// buffers are never reused: a captured Scan body reads them again on every replay, and
     /// their contents are written once, not by a command the replay repeats.
     pub fn release(&mut self, t: Tensor) {
-        if let Some(storage) = t.into_unique_storage().filter(|s| !s.uploaded()) {
-            self.pool.entry(storage.size()).or_default().push(storage);
-        }
+        self.pool.keep(t);
+    }
+
+    /// Takes `spare` (buffers a session kept from its earlier runs) into this recording's pool.
+    pub(crate) fn adopt_spare(&mut self, spare: SparePool) {
+        self.pool.merge(spare);
+    }
+
+    /// The buffers this recording pooled and did not reuse.
+    pub(crate) fn take_spare(&mut self) -> SparePool {
+        std::mem::take(&mut self.pool)
     }
 
     /// Runs `f` with commands collected instead of encoded; returns them for [`Self::replay`].

@@ -9,6 +9,7 @@ use super::fuse::{self, Held, Pending};
 use super::registry::{self, OpDef};
 use super::{Attr, Graph, Node};
 use crate::kernels::program::Values;
+use crate::recorder::SparePool;
 use crate::{download_all, Context, DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 
 /// A value during a run: known on the host (inputs, constants), on the GPU, or both.
@@ -35,9 +36,9 @@ const FOLD_LIMIT: usize = 1 << 14;
 
 impl Slot {
     /// A graph input given on the host (uploaded on first use).
-    pub fn input(value: HostTensor) -> Slot {
+    pub fn input(value: impl Into<Arc<HostTensor>>) -> Slot {
         Slot {
-            host: Some(Arc::new(value)),
+            host: Some(value.into()),
             gpu: OnceCell::new(),
             constant: false,
             pending: None,
@@ -622,14 +623,29 @@ fn fold(node: &Node, def: &OpDef, slots: &[Option<&Slot>]) -> Result<Option<Vec<
 /// A validated, scheduled graph bound to a context, ready to run many times.
 ///
 /// The graph's constants (weights) are uploaded by the first run that reads them and stay on
-/// the GPU for the session's life, so later runs neither copy nor upload them again.
-#[derive(Debug)]
+/// the GPU for the session's life, so later runs neither copy nor upload them again. The
+/// buffers of a run's intermediate values (and of its outputs once downloaded) are kept for
+/// the next run, which takes them instead of creating buffers of the same sizes: between runs
+/// a session holds at most what its last run used besides its inputs and outputs
+/// ([`Session::spare_bytes`]; [`Session::release_buffers`] frees them, and a run that the
+/// memory limit would refuse frees them first).
 pub struct Session {
     ctx: Context,
     graph: Graph,
     order: Vec<usize>,
     /// The constants uploaded so far, by name.
     uploaded: Mutex<HashMap<String, Tensor>>,
+    /// Buffers the last run left, for the next one.
+    spare: Mutex<SparePool>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("graph", &self.graph)
+            .field("spare_bytes", &self.spare_bytes())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Session {
@@ -641,6 +657,7 @@ impl Session {
             graph,
             order,
             uploaded: Mutex::new(HashMap::new()),
+            spare: Mutex::new(SparePool::default()),
         })
     }
 
@@ -648,16 +665,50 @@ impl Session {
         &self.graph
     }
 
+    /// Bytes of device buffers the session keeps between runs for its next run.
+    pub fn spare_bytes(&self) -> u64 {
+        self.spare.lock().unwrap_or_else(|e| e.into_inner()).bytes()
+    }
+
+    /// Frees the buffers the session keeps between runs (the next run creates its own).
+    pub fn release_buffers(&self) {
+        let freed = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(freed);
+    }
+
+    /// Keeps for the next run the buffers `spare` holds and those of the run's values in
+    /// `scope` that nothing else holds (not the caller's outputs, inputs or kept constants).
+    fn keep_spare(&self, mut spare: SparePool, scope: Scope<'static>) {
+        for (_, slot) in scope.slots {
+            let Slot {
+                gpu,
+                pending,
+                swapped,
+                swapped_pending,
+                ..
+            } = slot;
+            drop((pending, swapped, swapped_pending));
+            if let Some(t) = gpu.into_inner() {
+                spare.keep(t);
+            }
+        }
+        *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = spare;
+    }
+
     /// Runs the graph on `inputs` (by name) and returns its outputs in declaration order.
     pub async fn run(
         &self,
         inputs: Vec<(String, HostTensor)>,
     ) -> Result<Vec<(String, HostTensor)>> {
-        let slots = inputs
-            .into_iter()
-            .map(|(n, v)| (n, Slot::input(v)))
-            .collect();
-        let scope = self.record_run(slots).await?;
+        let inputs: Vec<(String, Arc<HostTensor>)> =
+            inputs.into_iter().map(|(n, v)| (n, Arc::new(v))).collect();
+        let slots = || {
+            inputs
+                .iter()
+                .map(|(n, v)| (n.clone(), Slot::input(v.clone())))
+                .collect()
+        };
+        let (scope, spare) = self.record_run(slots).await?;
 
         let on_gpu: Vec<&Tensor> = self
             .graph
@@ -681,6 +732,8 @@ impl Session {
             o.check("output", value.dtype, &value.shape)?;
             results.push((o.name.clone(), value));
         }
+        drop(on_gpu);
+        self.keep_spare(spare, scope);
         Ok(results)
     }
 
@@ -690,8 +743,14 @@ impl Session {
         &self,
         inputs: Vec<(String, Tensor)>,
     ) -> Result<Vec<(String, Tensor)>> {
-        let slots = inputs.into_iter().map(|(n, t)| (n, Slot::gpu(t))).collect();
-        let scope = self.record_run(slots).await?;
+        let slots = || {
+            inputs
+                .iter()
+                .map(|(n, t)| (n.clone(), Slot::gpu(t.clone())))
+                .collect()
+        };
+        let (scope, spare) = self.record_run(slots).await?;
+        drop(inputs);
         let outputs: Vec<(String, Tensor)> = self
             .graph
             .outputs
@@ -724,6 +783,7 @@ impl Session {
         if let Some(rec) = rec {
             rec.finish().await?;
         }
+        self.keep_spare(spare, scope);
         Ok(copied)
     }
 
@@ -736,8 +796,30 @@ impl Session {
         pollster::block_on(self.run_tensors(inputs))
     }
 
-    /// Checks the inputs, records the whole graph into one submission and submits it.
-    async fn record_run(&self, inputs: Vec<(String, Slot)>) -> Result<Scope<'static>> {
+    /// Records and submits a run on the inputs `slots` makes, with the buffers kept from the
+    /// last run; where the memory limit refuses it while buffers were kept, once more without
+    /// them (uploads do not draw on them, so a run on larger inputs may need their room).
+    async fn record_run(
+        &self,
+        slots: impl Fn() -> Vec<(String, Slot)>,
+    ) -> Result<(Scope<'static>, SparePool)> {
+        let spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
+        let kept = spare.bytes() > 0;
+        match self.record_attempt(slots(), spare).await {
+            Err(e) if kept && e.is_memory_limit() => {
+                self.record_attempt(slots(), SparePool::default()).await
+            }
+            result => result,
+        }
+    }
+
+    /// Checks the inputs, records the whole graph into one submission and submits it; returns
+    /// the run's values and the buffers it pooled but did not reuse.
+    async fn record_attempt(
+        &self,
+        inputs: Vec<(String, Slot)>,
+        spare: SparePool,
+    ) -> Result<(Scope<'static>, SparePool)> {
         let mut given: HashMap<String, Slot> = HashMap::new();
         for (name, value) in inputs {
             let Some(decl) = self.graph.inputs.iter().find(|i| i.name == name) else {
@@ -797,6 +879,7 @@ impl Session {
             }
         }
         let mut rec = self.ctx.recorder();
+        rec.adopt_spare(spare);
         record_graph(
             &mut rec,
             &self.graph,
@@ -815,8 +898,9 @@ impl Session {
                 }
             }
         }
+        let spare = rec.take_spare();
         rec.finish().await?;
-        Ok(scope)
+        Ok((scope, spare))
     }
 
     /// Blocking [`Session::run`] for native callers.

@@ -252,6 +252,9 @@ impl Recorder {
             prologue,
             out,
         );
+        // The operands' handles go first, so that the recorded values' buffers are the only
+        // handles left and return to the pool.
+        drop(operands);
         for t in recorded {
             self.release(t);
         }

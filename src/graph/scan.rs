@@ -637,7 +637,11 @@ fn record_loop(
             })
         })
         .collect();
-    // Accumulators: one row per iteration.
+    // Accumulators: one row per iteration. New buffers, not the recorder's pool: the body's
+    // values that died during its capture are in the pool, yet its captured commands write
+    // them on every iteration (an accumulator on one of them was overwritten by the body:
+    // the expanded LinearAttention node tests on emulated i64). The same holds for anything
+    // allocated between the capture and the loop.
     let mut accumulators: Vec<Tensor> = outputs
         .iter()
         .zip(&passed)

@@ -43,7 +43,8 @@ UNARY = ["Neg", "Abs", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Relu", "Recipro
          "Floor", "Ceil", "Round", "Erf", "Not"]
 BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Mod", "FMod", "Equal", "Less",
           "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"]
-BOOL_OUT = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not"}
+BOOL_OUT = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not",
+            "IsNaN", "IsInf"}
 
 
 def values(np_type, n, rng, positive=False):
@@ -130,6 +131,17 @@ def main():
                 a = values(base, 35, rng)
             b = np.array([0, 1, 2, 3, 5, 2, -1], dtype=DTYPES[e][0])
             cases.append(("Pow", d, [(d, a.reshape(5, 7)), (e, b)], {}, f"Pow_{e}"))
+    # IsNaN and IsInf (each sign alone and neither), from their own random state so that the
+    # cases above keep their values.
+    rng_is = np.random.RandomState(8)
+    for d, (np_type, _) in DTYPES.items():
+        if not np.issubdtype(np_type, np.floating):
+            continue
+        cases.append(("IsNaN", d, [(d, values(np_type, 35, rng_is).reshape(5, 7))], {}))
+        for pos, neg in ((1, 1), (1, 0), (0, 1), (0, 0)):
+            a = values(np_type, 35, rng_is).reshape(5, 7)
+            attrs = {"detect_positive": pos, "detect_negative": neg}
+            cases.append(("IsInf", d, [(d, a)], attrs, f"IsInf_{pos}{neg}"))
     written = 0
     for case in cases:
         op, d, inputs, attrs = case[:4]

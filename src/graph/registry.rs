@@ -54,6 +54,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
         .chain(REDUCTIONS.iter())
         .chain([
             &MOD,
+            &IS_INF,
             &CLIP,
             &ARG_MAX,
             &ARG_MIN,
@@ -558,7 +559,7 @@ macro_rules! map_nodes {
     ($($name:literal $inputs:expr;)*) => {
         /// Graph entries of the element-wise ops only the word kernel computes (comparisons,
         /// logic, Where, rounding, Sign, Erf).
-        static MAPS: [OpDef; 15] = [$(OpDef {
+        static MAPS: [OpDef; 16] = [$(OpDef {
             name: $name,
             inputs: $inputs..=$inputs,
             outputs: 1..=1,
@@ -571,7 +572,25 @@ macro_rules! map_nodes {
 map_nodes!(
     "Equal" 2; "Less" 2; "LessOrEqual" 2; "Greater" 2; "GreaterOrEqual" 2; "And" 2; "Or" 2;
     "Xor" 2; "Not" 1; "Where" 3; "Sign" 1; "Floor" 1; "Ceil" 1; "Round" 1; "Erf" 1;
+    "IsNaN" 1;
 );
+
+/// IsInf: the signs it detects pick the word kernel's op.
+static IS_INF: OpDef = OpDef {
+    name: "IsInf",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["detect_negative", "detect_positive"],
+    run: |rec, args| {
+        let x = args.tensor(0, "X")?;
+        let op = crate::ops::elementwise::is_inf_op(
+            args.int("detect_positive")?.unwrap_or(1) != 0,
+            args.int("detect_negative")?.unwrap_or(1) != 0,
+        );
+        Ok(vec![rec.map_to(op, &[&x], args.out(0))?])
+    },
+};
 
 static MOD: OpDef = OpDef {
     name: "Mod",

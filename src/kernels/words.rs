@@ -217,6 +217,20 @@ pub struct WordOp {
     pub wgsl: fn(&[Class]) -> Option<Expr>,
 }
 
+/// `u32(bits of a <test>)` on f32 (f16 and bf16 widened exactly) or f64, the sign bit cleared
+/// first where `magnitude`.
+fn float_bits_test(class: Class, test32: &str, test64: &str, magnitude: bool) -> Option<Expr> {
+    match class {
+        Class::Float if magnitude => expr(format!("u32((bitcast<u32>(a) & 0x7fffffffu) {test32})")),
+        Class::Float => expr(format!("u32(bitcast<u32>(a) {test32})")),
+        Class::Double if magnitude => expr(format!(
+            "u32((bitcast<u64>(a) & 0x7ffffffffffffffflu) {test64})"
+        )),
+        Class::Double => expr(format!("u32(bitcast<u64>(a) {test64})")),
+        _ => None,
+    }
+}
+
 fn compare(op: &'static str, classes: &[Class]) -> Option<Expr> {
     (classes[0].is_number() && classes[0] == classes[1]).then(|| Expr {
         helpers: String::new(),
@@ -225,7 +239,7 @@ fn compare(op: &'static str, classes: &[Class]) -> Option<Expr> {
 }
 
 /// The ops only the word kernel computes.
-pub static WORD_OPS: [WordOp; 19] = [
+pub static WORD_OPS: [WordOp; 24] = [
     WordOp {
         name: "Equal",
         inputs: 2,
@@ -339,6 +353,38 @@ pub static WORD_OPS: [WordOp; 19] = [
             }),
             _ => None,
         },
+    },
+    // IsNaN and IsInf on the bits (drivers may fold `a != a` away); IsInf's attributes name
+    // the op: both signs, +inf only, -inf only, neither.
+    WordOp {
+        name: "IsNaN",
+        inputs: 1,
+        result: Result_::Bool,
+        wgsl: |c| float_bits_test(c[0], "> 0x7f800000u", "> 0x7ff0000000000000lu", true),
+    },
+    WordOp {
+        name: "IsInf",
+        inputs: 1,
+        result: Result_::Bool,
+        wgsl: |c| float_bits_test(c[0], "== 0x7f800000u", "== 0x7ff0000000000000lu", true),
+    },
+    WordOp {
+        name: "IsPosInf",
+        inputs: 1,
+        result: Result_::Bool,
+        wgsl: |c| float_bits_test(c[0], "== 0x7f800000u", "== 0x7ff0000000000000lu", false),
+    },
+    WordOp {
+        name: "IsNegInf",
+        inputs: 1,
+        result: Result_::Bool,
+        wgsl: |c| float_bits_test(c[0], "== 0xff800000u", "== 0xfff0000000000000lu", false),
+    },
+    WordOp {
+        name: "IsInfNone",
+        inputs: 1,
+        result: Result_::Bool,
+        wgsl: |c| c[0].is_float().then(|| expr("0u")).flatten(),
     },
     // ONNX Mod with fmod = 0: the result takes the divisor's sign (Python's %).
     WordOp {

@@ -364,3 +364,14 @@ pub(crate) fn require_feature(
         _ => Ok(()),
     }
 }
+
+/// The word kernel's op for ONNX IsInf detecting +inf where `positive` and -inf where
+/// `negative`.
+pub fn is_inf_op(positive: bool, negative: bool) -> &'static str {
+    match (positive, negative) {
+        (true, true) => "IsInf",
+        (true, false) => "IsPosInf",
+        (false, true) => "IsNegInf",
+        (false, false) => "IsInfNone",
+    }
+}

@@ -202,6 +202,13 @@ fn run_node(
             let ins: Vec<HostTensor> = (0..args.len()).map(a).collect::<R<_>>()?;
             one(elementwise(op, &ins)?)
         }
+        "IsInf" => {
+            let name = crate::ops::elementwise::is_inf_op(
+                int(node, "detect_positive").unwrap_or(1) != 0,
+                int(node, "detect_negative").unwrap_or(1) != 0,
+            );
+            one(elementwise(name, &[a(0)?])?)
+        }
         "Mod" => {
             let name = if int(node, "fmod").unwrap_or(0) != 0 {
                 "FMod"
@@ -257,7 +264,9 @@ fn run_node(
             one(acc)
         }
         "Neg" | "Abs" | "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Relu" | "Reciprocal"
-        | "Not" | "Sign" | "Floor" | "Ceil" | "Round" | "Erf" => one(elementwise(op, &[a(0)?])?),
+        | "Not" | "Sign" | "Floor" | "Ceil" | "Round" | "Erf" | "IsNaN" => {
+            one(elementwise(op, &[a(0)?])?)
+        }
         // f16 and bf16 accumulate in f32 and round once (narrow).
         "MatMul" => one(narrow(
             match (num(&a(0)?)?, num(&a(1)?)?) {

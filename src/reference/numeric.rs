@@ -413,7 +413,7 @@ fn unary(op: &str, a: Num) -> R<Num> {
 fn result_dtype(op: &str, inputs: &[HostTensor]) -> DType {
     match op {
         "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor"
-        | "Not" => DType::Bool,
+        | "Not" | "IsNaN" | "IsInf" | "IsPosInf" | "IsNegInf" | "IsInfNone" => DType::Bool,
         "Where" => inputs[1].dtype,
         _ => inputs[0].dtype,
     }
@@ -446,6 +446,23 @@ pub(crate) fn elementwise(op: &str, inputs: &[HostTensor]) -> R<HostTensor> {
             _ => a ^ b,
         })?),
         ("Not", 1) => Num::U(bools(0)?.mapv(|v| 1 - v)),
+        // IsInf with its attributes as the op's name: both signs, +inf, -inf or neither.
+        ("IsNaN" | "IsInf" | "IsPosInf" | "IsNegInf" | "IsInfNone", 1) => {
+            let test = |v: f64| -> u32 {
+                u32::from(match op {
+                    "IsNaN" => v.is_nan(),
+                    "IsInf" => v.is_infinite(),
+                    "IsPosInf" => v == f64::INFINITY,
+                    "IsNegInf" => v == f64::NEG_INFINITY,
+                    _ => false,
+                })
+            };
+            match num(&inputs[0])? {
+                Num::F(x) => Num::U(x.mapv(|v| test(f64::from(v)))),
+                Num::D(x) => Num::U(x.mapv(test)),
+                _ => return Err(format!("{op} takes floats").into()),
+            }
+        }
         ("Where", 3) => {
             let c = bools(0)?;
             macro_rules! pick {

@@ -456,3 +456,180 @@ fn softmax_is_three_dispatches_with_exp_computed_where_it_is_read() {
         }
     }
 }
+
+/// `got` within `rtol` (relative) and `atol` of `want`, both read as f64.
+fn near(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64, what: &str) {
+    assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
+    let wide = |t: &HostTensor| {
+        wgpu_ops::reference::cast_host(t, DType::F64)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap()
+    };
+    for (i, (g, w)) in wide(got).iter().zip(wide(want)).enumerate() {
+        assert!(
+            (g - w).abs() <= atol + rtol * w.abs(),
+            "{what}: element {i}: {g} vs {w}"
+        );
+    }
+}
+
+/// LayerNormalization and RMSNormalization on f32, f16, bf16 and f64 against the reference
+/// (computed in f64): over the last axis, the last two, all axes, with and without a bias,
+/// the scale broadcast from fewer axes, Mean and InvStdDev (f32) when the node names them. Tolerances: 1e-4 relative for f32 (the sums of 60 squares in f32, sqrt and
+/// reciprocal), 1e-12 for f64, one rounding of the type for f16 and bf16 (computed in f32
+/// and rounded once). The reductions compute `x - mean` and the squares as they read them:
+/// LayerNormalization is 3 dispatches for Y (mean, variance, result), RMSNormalization 2.
+#[test]
+fn normalizations_match_the_reference() {
+    // A context of its own: other tests' dispatches do not count in its statistics.
+    let own = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    let ctx = &own;
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        let (rtol, atol) = match dtype {
+            DType::F32 => (1e-4, 1e-6),
+            DType::F64 => (1e-12, 1e-14),
+            DType::F16 => (2e-3, 1e-4),
+            _ => (1.6e-2, 1e-3),
+        };
+        let cast = |t: HostTensor| wgpu_ops::reference::cast_host(&t, dtype).unwrap();
+        let floats = |shape: &[usize], seed: u64| {
+            let n: usize = shape.iter().product();
+            let v: Vec<f64> = bytes(seed, n)
+                .iter()
+                .map(|&b| f64::from(b) / 32.0 - 3.0)
+                .collect();
+            cast(HostTensor::from_vec(shape.to_vec(), &v).unwrap())
+        };
+        let x = floats(&[3, 4, 5], 1);
+        for (axis, scale_shape, with_bias) in [
+            (-1i64, vec![5usize], true),
+            (1, vec![4, 5], false),
+            (0, vec![1, 5], true),
+            (-2, vec![4, 5], true),
+        ] {
+            for op in ["LayerNormalization", "RMSNormalization"] {
+                let layer = op == "LayerNormalization";
+                let mut g = Graph::new()
+                    .input("x", dtype, &[Some(3), Some(4), Some(5)])
+                    .input(
+                        "scale",
+                        dtype,
+                        &scale_shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+                    );
+                let mut inputs = vec!["x", "scale"];
+                if layer && with_bias {
+                    g = g.input("bias", dtype, &[Some(5)]);
+                    inputs.push("bias");
+                }
+                let outputs: Vec<&str> = match (layer, axis) {
+                    (false, _) => vec!["y"],
+                    (true, -1) => vec!["y", "mean", "inv"],
+                    (true, 1) => vec!["y", "mean"],
+                    _ => vec!["y"],
+                };
+                let mut node = Node::new(op, "n")
+                    .inputs(inputs.clone())
+                    .outputs(outputs.clone())
+                    .attr("axis", Attr::Int(axis));
+                if axis == -2 {
+                    node = node.attr("epsilon", Attr::Float(0.25));
+                }
+                g = g.node(node);
+                for o in &outputs {
+                    g = g.output(*o);
+                }
+                let mut given = vec![
+                    ("x".to_string(), x.clone()),
+                    ("scale".to_string(), floats(&scale_shape, 2)),
+                ];
+                if layer && with_bias {
+                    given.push(("bias".to_string(), floats(&[5], 3)));
+                }
+                let session = Session::new(ctx, g.clone()).unwrap();
+                let before = ctx.stats().dispatches;
+                let got = session.run_blocking(given.clone()).unwrap();
+                let dispatches = ctx.stats().dispatches - before;
+                let want = run_graph(&g, &given, &Default::default()).unwrap();
+                let what = format!("{op} {dtype} axis {axis} bias {with_bias}");
+                for ((name, t), w) in got.iter().zip(&want) {
+                    let (rtol, atol) = if name == "y" {
+                        (rtol, atol)
+                    } else {
+                        (1e-4, 1e-6)
+                    };
+                    near(t, w, rtol, atol, &format!("{what}: {name}"));
+                    if name != "y" {
+                        assert_eq!(t.dtype, DType::F32, "{what}: {name}");
+                    }
+                }
+                if outputs == ["y"] && matches!(dtype, DType::F32 | DType::F64) {
+                    assert_eq!(dispatches, if layer { 3 } else { 2 }, "{what}");
+                }
+            }
+        }
+    }
+    // Bad inputs: one error naming the op and the input.
+    let x = HostTensor::from_vec(vec![2, 3], &[1.0f32; 6]).unwrap();
+    let refused = |node: Node, inputs: Vec<(&str, HostTensor)>| {
+        let mut g = Graph::new();
+        for (name, t) in &inputs {
+            g = g.input(
+                *name,
+                t.dtype,
+                &t.shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+            );
+        }
+        let g = g.node(node.outputs(["y"])).output("y");
+        let given = inputs
+            .into_iter()
+            .map(|(n, t)| (n.to_string(), t))
+            .collect();
+        Session::new(ctx, g)
+            .unwrap()
+            .run_blocking(given)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = refused(
+        Node::new("LayerNormalization", "n")
+            .inputs(["x", "s"])
+            .attr("axis", Attr::Int(2)),
+        vec![
+            ("x", x.clone()),
+            ("s", HostTensor::from_vec(vec![3], &[1.0f32; 3]).unwrap()),
+        ],
+    );
+    assert!(
+        e.contains("LayerNormalization") && e.contains("axis 2 is out of range"),
+        "{e}"
+    );
+    let e = refused(
+        Node::new("RMSNormalization", "n").inputs(["x", "s"]),
+        vec![
+            ("x", x.clone()),
+            ("s", HostTensor::from_vec(vec![4], &[1.0f32; 4]).unwrap()),
+        ],
+    );
+    assert!(e.contains("RMSNormalization") && e.contains("Scale"), "{e}");
+    let e = refused(
+        Node::new("RMSNormalization", "n")
+            .inputs(["x", "s"])
+            .attr("stash_type", Attr::Int(16)),
+        vec![
+            ("x", x),
+            ("s", HostTensor::from_vec(vec![3], &[1.0f32; 3]).unwrap()),
+        ],
+    );
+    assert!(e.contains("stash_type is 16"), "{e}");
+    let ints = HostTensor::from_vec(vec![2], &[1i32, 2]).unwrap();
+    let e = refused(
+        Node::new("RMSNormalization", "n").inputs(["x", "s"]),
+        vec![("x", ints.clone()), ("s", ints)],
+    );
+    assert!(e.contains("X is i32"), "{e}");
+}

@@ -221,6 +221,19 @@ impl NodeArgs<'_> {
         }
     }
 
+    /// Float attribute (an integer is taken as its value), `None` when absent.
+    pub fn float(&self, name: &str) -> Result<Option<f64>> {
+        match self.node.attrs.get(name) {
+            None => Ok(None),
+            Some(Attr::Float(v)) => Ok(Some(*v)),
+            Some(Attr::Int(v)) => Ok(Some(*v as f64)),
+            Some(other) => Err(Error::Graph(format!(
+                "node '{}': attribute '{name}' must be a number, not {other:?}",
+                self.node.name
+            ))),
+        }
+    }
+
     /// String attribute, `None` when absent.
     pub fn string(&self, name: &str) -> Result<Option<&str>> {
         match self.node.attrs.get(name) {

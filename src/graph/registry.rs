@@ -55,6 +55,8 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
         .chain([
             &MOD,
             &IS_INF,
+            &LAYER_NORMALIZATION,
+            &RMS_NORMALIZATION,
             &CLIP,
             &ARG_MAX,
             &ARG_MIN,
@@ -574,6 +576,65 @@ map_nodes!(
     "Xor" 2; "Not" 1; "Where" 3; "Sign" 1; "Floor" 1; "Ceil" 1; "Round" 1; "Erf" 1;
     "IsNaN" 1;
 );
+
+/// LayerNormalization-17: Y and, where named, Mean and InvStdDev.
+static LAYER_NORMALIZATION: OpDef = OpDef {
+    name: "LayerNormalization",
+    inputs: 2..=3,
+    outputs: 1..=3,
+    host: None,
+    attrs: &["axis", "epsilon", "stash_type"],
+    run: |rec, args| {
+        let x = args.tensor(0, "X")?;
+        let scale = args.tensor(1, "Scale")?;
+        let bias = match args.node.inputs.get(2) {
+            Some(name) if !name.is_empty() => Some(args.tensor(2, "B")?),
+            _ => None,
+        };
+        let wanted = |k: usize| {
+            args.node
+                .outputs
+                .get(k)
+                .is_some_and(|o| !o.is_empty())
+                .then(|| args.out(k))
+        };
+        let results = rec.layer_normalization_to(
+            &x,
+            &scale,
+            bias.as_ref(),
+            args.int("axis")?.unwrap_or(-1),
+            args.float("epsilon")?.unwrap_or(1e-5),
+            args.int("stash_type")?.unwrap_or(1),
+            [wanted(0), wanted(1), wanted(2)],
+        )?;
+        // Outputs not named stand empty: nothing reads them.
+        Ok(results
+            .into_iter()
+            .take(args.node.outputs.len())
+            .map(|t| t.unwrap_or_else(|| x.clone()))
+            .collect())
+    },
+};
+
+static RMS_NORMALIZATION: OpDef = OpDef {
+    name: "RMSNormalization",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis", "epsilon", "stash_type"],
+    run: |rec, args| {
+        let x = args.tensor(0, "X")?;
+        let scale = args.tensor(1, "Scale")?;
+        Ok(vec![rec.rms_normalization_to(
+            &x,
+            &scale,
+            args.int("axis")?.unwrap_or(-1),
+            args.float("epsilon")?.unwrap_or(1e-5),
+            args.int("stash_type")?.unwrap_or(1),
+            args.out(0),
+        )?])
+    },
+};
 
 /// IsInf: the signs it detects pick the word kernel's op.
 static IS_INF: OpDef = OpDef {

@@ -9,6 +9,7 @@ pub mod elementwise;
 pub mod layout;
 pub mod linear_attention;
 pub mod matmul;
+pub mod normalization;
 pub mod reduce;
 pub mod slice;
 pub mod slicing;

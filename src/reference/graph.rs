@@ -202,6 +202,78 @@ fn run_node(
             let ins: Vec<HostTensor> = (0..args.len()).map(a).collect::<R<_>>()?;
             one(elementwise(op, &ins)?)
         }
+        // Written from the ONNX reference implementation, in f64: the mean (of the squares
+        // for RMS) over the axes from `axis` on, 1 / sqrt(variance + epsilon), the scaled
+        // (and shifted) result in X's type; Mean and InvStdDev in f32.
+        "LayerNormalization" | "RMSNormalization" => {
+            let x = a(0)?;
+            let dtype = x.dtype;
+            if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+                return Err(format!("{op} takes floats").into());
+            }
+            let rank = x.shape.len() as i64;
+            let axis = int(node, "axis").unwrap_or(-1);
+            let axis = if axis < 0 { axis + rank } else { axis };
+            if !(0..rank).contains(&axis) {
+                return Err(format!("{op} axis {axis} out of range").into());
+            }
+            let eps = match node.attrs.get("epsilon") {
+                Some(Attr::Float(v)) => *v,
+                Some(Attr::Int(v)) => *v as f64,
+                _ => 1e-5,
+            };
+            // Broadcast to X's shape by adding zeros of that shape.
+            let zeros = HostTensor::from_vec(x.shape.clone(), &vec![0.0f64; x.numel()])?;
+            let wide = |t: &HostTensor, _: &[usize]| -> R<Vec<f64>> {
+                let t = elementwise("Add", &[zeros.clone(), cast(t, DType::F64)?])?;
+                Ok(t.to_vec::<f64>()?)
+            };
+            let xs = wide(&x, &x.shape)?;
+            let scale = wide(&a(1)?, &x.shape)?;
+            let bias = match args.get(2).cloned().flatten() {
+                Some(b) if op == "LayerNormalization" => Some(wide(&b, &x.shape)?),
+                _ => None,
+            };
+            let cols: usize = x.shape[axis as usize..].iter().product();
+            let rows = xs.len().checked_div(cols).unwrap_or(0);
+            let (mut y, mut means, mut invs) = (vec![0.0; xs.len()], vec![], vec![]);
+            for r in 0..rows {
+                let row = &xs[r * cols..(r + 1) * cols];
+                let n = cols as f64;
+                let (mean, var) = if op == "LayerNormalization" {
+                    let mean = row.iter().sum::<f64>() / n;
+                    (
+                        mean,
+                        row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n,
+                    )
+                } else {
+                    (0.0, row.iter().map(|v| v * v).sum::<f64>() / n)
+                };
+                let inv = 1.0 / (var + eps).sqrt();
+                for (j, v) in row.iter().enumerate() {
+                    let k = r * cols + j;
+                    y[k] = (v - mean) * inv * scale[k] + bias.as_ref().map_or(0.0, |b| b[k]);
+                }
+                means.push(mean);
+                invs.push(inv);
+            }
+            let y = cast(&HostTensor::from_vec(x.shape.clone(), &y)?, dtype)?;
+            let mut kept = x.shape.clone();
+            for d in &mut kept[axis as usize..] {
+                *d = 1;
+            }
+            let stat = |v: &[f64]| -> R<HostTensor> {
+                cast(&HostTensor::from_vec(kept.clone(), v)?, DType::F32)
+            };
+            let mut out = vec![y];
+            if node.outputs.len() > 1 {
+                out.push(stat(&means)?);
+            }
+            if node.outputs.len() > 2 {
+                out.push(stat(&invs)?);
+            }
+            Ok(out)
+        }
         "IsInf" => {
             let name = crate::ops::elementwise::is_inf_op(
                 int(node, "detect_positive").unwrap_or(1) != 0,

@@ -1,0 +1,254 @@
+//! ONNX LayerNormalization-17 and RMSNormalization-23 (the normalizations of transformer and
+//! linear-attention language models), built from the reduction kernel and element-wise
+//! programs as the ONNX reference implementation computes them: the mean (of the squares for
+//! RMS) over the axes from `axis` on, `1 / sqrt(variance + epsilon)`, then the scaled (and
+//! shifted) result. With `stash_type` 1 (float, the only one defined) f16 and bf16 inputs
+//! are computed in f32 and rounded once; f64 stays f64. The mean and variance are reductions
+//! that compute `x - mean` and the squares where they read them, never stored.
+
+use crate::kernels::program::{Arg, Program};
+use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
+
+/// The type a normalization of `dtype` computes in, or an error naming `op`.
+fn compute_type(op: &'static str, dtype: DType, stash_type: i64) -> Result<DType> {
+    if stash_type != 1 {
+        return Err(Error::invalid(
+            op,
+            "stash_type",
+            format!("stash_type is {stash_type}; only 1 (float) is defined"),
+        ));
+    }
+    match dtype {
+        DType::F32 | DType::F16 | DType::BF16 => Ok(DType::F32),
+        DType::F64 => Ok(DType::F64),
+        d => Err(Error::invalid(
+            op,
+            "X",
+            format!("X is {d}; {op} takes f32, f16, bf16 or f64"),
+        )),
+    }
+}
+
+/// The axes from `axis` (negative from the end) to the last of a rank-`rank` tensor.
+fn normalized_axes(op: &'static str, axis: i64, rank: usize) -> Result<Vec<i64>> {
+    let r = rank as i64;
+    if rank == 0 || axis < -r || axis >= r {
+        return Err(Error::invalid(
+            op,
+            "axis",
+            format!("axis {axis} is out of range for X of rank {rank}"),
+        ));
+    }
+    let first = if axis < 0 { axis + r } else { axis };
+    Ok((first..r).collect())
+}
+
+/// `input` (a scale or bias) checked to be of `x`'s dtype and to broadcast to `x`'s shape
+/// without enlarging it.
+fn check_affine(op: &'static str, name: &str, input: &Tensor, x: &Tensor) -> Result<()> {
+    if input.dtype() != x.dtype() {
+        return Err(Error::invalid(
+            op,
+            name,
+            format!("{name} is {} but X is {}", input.dtype(), x.dtype()),
+        ));
+    }
+    let shape = super::broadcast_shape(op, x.shape(), input.shape()).ok();
+    if shape.as_deref() != Some(x.shape()) {
+        return Err(Error::invalid(
+            op,
+            name,
+            format!(
+                "{name} {:?} does not broadcast to X {:?}",
+                input.shape(),
+                x.shape()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A scalar tensor of `value` in `dtype` (f32 or f64).
+fn scalar(rec: &Recorder, dtype: DType, value: f64) -> Result<Tensor> {
+    let host = if dtype == DType::F64 {
+        HostTensor::from_vec(vec![], &[value])?
+    } else {
+        HostTensor::from_vec(vec![], &[value as f32])?
+    };
+    Tensor::from_host(rec.context(), &host)
+}
+
+/// Operand `arg` of `p` in the compute type `c` (a Cast step where its type differs).
+fn widened(p: &mut Program, arg: Arg, from: DType, c: DType) -> Result<Arg> {
+    if from == c {
+        return Ok(arg);
+    }
+    p.push("Cast", vec![arg], c)
+        .ok_or_else(|| Error::Graph(format!("internal: no Cast from {from} to {c}")))
+}
+
+fn pushed(p: &mut Program, op: &'static str, args: Vec<Arg>, dtype: DType) -> Result<Arg> {
+    p.push(op, args, dtype)
+        .ok_or_else(|| Error::Graph(format!("internal: normalization has no {op} on {dtype}")))
+}
+
+impl Recorder {
+    /// Records ONNX LayerNormalization-17, `Y = (X - mean) / sqrt(variance + epsilon) *
+    /// Scale + B` over the axes from `axis` on, and the mean and `1 / sqrt(variance +
+    /// epsilon)` (f32, the reduced axes kept as 1) where `outputs` asks for them. Returns
+    /// `[Y, Mean, InvStdDev]`, the last two `None` when not asked for.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer_normalization_to(
+        &mut self,
+        x: &Tensor,
+        scale: &Tensor,
+        bias: Option<&Tensor>,
+        axis: i64,
+        epsilon: f64,
+        stash_type: i64,
+        outputs: [Option<Out>; 3],
+    ) -> Result<[Option<Tensor>; 3]> {
+        const OP: &str = "LayerNormalization";
+        let mut named = vec![("X", x), ("Scale", scale)];
+        if let Some(b) = bias {
+            named.push(("B", b));
+        }
+        self.check_inputs(OP, &named)?;
+        let dtype = x.dtype();
+        let c = compute_type(OP, dtype, stash_type)?;
+        let axes = normalized_axes(OP, axis, x.rank())?;
+        check_affine(OP, "Scale", scale, x)?;
+        if let Some(b) = bias {
+            check_affine(OP, "B", b, x)?;
+        }
+        // The mean, then the variance: a reduction of (x - mean)^2 computed as it is read.
+        let mut square = Program::new(vec![dtype, c], false);
+        let xc = widened(&mut square, Arg::Operand(0), dtype, c)?;
+        let d = pushed(&mut square, "Sub", vec![xc, Arg::Operand(1)], c)?;
+        pushed(&mut square, "Mul", vec![d, d], c)?;
+        let mut wide = Program::new(vec![dtype], false);
+        widened(&mut wide, Arg::Operand(0), dtype, c)?;
+        let mean = self.reduce_program_to(
+            "ReduceMean",
+            &wide,
+            &[x],
+            x.shape(),
+            Some(&axes),
+            true,
+            false,
+            Out::NEW,
+        )?;
+        let variance = self.reduce_program_to(
+            "ReduceMean",
+            &square,
+            &[x, &mean],
+            x.shape(),
+            Some(&axes),
+            true,
+            false,
+            Out::NEW,
+        )?;
+        let eps = scalar(self, c, epsilon)?;
+        // Y = (x - mean) * (1 / sqrt(variance + epsilon)) * scale + bias, in one program.
+        let mut result = Program::new(vec![dtype, c, c, c, dtype], false);
+        let xc = widened(&mut result, Arg::Operand(0), dtype, c)?;
+        let d = pushed(&mut result, "Sub", vec![xc, Arg::Operand(1)], c)?;
+        let v = pushed(
+            &mut result,
+            "Add",
+            vec![Arg::Operand(2), Arg::Operand(3)],
+            c,
+        )?;
+        let s = pushed(&mut result, "Sqrt", vec![v], c)?;
+        let inv = pushed(&mut result, "Reciprocal", vec![s], c)?;
+        let normalized = pushed(&mut result, "Mul", vec![d, inv], c)?;
+        let sc = widened(&mut result, Arg::Operand(4), dtype, c)?;
+        let mut y = pushed(&mut result, "Mul", vec![normalized, sc], c)?;
+        let mut leaves = vec![x, &mean, &variance, &eps, scale];
+        if let Some(b) = bias {
+            let operand = result.add_operand(dtype);
+            let bc = widened(&mut result, operand, dtype, c)?;
+            y = pushed(&mut result, "Add", vec![y, bc], c)?;
+            leaves.push(b);
+        }
+        if c != dtype {
+            pushed(&mut result, "Cast", vec![y], dtype)?;
+        }
+        let [y_out, mean_out, inv_out] = outputs;
+        let y = self.program_to(&result, &leaves, y_out.unwrap_or(Out::NEW))?;
+        let mean_result = match mean_out {
+            Some(out) => Some(self.cast_to(&mean, DType::F32, out)?),
+            None => None,
+        };
+        let inv_result = match inv_out {
+            Some(out) => {
+                let mut p = Program::new(vec![c, c], false);
+                let v = pushed(&mut p, "Add", vec![Arg::Operand(0), Arg::Operand(1)], c)?;
+                let s = pushed(&mut p, "Sqrt", vec![v], c)?;
+                let inv = pushed(&mut p, "Reciprocal", vec![s], c)?;
+                if c != DType::F32 {
+                    pushed(&mut p, "Cast", vec![inv], DType::F32)?;
+                }
+                Some(self.program_to(&p, &[&variance, &eps], out)?)
+            }
+            None => None,
+        };
+        self.release(variance);
+        if mean_result.is_none() {
+            self.release(mean);
+        }
+        Ok([Some(y), mean_result, inv_result])
+    }
+
+    /// Records ONNX RMSNormalization-23: `Y = X / sqrt(mean(X^2) + epsilon) * Scale` over the
+    /// axes from `axis` on.
+    pub fn rms_normalization_to(
+        &mut self,
+        x: &Tensor,
+        scale: &Tensor,
+        axis: i64,
+        epsilon: f64,
+        stash_type: i64,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "RMSNormalization";
+        self.check_inputs(OP, &[("X", x), ("Scale", scale)])?;
+        let dtype = x.dtype();
+        let c = compute_type(OP, dtype, stash_type)?;
+        let axes = normalized_axes(OP, axis, x.rank())?;
+        check_affine(OP, "Scale", scale, x)?;
+        let mut square = Program::new(vec![dtype], false);
+        let xc = widened(&mut square, Arg::Operand(0), dtype, c)?;
+        pushed(&mut square, "Mul", vec![xc, xc], c)?;
+        let mean_square = self.reduce_program_to(
+            "ReduceMean",
+            &square,
+            &[x],
+            x.shape(),
+            Some(&axes),
+            true,
+            false,
+            Out::NEW,
+        )?;
+        let eps = scalar(self, c, epsilon)?;
+        let mut result = Program::new(vec![dtype, c, c, dtype], false);
+        let xc = widened(&mut result, Arg::Operand(0), dtype, c)?;
+        let v = pushed(
+            &mut result,
+            "Add",
+            vec![Arg::Operand(1), Arg::Operand(2)],
+            c,
+        )?;
+        let s = pushed(&mut result, "Sqrt", vec![v], c)?;
+        let inv = pushed(&mut result, "Reciprocal", vec![s], c)?;
+        let normalized = pushed(&mut result, "Mul", vec![xc, inv], c)?;
+        let sc = widened(&mut result, Arg::Operand(3), dtype, c)?;
+        let y = pushed(&mut result, "Mul", vec![normalized, sc], c)?;
+        if c != dtype {
+            pushed(&mut result, "Cast", vec![y], dtype)?;
+        }
+        let y = self.program_to(&result, &[x, &mean_square, &eps, scale], out)?;
+        self.release(mean_square);
+        Ok(y)
+    }
+}

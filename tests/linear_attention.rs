@@ -420,3 +420,208 @@ fn random_f32(shape: &[usize]) -> HostTensor {
     let h = HostTensor::from_vec(shape.to_vec(), &values(3, n, -1.0, 1.0)).unwrap();
     wgpu_ops::reference::cast_host(&h, DType::F32).unwrap()
 }
+
+/// A CausalConvWithState graph: input [b, c, l], weight [c, 1, k], bias and past_state where
+/// asked for, both outputs.
+fn causal_conv_graph(
+    dtype: DType,
+    [b, c, l, k]: [usize; 4],
+    bias: bool,
+    past: bool,
+    activation: &str,
+) -> Graph {
+    let dims = |s: &[usize]| s.iter().map(|&d| Some(d)).collect::<Vec<_>>();
+    let mut g =
+        Graph::new()
+            .input("x", dtype, &dims(&[b, c, l]))
+            .input("w", dtype, &dims(&[c, 1, k]));
+    let mut inputs = vec!["x", "w"];
+    if bias {
+        g = g.input("bias", dtype, &dims(&[c]));
+        inputs.push("bias");
+    }
+    if past {
+        g = g.input("state", dtype, &dims(&[b, c, k - 1]));
+        if !bias {
+            inputs.push("");
+        }
+        inputs.push("state");
+    }
+    g.node(
+        Node::new("CausalConvWithState", "conv")
+            .inputs(inputs)
+            .outputs(["y", "next"])
+            .attr("activation", Attr::String(activation.into())),
+    )
+    .output("y")
+    .output("next")
+}
+
+fn conv_values(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = bytes(seed, n)
+        .iter()
+        .map(|&b| f32::from(b) / 64.0 - 2.0)
+        .collect();
+    wgpu_ops::reference::cast_host(&HostTensor::from_vec(shape.to_vec(), &v).unwrap(), dtype)
+        .unwrap()
+}
+
+fn conv_close(got: &HostTensor, want: &HostTensor, what: &str) {
+    assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
+    let (rtol, atol) = match got.dtype {
+        DType::F32 => (1e-5, 1e-6),
+        DType::F16 => (2e-3, 1e-3),
+        _ => (1.6e-2, 1e-2),
+    };
+    let wide = |t: &HostTensor| {
+        wgpu_ops::reference::cast_host(t, DType::F32)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+    };
+    for (i, (g, w)) in wide(got).iter().zip(wide(want)).enumerate() {
+        assert!(
+            (g - w).abs() <= atol + rtol * w.abs(),
+            "{what}: element {i}: {g} vs {w}"
+        );
+    }
+}
+
+/// CausalConvWithState on f32, f16 and bf16 against the reference (f64 sums; tolerance of
+/// f32 rounding, and one rounding of the 16-bit type), with and without bias, past state and
+/// SiLU, kernel sizes 1 to 5, inputs shorter than the state, one dispatch on f32. A sequence
+/// convolved whole equals it convolved in pieces, each piece's state passed to the next (a
+/// prefill, then decoding step by step). Bad shapes and attributes are one error naming the
+/// input.
+#[test]
+fn causal_conv_with_state_matches_the_reference_and_carries_its_state() {
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        for (dims, bias, past, activation) in [
+            ([2, 3, 9, 4], true, true, "silu"),
+            ([2, 3, 9, 4], false, false, "none"),
+            ([1, 5, 2, 5], true, false, "swish"),
+            ([3, 2, 1, 3], false, true, "none"),
+            ([2, 4, 6, 1], true, false, "none"),
+        ] {
+            let [b, c, l, k] = dims;
+            let g = causal_conv_graph(dtype, dims, bias, past, activation);
+            let mut inputs = vec![
+                ("x".to_string(), conv_values(dtype, &[b, c, l], 1)),
+                ("w".to_string(), conv_values(dtype, &[c, 1, k], 2)),
+            ];
+            if bias {
+                inputs.push(("bias".to_string(), conv_values(dtype, &[c], 3)));
+            }
+            if past {
+                inputs.push(("state".to_string(), conv_values(dtype, &[b, c, k - 1], 4)));
+            }
+            let before = ctx.stats().dispatches;
+            let got = Session::new(&ctx, g.clone())
+                .unwrap()
+                .run_blocking(inputs.clone())
+                .unwrap();
+            let dispatches = ctx.stats().dispatches - before;
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let what = format!("{dtype} {dims:?} bias {bias} past {past} {activation}");
+            for ((name, t), w) in got.iter().zip(&want) {
+                conv_close(t, w, &format!("{what}: {name}"));
+            }
+            if dtype == DType::F32 {
+                assert_eq!(dispatches, 1, "{what}");
+            }
+        }
+    }
+    // Whole against pieces of 5, 1, 1 and 3 steps, the state carried.
+    let (b, c, k) = (2, 3, 4);
+    let x = conv_values(DType::F32, &[b, c, 10], 5);
+    let w = conv_values(DType::F32, &[c, 1, k], 6);
+    let bias = conv_values(DType::F32, &[c], 7);
+    let whole_graph = causal_conv_graph(DType::F32, [b, c, 10, k], true, false, "silu");
+    let whole = Session::new(&ctx, whole_graph)
+        .unwrap()
+        .run_blocking(vec![
+            ("x".to_string(), x.clone()),
+            ("w".to_string(), w.clone()),
+            ("bias".to_string(), bias.clone()),
+        ])
+        .unwrap();
+    let xs = x.to_vec::<f32>().unwrap();
+    let mut state =
+        HostTensor::from_vec(vec![b, c, k - 1], &vec![0.0f32; b * c * (k - 1)]).unwrap();
+    let mut pieces: Vec<Vec<f32>> = vec![Vec::new(); b * c];
+    let mut at = 0;
+    for len in [5usize, 1, 1, 3] {
+        let part: Vec<f32> = (0..b * c)
+            .flat_map(|r| xs[r * 10 + at..r * 10 + at + len].to_vec())
+            .collect();
+        let g = causal_conv_graph(DType::F32, [b, c, len, k], true, true, "silu");
+        let out = Session::new(&ctx, g)
+            .unwrap()
+            .run_blocking(vec![
+                (
+                    "x".to_string(),
+                    HostTensor::from_vec(vec![b, c, len], &part).unwrap(),
+                ),
+                ("w".to_string(), w.clone()),
+                ("bias".to_string(), bias.clone()),
+                ("state".to_string(), state.clone()),
+            ])
+            .unwrap();
+        let y = out[0].1.to_vec::<f32>().unwrap();
+        for (r, piece) in pieces.iter_mut().enumerate() {
+            piece.extend_from_slice(&y[r * len..(r + 1) * len]);
+        }
+        state = out[1].1.clone();
+        at += len;
+    }
+    let joined: Vec<f32> = pieces.concat();
+    assert_eq!(
+        joined,
+        whole[0].1.to_vec::<f32>().unwrap(),
+        "pieces against whole"
+    );
+    assert_eq!(state, whole[1].1, "the last state");
+    // Bad inputs.
+    let refused = |g: Graph, inputs: Vec<(String, HostTensor)>| {
+        Session::new(&ctx, g)
+            .unwrap()
+            .run_blocking(inputs)
+            .unwrap_err()
+            .to_string()
+    };
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(1), Some(3), Some(4)])
+        .input("w", DType::F32, &[Some(2), Some(1), Some(3)])
+        .node(
+            Node::new("CausalConvWithState", "conv")
+                .inputs(["x", "w"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let e = refused(
+        g,
+        vec![
+            ("x".to_string(), conv_values(DType::F32, &[1, 3, 4], 1)),
+            ("w".to_string(), conv_values(DType::F32, &[2, 1, 3], 1)),
+        ],
+    );
+    assert!(
+        e.contains("CausalConvWithState") && e.contains("weight has shape [2, 1, 3]"),
+        "{e}"
+    );
+    let g = causal_conv_graph(DType::F32, [1, 2, 3, 2], false, false, "relu");
+    let e = refused(
+        g,
+        vec![
+            ("x".to_string(), conv_values(DType::F32, &[1, 2, 3], 1)),
+            ("w".to_string(), conv_values(DType::F32, &[2, 1, 2], 1)),
+        ],
+    );
+    assert!(e.contains("activation is 'relu'"), "{e}");
+}

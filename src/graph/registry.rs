@@ -57,6 +57,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &IS_INF,
             &LAYER_NORMALIZATION,
             &RMS_NORMALIZATION,
+            &CAUSAL_CONV_WITH_STATE,
             &CLIP,
             &ARG_MAX,
             &ARG_MIN,
@@ -633,6 +634,41 @@ static RMS_NORMALIZATION: OpDef = OpDef {
             args.int("stash_type")?.unwrap_or(1),
             args.out(0),
         )?])
+    },
+};
+
+/// CausalConvWithState-27: output and present_state; bias and past_state optional (empty
+/// names allowed).
+static CAUSAL_CONV_WITH_STATE: OpDef = OpDef {
+    name: "CausalConvWithState",
+    inputs: 2..=4,
+    outputs: 1..=2,
+    host: None,
+    attrs: &["activation"],
+    run: |rec, args| {
+        let given = |k: usize| args.node.inputs.get(k).is_some_and(|n| !n.is_empty());
+        let input = args.tensor(0, "input")?;
+        let weight = args.tensor(1, "weight")?;
+        let bias = given(2).then(|| args.tensor(2, "bias")).transpose()?;
+        let past = given(3).then(|| args.tensor(3, "past_state")).transpose()?;
+        let state_out = if args.node.outputs.len() > 1 {
+            args.out(1)
+        } else {
+            crate::Out::NEW
+        };
+        let [y, state] = rec.causal_conv_with_state_to(
+            &input,
+            &weight,
+            bias.as_ref(),
+            past.as_ref(),
+            args.string("activation")?.unwrap_or("none"),
+            [args.out(0), state_out],
+        )?;
+        let mut outputs = vec![y];
+        if args.node.outputs.len() > 1 {
+            outputs.push(state);
+        }
+        Ok(outputs)
     },
 };
 

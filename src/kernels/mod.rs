@@ -9,6 +9,7 @@ use crate::DType;
 use matmul::MatMulKernel;
 
 pub mod block_remap;
+pub mod causal_conv;
 pub mod copy;
 pub mod cumsum;
 pub mod elementwise;
@@ -75,6 +76,7 @@ const STRIDED_GATHER: &str = include_str!("../../shaders/strided_gather.wgsl");
 const COPY: &str = include_str!("../../shaders/copy.wgsl");
 const LINEAR_ATTENTION: &str = include_str!("../../shaders/linear_attention.wgsl");
 const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
+const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const TWO_BUFFERS: &[Binding] = &[
@@ -194,6 +196,9 @@ pub enum Kernel {
     },
     /// `scan_counter.wgsl`: advances that counter.
     ScanCounter { slot: u32 },
+    /// `causal_conv.wgsl`: ONNX CausalConvWithState (f32), one invocation per output element
+    /// and per element of the state passed on.
+    CausalConv { workgroup_size: u32 },
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
     /// points (the tiles have a fixed 16 x 16). With an `epilogue`, each sum is operand 0 of
     /// that element-wise program, whose result is stored (a fused `MatMul -> Add -> Tanh`).
@@ -236,6 +241,7 @@ impl Kernel {
                 lanes: false,
                 subgroups: false,
             });
+            out.push(Kernel::CausalConv { workgroup_size });
             for vec4 in [false, true] {
                 out.push(Kernel::Copy {
                     workgroup_size,
@@ -403,6 +409,7 @@ impl Kernel {
             Kernel::Copy { .. } => "copy.wgsl",
             Kernel::LinearAttention { .. } => "linear_attention.wgsl",
             Kernel::ScanCounter { .. } => "scan_counter.wgsl",
+            Kernel::CausalConv { .. } => "causal_conv.wgsl",
         }
     }
 
@@ -419,6 +426,7 @@ impl Kernel {
             } => linear_attention::with_subgroup_lanes(LINEAR_ATTENTION).into(),
             Kernel::LinearAttention { .. } => LINEAR_ATTENTION.into(),
             Kernel::ScanCounter { .. } => SCAN_COUNTER.into(),
+            Kernel::CausalConv { .. } => CAUSAL_CONV.into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 let ty = operands::elementwise_type(dtype).unwrap_or("f32");
                 let e = elementwise::lookup(op)
@@ -492,6 +500,7 @@ impl Kernel {
             | Kernel::Cast { workgroup_size, .. }
             | Kernel::ScanCopies { workgroup_size, .. }
             | Kernel::Copy { workgroup_size, .. }
+            | Kernel::CausalConv { workgroup_size }
             | Kernel::LinearAttention { workgroup_size, .. } => {
                 vec![("WORKGROUP_SIZE", workgroup_size)]
             }
@@ -670,6 +679,7 @@ impl KernelSpec for Kernel {
             | Kernel::GatherIndex { .. }
             | Kernel::Copy { .. }
             | Kernel::LinearAttention { .. }
+            | Kernel::CausalConv { .. }
             | Kernel::ScanCounter { .. } => self.file().into(),
             Kernel::ScanCopies { copies, .. } => format!("scan copies {copies}").into(),
             Kernel::Elementwise { op, dtype, .. } => {
@@ -774,6 +784,15 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
             ],
             Kernel::GatherIndex { .. } => THREE_BUFFERS,
+            Kernel::CausalConv { .. } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
             Kernel::TopK { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,

@@ -5,6 +5,7 @@
 pub mod batch_to_space;
 pub(crate) mod blocks;
 pub mod compose;
+pub mod conv;
 pub mod elementwise;
 pub mod layout;
 pub mod linear_attention;

@@ -274,6 +274,53 @@ fn run_node(
             }
             Ok(out)
         }
+        // Written from the ONNX reference implementation, in f64 (SiLU in f32, as there):
+        // the state (or zeros) then the input, convolved per channel, plus the bias.
+        "CausalConvWithState" => {
+            let x = a(0)?;
+            let dtype = x.dtype;
+            let (b, ch, len) = match x.shape[..] {
+                [b, c, l] => (b, c, l),
+                _ => return Err("CausalConvWithState input must be rank 3".into()),
+            };
+            let k = a(1)?.shape.get(2).copied().ok_or("weight must be rank 3")?;
+            let f = |t: &HostTensor| -> R<Vec<f64>> { Ok(cast(t, DType::F64)?.to_vec::<f64>()?) };
+            let xs = f(&x)?;
+            let w = f(&a(1)?)?;
+            let given = |i: usize| args.get(i).cloned().flatten();
+            let bias = given(2).map(|t| f(&t)).transpose()?;
+            let past = given(3).map(|t| f(&t)).transpose()?;
+            let silu = matches!(
+                node.attrs.get("activation"),
+                Some(Attr::String(s)) if s == "silu" || s == "swish"
+            );
+            let carry = k - 1;
+            let (mut y, mut state) = (Vec::with_capacity(xs.len()), Vec::new());
+            for r in 0..b * ch {
+                let c = r % ch;
+                let padded: Vec<f64> = (0..carry)
+                    .map(|p| past.as_ref().map_or(0.0, |s| s[r * carry + p]))
+                    .chain(xs[r * len..(r + 1) * len].iter().copied())
+                    .collect();
+                for t in 0..len {
+                    let mut acc: f64 = (0..k).map(|j| w[c * k + j] * padded[t + j]).sum();
+                    acc += bias.as_ref().map_or(0.0, |b| b[c]);
+                    if silu {
+                        let v = acc as f32;
+                        acc = f64::from(v * (1.0 / (1.0 + (-v).exp())));
+                    }
+                    y.push(acc);
+                }
+                state.extend_from_slice(&padded[len..]);
+            }
+            let y = cast(&HostTensor::from_vec(x.shape.clone(), &y)?, dtype)?;
+            let state = cast(&HostTensor::from_vec(vec![b, ch, carry], &state)?, dtype)?;
+            let mut out = vec![y];
+            if node.outputs.len() > 1 {
+                out.push(state);
+            }
+            Ok(out)
+        }
         "IsInf" => {
             let name = crate::ops::elementwise::is_inf_op(
                 int(node, "detect_positive").unwrap_or(1) != 0,

@@ -587,6 +587,40 @@ fn gather_on(d: DType) {
 
 dtype_tests!(gather_by_indices, gather_on);
 
+/// Trilu on `d`: upper and lower triangles of [2, 3, 4] and [5, 2] with diagonals below,
+/// on and above the main one (and beyond the matrix), bit for bit against the reference;
+/// rank 1 is refused.
+fn trilu_on(d: DType) {
+    for shape in [vec![2usize, 3, 4], vec![5, 2]] {
+        let n: usize = shape.iter().product();
+        let x = shaped(values(d, n, 12), &shape);
+        for upper in [0i64, 1] {
+            for k in [-10i64, -1, 0, 2, 10] {
+                let kt = HostTensor::from_vec(vec![], &[k]).unwrap();
+                let node = Node::new("Trilu", "t").attr("upper", Attr::Int(upper));
+                for ctx in contexts_for(d) {
+                    let (got, want) = both(
+                        ctx,
+                        node.clone().inputs(["x", "k"]),
+                        vec![("x", x.clone()), ("k", kt.clone())],
+                    )
+                    .unwrap_or_else(|e| panic!("Trilu {d} {shape:?} upper {upper} k {k}: {e}"));
+                    assert_eq!(got, want, "Trilu {d} {shape:?} upper {upper} k {k}");
+                }
+            }
+        }
+    }
+    let e = both(
+        ctx(),
+        Node::new("Trilu", "t").inputs(["x"]),
+        vec![("x", shaped(values(d, 3, 1), &[3]))],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("Trilu needs rank 2"), "{e}");
+}
+
+dtype_tests!(trilu_keeps_a_triangle, trilu_on);
+
 /// ONNX-ML's ArrayFeatureExtractor on each type it takes (f32, f64, i32, i64, the last also
 /// emulated): indices of any shape read flat along the last axis (negative ones from the end),
 /// `[1, n]` from 1-D data, indices computed on the GPU (TopK's, as in scikit-learn's

@@ -58,6 +58,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &LAYER_NORMALIZATION,
             &RMS_NORMALIZATION,
             &CAUSAL_CONV_WITH_STATE,
+            &TRILU,
             &CLIP,
             &ARG_MAX,
             &ARG_MIN,
@@ -669,6 +670,40 @@ static CAUSAL_CONV_WITH_STATE: OpDef = OpDef {
             outputs.push(state);
         }
         Ok(outputs)
+    },
+};
+
+/// Trilu-14: `k` (optional, one integer known while planning) and `upper` (1).
+static TRILU: OpDef = OpDef {
+    name: "Trilu",
+    inputs: 1..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["upper"],
+    run: |rec, args| {
+        let input = args.tensor(0, "input")?;
+        let k = match args.node.inputs.get(1).filter(|n| !n.is_empty()) {
+            Some(_) => match args.host_value(1) {
+                Some(t) if t.dtype == DType::I64 && t.numel() == 1 => t.to_vec::<i64>()?[0],
+                Some(t) => {
+                    return Err(Error::invalid(
+                        "Trilu",
+                        "k",
+                        format!("k is {} {:?}; it must be one i64", t.dtype, t.shape),
+                    ))
+                }
+                None => {
+                    return Err(Error::invalid(
+                        "Trilu",
+                        "k",
+                        "k must be known while planning (a constant or computed from shapes)",
+                    ))
+                }
+            },
+            None => 0,
+        };
+        let upper = args.int("upper")?.unwrap_or(1) != 0;
+        Ok(vec![rec.trilu_to(&input, k, upper, args.out(0))?])
     },
 };
 

@@ -540,6 +540,42 @@ impl Recorder {
         Ok(out)
     }
 
+    /// Records ONNX Trilu-14: `input` ([..., n, m]) with the elements off its upper (or lower)
+    /// triangle zeroed; `k` shifts the diagonal (positive: above the main one). The triangle
+    /// is a mask made here from the shape, and one `Where` keeps the input's bits inside it.
+    pub fn trilu_to(&mut self, input: &Tensor, k: i64, upper: bool, out: Out) -> Result<Tensor> {
+        const OP: &str = "Trilu";
+        self.check_inputs(OP, &[("input", input)])?;
+        let r = input.rank();
+        if r < 2 {
+            return Err(Error::invalid(
+                OP,
+                "input",
+                format!("input has rank {r}; Trilu needs rank 2 or more"),
+            ));
+        }
+        let (n, m) = (input.shape()[r - 2], input.shape()[r - 1]);
+        let mask: Vec<bool> = (0..n * m)
+            .map(|e| {
+                let (i, j) = ((e / m) as i64, (e % m) as i64);
+                if upper {
+                    j - i >= k
+                } else {
+                    j - i <= k
+                }
+            })
+            .collect();
+        let mask = Tensor::from_host(
+            self.context(),
+            &crate::HostTensor::from_vec(vec![n, m], &mask)?,
+        )?;
+        let zero = Tensor::from_host(
+            self.context(),
+            &crate::HostTensor::from_bytes(input.dtype(), vec![], vec![0; input.dtype().size()])?,
+        )?;
+        self.map_to("Where", &[&mask, input, &zero], out)
+    }
+
     /// Records ONNX-ML ArrayFeatureExtractor (domain `ai.onnx.ml`): the elements of `data`'s
     /// last axis at `indices` (i64, any shape, read flat; negative ones count from the end, as
     /// in the ONNX reference implementation). The output is `data`'s shape with the last axis

@@ -321,6 +321,38 @@ fn run_node(
             }
             Ok(out)
         }
+        // Written from the spec: elements with j - i >= k (upper) or <= k (lower) kept.
+        "Trilu" => {
+            let x = a(0)?;
+            let k = match args.get(1).cloned().flatten() {
+                Some(t) => cast(&t, DType::I64)?
+                    .to_vec::<i64>()?
+                    .first()
+                    .copied()
+                    .unwrap_or(0),
+                None => 0,
+            };
+            let upper = int(node, "upper").unwrap_or(1) != 0;
+            let r = x.shape.len();
+            if r < 2 {
+                return Err("Trilu needs rank 2".into());
+            }
+            let (n, m) = (x.shape[r - 2], x.shape[r - 1]);
+            let size = x.dtype.size();
+            let mut data = x.data.clone();
+            for e in 0..x.numel() {
+                let (i, j) = (((e / m) % n.max(1)) as i64, (e % m) as i64);
+                let keep = if upper { j - i >= k } else { j - i <= k };
+                if !keep {
+                    data[e * size..(e + 1) * size].fill(0);
+                }
+            }
+            one(HostTensor {
+                dtype: x.dtype,
+                shape: x.shape.clone(),
+                data,
+            })
+        }
         "IsInf" => {
             let name = crate::ops::elementwise::is_inf_op(
                 int(node, "detect_positive").unwrap_or(1) != 0,

@@ -142,6 +142,24 @@ def main():
             a = values(np_type, 35, rng_is).reshape(5, 7)
             attrs = {"detect_positive": pos, "detect_negative": neg}
             cases.append(("IsInf", d, [(d, a)], attrs, f"IsInf_{pos}{neg}"))
+    # Activations defined by function bodies, with default and other attributes, from their
+    # own random state.
+    rng_act = np.random.RandomState(9)
+    activations = [
+        ("Elu", {}), ("Elu", {"alpha": 0.5}), ("Selu", {}), ("Celu", {"alpha": 2.0}),
+        ("LeakyRelu", {"alpha": 0.1}), ("ThresholdedRelu", {"alpha": 0.5}),
+        ("HardSigmoid", {}), ("HardSwish", {}), ("Softplus", {}), ("Softsign", {}),
+        ("Mish", {}), ("Gelu", {}), ("Gelu", {"approximate": "tanh"}),
+        ("Shrink", {"bias": 0.5, "lambd": 1.5}),
+    ]
+    for d, (np_type, _) in DTYPES.items():
+        if not np.issubdtype(np_type, np.floating):
+            continue
+        for k, (op, attrs) in enumerate(activations):
+            a = values(np_type, 35, rng_act).reshape(5, 7)
+            cases.append((op, d, [(d, a)], attrs, f"{op}_{k}"))
+        slope = values(np_type, 7, rng_act)
+        cases.append(("PRelu", d, [(d, values(np_type, 35, rng_act).reshape(5, 7)), (d, slope)], {}))
     written = 0
     for case in cases:
         op, d, inputs, attrs = case[:4]

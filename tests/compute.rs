@@ -1277,3 +1277,111 @@ fn matmul_with_a_long_inner_dimension() {
         assert!(got == want, "MatMul {sa:?} x {sb:?}");
     }
 }
+
+/// The activations defined by function bodies (Elu ... SwiGLU) on f32, f16, bf16 and f64
+/// against the reference (f64 math, one rounding): within 1e-5 relative on f32 (GPU exp, tanh
+/// and erf), 1e-12 on f64, one rounding of f16 and bf16 (they compute in f32 and round
+/// once); each one dispatch. Integers and mismatched inputs are one error naming the input.
+#[test]
+fn activations_match_the_reference() {
+    use wgpu_ops::ops::activation::ACTIVATIONS;
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    let v: Vec<f64> = (0..60).map(|i| f64::from(i) * 0.25 - 7.0).collect();
+    let x64 = HostTensor::from_vec(vec![6, 10], &v).unwrap();
+    let slope = HostTensor::from_vec(
+        vec![10],
+        &(0..10)
+            .map(|i| f64::from(i) * 0.1 - 0.3)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        let (rtol, atol) = match dtype {
+            DType::F32 => (1e-5, 1e-6),
+            DType::F64 => (1e-12, 1e-14),
+            DType::F16 => (1e-3, 1e-4),
+            _ => (8e-3, 1e-3),
+        };
+        let x = cpu_cast(&x64, dtype);
+        for op in ACTIVATIONS {
+            let mut node = Node::new(op, "a");
+            let mut inputs = vec![("x".to_string(), x.clone())];
+            let mut names = vec!["x"];
+            match op {
+                "PRelu" => {
+                    inputs.push(("s".to_string(), cpu_cast(&slope, dtype)));
+                    names.push("s");
+                }
+                "SwiGLU" => {
+                    inputs.push(("s".to_string(), cpu_cast(&x64, dtype)));
+                    names.push("s");
+                }
+                "Gelu" => node = node.attr("approximate", Attr::String("tanh".into())),
+                "Elu" | "Celu" | "Swish" => node = node.attr("alpha", Attr::Float(0.75)),
+                _ => {}
+            }
+            let mut g = Graph::new();
+            for (name, t) in &inputs {
+                let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
+                g = g.input(name.clone(), dtype, &shape);
+            }
+            let g = g.node(node.inputs(names).outputs(["y"])).output("y");
+            let before = ctx.stats().dispatches;
+            let got = Session::new(&ctx, g.clone())
+                .unwrap()
+                .run_blocking(inputs.clone())
+                .unwrap_or_else(|e| panic!("{op} {dtype}: {e}"));
+            let dispatches = ctx.stats().dispatches - before;
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let (g64, w64) = (
+                cpu_cast(&got[0].1, DType::F64).to_vec::<f64>().unwrap(),
+                cpu_cast(&want[0], DType::F64).to_vec::<f64>().unwrap(),
+            );
+            for (i, (a, b)) in g64.iter().zip(&w64).enumerate() {
+                assert!(
+                    (a - b).abs() <= atol + rtol * b.abs(),
+                    "{op} {dtype}: element {i} (x = {}): {a} vs {b}",
+                    v[i]
+                );
+            }
+            assert_eq!(dispatches, 1, "{op} {dtype}");
+        }
+    }
+    let refused = |op: &str, inputs: Vec<(&str, HostTensor)>| {
+        let mut g = Graph::new();
+        for (name, t) in &inputs {
+            let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
+            g = g.input(*name, t.dtype, &shape);
+        }
+        let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+        let g = g
+            .node(Node::new(op, "a").inputs(names).outputs(["y"]))
+            .output("y");
+        let given = inputs
+            .into_iter()
+            .map(|(n, t)| (n.to_string(), t))
+            .collect();
+        Session::new(&ctx, g)
+            .unwrap()
+            .run_blocking(given)
+            .unwrap_err()
+            .to_string()
+    };
+    let ints = HostTensor::from_vec(vec![3], &[1i32, -2, 3]).unwrap();
+    let e = refused("Elu", vec![("x", ints)]);
+    assert!(e.contains("Elu") && e.contains("X is i32"), "{e}");
+    let a = HostTensor::from_vec(vec![2, 3], &[1.0f32; 6]).unwrap();
+    let b = HostTensor::from_vec(vec![3], &[1.0f32; 3]).unwrap();
+    let e = refused("SwiGLU", vec![("a", a.clone()), ("b", b)]);
+    assert!(
+        e.contains("SwiGLU") && e.contains("the shapes must be equal"),
+        "{e}"
+    );
+    let wide = HostTensor::from_vec(vec![4, 2, 3], &[1.0f32; 24]).unwrap();
+    let e = refused("PRelu", vec![("x", a), ("s", wide)]);
+    assert!(e.contains("PRelu") && e.contains("slope"), "{e}");
+}

@@ -52,6 +52,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
         .chain(ELEMENTWISE.iter())
         .chain(MAPS.iter())
         .chain(REDUCTIONS.iter())
+        .chain(ACTIVATION_OPS.iter())
         .chain([
             &MOD,
             &IS_INF,
@@ -706,6 +707,55 @@ static TRILU: OpDef = OpDef {
         Ok(vec![rec.trilu_to(&input, k, upper, args.out(0))?])
     },
 };
+
+fn run_activation(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
+    let op = args.node.op.as_str();
+    let names: &[&str] = match op {
+        "PRelu" => &["X", "slope"],
+        "SwiGLU" => &["A", "B"],
+        _ => &["X"],
+    };
+    let inputs: Vec<Tensor> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| args.tensor(i, n))
+        .collect::<Result<_>>()?;
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    let mut attrs = Vec::new();
+    for &(name, _) in crate::ops::activation::float_attributes(op) {
+        if let Some(v) = args.float(name)? {
+            attrs.push((name, v));
+        }
+    }
+    let approximate = args.string("approximate")?.unwrap_or("none");
+    Ok(vec![rec.activation_to(
+        op,
+        &refs,
+        &attrs,
+        approximate,
+        args.out(0),
+    )?])
+}
+
+macro_rules! activation_nodes {
+    ($($name:literal $inputs:literal [$($attr:literal),*];)*) => {
+        /// Graph entries of the activations (see [`crate::ops::activation`]).
+        static ACTIVATION_OPS: [OpDef; 15] = [$(OpDef {
+            name: $name,
+            inputs: $inputs..=$inputs,
+            outputs: 1..=1,
+            host: None,
+            attrs: &[$($attr),*],
+            run: run_activation,
+        }),*];
+    };
+}
+activation_nodes!(
+    "Elu" 1 ["alpha"]; "Selu" 1 ["alpha", "gamma"]; "Celu" 1 ["alpha"];
+    "LeakyRelu" 1 ["alpha"]; "ThresholdedRelu" 1 ["alpha"]; "HardSigmoid" 1 ["alpha", "beta"];
+    "HardSwish" 1 []; "Softplus" 1 []; "Softsign" 1 []; "Swish" 1 ["alpha"]; "Mish" 1 [];
+    "Gelu" 1 ["approximate"]; "Shrink" 1 ["bias", "lambd"]; "PRelu" 2 []; "SwiGLU" 2 ["alpha"];
+);
 
 /// IsInf: the signs it detects pick the word kernel's op.
 static IS_INF: OpDef = OpDef {

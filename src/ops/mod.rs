@@ -2,6 +2,7 @@
 //! data, no GPU) and has one recording function taking an [`crate::Out`], which both the Rust
 //! API and graph nodes call. Uses kernels; never names graphs.
 
+pub mod activation;
 pub mod batch_to_space;
 pub(crate) mod blocks;
 pub mod compose;

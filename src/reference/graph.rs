@@ -353,6 +353,112 @@ fn run_node(
                 data,
             })
         }
+        // Written from the ONNX definitions, in f64 (Gelu's erf from libm).
+        op if crate::ops::activation::ACTIVATIONS.contains(&op) => {
+            let x = a(0)?;
+            let dtype = x.dtype;
+            if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+                return Err(format!("{op} takes floats").into());
+            }
+            let attr = |name: &str| -> f64 {
+                match node.attrs.get(name) {
+                    Some(Attr::Float(v)) => *v,
+                    Some(Attr::Int(v)) => *v as f64,
+                    _ => crate::ops::activation::float_attributes(op)
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map_or(0.0, |&(_, v)| v),
+                }
+            };
+            let xs = cast(&x, DType::F64)?.to_vec::<f64>()?;
+            let second = match args.get(1).cloned().flatten() {
+                Some(t) => {
+                    let zeros = HostTensor::from_vec(x.shape.clone(), &vec![0.0f64; x.numel()])?;
+                    elementwise("Add", &[zeros, cast(&t, DType::F64)?])?.to_vec::<f64>()?
+                }
+                None => vec![0.0; xs.len()],
+            };
+            let softplus = |v: f64| {
+                if v > 0.0 {
+                    v + (-v).exp().ln_1p()
+                } else {
+                    v.exp().ln_1p()
+                }
+            };
+            let approximate = match node.attrs.get("approximate") {
+                Some(Attr::String(s)) => s.as_str(),
+                _ => "none",
+            };
+            let ys: Vec<f64> = xs
+                .iter()
+                .zip(&second)
+                .map(|(&v, &w)| match op {
+                    "Elu" => {
+                        if v < 0.0 {
+                            attr("alpha") * (v.exp() - 1.0)
+                        } else {
+                            v
+                        }
+                    }
+                    "Selu" => {
+                        let (al, g) = (attr("alpha"), attr("gamma"));
+                        if v > 0.0 {
+                            g * v
+                        } else {
+                            g * (al * v.exp() - al)
+                        }
+                    }
+                    "Celu" => {
+                        let al = attr("alpha");
+                        v.max(0.0) + (al * ((v / al).exp() - 1.0)).min(0.0)
+                    }
+                    "LeakyRelu" => {
+                        if v < 0.0 {
+                            attr("alpha") * v
+                        } else {
+                            v
+                        }
+                    }
+                    "PRelu" => {
+                        if v < 0.0 {
+                            w * v
+                        } else {
+                            v
+                        }
+                    }
+                    "ThresholdedRelu" => {
+                        if v > attr("alpha") {
+                            v
+                        } else {
+                            0.0
+                        }
+                    }
+                    "HardSigmoid" => (attr("alpha") * v + attr("beta")).clamp(0.0, 1.0),
+                    "HardSwish" => v * (v / 6.0 + 0.5).clamp(0.0, 1.0),
+                    "Softplus" => softplus(v),
+                    "Softsign" => v / (1.0 + v.abs()),
+                    "Swish" => v / (1.0 + (-attr("alpha") * v).exp()),
+                    "SwiGLU" => v / (1.0 + (-attr("alpha") * v).exp()) * w,
+                    "Mish" => v * softplus(v).tanh(),
+                    "Gelu" if approximate == "tanh" => {
+                        let k = (2.0 / std::f64::consts::PI).sqrt();
+                        0.5 * v * (1.0 + (k * (v + 0.044715 * v * v * v)).tanh())
+                    }
+                    "Gelu" => 0.5 * v * (1.0 + libm::erf(v * std::f64::consts::FRAC_1_SQRT_2)),
+                    _ => {
+                        let (bias, lambd) = (attr("bias"), attr("lambd"));
+                        if v < -lambd {
+                            v + bias
+                        } else if v > lambd {
+                            v - bias
+                        } else {
+                            0.0
+                        }
+                    }
+                })
+                .collect();
+            one(cast(&HostTensor::from_vec(x.shape.clone(), &ys)?, dtype)?)
+        }
         "IsInf" => {
             let name = crate::ops::elementwise::is_inf_op(
                 int(node, "detect_positive").unwrap_or(1) != 0,

@@ -1,0 +1,365 @@
+//! ONNX activation functions that are defined by function bodies of element-wise ops (Elu,
+//! Selu, Celu, LeakyRelu, ThresholdedRelu, HardSigmoid, HardSwish, Softplus, Softsign, Swish,
+//! Mish, Gelu, Shrink, PRelu, SwiGLU), each recorded as one element-wise program whose
+//! attributes are scalar inputs. f16 and bf16 are computed in f32 and rounded once, as the
+//! ONNX reference implementation computes these ops. Softplus (and Mish through it) takes the form that does not overflow:
+//! `x + log(1 + exp(-x))` for positive x.
+
+use crate::kernels::program::{Arg, Program};
+use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
+
+/// The activations, by ONNX name.
+pub const ACTIVATIONS: [&str; 15] = [
+    "Elu",
+    "Selu",
+    "Celu",
+    "LeakyRelu",
+    "ThresholdedRelu",
+    "HardSigmoid",
+    "HardSwish",
+    "Softplus",
+    "Softsign",
+    "Swish",
+    "Mish",
+    "Gelu",
+    "Shrink",
+    "PRelu",
+    "SwiGLU",
+];
+
+/// The float attributes each activation takes, with their defaults.
+pub fn float_attributes(op: &str) -> &'static [(&'static str, f64)] {
+    match op {
+        "Elu" | "Celu" | "ThresholdedRelu" | "Swish" | "SwiGLU" => &[("alpha", 1.0)],
+        "Selu" => &[
+            ("alpha", 1.673_263_192_176_818_8),
+            ("gamma", 1.050_701_022_148_132_3),
+        ],
+        "LeakyRelu" => &[("alpha", 0.01)],
+        "HardSigmoid" => &[("alpha", 0.2), ("beta", 0.5)],
+        "Shrink" => &[("bias", 0.0), ("lambd", 0.5)],
+        _ => &[],
+    }
+}
+
+/// A program under construction: operand 0 is X (and operand 1 B or the slope for the
+/// two-input ones); constants become scalar operands after them.
+struct Builder {
+    p: Program,
+    dtype: DType,
+    constants: Vec<f64>,
+}
+
+impl Builder {
+    fn constant(&mut self, value: f64) -> Arg {
+        if let Some(k) = self
+            .constants
+            .iter()
+            .position(|c| c.to_bits() == value.to_bits())
+        {
+            return Arg::Operand((self.p.operands().len() - self.constants.len() + k) as u8);
+        }
+        self.constants.push(value);
+        self.p.add_operand(self.dtype)
+    }
+
+    fn step(&mut self, op: &'static str, args: Vec<Arg>) -> Result<Arg> {
+        let out = match op {
+            "Less" | "Greater" | "LessOrEqual" => DType::Bool,
+            _ => self.dtype,
+        };
+        self.p
+            .push(op, args, out)
+            .ok_or_else(|| Error::Graph(format!("internal: no {op} on {}", self.dtype)))
+    }
+
+    /// log(1 + exp(x)) without overflow: x + log(1 + exp(-x)) where x > 0.
+    fn softplus(&mut self, x: Arg) -> Result<Arg> {
+        let (zero, one) = (self.constant(0.0), self.constant(1.0));
+        let positive = self.step("Greater", vec![x, zero])?;
+        let negated = self.step("Neg", vec![x])?;
+        let e = self.step("Exp", vec![negated])?;
+        let e1 = self.step("Add", vec![e, one])?;
+        let l = self.step("Log", vec![e1])?;
+        let large = self.step("Add", vec![x, l])?;
+        let e = self.step("Exp", vec![x])?;
+        let e1 = self.step("Add", vec![e, one])?;
+        let small = self.step("Log", vec![e1])?;
+        self.step("Where", vec![positive, large, small])
+    }
+}
+
+impl Recorder {
+    /// Records activation `op` (one of [`ACTIVATIONS`]) of `inputs` (X; X and slope for PRelu,
+    /// broadcast to X; A and B of one shape for SwiGLU) with float attributes `attrs` (absent
+    /// ones take their defaults, see [`float_attributes`]) and, for Gelu, `approximate`
+    /// (`none` or `tanh`). f32, f16, bf16 and f64.
+    pub fn activation_to(
+        &mut self,
+        op: &str,
+        inputs: &[&Tensor],
+        attrs: &[(&str, f64)],
+        approximate: &str,
+        out: Out,
+    ) -> Result<Tensor> {
+        let Some(&op) = ACTIVATIONS.iter().find(|&&a| a == op) else {
+            return Err(Error::Graph(format!("unknown activation '{op}'")));
+        };
+        let names: &[&str] = match op {
+            "PRelu" => &["X", "slope"],
+            "SwiGLU" => &["A", "B"],
+            _ => &["X"],
+        };
+        if inputs.len() != names.len() {
+            return Err(Error::Graph(format!(
+                "{op} takes {} inputs, not {}",
+                names.len(),
+                inputs.len()
+            )));
+        }
+        let named: Vec<(&str, &Tensor)> =
+            names.iter().copied().zip(inputs.iter().copied()).collect();
+        self.check_inputs(op, &named)?;
+        let x = inputs[0];
+        let dtype = x.dtype();
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+            return Err(Error::invalid(
+                op,
+                names[0],
+                format!("{} is {dtype}; {op} takes f32, f16, bf16 or f64", names[0]),
+            ));
+        }
+        if let Some(second) = inputs.get(1) {
+            if second.dtype() != dtype {
+                return Err(Error::invalid(
+                    op,
+                    names[1],
+                    format!(
+                        "{} is {} but {} is {dtype}",
+                        names[1],
+                        second.dtype(),
+                        names[0]
+                    ),
+                ));
+            }
+            let fits = if op == "SwiGLU" {
+                second.shape() == x.shape()
+            } else {
+                super::broadcast_shape(op, x.shape(), second.shape())
+                    .ok()
+                    .as_deref()
+                    == Some(x.shape())
+            };
+            if !fits {
+                return Err(Error::invalid(
+                    op,
+                    names[1],
+                    format!(
+                        "{} {:?} does not fit {} {:?} ({})",
+                        names[1],
+                        second.shape(),
+                        names[0],
+                        x.shape(),
+                        if op == "SwiGLU" {
+                            "the shapes must be equal"
+                        } else {
+                            "it must broadcast to it"
+                        }
+                    ),
+                ));
+            }
+        }
+        let attr = |name: &str| -> f64 {
+            attrs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|&(_, v)| v)
+                .or_else(|| {
+                    float_attributes(op)
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map(|&(_, v)| v)
+                })
+                .unwrap_or(0.0)
+        };
+        // f16 and bf16 compute in f32 and round once, as the reference computes an op.
+        let c = if dtype == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        let mut b = Builder {
+            p: Program::new(vec![dtype; inputs.len()], false),
+            dtype: c,
+            constants: Vec::new(),
+        };
+        let widened = |b: &mut Builder, k: u8| -> Result<Arg> {
+            if c == dtype {
+                Ok(Arg::Operand(k))
+            } else {
+                b.p.push("Cast", vec![Arg::Operand(k)], c)
+                    .ok_or_else(|| Error::Graph(format!("internal: no Cast from {dtype}")))
+            }
+        };
+        let x_arg = widened(&mut b, 0)?;
+        let second = if inputs.len() > 1 {
+            widened(&mut b, 1)?
+        } else {
+            x_arg
+        };
+        match op {
+            "Elu" | "LeakyRelu" | "PRelu" => {
+                let zero = b.constant(0.0);
+                let negative = b.step("Less", vec![x_arg, zero])?;
+                let below = match op {
+                    "Elu" => {
+                        let (alpha, one) = (b.constant(attr("alpha")), b.constant(1.0));
+                        let e = b.step("Exp", vec![x_arg])?;
+                        let em1 = b.step("Sub", vec![e, one])?;
+                        b.step("Mul", vec![alpha, em1])?
+                    }
+                    "LeakyRelu" => {
+                        let alpha = b.constant(attr("alpha"));
+                        b.step("Mul", vec![alpha, x_arg])?
+                    }
+                    _ => b.step("Mul", vec![second, x_arg])?,
+                };
+                b.step("Where", vec![negative, below, x_arg])?;
+            }
+            "Selu" => {
+                let zero = b.constant(0.0);
+                let (alpha, gamma) = (b.constant(attr("alpha")), b.constant(attr("gamma")));
+                let positive = b.step("Greater", vec![x_arg, zero])?;
+                let above = b.step("Mul", vec![gamma, x_arg])?;
+                let e = b.step("Exp", vec![x_arg])?;
+                let ae = b.step("Mul", vec![alpha, e])?;
+                let d = b.step("Sub", vec![ae, alpha])?;
+                let below = b.step("Mul", vec![gamma, d])?;
+                b.step("Where", vec![positive, above, below])?;
+            }
+            "Celu" => {
+                let zero = b.constant(0.0);
+                let (alpha, one) = (b.constant(attr("alpha")), b.constant(1.0));
+                let scaled = b.step("Div", vec![x_arg, alpha])?;
+                let e = b.step("Exp", vec![scaled])?;
+                let em1 = b.step("Sub", vec![e, one])?;
+                let m = b.step("Mul", vec![alpha, em1])?;
+                let low = b.step("Min", vec![zero, m])?;
+                let high = b.step("Max", vec![zero, x_arg])?;
+                b.step("Add", vec![high, low])?;
+            }
+            "ThresholdedRelu" => {
+                let (alpha, zero) = (b.constant(attr("alpha")), b.constant(0.0));
+                let above = b.step("Greater", vec![x_arg, alpha])?;
+                b.step("Where", vec![above, x_arg, zero])?;
+            }
+            "HardSigmoid" | "HardSwish" => {
+                let (alpha, beta) = if op == "HardSigmoid" {
+                    (attr("alpha"), attr("beta"))
+                } else {
+                    (1.0 / 6.0, 0.5)
+                };
+                let (alpha, beta) = (b.constant(alpha), b.constant(beta));
+                let (zero, one) = (b.constant(0.0), b.constant(1.0));
+                let ax = b.step("Mul", vec![alpha, x_arg])?;
+                let s = b.step("Add", vec![ax, beta])?;
+                let capped = b.step("Min", vec![one, s])?;
+                let h = b.step("Max", vec![zero, capped])?;
+                if op == "HardSwish" {
+                    b.step("Mul", vec![x_arg, h])?;
+                }
+            }
+            "Softplus" => {
+                b.softplus(x_arg)?;
+            }
+            "Softsign" => {
+                let one = b.constant(1.0);
+                let a = b.step("Abs", vec![x_arg])?;
+                let d = b.step("Add", vec![one, a])?;
+                b.step("Div", vec![x_arg, d])?;
+            }
+            "Swish" | "SwiGLU" => {
+                let alpha = b.constant(attr("alpha"));
+                let ax = b.step("Mul", vec![alpha, x_arg])?;
+                let s = b.step("Sigmoid", vec![ax])?;
+                let swish = b.step("Mul", vec![x_arg, s])?;
+                if op == "SwiGLU" {
+                    b.step("Mul", vec![swish, second])?;
+                }
+            }
+            "Mish" => {
+                let sp = b.softplus(x_arg)?;
+                let t = b.step("Tanh", vec![sp])?;
+                b.step("Mul", vec![x_arg, t])?;
+            }
+            "Gelu" => {
+                let (half, one) = (b.constant(0.5), b.constant(1.0));
+                let inner = match approximate {
+                    "none" => {
+                        let r = b.constant(std::f64::consts::FRAC_1_SQRT_2);
+                        let s = b.step("Mul", vec![x_arg, r])?;
+                        b.step("Erf", vec![s])?
+                    }
+                    "tanh" => {
+                        let k = b.constant((2.0 / std::f64::consts::PI).sqrt());
+                        let c = b.constant(0.044715);
+                        let x2 = b.step("Mul", vec![x_arg, x_arg])?;
+                        let x3 = b.step("Mul", vec![x2, x_arg])?;
+                        let cx3 = b.step("Mul", vec![c, x3])?;
+                        let s = b.step("Add", vec![x_arg, cx3])?;
+                        let ks = b.step("Mul", vec![k, s])?;
+                        b.step("Tanh", vec![ks])?
+                    }
+                    other => {
+                        return Err(Error::invalid(
+                            op,
+                            "approximate",
+                            format!(
+                                "approximate is '{}'; it is 'none' or 'tanh'",
+                                other.escape_debug()
+                            ),
+                        ))
+                    }
+                };
+                let one_plus = b.step("Add", vec![one, inner])?;
+                let hx = b.step("Mul", vec![half, x_arg])?;
+                b.step("Mul", vec![hx, one_plus])?;
+            }
+            "Shrink" => {
+                let (bias, lambd) = (attr("bias"), attr("lambd"));
+                let (bias, lambd, neg_lambd, zero) = (
+                    b.constant(bias),
+                    b.constant(lambd),
+                    b.constant(-lambd),
+                    b.constant(0.0),
+                );
+                let below = b.step("Less", vec![x_arg, neg_lambd])?;
+                let above = b.step("Greater", vec![x_arg, lambd])?;
+                let up = b.step("Add", vec![x_arg, bias])?;
+                let down = b.step("Sub", vec![x_arg, bias])?;
+                let outer = b.step("Where", vec![above, down, zero])?;
+                b.step("Where", vec![below, up, outer])?;
+            }
+            _ => unreachable!("listed in ACTIVATIONS"),
+        }
+        if c != dtype {
+            let last = Arg::Step((b.p.steps().len() - 1) as u8);
+            b.p.push("Cast", vec![last], dtype)
+                .ok_or_else(|| Error::Graph(format!("internal: no Cast to {dtype}")))?;
+        }
+        let constants: Vec<Tensor> = b
+            .constants
+            .iter()
+            .map(|&v| {
+                let host = match c {
+                    DType::F64 => HostTensor::from_vec(vec![], &[v]),
+                    _ => HostTensor::from_vec(vec![], &[v as f32]),
+                }?;
+                Tensor::from_host(self.context(), &host)
+            })
+            .collect::<Result<_>>()?;
+        let mut leaves: Vec<&Tensor> = inputs.to_vec();
+        leaves.extend(constants.iter());
+        self.program_to(&b.p, &leaves, out)
+    }
+}

@@ -1285,11 +1285,7 @@ fn matmul_with_a_long_inner_dimension() {
 #[test]
 fn activations_match_the_reference() {
     use wgpu_ops::ops::activation::ACTIVATIONS;
-    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        cpu_kernels: cpu_kernels_from_env(),
-        ..Default::default()
-    })
-    .unwrap();
+    let ctx = own_ctx();
     let v: Vec<f64> = (0..60).map(|i| f64::from(i) * 0.25 - 7.0).collect();
     let x64 = HostTensor::from_vec(vec![6, 10], &v).unwrap();
     let slope = HostTensor::from_vec(
@@ -1337,17 +1333,7 @@ fn activations_match_the_reference() {
                 .unwrap_or_else(|e| panic!("{op} {dtype}: {e}"));
             let dispatches = ctx.stats().dispatches - before;
             let want = run_graph(&g, &inputs, &Default::default()).unwrap();
-            let (g64, w64) = (
-                cpu_cast(&got[0].1, DType::F64).to_vec::<f64>().unwrap(),
-                cpu_cast(&want[0], DType::F64).to_vec::<f64>().unwrap(),
-            );
-            for (i, (a, b)) in g64.iter().zip(&w64).enumerate() {
-                assert!(
-                    (a - b).abs() <= atol + rtol * b.abs(),
-                    "{op} {dtype}: element {i} (x = {}): {a} vs {b}",
-                    v[i]
-                );
-            }
+            assert_close(&got[0].1, &want[0], rtol, atol, &format!("{op} {dtype}"));
             assert_eq!(dispatches, 1, "{op} {dtype}");
         }
     }

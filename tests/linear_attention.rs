@@ -468,24 +468,12 @@ fn conv_values(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
 }
 
 fn conv_close(got: &HostTensor, want: &HostTensor, what: &str) {
-    assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
     let (rtol, atol) = match got.dtype {
         DType::F32 => (1e-5, 1e-6),
         DType::F16 => (2e-3, 1e-3),
         _ => (1.6e-2, 1e-2),
     };
-    let wide = |t: &HostTensor| {
-        wgpu_ops::reference::cast_host(t, DType::F32)
-            .unwrap()
-            .to_vec::<f32>()
-            .unwrap()
-    };
-    for (i, (g, w)) in wide(got).iter().zip(wide(want)).enumerate() {
-        assert!(
-            (g - w).abs() <= atol + rtol * w.abs(),
-            "{what}: element {i}: {g} vs {w}"
-        );
-    }
+    assert_close(got, want, rtol, atol, what);
 }
 
 /// CausalConvWithState on f32, f16 and bf16 against the reference (f64 sums; tolerance of
@@ -496,11 +484,7 @@ fn conv_close(got: &HostTensor, want: &HostTensor, what: &str) {
 /// input.
 #[test]
 fn causal_conv_with_state_matches_the_reference_and_carries_its_state() {
-    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        cpu_kernels: cpu_kernels_from_env(),
-        ..Default::default()
-    })
-    .unwrap();
+    let ctx = own_ctx();
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         for (dims, bias, past, activation) in [
             ([2, 3, 9, 4], true, true, "silu"),

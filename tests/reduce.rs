@@ -457,23 +457,6 @@ fn softmax_is_three_dispatches_with_exp_computed_where_it_is_read() {
     }
 }
 
-/// `got` within `rtol` (relative) and `atol` of `want`, both read as f64.
-fn near(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64, what: &str) {
-    assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
-    let wide = |t: &HostTensor| {
-        wgpu_ops::reference::cast_host(t, DType::F64)
-            .unwrap()
-            .to_vec::<f64>()
-            .unwrap()
-    };
-    for (i, (g, w)) in wide(got).iter().zip(wide(want)).enumerate() {
-        assert!(
-            (g - w).abs() <= atol + rtol * w.abs(),
-            "{what}: element {i}: {g} vs {w}"
-        );
-    }
-}
-
 /// LayerNormalization and RMSNormalization on f32, f16, bf16 and f64 against the reference
 /// (computed in f64): over the last axis, the last two, all axes, with and without a bias,
 /// the scale broadcast from fewer axes, Mean and InvStdDev (f32) when the node names them. Tolerances: 1e-4 relative for f32 (the sums of 60 squares in f32, sqrt and
@@ -483,11 +466,7 @@ fn near(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64, what: &str) {
 #[test]
 fn normalizations_match_the_reference() {
     // A context of its own: other tests' dispatches do not count in its statistics.
-    let own = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        cpu_kernels: cpu_kernels_from_env(),
-        ..Default::default()
-    })
-    .unwrap();
+    let own = own_ctx();
     let ctx = &own;
     for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
         let (rtol, atol) = match dtype {
@@ -562,7 +541,7 @@ fn normalizations_match_the_reference() {
                     } else {
                         (1e-4, 1e-6)
                     };
-                    near(t, w, rtol, atol, &format!("{what}: {name}"));
+                    assert_close(t, w, rtol, atol, &format!("{what}: {name}"));
                     if name != "y" {
                         assert_eq!(t.dtype, DType::F32, "{what}: {name}");
                     }

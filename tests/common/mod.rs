@@ -54,6 +54,34 @@ pub fn contexts_for(dtype: DType) -> Vec<&'static Context> {
     all
 }
 
+/// A context of the test's own (the kernel set from the environment, as [`ctx`]), whose
+/// statistics count only the test's own work.
+pub fn own_ctx() -> Context {
+    Context::new_blocking(ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .expect("no GPU adapter")
+}
+
+/// `got` has `want`'s dtype and shape and each element is within `atol + rtol * |want|` of
+/// it (compared as f64; NaN where NaN).
+pub fn assert_close(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64, what: &str) {
+    assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
+    let wide = |t: &HostTensor| {
+        wgpu_ops::reference::cast_host(t, DType::F64)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap()
+    };
+    for (i, (g, w)) in wide(got).iter().zip(wide(want)).enumerate() {
+        assert!(
+            (g.is_nan() && w.is_nan()) || (g - w).abs() <= atol + rtol * w.abs(),
+            "{what}: element {i}: {g} vs {w}"
+        );
+    }
+}
+
 /// Deterministic pseudo-random bytes (splitmix64), so data is not all zeros or a ramp.
 pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
     let mut state = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -87,6 +87,18 @@ fn widened(p: &mut Program, arg: Arg, from: DType, c: DType) -> Result<Arg> {
         .ok_or_else(|| Error::Graph(format!("internal: no Cast from {from} to {c}")))
 }
 
+/// `1 / sqrt(variance + epsilon)` from the operands `variance` and `epsilon` of `p`.
+fn inverse_deviation(p: &mut Program, variance: u8, epsilon: u8, c: DType) -> Result<Arg> {
+    let v = pushed(
+        p,
+        "Add",
+        vec![Arg::Operand(variance), Arg::Operand(epsilon)],
+        c,
+    )?;
+    let s = pushed(p, "Sqrt", vec![v], c)?;
+    pushed(p, "Reciprocal", vec![s], c)
+}
+
 fn pushed(p: &mut Program, op: &'static str, args: Vec<Arg>, dtype: DType) -> Result<Arg> {
     p.push(op, args, dtype)
         .ok_or_else(|| Error::Graph(format!("internal: normalization has no {op} on {dtype}")))
@@ -153,14 +165,7 @@ impl Recorder {
         let mut result = Program::new(vec![dtype, c, c, c, dtype], false);
         let xc = widened(&mut result, Arg::Operand(0), dtype, c)?;
         let d = pushed(&mut result, "Sub", vec![xc, Arg::Operand(1)], c)?;
-        let v = pushed(
-            &mut result,
-            "Add",
-            vec![Arg::Operand(2), Arg::Operand(3)],
-            c,
-        )?;
-        let s = pushed(&mut result, "Sqrt", vec![v], c)?;
-        let inv = pushed(&mut result, "Reciprocal", vec![s], c)?;
+        let inv = inverse_deviation(&mut result, 2, 3, c)?;
         let normalized = pushed(&mut result, "Mul", vec![d, inv], c)?;
         let sc = widened(&mut result, Arg::Operand(4), dtype, c)?;
         let mut y = pushed(&mut result, "Mul", vec![normalized, sc], c)?;
@@ -183,9 +188,7 @@ impl Recorder {
         let inv_result = match inv_out {
             Some(out) => {
                 let mut p = Program::new(vec![c, c], false);
-                let v = pushed(&mut p, "Add", vec![Arg::Operand(0), Arg::Operand(1)], c)?;
-                let s = pushed(&mut p, "Sqrt", vec![v], c)?;
-                let inv = pushed(&mut p, "Reciprocal", vec![s], c)?;
+                let inv = inverse_deviation(&mut p, 0, 1, c)?;
                 if c != DType::F32 {
                     pushed(&mut p, "Cast", vec![inv], DType::F32)?;
                 }
@@ -233,14 +236,7 @@ impl Recorder {
         let eps = scalar(self, c, epsilon)?;
         let mut result = Program::new(vec![dtype, c, c, dtype], false);
         let xc = widened(&mut result, Arg::Operand(0), dtype, c)?;
-        let v = pushed(
-            &mut result,
-            "Add",
-            vec![Arg::Operand(1), Arg::Operand(2)],
-            c,
-        )?;
-        let s = pushed(&mut result, "Sqrt", vec![v], c)?;
-        let inv = pushed(&mut result, "Reciprocal", vec![s], c)?;
+        let inv = inverse_deviation(&mut result, 1, 2, c)?;
         let normalized = pushed(&mut result, "Mul", vec![xc, inv], c)?;
         let sc = widened(&mut result, Arg::Operand(3), dtype, c)?;
         let y = pushed(&mut result, "Mul", vec![normalized, sc], c)?;

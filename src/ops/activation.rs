@@ -6,7 +6,7 @@
 //! `x + log(1 + exp(-x))` for positive x.
 
 use crate::kernels::program::{Arg, Program};
-use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
+use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 /// The activations, by ONNX name.
 pub const ACTIVATIONS: [&str; 15] = [
@@ -193,17 +193,9 @@ impl Recorder {
             dtype: c,
             constants: Vec::new(),
         };
-        let widened = |b: &mut Builder, k: u8| -> Result<Arg> {
-            if c == dtype {
-                Ok(Arg::Operand(k))
-            } else {
-                b.p.push("Cast", vec![Arg::Operand(k)], c)
-                    .ok_or_else(|| Error::Graph(format!("internal: no Cast from {dtype}")))
-            }
-        };
-        let x_arg = widened(&mut b, 0)?;
+        let x_arg = super::widened(&mut b.p, Arg::Operand(0), dtype, c)?;
         let second = if inputs.len() > 1 {
-            widened(&mut b, 1)?
+            super::widened(&mut b.p, Arg::Operand(1), dtype, c)?
         } else {
             x_arg
         };
@@ -350,13 +342,7 @@ impl Recorder {
         let constants: Vec<Tensor> = b
             .constants
             .iter()
-            .map(|&v| {
-                let host = match c {
-                    DType::F64 => HostTensor::from_vec(vec![], &[v]),
-                    _ => HostTensor::from_vec(vec![], &[v as f32]),
-                }?;
-                Tensor::from_host(self.context(), &host)
-            })
+            .map(|&v| super::scalar_tensor(self.context(), c, v))
             .collect::<Result<_>>()?;
         let mut leaves: Vec<&Tensor> = inputs.to_vec();
         leaves.extend(constants.iter());

@@ -57,3 +57,33 @@ pub fn broadcast_shape(op: &'static str, a: &[usize], b: &[usize]) -> crate::Res
         })
         .collect()
 }
+
+/// A scalar tensor of `value` in `dtype` (f32 or f64): an attribute or constant that an
+/// element-wise program reads as an operand.
+pub(crate) fn scalar_tensor(
+    ctx: &crate::Context,
+    dtype: crate::DType,
+    value: f64,
+) -> crate::Result<crate::Tensor> {
+    let host = if dtype == crate::DType::F64 {
+        crate::HostTensor::from_vec(vec![], &[value])?
+    } else {
+        crate::HostTensor::from_vec(vec![], &[value as f32])?
+    };
+    crate::Tensor::from_host(ctx, &host)
+}
+
+/// Argument `arg` (of `from`) of program `p` in the compute type `c`: a Cast step where the
+/// types differ.
+pub(crate) fn widened(
+    p: &mut crate::kernels::program::Program,
+    arg: crate::kernels::program::Arg,
+    from: crate::DType,
+    c: crate::DType,
+) -> crate::Result<crate::kernels::program::Arg> {
+    if from == c {
+        return Ok(arg);
+    }
+    p.push("Cast", vec![arg], c)
+        .ok_or_else(|| crate::Error::Graph(format!("internal: no Cast from {from} to {c}")))
+}

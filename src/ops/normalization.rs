@@ -6,8 +6,9 @@
 //! are computed in f32 and rounded once; f64 stays f64. The mean and variance are reductions
 //! that compute `x - mean` and the squares where they read them, never stored.
 
+use super::widened;
 use crate::kernels::program::{Arg, Program};
-use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
+use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 /// The type a normalization of `dtype` computes in, or an error naming `op`.
 fn compute_type(op: &'static str, dtype: DType, stash_type: i64) -> Result<DType> {
@@ -68,25 +69,6 @@ fn check_affine(op: &'static str, name: &str, input: &Tensor, x: &Tensor) -> Res
     Ok(())
 }
 
-/// A scalar tensor of `value` in `dtype` (f32 or f64).
-fn scalar(rec: &Recorder, dtype: DType, value: f64) -> Result<Tensor> {
-    let host = if dtype == DType::F64 {
-        HostTensor::from_vec(vec![], &[value])?
-    } else {
-        HostTensor::from_vec(vec![], &[value as f32])?
-    };
-    Tensor::from_host(rec.context(), &host)
-}
-
-/// Operand `arg` of `p` in the compute type `c` (a Cast step where its type differs).
-fn widened(p: &mut Program, arg: Arg, from: DType, c: DType) -> Result<Arg> {
-    if from == c {
-        return Ok(arg);
-    }
-    p.push("Cast", vec![arg], c)
-        .ok_or_else(|| Error::Graph(format!("internal: no Cast from {from} to {c}")))
-}
-
 /// `1 / sqrt(variance + epsilon)` from the operands `variance` and `epsilon` of `p`.
 fn inverse_deviation(p: &mut Program, variance: u8, epsilon: u8, c: DType) -> Result<Arg> {
     let v = pushed(
@@ -105,6 +87,22 @@ fn pushed(p: &mut Program, op: &'static str, args: Vec<Arg>, dtype: DType) -> Re
 }
 
 impl Recorder {
+    /// The mean over `axes` (kept as 1s) of `program`'s values over `leaves` (the first
+    /// leaf's shape), computed where the reduction reads them.
+    fn mean_over(&mut self, program: &Program, leaves: &[&Tensor], axes: &[i64]) -> Result<Tensor> {
+        let shape = leaves[0].shape().to_vec();
+        self.reduce_program_to(
+            "ReduceMean",
+            program,
+            leaves,
+            &shape,
+            Some(axes),
+            true,
+            false,
+            Out::NEW,
+        )
+    }
+
     /// Records ONNX LayerNormalization-17, `Y = (X - mean) / sqrt(variance + epsilon) *
     /// Scale + B` over the axes from `axis` on, and the mean and `1 / sqrt(variance +
     /// epsilon)` (f32, the reduced axes kept as 1) where `outputs` asks for them. Returns
@@ -140,27 +138,9 @@ impl Recorder {
         pushed(&mut square, "Mul", vec![d, d], c)?;
         let mut wide = Program::new(vec![dtype], false);
         widened(&mut wide, Arg::Operand(0), dtype, c)?;
-        let mean = self.reduce_program_to(
-            "ReduceMean",
-            &wide,
-            &[x],
-            x.shape(),
-            Some(&axes),
-            true,
-            false,
-            Out::NEW,
-        )?;
-        let variance = self.reduce_program_to(
-            "ReduceMean",
-            &square,
-            &[x, &mean],
-            x.shape(),
-            Some(&axes),
-            true,
-            false,
-            Out::NEW,
-        )?;
-        let eps = scalar(self, c, epsilon)?;
+        let mean = self.mean_over(&wide, &[x], &axes)?;
+        let variance = self.mean_over(&square, &[x, &mean], &axes)?;
+        let eps = super::scalar_tensor(self.context(), c, epsilon)?;
         // Y = (x - mean) * (1 / sqrt(variance + epsilon)) * scale + bias, in one program.
         let mut result = Program::new(vec![dtype, c, c, c, dtype], false);
         let xc = widened(&mut result, Arg::Operand(0), dtype, c)?;
@@ -223,17 +203,8 @@ impl Recorder {
         let mut square = Program::new(vec![dtype], false);
         let xc = widened(&mut square, Arg::Operand(0), dtype, c)?;
         pushed(&mut square, "Mul", vec![xc, xc], c)?;
-        let mean_square = self.reduce_program_to(
-            "ReduceMean",
-            &square,
-            &[x],
-            x.shape(),
-            Some(&axes),
-            true,
-            false,
-            Out::NEW,
-        )?;
-        let eps = scalar(self, c, epsilon)?;
+        let mean_square = self.mean_over(&square, &[x], &axes)?;
+        let eps = super::scalar_tensor(self.context(), c, epsilon)?;
         let mut result = Program::new(vec![dtype, c, c, dtype], false);
         let xc = widened(&mut result, Arg::Operand(0), dtype, c)?;
         let inv = inverse_deviation(&mut result, 1, 2, c)?;

@@ -112,7 +112,7 @@ fn onnx_pow(a: f32, b: f32) -> f32 {
     if b == 0.0 || a == 1.0 {
         return 1.0;
     }
-    if !(a == a && b == b) {
+    if (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u || (bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u {
         return a + b;
     }
     let inf = runtime_f32(0x7f800000u);
@@ -134,16 +134,51 @@ fn onnx_pow(a: f32, b: f32) -> f32 {
     return select(m, -m, odd);
 }
 
-// tanh on f32: its series near 0, where tanh built from exp loses the relative precision,
-// else the built-in (clamped where it is already +-1); NaN stays NaN.
+// tanh on f32 from its series and exp, not the built-in, which GPUs may approximate (NVIDIA's
+// is good to about 11 bits): the series to z^15 below 0.5 (truncation below 1e-8 relative),
+// 1 - 2 / (e^2z + 1) above, where the subtraction loses at most a factor 1.2. NaN stays NaN.
 fn onnx_tanh(x: f32) -> f32 {
-    let z = abs(x);
-    if z < 0.125 {
-        let s = x * x;
-        return x * (1.0 - s * (1.0 / 3.0 - s * (2.0 / 15.0 - s * (17.0 / 315.0))));
+    if (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u {
+        return x;
     }
-    let t = tanh(min(z, 15.0));
-    return select(select(t, -t, x < 0.0), x, !(x == x));
+    let z = abs(x);
+    var t: f32;
+    if z < 0.5 {
+        let s = z * z;
+        var p = 929569.0 / 638512875.0;
+        p = 21844.0 / 6081075.0 - s * p;
+        p = 1382.0 / 155925.0 - s * p;
+        p = 62.0 / 2835.0 - s * p;
+        p = 17.0 / 315.0 - s * p;
+        p = 2.0 / 15.0 - s * p;
+        p = 1.0 / 3.0 - s * p;
+        t = z - z * s * p;
+    } else {
+        t = 1.0 - 2.0 / (exp(2.0 * min(z, 15.0)) + 1.0);
+    }
+    return select(t, -t, bitcast<i32>(x) < 0);
+}
+
+// log(1 + x) on f32. For x in [-0.5, 1] (Softplus's e^-|x| among them) 2 atanh(s) with
+// s = x / (2 + x), |s| <= 1/3, by its odd series to s^17 (truncation below 1e-9): no
+// subtraction cancels, where log(1 + x) would lose the digits of a small x to the rounding
+// of 1 + x (and GPUs' log near 1 is accurate only to an absolute 2^-22 or so). Tricks that
+// undo that rounding, such as ((1 + x) - 1), are folded away by shader compilers.
+fn onnx_log1p(x: f32) -> f32 {
+    if !(x >= -0.5 && x <= 1.0) {
+        return log(1.0 + x);
+    }
+    let s = x / (2.0 + x);
+    let z = s * s;
+    var p = 1.0 / 17.0;
+    p = 1.0 / 15.0 + z * p;
+    p = 1.0 / 13.0 + z * p;
+    p = 1.0 / 11.0 + z * p;
+    p = 1.0 / 9.0 + z * p;
+    p = 1.0 / 7.0 + z * p;
+    p = 1.0 / 5.0 + z * p;
+    p = 1.0 / 3.0 + z * p;
+    return 2.0 * s + 2.0 * s * z * p;
 }
 
 // erf on f32: its Taylor series near 0, else 1 - erfc by a Chebyshev fit (relative error

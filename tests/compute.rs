@@ -1278,6 +1278,69 @@ fn matmul_with_a_long_inner_dimension() {
     }
 }
 
+/// Results whose relative precision GPUs lose with the obvious formulas (found on an H100):
+/// Softplus and Mish in the negative tail (log of a rounded 1 + e^x), Tanh (NVIDIA's built-in
+/// is good to about 11 bits), f32 division by a divisor beyond 2^126 (the reciprocal is
+/// subnormal and flushed: Softsign of f32::MAX gave 0), and NaN through f64 Min, Max and
+/// Relu (NVIDIA's driver folds the `!(a == a)` test away). Tolerances are relative only.
+#[test]
+fn activations_keep_relative_precision_in_their_tails() {
+    let tails = [-30.0, -20.0, -15.0, -12.0, -10.0, -8.0, -3.0, 8.0, 20.0];
+    let tanh_args = [
+        1e-3, 0.1, 0.3, 0.49, 0.51, 0.7, 1.0, 2.0, 5.0, 9.0, -0.3, -2.0,
+    ];
+    let big = [f64::from(f32::MAX), -f64::from(f32::MAX), 1e38, -3e37, 2.0];
+    let cases: [(&str, &[f64]); 4] = [
+        ("Softplus", &tails),
+        ("Mish", &tails),
+        ("Tanh", &tanh_args),
+        ("Softsign", &big),
+    ];
+    for dtype in [DType::F32, DType::F64] {
+        let rtol = if dtype == DType::F32 { 4e-6 } else { 1e-13 };
+        for (op, values) in cases {
+            let x = cpu_cast(
+                &HostTensor::from_vec(vec![values.len()], values).unwrap(),
+                dtype,
+            );
+            let (got, want) = both(Node::new(op, "a").inputs(["x"]), vec![("x", x)]).unwrap();
+            assert_close(&got, &want, rtol, 0.0, &format!("{op} {dtype}"));
+        }
+        let nan = cpu_cast(
+            &HostTensor::from_vec(vec![3], &[f64::NAN, 1.0, -1.0]).unwrap(),
+            dtype,
+        );
+        for op in ["HardSigmoid", "Softplus", "Mish", "Relu", "Tanh", "Exp"] {
+            let (got, _) =
+                both(Node::new(op, "a").inputs(["x"]), vec![("x", nan.clone())]).unwrap();
+            let got = wgpu_ops::reference::cast_host(&got, DType::F64)
+                .unwrap()
+                .to_vec::<f64>()
+                .unwrap();
+            assert!(got[0].is_nan(), "{op} {dtype} of NaN: {}", got[0]);
+        }
+        for op in ["Max", "Min"] {
+            let one = cpu_cast(
+                &HostTensor::from_vec(vec![3], &[1.0, f64::NAN, 0.0]).unwrap(),
+                dtype,
+            );
+            let (got, _) = both(
+                Node::new(op, "a").inputs(["x", "z"]),
+                vec![("x", nan.clone()), ("z", one)],
+            )
+            .unwrap();
+            let got = wgpu_ops::reference::cast_host(&got, DType::F64)
+                .unwrap()
+                .to_vec::<f64>()
+                .unwrap();
+            assert!(
+                got[0].is_nan() && got[1].is_nan(),
+                "{op} {dtype} with NaN: {got:?}"
+            );
+        }
+    }
+}
+
 /// The activations defined by function bodies (Elu ... SwiGLU) on f32, f16, bf16 and f64
 /// against the reference (f64 math, one rounding): within 1e-5 relative on f32 (GPU exp, tanh
 /// and erf), 1e-12 on f64, one rounding of f16 and bf16 (they compute in f32 and round

@@ -183,27 +183,44 @@ fn empty_outputs_dispatch_nothing() {
 
 #[test]
 fn one_pipeline_per_element_width() {
-    // A context of its own, so that no other test has built a pipeline on it before or
-    // builds one during this test.
-    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
-    let x = wgpu_ops::Tensor::from_host(&ctx, &random_tensor(1, DType::F32, &[6, 6])).unwrap();
-    assert_eq!(ctx.stats().pipelines_built, 0);
-    // Columns 1..5 of every row: a strided gather of 4-byte elements builds its pipeline.
-    Slice::new([1], [5], [1]).axes([1]).run(&x).unwrap();
-    assert_eq!(ctx.stats().pipelines_built, 1);
-    // Other shapes and ops of the same width reuse it.
-    for k in 1..5 {
-        Slice::new([k], [6], [1]).axes([1]).run(&x).unwrap();
-        StridedSlice::new([0, 5], [6, k - 6])
-            .stride([2, -1])
-            .run(&x)
-            .unwrap();
+    // With the GPU kernels, whole 16-byte quads take a second variant of the same width.
+    for (cpu_kernels, variants) in [(true, 1), (false, 2)] {
+        // A context of its own, so that no other test has built a pipeline on it before or
+        // builds one during this test.
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        let built = || ctx.stats().pipelines_built;
+        let x = wgpu_ops::Tensor::from_host(&ctx, &random_tensor(1, DType::F32, &[6, 6])).unwrap();
+        assert_eq!(built(), 0);
+        // Columns 1..5 of every row: a strided gather of 4-byte elements builds its pipeline.
+        Slice::new([1], [5], [1]).axes([1]).run(&x).unwrap();
+        assert_eq!(built(), 1, "cpu kernels: {cpu_kernels}");
+        // Other shapes and ops of the same width reuse it (or its quad variant).
+        let others = || {
+            for k in 1..5 {
+                Slice::new([k], [6], [1]).axes([1]).run(&x).unwrap();
+                StridedSlice::new([0, 5], [6, k - 6])
+                    .stride([2, -1])
+                    .run(&x)
+                    .unwrap();
+            }
+        };
+        others();
+        let same_width = built();
+        assert!(
+            (1..=variants).contains(&same_width),
+            "cpu kernels: {cpu_kernels}: {same_width} pipelines"
+        );
+        others();
+        assert_eq!(built(), same_width, "cpu kernels: {cpu_kernels}");
+        // Another element width is another pipeline (i16 columns 1..5: not whole words).
+        let y = wgpu_ops::Tensor::from_host(&ctx, &random_tensor(2, DType::I16, &[6, 6])).unwrap();
+        Slice::new([1], [5], [1]).axes([1]).run(&y).unwrap();
+        assert_eq!(built(), same_width + 1, "cpu kernels: {cpu_kernels}");
     }
-    assert_eq!(ctx.stats().pipelines_built, 1);
-    // Another element width is another pipeline (i16 columns 1..5: not whole words).
-    let y = wgpu_ops::Tensor::from_host(&ctx, &random_tensor(2, DType::I16, &[6, 6])).unwrap();
-    Slice::new([1], [5], [1]).axes([1]).run(&y).unwrap();
-    assert_eq!(ctx.stats().pipelines_built, 2);
 }
 
 #[test]

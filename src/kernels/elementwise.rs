@@ -38,8 +38,15 @@ const fn op(
 /// Every element-wise op. ONNX semantics: integer Div truncates; Relu is max(x, 0); Pow and
 /// Tanh as the word kernel's `onnx_pow` and `onnx_tanh` write them. NaN
 /// propagates through Max, Min, Relu and Tanh as in onnxruntime (WGSL leaves max and min of
-/// NaN open); `!(a == a)` is the type-generic NaN test (an ordered `==` is false for NaN,
-/// while naga's `!=` is ordered too and so misses it).
+/// NaN open). Max, Min and Relu's float expressions serve f64 only (f32 has [`F32_BITWISE`])
+/// and test NaN on the bits: NVIDIA's driver folds `!(a == a)` next to a min or max away.
+/// WGSL: whether the f64 `$x` is NaN, from its bits (the sign shifted out).
+macro_rules! nan64 {
+    ($x:literal) => {
+        concat!("((bitcast<u64>(", $x, ") << 1u) > 0xffe0000000000000lu)")
+    };
+}
+
 pub static OPS: [ElementwiseOp; 16] = [
     op("Add", true, Some("a + b"), Some("a + b"), Some("a + b")),
     op("Sub", true, Some("a - b"), Some("a - b"), Some("a - b")),
@@ -48,14 +55,26 @@ pub static OPS: [ElementwiseOp; 16] = [
     op(
         "Max",
         true,
-        Some("select(max(a, b), a + b, !(a == a && b == b))"),
+        Some(concat!(
+            "select(max(a, b), a + b, ",
+            nan64!("a"),
+            " || ",
+            nan64!("b"),
+            ")"
+        )),
         Some("max(a, b)"),
         Some("max(a, b)"),
     ),
     op(
         "Min",
         true,
-        Some("select(min(a, b), a + b, !(a == a && b == b))"),
+        Some(concat!(
+            "select(min(a, b), a + b, ",
+            nan64!("a"),
+            " || ",
+            nan64!("b"),
+            ")"
+        )),
         Some("min(a, b)"),
         Some("min(a, b)"),
     ),
@@ -71,7 +90,7 @@ pub static OPS: [ElementwiseOp; 16] = [
     op(
         "Relu",
         false,
-        Some("select(max(a, 0.0), a, !(a == a))"),
+        Some(concat!("select(max(a, 0.0), a, ", nan64!("a"), ")")),
         Some("max(a, 0)"),
         None,
     ),
@@ -96,13 +115,19 @@ const F64_NATIVE: [&str; 11] = [
     "Relu",
 ];
 
-/// f32 ops that only choose a value or change its sign, written on the bits: GPUs that flush
-/// subnormal f32 values to zero in arithmetic and comparisons (NVIDIA's Vulkan driver does;
-/// WGSL allows it) still give these exact results (comparisons on `f32_order_key`).
-static F32_BITWISE: std::sync::LazyLock<[(&str, String); 5]> = std::sync::LazyLock::new(|| {
+/// f32 ops written for GPUs that flush subnormal f32 values to zero in arithmetic and
+/// comparisons (NVIDIA's Vulkan driver does; WGSL allows it). Those that only choose a value or
+/// change its sign work on the bits and stay exact (comparisons on `f32_order_key`). Div
+/// scales a divisor beyond 2^126 by 1/8 first: GPUs divide by multiplying with the
+/// reciprocal, which is subnormal there and flushed, so MAX / MAX gave 0.
+static F32_BITWISE: std::sync::LazyLock<[(&str, String); 6]> = std::sync::LazyLock::new(|| {
     let either_nan = format!("{} || {}", f32_is_nan("a"), f32_is_nan("b"));
     [
         ("Neg", "bitcast<f32>(bitcast<u32>(a) ^ 0x80000000u)".into()),
+        (
+            "Div",
+            "select(a / b, (a * 0.125) / (b * 0.125), abs(b) > 8.507059e37)".into(),
+        ),
         ("Abs", "bitcast<f32>(bitcast<u32>(a) & 0x7fffffffu)".into()),
         (
             "Relu",
@@ -134,6 +159,11 @@ static F32_BITWISE: std::sync::LazyLock<[(&str, String); 5]> = std::sync::LazyLo
 /// magnitude bits of negatives flipped), for comparisons that must not flush subnormals.
 pub(crate) fn f32_order_key(x: &str) -> String {
     format!("(bitcast<i32>({x}) ^ ((bitcast<i32>({x}) >> 31u) & 0x7fffffff))")
+}
+
+/// WGSL: whether the f64 `x` is NaN, from its bits (the sign shifted out).
+pub(crate) fn f64_is_nan(x: &str) -> String {
+    format!("((bitcast<u64>({x}) << 1u) > 0xffe0000000000000lu)")
 }
 
 /// WGSL: whether the f32 `x` is NaN, from its bits.

@@ -29,10 +29,14 @@ pub fn elementwise_type(dtype: DType) -> Option<&'static str> {
     }
 }
 
-/// The wgpu feature an element type needs in shaders, if any.
+/// The wgpu feature an element type needs in shaders, if any. f64 kernels also take its bits
+/// as u64 (NaN tests, the f64 math's exponent arithmetic).
 pub fn native_feature(dtype: DType) -> Option<(wgpu::Features, &'static str)> {
     match dtype {
-        DType::F64 => Some((wgpu::Features::SHADER_F64, "SHADER_F64")),
+        DType::F64 => Some((
+            wgpu::Features::SHADER_F64.union(wgpu::Features::SHADER_INT64),
+            "SHADER_F64 (with SHADER_INT64)",
+        )),
         DType::I64 | DType::U64 => Some((wgpu::Features::SHADER_INT64, "SHADER_INT64")),
         _ => None,
     }

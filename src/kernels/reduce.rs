@@ -104,10 +104,19 @@ fn op_lines(op: &str, class: Class, out: DType) -> [String; 4] {
             result(finish),
         ]
     };
-    // Max and Min keep NaN, as onnxruntime does.
+    // Max and Min keep NaN, as onnxruntime does; NaN tested on the bits, since NVIDIA's
+    // driver folds `!(u == u)` next to a max away.
+    let is_nan = match class {
+        Class::Double => super::elementwise::f64_is_nan,
+        _ => super::elementwise::f32_is_nan,
+    };
     let pick = |f: &str, u: &str, v: &str| {
         if float {
-            format!("select({f}({u}, {v}), {u} + {v}, !({u} == {u} && {v} == {v}))")
+            format!(
+                "select({f}({u}, {v}), {u} + {v}, {} || {})",
+                is_nan(u),
+                is_nan(v)
+            )
         } else {
             format!("{f}({u}, {v})")
         }

@@ -5,7 +5,7 @@
 //! rounded to nearest-even), operands of different dtypes (`Where`, comparisons, `Pow` with an
 //! exponent of another type), and `Cast` between all 13 dtypes.
 
-use super::elementwise::{cast_expression, f32_is_nan, f32_order_key, lookup};
+use super::elementwise::{cast_expression, f32_is_nan, f32_order_key, f64_is_nan, lookup};
 use super::operands::native_feature;
 use super::program::Program;
 use super::Kernel;
@@ -239,7 +239,7 @@ fn compare(op: &'static str, classes: &[Class]) -> Option<Expr> {
 }
 
 /// The ops only the word kernel computes.
-pub static WORD_OPS: [WordOp; 24] = [
+pub static WORD_OPS: [WordOp; 25] = [
     WordOp {
         name: "Equal",
         inputs: 2,
@@ -315,7 +315,7 @@ pub static WORD_OPS: [WordOp; 24] = [
                 "select(select(1.0, -1.0, bitcast<i32>(a) < 0), a, (bitcast<u32>(a) & 0x7fffffffu) == 0u || {})",
                 f32_is_nan("a")
             )),
-            Class::Double => expr("select(sign(a), a, !(a == a))"),
+            Class::Double => expr(format!("select(sign(a), a, {})", f64_is_nan("a"))),
             Class::Int | Class::Long => expr("A(a > A(0)) - A(a < A(0))"),
             Class::Uint | Class::Ulong => expr("A(a > A(0))"),
             Class::Bool => None,
@@ -350,6 +350,20 @@ pub static WORD_OPS: [WordOp; 24] = [
             Class::Double => Some(Expr {
                 helpers: F64_MATH.into(),
                 expression: "erf64(a)".into(),
+            }),
+            _ => None,
+        },
+    },
+    // log(1 + a), for Softplus: exact where 1 + a rounds (not an ONNX op).
+    WordOp {
+        name: "Log1p",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| match c[0] {
+            Class::Float => expr("onnx_log1p(a)"),
+            Class::Double => Some(Expr {
+                helpers: F64_MATH.into(),
+                expression: "log1p64(a)".into(),
             }),
             _ => None,
         },
@@ -439,9 +453,12 @@ pub static WORD_OPS: [WordOp; 24] = [
                 return None;
             }
             if c[0] != Class::Float {
-                return expr(
-                    "select(select(select(a, b, a < b), c, select(a, b, a < b) > c), a, !(a == a))",
-                );
+                let clamped = "select(select(a, b, a < b), c, select(a, b, a < b) > c)";
+                return if c[0] == Class::Double {
+                    expr(format!("select({clamped}, a, {})", f64_is_nan("a")))
+                } else {
+                    expr(clamped)
+                };
             }
             // f32 compared on the bits (as the typed kernel's Max and Min), so subnormals
             // keep their order where GPUs flush them in comparisons.

@@ -2,8 +2,8 @@
 //! Selu, Celu, LeakyRelu, ThresholdedRelu, HardSigmoid, HardSwish, Softplus, Softsign, Swish,
 //! Mish, Gelu, Shrink, PRelu, SwiGLU), each recorded as one element-wise program whose
 //! attributes are scalar inputs. f16 and bf16 are computed in f32 and rounded once, as the
-//! ONNX reference implementation computes these ops. Softplus (and Mish through it) takes the form that does not overflow:
-//! `x + log(1 + exp(-x))` for positive x.
+//! ONNX reference implementation computes these ops. Softplus (and Mish through it) takes the
+//! form that neither overflows nor cancels: `max(x, 0) + log1p(exp(-|x|))`.
 
 use crate::kernels::program::{Arg, Program};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
@@ -73,19 +73,14 @@ impl Builder {
             .ok_or_else(|| Error::Graph(format!("internal: no {op} on {}", self.dtype)))
     }
 
-    /// log(1 + exp(x)) without overflow: x + log(1 + exp(-x)) where x > 0.
+    /// log(1 + exp(x)) without overflow or cancellation: max(x, 0) + log1p(exp(-|x|)).
     fn softplus(&mut self, x: Arg) -> Result<Arg> {
-        let (zero, one) = (self.constant(0.0), self.constant(1.0));
-        let positive = self.step("Greater", vec![x, zero])?;
-        let negated = self.step("Neg", vec![x])?;
+        let positive = self.step("Relu", vec![x])?;
+        let magnitude = self.step("Abs", vec![x])?;
+        let negated = self.step("Neg", vec![magnitude])?;
         let e = self.step("Exp", vec![negated])?;
-        let e1 = self.step("Add", vec![e, one])?;
-        let l = self.step("Log", vec![e1])?;
-        let large = self.step("Add", vec![x, l])?;
-        let e = self.step("Exp", vec![x])?;
-        let e1 = self.step("Add", vec![e, one])?;
-        let small = self.step("Log", vec![e1])?;
-        self.step("Where", vec![positive, large, small])
+        let l = self.step("Log1p", vec![e])?;
+        self.step("Add", vec![positive, l])
     }
 }
 

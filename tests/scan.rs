@@ -1245,6 +1245,48 @@ fn a_state_that_is_also_a_scan_output_is_kept_as_its_rows() {
     }
 }
 
+#[test]
+fn a_state_beyond_the_row_limit_is_copied_into_its_row() {
+    // `ContextOptions::scan_state_rows_max_bytes`: a state of more bytes stays in its state
+    // buffers and is copied into its output row each iteration (on the H100 that is faster
+    // for large states); at the limit it is still held as rows. The same results either way.
+    let (batch, hidden) = (2, 64);
+    let state_bytes = (batch * hidden * 4) as u64;
+    // (kernels, limit, dispatches and copies per iteration)
+    for (cpu_kernels, limit, per) in [
+        (false, state_bytes, (1, 0)),
+        (false, state_bytes - 4, (2, 0)),
+        (true, state_bytes, (1, 0)),
+        (true, state_bytes - 4, (1, 1)),
+    ] {
+        let case = format!("cpu kernels {cpu_kernels}, limit {limit}");
+        let mut counts = Vec::new();
+        for seq in [10, 20] {
+            let (g, inputs) = rnn_cell(seq, batch, 0);
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let options = wgpu_ops::ContextOptions {
+                cpu_kernels: Some(cpu_kernels),
+                scan_state_rows_max_bytes: Some(limit),
+                ..Default::default()
+            };
+            let (got, d, c) = counted_run_with(&g, &inputs, options);
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.shape, w.shape, "{case}");
+                let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
+                for (a, b) in g.iter().zip(&w) {
+                    assert!((a - b).abs() <= 1e-5 + 1e-4 * b.abs(), "{case}: {a} vs {b}");
+                }
+            }
+            counts.push((d, c));
+        }
+        let per_iteration = (
+            (counts[1].0 - counts[0].0) / 10,
+            (counts[1].1 - counts[0].1) / 10,
+        );
+        assert_eq!(per_iteration, per, "{case}");
+    }
+}
+
 /// A body that gathers rows of its scan element by indices it computes from the element's
 /// shape (`Shape -> Gather -> Range -> Gather`): the indices are known on the host, and every
 /// iteration must read its own element, not one recorded for an earlier iteration.

@@ -1189,7 +1189,10 @@ fn place_elements(
             })
         });
         let row_bytes = o.row_bytes;
-        if aliased || row_bytes != ping_pong[0][i].storage().size() || !row_bytes.is_multiple_of(4)
+        if aliased
+            || row_bytes != ping_pong[0][i].storage().size()
+            || !row_bytes.is_multiple_of(4)
+            || row_bytes > ctx.scan_state_rows_max_bytes()
         {
             continue;
         }

@@ -35,18 +35,19 @@ const fn op(
     }
 }
 
-/// Every element-wise op. ONNX semantics: integer Div truncates; Relu is max(x, 0); Pow and
-/// Tanh as the word kernel's `onnx_pow` and `onnx_tanh` write them. NaN
-/// propagates through Max, Min, Relu and Tanh as in onnxruntime (WGSL leaves max and min of
-/// NaN open). Max, Min and Relu's float expressions serve f64 only (f32 has [`F32_BITWISE`])
-/// and test NaN on the bits: NVIDIA's driver folds `!(a == a)` next to a min or max away.
-/// WGSL: whether the f64 `$x` is NaN, from its bits (the sign shifted out).
+/// WGSL: whether the f64 `$x` is NaN, from its bits (the sign shifted out), as a literal for
+/// the static table below ([`f64_is_nan`] writes the same test for any expression).
 macro_rules! nan64 {
     ($x:literal) => {
         concat!("((bitcast<u64>(", $x, ") << 1u) > 0xffe0000000000000lu)")
     };
 }
 
+/// Every element-wise op. ONNX semantics: integer Div truncates; Relu is max(x, 0); Pow and
+/// Tanh as the word kernel's `onnx_pow` and `onnx_tanh` write them. NaN
+/// propagates through Max, Min, Relu and Tanh as in onnxruntime (WGSL leaves max and min of
+/// NaN open). Max, Min and Relu's float expressions serve f64 only (f32 has [`F32_BITWISE`])
+/// and test NaN on the bits: NVIDIA's driver folds `!(a == a)` next to a min or max away.
 pub static OPS: [ElementwiseOp; 16] = [
     op("Add", true, Some("a + b"), Some("a + b"), Some("a + b")),
     op("Sub", true, Some("a - b"), Some("a - b"), Some("a - b")),

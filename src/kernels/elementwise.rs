@@ -46,7 +46,7 @@ macro_rules! nan64 {
 /// Every element-wise op. ONNX semantics: integer Div truncates; Relu is max(x, 0); Pow and
 /// Tanh as the word kernel's `onnx_pow` and `onnx_tanh` write them. NaN
 /// propagates through Max, Min, Relu and Tanh as in onnxruntime (WGSL leaves max and min of
-/// NaN open). Max, Min and Relu's float expressions serve f64 only (f32 has [`F32_BITWISE`])
+/// NaN open). Max, Min and Relu's float expressions serve f64 only (f32 has `F32_BITWISE`)
 /// and test NaN on the bits: NVIDIA's driver folds `!(a == a)` next to a min or max away.
 pub static OPS: [ElementwiseOp; 16] = [
     op("Add", true, Some("a + b"), Some("a + b"), Some("a + b")),

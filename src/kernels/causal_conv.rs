@@ -21,7 +21,7 @@ struct Params {
 
 impl Recorder {
     /// Records the convolution of `input` [batch, channels, length] by `weight` [channels, 1,
-    /// k] after `past` [batch, channels, k - 1] (zeros when `None`), plus `bias` [channels],
+    /// k] after `past` [batch, channels, k - 1] (zeros when `None`), plus `bias` `[channels]`,
     /// then SiLU where `silu`, into `output`, and the last k - 1 positions into `present`.
     /// All f32, shapes checked by the caller.
     #[allow(clippy::too_many_arguments)]

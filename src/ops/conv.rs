@@ -9,7 +9,7 @@ const OP: &str = "CausalConvWithState";
 impl Recorder {
     /// Records ONNX CausalConvWithState: `input` [batch, channels, length] convolved per
     /// channel by `weight` [channels, 1, k] over the k - 1 positions of `past_state` [batch,
-    /// channels, k - 1] (zeros when absent) and the input, plus `bias` [channels], then SiLU
+    /// channels, k - 1] (zeros when absent) and the input, plus `bias` `[channels]`, then SiLU
     /// where `activation` is `silu` or `swish`. Returns `[output, present_state]` (the last
     /// k - 1 positions). One dispatch on f32; f16 and bf16 are computed in f32 and rounded
     /// once.

@@ -1650,6 +1650,47 @@ fn dtype_bandwidth(
         );
         println!("{line}");
         lines.push(line);
+        if emulated {
+            continue;
+        }
+        // The same Add as a one-step program, the kernel graphs run (fused chains).
+        let mut program = wgpu_ops::kernels::program::Program::new(vec![dtype, dtype], false);
+        program
+            .push(
+                "Add",
+                vec![
+                    wgpu_ops::kernels::program::Arg::Operand(0),
+                    wgpu_ops::kernels::program::Arg::Operand(1),
+                ],
+                dtype,
+            )
+            .unwrap();
+        let (t_add, t_copy) = timer.median_pair(
+            ctx,
+            1,
+            if quick { 3 } else { 7 },
+            &mut |rec| {
+                rec.program_to(&program, &[&a, &b], wgpu_ops::Out::into("y", &y))
+                    .unwrap();
+            },
+            &mut |rec| {
+                rec.copy_bytes(&a, 0, &y, 0, bytes).unwrap();
+            },
+        );
+        let (add, copy) = (
+            3.0 * bytes as f64 / t_add / 1e9,
+            2.0 * bytes as f64 / t_copy / 1e9,
+        );
+        let line = format!(
+            "{:<6} {:<8} {:>10.2} {:>10.2} {:>7.2}",
+            dtype.name(),
+            "program",
+            add,
+            copy,
+            add / copy
+        );
+        println!("{line}");
+        lines.push(line);
     }
     let path = out_dir.join("dtypes.txt");
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();

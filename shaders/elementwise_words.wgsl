@@ -35,6 +35,8 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> w0: array<u32>; // OPERAND BINDINGS
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>; // OUTPUT BINDING
+// The same output as 16-byte quads, for `main_quads`.
+@group(0) @binding(2) var<storage, read_write> dst4: array<vec4<u32>>; // OUTPUT QUADS BINDING
 
 // BEGIN WORD HELPERS (the reduction kernel's template receives this block too)
 // Infinity and NaN made at run time: as constant expressions they are shader-creation errors
@@ -218,6 +220,29 @@ fn bits(r: R) -> vec2<u32> { return vec2<u32>(bitcast<u32>(r), 0u); } // BITS
 fn compute(e: u32) -> R {
     var i0 = params.base[0][0]; // INDEXES
     return step0(load0(i0)); // PROGRAM
+}
+
+// Four 4-byte results per invocation, stored as one 16-byte quad (GPUs; the host picks this
+// entry point only for 4-byte outputs whose piece starts on a quad and is whole quads, with
+// `units` the number of quads).
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main_quads(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let t = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if t >= params.units {
+        return;
+    }
+    let e = 4u * t;
+    let q = vec4<u32>(
+        bits(compute(e)).x,
+        bits(compute(e + 1u)).x,
+        bits(compute(e + 2u)).x,
+        bits(compute(e + 3u)).x,
+    );
+    dst4[params.dst_base / 4u + t] = q;
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

@@ -986,3 +986,48 @@ dtype_tests!(reductions_compute_their_chains_as_they_read_them, |d| {
         assert_eq!(check_fused(&g, &inputs, false), (7, 7), "{d} emulated");
     }
 });
+
+/// With the GPU kernels, a fused program of 4-byte results stores four per invocation where
+/// the output is whole 16-byte quads, and one per invocation otherwise: both give the bits of
+/// the CPU kernels and of the reference, for lengths that are and are not whole quads, a
+/// broadcast operand included.
+#[test]
+fn fused_programs_store_quads_where_the_output_is_whole_quads() {
+    let gpu = Context::new_blocking(ContextOptions {
+        cpu_kernels: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let cpu = Context::new_blocking(ContextOptions {
+        cpu_kernels: Some(true),
+        ..Default::default()
+    })
+    .unwrap();
+    for d in [DType::F32, DType::I32, DType::U32] {
+        for n in [3, 4, 1000, 1001, 4096] {
+            let inputs = named(vec![
+                ("x", random_tensor(41, d, &[n])),
+                ("y", random_tensor(42, d, &[n])),
+                ("s", random_tensor(43, d, &[1])),
+            ]);
+            let g = declare(Graph::new(), &inputs)
+                .node(node("Mul", &["x", "y"], "t"))
+                .node(node("Add", &["t", "s"], "z"))
+                .output("z");
+            let (on_gpu, dispatches) = run(&gpu, &g, &inputs);
+            let (on_cpu, _) = run(&cpu, &g, &inputs);
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            assert_eq!(dispatches, 1, "{d} {n}");
+            assert_eq!(
+                nan_canonical(&on_gpu[0]),
+                nan_canonical(&on_cpu[0]),
+                "{d} {n}"
+            );
+            assert_eq!(
+                nan_canonical(&on_gpu[0]),
+                nan_canonical(&want[0]),
+                "{d} {n}"
+            );
+        }
+    }
+}

@@ -180,6 +180,7 @@ fn fused_programs_validate_and_compile() {
         let kernel = Kernel::Fused {
             program: Box::leak(Box::new(p)),
             workgroup_size: 64,
+            quads: false,
         };
         check_kernel(&kernel, &mut parsed);
         count += 1;

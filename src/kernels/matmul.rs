@@ -630,6 +630,7 @@ impl Recorder {
                 let kernel = Kernel::Fused {
                     program,
                     workgroup_size: ctx.workgroup_size(),
+                    quads: false,
                 };
                 self.program_into(op, kernel, &inputs, out)?;
                 self.release(product);

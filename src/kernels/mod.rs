@@ -142,6 +142,9 @@ pub enum Kernel {
     Fused {
         program: &'static program::Program,
         workgroup_size: u32,
+        /// Four 4-byte output elements per invocation, stored as one `vec4<u32>`
+        /// (`main_quads`, GPUs): a store of 16 bytes is what a GPU needs for its bandwidth.
+        quads: bool,
     },
     /// `gather_index.wgsl`: ONNX Gather of elements of 1, 2, 4 or 8 bytes by i32 or i64
     /// (`index64`) indices.
@@ -515,6 +518,7 @@ impl Kernel {
             Kernel::Fused {
                 program,
                 workgroup_size,
+                ..
             } => vec![
                 ("WORKGROUP_SIZE", workgroup_size),
                 ("OUT_BYTES", program.out().size() as u32),
@@ -630,7 +634,7 @@ impl Kernel {
     pub fn entry_point(&self) -> &'static str {
         match self {
             Kernel::Gather { pairs: true, .. } => "main_pairs",
-            Kernel::Gather { quads: true, .. } => "main_quads",
+            Kernel::Gather { quads: true, .. } | Kernel::Fused { quads: true, .. } => "main_quads",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
             Kernel::Copy { vec4: true, .. } => "main_vec4",
             Kernel::LinearAttention { lanes: true, .. } => "lanes",

@@ -198,6 +198,13 @@ impl Program {
                         n + 1
                     ),
                 ),
+                (
+                    "// OUTPUT QUADS BINDING",
+                    format!(
+                        "@group(0) @binding({}) var<storage, read_write> dst4: array<vec4<u32>>;",
+                        n + 1
+                    ),
+                ),
                 ("// LOADS", parts.loads),
                 ("// STEPS", parts.helpers.join("\n") + &parts.steps),
                 (
@@ -655,11 +662,34 @@ impl Recorder {
         let n = inputs.len();
         let plan = Broadcast::plan(&ctx, op, inputs, out)?;
         let lanes = (4 / out.dtype().size()).max(1) as u64;
+        // On GPUs, a fused program of 4-byte results stores them four at a time where the
+        // output's piece is whole 16-byte quads.
+        let quad_kernel = match kernel {
+            Kernel::Fused {
+                program,
+                workgroup_size,
+                quads: false,
+            } if !ctx.cpu_kernels() && out.dtype().size() == 4 => Some(Kernel::Fused {
+                program,
+                workgroup_size,
+                quads: true,
+            }),
+            _ => None,
+        };
         for w in &plan.walks {
             let (firsts, bindings) = plan.bind(w);
             let count = w.count();
             let dst_base = firsts[n];
-            let units = if lanes > 1 {
+            let quads = quad_kernel
+                .as_ref()
+                .filter(|_| count.is_multiple_of(4) && dst_base.is_multiple_of(4));
+            let pipeline = match quads {
+                Some(k) => ctx.pipeline(k)?,
+                None => pipeline.clone(),
+            };
+            let units = if quads.is_some() {
+                count / 4
+            } else if lanes > 1 {
                 (dst_base + count - 1) / lanes - dst_base / lanes + 1
             } else {
                 count

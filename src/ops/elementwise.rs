@@ -148,6 +148,7 @@ impl Recorder {
         let kernel = crate::kernels::Kernel::Fused {
             program: crate::kernels::program::intern(program.clone()),
             workgroup_size: ctx.workgroup_size(),
+            quads: false,
         };
         self.program_into(op, kernel, inputs, &out)?;
         Ok(out)

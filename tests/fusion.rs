@@ -1010,9 +1010,10 @@ fn fused_programs_store_quads_where_the_output_is_whole_quads() {
                 ("y", random_tensor(42, d, &[n])),
                 ("s", random_tensor(43, d, &[1])),
             ]);
+            // Add, then Mul: no `a * b + c` that a driver may contract into one rounding.
             let g = declare(Graph::new(), &inputs)
-                .node(node("Mul", &["x", "y"], "t"))
-                .node(node("Add", &["t", "s"], "z"))
+                .node(node("Add", &["x", "y"], "t"))
+                .node(node("Mul", &["t", "s"], "z"))
                 .output("z");
             let (on_gpu, dispatches) = run(&gpu, &g, &inputs);
             let (on_cpu, _) = run(&cpu, &g, &inputs);

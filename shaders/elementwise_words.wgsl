@@ -94,6 +94,11 @@ fn f32_to_f16(v: f32) -> u32 {
     return sign | (q + u32(up));
 }
 
+// Whether x is NaN, from its bits: drivers fold `!(x == x)` away next to a min or max.
+fn is_nan32(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
 // f32 to bf16 bits, rounded to nearest-even; NaN stays a (quiet) NaN.
 fn f32_to_bf16(v: f32) -> u32 {
     let x = bitcast<u32>(v);
@@ -114,7 +119,7 @@ fn onnx_pow(a: f32, b: f32) -> f32 {
     if b == 0.0 || a == 1.0 {
         return 1.0;
     }
-    if (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u || (bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u {
+    if is_nan32(a) || is_nan32(b) {
         return a + b;
     }
     let inf = runtime_f32(0x7f800000u);
@@ -140,7 +145,7 @@ fn onnx_pow(a: f32, b: f32) -> f32 {
 // is good to about 11 bits): the series to z^15 below 0.5 (truncation below 1e-8 relative),
 // 1 - 2 / (e^2z + 1) above, where the subtraction loses at most a factor 1.2. NaN stays NaN.
 fn onnx_tanh(x: f32) -> f32 {
-    if (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u {
+    if is_nan32(x) {
         return x;
     }
     let z = abs(x);

@@ -164,7 +164,7 @@ pub(crate) fn f32_order_key(x: &str) -> String {
 
 /// WGSL: whether the f64 `x` is NaN, from its bits (the sign shifted out).
 pub(crate) fn f64_is_nan(x: &str) -> String {
-    format!("((bitcast<u64>({x}) << 1u) > 0xffe0000000000000lu)")
+    format!(nan64!("{0}"), x)
 }
 
 /// WGSL: whether the f32 `x` is NaN, from its bits.

@@ -658,7 +658,6 @@ impl Recorder {
             ));
         }
         let ctx = self.context().clone();
-        let pipeline = ctx.pipeline(&kernel)?;
         let n = inputs.len();
         let plan = Broadcast::plan(&ctx, op, inputs, out)?;
         let lanes = (4 / out.dtype().size()).max(1) as u64;
@@ -683,10 +682,8 @@ impl Recorder {
             let quads = quad_kernel
                 .as_ref()
                 .filter(|_| count.is_multiple_of(4) && dst_base.is_multiple_of(4));
-            let pipeline = match quads {
-                Some(k) => ctx.pipeline(k)?,
-                None => pipeline.clone(),
-            };
+            // The context caches pipelines: only the variants the walks use are compiled.
+            let pipeline = ctx.pipeline(quads.unwrap_or(&kernel))?;
             let units = if quads.is_some() {
                 count / 4
             } else if lanes > 1 {

@@ -172,6 +172,58 @@ fn reverse_elements(w: u32) -> u32 {
     return (w << 24u) | ((w & 0xFF00u) << 8u) | ((w >> 8u) & 0xFF00u) | (w >> 24u);
 }
 
+// The even-numbered elements of word `x` (bytes 0 and 2, or the low half), in its low half.
+fn even_elements(x: u32) -> u32 {
+    if ELEM_BYTES == 2u {
+        return x & 0xFFFFu;
+    }
+    return (x & 0xFFu) | ((x >> 8u) & 0xFF00u);
+}
+
+// Four output words of every other input element, in input order, from the nine input words
+// `q0`, `q1`, `s8` whose bytes from `shift / 8` on hold the first element: each output word
+// takes the even elements of two shifted input words.
+fn every_other(q0: vec4<u32>, q1: vec4<u32>, s8: u32, shift: u32) -> vec4<u32> {
+    let a0 = funnel(q0.x, q0.y, shift);
+    let a1 = funnel(q0.y, q0.z, shift);
+    let a2 = funnel(q0.z, q0.w, shift);
+    let a3 = funnel(q0.w, q1.x, shift);
+    let a4 = funnel(q1.x, q1.y, shift);
+    let a5 = funnel(q1.y, q1.z, shift);
+    let a6 = funnel(q1.z, q1.w, shift);
+    let a7 = funnel(q1.w, s8, shift);
+    return vec4<u32>(even_elements(a0) | (even_elements(a1) << 16u),
+                     even_elements(a2) | (even_elements(a3) << 16u),
+                     even_elements(a4) | (even_elements(a5) << 16u),
+                     even_elements(a6) | (even_elements(a7) << 16u));
+}
+
+// Four words in reverse order, each with its elements reversed.
+fn reverse_words(a: vec4<u32>) -> vec4<u32> {
+    return vec4<u32>(reverse_elements(a.w), reverse_elements(a.z), reverse_elements(a.y),
+                     reverse_elements(a.x));
+}
+
+// Interior runs of sub-word elements: the input element index of output slot `k` of a run
+// whose first slot reads `index` (all in one row).
+fn slot_index(index: u32, k: u32) -> u32 {
+    return index + k * params.step[0][0];
+}
+
+// The output word of sub-word slots `k..k + 4 / ELEM_BYTES` of an interior run whose slot 0
+// reads input element `index`.
+fn gathered_word(index: u32, k: u32) -> u32 {
+    let per_word = 4u / min(ELEM_BYTES, 2u);
+    let bits = ELEM_BYTES * 8u;
+    let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
+    var word = 0u;
+    for (var b = 0u; b < per_word; b++) {
+        let e = slot_index(index, k + b);
+        word |= ((src[e / per_word] >> ((e % per_word) * bits)) & mask) << (b * bits);
+    }
+    return word;
+}
+
 // Elements of 1 or 2 bytes: ITEMS consecutive output words, each assembled whole.
 fn move_words(first: u32) {
     // min(): this function is dead for 4- and 8-byte elements but still constant-evaluated.
@@ -182,15 +234,50 @@ fn move_words(first: u32) {
     let first_slot = first * per_word;
     var c = cursor_at(select(0u, first_slot - params.dst_skip, first_slot >= params.dst_skip));
     let span = ITEMS * per_word;
-    if ITEMS == 4u && (step == 1 || step == -1) && first_slot >= params.dst_skip
+    // A run of whole output words, all read from one input row.
+    let interior = ITEMS == 4u && first_slot >= params.dst_skip
         && first_slot - params.dst_skip + span <= params.count
-        && c.inner + span <= params.shape[0][0] {
+        && c.inner + span <= params.shape[0][0];
+    let last = arrayLength(&src) - 1u;
+    if interior && (step == 2 || step == -2) {
+        // Every other element (in order or reversed): nine input words, shifted and picked.
+        let low = select(c.index - 2u * (span - 1u), c.index, step == 2) * ELEM_BYTES;
+        let w = low / 4u;
+        let q0 = vec4<u32>(src[w], src[w + 1u], src[w + 2u], src[w + 3u]);
+        let q1 = vec4<u32>(src[w + 4u], src[w + 5u], src[w + 6u], src[w + 7u]);
+        // Read only when the bytes straddle it; clamped since it may lie past the input.
+        let s8 = src[min(w + 8u, last)];
+        var a = every_other(q0, q1, s8, (low % 4u) * 8u);
+        if step == -2 {
+            a = reverse_words(a);
+        }
+        let d = params.dst_base + first;
+        dst[d] = a.x;
+        dst[d + 1u] = a.y;
+        dst[d + 2u] = a.z;
+        dst[d + 3u] = a.w;
+        return;
+    }
+    if interior && step != 1 && step != -1 {
+        // Any other step: each element's index from the run's first, no cursor; all loads
+        // before the stores.
+        let w0 = gathered_word(c.index, 0u);
+        let w1 = gathered_word(c.index, per_word);
+        let w2 = gathered_word(c.index, 2u * per_word);
+        let w3 = gathered_word(c.index, 3u * per_word);
+        let d = params.dst_base + first;
+        dst[d] = w0;
+        dst[d + 1u] = w1;
+        dst[d + 2u] = w2;
+        dst[d + 3u] = w3;
+        return;
+    }
+    if interior {
         // Sixteen adjacent input bytes (in order or reversed) make the four output words: five
         // input words, shifted into place.
         let low = select(c.index + 1u - span, c.index, step == 1) * ELEM_BYTES;
         let w = low / 4u;
         let shift = (low % 4u) * 8u;
-        let last = arrayLength(&src) - 1u;
         let s0 = src[w];
         let s1 = src[w + 1u];
         let s2 = src[w + 2u];
@@ -398,6 +485,19 @@ fn move_quads(first: u32) {
     }
 }
 
+// `gathered_word` through the quad view.
+fn gathered_word_quads(index: u32, k: u32) -> u32 {
+    let per_word = 4u / min(ELEM_BYTES, 2u);
+    let bits = ELEM_BYTES * 8u;
+    let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
+    var word = 0u;
+    for (var b = 0u; b < per_word; b++) {
+        let e = slot_index(index, k + b);
+        word |= ((quad_word(e / per_word) >> ((e % per_word) * bits)) & mask) << (b * bits);
+    }
+    return word;
+}
+
 // `move_words` through the quad views: the same words, stored as one quad where the four
 // are one. A copy, not a shared function: WGSL cannot hand a function the buffer to use
 // (storage pointers as parameters need an extension browsers lack), and an entry point
@@ -411,9 +511,35 @@ fn move_words_quads(first: u32) {
     var c = cursor_at(select(0u, first_slot - params.dst_skip, first_slot >= params.dst_skip));
     let span = ITEMS * per_word;
     let d = params.dst_base + first;
-    if ITEMS == 4u && (step == 1 || step == -1) && first_slot >= params.dst_skip
+    let interior = ITEMS == 4u && first_slot >= params.dst_skip
         && first_slot - params.dst_skip + span <= params.count
-        && c.inner + span <= params.shape[0][0] {
+        && c.inner + span <= params.shape[0][0];
+    if interior && step != 1 && step != -1 {
+        var a: vec4<u32>;
+        if step == 2 || step == -2 {
+            let low = select(c.index - 2u * (span - 1u), c.index, step == 2) * ELEM_BYTES;
+            let w = low / 4u;
+            let s8 = quad_word(min(w + 8u, arrayLength(&src4) * 4u - 1u));
+            a = every_other(quad_from(w), quad_from(w + 4u), s8, (low % 4u) * 8u);
+            if step == -2 {
+                a = reverse_words(a);
+            }
+        } else {
+            a = vec4<u32>(gathered_word_quads(c.index, 0u),
+                          gathered_word_quads(c.index, per_word),
+                          gathered_word_quads(c.index, 2u * per_word),
+                          gathered_word_quads(c.index, 3u * per_word));
+        }
+        if (d & 3u) == 0u {
+            dst4[d >> 2u] = a;
+        } else {
+            for (var k = 0u; k < 4u; k++) {
+                dst4[(d + k) >> 2u][(d + k) & 3u] = a[k];
+            }
+        }
+        return;
+    }
+    if interior {
         let low = select(c.index + 1u - span, c.index, step == 1) * ELEM_BYTES;
         let w = low / 4u;
         let shift = (low % 4u) * 8u;

@@ -128,6 +128,46 @@ fn sub_word_rows_in_and_against_order() {
 }
 
 #[test]
+fn sub_word_rows_at_other_steps() {
+    // Interior runs of 1- and 2-byte elements at inner steps other than 1: every other element
+    // (nine input words, shifted and picked; in order and reversed) and steps of 3 and 5
+    // (each element's index from the run's first). Rows of 70 and 67 elements, starts at
+    // every alignment, so runs begin inside words and the last words of the input are read;
+    // both kernel sets, each on the default context and on one that binds 64 bytes at a time.
+    let options = |cpu_kernels, max_binding_size| wgpu_ops::ContextOptions {
+        cpu_kernels: Some(cpu_kernels),
+        max_binding_size,
+        ..Default::default()
+    };
+    let contexts: Vec<_> = [(true, None), (true, Some(64)), (false, None), (false, Some(64))]
+        .into_iter()
+        .map(|(cpu, max)| wgpu_ops::Context::new_blocking(options(cpu, max)).unwrap())
+        .collect();
+    for dtype in [DType::U8, DType::I16] {
+        for cols in [70i64, 67] {
+            let data = random_tensor(cols as u64 + 1, dtype, &[4, cols as usize]);
+            for start in 0..5i64 {
+                let end = cols - 1 - start;
+                for op in [
+                    StridedSlice::new([0, start], [4, cols]).stride([1, 2]),
+                    StridedSlice::new([3, end], [-5, -cols - 1]).stride([-1, -2]),
+                    StridedSlice::new([1, start], [4, cols]).stride([2, 3]),
+                    StridedSlice::new([0, end], [4, -cols - 1]).stride([1, -3]),
+                    StridedSlice::new([0, start], [4, cols]).stride([1, 5]),
+                ] {
+                    let want = reference::strided_slice(&data, &op).unwrap();
+                    for c in &contexts {
+                        let x = wgpu_ops::Tensor::from_host(c, &data).unwrap();
+                        let got = op.run(&x).unwrap().to_host_blocking().unwrap();
+                        assert_eq!(got, want, "{dtype} {cols} {op:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn every_workgroup_size_moves_the_same_bytes() {
     // The workgroup size is chosen per adapter (64 here, 256 on GPUs); the kernels' grids and
     // flattened ids must give the same bytes at any size.

@@ -139,10 +139,15 @@ fn sub_word_rows_at_other_steps() {
         max_binding_size,
         ..Default::default()
     };
-    let contexts: Vec<_> = [(true, None), (true, Some(64)), (false, None), (false, Some(64))]
-        .into_iter()
-        .map(|(cpu, max)| wgpu_ops::Context::new_blocking(options(cpu, max)).unwrap())
-        .collect();
+    let contexts: Vec<_> = [
+        (true, None),
+        (true, Some(64)),
+        (false, None),
+        (false, Some(64)),
+    ]
+    .into_iter()
+    .map(|(cpu, max)| wgpu_ops::Context::new_blocking(options(cpu, max)).unwrap())
+    .collect();
     for dtype in [DType::U8, DType::I16] {
         for cols in [70i64, 67] {
             let data = random_tensor(cols as u64 + 1, dtype, &[4, cols as usize]);

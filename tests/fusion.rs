@@ -1032,3 +1032,62 @@ fn fused_programs_store_quads_where_the_output_is_whole_quads() {
         }
     }
 }
+
+#[test]
+fn lone_element_wise_nodes_store_quads_with_the_gpu_kernels() {
+    // With the GPU kernels a lone op of 4-byte results is a one-step program: four results per
+    // invocation, one 16-byte store, where the output is whole quads (4096 elements), else the
+    // word kernel (1001 elements): two pipelines where the typed kernel would build one.
+    // Unary and binary ops (y broadcast along x's rows), on each 4-byte dtype; every result as
+    // the CPU kernels and the reference compute it, bit for bit.
+    for (d, ops) in [
+        (DType::F32, &["Add", "Div", "Max", "Neg", "Relu"][..]),
+        (DType::I32, &["Sub", "Mul", "Abs", "Min"][..]),
+        (DType::U32, &["Add", "Div", "Max"][..]),
+    ] {
+        for &op in ops {
+            let context = |cpu_kernels| {
+                Context::new_blocking(ContextOptions {
+                    cpu_kernels: Some(cpu_kernels),
+                    ..Default::default()
+                })
+                .unwrap()
+            };
+            let (gpu, cpu) = (context(false), context(true));
+            let unary = matches!(op, "Neg" | "Relu" | "Abs");
+            for (k, (x_shape, y_shape)) in
+                [(vec![512, 8], [8]), (vec![1001], [1]), (vec![512, 8], [8])]
+                    .into_iter()
+                    .enumerate()
+            {
+                let mut inputs = vec![("x", random_tensor(51, d, &x_shape))];
+                if !unary {
+                    inputs.push(("y", random_tensor(52, d, &y_shape)));
+                }
+                let inputs = named(inputs);
+                let args: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
+                let g = declare(Graph::new(), &inputs)
+                    .node(node(op, &args, "z"))
+                    .output("z");
+                let built = gpu.stats().pipelines_built;
+                let (on_gpu, dispatches) = run(&gpu, &g, &inputs);
+                let (on_cpu, _) = run(&cpu, &g, &inputs);
+                let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+                let what = format!("{op} {d} {x_shape:?}");
+                assert_eq!(dispatches, 1, "{what}");
+                // The quad kernel first, the word kernel next, nothing new the third time.
+                assert_eq!(
+                    gpu.stats().pipelines_built - built,
+                    u64::from(k < 2),
+                    "{what}"
+                );
+                assert_eq!(
+                    nan_canonical(&on_gpu[0]),
+                    nan_canonical(&on_cpu[0]),
+                    "{what}"
+                );
+                assert_eq!(nan_canonical(&on_gpu[0]), nan_canonical(&want[0]), "{what}");
+            }
+        }
+    }
+}

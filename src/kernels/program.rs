@@ -661,18 +661,33 @@ impl Recorder {
         let n = inputs.len();
         let plan = Broadcast::plan(&ctx, op, inputs, out)?;
         let lanes = (4 / out.dtype().size()).max(1) as u64;
-        // On GPUs, a fused program of 4-byte results stores them four at a time where the
-        // output's piece is whole 16-byte quads.
+        // On GPUs, a program of 4-byte results (a fused chain, or one op) stores them four at
+        // a time where the output's piece is whole 16-byte quads.
         let quad_kernel = match kernel {
+            _ if ctx.cpu_kernels() || out.dtype().size() != 4 => None,
             Kernel::Fused {
                 program,
                 workgroup_size,
                 quads: false,
-            } if !ctx.cpu_kernels() && out.dtype().size() == 4 => Some(Kernel::Fused {
+            } => Some(Kernel::Fused {
                 program,
                 workgroup_size,
                 quads: true,
             }),
+            Kernel::Words {
+                op,
+                operands,
+                arity,
+                out,
+                emulate64,
+                workgroup_size,
+            } => Program::single(op, &operands[..usize::from(arity)], out, emulate64).map(
+                |program| Kernel::Fused {
+                    program: intern(program),
+                    workgroup_size,
+                    quads: true,
+                },
+            ),
             _ => None,
         };
         for w in &plan.walks {

@@ -59,14 +59,21 @@ impl Recorder {
                 .context()
                 .features()
                 .contains(wgpu::Features::SHADER_INT64);
-        let typed = lookup(op).filter(|t| {
-            !emulate && dtypes.iter().all(|&d| d == dtypes[0]) && t.wgsl(dtypes[0]).is_some()
-        });
         let words = if emulate {
             emulated_expression(op, &dtypes, result).is_some()
         } else {
             word_expression(op, &dtypes, DType::F32).is_some()
         };
+        // With the GPU kernels, 4-byte results go to the word kernel, which stores four of
+        // them as one 16-byte quad (the typed kernel stores one per invocation: 0.59 of the
+        // copy's bandwidth on an H100, against 0.98).
+        let quads = !self.context().cpu_kernels() && result.size() == 4 && words;
+        let typed = lookup(op).filter(|t| {
+            !emulate
+                && !quads
+                && dtypes.iter().all(|&d| d == dtypes[0])
+                && t.wgsl(dtypes[0]).is_some()
+        });
         if typed.is_none() && !words {
             if emulate && word_expression(op, &dtypes, DType::F32).is_some() {
                 // Defined, but beyond the emulation: the error names the missing feature.

@@ -6,7 +6,8 @@
 //! it against onnxruntime). Prints the dispatches and copies of a run; `--node-by-node` also
 //! times the model with element-wise chains not fused, `--copied-elements` with every Scan
 //! element copied in and out instead of bound in place (each in a second context), for the
-//! comparison.
+//! comparison. Also times runs on inputs already on the GPU with the outputs left there
+//! (`Session::run_tensors`): the total and the host's part.
 //! `WGPU_OPS_CPU_KERNELS=0|1` chooses the kernel set as in the tests.
 
 use std::time::Instant;
@@ -76,6 +77,33 @@ fn main() -> Result<()> {
     println!(
         "dispatches per run: {dispatches}, copies per run: {copy_commands}, buffers created per \
          later run: {buffers:.1}"
+    );
+    // The same runs on inputs already on the GPU, outputs left there (`run_tensors`): the
+    // model's own time without the transfers, and the host's part of it (until the last
+    // submission returns); onnxruntime's inputs and outputs are in host memory already.
+    let resident: Vec<_> = values
+        .iter()
+        .map(|(n, v)| Ok((n.clone(), wgpu_ops::Tensor::from_host(&ctx, v)?)))
+        .collect::<Result<_>>()?;
+    session.run_tensors_blocking(resident.clone())?;
+    let mut on_gpu: Vec<(f64, f64)> = (0..runs.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            let outputs = session.run_tensors_blocking(resident.clone())?;
+            let host = t.elapsed().as_secs_f64();
+            ctx.device()
+                .poll(wgpu::PollType::wait_indefinitely())
+                .expect("the run finishes");
+            drop(outputs);
+            Ok((t.elapsed().as_secs_f64(), host))
+        })
+        .collect::<Result<_>>()?;
+    on_gpu.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (total, host) = on_gpu[on_gpu.len() / 2];
+    println!(
+        "tensors on the GPU: median {:.1} ms per run, host {:.1} ms (until the last submission returns)",
+        total * 1e3,
+        host * 1e3
     );
     let variants = [
         (

@@ -22,7 +22,7 @@ import onnxruntime as ort
 from onnx import helper, TensorProto
 from onnx.backend.test.case.node import function_testcase_helper
 
-from ort_compare import compare, onnxruntime_run, save, wgpu_ops_run
+from ort_compare import compare, onnxruntime_run, resident_line, save, wgpu_ops_run
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("size", nargs="*", type=int, default=[1, 1024, 16, 128],
@@ -88,6 +88,7 @@ print(f"onnxruntime {ort.__version__} CPU ({os.cpu_count()} cores): {ort_ms:.1f}
       f"{ort_ms / t * 1e3:.1f} us per step")
 print(f"wgpu-ops: {ours_ms:.1f} ms per run, {ours_ms / t * 1e3:.1f} us per step, "
       f"{dispatches / t:.2f} dispatches per step; ratio to onnxruntime {ort_ms / ours_ms:.2f}x")
+print(resident_line(report, t, ort_ms, dispatches))
 for l in lines:
     for prefix, name in [("node by node", "node by node"), ("Scan elements copied", "elements copied")]:
         if l.startswith(prefix):

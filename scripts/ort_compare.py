@@ -53,6 +53,17 @@ def wgpu_ops_run(work, path, feeds, runs, extra=()):
     return report.strip(), ms, dispatches
 
 
+def resident_line(report, steps, ort_ms, dispatches):
+    """onnx_timing's runs on tensors already on the GPU, per step: total, host and the ratio to
+    onnxruntime (whose inputs and outputs are in host memory already)."""
+    line = next(l for l in report.splitlines() if l.startswith("tensors on the GPU"))
+    ms = float(line.split("median ")[1].split()[0])
+    host = float(line.split("host ")[1].split()[0])
+    return (f"wgpu-ops, tensors on the GPU: {ms:.2f} ms per run, {ms / steps * 1e3:.1f} us per step "
+            f"(host {host / steps * 1e3:.1f} us per step), {dispatches / steps:.2f} dispatches per "
+            f"step; ratio to onnxruntime {ort_ms / ms:.2f}x")
+
+
 def compare(work, names, want):
     """Asserts every output within rtol 1e-3, atol 1e-5; returns the worst error as a fraction
     of its bound."""

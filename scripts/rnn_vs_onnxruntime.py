@@ -17,7 +17,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper, TensorProto
 
-from ort_compare import compare, onnxruntime_run, save, wgpu_ops_run
+from ort_compare import compare, onnxruntime_run, resident_line, save, wgpu_ops_run
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("size", nargs="*", type=int, default=[64, 512], metavar="BATCH STEPS")
@@ -86,4 +86,5 @@ print(f"onnxruntime {ort.__version__} CPU, threads {threads}: {ort_ms:.2f} ms pe
 print(f"wgpu-ops: {ours_ms:.2f} ms per run (inputs uploaded, outputs read back), "
       f"{ours_ms / steps * 1e3:.1f} us per step, {dispatches / steps:.2f} dispatches per step; "
       f"ratio to onnxruntime {ort_ms / ours_ms:.2f}x")
+print(resident_line(report, steps, ort_ms, dispatches))
 sys.stdout.flush()

@@ -18,6 +18,12 @@ override WORKGROUP_SIZE: u32 = 64u;
 // per-axis loops then have a constant trip count, which compilers unroll into straight code
 // with constant indices into the parameter arrays.
 override RANK: u32 = 0u;
+// Scatter (4- and 8-byte elements, BatchToSpace's arithmetic without crops): SpaceToBatch
+// without padding is BatchToSpace run backwards, so each invocation reads element e of `src`
+// in order and writes it where BatchToSpace would have read it from. The reads are then
+// contiguous and the writes go to a few contiguous streams (one per block offset), where
+// gathering read every block-th element of a row.
+override SCATTER: bool = false;
 
 struct Params {
     count: u32,
@@ -158,6 +164,24 @@ fn main(
         let e = row * last + first;
         let n = min(params.items, last - first);
         let s = run_source(unit, first);
+        if SCATTER {
+            // No padding without crops: s is always an element.
+            if n == 4u {
+                let v0 = src[e];
+                let v1 = src[e + 1u];
+                let v2 = src[e + 2u];
+                let v3 = src[e + 3u];
+                dst[s] = v0;
+                dst[s + 1u] = v1;
+                dst[s + 2u] = v2;
+                dst[s + 3u] = v3;
+                return;
+            }
+            for (var j = 0u; j < n; j++) {
+                dst[s + j] = src[e + j];
+            }
+            return;
+        }
         if n == 4u && s != PADDING {
             // All loads before any store, as named values: the compiler cannot tell `src`
             // and `dst` apart, so a load after a store would wait for it.
@@ -176,10 +200,21 @@ fn main(
         }
     } else if ELEM_BYTES == 4u {
         let s = source_index(unit);
+        if SCATTER {
+            dst[s] = src[unit];
+            return;
+        }
         // select() reads both sides: clamp the index so padding never reads out of bounds.
         dst[unit] = select(src[min(s, arrayLength(&src) - 1u)], 0u, s == PADDING);
     } else if ELEM_BYTES == 8u {
         let s = source_index(unit);
+        if SCATTER {
+            let a = src[2u * unit];
+            let b = src[2u * unit + 1u];
+            dst[2u * s] = a;
+            dst[2u * s + 1u] = b;
+            return;
+        }
         let lo = min(2u * s, max(arrayLength(&src), 2u) - 2u);
         let a = select(src[lo], 0u, s == PADDING);
         let b = select(src[lo + 1u], 0u, s == PADDING);
@@ -223,6 +258,10 @@ fn runs_vec4(
     let first = (unit - row * params.runs) * 4u;
     let e = row * last + first;
     let s = run_source(unit, first);
+    if SCATTER {
+        dst4[s / 4u] = src4[e / 4u];
+        return;
+    }
     // select() reads both sides: clamp the index so padding never reads out of bounds.
     let v = src4[min(s / 4u, arrayLength(&src4) - 1u)];
     dst4[e / 4u] = select(v, vec4<u32>(0u), s == PADDING);

@@ -407,6 +407,36 @@ fn rows_of_whole_vectors_move_as_vectors() {
 }
 
 #[test]
+fn space_to_batch_without_padding_scatters() {
+    // No padding: each input element is written where BatchToSpace would read it (contiguous
+    // reads). Every dtype (1- and 2-byte ones gather, unless their trailing axes are whole
+    // words); NHWC with rows of 4 words (16-byte runs), of 3 words (runs element by element),
+    // the innermost axis blocked too (no runs), rank 2 and rank 6; each against the reference
+    // and undone by BatchToSpace.
+    let cases: [(&[usize], &[i64]); 5] = [
+        (&[2, 4, 6, 4], &[1, 2, 2, 1]),
+        (&[3, 6, 4, 3], &[1, 3, 2, 1]),
+        (&[2, 4, 6], &[1, 2, 3]),
+        (&[1, 8], &[1, 4]),
+        (&[2, 2, 4, 2, 6, 2], &[1, 2, 1, 2, 3, 1]),
+    ];
+    for dtype in DType::ALL {
+        for (k, &(shape, block)) in cases.iter().enumerate() {
+            let data = random_tensor(20 + k as u64, dtype, shape);
+            let zeros = vec![0i64; shape.len()];
+            let s2b = SpaceToBatch::new(block.to_vec(), zeros.clone(), zeros.clone());
+            let spaced = s2b.run(&upload(&data)).unwrap();
+            let got = spaced.to_host_blocking().unwrap();
+            let want = reference::space_to_batch(&data, &s2b).unwrap();
+            assert_eq!(got, want, "{dtype} {shape:?} {block:?}");
+            let b2s = BatchToSpace::new(block.to_vec(), zeros.clone(), zeros);
+            let back = b2s.run(&spaced).unwrap().to_host_blocking().unwrap();
+            assert_eq!(back, data, "{dtype} {shape:?} {block:?} back");
+        }
+    }
+}
+
+#[test]
 fn nhwc_images_beyond_the_binding_limit() {
     let ctx = small_binding_ctx();
     // u8 RGBA (whole words per pixel), f32 and f64 NHWC with 2x2 blocks and padding, far

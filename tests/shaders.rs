@@ -197,6 +197,7 @@ fn every_variant_validates_and_compiles() {
         check_kernel(kernel, &mut parsed);
     }
     // Per workgroup size: 8 block-remap variants x 4 ranks (any, and compiled for 1, 4 and 8)
+    // and 4 more scattering x 4 ranks (4- and 8-byte elements, SpaceToBatch without padding)
     // and 12 gather variants (4 of them quads), 30 typed element-wise on
     // 32-bit types and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
     // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), LinearAttention, CausalConvWithState, 8 index gathers (4 element sizes x i32/i64
@@ -212,7 +213,7 @@ fn every_variant_validates_and_compiles() {
     // sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (157 + 32 + 16 + 529 + 99) + 8 * 15 + 2 * 8 + (154 + 24) * 4 + 4
+        WORKGROUP_SIZES.len() * (173 + 32 + 16 + 529 + 99) + 8 * 15 + 2 * 8 + (154 + 24) * 4 + 4
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

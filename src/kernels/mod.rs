@@ -113,6 +113,9 @@ pub enum Kernel {
         vec4: bool,
         /// The rank the kernel is compiled for (its loops unrolled), or 0 for any.
         rank: u32,
+        /// Elements written where BatchToSpace would read them (`SCATTER`: SpaceToBatch
+        /// without padding; 4- and 8-byte elements).
+        scatter: bool,
     },
     /// `elementwise.wgsl` computing the op named `op` (see [`elementwise::OPS`]) on `dtype`.
     Elementwise {
@@ -284,12 +287,16 @@ impl Kernel {
             for elem_bytes in [1u32, 2, 4, 8] {
                 for vec4 in [false, true] {
                     for rank in [0, 1, 4, block_remap::SPECIALIZED_RANKS] {
-                        out.push(Kernel::BlockRemap {
-                            elem_bytes,
-                            workgroup_size,
-                            vec4,
-                            rank,
-                        });
+                        for scatter in [false, true].into_iter().filter(|&s| !s || elem_bytes >= 4)
+                        {
+                            out.push(Kernel::BlockRemap {
+                                elem_bytes,
+                                workgroup_size,
+                                vec4,
+                                rank,
+                                scatter,
+                            });
+                        }
                     }
                 }
                 for dst_strided in [false, true].into_iter().filter(|&s| !s || elem_bytes >= 4) {
@@ -493,11 +500,13 @@ impl Kernel {
                 elem_bytes,
                 workgroup_size,
                 rank,
+                scatter,
                 ..
             } => vec![
                 ("ELEM_BYTES", elem_bytes),
                 ("WORKGROUP_SIZE", workgroup_size),
                 ("RANK", rank),
+                ("SCATTER", u32::from(scatter)),
             ],
             Kernel::Elementwise { workgroup_size, .. }
             | Kernel::Cast { workgroup_size, .. }

@@ -406,66 +406,30 @@ fn quad_from(i: u32) -> vec4<u32> {
     return vec4<u32>(quad_word(i), quad_word(i + 1u), quad_word(i + 2u), quad_word(i + 3u));
 }
 
-// 4- and 8-byte elements (ELEM_BYTES), four consecutive output elements per invocation written
-// as whole quads where they are one (or two) quads; the edges word by word.
+// 4-byte elements, four consecutive output elements per invocation written as one quad where
+// they are one; the edges word by word.
 fn move_quads(first: u32) {
     var c = cursor_at(first);
     let step = params.step[0][0];
-    let words = ELEM_BYTES / 4u;
-    let d = (params.dst_base + first) * words;
+    let d = params.dst_base + first;
     if first + 4u <= params.count && c.inner + 4u <= params.shape[0][0] && (d & 3u) == 0u {
-        let reversed = step == 0xFFFFFFFFu;
-        if ELEM_BYTES == 4u {
-            var v: vec4<u32>;
-            if step == 1u {
-                v = quad_from(c.index);
-            } else if reversed {
-                v = quad_from(c.index - 3u).wzyx;
-            } else if step == 2u && (c.index & 3u) == 0u {
-                // Every other word: two whole quads (the second lies in the window, which
-                // holds whole quads, as its third word is read).
-                let a = src4[c.index >> 2u];
-                let b = src4[(c.index >> 2u) + 1u];
-                v = vec4<u32>(a.x, a.z, b.x, b.z);
-            } else {
-                let i = c.index;
-                v = vec4<u32>(quad_word(i), quad_word(i + step), quad_word(i + 2u * step),
-                              quad_word(i + 3u * step));
-            }
-            dst4[d >> 2u] = v;
+        var v: vec4<u32>;
+        if step == 1u {
+            v = quad_from(c.index);
+        } else if step == 0xFFFFFFFFu {
+            v = quad_from(c.index - 3u).wzyx;
+        } else if step == 2u && (c.index & 3u) == 0u {
+            // Every other word: two whole quads (the second lies in the window, which holds
+            // whole quads, as its third word is read).
+            let a = src4[c.index >> 2u];
+            let b = src4[(c.index >> 2u) + 1u];
+            v = vec4<u32>(a.x, a.z, b.x, b.z);
         } else {
-            let i = 2u * c.index;
-            var lo: vec4<u32>;
-            var hi: vec4<u32>;
-            if step == 1u {
-                lo = quad_from(i);
-                hi = quad_from(i + 4u);
-            } else if reversed {
-                // Elements index, index - 1, index - 2, index - 3: words i-6..i+1, pairs
-                // in reverse order.
-                let a = quad_from(i - 6u);
-                let b = quad_from(i - 2u);
-                lo = vec4<u32>(b.z, b.w, b.x, b.y);
-                hi = vec4<u32>(a.z, a.w, a.x, a.y);
-            } else if step == 2u && (i & 3u) == 0u {
-                // Every other element: the first pair of four whole quads.
-                let q = i >> 2u;
-                let a = src4[q];
-                let b = src4[q + 1u];
-                let e = src4[q + 2u];
-                let f = src4[q + 3u];
-                lo = vec4<u32>(a.x, a.y, b.x, b.y);
-                hi = vec4<u32>(e.x, e.y, f.x, f.y);
-            } else {
-                let s = 2u * step;
-                lo = vec4<u32>(quad_word(i), quad_word(i + 1u), quad_word(i + s),
-                               quad_word(i + s + 1u));
-                hi = vec4<u32>(quad_word(i + 2u * s), quad_word(i + 2u * s + 1u),
-                               quad_word(i + 3u * s), quad_word(i + 3u * s + 1u));
-            }
-            dst4[d >> 2u] = lo;
-            dst4[(d >> 2u) + 1u] = hi;
+            let i = c.index;
+            v = vec4<u32>(quad_word(i), quad_word(i + step), quad_word(i + 2u * step),
+                          quad_word(i + 3u * step));
         }
+        dst4[d >> 2u] = v;
         return;
     }
     for (var k = 0u; k < ITEMS; k++) {
@@ -473,13 +437,53 @@ fn move_quads(first: u32) {
         if e >= params.count {
             break;
         }
-        let o = (params.dst_base + e) * words;
-        let i = c.index * words;
-        dst4[o >> 2u][o & 3u] = quad_word(i);
-        if words == 2u {
-            dst4[(o + 1u) >> 2u][(o + 1u) & 3u] = quad_word(i + 1u);
-        }
+        let o = params.dst_base + e;
+        dst4[o >> 2u][o & 3u] = quad_word(c.index);
         if k + 1u < ITEMS {
+            c = advance(c, 1u, e + 1u);
+        }
+    }
+}
+
+// 8-byte elements through the quad views, two consecutive output elements (one 16-byte quad)
+// per invocation: a warp's stores then cover one contiguous span, where four elements (two
+// quads) per invocation left every store instruction half of each 32-byte sector to fill.
+fn move_quad_pairs(first: u32) {
+    var c = cursor_at(first);
+    let step = params.step[0][0];
+    let d = (params.dst_base + first) * 2u;
+    if first + 2u <= params.count && c.inner + 2u <= params.shape[0][0] && (d & 3u) == 0u {
+        let i = 2u * c.index;
+        var v: vec4<u32>;
+        if step == 1u {
+            v = quad_from(i);
+        } else if step == 0xFFFFFFFFu {
+            // Elements index and index - 1: words i-2..i+1, pairs swapped.
+            v = quad_from(i - 2u).zwxy;
+        } else if step == 2u && (i & 3u) == 0u {
+            // Every other element: the first pair of two whole quads.
+            let a = src4[i >> 2u];
+            let b = src4[(i >> 2u) + 1u];
+            v = vec4<u32>(a.x, a.y, b.x, b.y);
+        } else {
+            let s = 2u * step;
+            v = vec4<u32>(quad_word(i), quad_word(i + 1u), quad_word(i + s), quad_word(i + s + 1u));
+        }
+        dst4[d >> 2u] = v;
+        return;
+    }
+    for (var k = 0u; k < 2u; k++) {
+        let e = first + k;
+        if e >= params.count {
+            break;
+        }
+        let o = (params.dst_base + e) * 2u;
+        let i = c.index * 2u;
+        let lo = quad_word(i);
+        let hi = quad_word(i + 1u);
+        dst4[o >> 2u][o & 3u] = lo;
+        dst4[(o + 1u) >> 2u][(o + 1u) & 3u] = hi;
+        if k == 0u {
             c = advance(c, 1u, e + 1u);
         }
     }
@@ -594,11 +598,15 @@ fn main_quads(
     @builtin(local_invocation_index) local: u32,
 ) {
     let invocation = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
-    let first = invocation * ITEMS;
+    // Units per invocation: 2 elements of 8 bytes (one quad), else ITEMS (the host sizes the
+    // grid alike).
+    let first = invocation * select(ITEMS, 2u, ELEM_BYTES == 8u);
     if first >= params.units {
         return;
     }
-    if ELEM_BYTES >= 4u {
+    if ELEM_BYTES == 8u {
+        move_quad_pairs(first);
+    } else if ELEM_BYTES == 4u {
         move_quads(first);
     } else {
         move_words_quads(first);

@@ -48,7 +48,8 @@ dtype_tests!(odd_counts_and_reverse_strides, |dtype: DType| {
 #[test]
 fn words_stored_as_quads() {
     // The GPU kernels store words as 16-byte quads (`main_quads`), loading a quad where four
-    // source words are one (1- and 2-byte elements assembled into words first): rows in
+    // source words are one (1- and 2-byte elements assembled into words first, 8-byte ones
+    // two to a quad): rows in
     // order, reversed, every other element and
     // every third reversed, from starts at every alignment, so the source quads are aligned
     // or not and rows end inside a quad; on a context that binds 64 bytes at a time too

@@ -465,7 +465,6 @@ impl Recorder {
             params.step[k] = d.step as u32; // two's complement; the kernel's sum wraps
         }
         let wg = ctx.workgroup_size();
-        let grid = grid_for(&ctx, op, units.div_ceil(u64::from(ITEMS)), wg)?;
         // 8-byte elements move as pairs of words when both windows start and end on 8-byte
         // boundaries (element indices in the kernel count from the window's start).
         let aligned = |to: u64| {
@@ -477,6 +476,9 @@ impl Recorder {
         // (16-byte accesses are what a GPU's copy needs to reach its bandwidth).
         let quads = !strided && !ctx.cpu_kernels() && aligned(16);
         let pairs = elem == 8 && !quads && aligned(8);
+        // `main_quads` moves 8-byte elements two to an invocation (one 16-byte quad).
+        let per_invocation = if quads && elem == 8 { 2 } else { ITEMS };
+        let grid = grid_for(&ctx, op, units.div_ceil(u64::from(per_invocation)), wg)?;
         let pipeline = ctx.pipeline(&Kernel::Gather {
             elem_bytes: elem,
             workgroup_size: wg,

@@ -227,9 +227,20 @@ fn compute(e: u32) -> R {
     return step0(load0(i0)); // PROGRAM
 }
 
-// Four 4-byte results per invocation, stored as one 16-byte quad (GPUs; the host picks this
-// entry point only for 4-byte outputs whose piece starts on a quad and is whole quads, with
-// `units` the number of quads).
+// The output word holding results e..e + 32 / width (sub-word outputs).
+fn packed_word(e: u32) -> u32 {
+    // min(): dead for 4- and 8-byte outputs but still constant-evaluated.
+    let width = min(OUT_BYTES, 2u) * 8u;
+    var word = 0u;
+    for (var lane = 0u; lane < 32u / width; lane++) {
+        word = insertBits(word, bits(compute(e + lane)).x, lane * width, width);
+    }
+    return word;
+}
+
+// One 16-byte quad of results per invocation (GPUs): four 4-byte results, two 8-byte ones, or
+// four words of 16 / OUT_BYTES packed ones. The host picks this entry point only where the
+// output's piece starts on a quad and is whole quads, with `units` the number of quads.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main_quads(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -240,14 +251,30 @@ fn main_quads(
     if t >= params.units {
         return;
     }
-    let e = 4u * t;
-    let q = vec4<u32>(
-        bits(compute(e)).x,
-        bits(compute(e + 1u)).x,
-        bits(compute(e + 2u)).x,
-        bits(compute(e + 3u)).x,
-    );
-    dst4[params.dst_base / 4u + t] = q;
+    let per_quad = 16u / OUT_BYTES;
+    let e = per_quad * t;
+    var q: vec4<u32>;
+    if OUT_BYTES == 8u {
+        let a = bits(compute(e));
+        let b = bits(compute(e + 1u));
+        q = vec4<u32>(a.x, a.y, b.x, b.y);
+    } else if OUT_BYTES == 4u {
+        q = vec4<u32>(
+            bits(compute(e)).x,
+            bits(compute(e + 1u)).x,
+            bits(compute(e + 2u)).x,
+            bits(compute(e + 3u)).x,
+        );
+    } else {
+        let lanes = per_quad / 4u;
+        q = vec4<u32>(
+            packed_word(e),
+            packed_word(e + lanes),
+            packed_word(e + 2u * lanes),
+            packed_word(e + 3u * lanes),
+        );
+    }
+    dst4[params.dst_base / per_quad + t] = q;
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

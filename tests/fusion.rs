@@ -1091,3 +1091,52 @@ fn lone_element_wise_nodes_store_quads_with_the_gpu_kernels() {
         }
     }
 }
+
+#[test]
+fn fused_programs_of_every_width_store_quads() {
+    // With the GPU kernels a program's results go out a 16-byte quad at a time: two 8-byte
+    // results, four words of packed 1- and 2-byte ones (and four 4-byte ones, tested above),
+    // where the output is whole quads (4096 elements); 1001 elements take the word kernel's
+    // entry point (a second pipeline). i64 and u64 also on u32 pairs. Every result as the
+    // CPU kernels and the reference compute it, bit for bit.
+    let dtypes = DType::ALL
+        .into_iter()
+        .filter(|d| d.size() != 4 && *d != DType::Bool)
+        .map(|d| (d, true))
+        .chain([(DType::I64, false), (DType::U64, false)]);
+    for (d, native_64_bit) in dtypes {
+        let context = |cpu_kernels| {
+            Context::new_blocking(ContextOptions {
+                cpu_kernels: Some(cpu_kernels),
+                native_64_bit: Some(native_64_bit),
+                ..Default::default()
+            })
+            .unwrap()
+        };
+        let (gpu, cpu) = (context(false), context(true));
+        for (k, n) in [4096usize, 1001].into_iter().enumerate() {
+            let inputs = named(vec![
+                ("x", random_tensor(61, d, &[n])),
+                ("y", random_tensor(62, d, &[n])),
+                ("s", random_tensor(63, d, &[1])),
+            ]);
+            let g = declare(Graph::new(), &inputs)
+                .node(node("Add", &["x", "y"], "t"))
+                .node(node("Mul", &["t", "s"], "z"))
+                .output("z");
+            let built = gpu.stats().pipelines_built;
+            let (on_gpu, dispatches) = run(&gpu, &g, &inputs);
+            let (on_cpu, _) = run(&cpu, &g, &inputs);
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let what = format!("{d} native 64-bit {native_64_bit}, {n}");
+            assert_eq!(dispatches, 1, "{what}");
+            assert_eq!(gpu.stats().pipelines_built - built, 1, "{what}: {k}");
+            assert_eq!(
+                nan_canonical(&on_gpu[0]),
+                nan_canonical(&on_cpu[0]),
+                "{what}"
+            );
+            assert_eq!(nan_canonical(&on_gpu[0]), nan_canonical(&want[0]), "{what}");
+        }
+    }
+}

@@ -661,10 +661,11 @@ impl Recorder {
         let n = inputs.len();
         let plan = Broadcast::plan(&ctx, op, inputs, out)?;
         let lanes = (4 / out.dtype().size()).max(1) as u64;
-        // On GPUs, a program of 4-byte results (a fused chain, or one op) stores them four at
-        // a time where the output's piece is whole 16-byte quads.
+        // On GPUs, a program (a fused chain, or one op) stores its results a 16-byte quad at
+        // a time where the output's piece is whole quads.
+        let per_quad = 16 / out.dtype().size() as u64;
         let quad_kernel = match kernel {
-            _ if ctx.cpu_kernels() || out.dtype().size() != 4 => None,
+            _ if ctx.cpu_kernels() => None,
             Kernel::Fused {
                 program,
                 workgroup_size,
@@ -696,11 +697,11 @@ impl Recorder {
             let dst_base = firsts[n];
             let quads = quad_kernel
                 .as_ref()
-                .filter(|_| count.is_multiple_of(4) && dst_base.is_multiple_of(4));
+                .filter(|_| count.is_multiple_of(per_quad) && dst_base.is_multiple_of(per_quad));
             // The context caches pipelines: only the variants the walks use are compiled.
             let pipeline = ctx.pipeline(quads.unwrap_or(&kernel))?;
             let units = if quads.is_some() {
-                count / 4
+                count / per_quad
             } else if lanes > 1 {
                 (dst_base + count - 1) / lanes - dst_base / lanes + 1
             } else {

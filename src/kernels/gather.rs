@@ -316,6 +316,9 @@ struct Params {
     dst_skip: u32,
     pad: [u32; 2],
     dst_step: [u32; MAX_RANK],
+    /// log2 of each axis length that is a power of two, else 32: the kernel then splits an
+    /// index along that axis by a shift and a mask instead of a division.
+    shift: [u32; MAX_RANK],
 }
 
 impl Recorder {
@@ -454,6 +457,7 @@ impl Recorder {
             dst_skip: skip as u32,
             pad: [0; 2],
             dst_step: [0; MAX_RANK],
+            shift: [0; MAX_RANK],
         };
         if let Some((_, steps)) = dst {
             for (k, s) in steps.iter().rev().enumerate() {
@@ -463,6 +467,11 @@ impl Recorder {
         for (k, d) in plan.dims.iter().rev().enumerate() {
             params.shape[k] = d.len as u32;
             params.step[k] = d.step as u32; // two's complement; the kernel's sum wraps
+            params.shift[k] = if d.len.is_power_of_two() {
+                d.len.trailing_zeros()
+            } else {
+                32
+            };
         }
         let wg = ctx.workgroup_size();
         // 8-byte elements move as pairs of words when both windows start and end on 8-byte

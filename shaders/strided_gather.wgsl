@@ -518,6 +518,17 @@ fn gathered_word_quads(index: u32, k: u32) -> u32 {
     return word;
 }
 
+// Output words d..d+3 through the quad view: one store where they are one quad.
+fn store_words(d: u32, a: vec4<u32>) {
+    if (d & 3u) == 0u {
+        dst4[d >> 2u] = a;
+    } else {
+        for (var k = 0u; k < 4u; k++) {
+            dst4[(d + k) >> 2u][(d + k) & 3u] = a[k];
+        }
+    }
+}
+
 // `move_words` through the quad views: the same words, stored as one quad where the four
 // are one. A copy, not a shared function: WGSL cannot hand a function the buffer to use
 // (storage pointers as parameters need an extension browsers lack), and an entry point
@@ -550,13 +561,7 @@ fn move_words_quads(first: u32) {
                           gathered_word_quads(c.index, 2u * per_word),
                           gathered_word_quads(c.index, 3u * per_word));
         }
-        if (d & 3u) == 0u {
-            dst4[d >> 2u] = a;
-        } else {
-            for (var k = 0u; k < 4u; k++) {
-                dst4[(d + k) >> 2u][(d + k) & 3u] = a[k];
-            }
-        }
+        store_words(d, a);
         return;
     }
     if interior {
@@ -569,16 +574,9 @@ fn move_words_quads(first: u32) {
         var a = vec4<u32>(funnel(q.x, q.y, shift), funnel(q.y, q.z, shift),
                           funnel(q.z, q.w, shift), funnel(q.w, s4, shift));
         if step == -1 {
-            a = vec4<u32>(reverse_elements(a.w), reverse_elements(a.z), reverse_elements(a.y),
-                          reverse_elements(a.x));
+            a = reverse_words(a);
         }
-        if (d & 3u) == 0u {
-            dst4[d >> 2u] = a;
-        } else {
-            for (var k = 0u; k < 4u; k++) {
-                dst4[(d + k) >> 2u][(d + k) & 3u] = a[k];
-            }
-        }
+        store_words(d, a);
         return;
     }
     for (var u = 0u; u < ITEMS; u++) {

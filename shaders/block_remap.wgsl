@@ -164,62 +164,42 @@ fn main(
         let e = row * last + first;
         let n = min(params.items, last - first);
         let s = run_source(unit, first);
-        if SCATTER {
-            // No padding without crops: s is always an element.
-            if n == 4u {
-                let v0 = src[e];
-                let v1 = src[e + 1u];
-                let v2 = src[e + 2u];
-                let v3 = src[e + 3u];
-                dst[s] = v0;
-                dst[s + 1u] = v1;
-                dst[s + 2u] = v2;
-                dst[s + 3u] = v3;
-                return;
-            }
-            for (var j = 0u; j < n; j++) {
-                dst[s + j] = src[e + j];
-            }
-            return;
-        }
+        // Read at `read_at`, write at `write_at` (scattered: the other way round; s is then
+        // never padding, as there are no crops).
+        let read_at = select(s, e, SCATTER);
+        let write_at = select(e, s, SCATTER);
         if n == 4u && s != PADDING {
             // All loads before any store, as named values: the compiler cannot tell `src`
             // and `dst` apart, so a load after a store would wait for it.
-            let v0 = src[s];
-            let v1 = src[s + 1u];
-            let v2 = src[s + 2u];
-            let v3 = src[s + 3u];
-            dst[e] = v0;
-            dst[e + 1u] = v1;
-            dst[e + 2u] = v2;
-            dst[e + 3u] = v3;
+            let v0 = src[read_at];
+            let v1 = src[read_at + 1u];
+            let v2 = src[read_at + 2u];
+            let v3 = src[read_at + 3u];
+            dst[write_at] = v0;
+            dst[write_at + 1u] = v1;
+            dst[write_at + 2u] = v2;
+            dst[write_at + 3u] = v3;
             return;
         }
         for (var j = 0u; j < n; j++) {
-            dst[e + j] = select(src[min(s + j, arrayLength(&src) - 1u)], 0u, s == PADDING);
+            let v = src[min(read_at + j, arrayLength(&src) - 1u)];
+            dst[write_at + j] = select(v, 0u, s == PADDING);
         }
     } else if ELEM_BYTES == 4u {
         let s = source_index(unit);
-        if SCATTER {
-            dst[s] = src[unit];
-            return;
-        }
+        let read_at = select(s, unit, SCATTER);
+        let write_at = select(unit, s, SCATTER);
         // select() reads both sides: clamp the index so padding never reads out of bounds.
-        dst[unit] = select(src[min(s, arrayLength(&src) - 1u)], 0u, s == PADDING);
+        dst[write_at] = select(src[min(read_at, arrayLength(&src) - 1u)], 0u, s == PADDING);
     } else if ELEM_BYTES == 8u {
         let s = source_index(unit);
-        if SCATTER {
-            let a = src[2u * unit];
-            let b = src[2u * unit + 1u];
-            dst[2u * s] = a;
-            dst[2u * s + 1u] = b;
-            return;
-        }
-        let lo = min(2u * s, max(arrayLength(&src), 2u) - 2u);
+        let read_at = select(s, unit, SCATTER);
+        let write_at = select(unit, s, SCATTER);
+        let lo = min(2u * read_at, max(arrayLength(&src), 2u) - 2u);
         let a = select(src[lo], 0u, s == PADDING);
         let b = select(src[lo + 1u], 0u, s == PADDING);
-        dst[2u * unit] = a;
-        dst[2u * unit + 1u] = b;
+        dst[2u * write_at] = a;
+        dst[2u * write_at + 1u] = b;
     } else {
         // min(): this branch is dead for 4- and 8-byte elements but still constant-evaluated.
         let per_word = 4u / min(ELEM_BYTES, 2u);
@@ -258,11 +238,9 @@ fn runs_vec4(
     let first = (unit - row * params.runs) * 4u;
     let e = row * last + first;
     let s = run_source(unit, first);
-    if SCATTER {
-        dst4[s / 4u] = src4[e / 4u];
-        return;
-    }
+    let read_at = select(s, e, SCATTER);
+    let write_at = select(e, s, SCATTER);
     // select() reads both sides: clamp the index so padding never reads out of bounds.
-    let v = src4[min(s / 4u, arrayLength(&src4) - 1u)];
-    dst4[e / 4u] = select(v, vec4<u32>(0u), s == PADDING);
+    let v = src4[min(read_at / 4u, arrayLength(&src4) - 1u)];
+    dst4[write_at / 4u] = select(v, vec4<u32>(0u), s == PADDING);
 }

@@ -431,7 +431,7 @@ impl Recorder {
             // BatchToSpace on lavapipe at 4-16 MiB: 2.25-2.44 GB/s general, 2.74-2.85 compiled
             // for its rank; SpaceToBatch (a padding test per axis) 1.79-2.00 against
             // 1.73-1.79, so it keeps the general kernel. Scattered without padding, it is
-            // BatchToSpace's arithmetic: 2.16-2.37 GB/s (1 to 8 bytes) where it gathered at
+            // BatchToSpace's arithmetic: 2.08-2.37 GB/s (1 to 8 bytes) where it gathered at
             // 1.61-1.74.
             rank: match plan.mode {
                 BlockMode::BatchToSpace if rank as u32 <= SPECIALIZED_RANKS => rank as u32,

@@ -21,6 +21,16 @@ fn context(fuse: bool, native_64_bit: bool) -> Context {
     .unwrap()
 }
 
+/// A context with the CPU or the GPU kernel set, whatever the environment says.
+fn kernel_set(cpu_kernels: bool, native_64_bit: bool) -> Context {
+    Context::new_blocking(ContextOptions {
+        cpu_kernels: Some(cpu_kernels),
+        native_64_bit: Some(native_64_bit),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
 fn node(op: &str, inputs: &[&str], output: &str) -> Node {
     Node::new(op, output)
         .inputs(inputs.iter().copied())
@@ -396,12 +406,7 @@ fn matmul_epilogues_match_product_then_program() {
     use wgpu_ops::{Out, Tensor};
     // The last two: i64 and u64 emulated on 32-bit words (no SHADER_INT64, no blocks kernel).
     for (cpu_kernels, native) in [(false, true), (true, true), (false, false), (true, false)] {
-        let ctx = Context::new_blocking(ContextOptions {
-            cpu_kernels: Some(cpu_kernels),
-            native_64_bit: Some(native),
-            ..Default::default()
-        })
-        .unwrap();
+        let ctx = kernel_set(cpu_kernels, native);
         let mut dtypes = vec![DType::F32, DType::I32, DType::U32, DType::F16, DType::BF16];
         if ctx.features().contains(wgpu::Features::SHADER_F64) {
             dtypes.push(DType::F64);
@@ -866,11 +871,7 @@ fn matrix_vector_products_match_host_sums() {
     use wgpu_ops::ops::elementwise::{Arg, Program};
     use wgpu_ops::{Out, Tensor};
     for cpu_kernels in [false, true] {
-        let ctx = Context::new_blocking(ContextOptions {
-            cpu_kernels: Some(cpu_kernels),
-            ..Default::default()
-        })
-        .unwrap();
+        let ctx = kernel_set(cpu_kernels, true);
         let (batch, m, k) = (3usize, 37usize, 19usize);
         let a = small_ints(1, DType::I32, &[batch, m, k])
             .to_vec::<i32>()
@@ -993,16 +994,7 @@ dtype_tests!(reductions_compute_their_chains_as_they_read_them, |d| {
 /// broadcast operand included.
 #[test]
 fn fused_programs_store_quads_where_the_output_is_whole_quads() {
-    let gpu = Context::new_blocking(ContextOptions {
-        cpu_kernels: Some(false),
-        ..Default::default()
-    })
-    .unwrap();
-    let cpu = Context::new_blocking(ContextOptions {
-        cpu_kernels: Some(true),
-        ..Default::default()
-    })
-    .unwrap();
+    let (gpu, cpu) = (kernel_set(false, true), kernel_set(true, true));
     for d in [DType::F32, DType::I32, DType::U32] {
         for n in [3, 4, 1000, 1001, 4096] {
             let inputs = named(vec![
@@ -1046,14 +1038,7 @@ fn lone_element_wise_nodes_store_quads_with_the_gpu_kernels() {
         (DType::U32, &["Add", "Div", "Max"][..]),
     ] {
         for &op in ops {
-            let context = |cpu_kernels| {
-                Context::new_blocking(ContextOptions {
-                    cpu_kernels: Some(cpu_kernels),
-                    ..Default::default()
-                })
-                .unwrap()
-            };
-            let (gpu, cpu) = (context(false), context(true));
+            let (gpu, cpu) = (kernel_set(false, true), kernel_set(true, true));
             let unary = matches!(op, "Neg" | "Relu" | "Abs");
             for (k, (x_shape, y_shape)) in
                 [(vec![512, 8], [8]), (vec![1001], [1]), (vec![512, 8], [8])]
@@ -1105,15 +1090,10 @@ fn fused_programs_of_every_width_store_quads() {
         .map(|d| (d, true))
         .chain([(DType::I64, false), (DType::U64, false)]);
     for (d, native_64_bit) in dtypes {
-        let context = |cpu_kernels| {
-            Context::new_blocking(ContextOptions {
-                cpu_kernels: Some(cpu_kernels),
-                native_64_bit: Some(native_64_bit),
-                ..Default::default()
-            })
-            .unwrap()
-        };
-        let (gpu, cpu) = (context(false), context(true));
+        let (gpu, cpu) = (
+            kernel_set(false, native_64_bit),
+            kernel_set(true, native_64_bit),
+        );
         for (k, n) in [4096usize, 1001].into_iter().enumerate() {
             let inputs = named(vec![
                 ("x", random_tensor(61, d, &[n])),

@@ -2,10 +2,12 @@
 //! that builds the pipelines), then writes the outputs as `.npy` files for comparison.
 //!
 //! `cargo run --release --example onnx_timing -- MODEL.onnx OUT_DIR RUNS [--node-by-node]
-//! [--copied-elements] NAME=FILE.npy...` (`scripts/linear_attention_vs_onnxruntime.py` drives
-//! it against onnxruntime). Prints the dispatches and copies of a run; `--node-by-node` also
-//! times the model with element-wise chains not fused, `--copied-elements` with every Scan
-//! element copied in and out instead of bound in place (each in a second context), for the
+//! [--copied-elements] [--iterated-scans] NAME=FILE.npy...`
+//! (`scripts/linear_attention_vs_onnxruntime.py` drives it against onnxruntime). Prints the
+//! dispatches and copies of a run, and how many Scans ran as a recurrence's own kernel;
+//! `--node-by-node` also times the model with element-wise chains not fused,
+//! `--copied-elements` with every Scan element copied in and out instead of bound in place,
+//! `--iterated-scans` with every Scan iterating its body (each in a second context), for the
 //! comparison. Also times runs on inputs already on the GPU with the outputs left there
 //! (`Session::run_tensors`): the total and the host's part.
 //! `WGPU_OPS_CPU_KERNELS=0|1` chooses the kernel set as in the tests.
@@ -17,7 +19,7 @@ use wgpu_ops::{npy, onnx::Model, Context, ContextOptions, Result};
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [model, out, runs, inputs @ ..] = args.as_slice() else {
-        eprintln!("usage: onnx_timing MODEL.onnx OUT_DIR RUNS [--node-by-node] [--copied-elements] NAME=FILE.npy...");
+        eprintln!("usage: onnx_timing MODEL.onnx OUT_DIR RUNS [--node-by-node] [--copied-elements] [--iterated-scans] NAME=FILE.npy...");
         std::process::exit(2);
     };
     let runs: usize = runs.parse().expect("RUNS is a number");
@@ -29,6 +31,7 @@ fn main() -> Result<()> {
     let inputs = &inputs[flags.len()..];
     let node_by_node = flags.contains(&"--node-by-node");
     let copied_elements = flags.contains(&"--copied-elements");
+    let iterated_scans = flags.contains(&"--iterated-scans");
     // WGPU_OPS_CPU_KERNELS=0 takes the GPUs' kernels on a CPU adapter, as the tests do (for
     // the dispatch counts of GPUs on lavapipe).
     let options = ContextOptions {
@@ -49,9 +52,10 @@ fn main() -> Result<()> {
     let before = ctx.stats();
     let mut outputs = session.run_blocking(values.clone())?;
     let after = ctx.stats();
-    let (dispatches, copy_commands) = (
+    let (dispatches, copy_commands, recurrences) = (
         after.dispatches - before.dispatches,
         after.copies - before.copies,
+        after.scans_as_recurrences - before.scans_as_recurrences,
     );
     let first = first.elapsed();
     let buffers_before = ctx.stats().buffers_created;
@@ -76,7 +80,7 @@ fn main() -> Result<()> {
     );
     println!(
         "dispatches per run: {dispatches}, copies per run: {copy_commands}, buffers created per \
-         later run: {buffers:.1}"
+         later run: {buffers:.1}\nScans run as a recurrence's kernel: {recurrences}"
     );
     // The same runs on inputs already on the GPU, outputs left there (`run_tensors`): the
     // model's own time without the transfers, and the host's part of it (until the last
@@ -119,6 +123,14 @@ fn main() -> Result<()> {
             "Scan elements copied (not bound in place)",
             ContextOptions {
                 scan_in_place: Some(false),
+                ..options.clone()
+            },
+        ),
+        (
+            iterated_scans,
+            "Scans iterated (no recurrence kernel)",
+            ContextOptions {
+                scan_recurrences: Some(false),
                 ..options.clone()
             },
         ),

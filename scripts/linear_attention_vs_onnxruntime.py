@@ -4,12 +4,13 @@ time steps. Builds the model for B, T, heads, head size; runs it on onnxruntime 
 and on wgpu-ops (examples/onnx_timing.rs), compares the outputs and prints both times.
 
 Usage: scripts/linear_attention_vs_onnxruntime.py [B T HEADS HEAD_SIZE] [--runs N] [--node-by-node]
-[--copied-elements] [--op]
+[--copied-elements] [--iterated] [--op]
 (default 1 1024 16 128, the size of a small linear-attention language model layer);
 --node-by-node also runs the model once with element-wise chains not fused, for the dispatch
 count and time before fusion; --copied-elements with the Scan's elements copied in and out
-instead of bound in place; --op builds the model with the LinearAttention node itself
-instead of its expansion (both runtimes run that model; wgpu-ops in one dispatch).
+instead of bound in place; --iterated also times the Scan iterating its body (without the
+recurrence's own kernel, which wgpu-ops otherwise runs the expansion with); --op builds the
+model with the LinearAttention node itself instead of its expansion (both runtimes run that model; wgpu-ops in one dispatch).
 ONNX_TIMING=PATH runs that prebuilt onnx_timing binary instead of `cargo run`.
 """
 import argparse
@@ -30,6 +31,7 @@ parser.add_argument("size", nargs="*", type=int, default=[1, 1024, 16, 128],
 parser.add_argument("--runs", type=int, default=3)
 parser.add_argument("--node-by-node", action="store_true")
 parser.add_argument("--copied-elements", action="store_true")
+parser.add_argument("--iterated", action="store_true")
 parser.add_argument("--op", action="store_true")
 opts = parser.parse_args()
 if len(opts.size) != 4:
@@ -75,7 +77,8 @@ feeds = {
 work, path = save(model, feeds, "linear-attention-")
 want, ort_ms = onnxruntime_run(path, feeds, runs)
 flags = (["--node-by-node"] if opts.node_by_node else []) + \
-    (["--copied-elements"] if opts.copied_elements else [])
+    (["--copied-elements"] if opts.copied_elements else []) + \
+    (["--iterated-scans"] if opts.iterated else [])
 report, ours_ms, dispatches = wgpu_ops_run(work, path, feeds, runs, flags)
 lines = report.splitlines()
 worst = compare(work, ["output", "present_state"], want)
@@ -90,7 +93,8 @@ print(f"wgpu-ops: {ours_ms:.1f} ms per run, {ours_ms / t * 1e3:.1f} us per step,
       f"{dispatches / t:.2f} dispatches per step; ratio to onnxruntime {ort_ms / ours_ms:.2f}x")
 print(resident_line(report, t, ort_ms, dispatches))
 for l in lines:
-    for prefix, name in [("node by node", "node by node"), ("Scan elements copied", "elements copied")]:
+    for prefix, name in [("node by node", "node by node"), ("Scan elements copied", "elements copied"),
+                         ("Scans iterated", "Scan iterated")]:
         if l.startswith(prefix):
             ms = float(l.split("median ")[1].split()[0])
             n = int(l.split("dispatches per run: ")[1].split(",")[0])

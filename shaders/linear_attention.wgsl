@@ -27,10 +27,13 @@ const GATED_DELTA: u32 = 3u;
 struct Params {
     // batch * kv_heads * dv: one invocation each.
     columns: u32,
-    // This dispatch runs steps [first_step, first_step + steps) of total_steps.
+    // This dispatch runs steps [first_step, first_step + steps).
     first_step: u32,
     steps: u32,
-    total_steps: u32,
+    // Row (b, t) of the step inputs and the output (each row: heads x head size) is
+    // b * batch_rows + t * step_rows: [B, T, ...] for the op, [T, B, ...] for a Scan over time.
+    batch_rows: u32,
+    step_rows: u32,
     q_heads: u32,
     kv_heads: u32,
     dk: u32,
@@ -76,7 +79,7 @@ fn main(
     let delta = params.rule == DELTA || params.rule == GATED_DELTA;
     let per_key = params.decay_per_key != 0u;
     for (var t = params.first_step; t < params.first_step + params.steps; t++) {
-        let row = b * params.total_steps + t;
+        let row = b * params.batch_rows + t * params.step_rows;
         // (b, t, h) among the key/value heads.
         let kv = row * params.kv_heads + h;
         let k0 = kv * dk;
@@ -188,7 +191,7 @@ fn lanes(
         }
     }
     for (var t = params.first_step; t < params.first_step + params.steps; t++) {
-        let row = b * params.total_steps + t;
+        let row = b * params.batch_rows + t * params.step_rows;
         let kv = row * params.kv_heads + h;
         let k0 = kv * dk;
         let d0 = select(kv, kv * dk, per_key);

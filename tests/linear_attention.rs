@@ -142,9 +142,266 @@ fn graph(c: &Case, dtype: DType) -> Graph {
     g.node(node).output("output").output("present_state")
 }
 
+/// A change to the expansion's body that keeps the graph valid but changes what it computes
+/// (or how it is laid out), so the Scan must not run as the recurrence.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mutation {
+    None,
+    /// `Sub(recalled, v)` instead of `Sub(v, recalled)`.
+    SwappedSub,
+    /// The output negated before its cast.
+    ExtraNode,
+    /// The key read from the last step back.
+    ReversedKey,
+    /// The output read from the decayed state before the update.
+    ReadsOldState,
+    /// A scale per query head instead of one.
+    ScalePerHead,
+}
+
+fn int_constant(values: &[i64]) -> HostTensor {
+    HostTensor::from_vec(vec![values.len()], values).unwrap()
+}
+
+/// LinearAttention as the ONNX function expands it (opset 27): the inputs reshaped to
+/// [B, T, H, size] and transposed to [T, B, H, size], a Scan over the steps whose body updates
+/// the state with Exp, Mul, Transpose, MatMul, Sub, Add (and for grouped query heads spreads
+/// it with Unsqueeze, Expand, Reshape), and the output transposed back.
+fn expanded_graph(c: &Case, dtype: DType, mutation: Mutation) -> Graph {
+    let (b, t) = (Some(c.batch), Some(c.steps));
+    let (hq, hkv, dk, dv) = (c.q_heads, c.kv_heads, c.dk, c.dv);
+    let gated = c.rule.starts_with("gated");
+    let delta = c.rule.ends_with("delta");
+    let scale = if c.scale == 0.0 {
+        1.0 / (dk as f32).sqrt()
+    } else {
+        c.scale
+    };
+    let f32_ = |s: &str| Attr::String(s.into());
+    let mut g = Graph::new()
+        .input("query", dtype, &[b, t, Some(hq * dk)])
+        .input("key", dtype, &[b, t, Some(hkv * dk)])
+        .input("value", dtype, &[b, t, Some(hkv * dv)])
+        .constant("q_shape", int_constant(&[0, 0, hq as i64, -1]))
+        .constant("kv_shape", int_constant(&[0, 0, hkv as i64, -1]))
+        .constant("beta_shape", int_constant(&[0, 0, -1, 1]))
+        .constant("out_shape", int_constant(&[0, 0, -1]))
+        .constant("neg1", int_constant(&[-1]))
+        .constant("neg2", int_constant(&[-2]))
+        .constant("two", int_constant(&[2]))
+        .constant(
+            "expand_shape",
+            int_constant(&[
+                c.batch as i64,
+                hkv as i64,
+                (hq / hkv) as i64,
+                dk as i64,
+                dv as i64,
+            ]),
+        )
+        .constant(
+            "read_shape",
+            int_constant(&[c.batch as i64, hq as i64, dk as i64, dv as i64]),
+        );
+    g = if mutation == Mutation::ScalePerHead {
+        let per_head: Vec<f32> = (0..hq).map(|h| scale * (1.0 + h as f32)).collect();
+        g.constant(
+            "scale",
+            HostTensor::from_vec(vec![1, hq, 1], &per_head).unwrap(),
+        )
+    } else {
+        g.constant("scale", HostTensor::from_vec(vec![], &[scale]).unwrap())
+    };
+    let mut scans = vec!["q4", "k4", "v4"];
+    let mut body_inputs = vec!["state_in", "q_t", "k_t", "v_t"];
+    for (name, shape) in [
+        ("query", "q_shape"),
+        ("key", "kv_shape"),
+        ("value", "kv_shape"),
+    ] {
+        g = g
+            .node(
+                Node::new("Reshape", format!("{name}_r"))
+                    .inputs([name, shape])
+                    .outputs([format!("{name}_r")]),
+            )
+            .node(
+                Node::new("Transpose", format!("{name}_t"))
+                    .inputs([format!("{name}_r")])
+                    .outputs([&format!("{}4", &name[..1])])
+                    .attr("perm", Attr::Ints(vec![1, 0, 2, 3])),
+            );
+    }
+    let mut extra =
+        |g: Graph, name: &str, shape: &str, last: usize, four: &'static str, step: &'static str| {
+            scans.push(four);
+            body_inputs.push(step);
+            g.input(name, dtype, &[b, t, Some(last)])
+                .node(
+                    Node::new("Reshape", format!("{name}_r"))
+                        .inputs([name, shape])
+                        .outputs([format!("{name}_r")]),
+                )
+                .node(
+                    Node::new("Transpose", format!("{name}_t"))
+                        .inputs([format!("{name}_r")])
+                        .outputs([four])
+                        .attr("perm", Attr::Ints(vec![1, 0, 2, 3])),
+                )
+        };
+    if gated {
+        let last = hkv * if c.decay_per_key { dk } else { 1 };
+        g = extra(g, "decay", "kv_shape", last, "d4", "decay_t");
+    }
+    if delta {
+        let last = if c.beta_per_head { hkv } else { 1 };
+        g = extra(g, "beta", "beta_shape", last, "b4", "beta_t");
+    }
+    let state0 = if c.past {
+        g = g
+            .input("past_state", dtype, &[b, Some(hkv), Some(dk), Some(dv)])
+            .node(
+                Node::new("Cast", "state0")
+                    .inputs(["past_state"])
+                    .outputs(["state0"])
+                    .attr("to", f32_(DType::F32.name())),
+            );
+        "state0"
+    } else {
+        g = g.constant(
+            "zeros",
+            HostTensor::from_vec(
+                vec![c.batch, hkv, dk, dv],
+                &vec![0f32; c.batch * hkv * dk * dv],
+            )
+            .unwrap(),
+        );
+        "zeros"
+    };
+
+    // The step.
+    let node = |op: &str, name: &str, inputs: &[&str]| {
+        Node::new(op, name).inputs(inputs.to_vec()).outputs([name])
+    };
+    let mut body = Graph::new();
+    for i in &body_inputs {
+        body.inputs.push(wgpu_ops::graph::ValueInfo::named(*i));
+    }
+    for i in &body_inputs[1..] {
+        body = body.node(node("Cast", &format!("{i}_f"), &[i]).attr("to", f32_(DType::F32.name())));
+    }
+    let decayed = if gated {
+        body = body
+            .node(node("Exp", "decay_exp", &["decay_t_f"]))
+            .node(node("Unsqueeze", "decay_col", &["decay_exp", "neg1"]))
+            .node(node("Mul", "decayed", &["state_in", "decay_col"]));
+        "decayed"
+    } else {
+        "state_in"
+    };
+    body = body.node(node("Unsqueeze", "k_col", &["k_t_f", "neg1"]));
+    let written = if delta {
+        let sub = if mutation == Mutation::SwappedSub {
+            ["recalled_sq", "v_t_f"]
+        } else {
+            ["v_t_f", "recalled_sq"]
+        };
+        body = body
+            .node(
+                node("Transpose", "state_t", &[decayed]).attr("perm", Attr::Ints(vec![0, 1, 3, 2])),
+            )
+            .node(node("MatMul", "recalled", &["state_t", "k_col"]))
+            .node(node("Squeeze", "recalled_sq", &["recalled", "neg1"]))
+            .node(node("Sub", "diff", &sub))
+            .node(node("Mul", "delta", &["beta_t_f", "diff"]));
+        "delta"
+    } else {
+        "v_t_f"
+    };
+    body = body
+        .node(node("Unsqueeze", "write_row", &[written, "neg2"]))
+        .node(node("MatMul", "outer", &["k_col", "write_row"]))
+        .node(node("Add", "state_out", &[decayed, "outer"]));
+    let mut read = if mutation == Mutation::ReadsOldState {
+        decayed
+    } else {
+        "state_out"
+    };
+    if hq != hkv {
+        body = body
+            .node(node("Unsqueeze", "state_unsq", &[read, "two"]))
+            .node(node(
+                "Expand",
+                "state_expanded",
+                &["state_unsq", "expand_shape"],
+            ))
+            .node(node(
+                "Reshape",
+                "state_read",
+                &["state_expanded", "read_shape"],
+            ));
+        read = "state_read";
+    }
+    body = body
+        .node(node("Unsqueeze", "q_row", &["q_t_f", "neg2"]))
+        .node(node("MatMul", "read_out", &["q_row", read]))
+        .node(node("Squeeze", "read_sq", &["read_out", "neg2"]))
+        .node(node("Mul", "output_f", &["scale", "read_sq"]));
+    let scaled = if mutation == Mutation::ExtraNode {
+        body = body.node(node("Neg", "negated", &["output_f"]));
+        "negated"
+    } else {
+        "output_f"
+    };
+    body = body
+        .node(node("CastLike", "output_t", &[scaled, "q_t"]))
+        .output("state_out")
+        .output("output_t");
+
+    let mut scan_inputs = vec![state0];
+    scan_inputs.extend(&scans);
+    let mut scan = Node::new("Scan", "scan")
+        .inputs(scan_inputs)
+        .outputs(["final_state", "accum"])
+        .attr("num_scan_inputs", Attr::Int(scans.len() as i64))
+        .attr("body", Attr::Graph(Box::new(body)));
+    if mutation == Mutation::ReversedKey {
+        let mut directions = vec![0; scans.len()];
+        directions[1] = 1;
+        scan = scan.attr("scan_input_directions", Attr::Ints(directions));
+    }
+    g.node(scan)
+        .node(
+            Node::new("Transpose", "accum_t")
+                .inputs(["accum"])
+                .outputs(["accum_t"])
+                .attr("perm", Attr::Ints(vec![1, 0, 2, 3])),
+        )
+        .node(
+            Node::new("Reshape", "output")
+                .inputs(["accum_t", "out_shape"])
+                .outputs(["output"]),
+        )
+        .node(
+            Node::new("CastLike", "present_state")
+                .inputs(["final_state", "query"])
+                .outputs(["present_state"]),
+        )
+        .output("output")
+        .output("present_state")
+}
+
 /// Runs `c` on the GPU in `dtype`; returns (max error / bound) over both outputs against the
 /// f64 recurrence, with the bound `atol + rtol * |want|`.
 fn run_case(c: &Case, dtype: DType, seed: u64, atol: f64, rtol: f64) -> f64 {
+    run_case_on(ctx(), &graph(c, dtype), c, dtype, seed, atol, rtol)
+}
+
+type Inputs = Vec<(String, HostTensor)>;
+
+/// The inputs of `c` in `dtype` by name, and the f64 recurrence's output and state from the
+/// same values.
+fn inputs_and_recurrence(c: &Case, dtype: DType, seed: u64) -> (Inputs, (Vec<f64>, Vec<f64>)) {
     let (b, t, hq, hkv, dk, dv) = (c.batch, c.steps, c.q_heads, c.kv_heads, c.dk, c.dv);
     let decay_n = if c.decay_per_key { hkv * dk } else { hkv };
     let beta_n = if c.beta_per_head { hkv } else { 1 };
@@ -191,7 +448,21 @@ fn run_case(c: &Case, dtype: DType, seed: u64, atol: f64, rtol: f64) -> f64 {
             given.push((name.to_string(), h));
         }
     }
-    let (want_out, want_state) = recurrence(c, &exact);
+    (given, recurrence(c, &exact))
+}
+
+/// [`run_case`] of graph `g` (the op, or its expansion) on `ctx`.
+fn run_case_on(
+    ctx: &wgpu_ops::Context,
+    g: &Graph,
+    c: &Case,
+    dtype: DType,
+    seed: u64,
+    atol: f64,
+    rtol: f64,
+) -> f64 {
+    let (b, t, hq, hkv, dk, dv) = (c.batch, c.steps, c.q_heads, c.kv_heads, c.dk, c.dv);
+    let (given, (want_out, want_state)) = inputs_and_recurrence(c, dtype, seed);
     // The reference interpreter's LinearAttention (f64 too, rounded once to the types) agrees
     // with this recurrence to the types' rounding.
     let reference = run_graph(&graph(c, dtype), &given, &Default::default()).unwrap();
@@ -208,7 +479,11 @@ fn run_case(c: &Case, dtype: DType, seed: u64, atol: f64, rtol: f64) -> f64 {
             );
         }
     }
-    let got = Session::new(ctx(), graph(c, dtype))
+    let given: Vec<(String, HostTensor)> = given
+        .into_iter()
+        .filter(|(name, _)| g.inputs.iter().any(|i| &i.name == name))
+        .collect();
+    let got = Session::new(ctx, g.clone())
         .unwrap()
         .run_blocking(given)
         .unwrap();
@@ -340,6 +615,152 @@ fn sixteen_bit_inputs_are_computed_in_f32_and_rounded_once() {
             assert!(worst <= 1.0, "{dtype} {c:?}: {worst} of the bound");
         }
     }
+}
+
+/// A context of the default kernel set with the expansion's recognition on or off, of its
+/// own (so its counts are this test's).
+fn recognizing(on: bool) -> wgpu_ops::Context {
+    wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        scan_recurrences: Some(on),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_expansion_runs_as_the_recurrence() {
+    // Batches of 2 (the Scan's inputs are [T, B, ...], the op's [B, T, ...]), every rule,
+    // grouped and multi-query heads, per-head decay, shared beta, a past state, 16-bit
+    // inputs, and steps beyond one dispatch's loop bound on lavapipe.
+    let mut cases = Vec::new();
+    for rule in ["linear", "gated", "delta", "gated_delta"] {
+        for (q_heads, kv_heads) in [(2, 2), (4, 2), (3, 1)] {
+            cases.push((
+                Case {
+                    rule,
+                    q_heads,
+                    kv_heads,
+                    ..base()
+                },
+                DType::F32,
+            ));
+        }
+    }
+    cases.push((
+        Case {
+            decay_per_key: false,
+            beta_per_head: false,
+            past: true,
+            scale: 0.3,
+            ..base()
+        },
+        DType::F32,
+    ));
+    cases.push((
+        Case {
+            past: true,
+            q_heads: 4,
+            ..base()
+        },
+        DType::F16,
+    ));
+    cases.push((
+        Case {
+            steps: 400,
+            batch: 2,
+            q_heads: 1,
+            kv_heads: 1,
+            dk: 128,
+            dv: 3,
+            ..base()
+        },
+        DType::F32,
+    ));
+    let (on, off) = (recognizing(true), recognizing(false));
+    for (n, (c, dtype)) in cases.iter().enumerate() {
+        let tol = if *dtype == DType::F32 { 1e-4 } else { 2e-3 };
+        let atol = if *dtype == DType::F32 { 1e-5 } else { tol };
+        let g = expanded_graph(c, *dtype, Mutation::None);
+        let before = on.stats();
+        let worst = run_case_on(&on, &g, c, *dtype, 10 * n as u64, atol, tol);
+        let after = on.stats();
+        assert!(worst <= 1.0, "{c:?}: {worst} of the bound");
+        assert_eq!(
+            after.scans_as_recurrences - before.scans_as_recurrences,
+            1,
+            "{c:?}"
+        );
+        // All steps in one or a few dispatches, where the Scan takes several per step.
+        assert!(after.dispatches - before.dispatches < 30, "{c:?}");
+        if c.steps < 100 {
+            let before = off.stats();
+            let worst = run_case_on(&off, &g, c, *dtype, 10 * n as u64, atol, tol);
+            let after = off.stats();
+            assert!(worst <= 1.0, "{c:?} iterated: {worst} of the bound");
+            assert_eq!(after.scans_as_recurrences, before.scans_as_recurrences);
+            assert!(
+                after.dispatches - before.dispatches >= c.steps as u64,
+                "{c:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_body_that_only_resembles_the_expansion_runs_as_a_scan() {
+    let (on, off) = (recognizing(true), recognizing(false));
+    for mutation in [
+        Mutation::SwappedSub,
+        Mutation::ExtraNode,
+        Mutation::ReversedKey,
+        Mutation::ReadsOldState,
+        Mutation::ScalePerHead,
+    ] {
+        for c in [
+            base(),
+            Case {
+                q_heads: 4,
+                ..base()
+            },
+        ] {
+            let g = expanded_graph(&c, DType::F32, mutation);
+            let (given, _) = inputs_and_recurrence(&c, DType::F32, 5);
+            let given: Vec<(String, HostTensor)> = given
+                .into_iter()
+                .filter(|(name, _)| g.inputs.iter().any(|i| &i.name == name))
+                .collect();
+            let run = |ctx: &wgpu_ops::Context| {
+                Session::new(ctx, g.clone())
+                    .unwrap()
+                    .run_blocking(given.clone())
+                    .unwrap()
+            };
+            let before = on.stats().scans_as_recurrences;
+            let got = run(&on);
+            assert_eq!(
+                on.stats().scans_as_recurrences,
+                before,
+                "{mutation:?} {c:?}"
+            );
+            // The same path, bit for bit.
+            assert_eq!(got, run(&off), "{mutation:?} {c:?}");
+        }
+    }
+    // The unmutated expansion of the same cases is recognized (the mutations are what stop it).
+    let before = on.stats().scans_as_recurrences;
+    for c in [
+        base(),
+        Case {
+            q_heads: 4,
+            ..base()
+        },
+    ] {
+        let g = expanded_graph(&c, DType::F32, Mutation::None);
+        let (given, _) = inputs_and_recurrence(&c, DType::F32, 5);
+        Session::new(&on, g).unwrap().run_blocking(given).unwrap();
+    }
+    assert_eq!(on.stats().scans_as_recurrences - before, 2);
 }
 
 #[test]

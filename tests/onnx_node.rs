@@ -145,6 +145,7 @@ fn read_tensor(path: &Path) -> Result<HostTensor, String> {
     tensor_from_bytes(&bytes).map_err(|e| e.to_string())
 }
 
+#[derive(Debug)]
 enum Outcome {
     Pass,
     Fail(String),
@@ -267,6 +268,48 @@ fn one_line(s: &str) -> String {
 #[test]
 fn onnx_node_tests() {
     run_suite(&NODE_TESTS);
+}
+
+/// The node tests of LinearAttention's expansion (a Scan over the time steps: rules, grouped
+/// and multi-query heads, per-head decay, scalar beta, f16, past state) run as the op's
+/// recurrence, one kernel for all steps, and pass; with the recognition off they run as Scans
+/// and pass too.
+#[test]
+fn linear_attention_expansions_run_as_the_recurrence() {
+    let dir = tests_dir(&NODE_TESTS);
+    let manifest: BTreeMap<String, Entry> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
+            .expect("manifest.json");
+    let expansions: Vec<(&String, &Entry)> = manifest
+        .iter()
+        .filter(|(name, _)| {
+            name.starts_with("test_linear_attention_") && name.ends_with("_expanded")
+        })
+        .collect();
+    assert!(expansions.len() >= 14, "{} expansions", expansions.len());
+    for recognize in [true, false] {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: common::cpu_kernels_from_env(),
+            scan_recurrences: Some(recognize),
+            ..Default::default()
+        })
+        .unwrap();
+        for (name, entry) in &expansions {
+            let before = ctx.stats().scans_as_recurrences;
+            let outcome = run_test_on(&ctx, &dir.join(name), entry);
+            assert!(
+                matches!(outcome, Outcome::Pass),
+                "{name}, recognized {recognize}: {outcome:?}"
+            );
+            // run_test_on runs every data set twice.
+            let runs = if recognize {
+                2 * entry.data_sets as u64
+            } else {
+                0
+            };
+            assert_eq!(ctx.stats().scans_as_recurrences - before, runs, "{name}");
+        }
+    }
 }
 
 /// Every element-wise op on every dtype onnxruntime has a kernel for, on edge and random

@@ -79,6 +79,11 @@ pub struct ContextOptions {
     /// kernels, no limit with the CPU ones. On the H100 the rows saved 4 µs per RNN step at
     /// 1 KiB states, and cost 10 µs at 64 KiB (`bench/h100/rnn_state_rows.txt`).
     pub scan_state_rows_max_bytes: Option<u64>,
+    /// Run a Scan whose body is a recurrence the crate has a kernel of its own for (the
+    /// expansion of ONNX LinearAttention, see `docs/onnx.md`) with that kernel, all steps in
+    /// one dispatch, instead of iterating the body. `None`: yes. Off, the body is iterated
+    /// (for comparisons).
+    pub scan_recurrences: Option<bool>,
 }
 
 /// [`ContextOptions::scan_state_rows_max_bytes`] with the GPU kernels: between the H100's
@@ -239,6 +244,8 @@ pub struct Stats {
     /// GPU buffers created for tensors (uploads and op outputs; reused buffers not counted; a
     /// tensor held in several buffers counts each).
     pub buffers_created: u64,
+    /// Scans run by a recurrence's own kernel (see [`ContextOptions::scan_recurrences`]).
+    pub scans_as_recurrences: u64,
 }
 
 struct Inner {
@@ -258,6 +265,7 @@ struct Inner {
     fuse_elementwise: bool,
     scan_in_place: bool,
     scan_state_rows_max_bytes: u64,
+    scan_recurrences: bool,
     max_commands: u64,
     max_memory: u64,
     /// Bytes of tensor storage alive on the device (see [`MemoryLease`]).
@@ -275,6 +283,7 @@ struct Inner {
     buffers_created: AtomicU64,
     dispatches: AtomicU64,
     copies: AtomicU64,
+    scans_as_recurrences: AtomicU64,
     /// Staging buffers reused by large uploads and by downloads.
     #[cfg(not(target_arch = "wasm32"))]
     staging: staging::StagingPool,
@@ -516,6 +525,7 @@ impl Context {
                         DEFAULT_STATE_ROWS_MAX_BYTES
                     },
                 ),
+                scan_recurrences: options.scan_recurrences.unwrap_or(true),
                 max_commands,
                 max_memory,
                 memory_in_use: Arc::default(),
@@ -530,6 +540,7 @@ impl Context {
                 buffers_created: AtomicU64::new(0),
                 dispatches: AtomicU64::new(0),
                 copies: AtomicU64::new(0),
+                scans_as_recurrences: AtomicU64::new(0),
             }),
         })
     }
@@ -584,6 +595,7 @@ impl Context {
             buffers_created: self.inner.buffers_created.load(Ordering::Relaxed),
             dispatches: self.inner.dispatches.load(Ordering::Relaxed),
             copies: self.inner.copies.load(Ordering::Relaxed),
+            scans_as_recurrences: self.inner.scans_as_recurrences.load(Ordering::Relaxed),
         }
     }
 
@@ -610,6 +622,12 @@ impl Context {
 
     pub(crate) fn count_dispatch(&self) {
         self.inner.dispatches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_scan_as_recurrence(&self) {
+        self.inner
+            .scans_as_recurrences
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_copy(&self) {
@@ -734,6 +752,12 @@ impl Context {
     /// [`ContextOptions::scan_in_place`]).
     pub fn scan_in_place(&self) -> bool {
         self.inner.scan_in_place
+    }
+
+    /// Whether a Scan whose body is a known recurrence runs with that recurrence's kernel
+    /// (see [`ContextOptions::scan_recurrences`]).
+    pub fn scan_recurrences(&self) -> bool {
+        self.inner.scan_recurrences
     }
 
     /// The largest state a Scan holds as its output's rows (see

@@ -10,6 +10,7 @@ pub(crate) mod exec;
 pub(crate) mod fuse;
 pub(crate) mod hoist;
 pub mod json;
+pub(crate) mod recurrence;
 pub(crate) mod registry;
 pub(crate) mod scan;
 

@@ -419,6 +419,11 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
     if plan.seq == 0 {
         return empty_sequence(rec, args, body, &plan, states);
     }
+    if let Some(outputs) =
+        super::recurrence::linear_attention(rec, args, body, &attrs, &plan, &inputs)?
+    {
+        return Ok(outputs);
+    }
     // Nodes that read no state run once, before the loop, on the whole scan inputs.
     if let Some(h) = super::hoist::hoist(rec, args, body, &attrs, &plan, states, scans)? {
         let described: Vec<(DType, Vec<usize>)> = states

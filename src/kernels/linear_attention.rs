@@ -45,6 +45,35 @@ pub struct LinearAttentionPlan {
     pub decay_per_key: bool,
     pub beta_per_head: bool,
     pub scale: f32,
+    /// The step inputs and the output are [T, B, ...] (a Scan over time) instead of the op's
+    /// [B, T, ...].
+    pub time_major: bool,
+}
+
+impl LinearAttentionPlan {
+    /// Loop iterations one invocation runs per step and state column: two passes over the
+    /// column (one without the delta rules) and one per further query head of the group.
+    fn iterations_per_step(&self) -> usize {
+        self.dk * (self.q_heads / self.kv_heads + 2)
+    }
+
+    /// Whether one call fits the kernel on `ctx`: each f32 tensor in one binding, every index
+    /// a u32, and a step's loops within one dispatch's bound. Where they do not,
+    /// [`Recorder::linear_attention_into`] fails naming the limit.
+    pub(crate) fn fits(&self, ctx: &crate::Context) -> bool {
+        let rows = self.batch * self.steps;
+        let sizes = [
+            rows * self.q_heads * self.dk,
+            rows * self.kv_heads * self.dk.max(self.dv),
+            self.batch * self.kv_heads * self.dk * self.dv,
+            rows * self.q_heads * self.dv,
+        ];
+        let limit = ctx.binding_limit().min(ctx.max_buffer_size());
+        sizes
+            .iter()
+            .all(|&n| n <= u32::MAX as usize && (n as u64) * 4 <= limit)
+            && self.iterations_per_step() <= LOOP_ITERATIONS_PER_DISPATCH
+    }
 }
 
 #[repr(C)]
@@ -53,7 +82,8 @@ struct Params {
     columns: u32,
     first_step: u32,
     steps: u32,
-    total_steps: u32,
+    batch_rows: u32,
+    step_rows: u32,
     q_heads: u32,
     kv_heads: u32,
     dk: u32,
@@ -62,6 +92,7 @@ struct Params {
     decay_per_key: u32,
     beta_per_head: u32,
     scale: f32,
+    _pad: [u32; 3],
 }
 
 /// Columns of one workgroup of the `lanes` entry point, invocations per column, and rows each
@@ -99,8 +130,9 @@ pub(crate) fn with_subgroup_lanes(source: &str) -> String {
 
 impl Recorder {
     /// Records the recurrence on f32 tensors: `state` ([B, H_kv, dk, dv]) holds the initial
-    /// state and ends as the final one; `output` ([B, T, H_q * dv]) gets every step's output.
-    /// `decay` and `beta` are any f32 tensor where the rule does not read them.
+    /// state and ends as the final one; `output` ([B, T, H_q * dv], or [T, B, ...] with
+    /// `plan.time_major`, as the step inputs) gets every step's output. `decay` and `beta` are
+    /// any f32 tensor where the rule does not read them.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn linear_attention_into(
         &mut self,
@@ -141,9 +173,7 @@ impl Recorder {
                 });
             }
         }
-        // Per step: two passes over the column (one without the delta rules) and one per
-        // further query head of the group.
-        let per_step = plan.dk * (plan.q_heads / plan.kv_heads + 2);
+        let per_step = plan.iterations_per_step();
         if per_step > LOOP_ITERATIONS_PER_DISPATCH {
             return Err(Error::LimitExceeded {
                 op,
@@ -192,7 +222,16 @@ impl Recorder {
                 columns: columns as u32,
                 first_step: first as u32,
                 steps: steps as u32,
-                total_steps: plan.steps as u32,
+                batch_rows: if plan.time_major {
+                    1
+                } else {
+                    plan.steps as u32
+                },
+                step_rows: if plan.time_major {
+                    plan.batch as u32
+                } else {
+                    1
+                },
                 q_heads: plan.q_heads as u32,
                 kv_heads: plan.kv_heads as u32,
                 dk: plan.dk as u32,
@@ -201,6 +240,7 @@ impl Recorder {
                 decay_per_key: u32::from(plan.decay_per_key),
                 beta_per_head: u32::from(plan.beta_per_head),
                 scale: plan.scale,
+                _pad: [0; 3],
             };
             let bindings: Vec<_> = tensors.iter().map(|t| t.storage().bind_whole()).collect();
             self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;

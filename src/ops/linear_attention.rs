@@ -159,6 +159,7 @@ impl LinearAttention {
             decay_per_key,
             beta_per_head,
             scale,
+            time_major: false,
         })
     }
 }

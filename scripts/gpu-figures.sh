@@ -59,7 +59,7 @@ run_part() {
     rnn-ort) python3 scripts/rnn_vs_onnxruntime.py 64 512 ;;
     rnn-ort-1) python3 scripts/rnn_vs_onnxruntime.py 1 512 ;;
     la-op-ort) python3 scripts/linear_attention_vs_onnxruntime.py --op ;;
-    la-expanded-ort) python3 scripts/linear_attention_vs_onnxruntime.py --node-by-node --copied-elements ;;
+    la-expanded-ort) python3 scripts/linear_attention_vs_onnxruntime.py --iterated ;;
     gpr-ort) python3 scripts/sklearn_gpr_vs_onnxruntime.py --model "${GPR_MODEL:-.devbin/gpr}" --copied-elements ;;
     tests-gpu-kernels) run_tests 0 ;;
     tests-cpu-kernels) run_tests 1 ;;

@@ -2,7 +2,9 @@
 //! per-key and per-head decay, per-head and shared beta, a past state, f16 and bf16, against
 //! an independent recurrence in f64 written from the spec's formulas (the reference
 //! interpreter's too); and its errors. (The 14 ONNX node tests of the op run in
-//! tests/onnx_node.rs.)
+//! tests/onnx_node.rs.) The op's expansion (a Scan over the steps) runs with the op's kernel,
+//! checked against the same recurrence; bodies that differ from it by one change, or by any
+//! single rewired edge, run as Scans.
 
 mod common;
 use common::*;
@@ -761,6 +763,96 @@ fn a_body_that_only_resembles_the_expansion_runs_as_a_scan() {
         Session::new(&on, g).unwrap().run_blocking(given).unwrap();
     }
     assert_eq!(on.stats().scans_as_recurrences - before, 2);
+}
+
+/// Every single rewiring of the expansion's body (each node input in turn replaced by each
+/// other value of the body) that still runs as a Scan gives the same results with the
+/// recognition on; one that fails as a Scan fails with it on too. With dk = dv most rewirings
+/// keep the shapes valid, so a pattern that took a wrong edge would be caught by its results.
+#[test]
+fn no_rewired_body_is_taken_for_the_expansion() {
+    let (on, off) = (recognizing(true), recognizing(false));
+    for c in [
+        Case {
+            batch: 2,
+            steps: 3,
+            dk: 4,
+            dv: 4,
+            ..base()
+        },
+        Case {
+            batch: 2,
+            steps: 3,
+            dk: 4,
+            dv: 4,
+            q_heads: 4,
+            rule: "delta",
+            ..base()
+        },
+    ] {
+        let g = expanded_graph(&c, DType::F32, Mutation::None);
+        let (given, _) = inputs_and_recurrence(&c, DType::F32, 9);
+        let given: Inputs = given
+            .into_iter()
+            .filter(|(name, _)| g.inputs.iter().any(|i| &i.name == name))
+            .collect();
+        let scan = g.nodes.iter().position(|n| n.op == "Scan").unwrap();
+        let Some(Attr::Graph(body)) = g.nodes[scan].attrs.get("body") else {
+            panic!("the Scan has a body")
+        };
+        let values: Vec<String> = body
+            .inputs
+            .iter()
+            .map(|i| i.name.clone())
+            .chain(body.nodes.iter().flat_map(|n| n.outputs.clone()))
+            .collect();
+        let (mut recognized, mut valid) = (0, 0);
+        for k in 0..body.nodes.len() {
+            for j in 0..body.nodes[k].inputs.len() {
+                for v in &values {
+                    if *v == body.nodes[k].inputs[j] {
+                        continue;
+                    }
+                    let mut rewired = body.as_ref().clone();
+                    rewired.nodes[k].inputs[j] = v.clone();
+                    let mut h = g.clone();
+                    h.nodes[scan]
+                        .attrs
+                        .insert("body".into(), Attr::Graph(Box::new(rewired)));
+                    let what = format!("{c:?}: input {j} of '{}' <- '{v}'", body.nodes[k].name);
+                    let run = |ctx: &wgpu_ops::Context| {
+                        Session::new(ctx, h.clone()).and_then(|s| s.run_blocking(given.clone()))
+                    };
+                    let before = on.stats().scans_as_recurrences;
+                    match (run(&off), run(&on)) {
+                        (Ok(want), Ok(got)) => {
+                            valid += 1;
+                            // Only CastLike's dtype source may change and still be taken:
+                            // every other body input is f32 too.
+                            let dtype_source = body.nodes[k].op == "CastLike" && j == 1;
+                            if on.stats().scans_as_recurrences > before && !dtype_source {
+                                recognized += 1;
+                            }
+                            for ((_, g), (_, w)) in got.iter().zip(&want) {
+                                assert_close(g, w, 1e-4, 1e-5, &what);
+                            }
+                        }
+                        (Err(_), Err(_)) => {}
+                        (want, got) => panic!(
+                            "{what}: iterated {:?}, recognized {:?}",
+                            want.err(),
+                            got.err()
+                        ),
+                    }
+                }
+            }
+        }
+        // Rewirings that keep the body valid exist (so the comparison above ran), and none was
+        // taken for the expansion but those of the output's dtype source (whose results
+        // matched above).
+        assert!(valid > 20, "{c:?}: {valid} valid rewirings");
+        assert_eq!(recognized, 0, "{c:?}");
+    }
 }
 
 #[test]

@@ -181,9 +181,6 @@ fn expanded_graph(c: &Case, dtype: DType, mutation: Mutation) -> Graph {
     };
     let f32_ = |s: &str| Attr::String(s.into());
     let mut g = Graph::new()
-        .input("query", dtype, &[b, t, Some(hq * dk)])
-        .input("key", dtype, &[b, t, Some(hkv * dk)])
-        .input("value", dtype, &[b, t, Some(hkv * dv)])
         .constant("q_shape", int_constant(&[0, 0, hq as i64, -1]))
         .constant("kv_shape", int_constant(&[0, 0, hkv as i64, -1]))
         .constant("beta_shape", int_constant(&[0, 0, -1, 1]))
@@ -214,27 +211,10 @@ fn expanded_graph(c: &Case, dtype: DType, mutation: Mutation) -> Graph {
     } else {
         g.constant("scale", HostTensor::from_vec(vec![], &[scale]).unwrap())
     };
-    let mut scans = vec!["q4", "k4", "v4"];
-    let mut body_inputs = vec!["state_in", "q_t", "k_t", "v_t"];
-    for (name, shape) in [
-        ("query", "q_shape"),
-        ("key", "kv_shape"),
-        ("value", "kv_shape"),
-    ] {
-        g = g
-            .node(
-                Node::new("Reshape", format!("{name}_r"))
-                    .inputs([name, shape])
-                    .outputs([format!("{name}_r")]),
-            )
-            .node(
-                Node::new("Transpose", format!("{name}_t"))
-                    .inputs([format!("{name}_r")])
-                    .outputs([&format!("{}4", &name[..1])])
-                    .attr("perm", Attr::Ints(vec![1, 0, 2, 3])),
-            );
-    }
-    let mut extra =
+    // Each input reshaped to [B, T, heads, size] and transposed to [T, B, heads, size] for
+    // the Scan, whose body reads its step as `step`.
+    let (mut scans, mut body_inputs) = (Vec::new(), vec!["state_in"]);
+    let mut time_major =
         |g: Graph, name: &str, shape: &str, last: usize, four: &'static str, step: &'static str| {
             scans.push(four);
             body_inputs.push(step);
@@ -251,13 +231,16 @@ fn expanded_graph(c: &Case, dtype: DType, mutation: Mutation) -> Graph {
                         .attr("perm", Attr::Ints(vec![1, 0, 2, 3])),
                 )
         };
+    g = time_major(g, "query", "q_shape", hq * dk, "q4", "q_t");
+    g = time_major(g, "key", "kv_shape", hkv * dk, "k4", "k_t");
+    g = time_major(g, "value", "kv_shape", hkv * dv, "v4", "v_t");
     if gated {
         let last = hkv * if c.decay_per_key { dk } else { 1 };
-        g = extra(g, "decay", "kv_shape", last, "d4", "decay_t");
+        g = time_major(g, "decay", "kv_shape", last, "d4", "decay_t");
     }
     if delta {
         let last = if c.beta_per_head { hkv } else { 1 };
-        g = extra(g, "beta", "beta_shape", last, "b4", "beta_t");
+        g = time_major(g, "beta", "beta_shape", last, "b4", "beta_t");
     }
     let state0 = if c.past {
         g = g

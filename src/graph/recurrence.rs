@@ -525,27 +525,11 @@ pub(crate) fn linear_attention(
     if !la.fits(&ctx) {
         return Ok(None);
     }
-    let wide = |rec: &mut Recorder, i: usize| rec.cast_to(&inputs[i], DType::F32, Out::NEW);
-    let (q, k, v) = (
-        wide(rec, found.query)?,
-        wide(rec, found.key)?,
-        wide(rec, found.value)?,
-    );
-    // The gate exp(decay), once for all columns; inputs the rule does not read are any f32
-    // tensor.
-    let gate = match found.decay {
-        Some(d) => {
-            let decay = wide(rec, d)?;
-            let gate = rec.elementwise("Exp", &decay, None)?;
-            rec.release(decay);
-            gate
-        }
-        None => q.clone(),
-    };
-    let beta = match found.beta {
-        Some(b) => wide(rec, b)?,
-        None => q.clone(),
-    };
+    let [q, k, v, gate, beta] = rec.linear_attention_operands(
+        [found.query, found.key, found.value].map(|i| &inputs[i]),
+        found.decay.map(|i| &inputs[i]),
+        found.beta.map(|i| &inputs[i]),
+    )?;
     let state = args.out(0).tensor(rec, DType::F32, inputs[0].shape())?;
     if !state.shares_buffer(&inputs[0]) {
         Out::into("state", &state).view(rec, inputs[0].clone())?;

@@ -165,6 +165,37 @@ impl LinearAttention {
 }
 
 impl Recorder {
+    /// The kernel's five f32 operands: query, key and value, the gate exp(decay) (computed
+    /// once here rather than by each of the dv columns that share it) and beta. The rule
+    /// reads neither of the last two where it is not given: any f32 tensor fills the binding.
+    pub(crate) fn linear_attention_operands(
+        &mut self,
+        qkv: [&Tensor; 3],
+        decay: Option<&Tensor>,
+        beta: Option<&Tensor>,
+    ) -> Result<[Tensor; 5]> {
+        let wide = |rec: &mut Recorder, t: &Tensor| rec.cast_to(t, DType::F32, Out::NEW);
+        let [q, k, v] = [
+            wide(self, qkv[0])?,
+            wide(self, qkv[1])?,
+            wide(self, qkv[2])?,
+        ];
+        let gate = match decay {
+            Some(t) => {
+                let wide_decay = wide(self, t)?;
+                let gate = self.elementwise("Exp", &wide_decay, None)?;
+                self.release(wide_decay);
+                gate
+            }
+            None => q.clone(),
+        };
+        let beta = match beta {
+            Some(t) => wide(self, t)?,
+            None => q.clone(),
+        };
+        Ok([q, k, v, gate, beta])
+    }
+
     /// Records ONNX LinearAttention: returns `output` ([B, T, H_q * dv], the query's dtype) and
     /// `present_state` ([B, H_kv, dk, dv]). 16-bit inputs are computed in f32 and the results
     /// rounded once (the state too, only at the end).
@@ -215,24 +246,11 @@ impl Recorder {
             optional.beta.map(Tensor::shape),
             optional.past_state.map(Tensor::shape),
         )?;
-        let wide = |rec: &mut Recorder, t: &Tensor| rec.cast_to(t, DType::F32, Out::NEW);
-        let (q, k, v) = (wide(self, query)?, wide(self, key)?, wide(self, value)?);
-        // The rule reads neither where it is not given: any f32 tensor fills the binding.
-        // The kernel reads the gate exp(decay), computed once here rather than by each of
-        // the dv columns that share it.
-        let decay = match optional.decay.filter(|_| plan.rule.gated()) {
-            Some(t) => {
-                let wide_decay = wide(self, t)?;
-                let gate = self.elementwise("Exp", &wide_decay, None)?;
-                self.release(wide_decay);
-                gate
-            }
-            None => q.clone(),
-        };
-        let beta = match optional.beta.filter(|_| plan.rule.delta()) {
-            Some(t) => wide(self, t)?,
-            None => q.clone(),
-        };
+        let [q, k, v, decay, beta] = self.linear_attention_operands(
+            [query, key, value],
+            optional.decay.filter(|_| plan.rule.gated()),
+            optional.beta.filter(|_| plan.rule.delta()),
+        )?;
         let state_shape = [plan.batch, plan.kv_heads, plan.dk, plan.dv];
         // A new buffer: the kernel updates the state in place, and past_state is an input.
         let state = self.alloc(DType::F32, &state_shape)?;

@@ -248,6 +248,7 @@ fn download_staged(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<HostTensor>
                 op: "download".into(),
                 message: format!("{len} bytes of a result on the host: {e}"),
             })?;
+        crate::host::advise_huge_pages(&mut v);
         data.push(v);
     }
     let mut sinks: Vec<Sink> = data.iter_mut().map(Sink::Append).collect();

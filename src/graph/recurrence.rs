@@ -162,22 +162,22 @@ impl<'a> Body<'a> {
         Some(i)
     }
 
-    /// `f(a, b)` for a commutative node's operands in either order; what the pattern took in
-    /// a failed order is given back.
+    /// `f(a, b)` for a commutative node's operands in either order; what the pattern took
+    /// (and which inputs it read uncast) in a failed order is given back.
     fn either<T>(
         &mut self,
         node: &'a Node,
         mut f: impl FnMut(&mut Self, &'a str, &'a str) -> Option<T>,
     ) -> Option<T> {
         let [a, b] = [node.inputs[0].as_str(), node.inputs[1].as_str()];
-        let before = self.matched.clone();
+        let before = (self.matched.clone(), self.uncast.clone());
         if let Some(found) = f(self, a, b) {
             return Some(found);
         }
-        self.matched = before.clone();
+        (self.matched, self.uncast) = before.clone();
         let found = f(self, b, a);
         if found.is_none() {
-            self.matched = before;
+            (self.matched, self.uncast) = before;
         }
         found
     }

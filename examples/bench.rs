@@ -1493,16 +1493,22 @@ fn linear_attention_step(ctx: &Context, timer: &Timer) {
         }
         println!("  {:<50} {:>10.1}", "sum", sum * 1e6);
     }
-    linear_attention_op(ctx);
+    // Two lengths: the difference is the cost of a step alone, without what a run costs once.
+    let short = linear_attention_op(ctx, 256);
+    let long = linear_attention_op(ctx, 1024);
+    println!(
+        "LinearAttention op, cost of one more step (T=256 -> 1024): {:.1} us",
+        (long - short) / 768.0 * 1e6
+    );
 }
 
-/// The LinearAttention op itself (gated_delta, B=1, T=1024, 16 heads of 128) on tensors already
-/// on the GPU: wall time until the GPU is done, median of 5 runs after one that builds the
-/// pipelines. Beside the end-to-end figure of `scripts/linear_attention_vs_onnxruntime.py
-/// --op`, which also uploads the inputs and reads the outputs back, it shows what the transfers
-/// cost.
-fn linear_attention_op(ctx: &Context) {
-    let (steps, heads, d) = (1024usize, 16usize, 128usize);
+/// The LinearAttention op itself (gated_delta, B=1, T=`steps`, 16 heads of 128) on tensors
+/// already on the GPU: wall time until the GPU is done, median of 5 runs after one that builds
+/// the pipelines (returned, in seconds). Beside the end-to-end figure of
+/// `scripts/linear_attention_vs_onnxruntime.py --op`, which also uploads the inputs and reads
+/// the outputs back, it shows what the transfers cost.
+fn linear_attention_op(ctx: &Context, steps: usize) -> f64 {
+    let (heads, d) = (16usize, 128usize);
     let width = heads * d;
     let f32s = |shape: &[usize]| shape.iter().map(|&n| Some(n)).collect::<Vec<_>>();
     let graph = Graph::new()
@@ -1559,6 +1565,7 @@ fn linear_attention_op(ctx: &Context) {
         times[2] * 1e3,
         times[2] / steps as f64 * 1e6
     );
+    times[2]
 }
 
 /// `Add` of two 64 MiB operands (16 MiB with `--quick`) of each numeric dtype into a third,

@@ -263,6 +263,53 @@ fn layout_ops_and_cast() {
     }
 }
 
+#[test]
+fn transposes_that_move_only_unit_axes_are_views() {
+    let ctx = own_ctx();
+    for (shape, perm, moves) in [
+        (vec![1usize, 5, 3, 4], vec![1i64, 0, 2, 3], false),
+        (vec![5, 1, 1, 4], vec![2, 0, 3, 1], false),
+        (vec![1, 1], vec![1, 0], false),
+        (vec![5, 1, 4], vec![2, 1, 0], true),
+        (vec![2, 3], vec![1, 0], true),
+        (vec![2, 1, 3], vec![1, 2, 0], true),
+    ] {
+        for dtype in [DType::U8, DType::F32, DType::I64] {
+            let x = random_tensor(7, dtype, &shape);
+            let mut rec = ctx.recorder();
+            let before = ctx.stats();
+            let t = rec
+                .transpose(&wgpu_ops::Tensor::from_host(&ctx, &x).unwrap(), Some(&perm))
+                .unwrap();
+            let after = ctx.stats();
+            pollster::block_on(rec.finish()).unwrap();
+            let got = t.to_host_blocking().unwrap();
+            let want = run_graph(
+                &Graph::new()
+                    .input(
+                        "x",
+                        dtype,
+                        &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+                    )
+                    .node(
+                        Node::new("Transpose", "t")
+                            .inputs(["x"])
+                            .outputs(["y"])
+                            .attr("perm", Attr::Ints(perm.clone())),
+                    )
+                    .output("y"),
+                &[("x".to_string(), x.clone())],
+                &Default::default(),
+            )
+            .unwrap()
+            .remove(0);
+            assert_eq!(got, want, "{shape:?} {perm:?} {dtype}");
+            let recorded = after.dispatches + after.copies - before.dispatches - before.copies;
+            assert_eq!(recorded > 0, moves, "{shape:?} {perm:?} {dtype}");
+        }
+    }
+}
+
 /// Edge values of the 64-bit dtypes (overflow, division by zero and by -1, the largest and
 /// smallest values, infinities, subnormals, -0.0), as a [12] tensor.
 fn edge_values(dtype: DType, rotate: usize) -> HostTensor {

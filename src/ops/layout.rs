@@ -261,6 +261,20 @@ impl Recorder {
         self.check_inputs("Transpose", &[("data", data)])?;
         super::check_rank("Transpose", data.shape())?;
         let (shape, plan) = transpose_plan(data.shape(), perm)?;
+        // Where the axes of more than one element keep their order, only axes of size 1 move
+        // ([1, T, H, D] to [T, 1, H, D]: a batch of one laid out for a Scan over T) and no
+        // element does: the same bytes, viewed.
+        let order: Vec<usize> = match perm {
+            Some(p) => p.iter().map(|&a| a as usize).collect(),
+            None => (0..shape.len()).rev().collect(),
+        };
+        let moved: Vec<usize> = order
+            .into_iter()
+            .filter(|&a| data.shape()[a] != 1)
+            .collect();
+        if moved.is_sorted() {
+            return out.view(self, data.reshaped(&shape)?);
+        }
         let out = out.tensor(self, data.dtype(), &shape)?;
         self.gather_into("Transpose", data, &plan, &out)?;
         Ok(out)

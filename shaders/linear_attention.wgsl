@@ -190,42 +190,62 @@ fn lanes(
             rows_held[r] = state[column + i * dv];
         }
     }
-    for (var t = params.first_step; t < params.first_step + params.steps; t++) {
+    // A step's inputs for this lane's rows (key, gate exp(decay) and the first query head's
+    // query; 0 beyond the head size), its value and beta are loaded one step ahead: the loads
+    // of step t + 1 are issued before step t computes, so their latency (a trip to memory:
+    // nothing else in a step waits on memory) overlaps its sums instead of adding to them.
+    var key_rows: array<f32, 16>;
+    var gate_rows: array<f32, 16>;
+    var query_rows: array<f32, 16>;
+    var next_value = 0.0;
+    var next_beta = 0.0;
+    let end = params.first_step + params.steps;
+    for (var t = params.first_step; t <= end; t++) {
+        let key_now = key_rows;
+        let gate_now = gate_rows;
+        let query_now = query_rows;
+        let value_now = next_value;
+        let beta_now = next_beta;
         let row = b * params.batch_rows + t * params.step_rows;
         let kv = row * params.kv_heads + h;
-        let k0 = kv * dk;
-        let d0 = select(kv, kv * dk, per_key);
-        let d_step = select(0u, 1u, per_key);
-        var u = select(0.0, value[kv * dv + jj], live);
+        let q0 = (row * params.q_heads + h * per_kv) * dk;
+        if t < end {
+            let k0 = kv * dk;
+            let d0 = select(kv, kv * dk, per_key);
+            let d_step = select(0u, 1u, per_key);
+            for (var r = 0u; r < ROWS_PER_LANE; r++) {
+                let i = lane + r * LANES;
+                let inside = i < rows;
+                let at = min(i, dk - 1u);
+                key_rows[r] = select(0.0, key[k0 + at], inside);
+                gate_rows[r] = select(0.0, select(1.0, gate[d0 + at * d_step], gated), inside);
+                query_rows[r] = select(0.0, query[q0 + at], inside);
+            }
+            next_value = value[kv * dv + jj];
+            next_beta = beta[select(row, kv, params.beta_per_head != 0u)];
+        }
+        if t == params.first_step {
+            continue;
+        }
+        // Step t - 1, from the values loaded on the previous pass.
+        let step = t - 1u;
+        let step_row = b * params.batch_rows + step * params.step_rows;
+        let step_q0 = (step_row * params.q_heads + h * per_kv) * dk;
+        var u = select(0.0, value_now, live);
         if delta {
             var part = 0.0;
             for (var r = 0u; r < ROWS_PER_LANE; r++) {
-                let i = lane + r * LANES;
-                if i < rows {
-                    var s = rows_held[r];
-                    if gated {
-                        s *= gate[d0 + i * d_step];
-                    }
-                    part += s * key[k0 + i];
-                }
+                part += rows_held[r] * gate_now[r] * key_now[r];
             }
             let recalled = lane_sum(lane, col, part);
-            u = beta[select(row, kv, params.beta_per_head != 0u)] * (u - recalled);
+            u = beta_now * (u - recalled);
         }
-        let q0 = (row * params.q_heads + h * per_kv) * dk;
-        let o0 = (row * params.q_heads + h * per_kv) * dv + jj;
+        let o0 = (step_row * params.q_heads + h * per_kv) * dv + jj;
         var part = 0.0;
         for (var r = 0u; r < ROWS_PER_LANE; r++) {
-            let i = lane + r * LANES;
-            if i < rows {
-                var s = rows_held[r];
-                if gated {
-                    s *= gate[d0 + i * d_step];
-                }
-                s += key[k0 + i] * u;
-                rows_held[r] = s;
-                part += query[q0 + i] * s;
-            }
+            let s = rows_held[r] * gate_now[r] + key_now[r] * u;
+            rows_held[r] = s;
+            part += query_now[r] * s;
         }
         let first = lane_sum(lane, col, part);
         if live && lane == 0u {
@@ -236,7 +256,7 @@ fn lanes(
             for (var r = 0u; r < ROWS_PER_LANE; r++) {
                 let i = lane + r * LANES;
                 if i < rows {
-                    other += query[q0 + g * dk + i] * rows_held[r];
+                    other += query[step_q0 + g * dk + i] * rows_held[r];
                 }
             }
             let total = lane_sum(lane, col, other);

@@ -197,9 +197,11 @@ impl Recorder {
             && plan.dk <= LANES * ROWS_PER_LANE;
         let subgroups = lanes && ctx.subgroups_of_at_least(LANES as u32);
         // Steps per dispatch: each loop of an invocation runs at most the shared bound of
-        // iterations (over the column's rows, or over the lane's 16 rows with lanes).
+        // iterations (over the column's rows, or with lanes over the lane's 16 rows: one loop
+        // loading the next step's inputs, two for the delta rules' sums and the update, one
+        // per further query head).
         let chunk = if lanes {
-            LOOP_ITERATIONS_PER_DISPATCH / (ROWS_PER_LANE * (plan.q_heads / plan.kv_heads + 2))
+            LOOP_ITERATIONS_PER_DISPATCH / (ROWS_PER_LANE * (plan.q_heads / plan.kv_heads + 3))
         } else {
             LOOP_ITERATIONS_PER_DISPATCH / per_step
         };

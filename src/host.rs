@@ -20,6 +20,7 @@ pub struct HostTensor {
 /// 4 KiB page fault at a time ran at a fifth of a copy into memory written before, on this
 /// machine and on the H100's (`bench/transfer_lavapipe.txt`, `bench/h100/transfer.txt`).
 /// Advice only: nothing changes where it is refused, and the allocator still owns the memory.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn advise_huge_pages(v: &mut Vec<u8>) {
     const HUGE_PAGE: usize = 2 << 20;
     let spare = v.spare_capacity_mut();

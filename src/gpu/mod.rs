@@ -80,8 +80,8 @@ pub struct ContextOptions {
     /// 1 KiB states, and cost 10 µs at 64 KiB (`bench/h100/rnn_state_rows.txt`).
     pub scan_state_rows_max_bytes: Option<u64>,
     /// Run a Scan whose body is a recurrence the crate has a kernel of its own for (the
-    /// expansion of ONNX LinearAttention, see `docs/onnx.md`) with that kernel, all steps in
-    /// one dispatch, instead of iterating the body. `None`: yes. Off, the body is iterated
+    /// expansion of ONNX LinearAttention, see `docs/onnx.md`) with that kernel, a few
+    /// dispatches for all steps, instead of iterating the body. `None`: yes. Off, the body is iterated
     /// (for comparisons).
     pub scan_recurrences: Option<bool>,
 }

@@ -2,7 +2,8 @@
 //! instead of iterating the body: ONNX LinearAttention's expansion (the op's function body in
 //! opset 27, which exporters and runtimes without the op produce) is a Scan over the time steps
 //! whose step reads and writes the whole [B, H, dk, dv] state several times; its kernel runs
-//! every step in one dispatch with each state column held by the invocations that update it.
+//! the steps in a few dispatches (one per stretch of steps), each state column held by the
+//! invocations that update it.
 //!
 //! The body is recognized by its data flow, not by names: every node of the body must be part
 //! of the pattern, each input and attribute that changes the arithmetic (axes, the transpose's

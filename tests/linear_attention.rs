@@ -392,7 +392,7 @@ fn inputs_and_recurrence(c: &Case, dtype: DType, seed: u64) -> (Inputs, (Vec<f64
     let beta_n = if c.beta_per_head { hkv } else { 1 };
     // Unit keys per head, as the delta rules expect (and the node tests make them).
     let mut key = values(seed + 1, b * t * hkv * dk, -1.0, 1.0);
-    for chunk in key.chunks_mut(dk) {
+    for chunk in key.chunks_mut(dk.max(1)) {
         let norm = chunk.iter().map(|x| x * x).sum::<f64>().sqrt().max(1e-6);
         chunk.iter_mut().for_each(|x| *x /= norm);
     }
@@ -730,6 +730,34 @@ fn a_body_that_only_resembles_the_expansion_runs_as_a_scan() {
             );
             // The same path, bit for bit.
             assert_eq!(got, run(&off), "{mutation:?} {c:?}");
+        }
+    }
+    // Heads of no rows or no columns are left to the Scan too, with the same outcome.
+    for c in [Case { dk: 0, ..base() }, Case { dv: 0, ..base() }] {
+        let g = expanded_graph(&c, DType::F32, Mutation::None);
+        let (given, _) = inputs_and_recurrence(&c, DType::F32, 5);
+        let given: Inputs = given
+            .into_iter()
+            .filter(|(name, _)| g.inputs.iter().any(|i| &i.name == name))
+            .collect();
+        let run = |ctx: &wgpu_ops::Context| {
+            Session::new(ctx, g.clone()).and_then(|s| s.run_blocking(given.clone()))
+        };
+        let before = on.stats().scans_as_recurrences;
+        let (got, want) = (run(&on), run(&off));
+        assert_eq!(on.stats().scans_as_recurrences, before, "{c:?}");
+        match (got, want) {
+            (Ok(got), Ok(want)) => assert_eq!(
+                got.iter()
+                    .map(|(_, t)| nan_canonical(t))
+                    .collect::<Vec<_>>(),
+                want.iter()
+                    .map(|(_, t)| nan_canonical(t))
+                    .collect::<Vec<_>>(),
+                "{c:?}"
+            ),
+            (Err(got), Err(want)) => assert_eq!(got.to_string(), want.to_string()),
+            (got, want) => panic!("{c:?}: {:?} against {:?}", got.err(), want.err()),
         }
     }
     // The unmutated expansion of the same cases is recognized (the mutations are what stop it).

@@ -385,7 +385,8 @@ impl LinearAttentionBody {
         let &[batch, kv_heads, dk, dv] = state.shape() else {
             return None;
         };
-        if state.dtype() != DType::F32 {
+        // Empty heads are left to the Scan (the op refuses them; the kernel assumes rows).
+        if state.dtype() != DType::F32 || [batch, kv_heads, dk, dv].contains(&0) {
             return None;
         }
         let steps = inputs[1].shape()[0];

@@ -584,6 +584,55 @@ fn every_rule_and_head_layout_matches_the_recurrence() {
     }
 }
 
+/// The GPU kernels' 8 lanes per column add their parts by subgroup shuffles where the device
+/// has subgroups, else in workgroup memory (browsers); each way, on this adapter.
+#[test]
+fn lanes_add_their_parts_by_shuffles_or_in_workgroup_memory() {
+    for subgroups in [true, false] {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(false),
+            subgroups: Some(subgroups),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut cases = Vec::new();
+        for rule in ["linear", "gated_delta"] {
+            for (q_heads, kv_heads) in [(2, 2), (4, 2)] {
+                cases.push(Case {
+                    rule,
+                    q_heads,
+                    kv_heads,
+                    ..base()
+                });
+            }
+        }
+        cases.push(Case {
+            steps: 300,
+            batch: 1,
+            q_heads: 1,
+            kv_heads: 1,
+            dk: 128,
+            dv: 40,
+            ..base()
+        });
+        for (n, c) in cases.iter().enumerate() {
+            let worst = run_case_on(
+                &ctx,
+                &graph(c, DType::F32),
+                c,
+                DType::F32,
+                3 * n as u64,
+                1e-5,
+                1e-4,
+            );
+            assert!(
+                worst <= 1.0,
+                "subgroups {subgroups}, {c:?}: {worst} of the bound"
+            );
+        }
+    }
+}
+
 #[test]
 fn sixteen_bit_inputs_are_computed_in_f32_and_rounded_once() {
     for (dtype, tol) in [(DType::F16, 2e-3), (DType::BF16, 1.6e-2)] {

@@ -84,6 +84,10 @@ pub struct ContextOptions {
     /// dispatches for all steps, instead of iterating the body. `None`: yes. Off, the body is iterated
     /// (for comparisons).
     pub scan_recurrences: Option<bool>,
+    /// Use subgroup operations where the device has them (LinearAttention's lanes add their
+    /// parts by shuffles). `None`: yes. Off, kernels take their workgroup-memory variants, the
+    /// ones browsers run (for tests of those on native adapters).
+    pub subgroups: Option<bool>,
 }
 
 /// [`ContextOptions::scan_state_rows_max_bytes`] with the GPU kernels: between the H100's
@@ -266,6 +270,7 @@ struct Inner {
     scan_in_place: bool,
     scan_state_rows_max_bytes: u64,
     scan_recurrences: bool,
+    subgroups: bool,
     max_commands: u64,
     max_memory: u64,
     /// Bytes of tensor storage alive on the device (see [`MemoryLease`]).
@@ -526,6 +531,7 @@ impl Context {
                     },
                 ),
                 scan_recurrences: options.scan_recurrences.unwrap_or(true),
+                subgroups: options.subgroups.unwrap_or(true),
                 max_commands,
                 max_memory,
                 memory_in_use: Arc::default(),
@@ -556,10 +562,12 @@ impl Context {
     }
 
     /// Whether kernels may use subgroup operations on subgroups of at least `n` invocations
-    /// (the device has wgpu's `SUBGROUP` feature and its smallest subgroup is that large).
+    /// (the device has wgpu's `SUBGROUP` feature, its smallest subgroup is that large, and
+    /// [`ContextOptions::subgroups`] allows them).
     /// Native only: browsers' WGSL wants an `enable subgroups;` that naga does not take.
     pub fn subgroups_of_at_least(&self, n: u32) -> bool {
         cfg!(not(target_arch = "wasm32"))
+            && self.inner.subgroups
             && self
                 .inner
                 .device

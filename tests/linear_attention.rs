@@ -384,6 +384,32 @@ fn run_case(c: &Case, dtype: DType, seed: u64, atol: f64, rtol: f64) -> f64 {
 
 type Inputs = Vec<(String, HostTensor)>;
 
+/// The inputs among `given` that graph `g` takes (the expansion has no decay or beta input
+/// where its rule reads none).
+fn taken_by(g: &Graph, given: Inputs) -> Inputs {
+    given
+        .into_iter()
+        .filter(|(name, _)| g.inputs.iter().any(|i| &i.name == name))
+        .collect()
+}
+
+const ALL_RULES: &[&str] = &["linear", "gated", "delta", "gated_delta"];
+
+/// `base()` with each of `rules` and each (query heads, key/value heads) of `heads`.
+fn rule_and_head_cases(rules: &[&'static str], heads: &[(usize, usize)]) -> Vec<Case> {
+    rules
+        .iter()
+        .flat_map(|&rule| {
+            heads.iter().map(move |&(q_heads, kv_heads)| Case {
+                rule,
+                q_heads,
+                kv_heads,
+                ..base()
+            })
+        })
+        .collect()
+}
+
 /// The inputs of `c` in `dtype` by name, and the f64 recurrence's output and state from the
 /// same values.
 fn inputs_and_recurrence(c: &Case, dtype: DType, seed: u64) -> (Inputs, (Vec<f64>, Vec<f64>)) {
@@ -464,10 +490,7 @@ fn run_case_on(
             );
         }
     }
-    let given: Vec<(String, HostTensor)> = given
-        .into_iter()
-        .filter(|(name, _)| g.inputs.iter().any(|i| &i.name == name))
-        .collect();
+    let given = taken_by(g, given);
     let got = Session::new(ctx, g.clone())
         .unwrap()
         .run_blocking(given)
@@ -506,17 +529,7 @@ fn base() -> Case {
 
 #[test]
 fn every_rule_and_head_layout_matches_the_recurrence() {
-    let mut cases = Vec::new();
-    for rule in ["linear", "gated", "delta", "gated_delta"] {
-        for (q_heads, kv_heads) in [(2, 2), (4, 2), (3, 1)] {
-            cases.push(Case {
-                rule,
-                q_heads,
-                kv_heads,
-                ..base()
-            });
-        }
-    }
+    let mut cases = rule_and_head_cases(ALL_RULES, &[(2, 2), (4, 2), (3, 1)]);
     cases.push(Case {
         decay_per_key: false,
         beta_per_head: false,
@@ -595,17 +608,7 @@ fn lanes_add_their_parts_by_shuffles_or_in_workgroup_memory() {
             ..Default::default()
         })
         .unwrap();
-        let mut cases = Vec::new();
-        for rule in ["linear", "gated_delta"] {
-            for (q_heads, kv_heads) in [(2, 2), (4, 2)] {
-                cases.push(Case {
-                    rule,
-                    q_heads,
-                    kv_heads,
-                    ..base()
-                });
-            }
-        }
+        let mut cases = rule_and_head_cases(&["linear", "gated_delta"], &[(2, 2), (4, 2)]);
         cases.push(Case {
             steps: 300,
             batch: 1,
@@ -667,20 +670,10 @@ fn the_expansion_runs_as_the_recurrence() {
     // Batches of 2 (the Scan's inputs are [T, B, ...], the op's [B, T, ...]), every rule,
     // grouped and multi-query heads, per-head decay, shared beta, a past state, 16-bit
     // inputs, and steps beyond one dispatch's loop bound on lavapipe.
-    let mut cases = Vec::new();
-    for rule in ["linear", "gated", "delta", "gated_delta"] {
-        for (q_heads, kv_heads) in [(2, 2), (4, 2), (3, 1)] {
-            cases.push((
-                Case {
-                    rule,
-                    q_heads,
-                    kv_heads,
-                    ..base()
-                },
-                DType::F32,
-            ));
-        }
-    }
+    let mut cases: Vec<(Case, DType)> = rule_and_head_cases(ALL_RULES, &[(2, 2), (4, 2), (3, 1)])
+        .into_iter()
+        .map(|c| (c, DType::F32))
+        .collect();
     cases.push((
         Case {
             decay_per_key: false,
@@ -760,10 +753,7 @@ fn a_body_that_only_resembles_the_expansion_runs_as_a_scan() {
         ] {
             let g = expanded_graph(&c, DType::F32, mutation);
             let (given, _) = inputs_and_recurrence(&c, DType::F32, 5);
-            let given: Vec<(String, HostTensor)> = given
-                .into_iter()
-                .filter(|(name, _)| g.inputs.iter().any(|i| &i.name == name))
-                .collect();
+            let given = taken_by(&g, given);
             let run = |ctx: &wgpu_ops::Context| {
                 Session::new(ctx, g.clone())
                     .unwrap()
@@ -785,10 +775,7 @@ fn a_body_that_only_resembles_the_expansion_runs_as_a_scan() {
     for c in [Case { dk: 0, ..base() }, Case { dv: 0, ..base() }] {
         let g = expanded_graph(&c, DType::F32, Mutation::None);
         let (given, _) = inputs_and_recurrence(&c, DType::F32, 5);
-        let given: Inputs = given
-            .into_iter()
-            .filter(|(name, _)| g.inputs.iter().any(|i| &i.name == name))
-            .collect();
+        let given = taken_by(&g, given);
         let run = |ctx: &wgpu_ops::Context| {
             Session::new(ctx, g.clone()).and_then(|s| s.run_blocking(given.clone()))
         };
@@ -852,10 +839,7 @@ fn no_rewired_body_is_taken_for_the_expansion() {
     ] {
         let g = expanded_graph(&c, DType::F32, Mutation::None);
         let (given, _) = inputs_and_recurrence(&c, DType::F32, 9);
-        let given: Inputs = given
-            .into_iter()
-            .filter(|(name, _)| g.inputs.iter().any(|i| &i.name == name))
-            .collect();
+        let given = taken_by(&g, given);
         let scan = g.nodes.iter().position(|n| n.op == "Scan").unwrap();
         let Some(Attr::Graph(body)) = g.nodes[scan].attrs.get("body") else {
             panic!("the Scan has a body")

@@ -43,6 +43,8 @@ UNARY = ["Neg", "Abs", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Relu", "Recipro
          "Floor", "Ceil", "Round", "Erf", "Not"]
 BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Mod", "FMod", "Equal", "Less",
           "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"]
+TRIGONOMETRIC = ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+                 "Atanh"]
 BOOL_OUT = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not",
             "IsNaN", "IsInf"}
 
@@ -160,6 +162,14 @@ def main():
             cases.append((op, d, [(d, a)], attrs, f"{op}_{k}"))
         slope = values(np_type, 7, rng_act)
         cases.append(("PRelu", d, [(d, values(np_type, 35, rng_act).reshape(5, 7)), (d, slope)], {}))
+    # The circular and hyperbolic functions and their inverses, from their own random state.
+    rng_trig = np.random.RandomState(10)
+    for d, (np_type, _) in DTYPES.items():
+        if not np.issubdtype(np_type, np.floating):
+            continue
+        for op in TRIGONOMETRIC:
+            a = values(np_type, 35, rng_trig).reshape(5, 7)
+            cases.append((op, d, [(d, a)], {}))
     written = 0
     for case in cases:
         op, d, inputs, attrs = case[:4]

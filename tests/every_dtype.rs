@@ -32,7 +32,8 @@ fn onnx_allows(op: &str, d: DType) -> bool {
         | "FMod" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" => numeric(d),
         "Neg" | "Relu" => signed(d),
         "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Reciprocal" | "Floor" | "Ceil" | "Round"
-        | "Erf" => float(d),
+        | "Erf" | "Sin" | "Cos" | "Tan" | "Asin" | "Acos" | "Atan" | "Sinh" | "Cosh" | "Asinh"
+        | "Acosh" | "Atanh" => float(d),
         "Pow" => float(d) || matches!(d, DType::I32 | DType::I64),
         "Equal" | "Where" => true,
         "And" | "Or" | "Xor" | "Not" => d == DType::Bool,
@@ -49,7 +50,25 @@ fn not_yet(_op: &str, _d: DType) -> bool {
 fn exact(op: &str) -> bool {
     !matches!(
         op,
-        "Exp" | "Log" | "Tanh" | "Sigmoid" | "Pow" | "Erf" | "Div" | "Reciprocal"
+        "Exp"
+            | "Log"
+            | "Tanh"
+            | "Sigmoid"
+            | "Pow"
+            | "Erf"
+            | "Div"
+            | "Reciprocal"
+            | "Sin"
+            | "Cos"
+            | "Tan"
+            | "Asin"
+            | "Acos"
+            | "Atan"
+            | "Sinh"
+            | "Cosh"
+            | "Asinh"
+            | "Acosh"
+            | "Atanh"
     )
 }
 
@@ -315,6 +334,17 @@ fn every_op_on(d: DType) {
         "Ceil",
         "Round",
         "Erf",
+        "Sin",
+        "Cos",
+        "Tan",
+        "Asin",
+        "Acos",
+        "Atan",
+        "Sinh",
+        "Cosh",
+        "Asinh",
+        "Acosh",
+        "Atanh",
         "Not",
     ];
     let binary = [
@@ -966,4 +996,126 @@ fn word_kernel_in_windows() {
             }
         }
     }
+}
+
+/// Values across the whole range of f32 (`wide` false) or f64: every exponent from 2^-30 up
+/// with random significands, both signs, and the floats nearest multiples of pi/2 (and their
+/// neighbours), where the reduction of sin, cos and tan cancels most.
+fn trigonometric_arguments(wide: bool) -> Vec<f64> {
+    let raw = bytes(42, 1 << 16);
+    let word = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+    let mut v = Vec::new();
+    let (bits, max_exp) = if wide { (52, 1023) } else { (23, 127) };
+    let mut n = 0;
+    for e in -30..=max_exp {
+        for _ in 0..4 {
+            let m = 1.0 + (word(n) >> (64 - bits)) as f64 / (1u64 << bits) as f64;
+            n += 1;
+            v.push(m * 2f64.powi(e));
+        }
+    }
+    for k in 1..600u32 {
+        let x = f64::from(k * k) * std::f64::consts::FRAC_PI_2;
+        if wide {
+            v.extend([
+                x,
+                f64::from_bits(x.to_bits() + 1),
+                f64::from_bits(x.to_bits() - 1),
+            ]);
+        } else {
+            let y = x as f32;
+            v.extend(
+                [
+                    y,
+                    f32::from_bits(y.to_bits() + 1),
+                    f32::from_bits(y.to_bits() - 1),
+                ]
+                .map(f64::from),
+            );
+        }
+    }
+    let negated: Vec<f64> = v.iter().map(|x| -x).collect();
+    v.extend(negated);
+    v
+}
+
+/// The circular and hyperbolic functions and their inverses on f32 and f64 across their whole
+/// range, against musl's (libm, within an ulp of the exact result), in units in the last
+/// place of the reference. The bounds are what the kernels' own arithmetic allows by WGSL's
+/// accuracy rules: sin, cos and tan reduce exactly and sum series (a few roundings); the
+/// inverses add a division and a square root (2.5 and 1 ulp each in f32); the hyperbolic
+/// functions use the built-in exp and log, which WGSL allows 3 + 2|x| ulp.
+#[test]
+fn trigonometric_functions_across_the_range() {
+    let ctx = ctx();
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for d in [DType::F32, DType::F64] {
+        let wide = d == DType::F64;
+        let args = trigonometric_arguments(wide);
+        let x = if wide {
+            HostTensor::from_vec(vec![args.len()], &args).unwrap()
+        } else {
+            let narrow: Vec<f32> = args.iter().map(|&a| a as f32).collect();
+            HostTensor::from_vec(vec![args.len()], &narrow).unwrap()
+        };
+        for (op, bound) in [
+            ("Sin", 4.0),
+            ("Cos", 4.0),
+            ("Tan", 6.0),
+            ("Asin", 8.0),
+            ("Acos", 8.0),
+            ("Atan", 6.0),
+            ("Sinh", 8.0),
+            ("Cosh", 8.0),
+            ("Asinh", 8.0),
+            ("Acosh", 8.0),
+            ("Atanh", 8.0),
+        ] {
+            let (got, want) = both(
+                ctx,
+                Node::new(op, "n").inputs(["x"]),
+                vec![("x", x.clone())],
+            )
+            .unwrap_or_else(|e| panic!("{op} on {d}: {e}"));
+            let (got, want) = (as_f64(&got), as_f64(&want));
+            let mut worst = (0.0f64, 0usize);
+            for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                let ulps = if g.is_nan() || w.is_nan() {
+                    if g.is_nan() && w.is_nan() {
+                        0.0
+                    } else {
+                        f64::INFINITY
+                    }
+                } else if g == w {
+                    0.0
+                } else {
+                    (g - w).abs() / ulp(w, wide)
+                };
+                if ulps > worst.0 {
+                    worst = (ulps, i);
+                }
+            }
+            let (ulps, i) = worst;
+            report.push(format!("{op} {d}: {ulps:.2} ulp (at {:e})", args[i]));
+            if ulps > bound {
+                failures.push(format!(
+                    "{op} on {d}: {ulps} ulp at {:e}: GPU {:e}, libm {:e}",
+                    args[i], got[i], want[i]
+                ));
+            }
+        }
+    }
+    println!("{}", report.join("\n"));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The spacing of f32 (or f64 where `wide`) values at `x` (the smallest subnormal's at 0).
+fn ulp(x: f64, wide: bool) -> f64 {
+    let (bits, min_exp) = if wide { (52, -1074) } else { (23, -149) };
+    let a = x.abs();
+    if a == 0.0 || !a.is_finite() {
+        return 2f64.powi(min_exp);
+    }
+    2f64.powi((a.log2().floor() as i32 - bits).max(min_exp))
 }

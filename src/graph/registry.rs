@@ -563,8 +563,8 @@ fn run_map(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
 macro_rules! map_nodes {
     ($($name:literal $inputs:expr;)*) => {
         /// Graph entries of the element-wise ops only the word kernel computes (comparisons,
-        /// logic, Where, rounding, Sign, Erf).
-        static MAPS: [OpDef; 16] = [$(OpDef {
+        /// logic, Where, rounding, Sign, Erf, the trigonometric and hyperbolic functions).
+        static MAPS: [OpDef; 27] = [$(OpDef {
             name: $name,
             inputs: $inputs..=$inputs,
             outputs: 1..=1,
@@ -577,7 +577,8 @@ macro_rules! map_nodes {
 map_nodes!(
     "Equal" 2; "Less" 2; "LessOrEqual" 2; "Greater" 2; "GreaterOrEqual" 2; "And" 2; "Or" 2;
     "Xor" 2; "Not" 1; "Where" 3; "Sign" 1; "Floor" 1; "Ceil" 1; "Round" 1; "Erf" 1;
-    "IsNaN" 1;
+    "IsNaN" 1; "Sin" 1; "Cos" 1; "Tan" 1; "Asin" 1; "Acos" 1; "Atan" 1; "Sinh" 1; "Cosh" 1;
+    "Asinh" 1; "Acosh" 1; "Atanh" 1;
 );
 
 /// LayerNormalization-17: Y and, where named, Mean and InvStdDev.

@@ -15,6 +15,38 @@ pub(crate) const WORDS: &str = include_str!("../../shaders/elementwise_words.wgs
 /// f64 exp, log, tanh, sigmoid and pow written out (Vulkan has none): helpers of the f64
 /// variants only, since a module with f64 in it needs wgpu's `SHADER_F64`.
 pub(crate) const F64_MATH: &str = include_str!("../../shaders/f64_math.inc");
+/// The circular and hyperbolic functions and their inverses on f32 written out (GPUs
+/// approximate the built-ins, and far from 0 not at all): helpers of the variants that call them.
+const TRIG32: &str = include_str!("../../shaders/trig_f32.inc");
+
+/// The trigonometric and hyperbolic ops (ONNX names) with their f32 and f64 functions.
+pub(crate) const TRIGONOMETRIC: [(&str, &str, &str); 11] = [
+    ("Sin", "onnx_sin", "sin64"),
+    ("Cos", "onnx_cos", "cos64"),
+    ("Tan", "onnx_tan", "tan64"),
+    ("Asin", "onnx_asin", "asin64"),
+    ("Acos", "onnx_acos", "acos64"),
+    ("Atan", "onnx_atan", "atan64"),
+    ("Sinh", "onnx_sinh", "sinh64"),
+    ("Cosh", "onnx_cosh", "cosh64"),
+    ("Asinh", "onnx_asinh", "asinh64"),
+    ("Acosh", "onnx_acosh", "acosh64"),
+    ("Atanh", "onnx_atanh", "atanh64"),
+];
+
+/// The WGSL of trigonometric op `name` on operands of `class` (floats only).
+fn trigonometric(name: &str, class: Class) -> Option<Expr> {
+    let &(_, f32_fn, f64_fn) = TRIGONOMETRIC.iter().find(|(op, _, _)| *op == name)?;
+    let (helpers, function) = match class {
+        Class::Float => (TRIG32, f32_fn),
+        Class::Double => (F64_MATH, f64_fn),
+        _ => return None,
+    };
+    Some(Expr {
+        helpers: helpers.into(),
+        expression: format!("{function}(a)"),
+    })
+}
 
 /// How an operand computes: the WGSL type its elements are widened into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,7 +271,7 @@ fn compare(op: &'static str, classes: &[Class]) -> Option<Expr> {
 }
 
 /// The ops only the word kernel computes.
-pub static WORD_OPS: [WordOp; 25] = [
+pub static WORD_OPS: [WordOp; 36] = [
     WordOp {
         name: "Equal",
         inputs: 2,
@@ -367,6 +399,72 @@ pub static WORD_OPS: [WordOp; 25] = [
             }),
             _ => None,
         },
+    },
+    WordOp {
+        name: "Sin",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Sin", c[0]),
+    },
+    WordOp {
+        name: "Cos",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Cos", c[0]),
+    },
+    WordOp {
+        name: "Tan",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Tan", c[0]),
+    },
+    WordOp {
+        name: "Asin",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Asin", c[0]),
+    },
+    WordOp {
+        name: "Acos",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Acos", c[0]),
+    },
+    WordOp {
+        name: "Atan",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Atan", c[0]),
+    },
+    WordOp {
+        name: "Sinh",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Sinh", c[0]),
+    },
+    WordOp {
+        name: "Cosh",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Cosh", c[0]),
+    },
+    WordOp {
+        name: "Asinh",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Asinh", c[0]),
+    },
+    WordOp {
+        name: "Acosh",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Acosh", c[0]),
+    },
+    WordOp {
+        name: "Atanh",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| trigonometric("Atanh", c[0]),
     },
     // IsNaN and IsInf on the bits (drivers may fold `a != a` away); IsInf's attributes name
     // the op: both signs, +inf only, -inf only, neither.

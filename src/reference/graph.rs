@@ -521,7 +521,8 @@ fn run_node(
             one(acc)
         }
         "Neg" | "Abs" | "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Relu" | "Reciprocal"
-        | "Not" | "Sign" | "Floor" | "Ceil" | "Round" | "Erf" | "IsNaN" => {
+        | "Not" | "Sign" | "Floor" | "Ceil" | "Round" | "Erf" | "IsNaN" | "Sin" | "Cos" | "Tan"
+        | "Asin" | "Acos" | "Atan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" => {
             one(elementwise(op, &[a(0)?])?)
         }
         // f16 and bf16 accumulate in f32 and round once (narrow).

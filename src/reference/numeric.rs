@@ -375,6 +375,17 @@ fn unary(op: &str, a: Num) -> R<Num> {
         "Round",
         "Sign",
         "Erf",
+        "Sin",
+        "Cos",
+        "Tan",
+        "Asin",
+        "Acos",
+        "Atan",
+        "Sinh",
+        "Cosh",
+        "Asinh",
+        "Acosh",
+        "Atanh",
     ];
     if !known.contains(&op) {
         return Err(format!("unknown op {op}").into());
@@ -399,15 +410,47 @@ fn unary(op: &str, a: Num) -> R<Num> {
             })
         };
     }
-    Ok(match a {
-        Num::F(x) if op == "Erf" => Num::F(x.mapv(libm::erff)),
-        Num::F(x) => Num::F(float_unary!(x, f32)),
-        Num::D(x) if op == "Erf" => Num::D(x.mapv(libm::erf)),
-        Num::D(x) => Num::D(float_unary!(x, f64)),
-        Num::I(x) => signed!(x, i32, I),
-        Num::L(x) => signed!(x, i64, L),
-        Num::U(x) => unsigned!(x, U),
-        Num::Q(x) => unsigned!(x, Q),
+    // musl's functions (libm), correctly rounded or within an ulp or two.
+    let libm32: Option<fn(f32) -> f32> = match op {
+        "Erf" => Some(libm::erff),
+        "Sin" => Some(libm::sinf),
+        "Cos" => Some(libm::cosf),
+        "Tan" => Some(libm::tanf),
+        "Asin" => Some(libm::asinf),
+        "Acos" => Some(libm::acosf),
+        "Atan" => Some(libm::atanf),
+        "Sinh" => Some(libm::sinhf),
+        "Cosh" => Some(libm::coshf),
+        "Asinh" => Some(libm::asinhf),
+        // musl's acosh is not NaN for every argument below 1.
+        "Acosh" => Some(|x| if x < 1.0 { f32::NAN } else { libm::acoshf(x) }),
+        "Atanh" => Some(libm::atanhf),
+        _ => None,
+    };
+    let libm64: Option<fn(f64) -> f64> = match op {
+        "Erf" => Some(libm::erf),
+        "Sin" => Some(libm::sin),
+        "Cos" => Some(libm::cos),
+        "Tan" => Some(libm::tan),
+        "Asin" => Some(libm::asin),
+        "Acos" => Some(libm::acos),
+        "Atan" => Some(libm::atan),
+        "Sinh" => Some(libm::sinh),
+        "Cosh" => Some(libm::cosh),
+        "Asinh" => Some(libm::asinh),
+        "Acosh" => Some(|x| if x < 1.0 { f64::NAN } else { libm::acosh(x) }),
+        "Atanh" => Some(libm::atanh),
+        _ => None,
+    };
+    Ok(match (a, libm32, libm64) {
+        (Num::F(x), Some(f), _) => Num::F(x.mapv(f)),
+        (Num::F(x), None, _) => Num::F(float_unary!(x, f32)),
+        (Num::D(x), _, Some(f)) => Num::D(x.mapv(f)),
+        (Num::D(x), _, None) => Num::D(float_unary!(x, f64)),
+        (Num::I(x), ..) => signed!(x, i32, I),
+        (Num::L(x), ..) => signed!(x, i64, L),
+        (Num::U(x), ..) => unsigned!(x, U),
+        (Num::Q(x), ..) => unsigned!(x, Q),
     })
 }
 

@@ -395,3 +395,78 @@ fn kept_buffers_give_way_under_the_memory_limit() {
     let second = run(1, w);
     assert!(second.is_ok(), "{second:?} with {kept} bytes kept");
 }
+
+/// Index inputs computed from graph inputs (a Range's limit `n + 1`, a Reshape's shape
+/// concatenated from a shape input) are computed on the host, as the ops' plans read them; the
+/// element-wise work on their results stays on the GPU. Given as a GPU tensor, the same input
+/// gets the error that says why.
+#[test]
+fn index_inputs_computed_from_graph_inputs_are_computed_on_the_host() {
+    let scalar = |v: i64| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let g = Graph::new()
+        .input("n", DType::I64, &[])
+        .input("cols", DType::I64, &[Some(1)])
+        .input("x", DType::F32, &[Some(6)])
+        .constant("zero", scalar(0))
+        .constant("one", scalar(1))
+        .constant("rows", idx(&[-1]))
+        .node(
+            Node::new("Add", "limit")
+                .inputs(["n", "one"])
+                .outputs(["limit"]),
+        )
+        .node(
+            Node::new("Range", "range")
+                .inputs(["zero", "limit", "one"])
+                .outputs(["steps"]),
+        )
+        .node(
+            Node::new("Mul", "scaled")
+                .inputs(["steps", "limit"])
+                .outputs(["scaled"]),
+        )
+        .node(
+            Node::new("Concat", "shape")
+                .inputs(["rows", "cols"])
+                .attr("axis", Attr::Int(0))
+                .outputs(["shape"]),
+        )
+        .node(
+            Node::new("Reshape", "reshape")
+                .inputs(["x", "shape"])
+                .outputs(["y"]),
+        )
+        .output("scaled")
+        .output("y");
+    let x = HostTensor::from_vec(vec![6], &[0f32, 1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+    let inputs = vec![
+        ("n".to_string(), scalar(3)),
+        ("cols".to_string(), idx(&[2])),
+        ("x".to_string(), x.clone()),
+    ];
+    let ctx = own_ctx();
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    let before = ctx.stats();
+    let got = session.run_blocking(inputs.clone()).unwrap();
+    let dispatches = ctx.stats().dispatches - before.dispatches;
+    assert_eq!(got[0].1.to_vec::<i64>().unwrap(), [0, 4, 8, 12]);
+    assert_eq!(got[1].1.shape, [3, 2]);
+    assert_eq!(
+        got[1].1.to_vec::<f32>().unwrap(),
+        x.to_vec::<f32>().unwrap()
+    );
+    let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+    assert_eq!(got[0].1, want[0]);
+    // The Mul of the Range's values and the limit runs on the GPU (the Reshape is a view).
+    assert_eq!(dispatches, 1);
+
+    let on_gpu: Vec<(String, wgpu_ops::Tensor)> = inputs
+        .iter()
+        .map(|(name, v)| (name.clone(), wgpu_ops::Tensor::from_host(&ctx, v).unwrap()))
+        .collect();
+    let e = session
+        .run_tensors_blocking(on_gpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Range's length depends on its values"), "{e}");
+}

@@ -19,7 +19,8 @@ pub(crate) struct Slot {
     pub host: Option<Arc<HostTensor>>,
     pub gpu: OnceCell<Tensor>,
     /// Known before the run: a constant, or computed from constants and shapes only. Small ops
-    /// on such values run on the host (see [`fold`]); ops on graph inputs always run on the GPU.
+    /// on such values run on the host (see [`fold`]); ops on graph inputs run on the GPU but
+    /// where their results plan a later op.
     pub constant: bool,
     /// Not recorded yet: an element-wise program its one reader fuses (see [`super::fuse`]).
     pub pending: Option<Pending>,
@@ -306,6 +307,7 @@ pub(crate) fn record_graph(
     } else {
         (HashMap::new(), HashSet::new())
     };
+    let plan_values = plan_values(graph);
     for (pos, &k) in order.iter().enumerate() {
         let node = &graph.nodes[k];
         let def = registry::lookup(&node.op).expect("checked by schedule");
@@ -315,7 +317,11 @@ pub(crate) fn record_graph(
         };
         materialize_extra_heads(rec, scope, node).map_err(in_node)?;
         let slots = input_slots(scope, node);
-        let folded = fold(node, def, &slots).map_err(in_node)?;
+        let plans = node
+            .outputs
+            .iter()
+            .any(|o| plan_values.contains(o.as_str()));
+        let folded = fold(node, def, &slots, plans).map_err(in_node)?;
         // A reduction of a pending element-wise chain (not one starting from a MatMul)
         // computes it as it reads it: the chain is never recorded.
         let prologue = folded.is_none()
@@ -387,19 +393,24 @@ pub(crate) fn record_graph(
                         .map_err(in_node)?,
                 )]
             }
-            (Some(values), _) => node
-                .outputs
-                .iter()
-                .zip(values)
-                .map(|(name, value)| match placements.get(name) {
-                    // A Scan body state computed from constants still goes to its buffer.
-                    Some(t) => {
-                        let v = Tensor::from_host(&ctx, &value)?;
-                        Ok(Slot::gpu(rec.identity_to(&v, Out::into(name, t))?))
-                    }
-                    None => Ok(Slot::constant(value)),
-                })
-                .collect::<Result<_>>()?,
+            (Some(values), _) => {
+                // Values folded from graph inputs (for a later op's plan) are known on the
+                // host but are not constants: the ops that only compute on them stay on the GPU.
+                let from_inputs = def.host.is_none() && slots.iter().flatten().any(|s| !s.constant);
+                node.outputs
+                    .iter()
+                    .zip(values)
+                    .map(|(name, value)| match placements.get(name) {
+                        // A Scan body state computed from constants still goes to its buffer.
+                        Some(t) => {
+                            let v = Tensor::from_host(&ctx, &value)?;
+                            Ok(Slot::gpu(rec.identity_to(&v, Out::into(name, t))?))
+                        }
+                        None if from_inputs => Ok(Slot::input(value)),
+                        None => Ok(Slot::constant(value)),
+                    })
+                    .collect::<Result<_>>()?
+            }
             (None, Some(p)) if defer => vec![Slot {
                 pending: Some(p),
                 ..Slot::default()
@@ -601,11 +612,48 @@ fn materialize_extra_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Nod
     Ok(())
 }
 
+/// The values that plan an op (its inputs of [`registry::host_inputs`]: a Range's limit, a
+/// Reshape's shape) and every value they are computed from.
+fn plan_values(graph: &Graph) -> HashSet<&str> {
+    let producer: HashMap<&str, &Node> = graph
+        .nodes
+        .iter()
+        .flat_map(|n| n.outputs.iter().map(move |o| (o.as_str(), n)))
+        .collect();
+    let mut pending: Vec<&str> = graph
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            registry::host_inputs(&n.op)
+                .iter()
+                .filter_map(|&i| n.inputs.get(i))
+                .map(String::as_str)
+        })
+        .collect();
+    let mut values = HashSet::new();
+    while let Some(v) = pending.pop() {
+        if v.is_empty() || !values.insert(v) {
+            continue;
+        }
+        if let Some(p) = producer.get(v) {
+            pending.extend(p.inputs.iter().map(String::as_str));
+        }
+    }
+    values
+}
+
 /// The node's outputs computed on the host, when they can be: ops that need only shapes
 /// (Shape, Size), and ops whose inputs are all small constants (shape arithmetic such as
-/// `Shape -> Gather -> Concat -> Reshape`), through the CPU interpreter. `None`: record the
-/// op on the GPU. The results are constants, so the index inputs of later ops are known.
-fn fold(node: &Node, def: &OpDef, slots: &[Option<&Slot>]) -> Result<Option<Vec<HostTensor>>> {
+/// `Shape -> Gather -> Concat -> Reshape`), through the CPU interpreter; where the outputs
+/// plan a later op (`plans`), also small ops on graph inputs given on the host (a Range's
+/// limit `n + 1`). `None`: record the op on the GPU. The results are constants, so the index
+/// inputs of later ops are known.
+fn fold(
+    node: &Node,
+    def: &OpDef,
+    slots: &[Option<&Slot>],
+    plans: bool,
+) -> Result<Option<Vec<HostTensor>>> {
     if let Some(on_host) = def.host {
         return on_host(node, slots);
     }
@@ -617,7 +665,7 @@ fn fold(node: &Node, def: &OpDef, slots: &[Option<&Slot>]) -> Result<Option<Vec<
     for slot in slots {
         match slot {
             None => inputs.push(None),
-            Some(s) if s.constant => {
+            Some(s) if s.constant || (plans && s.host.is_some()) => {
                 let Some(h) = &s.host else { return Ok(None) };
                 elements += h.numel();
                 inputs.push(Some(HostTensor::clone(h)));

@@ -83,6 +83,23 @@ pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
     all().find(|d| d.name == name)
 }
 
+/// The inputs of op `name` whose values plan it (bounds, shapes, axes, counts): they must be
+/// known on the host, so the values they are computed from are computed there too (see
+/// `exec::fold`).
+pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
+    match name {
+        "Range" => &[0, 1, 2],
+        "StridedSlice" | "BatchToSpace" | "SpaceToBatch" => &[1, 2, 3],
+        "Slice" | "OnnxSlice" => &[1, 2, 3, 4],
+        "ConstantOfShape" => &[0],
+        "Reshape" | "Expand" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK" | "CumSum" => {
+            &[1]
+        }
+        op if op.starts_with("Reduce") => &[1],
+        _ => &[],
+    }
+}
+
 /// True when graphs may use op `name`.
 pub fn is_op(name: &str) -> bool {
     lookup(name).is_some()

@@ -140,6 +140,11 @@ fn every_error_exits_1_with_one_line_and_no_output() {
     let x = save(d, "x.npy", &common::random_tensor(3, DType::F32, &[2, 3]));
     let x_i32 = save(d, "xi.npy", &common::random_tensor(3, DType::I32, &[2, 3]));
     let x_big = save(d, "xb.npy", &common::random_tensor(3, DType::F32, &[2, 4]));
+    let big = save(
+        d,
+        "big.npy",
+        &common::random_tensor(3, DType::F32, &[16385]),
+    );
     std::fs::write(d.join("junk.npy"), b"junk").unwrap();
     let junk = d.join("junk.npy").display().to_string();
     let good = simple_graph(ss_node(&["x", "b", "e"]));
@@ -192,11 +197,13 @@ fn every_error_exits_1_with_one_line_and_no_output() {
             "cycle",
         ),
         (
+            // From more elements than the host computes while planning.
             "index from GPU",
-            json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}], "constants": [{"name": "b", "dtype": "i64", "shape": [1], "data": [0]}, {"name": "s", "dtype": "i64", "shape": [1], "data": [1]}],
-            "nodes": [{"op": "Cast", "name": "p", "inputs": ["x"], "outputs": ["idx"], "attrs": {"to": "i64"}},
+            json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}, {"name": "big", "dtype": "f32", "shape": [16385]}], "constants": [{"name": "s", "dtype": "i64", "shape": [1], "data": [1]}],
+            "nodes": [{"op": "ReduceMax", "name": "m", "inputs": ["big"], "outputs": ["m"]},
+                      {"op": "Cast", "name": "p", "inputs": ["m"], "outputs": ["idx"], "attrs": {"to": "i64"}},
                       {"op": "Slice", "name": "q", "inputs": ["x", "idx", "s", "s"], "outputs": ["y"]}], "outputs": ["y"]}),
-            vec![format!("x={x}")],
+            vec![format!("x={x}"), format!("big={big}")],
             "computed on the GPU",
         ),
         (

@@ -170,6 +170,23 @@ def main():
         for op in TRIGONOMETRIC:
             a = values(np_type, 35, rng_trig).reshape(5, 7)
             cases.append((op, d, [(d, a)], {}))
+    # The bitwise ops on integers and BitShift on unsigned ones (by amounts up to past the
+    # width), from their own random state.
+    rng_bits = np.random.RandomState(11)
+    for d, (np_type, _) in DTYPES.items():
+        if not np.issubdtype(np_type, np.integer):
+            continue
+        for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+            a = values(np_type, 35, rng_bits).reshape(5, 7)
+            cases.append((op, d, [(d, a), (d, values(np_type, 7, rng_bits))], {}))
+        cases.append(("BitwiseNot", d, [(d, values(np_type, 35, rng_bits).reshape(5, 7))], {}))
+        if np.issubdtype(np_type, np.unsignedinteger):
+            width = 8 * np.dtype(np_type).itemsize
+            for direction in ("LEFT", "RIGHT"):
+                a = values(np_type, 35, rng_bits).reshape(5, 7)
+                amounts = rng_bits.randint(0, width + 3, 35).astype(np_type).reshape(5, 7)
+                cases.append(("BitShift", d, [(d, a), (d, amounts)], {"direction": direction},
+                              f"BitShift_{direction}"))
     written = 0
     for case in cases:
         op, d, inputs, attrs = case[:4]

@@ -37,6 +37,8 @@ fn onnx_allows(op: &str, d: DType) -> bool {
         "Pow" => float(d) || matches!(d, DType::I32 | DType::I64),
         "Equal" | "Where" => true,
         "And" | "Or" | "Xor" | "Not" => d == DType::Bool,
+        "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" => numeric(d) && !float(d),
+        "BitShiftLeft" | "BitShiftRight" => numeric(d) && !float(d),
         _ => panic!("{op}"),
     }
 }
@@ -346,6 +348,7 @@ fn every_op_on(d: DType) {
         "Acosh",
         "Atanh",
         "Not",
+        "BitwiseNot",
     ];
     let binary = [
         "Add",
@@ -365,6 +368,11 @@ fn every_op_on(d: DType) {
         "And",
         "Or",
         "Xor",
+        "BitwiseAnd",
+        "BitwiseOr",
+        "BitwiseXor",
+        "BitShiftLeft",
+        "BitShiftRight",
     ];
     let mut ran = 0;
     let mut mismatches = Vec::new();
@@ -374,6 +382,12 @@ fn every_op_on(d: DType) {
         let node = match op {
             "FMod" => Node::new("Mod", "m").attr("fmod", Attr::Int(1)),
             "Mod" => Node::new("Mod", "m").attr("fmod", Attr::Int(0)),
+            "BitShiftLeft" => {
+                Node::new("BitShift", "s").attr("direction", Attr::String("LEFT".into()))
+            }
+            "BitShiftRight" => {
+                Node::new("BitShift", "s").attr("direction", Attr::String("RIGHT".into()))
+            }
             _ => Node::new(op, "n"),
         }
         .inputs(names);
@@ -1118,4 +1132,54 @@ fn ulp(x: f64, wide: bool) -> f64 {
         return 2f64.powi(min_exp);
     }
     2f64.powi((a.log2().floor() as i32 - bits).max(min_exp))
+}
+
+/// BitShift on every integer type by every amount from 0 to past the width (and negative
+/// ones, which as amounts of an unsigned type are huge), left and right, 64-bit types natively
+/// and on the 32-bit emulation: bit for bit with the reference.
+#[test]
+fn bit_shifts_by_every_amount() {
+    for d in DType::ALL.into_iter().filter(|&d| numeric(d) && !float(d)) {
+        let bits = 8 * d.size() as i64;
+        let amounts: Vec<i64> = (0..bits + 3)
+            .chain([1 << 32, i64::MAX, -1, -bits, i64::MIN])
+            .collect();
+        let n = amounts.len();
+        let x = values(d, n, 5);
+        let shift = HostTensor::from_vec(vec![n], &amounts).unwrap();
+        let shift = Session::new(
+            ctx(),
+            Graph::new()
+                .input("s", DType::I64, &[Some(n)])
+                .node(
+                    Node::new("Cast", "c")
+                        .attr("to", Attr::String(d.name().into()))
+                        .inputs(["s"])
+                        .outputs(["y"]),
+                )
+                .output("y"),
+        )
+        .unwrap()
+        .run_blocking(vec![("s".into(), shift)])
+        .unwrap()
+        .remove(0)
+        .1;
+        for direction in ["LEFT", "RIGHT"] {
+            let node = Node::new("BitShift", "s").attr("direction", Attr::String(direction.into()));
+            for ctx in contexts_for(d) {
+                let (got, want) = both(
+                    ctx,
+                    node.clone().inputs(["x", "amount"]),
+                    vec![("x", x.clone()), ("amount", shift.clone())],
+                )
+                .unwrap();
+                check(
+                    "BitShift",
+                    &got,
+                    &want,
+                    &format!("BitShift {direction} on {d}"),
+                );
+            }
+        }
+    }
 }

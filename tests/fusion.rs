@@ -1120,3 +1120,50 @@ fn fused_programs_of_every_width_store_quads() {
         }
     }
 }
+
+/// Chains of the bitwise ops (BitShift both ways among them) fuse into one kernel on every
+/// integer width, natively and with i64/u64 emulated, bit for bit with the reference; chains
+/// of the trigonometric and hyperbolic functions likewise on floats, with the bits of the
+/// ops run one by one (the functions are written out, so fusing changes nothing) and within
+/// the tolerance of `tests/every_dtype.rs` of the reference.
+#[test]
+fn bitwise_and_trigonometric_chains_fuse() {
+    let shift = |direction: &str, inputs: &[&str], output: &str| {
+        node("BitShift", inputs, output).attr("direction", Attr::String(direction.into()))
+    };
+    for d in [DType::I8, DType::U16, DType::I32, DType::U64, DType::I64] {
+        let inputs = named(vec![
+            ("x", random_tensor(1, d, &[4, 6])),
+            ("y", random_tensor(2, d, &[6])),
+        ]);
+        let g = declare(Graph::new(), &inputs)
+            .node(node("BitwiseAnd", &["x", "y"], "t1"))
+            .node(node("BitwiseXor", &["t1", "x"], "t2"))
+            .node(shift("LEFT", &["t2", "y"], "t3"))
+            .node(node("BitwiseNot", &["t3"], "t4"))
+            .node(shift("RIGHT", &["t4", "x"], "t5"))
+            .output("t5");
+        for native in [true, false] {
+            assert_eq!(check_fused(&g, &inputs, native), (1, 5), "{d}");
+        }
+    }
+    for (d, rtol) in [(DType::F32, 1e-5), (DType::F16, 2e-3), (DType::F64, 1e-12)] {
+        let inputs = named(vec![
+            ("x", random_tensor(3, d, &[4, 6])),
+            ("y", random_tensor(4, d, &[6])),
+        ]);
+        let g = declare(Graph::new(), &inputs)
+            .node(node("Sin", &["x"], "t1"))
+            .node(node("Atan", &["t1"], "t2"))
+            .node(node("Mul", &["t2", "y"], "t3"))
+            .node(node("Cosh", &["t3"], "t4"))
+            .node(node("Asinh", &["t4"], "t5"))
+            .output("t5");
+        let (fused, fused_dispatches) = run(&context(true, true), &g, &inputs);
+        let (plain, plain_dispatches) = run(&context(false, true), &g, &inputs);
+        assert_eq!((fused_dispatches, plain_dispatches), (1, 5), "{d}");
+        assert_eq!(nan_canonical(&fused[0]), nan_canonical(&plain[0]), "{d}");
+        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+        assert_close(&fused[0], &want[0], rtol, 0.0, &format!("{d}"));
+    }
+}

@@ -282,7 +282,7 @@ pub(crate) fn fusable(node: &Node) -> bool {
     }
     let n = node.inputs.len();
     match node.op.as_str() {
-        "Cast" | "CastLike" | "Mod" | "Clip" => true,
+        "Cast" | "CastLike" | "Mod" | "Clip" | "BitShift" => true,
         "Sum" | "Max" | "Min" => n == 2,
         "FMod" => false,
         op => lookup(op).is_some() || word_op(op).is_some(),
@@ -406,6 +406,13 @@ fn as_step(
                 Some(_) => return None,
             };
             Some((if fmod { "FMod" } else { "Mod" }, all(2)?, None))
+        }
+        "BitShift" => {
+            let direction = match node.attrs.get("direction") {
+                Some(Attr::String(d)) => Some(d.as_str()),
+                _ => None,
+            };
+            Some((super::registry::bit_shift_op(direction)?, all(2)?, None))
         }
         "Clip" => {
             if !present(0) {

@@ -55,6 +55,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
         .chain(ACTIVATION_OPS.iter())
         .chain([
             &MOD,
+            &BIT_SHIFT,
             &IS_INF,
             &LAYER_NORMALIZATION,
             &RMS_NORMALIZATION,
@@ -581,7 +582,7 @@ macro_rules! map_nodes {
     ($($name:literal $inputs:expr;)*) => {
         /// Graph entries of the element-wise ops only the word kernel computes (comparisons,
         /// logic, Where, rounding, Sign, Erf, the trigonometric and hyperbolic functions).
-        static MAPS: [OpDef; 27] = [$(OpDef {
+        static MAPS: [OpDef; 31] = [$(OpDef {
             name: $name,
             inputs: $inputs..=$inputs,
             outputs: 1..=1,
@@ -595,7 +596,8 @@ map_nodes!(
     "Equal" 2; "Less" 2; "LessOrEqual" 2; "Greater" 2; "GreaterOrEqual" 2; "And" 2; "Or" 2;
     "Xor" 2; "Not" 1; "Where" 3; "Sign" 1; "Floor" 1; "Ceil" 1; "Round" 1; "Erf" 1;
     "IsNaN" 1; "Sin" 1; "Cos" 1; "Tan" 1; "Asin" 1; "Acos" 1; "Atan" 1; "Sinh" 1; "Cosh" 1;
-    "Asinh" 1; "Acosh" 1; "Atanh" 1;
+    "Asinh" 1; "Acosh" 1; "Atanh" 1; "BitwiseAnd" 2; "BitwiseOr" 2; "BitwiseXor" 2;
+    "BitwiseNot" 1;
 );
 
 /// LayerNormalization-17: Y and, where named, Mean and InvStdDev.
@@ -805,6 +807,30 @@ static MOD: OpDef = OpDef {
         Ok(vec![rec.map_to(op, &[&a, &b], args.out(0))?])
     },
 };
+
+/// BitShift: its `direction` (LEFT or RIGHT) names the word kernel's op.
+static BIT_SHIFT: OpDef = OpDef {
+    name: "BitShift",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["direction"],
+    run: |rec, args| {
+        let (x, y) = (args.tensor(0, "X")?, args.tensor(1, "Y")?);
+        let op = bit_shift_op(args.string("direction")?)
+            .ok_or_else(|| Error::invalid("BitShift", "direction", "must be LEFT or RIGHT"))?;
+        Ok(vec![rec.map_to(op, &[&x, &y], args.out(0))?])
+    },
+};
+
+/// The word kernel's op for BitShift's `direction`, if it is one.
+pub(crate) fn bit_shift_op(direction: Option<&str>) -> Option<&'static str> {
+    match direction {
+        Some("LEFT") => Some("BitShiftLeft"),
+        Some("RIGHT") => Some("BitShiftRight"),
+        _ => None,
+    }
+}
 
 /// Clip: absent bounds do not bound (the dtype's infinities or extremes stand for them);
 /// Clip-6's float attributes are bounds too.

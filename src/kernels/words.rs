@@ -231,6 +231,14 @@ fn py_mod(a: A, b: A) -> A {
     return select(r, r + b, (r < A(0)) != (b < A(0)));
 }";
 
+/// A bitwise op's expression on integers (narrow ones widened: the store keeps their bits).
+fn bitwise(classes: &[Class], expression: &str) -> Option<Expr> {
+    let c = classes[0];
+    (c.is_signed() || c.is_unsigned())
+        .then(|| expr(expression))
+        .flatten()
+}
+
 /// Where the result dtype of an op comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Result_ {
@@ -271,7 +279,7 @@ fn compare(op: &'static str, classes: &[Class]) -> Option<Expr> {
 }
 
 /// The ops only the word kernel computes.
-pub static WORD_OPS: [WordOp; 36] = [
+pub static WORD_OPS: [WordOp; 42] = [
     WordOp {
         name: "Equal",
         inputs: 2,
@@ -465,6 +473,58 @@ pub static WORD_OPS: [WordOp; 36] = [
         inputs: 1,
         result: Result_::Same,
         wgsl: |c| trigonometric("Atanh", c[0]),
+    },
+    // The bitwise ops on integers; BitShift by its direction (BitShift-28: signed integers
+    // shift right arithmetically; a negative shift, or one of the width or more, gives what
+    // the sign alone gives: 0, or -1 for a negative value shifted right).
+    WordOp {
+        name: "BitwiseAnd",
+        inputs: 2,
+        result: Result_::Same,
+        wgsl: |c| bitwise(c, "a & b"),
+    },
+    WordOp {
+        name: "BitwiseOr",
+        inputs: 2,
+        result: Result_::Same,
+        wgsl: |c| bitwise(c, "a | b"),
+    },
+    WordOp {
+        name: "BitwiseXor",
+        inputs: 2,
+        result: Result_::Same,
+        wgsl: |c| bitwise(c, "a ^ b"),
+    },
+    WordOp {
+        name: "BitwiseNot",
+        inputs: 1,
+        result: Result_::Same,
+        wgsl: |c| bitwise(c, "~a"),
+    },
+    WordOp {
+        name: "BitShiftLeft",
+        inputs: 2,
+        result: Result_::Same,
+        wgsl: |c| match c[0] {
+            Class::Uint => expr("select(a << b, 0u, b >= 32u)"),
+            Class::Ulong => expr("select(a << u32(min(b, 63lu)), 0lu, b >= 64lu)"),
+            Class::Int => expr("select(a << u32(clamp(b, 0, 31)), 0, b < 0 || b >= 32)"),
+            Class::Long => expr("select(a << u32(clamp(b, 0li, 63li)), 0li, b < 0li || b >= 64li)"),
+            _ => None,
+        },
+    },
+    WordOp {
+        name: "BitShiftRight",
+        inputs: 2,
+        result: Result_::Same,
+        wgsl: |c| match c[0] {
+            Class::Uint => expr("select(a >> b, 0u, b >= 32u)"),
+            Class::Ulong => expr("select(a >> u32(min(b, 63lu)), 0lu, b >= 64lu)"),
+            // Shifting by 31 (63) fills with the sign: what a shift out of range gives.
+            Class::Int => expr("a >> u32(select(b, 31, b < 0 || b > 31))"),
+            Class::Long => expr("a >> u32(select(b, 63li, b < 0li || b > 63li))"),
+            _ => None,
+        },
     },
     // IsNaN and IsInf on the bits (drivers may fold `a != a` away); IsInf's attributes name
     // the op: both signs, +inf only, -inf only, neither.
@@ -782,6 +842,20 @@ fn shl64(a: vec2<u32>, n: u32) -> vec2<u32> {
     if n >= 32u { return vec2<u32>(0u, a.x << (n - 32u)); }
     return vec2<u32>(a.x << n, (a.y << n) | (a.x >> (32u - n)));
 }
+fn shr64(a: vec2<u32>, n: u32) -> vec2<u32> {
+    if n == 0u { return a; }
+    if n >= 64u { return vec2<u32>(0u, 0u); }
+    if n >= 32u { return vec2<u32>(a.y >> (n - 32u), 0u); }
+    return vec2<u32>((a.x >> n) | (a.y << (32u - n)), a.y >> n);
+}
+// Arithmetic (sign-filling) right shift.
+fn sar64(a: vec2<u32>, n: u32) -> vec2<u32> {
+    let fill = select(0u, 0xffffffffu, (a.y >> 31u) == 1u);
+    if n == 0u { return a; }
+    if n >= 64u { return vec2<u32>(fill, fill); }
+    if n >= 32u { return vec2<u32>(bitcast<u32>(bitcast<i32>(a.y) >> (n - 32u)), fill); }
+    return vec2<u32>((a.x >> n) | (a.y << (32u - n)), bitcast<u32>(bitcast<i32>(a.y) >> n));
+}
 struct DivMod64 {
     q: vec2<u32>,
     r: vec2<u32>,
@@ -977,6 +1051,15 @@ pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
         ("Clip", 3) => {
             format!("select(select(a, b, {lt}(a, b)), c, {lt}(c, select(a, b, {lt}(a, b))))")
         }
+        ("BitwiseAnd", 2) => "a & b".to_string(),
+        ("BitwiseOr", 2) => "a | b".to_string(),
+        ("BitwiseXor", 2) => "a ^ b".to_string(),
+        ("BitwiseNot", 1) => "~a".to_string(),
+        // Shifts of 2^32 or more give 0 as those of 64 to 2^32 - 1 do.
+        // A negative shift, or one of 2^32 or more, is out of range as those of 64 on are.
+        ("BitShiftLeft", 2) => "select(shl64(a, b.x), vec2<u32>(0u, 0u), b.y != 0u)".to_string(),
+        ("BitShiftRight", 2) if signed => "sar64(a, select(b.x, 64u, b.y != 0u))".to_string(),
+        ("BitShiftRight", 2) => "select(shr64(a, b.x), vec2<u32>(0u, 0u), b.y != 0u)".to_string(),
         ("Neg", 1) if signed => "neg64(a)".to_string(),
         ("Abs", 1) if signed => "select(a, neg64(a), negative64(a))".to_string(),
         ("Abs", 1) => "a".to_string(),

@@ -198,7 +198,8 @@ fn run_node(
             one(lens)
         }
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Equal" | "Less" | "LessOrEqual" | "Greater"
-        | "GreaterOrEqual" | "And" | "Or" | "Xor" | "Where" => {
+        | "GreaterOrEqual" | "And" | "Or" | "Xor" | "Where" | "BitwiseAnd" | "BitwiseOr"
+        | "BitwiseXor" => {
             let ins: Vec<HostTensor> = (0..args.len()).map(a).collect::<R<_>>()?;
             one(elementwise(op, &ins)?)
         }
@@ -466,6 +467,15 @@ fn run_node(
             );
             one(elementwise(name, &[a(0)?])?)
         }
+        "BitShift" => {
+            let direction = match node.attrs.get("direction") {
+                Some(Attr::String(d)) => Some(d.as_str()),
+                _ => None,
+            };
+            let name = crate::graph::registry::bit_shift_op(direction)
+                .ok_or("BitShift: direction must be LEFT or RIGHT")?;
+            one(elementwise(name, &[a(0)?, a(1)?])?)
+        }
         "Mod" => {
             let name = if int(node, "fmod").unwrap_or(0) != 0 {
                 "FMod"
@@ -522,9 +532,8 @@ fn run_node(
         }
         "Neg" | "Abs" | "Exp" | "Log" | "Sqrt" | "Tanh" | "Sigmoid" | "Relu" | "Reciprocal"
         | "Not" | "Sign" | "Floor" | "Ceil" | "Round" | "Erf" | "IsNaN" | "Sin" | "Cos" | "Tan"
-        | "Asin" | "Acos" | "Atan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" => {
-            one(elementwise(op, &[a(0)?])?)
-        }
+        | "Asin" | "Acos" | "Atan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh"
+        | "BitwiseNot" => one(elementwise(op, &[a(0)?])?),
         // f16 and bf16 accumulate in f32 and round once (narrow).
         "MatMul" => one(narrow(
             match (num(&a(0)?)?, num(&a(1)?)?) {

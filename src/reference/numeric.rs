@@ -173,6 +173,16 @@ macro_rules! int_arith {
                             if flip { r.wrapping_add(b) } else { r }
                         }
                     }
+                    "BitwiseAnd" => a & b,
+                    "BitwiseOr" => a | b,
+                    "BitwiseXor" => a ^ b,
+                    // BitShift-28: signed values shift right arithmetically; a negative shift
+                    // or one of the width or more gives what the sign alone gives.
+                    "BitShiftLeft" => u32::try_from(b).ok().and_then(|s| a.checked_shl(s)).unwrap_or(0),
+                    "BitShiftRight" => {
+                        let fill = if <$t>::MIN == 0 { 0 } else { a >> (<$t>::BITS - 1) };
+                        u32::try_from(b).ok().and_then(|s| a.checked_shr(s)).unwrap_or(fill)
+                    }
                     _ => return Err(format!("{op} is not defined on integers").into()),
                 })
             }
@@ -386,6 +396,7 @@ fn unary(op: &str, a: Num) -> R<Num> {
         "Asinh",
         "Acosh",
         "Atanh",
+        "BitwiseNot",
     ];
     if !known.contains(&op) {
         return Err(format!("unknown op {op}").into());
@@ -397,6 +408,7 @@ fn unary(op: &str, a: Num) -> R<Num> {
                 "Abs" => $x.mapv(<$t>::wrapping_abs),
                 "Relu" => $x.mapv(|v| v.max(0)),
                 "Sign" => $x.mapv(<$t>::signum),
+                "BitwiseNot" => $x.mapv(|v| !v),
                 _ => return Err(format!("{op} is not defined on integers").into()),
             })
         };
@@ -406,6 +418,7 @@ fn unary(op: &str, a: Num) -> R<Num> {
             Num::$v(match op {
                 "Abs" => $x,
                 "Sign" => $x.mapv(|v| (v > 0).into()),
+                "BitwiseNot" => $x.mapv(|v| !v),
                 _ => return Err(format!("{op} is not defined on unsigned integers").into()),
             })
         };

@@ -65,7 +65,7 @@ pub fn own_ctx() -> Context {
 }
 
 /// `got` has `want`'s dtype and shape and each element is within `atol + rtol * |want|` of
-/// it (compared as f64; NaN where NaN).
+/// it (compared as f64; NaN where NaN, an infinity where the same infinity).
 pub fn assert_close(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64, what: &str) {
     assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
     let wide = |t: &HostTensor| {
@@ -76,7 +76,7 @@ pub fn assert_close(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64, w
     };
     for (i, (g, w)) in wide(got).iter().zip(wide(want)).enumerate() {
         assert!(
-            (g.is_nan() && w.is_nan()) || (g - w).abs() <= atol + rtol * w.abs(),
+            (g.is_nan() && w.is_nan()) || *g == w || (g - w).abs() <= atol + rtol * w.abs(),
             "{what}: element {i}: {g} vs {w}"
         );
     }

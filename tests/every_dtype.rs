@@ -1183,3 +1183,57 @@ fn bit_shifts_by_every_amount() {
         }
     }
 }
+
+/// Tile on `d`: repeats along some axes, all, none, of size-1 axes, zero repeats and a
+/// rank-0 input, bit for bit with the reference; repeats of the wrong count or negative are
+/// errors that say so.
+fn tile_on(d: DType) {
+    let cases: [(&[usize], &[i64]); 8] = [
+        (&[2, 3], &[2, 1]),
+        (&[2, 3], &[1, 3]),
+        (&[2, 3], &[3, 2]),
+        (&[1, 4], &[5, 2]),
+        (&[2, 1, 3], &[2, 3, 2]),
+        (&[2, 3], &[0, 2]),
+        (&[3], &[1]),
+        (&[], &[]),
+    ];
+    for (seed, (shape, repeats)) in cases.into_iter().enumerate() {
+        let x = random_tensor(seed as u64, d, shape);
+        let r = HostTensor::from_vec(vec![repeats.len()], repeats).unwrap();
+        let (got, want) = both(
+            ctx(),
+            Node::new("Tile", "t").inputs(["x", "repeats"]),
+            vec![("x", x), ("repeats", r)],
+        )
+        .unwrap_or_else(|e| panic!("Tile {shape:?} by {repeats:?} on {d}: {e}"));
+        let tiled: Vec<usize> = shape
+            .iter()
+            .zip(repeats)
+            .map(|(&s, &r)| s * r as usize)
+            .collect();
+        assert_eq!(got.shape, tiled);
+        check(
+            "Tile",
+            &got,
+            &want,
+            &format!("Tile {shape:?} by {repeats:?} on {d}"),
+        );
+    }
+    for (repeats, message) in [
+        (&[2i64][..], "has 1 values but the input has rank 2"),
+        (&[2, -1], "-1 is negative"),
+    ] {
+        let r = HostTensor::from_vec(vec![repeats.len()], repeats).unwrap();
+        let e = both(
+            ctx(),
+            Node::new("Tile", "t").inputs(["x", "repeats"]),
+            vec![("x", random_tensor(1, d, &[2, 3])), ("repeats", r)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(message), "{e}");
+    }
+}
+
+dtype_tests!(tile_repeats_the_input, tile_on);

@@ -56,6 +56,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
         .chain([
             &MOD,
             &BIT_SHIFT,
+            &TILE,
             &IS_INF,
             &LAYER_NORMALIZATION,
             &RMS_NORMALIZATION,
@@ -93,9 +94,8 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "StridedSlice" | "BatchToSpace" | "SpaceToBatch" => &[1, 2, 3],
         "Slice" | "OnnxSlice" => &[1, 2, 3, 4],
         "ConstantOfShape" => &[0],
-        "Reshape" | "Expand" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK" | "CumSum" => {
-            &[1]
-        }
+        "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
+        | "CumSum" => &[1],
         op if op.starts_with("Reduce") => &[1],
         _ => &[],
     }
@@ -281,6 +281,19 @@ static IDENTITY: OpDef = OpDef {
         Ok(vec![
             rec.identity_to(&args.tensor(0, "input")?, args.out(0))?
         ])
+    },
+};
+
+static TILE: OpDef = OpDef {
+    name: "Tile",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[],
+    run: |rec, args| {
+        let data = args.tensor(0, "input")?;
+        let repeats = args.required_indices(1, "repeats")?;
+        Ok(vec![rec.tile_to(&data, &repeats, args.out(0))?])
     },
 };
 

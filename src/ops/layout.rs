@@ -325,6 +325,48 @@ impl Recorder {
         Ok(out)
     }
 
+    /// Records ONNX Tile: `data` repeated `repeats[k]` times along each axis k, as a broadcast
+    /// (Expand's gather) of `data` viewed with an axis of size 1 before each repeated axis,
+    /// expanded to the repeats there: `[r, d]` read back as `[r * d]`.
+    pub fn tile_to(&mut self, data: &Tensor, repeats: &[i64], out: Out) -> Result<Tensor> {
+        self.check_inputs("Tile", &[("input", data)])?;
+        if repeats.len() != data.rank() {
+            return Err(Error::invalid(
+                "Tile",
+                "repeats",
+                format!(
+                    "has {} values but the input has rank {}",
+                    repeats.len(),
+                    data.rank()
+                ),
+            ));
+        }
+        let (mut source, mut target, mut tiled) = (Vec::new(), Vec::new(), Vec::new());
+        for (&d, &r) in data.shape().iter().zip(repeats) {
+            let r = usize::try_from(r).map_err(|_| {
+                Error::invalid(
+                    "Tile",
+                    "repeats",
+                    format!("{r} is negative; repeats must be 0 or more"),
+                )
+            })?;
+            let len = d
+                .checked_mul(r)
+                .ok_or_else(|| Error::invalid("Tile", "repeats", "the output's size overflows"))?;
+            if r != 1 && d != 1 {
+                source.push(1);
+                target.push(r as i64);
+            }
+            source.push(d);
+            target.push((if d == 1 { r } else { d }) as i64);
+            tiled.push(len);
+        }
+        // Each axis both repeated and longer than 1 takes a second axis in the broadcast.
+        super::check_rank("Tile", &source)?;
+        let broadcast = self.expand_to(&data.reshaped(&source)?, &target, Out::NEW)?;
+        out.view(self, broadcast.reshaped(&tiled)?)
+    }
+
     /// Records ONNX Identity (a view, no copy; copied when `out` names a tensor).
     pub fn identity_to(&mut self, input: &Tensor, out: Out) -> Result<Tensor> {
         self.check_inputs("Identity", &[("input", input)])?;

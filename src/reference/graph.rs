@@ -613,6 +613,45 @@ fn run_node(
             one(HostTensor { shape, ..x })
         }
         // Broadcasting written from numpy's rule, with ndarray's own broadcast.
+        // Output element i reads the input at i modulo the input's shape, axis by axis.
+        "Tile" => {
+            let x = a(0)?;
+            let repeats = idx(&Some(a(1)?))?.ok_or("Tile needs repeats")?;
+            if repeats.len() != x.shape.len() || repeats.iter().any(|&r| r < 0) {
+                return Err("Tile: one repeat of 0 or more per input axis".into());
+            }
+            let shape: Vec<usize> = x
+                .shape
+                .iter()
+                .zip(&repeats)
+                .map(|(&d, &r)| {
+                    d.checked_mul(r as usize)
+                        .ok_or_else(|| RefError::from("Tile: the output's size overflows"))
+                })
+                .collect::<R<_>>()?;
+            let size = x.dtype.size();
+            let n = shape
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d))
+                .ok_or("Tile: the output's size overflows")?;
+            let mut data = Vec::with_capacity(n * size);
+            let mut index = vec![0usize; shape.len()];
+            for _ in 0..n {
+                let source = index
+                    .iter()
+                    .zip(&x.shape)
+                    .fold(0, |s, (&i, &d)| s * d + i % d);
+                data.extend_from_slice(&x.data[source * size..][..size]);
+                for k in (0..shape.len()).rev() {
+                    index[k] += 1;
+                    if index[k] < shape[k] {
+                        break;
+                    }
+                    index[k] = 0;
+                }
+            }
+            one(HostTensor::from_bytes(x.dtype, shape, data)?)
+        }
         "Expand" => {
             let x = a(0)?;
             let wanted: Vec<usize> = idx(&Some(a(1)?))?

@@ -4,10 +4,13 @@
 // index still out of range gives a zero element (the host checks indices it knows and reports
 // them). Elements move as bits in 32-bit words whatever the dtype; outputs of 1 or 2 bytes
 // are written a whole word per invocation (no two invocations share a word).
+// With ELEMENTS (ONNX GatherElements) the indices have the output's shape [outer, indices,
+// inner] and output element e reads its own index, at position e, not at its middle coordinate.
 
 override ELEM_BYTES: u32 = 4u;
 // Indices are i64 (two words each), else i32.
 override INDEX_64: bool = false;
+override ELEMENTS: bool = false;
 override WORKGROUP_SIZE: u32 = 64u;
 
 struct Params {
@@ -34,16 +37,17 @@ fn element(e: u32) -> vec2<u32> {
     let t = e / params.inner;
     let j = t % params.indices;
     let outer = t / params.indices;
+    let at = select(j, e, ELEMENTS);
     var index: i32;
     var valid = true;
     if INDEX_64 {
-        let lo = index_words[2u * j];
-        let hi = index_words[2u * j + 1u];
+        let lo = index_words[2u * at];
+        let hi = index_words[2u * at + 1u];
         index = bitcast<i32>(lo);
         // Only values that fit in i32 can be in range.
         valid = hi == select(0u, 0xffffffffu, index < 0);
     } else {
-        index = bitcast<i32>(index_words[j]);
+        index = bitcast<i32>(index_words[at]);
     }
     if index < 0 {
         index += i32(params.axis_dim);

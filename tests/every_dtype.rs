@@ -9,6 +9,7 @@
 mod common;
 use common::*;
 use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::reference::cast_host;
 use wgpu_ops::reference::graph::run_graph;
 use wgpu_ops::{DType, Error, HostTensor, Session};
 
@@ -1237,3 +1238,156 @@ fn tile_on(d: DType) {
 }
 
 dtype_tests!(tile_repeats_the_input, tile_on);
+
+/// GatherElements on `d`: along each axis (negative too), indices of i32 and i64 (negative
+/// ones count from the end), indices shorter than the data off the axis, longer along it, and
+/// none; bit for bit with the reference and, for the spec's example, with its stated result.
+/// Indices out of range, of another rank or longer than the data off the axis are errors.
+fn gather_elements_on(d: DType) {
+    type Case<'a> = (&'a [usize], &'a [usize], i64);
+    let cases: [Case; 7] = [
+        (&[3, 4], &[3, 4], 1),
+        (&[3, 4], &[5, 4], 0),
+        (&[3, 4], &[2, 3], -1),
+        (&[2, 3, 5], &[2, 2, 5], 1),
+        (&[2, 3, 5], &[1, 3, 7], 2),
+        (&[6], &[9], 0),
+        (&[3, 4], &[0, 4], 0),
+    ];
+    for (seed, (shape, wanted, axis)) in cases.into_iter().enumerate() {
+        let x = random_tensor(seed as u64, d, shape);
+        let rank = shape.len() as i64;
+        let dim = shape[(axis + rank) as usize % shape.len()] as i64;
+        let n: usize = wanted.iter().product();
+        // Every index in [-dim, dim), in a scrambled order.
+        let picks: Vec<i64> = (0..n as i64)
+            .map(|i| (i * 7 + 3) % (2 * dim) - dim)
+            .collect();
+        for wide in [false, true] {
+            let ind = if wide {
+                HostTensor::from_vec(wanted.to_vec(), &picks).unwrap()
+            } else {
+                let narrow: Vec<i32> = picks.iter().map(|&i| i as i32).collect();
+                HostTensor::from_vec(wanted.to_vec(), &narrow).unwrap()
+            };
+            let what = format!("GatherElements {shape:?} by {wanted:?} on axis {axis} on {d}");
+            let (got, want) = both(
+                ctx(),
+                Node::new("GatherElements", "g")
+                    .inputs(["x", "i"])
+                    .attr("axis", Attr::Int(axis)),
+                vec![("x", x.clone()), ("i", ind)],
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(got.shape, wanted, "{what}");
+            check("GatherElements", &got, &want, &what);
+        }
+    }
+    // The spec's example: [[1, 2], [3, 4]] along axis 1 by [[0, 0], [1, 0]].
+    let x = cast_host(
+        &HostTensor::from_vec(vec![2, 2], &[1i64, 2, 3, 4]).unwrap(),
+        d,
+    )
+    .unwrap();
+    let i = HostTensor::from_vec(vec![2, 2], &[0i64, 0, 1, 0]).unwrap();
+    let (got, _) = both(
+        ctx(),
+        Node::new("GatherElements", "g")
+            .inputs(["x", "i"])
+            .attr("axis", Attr::Int(1)),
+        vec![("x", x), ("i", i)],
+    )
+    .unwrap();
+    let stated = cast_host(
+        &HostTensor::from_vec(vec![2, 2], &[1i64, 1, 4, 3]).unwrap(),
+        d,
+    )
+    .unwrap();
+    assert_eq!(got, stated, "the spec's example on {d}");
+    for (shape, wanted, picks, message) in [
+        (
+            &[3usize, 4][..],
+            &[3usize, 1][..],
+            &[0i64, 4, 1][..],
+            "index 4 is out of range",
+        ),
+        (&[3, 4], &[2, 1], &[0, -5], "index -5 is out of range"),
+        (
+            &[3, 4],
+            &[3],
+            &[0, 1, 2],
+            "indices has rank 1 but data has rank 2",
+        ),
+        (
+            &[3, 4],
+            &[4, 1],
+            &[0, 1, 2, 0],
+            "indices has 4 along axis 0 but data only 3",
+        ),
+    ] {
+        let e = both(
+            ctx(),
+            Node::new("GatherElements", "g")
+                .inputs(["x", "i"])
+                .attr("axis", Attr::Int(1)),
+            vec![
+                ("x", random_tensor(1, d, shape)),
+                ("i", HostTensor::from_vec(wanted.to_vec(), picks).unwrap()),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(message), "{e}");
+    }
+}
+
+dtype_tests!(gather_elements_reads_by_position, gather_elements_on);
+
+/// Dropout on `d` at inference: the output is the input bit for bit and the mask all true,
+/// with the ratio and training mode absent, given as false, or training with ratio 0; training
+/// with a ratio above 0 is refused, naming the rule.
+fn dropout_on(d: DType) {
+    let x = random_tensor(5, d, &[3, 7]);
+    let ratio = |r: f32| HostTensor::from_vec(vec![], &[r]).unwrap();
+    let mode = |t: bool| HostTensor::from_bytes(DType::Bool, vec![], vec![u8::from(t)]).unwrap();
+    let cases: [Vec<(&str, HostTensor)>; 3] = [
+        vec![],
+        vec![("r", ratio(0.3)), ("t", mode(false))],
+        vec![("r", ratio(0.0)), ("t", mode(true))],
+    ];
+    for extra in cases {
+        let names: Vec<&str> = ["x"].into_iter().chain(extra.iter().map(|e| e.0)).collect();
+        let mut inputs = vec![("x", x.clone())];
+        inputs.extend(extra.clone());
+        let node = Node::new("Dropout", "drop")
+            .inputs(names.clone())
+            .outputs(["y", "mask"]);
+        let g = inputs
+            .iter()
+            .fold(Graph::new(), |g, (n, t)| {
+                let shape: Vec<Option<usize>> = t.shape.iter().map(|&s| Some(s)).collect();
+                g.input(*n, t.dtype, &shape)
+            })
+            .node(node)
+            .output("y")
+            .output("mask");
+        let owned: Vec<(String, HostTensor)> = inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect();
+        let got = Session::new(ctx(), g).unwrap().run_blocking(owned).unwrap();
+        assert_eq!(got[0].1, x, "Dropout {names:?} on {d}");
+        let all_true = HostTensor::from_bytes(DType::Bool, vec![3, 7], vec![1; 21]).unwrap();
+        assert_eq!(got[1].1, all_true, "Dropout {names:?} on {d}: the mask");
+    }
+    let e = both(
+        ctx(),
+        Node::new("Dropout", "drop").inputs(["x", "r", "t"]),
+        vec![("x", x.clone()), ("r", ratio(0.5)), ("t", mode(true))],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("training mode with ratio 0.5"), "{e}");
+}
+
+dtype_tests!(dropout_passes_its_input_at_inference, dropout_on);

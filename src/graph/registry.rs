@@ -57,6 +57,8 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &MOD,
             &BIT_SHIFT,
             &TILE,
+            &GATHER_ELEMENTS,
+            &DROPOUT,
             &IS_INF,
             &LAYER_NORMALIZATION,
             &RMS_NORMALIZATION,
@@ -94,6 +96,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "StridedSlice" | "BatchToSpace" | "SpaceToBatch" => &[1, 2, 3],
         "Slice" | "OnnxSlice" => &[1, 2, 3, 4],
         "ConstantOfShape" => &[0],
+        "Dropout" => &[1, 2],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
         | "CumSum" => &[1],
         op if op.starts_with("Reduce") => &[1],
@@ -281,6 +284,78 @@ static IDENTITY: OpDef = OpDef {
         Ok(vec![
             rec.identity_to(&args.tensor(0, "input")?, args.out(0))?
         ])
+    },
+};
+
+/// Whether a Dropout node drops anything, and its ratio: training mode comes from the
+/// `training_mode` input (opset 12 on, default false) or `is_test: 0` (opset 1 and 6); the
+/// ratio from the `ratio` input or attribute (0.5 when absent).
+pub(crate) fn dropout_mode(
+    node: &Node,
+    ratio: Option<&HostTensor>,
+    training: Option<&HostTensor>,
+) -> Result<(bool, f64)> {
+    let scalar = |t: &HostTensor, role: &'static str, to: DType| -> Result<HostTensor> {
+        if t.numel() != 1 {
+            return Err(Error::invalid(
+                "Dropout",
+                role,
+                format!("{role} has {} values; it must be a scalar", t.numel()),
+            ));
+        }
+        crate::reference::cast_host(t, to)
+    };
+    let training = match training {
+        Some(t) => scalar(t, "training_mode", DType::Bool)?.data[0] != 0,
+        None => matches!(node.attrs.get("is_test"), Some(Attr::Int(0))),
+    };
+    let ratio = match (ratio, node.attrs.get("ratio")) {
+        (Some(t), _) => scalar(t, "ratio", DType::F64)?.to_vec::<f64>()?[0],
+        (None, Some(Attr::Float(r))) => *r,
+        _ => 0.5,
+    };
+    Ok((training, ratio))
+}
+
+static DROPOUT: OpDef = OpDef {
+    name: "Dropout",
+    inputs: 1..=3,
+    outputs: 1..=2,
+    host: None,
+    attrs: &["seed", "ratio", "is_test"],
+    // Inference: the output is the input and the mask all true. Training mode with a ratio
+    // above 0 draws random numbers, which runtimes draw each their own way: refused.
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        for (i, role) in [(1, "ratio"), (2, "training_mode")] {
+            if args.dtype_of(i, role).is_ok() && args.host_value(i).is_none() {
+                return Err(Error::invalid(
+                    "Dropout",
+                    role,
+                    format!(
+                        "{role} is computed on the GPU; it must be known when the graph is planned"
+                    ),
+                ));
+            }
+        }
+        let (training, ratio) = dropout_mode(args.node, args.host_value(1), args.host_value(2))?;
+        if training && ratio != 0.0 {
+            return Err(Error::invalid(
+                "Dropout",
+                "training_mode",
+                format!("training mode with ratio {ratio} drops random elements, which is not supported (inference, or ratio 0, is)"),
+            ));
+        }
+        let mut outputs = vec![rec.identity_to(&data, args.out(0))?];
+        if args.node.outputs.len() > 1 {
+            let yes = Tensor::from_host(
+                args.ctx,
+                &HostTensor::from_bytes(DType::Bool, vec![], vec![1])?,
+            )?;
+            let shape: Vec<i64> = data.shape().iter().map(|&d| d as i64).collect();
+            outputs.push(rec.expand_to(&yes, &shape, args.out(1))?);
+        }
+        Ok(outputs)
     },
 };
 
@@ -1339,6 +1414,26 @@ static GATHER: OpDef = OpDef {
         check_known_indices(args, 1, &data, axis, "Gather", "indices")?;
         let indices = args.tensor(1, "indices")?;
         Ok(vec![rec.gather_to(&data, &indices, axis, args.out(0))?])
+    },
+};
+
+static GATHER_ELEMENTS: OpDef = OpDef {
+    name: "GatherElements",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis"],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let axis = args.int("axis")?.unwrap_or(0);
+        check_known_indices(args, 1, &data, axis, "GatherElements", "indices")?;
+        let indices = args.tensor(1, "indices")?;
+        Ok(vec![rec.gather_elements_to(
+            &data,
+            &indices,
+            axis,
+            args.out(0),
+        )?])
     },
 };
 

@@ -18,7 +18,9 @@ struct GatherIndexParams {
 impl Recorder {
     /// Records `out = data[outer][indices][inner]` for `data` seen as `[outer, axis_dim,
     /// inner]` and `indices` (i32 or i64, any shape, flattened): `out` holds `outer x
-    /// indices x inner` elements.
+    /// indices x inner` elements. With `elements: Some(k)` (GatherElements), `indices` has
+    /// the output's shape `[outer, k, inner]` and `out[o][j][i] = data[o][indices[o][j][i]][i]`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn gather_index_into(
         &mut self,
         op: &'static str,
@@ -26,6 +28,7 @@ impl Recorder {
         indices: &Tensor,
         axis_dim: usize,
         inner: usize,
+        elements: Option<usize>,
         out: &Tensor,
     ) -> Result<()> {
         let count = out.numel() as u64;
@@ -55,6 +58,7 @@ impl Recorder {
         let kernel = Kernel::GatherIndex {
             elem_bytes: elem,
             index64: indices.dtype() == DType::I64,
+            elements: elements.is_some(),
             workgroup_size: wg,
         };
         let pipeline = ctx.pipeline(&kernel)?;
@@ -63,7 +67,8 @@ impl Recorder {
             units: units as u32,
             axis_dim: axis_dim as u32,
             inner: inner.max(1) as u32,
-            indices: indices.numel().max(1) as u32,
+            // The output's middle extent: the indices' axis for GatherElements.
+            indices: elements.unwrap_or(indices.numel()).max(1) as u32,
             pad: [0; 3],
         };
         let bindings = [

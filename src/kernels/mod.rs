@@ -150,10 +150,11 @@ pub enum Kernel {
         quads: bool,
     },
     /// `gather_index.wgsl`: ONNX Gather of elements of 1, 2, 4 or 8 bytes by i32 or i64
-    /// (`index64`) indices.
+    /// (`index64`) indices; GatherElements with `elements` (one index per output element).
     GatherIndex {
         elem_bytes: u32,
         index64: bool,
+        elements: bool,
         workgroup_size: u32,
     },
     /// `cumsum.wgsl` on `dtype` (a 32- or 64-bit type).
@@ -277,11 +278,14 @@ impl Kernel {
             }
             for elem_bytes in [1u32, 2, 4, 8] {
                 for index64 in [false, true] {
-                    out.push(Kernel::GatherIndex {
-                        elem_bytes,
-                        index64,
-                        workgroup_size,
-                    });
+                    for elements in [false, true] {
+                        out.push(Kernel::GatherIndex {
+                            elem_bytes,
+                            index64,
+                            elements,
+                            workgroup_size,
+                        });
+                    }
                 }
             }
             for elem_bytes in [1u32, 2, 4, 8] {
@@ -554,10 +558,12 @@ impl Kernel {
             Kernel::GatherIndex {
                 elem_bytes,
                 index64,
+                elements,
                 workgroup_size,
             } => vec![
                 ("ELEM_BYTES", elem_bytes),
                 ("INDEX_64", u32::from(index64)),
+                ("ELEMENTS", u32::from(elements)),
                 ("WORKGROUP_SIZE", workgroup_size),
             ],
             Kernel::Reduce {

@@ -3,7 +3,8 @@
 
 use crate::host::c_strides;
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
-use crate::kernels::gather::{GatherDim, GatherPlan};
+use crate::kernels::gather::{AxisSlice, GatherDim, GatherPlan};
+use crate::ops::slicing::SlicePlan;
 use crate::storage::padded_size;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
@@ -367,6 +368,101 @@ impl Recorder {
         out.view(self, broadcast.reshaped(&tiled)?)
     }
 
+    /// Records ONNX GatherElements: `out` has the indices' shape and reads, at each position,
+    /// `data` at that position with the coordinate along `axis` replaced by the index there.
+    /// The indices may be shorter than `data` along the other axes (then `data` is first cut to
+    /// their extents, as onnxruntime reads it), not longer. An index out of range that is known
+    /// on the host is an error; one computed on the GPU gives a zero element.
+    pub fn gather_elements_to(
+        &mut self,
+        data: &Tensor,
+        indices: &Tensor,
+        axis: i64,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "GatherElements";
+        self.check_inputs(OP, &[("data", data), ("indices", indices)])?;
+        if !matches!(indices.dtype(), DType::I32 | DType::I64) {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!(
+                    "indices is {}; GatherElements takes i32 or i64",
+                    indices.dtype()
+                ),
+            ));
+        }
+        let rank = data.rank() as i64;
+        if indices.rank() != data.rank() {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!(
+                    "indices has rank {} but data has rank {rank}; they must be equal",
+                    indices.rank()
+                ),
+            ));
+        }
+        if rank == 0 || axis < -rank || axis >= rank {
+            return Err(Error::invalid(
+                OP,
+                "axis",
+                format!("axis {axis} is out of range for data of rank {rank}"),
+            ));
+        }
+        let axis = if axis < 0 { axis + rank } else { axis } as usize;
+        let (shape, wanted) = (data.shape(), indices.shape());
+        if let Some(k) = (0..shape.len()).find(|&k| k != axis && wanted[k] > shape[k]) {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!(
+                    "indices has {} along axis {k} but data only {}",
+                    wanted[k], shape[k]
+                ),
+            ));
+        }
+        let out = out.tensor(self, data.dtype(), wanted)?;
+        if out.numel() == 0 {
+            return Ok(out);
+        }
+        if shape[axis] == 0 {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!("data's axis {axis} is empty: there is nothing to gather"),
+            ));
+        }
+        // Data cut to the indices' extents off the axis (a view when nothing is cut).
+        let mut cut = shape.to_vec();
+        for (k, c) in cut.iter_mut().enumerate() {
+            if k != axis {
+                *c = wanted[k];
+            }
+        }
+        let data = if cut == shape {
+            data.clone()
+        } else {
+            let plan = SlicePlan {
+                input_shape: shape.to_vec(),
+                axes: cut.iter().map(|&len| AxisSlice::full(len)).collect(),
+                output_shape: cut.clone(),
+            };
+            self.apply_slice(OP, data, &plan, Out::NEW)?
+        };
+        let inner: usize = cut[axis + 1..].iter().product();
+        self.gather_index_into(
+            OP,
+            &data,
+            indices,
+            cut[axis],
+            inner,
+            Some(wanted[axis]),
+            &out,
+        )?;
+        Ok(out)
+    }
+
     /// Records ONNX Identity (a view, no copy; copied when `out` names a tensor).
     pub fn identity_to(&mut self, input: &Tensor, out: Out) -> Result<Tensor> {
         self.check_inputs("Identity", &[("input", input)])?;
@@ -592,7 +688,7 @@ impl Recorder {
                 format!("data's axis {axis} is empty: there is nothing to gather"),
             ));
         }
-        self.gather_index_into(OP, data, indices, shape[axis], inner, &out)?;
+        self.gather_index_into(OP, data, indices, shape[axis], inner, None, &out)?;
         Ok(out)
     }
 
@@ -703,6 +799,7 @@ impl Recorder {
             &indices.reshaped(&[n])?,
             last,
             1,
+            None,
             &out.reshaped(&gathered)?,
         )?;
         Ok(out)

@@ -179,6 +179,19 @@ fn run_node(
             one(super::space_to_batch(&a(0)?, &o)?)
         }
         "Identity" => one(a(0)?),
+        "Dropout" => {
+            let x = a(0)?;
+            let (training, ratio) = crate::graph::registry::dropout_mode(
+                node,
+                args.get(1).and_then(Option::as_ref),
+                args.get(2).and_then(Option::as_ref),
+            )?;
+            if training && ratio != 0.0 {
+                return Err("Dropout: training mode drops random elements".into());
+            }
+            let mask = HostTensor::from_bytes(DType::Bool, x.shape.clone(), vec![1; x.numel()])?;
+            Ok([x, mask].into_iter().take(node.outputs.len()).collect())
+        }
         "ScanSequenceLens" => {
             let lens = a(0)?;
             let (batch, len) = {
@@ -1135,6 +1148,52 @@ fn run_node(
                 shape,
                 data,
             })
+        }
+        // Written from the ONNX spec: out has the indices' shape; each position reads data at
+        // that position with its coordinate along axis replaced by its index.
+        "GatherElements" => {
+            let x = a(0)?;
+            let ind = a(1)?;
+            let indices = cast(&ind, DType::I64)?.to_vec::<i64>()?;
+            let rank = x.shape.len();
+            if rank == 0 || ind.shape.len() != rank {
+                return Err("GatherElements: data and indices of one rank (1 or more)".into());
+            }
+            let axis = int(node, "axis").unwrap_or(0);
+            let axis = (if axis < 0 { axis + rank as i64 } else { axis }) as usize;
+            let mut strides = vec![1usize; rank];
+            for k in (0..rank - 1).rev() {
+                strides[k] = strides[k + 1] * x.shape[k + 1];
+            }
+            let size = x.dtype.size();
+            let dim = x.shape[axis] as i64;
+            let mut data = Vec::with_capacity(indices.len() * size);
+            let mut at = vec![0usize; rank];
+            for &i in &indices {
+                if i < -dim || i >= dim {
+                    return Err(format!("GatherElements index {i} out of range").into());
+                }
+                let mut source = 0;
+                for k in 0..rank {
+                    let c = if k == axis {
+                        (if i < 0 { i + dim } else { i }) as usize
+                    } else if at[k] < x.shape[k] {
+                        at[k]
+                    } else {
+                        return Err("GatherElements: indices longer than data".into());
+                    };
+                    source += c * strides[k];
+                }
+                data.extend_from_slice(&x.data[source * size..][..size]);
+                for k in (0..rank).rev() {
+                    at[k] += 1;
+                    if at[k] < ind.shape[k] {
+                        break;
+                    }
+                    at[k] = 0;
+                }
+            }
+            one(HostTensor::from_bytes(x.dtype, ind.shape.clone(), data)?)
         }
         // Written from the ONNX-ML spec and its reference implementation: the flat indices
         // pick elements of the last axis; out is x's shape with that axis their count ([1, n]

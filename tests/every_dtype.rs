@@ -1391,3 +1391,159 @@ fn dropout_on(d: DType) {
 }
 
 dtype_tests!(dropout_passes_its_input_at_inference, dropout_on);
+
+/// Pad on `d` in every mode: padding before and after, cropping by negative pads (alone and
+/// with padding on the other side), wrap and reflect beyond the axis' length, a subset of axes (negative
+/// too), rank 0 and 3, and a constant of the data's dtype; bit for bit with the reference, and
+/// the spec's reflect and edge examples against their stated results. Pads each mode cannot
+/// take, and malformed inputs, are errors naming the rule.
+fn pad_on(d: DType) {
+    type Case<'a> = (&'a [usize], &'a [i64], Option<&'a [i64]>);
+    let cases: [Case; 9] = [
+        (&[3, 4], &[1, 2, 2, 1], None),
+        (&[3, 2], &[0, 3, 0, 5], None),
+        (&[3, 4], &[0, 1, 0, 2], None),
+        (&[5, 4], &[-1, 1, 2, -2], None),
+        (&[3, 5], &[2, 3], Some(&[-1])),
+        (&[3, 3, 4], &[1, 0, 2, 1], Some(&[0, 2])),
+        (&[7], &[-2, 3], None),
+        (&[2, 3, 2], &[0, 0, 0, 0, 0, 0], None),
+        (&[], &[], None),
+    ];
+    for mode in ["constant", "reflect", "edge", "wrap"] {
+        for (seed, (shape, pads, axes)) in cases.iter().enumerate() {
+            let x = random_tensor(seed as u64, d, shape);
+            let mut names = vec!["x", "pads"];
+            let mut inputs = vec![
+                ("x", x),
+                (
+                    "pads",
+                    HostTensor::from_vec(vec![pads.len()], pads).unwrap(),
+                ),
+            ];
+            if mode == "constant" {
+                names.push("value");
+                inputs.push(("value", random_tensor(99, d, &[])));
+            }
+            if let Some(axes) = axes {
+                if mode != "constant" {
+                    names.push("");
+                }
+                names.push("axes");
+                inputs.push((
+                    "axes",
+                    HostTensor::from_vec(vec![axes.len()], axes).unwrap(),
+                ));
+            }
+            let what = format!("Pad {mode} {shape:?} by {pads:?} on axes {axes:?} on {d}");
+            let node = Node::new("Pad", "p")
+                .inputs(names)
+                .attr("mode", Attr::String(mode.into()));
+            let (got, want) = both(ctx(), node, inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
+            check("Pad", &got, &want, &what);
+        }
+    }
+    // The spec's examples on [[1, 2], [3, 4], [5, 6]], pads [0, 2, 0, 0] (reflect passes the far
+    // edge: decision 15).
+    let x = cast_host(
+        &HostTensor::from_vec(vec![3, 2], &[1i64, 2, 3, 4, 5, 6]).unwrap(),
+        d,
+    )
+    .unwrap();
+    for (mode, stated) in [
+        ("reflect", [1i64, 2, 1, 2, 3, 4, 3, 4, 5, 6, 5, 6]),
+        ("edge", [1, 1, 1, 2, 3, 3, 3, 4, 5, 5, 5, 6]),
+        ("constant", [0, 0, 1, 2, 0, 0, 3, 4, 0, 0, 5, 6]),
+    ] {
+        let (got, _) = both(
+            ctx(),
+            Node::new("Pad", "p")
+                .inputs(["x", "pads"])
+                .attr("mode", Attr::String(mode.into())),
+            vec![
+                ("x", x.clone()),
+                (
+                    "pads",
+                    HostTensor::from_vec(vec![4], &[0i64, 2, 0, 0]).unwrap(),
+                ),
+            ],
+        )
+        .unwrap();
+        let stated = cast_host(&HostTensor::from_vec(vec![3, 4], &stated).unwrap(), d).unwrap();
+        assert_eq!(got, stated, "the spec's {mode} example on {d}");
+    }
+    let wrong_value = if d == DType::I32 {
+        DType::F32
+    } else {
+        DType::I32
+    };
+    for (mode, shape, pads, value, message) in [
+        (
+            "reflect",
+            &[3usize, 1][..],
+            &[0i64, 1, 0, 0][..],
+            None,
+            "reflecting needs 2 or more",
+        ),
+        (
+            "edge",
+            &[3, 2],
+            &[0, -2, 0, 1],
+            Some(d),
+            "empty after cropping",
+        ),
+        (
+            "constant",
+            &[3, 4],
+            &[-2, 0, -2, 0],
+            None,
+            "crop axis 0 by more than its 3",
+        ),
+        (
+            "constant",
+            &[3, 4],
+            &[1, 1],
+            None,
+            "it needs 2 per padded axis (4)",
+        ),
+        (
+            "constant",
+            &[3, 4],
+            &[1, 1, 1, 1],
+            Some(wrong_value),
+            "the data's type",
+        ),
+        (
+            "mirror",
+            &[3, 4],
+            &[1, 1, 1, 1],
+            None,
+            "is not one of constant",
+        ),
+    ] {
+        let mut inputs = vec![
+            ("x", random_tensor(1, d, shape)),
+            (
+                "pads",
+                HostTensor::from_vec(vec![pads.len()], pads).unwrap(),
+            ),
+        ];
+        let mut names = vec!["x", "pads"];
+        if let Some(v) = value {
+            names.push("value");
+            inputs.push(("value", random_tensor(2, v, &[])));
+        }
+        let e = both(
+            ctx(),
+            Node::new("Pad", "p")
+                .inputs(names)
+                .attr("mode", Attr::String(mode.into())),
+            inputs,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(message), "{mode} {pads:?}: {e}");
+    }
+}
+
+dtype_tests!(pad_fills_and_mirrors, pad_on);

@@ -4,6 +4,7 @@
 
 use super::exec::{NodeArgs, Slot};
 use super::{Attr, Node};
+use crate::kernels::pad::PadMode;
 use crate::{
     BatchToSpace, DType, Error, HostTensor, Recorder, Result, Slice, SpaceToBatch, StridedSlice,
     Tensor,
@@ -59,6 +60,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &TILE,
             &GATHER_ELEMENTS,
             &DROPOUT,
+            &PAD,
             &IS_INF,
             &LAYER_NORMALIZATION,
             &RMS_NORMALIZATION,
@@ -97,6 +99,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Slice" | "OnnxSlice" => &[1, 2, 3, 4],
         "ConstantOfShape" => &[0],
         "Dropout" => &[1, 2],
+        "Pad" => &[1, 2, 3],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
         | "CumSum" => &[1],
         op if op.starts_with("Reduce") => &[1],
@@ -356,6 +359,70 @@ static DROPOUT: OpDef = OpDef {
             outputs.push(rec.expand_to(&yes, &shape, args.out(1))?);
         }
         Ok(outputs)
+    },
+};
+
+/// Pad's constant: the `constant_value` input (opset 11 on; an empty one is absent), else
+/// Pad-2's `value` attribute in the data's dtype, else none (zero).
+pub(crate) fn pad_value(
+    node: &Node,
+    given: Option<&HostTensor>,
+    dtype: DType,
+) -> Result<Option<HostTensor>> {
+    match (given, node.attrs.get("value")) {
+        (Some(v), _) if v.numel() == 0 => Ok(None),
+        (Some(v), _) => Ok(Some(v.clone())),
+        (None, Some(Attr::Float(f))) => Ok(Some(crate::reference::cast_host(
+            &HostTensor::from_vec(vec![], &[*f])?,
+            dtype,
+        )?)),
+        _ => Ok(None),
+    }
+}
+
+static PAD: OpDef = OpDef {
+    name: "Pad",
+    inputs: 1..=4,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["mode", "pads", "value"],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        let mode = args.string("mode")?.unwrap_or("constant");
+        let mode = PadMode::parse(mode).ok_or_else(|| {
+            Error::invalid(
+                "Pad",
+                "mode",
+                format!(
+                    "mode '{}' is not one of constant, reflect, edge, wrap",
+                    mode.escape_debug()
+                ),
+            )
+        })?;
+        // Pad-2 gives the pads as an attribute.
+        let pads = match args.indices(1, "pads")? {
+            Some(p) => p,
+            None => args
+                .ints("pads")?
+                .ok_or_else(|| Error::invalid("Pad", "pads", "pads is missing"))?,
+        };
+        if args.dtype_of(2, "constant_value").is_ok() && args.host_value(2).is_none() {
+            return Err(Error::invalid(
+                "Pad",
+                "constant_value",
+                "constant_value is computed on the GPU; it must be known when the graph is planned",
+            ));
+        }
+        let value = pad_value(args.node, args.host_value(2), data.dtype())?;
+        let axes = args.indices(3, "axes")?;
+        Ok(vec![rec.pad_to(
+            &data,
+            &pads,
+            mode,
+            value.as_ref(),
+            axes.as_deref(),
+            args.out(0),
+        )?])
     },
 };
 

@@ -18,6 +18,7 @@ pub mod gather_index;
 pub mod linear_attention;
 pub mod matmul;
 pub mod operands;
+pub mod pad;
 pub mod program;
 pub mod reduce;
 pub mod scan_step;
@@ -79,6 +80,7 @@ const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
+const PAD: &str = include_str!("../../shaders/pad.wgsl");
 const TWO_BUFFERS: &[Binding] = &[
     Binding::Uniform,
     Binding::StorageRead,
@@ -155,6 +157,12 @@ pub enum Kernel {
         elem_bytes: u32,
         index64: bool,
         elements: bool,
+        workgroup_size: u32,
+    },
+    /// `pad.wgsl`: ONNX Pad of elements of 1, 2, 4 or 8 bytes in `mode`.
+    Pad {
+        elem_bytes: u32,
+        mode: pad::PadMode,
         workgroup_size: u32,
     },
     /// `cumsum.wgsl` on `dtype` (a 32- or 64-bit type).
@@ -287,6 +295,18 @@ impl Kernel {
                         });
                     }
                 }
+                for mode in [
+                    pad::PadMode::Constant,
+                    pad::PadMode::Reflect,
+                    pad::PadMode::Edge,
+                    pad::PadMode::Wrap,
+                ] {
+                    out.push(Kernel::Pad {
+                        elem_bytes,
+                        mode,
+                        workgroup_size,
+                    });
+                }
             }
             for elem_bytes in [1u32, 2, 4, 8] {
                 for vec4 in [false, true] {
@@ -418,6 +438,7 @@ impl Kernel {
             Kernel::CumSum { .. } => "cumsum.wgsl",
             Kernel::TopK { .. } => "topk.wgsl",
             Kernel::GatherIndex { .. } => "gather_index.wgsl",
+            Kernel::Pad { .. } => "pad.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanCopies { .. } => "scan copies (generated)",
             Kernel::Copy { .. } => "copy.wgsl",
@@ -433,6 +454,7 @@ impl Kernel {
             Kernel::Gather { .. } => STRIDED_GATHER.into(),
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
             Kernel::GatherIndex { .. } => GATHER_INDEX.into(),
+            Kernel::Pad { .. } => PAD.into(),
             Kernel::ScanCopies { copies, .. } => scan_step::copies_source(copies).into(),
             Kernel::Copy { .. } => COPY.into(),
             Kernel::LinearAttention {
@@ -566,6 +588,15 @@ impl Kernel {
                 ("ELEMENTS", u32::from(elements)),
                 ("WORKGROUP_SIZE", workgroup_size),
             ],
+            Kernel::Pad {
+                elem_bytes,
+                mode,
+                workgroup_size,
+            } => vec![
+                ("ELEM_BYTES", elem_bytes),
+                ("MODE", mode.code()),
+                ("WORKGROUP_SIZE", workgroup_size),
+            ],
             Kernel::Reduce {
                 op, input, pass, ..
             } => vec![
@@ -696,6 +727,7 @@ impl KernelSpec for Kernel {
             Kernel::Gather { .. }
             | Kernel::BlockRemap { .. }
             | Kernel::GatherIndex { .. }
+            | Kernel::Pad { .. }
             | Kernel::Copy { .. }
             | Kernel::LinearAttention { .. }
             | Kernel::CausalConv { .. }
@@ -789,6 +821,7 @@ impl KernelSpec for Kernel {
             Kernel::Gather { .. }
             | Kernel::BlockRemap { .. }
             | Kernel::CumSum { .. }
+            | Kernel::Pad { .. }
             | Kernel::Copy { .. } => TWO_BUFFERS,
             Kernel::ScanCounter { .. } => &[Binding::StorageReadWrite],
             Kernel::ScanCopies { copies, .. } => scan_step::copies_bindings(*copies),

@@ -4,9 +4,10 @@
 use crate::host::c_strides;
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{AxisSlice, GatherDim, GatherPlan};
+use crate::kernels::pad::{PadAxis, PadMode};
 use crate::ops::slicing::SlicePlan;
 use crate::storage::padded_size;
-use crate::{DType, Error, Out, Recorder, Result, Tensor};
+use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 
 /// ONNX Reshape's output shape: 0 copies the input dim (unless `allowzero`), -1 is inferred.
 pub fn reshape_shape(input: &[usize], shape: &[i64], allowzero: bool) -> Result<Vec<usize>> {
@@ -460,6 +461,137 @@ impl Recorder {
             Some(wanted[axis]),
             &out,
         )?;
+        Ok(out)
+    }
+
+    /// Records ONNX Pad: `pads` holds the elements added before each axis (of `axes`, else
+    /// of every axis), then those after; negative ones crop first, and the padding is then
+    /// relative to what is left (as onnxruntime does). Reflect mode reflects again where the
+    /// pads pass the axis' far end (as the spec's example does; onnxruntime refuses pads beyond
+    /// the axis' length less one). `value` is the constant of constant
+    /// mode (a scalar of the data's dtype; zero when absent). One pass: each output element
+    /// reads its input element or is the constant.
+    pub fn pad_to(
+        &mut self,
+        data: &Tensor,
+        pads: &[i64],
+        mode: PadMode,
+        value: Option<&HostTensor>,
+        axes: Option<&[i64]>,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "Pad";
+        self.check_inputs(OP, &[("data", data)])?;
+        let rank = data.rank();
+        let axes: Vec<usize> = match axes {
+            None => (0..rank).collect(),
+            Some(axes) => {
+                let mut seen = vec![false; rank];
+                axes.iter()
+                    .map(|&a| {
+                        let k = if a < 0 { a + rank as i64 } else { a };
+                        if !(0..rank as i64).contains(&k)
+                            || std::mem::replace(&mut seen[k as usize], true)
+                        {
+                            return Err(Error::invalid(
+                                OP,
+                                "axes",
+                                format!("axis {a} is out of range for rank {rank} or given twice"),
+                            ));
+                        }
+                        Ok(k as usize)
+                    })
+                    .collect::<Result<_>>()?
+            }
+        };
+        if pads.len() != 2 * axes.len() {
+            return Err(Error::invalid(
+                OP,
+                "pads",
+                format!(
+                    "has {} values; it needs 2 per padded axis ({})",
+                    pads.len(),
+                    2 * axes.len()
+                ),
+            ));
+        }
+        let value: u64 = match value.filter(|_| mode == PadMode::Constant) {
+            None => 0,
+            Some(v) if v.dtype != data.dtype() || v.numel() != 1 => {
+                return Err(Error::invalid(
+                    OP,
+                    "constant_value",
+                    format!(
+                        "is {} {:?}; it must be one {} value, the data's type",
+                        v.dtype,
+                        v.shape,
+                        data.dtype()
+                    ),
+                ))
+            }
+            Some(v) => {
+                let mut bits = [0u8; 8];
+                bits[..v.data.len()].copy_from_slice(&v.data);
+                u64::from_le_bytes(bits)
+            }
+        };
+        let mut plan: Vec<PadAxis> = data
+            .shape()
+            .iter()
+            .map(|&d| PadAxis {
+                out_len: d,
+                len: d,
+                before: 0,
+                crop: 0,
+            })
+            .collect();
+        for (j, &k) in axes.iter().enumerate() {
+            let (b, e) = (pads[j], pads[j + axes.len()]);
+            let dim = plan[k].len;
+            let crop = b.min(0).unsigned_abs() + e.min(0).unsigned_abs();
+            let Some(len) = (dim as u64).checked_sub(crop) else {
+                return Err(Error::invalid(
+                    OP,
+                    "pads",
+                    format!("pads {b} and {e} crop axis {k} by more than its {dim} elements"),
+                ));
+            };
+            let len = len as usize;
+            let (before, after) = (b.max(0) as u64, e.max(0) as u64);
+            let padded = before > 0 || after > 0;
+            let rule = match mode {
+                PadMode::Reflect if padded && len < 2 => Some(format!(
+                    "reflect mode cannot pad axis {k}: it holds {len} elements after cropping, and reflecting needs 2 or more"
+                )),
+                PadMode::Edge | PadMode::Wrap if padded && len == 0 => Some(format!(
+                    "{} mode cannot pad axis {k}: it is empty after cropping",
+                    mode.name()
+                )),
+                _ => None,
+            };
+            if let Some(rule) = rule {
+                return Err(Error::invalid(OP, "pads", rule));
+            }
+            let out_len = (len as u64)
+                .checked_add(before + after)
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| Error::invalid(OP, "pads", "the output's size overflows"))?;
+            plan[k] = PadAxis {
+                out_len,
+                len,
+                before: before as usize,
+                crop: b.min(0).unsigned_abs() as usize,
+            };
+        }
+        let shape: Vec<usize> = plan.iter().map(|a| a.out_len).collect();
+        if plan
+            .iter()
+            .all(|a| a.before == 0 && a.crop == 0 && a.out_len == a.len)
+        {
+            return out.view(self, data.clone());
+        }
+        let out = out.tensor(self, data.dtype(), &shape)?;
+        self.pad_into(OP, data, &plan, mode, value, &out)?;
         Ok(out)
     }
 

@@ -179,6 +179,90 @@ fn run_node(
             one(super::space_to_batch(&a(0)?, &o)?)
         }
         "Identity" => one(a(0)?),
+        // Written from the ONNX spec and onnxruntime's behaviour: negative pads crop first,
+        // then each axis is extended by its mode, one axis at a time.
+        "Pad" => {
+            let x = a(0)?;
+            let rank = x.shape.len();
+            let mode = match node.attrs.get("mode") {
+                Some(Attr::String(m)) => m.as_str(),
+                _ => "constant",
+            };
+            let pads = match idx(&args.get(1).cloned().flatten())? {
+                Some(p) => p,
+                None => ints(node, "pads").ok_or("Pad needs pads")?,
+            };
+            let axes: Vec<usize> = match idx(&args.get(3).cloned().flatten())? {
+                Some(axes) => axes
+                    .iter()
+                    .map(|&k| (if k < 0 { k + rank as i64 } else { k }) as usize)
+                    .collect(),
+                None => (0..rank).collect(),
+            };
+            if pads.len() != 2 * axes.len() || axes.iter().any(|&k| k >= rank) {
+                return Err("Pad: 2 pads per axis".into());
+            }
+            let value = crate::graph::registry::pad_value(
+                node,
+                args.get(2).and_then(Option::as_ref),
+                x.dtype,
+            )?
+            .map_or(vec![0; x.dtype.size()], |v| v.data);
+            let size = x.dtype.size();
+            let mut t = x;
+            for (j, &k) in axes.iter().enumerate() {
+                let (b, e) = (pads[j], pads[j + axes.len()]);
+                let outer: usize = t.shape[..k].iter().product();
+                let inner: usize = t.shape[k + 1..].iter().product::<usize>() * size;
+                let dim = t.shape[k] as i64;
+                let (lo, hi) = (-b.min(0), dim + e.min(0));
+                if hi < lo {
+                    return Err("Pad: cropped below nothing".into());
+                }
+                let kept: Vec<i64> = (lo..hi).collect();
+                let n = kept.len() as i64;
+                let padded = b > 0 || e > 0;
+                if padded && mode != "constant" && (n == 0 || (mode == "reflect" && n < 2)) {
+                    return Err("Pad: the mode cannot pad this axis".into());
+                }
+                // Each output position along the axis: the input position, or None.
+                let positions: Vec<Option<i64>> = (-b.max(0)..n + e.max(0))
+                    .map(|i| match mode {
+                        _ if (0..n).contains(&i) => Some(kept[i as usize]),
+                        "constant" => None,
+                        "edge" => Some(kept[i.clamp(0, n - 1) as usize]),
+                        "wrap" => Some(kept[i.rem_euclid(n) as usize]),
+                        // Mirror across the first or last element until inside.
+                        _ => {
+                            let mut r = i;
+                            while !(0..n).contains(&r) {
+                                r = if r < 0 { -r } else { 2 * (n - 1) - r };
+                            }
+                            Some(kept[r as usize])
+                        }
+                    })
+                    .collect();
+                let mut data = Vec::with_capacity(outer * positions.len() * inner);
+                for o in 0..outer {
+                    for p in &positions {
+                        match p {
+                            Some(i) => {
+                                let at = (o * dim as usize + *i as usize) * inner;
+                                data.extend_from_slice(&t.data[at..at + inner]);
+                            }
+                            None => {
+                                for _ in 0..inner / size.max(1) {
+                                    data.extend_from_slice(&value);
+                                }
+                            }
+                        }
+                    }
+                }
+                t.shape[k] = positions.len();
+                t.data = data;
+            }
+            one(t)
+        }
         "Dropout" => {
             let x = a(0)?;
             let (training, ratio) = crate::graph::registry::dropout_mode(

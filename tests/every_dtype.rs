@@ -1547,3 +1547,179 @@ fn pad_on(d: DType) {
 }
 
 dtype_tests!(pad_fills_and_mirrors, pad_on);
+
+/// Small positive values of `d` (1 to 5), for reductions whose results stay exact.
+fn small_values(d: DType, shape: &[usize], seed: i64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<i64> = (0..n as i64).map(|i| (i * 3 + seed) % 5 + 1).collect();
+    cast_host(&HostTensor::from_vec(shape.to_vec(), &v).unwrap(), d).unwrap()
+}
+
+/// Scatter indices in `[-dim, dim)` for `n` updates, repeating some.
+fn scatter_picks(n: usize, dim: usize, seed: i64) -> Vec<i64> {
+    let dim = dim as i64;
+    (0..n as i64)
+        .map(|i| (i * 5 + seed) % (2 * dim) - dim)
+        .collect()
+}
+
+/// ScatterElements and ScatterND on `d`: along each axis, updates shorter than the data, i32
+/// and i64 indices with repeats and negative values, rows, pairs and single elements of ND
+/// tuples and an empty tuple (the whole data); replacing (random bits, bit for bit) and every
+/// reduction on small values (repeats merged in order), against the reference and the spec's
+/// example; i64 and u64 natively and emulated on u32 pairs; malformed inputs are errors naming
+/// the rule.
+fn scatter_on(d: DType) {
+    let reductions: &[&str] = if d == DType::Bool {
+        &["none"]
+    } else {
+        &["none", "add", "mul", "max", "min"]
+    };
+    let elements: [(&[usize], &[usize], i64); 5] = [
+        (&[3, 4], &[3, 4], 0),
+        (&[3, 4], &[2, 3], 1),
+        (&[4, 3, 5], &[6, 2, 5], 0),
+        (&[4, 3, 5], &[2, 3, 4], -1),
+        (&[9], &[12], 0),
+    ];
+    let nd: [(&[usize], &[usize]); 5] = [
+        (&[4, 5, 3], &[3, 1]),
+        (&[4, 5, 3], &[5, 2]),
+        (&[4, 5, 3], &[2, 3, 3]),
+        (&[6], &[7, 1]),
+        (&[2, 3], &[2, 0]),
+    ];
+    for (c, &reduction) in contexts_for(d)
+        .into_iter()
+        .flat_map(|c| reductions.iter().map(move |r| (c, r)))
+    {
+        let values = |shape: &[usize], seed: u64| match reduction {
+            "none" => random_tensor(seed, d, shape),
+            _ => small_values(d, shape, seed as i64),
+        };
+        for (seed, (shape, wanted, axis)) in elements.into_iter().enumerate() {
+            let dim = shape[(axis + shape.len() as i64) as usize % shape.len()];
+            let n: usize = wanted.iter().product();
+            let picks = scatter_picks(n, dim, seed as i64);
+            let wide = seed % 2 == 0;
+            let ind = if wide {
+                HostTensor::from_vec(wanted.to_vec(), &picks).unwrap()
+            } else {
+                let narrow: Vec<i32> = picks.iter().map(|&i| i as i32).collect();
+                HostTensor::from_vec(wanted.to_vec(), &narrow).unwrap()
+            };
+            let what = format!(
+                "ScatterElements {reduction} {shape:?} by {wanted:?} on axis {axis} on {d}"
+            );
+            let (got, want) = both(
+                c,
+                Node::new("ScatterElements", "s")
+                    .inputs(["x", "i", "u"])
+                    .attr("axis", Attr::Int(axis))
+                    .attr("reduction", Attr::String(reduction.into())),
+                vec![
+                    ("x", values(shape, seed as u64)),
+                    ("i", ind),
+                    ("u", values(wanted, 50 + seed as u64)),
+                ],
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            check("ScatterElements", &got, &want, &what);
+        }
+        for (seed, (shape, ishape)) in nd.into_iter().enumerate() {
+            let (&k, tuples) = ishape.split_last().unwrap();
+            let n: usize = tuples.iter().product();
+            let mut picks = Vec::with_capacity(n * k);
+            for t in 0..n {
+                for (j, &dim) in shape[..k].iter().enumerate() {
+                    picks.push(scatter_picks(n, dim, (t * 7 + j) as i64)[t]);
+                }
+            }
+            let ind = HostTensor::from_vec(ishape.to_vec(), &picks).unwrap();
+            let ushape: Vec<usize> = tuples.iter().chain(&shape[k..]).copied().collect();
+            let what = format!("ScatterND {reduction} {shape:?} by {ishape:?} on {d}");
+            let (got, want) = both(
+                c,
+                Node::new("ScatterND", "s")
+                    .inputs(["x", "i", "u"])
+                    .attr("reduction", Attr::String(reduction.into())),
+                vec![
+                    ("x", values(shape, seed as u64)),
+                    ("i", ind),
+                    ("u", values(&ushape, 70 + seed as u64)),
+                ],
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            check("ScatterND", &got, &want, &what);
+        }
+    }
+    // The spec's first ScatterElements example (updates as small integers).
+    let x = cast_host(&HostTensor::from_vec(vec![3, 3], &[0i64; 9]).unwrap(), d).unwrap();
+    let i = HostTensor::from_vec(vec![2, 3], &[1i64, 0, 2, 0, 2, 1]).unwrap();
+    let u = cast_host(
+        &HostTensor::from_vec(vec![2, 3], &[1i64, 2, 3, 4, 5, 6]).unwrap(),
+        d,
+    )
+    .unwrap();
+    let (got, _) = both(
+        ctx(),
+        Node::new("ScatterElements", "s").inputs(["x", "i", "u"]),
+        vec![("x", x.clone()), ("i", i.clone()), ("u", u.clone())],
+    )
+    .unwrap();
+    let stated = [4i64, 2, 0, 1, 0, 6, 0, 5, 3];
+    let stated = cast_host(&HostTensor::from_vec(vec![3, 3], &stated).unwrap(), d).unwrap();
+    assert_eq!(got, stated, "the spec's example on {d}");
+    let bad: [(&str, &str, HostTensor, &str); 5] = [
+        (
+            "ScatterElements",
+            "none",
+            HostTensor::from_vec(vec![2, 3], &[1i64, 0, 3, 0, 2, 1]).unwrap(),
+            "index 3 is out of range",
+        ),
+        (
+            "ScatterElements",
+            "none",
+            HostTensor::from_vec(vec![3, 2], &[0i64; 6]).unwrap(),
+            "must have one shape",
+        ),
+        (
+            "ScatterElements",
+            "sum",
+            i.clone(),
+            "is not one of none, add",
+        ),
+        (
+            "ScatterND",
+            "none",
+            HostTensor::from_vec(vec![3, 1], &[0i64, 1, 2]).unwrap(),
+            "updates has shape [2, 3]; indices [3, 1] on data [3, 3] need [3, 3]",
+        ),
+        (
+            "ScatterND",
+            "none",
+            HostTensor::from_vec(vec![2, 2], &[0i64, 1, 2, 3]).unwrap(),
+            "index 3 is out of range for axis 1",
+        ),
+    ];
+    for (op, reduction, indices, message) in bad {
+        let u = if op == "ScatterND" && indices.shape == [2, 2] {
+            cast_host(&HostTensor::from_vec(vec![2], &[1i64, 2]).unwrap(), d).unwrap()
+        } else {
+            u.clone()
+        };
+        let e = both(
+            ctx(),
+            Node::new(op, "s")
+                .inputs(["x", "i", "u"])
+                .attr("reduction", Attr::String(reduction.into())),
+            vec![("x", x.clone()), ("i", indices), ("u", u)],
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(e.contains(message), "{op} {reduction}: {e:?}");
+    }
+}
+
+dtype_tests!(scatter_writes_and_reduces_in_order, scatter_on);

@@ -5,6 +5,7 @@
 use super::exec::{NodeArgs, Slot};
 use super::{Attr, Node};
 use crate::kernels::pad::PadMode;
+use crate::kernels::scatter::ScatterReduction;
 use crate::{
     BatchToSpace, DType, Error, HostTensor, Recorder, Result, Slice, SpaceToBatch, StridedSlice,
     Tensor,
@@ -61,6 +62,9 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &GATHER_ELEMENTS,
             &DROPOUT,
             &PAD,
+            &SCATTER_ELEMENTS,
+            &SCATTER,
+            &SCATTER_ND,
             &IS_INF,
             &LAYER_NORMALIZATION,
             &RMS_NORMALIZATION,
@@ -1499,6 +1503,98 @@ static GATHER_ELEMENTS: OpDef = OpDef {
             &data,
             &indices,
             axis,
+            args.out(0),
+        )?])
+    },
+};
+
+/// A scatter's `reduction` attribute ("none" when absent).
+fn scatter_reduction(args: &NodeArgs, op: &'static str) -> Result<ScatterReduction> {
+    let name = args.string("reduction")?.unwrap_or("none");
+    ScatterReduction::parse(name).ok_or_else(|| {
+        Error::invalid(
+            op,
+            "reduction",
+            format!(
+                "reduction '{}' is not one of none, add, mul, max, min",
+                name.escape_debug()
+            ),
+        )
+    })
+}
+
+fn scatter_elements(rec: &mut Recorder, args: &NodeArgs, op: &'static str) -> Result<Vec<Tensor>> {
+    let data = args.tensor(0, "data")?;
+    let axis = args.int("axis")?.unwrap_or(0);
+    check_known_indices(args, 1, &data, axis, op, "indices")?;
+    let indices = args.tensor(1, "indices")?;
+    let updates = args.tensor(2, "updates")?;
+    let reduction = scatter_reduction(args, op)?;
+    Ok(vec![rec.scatter_elements_to(
+        &data,
+        &indices,
+        &updates,
+        axis,
+        reduction,
+        args.out(0),
+    )?])
+}
+
+static SCATTER_ELEMENTS: OpDef = OpDef {
+    name: "ScatterElements",
+    inputs: 3..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis", "reduction"],
+    run: |rec, args| scatter_elements(rec, args, "ScatterElements"),
+};
+
+/// ONNX Scatter (opsets 9 and 10): ScatterElements without a reduction.
+static SCATTER: OpDef = OpDef {
+    name: "Scatter",
+    inputs: 3..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis"],
+    run: |rec, args| scatter_elements(rec, args, "Scatter"),
+};
+
+static SCATTER_ND: OpDef = OpDef {
+    name: "ScatterND",
+    inputs: 3..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["reduction"],
+    run: |rec, args| {
+        let data = args.tensor(0, "data")?;
+        // Tuples known on the host are range-checked, axis by axis.
+        if let Some(known) = args.host_value(1) {
+            if let (Some(&k), Ok(values)) = (
+                known.shape.last(),
+                crate::reference::cast_host(known, DType::I64).and_then(|t| t.to_vec::<i64>()),
+            ) {
+                for tuple in values.chunks(k.max(1)).filter(|_| k > 0) {
+                    for (j, &i) in tuple.iter().enumerate() {
+                        let dim = data.shape().get(j).map_or(0, |&d| d as i64);
+                        if j < data.rank() && (i < -dim || i >= dim) {
+                            return Err(Error::invalid(
+                                "ScatterND",
+                                "indices",
+                                format!("index {i} is out of range for axis {j} of size {dim}"),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let indices = args.tensor(1, "indices")?;
+        let updates = args.tensor(2, "updates")?;
+        let reduction = scatter_reduction(args, "ScatterND")?;
+        Ok(vec![rec.scatter_nd_to(
+            &data,
+            &indices,
+            &updates,
+            reduction,
             args.out(0),
         )?])
     },

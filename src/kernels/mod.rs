@@ -22,6 +22,7 @@ pub mod pad;
 pub mod program;
 pub mod reduce;
 pub mod scan_step;
+pub mod scatter;
 pub mod topk;
 pub mod windows;
 pub mod words;
@@ -81,6 +82,22 @@ const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const PAD: &str = include_str!("../../shaders/pad.wgsl");
+const SCATTER: &str = include_str!("../../shaders/scatter.wgsl");
+/// The dtypes scatter reductions compute on (every one but bool).
+const SCATTER_REDUCED: [DType; 12] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::F64,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+];
 const TWO_BUFFERS: &[Binding] = &[
     Binding::Uniform,
     Binding::StorageRead,
@@ -157,6 +174,15 @@ pub enum Kernel {
         elem_bytes: u32,
         index64: bool,
         elements: bool,
+        workgroup_size: u32,
+    },
+    /// `scatter.wgsl`: ONNX ScatterElements and ScatterND merging updates by `reduction` on
+    /// `dtype` (replacing: one kernel per element size, see [`scatter::kernel_dtype`]).
+    Scatter {
+        dtype: DType,
+        reduction: scatter::ScatterReduction,
+        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+        emulate64: bool,
         workgroup_size: u32,
     },
     /// `pad.wgsl`: ONNX Pad of elements of 1, 2, 4 or 8 bytes in `mode`.
@@ -293,6 +319,25 @@ impl Kernel {
                             elements,
                             workgroup_size,
                         });
+                    }
+                }
+                for reduction in scatter::ScatterReduction::ALL {
+                    let none = reduction == scatter::ScatterReduction::None;
+                    let dtypes: &[DType] = if none {
+                        &[DType::U8, DType::U16, DType::U32, DType::U64]
+                    } else {
+                        &SCATTER_REDUCED
+                    };
+                    for &dtype in dtypes.iter().filter(|d| d.size() == elem_bytes as usize) {
+                        let emulated = !none && matches!(dtype, DType::I64 | DType::U64);
+                        for emulate64 in [false, true].into_iter().filter(|&e| !e || emulated) {
+                            out.push(Kernel::Scatter {
+                                dtype,
+                                reduction,
+                                emulate64,
+                                workgroup_size,
+                            });
+                        }
                     }
                 }
                 for mode in [
@@ -439,6 +484,7 @@ impl Kernel {
             Kernel::TopK { .. } => "topk.wgsl",
             Kernel::GatherIndex { .. } => "gather_index.wgsl",
             Kernel::Pad { .. } => "pad.wgsl",
+            Kernel::Scatter { .. } => "scatter.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanCopies { .. } => "scan copies (generated)",
             Kernel::Copy { .. } => "copy.wgsl",
@@ -455,6 +501,12 @@ impl Kernel {
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
             Kernel::GatherIndex { .. } => GATHER_INDEX.into(),
             Kernel::Pad { .. } => PAD.into(),
+            Kernel::Scatter {
+                dtype,
+                reduction,
+                emulate64,
+                ..
+            } => scatter::scatter_source(dtype, reduction, emulate64).into(),
             Kernel::ScanCopies { copies, .. } => scan_step::copies_source(copies).into(),
             Kernel::Copy { .. } => COPY.into(),
             Kernel::LinearAttention {
@@ -588,6 +640,14 @@ impl Kernel {
                 ("ELEMENTS", u32::from(elements)),
                 ("WORKGROUP_SIZE", workgroup_size),
             ],
+            Kernel::Scatter {
+                dtype,
+                workgroup_size,
+                ..
+            } => vec![
+                ("ELEM_BYTES", dtype.size() as u32),
+                ("WORKGROUP_SIZE", workgroup_size),
+            ],
             Kernel::Pad {
                 elem_bytes,
                 mode,
@@ -672,6 +732,14 @@ impl Kernel {
             Kernel::LinearAttention {
                 subgroups: true, ..
             } => wgpu::Features::SUBGROUP,
+            Kernel::Scatter {
+                dtype,
+                reduction,
+                emulate64: false,
+                ..
+            } if reduction != scatter::ScatterReduction::None => {
+                operands::native_feature(dtype).map_or(wgpu::Features::empty(), |(f, _)| f)
+            }
             _ => wgpu::Features::empty(),
         }
     }
@@ -733,6 +801,17 @@ impl KernelSpec for Kernel {
             | Kernel::CausalConv { .. }
             | Kernel::ScanCounter { .. } => self.file().into(),
             Kernel::ScanCopies { copies, .. } => format!("scan copies {copies}").into(),
+            Kernel::Scatter {
+                dtype,
+                reduction,
+                emulate64,
+                ..
+            } => format!(
+                "scatter.wgsl {dtype} {}{}",
+                reduction.name(),
+                emulated(emulate64)
+            )
+            .into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 format!("elementwise.wgsl {op} {dtype}").into()
             }
@@ -835,7 +914,7 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
                 Binding::StorageReadWrite,
             ],
-            Kernel::GatherIndex { .. } => THREE_BUFFERS,
+            Kernel::GatherIndex { .. } | Kernel::Scatter { .. } => THREE_BUFFERS,
             Kernel::CausalConv { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,

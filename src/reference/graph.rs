@@ -179,6 +179,90 @@ fn run_node(
             one(super::space_to_batch(&a(0)?, &o)?)
         }
         "Identity" => one(a(0)?),
+        // Written from the ONNX spec: a copy of the data, updates applied in order (so the
+        // last of repeated indices wins, or the reduction runs in order, as in onnxruntime).
+        "ScatterElements" | "Scatter" | "ScatterND" => {
+            let x = a(0)?;
+            let ind = a(1)?;
+            let upd = a(2)?;
+            let indices = cast(&ind, DType::I64)?.to_vec::<i64>()?;
+            let reduction = match node.attrs.get("reduction") {
+                Some(Attr::String(r)) => r.clone(),
+                _ => "none".to_string(),
+            };
+            let size = x.dtype.size();
+            let rank = x.shape.len();
+            let mut strides = vec![1usize; rank];
+            for k in (0..rank.saturating_sub(1)).rev() {
+                strides[k] = strides[k + 1] * x.shape[k + 1];
+            }
+            let position = |i: i64, dim: usize| -> R<usize> {
+                let d = dim as i64;
+                if i < -d || i >= d {
+                    return Err(format!("{op} index {i} out of range").into());
+                }
+                Ok((if i < 0 { i + d } else { i }) as usize)
+            };
+            // (data element, update element) pairs in the order they apply.
+            let mut pairs: Vec<(usize, usize)> = Vec::new();
+            if op == "ScatterND" {
+                let k = *ind.shape.last().ok_or("ScatterND: indices of rank 0")?;
+                let slice: usize = x.shape[k..].iter().product();
+                let tuples: usize = ind.shape[..ind.shape.len() - 1].iter().product();
+                for n in 0..tuples {
+                    let tuple = &indices[n * k..(n + 1) * k];
+                    let mut base = 0;
+                    for j in 0..k {
+                        base += position(tuple[j], x.shape[j])? * strides[j];
+                    }
+                    pairs.extend((0..slice).map(|s| (base + s, n * slice + s)));
+                }
+            } else {
+                let axis = int(node, "axis").unwrap_or(0);
+                let axis = (if axis < 0 { axis + rank as i64 } else { axis }) as usize;
+                let mut at = vec![0usize; rank];
+                for (u, &i) in indices.iter().enumerate() {
+                    let mut t = 0;
+                    for k in 0..rank {
+                        let c = if k == axis {
+                            position(i, x.shape[k])?
+                        } else {
+                            at[k]
+                        };
+                        t += c * strides[k];
+                    }
+                    pairs.push((t, u));
+                    for k in (0..rank).rev() {
+                        at[k] += 1;
+                        if at[k] < ind.shape[k] {
+                            break;
+                        }
+                        at[k] = 0;
+                    }
+                }
+            }
+            let mut data = x.data.clone();
+            let element = |bytes: &[u8]| HostTensor::from_bytes(x.dtype, vec![], bytes.to_vec());
+            for (t, u) in pairs {
+                let update = &upd.data[u * size..][..size];
+                let merged = match reduction.as_str() {
+                    "none" => update.to_vec(),
+                    r => {
+                        let pair = match r {
+                            "add" => "Add",
+                            "mul" => "Mul",
+                            "max" => "Max",
+                            "min" => "Min",
+                            _ => return Err(format!("{op}: reduction {r}").into()),
+                        };
+                        let old = element(&data[t * size..][..size])?;
+                        elementwise(pair, &[old, element(update)?])?.data
+                    }
+                };
+                data[t * size..][..size].copy_from_slice(&merged);
+            }
+            one(HostTensor { data, ..x })
+        }
         // Written from the ONNX spec and onnxruntime's behaviour: negative pads crop first,
         // then each axis is extended by its mode, one axis at a time.
         "Pad" => {

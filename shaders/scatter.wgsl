@@ -1,0 +1,153 @@
+// ONNX ScatterElements and ScatterND onto a copy of the data already in `dst`. Each invocation
+// applies its updates in their order, so repeated indices end as onnxruntime leaves them (the
+// last write, or the reduction in order):
+// - ScatterElements: one invocation per column of the updates (every position but the one
+//   along the axis), walking the axis: update k goes to the data element of its position with
+//   the coordinate along the axis replaced by its index.
+// - ScatterND: one invocation per element s of a slice, walking the index tuples: tuple n's
+//   update s goes to element s of the slice the tuple addresses.
+// No two invocations write one element; 1- and 2-byte elements of neighbouring invocations
+// share words, so every word is replaced by compare-and-swap. Elements move as bits: the
+// element's low bits in x (the high word of 8-byte elements in y); `combine` (generated for
+// the dtype and reduction) merges the element there with the update. Indices are i32 or i64
+// (word pairs; only values that fit in i32 can be in range); negative ones count from the end;
+// an update whose index is out of range is skipped (the host checks the indices it knows).
+
+override ELEM_BYTES: u32 = 4u;
+override WORKGROUP_SIZE: u32 = 64u;
+
+struct Axis {
+    // ScatterElements: the column walk's axes (innermost first): length, the updates' and the
+    // data's element strides. ScatterND: the indexed axes (in order): length, data stride.
+    len: u32,
+    ustride: u32,
+    dstride: u32,
+    _pad: u32,
+}
+
+struct Params {
+    // Invocations with work (columns, or slice elements), and the updates each applies.
+    count: u32,
+    steps: u32,
+    nd: u32,
+    index64: u32,
+    // ScatterElements: the column walk's rank, the data's length along the axis, and the
+    // updates' and data's strides along it. ScatterND: the tuple length, the slice length.
+    rank: u32,
+    axis_len: u32,
+    axis_ustride: u32,
+    axis_dstride: u32,
+    axes: array<Axis, 16>,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> index_words: array<u32>;
+@group(0) @binding(2) var<storage, read> updates: array<u32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<atomic<u32>>;
+
+// Replacing; the kernel's generator puts the dtype's reduction here.
+fn combine(old: vec2<u32>, v: vec2<u32>) -> vec2<u32> { return v; } // COMBINE
+
+// Index j (an element of the index tensor) against a length: the position, or -1.
+fn index_at(j: u32, len: u32) -> i32 {
+    var index: i32;
+    if params.index64 != 0u {
+        index = bitcast<i32>(index_words[2u * j]);
+        if index_words[2u * j + 1u] != select(0u, 0xffffffffu, index < 0) {
+            return -1;
+        }
+    } else {
+        index = bitcast<i32>(index_words[j]);
+    }
+    if index < 0 {
+        index += i32(len);
+    }
+    return select(-1, index, index >= 0 && u32(index) < len);
+}
+
+fn update_at(u: u32) -> vec2<u32> {
+    if ELEM_BYTES == 8u {
+        return vec2<u32>(updates[2u * u], updates[2u * u + 1u]);
+    }
+    if ELEM_BYTES == 4u {
+        return vec2<u32>(updates[u], 0u);
+    }
+    let bits = min(ELEM_BYTES, 2u) * 8u;
+    let lanes = 32u / bits;
+    return vec2<u32>(extractBits(updates[u / lanes], (u % lanes) * bits, bits), 0u);
+}
+
+// Merges update `v` into data element t.
+fn apply(t: u32, v: vec2<u32>) {
+    if ELEM_BYTES == 8u {
+        // No other invocation touches either word.
+        let old = vec2<u32>(atomicLoad(&dst[2u * t]), atomicLoad(&dst[2u * t + 1u]));
+        let r = combine(old, v);
+        atomicStore(&dst[2u * t], r.x);
+        atomicStore(&dst[2u * t + 1u], r.y);
+        return;
+    }
+    let bits = min(ELEM_BYTES, 4u) * 8u;
+    let lanes = 32u / bits;
+    let w = t / lanes;
+    let shift = (t % lanes) * bits;
+    var old = atomicLoad(&dst[w]);
+    loop {
+        let element = select(old, extractBits(old, shift, bits), bits < 32u);
+        let r = combine(vec2<u32>(element, 0u), v).x;
+        let word = select(r, insertBits(old, r, shift, bits), bits < 32u);
+        let swapped = atomicCompareExchangeWeak(&dst[w], old, word);
+        if swapped.exchanged {
+            break;
+        }
+        old = swapped.old_value;
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let c = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if c >= params.count {
+        return;
+    }
+    if params.nd != 0u {
+        let k = params.rank;
+        let slice = params.axis_len;
+        for (var n = 0u; n < params.steps; n++) {
+            var base = 0u;
+            var valid = true;
+            for (var j = 0u; j < k; j++) {
+                let axis = params.axes[j];
+                let i = index_at(n * k + j, axis.len);
+                valid = valid && i >= 0;
+                base += u32(max(i, 0)) * axis.dstride;
+            }
+            if valid {
+                apply(base + c, update_at(n * slice + c));
+            }
+        }
+        return;
+    }
+    // The column's first update and its data element (coordinate 0 along the axis).
+    var rest = c;
+    var u = 0u;
+    var d = 0u;
+    for (var k = 0u; k < params.rank; k++) {
+        let axis = params.axes[k];
+        let x = rest % axis.len;
+        rest /= axis.len;
+        u += x * axis.ustride;
+        d += x * axis.dstride;
+    }
+    for (var s = 0u; s < params.steps; s++) {
+        let at = u + s * params.axis_ustride;
+        let i = index_at(at, params.axis_len);
+        if i >= 0 {
+            apply(d + u32(i) * params.axis_dstride, update_at(at));
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! ONNX ScatterElements and ScatterND: a copy of the data with updates written (or merged by a
+//! reduction) at positions an index tensor gives. Updates are applied in their order, so
+//! repeated indices end as onnxruntime leaves them.
+
+use crate::kernels::scatter::{ScatterPlan, ScatterReduction};
+use crate::storage::padded_size;
+use crate::{DType, Error, Out, Recorder, Result, Tensor};
+
+/// The data's element strides (C order).
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1usize; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        strides[k] = strides[k + 1] * shape[k + 1];
+    }
+    strides
+}
+
+impl Recorder {
+    /// Checks what both scatters share and records `out` as a copy of `data`.
+    fn scatter_start(
+        &mut self,
+        op: &'static str,
+        data: &Tensor,
+        indices: &Tensor,
+        updates: &Tensor,
+        reduction: ScatterReduction,
+        out: Out,
+    ) -> Result<Tensor> {
+        self.check_inputs(
+            op,
+            &[("data", data), ("indices", indices), ("updates", updates)],
+        )?;
+        if !matches!(indices.dtype(), DType::I32 | DType::I64) {
+            return Err(Error::invalid(
+                op,
+                "indices",
+                format!("indices is {}; {op} takes i32 or i64", indices.dtype()),
+            ));
+        }
+        if updates.dtype() != data.dtype() {
+            return Err(Error::invalid(
+                op,
+                "updates",
+                format!(
+                    "updates is {} but data is {}; they must match",
+                    updates.dtype(),
+                    data.dtype()
+                ),
+            ));
+        }
+        if reduction != ScatterReduction::None && data.dtype() == DType::Bool {
+            return Err(Error::invalid(
+                op,
+                "reduction",
+                format!("reduction '{}' does not apply to bool", reduction.name()),
+            ));
+        }
+        let out = out.tensor(self, data.dtype(), data.shape())?;
+        if !out.shares_buffer(data) && data.numel() > 0 {
+            let bytes = padded_size(data.byte_len());
+            self.copy(data.storage(), 0, out.storage(), 0, bytes)?;
+        }
+        Ok(out)
+    }
+
+    /// Records ONNX ScatterElements: a copy of `data` where each update lands at its own
+    /// position with the coordinate along `axis` replaced by its index. `indices` and
+    /// `updates` share a shape of `data`'s rank, no longer than `data` off the axis. Indices
+    /// known on the host are range-checked; one out of range computed on the GPU is skipped.
+    pub fn scatter_elements_to(
+        &mut self,
+        data: &Tensor,
+        indices: &Tensor,
+        updates: &Tensor,
+        axis: i64,
+        reduction: ScatterReduction,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "ScatterElements";
+        let rank = data.rank();
+        if indices.rank() != rank || updates.shape() != indices.shape() {
+            return Err(Error::invalid(
+                OP,
+                "updates",
+                format!(
+                    "indices {:?} and updates {:?} must have one shape of data's rank {rank}",
+                    indices.shape(),
+                    updates.shape()
+                ),
+            ));
+        }
+        let r = rank as i64;
+        if rank == 0 || axis < -r || axis >= r {
+            return Err(Error::invalid(
+                OP,
+                "axis",
+                format!("axis {axis} is out of range for data of rank {rank}"),
+            ));
+        }
+        let axis = if axis < 0 { axis + r } else { axis } as usize;
+        let (shape, wanted) = (data.shape(), indices.shape());
+        if let Some(k) = (0..rank).find(|&k| k != axis && wanted[k] > shape[k]) {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!(
+                    "indices has {} along axis {k} but data only {}",
+                    wanted[k], shape[k]
+                ),
+            ));
+        }
+        let out = self.scatter_start(OP, data, indices, updates, reduction, out)?;
+        if indices.numel() == 0 {
+            return Ok(out);
+        }
+        if shape[axis] == 0 {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!("data's axis {axis} is empty: there is nowhere to scatter"),
+            ));
+        }
+        let (ustrides, dstrides) = (strides(wanted), strides(shape));
+        let columns = (0..rank)
+            .rev()
+            .filter(|&k| k != axis)
+            .map(|k| [wanted[k], ustrides[k], dstrides[k]])
+            .collect();
+        let plan = ScatterPlan::Elements {
+            columns,
+            steps: wanted[axis],
+            len: shape[axis],
+            ustride: ustrides[axis],
+            dstride: dstrides[axis],
+        };
+        self.scatter_into(OP, indices, updates, &plan, reduction, &out)?;
+        Ok(out)
+    }
+
+    /// Records ONNX ScatterND: a copy of `data` where each index tuple (the last axis of
+    /// `indices`, `k` long) addresses a slice over `data`'s axes from `k` on, which the
+    /// tuple's updates replace (or merge into). `updates` has shape `indices.shape[..-1] ++
+    /// data.shape[k..]`. Indices known on the host are range-checked; a tuple out of range
+    /// computed on the GPU is skipped.
+    pub fn scatter_nd_to(
+        &mut self,
+        data: &Tensor,
+        indices: &Tensor,
+        updates: &Tensor,
+        reduction: ScatterReduction,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "ScatterND";
+        let shape = data.shape();
+        let Some((&k, tuples)) = indices.shape().split_last() else {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                "indices has rank 0; it needs 1 or more",
+            ));
+        };
+        if k > shape.len() {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!(
+                    "index tuples of {k} values exceed data's rank {}",
+                    shape.len()
+                ),
+            ));
+        }
+        let expected: Vec<usize> = tuples.iter().chain(&shape[k..]).copied().collect();
+        if updates.shape() != expected {
+            return Err(Error::invalid(
+                OP,
+                "updates",
+                format!(
+                    "updates has shape {:?}; indices {:?} on data {shape:?} need {expected:?}",
+                    updates.shape(),
+                    indices.shape()
+                ),
+            ));
+        }
+        let out = self.scatter_start(OP, data, indices, updates, reduction, out)?;
+        let dstrides = strides(shape);
+        let plan = ScatterPlan::Nd {
+            tuples: tuples.iter().product(),
+            axes: (0..k).map(|j| [shape[j], dstrides[j]]).collect(),
+            slice: shape[k..].iter().product(),
+        };
+        self.scatter_into(OP, indices, updates, &plan, reduction, &out)?;
+        Ok(out)
+    }
+}

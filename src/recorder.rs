@@ -94,6 +94,9 @@ impl Step {
 /// completes, so a recording of millions of commands is cut into submissions of this many.
 const COMMANDS_PER_SUBMISSION: u64 = 4096;
 
+/// Uploaded constants of Scan bodies, by the address of their host values.
+pub(crate) type BodyConstants = HashMap<usize, (std::sync::Arc<crate::HostTensor>, crate::Tensor)>;
+
 /// Buffers of dead values by size, for reuse by later ops of the same sizes.
 #[derive(Default)]
 pub(crate) struct SparePool {
@@ -204,6 +207,14 @@ pub struct Recorder {
     /// Buffers of dead values, by size, for reuse within this recording (and, through a
     /// session, by its later runs: see [`Recorder::adopt_spare`]).
     pool: SparePool,
+    /// Buffers a session kept from its earlier runs that no command of this recording has
+    /// used yet: safe to hand out at any point, also while a Scan body is captured (see
+    /// [`Recorder::alloc_unused`]).
+    carried: SparePool,
+    /// Scan bodies' constants uploaded so far, by the address of their host value (which the
+    /// entry holds, so the address is not reused): each body's captures (one per iteration
+    /// parity) and a session's later runs read them without uploading them again.
+    pub(crate) body_constants: BodyConstants,
     /// Commands encoded since the last submission.
     unsubmitted: u64,
     /// The last chunk submitted before `finish` (native: waited for before the next one is
@@ -237,6 +248,8 @@ impl Recorder {
             dispatches: 0,
             capture: None,
             pool: SparePool::default(),
+            carried: SparePool::default(),
+            body_constants: BodyConstants::default(),
             unsubmitted: 0,
             in_flight: None,
             in_replay: false,
@@ -409,13 +422,41 @@ impl Recorder {
                 storage,
             ));
         }
+        self.alloc_unused(dtype, shape)
+    }
+
+    /// A tensor in a buffer no command of this recording has used: one a session kept from
+    /// an earlier run when one fits exactly, else a new one. A Scan takes its loop's buffers
+    /// this way: the recorder's own pool may hold values its body's captured commands write
+    /// on every iteration. Where the memory limit refuses a new buffer, the pooled ones are
+    /// freed and it is tried once more.
+    pub(crate) fn alloc_unused(&mut self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        let bytes = checked_numel(shape)
+            .and_then(|n| n.checked_mul(dtype.size()))
+            .map(|b| padded_size(b as u64));
+        if let Some(storage) = bytes.and_then(|b| self.carried.take(b)) {
+            return Ok(Tensor::from_parts(
+                &self.ctx,
+                dtype,
+                shape.to_vec(),
+                storage,
+            ));
+        }
         match Tensor::uninit(&self.ctx, dtype, shape) {
-            Err(Error::LimitExceeded { .. }) if !self.pool.is_empty() => {
+            Err(Error::LimitExceeded { .. })
+                if !self.pool.is_empty() || !self.carried.is_empty() =>
+            {
                 self.pool = SparePool::default();
+                self.carried = SparePool::default();
                 Tensor::uninit(&self.ctx, dtype, shape)
             }
             result => result,
         }
+    }
+
+    /// True while commands are captured (a Scan body), not encoded.
+    pub(crate) fn capturing(&self) -> bool {
+        self.capture.is_some()
     }
 
     /// Hands back the buffer of a tensor nobody will read again, for reuse by ops recorded
@@ -428,12 +469,14 @@ impl Recorder {
 
     /// Takes `spare` (buffers a session kept from its earlier runs) into this recording's pool.
     pub(crate) fn adopt_spare(&mut self, spare: SparePool) {
-        self.pool.merge(spare);
+        self.carried.merge(spare);
     }
 
     /// The buffers this recording pooled and did not reuse.
     pub(crate) fn take_spare(&mut self) -> SparePool {
-        std::mem::take(&mut self.pool)
+        let mut spare = std::mem::take(&mut self.pool);
+        spare.merge(std::mem::take(&mut self.carried));
+        spare
     }
 
     /// Runs `f` with commands collected instead of encoded; returns them for [`Self::replay`].

@@ -1803,3 +1803,45 @@ fn a_row_broadcast_beyond_the_budget_stays_in_the_loop() {
         }
     }
 }
+
+#[test]
+fn later_runs_of_a_session_reuse_the_scans_buffers() {
+    // A session's later runs of the same shapes take the buffers of the Scan's loop (states,
+    // elements) and of its values from the runs before: what they create is their inputs'
+    // uploads only. Results are checked against the reference on every run.
+    let ctx = own_ctx();
+    let (g, first) = rnn_cell(5, 3, 0);
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    let mut created = Vec::new();
+    for run in 0..4 {
+        // New values each run, of the same shapes.
+        let inputs: Vec<(String, HostTensor)> = first
+            .iter()
+            .map(|(name, t)| {
+                let v: Vec<f32> = t.to_vec::<f32>().unwrap();
+                let v: Vec<f32> = v.iter().map(|x| x * (1.0 - 0.1 * run as f32)).collect();
+                (
+                    name.clone(),
+                    HostTensor::from_vec(t.shape.clone(), &v).unwrap(),
+                )
+            })
+            .collect();
+        let before = ctx.stats().buffers_created;
+        let got = session.run_blocking(inputs.clone()).unwrap();
+        created.push(ctx.stats().buffers_created - before);
+        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+        for ((name, got), want) in got.iter().zip(&want) {
+            let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+            assert_eq!(got.shape, want.shape, "run {run}: {name}");
+            for (a, b) in g.iter().zip(&w) {
+                assert!(
+                    (a - b).abs() <= 1e-5 + 1e-4 * b.abs(),
+                    "run {run}: {name}: {a} vs {b}"
+                );
+            }
+        }
+    }
+    eprintln!("buffers created per run: {created:?}");
+    assert!(created[0] > 2, "{created:?}");
+    assert_eq!(created[1..], [2, 2, 2], "{created:?}");
+}

@@ -683,10 +683,11 @@ fn fold(
 
 /// A validated, scheduled graph bound to a context, ready to run many times.
 ///
-/// The graph's constants (weights) are uploaded by the first run that reads them and stay on
-/// the GPU for the session's life, so later runs neither copy nor upload them again. The
-/// buffers of a run's intermediate values (and of its outputs once downloaded) are kept for
-/// the next run, which takes them instead of creating buffers of the same sizes: between runs
+/// The graph's constants (weights), and those of its Scan bodies, are uploaded by the first
+/// run that reads them and stay on the GPU for the session's life, so later runs neither copy
+/// nor upload them again. The buffers of a run's intermediate values (and of its outputs once
+/// downloaded), and those of its Scans' loops (states, elements, rows), are kept for the next
+/// run, which takes them instead of creating buffers of the same sizes: between runs
 /// a session holds at most what its last run used besides its inputs and outputs
 /// ([`Session::spare_bytes`]; [`Session::release_buffers`] frees them, and a run that the
 /// memory limit would refuse frees them first).
@@ -698,6 +699,8 @@ pub struct Session {
     uploaded: Mutex<HashMap<String, Tensor>>,
     /// Buffers the last run left, for the next one.
     spare: Mutex<SparePool>,
+    /// Scan bodies' constants uploaded so far (see `Recorder::body_constants`).
+    body_constants: Mutex<crate::recorder::BodyConstants>,
 }
 
 impl std::fmt::Debug for Session {
@@ -719,6 +722,7 @@ impl Session {
             order,
             uploaded: Mutex::new(HashMap::new()),
             spare: Mutex::new(SparePool::default()),
+            body_constants: Mutex::new(Default::default()),
         })
     }
 
@@ -941,6 +945,12 @@ impl Session {
         }
         let mut rec = self.ctx.recorder();
         rec.adopt_spare(spare);
+        rec.body_constants = std::mem::take(
+            &mut *self
+                .body_constants
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
         record_graph(
             &mut rec,
             &self.graph,
@@ -960,6 +970,10 @@ impl Session {
             }
         }
         let spare = rec.take_spare();
+        *self
+            .body_constants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = std::mem::take(&mut rec.body_constants);
         rec.finish().await?;
         Ok((scope, spare))
     }

@@ -475,9 +475,11 @@ fn capture_body(
         scope.slots.insert(decl.name.clone(), Slot::gpu(t));
     }
     for (name, value) in &body.constants {
-        scope
-            .slots
-            .insert(name.clone(), Slot::constant(value.clone()));
+        let slot = Slot::constant(value.clone());
+        if let Some((_, t)) = rec.body_constants.get(&(Arc::as_ptr(value) as usize)) {
+            let _ = slot.gpu.set(t.clone());
+        }
+        scope.slots.insert(name.clone(), slot);
     }
     // State outputs produced by a body node are written straight into the other buffer.
     let produced: HashSet<&str> = body
@@ -494,6 +496,16 @@ fn capture_body(
     }
     let (scan_outputs, steps) = rec.capture(|rec| {
         record_graph(rec, body, order, &mut scope, &placements)?;
+        // Constants this capture uploaded serve the next captures and runs.
+        for (name, value) in &body.constants {
+            if let Some(t) = scope.slots.get(name).and_then(|s| s.gpu.get()) {
+                if t.storage().uploaded() {
+                    rec.body_constants
+                        .entry(Arc::as_ptr(value) as usize)
+                        .or_insert_with(|| (value.clone(), t.clone()));
+                }
+            }
+        }
         for (i, o) in body.outputs[..n].iter().enumerate() {
             let v = scope.get(&o.name).expect("scheduled").tensor(&ctx)?;
             if v.dtype() != states[i].dtype() || v.shape() != states[i].shape() {
@@ -568,21 +580,23 @@ fn record_loop(
     // A state the body passes on unchanged is read where it is, by every iteration: no
     // buffers of its own, no copy per iteration (skl2onnx's pairwise distances carry one
     // operand through their Scan this way).
-    let state_buffers = || -> Result<Vec<Tensor>> {
+    // The loop's buffers come from earlier runs of a session where they fit (see
+    // `Recorder::alloc_unused`) and go back to the recorder's pool after the loop.
+    let state_buffers = |rec: &mut Recorder| -> Result<Vec<Tensor>> {
         states
             .iter()
             .enumerate()
             .map(|(i, s)| match passes_through(body, i) {
                 true => Ok(s.clone()),
-                false => Tensor::uninit(&ctx, s.dtype(), s.shape()),
+                false => rec.alloc_unused(s.dtype(), s.shape()),
             })
             .collect()
     };
-    let ping_pong = [state_buffers()?, state_buffers()?];
+    let ping_pong = [state_buffers(rec)?, state_buffers(rec)?];
     let elements: Vec<Tensor> = scans
         .iter()
         .zip(&plan.element_shapes)
-        .map(|(s, shape)| Tensor::uninit(&ctx, s.dtype(), shape))
+        .map(|(s, shape)| rec.alloc_unused(s.dtype(), shape))
         .collect::<Result<_>>()?;
 
     // Parity p reads the states from ping_pong[p] and writes them to the other buffer. One
@@ -642,17 +656,17 @@ fn record_loop(
             })
         })
         .collect();
-    // Accumulators: one row per iteration. New buffers, not the recorder's pool: the body's
-    // values that died during its capture are in the pool, yet its captured commands write
-    // them on every iteration (an accumulator on one of them was overwritten by the body:
-    // the expanded LinearAttention node tests on emulated i64). The same holds for anything
-    // allocated between the capture and the loop.
+    // Accumulators: one row per iteration. Buffers no command has used, not the recorder's
+    // pool: the body's values that died during its capture are in the pool, yet its captured
+    // commands write them on every iteration (an accumulator on one of them was overwritten
+    // by the body: the expanded LinearAttention node tests on emulated i64). The same holds
+    // for anything allocated between the capture and the loop.
     let mut accumulators: Vec<Tensor> = outputs
         .iter()
         .zip(&passed)
         .map(|(o, p)| match p {
             Some(_) => Tensor::uninit(&ctx, o.dtype, &[0]),
-            None => Tensor::uninit(&ctx, o.dtype, &[seq, o.row_elems]),
+            None => rec.alloc_unused(o.dtype, &[seq, o.row_elems]),
         })
         .collect::<Result<_>>()?;
 
@@ -738,8 +752,13 @@ fn record_loop(
             (&read_in_place, &written_in_place),
         )?
     };
+    // Handles the loop's buffers outlive the loop by (see the end).
+    let mut loop_owned = elements.clone();
     let iterations = match in_pass {
-        Some(iteration) => iteration,
+        Some((iteration, counter)) => {
+            loop_owned.push(counter);
+            iteration
+        }
         None => copied_iterations(
             plan,
             instances,
@@ -799,6 +818,20 @@ fn record_loop(
                 out
             }
         });
+    }
+    // The loop is encoded (not captured for an enclosing body, whose replays would use these
+    // buffers again): its own buffers are free for what is recorded after it. Each is kept
+    // only if nothing else holds it (not the state that is a result, nor a passed state).
+    if !rec.capturing() {
+        let halves = rows.into_iter().flat_map(|r| r.halves);
+        for t in ping_pong
+            .into_iter()
+            .flatten()
+            .chain(loop_owned)
+            .chain(halves)
+        {
+            rec.release(t);
+        }
     }
     Ok(results)
 }
@@ -1213,8 +1246,8 @@ fn place_elements(
         };
         let shape = [slots * (stride / 4) as usize];
         let halves = [
-            Tensor::uninit(&ctx, DType::U32, &shape)?,
-            Tensor::uninit(&ctx, DType::U32, &shape)?,
+            rec.alloc_unused(DType::U32, &shape)?,
+            rec.alloc_unused(DType::U32, &shape)?,
         ];
         row_candidates.push(StateRows {
             state: i,
@@ -1360,7 +1393,7 @@ fn in_pass_iterations(
     elements: &[Tensor],
     accumulators: &[Tensor],
     in_place: (&[bool], &[bool]),
-) -> Result<Option<LoopFn>> {
+) -> Result<Option<(LoopFn, Tensor)>> {
     // On CPU adapters a buffer copy is a memcpy and a dispatch costs tens of microseconds:
     // lavapipe ran 200 000 iterations of a small body at 73 us each with copies, 195 us with
     // these dispatches (`examples/long_scan`), so they keep the copies.
@@ -1369,7 +1402,7 @@ fn in_pass_iterations(
     }
     let seq = plan.seq as u32;
     // Two slots, read by iterations of even and odd index (see kernels/scan_step.rs).
-    let counter = Tensor::uninit(rec.context(), DType::U32, &[2])?;
+    let counter = rec.alloc_unused(DType::U32, &[2])?;
     let mut reads = Vec::with_capacity(scans.len());
     let none = IterationCopy {
         words: 0,
@@ -1442,7 +1475,7 @@ fn in_pass_iterations(
         &reads,
         &writes,
     )? {
-        return Ok(Some(grouped));
+        return Ok(Some((grouped, counter)));
     }
     // The iteration's last copy that moves anything also advances the counter; with none, a
     // dispatch of its own does.
@@ -1478,15 +1511,19 @@ fn in_pass_iterations(
         })?;
         iterations.push(steps);
     }
-    Ok(Some(Arc::new(move |rec: &mut Recorder| {
-        // The counter starts at 0 on every run of the loop (an enclosing loop runs it again).
-        rec.clear(counter.storage(), 0, 4)?;
-        for t in 0..seq {
-            rec.replay_at(&iterations[t as usize % 2], t)?;
-            rec.end_of_iteration()?;
-        }
-        Ok(())
-    })))
+    let held = counter.clone();
+    Ok(Some((
+        Arc::new(move |rec: &mut Recorder| {
+            // The counter starts at 0 on every run of the loop (an enclosing loop runs it again).
+            rec.clear(counter.storage(), 0, 4)?;
+            for t in 0..seq {
+                rec.replay_at(&iterations[t as usize % 2], t)?;
+                rec.end_of_iteration()?;
+            }
+            Ok(())
+        }) as LoopFn,
+        held,
+    )))
 }
 
 /// The in-pass loop with an iteration's copies grouped: after the body of iteration `t`, one

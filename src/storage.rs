@@ -77,6 +77,40 @@ impl Storage {
         })
     }
 
+    /// Writes `data` (the storage's size less its word padding) into the buffers: an upload
+    /// into buffers made for an earlier one (a session's inputs). The queue orders it after
+    /// the work submitted before and before the work submitted after.
+    pub(crate) fn write(&self, ctx: &Context, data: &[u8]) -> Result<()> {
+        debug_assert!(self.uploaded && padded_size(data.len() as u64) == self.size());
+        let pieces: Vec<(&wgpu::Buffer, &[u8])> = self
+            .buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let from = (i as u64 * self.segments.segment).min(data.len() as u64) as usize;
+                let to = (from as u64 + b.size()).min(data.len() as u64) as usize;
+                (b, &data[from..to])
+            })
+            .collect();
+        #[cfg(not(target_arch = "wasm32"))]
+        if data.len() as u64 >= crate::gpu::staging::STREAMED_UPLOAD {
+            return ctx.upload_streamed(&pieces);
+        }
+        let ((), check) = ctx.scoped("upload", || {
+            for (buffer, piece) in pieces {
+                // Writes are whole words: the last one's padding is written as zeros.
+                if piece.len() % 4 == 0 {
+                    ctx.queue().write_buffer(buffer, 0, piece);
+                } else {
+                    let mut padded = piece.to_vec();
+                    padded.resize(piece.len().div_ceil(4) * 4, 0);
+                    ctx.queue().write_buffer(buffer, 0, &padded);
+                }
+            }
+        });
+        check.now(ctx)
+    }
+
     pub(crate) fn uploaded(&self) -> bool {
         self.uploaded
     }

@@ -86,6 +86,23 @@ impl Tensor {
         })
     }
 
+    /// Uploads `host` into `storage`, buffers an earlier upload of the same padded size made
+    /// and nothing else holds (a session's input of its last run).
+    pub(crate) fn upload_into(
+        ctx: &Context,
+        host: &HostTensor,
+        storage: Arc<Storage>,
+    ) -> Result<Tensor> {
+        host.check()?;
+        storage.write(ctx, &host.data)?;
+        Ok(Tensor {
+            ctx: ctx.clone(),
+            dtype: host.dtype,
+            shape: host.shape.clone(),
+            storage,
+        })
+    }
+
     /// Uploads an `ndarray` array (any layout; it is copied in C order).
     pub fn from_array<T: Element, S: Data<Elem = T>, D: Dimension>(
         ctx: &Context,

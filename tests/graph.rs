@@ -247,8 +247,8 @@ fn session_keeps_its_constants_on_the_gpu_between_runs() {
     assert_eq!(session.run_blocking(inputs.clone()).unwrap(), runs[0]);
 }
 
-/// A session keeps the buffers of a run's intermediate values and downloaded outputs for its
-/// next run: later runs create only their input uploads, give the reference's results bit for
+/// A session keeps the buffers of a run's intermediate values, downloaded outputs and input
+/// uploads for its next run: later runs create no buffer, give the reference's results bit for
 /// bit, and `release_buffers` frees what is kept. Shapes that change between runs (a symbolic
 /// batch) are served by new buffers.
 #[test]
@@ -292,12 +292,13 @@ fn later_runs_reuse_the_buffers_of_earlier_ones() {
         }
         assert!(session.spare_bytes() > 0, "run {run}");
     }
-    // The second and third runs upload their two inputs and create nothing else; so does the
-    // fifth, after the fourth made buffers of its new sizes.
+    // The second and third runs create nothing: their two inputs are uploaded into the
+    // buffers of the run before; so does the fifth, after the fourth made buffers of its new
+    // sizes (inputs included).
     assert!(created[0] > 2, "{created:?}");
     assert_eq!(
         [created[1], created[2], created[4]],
-        [2, 2, 2],
+        [0, 0, 0],
         "{created:?}"
     );
     assert!(created[3] > 2, "{created:?}");
@@ -469,4 +470,54 @@ fn index_inputs_computed_from_graph_inputs_are_computed_on_the_host() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("Range's length depends on its values"), "{e}");
+}
+
+/// Inputs uploaded into the buffers of the run before: a 5-byte u8 input (its last word part
+/// padding) and a 1.2 MB f32 one (streamed through the staging buffers); each run's values
+/// differ and every result is the reference's, bit for bit; later runs create no buffer.
+#[test]
+fn inputs_are_uploaded_into_the_last_runs_buffers() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let n = 300_000;
+    let g = Graph::new()
+        .input("small", DType::U8, &[Some(5)])
+        .input("large", DType::F32, &[Some(n)])
+        .node(
+            Node::new("Add", "a")
+                .inputs(["small", "small"])
+                .outputs(["s2"]),
+        )
+        .node(
+            Node::new("Mul", "m")
+                .inputs(["large", "large"])
+                .outputs(["l2"]),
+        )
+        .output("s2")
+        .output("l2");
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    let mut created = Vec::new();
+    for run in 0..3u8 {
+        let small: Vec<u8> = (0..5).map(|i| i * 7 + run * 31).collect();
+        let large: Vec<f32> = (0..n)
+            .map(|i| (i % 97) as f32 - f32::from(run) * 3.5)
+            .collect();
+        let inputs = vec![
+            (
+                "small".to_string(),
+                HostTensor::from_vec(vec![5], &small).unwrap(),
+            ),
+            (
+                "large".to_string(),
+                HostTensor::from_vec(vec![n], &large).unwrap(),
+            ),
+        ];
+        let before = ctx.stats().buffers_created;
+        let got = session.run_blocking(inputs.clone()).unwrap();
+        created.push(ctx.stats().buffers_created - before);
+        let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+        for ((name, t), w) in got.iter().zip(&want) {
+            assert_eq!(t, w, "run {run}: {name}");
+        }
+    }
+    assert_eq!(created[1..], [0, 0], "{created:?}");
 }

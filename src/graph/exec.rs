@@ -30,6 +30,8 @@ pub(crate) struct Slot {
     /// Not recorded: this pending program's value with its last two axes swapped (a
     /// Transpose of a chain that the MatMuls reading it compute in place).
     pub swapped_pending: Option<Pending>,
+    /// Buffers of this input's upload in a session's last run, to upload into again.
+    pub reserved: std::sync::Mutex<Option<Arc<crate::storage::Storage>>>,
 }
 
 /// Ops on constants with at most this many input elements in all are computed on the host.
@@ -45,6 +47,7 @@ impl Slot {
             pending: None,
             swapped: None,
             swapped_pending: None,
+            reserved: Default::default(),
         }
     }
     pub fn constant(value: impl Into<Arc<HostTensor>>) -> Slot {
@@ -55,6 +58,7 @@ impl Slot {
             pending: None,
             swapped: None,
             swapped_pending: None,
+            reserved: Default::default(),
         }
     }
     pub fn gpu(value: Tensor) -> Slot {
@@ -92,7 +96,17 @@ impl Slot {
                 "internal: a fused value was read before it was recorded".into(),
             ));
         }
-        let t = Tensor::from_host(ctx, self.host.as_ref().expect("a slot holds a value"))?;
+        let host = self.host.as_ref().expect("a slot holds a value");
+        let reserved = self
+            .reserved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .filter(|s| s.size() == crate::storage::padded_size(host.data.len() as u64));
+        let t = match reserved {
+            Some(storage) => Tensor::upload_into(ctx, host, storage)?,
+            None => Tensor::from_host(ctx, host)?,
+        };
         Ok(self.gpu.get_or_init(|| t).clone())
     }
 }
@@ -701,6 +715,9 @@ pub struct Session {
     spare: Mutex<SparePool>,
     /// Scan bodies' constants uploaded so far (see `Recorder::body_constants`).
     body_constants: Mutex<crate::recorder::BodyConstants>,
+    /// The buffers the last run uploaded each host input into, by input name: the next run
+    /// uploads inputs of the same sizes into them instead of into new buffers.
+    input_buffers: Mutex<HashMap<String, Arc<crate::storage::Storage>>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -723,6 +740,7 @@ impl Session {
             uploaded: Mutex::new(HashMap::new()),
             spare: Mutex::new(SparePool::default()),
             body_constants: Mutex::new(Default::default()),
+            input_buffers: Mutex::new(HashMap::new()),
         })
     }
 
@@ -732,32 +750,58 @@ impl Session {
 
     /// Bytes of device buffers the session keeps between runs for its next run.
     pub fn spare_bytes(&self) -> u64 {
-        self.spare.lock().unwrap_or_else(|e| e.into_inner()).bytes()
+        let inputs: u64 = self
+            .input_buffers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|s| s.size())
+            .sum();
+        self.spare.lock().unwrap_or_else(|e| e.into_inner()).bytes() + inputs
     }
 
     /// Frees the buffers the session keeps between runs (the next run creates its own).
     pub fn release_buffers(&self) {
         let freed = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
-        drop(freed);
+        let inputs =
+            std::mem::take(&mut *self.input_buffers.lock().unwrap_or_else(|e| e.into_inner()));
+        drop((freed, inputs));
     }
 
     /// Keeps for the next run the buffers `spare` holds and those of the run's values in
     /// `scope` that nothing else holds (not the caller's outputs, inputs or kept constants).
+    /// The buffers of host inputs' uploads (or those reserved for them and not used) are kept
+    /// by input name, for the next run's uploads.
     fn keep_spare(&self, mut spare: SparePool, scope: Scope<'static>) {
-        for (_, slot) in scope.slots {
+        let mut inputs = HashMap::new();
+        for (name, slot) in scope.slots {
+            let host_input = slot.host.is_some() && !slot.constant;
             let Slot {
                 gpu,
                 pending,
                 swapped,
                 swapped_pending,
+                reserved,
                 ..
             } = slot;
             drop((pending, swapped, swapped_pending));
-            if let Some(t) = gpu.into_inner() {
-                spare.keep(t);
+            let reserved = reserved.into_inner().unwrap_or_else(|e| e.into_inner());
+            match gpu.into_inner() {
+                Some(t) if host_input => {
+                    if let Some(storage) = t.into_unique_storage().filter(|s| s.uploaded()) {
+                        inputs.insert(name, storage);
+                    }
+                }
+                Some(t) => spare.keep(t),
+                None => {
+                    if let Some(storage) = reserved {
+                        inputs.insert(name, storage);
+                    }
+                }
             }
         }
         *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = spare;
+        *self.input_buffers.lock().unwrap_or_else(|e| e.into_inner()) = inputs;
     }
 
     /// Runs the graph on `inputs` (by name) and returns its outputs in declaration order.
@@ -869,10 +913,13 @@ impl Session {
         slots: impl Fn() -> Vec<(String, Slot)>,
     ) -> Result<(Scope<'static>, SparePool)> {
         let spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
-        let kept = spare.bytes() > 0;
-        match self.record_attempt(slots(), spare).await {
+        let inputs =
+            std::mem::take(&mut *self.input_buffers.lock().unwrap_or_else(|e| e.into_inner()));
+        let kept = spare.bytes() > 0 || !inputs.is_empty();
+        match self.record_attempt(slots(), spare, inputs).await {
             Err(e) if kept && e.is_memory_limit() => {
-                self.record_attempt(slots(), SparePool::default()).await
+                self.record_attempt(slots(), SparePool::default(), HashMap::new())
+                    .await
             }
             result => result,
         }
@@ -884,6 +931,7 @@ impl Session {
         &self,
         inputs: Vec<(String, Slot)>,
         spare: SparePool,
+        mut input_buffers: HashMap<String, Arc<crate::storage::Storage>>,
     ) -> Result<(Scope<'static>, SparePool)> {
         let mut given: HashMap<String, Slot> = HashMap::new();
         for (name, value) in inputs {
@@ -931,6 +979,10 @@ impl Session {
             let value = given
                 .remove(&decl.name)
                 .ok_or_else(|| Error::Graph(format!("input '{}' is not given", decl.name)))?;
+            if value.host.is_some() {
+                *value.reserved.lock().unwrap_or_else(|e| e.into_inner()) =
+                    input_buffers.remove(&decl.name);
+            }
             scope.slots.insert(decl.name.clone(), value);
         }
         {

@@ -72,7 +72,7 @@ fn main() -> Result<()> {
     times.sort_by(f64::total_cmp);
     let median = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
     println!(
-        "adapter: {} ({:?})\nfirst run (pipelines built): {:.1} ms\nmedian of {runs} runs: {:.1} ms",
+        "adapter: {} ({:?})\nfirst run (pipelines built): {:.1} ms\nmedian of {runs} runs: {:.3} ms",
         info.name,
         info.backend,
         first.as_secs_f64() * 1e3,
@@ -105,7 +105,7 @@ fn main() -> Result<()> {
     on_gpu.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (total, host) = on_gpu[on_gpu.len() / 2];
     println!(
-        "tensors on the GPU: median {:.1} ms per run, host {:.1} ms (until the last submission returns)",
+        "tensors on the GPU: median {:.3} ms per run, host {:.3} ms (until the last submission returns)",
         total * 1e3,
         host * 1e3
     );

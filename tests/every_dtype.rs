@@ -1723,3 +1723,117 @@ fn scatter_on(d: DType) {
 }
 
 dtype_tests!(scatter_writes_and_reduces_in_order, scatter_on);
+
+/// OneHot with values of `d`: indices of i32, i64 and f32 (truncated), negative ones and ones
+/// out of range (a row of `off`), along every axis (negative too), against the reference and
+/// the spec's example; EyeLike of `d` (and to another dtype) on every diagonal, against the
+/// reference and a stated identity.
+fn one_hot_and_eye_on(d: DType) {
+    // Bools as the canonical 0 and 1 the kernels write (random bytes are not bools).
+    let values = match d {
+        DType::Bool => HostTensor::from_bytes(d, vec![2], vec![0, 1]).unwrap(),
+        _ => random_tensor(3, d, &[2]),
+    };
+    let picks = [0i64, 3, -1, 5, -4, 2, -6, 1];
+    let wide = HostTensor::from_vec(vec![2, 4], &picks).unwrap();
+    let narrow = cast_host(&wide, DType::I32).unwrap();
+    let float =
+        HostTensor::from_vec(vec![2, 4], &[0.7f32, 3.2, -1.5, 5.0, -4.0, 2.9, -6.0, 1.0]).unwrap();
+    for (k, indices) in [wide, narrow, float].into_iter().enumerate() {
+        for axis in [-3i64, -1, 0, 1, 2] {
+            let depth = HostTensor::from_vec(vec![], &[5i64]).unwrap();
+            let what = format!("OneHot {:?} on axis {axis} into {d}", indices.dtype);
+            let (got, want) = both(
+                ctx(),
+                Node::new("OneHot", "o")
+                    .inputs(["i", "depth", "v"])
+                    .attr("axis", Attr::Int(axis)),
+                vec![
+                    ("i", indices.clone()),
+                    ("depth", depth),
+                    ("v", values.clone()),
+                ],
+            )
+            .unwrap_or_else(|e| panic!("{what} ({k}): {e}"));
+            check("OneHot", &got, &want, &what);
+        }
+    }
+    // The spec's example: indices [1, 9, 2], depth 10, values [off, on], axis -1 (9 is in range).
+    let on_off = cast_host(&HostTensor::from_vec(vec![2], &[0i64, 1]).unwrap(), d).unwrap();
+    let (got, _) = both(
+        ctx(),
+        Node::new("OneHot", "o").inputs(["i", "depth", "v"]),
+        vec![
+            ("i", HostTensor::from_vec(vec![3], &[1i64, 9, 2]).unwrap()),
+            ("depth", HostTensor::from_vec(vec![], &[10f32]).unwrap()),
+            ("v", on_off),
+        ],
+    )
+    .unwrap();
+    let mut stated = vec![0i64; 30];
+    for (row, hot) in [1, 9, 2].into_iter().enumerate() {
+        stated[row * 10 + hot] = 1;
+    }
+    let stated = cast_host(&HostTensor::from_vec(vec![3, 10], &stated).unwrap(), d).unwrap();
+    assert_eq!(got, stated, "the spec's OneHot example on {d}");
+
+    for (shape, k) in [
+        ([3usize, 3], 0i64),
+        ([3, 5], 2),
+        ([4, 3], -1),
+        ([2, 3], 7),
+        ([0, 3], 0),
+    ] {
+        let x = random_tensor(9, d, &shape);
+        for to in [None, Some(DType::F32)] {
+            let mut node = Node::new("EyeLike", "e")
+                .inputs(["x"])
+                .attr("k", Attr::Int(k));
+            if let Some(to) = to {
+                node = node.attr("dtype", Attr::String(to.name().into()));
+            }
+            let what = format!("EyeLike {shape:?} k {k} of {d} to {to:?}");
+            let (got, want) =
+                both(ctx(), node, vec![("x", x.clone())]).unwrap_or_else(|e| panic!("{what}: {e}"));
+            check("EyeLike", &got, &want, &what);
+        }
+    }
+    let (got, _) = both(
+        ctx(),
+        Node::new("EyeLike", "e").inputs(["x"]),
+        vec![("x", random_tensor(1, d, &[2, 2]))],
+    )
+    .unwrap();
+    let identity = cast_host(
+        &HostTensor::from_vec(vec![2, 2], &[1i64, 0, 0, 1]).unwrap(),
+        d,
+    )
+    .unwrap();
+    assert_eq!(got, identity, "EyeLike's identity on {d}");
+}
+
+dtype_tests!(one_hot_and_eye_like_place_values, one_hot_and_eye_on);
+
+/// Hardmax on the float dtypes along every axis and, as before opset 13, over all axes from
+/// one on (ties go to the first), against the reference.
+#[test]
+fn hardmax_marks_the_first_largest() {
+    for d in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        // Small integers: ties on purpose.
+        let v: Vec<i64> = (0..60).map(|i| (i * 7 + 3) % 9).collect();
+        let x = cast_host(&HostTensor::from_vec(vec![3, 4, 5], &v).unwrap(), d).unwrap();
+        for (axis, coerce) in [(0i64, 0i64), (1, 0), (-1, 0), (1, 1), (0, 1)] {
+            let what = format!("Hardmax axis {axis} coerce {coerce} on {d}");
+            let (got, want) = both(
+                ctx(),
+                Node::new("Hardmax", "h")
+                    .inputs(["x"])
+                    .attr("axis", Attr::Int(axis))
+                    .attr("coerce_2d", Attr::Int(coerce)),
+                vec![("x", x.clone())],
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            check("Hardmax", &got, &want, &what);
+        }
+    }
+}

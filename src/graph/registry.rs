@@ -65,6 +65,9 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &SCATTER_ELEMENTS,
             &SCATTER,
             &SCATTER_ND,
+            &ONE_HOT,
+            &HARDMAX,
+            &EYE_LIKE,
             &IS_INF,
             &LAYER_NORMALIZATION,
             &RMS_NORMALIZATION,
@@ -104,6 +107,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "ConstantOfShape" => &[0],
         "Dropout" => &[1, 2],
         "Pad" => &[1, 2, 3],
+        "OneHot" => &[1],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
         | "CumSum" => &[1],
         op if op.starts_with("Reduce") => &[1],
@@ -1597,6 +1601,161 @@ static SCATTER_ND: OpDef = OpDef {
             reduction,
             args.out(0),
         )?])
+    },
+};
+
+static ONE_HOT: OpDef = OpDef {
+    name: "OneHot",
+    inputs: 3..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis"],
+    run: |rec, args| {
+        const OP: &str = "OneHot";
+        let indices = args.tensor(0, "indices")?;
+        let depth = args.host_value(1).ok_or_else(|| {
+            Error::invalid(OP, "depth", "depth must be known when the graph is planned")
+        })?;
+        if depth.numel() != 1 {
+            return Err(Error::invalid(
+                OP,
+                "depth",
+                format!("depth has {} values; it must be one", depth.numel()),
+            ));
+        }
+        // A float depth is truncated, as the reference implementation does.
+        let depth = crate::reference::cast_host(depth, DType::I64)?.to_vec::<i64>()?[0];
+        let values = args.tensor(2, "values")?;
+        if values.numel() != 2 {
+            return Err(Error::invalid(
+                OP,
+                "values",
+                format!(
+                    "values has {} elements; it must be [off, on]",
+                    values.numel()
+                ),
+            ));
+        }
+        let flat = values.reshaped(&[2])?;
+        let mut pick = |i: i64| -> Result<Tensor> {
+            let at = Tensor::from_host(args.ctx, &HostTensor::from_vec(vec![], &[i])?)?;
+            rec.gather_to(&flat, &at, 0, crate::Out::NEW)
+        };
+        let (off, on) = (pick(0)?, pick(1)?);
+        let axis = args.int("axis")?.unwrap_or(-1);
+        Ok(vec![rec.one_hot_to(
+            &indices,
+            depth,
+            &off,
+            &on,
+            axis,
+            args.out(0),
+        )?])
+    },
+};
+
+static HARDMAX: OpDef = OpDef {
+    name: "Hardmax",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis", "coerce_2d"],
+    run: |rec, args| {
+        let x = args.tensor(0, "input")?;
+        let axis = args.int("axis")?.unwrap_or(-1);
+        let coerce_2d = args.int("coerce_2d")?.unwrap_or(0) != 0;
+        Ok(vec![rec.hardmax_to(&x, axis, coerce_2d, args.out(0))?])
+    },
+};
+
+/// EyeLike's output: ones on the diagonal `k` of a 2-D `shape` (above it for positive `k`),
+/// zeros elsewhere, in `dtype`.
+pub(crate) fn eye_like(shape: &[usize], dtype: DType, k: i64) -> Result<HostTensor> {
+    const OP: &str = "EyeLike";
+    let &[rows, cols] = shape else {
+        return Err(Error::invalid(
+            OP,
+            "input",
+            format!("input has shape {shape:?}; EyeLike takes 2-D tensors"),
+        ));
+    };
+    let n = rows
+        .checked_mul(cols)
+        .and_then(|n| n.checked_mul(dtype.size()))
+        .ok_or_else(|| Error::invalid(OP, "input", "the output's size overflows"))?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(n).map_err(|_| {
+        Error::invalid(
+            OP,
+            "input",
+            format!("{n} bytes cannot be allocated on the host"),
+        )
+    })?;
+    data.resize(n, 0);
+    let one = crate::reference::cast_host(&HostTensor::from_vec(vec![], &[1i64])?, dtype)?.data;
+    for i in 0..rows {
+        let j = i as i64 + k;
+        if (0..cols as i64).contains(&j) {
+            let at = (i * cols + j as usize) * dtype.size();
+            data[at..at + one.len()].copy_from_slice(&one);
+        }
+    }
+    HostTensor::from_bytes(dtype, shape.to_vec(), data)
+}
+
+/// EyeLike's dtype: the `dtype` attribute (a dtype name; the ONNX loader converts type codes)
+/// or the input's.
+fn eye_like_dtype(node: &Node, input: DType) -> Result<DType> {
+    match node.attrs.get("dtype") {
+        None => Ok(input),
+        Some(Attr::String(name)) => DType::from_name(name).ok_or_else(|| {
+            Error::invalid(
+                "EyeLike",
+                "dtype",
+                format!("dtype '{}' is not one of ours", name.escape_debug()),
+            )
+        }),
+        Some(_) => Err(Error::invalid(
+            "EyeLike",
+            "dtype",
+            "dtype must be a dtype name",
+        )),
+    }
+}
+
+static EYE_LIKE: OpDef = OpDef {
+    name: "EyeLike",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    // Only the input's shape is read: small results are constants made on the host.
+    host: Some(|node, slots| {
+        let (dtype, shape) = slot_of(node, slots, 0, "input")?.dtype_shape();
+        if shape.iter().product::<usize>() > 1 << 14 {
+            return Ok(None);
+        }
+        let k = match node.attrs.get("k") {
+            Some(Attr::Int(k)) => *k,
+            _ => 0,
+        };
+        Ok(Some(vec![eye_like(
+            &shape,
+            eye_like_dtype(node, dtype)?,
+            k,
+        )?]))
+    }),
+    attrs: &["dtype", "k"],
+    run: |rec, args| {
+        let (dtype, shape) = (
+            args.dtype_of(0, "input")?,
+            args.tensor(0, "input")?.shape().to_vec(),
+        );
+        let eye = eye_like(
+            &shape,
+            eye_like_dtype(args.node, dtype)?,
+            args.int("k")?.unwrap_or(0),
+        )?;
+        let t = Tensor::from_host(args.ctx, &eye)?;
+        Ok(vec![rec.identity_to(&t, args.out(0))?])
     },
 };
 

@@ -735,6 +735,25 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         }
     }
     match node.op.as_str() {
+        "Hardmax" if opset < 13 => {
+            // Hardmax-1/-11 pick over all dims from `axis` (default 1), as a 2-D matrix.
+            node.attrs.entry("axis".into()).or_insert(Attr::Int(1));
+            node.attrs.insert("coerce_2d".into(), Attr::Int(1));
+        }
+        "EyeLike" => {
+            if let Some(Attr::Int(code)) = node.attrs.get("dtype") {
+                let code = i32::try_from(*code).unwrap_or(-1);
+                let dtype = dtype_of(DataType::try_from(code).unwrap_or(DataType::Undefined))
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "EyeLike to {} is not supported",
+                            type_name_i32(code)
+                        ))
+                    })?;
+                node.attrs
+                    .insert("dtype".into(), Attr::String(dtype.name().into()));
+            }
+        }
         "Softmax" | "LogSoftmax" if opset < 13 => {
             // Softmax-1/-11 normalize over all dims from `axis` (default 1), as a 2-D matrix.
             node.attrs.entry("axis".into()).or_insert(Attr::Int(1));

@@ -206,3 +206,139 @@ impl Recorder {
         out.view(self, moved.reshaped(&shape)?)
     }
 }
+
+impl Recorder {
+    /// Records ONNX OneHot: for each index (any numeric dtype, truncated to an integer;
+    /// negative ones count back from `depth`), a row of `depth` values along `axis` of the
+    /// output (in `[-r - 1, r]` for indices of rank `r`), `on` where the row's position is the
+    /// index and `off` elsewhere (everywhere for an index out of range). One fused kernel:
+    /// the indices broadcast against the positions `0..depth`.
+    pub fn one_hot_to(
+        &mut self,
+        indices: &Tensor,
+        depth: i64,
+        off: &Tensor,
+        on: &Tensor,
+        axis: i64,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "OneHot";
+        self.check_inputs(OP, &[("indices", indices), ("values", off), ("values", on)])?;
+        let r = indices.rank() as i64;
+        if axis < -r - 1 || axis > r {
+            return Err(Error::invalid(
+                OP,
+                "axis",
+                format!(
+                    "axis {axis} is out of range for indices of rank {r} (from -{} to {r})",
+                    r + 1
+                ),
+            ));
+        }
+        let axis = if axis < 0 { axis + r + 1 } else { axis } as usize;
+        if depth < 1 {
+            return Err(Error::invalid(
+                OP,
+                "depth",
+                format!("depth is {depth}; it must be 1 or more"),
+            ));
+        }
+        if indices.dtype() == DType::Bool {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                "indices must be numbers, not bool",
+            ));
+        }
+        let mut shape = indices.shape().to_vec();
+        shape.insert(axis, 1);
+        let indices = indices.reshaped(&shape)?;
+        let mut positions_shape = vec![1usize; shape.len() - axis];
+        positions_shape[0] = depth as usize;
+        let positions: Vec<i64> = (0..depth).collect();
+        let positions = Tensor::from_host(
+            self.context(),
+            &HostTensor::from_vec(positions_shape, &positions)?,
+        )?;
+        let zero = self.scalar(0.0, DType::I64)?;
+        let count = self.scalar(depth as f64, DType::I64)?;
+        let emulate64 = !self
+            .context()
+            .features()
+            .contains(wgpu::Features::SHADER_INT64);
+        let value = on.dtype();
+        let mut program = Program::new(vec![indices.dtype()], emulate64);
+        let fail = || Error::invalid(OP, "indices", "no kernel for these dtypes");
+        let mut index = Arg::Operand(0);
+        if indices.dtype() != DType::I64 {
+            index = program
+                .push("Cast", vec![index], DType::I64)
+                .ok_or_else(fail)?;
+        }
+        let [zero_arg, count_arg, position, on_arg, off_arg] =
+            [DType::I64, DType::I64, DType::I64, value, value].map(|d| program.add_operand(d));
+        let negative = program
+            .push("Less", vec![index, zero_arg], DType::Bool)
+            .ok_or_else(fail)?;
+        let wrapped = program
+            .push("Add", vec![index, count_arg], DType::I64)
+            .ok_or_else(fail)?;
+        let index = program
+            .push("Where", vec![negative, wrapped, index], DType::I64)
+            .ok_or_else(fail)?;
+        let hit = program
+            .push("Equal", vec![index, position], DType::Bool)
+            .ok_or_else(fail)?;
+        program
+            .push("Where", vec![hit, on_arg, off_arg], value)
+            .ok_or_else(fail)?;
+        let inputs = [&indices, &zero, &count, &positions, on, off];
+        let y = self.program_to(&program, &inputs, out);
+        for t in [zero, count, positions] {
+            self.release(t);
+        }
+        y
+    }
+
+    /// Records ONNX Hardmax: 1 at the first largest element along `axis` (of `[-r, r)`),
+    /// 0 elsewhere, in `x`'s dtype; `coerce_2d` (before opset 13): over all axes from `axis`
+    /// on at once, as one row. An ArgMax, then OneHot's kernel.
+    pub fn hardmax_to(
+        &mut self,
+        x: &Tensor,
+        axis: i64,
+        coerce_2d: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "Hardmax";
+        self.check_inputs(OP, &[("input", x)])?;
+        let r = x.rank() as i64;
+        if r == 0 || axis < -r || axis >= r {
+            return Err(Error::invalid(
+                OP,
+                "axis",
+                format!("axis {axis} is out of range for input of rank {r}"),
+            ));
+        }
+        let k = if axis < 0 { axis + r } else { axis } as usize;
+        let (rows, k) = if coerce_2d {
+            let before: usize = x.shape()[..k].iter().product();
+            let after: usize = x.shape()[k..].iter().product();
+            (x.reshaped(&[before, after])?, 1)
+        } else {
+            (x.clone(), k)
+        };
+        let depth = rows.shape()[k];
+        if depth == 0 || rows.numel() == 0 {
+            return out.view(self, Tensor::uninit(self.context(), x.dtype(), x.shape())?);
+        }
+        let largest = self.arg_reduce_to("ArgMax", &rows, k as i64, false, false, Out::NEW)?;
+        let one = self.scalar(1.0, x.dtype())?;
+        let zero = self.scalar(0.0, x.dtype())?;
+        let y = self.one_hot_to(&largest, depth as i64, &zero, &one, k as i64, Out::NEW)?;
+        for t in [largest, one, zero] {
+            self.release(t);
+        }
+        out.view(self, y.reshaped(x.shape())?)
+    }
+}

@@ -179,6 +179,88 @@ fn run_node(
             one(super::space_to_batch(&a(0)?, &o)?)
         }
         "Identity" => one(a(0)?),
+        // Written from the ONNX spec: the output holds one row of depth values per index,
+        // along axis; on at the index (negative ones count back from depth), off elsewhere.
+        "OneHot" => {
+            let ind = a(0)?;
+            let indices = cast(&ind, DType::I64)?.to_vec::<i64>()?;
+            let depth = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?[0];
+            let values = a(2)?;
+            let size = values.dtype.size();
+            let rank = ind.shape.len() as i64;
+            let axis = int(node, "axis").unwrap_or(-1);
+            let axis = (if axis < 0 { axis + rank + 1 } else { axis }) as usize;
+            let outer: usize = ind.shape[..axis].iter().product();
+            let inner: usize = ind.shape[axis..].iter().product();
+            let mut data = Vec::new();
+            for o in 0..outer {
+                for d in 0..depth {
+                    for i in 0..inner {
+                        let mut index = indices[o * inner + i];
+                        if index < 0 {
+                            index += depth;
+                        }
+                        let pick = usize::from(index == d);
+                        data.extend_from_slice(&values.data[pick * size..][..size]);
+                    }
+                }
+            }
+            let mut shape = ind.shape.clone();
+            shape.insert(axis, depth as usize);
+            one(HostTensor::from_bytes(values.dtype, shape, data)?)
+        }
+        // The first largest element of each row along axis (all axes from axis on before
+        // opset 13, which the loader marks coerce_2d) is 1, the rest 0.
+        "Hardmax" => {
+            let x = a(0)?;
+            let rank = x.shape.len() as i64;
+            let axis = int(node, "axis").unwrap_or(-1);
+            let axis = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let values = cast(&x, DType::F64)?.to_vec::<f64>()?;
+            let coerce = int(node, "coerce_2d").unwrap_or(0) != 0;
+            let outer: usize = x.shape[..axis].iter().product();
+            let (len, inner) = if coerce {
+                (x.shape[axis..].iter().product::<usize>(), 1)
+            } else {
+                (x.shape[axis], x.shape[axis + 1..].iter().product::<usize>())
+            };
+            let mut ones = vec![0i64; values.len()];
+            for o in 0..outer {
+                for i in 0..inner {
+                    let at = |k: usize| (o * len + k) * inner + i;
+                    let best = (0..len).fold(None, |best: Option<usize>, k| match best {
+                        Some(b) if values[at(b)] >= values[at(k)] => Some(b),
+                        _ => Some(k),
+                    });
+                    if let Some(b) = best {
+                        ones[at(b)] = 1;
+                    }
+                }
+            }
+            one(cast(
+                &HostTensor::from_vec(x.shape.clone(), &ones)?,
+                x.dtype,
+            )?)
+        }
+        // Element (i, j) is 1 where j - i is k.
+        "EyeLike" => {
+            let x = a(0)?;
+            let dtype = match node.attrs.get("dtype") {
+                Some(Attr::String(name)) => DType::from_name(name).ok_or("EyeLike dtype")?,
+                _ => x.dtype,
+            };
+            let [_, cols] = x.shape[..] else {
+                return Err("EyeLike takes 2-D tensors".into());
+            };
+            let k = int(node, "k").unwrap_or(0);
+            let flags: Vec<i64> = (0..x.numel())
+                .map(|e| i64::from((e % cols) as i64 - (e / cols) as i64 == k))
+                .collect();
+            one(cast(
+                &HostTensor::from_vec(x.shape.clone(), &flags)?,
+                dtype,
+            )?)
+        }
         // Written from the ONNX spec: a copy of the data, updates applied in order (so the
         // last of repeated indices wins, or the reduction runs in order, as in onnxruntime).
         "ScatterElements" | "Scatter" | "ScatterND" => {

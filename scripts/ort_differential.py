@@ -222,9 +222,80 @@ def main():
                       np.dtype(np.float64): (1e-5, 1e-6)}.get(out_np, (0.0, 0.0))
         manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op], "opset": 18}
         written += 1
+    written += recurrent_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
+
+
+def recurrent_cases(out, manifest):
+    """RNN, GRU and LSTM (f32, which onnxruntime's CPU kernels take) in every direction, with
+    biases, initial states, per-item sequence lengths (forward, reversed and both
+    ways), GRU's linear_before_reset, clip, other activations and LSTM's peepholes; every output
+    compared. Returns how many were written."""
+    rng = np.random.RandomState(12)
+    seq, batch, size, hidden = 5, 3, 4, 6
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}
+    other = {"RNN": ["Relu"], "GRU": ["HardSigmoid", "Softsign"],
+             "LSTM": ["Sigmoid", "Elu", "Softplus"]}
+    written = 0
+    for op in ("RNN", "GRU", "LSTM"):
+        g = gates[op]
+        variants = []
+        # onnxruntime takes layout 0 only (the node tests cover layout 1).
+        for direction in ("forward", "reverse", "bidirectional"):
+            variants.append((direction, direction, 0, {}, False, False))
+            variants.append((f"{direction}_lengths", direction, 0, {}, True, False))
+        variants.append(("clip", "bidirectional", 0, {"clip": 0.7}, False, False))
+        variants.append(("activations", "bidirectional", 0,
+                         {"activations": other[op] * 2}, True, False))
+        if op == "GRU":
+            variants.append(("linear_before_reset", "bidirectional", 0,
+                             {"linear_before_reset": 1}, True, False))
+        if op == "LSTM":
+            variants.append(("peepholes", "bidirectional", 0, {}, True, True))
+        for label, direction, layout, attrs, lengths, peep in variants:
+            dirs = 2 if direction == "bidirectional" else 1
+            def f32(*shape):
+                return rng.uniform(-1, 1, shape).astype(np.float32)
+            x = f32(seq, batch, size) if layout == 0 else f32(batch, seq, size)
+            state = (dirs, batch, hidden) if layout == 0 else (batch, dirs, hidden)
+            feeds = [("X", x), ("W", f32(dirs, g * hidden, size)),
+                     ("R", f32(dirs, g * hidden, hidden)), ("B", f32(dirs, 2 * g * hidden))]
+            feeds.append(("sequence_lens", np.array([5, 2, 4], np.int32)) if lengths else ("", None))
+            feeds.append(("initial_h", f32(*state)))
+            if op == "LSTM":
+                feeds.append(("initial_c", f32(*state)))
+                feeds.append(("P", f32(dirs, 3 * hidden)) if peep else ("", None))
+            while feeds[-1][0] == "":
+                feeds.pop()
+            outputs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+            node = helper.make_node(op, [n for n, _ in feeds], outputs, hidden_size=hidden,
+                                    direction=direction, layout=layout, **attrs)
+            infos = [helper.make_tensor_value_info(n, T.INT32 if n == "sequence_lens" else T.FLOAT,
+                                                   list(v.shape)) for n, v in feeds if n]
+            graph = helper.make_graph([node], "g", infos,
+                                      [helper.make_tensor_value_info(o, T.FLOAT, None)
+                                       for o in outputs])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            given = [(n, v) for n, v in feeds if n]
+            got = sess.run(None, dict(given))
+            name = f"ort_{op}_{label}_f32"
+            tdir = os.path.join(out, name)
+            os.makedirs(os.path.join(tdir, "data_0"), exist_ok=True)
+            with open(os.path.join(tdir, "model.onnx"), "wb") as fh:
+                fh.write(m.SerializeToString())
+            for i, (_, v) in enumerate(given):
+                with open(os.path.join(tdir, "data_0", f"input_{i}.pb"), "wb") as fh:
+                    fh.write(numpy_helper.from_array(v).SerializeToString())
+            for i, v in enumerate(got):
+                with open(os.path.join(tdir, "data_0", f"output_{i}.pb"), "wb") as fh:
+                    fh.write(numpy_helper.from_array(np.asarray(v)).SerializeToString())
+            manifest[name] = {"rtol": 1e-4, "atol": 1e-5, "data_sets": 1, "ops": [op],
+                              "opset": 22}
+            written += 1
+    return written
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ use crate::{Context, DType, Error, HostTensor, Result, Session};
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod proto;
+mod recurrent;
+pub use recurrent::EXPANDED_OPS;
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};
 
@@ -731,8 +733,11 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
                     }
                 }
             }
-            return Ok((true, constants, None));
+            return Ok((true, constants, Vec::new()));
         }
+    }
+    if let Some((nodes, constants)) = recurrent::expand(node)? {
+        return Ok((false, constants, nodes));
     }
     match node.op.as_str() {
         "Hardmax" if opset < 13 => {
@@ -783,7 +788,7 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
                     )));
                 }
             };
-            return Ok((false, vec![(output.clone(), value)], None));
+            return Ok((false, vec![(output.clone(), value)], Vec::new()));
         }
         "Cast" => {
             if let Some(Attr::Int(to)) = node.attrs.get("to") {
@@ -804,16 +809,18 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         }
         "Scan" if opset < 9 => {
             let before = scan8(node)?;
-            return Ok((true, Vec::new(), before));
+            return Ok((true, Vec::new(), before.into_iter().collect()));
         }
         _ => {}
     }
-    Ok((true, Vec::new(), None))
+    Ok((true, Vec::new(), Vec::new()))
 }
 
 /// What [`normalize`] makes of a node: whether it stays, constants to add to its graph, and
 /// a node to insert before it.
-type Normalized = (bool, Vec<(String, HostTensor)>, Option<Node>);
+/// Whether the node stays, the constants it became, and the nodes that go before it (or
+/// replace it).
+type Normalized = (bool, Vec<(String, HostTensor)>, Vec<Node>);
 
 fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
     let bad = |msg: String| Error::Model(format!("value '{}': {msg}", v.name()));

@@ -1,0 +1,586 @@
+//! ONNX's recurrent layers (RNN, GRU, LSTM) loaded as Scans: per direction, the layer's
+//! weights cut and transposed once outside the loop, a body computing one step from the ONNX
+//! equations, and the outputs laid out as the op defines them. The Scan then runs the steps on
+//! the GPU with its states resident (and its element-wise chains fused), as any Scan does.
+
+use crate::graph::{Attr, Graph, Node, ValueInfo};
+use crate::{Error, HostTensor, Result};
+
+/// The ops the ONNX loader builds from others (they are no graph ops of their own).
+pub const EXPANDED_OPS: [&str; 3] = ["RNN", "GRU", "LSTM"];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cell {
+    Rnn,
+    Gru,
+    Lstm,
+}
+
+impl Cell {
+    /// Gates per step: their blocks in W, R and each half of B.
+    fn gates(self) -> usize {
+        match self {
+            Cell::Rnn => 1,
+            Cell::Gru => 3,
+            Cell::Lstm => 4,
+        }
+    }
+    /// Activation functions per direction, and their defaults.
+    fn default_activations(self) -> &'static [&'static str] {
+        match self {
+            Cell::Rnn => &["Tanh"],
+            Cell::Gru => &["Sigmoid", "Tanh"],
+            Cell::Lstm => &["Sigmoid", "Tanh", "Tanh"],
+        }
+    }
+}
+
+/// Activation functions a layer may name (ONNX's list less ScaledTanh and Affine, which have
+/// no op here), their parameters left at the op's defaults, which are the layer's.
+const ACTIVATIONS: [&str; 9] = [
+    "Tanh",
+    "Sigmoid",
+    "Relu",
+    "LeakyRelu",
+    "ThresholdedRelu",
+    "HardSigmoid",
+    "Elu",
+    "Softsign",
+    "Softplus",
+];
+
+/// The nodes that replace a layer, and the constants they read.
+pub(super) type Expansion = (Vec<Node>, Vec<(String, HostTensor)>);
+
+/// Builds the nodes that compute a recurrent layer `node` (RNN, GRU or LSTM of opset 14 on,
+/// or earlier ones, which differ only in attributes this reads the same way), with the
+/// constants they read. `None` for other ops.
+pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
+    let cell = match node.op.as_str() {
+        "RNN" => Cell::Rnn,
+        "GRU" => Cell::Gru,
+        "LSTM" => Cell::Lstm,
+        _ => return Ok(None),
+    };
+    let op = node.op.clone();
+    let bad =
+        |msg: String| Error::Model(format!("node '{}': {op} {msg}", node.name.escape_debug()));
+    let int = |name: &str, default: i64| match node.attrs.get(name) {
+        Some(Attr::Int(v)) => *v,
+        _ => default,
+    };
+    let hidden = match node.attrs.get("hidden_size") {
+        Some(Attr::Int(h)) if *h > 0 => *h as usize,
+        _ => return Err(bad("needs the attribute hidden_size (1 or more)".into())),
+    };
+    let directions: Vec<bool> = match node.attrs.get("direction") {
+        None => vec![false],
+        Some(Attr::String(d)) => match d.as_str() {
+            "forward" => vec![false],
+            "reverse" => vec![true],
+            "bidirectional" => vec![false, true],
+            other => {
+                return Err(bad(format!(
+                    "direction '{}' is not forward, reverse or bidirectional",
+                    other.escape_debug()
+                )))
+            }
+        },
+        Some(_) => return Err(bad("direction must be a string".into())),
+    };
+    let layout = int("layout", 0);
+    if !matches!(layout, 0 | 1) {
+        return Err(bad(format!("layout {layout} is not 0 or 1")));
+    }
+    if int("input_forget", 0) != 0 {
+        return Err(bad("with input_forget is not supported".into()));
+    }
+    for unsupported in ["activation_alpha", "activation_beta"] {
+        if node.attrs.contains_key(unsupported) {
+            return Err(bad(format!(
+                "with {unsupported} is not supported (the activations take their defaults)"
+            )));
+        }
+    }
+    let per_direction = cell.default_activations().len();
+    let activations: Vec<String> = match node.attrs.get("activations") {
+        None => directions
+            .iter()
+            .flat_map(|_| cell.default_activations().iter().map(|a| a.to_string()))
+            .collect(),
+        Some(Attr::Strings(list)) if list.len() == per_direction * directions.len() => list.clone(),
+        Some(_) => {
+            return Err(bad(format!(
+                "activations must name {} functions per direction",
+                per_direction
+            )))
+        }
+    };
+    let activations: Vec<&'static str> = activations
+        .iter()
+        .map(|a| {
+            ACTIVATIONS
+                .iter()
+                .find(|known| known.eq_ignore_ascii_case(a))
+                .copied()
+                .ok_or_else(|| {
+                    bad(format!(
+                        "activation '{}' is not supported (one of {ACTIVATIONS:?} is)",
+                        a.escape_debug()
+                    ))
+                })
+        })
+        .collect::<Result<_>>()?;
+    let clip = match node.attrs.get("clip") {
+        None => None,
+        Some(Attr::Float(c)) if *c > 0.0 => Some(*c),
+        Some(_) => return Err(bad("clip must be a positive number".into())),
+    };
+    let linear_before_reset = int("linear_before_reset", 0) != 0;
+    let input = |k: usize| node.inputs.get(k).filter(|name| !name.is_empty()).cloned();
+    let (Some(x), Some(w), Some(r)) = (input(0), input(1), input(2)) else {
+        return Err(bad("needs X, W and R".into()));
+    };
+    let (bias, lengths, initial_h, initial_c, peepholes) =
+        (input(3), input(4), input(5), input(6), input(7));
+
+    let p = |s: &str| format!("{}/{s}", node.name);
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut constants: Vec<(String, HostTensor)> = Vec::new();
+    let i64s = |v: &[i64]| HostTensor::from_vec(vec![v.len()], v);
+    let scalar = |v: i64| HostTensor::from_vec(vec![], &[v]);
+    constants.push((p("axis0"), i64s(&[0])?));
+    constants.push((p("axis1"), i64s(&[1])?));
+    constants.push((p("one_f32"), HostTensor::from_vec(vec![], &[1f32])?));
+    let g = cell.gates();
+    constants.push((p("gate_sizes"), i64s(&vec![hidden as i64; g])?));
+    // Time-major X and initial states.
+    let xs = if layout == 1 {
+        nodes.push(
+            Node::new("Transpose", p("x_time_major"))
+                .inputs([x.as_str()])
+                .outputs([p("x_time_major")])
+                .attr("perm", Attr::Ints(vec![1, 0, 2])),
+        );
+        p("x_time_major")
+    } else {
+        x.clone()
+    };
+    let state_major = |nodes: &mut Vec<Node>, name: Option<String>, what: &str| {
+        name.map(|s| {
+            if layout == 1 {
+                nodes.push(
+                    Node::new("Transpose", p(what))
+                        .inputs([s.as_str()])
+                        .outputs([p(what)])
+                        .attr("perm", Attr::Ints(vec![1, 0, 2])),
+                );
+                p(what)
+            } else {
+                s
+            }
+        })
+    };
+    let initial_h = state_major(&mut nodes, initial_h, "initial_h");
+    let initial_c = state_major(&mut nodes, initial_c, "initial_c");
+    // 1 in X's dtype, and zero states [batch, hidden] where none are given.
+    nodes.push(
+        Node::new("CastLike", p("one"))
+            .inputs([p("one_f32"), xs.clone()])
+            .outputs([p("one")]),
+    );
+    nodes.push(
+        Node::new("Shape", p("x_shape"))
+            .inputs([xs.as_str()])
+            .outputs([p("x_shape")]),
+    );
+    constants.push((p("batch_at"), i64s(&[1])?));
+    constants.push((p("hidden"), i64s(&[hidden as i64])?));
+    nodes.push(
+        Node::new("Gather", p("batch"))
+            .inputs([p("x_shape"), p("batch_at")])
+            .outputs([p("batch")]),
+    );
+    nodes.push(
+        Node::new("Concat", p("state_shape"))
+            .inputs([p("batch"), p("hidden")])
+            .outputs([p("state_shape")])
+            .attr("axis", Attr::Int(0)),
+    );
+    nodes.push(
+        Node::new("ConstantOfShape", p("zeros_f32"))
+            .inputs([p("state_shape")])
+            .outputs([p("zeros_f32")]),
+    );
+    nodes.push(
+        Node::new("CastLike", p("zeros"))
+            .inputs([p("zeros_f32"), xs.clone()])
+            .outputs([p("zeros")]),
+    );
+    // With sequence_lens, step t of batch item b counts when t < L_b (a longer length counts
+    // as the whole sequence): the step indices are a second scan input, so that a reversed
+    // layer, which visits t from the end, keeps its initial state through the steps past L_b
+    // and then runs L_b - 1 down to 0, as onnxruntime does.
+    if let Some(lengths) = &lengths {
+        constants.push((p("zero_i64"), scalar(0)?));
+        constants.push((p("one_i64"), scalar(1)?));
+        constants.push((p("steps_at"), scalar(0)?));
+        nodes.push(
+            Node::new("Gather", p("steps_len"))
+                .inputs([p("x_shape"), p("steps_at")])
+                .outputs([p("steps_len")]),
+        );
+        nodes.push(
+            Node::new("Range", p("steps"))
+                .inputs([p("zero_i64"), p("steps_len"), p("one_i64")])
+                .outputs([p("steps")]),
+        );
+        nodes.push(
+            Node::new("Cast", p("lengths"))
+                .inputs([lengths.as_str()])
+                .outputs([p("lengths")])
+                .attr("to", Attr::String("i64".into())),
+        );
+    }
+    if let Some(c) = clip {
+        constants.push((p("clip_f32"), HostTensor::from_vec(vec![], &[c as f32])?));
+        constants.push((
+            p("neg_clip_f32"),
+            HostTensor::from_vec(vec![], &[-c as f32])?,
+        ));
+        for b in ["clip", "neg_clip"] {
+            nodes.push(
+                Node::new("CastLike", p(b))
+                    .inputs([p(&format!("{b}_f32")), xs.clone()])
+                    .outputs([p(b)]),
+            );
+        }
+    }
+
+    let (mut ys, mut hs, mut cs) = (Vec::new(), Vec::new(), Vec::new());
+    for (d, &reverse) in directions.iter().enumerate() {
+        let q = |s: &str| p(&format!("d{d}/{s}"));
+        constants.push((q("index"), scalar(d as i64)?));
+        // This direction's weights, transposed: x [batch, in] times W' [in, g * hidden].
+        for (m, name) in [(&w, "w"), (&r, "r")] {
+            nodes.push(
+                Node::new("Gather", q(&format!("{name}_d")))
+                    .inputs([m.clone(), q("index")])
+                    .outputs([q(&format!("{name}_d"))]),
+            );
+            nodes.push(
+                Node::new("Transpose", q(&format!("{name}_t")))
+                    .inputs([q(&format!("{name}_d"))])
+                    .outputs([q(&format!("{name}_t"))])
+                    .attr("perm", Attr::Ints(vec![1, 0])),
+            );
+        }
+        // The biases Wb and Rb ([g * hidden] each), zeros without B.
+        let (wb, rb) = match &bias {
+            Some(b) => {
+                nodes.push(
+                    Node::new("Gather", q("b_d"))
+                        .inputs([b.clone(), q("index")])
+                        .outputs([q("b_d")]),
+                );
+                constants.push((q("halves"), i64s(&[(g * hidden) as i64; 2])?));
+                nodes.push(
+                    Node::new("Split", q("b_split"))
+                        .inputs([q("b_d"), q("halves")])
+                        .outputs([q("wb"), q("rb")])
+                        .attr("axis", Attr::Int(0)),
+                );
+                (Some(q("wb")), Some(q("rb")))
+            }
+            None => (None, None),
+        };
+        let state = |nodes: &mut Vec<Node>, given: &Option<String>, what: &str| match given {
+            Some(s) => {
+                nodes.push(
+                    Node::new("Gather", q(what))
+                        .inputs([s.clone(), q("index")])
+                        .outputs([q(what)]),
+                );
+                q(what)
+            }
+            None => p("zeros"),
+        };
+        let h0 = state(&mut nodes, &initial_h, "h0");
+        let c0 = (cell == Cell::Lstm).then(|| state(&mut nodes, &initial_c, "c0"));
+        let f = &activations[d * per_direction..(d + 1) * per_direction];
+
+        // The step: H (and C for LSTM) and x_t in; the new states, and H as the scan output.
+        let mut steps: Vec<Node> = Vec::new();
+        let binary = |steps: &mut Vec<Node>, op: &str, a: &str, b: &str, out: &str| {
+            steps.push(Node::new(op, out).inputs([a, b]).outputs([out]));
+        };
+        let clip_then = |steps: &mut Vec<Node>, f: &str, input: &str, out: &str| {
+            let mut input = input.to_string();
+            if clip.is_some() {
+                let clipped = format!("{out}_clipped");
+                steps.push(
+                    Node::new("Clip", clipped.clone())
+                        .inputs([input.as_str(), &p("neg_clip"), &p("clip")])
+                        .outputs([clipped.clone()]),
+                );
+                input = clipped;
+            }
+            steps.push(Node::new(f, out).inputs([input]).outputs([out]));
+        };
+        binary(&mut steps, "MatMul", "x", &q("w_t"), "xw");
+        let mut xw = "xw".to_string();
+        if let Some(wb) = &wb {
+            binary(&mut steps, "Add", &xw, wb, "xwb");
+            xw = "xwb".into();
+        }
+        binary(&mut steps, "MatMul", "h", &q("r_t"), "hr");
+        let mut hr = "hr".to_string();
+        if let Some(rb) = &rb {
+            binary(&mut steps, "Add", &hr, rb, "hrb");
+            hr = "hrb".into();
+        }
+        let split = |steps: &mut Vec<Node>, input: &str, names: &[&str]| {
+            steps.push(
+                Node::new("Split", format!("{input}_split"))
+                    .inputs([input, &p("gate_sizes")])
+                    .outputs(names.iter().copied())
+                    .attr("axis", Attr::Int(1)),
+            );
+        };
+        let outputs: Vec<&str> = match cell {
+            Cell::Rnn => {
+                binary(&mut steps, "Add", &xw, &hr, "s");
+                clip_then(&mut steps, f[0], "s", "h_next");
+                vec!["h_next"]
+            }
+            Cell::Gru => {
+                split(&mut steps, &xw, &["xz", "xr", "xh"]);
+                split(&mut steps, &hr, &["hz", "hr_", "hh"]);
+                binary(&mut steps, "Add", "xz", "hz", "sz");
+                binary(&mut steps, "Add", "xr", "hr_", "sr");
+                clip_then(&mut steps, f[0], "sz", "z");
+                clip_then(&mut steps, f[0], "sr", "r");
+                if linear_before_reset {
+                    // r (.) (H Rh' + Rbh): the recurrent term with its bias, then reset.
+                    binary(&mut steps, "Mul", "r", "hh", "rhh");
+                } else {
+                    // (r (.) H) Rh' + Rbh: H reset first, then its own product.
+                    binary(&mut steps, "Mul", "r", "h", "rh");
+                    constants.push((q("rh_at"), i64s(&[2 * hidden as i64])?));
+                    constants.push((q("rh_end"), i64s(&[3 * hidden as i64])?));
+                    nodes.push(
+                        Node::new("OnnxSlice", q("rh_t"))
+                            .inputs([q("r_t"), q("rh_at"), q("rh_end"), p("axis1")])
+                            .outputs([q("rh_t")]),
+                    );
+                    binary(&mut steps, "MatMul", "rh", &q("rh_t"), "rhr");
+                    match &rb {
+                        Some(rb) => {
+                            nodes.push(
+                                Node::new("OnnxSlice", q("rbh"))
+                                    .inputs([rb.clone(), q("rh_at"), q("rh_end"), p("axis0")])
+                                    .outputs([q("rbh")]),
+                            );
+                            binary(&mut steps, "Add", "rhr", &q("rbh"), "rhh");
+                        }
+                        None => steps.push(
+                            Node::new("Identity", "rhh")
+                                .inputs(["rhr"])
+                                .outputs(["rhh"]),
+                        ),
+                    }
+                }
+                binary(&mut steps, "Add", "xh", "rhh", "sh");
+                clip_then(&mut steps, f[1], "sh", "candidate");
+                // H' = (1 - z) (.) candidate + z (.) H
+                binary(&mut steps, "Sub", &p("one"), "z", "keep");
+                binary(&mut steps, "Mul", "keep", "candidate", "new_part");
+                binary(&mut steps, "Mul", "z", "h", "old_part");
+                binary(&mut steps, "Add", "new_part", "old_part", "h_next");
+                vec!["h_next"]
+            }
+            Cell::Lstm => {
+                binary(&mut steps, "Add", &xw, &hr, "s");
+                split(&mut steps, "s", &["si", "so", "sf", "sc"]);
+                let (mut si, mut sf) = ("si".to_string(), "sf".to_string());
+                if let Some(peep) = &peepholes {
+                    nodes.push(
+                        Node::new("Gather", q("p_d"))
+                            .inputs([peep.clone(), q("index")])
+                            .outputs([q("p_d")]),
+                    );
+                    constants.push((q("p_sizes"), i64s(&[hidden as i64; 3])?));
+                    nodes.push(
+                        Node::new("Split", q("p_split"))
+                            .inputs([q("p_d"), q("p_sizes")])
+                            .outputs([q("pi"), q("po"), q("pf")])
+                            .attr("axis", Attr::Int(0)),
+                    );
+                    binary(&mut steps, "Mul", &q("pi"), "c", "pic");
+                    binary(&mut steps, "Add", "si", "pic", "si_p");
+                    binary(&mut steps, "Mul", &q("pf"), "c", "pfc");
+                    binary(&mut steps, "Add", "sf", "pfc", "sf_p");
+                    (si, sf) = ("si_p".into(), "sf_p".into());
+                }
+                clip_then(&mut steps, f[0], &si, "i");
+                clip_then(&mut steps, f[0], &sf, "f");
+                clip_then(&mut steps, f[1], "sc", "candidate");
+                binary(&mut steps, "Mul", "f", "c", "kept");
+                binary(&mut steps, "Mul", "i", "candidate", "added");
+                binary(&mut steps, "Add", "kept", "added", "c_next");
+                let mut so = "so".to_string();
+                if peepholes.is_some() {
+                    binary(&mut steps, "Mul", &q("po"), "c_next", "poc");
+                    binary(&mut steps, "Add", "so", "poc", "so_p");
+                    so = "so_p".into();
+                }
+                clip_then(&mut steps, f[0], &so, "o");
+                // The output activation takes the cell state unclipped, as onnxruntime does.
+                steps.push(
+                    Node::new(f[2], "c_act")
+                        .inputs(["c_next"])
+                        .outputs(["c_act"]),
+                );
+                binary(&mut steps, "Mul", "o", "c_act", "h_next");
+                vec!["h_next", "c_next"]
+            }
+        };
+        let outputs: Vec<String> = if lengths.is_some() {
+            // Past its length, an item keeps its states and outputs zeros.
+            steps.push(
+                Node::new("Less", "counts")
+                    .inputs(["t", &p("lengths")])
+                    .outputs(["counts"]),
+            );
+            steps.push(
+                Node::new("Unsqueeze", "counts_rows")
+                    .inputs(["counts", &p("axis1")])
+                    .outputs(["counts_rows"]),
+            );
+            steps.push(
+                Node::new("Where", "y")
+                    .inputs(["counts_rows", "h_next", &p("zeros")])
+                    .outputs(["y"]),
+            );
+            outputs
+                .iter()
+                .zip(["h", "c"])
+                .map(|(next, old)| {
+                    let kept = format!("{next}_kept");
+                    steps.push(
+                        Node::new("Where", kept.clone())
+                            .inputs(["counts_rows", next, old])
+                            .outputs([kept.clone()]),
+                    );
+                    kept
+                })
+                .collect()
+        } else {
+            steps.push(Node::new("Identity", "y").inputs(["h_next"]).outputs(["y"]));
+            outputs.iter().map(|o| o.to_string()).collect()
+        };
+        // Inputs of X's dtype, whichever it is: declared without one.
+        let mut body = Graph::new();
+        let names: &[&str] = if cell == Cell::Lstm {
+            &["h", "c", "x"]
+        } else {
+            &["h", "x"]
+        };
+        for name in names {
+            body.inputs.push(ValueInfo {
+                name: name.to_string(),
+                dtype: None,
+                shape: Some(vec![None, None]),
+            });
+        }
+        if lengths.is_some() {
+            body.inputs.push(ValueInfo {
+                name: "t".into(),
+                dtype: Some(crate::DType::I64),
+                shape: Some(vec![]),
+            });
+        }
+        for s in steps {
+            body = body.node(s);
+        }
+        for o in outputs.iter().map(String::as_str).chain(["y"]) {
+            body = body.output(o);
+        }
+        let states: Vec<String> = [Some(h0), c0].into_iter().flatten().collect();
+        let finals: Vec<String> = ["h_n", "c_n"][..states.len()]
+            .iter()
+            .map(|s| q(s))
+            .collect();
+        let scanned: Vec<String> = [Some(xs.clone()), lengths.as_ref().map(|_| p("steps"))]
+            .into_iter()
+            .flatten()
+            .collect();
+        let mut scan = Node::new("Scan", q("scan"))
+            .inputs(states.iter().cloned().chain(scanned.iter().cloned()))
+            .outputs(finals.iter().cloned().chain([q("y")]))
+            .attr("body", Attr::Graph(Box::new(body)))
+            .attr("num_scan_inputs", Attr::Int(scanned.len() as i64));
+        if reverse {
+            scan = scan
+                .attr("scan_input_directions", Attr::Ints(vec![1; scanned.len()]))
+                .attr("scan_output_directions", Attr::Ints(vec![1]));
+        }
+        nodes.push(scan);
+        ys.push(q("y"));
+        hs.push(finals[0].clone());
+        if cell == Cell::Lstm {
+            cs.push(finals[1].clone());
+        }
+    }
+    // Y [seq, directions, batch, hidden] (layout 1: [batch, seq, directions, hidden]);
+    // Y_h and Y_c [directions, batch, hidden] (layout 1: [batch, directions, hidden]).
+    let gather_out =
+        |nodes: &mut Vec<Node>, parts: &[String], axis: i64, out: &str, perm: &[i64]| {
+            let axes = if axis == 0 { p("axis0") } else { p("axis1") };
+            let expanded: Vec<String> = parts
+                .iter()
+                .map(|part| {
+                    let e = format!("{part}_expanded");
+                    nodes.push(
+                        Node::new("Unsqueeze", e.clone())
+                            .inputs([part.clone(), axes.clone()])
+                            .outputs([e.clone()]),
+                    );
+                    e
+                })
+                .collect();
+            let joined = if layout == 1 {
+                format!("{out}/joined")
+            } else {
+                out.to_string()
+            };
+            nodes.push(
+                Node::new("Concat", format!("{out}/concat"))
+                    .inputs(expanded)
+                    .outputs([joined.clone()])
+                    .attr("axis", Attr::Int(axis)),
+            );
+            if layout == 1 {
+                nodes.push(
+                    Node::new("Transpose", format!("{out}/layout"))
+                        .inputs([joined])
+                        .outputs([out])
+                        .attr("perm", Attr::Ints(perm.to_vec())),
+                );
+            }
+        };
+    let named = |k: usize| node.outputs.get(k).filter(|o| !o.is_empty()).cloned();
+    if let Some(y) = named(0) {
+        gather_out(&mut nodes, &ys, 1, &y, &[2, 0, 1, 3]);
+    }
+    if let Some(yh) = named(1) {
+        gather_out(&mut nodes, &hs, 0, &yh, &[1, 0, 2]);
+    }
+    if let Some(yc) = named(2) {
+        if cell != Cell::Lstm {
+            return Err(bad("has no third output".into()));
+        }
+        gather_out(&mut nodes, &cs, 0, &yc, &[1, 0, 2]);
+    }
+    Ok(Some((nodes, constants)))
+}

@@ -7,8 +7,8 @@
 #   scripts/gpu-figures.sh OUT_DIR [PART...]
 #
 # Parts (all figures when none are named): table (data movement and Scan overhead, bench/
-# layout), matmul, rnn, transfer, la-step, rnn-ort, rnn-ort-1, la-op-ort, la-expanded-ort,
-# gpr-ort (a scikit-learn Gaussian process written beforehand where scikit-learn is installed:
+# layout), matmul, rnn, transfer, la-step, rnn-ort, rnn-ort-1, lstm-ort, gru-ort, la-op-ort,
+# la-expanded-ort, gpr-ort (a scikit-learn Gaussian process written beforehand where scikit-learn is installed:
 # `scripts/sklearn_gpr_vs_onnxruntime.py --export .devbin/gpr`, or GPR_MODEL=DIR).
 # Also, by name only: tests-gpu-kernels and tests-cpu-kernels (every test binary of
 # `cargo test --release --no-run` in target/release/deps, each bounded by TEST_LIMIT seconds,
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-figures.sh OUT_DIR [PART...]}
 shift
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(table matmul rnn transfer la-step rnn-ort rnn-ort-1 la-op-ort la-expanded-ort gpr-ort)
+[ ${#parts[@]} -eq 0 ] && parts=(table matmul rnn transfer la-step rnn-ort rnn-ort-1 lstm-ort gru-ort la-op-ort la-expanded-ort gpr-ort)
 bin=${BIN:-target/release/examples}
 limit=${LIMIT:-540}
 . scripts/ensure-gpu.sh
@@ -58,6 +58,8 @@ run_part() {
     la-step) "$bin/bench" --linear-attention-only ;;
     rnn-ort) python3 scripts/rnn_vs_onnxruntime.py 64 512 ;;
     rnn-ort-1) python3 scripts/rnn_vs_onnxruntime.py 1 512 ;;
+    lstm-ort) python3 scripts/recurrent_vs_onnxruntime.py LSTM 64 512 ;;
+    gru-ort) python3 scripts/recurrent_vs_onnxruntime.py GRU 64 512 ;;
     la-op-ort) python3 scripts/linear_attention_vs_onnxruntime.py --op ;;
     la-expanded-ort) python3 scripts/linear_attention_vs_onnxruntime.py --iterated ;;
     gpr-ort) python3 scripts/sklearn_gpr_vs_onnxruntime.py --model "${GPR_MODEL:-.devbin/gpr}" --copied-elements ;;

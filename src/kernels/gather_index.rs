@@ -2,7 +2,7 @@
 //! tensor picked along one axis by an index tensor on the GPU, moved as bits in words.
 
 use super::{grid_for, Kernel};
-use crate::{DType, Error, Recorder, Result, Tensor};
+use crate::{DType, Recorder, Result, Tensor};
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -36,18 +36,11 @@ impl Recorder {
             return Ok(());
         }
         let ctx = self.context().clone();
-        let limit = ctx.binding_limit();
-        for (t, what) in [(data, "data"), (indices, "indices"), (out, "the output")] {
-            if t.storage().single().is_none_or(|b| b.size() > limit) {
-                return Err(Error::LimitExceeded {
-                    op,
-                    what: format!("{what} bound at once"),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: t.byte_len(),
-                    max: limit,
-                });
-            }
-        }
+        super::operands::check_bound_whole(
+            &ctx,
+            op,
+            &[(data, "data"), (indices, "indices"), (out, "the output")],
+        )?;
         if count > u64::from(u32::MAX) || data.numel() as u64 > u64::from(u32::MAX) {
             return Err(super::operands::too_many(op, "the data or output", count));
         }

@@ -134,6 +134,28 @@ pub(crate) fn layout_of(storages: &[&Storage], limit: u64, elems: &[u64]) -> (bo
     (whole, segments)
 }
 
+/// Checks that each of `tensors` lies in one buffer the device binds whole, as a kernel that
+/// reads it through one binding needs; the first that does not is an error naming it (`what`).
+pub(crate) fn check_bound_whole(
+    ctx: &crate::Context,
+    op: &'static str,
+    tensors: &[(&crate::Tensor, &str)],
+) -> crate::Result<()> {
+    let limit = ctx.binding_limit();
+    for (t, what) in tensors {
+        if t.storage().single().is_none_or(|b| b.size() > limit) {
+            return Err(Error::LimitExceeded {
+                op,
+                what: format!("{what} bound at once"),
+                limit: "max_storage_buffer_binding_size",
+                needed: t.byte_len(),
+                max: limit,
+            });
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn too_many(op: &'static str, what: &str, needed: u64) -> Error {
     Error::LimitExceeded {
         op,

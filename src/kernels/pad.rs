@@ -2,7 +2,7 @@
 //! its input element (or the constant) axis by axis, moved as bits in words.
 
 use super::{grid_for, Kernel, MAX_RANK};
-use crate::{Error, Recorder, Result, Tensor};
+use crate::{Recorder, Result, Tensor};
 
 /// How Pad fills what lies outside the input (ONNX's `mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,18 +84,7 @@ impl Recorder {
             return Ok(());
         }
         let ctx = self.context().clone();
-        let limit = ctx.binding_limit();
-        for (t, what) in [(data, "data"), (out, "the output")] {
-            if t.storage().single().is_none_or(|b| b.size() > limit) {
-                return Err(Error::LimitExceeded {
-                    op,
-                    what: format!("{what} bound at once"),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: t.byte_len(),
-                    max: limit,
-                });
-            }
-        }
+        super::operands::check_bound_whole(&ctx, op, &[(data, "data"), (out, "the output")])?;
         if count > u64::from(u32::MAX) || data.numel() as u64 > u64::from(u32::MAX) {
             return Err(super::operands::too_many(op, "the data or output", count));
         }

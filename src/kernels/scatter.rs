@@ -3,7 +3,7 @@
 //! the reduction.
 
 use super::{grid_for, Kernel, MAX_RANK};
-use crate::{DType, Error, Recorder, Result, Tensor};
+use crate::{DType, Recorder, Result, Tensor};
 
 /// How an update merges with the element it lands on (ONNX's `reduction`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -166,22 +166,15 @@ impl Recorder {
         out: &Tensor,
     ) -> Result<()> {
         let ctx = self.context().clone();
-        let limit = ctx.binding_limit();
-        for (t, what) in [
-            (indices, "indices"),
-            (updates, "updates"),
-            (out, "the output"),
-        ] {
-            if t.storage().single().is_none_or(|b| b.size() > limit) {
-                return Err(Error::LimitExceeded {
-                    op,
-                    what: format!("{what} bound at once"),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: t.byte_len(),
-                    max: limit,
-                });
-            }
-        }
+        super::operands::check_bound_whole(
+            &ctx,
+            op,
+            &[
+                (indices, "indices"),
+                (updates, "updates"),
+                (out, "the output"),
+            ],
+        )?;
         if out.numel() as u64 > u64::from(u32::MAX) || updates.numel() as u64 > u64::from(u32::MAX)
         {
             return Err(super::operands::too_many(

@@ -383,46 +383,9 @@ impl Recorder {
     ) -> Result<Tensor> {
         const OP: &str = "GatherElements";
         self.check_inputs(OP, &[("data", data), ("indices", indices)])?;
-        if !matches!(indices.dtype(), DType::I32 | DType::I64) {
-            return Err(Error::invalid(
-                OP,
-                "indices",
-                format!(
-                    "indices is {}; GatherElements takes i32 or i64",
-                    indices.dtype()
-                ),
-            ));
-        }
-        let rank = data.rank() as i64;
-        if indices.rank() != data.rank() {
-            return Err(Error::invalid(
-                OP,
-                "indices",
-                format!(
-                    "indices has rank {} but data has rank {rank}; they must be equal",
-                    indices.rank()
-                ),
-            ));
-        }
-        if rank == 0 || axis < -rank || axis >= rank {
-            return Err(Error::invalid(
-                OP,
-                "axis",
-                format!("axis {axis} is out of range for data of rank {rank}"),
-            ));
-        }
-        let axis = if axis < 0 { axis + rank } else { axis } as usize;
+        super::check_index_dtype(OP, indices)?;
         let (shape, wanted) = (data.shape(), indices.shape());
-        if let Some(k) = (0..shape.len()).find(|&k| k != axis && wanted[k] > shape[k]) {
-            return Err(Error::invalid(
-                OP,
-                "indices",
-                format!(
-                    "indices has {} along axis {k} but data only {}",
-                    wanted[k], shape[k]
-                ),
-            ));
-        }
+        let axis = super::elements_axis(OP, shape, wanted, axis)?;
         let out = out.tensor(self, data.dtype(), wanted)?;
         if out.numel() == 0 {
             return Ok(out);
@@ -790,13 +753,7 @@ impl Recorder {
     ) -> Result<Tensor> {
         const OP: &str = "Gather";
         self.check_inputs(OP, &[("data", data), ("indices", indices)])?;
-        if !matches!(indices.dtype(), DType::I32 | DType::I64) {
-            return Err(Error::invalid(
-                OP,
-                "indices",
-                format!("indices is {}; Gather takes i32 or i64", indices.dtype()),
-            ));
-        }
+        super::check_index_dtype(OP, indices)?;
         let rank = data.rank() as i64;
         if rank == 0 || axis < -rank || axis >= rank {
             return Err(Error::invalid(

@@ -36,6 +36,59 @@ pub(crate) fn check_rank(op: &'static str, shape: &[usize]) -> crate::Result<()>
     Ok(())
 }
 
+/// Checks that `indices` are i32 or i64, the index types of the ops that take index tensors.
+pub(crate) fn check_index_dtype(op: &'static str, indices: &crate::Tensor) -> crate::Result<()> {
+    if matches!(indices.dtype(), crate::DType::I32 | crate::DType::I64) {
+        return Ok(());
+    }
+    Err(crate::Error::invalid(
+        op,
+        "indices",
+        format!("indices is {}; {op} takes i32 or i64", indices.dtype()),
+    ))
+}
+
+/// GatherElements' and ScatterElements' rules on their shapes: `indices` of `data`'s rank
+/// (1 or more), `axis` in `[-rank, rank)`, and off the axis no longer than `data`. Returns the
+/// axis counted from 0.
+pub(crate) fn elements_axis(
+    op: &'static str,
+    data: &[usize],
+    indices: &[usize],
+    axis: i64,
+) -> crate::Result<usize> {
+    let rank = data.len() as i64;
+    if indices.len() != data.len() {
+        return Err(crate::Error::invalid(
+            op,
+            "indices",
+            format!(
+                "indices has rank {} but data has rank {rank}; they must be equal",
+                indices.len()
+            ),
+        ));
+    }
+    if rank == 0 || axis < -rank || axis >= rank {
+        return Err(crate::Error::invalid(
+            op,
+            "axis",
+            format!("axis {axis} is out of range for data of rank {rank}"),
+        ));
+    }
+    let axis = if axis < 0 { axis + rank } else { axis } as usize;
+    if let Some(k) = (0..data.len()).find(|&k| k != axis && indices[k] > data[k]) {
+        return Err(crate::Error::invalid(
+            op,
+            "indices",
+            format!(
+                "indices has {} along axis {k} but data only {}",
+                indices[k], data[k]
+            ),
+        ));
+    }
+    Ok(axis)
+}
+
 /// Numpy broadcasting of two shapes.
 pub fn broadcast_shape(op: &'static str, a: &[usize], b: &[usize]) -> crate::Result<Vec<usize>> {
     let rank = a.len().max(b.len());

@@ -30,13 +30,7 @@ impl Recorder {
             op,
             &[("data", data), ("indices", indices), ("updates", updates)],
         )?;
-        if !matches!(indices.dtype(), DType::I32 | DType::I64) {
-            return Err(Error::invalid(
-                op,
-                "indices",
-                format!("indices is {}; {op} takes i32 or i64", indices.dtype()),
-            ));
-        }
+        super::check_index_dtype(op, indices)?;
         if updates.dtype() != data.dtype() {
             return Err(Error::invalid(
                 op,
@@ -77,35 +71,15 @@ impl Recorder {
         out: Out,
     ) -> Result<Tensor> {
         const OP: &str = "ScatterElements";
-        let rank = data.rank();
-        if indices.rank() != rank || updates.shape() != indices.shape() {
+        let (shape, wanted) = (data.shape(), indices.shape());
+        let axis = super::elements_axis(OP, shape, wanted, axis)?;
+        if updates.shape() != wanted {
             return Err(Error::invalid(
                 OP,
                 "updates",
                 format!(
-                    "indices {:?} and updates {:?} must have one shape of data's rank {rank}",
-                    indices.shape(),
+                    "indices {wanted:?} and updates {:?} must have one shape",
                     updates.shape()
-                ),
-            ));
-        }
-        let r = rank as i64;
-        if rank == 0 || axis < -r || axis >= r {
-            return Err(Error::invalid(
-                OP,
-                "axis",
-                format!("axis {axis} is out of range for data of rank {rank}"),
-            ));
-        }
-        let axis = if axis < 0 { axis + r } else { axis } as usize;
-        let (shape, wanted) = (data.shape(), indices.shape());
-        if let Some(k) = (0..rank).find(|&k| k != axis && wanted[k] > shape[k]) {
-            return Err(Error::invalid(
-                OP,
-                "indices",
-                format!(
-                    "indices has {} along axis {k} but data only {}",
-                    wanted[k], shape[k]
                 ),
             ));
         }
@@ -121,7 +95,7 @@ impl Recorder {
             ));
         }
         let (ustrides, dstrides) = (strides(wanted), strides(shape));
-        let columns = (0..rank)
+        let columns = (0..shape.len())
             .rev()
             .filter(|&k| k != axis)
             .map(|k| [wanted[k], ustrides[k], dstrides[k]])

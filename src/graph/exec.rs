@@ -775,7 +775,10 @@ impl Session {
     fn keep_spare(&self, mut spare: SparePool, scope: Scope<'static>) {
         let mut inputs = HashMap::new();
         for (name, slot) in scope.slots {
-            let host_input = slot.host.is_some() && !slot.constant;
+            // Graph inputs given on the host (not values folded on the host from them).
+            let host_input = slot.host.is_some()
+                && !slot.constant
+                && self.graph.inputs.iter().any(|i| i.name == name);
             let Slot {
                 gpu,
                 pending,

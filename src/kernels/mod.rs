@@ -83,21 +83,6 @@ const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const PAD: &str = include_str!("../../shaders/pad.wgsl");
 const SCATTER: &str = include_str!("../../shaders/scatter.wgsl");
-/// The dtypes scatter reductions compute on (every one but bool).
-const SCATTER_REDUCED: [DType; 12] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::F64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-];
 const TWO_BUFFERS: &[Binding] = &[
     Binding::Uniform,
     Binding::StorageRead,
@@ -323,12 +308,20 @@ impl Kernel {
                 }
                 for reduction in scatter::ScatterReduction::ALL {
                     let none = reduction == scatter::ScatterReduction::None;
-                    let dtypes: &[DType] = if none {
-                        &[DType::U8, DType::U16, DType::U32, DType::U64]
+                    // Replacing moves bits (one kernel per size); reductions compute on
+                    // every dtype but bool.
+                    let dtypes: Vec<DType> = if none {
+                        vec![DType::U8, DType::U16, DType::U32, DType::U64]
                     } else {
-                        &SCATTER_REDUCED
+                        DType::ALL
+                            .into_iter()
+                            .filter(|&d| d != DType::Bool)
+                            .collect()
                     };
-                    for &dtype in dtypes.iter().filter(|d| d.size() == elem_bytes as usize) {
+                    for dtype in dtypes
+                        .into_iter()
+                        .filter(|d| d.size() == elem_bytes as usize)
+                    {
                         let emulated = !none && matches!(dtype, DType::I64 | DType::U64);
                         for emulate64 in [false, true].into_iter().filter(|&e| !e || emulated) {
                             out.push(Kernel::Scatter {

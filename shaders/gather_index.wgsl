@@ -69,34 +69,4 @@ fn element(e: u32) -> vec2<u32> {
     return vec2<u32>(extractBits(src[s / lanes], (s % lanes) * bits, bits), 0u);
 }
 
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn main(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let t = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
-    if t >= params.units {
-        return;
-    }
-    if ELEM_BYTES == 8u {
-        let v = element(t);
-        dst[2u * t] = v.x;
-        dst[2u * t + 1u] = v.y;
-        return;
-    }
-    if ELEM_BYTES == 4u {
-        dst[t] = element(t).x;
-        return;
-    }
-    let bits = min(ELEM_BYTES, 2u) * 8u;
-    let lanes = 32u / bits;
-    var word = 0u;
-    for (var lane = 0u; lane < lanes; lane++) {
-        let e = t * lanes + lane;
-        if e < params.count {
-            word = insertBits(word, element(e).x, lane * bits, bits);
-        }
-    }
-    dst[t] = word;
-}
+// The entry point: packed_elements.inc, appended.

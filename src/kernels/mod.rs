@@ -82,6 +82,8 @@ const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const PAD: &str = include_str!("../../shaders/pad.wgsl");
+/// The entry point gather_index.wgsl and pad.wgsl share (see the file).
+const PACKED_ELEMENTS: &str = include_str!("../../shaders/packed_elements.inc");
 const SCATTER: &str = include_str!("../../shaders/scatter.wgsl");
 const TWO_BUFFERS: &[Binding] = &[
     Binding::Uniform,
@@ -492,8 +494,8 @@ impl Kernel {
         match *self {
             Kernel::Gather { .. } => STRIDED_GATHER.into(),
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
-            Kernel::GatherIndex { .. } => GATHER_INDEX.into(),
-            Kernel::Pad { .. } => PAD.into(),
+            Kernel::GatherIndex { .. } => format!("{GATHER_INDEX}\n{PACKED_ELEMENTS}").into(),
+            Kernel::Pad { .. } => format!("{PAD}\n{PACKED_ELEMENTS}").into(),
             Kernel::Scatter {
                 dtype,
                 reduction,

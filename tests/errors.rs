@@ -204,3 +204,29 @@ fn workgroup_sizes_outside_the_device_limits_are_errors() {
         );
     }
 }
+
+/// Kernels that hold a parameter slot per axis (Pad, the scatters) refuse data of more axes
+/// than they hold, and OneHot a depth whose positions no binding holds: errors naming the op,
+/// not an index out of bounds.
+#[test]
+fn per_axis_kernels_refuse_what_their_parameters_cannot_hold() {
+    use wgpu_ops::kernels::{pad::PadMode, scatter::ScatterReduction};
+    use wgpu_ops::Out;
+    let shape = vec![1usize; wgpu_ops::ops::MAX_RANK + 1];
+    let x = upload(&iota(&shape));
+    let mut rec = ctx().recorder();
+    let mut pads = vec![0i64; 2 * shape.len()];
+    pads[0] = 1;
+    let (op, _, message) = invalid(rec.pad_to(&x, &pads, PadMode::Edge, None, None, Out::NEW));
+    assert_eq!(op, "Pad");
+    assert!(message.contains("ranks up to 16"), "{message}");
+    let zeros = upload(&HostTensor::from_vec(shape.clone(), &[0i64]).unwrap());
+    let (op, _, message) =
+        invalid(rec.scatter_elements_to(&x, &zeros, &x, 0, ScatterReduction::Add, Out::NEW));
+    assert_eq!(op, "ScatterElements");
+    assert!(message.contains("ranks up to 16"), "{message}");
+    let indices = upload(&HostTensor::from_vec(vec![2], &[0i64, 1]).unwrap());
+    let value = upload(&HostTensor::from_vec(vec![], &[1i64]).unwrap());
+    let (op, input, _) = invalid(rec.one_hot_to(&indices, 1 << 40, &value, &value, -1, Out::NEW));
+    assert_eq!((op.as_str(), input.as_str()), ("OneHot", "depth"));
+}

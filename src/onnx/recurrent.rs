@@ -69,9 +69,10 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         Some(Attr::Int(v)) => *v,
         _ => default,
     };
+    // Bounded so that the gates' sizes (up to 8 hidden) stay far inside i64.
     let hidden = match node.attrs.get("hidden_size") {
-        Some(Attr::Int(h)) if *h > 0 => *h as usize,
-        _ => return Err(bad("needs the attribute hidden_size (1 or more)".into())),
+        Some(Attr::Int(h)) if (1..=1 << 32).contains(h) => *h as usize,
+        _ => return Err(bad("needs the attribute hidden_size, from 1 to 2^32".into())),
     };
     let directions: Vec<bool> = match node.attrs.get("direction") {
         None => vec![false],

@@ -243,6 +243,15 @@ impl Recorder {
                 format!("depth is {depth}; it must be 1 or more"),
             ));
         }
+        // The positions 0..depth are one tensor the kernel binds.
+        let limit = self.context().binding_limit();
+        if (depth as u64).saturating_mul(8) > limit {
+            return Err(Error::invalid(
+                OP,
+                "depth",
+                format!("depth {depth} needs more than one binding's {limit} bytes"),
+            ));
+        }
         if indices.dtype() == DType::Bool {
             return Err(Error::invalid(
                 OP,

@@ -445,6 +445,8 @@ impl Recorder {
     ) -> Result<Tensor> {
         const OP: &str = "Pad";
         self.check_inputs(OP, &[("data", data)])?;
+        // The kernel's parameters hold each axis, up to MAX_RANK of them.
+        super::check_rank(OP, data.shape())?;
         let rank = data.rank();
         let axes: Vec<usize> = match axes {
             None => (0..rank).collect(),

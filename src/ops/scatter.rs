@@ -30,6 +30,8 @@ impl Recorder {
             op,
             &[("data", data), ("indices", indices), ("updates", updates)],
         )?;
+        // The kernel walks the data's axes from its parameters, which hold up to MAX_RANK.
+        super::check_rank(op, data.shape())?;
         super::check_index_dtype(op, indices)?;
         if updates.dtype() != data.dtype() {
             return Err(Error::invalid(

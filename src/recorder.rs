@@ -97,21 +97,30 @@ const COMMANDS_PER_SUBMISSION: u64 = 4096;
 /// Uploaded constants of Scan bodies, by the address of their host values.
 pub(crate) type BodyConstants = HashMap<usize, (std::sync::Arc<crate::HostTensor>, crate::Tensor)>;
 
-/// Buffers of dead values by size, for reuse by later ops of the same sizes.
+/// Buffers of dead values by size, for reuse by later ops of the same sizes; and apart, those
+/// of dead uploads, which only a later run's uploads of the same sizes reuse (see
+/// [`Recorder::reserve_upload`]).
 #[derive(Default)]
 pub(crate) struct SparePool {
     by_size: HashMap<u64, Vec<Arc<Storage>>>,
+    uploads: HashMap<u64, Vec<Arc<Storage>>>,
 }
 
 impl SparePool {
-    /// Keeps `t`'s buffer when no other handle to it exists and it was not uploaded.
+    /// Keeps `t`'s buffer when no other handle to it exists.
     pub(crate) fn keep(&mut self, t: Tensor) {
-        if let Some(storage) = t.into_unique_storage().filter(|s| !s.uploaded()) {
-            self.by_size
-                .entry(storage.size())
-                .or_default()
-                .push(storage);
+        if let Some(storage) = t.into_unique_storage() {
+            self.keep_storage(storage);
         }
+    }
+
+    /// Keeps `storage`, which nothing else holds.
+    pub(crate) fn keep_storage(&mut self, storage: Arc<Storage>) {
+        let pool = match storage.uploaded() {
+            true => &mut self.uploads,
+            false => &mut self.by_size,
+        };
+        pool.entry(storage.size()).or_default().push(storage);
     }
 
     fn take(&mut self, bytes: u64) -> Option<Arc<Storage>> {
@@ -119,12 +128,20 @@ impl SparePool {
     }
 
     fn is_empty(&self) -> bool {
-        self.by_size.values().all(Vec::is_empty)
+        self.by_size
+            .values()
+            .chain(self.uploads.values())
+            .all(Vec::is_empty)
     }
 
     pub(crate) fn merge(&mut self, other: SparePool) {
-        for (size, mut buffers) in other.by_size {
-            self.by_size.entry(size).or_default().append(&mut buffers);
+        for (mine, theirs) in [
+            (&mut self.by_size, other.by_size),
+            (&mut self.uploads, other.uploads),
+        ] {
+            for (size, mut buffers) in theirs {
+                mine.entry(size).or_default().append(&mut buffers);
+            }
         }
     }
 
@@ -132,6 +149,7 @@ impl SparePool {
     pub(crate) fn bytes(&self) -> u64 {
         self.by_size
             .iter()
+            .chain(&self.uploads)
             .map(|(size, buffers)| size * buffers.len() as u64)
             .sum()
     }
@@ -454,6 +472,20 @@ impl Recorder {
         }
     }
 
+    /// Buffers of `bytes` that an upload of an earlier run of a session filled, for an upload
+    /// of this run to write into (`Tensor::upload_into`) instead of creating buffers. Only
+    /// those kept from earlier runs: no command of this recording has used them, so the
+    /// write, which the queue orders before this recording's next submission, overwrites
+    /// nothing it still reads.
+    pub(crate) fn reserve_upload(&mut self, bytes: u64) -> Option<Arc<Storage>> {
+        self.carried.uploads.get_mut(&bytes).and_then(Vec::pop)
+    }
+
+    /// Gives back buffers [`Self::reserve_upload`] handed out that were not used, for a later run.
+    pub(crate) fn unreserve_upload(&mut self, storage: Arc<Storage>) {
+        self.pool.keep_storage(storage);
+    }
+
     /// True while commands are captured (a Scan body), not encoded.
     pub(crate) fn capturing(&self) -> bool {
         self.capture.is_some()
@@ -461,8 +493,9 @@ impl Recorder {
 
     /// Hands back the buffer of a tensor nobody will read again, for reuse by ops recorded
     /// later in this recording (only if no other handle to the buffer exists). Uploaded
-    /// buffers are never reused: a captured Scan body reads them again on every replay, and
-    /// their contents are written once, not by a command the replay repeats.
+    /// buffers are not reused by this recording: a captured Scan body reads them again on
+    /// every replay, and their contents are written once, not by a command the replay
+    /// repeats; a session's later runs upload into them (see [`Self::reserve_upload`]).
     pub fn release(&mut self, t: Tensor) {
         self.pool.keep(t);
     }

@@ -594,3 +594,273 @@ fn inputs_sharing_a_symbolic_dimension_must_agree() {
         "{e}"
     );
 }
+
+/// Values in [-1, 1) from `seed` (a fixed generator, so failures reproduce).
+fn uniform(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// One forward step of an ONNX recurrent layer on the host, in f64, with default activations:
+/// `x` [batch, input], states [batch, hidden], direction 0's W, R and B.
+struct Layer<'a> {
+    op: &'a str,
+    hidden: usize,
+    linear_before_reset: bool,
+    w: &'a [f32],
+    r: &'a [f32],
+    b: &'a [f32],
+}
+
+impl Layer<'_> {
+    fn gates(&self) -> usize {
+        match self.op {
+            "RNN" => 1,
+            "GRU" => 3,
+            _ => 4,
+        }
+    }
+
+    /// Gate `k`'s pre-activations for item `b`: x W_k' + Wb_k (from `x`) and h R_k' + Rb_k
+    /// (from `h`), apart.
+    fn terms(&self, k: usize, x: &[f64], h: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let (hd, g) = (self.hidden, self.gates());
+        let row = |m: &[f32], j: usize, v: &[f64]| -> f64 {
+            v.iter()
+                .enumerate()
+                .map(|(c, &e)| f64::from(m[j * v.len() + c]) * e)
+                .sum()
+        };
+        let xs = (0..hd)
+            .map(|j| row(self.w, k * hd + j, x) + f64::from(self.b[k * hd + j]))
+            .collect();
+        let hs = (0..hd)
+            .map(|j| row(self.r, k * hd + j, h) + f64::from(self.b[(g + k) * hd + j]))
+            .collect();
+        (xs, hs)
+    }
+
+    fn step(&self, x: &[f64], h: &[f64], c: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
+        let sum = |(a, b): (Vec<f64>, Vec<f64>)| -> Vec<f64> {
+            a.iter().zip(&b).map(|(a, b)| a + b).collect()
+        };
+        match self.op {
+            "RNN" => (
+                sum(self.terms(0, x, h)).iter().map(|v| v.tanh()).collect(),
+                vec![],
+            ),
+            "GRU" => {
+                let z: Vec<f64> = sum(self.terms(0, x, h)).into_iter().map(sig).collect();
+                let r: Vec<f64> = sum(self.terms(1, x, h)).into_iter().map(sig).collect();
+                let candidate: Vec<f64> = if self.linear_before_reset {
+                    let (xs, hs) = self.terms(2, x, h);
+                    (0..self.hidden)
+                        .map(|j| (xs[j] + r[j] * hs[j]).tanh())
+                        .collect()
+                } else {
+                    let reset: Vec<f64> = h.iter().zip(&r).map(|(h, r)| h * r).collect();
+                    sum(self.terms(2, x, &reset))
+                        .iter()
+                        .map(|v| v.tanh())
+                        .collect()
+                };
+                let next = (0..self.hidden)
+                    .map(|j| (1.0 - z[j]) * candidate[j] + z[j] * h[j])
+                    .collect();
+                (next, vec![])
+            }
+            _ => {
+                // Gates i, o, f, c.
+                let i: Vec<f64> = sum(self.terms(0, x, h)).into_iter().map(sig).collect();
+                let o: Vec<f64> = sum(self.terms(1, x, h)).into_iter().map(sig).collect();
+                let f: Vec<f64> = sum(self.terms(2, x, h)).into_iter().map(sig).collect();
+                let g: Vec<f64> = sum(self.terms(3, x, h)).iter().map(|v| v.tanh()).collect();
+                let c_next: Vec<f64> = (0..self.hidden)
+                    .map(|j| f[j] * c[j] + i[j] * g[j])
+                    .collect();
+                let h_next = (0..self.hidden).map(|j| o[j] * c_next[j].tanh()).collect();
+                (h_next, c_next)
+            }
+        }
+    }
+}
+
+/// ONNX RNN, GRU (both ways of applying the reset gate) and LSTM layers load as Scans whose
+/// steps take one dispatch per gate at most: each gate's product computes its gate in its
+/// epilogue, GRU's candidate product the new state and LSTM's the new cell state (the output
+/// gate's, H), and the input terms x_t W_k' run before the loop for all steps. Counted as the
+/// dispatches of 11 steps less those of 3; the outputs are checked against the layers'
+/// equations on the host (f64) at onnxruntime's float tolerance for these layers in its own
+/// tests (rtol 1e-3, atol 1e-5).
+#[test]
+fn recurrent_layers_take_one_dispatch_per_gate_and_step() {
+    let (batch, input, hidden) = (3usize, 5usize, 8usize);
+    for (op, lbr, most_per_step) in [
+        ("RNN", false, 1),
+        ("GRU", false, 3),
+        ("GRU", true, 3),
+        ("LSTM", false, 4),
+    ] {
+        let g = match op {
+            "RNN" => 1,
+            "GRU" => 3,
+            _ => 4,
+        };
+        let w = uniform(1, g * hidden * input);
+        let r = uniform(2, g * hidden * hidden);
+        let b = uniform(3, 2 * g * hidden);
+        let layer = Layer {
+            op,
+            hidden,
+            linear_before_reset: lbr,
+            w: &w,
+            r: &r,
+            b: &b,
+        };
+        let outputs: &[&str] = if op == "LSTM" {
+            &["Y", "Y_h", "Y_c"]
+        } else {
+            &["Y", "Y_h"]
+        };
+        let mut layer_node = node(op, &["X", "W", "R", "B"], outputs);
+        layer_node
+            .attribute
+            .push(int_attr("hidden_size", hidden as i64));
+        if lbr {
+            layer_node
+                .attribute
+                .push(int_attr("linear_before_reset", 1));
+        }
+        let f = DataType::Float;
+        let graph = GraphProto {
+            node: vec![layer_node],
+            input: vec![
+                value("X", f, &[None, Some(batch as i64), Some(input as i64)]),
+                value(
+                    "W",
+                    f,
+                    &[Some(1), Some((g * hidden) as i64), Some(input as i64)],
+                ),
+                value(
+                    "R",
+                    f,
+                    &[Some(1), Some((g * hidden) as i64), Some(hidden as i64)],
+                ),
+                value("B", f, &[Some(1), Some((2 * g * hidden) as i64)]),
+            ],
+            output: outputs
+                .iter()
+                .map(|o| {
+                    let mut v = value(o, f, &[]);
+                    if let Some(type_proto::Value::TensorType(t)) =
+                        v.r#type.as_mut().and_then(|t| t.value.as_mut())
+                    {
+                        t.shape = None;
+                    }
+                    v
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let m = Model::from_bytes(&model(graph, 22).encode_to_vec()).unwrap();
+        let ctx = common::own_ctx();
+        let session = m.session(&ctx).unwrap();
+        let mut dispatches = Vec::new();
+        let mut buffers = Vec::new();
+        // 11 steps twice: the second run takes every buffer from the first (the input terms
+        // computed before the loop included).
+        for (run, seq) in [3usize, 11, 11].into_iter().enumerate() {
+            let x = uniform(4 + (seq + run) as u64, seq * batch * input);
+            let inputs = vec![
+                (
+                    "X".to_string(),
+                    HostTensor::from_vec(vec![seq, batch, input], &x).unwrap(),
+                ),
+                (
+                    "W".into(),
+                    HostTensor::from_vec(vec![1, g * hidden, input], &w).unwrap(),
+                ),
+                (
+                    "R".into(),
+                    HostTensor::from_vec(vec![1, g * hidden, hidden], &r).unwrap(),
+                ),
+                (
+                    "B".into(),
+                    HostTensor::from_vec(vec![1, 2 * g * hidden], &b).unwrap(),
+                ),
+            ];
+            let before = ctx.stats();
+            let got = session.run_blocking(inputs).unwrap();
+            dispatches.push(ctx.stats().dispatches - before.dispatches);
+            buffers.push(ctx.stats().buffers_created - before.buffers_created);
+            // The host's steps: Y [seq, 1, batch, hidden], Y_h and Y_c [1, batch, hidden].
+            let mut y = Vec::new();
+            let (mut hs, mut cs) = (Vec::new(), Vec::new());
+            for item in 0..batch {
+                let (mut h, mut c) = (vec![0.0; hidden], vec![0.0; hidden]);
+                let mut ys = Vec::new();
+                for t in 0..seq {
+                    let at = (t * batch + item) * input;
+                    let xt: Vec<f64> = x[at..at + input].iter().map(|&v| v.into()).collect();
+                    let (h_next, c_next) = layer.step(&xt, &h, &c);
+                    h = h_next;
+                    c = c_next;
+                    ys.push(h.clone());
+                }
+                y.push(ys);
+                hs.extend(h);
+                cs.extend(c);
+            }
+            let y: Vec<f64> = (0..seq)
+                .flat_map(|t| y.iter().flat_map(move |ys| ys[t].clone()))
+                .collect();
+            let want = |shape: Vec<usize>, v: &[f64]| {
+                let v: Vec<f32> = v.iter().map(|&e| e as f32).collect();
+                HostTensor::from_vec(shape, &v).unwrap()
+            };
+            let what = format!("{op} linear_before_reset {lbr}, {seq} steps");
+            common::assert_close(
+                &got[0].1,
+                &want(vec![seq, 1, batch, hidden], &y),
+                1e-3,
+                1e-5,
+                &what,
+            );
+            common::assert_close(
+                &got[1].1,
+                &want(vec![1, batch, hidden], &hs),
+                1e-3,
+                1e-5,
+                &what,
+            );
+            if op == "LSTM" {
+                common::assert_close(
+                    &got[2].1,
+                    &want(vec![1, batch, hidden], &cs),
+                    1e-3,
+                    1e-5,
+                    &what,
+                );
+            }
+        }
+        let per_step = (dispatches[1] - dispatches[0]) as f64 / 8.0;
+        assert!(
+            per_step <= most_per_step as f64,
+            "{op} linear_before_reset {lbr}: {per_step} dispatches per step (at most {most_per_step}), {dispatches:?}"
+        );
+        assert_eq!(
+            buffers[2], 0,
+            "{op} linear_before_reset {lbr}: buffers created per run {buffers:?}"
+        );
+    }
+}

@@ -804,6 +804,12 @@ impl Context {
         }
     }
 
+    /// The most bytes of tensors this context may hold at once (see
+    /// [`ContextOptions::max_memory`]).
+    pub fn max_memory(&self) -> u64 {
+        self.inner.max_memory
+    }
+
     /// Bytes of tensors this context holds on the device now.
     pub fn memory_in_use(&self) -> u64 {
         self.inner.memory_in_use.load(Ordering::Relaxed)

@@ -420,8 +420,17 @@ pub(crate) fn record_graph(
                             let v = Tensor::from_host(&ctx, &value)?;
                             Ok(Slot::gpu(rec.identity_to(&v, Out::into(name, t))?))
                         }
-                        None if from_inputs => Ok(Slot::input(value)),
-                        None => Ok(Slot::constant(value)),
+                        None => {
+                            let bytes = crate::storage::padded_size(value.data.len() as u64);
+                            let slot = match from_inputs {
+                                true => Slot::input(value),
+                                false => Slot::constant(value),
+                            };
+                            // Uploaded, if at all, into buffers of an earlier run's upload.
+                            *slot.reserved.lock().unwrap_or_else(|e| e.into_inner()) =
+                                rec.reserve_upload(bytes);
+                            Ok(slot)
+                        }
                     })
                     .collect::<Result<_>>()?
             }
@@ -470,17 +479,31 @@ pub(crate) fn record_graph(
             .collect();
         for v in dead {
             if let Some(slot) = scope.slots.remove(v) {
+                let reserved = slot
+                    .reserved
+                    .into_inner()
+                    .unwrap_or_else(|e| e.into_inner());
+                if let Some(storage) = reserved {
+                    rec.unreserve_upload(storage);
+                }
                 if let Some(t) = slot.gpu.into_inner() {
                     rec.release(t);
                 }
                 if let Some(t) = slot.swapped {
                     rec.release(t);
                 }
-                // A chain computed where it was read: its inputs go back to the recorder, as
-                // when it is recorded.
+                // A chain computed where it was read: its inputs (its MatMul's operands too)
+                // go back to the recorder, as when it is recorded.
                 for p in slot.pending.into_iter().chain(slot.swapped_pending) {
                     for (_, leaf) in p.leaves {
                         rec.release(leaf);
+                    }
+                    for t in p.head.into_iter().flat_map(|h| {
+                        let mut held = h.lhs.1.into_tensors();
+                        held.extend(h.rhs.1.into_tensors());
+                        held
+                    }) {
+                        rec.release(t);
                     }
                 }
             }
@@ -796,11 +819,14 @@ impl Session {
                     }
                 }
                 Some(t) => spare.keep(t),
-                None => {
-                    if let Some(storage) = reserved {
+                None => match reserved {
+                    Some(storage) if host_input => {
                         inputs.insert(name, storage);
                     }
-                }
+                    // Reserved for a folded value that was not uploaded.
+                    Some(storage) => spare.keep_storage(storage),
+                    None => {}
+                },
             }
         }
         *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = spare;

@@ -32,6 +32,8 @@ pub(crate) struct Hoisted {
     pub body: Graph,
     pub attrs: ScanAttrs,
     pub scans: Vec<Tensor>,
+    /// How many of `scans`, at their end, are moved values rather than given scan inputs.
+    pub moved: usize,
     /// The moved nodes' commands, captured: the loop replays them before its first
     /// iteration, so the Scan's work limit counts them before any is encoded.
     pub before: Vec<Step>,
@@ -51,6 +53,21 @@ struct Known {
 /// whole) the value is stored first: 32 Mi elements keep that to 256 MiB at most. Larger
 /// ones stay in the loop, one step at a time.
 const MAX_BROADCAST_ELEMENTS: usize = 32 << 20;
+
+/// How many times the scan inputs' elements the moved values the loop reads may hold: an
+/// LSTM layer's four gate terms x_t W_k' with an input half the hidden size hold 8 times X.
+const MAX_HELD_PER_GIVEN: usize = 8;
+
+/// Whether the loop may read `held` elements of moved values, computed before it, beside the
+/// `given` elements of its scan inputs: at most [`MAX_HELD_PER_GIVEN`] times as many, and a
+/// quarter of the device memory the context's limit leaves free (moved values live as long as
+/// the loop; a layer run over a very long sequence keeps its input terms in the loop instead).
+fn worth_holding(ctx: &crate::Context, held: usize, given: usize, scans: &[Tensor]) -> bool {
+    let elem = scans.iter().map(|s| s.dtype().size()).max().unwrap_or(4) as u64;
+    let free = ctx.max_memory().saturating_sub(ctx.memory_in_use());
+    held <= MAX_HELD_PER_GIVEN.saturating_mul(given)
+        && (held as u64).saturating_mul(elem) <= free / 4
+}
 
 /// How `node` runs on stacked values: its stacked result's shape, the node to run (with its
 /// axes moved past the sequence axis), and the views of stacked inputs it needs first (their
@@ -393,7 +410,7 @@ pub(crate) fn hoist(
         })
         .sum();
     let given: usize = scans.iter().map(|s| elements(s.shape())).sum();
-    if needed.is_empty() || held > 2 * given {
+    if needed.is_empty() || !worth_holding(&ctx, held, given, scans) {
         return Ok(None);
     }
     // The moved nodes (in their stacked forms, after the views they need) as a graph over the
@@ -480,6 +497,7 @@ pub(crate) fn hoist(
     Ok(Some(Hoisted {
         body: rest,
         attrs,
+        moved: needed.len(),
         scans: all_scans,
         before: before_steps,
     }))

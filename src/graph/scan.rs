@@ -433,9 +433,20 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
             .collect();
         let plan = ScanPlan::new(&h.attrs, &h.body, &described, args.node.outputs.len())?;
         let order = h.body.schedule(&args.scope().names())?;
-        return record_loop(
+        let results = record_loop(
             rec, args, &h.body, &order, &plan, states, &h.scans, h.before,
-        );
+        )?;
+        // The moved values are the loop's own (computed for it before it), free once it is
+        // encoded, as its other buffers are; not while captured for an enclosing body. One
+        // that is a result (a moved value read as a scan output as it is) is held by it, and
+        // the pool keeps only buffers nothing else holds.
+        if !rec.capturing() {
+            let given = h.scans.len() - h.moved;
+            for t in h.scans.into_iter().skip(given) {
+                rec.release(t);
+            }
+        }
+        return Ok(results);
     }
     record_loop(rec, args, body, &order, &plan, states, scans, Vec::new())
 }

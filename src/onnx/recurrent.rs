@@ -262,38 +262,67 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     for (d, &reverse) in directions.iter().enumerate() {
         let q = |s: &str| p(&format!("d{d}/{s}"));
         constants.push((q("index"), scalar(d as i64)?));
-        // This direction's weights, transposed: x [batch, in] times W' [in, g * hidden].
+        // This direction's weights, one block per gate, transposed: x [batch, in] times
+        // W_k' [in, hidden]. One product per gate, rather than one for all gates split after,
+        // lets each gate's product compute its gate (and the state update it feeds) in its
+        // epilogue: no Split of the gates in the loop.
         for (m, name) in [(&w, "w"), (&r, "r")] {
             nodes.push(
                 Node::new("Gather", q(&format!("{name}_d")))
                     .inputs([m.clone(), q("index")])
                     .outputs([q(&format!("{name}_d"))]),
             );
+            let blocks: Vec<String> = (0..g).map(|k| q(&format!("{name}{k}"))).collect();
             nodes.push(
-                Node::new("Transpose", q(&format!("{name}_t")))
-                    .inputs([q(&format!("{name}_d"))])
-                    .outputs([q(&format!("{name}_t"))])
-                    .attr("perm", Attr::Ints(vec![1, 0])),
+                Node::new("Split", q(&format!("{name}_blocks")))
+                    .inputs([q(&format!("{name}_d")), p("gate_sizes")])
+                    .outputs(blocks.iter().cloned())
+                    .attr("axis", Attr::Int(0)),
             );
+            for block in blocks {
+                nodes.push(
+                    Node::new("Transpose", format!("{block}_t"))
+                        .inputs([block.as_str()])
+                        .outputs([format!("{block}_t")])
+                        .attr("perm", Attr::Ints(vec![1, 0])),
+                );
+            }
         }
-        // The biases Wb and Rb ([g * hidden] each), zeros without B.
-        let (wb, rb) = match &bias {
+        // Each gate's biases Wb_k + Rb_k, added once outside the loop, except GRU's Rbh with
+        // linear_before_reset, which the reset gate scales (kept apart as `rb_kept`).
+        let mut rb_kept = None;
+        let gate_bias: Vec<Option<String>> = match &bias {
             Some(b) => {
                 nodes.push(
                     Node::new("Gather", q("b_d"))
                         .inputs([b.clone(), q("index")])
                         .outputs([q("b_d")]),
                 );
-                constants.push((q("halves"), i64s(&[(g * hidden) as i64; 2])?));
+                constants.push((q("bias_sizes"), i64s(&vec![hidden as i64; 2 * g])?));
+                let parts: Vec<String> = (0..2 * g).map(|k| q(&format!("b{k}"))).collect();
                 nodes.push(
                     Node::new("Split", q("b_split"))
-                        .inputs([q("b_d"), q("halves")])
-                        .outputs([q("wb"), q("rb")])
+                        .inputs([q("b_d"), q("bias_sizes")])
+                        .outputs(parts.iter().cloned())
                         .attr("axis", Attr::Int(0)),
                 );
-                (Some(q("wb")), Some(q("rb")))
+                (0..g)
+                    .map(|k| {
+                        if cell == Cell::Gru && k == 2 && linear_before_reset {
+                            rb_kept = Some(parts[g + k].clone());
+                            return Some(parts[k].clone());
+                        }
+                        let sum = q(&format!("bias{k}"));
+                        nodes.push(
+                            Node::new("Add", sum.clone())
+                                .inputs([parts[k].as_str(), &parts[g + k]])
+                                .outputs([sum.clone()]),
+                        );
+                        Some(sum)
+                    })
+                    .collect()
             }
-            None => (None, None),
+            None => vec![None; g],
         };
         let state = |nodes: &mut Vec<Node>, given: &Option<String>, what: &str| match given {
             Some(s) => {
@@ -328,82 +357,82 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
             }
             steps.push(Node::new(f, out).inputs([input]).outputs([out]));
         };
-        binary(&mut steps, "MatMul", "x", &q("w_t"), "xw");
-        let mut xw = "xw".to_string();
-        if let Some(wb) = &wb {
-            binary(&mut steps, "Add", &xw, wb, "xwb");
-            xw = "xwb".into();
-        }
-        binary(&mut steps, "MatMul", "h", &q("r_t"), "hr");
-        let mut hr = "hr".to_string();
-        if let Some(rb) = &rb {
-            binary(&mut steps, "Add", &hr, rb, "hrb");
-            hr = "hrb".into();
-        }
-        let split = |steps: &mut Vec<Node>, input: &str, names: &[&str]| {
-            steps.push(
-                Node::new("Split", format!("{input}_split"))
-                    .inputs([input, &p("gate_sizes")])
-                    .outputs(names.iter().copied())
-                    .attr("axis", Attr::Int(1)),
+        // Gate k's input term x_t W_k' (+ its biases): it reads no state, so the Scan computes
+        // it for all steps at once before the loop (see graph/hoist.rs).
+        let x_term = |steps: &mut Vec<Node>, k: usize| {
+            let xw = format!("xw{k}");
+            binary(
+                steps,
+                "MatMul",
+                "x",
+                &format!("{}_t", q(&format!("w{k}"))),
+                &xw,
             );
+            match &gate_bias[k] {
+                Some(b) => {
+                    binary(steps, "Add", &xw, b, &format!("{xw}b"));
+                    format!("{xw}b")
+                }
+                None => xw,
+            }
+        };
+        // Gate k's pre-activation: `h_in` R_k' plus the input term.
+        let gate_sum = |steps: &mut Vec<Node>, k: usize, h_in: &str, out: &str| {
+            let xk = x_term(steps, k);
+            let hr = format!("hr{k}");
+            binary(
+                steps,
+                "MatMul",
+                h_in,
+                &format!("{}_t", q(&format!("r{k}"))),
+                &hr,
+            );
+            binary(steps, "Add", &hr, &xk, out);
         };
         let outputs: Vec<&str> = match cell {
             Cell::Rnn => {
-                binary(&mut steps, "Add", &xw, &hr, "s");
+                gate_sum(&mut steps, 0, "h", "s");
                 clip_then(&mut steps, f[0], "s", "h_next");
                 vec!["h_next"]
             }
             Cell::Gru => {
-                split(&mut steps, &xw, &["xz", "xr", "xh"]);
-                split(&mut steps, &hr, &["hz", "hr_", "hh"]);
-                binary(&mut steps, "Add", "xz", "hz", "sz");
-                binary(&mut steps, "Add", "xr", "hr_", "sr");
+                // Gates z, r, h. The new state is H + (1 - z) (.) (candidate - H), the op's
+                // (1 - z) (.) candidate + z (.) H with each value read once, so that it is the
+                // epilogue of the candidate's product; 1 - z is the epilogue of z's.
+                gate_sum(&mut steps, 0, "h", "sz");
                 clip_then(&mut steps, f[0], "sz", "z");
-                clip_then(&mut steps, f[0], "sr", "r");
-                if linear_before_reset {
-                    // r (.) (H Rh' + Rbh): the recurrent term with its bias, then reset.
-                    binary(&mut steps, "Mul", "r", "hh", "rhh");
-                } else {
-                    // (r (.) H) Rh' + Rbh: H reset first, then its own product.
-                    binary(&mut steps, "Mul", "r", "h", "rh");
-                    constants.push((q("rh_at"), i64s(&[2 * hidden as i64])?));
-                    constants.push((q("rh_end"), i64s(&[3 * hidden as i64])?));
-                    nodes.push(
-                        Node::new("OnnxSlice", q("rh_t"))
-                            .inputs([q("r_t"), q("rh_at"), q("rh_end"), p("axis1")])
-                            .outputs([q("rh_t")]),
-                    );
-                    binary(&mut steps, "MatMul", "rh", &q("rh_t"), "rhr");
-                    match &rb {
-                        Some(rb) => {
-                            nodes.push(
-                                Node::new("OnnxSlice", q("rbh"))
-                                    .inputs([rb.clone(), q("rh_at"), q("rh_end"), p("axis0")])
-                                    .outputs([q("rbh")]),
-                            );
-                            binary(&mut steps, "Add", "rhr", &q("rbh"), "rhh");
-                        }
-                        None => steps.push(
-                            Node::new("Identity", "rhh")
-                                .inputs(["rhr"])
-                                .outputs(["rhh"]),
-                        ),
-                    }
-                }
-                binary(&mut steps, "Add", "xh", "rhh", "sh");
-                clip_then(&mut steps, f[1], "sh", "candidate");
-                // H' = (1 - z) (.) candidate + z (.) H
                 binary(&mut steps, "Sub", &p("one"), "z", "keep");
-                binary(&mut steps, "Mul", "keep", "candidate", "new_part");
-                binary(&mut steps, "Mul", "z", "h", "old_part");
-                binary(&mut steps, "Add", "new_part", "old_part", "h_next");
+                gate_sum(&mut steps, 1, "h", "sr");
+                clip_then(&mut steps, f[0], "sr", "r");
+                if let Some(rbh) = &rb_kept {
+                    // r (.) (H Rh' + Rbh) + x Wh' + Wbh.
+                    let xh = x_term(&mut steps, 2);
+                    binary(&mut steps, "MatMul", "h", &q("r2_t"), "hr2");
+                    binary(&mut steps, "Add", "hr2", rbh, "hr2b");
+                    binary(&mut steps, "Mul", "r", "hr2b", "rhh");
+                    binary(&mut steps, "Add", "rhh", &xh, "sh");
+                } else if linear_before_reset {
+                    // No biases: r (.) (H Rh') + x Wh'.
+                    let xh = x_term(&mut steps, 2);
+                    binary(&mut steps, "MatMul", "h", &q("r2_t"), "hr2");
+                    binary(&mut steps, "Mul", "r", "hr2", "rhh");
+                    binary(&mut steps, "Add", "rhh", &xh, "sh");
+                } else {
+                    // (r (.) H) Rh' + x Wh' + Wbh + Rbh: H reset first (the product's
+                    // prologue).
+                    binary(&mut steps, "Mul", "r", "h", "rh");
+                    gate_sum(&mut steps, 2, "rh", "sh");
+                }
+                clip_then(&mut steps, f[1], "sh", "candidate");
+                binary(&mut steps, "Sub", "candidate", "h", "change");
+                binary(&mut steps, "Mul", "keep", "change", "kept_change");
+                binary(&mut steps, "Add", "h", "kept_change", "h_next");
                 vec!["h_next"]
             }
             Cell::Lstm => {
-                binary(&mut steps, "Add", &xw, &hr, "s");
-                split(&mut steps, "s", &["si", "so", "sf", "sc"]);
-                let (mut si, mut sf) = ("si".to_string(), "sf".to_string());
+                // Gates i, o, f, c. The cell state's update is the epilogue of the candidate's
+                // product, H's of the output gate's.
+                let (mut pi, mut pf, mut po) = (None, None, None);
                 if let Some(peep) = &peepholes {
                     nodes.push(
                         Node::new("Gather", q("p_d"))
@@ -417,24 +446,29 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
                             .outputs([q("pi"), q("po"), q("pf")])
                             .attr("axis", Attr::Int(0)),
                     );
-                    binary(&mut steps, "Mul", &q("pi"), "c", "pic");
-                    binary(&mut steps, "Add", "si", "pic", "si_p");
-                    binary(&mut steps, "Mul", &q("pf"), "c", "pfc");
-                    binary(&mut steps, "Add", "sf", "pfc", "sf_p");
-                    (si, sf) = ("si_p".into(), "sf_p".into());
+                    (pi, po, pf) = (Some(q("pi")), Some(q("po")), Some(q("pf")));
                 }
+                let peephole = |steps: &mut Vec<Node>, s: &str, p: &Option<String>, c: &str| {
+                    let Some(p) = p else {
+                        return s.to_string();
+                    };
+                    binary(steps, "Mul", p, c, &format!("{s}_pc"));
+                    binary(steps, "Add", s, &format!("{s}_pc"), &format!("{s}_p"));
+                    format!("{s}_p")
+                };
+                gate_sum(&mut steps, 0, "h", "si");
+                let si = peephole(&mut steps, "si", &pi, "c");
                 clip_then(&mut steps, f[0], &si, "i");
+                gate_sum(&mut steps, 2, "h", "sf");
+                let sf = peephole(&mut steps, "sf", &pf, "c");
                 clip_then(&mut steps, f[0], &sf, "f");
+                gate_sum(&mut steps, 3, "h", "sc");
                 clip_then(&mut steps, f[1], "sc", "candidate");
                 binary(&mut steps, "Mul", "f", "c", "kept");
                 binary(&mut steps, "Mul", "i", "candidate", "added");
                 binary(&mut steps, "Add", "kept", "added", "c_next");
-                let mut so = "so".to_string();
-                if peepholes.is_some() {
-                    binary(&mut steps, "Mul", &q("po"), "c_next", "poc");
-                    binary(&mut steps, "Add", "so", "poc", "so_p");
-                    so = "so_p".into();
-                }
+                gate_sum(&mut steps, 1, "h", "so");
+                let so = peephole(&mut steps, "so", &po, "c_next");
                 clip_then(&mut steps, f[0], &so, "o");
                 // The output activation takes the cell state unclipped, as onnxruntime does.
                 steps.push(

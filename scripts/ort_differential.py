@@ -254,6 +254,24 @@ def recurrent_cases(out, manifest):
                              {"linear_before_reset": 1}, True, False))
         if op == "LSTM":
             variants.append(("peepholes", "bidirectional", 0, {}, True, True))
+            variants.append(("input_forget", "bidirectional", 0, {"input_forget": 1}, False, True))
+        # Activation parameters, consumed in order by the functions that take them (the rest
+        # at their defaults); ScaledTanh and Affine; ThresholdedRelu at its default.
+        params = {
+            "RNN": (["LeakyRelu", "HardSigmoid"], [0.2, 0.3], [0.6]),
+            "GRU": (["HardSigmoid", "Affine", "ScaledTanh", "ThresholdedRelu"],
+                    [0.3, 0.5, 1.5], [0.4, -0.25, 0.8]),
+            "LSTM": (["HardSigmoid", "ScaledTanh", "Affine", "Elu", "Tanh", "ThresholdedRelu"],
+                     [0.25, 0.9, 0.7, 0.5], [0.45, 1.2]),
+        }[op]
+        variants.append(("activation_parameters", "bidirectional", 0,
+                         {"activations": params[0], "activation_alpha": params[1],
+                          "activation_beta": params[2]}, False, False))
+        variants.append(("thresholded_relu_default", "forward", 0,
+                         {"activations": {"RNN": ["ThresholdedRelu"],
+                                          "GRU": ["Sigmoid", "ThresholdedRelu"],
+                                          "LSTM": ["Sigmoid", "ThresholdedRelu", "Tanh"]}[op]},
+                         False, False))
         for label, direction, layout, attrs, lengths, peep in variants:
             dirs = 2 if direction == "bidirectional" else 1
             def f32(*shape):

@@ -35,19 +35,89 @@ impl Cell {
     }
 }
 
-/// Activation functions a layer may name (ONNX's list less ScaledTanh and Affine, which have
-/// no op here), their parameters left at the op's defaults, which are the layer's.
-const ACTIVATIONS: [&str; 9] = [
-    "Tanh",
-    "Sigmoid",
-    "Relu",
-    "LeakyRelu",
-    "ThresholdedRelu",
-    "HardSigmoid",
-    "Elu",
-    "Softsign",
-    "Softplus",
+/// Activation functions a layer may name (all of ONNX's list), with the defaults of the
+/// parameters each takes: `alpha`, then `beta`. The defaults are onnxruntime's, which are the
+/// ops' own but for ThresholdedRelu (0, where the op's is 1) and ScaledTanh and Affine (0 and
+/// 0; no ops of their own).
+const ACTIVATIONS: [(&str, Option<f32>, Option<f32>); 11] = [
+    ("Tanh", None, None),
+    ("Sigmoid", None, None),
+    ("Relu", None, None),
+    ("LeakyRelu", Some(0.01), None),
+    ("ThresholdedRelu", Some(0.0), None),
+    ("HardSigmoid", Some(0.2), Some(0.5)),
+    ("Elu", Some(1.0), None),
+    ("Softsign", None, None),
+    ("Softplus", None, None),
+    ("ScaledTanh", Some(0.0), Some(0.0)),
+    ("Affine", Some(0.0), Some(0.0)),
 ];
+
+/// One of a layer's activation functions with its parameters.
+#[derive(Clone, Copy)]
+struct Activation {
+    op: &'static str,
+    alpha: Option<f32>,
+    beta: Option<f32>,
+}
+
+/// Appends the nodes computing activation `f` of `input` as `out`: the op itself with its
+/// parameters as attributes (none where they are the op's defaults, so that the node fuses as
+/// the plain op), or for ScaledTanh and Affine, which are no ops, `alpha * Tanh(beta * x)` and
+/// `alpha * x + beta` over the scalars named beside it.
+fn activate(
+    steps: &mut Vec<Node>,
+    f: &(Activation, Option<(String, String)>),
+    input: &str,
+    out: &str,
+) {
+    let (a, scalars) = f;
+    match (a.op, scalars) {
+        ("ScaledTanh", Some((alpha, beta))) => {
+            let (scaled, tanh) = (format!("{out}_scaled"), format!("{out}_tanh"));
+            steps.push(
+                Node::new("Mul", scaled.clone())
+                    .inputs([input, beta])
+                    .outputs([scaled.clone()]),
+            );
+            steps.push(
+                Node::new("Tanh", tanh.clone())
+                    .inputs([scaled])
+                    .outputs([tanh.clone()]),
+            );
+            steps.push(
+                Node::new("Mul", out)
+                    .inputs([tanh.as_str(), alpha])
+                    .outputs([out]),
+            );
+        }
+        ("Affine", Some((alpha, beta))) => {
+            let scaled = format!("{out}_scaled");
+            steps.push(
+                Node::new("Mul", scaled.clone())
+                    .inputs([input, alpha])
+                    .outputs([scaled.clone()]),
+            );
+            steps.push(
+                Node::new("Add", out)
+                    .inputs([scaled.as_str(), beta])
+                    .outputs([out]),
+            );
+        }
+        (op, _) => {
+            let mut node = Node::new(op, out).inputs([input]).outputs([out]);
+            let defaults = crate::ops::activation::float_attributes(op);
+            for (name, value) in [("alpha", a.alpha), ("beta", a.beta)] {
+                let Some(value) = value else { continue };
+                let default = defaults.iter().find(|(n, _)| *n == name).map(|(_, d)| *d);
+                if default != Some(f64::from(value)) {
+                    node = node.attr(name, Attr::Float(f64::from(value)));
+                }
+            }
+            steps.push(node);
+        }
+    }
+}
 
 /// The nodes that replace a layer, and the constants they read.
 pub(super) type Expansion = (Vec<Node>, Vec<(String, HostTensor)>);
@@ -93,18 +163,10 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     if !matches!(layout, 0 | 1) {
         return Err(bad(format!("layout {layout} is not 0 or 1")));
     }
-    if int("input_forget", 0) != 0 {
-        return Err(bad("with input_forget is not supported".into()));
-    }
-    for unsupported in ["activation_alpha", "activation_beta"] {
-        if node.attrs.contains_key(unsupported) {
-            return Err(bad(format!(
-                "with {unsupported} is not supported (the activations take their defaults)"
-            )));
-        }
-    }
+    // LSTM's coupled input and forget gates: f = 1 - i (as onnxruntime computes it).
+    let input_forget = cell == Cell::Lstm && int("input_forget", 0) != 0;
     let per_direction = cell.default_activations().len();
-    let activations: Vec<String> = match node.attrs.get("activations") {
+    let names: Vec<String> = match node.attrs.get("activations") {
         None => directions
             .iter()
             .flat_map(|_| cell.default_activations().iter().map(|a| a.to_string()))
@@ -117,19 +179,35 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
             )))
         }
     };
-    let activations: Vec<&'static str> = activations
+    let floats = |name: &str| match node.attrs.get(name) {
+        None => Ok(Vec::new()),
+        Some(Attr::Floats(v)) => Ok(v.iter().map(|&x| x as f32).collect()),
+        Some(Attr::Float(v)) => Ok(vec![*v as f32]),
+        Some(_) => Err(bad(format!("{name} must be a list of floats"))),
+    };
+    // As onnxruntime reads them: the functions in order (every direction's) each take the next
+    // alpha if they have one, and the next beta if they have one; the rest take their
+    // defaults, and values left over are ignored.
+    let (alphas, betas) = (floats("activation_alpha")?, floats("activation_beta")?);
+    let (mut alphas, mut betas) = (alphas.into_iter(), betas.into_iter());
+    let activations: Vec<Activation> = names
         .iter()
         .map(|a| {
-            ACTIVATIONS
+            let &(op, alpha, beta) = ACTIVATIONS
                 .iter()
-                .find(|known| known.eq_ignore_ascii_case(a))
-                .copied()
+                .find(|(known, _, _)| known.eq_ignore_ascii_case(a))
                 .ok_or_else(|| {
+                    let known: Vec<&str> = ACTIVATIONS.iter().map(|(n, _, _)| *n).collect();
                     bad(format!(
-                        "activation '{}' is not supported (one of {ACTIVATIONS:?} is)",
+                        "activation '{}' is not supported (one of {known:?} is)",
                         a.escape_debug()
                     ))
-                })
+                })?;
+            Ok(Activation {
+                op,
+                alpha: alpha.map(|d| alphas.next().unwrap_or(d)),
+                beta: beta.map(|d| betas.next().unwrap_or(d)),
+            })
         })
         .collect::<Result<_>>()?;
     let clip = match node.attrs.get("clip") {
@@ -258,6 +336,31 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         }
     }
 
+    // ScaledTanh's and Affine's parameters as scalars of X's dtype, which the body's Mul and
+    // Add read.
+    let mut parameters: Vec<Option<(String, String)>> = Vec::new();
+    for (k, a) in activations.iter().enumerate() {
+        if !matches!(a.op, "ScaledTanh" | "Affine") {
+            parameters.push(None);
+            continue;
+        }
+        let mut names = Vec::new();
+        for (what, value) in [("alpha", a.alpha), ("beta", a.beta)] {
+            let name = p(&format!("activation{k}_{what}"));
+            let value = value.unwrap_or(0.0);
+            constants.push((
+                format!("{name}_f32"),
+                HostTensor::from_vec(vec![], &[value])?,
+            ));
+            nodes.push(
+                Node::new("CastLike", name.clone())
+                    .inputs([format!("{name}_f32"), xs.clone()])
+                    .outputs([name.clone()]),
+            );
+            names.push(name);
+        }
+        parameters.push(Some((names[0].clone(), names[1].clone())));
+    }
     let (mut ys, mut hs, mut cs) = (Vec::new(), Vec::new(), Vec::new());
     for (d, &reverse) in directions.iter().enumerate() {
         let q = |s: &str| p(&format!("d{d}/{s}"));
@@ -337,14 +440,21 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         };
         let h0 = state(&mut nodes, &initial_h, "h0");
         let c0 = (cell == Cell::Lstm).then(|| state(&mut nodes, &initial_c, "c0"));
-        let f = &activations[d * per_direction..(d + 1) * per_direction];
+        let f: Vec<(Activation, Option<(String, String)>)> = (d * per_direction
+            ..(d + 1) * per_direction)
+            .map(|k| (activations[k], parameters[k].clone()))
+            .collect();
 
         // The step: H (and C for LSTM) and x_t in; the new states, and H as the scan output.
         let mut steps: Vec<Node> = Vec::new();
         let binary = |steps: &mut Vec<Node>, op: &str, a: &str, b: &str, out: &str| {
             steps.push(Node::new(op, out).inputs([a, b]).outputs([out]));
         };
-        let clip_then = |steps: &mut Vec<Node>, f: &str, input: &str, out: &str| {
+        // Activation `f` of `input` (clipped first with clip) as `out`.
+        let clip_then = |steps: &mut Vec<Node>,
+                         f: &(Activation, Option<(String, String)>),
+                         input: &str,
+                         out: &str| {
             let mut input = input.to_string();
             if clip.is_some() {
                 let clipped = format!("{out}_clipped");
@@ -355,7 +465,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
                 );
                 input = clipped;
             }
-            steps.push(Node::new(f, out).inputs([input]).outputs([out]));
+            activate(steps, f, &input, out);
         };
         // Gate k's input term x_t W_k' (+ its biases): it reads no state, so the Scan computes
         // it for all steps at once before the loop (see graph/hoist.rs).
@@ -392,7 +502,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         let outputs: Vec<&str> = match cell {
             Cell::Rnn => {
                 gate_sum(&mut steps, 0, "h", "s");
-                clip_then(&mut steps, f[0], "s", "h_next");
+                clip_then(&mut steps, &f[0], "s", "h_next");
                 vec!["h_next"]
             }
             Cell::Gru => {
@@ -400,10 +510,10 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
                 // (1 - z) (.) candidate + z (.) H with each value read once, so that it is the
                 // epilogue of the candidate's product; 1 - z is the epilogue of z's.
                 gate_sum(&mut steps, 0, "h", "sz");
-                clip_then(&mut steps, f[0], "sz", "z");
+                clip_then(&mut steps, &f[0], "sz", "z");
                 binary(&mut steps, "Sub", &p("one"), "z", "keep");
                 gate_sum(&mut steps, 1, "h", "sr");
-                clip_then(&mut steps, f[0], "sr", "r");
+                clip_then(&mut steps, &f[0], "sr", "r");
                 if let Some(rbh) = &rb_kept {
                     // r (.) (H Rh' + Rbh) + x Wh' + Wbh.
                     let xh = x_term(&mut steps, 2);
@@ -423,7 +533,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
                     binary(&mut steps, "Mul", "r", "h", "rh");
                     gate_sum(&mut steps, 2, "rh", "sh");
                 }
-                clip_then(&mut steps, f[1], "sh", "candidate");
+                clip_then(&mut steps, &f[1], "sh", "candidate");
                 binary(&mut steps, "Sub", "candidate", "h", "change");
                 binary(&mut steps, "Mul", "keep", "change", "kept_change");
                 binary(&mut steps, "Add", "h", "kept_change", "h_next");
@@ -458,24 +568,24 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
                 };
                 gate_sum(&mut steps, 0, "h", "si");
                 let si = peephole(&mut steps, "si", &pi, "c");
-                clip_then(&mut steps, f[0], &si, "i");
-                gate_sum(&mut steps, 2, "h", "sf");
-                let sf = peephole(&mut steps, "sf", &pf, "c");
-                clip_then(&mut steps, f[0], &sf, "f");
+                clip_then(&mut steps, &f[0], &si, "i");
+                if input_forget {
+                    binary(&mut steps, "Sub", &p("one"), "i", "f");
+                } else {
+                    gate_sum(&mut steps, 2, "h", "sf");
+                    let sf = peephole(&mut steps, "sf", &pf, "c");
+                    clip_then(&mut steps, &f[0], &sf, "f");
+                }
                 gate_sum(&mut steps, 3, "h", "sc");
-                clip_then(&mut steps, f[1], "sc", "candidate");
+                clip_then(&mut steps, &f[1], "sc", "candidate");
                 binary(&mut steps, "Mul", "f", "c", "kept");
                 binary(&mut steps, "Mul", "i", "candidate", "added");
                 binary(&mut steps, "Add", "kept", "added", "c_next");
                 gate_sum(&mut steps, 1, "h", "so");
                 let so = peephole(&mut steps, "so", &po, "c_next");
-                clip_then(&mut steps, f[0], &so, "o");
+                clip_then(&mut steps, &f[0], &so, "o");
                 // The output activation takes the cell state unclipped, as onnxruntime does.
-                steps.push(
-                    Node::new(f[2], "c_act")
-                        .inputs(["c_next"])
-                        .outputs(["c_act"]),
-                );
+                activate(&mut steps, &f[2], "c_next", "c_act");
                 binary(&mut steps, "Mul", "o", "c_act", "h_next");
                 vec!["h_next", "c_next"]
             }

@@ -1167,3 +1167,82 @@ fn bitwise_and_trigonometric_chains_fuse() {
         assert_close(&fused[0], &want[0], rtol, 0.0, &format!("{d}"));
     }
 }
+
+/// Activation functions (several steps each, their parameters constants of the shader, not
+/// bound operands) fuse into chains and MatMul epilogues like single ops, on every float
+/// dtype: `x + y -> LeakyRelu -> HardSigmoid -> Elu -> * y` is one dispatch (5 node by
+/// node), `Softplus -> Gelu -> ThresholdedRelu` one (3), and `MatMul -> + y -> HardSigmoid`
+/// one (3). Compared with node by node and with the reference (these use exp and erf, which
+/// GPUs approximate: f32 within 1e-5, f16 and bf16 within their rounding, f64 1e-12).
+#[test]
+fn activations_fuse_with_their_parameters() {
+    let act = |op: &str, input: &str, output: &str, attrs: &[(&str, f64)]| {
+        let mut n = node(op, &[input], output);
+        for &(name, v) in attrs {
+            n = n.attr(name, Attr::Float(v));
+        }
+        n
+    };
+    for (d, rtol) in [
+        (DType::F32, 1e-5),
+        (DType::F16, 4e-3),
+        (DType::BF16, 2e-2),
+        (DType::F64, 1e-12),
+    ] {
+        let inputs = named(vec![
+            ("x", random_tensor(5, d, &[4, 6])),
+            ("y", random_tensor(6, d, &[6])),
+        ]);
+        let first = declare(Graph::new(), &inputs)
+            .node(node("Add", &["x", "y"], "t1"))
+            .node(act("LeakyRelu", "t1", "t2", &[("alpha", 0.25)]))
+            .node(act(
+                "HardSigmoid",
+                "t2",
+                "t3",
+                &[("alpha", 0.3), ("beta", 0.1)],
+            ))
+            .node(act("Elu", "t3", "t4", &[("alpha", 0.5)]))
+            .node(node("Mul", &["t4", "y"], "t5"))
+            .output("t5");
+        let second = declare(Graph::new(), &inputs)
+            .node(act("Softplus", "x", "t1", &[]))
+            .node(act("Gelu", "t1", "t2", &[]).attr("approximate", Attr::String("tanh".into())))
+            .node(act("ThresholdedRelu", "t2", "t3", &[("alpha", 0.4)]))
+            .output("t3");
+        for (g, unfused) in [(&first, 5), (&second, 3)] {
+            let (fused, fused_dispatches) = run(&context(true, true), g, &inputs);
+            let (plain, plain_dispatches) = run(&context(false, true), g, &inputs);
+            assert_eq!((fused_dispatches, plain_dispatches), (1, unfused), "{d}");
+            let want = run_graph(g, &inputs, &Default::default()).unwrap();
+            assert_close(&fused[0], &want[0], rtol, rtol, &format!("{d} fused"));
+            assert_close(
+                &fused[0],
+                &plain[0],
+                rtol,
+                rtol,
+                &format!("{d} fused vs plain"),
+            );
+        }
+    }
+    let inputs = named(vec![
+        ("a", random_tensor(7, DType::F32, &[4, 5])),
+        ("b", random_tensor(8, DType::F32, &[5, 6])),
+        ("y", random_tensor(9, DType::F32, &[6])),
+    ]);
+    let g = declare(Graph::new(), &inputs)
+        .node(node("MatMul", &["a", "b"], "p"))
+        .node(node("Add", &["p", "y"], "s"))
+        .node(act(
+            "HardSigmoid",
+            "s",
+            "h",
+            &[("alpha", 0.3), ("beta", 0.1)],
+        ))
+        .output("h");
+    let (fused, fused_dispatches) = run(&context(true, true), &g, &inputs);
+    let (_, plain_dispatches) = run(&context(false, true), &g, &inputs);
+    assert_eq!((fused_dispatches, plain_dispatches), (1, 3));
+    let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+    assert_close(&fused[0], &want[0], 1e-5, 1e-6, "MatMul epilogue");
+}

@@ -281,12 +281,47 @@ pub(crate) fn fusable(node: &Node) -> bool {
         return false;
     }
     let n = node.inputs.len();
+    if activation(node).is_some() {
+        return true;
+    }
     match node.op.as_str() {
         "Cast" | "CastLike" | "Mod" | "Clip" | "BitShift" => true,
         "Sum" | "Max" | "Min" => n == 2,
         "FMod" => false,
         op => lookup(op).is_some() || word_op(op).is_some(),
     }
+}
+
+/// An activation node's op, float attributes and Gelu's `approximate`.
+type Activation = (&'static str, Vec<(&'static str, f64)>, String);
+
+/// An activation function of one input (`Elu`, `HardSigmoid`, `Gelu`, ...; see
+/// `ops/activation.rs`) as several steps: its op, float attributes and Gelu's
+/// `approximate`. `None` for other nodes, and where an attribute is not what the op takes
+/// (the node then runs as usual and reports it).
+fn activation(node: &Node) -> Option<Activation> {
+    use crate::ops::activation::{float_attributes, ACTIVATIONS};
+    let &op = ACTIVATIONS
+        .iter()
+        .find(|&&a| a == node.op && !matches!(a, "PRelu" | "SwiGLU"))?;
+    if node.inputs.len() != 1 || node.inputs[0].is_empty() {
+        return None;
+    }
+    if node.outputs.len() != 1 || node.outputs[0].is_empty() {
+        return None;
+    }
+    let mut attrs = Vec::new();
+    let mut approximate = "none".to_string();
+    for (name, value) in &node.attrs {
+        match (value, float_attributes(op).iter().find(|(n, _)| n == name)) {
+            (Attr::Float(v), Some(&(known, _))) => attrs.push((known, *v)),
+            (Attr::String(a), None) if op == "Gelu" && name == "approximate" => {
+                approximate = a.clone()
+            }
+            _ => return None,
+        }
+    }
+    Some((op, attrs, approximate))
 }
 
 /// Whether `node` is a reduction that computes a pending data input where it reads it (its
@@ -469,8 +504,29 @@ pub(crate) fn build(
         };
         return Ok(view_shape(node, slots, &p.shape).and_then(|shape| view(p, shape)));
     }
-    let Some((op, sources, to)) = as_step(node, slots) else {
-        return Ok(None);
+    // An activation: its program's steps, reading the input's argument for its operand.
+    let steps = match activation(node) {
+        Some((op, attrs, approximate)) => {
+            let Some(Some(x)) = slots.first() else {
+                return Ok(None);
+            };
+            let dtype = x.dtype_shape().0;
+            if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+                return Ok(None);
+            }
+            match crate::ops::activation::activation_program(op, dtype, 1, &attrs, &approximate) {
+                Ok((program, constants)) if constants.is_empty() => Some(program),
+                _ => return Ok(None),
+            }
+        }
+        None => None,
+    };
+    let (op, sources, to) = match &steps {
+        Some(_) => ("", vec![Source::Input(0)], None),
+        None => match as_step(node, slots) {
+            Some(step) => step,
+            None => return Ok(None),
+        },
     };
     let emulate64 = !ctx.features().contains(wgpu::Features::SHADER_INT64);
     // The one MatMul head among the inputs (the caller records all but one) comes first.
@@ -515,10 +571,11 @@ pub(crate) fn build(
         };
         args.push(arg);
     }
-    if merged
-        .program
-        .push(op, args, to.unwrap_or(DType::F32))
-        .is_none()
+    let pushed = match &steps {
+        Some(program) => merged.splice(program, &args),
+        None => merged.program.push(op, args, to.unwrap_or(DType::F32)),
+    };
+    if pushed.is_none()
         || !ctx.features().contains(merged.program.features())
         || crate::ops::check_rank(op, &merged.shape).is_err()
         // An epilogue computes the product's elements only: no broadcasting beyond them.
@@ -637,6 +694,26 @@ impl Merge {
         Some(k)
     }
 
+    /// Appends `program`'s steps, its operand `k` standing for `operands[k]`; returns the
+    /// last one's result (`None` where the program would be too long).
+    fn splice(&mut self, program: &Program, operands: &[Arg]) -> Option<Arg> {
+        let first = self.program.steps().len();
+        let mut last = None;
+        for step in program.steps() {
+            let args = step
+                .args
+                .iter()
+                .map(|&a| match a {
+                    Arg::Operand(k) => operands[usize::from(k)],
+                    Arg::Step(k) => Arg::Step((first + usize::from(k)) as u8),
+                    literal => literal,
+                })
+                .collect();
+            last = Some(self.program.push(step.op, args, step.out)?);
+        }
+        last
+    }
+
     /// Appends a pending program's steps (its leaves become this program's operands).
     fn append(&mut self, p: &Pending) -> Option<Arg> {
         let mut operands = Vec::with_capacity(p.leaves.len() + 1);
@@ -658,19 +735,6 @@ impl Merge {
         for (name, t) in &p.leaves {
             operands.push(self.leaf(name.clone(), t.clone())?);
         }
-        let first = self.program.steps().len();
-        let mut last = None;
-        for step in p.program.steps() {
-            let args = step
-                .args
-                .iter()
-                .map(|&a| match a {
-                    Arg::Operand(k) => operands[usize::from(k)],
-                    Arg::Step(k) => Arg::Step((first + usize::from(k)) as u8),
-                })
-                .collect();
-            last = Some(self.program.push(step.op, args, step.out)?);
-        }
-        last
+        self.splice(&p.program, &operands)
     }
 }

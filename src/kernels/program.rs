@@ -25,11 +25,40 @@ pub const MAX_OPERANDS: usize = 7;
 /// compile time.
 pub const MAX_STEPS: usize = 24;
 
-/// What a step reads: an operand of the program or the result of an earlier step.
+/// What a step reads: an operand of the program, the result of an earlier step, or a
+/// constant written into the shader (a float of the dtype, as the bits of the f64 holding it
+/// exactly; see [`Arg::literal`]), which takes no binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Arg {
     Operand(u8),
     Step(u8),
+    Literal(DType, u64),
+}
+
+impl Arg {
+    /// `value` rounded to `dtype` as a constant of the program: f32 and f64 only, finite
+    /// values only (`None` otherwise; the caller binds the value as an operand instead).
+    pub fn literal(dtype: DType, value: f64) -> Option<Arg> {
+        let exact = match dtype {
+            DType::F32 => f64::from(value as f32),
+            DType::F64 => value,
+            _ => return None,
+        };
+        exact
+            .is_finite()
+            .then_some(Arg::Literal(dtype, exact.to_bits()))
+    }
+
+    /// The WGSL expression of a literal.
+    fn literal_wgsl(dtype: DType, bits: u64) -> String {
+        let value = f64::from_bits(bits);
+        match dtype {
+            DType::F32 => format!("bitcast<f32>({:#x}u)", (value as f32).to_bits()),
+            // A decimal of as many digits as tell the value apart, which the shader compiler
+            // reads exactly (naga does not fold a bitcast to f64 of constants).
+            _ => format!("f64({value:e})"),
+        }
+    }
 }
 
 /// One element-wise op of a program: `op` (as [`word_expression`] names it: `Add`, `FMod`,
@@ -104,6 +133,7 @@ impl Program {
         match arg {
             Arg::Operand(k) => self.operands[usize::from(k)],
             Arg::Step(k) => self.steps[usize::from(k)].out,
+            Arg::Literal(d, _) => d,
         }
     }
 
@@ -117,6 +147,7 @@ impl Program {
             || args.iter().any(|&a| match a {
                 Arg::Operand(k) => usize::from(k) >= self.operands.len(),
                 Arg::Step(k) => usize::from(k) >= self.steps.len(),
+                Arg::Literal(d, _) => !matches!(d, DType::F32 | DType::F64),
             })
         {
             return None;
@@ -317,6 +348,7 @@ impl Program {
                 .map(|&a| match a {
                     Arg::Operand(j) => format!("o{j}"),
                     Arg::Step(j) => format!("v{j}"),
+                    Arg::Literal(d, bits) => Arg::literal_wgsl(d, bits),
                 })
                 .collect();
             program.push_str(&format!(
@@ -350,6 +382,7 @@ impl Program {
                     .map(|&a| match a {
                         Arg::Operand(k) => format!("{}#{k}", self.operands[usize::from(k)]),
                         Arg::Step(k) => format!("s{k}"),
+                        Arg::Literal(d, bits) => format!("{d}:{}", f64::from_bits(bits)),
                     })
                     .collect();
                 format!("{}({})->{}", s.op, args.join(","), s.out)

@@ -59,6 +59,10 @@ impl Builder {
         {
             return Arg::Operand((self.p.operands().len() - self.constants.len() + k) as u8);
         }
+        // A constant of the shader where it can be one (finite floats), else an operand.
+        if let Some(literal) = Arg::literal(self.dtype, value) {
+            return literal;
+        }
         self.constants.push(value);
         self.p.add_operand(self.dtype)
     }
@@ -164,183 +168,205 @@ impl Recorder {
                 ));
             }
         }
-        let attr = |name: &str| -> f64 {
-            attrs
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|&(_, v)| v)
-                .or_else(|| {
-                    float_attributes(op)
-                        .iter()
-                        .find(|(n, _)| *n == name)
-                        .map(|&(_, v)| v)
-                })
-                .unwrap_or(0.0)
-        };
-        // f16 and bf16 compute in f32 and round once, as the reference computes an op.
+        let (program, constants) = activation_program(op, dtype, inputs.len(), attrs, approximate)?;
         let c = if dtype == DType::F64 {
             DType::F64
         } else {
             DType::F32
         };
-        let mut b = Builder {
-            p: Program::new(vec![dtype; inputs.len()], false),
-            dtype: c,
-            constants: Vec::new(),
-        };
-        let x_arg = super::widened(&mut b.p, Arg::Operand(0), dtype, c)?;
-        let second = if inputs.len() > 1 {
-            super::widened(&mut b.p, Arg::Operand(1), dtype, c)?
-        } else {
-            x_arg
-        };
-        match op {
-            "Elu" | "LeakyRelu" | "PRelu" => {
-                let zero = b.constant(0.0);
-                let negative = b.step("Less", vec![x_arg, zero])?;
-                let below = match op {
-                    "Elu" => {
-                        let (alpha, one) = (b.constant(attr("alpha")), b.constant(1.0));
-                        let e = b.step("Exp", vec![x_arg])?;
-                        let em1 = b.step("Sub", vec![e, one])?;
-                        b.step("Mul", vec![alpha, em1])?
-                    }
-                    "LeakyRelu" => {
-                        let alpha = b.constant(attr("alpha"));
-                        b.step("Mul", vec![alpha, x_arg])?
-                    }
-                    _ => b.step("Mul", vec![second, x_arg])?,
-                };
-                b.step("Where", vec![negative, below, x_arg])?;
-            }
-            "Selu" => {
-                let zero = b.constant(0.0);
-                let (alpha, gamma) = (b.constant(attr("alpha")), b.constant(attr("gamma")));
-                let positive = b.step("Greater", vec![x_arg, zero])?;
-                let above = b.step("Mul", vec![gamma, x_arg])?;
-                let e = b.step("Exp", vec![x_arg])?;
-                let ae = b.step("Mul", vec![alpha, e])?;
-                let d = b.step("Sub", vec![ae, alpha])?;
-                let below = b.step("Mul", vec![gamma, d])?;
-                b.step("Where", vec![positive, above, below])?;
-            }
-            "Celu" => {
-                let zero = b.constant(0.0);
-                let (alpha, one) = (b.constant(attr("alpha")), b.constant(1.0));
-                let scaled = b.step("Div", vec![x_arg, alpha])?;
-                let e = b.step("Exp", vec![scaled])?;
-                let em1 = b.step("Sub", vec![e, one])?;
-                let m = b.step("Mul", vec![alpha, em1])?;
-                let low = b.step("Min", vec![zero, m])?;
-                let high = b.step("Max", vec![zero, x_arg])?;
-                b.step("Add", vec![high, low])?;
-            }
-            "ThresholdedRelu" => {
-                let (alpha, zero) = (b.constant(attr("alpha")), b.constant(0.0));
-                let above = b.step("Greater", vec![x_arg, alpha])?;
-                b.step("Where", vec![above, x_arg, zero])?;
-            }
-            "HardSigmoid" | "HardSwish" => {
-                let (alpha, beta) = if op == "HardSigmoid" {
-                    (attr("alpha"), attr("beta"))
-                } else {
-                    (1.0 / 6.0, 0.5)
-                };
-                let (alpha, beta) = (b.constant(alpha), b.constant(beta));
-                let (zero, one) = (b.constant(0.0), b.constant(1.0));
-                let ax = b.step("Mul", vec![alpha, x_arg])?;
-                let s = b.step("Add", vec![ax, beta])?;
-                let capped = b.step("Min", vec![one, s])?;
-                let h = b.step("Max", vec![zero, capped])?;
-                if op == "HardSwish" {
-                    b.step("Mul", vec![x_arg, h])?;
-                }
-            }
-            "Softplus" => {
-                b.softplus(x_arg)?;
-            }
-            "Softsign" => {
-                let one = b.constant(1.0);
-                let a = b.step("Abs", vec![x_arg])?;
-                let d = b.step("Add", vec![one, a])?;
-                b.step("Div", vec![x_arg, d])?;
-            }
-            "Swish" | "SwiGLU" => {
-                let alpha = b.constant(attr("alpha"));
-                let ax = b.step("Mul", vec![alpha, x_arg])?;
-                let s = b.step("Sigmoid", vec![ax])?;
-                let swish = b.step("Mul", vec![x_arg, s])?;
-                if op == "SwiGLU" {
-                    b.step("Mul", vec![swish, second])?;
-                }
-            }
-            "Mish" => {
-                let sp = b.softplus(x_arg)?;
-                let t = b.step("Tanh", vec![sp])?;
-                b.step("Mul", vec![x_arg, t])?;
-            }
-            "Gelu" => {
-                let (half, one) = (b.constant(0.5), b.constant(1.0));
-                let inner = match approximate {
-                    "none" => {
-                        let r = b.constant(std::f64::consts::FRAC_1_SQRT_2);
-                        let s = b.step("Mul", vec![x_arg, r])?;
-                        b.step("Erf", vec![s])?
-                    }
-                    "tanh" => {
-                        let k = b.constant((2.0 / std::f64::consts::PI).sqrt());
-                        let c = b.constant(0.044715);
-                        let x2 = b.step("Mul", vec![x_arg, x_arg])?;
-                        let x3 = b.step("Mul", vec![x2, x_arg])?;
-                        let cx3 = b.step("Mul", vec![c, x3])?;
-                        let s = b.step("Add", vec![x_arg, cx3])?;
-                        let ks = b.step("Mul", vec![k, s])?;
-                        b.step("Tanh", vec![ks])?
-                    }
-                    other => {
-                        return Err(Error::invalid(
-                            op,
-                            "approximate",
-                            format!(
-                                "approximate is '{}'; it is 'none' or 'tanh'",
-                                other.escape_debug()
-                            ),
-                        ))
-                    }
-                };
-                let one_plus = b.step("Add", vec![one, inner])?;
-                let hx = b.step("Mul", vec![half, x_arg])?;
-                b.step("Mul", vec![hx, one_plus])?;
-            }
-            "Shrink" => {
-                let (bias, lambd) = (attr("bias"), attr("lambd"));
-                let (bias, lambd, neg_lambd, zero) = (
-                    b.constant(bias),
-                    b.constant(lambd),
-                    b.constant(-lambd),
-                    b.constant(0.0),
-                );
-                let below = b.step("Less", vec![x_arg, neg_lambd])?;
-                let above = b.step("Greater", vec![x_arg, lambd])?;
-                let up = b.step("Add", vec![x_arg, bias])?;
-                let down = b.step("Sub", vec![x_arg, bias])?;
-                let outer = b.step("Where", vec![above, down, zero])?;
-                b.step("Where", vec![below, up, outer])?;
-            }
-            _ => unreachable!("listed in ACTIVATIONS"),
-        }
-        if c != dtype {
-            let last = Arg::Step((b.p.steps().len() - 1) as u8);
-            b.p.push("Cast", vec![last], dtype)
-                .ok_or_else(|| Error::Graph(format!("internal: no Cast to {dtype}")))?;
-        }
-        let constants: Vec<Tensor> = b
-            .constants
+        let constants: Vec<Tensor> = constants
             .iter()
             .map(|&v| super::scalar_tensor(self.context(), c, v))
             .collect::<Result<_>>()?;
         let mut leaves: Vec<&Tensor> = inputs.to_vec();
         leaves.extend(constants.iter());
-        self.program_to(&b.p, &leaves, out)
+        self.program_to(&program, &leaves, out)
     }
+}
+
+/// The program of activation `op` (one of [`ACTIVATIONS`]) on `inputs` operands of `dtype`
+/// (f32, f16, bf16 or f64; checked by the caller), with float attributes `attrs` and Gelu's
+/// `approximate`: its constants are literals of the program, but for any that is not finite,
+/// which are returned to be bound as scalar operands after the inputs.
+pub(crate) fn activation_program(
+    op: &str,
+    dtype: DType,
+    inputs: usize,
+    attrs: &[(&str, f64)],
+    approximate: &str,
+) -> Result<(Program, Vec<f64>)> {
+    let Some(&op) = ACTIVATIONS.iter().find(|&&a| a == op) else {
+        return Err(Error::Graph(format!("unknown activation '{op}'")));
+    };
+    let attr = |name: &str| -> f64 {
+        attrs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, v)| v)
+            .or_else(|| {
+                float_attributes(op)
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|&(_, v)| v)
+            })
+            .unwrap_or(0.0)
+    };
+    // f16 and bf16 compute in f32 and round once, as the reference computes an op.
+    let c = if dtype == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    let mut b = Builder {
+        p: Program::new(vec![dtype; inputs], false),
+        dtype: c,
+        constants: Vec::new(),
+    };
+    let x_arg = super::widened(&mut b.p, Arg::Operand(0), dtype, c)?;
+    let second = if inputs > 1 {
+        super::widened(&mut b.p, Arg::Operand(1), dtype, c)?
+    } else {
+        x_arg
+    };
+    match op {
+        "Elu" | "LeakyRelu" | "PRelu" => {
+            let zero = b.constant(0.0);
+            let negative = b.step("Less", vec![x_arg, zero])?;
+            let below = match op {
+                "Elu" => {
+                    let (alpha, one) = (b.constant(attr("alpha")), b.constant(1.0));
+                    let e = b.step("Exp", vec![x_arg])?;
+                    let em1 = b.step("Sub", vec![e, one])?;
+                    b.step("Mul", vec![alpha, em1])?
+                }
+                "LeakyRelu" => {
+                    let alpha = b.constant(attr("alpha"));
+                    b.step("Mul", vec![alpha, x_arg])?
+                }
+                _ => b.step("Mul", vec![second, x_arg])?,
+            };
+            b.step("Where", vec![negative, below, x_arg])?;
+        }
+        "Selu" => {
+            let zero = b.constant(0.0);
+            let (alpha, gamma) = (b.constant(attr("alpha")), b.constant(attr("gamma")));
+            let positive = b.step("Greater", vec![x_arg, zero])?;
+            let above = b.step("Mul", vec![gamma, x_arg])?;
+            let e = b.step("Exp", vec![x_arg])?;
+            let ae = b.step("Mul", vec![alpha, e])?;
+            let d = b.step("Sub", vec![ae, alpha])?;
+            let below = b.step("Mul", vec![gamma, d])?;
+            b.step("Where", vec![positive, above, below])?;
+        }
+        "Celu" => {
+            let zero = b.constant(0.0);
+            let (alpha, one) = (b.constant(attr("alpha")), b.constant(1.0));
+            let scaled = b.step("Div", vec![x_arg, alpha])?;
+            let e = b.step("Exp", vec![scaled])?;
+            let em1 = b.step("Sub", vec![e, one])?;
+            let m = b.step("Mul", vec![alpha, em1])?;
+            let low = b.step("Min", vec![zero, m])?;
+            let high = b.step("Max", vec![zero, x_arg])?;
+            b.step("Add", vec![high, low])?;
+        }
+        "ThresholdedRelu" => {
+            let (alpha, zero) = (b.constant(attr("alpha")), b.constant(0.0));
+            let above = b.step("Greater", vec![x_arg, alpha])?;
+            b.step("Where", vec![above, x_arg, zero])?;
+        }
+        "HardSigmoid" | "HardSwish" => {
+            let (alpha, beta) = if op == "HardSigmoid" {
+                (attr("alpha"), attr("beta"))
+            } else {
+                (1.0 / 6.0, 0.5)
+            };
+            let (alpha, beta) = (b.constant(alpha), b.constant(beta));
+            let (zero, one) = (b.constant(0.0), b.constant(1.0));
+            let ax = b.step("Mul", vec![alpha, x_arg])?;
+            let s = b.step("Add", vec![ax, beta])?;
+            let capped = b.step("Min", vec![one, s])?;
+            let h = b.step("Max", vec![zero, capped])?;
+            if op == "HardSwish" {
+                b.step("Mul", vec![x_arg, h])?;
+            }
+        }
+        "Softplus" => {
+            b.softplus(x_arg)?;
+        }
+        "Softsign" => {
+            let one = b.constant(1.0);
+            let a = b.step("Abs", vec![x_arg])?;
+            let d = b.step("Add", vec![one, a])?;
+            b.step("Div", vec![x_arg, d])?;
+        }
+        "Swish" | "SwiGLU" => {
+            let alpha = b.constant(attr("alpha"));
+            let ax = b.step("Mul", vec![alpha, x_arg])?;
+            let s = b.step("Sigmoid", vec![ax])?;
+            let swish = b.step("Mul", vec![x_arg, s])?;
+            if op == "SwiGLU" {
+                b.step("Mul", vec![swish, second])?;
+            }
+        }
+        "Mish" => {
+            let sp = b.softplus(x_arg)?;
+            let t = b.step("Tanh", vec![sp])?;
+            b.step("Mul", vec![x_arg, t])?;
+        }
+        "Gelu" => {
+            let (half, one) = (b.constant(0.5), b.constant(1.0));
+            let inner = match approximate {
+                "none" => {
+                    let r = b.constant(std::f64::consts::FRAC_1_SQRT_2);
+                    let s = b.step("Mul", vec![x_arg, r])?;
+                    b.step("Erf", vec![s])?
+                }
+                "tanh" => {
+                    let k = b.constant((2.0 / std::f64::consts::PI).sqrt());
+                    let c = b.constant(0.044715);
+                    let x2 = b.step("Mul", vec![x_arg, x_arg])?;
+                    let x3 = b.step("Mul", vec![x2, x_arg])?;
+                    let cx3 = b.step("Mul", vec![c, x3])?;
+                    let s = b.step("Add", vec![x_arg, cx3])?;
+                    let ks = b.step("Mul", vec![k, s])?;
+                    b.step("Tanh", vec![ks])?
+                }
+                other => {
+                    return Err(Error::invalid(
+                        op,
+                        "approximate",
+                        format!(
+                            "approximate is '{}'; it is 'none' or 'tanh'",
+                            other.escape_debug()
+                        ),
+                    ))
+                }
+            };
+            let one_plus = b.step("Add", vec![one, inner])?;
+            let hx = b.step("Mul", vec![half, x_arg])?;
+            b.step("Mul", vec![hx, one_plus])?;
+        }
+        "Shrink" => {
+            let (bias, lambd) = (attr("bias"), attr("lambd"));
+            let (bias, lambd, neg_lambd, zero) = (
+                b.constant(bias),
+                b.constant(lambd),
+                b.constant(-lambd),
+                b.constant(0.0),
+            );
+            let below = b.step("Less", vec![x_arg, neg_lambd])?;
+            let above = b.step("Greater", vec![x_arg, lambd])?;
+            let up = b.step("Add", vec![x_arg, bias])?;
+            let down = b.step("Sub", vec![x_arg, bias])?;
+            let outer = b.step("Where", vec![above, down, zero])?;
+            b.step("Where", vec![below, up, outer])?;
+        }
+        _ => unreachable!("listed in ACTIVATIONS"),
+    }
+    if c != dtype {
+        let last = Arg::Step((b.p.steps().len() - 1) as u8);
+        b.p.push("Cast", vec![last], dtype)
+            .ok_or_else(|| Error::Graph(format!("internal: no Cast to {dtype}")))?;
+    }
+    Ok((b.p, b.constants))
 }

@@ -1246,3 +1246,35 @@ fn activations_fuse_with_their_parameters() {
     let want = run_graph(&g, &inputs, &Default::default()).unwrap();
     assert_close(&fused[0], &want[0], 1e-5, 1e-6, "MatMul epilogue");
 }
+
+/// Scalar constants (a graph's, and small constants cast like a computed value) are literals
+/// of the fused program, not tensors it binds: a chain of 8 of them and an input is one
+/// dispatch (the operand limit, 7, cut it in two before), bit for bit the ops one by one on
+/// f32 and f64. A constant of shape [1, 1], which broadcasts the [6] input to [1, 6], is
+/// bound as a tensor (the kernel's shape is its tensors').
+#[test]
+fn scalar_constants_are_literals_of_fused_programs() {
+    for d in [DType::F32, DType::F64] {
+        let inputs = named(vec![("x", random_tensor(11, d, &[6]))]);
+        let scalar = |v: f64, shape: &[usize]| {
+            let t = HostTensor::from_vec(shape.to_vec(), &[v]).unwrap();
+            wgpu_ops::reference::cast_host(&t, d).unwrap()
+        };
+        let mut g = declare(Graph::new(), &inputs);
+        let ops = ["Add", "Mul", "Max", "Sub", "Div", "Min", "Add", "Mul"];
+        let values = [0.5, 1.5, -0.25, 0.125, 3.0, 0.75, -1.0, 2.5];
+        let mut last = "x".to_string();
+        for (k, (op, v)) in ops.iter().zip(values).enumerate() {
+            let c = format!("c{k}");
+            let shape: &[usize] = if k == 3 { &[1, 1] } else { &[] };
+            g = g.constant(c.clone(), scalar(v, shape));
+            let out = format!("t{k}");
+            g = g.node(node(op, &[&last, &c], &out));
+            last = out;
+        }
+        let g = g.output(last);
+        assert_eq!(check_fused(&g, &inputs, true), (1, 8), "{d}");
+        let (out, _) = run(&context(true, true), &g, &inputs);
+        assert_eq!(out[0].shape, vec![1, 6], "{d}");
+    }
+}

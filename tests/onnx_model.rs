@@ -616,6 +616,8 @@ struct Layer<'a> {
     op: &'a str,
     hidden: usize,
     linear_before_reset: bool,
+    /// `clip`: the pre-activations of the gates bounded to [-clip, clip].
+    clip: Option<f64>,
     w: &'a [f32],
     r: &'a [f32],
     b: &'a [f32],
@@ -650,29 +652,25 @@ impl Layer<'_> {
     }
 
     fn step(&self, x: &[f64], h: &[f64], c: &[f64]) -> (Vec<f64>, Vec<f64>) {
-        let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
+        let cl = |v: f64| self.clip.map_or(v, |c| v.clamp(-c, c));
+        let sig = |v: f64| 1.0 / (1.0 + (-cl(v)).exp());
+        let tanh = |v: &f64| cl(*v).tanh();
         let sum = |(a, b): (Vec<f64>, Vec<f64>)| -> Vec<f64> {
             a.iter().zip(&b).map(|(a, b)| a + b).collect()
         };
         match self.op {
-            "RNN" => (
-                sum(self.terms(0, x, h)).iter().map(|v| v.tanh()).collect(),
-                vec![],
-            ),
+            "RNN" => (sum(self.terms(0, x, h)).iter().map(tanh).collect(), vec![]),
             "GRU" => {
                 let z: Vec<f64> = sum(self.terms(0, x, h)).into_iter().map(sig).collect();
                 let r: Vec<f64> = sum(self.terms(1, x, h)).into_iter().map(sig).collect();
                 let candidate: Vec<f64> = if self.linear_before_reset {
                     let (xs, hs) = self.terms(2, x, h);
                     (0..self.hidden)
-                        .map(|j| (xs[j] + r[j] * hs[j]).tanh())
+                        .map(|j| tanh(&(xs[j] + r[j] * hs[j])))
                         .collect()
                 } else {
                     let reset: Vec<f64> = h.iter().zip(&r).map(|(h, r)| h * r).collect();
-                    sum(self.terms(2, x, &reset))
-                        .iter()
-                        .map(|v| v.tanh())
-                        .collect()
+                    sum(self.terms(2, x, &reset)).iter().map(tanh).collect()
                 };
                 let next = (0..self.hidden)
                     .map(|j| (1.0 - z[j]) * candidate[j] + z[j] * h[j])
@@ -684,7 +682,7 @@ impl Layer<'_> {
                 let i: Vec<f64> = sum(self.terms(0, x, h)).into_iter().map(sig).collect();
                 let o: Vec<f64> = sum(self.terms(1, x, h)).into_iter().map(sig).collect();
                 let f: Vec<f64> = sum(self.terms(2, x, h)).into_iter().map(sig).collect();
-                let g: Vec<f64> = sum(self.terms(3, x, h)).iter().map(|v| v.tanh()).collect();
+                let g: Vec<f64> = sum(self.terms(3, x, h)).iter().map(tanh).collect();
                 let c_next: Vec<f64> = (0..self.hidden)
                     .map(|j| f[j] * c[j] + i[j] * g[j])
                     .collect();
@@ -705,11 +703,15 @@ impl Layer<'_> {
 #[test]
 fn recurrent_layers_take_one_dispatch_per_gate_and_step() {
     let (batch, input, hidden) = (3usize, 5usize, 8usize);
-    for (op, lbr, most_per_step) in [
-        ("RNN", false, 1),
-        ("GRU", false, 3),
-        ("GRU", true, 3),
-        ("LSTM", false, 4),
+    for (op, lbr, clip, most_per_step) in [
+        ("RNN", false, None, 1),
+        ("GRU", false, None, 3),
+        ("GRU", true, None, 3),
+        ("LSTM", false, None, 4),
+        // With the bounds of clip.
+        ("RNN", false, Some(0.5), 1),
+        ("GRU", false, Some(0.5), 3),
+        ("LSTM", false, Some(0.5), 4),
     ] {
         let g = match op {
             "RNN" => 1,
@@ -723,6 +725,7 @@ fn recurrent_layers_take_one_dispatch_per_gate_and_step() {
             op,
             hidden,
             linear_before_reset: lbr,
+            clip,
             w: &w,
             r: &r,
             b: &b,
@@ -740,6 +743,14 @@ fn recurrent_layers_take_one_dispatch_per_gate_and_step() {
             layer_node
                 .attribute
                 .push(int_attr("linear_before_reset", 1));
+        }
+        if let Some(c) = clip {
+            layer_node.attribute.push(AttributeProto {
+                name: Some("clip".into()),
+                r#type: Some(AttributeType::Float as i32),
+                f: Some(c as f32),
+                ..Default::default()
+            });
         }
         let f = DataType::Float;
         let graph = GraphProto {
@@ -828,7 +839,7 @@ fn recurrent_layers_take_one_dispatch_per_gate_and_step() {
                 let v: Vec<f32> = v.iter().map(|&e| e as f32).collect();
                 HostTensor::from_vec(shape, &v).unwrap()
             };
-            let what = format!("{op} linear_before_reset {lbr}, {seq} steps");
+            let what = format!("{op} linear_before_reset {lbr} clip {clip:?}, {seq} steps");
             common::assert_close(
                 &got[0].1,
                 &want(vec![seq, 1, batch, hidden], &y),
@@ -856,11 +867,11 @@ fn recurrent_layers_take_one_dispatch_per_gate_and_step() {
         let per_step = (dispatches[1] - dispatches[0]) as f64 / 8.0;
         assert!(
             per_step <= most_per_step as f64,
-            "{op} linear_before_reset {lbr}: {per_step} dispatches per step (at most {most_per_step}), {dispatches:?}"
+            "{op} linear_before_reset {lbr} clip {clip:?}: {per_step} dispatches per step (at most {most_per_step}), {dispatches:?}"
         );
         assert_eq!(
             buffers[2], 0,
-            "{op} linear_before_reset {lbr}: buffers created per run {buffers:?}"
+            "{op} linear_before_reset {lbr} clip {clip:?}: buffers created per run {buffers:?}"
         );
     }
 }

@@ -410,7 +410,13 @@ pub(crate) fn record_graph(
             (Some(values), _) => {
                 // Values folded from graph inputs (for a later op's plan) are known on the
                 // host but are not constants: the ops that only compute on them stay on the GPU.
-                let from_inputs = def.host.is_none() && slots.iter().flatten().any(|s| !s.constant);
+                // (CastLike's second input gives its dtype only.)
+                let read = if node.op == "CastLike" {
+                    &slots[..1]
+                } else {
+                    &slots[..]
+                };
+                let from_inputs = def.host.is_none() && read.iter().flatten().any(|s| !s.constant);
                 node.outputs
                     .iter()
                     .zip(values)
@@ -696,6 +702,20 @@ fn fold(
     }
     if def.name == "Scan" || node.outputs.iter().any(|o| o.is_empty()) {
         return Ok(None);
+    }
+    // CastLike reads only its second input's dtype: a small constant cast like a value
+    // computed on the GPU is a constant too (element-wise chains then read it as a literal).
+    if let ("CastLike", [Some(input), Some(target)]) = (node.op.as_str(), slots) {
+        if let Some(value) = input
+            .host
+            .as_ref()
+            .filter(|v| input.constant && v.numel() <= FOLD_LIMIT)
+        {
+            if node.attrs.is_empty() {
+                let to = target.dtype_shape().0;
+                return Ok(crate::reference::cast_host(value, to).ok().map(|v| vec![v]));
+            }
+        }
     }
     let mut inputs = Vec::with_capacity(slots.len());
     let mut elements = 0usize;

@@ -576,6 +576,8 @@ pub(crate) fn build(
         None => merged.program.push(op, args, to.unwrap_or(DType::F32)),
     };
     if pushed.is_none()
+        // Literals only (constants the host did not fold): the node runs as usual.
+        || (merged.leaves.is_empty() && merged.head.is_none())
         || !ctx.features().contains(merged.program.features())
         || crate::ops::check_rank(op, &merged.shape).is_err()
         // An epilogue computes the product's elements only: no broadcasting beyond them.
@@ -650,6 +652,22 @@ struct Merge {
     head: Option<Head>,
 }
 
+/// A constant of one element (a graph's or a body's, or one computed from them on the host)
+/// of f32 or f64, as a literal of the program, with its shape. Not a value computed from
+/// graph inputs, which changes from run to run: each value would be a kernel of its own.
+fn constant_literal(slot: &Slot) -> Option<(Arg, &[usize])> {
+    let h = slot
+        .host
+        .as_ref()
+        .filter(|h| slot.constant && h.numel() == 1)?;
+    let value = match h.dtype {
+        DType::F32 => f64::from(*h.to_vec::<f32>().ok()?.first()?),
+        DType::F64 => *h.to_vec::<f64>().ok()?.first()?,
+        _ => return None,
+    };
+    Some((Arg::literal(h.dtype, value)?, &h.shape))
+}
+
 impl Merge {
     /// The argument standing for input `name`: its pending program's steps appended, or a leaf.
     fn input(&mut self, ctx: &Context, name: &str, slot: &Slot) -> Result<Option<Arg>> {
@@ -658,10 +676,22 @@ impl Merge {
         }
         let arg = match &slot.pending {
             Some(p) => self.append(p),
-            None => {
-                let t = slot.tensor(ctx)?;
-                self.leaf(Some(name.to_string()), t)
-            }
+            None => match constant_literal(slot) {
+                // Read from no buffer, where it broadcasts to what the program has (a
+                // constant that would add axes is bound: the kernel's shape is its leaves').
+                Some((literal, shape))
+                    if crate::ops::broadcast_shape("Fused", &self.shape, shape)
+                        .ok()
+                        .as_ref()
+                        == Some(&self.shape) =>
+                {
+                    Some(literal)
+                }
+                _ => {
+                    let t = slot.tensor(ctx)?;
+                    self.leaf(Some(name.to_string()), t)
+                }
+            },
         };
         if let Some(a) = arg {
             self.results.insert(name.to_string(), a);

@@ -1,6 +1,7 @@
-// ONNX CumSum along one axis of a tensor seen as [outer, axis, inner]: one invocation per
-// (outer, inner) line walks the axis in order (or reversed), writing the running sum after
-// (inclusive) or before (exclusive) adding each element. Lines are independent, so a large
+// ONNX CumSum (and CumProd, `add` then multiplying from 1) along one axis of a tensor seen as
+// [outer, axis, inner]: one invocation per (outer, inner) line walks the axis in order (or
+// reversed), writing the running sum after (inclusive) or before (exclusive) adding each
+// element. Lines are independent, so a large
 // tensor has as many invocations as it has lines.
 //
 // Specialized per dtype by a validated substitution of the marked lines below (i64 and u64
@@ -9,6 +10,7 @@
 alias T = f32; // ELEMENT TYPE
 
 fn add(a: T, b: T) -> T { return a + b; } // ADD
+fn identity() -> T { return T(0); } // IDENTITY
 
 override WORKGROUP_SIZE: u32 = 64u;
 override EXCLUSIVE: bool = false;
@@ -44,7 +46,7 @@ fn main(
     let inner_pos = line % params.inner;
     let outer = line / params.inner;
     let base = outer * params.axis_len * params.inner + inner_pos;
-    var acc = T(0);
+    var acc = identity();
     if params.start > 0u {
         // The sum through the previous position, exactly as one walk would hold it.
         let previous = base + select(params.start - 1u, params.axis_len - params.start, REVERSE) * params.inner;

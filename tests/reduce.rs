@@ -179,10 +179,11 @@ fn reductions_on(dtype: DType) {
 
 dtype_tests!(every_reduction, reductions_on);
 
-/// CumSum on every dtype it is defined for, along each axis, inclusive and exclusive,
-/// forward and reversed, against the reference (integers and small-integer floats exact).
+/// CumSum and CumProd on every dtype they are defined for, along each axis, inclusive and
+/// exclusive, forward and reversed, against the reference, bit for bit (integers wrap; floats
+/// are added or multiplied in the same order, f16 and bf16 in f32 and rounded once).
 #[test]
-fn cumsum_on_every_dtype() {
+fn cumsum_and_cumprod_on_every_dtype() {
     for dtype in [
         DType::F32,
         DType::F16,
@@ -194,14 +195,17 @@ fn cumsum_on_every_dtype() {
         DType::U64,
     ] {
         let x = data(dtype, &[3, 4, 5], 3);
-        for axis in [0i64, 1, -1] {
+        for (op, axis) in ["CumSum", "CumProd"]
+            .into_iter()
+            .flat_map(|op| [0i64, 1, -1].map(|axis| (op, axis)))
+        {
             for (exclusive, reverse) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
                 let axis_t = HostTensor::from_vec(Vec::new(), &[axis]).unwrap();
                 let g = Graph::new()
                     .input("x", dtype, &[Some(3), Some(4), Some(5)])
                     .input("axis", DType::I64, &[])
                     .node(
-                        Node::new("CumSum", "c")
+                        Node::new(op, "c")
                             .inputs(["x", "axis"])
                             .outputs(["y"])
                             .attr("exclusive", Attr::Int(exclusive))
@@ -216,13 +220,10 @@ fn cumsum_on_every_dtype() {
                     let got = Session::new(ctx, g.clone())
                         .unwrap()
                         .run_blocking(inputs.clone())
-                        .unwrap_or_else(|e| panic!("CumSum {dtype}: {e}"))
+                        .unwrap_or_else(|e| panic!("{op} {dtype}: {e}"))
                         .remove(0)
                         .1;
-                    assert_eq!(
-                        got, want,
-                        "CumSum {dtype} axis {axis} {exclusive} {reverse}"
-                    );
+                    assert_eq!(got, want, "{op} {dtype} axis {axis} {exclusive} {reverse}");
                 }
             }
         }
@@ -611,4 +612,50 @@ fn normalizations_match_the_reference() {
         vec![("x", ints.clone()), ("s", ints)],
     );
     assert!(e.contains("X is i32"), "{e}");
+}
+
+/// CumProd along an axis longer than one dispatch walks (16 384 positions): each dispatch
+/// resumes from the products so far, exclusive and reversed too, bit for bit against the
+/// reference (integers wrap; f64 multiplied in the same order).
+#[test]
+fn cumprod_along_an_axis_longer_than_one_dispatch() {
+    let n = 40_000usize;
+    for dtype in [DType::I32, DType::I64, DType::F64] {
+        let values: Vec<f64> = (0..n)
+            .map(|i| match dtype {
+                DType::F64 => 1.0 + ((i % 13) as f64 - 6.0) * 1e-4,
+                _ => [1.0, -1.0, 3.0, 1.0, 2.0, -1.0][i % 6],
+            })
+            .collect();
+        let x =
+            wgpu_ops::reference::cast_host(&HostTensor::from_vec(vec![n], &values).unwrap(), dtype)
+                .unwrap();
+        for (exclusive, reverse) in [(0, 0), (1, 1)] {
+            let g = Graph::new()
+                .input("x", dtype, &[Some(n)])
+                .input("axis", DType::I64, &[])
+                .node(
+                    Node::new("CumProd", "c")
+                        .inputs(["x", "axis"])
+                        .outputs(["y"])
+                        .attr("exclusive", Attr::Int(exclusive))
+                        .attr("reverse", Attr::Int(reverse)),
+                )
+                .output("y");
+            let axis = HostTensor::from_vec(Vec::new(), &[0i64]).unwrap();
+            let inputs = vec![("x".to_string(), x.clone()), ("axis".to_string(), axis)];
+            let want = run_graph(&g, &inputs, &Default::default())
+                .unwrap()
+                .remove(0);
+            for ctx in contexts_for(dtype) {
+                let got = Session::new(ctx, g.clone())
+                    .unwrap()
+                    .run_blocking(inputs.clone())
+                    .unwrap()
+                    .remove(0)
+                    .1;
+                assert_eq!(got, want, "CumProd {dtype} {exclusive} {reverse}");
+            }
+        }
+    }
 }

@@ -202,8 +202,8 @@ fn every_variant_validates_and_compiles() {
     // 32-bit types and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
     // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), LinearAttention, CausalConvWithState, 16 index gathers (4 element sizes x i32/i64
     // indices x Gather/GatherElements), 16 pads (4 element sizes x 4 modes), 60 scatters (4 replacing, one per element size; 4
-    // reductions x 12 dtypes; 8 with i64/u64 emulated), 32 CumSums (6 dtypes and i64/u64 emulated on u32 pairs x exclusive x
-    // reverse), 16 TopKs (those 8 x largest), 621 word-kernel variants (169 casts, every op
+    // reductions x 12 dtypes; 8 with i64/u64 emulated), 64 CumSums and CumProds (6 dtypes and i64/u64 emulated on u32 pairs x
+    // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest), 621 word-kernel variants (169 casts, every op
     // on every dtype combination it is defined for) and 111 with i64/u64 emulated on u32
     // pairs (for adapters without SHADER_INT64; 18 of them Pow of mixed types); then 8 dtypes
     // (f16 and bf16 on packed words) x (tiles + 7 row-workgroup sizes x 2 entry points)
@@ -214,7 +214,7 @@ fn every_variant_validates_and_compiles() {
     // sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (257 + 32 + 16 + 621 + 111) + 8 * 15 + 2 * 8 + (154 + 24) * 4 + 4
+        WORKGROUP_SIZES.len() * (257 + 64 + 16 + 621 + 111) + 8 * 15 + 2 * 8 + (154 + 24) * 4 + 4
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

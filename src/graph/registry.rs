@@ -88,6 +88,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &RANGE,
             &SCAN_SEQUENCE_LENS,
             &CUMSUM,
+            &CUMPROD,
             &TOPK,
         ])
 }
@@ -109,7 +110,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Pad" => &[1, 2, 3],
         "OneHot" => &[1],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
-        | "CumSum" => &[1],
+        | "CumSum" | "CumProd" => &[1],
         op if op.starts_with("Reduce") => &[1],
         _ => &[],
     }
@@ -1338,34 +1339,48 @@ static CUMSUM: OpDef = OpDef {
     outputs: 1..=1,
     host: None,
     attrs: &["exclusive", "reverse"],
-    run: |rec, args| {
-        let x = args.tensor(0, "x")?;
-        // A scalar (or one-element) tensor, whose value the plan needs.
-        let axis = match args.host_value(1) {
-            Some(t) if matches!(t.dtype, DType::I32 | DType::I64) && t.numel() == 1 => {
-                crate::reference::cast_host(t, DType::I64)?.to_vec::<i64>()?
-            }
-            Some(_) => {
-                return Err(Error::invalid(
-                    "CumSum",
-                    "axis",
-                    "axis must be one i32 or i64 value",
-                ))
-            }
-            None => args.required_indices(1, "axis")?,
-        };
-        let [axis] = axis.as_slice() else {
-            return Err(Error::invalid("CumSum", "axis", "axis must hold one value"));
-        };
-        Ok(vec![rec.cumsum_to(
-            &x,
-            *axis,
-            args.int("exclusive")?.unwrap_or(0) != 0,
-            args.int("reverse")?.unwrap_or(0) != 0,
-            args.out(0),
-        )?])
-    },
+    run: |rec, args| cumulative(rec, args, false),
 };
+
+static CUMPROD: OpDef = OpDef {
+    name: "CumProd",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["exclusive", "reverse"],
+    run: |rec, args| cumulative(rec, args, true),
+};
+
+/// CumSum, or with `product` CumProd.
+fn cumulative(rec: &mut Recorder, args: &NodeArgs, product: bool) -> Result<Vec<Tensor>> {
+    let op = if product { "CumProd" } else { "CumSum" };
+    let x = args.tensor(0, "x")?;
+    // A scalar (or one-element) tensor, whose value the plan needs.
+    let axis = match args.host_value(1) {
+        Some(t) if matches!(t.dtype, DType::I32 | DType::I64) && t.numel() == 1 => {
+            crate::reference::cast_host(t, DType::I64)?.to_vec::<i64>()?
+        }
+        Some(_) => {
+            return Err(Error::invalid(
+                op,
+                "axis",
+                "axis must be one i32 or i64 value",
+            ))
+        }
+        None => args.required_indices(1, "axis")?,
+    };
+    let [axis] = axis.as_slice() else {
+        return Err(Error::invalid(op, "axis", "axis must hold one value"));
+    };
+    let (exclusive, reverse) = (
+        args.int("exclusive")?.unwrap_or(0) != 0,
+        args.int("reverse")?.unwrap_or(0) != 0,
+    );
+    Ok(vec![match product {
+        true => rec.cumprod_to(&x, *axis, exclusive, reverse, args.out(0))?,
+        false => rec.cumsum_to(&x, *axis, exclusive, reverse, args.out(0))?,
+    }])
+}
 
 static LINEAR_ATTENTION: OpDef = OpDef {
     name: "LinearAttention",

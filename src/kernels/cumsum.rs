@@ -7,13 +7,36 @@ use crate::{DType, Error, Recorder, Result, Tensor};
 
 const CUMSUM: &str = include_str!("../../shaders/cumsum.wgsl");
 
-/// WGSL source of CumSum on `dtype`; `emulate64`: i64 or u64 on u32 pairs.
-pub fn cumsum_source(dtype: DType, emulate64: bool) -> String {
-    let emulated = [(
-        "// ADD",
-        "fn add(a: T, b: T) -> T { return add64(a, b); }".to_string(),
-    )];
-    element_typed(CUMSUM, dtype, emulate64.then_some(&emulated[..]))
+/// WGSL source of CumSum (or with `product` CumProd) on `dtype`; `emulate64`: i64 or u64 on
+/// u32 pairs.
+pub fn cumsum_source(dtype: DType, emulate64: bool, product: bool) -> String {
+    let (combine, one) = match emulate64 {
+        true => ("mul64(a, b)", "vec2<u32>(1u, 0u)"),
+        false => ("a * b", "T(1)"),
+    };
+    let mut lines = Vec::new();
+    if emulate64 && !product {
+        lines.push((
+            "// ADD",
+            "fn add(a: T, b: T) -> T { return add64(a, b); }".to_string(),
+        ));
+    }
+    if product {
+        lines.push((
+            "// ADD",
+            format!("fn add(a: T, b: T) -> T {{ return {combine}; }}"),
+        ));
+        lines.push((
+            "// IDENTITY",
+            format!("fn identity() -> T {{ return {one}; }}"),
+        ));
+    }
+    let source = element_typed(CUMSUM, dtype, emulate64.then_some(&lines[..]));
+    if emulate64 {
+        source
+    } else {
+        super::operands::specialize(&source, &lines)
+    }
 }
 
 #[repr(C)]
@@ -28,7 +51,9 @@ struct CumSumParams {
 }
 
 impl Recorder {
-    /// Records the running sums of `x` (seen as `[outer, axis_len, inner]`) into `out`.
+    /// Records the running sums (or with `product` products) of `x` (seen as
+    /// `[outer, axis_len, inner]`) into `out`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn cumsum_into(
         &mut self,
         x: &Tensor,
@@ -36,9 +61,10 @@ impl Recorder {
         inner: usize,
         exclusive: bool,
         reverse: bool,
+        product: bool,
         out: &Tensor,
     ) -> Result<()> {
-        const OP: &str = "CumSum";
+        let op = if product { "CumProd" } else { "CumSum" };
         let n = x.numel() as u64;
         if n == 0 {
             return Ok(());
@@ -48,7 +74,7 @@ impl Recorder {
         for t in [x, out] {
             if t.storage().single().is_none_or(|b| b.size() > limit) || n > u64::from(u32::MAX) {
                 return Err(Error::LimitExceeded {
-                    op: OP,
+                    op: if product { "CumProd" } else { "CumSum" },
                     what: "a tensor bound at once".into(),
                     limit: "max_storage_buffer_binding_size",
                     needed: t.byte_len(),
@@ -63,10 +89,11 @@ impl Recorder {
             emulate64: super::operands::emulates64(&ctx, x.dtype()),
             exclusive,
             reverse,
+            product,
             workgroup_size: wg,
         };
         let pipeline = ctx.pipeline(&kernel)?;
-        let grid = grid_for(&ctx, OP, lines, wg)?;
+        let grid = grid_for(&ctx, op, lines, wg)?;
         let mut start = 0;
         while start < axis_len {
             let count = (axis_len - start).min(LOOP_ITERATIONS_PER_DISPATCH);
@@ -79,7 +106,7 @@ impl Recorder {
                 pad: [0; 3],
             };
             let bindings = [x.storage().bind_whole(), out.storage().bind_whole()];
-            self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
             start += count;
         }
         Ok(())

@@ -178,11 +178,13 @@ pub enum Kernel {
         mode: pad::PadMode,
         workgroup_size: u32,
     },
-    /// `cumsum.wgsl` on `dtype` (a 32- or 64-bit type).
+    /// `cumsum.wgsl` on `dtype` (a 32- or 64-bit type): running sums, or with `product`
+    /// running products.
     CumSum {
         dtype: DType,
         exclusive: bool,
         reverse: bool,
+        product: bool,
         workgroup_size: u32,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
@@ -280,13 +282,16 @@ impl Kernel {
                 for (exclusive, reverse) in
                     [(false, false), (false, true), (true, false), (true, true)]
                 {
-                    out.push(Kernel::CumSum {
-                        dtype,
-                        exclusive,
-                        reverse,
-                        workgroup_size,
-                        emulate64,
-                    });
+                    for product in [false, true] {
+                        out.push(Kernel::CumSum {
+                            dtype,
+                            exclusive,
+                            reverse,
+                            product,
+                            workgroup_size,
+                            emulate64,
+                        });
+                    }
                 }
                 for largest in [false, true] {
                     out.push(Kernel::TopK {
@@ -540,8 +545,11 @@ impl Kernel {
                 ..
             } => reduce::reduce_source(op, input, emulate64, prologue).into(),
             Kernel::CumSum {
-                dtype, emulate64, ..
-            } => cumsum::cumsum_source(dtype, emulate64).into(),
+                dtype,
+                emulate64,
+                product,
+                ..
+            } => cumsum::cumsum_source(dtype, emulate64, product).into(),
             Kernel::TopK {
                 dtype, emulate64, ..
             } => topk::topk_source(dtype, emulate64).into(),
@@ -871,8 +879,16 @@ impl KernelSpec for Kernel {
                 format!("reduce.wgsl {op} {input}{}{prologue}", emulated(emulate64)).into()
             }
             Kernel::CumSum {
-                dtype, emulate64, ..
-            } => format!("cumsum.wgsl {dtype}{}", emulated(emulate64)).into(),
+                dtype,
+                emulate64,
+                product,
+                ..
+            } => format!(
+                "cumsum.wgsl {}{dtype}{}",
+                if product { "product " } else { "" },
+                emulated(emulate64)
+            )
+            .into(),
             Kernel::TopK {
                 dtype, emulate64, ..
             } => format!("topk.wgsl {dtype}{}", emulated(emulate64)).into(),

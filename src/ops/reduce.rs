@@ -347,8 +347,34 @@ impl Recorder {
         reverse: bool,
         out: Out,
     ) -> Result<Tensor> {
-        const OP: &str = "CumSum";
-        self.check_inputs(OP, &[("x", x)])?;
+        self.cumulative_to(x, axis, exclusive, reverse, false, out)
+    }
+
+    /// Records ONNX CumProd of `x` along `axis`: running products (an exclusive one starts
+    /// from 1), as [`Self::cumsum_to`] sums. f16 and bf16 multiply in f32 and round each
+    /// result once; integers wrap.
+    pub fn cumprod_to(
+        &mut self,
+        x: &Tensor,
+        axis: i64,
+        exclusive: bool,
+        reverse: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        self.cumulative_to(x, axis, exclusive, reverse, true, out)
+    }
+
+    fn cumulative_to(
+        &mut self,
+        x: &Tensor,
+        axis: i64,
+        exclusive: bool,
+        reverse: bool,
+        product: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        let op = if product { "CumProd" } else { "CumSum" };
+        self.check_inputs(op, &[("x", x)])?;
         let dtype = x.dtype();
         let ok = [
             DType::F32,
@@ -362,12 +388,12 @@ impl Recorder {
         ];
         if !ok.contains(&dtype) {
             return Err(Error::invalid(
-                OP,
+                op,
                 "x",
-                format!("x is {dtype}; CumSum takes f32, f16, bf16, f64, i32, i64, u32, u64"),
+                format!("x is {dtype}; {op} takes f32, f16, bf16, f64, i32, i64, u32, u64"),
             ));
         }
-        let axes = normalize_axes(OP, x.rank().max(1), &[axis])?;
+        let axes = normalize_axes(op, x.rank().max(1), &[axis])?;
         let shape = x.shape().to_vec();
         let (len, inner) = match shape.get(axes[0]) {
             Some(&d) => (d, shape[axes[0] + 1..].iter().product()),
@@ -375,15 +401,15 @@ impl Recorder {
         };
         if matches!(dtype, DType::F16 | DType::BF16) {
             let wide = self.cast(x, DType::F32)?;
-            let sums = self.cumsum_to(&wide, axis, exclusive, reverse, Out::NEW)?;
+            let running = self.cumulative_to(&wide, axis, exclusive, reverse, product, Out::NEW)?;
             self.release(wide);
-            let result = self.cast_to(&sums, dtype, out);
-            self.release(sums);
+            let result = self.cast_to(&running, dtype, out);
+            self.release(running);
             return result;
         }
-        super::elementwise::require_f64_feature(self.context(), OP, "x", dtype)?;
+        super::elementwise::require_f64_feature(self.context(), op, "x", dtype)?;
         let out = out.tensor(self, dtype, &shape)?;
-        self.cumsum_into(x, len, inner, exclusive, reverse, &out)?;
+        self.cumsum_into(x, len, inner, exclusive, reverse, product, &out)?;
         Ok(out)
     }
 }

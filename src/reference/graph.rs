@@ -1313,8 +1313,10 @@ fn run_node(
                 HostTensor::from_vec(shape, &indices)?,
             ])
         }
-        // Running sums in f64 for floats (rounded once per element) and wrapping for integers.
-        "CumSum" => {
+        // Running sums (or products) in f64 for f64, in f32 for the other floats (rounded once
+        // per element), wrapping for integers.
+        "CumSum" | "CumProd" => {
+            let product = node.op == "CumProd";
             let x = a(0)?;
             let axis = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?[0];
             let rank = x.shape.len().max(1) as i64;
@@ -1354,16 +1356,26 @@ fn run_node(
                     HostTensor::from_vec(x.shape.clone(), &out)?
                 }};
             }
-            let y = match x.dtype {
-                DType::I32 => run!(x.to_vec::<i32>()?, 0i32, i32::wrapping_add),
-                DType::I64 => run!(x.to_vec::<i64>()?, 0i64, i64::wrapping_add),
-                DType::U32 => run!(x.to_vec::<u32>()?, 0u32, u32::wrapping_add),
-                DType::U64 => run!(x.to_vec::<u64>()?, 0u64, u64::wrapping_add),
-                DType::F64 => run!(x.to_vec::<f64>()?, 0f64, |p: f64, q: f64| p + q),
-                _ => {
+            let y = match (x.dtype, product) {
+                (DType::I32, false) => run!(x.to_vec::<i32>()?, 0i32, i32::wrapping_add),
+                (DType::I64, false) => run!(x.to_vec::<i64>()?, 0i64, i64::wrapping_add),
+                (DType::U32, false) => run!(x.to_vec::<u32>()?, 0u32, u32::wrapping_add),
+                (DType::U64, false) => run!(x.to_vec::<u64>()?, 0u64, u64::wrapping_add),
+                (DType::F64, false) => run!(x.to_vec::<f64>()?, 0f64, |p: f64, q: f64| p + q),
+                (DType::I32, true) => run!(x.to_vec::<i32>()?, 1i32, i32::wrapping_mul),
+                (DType::I64, true) => run!(x.to_vec::<i64>()?, 1i64, i64::wrapping_mul),
+                (DType::U32, true) => run!(x.to_vec::<u32>()?, 1u32, u32::wrapping_mul),
+                (DType::U64, true) => run!(x.to_vec::<u64>()?, 1u64, u64::wrapping_mul),
+                (DType::F64, true) => run!(x.to_vec::<f64>()?, 1f64, |p: f64, q: f64| p * q),
+                (_, false) => {
                     let f = cast(&x, DType::F32)?.to_vec::<f32>()?;
                     let sums = run!(f, 0f32, |p: f32, q: f32| p + q);
                     cast(&sums, x.dtype)?
+                }
+                (_, true) => {
+                    let f = cast(&x, DType::F32)?.to_vec::<f32>()?;
+                    let products = run!(f, 1f32, |p: f32, q: f32| p * q);
+                    cast(&products, x.dtype)?
                 }
             };
             one(y)

@@ -1481,3 +1481,170 @@ fn activations_match_the_reference() {
     let e = refused("PRelu", vec![("x", a), ("s", wide)]);
     assert!(e.contains("PRelu") && e.contains("slope"), "{e}");
 }
+
+/// BatchNormalization in inference mode, one dispatch, on f32, f16 and f64 X of rank 2 and 4
+/// with f32 statistics (T2 may differ from T), against the formula computed on the host in
+/// f64 (f16 within its rounding); and in training mode, the batch's own statistics and the
+/// running ones. X of rank 1, statistics of the wrong length, and running outputs asked for
+/// in inference mode are errors naming the op and input.
+#[test]
+fn batch_normalization_in_inference_and_training() {
+    let ctx = own_ctx();
+    let floats = |seed: u64, n: usize, lo: f32, hi: f32| -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
+            })
+            .collect()
+    };
+    let bn = |training: bool| {
+        let mut n = Node::new("BatchNormalization", "bn")
+            .inputs(["x", "scale", "b", "mean", "var"])
+            .attr("epsilon", Attr::Float(1e-3));
+        if training {
+            n = n
+                .outputs(["y", "running_mean", "running_var"])
+                .attr("training_mode", Attr::Int(1))
+                .attr("momentum", Attr::Float(0.8));
+        } else {
+            n = n.outputs(["y"]);
+        }
+        n
+    };
+    for (dtype, tol) in [(DType::F32, 1e-5), (DType::F16, 2e-3), (DType::F64, 1e-12)] {
+        for shape in [vec![5usize, 3], vec![2, 3, 4, 5]] {
+            let channels = 3;
+            let inner: usize = shape[2..].iter().product();
+            let xs = floats(1, shape.iter().product(), -2.0, 2.0);
+            let stats: Vec<Vec<f32>> = [
+                (2, -1.0, 1.0),
+                (3, -1.0, 1.0),
+                (4, -0.5, 0.5),
+                (5, 0.1, 2.0),
+            ]
+            .iter()
+            .map(|&(seed, lo, hi)| floats(seed, channels, lo, hi))
+            .collect();
+            let x = wgpu_ops::reference::cast_host(
+                &HostTensor::from_vec(shape.clone(), &xs).unwrap(),
+                dtype,
+            )
+            .unwrap();
+            let xs: Vec<f64> = wgpu_ops::reference::cast_host(&x, DType::F64)
+                .unwrap()
+                .to_vec::<f64>()
+                .unwrap();
+            let mut inputs = vec![("x".to_string(), x.clone())];
+            for (name, v) in ["scale", "b", "mean", "var"].iter().zip(&stats) {
+                inputs.push((
+                    name.to_string(),
+                    HostTensor::from_vec(vec![channels], v).unwrap(),
+                ));
+            }
+            let s = |k: usize, c: usize| f64::from(stats[k][c]);
+            let channel = |i: usize| (i / inner) % channels;
+            for training in [false, true] {
+                let mut g = Graph::new().input(
+                    "x",
+                    dtype,
+                    &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+                );
+                for name in ["scale", "b", "mean", "var"] {
+                    g = g.input(name, DType::F32, &[Some(channels)]);
+                }
+                g = g.node(bn(training)).output("y");
+                if training {
+                    g = g.output("running_mean").output("running_var");
+                }
+                let before = ctx.stats().dispatches;
+                let got = Session::new(&ctx, g)
+                    .unwrap()
+                    .run_blocking(inputs.clone())
+                    .unwrap();
+                if !training {
+                    assert_eq!(ctx.stats().dispatches - before, 1, "{dtype} {shape:?}");
+                }
+                // The statistics used: given, or the batch's (biased variance).
+                let count = (xs.len() / channels) as f64;
+                let (mut bm, mut bv) = (vec![0f64; channels], vec![0f64; channels]);
+                for (i, &v) in xs.iter().enumerate() {
+                    bm[channel(i)] += v / count;
+                }
+                for (i, &v) in xs.iter().enumerate() {
+                    bv[channel(i)] += (v - bm[channel(i)]).powi(2) / count;
+                }
+                let (m, var): (Vec<f64>, Vec<f64>) = if training {
+                    (bm.clone(), bv.clone())
+                } else {
+                    (
+                        (0..channels).map(|c| s(2, c)).collect(),
+                        (0..channels).map(|c| s(3, c)).collect(),
+                    )
+                };
+                let want: Vec<f64> = xs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let c = channel(i);
+                        (v - m[c]) / (var[c] + 1e-3).sqrt() * s(0, c) + s(1, c)
+                    })
+                    .collect();
+                let want = wgpu_ops::reference::cast_host(
+                    &HostTensor::from_vec(shape.clone(), &want).unwrap(),
+                    dtype,
+                )
+                .unwrap();
+                let what = format!("{dtype} {shape:?} training {training}");
+                assert_close(&got[0].1, &want, tol, tol, &what);
+                if training {
+                    for (given, batch) in [(2usize, &bm), (3, &bv)] {
+                        let run: Vec<f32> = (0..channels)
+                            .map(|c| (s(given, c) * 0.8 + batch[c] * 0.2) as f32)
+                            .collect();
+                        let run = HostTensor::from_vec(vec![channels], &run).unwrap();
+                        assert_close(&got[given - 1].1, &run, 1e-4, 1e-5, &what);
+                    }
+                }
+            }
+        }
+    }
+    // Errors: one line naming the op and the input.
+    let x = HostTensor::from_vec(vec![4], &[1f32, 2., 3., 4.]).unwrap();
+    let c3 = HostTensor::from_vec(vec![3], &[1f32, 1., 1.]).unwrap();
+    let c2 = HostTensor::from_vec(vec![2], &[1f32, 1.]).unwrap();
+    let x2 = HostTensor::from_vec(vec![2, 3], &[1f32; 6]).unwrap();
+    for (x, stat, training, outputs, want) in [
+        (&x, &c3, false, 1, "X"),
+        (&x2, &c2, false, 1, "scale"),
+        (&x2, &c3, false, 2, "running_mean"),
+    ] {
+        let mut n = bn(training);
+        if outputs == 2 {
+            n = n.outputs(["y", "running_mean"]);
+        }
+        let mut g = Graph::new().input(
+            "x",
+            DType::F32,
+            &x.shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+        );
+        for name in ["scale", "b", "mean", "var"] {
+            g = g.input(name, DType::F32, &[Some(stat.shape[0])]);
+        }
+        let g = g.node(n).output("y");
+        let mut inputs = vec![("x".to_string(), x.clone())];
+        for name in ["scale", "b", "mean", "var"] {
+            inputs.push((name.to_string(), stat.clone()));
+        }
+        let e = Session::new(&ctx, g)
+            .unwrap()
+            .run_blocking(inputs)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("BatchNormalization") && e.contains(want), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

@@ -71,6 +71,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &IS_INF,
             &LAYER_NORMALIZATION,
             &RMS_NORMALIZATION,
+            &BATCH_NORMALIZATION,
             &CAUSAL_CONV_WITH_STATE,
             &TRILU,
             &CLIP,
@@ -800,6 +801,54 @@ static LAYER_NORMALIZATION: OpDef = OpDef {
             .take(args.node.outputs.len())
             .map(|t| t.unwrap_or_else(|| x.clone()))
             .collect())
+    },
+};
+
+static BATCH_NORMALIZATION: OpDef = OpDef {
+    name: "BatchNormalization",
+    inputs: 5..=5,
+    outputs: 1..=3,
+    host: None,
+    attrs: &["epsilon", "momentum", "training_mode", "spatial", "is_test"],
+    run: |rec, args| {
+        const OP: &str = "BatchNormalization";
+        let training = args.int("training_mode")?.unwrap_or(0) != 0;
+        if !training && args.node.outputs.iter().skip(1).any(|o| !o.is_empty()) {
+            return Err(Error::invalid(
+                OP,
+                "running_mean",
+                "running_mean and running_var are outputs of training mode only",
+            ));
+        }
+        // Before opset 9, `spatial` 0 took per-element statistics.
+        if args.int("spatial")?.is_some_and(|s| s == 0) {
+            return Err(Error::invalid(OP, "spatial", "spatial 0 is not supported"));
+        }
+        let x = args.tensor(0, "X")?;
+        let rest = [
+            args.tensor(1, "scale")?,
+            args.tensor(2, "B")?,
+            args.tensor(3, "input_mean")?,
+            args.tensor(4, "input_var")?,
+        ];
+        let given = [&rest[0], &rest[1], &rest[2], &rest[3]];
+        let epsilon = args.float("epsilon")?.unwrap_or(1e-5);
+        if !training {
+            return Ok(vec![rec.batch_normalization_to(
+                &x,
+                given,
+                epsilon,
+                args.out(0),
+            )?]);
+        }
+        let results = rec.batch_normalization_training_to(
+            &x,
+            given,
+            epsilon,
+            args.float("momentum")?.unwrap_or(0.9),
+            [args.out(0), args.out(1), args.out(2)],
+        )?;
+        Ok(results.into_iter().take(args.node.outputs.len()).collect())
     },
 };
 

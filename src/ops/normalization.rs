@@ -219,3 +219,165 @@ impl Recorder {
         Ok(y)
     }
 }
+
+impl Recorder {
+    /// Records ONNX BatchNormalization-15 in inference mode, `Y = (X - mean) / sqrt(var +
+    /// epsilon) * scale + B` per channel (axis 1 of X, of rank 2 or more): one element-wise
+    /// program over X and the four per-channel vectors (each of X's float type or another,
+    /// as the op's T1 and T2 allow), viewed as `[C, 1, ...]` to broadcast along the channel
+    /// axis. f16 and bf16 are computed in f32 and rounded once; f64 stays f64.
+    pub fn batch_normalization_to(
+        &mut self,
+        x: &Tensor,
+        [scale, bias, mean, variance]: [&Tensor; 4],
+        epsilon: f64,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "BatchNormalization";
+        let named = [
+            ("X", x),
+            ("scale", scale),
+            ("B", bias),
+            ("input_mean", mean),
+            ("input_var", variance),
+        ];
+        self.check_inputs(OP, &named)?;
+        let c = compute_type(OP, x.dtype(), 1)?;
+        if x.rank() < 2 {
+            return Err(Error::invalid(
+                OP,
+                "X",
+                format!(
+                    "X has rank {}; it is [N, C, ...], of rank 2 or more",
+                    x.rank()
+                ),
+            ));
+        }
+        let channels = x.shape()[1];
+        // [C] viewed as [C, 1, ...]: aligned with X's axis 1.
+        let per_channel: Vec<usize> = std::iter::once(channels)
+            .chain(std::iter::repeat_n(1, x.rank() - 2))
+            .collect();
+        let mut views = Vec::with_capacity(4);
+        for &(name, t) in &named[1..] {
+            if !matches!(
+                t.dtype(),
+                DType::F32 | DType::F16 | DType::BF16 | DType::F64
+            ) {
+                return Err(Error::invalid(
+                    OP,
+                    name,
+                    format!("{name} is {}; it takes a float type", t.dtype()),
+                ));
+            }
+            if t.shape() != [channels] {
+                return Err(Error::invalid(
+                    OP,
+                    name,
+                    format!(
+                        "{name} {:?} is not [C] = [{channels}] (X is {:?})",
+                        t.shape(),
+                        x.shape()
+                    ),
+                ));
+            }
+            views.push(t.reshaped(&per_channel)?);
+        }
+        let dtypes: Vec<DType> = named.iter().map(|(_, t)| t.dtype()).collect();
+        let mut p = Program::new(dtypes.clone(), false);
+        let mut wide = Vec::with_capacity(5);
+        for (k, &d) in dtypes.iter().enumerate() {
+            wide.push(widened(&mut p, Arg::Operand(k as u8), d, c)?);
+        }
+        let eps = Arg::literal(c, epsilon).ok_or_else(|| {
+            Error::invalid(
+                OP,
+                "epsilon",
+                format!("epsilon {epsilon} is not a finite number"),
+            )
+        })?;
+        let centered = pushed(&mut p, "Sub", vec![wide[0], wide[3]], c)?;
+        let v = pushed(&mut p, "Add", vec![wide[4], eps], c)?;
+        let deviation = pushed(&mut p, "Sqrt", vec![v], c)?;
+        let normalized = pushed(&mut p, "Div", vec![centered, deviation], c)?;
+        let scaled = pushed(&mut p, "Mul", vec![normalized, wide[1]], c)?;
+        let y = pushed(&mut p, "Add", vec![scaled, wide[2]], c)?;
+        if c != x.dtype() {
+            pushed(&mut p, "Cast", vec![y], x.dtype())?;
+        }
+        let inputs: Vec<&Tensor> = std::iter::once(x).chain(views.iter()).collect();
+        self.program_to(&p, &inputs, out)
+    }
+}
+
+impl Recorder {
+    /// Records ONNX BatchNormalization-15 in training mode: X normalized by its own
+    /// statistics per channel (the mean and the biased variance over every axis but 1), and
+    /// the running statistics `input_mean * momentum + mean * (1 - momentum)` (likewise the
+    /// variance), of input_mean's and input_var's types, as ONNX's reference computes them.
+    /// Returns `[Y, running_mean, running_var]`.
+    pub fn batch_normalization_training_to(
+        &mut self,
+        x: &Tensor,
+        [scale, bias, mean, variance]: [&Tensor; 4],
+        epsilon: f64,
+        momentum: f64,
+        outs: [Out; 3],
+    ) -> Result<[Tensor; 3]> {
+        const OP: &str = "BatchNormalization";
+        self.check_inputs(OP, &[("X", x)])?;
+        let c = compute_type(OP, x.dtype(), 1)?;
+        if x.rank() < 2 {
+            return Err(Error::invalid(
+                OP,
+                "X",
+                format!(
+                    "X has rank {}; it is [N, C, ...], of rank 2 or more",
+                    x.rank()
+                ),
+            ));
+        }
+        let channels = x.shape()[1];
+        let axes: Vec<i64> = (0..x.rank() as i64).filter(|&a| a != 1).collect();
+        // The batch's mean, then the mean of the squared deviations from it (computed where
+        // the reduction reads them), both [1, C, 1, ...] in the compute type.
+        let mut value = Program::new(vec![x.dtype()], false);
+        widened(&mut value, Arg::Operand(0), x.dtype(), c)?;
+        let batch_mean = self.mean_over(&value, &[x], &axes)?;
+        let mut square = Program::new(vec![x.dtype(), c], false);
+        let xc = widened(&mut square, Arg::Operand(0), x.dtype(), c)?;
+        let d = pushed(&mut square, "Sub", vec![xc, Arg::Operand(1)], c)?;
+        pushed(&mut square, "Mul", vec![d, d], c)?;
+        let batch_var = self.mean_over(&square, &[x, &batch_mean], &axes)?;
+        let (batch_mean, batch_var) = (
+            batch_mean.reshaped(&[channels])?,
+            batch_var.reshaped(&[channels])?,
+        );
+        let [y_out, mean_out, var_out] = outs;
+        let y =
+            self.batch_normalization_to(x, [scale, bias, &batch_mean, &batch_var], epsilon, y_out)?;
+        let keep = Arg::literal(c, momentum);
+        let take = Arg::literal(c, 1.0 - momentum);
+        let (Some(keep), Some(take)) = (keep, take) else {
+            return Err(Error::invalid(
+                OP,
+                "momentum",
+                format!("momentum {momentum} is not a finite number"),
+            ));
+        };
+        let mut running = |given: &Tensor, batch: &Tensor, out: Out| -> Result<Tensor> {
+            let mut p = Program::new(vec![given.dtype(), c], false);
+            let g = widened(&mut p, Arg::Operand(0), given.dtype(), c)?;
+            let kept = pushed(&mut p, "Mul", vec![g, keep], c)?;
+            let added = pushed(&mut p, "Mul", vec![Arg::Operand(1), take], c)?;
+            let sum = pushed(&mut p, "Add", vec![kept, added], c)?;
+            if given.dtype() != c {
+                pushed(&mut p, "Cast", vec![sum], given.dtype())?;
+            }
+            self.program_to(&p, &[given, batch], out)
+        };
+        let running_mean = running(mean, &batch_mean, mean_out)?;
+        let running_var = running(variance, &batch_var, var_out)?;
+        Ok([y, running_mean, running_var])
+    }
+}

@@ -495,7 +495,7 @@ impl Recorder {
     /// later in this recording (only if no other handle to the buffer exists). Uploaded
     /// buffers are not reused by this recording: a captured Scan body reads them again on
     /// every replay, and their contents are written once, not by a command the replay
-    /// repeats; a session's later runs upload into them (see [`Self::reserve_upload`]).
+    /// repeats; a session's later runs upload into them (see `Recorder::reserve_upload`).
     pub fn release(&mut self, t: Tensor) {
         self.pool.keep(t);
     }

@@ -221,7 +221,7 @@ fn stacked_reduction(
 /// Moves the state-free nodes of the Scan's `body` out of the loop: captures them on the
 /// whole scan inputs and returns the Scan that reads their results as extra scan inputs (and
 /// no longer reads the scan inputs only they read), or `None` when no node moves (or the moved
-/// values would hold more than twice the scan inputs).
+/// values would hold more than [`worth_holding`] allows).
 pub(crate) fn hoist(
     rec: &mut Recorder,
     args: &NodeArgs,

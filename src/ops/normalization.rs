@@ -220,6 +220,21 @@ impl Recorder {
     }
 }
 
+/// BatchNormalization's channel count: X's axis 1 (X is [N, C, ...]).
+fn channels_of(x: &Tensor) -> Result<usize> {
+    match x.shape() {
+        [_, c, ..] => Ok(*c),
+        _ => Err(Error::invalid(
+            "BatchNormalization",
+            "X",
+            format!(
+                "X has rank {}; it is [N, C, ...], of rank 2 or more",
+                x.rank()
+            ),
+        )),
+    }
+}
+
 impl Recorder {
     /// Records ONNX BatchNormalization-15 in inference mode, `Y = (X - mean) / sqrt(var +
     /// epsilon) * scale + B` per channel (axis 1 of X, of rank 2 or more): one element-wise
@@ -243,17 +258,7 @@ impl Recorder {
         ];
         self.check_inputs(OP, &named)?;
         let c = compute_type(OP, x.dtype(), 1)?;
-        if x.rank() < 2 {
-            return Err(Error::invalid(
-                OP,
-                "X",
-                format!(
-                    "X has rank {}; it is [N, C, ...], of rank 2 or more",
-                    x.rank()
-                ),
-            ));
-        }
-        let channels = x.shape()[1];
+        let channels = channels_of(x)?;
         // [C] viewed as [C, 1, ...]: aligned with X's axis 1.
         let per_channel: Vec<usize> = std::iter::once(channels)
             .chain(std::iter::repeat_n(1, x.rank() - 2))
@@ -327,17 +332,7 @@ impl Recorder {
         const OP: &str = "BatchNormalization";
         self.check_inputs(OP, &[("X", x)])?;
         let c = compute_type(OP, x.dtype(), 1)?;
-        if x.rank() < 2 {
-            return Err(Error::invalid(
-                OP,
-                "X",
-                format!(
-                    "X has rank {}; it is [N, C, ...], of rank 2 or more",
-                    x.rank()
-                ),
-            ));
-        }
-        let channels = x.shape()[1];
+        let channels = channels_of(x)?;
         let axes: Vec<i64> = (0..x.rank() as i64).filter(|&a| a != 1).collect();
         // The batch's mean, then the mean of the squared deviations from it (computed where
         // the reduction reads them), both [1, C, 1, ...] in the compute type.

@@ -275,9 +275,9 @@ fn topk_on_every_dtype() {
     }
 }
 
-/// Lines longer than one invocation walks in one dispatch (16 384 positions for CumSum; for
-/// TopK 16 384 / (2 K + 1)) run in several dispatches carrying the running sum or the kept
-/// elements in the output: the same bits as the reference. lavapipe stops a shader's loops
+/// Lines longer than one invocation walks in one dispatch (16 384 positions for CumSum and
+/// CumProd; for TopK 16 384 / (2 K + 1)) run in several dispatches carrying the running sum
+/// or product, or the kept elements, in the output: the same bits as the reference. lavapipe stops a shader's loops
 /// after about 65 000 iterations, so one long walk gave zeros past element 65 535 there.
 #[test]
 fn long_lines_run_in_several_dispatches() {
@@ -288,13 +288,27 @@ fn long_lines_run_in_several_dispatches() {
             .map(|i| ((i * 7919) % 1000) as f64 - 500.0)
             .collect();
         let x = data_from(dtype, &[len, 2], &values);
+        // Products of factors that keep floats finite and near 1 (integers wrap).
+        let factors: Vec<f64> = (0..2 * len)
+            .map(|i| match dtype {
+                DType::F32 => 1.0 + ((i % 13) as f64 - 6.0) * 1e-4,
+                _ => [1.0, -1.0, 3.0, 1.0, 2.0, -1.0][i % 6],
+            })
+            .collect();
         let shape = [Some(len), Some(2)];
-        for (exclusive, reverse) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+        let runs = [
+            ("CumSum", x.clone()),
+            ("CumProd", data_from(dtype, &[len, 2], &factors)),
+        ];
+        for ((op, x), (exclusive, reverse)) in runs
+            .iter()
+            .flat_map(|run| [(0, 0), (1, 0), (0, 1), (1, 1)].map(|flags| (run, flags)))
+        {
             let g = Graph::new()
                 .input("x", dtype, &shape)
                 .input("axis", DType::I64, &[])
                 .node(
-                    Node::new("CumSum", "c")
+                    Node::new(*op, "c")
                         .inputs(["x", "axis"])
                         .outputs(["y"])
                         .attr("exclusive", Attr::Int(exclusive))
@@ -318,7 +332,7 @@ fn long_lines_run_in_several_dispatches() {
                     .unwrap()
                     .remove(0)
                     .1;
-                assert!(got == want, "CumSum {dtype} {exclusive} {reverse}");
+                assert!(got == want, "{op} {dtype} {exclusive} {reverse}");
             }
         }
         for (k, largest) in [(1i64, 1), (5, 0), (40, 1)] {
@@ -612,50 +626,4 @@ fn normalizations_match_the_reference() {
         vec![("x", ints.clone()), ("s", ints)],
     );
     assert!(e.contains("X is i32"), "{e}");
-}
-
-/// CumProd along an axis longer than one dispatch walks (16 384 positions): each dispatch
-/// resumes from the products so far, exclusive and reversed too, bit for bit against the
-/// reference (integers wrap; f64 multiplied in the same order).
-#[test]
-fn cumprod_along_an_axis_longer_than_one_dispatch() {
-    let n = 40_000usize;
-    for dtype in [DType::I32, DType::I64, DType::F64] {
-        let values: Vec<f64> = (0..n)
-            .map(|i| match dtype {
-                DType::F64 => 1.0 + ((i % 13) as f64 - 6.0) * 1e-4,
-                _ => [1.0, -1.0, 3.0, 1.0, 2.0, -1.0][i % 6],
-            })
-            .collect();
-        let x =
-            wgpu_ops::reference::cast_host(&HostTensor::from_vec(vec![n], &values).unwrap(), dtype)
-                .unwrap();
-        for (exclusive, reverse) in [(0, 0), (1, 1)] {
-            let g = Graph::new()
-                .input("x", dtype, &[Some(n)])
-                .input("axis", DType::I64, &[])
-                .node(
-                    Node::new("CumProd", "c")
-                        .inputs(["x", "axis"])
-                        .outputs(["y"])
-                        .attr("exclusive", Attr::Int(exclusive))
-                        .attr("reverse", Attr::Int(reverse)),
-                )
-                .output("y");
-            let axis = HostTensor::from_vec(Vec::new(), &[0i64]).unwrap();
-            let inputs = vec![("x".to_string(), x.clone()), ("axis".to_string(), axis)];
-            let want = run_graph(&g, &inputs, &Default::default())
-                .unwrap()
-                .remove(0);
-            for ctx in contexts_for(dtype) {
-                let got = Session::new(ctx, g.clone())
-                    .unwrap()
-                    .run_blocking(inputs.clone())
-                    .unwrap()
-                    .remove(0)
-                    .1;
-                assert_eq!(got, want, "CumProd {dtype} {exclusive} {reverse}");
-            }
-        }
-    }
 }

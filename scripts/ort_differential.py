@@ -70,6 +70,19 @@ def values(np_type, n, rng, positive=False):
     return rng.permutation(v).astype(np_type)
 
 
+def write_case(out, name, m, inputs, outputs):
+    """One test as the node tests lay theirs out: out/name/model.onnx and data_0/input_i.pb,
+    output_i.pb."""
+    tdir = os.path.join(out, name)
+    os.makedirs(os.path.join(tdir, "data_0"), exist_ok=True)
+    with open(os.path.join(tdir, "model.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
+    for kind, values in (("input", inputs), ("output", outputs)):
+        for i, v in enumerate(values):
+            with open(os.path.join(tdir, "data_0", f"{kind}_{i}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(np.asarray(v)).SerializeToString())
+
+
 def model(op, inputs, out_type, attrs):
     names = [f"x{i}" for i in range(len(inputs))]
     infos = [helper.make_tensor_value_info(nm, DTYPES[d][1], list(v.shape))
@@ -206,15 +219,7 @@ def main():
             got = sess.run(None, {f"x{i}": v for i, (_, v) in enumerate(inputs)})
         except Exception:
             continue  # no onnxruntime kernel for this op and dtype
-        tdir = os.path.join(out, name)
-        os.makedirs(os.path.join(tdir, "data_0"), exist_ok=True)
-        with open(os.path.join(tdir, "model.onnx"), "wb") as f:
-            f.write(m.SerializeToString())
-        for i, (_, v) in enumerate(inputs):
-            with open(os.path.join(tdir, "data_0", f"input_{i}.pb"), "wb") as f:
-                f.write(numpy_helper.from_array(np.asarray(v)).SerializeToString())
-        with open(os.path.join(tdir, "data_0", "output_0.pb"), "wb") as f:
-            f.write(numpy_helper.from_array(np.asarray(got[0])).SerializeToString())
+        write_case(out, name, m, [v for _, v in inputs], got)
         out_np = np.asarray(got[0]).dtype
         # onnxruntime's own default test tolerances (test/providers/checkers.cc): float rel
         # 1e-4 abs 1e-5, double rel 1e-5 abs 1e-6; for f16, two units in its last place.
@@ -300,16 +305,7 @@ def recurrent_cases(out, manifest):
             given = [(n, v) for n, v in feeds if n]
             got = sess.run(None, dict(given))
             name = f"ort_{op}_{label}_f32"
-            tdir = os.path.join(out, name)
-            os.makedirs(os.path.join(tdir, "data_0"), exist_ok=True)
-            with open(os.path.join(tdir, "model.onnx"), "wb") as fh:
-                fh.write(m.SerializeToString())
-            for i, (_, v) in enumerate(given):
-                with open(os.path.join(tdir, "data_0", f"input_{i}.pb"), "wb") as fh:
-                    fh.write(numpy_helper.from_array(v).SerializeToString())
-            for i, v in enumerate(got):
-                with open(os.path.join(tdir, "data_0", f"output_{i}.pb"), "wb") as fh:
-                    fh.write(numpy_helper.from_array(np.asarray(v)).SerializeToString())
+            write_case(out, name, m, [v for _, v in given], got)
             manifest[name] = {"rtol": 1e-4, "atol": 1e-5, "data_sets": 1, "ops": [op],
                               "opset": 22}
             written += 1

@@ -7,12 +7,14 @@
 #   scripts/gpu-figures.sh OUT_DIR [PART...]
 #
 # Parts (all figures when none are named): table (data movement and Scan overhead, bench/
-# layout), matmul, rnn, transfer, la-step, rnn-ort, rnn-ort-1, lstm-ort, gru-ort, la-op-ort,
-# la-expanded-ort, gpr-ort (a scikit-learn Gaussian process written beforehand where scikit-learn is installed:
+# layout), dtypes (element-wise Add per dtype), matmul, rnn, transfer, la-step, rnn-ort,
+# rnn-ort-1, lstm-ort, gru-ort, la-op-ort, la-expanded-ort, gpr-ort (a scikit-learn Gaussian
+# process written beforehand where scikit-learn is installed:
 # `scripts/sklearn_gpr_vs_onnxruntime.py --export .devbin/gpr`, or GPR_MODEL=DIR).
 # Also, by name only: tests-gpu-kernels and tests-cpu-kernels (every test binary of
 # `cargo test --release --no-run` in target/release/deps, each bounded by TEST_LIMIT seconds,
 # default 240, with WGPU_OPS_CPU_KERNELS=0 or 1) and fuzz (the fuzzer, `--max-memory 4 GiB`).
+# scripts/pack-for-gpu.sh packs the binaries and test data for a machine without Rust.
 # The *-ort parts need python3 with numpy, onnx and onnxruntime. BIN=DIR takes the binaries
 # from DIR instead of target/release/examples; LIMIT=SECONDS bounds each part (default 540).
 set -uo pipefail
@@ -20,7 +22,7 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-figures.sh OUT_DIR [PART...]}
 shift
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(table matmul rnn transfer la-step rnn-ort rnn-ort-1 lstm-ort gru-ort la-op-ort la-expanded-ort gpr-ort)
+[ ${#parts[@]} -eq 0 ] && parts=(table dtypes matmul rnn transfer la-step rnn-ort rnn-ort-1 lstm-ort gru-ort la-op-ort la-expanded-ort gpr-ort)
 bin=${BIN:-target/release/examples}
 limit=${LIMIT:-540}
 . scripts/ensure-gpu.sh
@@ -37,14 +39,17 @@ run_tests() {
     local exe
     exe=$(ls -t target/release/deps/"$t"-* 2>/dev/null | grep -v '\.d$' | head -n 1)
     [ -x "$exe" ] || { echo "$t: no binary (cargo test --release --no-run)"; failed=1; continue; }
-    local line
+    local log line
     if [ -n "$kernels" ]; then
-      line=$(WGPU_OPS_CPU_KERNELS=$kernels timeout "${TEST_LIMIT:-240}" "$exe" 2>&1 | grep -E '^test result' | tail -n 1)
+      log=$(WGPU_OPS_CPU_KERNELS=$kernels timeout "${TEST_LIMIT:-240}" "$exe" 2>&1)
+      line=$(grep -E '^test result' <<<"$log" | tail -n 1)
     else
-      line=$(timeout "${TEST_LIMIT:-240}" "$exe" --nocapture 2>&1 | grep -E '^test result|runs:' | tail -n 12)
+      log=$(timeout "${TEST_LIMIT:-240}" "$exe" --nocapture 2>&1)
+      line=$(grep -E '^test result|runs:' <<<"$log" | tail -n 12)
     fi
     echo "$t: ${line:-no result (timed out or crashed)}"
-    case "$line" in *"test result: ok"*) ;; *) failed=1 ;; esac
+    # A failure keeps its messages: the summary line alone does not say what broke.
+    case "$line" in *"test result: ok"*) ;; *) failed=1; grep -E -A6 'panicked|FAILED' <<<"$log" | head -n 60 ;; esac
   done
   return $failed
 }
@@ -52,6 +57,7 @@ run_tests() {
 run_part() {
   case "$1" in
     table) "$bin/bench" --out "$out/bench" ;;
+    dtypes) "$bin/bench" --dtypes-only ;;
     matmul) "$bin/bench" --matmul-only ;;
     rnn) "$bin/bench" --rnn-only ;;
     transfer) "$bin/bench" --transfer-only ;;

@@ -278,32 +278,6 @@ fn flushes_subnormals(ctx: &wgpu_ops::Context) -> bool {
     got.to_vec::<f32>().unwrap()[0] == 0.0
 }
 
-/// `t` with its subnormal f32 and bf16 values replaced by zeros of their sign (as a flushing
-/// adapter reads them).
-fn flushed(t: &HostTensor) -> HostTensor {
-    let mut t = t.clone();
-    match t.dtype {
-        DType::F32 => {
-            for w in t.data.chunks_exact_mut(4) {
-                let bits = u32::from_le_bytes(w.try_into().unwrap());
-                if bits & 0x7f80_0000 == 0 {
-                    w.copy_from_slice(&(bits & 0x8000_0000).to_le_bytes());
-                }
-            }
-        }
-        DType::BF16 => {
-            for w in t.data.chunks_exact_mut(2) {
-                let bits = u16::from_le_bytes(w.try_into().unwrap());
-                if bits & 0x7f80 == 0 {
-                    w.copy_from_slice(&(bits & 0x8000).to_le_bytes());
-                }
-            }
-        }
-        _ => {}
-    }
-    t
-}
-
 /// The ops whose f32 results stay exact on adapters that flush subnormals: they choose a
 /// value or change its sign on the bits.
 fn exact_on_flushing_adapters(op: &str) -> bool {

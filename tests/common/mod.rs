@@ -101,6 +101,32 @@ pub fn random_tensor(seed: u64, dtype: DType, shape: &[usize]) -> HostTensor {
     HostTensor::from_bytes(dtype, shape.to_vec(), bytes(seed, n * dtype.size())).unwrap()
 }
 
+/// `t` with its subnormal f32 and bf16 values replaced by zeros of their sign (as a flushing
+/// adapter reads them).
+pub fn flushed(t: &HostTensor) -> HostTensor {
+    let mut t = t.clone();
+    match t.dtype {
+        DType::F32 => {
+            for w in t.data.chunks_exact_mut(4) {
+                let bits = u32::from_le_bytes(w.try_into().unwrap());
+                if bits & 0x7f80_0000 == 0 {
+                    w.copy_from_slice(&(bits & 0x8000_0000).to_le_bytes());
+                }
+            }
+        }
+        DType::BF16 => {
+            for w in t.data.chunks_exact_mut(2) {
+                let bits = u16::from_le_bytes(w.try_into().unwrap());
+                if bits & 0x7f80 == 0 {
+                    w.copy_from_slice(&(bits & 0x8000).to_le_bytes());
+                }
+            }
+        }
+        _ => {}
+    }
+    t
+}
+
 /// A tensor whose element `i` holds the value `i` (as i64), for readable expected values.
 pub fn iota(shape: &[usize]) -> HostTensor {
     let n: usize = shape.iter().product();

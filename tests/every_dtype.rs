@@ -1087,6 +1087,13 @@ fn trigonometric_functions_across_the_range() {
             }
             let (ulps, i) = worst;
             report.push(format!("{op} {d}: {ulps:.2} ulp (at {:e})", args[i]));
+            // f64 Sinh and Cosh compute e^|x| / 2 in one range reduction (no square of
+            // e^(|x| / 2), which doubled its error to 3 ulp), so they are held to 2.
+            let bound = if wide && matches!(op, "Sinh" | "Cosh") {
+                2.0
+            } else {
+                bound
+            };
             if ulps > bound {
                 failures.push(format!(
                     "{op} on {d}: {ulps} ulp at {:e}: GPU {:e}, libm {:e}",

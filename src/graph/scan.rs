@@ -768,6 +768,10 @@ fn record_loop(
     let iterations = match in_pass {
         Some((iteration, counter)) => {
             loop_owned.push(counter);
+            // The captured bodies hold the ping-pong buffers and the elements: dropped here,
+            // as the other path's closure drops them after the loop, so that the buffers are
+            // released whole at the end (else a session's later runs make them anew).
+            drop((instances, elements));
             iteration
         }
         None => copied_iterations(

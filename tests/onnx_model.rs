@@ -885,3 +885,50 @@ fn recurrent_layers_take_one_dispatch_per_gate_and_step() {
         }
     }
 }
+
+/// Attention's attributes outside the specification are refused when the model loads, with
+/// one line naming the node and the rule.
+#[test]
+fn attention_refuses_attributes_outside_the_specification() {
+    let f = DataType::Float;
+    for (attrs, why) in [
+        (
+            vec![int_attr("q_num_heads", 4)],
+            "q_num_heads and kv_num_heads together",
+        ),
+        (
+            vec![int_attr("q_num_heads", 4), int_attr("kv_num_heads", 3)],
+            "a multiple of kv_num_heads",
+        ),
+        (
+            vec![int_attr("qk_matmul_output_mode", 4)],
+            "qk_matmul_output_mode 4 is not 0 to 3",
+        ),
+        (
+            vec![int_attr("softmax_precision", 7)],
+            "softmax_precision 7 is not 1, 10, 11 or 16",
+        ),
+        (
+            vec![int_attr("left_window_size", -2)],
+            "left_window_size -2 is below -1",
+        ),
+    ] {
+        let mut n = node("Attention", &["Q", "K", "V"], &["Y"]);
+        n.name = Some("attn\n1".into());
+        n.attribute = attrs;
+        let graph = GraphProto {
+            node: vec![n],
+            input: ["Q", "K", "V"]
+                .iter()
+                .map(|i| value(i, f, &[Some(1), Some(2), Some(3), Some(4)]))
+                .collect(),
+            output: vec![value("Y", f, &[None])],
+            ..Default::default()
+        };
+        let e = Model::from_bytes(&model(graph, 23).encode_to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why) && e.contains("attn\\n1"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

@@ -11,6 +11,7 @@ use prost::Message;
 use crate::graph::{is_op, Attr, Graph, Node, ValueInfo};
 use crate::{Context, DType, Error, HostTensor, Result, Session};
 
+mod attention;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod proto;
 mod recurrent;
@@ -737,6 +738,9 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         }
     }
     if let Some((nodes, constants)) = recurrent::expand(node)? {
+        return Ok((false, constants, nodes));
+    }
+    if let Some((nodes, constants)) = attention::expand(node)? {
         return Ok((false, constants, nodes));
     }
     match node.op.as_str() {

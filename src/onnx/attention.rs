@@ -6,65 +6,10 @@
 //! of the scale, the bias built in f32 and cast to the scores' type), so the results round as
 //! its reference does.
 
+use super::expansion::Builder;
 use super::recurrent::Expansion;
 use crate::graph::{Attr, Node};
-use crate::{Error, HostTensor, Result};
-
-/// Names, nodes and constants of one expansion.
-struct Builder {
-    prefix: String,
-    nodes: Vec<Node>,
-    constants: Vec<(String, HostTensor)>,
-}
-
-impl Builder {
-    fn name(&self, s: &str) -> String {
-        format!("{}/{s}", self.prefix)
-    }
-
-    /// Adds `op` on `inputs` with `attrs`, writing this expansion's value `out`; returns its
-    /// name.
-    fn op(&mut self, op: &str, out: &str, inputs: &[&str], attrs: &[(&str, Attr)]) -> String {
-        let out = self.name(out);
-        self.op_to(op, &out, inputs, attrs)
-    }
-
-    /// [`Self::op`] writing the value named `out` as it is (one of the node's outputs).
-    fn op_to(&mut self, op: &str, out: &str, inputs: &[&str], attrs: &[(&str, Attr)]) -> String {
-        let out = out.to_string();
-        let mut node = Node::new(op, out.as_str())
-            .inputs(inputs.iter().copied())
-            .outputs([out.as_str()]);
-        for (k, v) in attrs {
-            node = node.attr(*k, v.clone());
-        }
-        self.nodes.push(node);
-        out
-    }
-
-    fn i64s(&mut self, name: &str, v: &[i64]) -> Result<String> {
-        let name = self.name(name);
-        self.constants
-            .push((name.clone(), HostTensor::from_vec(vec![v.len()], v)?));
-        Ok(name)
-    }
-
-    fn f32_scalar(&mut self, name: &str, v: f32) -> Result<String> {
-        let name = self.name(name);
-        self.constants
-            .push((name.clone(), HostTensor::from_vec(vec![], &[v])?));
-        Ok(name)
-    }
-
-    /// `Shape` of `x` from axis `start` to `end`.
-    fn dims(&mut self, out: &str, x: &str, start: i64, end: Option<i64>) -> String {
-        let mut attrs = vec![("start", Attr::Int(start))];
-        if let Some(end) = end {
-            attrs.push(("end", Attr::Int(end)));
-        }
-        self.op("Shape", out, &[x], &attrs)
-    }
-}
+use crate::{Error, Result};
 
 /// The nodes that compute an `Attention` node, with the constants they read; `None` for
 /// other ops. Rank-3 inputs are told by `q_num_heads` and `kv_num_heads`, which the
@@ -140,15 +85,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         _ => return Err(bad("takes past_key and past_value together".into())),
     };
 
-    let mut b = Builder {
-        prefix: if node.name.is_empty() {
-            format!("attention:{y}")
-        } else {
-            node.name.clone()
-        },
-        nodes: Vec::new(),
-        constants: Vec::new(),
-    };
+    let mut b = Builder::new(node, &y);
     // [batch, heads, sequence, head size] from [batch, sequence, heads * head size].
     let split_heads = |b: &mut Builder, x: &str, h: i64, what: &str| -> Result<String> {
         let shape = b.i64s(&format!("{what}_split"), &[0, 0, h, -1])?;
@@ -409,5 +346,5 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
             b.op_to("Reshape", &y, &[&t, &merge], &[]);
         }
     }
-    Ok(Some((b.nodes, b.constants)))
+    Ok(Some(b.finish()))
 }

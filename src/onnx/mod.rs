@@ -12,10 +12,20 @@ use crate::graph::{is_op, Attr, Graph, Node, ValueInfo};
 use crate::{Context, DType, Error, HostTensor, Result, Session};
 
 mod attention;
+mod expansion;
+mod losses;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod proto;
 mod recurrent;
-pub use recurrent::EXPANDED_OPS;
+/// The ops the ONNX loader builds from others (they are no graph ops of their own).
+pub const EXPANDED_OPS: [&str; 6] = [
+    "RNN",
+    "GRU",
+    "LSTM",
+    "Attention",
+    "NegativeLogLikelihoodLoss",
+    "SoftmaxCrossEntropyLoss",
+];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};
 
@@ -741,6 +751,9 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         return Ok((false, constants, nodes));
     }
     if let Some((nodes, constants)) = attention::expand(node)? {
+        return Ok((false, constants, nodes));
+    }
+    if let Some((nodes, constants)) = losses::expand(node)? {
         return Ok((false, constants, nodes));
     }
     match node.op.as_str() {

@@ -6,9 +6,6 @@
 use crate::graph::{Attr, Graph, Node, ValueInfo};
 use crate::{Error, HostTensor, Result};
 
-/// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 3] = ["RNN", "GRU", "LSTM"];
-
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Cell {
     Rnn,

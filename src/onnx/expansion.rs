@@ -1,0 +1,93 @@
+//! A builder of the nodes that replace an ONNX node defined by other ops (its expansion).
+
+use super::recurrent::Expansion;
+use crate::graph::{Attr, Node};
+use crate::{HostTensor, Result};
+
+/// Names, nodes and constants of one expansion.
+pub(super) struct Builder {
+    prefix: String,
+    nodes: Vec<Node>,
+    constants: Vec<(String, HostTensor)>,
+}
+
+impl Builder {
+    /// A builder for the nodes replacing `node`, whose names start with the node's name (or,
+    /// for a node without one, its op and its first output).
+    pub(super) fn new(node: &Node, first_output: &str) -> Builder {
+        let prefix = if node.name.is_empty() {
+            format!("{}:{first_output}", node.op)
+        } else {
+            node.name.clone()
+        };
+        Builder {
+            prefix,
+            nodes: Vec::new(),
+            constants: Vec::new(),
+        }
+    }
+
+    /// The nodes and constants built.
+    pub(super) fn finish(self) -> Expansion {
+        (self.nodes, self.constants)
+    }
+
+    pub(super) fn name(&self, s: &str) -> String {
+        format!("{}/{s}", self.prefix)
+    }
+
+    /// Adds `op` on `inputs` with `attrs`, writing this expansion's value `out`; returns its
+    /// name.
+    pub(super) fn op(
+        &mut self,
+        op: &str,
+        out: &str,
+        inputs: &[&str],
+        attrs: &[(&str, Attr)],
+    ) -> String {
+        let out = self.name(out);
+        self.op_to(op, &out, inputs, attrs)
+    }
+
+    /// [`Self::op`] writing the value named `out` as it is (one of the node's outputs).
+    pub(super) fn op_to(
+        &mut self,
+        op: &str,
+        out: &str,
+        inputs: &[&str],
+        attrs: &[(&str, Attr)],
+    ) -> String {
+        let out = out.to_string();
+        let mut node = Node::new(op, out.as_str())
+            .inputs(inputs.iter().copied())
+            .outputs([out.as_str()]);
+        for (k, v) in attrs {
+            node = node.attr(*k, v.clone());
+        }
+        self.nodes.push(node);
+        out
+    }
+
+    pub(super) fn i64s(&mut self, name: &str, v: &[i64]) -> Result<String> {
+        let name = self.name(name);
+        self.constants
+            .push((name.clone(), HostTensor::from_vec(vec![v.len()], v)?));
+        Ok(name)
+    }
+
+    pub(super) fn f32_scalar(&mut self, name: &str, v: f32) -> Result<String> {
+        let name = self.name(name);
+        self.constants
+            .push((name.clone(), HostTensor::from_vec(vec![], &[v])?));
+        Ok(name)
+    }
+
+    /// `Shape` of `x` from axis `start` to `end`.
+    pub(super) fn dims(&mut self, out: &str, x: &str, start: i64, end: Option<i64>) -> String {
+        let mut attrs = vec![("start", Attr::Int(start))];
+        if let Some(end) = end {
+            attrs.push(("end", Attr::Int(end)));
+        }
+        self.op("Shape", out, &[x], &attrs)
+    }
+}

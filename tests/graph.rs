@@ -521,3 +521,33 @@ fn inputs_are_uploaded_into_the_last_runs_buffers() {
     }
     assert_eq!(created[1..], [0, 0], "{created:?}");
 }
+
+/// An Expand that broadcasts nothing (its shape is the input's, or ones) is a view of its
+/// input, no dispatch; one that broadcasts is one gather. Both give the reference's values.
+#[test]
+fn expand_to_the_input_shape_is_a_view() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    for (shape, dispatches) in [
+        (vec![1i64, 1, 1], 0u64),
+        (vec![2, 3, 4], 0),
+        (vec![2, 2, 3, 4], 1),
+    ] {
+        let g = Graph::new()
+            .input("x", DType::I32, &[Some(2), Some(3), Some(4)])
+            .constant("shape", idx(&shape))
+            .node(
+                Node::new("Expand", "e")
+                    .inputs(["x", "shape"])
+                    .outputs(["y"]),
+            )
+            .output("y");
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let x = random_tensor(7, DType::I32, &[2, 3, 4]);
+        let before = ctx.stats().dispatches;
+        let out = session.run_blocking(vec![("x".into(), x.clone())]).unwrap();
+        assert_eq!(ctx.stats().dispatches - before, dispatches, "{shape:?}");
+        let want =
+            reference::graph::run_graph(&g, &[("x".into(), x)], &Default::default()).unwrap();
+        assert_eq!(out[0].1, want[0], "{shape:?}");
+    }
+}

@@ -322,6 +322,11 @@ impl Recorder {
         super::check_rank("Expand", data.shape())?;
         let (shape, plan) = expand_plan(data.shape(), shape)?;
         super::check_rank("Expand", &shape)?;
+        if shape == data.shape() {
+            // Nothing to broadcast (Attention's grouped heads when there is one query head
+            // per key head): the input itself, as Identity gives it.
+            return out.view(self, data.clone());
+        }
         let out = out.tensor(self, data.dtype(), &shape)?;
         self.gather_into("Expand", data, &plan, &out)?;
         Ok(out)

@@ -164,6 +164,38 @@ impl Tensor {
         &self.ctx
     }
 
+    /// The same bytes read as `dtype`, which must be as wide as this tensor's (ONNX BitCast;
+    /// no copy).
+    pub fn bitcast(&self, dtype: DType) -> Result<Tensor> {
+        if dtype.size() != self.dtype.size() {
+            return Err(Error::invalid(
+                "BitCast",
+                "to",
+                format!(
+                    "{} is {} bytes wide, the input's {} is {}",
+                    dtype.name(),
+                    dtype.size(),
+                    self.dtype.name(),
+                    self.dtype.size()
+                ),
+            ));
+        }
+        if dtype == DType::Bool && self.dtype != DType::Bool {
+            return Err(Error::invalid(
+                "BitCast",
+                "to",
+                format!(
+                    "bool from {} is not supported: its bytes may hold values other than 0 and 1",
+                    self.dtype.name()
+                ),
+            ));
+        }
+        Ok(Tensor {
+            dtype,
+            ..self.clone()
+        })
+    }
+
     /// The same data under another shape with the same number of elements (no copy).
     pub fn reshaped(&self, shape: &[usize]) -> Result<Tensor> {
         if checked_numel(shape) != Some(self.numel()) {

@@ -551,3 +551,56 @@ fn expand_to_the_input_shape_is_a_view() {
         assert_eq!(out[0].1, want[0], "{shape:?}");
     }
 }
+
+/// BitCast reads the same bytes as another dtype of the same width, as a view (no dispatch),
+/// bit for bit with the reference; other widths, and bool from bytes that may not be 0 or 1,
+/// are errors naming the op and the rule.
+#[test]
+fn bitcast_is_a_view_of_the_same_bytes() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let graph = |from: DType, to: DType| {
+        Graph::new()
+            .input("x", from, &[Some(3), Some(5)])
+            .node(
+                Node::new("BitCast", "b")
+                    .inputs(["x"])
+                    .outputs(["y"])
+                    .attr("to", Attr::String(to.name().into())),
+            )
+            .output("y")
+    };
+    for (from, to) in [
+        (DType::F32, DType::I32),
+        (DType::U64, DType::F64),
+        (DType::BF16, DType::I16),
+        (DType::Bool, DType::U8),
+    ] {
+        let g = graph(from, to);
+        let x = random_tensor(3, from, &[3, 5]);
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let before = ctx.stats().dispatches;
+        let out = session.run_blocking(vec![("x".into(), x.clone())]).unwrap();
+        assert_eq!(ctx.stats().dispatches - before, 0, "{from} to {to}");
+        assert_eq!(out[0].1.dtype, to);
+        assert_eq!(out[0].1.data, x.data, "{from} to {to}");
+        let want =
+            reference::graph::run_graph(&g, &[("x".into(), x)], &Default::default()).unwrap();
+        assert_eq!(out[0].1, want[0], "{from} to {to}");
+    }
+    for (from, to, why) in [
+        (
+            DType::F32,
+            DType::F64,
+            "f64 is 8 bytes wide, the input's f32 is 4",
+        ),
+        (DType::U8, DType::Bool, "bool from u8 is not supported"),
+    ] {
+        let session = Session::new(&ctx, graph(from, to)).unwrap();
+        let x = random_tensor(3, from, &[3, 5]);
+        let e = session
+            .run_blocking(vec![("x".into(), x)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("BitCast") && e.contains(why), "{e}");
+    }
+}

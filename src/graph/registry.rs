@@ -38,6 +38,7 @@ static OPS: &[&OpDef] = &[
     &CONCAT,
     &CAST,
     &CAST_LIKE,
+    &BITCAST,
     &SHAPE,
     &SIZE,
     &CONSTANT_OF_SHAPE,
@@ -535,6 +536,23 @@ static CAST_LIKE: OpDef = OpDef {
         let a = args.tensor(0, "input")?;
         let to = args.dtype_of(1, "target_type")?;
         Ok(vec![rec.cast_to(&a, to, args.out(0))?])
+    },
+};
+
+static BITCAST: OpDef = OpDef {
+    name: "BitCast",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["to"],
+    run: |rec, args| {
+        let a = args.tensor(0, "input")?;
+        let to = match args.node.attrs.get("to") {
+            Some(super::Attr::String(name)) => DType::from_name(name),
+            _ => None,
+        }
+        .ok_or_else(|| Error::invalid("BitCast", "to", "needs a dtype"))?;
+        Ok(vec![args.out(0).view(rec, a.bitcast(to)?)?])
     },
 };
 

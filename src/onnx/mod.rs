@@ -807,17 +807,21 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
             };
             return Ok((false, vec![(output.clone(), value)], Vec::new()));
         }
-        "Cast" => {
+        "Cast" | "BitCast" => {
             if let Some(Attr::Int(to)) = node.attrs.get("to") {
                 let to = i32::try_from(*to).unwrap_or(-1);
                 let dtype = dtype_of(DataType::try_from(to).unwrap_or(DataType::Undefined))
                     .ok_or_else(|| {
-                        bad(format!("Cast to {} is not supported", type_name_i32(to)))
+                        bad(format!(
+                            "{} to {} is not supported",
+                            node.op,
+                            type_name_i32(to)
+                        ))
                     })?;
                 node.attrs
                     .insert("to".into(), Attr::String(dtype.name().into()));
             }
-            if opset < 6 {
+            if node.op == "Cast" && opset < 6 {
                 node.attrs.remove("to");
                 return Err(bad(
                     "Cast before opset 6 (a string 'to') is not supported".into()

@@ -179,6 +179,19 @@ fn run_node(
             one(super::space_to_batch(&a(0)?, &o)?)
         }
         "Identity" => one(a(0)?),
+        "BitCast" => {
+            let x = a(0)?;
+            match node.attrs.get("to") {
+                Some(Attr::String(to)) => {
+                    let to = DType::from_name(to).ok_or("bad dtype")?;
+                    if to.size() != x.dtype.size() {
+                        return Err("BitCast between widths".into());
+                    }
+                    one(HostTensor::from_bytes(to, x.shape.clone(), x.data.clone())?)
+                }
+                _ => Err("BitCast needs 'to'".into()),
+            }
+        }
         // Written from the ONNX spec: the output holds one row of depth values per index,
         // along axis; on at the index (negative ones count back from depth), off elsewhere.
         "OneHot" => {

@@ -932,3 +932,64 @@ fn attention_refuses_attributes_outside_the_specification() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+/// LpNormalization divides by the L1 or L2 norm along its axis, and gives zeros where that
+/// norm is zero (ONNX-22), checked against the host in f64 at rtol 1e-6.
+#[test]
+fn lp_normalization_divides_by_the_norm_and_zero_norms_give_zero() {
+    let f = DataType::Float;
+    let (rows, cols) = (3usize, 4usize);
+    let mut x = uniform(9, rows * cols);
+    for v in &mut x[cols..2 * cols] {
+        *v = 0.0; // a zero row: its norm along axis 1 is zero
+    }
+    let ctx = common::own_ctx();
+    for (p, axis) in [(1i64, 1i64), (2, 1), (2, 0), (1, -1)] {
+        let mut n = node("LpNormalization", &["x"], &["y"]);
+        n.attribute = vec![int_attr("p", p), int_attr("axis", axis)];
+        let graph = GraphProto {
+            node: vec![n],
+            input: vec![value("x", f, &[Some(rows as i64), Some(cols as i64)])],
+            output: vec![value("y", f, &[Some(rows as i64), Some(cols as i64)])],
+            ..Default::default()
+        };
+        let session = Model::from_bytes(&model(graph, 22).encode_to_vec())
+            .unwrap()
+            .session(&ctx)
+            .unwrap();
+        let got = session
+            .run_blocking(vec![(
+                "x".into(),
+                HostTensor::from_vec(vec![rows, cols], &x).unwrap(),
+            )])
+            .unwrap();
+        let along_rows = axis == 0;
+        let want: Vec<f32> = (0..rows * cols)
+            .map(|i| {
+                let (r, c) = (i / cols, i % cols);
+                let line: Vec<f64> = if along_rows {
+                    (0..rows).map(|k| f64::from(x[k * cols + c])).collect()
+                } else {
+                    (0..cols).map(|k| f64::from(x[r * cols + k])).collect()
+                };
+                let norm = if p == 1 {
+                    line.iter().map(|v| v.abs()).sum::<f64>()
+                } else {
+                    line.iter().map(|v| v * v).sum::<f64>().sqrt()
+                };
+                if norm == 0.0 {
+                    0.0
+                } else {
+                    (f64::from(x[i]) / norm) as f32
+                }
+            })
+            .collect();
+        common::assert_close(
+            &got[0].1,
+            &HostTensor::from_vec(vec![rows, cols], &want).unwrap(),
+            1e-6,
+            0.0,
+            &format!("p {p} axis {axis}"),
+        );
+    }
+}

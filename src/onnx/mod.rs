@@ -14,17 +14,19 @@ use crate::{Context, DType, Error, HostTensor, Result, Session};
 mod attention;
 mod expansion;
 mod losses;
+mod lp_normalization;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod proto;
 mod recurrent;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 6] = [
+pub const EXPANDED_OPS: [&str; 7] = [
     "RNN",
     "GRU",
     "LSTM",
     "Attention",
     "NegativeLogLikelihoodLoss",
     "SoftmaxCrossEntropyLoss",
+    "LpNormalization",
 ];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};
@@ -754,6 +756,9 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         return Ok((false, constants, nodes));
     }
     if let Some((nodes, constants)) = losses::expand(node)? {
+        return Ok((false, constants, nodes));
+    }
+    if let Some((nodes, constants)) = lp_normalization::expand(node)? {
         return Ok((false, constants, nodes));
     }
     match node.op.as_str() {

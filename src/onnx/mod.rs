@@ -18,8 +18,9 @@ mod lp_normalization;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod proto;
 mod recurrent;
+mod rotary_embedding;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 7] = [
+pub const EXPANDED_OPS: [&str; 8] = [
     "RNN",
     "GRU",
     "LSTM",
@@ -27,6 +28,7 @@ pub const EXPANDED_OPS: [&str; 7] = [
     "NegativeLogLikelihoodLoss",
     "SoftmaxCrossEntropyLoss",
     "LpNormalization",
+    "RotaryEmbedding",
 ];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};
@@ -759,6 +761,9 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         return Ok((false, constants, nodes));
     }
     if let Some((nodes, constants)) = lp_normalization::expand(node)? {
+        return Ok((false, constants, nodes));
+    }
+    if let Some((nodes, constants)) = rotary_embedding::expand(node)? {
         return Ok((false, constants, nodes));
     }
     match node.op.as_str() {

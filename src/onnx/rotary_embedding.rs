@@ -1,0 +1,121 @@
+//! ONNX `RotaryEmbedding` (opset 23) loaded as the ops it is defined by: each head's first
+//! `rotary_embedding_dim` values (all by default) are rotated in pairs, halves or interleaved,
+//! by the cosines and sines of the token's position; the rest pass through.
+
+use super::expansion::Builder;
+use super::recurrent::Expansion;
+use crate::graph::{Attr, Node};
+use crate::{Error, Result};
+
+/// The nodes that compute a `RotaryEmbedding` node; `None` for other ops. A 3-D input is told
+/// by `num_heads`, which the specification requires for it.
+pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
+    if node.op != "RotaryEmbedding" {
+        return Ok(None);
+    }
+    let bad = |msg: String| {
+        Error::Model(format!(
+            "node '{}': RotaryEmbedding {msg}",
+            node.name.escape_debug()
+        ))
+    };
+    let int = |name: &str| match node.attrs.get(name) {
+        None => Ok(0),
+        Some(Attr::Int(v)) => Ok(*v),
+        Some(_) => Err(bad(format!("{name} must be an integer"))),
+    };
+    let heads = int("num_heads")?;
+    let dim = int("rotary_embedding_dim")?;
+    let interleaved = int("interleaved")? != 0;
+    if heads < 0 || dim < 0 || dim % 2 != 0 {
+        return Err(bad(format!(
+            "num_heads {heads} and rotary_embedding_dim {dim} must be at least 0, the latter even"
+        )));
+    }
+    let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
+    let (Some(x), Some(cos), Some(sin)) = (input(0), input(1), input(2)) else {
+        return Err(bad("needs input, cos_cache and sin_cache".into()));
+    };
+    let Some(y) = node.outputs.first().filter(|n| !n.is_empty()).cloned() else {
+        return Err(bad("needs an output".into()));
+    };
+    let mut b = Builder::new(node, &y);
+    // [batch, heads, sequence, head size], the 4-D input's layout.
+    let perm = || Attr::Ints(vec![0, 2, 1, 3]);
+    let x4 = if heads > 0 {
+        let split = b.i64s("split_heads", &[0, 0, heads, -1])?;
+        let r = b.op("Reshape", "by_head", &[&x, &split], &[]);
+        b.op("Transpose", "x4", &[&r], &[("perm", perm())])
+    } else {
+        x.clone()
+    };
+    // The caches at each token's position: [batch, 1, sequence, rotated / 2].
+    let (cos, sin) = match input(3) {
+        Some(ids) => (
+            b.op("Gather", "cos_at", &[&cos, &ids], &[("axis", Attr::Int(0))]),
+            b.op("Gather", "sin_at", &[&sin, &ids], &[("axis", Attr::Int(0))]),
+        ),
+        None => (cos, sin),
+    };
+    let axis1 = b.i64s("axis1", &[1])?;
+    let cos = b.op("Unsqueeze", "cos4", &[&cos, &axis1], &[]);
+    let sin = b.op("Unsqueeze", "sin4", &[&sin, &axis1], &[]);
+    let last = b.i64s("last", &[-1])?;
+    let zero = b.i64s("zero", &[0])?;
+    let end = b.i64s("end", &[i64::MAX])?;
+    let one = b.i64s("one", &[1])?;
+    let two = b.i64s("two", &[2])?;
+    let slice = |b: &mut Builder, out: &str, x: &str, from: &str, to: &str, step: &str| {
+        b.op("OnnxSlice", out, &[x, from, to, &last, step], &[])
+    };
+    let (rotated, kept) = if dim > 0 {
+        let d = b.i64s("dim", &[dim])?;
+        (
+            slice(&mut b, "rotated", &x4, &zero, &d, &one),
+            Some(slice(&mut b, "kept", &x4, &d, &end, &one)),
+        )
+    } else {
+        (x4.clone(), None)
+    };
+    let (x1, x2) = if interleaved {
+        (
+            slice(&mut b, "x1", &rotated, &zero, &end, &two),
+            slice(&mut b, "x2", &rotated, &one, &end, &two),
+        )
+    } else {
+        let size = b.dims("rotated_size", &rotated, 3, Some(4));
+        let half = b.op("Div", "half", &[&size, &two], &[]);
+        (
+            slice(&mut b, "x1", &rotated, &zero, &half, &one),
+            slice(&mut b, "x2", &rotated, &half, &end, &one),
+        )
+    };
+    let cos_x1 = b.op("Mul", "cos_x1", &[&cos, &x1], &[]);
+    let sin_x2 = b.op("Mul", "sin_x2", &[&sin, &x2], &[]);
+    let real = b.op("Sub", "real", &[&cos_x1, &sin_x2], &[]);
+    let sin_x1 = b.op("Mul", "sin_x1", &[&sin, &x1], &[]);
+    let cos_x2 = b.op("Mul", "cos_x2", &[&cos, &x2], &[]);
+    let imag = b.op("Add", "imag", &[&sin_x1, &cos_x2], &[]);
+    let axis = [("axis", Attr::Int(-1))];
+    let turned = if interleaved {
+        let r = b.op("Unsqueeze", "real_pair", &[&real, &last], &[]);
+        let i = b.op("Unsqueeze", "imag_pair", &[&imag, &last], &[]);
+        let pairs = b.op("Concat", "pairs", &[&r, &i], &axis);
+        let flat = b.i64s("flat", &[0, 0, 0, -1])?;
+        b.op("Reshape", "turned", &[&pairs, &flat], &[])
+    } else {
+        b.op("Concat", "turned", &[&real, &imag], &axis)
+    };
+    let out4 = match &kept {
+        Some(k) => b.op("Concat", "out4", &[&turned, k], &axis),
+        None => turned,
+    };
+    if heads > 0 {
+        let t = b.op("Transpose", "out_t", &[&out4], &[("perm", perm())]);
+        let merge = b.i64s("merge", &[0, 0, -1])?;
+        b.op_to("Reshape", &y, &[&t, &merge], &[]);
+    } else {
+        b.op_to("Identity", &y, &[&out4], &[]);
+    }
+    Ok(Some(b.finish()))
+}

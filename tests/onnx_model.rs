@@ -993,3 +993,39 @@ fn lp_normalization_divides_by_the_norm_and_zero_norms_give_zero() {
         );
     }
 }
+
+/// Attention's q_num_heads/kv_num_heads (and RotaryEmbedding's num_heads) mark 3-D inputs: a
+/// 4-D input with them is refused when the model runs, with the node named, rather than read
+/// as 3-D.
+#[test]
+fn head_counts_on_four_dimensional_inputs_are_refused() {
+    let f = DataType::Float;
+    let dims = [Some(1), Some(2), Some(3), Some(4)];
+    let x = HostTensor::from_vec(vec![1, 2, 3, 4], &uniform(5, 24)).unwrap();
+    let ctx = common::own_ctx();
+    let mut attention = node("Attention", &["Q", "K", "V"], &["Y"]);
+    attention.name = Some("attn".into());
+    attention.attribute = vec![int_attr("q_num_heads", 2), int_attr("kv_num_heads", 2)];
+    let mut rope = node("RotaryEmbedding", &["Q", "K", "V"], &["Y"]);
+    rope.name = Some("rope".into());
+    rope.attribute = vec![int_attr("num_heads", 2)];
+    for (n, name) in [(attention, "attn"), (rope, "rope")] {
+        let graph = GraphProto {
+            node: vec![n],
+            input: ["Q", "K", "V"].iter().map(|i| value(i, f, &dims)).collect(),
+            output: vec![value("Y", f, &[None])],
+            ..Default::default()
+        };
+        let session = Model::from_bytes(&model(graph, 23).encode_to_vec())
+            .unwrap()
+            .session(&ctx)
+            .unwrap();
+        let e = session
+            .run_blocking(["Q", "K", "V"].map(|i| (i.to_string(), x.clone())).to_vec())
+            .unwrap_err()
+            .to_string();
+        println!("{e}");
+        assert!(e.contains(name) && e.contains("is_3d"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

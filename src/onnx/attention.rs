@@ -88,8 +88,16 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     let mut b = Builder::new(node, &y);
     // [batch, heads, sequence, head size] from [batch, sequence, heads * head size].
     let split_heads = |b: &mut Builder, x: &str, h: i64, what: &str| -> Result<String> {
+        // A transpose that moves nothing (a view) on the input: an error at run time when
+        // the input is not 3-D, where the reshape below would read it wrong.
+        let x = b.op(
+            "Transpose",
+            &format!("{what}_is_3d"),
+            &[x],
+            &[("perm", Attr::Ints(vec![0, 1, 2]))],
+        );
         let shape = b.i64s(&format!("{what}_split"), &[0, 0, h, -1])?;
-        let r = b.op("Reshape", &format!("{what}_by_head"), &[x, &shape], &[]);
+        let r = b.op("Reshape", &format!("{what}_by_head"), &[&x, &shape], &[]);
         Ok(b.op(
             "Transpose",
             &format!("{what}4"),

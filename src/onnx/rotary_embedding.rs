@@ -43,6 +43,14 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     // [batch, heads, sequence, head size], the 4-D input's layout.
     let perm = || Attr::Ints(vec![0, 2, 1, 3]);
     let x4 = if heads > 0 {
+        // A transpose that moves nothing (a view): an error at run time when the input is
+        // not 3-D (a 4-D input with num_heads, which this expansion cannot tell apart).
+        let x = b.op(
+            "Transpose",
+            "is_3d",
+            &[&x],
+            &[("perm", Attr::Ints(vec![0, 1, 2]))],
+        );
         let split = b.i64s("split_heads", &[0, 0, heads, -1])?;
         let r = b.op("Reshape", "by_head", &[&x, &split], &[]);
         b.op("Transpose", "x4", &[&r], &[("perm", perm())])

@@ -838,6 +838,8 @@ fn run_node(
         "Transpose" => {
             let x = a(0)?;
             let r = x.shape.len();
+            // The op's own checks of perm (a permutation of the input's axes) first.
+            crate::ops::layout::transpose_plan(&x.shape, ints(node, "perm").as_deref())?;
             let mut perm: Vec<usize> = ints(node, "perm")
                 .map(|p| p.iter().map(|&v| v as usize).collect())
                 .unwrap_or_else(|| (0..r).rev().collect());

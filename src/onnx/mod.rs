@@ -17,10 +17,11 @@ mod losses;
 mod lp_normalization;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod proto;
+mod quantize;
 mod recurrent;
 mod rotary_embedding;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 8] = [
+pub const EXPANDED_OPS: [&str; 11] = [
     "RNN",
     "GRU",
     "LSTM",
@@ -29,6 +30,9 @@ pub const EXPANDED_OPS: [&str; 8] = [
     "SoftmaxCrossEntropyLoss",
     "LpNormalization",
     "RotaryEmbedding",
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
 ];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};
@@ -764,6 +768,9 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         return Ok((false, constants, nodes));
     }
     if let Some((nodes, constants)) = rotary_embedding::expand(node)? {
+        return Ok((false, constants, nodes));
+    }
+    if let Some((nodes, constants)) = quantize::expand(node)? {
         return Ok((false, constants, nodes));
     }
     match node.op.as_str() {

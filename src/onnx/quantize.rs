@@ -1,0 +1,173 @@
+//! ONNX `QuantizeLinear`, `DequantizeLinear` and `DynamicQuantizeLinear` loaded as the ops
+//! they are defined by, on the 8- and 16-bit integer types: the scale and zero point
+//! broadcast per tensor, per axis or per block, the arithmetic in f32 (or `precision`), and
+//! quantized values rounded half to even and saturated by the cast to the integer type.
+
+use super::expansion::Builder;
+use super::recurrent::Expansion;
+use super::{dtype_of, proto::tensor_proto::DataType, type_name_i32};
+use crate::graph::{Attr, Node};
+use crate::{Error, Result};
+
+/// The nodes that compute a quantization node, with the constants they read; `None` for
+/// other ops.
+pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
+    let op = node.op.as_str();
+    if !matches!(
+        op,
+        "QuantizeLinear" | "DequantizeLinear" | "DynamicQuantizeLinear"
+    ) {
+        return Ok(None);
+    }
+    let bad =
+        |msg: String| Error::Model(format!("node '{}': {op} {msg}", node.name.escape_debug()));
+    let int = |name: &str, default: i64| match node.attrs.get(name) {
+        None => Ok(default),
+        Some(Attr::Int(v)) => Ok(*v),
+        Some(_) => Err(bad(format!("{name} must be an integer"))),
+    };
+    let dtype_attr = |name: &str| -> Result<Option<&'static str>> {
+        match int(name, 0)? {
+            0 => Ok(None),
+            code => {
+                let code = i32::try_from(code).unwrap_or(-1);
+                dtype_of(DataType::try_from(code).unwrap_or(DataType::Undefined))
+                    .map(|d| Some(d.name()))
+                    .ok_or_else(|| bad(format!("{name} {} is not supported", type_name_i32(code))))
+            }
+        }
+    };
+    let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
+    let output = |k: usize| node.outputs.get(k).filter(|n| !n.is_empty()).cloned();
+    let (Some(x), Some(y)) = (input(0), output(0)) else {
+        return Err(bad("needs an input and an output".into()));
+    };
+    let mut b = Builder::new(node, &y);
+    let f32_of = |b: &mut Builder, out: &str, v: &str| {
+        b.op("Cast", out, &[v], &[("to", Attr::String("f32".into()))])
+    };
+    if op == "DynamicQuantizeLinear" {
+        // u8 over [min(x, 0), max(x, 0)]: scale = range / 255, zero point = round(-min / scale).
+        let keep = [("keepdims", Attr::Int(0))];
+        let zero = b.f32_scalar("zero", 0.0)?;
+        let lo = b.op("ReduceMin", "x_min", &[&x], &keep);
+        let lo = b.op("Min", "lo", &[&lo, &zero], &[]);
+        let hi = b.op("ReduceMax", "x_max", &[&x], &keep);
+        let hi = b.op("Max", "hi", &[&hi, &zero], &[]);
+        let range = b.op("Sub", "range", &[&hi, &lo], &[]);
+        let levels = b.f32_scalar("levels", 255.0)?;
+        let scale = b.op("Div", "scale", &[&range, &levels], &[]);
+        let neg_lo = b.op("Sub", "neg_lo", &[&zero, &lo], &[]);
+        let zp = b.op("Div", "zp_f", &[&neg_lo, &scale], &[]);
+        let zp = b.op("Round", "zp_round", &[&zp], &[]);
+        let to_u8 = [("to", Attr::String("u8".into()))];
+        let zp = match output(2) {
+            Some(out) => b.op_to("Cast", &out, &[&zp], &to_u8),
+            None => b.op("Cast", "zp", &[&zp], &to_u8),
+        };
+        if let Some(out) = output(1) {
+            b.op_to("Identity", &out, &[&scale], &[]);
+        }
+        let q = b.op("Div", "q", &[&x, &scale], &[]);
+        let q = b.op("Round", "q_round", &[&q], &[]);
+        let zp_f = f32_of(&mut b, "zp_back", &zp);
+        let q = b.op("Add", "q_shifted", &[&q, &zp_f], &[]);
+        b.op_to("Cast", &y, &[&q], &to_u8);
+        return Ok(Some(b.finish()));
+    }
+    let Some(scale) = input(1) else {
+        return Err(bad("needs its scale".into()));
+    };
+    let zp = input(2);
+    let axis = int("axis", 1)?;
+    let block = int("block_size", 0)?;
+    if block < 0 {
+        return Err(bad(format!("block_size {block} is negative")));
+    }
+    // The scale (and zero point) broadcast to x: per block, each value repeated block_size
+    // times along axis; else one per tensor or per index along axis (a scalar or a vector
+    // reshaped to [-1, 1, ..., 1] with a 1 for each axis after `axis`).
+    let axis_v = b.i64s("axis", &[axis])?;
+    let spread = |b: &mut Builder, v: &str, what: &str| -> Result<String> {
+        if block > 0 {
+            let x_shape = b.dims(&format!("{what}_x_shape"), &x, 0, None);
+            let len = b.op("Gather", &format!("{what}_len"), &[&x_shape, &axis_v], &[]);
+            let axis0 = b.i64s(&format!("{what}_axis0"), &[0])?;
+            let len = b.op("Squeeze", &format!("{what}_len0"), &[&len, &axis0], &[]);
+            let start = b.i64s(&format!("{what}_start"), &[0])?;
+            let start = b.op("Squeeze", &format!("{what}_start0"), &[&start, &axis0], &[]);
+            let step = b.i64s(&format!("{what}_step"), &[1])?;
+            let step = b.op("Squeeze", &format!("{what}_step0"), &[&step, &axis0], &[]);
+            let index = b.op(
+                "Range",
+                &format!("{what}_index"),
+                &[&start, &len, &step],
+                &[],
+            );
+            let size = b.i64s(&format!("{what}_block"), &[block])?;
+            let index = b.op("Div", &format!("{what}_block_index"), &[&index, &size], &[]);
+            Ok(b.op(
+                "Gather",
+                &format!("{what}_spread"),
+                &[v, &index],
+                &[("axis", Attr::Int(axis))],
+            ))
+        } else if axis == -1 {
+            Ok(v.to_string())
+        } else {
+            let tail = b.dims(&format!("{what}_tail"), &x, axis + 1, None);
+            let zero = b.i64s(&format!("{what}_zero"), &[0])?;
+            let one = b.i64s(&format!("{what}_one"), &[1])?;
+            let nothing = b.op("Mul", &format!("{what}_tail0"), &[&tail, &zero], &[]);
+            let ones = b.op("Add", &format!("{what}_ones"), &[&nothing, &one], &[]);
+            let rest = b.i64s(&format!("{what}_rest"), &[-1])?;
+            let shape = b.op(
+                "Concat",
+                &format!("{what}_shape"),
+                &[&rest, &ones],
+                &[("axis", Attr::Int(0))],
+            );
+            Ok(b.op("Reshape", &format!("{what}_spread"), &[v, &shape], &[]))
+        }
+    };
+    let scale_b = spread(&mut b, &scale, "scale")?;
+    let zp_b = match &zp {
+        Some(z) => Some(spread(&mut b, z, "zp")?),
+        None => None,
+    };
+    if op == "DequantizeLinear" {
+        // (x - zero point) * scale in f32, then the output type (the scale's by default).
+        let xf = f32_of(&mut b, "x_f", &x);
+        let shifted = match &zp_b {
+            Some(z) => {
+                let zf = f32_of(&mut b, "zp_f", z);
+                b.op("Sub", "shifted", &[&xf, &zf], &[])
+            }
+            None => xf,
+        };
+        let sf = f32_of(&mut b, "scale_f", &scale_b);
+        let v = b.op("Mul", "value", &[&shifted, &sf], &[]);
+        match dtype_attr("output_dtype")? {
+            Some(d) => b.op_to("Cast", &y, &[&v], &[("to", Attr::String(d.into()))]),
+            None => b.op_to("CastLike", &y, &[&v, &scale], &[]),
+        };
+        return Ok(Some(b.finish()));
+    }
+    // round(x / scale) + zero point, in f32 (or `precision`), saturated by the cast.
+    let precision = dtype_attr("precision")?.unwrap_or("f32");
+    let to = |d: &str| [("to", Attr::String(d.into()))];
+    let xq = b.op("Cast", "x_p", &[&x], &to(precision));
+    let sq = b.op("Cast", "scale_p", &[&scale_b], &to(precision));
+    let q = b.op("Div", "q", &[&xq, &sq], &[]);
+    let mut q = b.op("Round", "q_round", &[&q], &[]);
+    if let Some(z) = &zp_b {
+        let zq = b.op("Cast", "zp_p", &[z], &to(precision));
+        q = b.op("Add", "q_shifted", &[&q, &zq], &[]);
+    }
+    match (dtype_attr("output_dtype")?, &zp) {
+        (_, Some(z)) => b.op_to("CastLike", &y, &[&q, z], &[]),
+        (Some(d), None) => b.op_to("Cast", &y, &[&q], &to(d)),
+        (None, None) => b.op_to("Cast", &y, &[&q], &to("u8")),
+    };
+    Ok(Some(b.finish()))
+}

@@ -4,6 +4,9 @@ use super::recurrent::Expansion;
 use crate::graph::{Attr, Node};
 use crate::{HostTensor, Result};
 
+/// Builds the nodes of one op defined by others; `None` for every other op.
+pub(super) type Expander = fn(&Node) -> Result<Option<Expansion>>;
+
 /// Names, nodes and constants of one expansion.
 pub(super) struct Builder {
     prefix: String,

@@ -755,23 +755,19 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
             return Ok((true, constants, Vec::new()));
         }
     }
-    if let Some((nodes, constants)) = recurrent::expand(node)? {
-        return Ok((false, constants, nodes));
-    }
-    if let Some((nodes, constants)) = attention::expand(node)? {
-        return Ok((false, constants, nodes));
-    }
-    if let Some((nodes, constants)) = losses::expand(node)? {
-        return Ok((false, constants, nodes));
-    }
-    if let Some((nodes, constants)) = lp_normalization::expand(node)? {
-        return Ok((false, constants, nodes));
-    }
-    if let Some((nodes, constants)) = rotary_embedding::expand(node)? {
-        return Ok((false, constants, nodes));
-    }
-    if let Some((nodes, constants)) = quantize::expand(node)? {
-        return Ok((false, constants, nodes));
+    // Ops defined by other ops: each expander answers None for ops not its own.
+    let expanders: [expansion::Expander; 6] = [
+        recurrent::expand,
+        attention::expand,
+        losses::expand,
+        lp_normalization::expand,
+        rotary_embedding::expand,
+        quantize::expand,
+    ];
+    for expand in expanders {
+        if let Some((nodes, constants)) = expand(node)? {
+            return Ok((false, constants, nodes));
+        }
     }
     match node.op.as_str() {
         "Hardmax" if opset < 13 => {

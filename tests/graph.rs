@@ -604,3 +604,43 @@ fn bitcast_is_a_view_of_the_same_bytes() {
         assert!(e.contains("BitCast") && e.contains(why), "{e}");
     }
 }
+
+/// An axis outside the input's rank is an error, not a panic, both in the CPU interpreter
+/// (which a session also runs on constants and small host inputs while planning) and in a
+/// session, for every op that reads an `axis` attribute through an index.
+#[test]
+fn axes_out_of_range_are_errors_in_the_interpreter_and_in_sessions() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = HostTensor::from_vec(vec![2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let i = idx(&[0]);
+    let i2 = HostTensor::from_vec(vec![2, 3], &[0i64; 6]).unwrap();
+    for (op, inputs, axis) in [
+        ("Gather", &["x", "i"][..], 5),
+        ("Gather", &["x", "i"][..], -5),
+        ("GatherElements", &["x", "i2"][..], 5),
+        ("Hardmax", &["x"][..], 5),
+        ("Softmax", &["x"][..], 5),
+        ("LogSoftmax", &["x"][..], -7),
+        ("Split", &["x"][..], 5),
+        ("OneHot", &["i", "i", "x"][..], 5),
+        ("ScatterElements", &["x", "i2", "x"][..], 5),
+        ("TopK", &["x", "i"][..], 5),
+    ] {
+        let g = Graph::new()
+            .constant("x", x.clone())
+            .constant("i", i.clone())
+            .constant("i2", i2.clone())
+            .node(
+                Node::new(op, "n")
+                    .inputs(inputs.iter().copied())
+                    .outputs(["y"])
+                    .attr("axis", Attr::Int(axis)),
+            )
+            .output("y");
+        let e = reference::graph::run_graph(&g, &[], &Default::default()).unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{op} {axis}: {e}");
+        let run = Session::new(&ctx, g).and_then(|s| s.run_blocking(vec![]));
+        let e = run.unwrap_err().to_string();
+        assert!(e.contains(op) && e.lines().count() == 1, "{op} {axis}: {e}");
+    }
+}

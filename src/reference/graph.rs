@@ -101,6 +101,18 @@ fn from_bytes(dtype: DType, a: ArrayD<u8>) -> HostTensor {
 }
 
 /// One node on the CPU (no subgraph ops): the executor computes small constant values with it.
+/// The node's `axis` attribute (`default` when absent) as an index below `rank`, counting
+/// back from `rank` when negative; an error outside `[-rank, rank)` (the interpreter folds
+/// values from the input while planning, so a bad axis must not index past a shape).
+fn checked_axis(node: &Node, op: &str, default: i64, rank: usize) -> R<usize> {
+    let axis = int(node, "axis").unwrap_or(default);
+    let r = rank as i64;
+    if axis < -r || axis >= r {
+        return Err(format!("{op}: axis {axis} is out of range for rank {rank}").into());
+    }
+    Ok((if axis < 0 { axis + r } else { axis }) as usize)
+}
+
 pub(crate) fn eval_node(node: &Node, args: &[Option<HostTensor>]) -> R<Vec<HostTensor>> {
     if node.op == "Scan" {
         return Err("Scan is not evaluated node by node".into());
@@ -201,8 +213,7 @@ fn run_node(
             let values = a(2)?;
             let size = values.dtype.size();
             let rank = ind.shape.len() as i64;
-            let axis = int(node, "axis").unwrap_or(-1);
-            let axis = (if axis < 0 { axis + rank + 1 } else { axis }) as usize;
+            let axis = checked_axis(node, "OneHot", -1, rank as usize + 1)?;
             let outer: usize = ind.shape[..axis].iter().product();
             let inner: usize = ind.shape[axis..].iter().product();
             let mut data = Vec::new();
@@ -227,8 +238,7 @@ fn run_node(
         "Hardmax" => {
             let x = a(0)?;
             let rank = x.shape.len() as i64;
-            let axis = int(node, "axis").unwrap_or(-1);
-            let axis = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let axis = checked_axis(node, "Hardmax", -1, rank.max(1) as usize)?;
             let values = cast(&x, DType::F64)?.to_vec::<f64>()?;
             let coerce = int(node, "coerce_2d").unwrap_or(0) != 0;
             let outer: usize = x.shape[..axis].iter().product();
@@ -313,8 +323,7 @@ fn run_node(
                     pairs.extend((0..slice).map(|s| (base + s, n * slice + s)));
                 }
             } else {
-                let axis = int(node, "axis").unwrap_or(0);
-                let axis = (if axis < 0 { axis + rank as i64 } else { axis }) as usize;
+                let axis = checked_axis(node, &node.op, 0, rank)?;
                 let mut at = vec![0usize; rank];
                 for (u, &i) in indices.iter().enumerate() {
                     let mut t = 0;
@@ -1004,8 +1013,7 @@ fn run_node(
         "Softmax" | "LogSoftmax" => {
             let x = a(0)?;
             let rank = x.shape.len().max(1) as i64;
-            let axis = int(node, "axis").unwrap_or(-1);
-            let axis = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let axis = checked_axis(node, &node.op, -1, rank as usize)?;
             let axes: Vec<usize> = if int(node, "coerce_2d").unwrap_or(0) != 0 {
                 (axis..x.shape.len()).collect()
             } else {
@@ -1211,8 +1219,7 @@ fn run_node(
         "Split" => {
             let x = a(0)?;
             let rank = x.shape.len() as i64;
-            let axis = int(node, "axis").unwrap_or(0);
-            let k = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let k = checked_axis(node, "Split", 0, rank as usize)?;
             let dim = x.shape[k];
             let parts = node.outputs.len();
             let sizes: Vec<usize> = match idx(&args.get(1).cloned().flatten())? {
@@ -1278,8 +1285,7 @@ fn run_node(
             let x = a(0)?;
             let k = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?[0] as usize;
             let rank = x.shape.len() as i64;
-            let axis = int(node, "axis").unwrap_or(-1);
-            let ax = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let ax = checked_axis(node, "TopK", -1, rank as usize)?;
             let largest = int(node, "largest").unwrap_or(1) != 0;
             let len = x.shape[ax];
             let inner: usize = x.shape[ax + 1..].iter().product();
@@ -1400,8 +1406,7 @@ fn run_node(
             let x = a(0)?;
             let indices = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?;
             let rank = x.shape.len() as i64;
-            let axis = int(node, "axis").unwrap_or(0);
-            let axis = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let axis = checked_axis(node, "Gather", 0, rank as usize)?;
             let dim = x.shape[axis] as i64;
             let inner: usize = x.shape[axis + 1..].iter().product();
             let outer: usize = x.shape[..axis].iter().product();
@@ -1436,8 +1441,7 @@ fn run_node(
             if rank == 0 || ind.shape.len() != rank {
                 return Err("GatherElements: data and indices of one rank (1 or more)".into());
             }
-            let axis = int(node, "axis").unwrap_or(0);
-            let axis = (if axis < 0 { axis + rank as i64 } else { axis }) as usize;
+            let axis = checked_axis(node, "GatherElements", 0, rank)?;
             let mut strides = vec![1usize; rank];
             for k in (0..rank - 1).rev() {
                 strides[k] = strides[k + 1] * x.shape[k + 1];

@@ -6,10 +6,10 @@
 //! of the scale, the bias built in f32 and cast to the scores' type), so the results round as
 //! its reference does.
 
-use super::expansion::Builder;
+use super::expansion::{int_attr, node_error, Builder};
 use super::recurrent::Expansion;
 use crate::graph::{Attr, Node};
-use crate::{Error, Result};
+use crate::Result;
 
 /// The nodes that compute an `Attention` node, with the constants they read; `None` for
 /// other ops. Rank-3 inputs are told by `q_num_heads` and `kv_num_heads`, which the
@@ -18,17 +18,8 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     if node.op != "Attention" {
         return Ok(None);
     }
-    let bad = |msg: String| {
-        Error::Model(format!(
-            "node '{}': Attention {msg}",
-            node.name.escape_debug()
-        ))
-    };
-    let int = |name: &str| match node.attrs.get(name) {
-        None => Ok(None),
-        Some(Attr::Int(v)) => Ok(Some(*v)),
-        Some(_) => Err(bad(format!("{name} must be an integer"))),
-    };
+    let bad = |msg: String| node_error(node, msg);
+    let int = |name: &str| int_attr(node, name);
     let float = |name: &str| match node.attrs.get(name) {
         None => Ok(None),
         Some(Attr::Float(v)) => Ok(Some(*v)),
@@ -86,30 +77,11 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     };
 
     let mut b = Builder::new(node, &y);
-    // [batch, heads, sequence, head size] from [batch, sequence, heads * head size].
-    let split_heads = |b: &mut Builder, x: &str, h: i64, what: &str| -> Result<String> {
-        // A transpose that moves nothing (a view) on the input: an error at run time when
-        // the input is not 3-D, where the reshape below would read it wrong.
-        let x = b.op(
-            "Transpose",
-            &format!("{what}_is_3d"),
-            &[x],
-            &[("perm", Attr::Ints(vec![0, 1, 2]))],
-        );
-        let shape = b.i64s(&format!("{what}_split"), &[0, 0, h, -1])?;
-        let r = b.op("Reshape", &format!("{what}_by_head"), &[&x, &shape], &[]);
-        Ok(b.op(
-            "Transpose",
-            &format!("{what}4"),
-            &[&r],
-            &[("perm", Attr::Ints(vec![0, 2, 1, 3]))],
-        ))
-    };
     let (q4, k4, v4) = match heads {
         Some((qh, kvh)) => (
-            split_heads(&mut b, &q, qh, "q")?,
-            split_heads(&mut b, &k, kvh, "k")?,
-            split_heads(&mut b, &v, kvh, "v")?,
+            b.split_heads(&q, qh, "q")?,
+            b.split_heads(&k, kvh, "k")?,
+            b.split_heads(&v, kvh, "v")?,
         ),
         None => (q, k, v),
     };
@@ -344,14 +316,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         }
         Some(_) => {
             let y4 = b.op("MatMul", "y4", &[&probs, &vx], &[]);
-            let t = b.op(
-                "Transpose",
-                "y_t",
-                &[&y4],
-                &[("perm", Attr::Ints(vec![0, 2, 1, 3]))],
-            );
-            let merge = b.i64s("merge", &[0, 0, -1])?;
-            b.op_to("Reshape", &y, &[&t, &merge], &[]);
+            b.merge_heads(&y4, &y)?;
         }
     }
     Ok(Some(b.finish()))

@@ -2,10 +2,28 @@
 
 use super::recurrent::Expansion;
 use crate::graph::{Attr, Node};
-use crate::{HostTensor, Result};
+use crate::{Error, HostTensor, Result};
 
 /// Builds the nodes of one op defined by others; `None` for every other op.
 pub(super) type Expander = fn(&Node) -> Result<Option<Expansion>>;
+
+/// The error for `node`: its name (escaped) and op, then `msg`.
+pub(super) fn node_error(node: &Node, msg: impl std::fmt::Display) -> Error {
+    Error::Model(format!(
+        "node '{}': {} {msg}",
+        node.name.escape_debug(),
+        node.op
+    ))
+}
+
+/// The node's integer attribute `name`, `None` when absent; an error when not an integer.
+pub(super) fn int_attr(node: &Node, name: &str) -> Result<Option<i64>> {
+    match node.attrs.get(name) {
+        None => Ok(None),
+        Some(Attr::Int(v)) => Ok(Some(*v)),
+        Some(_) => Err(node_error(node, format!("{name} must be an integer"))),
+    }
+}
 
 /// Names, nodes and constants of one expansion.
 pub(super) struct Builder {
@@ -92,5 +110,44 @@ impl Builder {
             attrs.push(("end", Attr::Int(end)));
         }
         self.op("Shape", out, &[x], &attrs)
+    }
+
+    /// A 3-D `[batch, sequence, heads * head size]` value `x` as 4-D `[batch, heads, sequence,
+    /// head size]`. A transpose that moves nothing (a view) comes first: an error at run time
+    /// when `x` is not 3-D, where the reshape would read it wrong (the expansions tell 3-D
+    /// inputs by attributes, not ranks).
+    pub(super) fn split_heads(&mut self, x: &str, heads: i64, what: &str) -> Result<String> {
+        let checked = self.op(
+            "Transpose",
+            &format!("{what}_is_3d"),
+            &[x],
+            &[("perm", Attr::Ints(vec![0, 1, 2]))],
+        );
+        let shape = self.i64s(&format!("{what}_split"), &[0, 0, heads, -1])?;
+        let r = self.op(
+            "Reshape",
+            &format!("{what}_by_head"),
+            &[&checked, &shape],
+            &[],
+        );
+        Ok(self.op(
+            "Transpose",
+            &format!("{what}4"),
+            &[&r],
+            &[("perm", Attr::Ints(vec![0, 2, 1, 3]))],
+        ))
+    }
+
+    /// The inverse of [`Self::split_heads`], written to the node's output `out`.
+    pub(super) fn merge_heads(&mut self, x4: &str, out: &str) -> Result<()> {
+        let t = self.op(
+            "Transpose",
+            "merge_t",
+            &[x4],
+            &[("perm", Attr::Ints(vec![0, 2, 1, 3]))],
+        );
+        let merge = self.i64s("merge", &[0, 0, -1])?;
+        self.op_to("Reshape", out, &[&t, &merge], &[]);
+        Ok(())
     }
 }

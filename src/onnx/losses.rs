@@ -2,10 +2,10 @@
 //! the ops they are defined by: the class each target names is picked from the (log)
 //! probabilities along axis 1, negated and weighted, and reduced as `reduction` says.
 
-use super::expansion::Builder;
+use super::expansion::{node_error, Builder};
 use super::recurrent::Expansion;
 use crate::graph::{Attr, Node};
-use crate::{Error, Result};
+use crate::Result;
 
 /// The nodes that compute a loss node, with the constants they read; `None` for other ops.
 pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
@@ -14,9 +14,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         "SoftmaxCrossEntropyLoss" => true,
         _ => return Ok(None),
     };
-    let op = node.op.clone();
-    let bad =
-        |msg: String| Error::Model(format!("node '{}': {op} {msg}", node.name.escape_debug()));
+    let bad = |msg: String| node_error(node, msg);
     let reduction = match node.attrs.get("reduction") {
         None => "mean".to_string(),
         Some(Attr::String(r)) if matches!(r.as_str(), "mean" | "sum" | "none") => r.clone(),

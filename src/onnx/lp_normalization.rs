@@ -1,7 +1,7 @@
 //! ONNX `LpNormalization` loaded as the ops it is defined by: the input divided by its L1 or
 //! L2 norm along `axis`, zero where that norm is zero.
 
-use super::expansion::Builder;
+use super::expansion::{int_attr, node_error, Builder};
 use super::recurrent::Expansion;
 use crate::graph::{Attr, Node};
 use crate::{Error, Result};
@@ -11,17 +11,8 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     if node.op != "LpNormalization" {
         return Ok(None);
     }
-    let bad = |msg: String| {
-        Error::Model(format!(
-            "node '{}': LpNormalization {msg}",
-            node.name.escape_debug()
-        ))
-    };
-    let int = |name: &str, default: i64| match node.attrs.get(name) {
-        None => Ok(default),
-        Some(Attr::Int(v)) => Ok(*v),
-        Some(_) => Err(bad(format!("{name} must be an integer"))),
-    };
+    let bad = |msg: String| node_error(node, msg);
+    let int = |name: &str, default: i64| Ok::<_, Error>(int_attr(node, name)?.unwrap_or(default));
     let norm = match int("p", 2)? {
         1 => "ReduceL1",
         2 => "ReduceL2",

@@ -3,7 +3,7 @@
 //! broadcast per tensor, per axis or per block, the arithmetic in f32 (or `precision`), and
 //! quantized values rounded half to even and saturated by the cast to the integer type.
 
-use super::expansion::Builder;
+use super::expansion::{int_attr, node_error, Builder};
 use super::recurrent::Expansion;
 use super::{dtype_of, proto::tensor_proto::DataType, type_name_i32};
 use crate::graph::{Attr, Node};
@@ -19,13 +19,8 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     ) {
         return Ok(None);
     }
-    let bad =
-        |msg: String| Error::Model(format!("node '{}': {op} {msg}", node.name.escape_debug()));
-    let int = |name: &str, default: i64| match node.attrs.get(name) {
-        None => Ok(default),
-        Some(Attr::Int(v)) => Ok(*v),
-        Some(_) => Err(bad(format!("{name} must be an integer"))),
-    };
+    let bad = |msg: String| node_error(node, msg);
+    let int = |name: &str, default: i64| Ok::<_, Error>(int_attr(node, name)?.unwrap_or(default));
     let dtype_attr = |name: &str| -> Result<Option<&'static str>> {
         match int(name, 0)? {
             0 => Ok(None),

@@ -2,7 +2,7 @@
 //! `rotary_embedding_dim` values (all by default) are rotated in pairs, halves or interleaved,
 //! by the cosines and sines of the token's position; the rest pass through.
 
-use super::expansion::Builder;
+use super::expansion::{int_attr, node_error, Builder};
 use super::recurrent::Expansion;
 use crate::graph::{Attr, Node};
 use crate::{Error, Result};
@@ -13,17 +13,8 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     if node.op != "RotaryEmbedding" {
         return Ok(None);
     }
-    let bad = |msg: String| {
-        Error::Model(format!(
-            "node '{}': RotaryEmbedding {msg}",
-            node.name.escape_debug()
-        ))
-    };
-    let int = |name: &str| match node.attrs.get(name) {
-        None => Ok(0),
-        Some(Attr::Int(v)) => Ok(*v),
-        Some(_) => Err(bad(format!("{name} must be an integer"))),
-    };
+    let bad = |msg: String| node_error(node, msg);
+    let int = |name: &str| Ok::<_, Error>(int_attr(node, name)?.unwrap_or(0));
     let heads = int("num_heads")?;
     let dim = int("rotary_embedding_dim")?;
     let interleaved = int("interleaved")? != 0;
@@ -41,19 +32,8 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     };
     let mut b = Builder::new(node, &y);
     // [batch, heads, sequence, head size], the 4-D input's layout.
-    let perm = || Attr::Ints(vec![0, 2, 1, 3]);
     let x4 = if heads > 0 {
-        // A transpose that moves nothing (a view): an error at run time when the input is
-        // not 3-D (a 4-D input with num_heads, which this expansion cannot tell apart).
-        let x = b.op(
-            "Transpose",
-            "is_3d",
-            &[&x],
-            &[("perm", Attr::Ints(vec![0, 1, 2]))],
-        );
-        let split = b.i64s("split_heads", &[0, 0, heads, -1])?;
-        let r = b.op("Reshape", "by_head", &[&x, &split], &[]);
-        b.op("Transpose", "x4", &[&r], &[("perm", perm())])
+        b.split_heads(&x, heads, "x")?
     } else {
         x.clone()
     };
@@ -119,9 +99,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         None => turned,
     };
     if heads > 0 {
-        let t = b.op("Transpose", "out_t", &[&out4], &[("perm", perm())]);
-        let merge = b.i64s("merge", &[0, 0, -1])?;
-        b.op_to("Reshape", &y, &[&t, &merge], &[]);
+        b.merge_heads(&out4, &y)?;
     } else {
         b.op_to("Identity", &y, &[&out4], &[]);
     }

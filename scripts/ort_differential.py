@@ -228,6 +228,7 @@ def main():
         manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op], "opset": 18}
         written += 1
     written += recurrent_cases(out, manifest)
+    written += window_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -307,6 +308,131 @@ def recurrent_cases(out, manifest):
             name = f"ort_{op}_{label}_f32"
             write_case(out, name, m, [v for _, v in given], got)
             manifest[name] = {"rtol": 1e-4, "atol": 1e-5, "data_sets": 1, "ops": [op],
+                              "opset": 22}
+            written += 1
+    return written
+
+
+def window_cases(out, manifest):
+    """Conv, ConvTranspose and the pools: 1-, 2- and 3-D, groups, strides, dilations, uneven
+    pads, every auto_pad (odd total padding), ConvTranspose's output_padding and output_shape
+    (odd and negative total padding), ceil_mode, count_include_pad, MaxPool's indices in both
+    storage orders, LpPool's p, on every dtype onnxruntime's CPU kernels take of f32, f16,
+    f64, i8 and u8 (the others are not written). Returns how many were written."""
+    rng = np.random.RandomState(27)
+    tolerance = {"f32": (1e-4, 1e-5), "f16": (2e-3, 1e-3), "f64": (1e-5, 1e-6),
+                 "i8": (0.0, 0.0), "u8": (0.0, 0.0)}
+    cases = []
+    # (op, label, x shape, w shape or None, bias, attrs, dtypes, outputs)
+    floats = ["f32", "f16", "f64"]
+    cases += [
+        ("Conv", "1d", (2, 3, 11), (4, 3, 3), True, {}, floats, 1),
+        ("Conv", "2d_pads_strides", (2, 3, 9, 8), (5, 3, 3, 2), True,
+         {"pads": [1, 0, 2, 1], "strides": [2, 3]}, floats, 1),
+        ("Conv", "2d_dilations_group", (1, 4, 10, 9), (6, 2, 3, 3), True,
+         {"dilations": [2, 1], "group": 2, "pads": [2, 1, 0, 1]}, floats, 1),
+        ("Conv", "2d_depthwise", (2, 4, 7, 7), (4, 1, 3, 3), False,
+         {"group": 4, "pads": [1, 1, 1, 1]}, floats, 1),
+        ("Conv", "2d_same_upper", (1, 2, 8, 7), (3, 2, 4, 3), True,
+         {"auto_pad": "SAME_UPPER", "strides": [3, 2]}, floats, 1),
+        ("Conv", "2d_same_lower", (1, 2, 8, 7), (3, 2, 4, 3), True,
+         {"auto_pad": "SAME_LOWER", "strides": [3, 2]}, floats, 1),
+        ("Conv", "2d_valid", (1, 2, 8, 7), (3, 2, 4, 3), False,
+         {"auto_pad": "VALID", "strides": [2, 2]}, floats, 1),
+        ("Conv", "1x1", (2, 6, 5, 4), (3, 6, 1, 1), True, {}, floats, 1),
+        ("Conv", "3d", (1, 2, 5, 6, 4), (3, 2, 2, 3, 2), True,
+         {"strides": [1, 2, 1], "pads": [1, 0, 1, 0, 1, 1]}, floats, 1),
+        ("ConvTranspose", "1d", (2, 3, 6), (3, 4, 3), True, {}, floats, 1),
+        ("ConvTranspose", "2d_strides_pads", (1, 3, 5, 4), (3, 2, 3, 3), True,
+         {"strides": [2, 3], "pads": [1, 0, 2, 1]}, floats, 1),
+        ("ConvTranspose", "2d_output_padding", (2, 2, 4, 4), (2, 3, 3, 2), True,
+         {"strides": [3, 2], "output_padding": [2, 1]}, floats, 1),
+        ("ConvTranspose", "2d_dilations_group", (1, 4, 4, 5), (4, 2, 3, 2), True,
+         {"dilations": [2, 3], "group": 2, "strides": [2, 1]}, floats, 1),
+        ("ConvTranspose", "2d_output_shape_odd", (1, 2, 4, 3), (2, 2, 3, 3), False,
+         {"strides": [2, 2], "output_shape": [8, 7]}, floats, 1),
+        ("ConvTranspose", "2d_output_shape_longer", (1, 2, 3, 3), (2, 3, 3, 3), True,
+         {"strides": [3, 2], "output_shape": [10, 8]}, floats, 1),
+        ("ConvTranspose", "2d_same_upper", (1, 2, 4, 3), (2, 2, 4, 3), False,
+         {"auto_pad": "SAME_UPPER", "strides": [2, 3]}, floats, 1),
+        ("ConvTranspose", "2d_same_lower", (1, 2, 4, 3), (2, 2, 4, 3), False,
+         {"auto_pad": "SAME_LOWER", "strides": [2, 3]}, floats, 1),
+        ("ConvTranspose", "3d", (1, 2, 3, 4, 2), (2, 2, 2, 2, 3), True,
+         {"strides": [2, 1, 2], "pads": [0, 1, 1, 1, 0, 0]}, floats, 1),
+    ]
+    pool_types = ["f32", "f16", "f64", "i8", "u8"]
+    cases += [
+        ("MaxPool", "1d", (2, 3, 11), None, False, {"kernel_shape": [3], "strides": [2]},
+         pool_types, 1),
+        ("MaxPool", "2d_pads_ceil", (1, 3, 9, 8), None, False,
+         {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 0, 1, 1], "ceil_mode": 1},
+         pool_types, 1),
+        ("MaxPool", "2d_dilations", (2, 2, 10, 9), None, False,
+         {"kernel_shape": [2, 3], "dilations": [3, 2], "pads": [1, 1, 1, 1]}, pool_types, 1),
+        ("MaxPool", "2d_same_upper", (1, 2, 7, 8), None, False,
+         {"kernel_shape": [3, 4], "strides": [2, 3], "auto_pad": "SAME_UPPER"}, pool_types, 1),
+        ("MaxPool", "2d_indices", (2, 3, 7, 6), None, False,
+         {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 1, 1, 0]}, ["f32", "f64"], 2),
+        ("MaxPool", "2d_indices_column_major", (2, 3, 7, 6), None, False,
+         {"kernel_shape": [3, 2], "strides": [2, 2], "storage_order": 1}, ["f32"], 2),
+        ("MaxPool", "3d_ceil", (1, 2, 5, 6, 7), None, False,
+         {"kernel_shape": [2, 2, 3], "strides": [2, 2, 2], "ceil_mode": 1}, pool_types, 1),
+        ("AveragePool", "2d_exclude_pad", (2, 3, 8, 7), None, False,
+         {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 2, 1, 0]}, floats, 1),
+        ("AveragePool", "2d_include_pad", (2, 3, 8, 7), None, False,
+         {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 2, 1, 0],
+          "count_include_pad": 1}, floats, 1),
+        ("AveragePool", "2d_ceil_include_pad", (1, 2, 9, 8), None, False,
+         {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 0, 0, 1], "ceil_mode": 1,
+          "count_include_pad": 1}, floats, 1),
+        ("AveragePool", "2d_dilations_ceil", (1, 2, 9, 10), None, False,
+         {"kernel_shape": [2, 2], "strides": [2, 3], "dilations": [2, 2], "ceil_mode": 1},
+         floats, 1),
+        ("AveragePool", "1d_same_lower", (2, 2, 9), None, False,
+         {"kernel_shape": [4], "strides": [2], "auto_pad": "SAME_LOWER"}, floats, 1),
+        ("LpPool", "2d_p1", (1, 2, 7, 6), None, False,
+         {"kernel_shape": [3, 2], "strides": [2, 1], "p": 1, "pads": [1, 0, 0, 1]}, floats, 1),
+        ("LpPool", "2d_p2", (1, 2, 7, 6), None, False,
+         {"kernel_shape": [2, 3], "strides": [1, 2]}, floats, 1),
+        ("LpPool", "2d_p3", (1, 2, 7, 6), None, False,
+         {"kernel_shape": [2, 2], "p": 3}, floats, 1),
+        ("GlobalAveragePool", "3d", (2, 3, 4, 5, 3), None, False, {}, floats, 1),
+        ("GlobalMaxPool", "2d", (2, 3, 4, 5), None, False, {}, pool_types, 1),
+        ("GlobalLpPool", "2d_p3", (2, 3, 4, 5), None, False, {"p": 3}, floats, 1),
+    ]
+    written = 0
+    for op, label, xs, ws, bias, attrs, dtypes, n_out in cases:
+        for d in dtypes:
+            np_type, onnx_type = DTYPES[d]
+            if np.issubdtype(np_type, np.integer):
+                x = rng.randint(np.iinfo(np_type).min, np.iinfo(np_type).max + 1, xs)
+                x = x.astype(np_type)
+            else:
+                x = rng.uniform(-2, 2, xs).astype(np_type)
+            feeds = [("X", x)]
+            if ws is not None:
+                feeds.append(("W", rng.uniform(-1, 1, ws).astype(np_type)))
+                if bias:
+                    m = ws[0] if op == "Conv" else ws[1] * attrs.get("group", 1)
+                    feeds.append(("B", rng.uniform(-1, 1, (m,)).astype(np_type)))
+            outputs = ["Y", "Indices"][:n_out]
+            node = helper.make_node(op, [n for n, _ in feeds], outputs, **attrs)
+            infos = [helper.make_tensor_value_info(n, onnx_type, list(v.shape)) for n, v in feeds]
+            outs = [helper.make_tensor_value_info("Y", onnx_type, None)]
+            if n_out == 2:
+                outs.append(helper.make_tensor_value_info("Indices", T.INT64, None))
+            graph = helper.make_graph([node], "g", infos, outs)
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+            try:
+                sess = ort.InferenceSession(m.SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+                got = sess.run(None, dict(feeds))
+            except Exception:  # no CPU kernel for this dtype
+                continue
+            name = f"ort_{op}_{label}_{d}"
+            write_case(out, name, m, [v for _, v in feeds], got)
+            rtol, atol = tolerance[d]
+            manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op],
                               "opset": 22}
             written += 1
     return written

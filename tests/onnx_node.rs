@@ -194,6 +194,18 @@ fn has_f64(dir: &Path) -> bool {
     })
 }
 
+/// Ops whose tests also run on the CPU interpreter.
+const INTERPRETED: &[&str] = &[
+    "Conv",
+    "ConvTranspose",
+    "MaxPool",
+    "AveragePool",
+    "LpPool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "GlobalLpPool",
+];
+
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
     let model = match Model::load(dir.join("model.onnx")) {
         Ok(m) => m,
@@ -218,6 +230,7 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
         return Outcome::Unsupported;
     }
     let inputs: Vec<String> = model.graph.inputs.iter().map(|i| i.name.clone()).collect();
+    let model_graph = model.graph.clone();
     let session = match model.session(ctx) {
         Ok(s) => s,
         Err(e) => return Outcome::Fail(format!("plan: {e}")),
@@ -237,6 +250,29 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
             match read_tensor(&path) {
                 Ok(t) => given.push((name.clone(), t)),
                 Err(e) => return Outcome::Fail(format!("input {i}: {e}")),
+            }
+        }
+        // The window ops' CPU interpreter (which sessions fold constants through) is held to
+        // the same expected values.
+        if entry
+            .ops
+            .iter()
+            .all(|op| INTERPRETED.contains(&op.as_str()))
+        {
+            let reference =
+                wgpu_ops::reference::graph::run_graph(&model_graph, &given, &Default::default());
+            let reference = match reference {
+                Ok(r) => r,
+                Err(e) => return Outcome::Fail(format!("interpreter: {}", e.0)),
+            };
+            for (i, got) in reference.iter().enumerate() {
+                let want = match read_tensor(&set.join(format!("output_{i}.pb"))) {
+                    Ok(t) => t,
+                    Err(e) => return Outcome::Fail(format!("output {i}: {e}")),
+                };
+                if let Some(why) = compare(got, &want, entry.rtol, entry.atol) {
+                    return Outcome::Fail(format!("interpreter, output {i}: {why}"));
+                }
             }
         }
         let outputs = match session.run_blocking(given) {

@@ -92,6 +92,14 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &CUMSUM,
             &CUMPROD,
             &TOPK,
+            &CONV,
+            &CONV_TRANSPOSE,
+            &MAX_POOL,
+            &AVERAGE_POOL,
+            &LP_POOL,
+            &GLOBAL_AVERAGE_POOL,
+            &GLOBAL_MAX_POOL,
+            &GLOBAL_LP_POOL,
         ])
 }
 
@@ -1196,6 +1204,231 @@ static GEMM: OpDef = OpDef {
             args.out(0),
         )?])
     },
+};
+
+/// The window attributes of Conv, ConvTranspose and the pools, owned.
+struct WindowArgs {
+    kernel_shape: Option<Vec<i64>>,
+    strides: Option<Vec<i64>>,
+    dilations: Option<Vec<i64>>,
+    pads: Option<Vec<i64>>,
+    auto_pad: String,
+    ceil_mode: bool,
+}
+
+impl WindowArgs {
+    fn read(args: &NodeArgs) -> Result<WindowArgs> {
+        Ok(WindowArgs {
+            kernel_shape: args.ints("kernel_shape")?,
+            strides: args.ints("strides")?,
+            dilations: args.ints("dilations")?,
+            pads: args.ints("pads")?,
+            auto_pad: args.string("auto_pad")?.unwrap_or("NOTSET").to_string(),
+            ceil_mode: args.int("ceil_mode")?.unwrap_or(0) != 0,
+        })
+    }
+
+    fn attrs(&self) -> crate::ops::window::WindowAttrs<'_> {
+        crate::ops::window::WindowAttrs {
+            kernel_shape: self.kernel_shape.as_deref(),
+            strides: self.strides.as_deref(),
+            dilations: self.dilations.as_deref(),
+            pads: self.pads.as_deref(),
+            auto_pad: &self.auto_pad,
+            ceil_mode: self.ceil_mode,
+        }
+    }
+}
+
+/// Optional input `i` when the node gives it.
+fn optional_tensor(args: &NodeArgs, i: usize, role: &str) -> Result<Option<Tensor>> {
+    match args.host_value(i).is_some() || args.dtype_of(i, role).is_ok() {
+        true => Ok(Some(args.tensor(i, role)?)),
+        false => Ok(None),
+    }
+}
+
+static CONV: OpDef = OpDef {
+    name: "Conv",
+    inputs: 2..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[
+        "auto_pad",
+        "dilations",
+        "group",
+        "kernel_shape",
+        "pads",
+        "strides",
+    ],
+    run: |rec, args| {
+        let (x, w) = (args.tensor(0, "X")?, args.tensor(1, "W")?);
+        let b = optional_tensor(args, 2, "B")?;
+        let window = WindowArgs::read(args)?;
+        Ok(vec![rec.conv_to(
+            &x,
+            &w,
+            b.as_ref(),
+            &window.attrs(),
+            args.int("group")?.unwrap_or(1),
+            args.out(0),
+        )?])
+    },
+};
+
+static CONV_TRANSPOSE: OpDef = OpDef {
+    name: "ConvTranspose",
+    inputs: 2..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[
+        "auto_pad",
+        "dilations",
+        "group",
+        "kernel_shape",
+        "output_padding",
+        "output_shape",
+        "pads",
+        "strides",
+    ],
+    run: |rec, args| {
+        let (x, w) = (args.tensor(0, "X")?, args.tensor(1, "W")?);
+        let b = optional_tensor(args, 2, "B")?;
+        let window = WindowArgs::read(args)?;
+        let output_padding = args.ints("output_padding")?;
+        let output_shape = args.ints("output_shape")?;
+        let attrs = crate::ops::window::TransposeAttrs {
+            window: window.attrs(),
+            output_padding: output_padding.as_deref(),
+            output_shape: output_shape.as_deref(),
+        };
+        Ok(vec![rec.conv_transpose_to(
+            &x,
+            &w,
+            b.as_ref(),
+            &attrs,
+            args.int("group")?.unwrap_or(1),
+            args.out(0),
+        )?])
+    },
+};
+
+static MAX_POOL: OpDef = OpDef {
+    name: "MaxPool",
+    inputs: 1..=1,
+    outputs: 1..=2,
+    host: None,
+    attrs: &[
+        "auto_pad",
+        "ceil_mode",
+        "dilations",
+        "kernel_shape",
+        "pads",
+        "storage_order",
+        "strides",
+    ],
+    run: |rec, args| {
+        let x = args.tensor(0, "X")?;
+        let window = WindowArgs::read(args)?;
+        let want_indices = args.node.outputs.get(1).is_some_and(|o| !o.is_empty());
+        let (y, indices) = rec.max_pool_to(
+            &x,
+            &window.attrs(),
+            args.int("storage_order")?.unwrap_or(0),
+            (args.out(0), want_indices.then(|| args.out(1))),
+        )?;
+        Ok([y].into_iter().chain(indices).collect())
+    },
+};
+
+static AVERAGE_POOL: OpDef = OpDef {
+    name: "AveragePool",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[
+        "auto_pad",
+        "ceil_mode",
+        "count_include_pad",
+        "dilations",
+        "kernel_shape",
+        "pads",
+        "strides",
+    ],
+    run: |rec, args| {
+        let x = args.tensor(0, "X")?;
+        let window = WindowArgs::read(args)?;
+        Ok(vec![rec.average_pool_to(
+            &x,
+            &window.attrs(),
+            args.int("count_include_pad")?.unwrap_or(0) != 0,
+            args.out(0),
+        )?])
+    },
+};
+
+static LP_POOL: OpDef = OpDef {
+    name: "LpPool",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[
+        "auto_pad",
+        "ceil_mode",
+        "dilations",
+        "kernel_shape",
+        "p",
+        "pads",
+        "strides",
+    ],
+    run: |rec, args| {
+        let x = args.tensor(0, "X")?;
+        let window = WindowArgs::read(args)?;
+        Ok(vec![rec.lp_pool_to(
+            &x,
+            &window.attrs(),
+            args.int("p")?.unwrap_or(2),
+            args.out(0),
+        )?])
+    },
+};
+
+fn run_global_pool(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
+    let x = args.tensor(0, "X")?;
+    let p = args.int("p")?.unwrap_or(2);
+    Ok(vec![rec.global_pool_to(
+        &args.node.op,
+        &x,
+        p,
+        args.out(0),
+    )?])
+}
+
+static GLOBAL_AVERAGE_POOL: OpDef = OpDef {
+    name: "GlobalAveragePool",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[],
+    run: run_global_pool,
+};
+
+static GLOBAL_MAX_POOL: OpDef = OpDef {
+    name: "GlobalMaxPool",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[],
+    run: run_global_pool,
+};
+
+static GLOBAL_LP_POOL: OpDef = OpDef {
+    name: "GlobalLpPool",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["p"],
+    run: run_global_pool,
 };
 
 /// Split: sizes from the `split` input (opset 13 on) or attribute, else equal parts of

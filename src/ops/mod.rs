@@ -18,6 +18,7 @@ pub mod slice;
 pub mod slicing;
 pub mod space_to_batch;
 pub mod strided_slice;
+pub mod window;
 
 pub use crate::indices;
 pub use crate::kernels::MAX_RANK;

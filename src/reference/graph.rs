@@ -137,6 +137,9 @@ fn run_node(
     };
     let op = node.op.as_str();
     let one = |t: HostTensor| Ok(vec![t]);
+    if let Some(out) = super::window::run(node, args)? {
+        return Ok(out);
+    }
     match op {
         "StridedSlice" => {
             let mut s = StridedSlice::new(

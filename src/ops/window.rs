@@ -1,0 +1,1174 @@
+//! ONNX Conv, ConvTranspose and the pools (MaxPool, AveragePool, LpPool and the Global
+//! pools). Each gathers the windows of its padded input into one tensor (a strided gather: no
+//! kernel of its own), then reduces them: Conv by a MatMul with the weights (bias as the
+//! product's epilogue), a pool by a reduction over each window. ConvTranspose is the Conv of
+//! its input spread out by the strides (zeros between the elements) with the kernel flipped.
+//!
+//! The window tensor holds every input element once per window that reads it (kernel size
+//! over stride squared times the input, for 2-D): memory traded for reusing the MatMul and
+//! reduction kernels. `window_plan` is plain data and shared with the CPU interpreter.
+
+use crate::kernels::gather::{GatherDim, GatherPlan};
+use crate::kernels::pad::PadMode;
+use crate::ops::elementwise::{Arg, Program};
+use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
+
+/// The window attributes shared by Conv, ConvTranspose and the pools, as the node gives them
+/// (`None`: absent).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WindowAttrs<'a> {
+    pub kernel_shape: Option<&'a [i64]>,
+    pub strides: Option<&'a [i64]>,
+    pub dilations: Option<&'a [i64]>,
+    pub pads: Option<&'a [i64]>,
+    /// `NOTSET` (or empty), `SAME_UPPER`, `SAME_LOWER` or `VALID`.
+    pub auto_pad: &'a str,
+    pub ceil_mode: bool,
+}
+
+/// Where the windows of a sliding-window op lie, per spatial axis (plain data).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowPlan {
+    pub kernel: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    /// The op's padding (explicit, or from `auto_pad`): AveragePool's `count_include_pad`
+    /// counts it.
+    pub pads_begin: Vec<usize>,
+    pub pads_end: Vec<usize>,
+    /// Padding past `pads_end` that the last window of `ceil_mode` reaches (counted nowhere).
+    pub extra_end: Vec<usize>,
+    pub output: Vec<usize>,
+}
+
+impl WindowPlan {
+    /// The kernel's extent along axis `j` with its dilation.
+    pub fn extent(&self, j: usize) -> usize {
+        (self.kernel[j] - 1) * self.dilations[j] + 1
+    }
+
+    fn padded(&self, spatial: &[usize]) -> Vec<usize> {
+        (0..spatial.len())
+            .map(|j| self.pads_begin[j] + spatial[j] + self.pads_end[j] + self.extra_end[j])
+            .collect()
+    }
+}
+
+/// `values` (one per spatial axis, each at least `min`) or `default` for each axis.
+fn per_axis(
+    op: &'static str,
+    name: &'static str,
+    values: Option<&[i64]>,
+    axes: usize,
+    min: i64,
+    default: usize,
+) -> Result<Vec<usize>> {
+    let Some(v) = values else {
+        return Ok(vec![default; axes]);
+    };
+    if v.len() != axes {
+        return Err(Error::invalid(
+            op,
+            name,
+            format!(
+                "{name} has {} values but the input has {axes} spatial axes",
+                v.len()
+            ),
+        ));
+    }
+    v.iter()
+        .map(|&x| {
+            if x > i32::MAX as i64 {
+                Err(Error::invalid(
+                    op,
+                    name,
+                    format!("{name} {v:?} holds {x}; each must be below 2^31"),
+                ))
+            } else if x < min {
+                Err(Error::invalid(
+                    op,
+                    name,
+                    format!("{name} {v:?} holds {x}; each must be at least {min}"),
+                ))
+            } else {
+                usize::try_from(x).map_err(|_| Error::invalid(op, name, "value too large"))
+            }
+        })
+        .collect()
+}
+
+/// Plans the windows of `kernel` (its length per spatial axis) over `spatial`, the input's
+/// spatial axes, as ONNX Conv and the pools define them (onnxruntime's rules where the spec
+/// is silent): `auto_pad` SAME gives `ceil(input / stride)` outputs with the padding split
+/// evenly, the odd one at the end for SAME_UPPER; `ceil_mode` rounds the count of windows up
+/// but drops a last window that would start in the end padding.
+pub fn window_plan(
+    op: &'static str,
+    spatial: &[usize],
+    kernel: &[usize],
+    attrs: &WindowAttrs,
+) -> Result<WindowPlan> {
+    let k = spatial.len();
+    if kernel.len() != k {
+        return Err(Error::invalid(
+            op,
+            "kernel_shape",
+            format!(
+                "kernel_shape {kernel:?} has {} axes but the input has {k} spatial axes",
+                kernel.len()
+            ),
+        ));
+    }
+    if let Some(j) = kernel.iter().position(|&n| n == 0) {
+        return Err(Error::invalid(
+            op,
+            "kernel_shape",
+            format!("kernel_shape {kernel:?} is 0 along spatial axis {j}"),
+        ));
+    }
+    let strides = per_axis(op, "strides", attrs.strides, k, 1, 1)?;
+    let dilations = per_axis(op, "dilations", attrs.dilations, k, 1, 1)?;
+    let mut plan = WindowPlan {
+        kernel: kernel.to_vec(),
+        strides,
+        dilations,
+        pads_begin: vec![0; k],
+        pads_end: vec![0; k],
+        extra_end: vec![0; k],
+        output: vec![0; k],
+    };
+    let auto_pad = match attrs.auto_pad {
+        "" => "NOTSET",
+        other => other,
+    };
+    match auto_pad {
+        "NOTSET" => {
+            if let Some(p) = attrs.pads {
+                if p.len() != 2 * k {
+                    return Err(Error::invalid(
+                        op,
+                        "pads",
+                        format!(
+                            "pads has {} values; it needs 2 per spatial axis ({})",
+                            p.len(),
+                            2 * k
+                        ),
+                    ));
+                }
+                let all = per_axis(op, "pads", Some(p), 2 * k, 0, 0)?;
+                plan.pads_begin = all[..k].to_vec();
+                plan.pads_end = all[k..].to_vec();
+            }
+        }
+        "VALID" => {}
+        "SAME_UPPER" | "SAME_LOWER" => {
+            for (j, &len) in spatial.iter().enumerate() {
+                let out = len.div_ceil(plan.strides[j]);
+                let total =
+                    ((out.max(1) - 1) * plan.strides[j] + plan.extent(j)).saturating_sub(len);
+                let (small, large) = (total / 2, total - total / 2);
+                (plan.pads_begin[j], plan.pads_end[j]) = if auto_pad == "SAME_UPPER" {
+                    (small, large)
+                } else {
+                    (large, small)
+                };
+            }
+        }
+        other => {
+            return Err(Error::invalid(
+                op,
+                "auto_pad",
+                format!(
+                    "auto_pad is '{}'; it is NOTSET, SAME_UPPER, SAME_LOWER or VALID",
+                    other.escape_debug()
+                ),
+            ))
+        }
+    }
+    for (j, &len) in spatial.iter().enumerate() {
+        let (s, e) = (plan.strides[j], plan.extent(j));
+        let span = plan.pads_begin[j] + len + plan.pads_end[j];
+        if span < e {
+            return Err(Error::invalid(
+                op,
+                "X",
+                format!(
+                    "spatial axis {j} holds {span} elements with its padding, fewer than the kernel's extent {e} (kernel {} with dilation {})",
+                    plan.kernel[j], plan.dilations[j]
+                ),
+            ));
+        }
+        let mut out = (span - e) / s + 1;
+        if attrs.ceil_mode && auto_pad == "NOTSET" {
+            out = (span - e).div_ceil(s) + 1;
+            if (out - 1) * s >= len + plan.pads_begin[j] {
+                out -= 1;
+            }
+        }
+        plan.output[j] = out;
+        plan.extra_end[j] = ((out - 1) * s + e).saturating_sub(span);
+    }
+    check_sizes(op, &plan.output, &plan.kernel)?;
+    Ok(plan)
+}
+
+/// Output and window element counts must be countable (the tensors they size are checked
+/// against the device when allocated).
+fn check_sizes(op: &'static str, output: &[usize], kernel: &[usize]) -> Result<()> {
+    for (name, lens) in [("output", output), ("kernel", kernel)] {
+        if crate::host::checked_numel(lens).is_none_or(|n| n > isize::MAX as usize) {
+            return Err(Error::invalid(
+                op,
+                "X",
+                format!("the {name}'s spatial shape {lens:?} holds too many elements"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The input spatial index (without padding) that window `o`'s element `t` reads along axis
+/// `j`, or `None` where it reads padding.
+pub fn window_source(
+    plan: &WindowPlan,
+    spatial: &[usize],
+    j: usize,
+    o: usize,
+    t: usize,
+) -> Option<usize> {
+    let p = o * plan.strides[j] + t * plan.dilations[j];
+    p.checked_sub(plan.pads_begin[j])
+        .filter(|&i| i < spatial[j])
+}
+
+/// AveragePool's divisor per output position ([output...]): the window's elements in the
+/// input, plus those in the op's padding when `include_pad` (never those only `ceil_mode`
+/// reaches), as onnxruntime counts them.
+pub fn average_counts(plan: &WindowPlan, spatial: &[usize], include_pad: bool) -> Vec<usize> {
+    let per_axis: Vec<Vec<usize>> = (0..spatial.len())
+        .map(|j| {
+            (0..plan.output[j])
+                .map(|o| {
+                    (0..plan.kernel[j])
+                        .filter(|&t| {
+                            let p = o * plan.strides[j] + t * plan.dilations[j];
+                            if include_pad {
+                                p < plan.pads_begin[j] + spatial[j] + plan.pads_end[j]
+                            } else {
+                                window_source(plan, spatial, j, o, t).is_some()
+                            }
+                        })
+                        .count()
+                })
+                .collect()
+        })
+        .collect();
+    let mut counts = vec![1usize];
+    for axis in &per_axis {
+        counts = counts
+            .iter()
+            .flat_map(|&c| axis.iter().map(move |&n| c * n))
+            .collect();
+    }
+    counts
+}
+
+/// ConvTranspose's geometry per spatial axis: the output length and the padding (negative:
+/// the output reaches past the scattered input) at each end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransposePlan {
+    pub kernel: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub pads_begin: Vec<i64>,
+    pub output: Vec<usize>,
+}
+
+/// The attributes ConvTranspose adds to the window ones.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TransposeAttrs<'a> {
+    pub window: WindowAttrs<'a>,
+    pub output_padding: Option<&'a [i64]>,
+    /// Spatial lengths (or the whole shape, of which the spatial ones are used).
+    pub output_shape: Option<&'a [i64]>,
+}
+
+/// Plans ConvTranspose: output `stride * (input - 1) + output_padding + extent - pads`; with
+/// `output_shape` (or `auto_pad` SAME, which asks for `input * stride`) the padding is what
+/// that length needs, split evenly with the odd one at the start, or at the end for
+/// SAME_UPPER (the ONNX reference's split; negative totals make the output longer).
+pub fn transpose_plan(
+    spatial: &[usize],
+    kernel: &[usize],
+    attrs: &TransposeAttrs,
+) -> Result<TransposePlan> {
+    const OP: &str = "ConvTranspose";
+    let k = spatial.len();
+    let w = &attrs.window;
+    if let Some(ks) = w.kernel_shape {
+        if ks.len() != k || ks.iter().zip(kernel).any(|(&a, &b)| a != b as i64) {
+            return Err(Error::invalid(
+                OP,
+                "kernel_shape",
+                format!("kernel_shape {ks:?} differs from W's spatial shape {kernel:?}"),
+            ));
+        }
+    }
+    let strides = per_axis(OP, "strides", w.strides, k, 1, 1)?;
+    let dilations = per_axis(OP, "dilations", w.dilations, k, 1, 1)?;
+    let output_padding = per_axis(OP, "output_padding", attrs.output_padding, k, 0, 0)?;
+    let auto_pad = match w.auto_pad {
+        "" => "NOTSET",
+        other => other,
+    };
+    if !matches!(auto_pad, "NOTSET" | "SAME_UPPER" | "SAME_LOWER" | "VALID") {
+        return Err(Error::invalid(
+            OP,
+            "auto_pad",
+            format!(
+                "auto_pad is '{}'; it is NOTSET, SAME_UPPER, SAME_LOWER or VALID",
+                auto_pad.escape_debug()
+            ),
+        ));
+    }
+    let wanted: Option<Vec<i64>> = match attrs.output_shape {
+        Some(s) if s.len() == k => Some(s.to_vec()),
+        Some(s) if s.len() == k + 2 => Some(s[2..].to_vec()),
+        Some(s) => {
+            return Err(Error::invalid(
+                OP,
+                "output_shape",
+                format!("output_shape {s:?} has neither {k} nor {} values", k + 2),
+            ))
+        }
+        None if auto_pad.starts_with("SAME") => {
+            Some((0..k).map(|j| (spatial[j] * strides[j]) as i64).collect())
+        }
+        None => None,
+    };
+    let explicit = match (wanted.is_some(), w.pads) {
+        (false, Some(p)) if auto_pad == "NOTSET" => {
+            if p.len() != 2 * k {
+                return Err(Error::invalid(
+                    OP,
+                    "pads",
+                    format!(
+                        "pads has {} values; it needs 2 per spatial axis ({})",
+                        p.len(),
+                        2 * k
+                    ),
+                ));
+            }
+            per_axis(OP, "pads", Some(p), 2 * k, 0, 0)?
+        }
+        _ => vec![0; 2 * k],
+    };
+    let mut plan = TransposePlan {
+        kernel: kernel.to_vec(),
+        strides,
+        dilations,
+        pads_begin: vec![0; k],
+        output: vec![0; k],
+    };
+    for j in 0..k {
+        if spatial[j] == 0 {
+            return Err(Error::invalid(
+                OP,
+                "X",
+                format!("spatial axis {j} of X is empty"),
+            ));
+        }
+        let extent = ((kernel[j] - 1) * plan.dilations[j] + 1) as i64;
+        let natural =
+            plan.strides[j] as i64 * (spatial[j] as i64 - 1) + output_padding[j] as i64 + extent;
+        let (begin, out) = match &wanted {
+            Some(shape) => {
+                let total = natural - shape[j];
+                let half = total.div_euclid(2);
+                let begin = if auto_pad == "SAME_UPPER" {
+                    half
+                } else {
+                    total - half
+                };
+                (begin, shape[j])
+            }
+            None => {
+                let (b, e) = (explicit[j] as i64, explicit[k + j] as i64);
+                (b, natural - b - e)
+            }
+        };
+        if out < 1 {
+            return Err(Error::invalid(
+                OP,
+                "pads",
+                format!(
+                    "pads {:?} and output_shape {:?} leave the output's spatial axis {j} with {out} elements",
+                    w.pads.unwrap_or_default(),
+                    attrs.output_shape.unwrap_or_default()
+                ),
+            ));
+        }
+        plan.pads_begin[j] = begin;
+        plan.output[j] = out as usize;
+    }
+    check_sizes(OP, &plan.output, &plan.kernel)?;
+    Ok(plan)
+}
+
+/// An error of making `what` for `op`, named for `op` (a tensor's allocation names no op).
+fn for_op(op: &'static str, what: &str, e: Error) -> Error {
+    match e {
+        Error::InvalidInput { message, .. } => Error::InvalidInput {
+            op,
+            input: "X".into(),
+            message: format!("{what}: {message}"),
+        },
+        Error::LimitExceeded {
+            what: inner,
+            limit,
+            needed,
+            max,
+            ..
+        } => Error::LimitExceeded {
+            op,
+            what: format!("{what} ({inner})"),
+            limit,
+            needed,
+            max,
+        },
+        other => other,
+    }
+}
+
+/// C-order strides of `shape`, in elements.
+fn strides_of(shape: &[usize]) -> Vec<i64> {
+    let mut s = vec![1i64; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        s[k] = s[k + 1] * shape[k + 1] as i64;
+    }
+    s
+}
+
+/// MaxPool's padding: below every element of `dtype`.
+fn lowest(dtype: DType) -> f64 {
+    match dtype {
+        DType::I8 => i8::MIN as f64,
+        DType::U8 => 0.0,
+        _ => f64::NEG_INFINITY,
+    }
+}
+
+fn check_float(op: &'static str, name: &str, dtype: DType, ints: bool) -> Result<()> {
+    let ok = matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
+        || (ints && matches!(dtype, DType::I8 | DType::U8));
+    if ok {
+        return Ok(());
+    }
+    let takes = if ints {
+        "f32, f16, bf16, f64, i8 or u8"
+    } else {
+        "f32, f16, bf16 or f64"
+    };
+    Err(Error::invalid(
+        op,
+        name,
+        format!("{name} is {dtype}; {op} takes {takes}"),
+    ))
+}
+
+/// `x`'s rank must hold a batch, channel and at least one spatial axis.
+fn check_spatial(op: &'static str, name: &str, x: &Tensor) -> Result<()> {
+    if x.rank() < 3 {
+        return Err(Error::invalid(
+            op,
+            name,
+            format!(
+                "{name} has shape {:?}; {op} takes [N, C, spatial...] with at least one spatial axis",
+                x.shape()
+            ),
+        ));
+    }
+    // The window tensor holds two axes per spatial axis.
+    if 2 + 2 * (x.rank() - 2) > super::MAX_RANK {
+        return Err(Error::invalid(
+            op,
+            name,
+            format!(
+                "{name} has {} spatial axes; at most {} are supported",
+                x.rank() - 2,
+                (super::MAX_RANK - 2) / 2
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Recorder {
+    /// A tensor of `dtype` and `shape` holding `values` (converted as Cast converts).
+    fn host_values(&mut self, dtype: DType, shape: &[usize], values: &[f64]) -> Result<Tensor> {
+        let v = HostTensor::from_vec(shape.to_vec(), values)?;
+        Tensor::from_host(self.context(), &crate::reference::cast_host(&v, dtype)?)
+    }
+
+    /// `x` padded by the plan's spatial padding with `value`; `x` itself where there is none.
+    fn pad_spatial(
+        &mut self,
+        x: &Tensor,
+        begin: &[i64],
+        end: &[i64],
+        value: f64,
+    ) -> Result<Tensor> {
+        if begin.iter().chain(end).all(|&p| p == 0) {
+            return Ok(x.clone());
+        }
+        let mut pads = vec![0i64; 2 * x.rank()];
+        let k = begin.len();
+        pads[2..2 + k].copy_from_slice(begin);
+        pads[x.rank() + 2..].copy_from_slice(end);
+        let value =
+            crate::reference::cast_host(&HostTensor::from_vec(vec![], &[value])?, x.dtype())?;
+        self.pad_to(x, &pads, PadMode::Constant, Some(&value), None, Out::NEW)
+    }
+
+    /// The windows of `x` ([N, C, spatial...]) under `plan`, padded with `value`: shape
+    /// [N, C, kernel..., output...] when `kernel_first` (Conv's operand), else
+    /// [N, C, output..., kernel...].
+    fn windows(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        plan: &WindowPlan,
+        value: f64,
+        kernel_first: bool,
+    ) -> Result<Tensor> {
+        let spatial = &x.shape()[2..];
+        let k = spatial.len();
+        let begin: Vec<i64> = plan.pads_begin.iter().map(|&p| p as i64).collect();
+        let end: Vec<i64> = (0..k)
+            .map(|j| (plan.pads_end[j] + plan.extra_end[j]) as i64)
+            .collect();
+        let padded = self
+            .pad_spatial(x, &begin, &end, value)
+            .map_err(|e| for_op(op, "the padded input", e))?;
+        debug_assert_eq!(&padded.shape()[2..], plan.padded(spatial).as_slice());
+        let st = strides_of(padded.shape());
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        let kernel_dims = (0..k).map(|j| GatherDim {
+            len: plan.kernel[j] as u64,
+            step: st[2 + j] * plan.dilations[j] as i64,
+        });
+        let output_dims = (0..k).map(|j| GatherDim {
+            len: plan.output[j] as u64,
+            step: st[2 + j] * plan.strides[j] as i64,
+        });
+        let mut dims = vec![
+            GatherDim {
+                len: n as u64,
+                step: st[0],
+            },
+            GatherDim {
+                len: c as u64,
+                step: st[1],
+            },
+        ];
+        let mut shape = vec![n, c];
+        if kernel_first {
+            dims.extend(kernel_dims.chain(output_dims));
+            shape.extend(plan.kernel.iter().chain(&plan.output));
+        } else {
+            dims.extend(output_dims.chain(kernel_dims));
+            shape.extend(plan.output.iter().chain(&plan.kernel));
+        }
+        let gather = GatherPlan::from_dims(0, &dims);
+        // Each element once, in order (a 1x1 kernel with unit strides and no padding): the
+        // input itself.
+        if gather.is_contiguous() && gather.base == 0 && gather.count == padded.numel() as u64 {
+            return padded.reshaped(&shape);
+        }
+        let out = self
+            .alloc(x.dtype(), &shape)
+            .map_err(|e| for_op(op, "the windows", e))?;
+        self.gather_into(op, &padded, &gather, &out)?;
+        self.release_unless_shared(padded, x);
+        Ok(out)
+    }
+
+    /// Releases `t` unless it is a view of `input` (a windows tensor that is the input itself).
+    fn release_unless_shared(&mut self, t: Tensor, input: &Tensor) {
+        if !t.shares_buffer(input) {
+            self.release(t);
+        }
+    }
+
+    /// Conv of the already padded and spread input under `plan` (no padding left to add):
+    /// the windows times the weights as one MatMul per group, the bias its epilogue.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_windows(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        plan: &WindowPlan,
+        group: usize,
+        out: Out,
+    ) -> Result<Tensor> {
+        let (n, c, m) = (x.shape()[0], x.shape()[1], w.shape()[0]);
+        let kernel: usize = plan.kernel.iter().product();
+        let outputs: usize = plan.output.iter().product();
+        let mut shape = vec![n, m];
+        shape.extend(&plan.output);
+        if shape.contains(&0) {
+            return out.tensor(self, x.dtype(), &shape);
+        }
+        let cols = self.windows(op, x, plan, 0.0, true)?;
+        let depth = c / group * kernel;
+        let cols_g = cols.reshaped(&[n, group, depth, outputs])?;
+        let w_g = w.reshaped(&[group, m / group, depth])?;
+        let y = match b {
+            None => self.matmul_to(&w_g, &cols_g, Out::NEW)?,
+            Some(b) => {
+                let dtype = x.dtype();
+                let emulate64 = !self
+                    .context()
+                    .features()
+                    .contains(wgpu::Features::SHADER_INT64);
+                let mut program = Program::new(vec![dtype], emulate64);
+                let bias = program.add_operand(dtype);
+                program
+                    .push("Add", vec![Arg::Operand(0), bias], dtype)
+                    .ok_or_else(|| {
+                        Error::invalid(op, "B", format!("B cannot be added to {dtype}"))
+                    })?;
+                let b_g = b.reshaped(&[group, m / group, 1])?;
+                self.matmul_program_to(&w_g, &cols_g, &program, &[&b_g], Out::NEW)?
+            }
+        };
+        self.release_unless_shared(cols, x);
+        out.view(self, y.reshaped(&shape)?)
+    }
+
+    /// Records ONNX Conv: `x` [N, C, spatial...] convolved with `w` [M, C / group,
+    /// kernel...], plus `b` [M], into [N, M, output...]. Floats (f32, f16, bf16, f64).
+    pub fn conv_to(
+        &mut self,
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        attrs: &WindowAttrs,
+        group: i64,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "Conv";
+        let mut named = vec![("X", x), ("W", w)];
+        named.extend(b.map(|b| ("B", b)));
+        self.check_inputs(OP, &named)?;
+        check_spatial(OP, "X", x)?;
+        check_float(OP, "X", x.dtype(), false)?;
+        let group = check_group(OP, x, w, b, group, false)?;
+        let kernel = &w.shape()[2..];
+        if let Some(ks) = attrs.kernel_shape {
+            if ks.len() != kernel.len() || ks.iter().zip(kernel).any(|(&a, &b)| a != b as i64) {
+                return Err(Error::invalid(
+                    OP,
+                    "kernel_shape",
+                    format!("kernel_shape {ks:?} differs from W's spatial shape {kernel:?}"),
+                ));
+            }
+        }
+        let plan = window_plan(OP, &x.shape()[2..], kernel, attrs)?;
+        self.conv_windows(OP, x, w, b, &plan, group, out)
+    }
+
+    /// Records ONNX ConvTranspose: `x` [N, C, spatial...] with `w` [C, M / group, kernel...],
+    /// plus `b` [M], into [N, M, output...]: each input element adds its product with the
+    /// kernel to the output at its position times the stride. Computed as the Conv of `x`
+    /// with zeros between its elements (stride - 1 of them), padded by the kernel's extent
+    /// less one less the pads, with the kernel flipped and its two channel axes swapped.
+    pub fn conv_transpose_to(
+        &mut self,
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        attrs: &TransposeAttrs,
+        group: i64,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "ConvTranspose";
+        let mut named = vec![("X", x), ("W", w)];
+        named.extend(b.map(|b| ("B", b)));
+        self.check_inputs(OP, &named)?;
+        check_spatial(OP, "X", x)?;
+        check_float(OP, "X", x.dtype(), false)?;
+        let group = check_group(OP, x, w, b, group, true)?;
+        let spatial = x.shape()[2..].to_vec();
+        let kernel = w.shape()[2..].to_vec();
+        let tp = transpose_plan(&spatial, &kernel, attrs)?;
+        let k = spatial.len();
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        let m = w.shape()[1] * group;
+        // Zeros between the elements: [N, C, D1, 1, D2, 1, ...] padded at the end of each unit
+        // axis by stride - 1, seen as [N, C, D1 * s1, ...] (stride - 1 zeros at the end too,
+        // which the padding below counts).
+        let spread = if tp.strides.iter().all(|&s| s == 1) {
+            x.clone()
+        } else {
+            let mut split = vec![n, c];
+            for &d in &spatial {
+                split.extend([d, 1]);
+            }
+            let mut pads = vec![0i64; 2 * split.len()];
+            for j in 0..k {
+                pads[split.len() + 3 + 2 * j] = tp.strides[j] as i64 - 1;
+            }
+            let zero =
+                crate::reference::cast_host(&HostTensor::from_vec(vec![], &[0.0f64])?, x.dtype())?;
+            let p = self
+                .pad_to(
+                    &x.reshaped(&split)?,
+                    &pads,
+                    PadMode::Constant,
+                    Some(&zero),
+                    None,
+                    Out::NEW,
+                )
+                .map_err(|e| for_op(OP, "the input spread by the strides", e))?;
+            let mut shape = vec![n, c];
+            shape.extend((0..k).map(|j| spatial[j] * tp.strides[j]));
+            p.reshaped(&shape)?
+        };
+        // The padding a stride-1 Conv needs for `output` windows of the kernel's extent;
+        // negative values crop.
+        let begin: Vec<i64> = (0..k)
+            .map(|j| ((tp.kernel[j] - 1) * tp.dilations[j]) as i64 - tp.pads_begin[j])
+            .collect();
+        let end: Vec<i64> = (0..k)
+            .map(|j| {
+                let extent = ((tp.kernel[j] - 1) * tp.dilations[j] + 1) as i64;
+                let have = (spatial[j] * tp.strides[j]) as i64 + begin[j];
+                tp.output[j] as i64 + extent - 1 - have
+            })
+            .collect();
+        let padded = self
+            .pad_spatial(&spread, &begin, &end, 0.0)
+            .map_err(|e| for_op(OP, "the padded input", e))?;
+        if !spread.shares_buffer(x) && !spread.shares_buffer(&padded) {
+            self.release(spread);
+        }
+        // W [C, M/g, k...] read as [M, C/g, k...] with every spatial axis reversed: one gather.
+        let wst = strides_of(w.shape());
+        let (cg, mg) = (c / group, m / group);
+        let kernel_len: usize = kernel.iter().product();
+        let mut dims = vec![
+            GatherDim {
+                len: group as u64,
+                step: (cg * mg * kernel_len) as i64,
+            },
+            GatherDim {
+                len: mg as u64,
+                step: wst[1],
+            },
+            GatherDim {
+                len: cg as u64,
+                step: wst[0],
+            },
+        ];
+        let mut base = 0i64;
+        for j in 0..k {
+            dims.push(GatherDim {
+                len: kernel[j] as u64,
+                step: -wst[2 + j],
+            });
+            base += (kernel[j] as i64 - 1) * wst[2 + j];
+        }
+        let mut wt_shape = vec![m, cg];
+        wt_shape.extend(&kernel);
+        let wt = self.alloc(w.dtype(), &wt_shape)?;
+        self.gather_into(OP, w, &GatherPlan::from_dims(base as u64, &dims), &wt)?;
+        let plan = WindowPlan {
+            kernel: kernel.clone(),
+            strides: vec![1; k],
+            dilations: tp.dilations.clone(),
+            pads_begin: vec![0; k],
+            pads_end: vec![0; k],
+            extra_end: vec![0; k],
+            output: tp.output.clone(),
+        };
+        let y = self.conv_windows(OP, &padded, &wt, b, &plan, group, out);
+        self.release_unless_shared(padded, x);
+        self.release(wt);
+        y
+    }
+
+    /// Records ONNX MaxPool: the largest element of each window of `x`; with `indices`, also
+    /// each one's position in `x` (i64, flattened; column-major within each image when
+    /// `storage_order` is 1), the first where several are largest. Windows are padded with
+    /// -inf (integers: their lowest value), so padding never wins; NaN propagates as in
+    /// ReduceMax (the ONNX reference's maximum; onnxruntime's CPU kernels disagree among
+    /// themselves on NaN and -inf).
+    pub fn max_pool_to(
+        &mut self,
+        x: &Tensor,
+        attrs: &WindowAttrs,
+        storage_order: i64,
+        outs: (Out, Option<Out>),
+    ) -> Result<(Tensor, Option<Tensor>)> {
+        const OP: &str = "MaxPool";
+        self.check_inputs(OP, &[("X", x)])?;
+        check_spatial(OP, "X", x)?;
+        check_float(OP, "X", x.dtype(), true)?;
+        if !matches!(storage_order, 0 | 1) {
+            return Err(Error::invalid(
+                OP,
+                "storage_order",
+                format!(
+                    "storage_order is {storage_order}; it is 0 (row-major) or 1 (column-major)"
+                ),
+            ));
+        }
+        let (plan, shape) = pool_plan(OP, x, attrs)?;
+        if x.numel() == 0 || shape.contains(&0) {
+            let y = outs.0.tensor(self, x.dtype(), &shape)?;
+            let i = match outs.1 {
+                Some(o) => Some(o.tensor(self, DType::I64, &shape)?),
+                None => None,
+            };
+            return Ok((y, i));
+        }
+        let windows = self.window_rows(OP, x, &plan, lowest(x.dtype()))?;
+        let y = self.reduce_to("ReduceMax", &windows, Some(&[-1]), false, false, Out::NEW)?;
+        let y = outs.0.view(self, y.reshaped(&shape)?)?;
+        let indices = match outs.1 {
+            None => None,
+            Some(o) => Some(self.max_pool_indices(x, &plan, &windows, storage_order, &shape, o)?),
+        };
+        self.release_unless_shared(windows, x);
+        Ok((y, indices))
+    }
+
+    /// MaxPool's indices: the window position of each maximum, mapped to the input's
+    /// flattened index through a table of each window's input positions.
+    fn max_pool_indices(
+        &mut self,
+        x: &Tensor,
+        plan: &WindowPlan,
+        windows: &Tensor,
+        storage_order: i64,
+        shape: &[usize],
+        out: Out,
+    ) -> Result<Tensor> {
+        let spatial = &x.shape()[2..];
+        let k = spatial.len();
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        // Flattened spatial index of each (output position, window element); -1 in padding.
+        let order: Vec<usize> = if storage_order == 1 {
+            (0..k).rev().collect()
+        } else {
+            (0..k).collect()
+        };
+        let mut place = vec![0i64; k];
+        let mut weight = 1i64;
+        for &j in order.iter().rev() {
+            place[j] = weight;
+            weight *= spatial[j] as i64;
+        }
+        let outputs: usize = plan.output.iter().product();
+        let window: usize = plan.kernel.iter().product();
+        let mut table = Vec::with_capacity(outputs * window);
+        for o_flat in 0..outputs {
+            let o = unflatten(o_flat, &plan.output);
+            for t_flat in 0..window {
+                let t = unflatten(t_flat, &plan.kernel);
+                let mut index = 0i64;
+                for j in 0..k {
+                    match window_source(plan, spatial, j, o[j], t[j]) {
+                        Some(i) => index += i as i64 * place[j],
+                        None => {
+                            index = -1;
+                            break;
+                        }
+                    }
+                }
+                table.push(index);
+            }
+        }
+        let mut table_shape = vec![1, 1];
+        table_shape.extend(&plan.output);
+        table_shape.push(window);
+        let table = Tensor::from_host(self.context(), &HostTensor::from_vec(table_shape, &table)?)?;
+        let full: Vec<i64> = windows.shape().iter().map(|&d| d as i64).collect();
+        let table_full = self.expand_to(&table, &full, Out::NEW)?;
+        let position = self.arg_reduce_to("ArgMax", windows, -1, true, false, Out::NEW)?;
+        let within = self.gather_elements_to(&table_full, &position, -1, Out::NEW)?;
+        let image: i64 = spatial.iter().map(|&d| d as i64).product();
+        let bases: Vec<i64> = (0..(n * c) as i64).map(|i| i * image).collect();
+        let mut base_shape = vec![n, c];
+        base_shape.extend(std::iter::repeat_n(1, k + 1));
+        let base = Tensor::from_host(self.context(), &HostTensor::from_vec(base_shape, &bases)?)?;
+        let flat = self.elementwise("Add", &within, Some(&base))?;
+        for t in [table, table_full, position, within, base] {
+            self.release(t);
+        }
+        out.view(self, flat.reshaped(shape)?)
+    }
+
+    /// The windows of `x` padded with `value`, one row per output position:
+    /// [N, C, output..., window].
+    fn window_rows(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        plan: &WindowPlan,
+        value: f64,
+    ) -> Result<Tensor> {
+        let w = self.windows(op, x, plan, value, false)?;
+        let mut rows = vec![x.shape()[0], x.shape()[1]];
+        rows.extend(&plan.output);
+        rows.push(plan.kernel.iter().product());
+        w.reshaped(&rows)
+    }
+
+    /// Records ONNX AveragePool: each window's mean, over the elements in `x` (and those in
+    /// the padding when `count_include_pad`; never those only `ceil_mode` reaches).
+    pub fn average_pool_to(
+        &mut self,
+        x: &Tensor,
+        attrs: &WindowAttrs,
+        count_include_pad: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "AveragePool";
+        self.check_inputs(OP, &[("X", x)])?;
+        check_spatial(OP, "X", x)?;
+        check_float(OP, "X", x.dtype(), false)?;
+        let (plan, shape) = pool_plan(OP, x, attrs)?;
+        if x.numel() == 0 || shape.contains(&0) {
+            return out.tensor(self, x.dtype(), &shape);
+        }
+        let spatial = &x.shape()[2..];
+        let counts = average_counts(&plan, spatial, count_include_pad);
+        let window: usize = plan.kernel.iter().product();
+        let rows = self.window_rows(OP, x, &plan, 0.0)?;
+        let y = if counts.iter().all(|&n| n == window) {
+            self.reduce_to("ReduceMean", &rows, Some(&[-1]), false, false, Out::NEW)?
+        } else {
+            let sum = self.reduce_to("ReduceSum", &rows, Some(&[-1]), false, false, Out::NEW)?;
+            let divisors: Vec<f64> = counts.iter().map(|&n| n as f64).collect();
+            let d = self.host_values(x.dtype(), &plan.output, &divisors)?;
+            let y = self.elementwise("Div", &sum, Some(&d))?;
+            self.release(sum);
+            self.release(d);
+            y
+        };
+        self.release_unless_shared(rows, x);
+        out.view(self, y.reshaped(&shape)?)
+    }
+
+    /// Records ONNX LpPool: each window's `(sum |x|^p)^(1/p)`, padding counting as zeros.
+    pub fn lp_pool_to(
+        &mut self,
+        x: &Tensor,
+        attrs: &WindowAttrs,
+        p: i64,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "LpPool";
+        self.check_inputs(OP, &[("X", x)])?;
+        check_spatial(OP, "X", x)?;
+        check_float(OP, "X", x.dtype(), false)?;
+        let (plan, shape) = pool_plan(OP, x, attrs)?;
+        if x.numel() == 0 || shape.contains(&0) {
+            return out.tensor(self, x.dtype(), &shape);
+        }
+        let rows = self.window_rows(OP, x, &plan, 0.0)?;
+        let y = self.lp_norm(OP, &rows, &[-1], false, p)?;
+        self.release_unless_shared(rows, x);
+        out.view(self, y.reshaped(&shape)?)
+    }
+
+    /// `(sum |x|^p)^(1/p)` over `axes`: ReduceL1 or ReduceL2 where `p` is 1 or 2.
+    fn lp_norm(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        axes: &[i64],
+        keepdims: bool,
+        p: i64,
+    ) -> Result<Tensor> {
+        match p {
+            1 => self.reduce_to("ReduceL1", x, Some(axes), keepdims, false, Out::NEW),
+            2 => self.reduce_to("ReduceL2", x, Some(axes), keepdims, false, Out::NEW),
+            p if p >= 1 => {
+                let (power, root) = (
+                    self.host_values(x.dtype(), &[], &[p as f64])?,
+                    self.host_values(x.dtype(), &[], &[1.0 / p as f64])?,
+                );
+                let abs = self.elementwise("Abs", x, None)?;
+                let pow = self.elementwise("Pow", &abs, Some(&power))?;
+                let sum =
+                    self.reduce_to("ReduceSum", &pow, Some(axes), keepdims, false, Out::NEW)?;
+                let y = self.elementwise("Pow", &sum, Some(&root))?;
+                for t in [power, root, abs, pow, sum] {
+                    self.release(t);
+                }
+                Ok(y)
+            }
+            p => Err(Error::invalid(
+                op,
+                "p",
+                format!("p is {p}; it must be at least 1"),
+            )),
+        }
+    }
+
+    /// Records ONNX GlobalAveragePool, GlobalMaxPool or GlobalLpPool (`op`): each image's
+    /// spatial axes reduced to one element ([N, C, 1, ...]).
+    pub fn global_pool_to(&mut self, op: &str, x: &Tensor, p: i64, out: Out) -> Result<Tensor> {
+        let (op, reduction): (&'static str, Option<&str>) = match op {
+            "GlobalAveragePool" => ("GlobalAveragePool", Some("ReduceMean")),
+            "GlobalMaxPool" => ("GlobalMaxPool", Some("ReduceMax")),
+            "GlobalLpPool" => ("GlobalLpPool", None),
+            other => return Err(Error::Graph(format!("unknown global pool '{other}'"))),
+        };
+        self.check_inputs(op, &[("X", x)])?;
+        check_spatial(op, "X", x)?;
+        check_float(op, "X", x.dtype(), op == "GlobalMaxPool")?;
+        let axes: Vec<i64> = (2..x.rank() as i64).collect();
+        let mut shape = x.shape().to_vec();
+        shape[2..].fill(1);
+        if x.shape()[2..].contains(&0) {
+            return Err(Error::invalid(
+                op,
+                "X",
+                format!(
+                    "X has shape {:?}; its spatial axes must not be empty",
+                    x.shape()
+                ),
+            ));
+        }
+        let y = match reduction {
+            Some(r) => self.reduce_to(r, x, Some(&axes), true, false, Out::NEW)?,
+            None => self.lp_norm(op, x, &axes, true, p)?,
+        };
+        out.view(self, y.reshaped(&shape)?)
+    }
+}
+
+/// A pool's plan and output shape; `kernel_shape` is required.
+fn pool_plan(
+    op: &'static str,
+    x: &Tensor,
+    attrs: &WindowAttrs,
+) -> Result<(WindowPlan, Vec<usize>)> {
+    let kernel: Vec<usize> = match attrs.kernel_shape {
+        None => {
+            return Err(Error::invalid(
+                op,
+                "kernel_shape",
+                "the attribute 'kernel_shape' is required",
+            ))
+        }
+        Some(ks) => per_axis(op, "kernel_shape", Some(ks), x.rank() - 2, 1, 1)?,
+    };
+    let plan = window_plan(op, &x.shape()[2..], &kernel, attrs)?;
+    let mut shape = x.shape()[..2].to_vec();
+    shape.extend(&plan.output);
+    Ok((plan, shape))
+}
+
+/// Conv's and ConvTranspose's channel rules; returns the group count.
+fn check_group(
+    op: &'static str,
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    group: i64,
+    transposed: bool,
+) -> Result<usize> {
+    for (name, t) in [("W", Some(w)), ("B", b)] {
+        if let Some(t) = t {
+            if t.dtype() != x.dtype() {
+                return Err(Error::invalid(
+                    op,
+                    name,
+                    format!("{name} is {} but X is {}", t.dtype(), x.dtype()),
+                ));
+            }
+        }
+    }
+    if w.rank() != x.rank() {
+        return Err(Error::invalid(
+            op,
+            "W",
+            format!(
+                "W has shape {:?}; it needs X's rank {} ([{}, {}, kernel...])",
+                w.shape(),
+                x.rank(),
+                if transposed { "C" } else { "M" },
+                if transposed { "M / group" } else { "C / group" },
+            ),
+        ));
+    }
+    let c = x.shape()[1];
+    let g = usize::try_from(group)
+        .ok()
+        .filter(|&g| g >= 1 && c.is_multiple_of(g))
+        .ok_or_else(|| {
+            Error::invalid(
+                op,
+                "group",
+                format!("group is {group}; it must be at least 1 and divide X's {c} channels"),
+            )
+        })?;
+    let (m, fine) = if transposed {
+        (w.shape()[1] * g, w.shape()[0] == c)
+    } else {
+        let m = w.shape()[0];
+        (m, w.shape()[1] * g == c && m.is_multiple_of(g))
+    };
+    if !fine {
+        let want = if transposed {
+            format!("[{c}, M / {g}, kernel...]")
+        } else {
+            format!(
+                "[M, {} (X's {c} channels / group {g}), kernel...] with M a multiple of {g}",
+                c / g
+            )
+        };
+        return Err(Error::invalid(
+            op,
+            "W",
+            format!("W has shape {:?}; it must be {want}", w.shape()),
+        ));
+    }
+    if w.shape()[2..].contains(&0) {
+        return Err(Error::invalid(
+            op,
+            "W",
+            format!("W has shape {:?}; its kernel must not be empty", w.shape()),
+        ));
+    }
+    if let Some(b) = b {
+        if b.shape() != [m] {
+            return Err(Error::invalid(
+                op,
+                "B",
+                format!(
+                    "B has shape {:?}; it must be [{m}] (one per output channel)",
+                    b.shape()
+                ),
+            ));
+        }
+    }
+    Ok(g)
+}
+
+/// The C-order coordinates of flat index `i` in `shape`.
+pub fn unflatten(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut c = vec![0; shape.len()];
+    for k in (0..shape.len()).rev() {
+        c[k] = i % shape[k];
+        i /= shape[k];
+    }
+    c
+}

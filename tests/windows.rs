@@ -1,0 +1,430 @@
+//! Conv, ConvTranspose and the pools beyond the ONNX node tests and the onnxruntime
+//! differential cases (tests/onnx_node.rs runs both, on the GPU and on the CPU interpreter):
+//! refusals, NaN and infinities, GlobalLpPool (which onnxruntime has no CPU kernel for), a
+//! Conv inside a Scan body, and the interpreter against the GPU on random geometry.
+
+use wgpu_ops::graph::Attr;
+use wgpu_ops::{reference, DType, Graph, HostTensor, Node, Session};
+
+fn f32s(shape: &[usize], seed: u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        })
+        .collect();
+    HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+}
+
+/// One node of `op` over `inputs` (name, value), each a graph input (`as_inputs`: run on the
+/// GPU) or a constant (folded on the host by the interpreter); the session's outputs.
+fn run(
+    ctx: &wgpu_ops::Context,
+    op: &str,
+    inputs: &[(&str, HostTensor)],
+    attrs: &[(&str, Attr)],
+    outputs: usize,
+    as_inputs: bool,
+) -> wgpu_ops::Result<Vec<HostTensor>> {
+    let mut g = Graph::new();
+    for (name, v) in inputs {
+        g = if as_inputs {
+            let shape: Vec<Option<usize>> = v.shape.iter().map(|&d| Some(d)).collect();
+            g.input(*name, v.dtype, &shape)
+        } else {
+            g.constant(*name, v.clone())
+        };
+    }
+    let names: Vec<String> = (0..outputs).map(|i| format!("y{i}")).collect();
+    let mut node = Node::new(op, "n")
+        .inputs(inputs.iter().map(|(n, _)| *n))
+        .outputs(names.iter().cloned());
+    for (k, v) in attrs {
+        node = node.attr(*k, v.clone());
+    }
+    g = g.node(node);
+    for n in &names {
+        g = g.output(n.clone());
+    }
+    let given = if as_inputs {
+        inputs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.clone()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let out = Session::new(ctx, g)?.run_blocking(given)?;
+    Ok(out.into_iter().map(|(_, v)| v).collect())
+}
+
+fn ints(v: &[i64]) -> Attr {
+    Attr::Ints(v.to_vec())
+}
+
+#[test]
+fn window_ops_refuse_bad_geometry_with_one_line_on_both_paths() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = f32s(&[1, 4, 5, 5], 1);
+    let w = f32s(&[2, 4, 3, 3], 2);
+    let x3 = f32s(&[1, 4, 5], 3);
+    // (op, inputs, attributes, text the error must contain)
+    type Case<'a> = (
+        &'a str,
+        Vec<(&'a str, HostTensor)>,
+        Vec<(&'a str, Attr)>,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "Conv",
+            vec![("x", x.clone()), ("w", w.clone())],
+            vec![("group", Attr::Int(3))],
+            "group",
+        ),
+        (
+            "Conv",
+            vec![("x", x.clone()), ("w", w.clone())],
+            vec![("group", Attr::Int(-2))],
+            "group",
+        ),
+        (
+            "Conv",
+            vec![("x", x.clone()), ("w", f32s(&[2, 3, 3, 3], 4))],
+            vec![],
+            "W",
+        ),
+        (
+            "Conv",
+            vec![("x", x3.clone()), ("w", w.clone())],
+            vec![],
+            "W",
+        ),
+        (
+            "Conv",
+            vec![("x", x.clone()), ("w", w.clone()), ("b", f32s(&[3], 5))],
+            vec![],
+            "B",
+        ),
+        (
+            "Conv",
+            vec![("x", x.clone()), ("w", f32s(&[2, 4, 7, 3], 6))],
+            vec![],
+            "kernel",
+        ),
+        (
+            "Conv",
+            vec![("x", x.clone()), ("w", w.clone())],
+            vec![("kernel_shape", ints(&[3, 2]))],
+            "kernel_shape",
+        ),
+        (
+            "Conv",
+            vec![("x", x.clone()), ("w", w.clone())],
+            vec![("strides", ints(&[1, 0]))],
+            "strides",
+        ),
+        (
+            "Conv",
+            vec![("x", x.clone()), ("w", w.clone())],
+            vec![("pads", ints(&[1, 1]))],
+            "pads",
+        ),
+        (
+            "Conv",
+            vec![("x", x.clone()), ("w", w.clone())],
+            vec![("pads", ints(&[1 << 40, 0, 0, 0]))],
+            "pads",
+        ),
+        (
+            "Conv",
+            vec![("x", x.clone()), ("w", w.clone())],
+            vec![("auto_pad", Attr::String("SAME\nUPPER".into()))],
+            "auto_pad",
+        ),
+        (
+            "ConvTranspose",
+            vec![("x", x.clone()), ("w", f32s(&[3, 2, 3, 3], 7))],
+            vec![],
+            "W",
+        ),
+        (
+            "ConvTranspose",
+            vec![("x", x.clone()), ("w", f32s(&[4, 2, 3, 3], 8))],
+            vec![("pads", ints(&[5, 5, 5, 5]))],
+            "pads",
+        ),
+        (
+            "ConvTranspose",
+            vec![("x", x.clone()), ("w", f32s(&[4, 2, 3, 3], 8))],
+            vec![("output_shape", ints(&[1 << 30, 1 << 30]))],
+            "",
+        ),
+        ("MaxPool", vec![("x", x.clone())], vec![], "kernel_shape"),
+        (
+            "MaxPool",
+            vec![("x", x.clone())],
+            vec![
+                ("kernel_shape", ints(&[2, 2])),
+                ("storage_order", Attr::Int(2)),
+            ],
+            "storage_order",
+        ),
+        (
+            "AveragePool",
+            vec![("x", x.clone())],
+            vec![("kernel_shape", ints(&[6, 2]))],
+            "kernel",
+        ),
+        (
+            "LpPool",
+            vec![("x", x.clone())],
+            vec![("kernel_shape", ints(&[2, 2])), ("p", Attr::Int(0))],
+            "p",
+        ),
+        (
+            "MaxPool",
+            vec![("x", HostTensor::from_vec(vec![1, 4], &[0i32; 4]).unwrap())],
+            vec![("kernel_shape", ints(&[2]))],
+            "spatial",
+        ),
+        (
+            "GlobalAveragePool",
+            vec![(
+                "x",
+                HostTensor::from_vec(vec![1, 4, 2], &[0i32; 8]).unwrap(),
+            )],
+            vec![],
+            "i32",
+        ),
+    ];
+    for (op, inputs, attrs, mention) in &cases {
+        for as_inputs in [true, false] {
+            let e = run(&ctx, op, inputs, attrs, 1, as_inputs)
+                .expect_err(&format!("{op} {attrs:?} as inputs {as_inputs}"))
+                .to_string();
+            assert!(
+                e.contains(op) && e.lines().count() == 1 && e.contains(mention),
+                "{op} {attrs:?} (inputs {as_inputs}): {e}"
+            );
+        }
+    }
+}
+
+/// MaxPool's maximum is ReduceMax's: NaN wins, -inf stays -inf, padding never wins. The GPU
+/// and the interpreter agree, and both give the values written out here.
+#[test]
+fn max_pool_takes_nan_and_infinities_as_reduce_max_does() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+
+    let x = HostTensor::from_vec(
+        vec![1, 1, 8],
+        &[-inf, 1.0, -inf, -inf, 2.0, nan, -3.0, -4.0],
+    )
+    .unwrap();
+    let attrs = [
+        ("kernel_shape", ints(&[2])),
+        ("strides", ints(&[2])),
+        ("pads", ints(&[1, 1])),
+    ];
+    // Padded: [pad, -inf, 1, -inf, -inf, 2, NaN, -3, -4, pad], windows of two.
+    let want = [-inf, 1.0, 2.0, nan, -4.0];
+    for as_inputs in [true, false] {
+        let y = run(&ctx, "MaxPool", &[("x", x.clone())], &attrs, 1, as_inputs).unwrap();
+        let got = y[0].to_vec::<f32>().unwrap();
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                g == &w || (g.is_nan() && w.is_nan()),
+                "inputs {as_inputs}: {got:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn global_lp_pool_is_the_norm_of_each_image() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = f32s(&[2, 3, 4, 5], 9);
+    let v = x.to_vec::<f32>().unwrap();
+    for p in [1i64, 2, 3] {
+        let want: Vec<f64> = v
+            .chunks(20)
+            .map(|c| {
+                c.iter()
+                    .map(|&e| (e as f64).abs().powi(p as i32))
+                    .sum::<f64>()
+                    .powf(1.0 / p as f64)
+            })
+            .collect();
+        for as_inputs in [true, false] {
+            let y = run(
+                &ctx,
+                "GlobalLpPool",
+                &[("x", x.clone())],
+                &[("p", Attr::Int(p))],
+                1,
+                as_inputs,
+            )
+            .unwrap();
+            assert_eq!(y[0].shape, [2, 3, 1, 1]);
+            for (g, w) in y[0].to_vec::<f32>().unwrap().iter().zip(&want) {
+                assert!(
+                    ((*g as f64) - w).abs() <= 1e-4 * w.abs() + 1e-5,
+                    "p {p}: {g} {w}"
+                );
+            }
+        }
+    }
+}
+
+/// Random Conv, ConvTranspose and pool geometry (strides, dilations, pads, groups, ceil_mode)
+/// on the GPU against the interpreter's direct sums.
+#[test]
+fn random_geometry_matches_the_interpreter() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let mut seed = 17u64;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut compared = 0;
+    for case in 0..24 {
+        let op = ["Conv", "ConvTranspose", "MaxPool", "AveragePool"][case % 4];
+        let dims = 1 + next(2) as usize;
+        let group = if op.starts_with("Conv") {
+            1 + next(2) as usize
+        } else {
+            1
+        };
+        let c = group * (1 + next(2) as usize);
+        let mut xs = vec![1 + next(2) as usize, c];
+        let (mut kernel, mut strides, mut dilations, mut pads) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..dims {
+            xs.push(4 + next(5) as usize);
+            kernel.push(1 + next(3) as i64);
+            strides.push(1 + next(3) as i64);
+            dilations.push(1 + next(2) as i64);
+        }
+        for j in 0..2 * dims {
+            pads.push(next(kernel[j % dims] as u64) as i64);
+        }
+        let mut attrs = vec![
+            ("strides", ints(&strides)),
+            ("dilations", ints(&dilations)),
+            ("pads", ints(&pads)),
+        ];
+        let mut inputs = vec![("x", f32s(&xs, case as u64))];
+        if op.starts_with("Conv") {
+            let m = group * (1 + next(2) as usize);
+            let mut ws = if op == "Conv" {
+                vec![m, c / group]
+            } else {
+                vec![c, m / group]
+            };
+            ws.extend(kernel.iter().map(|&k| k as usize));
+            inputs.push(("w", f32s(&ws, 100 + case as u64)));
+            inputs.push(("b", f32s(&[m], 200 + case as u64)));
+            attrs.push(("group", Attr::Int(group as i64)));
+        } else {
+            attrs.push(("kernel_shape", ints(&kernel)));
+            attrs.push(("ceil_mode", Attr::Int(next(2) as i64)));
+            if op == "AveragePool" {
+                attrs.push(("count_include_pad", Attr::Int(next(2) as i64)));
+            }
+        }
+        let gpu = run(&ctx, op, &inputs, &attrs, 1, true);
+        let mut g = Graph::new();
+        for (n, v) in &inputs {
+            g = g.constant(*n, v.clone());
+        }
+        let mut node = Node::new(op, "n")
+            .inputs(inputs.iter().map(|(n, _)| *n))
+            .outputs(["y"]);
+        for (k, v) in &attrs {
+            node = node.attr(*k, v.clone());
+        }
+        let cpu = reference::graph::run_graph(&g.node(node).output("y"), &[], &Default::default());
+        match (gpu, cpu) {
+            (Ok(gpu), Ok(cpu)) => {
+                assert_eq!(gpu[0].shape, cpu[0].shape, "{op} {xs:?} {attrs:?}");
+                assert_eq!(gpu[0].dtype, DType::F32);
+                let (a, b) = (
+                    gpu[0].to_vec::<f32>().unwrap(),
+                    cpu[0].to_vec::<f32>().unwrap(),
+                );
+                for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+                    assert!(
+                        (p - q).abs() <= 1e-4 * q.abs() + 1e-5,
+                        "{op} {xs:?} {attrs:?}: [{i}] {p} {q}"
+                    );
+                }
+                compared += 1;
+            }
+            // Geometry without a window (pads beyond the kernel's reach) is refused by both.
+            (Err(_), Err(_)) => {}
+            (gpu, cpu) => panic!(
+                "{op} {xs:?} {attrs:?}: GPU {:?}, CPU {:?}",
+                gpu.err(),
+                cpu.err()
+            ),
+        }
+    }
+    assert!(compared >= 18, "only {compared} of 24 cases had windows");
+}
+
+/// A Conv in a Scan body runs per iteration against the state: a 1-D smoothing applied
+/// three times.
+#[test]
+fn conv_runs_in_a_scan_body() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let w = HostTensor::from_vec(vec![1, 1, 3], &[0.25f32, 0.5, 0.25]).unwrap();
+    let body = Graph::new()
+        .input("s", DType::F32, &[Some(1), Some(1), Some(6)])
+        .input("t", DType::F32, &[Some(1)])
+        .constant("w", w)
+        .node(
+            Node::new("Conv", "c")
+                .inputs(["s", "w"])
+                .outputs(["s2"])
+                .attr("pads", ints(&[1, 1])),
+        )
+        .output("s2");
+    let s0 = HostTensor::from_vec(vec![1, 1, 6], &[0f32, 0.0, 8.0, 0.0, 0.0, 0.0]).unwrap();
+    let g = Graph::new()
+        .input("s0", DType::F32, &[Some(1), Some(1), Some(6)])
+        .input("ts", DType::F32, &[Some(3), Some(1)])
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["s0", "ts"])
+                .outputs(["s"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("s");
+    let ts = HostTensor::from_vec(vec![3, 1], &[0f32; 3]).unwrap();
+    let out = Session::new(&ctx, g.clone())
+        .unwrap()
+        .run_blocking(vec![("s0".into(), s0.clone()), ("ts".into(), ts.clone())])
+        .unwrap();
+    let got = out[0].1.to_vec::<f32>().unwrap();
+    // [0, 0, 8, 0, 0, 0] smoothed three times by [1/4, 1/2, 1/4] (zeros beyond the ends).
+    let want = [0.75f32, 1.875, 2.5, 1.875, 0.75, 0.125];
+    assert_eq!(got, want);
+    let cpu = reference::graph::run_graph(
+        &g,
+        &[("s0".into(), s0), ("ts".into(), ts)],
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(cpu[0].to_vec::<f32>().unwrap(), want);
+}

@@ -229,6 +229,7 @@ def main():
         written += 1
     written += recurrent_cases(out, manifest)
     written += window_cases(out, manifest)
+    written += resize_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -434,6 +435,94 @@ def window_cases(out, manifest):
             rtol, atol = tolerance[d]
             manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op],
                               "opset": 22}
+            written += 1
+    return written
+
+
+def resize_cases(out, manifest):
+    """Resize in each mode and coordinate transformation, with scales and sizes, axes,
+    antialias, exclude_outside, tf_crop_and_resize's extrapolation, on f32, f16 and f64 (and
+    u8 and i8 in nearest mode, exact), and Resize-10 (X, scales), whose nearest positions
+    round down when enlarging and up when shrinking. Returns how many were written."""
+    rng = np.random.RandomState(19)
+    tolerance = {"f32": (1e-4, 1e-5), "f16": (2e-3, 1e-3), "f64": (1e-5, 1e-6),
+                 "i8": (0.0, 0.0), "u8": (0.0, 0.0)}
+    floats = ["f32", "f16", "f64"]
+    every = floats + ["u8", "i8"]
+    f = np.float32
+    # (label, x shape, roi, scales, sizes, attrs, dtypes, opset)
+    cases = [
+        ("nearest_up", (1, 2, 3, 4), None, [1, 1, 2.5, 1.7], None, {}, every, 19),
+        ("nearest_down_ceil", (1, 2, 7, 9), None, [1, 1, 0.6, 0.45], None,
+         {"nearest_mode": "ceil"}, every, 19),
+        ("nearest_sizes_align_corners_floor", (2, 1, 5, 6), None, None, [2, 1, 8, 4],
+         {"coordinate_transformation_mode": "align_corners", "nearest_mode": "floor"}, every, 19),
+        ("nearest_round_prefer_ceil_asymmetric", (1, 1, 4, 5), None, [1, 1, 1.5, 2.0], None,
+         {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "round_prefer_ceil"},
+         every, 19),
+        ("linear_up_half_pixel", (1, 2, 4, 5), None, [1, 1, 2.0, 1.5], None,
+         {"mode": "linear"}, floats, 19),
+        ("linear_down_pytorch_half_pixel", (1, 2, 9, 7), None, None, [1, 2, 4, 1],
+         {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, floats, 19),
+        ("linear_antialias", (1, 1, 12, 10), None, [1, 1, 0.4, 0.7], None,
+         {"mode": "linear", "antialias": 1}, floats, 19),
+        ("linear_axes_not_larger", (2, 3, 6, 8), None, None, [5, 9],
+         {"mode": "linear", "axes": [3, 2], "keep_aspect_ratio_policy": "not_larger"}, floats, 19),
+        ("cubic_up_align_corners", (1, 1, 4, 4), None, [1, 1, 1.75, 2.5], None,
+         {"mode": "cubic", "coordinate_transformation_mode": "align_corners"}, floats, 19),
+        ("cubic_down_exclude_outside", (1, 2, 8, 9), None, [1, 1, 0.5, 0.7], None,
+         {"mode": "cubic", "exclude_outside": 1, "cubic_coeff_a": -0.5}, floats, 19),
+        ("cubic_antialias", (1, 1, 10, 11), None, [1, 1, 0.35, 0.6], None,
+         {"mode": "cubic", "antialias": 1}, floats, 19),
+        ("tf_crop_and_resize_extrapolation", (1, 1, 6, 7), [0, 0, 0.2, -0.25, 1, 1, 0.9, 1.2],
+         None, [1, 1, 5, 6],
+         {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+          "extrapolation_value": 7.5}, floats, 19),
+        ("3d_linear_half_pixel_symmetric", (1, 1, 3, 4, 5), None, [1, 1, 1.5, 0.75, 2.2], None,
+         {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"},
+         ["f32"], 19),
+        ("v10_nearest_up", (1, 1, 3, 4), None, [1, 1, 2.5, 1.5], None, {}, ["f32", "u8"], 10),
+        ("v10_nearest_down", (1, 1, 9, 7), None, [1, 1, 0.6, 0.45], None, {}, ["f32", "u8"], 10),
+        ("v10_linear", (1, 1, 4, 5), None, [1, 1, 1.5, 0.8], None, {"mode": "linear"},
+         ["f32"], 10),
+    ]
+    written = 0
+    for label, xs, roi, scales, sizes, attrs, dtypes, opset in cases:
+        for d in dtypes:
+            np_type, onnx_type = DTYPES[d]
+            if np.issubdtype(np_type, np.integer):
+                x = rng.randint(np.iinfo(np_type).min, np.iinfo(np_type).max + 1, xs)
+                x = x.astype(np_type)
+            else:
+                x = rng.uniform(-2, 2, xs).astype(np_type)
+            inits = []
+            if opset >= 11:
+                names = ["X", "roi", "scales", "sizes"]
+                inits.append(numpy_helper.from_array(np.array(roi or [], f), "roi"))
+                inits.append(numpy_helper.from_array(np.array(scales or [], f), "scales"))
+                if sizes is not None:
+                    inits.append(numpy_helper.from_array(np.array(sizes, np.int64), "sizes"))
+                else:
+                    names = names[:3]
+            else:
+                names = ["X", "scales"]
+                inits.append(numpy_helper.from_array(np.array(scales, f), "scales"))
+            node = helper.make_node("Resize", names, ["Y"], **attrs)
+            graph = helper.make_graph(
+                [node], "g", [helper.make_tensor_value_info("X", onnx_type, list(xs))],
+                [helper.make_tensor_value_info("Y", onnx_type, None)], initializer=inits)
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+            try:
+                sess = ort.InferenceSession(m.SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+                got = sess.run(None, {"X": x})
+            except Exception:  # no CPU kernel for this dtype
+                continue
+            name = f"ort_Resize_{label}_{d}"
+            write_case(out, name, m, [x], got)
+            rtol, atol = tolerance[d]
+            manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ["Resize"],
+                              "opset": opset}
             written += 1
     return written
 

@@ -204,6 +204,8 @@ const INTERPRETED: &[&str] = &[
     "GlobalAveragePool",
     "GlobalMaxPool",
     "GlobalLpPool",
+    "Resize",
+    "Upsample",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

@@ -1,4 +1,4 @@
-//! Conv, ConvTranspose and the pools beyond the ONNX node tests and the onnxruntime
+//! Conv, ConvTranspose, the pools and Resize beyond the ONNX node tests and the onnxruntime
 //! differential cases (tests/onnx_node.rs runs both, on the GPU and on the CPU interpreter):
 //! refusals, NaN and infinities, GlobalLpPool (which onnxruntime has no CPU kernel for), a
 //! Conv inside a Scan body, and the interpreter against the GPU on random geometry.
@@ -427,4 +427,108 @@ fn conv_runs_in_a_scan_body() {
     )
     .unwrap();
     assert_eq!(cpu[0].to_vec::<f32>().unwrap(), want);
+}
+
+#[test]
+fn resize_refuses_bad_arguments_with_one_line_on_both_paths() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = f32s(&[1, 1, 4, 4], 11);
+    let f = |v: &[f32]| HostTensor::from_vec(vec![v.len()], v).unwrap();
+    let sizes = |v: &[i64]| HostTensor::from_vec(vec![v.len()], v).unwrap();
+    let empty = f(&[]);
+    let string = |s: &str| Attr::String(s.into());
+    type Case<'a> = (Vec<(&'a str, HostTensor)>, Vec<(&'a str, Attr)>, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            vec![
+                ("x", x.clone()),
+                ("roi", empty.clone()),
+                ("scales", f(&[1.0, 1.0, 2.0, 2.0])),
+                ("sizes", sizes(&[1, 1, 8, 8])),
+            ],
+            vec![],
+            "exactly one",
+        ),
+        (
+            vec![
+                ("x", x.clone()),
+                ("roi", empty.clone()),
+                ("scales", f(&[2.0, 2.0])),
+            ],
+            vec![],
+            "scales",
+        ),
+        (
+            vec![
+                ("x", x.clone()),
+                ("roi", empty.clone()),
+                ("scales", f(&[1.0, 1.0, -2.0, 2.0])),
+            ],
+            vec![],
+            "positive",
+        ),
+        (
+            vec![
+                ("x", x.clone()),
+                ("roi", empty.clone()),
+                ("scales", f(&[1.0, 1.0, 2.0, 2.0])),
+            ],
+            vec![("mode", string("bicubic\n"))],
+            "mode",
+        ),
+        (
+            vec![
+                ("x", x.clone()),
+                ("roi", empty.clone()),
+                ("scales", f(&[1.0, 1.0, 2.0, 2.0])),
+            ],
+            vec![(
+                "coordinate_transformation_mode",
+                string("tf_crop_and_resize"),
+            )],
+            "roi",
+        ),
+        (
+            vec![
+                ("x", x.clone()),
+                ("roi", empty.clone()),
+                ("scales", f(&[2.0, 2.0])),
+            ],
+            vec![("axes", ints(&[2, 2]))],
+            "axes",
+        ),
+        (
+            vec![
+                (
+                    "x",
+                    HostTensor::from_vec(vec![1, 4], &[1i32, 2, 3, 4]).unwrap(),
+                ),
+                ("roi", empty.clone()),
+                ("scales", f(&[1.0, 2.0])),
+            ],
+            vec![("mode", string("linear"))],
+            "i32",
+        ),
+        (
+            vec![
+                ("x", x.clone()),
+                ("roi", empty.clone()),
+                ("scales", empty.clone()),
+                ("sizes", sizes(&[1, 1, 8])),
+            ],
+            vec![],
+            "sizes",
+        ),
+    ];
+    for (inputs, attrs, mention) in &cases {
+        for as_inputs in [true, false] {
+            let e = run(&ctx, "Resize", inputs, attrs, 1, as_inputs)
+                .expect_err(&format!("{attrs:?} {mention} (inputs {as_inputs})"))
+                .to_string();
+            assert!(
+                e.contains("Resize") && e.lines().count() == 1 && e.contains(mention),
+                "{attrs:?} (inputs {as_inputs}): {e}"
+            );
+        }
+    }
 }

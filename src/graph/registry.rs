@@ -100,6 +100,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &GLOBAL_AVERAGE_POOL,
             &GLOBAL_MAX_POOL,
             &GLOBAL_LP_POOL,
+            &RESIZE,
         ])
 }
 
@@ -118,6 +119,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "ConstantOfShape" => &[0],
         "Dropout" => &[1, 2],
         "Pad" => &[1, 2, 3],
+        "Resize" => &[1, 2, 3],
         "OneHot" => &[1],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
         | "CumSum" | "CumProd" => &[1],
@@ -1429,6 +1431,70 @@ static GLOBAL_LP_POOL: OpDef = OpDef {
     host: None,
     attrs: &["p"],
     run: run_global_pool,
+};
+
+/// Input `i` as f64 values when given (an empty tensor counts as absent); it must be known on
+/// the host.
+fn host_floats(args: &NodeArgs, i: usize, role: &str) -> Result<Option<Vec<f64>>> {
+    if args.node.inputs.get(i).is_none_or(|n| n.is_empty()) {
+        return Ok(None);
+    }
+    let Some(h) = args.host_value(i) else {
+        return Err(Error::Graph(format!(
+            "node '{}': {} input '{role}' ('{}') is computed on the GPU, but its values are needed on the host to plan the op; give it as a constant or a graph input",
+            args.node.name, args.node.op, args.node.inputs[i]
+        )));
+    };
+    let wide = crate::reference::cast_host(h, DType::F64)?;
+    Ok(Some(wide.to_vec::<f64>()?).filter(|v| !v.is_empty()))
+}
+
+static RESIZE: OpDef = OpDef {
+    name: "Resize",
+    inputs: 1..=4,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[
+        "antialias",
+        "axes",
+        "coordinate_transformation_mode",
+        "cubic_coeff_a",
+        "exclude_outside",
+        "extrapolation_value",
+        "keep_aspect_ratio_policy",
+        "mode",
+        "nearest_mode",
+    ],
+    run: |rec, args| {
+        let x = args.tensor(0, "X")?;
+        let roi = host_floats(args, 1, "roi")?;
+        let scales = host_floats(args, 2, "scales")?;
+        let sizes = args.indices(3, "sizes")?.filter(|v| !v.is_empty());
+        let axes = args.ints("axes")?;
+        let attrs = crate::ops::resize::ResizeAttrs {
+            mode: args.string("mode")?.unwrap_or("nearest"),
+            coordinate_transformation_mode: args
+                .string("coordinate_transformation_mode")?
+                .unwrap_or("half_pixel"),
+            nearest_mode: args.string("nearest_mode")?.unwrap_or("round_prefer_floor"),
+            cubic_coeff_a: args.float("cubic_coeff_a")?.unwrap_or(-0.75),
+            exclude_outside: args.int("exclude_outside")?.unwrap_or(0) != 0,
+            extrapolation_value: args.float("extrapolation_value")?.unwrap_or(0.0),
+            antialias: args.int("antialias")?.unwrap_or(0) != 0,
+            keep_aspect_ratio_policy: args
+                .string("keep_aspect_ratio_policy")?
+                .unwrap_or("stretch"),
+            axes: axes.as_deref(),
+        };
+        Ok(vec![rec.resize_to(
+            &x,
+            roi.as_deref(),
+            scales.as_deref(),
+            sizes.as_deref(),
+            &attrs,
+            args.out(0),
+        )?])
+    },
 };
 
 /// Split: sizes from the `split` input (opset 13 on) or attribute, else equal parts of

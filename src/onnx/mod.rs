@@ -21,7 +21,8 @@ mod quantize;
 mod recurrent;
 mod rotary_embedding;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 11] = [
+pub const EXPANDED_OPS: [&str; 12] = [
+    "Upsample",
     "RNN",
     "GRU",
     "LSTM",
@@ -768,6 +769,49 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         if let Some((nodes, constants)) = expand(node)? {
             return Ok((false, constants, nodes));
         }
+    }
+    if node.op == "Upsample" || (node.op == "Resize" && opset < 11) {
+        // Upsample-7 (scales an attribute), Upsample-9 and Resize-10 (X, scales): Resize-19
+        // with asymmetric coordinates, nearest positions rounded as onnxruntime rounds them
+        // for these opsets (down when enlarging, up when shrinking).
+        let mode = match node.attrs.get("mode") {
+            Some(Attr::String(m)) if m == "bilinear" || m == "linear" => "linear",
+            Some(Attr::String(m)) if m != "nearest" => {
+                return Err(bad(format!(
+                    "{} mode '{}' is not supported",
+                    node.op,
+                    m.escape_debug()
+                )))
+            }
+            _ => "nearest",
+        };
+        let mut constants = Vec::new();
+        let scales = match node.attrs.remove("scales") {
+            Some(Attr::Floats(v)) => {
+                let output = node.outputs.first().cloned().unwrap_or_default();
+                let name = format!("{output}/scales");
+                let v: Vec<f32> = v.iter().map(|&s| s as f32).collect();
+                constants.push((name.clone(), HostTensor::from_vec(vec![v.len()], &v)?));
+                name
+            }
+            _ => node
+                .inputs
+                .get(1)
+                .cloned()
+                .ok_or_else(|| bad(format!("{} needs scales", node.op)))?,
+        };
+        let x = node.inputs.first().cloned().unwrap_or_default();
+        node.op = "Resize".into();
+        node.inputs = vec![x, String::new(), scales];
+        node.attrs.clear();
+        node.attrs.insert("mode".into(), Attr::String(mode.into()));
+        node.attrs.insert(
+            "coordinate_transformation_mode".into(),
+            Attr::String("asymmetric".into()),
+        );
+        node.attrs
+            .insert("nearest_mode".into(), Attr::String("simple".into()));
+        return Ok((true, constants, Vec::new()));
     }
     match node.op.as_str() {
         "Hardmax" if opset < 13 => {

@@ -13,6 +13,7 @@ pub mod linear_attention;
 pub mod matmul;
 pub mod normalization;
 pub mod reduce;
+pub mod resize;
 pub mod scatter;
 pub mod slice;
 pub mod slicing;

@@ -438,6 +438,7 @@ pub fn space_to_batch(data: &HostTensor, op: &crate::SpaceToBatch) -> Result<Hos
 }
 pub mod graph;
 mod numeric;
+mod resize;
 mod window;
 
 /// ONNX Cast on the host (what the GPU's Cast computes: constants made while planning, and

@@ -230,6 +230,7 @@ def main():
     written += recurrent_cases(out, manifest)
     written += window_cases(out, manifest)
     written += resize_cases(out, manifest)
+    written += einsum_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -523,6 +524,59 @@ def resize_cases(out, manifest):
             rtol, atol = tolerance[d]
             manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ["Resize"],
                               "opset": opset}
+            written += 1
+    return written
+
+
+def einsum_cases(out, manifest):
+    """Einsum: products, batches, ellipses broadcast across operands, diagonals and traces,
+    sums, transposes, implicit outputs and three operands, on every dtype of f32, f64, f16,
+    i32 and i64 onnxruntime's CPU kernel takes. Returns how many were written."""
+    rng = np.random.RandomState(28)
+    tolerance = {"f32": (1e-4, 1e-5), "f16": (2e-3, 1e-3), "f64": (1e-5, 1e-6),
+                 "i32": (0.0, 0.0), "i64": (0.0, 0.0)}
+    cases = [
+        ("matmul", "ij,jk->ik", [(3, 4), (4, 5)]),
+        ("implicit_matmul", "ij,jk", [(3, 4), (4, 5)]),
+        ("attention_scores", "bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+        ("ellipsis_broadcast", "...ij,...jk->...ik", [(2, 1, 3, 4), (2, 5, 4, 2)]),
+        ("outer", "i,j->ij", [(4,), (5,)]),
+        ("inner_scalar", "i,i->", [(6,), (6,)]),
+        ("trace", "ii", [(5, 5)]),
+        ("batch_diagonal", "bii->bi", [(3, 4, 4)]),
+        ("sum_axis", "ijk->ik", [(3, 4, 5)]),
+        ("transpose3", "abc->cba", [(2, 3, 4)]),
+        ("three_operands", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+        ("elementwise_three", "i,i,i->i", [(7,), (7,), (7,)]),
+        ("shared_kept", "bij,bjk->bjik", [(2, 3, 4), (2, 4, 5)]),
+        ("upper_case", "Ab,bC->AC", [(3, 4), (4, 2)]),
+    ]
+    written = 0
+    for label, equation, shapes in cases:
+        for d in ["f32", "f64", "f16", "i32", "i64"]:
+            np_type, onnx_type = DTYPES[d]
+            if np.issubdtype(np_type, np.integer):
+                xs = [rng.randint(-9, 10, s).astype(np_type) for s in shapes]
+            else:
+                xs = [rng.uniform(-2, 2, s).astype(np_type) for s in shapes]
+            names = [f"x{i}" for i in range(len(xs))]
+            node = helper.make_node("Einsum", names, ["y"], equation=equation)
+            infos = [helper.make_tensor_value_info(n, onnx_type, list(x.shape))
+                     for n, x in zip(names, xs)]
+            graph = helper.make_graph([node], "g", infos,
+                                      [helper.make_tensor_value_info("y", onnx_type, None)])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+            try:
+                sess = ort.InferenceSession(m.SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+                got = sess.run(None, dict(zip(names, xs)))
+            except Exception:  # no CPU kernel for this dtype
+                continue
+            name = f"ort_Einsum_{label}_{d}"
+            write_case(out, name, m, xs, got)
+            rtol, atol = tolerance[d]
+            manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ["Einsum"],
+                              "opset": 12}
             written += 1
     return written
 

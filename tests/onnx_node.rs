@@ -206,6 +206,7 @@ const INTERPRETED: &[&str] = &[
     "GlobalLpPool",
     "Resize",
     "Upsample",
+    "Einsum",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

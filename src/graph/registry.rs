@@ -101,6 +101,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &GLOBAL_MAX_POOL,
             &GLOBAL_LP_POOL,
             &RESIZE,
+            &EINSUM,
         ])
 }
 
@@ -1494,6 +1495,26 @@ static RESIZE: OpDef = OpDef {
             &attrs,
             args.out(0),
         )?])
+    },
+};
+
+static EINSUM: OpDef = OpDef {
+    name: "Einsum",
+    inputs: 1..=usize::MAX,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["equation"],
+    run: |rec, args| {
+        let equation = args
+            .string("equation")?
+            .ok_or_else(|| {
+                Error::invalid("Einsum", "equation", "the attribute 'equation' is required")
+            })?
+            .to_string();
+        let inputs: Vec<Tensor> = (0..args.len())
+            .map(|i| args.tensor(i, "Inputs"))
+            .collect::<Result<_>>()?;
+        Ok(vec![rec.einsum_to(&equation, &inputs, args.out(0))?])
     },
 };
 

@@ -1,7 +1,8 @@
-//! Conv, ConvTranspose, the pools and Resize beyond the ONNX node tests and the onnxruntime
-//! differential cases (tests/onnx_node.rs runs both, on the GPU and on the CPU interpreter):
-//! refusals, NaN and infinities, GlobalLpPool (which onnxruntime has no CPU kernel for), a
-//! Conv inside a Scan body, and the interpreter against the GPU on random geometry.
+//! Conv, ConvTranspose, the pools, Resize and Einsum beyond the ONNX node tests and the
+//! onnxruntime differential cases (tests/onnx_node.rs runs both, on the GPU and on the CPU
+//! interpreter): refusals, NaN and infinities, GlobalLpPool (which onnxruntime has no CPU
+//! kernel for), a Conv inside a Scan body, the interpreter against the GPU on random
+//! geometry, and Einsum's numpy rules where onnxruntime refuses.
 
 use wgpu_ops::graph::Attr;
 use wgpu_ops::{reference, DType, Graph, HostTensor, Node, Session};
@@ -528,6 +529,111 @@ fn resize_refuses_bad_arguments_with_one_line_on_both_paths() {
             assert!(
                 e.contains("Resize") && e.lines().count() == 1 && e.contains(mention),
                 "{attrs:?} (inputs {as_inputs}): {e}"
+            );
+        }
+    }
+}
+
+/// Einsum as numpy reads it where onnxruntime refuses: ellipses of different widths
+/// broadcast from the right, and an implicit output of upper-case letters (ASCII order puts
+/// them first). The GPU and the interpreter agree with sums written out here.
+#[test]
+fn einsum_follows_numpy_where_onnxruntime_refuses() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let a = f32s(&[2, 1, 3, 4], 21);
+    let b = f32s(&[5, 4, 2], 22);
+    let (av, bv) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+    let eq = [("equation", Attr::String("...ij,...jk->...ik".into()))];
+    for as_inputs in [true, false] {
+        let y = run(
+            &ctx,
+            "Einsum",
+            &[("a", a.clone()), ("b", b.clone())],
+            &eq,
+            1,
+            as_inputs,
+        )
+        .unwrap();
+        assert_eq!(y[0].shape, [2, 5, 3, 2]);
+        let got = y[0].to_vec::<f32>().unwrap();
+        for (p, q, i, k) in [(0, 0, 0, 0), (1, 4, 2, 1), (1, 2, 1, 0)] {
+            let want: f32 = (0..4)
+                .map(|j| av[(p * 3 + i) * 4 + j] * bv[(q * 4 + j) * 2 + k])
+                .sum();
+            let g = got[((p * 5 + q) * 3 + i) * 2 + k];
+            assert!(
+                (g - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "{p} {q} {i} {k}: {g} {want}"
+            );
+        }
+    }
+    let c = f32s(&[3, 4], 23);
+    let d = f32s(&[4, 2], 24);
+    let implicit = [("equation", Attr::String("bA,Cb".into()))];
+    for as_inputs in [true, false] {
+        let y = run(
+            &ctx,
+            "Einsum",
+            &[("c", c.clone()), ("d", d.clone())],
+            &implicit,
+            1,
+            as_inputs,
+        );
+        // "bA,Cb": b is summed, the output is "AC" (A from c's axis 1, C from d's axis 0).
+        assert!(y.is_err(), "bA,Cb needs b's lengths equal: 3 and 2");
+    }
+    let implicit = [("equation", Attr::String("Ab,bC".into()))];
+    for as_inputs in [true, false] {
+        let y = run(
+            &ctx,
+            "Einsum",
+            &[("c", c.clone()), ("d", d.clone())],
+            &implicit,
+            1,
+            as_inputs,
+        )
+        .unwrap();
+        assert_eq!(y[0].shape, [3, 2]);
+    }
+}
+
+#[test]
+fn einsum_refuses_bad_equations_with_one_line_on_both_paths() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let a = f32s(&[3, 4], 31);
+    let b = f32s(&[4, 5], 32);
+    let two = |eq: &str| (vec![("a", a.clone()), ("b", b.clone())], eq.to_string());
+    let cases = vec![
+        two("ij,jk->i\u{7}k"),
+        two("i1,jk"),
+        two("......ij,jk"),
+        two("ijk,jk"),
+        two("ij,kl->ij,"),
+        two("ij,ik->ik"),
+        two("ij,jk->iz"),
+        two("ij,jk->ii"),
+        two("ij"),
+        (
+            vec![
+                ("a", a.clone()),
+                ("b", HostTensor::from_vec(vec![4, 5], &[0i32; 20]).unwrap()),
+            ],
+            "ij,jk".into(),
+        ),
+        (
+            vec![("a", HostTensor::from_vec(vec![2], &[true, false]).unwrap())],
+            "i".into(),
+        ),
+    ];
+    for (inputs, eq) in &cases {
+        let attrs = [("equation", Attr::String(eq.clone()))];
+        for as_inputs in [true, false] {
+            let e = run(&ctx, "Einsum", inputs, &attrs, 1, as_inputs)
+                .expect_err(&format!("{eq} (inputs {as_inputs})"))
+                .to_string();
+            assert!(
+                e.contains("Einsum") && e.lines().count() == 1,
+                "{eq} (inputs {as_inputs}): {e}"
             );
         }
     }

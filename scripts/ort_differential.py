@@ -231,6 +231,7 @@ def main():
     written += window_cases(out, manifest)
     written += resize_cases(out, manifest)
     written += einsum_cases(out, manifest)
+    written += channel_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -577,6 +578,51 @@ def einsum_cases(out, manifest):
             rtol, atol = tolerance[d]
             manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ["Einsum"],
                               "opset": 12}
+            written += 1
+    return written
+
+
+def channel_cases(out, manifest):
+    """InstanceNormalization, GroupNormalization-21 and LRN (odd and even sizes, other
+    alpha, beta and bias), on every float type onnxruntime's CPU kernels take. Returns how
+    many were written."""
+    rng = np.random.RandomState(21)
+    tolerance = {"f32": (1e-4, 1e-5), "f16": (2e-3, 1e-3), "f64": (1e-5, 1e-6)}
+    cases = [
+        ("InstanceNormalization", "3d", (2, 3, 4, 5, 2), {"epsilon": 1e-3}, "c", 22),
+        ("InstanceNormalization", "1d", (3, 4, 7), {}, "c", 22),
+        ("GroupNormalization", "groups2", (2, 6, 3, 4), {"num_groups": 2, "epsilon": 1e-4},
+         "c", 21),
+        ("GroupNormalization", "groups1", (1, 4, 5), {"num_groups": 1}, "c", 21),
+        ("LRN", "size3", (2, 7, 3, 4), {"size": 3}, None, 13),
+        ("LRN", "size5_params", (1, 9, 2, 5), {"size": 5, "alpha": 0.01, "beta": 0.5,
+                                               "bias": 2.0}, None, 13),
+    ]
+    written = 0
+    for op, label, xs, attrs, affine, opset in cases:
+        for d in ["f32", "f16", "f64"]:
+            np_type, onnx_type = DTYPES[d]
+            x = rng.uniform(-2, 2, xs).astype(np_type)
+            feeds = [("X", x)]
+            if affine:
+                feeds.append(("scale", rng.uniform(-1, 1, (xs[1],)).astype(np_type)))
+                feeds.append(("B", rng.uniform(-1, 1, (xs[1],)).astype(np_type)))
+            node = helper.make_node(op, [n for n, _ in feeds], ["Y"], **attrs)
+            infos = [helper.make_tensor_value_info(n, onnx_type, list(v.shape)) for n, v in feeds]
+            graph = helper.make_graph([node], "g", infos,
+                                      [helper.make_tensor_value_info("Y", onnx_type, None)])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+            try:
+                sess = ort.InferenceSession(m.SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+                got = sess.run(None, dict(feeds))
+            except Exception:  # no CPU kernel for this dtype
+                continue
+            name = f"ort_{op}_{label}_{d}"
+            write_case(out, name, m, [v for _, v in feeds], got)
+            rtol, atol = tolerance[d]
+            manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op],
+                              "opset": opset}
             written += 1
     return written
 

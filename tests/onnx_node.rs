@@ -207,6 +207,9 @@ const INTERPRETED: &[&str] = &[
     "Resize",
     "Upsample",
     "Einsum",
+    "InstanceNormalization",
+    "GroupNormalization",
+    "LRN",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

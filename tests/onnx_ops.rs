@@ -65,6 +65,14 @@ fn run(
     Ok(out.into_iter().map(|(_, v)| v).collect())
 }
 
+/// A refusal to check: op, inputs, attributes, and text the error must contain.
+type Case<'a> = (
+    &'a str,
+    Vec<(&'a str, HostTensor)>,
+    Vec<(&'a str, Attr)>,
+    &'a str,
+);
+
 fn ints(v: &[i64]) -> Attr {
     Attr::Ints(v.to_vec())
 }
@@ -75,13 +83,6 @@ fn window_ops_refuse_bad_geometry_with_one_line_on_both_paths() {
     let x = f32s(&[1, 4, 5, 5], 1);
     let w = f32s(&[2, 4, 3, 3], 2);
     let x3 = f32s(&[1, 4, 5], 3);
-    // (op, inputs, attributes, text the error must contain)
-    type Case<'a> = (
-        &'a str,
-        Vec<(&'a str, HostTensor)>,
-        Vec<(&'a str, Attr)>,
-        &'a str,
-    );
     let cases: Vec<Case> = vec![
         (
             "Conv",
@@ -634,6 +635,66 @@ fn einsum_refuses_bad_equations_with_one_line_on_both_paths() {
             assert!(
                 e.contains("Einsum") && e.lines().count() == 1,
                 "{eq} (inputs {as_inputs}): {e}"
+            );
+        }
+    }
+}
+
+/// LRN of an even size (onnxruntime takes odd ones only): one more channel after than
+/// before, as the spec's ceil and floor put them; GroupNormalization and LRN refusals.
+#[test]
+fn lrn_even_sizes_and_channel_refusals() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = f32s(&[2, 5, 3], 41);
+    let v = x.to_vec::<f32>().unwrap();
+    let attrs = [
+        ("size", Attr::Int(4)),
+        ("alpha", Attr::Float(0.5)),
+        ("bias", Attr::Float(1.5)),
+    ];
+    for as_inputs in [true, false] {
+        let y = run(&ctx, "LRN", &[("x", x.clone())], &attrs, 1, as_inputs).unwrap();
+        let got = y[0].to_vec::<f32>().unwrap();
+        // Channel 0 of image 1, position 2: channels 0..=2 (1 before is cut, 2 after).
+        let at = |c: usize| v[(5 + c) * 3 + 2] as f64;
+        let sum: f64 = (0..=2).map(|c| at(c) * at(c)).sum();
+        let want = at(0) / (1.5 + 0.5 / 4.0 * sum).powf(0.75);
+        let g = got[5 * 3 + 2] as f64;
+        assert!((g - want).abs() <= 1e-5 * want.abs().max(1.0), "{g} {want}");
+    }
+    let scale = f32s(&[5], 42);
+    let cases: Vec<Case> = vec![
+        (
+            "GroupNormalization",
+            vec![("x", x.clone()), ("s", scale.clone()), ("b", scale.clone())],
+            vec![("num_groups", Attr::Int(2))],
+            "num_groups",
+        ),
+        (
+            "InstanceNormalization",
+            vec![
+                ("x", x.clone()),
+                ("s", f32s(&[4], 43)),
+                ("b", scale.clone()),
+            ],
+            vec![],
+            "scale",
+        ),
+        (
+            "LRN",
+            vec![("x", x.clone())],
+            vec![("size", Attr::Int(0))],
+            "size",
+        ),
+    ];
+    for (op, inputs, attrs, mention) in &cases {
+        for as_inputs in [true, false] {
+            let e = run(&ctx, op, inputs, attrs, 1, as_inputs)
+                .expect_err(&format!("{op} (inputs {as_inputs})"))
+                .to_string();
+            assert!(
+                e.contains(op) && e.contains(mention) && e.lines().count() == 1,
+                "{op} (inputs {as_inputs}): {e}"
             );
         }
     }

@@ -102,6 +102,9 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &GLOBAL_LP_POOL,
             &RESIZE,
             &EINSUM,
+            &INSTANCE_NORMALIZATION,
+            &GROUP_NORMALIZATION,
+            &LRN,
         ])
 }
 
@@ -1493,6 +1496,85 @@ static RESIZE: OpDef = OpDef {
             scales.as_deref(),
             sizes.as_deref(),
             &attrs,
+            args.out(0),
+        )?])
+    },
+};
+
+static INSTANCE_NORMALIZATION: OpDef = OpDef {
+    name: "InstanceNormalization",
+    inputs: 3..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["epsilon"],
+    run: |rec, args| {
+        let (x, scale, b) = (
+            args.tensor(0, "input")?,
+            args.tensor(1, "scale")?,
+            args.tensor(2, "B")?,
+        );
+        Ok(vec![rec.channel_normalization_to(
+            "InstanceNormalization",
+            &x,
+            &scale,
+            &b,
+            None,
+            args.float("epsilon")?.unwrap_or(1e-5),
+            1,
+            args.out(0),
+        )?])
+    },
+};
+
+static GROUP_NORMALIZATION: OpDef = OpDef {
+    name: "GroupNormalization",
+    inputs: 3..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["epsilon", "num_groups", "stash_type"],
+    run: |rec, args| {
+        let (x, scale, b) = (
+            args.tensor(0, "X")?,
+            args.tensor(1, "scale")?,
+            args.tensor(2, "bias")?,
+        );
+        let groups = args.int("num_groups")?.ok_or_else(|| {
+            Error::invalid(
+                "GroupNormalization",
+                "num_groups",
+                "the attribute 'num_groups' is required",
+            )
+        })?;
+        Ok(vec![rec.channel_normalization_to(
+            "GroupNormalization",
+            &x,
+            &scale,
+            &b,
+            Some(groups),
+            args.float("epsilon")?.unwrap_or(1e-5),
+            args.int("stash_type")?.unwrap_or(1),
+            args.out(0),
+        )?])
+    },
+};
+
+static LRN: OpDef = OpDef {
+    name: "LRN",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["alpha", "beta", "bias", "size"],
+    run: |rec, args| {
+        let x = args.tensor(0, "X")?;
+        let size = args
+            .int("size")?
+            .ok_or_else(|| Error::invalid("LRN", "size", "the attribute 'size' is required"))?;
+        Ok(vec![rec.lrn_to(
+            &x,
+            size,
+            args.float("alpha")?.unwrap_or(1e-4),
+            args.float("beta")?.unwrap_or(0.75),
+            args.float("bias")?.unwrap_or(1.0),
             args.out(0),
         )?])
     },

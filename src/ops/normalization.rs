@@ -376,3 +376,114 @@ impl Recorder {
         Ok([y, running_mean, running_var])
     }
 }
+
+impl Recorder {
+    /// Records ONNX InstanceNormalization (`groups` None: one group per channel) or
+    /// GroupNormalization-21 (`groups` of the channels each): `Y = (X - mean) /
+    /// sqrt(variance + epsilon) * scale + B`, the mean and variance over each group's channels and the
+    /// spatial axes of one image, `scale` and `B` per channel ([C]; GroupNormalization-18's
+    /// per-group [groups] too). X is [N, C, ...]; f16 and bf16 are computed in f32.
+    #[allow(clippy::too_many_arguments)]
+    pub fn channel_normalization_to(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        scale: &Tensor,
+        bias: &Tensor,
+        groups: Option<i64>,
+        epsilon: f64,
+        stash_type: i64,
+        out: Out,
+    ) -> Result<Tensor> {
+        self.check_inputs(op, &[("X", x), ("scale", scale), ("B", bias)])?;
+        let dtype = x.dtype();
+        let c_type = compute_type(op, dtype, stash_type)?;
+        if x.rank() < 2 {
+            return Err(Error::invalid(
+                op,
+                "X",
+                format!("X has shape {:?}; {op} takes [N, C, ...]", x.shape()),
+            ));
+        }
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        let spatial: usize = x.shape()[2..].iter().product();
+        let g = match groups {
+            None => c,
+            Some(g) => usize::try_from(g)
+                .ok()
+                .filter(|&g| g >= 1 && c.is_multiple_of(g))
+                .ok_or_else(|| {
+                    Error::invalid(
+                        op,
+                        "num_groups",
+                        format!(
+                            "num_groups is {g}; it must be at least 1 and divide the {c} channels"
+                        ),
+                    )
+                })?,
+        };
+        let per = c / g;
+        for (name, t) in [("scale", scale), ("B", bias)] {
+            if t.dtype() != dtype {
+                return Err(Error::invalid(
+                    op,
+                    name,
+                    format!("{name} is {} but X is {dtype}", t.dtype()),
+                ));
+            }
+            if t.shape() != [c] && t.shape() != [g] {
+                return Err(Error::invalid(
+                    op,
+                    name,
+                    format!(
+                        "{name} has shape {:?}; it must be [{c}] (one per channel)",
+                        t.shape()
+                    ),
+                ));
+            }
+        }
+        if x.numel() == 0 {
+            return out.tensor(self, dtype, x.shape());
+        }
+        let view = x.reshaped(&[n, g, per, spatial])?;
+        let affine = |t: &Tensor| {
+            if t.shape() == [c] {
+                t.reshaped(&[g, per, 1])
+            } else {
+                t.reshaped(&[g, 1, 1])
+            }
+        };
+        let (scale, bias) = (affine(scale)?, affine(bias)?);
+        let axes = [2i64, 3];
+        let mut square = Program::new(vec![dtype, c_type], false);
+        let xc = widened(&mut square, Arg::Operand(0), dtype, c_type)?;
+        let d = pushed(&mut square, "Sub", vec![xc, Arg::Operand(1)], c_type)?;
+        pushed(&mut square, "Mul", vec![d, d], c_type)?;
+        let mut wide = Program::new(vec![dtype], false);
+        widened(&mut wide, Arg::Operand(0), dtype, c_type)?;
+        let mean = self.mean_over(&wide, &[&view], &axes)?;
+        let variance = self.mean_over(&square, &[&view, &mean], &axes)?;
+        let eps = super::scalar_tensor(self.context(), c_type, epsilon)?;
+        let mut result = Program::new(vec![dtype, c_type, c_type, c_type, dtype, dtype], false);
+        let xc = widened(&mut result, Arg::Operand(0), dtype, c_type)?;
+        let d = pushed(&mut result, "Sub", vec![xc, Arg::Operand(1)], c_type)?;
+        let inv = inverse_deviation(&mut result, 2, 3, c_type)?;
+        let normalized = pushed(&mut result, "Mul", vec![d, inv], c_type)?;
+        let sc = widened(&mut result, Arg::Operand(4), dtype, c_type)?;
+        let scaled = pushed(&mut result, "Mul", vec![normalized, sc], c_type)?;
+        let bc = widened(&mut result, Arg::Operand(5), dtype, c_type)?;
+        let y = pushed(&mut result, "Add", vec![scaled, bc], c_type)?;
+        if c_type != dtype {
+            pushed(&mut result, "Cast", vec![y], dtype)?;
+        }
+        let y = self.program_to(
+            &result,
+            &[&view, &mean, &variance, &eps, &scale, &bias],
+            Out::NEW,
+        )?;
+        for t in [mean, variance, eps] {
+            self.release(t);
+        }
+        out.view(self, y.reshaped(x.shape())?)
+    }
+}

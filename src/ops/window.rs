@@ -1054,6 +1054,75 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// Records ONNX LRN: `Y = X / (bias + alpha / size * square_sum) ^ beta`, the sum of the
+    /// squares over the `size` channels around each (`floor((size - 1) / 2)` before,
+    /// `ceil((size - 1) / 2)` after, those past the ends absent). The squares' AveragePool
+    /// over the channel axis with the padding counted (`alpha * mean` is `alpha / size *
+    /// sum`), then one element-wise chain.
+    pub fn lrn_to(
+        &mut self,
+        x: &Tensor,
+        size: i64,
+        alpha: f64,
+        beta: f64,
+        bias: f64,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "LRN";
+        self.check_inputs(OP, &[("X", x)])?;
+        check_float(OP, "X", x.dtype(), false)?;
+        if x.rank() < 2 {
+            return Err(Error::invalid(
+                OP,
+                "X",
+                format!("X has shape {:?}; LRN takes [N, C, ...]", x.shape()),
+            ));
+        }
+        let size = usize::try_from(size)
+            .ok()
+            .filter(|&s| (1..=i32::MAX as usize).contains(&s))
+            .ok_or_else(|| {
+                Error::invalid(OP, "size", format!("size is {size}; it must be at least 1"))
+            })?;
+        if x.numel() == 0 {
+            return out.tensor(self, x.dtype(), x.shape());
+        }
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        let spatial: usize = x.shape()[2..].iter().product();
+        let squares = self.elementwise("Mul", x, Some(x))?;
+        let (before, after) = ((size - 1) / 2, size / 2);
+        let pads = [before as i64, 0, after as i64, 0];
+        let kernel = [size as i64, 1];
+        let attrs = WindowAttrs {
+            kernel_shape: Some(&kernel),
+            pads: Some(&pads),
+            ..Default::default()
+        };
+        let mean = self
+            .average_pool_to(
+                &squares.reshaped(&[n, 1, c, spatial])?,
+                &attrs,
+                true,
+                Out::NEW,
+            )
+            .map_err(|e| for_op(OP, "the squares' mean", e))?;
+        self.release(squares);
+        let dtype = x.dtype();
+        let alpha_t = self.host_values(dtype, &[], &[alpha])?;
+        let bias_t = self.host_values(dtype, &[], &[bias])?;
+        let beta_t = self.host_values(dtype, &[], &[beta])?;
+        let scaled = self.elementwise("Mul", &mean.reshaped(x.shape())?, Some(&alpha_t))?;
+        let shifted = self.elementwise("Add", &scaled, Some(&bias_t))?;
+        let divisor = self.elementwise("Pow", &shifted, Some(&beta_t))?;
+        let y = self.elementwise_to("Div", x, Some(&divisor), out);
+        for t in [mean, alpha_t, bias_t, beta_t, scaled, shifted, divisor] {
+            self.release(t);
+        }
+        y
+    }
+}
+
 /// A pool's plan and output shape; `kernel_shape` is required.
 fn pool_plan(
     op: &'static str,

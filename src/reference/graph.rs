@@ -146,6 +146,9 @@ fn run_node(
     if let Some(out) = super::einsum::run(node, args)? {
         return Ok(vec![out]);
     }
+    if let Some(out) = super::channels::run(node, args)? {
+        return Ok(vec![out]);
+    }
     match op {
         "StridedSlice" => {
             let mut s = StridedSlice::new(

@@ -232,6 +232,7 @@ def main():
     written += resize_cases(out, manifest)
     written += einsum_cases(out, manifest)
     written += channel_cases(out, manifest)
+    written += signal_window_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -624,6 +625,33 @@ def channel_cases(out, manifest):
             manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op],
                               "opset": opset}
             written += 1
+    return written
+
+
+def signal_window_cases(out, manifest):
+    """HannWindow, HammingWindow and BlackmanWindow: periodic and symmetric, sizes 1 and 10,
+    f32 and f64 outputs. Returns how many were written."""
+    written = 0
+    for op in ("HannWindow", "HammingWindow", "BlackmanWindow"):
+        for periodic in (0, 1):
+            for size in (1, 10):
+                for d, code in (("f32", T.FLOAT), ("f64", T.DOUBLE)):
+                    node = helper.make_node(op, ["size"], ["y"], periodic=periodic,
+                                            output_datatype=code)
+                    graph = helper.make_graph(
+                        [node], "g", [helper.make_tensor_value_info("size", T.INT64, [])],
+                        [helper.make_tensor_value_info("y", code, None)])
+                    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                    sess = ort.InferenceSession(m.SerializeToString(),
+                                                providers=["CPUExecutionProvider"])
+                    x = np.array(size, np.int64)
+                    got = sess.run(None, {"size": x})
+                    name = f"ort_{op}_periodic{periodic}_size{size}_{d}"
+                    write_case(out, name, m, [x], got)
+                    rtol, atol = (1e-4, 1e-5) if d == "f32" else (1e-5, 1e-6)
+                    manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op],
+                                      "opset": 17}
+                    written += 1
     return written
 
 

@@ -210,6 +210,9 @@ const INTERPRETED: &[&str] = &[
     "InstanceNormalization",
     "GroupNormalization",
     "LRN",
+    "HannWindow",
+    "HammingWindow",
+    "BlackmanWindow",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

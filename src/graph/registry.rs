@@ -105,6 +105,9 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &INSTANCE_NORMALIZATION,
             &GROUP_NORMALIZATION,
             &LRN,
+            &HANN_WINDOW,
+            &HAMMING_WINDOW,
+            &BLACKMAN_WINDOW,
         ])
 }
 
@@ -120,7 +123,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Range" => &[0, 1, 2],
         "StridedSlice" | "BatchToSpace" | "SpaceToBatch" => &[1, 2, 3],
         "Slice" | "OnnxSlice" => &[1, 2, 3, 4],
-        "ConstantOfShape" => &[0],
+        "ConstantOfShape" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => &[0],
         "Dropout" => &[1, 2],
         "Pad" => &[1, 2, 3],
         "Resize" => &[1, 2, 3],
@@ -1579,6 +1582,79 @@ static LRN: OpDef = OpDef {
         )?])
     },
 };
+
+/// A signal window of node `node` whose size is `size`.
+pub(crate) fn signal_window_of(node: &Node, size: &HostTensor) -> Result<HostTensor> {
+    let op = match node.op.as_str() {
+        "HannWindow" => "HannWindow",
+        "HammingWindow" => "HammingWindow",
+        _ => "BlackmanWindow",
+    };
+    // A scalar (the spec's form) or one value.
+    let flat = HostTensor {
+        shape: vec![size.numel()],
+        ..HostTensor::clone(size)
+    };
+    let size = match flat.to_indices(op, "size")?.as_slice() {
+        [n] => *n,
+        other => {
+            return Err(Error::invalid(
+                op,
+                "size",
+                format!("size holds {} values; it is one integer", other.len()),
+            ))
+        }
+    };
+    let dtype = match node.attrs.get("output_datatype") {
+        None => DType::F32,
+        Some(Attr::String(name)) => DType::from_name(name).ok_or_else(|| {
+            Error::invalid(
+                op,
+                "output_datatype",
+                format!(
+                    "output_datatype '{}' is not one of ours",
+                    name.escape_debug()
+                ),
+            )
+        })?,
+        Some(_) => {
+            return Err(Error::invalid(
+                op,
+                "output_datatype",
+                "output_datatype must be a dtype name",
+            ))
+        }
+    };
+    let periodic = !matches!(node.attrs.get("periodic"), Some(Attr::Int(0)));
+    crate::ops::signal::signal_window(op, size, periodic, dtype)
+}
+
+fn signal_window_op(name: &'static str) -> OpDef {
+    OpDef {
+        name,
+        inputs: 1..=1,
+        outputs: 1..=1,
+        // The size is known while planning: the window is a constant made there.
+        host: Some(|node, slots| match &slot_of(node, slots, 0, "size")?.host {
+            Some(size) => Ok(Some(vec![signal_window_of(node, size)?])),
+            None => Ok(None),
+        }),
+        attrs: &["output_datatype", "periodic"],
+        run: |rec, args| {
+            let size = args.required_indices(0, "size")?;
+            let host = HostTensor::from_vec(vec![size.len()], &size)?;
+            let t = Tensor::from_host(args.ctx, &signal_window_of(args.node, &host)?)?;
+            Ok(vec![rec.identity_to(&t, args.out(0))?])
+        },
+    }
+}
+
+static HANN_WINDOW: std::sync::LazyLock<OpDef> =
+    std::sync::LazyLock::new(|| signal_window_op("HannWindow"));
+static HAMMING_WINDOW: std::sync::LazyLock<OpDef> =
+    std::sync::LazyLock::new(|| signal_window_op("HammingWindow"));
+static BLACKMAN_WINDOW: std::sync::LazyLock<OpDef> =
+    std::sync::LazyLock::new(|| signal_window_op("BlackmanWindow"));
 
 static EINSUM: OpDef = OpDef {
     name: "Einsum",

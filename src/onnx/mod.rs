@@ -819,18 +819,25 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
             node.attrs.entry("axis".into()).or_insert(Attr::Int(1));
             node.attrs.insert("coerce_2d".into(), Attr::Int(1));
         }
-        "EyeLike" => {
-            if let Some(Attr::Int(code)) = node.attrs.get("dtype") {
+        "EyeLike" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
+            // Their type attribute is an ONNX type code; graphs name the dtype.
+            let key = if node.op == "EyeLike" {
+                "dtype"
+            } else {
+                "output_datatype"
+            };
+            if let Some(Attr::Int(code)) = node.attrs.get(key) {
                 let code = i32::try_from(*code).unwrap_or(-1);
                 let dtype = dtype_of(DataType::try_from(code).unwrap_or(DataType::Undefined))
                     .ok_or_else(|| {
                         bad(format!(
-                            "EyeLike to {} is not supported",
+                            "{} to {} is not supported",
+                            node.op,
                             type_name_i32(code)
                         ))
                     })?;
                 node.attrs
-                    .insert("dtype".into(), Attr::String(dtype.name().into()));
+                    .insert(key.into(), Attr::String(dtype.name().into()));
             }
         }
         "Softmax" | "LogSoftmax" if opset < 13 => {

@@ -16,6 +16,7 @@ pub mod normalization;
 pub mod reduce;
 pub mod resize;
 pub mod scatter;
+pub mod signal;
 pub mod slice;
 pub mod slicing;
 pub mod space_to_batch;

@@ -278,6 +278,10 @@ fn run_node(
             )?)
         }
         // Element (i, j) is 1 where j - i is k.
+        "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
+            one(crate::graph::registry::signal_window_of(node, &a(0)?)
+                .map_err(|e| RefError(e.to_string()))?)
+        }
         "EyeLike" => {
             let x = a(0)?;
             let dtype = match node.attrs.get("dtype") {

@@ -233,6 +233,7 @@ def main():
     written += einsum_cases(out, manifest)
     written += channel_cases(out, manifest)
     written += signal_window_cases(out, manifest)
+    written += gather_nd_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -652,6 +653,47 @@ def signal_window_cases(out, manifest):
                     manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op],
                                       "opset": 17}
                     written += 1
+    return written
+
+
+def gather_nd_cases(out, manifest):
+    """GatherND: tuples of 1 to 3 indices, negative ones, batch_dims 0 to 2, on 1-, 2-, 4- and
+    8-byte and bool data; bit for bit. Returns how many were written."""
+    rng = np.random.RandomState(13)
+    cases = [
+        ("rows", (3, 4, 5), (2, 1), 0),
+        ("elements", (3, 4, 5), (4, 3), 0),
+        ("pairs_nested", (3, 4, 5), (2, 3, 2), 0),
+        ("batch1", (2, 3, 4), (2, 5, 1), 1),
+        ("batch2", (2, 3, 4, 5), (2, 3, 6, 2), 2),
+    ]
+    written = 0
+    for label, ds, idx_shape, b in cases:
+        k = idx_shape[-1]
+        lens = ds[b:b + k]
+        idx = np.stack([rng.randint(-n, n, idx_shape[:-1]) for n in lens], axis=-1)
+        idx = idx.astype(np.int64)
+        for d in ["f32", "f16", "i8", "i64", "bool"]:
+            np_type, onnx_type = DTYPES[d]
+            data = values(np_type, int(np.prod(ds)), rng).reshape(ds)
+            node = helper.make_node("GatherND", ["data", "indices"], ["y"], batch_dims=b)
+            graph = helper.make_graph(
+                [node], "g",
+                [helper.make_tensor_value_info("data", onnx_type, list(ds)),
+                 helper.make_tensor_value_info("indices", T.INT64, list(idx.shape))],
+                [helper.make_tensor_value_info("y", onnx_type, None)])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+            try:
+                sess = ort.InferenceSession(m.SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+                got = sess.run(None, {"data": data, "indices": idx})
+            except Exception:  # no CPU kernel for this dtype
+                continue
+            name = f"ort_GatherND_{label}_{d}"
+            write_case(out, name, m, [data, idx], got)
+            manifest[name] = {"rtol": 0.0, "atol": 0.0, "data_sets": 1, "ops": ["GatherND"],
+                              "opset": 13}
+            written += 1
     return written
 
 

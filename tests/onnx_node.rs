@@ -213,6 +213,7 @@ const INTERPRETED: &[&str] = &[
     "HannWindow",
     "HammingWindow",
     "BlackmanWindow",
+    "GatherND",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

@@ -699,3 +699,53 @@ fn lrn_even_sizes_and_channel_refusals() {
         }
     }
 }
+
+#[test]
+fn gather_nd_refuses_bad_indices_with_one_line_on_both_paths() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let data = f32s(&[2, 3, 4], 51);
+    let idx = |shape: &[usize], v: &[i64]| HostTensor::from_vec(shape.to_vec(), v).unwrap();
+    let cases: Vec<Case> = vec![
+        (
+            "GatherND",
+            vec![("d", data.clone()), ("i", idx(&[1, 2], &[1, 3]))],
+            vec![],
+            "out of range",
+        ),
+        (
+            "GatherND",
+            vec![("d", data.clone()), ("i", idx(&[1, 2], &[-3, 0]))],
+            vec![],
+            "out of range",
+        ),
+        (
+            "GatherND",
+            vec![("d", data.clone()), ("i", idx(&[1, 4], &[0, 0, 0, 0]))],
+            vec![],
+            "tuples",
+        ),
+        (
+            "GatherND",
+            vec![("d", data.clone()), ("i", idx(&[3, 1], &[0, 0, 0]))],
+            vec![("batch_dims", Attr::Int(1))],
+            "batch_dims",
+        ),
+        (
+            "GatherND",
+            vec![("d", data.clone()), ("i", idx(&[2, 1], &[0, 0]))],
+            vec![("batch_dims", Attr::Int(2))],
+            "batch_dims",
+        ),
+    ];
+    for (op, inputs, attrs, mention) in &cases {
+        for as_inputs in [true, false] {
+            let e = run(&ctx, op, inputs, attrs, 1, as_inputs)
+                .expect_err(&format!("{mention} (inputs {as_inputs})"))
+                .to_string();
+            assert!(
+                e.contains(op) && e.contains(mention) && e.lines().count() == 1,
+                "{mention} (inputs {as_inputs}): {e}"
+            );
+        }
+    }
+}

@@ -108,6 +108,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &HANN_WINDOW,
             &HAMMING_WINDOW,
             &BLACKMAN_WINDOW,
+            &GATHER_ND,
         ])
 }
 
@@ -1655,6 +1656,34 @@ static HAMMING_WINDOW: std::sync::LazyLock<OpDef> =
     std::sync::LazyLock::new(|| signal_window_op("HammingWindow"));
 static BLACKMAN_WINDOW: std::sync::LazyLock<OpDef> =
     std::sync::LazyLock::new(|| signal_window_op("BlackmanWindow"));
+
+static GATHER_ND: OpDef = OpDef {
+    name: "GatherND",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["batch_dims"],
+    run: |rec, args| {
+        let (data, indices) = (args.tensor(0, "data")?, args.tensor(1, "indices")?);
+        let batch_dims = args.int("batch_dims")?.unwrap_or(0);
+        // Indices known on the host are range-checked (one read on the GPU out of range
+        // gives zeros).
+        if let Some(host) = args.host_value(1) {
+            crate::ops::gather_nd::gather_nd_shape(data.shape(), &host.shape, batch_dims)?;
+            crate::ops::gather_nd::check_gather_nd_indices(
+                data.shape(),
+                host,
+                batch_dims as usize,
+            )?;
+        }
+        Ok(vec![rec.gather_nd_to(
+            &data,
+            &indices,
+            batch_dims,
+            args.out(0),
+        )?])
+    },
+};
 
 static EINSUM: OpDef = OpDef {
     name: "Einsum",

@@ -9,6 +9,7 @@ pub mod compose;
 pub mod conv;
 pub mod einsum;
 pub mod elementwise;
+pub mod gather_nd;
 pub mod layout;
 pub mod linear_attention;
 pub mod matmul;

@@ -277,11 +277,44 @@ fn run_node(
                 x.dtype,
             )?)
         }
-        // Element (i, j) is 1 where j - i is k.
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
             one(crate::graph::registry::signal_window_of(node, &a(0)?)
                 .map_err(|e| RefError(e.to_string()))?)
         }
+        "GatherND" => {
+            let (data, indices) = (a(0)?, a(1)?);
+            let b = int(node, "batch_dims").unwrap_or(0);
+            let (shape, k) = crate::ops::gather_nd::gather_nd_shape(&data.shape, &indices.shape, b)
+                .map_err(|e| RefError(e.to_string()))?;
+            let b = b as usize;
+            let ds = &data.shape;
+            let idx = cast(&indices, DType::I64)?
+                .to_vec::<i64>()
+                .map_err(|e| RefError(e.to_string()))?;
+            let rows: usize = ds[b..b + k].iter().product();
+            let row: usize = ds[b + k..].iter().product();
+            let per_batch: usize = indices.shape[b..indices.shape.len() - 1].iter().product();
+            let size = data.dtype.size();
+            let mut out = Vec::with_capacity(shape.iter().product::<usize>() * size);
+            for (p, tuple) in idx.chunks(k).enumerate() {
+                let mut r = 0usize;
+                for (j, &i) in tuple.iter().enumerate() {
+                    let len = ds[b + j] as i64;
+                    if i < -len || i >= len {
+                        return Err(format!("GatherND: index {i} is out of range").into());
+                    }
+                    r = r * ds[b + j] + if i < 0 { i + len } else { i } as usize;
+                }
+                let at = ((p / per_batch.max(1)) * rows + r) * row * size;
+                out.extend_from_slice(&data.data[at..at + row * size]);
+            }
+            one(HostTensor {
+                dtype: data.dtype,
+                shape,
+                data: out,
+            })
+        }
+        // Element (i, j) is 1 where j - i is k.
         "EyeLike" => {
             let x = a(0)?;
             let dtype = match node.attrs.get("dtype") {

@@ -73,6 +73,22 @@ type Case<'a> = (
     &'a str,
 );
 
+/// Each case is refused on both paths (GPU and interpreter folding) with one error line that
+/// names the op and holds the case's text.
+fn assert_refused(ctx: &wgpu_ops::Context, cases: &[Case]) {
+    for (op, inputs, attrs, mention) in cases {
+        for as_inputs in [true, false] {
+            let e = run(ctx, op, inputs, attrs, 1, as_inputs)
+                .expect_err(&format!("{op} {attrs:?} {mention} (inputs {as_inputs})"))
+                .to_string();
+            assert!(
+                e.contains(op) && e.contains(mention) && e.lines().count() == 1,
+                "{op} {attrs:?} (inputs {as_inputs}): {e}"
+            );
+        }
+    }
+}
+
 fn ints(v: &[i64]) -> Attr {
     Attr::Ints(v.to_vec())
 }
@@ -206,17 +222,7 @@ fn window_ops_refuse_bad_geometry_with_one_line_on_both_paths() {
             "i32",
         ),
     ];
-    for (op, inputs, attrs, mention) in &cases {
-        for as_inputs in [true, false] {
-            let e = run(&ctx, op, inputs, attrs, 1, as_inputs)
-                .expect_err(&format!("{op} {attrs:?} as inputs {as_inputs}"))
-                .to_string();
-            assert!(
-                e.contains(op) && e.lines().count() == 1 && e.contains(mention),
-                "{op} {attrs:?} (inputs {as_inputs}): {e}"
-            );
-        }
-    }
+    assert_refused(&ctx, &cases);
 }
 
 /// MaxPool's maximum is ReduceMax's: NaN wins, -inf stays -inf, padding never wins. The GPU
@@ -439,8 +445,8 @@ fn resize_refuses_bad_arguments_with_one_line_on_both_paths() {
     let sizes = |v: &[i64]| HostTensor::from_vec(vec![v.len()], v).unwrap();
     let empty = f(&[]);
     let string = |s: &str| Attr::String(s.into());
-    type Case<'a> = (Vec<(&'a str, HostTensor)>, Vec<(&'a str, Attr)>, &'a str);
-    let cases: Vec<Case> = vec![
+    type ResizeCase<'a> = (Vec<(&'a str, HostTensor)>, Vec<(&'a str, Attr)>, &'a str);
+    let cases: Vec<ResizeCase> = vec![
         (
             vec![
                 ("x", x.clone()),
@@ -522,17 +528,11 @@ fn resize_refuses_bad_arguments_with_one_line_on_both_paths() {
             "sizes",
         ),
     ];
-    for (inputs, attrs, mention) in &cases {
-        for as_inputs in [true, false] {
-            let e = run(&ctx, "Resize", inputs, attrs, 1, as_inputs)
-                .expect_err(&format!("{attrs:?} {mention} (inputs {as_inputs})"))
-                .to_string();
-            assert!(
-                e.contains("Resize") && e.lines().count() == 1 && e.contains(mention),
-                "{attrs:?} (inputs {as_inputs}): {e}"
-            );
-        }
-    }
+    let cases: Vec<Case> = cases
+        .into_iter()
+        .map(|(inputs, attrs, mention)| ("Resize", inputs, attrs, mention))
+        .collect();
+    assert_refused(&ctx, &cases);
 }
 
 /// Einsum as numpy reads it where onnxruntime refuses: ellipses of different widths
@@ -626,18 +626,11 @@ fn einsum_refuses_bad_equations_with_one_line_on_both_paths() {
             "i".into(),
         ),
     ];
-    for (inputs, eq) in &cases {
-        let attrs = [("equation", Attr::String(eq.clone()))];
-        for as_inputs in [true, false] {
-            let e = run(&ctx, "Einsum", inputs, &attrs, 1, as_inputs)
-                .expect_err(&format!("{eq} (inputs {as_inputs})"))
-                .to_string();
-            assert!(
-                e.contains("Einsum") && e.lines().count() == 1,
-                "{eq} (inputs {as_inputs}): {e}"
-            );
-        }
-    }
+    let cases: Vec<Case> = cases
+        .into_iter()
+        .map(|(inputs, eq)| ("Einsum", inputs, vec![("equation", Attr::String(eq))], ""))
+        .collect();
+    assert_refused(&ctx, &cases);
 }
 
 /// LRN of an even size (onnxruntime takes odd ones only): one more channel after than
@@ -687,17 +680,7 @@ fn lrn_even_sizes_and_channel_refusals() {
             "size",
         ),
     ];
-    for (op, inputs, attrs, mention) in &cases {
-        for as_inputs in [true, false] {
-            let e = run(&ctx, op, inputs, attrs, 1, as_inputs)
-                .expect_err(&format!("{op} (inputs {as_inputs})"))
-                .to_string();
-            assert!(
-                e.contains(op) && e.contains(mention) && e.lines().count() == 1,
-                "{op} (inputs {as_inputs}): {e}"
-            );
-        }
-    }
+    assert_refused(&ctx, &cases);
 }
 
 #[test]
@@ -737,15 +720,5 @@ fn gather_nd_refuses_bad_indices_with_one_line_on_both_paths() {
             "batch_dims",
         ),
     ];
-    for (op, inputs, attrs, mention) in &cases {
-        for as_inputs in [true, false] {
-            let e = run(&ctx, op, inputs, attrs, 1, as_inputs)
-                .expect_err(&format!("{mention} (inputs {as_inputs})"))
-                .to_string();
-            assert!(
-                e.contains(op) && e.contains(mention) && e.lines().count() == 1,
-                "{mention} (inputs {as_inputs}): {e}"
-            );
-        }
-    }
+    assert_refused(&ctx, &cases);
 }

@@ -18,21 +18,8 @@ pub fn signal_window(
             format!("size is {size}; it must be in 0..=2^26"),
         ));
     }
-    if !matches!(
-        dtype,
-        DType::F32
-            | DType::F16
-            | DType::BF16
-            | DType::F64
-            | DType::I8
-            | DType::I16
-            | DType::I32
-            | DType::I64
-            | DType::U8
-            | DType::U16
-            | DType::U32
-            | DType::U64
-    ) {
+    let float = matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);
+    if !(float || dtype.is_integer()) {
         return Err(Error::invalid(
             op,
             "output_datatype",

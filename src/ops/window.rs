@@ -305,15 +305,7 @@ pub fn transpose_plan(
     const OP: &str = "ConvTranspose";
     let k = spatial.len();
     let w = &attrs.window;
-    if let Some(ks) = w.kernel_shape {
-        if ks.len() != k || ks.iter().zip(kernel).any(|(&a, &b)| a != b as i64) {
-            return Err(Error::invalid(
-                OP,
-                "kernel_shape",
-                format!("kernel_shape {ks:?} differs from W's spatial shape {kernel:?}"),
-            ));
-        }
-    }
+    check_kernel_shape(OP, w.kernel_shape, kernel)?;
     let strides = per_axis(OP, "strides", w.strides, k, 1, 1)?;
     let dilations = per_axis(OP, "dilations", w.dilations, k, 1, 1)?;
     let output_padding = per_axis(OP, "output_padding", attrs.output_padding, k, 0, 0)?;
@@ -660,22 +652,9 @@ impl Recorder {
         out: Out,
     ) -> Result<Tensor> {
         const OP: &str = "Conv";
-        let mut named = vec![("X", x), ("W", w)];
-        named.extend(b.map(|b| ("B", b)));
-        self.check_inputs(OP, &named)?;
-        check_spatial(OP, "X", x)?;
-        check_float(OP, "X", x.dtype(), false)?;
-        let group = check_group(OP, x, w, b, group, false)?;
+        let group = self.conv_inputs(OP, x, w, b, group, false)?;
         let kernel = &w.shape()[2..];
-        if let Some(ks) = attrs.kernel_shape {
-            if ks.len() != kernel.len() || ks.iter().zip(kernel).any(|(&a, &b)| a != b as i64) {
-                return Err(Error::invalid(
-                    OP,
-                    "kernel_shape",
-                    format!("kernel_shape {ks:?} differs from W's spatial shape {kernel:?}"),
-                ));
-            }
-        }
+        check_kernel_shape(OP, attrs.kernel_shape, kernel)?;
         let plan = window_plan(OP, &x.shape()[2..], kernel, attrs)?;
         self.conv_windows(OP, x, w, b, &plan, group, out)
     }
@@ -695,12 +674,7 @@ impl Recorder {
         out: Out,
     ) -> Result<Tensor> {
         const OP: &str = "ConvTranspose";
-        let mut named = vec![("X", x), ("W", w)];
-        named.extend(b.map(|b| ("B", b)));
-        self.check_inputs(OP, &named)?;
-        check_spatial(OP, "X", x)?;
-        check_float(OP, "X", x.dtype(), false)?;
-        let group = check_group(OP, x, w, b, group, true)?;
+        let group = self.conv_inputs(OP, x, w, b, group, true)?;
         let spatial = x.shape()[2..].to_vec();
         let kernel = w.shape()[2..].to_vec();
         let tp = transpose_plan(&spatial, &kernel, attrs)?;
@@ -1143,6 +1117,43 @@ fn pool_plan(
     let mut shape = x.shape()[..2].to_vec();
     shape.extend(&plan.output);
     Ok((plan, shape))
+}
+
+/// A `kernel_shape` attribute, where given, must be W's spatial shape.
+fn check_kernel_shape(op: &'static str, given: Option<&[i64]>, kernel: &[usize]) -> Result<()> {
+    match given {
+        Some(ks)
+            if !ks.iter().map(|&v| v as usize).eq(kernel.iter().copied())
+                || ks.iter().any(|&v| v < 0) =>
+        {
+            Err(Error::invalid(
+                op,
+                "kernel_shape",
+                format!("kernel_shape {ks:?} differs from W's spatial shape {kernel:?}"),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl Recorder {
+    /// Conv's and ConvTranspose's checks of X, W and B; returns the group count.
+    fn conv_inputs(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        group: i64,
+        transposed: bool,
+    ) -> Result<usize> {
+        let mut named = vec![("X", x), ("W", w)];
+        named.extend(b.map(|b| ("B", b)));
+        self.check_inputs(op, &named)?;
+        check_spatial(op, "X", x)?;
+        check_float(op, "X", x.dtype(), false)?;
+        check_group(op, x, w, b, group, transposed)
+    }
 }
 
 /// Conv's and ConvTranspose's channel rules; returns the group count.

@@ -234,6 +234,7 @@ def main():
     written += channel_cases(out, manifest)
     written += signal_window_cases(out, manifest)
     written += gather_nd_cases(out, manifest)
+    written += select_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -692,6 +693,49 @@ def gather_nd_cases(out, manifest):
             name = f"ort_GatherND_{label}_{d}"
             write_case(out, name, m, [data, idx], got)
             manifest[name] = {"rtol": 0.0, "atol": 0.0, "data_sets": 1, "ops": ["GatherND"],
+                              "opset": 13}
+            written += 1
+    return written
+
+
+def select_cases(out, manifest):
+    """ReverseSequence (time axis first or second, lengths from 1 to the full length, extra
+    axes) and Compress (no axis, negative axis, a condition shorter than the axis), on 1-,
+    2-, 4- and 8-byte data; bit for bit. Returns how many were written."""
+    rng = np.random.RandomState(8)
+    cases = [
+        ("ReverseSequence", "time_first", (5, 3, 2), np.array([5, 1, 3], np.int64),
+         {"time_axis": 0, "batch_axis": 1}),
+        ("ReverseSequence", "batch_first", (4, 6), np.array([2, 6, 1, 4], np.int64),
+         {"time_axis": 1, "batch_axis": 0}),
+        ("Compress", "flat", (3, 4), np.array([True, False, True, True, False, True]), {}),
+        ("Compress", "negative_axis", (3, 5, 2), np.array([False, True, True, False, True]),
+         {"axis": -2}),
+        ("Compress", "short_condition", (4, 3), np.array([True, False]), {"axis": 0}),
+    ]
+    written = 0
+    for op, label, xs, second, attrs in cases:
+        for d in ["f32", "f16", "i8", "i64"]:
+            np_type, onnx_type = DTYPES[d]
+            x = values(np_type, int(np.prod(xs)), rng).reshape(xs)
+            name2 = "sequence_lens" if op == "ReverseSequence" else "condition"
+            t2 = T.INT64 if op == "ReverseSequence" else T.BOOL
+            node = helper.make_node(op, ["x", name2], ["y"], **attrs)
+            graph = helper.make_graph(
+                [node], "g",
+                [helper.make_tensor_value_info("x", onnx_type, list(xs)),
+                 helper.make_tensor_value_info(name2, t2, list(second.shape))],
+                [helper.make_tensor_value_info("y", onnx_type, None)])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+            try:
+                sess = ort.InferenceSession(m.SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+                got = sess.run(None, {"x": x, name2: second})
+            except Exception:  # no CPU kernel for this dtype
+                continue
+            name = f"ort_{op}_{label}_{d}"
+            write_case(out, name, m, [x, second], got)
+            manifest[name] = {"rtol": 0.0, "atol": 0.0, "data_sets": 1, "ops": [op],
                               "opset": 13}
             written += 1
     return written

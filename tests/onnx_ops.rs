@@ -722,3 +722,50 @@ fn gather_nd_refuses_bad_indices_with_one_line_on_both_paths() {
     ];
     assert_refused(&ctx, &cases);
 }
+
+#[test]
+fn reverse_sequence_and_compress_refuse_bad_inputs_with_one_line_on_both_paths() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = f32s(&[4, 3], 61);
+    let lens = |v: &[i64]| HostTensor::from_vec(vec![v.len()], v).unwrap();
+    let cond = |v: &[bool]| HostTensor::from_vec(vec![v.len()], v).unwrap();
+    let cases: Vec<Case> = vec![
+        (
+            "ReverseSequence",
+            vec![("x", x.clone()), ("l", lens(&[1, 5, 2]))],
+            vec![],
+            "sequence_lens[1] is 5",
+        ),
+        (
+            "ReverseSequence",
+            vec![("x", x.clone()), ("l", lens(&[1, 2]))],
+            vec![],
+            "batch of 3",
+        ),
+        (
+            "ReverseSequence",
+            vec![("x", x.clone()), ("l", lens(&[1, 2, 3]))],
+            vec![("time_axis", Attr::Int(2))],
+            "time_axis",
+        ),
+        (
+            "Compress",
+            vec![("x", x.clone()), ("c", cond(&[true; 5]))],
+            vec![("axis", Attr::Int(0))],
+            "shorter",
+        ),
+        (
+            "Compress",
+            vec![("x", x.clone()), ("c", cond(&[true]))],
+            vec![("axis", Attr::Int(2))],
+            "axis",
+        ),
+        (
+            "Compress",
+            vec![("x", x.clone()), ("c", lens(&[1, 0]))],
+            vec![],
+            "bool",
+        ),
+    ];
+    assert_refused(&ctx, &cases);
+}

@@ -109,6 +109,8 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &HAMMING_WINDOW,
             &BLACKMAN_WINDOW,
             &GATHER_ND,
+            &REVERSE_SEQUENCE,
+            &COMPRESS,
         ])
 }
 
@@ -128,6 +130,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Dropout" => &[1, 2],
         "Pad" => &[1, 2, 3],
         "Resize" => &[1, 2, 3],
+        "ReverseSequence" | "Compress" => &[1],
         "OneHot" => &[1],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
         | "CumSum" | "CumProd" => &[1],
@@ -1680,6 +1683,65 @@ static GATHER_ND: OpDef = OpDef {
             &data,
             &indices,
             batch_dims,
+            args.out(0),
+        )?])
+    },
+};
+
+static REVERSE_SEQUENCE: OpDef = OpDef {
+    name: "ReverseSequence",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["batch_axis", "time_axis"],
+    run: |rec, args| {
+        let input = args.tensor(0, "input")?;
+        let lengths = args.required_indices(1, "sequence_lens")?;
+        Ok(vec![rec.reverse_sequence_to(
+            &input,
+            &lengths,
+            args.int("time_axis")?.unwrap_or(0),
+            args.int("batch_axis")?.unwrap_or(1),
+            args.out(0),
+        )?])
+    },
+};
+
+/// Compress's condition: bool values known on the host (the output's length depends on them).
+fn condition_values(args: &NodeArgs) -> Result<Vec<bool>> {
+    let name = args.node.inputs.get(1).cloned().unwrap_or_default();
+    let Some(h) = args.host_value(1) else {
+        return Err(Error::Graph(format!(
+            "node '{}': Compress input 'condition' ('{name}') is computed on the GPU, but its values are needed on the host to plan the op; give it as a constant or a graph input",
+            args.node.name
+        )));
+    };
+    if h.dtype != DType::Bool || h.shape.len() != 1 {
+        return Err(Error::invalid(
+            "Compress",
+            "condition",
+            format!(
+                "condition is {} {:?}; it must be 1-D bool",
+                h.dtype, h.shape
+            ),
+        ));
+    }
+    h.to_vec::<bool>()
+}
+
+static COMPRESS: OpDef = OpDef {
+    name: "Compress",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axis"],
+    run: |rec, args| {
+        let input = args.tensor(0, "input")?;
+        let condition = condition_values(args)?;
+        Ok(vec![rec.compress_to(
+            &input,
+            &condition,
+            args.int("axis")?,
             args.out(0),
         )?])
     },

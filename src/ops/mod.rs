@@ -17,6 +17,7 @@ pub mod normalization;
 pub mod reduce;
 pub mod resize;
 pub mod scatter;
+pub mod select;
 pub mod signal;
 pub mod slice;
 pub mod slicing;

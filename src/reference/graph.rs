@@ -281,6 +281,46 @@ fn run_node(
             one(crate::graph::registry::signal_window_of(node, &a(0)?)
                 .map_err(|e| RefError(e.to_string()))?)
         }
+        "ReverseSequence" | "Compress" => {
+            let x = a(0)?;
+            let e = |e: crate::Error| RefError(e.to_string());
+            let (table, shape, row) = if op == "ReverseSequence" {
+                let lengths = idx(&Some(a(1)?))?.ok_or("sequence_lens is missing")?;
+                let table = crate::ops::select::reverse_sequence_rows(
+                    &x.shape,
+                    &lengths,
+                    int(node, "time_axis").unwrap_or(0),
+                    int(node, "batch_axis").unwrap_or(1),
+                )
+                .map_err(e)?;
+                (
+                    table,
+                    x.shape.clone(),
+                    x.shape[2..].iter().product::<usize>(),
+                )
+            } else {
+                let c = a(1)?;
+                if c.dtype != DType::Bool || c.shape.len() != 1 {
+                    return Err("Compress: condition must be 1-D bool".into());
+                }
+                let cond = c.to_vec::<bool>().map_err(e)?;
+                let (table, rows, shape) =
+                    crate::ops::select::compress_plan(&x.shape, &cond, int(node, "axis"))
+                        .map_err(e)?;
+                (table, shape, rows[1])
+            };
+            let size = x.dtype.size() * row;
+            let mut data = Vec::with_capacity(table.len() * size);
+            for &r in &table {
+                let at = r as usize * size;
+                data.extend_from_slice(&x.data[at..at + size]);
+            }
+            one(HostTensor {
+                dtype: x.dtype,
+                shape,
+                data,
+            })
+        }
         "GatherND" => {
             let (data, indices) = (a(0)?, a(1)?);
             let b = int(node, "batch_dims").unwrap_or(0);

@@ -22,13 +22,15 @@ pub fn reverse_sequence_rows(
     let time_first = match (time_axis, batch_axis) {
         (0, 1) => true,
         (1, 0) => false,
-        _ => return Err(Error::invalid(
-            OP,
-            "time_axis",
-            format!(
+        _ => {
+            return Err(Error::invalid(
+                OP,
+                "time_axis",
+                format!(
                 "time_axis {time_axis} and batch_axis {batch_axis}: one must be 0 and the other 1"
             ),
-        )),
+            ))
+        }
     };
     let (t, b) = if time_first {
         (shape[0], shape[1])

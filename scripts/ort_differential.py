@@ -235,6 +235,7 @@ def main():
     written += signal_window_cases(out, manifest)
     written += gather_nd_cases(out, manifest)
     written += select_cases(out, manifest)
+    written += center_crop_pad_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -737,6 +738,39 @@ def select_cases(out, manifest):
             write_case(out, name, m, [x, second], got)
             manifest[name] = {"rtol": 0.0, "atol": 0.0, "data_sets": 1, "ops": [op],
                               "opset": 13}
+            written += 1
+    return written
+
+
+def center_crop_pad_cases(out, manifest):
+    """CenterCropPad (onnxruntime runs its function body): odd and even crops and pads, mixed
+    on one input, negative axes. Bit for bit. Returns how many were written."""
+    rng = np.random.RandomState(18)
+    cases = [
+        ("odd_crop_and_pad", (5, 6, 3), [2, 9, 3], None),
+        ("even_crop_odd_pad", (8, 4), [4, 7], None),
+        ("negative_axes", (2, 7, 4), [4, 5], [-1, -2]),
+    ]
+    written = 0
+    for label, xs, shape, axes in cases:
+        for d in ["f32", "u8"]:
+            np_type, onnx_type = DTYPES[d]
+            x = values(np_type, int(np.prod(xs)), rng).reshape(xs)
+            attrs = {} if axes is None else {"axes": axes}
+            node = helper.make_node("CenterCropPad", ["x", "shape"], ["y"], **attrs)
+            target = np.array(shape, np.int64)
+            graph = helper.make_graph(
+                [node], "g",
+                [helper.make_tensor_value_info("x", onnx_type, list(xs)),
+                 helper.make_tensor_value_info("shape", T.INT64, [len(shape)])],
+                [helper.make_tensor_value_info("y", onnx_type, None)])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            got = sess.run(None, {"x": x, "shape": target})
+            name = f"ort_CenterCropPad_{label}_{d}"
+            write_case(out, name, m, [x, target], got)
+            manifest[name] = {"rtol": 0.0, "atol": 0.0, "data_sets": 1, "ops": ["CenterCropPad"],
+                              "opset": 18}
             written += 1
     return written
 

@@ -216,6 +216,7 @@ const INTERPRETED: &[&str] = &[
     "GatherND",
     "ReverseSequence",
     "Compress",
+    "CenterCropPad",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

@@ -724,7 +724,7 @@ fn gather_nd_refuses_bad_indices_with_one_line_on_both_paths() {
 }
 
 #[test]
-fn reverse_sequence_and_compress_refuse_bad_inputs_with_one_line_on_both_paths() {
+fn row_picking_ops_refuse_bad_inputs_with_one_line_on_both_paths() {
     let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
     let x = f32s(&[4, 3], 61);
     let lens = |v: &[i64]| HostTensor::from_vec(vec![v.len()], v).unwrap();
@@ -765,6 +765,18 @@ fn reverse_sequence_and_compress_refuse_bad_inputs_with_one_line_on_both_paths()
             vec![("x", x.clone()), ("c", lens(&[1, 0]))],
             vec![],
             "bool",
+        ),
+        (
+            "CenterCropPad",
+            vec![("x", x.clone()), ("s", lens(&[2]))],
+            vec![],
+            "1 lengths for 2 axes",
+        ),
+        (
+            "CenterCropPad",
+            vec![("x", x.clone()), ("s", lens(&[2, 2]))],
+            vec![("axes", ints(&[0, -2]))],
+            "given twice",
         ),
     ];
     assert_refused(&ctx, &cases);

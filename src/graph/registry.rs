@@ -111,6 +111,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &GATHER_ND,
             &REVERSE_SEQUENCE,
             &COMPRESS,
+            &CENTER_CROP_PAD,
         ])
 }
 
@@ -130,7 +131,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Dropout" => &[1, 2],
         "Pad" => &[1, 2, 3],
         "Resize" => &[1, 2, 3],
-        "ReverseSequence" | "Compress" => &[1],
+        "ReverseSequence" | "Compress" | "CenterCropPad" => &[1],
         "OneHot" => &[1],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
         | "CumSum" | "CumProd" => &[1],
@@ -1742,6 +1743,25 @@ static COMPRESS: OpDef = OpDef {
             &input,
             &condition,
             args.int("axis")?,
+            args.out(0),
+        )?])
+    },
+};
+
+static CENTER_CROP_PAD: OpDef = OpDef {
+    name: "CenterCropPad",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["axes"],
+    run: |rec, args| {
+        let input = args.tensor(0, "input_data")?;
+        let shape = args.required_indices(1, "shape")?;
+        let axes = args.ints("axes")?;
+        Ok(vec![rec.center_crop_pad_to(
+            &input,
+            &shape,
+            axes.as_deref(),
             args.out(0),
         )?])
     },

@@ -183,3 +183,83 @@ impl Recorder {
         out.view(self, y.reshaped(shape)?)
     }
 }
+
+/// CenterCropPad's pads (all begins, then all ends, over every axis; negative ones crop) for
+/// `input` of `shape` to `target` lengths along `axes` (every axis when `None`): centered,
+/// the odd element cropped or padded at the end.
+pub fn center_crop_pad_pads(
+    shape: &[usize],
+    target: &[i64],
+    axes: Option<&[i64]>,
+) -> Result<Vec<i64>> {
+    const OP: &str = "CenterCropPad";
+    let r = shape.len();
+    let axes: Vec<usize> = match axes {
+        None => (0..r).collect(),
+        Some(a) => {
+            let mut seen = vec![false; r];
+            a.iter()
+                .map(|&v| {
+                    let k = if v < 0 { v + r as i64 } else { v };
+                    if !(0..r as i64).contains(&k) || std::mem::replace(&mut seen[k as usize], true)
+                    {
+                        return Err(Error::invalid(
+                            OP,
+                            "axes",
+                            format!(
+                                "axes {a:?} holds {v}, out of range for rank {r} or given twice"
+                            ),
+                        ));
+                    }
+                    Ok(k as usize)
+                })
+                .collect::<Result<_>>()?
+        }
+    };
+    if target.len() != axes.len() {
+        return Err(Error::invalid(
+            OP,
+            "shape",
+            format!(
+                "shape holds {} lengths for {} axes",
+                target.len(),
+                axes.len()
+            ),
+        ));
+    }
+    let mut pads = vec![0i64; 2 * r];
+    for (&a, &want) in axes.iter().zip(target) {
+        if !(0..=i32::MAX as i64).contains(&want) {
+            return Err(Error::invalid(OP, "shape", format!("shape holds {want}")));
+        }
+        let d = want - shape[a] as i64;
+        // d / 2 before and the rest after, rounding toward the start (crops and pads alike).
+        let before = if d >= 0 { d / 2 } else { -((-d) / 2) };
+        pads[a] = before;
+        pads[r + a] = d - before;
+    }
+    Ok(pads)
+}
+
+impl Recorder {
+    /// Records ONNX CenterCropPad: `input` cropped or zero-padded to `target` lengths along
+    /// `axes`, centered. One Pad (negative pads crop).
+    pub fn center_crop_pad_to(
+        &mut self,
+        input: &Tensor,
+        target: &[i64],
+        axes: Option<&[i64]>,
+        out: Out,
+    ) -> Result<Tensor> {
+        self.check_inputs("CenterCropPad", &[("input_data", input)])?;
+        let pads = center_crop_pad_pads(input.shape(), target, axes)?;
+        self.pad_to(
+            input,
+            &pads,
+            crate::kernels::pad::PadMode::Constant,
+            None,
+            None,
+            out,
+        )
+    }
+}

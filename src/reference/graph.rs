@@ -458,6 +458,21 @@ fn run_node(
         }
         // Written from the ONNX spec and onnxruntime's behaviour: negative pads crop first,
         // then each axis is extended by its mode, one axis at a time.
+        // One Pad whose negative pads crop.
+        "CenterCropPad" => {
+            let x = a(0)?;
+            let target = idx(&Some(a(1)?))?.ok_or("CenterCropPad: shape is missing")?;
+            let axes = ints(node, "axes");
+            let pads = crate::ops::select::center_crop_pad_pads(&x.shape, &target, axes.as_deref())
+                .map_err(|e| RefError(e.to_string()))?;
+            let pads = HostTensor::from_vec(vec![pads.len()], &pads)
+                .map_err(|e| RefError(e.to_string()))?;
+            run_node(
+                &Node::new("Pad", node.name.clone()),
+                &[Some(x), Some(pads)],
+                env,
+            )
+        }
         "Pad" => {
             let x = a(0)?;
             let rank = x.shape.len();

@@ -453,27 +453,7 @@ impl Recorder {
         // The kernel's parameters hold each axis, up to MAX_RANK of them.
         super::check_rank(OP, data.shape())?;
         let rank = data.rank();
-        let axes: Vec<usize> = match axes {
-            None => (0..rank).collect(),
-            Some(axes) => {
-                let mut seen = vec![false; rank];
-                axes.iter()
-                    .map(|&a| {
-                        let k = if a < 0 { a + rank as i64 } else { a };
-                        if !(0..rank as i64).contains(&k)
-                            || std::mem::replace(&mut seen[k as usize], true)
-                        {
-                            return Err(Error::invalid(
-                                OP,
-                                "axes",
-                                format!("axis {a} is out of range for rank {rank} or given twice"),
-                            ));
-                        }
-                        Ok(k as usize)
-                    })
-                    .collect::<Result<_>>()?
-            }
-        };
+        let axes = super::distinct_axes(OP, rank, axes)?;
         if pads.len() != 2 * axes.len() {
             return Err(Error::invalid(
                 OP,

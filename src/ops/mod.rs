@@ -42,6 +42,34 @@ pub(crate) fn check_rank(op: &'static str, shape: &[usize]) -> crate::Result<()>
     Ok(())
 }
 
+/// `axes` (negative ones counted from the end; every axis when `None`) as distinct axes of a
+/// rank-`rank` tensor, or an error naming `op`'s `axes`.
+pub(crate) fn distinct_axes(
+    op: &'static str,
+    rank: usize,
+    axes: Option<&[i64]>,
+) -> crate::Result<Vec<usize>> {
+    let Some(axes) = axes else {
+        return Ok((0..rank).collect());
+    };
+    let mut seen = vec![false; rank];
+    axes.iter()
+        .map(|&a| {
+            let k = if a < 0 { a + rank as i64 } else { a };
+            if !(0..rank as i64).contains(&k) || std::mem::replace(&mut seen[k as usize], true) {
+                return Err(crate::Error::invalid(
+                    op,
+                    "axes",
+                    format!(
+                        "axes {axes:?}: axis {a} is out of range for rank {rank} or given twice"
+                    ),
+                ));
+            }
+            Ok(k as usize)
+        })
+        .collect()
+}
+
 /// Checks that `indices` are i32 or i64, the index types of the ops that take index tensors.
 pub(crate) fn check_index_dtype(op: &'static str, indices: &crate::Tensor) -> crate::Result<()> {
     if matches!(indices.dtype(), crate::DType::I32 | crate::DType::I64) {

@@ -80,27 +80,7 @@ pub fn resize_plan(
     attrs: &ResizeAttrs,
 ) -> Result<ResizePlan> {
     let r = shape.len();
-    let axes: Vec<usize> = match attrs.axes {
-        None => (0..r).collect(),
-        Some(a) => {
-            let mut seen = vec![false; r];
-            a.iter()
-                .map(|&v| {
-                    let k = if v < 0 { v + r as i64 } else { v };
-                    if !(0..r as i64).contains(&k) || std::mem::replace(&mut seen[k as usize], true)
-                    {
-                        return Err(invalid(
-                            "axes",
-                            format!(
-                                "axes {a:?} holds {v}, out of range for rank {r} or given twice"
-                            ),
-                        ));
-                    }
-                    Ok(k as usize)
-                })
-                .collect::<Result<_>>()?
-        }
-    };
+    let axes = super::distinct_axes(OP, r, attrs.axes)?;
     let n = axes.len();
     let mode = attrs.mode;
     if !matches!(mode, "nearest" | "linear" | "cubic") {

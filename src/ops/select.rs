@@ -194,28 +194,7 @@ pub fn center_crop_pad_pads(
 ) -> Result<Vec<i64>> {
     const OP: &str = "CenterCropPad";
     let r = shape.len();
-    let axes: Vec<usize> = match axes {
-        None => (0..r).collect(),
-        Some(a) => {
-            let mut seen = vec![false; r];
-            a.iter()
-                .map(|&v| {
-                    let k = if v < 0 { v + r as i64 } else { v };
-                    if !(0..r as i64).contains(&k) || std::mem::replace(&mut seen[k as usize], true)
-                    {
-                        return Err(Error::invalid(
-                            OP,
-                            "axes",
-                            format!(
-                                "axes {a:?} holds {v}, out of range for rank {r} or given twice"
-                            ),
-                        ));
-                    }
-                    Ok(k as usize)
-                })
-                .collect::<Result<_>>()?
-        }
-    };
+    let axes = super::distinct_axes(OP, r, axes)?;
     if target.len() != axes.len() {
         return Err(Error::invalid(
             OP,

@@ -788,9 +788,7 @@ impl Recorder {
         outs: (Out, Option<Out>),
     ) -> Result<(Tensor, Option<Tensor>)> {
         const OP: &str = "MaxPool";
-        self.check_inputs(OP, &[("X", x)])?;
-        check_spatial(OP, "X", x)?;
-        check_float(OP, "X", x.dtype(), true)?;
+        let (plan, shape) = self.pool_inputs(OP, x, attrs, true)?;
         if !matches!(storage_order, 0 | 1) {
             return Err(Error::invalid(
                 OP,
@@ -800,7 +798,6 @@ impl Recorder {
                 ),
             ));
         }
-        let (plan, shape) = pool_plan(OP, x, attrs)?;
         if x.numel() == 0 || shape.contains(&0) {
             let y = outs.0.tensor(self, x.dtype(), &shape)?;
             let i = match outs.1 {
@@ -902,6 +899,20 @@ impl Recorder {
         w.reshaped(&rows)
     }
 
+    /// A pool's checks of X (`ints`: i8 and u8 too), and its plan and output shape.
+    fn pool_inputs(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        attrs: &WindowAttrs,
+        ints: bool,
+    ) -> Result<(WindowPlan, Vec<usize>)> {
+        self.check_inputs(op, &[("X", x)])?;
+        check_spatial(op, "X", x)?;
+        check_float(op, "X", x.dtype(), ints)?;
+        pool_plan(op, x, attrs)
+    }
+
     /// Records ONNX AveragePool: each window's mean, over the elements in `x` (and those in
     /// the padding when `count_include_pad`; never those only `ceil_mode` reaches).
     pub fn average_pool_to(
@@ -912,10 +923,7 @@ impl Recorder {
         out: Out,
     ) -> Result<Tensor> {
         const OP: &str = "AveragePool";
-        self.check_inputs(OP, &[("X", x)])?;
-        check_spatial(OP, "X", x)?;
-        check_float(OP, "X", x.dtype(), false)?;
-        let (plan, shape) = pool_plan(OP, x, attrs)?;
+        let (plan, shape) = self.pool_inputs(OP, x, attrs, false)?;
         if x.numel() == 0 || shape.contains(&0) {
             return out.tensor(self, x.dtype(), &shape);
         }
@@ -947,10 +955,7 @@ impl Recorder {
         out: Out,
     ) -> Result<Tensor> {
         const OP: &str = "LpPool";
-        self.check_inputs(OP, &[("X", x)])?;
-        check_spatial(OP, "X", x)?;
-        check_float(OP, "X", x.dtype(), false)?;
-        let (plan, shape) = pool_plan(OP, x, attrs)?;
+        let (plan, shape) = self.pool_inputs(OP, x, attrs, false)?;
         if x.numel() == 0 || shape.contains(&0) {
             return out.tensor(self, x.dtype(), &shape);
         }

@@ -7,8 +7,7 @@ use crate::{DType, Error, HostTensor, Out, Recorder, Result, Slice, Tensor};
 impl Recorder {
     /// A one-element tensor of `dtype` holding `value` (converted as Cast converts).
     fn scalar(&mut self, value: f64, dtype: DType) -> Result<Tensor> {
-        let v = HostTensor::from_vec(Vec::new(), &[value])?;
-        Tensor::from_host(self.context(), &crate::reference::cast_host(&v, dtype)?)
+        self.host_values(dtype, &[], &[value])
     }
 
     /// Records ONNX Gemm: `alpha * A' B' + beta * C`, with `A'` = `A` transposed when

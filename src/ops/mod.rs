@@ -70,6 +70,20 @@ pub(crate) fn distinct_axes(
         .collect()
 }
 
+impl crate::Recorder {
+    /// A tensor of `dtype` and `shape` holding `values` (converted as Cast converts): scalars,
+    /// weights and divisors the host computes for an op.
+    pub(crate) fn host_values(
+        &mut self,
+        dtype: crate::DType,
+        shape: &[usize],
+        values: &[f64],
+    ) -> crate::Result<crate::Tensor> {
+        let v = crate::HostTensor::from_vec(shape.to_vec(), values)?;
+        crate::Tensor::from_host(self.context(), &crate::reference::cast_host(&v, dtype)?)
+    }
+}
+
 /// Checks that `indices` are i32 or i64, the index types of the ops that take index tensors.
 pub(crate) fn check_index_dtype(op: &'static str, indices: &crate::Tensor) -> crate::Result<()> {
     if matches!(indices.dtype(), crate::DType::I32 | crate::DType::I64) {

@@ -468,9 +468,7 @@ impl Recorder {
             };
             let mut w_shape = vec![o, n];
             w_shape.extend(std::iter::repeat_n(1, x.rank() - a - 1));
-            let weights =
-                crate::reference::cast_host(&HostTensor::from_vec(w_shape, &taps.coeff)?, wide)?;
-            let weights = Tensor::from_host(&ctx, &weights)?;
+            let weights = self.host_values(wide, &w_shape, &taps.coeff)?;
             let g = if dtype == wide {
                 gathered
             } else {
@@ -502,11 +500,7 @@ impl Recorder {
             let mut m_shape = vec![o];
             m_shape.extend(std::iter::repeat_n(1, x.rank() - a - 1));
             let mask = Tensor::from_host(&ctx, &HostTensor::from_vec(m_shape, mask)?)?;
-            let value = crate::reference::cast_host(
-                &HostTensor::from_vec(vec![], &[extrapolation])?,
-                dtype,
-            )?;
-            let value = Tensor::from_host(&ctx, &value)?;
+            let value = self.host_values(dtype, &[], &[extrapolation])?;
             let kept = self.map_to("Where", &[&mask, &value, &y], Out::NEW)?;
             for t in [mask, value, y] {
                 self.release(t);

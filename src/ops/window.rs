@@ -496,12 +496,6 @@ fn check_spatial(op: &'static str, name: &str, x: &Tensor) -> Result<()> {
 }
 
 impl Recorder {
-    /// A tensor of `dtype` and `shape` holding `values` (converted as Cast converts).
-    fn host_values(&mut self, dtype: DType, shape: &[usize], values: &[f64]) -> Result<Tensor> {
-        let v = HostTensor::from_vec(shape.to_vec(), values)?;
-        Tensor::from_host(self.context(), &crate::reference::cast_host(&v, dtype)?)
-    }
-
     /// `x` padded by the plan's spatial padding with `value`; `x` itself where there is none.
     fn pad_spatial(
         &mut self,

@@ -236,6 +236,7 @@ def main():
     written += gather_nd_cases(out, manifest)
     written += select_cases(out, manifest)
     written += center_crop_pad_cases(out, manifest)
+    written += control_flow_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -772,6 +773,178 @@ def center_crop_pad_cases(out, manifest):
             manifest[name] = {"rtol": 0.0, "atol": 0.0, "data_sets": 1, "ops": ["CenterCropPad"],
                               "opset": 18}
             written += 1
+    return written
+
+
+def control_flow_cases(out, manifest):
+    """If and Loop. If: a condition given as a graph input (both ways) or computed from a
+    shape, branches of different shapes, an If in a Loop's body. Loop: bodies that use the
+    iteration number on the GPU only (a Gather at it, a Cast of it) and on the host (a Slice
+    at it, a condition computed from it, with and without a trip count), no iteration (a trip
+    count of 0, a false condition), a value that grows every iteration, i64 and f64 values, a
+    Loop in a Loop. Every output compared: f32 rtol 1e-4 atol 1e-5, f64 1e-5/1e-6, integers
+    bit for bit. Returns how many were written."""
+    rng = np.random.RandomState(31)
+    mk = helper.make_node
+
+    def info(name, onnx_type, shape):
+        return helper.make_tensor_value_info(name, onnx_type, shape)
+
+    def const(name, value):
+        return mk("Constant", [], [name], value=numpy_helper.from_array(np.asarray(value)))
+
+    def loop_body(nodes, carried, scans, extra_inputs=()):
+        """A Loop body: inputs i, cond and the carried values (name, type, shape), outputs
+        cond_out, the carried outputs (name_out) and the scan outputs (name, type, shape)."""
+        inputs = [info("i", T.INT64, []), info("cond", T.BOOL, [])]
+        inputs += [info(n, t, s) for n, t, s in carried]
+        outputs = [info("cond_out", T.BOOL, [])]
+        outputs += [info(n + "_out", t, None) for n, t, _ in carried]
+        outputs += [info(n, t, s) for n, t, s in scans]
+        return helper.make_graph(nodes, "body", inputs, outputs)
+
+    f32, f64 = T.FLOAT, T.DOUBLE
+    cases = []
+
+    # Loop, iteration number on the GPU only: x = 0.5 x + i; scan out x * x.
+    body = loop_body([mk("Identity", ["cond"], ["cond_out"]),
+                      mk("Cast", ["i"], ["i_f"], to=f32), const("half", np.float32(0.5)),
+                      mk("Mul", ["x", "half"], ["x_half"]), mk("Add", ["x_half", "i_f"], ["x_out"]),
+                      mk("Mul", ["x_out", "x_out"], ["sq"])],
+                     [("x", f32, [3])], [("sq", f32, [3])])
+    cases.append(("Loop", "counter_on_gpu", [("M", np.array(6, np.int64)), ("c", np.array(True)),
+                                            ("x0", rng.uniform(-1, 1, 3).astype(np.float32))],
+                  [mk("Loop", ["M", "c", "x0"], ["x", "sqs"], body=body)], ["x", "sqs"]))
+    # Gather of row i of an outer value, in f32 and f64, the condition input left out.
+    for label, np_type, onnx_type in (("f32", np.float32, f32), ("f64", np.float64, f64)):
+        body = loop_body([const("t", np.array(True)), mk("Identity", ["t"], ["cond_out"]),
+                          mk("Gather", ["X", "i"], ["row"]), mk("Add", ["h", "row"], ["sum"]),
+                          mk("Tanh", ["sum"], ["h_out"]), mk("Identity", ["h_out"], ["hs"])],
+                         [("h", onnx_type, [4])], [("hs", onnx_type, [4])])
+        cases.append(("Loop", f"gather_at_iteration_{label}",
+                      [("M", np.array(7, np.int64)),
+                       ("X", rng.uniform(-1, 1, (7, 4)).astype(np_type)),
+                       ("h0", rng.uniform(-1, 1, 4).astype(np_type))],
+                      [mk("Loop", ["M", "", "h0"], ["h", "hs"], body=body)], ["h", "hs"]))
+    # i64 values: s += i * i, scan out s and i.
+    body = loop_body([mk("Identity", ["cond"], ["cond_out"]), mk("Mul", ["i", "i"], ["ii"]),
+                      mk("Add", ["s", "ii"], ["s_out"]), mk("Identity", ["s_out"], ["ss"]),
+                      mk("Identity", ["i"], ["is"])],
+                     [("s", T.INT64, [])], [("ss", T.INT64, []), ("is", T.INT64, [])])
+    cases.append(("Loop", "i64_values", [("M", np.array(5, np.int64)), ("c", np.array(True)),
+                                         ("s0", np.array(3, np.int64))],
+                  [mk("Loop", ["M", "c", "s0"], ["s", "ss", "is"], body=body)],
+                  ["s", "ss", "is"]))
+    # Slice at the iteration number (as test_loop11): unrolled.
+    body = loop_body([mk("Identity", ["cond"], ["cond_out"]), const("one", np.array([1], np.int64)),
+                      const("axes", np.array([0], np.int64)),
+                      mk("Unsqueeze", ["i", "axes"], ["start"]), mk("Add", ["start", "one"], ["end"]),
+                      mk("Slice", ["X", "start", "end"], ["row"]),
+                      mk("Add", ["y", "row"], ["y_out"]), mk("Identity", ["y_out"], ["ys"])],
+                     [("y", f32, [1, 3])], [("ys", f32, [1, 3])])
+    cases.append(("Loop", "slice_at_iteration",
+                  [("M", np.array(4, np.int64)), ("c", np.array(True)),
+                   ("X", rng.uniform(-1, 1, (4, 3)).astype(np.float32)),
+                   ("y0", rng.uniform(-1, 1, (1, 3)).astype(np.float32))],
+                  [mk("Loop", ["M", "c", "y0"], ["y", "ys"], body=body)], ["y", "ys"]))
+    # The body's condition computed from the iteration number: i < 3 ends after 4 iterations,
+    # with a trip count of 10 and without one.
+    body = loop_body([const("three", np.array(3, np.int64)), mk("Less", ["i", "three"], ["cond_out"]),
+                      const("two", np.float32(2.0)), mk("Mul", ["x", "two"], ["x_out"]),
+                      mk("Identity", ["x_out"], ["xs"])],
+                     [("x", f32, [2])], [("xs", f32, [2])])
+    for label, m in (("trip_count", "M"), ("no_trip_count", "")):
+        inputs = [("c", np.array(True)), ("x0", rng.uniform(-1, 1, 2).astype(np.float32))]
+        if m:
+            inputs.insert(0, ("M", np.array(10, np.int64)))
+        cases.append(("Loop", f"condition_from_iteration_{label}", inputs,
+                      [mk("Loop", [m, "c", "x0"], ["x", "xs"], body=body)], ["x", "xs"]))
+    # No iteration: a trip count of 0, and a false condition.
+    body = loop_body([mk("Identity", ["cond"], ["cond_out"]), mk("Neg", ["x"], ["x_out"]),
+                      mk("Identity", ["x_out"], ["xs"])],
+                     [("x", f32, [3])], [("xs", f32, [3])])
+    for label, m, c in (("zero_trips", 0, True), ("false_condition", 5, False)):
+        cases.append(("Loop", label, [("M", np.array(m, np.int64)), ("c", np.array(c)),
+                                      ("x0", rng.uniform(-1, 1, 3).astype(np.float32))],
+                      [mk("Loop", ["M", "c", "x0"], ["x", "xs"], body=body)], ["x", "xs"]))
+    # A value that grows every iteration (Concat): it runs unrolled.
+    body = loop_body([mk("Identity", ["cond"], ["cond_out"]), mk("Cast", ["i"], ["i_f"], to=f32),
+                      const("axes", np.array([0], np.int64)),
+                      mk("Unsqueeze", ["i_f", "axes"], ["item"]),
+                      mk("Concat", ["v", "item"], ["v_out"], axis=0)],
+                     [("v", f32, None)], [])
+    cases.append(("Loop", "growing_value", [("M", np.array(5, np.int64)), ("c", np.array(True)),
+                                            ("v0", np.array([7.0], np.float32))],
+                  [mk("Loop", ["M", "c", "v0"], ["v"], body=body)], ["v"]))
+    # A Loop in a Loop: the inner one adds the outer iteration number twice per round.
+    inner = helper.make_graph(
+        [mk("Identity", ["k_cond"], ["k_cond_out"]), mk("Cast", ["outer_i"], ["oi"], to=f32),
+         mk("Add", ["k_a", "oi"], ["k_a_out"])],
+        "inner", [info("k", T.INT64, []), info("k_cond", T.BOOL, []), info("k_a", f32, [2])],
+        [info("k_cond_out", T.BOOL, []), info("k_a_out", f32, None)])
+    outer = helper.make_graph(
+        [mk("Identity", ["i"], ["outer_i"]), mk("Identity", ["cond"], ["cond_out"]),
+         const("two", np.array(2, np.int64)), const("yes", np.array(True)),
+         mk("Loop", ["two", "yes", "a"], ["a_out"], body=inner),
+         mk("Identity", ["a_out"], ["as"])],
+        "outer", [info("i", T.INT64, []), info("cond", T.BOOL, []), info("a", f32, [2])],
+        [info("cond_out", T.BOOL, []), info("a_out", f32, None), info("as", f32, [2])])
+    cases.append(("Loop", "nested", [("M", np.array(3, np.int64)), ("c", np.array(True)),
+                                     ("a0", rng.uniform(-1, 1, 2).astype(np.float32))],
+                  [mk("Loop", ["M", "c", "a0"], ["a", "as"], body=outer)], ["a", "as"]))
+
+    # If on a graph input, both ways; branches of different shapes.
+    then_b = helper.make_graph([mk("Add", ["x", "y"], ["r"])], "then", [], [info("r", f32, None)])
+    else_b = helper.make_graph([const("s", np.array([-1], np.int64)), mk("Sub", ["x", "y"], ["d"]),
+                                mk("Reshape", ["d", "s"], ["r2"])], "else", [], [info("r2", f32, None)])
+    for flag in (True, False):
+        cases.append(("If", f"graph_input_{str(flag).lower()}",
+                      [("c", np.array(flag)), ("x", rng.uniform(-1, 1, (2, 3)).astype(np.float32)),
+                       ("y", rng.uniform(-1, 1, (2, 3)).astype(np.float32))],
+                      [mk("If", ["c"], ["r"], then_branch=then_b, else_branch=else_b)], ["r"]))
+    # The condition from a shape, a branch output that plans a Reshape after the If.
+    then_b = helper.make_graph([const("a", np.array([3, -1], np.int64))], "then", [],
+                               [info("a", T.INT64, [2])])
+    else_b = helper.make_graph([const("b", np.array([-1], np.int64))], "else", [],
+                               [info("b", T.INT64, [1])])
+    cases.append(("If", "shape_condition",
+                  [("x", rng.uniform(-1, 1, (2, 6)).astype(np.float32))],
+                  [mk("Size", ["x"], ["n"]), const("five", np.array(5, np.int64)),
+                   mk("Greater", ["n", "five"], ["big"]),
+                   mk("If", ["big"], ["shape"], then_branch=then_b, else_branch=else_b),
+                   mk("Reshape", ["x", "shape"], ["r"])], ["r"]))
+    # An If in a Loop's body on the iteration number's parity: h + 1 or h * 2.
+    then_b = helper.make_graph([const("one", np.float32(1)), mk("Add", ["h", "one"], ["t"])],
+                               "then", [], [info("t", f32, None)])
+    else_b = helper.make_graph([const("two", np.float32(2)), mk("Mul", ["h", "two"], ["e"])],
+                               "else", [], [info("e", f32, None)])
+    body = loop_body([mk("Identity", ["cond"], ["cond_out"]), const("two_i", np.array(2, np.int64)),
+                      mk("Mod", ["i", "two_i"], ["parity"]), const("zero", np.array(0, np.int64)),
+                      mk("Equal", ["parity", "zero"], ["even"]),
+                      mk("If", ["even"], ["h_out"], then_branch=then_b, else_branch=else_b),
+                      mk("Identity", ["h_out"], ["hs"])],
+                     [("h", f32, [2])], [("hs", f32, [2])])
+    cases.append(("If", "in_loop_body", [("M", np.array(5, np.int64)), ("c", np.array(True)),
+                                         ("h0", rng.uniform(-1, 1, 2).astype(np.float32))],
+                  [mk("Loop", ["M", "c", "h0"], ["h", "hs"], body=body)], ["h", "hs"]))
+
+    written = 0
+    for op, label, feeds, nodes, outputs in cases:
+        type_of = {np.dtype(np.float32): f32, np.dtype(np.float64): f64,
+                   np.dtype(np.int64): T.INT64, np.dtype(np.bool_): T.BOOL}
+        graph = helper.make_graph(
+            nodes, "g", [info(n, type_of[v.dtype], list(v.shape)) for n, v in feeds],
+            [onnx.ValueInfoProto(name=o) for o in outputs])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        got = sess.run(None, dict(feeds))
+        name = f"ort_{op}_{label}"
+        write_case(out, name, m, [v for _, v in feeds], got)
+        f64_out = any(np.asarray(g).dtype == np.float64 for g in got)
+        rtol, atol = (1e-5, 1e-6) if f64_out else (1e-4, 1e-5)
+        ops = sorted({n.op_type for n in nodes if n.op_type in ("If", "Loop")})
+        manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ops, "opset": 19}
+        written += 1
     return written
 
 

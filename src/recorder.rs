@@ -164,6 +164,9 @@ pub struct Out<'a> {
     into: Option<(&'a str, &'a Tensor)>,
 }
 
+/// The rule a Scan body breaks whose states change shape (a Loop runs unrolled then).
+pub(crate) const STATES_KEEP_SHAPE: &str = "states must keep their shape across iterations";
+
 impl<'a> Out<'a> {
     /// A new buffer (or a pooled one of a dead value).
     pub const NEW: Out<'static> = Out { into: None };
@@ -182,7 +185,7 @@ impl<'a> Out<'a> {
             None => rec.alloc(dtype, shape),
             Some((_, t)) if t.dtype() == dtype && t.shape() == shape => Ok(t.clone()),
             Some((name, t)) => Err(Error::Graph(format!(
-                "'{}' must keep {} {:?} across iterations but is now {dtype} {shape:?}",
+                "'{}' is {dtype} {shape:?} but was {} {:?} in the iteration before; {STATES_KEEP_SHAPE}",
                 name,
                 t.dtype(),
                 t.shape()

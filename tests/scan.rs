@@ -706,7 +706,9 @@ fn errors() {
     );
     let m = msg(g, &[s.clone(), f32s(&[3, 8], 2)]);
     assert!(
-        m.contains("must keep f32 [8] across iterations but is now f32 [16]"),
+        m.contains(
+            "is f32 [16] but was f32 [8] in the iteration before; states must keep their shape"
+        ),
         "{m}"
     );
     // Axes out of range.

@@ -149,7 +149,27 @@ pub(crate) struct NodeArgs<'a> {
     placements: &'a HashMap<String, Tensor>,
 }
 
-impl NodeArgs<'_> {
+impl<'a> NodeArgs<'a> {
+    /// The view of `node` as an op of `def` reading `slots` (how one op runs as another: a
+    /// Loop as a Scan).
+    pub(crate) fn new(
+        ctx: &'a Context,
+        node: &'a Node,
+        def: &'a OpDef,
+        slots: Vec<Option<&'a Slot>>,
+        scope: &'a Scope<'a>,
+        placements: &'a HashMap<String, Tensor>,
+    ) -> NodeArgs<'a> {
+        NodeArgs {
+            ctx,
+            node,
+            def,
+            slots,
+            scope,
+            placements,
+        }
+    }
+
     fn missing(&self, i: usize, role: &str) -> Error {
         missing_input(self.node, i, role)
     }
@@ -297,6 +317,19 @@ pub(crate) fn record_graph(
     scope: &mut Scope<'_>,
     placements: &HashMap<String, Tensor>,
 ) -> Result<()> {
+    record_graph_planned(rec, graph, order, scope, placements, &[])
+}
+
+/// [`record_graph`], where `plans` also names values of the graph that plan ops of an
+/// enclosing graph (an If branch's outputs that a Reshape outside reads as its shape).
+pub(crate) fn record_graph_planned(
+    rec: &mut Recorder,
+    graph: &Graph,
+    order: &[usize],
+    scope: &mut Scope<'_>,
+    placements: &HashMap<String, Tensor>,
+    plans: &[&str],
+) -> Result<()> {
     let ctx = rec.context().clone();
     let keep: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     // The position in `order` after which each node-produced value is dead.
@@ -321,7 +354,7 @@ pub(crate) fn record_graph(
     } else {
         (HashMap::new(), HashSet::new())
     };
-    let plan_values = plan_values(graph);
+    let plan_values = plan_values(graph, plans);
     for (pos, &k) in order.iter().enumerate() {
         let node = &graph.nodes[k];
         let def = registry::lookup(&node.op).expect("checked by schedule");
@@ -452,6 +485,14 @@ pub(crate) fn record_graph(
                 };
                 vec![Slot::gpu(record_pending(rec, p, out).map_err(in_node)?)]
             }
+            (None, None) if node.op == "If" => {
+                super::control::record_if(rec, scope, node, placements, &plan_values)
+                    .map_err(in_node)?
+            }
+            (None, None) if node.op == "Loop" => {
+                super::control::record_loop(rec, scope, node, &slots, placements, &plan_values)
+                    .map_err(in_node)?
+            }
             (None, None) => {
                 let args = NodeArgs {
                     ctx: &ctx,
@@ -516,6 +557,36 @@ pub(crate) fn record_graph(
         }
     }
     Ok(())
+}
+
+/// Slots of a subgraph's constants (a Scan body's, an If branch's, a Loop body's), on the
+/// GPU already where an earlier capture, iteration or run uploaded them.
+pub(crate) fn constant_slots(rec: &Recorder, graph: &Graph) -> Vec<(String, Slot)> {
+    graph
+        .constants
+        .iter()
+        .map(|(name, value)| {
+            let slot = Slot::constant(value.clone());
+            if let Some((_, t)) = rec.body_constants.get(&(Arc::as_ptr(value) as usize)) {
+                let _ = slot.gpu.set(t.clone());
+            }
+            (name.clone(), slot)
+        })
+        .collect()
+}
+
+/// Keeps the subgraph constants that recording `graph` against `scope` uploaded, for the
+/// next captures, iterations and runs.
+pub(crate) fn keep_uploaded_constants(rec: &mut Recorder, graph: &Graph, scope: &Scope<'_>) {
+    for (name, value) in &graph.constants {
+        if let Some(t) = scope.slots.get(name).and_then(|s| s.gpu.get()) {
+            if t.storage().uploaded() {
+                rec.body_constants
+                    .entry(Arc::as_ptr(value) as usize)
+                    .or_insert_with(|| (value.clone(), t.clone()));
+            }
+        }
+    }
 }
 
 /// The slots of `node`'s inputs (`None` for optional inputs left out).
@@ -657,30 +728,34 @@ fn materialize_extra_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Nod
 
 /// The values that plan an op (its inputs of [`registry::host_inputs`]: a Range's limit, a
 /// Reshape's shape) and every value they are computed from.
-fn plan_values(graph: &Graph) -> HashSet<&str> {
+/// `extra`: more such values (see [`record_graph_planned`]). An If whose output plans an op
+/// plans it with its condition and every value its branches read.
+pub(crate) fn plan_values(graph: &Graph, extra: &[&str]) -> HashSet<String> {
     let producer: HashMap<&str, &Node> = graph
         .nodes
         .iter()
         .flat_map(|n| n.outputs.iter().map(move |o| (o.as_str(), n)))
         .collect();
-    let mut pending: Vec<&str> = graph
+    let mut pending: Vec<String> = graph
         .nodes
         .iter()
         .flat_map(|n| {
             registry::host_inputs(&n.op)
                 .iter()
                 .filter_map(|&i| n.inputs.get(i))
-                .map(String::as_str)
+                .cloned()
         })
+        .chain(extra.iter().map(|v| v.to_string()))
         .collect();
     let mut values = HashSet::new();
     while let Some(v) = pending.pop() {
-        if v.is_empty() || !values.insert(v) {
+        if v.is_empty() || values.contains(&v) {
             continue;
         }
-        if let Some(p) = producer.get(v) {
-            pending.extend(p.inputs.iter().map(String::as_str));
+        if let Some(p) = producer.get(v.as_str()) {
+            pending.extend(p.reads());
         }
+        values.insert(v);
     }
     values
 }
@@ -700,7 +775,7 @@ fn fold(
     if let Some(on_host) = def.host {
         return on_host(node, slots);
     }
-    if def.name == "Scan" || node.outputs.iter().any(|o| o.is_empty()) {
+    if matches!(def.name, "Scan" | "If" | "Loop") || node.outputs.iter().any(|o| o.is_empty()) {
         return Ok(None);
     }
     // CastLike reads only its second input's dtype: a small constant cast like a value

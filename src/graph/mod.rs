@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::{DType, Error, HostTensor, Result};
 
+pub(crate) mod control;
 pub(crate) mod exec;
 pub(crate) mod fuse;
 pub(crate) mod hoist;

@@ -47,6 +47,8 @@ static OPS: &[&OpDef] = &[
     &FLATTEN,
     &EXPAND,
     &super::scan::GRAPH_OP,
+    &super::control::GRAPH_OP,
+    &super::control::LOOP_OP,
 ];
 
 fn all() -> impl Iterator<Item = &'static OpDef> {
@@ -125,6 +127,8 @@ pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
 pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
     match name {
         "Range" => &[0, 1, 2],
+        "If" => &[0],
+        "Loop" => &[0, 1],
         "StridedSlice" | "BatchToSpace" | "SpaceToBatch" => &[1, 2, 3],
         "Slice" | "OnnxSlice" => &[1, 2, 3, 4],
         "ConstantOfShape" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => &[0],
@@ -712,7 +716,20 @@ static UNSQUEEZE: OpDef = OpDef {
     attrs: &["axes"],
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
-        let axes = axes(args)?.ok_or_else(|| {
+        // onnxruntime takes a scalar for Unsqueeze's axes (not Squeeze's), and ONNX's
+        // function bodies (AffineGrid's) give one.
+        let scalar = args.host_value(1).filter(|h| h.shape.is_empty());
+        let axes = match scalar {
+            Some(h) => Some(
+                crate::HostTensor {
+                    shape: vec![1],
+                    ..h.clone()
+                }
+                .to_indices("Unsqueeze", "axes")?,
+            ),
+            None => axes(args)?,
+        };
+        let axes = axes.ok_or_else(|| {
             Error::invalid(
                 "Unsqueeze",
                 "axes",

@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::exec::{record_graph, NodeArgs, Scope, Slot};
+use super::exec::{constant_slots, keep_uploaded_constants, record_graph, NodeArgs, Scope, Slot};
 use super::registry::OpDef;
 use super::Graph;
 use crate::host::c_strides;
@@ -485,13 +485,7 @@ fn capture_body(
         };
         scope.slots.insert(decl.name.clone(), Slot::gpu(t));
     }
-    for (name, value) in &body.constants {
-        let slot = Slot::constant(value.clone());
-        if let Some((_, t)) = rec.body_constants.get(&(Arc::as_ptr(value) as usize)) {
-            let _ = slot.gpu.set(t.clone());
-        }
-        scope.slots.insert(name.clone(), slot);
-    }
+    scope.slots.extend(constant_slots(rec, body));
     // State outputs produced by a body node are written straight into the other buffer.
     let produced: HashSet<&str> = body
         .nodes
@@ -508,30 +502,33 @@ fn capture_body(
     let (scan_outputs, steps) = rec.capture(|rec| {
         record_graph(rec, body, order, &mut scope, &placements)?;
         // Constants this capture uploaded serve the next captures and runs.
-        for (name, value) in &body.constants {
-            if let Some(t) = scope.slots.get(name).and_then(|s| s.gpu.get()) {
-                if t.storage().uploaded() {
-                    rec.body_constants
-                        .entry(Arc::as_ptr(value) as usize)
-                        .or_insert_with(|| (value.clone(), t.clone()));
-                }
-            }
-        }
+        keep_uploaded_constants(rec, body, &scope);
         for (i, o) in body.outputs[..n].iter().enumerate() {
             let v = scope.get(&o.name).expect("scheduled").tensor(&ctx)?;
             if v.dtype() != states[i].dtype() || v.shape() != states[i].shape() {
                 return Err(invalid(
                     "body",
                     format!(
-                        "body output '{}' (state {i}) is {} {:?} but the state is {} {:?}; states must keep their shape across iterations",
-                        o.name, v.dtype(), v.shape(), states[i].dtype(), states[i].shape()
+                        "body output '{}' (state {i}) is {} {:?} but the state is {} {:?}; {}",
+                        o.name,
+                        v.dtype(),
+                        v.shape(),
+                        states[i].dtype(),
+                        states[i].shape(),
+                        crate::recorder::STATES_KEEP_SHAPE
                     ),
                 ));
             }
             o.check("body output", v.dtype(), v.shape())?;
             // Not produced in place (a passthrough, a constant, an outer value, a repeat).
             if !std::sync::Arc::ptr_eq(v.storage(), writes[i].storage()) {
-                rec.copy(v.storage(), 0, writes[i].storage(), 0, padded_size(v.byte_len()))?;
+                rec.copy(
+                    v.storage(),
+                    0,
+                    writes[i].storage(),
+                    0,
+                    padded_size(v.byte_len()),
+                )?;
             }
         }
         body.outputs[n..]
@@ -552,7 +549,13 @@ fn capture_body(
 /// Whether body output `i` (a state) is body input `i` itself, directly or through Identity
 /// nodes.
 pub(crate) fn passes_through(body: &Graph, i: usize) -> bool {
-    let (Some(input), Some(output)) = (body.inputs.get(i), body.outputs.get(i)) else {
+    passes_through_from(body, i, i)
+}
+
+/// Whether body output `output` is body input `input` itself, directly or through Identity
+/// nodes.
+pub(crate) fn passes_through_from(body: &Graph, input: usize, output: usize) -> bool {
+    let (Some(input), Some(output)) = (body.inputs.get(input), body.outputs.get(output)) else {
         return false;
     };
     let mut name = output.name.as_str();

@@ -114,8 +114,8 @@ fn checked_axis(node: &Node, op: &str, default: i64, rank: usize) -> R<usize> {
 }
 
 pub(crate) fn eval_node(node: &Node, args: &[Option<HostTensor>]) -> R<Vec<HostTensor>> {
-    if node.op == "Scan" {
-        return Err("Scan is not evaluated node by node".into());
+    if matches!(node.op.as_str(), "Scan" | "If" | "Loop") {
+        return Err(format!("{} is not evaluated node by node", node.op).into());
     }
     let outputs = run_node(node, args, &HashMap::new())?;
     if outputs.len() != node.outputs.len() {
@@ -989,7 +989,19 @@ fn run_node(
         "Size" => one(HostTensor::from_vec(vec![], &[a(0)?.numel() as i64])?),
         "Squeeze" | "Unsqueeze" | "Flatten" => {
             let x = a(0)?;
-            let axes = match idx(&args.get(1).cloned().flatten())? {
+            // Unsqueeze also takes a scalar axis (as onnxruntime does).
+            let given = args
+                .get(1)
+                .cloned()
+                .flatten()
+                .map(|t| match t.shape.is_empty() {
+                    true if op == "Unsqueeze" => HostTensor {
+                        shape: vec![1],
+                        ..t
+                    },
+                    _ => t,
+                });
+            let axes = match idx(&given)? {
                 Some(v) => Some(v),
                 None => ints(node, "axes"),
             };
@@ -1093,7 +1105,19 @@ fn run_node(
         "CastLike" => one(cast(&a(0)?, a(1)?.dtype)?),
         op if op.starts_with("Reduce") => {
             let x = a(0)?;
-            let axes = match idx(&args.get(1).cloned().flatten())? {
+            // Unsqueeze also takes a scalar axis (as onnxruntime does).
+            let given = args
+                .get(1)
+                .cloned()
+                .flatten()
+                .map(|t| match t.shape.is_empty() {
+                    true if op == "Unsqueeze" => HostTensor {
+                        shape: vec![1],
+                        ..t
+                    },
+                    _ => t,
+                });
+            let axes = match idx(&given)? {
                 Some(v) => Some(v),
                 None => ints(node, "axes"),
             };
@@ -1634,8 +1658,95 @@ fn run_node(
             one(reduce(&format!("{op}{last}"), &x, &axes, keep)?)
         }
         "Scan" => scan(node, args, env),
+        "If" => {
+            let branch = crate::graph::control::branch(node, &a(0)?)?;
+            run_graph(branch, &[], env)
+        }
+        "Loop" => run_loop(node, args, env),
         other => Err(format!("the reference has no op {other}").into()),
     }
+}
+
+/// ONNX Loop, following the spec's pseudo-code: while the trip count and the condition (each
+/// where given) allow, run the body on the iteration number, the condition and the
+/// loop-carried values; stack each scan output's elements along a new first axis.
+fn run_loop(
+    node: &Node,
+    args: &[Option<HostTensor>],
+    env: &HashMap<String, HostTensor>,
+) -> R<Vec<HostTensor>> {
+    let (body, n, k) = crate::graph::control::loop_body(node)?;
+    let m = match args.first().cloned().flatten() {
+        Some(t) => Some(t.to_vec::<i64>()?.first().copied().ok_or("M is empty")?),
+        None => None,
+    };
+    let cond = args
+        .get(1)
+        .cloned()
+        .flatten()
+        .map(|t| t.data.first() == Some(&1));
+    if m.is_none() && cond.is_none() {
+        return Err("Loop: neither M nor cond is given, so the loop would not end".into());
+    }
+    let mut going = cond.unwrap_or(true);
+    let mut carried: Vec<HostTensor> = args[2..]
+        .iter()
+        .map(|a| a.clone().ok_or_else(|| RefError::from("missing input")))
+        .collect::<R<_>>()?;
+    let mut collected: Vec<Vec<HostTensor>> = vec![Vec::new(); k];
+    let mut t = 0i64;
+    while going && m.is_none_or(|m| t < m) {
+        let mut inputs = vec![
+            (
+                body.inputs[0].name.clone(),
+                HostTensor::from_vec(vec![], &[t])?,
+            ),
+            (
+                body.inputs[1].name.clone(),
+                HostTensor::from_vec(vec![], &[going])?,
+            ),
+        ];
+        for (decl, v) in body.inputs[2..].iter().zip(&carried) {
+            inputs.push((decl.name.clone(), v.clone()));
+        }
+        let outs = run_graph(body, &inputs, env)?;
+        if cond.is_some() {
+            going = outs[0].data.first() == Some(&1);
+        }
+        carried = outs[1..=n].to_vec();
+        for (q, o) in outs[n + 1..].iter().enumerate() {
+            collected[q].push(o.clone());
+        }
+        t += 1;
+    }
+    let mut results = carried;
+    for (q, items) in collected.into_iter().enumerate() {
+        let stacked = match items.first() {
+            None => {
+                let decl = &body.outputs[n + 1 + q];
+                let mut shape = vec![0];
+                shape.extend(
+                    decl.shape
+                        .clone()
+                        .ok_or("undeclared shape")?
+                        .into_iter()
+                        .map(|d| d.unwrap_or(0)),
+                );
+                let dtype = decl.dtype.ok_or("undeclared dtype")?;
+                HostTensor::from_bytes(dtype, shape, Vec::new())?
+            }
+            Some(first) => {
+                let rows: Vec<ArrayD<u8>> = items
+                    .iter()
+                    .map(|o| Ok(bytes(o)?.insert_axis(Axis(0))))
+                    .collect::<R<_>>()?;
+                let views: Vec<_> = rows.iter().map(|r| r.view()).collect();
+                from_bytes(first.dtype, concatenate(Axis(0), &views)?)
+            }
+        };
+        results.push(stacked);
+    }
+    Ok(results)
 }
 
 /// ONNX Scan, following the spec's pseudo-code.

@@ -237,6 +237,7 @@ def main():
     written += select_cases(out, manifest)
     written += center_crop_pad_cases(out, manifest)
     written += control_flow_cases(out, manifest)
+    written += grid_sample_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -945,6 +946,49 @@ def control_flow_cases(out, manifest):
         ops = sorted({n.op_type for n in nodes if n.op_type in ("If", "Loop")})
         manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ops, "opset": 19}
         written += 1
+    return written
+
+
+def grid_sample_cases(out, manifest):
+    """GridSample: every mode, padding mode and align_corners on 2-D inputs of several batch
+    items and channels, coordinates reaching past the borders by up to three times the extent
+    (several reflections), 1-D and 3-D inputs where onnxruntime takes them, f32, f64 and f16.
+    Tolerances as onnxruntime's tests (f16 rtol 2e-3 atol 1e-3). Returns how many were
+    written."""
+    rng = np.random.RandomState(44)
+    tolerance = {"f32": (1e-4, 1e-5), "f16": (2e-3, 1e-3), "f64": (1e-5, 1e-6)}
+    written = 0
+    shapes = [("2d", (2, 3, 5, 4), (2, 3, 6, 2)), ("3d", (1, 2, 3, 4, 2), (1, 2, 3, 2, 3)),
+              ("1d", (2, 2, 7), (2, 5, 1))]
+    for label, xs, gs in shapes:
+        for mode in ("nearest", "linear", "cubic"):
+            for padding in ("zeros", "border", "reflection"):
+                for align in (0, 1):
+                    for d in ("f32", "f64", "f16"):
+                        if d != "f32" and (label != "2d" or align == 1):
+                            continue
+                        np_type, onnx_type = DTYPES[d]
+                        x = rng.uniform(-2, 2, xs).astype(np_type)
+                        grid = rng.uniform(-3, 3, gs).astype(np_type)
+                        node = helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode,
+                                                padding_mode=padding, align_corners=align)
+                        graph = helper.make_graph(
+                            [node], "g", [helper.make_tensor_value_info("x", onnx_type, list(xs)),
+                                          helper.make_tensor_value_info("grid", onnx_type, list(gs))],
+                            [helper.make_tensor_value_info("y", onnx_type, None)])
+                        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+                        try:
+                            sess = ort.InferenceSession(m.SerializeToString(),
+                                                        providers=["CPUExecutionProvider"])
+                            got = sess.run(None, {"x": x, "grid": grid})
+                        except Exception:  # a rank or dtype onnxruntime has no kernel for
+                            continue
+                        name = f"ort_GridSample_{label}_{mode}_{padding}_align{align}_{d}"
+                        write_case(out, name, m, [x, grid], got)
+                        rtol, atol = tolerance[d]
+                        manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1,
+                                          "ops": ["GridSample"], "opset": 22}
+                        written += 1
     return written
 
 

@@ -219,6 +219,7 @@ const INTERPRETED: &[&str] = &[
     "CenterCropPad",
     "If",
     "Loop",
+    "GridSample",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

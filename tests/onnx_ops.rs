@@ -781,3 +781,146 @@ fn row_picking_ops_refuse_bad_inputs_with_one_line_on_both_paths() {
     ];
     assert_refused(&ctx, &cases);
 }
+
+#[test]
+fn grid_sample_refuses_bad_inputs_with_one_line_on_both_paths() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = f32s(&[1, 2, 4, 5], 1);
+    let grid = f32s(&[1, 3, 3, 2], 2);
+    let mode = |m: &str| vec![("mode", Attr::String(m.into()))];
+    let i32s = HostTensor::from_vec(vec![1, 2, 4, 5], &[3i32; 40]).unwrap();
+    assert_refused(
+        &ctx,
+        &[
+            (
+                "GridSample",
+                vec![("x", f32s(&[2, 5], 1)), ("grid", grid.clone())],
+                vec![],
+                "at least one spatial axis",
+            ),
+            (
+                "GridSample",
+                vec![("x", x.clone()), ("grid", f32s(&[1, 3, 3, 3], 2))],
+                vec![],
+                "K = 2 spatial axes",
+            ),
+            (
+                "GridSample",
+                vec![("x", x.clone()), ("grid", f32s(&[2, 3, 3, 2], 2))],
+                vec![],
+                "with N = 1",
+            ),
+            (
+                "GridSample",
+                vec![("x", x.clone()), ("grid", grid.clone())],
+                mode("area"),
+                "mode 'area' is not one of",
+            ),
+            (
+                "GridSample",
+                vec![("x", x.clone()), ("grid", grid.clone())],
+                vec![("padding_mode", Attr::String("wrap".into()))],
+                "padding_mode 'wrap'",
+            ),
+            (
+                "GridSample",
+                vec![("x", i32s.clone()), ("grid", grid.clone())],
+                mode("linear"),
+                "X is i32; linear mode takes",
+            ),
+            (
+                "GridSample",
+                vec![
+                    ("x", x),
+                    (
+                        "grid",
+                        HostTensor::from_vec(vec![1, 3, 3, 2], &[0i32; 18]).unwrap(),
+                    ),
+                ],
+                vec![],
+                "grid is i32",
+            ),
+        ],
+    );
+}
+
+/// GridSample where onnxruntime has no kernel (1-D inputs, 3-D cubic, integer inputs in
+/// nearest mode, coordinates that are NaN or infinite) against the interpreter: nearest mode
+/// bit for bit, the others within f32's tolerance.
+#[test]
+fn grid_sample_beyond_onnxruntime_matches_the_interpreter() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let mut cases: Vec<(HostTensor, HostTensor, &str, &str)> = Vec::new();
+    for padding in ["zeros", "border", "reflection"] {
+        cases.push((f32s(&[2, 3, 7], 3), f32s(&[2, 5, 1], 4), "linear", padding));
+        cases.push((f32s(&[2, 3, 7], 3), f32s(&[2, 5, 1], 4), "cubic", padding));
+        cases.push((
+            f32s(&[1, 2, 3, 4, 3], 5),
+            f32s(&[1, 2, 2, 3, 3], 6),
+            "cubic",
+            padding,
+        ));
+        let bytes: Vec<u8> = (0..2 * 3 * 4 * 5).map(|v| (v * 37 % 251) as u8).collect();
+        let u8s = HostTensor::from_vec(vec![2, 3, 4, 5], &bytes).unwrap();
+        cases.push((u8s, f32s(&[2, 3, 2, 2], 7), "nearest", padding));
+        let longs: Vec<i64> = (0..3 * 2 * 6).map(|v| (v as i64 - 20) << 40).collect();
+        let i64s = HostTensor::from_vec(vec![3, 2, 6], &longs).unwrap();
+        cases.push((i64s, f32s(&[3, 4, 1], 8), "nearest", padding));
+        let odd = HostTensor::from_vec(
+            vec![1, 2, 2, 2],
+            &[
+                f32::NAN,
+                0.5,
+                f32::INFINITY,
+                -0.25,
+                -f32::INFINITY,
+                3.0,
+                0.0,
+                f32::NAN,
+            ],
+        )
+        .unwrap();
+        cases.push((f32s(&[1, 1, 3, 3], 9), odd, "linear", padding));
+    }
+    for (x, grid, mode, padding) in cases {
+        for align in [0, 1] {
+            let attrs = vec![
+                ("mode", Attr::String(mode.into())),
+                ("padding_mode", Attr::String(padding.into())),
+                ("align_corners", Attr::Int(align)),
+            ];
+            let inputs = [("x", x.clone()), ("grid", grid.clone())];
+            let gpu = run(&ctx, "GridSample", &inputs, &attrs, 1, true).unwrap();
+            let node = attrs.iter().fold(
+                Node::new("GridSample", "n")
+                    .inputs(["x", "grid"])
+                    .outputs(["y"]),
+                |n, (k, v)| n.attr(*k, v.clone()),
+            );
+            let g = Graph::new()
+                .constant("x", x.clone())
+                .constant("grid", grid.clone())
+                .node(node)
+                .output("y");
+            let cpu = reference::graph::run_graph(&g, &[], &Default::default()).unwrap();
+            let what = format!("{mode} {padding} align {align} {:?}", x.shape);
+            assert_eq!(
+                (gpu[0].dtype, &gpu[0].shape),
+                (cpu[0].dtype, &cpu[0].shape),
+                "{what}"
+            );
+            if mode == "nearest" {
+                assert_eq!(gpu[0].data, cpu[0].data, "{what}");
+                continue;
+            }
+            let (a, b) = (
+                gpu[0].to_vec::<f32>().unwrap(),
+                cpu[0].to_vec::<f32>().unwrap(),
+            );
+            for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+                let close = (p - q).abs() <= 1e-4 * q.abs() + 1e-5;
+                assert!(close || (p.is_nan() && q.is_nan()), "{what}: [{i}] {p} {q}");
+            }
+        }
+    }
+}

@@ -114,6 +114,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &REVERSE_SEQUENCE,
             &COMPRESS,
             &CENTER_CROP_PAD,
+            &GRID_SAMPLE,
         ])
 }
 
@@ -1477,6 +1478,27 @@ fn host_floats(args: &NodeArgs, i: usize, role: &str) -> Result<Option<Vec<f64>>
     let wide = crate::reference::cast_host(h, DType::F64)?;
     Ok(Some(wide.to_vec::<f64>()?).filter(|v| !v.is_empty()))
 }
+
+static GRID_SAMPLE: OpDef = OpDef {
+    name: "GridSample",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["align_corners", "mode", "padding_mode"],
+    run: |rec, args| {
+        let attrs = crate::ops::grid_sample::GridSampleAttrs {
+            mode: args.string("mode")?.unwrap_or("linear"),
+            padding_mode: args.string("padding_mode")?.unwrap_or("zeros"),
+            align_corners: args.int("align_corners")?.unwrap_or(0) != 0,
+        };
+        Ok(vec![rec.grid_sample_to(
+            &args.tensor(0, "X")?,
+            &args.tensor(1, "grid")?,
+            &attrs,
+            args.out(0),
+        )?])
+    },
+};
 
 static RESIZE: OpDef = OpDef {
     name: "Resize",

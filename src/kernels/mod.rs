@@ -15,6 +15,7 @@ pub mod cumsum;
 pub mod elementwise;
 pub mod gather;
 pub mod gather_index;
+pub mod grid_taps;
 pub mod linear_attention;
 pub mod matmul;
 pub mod operands;
@@ -79,6 +80,7 @@ const COPY: &str = include_str!("../../shaders/copy.wgsl");
 const LINEAR_ATTENTION: &str = include_str!("../../shaders/linear_attention.wgsl");
 const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
+const GRID_TAPS: &str = include_str!("../../shaders/grid_taps.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const PAD: &str = include_str!("../../shaders/pad.wgsl");
@@ -229,6 +231,9 @@ pub enum Kernel {
     /// `causal_conv.wgsl`: ONNX CausalConvWithState (f32), one invocation per output element
     /// and per element of the state passed on.
     CausalConv { workgroup_size: u32 },
+    /// `grid_taps.wgsl`: ONNX GridSample's taps, one invocation per output position and
+    /// combination of per-axis taps: the input row each reads and its weight.
+    GridTaps { workgroup_size: u32, f64: bool },
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
     /// points (the tiles have a fixed 16 x 16). With an `epilogue`, each sum is operand 0 of
     /// that element-wise program, whose result is stored (a fused `MatMul -> Add -> Tanh`).
@@ -272,6 +277,12 @@ impl Kernel {
                 subgroups: false,
             });
             out.push(Kernel::CausalConv { workgroup_size });
+            for f64 in [false, true] {
+                out.push(Kernel::GridTaps {
+                    workgroup_size,
+                    f64,
+                });
+            }
             for vec4 in [false, true] {
                 out.push(Kernel::Copy {
                     workgroup_size,
@@ -491,6 +502,7 @@ impl Kernel {
             Kernel::LinearAttention { .. } => "linear_attention.wgsl",
             Kernel::ScanCounter { .. } => "scan_counter.wgsl",
             Kernel::CausalConv { .. } => "causal_conv.wgsl",
+            Kernel::GridTaps { .. } => "grid_taps.wgsl",
         }
     }
 
@@ -515,6 +527,10 @@ impl Kernel {
             Kernel::LinearAttention { .. } => LINEAR_ATTENTION.into(),
             Kernel::ScanCounter { .. } => SCAN_COUNTER.into(),
             Kernel::CausalConv { .. } => CAUSAL_CONV.into(),
+            Kernel::GridTaps { f64, .. } => {
+                let dtype = if f64 { DType::F64 } else { DType::F32 };
+                operands::element_typed(GRID_TAPS, dtype, None).into()
+            }
             Kernel::Elementwise { op, dtype, .. } => {
                 let ty = operands::elementwise_type(dtype).unwrap_or("f32");
                 let e = elementwise::lookup(op)
@@ -594,6 +610,7 @@ impl Kernel {
             | Kernel::ScanCopies { workgroup_size, .. }
             | Kernel::Copy { workgroup_size, .. }
             | Kernel::CausalConv { workgroup_size }
+            | Kernel::GridTaps { workgroup_size, .. }
             | Kernel::LinearAttention { workgroup_size, .. } => {
                 vec![("WORKGROUP_SIZE", workgroup_size)]
             }
@@ -699,6 +716,7 @@ impl Kernel {
                 ..
             } => words::words_features(&operands[..usize::from(arity)], out, emulate64),
             Kernel::Fused { program, .. } => program.features(),
+            Kernel::GridTaps { f64: true, .. } => wgpu::Features::SHADER_F64,
             Kernel::Reduce {
                 input,
                 emulate64,
@@ -802,7 +820,9 @@ impl KernelSpec for Kernel {
             | Kernel::Copy { .. }
             | Kernel::LinearAttention { .. }
             | Kernel::CausalConv { .. }
+            | Kernel::GridTaps { f64: false, .. }
             | Kernel::ScanCounter { .. } => self.file().into(),
+            Kernel::GridTaps { f64: true, .. } => "grid_taps.wgsl f64".into(),
             Kernel::ScanCopies { copies, .. } => format!("scan copies {copies}").into(),
             Kernel::Scatter {
                 dtype,
@@ -935,7 +955,7 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
                 Binding::StorageReadWrite,
             ],
-            Kernel::TopK { .. } => &[
+            Kernel::TopK { .. } | Kernel::GridTaps { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,
                 Binding::StorageReadWrite,

@@ -10,6 +10,7 @@ pub mod conv;
 pub mod einsum;
 pub mod elementwise;
 pub mod gather_nd;
+pub mod grid_sample;
 pub mod layout;
 pub mod linear_attention;
 pub mod matmul;

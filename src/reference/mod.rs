@@ -439,6 +439,7 @@ pub fn space_to_batch(data: &HostTensor, op: &crate::SpaceToBatch) -> Result<Hos
 mod channels;
 mod einsum;
 pub mod graph;
+mod grid_sample;
 mod numeric;
 mod resize;
 mod window;

@@ -1,0 +1,144 @@
+//! GridSample's taps (`shaders/grid_taps.wgsl`): for every output position and combination
+//! of per-axis taps, the row of the input (seen as `[N * S + 1, C]`, the last row zeros) that
+//! the tap reads and its weight, computed from the grid in one dispatch.
+
+use super::{grid_for, Kernel};
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    positions: u32,
+    per_batch: u32,
+    rank: u32,
+    taps: u32,
+    combinations: u32,
+    mode: u32,
+    padding: u32,
+    align_corners: u32,
+    batch_rows: u32,
+    zero_row: u32,
+    row: u32,
+    plane: u32,
+    dims: [[u32; 4]; 4],
+    strides: [[u32; 4]; 4],
+}
+
+/// The most spatial axes the kernel takes.
+pub(crate) const MAX_AXES: usize = 16;
+
+/// What the taps are computed for.
+pub(crate) struct TapsPlan<'a> {
+    /// The input's spatial extents.
+    pub dims: &'a [usize],
+    pub batch: usize,
+    /// 0 nearest, 1 linear, 2 cubic.
+    pub mode: u32,
+    /// 0 zeros, 1 border, 2 reflection.
+    pub padding: u32,
+    pub align_corners: bool,
+}
+
+impl Recorder {
+    /// Records the taps of GridSample for `grid` (f32 or f64, `[N, O..., K]`): into `rows`
+    /// (i32) and `weights` (the grid's dtype), each of `N x O x T^K` elements (T taps per axis
+    /// for `plan.mode`).
+    pub(crate) fn grid_taps_into(
+        &mut self,
+        op: &'static str,
+        grid: &Tensor,
+        plan: &TapsPlan,
+        rows: &Tensor,
+        weights: &Tensor,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let rank = plan.dims.len();
+        let f64 = grid.dtype() == DType::F64;
+        if rows.dtype() != DType::I32 || weights.dtype() != grid.dtype() {
+            return Err(Error::Graph(format!(
+                "internal: {op}'s taps are i32 rows and weights of the grid's dtype"
+            )));
+        }
+        if f64 && !ctx.features().contains(wgpu::Features::SHADER_F64) {
+            return Err(Error::invalid(
+                op,
+                "grid",
+                "f64 coordinates need the adapter's SHADER_F64 feature".to_string(),
+            ));
+        }
+        let taps = [1u32, 2, 4][plan.mode as usize];
+        let combinations = (taps as u64).pow(rank as u32);
+        let positions = grid.numel() as u64 / rank.max(1) as u64;
+        let invocations = positions * combinations;
+        if invocations == 0 {
+            return Ok(());
+        }
+        let batch_rows: u64 = plan.dims.iter().map(|&d| d as u64).product();
+        // Row indices are i32 for the gather, and the zero row is one past the last.
+        let zero_row = plan.batch as u64 * batch_rows;
+        if invocations > u64::from(u32::MAX) {
+            return Err(super::operands::too_many(op, "the taps", invocations));
+        }
+        if zero_row >= i32::MAX as u64 || rank > MAX_AXES {
+            return Err(Error::LimitExceeded {
+                op,
+                what: "the input's positions (N times the spatial size)".into(),
+                limit: "2^31 - 1 rows indexed by i32, 16 spatial axes",
+                needed: zero_row,
+                max: i32::MAX as u64 - 1,
+            });
+        }
+        super::operands::check_bound_whole(
+            &ctx,
+            op,
+            &[(grid, "grid"), (rows, "the taps"), (weights, "the weights")],
+        )?;
+        if rows.numel() as u64 != invocations || weights.numel() as u64 != invocations {
+            return Err(Error::Graph(format!(
+                "internal: {op}'s taps need {invocations} rows and weights"
+            )));
+        }
+        let mut dims = [[0u32; 4]; 4];
+        let mut strides = [[0u32; 4]; 4];
+        let mut stride = 1u64;
+        for k in (0..rank).rev() {
+            dims[k / 4][k % 4] = plan.dims[k] as u32;
+            strides[k / 4][k % 4] = stride as u32;
+            stride *= plan.dims[k] as u64;
+        }
+        let wg = ctx.workgroup_size();
+        let grid_size = grid_for(&ctx, op, invocations, wg)?;
+        let params = Params {
+            positions: positions as u32,
+            per_batch: (positions / plan.batch.max(1) as u64) as u32,
+            rank: rank as u32,
+            taps,
+            combinations: combinations as u32,
+            mode: plan.mode,
+            padding: plan.padding,
+            align_corners: u32::from(plan.align_corners),
+            batch_rows: batch_rows as u32,
+            zero_row: zero_row as u32,
+            row: grid_size[0] * wg,
+            plane: grid_size[1],
+            dims,
+            strides,
+        };
+        let pipeline = ctx.pipeline(&Kernel::GridTaps {
+            workgroup_size: wg,
+            f64,
+        })?;
+        let bindings = [
+            grid.storage().bind_whole(),
+            rows.storage().bind_whole(),
+            weights.storage().bind_whole(),
+        ];
+        self.dispatch(
+            op,
+            &pipeline,
+            bytemuck::bytes_of(&params),
+            &bindings,
+            grid_size,
+        )
+    }
+}

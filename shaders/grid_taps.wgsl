@@ -134,12 +134,15 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
             // Halves to even, as PyTorch and the ONNX reference round.
             x = round(x);
         }
+        // Positions far outside (infinite coordinates) held where index arithmetic cannot
+        // overflow.
+        let far: T = 1e9;
         var j: i32;
         if params.mode == 0u {
-            j = i32(x);
+            j = i32(clamp(x, -far, far));
         } else {
-            let base = floor(x);
-            let f = x - base;
+            let f = x - floor(x);
+            let base = clamp(floor(x), -far, far);
             if params.mode == 1u {
                 j = i32(base) + i32(t);
                 weight *= select(f, 1.0 - f, t == 0u);

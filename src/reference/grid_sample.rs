@@ -35,6 +35,9 @@ fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
     }
 }
 
+/// How far outside the input a tap's index is followed (beyond, it is held there).
+const FAR: f64 = 1e9;
+
 fn cubic_weights(f: f64) -> [f64; 4] {
     let a = -0.75;
     let outer = |x: f64| ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
@@ -84,12 +87,15 @@ fn axis_taps(
         };
         Some(j.clamp(0, last.max(0)) as usize)
     };
+    // Positions far outside (infinite coordinates) held where index arithmetic cannot
+    // overflow, as the GPU holds them.
+    let index = |v: f64| v.clamp(-FAR, FAR) as i64;
     if mode == 0 {
-        return vec![(place(x as i64), 1.0)];
+        return vec![(place(index(x)), 1.0)];
     }
     let base = x.floor();
     let f = x - base;
-    let base = base as i64;
+    let base = index(base);
     if mode == 1 {
         vec![(place(base), 1.0 - f), (place(base + 1), f)]
     } else {

@@ -238,6 +238,7 @@ def main():
     written += center_crop_pad_cases(out, manifest)
     written += control_flow_cases(out, manifest)
     written += grid_sample_cases(out, manifest)
+    written += spectral_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -989,6 +990,98 @@ def grid_sample_cases(out, manifest):
                         manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1,
                                           "ops": ["GridSample"], "opset": 22}
                         written += 1
+    return written
+
+
+def spectral_cases(out, manifest):
+    """DFT (opset 20: real and complex input, every axis, dft_length shorter and longer than
+    the signal, inverse, one-sided, the one-sided inverse of even and odd lengths; and DFT-17's
+    axis attribute), STFT (a window, a frame length, one- and two-sided, overlapping and gapped
+    frames) and AffineGrid (2-D and 3-D, align_corners both ways), in f32 and f64. Tolerances
+    as onnxruntime's tests. Returns how many were written."""
+    rng = np.random.RandomState(45)
+    tolerance = {"f32": (1e-4, 1e-5), "f64": (1e-5, 1e-6)}
+    cases = []
+    for d in ("f32", "f64"):
+        np_type, onnx_type = DTYPES[d]
+        # DFT-20: (label, input shape, axis, dft_length, inverse, onesided).
+        for label, shape, axis, length, inverse, onesided in [
+                ("real_axis1", (2, 8, 3, 1), 1, None, 0, 0),
+                ("complex_axis2", (2, 5, 6, 2), 2, None, 0, 0),
+                ("complex_axis_minus3", (2, 5, 6, 2), -3, None, 0, 0),
+                ("real_onesided", (3, 10, 1), 1, None, 0, 1),
+                ("real_onesided_odd", (3, 9, 1), -2, None, 0, 1),
+                ("shorter_length", (2, 12, 2), 1, 7, 0, 0),
+                ("longer_length", (2, 6, 1), 1, 11, 0, 1),
+                ("inverse", (2, 7, 2), 1, None, 1, 0),
+                ("inverse_longer", (2, 5, 2), 1, 8, 1, 0),
+                ("irfft_even", (2, 5, 2), 1, None, 1, 1),
+                ("irfft_odd_length", (2, 5, 2), 1, 9, 1, 1),
+                ("irfft_short", (3, 6, 2), 1, 6, 1, 1)]:
+            x = rng.uniform(-2, 2, shape).astype(np_type)
+            feeds = [("x", x)]
+            names = ["x", "", "axis"]
+            if length is not None:
+                feeds.append(("n", np.array(length, np.int64)))
+                names[1] = "n"
+            feeds.append(("axis", np.array(axis, np.int64)))
+            node = helper.make_node("DFT", names, ["y"], inverse=inverse, onesided=onesided)
+            cases.append((f"DFT_{label}_{d}", "DFT", 20, d, node, feeds))
+        # DFT-17: the axis as an attribute.
+        x = rng.uniform(-2, 2, (2, 6, 4, 2)).astype(np_type)
+        node = helper.make_node("DFT", ["x"], ["y"], axis=2)
+        cases.append((f"DFT_opset17_axis_attribute_{d}", "DFT", 17, d, node, [("x", x)]))
+        # STFT: (label, signal shape, step, window length or None, frame_length or None,
+        # onesided).
+        for label, shape, step, window, frame, onesided in [
+                ("window_onesided", (2, 32, 1), 4, 8, None, 1),
+                ("frame_length_two_sided", (1, 30, 1), 6, None, 10, 0),
+                ("window_and_length_gapped", (2, 40, 1), 12, 9, 9, 1),
+                ("complex_two_sided", (1, 24, 2), 5, 6, None, 0)]:
+            x = rng.uniform(-1, 1, shape).astype(np_type)
+            feeds = [("signal", x), ("step", np.array(step, np.int64))]
+            names = ["signal", "step", "", ""]
+            if window is not None:
+                w = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(window) / window)).astype(np_type)
+                feeds.append(("window", w))
+                names[2] = "window"
+            if frame is not None:
+                feeds.append(("frame", np.array(frame, np.int64)))
+                names[3] = "frame"
+            while names[-1] == "":
+                names.pop()
+            node = helper.make_node("STFT", names, ["y"], onesided=onesided)
+            cases.append((f"STFT_{label}_{d}", "STFT", 17, d, node, feeds))
+        # AffineGrid.
+        for label, theta_shape, size in [("2d", (2, 2, 3), [2, 3, 5, 4]),
+                                         ("3d", (2, 3, 4), [2, 1, 3, 4, 2])]:
+            for align in (0, 1):
+                theta = rng.uniform(-1.5, 1.5, theta_shape).astype(np_type)
+                node = helper.make_node("AffineGrid", ["theta", "size"], ["y"],
+                                        align_corners=align)
+                cases.append((f"AffineGrid_{label}_align{align}_{d}", "AffineGrid", 20, d, node,
+                              [("theta", theta), ("size", np.array(size, np.int64))]))
+    written = 0
+    for name, op, opset, d, node, feeds in cases:
+        type_of = {np.dtype(np.float32): T.FLOAT, np.dtype(np.float64): T.DOUBLE,
+                   np.dtype(np.int64): T.INT64}
+        graph = helper.make_graph(
+            [node], "g",
+            [helper.make_tensor_value_info(n, type_of[v.dtype], list(v.shape)) for n, v in feeds],
+            [helper.make_tensor_value_info("y", DTYPES[d][1], None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        try:
+            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            got = sess.run(None, dict(feeds))
+        except Exception as e:  # a case onnxruntime has no kernel for
+            print(f"skipped {name}: {str(e)[:120]}")
+            continue
+        name = f"ort_{name}"
+        write_case(out, name, m, [v for _, v in feeds], got)
+        rtol, atol = tolerance[d]
+        manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op],
+                          "opset": opset}
+        written += 1
     return written
 
 

@@ -924,3 +924,76 @@ fn grid_sample_beyond_onnxruntime_matches_the_interpreter() {
         }
     }
 }
+
+#[test]
+fn spectral_ops_refuse_bad_inputs_with_one_line_on_both_paths() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let int = |v: i64| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let signal = f32s(&[2, 16, 1], 3);
+    assert_refused(
+        &ctx,
+        &[
+            (
+                "DFT",
+                vec![("x", f32s(&[2, 8, 3], 1))],
+                vec![],
+                "holds 1 (real) or 2 (real, imaginary) parts, not 3",
+            ),
+            (
+                "DFT",
+                vec![("x", f32s(&[2, 8, 2], 1)), ("n", int(0))],
+                vec![],
+                "dft_length must be at least 1",
+            ),
+            (
+                "DFT",
+                vec![("x", f32s(&[2, 8, 2], 1)), ("n", int(8)), ("axis", int(2))],
+                vec![],
+                "axis 2 is not a signal axis",
+            ),
+            (
+                "STFT",
+                vec![
+                    ("s", signal.clone()),
+                    ("step", int(0)),
+                    ("w", f32s(&[4], 2)),
+                ],
+                vec![],
+                "frame_step must be at least 1",
+            ),
+            (
+                "STFT",
+                vec![
+                    ("s", signal.clone()),
+                    ("step", int(2)),
+                    ("w", f32s(&[20], 2)),
+                ],
+                vec![],
+                "longer than the signal",
+            ),
+            (
+                "STFT",
+                vec![
+                    ("s", signal),
+                    ("step", int(2)),
+                    ("w", f32s(&[4], 2)),
+                    ("l", int(5)),
+                ],
+                vec![],
+                "frame_length 5 must be the window's length 4",
+            ),
+            (
+                "AffineGrid",
+                vec![
+                    ("theta", f32s(&[2, 2, 3], 4)),
+                    (
+                        "size",
+                        HostTensor::from_vec(vec![5], &[2i64, 1, 3, 4, 5]).unwrap(),
+                    ),
+                ],
+                vec![],
+                "theta must be [N, K, K + 1] = [2, 3, 4]",
+            ),
+        ],
+    );
+}

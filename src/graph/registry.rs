@@ -115,6 +115,9 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &COMPRESS,
             &CENTER_CROP_PAD,
             &GRID_SAMPLE,
+            &AFFINE_GRID,
+            &DFT,
+            &STFT,
         ])
 }
 
@@ -130,6 +133,9 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Range" => &[0, 1, 2],
         "If" => &[0],
         "Loop" => &[0, 1],
+        "DFT" => &[1, 2],
+        "STFT" => &[1, 2, 3],
+        "AffineGrid" => &[1],
         "StridedSlice" | "BatchToSpace" | "SpaceToBatch" => &[1, 2, 3],
         "Slice" | "OnnxSlice" => &[1, 2, 3, 4],
         "ConstantOfShape" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => &[0],
@@ -1478,6 +1484,89 @@ fn host_floats(args: &NodeArgs, i: usize, role: &str) -> Result<Option<Vec<f64>>
     let wide = crate::reference::cast_host(h, DType::F64)?;
     Ok(Some(wide.to_vec::<f64>()?).filter(|v| !v.is_empty()))
 }
+
+/// Optional input `i`, one integer known while planning (a frame length, an axis).
+fn host_int(op: &'static str, args: &NodeArgs, i: usize, role: &str) -> Result<Option<i64>> {
+    if args.node.inputs.get(i).is_none_or(|n| n.is_empty()) {
+        return Ok(None);
+    }
+    let Some(h) = args.host_value(i) else {
+        return Err(Error::Graph(format!(
+            "node '{}': {} input '{role}' ('{}') is computed on the GPU, but its value is needed on the host to plan the op; give it as a constant or a graph input",
+            args.node.name, args.node.op, args.node.inputs[i]
+        )));
+    };
+    if h.numel() != 1 {
+        return Err(Error::Graph(format!(
+            "node '{}': {} input '{role}' must hold one integer, not shape {:?}",
+            args.node.name, args.node.op, h.shape
+        )));
+    }
+    let one = HostTensor {
+        shape: vec![1],
+        ..h.clone()
+    };
+    Ok(Some(one.to_indices(op, role)?[0]))
+}
+
+static DFT: OpDef = OpDef {
+    name: "DFT",
+    inputs: 1..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["inverse", "onesided"],
+    run: |rec, args| {
+        let length = host_int("DFT", args, 1, "dft_length")?;
+        let axis = host_int("DFT", args, 2, "axis")?.unwrap_or(-2);
+        Ok(vec![rec.dft_to(
+            &args.tensor(0, "input")?,
+            length,
+            axis,
+            args.int("inverse")?.unwrap_or(0) != 0,
+            args.int("onesided")?.unwrap_or(0) != 0,
+            args.out(0),
+        )?])
+    },
+};
+
+static STFT: OpDef = OpDef {
+    name: "STFT",
+    inputs: 2..=4,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["onesided"],
+    run: |rec, args| {
+        let step = host_int("STFT", args, 1, "frame_step")?
+            .ok_or_else(|| Error::invalid("STFT", "frame_step", "STFT needs frame_step"))?;
+        let window = host_floats(args, 2, "window")?;
+        let length = host_int("STFT", args, 3, "frame_length")?;
+        Ok(vec![rec.stft_to(
+            &args.tensor(0, "signal")?,
+            step,
+            window.as_deref(),
+            length,
+            args.int("onesided")?.unwrap_or(1) != 0,
+            args.out(0),
+        )?])
+    },
+};
+
+static AFFINE_GRID: OpDef = OpDef {
+    name: "AffineGrid",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["align_corners"],
+    run: |rec, args| {
+        let size = args.required_indices(1, "size")?;
+        Ok(vec![rec.affine_grid_to(
+            &args.tensor(0, "theta")?,
+            &size,
+            args.int("align_corners")?.unwrap_or(0) != 0,
+            args.out(0),
+        )?])
+    },
+};
 
 static GRID_SAMPLE: OpDef = OpDef {
     name: "GridSample",

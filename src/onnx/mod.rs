@@ -892,6 +892,23 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
                 ));
             }
         }
+        "DFT" if opset < 20 => {
+            // DFT-17's axis is an attribute (default 1); DFT-20's an input.
+            let axis = match node.attrs.remove("axis") {
+                None => 1,
+                Some(Attr::Int(a)) => a,
+                Some(_) => return Err(bad("DFT's axis must be an integer".into())),
+            };
+            let output = node.outputs.first().cloned().unwrap_or_default();
+            let name = format!("{output}/axis");
+            node.inputs.resize(2, String::new());
+            node.inputs.push(name.clone());
+            return Ok((
+                true,
+                vec![(name, HostTensor::from_vec(vec![], &[axis])?)],
+                Vec::new(),
+            ));
+        }
         "Scan" if opset < 9 => {
             let before = scan8(node)?;
             return Ok((true, Vec::new(), before.into_iter().collect()));

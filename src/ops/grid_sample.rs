@@ -235,3 +235,144 @@ impl Recorder {
         Ok(y)
     }
 }
+
+/// AffineGrid's base grid for spatial extents `dims`: every position (C order) as its
+/// normalized coordinates, the last axis's first, then a 1: `[P, K + 1]` values. Pixel
+/// centres run from -1 to 1 with `align_corners` (a single pixel at -1), else from
+/// -1 + 1/n to 1 - 1/n.
+pub fn affine_base_grid(dims: &[usize], align_corners: bool) -> Vec<f64> {
+    let k = dims.len();
+    let positions: usize = dims.iter().product();
+    let coordinate = |i: usize, n: usize| match (align_corners, n) {
+        (true, 1) => -1.0,
+        (true, _) => -1.0 + 2.0 * i as f64 / (n - 1) as f64,
+        (false, _) => -1.0 + (2 * i + 1) as f64 / n as f64,
+    };
+    let mut grid = Vec::with_capacity(positions * (k + 1));
+    let mut index = vec![0usize; k];
+    for _ in 0..positions {
+        grid.extend((0..k).rev().map(|a| coordinate(index[a], dims[a])));
+        grid.push(1.0);
+        // The next position in C order.
+        for a in (0..k).rev() {
+            index[a] += 1;
+            if index[a] < dims[a] {
+                break;
+            }
+            index[a] = 0;
+        }
+    }
+    grid
+}
+
+/// The most coordinates of AffineGrid's base grid (2 GiB in f64 on the host).
+const MAX_BASE_GRID: u64 = 1 << 28;
+
+/// AffineGrid's output shape `[N, spatial..., K]` for `theta` and `size` (`[N, C,
+/// spatial...]`), after checking them: theta `[N, K, K + 1]` of a float type.
+pub fn affine_grid_shape(theta: (DType, &[usize]), size: &[i64]) -> Result<Vec<usize>> {
+    const OP: &str = "AffineGrid";
+    if size.len() < 3 || size.iter().any(|&d| d < 0) {
+        return Err(Error::invalid(
+            OP,
+            "size",
+            format!("size must be [N, C, spatial...] of at least one spatial axis, each at least 0, not {size:?}"),
+        ));
+    }
+    let k = size.len() - 2;
+    let n = size[0] as usize;
+    if theta.1 != [n, k, k + 1] {
+        return Err(Error::invalid(
+            OP,
+            "theta",
+            format!(
+                "theta must be [N, K, K + 1] = [{n}, {k}, {}] for size {size:?}, not {:?}",
+                k + 1,
+                theta.1
+            ),
+        ));
+    }
+    if !matches!(theta.0, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+        return Err(Error::invalid(
+            OP,
+            "theta",
+            format!("theta is {}; it takes f32, f16, bf16 or f64", theta.0),
+        ));
+    }
+    let mut shape = vec![n];
+    shape.extend(size[2..].iter().map(|&d| d as usize));
+    shape.push(k);
+    // The base grid is built on the host: its size must be one it can hold.
+    let base = size[2..]
+        .iter()
+        .try_fold(k as u64 + 1, |acc, &d| acc.checked_mul(d as u64))
+        .filter(|&b| b <= MAX_BASE_GRID);
+    if base.is_none() {
+        return Err(Error::LimitExceeded {
+            op: OP,
+            what: "the base grid (positions times K + 1 coordinates)".into(),
+            limit: "2^28 coordinates planned on the host",
+            needed: u64::MAX,
+            max: MAX_BASE_GRID,
+        });
+    }
+    Ok(shape)
+}
+
+impl Recorder {
+    /// Records ONNX AffineGrid: the base grid of `size` (known while planning) times each
+    /// batch item's `theta` transposed, one batched MatMul (f32, f64 for f64).
+    pub fn affine_grid_to(
+        &mut self,
+        theta: &Tensor,
+        size: &[i64],
+        align_corners: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        self.check_inputs("AffineGrid", &[("theta", theta)])?;
+        let shape = affine_grid_shape((theta.dtype(), theta.shape()), size)?;
+        let dtype = theta.dtype();
+        if shape.contains(&0) {
+            return out.tensor(self, dtype, &shape);
+        }
+        let dims: Vec<usize> = size[2..].iter().map(|&d| d as usize).collect();
+        let k = dims.len();
+        let positions: usize = dims.iter().product();
+        let wide = if dtype == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        // The output first: its size is checked against the memory limit before the base
+        // grid (as large, per batch item) is built on the host.
+        let product = self.alloc(wide, &[shape[0], positions, k])?;
+        let base = self.host_values(
+            wide,
+            &[positions, k + 1],
+            &affine_base_grid(&dims, align_corners),
+        )?;
+        let theta_t = self.transpose(theta, Some(&[0, 2, 1]))?;
+        let theta_t = match dtype == wide {
+            true => theta_t,
+            false => {
+                let t = self.cast(&theta_t, wide)?;
+                self.release(theta_t);
+                t
+            }
+        };
+        let grid = self.matmul_to(&base, &theta_t, Out::into("the grid", &product))?;
+        self.release(base);
+        self.release(theta_t);
+        let grid = match dtype == wide {
+            true => grid,
+            false => {
+                let g = self.cast(&grid, dtype)?;
+                self.release(grid);
+                g
+            }
+        };
+        let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        let y = self.reshape_to(&grid, &dims, false, out)?;
+        Ok(y)
+    }
+}

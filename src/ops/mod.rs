@@ -7,6 +7,7 @@ pub mod batch_to_space;
 pub(crate) mod blocks;
 pub mod compose;
 pub mod conv;
+pub mod dft;
 pub mod einsum;
 pub mod elementwise;
 pub mod gather_nd;

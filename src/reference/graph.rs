@@ -140,6 +140,9 @@ fn run_node(
     if let Some(out) = super::window::run(node, args)? {
         return Ok(out);
     }
+    if let Some(out) = super::spectral::run(node, args)? {
+        return Ok(vec![out]);
+    }
     if let Some(out) = super::grid_sample::run(node, args)? {
         return Ok(vec![out]);
     }

@@ -442,6 +442,7 @@ pub mod graph;
 mod grid_sample;
 mod numeric;
 mod resize;
+mod spectral;
 mod window;
 
 /// ONNX Cast on the host (what the GPU's Cast computes: constants made while planning, and

@@ -239,6 +239,7 @@ def main():
     written += control_flow_cases(out, manifest)
     written += grid_sample_cases(out, manifest)
     written += spectral_cases(out, manifest)
+    written += col2im_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1082,6 +1083,52 @@ def spectral_cases(out, manifest):
         manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op],
                           "opset": opset}
         written += 1
+    return written
+
+
+def col2im_cases(out, manifest):
+    """Col2Im: 1-, 2- and 3-D images, overlapping and gapped blocks (strides below and above
+    the block), dilations, uneven pads, several batch items and channels, f32 and f64.
+    Tolerances as onnxruntime's tests. Returns how many were written."""
+    rng = np.random.RandomState(46)
+    cases = [
+        ("2d_overlapping", [7, 6], [3, 2], [1, 1], [1, 1], [0, 0, 0, 0], 2, 3),
+        ("2d_strided_dilated_padded", [9, 8], [2, 3], [2, 3], [2, 1], [1, 0, 2, 1], 1, 2),
+        ("2d_gapped", [10, 9], [2, 2], [4, 3], [1, 1], [0, 1, 0, 0], 2, 1),
+        ("1d", [11], [3], [2], [2], [1, 2], 2, 2),
+        ("3d", [4, 5, 3], [2, 2, 2], [1, 2, 1], [1, 1, 2], [0, 1, 1, 1, 0, 1], 1, 2),
+    ]
+    written = 0
+    for label, image, block, strides, dilations, pads, n, c in cases:
+        k = len(image)
+        blocks = [(image[d] + pads[d] + pads[k + d] - dilations[d] * (block[d] - 1) - 1)
+                  // strides[d] + 1 for d in range(k)]
+        for d in ("f32", "f64"):
+            np_type, onnx_type = DTYPES[d]
+            x = rng.uniform(-2, 2, (n, c * int(np.prod(block)), int(np.prod(blocks)))).astype(np_type)
+            feeds = [("x", x), ("image", np.array(image, np.int64)),
+                     ("block", np.array(block, np.int64))]
+            node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], strides=strides,
+                                    dilations=dilations, pads=pads)
+            graph = helper.make_graph(
+                [node], "g",
+                [helper.make_tensor_value_info(nm, onnx_type if nm == "x" else T.INT64,
+                                               list(v.shape)) for nm, v in feeds],
+                [helper.make_tensor_value_info("y", onnx_type, None)])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+            try:
+                sess = ort.InferenceSession(m.SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+                got = sess.run(None, dict(feeds))
+            except Exception as e:  # a rank or dtype onnxruntime has no kernel for
+                print(f"skipped Col2Im {label} {d}: {str(e)[:100]}")
+                continue
+            name = f"ort_Col2Im_{label}_{d}"
+            write_case(out, name, m, [v for _, v in feeds], got)
+            rtol, atol = {"f32": (1e-4, 1e-5), "f64": (1e-5, 1e-6)}[d]
+            manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ["Col2Im"],
+                              "opset": 18}
+            written += 1
     return written
 
 

@@ -361,3 +361,35 @@ fn if_and_loop_run_inside_a_scan_body() {
         );
     }
 }
+
+#[test]
+fn loops_beyond_the_command_limit_are_refused_before_they_run() {
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_commands: Some(300),
+        ..Default::default()
+    })
+    .unwrap();
+    let v0 = f32s(&[3], 9);
+    let run = |g: Graph| {
+        let e = Session::new(&ctx, g)
+            .and_then(|s| s.run_blocking(vec![("v0".to_string(), v0.clone())]))
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            e.contains("Loop") && e.contains("the loop's iterations") && !e.contains('\n'),
+            "{e}"
+        );
+        e
+    };
+    // A trip count of 10^12, refused before the iteration numbers are built.
+    let g = input(Graph::new(), "v0", &v0).constant("m", scalar(1_000_000_000_000i64));
+    let e = run(looped(g, "m", "", body(vec![])));
+    assert!(e.contains("1000000000000"), "{e}");
+    // A condition computed on the host that stays true: unrolled up to the limit.
+    let g = input(Graph::new(), "v0", &v0).constant("c", scalar(true));
+    let never = body(vec![Node::new("Less", "l")
+        .inputs(["i", "far"])
+        .outputs(["cond_out"])])
+    .constant("far", scalar(1_000_000_000_000_000i64));
+    run(looped(g, "", "c", never));
+}

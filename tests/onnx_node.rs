@@ -223,6 +223,7 @@ const INTERPRETED: &[&str] = &[
     "AffineGrid",
     "DFT",
     "STFT",
+    "Col2Im",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

@@ -997,3 +997,111 @@ fn spectral_ops_refuse_bad_inputs_with_one_line_on_both_paths() {
         ],
     );
 }
+
+/// Col2Im on the GPU against the interpreter on 1-, 2- and 3-D geometry (onnxruntime's 1-D
+/// and 3-D results differ from the ONNX reference, which the interpreter follows), and its
+/// refusals.
+#[test]
+fn col2im_matches_the_interpreter_and_refuses_bad_geometry() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let longs = |v: &[i64]| HostTensor::from_vec(vec![v.len()], v).unwrap();
+    type Geometry<'a> = (&'a [i64], &'a [i64], &'a [i64], &'a [i64], &'a [i64]);
+    let cases: [Geometry; 3] = [
+        (&[11], &[3], &[2], &[2], &[1, 2]),
+        (&[9, 8], &[2, 3], &[2, 3], &[2, 1], &[1, 0, 2, 1]),
+        (
+            &[4, 5, 3],
+            &[2, 2, 2],
+            &[1, 2, 1],
+            &[1, 1, 2],
+            &[0, 1, 1, 1, 0, 1],
+        ),
+    ];
+    for (image, block, strides, dilations, pads) in cases {
+        let k = image.len();
+        let blocks: usize = (0..k)
+            .map(|d| {
+                ((image[d] + pads[d] + pads[k + d] - dilations[d] * (block[d] - 1) - 1)
+                    / strides[d]
+                    + 1) as usize
+            })
+            .product();
+        let per_block: i64 = block.iter().product();
+        let x = f32s(&[2, 3 * per_block as usize, blocks], 11);
+        let attrs = vec![
+            ("strides", ints(strides)),
+            ("dilations", ints(dilations)),
+            ("pads", ints(pads)),
+        ];
+        let inputs = [("x", x), ("image", longs(image)), ("block", longs(block))];
+        let gpu = run(&ctx, "Col2Im", &inputs, &attrs, 1, true).unwrap();
+        let node = attrs.iter().fold(
+            Node::new("Col2Im", "n")
+                .inputs(["x", "image", "block"])
+                .outputs(["y"]),
+            |n, (k, v)| n.attr(*k, v.clone()),
+        );
+        let g = inputs
+            .iter()
+            .fold(Graph::new(), |g, (n, v)| g.constant(*n, v.clone()))
+            .node(node)
+            .output("y");
+        let cpu = reference::graph::run_graph(&g, &[], &Default::default()).unwrap();
+        assert_eq!(gpu[0].shape, cpu[0].shape, "{image:?}");
+        let (a, b) = (
+            gpu[0].to_vec::<f32>().unwrap(),
+            cpu[0].to_vec::<f32>().unwrap(),
+        );
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert!(
+                (p - q).abs() <= 1e-4 * q.abs() + 1e-5,
+                "{image:?}: [{i}] {p} {q}"
+            );
+        }
+    }
+    assert_refused(
+        &ctx,
+        &[
+            (
+                "Col2Im",
+                vec![
+                    ("x", f32s(&[1, 4, 5], 1)),
+                    ("image", longs(&[4, 4])),
+                    ("block", longs(&[2, 2])),
+                ],
+                vec![],
+                "input holds 5 blocks but",
+            ),
+            (
+                "Col2Im",
+                vec![
+                    ("x", f32s(&[1, 6, 9], 1)),
+                    ("image", longs(&[4, 4])),
+                    ("block", longs(&[2, 2])),
+                ],
+                vec![],
+                "input must be [N, C * 4, L]",
+            ),
+            (
+                "Col2Im",
+                vec![
+                    ("x", f32s(&[1, 4, 9], 1)),
+                    ("image", longs(&[4, 4])),
+                    ("block", longs(&[2])),
+                ],
+                vec![],
+                "must give the same number",
+            ),
+            (
+                "Col2Im",
+                vec![
+                    ("x", f32s(&[1, 25, 1], 1)),
+                    ("image", longs(&[4, 4])),
+                    ("block", longs(&[5, 5])),
+                ],
+                vec![],
+                "more than the padded image",
+            ),
+        ],
+    );
+}

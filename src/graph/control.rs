@@ -288,6 +288,16 @@ fn iteration_on_host(body: &Graph) -> bool {
     plan_values(body, &[]).contains(&body.inputs[0].name)
 }
 
+fn too_many_iterations(needed: u64, max: u64) -> Error {
+    Error::LimitExceeded {
+        op: LOOP,
+        what: "the loop's iterations".into(),
+        limit: "limit on commands per run (ContextOptions::max_commands)",
+        needed,
+        max,
+    }
+}
+
 /// Records `node`, an ONNX Loop, against `scope` (see the module's notes) and gives the slots
 /// of its outputs.
 pub(crate) fn record_loop(
@@ -316,6 +326,12 @@ pub(crate) fn record_loop(
         (Some(m), _) if stays => Some(m.max(0) as usize),
         _ => None,
     };
+    // Every iteration costs at least one command or one planning of the body: a trip count
+    // beyond the limit on commands is refused before anything is built for it.
+    let max = rec.context().max_commands();
+    if let Some(t) = trips.filter(|&t| t as u64 > max) {
+        return Err(too_many_iterations(t as u64, max));
+    }
     let needs_host = iteration_on_host(body) || node.outputs[..n].iter().any(|o| plans.contains(o));
     if let (Some(trips), false) = (trips, needs_host) {
         match as_scan(rec, scope, node, slots, placements, body, trips) {
@@ -406,7 +422,11 @@ fn unrolled(
     let planned: Vec<&str> = body.outputs[..=n].iter().map(|o| o.name.as_str()).collect();
     let mut going = cond.unwrap_or(true);
     let mut t = 0i64;
+    let max = rec.context().max_commands();
     while going && m.is_none_or(|m| t < m) {
+        if t as u64 >= max {
+            return Err(too_many_iterations(t as u64 + 1, max));
+        }
         let mut inner = Scope {
             slots: constant_slots(rec, body).into_iter().collect(),
             parent: Some(scope),

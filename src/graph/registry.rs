@@ -118,6 +118,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &AFFINE_GRID,
             &DFT,
             &STFT,
+            &COL2IM,
         ])
 }
 
@@ -136,6 +137,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "DFT" => &[1, 2],
         "STFT" => &[1, 2, 3],
         "AffineGrid" => &[1],
+        "Col2Im" => &[1, 2],
         "StridedSlice" | "BatchToSpace" | "SpaceToBatch" => &[1, 2, 3],
         "Slice" | "OnnxSlice" => &[1, 2, 3, 4],
         "ConstantOfShape" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => &[0],
@@ -1563,6 +1565,32 @@ static AFFINE_GRID: OpDef = OpDef {
             &args.tensor(0, "theta")?,
             &size,
             args.int("align_corners")?.unwrap_or(0) != 0,
+            args.out(0),
+        )?])
+    },
+};
+
+static COL2IM: OpDef = OpDef {
+    name: "Col2Im",
+    inputs: 3..=3,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["dilations", "pads", "strides"],
+    run: |rec, args| {
+        let image = args.required_indices(1, "image_shape")?;
+        let block = args.required_indices(2, "block_shape")?;
+        let (strides, dilations, pads) = (
+            args.ints("strides")?,
+            args.ints("dilations")?,
+            args.ints("pads")?,
+        );
+        Ok(vec![rec.col2im_to(
+            &args.tensor(0, "input")?,
+            &image,
+            &block,
+            strides.as_deref(),
+            dilations.as_deref(),
+            pads.as_deref(),
             args.out(0),
         )?])
     },

@@ -5,6 +5,7 @@
 pub mod activation;
 pub mod batch_to_space;
 pub(crate) mod blocks;
+pub mod col2im;
 pub mod compose;
 pub mod conv;
 pub mod dft;

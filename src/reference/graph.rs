@@ -140,6 +140,9 @@ fn run_node(
     if let Some(out) = super::window::run(node, args)? {
         return Ok(out);
     }
+    if let Some(out) = super::col2im::run(node, args)? {
+        return Ok(vec![out]);
+    }
     if let Some(out) = super::spectral::run(node, args)? {
         return Ok(vec![out]);
     }
@@ -1111,19 +1114,7 @@ fn run_node(
         "CastLike" => one(cast(&a(0)?, a(1)?.dtype)?),
         op if op.starts_with("Reduce") => {
             let x = a(0)?;
-            // Unsqueeze also takes a scalar axis (as onnxruntime does).
-            let given = args
-                .get(1)
-                .cloned()
-                .flatten()
-                .map(|t| match t.shape.is_empty() {
-                    true if op == "Unsqueeze" => HostTensor {
-                        shape: vec![1],
-                        ..t
-                    },
-                    _ => t,
-                });
-            let axes = match idx(&given)? {
+            let axes = match idx(&args.get(1).cloned().flatten())? {
                 Some(v) => Some(v),
                 None => ints(node, "axes"),
             };

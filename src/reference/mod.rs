@@ -437,6 +437,7 @@ pub fn space_to_batch(data: &HostTensor, op: &crate::SpaceToBatch) -> Result<Hos
     })
 }
 mod channels;
+mod col2im;
 mod einsum;
 pub mod graph;
 mod grid_sample;

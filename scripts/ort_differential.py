@@ -240,6 +240,7 @@ def main():
     written += grid_sample_cases(out, manifest)
     written += spectral_cases(out, manifest)
     written += col2im_cases(out, manifest)
+    written += mel_weight_matrix_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1128,6 +1129,42 @@ def col2im_cases(out, manifest):
             rtol, atol = {"f32": (1e-4, 1e-5), "f64": (1e-5, 1e-6)}[d]
             manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ["Col2Im"],
                               "opset": 18}
+            written += 1
+    return written
+
+
+def mel_weight_matrix_cases(out, manifest):
+    """MelWeightMatrix: speech and music settings, an odd DFT length, bands narrower than a
+    bin, f32 and f64 outputs. Tolerances as onnxruntime's tests. Returns how many were
+    written."""
+    cases = [("speech", 8, 64, 16000, 0.0, 8000.0), ("music", 20, 512, 22050, 60.0, 7600.0),
+             ("odd_length", 5, 31, 8000, 100.0, 3000.0), ("narrow_bands", 40, 64, 16000, 20.0, 900.0)]
+    written = 0
+    for label, mels, length, rate, low, high in cases:
+        for d in ("f32", "f64"):
+            feeds = [("mels", np.array(mels, np.int64)), ("length", np.array(length, np.int64)),
+                     ("rate", np.array(rate, np.int64)), ("low", np.array(low, np.float32)),
+                     ("high", np.array(high, np.float32))]
+            node = helper.make_node("MelWeightMatrix", [n for n, _ in feeds], ["y"],
+                                    output_datatype=DTYPES[d][1])
+            graph = helper.make_graph(
+                [node], "g",
+                [helper.make_tensor_value_info(n, T.INT64 if v.dtype == np.int64 else T.FLOAT, [])
+                 for n, v in feeds],
+                [helper.make_tensor_value_info("y", DTYPES[d][1], None)])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+            try:
+                sess = ort.InferenceSession(m.SerializeToString(),
+                                            providers=["CPUExecutionProvider"])
+                got = sess.run(None, dict(feeds))
+            except Exception as e:
+                print(f"skipped MelWeightMatrix {label} {d}: {str(e)[:100]}")
+                continue
+            name = f"ort_MelWeightMatrix_{label}_{d}"
+            write_case(out, name, m, [v for _, v in feeds], got)
+            rtol, atol = {"f32": (1e-4, 1e-5), "f64": (1e-5, 1e-6)}[d]
+            manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1,
+                              "ops": ["MelWeightMatrix"], "opset": 17}
             written += 1
     return written
 

@@ -224,6 +224,7 @@ const INTERPRETED: &[&str] = &[
     "DFT",
     "STFT",
     "Col2Im",
+    "MelWeightMatrix",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

@@ -983,6 +983,42 @@ fn spectral_ops_refuse_bad_inputs_with_one_line_on_both_paths() {
                 "frame_length 5 must be the window's length 4",
             ),
             (
+                "MelWeightMatrix",
+                vec![
+                    ("m", int(0)),
+                    ("l", int(64)),
+                    ("r", int(16000)),
+                    ("lo", HostTensor::from_vec(vec![], &[0f32]).unwrap()),
+                    ("hi", HostTensor::from_vec(vec![], &[8000f32]).unwrap()),
+                ],
+                vec![],
+                "num_mel_bins (0) and dft_length (64) must be at least 1",
+            ),
+            (
+                "MelWeightMatrix",
+                vec![
+                    ("m", int(8)),
+                    ("l", int(64)),
+                    ("r", int(16000)),
+                    ("lo", HostTensor::from_vec(vec![], &[900f32]).unwrap()),
+                    ("hi", HostTensor::from_vec(vec![], &[800f32]).unwrap()),
+                ],
+                vec![],
+                "the edges must satisfy 0 <= lower (900) < upper (800)",
+            ),
+            (
+                "MelWeightMatrix",
+                vec![
+                    ("m", int(8)),
+                    ("l", HostTensor::from_vec(vec![], &[64f32]).unwrap()),
+                    ("r", int(16000)),
+                    ("lo", HostTensor::from_vec(vec![], &[0f32]).unwrap()),
+                    ("hi", HostTensor::from_vec(vec![], &[800f32]).unwrap()),
+                ],
+                vec![],
+                "dft_length is f32; it is an integer",
+            ),
+            (
                 "AffineGrid",
                 vec![
                     ("theta", f32s(&[2, 2, 3], 4)),

@@ -119,6 +119,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &DFT,
             &STFT,
             &COL2IM,
+            &MEL_WEIGHT_MATRIX,
         ])
 }
 
@@ -1809,6 +1810,97 @@ fn signal_window_op(name: &'static str) -> OpDef {
         },
     }
 }
+
+/// MelWeightMatrix of node `node` from its five scalar inputs.
+pub(crate) fn mel_weight_matrix_of(node: &Node, inputs: &[&HostTensor]) -> Result<HostTensor> {
+    const OP: &str = "MelWeightMatrix";
+    let value = |i: usize, role: &str| -> Result<f64> {
+        let t = inputs[i];
+        if t.numel() != 1 {
+            return Err(Error::invalid(
+                OP,
+                role,
+                format!("{role} holds {} values; it is one number", t.numel()),
+            ));
+        }
+        Ok(crate::reference::cast_host(t, DType::F64)?.to_vec::<f64>()?[0])
+    };
+    let whole = |i: usize, role: &str| -> Result<i64> {
+        if !inputs[i].dtype.is_integer() {
+            return Err(Error::invalid(
+                OP,
+                role,
+                format!("{role} is {}; it is an integer", inputs[i].dtype),
+            ));
+        }
+        Ok(value(i, role)? as i64)
+    };
+    let dtype = match node.attrs.get("output_datatype") {
+        None => DType::F32,
+        Some(Attr::String(name)) => DType::from_name(name).ok_or_else(|| {
+            Error::invalid(
+                OP,
+                "output_datatype",
+                format!(
+                    "output_datatype '{}' is not one of ours",
+                    name.escape_debug()
+                ),
+            )
+        })?,
+        Some(_) => {
+            return Err(Error::invalid(
+                OP,
+                "output_datatype",
+                "output_datatype must be a dtype name",
+            ))
+        }
+    };
+    crate::ops::signal::mel_weight_matrix(
+        whole(0, "num_mel_bins")?,
+        whole(1, "dft_length")?,
+        whole(2, "sample_rate")?,
+        value(3, "lower_edge_hertz")?,
+        value(4, "upper_edge_hertz")?,
+        dtype,
+    )
+}
+
+static MEL_WEIGHT_MATRIX: OpDef = OpDef {
+    name: "MelWeightMatrix",
+    inputs: 5..=5,
+    outputs: 1..=1,
+    // Its inputs are known while planning: the matrix is a constant made there.
+    host: Some(|node, slots| {
+        let mut values = Vec::with_capacity(5);
+        for (i, role) in [
+            "num_mel_bins",
+            "dft_length",
+            "sample_rate",
+            "lower_edge_hertz",
+            "upper_edge_hertz",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            match &slot_of(node, slots, i, role)?.host {
+                Some(v) => values.push(&**v),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(vec![mel_weight_matrix_of(node, &values)?]))
+    }),
+    attrs: &["output_datatype"],
+    run: |_, args| {
+        Err(Error::invalid(
+            "MelWeightMatrix",
+            "num_mel_bins",
+            format!(
+                "node '{}': MelWeightMatrix's inputs are computed on the GPU; they must be known when the graph is planned",
+                args.node.name.escape_debug()
+            ),
+        ))
+    },
+};
 
 static HANN_WINDOW: std::sync::LazyLock<OpDef> =
     std::sync::LazyLock::new(|| signal_window_op("HannWindow"));

@@ -819,7 +819,7 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
             node.attrs.entry("axis".into()).or_insert(Attr::Int(1));
             node.attrs.insert("coerce_2d".into(), Attr::Int(1));
         }
-        "EyeLike" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
+        "EyeLike" | "HannWindow" | "HammingWindow" | "BlackmanWindow" | "MelWeightMatrix" => {
             // Their type attribute is an ONNX type code; graphs name the dtype.
             let key = if node.op == "EyeLike" {
                 "dtype"

@@ -43,3 +43,81 @@ pub fn signal_window(
         .collect();
     crate::reference::cast_host(&HostTensor::from_vec(vec![n], &values)?, dtype)
 }
+
+/// ONNX MelWeightMatrix-17: `[dft_length / 2 + 1, num_mel_bins]` weights taking the bins of
+/// a one-sided spectrum to triangular mel bands between the two edges, as the ONNX reference
+/// computes them (band edges on the mel scale, rounded down to spectrum bins; in f64). Weights
+/// of band edges beyond the spectrum are left out. Cast to `dtype`.
+pub fn mel_weight_matrix(
+    num_mel_bins: i64,
+    dft_length: i64,
+    sample_rate: i64,
+    lower_edge_hertz: f64,
+    upper_edge_hertz: f64,
+    dtype: DType,
+) -> Result<HostTensor> {
+    const OP: &str = "MelWeightMatrix";
+    let bad = |input: &str, message: String| Err(Error::invalid(OP, input, message));
+    if num_mel_bins < 1 || dft_length < 1 {
+        return bad(
+            "num_mel_bins",
+            format!(
+                "num_mel_bins ({num_mel_bins}) and dft_length ({dft_length}) must be at least 1"
+            ),
+        );
+    }
+    if sample_rate < 1 {
+        return bad(
+            "sample_rate",
+            format!("sample_rate must be at least 1, not {sample_rate}"),
+        );
+    }
+    if !(lower_edge_hertz >= 0.0
+        && upper_edge_hertz > lower_edge_hertz
+        && upper_edge_hertz.is_finite())
+    {
+        return bad(
+            "upper_edge_hertz",
+            format!("the edges must satisfy 0 <= lower ({lower_edge_hertz}) < upper ({upper_edge_hertz})"),
+        );
+    }
+    let bins = (dft_length / 2 + 1) as usize;
+    let mels = num_mel_bins as usize;
+    if (bins as u64).saturating_mul(mels as u64) > 1 << 26 {
+        return bad(
+            "num_mel_bins",
+            format!("{bins} x {mels} weights; at most 2^26"),
+        );
+    }
+    let mel = |hz: f64| 2595.0 * (hz / 700.0).ln_1p() / std::f64::consts::LN_10;
+    let (low, high) = (mel(lower_edge_hertz), mel(upper_edge_hertz));
+    let step = (high - low) / (mels + 2) as f64;
+    let edges: Vec<i64> = (0..mels + 2)
+        .map(|k| {
+            let hz = 700.0 * ((k as f64 * step + low) / 2595.0 * std::f64::consts::LN_10).exp_m1();
+            ((dft_length + 1) as f64 * hz / sample_rate as f64).floor() as i64
+        })
+        .collect();
+    let mut weights = vec![0.0; bins * mels];
+    let mut set = |j: i64, i: usize, w: f64| {
+        if (0..bins as i64).contains(&j) {
+            weights[j as usize * mels + i] = w;
+        }
+    };
+    for i in 0..mels {
+        let (left, centre, right) = (edges[i], edges[i + 1], edges[i + 2]);
+        if centre == left {
+            set(centre, i, 1.0);
+        } else {
+            for j in left..=centre {
+                set(j, i, (j - left) as f64 / (centre - left) as f64);
+            }
+        }
+        if right > centre {
+            for j in centre..right {
+                set(j, i, (right - j) as f64 / (right - centre) as f64);
+            }
+        }
+    }
+    crate::reference::cast_host(&HostTensor::from_vec(vec![bins, mels], &weights)?, dtype)
+}

@@ -286,6 +286,11 @@ fn run_node(
                 x.dtype,
             )?)
         }
+        "MelWeightMatrix" => {
+            let inputs = (0..5).map(a).collect::<R<Vec<_>>>()?;
+            let refs: Vec<&HostTensor> = inputs.iter().collect();
+            one(crate::graph::registry::mel_weight_matrix_of(node, &refs)?)
+        }
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
             one(crate::graph::registry::signal_window_of(node, &a(0)?)
                 .map_err(|e| RefError(e.to_string()))?)

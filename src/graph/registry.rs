@@ -1745,6 +1745,28 @@ static LRN: OpDef = OpDef {
     },
 };
 
+/// The dtype a constant-making op's `output_datatype` names (f32 when absent).
+fn output_datatype(op: &'static str, node: &Node) -> Result<DType> {
+    match node.attrs.get("output_datatype") {
+        None => Ok(DType::F32),
+        Some(Attr::String(name)) => DType::from_name(name).ok_or_else(|| {
+            Error::invalid(
+                op,
+                "output_datatype",
+                format!(
+                    "output_datatype '{}' is not one of ours",
+                    name.escape_debug()
+                ),
+            )
+        }),
+        Some(_) => Err(Error::invalid(
+            op,
+            "output_datatype",
+            "output_datatype must be a dtype name",
+        )),
+    }
+}
+
 /// A signal window of node `node` whose size is `size`.
 pub(crate) fn signal_window_of(node: &Node, size: &HostTensor) -> Result<HostTensor> {
     let op = match node.op.as_str() {
@@ -1767,26 +1789,7 @@ pub(crate) fn signal_window_of(node: &Node, size: &HostTensor) -> Result<HostTen
             ))
         }
     };
-    let dtype = match node.attrs.get("output_datatype") {
-        None => DType::F32,
-        Some(Attr::String(name)) => DType::from_name(name).ok_or_else(|| {
-            Error::invalid(
-                op,
-                "output_datatype",
-                format!(
-                    "output_datatype '{}' is not one of ours",
-                    name.escape_debug()
-                ),
-            )
-        })?,
-        Some(_) => {
-            return Err(Error::invalid(
-                op,
-                "output_datatype",
-                "output_datatype must be a dtype name",
-            ))
-        }
-    };
+    let dtype = output_datatype(op, node)?;
     let periodic = !matches!(node.attrs.get("periodic"), Some(Attr::Int(0)));
     crate::ops::signal::signal_window(op, size, periodic, dtype)
 }
@@ -1835,26 +1838,7 @@ pub(crate) fn mel_weight_matrix_of(node: &Node, inputs: &[&HostTensor]) -> Resul
         }
         Ok(value(i, role)? as i64)
     };
-    let dtype = match node.attrs.get("output_datatype") {
-        None => DType::F32,
-        Some(Attr::String(name)) => DType::from_name(name).ok_or_else(|| {
-            Error::invalid(
-                OP,
-                "output_datatype",
-                format!(
-                    "output_datatype '{}' is not one of ours",
-                    name.escape_debug()
-                ),
-            )
-        })?,
-        Some(_) => {
-            return Err(Error::invalid(
-                OP,
-                "output_datatype",
-                "output_datatype must be a dtype name",
-            ))
-        }
-    };
+    let dtype = output_datatype(OP, node)?;
     crate::ops::signal::mel_weight_matrix(
         whole(0, "num_mel_bins")?,
         whole(1, "dft_length")?,

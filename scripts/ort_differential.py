@@ -241,6 +241,7 @@ def main():
     written += spectral_cases(out, manifest)
     written += col2im_cases(out, manifest)
     written += mel_weight_matrix_cases(out, manifest)
+    written += integer_matmul_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1166,6 +1167,56 @@ def mel_weight_matrix_cases(out, manifest):
             manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1,
                               "ops": ["MelWeightMatrix"], "opset": 17}
             written += 1
+    return written
+
+
+def integer_matmul_cases(out, manifest):
+    """MatMulInteger and QLinearMatMul: u8 and i8 operands, scalar zero points (and none),
+    2-D and batched 3-D products, scales that round sums both ways and saturate. Bit for bit.
+    Returns how many were written."""
+    rng = np.random.RandomState(47)
+    written = 0
+    for d in ("u8", "i8"):
+        np_type, onnx_type = DTYPES[d]
+        lo, hi = (0, 256) if d == "u8" else (-128, 128)
+        for label, a_shape, b_shape in [("2d", (5, 7), (7, 4)), ("3d", (2, 3, 6), (6, 5))]:
+            a = rng.randint(lo, hi, a_shape).astype(np_type)
+            b = rng.randint(lo, hi, b_shape).astype(np_type)
+            a_zp = np.array(rng.randint(lo, hi), np_type)
+            b_zp = np.array(rng.randint(lo, hi), np_type)
+            cases = [("MatMulInteger", f"{label}_{d}", ["a", "b", "a_zp", "b_zp"],
+                      [("a", a), ("b", b), ("a_zp", a_zp), ("b_zp", b_zp)], 10),
+                     ("MatMulInteger", f"{label}_{d}_no_zero_points", ["a", "b"],
+                      [("a", a), ("b", b)], 10)]
+            for y_scale in (0.37, 11.0):
+                feeds = [("a", a), ("a_scale", np.array(0.05, np.float32)), ("a_zp", a_zp),
+                         ("b", b), ("b_scale", np.array(0.21, np.float32)), ("b_zp", b_zp),
+                         ("y_scale", np.array(y_scale, np.float32)),
+                         ("y_zp", np.array(rng.randint(lo, hi), np_type))]
+                cases.append(("QLinearMatMul", f"{label}_{d}_y_scale_{y_scale}",
+                              [n for n, _ in feeds], feeds, 21))
+            for op, name, inputs, feeds, opset in cases:
+                type_of = {np.dtype(np.float32): T.FLOAT, np.dtype(np.uint8): T.UINT8,
+                           np.dtype(np.int8): T.INT8}
+                node = helper.make_node(op, inputs, ["y"])
+                graph = helper.make_graph(
+                    [node], "g",
+                    [helper.make_tensor_value_info(n, type_of[v.dtype], list(v.shape))
+                     for n, v in feeds],
+                    [onnx.ValueInfoProto(name="y")])
+                m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+                try:
+                    sess = ort.InferenceSession(m.SerializeToString(),
+                                                providers=["CPUExecutionProvider"])
+                    got = sess.run(None, dict(feeds))
+                except Exception as e:
+                    print(f"skipped {op} {name}: {str(e)[:100]}")
+                    continue
+                case = f"ort_{op}_{name}"
+                write_case(out, case, m, [v for _, v in feeds], got)
+                manifest[case] = {"rtol": 0.0, "atol": 0.0, "data_sets": 1, "ops": [op],
+                                  "opset": opset}
+                written += 1
     return written
 
 

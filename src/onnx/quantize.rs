@@ -13,6 +13,9 @@ use crate::{Error, Result};
 /// other ops.
 pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     let op = node.op.as_str();
+    if matches!(op, "MatMulInteger" | "QLinearMatMul") {
+        return integer_product(node).map(Some);
+    }
     if !matches!(
         op,
         "QuantizeLinear" | "DequantizeLinear" | "DynamicQuantizeLinear"
@@ -165,4 +168,66 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         (None, None) => b.op_to("Cast", &y, &[&q], &to("u8")),
     };
     Ok(Some(b.finish()))
+}
+
+/// MatMulInteger and QLinearMatMul as the ONNX reference defines them: the operands widened
+/// to i32 less their zero points (numpy broadcasting), one exact i32 MatMul; QLinearMatMul
+/// then scales the sums by `a_scale * b_scale / y_scale` (computed in the scales' type, as
+/// the reference does), adds `y_zero_point`, rounds half to even in f32 and saturates by the
+/// cast to `y_zero_point`'s type (`a`'s without one).
+fn integer_product(node: &Node) -> Result<Expansion> {
+    let bad = |msg: &str| node_error(node, msg);
+    let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
+    let Some(y) = node.outputs.first().filter(|n| !n.is_empty()).cloned() else {
+        return Err(bad("needs an output"));
+    };
+    let quantized = node.op == "QLinearMatMul";
+    // Operand and zero-point inputs: MatMulInteger (A, B, a_zp, b_zp); QLinearMatMul (a,
+    // a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp).
+    let (a, a_zp, b_in, b_zp) = match quantized {
+        true => (input(0), input(2), input(3), input(5)),
+        false => (input(0), input(2), input(1), input(3)),
+    };
+    let (Some(a), Some(b_in)) = (a, b_in) else {
+        return Err(bad("needs both operands"));
+    };
+    let mut b = Builder::new(node, &y);
+    let to_i32 = [("to", Attr::String("i32".into()))];
+    let widened = |b: &mut Builder, v: &str, zp: Option<String>, what: &str| {
+        let w = b.op("Cast", &format!("{what}_i32"), &[v], &to_i32);
+        match zp {
+            Some(zp) => {
+                let zp = b.op("Cast", &format!("{what}_zp_i32"), &[&zp], &to_i32);
+                b.op("Sub", &format!("{what}_centred"), &[&w, &zp], &[])
+            }
+            None => w,
+        }
+    };
+    let a32 = widened(&mut b, &a, a_zp, "a");
+    let b32 = widened(&mut b, &b_in, b_zp, "b");
+    if !quantized {
+        b.op_to("MatMul", &y, &[&a32, &b32], &[]);
+        return Ok(b.finish());
+    }
+    let (Some(a_scale), Some(b_scale), Some(y_scale)) = (input(1), input(4), input(6)) else {
+        return Err(bad("needs a_scale, b_scale and y_scale"));
+    };
+    let sums = b.op("MatMul", "sums", &[&a32, &b32], &[]);
+    let to_f32 = [("to", Attr::String("f32".into()))];
+    let sums = b.op("Cast", "sums_f32", &[&sums], &to_f32);
+    let scale = b.op("Mul", "scale_ab", &[&a_scale, &b_scale], &[]);
+    let scale = b.op("Div", "scale", &[&scale, &y_scale], &[]);
+    let scale = b.op("Cast", "scale_f32", &[&scale], &to_f32);
+    let mut q = b.op("Mul", "scaled", &[&sums, &scale], &[]);
+    let like = match input(7) {
+        Some(zp) => {
+            let zp_f = b.op("Cast", "y_zp_f32", &[&zp], &to_f32);
+            q = b.op("Add", "shifted", &[&q, &zp_f], &[]);
+            zp
+        }
+        None => a,
+    };
+    let q = b.op("Round", "rounded", &[&q], &[]);
+    b.op_to("CastLike", &y, &[&q, &like], &[]);
+    Ok(b.finish())
 }

@@ -781,6 +781,21 @@ def center_crop_pad_cases(out, manifest):
     return written
 
 
+def ort_case(out, manifest, name, m, feeds, ops, opset, rtol, atol):
+    """Runs model `m` on `feeds` (name, value) with onnxruntime and writes it as test `name`
+    with its outputs and tolerances; 0 (and a note) where onnxruntime has no kernel for it,
+    else 1."""
+    try:
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        got = sess.run(None, dict(feeds))
+    except Exception as e:  # a rank or dtype onnxruntime has no kernel for
+        print(f"skipped {name}: {str(e)[:100]}")
+        return 0
+    write_case(out, name, m, [v for _, v in feeds], got)
+    manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ops, "opset": opset}
+    return 1
+
+
 def control_flow_cases(out, manifest):
     """If and Loop. If: a condition given as a graph input (both ways) or computed from a
     shape, branches of different shapes, an If in a Loop's body. Loop: bodies that use the
@@ -941,15 +956,10 @@ def control_flow_cases(out, manifest):
             nodes, "g", [info(n, type_of[v.dtype], list(v.shape)) for n, v in feeds],
             [onnx.ValueInfoProto(name=o) for o in outputs])
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-        got = sess.run(None, dict(feeds))
-        name = f"ort_{op}_{label}"
-        write_case(out, name, m, [v for _, v in feeds], got)
-        f64_out = any(np.asarray(g).dtype == np.float64 for g in got)
-        rtol, atol = (1e-5, 1e-6) if f64_out else (1e-4, 1e-5)
+        f64_in = any(v.dtype == np.float64 for _, v in feeds)
+        rtol, atol = (1e-5, 1e-6) if f64_in else (1e-4, 1e-5)
         ops = sorted({n.op_type for n in nodes if n.op_type in ("If", "Loop")})
-        manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ops, "opset": 19}
-        written += 1
+        written += ort_case(out, manifest, f"ort_{op}_{label}", m, feeds, ops, 19, rtol, atol)
     return written
 
 
@@ -981,18 +991,9 @@ def grid_sample_cases(out, manifest):
                                           helper.make_tensor_value_info("grid", onnx_type, list(gs))],
                             [helper.make_tensor_value_info("y", onnx_type, None)])
                         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
-                        try:
-                            sess = ort.InferenceSession(m.SerializeToString(),
-                                                        providers=["CPUExecutionProvider"])
-                            got = sess.run(None, {"x": x, "grid": grid})
-                        except Exception:  # a rank or dtype onnxruntime has no kernel for
-                            continue
                         name = f"ort_GridSample_{label}_{mode}_{padding}_align{align}_{d}"
-                        write_case(out, name, m, [x, grid], got)
-                        rtol, atol = tolerance[d]
-                        manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1,
-                                          "ops": ["GridSample"], "opset": 22}
-                        written += 1
+                        written += ort_case(out, manifest, name, m, [("x", x), ("grid", grid)],
+                                            ["GridSample"], 22, *tolerance[d])
     return written
 
 
@@ -1073,18 +1074,7 @@ def spectral_cases(out, manifest):
             [helper.make_tensor_value_info(n, type_of[v.dtype], list(v.shape)) for n, v in feeds],
             [helper.make_tensor_value_info("y", DTYPES[d][1], None)])
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-        try:
-            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-            got = sess.run(None, dict(feeds))
-        except Exception as e:  # a case onnxruntime has no kernel for
-            print(f"skipped {name}: {str(e)[:120]}")
-            continue
-        name = f"ort_{name}"
-        write_case(out, name, m, [v for _, v in feeds], got)
-        rtol, atol = tolerance[d]
-        manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": [op],
-                          "opset": opset}
-        written += 1
+        written += ort_case(out, manifest, f"ort_{name}", m, feeds, [op], opset, *tolerance[d])
     return written
 
 
@@ -1118,19 +1108,9 @@ def col2im_cases(out, manifest):
                                                list(v.shape)) for nm, v in feeds],
                 [helper.make_tensor_value_info("y", onnx_type, None)])
             m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-            try:
-                sess = ort.InferenceSession(m.SerializeToString(),
-                                            providers=["CPUExecutionProvider"])
-                got = sess.run(None, dict(feeds))
-            except Exception as e:  # a rank or dtype onnxruntime has no kernel for
-                print(f"skipped Col2Im {label} {d}: {str(e)[:100]}")
-                continue
-            name = f"ort_Col2Im_{label}_{d}"
-            write_case(out, name, m, [v for _, v in feeds], got)
             rtol, atol = {"f32": (1e-4, 1e-5), "f64": (1e-5, 1e-6)}[d]
-            manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1, "ops": ["Col2Im"],
-                              "opset": 18}
-            written += 1
+            written += ort_case(out, manifest, f"ort_Col2Im_{label}_{d}", m, feeds, ["Col2Im"],
+                                18, rtol, atol)
     return written
 
 
@@ -1154,19 +1134,9 @@ def mel_weight_matrix_cases(out, manifest):
                  for n, v in feeds],
                 [helper.make_tensor_value_info("y", DTYPES[d][1], None)])
             m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-            try:
-                sess = ort.InferenceSession(m.SerializeToString(),
-                                            providers=["CPUExecutionProvider"])
-                got = sess.run(None, dict(feeds))
-            except Exception as e:
-                print(f"skipped MelWeightMatrix {label} {d}: {str(e)[:100]}")
-                continue
-            name = f"ort_MelWeightMatrix_{label}_{d}"
-            write_case(out, name, m, [v for _, v in feeds], got)
             rtol, atol = {"f32": (1e-4, 1e-5), "f64": (1e-5, 1e-6)}[d]
-            manifest[name] = {"rtol": rtol, "atol": atol, "data_sets": 1,
-                              "ops": ["MelWeightMatrix"], "opset": 17}
-            written += 1
+            written += ort_case(out, manifest, f"ort_MelWeightMatrix_{label}_{d}", m, feeds,
+                                ["MelWeightMatrix"], 17, rtol, atol)
     return written
 
 
@@ -1205,18 +1175,8 @@ def integer_matmul_cases(out, manifest):
                      for n, v in feeds],
                     [onnx.ValueInfoProto(name="y")])
                 m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-                try:
-                    sess = ort.InferenceSession(m.SerializeToString(),
-                                                providers=["CPUExecutionProvider"])
-                    got = sess.run(None, dict(feeds))
-                except Exception as e:
-                    print(f"skipped {op} {name}: {str(e)[:100]}")
-                    continue
-                case = f"ort_{op}_{name}"
-                write_case(out, case, m, [v for _, v in feeds], got)
-                manifest[case] = {"rtol": 0.0, "atol": 0.0, "data_sets": 1, "ops": [op],
-                                  "opset": opset}
-                written += 1
+                written += ort_case(out, manifest, f"ort_{op}_{name}", m, feeds, [op], opset,
+                                    0.0, 0.0)
     return written
 
 

@@ -242,6 +242,7 @@ def main():
     written += col2im_cases(out, manifest)
     written += mel_weight_matrix_cases(out, manifest)
     written += integer_matmul_cases(out, manifest)
+    written += ml_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1177,6 +1178,188 @@ def integer_matmul_cases(out, manifest):
                 m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
                 written += ort_case(out, manifest, f"ort_{op}_{name}", m, feeds, [op], opset,
                                     0.0, 0.0)
+    return written
+
+
+def random_forest(rng, trees, features, max_depth, modes, targets, missing=False):
+    """Random trees as TreeEnsembleRegressor/Classifier attributes (v3): lists of nodes (tree
+    id, node id, feature, threshold, mode, true id, false id, NaN goes true) and of leaf
+    weights (tree id, node id, target, weight). Thresholds come from the same small set as
+    the features' values (halves from 0 to 2), so equal values happen."""
+    nodes, weights = [], []
+    for t in range(trees):
+        counter = [0]
+
+        def grow(depth):
+            nid = counter[0]
+            counter[0] += 1
+            if depth >= max_depth or (depth > 0 and rng.rand() < 0.3):
+                nodes.append([t, nid, 0, 0.0, "LEAF", 0, 0, 0])
+                for target in range(targets):
+                    if rng.rand() < 0.9 or target == 0:
+                        weights.append([t, nid, target, float(np.float32(rng.uniform(-1, 1)))])
+                return nid
+            entry = [t, nid, int(rng.randint(features)), rng.randint(0, 5) / 2,
+                     modes[rng.randint(len(modes))], 0, 0, int(missing and rng.rand() < 0.5)]
+            nodes.append(entry)
+            entry[5] = grow(depth + 1)
+            entry[6] = grow(depth + 1)
+            return nid
+
+        grow(0)
+    return nodes, weights
+
+
+def forest_attrs(nodes, weights, prefix):
+    cols = list(zip(*nodes))
+    w = list(zip(*weights))
+    return {"nodes_treeids": list(cols[0]), "nodes_nodeids": list(cols[1]),
+            "nodes_featureids": list(cols[2]), "nodes_values": [float(v) for v in cols[3]],
+            "nodes_modes": list(cols[4]), "nodes_truenodeids": list(cols[5]),
+            "nodes_falsenodeids": list(cols[6]), "nodes_missing_value_tracks_true": list(cols[7]),
+            f"{prefix}_treeids": list(w[0]), f"{prefix}_nodeids": list(w[1]),
+            f"{prefix}_ids": list(w[2]), f"{prefix}_weights": [float(v) for v in w[3]]}
+
+
+def ml_cases(out, manifest):
+    """ONNX-ML ops of exported scikit-learn models, against onnxruntime's kernels: Binarizer,
+    Scaler, Normalizer, Imputer, LinearRegressor and LinearClassifier (every post transform,
+    one and several targets or classes, two labels), TreeEnsembleRegressor (random trees of
+    every branch mode, NaN features going either way, every aggregate, base values, one and
+    two targets), TreeEnsembleClassifier (several classes, classes without weights on some
+    leaves, binary models of one weighted class with positive and mixed weights and 0, 1 or 2
+    base values, binary models of two weighted classes, labels other than 0 and 1) and
+    TreeEnsemble (ai.onnx.ml 5, set membership). Scores f32 rtol 1e-4 atol 1e-5, labels bit
+    for bit. Returns how many were written."""
+    rng = np.random.RandomState(53)
+    types = {"f32": (np.float32, T.FLOAT), "f64": (np.float64, T.DOUBLE),
+             "i64": (np.int64, T.INT64), "i32": (np.int32, T.INT32)}
+    written = 0
+
+    def case(name, op, x, attrs, outputs, ml_opset=3, domain="ai.onnx.ml"):
+        nonlocal written
+        np_type = x.dtype
+        onnx_type = {np.dtype(np.float32): T.FLOAT, np.dtype(np.float64): T.DOUBLE,
+                     np.dtype(np.int64): T.INT64, np.dtype(np.int32): T.INT32}[np_type]
+        node = helper.make_node(op, ["x"], outputs, domain=domain, **attrs)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type, list(x.shape))],
+                                  [onnx.ValueInfoProto(name=o) for o in outputs])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.ml", ml_opset)])
+        written += ort_case(out, manifest, f"ort_ml_{name}", m, [("x", x)], [op], 17, 1e-4, 1e-5)
+
+    def features(np_type, rows=6, cols=4, nan=False):
+        x = rng.randint(0, 5, (rows, cols)) / 2 + (rng.rand(rows, cols) < 0.3) * rng.uniform(-0.2, 0.2, (rows, cols))
+        if nan:
+            x[rng.rand(rows, cols) < 0.2] = np.nan
+        return x.astype(np_type)
+
+    x32 = features(np.float32)
+    case("binarizer", "Binarizer", x32 - 1, {"threshold": 0.25}, ["y"])
+    case("binarizer_default", "Binarizer", x32 - 1, {}, ["y"])
+    for d, (np_type, _) in types.items():
+        x = (rng.uniform(-5, 5, (5, 3)) if d.startswith("f") else rng.randint(-5, 6, (5, 3))).astype(np_type)
+        case(f"scaler_{d}", "Scaler", x, {"offset": [0.5, -1.0, 2.0], "scale": [2.0, 0.25, -1.5]}, ["y"])
+        case(f"scaler_one_{d}", "Scaler", x, {"offset": [1.5], "scale": [0.5]}, ["y"])
+        x[1] = 0
+        for norm in ("MAX", "L1", "L2"):
+            case(f"normalizer_{norm}_{d}", "Normalizer", x, {"norm": norm}, ["y"])
+    case("normalizer_1d", "Normalizer", np.array([3.0, -4.0, 1.0], np.float32), {"norm": "L2"}, ["y"])
+    xn = features(np.float32, nan=True)
+    case("imputer_nan", "Imputer", xn, {"imputed_value_floats": [9.0, 8.0, 7.0, 6.0],
+                                        "replaced_value_float": float("nan")}, ["y"])
+    case("imputer_value_one", "Imputer", x32, {"imputed_value_floats": [-3.0], "replaced_value_float": 1.0}, ["y"])
+    xi = rng.randint(-2, 3, (4, 3)).astype(np.int64)
+    case("imputer_i64", "Imputer", xi, {"imputed_value_int64s": [7, 8, 9], "replaced_value_int64": 0}, ["y"])
+
+    # Linear models: coefficients [targets, 4].
+    for targets, posts in ((1, ("NONE", "PROBIT")), (3, ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"))):
+        coef = rng.uniform(-1, 1, targets * 4).round(2).tolist()
+        inter = rng.uniform(-0.5, 0.5, targets).round(2).tolist()
+        for post in posts:
+            xp = (x32 * 0.1) if post == "PROBIT" else x32
+            if post == "PROBIT":
+                coef_p = (np.abs(np.array(coef)) * 0.1).tolist()
+                attrs = {"coefficients": coef_p, "intercepts": [0.2] * targets, "targets": targets, "post_transform": post}
+            else:
+                attrs = {"coefficients": coef, "intercepts": inter, "targets": targets, "post_transform": post}
+            case(f"linear_regressor_{targets}_{post}", "LinearRegressor", xp, attrs, ["y"])
+    case("linear_regressor_no_intercepts", "LinearRegressor", x32,
+         {"coefficients": [0.5, -1.0, 0.25, 2.0, 1.0, 1.0, -1.0, 0.5], "targets": 2}, ["y"])
+    case("linear_regressor_1d", "LinearRegressor", x32[0], {"coefficients": [0.5, -1.0, 0.25, 2.0], "intercepts": [1.0]}, ["y"])
+    coef3 = rng.uniform(-1, 1, 12).round(2).tolist()
+    for post in ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"):
+        for d in ("f32", "f64", "i64"):
+            x = x32.astype(types[d][0]) if d != "i64" else rng.randint(-3, 4, (6, 4)).astype(np.int64)
+            case(f"linear_classifier_3_{post}_{d}", "LinearClassifier", x,
+                 {"coefficients": coef3, "intercepts": [0.1, -0.2, 0.05], "classlabels_ints": [4, 7, 9],
+                  "post_transform": post}, ["label", "scores"])
+    for post in ("NONE", "LOGISTIC"):
+        case(f"linear_classifier_binary_{post}", "LinearClassifier", x32 - 1,
+             {"coefficients": [0.5, -1.0, 0.25, 0.75], "intercepts": [-0.1], "classlabels_ints": [3, 8],
+              "post_transform": post}, ["label", "scores"])
+
+    # Tree ensembles, f32 and f64 features (with NaN), every branch mode.
+    all_modes = ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"]
+    for label, modes, missing in (("leq", ["BRANCH_LEQ"], False), ("lt_missing", ["BRANCH_LT"], True),
+                                  ("mixed", all_modes, True)):
+        for targets in (1, 2):
+            nodes, weights = random_forest(rng, 4, 4, 4, modes, targets, missing)
+            base = rng.uniform(-1, 1, targets).round(2).tolist()
+            for agg in ("SUM", "AVERAGE", "MIN", "MAX"):
+                attrs = forest_attrs(nodes, weights, "target")
+                attrs.update(n_targets=targets, aggregate_function=agg, base_values=base)
+                for d in ("f32", "f64"):
+                    x = features(types[d][0], rows=12, nan=True)
+                    case(f"tree_regressor_{label}_{targets}_{agg}_{d}", "TreeEnsembleRegressor", x, attrs, ["y"])
+            attrs = forest_attrs(nodes, weights, "target")
+            attrs.update(n_targets=targets, post_transform="PROBIT" if targets == 1 else "SOFTMAX")
+            case(f"tree_regressor_{label}_{targets}_post", "TreeEnsembleRegressor",
+                 features(np.float32, rows=12), attrs, ["y"])
+    # Classifiers: several classes, some leaves without a class's weight.
+    for label, modes in (("leq", ["BRANCH_LEQ"]), ("mixed", all_modes)):
+        nodes, weights = random_forest(rng, 3, 4, 3, modes, 3, True)
+        for post, base in (("NONE", []), ("SOFTMAX", []), ("LOGISTIC", [0.1, 0.2, -0.3]), ("SOFTMAX_ZERO", [])):
+            attrs = forest_attrs(nodes, weights, "class")
+            attrs.update(classlabels_int64s=[2, 5, 11], post_transform=post)
+            if base:
+                attrs["base_values"] = base
+            case(f"tree_classifier_3_{label}_{post}", "TreeEnsembleClassifier",
+                 features(np.float32, rows=12, nan=True), attrs, ["label", "scores"])
+    # Binary classifiers: one weighted class (class 0 or 1; weights positive or mixed) with 0,
+    # 1 or 2 base values, and two weighted classes.
+    for weighted, sign in ((0, "positive"), (0, "mixed"), (1, "positive"), (1, "mixed"), (None, "mixed")):
+        nodes, weights = random_forest(rng, 3, 4, 3, ["BRANCH_LEQ"], 2)
+        if weighted is None:
+            pass
+        else:
+            weights = [[t, n, weighted, abs(w) if sign == "positive" else w] for t, n, c, w in weights if c == 0]
+        for base in ([], [0.3], [-0.2, 0.4]):
+            for post in ("NONE", "LOGISTIC", "SOFTMAX"):
+                attrs = forest_attrs(nodes, weights, "class")
+                attrs.update(classlabels_int64s=[3, 8], post_transform=post)
+                if base:
+                    attrs["base_values"] = base
+                name = f"tree_classifier_binary_{weighted}_{sign}_{len(base)}_{post}"
+                case(name, "TreeEnsembleClassifier", features(np.float32, rows=10), attrs, ["label", "scores"])
+    # TreeEnsemble (ai.onnx.ml 5): two trees, a set-membership split.
+    leaf_w = np.array([1.0, 10.0, 100.0, 1000.0, 0.5], np.float32)
+    for d in ("f32", "f64"):
+        np_type = types[d][0]
+        attrs = {
+            "nodes_featureids": [0, 1, 2], "nodes_modes": numpy_helper.from_array(np.array([0, 6, 3], np.uint8)),
+            "nodes_splits": numpy_helper.from_array(np.array([1.0, 0.0, 0.5], np_type)),
+            "nodes_truenodeids": [1, 0, 2], "nodes_trueleafs": [0, 1, 1],
+            "nodes_falsenodeids": [2, 1, 3], "nodes_falseleafs": [1, 1, 1],
+            "membership_values": numpy_helper.from_array(np.array([0.5, 1.5, np.nan], np_type)),
+            "nodes_missing_value_tracks_true": [1, 0, 0],
+            "tree_roots": [0, 2], "leaf_targetids": [0, 1, 0, 1, 0],
+            "leaf_weights": numpy_helper.from_array(leaf_w.astype(np_type)), "n_targets": 2,
+        }
+        for agg in (1, 0, 2, 3):
+            a = dict(attrs, aggregate_function=agg)
+            case(f"tree_ensemble_v5_agg{agg}_{d}", "TreeEnsemble", features(np_type, rows=10, cols=3, nan=True),
+                 a, ["y"], ml_opset=5)
     return written
 
 

@@ -225,6 +225,15 @@ const INTERPRETED: &[&str] = &[
     "STFT",
     "Col2Im",
     "MelWeightMatrix",
+    "Binarizer",
+    "Scaler",
+    "Normalizer",
+    "Imputer",
+    "LinearRegressor",
+    "LinearClassifier",
+    "TreeEnsembleRegressor",
+    "TreeEnsembleClassifier",
+    "TreeEnsemble",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

@@ -96,6 +96,13 @@ impl Builder {
         Ok(name)
     }
 
+    /// A constant of this expansion.
+    pub(super) fn constant(&mut self, name: &str, value: HostTensor) -> String {
+        let name = self.name(name);
+        self.constants.push((name.clone(), value));
+        name
+    }
+
     pub(super) fn f32_scalar(&mut self, name: &str, v: f32) -> Result<String> {
         let name = self.name(name);
         self.constants

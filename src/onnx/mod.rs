@@ -15,13 +15,14 @@ mod attention;
 mod expansion;
 mod losses;
 mod lp_normalization;
+mod ml;
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod proto;
 mod quantize;
 mod recurrent;
 mod rotary_embedding;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 12] = [
+pub const EXPANDED_OPS: [&str; 21] = [
     "Upsample",
     "RNN",
     "GRU",
@@ -34,6 +35,15 @@ pub const EXPANDED_OPS: [&str; 12] = [
     "QuantizeLinear",
     "DequantizeLinear",
     "DynamicQuantizeLinear",
+    "Binarizer",
+    "Scaler",
+    "Normalizer",
+    "Imputer",
+    "LinearRegressor",
+    "LinearClassifier",
+    "TreeEnsembleRegressor",
+    "TreeEnsembleClassifier",
+    "TreeEnsemble",
 ];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};
@@ -206,7 +216,15 @@ impl Loader<'_> {
             }
         }
         for o in &g.output {
-            out.outputs.push(value_info(o)?);
+            let mut info = value_info(o)?;
+            if depth == 0 {
+                // onnxruntime does not hold a model's outputs to their declared shapes (it warns
+                // and runs: skl2onnx's PLSRegression declares [N, 4] and gives [N, 1]), so only
+                // their dtypes are checked. Bodies keep theirs: an empty Scan takes its scan
+                // outputs' shapes from them.
+                info.shape = None;
+            }
+            out.outputs.push(info);
         }
         for (k, n) in g.node.iter().enumerate() {
             self.node(n, k, depth, &mut out)?;
@@ -262,6 +280,11 @@ impl Loader<'_> {
                 .extend(constants.into_iter().map(|(n, v)| (n, v.into())));
             out.nodes.extend(before);
             keep
+        } else if let Some((nodes, constants)) = ml::expand(&node)? {
+            out.constants
+                .extend(constants.into_iter().map(|(n, v)| (n, v.into())));
+            out.nodes.extend(nodes);
+            false
         } else {
             true
         };

@@ -1229,8 +1229,9 @@ def ml_cases(out, manifest):
     two targets), TreeEnsembleClassifier (several classes, classes without weights on some
     leaves, binary models of one weighted class with positive and mixed weights and 0, 1 or 2
     base values, binary models of two weighted classes, labels other than 0 and 1) and
-    TreeEnsemble (ai.onnx.ml 5, set membership). Scores f32 rtol 1e-4 atol 1e-5, labels bit
-    for bit. Returns how many were written."""
+    TreeEnsemble (ai.onnx.ml 5, set membership), SVMRegressor and SVMClassifier (every kernel,
+    support vectors or a linear model, one-class, binary and three classes). Scores f32 rtol
+    1e-4 atol 1e-5, labels bit for bit. Returns how many were written."""
     rng = np.random.RandomState(53)
     types = {"f32": (np.float32, T.FLOAT), "f64": (np.float64, T.DOUBLE),
              "i64": (np.int64, T.INT64), "i32": (np.int32, T.INT32)}
@@ -1342,6 +1343,37 @@ def ml_cases(out, manifest):
                     attrs["base_values"] = base
                 name = f"tree_classifier_binary_{weighted}_{sign}_{len(base)}_{post}"
                 case(name, "TreeEnsembleClassifier", features(np.float32, rows=10), attrs, ["label", "scores"])
+    # SVMs: every kernel, support vectors or a linear model, one-class regressors, binary and
+    # three-class classifiers (one against one), the post transforms.
+    kernels = [("LINEAR", [0.0, 0.0, 0.0]), ("RBF", [0.7, 0.0, 0.0]), ("POLY", [0.5, 0.25, 2.0]),
+               ("POLY3", [0.5, 0.25, 3.0]), ("SIGMOID", [0.3, -0.2, 0.0])]
+    xs = rng.uniform(-1, 1, (7, 3)).astype(np.float32)
+    sv = rng.uniform(-1, 1, (5, 3)).round(2)
+    for kname, params in kernels:
+        kernel = kname.rstrip("3")
+        attrs = {"kernel_type": kernel, "kernel_params": params, "n_supports": 5,
+                 "support_vectors": sv.reshape(-1).tolist(), "coefficients": rng.uniform(-1, 1, 5).round(2).tolist(),
+                 "rho": [0.15]}
+        case(f"svm_regressor_{kname}", "SVMRegressor", xs, attrs, ["y"])
+        case(f"svm_regressor_{kname}_one_class", "SVMRegressor", xs, dict(attrs, one_class=1), ["y"])
+        for classes, per_class in ((2, [2, 3]), (3, [2, 1, 2])):
+            coef = rng.uniform(-1, 1, (classes - 1) * 5).round(2).tolist()
+            rho = rng.uniform(-0.3, 0.3, classes * (classes - 1) // 2).round(2).tolist()
+            for post in ("NONE", "LOGISTIC", "SOFTMAX"):
+                a = {"kernel_type": kernel, "kernel_params": params, "support_vectors": sv.reshape(-1).tolist(),
+                     "vectors_per_class": per_class, "coefficients": coef, "rho": rho,
+                     "classlabels_ints": [4, 6, 9][:classes], "post_transform": post}
+                case(f"svm_classifier_{classes}_{kname}_{post}", "SVMClassifier", xs, a, ["label", "scores"])
+    case("svm_regressor_linear_model", "SVMRegressor", xs,
+         {"coefficients": [0.5, -0.25, 1.0], "rho": [0.1], "kernel_type": "LINEAR",
+          "kernel_params": [0.0, 0.0, 0.0]}, ["y"])
+    for classes in (2, 3):
+        for sign, coef in (("mixed", rng.uniform(-1, 1, classes * 3).round(2)),
+                           ("positive", rng.uniform(0, 1, classes * 3).round(2))):
+            for post in ("NONE", "LOGISTIC", "SOFTMAX"):
+                case(f"svm_classifier_linear_model_{classes}_{sign}_{post}", "SVMClassifier", xs,
+                     {"coefficients": coef.tolist(), "rho": [0.1], "classlabels_ints": [4, 6, 9][:classes],
+                      "post_transform": post, "kernel_params": [0.0, 0.0, 0.0]}, ["label", "scores"])
     # TreeEnsemble (ai.onnx.ml 5): two trees, a set-membership split.
     leaf_w = np.array([1.0, 10.0, 100.0, 1000.0, 0.5], np.float32)
     for d in ("f32", "f64"):

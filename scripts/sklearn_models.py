@@ -10,6 +10,14 @@ query inputs and onnxruntime's outputs, for tests/sklearn_models.rs:
   ArrayFeatureExtractor picking the neighbours' targets, and ReduceMean (regressor) or Equal,
   Cast, ReduceSum, Div and ArgMax (classifier: labels and probabilities).
 
+and models without a Scan whose graphs use ONNX-ML's ops, in f32 (skl2onnx writes those ops
+for f32 inputs only): a StandardScaler and LogisticRegression pipeline (Scaler,
+LinearClassifier, Normalizer), LinearRegression (LinearRegressor), Normalizer, Binarizer,
+SimpleImputer (Imputer), tree models (TreeEnsembleRegressor, TreeEnsembleClassifier):
+decision trees, random forests and gradient boosting, binary and multi-class, and support
+vector machines (SVMRegressor, SVMClassifier): SVR, SVC (RBF and polynomial kernels, binary
+and multi-class), LinearSVC and OneClassSVM.
+
 usage: scripts/sklearn_models.py OUT_DIR   (needs numpy, scikit-learn, skl2onnx, onnxruntime)
 """
 import json
@@ -24,7 +32,7 @@ from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from skl2onnx import to_onnx
 
 
-def export(out, kind, name, model, x, options=None):
+def export(out, kind, name, model, x, options=None, scan=True):
     """Writes model `kind` in dtype `name` with input x, and onnxruntime's outputs; returns
     its manifest entry."""
     dtype = np.float32 if name == "f32" else np.float64
@@ -59,6 +67,7 @@ def export(out, kind, name, model, x, options=None):
         "outputs": outputs,
         "dtype": name,
         "ops": sorted(ops),
+        "scan": scan,
     }
 
 
@@ -82,9 +91,59 @@ def main():
         clf = KNeighborsClassifier(5).fit(knn_x.astype(dtype), knn_y)
         options = {id(clf): {"zipmap": False}}
         manifest.append(export(out, "knn_classifier", name, clf, knn_q, options))
+    manifest += ml_models(out, rng)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     print(f"exported {len(manifest)} models to {out}")
+
+
+def ml_models(out, rng):
+    """The ONNX-ML models, f32: fitted on 4 features, queried on 48 rows (NaN in some for the
+    imputer)."""
+    from sklearn.ensemble import (GradientBoostingClassifier, GradientBoostingRegressor,
+                                  RandomForestClassifier, RandomForestRegressor)
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import Binarizer, Normalizer, StandardScaler
+    from sklearn.svm import SVC, SVR, LinearSVC, OneClassSVM
+    from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+    x = rng.rand(200, 4) * [1, 2, 3, 4]
+    y = np.sin(3 * x[:, 0]) + x[:, 1] * x[:, 2] - x[:, 3]
+    y3 = (x[:, 0] + x[:, 1] > 1.5).astype(np.int64) + (x[:, 3] > 2.5)
+    y2 = (x[:, 0] * x[:, 2] > 0.8).astype(np.int64) * 5 + 2  # labels 2 and 7
+    q = rng.rand(48, 4) * [1, 2, 3, 4]
+    q_nan = np.where(rng.rand(48, 4) < 0.2, np.nan, q)
+    nozip = lambda m: {id(m): {"zipmap": False}}  # noqa: E731
+    models = [
+        ("scaled_logistic", make_pipeline(StandardScaler(), LogisticRegression()).fit(x, y3), q, True),
+        ("linear_regression", LinearRegression().fit(x, y), q, False),
+        ("normalizer", Normalizer().fit(x), q, False),
+        ("binarizer", Binarizer(threshold=1.5).fit(x), q, False),
+        ("imputer", SimpleImputer().fit(np.where(rng.rand(200, 4) < 0.1, np.nan, x)), q_nan, False),
+        ("tree_regressor", DecisionTreeRegressor(max_depth=6, random_state=0).fit(x, y), q, False),
+        ("forest_regressor", RandomForestRegressor(10, max_depth=6, random_state=0).fit(x, y), q, False),
+        ("boosting_regressor", GradientBoostingRegressor(n_estimators=20, random_state=0).fit(x, y), q, False),
+        ("tree_classifier", DecisionTreeClassifier(max_depth=5, random_state=0).fit(x, y3), q, True),
+        ("forest_classifier", RandomForestClassifier(10, max_depth=5, random_state=0).fit(x, y3), q, True),
+        ("forest_binary", RandomForestClassifier(10, max_depth=5, random_state=0).fit(x, y2), q, True),
+        ("boosting_classifier", GradientBoostingClassifier(n_estimators=10, random_state=0).fit(x, y3), q, True),
+        ("boosting_binary", GradientBoostingClassifier(n_estimators=10, random_state=0).fit(x, y2), q, True),
+        ("svr", SVR().fit(x, y), q, False),
+        ("svc", SVC().fit(x, y3), q, True),
+        ("svc_binary", SVC(kernel="poly", degree=2).fit(x, y2), q, True),
+        ("linear_svc", LinearSVC().fit(x, y3), q, False),
+        ("one_class_svm", OneClassSVM(gamma=0.5).fit(x), q, False),
+    ]
+    entries = []
+    # The last field: whether the exporter's ZipMap (a list of maps) must be turned off.
+    for kind, model, query, zipmap in models:
+        options = nozip(model) if zipmap else None
+        if kind == "scaled_logistic":
+            options = {id(model.steps[-1][1]): {"zipmap": False}}
+        entries.append(export(out, kind, "f32", model, query, options, scan=False))
+    return entries
 
 
 if __name__ == "__main__":

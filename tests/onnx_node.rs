@@ -234,6 +234,8 @@ const INTERPRETED: &[&str] = &[
     "TreeEnsembleRegressor",
     "TreeEnsembleClassifier",
     "TreeEnsemble",
+    "SVMRegressor",
+    "SVMClassifier",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

@@ -1,6 +1,7 @@
 //! ONNX-ML (`ai.onnx.ml`) ops of exported scikit-learn models, loaded as the standard ops that
 //! compute them: Binarizer, Scaler, Normalizer, Imputer, LinearRegressor, LinearClassifier,
-//! TreeEnsembleRegressor, TreeEnsembleClassifier and TreeEnsemble (ai.onnx.ml 5). Where the spec
+//! TreeEnsembleRegressor, TreeEnsembleClassifier, TreeEnsemble (ai.onnx.ml 5), SVMRegressor and
+//! SVMClassifier. Where the spec
 //! leaves a case open (binary classifiers, scores without a weight, the post transforms), they
 //! compute what onnxruntime's CPU kernels compute. Scores are f32, as the spec's outputs are;
 //! linear models and scalers compute in f32 (onnxruntime casts their inputs to f32 too), trees
@@ -30,6 +31,8 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         "LinearRegressor" => linear_regressor(node)?,
         "LinearClassifier" => linear_classifier(node)?,
         "TreeEnsembleRegressor" | "TreeEnsembleClassifier" | "TreeEnsemble" => tree_ensemble(node)?,
+        "SVMRegressor" => svm_regressor(node)?,
+        "SVMClassifier" => svm_classifier(node)?,
         _ => return Ok(None),
     };
     Ok(Some(expansion))
@@ -1554,4 +1557,314 @@ fn classify(
         b.op_to("Identity", &out, &[&z], &[]);
     }
     Ok(())
+}
+
+/// An SVM's kernel and its parameters (gamma, coef0, degree).
+struct Kernel {
+    kind: String,
+    gamma: f32,
+    coef0: f32,
+    degree: f32,
+}
+
+impl Kernel {
+    fn parse(a: &Attrs) -> Result<Kernel> {
+        let kind = a.string("kernel_type", "LINEAR")?;
+        if !matches!(kind.as_str(), "LINEAR" | "POLY" | "RBF" | "SIGMOID") {
+            return Err(a.bad(format!(
+                "kernel_type '{}' is not LINEAR, POLY, RBF or SIGMOID",
+                kind.escape_debug()
+            )));
+        }
+        let (params, _) = a.values("kernel_params")?;
+        let p = |k: usize| params.get(k).copied().unwrap_or(0.0) as f32;
+        Ok(Kernel {
+            kind,
+            gamma: p(0),
+            coef0: p(1),
+            degree: p(2),
+        })
+    }
+
+    /// The kernel of each row of `xr` (`[N, F]`, f32) with each support vector: `[N, V]`.
+    fn apply(&self, b: &mut Builder, xr: &str, vectors: &[f64], count: usize) -> Result<String> {
+        let features = vectors.len() / count;
+        if self.kind == "RBF" {
+            // exp(-gamma |x - v|^2), the differences squared and summed as onnxruntime sums
+            // them (one reduction reading x - v where it reads it).
+            let sv = f32_const(b, "support_vectors", vec![count, features], &f32s(vectors))?;
+            let axis1 = b.i64s("rows_axis", &[1])?;
+            let wide = b.op("Unsqueeze", "x_wide", &[xr, &axis1], &[]);
+            let diff = b.op("Sub", "x_minus_v", &[&wide, &sv], &[]);
+            let axis2 = b.i64s("feature_axis", &[2])?;
+            let d = b.op(
+                "ReduceSumSquare",
+                "distance",
+                &[&diff, &axis2],
+                &[("keepdims", Attr::Int(0))],
+            );
+            let g = b.f32_scalar("minus_gamma", -self.gamma)?;
+            let e = b.op("Mul", "scaled_distance", &[&d, &g], &[]);
+            return Ok(b.op("Exp", "kernel", &[&e], &[]));
+        }
+        // x · v, transposed on the host.
+        let mut t = vec![0f32; vectors.len()];
+        for v in 0..count {
+            for f in 0..features {
+                t[f * count + v] = vectors[v * features + f] as f32;
+            }
+        }
+        let svt = f32_const(b, "support_vectors_t", vec![features, count], &t)?;
+        let dot = b.op("MatMul", "dot", &[xr, &svt], &[]);
+        if self.kind == "LINEAR" {
+            return Ok(dot);
+        }
+        let g = b.f32_scalar("gamma", self.gamma)?;
+        let c = b.f32_scalar("coef0", self.coef0)?;
+        let scaled = b.op("Mul", "gamma_dot", &[&dot, &g], &[]);
+        let shifted = b.op("Add", "shifted", &[&scaled, &c], &[]);
+        Ok(match (self.kind.as_str(), self.degree) {
+            ("SIGMOID", _) => b.op("Tanh", "kernel", &[&shifted], &[]),
+            (_, 2.0) => b.op("Mul", "kernel", &[&shifted, &shifted], &[]),
+            (_, 3.0) => {
+                let sq = b.op("Mul", "square", &[&shifted, &shifted], &[]);
+                b.op("Mul", "kernel", &[&sq, &shifted], &[])
+            }
+            (_, d) => {
+                let d = b.f32_scalar("degree", d)?;
+                b.op("Pow", "kernel", &[&shifted, &d], &[])
+            }
+        })
+    }
+}
+
+fn svm_regressor(node: &Node) -> Result<Expansion> {
+    let a = Attrs(node);
+    let (x, y) = io(node)?;
+    let kernel = Kernel::parse(&a)?;
+    let (vectors, _) = a.values("support_vectors")?;
+    let (coefficients, _) = a.values("coefficients")?;
+    let (rho, _) = a.values("rho")?;
+    let count =
+        usize::try_from(a.int("n_supports", 0)?).map_err(|_| a.bad("n_supports is negative"))?;
+    let Some(&rho0) = rho.first() else {
+        return Err(a.bad("needs rho"));
+    };
+    if coefficients.is_empty() {
+        return Err(a.bad("needs coefficients"));
+    }
+    let mut b = Builder::new(node, &y);
+    let xf = cast(&mut b, "x_f32", &x, "f32");
+    let xr = rows(&mut b, &xf)?;
+    let rho = b.f32_scalar("rho", rho0 as f32)?;
+    let sum = if count > 0 {
+        // One coefficient per support vector: the kernels' weighted sum.
+        if vectors.is_empty() || !vectors.len().is_multiple_of(count) || coefficients.len() != count
+        {
+            return Err(a.bad(format!(
+                "has {} support vector values and {} coefficients for {count} support vectors",
+                vectors.len(),
+                coefficients.len()
+            )));
+        }
+        let k = kernel.apply(&mut b, &xr, &vectors, count)?;
+        let c = f32_const(&mut b, "coefficients", vec![count, 1], &f32s(&coefficients))?;
+        b.op("MatMul", "weighted", &[&k, &c], &[])
+    } else {
+        // No support vectors: a linear model of the coefficients.
+        let n = coefficients.len();
+        let c = f32_const(&mut b, "coefficients", vec![n, 1], &f32s(&coefficients))?;
+        b.op("MatMul", "weighted", &[&xr, &c], &[])
+    };
+    let score = b.op("Add", "score", &[&sum, &rho], &[]);
+    // onnxruntime applies no post transform here; a one-class model answers 1 or -1.
+    let out = if a.int("one_class", 0)? != 0 {
+        let zero = b.f32_scalar("zero", 0.0)?;
+        let one = b.f32_scalar("one", 1.0)?;
+        let minus_one = b.f32_scalar("minus_one", -1.0)?;
+        let inside = b.op("Greater", "inside", &[&score, &zero], &[]);
+        b.op("Where", "one_class", &[&inside, &one, &minus_one], &[])
+    } else {
+        score
+    };
+    b.op_to("Identity", &y, &[&out], &[]);
+    Ok(b.finish())
+}
+
+fn svm_classifier(node: &Node) -> Result<Expansion> {
+    let a = Attrs(node);
+    let (x, _) = io(node)?;
+    let label_out = node.outputs.first().cloned().unwrap_or_default();
+    let scores_out = node.outputs.get(1).filter(|s| !s.is_empty()).cloned();
+    let labels = a.class_labels()?;
+    let kernel = Kernel::parse(&a)?;
+    let post = Post::parse(&a)?;
+    let (vectors, _) = a.values("support_vectors")?;
+    let (coefficients, _) = a.values("coefficients")?;
+    let (rho, _) = a.values("rho")?;
+    let (prob_a, _) = a.values("prob_a")?;
+    let per_class = a.ints("vectors_per_class")?;
+    if !prob_a.is_empty() {
+        return Err(a.bad(
+            "has probability estimates (prob_a, prob_b), which are not supported: export the model without probabilities (SVC(probability=False))",
+        ));
+    }
+    let classes = labels.len();
+    if classes < 2 {
+        return Err(a.bad(format!("has {classes} class labels; it needs 2 or more")));
+    }
+    if coefficients.is_empty() || rho.is_empty() {
+        return Err(a.bad("needs coefficients and rho"));
+    }
+    let all_positive = coefficients.iter().all(|&c| c >= 0.0);
+    let mut b = Builder::new(node, &label_out);
+    let xf = cast(&mut b, "x_f32", &x, "f32");
+    let xr = rows(&mut b, &xf)?;
+    let count: usize = per_class.iter().map(|&c| c.max(0) as usize).sum();
+    let table = b.constant("labels", HostTensor::from_vec(vec![classes], &labels)?);
+    let argmax = |b: &mut Builder, name: &str, v: &str| {
+        b.op(
+            name,
+            "best",
+            &[v],
+            &[("axis", Attr::Int(1)), ("keepdims", Attr::Int(0))],
+        )
+    };
+    let (label, z) = if count == 0 {
+        // No support vectors: one linear score per class, rho[0] added to each.
+        if !coefficients.len().is_multiple_of(classes) {
+            return Err(a.bad(format!(
+                "has {} coefficients, not a multiple of its {classes} classes",
+                coefficients.len()
+            )));
+        }
+        let features = coefficients.len() / classes;
+        let w = f32_const(
+            &mut b,
+            "coefficients",
+            vec![classes, features],
+            &f32s(&coefficients),
+        )?;
+        let r = b.f32_scalar("rho", rho[0] as f32)?;
+        let scores = b.op(
+            "Gemm",
+            "scores",
+            &[&xr, &w, &r],
+            &[("transB", Attr::Int(1))],
+        );
+        let best = argmax(&mut b, "ArgMax", &scores);
+        let mut label = b.op("Gather", "label", &[&table, &best], &[]);
+        if classes == 2 {
+            // The second label where the best score passes 0.5 (positive coefficients) or 0.
+            let axes = b.i64s("class_axis", &[1])?;
+            let top = b.op(
+                "ReduceMax",
+                "top",
+                &[&scores, &axes],
+                &[("keepdims", Attr::Int(0))],
+            );
+            let t = b.f32_scalar("top_threshold", if all_positive { 0.5 } else { 0.0 })?;
+            let pass = if all_positive {
+                b.op("GreaterOrEqual", "passes", &[&top, &t], &[])
+            } else {
+                b.op("Greater", "passes", &[&top, &t], &[])
+            };
+            let second = b.constant("second_label", HostTensor::from_vec(vec![], &[labels[1]])?);
+            label = b.op("Where", "label_binary", &[&pass, &second, &label], &[]);
+        }
+        (label, transform_rows(&mut b, &scores, post)?)
+    } else {
+        // One-against-one: a score per pair of classes, a vote for the winner of each.
+        if per_class.len() != classes || per_class.iter().any(|&c| c < 0) {
+            return Err(a.bad(format!(
+                "has {} vectors_per_class for {classes} classes",
+                per_class.len()
+            )));
+        }
+        if vectors.is_empty() || !vectors.len().is_multiple_of(count) {
+            return Err(a.bad(format!(
+                "has {} support vector values for {count} support vectors",
+                vectors.len()
+            )));
+        }
+        let pairs = classes * (classes - 1) / 2;
+        if coefficients.len() < (classes - 1) * count || rho.len() < pairs {
+            return Err(a.bad(format!(
+                "has {} coefficients and {} rho for {classes} classes and {count} support vectors (needs {} and {pairs})",
+                coefficients.len(),
+                rho.len(),
+                (classes - 1) * count
+            )));
+        }
+        let mut start = Vec::with_capacity(classes);
+        let mut s = 0usize;
+        for &c in &per_class {
+            start.push(s);
+            s += c as usize;
+        }
+        // Pair p = (i, j): the coefficients of class i's vectors in row j - 1, of class j's
+        // in row i; one column of a [V, pairs] matrix.
+        let mut m = vec![0f32; count * pairs];
+        let mut win = vec![0f32; pairs * classes];
+        let mut lose = vec![0f32; pairs * classes];
+        let mut p = 0;
+        for i in 0..classes {
+            for j in i + 1..classes {
+                for v in start[i]..start[i] + per_class[i] as usize {
+                    m[v * pairs + p] = coefficients[(j - 1) * count + v] as f32;
+                }
+                for v in start[j]..start[j] + per_class[j] as usize {
+                    m[v * pairs + p] = coefficients[i * count + v] as f32;
+                }
+                win[p * classes + i] = 1.0;
+                win[p * classes + j] -= 1.0;
+                lose[p * classes + j] = 1.0;
+                p += 1;
+            }
+        }
+        let k = kernel.apply(&mut b, &xr, &vectors, count)?;
+        let m = f32_const(&mut b, "pair_coefficients", vec![count, pairs], &m)?;
+        let rho = f32_const(&mut b, "rho", vec![pairs], &f32s(&rho[..pairs]))?;
+        let sums = b.op("MatMul", "pair_sums", &[&k, &m], &[]);
+        let scores = b.op("Add", "pair_scores", &[&sums, &rho], &[]);
+        // Votes: class i where the pair's score is above 0, else class j.
+        let zero = b.f32_scalar("zero", 0.0)?;
+        let won = b.op("Greater", "i_wins", &[&scores, &zero], &[]);
+        let won = cast(&mut b, "i_wins_f", &won, "f32");
+        let win = f32_const(&mut b, "win_minus_lose", vec![pairs, classes], &win)?;
+        let lose_totals: Vec<f32> = (0..classes)
+            .map(|c| (0..pairs).map(|p| lose[p * classes + c]).sum())
+            .collect();
+        let lose = f32_const(&mut b, "lose_totals", vec![classes], &lose_totals)?;
+        let shifted = b.op("MatMul", "vote_shift", &[&won, &win], &[]);
+        let votes = b.op("Add", "votes", &[&shifted, &lose], &[]);
+        let best = argmax(&mut b, "ArgMax", &votes);
+        let label = b.op("Gather", "label", &[&table, &best], &[]);
+        let z = if classes > 2 {
+            transform_rows(&mut b, &scores, post)?
+        } else {
+            // One pair's score s: [-s, s] without a transform, else [1 - s, s] (onnxruntime).
+            let s = column(&mut b, "score", &scores, 0)?;
+            let (c0, c1) = match post {
+                Post::None => (b.op("Neg", "neg_s", &[&s], &[]), s.clone()),
+                Post::Probit => (probit(&mut b, &s)?, zeros_like(&mut b, "second", &s)?),
+                Post::Logistic => {
+                    let sig = b.op("Sigmoid", "sig_s", &[&s], &[]);
+                    let one = b.f32_scalar("one", 1.0)?;
+                    (b.op("Sub", "one_minus", &[&one, &sig], &[]), sig)
+                }
+                _ => {
+                    let one = b.f32_scalar("one", 1.0)?;
+                    (b.op("Sub", "one_minus", &[&one, &s], &[]), s.clone())
+                }
+            };
+            columns(&mut b, "two_scores", &[&c0, &c1])?
+        };
+        (label, z)
+    };
+    b.op_to("Identity", &label_out, &[&label], &[]);
+    if let Some(out) = scores_out {
+        b.op_to("Identity", &out, &[&z], &[]);
+    }
+    Ok(b.finish())
 }

@@ -22,7 +22,7 @@ mod quantize;
 mod recurrent;
 mod rotary_embedding;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 21] = [
+pub const EXPANDED_OPS: [&str; 23] = [
     "Upsample",
     "RNN",
     "GRU",
@@ -44,6 +44,8 @@ pub const EXPANDED_OPS: [&str; 21] = [
     "TreeEnsembleRegressor",
     "TreeEnsembleClassifier",
     "TreeEnsemble",
+    "SVMRegressor",
+    "SVMClassifier",
 ];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};

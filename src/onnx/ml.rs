@@ -758,6 +758,11 @@ fn forest_v3(a: &Attrs, classifier: bool) -> Result<Forest> {
             f.roots.push(k as i64);
         }
     }
+    if let Some(t) = tree_ids.iter().find(|t| !seen.contains(t)) {
+        return Err(a.bad(format!(
+            "has a tree whose branches form a cycle (every node of tree {t} is a branch's child)"
+        )));
+    }
     let prefix = if classifier { "class" } else { "target" };
     let w_tree = a.ints(&format!("{prefix}_treeids"))?;
     let w_node = a.ints(&format!("{prefix}_nodeids"))?;

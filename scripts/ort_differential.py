@@ -1231,7 +1231,8 @@ def ml_cases(out, manifest):
     base values, binary models of two weighted classes, labels other than 0 and 1) and
     TreeEnsemble (ai.onnx.ml 5, set membership), SVMRegressor and SVMClassifier (every kernel,
     support vectors or a linear model, one-class, binary and three classes). Scores f32 rtol
-    1e-4 atol 1e-5, labels bit for bit. Returns how many were written."""
+    1e-4 atol 1e-5, labels bit for bit; OneHotEncoder and LabelEncoder (integer and float keys,
+    NaN and repeated keys, defaults, tensors). Returns how many were written."""
     rng = np.random.RandomState(53)
     types = {"f32": (np.float32, T.FLOAT), "f64": (np.float64, T.DOUBLE),
              "i64": (np.int64, T.INT64), "i32": (np.int32, T.INT32)}
@@ -1374,6 +1375,25 @@ def ml_cases(out, manifest):
                 case(f"svm_classifier_linear_model_{classes}_{sign}_{post}", "SVMClassifier", xs,
                      {"coefficients": coef.tolist(), "rho": [0.1], "classlabels_ints": [4, 6, 9][:classes],
                       "post_transform": post, "kernel_params": [0.0, 0.0, 0.0]}, ["label", "scores"])
+    # OneHotEncoder (integer categories, integer and float inputs, unknown values) and
+    # LabelEncoder (integer and float keys, a NaN key, which matches nothing, repeated keys,
+    # defaults, tensors).
+    xi = rng.randint(-1, 5, (4, 3)).astype(np.int64)
+    case("one_hot_encoder_i64", "OneHotEncoder", xi, {"cats_int64s": [0, 2, 3, 7]}, ["y"])
+    case("one_hot_encoder_f32", "OneHotEncoder", (xi + 0.25).astype(np.float32), {"cats_int64s": [3, 1, 0]}, ["y"])
+    case("one_hot_encoder_1d", "OneHotEncoder", xi[0], {"cats_int64s": [0, 1, 2, 3, 4]}, ["y"])
+    case("label_encoder_int_int", "LabelEncoder", xi, {"keys_int64s": [0, 1, 2, 1], "values_int64s": [10, 11, 12, 13]}, ["y"], ml_opset=2)
+    case("label_encoder_int_float", "LabelEncoder", xi, {"keys_int64s": [3, 4], "values_floats": [0.5, -1.5],
+                                                          "default_float": 7.0}, ["y"], ml_opset=2)
+    xf = np.array([[0.5, np.nan, 1.0], [2.0, -0.0, 0.5], [3.0, 1.0, np.inf]], np.float32)
+    case("label_encoder_float_int", "LabelEncoder", xf, {"keys_floats": [0.5, float("nan"), 0.0, np.inf],
+                                                          "values_int64s": [1, 2, 3, 4], "default_int64": -5}, ["y"], ml_opset=2)
+    case("label_encoder_float_float", "LabelEncoder", xf, {"keys_floats": [1.0, 3.0], "values_floats": [0.25, 0.75]},
+         ["y"], ml_opset=2)
+    case("label_encoder_tensors", "LabelEncoder", xi,
+         {"keys_tensor": numpy_helper.from_array(np.array([0, 2, 4], np.int64)),
+          "values_tensor": numpy_helper.from_array(np.array([5.5, 6.5, 7.5], np.float32)),
+          "default_tensor": numpy_helper.from_array(np.array([-9.0], np.float32))}, ["y"], ml_opset=4)
     # TreeEnsemble (ai.onnx.ml 5): two trees, a set-membership split.
     leaf_w = np.array([1.0, 10.0, 100.0, 1000.0, 0.5], np.float32)
     for d in ("f32", "f64"):

@@ -16,7 +16,9 @@ LinearClassifier, Normalizer), LinearRegression (LinearRegressor), Normalizer, B
 SimpleImputer (Imputer), tree models (TreeEnsembleRegressor, TreeEnsembleClassifier):
 decision trees, random forests and gradient boosting, binary and multi-class, and support
 vector machines (SVMRegressor, SVMClassifier): SVR, SVC (RBF and polynomial kernels, binary
-and multi-class), LinearSVC and OneClassSVM.
+and multi-class), LinearSVC and OneClassSVM; an isolation forest (trees and LabelEncoder),
+KBinsDiscretizer to one-hot columns, and OneHotEncoder and OrdinalEncoder of integer
+categories (OneHotEncoder, LabelEncoder; i64 inputs).
 
 usage: scripts/sklearn_models.py OUT_DIR   (needs numpy, scikit-learn, skl2onnx, onnxruntime)
 """
@@ -35,8 +37,8 @@ from skl2onnx import to_onnx
 def export(out, kind, name, model, x, options=None, scan=True):
     """Writes model `kind` in dtype `name` with input x, and onnxruntime's outputs; returns
     its manifest entry."""
-    dtype = np.float32 if name == "f32" else np.float64
-    onx = to_onnx(model, x[:1].astype(dtype), target_opset=17, options=options)
+    dtype = {"f32": np.float32, "f64": np.float64, "i64": np.int64}[name]
+    onx = to_onnx(model, x[:1].astype(dtype), target_opset={"": 17, "ai.onnx.ml": 3}, options=options)
     path = os.path.join(out, f"{kind}_{name}.onnx")
     with open(path, "wb") as f:
         f.write(onx.SerializeToString())
@@ -105,7 +107,9 @@ def ml_models(out, rng):
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import LinearRegression, LogisticRegression
     from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import Binarizer, Normalizer, StandardScaler
+    from sklearn.ensemble import IsolationForest
+    from sklearn.preprocessing import (Binarizer, KBinsDiscretizer, Normalizer, OneHotEncoder,
+                                       OrdinalEncoder, StandardScaler)
     from sklearn.svm import SVC, SVR, LinearSVC, OneClassSVM
     from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
@@ -136,6 +140,10 @@ def ml_models(out, rng):
         ("linear_svc", LinearSVC().fit(x, y3), q, False),
         ("one_class_svm", OneClassSVM(gamma=0.5).fit(x), q, False),
     ]
+    models += [
+        ("isolation_forest", IsolationForest(n_estimators=10, random_state=0).fit(x), q, False),
+        ("kbins_one_hot", KBinsDiscretizer(4, encode="onehot-dense").fit(x), q, False),
+    ]
     entries = []
     # The last field: whether the exporter's ZipMap (a list of maps) must be turned off.
     for kind, model, query, zipmap in models:
@@ -143,6 +151,14 @@ def ml_models(out, rng):
         if kind == "scaled_logistic":
             options = {id(model.steps[-1][1]): {"zipmap": False}}
         entries.append(export(out, kind, "f32", model, query, options, scan=False))
+    # Integer categories (i64 inputs).
+    cats = rng.randint(0, 5, (200, 3))
+    q_cats = rng.randint(0, 6, (48, 3))  # 5 is a category the encoders have not seen
+    entries.append(export(out, "one_hot", "i64", OneHotEncoder(handle_unknown="ignore").fit(cats),
+                          q_cats, scan=False))
+    entries.append(export(out, "ordinal", "i64", OrdinalEncoder(handle_unknown="use_encoded_value",
+                                                                 unknown_value=-1).fit(cats),
+                          q_cats, scan=False))
     return entries
 
 

@@ -236,6 +236,8 @@ const INTERPRETED: &[&str] = &[
     "TreeEnsemble",
     "SVMRegressor",
     "SVMClassifier",
+    "OneHotEncoder",
+    "LabelEncoder",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

@@ -11,7 +11,8 @@
 //! compute them): a scaled logistic regression, linear regression, the normalizer, binarizer
 //! and imputer, decision trees, random forests and gradient boosting, regressors and
 //! classifiers (binary and multi-class), and support vector machines (SVR, SVC with RBF and
-//! polynomial kernels, LinearSVC, OneClassSVM).
+//! polynomial kernels, LinearSVC, OneClassSVM), an isolation forest, KBinsDiscretizer, and
+//! OneHotEncoder and OrdinalEncoder of integer categories (i64 inputs).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -103,6 +104,10 @@ fn scikit_learn_models_match_onnxruntime() {
         ("svc_binary", "SVMClassifier"),
         ("linear_svc", "LinearClassifier"),
         ("one_class_svm", "SVMRegressor"),
+        ("isolation_forest", "LabelEncoder"),
+        ("kbins_one_hot", "OneHotEncoder"),
+        ("one_hot", "OneHotEncoder"),
+        ("ordinal", "LabelEncoder"),
     ];
     for (kind, op) in ml {
         let entry = manifest.iter().find(|e| e.kind == kind);

@@ -1,7 +1,7 @@
 //! ONNX-ML (`ai.onnx.ml`) ops of exported scikit-learn models, loaded as the standard ops that
 //! compute them: Binarizer, Scaler, Normalizer, Imputer, LinearRegressor, LinearClassifier,
-//! TreeEnsembleRegressor, TreeEnsembleClassifier, TreeEnsemble (ai.onnx.ml 5), SVMRegressor and
-//! SVMClassifier. Where the spec
+//! TreeEnsembleRegressor, TreeEnsembleClassifier, TreeEnsemble (ai.onnx.ml 5), SVMRegressor,
+//! SVMClassifier, OneHotEncoder and LabelEncoder (integer and float keys). Where the spec
 //! leaves a case open (binary classifiers, scores without a weight, the post transforms), they
 //! compute what onnxruntime's CPU kernels compute. Scores are f32, as the spec's outputs are;
 //! linear models and scalers compute in f32 (onnxruntime casts their inputs to f32 too), trees
@@ -33,6 +33,8 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         "TreeEnsembleRegressor" | "TreeEnsembleClassifier" | "TreeEnsemble" => tree_ensemble(node)?,
         "SVMRegressor" => svm_regressor(node)?,
         "SVMClassifier" => svm_classifier(node)?,
+        "OneHotEncoder" => one_hot_encoder(node)?,
+        "LabelEncoder" => label_encoder(node)?,
         _ => return Ok(None),
     };
     Ok(Some(expansion))
@@ -1871,5 +1873,122 @@ fn svm_classifier(node: &Node) -> Result<Expansion> {
     if let Some(out) = scores_out {
         b.op_to("Identity", &out, &[&z], &[]);
     }
+    Ok(b.finish())
+}
+
+/// `x == keys[k]` for each key along a new last axis (`[..., K]`, bool). A NaN matches no
+/// key, NaN keys included (onnxruntime's hash maps).
+fn matches_keys(b: &mut Builder, x: &str, keys: &str) -> Result<String> {
+    let last = b.i64s("key_axis", &[-1])?;
+    let wide = b.op("Unsqueeze", "x_wide", &[x, &last], &[]);
+    let keys = b.op("CastLike", "keys_t", &[keys, x], &[]);
+    Ok(b.op("Equal", "is_key", &[&wide, &keys], &[]))
+}
+
+fn one_hot_encoder(node: &Node) -> Result<Expansion> {
+    let a = Attrs(node);
+    let (x, y) = io(node)?;
+    if !a.strings("cats_strings")?.is_empty() {
+        return Err(
+            a.bad("has string categories (cats_strings): strings are not a supported dtype")
+        );
+    }
+    let cats = a.ints("cats_int64s")?;
+    if cats.is_empty() {
+        return Err(a.bad("needs cats_int64s"));
+    }
+    let mut b = Builder::new(node, &y);
+    // Values are compared as i64, floats truncated first (onnxruntime's cast).
+    let xi = cast(&mut b, "x_i64", &x, "i64");
+    let cats = b.constant("categories", HostTensor::from_vec(vec![cats.len()], &cats)?);
+    let eq = matches_keys(&mut b, &xi, &cats)?;
+    b.op_to("Cast", &y, &[&eq], &[("to", Attr::String("f32".into()))]);
+    Ok(b.finish())
+}
+
+fn label_encoder(node: &Node) -> Result<Expansion> {
+    let a = Attrs(node);
+    let (x, y) = io(node)?;
+    for name in ["keys_strings", "values_strings"] {
+        if !a.strings(name)?.is_empty() {
+            return Err(a.bad(format!(
+                "maps strings ({name}): strings are not a supported dtype"
+            )));
+        }
+    }
+    let tensor = |name: &str| match a.get(name) {
+        Some(Attr::Tensor(t)) => Some(t.clone()),
+        _ => None,
+    };
+    // Keys: integers, floats or a tensor; values likewise, with their default.
+    let keys: HostTensor = if let Some(t) = tensor("keys_tensor") {
+        t
+    } else if !a.ints("keys_int64s")?.is_empty() {
+        let k = a.ints("keys_int64s")?;
+        HostTensor::from_vec(vec![k.len()], &k)?
+    } else {
+        let (k, _) = a.values("keys_floats")?;
+        HostTensor::from_vec(vec![k.len()], &f32s(&k))?
+    };
+    let (values, default): (HostTensor, HostTensor) = if let Some(t) = tensor("values_tensor") {
+        let d = match tensor("default_tensor") {
+            Some(d) => cast_host(&d, t.dtype)?,
+            None => cast_host(&HostTensor::from_vec(vec![], &[0f32])?, t.dtype)?,
+        };
+        (t, d)
+    } else if !a.ints("values_int64s")?.is_empty() {
+        let v = a.ints("values_int64s")?;
+        let d = a.int("default_int64", -1)?;
+        (
+            HostTensor::from_vec(vec![v.len()], &v)?,
+            HostTensor::from_vec(vec![], &[d])?,
+        )
+    } else {
+        let (v, _) = a.values("values_floats")?;
+        let d = a.float("default_float", -0.0)? as f32;
+        (
+            HostTensor::from_vec(vec![v.len()], &f32s(&v))?,
+            HostTensor::from_vec(vec![], &[d])?,
+        )
+    };
+    let k = keys.numel();
+    if k == 0 || values.numel() != k {
+        return Err(a.bad(format!(
+            "has {k} keys and {} values; it needs one value per key",
+            values.numel()
+        )));
+    }
+    let default = HostTensor::from_bytes(
+        default.dtype,
+        vec![],
+        default.data[..default.dtype.size()].to_vec(),
+    )
+    .map_err(|_| a.bad("needs a default of one value"))?;
+    let mut b = Builder::new(node, &y);
+    let keys = b.constant(
+        "keys",
+        HostTensor::from_bytes(keys.dtype, vec![k], keys.data.clone())?,
+    );
+    let values = b.constant(
+        "values",
+        HostTensor::from_bytes(values.dtype, vec![k], values.data.clone())?,
+    );
+    let default = b.constant("default", default);
+    let eq = matches_keys(&mut b, &x, &keys)?;
+    // The first matching key's value (onnxruntime keeps the first of repeated keys).
+    let eqf = cast(&mut b, "is_key_f", &eq, "f32");
+    let drop = [("axis", Attr::Int(-1)), ("keepdims", Attr::Int(0))];
+    let first = b.op("ArgMax", "first_key", &[&eqf], &drop);
+    let axes = b.i64s("any_axis", &[-1])?;
+    let any = b.op(
+        "ReduceMax",
+        "any_key",
+        &[&eqf, &axes],
+        &[("keepdims", Attr::Int(0))],
+    );
+    let half = b.f32_scalar("half", 0.5)?;
+    let found = b.op("Greater", "found", &[&any, &half], &[]);
+    let v = b.op("Gather", "value", &[&values, &first], &[]);
+    b.op_to("Where", &y, &[&found, &v, &default], &[]);
     Ok(b.finish())
 }

@@ -22,7 +22,7 @@ mod quantize;
 mod recurrent;
 mod rotary_embedding;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 23] = [
+pub const EXPANDED_OPS: [&str; 25] = [
     "Upsample",
     "RNN",
     "GRU",
@@ -46,6 +46,8 @@ pub const EXPANDED_OPS: [&str; 23] = [
     "TreeEnsemble",
     "SVMRegressor",
     "SVMClassifier",
+    "OneHotEncoder",
+    "LabelEncoder",
 ];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};

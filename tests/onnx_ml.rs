@@ -1,6 +1,6 @@
 //! ONNX-ML ops beyond the onnxruntime cases and scikit-learn models (tests/onnx_node.rs and
 //! tests/sklearn_models.rs): bad attributes refused with one error line naming the node, integer
-//! features refused by the trees, and a tree 300 levels deep walked to the right leaf for
+//! features refused by the trees (TreeWalk's rule), and a tree 300 levels deep walked to the right leaf for
 //! every row (checked against a walk on the host).
 
 mod common;
@@ -371,7 +371,7 @@ fn trees_refuse_integer_features_with_one_line() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("features_must_be_float") && e.contains("i64"),
+        e.contains("TreeWalk takes f32, f16, bf16 or f64 rows") && e.contains("i64"),
         "{e}"
     );
     assert_eq!(e.lines().count(), 1, "{e}");
@@ -433,4 +433,222 @@ fn a_deep_tree_reaches_the_right_leaf_for_every_row() {
         .unwrap();
     assert_eq!(got[0].1.shape, vec![rows, 1]);
     assert_eq!(got[0].1.to_vec::<f32>().unwrap(), want);
+}
+
+/// A graph of one TreeWalk node over `x` (a graph input: the GPU walks it, or a constant: the
+/// interpreter folds it) and constant tables; its output.
+fn tree_walk(
+    x: &HostTensor,
+    tables: [HostTensor; 3],
+    depth: i64,
+    x_as_input: bool,
+) -> wgpu_ops::Result<HostTensor> {
+    let [nodes, thresholds, roots] = tables;
+    let mut g = wgpu_ops::Graph::new();
+    g = if x_as_input {
+        let shape: Vec<Option<usize>> = x.shape.iter().map(|&d| Some(d)).collect();
+        g.input("x", x.dtype, &shape)
+    } else {
+        g.constant("x", x.clone())
+    };
+    g = g
+        .constant("nodes", nodes)
+        .constant("thresholds", thresholds)
+        .constant("roots", roots)
+        .node(
+            wgpu_ops::Node::new("TreeWalk", "walk")
+                .inputs(["x", "nodes", "thresholds", "roots"])
+                .outputs(["leaves"])
+                .attr("depth", wgpu_ops::graph::Attr::Int(depth)),
+        )
+        .output("leaves");
+    let given = if x_as_input {
+        vec![("x".to_string(), x.clone())]
+    } else {
+        Vec::new()
+    };
+    let out = wgpu_ops::Session::new(common::ctx(), g)?.run_blocking(given)?;
+    Ok(out.into_iter().next().map(|(_, v)| v).unwrap())
+}
+
+fn table(nodes: &[[i32; 4]]) -> HostTensor {
+    let flat: Vec<i32> = nodes.iter().flatten().copied().collect();
+    HostTensor::from_vec(vec![nodes.len(), 4], &flat).unwrap()
+}
+
+#[test]
+fn tree_walk_refuses_bad_operands_with_one_line_on_both_paths() {
+    let x = HostTensor::from_vec(vec![2, 3], &[0.5f32; 6]).unwrap();
+    let nodes = table(&[[0, 1, 2, 3], [0, 0, 0, 16], [0, 0, 0, 16]]);
+    let thresholds = HostTensor::from_vec(vec![3], &[0.25f32; 3]).unwrap();
+    let roots = HostTensor::from_vec(vec![1], &[0i32]).unwrap();
+    let f32s = |shape: Vec<usize>| {
+        let n = shape.iter().product();
+        HostTensor::from_vec(shape, &vec![0.5f32; n]).unwrap()
+    };
+    let cases: Vec<(HostTensor, [HostTensor; 3], i64, &str)> = vec![
+        (
+            HostTensor::from_vec(vec![2, 3], &[1i32; 6]).unwrap(),
+            [nodes.clone(), thresholds.clone(), roots.clone()],
+            2,
+            "X is i32",
+        ),
+        (
+            f32s(vec![2, 3, 1]),
+            [nodes.clone(), thresholds.clone(), roots.clone()],
+            2,
+            "TreeWalk takes [rows, features]",
+        ),
+        (
+            x.clone(),
+            [
+                HostTensor::from_vec(vec![3, 3], &[0i32; 9]).unwrap(),
+                thresholds.clone(),
+                roots.clone(),
+            ],
+            2,
+            "i32 [nodes, 4]",
+        ),
+        (
+            x.clone(),
+            [
+                nodes.clone(),
+                HostTensor::from_vec(vec![3], &[0.5f64; 3]).unwrap(),
+                roots.clone(),
+            ],
+            2,
+            "one per node (3) of X's dtype (f32)",
+        ),
+        (
+            x.clone(),
+            [
+                nodes.clone(),
+                thresholds.clone(),
+                HostTensor::from_vec(vec![1], &[0i64]).unwrap(),
+            ],
+            2,
+            "i32 [trees]",
+        ),
+        (
+            x.clone(),
+            [nodes.clone(), thresholds.clone(), roots.clone()],
+            5000,
+            "depth 5000 is not 0 to 4096",
+        ),
+        (
+            x.clone(),
+            [
+                table(&[[7, 1, 2, 3], [0, 0, 0, 16], [0, 0, 0, 16]]),
+                thresholds.clone(),
+                roots.clone(),
+            ],
+            2,
+            "node 0 reads feature 7, not one of X's 3",
+        ),
+        (
+            x.clone(),
+            [
+                table(&[[0, 1, 9, 3], [0, 0, 0, 16], [0, 0, 0, 16]]),
+                thresholds.clone(),
+                roots.clone(),
+            ],
+            2,
+            "node 0 branches to 9, not one of the 3 nodes",
+        ),
+        (
+            x.clone(),
+            [
+                nodes.clone(),
+                thresholds.clone(),
+                HostTensor::from_vec(vec![1], &[-1i32]).unwrap(),
+            ],
+            2,
+            "root -1 is not one of the 3 nodes",
+        ),
+    ];
+    for (x, tables, depth, why) in cases {
+        for as_input in [true, false] {
+            let e = tree_walk(&x, tables.clone(), depth, as_input)
+                .expect_err(why)
+                .to_string();
+            assert!(
+                e.contains("TreeWalk") && e.contains(why) && e.lines().count() == 1,
+                "{why} (input {as_input}): {e}"
+            );
+        }
+    }
+}
+
+/// Random forests (every rule combination, NaN features, leaves at every depth) walked on the
+/// GPU and by the interpreter, in f32, f64 and f16: the same leaves, bit for bit.
+#[test]
+fn tree_walk_matches_the_interpreter_on_random_forests() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let (rows, features, trees) = (37usize, 5u64, 6usize);
+    let mut nodes: Vec<[i32; 4]> = Vec::new();
+    let mut roots = Vec::new();
+    let mut thresholds = Vec::new();
+    for _ in 0..trees {
+        // A complete tree of depth 4: branches first, leaves after, in one block.
+        let base = nodes.len() as i32;
+        roots.push(base);
+        for k in 0..31 {
+            if k < 15 {
+                let rule = 1 + next(15) as i32; // any non-empty set of the four outcomes
+                nodes.push([
+                    next(features) as i32,
+                    base + 2 * k + 1,
+                    base + 2 * k + 2,
+                    rule,
+                ]);
+            } else {
+                nodes.push([0, 0, 0, 16]);
+            }
+            thresholds.push(next(5) as f32 * 0.5);
+        }
+    }
+    let values: Vec<f32> = (0..rows * features as usize)
+        .map(|_| match next(7) {
+            0 => f32::NAN,
+            v => v as f32 * 0.5 - 0.5,
+        })
+        .collect();
+    let x32 = HostTensor::from_vec(vec![rows, features as usize], &values).unwrap();
+    let g = nodes.len();
+    let roots = HostTensor::from_vec(vec![trees], &roots).unwrap();
+    let t32 = HostTensor::from_vec(vec![g], &thresholds).unwrap();
+    let mut checked = 0;
+    for dtype in [
+        wgpu_ops::DType::F32,
+        wgpu_ops::DType::F64,
+        wgpu_ops::DType::F16,
+    ] {
+        if dtype == wgpu_ops::DType::F64
+            && !common::ctx().features().contains(
+                wgpu_ops::gpu::Features::SHADER_F64 | wgpu_ops::gpu::Features::SHADER_INT64,
+            )
+        {
+            continue;
+        }
+        let x = wgpu_ops::reference::cast_host(&x32, dtype).unwrap();
+        let t = wgpu_ops::reference::cast_host(&t32, dtype).unwrap();
+        let tables = [table(&nodes), t, roots.clone()];
+        let gpu = tree_walk(&x, tables.clone(), 4, true).unwrap();
+        let cpu = tree_walk(&x, tables, 4, false).unwrap();
+        assert_eq!(gpu.shape, vec![rows, trees]);
+        assert_eq!(gpu, cpu, "{dtype}");
+        // Every walk ends at a leaf (the trees are 4 deep), and the leaves differ by row.
+        let leaves = gpu.to_vec::<i32>().unwrap();
+        assert!(leaves.iter().all(|&l| nodes[l as usize][3] == 16));
+        let distinct: std::collections::HashSet<i32> = leaves.iter().copied().collect();
+        assert!(distinct.len() > trees * 4, "{}", distinct.len());
+        checked += 1;
+    }
+    assert!(checked >= 2);
 }

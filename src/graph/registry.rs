@@ -120,6 +120,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &STFT,
             &COL2IM,
             &MEL_WEIGHT_MATRIX,
+            &TREE_WALK,
         ])
 }
 
@@ -1592,6 +1593,48 @@ static COL2IM: OpDef = OpDef {
             strides.as_deref(),
             dilations.as_deref(),
             pads.as_deref(),
+            args.out(0),
+        )?])
+    },
+};
+
+/// Decision trees walked to their leaves (the ONNX-ML tree ensembles load as it).
+static TREE_WALK: OpDef = OpDef {
+    name: "TreeWalk",
+    inputs: 4..=4,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["depth"],
+    run: |rec, args| {
+        let x = args.tensor(0, "X")?;
+        let (nodes, thresholds, roots) = (
+            args.tensor(1, "nodes")?,
+            args.tensor(2, "thresholds")?,
+            args.tensor(3, "roots")?,
+        );
+        let depth = args.int("depth")?.unwrap_or(0);
+        crate::ops::tree_walk::tree_walk_shape(
+            (x.dtype(), x.shape()),
+            (nodes.dtype(), nodes.shape()),
+            (thresholds.dtype(), thresholds.shape()),
+            (roots.dtype(), roots.shape()),
+            depth,
+        )?;
+        // Tables known while planning are checked: the kernel only stops at a bad index.
+        let known = |k: usize| {
+            args.host_value(k)
+                .filter(|t| t.dtype == DType::I32)
+                .and_then(|t| t.to_vec::<i32>().ok())
+        };
+        if let (Some(n), Some(r)) = (known(1), known(3)) {
+            crate::ops::tree_walk::check_tables(&n, &r, x.shape()[1])?;
+        }
+        Ok(vec![rec.tree_walk_to(
+            &x,
+            &nodes,
+            &thresholds,
+            &roots,
+            depth,
             args.out(0),
         )?])
     },

@@ -25,6 +25,7 @@ pub mod reduce;
 pub mod scan_step;
 pub mod scatter;
 pub mod topk;
+pub mod tree_walk;
 pub mod windows;
 pub mod words;
 
@@ -81,6 +82,7 @@ const LINEAR_ATTENTION: &str = include_str!("../../shaders/linear_attention.wgsl
 const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
 const GRID_TAPS: &str = include_str!("../../shaders/grid_taps.wgsl");
+const TREE_WALK: &str = include_str!("../../shaders/tree_walk.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const PAD: &str = include_str!("../../shaders/pad.wgsl");
@@ -234,6 +236,9 @@ pub enum Kernel {
     /// `grid_taps.wgsl`: ONNX GridSample's taps, one invocation per output position and
     /// combination of per-axis taps: the input row each reads and its weight.
     GridTaps { workgroup_size: u32, f64: bool },
+    /// `tree_walk.wgsl`: decision trees walked to their leaves, one invocation per row and
+    /// tree, on f32 or f64 rows.
+    TreeWalk { workgroup_size: u32, f64: bool },
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
     /// points (the tiles have a fixed 16 x 16). With an `epilogue`, each sum is operand 0 of
     /// that element-wise program, whose result is stored (a fused `MatMul -> Add -> Tanh`).
@@ -279,6 +284,10 @@ impl Kernel {
             out.push(Kernel::CausalConv { workgroup_size });
             for f64 in [false, true] {
                 out.push(Kernel::GridTaps {
+                    workgroup_size,
+                    f64,
+                });
+                out.push(Kernel::TreeWalk {
                     workgroup_size,
                     f64,
                 });
@@ -503,6 +512,7 @@ impl Kernel {
             Kernel::ScanCounter { .. } => "scan_counter.wgsl",
             Kernel::CausalConv { .. } => "causal_conv.wgsl",
             Kernel::GridTaps { .. } => "grid_taps.wgsl",
+            Kernel::TreeWalk { .. } => "tree_walk.wgsl",
         }
     }
 
@@ -531,6 +541,7 @@ impl Kernel {
                 let dtype = if f64 { DType::F64 } else { DType::F32 };
                 operands::element_typed(GRID_TAPS, dtype, None).into()
             }
+            Kernel::TreeWalk { f64, .. } => tree_walk::tree_walk_source(TREE_WALK, f64).into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 let ty = operands::elementwise_type(dtype).unwrap_or("f32");
                 let e = elementwise::lookup(op)
@@ -611,6 +622,7 @@ impl Kernel {
             | Kernel::Copy { workgroup_size, .. }
             | Kernel::CausalConv { workgroup_size }
             | Kernel::GridTaps { workgroup_size, .. }
+            | Kernel::TreeWalk { workgroup_size, .. }
             | Kernel::LinearAttention { workgroup_size, .. } => {
                 vec![("WORKGROUP_SIZE", workgroup_size)]
             }
@@ -717,6 +729,9 @@ impl Kernel {
             } => words::words_features(&operands[..usize::from(arity)], out, emulate64),
             Kernel::Fused { program, .. } => program.features(),
             Kernel::GridTaps { f64: true, .. } => wgpu::Features::SHADER_F64,
+            Kernel::TreeWalk { f64: true, .. } => {
+                wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64
+            }
             Kernel::Reduce {
                 input,
                 emulate64,
@@ -823,6 +838,8 @@ impl KernelSpec for Kernel {
             | Kernel::GridTaps { f64: false, .. }
             | Kernel::ScanCounter { .. } => self.file().into(),
             Kernel::GridTaps { f64: true, .. } => "grid_taps.wgsl f64".into(),
+            Kernel::TreeWalk { f64: false, .. } => self.file().into(),
+            Kernel::TreeWalk { f64: true, .. } => "tree_walk.wgsl f64".into(),
             Kernel::ScanCopies { copies, .. } => format!("scan copies {copies}").into(),
             Kernel::Scatter {
                 dtype,
@@ -953,6 +970,14 @@ impl KernelSpec for Kernel {
                 Binding::StorageRead,
                 Binding::StorageRead,
                 Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
+            Kernel::TreeWalk { .. } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
                 Binding::StorageReadWrite,
             ],
             Kernel::TopK { .. } | Kernel::GridTaps { .. } => &[

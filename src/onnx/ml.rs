@@ -1167,10 +1167,59 @@ impl Forest {
     }
 }
 
+/// Walks every tree for every row of `xr` with TreeWalk (all levels in one dispatch): each
+/// node's feature, children and rule bits in one i32 table. Returns each tree's leaf,
+/// `[N, trees]` (i32).
+fn walk_in_one_dispatch(b: &mut Builder, f: &Forest, xr: &str, depth: usize) -> Result<String> {
+    use crate::ops::tree_walk::rule;
+    let g = f.feature.len();
+    let mut table = Vec::with_capacity(g * 4);
+    for v in 0..g {
+        let m = f.mode[v];
+        let mut bits = 0;
+        if matches!(m, Mode::Leq | Mode::Lt | Mode::Neq) {
+            bits |= rule::LESS;
+        }
+        if matches!(m, Mode::Leq | Mode::Gte | Mode::Eq) {
+            bits |= rule::EQUAL;
+        }
+        if matches!(m, Mode::Gte | Mode::Gt | Mode::Neq) {
+            bits |= rule::GREATER;
+        }
+        if f.tracks_true[v] || m == Mode::Neq {
+            bits |= rule::NAN;
+        }
+        if m == Mode::Leaf {
+            bits = rule::LEAF;
+        }
+        table.extend([
+            f.feature[v] as i32,
+            f.true_next[v] as i32,
+            f.false_next[v] as i32,
+            bits,
+        ]);
+    }
+    let nodes = b.constant("nodes", HostTensor::from_vec(vec![g, 4], &table)?);
+    let thresholds = typed_const(b, "thresholds", vec![g], &f.threshold, f.dtype)?;
+    let thresholds = b.op("CastLike", "thresholds_t", &[&thresholds, xr], &[]);
+    let roots: Vec<i32> = f.roots.iter().map(|&r| r as i32).collect();
+    let roots = b.constant("roots", HostTensor::from_vec(vec![roots.len()], &roots)?);
+    Ok(b.op(
+        "TreeWalk",
+        "leaves",
+        &[xr, &nodes, &thresholds, &roots],
+        &[("depth", Attr::Int(depth as i64))],
+    ))
+}
+
 /// Walks every tree for every row of `xr` (`[N, F]`): one gather of each tree's current node's
-/// feature and one comparison per level. Returns each tree's leaf, `[N, trees]` (i64).
+/// feature and one comparison per level (forests with set membership, which TreeWalk does not
+/// test). Returns each tree's leaf, `[N, trees]` (i64).
 fn walk(b: &mut Builder, f: &Forest, xr: &str, depth: usize) -> Result<String> {
     let g = f.feature.len();
+    if !f.mode.contains(&Mode::Member) && g < i32::MAX as usize {
+        return walk_in_one_dispatch(b, f, xr, depth);
+    }
     let branch_modes: std::collections::HashSet<Mode> = f
         .mode
         .iter()

@@ -26,6 +26,7 @@ pub mod slice;
 pub mod slicing;
 pub mod space_to_batch;
 pub mod strided_slice;
+pub mod tree_walk;
 pub mod window;
 
 pub use crate::indices;

@@ -444,6 +444,7 @@ mod grid_sample;
 mod numeric;
 mod resize;
 mod spectral;
+mod tree_walk;
 mod window;
 
 /// ONNX Cast on the host (what the GPU's Cast computes: constants made while planning, and

@@ -1,0 +1,117 @@
+//! Decision trees walked to their leaves (`shaders/tree_walk.wgsl`): one invocation per row and
+//! tree, all levels in one dispatch.
+
+use super::{grid_for, Kernel};
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    rows: u32,
+    trees: u32,
+    features: u32,
+    nodes: u32,
+    depth: u32,
+    row: u32,
+    plane: u32,
+    _pad: u32,
+}
+
+/// The WGSL of the kernel for f32 or f64 rows (NaN tested on the bits: a driver may fold
+/// `x != x` away).
+pub(crate) fn tree_walk_source(template: &str, f64: bool) -> String {
+    let (ty, nan) = if f64 {
+        ("f64", super::elementwise::f64_is_nan("v"))
+    } else {
+        ("f32", super::elementwise::f32_is_nan("v"))
+    };
+    super::operands::specialize(
+        template,
+        &[
+            ("// ELEMENT TYPE", format!("alias T = {ty};")),
+            ("// NAN TEST", format!("    return {nan};")),
+        ],
+    )
+}
+
+impl Recorder {
+    /// Records the walk of every tree for every row of `x` (`[N, F]`, f32 or f64) into `out`
+    /// (`[N, T]` i32): `nodes` `[G, 4]` i32, `thresholds` `[G]` of `x`'s dtype, `roots` `[T]`
+    /// i32, at most `depth` steps. Shapes and dtypes are the caller's to check.
+    pub(crate) fn tree_walk_into(
+        &mut self,
+        op: &'static str,
+        tables: [&Tensor; 4],
+        depth: u32,
+        out: &Tensor,
+    ) -> Result<()> {
+        let [x, nodes, thresholds, roots] = tables;
+        let ctx = self.context().clone();
+        let f64 = x.dtype() == DType::F64;
+        let needs = wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64;
+        if f64 && !ctx.features().contains(needs) {
+            return Err(Error::invalid(
+                op,
+                "X",
+                "f64 rows need the adapter's SHADER_F64 and SHADER_INT64 features".to_string(),
+            ));
+        }
+        let (rows, features) = (x.shape()[0] as u64, x.shape()[1] as u64);
+        let trees = roots.numel() as u64;
+        let invocations = rows * trees;
+        if invocations == 0 {
+            return Ok(());
+        }
+        if invocations > u64::from(u32::MAX) {
+            return Err(super::operands::too_many(
+                op,
+                "the walks (rows x trees)",
+                invocations,
+            ));
+        }
+        if x.numel() as u64 >= u64::from(u32::MAX) || nodes.numel() as u64 >= u64::from(u32::MAX) {
+            return Err(Error::LimitExceeded {
+                op,
+                what: "the rows' elements or the node table".into(),
+                limit: "2^32 - 1 elements indexed by u32",
+                needed: x.numel().max(nodes.numel()) as u64,
+                max: u64::from(u32::MAX) - 1,
+            });
+        }
+        super::operands::check_bound_whole(
+            &ctx,
+            op,
+            &[
+                (x, "X"),
+                (nodes, "nodes"),
+                (thresholds, "thresholds"),
+                (roots, "roots"),
+                (out, "the leaves"),
+            ],
+        )?;
+        let wg = ctx.workgroup_size();
+        let grid = grid_for(&ctx, op, invocations, wg)?;
+        let params = Params {
+            rows: rows as u32,
+            trees: trees as u32,
+            features: features as u32,
+            nodes: thresholds.numel() as u32,
+            depth,
+            row: grid[0] * wg,
+            plane: grid[1],
+            _pad: 0,
+        };
+        let pipeline = ctx.pipeline(&Kernel::TreeWalk {
+            workgroup_size: wg,
+            f64,
+        })?;
+        let bindings = [
+            x.storage().bind_whole(),
+            nodes.storage().bind_whole(),
+            thresholds.storage().bind_whole(),
+            roots.storage().bind_whole(),
+            out.storage().bind_whole(),
+        ];
+        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+    }
+}

@@ -1,0 +1,156 @@
+//! TreeWalk: decision trees walked to their leaves for every row, all levels in one dispatch
+//! (the ONNX-ML tree ensembles load as it, then gather their leaves' weights).
+
+use crate::{DType, Error, Out, Recorder, Result, Tensor};
+
+const OP: &str = "TreeWalk";
+
+/// The most steps a walk takes.
+pub const MAX_DEPTH: u32 = 4096;
+
+/// Rule bits of a node: which outcomes of comparing x with the threshold t go to the true
+/// child; a leaf stops the walk.
+pub mod rule {
+    pub const LESS: i32 = 1;
+    pub const EQUAL: i32 = 2;
+    pub const GREATER: i32 = 4;
+    pub const NAN: i32 = 8;
+    pub const LEAF: i32 = 16;
+}
+
+/// The checks of TreeWalk's operands (shared with the interpreter): `x` `[N, F]` of a float
+/// type, `nodes` `[G, 4]` i32, `thresholds` `[G]` of `x`'s dtype, `roots` `[T]` i32, depth at
+/// most [`MAX_DEPTH`]. Returns the output's shape `[N, T]`.
+pub fn tree_walk_shape(
+    x: (DType, &[usize]),
+    nodes: (DType, &[usize]),
+    thresholds: (DType, &[usize]),
+    roots: (DType, &[usize]),
+    depth: i64,
+) -> Result<Vec<usize>> {
+    let bad = |input: &str, msg: String| Error::invalid(OP, input, msg);
+    if !matches!(x.0, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
+        return Err(bad(
+            "X",
+            format!("X is {}; TreeWalk takes f32, f16, bf16 or f64 rows", x.0),
+        ));
+    }
+    if x.1.len() != 2 {
+        return Err(bad(
+            "X",
+            format!("X has shape {:?}; TreeWalk takes [rows, features]", x.1),
+        ));
+    }
+    if nodes.0 != DType::I32 || nodes.1.len() != 2 || nodes.1[1] != 4 {
+        return Err(bad(
+            "nodes",
+            format!(
+                "nodes is {} {:?}; TreeWalk takes i32 [nodes, 4] (feature, true child, false child, rule)",
+                nodes.0, nodes.1
+            ),
+        ));
+    }
+    if thresholds.0 != x.0 || thresholds.1 != [nodes.1[0]] {
+        return Err(bad(
+            "thresholds",
+            format!(
+                "thresholds is {} {:?}; TreeWalk takes one per node ({}) of X's dtype ({})",
+                thresholds.0, thresholds.1, nodes.1[0], x.0
+            ),
+        ));
+    }
+    if roots.0 != DType::I32 || roots.1.len() != 1 {
+        return Err(bad(
+            "roots",
+            format!(
+                "roots is {} {:?}; TreeWalk takes i32 [trees]",
+                roots.0, roots.1
+            ),
+        ));
+    }
+    if !(0..=i64::from(MAX_DEPTH)).contains(&depth) {
+        return Err(bad(
+            "depth",
+            format!("depth {depth} is not 0 to {MAX_DEPTH}"),
+        ));
+    }
+    Ok(vec![x.1[0], roots.1[0]])
+}
+
+/// Checks tables known on the host: every root and child a node, every feature one of X's.
+pub fn check_tables(nodes: &[i32], roots: &[i32], features: usize) -> Result<()> {
+    let g = nodes.len() / 4;
+    let in_nodes = |v: i32| v >= 0 && (v as usize) < g;
+    if let Some(r) = roots.iter().find(|&&r| !in_nodes(r)) {
+        return Err(Error::invalid(
+            OP,
+            "roots",
+            format!("root {r} is not one of the {g} nodes"),
+        ));
+    }
+    for (k, n) in nodes.chunks_exact(4).enumerate() {
+        if n[3] & rule::LEAF != 0 {
+            continue;
+        }
+        if n[0] < 0 || n[0] as usize >= features {
+            return Err(Error::invalid(
+                OP,
+                "nodes",
+                format!("node {k} reads feature {}, not one of X's {features}", n[0]),
+            ));
+        }
+        if let Some(c) = [n[1], n[2]].into_iter().find(|&c| !in_nodes(c)) {
+            return Err(Error::invalid(
+                OP,
+                "nodes",
+                format!("node {k} branches to {c}, not one of the {g} nodes"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Recorder {
+    /// Records TreeWalk into `out`: each tree's leaf for each row, `[N, T]` i32.
+    pub fn tree_walk_to(
+        &mut self,
+        x: &Tensor,
+        nodes: &Tensor,
+        thresholds: &Tensor,
+        roots: &Tensor,
+        depth: i64,
+        out: Out,
+    ) -> Result<Tensor> {
+        self.check_inputs(
+            OP,
+            &[
+                ("X", x),
+                ("nodes", nodes),
+                ("thresholds", thresholds),
+                ("roots", roots),
+            ],
+        )?;
+        let shape = tree_walk_shape(
+            (x.dtype(), x.shape()),
+            (nodes.dtype(), nodes.shape()),
+            (thresholds.dtype(), thresholds.shape()),
+            (roots.dtype(), roots.shape()),
+            depth,
+        )?;
+        let leaves = out.tensor(self, DType::I32, &shape)?;
+        if leaves.numel() == 0 {
+            return Ok(leaves);
+        }
+        // f16 and bf16 widen to f32 exactly: the comparisons are the same.
+        let (x, thresholds) = if matches!(x.dtype(), DType::F16 | DType::BF16) {
+            (
+                self.cast(x, DType::F32)?,
+                self.cast(thresholds, DType::F32)?,
+            )
+        } else {
+            (x.clone(), thresholds.clone())
+        };
+        self.tree_walk_into(OP, [&x, nodes, &thresholds, roots], depth as u32, &leaves)?;
+        Ok(leaves)
+    }
+}

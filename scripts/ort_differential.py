@@ -243,6 +243,7 @@ def main():
     written += mel_weight_matrix_cases(out, manifest)
     written += integer_matmul_cases(out, manifest)
     written += ml_cases(out, manifest)
+    written += unpool_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1178,6 +1179,48 @@ def integer_matmul_cases(out, manifest):
                 m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
                 written += ort_case(out, manifest, f"ort_{op}_{name}", m, feeds, [op], opset,
                                     0.0, 0.0)
+    return written
+
+
+def unpool_cases(out, manifest):
+    """MeanVarianceNormalization (default and other axes, f32) and MaxUnpool of MaxPool's own
+    indices (1-D, 2-D and 3-D, strides, pads, an output_shape larger than the inferred one,
+    where onnxruntime and the ONNX reference differ: decision 24). f32 rtol 1e-4 atol 1e-5,
+    MaxUnpool bit for bit. Returns how many were written."""
+    rng = np.random.RandomState(59)
+    written = 0
+    # f32 only: onnxruntime's own expansion of the function body refuses f64 (its epsilon is
+    # an f32 constant added to f64 values).
+    for d, np_type, onnx_type, tol in (("f32", np.float32, T.FLOAT, (1e-4, 1e-5)),):
+        for label, axes in (("default", None), ("last", [3]), ("batch_channels", [0, 1])):
+            x = rng.uniform(-2, 2, (2, 3, 4, 5)).astype(np_type)
+            attrs = {} if axes is None else {"axes": axes}
+            node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"], **attrs)
+            g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type, list(x.shape))],
+                                  [onnx.ValueInfoProto(name="y")])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+            written += ort_case(out, manifest, f"ort_MVN_{label}_{d}", m, [("x", x)],
+                                ["MeanVarianceNormalization"], 13, *tol)
+    for label, shape, kernel, strides, pads, grow in (
+            ("1d", (2, 3, 9), [3], [2], [1, 1], None),
+            ("2d", (1, 2, 6, 8), [2, 2], [2, 2], [0, 0, 0, 0], None),
+            ("2d_padded", (2, 1, 5, 5), [3, 3], [2, 2], [1, 1, 1, 1], None),
+            ("2d_output_shape", (1, 2, 6, 6), [2, 2], [2, 2], [0, 0, 0, 0], [1, 2, 7, 8]),
+            ("3d", (1, 2, 4, 4, 4), [2, 2, 2], [2, 2, 2], [0, 0, 0, 0, 0, 0], None)):
+        x = rng.permutation(np.arange(np.prod(shape))).reshape(shape).astype(np.float32)
+        pool = helper.make_node("MaxPool", ["x"], ["pooled", "indices"], kernel_shape=kernel,
+                                strides=strides, pads=pads)
+        inputs = ["pooled", "indices"] + (["shape"] if grow else [])
+        unpool = helper.make_node("MaxUnpool", inputs, ["y"], kernel_shape=kernel, strides=strides, pads=pads)
+        nodes = [pool, unpool]
+        if grow:
+            nodes.insert(0, helper.make_node("Constant", [], ["shape"],
+                                             value=numpy_helper.from_array(np.array(grow, np.int64))))
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, list(shape))],
+                              [onnx.ValueInfoProto(name="y")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)])
+        written += ort_case(out, manifest, f"ort_MaxUnpool_{label}", m, [("x", x)],
+                            ["MaxPool", "MaxUnpool"], 22, 0.0, 0.0)
     return written
 
 

@@ -1029,3 +1029,44 @@ fn head_counts_on_four_dimensional_inputs_are_refused() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+/// MaxUnpool's geometry is checked when the model loads: one error line naming the node.
+#[test]
+fn max_unpool_refuses_bad_geometry() {
+    let f = DataType::Float;
+    let ints = |name: &str, v: &[i64]| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    };
+    for (attrs, why) in [
+        (vec![], "needs kernel_shape"),
+        (
+            vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2])],
+            "needs positive kernel_shape and strides of one length (2)",
+        ),
+        (
+            vec![ints("kernel_shape", &[2, 0])],
+            "needs positive kernel_shape",
+        ),
+    ] {
+        let mut n = node("MaxUnpool", &["X", "I"], &["Y"]);
+        n.name = Some("unpool\n1".into());
+        n.attribute = attrs;
+        let graph = GraphProto {
+            node: vec![n],
+            input: vec![
+                value("X", f, &[Some(1), Some(1), Some(2), Some(2)]),
+                value("I", DataType::Int64, &[Some(1), Some(1), Some(2), Some(2)]),
+            ],
+            output: vec![value("Y", f, &[None])],
+            ..Default::default()
+        };
+        let e = Model::from_bytes(&model(graph, 22).encode_to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why) && e.contains("unpool\\n1"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

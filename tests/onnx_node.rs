@@ -238,6 +238,8 @@ const INTERPRETED: &[&str] = &[
     "SVMClassifier",
     "OneHotEncoder",
     "LabelEncoder",
+    "MeanVarianceNormalization",
+    "MaxUnpool",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

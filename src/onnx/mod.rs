@@ -12,6 +12,7 @@ use crate::graph::{is_op, Attr, Graph, Node, ValueInfo};
 use crate::{Context, DType, Error, HostTensor, Result, Session};
 
 mod attention;
+mod defined;
 mod expansion;
 mod losses;
 mod lp_normalization;
@@ -22,7 +23,7 @@ mod quantize;
 mod recurrent;
 mod rotary_embedding;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 25] = [
+pub const EXPANDED_OPS: [&str; 27] = [
     "Upsample",
     "RNN",
     "GRU",
@@ -48,6 +49,8 @@ pub const EXPANDED_OPS: [&str; 25] = [
     "SVMClassifier",
     "OneHotEncoder",
     "LabelEncoder",
+    "MeanVarianceNormalization",
+    "MaxUnpool",
 ];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};
@@ -784,7 +787,8 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         }
     }
     // Ops defined by other ops: each expander answers None for ops not its own.
-    let expanders: [expansion::Expander; 6] = [
+    let expanders: [expansion::Expander; 7] = [
+        defined::expand,
         recurrent::expand,
         attention::expand,
         losses::expand,

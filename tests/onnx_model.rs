@@ -1070,3 +1070,47 @@ fn max_unpool_refuses_bad_geometry() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+/// A list of maps (ZipMap's output) is refused with the exporter option that avoids it.
+#[test]
+fn lists_of_maps_are_refused_with_the_zipmap_hint() {
+    let map = TypeProto {
+        value: Some(type_proto::Value::MapType(Box::new(type_proto::Map {
+            key_type: Some(DataType::Int64 as i32),
+            value_type: Some(Box::new(TypeProto {
+                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                    elem_type: Some(DataType::Float as i32),
+                    shape: None,
+                })),
+                ..Default::default()
+            })),
+        }))),
+        ..Default::default()
+    };
+    let probabilities = ValueInfoProto {
+        name: Some("output_probability".into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::SequenceType(Box::new(
+                type_proto::Sequence {
+                    elem_type: Some(Box::new(map)),
+                },
+            ))),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let graph = GraphProto {
+        node: vec![node("Identity", &["X"], &["output_probability"])],
+        input: vec![value("X", DataType::Float, &[Some(2)])],
+        output: vec![probabilities],
+        ..Default::default()
+    };
+    let e = Model::from_bytes(&model(graph, 17).encode_to_vec())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("output_probability") && e.contains("{'zipmap': False}"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+}

@@ -962,9 +962,18 @@ fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
         return Ok(info);
     };
     let proto::type_proto::Value::TensorType(t) = ty else {
-        return Err(bad(
-            "only tensor values are supported (not sequences, maps or optionals)".into(),
-        ));
+        // skl2onnx's classifiers end in ZipMap (a list of maps) unless told otherwise.
+        let of_maps = matches!(ty, proto::type_proto::Value::SequenceType(s)
+            if matches!(s.elem_type.as_deref().and_then(|e| e.value.as_ref()),
+                Some(proto::type_proto::Value::MapType(_))));
+        let hint = if of_maps {
+            "; a list of maps is what ZipMap makes of a classifier's probabilities: skl2onnx exports them as a tensor with options={id(model): {'zipmap': False}}"
+        } else {
+            ""
+        };
+        return Err(bad(format!(
+            "only tensor values are supported (not sequences, maps or optionals){hint}"
+        )));
     };
     if t.elem_type.is_some() {
         let code = DataType::try_from(t.elem_type()).unwrap_or(DataType::Undefined);

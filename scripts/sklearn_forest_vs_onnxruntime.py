@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""A scikit-learn random forest (regressor) exported by skl2onnx, whose graph is one ONNX-ML
+TreeEnsembleRegressor: wgpu-ops walks every tree for every row in one TreeWalk dispatch. Runs
+the model on onnxruntime (CPU) and on wgpu-ops (examples/onnx_timing.rs), compares the outputs
+(f32: rtol 1e-4, atol 1e-5, as onnxruntime's own tests compare floats) and prints both times.
+
+Usage: scripts/sklearn_forest_vs_onnxruntime.py [TREES [DEPTH [ROWS]]] [--runs N]
+[--threads N] [--export DIR | --model DIR]
+(default 100 trees at most 10 deep, 8 features, 10 000 query rows). Exporting needs
+scikit-learn and skl2onnx besides numpy and onnxruntime: --export DIR only writes the model and
+its input there, --model DIR runs one written so (on a machine without scikit-learn).
+ONNX_TIMING=PATH runs that prebuilt onnx_timing binary instead of
+`cargo run --release --example onnx_timing`.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from ort_compare import onnxruntime_run, save, wgpu_ops_run
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("size", nargs="*", type=int, default=[], metavar="TREES DEPTH ROWS")
+parser.add_argument("--runs", type=int, default=5)
+parser.add_argument("--threads", type=int, default=0)
+parser.add_argument("--export", metavar="DIR")
+parser.add_argument("--model", metavar="DIR")
+opts = parser.parse_args()
+if len(opts.size) > 3:
+    parser.error("give at most TREES DEPTH ROWS")
+trees, depth, rows = opts.size + [100, 10, 10000][len(opts.size):]
+
+if opts.model:
+    model = onnx.load(os.path.join(opts.model, "model.onnx"))
+    x = np.load(os.path.join(opts.model, "x.npy"))
+    with open(os.path.join(opts.model, "size.json")) as f:
+        trees, depth, rows = json.load(f)
+else:
+    from sklearn.ensemble import RandomForestRegressor
+    from skl2onnx import to_onnx
+
+    rng = np.random.RandomState(0)
+    x_train = rng.rand(2000, 8)
+    y_train = np.sin(3 * x_train).sum(1)
+    forest = RandomForestRegressor(trees, max_depth=depth, random_state=0).fit(x_train, y_train)
+    x = rng.rand(rows, 8).astype(np.float32)
+    model = to_onnx(forest, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+assert any(n.op_type == "TreeEnsembleRegressor" for n in model.graph.node), \
+    "skl2onnx no longer exports a TreeEnsembleRegressor for the forest"
+if opts.export:
+    os.makedirs(opts.export, exist_ok=True)
+    onnx.save(model, os.path.join(opts.export, "model.onnx"))
+    np.save(os.path.join(opts.export, "x.npy"), x)
+    with open(os.path.join(opts.export, "size.json"), "w") as f:
+        json.dump([trees, depth, rows], f)
+    print(f"wrote the model and its input to {opts.export}")
+    sys.exit(0)
+
+name = model.graph.input[0].name
+feeds = {name: x}
+work, path = save(model, feeds, "forest-")
+want, ort_ms = onnxruntime_run(path, feeds, opts.runs, opts.threads)
+report, ours_ms, dispatches = wgpu_ops_run(work, path, feeds, opts.runs)
+rtol, atol = 1e-4, 1e-5
+worst = 0.0
+for out, w in zip([o.name for o in model.graph.output], want):
+    got = np.load(os.path.join(work, "out", out + ".npy"))
+    worst = max(worst, float((np.abs(got - w) / (atol + rtol * np.abs(w))).max()))
+    np.testing.assert_allclose(got, w, rtol=rtol, atol=atol, err_msg=out)
+print(report)
+threads = opts.threads or f"default ({os.cpu_count()} logical cores)"
+print(f"random forest, {trees} trees at most {depth} deep, {rows} rows of 8 features (f32): "
+      f"outputs match onnxruntime (rtol {rtol:g}, atol {atol:g}; worst error {worst:.2f} of "
+      f"the bound)")
+print(f"onnxruntime {ort.__version__} CPU, threads {threads}: {ort_ms:.2f} ms per run")
+print(f"wgpu-ops: {ours_ms:.2f} ms per run (inputs uploaded, outputs read back), "
+      f"{dispatches} dispatches per run; ratio to onnxruntime {ort_ms / ours_ms:.2f}x")
+sys.stdout.flush()

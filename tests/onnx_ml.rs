@@ -7,79 +7,16 @@ mod common;
 
 use prost::Message;
 use wgpu_ops::onnx::proto::{
-    attribute_proto::AttributeType, tensor_proto::DataType,
-    tensor_shape_proto::dimension::Value as Dim, tensor_shape_proto::Dimension, type_proto,
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
-    TypeProto, ValueInfoProto,
+    tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    ValueInfoProto,
 };
 use wgpu_ops::onnx::Model;
 use wgpu_ops::HostTensor;
 
-fn value(name: &str, elem: DataType, dims: &[i64]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|&n| Dimension {
-            value: Some(Dim::DimValue(n)),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(elem as i32),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn ints(name: &str, v: &[i64]) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Ints as i32),
-        ints: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn int(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(v),
-        ..Default::default()
-    }
-}
-
-fn floats(name: &str, v: &[f32]) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Floats as i32),
-        floats: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn string(name: &str, v: &str) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::String as i32),
-        s: Some(v.as_bytes().to_vec()),
-        ..Default::default()
-    }
-}
-
-fn strings(name: &str, v: &[&str]) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Strings as i32),
-        strings: v.iter().map(|s| s.as_bytes().to_vec()).collect(),
-        ..Default::default()
-    }
-}
+use common::onnx_proto::{
+    floats_attr as floats, int_attr as int, ints_attr as ints, string_attr as string,
+    strings_attr as strings, value,
+};
 
 /// A model of one ONNX-ML node named `ml\n1` on input `x` (`elem`, `[rows, features]`).
 fn ml_model(op: &str, attrs: Vec<AttributeProto>, outputs: &[&str], elem: DataType) -> Vec<u8> {
@@ -94,7 +31,7 @@ fn ml_model(op: &str, attrs: Vec<AttributeProto>, outputs: &[&str], elem: DataTy
     };
     let graph = GraphProto {
         node: vec![node],
-        input: vec![value("x", elem, &[4, 3])],
+        input: vec![value("x", elem, &[Some(4), Some(3)])],
         output: outputs
             .iter()
             .map(|o| ValueInfoProto {

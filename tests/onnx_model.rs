@@ -6,55 +6,14 @@ mod common;
 
 use prost::Message;
 use wgpu_ops::onnx::proto::{
-    attribute_proto::AttributeType, tensor_proto::DataLocation, tensor_proto::DataType,
-    tensor_shape_proto::dimension::Value as Dim, tensor_shape_proto::Dimension, type_proto,
+    attribute_proto::AttributeType, tensor_proto::DataLocation, tensor_proto::DataType, type_proto,
     AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-    StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    StringStringEntryProto, TensorProto, TypeProto, ValueInfoProto,
 };
 use wgpu_ops::onnx::Model;
 use wgpu_ops::{Context, ContextOptions, HostTensor};
 
-fn value(name: &str, elem: DataType, dims: &[Option<i64>]) -> ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|d| Dimension {
-            value: Some(match d {
-                Some(n) => Dim::DimValue(*n),
-                None => Dim::DimParam("batch".into()),
-            }),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(elem as i32),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    NodeProto {
-        op_type: Some(op.into()),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
-}
-
-fn int_attr(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(v),
-        ..Default::default()
-    }
-}
+use common::onnx_proto::{int_attr, ints_attr, node, value};
 
 fn model(graph: GraphProto, opset: i64) -> ModelProto {
     ModelProto {
@@ -1034,12 +993,7 @@ fn head_counts_on_four_dimensional_inputs_are_refused() {
 #[test]
 fn max_unpool_refuses_bad_geometry() {
     let f = DataType::Float;
-    let ints = |name: &str, v: &[i64]| AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Ints as i32),
-        ints: v.to_vec(),
-        ..Default::default()
-    };
+    let ints = ints_attr;
     for (attrs, why) in [
         (vec![], "needs kernel_shape"),
         (

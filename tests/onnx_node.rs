@@ -225,19 +225,6 @@ const INTERPRETED: &[&str] = &[
     "STFT",
     "Col2Im",
     "MelWeightMatrix",
-    "Binarizer",
-    "Scaler",
-    "Normalizer",
-    "Imputer",
-    "LinearRegressor",
-    "LinearClassifier",
-    "TreeEnsembleRegressor",
-    "TreeEnsembleClassifier",
-    "TreeEnsemble",
-    "SVMRegressor",
-    "SVMClassifier",
-    "OneHotEncoder",
-    "LabelEncoder",
     "MeanVarianceNormalization",
     "MaxUnpool",
 ];
@@ -250,6 +237,7 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
             if entry.ops.iter().any(|op| {
                 !wgpu_ops::graph::is_op(op)
                     && !wgpu_ops::onnx::EXPANDED_OPS.contains(&op.as_str())
+                    && !wgpu_ops::onnx::ML_OPS.contains(&op.as_str())
                     && op != "Constant"
             }) {
                 return Outcome::Unsupported;
@@ -290,11 +278,9 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
         }
         // The window ops' CPU interpreter (which sessions fold constants through) is held to
         // the same expected values.
-        if entry
-            .ops
-            .iter()
-            .all(|op| INTERPRETED.contains(&op.as_str()))
-        {
+        if entry.ops.iter().all(|op| {
+            INTERPRETED.contains(&op.as_str()) || wgpu_ops::onnx::ML_OPS.contains(&op.as_str())
+        }) {
             let reference =
                 wgpu_ops::reference::graph::run_graph(&model_graph, &given, &Default::default());
             let reference = match reference {

@@ -23,7 +23,7 @@ mod quantize;
 mod recurrent;
 mod rotary_embedding;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 27] = [
+pub const EXPANDED_OPS: [&str; 14] = [
     "Upsample",
     "RNN",
     "GRU",
@@ -36,6 +36,12 @@ pub const EXPANDED_OPS: [&str; 27] = [
     "QuantizeLinear",
     "DequantizeLinear",
     "DynamicQuantizeLinear",
+    "MeanVarianceNormalization",
+    "MaxUnpool",
+];
+
+/// The ONNX-ML (`ai.onnx.ml`) ops the loader builds from others (`src/onnx/ml.rs`), by name.
+pub const ML_OPS: [&str; 13] = [
     "Binarizer",
     "Scaler",
     "Normalizer",
@@ -49,8 +55,6 @@ pub const EXPANDED_OPS: [&str; 27] = [
     "SVMClassifier",
     "OneHotEncoder",
     "LabelEncoder",
-    "MeanVarianceNormalization",
-    "MaxUnpool",
 ];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};

@@ -111,7 +111,10 @@ pub fn check_tables(nodes: &[i32], roots: &[i32], features: usize) -> Result<()>
 }
 
 impl Recorder {
-    /// Records TreeWalk into `out`: each tree's leaf for each row, `[N, T]` i32.
+    /// Records TreeWalk into `out`: each tree's leaf for each row, `[N, T]` i32. `known`: the
+    /// node and root tables when the host has them, checked (the kernel only stops at an
+    /// index outside them).
+    #[allow(clippy::too_many_arguments)]
     pub fn tree_walk_to(
         &mut self,
         x: &Tensor,
@@ -119,6 +122,7 @@ impl Recorder {
         thresholds: &Tensor,
         roots: &Tensor,
         depth: i64,
+        known: Option<(&[i32], &[i32])>,
         out: Out,
     ) -> Result<Tensor> {
         self.check_inputs(
@@ -137,6 +141,9 @@ impl Recorder {
             (roots.dtype(), roots.shape()),
             depth,
         )?;
+        if let Some((nodes, roots)) = known {
+            check_tables(nodes, roots, x.shape()[1])?;
+        }
         let leaves = out.tensor(self, DType::I32, &shape)?;
         if leaves.numel() == 0 {
             return Ok(leaves);

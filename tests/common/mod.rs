@@ -1,6 +1,8 @@
 //! Shared test helpers: one GPU context per test binary, GPU-vs-reference comparisons.
 #![allow(dead_code)]
 
+pub mod onnx_proto;
+
 use std::sync::OnceLock;
 
 use wgpu_ops::{Context, ContextOptions, DType, HostTensor, Tensor};

@@ -244,6 +244,7 @@ def main():
     written += integer_matmul_cases(out, manifest)
     written += ml_cases(out, manifest)
     written += unpool_cases(out, manifest)
+    written += tfidf_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1221,6 +1222,34 @@ def unpool_cases(out, manifest):
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)])
         written += ort_case(out, manifest, f"ort_MaxUnpool_{label}", m, [("x", x)],
                             ["MaxPool", "MaxUnpool"], 22, 0.0, 0.0)
+    return written
+
+
+def tfidf_cases(out, manifest):
+    """TfIdfVectorizer on integer tokens: TF, IDF and TFIDF with and without weights, 1- to
+    3-grams with skips, i32 and i64 tokens, one row and a batch, rows shorter than the longest
+    n-gram. f32 counts bit for bit. Returns how many were written."""
+    rng = np.random.RandomState(61)
+    pool = [2, 3, 5, 4, 5, 6, 7, 8, 6, 7, 2, 3, 4, 5, 6, 7]  # 4 unigrams, 3 bigrams, 2 trigrams
+    base = {"ngram_counts": [0, 4, 10], "ngram_indexes": [0, 1, 2, 3, 4, 5, 6, 7, 8],
+            "pool_int64s": pool}
+    written = 0
+    for label, extra, shape, np_type in (
+            ("tf_uni_bi_tri_skip2", {"mode": "TF", "min_gram_length": 1, "max_gram_length": 3, "max_skip_count": 2}, (3, 12), np.int64),
+            ("idf_bi_skip1", {"mode": "IDF", "min_gram_length": 2, "max_gram_length": 2, "max_skip_count": 1}, (12,), np.int32),
+            ("idf_weights", {"mode": "IDF", "min_gram_length": 1, "max_gram_length": 3, "max_skip_count": 0,
+                             "weights": [0.5, 1.5, 2.0, 1.0, 3.0, 0.25, 0.75, 4.0, 1.25]}, (2, 10), np.int64),
+            ("tfidf_weights_skip3", {"mode": "TFIDF", "min_gram_length": 2, "max_gram_length": 3, "max_skip_count": 3,
+                                     "weights": [0.5, 1.5, 2.0, 1.0, 3.0, 0.25, 0.75, 4.0, 1.25]}, (2, 15), np.int32),
+            ("tfidf_short_rows", {"mode": "TFIDF", "min_gram_length": 1, "max_gram_length": 3, "max_skip_count": 4}, (4, 2), np.int64)):
+        x = rng.randint(1, 9, shape).astype(np_type)
+        node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], **base, **extra)
+        onnx_type = T.INT64 if np_type == np.int64 else T.INT32
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type, list(shape))],
+                              [onnx.ValueInfoProto(name="y")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+        written += ort_case(out, manifest, f"ort_TfIdfVectorizer_{label}", m, [("x", x)],
+                            ["TfIdfVectorizer"], 9, 0.0, 0.0)
     return written
 
 

@@ -1068,3 +1068,62 @@ fn lists_of_maps_are_refused_with_the_zipmap_hint() {
     );
     assert_eq!(e.lines().count(), 1, "{e}");
 }
+
+/// TfIdfVectorizer's attributes are checked when the model loads: one error line naming the
+/// node.
+#[test]
+fn tfidf_vectorizer_refuses_bad_attributes() {
+    use common::onnx_proto::{string_attr, strings_attr};
+    let pool = || ints_attr("pool_int64s", &[1, 2, 3, 4]);
+    for (attrs, why) in [
+        (
+            vec![
+                strings_attr("pool_strings", &["a"]),
+                ints_attr("ngram_counts", &[0]),
+                ints_attr("ngram_indexes", &[0]),
+            ],
+            "strings are not a supported dtype",
+        ),
+        (
+            vec![
+                pool(),
+                ints_attr("ngram_counts", &[0, 3]),
+                ints_attr("ngram_indexes", &[0, 1, 2]),
+            ],
+            "do not cut the pool of 4 values into n-grams",
+        ),
+        (
+            vec![
+                pool(),
+                ints_attr("ngram_counts", &[0]),
+                ints_attr("ngram_indexes", &[0, 1, 2, 3]),
+                string_attr("mode", "BM25"),
+            ],
+            "mode 'BM25' is not TF, IDF or TFIDF",
+        ),
+        (
+            vec![
+                pool(),
+                ints_attr("ngram_counts", &[0]),
+                ints_attr("ngram_indexes", &[0, 1]),
+                int_attr("max_gram_length", 1),
+            ],
+            "has fewer ngram_indexes (2) than n-grams",
+        ),
+    ] {
+        let mut n = node("TfIdfVectorizer", &["X"], &["Y"]);
+        n.name = Some("tfidf\n1".into());
+        n.attribute = attrs;
+        let graph = GraphProto {
+            node: vec![n],
+            input: vec![value("X", DataType::Int64, &[Some(2), Some(5)])],
+            output: vec![value("Y", DataType::Float, &[None])],
+            ..Default::default()
+        };
+        let e = Model::from_bytes(&model(graph, 9).encode_to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why) && e.contains("tfidf\\n1"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

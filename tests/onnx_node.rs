@@ -227,6 +227,7 @@ const INTERPRETED: &[&str] = &[
     "MelWeightMatrix",
     "MeanVarianceNormalization",
     "MaxUnpool",
+    "TfIdfVectorizer",
 ];
 
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {

@@ -22,8 +22,9 @@ pub mod proto;
 mod quantize;
 mod recurrent;
 mod rotary_embedding;
+mod text;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 14] = [
+pub const EXPANDED_OPS: [&str; 15] = [
     "Upsample",
     "RNN",
     "GRU",
@@ -38,6 +39,7 @@ pub const EXPANDED_OPS: [&str; 14] = [
     "DynamicQuantizeLinear",
     "MeanVarianceNormalization",
     "MaxUnpool",
+    "TfIdfVectorizer",
 ];
 
 /// The ONNX-ML (`ai.onnx.ml`) ops the loader builds from others (`src/onnx/ml.rs`), by name.
@@ -791,8 +793,9 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         }
     }
     // Ops defined by other ops: each expander answers None for ops not its own.
-    let expanders: [expansion::Expander; 7] = [
+    let expanders: [expansion::Expander; 8] = [
         defined::expand,
+        text::expand,
         recurrent::expand,
         attention::expand,
         losses::expand,

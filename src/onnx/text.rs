@@ -59,7 +59,10 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     for (g, &start) in starts.iter().enumerate() {
         let n = g + 1;
         let end = starts.get(g + 1).copied().unwrap_or(pool.len() as i64);
-        if start < 0 || end < start || end as usize > pool.len() || (end - start) as usize % n != 0
+        if start < 0
+            || end < start
+            || end as usize > pool.len()
+            || !((end - start) as usize).is_multiple_of(n)
         {
             return Err(bad(format!(
                 "ngram_counts {starts:?} do not cut the pool of {} values into n-grams",

@@ -952,8 +952,17 @@ enum Aggregate {
     Max,
 }
 
-/// Whether each sample's trees give a target (class) a weight: known for all samples (every
-/// leaf of some tree has one, or no leaf has one) or found per sample.
+/// Which rows the trees give a target (class) a weight: every row (every leaf some tree
+/// reaches has one), none (no reachable leaf has one), or some (found per row).
+#[derive(Clone, Copy, PartialEq)]
+enum Coverage {
+    Every,
+    None,
+    Some,
+}
+
+/// Whether a row's trees give a target (class) a weight: for every row, for none, or per row
+/// (a `[N]` bool value).
 enum Has {
     Always,
     Never,
@@ -1059,14 +1068,14 @@ fn tree_ensemble(node: &Node) -> Result<Expansion> {
             .iter()
             .all(|ls| ls.iter().all(|&l| !has[l * k + t]));
         has_kind.push(if always {
-            0
+            Coverage::Every
         } else if never {
-            1
+            Coverage::None
         } else {
-            2
+            Coverage::Some
         });
     }
-    let has_per_sample = if has_kind.contains(&2) {
+    let has_per_sample = if has_kind.contains(&Coverage::Some) {
         let flags: Vec<f32> = has.iter().map(|&h| if h { 1.0 } else { 0.0 }).collect();
         let flags = f32_const(&mut b, "has_weight", vec![g, k], &flags)?;
         let at = b.op("Gather", "tree_has", &[&flags, &leaf_node], &[]);
@@ -1081,13 +1090,13 @@ fn tree_ensemble(node: &Node) -> Result<Expansion> {
             let n = typed_const(&mut b, "tree_count", vec![], &[trees as f64], out_dtype)?;
             b.op("Div", "average", &[&combined, &n], &[])
         }
-        Aggregate::Min | Aggregate::Max if has_kind.iter().any(|&h| h != 0) => {
+        Aggregate::Min | Aggregate::Max if has_kind.iter().any(|&h| h != Coverage::Every) => {
             // Targets without a weight score 0 (before their base value).
             let zero = typed_const(&mut b, "no_weight", vec![], &[0.0], out_dtype)?;
             let mask = match &has_per_sample {
                 Some(h) => h.clone(),
                 None => {
-                    let flags: Vec<bool> = has_kind.iter().map(|&h| h == 0).collect();
+                    let flags: Vec<bool> = has_kind.iter().map(|&h| h == Coverage::Every).collect();
                     b.constant("has_weight", HostTensor::from_vec(vec![k], &flags)?)
                 }
             };
@@ -1398,19 +1407,19 @@ fn walk(b: &mut Builder, f: &Forest, xr: &str, depth: usize) -> Result<String> {
     Ok(current)
 }
 
-/// Which classes the trees give a weight: per class 0 (for every row), 1 (for no row) or 2
-/// (per row, from `per_sample`, `[N, classes]` bool).
+/// Which classes the trees give a weight, per class (with `per_sample`, `[N, classes]` bool,
+/// for those covered in some rows).
 struct Presence<'a> {
-    kind: &'a [u8],
+    kind: &'a [Coverage],
     per_sample: Option<&'a str>,
 }
 
 impl Presence<'_> {
     fn of(&self, b: &mut Builder, t: usize) -> Result<Has> {
         Ok(match self.kind[t] {
-            0 => Has::Always,
-            1 => Has::Never,
-            _ => Has::PerSample(column(
+            Coverage::Every => Has::Always,
+            Coverage::None => Has::Never,
+            Coverage::Some => Has::PerSample(column(
                 b,
                 &format!("has_{t}"),
                 self.per_sample.unwrap_or_default(),
@@ -1458,13 +1467,13 @@ fn classify(
         };
         // The label: the first class of the highest score among those with a weight (every
         // class once there are base values).
-        let masked = if !base.is_empty() || has.kind.iter().all(|&h| h == 0) {
+        let masked = if !base.is_empty() || has.kind.iter().all(|&h| h == Coverage::Every) {
             s.clone()
         } else {
             let mask = match has.per_sample {
                 Some(m) => m.to_string(),
                 None => {
-                    let flags: Vec<bool> = has.kind.iter().map(|&h| h == 0).collect();
+                    let flags: Vec<bool> = has.kind.iter().map(|&h| h == Coverage::Every).collect();
                     b.constant("has_mask", HostTensor::from_vec(vec![k], &flags)?)
                 }
             };

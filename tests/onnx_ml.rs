@@ -589,3 +589,52 @@ fn tree_walk_matches_the_interpreter_on_random_forests() {
     }
     assert!(checked >= 2);
 }
+
+/// More walks than one row of workgroups holds (rows x trees past 65 535 workgroups): the
+/// kernel's index over a folded grid reaches every walk once. Stumps on one feature each,
+/// checked on the host.
+#[test]
+fn tree_walk_covers_a_folded_grid() {
+    // Enough trees for the context's workgroup size (64 on lavapipe, 256 on GPUs).
+    let (rows, features) = (9000usize, 4usize);
+    let trees = 65_536 * common::ctx().workgroup_size() as usize / rows + 7;
+    let values: Vec<f32> = (0..rows * features)
+        .map(|i| ((i * 7919) % 101) as f32 / 100.0)
+        .collect();
+    let mut nodes = Vec::new();
+    let mut roots = Vec::new();
+    let mut thresholds = Vec::new();
+    for t in 0..trees {
+        let base = nodes.len() as i32;
+        roots.push(base);
+        nodes.push([(t % features) as i32, base + 1, base + 2, 1 | 2]); // x <= t
+        nodes.push([0, 0, 0, 16]);
+        nodes.push([0, 0, 0, 16]);
+        let threshold = (t % 97) as f32 / 96.0;
+        thresholds.extend([threshold, 0.0, 0.0]);
+    }
+    let x = HostTensor::from_vec(vec![rows, features], &values).unwrap();
+    let tables = [
+        table(&nodes),
+        HostTensor::from_vec(vec![thresholds.len()], &thresholds).unwrap(),
+        HostTensor::from_vec(vec![trees], &roots).unwrap(),
+    ];
+    let got = tree_walk(&x, tables, 1, true)
+        .unwrap()
+        .to_vec::<i32>()
+        .unwrap();
+    assert!(
+        (rows * trees) as u64 > 65_535 * u64::from(common::ctx().workgroup_size()),
+        "the grid must fold"
+    );
+    for (i, &leaf) in got.iter().enumerate() {
+        let (r, t) = (i / trees, i % trees);
+        let base = 3 * t as i32;
+        let go = values[r * features + t % features] <= thresholds[3 * t];
+        assert_eq!(
+            leaf,
+            if go { base + 1 } else { base + 2 },
+            "row {r} tree {t}"
+        );
+    }
+}

@@ -1127,3 +1127,59 @@ fn tfidf_vectorizer_refuses_bad_attributes() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+/// The training optimizers check their inputs and mode when the model loads: one error line
+/// naming the node.
+#[test]
+fn optimizers_refuse_bad_inputs_and_modes() {
+    use common::onnx_proto::string_attr;
+    for (op, inputs, outputs, attrs, why) in [
+        (
+            "Adam",
+            vec!["R", "T", "X", "G", "V"],
+            vec!["X_new", "V_new", "H_new"],
+            vec![],
+            "needs R, T and 4 tensors per group",
+        ),
+        (
+            "Adagrad",
+            vec!["R", "T", "X", "G", "H"],
+            vec!["X_new"],
+            vec![],
+            "with 2 outputs per group",
+        ),
+        (
+            "Momentum",
+            vec!["R", "T", "X", "G", "V"],
+            vec!["X_new", "V_new"],
+            vec![string_attr("mode", "heavy")],
+            "mode 'heavy' is not standard or nesterov",
+        ),
+    ] {
+        let mut n = node(op, &inputs, &outputs);
+        n.name = Some("opt\n1".into());
+        n.domain = Some("ai.onnx.preview.training".into());
+        n.attribute = attrs;
+        let f = DataType::Float;
+        let input: Vec<ValueInfoProto> = inputs
+            .iter()
+            .map(|i| value(i, if *i == "T" { DataType::Int64 } else { f }, &[]))
+            .collect();
+        let graph = GraphProto {
+            node: vec![n],
+            input,
+            output: outputs.iter().map(|o| value(o, f, &[])).collect(),
+            ..Default::default()
+        };
+        let mut m = model(graph, 17);
+        m.opset_import.push(OperatorSetIdProto {
+            domain: Some("ai.onnx.preview.training".into()),
+            version: Some(1),
+        });
+        let e = Model::from_bytes(&m.encode_to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why) && e.contains("opt\\n1"), "{op}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

@@ -23,8 +23,9 @@ mod quantize;
 mod recurrent;
 mod rotary_embedding;
 mod text;
+mod training;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 15] = [
+pub const EXPANDED_OPS: [&str; 18] = [
     "Upsample",
     "RNN",
     "GRU",
@@ -40,6 +41,9 @@ pub const EXPANDED_OPS: [&str; 15] = [
     "MeanVarianceNormalization",
     "MaxUnpool",
     "TfIdfVectorizer",
+    "Adagrad",
+    "Momentum",
+    "Adam",
 ];
 
 /// The ONNX-ML (`ai.onnx.ml`) ops the loader builds from others (`src/onnx/ml.rs`), by name.
@@ -293,7 +297,10 @@ impl Loader<'_> {
                 .extend(constants.into_iter().map(|(n, v)| (n, v.into())));
             out.nodes.extend(before);
             keep
-        } else if let Some((nodes, constants)) = ml::expand(&node)? {
+        } else if let Some((nodes, constants)) = match ml::expand(&node)? {
+            None => training::expand(&node)?,
+            some => some,
+        } {
             out.constants
                 .extend(constants.into_iter().map(|(n, v)| (n, v.into())));
             out.nodes.extend(nodes);

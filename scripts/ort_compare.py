@@ -1,8 +1,10 @@
 """Shared by the scripts that run one ONNX model on onnxruntime (CPU) and on wgpu-ops
 (examples/onnx_timing.rs) and compare: saving the model and feeds, timing both, checking the
 outputs with the bounds onnxruntime's own tests use for float32 (rtol 1e-3, atol 1e-5)."""
+import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -19,6 +21,26 @@ def save(model, feeds, prefix):
     for k, v in feeds.items():
         np.save(os.path.join(work, k + ".npy"), v)
     return work, path
+
+
+def load_exported(folder):
+    """A model, its input and its size as `export_and_exit` wrote them: (model, x, size)."""
+    model = onnx.load(os.path.join(folder, "model.onnx"))
+    x = np.load(os.path.join(folder, "x.npy"))
+    with open(os.path.join(folder, "size.json")) as f:
+        return model, x, json.load(f)
+
+
+def export_and_exit(folder, model, x, size):
+    """Writes the model, its input and its size to `folder` (for a machine without
+    scikit-learn, which `load_exported` reads back) and exits."""
+    os.makedirs(folder, exist_ok=True)
+    onnx.save(model, os.path.join(folder, "model.onnx"))
+    np.save(os.path.join(folder, "x.npy"), x)
+    with open(os.path.join(folder, "size.json"), "w") as f:
+        json.dump(size, f)
+    print(f"wrote the model and its input to {folder}")
+    sys.exit(0)
 
 
 def onnxruntime_run(path, feeds, runs, threads=0):

@@ -13,15 +13,13 @@ ONNX_TIMING=PATH runs that prebuilt onnx_timing binary instead of
 `cargo run --release --example onnx_timing`.
 """
 import argparse
-import json
 import os
 import sys
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
-from ort_compare import onnxruntime_run, save, wgpu_ops_run
+from ort_compare import export_and_exit, load_exported, onnxruntime_run, save, wgpu_ops_run
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("size", nargs="*", type=int, default=[], metavar="TREES DEPTH ROWS")
@@ -35,10 +33,7 @@ if len(opts.size) > 3:
 trees, depth, rows = opts.size + [100, 10, 10000][len(opts.size):]
 
 if opts.model:
-    model = onnx.load(os.path.join(opts.model, "model.onnx"))
-    x = np.load(os.path.join(opts.model, "x.npy"))
-    with open(os.path.join(opts.model, "size.json")) as f:
-        trees, depth, rows = json.load(f)
+    model, x, (trees, depth, rows) = load_exported(opts.model)
 else:
     from sklearn.ensemble import RandomForestRegressor
     from skl2onnx import to_onnx
@@ -52,13 +47,7 @@ else:
 assert any(n.op_type == "TreeEnsembleRegressor" for n in model.graph.node), \
     "skl2onnx no longer exports a TreeEnsembleRegressor for the forest"
 if opts.export:
-    os.makedirs(opts.export, exist_ok=True)
-    onnx.save(model, os.path.join(opts.export, "model.onnx"))
-    np.save(os.path.join(opts.export, "x.npy"), x)
-    with open(os.path.join(opts.export, "size.json"), "w") as f:
-        json.dump([trees, depth, rows], f)
-    print(f"wrote the model and its input to {opts.export}")
-    sys.exit(0)
+    export_and_exit(opts.export, model, x, [trees, depth, rows])
 
 name = model.graph.input[0].name
 feeds = {name: x}

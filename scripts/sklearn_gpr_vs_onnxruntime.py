@@ -14,15 +14,13 @@ ONNX_TIMING=PATH runs that prebuilt onnx_timing binary instead of
 `cargo run --release --example onnx_timing`.
 """
 import argparse
-import json
 import os
 import sys
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
-from ort_compare import onnxruntime_run, save, wgpu_ops_run
+from ort_compare import export_and_exit, load_exported, onnxruntime_run, save, wgpu_ops_run
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("size", nargs="*", type=int, default=[], metavar="TRAIN FEATURES QUERIES")
@@ -39,10 +37,7 @@ train, features, queries = opts.size + [2000, 5, 1000][len(opts.size):]
 dtype = np.float64 if opts.f64 else np.float32
 
 if opts.model:
-    model = onnx.load(os.path.join(opts.model, "model.onnx"))
-    x = np.load(os.path.join(opts.model, "x.npy"))
-    with open(os.path.join(opts.model, "size.json")) as f:
-        train, features, queries = json.load(f)
+    model, x, (train, features, queries) = load_exported(opts.model)
     opts.f64 = x.dtype == np.float64
 else:
     from sklearn.gaussian_process import GaussianProcessRegressor
@@ -58,13 +53,7 @@ else:
 scans = [n for n in model.graph.node if n.op_type == "Scan"]
 assert scans, "skl2onnx no longer exports a Scan for the pairwise distances"
 if opts.export:
-    os.makedirs(opts.export, exist_ok=True)
-    onnx.save(model, os.path.join(opts.export, "model.onnx"))
-    np.save(os.path.join(opts.export, "x.npy"), x)
-    with open(os.path.join(opts.export, "size.json"), "w") as f:
-        json.dump([train, features, queries], f)
-    print(f"wrote the model and its input to {opts.export}")
-    sys.exit(0)
+    export_and_exit(opts.export, model, x, [train, features, queries])
 
 name = model.graph.input[0].name
 feeds = {name: x}

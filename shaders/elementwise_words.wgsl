@@ -112,6 +112,162 @@ fn f32_to_bf16(v: f32) -> u32 {
 fn field(w: u32, i: u32, bits: u32) -> u32 {
     return extractBits(w, (i % (32u / bits)) * bits, bits);
 }
+// The 8- and 4-bit floats. f32 bits of a small float's magnitude `mag` (`m` mantissa bits,
+// exponent bias `bias`), exactly, subnormals included; the callers handle sign and specials.
+fn small_bits(mag: u32, m: u32, bias: i32) -> u32 {
+    if mag == 0u {
+        return 0u;
+    }
+    let e = i32(mag >> m);
+    let f = mag & ((1u << m) - 1u);
+    if e == 0 {
+        // Subnormal: f * 2^(1 - bias - m), normal in f32.
+        let h = firstLeadingBit(f);
+        return (u32(i32(h) + 1 - bias - i32(m) + 127) << 23u) | ((f << (23u - h)) & 0x7fffffu);
+    }
+    return (u32(e - bias + 127) << 23u) | (f << (23u - m));
+}
+// x >> k rounded to nearest, ties to even.
+fn shift_rne(x: u32, k: u32) -> u32 {
+    if k == 0u {
+        return x;
+    }
+    if k >= 32u {
+        return 0u;
+    }
+    let half = 1u << (k - 1u);
+    let rest = x & ((half << 1u) - 1u);
+    let q = x >> k;
+    return q + u32(rest > half || (rest == half && (q & 1u) == 1u));
+}
+// A finite f32 magnitude's bits `a` as a small float's magnitude code, rounded to nearest-even
+// (a code past the format's largest means it overflowed).
+fn small_code(a: u32, m: u32, bias: i32) -> u32 {
+    let e = i32(a >> 23u) - 127;
+    if e >= 1 - bias {
+        // Normal there: rebias the exponent, round the dropped bits (a carry raises it).
+        return shift_rne(a - (u32(127 - bias) << 23u), 23u - m);
+    }
+    // Subnormal there: the significand in units of 2^(1 - bias - m).
+    var sig = (a & 0x7fffffu) | 0x800000u;
+    var ee = e;
+    if (a >> 23u) == 0u {
+        sig = a & 0x7fffffu;
+        ee = -126;
+    }
+    return shift_rne(sig, u32(24 - bias - i32(m) - ee));
+}
+fn f8e4m3fn_to_f32(c: u32) -> f32 {
+    let s = (c & 0x80u) << 24u;
+    if (c & 0x7fu) == 0x7fu {
+        return runtime_f32(s | 0x7fc00000u);
+    }
+    return runtime_f32(s | small_bits(c & 0x7fu, 3u, 7));
+}
+fn f8e4m3fnuz_to_f32(c: u32) -> f32 {
+    if c == 0x80u {
+        return runtime_f32(0x7fc00000u);
+    }
+    return runtime_f32(((c & 0x80u) << 24u) | small_bits(c & 0x7fu, 3u, 8));
+}
+fn f8e5m2_to_f32(c: u32) -> f32 {
+    let s = (c & 0x80u) << 24u;
+    let mag = c & 0x7fu;
+    if mag >= 0x7cu {
+        return runtime_f32(s | select(0x7fc00000u, 0x7f800000u, mag == 0x7cu));
+    }
+    return runtime_f32(s | small_bits(mag, 2u, 15));
+}
+fn f8e5m2fnuz_to_f32(c: u32) -> f32 {
+    if c == 0x80u {
+        return runtime_f32(0x7fc00000u);
+    }
+    return runtime_f32(((c & 0x80u) << 24u) | small_bits(c & 0x7fu, 2u, 16));
+}
+fn f4e2m1_to_f32(c: u32) -> f32 {
+    return runtime_f32(((c & 0x8u) << 28u) | small_bits(c & 0x7u, 1u, 1));
+}
+// 2^(c - 127); 0xff is NaN.
+fn f8e8m0_to_f32(c: u32) -> f32 {
+    if c == 0xffu {
+        return runtime_f32(0x7fc00000u);
+    }
+    return runtime_f32(select(c << 23u, 0x00400000u, c == 0u));
+}
+// f32 to the small floats, rounded to nearest-even, not saturating (ONNX Cast's saturation
+// clamps before): beyond the range infinity where the format has one, else NaN.
+fn f32_to_f8e4m3fn(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    let s = (b >> 24u) & 0x80u;
+    let a = b & 0x7fffffffu;
+    if a > 0x7f800000u {
+        return s | 0x7fu;
+    }
+    return s | min(small_code(a, 3u, 7), 0x7fu);
+}
+fn f32_to_f8e4m3fnuz(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    let a = b & 0x7fffffffu;
+    let c = small_code(a, 3u, 8);
+    if a > 0x7f800000u || c > 0x7fu {
+        return 0x80u;
+    }
+    return select(((b >> 24u) & 0x80u) | c, 0u, c == 0u);
+}
+fn f32_to_f8e5m2(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    let s = (b >> 24u) & 0x80u;
+    let a = b & 0x7fffffffu;
+    if a > 0x7f800000u {
+        return s | 0x7eu;
+    }
+    return s | min(small_code(a, 2u, 15), 0x7cu);
+}
+fn f32_to_f8e5m2fnuz(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    let a = b & 0x7fffffffu;
+    let c = small_code(a, 2u, 16);
+    if a > 0x7f800000u || c > 0x7fu {
+        return 0x80u;
+    }
+    return select(((b >> 24u) & 0x80u) | c, 0u, c == 0u);
+}
+// No infinity or NaN: saturates; NaN becomes a zero of the opposite sign (the ONNX reference's
+// conversion does this).
+fn f32_to_f4e2m1(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    let s = (b >> 28u) & 0x8u;
+    let a = b & 0x7fffffffu;
+    if a > 0x7f800000u {
+        return s ^ 0x8u;
+    }
+    return s | min(small_code(a, 1u, 1), 0x7u);
+}
+// f32 to F8E8M0 as the ONNX reference computes it: the exponent field, raised for `round`
+// 0 (up) by any fraction, for 2 (nearest) from a half up, not for 1 (down); saturating keeps
+// 0xfe from rising to 0xff (NaN). Infinities and NaN give 0xff; the sign is ignored.
+fn f32_to_f8e8m0(v: f32, round: u32, saturate: bool) -> u32 {
+    let b = bitcast<u32>(v);
+    let e = (b >> 23u) & 0xffu;
+    let f = b & 0x7fffffu;
+    if e == 0xffu {
+        return 0xffu;
+    }
+    var up = false;
+    if round == 0u {
+        up = f != 0u;
+    } else if round == 2u {
+        up = (f & 0x400000u) != 0u && ((f & 0x3fffffu) != 0u || e > 0u);
+    }
+    return e + u32(up && !(saturate && e == 0xfeu));
+}
+// v clamped to [-m, m], NaN kept (ONNX Cast's saturation).
+fn clamp_finite(v: f32, m: f32) -> f32 {
+    if is_nan32(v) {
+        return v;
+    }
+    return clamp(v, -m, m);
+}
 // END WORD HELPERS
 
 // C's pow on f32 (onnxruntime's): WGSL's pow is undefined for negative bases and for 0^0.

@@ -24,10 +24,33 @@ pub enum DType {
     U32,
     U64,
     Bool,
+    /// 8-bit float, 4 exponent bits, 3 mantissa bits, no infinities, one NaN per sign (ONNX
+    /// FLOAT8E4M3FN).
+    F8E4M3FN,
+    /// 8-bit float like [`DType::F8E4M3FN`] with exponent bias 8, no negative zero and one NaN
+    /// (0x80) (ONNX FLOAT8E4M3FNUZ).
+    F8E4M3FNUZ,
+    /// 8-bit float, 5 exponent bits, 2 mantissa bits, with infinities (ONNX FLOAT8E5M2).
+    F8E5M2,
+    /// 8-bit float like [`DType::F8E5M2`] with exponent bias 16, no infinities, no negative
+    /// zero and one NaN (0x80) (ONNX FLOAT8E5M2FNUZ).
+    F8E5M2FNUZ,
+    /// 8-bit power of two: 8 exponent bits, bias 127, no sign, 0xff is NaN (ONNX FLOAT8E8M0).
+    F8E8M0,
+    /// 4-bit float, 2 exponent bits, 1 mantissa bit, no infinities or NaN (ONNX FLOAT4E2M1).
+    F4E2M1,
+    /// 4-bit signed integer (ONNX INT4).
+    I4,
+    /// 4-bit unsigned integer (ONNX UINT4).
+    U4,
+    /// 2-bit signed integer (ONNX INT2).
+    I2,
+    /// 2-bit unsigned integer (ONNX UINT2).
+    U2,
 }
 
 impl DType {
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 23] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -41,12 +64,64 @@ impl DType {
         DType::U32,
         DType::U64,
         DType::Bool,
+        DType::F8E4M3FN,
+        DType::F8E4M3FNUZ,
+        DType::F8E5M2,
+        DType::F8E5M2FNUZ,
+        DType::F8E8M0,
+        DType::F4E2M1,
+        DType::I4,
+        DType::U4,
+        DType::I2,
+        DType::U2,
     ];
 
-    /// Bytes per element: 1, 2, 4 or 8.
+    /// The types tensors can hold, move and [`Cast`](crate::Recorder::cast) but that no other op
+    /// computes on (ONNX defines only casts, quantization and data movement for them): the
+    /// 8- and 4-bit floats and the 4- and 2-bit integers.
+    pub const STORAGE_ONLY: [DType; 10] = [
+        DType::F8E4M3FN,
+        DType::F8E4M3FNUZ,
+        DType::F8E5M2,
+        DType::F8E5M2FNUZ,
+        DType::F8E8M0,
+        DType::F4E2M1,
+        DType::I4,
+        DType::U4,
+        DType::I2,
+        DType::U2,
+    ];
+
+    /// Whether the type is one of [`DType::STORAGE_ONLY`].
+    pub fn is_storage_only(self) -> bool {
+        DType::STORAGE_ONLY.contains(&self)
+    }
+
+    /// Bits per element where ONNX packs several elements into a byte (4 for the 4-bit types,
+    /// 2 for the 2-bit ones); tensors here hold them one per byte, the integers sign- or
+    /// zero-extended, the 4-bit float in the byte's low bits.
+    pub fn packed_bits(self) -> Option<usize> {
+        match self {
+            DType::F4E2M1 | DType::I4 | DType::U4 => Some(4),
+            DType::I2 | DType::U2 => Some(2),
+            _ => None,
+        }
+    }
+
+    /// Bytes per element: 1, 2, 4 or 8 (the types narrower than a byte take one each).
     pub fn size(self) -> usize {
         match self {
             DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1
+            | DType::I4
+            | DType::U4
+            | DType::I2
+            | DType::U2 => 1,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 => 8,
@@ -69,6 +144,16 @@ impl DType {
             DType::U32 => "u32",
             DType::U64 => "u64",
             DType::Bool => "bool",
+            DType::F8E4M3FN => "f8e4m3fn",
+            DType::F8E4M3FNUZ => "f8e4m3fnuz",
+            DType::F8E5M2 => "f8e5m2",
+            DType::F8E5M2FNUZ => "f8e5m2fnuz",
+            DType::F8E8M0 => "f8e8m0",
+            DType::F4E2M1 => "f4e2m1",
+            DType::I4 => "i4",
+            DType::U4 => "u4",
+            DType::I2 => "i2",
+            DType::U2 => "u2",
         }
     }
 
@@ -96,6 +181,41 @@ impl fmt::Display for DType {
         f.write_str(self.name())
     }
 }
+
+/// The ops that take the storage-only types ([`DType::STORAGE_ONLY`]), by their graph names
+/// (and every op whose name starts with `Cast`): casts and the ops
+/// that move elements without computing on them (ONNX defines no others on those types).
+pub const STORAGE_ONLY_OPS: &[&str] = &[
+    "Cast",
+    "CastLike",
+    "BitCast",
+    "Identity",
+    "Dropout",
+    "Reshape",
+    "Flatten",
+    "Squeeze",
+    "Unsqueeze",
+    "Transpose",
+    "Concat",
+    "Split",
+    "Shape",
+    "Size",
+    "Expand",
+    "Tile",
+    "StridedSlice",
+    "Slice",
+    "OnnxSlice",
+    "BatchToSpace",
+    "SpaceToBatch",
+    "DepthToSpace",
+    "SpaceToDepth",
+    "Gather",
+    "Scan",
+    "If",
+    "Loop",
+    // The Rust API's name for a plain copy.
+    "copy",
+];
 
 /// A Rust type that can be an element of a tensor.
 pub trait Element: Copy + Send + Sync + 'static {

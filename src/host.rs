@@ -112,8 +112,22 @@ impl HostTensor {
 
     /// Checks that `data` holds exactly the bytes `shape` and `dtype` describe (the fields are
     /// public, so a tensor built by hand may not).
+    /// Types narrower than a byte hold each element in its byte's low bits, the rest zero.
     pub fn check(&self) -> Result<()> {
-        check_bytes("HostTensor", self.dtype, &self.shape, self.data.len())
+        check_bytes("HostTensor", self.dtype, &self.shape, self.data.len())?;
+        if let Some(bits) = self.dtype.packed_bits() {
+            if let Some(k) = self.data.iter().position(|&b| b >> bits != 0) {
+                return Err(Error::invalid(
+                    "HostTensor",
+                    "data",
+                    format!(
+                        "element {k} of the {} tensor is byte {:#04x}, which has bits above its low {bits}",
+                        self.dtype, self.data[k]
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The values as `T`; fails when `T` is not this tensor's dtype.

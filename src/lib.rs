@@ -22,6 +22,7 @@ pub mod dtype;
 pub mod error;
 pub mod host;
 pub mod indices;
+pub mod minifloat;
 
 pub mod gpu;
 pub(crate) mod storage;
@@ -49,6 +50,7 @@ pub use gpu::{
 pub use graph::{Graph, Node, Session};
 pub use host::HostTensor;
 pub use indices::IntoIndices;
+pub use minifloat::{CastMode, Round};
 pub use ops::batch_to_space::BatchToSpace;
 pub use ops::slice::Slice;
 pub use ops::space_to_batch::SpaceToBatch;

@@ -20,7 +20,24 @@ fn descr(dtype: DType) -> &'static str {
         DType::U32 => "<u4",
         DType::U64 => "<u8",
         DType::Bool => "|b1",
+        // No numpy type: the codes as bytes (see `as_declared`).
+        _ => "|u1",
     }
+}
+
+/// A tensor read from a `.npy` file as the dtype a graph declares for it, where numpy has no
+/// such type: bf16 travels as `<u2` holding the bits, the 8- and 4-bit floats and the 4- and
+/// 2-bit integers as `|u1` holding one code per byte (low bits).
+pub fn as_declared(mut t: HostTensor, declared: Option<DType>) -> Result<HostTensor> {
+    if let Some(d) = declared {
+        let carried = (d == DType::BF16 && t.dtype == DType::U16)
+            || (d.is_storage_only() && t.dtype == DType::U8);
+        if carried {
+            t.dtype = d;
+            t.check()?;
+        }
+    }
+    Ok(t)
 }
 
 fn from_descr(descr: &str) -> Option<DType> {
@@ -168,6 +185,8 @@ mod tests {
                     .map(|i| {
                         if dtype == DType::Bool {
                             (i % 2) as u8
+                        } else if dtype.packed_bits().is_some() {
+                            (i % 4) as u8
                         } else {
                             i as u8
                         }
@@ -175,8 +194,11 @@ mod tests {
                     .collect();
                 let t = HostTensor::from_bytes(dtype, shape.clone(), data).unwrap();
                 let back = from_bytes("mem", &to_bytes(&t)).unwrap();
+                assert_eq!(as_declared(back.clone(), Some(dtype)).unwrap(), t);
                 let want = if dtype == DType::BF16 {
                     DType::U16
+                } else if dtype.is_storage_only() {
+                    DType::U8
                 } else {
                     dtype
                 };

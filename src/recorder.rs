@@ -380,6 +380,19 @@ impl Recorder {
                     ),
                 ));
             }
+            if t.dtype().is_storage_only()
+                && !crate::dtype::STORAGE_ONLY_OPS.contains(&op)
+                && !op.starts_with("Cast")
+            {
+                return Err(Error::invalid(
+                    op,
+                    *name,
+                    format!(
+                        "{name} is {}, which only casts and data movement take: cast it to a type {op} computes on first",
+                        t.dtype()
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -180,6 +180,19 @@ impl Tensor {
                 ),
             ));
         }
+        if dtype.packed_bits() != self.dtype.packed_bits() {
+            return Err(Error::invalid(
+                "BitCast",
+                "to",
+                format!(
+                    "{} is {} bits wide, the input's {} is {}",
+                    dtype.name(),
+                    dtype.packed_bits().unwrap_or(8 * dtype.size()),
+                    self.dtype.name(),
+                    self.dtype.packed_bits().unwrap_or(8 * self.dtype.size())
+                ),
+            ));
+        }
         if dtype == DType::Bool && self.dtype != DType::Bool {
             return Err(Error::invalid(
                 "BitCast",

@@ -185,7 +185,7 @@ fn fused_programs_validate_and_compile() {
         check_kernel(&kernel, &mut parsed);
         count += 1;
     }
-    assert_eq!(count, 621 + 111);
+    assert_eq!(count, 1372 + 207);
     assert!(repeated > 200, "{repeated}");
 }
 
@@ -203,9 +203,11 @@ fn every_variant_validates_and_compiles() {
     // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), LinearAttention, CausalConvWithState, GridSample's taps (f32, f64), TreeWalk (f32, f64), 16 index gathers (4 element sizes x i32/i64
     // indices x Gather/GatherElements), 16 pads (4 element sizes x 4 modes), 60 scatters (4 replacing, one per element size; 4
     // reductions x 12 dtypes; 8 with i64/u64 emulated), 64 CumSums and CumProds (6 dtypes and i64/u64 emulated on u32 pairs x
-    // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest), 621 word-kernel variants (169 casts, every op
-    // on every dtype combination it is defined for) and 111 with i64/u64 emulated on u32
-    // pairs (for adapters without SHADER_INT64; 18 of them Pow of mixed types); then 8 dtypes
+    // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest), 1372 word-kernel variants (920 casts: each of 23 dtypes to
+    // each, in every mode that changes the result: 2 for the four 8-bit floats, 6 for F8E8M0, 2
+    // for QuantizeLinear's 8 integer targets; then every op on every dtype combination it is
+    // defined for) and 207 with i64/u64 emulated on u32 pairs (for adapters without
+    // SHADER_INT64; 18 of them Pow of mixed types); then 8 dtypes
     // (f16 and bf16 on packed words) x (tiles + 7 row-workgroup sizes x 2 entry points)
     // MatMuls and 2 emulated x (tiles + 7 x rows),
     // 154 reductions x 4 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
@@ -214,7 +216,7 @@ fn every_variant_validates_and_compiles() {
     // sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (261 + 64 + 16 + 621 + 111) + 8 * 15 + 2 * 8 + (154 + 24) * 4 + 4
+        WORKGROUP_SIZES.len() * (261 + 64 + 16 + 1372 + 207) + 8 * 15 + 2 * 8 + (154 + 24) * 4 + 4
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use wgpu_ops::{graph, npy, onnx, Context, ContextOptions, DType, Error, HostTensor, Session};
+use wgpu_ops::{graph, npy, onnx, Context, ContextOptions, Error, HostTensor, Session};
 
 #[derive(Parser)]
 #[command(
@@ -114,16 +114,13 @@ fn run(
     }
     let mut values = Vec::with_capacity(inputs.len());
     for (name, file) in inputs {
-        let mut t: HostTensor = npy::read(file)?;
-        // bfloat16 travels as <u2 holding the raw bits when the graph declares bf16.
+        // Types numpy lacks travel as the bits of one it has (see `npy::as_declared`).
         let declared = graph
             .inputs
             .iter()
             .find(|i| &i.name == name)
             .and_then(|i| i.dtype);
-        if declared == Some(DType::BF16) && t.dtype == DType::U16 {
-            t.dtype = DType::BF16;
-        }
+        let t = npy::as_declared(npy::read(file)?, declared)?;
         values.push((name.clone(), t));
     }
     let ctx = Context::new_blocking(options)?;

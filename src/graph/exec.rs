@@ -364,6 +364,12 @@ pub(crate) fn record_graph_planned(
         };
         materialize_extra_heads(rec, scope, node).map_err(in_node)?;
         let slots = input_slots(scope, node);
+        registry::check_storage_only(
+            def,
+            node,
+            slots.iter().map(|s| s.map(|s| s.dtype_shape().0)),
+        )
+        .map_err(in_node)?;
         let plans = node
             .outputs
             .iter()

@@ -429,10 +429,13 @@ fn as_step(
                 Some(Attr::String(s)) => DType::from_name(s)?,
                 _ => return None,
             };
-            Some(("Cast", all(1)?, Some(to)))
+            let op = crate::kernels::words::cast_op(to, super::cast_mode(node).ok()?);
+            Some((op, all(1)?, Some(to)))
         }
         "CastLike" => {
-            Some(("Cast", vec![Source::Input(0)], Some(dtype(1)?))).filter(|_| n == 2 && present(0))
+            let to = dtype(1)?;
+            let op = crate::kernels::words::cast_op(to, super::cast_mode(node).ok()?);
+            Some((op, vec![Source::Input(0)], Some(to))).filter(|_| n == 2 && present(0))
         }
         "Mod" => {
             let fmod = match node.attrs.get("fmod") {

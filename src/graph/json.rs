@@ -93,18 +93,15 @@ fn value_info(v: &Value, what: &str, allow_null: bool) -> Result<ValueInfo> {
 }
 
 fn encode<T: Element>(
+    dtype: DType,
     values: &[Value],
     what: &str,
     convert: impl Fn(&Value) -> Option<T>,
 ) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(values.len() * T::DTYPE.size());
     for (i, v) in values.iter().enumerate() {
-        let x = convert(v).ok_or_else(|| {
-            err(format!(
-                "{what}: data[{i}] = {v} is not a valid {}",
-                T::DTYPE
-            ))
-        })?;
+        let x = convert(v)
+            .ok_or_else(|| err(format!("{what}: data[{i}] = {v} is not a valid {dtype}")))?;
         T::write_bytes(&[x], &mut out);
     }
     Ok(out)
@@ -120,19 +117,37 @@ fn int<T: TryFrom<i64> + TryFrom<u64>>(v: &Value) -> Option<T> {
 fn constant_data(d: DType, values: &[Value], what: &str) -> Result<Vec<u8>> {
     use half::{bf16, f16};
     match d {
-        DType::F32 => encode(values, what, |v| v.as_f64().map(|x| x as f32)),
-        DType::F64 => encode(values, what, Value::as_f64),
-        DType::F16 => encode(values, what, |v| v.as_f64().map(f16::from_f64)),
-        DType::BF16 => encode(values, what, |v| v.as_f64().map(bf16::from_f64)),
-        DType::I8 => encode(values, what, int::<i8>),
-        DType::I16 => encode(values, what, int::<i16>),
-        DType::I32 => encode(values, what, int::<i32>),
-        DType::I64 => encode(values, what, int::<i64>),
-        DType::U8 => encode(values, what, int::<u8>),
-        DType::U16 => encode(values, what, int::<u16>),
-        DType::U32 => encode(values, what, int::<u32>),
-        DType::U64 => encode(values, what, int::<u64>),
-        DType::Bool => encode(values, what, Value::as_bool),
+        DType::F32 => encode(d, values, what, |v| v.as_f64().map(|x| x as f32)),
+        DType::F64 => encode(d, values, what, Value::as_f64),
+        DType::F16 => encode(d, values, what, |v| v.as_f64().map(f16::from_f64)),
+        DType::BF16 => encode(d, values, what, |v| v.as_f64().map(bf16::from_f64)),
+        DType::I8 => encode(d, values, what, int::<i8>),
+        DType::I16 => encode(d, values, what, int::<i16>),
+        DType::I32 => encode(d, values, what, int::<i32>),
+        DType::I64 => encode(d, values, what, int::<i64>),
+        DType::U8 => encode(d, values, what, int::<u8>),
+        DType::U16 => encode(d, values, what, int::<u16>),
+        DType::U32 => encode(d, values, what, int::<u32>),
+        DType::U64 => encode(d, values, what, int::<u64>),
+        DType::Bool => encode(d, values, what, Value::as_bool),
+        DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+            let bits = d.packed_bits().unwrap_or(8) as u32;
+            let (lo, hi) = if matches!(d, DType::I4 | DType::I2) {
+                (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1)
+            } else {
+                (0, (1i64 << bits) - 1)
+            };
+            encode(d, values, what, |v| {
+                v.as_i64()
+                    .filter(|x| (lo..=hi).contains(x))
+                    .map(|x| crate::minifloat::int_code(d, x))
+            })
+        }
+        // Floats rounded as Cast rounds them (nearest-even, saturating).
+        _ => encode(d, values, what, |v| {
+            v.as_f64()
+                .map(|x| crate::minifloat::encode(d, x as f32, crate::CastMode::default()))
+        }),
     }
 }
 
@@ -190,11 +205,7 @@ fn read_npy_constant(
     declared: &ValueInfo,
 ) -> Result<HostTensor> {
     let full = base.map_or_else(|| Path::new(path).to_path_buf(), |b| b.join(path));
-    let mut t = crate::npy::read(&full)?;
-    if declared.dtype == Some(DType::BF16) && t.dtype == DType::U16 {
-        t.dtype = DType::BF16;
-    }
-    Ok(t)
+    crate::npy::as_declared(crate::npy::read(&full)?, declared.dtype)
 }
 
 #[cfg(not(feature = "native"))]

@@ -81,6 +81,58 @@ pub enum Attr {
     Graph(Box<Graph>),
 }
 
+/// Cast's (and CastLike's) `saturate` (an int, 1 by default), `round_mode` (`up`, the
+/// default, `down` or `nearest`) and `quantize` (an int, 0 by default) as a
+/// [`crate::CastMode`].
+pub(crate) fn cast_mode(node: &Node) -> Result<crate::CastMode> {
+    let mut mode = crate::CastMode::default();
+    match node.attrs.get("saturate") {
+        None => {}
+        Some(Attr::Int(v)) => mode.saturate = *v != 0,
+        Some(_) => {
+            return Err(Error::invalid(
+                "Cast",
+                "saturate",
+                "saturate must be an integer (0 or 1)",
+            ))
+        }
+    }
+    match node.attrs.get("quantize") {
+        None => {}
+        Some(Attr::Int(v)) => mode.quantize = *v != 0,
+        Some(_) => {
+            return Err(Error::invalid(
+                "Cast",
+                "quantize",
+                "quantize must be an integer (0 or 1)",
+            ))
+        }
+    }
+    match node.attrs.get("round_mode") {
+        None => {}
+        Some(Attr::String(s)) => {
+            mode.round = crate::Round::from_name(s).ok_or_else(|| {
+                Error::invalid(
+                    "Cast",
+                    "round_mode",
+                    format!(
+                        "round_mode is '{}', not up, down or nearest",
+                        s.escape_debug()
+                    ),
+                )
+            })?
+        }
+        Some(_) => {
+            return Err(Error::invalid(
+                "Cast",
+                "round_mode",
+                "round_mode must be a string (up, down or nearest)",
+            ))
+        }
+    }
+    Ok(mode)
+}
+
 /// One op application.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {

@@ -545,8 +545,8 @@ static CAST: OpDef = OpDef {
     inputs: 1..=1,
     outputs: 1..=1,
     host: None,
-    // `saturate` and `round_mode` matter only for float8 types, which there are none of.
-    attrs: &["to", "saturate", "round_mode"],
+    // `saturate` and `round_mode` matter only for the 8-bit floats.
+    attrs: &["to", "saturate", "round_mode", "quantize"],
     run: |rec, args| {
         let a = args.tensor(0, "input")?;
         let to = args.string("to")?.ok_or_else(|| {
@@ -559,7 +559,8 @@ static CAST: OpDef = OpDef {
         let to = DType::from_name(to).ok_or_else(|| {
             Error::invalid("Cast", "to", format!("to is '{}', not a dtype name", to))
         })?;
-        Ok(vec![rec.cast_to(&a, to, args.out(0))?])
+        let mode = super::cast_mode(args.node)?;
+        Ok(vec![rec.cast_mode_to(&a, to, mode, args.out(0))?])
     },
 };
 
@@ -568,11 +569,12 @@ static CAST_LIKE: OpDef = OpDef {
     inputs: 2..=2,
     outputs: 1..=1,
     host: None,
-    attrs: &["saturate"],
+    attrs: &["saturate", "quantize"],
     run: |rec, args| {
         let a = args.tensor(0, "input")?;
         let to = args.dtype_of(1, "target_type")?;
-        Ok(vec![rec.cast_to(&a, to, args.out(0))?])
+        let mode = super::cast_mode(args.node)?;
+        Ok(vec![rec.cast_mode_to(&a, to, mode, args.out(0))?])
     },
 };
 
@@ -592,6 +594,31 @@ static BITCAST: OpDef = OpDef {
         Ok(vec![args.out(0).view(rec, a.bitcast(to)?)?])
     },
 };
+
+/// Refuses a node computing on a storage-only type (see [`crate::dtype::STORAGE_ONLY_OPS`]).
+pub(crate) fn check_storage_only(
+    def: &OpDef,
+    node: &Node,
+    dtypes: impl Iterator<Item = Option<DType>>,
+) -> Result<()> {
+    if crate::dtype::STORAGE_ONLY_OPS.contains(&def.name) {
+        return Ok(());
+    }
+    for (k, dtype) in dtypes.enumerate() {
+        if let Some(d) = dtype.filter(|d| d.is_storage_only()) {
+            let value = node.inputs.get(k).map_or("", String::as_str);
+            return Err(Error::invalid(
+                def.name,
+                value,
+                format!(
+                    "input {k} ('{value}') is {d}, which only casts and data movement take: cast it to a type {} computes on first",
+                    def.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// The one value of an op that is always computed on the host.
 fn host_only(node: &Node) -> Error {

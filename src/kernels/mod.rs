@@ -336,13 +336,13 @@ impl Kernel {
                 for reduction in scatter::ScatterReduction::ALL {
                     let none = reduction == scatter::ScatterReduction::None;
                     // Replacing moves bits (one kernel per size); reductions compute on
-                    // every dtype but bool.
+                    // every dtype but bool and the storage-only ones.
                     let dtypes: Vec<DType> = if none {
                         vec![DType::U8, DType::U16, DType::U32, DType::U64]
                     } else {
                         DType::ALL
                             .into_iter()
-                            .filter(|&d| d != DType::Bool)
+                            .filter(|&d| d != DType::Bool && !d.is_storage_only())
                             .collect()
                     };
                     for dtype in dtypes

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use super::operands::{specialize, too_many};
 use super::windows::Broadcast;
 use super::words::{
-    bits_expression, emulated_expression, load_expression, result_dtype, uses_int64,
+    bits_expression, cast_mode, emulated_expression, load_expression, result_dtype, uses_int64,
     word_expression, words_features, Class, Expr, WORDS,
 };
 use super::{grid_for, Kernel, MAX_RANK};
@@ -153,7 +153,7 @@ impl Program {
             return None;
         }
         let dtypes: Vec<DType> = args.iter().map(|&a| self.dtype_of(a)).collect();
-        let out = if op == "Cast" {
+        let out = if cast_mode(op).is_some() {
             out
         } else {
             result_dtype(op, &dtypes)
@@ -423,6 +423,14 @@ pub(crate) fn narrow(dtype: DType, value: &str) -> String {
         DType::I16 => format!("(({value}) << 16u) >> 16u"),
         DType::U8 => format!("({value}) & 0xffu"),
         DType::U16 => format!("({value}) & 0xffffu"),
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F4E2M1 => {
+            format!("{0}_to_f32(f32_to_{0}({value}))", dtype.name())
+        }
+        DType::F8E8M0 => format!("f8e8m0_to_f32((bitcast<u32>({value}) >> 23u) & 0xffu)"),
+        DType::I4 => format!("(({value}) << 28u) >> 28u"),
+        DType::I2 => format!("(({value}) << 30u) >> 30u"),
+        DType::U4 => format!("({value}) & 0xfu"),
+        DType::U2 => format!("({value}) & 0x3u"),
         _ => value.to_string(),
     }
 }

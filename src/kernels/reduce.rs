@@ -52,6 +52,7 @@ pub fn kernel_ops() -> impl Iterator<Item = &'static str> {
 pub fn defined(op: &str, dtype: DType) -> bool {
     let class = Class::of(dtype);
     match op {
+        _ if dtype.is_storage_only() => false,
         "ReduceLogSum" | "ReduceLogSumExp" => matches!(class, Class::Float | Class::Double),
         "ReduceMax" | "ReduceMin" => true,
         _ if class == Class::Bool => false,

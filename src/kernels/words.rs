@@ -9,7 +9,7 @@ use super::elementwise::{cast_expression, f32_is_nan, f32_order_key, f64_is_nan,
 use super::operands::native_feature;
 use super::program::Program;
 use super::Kernel;
-use crate::{DType, Recorder, Result, Tensor};
+use crate::{CastMode, DType, Recorder, Result, Round, Tensor};
 
 pub(crate) const WORDS: &str = include_str!("../../shaders/elementwise_words.wgsl");
 /// f64 exp, log, tanh, sigmoid and pow written out (Vulkan has none): helpers of the f64
@@ -70,11 +70,19 @@ pub enum Class {
 impl Class {
     pub fn of(dtype: DType) -> Class {
         match dtype {
-            DType::F32 | DType::F16 | DType::BF16 => Class::Float,
+            DType::F32
+            | DType::F16
+            | DType::BF16
+            | DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1 => Class::Float,
             DType::F64 => Class::Double,
-            DType::I8 | DType::I16 | DType::I32 => Class::Int,
+            DType::I8 | DType::I16 | DType::I32 | DType::I4 | DType::I2 => Class::Int,
             DType::I64 => Class::Long,
-            DType::U8 | DType::U16 | DType::U32 => Class::Uint,
+            DType::U8 | DType::U16 | DType::U32 | DType::U4 | DType::U2 => Class::Uint,
             DType::U64 => Class::Ulong,
             DType::Bool => Class::Bool,
         }
@@ -138,6 +146,16 @@ pub(crate) fn load_expression(dtype: DType, buffer: &str) -> String {
         DType::U64 => pair,
         DType::I64 => format!("bitcast<i64>{pair}"),
         DType::F64 => format!("bitcast<f64>{pair}"),
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1 => format!("{}_to_f32(field({buffer}[i / 4u], i, 8u))", dtype.name()),
+        DType::I4 => format!("bitcast<i32>(field({buffer}[i / 4u], i, 8u) << 28u) >> 28u"),
+        DType::I2 => format!("bitcast<i32>(field({buffer}[i / 4u], i, 8u) << 30u) >> 30u"),
+        DType::U4 => format!("field({buffer}[i / 4u], i, 8u) & 0xfu"),
+        DType::U2 => format!("field({buffer}[i / 4u], i, 8u) & 0x3u"),
     }
 }
 
@@ -153,6 +171,17 @@ pub(crate) fn bits_expression(dtype: DType) -> &'static str {
         DType::I64 | DType::F64 => {
             "vec2<u32>(u32(bitcast<u64>(r) & 0xfffffffflu), u32(bitcast<u64>(r) >> 32u))"
         }
+        DType::F8E4M3FN => "vec2<u32>(f32_to_f8e4m3fn(r), 0u)",
+        DType::F8E4M3FNUZ => "vec2<u32>(f32_to_f8e4m3fnuz(r), 0u)",
+        DType::F8E5M2 => "vec2<u32>(f32_to_f8e5m2(r), 0u)",
+        DType::F8E5M2FNUZ => "vec2<u32>(f32_to_f8e5m2fnuz(r), 0u)",
+        DType::F4E2M1 => "vec2<u32>(f32_to_f4e2m1(r), 0u)",
+        // Cast leaves the code in the exponent field (see `small_float_cast`).
+        DType::F8E8M0 => "vec2<u32>((bitcast<u32>(r) >> 23u) & 0xffu, 0u)",
+        DType::I4 => "vec2<u32>(bitcast<u32>(r) & 0xfu, 0u)",
+        DType::I2 => "vec2<u32>(bitcast<u32>(r) & 0x3u, 0u)",
+        DType::U4 => "vec2<u32>(r & 0xfu, 0u)",
+        DType::U2 => "vec2<u32>(r & 0x3u, 0u)",
     }
 }
 
@@ -681,6 +710,113 @@ pub static WORD_OPS: [WordOp; 42] = [
     },
 ];
 
+/// The word kernel's Cast ops, one per [`CastMode`] (`Cast` is ONNX's default: saturating,
+/// F8E8M0 rounded up). The mode matters only for the 8-bit floats.
+pub const CAST_OPS: [(&str, CastMode); 7] = [
+    ("Cast", cast_mode_of(true, Round::Up, false)),
+    ("CastDown", cast_mode_of(true, Round::Down, false)),
+    ("CastNearest", cast_mode_of(true, Round::Nearest, false)),
+    ("CastNoSaturate", cast_mode_of(false, Round::Up, false)),
+    (
+        "CastNoSaturateDown",
+        cast_mode_of(false, Round::Down, false),
+    ),
+    (
+        "CastNoSaturateNearest",
+        cast_mode_of(false, Round::Nearest, false),
+    ),
+    ("CastQuantize", cast_mode_of(true, Round::Up, true)),
+];
+
+const fn cast_mode_of(saturate: bool, round: Round, quantize: bool) -> CastMode {
+    CastMode {
+        saturate,
+        round,
+        quantize,
+    }
+}
+
+/// The Cast op of the word kernel for a cast to `to` in `mode`: the default `Cast` wherever
+/// the mode changes nothing (saturation and rounding matter for the 8-bit floats, clamping
+/// for the 8-, 16-, 4- and 2-bit integers).
+pub fn cast_op(to: DType, mode: CastMode) -> &'static str {
+    let mode = match to {
+        DType::F8E8M0 => CastMode {
+            quantize: false,
+            ..mode
+        },
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ => {
+            cast_mode_of(mode.saturate, Round::Up, false)
+        }
+        DType::I8
+        | DType::U8
+        | DType::I16
+        | DType::U16
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => cast_mode_of(true, Round::Up, mode.quantize),
+        _ => CastMode::default(),
+    };
+    CAST_OPS
+        .iter()
+        .find(|(_, m)| *m == mode)
+        .map_or("Cast", |(name, _)| name)
+}
+
+/// The mode of a word-kernel Cast op (`None` for other ops).
+pub fn cast_mode(op: &str) -> Option<CastMode> {
+    CAST_OPS
+        .iter()
+        .find(|(name, _)| *name == op)
+        .map(|&(_, m)| m)
+}
+
+/// The range QuantizeLinear clamps an integer type to (`None` for the types it does not
+/// quantize to).
+pub fn quantized_range(dtype: DType) -> Option<(i32, i32)> {
+    Some(match dtype {
+        DType::I8 => (-128, 127),
+        DType::U8 => (0, 255),
+        DType::I16 => (-32768, 32767),
+        DType::U16 => (0, 65535),
+        DType::I4 => (-8, 7),
+        DType::U4 => (0, 15),
+        DType::I2 => (-2, 1),
+        DType::U2 => (0, 3),
+        _ => return None,
+    })
+}
+
+/// A cast's expression to a small float from `inner`, the value as f32: clamped to the finite
+/// range where saturating; for F8E8M0 the code itself, rounded as `mode` says and left in
+/// the exponent field of an f32 (its store takes it from there).
+fn small_float_cast(to: DType, mode: CastMode, inner: &str) -> Option<String> {
+    let max = match to {
+        DType::F8E4M3FN => "448.0",
+        DType::F8E4M3FNUZ => "240.0",
+        DType::F8E5M2 | DType::F8E5M2FNUZ => "57344.0",
+        DType::F4E2M1 => "6.0",
+        DType::F8E8M0 => {
+            let round = match mode.round {
+                Round::Up => 0,
+                Round::Down => 1,
+                Round::Nearest => 2,
+            };
+            return Some(format!(
+                "bitcast<f32>(f32_to_f8e8m0(f32({inner}), {round}u, {}) << 23u)",
+                mode.saturate
+            ));
+        }
+        _ => return None,
+    };
+    Some(if mode.saturate {
+        format!("clamp_finite(f32({inner}), {max})")
+    } else {
+        format!("f32({inner})")
+    })
+}
+
 pub fn word_op(name: &str) -> Option<&'static WordOp> {
     WORD_OPS.iter().find(|o| o.name == name)
 }
@@ -689,8 +825,12 @@ pub fn word_op(name: &str) -> Option<&'static WordOp> {
 /// [`WORD_OPS`], and the typed kernel's table on every dtype it is defined for).
 pub fn word_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr> {
     let classes: Vec<Class> = dtypes.iter().map(|&d| Class::of(d)).collect();
-    if name == "Cast" {
-        return expr(cast_words(dtypes[0], out));
+    if let Some(mode) = cast_mode(name) {
+        return expr(cast_words_mode(dtypes[0], out, mode));
+    }
+    // The storage-only types are cast, never computed on.
+    if dtypes.iter().any(|d| d.is_storage_only()) {
+        return None;
     }
     // Operands of one dtype, but for Where's condition and Pow's exponent.
     // ONNX's Pow takes integer bases of 32 and 64 bits only.
@@ -741,7 +881,34 @@ pub fn word_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr>
 /// floats to integers truncate toward zero and saturate to the target's range (NaN as 0),
 /// anything to bool is `!= 0` (NaN is true), f64 to f16/bf16 rounds through f32.
 pub fn cast_words(from: DType, to: DType) -> String {
+    cast_words_mode(from, to, CastMode::default())
+}
+
+/// [`cast_words`] in `mode` (which matters for the 8-bit floats only). Floats to the 4- and
+/// 2-bit integers truncate to i32 and wrap, as the ONNX reference does.
+pub fn cast_words_mode(from: DType, to: DType, mode: CastMode) -> String {
     let (fc, tc) = (Class::of(from), Class::of(to));
+    if tc == Class::Float && to.is_storage_only() {
+        let inner = cast_words(from, DType::F32).replace("R(", "f32(");
+        if let Some(e) = small_float_cast(to, mode, &inner) {
+            return e;
+        }
+    }
+    if let (Some((lo, hi)), true) = (quantized_range(to), mode.quantize && fc.is_float()) {
+        // QuantizeLinear's cast: rounded half to even (WGSL's round), clamped; NaN as 0.
+        let nan = if fc == Class::Float {
+            "(bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u"
+        } else {
+            "!(a <= 0.0 || a > 0.0)"
+        };
+        return format!("select(R(clamp(round(a), {lo}.0, {hi}.0)), R(0), {nan})");
+    }
+    if to.packed_bits().is_some() && tc != Class::Float && fc.is_float() {
+        return format!(
+            "R({})",
+            cast_expression(fc.wide(), DType::I32).replace("U(", "i32(")
+        );
+    }
     if tc == Class::Bool {
         return match fc {
             // NaN is not 0: compare the magnitude's bits, which no compiler reorders.
@@ -988,9 +1155,19 @@ pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
         })
     };
     let long = |d: DType| matches!(d, DType::I64 | DType::U64);
-    if name == "Cast" {
+    if let Some(mode) = cast_mode(name) {
         let (from, to) = (dtypes[0], out);
         let (fc, tc) = (Class::of(from), Class::of(to));
+        if long(from) && tc == Class::Float {
+            let inner = if from == DType::I64 {
+                "i64_to_f32(a)"
+            } else {
+                "u64_to_f32(a)"
+            };
+            if let Some(e) = small_float_cast(to, mode, inner) {
+                return emu(&e);
+            }
+        }
         return match (long(from), long(to)) {
             (true, true) => emu("a"),
             (false, true) => match fc {
@@ -1128,9 +1305,14 @@ pub fn variants() -> Vec<(&'static str, [DType; 3], u8, DType, bool)> {
     let mut out = Vec::new();
     for from in DType::ALL {
         for to in DType::ALL {
-            out.push(("Cast", [from, DType::F32, DType::F32], 1, to, false));
-            if uses_int64(&[from], to) && emulated_expression("Cast", &[from], to).is_some() {
-                out.push(("Cast", [from, DType::F32, DType::F32], 1, to, true));
+            for (op, mode) in CAST_OPS {
+                if cast_op(to, mode) != op {
+                    continue;
+                }
+                out.push((op, [from, DType::F32, DType::F32], 1, to, false));
+                if uses_int64(&[from], to) && emulated_expression(op, &[from], to).is_some() {
+                    out.push((op, [from, DType::F32, DType::F32], 1, to, true));
+                }
             }
         }
     }

@@ -291,6 +291,22 @@ impl Loader<'_> {
             outputs: n.output.clone(),
             attrs,
         };
+        if node.op == "QuantizeLinear" && !node.attrs.contains_key("output_dtype") {
+            // The output type is the zero point's: known here when the zero point is an
+            // initializer or a graph input, it decides how the expansion rounds.
+            let zp = node.inputs.get(2).filter(|n| !n.is_empty());
+            let known = zp.and_then(|zp| {
+                out.constants
+                    .iter()
+                    .find(|(n, _)| n == zp)
+                    .map(|(_, v)| v.dtype)
+                    .or_else(|| out.inputs.iter().find(|i| &i.name == zp)?.dtype)
+            });
+            if let Some(code) = known.and_then(onnx_code) {
+                node.attrs
+                    .insert("output_dtype".into(), Attr::Int(i64::from(code as i32)));
+            }
+        }
         let keep = if domain.is_empty() {
             let (keep, constants, before) = normalize(&mut node, opset)?;
             out.constants
@@ -456,8 +472,8 @@ impl Loader<'_> {
             .collect::<Result<_>>()?;
         let numel = crate::host::checked_numel(&shape)
             .ok_or_else(|| bad(format!("shape {shape:?} has too many elements")))?;
-        let bytes = numel
-            .checked_mul(dtype.size())
+        // The 4- and 2-bit types are packed in the file, one per byte here.
+        let bytes = crate::minifloat::packed_len(dtype, numel)
             .ok_or_else(|| bad(format!("shape {shape:?} has too many bytes")))?;
         let data = if t.data_location() == proto::tensor_proto::DataLocation::External {
             self.external(t, bytes).map_err(bad)?
@@ -471,7 +487,16 @@ impl Loader<'_> {
             }
             raw.to_vec()
         } else {
-            typed_bytes(t, dtype, numel).map_err(bad)?
+            let values = if dtype.packed_bits().is_some() {
+                bytes
+            } else {
+                numel
+            };
+            typed_bytes(t, dtype, values).map_err(bad)?
+        };
+        let data = match dtype.packed_bits() {
+            Some(_) => crate::minifloat::unpack(dtype, &data, numel),
+            None => data,
         };
         HostTensor::from_bytes(dtype, shape, data)
     }
@@ -1030,8 +1055,49 @@ pub fn dtype_of(t: DataType) -> Option<DType> {
         DataType::Uint32 => DType::U32,
         DataType::Uint64 => DType::U64,
         DataType::Bfloat16 => DType::BF16,
+        DataType::Float8e4m3fn => DType::F8E4M3FN,
+        DataType::Float8e4m3fnuz => DType::F8E4M3FNUZ,
+        DataType::Float8e5m2 => DType::F8E5M2,
+        DataType::Float8e5m2fnuz => DType::F8E5M2FNUZ,
+        DataType::Float8e8m0 => DType::F8E8M0,
+        DataType::Float4e2m1 => DType::F4E2M1,
+        DataType::Int4 => DType::I4,
+        DataType::Uint4 => DType::U4,
+        DataType::Int2 => DType::I2,
+        DataType::Uint2 => DType::U2,
         _ => return None,
     })
+}
+
+/// The ONNX element type of our dtype (the inverse of [`dtype_of`]).
+pub fn onnx_code(d: DType) -> Option<DataType> {
+    [
+        DataType::Float,
+        DataType::Uint8,
+        DataType::Int8,
+        DataType::Uint16,
+        DataType::Int16,
+        DataType::Int32,
+        DataType::Int64,
+        DataType::Bool,
+        DataType::Float16,
+        DataType::Double,
+        DataType::Uint32,
+        DataType::Uint64,
+        DataType::Bfloat16,
+        DataType::Float8e4m3fn,
+        DataType::Float8e4m3fnuz,
+        DataType::Float8e5m2,
+        DataType::Float8e5m2fnuz,
+        DataType::Float8e8m0,
+        DataType::Float4e2m1,
+        DataType::Int4,
+        DataType::Uint4,
+        DataType::Int2,
+        DataType::Uint2,
+    ]
+    .into_iter()
+    .find(|&t| dtype_of(t) == Some(d))
 }
 
 fn type_name(t: DataType) -> String {
@@ -1103,7 +1169,8 @@ fn typed_bytes(
                 .iter()
                 .for_each(|&v| out.extend((v as u16).to_le_bytes()));
         }
-        DType::I8 | DType::U8 | DType::Bool => {
+        // One byte per value; the 4- and 2-bit types' values are their packed bytes.
+        _ => {
             take(&t.int32_data, numel, "int32_data")?;
             out.extend(t.int32_data.iter().map(|&v| v as u8));
         }

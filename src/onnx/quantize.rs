@@ -1,7 +1,8 @@
 //! ONNX `QuantizeLinear`, `DequantizeLinear` and `DynamicQuantizeLinear` loaded as the ops
-//! they are defined by, on the 8- and 16-bit integer types: the scale and zero point
-//! broadcast per tensor, per axis or per block, the arithmetic in f32 (or `precision`), and
-//! quantized values rounded half to even and saturated by the cast to the integer type.
+//! they are defined by, on the 8-, 16-, 4- and 2-bit integer types and the 8- and 4-bit
+//! floats: the scale and zero point broadcast per tensor, per axis or per block, the
+//! arithmetic in f32 (or `precision`), and quantized values rounded half to even and
+//! saturated by the cast to the quantized type.
 
 use super::expansion::{int_attr, node_error, Builder};
 use super::recurrent::Expansion;
@@ -151,21 +152,49 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         };
         return Ok(Some(b.finish()));
     }
-    // round(x / scale) + zero point, in f32 (or `precision`), saturated by the cast.
+    // x / scale in f32 (or `precision`). To an integer type: rounded half to even, the zero
+    // point added, and clamped to the type by the cast (`quantize`). To a float type (8- or
+    // 4-bit): the zero point added and cast, rounded to nearest-even there and saturated as
+    // `saturate` says. The type is the zero point's (known at load when it is an initializer
+    // or an input, and then given as output_dtype; one computed in the graph is taken as an
+    // integer type) or output_dtype (u8 without either).
     let precision = dtype_attr("precision")?.unwrap_or("f32");
     let to = |d: &str| [("to", Attr::String(d.into()))];
+    let target = match (dtype_attr("output_dtype")?, &zp) {
+        (Some(d), _) => Some(d),
+        (None, Some(_)) => None,
+        (None, None) => Some("u8"),
+    };
+    let to_float = target
+        .and_then(crate::DType::from_name)
+        .is_some_and(|d| crate::kernels::words::quantized_range(d).is_none());
     let xq = b.op("Cast", "x_p", &[&x], &to(precision));
     let sq = b.op("Cast", "scale_p", &[&scale_b], &to(precision));
-    let q = b.op("Div", "q", &[&xq, &sq], &[]);
-    let mut q = b.op("Round", "q_round", &[&q], &[]);
+    let mut q = b.op("Div", "q", &[&xq, &sq], &[]);
+    if !to_float {
+        q = b.op("Round", "q_round", &[&q], &[]);
+    }
     if let Some(z) = &zp_b {
         let zq = b.op("Cast", "zp_p", &[z], &to(precision));
         q = b.op("Add", "q_shifted", &[&q, &zq], &[]);
     }
-    match (dtype_attr("output_dtype")?, &zp) {
-        (_, Some(z)) => b.op_to("CastLike", &y, &[&q, z], &[]),
-        (Some(d), None) => b.op_to("Cast", &y, &[&q], &to(d)),
-        (None, None) => b.op_to("Cast", &y, &[&q], &to("u8")),
+    let mode = [
+        ("quantize", Attr::Int(1)),
+        ("saturate", Attr::Int(int("saturate", 1)?)),
+    ];
+    match target {
+        Some(d) => b.op_to(
+            "Cast",
+            &y,
+            &[&q],
+            &[to(d)[0].clone(), mode[0].clone(), mode[1].clone()],
+        ),
+        None => b.op_to(
+            "CastLike",
+            &y,
+            &[&q, zp.as_deref().unwrap_or_default()],
+            &mode,
+        ),
     };
     Ok(Some(b.finish()))
 }

@@ -261,7 +261,22 @@ impl Recorder {
     /// dtypes: integers narrow by wrapping, floats to integers truncate toward zero and
     /// saturate (NaN as 0), anything to bool is `!= 0`, floats round to nearest-even.
     pub fn cast_to(&mut self, a: &Tensor, to: DType, out: Out) -> Result<Tensor> {
+        self.cast_mode_to(a, to, crate::CastMode::default(), out)
+    }
+
+    /// Records Cast in `mode` into `out`: [`Recorder::cast_to`] with ONNX Cast's `saturate`
+    /// and `round_mode`, which matter for the 8-bit floats only. To those floats values
+    /// round to nearest-even (F8E8M0 as `mode.round` says); floats to the 4- and 2-bit
+    /// integers truncate toward zero and wrap.
+    pub fn cast_mode_to(
+        &mut self,
+        a: &Tensor,
+        to: DType,
+        mode: crate::CastMode,
+        out: Out,
+    ) -> Result<Tensor> {
         self.check_inputs("Cast", &[("input", a)])?;
+        let op = crate::kernels::words::cast_op(to, mode);
         if a.dtype() == to {
             // The value itself (exported models cast f32 to f32 on every step of a Scan).
             return out.view(self, a.clone());
@@ -271,18 +286,18 @@ impl Recorder {
                 .context()
                 .features()
                 .contains(wgpu::Features::SHADER_INT64)
-            && emulated_expression("Cast", &[a.dtype()], to).is_some();
+            && emulated_expression(op, &[a.dtype()], to).is_some();
         if !emulate {
             require_feature(self.context(), "Cast", "input", a.dtype())?;
             require_feature(self.context(), "Cast", "to", to)?;
         }
         let out = out.tensor(self, to, a.shape())?;
         if emulate {
-            self.words_into("Cast", &[a], &out)?;
+            self.words_into(op, &[a], &out)?;
         } else if elementwise_type(a.dtype()).is_some() && elementwise_type(to).is_some() {
             self.elementwise_into("Cast", a, a, &out)?;
         } else {
-            self.words_into("Cast", &[a], &out)?;
+            self.words_into(op, &[a], &out)?;
         }
         Ok(out)
     }

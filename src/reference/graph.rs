@@ -962,7 +962,11 @@ fn run_node(
             a(0)?.dtype,
         )?),
         "Cast" => match node.attrs.get("to") {
-            Some(Attr::String(to)) => one(cast(&a(0)?, DType::from_name(to).ok_or("bad dtype")?)?),
+            Some(Attr::String(to)) => one(crate::reference::numeric::cast_mode(
+                &a(0)?,
+                DType::from_name(to).ok_or("bad dtype")?,
+                crate::graph::cast_mode(node).map_err(|e| e.to_string())?,
+            )?),
             _ => Err("Cast needs 'to'".into()),
         },
         "Transpose" => {
@@ -1119,7 +1123,11 @@ fn run_node(
                 data: value.data.repeat(n),
             })
         }
-        "CastLike" => one(cast(&a(0)?, a(1)?.dtype)?),
+        "CastLike" => one(crate::reference::numeric::cast_mode(
+            &a(0)?,
+            a(1)?.dtype,
+            crate::graph::cast_mode(node).map_err(|e| e.to_string())?,
+        )?),
         op if op.starts_with("Reduce") => {
             let x = a(0)?;
             let axes = match idx(&args.get(1).cloned().flatten())? {

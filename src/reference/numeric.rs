@@ -37,7 +37,28 @@ pub(crate) fn num(t: &HostTensor) -> R<Num> {
         DType::F64 => Num::D(t.to_array()?),
         DType::I64 => Num::L(t.to_array()?),
         DType::U64 => Num::Q(t.to_array()?),
+        d @ (DType::I4 | DType::I2) => {
+            Num::I(codes(t)?.mapv(|b| crate::minifloat::int_value(d, b)))
+        }
+        d @ (DType::U4 | DType::U2) => {
+            Num::U(codes(t)?.mapv(|b| crate::minifloat::int_value(d, b) as u32))
+        }
+        d => Num::F(codes(t)?.mapv(|b| crate::minifloat::decode(d, b))),
     })
+}
+
+/// The one-byte codes of a storage-only tensor.
+fn codes(t: &HostTensor) -> R<ArrayD<u8>> {
+    let mut bytes = t.clone();
+    bytes.dtype = DType::U8;
+    Ok(bytes.to_array::<u8>()?)
+}
+
+/// Codes of `dtype` (storage-only) as its tensor.
+fn from_codes(a: ArrayD<u8>, dtype: DType) -> HostTensor {
+    let mut t = HostTensor::from_array(&a);
+    t.dtype = dtype;
+    t
 }
 
 pub(crate) fn host(n: Num) -> HostTensor {
@@ -62,6 +83,16 @@ pub(crate) fn narrow(n: Num, to: DType) -> R<HostTensor> {
         (Num::U(a), DType::U8) => HostTensor::from_array(&a.mapv(|v| v as u8)),
         (Num::U(a), DType::U16) => HostTensor::from_array(&a.mapv(|v| v as u16)),
         (Num::U(a), DType::Bool) => HostTensor::from_array(&a.mapv(|v| v != 0)),
+        (Num::I(a), d @ (DType::I4 | DType::I2)) => {
+            from_codes(a.mapv(|v| crate::minifloat::int_code(d, v as i64)), d)
+        }
+        (Num::U(a), d @ (DType::U4 | DType::U2)) => {
+            from_codes(a.mapv(|v| crate::minifloat::int_code(d, v as i64)), d)
+        }
+        (Num::F(a), d) if d.is_storage_only() => from_codes(
+            a.mapv(|v| crate::minifloat::encode(d, v, crate::CastMode::default())),
+            d,
+        ),
         (n, to) => {
             let t = host(n);
             if t.dtype != to {
@@ -567,6 +598,34 @@ pub(crate) fn elementwise(op: &str, inputs: &[HostTensor]) -> R<HostTensor> {
 /// ONNX Cast: integers wrap, floats to integers truncate and saturate (NaN as 0) as Rust's
 /// `as` does, anything to bool is `!= 0` (NaN is true), f64 to f16/bf16 rounds through f32.
 pub(crate) fn cast(t: &HostTensor, to: DType) -> R<HostTensor> {
+    cast_mode(t, to, crate::CastMode::default())
+}
+
+/// [`cast`] in `mode` (for the 8-bit floats). Floats to the 4- and 2-bit integers truncate to
+/// i32 and wrap; anything to a small float goes through f32.
+pub(crate) fn cast_mode(t: &HostTensor, to: DType, mode: crate::CastMode) -> R<HostTensor> {
+    use crate::minifloat::{encode, int_code};
+    let n = num(t)?;
+    if mode.quantize {
+        if let Some((lo, hi)) = crate::kernels::words::quantized_range(to) {
+            // QuantizeLinear's cast: rounded half to even, clamped, NaN as 0; then exact.
+            let q = |v: f64| {
+                if v.is_nan() {
+                    0.0
+                } else {
+                    v.round_ties_even().clamp(f64::from(lo), f64::from(hi))
+                }
+            };
+            let rounded = match &n {
+                Num::F(a) => Some(a.mapv(|v| q(f64::from(v)))),
+                Num::D(a) => Some(a.mapv(q)),
+                _ => None,
+            };
+            if let Some(r) = rounded {
+                return cast(&HostTensor::from_array(&r.mapv(|v| v as i32)), to);
+            }
+        }
+    }
     macro_rules! conv {
         ($a:expr) => {
             match to {
@@ -583,10 +642,14 @@ pub(crate) fn cast(t: &HostTensor, to: DType) -> R<HostTensor> {
                 DType::U32 => HostTensor::from_array(&$a.mapv(|v| v as u32)),
                 DType::U64 => HostTensor::from_array(&$a.mapv(|v| v as u64)),
                 DType::Bool => HostTensor::from_array(&$a.mapv(|v| v as f64 != 0.0)),
+                d @ (DType::I4 | DType::U4 | DType::I2 | DType::U2) => {
+                    from_codes($a.mapv(|v| int_code(d, v as i32 as i64)), d)
+                }
+                d => from_codes($a.mapv(|v| encode(d, v as f32, mode)), d),
             }
         };
     }
-    Ok(match num(t)? {
+    Ok(match n {
         Num::F(a) => conv!(a),
         Num::I(a) => conv!(a),
         Num::U(a) => conv!(a),

@@ -100,7 +100,12 @@ pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
 
 pub fn random_tensor(seed: u64, dtype: DType, shape: &[usize]) -> HostTensor {
     let n: usize = shape.iter().product();
-    HostTensor::from_bytes(dtype, shape.to_vec(), bytes(seed, n * dtype.size())).unwrap()
+    let mut data = bytes(seed, n * dtype.size());
+    if let Some(bits) = dtype.packed_bits() {
+        // Types narrower than a byte: the low bits only.
+        data.iter_mut().for_each(|b| *b &= (1u8 << bits) - 1);
+    }
+    HostTensor::from_bytes(dtype, shape.to_vec(), data).unwrap()
 }
 
 /// `t` with its subnormal f32 and bf16 values replaced by zeros of their sign (as a flushing

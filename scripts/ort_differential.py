@@ -245,6 +245,8 @@ def main():
     written += ml_cases(out, manifest)
     written += unpool_cases(out, manifest)
     written += tfidf_cases(out, manifest)
+    written += narrow_type_cases(out, manifest)
+    written += tensor_scatter_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1250,6 +1252,122 @@ def tfidf_cases(out, manifest):
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
         written += ort_case(out, manifest, f"ort_TfIdfVectorizer_{label}", m, [("x", x)],
                             ["TfIdfVectorizer"], 9, 0.0, 0.0)
+    return written
+
+
+def narrow_type_cases(out, manifest):
+    """Casts to the 8-bit floats and back (every format, saturating and not, on values at and
+    between their values, past their range, infinities, NaN, f32 subnormals), and
+    QuantizeLinear -> DequantizeLinear through the 8-bit floats and the 4-bit integers
+    (per tensor, per axis, per block; zero points; saturate 0 and 1), computed inside one model
+    so that inputs and outputs are f32. Bit for bit. Returns how many were written."""
+    import ml_dtypes
+    rng = np.random.RandomState(59)
+    written = 0
+    formats = {"FLOAT8E4M3FN": (T.FLOAT8E4M3FN, ml_dtypes.float8_e4m3fn),
+               "FLOAT8E4M3FNUZ": (T.FLOAT8E4M3FNUZ, ml_dtypes.float8_e4m3fnuz),
+               "FLOAT8E5M2": (T.FLOAT8E5M2, ml_dtypes.float8_e5m2),
+               "FLOAT8E5M2FNUZ": (T.FLOAT8E5M2FNUZ, ml_dtypes.float8_e5m2fnuz)}
+
+    def sweep(np8):
+        codes = np.arange(256, dtype=np.uint8).view(np8).astype(np.float32)
+        finite = np.unique(np.abs(codes[np.isfinite(codes)]))
+        mids = (finite[1:] + finite[:-1]) / 2
+        around = np.concatenate([finite, mids])
+        around = np.concatenate([around, np.nextafter(around, np.float32(np.inf)),
+                                 np.nextafter(around, np.float32(-np.inf))])
+        top, before = finite[-1], finite[-2]
+        beyond = np.array([top + (top - before) / 2, top * 2, 1e30, np.inf, np.nan, 1e-45, 1e-40],
+                          np.float32)
+        v = np.concatenate([around, beyond, rng.uniform(-2 * top, 2 * top, 200).astype(np.float32)])
+        return np.concatenate([v, -v]).astype(np.float32)
+
+    def f32_model(nodes, inputs, opset=21):
+        graph = helper.make_graph(nodes, "g",
+                                  [helper.make_tensor_value_info(n, T.FLOAT, list(v.shape)) for n, v in inputs],
+                                  [helper.make_tensor_value_info("y", T.FLOAT, None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 10
+        return m
+
+    for name, (code, np8) in formats.items():
+        x = sweep(np8)
+        for saturate in (1, 0):
+            nodes = [helper.make_node("Cast", ["x"], ["q"], to=code, saturate=saturate),
+                     helper.make_node("Cast", ["q"], ["y"], to=T.FLOAT)]
+            written += ort_case(out, manifest, f"ort_Cast_{name}_saturate{saturate}",
+                                f32_model(nodes, [("x", x)]), [("x", x)], ["Cast"], 21, 0.0, 0.0)
+        # QuantizeLinear to the format (zero point 0 of its type) and back, per tensor and
+        # per axis.
+        for label, scale, axis in [("tensor", np.array(0.37, np.float32), None),
+                                   ("axis", rng.uniform(0.05, 3.0, 4).astype(np.float32), 1)]:
+            xq = rng.uniform(-600, 600, (3, 4, 5)).astype(np.float32)
+            zp = numpy_helper.from_array(np.zeros(scale.shape, np8), "zp")
+            s = numpy_helper.from_array(scale, "scale")
+            for saturate in (1, 0):
+                attrs = {"saturate": saturate} if axis is None else {"saturate": saturate, "axis": axis}
+                nodes = [helper.make_node("QuantizeLinear", ["x", "scale", "zp"], ["q"], **attrs),
+                         helper.make_node("DequantizeLinear", ["q", "scale", "zp"], ["y"],
+                                          **({} if axis is None else {"axis": axis}))]
+                m = f32_model(nodes, [("x", xq)])
+                m.graph.initializer.extend([s, zp])
+                written += ort_case(out, manifest, f"ort_QDQ_{name}_{label}_saturate{saturate}",
+                                    m, [("x", xq)], ["QuantizeLinear", "DequantizeLinear"], 21, 0.0, 0.0)
+    # The 4-bit integers: per tensor, per axis and per block, with zero points; values past the
+    # range saturate.
+    for name, code, lo, hi, np4 in [("INT4", T.INT4, -8, 7, ml_dtypes.int4),
+                                     ("UINT4", T.UINT4, 0, 15, ml_dtypes.uint4)]:
+        xq = rng.uniform(-12, 12, (4, 6)).astype(np.float32)
+        xq[0, :4] = [2.5, 3.5, -2.5, -0.5]
+        for label, scale, zp, attrs in [
+                ("tensor", np.array(0.9, np.float32), np.array(1 if lo < 0 else 5), {}),
+                ("axis", rng.uniform(0.5, 2.0, 6).astype(np.float32), rng.randint(lo, hi + 1, 6), {"axis": 1}),
+                ("block", rng.uniform(0.5, 2.0, (4, 2)).astype(np.float32), rng.randint(lo, hi + 1, (4, 2)),
+                 {"axis": 1, "block_size": 3})]:
+            s = numpy_helper.from_array(scale, "scale")
+            z = helper.make_tensor("zp", code, list(zp.shape), zp.astype(np.int64).ravel().tolist())
+            nodes = [helper.make_node("QuantizeLinear", ["x", "scale", "zp"], ["q"], **attrs),
+                     helper.make_node("DequantizeLinear", ["q", "scale", "zp"], ["y"], **attrs)]
+            m = f32_model(nodes, [("x", xq)])
+            m.graph.initializer.extend([s, z])
+            written += ort_case(out, manifest, f"ort_QDQ_{name}_{label}", m, [("x", xq)],
+                                ["QuantizeLinear", "DequantizeLinear"], 21, 0.0, 0.0)
+    return written
+
+
+def tensor_scatter_cases(out, manifest):
+    """TensorScatter (KV cache updates): linear and circular mode, with and without write
+    indices, the sequence axis at -2, -1, 1 and 2, ranks 3 and 4, f32, f16 and i64. Bit for
+    bit. Returns how many were written."""
+    rng = np.random.RandomState(61)
+    written = 0
+    for label, shape, axis, seq, mode, write, d in [
+            ("prefill", (2, 3, 8, 4), -2, 8, "linear", None, "f32"),
+            ("decode", (2, 3, 8, 4), -2, 1, "linear", [3, 7], "f32"),
+            ("append", (2, 3, 8, 4), -2, 3, "linear", [0, 5], "f16"),
+            ("circular", (2, 3, 8, 4), -2, 3, "circular", [6, 7], "f32"),
+            ("circular_long", (3, 5, 4), 1, 4, "circular", [2, 9, 0], "i64"),
+            ("last_axis", (2, 4, 6), -1, 2, "linear", [1, 4], "f32"),
+            ("axis_2", (2, 2, 5, 3), 2, 2, "circular", [4, 1], "f32"),
+            ("no_indices_circular", (1, 2, 4, 2), -2, 3, "circular", None, "f32")]:
+        np_type, onnx_type = DTYPES[d]
+        past = values(np_type, int(np.prod(shape)), rng).reshape(shape)
+        ushape = list(shape)
+        ushape[axis] = seq
+        update = values(np_type, int(np.prod(ushape)), rng).reshape(ushape)
+        feeds = [("past", past), ("update", update)]
+        if write is not None:
+            feeds.append(("write", np.array(write, np.int64)))
+        node = helper.make_node("TensorScatter", [n for n, _ in feeds], ["y"], mode=mode, axis=axis)
+        graph = helper.make_graph(
+            [node], "g",
+            [helper.make_tensor_value_info(n, onnx_type if n != "write" else T.INT64, list(v.shape))
+             for n, v in feeds],
+            [helper.make_tensor_value_info("y", onnx_type, None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
+        m.ir_version = 10
+        written += ort_case(out, manifest, f"ort_TensorScatter_{label}_{d}", m, feeds,
+                            ["TensorScatter"], 24, 0.0, 0.0)
     return written
 
 

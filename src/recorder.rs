@@ -368,18 +368,11 @@ impl Recorder {
     }
 
     /// Checks that every input of `op` lives on this recorder's device (wgpu panics on a
-    /// buffer of another device); each op's recording function calls it once.
+    /// buffer of another device) and that no storage-only input reaches an op that computes;
+    /// each op's recording function calls it once.
     pub fn check_inputs(&self, op: &'static str, inputs: &[(&str, &Tensor)]) -> Result<()> {
+        self.check_devices(op, inputs)?;
         for (name, t) in inputs {
-            if !self.ctx.same_device(t.context()) {
-                return Err(Error::invalid(
-                    op,
-                    *name,
-                    format!(
-                        "{name} was created on another Context; tensors cannot be used across devices"
-                    ),
-                ));
-            }
             if t.dtype().is_storage_only()
                 && !crate::dtype::STORAGE_ONLY_OPS.contains(&op)
                 && !op.starts_with("Cast")
@@ -390,6 +383,22 @@ impl Recorder {
                     format!(
                         "{name} is {}, which only casts and data movement take: cast it to a type {op} computes on first",
                         t.dtype()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Recorder::check_inputs`] for an op that only moves elements (any dtype).
+    pub fn check_devices(&self, op: &'static str, inputs: &[(&str, &Tensor)]) -> Result<()> {
+        for (name, t) in inputs {
+            if !self.ctx.same_device(t.context()) {
+                return Err(Error::invalid(
+                    op,
+                    *name,
+                    format!(
+                        "{name} was created on another Context; tensors cannot be used across devices"
                     ),
                 ));
             }

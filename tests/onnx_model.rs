@@ -1183,3 +1183,140 @@ fn optimizers_refuse_bad_inputs_and_modes() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+/// TensorScatter on a KV cache of an 8-bit float (circular, per-item write indices): the
+/// codes land where the ONNX pseudocode puts them, bit for bit; bad attributes are one line.
+#[test]
+fn tensor_scatter_updates_an_f8_cache() {
+    use common::onnx_proto::string_attr;
+    let (b, h, max, d, seq) = (2usize, 2usize, 5usize, 3usize, 3usize);
+    let mut n = node("TensorScatter", &["past", "update", "write"], &["present"]);
+    n.attribute = vec![string_attr("mode", "circular")];
+    let dims = |v: &[usize]| v.iter().map(|&x| Some(x as i64)).collect::<Vec<_>>();
+    let graph = GraphProto {
+        node: vec![n],
+        input: vec![
+            value("past", DataType::Float8e4m3fn, &dims(&[b, h, max, d])),
+            value("update", DataType::Float8e4m3fn, &dims(&[b, h, seq, d])),
+            value("write", DataType::Int64, &[Some(b as i64)]),
+        ],
+        output: vec![value("present", DataType::Float8e4m3fn, &[None])],
+        ..Default::default()
+    };
+    let m = Model::from_bytes(&model(graph, 24).encode_to_vec()).unwrap();
+    let past: Vec<u8> = (0..b * h * max * d).map(|i| (i % 120) as u8).collect();
+    let update: Vec<u8> = (0..b * h * seq * d)
+        .map(|i| 0x80 | (i % 100) as u8)
+        .collect();
+    let write = [1i64, 4];
+    let f8 = |shape: &[usize], v: &[u8]| {
+        HostTensor::from_bytes(wgpu_ops::DType::F8E4M3FN, shape.to_vec(), v.to_vec()).unwrap()
+    };
+    let got = run(
+        &m,
+        vec![
+            ("past", f8(&[b, h, max, d], &past)),
+            ("update", f8(&[b, h, seq, d], &update)),
+            ("write", HostTensor::from_vec(vec![b], &write).unwrap()),
+        ],
+    );
+    let mut want = past.clone();
+    for bi in 0..b {
+        for hi in 0..h {
+            for s in 0..seq {
+                let at = (write[bi] as usize + s) % max;
+                for di in 0..d {
+                    want[((bi * h + hi) * max + at) * d + di] =
+                        update[((bi * h + hi) * seq + s) * d + di];
+                }
+            }
+        }
+    }
+    assert_eq!(got[0].dtype, wgpu_ops::DType::F8E4M3FN);
+    assert_eq!(got[0].data, want);
+
+    for (attrs, why) in [
+        (vec![int_attr("axis", 0)], "axis is 0, the batch axis"),
+        (
+            vec![string_attr("mode", "ring")],
+            "mode is 'ring', not linear or circular",
+        ),
+    ] {
+        let mut n = node("TensorScatter", &["past", "update"], &["present"]);
+        n.name = Some("kv\n1".into());
+        n.attribute = attrs;
+        let graph = GraphProto {
+            node: vec![n],
+            input: vec![
+                value("past", DataType::Float, &dims(&[1, 4, 2])),
+                value("update", DataType::Float, &dims(&[1, 1, 2])),
+            ],
+            output: vec![value("present", DataType::Float, &[None])],
+            ..Default::default()
+        };
+        let e = Model::from_bytes(&model(graph, 24).encode_to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why) && e.contains("kv\\n1"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}
+
+/// FlexAttention refuses inputs and attributes it cannot take, in one line naming the node.
+#[test]
+fn flex_attention_refuses_bad_attributes() {
+    let mut bad_graph_attr = AttributeProto {
+        name: Some("score_mod".into()),
+        ..Default::default()
+    };
+    bad_graph_attr.set_type(AttributeType::Graph);
+    bad_graph_attr.g = Some(GraphProto {
+        input: vec![
+            value("a", DataType::Float, &[None]),
+            value("b", DataType::Float, &[None]),
+        ],
+        output: vec![value("a", DataType::Float, &[None])],
+        ..Default::default()
+    });
+    for (inputs, attrs, why) in [
+        (vec!["Q", "K"], vec![], "needs Q, K and V"),
+        (
+            vec!["Q", "K", "V"],
+            vec![int_attr("softmax_precision", 7)],
+            "softmax_precision 7 is not a float type",
+        ),
+        (
+            vec!["Q", "K", "V"],
+            vec![bad_graph_attr.clone()],
+            "score_mod must take one input and give one output (it has 2 and 1)",
+        ),
+    ] {
+        let mut n = node("FlexAttention", &inputs, &["Y"]);
+        n.domain = Some("ai.onnx.preview".into());
+        n.name = Some("flex\n1".into());
+        n.attribute = attrs;
+        let q = value("Q", DataType::Float, &[Some(1), Some(2), Some(3), Some(4)]);
+        let graph = GraphProto {
+            node: vec![n],
+            input: ["Q", "K", "V"]
+                .iter()
+                .map(|name| ValueInfoProto {
+                    name: Some(name.to_string()),
+                    ..q.clone()
+                })
+                .collect(),
+            output: vec![value("Y", DataType::Float, &[None])],
+            ..Default::default()
+        };
+        let mut m = model(graph, 26);
+        m.opset_import.push(OperatorSetIdProto {
+            domain: Some("ai.onnx.preview".into()),
+            version: Some(1),
+        });
+        let e = Model::from_bytes(&m.encode_to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why) && e.contains("flex\\n1"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

@@ -604,6 +604,15 @@ pub(crate) fn check_storage_only(
     if crate::dtype::STORAGE_ONLY_OPS.contains(&def.name) {
         return Ok(());
     }
+    // Scatters that replace elements move them (TensorScatter, a KV cache update, is one).
+    let replacing = match node.attrs.get("reduction") {
+        None => true,
+        Some(super::Attr::String(s)) => s == "none",
+        Some(_) => false,
+    };
+    if replacing && matches!(def.name, "ScatterElements" | "ScatterND" | "Scatter") {
+        return Ok(());
+    }
     for (k, dtype) in dtypes.enumerate() {
         if let Some(d) = dtype.filter(|d| d.is_storage_only()) {
             let value = node.inputs.get(k).map_or("", String::as_str);

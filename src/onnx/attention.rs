@@ -9,7 +9,7 @@
 use super::expansion::{int_attr, node_error, Builder};
 use super::recurrent::Expansion;
 use crate::graph::{Attr, Node};
-use crate::Result;
+use crate::{HostTensor, Result};
 
 /// The nodes that compute an `Attention` node, with the constants they read; `None` for
 /// other ops. Rank-3 inputs are told by `q_num_heads` and `kv_num_heads`, which the
@@ -320,4 +320,146 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         }
     }
     Ok(Some(b.finish()))
+}
+
+/// ai.onnx.preview FlexAttention-1 as the ops of its definition: Q and K each scaled by the
+/// square root of `scale` (1/sqrt(head size) by default) in their type, Q K^T, K and V heads
+/// repeated for grouped queries, the scores cast to `softmax_precision` (f32, or f64 for f64
+/// inputs: the loader names the inputs' type when it knows it), `score_mod`, Softmax over the
+/// keys, `prob_mod`, the product with V in that precision, cast back to Q's type. The modifier
+/// graphs run as the one branch of an If whose condition is a constant.
+pub(super) fn flex_attention(node: &Node) -> Result<Option<Expansion>> {
+    if node.op != "ai.onnx.preview.FlexAttention" {
+        return Ok(None);
+    }
+    let bad = |msg: &str| node_error(node, msg);
+    let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
+    let (Some(q), Some(k), Some(v)) = (input(0), input(1), input(2)) else {
+        return Err(bad("needs Q, K and V"));
+    };
+    if node.inputs.len() > 3 {
+        return Err(bad("takes three inputs (Q, K, V)"));
+    }
+    let Some(y) = node.outputs.first().filter(|n| !n.is_empty()).cloned() else {
+        return Err(bad("needs an output"));
+    };
+    let precision = match int_attr(node, "softmax_precision")? {
+        None | Some(1) => "f32",
+        Some(11) => "f64",
+        Some(10) => "f16",
+        Some(16) => "bf16",
+        Some(p) => {
+            return Err(bad(&format!(
+                "softmax_precision {p} is not a float type (1, 10, 11 or 16)"
+            )))
+        }
+    };
+    let mut b = Builder::new(node, &y);
+    let to = |d: &str| ("to", Attr::String(d.into()));
+    // The scale's square root, in Q's type, on Q and on K.
+    let scale = match node.attrs.get("scale") {
+        None => {
+            let head = b.dims("head_size", &q, 3, Some(4));
+            let head = b.op("Cast", "head_size_f32", &[&head], &[to("f32")]);
+            let root = b.op("Sqrt", "sqrt_head_size", &[&head], &[]);
+            b.op("Reciprocal", "scale", &[&root], &[])
+        }
+        Some(Attr::Float(s)) => b.f32_scalar("scale", *s as f32)?,
+        Some(_) => return Err(bad("scale must be a float")),
+    };
+    let root = b.op("Sqrt", "scale_sqrt_f32", &[&scale], &[]);
+    let root = b.op("CastLike", "scale_sqrt", &[&root, &q], &[]);
+    // K and V heads repeated for the query heads sharing them: [B, Hkv, S, D] ->
+    // [B, Hkv, Hq / Hkv, S, D] -> [B, Hq, S, D].
+    let batch = b.dims("batch", &q, 0, Some(1));
+    let q_heads = b.dims("q_heads", &q, 1, Some(2));
+    let kv_heads = b.dims("kv_heads", &k, 1, Some(2));
+    let repeat = b.op("Div", "kv_repeat", &[&q_heads, &kv_heads], &[]);
+    let axis2 = b.i64s("axis2", &[2])?;
+    let mut aligned = Vec::new();
+    for (x, what) in [(&k, "k"), (&v, "v")] {
+        let len = b.dims(&format!("{what}_len"), x, 2, Some(3));
+        let size = b.dims(&format!("{what}_head_size"), x, 3, Some(4));
+        let wide = b.op(
+            "Unsqueeze",
+            &format!("{what}_unsqueezed"),
+            &[x, &axis2],
+            &[],
+        );
+        let cat = [("axis", Attr::Int(0))];
+        let shape = b.op(
+            "Concat",
+            &format!("{what}_expand_shape"),
+            &[&batch, &kv_heads, &repeat, &len, &size],
+            &cat,
+        );
+        let wide = b.op("Expand", &format!("{what}_expanded"), &[&wide, &shape], &[]);
+        let shape = b.op(
+            "Concat",
+            &format!("{what}_aligned_shape"),
+            &[&batch, &q_heads, &len, &size],
+            &cat,
+        );
+        aligned.push(b.op("Reshape", &format!("{what}_aligned"), &[&wide, &shape], &[]));
+    }
+    let qs = b.op("Mul", "q_scaled", &[&q, &root], &[]);
+    let ks = b.op("Mul", "k_scaled", &[&aligned[0], &root], &[]);
+    let kt = b.op(
+        "Transpose",
+        "k_transposed",
+        &[&ks],
+        &[("perm", Attr::Ints(vec![0, 1, 3, 2]))],
+    );
+    let scores = b.op("MatMul", "scores", &[&qs, &kt], &[]);
+    let scores = b.op("Cast", "scores_cast", &[&scores], &[to(precision)]);
+    let scores = modifier(&mut b, node, "score_mod", &scores)?;
+    let probs = b.op("Softmax", "probs", &[&scores], &[("axis", Attr::Int(3))]);
+    let probs = modifier(&mut b, node, "prob_mod", &probs)?;
+    let vp = b.op("Cast", "v_cast", &[&aligned[1]], &[to(precision)]);
+    let out = b.op("MatMul", "y_precision", &[&probs, &vp], &[]);
+    b.op_to("CastLike", &y, &[&out, &q], &[]);
+    Ok(Some(b.finish()))
+}
+
+/// Graph attribute `attr` of `node` (one input, one output) applied to `x`: the branch of an
+/// If on a constant condition, its input read from `x` (none: `x` itself).
+fn modifier(b: &mut Builder, node: &Node, attr: &str, x: &str) -> Result<String> {
+    let graph = match node.attrs.get(attr) {
+        None => return Ok(x.to_string()),
+        Some(Attr::Graph(g)) => g,
+        Some(_) => return Err(node_error(node, format!("{attr} must be a graph"))),
+    };
+    if graph.inputs.len() != 1 || graph.outputs.len() != 1 {
+        return Err(node_error(
+            node,
+            format!(
+                "{attr} must take one input and give one output (it has {} and {})",
+                graph.inputs.len(),
+                graph.outputs.len()
+            ),
+        ));
+    }
+    let mut body = (**graph).clone();
+    let formal = body.inputs.remove(0).name;
+    let bound = b.op("Identity", &format!("{attr}_input"), &[x], &[]);
+    super::rename_free(&mut body, &|n: &str| {
+        if n == formal {
+            bound.clone()
+        } else {
+            n.to_string()
+        }
+    });
+    let cond = b.constant(
+        &format!("{attr}_always"),
+        HostTensor::from_vec(vec![], &[true])?,
+    );
+    Ok(b.op(
+        "If",
+        &format!("{attr}_output"),
+        &[&cond],
+        &[
+            ("then_branch", Attr::Graph(Box::new(body.clone()))),
+            ("else_branch", Attr::Graph(Box::new(body))),
+        ],
+    ))
 }

@@ -2,7 +2,7 @@
 //! body, step for step) and `MaxUnpool` (each value written at its index in a zero tensor of
 //! the output's shape).
 
-use super::expansion::{node_error, Builder};
+use super::expansion::{int_attr, node_error, Builder};
 use super::recurrent::Expansion;
 use crate::graph::{Attr, Node};
 use crate::{HostTensor, Result};
@@ -12,6 +12,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     match node.op.as_str() {
         "MeanVarianceNormalization" => mean_variance_normalization(node).map(Some),
         "MaxUnpool" => max_unpool(node).map(Some),
+        "TensorScatter" => tensor_scatter(node).map(Some),
         _ => Ok(None),
     }
 }
@@ -133,5 +134,76 @@ fn max_unpool(node: &Node) -> Result<Expansion> {
             b.op_to("Pad", y, &[&unpooled, &pads], &[]);
         }
     }
+    Ok(b.finish())
+}
+
+/// TensorScatter-24 (a KV cache update) as one ScatterElements: each update element's index
+/// along `axis` is its position there plus its batch item's write index (0 without
+/// `write_indices`), modulo the cache's length in `circular` mode.
+fn tensor_scatter(node: &Node) -> Result<Expansion> {
+    let bad = |msg: &str| node_error(node, msg);
+    let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
+    let (Some(past), Some(update)) = (input(0), input(1)) else {
+        return Err(bad("needs past_cache and update"));
+    };
+    let Some(y) = node.outputs.first().filter(|n| !n.is_empty()).cloned() else {
+        return Err(bad("needs an output"));
+    };
+    let axis = int_attr(node, "axis")?.unwrap_or(-2);
+    if axis == 0 {
+        return Err(bad(
+            "axis is 0, the batch axis; the sequence axis must be another",
+        ));
+    }
+    let circular = match node.attrs.get("mode") {
+        None => false,
+        Some(Attr::String(m)) if m == "linear" => false,
+        Some(Attr::String(m)) if m == "circular" => true,
+        Some(Attr::String(m)) => {
+            return Err(bad(&format!(
+                "mode is '{}', not linear or circular",
+                m.escape_debug()
+            )))
+        }
+        Some(_) => return Err(bad("mode must be a string")),
+    };
+    let mut b = Builder::new(node, &y);
+    let axis_attr = [("axis", Attr::Int(axis))];
+    // Each update element's position along the axis: a running count of ones, less one.
+    let shape = b.op("Shape", "update_shape", &[&update], &[]);
+    let one = b.i64s("one", &[1])?;
+    let ones = b.op("Expand", "ones", &[&one, &shape], &[]);
+    let axis_v = b.i64s("axis", &[axis])?;
+    let count = b.op("CumSum", "count", &[&ones, &axis_v], &[]);
+    let mut index = b.op("Sub", "position", &[&count, &one], &[]);
+    if let Some(w) = input(2) {
+        // The write indices as [B, 1, ..., 1], broadcast over the update.
+        let rank = b.op("Shape", "rank", &[&shape], &[]);
+        let rest = b.op("Sub", "rest", &[&rank, &one], &[]);
+        let ones = b.op(
+            "ConstantOfShape",
+            "unit_dims",
+            &[&rest],
+            &[(
+                "value",
+                Attr::Tensor(HostTensor::from_vec(vec![1], &[1i64])?),
+            )],
+        );
+        let minus = b.i64s("minus_one", &[-1])?;
+        let wshape = b.op(
+            "Concat",
+            "write_shape",
+            &[&minus, &ones],
+            &[("axis", Attr::Int(0))],
+        );
+        let w = b.op("Reshape", "write_indices", &[&w, &wshape], &[]);
+        index = b.op("Add", "index", &[&index, &w], &[]);
+    }
+    if circular {
+        let end = if axis == -1 { None } else { Some(axis + 1) };
+        let len = b.dims("cache_length", &past, axis, end);
+        index = b.op("Mod", "index_circular", &[&index, &len], &[]);
+    }
+    b.op_to("ScatterElements", &y, &[&past, &index, &update], &axis_attr);
     Ok(b.finish())
 }

@@ -25,7 +25,7 @@ mod rotary_embedding;
 mod text;
 mod training;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 18] = [
+pub const EXPANDED_OPS: [&str; 20] = [
     "Upsample",
     "RNN",
     "GRU",
@@ -44,6 +44,8 @@ pub const EXPANDED_OPS: [&str; 18] = [
     "Adagrad",
     "Momentum",
     "Adam",
+    "TensorScatter",
+    "FlexAttention",
 ];
 
 /// The ONNX-ML (`ai.onnx.ml`) ops the loader builds from others (`src/onnx/ml.rs`), by name.
@@ -291,21 +293,31 @@ impl Loader<'_> {
             outputs: n.output.clone(),
             attrs,
         };
-        if node.op == "QuantizeLinear" && !node.attrs.contains_key("output_dtype") {
-            // The output type is the zero point's: known here when the zero point is an
-            // initializer or a graph input, it decides how the expansion rounds.
-            let zp = node.inputs.get(2).filter(|n| !n.is_empty());
-            let known = zp.and_then(|zp| {
-                out.constants
-                    .iter()
-                    .find(|(n, _)| n == zp)
-                    .map(|(_, v)| v.dtype)
-                    .or_else(|| out.inputs.iter().find(|i| &i.name == zp)?.dtype)
-            });
-            if let Some(code) = known.and_then(onnx_code) {
-                node.attrs
-                    .insert("output_dtype".into(), Attr::Int(i64::from(code as i32)));
+        // Types the expansions need that the node leaves to its inputs, where the loader knows
+        // them (initializers, graph inputs): QuantizeLinear's output type is its zero point's
+        // (it decides how the expansion rounds), FlexAttention's softmax precision is f64 for
+        // f64 inputs (else f32).
+        let known = |k: usize| {
+            let name = node.inputs.get(k).filter(|n| !n.is_empty())?;
+            out.constants
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.dtype)
+                .or_else(|| out.inputs.iter().find(|i| &i.name == name)?.dtype)
+        };
+        let given = |name: &str| node.attrs.contains_key(name);
+        let implied = match node.op.as_str() {
+            "QuantizeLinear" if !given("output_dtype") => {
+                known(2).and_then(onnx_code).map(|c| ("output_dtype", c))
             }
+            "ai.onnx.preview.FlexAttention" if !given("softmax_precision") => {
+                (known(0) == Some(DType::F64)).then_some(("softmax_precision", DataType::Double))
+            }
+            _ => None,
+        };
+        if let Some((attr, code)) = implied {
+            node.attrs
+                .insert(attr.into(), Attr::Int(i64::from(code as i32)));
         }
         let keep = if domain.is_empty() {
             let (keep, constants, before) = normalize(&mut node, opset)?;
@@ -314,7 +326,10 @@ impl Loader<'_> {
             out.nodes.extend(before);
             keep
         } else if let Some((nodes, constants)) = match ml::expand(&node)? {
-            None => training::expand(&node)?,
+            None => match training::expand(&node)? {
+                None => attention::flex_attention(&node)?,
+                some => some,
+            },
             some => some,
         } {
             out.constants

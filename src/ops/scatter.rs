@@ -26,10 +26,13 @@ impl Recorder {
         reduction: ScatterReduction,
         out: Out,
     ) -> Result<Tensor> {
-        self.check_inputs(
-            op,
-            &[("data", data), ("indices", indices), ("updates", updates)],
-        )?;
+        let inputs = [("data", data), ("indices", indices), ("updates", updates)];
+        if reduction == ScatterReduction::None {
+            // Replacing moves elements: every dtype.
+            self.check_devices(op, &inputs)?;
+        } else {
+            self.check_inputs(op, &inputs)?;
+        }
         // The kernel walks the data's axes from its parameters, which hold up to MAX_RANK.
         super::check_rank(op, data.shape())?;
         super::check_index_dtype(op, indices)?;

@@ -718,3 +718,66 @@ fn runs_and_describes_an_onnx_model() {
     );
     assert!(!out2.exists());
 }
+
+/// The storage-only types through the command: an f8e4m3fn input as `|u1` codes, an i4
+/// constant written as numbers (out-of-range ones refused), an f8e5m2 output written back as
+/// codes.
+#[test]
+fn storage_only_types_travel_as_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let codes: Vec<u8> = (0..=255).collect();
+    let xs = save(
+        d,
+        "x.npy",
+        &HostTensor::from_vec(vec![256], &codes).unwrap(),
+    );
+    let graph = |k: i64| {
+        json!({
+            "inputs": [{"name": "x", "dtype": "f8e4m3fn", "shape": [256]}],
+            "constants": [{"name": "k", "dtype": "i4", "shape": [2], "data": [-8, k]}],
+            "nodes": [
+                {"op": "Cast", "name": "wide", "inputs": ["x"], "outputs": ["f"], "attrs": {"to": "f32"}},
+                {"op": "Cast", "name": "narrow", "inputs": ["f"], "outputs": ["y"], "attrs": {"to": "f8e5m2"}},
+                {"op": "Cast", "name": "kw", "inputs": ["k"], "outputs": ["kf"], "attrs": {"to": "f32"}}
+            ],
+            "outputs": ["y", "kf"]
+        })
+    };
+    let out = d.join("out");
+    let g = write_json(d, "graph.json", &graph(7));
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        &g,
+        "--input",
+        &format!("x={xs}"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let y = npy::read(&out.join("y.npy")).unwrap();
+    assert_eq!(y.dtype, DType::U8);
+    let mode = wgpu_ops::CastMode::default();
+    for (c, &got) in y.data.iter().enumerate() {
+        let v = wgpu_ops::minifloat::decode(DType::F8E4M3FN, c as u8);
+        let want = wgpu_ops::minifloat::encode(DType::F8E5M2, v, mode);
+        assert_eq!(got, want, "code {c:#04x} ({v})");
+    }
+    let kf = npy::read(&out.join("kf.npy")).unwrap();
+    assert_eq!(kf.to_vec::<f32>().unwrap(), [-8.0, 7.0]);
+
+    let g = write_json(d, "bad.json", &graph(8));
+    let bad_out = d.join("bad_out");
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        &g,
+        "--input",
+        &format!("x={xs}"),
+        "--out",
+        bad_out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("data[1] = 8 is not a valid i4"), "{err}");
+    assert!(!bad_out.exists());
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -360,3 +360,39 @@ fn onnx_packing_round_trips() {
         }
     }
 }
+
+/// A cast through a small float feeding a reduction: the chain is the reduction's prologue
+/// (one kernel), rounded in between as the casts apart round it.
+#[test]
+fn cast_chain_as_a_reduction_prologue() {
+    for d in FLOATS {
+        let values = boundaries(DType::F8E4M3FN)
+            .into_iter()
+            .filter(|v| v.is_finite() && v.abs() < 1e4)
+            .take(512)
+            .collect::<Vec<_>>();
+        let x = HostTensor::from_vec(vec![values.len()], &values).unwrap();
+        let axes = HostTensor::from_vec(vec![1], &[0i64]).unwrap();
+        let g = Graph::new()
+            .input("x", DType::F32, &[Some(values.len())])
+            .constant("axes", axes)
+            .node(cast_node(d, None).inputs(["x"]).outputs(["q"]))
+            .node(cast_node(DType::F32, None).inputs(["q"]).outputs(["w"]))
+            .node(
+                Node::new("ReduceMax", "m")
+                    .inputs(["w", "axes"])
+                    .outputs(["y"])
+                    .attr("keepdims", Attr::Int(0)),
+            )
+            .output("y");
+        let inputs = vec![("x".to_string(), x)];
+        let got = Session::new(ctx(), g.clone())
+            .unwrap()
+            .run_blocking(inputs.clone())
+            .unwrap()
+            .remove(0)
+            .1;
+        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+        assert_eq!(nan_canonical(&got), nan_canonical(&want[0]), "{d}");
+    }
+}

@@ -286,6 +286,9 @@ impl Program {
         }
         let mut steps = String::new();
         let mut shared: Vec<String> = Vec::new();
+        if self.dtypes().any(DType::is_storage_only) {
+            shared.push(strip_comments(super::words::MINIFLOAT));
+        }
         let mut program = String::new();
         for k in 0..self.operands.len() {
             if k < skip {

@@ -15,6 +15,9 @@ pub(crate) const WORDS: &str = include_str!("../../shaders/elementwise_words.wgs
 /// f64 exp, log, tanh, sigmoid and pow written out (Vulkan has none): helpers of the f64
 /// variants only, since a module with f64 in it needs wgpu's `SHADER_F64`.
 pub(crate) const F64_MATH: &str = include_str!("../../shaders/f64_math.inc");
+/// The 8- and 4-bit floats' conversions (`shaders/minifloat.inc`): helpers of the programs
+/// whose dtypes include a storage-only type.
+pub(crate) const MINIFLOAT: &str = include_str!("../../shaders/minifloat.inc");
 /// The circular and hyperbolic functions and their inverses on f32 written out (GPUs
 /// approximate the built-ins, and far from 0 not at all): helpers of the variants that call them.
 const TRIG32: &str = include_str!("../../shaders/trig_f32.inc");

@@ -242,6 +242,7 @@ def main():
     written += col2im_cases(out, manifest)
     written += mel_weight_matrix_cases(out, manifest)
     written += integer_matmul_cases(out, manifest)
+    written += integer_conv_cases(out, manifest)
     written += ml_cases(out, manifest)
     written += unpool_cases(out, manifest)
     written += tfidf_cases(out, manifest)
@@ -1182,6 +1183,56 @@ def integer_matmul_cases(out, manifest):
                 m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
                 written += ort_case(out, manifest, f"ort_{op}_{name}", m, feeds, [op], opset,
                                     0.0, 0.0)
+    return written
+
+
+def integer_conv_cases(out, manifest):
+    """ConvInteger and QLinearConv: u8 and i8 inputs (u8 kernels for ConvInteger), 2-D with
+    pads, strides, dilations and groups, 1-D, per-tensor and per-channel kernel scales, with
+    and without a bias and zero points. Bit for bit. Returns how many were written."""
+    rng = np.random.RandomState(67)
+    written = 0
+    type_of = {np.dtype(np.float32): T.FLOAT, np.dtype(np.uint8): T.UINT8,
+               np.dtype(np.int8): T.INT8, np.dtype(np.int32): T.INT32}
+    geometries = [("2d", (1, 4, 7, 6), (6, 2, 3, 3), {"pads": [1, 0, 1, 2], "strides": [2, 1], "group": 2}),
+                  ("2d_dilated", (2, 3, 8, 8), (4, 3, 2, 2), {"dilations": [2, 3]}),
+                  ("1d", (2, 2, 9), (3, 2, 4), {"pads": [2, 1], "strides": [2]})]
+
+    def write(op, name, node_inputs, feeds, attrs, opset):
+        nonlocal written
+        node = helper.make_node(op, node_inputs, ["y"], **attrs)
+        graph = helper.make_graph(
+            [node], "g",
+            [helper.make_tensor_value_info(n, type_of[v.dtype], list(v.shape)) for n, v in feeds],
+            [onnx.ValueInfoProto(name="y")])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        written += ort_case(out, manifest, f"ort_{op}_{name}", m, feeds, [op], opset, 0.0, 0.0)
+
+    for label, xs, ws, attrs in geometries:
+        x = rng.randint(0, 256, xs).astype(np.uint8)
+        w = rng.randint(0, 256, ws).astype(np.uint8)
+        feeds = [("x", x), ("w", w), ("x_zp", np.array(rng.randint(0, 256), np.uint8)),
+                 ("w_zp", np.array(rng.randint(0, 256), np.uint8))]
+        write("ConvInteger", f"{label}_u8", [n for n, _ in feeds], feeds, attrs, 10)
+        write("ConvInteger", f"{label}_u8_no_zero_points", ["x", "w"], feeds[:2], attrs, 10)
+        for d, lo, hi in (("u8", 0, 256), ("i8", -128, 128)):
+            np_type = np.uint8 if d == "u8" else np.int8
+            x = rng.randint(lo, hi, xs).astype(np_type)
+            w = rng.randint(-128, 128, ws).astype(np.int8)
+            m = ws[0]
+            for scales in ("tensor", "channel"):
+                w_scale = (np.array(0.02, np.float32) if scales == "tensor"
+                           else rng.uniform(0.005, 0.05, m).astype(np.float32))
+                w_zp = np.zeros(w_scale.shape, np.int8)
+                feeds = [("x", x), ("x_scale", np.array(0.05, np.float32)),
+                         ("x_zp", np.array(rng.randint(lo, hi), np_type)),
+                         ("w", w), ("w_scale", w_scale), ("w_zp", w_zp),
+                         ("y_scale", np.array(0.7, np.float32)),
+                         ("y_zp", np.array(rng.randint(lo, hi), np_type)),
+                         ("bias", rng.randint(-500, 500, m).astype(np.int32))]
+                write("QLinearConv", f"{label}_{d}_{scales}", [n for n, _ in feeds], feeds, attrs, 10)
+                write("QLinearConv", f"{label}_{d}_{scales}_no_bias", [n for n, _ in feeds[:8]],
+                      feeds[:8], attrs, 10)
     return written
 
 

@@ -1141,3 +1141,76 @@ fn col2im_matches_the_interpreter_and_refuses_bad_geometry() {
         ],
     );
 }
+
+/// Conv on i32 (the integer convolutions' core) sums exactly, as the CPU reference does, with
+/// pads, strides, dilations and groups, bias included; i8 is refused in one line.
+#[test]
+fn conv_on_i32_is_exact() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let ints_of = |shape: Vec<usize>, seed: u64, span: i32| {
+        let n: usize = shape.iter().product();
+        // splitmix64
+        let mut state = seed;
+        let v: Vec<i32> = (0..n)
+            .map(|_| {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                ((z ^ (z >> 31)) % (2 * span as u64)) as i32 - span
+            })
+            .collect();
+        HostTensor::from_vec(shape, &v).unwrap()
+    };
+    let x = ints_of(vec![2, 4, 9, 7], 1, 40_000);
+    let w = ints_of(vec![6, 2, 3, 2], 2, 300);
+    let b = ints_of(vec![6], 3, 1_000_000);
+    let g = Graph::new()
+        .input("x", DType::I32, &[Some(2), Some(4), Some(9), Some(7)])
+        .input("w", DType::I32, &[Some(6), Some(2), Some(3), Some(2)])
+        .input("b", DType::I32, &[Some(6)])
+        .node(
+            Node::new("Conv", "c")
+                .inputs(["x", "w", "b"])
+                .outputs(["y"])
+                .attr("pads", ints(&[1, 0, 2, 1]))
+                .attr("strides", ints(&[2, 1]))
+                .attr("dilations", ints(&[1, 2]))
+                .attr("group", Attr::Int(2)),
+        )
+        .output("y");
+    let inputs = vec![("x".into(), x), ("w".into(), w), ("b".into(), b)];
+    let got = Session::new(&ctx, g.clone())
+        .unwrap()
+        .run_blocking(inputs.clone())
+        .unwrap();
+    let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+    assert_eq!(got[0].1, want[0]);
+    assert_eq!(got[0].1.dtype, DType::I32);
+
+    let g = Graph::new()
+        .input("x", DType::I8, &[Some(1), Some(1), Some(4)])
+        .input("w", DType::I8, &[Some(1), Some(1), Some(2)])
+        .node(Node::new("Conv", "c").inputs(["x", "w"]).outputs(["y"]))
+        .output("y");
+    let e = Session::new(&ctx, g)
+        .and_then(|s| {
+            s.run_blocking(vec![
+                (
+                    "x".into(),
+                    HostTensor::from_vec(vec![1, 1, 4], &[1i8; 4]).unwrap(),
+                ),
+                (
+                    "w".into(),
+                    HostTensor::from_vec(vec![1, 1, 2], &[1i8; 2]).unwrap(),
+                ),
+            ])
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("X is i8; Conv takes f32, f16, bf16, f64 or i32"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1);
+}

@@ -25,7 +25,7 @@ mod rotary_embedding;
 mod text;
 mod training;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 20] = [
+pub const EXPANDED_OPS: [&str; 22] = [
     "Upsample",
     "RNN",
     "GRU",
@@ -46,6 +46,8 @@ pub const EXPANDED_OPS: [&str; 20] = [
     "Adam",
     "TensorScatter",
     "FlexAttention",
+    "ConvInteger",
+    "QLinearConv",
 ];
 
 /// The ONNX-ML (`ai.onnx.ml`) ops the loader builds from others (`src/onnx/ml.rs`), by name.

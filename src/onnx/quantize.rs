@@ -8,7 +8,7 @@ use super::expansion::{int_attr, node_error, Builder};
 use super::recurrent::Expansion;
 use super::{dtype_of, proto::tensor_proto::DataType, type_name_i32};
 use crate::graph::{Attr, Node};
-use crate::{Error, Result};
+use crate::{Error, HostTensor, Result};
 
 /// The nodes that compute a quantization node, with the constants they read; `None` for
 /// other ops.
@@ -16,6 +16,9 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     let op = node.op.as_str();
     if matches!(op, "MatMulInteger" | "QLinearMatMul") {
         return integer_product(node).map(Some);
+    }
+    if matches!(op, "ConvInteger" | "QLinearConv") {
+        return integer_conv(node).map(Some);
     }
     if !matches!(
         op,
@@ -202,7 +205,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
 /// MatMulInteger and QLinearMatMul as the ONNX reference defines them: the operands widened
 /// to i32 less their zero points (numpy broadcasting), one exact i32 MatMul; QLinearMatMul
 /// then scales the sums by `a_scale * b_scale / y_scale` (computed in the scales' type, as
-/// the reference does), adds `y_zero_point`, rounds half to even in f32 and saturates by the
+/// the reference does), rounds half to even in f32, adds `y_zero_point` and saturates by the
 /// cast to `y_zero_point`'s type (`a`'s without one).
 fn integer_product(node: &Node) -> Result<Expansion> {
     let bad = |msg: &str| node_error(node, msg);
@@ -247,7 +250,10 @@ fn integer_product(node: &Node) -> Result<Expansion> {
     let scale = b.op("Mul", "scale_ab", &[&a_scale, &b_scale], &[]);
     let scale = b.op("Div", "scale", &[&scale, &y_scale], &[]);
     let scale = b.op("Cast", "scale_f32", &[&scale], &to_f32);
-    let mut q = b.op("Mul", "scaled", &[&sums, &scale], &[]);
+    // Rounded before the (integer) zero point is added, as onnxruntime does: the sum of two
+    // integers is exact in f32, where adding it first would round once more.
+    let scaled = b.op("Mul", "scaled", &[&sums, &scale], &[]);
+    let mut q = b.op("Round", "rounded", &[&scaled], &[]);
     let like = match input(7) {
         Some(zp) => {
             let zp_f = b.op("Cast", "y_zp_f32", &[&zp], &to_f32);
@@ -256,7 +262,134 @@ fn integer_product(node: &Node) -> Result<Expansion> {
         }
         None => a,
     };
-    let q = b.op("Round", "rounded", &[&q], &[]);
+    b.op_to("CastLike", &y, &[&q, &like], &[]);
+    Ok(b.finish())
+}
+
+/// ConvInteger and QLinearConv as the ONNX reference defines them: the input and the kernel
+/// widened to i32 less their zero points (the kernel's per output channel where it has one
+/// per channel), one exact i32 Conv with the node's geometry attributes (the input padded
+/// with zeros after the shift); QLinearConv adds its i32 bias, scales the sums by
+/// `x_scale * w_scale / y_scale` (w_scale per output channel or one) in f32, rounds half to
+/// even, adds `y_zero_point` and saturates by the cast to `y_zero_point`'s type (x's without
+/// one).
+fn integer_conv(node: &Node) -> Result<Expansion> {
+    let bad = |msg: &str| node_error(node, msg);
+    let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
+    let Some(y) = node.outputs.first().filter(|n| !n.is_empty()).cloned() else {
+        return Err(bad("needs an output"));
+    };
+    let quantized = node.op == "QLinearConv";
+    // ConvInteger (x, w, x_zp, w_zp); QLinearConv (x, x_scale, x_zp, w, w_scale, w_zp,
+    // y_scale, y_zp, B).
+    let (x, x_zp, w, w_zp) = match quantized {
+        true => (input(0), input(2), input(3), input(5)),
+        false => (input(0), input(2), input(1), input(3)),
+    };
+    let (Some(x), Some(w)) = (x, w) else {
+        return Err(bad("needs its input and kernel"));
+    };
+    let geometry: Vec<(&str, Attr)> = [
+        "auto_pad",
+        "dilations",
+        "group",
+        "kernel_shape",
+        "pads",
+        "strides",
+    ]
+    .iter()
+    .filter_map(|&k| node.attrs.get(k).map(|v| (k, v.clone())))
+    .collect();
+    let mut b = Builder::new(node, &y);
+    let to_i32 = [("to", Attr::String("i32".into()))];
+    // A per-channel vector as [M, 1, ..., 1] of the kernel's rank (a scalar stays one).
+    let one = b.i64s("one", &[1])?;
+    let w_shape = b.op("Shape", "w_shape", &[&w], &[]);
+    let w_rank = b.op("Shape", "w_rank", &[&w_shape], &[]);
+    let rest = b.op("Sub", "w_rest", &[&w_rank, &one], &[]);
+    let ones = b.op(
+        "ConstantOfShape",
+        "unit_dims",
+        &[&rest],
+        &[(
+            "value",
+            Attr::Tensor(HostTensor::from_vec(vec![1], &[1i64])?),
+        )],
+    );
+    let minus = b.i64s("minus_one", &[-1])?;
+    let per_channel = b.op(
+        "Concat",
+        "per_channel",
+        &[&minus, &ones],
+        &[("axis", Attr::Int(0))],
+    );
+    let x32 = b.op("Cast", "x_i32", &[&x], &to_i32);
+    let x32 = match x_zp {
+        Some(zp) => {
+            let zp = b.op("Cast", "x_zp_i32", &[&zp], &to_i32);
+            b.op("Sub", "x_centred", &[&x32, &zp], &[])
+        }
+        None => x32,
+    };
+    let w32 = b.op("Cast", "w_i32", &[&w], &to_i32);
+    let w32 = match w_zp {
+        Some(zp) => {
+            let zp = b.op("Cast", "w_zp_i32", &[&zp], &to_i32);
+            let zp = b.op("Reshape", "w_zp_channels", &[&zp, &per_channel], &[]);
+            b.op("Sub", "w_centred", &[&w32, &zp], &[])
+        }
+        None => w32,
+    };
+    if !quantized {
+        b.op_to("Conv", &y, &[&x32, &w32], &geometry);
+        return Ok(b.finish());
+    }
+    let (Some(x_scale), Some(w_scale), Some(y_scale)) = (input(1), input(4), input(6)) else {
+        return Err(bad("needs x_scale, w_scale and y_scale"));
+    };
+    let sums = match input(8) {
+        Some(bias) => {
+            let bias = b.op("Cast", "bias_i32", &[&bias], &to_i32);
+            b.op("Conv", "sums", &[&x32, &w32, &bias], &geometry)
+        }
+        None => b.op("Conv", "sums", &[&x32, &w32], &geometry),
+    };
+    let to_f32 = [("to", Attr::String("f32".into()))];
+    let sums = b.op("Cast", "sums_f32", &[&sums], &to_f32);
+    // The scale per output channel: [M, 1, ..., 1] of the kernel's rank less one lines up
+    // with [N, M, spatial...].
+    let rest = b.op("Sub", "out_rest", &[&rest, &one], &[]);
+    let ones = b.op(
+        "ConstantOfShape",
+        "out_unit_dims",
+        &[&rest],
+        &[(
+            "value",
+            Attr::Tensor(HostTensor::from_vec(vec![1], &[1i64])?),
+        )],
+    );
+    let tail = b.op(
+        "Concat",
+        "channel_tail",
+        &[&minus, &ones],
+        &[("axis", Attr::Int(0))],
+    );
+    let w_scale = b.op("Reshape", "w_scale_channels", &[&w_scale, &tail], &[]);
+    let scale = b.op("Mul", "scale_xw", &[&x_scale, &w_scale], &[]);
+    let scale = b.op("Div", "scale", &[&scale, &y_scale], &[]);
+    let scale = b.op("Cast", "scale_f32", &[&scale], &to_f32);
+    // Rounded before the (integer) zero point is added, as onnxruntime does: the sum of two
+    // integers is exact in f32, where adding it first would round once more.
+    let scaled = b.op("Mul", "scaled", &[&sums, &scale], &[]);
+    let mut q = b.op("Round", "rounded", &[&scaled], &[]);
+    let like = match input(7) {
+        Some(zp) => {
+            let zp_f = b.op("Cast", "y_zp_f32", &[&zp], &to_f32);
+            q = b.op("Add", "shifted", &[&q, &zp_f], &[]);
+            zp
+        }
+        None => x,
+    };
     b.op_to("CastLike", &y, &[&q, &like], &[]);
     Ok(b.finish())
 }

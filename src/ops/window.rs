@@ -1150,7 +1150,16 @@ impl Recorder {
         named.extend(b.map(|b| ("B", b)));
         self.check_inputs(op, &named)?;
         check_spatial(op, "X", x)?;
-        check_float(op, "X", x.dtype(), false)?;
+        // i32 too: the exact integer convolutions of ConvInteger and QLinearConv (sums wrap).
+        if x.dtype() != DType::I32 {
+            check_float(op, "X", x.dtype(), false).map_err(|_| {
+                Error::invalid(
+                    op,
+                    "X",
+                    format!("X is {}; {op} takes f32, f16, bf16, f64 or i32", x.dtype()),
+                )
+            })?;
+        }
         check_group(op, x, w, b, group, transposed)
     }
 }

@@ -109,7 +109,8 @@ pub(crate) fn run(node: &Node, args: &[Option<HostTensor>]) -> R<Option<Vec<Host
     };
     let ints_too = op == "MaxPool" || op == "GlobalMaxPool";
     let float = matches!(x.dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);
-    if !(float || (ints_too && matches!(x.dtype, DType::I8 | DType::U8))) {
+    let i32_conv = op == "Conv" && x.dtype == DType::I32;
+    if !(float || i32_conv || (ints_too && matches!(x.dtype, DType::I8 | DType::U8))) {
         return Err(format!("{op}: X is {}", x.dtype).into());
     }
     if !matches!(int(node, "storage_order", 0), 0 | 1) || int(node, "p", 2) < 1 {
@@ -304,16 +305,31 @@ fn conv(
         for mm in 0..m {
             let g = mm / mg;
             for win in &windows {
-                let mut acc = bias.map_or(0.0, |b| b[mm]);
-                for ci in 0..cg {
+                let taps = (0..cg).flat_map(|ci| {
                     let cc = g * cg + ci;
-                    for (t, src) in win.iter().enumerate() {
-                        if let Some(s) = src {
-                            acc += xv[(nn * c + cc) * image + s] * wv[(mm * cg + ci) * kernel + t];
-                        }
+                    win.iter().enumerate().filter_map(move |(t, src)| {
+                        src.map(|s| {
+                            (
+                                xv[(nn * c + cc) * image + s],
+                                wv[(mm * cg + ci) * kernel + t],
+                            )
+                        })
+                    })
+                });
+                if dtype == DType::I32 {
+                    // Exact products, sums wrapping at 32 bits (as i32 arithmetic does).
+                    let mut acc = bias.map_or(0i32, |b| b[mm] as i32);
+                    for (a, w) in taps {
+                        acc = acc.wrapping_add((a as i32).wrapping_mul(w as i32));
                     }
+                    y.push(f64::from(acc));
+                } else {
+                    let mut acc = bias.map_or(0.0, |b| b[mm]);
+                    for (a, w) in taps {
+                        acc += a * w;
+                    }
+                    y.push(acc);
                 }
-                y.push(acc);
             }
         }
     }

@@ -243,6 +243,7 @@ def main():
     written += mel_weight_matrix_cases(out, manifest)
     written += integer_matmul_cases(out, manifest)
     written += integer_conv_cases(out, manifest)
+    written += roi_align_cases(out, manifest)
     written += ml_cases(out, manifest)
     written += unpool_cases(out, manifest)
     written += tfidf_cases(out, manifest)
@@ -1233,6 +1234,39 @@ def integer_conv_cases(out, manifest):
                 write("QLinearConv", f"{label}_{d}_{scales}", [n for n, _ in feeds], feeds, attrs, 10)
                 write("QLinearConv", f"{label}_{d}_{scales}_no_bias", [n for n, _ in feeds[:8]],
                       feeds[:8], attrs, 10)
+    return written
+
+
+def roi_align_cases(out, manifest):
+    """RoiAlign: both modes, both coordinate transformations, sampling ratios 1 to 3, a
+    spatial scale, ROIs inside, across and outside the image and smaller than a cell, two
+    images and several channels, f32 (and f64, computed in f32 here: f32 tolerances).
+    Returns how many were written."""
+    rng = np.random.RandomState(71)
+    written = 0
+    x = rng.uniform(-3, 3, (2, 3, 9, 11)).astype(np.float32)
+    rois = np.array([[0.5, 1.0, 7.5, 6.0], [2.0, 2.0, 2.4, 2.3], [-3.0, -2.0, 4.0, 12.0],
+                     [8.0, 5.0, 30.0, 20.0], [1.0, 0.0, 10.0, 8.0]], np.float32)
+    batch = np.array([0, 1, 1, 0, 1], np.int64)
+    for mode in ("avg", "max"):
+        for ctm in ("half_pixel", "output_half_pixel"):
+            for ratio, scale, oh, ow in ((2, 1.0, 3, 4), (1, 0.5, 2, 2), (3, 1.0, 4, 3)):
+                for d, np_type, onnx_type in (("f32", np.float32, T.FLOAT), ("f64", np.float64, T.DOUBLE)):
+                    if d == "f64" and (ratio, mode) != (2, "avg"):
+                        continue
+                    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], mode=mode,
+                                            coordinate_transformation_mode=ctm, sampling_ratio=ratio,
+                                            spatial_scale=scale, output_height=oh, output_width=ow)
+                    feeds = [("x", x.astype(np_type)), ("rois", rois.astype(np_type)), ("batch", batch)]
+                    graph = helper.make_graph(
+                        [node], "g",
+                        [helper.make_tensor_value_info("x", onnx_type, list(x.shape)),
+                         helper.make_tensor_value_info("rois", onnx_type, list(rois.shape)),
+                         helper.make_tensor_value_info("batch", T.INT64, [5])],
+                        [helper.make_tensor_value_info("y", onnx_type, None)])
+                    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+                    written += ort_case(out, manifest, f"ort_RoiAlign_{mode}_{ctm}_r{ratio}_{d}", m,
+                                        feeds, ["RoiAlign"], 16, 1e-4, 1e-5)
     return written
 
 

@@ -1320,3 +1320,47 @@ fn flex_attention_refuses_bad_attributes() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+/// RoiAlign refuses what it cannot compute, in one line naming the node: adaptive sampling,
+/// an unknown mode or coordinate transformation.
+#[test]
+fn roi_align_refuses_adaptive_sampling_and_bad_modes() {
+    use common::onnx_proto::string_attr;
+    for (attrs, why) in [
+        (vec![], "sampling_ratio is 0: adaptive sampling"),
+        (
+            vec![int_attr("sampling_ratio", 2), string_attr("mode", "min")],
+            "mode is 'min', not avg or max",
+        ),
+        (
+            vec![
+                int_attr("sampling_ratio", 2),
+                string_attr("coordinate_transformation_mode", "corners"),
+            ],
+            "coordinate_transformation_mode is 'corners'",
+        ),
+        (
+            vec![int_attr("sampling_ratio", 2), int_attr("output_height", 0)],
+            "output_height is 0; it must be at least 1",
+        ),
+    ] {
+        let mut n = node("RoiAlign", &["X", "rois", "batch"], &["Y"]);
+        n.name = Some("roi\n1".into());
+        n.attribute = attrs;
+        let graph = GraphProto {
+            node: vec![n],
+            input: vec![
+                value("X", DataType::Float, &[Some(1), Some(1), Some(4), Some(4)]),
+                value("rois", DataType::Float, &[Some(2), Some(4)]),
+                value("batch", DataType::Int64, &[Some(2)]),
+            ],
+            output: vec![value("Y", DataType::Float, &[None])],
+            ..Default::default()
+        };
+        let e = Model::from_bytes(&model(graph, 16).encode_to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why) && e.contains("roi\\n1"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

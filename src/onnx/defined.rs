@@ -13,6 +13,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         "MeanVarianceNormalization" => mean_variance_normalization(node).map(Some),
         "MaxUnpool" => max_unpool(node).map(Some),
         "TensorScatter" => tensor_scatter(node).map(Some),
+        "RoiAlign" => roi_align(node).map(Some),
         _ => Ok(None),
     }
 }
@@ -205,5 +206,258 @@ fn tensor_scatter(node: &Node) -> Result<Expansion> {
         index = b.op("Mod", "index_circular", &[&index, &len], &[]);
     }
     b.op_to("ScatterElements", &y, &[&past, &index, &update], &axis_attr);
+    Ok(b.finish())
+}
+
+/// RoiAlign-16 as the ops that compute it, with a fixed `sampling_ratio` (adaptive sampling,
+/// `sampling_ratio` 0, needs each ROI's size to shape its grid, which is known only once the
+/// ROIs are: refused). Per ROI and output cell, `sampling_ratio`^2 points on a regular grid
+/// inside the cell; each point's four neighbours are gathered from the ROI's image with their
+/// bilinear weights (points outside [-1, size] weigh 0; others clamp to the image as the ONNX
+/// reference does), then averaged (AveragePool over each cell's points) or, in `max` mode,
+/// the largest weighted neighbour over the cell (MaxPool), as the reference and onnxruntime
+/// do. Coordinates and sums in f32; the output in X's type.
+fn roi_align(node: &Node) -> Result<Expansion> {
+    let bad = |msg: &str| node_error(node, msg);
+    let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
+    let (Some(x), Some(rois), Some(batch)) = (input(0), input(1), input(2)) else {
+        return Err(bad("needs X, rois and batch_indices"));
+    };
+    let Some(y) = node.outputs.first().filter(|n| !n.is_empty()).cloned() else {
+        return Err(bad("needs an output"));
+    };
+    let string = |name: &str, default: &str| -> Result<String> {
+        match node.attrs.get(name) {
+            None => Ok(default.to_string()),
+            Some(Attr::String(s)) => Ok(s.clone()),
+            Some(_) => Err(bad(&format!("{name} must be a string"))),
+        }
+    };
+    let mode = string("mode", "avg")?;
+    if mode != "avg" && mode != "max" {
+        return Err(bad(&format!(
+            "mode is '{}', not avg or max",
+            mode.escape_debug()
+        )));
+    }
+    let half_pixel = match string("coordinate_transformation_mode", "half_pixel")?.as_str() {
+        "half_pixel" => true,
+        "output_half_pixel" => false,
+        other => {
+            return Err(bad(&format!(
+                "coordinate_transformation_mode is '{}', not half_pixel or output_half_pixel",
+                other.escape_debug()
+            )))
+        }
+    };
+    let positive = |name: &str, default: i64| -> Result<i64> {
+        let v = int_attr(node, name)?.unwrap_or(default);
+        if v < 1 {
+            return Err(bad(&format!("{name} is {v}; it must be at least 1")));
+        }
+        Ok(v)
+    };
+    let (oh, ow) = (positive("output_height", 1)?, positive("output_width", 1)?);
+    let ratio = int_attr(node, "sampling_ratio")?.unwrap_or(0);
+    if ratio < 1 {
+        return Err(bad(&format!(
+            "sampling_ratio is {ratio}: adaptive sampling (0) shapes each ROI's grid by its size, which is known only when the ROIs are; give a sampling_ratio of 1 or more"
+        )));
+    }
+    let scale = match node.attrs.get("spatial_scale") {
+        None => 1.0,
+        Some(Attr::Float(s)) => *s as f32,
+        Some(_) => return Err(bad("spatial_scale must be a float")),
+    };
+    let mut b = Builder::new(node, &y);
+    let f32_to = [("to", Attr::String("f32".into()))];
+    let i64_to = [("to", Attr::String("i64".into()))];
+    let axis = |a: i64| [("axis", Attr::Int(a))];
+    // The ROIs' corners in the image's pixels: [R, 1] each.
+    let r = b.op("Cast", "rois_f32", &[&rois], &f32_to);
+    let s = b.f32_scalar("spatial_scale", scale)?;
+    let r = b.op("Mul", "rois_scaled", &[&r, &s], &[]);
+    let r = if half_pixel {
+        let half = b.f32_scalar("half", 0.5)?;
+        b.op("Sub", "rois_shifted", &[&r, &half], &[])
+    } else {
+        r
+    };
+    let corner = |b: &mut Builder, k: i64, what: &str| -> Result<String> {
+        let at = b.i64s(&format!("{what}_at"), &[k])?;
+        Ok(b.op("Gather", what, &[&r, &at], &axis(1)))
+    };
+    let (x0, y0) = (corner(&mut b, 0, "x_start")?, corner(&mut b, 1, "y_start")?);
+    let (x1, y1) = (corner(&mut b, 2, "x_end")?, corner(&mut b, 3, "y_end")?);
+    let one = b.f32_scalar("one", 1.0)?;
+    let zero = b.f32_scalar("zero", 0.0)?;
+    let minus_one = b.f32_scalar("minus_one", -1.0)?;
+    let shape = b.op("Shape", "x_shape", &[&x], &[]);
+    // Per axis: the sample coordinates [R, cells * ratio], the low and high neighbours, the
+    // weights of the low and high ones, and whether each coordinate is inside [-1, size].
+    let mut axes = Vec::new();
+    for (start, end, cells, dim, what) in [(&y0, &y1, oh, 2, "y"), (&x0, &x1, ow, 3, "x")] {
+        let len = b.op("Sub", &format!("{what}_extent"), &[end, start], &[]);
+        let len = if half_pixel {
+            len
+        } else {
+            b.op("Max", &format!("{what}_extent_1"), &[&len, &one], &[])
+        };
+        let n = cells * ratio;
+        let step = b.f32_scalar(&format!("{what}_cells_ratio"), n as f32)?;
+        let step = b.op("Div", &format!("{what}_step"), &[&len, &step], &[]);
+        let ks: Vec<f32> = (0..n).map(|k| k as f32 + 0.5).collect();
+        let ks = b.constant(
+            &format!("{what}_offsets"),
+            HostTensor::from_vec(vec![1, n as usize], &ks)?,
+        );
+        let at = b.op("Mul", &format!("{what}_offset"), &[&ks, &step], &[]);
+        let at = b.op("Add", &format!("{what}_points"), &[start, &at], &[]);
+        let d = b.i64s(&format!("{what}_dim"), &[dim])?;
+        let size = b.op("Gather", &format!("{what}_size_i"), &[&shape, &d], &axis(0));
+        let size = b.op("Cast", &format!("{what}_size"), &[&size], &f32_to);
+        let last = b.op("Sub", &format!("{what}_last"), &[&size, &one], &[]);
+        let below = b.op("Less", &format!("{what}_below"), &[&at, &minus_one], &[]);
+        let above = b.op("Greater", &format!("{what}_above"), &[&at, &size], &[]);
+        let out = b.op("Or", &format!("{what}_out"), &[&below, &above], &[]);
+        let inside = b.op("Not", &format!("{what}_inside"), &[&out], &[]);
+        let inside = b.op("Cast", &format!("{what}_inside_f"), &[&inside], &f32_to);
+        let c = b.op("Max", &format!("{what}_clamped"), &[&at, &zero], &[]);
+        let low = b.op("Floor", &format!("{what}_floor"), &[&c], &[]);
+        let edge = b.op(
+            "GreaterOrEqual",
+            &format!("{what}_edge"),
+            &[&low, &last],
+            &[],
+        );
+        let low = b.op(
+            "Where",
+            &format!("{what}_low_f"),
+            &[&edge, &last, &low],
+            &[],
+        );
+        let next = b.op("Add", &format!("{what}_next"), &[&low, &one], &[]);
+        let high = b.op(
+            "Where",
+            &format!("{what}_high_f"),
+            &[&edge, &last, &next],
+            &[],
+        );
+        let frac = b.op("Sub", &format!("{what}_frac_raw"), &[&c, &low], &[]);
+        let lw = b.op(
+            "Where",
+            &format!("{what}_frac"),
+            &[&edge, &zero, &frac],
+            &[],
+        );
+        let hw = b.op("Sub", &format!("{what}_rest"), &[&one, &lw], &[]);
+        let low = b.op("Cast", &format!("{what}_low"), &[&low], &i64_to);
+        let high = b.op("Cast", &format!("{what}_high"), &[&high], &i64_to);
+        axes.push((low, high, lw, hw, inside, size));
+    }
+    // [R, K, 1] (rows) against [R, 1, J] (columns).
+    let two = b.i64s("axis_2", &[2])?;
+    let one_axis = b.i64s("axis_1", &[1])?;
+    let rows = |b: &mut Builder, v: &str| b.op("Unsqueeze", &format!("{v}_rows"), &[v, &two], &[]);
+    let cols =
+        |b: &mut Builder, v: &str| b.op("Unsqueeze", &format!("{v}_cols"), &[v, &one_axis], &[]);
+    let (yl, yh, ly, hy, yin, _) = &axes[0];
+    let (xl, xh, lx, hx, xin, _) = &axes[1];
+    let (yl, yh, ly, hy, yin) = (
+        rows(&mut b, yl),
+        rows(&mut b, yh),
+        rows(&mut b, ly),
+        rows(&mut b, hy),
+        rows(&mut b, yin),
+    );
+    let (xl, xh, lx, hx, xin) = (
+        cols(&mut b, xl),
+        cols(&mut b, xh),
+        cols(&mut b, lx),
+        cols(&mut b, hx),
+        cols(&mut b, xin),
+    );
+    let width = b.dims("width", &x, 3, Some(4));
+    let valid = b.op("Mul", "valid", &[&yin, &xin], &[]);
+    // X's images of the ROIs, flattened: [R, C, H * W].
+    let images = b.op("Gather", "images", &[&x, &batch], &axis(0));
+    let zero_i = b.i64s("keep", &[0])?;
+    let minus_i = b.i64s("flat", &[-1])?;
+    let flat_shape = b.op(
+        "Concat",
+        "flat_shape",
+        &[&zero_i, &zero_i, &minus_i],
+        &axis(0),
+    );
+    let flat = b.op("Reshape", "images_flat", &[&images, &flat_shape], &[]);
+    let flat = b.op("Cast", "images_f32", &[&flat], &f32_to);
+    let channels = b.dims("channels", &x, 1, Some(2));
+    let rois_n = b.dims("rois_n", &rois, 0, Some(1));
+    let samples = b.i64s("samples", &[oh * ratio * ow * ratio])?;
+    let index_shape = b.op(
+        "Concat",
+        "index_shape",
+        &[&rois_n, &channels, &samples],
+        &axis(0),
+    );
+    let row_shape = b.op(
+        "Concat",
+        "row_shape",
+        &[&rois_n, &one_axis, &samples],
+        &axis(0),
+    );
+    let mut terms = Vec::new();
+    for (k, (yy, xx, wy, wx)) in [
+        (&yl, &xl, &hy, &hx),
+        (&yl, &xh, &hy, &lx),
+        (&yh, &xl, &ly, &hx),
+        (&yh, &xh, &ly, &lx),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let row = b.op("Mul", &format!("pos{k}_row"), &[yy, &width], &[]);
+        let pos = b.op("Add", &format!("pos{k}"), &[&row, xx], &[]);
+        let pos = b.op("Reshape", &format!("pos{k}_flat"), &[&pos, &row_shape], &[]);
+        let pos = b.op(
+            "Expand",
+            &format!("pos{k}_channels"),
+            &[&pos, &index_shape],
+            &[],
+        );
+        let v = b.op("GatherElements", &format!("v{k}"), &[&flat, &pos], &axis(2));
+        let w = b.op("Mul", &format!("w{k}_raw"), &[wy, wx], &[]);
+        let w = b.op("Mul", &format!("w{k}"), &[&w, &valid], &[]);
+        let w = b.op("Reshape", &format!("w{k}_flat"), &[&w, &row_shape], &[]);
+        terms.push(b.op("Mul", &format!("t{k}"), &[&v, &w], &[]));
+    }
+    let combine = if mode == "avg" { "Sum" } else { "Max" };
+    let t = b.op(
+        combine,
+        "combined",
+        &[&terms[0], &terms[1], &terms[2], &terms[3]],
+        &[],
+    );
+    let grid = b.i64s("grid", &[oh * ratio, ow * ratio])?;
+    let grid_shape = b.op(
+        "Concat",
+        "grid_shape",
+        &[&rois_n, &channels, &grid],
+        &axis(0),
+    );
+    let t = b.op("Reshape", "cells", &[&t, &grid_shape], &[]);
+    let pool = if mode == "avg" {
+        "AveragePool"
+    } else {
+        "MaxPool"
+    };
+    let window = Attr::Ints(vec![ratio, ratio]);
+    let pooled = b.op(
+        pool,
+        "pooled",
+        &[&t],
+        &[("kernel_shape", window.clone()), ("strides", window)],
+    );
+    b.op_to("CastLike", &y, &[&pooled, &x], &[]);
     Ok(b.finish())
 }

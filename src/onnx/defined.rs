@@ -179,24 +179,7 @@ fn tensor_scatter(node: &Node) -> Result<Expansion> {
     let mut index = b.op("Sub", "position", &[&count, &one], &[]);
     if let Some(w) = input(2) {
         // The write indices as [B, 1, ..., 1], broadcast over the update.
-        let rank = b.op("Shape", "rank", &[&shape], &[]);
-        let rest = b.op("Sub", "rest", &[&rank, &one], &[]);
-        let ones = b.op(
-            "ConstantOfShape",
-            "unit_dims",
-            &[&rest],
-            &[(
-                "value",
-                Attr::Tensor(HostTensor::from_vec(vec![1], &[1i64])?),
-            )],
-        );
-        let minus = b.i64s("minus_one", &[-1])?;
-        let wshape = b.op(
-            "Concat",
-            "write_shape",
-            &[&minus, &ones],
-            &[("axis", Attr::Int(0))],
-        );
+        let wshape = b.leading_axis_shape("write_shape", &update, 0)?;
         let w = b.op("Reshape", "write_indices", &[&w, &wshape], &[]);
         index = b.op("Add", "index", &[&index, &w], &[]);
     }

@@ -110,6 +110,26 @@ impl Builder {
         Ok(name)
     }
 
+    /// The shape `[-1, 1, ..., 1]` with one entry per axis of `x` less `fewer`: a vector
+    /// reshaped to it lines up with `x`'s first axis (with `fewer` 1, with the second axis of
+    /// a tensor of `x`'s rank, as a per-channel kernel vector does with the output's
+    /// channels). Made while planning, from `x`'s shape.
+    pub(super) fn leading_axis_shape(&mut self, what: &str, x: &str, fewer: i64) -> Result<String> {
+        let shape = self.op("Shape", &format!("{what}_of"), &[x], &[]);
+        let rank = self.op("Shape", &format!("{what}_rank"), &[&shape], &[]);
+        let drop = self.i64s(&format!("{what}_drop"), &[1 + fewer])?;
+        let rest = self.op("Sub", &format!("{what}_rest"), &[&rank, &drop], &[]);
+        let one = HostTensor::from_vec(vec![1], &[1i64])?;
+        let ones = self.op(
+            "ConstantOfShape",
+            &format!("{what}_ones"),
+            &[&rest],
+            &[("value", Attr::Tensor(one))],
+        );
+        let minus = self.i64s(&format!("{what}_minus_one"), &[-1])?;
+        Ok(self.op("Concat", what, &[&minus, &ones], &[("axis", Attr::Int(0))]))
+    }
+
     /// `Shape` of `x` from axis `start` to `end`.
     pub(super) fn dims(&mut self, out: &str, x: &str, start: i64, end: Option<i64>) -> String {
         let mut attrs = vec![("start", Attr::Int(start))];

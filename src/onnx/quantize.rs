@@ -8,7 +8,7 @@ use super::expansion::{int_attr, node_error, Builder};
 use super::recurrent::Expansion;
 use super::{dtype_of, proto::tensor_proto::DataType, type_name_i32};
 use crate::graph::{Attr, Node};
-use crate::{Error, HostTensor, Result};
+use crate::{Error, Result};
 
 /// The nodes that compute a quantization node, with the constants they read; `None` for
 /// other ops.
@@ -247,22 +247,16 @@ fn integer_product(node: &Node) -> Result<Expansion> {
     let sums = b.op("MatMul", "sums", &[&a32, &b32], &[]);
     let to_f32 = [("to", Attr::String("f32".into()))];
     let sums = b.op("Cast", "sums_f32", &[&sums], &to_f32);
-    let scale = b.op("Mul", "scale_ab", &[&a_scale, &b_scale], &[]);
-    let scale = b.op("Div", "scale", &[&scale, &y_scale], &[]);
-    let scale = b.op("Cast", "scale_f32", &[&scale], &to_f32);
-    // Rounded before the (integer) zero point is added, as onnxruntime does: the sum of two
-    // integers is exact in f32, where adding it first would round once more.
-    let scaled = b.op("Mul", "scaled", &[&sums, &scale], &[]);
-    let mut q = b.op("Round", "rounded", &[&scaled], &[]);
-    let like = match input(7) {
-        Some(zp) => {
-            let zp_f = b.op("Cast", "y_zp_f32", &[&zp], &to_f32);
-            q = b.op("Add", "shifted", &[&q, &zp_f], &[]);
-            zp
-        }
-        None => a,
-    };
-    b.op_to("CastLike", &y, &[&q, &like], &[]);
+    requantize(
+        &mut b,
+        &sums,
+        &a_scale,
+        &b_scale,
+        &y_scale,
+        input(7),
+        &a,
+        &y,
+    );
     Ok(b.finish())
 }
 
@@ -303,26 +297,7 @@ fn integer_conv(node: &Node) -> Result<Expansion> {
     let mut b = Builder::new(node, &y);
     let to_i32 = [("to", Attr::String("i32".into()))];
     // A per-channel vector as [M, 1, ..., 1] of the kernel's rank (a scalar stays one).
-    let one = b.i64s("one", &[1])?;
-    let w_shape = b.op("Shape", "w_shape", &[&w], &[]);
-    let w_rank = b.op("Shape", "w_rank", &[&w_shape], &[]);
-    let rest = b.op("Sub", "w_rest", &[&w_rank, &one], &[]);
-    let ones = b.op(
-        "ConstantOfShape",
-        "unit_dims",
-        &[&rest],
-        &[(
-            "value",
-            Attr::Tensor(HostTensor::from_vec(vec![1], &[1i64])?),
-        )],
-    );
-    let minus = b.i64s("minus_one", &[-1])?;
-    let per_channel = b.op(
-        "Concat",
-        "per_channel",
-        &[&minus, &ones],
-        &[("axis", Attr::Int(0))],
-    );
+    let per_channel = b.leading_axis_shape("per_channel", &w, 0)?;
     let x32 = b.op("Cast", "x_i32", &[&x], &to_i32);
     let x32 = match x_zp {
         Some(zp) => {
@@ -358,38 +333,49 @@ fn integer_conv(node: &Node) -> Result<Expansion> {
     let sums = b.op("Cast", "sums_f32", &[&sums], &to_f32);
     // The scale per output channel: [M, 1, ..., 1] of the kernel's rank less one lines up
     // with [N, M, spatial...].
-    let rest = b.op("Sub", "out_rest", &[&rest, &one], &[]);
-    let ones = b.op(
-        "ConstantOfShape",
-        "out_unit_dims",
-        &[&rest],
-        &[(
-            "value",
-            Attr::Tensor(HostTensor::from_vec(vec![1], &[1i64])?),
-        )],
-    );
-    let tail = b.op(
-        "Concat",
-        "channel_tail",
-        &[&minus, &ones],
-        &[("axis", Attr::Int(0))],
-    );
+    let tail = b.leading_axis_shape("channel_tail", &w, 1)?;
     let w_scale = b.op("Reshape", "w_scale_channels", &[&w_scale, &tail], &[]);
-    let scale = b.op("Mul", "scale_xw", &[&x_scale, &w_scale], &[]);
-    let scale = b.op("Div", "scale", &[&scale, &y_scale], &[]);
+    requantize(
+        &mut b,
+        &sums,
+        &x_scale,
+        &w_scale,
+        &y_scale,
+        input(7),
+        &x,
+        &y,
+    );
+    Ok(b.finish())
+}
+
+/// The QLinear ops' output from their f32 sums: times `s1 * s2 / y_scale` (computed in the
+/// scales' type, as the reference does, then widened to f32), rounded half to even, plus the
+/// zero point `zp` (rounding before adding the integer saves f32 a second rounding; onnxruntime
+/// does the same), cast to `zp`'s type (`like`'s without one), a cast that saturates.
+#[allow(clippy::too_many_arguments)]
+fn requantize(
+    b: &mut Builder,
+    sums: &str,
+    s1: &str,
+    s2: &str,
+    y_scale: &str,
+    zp: Option<String>,
+    like: &str,
+    y: &str,
+) {
+    let to_f32 = [("to", Attr::String("f32".into()))];
+    let scale = b.op("Mul", "scale_product", &[s1, s2], &[]);
+    let scale = b.op("Div", "scale", &[&scale, y_scale], &[]);
     let scale = b.op("Cast", "scale_f32", &[&scale], &to_f32);
-    // Rounded before the (integer) zero point is added, as onnxruntime does: the sum of two
-    // integers is exact in f32, where adding it first would round once more.
-    let scaled = b.op("Mul", "scaled", &[&sums, &scale], &[]);
+    let scaled = b.op("Mul", "scaled", &[sums, &scale], &[]);
     let mut q = b.op("Round", "rounded", &[&scaled], &[]);
-    let like = match input(7) {
+    let like = match zp {
         Some(zp) => {
             let zp_f = b.op("Cast", "y_zp_f32", &[&zp], &to_f32);
             q = b.op("Add", "shifted", &[&q, &zp_f], &[]);
             zp
         }
-        None => x,
+        None => like.to_string(),
     };
-    b.op_to("CastLike", &y, &[&q, &like], &[]);
-    Ok(b.finish())
+    b.op_to("CastLike", y, &[&q, &like], &[]);
 }

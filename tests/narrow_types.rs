@@ -60,6 +60,21 @@ fn run(nodes: Vec<Node>, x: &HostTensor) -> HostTensor {
         .1
 }
 
+/// Graph `g` on input `x` on the GPU and on the CPU reference: its first output from each.
+fn gpu_and_reference(g: &Graph, x: &HostTensor) -> (HostTensor, HostTensor) {
+    let inputs = vec![("x".to_string(), x.clone())];
+    let got = Session::new(ctx(), g.clone())
+        .unwrap()
+        .run_blocking(inputs.clone())
+        .unwrap()
+        .remove(0)
+        .1;
+    let want = run_graph(g, &inputs, &Default::default())
+        .unwrap()
+        .remove(0);
+    (got, want)
+}
+
 fn f32s(t: &HostTensor) -> Vec<f32> {
     t.to_vec::<f32>().unwrap()
 }
@@ -264,15 +279,8 @@ fn data_movement_moves_the_codes() {
             .node(nodes[0].clone())
             .node(nodes[1].clone())
             .output("y");
-        let inputs = vec![("x".to_string(), x.clone())];
-        let got = Session::new(ctx(), g.clone())
-            .unwrap()
-            .run_blocking(inputs.clone())
-            .unwrap()
-            .remove(0)
-            .1;
-        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
-        assert_eq!(got, want[0], "{d}");
+        let (got, want) = gpu_and_reference(&g, &x);
+        assert_eq!(got, want, "{d}");
         assert_eq!(got.dtype, d);
     }
 }
@@ -385,14 +393,7 @@ fn cast_chain_as_a_reduction_prologue() {
                     .attr("keepdims", Attr::Int(0)),
             )
             .output("y");
-        let inputs = vec![("x".to_string(), x)];
-        let got = Session::new(ctx(), g.clone())
-            .unwrap()
-            .run_blocking(inputs.clone())
-            .unwrap()
-            .remove(0)
-            .1;
-        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
-        assert_eq!(nan_canonical(&got), nan_canonical(&want[0]), "{d}");
+        let (got, want) = gpu_and_reference(&g, &x);
+        assert_eq!(nan_canonical(&got), nan_canonical(&want), "{d}");
     }
 }

@@ -1214,3 +1214,73 @@ fn conv_on_i32_is_exact() {
     );
     assert_eq!(e.lines().count(), 1);
 }
+
+/// NonZero of a graph input (known while planning): the coordinates in C order, NaN counted,
+/// any rank, on the GPU path as in the reference; of a value computed on the GPU: refused in
+/// one line naming the node and the input.
+#[test]
+fn non_zero_of_known_values_and_refused_on_gpu_values() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = HostTensor::from_vec(
+        vec![2, 3, 2],
+        &[
+            0f32,
+            1.0,
+            -0.0,
+            f32::NAN,
+            0.0,
+            2.0,
+            3.0,
+            0.0,
+            0.0,
+            0.0,
+            4.0,
+            5.0,
+        ],
+    )
+    .unwrap();
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(2), Some(3), Some(2)])
+        .node(Node::new("NonZero", "nz").inputs(["x"]).outputs(["y"]))
+        .output("y");
+    let inputs = vec![("x".to_string(), x)];
+    let got = Session::new(&ctx, g.clone())
+        .unwrap()
+        .run_blocking(inputs.clone())
+        .unwrap();
+    let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+    assert_eq!(got[0].1, want[0]);
+    assert_eq!(got[0].1.shape, [3, 6]);
+    assert_eq!(
+        got[0].1.to_vec::<i64>().unwrap(),
+        [0, 0, 0, 1, 1, 1, 0, 1, 2, 0, 2, 2, 1, 1, 1, 0, 0, 1]
+    );
+
+    // A small op on a graph input is computed on the host for the plan too.
+    let relu = |n: usize| {
+        Graph::new()
+            .input("x", DType::F32, &[Some(n)])
+            .node(Node::new("Relu", "r").inputs(["x"]).outputs(["r"]))
+            .node(Node::new("NonZero", "nz\n1").inputs(["r"]).outputs(["y"]))
+            .output("y")
+    };
+    let x = HostTensor::from_vec(vec![4], &[1f32, -1.0, 0.0, 2.0]).unwrap();
+    let got = Session::new(&ctx, relu(4))
+        .unwrap()
+        .run_blocking(vec![("x".into(), x)])
+        .unwrap();
+    assert_eq!(got[0].1.to_vec::<i64>().unwrap(), [0, 3]);
+    // A large one is computed on the GPU.
+    let n = 1 << 15;
+    let g = relu(n);
+    let x = HostTensor::from_vec(vec![n], &vec![1f32; n]).unwrap();
+    let e = Session::new(&ctx, g)
+        .and_then(|s| s.run_blocking(vec![("x".into(), x)]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("nz\\n1") && e.contains("computed on the GPU"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+}

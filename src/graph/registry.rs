@@ -61,6 +61,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
         .chain([
             &MOD,
             &BIT_SHIFT,
+            &NON_ZERO,
             &TILE,
             &GATHER_ELEMENTS,
             &DROPOUT,
@@ -148,6 +149,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Resize" => &[1, 2, 3],
         "ReverseSequence" | "Compress" | "CenterCropPad" => &[1],
         "OneHot" => &[1],
+        "NonZero" => &[0],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
         | "CumSum" | "CumProd" => &[1],
         op if op.starts_with("Reduce") => &[1],
@@ -2024,6 +2026,40 @@ fn condition_values(args: &NodeArgs) -> Result<Vec<bool>> {
     }
     h.to_vec::<bool>()
 }
+
+/// NonZero's output: the coordinates of X's non-zero elements (NaN counts), `[rank, count]`
+/// i64, in C order, as the ONNX reference gives them.
+pub(crate) fn non_zero_of(x: &HostTensor) -> Result<HostTensor> {
+    let set = crate::reference::cast_host(x, DType::Bool)?.to_vec::<bool>()?;
+    let strides = crate::host::c_strides(&x.shape);
+    let flat: Vec<usize> = (0..set.len()).filter(|&i| set[i]).collect();
+    let mut out = Vec::with_capacity(flat.len() * x.shape.len());
+    for (axis, &stride) in strides.iter().enumerate() {
+        let len = x.shape[axis] as u64;
+        out.extend(flat.iter().map(|&i| ((i as u64 / stride) % len) as i64));
+    }
+    HostTensor::from_vec(vec![x.shape.len(), flat.len()], &out)
+}
+
+/// NonZero's output shape is its input's count of non-zero elements: the input must be known
+/// while planning (a constant, a graph input, or computed from them on the host).
+static NON_ZERO: OpDef = OpDef {
+    name: "NonZero",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: Some(|node, slots| match &slot_of(node, slots, 0, "X")?.host {
+        Some(x) => Ok(Some(vec![non_zero_of(x)?])),
+        None => Ok(None),
+    }),
+    attrs: &[],
+    run: |_, args| {
+        Err(Error::Graph(format!(
+            "node '{}': NonZero input 'X' ('{}') is computed on the GPU, but its count of non-zero elements is the output's shape, which is needed on the host to plan the graph; give it as a constant or a graph input",
+            args.node.name.escape_debug(),
+            args.node.inputs.first().map_or("", String::as_str).escape_debug()
+        )))
+    },
+};
 
 static COMPRESS: OpDef = OpDef {
     name: "Compress",

@@ -1123,6 +1123,7 @@ fn run_node(
                 data: value.data.repeat(n),
             })
         }
+        "NonZero" => one(crate::graph::registry::non_zero_of(&a(0)?).map_err(|e| e.to_string())?),
         "CastLike" => one(crate::reference::numeric::cast_mode(
             &a(0)?,
             a(1)?.dtype,

@@ -23,6 +23,24 @@ fn f32s(shape: &[usize], seed: u64) -> HostTensor {
     HostTensor::from_vec(shape.to_vec(), &v).unwrap()
 }
 
+/// Graph `g` on `inputs` on the GPU and on the CPU reference: the first output of each.
+fn on_both(
+    ctx: &wgpu_ops::Context,
+    g: &Graph,
+    inputs: Vec<(String, HostTensor)>,
+) -> (HostTensor, HostTensor) {
+    let got = Session::new(ctx, g.clone())
+        .unwrap()
+        .run_blocking(inputs.clone())
+        .unwrap()
+        .remove(0)
+        .1;
+    let want = reference::graph::run_graph(g, &inputs, &Default::default())
+        .unwrap()
+        .remove(0);
+    (got, want)
+}
+
 /// One node of `op` over `inputs` (name, value), each a graph input (`as_inputs`: run on the
 /// GPU) or a constant (folded on the host by the interpreter); the session's outputs.
 fn run(
@@ -1180,13 +1198,9 @@ fn conv_on_i32_is_exact() {
         )
         .output("y");
     let inputs = vec![("x".into(), x), ("w".into(), w), ("b".into(), b)];
-    let got = Session::new(&ctx, g.clone())
-        .unwrap()
-        .run_blocking(inputs.clone())
-        .unwrap();
-    let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
-    assert_eq!(got[0].1, want[0]);
-    assert_eq!(got[0].1.dtype, DType::I32);
+    let (got, want) = on_both(&ctx, &g, inputs);
+    assert_eq!(got, want);
+    assert_eq!(got.dtype, DType::I32);
 
     let g = Graph::new()
         .input("x", DType::I8, &[Some(1), Some(1), Some(4)])
@@ -1243,16 +1257,11 @@ fn non_zero_of_known_values_and_refused_on_gpu_values() {
         .input("x", DType::F32, &[Some(2), Some(3), Some(2)])
         .node(Node::new("NonZero", "nz").inputs(["x"]).outputs(["y"]))
         .output("y");
-    let inputs = vec![("x".to_string(), x)];
-    let got = Session::new(&ctx, g.clone())
-        .unwrap()
-        .run_blocking(inputs.clone())
-        .unwrap();
-    let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
-    assert_eq!(got[0].1, want[0]);
-    assert_eq!(got[0].1.shape, [3, 6]);
+    let (got, want) = on_both(&ctx, &g, vec![("x".to_string(), x)]);
+    assert_eq!(got, want);
+    assert_eq!(got.shape, [3, 6]);
     assert_eq!(
-        got[0].1.to_vec::<i64>().unwrap(),
+        got.to_vec::<i64>().unwrap(),
         [0, 0, 0, 1, 1, 1, 0, 1, 2, 0, 2, 2, 1, 1, 1, 0, 0, 1]
     );
 

@@ -1328,19 +1328,22 @@ fn optional_tensor(args: &NodeArgs, i: usize, role: &str) -> Result<Option<Tenso
     }
 }
 
+/// Conv's attributes: its geometry (the integer convolutions pass them on).
+pub(crate) const CONV_ATTRS: &[&str] = &[
+    "auto_pad",
+    "dilations",
+    "group",
+    "kernel_shape",
+    "pads",
+    "strides",
+];
+
 static CONV: OpDef = OpDef {
     name: "Conv",
     inputs: 2..=3,
     outputs: 1..=1,
     host: None,
-    attrs: &[
-        "auto_pad",
-        "dilations",
-        "group",
-        "kernel_shape",
-        "pads",
-        "strides",
-    ],
+    attrs: CONV_ATTRS,
     run: |rec, args| {
         let (x, w) = (args.tensor(0, "X")?, args.tensor(1, "W")?);
         let b = optional_tensor(args, 2, "B")?;

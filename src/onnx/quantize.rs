@@ -283,17 +283,10 @@ fn integer_conv(node: &Node) -> Result<Expansion> {
     let (Some(x), Some(w)) = (x, w) else {
         return Err(bad("needs its input and kernel"));
     };
-    let geometry: Vec<(&str, Attr)> = [
-        "auto_pad",
-        "dilations",
-        "group",
-        "kernel_shape",
-        "pads",
-        "strides",
-    ]
-    .iter()
-    .filter_map(|&k| node.attrs.get(k).map(|v| (k, v.clone())))
-    .collect();
+    let geometry: Vec<(&str, Attr)> = crate::graph::registry::CONV_ATTRS
+        .iter()
+        .filter_map(|&k| node.attrs.get(k).map(|v| (k, v.clone())))
+        .collect();
     let mut b = Builder::new(node, &y);
     let to_i32 = [("to", Attr::String("i32".into()))];
     // A per-channel vector as [M, 1, ..., 1] of the kernel's rank (a scalar stays one).

@@ -64,6 +64,7 @@ fn level(depth: usize) -> Graph {
             name: "out".into(),
             dtype: Some(DType::F32),
             shape: Some(vec![Some(4)]),
+            kind: Default::default(),
         },
     ];
     body

@@ -19,7 +19,8 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use wgpu_ops::onnx::{tensor_from_bytes, Model};
+use wgpu_ops::graph::{Value, ValueKind};
+use wgpu_ops::onnx::{tensor_from_bytes, value_from_bytes, Model};
 use wgpu_ops::{DType, HostTensor};
 
 /// One suite: where its files are exported, by which script, and its expected failures.
@@ -145,6 +146,32 @@ fn read_tensor(path: &Path) -> Result<HostTensor, String> {
     tensor_from_bytes(&bytes).map_err(|e| e.to_string())
 }
 
+fn read_value(path: &Path, kind: ValueKind) -> Result<Value, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    value_from_bytes(&bytes, kind).map_err(|e| e.to_string())
+}
+
+/// Why `got` is not `want` (tensors compared as [`compare`] does, sequences tensor by tensor).
+fn compare_values(got: &Value, want: &Value, rtol: f64, atol: f64) -> Option<String> {
+    match (got, want) {
+        (Value::Tensor(g), Value::Tensor(w)) => compare(g, w, rtol, atol),
+        (Value::Sequence(g), Value::Sequence(w)) if g.len() == w.len() => {
+            g.iter().zip(w).enumerate().find_map(|(i, (g, w))| {
+                compare(g, w, rtol, atol).map(|why| format!("tensor {i} of the sequence: {why}"))
+            })
+        }
+        (Value::None, Value::None) => None,
+        _ => Some(format!("got {}, want {}", describe(got), describe(want))),
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Sequence(items) => format!("a sequence of {} tensors", items.len()),
+        other => other.kind_name().to_string(),
+    }
+}
+
 #[derive(Debug)]
 enum Outcome {
     Pass,
@@ -157,7 +184,11 @@ enum Outcome {
 
 /// The reason a test is skipped, when its failure is a type we have no dtype for.
 fn missing_type(error: &str) -> Option<String> {
-    let types = ["element type", "only tensor values", "not a tensor"];
+    let types = [
+        "element type",
+        "is not supported (tensors, sequences",
+        "not a tensor",
+    ];
     types
         .iter()
         .any(|t| error.contains(t))
@@ -254,7 +285,13 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
     if !missing.is_empty() {
         return Outcome::Unsupported;
     }
-    let inputs: Vec<String> = model.graph.inputs.iter().map(|i| i.name.clone()).collect();
+    let inputs: Vec<(String, ValueKind)> = model
+        .graph
+        .inputs
+        .iter()
+        .map(|i| (i.name.clone(), i.kind))
+        .collect();
+    let output_kinds: Vec<ValueKind> = model.graph.outputs.iter().map(|o| o.kind).collect();
     let model_graph = model.graph.clone();
     let session = match model.session(ctx) {
         Ok(s) => s,
@@ -265,25 +302,35 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
     for k in (0..entry.data_sets).chain(0..entry.data_sets) {
         let set = dir.join(format!("data_{k}"));
         let mut given = Vec::new();
-        for (i, name) in inputs.iter().enumerate() {
+        for (i, (name, kind)) in inputs.iter().enumerate() {
             let path = set.join(format!("input_{i}.pb"));
             if !path.exists() {
-                return Outcome::Skipped(format!(
-                    "input {i} is not a tensor (sequence or optional)"
-                ));
+                return Outcome::Skipped(format!("input {i} is not a tensor (a map)"));
             }
-            match read_tensor(&path) {
-                Ok(t) => given.push((name.clone(), t)),
+            match read_value(&path, *kind) {
+                Ok(v) => given.push((name.clone(), v)),
                 Err(e) => return Outcome::Fail(format!("input {i}: {e}")),
             }
         }
+        let tensors: Option<Vec<(String, HostTensor)>> = given
+            .iter()
+            .map(|(n, v)| match v {
+                Value::Tensor(t) => Some((n.clone(), t.clone())),
+                _ => None,
+            })
+            .collect();
         // The window ops' CPU interpreter (which sessions fold constants through) is held to
-        // the same expected values.
-        if entry.ops.iter().all(|op| {
+        // the same expected values (it computes on tensors only).
+        let interpreted = entry.ops.iter().all(|op| {
             INTERPRETED.contains(&op.as_str()) || wgpu_ops::onnx::ML_OPS.contains(&op.as_str())
-        }) {
+        });
+        if let (true, Some(given), true) = (
+            interpreted,
+            &tensors,
+            output_kinds.iter().all(|k| *k == ValueKind::Tensor),
+        ) {
             let reference =
-                wgpu_ops::reference::graph::run_graph(&model_graph, &given, &Default::default());
+                wgpu_ops::reference::graph::run_graph(&model_graph, given, &Default::default());
             let reference = match reference {
                 Ok(r) => r,
                 Err(e) => return Outcome::Fail(format!("interpreter: {}", e.0)),
@@ -298,16 +345,16 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
                 }
             }
         }
-        let outputs = match session.run_blocking(given) {
+        let outputs = match session.run_values_blocking(given) {
             Ok(o) => o,
             Err(e) => return Outcome::Fail(e.to_string()),
         };
         for (i, (name, got)) in outputs.iter().enumerate() {
-            let want = match read_tensor(&set.join(format!("output_{i}.pb"))) {
+            let want = match read_value(&set.join(format!("output_{i}.pb")), output_kinds[i]) {
                 Ok(t) => t,
                 Err(e) => return Outcome::Fail(format!("output {i}: {e}")),
             };
-            if let Some(why) = compare(got, &want, entry.rtol, entry.atol) {
+            if let Some(why) = compare_values(got, &want, entry.rtol, entry.atol) {
                 return Outcome::Fail(format!("output '{name}': {why}"));
             }
         }
@@ -443,6 +490,12 @@ fn run_suite(suite: &Suite) {
             println!("  {op:<20} {p:>4} {f:>4} {s:>4}");
         }
     }
+    let not_supported: Vec<String> = per_op
+        .iter()
+        .filter(|(_, [p, f, s, u])| p + f + s == 0 && *u > 0)
+        .map(|(op, [.., u])| format!("{op} {u}"))
+        .collect();
+    println!("ops not supported (tests): {}", not_supported.join(", "));
     println!("skipped (types there is no dtype for):");
     for (name, why) in &skipped {
         println!("  {name}: {why}");

@@ -16,6 +16,7 @@ fn declared(name: &str, dtype: DType, shape: &[usize]) -> ValueInfo {
         name: name.into(),
         dtype: Some(dtype),
         shape: Some(shape.iter().map(|&d| Some(d)).collect()),
+        kind: Default::default(),
     }
 }
 

@@ -130,19 +130,14 @@ fn placed(
     })
 }
 
-/// Another slot of the same value (a host value shared, a GPU tensor's handle cloned).
 fn share(slot: &Slot, ctx: &Context) -> Result<Slot> {
-    Ok(match &slot.host {
-        Some(h) if slot.constant => Slot::constant(h.clone()),
-        Some(h) => Slot::input(h.clone()),
-        None => Slot::gpu(slot.tensor(ctx)?),
-    })
+    slot.share(ctx)
 }
 
 /// The slots of `graph`'s outputs after recording it against `inner`, taken out of it (a
 /// value of an enclosing graph, or one named twice, is shared), each checked against its
 /// declaration.
-fn take_outputs(
+pub(crate) fn take_outputs(
     rec: &Recorder,
     inner: &mut Scope<'_>,
     graph: &Graph,
@@ -166,8 +161,7 @@ fn take_outputs(
                 share(outer, ctx)?
             }
         };
-        let (dtype, shape) = slot.dtype_shape();
-        decl.check(what, dtype, &shape)?;
+        super::sequence::check_slot(decl, what, &slot)?;
         taken.insert(name, i);
         outputs.push(slot);
     }
@@ -332,7 +326,14 @@ pub(crate) fn record_loop(
     if let Some(t) = trips.filter(|&t| t as u64 > max) {
         return Err(too_many_iterations(t as u64, max));
     }
-    let needs_host = iteration_on_host(body) || node.outputs[..n].iter().any(|o| plans.contains(o));
+    // Sequences and optionals exist only while planning: a loop that carries them is
+    // unrolled.
+    let needs_host = iteration_on_host(body)
+        || node.outputs[..n].iter().any(|o| plans.contains(o))
+        || slots[2..]
+            .iter()
+            .flatten()
+            .any(|s| s.non_tensor().is_some());
     if let (Some(trips), false) = (trips, needs_host) {
         match as_scan(rec, scope, node, slots, placements, body, trips) {
             // Loop-carried values may change shape (a value concatenated to), a Scan's states
@@ -472,6 +473,15 @@ fn unrolled(
             };
         }
         for (q, slot) in scans.iter().enumerate() {
+            if let Some(what) = slot.non_tensor() {
+                return Err(loop_invalid(
+                    "body",
+                    format!(
+                        "scan output '{}' is {what}; a Loop stacks tensors",
+                        body.outputs[n + 1 + q].name.escape_debug()
+                    ),
+                ));
+            }
             let e = slot.tensor(&ctx)?;
             if let Some(first) = elements[q].first() {
                 if first.shape() != e.shape() || first.dtype() != e.dtype() {

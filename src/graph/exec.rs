@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::fuse::{self, Held, Pending};
 use super::registry::{self, OpDef};
-use super::{Attr, Graph, Node};
+use super::{Attr, Graph, Node, Value, ValueKind};
 use crate::kernels::program::Values;
 use crate::recorder::SparePool;
 use crate::{download_all, Context, DType, Error, HostTensor, Out, Recorder, Result, Tensor};
@@ -32,6 +32,18 @@ pub(crate) struct Slot {
     pub swapped_pending: Option<Pending>,
     /// Buffers of this input's upload in a session's last run, to upload into again.
     pub reserved: std::sync::Mutex<Option<Arc<crate::storage::Storage>>>,
+    /// An ONNX sequence, not a tensor: its tensors' slots (see [`super::sequence`]).
+    pub seq: Option<Sequence>,
+    /// An ONNX optional that holds nothing, not a tensor.
+    pub absent: bool,
+}
+
+/// A sequence during planning: its tensors, each on the host or on the GPU, and their dtype
+/// (known for an empty sequence too where it was declared).
+#[derive(Default)]
+pub(crate) struct Sequence {
+    pub dtype: Option<DType>,
+    pub items: Vec<Slot>,
 }
 
 /// Ops on constants with at most this many input elements in all are computed on the host.
@@ -48,6 +60,8 @@ impl Slot {
             swapped: None,
             swapped_pending: None,
             reserved: Default::default(),
+            seq: None,
+            absent: false,
         }
     }
     pub fn constant(value: impl Into<Arc<HostTensor>>) -> Slot {
@@ -59,6 +73,8 @@ impl Slot {
             swapped: None,
             swapped_pending: None,
             reserved: Default::default(),
+            seq: None,
+            absent: false,
         }
     }
     pub fn gpu(value: Tensor) -> Slot {
@@ -66,6 +82,45 @@ impl Slot {
         let _ = slot.gpu.set(value);
         slot
     }
+    pub fn sequence(seq: Sequence) -> Slot {
+        Slot {
+            seq: Some(seq),
+            ..Slot::default()
+        }
+    }
+    pub fn absent() -> Slot {
+        Slot {
+            absent: true,
+            ..Slot::default()
+        }
+    }
+    /// What the slot holds when it is not a tensor ("a sequence", "an empty optional").
+    pub fn non_tensor(&self) -> Option<&'static str> {
+        match (&self.seq, self.absent) {
+            (Some(_), _) => Some("a sequence"),
+            (None, true) => Some("an empty optional"),
+            (None, false) => None,
+        }
+    }
+    /// Another slot of the same value (a host value shared, a GPU tensor's handle cloned, a
+    /// sequence's tensors likewise).
+    pub fn share(&self, ctx: &Context) -> Result<Slot> {
+        Ok(match (&self.seq, &self.host) {
+            (Some(seq), _) => Slot::sequence(Sequence {
+                dtype: seq.dtype,
+                items: seq
+                    .items
+                    .iter()
+                    .map(|s| s.share(ctx))
+                    .collect::<Result<_>>()?,
+            }),
+            _ if self.absent => Slot::absent(),
+            (None, Some(h)) if self.constant => Slot::constant(h.clone()),
+            (None, Some(h)) => Slot::input(h.clone()),
+            (None, None) => Slot::gpu(self.tensor(ctx)?),
+        })
+    }
+    /// The dtype and shape of a tensor's slot (callers check [`Slot::non_tensor`] first).
     pub fn dtype_shape(&self) -> (DType, Vec<usize>) {
         let swapped = match (&self.swapped, &self.swapped_pending) {
             (Some(t), _) => Some((t.dtype(), t.shape().to_vec())),
@@ -90,6 +145,11 @@ impl Slot {
     pub fn tensor(&self, ctx: &Context) -> Result<Tensor> {
         if let Some(t) = self.gpu.get() {
             return Ok(t.clone());
+        }
+        if let Some(what) = self.non_tensor() {
+            return Err(Error::Graph(format!(
+                "internal: {what} was read as a tensor"
+            )));
         }
         if self.pending.is_some() || self.swapped.is_some() || self.swapped_pending.is_some() {
             return Err(Error::Graph(
@@ -345,6 +405,12 @@ pub(crate) fn record_graph_planned(
         .iter()
         .flat_map(|n| n.outputs.iter().map(String::as_str))
         .collect();
+    let dead_after = DeadAfter {
+        produced: produced.clone(),
+        keep: keep.clone(),
+        placed: placements.keys().map(String::as_str).collect(),
+        last_use: last_use.clone(),
+    };
     let (deferred, swappable) = if ctx.fuse_elementwise() {
         let swappable = fuse::swappable(graph, &keep, placements);
         (
@@ -362,6 +428,17 @@ pub(crate) fn record_graph_planned(
             node: node.name.clone(),
             source: Box::new(e),
         };
+        if super::sequence::handles(node, &input_slots(scope, node)) {
+            materialize(rec, scope, node).map_err(in_node)?;
+            let outputs =
+                super::sequence::record(rec, scope, node, &plan_values).map_err(in_node)?;
+            for (name, slot) in node.outputs.iter().zip(outputs) {
+                scope.slots.insert(name.clone(), slot);
+            }
+            release_dead(rec, scope, node, &reads[k], pos, &dead_after);
+            continue;
+        }
+        super::sequence::check_tensor_inputs(node, &input_slots(scope, node)).map_err(in_node)?;
         materialize_extra_heads(rec, scope, node).map_err(in_node)?;
         let slots = input_slots(scope, node);
         registry::check_storage_only(
@@ -518,51 +595,80 @@ pub(crate) fn record_graph_planned(
         for (name, slot) in node.outputs.iter().zip(outputs) {
             scope.slots.insert(name.clone(), slot);
         }
-        // Release values read for the last time, and outputs nobody reads.
-        let dead: Vec<&str> = reads[k]
-            .iter()
-            .chain(&node.outputs)
-            .map(String::as_str)
-            .filter(|v| {
-                produced.contains(v)
-                    && !keep.contains(v)
-                    && last_use.get(v).is_none_or(|&p| p == pos)
-            })
-            .filter(|v| !placements.contains_key(*v))
-            .collect();
-        for v in dead {
-            if let Some(slot) = scope.slots.remove(v) {
-                let reserved = slot
-                    .reserved
-                    .into_inner()
-                    .unwrap_or_else(|e| e.into_inner());
-                if let Some(storage) = reserved {
-                    rec.unreserve_upload(storage);
-                }
-                if let Some(t) = slot.gpu.into_inner() {
-                    rec.release(t);
-                }
-                if let Some(t) = slot.swapped {
-                    rec.release(t);
-                }
-                // A chain computed where it was read: its inputs (its MatMul's operands too)
-                // go back to the recorder, as when it is recorded.
-                for p in slot.pending.into_iter().chain(slot.swapped_pending) {
-                    for (_, leaf) in p.leaves {
-                        rec.release(leaf);
-                    }
-                    for t in p.head.into_iter().flat_map(|h| {
-                        let mut held = h.lhs.1.into_tensors();
-                        held.extend(h.rhs.1.into_tensors());
-                        held
-                    }) {
-                        rec.release(t);
-                    }
-                }
-            }
-        }
+        release_dead(rec, scope, node, &reads[k], pos, &dead_after);
     }
     Ok(())
+}
+
+/// What decides when a node's values are dead: the values nodes produce, the graph's outputs
+/// and placed values (kept), and the position in the order of each value's last reader.
+struct DeadAfter<'g> {
+    produced: HashSet<&'g str>,
+    keep: HashSet<&'g str>,
+    placed: HashSet<&'g str>,
+    last_use: HashMap<&'g str, usize>,
+}
+
+/// Releases the values `node` (at `pos` in the order, reading `reads`) read for the last time,
+/// and its outputs nobody reads.
+fn release_dead(
+    rec: &mut Recorder,
+    scope: &mut Scope<'_>,
+    node: &Node,
+    reads: &[String],
+    pos: usize,
+    after: &DeadAfter<'_>,
+) {
+    let dead: Vec<&str> = reads
+        .iter()
+        .chain(&node.outputs)
+        .map(String::as_str)
+        .filter(|v| {
+            after.produced.contains(v)
+                && !after.keep.contains(v)
+                && !after.placed.contains(v)
+                && after.last_use.get(v).is_none_or(|&p| p == pos)
+        })
+        .collect();
+    for v in dead {
+        if let Some(slot) = scope.slots.remove(v) {
+            release_slot(rec, slot);
+        }
+    }
+}
+
+/// Gives a dead value's buffers back to the recorder (those nothing else holds are reused).
+fn release_slot(rec: &mut Recorder, slot: Slot) {
+    let reserved = slot
+        .reserved
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(storage) = reserved {
+        rec.unreserve_upload(storage);
+    }
+    if let Some(t) = slot.gpu.into_inner() {
+        rec.release(t);
+    }
+    if let Some(t) = slot.swapped {
+        rec.release(t);
+    }
+    for item in slot.seq.into_iter().flat_map(|s| s.items) {
+        release_slot(rec, item);
+    }
+    // A chain computed where it was read: its inputs (its MatMul's operands too) go back to
+    // the recorder, as when it is recorded.
+    for p in slot.pending.into_iter().chain(slot.swapped_pending) {
+        for (_, leaf) in p.leaves {
+            rec.release(leaf);
+        }
+        for t in p.head.into_iter().flat_map(|h| {
+            let mut held = h.lhs.1.into_tensors();
+            held.extend(h.rhs.1.into_tensors());
+            held
+        }) {
+            rec.release(t);
+        }
+    }
 }
 
 /// Slots of a subgraph's constants (a Scan body's, an If branch's, a Loop body's), on the
@@ -596,7 +702,7 @@ pub(crate) fn keep_uploaded_constants(rec: &mut Recorder, graph: &Graph, scope: 
 }
 
 /// The slots of `node`'s inputs (`None` for optional inputs left out).
-fn input_slots<'s>(scope: &'s Scope<'_>, node: &Node) -> Vec<Option<&'s Slot>> {
+pub(crate) fn input_slots<'s>(scope: &'s Scope<'_>, node: &Node) -> Vec<Option<&'s Slot>> {
     node.inputs
         .iter()
         .map(|i| if i.is_empty() { None } else { scope.get(i) })
@@ -819,6 +925,13 @@ fn fold(
     Ok(crate::reference::graph::eval_node(node, &inputs).ok())
 }
 
+/// A [`Value`] given to a run, its tensors shared.
+enum Given {
+    Tensor(Arc<HostTensor>),
+    Sequence(Vec<Arc<HostTensor>>),
+    None,
+}
+
 /// A validated, scheduled graph bound to a context, ready to run many times.
 ///
 /// The graph's constants (weights), and those of its Scan bodies, are uploaded by the first
@@ -935,40 +1048,102 @@ impl Session {
     }
 
     /// Runs the graph on `inputs` (by name) and returns its outputs in declaration order.
+    /// A graph whose inputs or outputs are sequences or optionals runs with
+    /// [`Session::run_values`].
     pub async fn run(
         &self,
         inputs: Vec<(String, HostTensor)>,
     ) -> Result<Vec<(String, HostTensor)>> {
-        let inputs: Vec<(String, Arc<HostTensor>)> =
-            inputs.into_iter().map(|(n, v)| (n, Arc::new(v))).collect();
+        if let Some(o) = self
+            .graph
+            .outputs
+            .iter()
+            .find(|o| o.kind != ValueKind::Tensor)
+        {
+            return Err(Error::Graph(format!(
+                "output '{}' is declared {}; Session::run_values gives such outputs",
+                o.name.escape_debug(),
+                o.kind.name()
+            )));
+        }
+        let inputs = inputs
+            .into_iter()
+            .map(|(n, v)| (n, Value::Tensor(v)))
+            .collect();
+        self.run_values(inputs)
+            .await?
+            .into_iter()
+            .map(|(name, value)| match value {
+                Value::Tensor(t) => Ok((name, t)),
+                other => Err(Error::Graph(format!(
+                    "output '{}' is {}; Session::run_values gives such outputs",
+                    name.escape_debug(),
+                    other.kind_name()
+                ))),
+            })
+            .collect()
+    }
+
+    /// Runs the graph on `inputs` (by name), which may be sequences and empty optionals as
+    /// the graph declares them, and returns its outputs in declaration order.
+    pub async fn run_values(&self, inputs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>> {
+        // Shared, so that a second attempt (see `record_run`) does not copy them.
+        let inputs: Vec<(String, Given)> = inputs
+            .into_iter()
+            .map(|(n, v)| {
+                let given = match v {
+                    Value::Tensor(t) => Given::Tensor(Arc::new(t)),
+                    Value::Sequence(items) => {
+                        Given::Sequence(items.into_iter().map(Arc::new).collect())
+                    }
+                    Value::None => Given::None,
+                };
+                (n, given)
+            })
+            .collect();
+        let slot_of = |v: &Given| match v {
+            Given::Tensor(t) => Slot::input(t.clone()),
+            Given::Sequence(items) => Slot::sequence(Sequence {
+                dtype: items.first().map(|t| t.dtype),
+                items: items.iter().map(|t| Slot::input(t.clone())).collect(),
+            }),
+            Given::None => Slot::absent(),
+        };
         let slots = || {
             inputs
                 .iter()
-                .map(|(n, v)| (n.clone(), Slot::input(v.clone())))
+                .map(|(n, v)| (n.clone(), slot_of(v)))
                 .collect()
         };
         let (scope, spare) = self.record_run(slots).await?;
 
-        let on_gpu: Vec<&Tensor> = self
-            .graph
-            .outputs
-            .iter()
-            .filter_map(|o| {
-                let slot = &scope.slots[o.name.as_str()];
-                slot.host
-                    .is_none()
-                    .then(|| slot.gpu.get().expect("node outputs are on the GPU"))
-            })
-            .collect();
+        // Every tensor of the outputs that is on the GPU, in order, downloaded at once.
+        let mut on_gpu: Vec<&Tensor> = Vec::new();
+        for o in &self.graph.outputs {
+            let slot = &scope.slots[o.name.as_str()];
+            let items: Vec<&Slot> = match &slot.seq {
+                Some(seq) => seq.items.iter().collect(),
+                None if slot.absent => Vec::new(),
+                None => vec![slot],
+            };
+            for item in items.into_iter().filter(|s| s.host.is_none()) {
+                on_gpu.push(item.gpu.get().expect("node outputs are on the GPU"));
+            }
+        }
         let mut downloaded = download_all(&self.ctx, &on_gpu).await?.into_iter();
+        let mut value_of = |slot: &Slot| match &slot.host {
+            Some(h) => HostTensor::clone(h),
+            None => downloaded.next().expect("one download per GPU output"),
+        };
         let mut results = Vec::with_capacity(self.graph.outputs.len());
         for o in &self.graph.outputs {
             let slot = &scope.slots[o.name.as_str()];
-            let value = match &slot.host {
-                Some(h) => HostTensor::clone(h),
-                None => downloaded.next().expect("one download per GPU output"),
+            super::sequence::check_slot(o, "output", slot)?;
+            let value = match &slot.seq {
+                Some(seq) => Value::Sequence(seq.items.iter().map(&mut value_of).collect()),
+                None if slot.absent => Value::None,
+                None => Value::Tensor(value_of(slot)),
             };
-            o.check("output", value.dtype, &value.shape)?;
             results.push((o.name.clone(), value));
         }
         drop(on_gpu);
@@ -995,7 +1170,14 @@ impl Session {
             .outputs
             .iter()
             .map(|o| {
-                let t = scope.slots[o.name.as_str()].tensor(&self.ctx)?;
+                let slot = &scope.slots[o.name.as_str()];
+                if let Some(what) = slot.non_tensor() {
+                    return Err(Error::Graph(format!(
+                        "output '{}' is {what}; Session::run_values gives such outputs",
+                        o.name.escape_debug()
+                    )));
+                }
+                let t = slot.tensor(&self.ctx)?;
                 o.check("output", t.dtype(), t.shape())?;
                 Ok((o.name.clone(), t))
             })
@@ -1071,8 +1253,7 @@ impl Session {
                     "'{name}' is not a graph input (inputs: {known:?})"
                 )));
             };
-            let (dtype, shape) = value.dtype_shape();
-            decl.check("input", dtype, &shape)?;
+            super::sequence::check_slot(decl, "input", &value)?;
             if given.insert(name.clone(), value).is_some() {
                 return Err(Error::Graph(format!("input '{name}' is given twice")));
             }
@@ -1083,6 +1264,7 @@ impl Session {
             for (input, axis) in uses {
                 let Some(size) = given
                     .get(input)
+                    .filter(|v| v.non_tensor().is_none())
                     .and_then(|v| v.dtype_shape().1.get(*axis).copied())
                 else {
                     continue;
@@ -1158,6 +1340,15 @@ impl Session {
             .unwrap_or_else(|e| e.into_inner()) = std::mem::take(&mut rec.body_constants);
         rec.finish().await?;
         Ok((scope, spare))
+    }
+
+    /// Blocking [`Session::run_values`] for native callers.
+    #[cfg(feature = "native")]
+    pub fn run_values_blocking(
+        &self,
+        inputs: Vec<(String, Value)>,
+    ) -> Result<Vec<(String, Value)>> {
+        pollster::block_on(self.run_values(inputs))
     }
 
     /// Blocking [`Session::run`] for native callers.

@@ -89,6 +89,7 @@ fn value_info(v: &Value, what: &str, allow_null: bool) -> Result<ValueInfo> {
             .map(|s| shape(s, &what, allow_null))
             .transpose()?,
         name,
+        kind: super::ValueKind::Tensor,
     })
 }
 
@@ -159,6 +160,7 @@ fn constant(v: &Value, base: Option<&Path>) -> Result<(String, HostTensor)> {
         name: name.clone(),
         dtype: o.get("dtype").map(|d| dtype(d, &what)).transpose()?,
         shape: o.get("shape").map(|s| shape(s, &what, false)).transpose()?,
+        kind: super::ValueKind::Tensor,
     };
     let value = match (o.get("data"), o.get("npy")) {
         (Some(data), None) => {

@@ -14,17 +14,63 @@ pub mod json;
 pub(crate) mod recurrence;
 pub(crate) mod registry;
 pub(crate) mod scan;
+pub(crate) mod sequence;
 
 pub use exec::Session;
 pub use registry::{is_op, op_names};
+
+/// What a graph input or output holds: a tensor (the default), an ONNX sequence of tensors,
+/// or an ONNX optional (of a tensor or of a sequence), which may hold nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ValueKind {
+    #[default]
+    Tensor,
+    Sequence,
+    OptionalTensor,
+    OptionalSequence,
+}
+
+impl ValueKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueKind::Tensor => "a tensor",
+            ValueKind::Sequence => "a sequence",
+            ValueKind::OptionalTensor => "an optional tensor",
+            ValueKind::OptionalSequence => "an optional sequence",
+        }
+    }
+}
 
 /// A graph input or output, with what it must be (checked at run time where given).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValueInfo {
     pub name: String,
+    /// For a sequence (or an optional), of its tensors.
     pub dtype: Option<DType>,
-    /// `None`: any shape; a `None` dimension: any size.
+    /// `None`: any shape; a `None` dimension: any size. For a sequence, of each of its tensors.
     pub shape: Option<Vec<Option<usize>>>,
+    pub kind: ValueKind,
+}
+
+/// A value handed to or from [`Session::run_values`]: a tensor, a sequence of tensors (ONNX
+/// `seq(tensor)`), or an optional that holds nothing (an optional that holds a value is that
+/// value).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Tensor(HostTensor),
+    Sequence(Vec<HostTensor>),
+    None,
+}
+
+impl Value {
+    /// What the value is, for messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Value::Tensor(_) => "a tensor",
+            Value::Sequence(_) => "a sequence",
+            Value::None => "an empty optional",
+        }
+    }
 }
 
 impl ValueInfo {
@@ -33,6 +79,7 @@ impl ValueInfo {
             name: name.into(),
             dtype: None,
             shape: None,
+            kind: ValueKind::Tensor,
         }
     }
 
@@ -212,6 +259,7 @@ impl Graph {
             name: name.into(),
             dtype: Some(dtype),
             shape: Some(shape.to_vec()),
+            kind: ValueKind::Tensor,
         });
         self
     }

@@ -123,6 +123,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &MEL_WEIGHT_MATRIX,
             &TREE_WALK,
         ])
+        .chain(super::sequence::DEFS.iter().copied())
 }
 
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
@@ -150,6 +151,8 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "ReverseSequence" | "Compress" | "CenterCropPad" => &[1],
         "OneHot" => &[1],
         "NonZero" => &[0],
+        "SequenceInsert" => &[2],
+        "SequenceAt" | "SequenceErase" | "SplitToSequence" => &[1],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
         | "CumSum" | "CumProd" => &[1],
         op if op.starts_with("Reduce") => &[1],

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use prost::Message;
 
-use crate::graph::{is_op, Attr, Graph, Node, ValueInfo};
+use crate::graph::{is_op, Attr, Graph, Node, ValueInfo, ValueKind};
 use crate::{Context, DType, Error, HostTensor, Result, Session};
 
 mod attention;
@@ -464,6 +464,13 @@ impl Loader<'_> {
             AttributeType::Graph => Attr::Graph(Box::new(
                 self.graph(a.g.as_ref().ok_or_else(|| bad("has no graph"))?, depth + 1)?,
             )),
+            // Optional's `type`: what the optional would hold, written as text.
+            AttributeType::TypeProto => Attr::String(
+                a.tp.as_ref()
+                    .and_then(|t| t.value.as_ref())
+                    .map(type_text)
+                    .ok_or_else(|| bad("has no type"))?,
+            ),
             other => {
                 return Err(bad(&format!(
                     "is of kind {other:?}, which is not supported"
@@ -807,6 +814,7 @@ fn mask_body(body: &mut Graph, states: usize, valid: &str) {
         name: valid.to_string(),
         dtype: Some(DType::Bool),
         shape: Some(Vec::new()),
+        kind: Default::default(),
     });
 }
 
@@ -959,6 +967,20 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
             };
             return Ok((false, vec![(output.clone(), value)], Vec::new()));
         }
+        "SequenceEmpty" => {
+            if let Some(Attr::Int(code)) = node.attrs.get("dtype") {
+                let code = i32::try_from(*code).unwrap_or(-1);
+                let dtype = dtype_of(DataType::try_from(code).unwrap_or(DataType::Undefined))
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "SequenceEmpty of {} is not supported",
+                            type_name_i32(code)
+                        ))
+                    })?;
+                node.attrs
+                    .insert("dtype".into(), Attr::String(dtype.name().into()));
+            }
+        }
         "Cast" | "BitCast" => {
             if let Some(Attr::Int(to)) = node.attrs.get("to") {
                 let to = i32::try_from(*to).unwrap_or(-1);
@@ -1018,7 +1040,7 @@ fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
     let Some(ty) = v.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
         return Ok(info);
     };
-    let proto::type_proto::Value::TensorType(t) = ty else {
+    let (kind, t) = value_kind(ty).map_err(|what| {
         // skl2onnx's classifiers end in ZipMap (a list of maps) unless told otherwise.
         let of_maps = matches!(ty, proto::type_proto::Value::SequenceType(s)
             if matches!(s.elem_type.as_deref().and_then(|e| e.value.as_ref()),
@@ -1028,9 +1050,13 @@ fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
         } else {
             ""
         };
-        return Err(bad(format!(
-            "only tensor values are supported (not sequences, maps or optionals){hint}"
-        )));
+        bad(format!(
+            "{what} is not supported (tensors, sequences of tensors and optionals of them are){hint}"
+        ))
+    })?;
+    info.kind = kind;
+    let Some(t) = t else {
+        return Ok(info);
     };
     if t.elem_type.is_some() {
         let code = DataType::try_from(t.elem_type()).unwrap_or(DataType::Undefined);
@@ -1055,6 +1081,59 @@ fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
         );
     }
     Ok(info)
+}
+
+/// An ONNX type as text with our dtype names: `tensor(f32)`, `seq(tensor(i64))`,
+/// `optional(seq(tensor(f32)))` (`?` where the element type is not given or not ours).
+fn type_text(ty: &proto::type_proto::Value) -> String {
+    use proto::type_proto::Value as T;
+    let inner = |e: &Option<Box<proto::TypeProto>>| {
+        e.as_deref()
+            .and_then(|e| e.value.as_ref())
+            .map_or("?".to_string(), type_text)
+    };
+    match ty {
+        T::TensorType(t) => {
+            let code = DataType::try_from(t.elem_type()).unwrap_or(DataType::Undefined);
+            format!("tensor({})", dtype_of(code).map_or("?", |d| d.name()))
+        }
+        T::SequenceType(s) => format!("seq({})", inner(&s.elem_type)),
+        T::OptionalType(o) => format!("optional({})", inner(&o.elem_type)),
+        T::MapType(_) => "map".into(),
+        _ => "?".into(),
+    }
+}
+
+/// What an ONNX type is to a graph, and its tensor type (of the sequence's or optional's
+/// elements) where given; `Err` names the kind of value that is not supported.
+fn value_kind(
+    ty: &proto::type_proto::Value,
+) -> std::result::Result<(ValueKind, Option<&proto::type_proto::Tensor>), &'static str> {
+    use proto::type_proto::Value as T;
+    fn inner(e: &Option<Box<proto::TypeProto>>) -> Option<&proto::type_proto::Value> {
+        e.as_deref().and_then(|e| e.value.as_ref())
+    }
+    match ty {
+        T::TensorType(t) => Ok((ValueKind::Tensor, Some(t))),
+        T::SequenceType(s) => match inner(&s.elem_type) {
+            None => Ok((ValueKind::Sequence, None)),
+            Some(T::TensorType(t)) => Ok((ValueKind::Sequence, Some(t))),
+            Some(T::MapType(_)) => Err("a sequence of maps"),
+            Some(_) => Err("a sequence of values other than tensors"),
+        },
+        T::OptionalType(o) => match inner(&o.elem_type) {
+            None => Ok((ValueKind::OptionalTensor, None)),
+            Some(T::TensorType(t)) => Ok((ValueKind::OptionalTensor, Some(t))),
+            Some(elem @ T::SequenceType(_)) => match value_kind(elem)? {
+                (ValueKind::Sequence, t) => Ok((ValueKind::OptionalSequence, t)),
+                _ => Err("an optional of values other than tensors and sequences"),
+            },
+            Some(_) => Err("an optional of values other than tensors and sequences"),
+        },
+        T::MapType(_) => Err("a map"),
+        T::SparseTensorType(_) => Err("a sparse tensor"),
+        _ => Err("a value of this type"),
+    }
 }
 
 /// Our dtype for an ONNX element type.
@@ -1194,6 +1273,61 @@ fn typed_bytes(
         }
     }
     Ok(out)
+}
+
+/// Reads a serialized value of the `kind` a graph declares: a `TensorProto`, a `SequenceProto`
+/// of tensors, or an `OptionalProto` (the `.pb` files of ONNX test data).
+pub fn value_from_bytes(bytes: &[u8], kind: ValueKind) -> Result<crate::graph::Value> {
+    use crate::graph::Value;
+    let loader = Loader {
+        opsets: &BTreeMap::new(),
+        functions: HashMap::new(),
+        dir: None,
+        inlined: 0,
+    };
+    let sequence = |s: &proto::SequenceProto| -> Result<Value> {
+        if !(s.sparse_tensor_values.is_empty()
+            && s.sequence_values.is_empty()
+            && s.map_values.is_empty()
+            && s.optional_values.is_empty())
+        {
+            return Err(Error::Model(
+                "a sequence of values other than tensors is not supported".into(),
+            ));
+        }
+        let items = s
+            .tensor_values
+            .iter()
+            .map(|t| loader.tensor(t, "sequence element"))
+            .collect::<Result<_>>()?;
+        Ok(Value::Sequence(items))
+    };
+    match kind {
+        ValueKind::Tensor => tensor_from_bytes(bytes).map(Value::Tensor),
+        ValueKind::Sequence => sequence(
+            &proto::SequenceProto::decode(bytes)
+                .map_err(|e| Error::Model(format!("not a SequenceProto: {e}")))?,
+        ),
+        ValueKind::OptionalTensor | ValueKind::OptionalSequence => {
+            let o = proto::OptionalProto::decode(bytes)
+                .map_err(|e| Error::Model(format!("not an OptionalProto: {e}")))?;
+            match (&o.tensor_value, &o.sequence_value) {
+                (Some(t), _) => Ok(Value::Tensor(loader.tensor(t, "optional")?)),
+                (None, Some(s)) => sequence(s),
+                (None, None)
+                    if o.map_value.is_some()
+                        || o.optional_value.is_some()
+                        || o.sparse_tensor_value.is_some() =>
+                {
+                    Err(Error::Model(
+                        "an optional of values other than tensors and sequences is not supported"
+                            .into(),
+                    ))
+                }
+                (None, None) => Ok(Value::None),
+            }
+        }
+    }
 }
 
 /// Reads a serialized `TensorProto` (the `.pb` files of the ONNX node tests).

@@ -675,3 +675,132 @@ impl OperatorStatus {
         }
     }
 }
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SequenceProto {
+    #[prost(string, optional, tag = "1")]
+    pub name: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int32, optional, tag = "2")]
+    pub elem_type: ::core::option::Option<i32>,
+    #[prost(message, repeated, tag = "3")]
+    pub tensor_values: ::prost::alloc::vec::Vec<TensorProto>,
+    #[prost(message, repeated, tag = "4")]
+    pub sparse_tensor_values: ::prost::alloc::vec::Vec<SparseTensorProto>,
+    #[prost(message, repeated, tag = "5")]
+    pub sequence_values: ::prost::alloc::vec::Vec<SequenceProto>,
+    #[prost(message, repeated, tag = "6")]
+    pub map_values: ::prost::alloc::vec::Vec<MapProto>,
+    #[prost(message, repeated, tag = "7")]
+    pub optional_values: ::prost::alloc::vec::Vec<OptionalProto>,
+}
+/// Nested message and enum types in `SequenceProto`.
+pub mod sequence_proto {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+    #[repr(i32)]
+    pub enum DataType {
+        Undefined = 0,
+        Tensor = 1,
+        SparseTensor = 2,
+        Sequence = 3,
+        Map = 4,
+        Optional = 5,
+    }
+    impl DataType {
+        /// String value of the enum field names used in the ProtoBuf definition.
+        ///
+        /// The values are not transformed in any way and thus are considered stable
+        /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+        pub fn as_str_name(&self) -> &'static str {
+            match self {
+                Self::Undefined => "UNDEFINED",
+                Self::Tensor => "TENSOR",
+                Self::SparseTensor => "SPARSE_TENSOR",
+                Self::Sequence => "SEQUENCE",
+                Self::Map => "MAP",
+                Self::Optional => "OPTIONAL",
+            }
+        }
+        /// Creates an enum from field names used in the ProtoBuf definition.
+        pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+            match value {
+                "UNDEFINED" => Some(Self::Undefined),
+                "TENSOR" => Some(Self::Tensor),
+                "SPARSE_TENSOR" => Some(Self::SparseTensor),
+                "SEQUENCE" => Some(Self::Sequence),
+                "MAP" => Some(Self::Map),
+                "OPTIONAL" => Some(Self::Optional),
+                _ => None,
+            }
+        }
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct MapProto {
+    #[prost(string, optional, tag = "1")]
+    pub name: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int32, optional, tag = "2")]
+    pub key_type: ::core::option::Option<i32>,
+    #[prost(int64, repeated, packed = "false", tag = "3")]
+    pub keys: ::prost::alloc::vec::Vec<i64>,
+    #[prost(bytes = "vec", repeated, tag = "4")]
+    pub string_keys: ::prost::alloc::vec::Vec<::prost::alloc::vec::Vec<u8>>,
+    #[prost(message, optional, tag = "5")]
+    pub values: ::core::option::Option<SequenceProto>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct OptionalProto {
+    #[prost(string, optional, tag = "1")]
+    pub name: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int32, optional, tag = "2")]
+    pub elem_type: ::core::option::Option<i32>,
+    #[prost(message, optional, tag = "3")]
+    pub tensor_value: ::core::option::Option<TensorProto>,
+    #[prost(message, optional, tag = "4")]
+    pub sparse_tensor_value: ::core::option::Option<SparseTensorProto>,
+    #[prost(message, optional, tag = "5")]
+    pub sequence_value: ::core::option::Option<SequenceProto>,
+    #[prost(message, optional, tag = "6")]
+    pub map_value: ::core::option::Option<MapProto>,
+    #[prost(message, optional, boxed, tag = "7")]
+    pub optional_value: ::core::option::Option<::prost::alloc::boxed::Box<OptionalProto>>,
+}
+/// Nested message and enum types in `OptionalProto`.
+pub mod optional_proto {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+    #[repr(i32)]
+    pub enum DataType {
+        Undefined = 0,
+        Tensor = 1,
+        SparseTensor = 2,
+        Sequence = 3,
+        Map = 4,
+        Optional = 5,
+    }
+    impl DataType {
+        /// String value of the enum field names used in the ProtoBuf definition.
+        ///
+        /// The values are not transformed in any way and thus are considered stable
+        /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+        pub fn as_str_name(&self) -> &'static str {
+            match self {
+                Self::Undefined => "UNDEFINED",
+                Self::Tensor => "TENSOR",
+                Self::SparseTensor => "SPARSE_TENSOR",
+                Self::Sequence => "SEQUENCE",
+                Self::Map => "MAP",
+                Self::Optional => "OPTIONAL",
+            }
+        }
+        /// Creates an enum from field names used in the ProtoBuf definition.
+        pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+            match value {
+                "UNDEFINED" => Some(Self::Undefined),
+                "TENSOR" => Some(Self::Tensor),
+                "SPARSE_TENSOR" => Some(Self::SparseTensor),
+                "SEQUENCE" => Some(Self::Sequence),
+                "MAP" => Some(Self::Map),
+                "OPTIONAL" => Some(Self::Optional),
+                _ => None,
+            }
+        }
+    }
+}

@@ -633,6 +633,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
                 name: name.to_string(),
                 dtype: None,
                 shape: Some(vec![None, None]),
+                kind: Default::default(),
             });
         }
         if lengths.is_some() {
@@ -640,6 +641,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
                 name: "t".into(),
                 dtype: Some(crate::DType::I64),
                 shape: Some(vec![]),
+                kind: Default::default(),
             });
         }
         for s in steps {

@@ -1,5 +1,5 @@
-//! `onnx-proto-gen ONNX_PROTO OUT_RS`: compiles the schema and writes prost's Rust types for it,
-//! without the schema's comments (the types are documented in docs/onnx.md).
+//! `onnx-proto-gen ONNX_PROTO OUT_RS`: compiles the schema (with what it imports) and writes
+//! prost's Rust types for it, without the schema's comments (the types are documented in docs/onnx.md).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -8,7 +8,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let proto = std::path::Path::new(proto);
     let dir = proto.parent().ok_or("the schema path has no folder")?;
-    let descriptors = protox::compile([proto], [dir])?;
+    // onnx-data.proto imports `onnx/onnx-ml.proto`: the package's folder's parent is searched too.
+    let mut includes = vec![dir];
+    includes.extend(dir.parent());
+    let descriptors = protox::compile([proto], includes)?;
     let tmp = tempdir()?;
     prost_build::Config::new()
         .disable_comments(["."])

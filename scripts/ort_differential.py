@@ -79,8 +79,13 @@ def write_case(out, name, m, inputs, outputs):
         f.write(m.SerializeToString())
     for kind, values in (("input", inputs), ("output", outputs)):
         for i, v in enumerate(values):
+            # A sequence (onnxruntime gives a list of arrays) as a SequenceProto.
+            if isinstance(v, list):
+                proto = numpy_helper.from_list([np.asarray(x) for x in v])
+            else:
+                proto = numpy_helper.from_array(np.asarray(v))
             with open(os.path.join(tdir, "data_0", f"{kind}_{i}.pb"), "wb") as f:
-                f.write(numpy_helper.from_array(np.asarray(v)).SerializeToString())
+                f.write(proto.SerializeToString())
 
 
 def model(op, inputs, out_type, attrs):
@@ -249,6 +254,7 @@ def main():
     written += tfidf_cases(out, manifest)
     written += narrow_type_cases(out, manifest)
     written += tensor_scatter_cases(out, manifest)
+    written += sequence_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1453,6 +1459,134 @@ def tensor_scatter_cases(out, manifest):
         m.ir_version = 10
         written += ort_case(out, manifest, f"ort_TensorScatter_{label}_{d}", m, feeds,
                             ["TensorScatter"], 24, 0.0, 0.0)
+    return written
+
+
+def sequence_cases(out, manifest):
+    """Sequences and optionals: SplitToSequence on every axis with no split (kept and
+    squeezed), a scalar split and a list of sizes, on f32, i64 and i32 (onnxruntime has no u8 kernel), its sequence returned;
+    ConcatFromSequence joining and stacking; SequenceConstruct, SequenceInsert, SequenceErase
+    and SequenceAt at positions given as graph inputs (i32 and i64, negative, left out), and
+    SequenceLength; a Loop that carries a sequence; SequenceMap with a tensor input; an If
+    whose branches give an optional or nothing, then OptionalHasElement. Sequences and
+    integers bit for bit, f32 rtol 1e-4 atol 1e-5. Returns how many were written."""
+    rng = np.random.RandomState(83)
+    mk = helper.make_node
+    written = 0
+
+    def graph_case(name, nodes, feeds, outputs, ops, opset=18, rtol=1e-4, atol=1e-5):
+        infos = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                               list(v.shape)) for n, v in feeds]
+        g = helper.make_graph(nodes, "g", infos, outputs)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        return ort_case(out, manifest, name, m, feeds, ops, opset, rtol, atol)
+
+    def seq_info(name, elem):
+        return helper.make_tensor_sequence_value_info(name, elem, None)
+
+    for label, np_type, elem in (("f32", np.float32, T.FLOAT), ("i64", np.int64, T.INT64),
+                                 ("i32", np.int32, T.INT32)):
+        x = (rng.uniform(-50, 50, (3, 5, 4)) if np_type == np.float32
+             else rng.randint(0, 200, (3, 5, 4))).astype(np_type)
+        for axis in (-1, 0, 1):
+            dim = x.shape[axis]
+            splits = [("ones_keep", None, 1), ("ones_squeeze", None, 0),
+                      ("chunks_of_2", np.array(2, np.int64), 1),
+                      ("sizes", np.array([1, 0, dim - 1], np.int32), 1)]
+            for split_label, split, keepdims in splits:
+                feeds = [("x", x)]
+                inputs = ["x"]
+                if split is not None:
+                    feeds.append(("split", split))
+                    inputs.append("split")
+                nodes = [mk("SplitToSequence", inputs, ["s"], axis=axis, keepdims=keepdims)]
+                written += graph_case(f"ort_SplitToSequence_{split_label}_axis{axis}_{label}", nodes,
+                                      feeds, [seq_info("s", elem)], ["SplitToSequence"], rtol=0, atol=0)
+            # Joined back, and the squeezed parts stacked back.
+            nodes = [mk("SplitToSequence", ["x"], ["s"], axis=axis, keepdims=0),
+                     mk("ConcatFromSequence", ["s"], ["y"], axis=axis, new_axis=1),
+                     mk("SplitToSequence", ["x", "two"], ["t"], axis=axis),
+                     mk("ConcatFromSequence", ["t"], ["z"], axis=axis)]
+            nodes.insert(0, mk("Constant", [], ["two"], value=numpy_helper.from_array(np.array(2, np.int64))))
+            written += graph_case(
+                f"ort_ConcatFromSequence_axis{axis}_{label}", nodes, [("x", x)],
+                [onnx.ValueInfoProto(name="y"), onnx.ValueInfoProto(name="z")],
+                ["ConcatFromSequence", "SplitToSequence"], rtol=0, atol=0)
+
+    # Positions: [a, b] -> insert c at p1 -> insert a at the end -> erase at p2 -> at p3.
+    a, b, c = (rng.uniform(-1, 1, (2, 3)).astype(np.float32) for _ in range(3))
+    for p1, p2, p3 in ((np.int64(-1), np.int32(0), np.int64(-2)), (np.int32(2), np.int64(-4), np.int32(1)),
+                       (np.int64(0), None, np.int64(0))):
+        feeds = [("a", a), ("b", b), ("c", c), ("p1", np.array(p1)), ("p3", np.array(p3))]
+        erase = ["s2"]
+        if p2 is not None:
+            feeds.append(("p2", np.array(p2)))
+            erase.append("p2")
+        nodes = [mk("SequenceConstruct", ["a", "b"], ["s0"]),
+                 mk("SequenceInsert", ["s0", "c", "p1"], ["s1"]),
+                 mk("SequenceInsert", ["s1", "a"], ["s2"]),
+                 mk("SequenceErase", erase, ["s3"]),
+                 mk("SequenceAt", ["s3", "p3"], ["y"]),
+                 mk("SequenceLength", ["s3"], ["n"]),
+                 mk("Neg", ["y"], ["neg"])]
+        name = f"ort_SequenceInsert_Erase_At_{p1}_{p2}_{p3}".replace("-", "m")
+        written += graph_case(name, nodes, feeds,
+                              [seq_info("s3", T.FLOAT), onnx.ValueInfoProto(name="n"),
+                               onnx.ValueInfoProto(name="neg")],
+                              ["SequenceAt", "SequenceConstruct", "SequenceErase", "SequenceInsert",
+                               "SequenceLength"])
+
+    # A Loop that appends x[0 : i + 1] * i to a sequence, then joins it.
+    body = helper.make_graph(
+        [mk("Identity", ["cond"], ["cond_out"]),
+         mk("Constant", [], ["one"], value=numpy_helper.from_array(np.array([1], np.int64))),
+         mk("Constant", [], ["zero"], value=numpy_helper.from_array(np.array([0], np.int64))),
+         mk("Unsqueeze", ["i", "zero"], ["i1"]), mk("Add", ["i1", "one"], ["end"]),
+         mk("Slice", ["x", "zero", "end"], ["part"]), mk("Cast", ["i"], ["i_f"], to=T.FLOAT),
+         mk("Mul", ["part", "i_f"], ["scaled"]), mk("SequenceInsert", ["s", "scaled"], ["s_out"])],
+        "body", [helper.make_tensor_value_info("i", T.INT64, []),
+                 helper.make_tensor_value_info("cond", T.BOOL, []), seq_info("s", T.FLOAT)],
+        [helper.make_tensor_value_info("cond_out", T.BOOL, []), seq_info("s_out", T.FLOAT)])
+    x = rng.uniform(-1, 1, (5, 2)).astype(np.float32)
+    nodes = [mk("SequenceEmpty", [], ["s0"], dtype=T.FLOAT),
+             mk("Loop", ["m", "", "s0"], ["s"], body=body),
+             mk("ConcatFromSequence", ["s"], ["y"], axis=0)]
+    written += graph_case("ort_Loop_carries_a_sequence", nodes, [("m", np.array(4, np.int64)), ("x", x)],
+                          [seq_info("s", T.FLOAT), onnx.ValueInfoProto(name="y")],
+                          ["ConcatFromSequence", "Loop", "SequenceEmpty", "SequenceInsert"])
+
+    # SequenceMap: each part of a split, plus a bias read whole, then its sum per column.
+    body = helper.make_graph(
+        [mk("Add", ["part", "bias"], ["shifted"]),
+         mk("Constant", [], ["axes"], value=numpy_helper.from_array(np.array([0], np.int64))),
+         mk("ReduceSum", ["shifted", "axes"], ["sums"], keepdims=0)],
+        "body", [helper.make_tensor_value_info("part", T.FLOAT, None),
+                 helper.make_tensor_value_info("bias", T.FLOAT, [3])],
+        [helper.make_tensor_value_info("shifted", T.FLOAT, None),
+         helper.make_tensor_value_info("sums", T.FLOAT, None)])
+    x = rng.uniform(-1, 1, (7, 3)).astype(np.float32)
+    nodes = [mk("Constant", [], ["sizes"], value=numpy_helper.from_array(np.array([2, 4, 1], np.int64))),
+             mk("SplitToSequence", ["x", "sizes"], ["parts"]),
+             mk("SequenceMap", ["parts", "bias"], ["shifted", "sums"], body=body),
+             mk("ConcatFromSequence", ["sums"], ["table"], axis=0, new_axis=1)]
+    written += graph_case("ort_SequenceMap_split_parts", nodes,
+                          [("x", x), ("bias", rng.uniform(-1, 1, 3).astype(np.float32))],
+                          [seq_info("shifted", T.FLOAT), onnx.ValueInfoProto(name="table")],
+                          ["ConcatFromSequence", "SequenceMap", "SplitToSequence"])
+
+    # An If whose then branch wraps x in an optional and whose else branch gives nothing.
+    opt_type = helper.make_optional_type_proto(helper.make_tensor_type_proto(T.FLOAT, [2]))
+    then_b = helper.make_graph([mk("Optional", ["x"], ["o1"])], "then", [],
+                               [helper.make_value_info("o1", opt_type)])
+    else_b = helper.make_graph([mk("Optional", [], ["o2"], type=helper.make_tensor_type_proto(T.FLOAT, [2]))],
+                               "else", [], [helper.make_value_info("o2", opt_type)])
+    for flag in (True, False):
+        nodes = [mk("If", ["c"], ["o"], then_branch=then_b, else_branch=else_b),
+                 mk("OptionalHasElement", ["o"], ["has"])]
+        written += graph_case(f"ort_Optional_in_If_{str(flag).lower()}", nodes,
+                              [("c", np.array(flag)), ("x", rng.uniform(-1, 1, 2).astype(np.float32))],
+                              [onnx.ValueInfoProto(name="has")],
+                              ["If", "Optional", "OptionalHasElement"])
     return written
 
 

@@ -781,3 +781,75 @@ fn storage_only_types_travel_as_codes() {
     assert!(!bad_out.exists());
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// Sequences through the command: an input given as a folder of 0.npy, 1.npy, ...; a sequence
+/// output written as such a folder (replacing an earlier run's); an empty optional output
+/// written as no file; a folder holding anything else refused in one line.
+#[test]
+fn sequences_travel_as_folders_of_numbered_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let parts = d.join("parts");
+    std::fs::create_dir(&parts).unwrap();
+    let a = HostTensor::from_vec(vec![1, 2], &[1i32, 2]).unwrap();
+    let b = HostTensor::from_vec(vec![2, 2], &[3i32, 4, 5, 6]).unwrap();
+    save(&parts, "0.npy", &a);
+    save(&parts, "1.npy", &b);
+    let graph = write_json(
+        d,
+        "graph.json",
+        &json!({
+            "inputs": [{"name": "parts", "kind": "sequence", "dtype": "i32"}],
+            "nodes": [
+                {"op": "ConcatFromSequence", "name": "join", "inputs": ["parts"], "outputs": ["joined"], "attrs": {"axis": 0}},
+                {"op": "SplitToSequence", "name": "rows", "inputs": ["joined"], "outputs": ["rows"], "attrs": {"keepdims": 0}},
+                {"op": "Optional", "name": "none", "outputs": ["nothing"], "attrs": {"type": "tensor(f32)"}}
+            ],
+            "outputs": ["joined", {"name": "rows", "kind": "sequence"}, {"name": "nothing", "kind": "optional"}]
+        }),
+    );
+    let out = d.join("out");
+    std::fs::create_dir(&out).unwrap();
+    // Left by an earlier run: a stale file for the empty optional and a longer sequence.
+    save(&out, "nothing.npy", &a);
+    std::fs::create_dir(out.join("rows")).unwrap();
+    save(&out.join("rows"), "7.npy", &a);
+    let run = |out: &Path| {
+        wgpu_ops(&[
+            "run",
+            &graph,
+            "--input",
+            &format!("parts={}", parts.display()),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let (code, _, err) = run(&out);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let joined = npy::read(&out.join("joined.npy")).unwrap();
+    assert_eq!(joined.to_vec::<i32>().unwrap(), [1, 2, 3, 4, 5, 6]);
+    let mut rows: Vec<String> = std::fs::read_dir(out.join("rows"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    rows.sort();
+    assert_eq!(rows, ["0.npy", "1.npy", "2.npy"]);
+    let row = npy::read(&out.join("rows").join("2.npy")).unwrap();
+    assert_eq!(
+        (row.shape.clone(), row.to_vec::<i32>().unwrap()),
+        (vec![2], vec![5, 6])
+    );
+    assert!(!out.join("nothing.npy").exists());
+
+    // A folder with a file that is not a numbered tensor.
+    save(&parts, "extra.npy", &a);
+    let bad_out = d.join("bad_out");
+    let (code, _, err) = run(&bad_out);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("0.npy, 1.npy, ... and nothing else") && err.contains("extra.npy"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!bad_out.exists());
+}

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use wgpu_ops::{graph, npy, onnx, Context, ContextOptions, Error, HostTensor, Session};
+use wgpu_ops::graph::Value;
+use wgpu_ops::{graph, npy, onnx, Context, ContextOptions, Error, Session};
 
 #[derive(Parser)]
 #[command(
@@ -32,11 +33,12 @@ enum Backend {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run GRAPH.json or MODEL.onnx and write every output as DIR/<name>.npy
+    /// Run GRAPH.json or MODEL.onnx and write every output as DIR/<name>.npy (a sequence as the
+    /// folder DIR/<name>/ of 0.npy, 1.npy, ...)
     Run {
         #[arg(value_name = "GRAPH.json|MODEL.onnx")]
         graph: PathBuf,
-        /// A graph input from a .npy file
+        /// A graph input from a .npy file (a sequence from a folder of 0.npy, 1.npy, ...)
         #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = parse_input)]
         inputs: Vec<(String, PathBuf)>,
         /// Folder for the outputs (created if missing)
@@ -120,13 +122,59 @@ fn run(
             .iter()
             .find(|i| &i.name == name)
             .and_then(|i| i.dtype);
-        let t = npy::as_declared(npy::read(file)?, declared)?;
-        values.push((name.clone(), t));
+        let value = if file.is_dir() {
+            let items = sequence_files(file)?
+                .iter()
+                .map(|f| npy::as_declared(npy::read(f)?, declared))
+                .collect::<Result<_, Error>>()?;
+            Value::Sequence(items)
+        } else {
+            Value::Tensor(npy::as_declared(npy::read(file)?, declared)?)
+        };
+        values.push((name.clone(), value));
     }
     let ctx = Context::new_blocking(options)?;
     let session = Session::new(&ctx, graph)?;
-    let outputs = session.run_blocking(values)?;
+    let outputs = session.run_values_blocking(values)?;
     write_outputs(out, &outputs)
+}
+
+/// The files of a sequence given as a folder: `0.npy`, `1.npy`, ... and nothing else.
+fn sequence_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let file_err = |e: std::io::Error| Error::File {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    };
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).map_err(file_err)? {
+        let name = entry.map_err(file_err)?.file_name();
+        let name = name.to_string_lossy();
+        let index = name
+            .strip_suffix(".npy")
+            .and_then(|i| i.parse::<usize>().ok())
+            .filter(|i| name == format!("{i}.npy"));
+        if index.is_none() {
+            return Err(Error::File {
+                path: dir.display().to_string(),
+                message: format!(
+                    "a sequence's folder holds its tensors as 0.npy, 1.npy, ... and nothing else, but it holds '{}'",
+                    wgpu_ops::error::escape(&name)
+                ),
+            });
+        }
+        count += 1;
+    }
+    let files: Vec<PathBuf> = (0..count).map(|i| dir.join(format!("{i}.npy"))).collect();
+    if let Some(gap) = files.iter().find(|f| !f.exists()) {
+        return Err(Error::File {
+            path: dir.display().to_string(),
+            message: format!(
+                "a sequence's tensors are numbered from 0 without gaps, but {} is missing",
+                gap.display()
+            ),
+        });
+    }
+    Ok(files)
 }
 
 /// Output files being written: temporary names, renamed to their final names only when all
@@ -137,18 +185,29 @@ struct PartialOutputs {
     committed: bool,
 }
 
+/// Removes a file, or a folder with what it holds.
+fn remove_path(p: &Path) {
+    if p.is_dir() {
+        let _ = std::fs::remove_dir_all(p);
+    } else {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
 impl Drop for PartialOutputs {
     fn drop(&mut self) {
         if !self.committed {
             for (tmp, fin) in &self.files {
-                let _ = std::fs::remove_file(tmp);
-                let _ = std::fs::remove_file(fin);
+                remove_path(tmp);
+                remove_path(fin);
             }
         }
     }
 }
 
-fn write_outputs(dir: &Path, outputs: &[(String, HostTensor)]) -> Result<(), Error> {
+/// Writes each output as DIR/<name>.npy; a sequence as the folder DIR/<name>/ of 0.npy,
+/// 1.npy, ...; an empty optional as no file (removing DIR/<name>.npy of an earlier run).
+fn write_outputs(dir: &Path, outputs: &[(String, Value)]) -> Result<(), Error> {
     let file_err = |p: &Path, e: std::io::Error| Error::File {
         path: p.display().to_string(),
         message: e.to_string(),
@@ -158,19 +217,42 @@ fn write_outputs(dir: &Path, outputs: &[(String, HostTensor)]) -> Result<(), Err
         files: Vec::new(),
         committed: false,
     };
-    for (name, t) in outputs {
-        let tmp = dir.join(format!(".{name}.npy.partial"));
-        partial
-            .files
-            .push((tmp.clone(), dir.join(format!("{name}.npy"))));
-        npy::write(&tmp, t)?;
+    let mut cleared = Vec::new();
+    for (name, value) in outputs {
+        match value {
+            Value::Tensor(t) => {
+                let tmp = dir.join(format!(".{name}.npy.partial"));
+                partial
+                    .files
+                    .push((tmp.clone(), dir.join(format!("{name}.npy"))));
+                npy::write(&tmp, t)?;
+            }
+            Value::Sequence(items) => {
+                let tmp = dir.join(format!(".{name}.partial"));
+                partial.files.push((tmp.clone(), dir.join(name)));
+                remove_path(&tmp);
+                std::fs::create_dir(&tmp).map_err(|e| file_err(&tmp, e))?;
+                for (i, t) in items.iter().enumerate() {
+                    npy::write(&tmp.join(format!("{i}.npy")), t)?;
+                }
+            }
+            // Nothing, and no file of an earlier run left to be taken for it.
+            Value::None => cleared.push(dir.join(format!("{name}.npy"))),
+        }
         // Lets the tests check that a panic while writing leaves no file behind.
         if std::env::var_os("WGPU_OPS_TEST_PANIC_WHILE_WRITING").is_some() {
             panic!("panic requested while writing outputs (test)");
         }
     }
     for (tmp, fin) in &partial.files {
+        // A folder replaces an earlier run's folder of the same name.
+        if tmp.is_dir() && fin.is_dir() {
+            let _ = std::fs::remove_dir_all(fin);
+        }
         std::fs::rename(tmp, fin).map_err(|e| file_err(fin, e))?;
+    }
+    for p in cleared.iter().filter(|p| p.is_file()) {
+        std::fs::remove_file(p).map_err(|e| file_err(p, e))?;
     }
     partial.committed = true;
     Ok(())
@@ -201,7 +283,13 @@ fn info(path: &Path) -> Result<(), Error> {
                 .collect();
             format!("[{}]", dims.join(", "))
         });
-        format!("{} {dtype} {shape}", wgpu_ops::error::escape(&v.name))
+        let kind = match v.kind {
+            graph::ValueKind::Tensor => "",
+            graph::ValueKind::Sequence => "sequence of ",
+            graph::ValueKind::OptionalTensor => "optional ",
+            graph::ValueKind::OptionalSequence => "optional sequence of ",
+        };
+        format!("{} {kind}{dtype} {shape}", wgpu_ops::error::escape(&v.name))
     };
     for i in &model.graph.inputs {
         text += &format!("input: {}\n", describe(i));

@@ -1288,9 +1288,16 @@ impl Session {
             parent: None,
         };
         for decl in &self.graph.inputs {
-            let value = given
-                .remove(&decl.name)
-                .ok_or_else(|| Error::Graph(format!("input '{}' is not given", decl.name)))?;
+            let optional = matches!(
+                decl.kind,
+                ValueKind::OptionalTensor | ValueKind::OptionalSequence
+            );
+            let value = match given.remove(&decl.name) {
+                Some(v) => v,
+                // An optional input left out holds nothing.
+                None if optional => Slot::absent(),
+                None => return Err(Error::Graph(format!("input '{}' is not given", decl.name))),
+            };
             if value.host.is_some() {
                 *value.reserved.lock().unwrap_or_else(|e| e.into_inner()) =
                     input_buffers.remove(&decl.name);

@@ -76,12 +76,26 @@ fn value_info(v: &Value, what: &str, allow_null: bool) -> Result<ValueInfo> {
     if let Value::String(name) = v {
         return Ok(ValueInfo::named(name.clone()));
     }
-    let o = object(v, what, &["name", "dtype", "shape"])?;
+    let o = object(v, what, &["name", "dtype", "shape", "kind"])?;
     let name = string(
         o.get("name").unwrap_or(&Value::Null),
         &format!("{what}: name"),
     )?;
     let what = format!("{what} '{name}'");
+    let kind = match o.get("kind") {
+        None => super::ValueKind::Tensor,
+        Some(k) => match k.as_str() {
+            Some("tensor") => super::ValueKind::Tensor,
+            Some("sequence") => super::ValueKind::Sequence,
+            Some("optional") => super::ValueKind::OptionalTensor,
+            Some("optional sequence") => super::ValueKind::OptionalSequence,
+            _ => {
+                return Err(err(format!(
+                    "{what}: kind must be \"tensor\", \"sequence\", \"optional\" or \"optional sequence\", not {k}"
+                )))
+            }
+        },
+    };
     Ok(ValueInfo {
         dtype: o.get("dtype").map(|d| dtype(d, &what)).transpose()?,
         shape: o
@@ -89,7 +103,7 @@ fn value_info(v: &Value, what: &str, allow_null: bool) -> Result<ValueInfo> {
             .map(|s| shape(s, &what, allow_null))
             .transpose()?,
         name,
-        kind: super::ValueKind::Tensor,
+        kind,
     })
 }
 

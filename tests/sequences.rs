@@ -564,3 +564,81 @@ fn misuse_is_refused_in_one_line_naming_the_op_and_the_input() {
         .to_string();
     assert!(e.contains("run_values"), "{e}");
 }
+
+#[test]
+fn a_scan_body_reads_a_sequence_of_the_graph_around_it_and_splits_and_joins_its_own() {
+    // state += rows[1] + elem, where rows is a sequence outside the body; the body also
+    // splits its element into a sequence and joins it back (a copy).
+    let x = HostTensor::from_vec(vec![2, 3], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let elems =
+        HostTensor::from_vec(vec![4, 3], &(0..12).map(|v| v as f32).collect::<Vec<_>>()).unwrap();
+    let mut body = Graph::new()
+        .constant("one", scalar_i64(1))
+        .node(
+            Node::new("SequenceAt", "at")
+                .inputs(["rows", "one"])
+                .outputs(["row"]),
+        )
+        .node(
+            Node::new("SplitToSequence", "split")
+                .inputs(["elem"])
+                .outputs(["parts"]),
+        )
+        .node(
+            Node::new("ConcatFromSequence", "join")
+                .inputs(["parts"])
+                .outputs(["copy"])
+                .attr("axis", Attr::Int(0)),
+        )
+        .node(
+            Node::new("Add", "a")
+                .inputs(["state", "row"])
+                .outputs(["s1"]),
+        )
+        .node(
+            Node::new("Add", "b")
+                .inputs(["s1", "copy"])
+                .outputs(["next"]),
+        )
+        .node(
+            Node::new("Identity", "out")
+                .inputs(["next"])
+                .outputs(["seen"]),
+        );
+    body.inputs = vec![ValueInfo::named("state"), ValueInfo::named("elem")];
+    body.outputs = vec![ValueInfo::named("next"), ValueInfo::named("seen")];
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(2), Some(3)])
+        .input("elems", DType::F32, &[Some(4), Some(3)])
+        .constant("init", HostTensor::from_vec(vec![3], &[0.0f32; 3]).unwrap())
+        .node(
+            Node::new("SplitToSequence", "rows")
+                .inputs(["x"])
+                .outputs(["rows"])
+                .attr("keepdims", Attr::Int(0)),
+        )
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["init", "elems"])
+                .outputs(["final", "all"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("final")
+        .output("all");
+    for ctx in [ctx(), ctx_emulating_64_bit()] {
+        let out = Session::new(ctx, g.clone())
+            .unwrap()
+            .run_blocking(vec![
+                ("x".into(), x.clone()),
+                ("elems".into(), elems.clone()),
+            ])
+            .unwrap();
+        // final = 4 * [4, 5, 6] + column sums of elems.
+        let want: Vec<f32> = (0..3)
+            .map(|j| 4.0 * (4.0 + j as f32) + (0..4).map(|i| (3 * i + j) as f32).sum::<f32>())
+            .collect();
+        assert_eq!(out[0].1.to_vec::<f32>().unwrap(), want);
+        assert_eq!(out[1].1.shape, [4, 3]);
+    }
+}

@@ -302,12 +302,11 @@ pub(crate) fn hoist(
             let mut inputs = Vec::new();
             for name in node.inputs.iter().filter(|i| !i.is_empty()) {
                 if !known.contains_key(name) && !produced.contains(name.as_str()) {
-                    // An outer value: its shape, unstacked.
-                    if let Some(slot) = args
-                        .scope()
-                        .get(name)
-                        .filter(|_| !state_names.contains(name.as_str()))
-                    {
+                    // An outer value: its shape, unstacked (a sequence stays unknown, so
+                    // what reads it stays in the loop).
+                    if let Some(slot) = args.scope().get(name).filter(|s| {
+                        !state_names.contains(name.as_str()) && s.non_tensor().is_none()
+                    }) {
                         let shape = slot.dtype_shape().1;
                         known.insert(
                             name.clone(),

@@ -255,6 +255,7 @@ def main():
     written += narrow_type_cases(out, manifest)
     written += tensor_scatter_cases(out, manifest)
     written += sequence_cases(out, manifest)
+    written += deform_conv_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1587,6 +1588,55 @@ def sequence_cases(out, manifest):
                               [("c", np.array(flag)), ("x", rng.uniform(-1, 1, 2).astype(np.float32))],
                               [onnx.ValueInfoProto(name="has")],
                               ["If", "Optional", "OptionalHasElement"])
+    return written
+
+
+def deform_conv_cases(out, manifest):
+    """DeformConv (2-D): strides, dilations, asymmetric pads, groups and offset groups, a mask
+    and a bias, offsets up to 3 pixels that move taps past the image's edges, a 1-pixel-high
+    image, f32 and f64. onnxruntime's default tolerances (f32 rtol 1e-4 atol 1e-5, f64 1e-5 and
+    1e-6). Returns how many were written."""
+    rng = np.random.RandomState(89)
+    written = 0
+    configs = [
+        # label, N, C, H, W, oC, kH, kW, strides, dilations, pads, group, offset_group, mask, bias
+        ("basic", 1, 1, 4, 5, 1, 2, 2, [1, 1], [1, 1], [0, 0, 0, 0], 1, 1, False, False),
+        ("strided_padded", 2, 3, 7, 6, 4, 3, 3, [2, 1], [1, 1], [1, 0, 2, 1], 1, 1, True, True),
+        ("dilated", 1, 2, 8, 8, 3, 3, 2, [1, 2], [2, 1], [2, 1, 2, 1], 1, 1, False, True),
+        ("groups", 2, 4, 6, 5, 6, 2, 3, [1, 1], [1, 1], [1, 1, 1, 1], 2, 1, True, False),
+        ("offset_groups", 1, 6, 5, 7, 4, 3, 3, [1, 2], [1, 1], [1, 1, 1, 1], 2, 3, True, True),
+        ("one_row", 1, 2, 1, 9, 2, 1, 3, [1, 1], [1, 1], [0, 1, 0, 1], 1, 2, False, False),
+    ]
+    for d, np_type, onnx_type, rtol, atol in (("f32", np.float32, T.FLOAT, 1e-4, 1e-5),
+                                              ("f64", np.float64, T.DOUBLE, 1e-5, 1e-6)):
+        for (label, n, c, h, w, oc, kh, kw, strides, dilations, pads, group, og, with_mask,
+             with_bias) in configs:
+            if d == "f64" and label not in ("strided_padded", "offset_groups"):
+                continue
+            oh = (h + pads[0] + pads[2] - ((kh - 1) * dilations[0] + 1)) // strides[0] + 1
+            ow = (w + pads[1] + pads[3] - ((kw - 1) * dilations[1] + 1)) // strides[1] + 1
+            x = rng.uniform(-2, 2, (n, c, h, w)).astype(np_type)
+            wt = rng.uniform(-1, 1, (oc, c // group, kh, kw)).astype(np_type)
+            offset = rng.uniform(-3, 3, (n, og * 2 * kh * kw, oh, ow)).astype(np_type)
+            feeds = [("x", x), ("w", wt), ("offset", offset)]
+            names = ["x", "w", "offset"]
+            if with_bias:
+                feeds.append(("b", rng.uniform(-1, 1, oc).astype(np_type)))
+                names.append("b")
+            elif with_mask:
+                names.append("")
+            if with_mask:
+                feeds.append(("mask", rng.uniform(0, 1, (n, og * kh * kw, oh, ow)).astype(np_type)))
+                names.append("mask")
+            node = helper.make_node("DeformConv", names, ["y"], strides=strides, dilations=dilations,
+                                    pads=pads, group=group, offset_group=og, kernel_shape=[kh, kw])
+            g = helper.make_graph(
+                [node], "g",
+                [helper.make_tensor_value_info(nm, onnx_type, list(v.shape)) for nm, v in feeds],
+                [helper.make_tensor_value_info("y", onnx_type, None)])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+            written += ort_case(out, manifest, f"ort_DeformConv_{label}_{d}", m, feeds,
+                                ["DeformConv"], 19, rtol, atol)
     return written
 
 

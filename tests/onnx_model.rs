@@ -1364,3 +1364,71 @@ fn roi_align_refuses_adaptive_sampling_and_bad_modes() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+/// DeformConv refuses what it does not compute, in one line naming the node: a kernel that is
+/// not 2-D, group or offset_group below 1, negative pads; and an X that is not 4-D when it
+/// runs.
+#[test]
+fn deform_conv_refuses_other_ranks_and_bad_attributes() {
+    let graph = |attrs: Vec<wgpu_ops::onnx::proto::AttributeProto>, x_dims: &[Option<i64>]| {
+        let mut n = node("DeformConv", &["X", "W", "offset"], &["Y"]);
+        n.name = Some("deform\t1".into());
+        n.attribute = attrs;
+        GraphProto {
+            node: vec![n],
+            input: vec![
+                value("X", DataType::Float, x_dims),
+                value("W", DataType::Float, &[Some(1), Some(1), Some(2), Some(2)]),
+                value(
+                    "offset",
+                    DataType::Float,
+                    &[Some(1), Some(8), Some(2), Some(2)],
+                ),
+            ],
+            output: vec![value("Y", DataType::Float, &[None])],
+            ..Default::default()
+        }
+    };
+    let four = [Some(1), Some(1), Some(3), Some(3)];
+    for (attrs, why) in [
+        (
+            vec![ints_attr("kernel_shape", &[2, 2, 2])],
+            "DeformConv is supported in 2-D",
+        ),
+        (
+            vec![int_attr("group", 0)],
+            "group is 0; it must be at least 1",
+        ),
+        (
+            vec![int_attr("offset_group", -1)],
+            "offset_group is -1; it must be at least 1",
+        ),
+        (vec![ints_attr("pads", &[0, -1, 0, 0])], "at least 0"),
+        (vec![ints_attr("strides", &[1])], "takes 2 values"),
+    ] {
+        let e = Model::from_bytes(&model(graph(attrs, &four), 19).encode_to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why) && e.contains("deform\\t1"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    // A 3-D X loads (ranks are known only when it runs) and is refused then.
+    let three = [Some(1), Some(3), Some(3)];
+    let session = Model::from_bytes(&model(graph(Vec::new(), &three), 19).encode_to_vec())
+        .unwrap()
+        .session(common::ctx())
+        .unwrap();
+    let x = HostTensor::from_vec(vec![1, 3, 3], &[0f32; 9]).unwrap();
+    let w = HostTensor::from_vec(vec![1, 1, 2, 2], &[1f32; 4]).unwrap();
+    let offset = HostTensor::from_vec(vec![1, 8, 2, 2], &[0f32; 32]).unwrap();
+    let e = session
+        .run_blocking(vec![
+            ("X".into(), x),
+            ("W".into(), w),
+            ("offset".into(), offset),
+        ])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("x_is_4d") || e.contains("Transpose"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}

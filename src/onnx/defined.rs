@@ -14,6 +14,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         "MaxUnpool" => max_unpool(node).map(Some),
         "TensorScatter" => tensor_scatter(node).map(Some),
         "RoiAlign" => roi_align(node).map(Some),
+        "DeformConv" => deform_conv(node).map(Some),
         _ => Ok(None),
     }
 }
@@ -442,5 +443,312 @@ fn roi_align(node: &Node) -> Result<Expansion> {
         &[("kernel_shape", window.clone()), ("strides", window)],
     );
     b.op_to("CastLike", &y, &[&pooled, &x], &[]);
+    Ok(b.finish())
+}
+
+/// DeformConv-19 (2-D) as the ops that compute it. Each kernel tap of each output position
+/// samples X at its place in the (strided, dilated, padded) window moved by its offset,
+/// bilinearly from its four neighbours, those outside the image counting as 0 (as the ONNX
+/// reference's GridSample with zero padding samples): GatherElements of each neighbour for
+/// every channel of the tap's offset group. The taps are weighed by the mask where given, then
+/// one batched MatMul per group of the weights with those columns, and the bias. Positions
+/// stay in pixels (exact integers plus the offsets): normalizing them for GridSample and back
+/// moved points on the image's edge by a rounding, enough to miss the node tests' 1e-7.
+fn deform_conv(node: &Node) -> Result<Expansion> {
+    let bad = |msg: &str| node_error(node, msg);
+    let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
+    let (Some(x), Some(w), Some(offset)) = (input(0), input(1), input(2)) else {
+        return Err(bad("needs X, W and offset"));
+    };
+    let Some(y) = node.outputs.first().filter(|n| !n.is_empty()).cloned() else {
+        return Err(bad("needs an output"));
+    };
+    let pair = |name: &str, default: i64, len: usize| -> Result<Vec<i64>> {
+        let v = ints(node, name)?.unwrap_or_else(|| vec![default; len]);
+        if v.len() != len {
+            return Err(bad(&format!(
+                "{name} is {v:?}; 2-D DeformConv takes {len} values"
+            )));
+        }
+        Ok(v)
+    };
+    let strides = pair("strides", 1, 2)?;
+    let dilations = pair("dilations", 1, 2)?;
+    let pads = pair("pads", 0, 4)?;
+    if strides.iter().chain(&dilations).any(|&v| v < 1) || pads.iter().any(|&p| p < 0) {
+        return Err(bad(&format!(
+            "strides {strides:?} and dilations {dilations:?} must be at least 1, pads {pads:?} at least 0"
+        )));
+    }
+    if let Some(k) = ints(node, "kernel_shape")? {
+        if k.len() != 2 {
+            return Err(bad(&format!(
+                "kernel_shape is {k:?}; DeformConv is supported in 2-D (as onnxruntime and the ONNX reference support it)"
+            )));
+        }
+    }
+    let positive = |name: &str| -> Result<i64> {
+        let v = int_attr(node, name)?.unwrap_or(1);
+        if v < 1 {
+            return Err(bad(&format!("{name} is {v}; it must be at least 1")));
+        }
+        Ok(v)
+    };
+    let (group, offset_group) = (positive("group")?, positive("offset_group")?);
+    let mut b = Builder::new(node, &y);
+    let axis = |a: i64| [("axis", Attr::Int(a))];
+    // 4-D inputs (a transpose that moves nothing fails at run time on another rank).
+    let identity = [("perm", Attr::Ints(vec![0, 1, 2, 3]))];
+    let x = b.op("Transpose", "x_is_4d", &[&x], &identity);
+    let w = b.op("Transpose", "w_is_4d", &[&w], &identity);
+    let offset = b.op("Transpose", "offset_is_4d", &[&offset], &identity);
+    let batch = b.dims("n", &x, 0, Some(1));
+    let (height, width) = (b.dims("h", &x, 2, Some(3)), b.dims("w", &x, 3, Some(4)));
+    let (out_h, out_w) = (
+        b.dims("out_h", &offset, 2, Some(3)),
+        b.dims("out_w", &offset, 3, Some(4)),
+    );
+    let (kernel_h, kernel_w) = (b.dims("k_h", &w, 2, Some(3)), b.dims("k_w", &w, 3, Some(4)));
+    let minus = b.i64s("minus_one", &[-1])?;
+    let zero = b.i64s("zero", &[0])?;
+    let one = b.i64s("one", &[1])?;
+    let two = b.i64s("two", &[2])?;
+    // Each tap's place before its offset, per axis: tap * dilation + output * stride - pad,
+    // shaped [kH, 1, oH, 1] (rows) and [1, kW, 1, oW] (columns).
+    let mut base = Vec::new();
+    for (k, (taps, outs, what)) in [(&kernel_h, &out_h, "rows"), (&kernel_w, &out_w, "cols")]
+        .into_iter()
+        .enumerate()
+    {
+        let taps_n = b.op("Squeeze", &format!("{what}_taps_n"), &[taps, &zero], &[]);
+        let outs_n = b.op("Squeeze", &format!("{what}_outs_n"), &[outs, &zero], &[]);
+        let start = b.i64s(&format!("{what}_start"), &[0])?;
+        let start = b.op("Squeeze", &format!("{what}_start_n"), &[&start, &zero], &[]);
+        let step = b.i64s(&format!("{what}_step"), &[1])?;
+        let step = b.op("Squeeze", &format!("{what}_step_n"), &[&step, &zero], &[]);
+        let t = b.op(
+            "Range",
+            &format!("{what}_taps"),
+            &[&start, &taps_n, &step],
+            &[],
+        );
+        let o = b.op(
+            "Range",
+            &format!("{what}_outs"),
+            &[&start, &outs_n, &step],
+            &[],
+        );
+        let dil = b.i64s(&format!("{what}_dilation"), &[dilations[k]])?;
+        let t = b.op("Mul", &format!("{what}_tap_at"), &[&t, &dil], &[]);
+        let stride = b.i64s(&format!("{what}_stride"), &[strides[k]])?;
+        let pad = b.i64s(&format!("{what}_pad"), &[pads[k]])?;
+        let o = b.op("Mul", &format!("{what}_out_at"), &[&o, &stride], &[]);
+        let o = b.op("Sub", &format!("{what}_out_from"), &[&o, &pad], &[]);
+        // rows: taps on axis 0, outputs on axis 2; columns: taps on axis 1, outputs on 3.
+        let (tap_axes, out_axes): (&[i64], &[i64]) = if k == 0 {
+            (&[1, 2, 3], &[0, 1, 3])
+        } else {
+            (&[0, 2, 3], &[0, 1, 2])
+        };
+        let ta = b.i64s(&format!("{what}_tap_axes"), tap_axes)?;
+        let oa = b.i64s(&format!("{what}_out_axes"), out_axes)?;
+        let t = b.op("Unsqueeze", &format!("{what}_tap_4d"), &[&t, &ta], &[]);
+        let o = b.op("Unsqueeze", &format!("{what}_out_4d"), &[&o, &oa], &[]);
+        let p = b.op("Add", &format!("{what}_base_i"), &[&t, &o], &[]);
+        base.push(b.op("CastLike", &format!("{what}_base"), &[&p, &offset], &[]));
+    }
+    // The offsets as [N * offset_group, kH, kW, 2, oH, oW]; then each tap's place.
+    let groups = b.i64s("offset_groups", &[offset_group])?;
+    let images = b.op("Mul", "images", &[&batch, &groups], &[]);
+    let offset_shape = b.op(
+        "Concat",
+        "offset_shape",
+        &[&images, &kernel_h, &kernel_w, &two, &out_h, &out_w],
+        &axis(0),
+    );
+    let offsets = b.op("Reshape", "offsets", &[&offset, &offset_shape], &[]);
+    let sizes = [&height, &width];
+    let taps = b.op("Mul", "taps", &[&kernel_h, &kernel_w], &[]);
+    let positions = b.op("Mul", "positions", &[&out_h, &out_w], &[]);
+    let one_f = b.f32_scalar("one_f", 1.0)?;
+    let one_f = b.op("CastLike", "one_t", &[&one_f, &offset], &[]);
+    let zero_f = b.f32_scalar("zero_f", 0.0)?;
+    let zero_f = b.op("CastLike", "zero_t", &[&zero_f, &offset], &[]);
+    // Per axis: each tap's place p ([N * offset_group, kH, kW, oH, oW]), its low neighbour
+    // floor(p) and the high one, their weights (1 - frac, frac), whether each is inside the
+    // image, and each clamped to it (an index to read; outside ones weigh nothing).
+    let mut axes = Vec::new();
+    for (k, what) in ["rows", "cols"].into_iter().enumerate() {
+        let at = b.i64s(&format!("{what}_at"), &[k as i64])?;
+        let at = b.op("Squeeze", &format!("{what}_at_n"), &[&at, &zero], &[]);
+        let off = b.op(
+            "Gather",
+            &format!("{what}_offset"),
+            &[&offsets, &at],
+            &axis(3),
+        );
+        let p = b.op("Add", &format!("{what}_place"), &[&off, &base[k]], &[]);
+        let size = b.op(
+            "CastLike",
+            &format!("{what}_size"),
+            &[sizes[k], &offset],
+            &[],
+        );
+        let last = b.op("Sub", &format!("{what}_last"), &[&size, &one_f], &[]);
+        let low = b.op("Floor", &format!("{what}_low"), &[&p], &[]);
+        let high = b.op("Add", &format!("{what}_high"), &[&low, &one_f], &[]);
+        let frac = b.op("Sub", &format!("{what}_frac"), &[&p, &low], &[]);
+        let rest = b.op("Sub", &format!("{what}_rest"), &[&one_f, &frac], &[]);
+        let mut ends = Vec::new();
+        for (v, weight, end) in [(&low, &rest, "lo"), (&high, &frac, "hi")] {
+            let above = b.op(
+                "GreaterOrEqual",
+                &format!("{what}_{end}_from"),
+                &[v, &zero_f],
+                &[],
+            );
+            let below = b.op("LessOrEqual", &format!("{what}_{end}_to"), &[v, &last], &[]);
+            let inside = b.op(
+                "And",
+                &format!("{what}_{end}_inside"),
+                &[&above, &below],
+                &[],
+            );
+            let c = b.op("Max", &format!("{what}_{end}_min"), &[v, &zero_f], &[]);
+            let c = b.op("Min", &format!("{what}_{end}_clamped"), &[&c, &last], &[]);
+            let c = b.op(
+                "Cast",
+                &format!("{what}_{end}_index"),
+                &[&c],
+                &[("to", Attr::String("i64".into()))],
+            );
+            ends.push((c, weight.clone(), inside));
+        }
+        axes.push(ends);
+    }
+    // X by offset group, flattened: [N * offset_group, C / offset_group, H * W].
+    let pixels = b.op("Mul", "pixels", &[&height, &width], &[]);
+    let flat_shape = b.op(
+        "Concat",
+        "flat_shape",
+        &[&images, &minus, &pixels],
+        &axis(0),
+    );
+    let flat = b.op("Reshape", "x_flat", &[&x, &flat_shape], &[]);
+    let channels = b.dims("group_channels", &flat, 1, Some(2));
+    let samples_n = b.op("Mul", "samples_n", &[&taps, &positions], &[]);
+    let index_shape = b.op(
+        "Concat",
+        "index_shape",
+        &[&images, &channels, &samples_n],
+        &axis(0),
+    );
+    let row_shape = b.op(
+        "Concat",
+        "row_shape",
+        &[&images, &one, &samples_n],
+        &axis(0),
+    );
+    let width_i = b.op("Squeeze", "width_n", &[&width, &zero], &[]);
+    let mut terms = Vec::new();
+    for (r, (ry, wy, iny)) in axes[0].iter().enumerate() {
+        for (c, (cx, wx, inx)) in axes[1].iter().enumerate() {
+            let what = format!("n{r}{c}");
+            let at = b.op("Mul", &format!("{what}_row_at"), &[ry, &width_i], &[]);
+            let at = b.op("Add", &format!("{what}_at"), &[&at, cx], &[]);
+            let at = b.op(
+                "Reshape",
+                &format!("{what}_at_row"),
+                &[&at, &row_shape],
+                &[],
+            );
+            let at = b.op(
+                "Expand",
+                &format!("{what}_at_all"),
+                &[&at, &index_shape],
+                &[],
+            );
+            let v = b.op(
+                "GatherElements",
+                &format!("{what}_v"),
+                &[&flat, &at],
+                &axis(2),
+            );
+            let inside = b.op("And", &format!("{what}_inside"), &[iny, inx], &[]);
+            let inside = b.op(
+                "Reshape",
+                &format!("{what}_inside_row"),
+                &[&inside, &row_shape],
+                &[],
+            );
+            // Outside the image counts as 0 (not 0 times what the clamped index reads).
+            let v = b.op(
+                "Where",
+                &format!("{what}_v_in"),
+                &[&inside, &v, &zero_f],
+                &[],
+            );
+            let weight = b.op("Mul", &format!("{what}_w"), &[wy, wx], &[]);
+            let weight = b.op(
+                "Reshape",
+                &format!("{what}_w_row"),
+                &[&weight, &row_shape],
+                &[],
+            );
+            terms.push(b.op("Mul", &format!("{what}_term"), &[&v, &weight], &[]));
+        }
+    }
+    let refs: Vec<&str> = terms.iter().map(String::as_str).collect();
+    let samples = b.op("Sum", "samples_flat", &refs, &[]);
+    // [N * offset_group, C / offset_group, kH * kW, oH * oW]
+    let samples_shape = b.op(
+        "Concat",
+        "samples_shape",
+        &[&images, &minus, &taps, &positions],
+        &axis(0),
+    );
+    let mut samples = b.op("Reshape", "samples", &[&samples, &samples_shape], &[]);
+    if let Some(mask) = input(4) {
+        let mask_shape = b.op(
+            "Concat",
+            "mask_shape",
+            &[&images, &one, &taps, &positions],
+            &axis(0),
+        );
+        let m = b.op("Reshape", "mask", &[&mask, &mask_shape], &[]);
+        samples = b.op("Mul", "masked", &[&samples, &m], &[]);
+    }
+    // Columns [N, group, C / group * kH * kW, oH * oW] against weights [group, oC / group,
+    // C / group * kH * kW].
+    let g = b.i64s("groups", &[group])?;
+    let cols_shape = b.op(
+        "Concat",
+        "cols_shape",
+        &[&batch, &g, &minus, &positions],
+        &axis(0),
+    );
+    let cols = b.op("Reshape", "cols", &[&samples, &cols_shape], &[]);
+    let out_channels = b.dims("oc", &w, 0, Some(1));
+    let per_group = b.op("Div", "oc_per_group", &[&out_channels, &g], &[]);
+    let w_shape = b.op("Concat", "w_shape", &[&g, &per_group, &minus], &axis(0));
+    let wm = b.op("Reshape", "w_by_group", &[&w, &w_shape], &[]);
+    let product = b.op("MatMul", "product", &[&wm, &cols], &[]);
+    let y_shape = b.op(
+        "Concat",
+        "y_shape",
+        &[&batch, &minus, &out_h, &out_w],
+        &axis(0),
+    );
+    match input(3) {
+        Some(bias) => {
+            let yy = b.op("Reshape", "y_no_bias", &[&product, &y_shape], &[]);
+            let bias_shape = b.i64s("bias_shape", &[1, -1, 1, 1])?;
+            let bias = b.op("Reshape", "bias", &[&bias, &bias_shape], &[]);
+            b.op_to("Add", &y, &[&yy, &bias], &[]);
+        }
+        None => {
+            b.op_to("Reshape", &y, &[&product, &y_shape], &[]);
+        }
+    }
     Ok(b.finish())
 }

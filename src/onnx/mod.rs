@@ -25,7 +25,7 @@ mod rotary_embedding;
 mod text;
 mod training;
 /// The ops the ONNX loader builds from others (they are no graph ops of their own).
-pub const EXPANDED_OPS: [&str; 23] = [
+pub const EXPANDED_OPS: [&str; 24] = [
     "Upsample",
     "RNN",
     "GRU",
@@ -49,6 +49,7 @@ pub const EXPANDED_OPS: [&str; 23] = [
     "ConvInteger",
     "QLinearConv",
     "RoiAlign",
+    "DeformConv",
 ];
 
 /// The ONNX-ML (`ai.onnx.ml`) ops the loader builds from others (`src/onnx/ml.rs`), by name.

@@ -256,6 +256,7 @@ def main():
     written += tensor_scatter_cases(out, manifest)
     written += sequence_cases(out, manifest)
     written += deform_conv_cases(out, manifest)
+    written += det_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1637,6 +1638,28 @@ def deform_conv_cases(out, manifest):
             m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
             written += ort_case(out, manifest, f"ort_DeformConv_{label}_{d}", m, feeds,
                                 ["DeformConv"], 19, rtol, atol)
+    return written
+
+
+def det_cases(out, manifest):
+    """Det: sides 1 to 32 under no, one and two batch axes, a singular matrix and a
+    permutation, in f32 (onnxruntime's default tolerances; it has no f64 kernel, which
+    tests/det.rs checks against the interpreter). Returns how many were written."""
+    rng = np.random.RandomState(97)
+    written = 0
+    for d, np_type, onnx_type, rtol, atol in (("f32", np.float32, T.FLOAT, 1e-4, 1e-5),):
+        cases = [("2x2", rng.uniform(-2, 2, (2, 2))), ("batch_3x3", rng.uniform(-2, 2, (4, 3, 3))),
+                 ("batches_5x5", rng.uniform(-1, 1, (2, 3, 5, 5))), ("1x1", rng.uniform(-3, 3, (3, 1, 1))),
+                 ("32x32", rng.uniform(-0.2, 0.2, (2, 32, 32)) + np.eye(32)),
+                 ("singular", np.array([[1, 2, 3], [2, 4, 6], [1, 0, 1]])),
+                 ("permutation", np.eye(4)[[2, 0, 3, 1]])]
+        for label, x in cases:
+            x = x.astype(np_type)
+            node = helper.make_node("Det", ["x"], ["y"])
+            g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type, list(x.shape))],
+                                  [helper.make_tensor_value_info("y", onnx_type, None)])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)])
+            written += ort_case(out, manifest, f"ort_Det_{label}_{d}", m, [("x", x)], ["Det"], 22, rtol, atol)
     return written
 
 

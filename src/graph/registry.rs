@@ -122,6 +122,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &COL2IM,
             &MEL_WEIGHT_MATRIX,
             &TREE_WALK,
+            &DET,
         ])
         .chain(super::sequence::DEFS.iter().copied())
 }
@@ -1666,6 +1667,15 @@ static TREE_WALK: OpDef = OpDef {
             args.out(0),
         )?])
     },
+};
+
+static DET: OpDef = OpDef {
+    name: "Det",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: None,
+    attrs: &[],
+    run: |rec, args| Ok(vec![rec.det_to(&args.tensor(0, "X")?, args.out(0))?]),
 };
 
 static GRID_SAMPLE: OpDef = OpDef {

@@ -12,6 +12,7 @@ pub mod block_remap;
 pub mod causal_conv;
 pub mod copy;
 pub mod cumsum;
+pub mod det;
 pub mod elementwise;
 pub mod gather;
 pub mod gather_index;
@@ -83,6 +84,7 @@ const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
 const GRID_TAPS: &str = include_str!("../../shaders/grid_taps.wgsl");
 const TREE_WALK: &str = include_str!("../../shaders/tree_walk.wgsl");
+const DET: &str = include_str!("../../shaders/det.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const PAD: &str = include_str!("../../shaders/pad.wgsl");
@@ -239,6 +241,8 @@ pub enum Kernel {
     /// `tree_walk.wgsl`: decision trees walked to their leaves, one invocation per row and
     /// tree, on f32 or f64 rows.
     TreeWalk { workgroup_size: u32, f64: bool },
+    /// `det.wgsl`: determinants, one invocation per matrix, of f32 or f64.
+    Det { workgroup_size: u32, f64: bool },
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
     /// points (the tiles have a fixed 16 x 16). With an `epilogue`, each sum is operand 0 of
     /// that element-wise program, whose result is stored (a fused `MatMul -> Add -> Tanh`).
@@ -288,6 +292,10 @@ impl Kernel {
                     f64,
                 });
                 out.push(Kernel::TreeWalk {
+                    workgroup_size,
+                    f64,
+                });
+                out.push(Kernel::Det {
                     workgroup_size,
                     f64,
                 });
@@ -513,6 +521,7 @@ impl Kernel {
             Kernel::CausalConv { .. } => "causal_conv.wgsl",
             Kernel::GridTaps { .. } => "grid_taps.wgsl",
             Kernel::TreeWalk { .. } => "tree_walk.wgsl",
+            Kernel::Det { .. } => "det.wgsl",
         }
     }
 
@@ -542,6 +551,7 @@ impl Kernel {
                 operands::element_typed(GRID_TAPS, dtype, None).into()
             }
             Kernel::TreeWalk { f64, .. } => tree_walk::tree_walk_source(TREE_WALK, f64).into(),
+            Kernel::Det { f64, .. } => det::det_source(DET, f64).into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 let ty = operands::elementwise_type(dtype).unwrap_or("f32");
                 let e = elementwise::lookup(op)
@@ -623,6 +633,7 @@ impl Kernel {
             | Kernel::CausalConv { workgroup_size }
             | Kernel::GridTaps { workgroup_size, .. }
             | Kernel::TreeWalk { workgroup_size, .. }
+            | Kernel::Det { workgroup_size, .. }
             | Kernel::LinearAttention { workgroup_size, .. } => {
                 vec![("WORKGROUP_SIZE", workgroup_size)]
             }
@@ -732,6 +743,7 @@ impl Kernel {
             Kernel::TreeWalk { f64: true, .. } => {
                 wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64
             }
+            Kernel::Det { f64: true, .. } => wgpu::Features::SHADER_F64,
             Kernel::Reduce {
                 input,
                 emulate64,
@@ -840,6 +852,8 @@ impl KernelSpec for Kernel {
             Kernel::GridTaps { f64: true, .. } => "grid_taps.wgsl f64".into(),
             Kernel::TreeWalk { f64: false, .. } => self.file().into(),
             Kernel::TreeWalk { f64: true, .. } => "tree_walk.wgsl f64".into(),
+            Kernel::Det { f64: false, .. } => self.file().into(),
+            Kernel::Det { f64: true, .. } => "det.wgsl f64".into(),
             Kernel::ScanCopies { copies, .. } => format!("scan copies {copies}").into(),
             Kernel::Scatter {
                 dtype,
@@ -963,6 +977,11 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
             ],
             Kernel::GatherIndex { .. } | Kernel::Scatter { .. } => THREE_BUFFERS,
+            Kernel::Det { .. } => &[
+                Binding::Uniform,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
             Kernel::CausalConv { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,

@@ -152,6 +152,9 @@ fn run_node(
     if let Some(out) = super::tree_walk::run(node, args)? {
         return Ok(vec![out]);
     }
+    if let Some(out) = super::det::run(node, args)? {
+        return Ok(vec![out]);
+    }
     if let Some(out) = super::resize::run(node, args)? {
         return Ok(vec![out]);
     }

@@ -1,0 +1,75 @@
+// Determinants of square matrices: one invocation per matrix, Gaussian elimination with
+// partial pivoting (the largest magnitude in the column) in place in `a`, a copy of the
+// matrices that the kernel overwrites. A dispatch eliminates columns `first..end`; `det`
+// carries the product of the pivots so far (with the swaps' signs) from one dispatch to the
+// next, since a long elimination is cut over several (see `kernels/det.rs`). A zero pivot
+// ends the elimination with a determinant of 0; NaN propagates through the product.
+
+alias T = f32; // ELEMENT TYPE
+
+override WORKGROUP_SIZE: u32 = 64u;
+
+struct Params {
+    matrices: u32,
+    n: u32,
+    first: u32,
+    end: u32,
+    // Invocations per row of the grid and rows per plane (grids folded into y and z beyond
+    // 65 535 workgroups).
+    row: u32,
+    plane: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read_write> a: array<T>;
+@group(0) @binding(2) var<storage, read_write> det: array<T>;
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let m = (gid.z * params.plane + gid.y) * params.row + gid.x;
+    if m >= params.matrices {
+        return;
+    }
+    let n = params.n;
+    let base = m * n * n;
+    var d = T(1);
+    if params.first > 0u {
+        d = det[m];
+        if d == T(0) {
+            return;
+        }
+    }
+    for (var k = params.first; k < params.end; k++) {
+        var p = k;
+        var best = abs(a[base + k * n + k]);
+        for (var r = k + 1u; r < n; r++) {
+            let v = abs(a[base + r * n + k]);
+            if v > best {
+                best = v;
+                p = r;
+            }
+        }
+        if p != k {
+            for (var c = k; c < n; c++) {
+                let t = a[base + k * n + c];
+                a[base + k * n + c] = a[base + p * n + c];
+                a[base + p * n + c] = t;
+            }
+            d = -d;
+        }
+        let pivot = a[base + k * n + k];
+        d = d * pivot;
+        if pivot == T(0) {
+            break;
+        }
+        for (var r = k + 1u; r < n; r++) {
+            let f = a[base + r * n + k] / pivot;
+            for (var c = k + 1u; c < n; c++) {
+                a[base + r * n + c] = a[base + r * n + c] - f * a[base + k * n + c];
+            }
+        }
+    }
+    det[m] = d;
+}

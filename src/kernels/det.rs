@@ -1,0 +1,90 @@
+//! Determinants (`shaders/det.wgsl`): one invocation per matrix, Gaussian elimination with
+//! partial pivoting in place, its columns cut over dispatches of bounded length.
+
+use super::{grid_for, Kernel};
+use crate::{DType, Error, Recorder, Result, Tensor};
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    matrices: u32,
+    n: u32,
+    first: u32,
+    end: u32,
+    row: u32,
+    plane: u32,
+    _pad: [u32; 2],
+}
+
+/// The WGSL of the kernel for f32 or f64 matrices.
+pub(crate) fn det_source(template: &str, f64: bool) -> String {
+    let ty = if f64 { "f64" } else { "f32" };
+    super::operands::specialize(template, &[("// ELEMENT TYPE", format!("alias T = {ty};"))])
+}
+
+impl Recorder {
+    /// Records the determinant of each `[n, n]` matrix of `a` (`[B, n, n]` in all, f32 or
+    /// f64, overwritten) into `out` (`[B]`, `a`'s dtype). Shapes and dtypes are the caller's
+    /// to check.
+    pub(crate) fn det_into(
+        &mut self,
+        op: &'static str,
+        a: &Tensor,
+        n: usize,
+        out: &Tensor,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let f64 = a.dtype() == DType::F64;
+        if f64 && !ctx.features().contains(wgpu::Features::SHADER_F64) {
+            return Err(Error::invalid(
+                op,
+                "X",
+                "f64 matrices need the adapter's SHADER_F64 feature".to_string(),
+            ));
+        }
+        let matrices = out.numel() as u64;
+        if matrices == 0 {
+            return Ok(());
+        }
+        if matrices > u64::from(u32::MAX) || a.numel() as u64 >= u64::from(u32::MAX) {
+            return Err(super::operands::too_many(
+                op,
+                "the matrices' elements",
+                a.numel() as u64,
+            ));
+        }
+        super::operands::check_bound_whole(&ctx, op, &[(a, "X"), (out, "the determinants")])?;
+        let wg = ctx.workgroup_size();
+        let grid = grid_for(&ctx, op, matrices, wg)?;
+        let pipeline = ctx.pipeline(&Kernel::Det {
+            workgroup_size: wg,
+            f64,
+        })?;
+        // Column k costs about (n - k)^2 loop iterations: the columns are cut into dispatches
+        // of at most LOOP_ITERATIONS_PER_DISPATCH each (lavapipe stops a shader's loops after
+        // about 65 000 iterations in all, and short dispatches keep clear of watchdogs).
+        let budget = super::LOOP_ITERATIONS_PER_DISPATCH;
+        let mut first = 0;
+        while first < n {
+            let mut end = first + 1;
+            let mut cost = (n - first) * (n - first);
+            while end < n && cost + (n - end) * (n - end) <= budget {
+                cost += (n - end) * (n - end);
+                end += 1;
+            }
+            let params = Params {
+                matrices: matrices as u32,
+                n: n as u32,
+                first: first as u32,
+                end: end as u32,
+                row: grid[0] * wg,
+                plane: grid[1],
+                _pad: [0; 2],
+            };
+            let bindings = [a.storage().bind_whole(), out.storage().bind_whole()];
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            first = end;
+        }
+        Ok(())
+    }
+}

@@ -257,6 +257,7 @@ def main():
     written += sequence_cases(out, manifest)
     written += deform_conv_cases(out, manifest)
     written += det_cases(out, manifest)
+    written += nms_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1660,6 +1661,41 @@ def det_cases(out, manifest):
                                   [helper.make_tensor_value_info("y", onnx_type, None)])
             m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)])
             written += ort_case(out, manifest, f"ort_Det_{label}_{d}", m, [("x", x)], ["Det"], 22, rtol, atol)
+    return written
+
+
+def nms_cases(out, manifest):
+    """NonMaxSuppression: 2 batch items, 3 classes, 200 overlapping boxes of both formats
+    (corners given either way round), with and without a score threshold, caps of 0, 5 and
+    1000, IoU thresholds 0.2 and 0.7, equal scores (the lower index first); compared exactly.
+    Returns how many were written."""
+    rng = np.random.RandomState(101)
+    written = 0
+    n = 200
+    centres = rng.uniform(-2, 2, (2, n, 2))
+    sizes = rng.uniform(0.3, 2.0, (2, n, 2))
+    corners = np.concatenate([centres - sizes / 2, centres + sizes / 2], axis=2)
+    flipped = corners[:, :, [2, 3, 0, 1]]
+    flipped[:, ::2] = corners[:, ::2]
+    centre_form = np.concatenate([centres[:, :, ::-1], sizes[:, :, ::-1]], axis=2)
+    scores = rng.uniform(0, 1, (2, 3, n)).astype(np.float32)
+    scores[:, :, 10:20] = 0.5
+    for label, boxes, center in (("corners", corners, 0), ("flipped", flipped, 0), ("centres", centre_form, 1)):
+        for cap, iou, score in ((1000, 0.2, None), (5, 0.7, 0.3), (0, 0.5, None), (1000, 0.7, 0.45)):
+            feeds = [("boxes", boxes.astype(np.float32)), ("scores", scores),
+                     ("max", np.array([cap], np.int64)), ("iou", np.array([iou], np.float32))]
+            if score is not None:
+                feeds.append(("score", np.array([score], np.float32)))
+            node = helper.make_node("NonMaxSuppression", [f for f, _ in feeds], ["selected"],
+                                    center_point_box=center)
+            g = helper.make_graph(
+                [node], "g",
+                [helper.make_tensor_value_info(nm, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+                 for nm, v in feeds],
+                [helper.make_tensor_value_info("selected", T.INT64, None)])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+            name = f"ort_NonMaxSuppression_{label}_cap{cap}_iou{iou}_score{score}".replace(".", "_")
+            written += ort_case(out, manifest, name, m, feeds, ["NonMaxSuppression"], 11, 0, 0)
     return written
 
 

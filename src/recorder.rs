@@ -362,6 +362,51 @@ impl Recorder {
         &self.ctx
     }
 
+    /// Whether [`Recorder::read_back`] can read values in the middle of this recording: on
+    /// native builds, outside a captured Scan body (whose commands are replayed per
+    /// iteration without the host) and outside a replay.
+    #[cfg(feature = "native")]
+    pub(crate) fn can_read_back(&self) -> bool {
+        self.ctx.read_back() && self.capture.is_none() && !self.in_replay
+    }
+
+    /// The values of `tensors` on the host in the middle of the recording: what is encoded so
+    /// far is submitted, waited for and the tensors read back (one round trip, for an op whose
+    /// plan needs values computed on the GPU). Native builds only (see
+    /// [`Recorder::can_read_back`]).
+    #[cfg(feature = "native")]
+    pub(crate) fn read_back(
+        &mut self,
+        op: &str,
+        tensors: &[&Tensor],
+    ) -> Result<Vec<crate::HostTensor>> {
+        if !self.can_read_back() {
+            return Err(Error::Graph(format!(
+                "internal: {} read back inside a captured body",
+                crate::error::escape(op)
+            )));
+        }
+        let ctx = self.ctx.clone();
+        let encoder = std::mem::replace(
+            &mut self.encoder,
+            ctx.device()
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("wgpu-ops"),
+                }),
+        );
+        let pass = &mut self.pass;
+        let (index, check) = ctx.scoped("submit", || {
+            *pass = None;
+            ctx.submit(encoder.finish())
+        });
+        self.keep(check)?;
+        self.unsubmitted = 0;
+        self.in_flight = None;
+        ctx.wait_for(index)?;
+        ctx.count_read_back();
+        pollster::block_on(crate::download_all(&ctx, tensors))
+    }
+
     /// Number of compute dispatches recorded so far (replays included).
     pub fn dispatches(&self) -> u64 {
         self.dispatches

@@ -1,5 +1,6 @@
 //! If and Loop beyond the ONNX node tests and the onnxruntime cases (tests/onnx_node.rs runs
-//! both): refusals, each one error line naming the op and the rule; If and Loop inside a Scan
+//! both): refusals, each one error line naming the op and the rule; conditions and trip
+//! counts computed on the GPU, read back on native builds and refused without read-backs; If and Loop inside a Scan
 //! body; and a Loop of 3000 iterations (the kind that runs as a replayed Scan: which loops do
 //! is tested in src/graph/control.rs), against the CPU interpreter.
 
@@ -32,9 +33,14 @@ fn input(g: Graph, name: &str, value: &HostTensor) -> Graph {
 /// it are computed on the GPU.
 const LARGE: usize = 20_000;
 
-/// Runs `g` on `inputs`; the error's text where it fails.
+/// Runs `g` on `inputs` without read-backs (as the browser runs it, see
+/// `ContextOptions::read_back`); the error's text where it fails.
 fn refusal(g: Graph, inputs: Vec<(&str, HostTensor)>) -> String {
-    let ctx = ctx();
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        read_back: Some(false),
+        ..Default::default()
+    })
+    .expect("an adapter");
     let given = inputs
         .into_iter()
         .map(|(n, v)| (n.to_string(), v))
@@ -233,13 +239,21 @@ fn loop_refuses_what_would_need_a_host_round_trip_or_never_end() {
 
 /// `g` on the GPU and on the CPU interpreter: the same values (f32 within 1e-5 relative).
 fn agrees_with_the_interpreter(g: Graph, inputs: Vec<(&str, HostTensor)>) -> Vec<HostTensor> {
-    let ctx = ctx();
+    agrees_on(&ctx(), g, inputs)
+}
+
+/// [`agrees_with_the_interpreter`] on `ctx`.
+fn agrees_on(
+    ctx: &wgpu_ops::Context,
+    g: Graph,
+    inputs: Vec<(&str, HostTensor)>,
+) -> Vec<HostTensor> {
     let given: Vec<(String, HostTensor)> = inputs
         .into_iter()
         .map(|(n, v)| (n.to_string(), v))
         .collect();
     let want = reference::graph::run_graph(&g, &given, &Default::default()).unwrap();
-    let got = Session::new(&ctx, g).unwrap().run_blocking(given).unwrap();
+    let got = Session::new(ctx, g).unwrap().run_blocking(given).unwrap();
     assert_eq!(got.len(), want.len());
     for ((name, got), want) in got.iter().zip(&want) {
         assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{name}");
@@ -392,4 +406,63 @@ fn loops_beyond_the_command_limit_are_refused_before_they_run() {
         .outputs(["cond_out"])])
     .constant("far", scalar(1_000_000_000_000_000i64));
     run(looped(g, "", "c", never));
+}
+
+/// An If's condition and a Loop's trip count computed on the GPU from the data are read back
+/// in the middle of the run (native builds), and the results agree with the interpreter.
+#[test]
+fn conditions_and_trip_counts_computed_on_the_gpu_are_read_back() {
+    let x = f32s(&[LARGE], 1);
+    let g = sum_positive(input(Graph::new(), "x", &x), "x", "c")
+        .node(
+            Node::new("If", "choose")
+                .inputs(["c"])
+                .outputs(["y"])
+                .attr("then_branch", branch("Add", "t"))
+                .attr("else_branch", branch("Sub", "e")),
+        )
+        .output("y");
+    let ctx = ctx();
+    let negated = HostTensor::from_vec(
+        vec![LARGE],
+        &x.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| -v - 0.5)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    for (k, x) in [x.clone(), negated].into_iter().enumerate() {
+        agrees_on(&ctx, g.clone(), vec![("x", x)]);
+        assert_eq!(ctx.stats().read_backs, k as u64 + 1);
+    }
+
+    // A trip count computed on the GPU: a ReduceSum of three ones (and zeros) as i64.
+    let small = f32s(&[2], 3);
+    let mut ones = vec![0f32; LARGE];
+    ones[..3].fill(1.0);
+    let ones = HostTensor::from_vec(vec![LARGE], &ones).unwrap();
+    let g = input(input(Graph::new(), "v0", &small), "big", &ones)
+        .node(
+            Node::new("ReduceSum", "s")
+                .inputs(["big"])
+                .outputs(["s"])
+                .attr("keepdims", Attr::Int(0)),
+        )
+        .node(
+            Node::new("Cast", "m")
+                .inputs(["s"])
+                .outputs(["m"])
+                .attr("to", Attr::String("i64".into())),
+        );
+    let g = looped(g, "m", "", body(vec![]));
+    let v = agrees_on(&ctx, g, vec![("v0", small.clone()), ("big", ones)]);
+    let want: Vec<f32> = small
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| v + 3.0)
+        .collect();
+    assert_eq!(v[0].to_vec::<f32>().unwrap(), want);
+    assert_eq!(ctx.stats().read_backs, 3);
 }

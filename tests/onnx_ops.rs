@@ -1230,10 +1230,11 @@ fn conv_on_i32_is_exact() {
 }
 
 /// NonZero of a graph input (known while planning): the coordinates in C order, NaN counted,
-/// any rank, on the GPU path as in the reference; of a value computed on the GPU: refused in
-/// one line naming the node and the input.
+/// any rank, on the GPU path as in the reference; of a value computed on the GPU: read back
+/// in the middle of the run, or, without read-backs (as in the browser), refused in one line
+/// naming the node and the input.
 #[test]
-fn non_zero_of_known_values_and_refused_on_gpu_values() {
+fn non_zero_of_known_values_and_of_gpu_values() {
     let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
     let x = HostTensor::from_vec(
         vec![2, 3, 2],
@@ -1279,16 +1280,159 @@ fn non_zero_of_known_values_and_refused_on_gpu_values() {
         .run_blocking(vec![("x".into(), x)])
         .unwrap();
     assert_eq!(got[0].1.to_vec::<i64>().unwrap(), [0, 3]);
-    // A large one is computed on the GPU.
+    // A large one is computed on the GPU, then read back.
     let n = 1 << 15;
     let g = relu(n);
-    let x = HostTensor::from_vec(vec![n], &vec![1f32; n]).unwrap();
-    let e = Session::new(&ctx, g)
+    let values: Vec<f32> = (0..n)
+        .map(|i| if i % 1000 == 7 { 1.0 } else { -1.0 })
+        .collect();
+    let x = HostTensor::from_vec(vec![n], &values).unwrap();
+    let got = Session::new(&ctx, g.clone())
+        .unwrap()
+        .run_blocking(vec![("x".into(), x.clone())])
+        .unwrap();
+    let want: Vec<i64> = (0..n as i64).filter(|i| i % 1000 == 7).collect();
+    assert_eq!(got[0].1.to_vec::<i64>().unwrap(), want);
+    assert_eq!(ctx.stats().read_backs, 1);
+    let no_read_back = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        read_back: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let e = Session::new(&no_read_back, g)
         .and_then(|s| s.run_blocking(vec![("x".into(), x)]))
         .unwrap_err()
         .to_string();
     assert!(
         e.contains("nz\\n1") && e.contains("computed on the GPU"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+/// NonMaxSuppression of boxes and scores on the GPU (a detector's outputs): both read back in
+/// one round trip, the boxes kept equal to the host's selection for both box formats; without
+/// read-backs, refused in one line.
+#[test]
+fn non_max_suppression_of_gpu_values_is_read_back() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let (batches, classes, n) = (2, 3, 500);
+    let boxes = f32s(&[batches, n, 4], 41);
+    // Boxes of size 0.5 to 2.5 around centres in [-2, 2]: many overlap.
+    let corners: Vec<f32> = boxes
+        .to_vec::<f32>()
+        .unwrap()
+        .chunks(4)
+        .flat_map(|b| {
+            let (y, x, h, w) = (b[0], b[1], b[2].abs() + 0.5, b[3].abs() + 0.5);
+            [y, x, y + h, x + w]
+        })
+        .collect();
+    let boxes = HostTensor::from_vec(vec![batches, n, 4], &corners).unwrap();
+    let scores = f32s(&[batches, classes, n], 43);
+    let limits = [
+        HostTensor::from_vec(vec![1], &[200i64]).unwrap(),
+        HostTensor::from_vec(vec![1], &[0.3f32]).unwrap(),
+        HostTensor::from_vec(vec![1], &[-0.5f32]).unwrap(),
+    ];
+    for center in [0, 1] {
+        let g = Graph::new()
+            .input("boxes", DType::F32, &[Some(batches), Some(n), Some(4)])
+            .input(
+                "scores",
+                DType::F32,
+                &[Some(batches), Some(classes), Some(n)],
+            )
+            .constant("max", limits[0].clone())
+            .constant("iou", limits[1].clone())
+            .constant("score", limits[2].clone())
+            .node(
+                Node::new("NonMaxSuppression", "nms")
+                    .inputs(["boxes", "scores", "max", "iou", "score"])
+                    .outputs(["selected"])
+                    .attr("center_point_box", Attr::Int(center)),
+            )
+            .output("selected");
+        let want = reference::nms::non_max_suppression(
+            &boxes,
+            &scores,
+            [Some(&limits[0]), Some(&limits[1]), Some(&limits[2])],
+            center,
+        )
+        .unwrap();
+        // Boxes suppressed: fewer kept than the cap allows.
+        assert!(
+            want.shape[0] > 60 && want.shape[0] < 2 * 3 * 200,
+            "{:?}",
+            want.shape
+        );
+        let before = ctx.stats().read_backs;
+        let on_gpu = vec![
+            (
+                "boxes".to_string(),
+                wgpu_ops::Tensor::from_host(&ctx, &boxes).unwrap(),
+            ),
+            (
+                "scores".to_string(),
+                wgpu_ops::Tensor::from_host(&ctx, &scores).unwrap(),
+            ),
+        ];
+        let got = Session::new(&ctx, g.clone())
+            .unwrap()
+            .run_tensors_blocking(on_gpu)
+            .unwrap()
+            .remove(0)
+            .1
+            .to_host_blocking()
+            .unwrap();
+        assert_eq!(got, want, "center_point_box {center}");
+        assert_eq!(ctx.stats().read_backs, before + 1);
+        // The interpreter agrees.
+        let (_, interpreted) = on_both(
+            &ctx,
+            &g,
+            vec![
+                ("boxes".into(), boxes.clone()),
+                ("scores".into(), scores.clone()),
+            ],
+        );
+        assert_eq!(interpreted, want);
+    }
+    let no_read_back = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        read_back: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let g = Graph::new()
+        .input("boxes", DType::F32, &[Some(batches), Some(n), Some(4)])
+        .input(
+            "scores",
+            DType::F32,
+            &[Some(batches), Some(classes), Some(n)],
+        )
+        .node(
+            Node::new("NonMaxSuppression", "nms\n2")
+                .inputs(["boxes", "scores"])
+                .outputs(["selected"]),
+        )
+        .output("selected");
+    let on_gpu = vec![
+        (
+            "boxes".to_string(),
+            wgpu_ops::Tensor::from_host(&no_read_back, &boxes).unwrap(),
+        ),
+        (
+            "scores".to_string(),
+            wgpu_ops::Tensor::from_host(&no_read_back, &scores).unwrap(),
+        ),
+    ];
+    let e = Session::new(&no_read_back, g)
+        .unwrap()
+        .run_tensors_blocking(on_gpu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("nms\\n2") && e.contains("cannot read them back"),
         "{e}"
     );
     assert_eq!(e.lines().count(), 1, "{e}");

@@ -440,17 +440,43 @@ fn misuse_is_refused_in_one_line_naming_the_op_and_the_input() {
                 .outputs(["y"]),
         )
         .output("y");
-    let session = Session::new(ctx(), g).unwrap();
-    let q = upload(&HostTensor::from_vec(vec![1], &[0i64]).unwrap());
-    let a = upload(&HostTensor::from_vec(vec![2], &[1.0f32, 2.0]).unwrap());
+    let no_read_back = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        read_back: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let session = Session::new(&no_read_back, g.clone()).unwrap();
+    let q = HostTensor::from_vec(vec![1], &[1i64]).unwrap();
+    let a = HostTensor::from_vec(vec![2], &[1.0f32, 2.0]).unwrap();
+    let tensors = |ctx: &wgpu_ops::Context| {
+        vec![
+            (
+                "a".to_string(),
+                wgpu_ops::Tensor::from_host(ctx, &a).unwrap(),
+            ),
+            (
+                "q".to_string(),
+                wgpu_ops::Tensor::from_host(ctx, &q).unwrap(),
+            ),
+        ]
+    };
     let e = session
-        .run_tensors_blocking(vec![("a".into(), a), ("q".into(), q)])
+        .run_tensors_blocking(tensors(&no_read_back))
         .expect_err("refused")
         .to_string();
     assert!(
         e.contains("SequenceAt") && e.contains("computed on the GPU"),
         "{e}"
     );
+    // With read-backs (native builds by default) the position is read back: ReduceSum of
+    // [1] is 1, the sequence's second tensor.
+    let y = Session::new(ctx(), g)
+        .unwrap()
+        .run_tensors_blocking(tensors(ctx()))
+        .unwrap()
+        .remove(0)
+        .1;
+    assert_eq!(y.to_host_blocking().unwrap(), a);
     // A tensor op reading a sequence.
     let g = pair_graph()
         .node(Node::new("Relu", "r").inputs(["s"]).outputs(["y"]))

@@ -88,6 +88,13 @@ pub struct ContextOptions {
     /// parts by shuffles). `None`: yes. Off, kernels take their workgroup-memory variants, the
     /// ones browsers run (for tests of those on native adapters).
     pub subgroups: Option<bool>,
+    /// Where an op's plan needs values computed on the GPU (a Reshape's shape, NonZero's
+    /// input, an If's condition, NonMaxSuppression's boxes), submit what is recorded so far,
+    /// wait and read them back in the middle of the run. `None`: yes on native builds (the
+    /// browser cannot wait: there, and with this off, such a graph is refused in one line
+    /// naming the op and the input). Never inside a Scan body, whose iterations run without
+    /// the host.
+    pub read_back: Option<bool>,
 }
 
 /// [`ContextOptions::scan_state_rows_max_bytes`] with the GPU kernels: between the H100's
@@ -250,6 +257,8 @@ pub struct Stats {
     pub buffers_created: u64,
     /// Scans run by a recurrence's own kernel (see [`ContextOptions::scan_recurrences`]).
     pub scans_as_recurrences: u64,
+    /// Values read back in the middle of runs (see [`ContextOptions::read_back`]).
+    pub read_backs: u64,
 }
 
 struct Inner {
@@ -289,6 +298,8 @@ struct Inner {
     dispatches: AtomicU64,
     copies: AtomicU64,
     scans_as_recurrences: AtomicU64,
+    read_backs: AtomicU64,
+    read_back: bool,
     /// Staging buffers reused by large uploads and by downloads.
     #[cfg(not(target_arch = "wasm32"))]
     staging: staging::StagingPool,
@@ -547,6 +558,8 @@ impl Context {
                 dispatches: AtomicU64::new(0),
                 copies: AtomicU64::new(0),
                 scans_as_recurrences: AtomicU64::new(0),
+                read_backs: AtomicU64::new(0),
+                read_back: options.read_back.unwrap_or(true),
             }),
         })
     }
@@ -604,6 +617,7 @@ impl Context {
             dispatches: self.inner.dispatches.load(Ordering::Relaxed),
             copies: self.inner.copies.load(Ordering::Relaxed),
             scans_as_recurrences: self.inner.scans_as_recurrences.load(Ordering::Relaxed),
+            read_backs: self.inner.read_backs.load(Ordering::Relaxed),
         }
     }
 
@@ -636,6 +650,16 @@ impl Context {
         self.inner
             .scans_as_recurrences
             .fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[cfg(feature = "native")]
+    pub(crate) fn count_read_back(&self) {
+        self.inner.read_backs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether runs read values back in the middle (see [`ContextOptions::read_back`]).
+    pub fn read_back(&self) -> bool {
+        cfg!(feature = "native") && self.inner.read_back
     }
 
     pub(crate) fn count_copy(&self) {

@@ -428,6 +428,8 @@ pub(crate) fn record_graph_planned(
             node: node.name.clone(),
             source: Box::new(e),
         };
+        #[cfg(feature = "native")]
+        read_back_plan_inputs(rec, scope, node).map_err(in_node)?;
         if super::sequence::handles(node, &input_slots(scope, node)) {
             materialize(rec, scope, node).map_err(in_node)?;
             let outputs =
@@ -596,6 +598,53 @@ pub(crate) fn record_graph_planned(
             scope.slots.insert(name.clone(), slot);
         }
         release_dead(rec, scope, node, &reads[k], pos, &dead_after);
+    }
+    Ok(())
+}
+
+/// Reads back the inputs of `node` that plan it ([`registry::host_inputs`]: a Reshape's shape,
+/// NonZero's input, an If's condition) where they were computed on the GPU, so that it can be
+/// planned: each becomes a value known on the host that is also on the GPU. Where the
+/// recorder cannot read back (a Scan body, the option off), they stay as they are and the op
+/// refuses them.
+#[cfg(feature = "native")]
+fn read_back_plan_inputs(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<()> {
+    if !rec.can_read_back() {
+        return Ok(());
+    }
+    let mut names: Vec<&String> = Vec::new();
+    for &i in registry::host_inputs(&node.op) {
+        let Some(name) = node.inputs.get(i).filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        let needed = scope
+            .get(name)
+            .is_some_and(|s| s.host.is_none() && s.non_tensor().is_none());
+        if needed && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    materialize(rec, scope, node)?;
+    let tensors = names
+        .iter()
+        .map(|name| match scope.get(name) {
+            Some(slot) => slot.tensor(rec.context()),
+            None => Err(Error::Graph(format!(
+                "internal: '{}' is not a value",
+                name.escape_debug()
+            ))),
+        })
+        .collect::<Result<Vec<Tensor>>>()?;
+    let refs: Vec<&Tensor> = tensors.iter().collect();
+    let values = rec.read_back(&node.op, &refs)?;
+    for ((name, t), value) in names.into_iter().zip(tensors).zip(values) {
+        let slot = Slot::input(value);
+        let _ = slot.gpu.set(t);
+        // A value of an enclosing graph is shadowed here, where it is read.
+        scope.slots.insert(name.clone(), slot);
     }
     Ok(())
 }

@@ -123,6 +123,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &MEL_WEIGHT_MATRIX,
             &TREE_WALK,
             &DET,
+            &NON_MAX_SUPPRESSION,
         ])
         .chain(super::sequence::DEFS.iter().copied())
 }
@@ -152,6 +153,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "ReverseSequence" | "Compress" | "CenterCropPad" => &[1],
         "OneHot" => &[1],
         "NonZero" => &[0],
+        "NonMaxSuppression" => &[0, 1, 2, 3, 4],
         "SequenceInsert" => &[2],
         "SequenceAt" | "SequenceErase" | "SplitToSequence" => &[1],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
@@ -2057,6 +2059,49 @@ pub(crate) fn non_zero_of(x: &HostTensor) -> Result<HostTensor> {
     HostTensor::from_vec(vec![x.shape.len(), flat.len()], &out)
 }
 
+/// NonMaxSuppression's output length is the count of boxes it keeps: computed on the host
+/// while planning (`reference::nms`), from values known there or read back.
+static NON_MAX_SUPPRESSION: OpDef = OpDef {
+    name: "NonMaxSuppression",
+    inputs: 2..=5,
+    outputs: 1..=1,
+    host: Some(|node, slots| {
+        let known = |i: usize| slots.get(i).copied().flatten().map(|s| s.host.as_deref());
+        let (Some(Some(boxes)), Some(Some(scores))) = (known(0), known(1)) else {
+            return Ok(None);
+        };
+        let mut limits = [None; 3];
+        for (k, limit) in limits.iter_mut().enumerate() {
+            match known(2 + k) {
+                None => {}
+                Some(Some(v)) => *limit = Some(v),
+                Some(None) => return Ok(None),
+            }
+        }
+        let center = match node.attrs.get("center_point_box") {
+            None => 0,
+            Some(super::Attr::Int(v)) => *v,
+            Some(_) => {
+                return Err(Error::invalid(
+                    "NonMaxSuppression",
+                    "center_point_box",
+                    "center_point_box must be an integer",
+                ))
+            }
+        };
+        Ok(Some(vec![crate::reference::nms::non_max_suppression(
+            boxes, scores, limits, center,
+        )?]))
+    }),
+    attrs: &["center_point_box"],
+    run: |_, args| {
+        Err(Error::Graph(format!(
+            "node '{}': NonMaxSuppression's inputs are computed on the GPU, but the count of boxes it keeps is the output's shape, which is needed on the host to plan the graph, and this run cannot read them back (a Scan body, or read-backs off as in the browser)",
+            args.node.name.escape_debug()
+        )))
+    },
+};
+
 /// NonZero's output shape is its input's count of non-zero elements: the input must be known
 /// while planning (a constant, a graph input, or computed from them on the host).
 static NON_ZERO: OpDef = OpDef {
@@ -2070,7 +2115,7 @@ static NON_ZERO: OpDef = OpDef {
     attrs: &[],
     run: |_, args| {
         Err(Error::Graph(format!(
-            "node '{}': NonZero input 'X' ('{}') is computed on the GPU, but its count of non-zero elements is the output's shape, which is needed on the host to plan the graph; give it as a constant or a graph input",
+            "node '{}': NonZero input 'X' ('{}') is computed on the GPU, but its count of non-zero elements is the output's shape, which is needed on the host to plan the graph, and this run cannot read it back (a Scan body, or read-backs off as in the browser); give it as a constant or a graph input",
             args.node.name.escape_debug(),
             args.node.inputs.first().map_or("", String::as_str).escape_debug()
         )))

@@ -155,6 +155,23 @@ fn run_node(
     if let Some(out) = super::det::run(node, args)? {
         return Ok(vec![out]);
     }
+    if op == "NonMaxSuppression" {
+        let boxes = a(0)?;
+        let scores = a(1)?;
+        let limit = |k: usize| args.get(k).and_then(Option::as_ref);
+        let center = match node.attrs.get("center_point_box") {
+            Some(crate::graph::Attr::Int(v)) => *v,
+            _ => 0,
+        };
+        let out = super::nms::non_max_suppression(
+            &boxes,
+            &scores,
+            [limit(2), limit(3), limit(4)],
+            center,
+        )
+        .map_err(|e| RefError(e.to_string()))?;
+        return Ok(vec![out]);
+    }
     if let Some(out) = super::resize::run(node, args)? {
         return Ok(vec![out]);
     }

@@ -442,6 +442,7 @@ pub mod det;
 mod einsum;
 pub mod graph;
 mod grid_sample;
+pub mod nms;
 mod numeric;
 mod resize;
 mod spectral;

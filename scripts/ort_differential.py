@@ -258,6 +258,7 @@ def main():
     written += deform_conv_cases(out, manifest)
     written += det_cases(out, manifest)
     written += nms_cases(out, manifest)
+    written += unique_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1696,6 +1697,36 @@ def nms_cases(out, manifest):
             m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
             name = f"ort_NonMaxSuppression_{label}_cap{cap}_iou{iou}_score{score}".replace(".", "_")
             written += ort_case(out, manifest, name, m, feeds, ["NonMaxSuppression"], 11, 0, 0)
+    return written
+
+
+def unique_cases(out, manifest):
+    """Unique: f32 (with -0 and 0, no NaN: onnxruntime's ordering of NaN is undefined) and
+    i64 values with repeats, flattened and along each axis of a 2-D and a 3-D input, sorted
+    and in order of appearance, all four outputs; compared exactly. Returns how many were
+    written."""
+    rng = np.random.RandomState(103)
+    written = 0
+    f = rng.randint(-3, 4, (6, 4)).astype(np.float32) / 2
+    f[0, 0], f[3, 1] = -0.0, 0.0
+    f[4] = f[1]
+    i = rng.randint(-2, 3, (5, 2, 3)).astype(np.int64)
+    i[3] = i[0]
+    i[:, :, 2] = i[:, :, 0]
+    for label, x in (("f32", f), ("i64", i)):
+        for axis in [None] + list(range(-x.ndim, x.ndim)):
+            for sorted_ in (1, 0):
+                attrs = {"sorted": sorted_}
+                if axis is not None:
+                    attrs["axis"] = axis
+                node = helper.make_node("Unique", ["x"], ["y", "indices", "inverse", "counts"], **attrs)
+                g = helper.make_graph(
+                    [node], "g",
+                    [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))],
+                    [onnx.ValueInfoProto(name=o) for o in ("y", "indices", "inverse", "counts")])
+                m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+                name = f"ort_Unique_{label}_axis{axis}_sorted{sorted_}".replace("-", "m")
+                written += ort_case(out, manifest, name, m, [("x", x)], ["Unique"], 11, 0, 0)
     return written
 
 

@@ -1437,3 +1437,78 @@ fn non_max_suppression_of_gpu_values_is_read_back() {
     );
     assert_eq!(e.lines().count(), 1, "{e}");
 }
+
+/// Unique of class ids computed on the GPU (an ArgMax over scores): read back, the same as
+/// the host's for every output, sorted and in order of appearance, flattened and along an
+/// axis.
+#[test]
+fn unique_of_gpu_values_is_read_back() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let scores = f32s(&[300, 7], 47);
+    for (axis, sorted) in [(None, 1), (None, 0), (Some(0), 1), (Some(-2), 0)] {
+        let mut unique = Node::new("Unique", "u")
+            .inputs(["ids"])
+            .outputs(["y", "first", "inverse", "counts"])
+            .attr("sorted", Attr::Int(sorted));
+        if let Some(a) = axis {
+            unique = unique.attr("axis", Attr::Int(a));
+        }
+        // Along an axis: the ids as [150, 2] rows (of 49 possible rows: repeats).
+        let g = Graph::new()
+            .input("scores", DType::F32, &[Some(300), Some(7)])
+            .constant("rows", HostTensor::from_vec(vec![2], &[150i64, 2]).unwrap())
+            .node(
+                Node::new("ArgMax", "a")
+                    .inputs(["scores"])
+                    .outputs(["flat_ids"])
+                    .attr("axis", Attr::Int(1))
+                    .attr("keepdims", Attr::Int(0)),
+            )
+            .node(
+                Node::new("Reshape", "r")
+                    .inputs(["flat_ids", "rows"])
+                    .outputs(["ids"]),
+            )
+            .node(unique)
+            .output("y")
+            .output("first")
+            .output("inverse")
+            .output("counts");
+        let ids = reference::graph::run_graph(
+            &Graph::new()
+                .input("scores", DType::F32, &[Some(300), Some(7)])
+                .node(
+                    Node::new("ArgMax", "a")
+                        .inputs(["scores"])
+                        .outputs(["ids"])
+                        .attr("axis", Attr::Int(1))
+                        .attr("keepdims", Attr::Int(0)),
+                )
+                .output("ids"),
+            &[("scores".into(), scores.clone())],
+            &Default::default(),
+        )
+        .unwrap()
+        .remove(0);
+        let ids = HostTensor::from_bytes(DType::I64, vec![150, 2], ids.data).unwrap();
+        let want = reference::unique::unique(&ids, axis, sorted != 0).unwrap();
+        let before = ctx.stats().read_backs;
+        let input = wgpu_ops::Tensor::from_host(&ctx, &scores).unwrap();
+        let got = Session::new(&ctx, g)
+            .unwrap()
+            .run_tensors_blocking(vec![("scores".into(), input)])
+            .unwrap();
+        assert_eq!(ctx.stats().read_backs, before + 1);
+        for ((name, got), want) in got.iter().zip(&want) {
+            assert_eq!(
+                &got.to_host_blocking().unwrap(),
+                want,
+                "{name} axis {axis:?} sorted {sorted}"
+            );
+        }
+        // Repeats: fewer distinct values than values, the counts adding up to all of them.
+        let counts: i64 = want[3].to_vec::<i64>().unwrap().iter().sum();
+        assert_eq!(counts, want[2].numel() as i64);
+        assert!(want[3].numel() < want[2].numel(), "{:?}", want[3]);
+    }
+}

@@ -124,6 +124,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &TREE_WALK,
             &DET,
             &NON_MAX_SUPPRESSION,
+            &UNIQUE,
         ])
         .chain(super::sequence::DEFS.iter().copied())
 }
@@ -152,7 +153,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Resize" => &[1, 2, 3],
         "ReverseSequence" | "Compress" | "CenterCropPad" => &[1],
         "OneHot" => &[1],
-        "NonZero" => &[0],
+        "NonZero" | "Unique" => &[0],
         "NonMaxSuppression" => &[0, 1, 2, 3, 4],
         "SequenceInsert" => &[2],
         "SequenceAt" | "SequenceErase" | "SplitToSequence" => &[1],
@@ -2098,6 +2099,44 @@ static NON_MAX_SUPPRESSION: OpDef = OpDef {
         Err(Error::Graph(format!(
             "node '{}': NonMaxSuppression's inputs are computed on the GPU, but the count of boxes it keeps is the output's shape, which is needed on the host to plan the graph, and this run cannot read them back (a Scan body, or read-backs off as in the browser)",
             args.node.name.escape_debug()
+        )))
+    },
+};
+
+/// Unique's attributes: `axis` (none: the elements flattened) and `sorted` (1).
+fn unique_attrs(node: &Node) -> Result<(Option<i64>, bool)> {
+    let int = |name: &str| match node.attrs.get(name) {
+        None => Ok(None),
+        Some(super::Attr::Int(v)) => Ok(Some(*v)),
+        Some(_) => Err(Error::invalid(
+            "Unique",
+            name,
+            format!("{name} must be an integer"),
+        )),
+    };
+    Ok((int("axis")?, int("sorted")?.unwrap_or(1) != 0))
+}
+
+/// Unique's outputs' length is the number of distinct values: computed on the host while
+/// planning (`reference::unique`), from values known there or read back.
+static UNIQUE: OpDef = OpDef {
+    name: "Unique",
+    inputs: 1..=1,
+    outputs: 1..=4,
+    host: Some(|node, slots| {
+        let Some(x) = &slot_of(node, slots, 0, "X")?.host else {
+            return Ok(None);
+        };
+        let (axis, sorted) = unique_attrs(node)?;
+        let outs = crate::reference::unique::unique(x, axis, sorted)?;
+        Ok(Some(outs.into_iter().take(node.outputs.len()).collect()))
+    }),
+    attrs: &["axis", "sorted"],
+    run: |_, args| {
+        Err(Error::Graph(format!(
+            "node '{}': Unique input 'X' ('{}') is computed on the GPU, but its count of distinct values is the outputs' shape, which is needed on the host to plan the graph, and this run cannot read it back (a Scan body, or read-backs off as in the browser)",
+            args.node.name.escape_debug(),
+            args.node.inputs.first().map_or("", String::as_str).escape_debug()
         )))
     },
 };

@@ -155,6 +155,16 @@ fn run_node(
     if let Some(out) = super::det::run(node, args)? {
         return Ok(vec![out]);
     }
+    if op == "Unique" {
+        let x = a(0)?;
+        let int = |name: &str| match node.attrs.get(name) {
+            Some(crate::graph::Attr::Int(v)) => Some(*v),
+            _ => None,
+        };
+        let outs = super::unique::unique(&x, int("axis"), int("sorted").unwrap_or(1) != 0)
+            .map_err(|e| RefError(e.to_string()))?;
+        return Ok(outs.into_iter().take(node.outputs.len()).collect());
+    }
     if op == "NonMaxSuppression" {
         let boxes = a(0)?;
         let scores = a(1)?;

@@ -447,6 +447,7 @@ mod numeric;
 mod resize;
 mod spectral;
 mod tree_walk;
+pub mod unique;
 mod window;
 
 /// ONNX Cast on the host (what the GPU's Cast computes: constants made while planning, and

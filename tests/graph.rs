@@ -461,12 +461,29 @@ fn index_inputs_computed_from_graph_inputs_are_computed_on_the_host() {
     // The Mul of the Range's values and the limit runs on the GPU (the Reshape is a view).
     assert_eq!(dispatches, 1);
 
-    let on_gpu: Vec<(String, wgpu_ops::Tensor)> = inputs
-        .iter()
-        .map(|(name, v)| (name.clone(), wgpu_ops::Tensor::from_host(&ctx, v).unwrap()))
-        .collect();
-    let e = session
-        .run_tensors_blocking(on_gpu)
+    // Given as GPU tensors, the limit and the shape are read back (one round trip for each
+    // of the Range and the Reshape) and the results are the same.
+    let on_gpu = |ctx: &wgpu_ops::Context| -> Vec<(String, wgpu_ops::Tensor)> {
+        inputs
+            .iter()
+            .map(|(name, v)| (name.clone(), wgpu_ops::Tensor::from_host(ctx, v).unwrap()))
+            .collect()
+    };
+    let before = ctx.stats().read_backs;
+    let got_gpu = session.run_tensors_blocking(on_gpu(&ctx)).unwrap();
+    assert_eq!(ctx.stats().read_backs - before, 2);
+    for ((_, g), (_, h)) in got_gpu.iter().zip(&got) {
+        assert_eq!(&g.to_host_blocking().unwrap(), h);
+    }
+    // Without read-backs (as in the browser) the Range is refused.
+    let no_read_back = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        read_back: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let e = Session::new(&no_read_back, g)
+        .unwrap()
+        .run_tensors_blocking(on_gpu(&no_read_back))
         .unwrap_err()
         .to_string();
     assert!(e.contains("Range's length depends on its values"), "{e}");

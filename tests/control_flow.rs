@@ -466,3 +466,42 @@ fn conditions_and_trip_counts_computed_on_the_gpu_are_read_back() {
     assert_eq!(v[0].to_vec::<f32>().unwrap(), want);
     assert_eq!(ctx.stats().read_backs, 3);
 }
+
+/// A while loop whose condition the body computes on the GPU (halve v while its sum exceeds
+/// its length): the condition is read back once per iteration, and the loop ends where the
+/// interpreter's does.
+#[test]
+fn a_condition_the_body_computes_on_the_gpu_is_read_back_each_iteration() {
+    let v0 = HostTensor::from_vec(vec![LARGE], &vec![8f32; LARGE]).unwrap();
+    let body = Graph::new()
+        .input("i", DType::I64, &[])
+        .input("cond", DType::Bool, &[])
+        .input("v", DType::F32, &[None])
+        .constant("half", scalar(0.5f32))
+        .constant("limit", scalar(LARGE as f32))
+        .node(
+            Node::new("Mul", "halve")
+                .inputs(["v", "half"])
+                .outputs(["v_out"]),
+        )
+        .node(
+            Node::new("ReduceSum", "sum")
+                .inputs(["v_out"])
+                .outputs(["s"])
+                .attr("keepdims", Attr::Int(0)),
+        )
+        .node(
+            Node::new("Greater", "more")
+                .inputs(["s", "limit"])
+                .outputs(["cond_out"]),
+        )
+        .output("cond_out")
+        .output("v_out");
+    let g = input(input(Graph::new(), "v0", &v0), "c", &scalar(true));
+    let g = looped(g, "", "c", body);
+    let ctx = ctx();
+    let v = agrees_on(&ctx, g, vec![("v0", v0), ("c", scalar(true))]);
+    // 8 -> 4 -> 2 -> 1, where the sum no longer exceeds the length.
+    assert!(v[0].to_vec::<f32>().unwrap().iter().all(|&x| x == 1.0));
+    assert_eq!(ctx.stats().read_backs, 3);
+}

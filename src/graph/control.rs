@@ -449,6 +449,17 @@ fn unrolled(
         let scans = outputs.split_off(n + 1);
         carried = outputs.split_off(1);
         if cond.is_some() {
+            // A condition computed on the GPU (a while loop's convergence test) is read back
+            // where the run can (see `ContextOptions::read_back`).
+            #[cfg(feature = "native")]
+            if outputs[0].host.is_none() && outputs[0].non_tensor().is_none() && rec.can_read_back()
+            {
+                let t = outputs[0].tensor(&ctx)?;
+                let value = rec.read_back(LOOP, &[&t])?.remove(0);
+                let slot = Slot::input(value);
+                let _ = slot.gpu.set(t);
+                outputs[0] = slot;
+            }
             let out = &outputs[0];
             going = match out.host.as_deref() {
                 Some(h) if h.dtype == DType::Bool && h.numel() == 1 => h.data[0] != 0,
@@ -465,7 +476,7 @@ fn unrolled(
                     return Err(loop_invalid(
                         "body",
                         format!(
-                            "the body computes its condition ('{}') on the GPU; a Loop runs without a host round trip, so its condition must be known when the iteration is planned (computed from the iteration number, constants, graph inputs or shapes)",
+                            "the body computes its condition ('{}') on the GPU and this run cannot read it back (a Scan body, or read-backs off as in the browser), so it must be known when the iteration is planned (computed from the iteration number, constants, graph inputs or shapes)",
                             body.outputs[0].name.escape_debug()
                         ),
                     ))

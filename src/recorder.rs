@@ -327,13 +327,9 @@ impl Recorder {
         Ok(())
     }
 
-    /// Called between iterations of a loop: once enough commands are encoded, submits them and
-    /// starts a new command buffer (native: after the previous submission has completed), so
-    /// host and driver memory stay bounded however long the loop.
-    pub(crate) fn end_of_iteration(&mut self) -> Result<()> {
-        if self.capture.is_some() || self.unsubmitted < COMMANDS_PER_SUBMISSION {
-            return Ok(());
-        }
+    /// Submits the commands encoded so far (ending the compute pass) and starts a new command
+    /// buffer.
+    fn submit_encoded(&mut self) -> Result<wgpu::SubmissionIndex> {
         let ctx = self.ctx.clone();
         let encoder = std::mem::replace(
             &mut self.encoder,
@@ -349,9 +345,20 @@ impl Recorder {
         });
         self.keep(check)?;
         self.unsubmitted = 0;
+        Ok(index)
+    }
+
+    /// Called between iterations of a loop: once enough commands are encoded, submits them and
+    /// starts a new command buffer (native: after the previous submission has completed), so
+    /// host and driver memory stay bounded however long the loop.
+    pub(crate) fn end_of_iteration(&mut self) -> Result<()> {
+        if self.capture.is_some() || self.unsubmitted < COMMANDS_PER_SUBMISSION {
+            return Ok(());
+        }
+        let index = self.submit_encoded()?;
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(previous) = self.in_flight.replace(index) {
-            ctx.wait_for(previous)?;
+            self.ctx.wait_for(previous)?;
         }
         #[cfg(target_arch = "wasm32")]
         let _ = index;
@@ -387,20 +394,7 @@ impl Recorder {
             )));
         }
         let ctx = self.ctx.clone();
-        let encoder = std::mem::replace(
-            &mut self.encoder,
-            ctx.device()
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("wgpu-ops"),
-                }),
-        );
-        let pass = &mut self.pass;
-        let (index, check) = ctx.scoped("submit", || {
-            *pass = None;
-            ctx.submit(encoder.finish())
-        });
-        self.keep(check)?;
-        self.unsubmitted = 0;
+        let index = self.submit_encoded()?;
         self.in_flight = None;
         ctx.wait_for(index)?;
         ctx.count_read_back();

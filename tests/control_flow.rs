@@ -4,6 +4,8 @@
 //! body; and a Loop of 3000 iterations (the kind that runs as a replayed Scan: which loops do
 //! is tested in src/graph/control.rs), against the CPU interpreter.
 
+mod common;
+
 use wgpu_ops::graph::Attr;
 use wgpu_ops::{reference, DType, Graph, HostTensor, Node, Session};
 
@@ -36,11 +38,7 @@ const LARGE: usize = 20_000;
 /// Runs `g` on `inputs` without read-backs (as the browser runs it, see
 /// `ContextOptions::read_back`); the error's text where it fails.
 fn refusal(g: Graph, inputs: Vec<(&str, HostTensor)>) -> String {
-    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        read_back: Some(false),
-        ..Default::default()
-    })
-    .expect("an adapter");
+    let ctx = common::ctx_without_read_back();
     let given = inputs
         .into_iter()
         .map(|(n, v)| (n.to_string(), v))

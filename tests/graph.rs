@@ -476,11 +476,7 @@ fn index_inputs_computed_from_graph_inputs_are_computed_on_the_host() {
         assert_eq!(&g.to_host_blocking().unwrap(), h);
     }
     // Without read-backs (as in the browser) the Range is refused.
-    let no_read_back = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        read_back: Some(false),
-        ..Default::default()
-    })
-    .unwrap();
+    let no_read_back = common::ctx_without_read_back();
     let e = Session::new(&no_read_back, g)
         .unwrap()
         .run_tensors_blocking(on_gpu(&no_read_back))

@@ -4,6 +4,8 @@
 //! kernel for), a Conv inside a Scan body, the interpreter against the GPU on random
 //! geometry, and Einsum's numpy rules where onnxruntime refuses.
 
+mod common;
+
 use wgpu_ops::graph::Attr;
 use wgpu_ops::{reference, DType, Graph, HostTensor, Node, Session};
 
@@ -1294,11 +1296,7 @@ fn non_zero_of_known_values_and_of_gpu_values() {
     let want: Vec<i64> = (0..n as i64).filter(|i| i % 1000 == 7).collect();
     assert_eq!(got[0].1.to_vec::<i64>().unwrap(), want);
     assert_eq!(ctx.stats().read_backs, 1);
-    let no_read_back = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        read_back: Some(false),
-        ..Default::default()
-    })
-    .unwrap();
+    let no_read_back = common::ctx_without_read_back();
     let e = Session::new(&no_read_back, g)
         .and_then(|s| s.run_blocking(vec![("x".into(), x)]))
         .unwrap_err()
@@ -1398,11 +1396,7 @@ fn non_max_suppression_of_gpu_values_is_read_back() {
         );
         assert_eq!(interpreted, want);
     }
-    let no_read_back = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        read_back: Some(false),
-        ..Default::default()
-    })
-    .unwrap();
+    let no_read_back = common::ctx_without_read_back();
     let g = Graph::new()
         .input("boxes", DType::F32, &[Some(batches), Some(n), Some(4)])
         .input(

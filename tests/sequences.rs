@@ -440,11 +440,7 @@ fn misuse_is_refused_in_one_line_naming_the_op_and_the_input() {
                 .outputs(["y"]),
         )
         .output("y");
-    let no_read_back = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        read_back: Some(false),
-        ..Default::default()
-    })
-    .unwrap();
+    let no_read_back = common::ctx_without_read_back();
     let session = Session::new(&no_read_back, g.clone()).unwrap();
     let q = HostTensor::from_vec(vec![1], &[1i64]).unwrap();
     let a = HostTensor::from_vec(vec![2], &[1.0f32, 2.0]).unwrap();

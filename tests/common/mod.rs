@@ -66,6 +66,17 @@ pub fn own_ctx() -> Context {
     .expect("no GPU adapter")
 }
 
+/// A context of its own without read-backs (as the browser runs graphs): an op whose plan
+/// needs values computed on the GPU is refused instead (see `ContextOptions::read_back`).
+pub fn ctx_without_read_back() -> Context {
+    Context::new_blocking(ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        read_back: Some(false),
+        ..Default::default()
+    })
+    .expect("no GPU adapter")
+}
+
 /// `got` has `want`'s dtype and shape and each element is within `atol + rtol * |want|` of
 /// it (compared as f64; NaN where NaN, an infinity where the same infinity).
 pub fn assert_close(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64, what: &str) {

@@ -1697,6 +1697,35 @@ def nms_cases(out, manifest):
             m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
             name = f"ort_NonMaxSuppression_{label}_cap{cap}_iou{iou}_score{score}".replace(".", "_")
             written += ort_case(out, manifest, name, m, feeds, ["NonMaxSuppression"], 11, 0, 0)
+    # Boxes computed in the graph (anchors plus offsets, exact in f32: dyadic values), more of
+    # them than the executor computes while planning: they are computed on the GPU and read
+    # back. Likewise the class ids Unique counts (an ArgMax over 24 000 scores).
+    many = 5000
+    anchors = (rng.randint(-64, 64, (1, many, 4)) / 16).astype(np.float32)
+    anchors[:, :, 2:] += 2
+    offsets = (rng.randint(-8, 8, (1, many, 4)) / 32).astype(np.float32)
+    scores = rng.uniform(0, 1, (1, 2, many)).astype(np.float32)
+    nodes = [helper.make_node("Add", ["anchors", "offsets"], ["boxes"]),
+             helper.make_node("NonMaxSuppression", ["boxes", "scores", "max", "iou"], ["selected"])]
+    feeds = [("anchors", anchors), ("offsets", offsets), ("scores", scores),
+             ("max", np.array([50], np.int64)), ("iou", np.array([0.4], np.float32))]
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(nm, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+         for nm, v in feeds],
+        [helper.make_tensor_value_info("selected", T.INT64, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    written += ort_case(out, manifest, "ort_NonMaxSuppression_boxes_computed_on_gpu", m, feeds,
+                        ["Add", "NonMaxSuppression"], 11, 0, 0)
+    logits = rng.uniform(-1, 1, (6000, 4)).astype(np.float32)
+    nodes = [helper.make_node("ArgMax", ["logits"], ["ids"], axis=1, keepdims=0),
+             helper.make_node("Unique", ["ids"], ["y", "indices", "inverse", "counts"], sorted=1)]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("logits", T.FLOAT, [6000, 4])],
+        [onnx.ValueInfoProto(name=o) for o in ("y", "indices", "inverse", "counts")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    written += ort_case(out, manifest, "ort_Unique_of_argmax_computed_on_gpu", m, [("logits", logits)],
+                        ["ArgMax", "Unique"], 13, 0, 0)
     return written
 
 

@@ -17,7 +17,7 @@ use super::exec::{
 };
 use super::registry::OpDef;
 use super::{Attr, Graph, Node, ValueInfo};
-use crate::{Context, DType, Error, HostTensor, Out, Recorder, Result, Tensor};
+use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 
 const OP: &str = "If";
 
@@ -130,10 +130,6 @@ fn placed(
     })
 }
 
-fn share(slot: &Slot, ctx: &Context) -> Result<Slot> {
-    slot.share(ctx)
-}
-
 /// The slots of `graph`'s outputs after recording it against `inner`, taken out of it (a
 /// value of an enclosing graph, or one named twice, is shared), each checked against its
 /// declaration.
@@ -149,7 +145,7 @@ pub(crate) fn take_outputs(
     for (i, decl) in graph.outputs.iter().enumerate() {
         let name = decl.name.as_str();
         let slot = match (taken.get(name), inner.slots.remove(name)) {
-            (Some(&j), _) => share(&outputs[j], ctx)?,
+            (Some(&j), _) => outputs[j].share(ctx)?,
             (None, Some(s)) => s,
             (None, None) => {
                 let outer = inner.get(name).ok_or_else(|| {
@@ -158,7 +154,7 @@ pub(crate) fn take_outputs(
                         name.escape_debug()
                     ))
                 })?;
-                share(outer, ctx)?
+                outer.share(ctx)?
             }
         };
         super::sequence::check_slot(decl, what, &slot)?;
@@ -410,7 +406,7 @@ fn unrolled(
     let order = body.schedule(&scope.names())?;
     let mut carried: Vec<Slot> = (0..n)
         .map(|j| match slots.get(2 + j).copied().flatten() {
-            Some(s) => share(s, &ctx),
+            Some(s) => s.share(&ctx),
             None => Err(loop_invalid(
                 "v_initial",
                 format!("loop-carried value {j} is left out"),

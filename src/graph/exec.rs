@@ -406,15 +406,15 @@ pub(crate) fn record_graph_planned(
         .flat_map(|n| n.outputs.iter().map(String::as_str))
         .collect();
     let dead_after = DeadAfter {
-        produced: produced.clone(),
-        keep: keep.clone(),
+        produced,
+        keep,
         placed: placements.keys().map(String::as_str).collect(),
-        last_use: last_use.clone(),
+        last_use,
     };
     let (deferred, swappable) = if ctx.fuse_elementwise() {
-        let swappable = fuse::swappable(graph, &keep, placements);
+        let swappable = fuse::swappable(graph, &dead_after.keep, placements);
         (
-            fuse::deferrable(graph, &keep, placements, &swappable),
+            fuse::deferrable(graph, &dead_after.keep, placements, &swappable),
             swappable,
         )
     } else {

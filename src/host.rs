@@ -68,6 +68,33 @@ pub(crate) fn check_bytes(
     Ok(())
 }
 
+/// A tensor of strings (ONNX `tensor(string)`), on the host only: string ops run while a graph
+/// is planned (see `graph::strings`), and no kernel reads strings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StringTensor {
+    pub shape: Vec<usize>,
+    /// C order.
+    pub values: Vec<String>,
+}
+
+impl StringTensor {
+    /// Fails when the number of values does not match the shape.
+    pub fn new(shape: Vec<usize>, values: Vec<String>) -> Result<Self> {
+        if checked_numel(&shape) != Some(values.len()) {
+            return Err(Error::invalid(
+                "StringTensor",
+                "values",
+                format!("{} strings do not fill shape {shape:?}", values.len()),
+            ));
+        }
+        Ok(StringTensor { shape, values })
+    }
+
+    pub fn numel(&self) -> usize {
+        self.values.len()
+    }
+}
+
 /// Element strides of a C-order tensor of `shape`.
 pub(crate) fn c_strides(shape: &[usize]) -> Vec<u64> {
     let mut s = vec![1u64; shape.len()];

@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use crate::{DType, Error, HostTensor, Result};
+use crate::{DType, Error, HostTensor, Result, StringTensor};
 
 fn descr(dtype: DType) -> &'static str {
     match dtype {
@@ -117,6 +117,114 @@ pub fn from_bytes(what: &str, bytes: &[u8]) -> Result<HostTensor> {
     HostTensor::from_bytes(dtype, shape, data)
 }
 
+/// Whether `.npy` bytes hold numpy strings (`<U` fixed-width unicode).
+pub fn holds_strings(bytes: &[u8]) -> bool {
+    let mut reader = bytes;
+    npyz::NpyFile::new(&mut reader).is_ok_and(|f| match f.dtype() {
+        npyz::DType::Plain(t) => t
+            .to_string()
+            .trim_start_matches(['<', '|', '='])
+            .starts_with('U'),
+        _ => false,
+    })
+}
+
+/// Parses `.npy` bytes of numpy strings (`<Un`: n UTF-32 code units per string, padded with
+/// NULs) as a string tensor; `what` names the source in errors.
+pub fn strings_from_bytes(what: &str, bytes: &[u8]) -> Result<StringTensor> {
+    let mut reader = bytes;
+    let file = npyz::NpyFile::new(&mut reader)
+        .map_err(|e| file_error(what, format!("not a valid .npy file: {e}")))?;
+    let descr = match file.dtype() {
+        npyz::DType::Plain(t) => t.to_string(),
+        other => {
+            return Err(file_error(
+                what,
+                format!("unsupported .npy dtype {}", other.descr()),
+            ))
+        }
+    };
+    let width = descr
+        .strip_prefix("<U")
+        .or_else(|| descr.strip_prefix("|U"))
+        .or_else(|| descr.strip_prefix("=U"))
+        .and_then(|n| n.parse::<usize>().ok())
+        .ok_or_else(|| {
+            file_error(
+                what,
+                format!("dtype '{descr}' is not numpy's little-endian strings (<U)"),
+            )
+        })?;
+    if file.order() == npyz::Order::Fortran && file.shape().iter().filter(|&&d| d > 1).count() > 1 {
+        return Err(file_error(
+            what,
+            "Fortran-order arrays are not supported; save in C order",
+        ));
+    }
+    let shape: Vec<usize> = file
+        .shape()
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| file_error(what, "dimension too large")))
+        .collect::<Result<_>>()?;
+    let mut data = Vec::new();
+    file.into_inner()
+        .read_to_end(&mut data)
+        .map_err(|e| file_error(what, e))?;
+    let numel = crate::host::checked_numel(&shape);
+    if numel.and_then(|n| n.checked_mul(width * 4)) != Some(data.len()) {
+        return Err(file_error(
+            what,
+            format!(
+                "holds {} data bytes but its header announces {shape:?} of {descr}",
+                data.len()
+            ),
+        ));
+    }
+    let mut values = Vec::with_capacity(numel.unwrap_or(0));
+    for (i, item) in data.chunks(width * 4).enumerate() {
+        let mut s = String::new();
+        for unit in item.chunks_exact(4) {
+            let code = u32::from_le_bytes([unit[0], unit[1], unit[2], unit[3]]);
+            if code == 0 {
+                break;
+            }
+            s.push(char::from_u32(code).ok_or_else(|| {
+                file_error(
+                    what,
+                    format!("string {i} holds {code:#x}, which is not a character"),
+                )
+            })?);
+        }
+        values.push(s);
+    }
+    // An empty tensor's data is empty whatever its width.
+    if width == 0 {
+        values = vec![String::new(); numel.unwrap_or(0)];
+    }
+    StringTensor::new(shape, values)
+}
+
+/// The `.npy` bytes of string tensor `t`, as numpy writes `np.array([...], dtype=str)`.
+pub fn strings_to_bytes(t: &StringTensor) -> Vec<u8> {
+    let width = t
+        .values
+        .iter()
+        .map(|s| s.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut data = Vec::with_capacity(t.numel() * width * 4);
+    for s in &t.values {
+        let mut n = 0;
+        for c in s.chars() {
+            data.extend_from_slice(&(c as u32).to_le_bytes());
+            n += 1;
+        }
+        data.resize(data.len() + (width - n) * 4, 0);
+    }
+    with_header(&format!("<U{width}"), &t.shape, data)
+}
+
 pub fn read(path: &Path) -> Result<HostTensor> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| file_error(&shown, e))?;
@@ -127,7 +235,12 @@ pub fn read(path: &Path) -> Result<HostTensor> {
 /// field, else version 2.0 (32-bit length, which numpy reads likewise): a tensor of very high
 /// rank has a long shape text.
 pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
-    let shape = match t.shape.as_slice() {
+    with_header(descr(t.dtype), &t.shape, t.data.clone())
+}
+
+/// `data` after the header of an array of `descr` and `shape`.
+fn with_header(descr: &str, shape: &[usize], data: Vec<u8>) -> Vec<u8> {
+    let shape = match shape {
         [] => "()".to_string(),
         [d] => format!("({d},)"),
         dims => format!(
@@ -138,10 +251,7 @@ pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
                 .join(", ")
         ),
     };
-    let dict = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
-        descr(t.dtype)
-    );
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // Magic, version, length field, the dict, then spaces and a newline up to a multiple of 64.
     let padded = |field: usize| (6 + 2 + field + dict.len() + 1).div_ceil(64) * 64 - (8 + field);
     let (version, field) = if padded(2) <= usize::from(u16::MAX) {
@@ -151,7 +261,7 @@ pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
     };
     let header_len = padded(field);
     let total = 8 + field + header_len;
-    let mut out = Vec::with_capacity(total + t.data.len());
+    let mut out = Vec::with_capacity(total + data.len());
     out.extend_from_slice(b"\x93NUMPY");
     out.extend_from_slice(&[version, 0]);
     if version == 1 {
@@ -162,8 +272,25 @@ pub fn to_bytes(t: &HostTensor) -> Vec<u8> {
     out.extend_from_slice(dict.as_bytes());
     out.resize(total - 1, b' ');
     out.push(b'\n');
-    out.extend_from_slice(&t.data);
+    out.extend_from_slice(&data);
     out
+}
+
+/// Reads a `.npy` file of numbers or of strings.
+pub fn read_value(path: &Path) -> Result<crate::graph::Value> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| file_error(&shown, e))?;
+    if holds_strings(&bytes) {
+        return strings_from_bytes(&shown, &bytes).map(crate::graph::Value::Strings);
+    }
+    from_bytes(&shown, &bytes).map(crate::graph::Value::Tensor)
+}
+
+pub fn write_strings(path: &Path, t: &StringTensor) -> Result<()> {
+    let shown = path.display().to_string();
+    let mut f = std::fs::File::create(path).map_err(|e| file_error(&shown, e))?;
+    f.write_all(&strings_to_bytes(t))
+        .map_err(|e| file_error(&shown, e))
 }
 
 pub fn write(path: &Path, t: &HostTensor) -> Result<()> {

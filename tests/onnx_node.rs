@@ -161,6 +161,16 @@ fn compare_values(got: &Value, want: &Value, rtol: f64, atol: f64) -> Option<Str
             })
         }
         (Value::None, Value::None) => None,
+        // Strings compare exactly.
+        (Value::Strings(g), Value::Strings(w)) if g.shape != w.shape => {
+            Some(format!("shape {:?}, want {:?}", g.shape, w.shape))
+        }
+        (Value::Strings(g), Value::Strings(w)) => g
+            .values
+            .iter()
+            .zip(&w.values)
+            .enumerate()
+            .find_map(|(i, (g, w))| (g != w).then(|| format!("string {i}: got {g:?}, want {w:?}"))),
         _ => Some(format!("got {}, want {}", describe(got), describe(want))),
     }
 }

@@ -129,7 +129,10 @@ fn run(
                 .collect::<Result<_, Error>>()?;
             Value::Sequence(items)
         } else {
-            Value::Tensor(npy::as_declared(npy::read(file)?, declared)?)
+            match npy::read_value(file)? {
+                Value::Tensor(t) => Value::Tensor(npy::as_declared(t, declared)?),
+                strings => strings,
+            }
         };
         values.push((name.clone(), value));
     }
@@ -236,6 +239,13 @@ fn write_outputs(dir: &Path, outputs: &[(String, Value)]) -> Result<(), Error> {
                     npy::write(&tmp.join(format!("{i}.npy")), t)?;
                 }
             }
+            Value::Strings(t) => {
+                let tmp = dir.join(format!(".{name}.npy.partial"));
+                partial
+                    .files
+                    .push((tmp.clone(), dir.join(format!("{name}.npy"))));
+                npy::write_strings(&tmp, t)?;
+            }
             // Nothing, and no file of an earlier run left to be taken for it.
             Value::None => cleared.push(dir.join(format!("{name}.npy"))),
         }
@@ -283,8 +293,12 @@ fn info(path: &Path) -> Result<(), Error> {
                 .collect();
             format!("[{}]", dims.join(", "))
         });
+        let (kind, dtype) = match v.kind {
+            graph::ValueKind::Strings => ("", "string".to_string()),
+            _ => ("", dtype),
+        };
         let kind = match v.kind {
-            graph::ValueKind::Tensor => "",
+            graph::ValueKind::Tensor | graph::ValueKind::Strings => kind,
             graph::ValueKind::Sequence => "sequence of ",
             graph::ValueKind::OptionalTensor => "optional ",
             graph::ValueKind::OptionalSequence => "optional sequence of ",

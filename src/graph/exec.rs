@@ -10,7 +10,9 @@ use super::registry::{self, OpDef};
 use super::{Attr, Graph, Node, Value, ValueKind};
 use crate::kernels::program::Values;
 use crate::recorder::SparePool;
-use crate::{download_all, Context, DType, Error, HostTensor, Out, Recorder, Result, Tensor};
+use crate::{
+    download_all, Context, DType, Error, HostTensor, Out, Recorder, Result, StringTensor, Tensor,
+};
 
 /// A value during a run: known on the host (inputs, constants), on the GPU, or both.
 #[derive(Default)]
@@ -36,6 +38,8 @@ pub(crate) struct Slot {
     pub seq: Option<Sequence>,
     /// An ONNX optional that holds nothing, not a tensor.
     pub absent: bool,
+    /// A tensor of strings, on the host only (see [`super::strings`]).
+    pub strings: Option<Arc<StringTensor>>,
 }
 
 /// A sequence during planning: its tensors, each on the host or on the GPU, and their dtype
@@ -62,6 +66,7 @@ impl Slot {
             reserved: Default::default(),
             seq: None,
             absent: false,
+            strings: None,
         }
     }
     pub fn constant(value: impl Into<Arc<HostTensor>>) -> Slot {
@@ -75,6 +80,7 @@ impl Slot {
             reserved: Default::default(),
             seq: None,
             absent: false,
+            strings: None,
         }
     }
     pub fn gpu(value: Tensor) -> Slot {
@@ -94,12 +100,20 @@ impl Slot {
             ..Slot::default()
         }
     }
-    /// What the slot holds when it is not a tensor ("a sequence", "an empty optional").
+    pub fn strings(value: impl Into<Arc<StringTensor>>) -> Slot {
+        Slot {
+            strings: Some(value.into()),
+            ..Slot::default()
+        }
+    }
+    /// What the slot holds when it is not a tensor of numbers ("a sequence", "an empty
+    /// optional", "a string tensor").
     pub fn non_tensor(&self) -> Option<&'static str> {
-        match (&self.seq, self.absent) {
-            (Some(_), _) => Some("a sequence"),
-            (None, true) => Some("an empty optional"),
-            (None, false) => None,
+        match (&self.seq, self.absent, &self.strings) {
+            (Some(_), _, _) => Some("a sequence"),
+            (None, true, _) => Some("an empty optional"),
+            (None, false, Some(_)) => Some("a string tensor"),
+            (None, false, None) => None,
         }
     }
     /// Another slot of the same value (a host value shared, a GPU tensor's handle cloned, a
@@ -115,13 +129,23 @@ impl Slot {
                     .collect::<Result<_>>()?,
             }),
             _ if self.absent => Slot::absent(),
+            _ if self.strings.is_some() => Slot {
+                strings: self.strings.clone(),
+                constant: self.constant,
+                ..Slot::default()
+            },
             (None, Some(h)) if self.constant => Slot::constant(h.clone()),
             (None, Some(h)) => Slot::input(h.clone()),
             (None, None) => Slot::gpu(self.tensor(ctx)?),
         })
     }
-    /// The dtype and shape of a tensor's slot (callers check [`Slot::non_tensor`] first).
+    /// The dtype and shape of a tensor's slot (callers check [`Slot::non_tensor`] first; a
+    /// string tensor gives its shape and, having no dtype, `U8`, so that a caller that did not
+    /// check still does not panic).
     pub fn dtype_shape(&self) -> (DType, Vec<usize>) {
+        if let Some(s) = &self.strings {
+            return (DType::U8, s.shape.clone());
+        }
         let swapped = match (&self.swapped, &self.swapped_pending) {
             (Some(t), _) => Some((t.dtype(), t.shape().to_vec())),
             (_, Some(p)) => Some((p.program.out(), p.shape.clone())),
@@ -430,6 +454,19 @@ pub(crate) fn record_graph_planned(
         };
         #[cfg(feature = "native")]
         read_back_plan_inputs(rec, scope, node).map_err(in_node)?;
+        let here = input_slots(scope, node);
+        if super::strings::handles(node, &here) || super::strings::makes_strings(node) {
+            let _numbers = super::strings::host_inputs(node, &here);
+            #[cfg(feature = "native")]
+            read_back_inputs(rec, scope, node, &_numbers).map_err(in_node)?;
+            materialize(rec, scope, node).map_err(in_node)?;
+            let outputs = super::strings::record(rec, scope, node).map_err(in_node)?;
+            for (name, slot) in node.outputs.iter().zip(outputs) {
+                scope.slots.insert(name.clone(), slot);
+            }
+            release_dead(rec, scope, node, &reads[k], pos, &dead_after);
+            continue;
+        }
         if super::sequence::handles(node, &input_slots(scope, node)) {
             materialize(rec, scope, node).map_err(in_node)?;
             let outputs =
@@ -609,11 +646,23 @@ pub(crate) fn record_graph_planned(
 /// refuses them.
 #[cfg(feature = "native")]
 fn read_back_plan_inputs(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<()> {
+    read_back_inputs(rec, scope, node, registry::host_inputs(&node.op))
+}
+
+/// Reads back `node`'s inputs `indices` where they were computed on the GPU (see
+/// [`read_back_plan_inputs`]).
+#[cfg(feature = "native")]
+fn read_back_inputs(
+    rec: &mut Recorder,
+    scope: &mut Scope<'_>,
+    node: &Node,
+    indices: &[usize],
+) -> Result<()> {
     if !rec.can_read_back() {
         return Ok(());
     }
     let mut names: Vec<&String> = Vec::new();
-    for &i in registry::host_inputs(&node.op) {
+    for &i in indices {
         let Some(name) = node.inputs.get(i).filter(|n| !n.is_empty()) else {
             continue;
         };
@@ -979,6 +1028,7 @@ enum Given {
     Tensor(Arc<HostTensor>),
     Sequence(Vec<Arc<HostTensor>>),
     None,
+    Strings(Arc<StringTensor>),
 }
 
 /// A validated, scheduled graph bound to a context, ready to run many times.
@@ -1146,6 +1196,7 @@ impl Session {
                         Given::Sequence(items.into_iter().map(Arc::new).collect())
                     }
                     Value::None => Given::None,
+                    Value::Strings(t) => Given::Strings(Arc::new(t)),
                 };
                 (n, given)
             })
@@ -1157,6 +1208,7 @@ impl Session {
                 items: items.iter().map(|t| Slot::input(t.clone())).collect(),
             }),
             Given::None => Slot::absent(),
+            Given::Strings(t) => Slot::strings(t.clone()),
         };
         let slots = || {
             inputs
@@ -1172,7 +1224,7 @@ impl Session {
             let slot = &scope.slots[o.name.as_str()];
             let items: Vec<&Slot> = match &slot.seq {
                 Some(seq) => seq.items.iter().collect(),
-                None if slot.absent => Vec::new(),
+                None if slot.absent || slot.strings.is_some() => Vec::new(),
                 None => vec![slot],
             };
             for item in items.into_iter().filter(|s| s.host.is_none()) {
@@ -1191,7 +1243,10 @@ impl Session {
             let value = match &slot.seq {
                 Some(seq) => Value::Sequence(seq.items.iter().map(&mut value_of).collect()),
                 None if slot.absent => Value::None,
-                None => Value::Tensor(value_of(slot)),
+                None => match &slot.strings {
+                    Some(t) => Value::Strings(StringTensor::clone(t)),
+                    None => Value::Tensor(value_of(slot)),
+                },
             };
             results.push((o.name.clone(), value));
         }

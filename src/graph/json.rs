@@ -89,9 +89,10 @@ fn value_info(v: &Value, what: &str, allow_null: bool) -> Result<ValueInfo> {
             Some("sequence") => super::ValueKind::Sequence,
             Some("optional") => super::ValueKind::OptionalTensor,
             Some("optional sequence") => super::ValueKind::OptionalSequence,
+            Some("strings") => super::ValueKind::Strings,
             _ => {
                 return Err(err(format!(
-                    "{what}: kind must be \"tensor\", \"sequence\", \"optional\" or \"optional sequence\", not {k}"
+                    "{what}: kind must be \"tensor\", \"sequence\", \"optional\", \"optional sequence\" or \"strings\", not {k}"
                 )))
             }
         },

@@ -15,12 +15,14 @@ pub(crate) mod recurrence;
 pub(crate) mod registry;
 pub(crate) mod scan;
 pub(crate) mod sequence;
+pub(crate) mod strings;
 
 pub use exec::Session;
 pub use registry::{is_op, op_names};
 
 /// What a graph input or output holds: a tensor (the default), an ONNX sequence of tensors,
-/// or an ONNX optional (of a tensor or of a sequence), which may hold nothing.
+/// an ONNX optional (of a tensor or of a sequence), which may hold nothing, or a tensor of
+/// strings (held on the host only).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ValueKind {
     #[default]
@@ -28,6 +30,7 @@ pub enum ValueKind {
     Sequence,
     OptionalTensor,
     OptionalSequence,
+    Strings,
 }
 
 impl ValueKind {
@@ -37,6 +40,7 @@ impl ValueKind {
             ValueKind::Sequence => "a sequence",
             ValueKind::OptionalTensor => "an optional tensor",
             ValueKind::OptionalSequence => "an optional sequence",
+            ValueKind::Strings => "a string tensor",
         }
     }
 }
@@ -53,13 +57,14 @@ pub struct ValueInfo {
 }
 
 /// A value handed to or from [`Session::run_values`]: a tensor, a sequence of tensors (ONNX
-/// `seq(tensor)`), or an optional that holds nothing (an optional that holds a value is that
-/// value).
+/// `seq(tensor)`), an optional that holds nothing (an optional that holds a value is that
+/// value), or a tensor of strings (ONNX `tensor(string)`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Tensor(HostTensor),
     Sequence(Vec<HostTensor>),
     None,
+    Strings(crate::StringTensor),
 }
 
 impl Value {
@@ -69,6 +74,7 @@ impl Value {
             Value::Tensor(_) => "a tensor",
             Value::Sequence(_) => "a sequence",
             Value::None => "an empty optional",
+            Value::Strings(_) => "a string tensor",
         }
     }
 }

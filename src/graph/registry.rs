@@ -127,6 +127,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &UNIQUE,
         ])
         .chain(super::sequence::DEFS.iter().copied())
+        .chain(super::strings::DEFS.iter().copied())
 }
 
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {

@@ -73,6 +73,33 @@ pub(crate) fn check_slot(decl: &ValueInfo, what: &str, slot: &Slot) -> Result<()
         let (dtype, shape) = slot.dtype_shape();
         decl.check(what, dtype, &shape)
     };
+    if let Some(strings) = &slot.strings {
+        return match decl.kind {
+            ValueKind::Strings | ValueKind::Tensor | ValueKind::OptionalTensor
+                if decl.dtype.is_none() =>
+            {
+                ValueInfo {
+                    kind: ValueKind::Tensor,
+                    ..decl.clone()
+                }
+                .check(what, DType::U8, &strings.shape)
+            }
+            _ if named_only => Ok(()),
+            _ => Err(Error::Graph(format!(
+                "{what} '{}' is declared {}{} but is a string tensor",
+                decl.name.escape_debug(),
+                decl.kind.name(),
+                decl.dtype.map_or(String::new(), |d| format!(" of {d}"))
+            ))),
+        };
+    }
+    if decl.kind == ValueKind::Strings {
+        return Err(Error::Graph(format!(
+            "{what} '{}' is declared a string tensor but is {}",
+            decl.name.escape_debug(),
+            slot.non_tensor().unwrap_or("a tensor of numbers")
+        )));
+    }
     match (decl.kind, &slot.seq, slot.absent) {
         (_, None, false) if matches!(decl.kind, ValueKind::Tensor | ValueKind::OptionalTensor) => {
             tensor_check()

@@ -23,6 +23,9 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     let Some(op) = node.op.strip_prefix("ai.onnx.ml.") else {
         return Ok(None);
     };
+    if let Some(expansion) = with_string_labels(node)? {
+        return Ok(Some(expansion));
+    }
     let expansion = match op {
         "Binarizer" => binarizer(node)?,
         "Scaler" => scaler(node)?,
@@ -38,6 +41,69 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         _ => return Ok(None),
     };
     Ok(Some(expansion))
+}
+
+/// A classifier with string class labels (`classlabels_strings`): expanded with the labels'
+/// positions as its integer labels, then the label strings gathered at them (a string op,
+/// which reads the positions back from the GPU). A LabelEncoder that maps strings: the graph's
+/// LabelEncoder, a string op. `None` for other nodes.
+fn with_string_labels(node: &Node) -> Result<Option<Expansion>> {
+    let op = node.op.strip_prefix("ai.onnx.ml.").unwrap_or_default();
+    if op == "LabelEncoder" {
+        let strings = [
+            "keys_strings",
+            "values_strings",
+            "keys_tensor",
+            "values_tensor",
+        ]
+        .iter()
+        .any(|k| matches!(node.attrs.get(*k), Some(Attr::Strings(_))));
+        if !strings {
+            return Ok(None);
+        }
+        let mut n = node.clone();
+        n.op = "LabelEncoder".into();
+        return Ok(Some((vec![n], Vec::new())));
+    }
+    if !matches!(
+        op,
+        "LinearClassifier" | "TreeEnsembleClassifier" | "SVMClassifier"
+    ) {
+        return Ok(None);
+    }
+    let labels = Attrs(node).strings("classlabels_strings")?;
+    if labels.is_empty() {
+        return Ok(None);
+    }
+    let Some(label_out) = node.outputs.first().filter(|o| !o.is_empty()).cloned() else {
+        return Ok(None);
+    };
+    let mut n = node.clone();
+    n.attrs.remove("classlabels_strings");
+    let positions: Vec<i64> = (0..labels.len() as i64).collect();
+    n.attrs
+        .insert("classlabels_int64s".into(), Attr::Ints(positions));
+    let b = Builder::new(node, &label_out);
+    let index = b.name("label_position");
+    n.outputs[0] = index.clone();
+    let (mut nodes, constants) = match expand(&n)? {
+        Some(e) => e,
+        None => return Ok(None),
+    };
+    let table = b.name("label_strings");
+    let count = labels.len() as i64;
+    nodes.push(
+        Node::new("StringConstant", table.as_str())
+            .outputs([table.as_str()])
+            .attr("value", Attr::Strings(labels))
+            .attr("shape", Attr::Ints(vec![count])),
+    );
+    nodes.push(
+        Node::new("Gather", label_out.as_str())
+            .inputs([table.as_str(), index.as_str()])
+            .outputs([label_out.as_str()]),
+    );
+    Ok(Some((nodes, constants)))
 }
 
 /// Typed reads of a node's attributes, absent ones as their defaults.
@@ -115,13 +181,9 @@ impl Attrs<'_> {
         }
     }
 
-    /// Integer class labels; string labels have no dtype here.
+    /// Integer class labels (string labels are their positions here, see
+    /// [`with_string_labels`]).
     fn class_labels(&self) -> Result<Vec<i64>> {
-        if !self.strings("classlabels_strings")?.is_empty() {
-            return Err(self.bad(
-                "has string class labels (classlabels_strings): strings are not a supported dtype; export the model with integer labels",
-            ));
-        }
         match self.ints("classlabels_int64s")? {
             v if v.is_empty() => self.ints("classlabels_ints"),
             v => Ok(v),
@@ -1967,13 +2029,6 @@ fn one_hot_encoder(node: &Node) -> Result<Expansion> {
 fn label_encoder(node: &Node) -> Result<Expansion> {
     let a = Attrs(node);
     let (x, y) = io(node)?;
-    for name in ["keys_strings", "values_strings"] {
-        if !a.strings(name)?.is_empty() {
-            return Err(a.bad(format!(
-                "maps strings ({name}): strings are not a supported dtype"
-            )));
-        }
-    }
     let tensor = |name: &str| match a.get(name) {
         Some(Attr::Tensor(t)) => Some(t.clone()),
         _ => None,

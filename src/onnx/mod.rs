@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use prost::Message;
 
 use crate::graph::{is_op, Attr, Graph, Node, ValueInfo, ValueKind};
-use crate::{Context, DType, Error, HostTensor, Result, Session};
+use crate::{Context, DType, Error, HostTensor, Result, Session, StringTensor};
 
 mod attention;
 mod defined;
@@ -209,6 +209,11 @@ impl Loader<'_> {
         let mut out = Graph::new();
         let initialized: HashSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
         for t in &g.initializer {
+            // Strings are not constants of the GPU's: a node makes them while planning.
+            if let Some(s) = self.string_tensor(t, "initializer")? {
+                out.nodes.push(string_constant(t.name(), s));
+                continue;
+            }
             out.constants
                 .push((t.name().to_string(), self.tensor(t, "initializer")?.into()));
         }
@@ -283,6 +288,16 @@ impl Loader<'_> {
         let mut attrs = BTreeMap::new();
         for a in &n.attribute {
             attrs.insert(a.name().to_string(), self.attr(a, &name, depth)?);
+        }
+        if domain.is_empty() && n.op_type() == "Constant" {
+            if let Some(s) = self.constant_strings(n)? {
+                let output = n.output.first().map_or("", String::as_str);
+                out.nodes.push(Node {
+                    name,
+                    ..string_constant(output, s)
+                });
+                return Ok(());
+            }
         }
         let op = if domain.is_empty() {
             n.op_type().to_string()
@@ -458,10 +473,14 @@ impl Loader<'_> {
             AttributeType::Strings => {
                 Attr::Strings(a.strings.iter().map(|s| text(s)).collect::<Result<_>>()?)
             }
-            AttributeType::Tensor => Attr::Tensor(self.tensor(
-                a.t.as_ref().ok_or_else(|| bad("has no tensor"))?,
-                "attribute",
-            )?),
+            AttributeType::Tensor => {
+                let t = a.t.as_ref().ok_or_else(|| bad("has no tensor"))?;
+                match self.string_tensor(t, "attribute")? {
+                    // Its values (a Constant keeps its shape, see `Loader::node`).
+                    Some(s) => Attr::Strings(s.values),
+                    None => Attr::Tensor(self.tensor(t, "attribute")?),
+                }
+            }
             AttributeType::Graph => Attr::Graph(Box::new(
                 self.graph(a.g.as_ref().ok_or_else(|| bad("has no graph"))?, depth + 1)?,
             )),
@@ -478,6 +497,62 @@ impl Loader<'_> {
                 )))
             }
         })
+    }
+
+    /// The value of a Constant node that holds strings (`value` of strings, `value_strings`).
+    fn constant_strings(&self, n: &proto::NodeProto) -> Result<Option<StringTensor>> {
+        for a in &n.attribute {
+            match a.name() {
+                "value" => {
+                    if let Some(t) = &a.t {
+                        return self.string_tensor(t, "Constant value");
+                    }
+                }
+                "value_strings" => {
+                    let values = a
+                        .strings
+                        .iter()
+                        .map(|b| {
+                            String::from_utf8(b.clone()).map_err(|_| {
+                                Error::Model(format!(
+                                    "Constant '{}': value_strings holds bytes that are not UTF-8 text",
+                                    n.name().escape_debug()
+                                ))
+                            })
+                        })
+                        .collect::<Result<Vec<String>>>()?;
+                    return Ok(Some(StringTensor::new(vec![values.len()], values)?));
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// A tensor of strings (`None` where `t` is not one): its `string_data`, as UTF-8 text.
+    fn string_tensor(&self, t: &proto::TensorProto, what: &str) -> Result<Option<StringTensor>> {
+        if t.data_type() != DataType::String as i32 {
+            return Ok(None);
+        }
+        let bad =
+            |msg: String| Error::Model(format!("{what} '{}': {msg}", t.name().escape_debug()));
+        let shape: Vec<usize> = t
+            .dims
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| bad(format!("dimension {d} is negative"))))
+            .collect::<Result<_>>()?;
+        let values = t
+            .string_data
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                String::from_utf8(b.clone())
+                    .map_err(|_| bad(format!("string {i} is not UTF-8 text")))
+            })
+            .collect::<Result<Vec<String>>>()?;
+        StringTensor::new(shape, values)
+            .map(Some)
+            .map_err(|e| bad(e.to_string()))
     }
 
     /// A tensor's values from its raw bytes, its typed field, or its external-data file.
@@ -985,6 +1060,11 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         "Cast" | "BitCast" => {
             if let Some(Attr::Int(to)) = node.attrs.get("to") {
                 let to = i32::try_from(*to).unwrap_or(-1);
+                if node.op == "Cast" && to == DataType::String as i32 {
+                    node.attrs
+                        .insert("to".into(), Attr::String("string".into()));
+                    return Ok((true, Vec::new(), Vec::new()));
+                }
                 let dtype = dtype_of(DataType::try_from(to).unwrap_or(DataType::Undefined))
                     .ok_or_else(|| {
                         bad(format!(
@@ -1035,6 +1115,15 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
 /// replace it).
 type Normalized = (bool, Vec<(String, HostTensor)>, Vec<Node>);
 
+/// The graph node that makes string tensor `value` as `output`.
+fn string_constant(output: &str, value: StringTensor) -> Node {
+    let shape: Vec<i64> = value.shape.iter().map(|&d| d as i64).collect();
+    Node::new("StringConstant", format!("{output}/strings"))
+        .outputs([output])
+        .attr("value", Attr::Strings(value.values))
+        .attr("shape", Attr::Ints(shape))
+}
+
 fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
     let bad = |msg: String| Error::Model(format!("value '{}': {msg}", v.name()));
     let mut info = ValueInfo::named(v.name());
@@ -1059,7 +1148,15 @@ fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
     let Some(t) = t else {
         return Ok(info);
     };
-    if t.elem_type.is_some() {
+    if t.elem_type() == DataType::String as i32 {
+        if kind != ValueKind::Tensor {
+            return Err(bad(format!(
+                "{} of strings is not supported (tensors of strings are)",
+                kind.name()
+            )));
+        }
+        info.kind = ValueKind::Strings;
+    } else if t.elem_type.is_some() {
         let code = DataType::try_from(t.elem_type()).unwrap_or(DataType::Undefined);
         info.dtype = Some(dtype_of(code).ok_or_else(|| {
             bad(format!(
@@ -1304,7 +1401,14 @@ pub fn value_from_bytes(bytes: &[u8], kind: ValueKind) -> Result<crate::graph::V
         Ok(Value::Sequence(items))
     };
     match kind {
-        ValueKind::Tensor => tensor_from_bytes(bytes).map(Value::Tensor),
+        ValueKind::Tensor | ValueKind::Strings => {
+            let t = proto::TensorProto::decode(bytes)
+                .map_err(|e| Error::Model(format!("not a TensorProto: {e}")))?;
+            match loader.string_tensor(&t, "tensor")? {
+                Some(s) => Ok(Value::Strings(s)),
+                None => loader.tensor(&t, "tensor").map(Value::Tensor),
+            }
+        }
         ValueKind::Sequence => sequence(
             &proto::SequenceProto::decode(bytes)
                 .map_err(|e| Error::Model(format!("not a SequenceProto: {e}")))?,

@@ -1,0 +1,970 @@
+//! Tensors of strings (ONNX `tensor(string)`). No kernel reads strings, so they live on the
+//! host only and every op on them runs while the graph is planned, as sequences do: the string
+//! ops (StringConcat, StringNormalizer, StringSplit, RegexFullMatch, LabelEncoder), Equal, Cast
+//! to and from strings, Shape and Size, and the ops that only move values (Reshape, Gather,
+//! Concat, Where, ...). Those run in the CPU interpreter on indices into the strings, so they
+//! follow exactly the rules they follow on numbers. The numeric inputs of these ops (indices,
+//! shapes, a LabelEncoder's keys) must be known on the host: where one was computed on the GPU
+//! it is read back (native runs; inside a Scan body, or with read-backs off, the op refuses it).
+
+use std::collections::HashMap;
+
+use super::exec::{input_slots, Scope, Slot};
+use super::registry::OpDef;
+use super::{Attr, Node};
+use crate::reference::cast_host;
+use crate::{DType, Error, HostTensor, Recorder, Result, StringTensor};
+
+/// The ops on strings only, which the executor records here ([`record`]).
+pub(crate) const OPS: &[&str] = &[
+    "StringConstant",
+    "StringConcat",
+    "StringNormalizer",
+    "StringSplit",
+    "RegexFullMatch",
+    "LabelEncoder",
+];
+
+/// The ops that only move values, which take string tensors at their data inputs: all inputs
+/// (`None`) or these.
+fn data_inputs(op: &str) -> Option<Option<&'static [usize]>> {
+    Some(match op {
+        "Identity" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose" | "Gather"
+        | "GatherElements" | "GatherND" | "Split" | "OnnxSlice" | "Slice" | "StridedSlice"
+        | "Expand" | "Tile" | "Compress" | "ReverseSequence" | "DepthToSpace" | "SpaceToDepth"
+        | "BatchToSpace" | "SpaceToBatch" => Some(&[0]),
+        "ScatterElements" | "ScatterND" => Some(&[0, 2]),
+        "Where" => Some(&[1, 2]),
+        "Concat" => None,
+        _ => return None,
+    })
+}
+
+/// Whether the executor records `node` here: an op of [`OPS`], or any op reading a string
+/// tensor but the control-flow ops (which carry them as they carry sequences).
+pub(crate) fn handles(node: &Node, slots: &[Option<&Slot>]) -> bool {
+    OPS.contains(&node.op.as_str())
+        || (!matches!(node.op.as_str(), "If" | "Loop" | "Scan")
+            && slots.iter().flatten().any(|s| s.strings.is_some()))
+}
+
+/// The inputs of `node` that must be known on the host: every numeric input of an op that
+/// reads strings, and the input of an op that makes strings of numbers.
+pub(crate) fn host_inputs(node: &Node, slots: &[Option<&Slot>]) -> Vec<usize> {
+    if !(handles(node, slots) || makes_strings(node)) {
+        return Vec::new();
+    }
+    (0..slots.len())
+        .filter(|&i| slots[i].is_some_and(|s| s.non_tensor().is_none()))
+        .collect()
+}
+
+fn is_string_type(attr: Option<&Attr>) -> bool {
+    matches!(attr, Some(Attr::String(s)) if s == "string")
+}
+
+/// Whether `node` makes strings of numbers (a Cast to strings), which the executor records
+/// here too.
+pub(crate) fn makes_strings(node: &Node) -> bool {
+    node.op == "Cast" && is_string_type(node.attrs.get("to"))
+}
+
+/// The op's name as errors give it.
+fn op_name(node: &Node) -> &'static str {
+    const NAMES: &[&str] = &[
+        "StringConstant",
+        "StringConcat",
+        "StringNormalizer",
+        "StringSplit",
+        "RegexFullMatch",
+        "LabelEncoder",
+        "Equal",
+        "Cast",
+        "Shape",
+        "Size",
+    ];
+    NAMES
+        .iter()
+        .copied()
+        .find(|&o| o == node.op)
+        .unwrap_or("strings")
+}
+
+/// Records `node` (see [`handles`] and [`makes_strings`]) against `scope`: computes its
+/// outputs on the host and gives their slots.
+pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Result<Vec<Slot>> {
+    let slots = input_slots(scope, node);
+    let op = op_name(node);
+    let strings = |i: usize, role: &str| -> Result<&StringTensor> {
+        match slots.get(i).copied().flatten() {
+            Some(s) => s.strings.as_deref().ok_or_else(|| {
+                Error::invalid(
+                    op,
+                    role,
+                    format!(
+                        "{role} ('{}') is {}; {} takes a string tensor there",
+                        node.inputs[i].escape_debug(),
+                        s.non_tensor().unwrap_or("a tensor of numbers"),
+                        node.op.escape_debug()
+                    ),
+                )
+            }),
+            None => Err(Error::invalid(
+                op,
+                role,
+                format!(
+                    "{} needs its input '{role}' (input {i})",
+                    node.op.escape_debug()
+                ),
+            )),
+        }
+    };
+    let one = |t: StringTensor| Ok(vec![Slot::strings(t)]);
+    let number = |t: HostTensor| Ok(vec![Slot::input(t)]);
+    match node.op.as_str() {
+        "StringConstant" => {
+            let values = match node.attrs.get("value") {
+                Some(Attr::Strings(v)) => v.clone(),
+                Some(Attr::String(v)) => vec![v.clone()],
+                _ => {
+                    return Err(Error::invalid(
+                        op,
+                        "value",
+                        "value must be a list of strings",
+                    ))
+                }
+            };
+            let shape = match node.attrs.get("shape") {
+                None => vec![values.len()],
+                Some(Attr::Ints(s)) => s
+                    .iter()
+                    .map(|&d| usize::try_from(d))
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(|_| Error::invalid(op, "shape", "shape has a negative size"))?,
+                Some(_) => return Err(Error::invalid(op, "shape", "shape must be integers")),
+            };
+            let t = StringTensor::new(shape, values)
+                .map_err(|e| Error::invalid(op, "value", e.to_string()))?;
+            Ok(vec![Slot {
+                constant: true,
+                ..Slot::strings(t)
+            }])
+        }
+        "StringConcat" => {
+            let (a, b) = (strings(0, "X")?, strings(1, "Y")?);
+            let code = pair_codes(node, a, b)?;
+            let values = code
+                .iter()
+                .map(|&(i, j)| format!("{}{}", a.values[i], b.values[j]))
+                .collect();
+            one(StringTensor::new(code_shape(node, a, b)?, values)?)
+        }
+        "Equal" => {
+            let (a, b) = (strings(0, "A")?, strings(1, "B")?);
+            let code = pair_codes(node, a, b)?;
+            let values: Vec<bool> = code
+                .iter()
+                .map(|&(i, j)| a.values[i] == b.values[j])
+                .collect();
+            number(HostTensor::from_vec(code_shape(node, a, b)?, &values)?)
+        }
+        "StringNormalizer" => one(normalize(node, strings(0, "X")?)?),
+        "StringSplit" => {
+            let (y, z) = split(node, strings(0, "X")?)?;
+            let mut out = vec![Slot::strings(y)];
+            if node.outputs.len() > 1 {
+                out.push(Slot::input(z));
+            }
+            Ok(out)
+        }
+        "RegexFullMatch" => {
+            let x = strings(0, "X")?;
+            let pattern = match node.attrs.get("pattern") {
+                Some(Attr::String(p)) => p,
+                _ => return Err(Error::invalid(op, "pattern", "pattern must be a string")),
+            };
+            // RE2's rules, as onnxruntime uses: \w, \d, \s and \b are ASCII-only.
+            let re = regex::bytes::RegexBuilder::new(&format!(r"\A(?:{pattern})\z"))
+                .unicode(false)
+                .build()
+                .map_err(|e| {
+                    Error::invalid(
+                        op,
+                        "pattern",
+                        format!(
+                            "pattern '{}' is not a regular expression: {}",
+                            pattern.escape_debug(),
+                            e.to_string().escape_debug()
+                        ),
+                    )
+                })?;
+            let values: Vec<bool> = x.values.iter().map(|s| re.is_match(s.as_bytes())).collect();
+            number(HostTensor::from_vec(x.shape.clone(), &values)?)
+        }
+        "LabelEncoder" => label_encoder(node, &slots),
+        "Cast" => cast(node, &slots),
+        "Shape" => {
+            let x = strings(0, "data")?;
+            let r = x.shape.len() as i64;
+            let clamp = |name: &str, default: i64| -> Result<usize> {
+                let v = match node.attrs.get(name) {
+                    None => default,
+                    Some(Attr::Int(v)) => *v,
+                    Some(_) => return Err(Error::invalid(op, name, "must be an integer")),
+                };
+                Ok((if v < 0 { v + r } else { v }).clamp(0, r) as usize)
+            };
+            let (start, end) = (clamp("start", 0)?, clamp("end", r)?);
+            let dims: Vec<i64> = x.shape[start..end.max(start)]
+                .iter()
+                .map(|&d| d as i64)
+                .collect();
+            number(HostTensor::from_vec(vec![dims.len()], &dims)?)
+        }
+        "Size" => number(HostTensor::from_vec(
+            vec![],
+            &[strings(0, "data")?.numel() as i64],
+        )?),
+        _ => moved(node, &slots),
+    }
+}
+
+/// For a broadcasting op on strings `a` and `b`: each output element's pair of input
+/// positions (through the interpreter's Add on position codes, so the
+/// broadcasting rules and their errors are those of numbers).
+fn pair_codes(node: &Node, a: &StringTensor, b: &StringTensor) -> Result<Vec<(usize, usize)>> {
+    let (na, nb) = (a.numel() as i64, b.numel() as i64);
+    let codes_a: Vec<i64> = (0..na).map(|i| i * nb.max(1)).collect();
+    let codes_b: Vec<i64> = (0..nb).collect();
+    let add = Node::new("Add", node.name.clone())
+        .inputs(["a", "b"])
+        .outputs(["y"]);
+    let sum = crate::reference::graph::eval_node(
+        &add,
+        &[
+            Some(HostTensor::from_vec(a.shape.clone(), &codes_a)?),
+            Some(HostTensor::from_vec(b.shape.clone(), &codes_b)?),
+        ],
+    )
+    .map_err(|e| Error::invalid(op_name(node), "inputs", e.0))?;
+    let codes = sum[0].to_vec::<i64>()?;
+    let nb = nb.max(1) as usize;
+    Ok(codes
+        .iter()
+        .map(|&c| (c as usize / nb, c as usize % nb))
+        .collect())
+}
+
+/// The broadcast shape of `a` and `b` (numpy's rule).
+fn code_shape(node: &Node, a: &StringTensor, b: &StringTensor) -> Result<Vec<usize>> {
+    let r = a.shape.len().max(b.shape.len());
+    let dim = |s: &[usize], k: usize| {
+        if k + s.len() < r {
+            1
+        } else {
+            s[k + s.len() - r]
+        }
+    };
+    (0..r)
+        .map(|k| match (dim(&a.shape, k), dim(&b.shape, k)) {
+            (x, y) if x == y || y == 1 => Ok(x),
+            (1, y) => Ok(y),
+            (x, y) => Err(Error::invalid(
+                op_name(node),
+                "inputs",
+                format!(
+                    "shapes {:?} and {:?} do not broadcast ({x} against {y})",
+                    a.shape, b.shape
+                ),
+            )),
+        })
+        .collect()
+}
+
+/// An op that only moves values, on string data inputs: run by the interpreter on positions
+/// into one table of the inputs' strings, whose results are mapped back to strings.
+fn moved(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
+    let op = op_name(node);
+    let Some(data) = data_inputs(&node.op) else {
+        let i = slots
+            .iter()
+            .position(|s| s.is_some_and(|s| s.strings.is_some()))
+            .unwrap_or(0);
+        return Err(Error::invalid(
+            op,
+            node.inputs.get(i).cloned().unwrap_or_default(),
+            format!(
+                "{} input {i} ('{}') is a string tensor; ops on strings are the string ops, Equal, Cast, Shape, Size and the ops that only move values (Reshape, Gather, Concat, Where, ...)",
+                node.op.escape_debug(),
+                node.inputs.get(i).map_or(String::new(), |n| n.escape_debug().to_string())
+            ),
+        ));
+    };
+    let is_data = |i: usize| data.is_none_or(|d| d.contains(&i));
+    let mut table: Vec<&str> = Vec::new();
+    let mut args: Vec<Option<HostTensor>> = Vec::with_capacity(slots.len());
+    for (i, slot) in slots.iter().enumerate() {
+        let Some(slot) = slot else {
+            args.push(None);
+            continue;
+        };
+        let name = node.inputs[i].escape_debug().to_string();
+        match (&slot.strings, is_data(i)) {
+            (Some(s), true) => {
+                let start = table.len() as i64;
+                let codes: Vec<i64> = (start..start + s.numel() as i64).collect();
+                table.extend(s.values.iter().map(String::as_str));
+                args.push(Some(HostTensor::from_vec(s.shape.clone(), &codes)?));
+            }
+            (Some(_), false) => {
+                return Err(Error::invalid(
+                    op,
+                    name.clone(),
+                    format!(
+                        "{} input {i} ('{name}') is a string tensor, but it takes numbers there",
+                        node.op.escape_debug()
+                    ),
+                ))
+            }
+            (None, true) => {
+                return Err(Error::invalid(
+                    op,
+                    name.clone(),
+                    format!(
+                        "{} input {i} ('{name}') is {}, but its other data inputs are strings",
+                        node.op.escape_debug(),
+                        slot.non_tensor().unwrap_or("a tensor of numbers")
+                    ),
+                ))
+            }
+            (None, false) => args.push(Some(known(node, i, slot)?)),
+        }
+    }
+    let outputs = crate::reference::graph::eval_node(node, &args)
+        .map_err(|e| Error::invalid(op, "inputs", e.0))?;
+    outputs
+        .into_iter()
+        .map(|codes| {
+            let values = codes
+                .to_vec::<i64>()?
+                .into_iter()
+                .map(|c| table[c as usize].to_string())
+                .collect();
+            Ok(Slot::strings(StringTensor::new(codes.shape, values)?))
+        })
+        .collect()
+}
+
+/// Numeric input `i` of `node`, which must be known on the host.
+fn known(node: &Node, i: usize, slot: &Slot) -> Result<HostTensor> {
+    if let Some(what) = slot.non_tensor() {
+        return Err(Error::invalid(
+            op_name(node),
+            node.inputs[i].clone(),
+            format!(
+                "{} input {i} ('{}') is {what}; it takes a tensor there",
+                node.op.escape_debug(),
+                node.inputs[i].escape_debug()
+            ),
+        ));
+    }
+    match &slot.host {
+        Some(h) => Ok(HostTensor::clone(h)),
+        None => Err(Error::invalid(
+            op_name(node),
+            node.inputs[i].clone(),
+            format!(
+                "{} input {i} ('{}') was computed on the GPU, and an op on strings needs it on the host; it cannot be read back here (inside a Scan body, in the browser, or with read-backs off)",
+                node.op.escape_debug(),
+                node.inputs[i].escape_debug()
+            ),
+        )),
+    }
+}
+
+fn string_attr(node: &Node, name: &str, default: &str) -> Result<String> {
+    match node.attrs.get(name) {
+        None => Ok(default.to_string()),
+        Some(Attr::String(s)) => Ok(s.clone()),
+        Some(_) => Err(Error::invalid(
+            op_name(node),
+            name.to_string(),
+            format!("{name} must be a string"),
+        )),
+    }
+}
+
+fn int_attr(node: &Node, name: &str, default: i64) -> Result<i64> {
+    match node.attrs.get(name) {
+        None => Ok(default),
+        Some(Attr::Int(v)) => Ok(*v),
+        Some(_) => Err(Error::invalid(
+            op_name(node),
+            name.to_string(),
+            format!("{name} must be an integer"),
+        )),
+    }
+}
+
+fn strings_attr(node: &Node, name: &str) -> Result<Vec<String>> {
+    match node.attrs.get(name) {
+        None => Ok(Vec::new()),
+        Some(Attr::Strings(v)) => Ok(v.clone()),
+        Some(Attr::String(v)) => Ok(vec![v.clone()]),
+        Some(_) => Err(Error::invalid(
+            op_name(node),
+            name.to_string(),
+            format!("{name} must be strings"),
+        )),
+    }
+}
+
+/// StringNormalizer: stopwords removed (compared ignoring case unless `is_case_sensitive`),
+/// then the case changed. Its input is `[C]` or `[1, C]`; where every string is removed the
+/// output holds one empty string.
+fn normalize(node: &Node, x: &StringTensor) -> Result<StringTensor> {
+    let op = "StringNormalizer";
+    let action = string_attr(node, "case_change_action", "NONE")?;
+    let change: fn(&str) -> String = match action.as_str() {
+        "NONE" => |s| s.to_string(),
+        "LOWER" => |s| s.to_lowercase(),
+        "UPPER" => |s| s.to_uppercase(),
+        other => {
+            return Err(Error::invalid(
+                op,
+                "case_change_action",
+                format!(
+                    "case_change_action is '{}'; it is LOWER, UPPER or NONE",
+                    other.escape_debug()
+                ),
+            ))
+        }
+    };
+    let sensitive = int_attr(node, "is_case_sensitive", 0)? != 0;
+    let stopwords = strings_attr(node, "stopwords")?;
+    let two_d = match x.shape.as_slice() {
+        [_] => false,
+        [1, _] => true,
+        other => {
+            return Err(Error::invalid(
+                op,
+                "X",
+                format!("X has shape {other:?}; StringNormalizer takes [C] or [1, C]"),
+            ))
+        }
+    };
+    let stop = |s: &str| match sensitive {
+        true => stopwords.iter().any(|w| w == s),
+        false => {
+            let s = s.to_lowercase();
+            stopwords.iter().any(|w| w.to_lowercase() == s)
+        }
+    };
+    let mut values: Vec<String> = x
+        .values
+        .iter()
+        .filter(|s| !stop(s))
+        .map(|s| change(s))
+        .collect();
+    if values.is_empty() {
+        values.push(String::new());
+    }
+    let n = values.len();
+    StringTensor::new(if two_d { vec![1, n] } else { vec![n] }, values)
+}
+
+/// StringSplit: each string split at `delimiter` (Python's `str.split`: at runs of whitespace,
+/// ends trimmed, where the delimiter is empty or not given), at most `maxsplit` times; the
+/// pieces padded with empty strings to the most any string has, and their counts.
+fn split(node: &Node, x: &StringTensor) -> Result<(StringTensor, HostTensor)> {
+    let delimiter = string_attr(node, "delimiter", "")?;
+    let maxsplit = match node.attrs.get("maxsplit") {
+        None => None,
+        Some(Attr::Int(v)) if *v < 0 => None,
+        Some(Attr::Int(v)) => Some(*v as usize),
+        Some(_) => {
+            return Err(Error::invalid(
+                "StringSplit",
+                "maxsplit",
+                "maxsplit must be an integer",
+            ))
+        }
+    };
+    let pieces: Vec<Vec<&str>> = x
+        .values
+        .iter()
+        .map(|s| match (delimiter.is_empty(), maxsplit) {
+            (false, None) => s.split(delimiter.as_str()).collect(),
+            (false, Some(m)) => s.splitn(m + 1, delimiter.as_str()).collect(),
+            (true, _) => whitespace_split(s, maxsplit),
+        })
+        .collect();
+    let width = pieces.iter().map(Vec::len).max().unwrap_or(0);
+    let mut values = Vec::with_capacity(pieces.len() * width);
+    for p in &pieces {
+        values.extend(p.iter().map(|s| s.to_string()));
+        values.extend(std::iter::repeat_n(String::new(), width - p.len()));
+    }
+    let mut shape = x.shape.clone();
+    shape.push(width);
+    let counts: Vec<i64> = pieces.iter().map(|p| p.len() as i64).collect();
+    Ok((
+        StringTensor::new(shape, values)?,
+        HostTensor::from_vec(x.shape.clone(), &counts)?,
+    ))
+}
+
+/// Python's `s.split(None, maxsplit)`: runs of whitespace separate pieces, none are empty,
+/// and after `maxsplit` splits the rest (its leading whitespace dropped) is the last piece.
+fn whitespace_split(s: &str, maxsplit: Option<usize>) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = s.trim_start();
+    while !rest.is_empty() {
+        if maxsplit.is_some_and(|m| out.len() == m) {
+            out.push(rest.trim_end());
+            break;
+        }
+        match rest.find(char::is_whitespace) {
+            Some(end) => {
+                out.push(&rest[..end]);
+                rest = rest[end..].trim_start();
+            }
+            None => {
+                out.push(rest);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// A LabelEncoder's keys or values: strings, integers or floats (a tensor of numbers keeps
+/// its dtype).
+enum Column {
+    Strings(Vec<String>),
+    Numbers(HostTensor),
+}
+
+/// ONNX-ML LabelEncoder where its keys or values are strings (the loader expands the others
+/// to GPU ops): each input element mapped to the value of the first equal key, else the
+/// default.
+fn label_encoder(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
+    let op = "LabelEncoder";
+    let column = |kind: &str| -> Result<Column> {
+        let tensor = format!("{kind}_tensor");
+        if let Some(a) = node.attrs.get(&tensor) {
+            return match a {
+                Attr::Strings(v) => Ok(Column::Strings(v.clone())),
+                Attr::Tensor(t) => Ok(Column::Numbers(HostTensor::from_bytes(
+                    t.dtype,
+                    vec![t.numel()],
+                    t.data.clone(),
+                )?)),
+                _ => Err(Error::invalid(
+                    op,
+                    tensor.clone(),
+                    format!("{tensor} must be a tensor"),
+                )),
+            };
+        }
+        let strings = strings_attr(node, &format!("{kind}_strings"))?;
+        if !strings.is_empty() {
+            return Ok(Column::Strings(strings));
+        }
+        match (
+            node.attrs.get(&format!("{kind}_int64s")),
+            node.attrs.get(&format!("{kind}_floats")),
+        ) {
+            (Some(Attr::Ints(v)), _) => {
+                Ok(Column::Numbers(HostTensor::from_vec(vec![v.len()], v)?))
+            }
+            (_, Some(Attr::Floats(v))) => {
+                let v: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+                Ok(Column::Numbers(HostTensor::from_vec(vec![v.len()], &v)?))
+            }
+            _ => Ok(Column::Strings(Vec::new())),
+        }
+    };
+    let keys = column("keys")?;
+    let values = column("values")?;
+    let count = |c: &Column| match c {
+        Column::Strings(v) => v.len(),
+        Column::Numbers(t) => t.numel(),
+    };
+    if count(&keys) == 0 || count(&keys) != count(&values) {
+        return Err(Error::invalid(
+            op,
+            "keys",
+            format!(
+                "has {} keys and {} values; it needs one value per key",
+                count(&keys),
+                count(&values)
+            ),
+        ));
+    }
+    // The input's elements as lookup keys: strings, or numbers compared as f64 bits (f32 keys
+    // are widened as the input is).
+    let slot = slots
+        .first()
+        .copied()
+        .flatten()
+        .ok_or_else(|| Error::invalid(op, "X", "LabelEncoder needs its input 'X' (input 0)"))?;
+    let key_of = |t: &HostTensor| -> Result<Vec<u64>> {
+        Ok(cast_host(t, DType::F64)?
+            .to_vec::<f64>()?
+            .into_iter()
+            .map(|v| if v == 0.0 { 0 } else { v.to_bits() })
+            .collect())
+    };
+    let (shape, positions): (Vec<usize>, Vec<Option<usize>>) = match (&keys, &slot.strings) {
+        (Column::Strings(k), Some(x)) => {
+            let mut index: HashMap<&str, usize> = HashMap::new();
+            for (i, key) in k.iter().enumerate() {
+                index.entry(key.as_str()).or_insert(i);
+            }
+            (
+                x.shape.clone(),
+                x.values
+                    .iter()
+                    .map(|s| index.get(s.as_str()).copied())
+                    .collect(),
+            )
+        }
+        (Column::Numbers(k), None) => {
+            let x = known(node, 0, slot)?;
+            let mut index: HashMap<u64, usize> = HashMap::new();
+            for (i, key) in key_of(k)?.into_iter().enumerate() {
+                index.entry(key).or_insert(i);
+            }
+            let found = key_of(&x)?
+                .into_iter()
+                .map(|v| index.get(&v).copied())
+                .collect();
+            (x.shape.clone(), found)
+        }
+        (Column::Strings(_), None) => {
+            return Err(Error::invalid(
+                op,
+                "X",
+                format!(
+                    "X ('{}') is {}, but the keys are strings",
+                    node.inputs[0].escape_debug(),
+                    slot.non_tensor().unwrap_or("a tensor of numbers")
+                ),
+            ))
+        }
+        (Column::Numbers(_), Some(_)) => {
+            return Err(Error::invalid(
+                op,
+                "X",
+                format!(
+                    "X ('{}') is a string tensor, but the keys are numbers",
+                    node.inputs[0].escape_debug()
+                ),
+            ))
+        }
+    };
+    match values {
+        Column::Strings(v) => {
+            let default = match node.attrs.get("default_tensor") {
+                Some(Attr::Strings(d)) => d.first().cloned().unwrap_or_default(),
+                _ => string_attr(node, "default_string", "_Unused")?,
+            };
+            let out = positions
+                .iter()
+                .map(|p| p.map_or_else(|| default.clone(), |i| v[i].clone()))
+                .collect();
+            Ok(vec![Slot::strings(StringTensor::new(shape, out)?)])
+        }
+        Column::Numbers(v) => {
+            let size = v.dtype.size();
+            let default = match node.attrs.get("default_tensor") {
+                Some(Attr::Tensor(d)) if d.numel() >= 1 => {
+                    cast_host(d, v.dtype)?.data[..size].to_vec()
+                }
+                Some(_) => {
+                    return Err(Error::invalid(
+                        op,
+                        "default_tensor",
+                        "default_tensor must be a tensor of one number",
+                    ))
+                }
+                None if v.dtype == DType::I64 => {
+                    int_attr(node, "default_int64", -1)?.to_le_bytes().to_vec()
+                }
+                None => {
+                    let d = match node.attrs.get("default_float") {
+                        None => -0.0,
+                        Some(Attr::Float(f)) => *f as f32,
+                        Some(_) => {
+                            return Err(Error::invalid(
+                                op,
+                                "default_float",
+                                "default_float must be a float",
+                            ))
+                        }
+                    };
+                    cast_host(&HostTensor::from_vec(vec![], &[d])?, v.dtype)?.data
+                }
+            };
+            let mut data = Vec::with_capacity(positions.len() * size);
+            for p in &positions {
+                match p {
+                    Some(i) => data.extend_from_slice(&v.data[i * size..(i + 1) * size]),
+                    None => data.extend_from_slice(&default),
+                }
+            }
+            Ok(vec![Slot::input(HostTensor::from_bytes(
+                v.dtype, shape, data,
+            )?)])
+        }
+    }
+}
+
+/// Cast to strings (integers in decimal, floats as C's `%.8g` with NaN, INF and -INF, as
+/// onnxruntime writes them) or from strings (parsed as the target type; an error names the
+/// first string that is not one).
+fn cast(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
+    let op = "Cast";
+    let slot = slots
+        .first()
+        .copied()
+        .flatten()
+        .ok_or_else(|| Error::invalid(op, "input", "Cast needs its input (input 0)"))?;
+    let to = match node.attrs.get("to") {
+        Some(Attr::String(s)) => s.clone(),
+        _ => return Err(Error::invalid(op, "to", "to must be a dtype's name")),
+    };
+    match (&slot.strings, to.as_str()) {
+        (Some(s), "string") => Ok(vec![Slot::strings(StringTensor::clone(s))]),
+        (None, "string") => {
+            let x = known(node, 0, slot)?;
+            let values = format_numbers(&x)?;
+            Ok(vec![Slot::strings(StringTensor::new(
+                x.shape.clone(),
+                values,
+            )?)])
+        }
+        (Some(s), name) => {
+            let dtype = DType::from_name(name).ok_or_else(|| {
+                Error::invalid(
+                    op,
+                    "to",
+                    format!("to '{}' is not a dtype", name.escape_debug()),
+                )
+            })?;
+            Ok(vec![Slot::input(parse_numbers(s, dtype)?)])
+        }
+        (None, _) => Err(Error::invalid(op, "to", "internal: not a cast of strings")),
+    }
+}
+
+fn is_float(d: DType) -> bool {
+    !d.is_integer()
+        && !matches!(
+            d,
+            DType::Bool | DType::I4 | DType::U4 | DType::I2 | DType::U2
+        )
+}
+
+fn format_numbers(x: &HostTensor) -> Result<Vec<String>> {
+    let d = x.dtype;
+    Ok(if d == DType::Bool {
+        x.data
+            .iter()
+            .map(|&b| if b != 0 { "1" } else { "0" }.to_string())
+            .collect()
+    } else if is_float(d) {
+        cast_host(x, DType::F64)?
+            .to_vec::<f64>()?
+            .into_iter()
+            .map(format_g8)
+            .collect()
+    } else if d == DType::U64 {
+        x.to_vec::<u64>()?
+            .into_iter()
+            .map(|v| v.to_string())
+            .collect()
+    } else {
+        cast_host(x, DType::I64)?
+            .to_vec::<i64>()?
+            .into_iter()
+            .map(|v| v.to_string())
+            .collect()
+    })
+}
+
+/// `v` as C's `printf("%.8g")` writes it; NaN, INF and -INF as onnxruntime writes those.
+pub(crate) fn format_g8(v: f64) -> String {
+    const P: i32 = 8;
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v < 0.0 { "-INF" } else { "INF" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    // Rounded to P significant digits first: the exponent decides the style.
+    let sci = format!("{:.*e}", (P - 1) as usize, v);
+    let (mantissa, exp) = sci.split_once('e').expect("{:e} writes an exponent");
+    let exp: i32 = exp.parse().expect("{:e} writes an integer exponent");
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if (-4..P).contains(&exp) {
+        trim(&format!("{:.*}", (P - 1 - exp) as usize, v))
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
+    }
+}
+
+fn parse_numbers(s: &StringTensor, dtype: DType) -> Result<HostTensor> {
+    let bad = |v: &str| {
+        Error::invalid(
+            "Cast",
+            "input",
+            format!("'{}' is not a number of {dtype}", v.escape_debug()),
+        )
+    };
+    if is_float(dtype) {
+        // Rust's float parsing takes "inf", "infinity" and "nan" in any case, as strtod does.
+        if dtype == DType::F32 {
+            let values = s
+                .values
+                .iter()
+                .map(|v| v.trim().parse::<f32>().map_err(|_| bad(v)))
+                .collect::<Result<Vec<f32>>>()?;
+            return HostTensor::from_vec(s.shape.clone(), &values);
+        }
+        let values = s
+            .values
+            .iter()
+            .map(|v| v.trim().parse::<f64>().map_err(|_| bad(v)))
+            .collect::<Result<Vec<f64>>>()?;
+        return cast_host(&HostTensor::from_vec(s.shape.clone(), &values)?, dtype);
+    }
+    if dtype == DType::Bool {
+        return Err(Error::invalid(
+            "Cast",
+            "to",
+            "Cast from strings to bool is not supported (the spec leaves it undefined)",
+        ));
+    }
+    if dtype == DType::U64 {
+        let values = s
+            .values
+            .iter()
+            .map(|v| v.trim().parse::<u64>().map_err(|_| bad(v)))
+            .collect::<Result<Vec<u64>>>()?;
+        return HostTensor::from_vec(s.shape.clone(), &values);
+    }
+    let values = s
+        .values
+        .iter()
+        .map(|v| v.trim().parse::<i64>().map_err(|_| bad(v)))
+        .collect::<Result<Vec<i64>>>()?;
+    let wide = HostTensor::from_vec(s.shape.clone(), &values)?;
+    let out = cast_host(&wide, dtype)?;
+    // A value the target cannot hold is refused, not wrapped.
+    if cast_host(&out, DType::I64)? != wide {
+        let i = values
+            .iter()
+            .zip(cast_host(&out, DType::I64)?.to_vec::<i64>()?)
+            .position(|(a, b)| *a != b)
+            .unwrap_or(0);
+        return Err(bad(&s.values[i]));
+    }
+    Ok(out)
+}
+
+/// The registry's entries for [`OPS`]: the executor records them itself ([`record`]).
+macro_rules! string_op {
+    ($name:ident, $op:literal, $inputs:expr, $outputs:expr, $attrs:expr) => {
+        pub(crate) static $name: OpDef = OpDef {
+            name: $op,
+            inputs: $inputs,
+            outputs: $outputs,
+            host: None,
+            attrs: $attrs,
+            run: |_, args| {
+                Err(Error::Graph(format!(
+                    "internal: {} node '{}' was not recorded as a string op",
+                    $op,
+                    args.node.name.escape_debug()
+                )))
+            },
+        };
+    };
+}
+
+string_op!(
+    STRING_CONSTANT,
+    "StringConstant",
+    0..=0,
+    1..=1,
+    &["value", "shape"]
+);
+string_op!(STRING_CONCAT, "StringConcat", 2..=2, 1..=1, &[]);
+string_op!(
+    STRING_NORMALIZER,
+    "StringNormalizer",
+    1..=1,
+    1..=1,
+    &[
+        "case_change_action",
+        "is_case_sensitive",
+        "locale",
+        "stopwords"
+    ]
+);
+string_op!(
+    STRING_SPLIT,
+    "StringSplit",
+    1..=1,
+    1..=2,
+    &["delimiter", "maxsplit"]
+);
+string_op!(
+    REGEX_FULL_MATCH,
+    "RegexFullMatch",
+    1..=1,
+    1..=1,
+    &["pattern"]
+);
+string_op!(
+    LABEL_ENCODER,
+    "LabelEncoder",
+    1..=1,
+    1..=1,
+    &[
+        "keys_strings",
+        "keys_int64s",
+        "keys_floats",
+        "keys_tensor",
+        "values_strings",
+        "values_int64s",
+        "values_floats",
+        "values_tensor",
+        "default_string",
+        "default_int64",
+        "default_float",
+        "default_tensor"
+    ]
+);
+
+/// The registry's entries for [`OPS`], in that order.
+pub(crate) static DEFS: [&OpDef; 6] = [
+    &STRING_CONSTANT,
+    &STRING_CONCAT,
+    &STRING_NORMALIZER,
+    &STRING_SPLIT,
+    &REGEX_FULL_MATCH,
+    &LABEL_ENCODER,
+];

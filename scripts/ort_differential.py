@@ -259,6 +259,7 @@ def main():
     written += det_cases(out, manifest)
     written += nms_cases(out, manifest)
     written += unique_cases(out, manifest)
+    written += string_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -1757,6 +1758,196 @@ def unique_cases(out, manifest):
                 name = f"ort_Unique_{label}_axis{axis}_sorted{sorted_}".replace("-", "m")
                 written += ort_case(out, manifest, name, m, [("x", x)], ["Unique"], 11, 0, 0)
     return written
+
+
+def strings(*values, shape=None):
+    """A numpy array of strings as onnxruntime takes them (dtype object)."""
+    a = np.array(list(values), dtype=object)
+    return a.reshape(shape) if shape is not None else a
+
+
+def graph_case(out, manifest, name, nodes, feeds, outputs, ops, opset=20, ml_opset=None, tol=(0, 0)):
+    """A graph of `nodes` on `feeds` (name, array; object arrays are strings) giving `outputs`,
+    run by onnxruntime and compared exactly (floats within `tol`, rtol and atol)."""
+    def info(nm, v):
+        t = T.STRING if v.dtype == object else helper.np_dtype_to_tensor_dtype(v.dtype)
+        return helper.make_tensor_value_info(nm, t, list(v.shape))
+    g = helper.make_graph(nodes, "g", [info(nm, v) for nm, v in feeds],
+                          [onnx.ValueInfoProto(name=o) for o in outputs])
+    imports = [helper.make_opsetid("", opset)]
+    if ml_opset:
+        imports.append(helper.make_opsetid("ai.onnx.ml", ml_opset))
+    m = helper.make_model(g, opset_imports=imports)
+    return ort_case(out, manifest, name, m, feeds, ops, opset, *tol)
+
+
+def string_cases(out, manifest):
+    """Tensors of strings: the string ops (StringConcat, StringSplit, RegexFullMatch,
+    StringNormalizer with locale "" as this machine has no en_US.UTF-8 for onnxruntime),
+    Equal, Cast to and from strings, LabelEncoder with string keys or values, the ops that
+    only move values on strings (indices known, and computed on the GPU then read back), and
+    classifiers with string labels; all compared exactly. Returns how many were written."""
+    rng = np.random.RandomState(107)
+    written = 0
+    words = strings("apple", "", "Été", "a b", "x.y.z", "naïve", "ÅNGSTRÖM", "mon", shape=(2, 4))
+    n = lambda op, i, o, **a: helper.make_node(op, i, o, **a)
+    w = 0
+    # StringConcat with broadcasting, and Equal of strings.
+    for label, a, b in (("same", words, words[::-1]), ("row", words, strings("-", "+", "", "é")),
+                        ("scalar", strings("pre_", shape=()), words), ("empty", words[:, :0], strings("z"))):
+        w += graph_case(out, manifest, f"ort_StringConcat_{label}", [n("StringConcat", ["a", "b"], ["y"])],
+                        [("a", a), ("b", b)], ["y"], ["StringConcat"])
+        w += graph_case(out, manifest, f"ort_Equal_strings_{label}", [n("Equal", ["a", "b"], ["y"])],
+                        [("a", a), ("b", b)], ["y"], ["Equal"])
+    w += graph_case(out, manifest, "ort_Equal_strings_repeats",
+                    [n("Equal", ["a", "b"], ["y"])],
+                    [("a", strings("a", "b", "a", "", "é", "e")), ("b", strings("a", "a", "b", "", "e", "é"))],
+                    ["y"], ["Equal"])
+    # StringSplit: delimiters of one and several characters, whitespace runs, maxsplit.
+    texts = strings("a.b..c", ".lead", "trail.", "a", "no delimiter", "  spaced  out  words ",
+                    "x..y", "...", shape=(2, 4))
+    for label, attrs in (("dot", {"delimiter": "."}), ("dots", {"delimiter": ".."}),
+                         ("whitespace", {}), ("empty_delimiter", {"delimiter": ""}),
+                         ("dot_max1", {"delimiter": ".", "maxsplit": 1}),
+                         ("whitespace_max0", {"maxsplit": 0})):
+        w += graph_case(out, manifest, f"ort_StringSplit_{label}",
+                        [n("StringSplit", ["x"], ["y", "z"], **attrs)], [("x", texts)], ["y", "z"],
+                        ["StringSplit"])
+    # Where onnxruntime and Python's str.split differ (decision 28): an empty string with a
+    # delimiter (one empty piece), and the rest after maxsplit keeps its trailing whitespace.
+    w += graph_case(out, manifest, "ort_StringSplit_empty_string_with_delimiter",
+                    [n("StringSplit", ["x"], ["y", "z"], delimiter=",")], [("x", strings("", "a,"))],
+                    ["y", "z"], ["StringSplit"])
+    w += graph_case(out, manifest, "ort_StringSplit_tabs_and_newlines",
+                    [n("StringSplit", ["x"], ["y", "z"])], [("x", strings("a\tb\nc  d", " x\t"))],
+                    ["y", "z"], ["StringSplit"])
+    w += graph_case(out, manifest, "ort_StringSplit_rest_keeps_trailing_whitespace",
+                    [n("StringSplit", ["x"], ["y", "z"], maxsplit=1)], [("x", strings("  a  b  c  "))],
+                    ["y", "z"], ["StringSplit"])
+    # RegexFullMatch: RE2's ASCII classes, anchors, alternation, '.' on non-ASCII characters.
+    subjects = strings("abc", "é", "a b", "", "user@gmail.com", "x@yahoo.com.", "www.a-b.com", "A1_", "ü1")
+    for label, pattern in (("word", r"\w+"), ("not_word", r"\W*"), ("dot", r"..?"),
+                           ("email", r"(\W|^)[\w.\-]{0,25}@(yahoo|gmail)\.com(\W|$)"),
+                           ("boundary", r"www\.[\w.-]+\.\bcom\b"), ("digits", r"\D\d"),
+                           ("class", r"[a-c]+|[^a-z]+")):
+        w += graph_case(out, manifest, f"ort_RegexFullMatch_{label}",
+                        [n("RegexFullMatch", ["x"], ["y"], pattern=pattern)], [("x", subjects)], ["y"],
+                        ["RegexFullMatch"])
+    # StringNormalizer (locale "": onnxruntime maps each character alone).
+    mixed = strings("Monday", "straße", "ÉTÉ", "monday", "Σσς", "İi", "ok", shape=(1, 7))
+    for label, attrs in (("upper_insensitive", {"case_change_action": "UPPER", "stopwords": ["MONDAY", "ok"]}),
+                         ("lower_sensitive", {"case_change_action": "LOWER", "is_case_sensitive": 1,
+                                              "stopwords": ["monday"]}),
+                         ("none_all_removed", {"is_case_sensitive": 0,
+                                               "stopwords": ["monday", "STRASSE", "straße", "été", "σσς", "İi", "OK"]}),
+                         ("c_locale_upper", {"case_change_action": "UPPER", "locale": "C"})):
+        attrs = dict(attrs)
+        attrs.setdefault("locale", "")
+        w += graph_case(out, manifest, f"ort_StringNormalizer_{label}",
+                        [n("StringNormalizer", ["x"], ["y"], **attrs)], [("x", mixed)], ["y"],
+                        ["StringNormalizer"])
+    # Cast to strings (%.8g for floats) and from strings.
+    floats = np.array([0.1, 1e-5, 123456789.0, -0.0, np.nan, np.inf, -np.inf, 1 / 3, 1e16, 12345678,
+                       1e-4, 99999999, 1e8, 2.5, -7.25e-20, 3.4e38], np.float32)
+    for label, x in (("f32", floats), ("f64", floats.astype(np.float64) * 1.0000001),
+                     ("f16", floats[:8].astype(np.float16)),
+                     ("i64", np.array([0, -1, 2**62, -2**63, 7], np.int64)),
+                     ("u8", np.array([0, 255, 17], np.uint8)), ("bool", np.array([True, False]))):
+        w += graph_case(out, manifest, f"ort_Cast_{label}_to_string",
+                        [n("Cast", ["x"], ["y"], to=T.STRING)], [("x", x)], ["y"], ["Cast"])
+    numbers = strings("1.5", " 2", "inf", "-INF", "NaN", "1e3", "+4", "-0", "3.4028236e38", "1E-5", "0.1")
+    for label, to in (("f32", T.FLOAT), ("f64", T.DOUBLE)):
+        w += graph_case(out, manifest, f"ort_Cast_string_to_{label}",
+                        [n("Cast", ["x"], ["y"], to=to)], [("x", numbers)], ["y"], ["Cast"])
+    for label, to in (("i64", T.INT64), ("i32", T.INT32), ("u16", T.UINT16)):
+        w += graph_case(out, manifest, f"ort_Cast_string_to_{label}",
+                        [n("Cast", ["x"], ["y"], to=to)], [("x", strings("12", " 7", "+5", "0", "65535", "-3" if to != T.UINT16 else "3"))],
+                        ["y"], ["Cast"])
+    # LabelEncoder with strings among its keys or values (ai.onnx.ml 2 and 4).
+    keys = ["apple", "Été", "", "mon", "apple"]
+    x = words
+    for label, attrs, feed in (
+            ("string_int", {"keys_strings": keys, "values_int64s": [1, 2, 3, 4, 5], "default_int64": -7}, x),
+            ("string_float", {"keys_strings": keys, "values_floats": [0.5, 1.5, 2.5, 3.5, 4.5]}, x),
+            ("string_string", {"keys_strings": keys, "values_strings": ["A", "B", "C", "D", "E"],
+                               "default_string": "?"}, x),
+            ("int_string", {"keys_int64s": [3, 1, 4, 1], "values_strings": ["three", "one", "four", "uno"]},
+             np.array([[1, 2, 3], [4, 5, 1]], np.int64)),
+            ("float_string", {"keys_floats": [0.5, -1.0, 2.0], "values_strings": ["half", "minus", "two"],
+                              "default_string": "none"}, np.array([0.5, 2.0, 3.0, -1.0, -0.0], np.float32))):
+        w += graph_case(out, manifest, f"ort_ml_LabelEncoder_{label}",
+                        [helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", **attrs)],
+                        [("x", feed)], ["y"], ["LabelEncoder"], opset=17, ml_opset=2)
+    key_tensor = numpy_helper.from_array(np.array(["b", "a", "c"], dtype=object))
+    value_tensor = numpy_helper.from_array(np.array([20, 10, 30], np.int64))
+    default = numpy_helper.from_array(np.array([-1], np.int64))
+    w += graph_case(out, manifest, "ort_ml_LabelEncoder_tensor_attributes",
+                    [helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_tensor=key_tensor,
+                                      values_tensor=value_tensor, default_tensor=default)],
+                    [("x", strings("a", "c", "z", "b", shape=(2, 2)))], ["y"], ["LabelEncoder"], opset=17, ml_opset=4)
+    # The ops that only move values, on strings: indices and shapes given, and computed on
+    # the GPU (from float inputs: an ArgMax, a comparison) then read back.
+    idx = np.array([[3, 0], [-1, 2]], np.int64)
+    moves = [
+        ("Reshape", [n("Reshape", ["x", "s"], ["y"])], [("s", np.array([4, -1], np.int64))]),
+        ("Transpose", [n("Transpose", ["x"], ["y"], perm=[1, 0])], []),
+        ("Gather", [n("Gather", ["x", "i"], ["y"], axis=1)], [("i", idx)]),
+        ("GatherElements", [n("GatherElements", ["x", "i"], ["y"], axis=1)], [("i", idx)]),
+        ("GatherND", [n("GatherND", ["x", "i"], ["y"])], [("i", np.array([[1, 2], [0, 0]], np.int64))]),
+        ("Concat", [n("Concat", ["x", "x"], ["y"], axis=0)], []),
+        ("Split", [n("Split", ["x", "s"], ["y", "y2"], axis=1)], [("s", np.array([1, 3], np.int64))]),
+        ("Slice", [n("Slice", ["x", "a", "b", "c", "d"], ["y"])],
+         [("a", np.array([3], np.int64)), ("b", np.array([-5], np.int64)), ("c", np.array([1], np.int64)),
+          ("d", np.array([-2], np.int64))]),
+        ("Expand", [n("Expand", ["x", "s"], ["y"])], [("s", np.array([3, 1, 4], np.int64))]),
+        ("Tile", [n("Tile", ["x", "s"], ["y"])], [("s", np.array([2, 1], np.int64))]),
+        ("Unsqueeze_Squeeze", [n("Unsqueeze", ["x", "s"], ["u"]), n("Squeeze", ["u", "s"], ["y"])],
+         [("s", np.array([0], np.int64))]),
+        ("Flatten", [n("Flatten", ["x"], ["y"], axis=0)], []),
+        ("Compress", [n("Compress", ["x", "c"], ["y"], axis=1)], [("c", np.array([True, False, True, True]))]),
+        ("Where", [n("Where", ["c", "x", "z"], ["y"])],
+         [("c", np.array([[True, False, False, True]] * 2)), ("z", strings("other"))]),
+        ("Shape_Size", [n("Shape", ["x"], ["y"]), n("Size", ["x"], ["y2"])], []),
+        ("Identity", [n("Identity", ["x"], ["y"])], []),
+    ]
+    for label, nodes, extra in moves:
+        outs = [o for nd in nodes for o in nd.output if o in ("y", "y2")]
+        ops = sorted({nd.op_type for nd in nodes})
+        w += graph_case(out, manifest, f"ort_strings_{label}", nodes, [("x", words)] + extra, outs, ops)
+    scores = rng.uniform(-1, 1, (300, 8)).astype(np.float32)
+    w += graph_case(out, manifest, "ort_strings_Gather_of_argmax_computed_on_gpu",
+                    [n("ArgMax", ["scores"], ["best"], axis=1, keepdims=0),
+                     n("Reshape", ["x", "flat"], ["names"]),
+                     n("Gather", ["names", "best"], ["y"])],
+                    [("scores", scores), ("x", words), ("flat", np.array([-1], np.int64))], ["y"],
+                    ["ArgMax", "Gather", "Reshape"])
+    w += graph_case(out, manifest, "ort_strings_Where_of_comparison_computed_on_gpu",
+                    [n("Greater", ["scores", "zero"], ["c"]), n("Where", ["c", "yes", "no"], ["y"])],
+                    [("scores", scores), ("zero", np.array(0, np.float32)), ("yes", strings("up")),
+                     ("no", strings("down"))], ["y"], ["Greater", "Where"])
+    # Classifiers with string labels (their labels gathered at the positions the GPU computes;
+    # scores to onnxruntime's ML tolerance, as in ml_cases).
+    feats = rng.uniform(-1, 1, (40, 3)).astype(np.float32)
+    labels = ["cat", "dog", "émeu"]
+    coef = list(rng.uniform(-1, 1, 9).astype(np.float32))
+    w += graph_case(out, manifest, "ort_ml_LinearClassifier_string_labels",
+                    [helper.make_node("LinearClassifier", ["x"], ["label", "scores"], domain="ai.onnx.ml",
+                                      coefficients=coef, intercepts=[0.1, -0.2, 0.0],
+                                      classlabels_strings=labels, post_transform="SOFTMAX")],
+                    [("x", feats)], ["label", "scores"], ["LinearClassifier"], opset=17, ml_opset=1, tol=(1e-4, 1e-5))
+    w += graph_case(out, manifest, "ort_ml_LinearClassifier_binary_string_labels",
+                    [helper.make_node("LinearClassifier", ["x"], ["label", "scores"], domain="ai.onnx.ml",
+                                      coefficients=coef[:3], intercepts=[0.05],
+                                      classlabels_strings=["no", "yes"], post_transform="LOGISTIC")],
+                    [("x", feats)], ["label", "scores"], ["LinearClassifier"], opset=17, ml_opset=1, tol=(1e-4, 1e-5))
+    nodes_, weights = random_forest(rng, 3, 3, 3, ["BRANCH_LEQ", "BRANCH_LT"], 3)
+    attrs = forest_attrs(nodes_, weights, "class")
+    w += graph_case(out, manifest, "ort_ml_TreeEnsembleClassifier_string_labels",
+                    [helper.make_node("TreeEnsembleClassifier", ["x"], ["label", "scores"], domain="ai.onnx.ml",
+                                      classlabels_strings=labels, **attrs)],
+                    [("x", (rng.randint(0, 5, (40, 3)) / 2).astype(np.float32))], ["label", "scores"],
+                    ["TreeEnsembleClassifier"], opset=17, ml_opset=3, tol=(1e-4, 1e-5))
+    return written + w
 
 
 def random_forest(rng, trees, features, max_depth, modes, targets, missing=False):

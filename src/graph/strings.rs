@@ -183,11 +183,8 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
                 Some(Attr::String(p)) => p,
                 _ => return Err(Error::invalid(op, "pattern", "pattern must be a string")),
             };
-            // RE2's rules, as onnxruntime uses: \w, \d, \s and \b are ASCII-only.
-            let re = regex::bytes::RegexBuilder::new(&format!(r"\A(?:{pattern})\z"))
-                .unicode(false)
-                .build()
-                .map_err(|e| {
+            let re =
+                regex::Regex::new(&format!(r"\A(?:{})\z", re2_classes(pattern))).map_err(|e| {
                     Error::invalid(
                         op,
                         "pattern",
@@ -198,7 +195,7 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
                         ),
                     )
                 })?;
-            let values: Vec<bool> = x.values.iter().map(|s| re.is_match(s.as_bytes())).collect();
+            let values: Vec<bool> = x.values.iter().map(|s| re.is_match(s)).collect();
             number(HostTensor::from_vec(x.shape.clone(), &values)?)
         }
         "LabelEncoder" => label_encoder(node, &slots),
@@ -253,6 +250,39 @@ fn pair_codes(node: &Node, a: &StringTensor, b: &StringTensor) -> Result<Vec<(us
         .iter()
         .map(|&c| (c as usize / nb, c as usize % nb))
         .collect())
+}
+
+/// `pattern` with RE2's meaning of the Perl classes (onnxruntime matches with RE2): `\w`, `\d`,
+/// `\s` and `\b` and their negations are ASCII-only there, Unicode-aware in Rust's regex
+/// (whose other syntax is RE2's). `.` matches one character in both.
+fn re2_classes(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some(e) = chars.next() else {
+            out.push(c);
+            break;
+        };
+        match e {
+            'w' => out.push_str("[0-9A-Za-z_]"),
+            'W' => out.push_str("[^0-9A-Za-z_]"),
+            'd' => out.push_str("[0-9]"),
+            'D' => out.push_str("[^0-9]"),
+            's' => out.push_str("[\\t\\n\\x0C\\r ]"),
+            'S' => out.push_str("[^\\t\\n\\x0C\\r ]"),
+            'b' => out.push_str("(?-u:\\b)"),
+            'B' => out.push_str("(?-u:\\B)"),
+            other => {
+                out.push('\\');
+                out.push(other);
+            }
+        }
+    }
+    out
 }
 
 /// The broadcast shape of `a` and `b` (numpy's rule).
@@ -425,10 +455,40 @@ fn strings_attr(node: &Node, name: &str) -> Result<Vec<String>> {
 fn normalize(node: &Node, x: &StringTensor) -> Result<StringTensor> {
     let op = "StringNormalizer";
     let action = string_attr(node, "case_change_action", "NONE")?;
-    let change: fn(&str) -> String = match action.as_str() {
-        "NONE" => |s| s.to_string(),
-        "LOWER" => |s| s.to_lowercase(),
-        "UPPER" => |s| s.to_uppercase(),
+    // Character by character, as C++'s ctype facet maps them (onnxruntime): a character whose
+    // Unicode case mapping is several characters ('ß' to "SS") stays as it is, and the "C"
+    // locale maps ASCII letters only.
+    let ascii = matches!(string_attr(node, "locale", "")?.as_str(), "C" | "POSIX");
+    let map = |s: &str, upper: bool| -> String {
+        s.chars()
+            .map(|c| {
+                if ascii {
+                    return if upper {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c.to_ascii_lowercase()
+                    };
+                }
+                let m: Vec<char> = match upper {
+                    true => c.to_uppercase().collect(),
+                    false => c.to_lowercase().collect(),
+                };
+                match m.as_slice() {
+                    [one] => *one,
+                    _ => simple_case(c, upper),
+                }
+            })
+            .collect()
+    };
+    let change = |s: &str| -> String {
+        match action.as_str() {
+            "LOWER" => map(s, false),
+            "UPPER" => map(s, true),
+            _ => s.to_string(),
+        }
+    };
+    match action.as_str() {
+        "NONE" | "LOWER" | "UPPER" => {}
         other => {
             return Err(Error::invalid(
                 op,
@@ -439,7 +499,7 @@ fn normalize(node: &Node, x: &StringTensor) -> Result<StringTensor> {
                 ),
             ))
         }
-    };
+    }
     let sensitive = int_attr(node, "is_case_sensitive", 0)? != 0;
     let stopwords = strings_attr(node, "stopwords")?;
     let two_d = match x.shape.as_slice() {
@@ -456,8 +516,8 @@ fn normalize(node: &Node, x: &StringTensor) -> Result<StringTensor> {
     let stop = |s: &str| match sensitive {
         true => stopwords.iter().any(|w| w == s),
         false => {
-            let s = s.to_lowercase();
-            stopwords.iter().any(|w| w.to_lowercase() == s)
+            let s = map(s, false);
+            stopwords.iter().any(|w| map(w, false) == s)
         }
     };
     let mut values: Vec<String> = x
@@ -471,6 +531,21 @@ fn normalize(node: &Node, x: &StringTensor) -> Result<StringTensor> {
     }
     let n = values.len();
     StringTensor::new(if two_d { vec![1, n] } else { vec![n] }, values)
+}
+
+/// The simple (one-character) case mapping of `c` where its full mapping has several
+/// characters: Rust gives the full one, C's `towupper`/`towlower` the simple one. Only 'İ'
+/// lowers to several, and only the Greek letters with ypogegrammeni have a simple uppercase
+/// among those that upper to several ('ß' has none and stays).
+fn simple_case(c: char, upper: bool) -> char {
+    let code = c as u32;
+    let simple = match (upper, code) {
+        (false, 0x130) => 0x69,
+        (true, 0x1F80..=0x1F87 | 0x1F90..=0x1F97 | 0x1FA0..=0x1FA7) => code + 8,
+        (true, 0x1FB3 | 0x1FC3 | 0x1FF3) => code + 9,
+        _ => code,
+    };
+    char::from_u32(simple).unwrap_or(c)
 }
 
 /// StringSplit: each string split at `delimiter` (Python's `str.split`: at runs of whitespace,
@@ -514,20 +589,26 @@ fn split(node: &Node, x: &StringTensor) -> Result<(StringTensor, HostTensor)> {
     ))
 }
 
+/// Python's `str.isspace`: Unicode's white space and the separators U+001C to U+001F.
+fn is_python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
 /// Python's `s.split(None, maxsplit)`: runs of whitespace separate pieces, none are empty,
 /// and after `maxsplit` splits the rest (its leading whitespace dropped) is the last piece.
 fn whitespace_split(s: &str, maxsplit: Option<usize>) -> Vec<&str> {
     let mut out = Vec::new();
-    let mut rest = s.trim_start();
+    let mut rest = s.trim_start_matches(is_python_space);
     while !rest.is_empty() {
         if maxsplit.is_some_and(|m| out.len() == m) {
-            out.push(rest.trim_end());
+            // Python keeps the rest's trailing whitespace.
+            out.push(rest);
             break;
         }
-        match rest.find(char::is_whitespace) {
+        match rest.find(is_python_space) {
             Some(end) => {
                 out.push(&rest[..end]);
-                rest = rest[end..].trim_start();
+                rest = rest[end..].trim_start_matches(is_python_space);
             }
             None => {
                 out.push(rest);

@@ -1878,6 +1878,18 @@ def string_cases(out, manifest):
         w += graph_case(out, manifest, f"ort_ml_LabelEncoder_{label}",
                         [helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", **attrs)],
                         [("x", feed)], ["y"], ["LabelEncoder"], opset=17, ml_opset=2)
+    for label, feed in (("to_int", strings("mon", "tue", "", "sun", "tue", shape=(5, 1))),
+                        ("to_string", np.array([[3, 1], [9, -2]], np.int64))):
+        w += graph_case(out, manifest, f"ort_ml_CategoryMapper_{label}",
+                        [helper.make_node("CategoryMapper", ["x"], ["y"], domain="ai.onnx.ml",
+                                          cats_strings=["mon", "tue", "wed", "sun"], cats_int64s=[1, 2, 3, 7],
+                                          default_int64=-5, default_string="none")],
+                        [("x", feed)], ["y"], ["CategoryMapper"], opset=17, ml_opset=1)
+    w += graph_case(out, manifest, "ort_ml_OneHotEncoder_strings",
+                    [helper.make_node("OneHotEncoder", ["x"], ["y"], domain="ai.onnx.ml",
+                                      cats_strings=["red", "green", "blüe"], zeros=1)],
+                    [("x", strings("green", "blüe", "pink", "red", shape=(2, 2)))], ["y"],
+                    ["OneHotEncoder"], opset=17, ml_opset=1)
     key_tensor = numpy_helper.from_array(np.array(["b", "a", "c"], dtype=object))
     value_tensor = numpy_helper.from_array(np.array([20, 10, 30], np.int64))
     default = numpy_helper.from_array(np.array([-1], np.int64))

@@ -18,7 +18,8 @@ decision trees, random forests and gradient boosting, binary and multi-class, an
 vector machines (SVMRegressor, SVMClassifier): SVR, SVC (RBF and polynomial kernels, binary
 and multi-class), LinearSVC and OneClassSVM; an isolation forest (trees and LabelEncoder),
 KBinsDiscretizer to one-hot columns, and OneHotEncoder and OrdinalEncoder of integer
-categories (OneHotEncoder, LabelEncoder; i64 inputs).
+categories (OneHotEncoder, LabelEncoder; i64 inputs) and of string categories (string inputs);
+classifiers with string class labels (a string output).
 
 usage: scripts/sklearn_models.py OUT_DIR   (needs numpy, scikit-learn, skl2onnx, onnxruntime)
 """
@@ -37,7 +38,7 @@ from skl2onnx import to_onnx
 def export(out, kind, name, model, x, options=None, scan=True):
     """Writes model `kind` in dtype `name` with input x, and onnxruntime's outputs; returns
     its manifest entry."""
-    dtype = {"f32": np.float32, "f64": np.float64, "i64": np.int64}[name]
+    dtype = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "str": str}[name]
     onx = to_onnx(model, x[:1].astype(dtype), target_opset={"": 17, "ai.onnx.ml": 3}, options=options)
     path = os.path.join(out, f"{kind}_{name}.onnx")
     with open(path, "wb") as f:
@@ -49,7 +50,8 @@ def export(out, kind, name, model, x, options=None, scan=True):
     outputs = []
     for meta, value in zip(session.get_outputs(), expected):
         file = f"expected_{kind}_{name}_{meta.name}.npy"
-        np.save(os.path.join(out, file), value)
+        # Strings (object arrays from onnxruntime) as numpy's fixed-width strings.
+        np.save(os.path.join(out, file), value.astype(str) if value.dtype == object else value)
         outputs.append({"name": meta.name, "file": file})
     ops = set()
 
@@ -144,11 +146,19 @@ def ml_models(out, rng):
         ("isolation_forest", IsolationForest(n_estimators=10, random_state=0).fit(x), q, False),
         ("kbins_one_hot", KBinsDiscretizer(4, encode="onehot-dense").fit(x), q, False),
     ]
+    # String class labels (the labels output is a string tensor).
+    names = np.array(["setosa", "versicolor", "virgínica"])
+    models += [
+        ("string_labels_logistic", make_pipeline(StandardScaler(), LogisticRegression()).fit(x, names[y3]), q, True),
+        ("string_labels_forest", RandomForestClassifier(10, max_depth=5, random_state=0).fit(x, names[y3]), q, True),
+        ("string_labels_binary", DecisionTreeClassifier(max_depth=4, random_state=0).fit(x, names[y2 // 5]), q, True),
+        ("string_labels_svc", SVC().fit(x, names[y3]), q, True),
+    ]
     entries = []
     # The last field: whether the exporter's ZipMap (a list of maps) must be turned off.
     for kind, model, query, zipmap in models:
         options = nozip(model) if zipmap else None
-        if kind == "scaled_logistic":
+        if hasattr(model, "steps"):
             options = {id(model.steps[-1][1]): {"zipmap": False}}
         entries.append(export(out, kind, "f32", model, query, options, scan=False))
     # Integer categories (i64 inputs).
@@ -159,6 +169,15 @@ def ml_models(out, rng):
     entries.append(export(out, "ordinal", "i64", OrdinalEncoder(handle_unknown="use_encoded_value",
                                                                  unknown_value=-1).fit(cats),
                           q_cats, scan=False))
+    # String categories (string inputs): OneHotEncoder and OrdinalEncoder.
+    words = np.array(["red", "green", "blüe", "", "black"], dtype=object)
+    str_cats = words[rng.randint(0, 4, (200, 2))]
+    q_str = words[rng.randint(0, 5, (48, 2))]  # "black" is a category the encoders have not seen
+    entries.append(export(out, "one_hot_strings", "str", OneHotEncoder(handle_unknown="ignore").fit(str_cats),
+                          q_str, scan=False))
+    entries.append(export(out, "ordinal_strings", "str",
+                          OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1).fit(str_cats),
+                          q_str, scan=False))
     return entries
 
 

@@ -371,4 +371,31 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn strings_are_written_as_numpy_writes_them_and_read_back() {
+        // np.save(f, np.array([["héllo", "", "a b"], ["€", "x", "yz"]])), byte for byte.
+        let numpy: &[u8] = b"\x93NUMPY\x01\x00v\x00{'descr': '<U5', 'fortran_order': False, 'shape': (2, 3), }                                                          \x0ah\x00\x00\x00\xe9\x00\x00\x00l\x00\x00\x00l\x00\x00\x00o\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00a\x00\x00\x00 \x00\x00\x00b\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xac \x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00x\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00y\x00\x00\x00z\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00";
+        let t = StringTensor::new(
+            vec![2, 3],
+            ["héllo", "", "a b", "€", "x", "yz"]
+                .map(String::from)
+                .to_vec(),
+        )
+        .unwrap();
+        assert!(holds_strings(numpy));
+        assert_eq!(strings_to_bytes(&t), numpy);
+        assert_eq!(strings_from_bytes("mem", numpy).unwrap(), t);
+        // Empty tensors and empty strings only.
+        for t in [
+            StringTensor::new(vec![0, 2], Vec::new()).unwrap(),
+            StringTensor::new(vec![], vec![String::new()]).unwrap(),
+        ] {
+            assert_eq!(strings_from_bytes("mem", &strings_to_bytes(&t)).unwrap(), t);
+        }
+        // Numbers are not strings, and a truncated file is refused.
+        let n = HostTensor::from_vec(vec![2], &[1i32, 2]).unwrap();
+        assert!(!holds_strings(&to_bytes(&n)));
+        assert!(strings_from_bytes("mem", &numpy[..numpy.len() - 4]).is_err());
+    }
 }

@@ -838,3 +838,82 @@ fn sequences_travel_as_folders_of_numbered_files() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!bad_out.exists());
 }
+
+/// Strings through the command: numpy's string files (`<U`) in and out, a string input
+/// declared with `"kind": "strings"`, string constants as a `StringConstant` node with a
+/// list of strings as its value, and a string output of an ONNX-style op next to a numeric one.
+#[test]
+fn strings_travel_as_numpy_string_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let words = wgpu_ops::StringTensor::new(
+        vec![3],
+        ["a b", "ça va bien", ""].map(String::from).to_vec(),
+    )
+    .unwrap();
+    let input = d.join("words.npy");
+    std::fs::write(&input, npy::strings_to_bytes(&words)).unwrap();
+    let graph = write_json(
+        d,
+        "graph.json",
+        &json!({
+            "inputs": [{"name": "words", "kind": "strings", "shape": [null]}],
+            "nodes": [
+                {"op": "StringSplit", "name": "split", "inputs": ["words"], "outputs": ["pieces", "counts"]},
+                {"op": "StringConstant", "name": "mark", "outputs": ["mark"], "attrs": {"value": ["<"], "shape": [1, 1]}},
+                {"op": "StringConcat", "name": "marked", "inputs": ["words", "mark"], "outputs": ["marked"]}
+            ],
+            "outputs": ["pieces", "counts", {"name": "marked", "kind": "strings"}]
+        }),
+    );
+    let out = d.join("out");
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        &graph,
+        "--input",
+        &format!("words={}", input.display()),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let read = |name: &str| {
+        npy::strings_from_bytes(name, &std::fs::read(out.join(name)).unwrap()).unwrap()
+    };
+    let pieces = read("pieces.npy");
+    assert_eq!(pieces.shape, [3, 3]);
+    assert_eq!(
+        pieces.values,
+        ["a", "b", "", "ça", "va", "bien", "", "", ""]
+    );
+    let counts = npy::read(&out.join("counts.npy")).unwrap();
+    assert_eq!(counts.to_vec::<i64>().unwrap(), [2, 3, 0]);
+    let marked = read("marked.npy");
+    assert_eq!(marked.shape, [1, 3]);
+    assert_eq!(
+        marked.values,
+        ["a b<", "ça va bien<", "<"].map(String::from)
+    );
+
+    // Numbers given for the string input: one line naming it, no output.
+    let numbers = save(
+        d,
+        "numbers.npy",
+        &HostTensor::from_vec(vec![1], &[1i32]).unwrap(),
+    );
+    let bad_out = d.join("bad_out");
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        &graph,
+        "--input",
+        &format!("words={numbers}"),
+        "--out",
+        bad_out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("'words'") && err.contains("string tensor"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!bad_out.exists());
+}

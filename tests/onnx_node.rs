@@ -335,10 +335,12 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
             INTERPRETED.contains(&op.as_str()) || wgpu_ops::onnx::ML_OPS.contains(&op.as_str())
         });
         // The interpreter computes on numbers only: graphs that make strings are left out.
-        let makes_strings = model_graph
-            .nodes
-            .iter()
-            .any(|n| matches!(n.op.as_str(), "StringConstant" | "LabelEncoder"));
+        let makes_strings = model_graph.nodes.iter().any(|n| {
+            matches!(
+                n.op.as_str(),
+                "StringConstant" | "LabelEncoder" | "CategoryMapper"
+            )
+        });
         if let (true, Some(given), true) = (
             interpreted && !makes_strings,
             &tensors,

@@ -108,6 +108,12 @@ fn scikit_learn_models_match_onnxruntime() {
         ("kbins_one_hot", "OneHotEncoder"),
         ("one_hot", "OneHotEncoder"),
         ("ordinal", "LabelEncoder"),
+        ("string_labels_logistic", "LinearClassifier"),
+        ("string_labels_forest", "TreeEnsembleClassifier"),
+        ("string_labels_binary", "TreeEnsembleClassifier"),
+        ("string_labels_svc", "SVMClassifier"),
+        ("one_hot_strings", "OneHotEncoder"),
+        ("ordinal_strings", "LabelEncoder"),
     ];
     for (kind, op) in ml {
         let entry = manifest.iter().find(|e| e.kind == kind);
@@ -151,6 +157,21 @@ fn scikit_learn_models_match_onnxruntime() {
             String::from_utf8_lossy(&run.stderr)
         );
         for o in &entry.outputs {
+            // String outputs (class labels) compare exactly.
+            let want_bytes = std::fs::read(dir.join(&o.file)).unwrap();
+            if wgpu_ops::npy::holds_strings(&want_bytes) {
+                let read = |p: &Path| {
+                    wgpu_ops::npy::strings_from_bytes(
+                        &p.display().to_string(),
+                        &std::fs::read(p).unwrap(),
+                    )
+                    .unwrap()
+                };
+                let got = read(&out.join(format!("{}.npy", o.name)));
+                let want = wgpu_ops::npy::strings_from_bytes(&o.file, &want_bytes).unwrap();
+                assert_eq!(got, want, "{} {}", entry.model, o.name);
+                continue;
+            }
             let got: HostTensor =
                 wgpu_ops::npy::read(&out.join(format!("{}.npy", o.name))).unwrap();
             let want: HostTensor = wgpu_ops::npy::read(&dir.join(&o.file)).unwrap();

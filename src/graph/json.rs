@@ -249,16 +249,23 @@ fn attr(v: &Value, base: Option<&Path>, what: &str) -> Result<Attr> {
                         .map(|i| i.as_f64().unwrap_or(f64::NAN))
                         .collect(),
                 )
+            } else if items.iter().all(Value::is_string) {
+                Attr::Strings(
+                    items
+                        .iter()
+                        .map(|i| i.as_str().unwrap_or_default().to_string())
+                        .collect(),
+                )
             } else {
                 return Err(err(format!(
-                    "{what} must be a number, a list of numbers, a string or a graph"
+                    "{what} must be a number, a string, a list of numbers, a list of strings or a graph"
                 )));
             }
         }
         Value::Object(_) => Attr::Graph(Box::new(graph(v, base)?)),
         _ => {
             return Err(err(format!(
-                "{what} must be a number, a list of numbers, a string or a graph"
+                "{what} must be a number, a string, a list of numbers, a list of strings or a graph"
             )))
         }
     })

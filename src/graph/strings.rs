@@ -1,6 +1,7 @@
 //! Tensors of strings (ONNX `tensor(string)`). No kernel reads strings, so they live on the
 //! host only and every op on them runs while the graph is planned, as sequences do: the string
-//! ops (StringConcat, StringNormalizer, StringSplit, RegexFullMatch, LabelEncoder), Equal, Cast
+//! ops (StringConcat, StringNormalizer, StringSplit, RegexFullMatch, LabelEncoder,
+//! CategoryMapper), Equal, Cast
 //! to and from strings, Shape and Size, and the ops that only move values (Reshape, Gather,
 //! Concat, Where, ...). Those run in the CPU interpreter on indices into the strings, so they
 //! follow exactly the rules they follow on numbers. The numeric inputs of these ops (indices,
@@ -23,16 +24,35 @@ pub(crate) const OPS: &[&str] = &[
     "StringSplit",
     "RegexFullMatch",
     "LabelEncoder",
+    "CategoryMapper",
 ];
 
 /// The ops that only move values, which take string tensors at their data inputs: all inputs
 /// (`None`) or these.
 fn data_inputs(op: &str) -> Option<Option<&'static [usize]>> {
     Some(match op {
-        "Identity" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose" | "Gather"
-        | "GatherElements" | "GatherND" | "Split" | "OnnxSlice" | "Slice" | "StridedSlice"
-        | "Expand" | "Tile" | "Compress" | "ReverseSequence" | "DepthToSpace" | "SpaceToDepth"
-        | "BatchToSpace" | "SpaceToBatch" => Some(&[0]),
+        "Identity"
+        | "Reshape"
+        | "Flatten"
+        | "Squeeze"
+        | "Unsqueeze"
+        | "Transpose"
+        | "Gather"
+        | "GatherElements"
+        | "GatherND"
+        | "Split"
+        | "OnnxSlice"
+        | "Slice"
+        | "StridedSlice"
+        | "Expand"
+        | "Tile"
+        | "Compress"
+        | "ReverseSequence"
+        | "DepthToSpace"
+        | "SpaceToDepth"
+        | "BatchToSpace"
+        | "SpaceToBatch"
+        | "ai.onnx.ml.ArrayFeatureExtractor" => Some(&[0]),
         "ScatterElements" | "ScatterND" => Some(&[0, 2]),
         "Where" => Some(&[1, 2]),
         "Concat" => None,
@@ -71,23 +91,7 @@ pub(crate) fn makes_strings(node: &Node) -> bool {
 
 /// The op's name as errors give it.
 fn op_name(node: &Node) -> &'static str {
-    const NAMES: &[&str] = &[
-        "StringConstant",
-        "StringConcat",
-        "StringNormalizer",
-        "StringSplit",
-        "RegexFullMatch",
-        "LabelEncoder",
-        "Equal",
-        "Cast",
-        "Shape",
-        "Size",
-    ];
-    NAMES
-        .iter()
-        .copied()
-        .find(|&o| o == node.op)
-        .unwrap_or("strings")
+    super::registry::lookup(&node.op).map_or("strings", |d| d.name)
 }
 
 /// Records `node` (see [`handles`] and [`makes_strings`]) against `scope`: computes its
@@ -152,21 +156,23 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
         }
         "StringConcat" => {
             let (a, b) = (strings(0, "X")?, strings(1, "Y")?);
+            let shape = code_shape(node, a, b)?;
             let code = pair_codes(node, a, b)?;
             let values = code
                 .iter()
                 .map(|&(i, j)| format!("{}{}", a.values[i], b.values[j]))
                 .collect();
-            one(StringTensor::new(code_shape(node, a, b)?, values)?)
+            one(StringTensor::new(shape, values)?)
         }
         "Equal" => {
             let (a, b) = (strings(0, "A")?, strings(1, "B")?);
+            let shape = code_shape(node, a, b)?;
             let code = pair_codes(node, a, b)?;
             let values: Vec<bool> = code
                 .iter()
                 .map(|&(i, j)| a.values[i] == b.values[j])
                 .collect();
-            number(HostTensor::from_vec(code_shape(node, a, b)?, &values)?)
+            number(HostTensor::from_vec(shape, &values)?)
         }
         "StringNormalizer" => one(normalize(node, strings(0, "X")?)?),
         "StringSplit" => {
@@ -191,7 +197,11 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
                         format!(
                             "pattern '{}' is not a regular expression: {}",
                             pattern.escape_debug(),
-                            e.to_string().escape_debug()
+                            e.to_string()
+                                .lines()
+                                .last()
+                                .unwrap_or_default()
+                                .escape_debug()
                         ),
                     )
                 })?;
@@ -199,6 +209,57 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
             number(HostTensor::from_vec(x.shape.clone(), &values)?)
         }
         "LabelEncoder" => label_encoder(node, &slots),
+        "CategoryMapper" => {
+            // A LabelEncoder from strings to integers, or back where the input is integers.
+            let names = strings_attr(node, "cats_strings")?;
+            let ints = match node.attrs.get("cats_int64s") {
+                None => Vec::new(),
+                Some(Attr::Ints(v)) => v.clone(),
+                Some(_) => {
+                    return Err(Error::invalid(
+                        op,
+                        "cats_int64s",
+                        "cats_int64s must be integers",
+                    ))
+                }
+            };
+            if names.len() != ints.len() {
+                return Err(Error::invalid(
+                    op,
+                    "cats_strings",
+                    format!(
+                        "has {} strings and {} integers; it needs one integer per string",
+                        names.len(),
+                        ints.len()
+                    ),
+                ));
+            }
+            let to_ints = slots
+                .first()
+                .copied()
+                .flatten()
+                .is_some_and(|s| s.strings.is_some());
+            let encoder = Node::new("LabelEncoder", node.name.clone())
+                .inputs(node.inputs.iter().cloned())
+                .outputs(node.outputs.iter().cloned());
+            let encoder = match to_ints {
+                true => encoder
+                    .attr("keys_strings", Attr::Strings(names))
+                    .attr("values_int64s", Attr::Ints(ints))
+                    .attr(
+                        "default_int64",
+                        Attr::Int(int_attr(node, "default_int64", -1)?),
+                    ),
+                false => encoder
+                    .attr("keys_int64s", Attr::Ints(ints))
+                    .attr("values_strings", Attr::Strings(names))
+                    .attr(
+                        "default_string",
+                        Attr::String(string_attr(node, "default_string", "_Unused")?),
+                    ),
+            };
+            label_encoder(&encoder, &slots)
+        }
         "Cast" => cast(node, &slots),
         "Shape" => {
             let x = strings(0, "data")?;
@@ -1040,12 +1101,26 @@ string_op!(
     ]
 );
 
+string_op!(
+    CATEGORY_MAPPER,
+    "CategoryMapper",
+    1..=1,
+    1..=1,
+    &[
+        "cats_strings",
+        "cats_int64s",
+        "default_string",
+        "default_int64"
+    ]
+);
+
 /// The registry's entries for [`OPS`], in that order.
-pub(crate) static DEFS: [&OpDef; 6] = [
+pub(crate) static DEFS: [&OpDef; 7] = [
     &STRING_CONSTANT,
     &STRING_CONCAT,
     &STRING_NORMALIZER,
     &STRING_SPLIT,
     &REGEX_FULL_MATCH,
     &LABEL_ENCODER,
+    &CATEGORY_MAPPER,
 ];

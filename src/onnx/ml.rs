@@ -45,10 +45,15 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
 
 /// A classifier with string class labels (`classlabels_strings`): expanded with the labels'
 /// positions as its integer labels, then the label strings gathered at them (a string op,
-/// which reads the positions back from the GPU). A LabelEncoder that maps strings: the graph's
-/// LabelEncoder, a string op. `None` for other nodes.
+/// which reads the positions back from the GPU). A LabelEncoder that maps strings, and a
+/// CategoryMapper: the graph's string ops of those names. `None` for other nodes.
 fn with_string_labels(node: &Node) -> Result<Option<Expansion>> {
     let op = node.op.strip_prefix("ai.onnx.ml.").unwrap_or_default();
+    if op == "CategoryMapper" {
+        let mut n = node.clone();
+        n.op = op.into();
+        return Ok(Some((vec![n], Vec::new())));
+    }
     if op == "LabelEncoder" {
         let strings = [
             "keys_strings",
@@ -2008,18 +2013,31 @@ fn matches_keys(b: &mut Builder, x: &str, keys: &str) -> Result<String> {
 fn one_hot_encoder(node: &Node) -> Result<Expansion> {
     let a = Attrs(node);
     let (x, y) = io(node)?;
-    if !a.strings("cats_strings")?.is_empty() {
-        return Err(
-            a.bad("has string categories (cats_strings): strings are not a supported dtype")
-        );
-    }
-    let cats = a.ints("cats_int64s")?;
-    if cats.is_empty() {
-        return Err(a.bad("needs cats_int64s"));
-    }
+    let names = a.strings("cats_strings")?;
     let mut b = Builder::new(node, &y);
-    // Values are compared as i64, floats truncated first (onnxruntime's cast).
-    let xi = cast(&mut b, "x_i64", &x, "i64");
+    let (xi, cats) = if names.is_empty() {
+        // Values are compared as i64, floats truncated first (onnxruntime's cast).
+        (cast(&mut b, "x_i64", &x, "i64"), a.ints("cats_int64s")?)
+    } else {
+        // String categories: each string's category position (a string op on the host),
+        // -1 for none, then the positions one-hot.
+        let positions: Vec<i64> = (0..names.len() as i64).collect();
+        let out = b.name("category_position");
+        b.op_to(
+            "LabelEncoder",
+            &out,
+            &[&x],
+            &[
+                ("keys_strings", Attr::Strings(names)),
+                ("values_int64s", Attr::Ints(positions.clone())),
+                ("default_int64", Attr::Int(-1)),
+            ],
+        );
+        (out, positions)
+    };
+    if cats.is_empty() {
+        return Err(a.bad("needs cats_int64s or cats_strings"));
+    }
     let cats = b.constant("categories", HostTensor::from_vec(vec![cats.len()], &cats)?);
     let eq = matches_keys(&mut b, &xi, &cats)?;
     b.op_to("Cast", &y, &[&eq], &[("to", Attr::String("f32".into()))]);

@@ -52,8 +52,9 @@ pub const EXPANDED_OPS: [&str; 24] = [
     "DeformConv",
 ];
 
-/// The ONNX-ML (`ai.onnx.ml`) ops the loader builds from others (`src/onnx/ml.rs`), by name.
-pub const ML_OPS: [&str; 13] = [
+/// The ONNX-ML (`ai.onnx.ml`) ops the loader builds from others or from the graph's string
+/// ops (`src/onnx/ml.rs`), by name.
+pub const ML_OPS: [&str; 14] = [
     "Binarizer",
     "Scaler",
     "Normalizer",
@@ -67,6 +68,7 @@ pub const ML_OPS: [&str; 13] = [
     "SVMClassifier",
     "OneHotEncoder",
     "LabelEncoder",
+    "CategoryMapper",
 ];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};

@@ -1348,6 +1348,22 @@ def tfidf_cases(out, manifest):
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
         written += ort_case(out, manifest, f"ort_TfIdfVectorizer_{label}", m, [("x", x)],
                             ["TfIdfVectorizer"], 9, 0.0, 0.0)
+    # String tokens: the same pool as words (repeated words, tokens outside the pool).
+    names = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+    spool = [names[v] for v in pool]
+    for label, extra, shape in (
+            ("strings_tf_skip2", {"mode": "TF", "min_gram_length": 1, "max_gram_length": 3, "max_skip_count": 2}, (3, 12)),
+            ("strings_tfidf_weights", {"mode": "TFIDF", "min_gram_length": 1, "max_gram_length": 3, "max_skip_count": 1,
+                                       "weights": [0.5, 1.5, 2.0, 1.0, 3.0, 0.25, 0.75, 4.0, 1.25]}, (14,))):
+        x = np.array([names.get(v, "one") for v in rng.randint(1, 9, shape).ravel()], dtype=object).reshape(shape)
+        attrs = dict(base, pool_strings=spool)
+        del attrs["pool_int64s"]
+        node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs, **extra)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", T.STRING, list(shape))],
+                              [onnx.ValueInfoProto(name="y")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+        written += ort_case(out, manifest, f"ort_TfIdfVectorizer_{label}", m, [("x", x)],
+                            ["TfIdfVectorizer"], 9, 0.0, 0.0)
     return written
 
 

@@ -68,8 +68,9 @@ fn file_error(path: &str, message: impl std::fmt::Display) -> Error {
     }
 }
 
-/// Parses `.npy` bytes; `what` names the source in errors.
-pub fn from_bytes(what: &str, bytes: &[u8]) -> Result<HostTensor> {
+/// A `.npy` file's dtype text (`<f4`, `<U5`), shape and data bytes; `what` names the source
+/// in errors.
+fn parse(what: &str, bytes: &[u8]) -> Result<(String, Vec<usize>, Vec<u8>)> {
     let mut reader = bytes;
     let file = npyz::NpyFile::new(&mut reader)
         .map_err(|e| file_error(what, format!("not a valid .npy file: {e}")))?;
@@ -82,12 +83,6 @@ pub fn from_bytes(what: &str, bytes: &[u8]) -> Result<HostTensor> {
             ))
         }
     };
-    let dtype = from_descr(&descr).ok_or_else(|| {
-        file_error(
-            what,
-            format!("unsupported .npy dtype '{descr}' (use <f4 <f8 <f2 <i1 <i2 <i4 <i8 <u1 <u2 <u4 <u8 |b1)"),
-        )
-    })?;
     if file.order() == npyz::Order::Fortran && file.shape().iter().filter(|&&d| d > 1).count() > 1 {
         return Err(file_error(
             what,
@@ -103,17 +98,34 @@ pub fn from_bytes(what: &str, bytes: &[u8]) -> Result<HostTensor> {
     file.into_inner()
         .read_to_end(&mut data)
         .map_err(|e| file_error(what, e))?;
-    let expected = crate::host::checked_numel(&shape).and_then(|n| n.checked_mul(dtype.size()));
+    Ok((descr, shape, data))
+}
+
+/// Checks that `data` holds `shape` of `width`-byte elements.
+fn check_len(what: &str, descr: &str, shape: &[usize], width: usize, data: &[u8]) -> Result<()> {
+    let expected = crate::host::checked_numel(shape).and_then(|n| n.checked_mul(width));
     if expected != Some(data.len()) {
         return Err(file_error(
             what,
             format!(
-                "holds {} data bytes but its header announces {:?} of {descr}",
-                data.len(),
-                shape
+                "holds {} data bytes but its header announces {shape:?} of {descr}",
+                data.len()
             ),
         ));
     }
+    Ok(())
+}
+
+/// Parses `.npy` bytes; `what` names the source in errors.
+pub fn from_bytes(what: &str, bytes: &[u8]) -> Result<HostTensor> {
+    let (descr, shape, data) = parse(what, bytes)?;
+    let dtype = from_descr(&descr).ok_or_else(|| {
+        file_error(
+            what,
+            format!("unsupported .npy dtype '{descr}' (use <f4 <f8 <f2 <i1 <i2 <i4 <i8 <u1 <u2 <u4 <u8 |b1)"),
+        )
+    })?;
+    check_len(what, &descr, &shape, dtype.size(), &data)?;
     HostTensor::from_bytes(dtype, shape, data)
 }
 
@@ -132,18 +144,7 @@ pub fn holds_strings(bytes: &[u8]) -> bool {
 /// Parses `.npy` bytes of numpy strings (`<Un`: n UTF-32 code units per string, padded with
 /// NULs) as a string tensor; `what` names the source in errors.
 pub fn strings_from_bytes(what: &str, bytes: &[u8]) -> Result<StringTensor> {
-    let mut reader = bytes;
-    let file = npyz::NpyFile::new(&mut reader)
-        .map_err(|e| file_error(what, format!("not a valid .npy file: {e}")))?;
-    let descr = match file.dtype() {
-        npyz::DType::Plain(t) => t.to_string(),
-        other => {
-            return Err(file_error(
-                what,
-                format!("unsupported .npy dtype {}", other.descr()),
-            ))
-        }
-    };
+    let (descr, shape, data) = parse(what, bytes)?;
     let width = descr
         .strip_prefix("<U")
         .or_else(|| descr.strip_prefix("|U"))
@@ -155,32 +156,13 @@ pub fn strings_from_bytes(what: &str, bytes: &[u8]) -> Result<StringTensor> {
                 format!("dtype '{descr}' is not numpy's little-endian strings (<U)"),
             )
         })?;
-    if file.order() == npyz::Order::Fortran && file.shape().iter().filter(|&&d| d > 1).count() > 1 {
-        return Err(file_error(
-            what,
-            "Fortran-order arrays are not supported; save in C order",
-        ));
+    check_len(what, &descr, &shape, width * 4, &data)?;
+    let numel = crate::host::checked_numel(&shape).unwrap_or(0);
+    if width == 0 {
+        // Strings of width 0 are all empty (numpy writes `<U1` for those, though).
+        return StringTensor::new(shape, vec![String::new(); numel]);
     }
-    let shape: Vec<usize> = file
-        .shape()
-        .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| file_error(what, "dimension too large")))
-        .collect::<Result<_>>()?;
-    let mut data = Vec::new();
-    file.into_inner()
-        .read_to_end(&mut data)
-        .map_err(|e| file_error(what, e))?;
-    let numel = crate::host::checked_numel(&shape);
-    if numel.and_then(|n| n.checked_mul(width * 4)) != Some(data.len()) {
-        return Err(file_error(
-            what,
-            format!(
-                "holds {} data bytes but its header announces {shape:?} of {descr}",
-                data.len()
-            ),
-        ));
-    }
-    let mut values = Vec::with_capacity(numel.unwrap_or(0));
+    let mut values = Vec::with_capacity(numel);
     for (i, item) in data.chunks(width * 4).enumerate() {
         let mut s = String::new();
         for unit in item.chunks_exact(4) {
@@ -196,10 +178,6 @@ pub fn strings_from_bytes(what: &str, bytes: &[u8]) -> Result<StringTensor> {
             })?);
         }
         values.push(s);
-    }
-    // An empty tensor's data is empty whatever its width.
-    if width == 0 {
-        values = vec![String::new(); numel.unwrap_or(0)];
     }
     StringTensor::new(shape, values)
 }
@@ -397,5 +375,8 @@ mod tests {
         let n = HostTensor::from_vec(vec![2], &[1i32, 2]).unwrap();
         assert!(!holds_strings(&to_bytes(&n)));
         assert!(strings_from_bytes("mem", &numpy[..numpy.len() - 4]).is_err());
+        // Width 0: empty strings.
+        let zero = with_header("<U0", &[2], Vec::new());
+        assert_eq!(strings_from_bytes("mem", &zero).unwrap().values, ["", ""]);
     }
 }

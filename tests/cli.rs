@@ -148,10 +148,10 @@ fn every_error_exits_1_with_one_line_and_no_output() {
         (
             "unknown op",
             simple_graph(
-                json!({"op": "StringNormalizer", "name": "n", "inputs": ["x"], "outputs": ["y"]}),
+                json!({"op": "Bernoulli", "name": "n", "inputs": ["x"], "outputs": ["y"]}),
             ),
             vec![format!("x={x}")],
-            "unknown op 'StringNormalizer'",
+            "unknown op 'Bernoulli'",
         ),
         (
             "op rule",
@@ -680,11 +680,11 @@ fn runs_and_describes_an_onnx_model() {
     assert!(info.ends_with("supported: yes\n"), "{info}");
 
     let bad = dir.path().join("bad.onnx");
-    std::fs::write(&bad, model(Some(node("StringNormalizer", &["y"], "z")))).unwrap();
+    std::fs::write(&bad, model(Some(node("ImageDecoder", &["y"], "z")))).unwrap();
     let (code, info, _) = wgpu_ops(&["info", bad.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(
-        info.contains("op: StringNormalizer x1  (not supported)"),
+        info.contains("op: ImageDecoder x1  (not supported)"),
         "{info}"
     );
     let out2 = dir.path().join("out2");
@@ -699,7 +699,7 @@ fn runs_and_describes_an_onnx_model() {
     assert_eq!(code, 1);
     assert_eq!(
         err,
-        "error: model: unsupported ops: StringNormalizer (1) (see `wgpu-ops info` for the model's ops)\n"
+        "error: model: unsupported ops: ImageDecoder (1) (see `wgpu-ops info` for the model's ops)\n"
     );
     assert!(!out2.exists());
 }

@@ -110,16 +110,6 @@ fn bad_attributes_are_refused_with_one_line_naming_the_node() {
         (
             "LinearClassifier",
             vec![
-                floats("coefficients", &[1.0; 6]),
-                floats("intercepts", &[0.0, 0.0]),
-                strings("classlabels_strings", &["a", "b"]),
-            ],
-            vec!["label", "scores"],
-            "strings are not a supported dtype",
-        ),
-        (
-            "LinearClassifier",
-            vec![
                 floats("coefficients", &[1.0; 3]),
                 floats("intercepts", &[0.0]),
                 ints("classlabels_ints", &[1, 2, 3]),

@@ -23,6 +23,28 @@ pub(crate) struct OpDef {
     pub run: fn(&mut Recorder, &NodeArgs) -> Result<Vec<Tensor>>,
 }
 
+/// A registry entry for an op the executor records itself while planning (the sequence and
+/// string ops): its input and output counts and attributes; its `run` is never called.
+macro_rules! planned_op {
+    ($name:ident, $op:literal, $inputs:expr, $outputs:expr, $attrs:expr) => {
+        pub(crate) static $name: OpDef = OpDef {
+            name: $op,
+            inputs: $inputs,
+            outputs: $outputs,
+            host: None,
+            attrs: $attrs,
+            run: |_, args| {
+                Err(Error::Graph(format!(
+                    "internal: {} node '{}' was not recorded while planning",
+                    $op,
+                    args.node.name.escape_debug()
+                )))
+            },
+        };
+    };
+}
+pub(crate) use planned_op;
+
 pub(crate) type HostFn = fn(&Node, &[Option<&Slot>]) -> Result<Option<Vec<HostTensor>>>;
 
 static OPS: &[&OpDef] = &[

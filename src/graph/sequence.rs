@@ -12,7 +12,7 @@ use super::exec::{
     constant_slots, input_slots, keep_uploaded_constants, record_graph_planned, Scope, Sequence,
     Slot,
 };
-use super::registry::OpDef;
+use super::registry::{planned_op, OpDef};
 use super::{Attr, Graph, Node, ValueInfo, ValueKind};
 use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 
@@ -750,69 +750,49 @@ fn sequence_map(
     Ok(outputs.into_iter().map(Slot::sequence).collect())
 }
 
-/// The registry's entries for [`OPS`]: the executor records them itself ([`record`]); the
-/// entries give their input and output counts and attributes.
-macro_rules! sequence_op {
-    ($name:ident, $op:literal, $inputs:expr, $outputs:expr, $attrs:expr) => {
-        pub(crate) static $name: OpDef = OpDef {
-            name: $op,
-            inputs: $inputs,
-            outputs: $outputs,
-            host: None,
-            attrs: $attrs,
-            run: |_, args| {
-                Err(Error::Graph(format!(
-                    "internal: {} node '{}' was not recorded as a sequence op",
-                    $op,
-                    args.node.name.escape_debug()
-                )))
-            },
-        };
-    };
-}
-
-sequence_op!(SEQUENCE_EMPTY, "SequenceEmpty", 0..=0, 1..=1, &["dtype"]);
-sequence_op!(
+// The registry's entries for [`OPS`]: the executor records them itself ([`record`]).
+planned_op!(SEQUENCE_EMPTY, "SequenceEmpty", 0..=0, 1..=1, &["dtype"]);
+planned_op!(
     SEQUENCE_CONSTRUCT,
     "SequenceConstruct",
     1..=usize::MAX,
     1..=1,
     &[]
 );
-sequence_op!(SEQUENCE_INSERT, "SequenceInsert", 2..=3, 1..=1, &[]);
-sequence_op!(SEQUENCE_AT, "SequenceAt", 2..=2, 1..=1, &[]);
-sequence_op!(SEQUENCE_ERASE, "SequenceErase", 1..=2, 1..=1, &[]);
-sequence_op!(SEQUENCE_LENGTH, "SequenceLength", 1..=1, 1..=1, &[]);
-sequence_op!(
+planned_op!(SEQUENCE_INSERT, "SequenceInsert", 2..=3, 1..=1, &[]);
+planned_op!(SEQUENCE_AT, "SequenceAt", 2..=2, 1..=1, &[]);
+planned_op!(SEQUENCE_ERASE, "SequenceErase", 1..=2, 1..=1, &[]);
+planned_op!(SEQUENCE_LENGTH, "SequenceLength", 1..=1, 1..=1, &[]);
+planned_op!(
     SPLIT_TO_SEQUENCE,
     "SplitToSequence",
     1..=2,
     1..=1,
     &["axis", "keepdims"]
 );
-sequence_op!(
+planned_op!(
     CONCAT_FROM_SEQUENCE,
     "ConcatFromSequence",
     1..=1,
     1..=1,
     &["axis", "new_axis"]
 );
-sequence_op!(
+planned_op!(
     SEQUENCE_MAP,
     "SequenceMap",
     1..=usize::MAX,
     1..=usize::MAX,
     &["body"]
 );
-sequence_op!(OPTIONAL, "Optional", 0..=1, 1..=1, &["type"]);
-sequence_op!(
+planned_op!(OPTIONAL, "Optional", 0..=1, 1..=1, &["type"]);
+planned_op!(
     OPTIONAL_HAS_ELEMENT,
     "OptionalHasElement",
     0..=1,
     1..=1,
     &[]
 );
-sequence_op!(
+planned_op!(
     OPTIONAL_GET_ELEMENT,
     "OptionalGetElement",
     1..=1,

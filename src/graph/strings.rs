@@ -1,17 +1,17 @@
 //! Tensors of strings (ONNX `tensor(string)`). No kernel reads strings, so they live on the
 //! host only and every op on them runs while the graph is planned, as sequences do: the string
 //! ops (StringConcat, StringNormalizer, StringSplit, RegexFullMatch, LabelEncoder,
-//! CategoryMapper), Equal, Cast
-//! to and from strings, Shape and Size, and the ops that only move values (Reshape, Gather,
-//! Concat, Where, ...). Those run in the CPU interpreter on indices into the strings, so they
-//! follow exactly the rules they follow on numbers. The numeric inputs of these ops (indices,
-//! shapes, a LabelEncoder's keys) must be known on the host: where one was computed on the GPU
-//! it is read back (native runs; inside a Scan body, or with read-backs off, the op refuses it).
+//! CategoryMapper), Equal, Cast to and from strings, Shape and Size, and the ops that only move
+//! values (Reshape, Gather, Concat, Where, ...). Those run in the CPU interpreter on indices
+//! into the strings, so they follow exactly the rules they follow on numbers. The numeric
+//! inputs of these ops (indices, shapes, a LabelEncoder's keys) must be known on the host:
+//! where one was computed on the GPU it is read back (native runs; inside a Scan body, or with
+//! read-backs off, the op refuses it).
 
 use std::collections::HashMap;
 
 use super::exec::{input_slots, Scope, Slot};
-use super::registry::OpDef;
+use super::registry::{planned_op, OpDef};
 use super::{Attr, Node};
 use crate::reference::cast_host;
 use crate::{DType, Error, HostTensor, Recorder, Result, StringTensor};
@@ -1026,35 +1026,16 @@ fn parse_numbers(s: &StringTensor, dtype: DType) -> Result<HostTensor> {
     Ok(out)
 }
 
-/// The registry's entries for [`OPS`]: the executor records them itself ([`record`]).
-macro_rules! string_op {
-    ($name:ident, $op:literal, $inputs:expr, $outputs:expr, $attrs:expr) => {
-        pub(crate) static $name: OpDef = OpDef {
-            name: $op,
-            inputs: $inputs,
-            outputs: $outputs,
-            host: None,
-            attrs: $attrs,
-            run: |_, args| {
-                Err(Error::Graph(format!(
-                    "internal: {} node '{}' was not recorded as a string op",
-                    $op,
-                    args.node.name.escape_debug()
-                )))
-            },
-        };
-    };
-}
-
-string_op!(
+// The registry's entries for [`OPS`]: the executor records them itself ([`record`]).
+planned_op!(
     STRING_CONSTANT,
     "StringConstant",
     0..=0,
     1..=1,
     &["value", "shape"]
 );
-string_op!(STRING_CONCAT, "StringConcat", 2..=2, 1..=1, &[]);
-string_op!(
+planned_op!(STRING_CONCAT, "StringConcat", 2..=2, 1..=1, &[]);
+planned_op!(
     STRING_NORMALIZER,
     "StringNormalizer",
     1..=1,
@@ -1066,21 +1047,21 @@ string_op!(
         "stopwords"
     ]
 );
-string_op!(
+planned_op!(
     STRING_SPLIT,
     "StringSplit",
     1..=1,
     1..=2,
     &["delimiter", "maxsplit"]
 );
-string_op!(
+planned_op!(
     REGEX_FULL_MATCH,
     "RegexFullMatch",
     1..=1,
     1..=1,
     &["pattern"]
 );
-string_op!(
+planned_op!(
     LABEL_ENCODER,
     "LabelEncoder",
     1..=1,
@@ -1101,7 +1082,7 @@ string_op!(
     ]
 );
 
-string_op!(
+planned_op!(
     CATEGORY_MAPPER,
     "CategoryMapper",
     1..=1,

@@ -1,4 +1,5 @@
-//! ONNX `TfIdfVectorizer` on integer tokens, loaded as the ops that compute it: for each n-gram
+//! ONNX `TfIdfVectorizer` on integer tokens (string tokens mapped to integer ids first), loaded
+//! as the ops that compute it: for each n-gram
 //! length and skip distance, the rows' n-grams (n strided slices side by side) compared with
 //! every n-gram of that length in the pool, the matches counted per row, and the counts of
 //! each pool n-gram added into its output column by one MatMul with a one-hot table.
@@ -22,11 +23,25 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     let (Some(x), Some(y)) = (node.inputs.first(), node.outputs.first()) else {
         return Err(bad("needs an input and an output".into()));
     };
-    if matches!(node.attrs.get("pool_strings"), Some(Attr::Strings(s)) if !s.is_empty()) {
-        return Err(bad(
-            "has a pool of strings (pool_strings): strings are not a supported dtype".into(),
-        ));
-    }
+    // A pool of strings: each distinct string gets an integer id, and the input's strings are
+    // mapped to their ids (-1 outside the pool) by a LabelEncoder of strings.
+    let mut vocabulary: Vec<String> = Vec::new();
+    let string_pool = match node.attrs.get("pool_strings") {
+        Some(Attr::Strings(words)) if !words.is_empty() => {
+            let mut ids: std::collections::HashMap<&str, i64> = Default::default();
+            let mut pool = Vec::with_capacity(words.len());
+            for w in words {
+                let next = ids.len() as i64;
+                let id = *ids.entry(w.as_str()).or_insert(next);
+                if id == next {
+                    vocabulary.push(w.clone());
+                }
+                pool.push(id);
+            }
+            Some(pool)
+        }
+        _ => None,
+    };
     let min_n = int_attr(node, "min_gram_length")?.unwrap_or(1);
     let max_n = int_attr(node, "max_gram_length")?.unwrap_or(1);
     let max_skip = int_attr(node, "max_skip_count")?.unwrap_or(0);
@@ -40,7 +55,10 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
             mode.escape_debug()
         )));
     }
-    let pool = ints("pool_int64s")?;
+    let pool = match string_pool {
+        Some(pool) => pool,
+        None => ints("pool_int64s")?,
+    };
     let starts = ints("ngram_counts")?;
     let indexes = ints("ngram_indexes")?;
     let weights: Vec<f32> = match node.attrs.get("weights") {
@@ -93,6 +111,23 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         )));
     }
     let mut b = Builder::new(node, y);
+    let x = if vocabulary.is_empty() {
+        x.clone()
+    } else {
+        let ids: Vec<i64> = (0..vocabulary.len() as i64).collect();
+        let out = b.name("token_ids");
+        b.op_to(
+            "LabelEncoder",
+            &out,
+            &[x],
+            &[
+                ("keys_strings", Attr::Strings(vocabulary)),
+                ("values_int64s", Attr::Ints(ids)),
+                ("default_int64", Attr::Int(-1)),
+            ],
+        )
+    };
+    let x = x.as_str();
     // Rows of tokens: [C] is one row.
     let width = b.dims("row_width", x, -1, None);
     let lead = b.i64s("rows_lead", &[-1])?;

@@ -814,7 +814,7 @@ fn the_command_keeps_its_contract_under_fuzzing() {
 
     // ONNX models: a small valid model, then its protobuf bytes flipped, cut, grown and
     // spliced (the loader must refuse or run each, never panic).
-    let base = onnx_model();
+    let base = onnx_model(false);
     let x = npy_bytes(&input_tensor(&mut rng, DType::F32, &[2, 3]));
     let onnx: Vec<Case> = std::iter::once(base.clone())
         .chain((0..n).map(|_| mutate_bytes(&mut rng, &base)))
@@ -829,6 +829,29 @@ fn the_command_keeps_its_contract_under_fuzzing() {
         .collect();
     let t = run_class("mutated ONNX models", onnx.into_iter(), &mut report);
     assert!(t.ok_checked >= 1, "the unmutated ONNX model did not run");
+    // The same with string tensors (a string initializer, labels gathered at a GPU ArgMax, the
+    // string ops): the contract only, as the reference computes no strings.
+    let base = onnx_model(true);
+    let strings: Vec<Case> = std::iter::once(base.clone())
+        .chain((0..n).map(|_| mutate_bytes(&mut rng, &base)))
+        .map(|bytes| Case {
+            graph: String::new(),
+            inputs: vec![("x".into(), x.clone())],
+            args: None,
+            check_values: false,
+            valid: false,
+            model: Some(bytes),
+        })
+        .collect();
+    let t = run_class(
+        "mutated ONNX models of strings",
+        strings.into_iter(),
+        &mut report,
+    );
+    assert!(
+        t.ok_unchecked >= 1,
+        "the unmutated ONNX model of strings did not run"
+    );
 
     assert!(
         report.is_empty(),
@@ -839,8 +862,10 @@ fn the_command_keeps_its_contract_under_fuzzing() {
 }
 
 /// A small ONNX model: Mul by an initializer, Add, ReduceSum (axes attribute), Softmax, a
-/// Gather by constant indices and a Cast, with two outputs.
-fn onnx_model() -> Vec<u8> {
+/// Gather by constant indices and a Cast, with two outputs; with `strings`, also a string
+/// initializer gathered at an ArgMax of the input, StringConcat, StringSplit, Equal,
+/// RegexFullMatch and a Cast of the input to strings, with their outputs.
+fn onnx_model(strings: bool) -> Vec<u8> {
     use prost::Message;
     use wgpu_ops::onnx::proto::{
         attribute_proto::AttributeType, tensor_proto::DataType, tensor_shape_proto::dimension,
@@ -885,7 +910,7 @@ fn onnx_model() -> Vec<u8> {
         i: Some(v),
         ..Default::default()
     };
-    let graph = GraphProto {
+    let mut graph = GraphProto {
         node: vec![
             node("Mul", &["x", "w"], &["m"], vec![]),
             node("Add", &["m", "x"], &["a"], vec![]),
@@ -927,11 +952,63 @@ fn onnx_model() -> Vec<u8> {
         ],
         ..Default::default()
     };
+    if strings {
+        graph.initializer.push(TensorProto {
+            name: Some("labels".into()),
+            dims: vec![3],
+            data_type: Some(DataType::String as i32),
+            string_data: vec![b"cat".to_vec(), "dög".into(), Vec::new()],
+            ..Default::default()
+        });
+        let text = |name: &str, v: &str| AttributeProto {
+            name: Some(name.into()),
+            r#type: Some(AttributeType::String as i32),
+            s: Some(v.as_bytes().to_vec()),
+            ..Default::default()
+        };
+        graph.node.extend([
+            node(
+                "ArgMax",
+                &["x"],
+                &["best"],
+                vec![int("axis", 1), int("keepdims", 0)],
+            ),
+            node("Gather", &["labels", "best"], &["names"], vec![]),
+            node("StringConcat", &["names", "names"], &["twice"], vec![]),
+            node(
+                "StringSplit",
+                &["twice"],
+                &["parts", "counts"],
+                vec![text("delimiter", "g")],
+            ),
+            node("Equal", &["names", "twice"], &["same"], vec![]),
+            node(
+                "RegexFullMatch",
+                &["twice"],
+                &["matched"],
+                vec![text("pattern", "d.*")],
+            ),
+            node(
+                "Cast",
+                &["x"],
+                &["xs"],
+                vec![int("to", DataType::String as i64)],
+            ),
+        ]);
+        graph.output.extend([
+            value("parts", DataType::String, &[2, 3]),
+            value("counts", DataType::Int64, &[2]),
+            value("same", DataType::Bool, &[2]),
+            value("matched", DataType::Bool, &[2]),
+            value("xs", DataType::String, &[2, 3]),
+        ]);
+    }
     ModelProto {
         ir_version: Some(8),
         opset_import: vec![OperatorSetIdProto {
             domain: Some(String::new()),
-            version: Some(13),
+            // The string ops are opset 20's.
+            version: Some(if strings { 20 } else { 13 }),
         }],
         graph: Some(graph),
         ..Default::default()

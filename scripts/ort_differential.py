@@ -79,8 +79,24 @@ def write_case(out, name, m, inputs, outputs):
         f.write(m.SerializeToString())
     for kind, values in (("input", inputs), ("output", outputs)):
         for i, v in enumerate(values):
+            # A list of maps (ZipMap's) as a SequenceProto of MapProtos of f32 scalars.
+            if isinstance(v, list) and v and isinstance(v[0], dict):
+                proto = onnx.SequenceProto(elem_type=onnx.SequenceProto.MAP)
+                for d in v:
+                    mp = onnx.MapProto()
+                    keys = list(d.keys())
+                    if keys and isinstance(keys[0], str):
+                        mp.key_type = T.STRING
+                        mp.string_keys.extend(k.encode() for k in keys)
+                    else:
+                        mp.key_type = T.INT64
+                        mp.keys.extend(int(k) for k in keys)
+                    vals = onnx.SequenceProto(elem_type=onnx.SequenceProto.TENSOR)
+                    vals.tensor_values.extend(numpy_helper.from_array(np.array(d[k], np.float32)) for k in keys)
+                    mp.values.CopyFrom(vals)
+                    proto.map_values.append(mp)
             # A sequence (onnxruntime gives a list of arrays) as a SequenceProto.
-            if isinstance(v, list):
+            elif isinstance(v, list):
                 proto = numpy_helper.from_list([np.asarray(x) for x in v])
             else:
                 proto = numpy_helper.from_array(np.asarray(v))
@@ -1782,14 +1798,17 @@ def strings(*values, shape=None):
     return a.reshape(shape) if shape is not None else a
 
 
-def graph_case(out, manifest, name, nodes, feeds, outputs, ops, opset=20, ml_opset=None, tol=(0, 0)):
-    """A graph of `nodes` on `feeds` (name, array; object arrays are strings) giving `outputs`,
-    run by onnxruntime and compared exactly (floats within `tol`, rtol and atol)."""
+def graph_case(out, manifest, name, nodes, feeds, outputs, ops, opset=20, ml_opset=None, tol=(0, 0),
+               out_types=None):
+    """A graph of `nodes` on `feeds` (name, array; object arrays are strings) giving `outputs`
+    (of the TypeProtos `out_types` where given), run by onnxruntime and compared exactly
+    (floats within `tol`, rtol and atol)."""
     def info(nm, v):
         t = T.STRING if v.dtype == object else helper.np_dtype_to_tensor_dtype(v.dtype)
         return helper.make_tensor_value_info(nm, t, list(v.shape))
-    g = helper.make_graph(nodes, "g", [info(nm, v) for nm, v in feeds],
-                          [onnx.ValueInfoProto(name=o) for o in outputs])
+    outs = [onnx.ValueInfoProto(name=o) if not out_types or out_types[i] is None
+            else helper.make_value_info(o, out_types[i]) for i, o in enumerate(outputs)]
+    g = helper.make_graph(nodes, "g", [info(nm, v) for nm, v in feeds], outs)
     imports = [helper.make_opsetid("", opset)]
     if ml_opset:
         imports.append(helper.make_opsetid("ai.onnx.ml", ml_opset))
@@ -1953,6 +1972,16 @@ def string_cases(out, manifest):
                     [n("Greater", ["scores", "zero"], ["c"]), n("Where", ["c", "yes", "no"], ["y"])],
                     [("scores", scores), ("zero", np.array(0, np.float32)), ("yes", strings("up")),
                      ("no", strings("down"))], ["y"], ["Greater", "Where"])
+    # ZipMap of scores computed on the GPU (a Softmax), with string and integer labels.
+    for label, key_type, attrs in (("strings", T.STRING, {"classlabels_strings": ["cat", "dög", ""]}),
+                                   ("ints", T.INT64, {"classlabels_int64s": [7, -1, 3]})):
+        maps = helper.make_sequence_type_proto(
+            helper.make_map_type_proto(key_type, helper.make_tensor_type_proto(T.FLOAT, None)))
+        w += graph_case(out, manifest, f"ort_ml_ZipMap_{label}",
+                        [n("Softmax", ["x"], ["p"], axis=1),
+                         helper.make_node("ZipMap", ["p"], ["y"], domain="ai.onnx.ml", **attrs)],
+                        [("x", rng.uniform(-2, 2, (6, 3)).astype(np.float32))], ["y"], ["Softmax", "ZipMap"],
+                        opset=17, ml_opset=1, tol=(1e-4, 1e-5), out_types=[maps])
     # Classifiers with string labels (their labels gathered at the positions the GPU computes;
     # scores to onnxruntime's ML tolerance, as in ml_cases).
     feats = rng.uniform(-1, 1, (40, 3)).astype(np.float32)

@@ -19,7 +19,8 @@ vector machines (SVMRegressor, SVMClassifier): SVR, SVC (RBF and polynomial kern
 and multi-class), LinearSVC and OneClassSVM; an isolation forest (trees and LabelEncoder),
 KBinsDiscretizer to one-hot columns, and OneHotEncoder and OrdinalEncoder of integer
 categories (OneHotEncoder, LabelEncoder; i64 inputs) and of string categories (string inputs);
-classifiers with string class labels (a string output).
+classifiers with string class labels (a string output), and two classifiers exported with
+ZipMap (probabilities as a list of maps, written as JSON).
 
 usage: scripts/sklearn_models.py OUT_DIR   (needs numpy, scikit-learn, skl2onnx, onnxruntime)
 """
@@ -49,9 +50,15 @@ def export(out, kind, name, model, x, options=None, scan=True):
     np.save(os.path.join(out, f"x_{kind}_{name}.npy"), x.astype(dtype))
     outputs = []
     for meta, value in zip(session.get_outputs(), expected):
-        file = f"expected_{kind}_{name}_{meta.name}.npy"
-        # Strings (object arrays from onnxruntime) as numpy's fixed-width strings.
-        np.save(os.path.join(out, file), value.astype(str) if value.dtype == object else value)
+        if isinstance(value, list):
+            # ZipMap's list of maps as JSON, keys as text (as the command writes them).
+            file = f"expected_{kind}_{name}_{meta.name}.json"
+            with open(os.path.join(out, file), "w") as f:
+                json.dump([{str(k): float(v) for k, v in m.items()} for m in value], f)
+        else:
+            file = f"expected_{kind}_{name}_{meta.name}.npy"
+            # Strings (object arrays from onnxruntime) as numpy's fixed-width strings.
+            np.save(os.path.join(out, file), value.astype(str) if value.dtype == object else value)
         outputs.append({"name": meta.name, "file": file})
     ops = set()
 
@@ -153,6 +160,11 @@ def ml_models(out, rng):
         ("string_labels_forest", RandomForestClassifier(10, max_depth=5, random_state=0).fit(x, names[y3]), q, True),
         ("string_labels_binary", DecisionTreeClassifier(max_depth=4, random_state=0).fit(x, names[y2 // 5]), q, True),
         ("string_labels_svc", SVC().fit(x, names[y3]), q, True),
+    ]
+    # Classifiers as skl2onnx exports them by default: probabilities as ZipMap's list of maps.
+    models += [
+        ("zipmap_logistic_strings", LogisticRegression().fit(x, names[y3]), q, False),
+        ("zipmap_forest", RandomForestClassifier(10, max_depth=5, random_state=0).fit(x, y3), q, False),
     ]
     entries = []
     # The last field: whether the exporter's ZipMap (a list of maps) must be turned off.

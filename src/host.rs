@@ -95,6 +95,109 @@ impl StringTensor {
     }
 }
 
+/// The keys of ONNX-ML maps: strings or integers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapKeys {
+    Strings(Vec<String>),
+    Ints(Vec<i64>),
+}
+
+impl MapKeys {
+    pub fn len(&self) -> usize {
+        match self {
+            MapKeys::Strings(k) => k.len(),
+            MapKeys::Ints(k) => k.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A sequence of maps that share their keys (ONNX `seq(map(K, float))`, what ONNX-ML's ZipMap
+/// makes of a classifier's probabilities), on the host: map `i` maps `keys[j]` to
+/// `values[i, j]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapSequence {
+    pub keys: MapKeys,
+    /// f32, `[maps, keys]`.
+    pub values: HostTensor,
+}
+
+impl MapSequence {
+    /// Fails unless `values` is f32 `[n, keys.len()]`.
+    pub fn new(keys: MapKeys, values: HostTensor) -> Result<Self> {
+        if values.dtype != DType::F32 || values.shape.len() != 2 || values.shape[1] != keys.len() {
+            return Err(Error::invalid(
+                "MapSequence",
+                "values",
+                format!(
+                    "values are {} {:?}; {} keys need f32 [maps, {}]",
+                    values.dtype,
+                    values.shape,
+                    keys.len(),
+                    keys.len()
+                ),
+            ));
+        }
+        Ok(MapSequence { keys, values })
+    }
+
+    /// The number of maps.
+    pub fn len(&self) -> usize {
+        self.values.shape[0]
+    }
+
+    /// The maps as JSON, a list of objects (`[{"cat": 0.25, "dog": 0.75}, ...]`; integer keys
+    /// in decimal, as JSON keys are text), each value the shortest text that reads back as
+    /// the same f32; NaN and infinities, which JSON lacks, as `null`.
+    pub fn to_json(&self) -> String {
+        let keys: Vec<String> = match &self.keys {
+            MapKeys::Strings(k) => k.iter().map(|k| json_string(k)).collect(),
+            MapKeys::Ints(k) => k.iter().map(|k| json_string(&k.to_string())).collect(),
+        };
+        let values: Vec<f32> = self
+            .values
+            .data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let mut out = String::from("[");
+        for (i, row) in values
+            .chunks(keys.len().max(1))
+            .take(self.len())
+            .enumerate()
+        {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push('{');
+            for (j, (k, v)) in keys.iter().zip(row).enumerate() {
+                if j > 0 {
+                    out.push_str(", ");
+                }
+                let v = if v.is_finite() {
+                    format!("{v:?}")
+                } else {
+                    "null".into()
+                };
+                out.push_str(&format!("{k}: {v}"));
+            }
+            out.push('}');
+        }
+        out.push_str("]\n");
+        out
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
 /// Element strides of a C-order tensor of `shape`.
 pub(crate) fn c_strides(shape: &[usize]) -> Vec<u64> {
     let mut s = vec![1u64; shape.len()];
@@ -235,6 +338,25 @@ pub(crate) fn unit_axes_view(leaf: &[usize], from: &[usize], to: &[usize]) -> Op
 #[cfg(test)]
 mod tests {
     use super::unit_axes_view;
+    use super::{HostTensor, MapKeys, MapSequence};
+
+    #[test]
+    fn maps_are_written_as_a_json_list_of_objects() {
+        let values = HostTensor::from_vec(vec![2, 2], &[0.25f32, 0.1, f32::NAN, 1e-10]).unwrap();
+        let ints = MapSequence::new(MapKeys::Ints(vec![3, -1]), values.clone()).unwrap();
+        assert_eq!(
+            ints.to_json(),
+            "[{\"3\": 0.25, \"-1\": 0.1}, {\"3\": null, \"-1\": 1e-10}]\n"
+        );
+        let text =
+            MapSequence::new(MapKeys::Strings(vec!["a\"b".into(), "é".into()]), values).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&text.to_json()).unwrap();
+        assert_eq!(parsed[0]["a\"b"], 0.25);
+        assert_eq!(parsed[1]["é"].as_f64().unwrap() as f32, 1e-10);
+        // Values that do not match the keys are refused.
+        let wrong = HostTensor::from_vec(vec![1, 3], &[0f32; 3]).unwrap();
+        assert!(MapSequence::new(MapKeys::Ints(vec![1]), wrong).is_err());
+    }
 
     #[test]
     fn leaves_follow_unit_axis_views() {

@@ -48,7 +48,7 @@ pub use gpu::{
     Stats,
 };
 pub use graph::{Graph, Node, Session};
-pub use host::{HostTensor, StringTensor};
+pub use host::{HostTensor, MapKeys, MapSequence, StringTensor};
 pub use indices::IntoIndices;
 pub use minifloat::{CastMode, Round};
 pub use ops::batch_to_space::BatchToSpace;

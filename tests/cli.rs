@@ -917,3 +917,42 @@ fn strings_travel_as_numpy_string_files() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!bad_out.exists());
 }
+
+/// A sequence of maps (ZipMap's) is written as a JSON list of objects, keys in decimal for
+/// integer labels.
+#[test]
+fn maps_are_written_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let x = save(
+        d,
+        "x.npy",
+        &HostTensor::from_vec(vec![2, 2], &[0.25f32, 0.75, 1.0, 0.0]).unwrap(),
+    );
+    let graph = write_json(
+        d,
+        "graph.json",
+        &json!({
+            "inputs": [{"name": "x", "dtype": "f32", "shape": [null, 2]}],
+            "nodes": [
+                {"op": "ZipMap", "name": "zip", "inputs": ["x"], "outputs": ["maps"], "attrs": {"classlabels_int64s": [10, -3]}}
+            ],
+            "outputs": [{"name": "maps", "kind": "maps"}]
+        }),
+    );
+    let out = d.join("out");
+    let (code, _, err) = wgpu_ops(&[
+        "run",
+        &graph,
+        "--input",
+        &format!("x={x}"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let text = std::fs::read_to_string(out.join("maps.json")).unwrap();
+    assert_eq!(
+        text,
+        "[{\"10\": 0.25, \"-3\": 0.75}, {\"10\": 1.0, \"-3\": 0.0}]\n"
+    );
+}

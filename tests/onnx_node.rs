@@ -161,6 +161,14 @@ fn compare_values(got: &Value, want: &Value, rtol: f64, atol: f64) -> Option<Str
             })
         }
         (Value::None, Value::None) => None,
+        // Maps are unordered: the same keys, and each key's values as tensors.
+        (Value::Maps(g), Value::Maps(w)) => {
+            let (g, w) = (by_key(g), by_key(w));
+            if g.0 != w.0 {
+                return Some(format!("keys {:?}, want {:?}", g.0, w.0));
+            }
+            compare(&g.1, &w.1, rtol, atol)
+        }
         // Strings compare exactly.
         (Value::Strings(g), Value::Strings(w)) if g.shape != w.shape => {
             Some(format!("shape {:?}, want {:?}", g.shape, w.shape))
@@ -173,6 +181,26 @@ fn compare_values(got: &Value, want: &Value, rtol: f64, atol: f64) -> Option<Str
             .find_map(|(i, (g, w))| (g != w).then(|| format!("string {i}: got {g:?}, want {w:?}"))),
         _ => Some(format!("got {}, want {}", describe(got), describe(want))),
     }
+}
+
+/// A sequence of maps with its keys sorted (as text) and its values' columns in that order.
+fn by_key(m: &wgpu_ops::MapSequence) -> (Vec<String>, HostTensor) {
+    let keys: Vec<String> = match &m.keys {
+        wgpu_ops::MapKeys::Strings(k) => k.clone(),
+        wgpu_ops::MapKeys::Ints(k) => k.iter().map(|k| format!("{k:020}")).collect(),
+    };
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+    let values = m.values.to_vec::<f32>().unwrap();
+    let c = keys.len().max(1);
+    let sorted: Vec<f32> = values
+        .chunks(c)
+        .flat_map(|row| order.iter().map(move |&j| row[j]))
+        .collect();
+    (
+        order.iter().map(|&j| keys[j].clone()).collect(),
+        HostTensor::from_vec(m.values.shape.clone(), &sorted).unwrap(),
+    )
 }
 
 fn describe(v: &Value) -> String {

@@ -114,6 +114,8 @@ fn scikit_learn_models_match_onnxruntime() {
         ("string_labels_svc", "SVMClassifier"),
         ("one_hot_strings", "OneHotEncoder"),
         ("ordinal_strings", "LabelEncoder"),
+        ("zipmap_logistic_strings", "ZipMap"),
+        ("zipmap_forest", "ZipMap"),
     ];
     for (kind, op) in ml {
         let entry = manifest.iter().find(|e| e.kind == kind);
@@ -157,6 +159,34 @@ fn scikit_learn_models_match_onnxruntime() {
             String::from_utf8_lossy(&run.stderr)
         );
         for o in &entry.outputs {
+            // Lists of maps (ZipMap's) as JSON: the same keys, values to f32's
+            // tolerance.
+            if o.file.ends_with(".json") {
+                let read = |p: &Path| -> serde_json::Value {
+                    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+                };
+                let got = read(&out.join(format!("{}.json", o.name)));
+                let want = read(&dir.join(&o.file));
+                let (got, want) = (got.as_array().unwrap(), want.as_array().unwrap());
+                assert_eq!(got.len(), want.len(), "{} {}", entry.model, o.name);
+                for (g, w) in got.iter().zip(want) {
+                    let (g, w) = (g.as_object().unwrap(), w.as_object().unwrap());
+                    let keys = |m: &serde_json::Map<String, serde_json::Value>| {
+                        m.keys().cloned().collect::<Vec<_>>()
+                    };
+                    assert_eq!(keys(g), keys(w), "{} {}", entry.model, o.name);
+                    for (k, wv) in w {
+                        let (a, b) = (g[k].as_f64().unwrap(), wv.as_f64().unwrap());
+                        assert!(
+                            (a - b).abs() <= 1e-5 + 1e-4 * b.abs(),
+                            "{} {} key {k}: {a} vs {b}",
+                            entry.model,
+                            o.name
+                        );
+                    }
+                }
+                continue;
+            }
             // String outputs (class labels) compare exactly.
             let want_bytes = std::fs::read(dir.join(&o.file)).unwrap();
             if wgpu_ops::npy::holds_strings(&want_bytes) {

@@ -453,3 +453,82 @@ fn a_scan_body_refuses_strings_it_would_need_per_iteration() {
     );
     assert!(e.contains("Gather") && e.contains("'e'"), "{e}");
 }
+
+#[test]
+fn zip_map_gives_maps_of_the_scores_the_gpu_computed() {
+    // Softmax on the GPU, then ZipMap (read back once): each row a map from the labels to
+    // its scores, string labels and integer ones.
+    let rows = 5;
+    let x: Vec<f32> = (0..rows * 3).map(|i| (i as f32 * 0.37).sin()).collect();
+    let graph = |labels: (&str, Attr)| {
+        Graph::new()
+            .input("x", DType::F32, &[Some(rows), Some(3)])
+            .node(
+                Node::new("Softmax", "p")
+                    .inputs(["x"])
+                    .outputs(["p"])
+                    .attr("axis", Attr::Int(1)),
+            )
+            .node(
+                Node::new("ZipMap", "zip")
+                    .inputs(["p"])
+                    .outputs(["maps"])
+                    .attr(labels.0, labels.1),
+            )
+            .output("maps")
+    };
+    let input = || {
+        vec![(
+            "x",
+            Value::Tensor(HostTensor::from_vec(vec![rows, 3], &x).unwrap()),
+        )]
+    };
+    let names = Attr::Strings(vec!["a".into(), "é".into(), "".into()]);
+    let before = ctx().stats().read_backs;
+    let out = run(graph(("classlabels_strings", names.clone())), input()).unwrap();
+    assert_eq!(ctx().stats().read_backs - before, 1, "one read-back");
+    let Value::Maps(maps) = &out[0] else {
+        panic!("expected maps, got {}", out[0].kind_name());
+    };
+    assert_eq!(
+        maps.keys,
+        wgpu_ops::MapKeys::Strings(vec!["a".into(), "é".into(), "".into()])
+    );
+    assert_eq!(maps.len(), rows);
+    let got = maps.values.to_vec::<f32>().unwrap();
+    for r in 0..rows {
+        let row = &x[r * 3..r * 3 + 3];
+        let max = row.iter().cloned().fold(f32::MIN, f32::max);
+        let sum: f32 = row.iter().map(|v| (v - max).exp()).sum();
+        for k in 0..3 {
+            let want = (row[k] - max).exp() / sum;
+            assert!((got[r * 3 + k] - want).abs() <= 1e-6, "row {r} key {k}");
+        }
+    }
+    let out = run(
+        graph(("classlabels_int64s", Attr::Ints(vec![7, -1, 3]))),
+        input(),
+    )
+    .unwrap();
+    let Value::Maps(maps) = &out[0] else {
+        panic!("expected maps");
+    };
+    assert_eq!(maps.keys, wgpu_ops::MapKeys::Ints(vec![7, -1, 3]));
+    // Two labels for three scores, and the scores not read back: one line each.
+    let e = refusal(
+        graph((
+            "classlabels_strings",
+            Attr::Strings(vec!["a".into(), "b".into()]),
+        )),
+        input(),
+    );
+    assert!(e.contains("ZipMap") && e.contains("[5, 3]"), "{e}");
+    let e = run_on(
+        &ctx_without_read_back(),
+        graph(("classlabels_strings", names)),
+        input(),
+    )
+    .expect_err("refused")
+    .to_string();
+    assert!(e.contains("ZipMap") && e.contains("'p'"), "{e}");
+}

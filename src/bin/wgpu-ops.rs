@@ -246,6 +246,13 @@ fn write_outputs(dir: &Path, outputs: &[(String, Value)]) -> Result<(), Error> {
                     .push((tmp.clone(), dir.join(format!("{name}.npy"))));
                 npy::write_strings(&tmp, t)?;
             }
+            Value::Maps(m) => {
+                let tmp = dir.join(format!(".{name}.json.partial"));
+                partial
+                    .files
+                    .push((tmp.clone(), dir.join(format!("{name}.json"))));
+                std::fs::write(&tmp, m.to_json()).map_err(|e| file_err(&tmp, e))?;
+            }
             // Nothing, and no file of an earlier run left to be taken for it.
             Value::None => cleared.push(dir.join(format!("{name}.npy"))),
         }
@@ -295,10 +302,11 @@ fn info(path: &Path) -> Result<(), Error> {
         });
         let (kind, dtype) = match v.kind {
             graph::ValueKind::Strings => ("", "string".to_string()),
+            graph::ValueKind::Maps => ("sequence of maps to ", "f32".to_string()),
             _ => ("", dtype),
         };
         let kind = match v.kind {
-            graph::ValueKind::Tensor | graph::ValueKind::Strings => kind,
+            graph::ValueKind::Tensor | graph::ValueKind::Strings | graph::ValueKind::Maps => kind,
             graph::ValueKind::Sequence => "sequence of ",
             graph::ValueKind::OptionalTensor => "optional ",
             graph::ValueKind::OptionalSequence => "optional sequence of ",

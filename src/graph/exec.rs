@@ -11,7 +11,8 @@ use super::{Attr, Graph, Node, Value, ValueKind};
 use crate::kernels::program::Values;
 use crate::recorder::SparePool;
 use crate::{
-    download_all, Context, DType, Error, HostTensor, Out, Recorder, Result, StringTensor, Tensor,
+    download_all, Context, DType, Error, HostTensor, MapSequence, Out, Recorder, Result,
+    StringTensor, Tensor,
 };
 
 /// A value during a run: known on the host (inputs, constants), on the GPU, or both.
@@ -40,6 +41,8 @@ pub(crate) struct Slot {
     pub absent: bool,
     /// A tensor of strings, on the host only (see [`super::strings`]).
     pub strings: Option<Arc<StringTensor>>,
+    /// A sequence of maps, on the host only (ZipMap's output, see [`super::strings`]).
+    pub maps: Option<Arc<MapSequence>>,
 }
 
 /// A sequence during planning: its tensors, each on the host or on the GPU, and their dtype
@@ -67,6 +70,7 @@ impl Slot {
             seq: None,
             absent: false,
             strings: None,
+            maps: None,
         }
     }
     pub fn constant(value: impl Into<Arc<HostTensor>>) -> Slot {
@@ -81,6 +85,7 @@ impl Slot {
             seq: None,
             absent: false,
             strings: None,
+            maps: None,
         }
     }
     pub fn gpu(value: Tensor) -> Slot {
@@ -106,13 +111,20 @@ impl Slot {
             ..Slot::default()
         }
     }
+    pub fn maps(value: impl Into<Arc<MapSequence>>) -> Slot {
+        Slot {
+            maps: Some(value.into()),
+            ..Slot::default()
+        }
+    }
     /// What the slot holds when it is not a tensor of numbers ("a sequence", "an empty
-    /// optional", "a string tensor").
+    /// optional", "a string tensor", "a sequence of maps").
     pub fn non_tensor(&self) -> Option<&'static str> {
         match (&self.seq, self.absent, &self.strings) {
             (Some(_), _, _) => Some("a sequence"),
             (None, true, _) => Some("an empty optional"),
             (None, false, Some(_)) => Some("a string tensor"),
+            (None, false, None) if self.maps.is_some() => Some("a sequence of maps"),
             (None, false, None) => None,
         }
     }
@@ -129,8 +141,9 @@ impl Slot {
                     .collect::<Result<_>>()?,
             }),
             _ if self.absent => Slot::absent(),
-            _ if self.strings.is_some() => Slot {
+            _ if self.strings.is_some() || self.maps.is_some() => Slot {
                 strings: self.strings.clone(),
+                maps: self.maps.clone(),
                 constant: self.constant,
                 ..Slot::default()
             },
@@ -145,6 +158,9 @@ impl Slot {
     pub fn dtype_shape(&self) -> (DType, Vec<usize>) {
         if let Some(s) = &self.strings {
             return (DType::U8, s.shape.clone());
+        }
+        if let Some(m) = &self.maps {
+            return (DType::U8, vec![m.len()]);
         }
         let swapped = match (&self.swapped, &self.swapped_pending) {
             (Some(t), _) => Some((t.dtype(), t.shape().to_vec())),
@@ -1029,6 +1045,7 @@ enum Given {
     Sequence(Vec<Arc<HostTensor>>),
     None,
     Strings(Arc<StringTensor>),
+    Maps(Arc<MapSequence>),
 }
 
 /// A validated, scheduled graph bound to a context, ready to run many times.
@@ -1197,6 +1214,7 @@ impl Session {
                     }
                     Value::None => Given::None,
                     Value::Strings(t) => Given::Strings(Arc::new(t)),
+                    Value::Maps(m) => Given::Maps(Arc::new(m)),
                 };
                 (n, given)
             })
@@ -1209,6 +1227,7 @@ impl Session {
             }),
             Given::None => Slot::absent(),
             Given::Strings(t) => Slot::strings(t.clone()),
+            Given::Maps(m) => Slot::maps(m.clone()),
         };
         let slots = || {
             inputs
@@ -1224,7 +1243,7 @@ impl Session {
             let slot = &scope.slots[o.name.as_str()];
             let items: Vec<&Slot> = match &slot.seq {
                 Some(seq) => seq.items.iter().collect(),
-                None if slot.absent || slot.strings.is_some() => Vec::new(),
+                None if slot.non_tensor().is_some() => Vec::new(),
                 None => vec![slot],
             };
             for item in items.into_iter().filter(|s| s.host.is_none()) {
@@ -1243,9 +1262,10 @@ impl Session {
             let value = match &slot.seq {
                 Some(seq) => Value::Sequence(seq.items.iter().map(&mut value_of).collect()),
                 None if slot.absent => Value::None,
-                None => match &slot.strings {
-                    Some(t) => Value::Strings(StringTensor::clone(t)),
-                    None => Value::Tensor(value_of(slot)),
+                None => match (&slot.strings, &slot.maps) {
+                    (Some(t), _) => Value::Strings(StringTensor::clone(t)),
+                    (_, Some(m)) => Value::Maps(MapSequence::clone(m)),
+                    _ => Value::Tensor(value_of(slot)),
                 },
             };
             results.push((o.name.clone(), value));

@@ -90,9 +90,10 @@ fn value_info(v: &Value, what: &str, allow_null: bool) -> Result<ValueInfo> {
             Some("optional") => super::ValueKind::OptionalTensor,
             Some("optional sequence") => super::ValueKind::OptionalSequence,
             Some("strings") => super::ValueKind::Strings,
+            Some("maps") => super::ValueKind::Maps,
             _ => {
                 return Err(err(format!(
-                    "{what}: kind must be \"tensor\", \"sequence\", \"optional\", \"optional sequence\" or \"strings\", not {k}"
+                    "{what}: kind must be \"tensor\", \"sequence\", \"optional\", \"optional sequence\", \"strings\" or \"maps\", not {k}"
                 )))
             }
         },

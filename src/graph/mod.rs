@@ -21,8 +21,8 @@ pub use exec::Session;
 pub use registry::{is_op, op_names};
 
 /// What a graph input or output holds: a tensor (the default), an ONNX sequence of tensors,
-/// an ONNX optional (of a tensor or of a sequence), which may hold nothing, or a tensor of
-/// strings (held on the host only).
+/// an ONNX optional (of a tensor or of a sequence), which may hold nothing, a tensor of
+/// strings, or a sequence of maps (both held on the host only).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ValueKind {
     #[default]
@@ -31,6 +31,8 @@ pub enum ValueKind {
     OptionalTensor,
     OptionalSequence,
     Strings,
+    /// A sequence of maps from strings or integers to floats (ONNX-ML's ZipMap output).
+    Maps,
 }
 
 impl ValueKind {
@@ -41,6 +43,7 @@ impl ValueKind {
             ValueKind::OptionalTensor => "an optional tensor",
             ValueKind::OptionalSequence => "an optional sequence",
             ValueKind::Strings => "a string tensor",
+            ValueKind::Maps => "a sequence of maps",
         }
     }
 }
@@ -58,13 +61,15 @@ pub struct ValueInfo {
 
 /// A value handed to or from [`Session::run_values`]: a tensor, a sequence of tensors (ONNX
 /// `seq(tensor)`), an optional that holds nothing (an optional that holds a value is that
-/// value), or a tensor of strings (ONNX `tensor(string)`).
+/// value), a tensor of strings (ONNX `tensor(string)`), or a sequence of maps (ONNX
+/// `seq(map(K, float))`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Tensor(HostTensor),
     Sequence(Vec<HostTensor>),
     None,
     Strings(crate::StringTensor),
+    Maps(crate::MapSequence),
 }
 
 impl Value {
@@ -75,6 +80,7 @@ impl Value {
             Value::Sequence(_) => "a sequence",
             Value::None => "an empty optional",
             Value::Strings(_) => "a string tensor",
+            Value::Maps(_) => "a sequence of maps",
         }
     }
 }

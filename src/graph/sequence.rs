@@ -73,6 +73,18 @@ pub(crate) fn check_slot(decl: &ValueInfo, what: &str, slot: &Slot) -> Result<()
         let (dtype, shape) = slot.dtype_shape();
         decl.check(what, dtype, &shape)
     };
+    if slot.maps.is_some() || decl.kind == ValueKind::Maps {
+        return match (slot.maps.is_some(), decl.kind) {
+            (true, ValueKind::Maps) => Ok(()),
+            (true, _) if named_only => Ok(()),
+            _ => Err(Error::Graph(format!(
+                "{what} '{}' is declared {} but is {}",
+                decl.name.escape_debug(),
+                decl.kind.name(),
+                slot.non_tensor().unwrap_or("a tensor of numbers")
+            ))),
+        };
+    }
     if let Some(strings) = &slot.strings {
         return match decl.kind {
             ValueKind::Strings | ValueKind::Tensor | ValueKind::OptionalTensor

@@ -1,7 +1,7 @@
 //! Tensors of strings (ONNX `tensor(string)`). No kernel reads strings, so they live on the
 //! host only and every op on them runs while the graph is planned, as sequences do: the string
 //! ops (StringConcat, StringNormalizer, StringSplit, RegexFullMatch, LabelEncoder,
-//! CategoryMapper), Equal, Cast to and from strings, Shape and Size, and the ops that only move
+//! CategoryMapper; and ZipMap, whose maps are host values too), Equal, Cast to and from strings, Shape and Size, and the ops that only move
 //! values (Reshape, Gather, Concat, Where, ...). Those run in the CPU interpreter on indices
 //! into the strings, so they follow exactly the rules they follow on numbers. The numeric
 //! inputs of these ops (indices, shapes, a LabelEncoder's keys) must be known on the host:
@@ -14,7 +14,7 @@ use super::exec::{input_slots, Scope, Slot};
 use super::registry::{planned_op, OpDef};
 use super::{Attr, Node};
 use crate::reference::cast_host;
-use crate::{DType, Error, HostTensor, Recorder, Result, StringTensor};
+use crate::{DType, Error, HostTensor, MapKeys, MapSequence, Recorder, Result, StringTensor};
 
 /// The ops on strings only, which the executor records here ([`record`]).
 pub(crate) const OPS: &[&str] = &[
@@ -25,6 +25,7 @@ pub(crate) const OPS: &[&str] = &[
     "RegexFullMatch",
     "LabelEncoder",
     "CategoryMapper",
+    "ZipMap",
 ];
 
 /// The ops that only move values, which take string tensors at their data inputs: all inputs
@@ -209,6 +210,7 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
             number(HostTensor::from_vec(x.shape.clone(), &values)?)
         }
         "LabelEncoder" => label_encoder(node, &slots),
+        "ZipMap" => zip_map(node, &slots),
         "CategoryMapper" => {
             // A LabelEncoder from strings to integers, or back where the input is integers.
             let names = strings_attr(node, "cats_strings")?;
@@ -863,6 +865,51 @@ fn label_encoder(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
     }
 }
 
+/// ONNX-ML ZipMap: each row of the scores `[N, C]` (or the one row `[C]`) as a map from the
+/// C class labels (strings or integers) to its scores.
+fn zip_map(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
+    let op = "ZipMap";
+    let names = strings_attr(node, "classlabels_strings")?;
+    let keys = match (node.attrs.get("classlabels_int64s"), names.is_empty()) {
+        (Some(Attr::Ints(ints)), true) => MapKeys::Ints(ints.clone()),
+        (None, false) => MapKeys::Strings(names),
+        _ => {
+            return Err(Error::invalid(
+                op,
+                "classlabels_strings",
+                "ZipMap takes exactly one of classlabels_strings and classlabels_int64s",
+            ))
+        }
+    };
+    let slot = slots
+        .first()
+        .copied()
+        .flatten()
+        .ok_or_else(|| Error::invalid(op, "X", "ZipMap needs its input 'X' (input 0)"))?;
+    let x = known(node, 0, slot)?;
+    if x.dtype != DType::F32 {
+        return Err(Error::invalid(
+            op,
+            "X",
+            format!("X is {}; ZipMap takes f32 scores", x.dtype),
+        ));
+    }
+    let c = keys.len();
+    let rows = match x.shape.as_slice() {
+        [n, k] if *k == c => *n,
+        [k] if *k == c => 1,
+        other => {
+            return Err(Error::invalid(
+                op,
+                "X",
+                format!("X has shape {other:?}; {c} class labels need [N, {c}] or [{c}]"),
+            ))
+        }
+    };
+    let values = HostTensor::from_bytes(DType::F32, vec![rows, c], x.data)?;
+    Ok(vec![Slot::maps(MapSequence::new(keys, values)?)])
+}
+
 /// Cast to strings (integers in decimal, floats as C's `%.8g` with NaN, INF and -INF, as
 /// onnxruntime writes them) or from strings (parsed as the target type; an error names the
 /// first string that is not one).
@@ -1095,8 +1142,16 @@ planned_op!(
     ]
 );
 
+planned_op!(
+    ZIP_MAP,
+    "ZipMap",
+    1..=1,
+    1..=1,
+    &["classlabels_strings", "classlabels_int64s"]
+);
+
 /// The registry's entries for [`OPS`], in that order.
-pub(crate) static DEFS: [&OpDef; 7] = [
+pub(crate) static DEFS: [&OpDef; 8] = [
     &STRING_CONSTANT,
     &STRING_CONCAT,
     &STRING_NORMALIZER,
@@ -1104,4 +1159,5 @@ pub(crate) static DEFS: [&OpDef; 7] = [
     &REGEX_FULL_MATCH,
     &LABEL_ENCODER,
     &CATEGORY_MAPPER,
+    &ZIP_MAP,
 ];

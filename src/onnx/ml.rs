@@ -45,11 +45,11 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
 
 /// A classifier with string class labels (`classlabels_strings`): expanded with the labels'
 /// positions as its integer labels, then the label strings gathered at them (a string op,
-/// which reads the positions back from the GPU). A LabelEncoder that maps strings, and a
-/// CategoryMapper: the graph's string ops of those names. `None` for other nodes.
+/// which reads the positions back from the GPU). A LabelEncoder that maps strings, a
+/// CategoryMapper and a ZipMap: the graph's host ops of those names. `None` for other nodes.
 fn with_string_labels(node: &Node) -> Result<Option<Expansion>> {
     let op = node.op.strip_prefix("ai.onnx.ml.").unwrap_or_default();
-    if op == "CategoryMapper" {
+    if op == "CategoryMapper" || op == "ZipMap" {
         let mut n = node.clone();
         n.op = op.into();
         return Ok(Some((vec![n], Vec::new())));

@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use prost::Message;
 
 use crate::graph::{is_op, Attr, Graph, Node, ValueInfo, ValueKind};
-use crate::{Context, DType, Error, HostTensor, Result, Session, StringTensor};
+use crate::{
+    Context, DType, Error, HostTensor, MapKeys, MapSequence, Result, Session, StringTensor,
+};
 
 mod attention;
 mod defined;
@@ -54,7 +56,7 @@ pub const EXPANDED_OPS: [&str; 24] = [
 
 /// The ONNX-ML (`ai.onnx.ml`) ops the loader builds from others or from the graph's string
 /// ops (`src/onnx/ml.rs`), by name.
-pub const ML_OPS: [&str; 14] = [
+pub const ML_OPS: [&str; 15] = [
     "Binarizer",
     "Scaler",
     "Normalizer",
@@ -69,6 +71,7 @@ pub const ML_OPS: [&str; 14] = [
     "OneHotEncoder",
     "LabelEncoder",
     "CategoryMapper",
+    "ZipMap",
 ];
 
 use proto::{attribute_proto::AttributeType, tensor_proto::DataType};
@@ -1133,17 +1136,8 @@ fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
         return Ok(info);
     };
     let (kind, t) = value_kind(ty).map_err(|what| {
-        // skl2onnx's classifiers end in ZipMap (a list of maps) unless told otherwise.
-        let of_maps = matches!(ty, proto::type_proto::Value::SequenceType(s)
-            if matches!(s.elem_type.as_deref().and_then(|e| e.value.as_ref()),
-                Some(proto::type_proto::Value::MapType(_))));
-        let hint = if of_maps {
-            "; a list of maps is what ZipMap makes of a classifier's probabilities: skl2onnx exports them as a tensor with options={id(model): {'zipmap': False}}"
-        } else {
-            ""
-        };
         bad(format!(
-            "{what} is not supported (tensors, sequences of tensors and optionals of them are){hint}"
+            "{what} is not supported (tensors, sequences of tensors, optionals of them and ZipMap's sequences of maps are)"
         ))
     })?;
     info.kind = kind;
@@ -1218,7 +1212,21 @@ fn value_kind(
         T::SequenceType(s) => match inner(&s.elem_type) {
             None => Ok((ValueKind::Sequence, None)),
             Some(T::TensorType(t)) => Ok((ValueKind::Sequence, Some(t))),
-            Some(T::MapType(_)) => Err("a sequence of maps"),
+            // ZipMap's: from strings or integers to floats.
+            Some(T::MapType(m))
+                if matches!(
+                    DataType::try_from(m.key_type()),
+                    Ok(DataType::String | DataType::Int64)
+                ) && matches!(
+                    m.value_type.as_deref().and_then(|v| v.value.as_ref()),
+                    Some(T::TensorType(t)) if t.elem_type() == DataType::Float as i32
+                ) =>
+            {
+                Ok((ValueKind::Maps, None))
+            }
+            Some(T::MapType(_)) => {
+                Err("a sequence of maps other than from strings or integers to floats")
+            }
             Some(_) => Err("a sequence of values other than tensors"),
         },
         T::OptionalType(o) => match inner(&o.elem_type) {
@@ -1403,6 +1411,11 @@ pub fn value_from_bytes(bytes: &[u8], kind: ValueKind) -> Result<crate::graph::V
         Ok(Value::Sequence(items))
     };
     match kind {
+        ValueKind::Maps => {
+            let s = proto::SequenceProto::decode(bytes)
+                .map_err(|e| Error::Model(format!("not a SequenceProto: {e}")))?;
+            maps_from_proto(&loader, &s).map(Value::Maps)
+        }
         ValueKind::Tensor | ValueKind::Strings => {
             let t = proto::TensorProto::decode(bytes)
                 .map_err(|e| Error::Model(format!("not a TensorProto: {e}")))?;
@@ -1435,6 +1448,41 @@ pub fn value_from_bytes(bytes: &[u8], kind: ValueKind) -> Result<crate::graph::V
             }
         }
     }
+}
+
+/// A `SequenceProto` of maps that share their keys (ZipMap's output) as a [`MapSequence`].
+fn maps_from_proto(loader: &Loader<'_>, s: &proto::SequenceProto) -> Result<MapSequence> {
+    let bad = |msg: &str| Error::Model(format!("a sequence of maps: {msg}"));
+    let mut keys: Option<MapKeys> = None;
+    let mut values: Vec<f32> = Vec::new();
+    for m in &s.map_values {
+        let these = if m.key_type() == DataType::String as i32 {
+            MapKeys::Strings(
+                m.string_keys
+                    .iter()
+                    .map(|k| String::from_utf8(k.clone()).map_err(|_| bad("a key is not UTF-8")))
+                    .collect::<Result<_>>()?,
+            )
+        } else {
+            MapKeys::Ints(m.keys.clone())
+        };
+        match &keys {
+            Some(k) if *k != these => return Err(bad("its maps do not share their keys")),
+            Some(_) => {}
+            None => keys = Some(these),
+        }
+        let row = m.values.as_ref().map_or(&[][..], |v| &v.tensor_values[..]);
+        for t in row {
+            let t = crate::reference::cast_host(&loader.tensor(t, "map value")?, DType::F32)?;
+            values.extend(t.to_vec::<f32>()?);
+        }
+    }
+    let keys = keys.unwrap_or(MapKeys::Ints(Vec::new()));
+    let (n, c) = (s.map_values.len(), keys.len());
+    if values.len() != n * c {
+        return Err(bad("a map holds other than one value per key"));
+    }
+    MapSequence::new(keys, HostTensor::from_vec(vec![n, c], &values)?)
 }
 
 /// Reads a serialized `TensorProto` (the `.pb` files of the ONNX node tests).

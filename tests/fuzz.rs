@@ -810,6 +810,50 @@ fn the_command_keeps_its_contract_under_fuzzing() {
         valid: false,
         model: None,
     });
+    // String results far beyond the memory limit, made on the host: Expand, Tile, a
+    // broadcast StringConcat, and StringSplit padding 10 000 short strings to the pieces of one
+    // string of a million delimiters.
+    let constant = |name: &str, values: Vec<String>| json!({"op": "StringConstant", "name": name, "outputs": [name], "attrs": {"value": values}});
+    let sizes = |name: &str, v: Vec<i64>| json!({"name": name, "dtype": "i64", "shape": [v.len()], "data": v});
+    let string_bombs = [
+        (
+            vec![sizes("n", vec![100_000, 100_000, 2])],
+            vec![json!({"op": "Expand", "name": "e", "inputs": ["w", "n"], "outputs": ["y"]})],
+        ),
+        (
+            vec![sizes("n", vec![4_000_000_000])],
+            vec![json!({"op": "Tile", "name": "t", "inputs": ["w", "n"], "outputs": ["y"]})],
+        ),
+        (
+            vec![sizes("n", vec![200_000, 1]), sizes("k", vec![200_000])],
+            vec![
+                json!({"op": "Expand", "name": "a", "inputs": ["w", "n"], "outputs": ["a"]}),
+                json!({"op": "Expand", "name": "b", "inputs": ["w", "k"], "outputs": ["b"]}),
+                json!({"op": "StringConcat", "name": "c", "inputs": ["a", "b"], "outputs": ["y"]}),
+            ],
+        ),
+        (
+            vec![sizes("n", vec![10_000])],
+            vec![
+                constant("long", vec![",".repeat(1_000_000)]),
+                json!({"op": "Expand", "name": "s", "inputs": ["w", "n"], "outputs": ["short"]}),
+                json!({"op": "Concat", "name": "j", "inputs": ["long", "short"], "outputs": ["j"], "attrs": {"axis": 0}}),
+                json!({"op": "StringSplit", "name": "p", "inputs": ["j"], "outputs": ["y"], "attrs": {"delimiter": ","}}),
+            ],
+        ),
+    ];
+    for (constants, nodes) in string_bombs {
+        let mut nodes = nodes;
+        nodes.push(constant("w", vec!["ab".into()]));
+        bombs.push(Case {
+            graph: json!({"constants": constants, "nodes": nodes, "outputs": ["y"]}).to_string(),
+            inputs: vec![],
+            args: None,
+            check_values: false,
+            valid: false,
+            model: None,
+        });
+    }
     run_class("resource bombs", bombs.into_iter(), &mut report);
 
     // ONNX models: a small valid model, then its protobuf bytes flipped, cut, grown and

@@ -532,3 +532,58 @@ fn zip_map_gives_maps_of_the_scores_the_gpu_computed() {
     .to_string();
     assert!(e.contains("ZipMap") && e.contains("'p'"), "{e}");
 }
+
+#[test]
+fn results_beyond_the_memory_limit_are_refused_before_they_are_made() {
+    // Expand and Tile of one string to 10^15 and 10^9 strings, a StringConcat broadcast to
+    // 10^10: refused in one line naming the op and the limit (4 GiB here, whatever the
+    // device), without allocating them.
+    let limited = Context::new_blocking(wgpu_ops::ContextOptions {
+        max_memory: Some(4 << 30),
+        ..Default::default()
+    })
+    .unwrap();
+    let refusal = |g: Graph, inputs: Vec<(&str, Value)>| {
+        let e = run_on(&limited, g, inputs)
+            .expect_err("refused")
+            .to_string();
+        assert!(!e.contains('\n'), "one line: {e}");
+        e
+    };
+    let word = || {
+        Node::new("StringConstant", "w")
+            .outputs(["w"])
+            .attr("value", Attr::Strings(vec!["abc".into()]))
+    };
+    let cases = [
+        ("Expand", i64s(vec![3], &[100_000, 100_000, 100_000])),
+        ("Tile", i64s(vec![1], &[1_000_000_000])),
+    ];
+    for (op, arg) in cases {
+        let g = Graph::new()
+            .constant("n", arg)
+            .node(word())
+            .node(Node::new(op, "big").inputs(["w", "n"]).outputs(["y"]))
+            .output("y");
+        let e = refusal(g, vec![]);
+        assert!(e.contains(op) && e.contains("memory limit"), "{e}");
+    }
+    let mut g = Graph::new()
+        .node(
+            Node::new("StringConcat", "big")
+                .inputs(["a", "b"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    g.inputs = vec![declared_strings("a"), declared_strings("b")];
+    let column = StringTensor::new(vec![100_000, 1], vec!["x".to_string(); 100_000]).unwrap();
+    let row = StringTensor::new(vec![100_000], vec!["y".to_string(); 100_000]).unwrap();
+    let e = refusal(
+        g,
+        vec![("a", Value::Strings(column)), ("b", Value::Strings(row))],
+    );
+    assert!(
+        e.contains("StringConcat") && e.contains("memory limit"),
+        "{e}"
+    );
+}

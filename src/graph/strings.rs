@@ -97,9 +97,11 @@ fn op_name(node: &Node) -> &'static str {
 
 /// Records `node` (see [`handles`] and [`makes_strings`]) against `scope`: computes its
 /// outputs on the host and gives their slots.
-pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Result<Vec<Slot>> {
+pub(crate) fn record(rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Result<Vec<Slot>> {
     let slots = input_slots(scope, node);
     let op = op_name(node);
+    // Host memory for the results, checked before they are made.
+    let budget = rec.context().max_memory();
     let strings = |i: usize, role: &str| -> Result<&StringTensor> {
         match slots.get(i).copied().flatten() {
             Some(s) => s.strings.as_deref().ok_or_else(|| {
@@ -158,6 +160,7 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
         "StringConcat" => {
             let (a, b) = (strings(0, "X")?, strings(1, "Y")?);
             let shape = code_shape(node, a, b)?;
+            check_budget(op, budget, &shape, PER_STRING + longest(a) + longest(b))?;
             let code = pair_codes(node, a, b)?;
             let values = code
                 .iter()
@@ -168,6 +171,7 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
         "Equal" => {
             let (a, b) = (strings(0, "A")?, strings(1, "B")?);
             let shape = code_shape(node, a, b)?;
+            check_budget(op, budget, &shape, PER_STRING)?;
             let code = pair_codes(node, a, b)?;
             let values: Vec<bool> = code
                 .iter()
@@ -177,7 +181,7 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
         }
         "StringNormalizer" => one(normalize(node, strings(0, "X")?)?),
         "StringSplit" => {
-            let (y, z) = split(node, strings(0, "X")?)?;
+            let (y, z) = split(node, strings(0, "X")?, budget)?;
             let mut out = vec![Slot::strings(y)];
             if node.outputs.len() > 1 {
                 out.push(Slot::input(z));
@@ -209,7 +213,7 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
             let values: Vec<bool> = x.values.iter().map(|s| re.is_match(s)).collect();
             number(HostTensor::from_vec(x.shape.clone(), &values)?)
         }
-        "LabelEncoder" => label_encoder(node, &slots),
+        "LabelEncoder" => label_encoder(node, &slots, budget),
         "ZipMap" => zip_map(node, &slots),
         "CategoryMapper" => {
             // A LabelEncoder from strings to integers, or back where the input is integers.
@@ -260,9 +264,9 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
                         Attr::String(string_attr(node, "default_string", "_Unused")?),
                     ),
             };
-            label_encoder(&encoder, &slots)
+            label_encoder(&encoder, &slots, budget)
         }
-        "Cast" => cast(node, &slots),
+        "Cast" => cast(node, &slots, budget),
         "Shape" => {
             let x = strings(0, "data")?;
             let r = x.shape.len() as i64;
@@ -285,8 +289,119 @@ pub(crate) fn record(_rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Res
             vec![],
             &[strings(0, "data")?.numel() as i64],
         )?),
-        _ => moved(node, &slots),
+        _ => moved(node, &slots, budget),
     }
+}
+
+/// Host bytes a string takes besides its text (its header, and the positions the interpreter
+/// moves in its place), for [`check_budget`].
+const PER_STRING: u64 = 48;
+
+/// The length in bytes of `t`'s longest string.
+fn longest(t: &StringTensor) -> u64 {
+    t.values.iter().map(|s| s.len() as u64).max().unwrap_or(0)
+}
+
+/// Refuses a result of `shape` strings of about `bytes_each` bytes each that would take more
+/// than the context's memory limit, before any of it is made.
+fn check_budget(op: &'static str, budget: u64, shape: &[usize], bytes_each: u64) -> Result<()> {
+    let elements = shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
+    check_elements(op, budget, elements, bytes_each, 0)
+}
+
+/// [`check_budget`] of `elements` strings of `bytes_each` bytes each and `text` bytes more.
+fn check_elements(
+    op: &'static str,
+    budget: u64,
+    elements: u64,
+    bytes_each: u64,
+    text: u64,
+) -> Result<()> {
+    let needed = elements.saturating_mul(bytes_each).saturating_add(text);
+    if needed > budget {
+        return Err(Error::LimitExceeded {
+            op,
+            what: format!("a result of {elements} strings on the host"),
+            limit: "memory limit",
+            needed,
+            max: budget,
+        });
+    }
+    Ok(())
+}
+
+/// At least the number of elements `node` (an op that only moves values) gives on `args`
+/// (string inputs as positions), from its inputs' shapes and index values, without computing
+/// it (saturating at `u64::MAX`); and whether the op may repeat its inputs' elements.
+fn output_bound(node: &Node, args: &[Option<HostTensor>]) -> (u64, bool) {
+    let arg = |i: usize| args.get(i).and_then(|a| a.as_ref());
+    let numel = |i: usize| arg(i).map_or(0u64, |t| t.numel() as u64);
+    let values = |i: usize| -> Vec<i64> {
+        arg(i)
+            .and_then(|t| cast_host(t, DType::I64).ok())
+            .and_then(|t| t.to_vec::<i64>().ok())
+            .unwrap_or_default()
+    };
+    let product = |dims: &mut dyn Iterator<Item = u64>| dims.fold(1u64, |n, d| n.saturating_mul(d));
+    // numpy broadcasting: each axis the largest of its sizes.
+    let broadcast = |shapes: &[Vec<u64>]| {
+        let r = shapes.iter().map(Vec::len).max().unwrap_or(0);
+        product(&mut (0..r).map(|k| {
+            shapes
+                .iter()
+                .map(|s| {
+                    if k + s.len() < r {
+                        1
+                    } else {
+                        s[k + s.len() - r]
+                    }
+                })
+                .max()
+                .unwrap_or(1)
+        }))
+    };
+    let shape = |i: usize| -> Vec<u64> {
+        arg(i).map_or(Vec::new(), |t| t.shape.iter().map(|&d| d as u64).collect())
+    };
+    let axis_len = |i: usize, axis: i64| -> u64 {
+        let s = shape(i);
+        let r = s.len() as i64;
+        let a = if axis < 0 { axis + r } else { axis };
+        s.get(a.clamp(0, r.max(1) - 1) as usize)
+            .copied()
+            .unwrap_or(1)
+            .max(1)
+    };
+    let attr_int = |name: &str, default: i64| match node.attrs.get(name) {
+        Some(Attr::Int(v)) => *v,
+        _ => default,
+    };
+    let bound = match node.op.as_str() {
+        "Expand" => broadcast(&[
+            shape(0),
+            values(1).iter().map(|&d| d.max(0) as u64).collect(),
+        ]),
+        "Tile" => numel(0).saturating_mul(product(&mut values(1).iter().map(|&r| r.max(0) as u64))),
+        "Where" => broadcast(&[shape(0), shape(1), shape(2)]),
+        "Gather" => numel(1).saturating_mul(numel(0) / axis_len(0, attr_int("axis", 0))),
+        "ai.onnx.ml.ArrayFeatureExtractor" => numel(1).saturating_mul(numel(0) / axis_len(0, -1)),
+        "GatherND" => numel(1).saturating_mul(numel(0)),
+        "SpaceToBatch" => {
+            let (begin, end) = (values(2), values(3));
+            product(&mut shape(0).iter().enumerate().map(|(k, &d)| {
+                let pad = begin.get(k).copied().unwrap_or(0) + end.get(k).copied().unwrap_or(0);
+                (d as i64).saturating_add(pad.max(0)) as u64
+            }))
+        }
+        // The others give at most as many elements as they read.
+        _ => {
+            return (
+                (0..args.len()).map(numel).fold(0u64, u64::saturating_add),
+                false,
+            )
+        }
+    };
+    (bound, true)
 }
 
 /// For a broadcasting op on strings `a` and `b`: each output element's pair of input
@@ -376,7 +491,7 @@ fn code_shape(node: &Node, a: &StringTensor, b: &StringTensor) -> Result<Vec<usi
 
 /// An op that only moves values, on string data inputs: run by the interpreter on positions
 /// into one table of the inputs' strings, whose results are mapped back to strings.
-fn moved(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
+fn moved(node: &Node, slots: &[Option<&Slot>], budget: u64) -> Result<Vec<Slot>> {
     let op = op_name(node);
     let Some(data) = data_inputs(&node.op) else {
         let i = slots
@@ -433,6 +548,17 @@ fn moved(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
             (None, false) => args.push(Some(known(node, i, slot)?)),
         }
     }
+    // The ops that give more elements than they read repeat strings (each at most the
+    // longest); the others hold each of their inputs' strings at most once.
+    let (bound, grows) = output_bound(node, &args);
+    let (each, text) = match grows {
+        true => (
+            PER_STRING + table.iter().map(|s| s.len() as u64).max().unwrap_or(0),
+            0,
+        ),
+        false => (PER_STRING, table.iter().map(|s| s.len() as u64).sum()),
+    };
+    check_elements(op, budget, bound, each, text)?;
     let outputs = crate::reference::graph::eval_node(node, &args)
         .map_err(|e| Error::invalid(op, "inputs", e.0))?;
     outputs
@@ -614,7 +740,7 @@ fn simple_case(c: char, upper: bool) -> char {
 /// StringSplit: each string split at `delimiter` (Python's `str.split`: at runs of whitespace,
 /// ends trimmed, where the delimiter is empty or not given), at most `maxsplit` times; the
 /// pieces padded with empty strings to the most any string has, and their counts.
-fn split(node: &Node, x: &StringTensor) -> Result<(StringTensor, HostTensor)> {
+fn split(node: &Node, x: &StringTensor, budget: u64) -> Result<(StringTensor, HostTensor)> {
     let delimiter = string_attr(node, "delimiter", "")?;
     let maxsplit = match node.attrs.get("maxsplit") {
         None => None,
@@ -638,6 +764,10 @@ fn split(node: &Node, x: &StringTensor) -> Result<(StringTensor, HostTensor)> {
         })
         .collect();
     let width = pieces.iter().map(Vec::len).max().unwrap_or(0);
+    // The pieces' text is the input's; the padding is empty strings.
+    let text = x.values.iter().map(|s| s.len() as u64).sum();
+    let elements = (pieces.len() as u64).saturating_mul(width as u64);
+    check_elements("StringSplit", budget, elements, PER_STRING, text)?;
     let mut values = Vec::with_capacity(pieces.len() * width);
     for p in &pieces {
         values.extend(p.iter().map(|s| s.to_string()));
@@ -692,7 +822,7 @@ enum Column {
 /// ONNX-ML LabelEncoder where its keys or values are strings (the loader expands the others
 /// to GPU ops): each input element mapped to the value of the first equal key, else the
 /// default.
-fn label_encoder(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
+fn label_encoder(node: &Node, slots: &[Option<&Slot>], budget: u64) -> Result<Vec<Slot>> {
     let op = "LabelEncoder";
     let column = |kind: &str| -> Result<Column> {
         let tensor = format!("{kind}_tensor");
@@ -814,6 +944,8 @@ fn label_encoder(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
                 Some(Attr::Strings(d)) => d.first().cloned().unwrap_or_default(),
                 _ => string_attr(node, "default_string", "_Unused")?,
             };
+            let longest = v.iter().chain([&default]).map(|s| s.len() as u64).max();
+            check_budget(op, budget, &shape, PER_STRING + longest.unwrap_or(0))?;
             let out = positions
                 .iter()
                 .map(|p| p.map_or_else(|| default.clone(), |i| v[i].clone()))
@@ -913,7 +1045,7 @@ fn zip_map(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
 /// Cast to strings (integers in decimal, floats as C's `%.8g` with NaN, INF and -INF, as
 /// onnxruntime writes them) or from strings (parsed as the target type; an error names the
 /// first string that is not one).
-fn cast(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
+fn cast(node: &Node, slots: &[Option<&Slot>], budget: u64) -> Result<Vec<Slot>> {
     let op = "Cast";
     let slot = slots
         .first()
@@ -928,6 +1060,8 @@ fn cast(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
         (Some(s), "string") => Ok(vec![Slot::strings(StringTensor::clone(s))]),
         (None, "string") => {
             let x = known(node, 0, slot)?;
+            // %.8g and 64-bit integers take at most 24 bytes.
+            check_budget(op, budget, &x.shape, PER_STRING + 24)?;
             let values = format_numbers(&x)?;
             Ok(vec![Slot::strings(StringTensor::new(
                 x.shape.clone(),

@@ -414,6 +414,7 @@ fn numbers_cast_to_strings_as_printf_g8_writes_them() {
 fn a_scan_body_refuses_strings_it_would_need_per_iteration() {
     // The body gathers a label at each element's value: the index is the iteration's element
     // (on the GPU, not read back inside a Scan), so the body is refused in one line.
+    // Likewise a string tensor as a body output.
     let mut body = Graph::new()
         .node(
             Node::new("StringConstant", "labels")
@@ -444,14 +445,52 @@ fn a_scan_body_refuses_strings_it_would_need_per_iteration() {
                 .attr("body", Attr::Graph(Box::new(body))),
         )
         .output("ns");
-    let e = refusal(
-        g,
+    let inputs = || {
         vec![
             ("s0", Value::Tensor(i64s(vec![], &[0]))),
             ("xs", Value::Tensor(i64s(vec![3], &[0, 1, 0]))),
-        ],
-    );
+        ]
+    };
+    let e = refusal(g, inputs());
     assert!(e.contains("Gather") && e.contains("'e'"), "{e}");
+    // A body that reads an outer string tensor computes numbers from it (Size, on the host),
+    // but gives it as a scan output: refused, a Scan stacks tensors.
+    let scan = |n_output: &str| {
+        let mut body = Graph::new()
+            .node(Node::new("Size", "n").inputs(["labels"]).outputs(["n"]))
+            .node(
+                Node::new("Add", "s")
+                    .inputs(["s_in", "n"])
+                    .outputs(["s_out"]),
+            );
+        body.inputs = vec![ValueInfo::named("s_in"), ValueInfo::named("e")];
+        body.outputs = vec![ValueInfo::named("s_out"), ValueInfo::named(n_output)];
+        Graph::new()
+            .input("s0", DType::I64, &[])
+            .input("xs", DType::I64, &[Some(3)])
+            .node(
+                Node::new("StringConstant", "labels")
+                    .outputs(["labels"])
+                    .attr("value", Attr::Strings(vec!["a".into(), "b".into()])),
+            )
+            .node(
+                Node::new("Scan", "scan")
+                    .inputs(["s0", "xs"])
+                    .outputs(["s", "ys"])
+                    .attr("num_scan_inputs", Attr::Int(1))
+                    .attr("body", Attr::Graph(Box::new(body))),
+            )
+            .output("s")
+            .output("ys")
+    };
+    let out = run(scan("n"), inputs()).unwrap();
+    assert_eq!(as_tensor(&out[0]).to_vec::<i64>().unwrap(), [6]);
+    assert_eq!(as_tensor(&out[1]).to_vec::<i64>().unwrap(), [2, 2, 2]);
+    let e = refusal(scan("labels"), inputs());
+    assert!(
+        e.contains("Scan") && e.contains("'labels'") && e.contains("stacks tensors"),
+        "{e}"
+    );
 }
 
 #[test]

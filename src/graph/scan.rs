@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use super::exec::{constant_slots, keep_uploaded_constants, record_graph, NodeArgs, Scope, Slot};
 use super::registry::OpDef;
-use super::Graph;
+use super::{Graph, ValueInfo};
 use crate::host::c_strides;
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
@@ -504,7 +504,7 @@ fn capture_body(
         // Constants this capture uploaded serve the next captures and runs.
         keep_uploaded_constants(rec, body, &scope);
         for (i, o) in body.outputs[..n].iter().enumerate() {
-            let v = scope.get(&o.name).expect("scheduled").tensor(&ctx)?;
+            let v = body_tensor(&scope, o, &ctx)?;
             if v.dtype() != states[i].dtype() || v.shape() != states[i].shape() {
                 return Err(invalid(
                     "body",
@@ -534,7 +534,7 @@ fn capture_body(
         body.outputs[n..]
             .iter()
             .map(|o| {
-                let v = scope.get(&o.name).expect("scheduled").tensor(&ctx)?;
+                let v = body_tensor(&scope, o, &ctx)?;
                 o.check("body output", v.dtype(), v.shape())?;
                 Ok(v)
             })
@@ -544,6 +544,22 @@ fn capture_body(
         steps,
         scan_outputs,
     })
+}
+
+/// Body output `o` as a tensor; a string tensor, a sequence or an empty optional is refused
+/// (a Scan carries and stacks tensors).
+fn body_tensor(scope: &Scope<'_>, o: &ValueInfo, ctx: &crate::Context) -> Result<Tensor> {
+    let slot = scope.get(&o.name).expect("scheduled");
+    if let Some(what) = slot.non_tensor() {
+        return Err(invalid(
+            "body",
+            format!(
+                "body output '{}' is {what}; a Scan carries and stacks tensors",
+                o.name.escape_debug()
+            ),
+        ));
+    }
+    slot.tensor(ctx)
 }
 
 /// Whether body output `i` (a state) is body input `i` itself, directly or through Identity
@@ -1732,7 +1748,6 @@ pub(crate) static GRAPH_OP: OpDef = OpDef {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::ValueInfo;
 
     /// A body of `n` states and `m` scan inputs giving back its states and `k` scan outputs.
     fn body(n: usize, m: usize, k: usize) -> Graph {

@@ -1799,7 +1799,7 @@ def strings(*values, shape=None):
 
 
 def graph_case(out, manifest, name, nodes, feeds, outputs, ops, opset=20, ml_opset=None, tol=(0, 0),
-               out_types=None):
+               out_types=None, contrib=False):
     """A graph of `nodes` on `feeds` (name, array; object arrays are strings) giving `outputs`
     (of the TypeProtos `out_types` where given), run by onnxruntime and compared exactly
     (floats within `tol`, rtol and atol)."""
@@ -1812,6 +1812,8 @@ def graph_case(out, manifest, name, nodes, feeds, outputs, ops, opset=20, ml_ops
     imports = [helper.make_opsetid("", opset)]
     if ml_opset:
         imports.append(helper.make_opsetid("ai.onnx.ml", ml_opset))
+    if contrib:
+        imports.append(helper.make_opsetid("com.microsoft", 1))
     m = helper.make_model(g, opset_imports=imports)
     return ort_case(out, manifest, name, m, feeds, ops, opset, *tol)
 
@@ -1972,6 +1974,24 @@ def string_cases(out, manifest):
                     [n("Greater", ["scores", "zero"], ["c"]), n("Where", ["c", "yes", "no"], ["y"])],
                     [("scores", scores), ("zero", np.array(0, np.float32)), ("yes", strings("up")),
                      ("no", strings("down"))], ["y"], ["Greater", "Where"])
+    # onnxruntime's contrib Tokenizer (skl2onnx's text vectorizers): token expressions (the
+    # longest match: "a|ab"), separators, characters, marks, mincharnum, [N, C] inputs, and
+    # inputs without any token.
+    docs = strings("Hello World", "I love  computer science !", "", "a", "héllo wörld_2 x", "abab")
+    for label, attrs, x in (
+            ("tokenexp", {"tokenexp": "[a-zA-Z0-9_]+"}, docs),
+            ("tokenexp_mark", {"tokenexp": "[a-zA-Z0-9_]+", "mark": 1}, docs),
+            ("tokenexp_longest", {"tokenexp": "a|ab|\\w"}, docs),
+            ("tokenexp_word_class_min2", {"tokenexp": "\\w+", "mincharnum": 2}, docs),
+            ("separators", {"separators": [" ", "o"]}, docs.reshape(2, 3)),
+            ("separators_min2", {"separators": ["\\s+", "!"], "mincharnum": 2}, docs),
+            ("characters", {"separators": [""]}, docs),
+            ("no_tokens", {"tokenexp": "[0-9]+", "mark": 1}, strings("", "abc"))):
+        w += graph_case(out, manifest, f"ort_Tokenizer_{label}",
+                        [helper.make_node("Tokenizer", ["x"], ["y"], domain="com.microsoft",
+                                          pad_value="#", mincharnum=attrs.pop("mincharnum", 1),
+                                          mark=attrs.pop("mark", 0), **attrs)],
+                        [("x", x)], ["y"], ["Tokenizer"], opset=17, ml_opset=None, contrib=True)
     # ZipMap of scores computed on the GPU (a Softmax), with string and integer labels.
     for label, key_type, attrs in (("strings", T.STRING, {"classlabels_strings": ["cat", "dög", ""]}),
                                    ("ints", T.INT64, {"classlabels_int64s": [7, -1, 3]})):

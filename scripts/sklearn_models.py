@@ -19,8 +19,9 @@ vector machines (SVMRegressor, SVMClassifier): SVR, SVC (RBF and polynomial kern
 and multi-class), LinearSVC and OneClassSVM; an isolation forest (trees and LabelEncoder),
 KBinsDiscretizer to one-hot columns, and OneHotEncoder and OrdinalEncoder of integer
 categories (OneHotEncoder, LabelEncoder; i64 inputs) and of string categories (string inputs);
-classifiers with string class labels (a string output), and two classifiers exported with
-ZipMap (probabilities as a list of maps, written as JSON).
+classifiers with string class labels (a string output), two classifiers exported with
+ZipMap (probabilities as a list of maps, written as JSON), and the text vectorizers
+CountVectorizer and TfidfVectorizer (StringNormalizer, onnxruntime's Tokenizer, TfIdfVectorizer).
 
 usage: scripts/sklearn_models.py OUT_DIR   (needs numpy, scikit-learn, skl2onnx, onnxruntime)
 """
@@ -29,6 +30,7 @@ import os
 import sys
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF
@@ -41,6 +43,12 @@ def export(out, kind, name, model, x, options=None, scan=True):
     its manifest entry."""
     dtype = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "str": str}[name]
     onx = to_onnx(model, x[:1].astype(dtype), target_opset={"": 17, "ai.onnx.ml": 3}, options=options)
+    # onnxruntime's StringNormalizer needs the en_US.UTF-8 locale installed for its default
+    # locale (this machine has none): the model says locale "" instead (Unicode case mapping
+    # there as here).
+    for n in onx.graph.node:
+        if n.op_type == "StringNormalizer" and not any(a.name == "locale" for a in n.attribute):
+            n.attribute.append(onnx.helper.make_attribute("locale", ""))
     path = os.path.join(out, f"{kind}_{name}.onnx")
     with open(path, "wb") as f:
         f.write(onx.SerializeToString())
@@ -181,6 +189,17 @@ def ml_models(out, rng):
     entries.append(export(out, "ordinal", "i64", OrdinalEncoder(handle_unknown="use_encoded_value",
                                                                  unknown_value=-1).fit(cats),
                           q_cats, scan=False))
+    # Text: CountVectorizer and TfidfVectorizer (StringNormalizer, onnxruntime's Tokenizer,
+    # TfIdfVectorizer of string tokens), words and word pairs.
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+    corpus = np.array(["The cat sat on the mat", "the dog ate my homework", "A cat and a dog!",
+                       "mat mat mat", "Élan vital, the naïve café", "dogs and cats"] * 3)
+    queries = np.array(["the cat and the dog", "", "unknown words only", "Mat MAT mat cat",
+                        "café élan", "homework, the dog ate it"]).reshape(-1, 1)
+    entries.append(export(out, "count_vectorizer", "str", CountVectorizer().fit(corpus), queries,
+                          scan=False))
+    entries.append(export(out, "tfidf_vectorizer", "str",
+                          TfidfVectorizer(ngram_range=(1, 2)).fit(corpus), queries, scan=False))
     # String categories (string inputs): OneHotEncoder and OrdinalEncoder.
     words = np.array(["red", "green", "blüe", "", "black"], dtype=object)
     str_cats = words[rng.randint(0, 4, (200, 2))]

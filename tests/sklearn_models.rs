@@ -116,6 +116,8 @@ fn scikit_learn_models_match_onnxruntime() {
         ("ordinal_strings", "LabelEncoder"),
         ("zipmap_logistic_strings", "ZipMap"),
         ("zipmap_forest", "ZipMap"),
+        ("count_vectorizer", "Tokenizer"),
+        ("tfidf_vectorizer", "TfIdfVectorizer"),
     ];
     for (kind, op) in ml {
         let entry = manifest.iter().find(|e| e.kind == kind);

@@ -26,6 +26,7 @@ pub(crate) const OPS: &[&str] = &[
     "LabelEncoder",
     "CategoryMapper",
     "ZipMap",
+    "Tokenizer",
 ];
 
 /// The ops that only move values, which take string tensors at their data inputs: all inputs
@@ -188,6 +189,7 @@ pub(crate) fn record(rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Resu
             }
             Ok(out)
         }
+        "Tokenizer" => one(tokenize(node, strings(0, "X")?, budget)?),
         "RegexFullMatch" => {
             let x = strings(0, "X")?;
             let pattern = match node.attrs.get("pattern") {
@@ -720,6 +722,161 @@ fn normalize(node: &Node, x: &StringTensor) -> Result<StringTensor> {
     }
     let n = values.len();
     StringTensor::new(if two_d { vec![1, n] } else { vec![n] }, values)
+}
+
+/// `com.microsoft` Tokenizer (what skl2onnx's text vectorizers use): each string of X (`[C]`
+/// or `[N, C]`) cut into tokens, along a new last axis padded with `pad_value` to the most
+/// tokens any string has. With `tokenexp`, the tokens are its matches, each the longest match
+/// at the leftmost place one starts (RE2's longest-match mode, as onnxruntime runs it); with
+/// `separators` (regular expressions), the text between their matches, and with the one
+/// separator `""`, each character. Tokens shorter than `mincharnum` characters are dropped;
+/// `mark` puts U+0002 before and U+0003 after each string's tokens, unless no string has any.
+fn tokenize(node: &Node, x: &StringTensor, budget: u64) -> Result<StringTensor> {
+    let op = "Tokenizer";
+    let bad = |name: &str, msg: String| Error::invalid(op, name.to_string(), msg);
+    let mark = int_attr(node, "mark", 0)? != 0;
+    let min_chars = usize::try_from(int_attr(node, "mincharnum", 1)?)
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| bad("mincharnum", "mincharnum must be at least 1".into()))?;
+    let pad = string_attr(node, "pad_value", "#")?;
+    let separators = strings_attr(node, "separators")?;
+    let tokenexp = string_attr(node, "tokenexp", "")?;
+    if x.shape.len() > 2 {
+        return Err(bad(
+            "X",
+            format!("X has shape {:?}; Tokenizer takes [C] or [N, C]", x.shape),
+        ));
+    }
+    let compile = |what: &str, pattern: &str| {
+        regex::Regex::new(&re2_classes(pattern)).map_err(|e| {
+            bad(
+                what,
+                format!(
+                    "{what} '{}' is not a regular expression: {}",
+                    pattern.escape_debug(),
+                    e.to_string()
+                        .lines()
+                        .last()
+                        .unwrap_or_default()
+                        .escape_debug()
+                ),
+            )
+        })
+    };
+    let tokens: Vec<Vec<&str>> = match (tokenexp.is_empty(), separators.as_slice()) {
+        (false, []) => {
+            let first = compile("tokenexp", &tokenexp)?;
+            let longest = regex_automata::hybrid::dfa::DFA::builder()
+                .configure(
+                    regex_automata::hybrid::dfa::DFA::config()
+                        .match_kind(regex_automata::MatchKind::All),
+                )
+                .build(&re2_classes(&tokenexp))
+                .map_err(|e| {
+                    bad(
+                        "tokenexp",
+                        format!("tokenexp: {}", e.to_string().escape_debug()),
+                    )
+                })?;
+            let mut cache = longest.create_cache();
+            let mut all = Vec::with_capacity(x.numel());
+            for s in &x.values {
+                let mut found = Vec::new();
+                let mut at = 0;
+                // The leftmost place a match starts is the same in both match modes; the
+                // lazy DFA then finds the longest match there.
+                while let Some(m) = first.find_at(s, at) {
+                    let input = regex_automata::Input::new(s.as_str())
+                        .range(m.start()..)
+                        .anchored(regex_automata::Anchored::Yes);
+                    let end = longest
+                        .try_search_fwd(&mut cache, &input)
+                        .ok()
+                        .flatten()
+                        .map_or(m.end(), |h| h.offset().max(m.end()));
+                    found.push(&s[m.start()..end]);
+                    at = match end > m.start() {
+                        true => end,
+                        // An empty match: go on after the next character.
+                        false => s[end..]
+                            .chars()
+                            .next()
+                            .map_or(s.len() + 1, |c| end + c.len_utf8()),
+                    };
+                    if at > s.len() {
+                        break;
+                    }
+                }
+                all.push(found);
+            }
+            all
+        }
+        (true, [one]) if one.is_empty() => x
+            .values
+            .iter()
+            .map(|s| {
+                s.char_indices()
+                    .map(|(i, c)| &s[i..i + c.len_utf8()])
+                    .collect()
+            })
+            .collect(),
+        (true, [_, ..]) => {
+            let joined: Vec<String> = separators
+                .iter()
+                .map(|p| format!("(?:{})", re2_classes(p)))
+                .collect();
+            let re = regex::Regex::new(&joined.join("|")).map_err(|e| {
+                bad(
+                    "separators",
+                    format!(
+                        "separators are not regular expressions: {}",
+                        e.to_string()
+                            .lines()
+                            .last()
+                            .unwrap_or_default()
+                            .escape_debug()
+                    ),
+                )
+            })?;
+            x.values.iter().map(|s| re.split(s).collect()).collect()
+        }
+        _ => {
+            return Err(bad(
+                "tokenexp",
+                "Tokenizer takes exactly one of tokenexp and separators".into(),
+            ))
+        }
+    };
+    let tokens: Vec<Vec<&str>> = tokens
+        .into_iter()
+        .map(|t| {
+            t.into_iter()
+                .filter(|t| t.chars().count() >= min_chars)
+                .collect()
+        })
+        .collect();
+    let most = tokens.iter().map(Vec::len).max().unwrap_or(0);
+    let (start, end) = ("\u{2}", "\u{3}");
+    let width = if mark && most > 0 { most + 2 } else { most };
+    let text = x.values.iter().map(|s| s.len() as u64).sum::<u64>();
+    let elements = (tokens.len() as u64).saturating_mul(width as u64);
+    check_elements(op, budget, elements, PER_STRING + pad.len() as u64, text)?;
+    let mut values = Vec::with_capacity(tokens.len() * width);
+    for t in &tokens {
+        let before = values.len();
+        if mark && most > 0 {
+            values.push(start.to_string());
+        }
+        values.extend(t.iter().map(|t| t.to_string()));
+        if mark && most > 0 {
+            values.push(end.to_string());
+        }
+        values.resize(before + width, pad.clone());
+    }
+    let mut shape = x.shape.clone();
+    shape.push(width);
+    StringTensor::new(shape, values)
 }
 
 /// The simple (one-character) case mapping of `c` where its full mapping has several
@@ -1284,8 +1441,16 @@ planned_op!(
     &["classlabels_strings", "classlabels_int64s"]
 );
 
+planned_op!(
+    TOKENIZER,
+    "Tokenizer",
+    1..=1,
+    1..=1,
+    &["mark", "mincharnum", "pad_value", "separators", "tokenexp"]
+);
+
 /// The registry's entries for [`OPS`], in that order.
-pub(crate) static DEFS: [&OpDef; 8] = [
+pub(crate) static DEFS: [&OpDef; 9] = [
     &STRING_CONSTANT,
     &STRING_CONCAT,
     &STRING_NORMALIZER,
@@ -1294,4 +1459,5 @@ pub(crate) static DEFS: [&OpDef; 8] = [
     &LABEL_ENCODER,
     &CATEGORY_MAPPER,
     &ZIP_MAP,
+    &TOKENIZER,
 ];

@@ -20,6 +20,13 @@ const MAX_TREE_DEPTH: usize = 4096;
 
 /// The nodes that compute an ONNX-ML node; `None` for other ops.
 pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
+    // skl2onnx's text vectorizers tokenize with onnxruntime's contrib Tokenizer: the graph's
+    // string op of that name.
+    if node.op == "com.microsoft.Tokenizer" {
+        let mut n = node.clone();
+        n.op = "Tokenizer".into();
+        return Ok(Some((vec![n], Vec::new())));
+    }
     let Some(op) = node.op.strip_prefix("ai.onnx.ml.") else {
         return Ok(None);
     };

@@ -1305,6 +1305,18 @@ pub(crate) fn format_g8(v: f64) -> String {
     }
 }
 
+/// Each string of `s`, less surrounding whitespace, parsed as a `T`; `bad` makes the error
+/// for a string that is not one.
+fn parse_all<T: std::str::FromStr>(
+    s: &StringTensor,
+    bad: impl Fn(&str) -> Error,
+) -> Result<Vec<T>> {
+    s.values
+        .iter()
+        .map(|v| v.trim().parse::<T>().map_err(|_| bad(v)))
+        .collect()
+}
+
 fn parse_numbers(s: &StringTensor, dtype: DType) -> Result<HostTensor> {
     let bad = |v: &str| {
         Error::invalid(
@@ -1316,18 +1328,10 @@ fn parse_numbers(s: &StringTensor, dtype: DType) -> Result<HostTensor> {
     if is_float(dtype) {
         // Rust's float parsing takes "inf", "infinity" and "nan" in any case, as strtod does.
         if dtype == DType::F32 {
-            let values = s
-                .values
-                .iter()
-                .map(|v| v.trim().parse::<f32>().map_err(|_| bad(v)))
-                .collect::<Result<Vec<f32>>>()?;
+            let values: Vec<f32> = parse_all(s, bad)?;
             return HostTensor::from_vec(s.shape.clone(), &values);
         }
-        let values = s
-            .values
-            .iter()
-            .map(|v| v.trim().parse::<f64>().map_err(|_| bad(v)))
-            .collect::<Result<Vec<f64>>>()?;
+        let values: Vec<f64> = parse_all(s, bad)?;
         return cast_host(&HostTensor::from_vec(s.shape.clone(), &values)?, dtype);
     }
     if dtype == DType::Bool {
@@ -1338,18 +1342,10 @@ fn parse_numbers(s: &StringTensor, dtype: DType) -> Result<HostTensor> {
         ));
     }
     if dtype == DType::U64 {
-        let values = s
-            .values
-            .iter()
-            .map(|v| v.trim().parse::<u64>().map_err(|_| bad(v)))
-            .collect::<Result<Vec<u64>>>()?;
+        let values: Vec<u64> = parse_all(s, bad)?;
         return HostTensor::from_vec(s.shape.clone(), &values);
     }
-    let values = s
-        .values
-        .iter()
-        .map(|v| v.trim().parse::<i64>().map_err(|_| bad(v)))
-        .collect::<Result<Vec<i64>>>()?;
+    let values: Vec<i64> = parse_all(s, bad)?;
     let wide = HostTensor::from_vec(s.shape.clone(), &values)?;
     let out = cast_host(&wide, dtype)?;
     // A value the target cannot hold is refused, not wrapped.

@@ -196,22 +196,12 @@ pub(crate) fn record(rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Resu
                 Some(Attr::String(p)) => p,
                 _ => return Err(Error::invalid(op, "pattern", "pattern must be a string")),
             };
-            let re =
-                regex::Regex::new(&format!(r"\A(?:{})\z", re2_classes(pattern))).map_err(|e| {
-                    Error::invalid(
-                        op,
-                        "pattern",
-                        format!(
-                            "pattern '{}' is not a regular expression: {}",
-                            pattern.escape_debug(),
-                            e.to_string()
-                                .lines()
-                                .last()
-                                .unwrap_or_default()
-                                .escape_debug()
-                        ),
-                    )
-                })?;
+            let re = re2_regex(
+                op,
+                "pattern",
+                pattern,
+                &format!(r"\A(?:{})\z", re2_classes(pattern)),
+            )?;
             let values: Vec<bool> = x.values.iter().map(|s| re.is_match(s)).collect();
             number(HostTensor::from_vec(x.shape.clone(), &values)?)
         }
@@ -430,6 +420,31 @@ fn pair_codes(node: &Node, a: &StringTensor, b: &StringTensor) -> Result<Vec<(us
         .iter()
         .map(|&c| (c as usize / nb, c as usize % nb))
         .collect())
+}
+
+/// `translated` (attribute `name` of `op`, `pattern` as given, after [`re2_classes`]) compiled;
+/// an error names the attribute and quotes the pattern, on one line.
+fn re2_regex(
+    op: &'static str,
+    name: &str,
+    pattern: &str,
+    translated: &str,
+) -> Result<regex::Regex> {
+    regex::Regex::new(translated).map_err(|e| {
+        Error::invalid(
+            op,
+            name.to_string(),
+            format!(
+                "{name} '{}' is not a regular expression: {}",
+                pattern.escape_debug(),
+                e.to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .escape_debug()
+            ),
+        )
+    })
 }
 
 /// `pattern` with RE2's meaning of the Perl classes (onnxruntime matches with RE2): `\w`, `\d`,
@@ -748,25 +763,9 @@ fn tokenize(node: &Node, x: &StringTensor, budget: u64) -> Result<StringTensor> 
             format!("X has shape {:?}; Tokenizer takes [C] or [N, C]", x.shape),
         ));
     }
-    let compile = |what: &str, pattern: &str| {
-        regex::Regex::new(&re2_classes(pattern)).map_err(|e| {
-            bad(
-                what,
-                format!(
-                    "{what} '{}' is not a regular expression: {}",
-                    pattern.escape_debug(),
-                    e.to_string()
-                        .lines()
-                        .last()
-                        .unwrap_or_default()
-                        .escape_debug()
-                ),
-            )
-        })
-    };
     let tokens: Vec<Vec<&str>> = match (tokenexp.is_empty(), separators.as_slice()) {
         (false, []) => {
-            let first = compile("tokenexp", &tokenexp)?;
+            let first = re2_regex(op, "tokenexp", &tokenexp, &re2_classes(&tokenexp))?;
             let longest = regex_automata::hybrid::dfa::DFA::builder()
                 .configure(
                     regex_automata::hybrid::dfa::DFA::config()
@@ -826,19 +825,7 @@ fn tokenize(node: &Node, x: &StringTensor, budget: u64) -> Result<StringTensor> 
                 .iter()
                 .map(|p| format!("(?:{})", re2_classes(p)))
                 .collect();
-            let re = regex::Regex::new(&joined.join("|")).map_err(|e| {
-                bad(
-                    "separators",
-                    format!(
-                        "separators are not regular expressions: {}",
-                        e.to_string()
-                            .lines()
-                            .last()
-                            .unwrap_or_default()
-                            .escape_debug()
-                    ),
-                )
-            })?;
+            let re = re2_regex(op, "separators", &separators.join(", "), &joined.join("|"))?;
             x.values.iter().map(|s| re.split(s).collect()).collect()
         }
         _ => {

@@ -482,28 +482,7 @@ fn re2_classes(pattern: &str) -> String {
 
 /// The broadcast shape of `a` and `b` (numpy's rule).
 fn code_shape(node: &Node, a: &StringTensor, b: &StringTensor) -> Result<Vec<usize>> {
-    let r = a.shape.len().max(b.shape.len());
-    let dim = |s: &[usize], k: usize| {
-        if k + s.len() < r {
-            1
-        } else {
-            s[k + s.len() - r]
-        }
-    };
-    (0..r)
-        .map(|k| match (dim(&a.shape, k), dim(&b.shape, k)) {
-            (x, y) if x == y || y == 1 => Ok(x),
-            (1, y) => Ok(y),
-            (x, y) => Err(Error::invalid(
-                op_name(node),
-                "inputs",
-                format!(
-                    "shapes {:?} and {:?} do not broadcast ({x} against {y})",
-                    a.shape, b.shape
-                ),
-            )),
-        })
-        .collect()
+    crate::ops::broadcast_shape(op_name(node), &a.shape, &b.shape)
 }
 
 /// An op that only moves values, on string data inputs: run by the interpreter on positions

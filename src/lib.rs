@@ -52,6 +52,7 @@ pub use host::{HostTensor, MapKeys, MapSequence, StringTensor};
 pub use indices::IntoIndices;
 pub use minifloat::{CastMode, Round};
 pub use ops::batch_to_space::BatchToSpace;
+pub use ops::random::RandomStream;
 pub use ops::slice::Slice;
 pub use ops::space_to_batch::SpaceToBatch;
 pub use ops::strided_slice::StridedSlice;

@@ -236,6 +236,10 @@ pub struct Recorder {
     /// entry holds, so the address is not reused): each body's captures (one per iteration
     /// parity) and a session's later runs read them without uploading them again.
     pub(crate) body_constants: BodyConstants,
+    /// The random streams of a graph's random nodes, by node (see `graph::registry`): one
+    /// per node for the recording, and through a session for its later runs, so that each
+    /// execution draws anew.
+    pub(crate) streams: HashMap<String, crate::RandomStream>,
     /// Commands encoded since the last submission.
     unsubmitted: u64,
     /// The last chunk submitted before `finish` (native: waited for before the next one is
@@ -271,6 +275,7 @@ impl Recorder {
             pool: SparePool::default(),
             carried: SparePool::default(),
             body_constants: BodyConstants::default(),
+            streams: HashMap::new(),
             unsubmitted: 0,
             in_flight: None,
             in_replay: false,

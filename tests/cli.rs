@@ -148,10 +148,10 @@ fn every_error_exits_1_with_one_line_and_no_output() {
         (
             "unknown op",
             simple_graph(
-                json!({"op": "Bernoulli", "name": "n", "inputs": ["x"], "outputs": ["y"]}),
+                json!({"op": "Frobnicate", "name": "n", "inputs": ["x"], "outputs": ["y"]}),
             ),
             vec![format!("x={x}")],
-            "unknown op 'Bernoulli'",
+            "unknown op 'Frobnicate'",
         ),
         (
             "op rule",

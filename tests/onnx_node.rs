@@ -213,6 +213,8 @@ fn describe(v: &Value) -> String {
 #[derive(Debug)]
 enum Outcome {
     Pass,
+    /// A test of a random op whose outputs obey the op's law (see [`random_law`]).
+    Lawful,
     Fail(String),
     /// An op of the test is not supported.
     Unsupported,
@@ -236,17 +238,109 @@ fn missing_type(error: &str) -> Option<String> {
 /// The test on the default context and, where it passes there, again on one that emulates
 /// i64 and u64 on 32-bit words (as browsers need): the emulation must pass too (a test that
 /// computes on f64, which needs the native 64-bit types, may instead fail naming them).
+/// Whether a test's outputs are random draws: its model has a random op (the expanded
+/// Bernoulli draws with RandomUniformLike), or a Dropout given `training_mode` true with a
+/// ratio above 0. Their expected values come from numpy's generator, which no runtime
+/// reproduces (onnxruntime's runner skips these tests), so they are held to the op's law
+/// instead: [`random_law`].
+fn draws_at_random(model: &wgpu_ops::graph::Graph, given: &[(String, Value)]) -> bool {
+    let truthy = |name: &str| {
+        given.iter().any(|(n, v)| {
+            n == name && matches!(v, Value::Tensor(t) if t.data.iter().any(|&b| b != 0))
+        })
+    };
+    model.nodes.iter().any(|n| {
+        wgpu_ops::graph::is_random(&n.op)
+            || n.op == "Dropout"
+                && n.inputs.get(2).is_some_and(|t| truthy(t))
+                && n.inputs.get(1).is_none_or(|r| r.is_empty() || truthy(r))
+    })
+}
+
+/// The law of a random test's outputs (`got`; `want` gives their dtypes and shapes):
+/// Bernoulli's are 0 or 1, 0 where the probability is at most 0 and 1 where it is at least
+/// 1; training Dropout's output is, at each element, 0 or the input times `1 / (1 - ratio)`,
+/// and its mask (a second output) is true exactly where the element was kept.
+fn random_law(
+    ops: &[String],
+    given: &[(String, Value)],
+    got: &[(String, Value)],
+    wants: &[Value],
+) -> Option<String> {
+    let tensor = |v: &Value| match v {
+        Value::Tensor(t) => Some(t.clone()),
+        _ => None,
+    };
+    for (i, ((_, g), w)) in got.iter().zip(wants).enumerate() {
+        let (Some(g), Some(w)) = (tensor(g), tensor(w)) else {
+            return Some(format!("output {i} is not a tensor"));
+        };
+        if (g.dtype, &g.shape) != (w.dtype, &w.shape) {
+            return Some(format!(
+                "output {i} is {} {:?}, want {} {:?}",
+                g.dtype, g.shape, w.dtype, w.shape
+            ));
+        }
+    }
+    let values = |t: &HostTensor| {
+        wgpu_ops::reference::cast_host(t, DType::F64)
+            .ok()
+            .and_then(|c| c.to_vec::<f64>().ok())
+    };
+    let input = given.first().and_then(|(_, v)| tensor(v))?;
+    let x = values(&input)?;
+    let y = values(&tensor(&got[0].1)?)?;
+    let has = |op: &str| ops.iter().any(|o| o == op);
+    // Bernoulli, or its expansion: RandomUniformLike, Greater, Cast.
+    if has("Bernoulli") || has("RandomUniformLike") && has("Greater") && has("Cast") {
+        for (k, (&p, &v)) in x.iter().zip(&y).enumerate() {
+            let ok = (v == 0.0 || v == 1.0) && !(p <= 0.0 && v != 0.0) && !(p >= 1.0 && v != 1.0);
+            if !ok {
+                return Some(format!("element {k}: {v} drawn at probability {p}"));
+            }
+        }
+        return None;
+    }
+    if has("Dropout") {
+        let ratio = given
+            .get(1)
+            .and_then(|(_, v)| tensor(v))
+            .and_then(|t| values(&t))
+            .map_or(0.5, |r| r[0]);
+        let scale = 1.0 / (1.0 - ratio);
+        let mask = got.get(1).and_then(|(_, v)| tensor(v)).map(|m| m.data);
+        for (k, (&a, &v)) in x.iter().zip(&y).enumerate() {
+            let scaled = a * scale;
+            let kept =
+                (v - scaled).abs() <= 1e-6 * scaled.abs().max(1.0) || v.is_nan() && scaled.is_nan();
+            if !(kept || v == 0.0) {
+                return Some(format!("element {k}: {v} from {a} at ratio {ratio}"));
+            }
+            // Where the scaled input is 0, kept and dropped look alike.
+            if let Some(m) = mask.as_ref().filter(|_| scaled != 0.0) {
+                if (m[k] != 0) != kept {
+                    return Some(format!("mask {k} is {} where the output is {v}", m[k]));
+                }
+            }
+        }
+        return None;
+    }
+    Some(format!("no law for the random ops of {ops:?}"))
+}
+
 fn run_test(dir: &Path, entry: &Entry) -> Outcome {
     match run_test_on(common::ctx(), dir, entry) {
-        Outcome::Pass => match run_test_on(common::ctx_emulating_64_bit(), dir, entry) {
-            Outcome::Fail(why)
-                if !(why.contains("SHADER_F64")
-                    || has_f64(dir) && why.contains("SHADER_INT64")) =>
-            {
-                Outcome::Fail(format!("with i64 emulated: {why}"))
+        first @ (Outcome::Pass | Outcome::Lawful) => {
+            match run_test_on(common::ctx_emulating_64_bit(), dir, entry) {
+                Outcome::Fail(why)
+                    if !(why.contains("SHADER_F64")
+                        || has_f64(dir) && why.contains("SHADER_INT64")) =>
+                {
+                    Outcome::Fail(format!("with i64 emulated: {why}"))
+                }
+                _ => first,
             }
-            _ => Outcome::Pass,
-        },
+        }
         other => other,
     }
 }
@@ -335,6 +429,7 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
         Ok(s) => s,
         Err(e) => return Outcome::Fail(format!("plan: {e}")),
     };
+    let mut lawful = false;
     // Every data set twice on the session: the second pass runs on the buffers the first left
     // (see `Session`), which must not change a result.
     for k in (0..entry.data_sets).chain(0..entry.data_sets) {
@@ -390,10 +485,25 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
                 }
             }
         }
-        let outputs = match session.run_values_blocking(given) {
+        let random = draws_at_random(&model_graph, &given);
+        let outputs = match session.run_values_blocking(given.clone()) {
             Ok(o) => o,
             Err(e) => return Outcome::Fail(e.to_string()),
         };
+        if random {
+            let mut wants = Vec::new();
+            for (i, kind) in output_kinds.iter().enumerate() {
+                match read_value(&set.join(format!("output_{i}.pb")), *kind) {
+                    Ok(w) => wants.push(w),
+                    Err(e) => return Outcome::Fail(format!("output {i}: {e}")),
+                }
+            }
+            if let Some(why) = random_law(&entry.ops, &given, &outputs, &wants) {
+                return Outcome::Fail(format!("random draws break the law: {why}"));
+            }
+            lawful = true;
+            continue;
+        }
         for (i, (name, got)) in outputs.iter().enumerate() {
             let want = match read_value(&set.join(format!("output_{i}.pb")), output_kinds[i]) {
                 Ok(t) => t,
@@ -404,7 +514,11 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
             }
         }
     }
-    Outcome::Pass
+    if lawful {
+        Outcome::Lawful
+    } else {
+        Outcome::Pass
+    }
 }
 
 fn one_line(s: &str) -> String {
@@ -490,14 +604,14 @@ fn run_suite(suite: &Suite) {
     let mut failures: BTreeMap<String, String> = BTreeMap::new();
     let mut skipped: BTreeMap<String, String> = BTreeMap::new();
     let mut problems = Vec::new();
-    let (mut passed, mut unsupported) = (0, 0);
+    let (mut passed, mut unsupported, mut lawful) = (0, 0, 0);
     for (name, entry) in &manifest {
         if only.as_deref().is_some_and(|o| !name.contains(o)) {
             continue;
         }
         let outcome = run_test(&dir.join(name), entry);
         let column = match &outcome {
-            Outcome::Pass => 0,
+            Outcome::Pass | Outcome::Lawful => 0,
             Outcome::Fail(_) => 1,
             Outcome::Skipped(_) => 2,
             Outcome::Unsupported => 3,
@@ -506,8 +620,11 @@ fn run_suite(suite: &Suite) {
             per_op.entry(op.clone()).or_default()[column] += 1;
         }
         match outcome {
-            Outcome::Pass => {
+            Outcome::Pass | Outcome::Lawful => {
                 passed += 1;
+                if matches!(outcome, Outcome::Lawful) {
+                    lawful += 1;
+                }
                 if expected.contains_key(name.as_str()) {
                     problems.push(format!("{name} now passes: remove it from {expected_file}"));
                 }
@@ -546,7 +663,7 @@ fn run_suite(suite: &Suite) {
         println!("  {name}: {why}");
     }
     println!(
-        "{} tests: {passed} passed, {} failing (listed with reasons in {expected_file}), {} skipped, {unsupported} with ops not supported",
+        "{} tests: {passed} passed ({lawful} of random ops by their laws), {} failing (listed with reasons in {expected_file}), {} skipped, {unsupported} with ops not supported",
         passed + failures.len() + skipped.len() + unsupported,
         failures.len(),
         skipped.len()

@@ -61,7 +61,7 @@ fn every_shader_file_parses_and_validates() {
             files += 1;
         }
     }
-    assert_eq!(files, 18);
+    assert_eq!(files, 20);
 }
 
 /// Bitcasts of constants to non-finite f32 values. WGSL makes a constant expression that
@@ -200,7 +200,7 @@ fn every_variant_validates_and_compiles() {
     // and 4 more scattering x 4 ranks (4- and 8-byte elements, SpaceToBatch without padding)
     // and 12 gather variants (4 of them quads), 30 typed element-wise on
     // 32-bit types and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
-    // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), LinearAttention, CausalConvWithState, GridSample's taps (f32, f64), TreeWalk (f32, f64), Det (f32, f64), 16 index gathers (4 element sizes x i32/i64
+    // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), LinearAttention, CausalConvWithState, GridSample's taps (f32, f64), TreeWalk (f32, f64), Det (f32, f64), 8 random (4 modes x f32, f64), 16 index gathers (4 element sizes x i32/i64
     // indices x Gather/GatherElements), 16 pads (4 element sizes x 4 modes), 60 scatters (4 replacing, one per element size; 4
     // reductions x 12 dtypes; 8 with i64/u64 emulated), 64 CumSums and CumProds (6 dtypes and i64/u64 emulated on u32 pairs x
     // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest), 1372 word-kernel variants (920 casts: each of 23 dtypes to
@@ -212,11 +212,11 @@ fn every_variant_validates_and_compiles() {
     // MatMuls and 2 emulated x (tiles + 7 x rows),
     // 154 reductions x 4 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
     // but LogSum and LogSumExp on the 4 float types only) and 24 emulated (12 ops x i64,
-    // u64) x 4, the Scan counter (2 slots) and LinearAttention's 8-lane variants (workgroups of 256;
-    // sums in workgroup memory or by subgroup shuffles).
+    // u64) x 4, the Scan counter (2 slots), the random streams' advance and LinearAttention's
+    // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (263 + 64 + 16 + 1372 + 207) + 8 * 15 + 2 * 8 + (154 + 24) * 4 + 4
+        WORKGROUP_SIZES.len() * (271 + 64 + 16 + 1372 + 207) + 8 * 15 + 2 * 8 + (154 + 24) * 4 + 5
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

@@ -326,6 +326,12 @@ impl<'a> NodeArgs<'a> {
         Ok(slot.ok_or_else(|| self.missing(i, role))?.dtype_shape().0)
     }
 
+    /// The shape of input `i` (its values are not needed).
+    pub fn shape_of(&self, i: usize, role: &str) -> Result<Vec<usize>> {
+        let slot = self.slots.get(i).copied().flatten();
+        Ok(slot.ok_or_else(|| self.missing(i, role))?.dtype_shape().1)
+    }
+
     /// Required index input `i`.
     pub fn required_indices(&self, i: usize, role: &str) -> Result<Vec<i64>> {
         self.indices(i, role)?.ok_or_else(|| self.missing(i, role))
@@ -1068,6 +1074,8 @@ pub struct Session {
     spare: Mutex<SparePool>,
     /// Scan bodies' constants uploaded so far (see `Recorder::body_constants`).
     body_constants: Mutex<crate::recorder::BodyConstants>,
+    /// The random nodes' streams, whose draw indices the runs advance on the GPU.
+    streams: Mutex<HashMap<String, crate::RandomStream>>,
     /// The buffers the last run uploaded each host input into, by input name: the next run
     /// uploads inputs of the same sizes into them instead of into new buffers.
     input_buffers: Mutex<HashMap<String, Arc<crate::storage::Storage>>>,
@@ -1093,6 +1101,7 @@ impl Session {
             uploaded: Mutex::new(HashMap::new()),
             spare: Mutex::new(SparePool::default()),
             body_constants: Mutex::new(Default::default()),
+            streams: Mutex::new(HashMap::new()),
             input_buffers: Mutex::new(HashMap::new()),
         })
     }
@@ -1446,6 +1455,11 @@ impl Session {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()),
         );
+        rec.streams = self
+            .streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         record_graph(
             &mut rec,
             &self.graph,
@@ -1469,7 +1483,10 @@ impl Session {
             .body_constants
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = std::mem::take(&mut rec.body_constants);
+        // The streams this run created are kept once its commands are submitted.
+        let streams = std::mem::take(&mut rec.streams);
         rec.finish().await?;
+        *self.streams.lock().unwrap_or_else(|e| e.into_inner()) = streams;
         Ok((scope, spare))
     }
 

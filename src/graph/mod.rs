@@ -11,6 +11,7 @@ pub(crate) mod exec;
 pub(crate) mod fuse;
 pub(crate) mod hoist;
 pub mod json;
+pub(crate) mod random;
 pub(crate) mod recurrence;
 pub(crate) mod registry;
 pub(crate) mod scan;
@@ -18,6 +19,7 @@ pub(crate) mod sequence;
 pub(crate) mod strings;
 
 pub use exec::Session;
+pub use random::is_random;
 pub use registry::{is_op, op_names};
 
 /// What a graph input or output holds: a tensor (the default), an ONNX sequence of tensors,

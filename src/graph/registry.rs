@@ -150,6 +150,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
         ])
         .chain(super::sequence::DEFS.iter().copied())
         .chain(super::strings::DEFS.iter().copied())
+        .chain(super::random::DEFS.iter().copied())
 }
 
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
@@ -406,8 +407,8 @@ static DROPOUT: OpDef = OpDef {
     outputs: 1..=2,
     host: None,
     attrs: &["seed", "ratio", "is_test"],
-    // Inference: the output is the input and the mask all true. Training mode with a ratio
-    // above 0 draws random numbers, which runtimes draw each their own way: refused.
+    // Inference (or a ratio of 0): the output is the input and the mask all true. Training
+    // mode drops elements at random (see `Recorder::dropout_training_to`).
     run: |rec, args| {
         let data = args.tensor(0, "data")?;
         for (i, role) in [(1, "ratio"), (2, "training_mode")] {
@@ -423,11 +424,12 @@ static DROPOUT: OpDef = OpDef {
         }
         let (training, ratio) = dropout_mode(args.node, args.host_value(1), args.host_value(2))?;
         if training && ratio != 0.0 {
-            return Err(Error::invalid(
-                "Dropout",
-                "training_mode",
-                format!("training mode with ratio {ratio} drops random elements, which is not supported (inference, or ratio 0, is)"),
-            ));
+            let stream =
+                super::random::node_stream(rec, "Dropout", args.node, args.float("seed")?)?;
+            let mask_out = (args.node.outputs.len() > 1).then(|| args.out(1));
+            let (output, mask) =
+                rec.dropout_training_to(&stream, &data, ratio, args.out(0), mask_out)?;
+            return Ok(std::iter::once(output).chain(mask).collect());
         }
         let mut outputs = vec![rec.identity_to(&data, args.out(0))?];
         if args.node.outputs.len() > 1 {

@@ -22,6 +22,7 @@ pub mod matmul;
 pub mod operands;
 pub mod pad;
 pub mod program;
+pub mod random;
 pub mod reduce;
 pub mod scan_step;
 pub mod scatter;
@@ -85,6 +86,8 @@ const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
 const GRID_TAPS: &str = include_str!("../../shaders/grid_taps.wgsl");
 const TREE_WALK: &str = include_str!("../../shaders/tree_walk.wgsl");
 const DET: &str = include_str!("../../shaders/det.wgsl");
+const RANDOM: &str = include_str!("../../shaders/random.wgsl");
+const RANDOM_ADVANCE: &str = include_str!("../../shaders/random_advance.wgsl");
 const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const PAD: &str = include_str!("../../shaders/pad.wgsl");
@@ -243,6 +246,15 @@ pub enum Kernel {
     TreeWalk { workgroup_size: u32, f64: bool },
     /// `det.wgsl`: determinants, one invocation per matrix, of f32 or f64.
     Det { workgroup_size: u32, f64: bool },
+    /// `random.wgsl`: Philox blocks made into uniform, normal, Bernoulli or Multinomial
+    /// values of f32 or f64.
+    Random {
+        mode: random::RandomMode,
+        f64: bool,
+        workgroup_size: u32,
+    },
+    /// `random_advance.wgsl`: a random stream's next draw index.
+    RandomAdvance,
     /// `matmul.wgsl` on `dtype`; `group` is the workgroup of the `Rows` and `Blocks` entry
     /// points (the tiles have a fixed 16 x 16). With an `epilogue`, each sum is operand 0 of
     /// that element-wise program, whose result is stored (a fused `MatMul -> Add -> Tanh`).
@@ -265,6 +277,7 @@ impl Kernel {
         for slot in [0, 1] {
             out.push(Kernel::ScanCounter { slot });
         }
+        out.push(Kernel::RandomAdvance);
         // Its workgroup is fixed at 256 (the `workgroup_size` field only keys the override).
         for subgroups in [false, true] {
             out.push(Kernel::LinearAttention {
@@ -299,6 +312,13 @@ impl Kernel {
                     workgroup_size,
                     f64,
                 });
+                for mode in random::RandomMode::ALL {
+                    out.push(Kernel::Random {
+                        mode,
+                        f64,
+                        workgroup_size,
+                    });
+                }
             }
             for vec4 in [false, true] {
                 out.push(Kernel::Copy {
@@ -522,6 +542,8 @@ impl Kernel {
             Kernel::GridTaps { .. } => "grid_taps.wgsl",
             Kernel::TreeWalk { .. } => "tree_walk.wgsl",
             Kernel::Det { .. } => "det.wgsl",
+            Kernel::Random { .. } => "random.wgsl",
+            Kernel::RandomAdvance => "random_advance.wgsl",
         }
     }
 
@@ -552,6 +574,8 @@ impl Kernel {
             }
             Kernel::TreeWalk { f64, .. } => tree_walk::tree_walk_source(TREE_WALK, f64).into(),
             Kernel::Det { f64, .. } => det::det_source(DET, f64).into(),
+            Kernel::Random { f64, .. } => random::random_source(RANDOM, f64).into(),
+            Kernel::RandomAdvance => RANDOM_ADVANCE.into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 let ty = operands::elementwise_type(dtype).unwrap_or("f32");
                 let e = elementwise::lookup(op)
@@ -654,6 +678,12 @@ impl Kernel {
                 ("OUT_BYTES", program.out().size() as u32),
             ],
             Kernel::ScanCounter { slot } => vec![("SLOT", slot)],
+            Kernel::Random {
+                mode,
+                workgroup_size,
+                ..
+            } => vec![("WORKGROUP_SIZE", workgroup_size), ("MODE", mode.code())],
+            Kernel::RandomAdvance => Vec::new(),
             Kernel::TopK {
                 largest,
                 workgroup_size,
@@ -720,6 +750,15 @@ impl Kernel {
         }
     }
 
+    /// The features of the random kernel on f32 or f64.
+    pub(crate) fn random_features(f64: bool) -> wgpu::Features {
+        match f64 {
+            // The f64 math reads its operands' bits as u64.
+            true => wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64,
+            false => wgpu::Features::empty(),
+        }
+    }
+
     /// The wgpu features the variant's shader needs (the context requests them when the
     /// adapter has them).
     pub fn features(&self) -> wgpu::Features {
@@ -744,6 +783,7 @@ impl Kernel {
                 wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64
             }
             Kernel::Det { f64: true, .. } => wgpu::Features::SHADER_F64,
+            Kernel::Random { f64, .. } => Kernel::random_features(f64),
             Kernel::Reduce {
                 input,
                 emulate64,
@@ -848,7 +888,10 @@ impl KernelSpec for Kernel {
             | Kernel::LinearAttention { .. }
             | Kernel::CausalConv { .. }
             | Kernel::GridTaps { f64: false, .. }
-            | Kernel::ScanCounter { .. } => self.file().into(),
+            | Kernel::ScanCounter { .. }
+            | Kernel::RandomAdvance => self.file().into(),
+            Kernel::Random { f64: false, .. } => self.file().into(),
+            Kernel::Random { f64: true, .. } => "random.wgsl f64".into(),
             Kernel::GridTaps { f64: true, .. } => "grid_taps.wgsl f64".into(),
             Kernel::TreeWalk { f64: false, .. } => self.file().into(),
             Kernel::TreeWalk { f64: true, .. } => "tree_walk.wgsl f64".into(),
@@ -964,7 +1007,8 @@ impl KernelSpec for Kernel {
             | Kernel::CumSum { .. }
             | Kernel::Pad { .. }
             | Kernel::Copy { .. } => TWO_BUFFERS,
-            Kernel::ScanCounter { .. } => &[Binding::StorageReadWrite],
+            Kernel::ScanCounter { .. } | Kernel::RandomAdvance => &[Binding::StorageReadWrite],
+            Kernel::Random { .. } => THREE_BUFFERS,
             Kernel::ScanCopies { copies, .. } => scan_step::copies_bindings(*copies),
             Kernel::LinearAttention { .. } => &[
                 Binding::Uniform,

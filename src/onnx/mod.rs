@@ -996,9 +996,11 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
             node.attrs.entry("axis".into()).or_insert(Attr::Int(1));
             node.attrs.insert("coerce_2d".into(), Attr::Int(1));
         }
-        "EyeLike" | "HannWindow" | "HammingWindow" | "BlackmanWindow" | "MelWeightMatrix" => {
+        "EyeLike" | "HannWindow" | "HammingWindow" | "BlackmanWindow" | "MelWeightMatrix"
+        | "RandomUniform" | "RandomNormal" | "RandomUniformLike" | "RandomNormalLike"
+        | "Bernoulli" | "Multinomial" => {
             // Their type attribute is an ONNX type code; graphs name the dtype.
-            let key = if node.op == "EyeLike" {
+            let key = if node.op == "EyeLike" || crate::graph::is_random(&node.op) {
                 "dtype"
             } else {
                 "output_datatype"

@@ -18,6 +18,7 @@ pub mod layout;
 pub mod linear_attention;
 pub mod matmul;
 pub mod normalization;
+pub mod random;
 pub mod reduce;
 pub mod resize;
 pub mod scatter;

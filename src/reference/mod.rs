@@ -444,6 +444,7 @@ pub mod graph;
 mod grid_sample;
 pub mod nms;
 mod numeric;
+pub mod random;
 mod resize;
 mod spectral;
 mod tree_walk;

@@ -956,3 +956,42 @@ fn maps_are_written_as_json() {
         "[{\"10\": 0.25, \"-3\": 0.75}, {\"10\": 1.0, \"-3\": 0.0}]\n"
     );
 }
+
+#[test]
+fn seeded_random_nodes_draw_the_documented_numbers_in_every_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let graph = write_json(
+        d,
+        "graph.json",
+        &json!({
+            "inputs": [],
+            "nodes": [
+                {"op": "RandomUniform", "name": "u", "outputs": ["u"],
+                 "attrs": {"shape": [3, 5], "seed": 9.0, "low": 0.0, "high": 1.0}},
+                {"op": "RandomNormal", "name": "z", "outputs": ["z"],
+                 "attrs": {"shape": [7], "seed": 9.0, "dtype": "f64"}}
+            ],
+            "outputs": ["u", "z"]
+        }),
+    );
+    for run in 0..2 {
+        let out = d.join(format!("out{run}"));
+        let (code, _, err) = wgpu_ops(&["run", &graph, "--out", out.to_str().unwrap()]);
+        assert_eq!((code, err.as_str()), (0, ""));
+        let u = npy::read(&out.join("u.npy")).unwrap();
+        assert_eq!(u.shape, [3, 5]);
+        // Each command is a new session: the seeded first draw, bit for bit.
+        assert_eq!(
+            u.to_vec::<f32>().unwrap(),
+            reference::random::units_f32(9, 0, 15)
+        );
+        let z = npy::read(&out.join("z.npy"))
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap();
+        for (g, w) in z.iter().zip(reference::random::normals_f64(9, 0, 7)) {
+            assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "{g} vs {w}");
+        }
+    }
+}

@@ -856,6 +856,35 @@ fn the_command_keeps_its_contract_under_fuzzing() {
     }
     run_class("resource bombs", bombs.into_iter(), &mut report);
 
+    // Graphs of the random ops (every one, Dropout in training mode), mutated: the contract
+    // only, since the reference draws no random numbers.
+    let random_base = random_graph();
+    let x = npy_bytes(&input_tensor(&mut rng, DType::F32, &[2, 3]));
+    let random: Vec<Case> = std::iter::once(random_base.clone())
+        .chain((0..n).map(|_| {
+            let mut g = random_base.clone();
+            mutate(&mut rng, &mut g);
+            g
+        }))
+        .map(|g| Case {
+            graph: g.to_string(),
+            inputs: vec![("x".into(), x.clone())],
+            args: None,
+            check_values: false,
+            valid: false,
+            model: None,
+        })
+        .collect();
+    let t = run_class(
+        "mutated graphs of random ops",
+        random.into_iter(),
+        &mut report,
+    );
+    assert!(
+        t.ok_unchecked >= 1,
+        "the unmutated random graph did not run"
+    );
+
     // ONNX models: a small valid model, then its protobuf bytes flipped, cut, grown and
     // spliced (the loader must refuse or run each, never panic).
     let base = onnx_model(false);
@@ -1078,4 +1107,33 @@ fn mutate_bytes(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
         }
     }
     b
+}
+
+/// A graph of every random op on an f32 input `x` [2, 3]: RandomUniform, RandomNormal (f16),
+/// their Like forms, Bernoulli of a Sigmoid, Multinomial of `x`, and Dropout in training mode.
+fn random_graph() -> Value {
+    json!({
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+        "constants": [
+            {"name": "ratio", "dtype": "f32", "shape": [], "data": [0.5]},
+            {"name": "training", "dtype": "bool", "shape": [], "data": [true]}
+        ],
+        "nodes": [
+            {"op": "RandomUniform", "name": "u", "outputs": ["u"],
+             "attrs": {"shape": [4, 5], "low": -1.0, "high": 2.0, "seed": 3.0}},
+            {"op": "RandomNormal", "name": "z", "outputs": ["z"],
+             "attrs": {"shape": [3], "mean": 1.0, "scale": 2.0, "dtype": "f16"}},
+            {"op": "RandomUniformLike", "name": "ul", "inputs": ["x"], "outputs": ["ul"],
+             "attrs": {"seed": 1.0}},
+            {"op": "RandomNormalLike", "name": "zl", "inputs": ["x"], "outputs": ["zl"]},
+            {"op": "Sigmoid", "name": "p", "inputs": ["x"], "outputs": ["p"]},
+            {"op": "Bernoulli", "name": "b", "inputs": ["p"], "outputs": ["b"],
+             "attrs": {"dtype": "i32", "seed": 2.0}},
+            {"op": "Multinomial", "name": "m", "inputs": ["x"], "outputs": ["m"],
+             "attrs": {"sample_size": 4, "dtype": "i64"}},
+            {"op": "Dropout", "name": "d", "inputs": ["x", "ratio", "training"],
+             "outputs": ["d", "mask"], "attrs": {"seed": 5.0}}
+        ],
+        "outputs": ["u", "z", "ul", "zl", "b", "m", "d", "mask"]
+    })
 }

@@ -564,3 +564,60 @@ fn a_tensor_on_the_gpu_is_a_valid_probability_input() {
         .unwrap();
     assert_eq!(out[0].1.to_vec::<i32>().unwrap(), [0, 1, 0, 1]);
 }
+
+#[test]
+fn loop_bodies_draw_anew_at_each_iteration() {
+    // Loop of 5 iterations whose body draws [3] uniforms and passes them out as a scan
+    // output; the count carried in `v` only keeps the body honest.
+    let scalar = |v: i64| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let body = Graph::new()
+        .input("i", DType::I64, &[])
+        .input("cond", DType::Bool, &[])
+        .input("v", DType::F32, &[Some(1)])
+        .constant("one", HostTensor::from_vec(vec![1], &[1.0f32]).unwrap())
+        .node(
+            Node::new("Identity", "c")
+                .inputs(["cond"])
+                .outputs(["cond_out"]),
+        )
+        .node(
+            Node::new("Add", "a")
+                .inputs(["v", "one"])
+                .outputs(["v_out"]),
+        )
+        .node(
+            Node::new("RandomUniform", "u")
+                .outputs(["u"])
+                .attr("seed", Attr::Float(8.0))
+                .attr("shape", Attr::Ints(vec![3])),
+        )
+        .output("cond_out")
+        .output("v_out")
+        .output("u");
+    let g = Graph::new()
+        .input("v0", DType::F32, &[Some(1)])
+        .constant("m", scalar(5))
+        .node(
+            Node::new("Loop", "loop")
+                .inputs(["m", "", "v0"])
+                .outputs(["v", "us"])
+                .attr("body", Attr::Graph(Box::new(body))),
+        )
+        .output("v")
+        .output("us");
+    let v0 = HostTensor::from_vec(vec![1], &[0.0f32]).unwrap();
+    let out = Session::new(ctx(), g)
+        .unwrap()
+        .run_blocking(vec![("v0".into(), v0)])
+        .unwrap();
+    assert_eq!(out[0].1.to_vec::<f32>().unwrap(), [5.0]);
+    assert_eq!(out[1].1.shape, [5, 3]);
+    let us = out[1].1.to_vec::<f32>().unwrap();
+    for t in 0..5 {
+        assert_eq!(
+            us[t * 3..t * 3 + 3],
+            cpu::units_f32(8, t as u64, 3)[..],
+            "iteration {t}"
+        );
+    }
+}

@@ -1246,7 +1246,11 @@ def integer_conv_cases(out, manifest):
         for d, lo, hi in (("u8", 0, 256), ("i8", -128, 128)):
             np_type = np.uint8 if d == "u8" else np.int8
             x = rng.randint(lo, hi, xs).astype(np_type)
-            w = rng.randint(-128, 128, ws).astype(np.int8)
+            # u8 activations take kernels in [-64, 64): onnxruntime's u8 x s8 kernel on AVX2
+            # CPUs without VNNI (AMD EPYC seen) sums pairs of products in saturating 16 bits,
+            # which 255 * 128 * 2 overflows, so its result would depend on the CPU.
+            w_lo = -64 if d == "u8" else -128
+            w = rng.randint(w_lo, -w_lo, ws).astype(np.int8)
             m = ws[0]
             for scales in ("tensor", "channel"):
                 w_scale = (np.array(0.02, np.float32) if scales == "tensor"

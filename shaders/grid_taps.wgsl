@@ -44,6 +44,15 @@ struct Params {
 
 // The coordinates inside an axis of `size` elements: pixel centres with align_corners,
 // else pixel edges.
+// Halves to even from floor (lavapipe's built-in round takes f64 halves toward zero on some
+// CPUs).
+fn round_half_even(x: T) -> T {
+    let f = floor(x);
+    let d = x - f;
+    let odd = f - 2.0 * floor(f * 0.5) != 0.0;
+    return select(f, f + 1.0, d > 0.5 || d == 0.5 && odd);
+}
+
 fn bounds(size: T) -> vec2<T> {
     if params.align_corners != 0u {
         return vec2<T>(0.0, size - 1.0);
@@ -132,7 +141,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         }
         if params.mode == 0u {
             // Halves to even, as PyTorch and the ONNX reference round.
-            x = round(x);
+            x = round_half_even(x);
         }
         // Positions far outside (infinite coordinates) held where index arithmetic cannot
         // overflow.

@@ -1367,14 +1367,56 @@ fn dropout_on(d: DType) {
         let all_true = HostTensor::from_bytes(DType::Bool, vec![3, 7], vec![1; 21]).unwrap();
         assert_eq!(got[1].1, all_true, "Dropout {names:?} on {d}: the mask");
     }
-    let e = both(
-        ctx(),
-        Node::new("Dropout", "drop").inputs(["x", "r", "t"]),
-        vec![("x", x.clone()), ("r", ratio(0.5)), ("t", mode(true))],
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("training mode with ratio 0.5"), "{e}");
+    // Training mode drops at random (tests/random.rs): the float types keep each element or
+    // zero it, the others are refused in one line.
+    let g = Graph::new()
+        .input("x", d, &[Some(3), Some(7)])
+        .input("r", DType::F32, &[])
+        .input("t", DType::Bool, &[])
+        .node(
+            Node::new("Dropout", "drop")
+                .inputs(["x", "r", "t"])
+                .outputs(["y", "mask"]),
+        )
+        .output("y")
+        .output("mask");
+    let given = vec![
+        ("x".to_string(), x.clone()),
+        ("r".to_string(), ratio(0.5)),
+        ("t".to_string(), mode(true)),
+    ];
+    let run = Session::new(ctx(), g).unwrap().run_blocking(given);
+    if matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
+        let run = run.unwrap();
+        let (xs, ys) = (
+            cast_host(&x, DType::F64).unwrap().to_vec::<f64>().unwrap(),
+            cast_host(&run[0].1, DType::F64)
+                .unwrap()
+                .to_vec::<f64>()
+                .unwrap(),
+        );
+        // The input doubled in its own type (f16 may overflow to infinity).
+        let doubled: Vec<f64> = xs.iter().map(|a| a * 2.0).collect();
+        let doubled = HostTensor::from_vec(vec![doubled.len()], &doubled).unwrap();
+        let doubled = cast_host(&cast_host(&doubled, d).unwrap(), DType::F64)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap();
+        for (k, (a, y)) in xs.iter().zip(&ys).enumerate() {
+            let kept = run[1].1.data[k] != 0;
+            let want = if kept { doubled[k] } else { 0.0 };
+            assert!(
+                *y == want || y.is_nan() && want.is_nan(),
+                "Dropout training on {d}, element {k}: {y} from {a}"
+            );
+        }
+    } else {
+        let e = run.unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("Dropout: data is {d}; Dropout takes floats")),
+            "{e}"
+        );
+    }
 }
 
 dtype_tests!(dropout_passes_its_input_at_inference, dropout_on);
@@ -1823,4 +1865,43 @@ fn hardmax_marks_the_first_largest() {
             check("Hardmax", &got, &want, &what);
         }
     }
+}
+
+/// Halves round to even in f64 as in f32: Round and GridSample's nearest mode. lavapipe's
+/// built-in f64 round takes halves toward zero on some CPUs (AMD EPYC seen), so both are
+/// written out from floor.
+#[test]
+fn f64_halves_round_to_even() {
+    let round = Graph::new()
+        .input("x", DType::F64, &[Some(8)])
+        .node(Node::new("Round", "r").inputs(["x"]).outputs(["y"]))
+        .output("y");
+    let x =
+        HostTensor::from_vec(vec![8], &[0.5f64, 1.5, 2.5, -0.5, -1.5, 3.5, 2.4999, -0.3]).unwrap();
+    let y = Session::new(ctx(), round)
+        .unwrap()
+        .run_blocking(vec![("x".into(), x)])
+        .unwrap();
+    let y = y[0].1.to_vec::<f64>().unwrap();
+    assert_eq!(y, [0.0, 2.0, 2.0, -0.0, -2.0, 4.0, 2.0, -0.0]);
+    assert!(y[3].is_sign_negative() && y[7].is_sign_negative());
+
+    // Columns 0.5, 1.5 and 2.5 of a row of 4 (align_corners 0: g = (2 x + 1) / 4 - 1).
+    let sample = Graph::new()
+        .input("X", DType::F64, &[Some(1), Some(1), Some(1), Some(4)])
+        .input("grid", DType::F64, &[Some(1), Some(1), Some(3), Some(2)])
+        .node(
+            Node::new("GridSample", "g")
+                .inputs(["X", "grid"])
+                .outputs(["Y"])
+                .attr("mode", Attr::String("nearest".into())),
+        )
+        .output("Y");
+    let image = HostTensor::from_vec(vec![1, 1, 1, 4], &[10.0f64, 20.0, 30.0, 40.0]).unwrap();
+    let grid = HostTensor::from_vec(vec![1, 1, 3, 2], &[-0.5f64, 0.0, 0.0, 0.0, 0.5, 0.0]).unwrap();
+    let y = Session::new(ctx(), sample)
+        .unwrap()
+        .run_blocking(vec![("X".into(), image), ("grid".into(), grid)])
+        .unwrap();
+    assert_eq!(y[0].1.to_vec::<f64>().unwrap(), [10.0, 30.0, 30.0]);
 }

@@ -410,8 +410,16 @@ pub static WORD_OPS: [WordOp; 42] = [
         name: "Round",
         inputs: 1,
         result: Result_::Same,
-        // WGSL's round takes halves to even, as ONNX's does.
-        wgsl: |c| c[0].is_float().then(|| expr("round(a)")).flatten(),
+        // WGSL's round takes halves to even, as ONNX's does. f64 is written out: lavapipe
+        // (Mesa 22.3.6) rounds 1.5 to 1 on some x86 CPUs (AMD EPYC seen) where it gives 2 on
+        // others.
+        wgsl: |c| match c[0] {
+            Class::Double => Some(Expr {
+                helpers: F64_MATH.into(),
+                expression: "round_even64(a)".into(),
+            }),
+            _ => c[0].is_float().then(|| expr("round(a)")).flatten(),
+        },
     },
     WordOp {
         name: "Erf",
@@ -904,7 +912,14 @@ pub fn cast_words_mode(from: DType, to: DType, mode: CastMode) -> String {
         } else {
             "!(a <= 0.0 || a > 0.0)"
         };
-        return format!("select(R(clamp(round(a), {lo}.0, {hi}.0)), R(0), {nan})");
+        // f64 halves are rounded from floor: lavapipe's built-in round takes them toward
+        // zero on some CPUs.
+        let rounded = if fc == Class::Float {
+            "round(a)"
+        } else {
+            "(floor(a) + select(0.0, 1.0, a - floor(a) > 0.5 || a - floor(a) == 0.5 && floor(a) - 2.0 * floor(floor(a) * 0.5) != 0.0))"
+        };
+        return format!("select(R(clamp({rounded}, {lo}.0, {hi}.0)), R(0), {nan})");
     }
     if to.packed_bits().is_some() && tc != Class::Float && fc.is_float() {
         return format!(

@@ -1904,4 +1904,26 @@ fn f64_halves_round_to_even() {
         .run_blocking(vec![("X".into(), image), ("grid".into(), grid)])
         .unwrap();
     assert_eq!(y[0].1.to_vec::<f64>().unwrap(), [10.0, 30.0, 30.0]);
+
+    // QuantizeLinear's cast (rounded, then saturated).
+    let quantize = Graph::new()
+        .input("x", DType::F64, &[Some(8)])
+        .node(
+            Node::new("Cast", "q")
+                .inputs(["x"])
+                .outputs(["y"])
+                .attr("to", Attr::String("i8".into()))
+                .attr("quantize", Attr::Int(1)),
+        )
+        .output("y");
+    let x =
+        HostTensor::from_vec(vec![8], &[0.5f64, 1.5, 2.5, -2.5, -0.5, 3.5, 126.5, 300.0]).unwrap();
+    let y = Session::new(ctx(), quantize)
+        .unwrap()
+        .run_blocking(vec![("x".into(), x)])
+        .unwrap();
+    assert_eq!(
+        y[0].1.to_vec::<i8>().unwrap(),
+        [0, 2, 2, -2, 0, 4, 126, 127]
+    );
 }

@@ -917,7 +917,7 @@ pub fn cast_words_mode(from: DType, to: DType, mode: CastMode) -> String {
         let rounded = if fc == Class::Float {
             "round(a)"
         } else {
-            "(floor(a) + select(0.0, 1.0, a - floor(a) > 0.5 || a - floor(a) == 0.5 && floor(a) - 2.0 * floor(floor(a) * 0.5) != 0.0))"
+            "(floor(a) + select(f64(0.0), f64(1.0), a - floor(a) > 0.5 || a - floor(a) == 0.5 && floor(a) - 2.0 * floor(floor(a) * 0.5) != 0.0))"
         };
         return format!("select(R(clamp({rounded}, {lo}.0, {hi}.0)), R(0), {nan})");
     }

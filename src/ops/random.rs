@@ -260,8 +260,8 @@ impl Recorder {
             ));
         };
         // Class indices are made in the float type: f32 holds them exactly up to 2^24.
-        let most = if wide == DType::F32 { 1 << 24 } else { 1 << 53 };
-        if classes == 0 || classes > most {
+        let most: u64 = if wide == DType::F32 { 1 << 24 } else { 1 << 53 };
+        if classes == 0 || classes as u64 > most {
             return Err(Error::invalid(
                 OP,
                 "input",

@@ -147,6 +147,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &DET,
             &NON_MAX_SUPPRESSION,
             &UNIQUE,
+            &IMAGE_DECODER,
         ])
         .chain(super::sequence::DEFS.iter().copied())
         .chain(super::strings::DEFS.iter().copied())
@@ -177,7 +178,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Resize" => &[1, 2, 3],
         "ReverseSequence" | "Compress" | "CenterCropPad" => &[1],
         "OneHot" => &[1],
-        "NonZero" | "Unique" => &[0],
+        "NonZero" | "Unique" | "ImageDecoder" => &[0],
         "NonMaxSuppression" => &[0, 1, 2, 3, 4],
         "SequenceInsert" => &[2],
         "SequenceAt" | "SequenceErase" | "SplitToSequence" => &[1],
@@ -2185,6 +2186,53 @@ static NON_ZERO: OpDef = OpDef {
         )))
     },
 };
+
+/// ImageDecoder: the image's size is the output's shape, so it is decoded on the host while
+/// planning (an input computed on the GPU is read back where the run can).
+static IMAGE_DECODER: OpDef = OpDef {
+    name: "ImageDecoder",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: Some(|node, slots| {
+        let format = match node.attrs.get("pixel_format") {
+            None => "RGB",
+            Some(super::Attr::String(s)) => s.as_str(),
+            Some(_) => {
+                return Err(Error::invalid(
+                    "ImageDecoder",
+                    "pixel_format",
+                    "pixel_format must be a string",
+                ))
+            }
+        };
+        match &slot_of(node, slots, 0, "encoded_stream")?.host {
+            Some(bytes) => Ok(Some(vec![decode(bytes, format)?])),
+            None => Ok(None),
+        }
+    }),
+    attrs: &["pixel_format"],
+    run: |_, args| {
+        Err(Error::Graph(format!(
+            "node '{}': ImageDecoder input 'encoded_stream' ('{}') is computed on the GPU, but the image's size is the output's shape, which is needed on the host to plan the graph, and this run cannot read it back (a Scan body, or read-backs off as in the browser); give it as a constant or a graph input",
+            args.node.name.escape_debug(),
+            args.node.inputs.first().map_or("", String::as_str).escape_debug()
+        )))
+    },
+};
+
+#[cfg(feature = "image-decoder")]
+fn decode(bytes: &HostTensor, format: &str) -> Result<HostTensor> {
+    crate::ops::image_decoder::decode_image(bytes, format)
+}
+
+#[cfg(not(feature = "image-decoder"))]
+fn decode(_: &HostTensor, _: &str) -> Result<HostTensor> {
+    Err(Error::invalid(
+        "ImageDecoder",
+        "encoded_stream",
+        "this build has no image decoders (the crate's `image-decoder` feature)",
+    ))
+}
 
 static COMPRESS: OpDef = OpDef {
     name: "Compress",

@@ -14,6 +14,8 @@ pub mod einsum;
 pub mod elementwise;
 pub mod gather_nd;
 pub mod grid_sample;
+#[cfg(feature = "image-decoder")]
+pub mod image_decoder;
 pub mod layout;
 pub mod linear_attention;
 pub mod matmul;

@@ -1,0 +1,103 @@
+//! ImageDecoder (ONNX-20): an encoded image (a 1-D u8 tensor of the file's bytes) decoded on
+//! the host while the graph is planned, as `[H, W, C]` u8: RGB or BGR (C = 3) or Grayscale
+//! (C = 1). PNG, JPEG, BMP, TIFF, WebP and PNM (PBM, PGM, PPM) are read by the `image` crate;
+//! JPEG 2000 is not supported. Alpha is dropped and 16-bit samples are scaled to 8 bits, as
+//! the op's output is three (or one) u8 channels. Grayscale of a color image is ITU-R 601-2
+//! luma in the fixed point Pillow (the ONNX reference's decoder) uses.
+
+use crate::{DType, Error, HostTensor, Result};
+
+const OP: &str = "ImageDecoder";
+
+/// The decoded image of `encoded` in `pixel_format` (`RGB`, `BGR` or `Grayscale`).
+pub fn decode_image(encoded: &HostTensor, pixel_format: &str) -> Result<HostTensor> {
+    if encoded.dtype != DType::U8 || encoded.shape.len() != 1 {
+        return Err(Error::invalid(
+            OP,
+            "encoded_stream",
+            format!(
+                "encoded_stream is {} {:?}; ImageDecoder takes the file's bytes as a 1-D u8 tensor",
+                encoded.dtype, encoded.shape
+            ),
+        ));
+    }
+    if !matches!(pixel_format, "RGB" | "BGR" | "Grayscale") {
+        return Err(Error::invalid(
+            OP,
+            "pixel_format",
+            format!(
+                "pixel_format is '{}'; it must be RGB, BGR or Grayscale",
+                pixel_format.escape_debug()
+            ),
+        ));
+    }
+    let unreadable = |why: String| {
+        Error::invalid(
+            OP,
+            "encoded_stream",
+            format!("encoded_stream is not an image this decoder reads (PNG, JPEG, BMP, TIFF, WebP, PNM): {why}"),
+        )
+    };
+    // The decoder's default limits (512 MiB of allocations) refuse decompression bombs.
+    let reader = image::ImageReader::new(std::io::Cursor::new(&encoded.data))
+        .with_guessed_format()
+        .map_err(|e| unreadable(e.to_string()))?;
+    if reader.format().is_none() {
+        return Err(unreadable("its format is not recognized".into()));
+    }
+    let decoded = reader.decode().map_err(|e| unreadable(e.to_string()))?;
+    let (w, h) = (decoded.width() as usize, decoded.height() as usize);
+    let data = match (pixel_format, &decoded) {
+        ("Grayscale", image::DynamicImage::ImageLuma8(gray)) => gray.as_raw().clone(),
+        ("Grayscale", _) => decoded
+            .to_rgb8()
+            .as_raw()
+            .chunks_exact(3)
+            .map(|p| luma(p[0], p[1], p[2]))
+            .collect(),
+        (format, _) => {
+            let mut rgb = decoded.to_rgb8().into_raw();
+            if format == "BGR" {
+                for p in rgb.chunks_exact_mut(3) {
+                    p.swap(0, 2);
+                }
+            }
+            rgb
+        }
+    };
+    let channels = if pixel_format == "Grayscale" { 1 } else { 3 };
+    HostTensor::from_bytes(DType::U8, vec![h, w, channels], data)
+}
+
+/// ITU-R 601-2 luma, `(19595 R + 38470 G + 7471 B + 2^15) >> 16`, as Pillow converts to "L".
+fn luma(r: u8, g: u8, b: u8) -> u8 {
+    ((19595 * u32::from(r) + 38470 * u32::from(g) + 7471 * u32::from(b) + 0x8000) >> 16) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn luma_is_pillows() {
+        assert_eq!(luma(255, 255, 255), 255);
+        assert_eq!(luma(0, 0, 0), 0);
+        // 0.299 * 200 + 0.587 * 100 + 0.114 * 50 = 124.8, in Pillow's fixed point 125.
+        assert_eq!(luma(200, 100, 50), 125);
+    }
+
+    #[test]
+    fn refusals_are_one_line() {
+        let bytes = HostTensor::from_vec(vec![4], &[1u8, 2, 3, 4]).unwrap();
+        let e = decode_image(&bytes, "RGB").unwrap_err().to_string();
+        assert!(
+            e.starts_with("ImageDecoder: encoded_stream is not an image"),
+            "{e}"
+        );
+        let e = decode_image(&bytes, "CMYK\n").unwrap_err().to_string();
+        assert!(e.contains("pixel_format is 'CMYK\\n'"), "{e}");
+        assert!(!e.contains('\n'));
+        let f = HostTensor::from_vec(vec![1], &[1f32]).unwrap();
+        assert!(decode_image(&f, "RGB").is_err());
+    }
+}

@@ -1,0 +1,156 @@
+//! ImageDecoder: lossless files made here from known pixels (PNG with alpha and 16-bit
+//! samples, BMP, PNM, TIFF) decode to those pixels, in RGB, BGR and Grayscale (Pillow's luma);
+//! damaged files and decompression bombs are refused in one line. The ONNX node tests hold
+//! PNG, BMP, TIFF, WebP and PNM to Pillow's decodes.
+
+#![cfg(feature = "image-decoder")]
+
+mod common;
+use common::*;
+use std::io::Cursor;
+use wgpu_ops::graph::Attr;
+use wgpu_ops::{DType, Graph, HostTensor, Node, Session};
+
+fn decode(bytes: &[u8], format: &str) -> wgpu_ops::Result<HostTensor> {
+    let g = Graph::new()
+        .input("encoded", DType::U8, &[None])
+        .node(
+            Node::new("ImageDecoder", "d")
+                .inputs(["encoded"])
+                .outputs(["image"])
+                .attr("pixel_format", Attr::String(format.into())),
+        )
+        .output("image");
+    let encoded = HostTensor::from_vec(vec![bytes.len()], bytes).unwrap();
+    Ok(Session::new(ctx(), g)?
+        .run_blocking(vec![("encoded".into(), encoded)])?
+        .remove(0)
+        .1)
+}
+
+/// A 5 x 3 picture (width 5), each pixel's channels from its position.
+fn pixels() -> Vec<[u8; 3]> {
+    (0..15u32)
+        .map(|i| {
+            [
+                (i * 17) as u8,
+                (255 - i * 13) as u8,
+                (i * i * 7 % 256) as u8,
+            ]
+        })
+        .collect()
+}
+
+fn encoded(format: image::ImageFormat, img: image::DynamicImage) -> Vec<u8> {
+    let mut out = Cursor::new(Vec::new());
+    img.write_to(&mut out, format).unwrap();
+    out.into_inner()
+}
+
+fn rgb_image() -> image::RgbImage {
+    let px = pixels();
+    image::RgbImage::from_fn(5, 3, |x, y| image::Rgb(px[(y * 5 + x) as usize]))
+}
+
+#[test]
+fn lossless_files_decode_to_their_pixels_in_each_format() {
+    let want_rgb: Vec<u8> = pixels().concat();
+    let want_bgr: Vec<u8> = pixels().iter().flat_map(|p| [p[2], p[1], p[0]]).collect();
+    let want_gray: Vec<u8> = pixels()
+        .iter()
+        .map(|p| {
+            let (r, g, b) = (u32::from(p[0]), u32::from(p[1]), u32::from(p[2]));
+            ((19595 * r + 38470 * g + 7471 * b + 0x8000) >> 16) as u8
+        })
+        .collect();
+    let rgba = image::RgbaImage::from_fn(5, 3, |x, y| {
+        let p = pixels()[(y * 5 + x) as usize];
+        image::Rgba([p[0], p[1], p[2], (x * 60) as u8])
+    });
+    let deep = image::DynamicImage::ImageRgb16(image::ImageBuffer::from_fn(5, 3, |x, y| {
+        let p = pixels()[(y * 5 + x) as usize];
+        image::Rgb(p.map(|v| u16::from(v) * 257))
+    }));
+    let files = [
+        ("png", encoded(image::ImageFormat::Png, rgb_image().into())),
+        (
+            "png with alpha",
+            encoded(image::ImageFormat::Png, rgba.into()),
+        ),
+        ("16-bit png", encoded(image::ImageFormat::Png, deep)),
+        ("bmp", encoded(image::ImageFormat::Bmp, rgb_image().into())),
+        ("ppm", encoded(image::ImageFormat::Pnm, rgb_image().into())),
+        (
+            "tiff",
+            encoded(image::ImageFormat::Tiff, rgb_image().into()),
+        ),
+    ];
+    for (what, bytes) in files {
+        for (format, want, c) in [
+            ("RGB", &want_rgb, 3),
+            ("BGR", &want_bgr, 3),
+            ("Grayscale", &want_gray, 1),
+        ] {
+            let got = decode(&bytes, format).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(
+                (got.dtype, got.shape.clone()),
+                (DType::U8, vec![3, 5, c]),
+                "{what}"
+            );
+            assert_eq!(&got.data, want, "{what} as {format}");
+        }
+    }
+    // A grayscale file is its own luma.
+    let gray = image::GrayImage::from_fn(5, 3, |x, y| image::Luma([(x * 50 + y) as u8]));
+    let got = decode(
+        &encoded(image::ImageFormat::Png, gray.clone().into()),
+        "Grayscale",
+    )
+    .unwrap();
+    assert_eq!(got.data, gray.into_raw());
+}
+
+#[test]
+fn damaged_files_and_bombs_are_refused_in_one_line() {
+    let png = encoded(image::ImageFormat::Png, rgb_image().into());
+    // A PNG header claiming 100 000 x 100 000 pixels (30 GB of RGB): the decoder's
+    // allocation limit refuses it before any pixel is read.
+    let mut bomb = png.clone();
+    bomb[16..24].copy_from_slice(&[0, 1, 0x86, 0xa0, 0, 1, 0x86, 0xa0]);
+    let crc = crc32(&bomb[12..29]);
+    bomb[29..33].copy_from_slice(&crc.to_be_bytes());
+    let cases: [(&[u8], &str); 4] = [
+        (
+            &png[..png.len() / 2],
+            "ImageDecoder: encoded_stream is not an image",
+        ),
+        (b"hello, world", "its format is not recognized"),
+        (&bomb, "ImageDecoder: encoded_stream is not an image"),
+        (&[], "ImageDecoder: encoded_stream is not an image"),
+    ];
+    for (bytes, want) in cases {
+        let e = decode(bytes, "RGB").unwrap_err().to_string();
+        assert!(e.contains(want) && !e.contains('\n'), "{e}");
+    }
+    let e = decode(&png, "YUV").unwrap_err().to_string();
+    assert!(
+        e.contains("pixel_format is 'YUV'; it must be RGB, BGR or Grayscale"),
+        "{e}"
+    );
+}
+
+/// CRC-32 (IEEE), as PNG chunks carry it.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}

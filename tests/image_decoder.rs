@@ -1,7 +1,9 @@
 //! ImageDecoder: lossless files made here from known pixels (PNG with alpha and 16-bit
 //! samples, BMP, PNM, TIFF) decode to those pixels, in RGB, BGR and Grayscale (Pillow's luma);
-//! damaged files and decompression bombs are refused in one line. The ONNX node tests hold
-//! PNG, BMP, TIFF, WebP and PNM to Pillow's decodes.
+//! JPEG files of every kind the decoder reads give libjpeg-turbo's samples bit for bit (the
+//! fixtures in tests/data/jpeg, written by scripts/jpeg_fixtures.py); damaged files and
+//! decompression bombs are refused in one line. The ONNX node tests hold PNG, BMP, TIFF, WebP,
+//! PNM and JPEG to Pillow's decodes.
 
 #![cfg(feature = "image-decoder")]
 
@@ -137,6 +139,100 @@ fn damaged_files_and_bombs_are_refused_in_one_line() {
         e.contains("pixel_format is 'YUV'; it must be RGB, BGR or Grayscale"),
         "{e}"
     );
+}
+
+/// The fixtures: (name, width, height, file, libjpeg-turbo's RGB samples).
+fn jpeg_fixtures() -> Vec<(String, usize, usize, Vec<u8>, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jpeg");
+    let manifest = std::fs::read_to_string(dir.join("cases.txt")).unwrap();
+    manifest
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let file = std::fs::read(dir.join(format!("{}.jpg", f[0]))).unwrap();
+            let rgb = std::fs::read(dir.join(format!("{}.rgb", f[0]))).unwrap();
+            (
+                f[0].to_string(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+                file,
+                rgb,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn jpeg_gives_libjpeg_turbos_samples_bit_for_bit() {
+    let fixtures = jpeg_fixtures();
+    assert_eq!(fixtures.len(), 24, "tests/data/jpeg/cases.txt");
+    for (name, w, h, file, want) in &fixtures {
+        assert_eq!(want.len(), w * h * 3, "{name}");
+        let got = decode(file, "RGB").unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(got.shape, vec![*h, *w, 3], "{name}");
+        let differ = got.data.iter().zip(want).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            differ, 0,
+            "{name}: {differ} samples differ from libjpeg-turbo's"
+        );
+        // BGR is RGB reversed; Grayscale is the luma plane of a gray file and Pillow's luma
+        // of a color one.
+        let bgr = decode(file, "BGR").unwrap();
+        let want_bgr: Vec<u8> = want
+            .chunks_exact(3)
+            .flat_map(|p| [p[2], p[1], p[0]])
+            .collect();
+        assert_eq!(bgr.data, want_bgr, "{name} as BGR");
+        let gray = decode(file, "Grayscale").unwrap();
+        let want_gray: Vec<u8> = want
+            .chunks_exact(3)
+            .map(|p| {
+                let (r, g, b) = (u32::from(p[0]), u32::from(p[1]), u32::from(p[2]));
+                ((19595 * r + 38470 * g + 7471 * b + 0x8000) >> 16) as u8
+            })
+            .collect();
+        assert_eq!(gray.shape, vec![*h, *w, 1], "{name}");
+        assert_eq!(gray.data, want_gray, "{name} as Grayscale");
+    }
+}
+
+#[test]
+fn damaged_and_unsupported_jpegs_are_refused_in_one_line() {
+    let fixtures = jpeg_fixtures();
+    let base = &fixtures.iter().find(|f| f.0 == "420_37x23_q95").unwrap().3;
+    let progressive = &fixtures
+        .iter()
+        .find(|f| f.0 == "420_progressive_100x75_q95")
+        .unwrap()
+        .3;
+    let sof = base.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+    let with = |at: usize, bytes: &[u8]| {
+        let mut f = base.clone();
+        f[at..at + bytes.len()].copy_from_slice(bytes);
+        f
+    };
+    // SOF: marker, length (2), precision, height (2), width (2), components.
+    let bomb = with(sof + 5, &[0xFF, 0xFF, 0xFF, 0xFF]);
+    let arithmetic = with(sof + 1, &[0xC9]);
+    let twelve_bit = with(sof + 4, &[12]);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (base[..base.len() / 2].to_vec(), "truncated"),
+        (progressive[..progressive.len() - 40].to_vec(), "truncated"),
+        (bomb, "over the limit"),
+        (arithmetic, "arithmetic-coded JPEG is not supported"),
+        (twelve_bit, "12-bit samples are not supported"),
+        (base[..sof].to_vec(), "truncated"),
+    ];
+    for (bytes, want) in cases {
+        let e = decode(&bytes, "RGB").unwrap_err().to_string();
+        assert!(
+            e.starts_with("ImageDecoder: encoded_stream is not an image")
+                && e.contains(want)
+                && !e.contains('\n'),
+            "{e}"
+        );
+    }
 }
 
 /// CRC-32 (IEEE), as PNG chunks carry it.

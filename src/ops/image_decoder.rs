@@ -1,6 +1,7 @@
 //! ImageDecoder (ONNX-20): an encoded image (a 1-D u8 tensor of the file's bytes) decoded on
 //! the host while the graph is planned, as `[H, W, C]` u8: RGB or BGR (C = 3) or Grayscale
-//! (C = 1). PNG, JPEG, BMP, TIFF, WebP and PNM (PBM, PGM, PPM) are read by the `image` crate;
+//! (C = 1). JPEG is read by our own decoder (`ops::jpeg`), which gives libjpeg-turbo's
+//! samples bit for bit; PNG, BMP, TIFF, WebP and PNM (PBM, PGM, PPM) by the `image` crate.
 //! JPEG 2000 is not supported. Alpha is dropped and 16-bit samples are scaled to 8 bits, as
 //! the op's output is three (or one) u8 channels. Grayscale of a color image is ITU-R 601-2
 //! luma in the fixed point Pillow (the ONNX reference's decoder) uses.
@@ -8,6 +9,9 @@
 use crate::{DType, Error, HostTensor, Result};
 
 const OP: &str = "ImageDecoder";
+/// What one decode may allocate, as the `image` crate's default limit: decompression bombs
+/// are refused before their pixels are.
+const MAX_DECODE_BYTES: u64 = 512 << 20;
 
 /// The decoded image of `encoded` in `pixel_format` (`RGB`, `BGR` or `Grayscale`).
 pub fn decode_image(encoded: &HostTensor, pixel_format: &str) -> Result<HostTensor> {
@@ -38,25 +42,35 @@ pub fn decode_image(encoded: &HostTensor, pixel_format: &str) -> Result<HostTens
             format!("encoded_stream is not an image this decoder reads (PNG, JPEG, BMP, TIFF, WebP, PNM): {why}"),
         )
     };
-    // The decoder's default limits (512 MiB of allocations) refuse decompression bombs.
-    let reader = image::ImageReader::new(std::io::Cursor::new(&encoded.data))
-        .with_guessed_format()
-        .map_err(|e| unreadable(e.to_string()))?;
-    if reader.format().is_none() {
-        return Err(unreadable("its format is not recognized".into()));
-    }
-    let decoded = reader.decode().map_err(|e| unreadable(e.to_string()))?;
-    let (w, h) = (decoded.width() as usize, decoded.height() as usize);
-    let data = match (pixel_format, &decoded) {
-        ("Grayscale", image::DynamicImage::ImageLuma8(gray)) => gray.as_raw().clone(),
-        ("Grayscale", _) => decoded
-            .to_rgb8()
-            .as_raw()
+    // The decoded samples: gray (1 channel) or RGB (3), interleaved.
+    let (w, h, channels, pixels) = if super::jpeg::is_jpeg(&encoded.data) {
+        let d = super::jpeg::decode(&encoded.data, MAX_DECODE_BYTES)
+            .map_err(|why| unreadable(format!("JPEG: {why}")))?;
+        (d.width, d.height, d.channels, d.pixels)
+    } else {
+        // The decoder's default limits (512 MiB of allocations) refuse decompression bombs.
+        let reader = image::ImageReader::new(std::io::Cursor::new(&encoded.data))
+            .with_guessed_format()
+            .map_err(|e| unreadable(e.to_string()))?;
+        if reader.format().is_none() {
+            return Err(unreadable("its format is not recognized".into()));
+        }
+        let decoded = reader.decode().map_err(|e| unreadable(e.to_string()))?;
+        let (w, h) = (decoded.width() as usize, decoded.height() as usize);
+        match decoded {
+            image::DynamicImage::ImageLuma8(gray) => (w, h, 1, gray.into_raw()),
+            other => (w, h, 3, other.to_rgb8().into_raw()),
+        }
+    };
+    let data = match (pixel_format, channels) {
+        ("Grayscale", 1) => pixels,
+        ("Grayscale", _) => pixels
             .chunks_exact(3)
             .map(|p| luma(p[0], p[1], p[2]))
             .collect(),
+        (_, 1) => pixels.iter().flat_map(|&v| [v, v, v]).collect(),
         (format, _) => {
-            let mut rgb = decoded.to_rgb8().into_raw();
+            let mut rgb = pixels;
             if format == "BGR" {
                 for p in rgb.chunks_exact_mut(3) {
                     p.swap(0, 2);
@@ -82,8 +96,10 @@ mod tests {
     fn luma_is_pillows() {
         assert_eq!(luma(255, 255, 255), 255);
         assert_eq!(luma(0, 0, 0), 0);
-        // 0.299 * 200 + 0.587 * 100 + 0.114 * 50 = 124.8, in Pillow's fixed point 125.
-        assert_eq!(luma(200, 100, 50), 125);
+        // 0.299 * 200 + 0.587 * 100 + 0.114 * 50 = 124.2; Pillow gives 124, and 150 for
+        // (10, 250, 3) (150.08), checked with Pillow 13.
+        assert_eq!(luma(200, 100, 50), 124);
+        assert_eq!(luma(10, 250, 3), 150);
     }
 
     #[test]

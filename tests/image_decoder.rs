@@ -227,7 +227,7 @@ fn damaged_and_unsupported_jpegs_are_refused_in_one_line() {
     for (bytes, want) in cases {
         let e = decode(&bytes, "RGB").unwrap_err().to_string();
         assert!(
-            e.starts_with("ImageDecoder: encoded_stream is not an image")
+            e.contains("ImageDecoder: encoded_stream is not an image")
                 && e.contains(want)
                 && !e.contains('\n'),
             "{e}"

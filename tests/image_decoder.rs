@@ -141,8 +141,16 @@ fn damaged_files_and_bombs_are_refused_in_one_line() {
     );
 }
 
-/// The fixtures: (name, width, height, file, libjpeg-turbo's RGB samples).
-fn jpeg_fixtures() -> Vec<(String, usize, usize, Vec<u8>, Vec<u8>)> {
+/// A JPEG file and libjpeg-turbo's RGB samples of it.
+struct Fixture {
+    name: String,
+    w: usize,
+    h: usize,
+    file: Vec<u8>,
+    rgb: Vec<u8>,
+}
+
+fn jpeg_fixtures() -> Vec<Fixture> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jpeg");
     let manifest = std::fs::read_to_string(dir.join("cases.txt")).unwrap();
     manifest
@@ -152,13 +160,13 @@ fn jpeg_fixtures() -> Vec<(String, usize, usize, Vec<u8>, Vec<u8>)> {
             let f: Vec<&str> = l.split_whitespace().collect();
             let file = std::fs::read(dir.join(format!("{}.jpg", f[0]))).unwrap();
             let rgb = std::fs::read(dir.join(format!("{}.rgb", f[0]))).unwrap();
-            (
-                f[0].to_string(),
-                f[1].parse().unwrap(),
-                f[2].parse().unwrap(),
+            Fixture {
+                name: f[0].to_string(),
+                w: f[1].parse().unwrap(),
+                h: f[2].parse().unwrap(),
                 file,
                 rgb,
-            )
+            }
         })
         .collect()
 }
@@ -167,7 +175,14 @@ fn jpeg_fixtures() -> Vec<(String, usize, usize, Vec<u8>, Vec<u8>)> {
 fn jpeg_gives_libjpeg_turbos_samples_bit_for_bit() {
     let fixtures = jpeg_fixtures();
     assert_eq!(fixtures.len(), 24, "tests/data/jpeg/cases.txt");
-    for (name, w, h, file, want) in &fixtures {
+    for Fixture {
+        name,
+        w,
+        h,
+        file,
+        rgb: want,
+    } in &fixtures
+    {
         assert_eq!(want.len(), w * h * 3, "{name}");
         let got = decode(file, "RGB").unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(got.shape, vec![*h, *w, 3], "{name}");
@@ -200,12 +215,9 @@ fn jpeg_gives_libjpeg_turbos_samples_bit_for_bit() {
 #[test]
 fn damaged_and_unsupported_jpegs_are_refused_in_one_line() {
     let fixtures = jpeg_fixtures();
-    let base = &fixtures.iter().find(|f| f.0 == "420_37x23_q95").unwrap().3;
-    let progressive = &fixtures
-        .iter()
-        .find(|f| f.0 == "420_progressive_100x75_q95")
-        .unwrap()
-        .3;
+    let file = |name: &str| &fixtures.iter().find(|f| f.name == name).unwrap().file;
+    let base = file("420_37x23_q95");
+    let progressive = file("420_progressive_100x75_q95");
     let sof = base.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
     let with = |at: usize, bytes: &[u8]| {
         let mut f = base.clone();

@@ -264,7 +264,7 @@ pub(crate) fn decode(bytes: &[u8], max_bytes: u64) -> Result<Decoded, String> {
         let seg = &bytes[pos + 2..pos + len];
         pos += len;
         match marker {
-            0xC0 | 0xC1 | 0xC2 => {
+            0xC0..=0xC2 => {
                 if frame.is_some() {
                     return Err("the file has more than one frame header".into());
                 }

@@ -262,3 +262,47 @@ fn crc32(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+/// Damaged JPEGs (bytes changed, bits flipped, files cut short) decode or are refused in one
+/// line; none panics. Overflow checks are on in the test profile, so wrapped arithmetic on
+/// wild coefficients would panic here too.
+#[test]
+fn mutated_jpegs_never_panic() {
+    let fixtures = jpeg_fixtures();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut decoded, mut refused) = (0, 0);
+    for i in 0..3000 {
+        let mut file = fixtures[i % fixtures.len()].file.clone();
+        for _ in 0..1 + next() % 4 {
+            let at = next() as usize % file.len();
+            match next() % 3 {
+                0 => file[at] = next() as u8,
+                1 => file[at] ^= 1 << (next() % 8),
+                _ => file.truncate(at.max(3)),
+            }
+        }
+        let bytes = HostTensor::from_vec(vec![file.len()], &file).unwrap();
+        match wgpu_ops::ops::image_decoder::decode_image(&bytes, "RGB") {
+            Ok(img) => {
+                assert_eq!(img.shape[2], 3);
+                decoded += 1;
+            }
+            Err(e) => {
+                let e = e.to_string();
+                assert!(e.starts_with("ImageDecoder: ") && !e.contains('\n'), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    // Both outcomes occur, so the mutations neither always break nor never reach the decoder.
+    assert!(
+        decoded > 100 && refused > 100,
+        "{decoded} decoded, {refused} refused"
+    );
+}

@@ -227,6 +227,72 @@ fn local_functions_are_inlined() {
     assert_eq!(f32s(&run(&m, vec![("x", x)])[0]), [42., 126.]);
 }
 
+/// A function whose If branches define a value named as the caller's input: ONNX lets a
+/// subgraph define a name its enclosing graphs have, so inlining must not rename the branch's
+/// free `X` to the caller's `x` next to the branch's own `x` (skl2onnx's KNNImputer does this;
+/// it was refused as a cycle).
+#[test]
+fn inlined_subgraphs_keep_their_own_names_apart_from_the_callers() {
+    let graph_attr = |name: &str, g: GraphProto| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Graph as i32),
+        g: Some(g),
+        ..Default::default()
+    };
+    let branch = |op: &str, inputs: &[&str]| GraphProto {
+        node: vec![node(op, inputs, &["x"])],
+        output: vec![value("x", DataType::Float, &[Some(2)])],
+        ..Default::default()
+    };
+    let mut cond = node("Constant", &[], &["c"]);
+    cond.attribute.push(AttributeProto {
+        name: Some("value_int".into()),
+        i: Some(1),
+        r#type: Some(AttributeType::Int as i32),
+        ..Default::default()
+    });
+    let mut to_bool = node("Cast", &["c"], &["cb"]);
+    to_bool
+        .attribute
+        .push(int_attr("to", DataType::Bool as i64));
+    let mut choose = node("If", &["cb"], &["Z"]);
+    choose
+        .attribute
+        .push(graph_attr("then_branch", branch("Add", &["X", "X"])));
+    choose
+        .attribute
+        .push(graph_attr("else_branch", branch("Identity", &["X"])));
+    let function = FunctionProto {
+        name: Some("Twice".into()),
+        domain: Some("local".into()),
+        input: vec!["X".into()],
+        output: vec!["Z".into()],
+        node: vec![cond, to_bool, choose],
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        ..Default::default()
+    };
+    let mut call = node("Twice", &["x"], &["y"]);
+    call.domain = Some("local".into());
+    let graph = GraphProto {
+        node: vec![call],
+        input: vec![value("x", DataType::Float, &[Some(2)])],
+        output: vec![value("y", DataType::Float, &[Some(2)])],
+        ..Default::default()
+    };
+    let mut m = model(graph, 17);
+    m.opset_import.push(OperatorSetIdProto {
+        domain: Some("local".into()),
+        version: Some(1),
+    });
+    m.functions.push(function);
+    let m = Model::from_bytes(&m.encode_to_vec()).unwrap();
+    let x = HostTensor::from_vec(vec![2], &[1.5f32, -4.]).unwrap();
+    assert_eq!(f32s(&run(&m, vec![("x", x)])[0]), [3., -8.]);
+}
+
 /// Scan-8 with `sequence_lens` ([4, 2, 1] of 4 steps) as onnxruntime computes it: item `b`
 /// runs its first `L_b` steps, its final state is the state after them, and its scan outputs
 /// are those steps' followed by zeros. Lengths outside `1..=4` or of the wrong count are an

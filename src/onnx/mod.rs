@@ -444,7 +444,7 @@ impl Loader<'_> {
             }
             for a in node.attrs.values_mut() {
                 if let Attr::Graph(g) = a {
-                    rename_free(g, &|v: &str| local(v, &rename));
+                    rename_scoped(g, &prefix, &|v: &str| local(v, &rename));
                 }
             }
             out.nodes.push(node);
@@ -708,6 +708,57 @@ fn rename_free(g: &mut Graph, map: &dyn Fn(&str) -> String) {
         }
     }
     g.outputs.iter_mut().for_each(|o| apply(&mut o.name));
+}
+
+/// Renames every name in `g`, a subgraph of a node of an inlined function: the names it defines
+/// (inputs, constants, node outputs) get the call's `prefix`, and the names it reads from
+/// enclosing graphs go through `outer`, recursively. Renaming only the free names is not
+/// enough: ONNX lets a subgraph define a name its enclosing graphs also have, and a free name
+/// renamed to the caller's value could then meet the subgraph's own (skl2onnx's KNNImputer
+/// passes the model's input `X` into a function whose If branch defines `X`, which made a
+/// cycle).
+fn rename_scoped(g: &mut Graph, prefix: &str, outer: &dyn Fn(&str) -> String) {
+    let defined: HashSet<String> = g
+        .inputs
+        .iter()
+        .map(|i| i.name.clone())
+        .chain(g.constants.iter().map(|(n, _)| n.clone()))
+        .chain(g.nodes.iter().flat_map(|n| n.outputs.iter().cloned()))
+        .filter(|n| !n.is_empty())
+        .collect();
+    let name = |v: &str| -> String {
+        if v.is_empty() {
+            String::new()
+        } else if defined.contains(v) {
+            format!("{prefix}{v}")
+        } else {
+            outer(v)
+        }
+    };
+    for i in &mut g.inputs {
+        i.name = name(&i.name);
+    }
+    for (c, _) in &mut g.constants {
+        *c = name(c);
+    }
+    for n in &mut g.nodes {
+        for v in n.inputs.iter_mut().chain(n.outputs.iter_mut()) {
+            *v = name(v);
+        }
+        for a in n.attrs.values_mut() {
+            if let Attr::Graph(sub) = a {
+                rename_scoped(sub, prefix, &name);
+            }
+        }
+    }
+    for o in &mut g.outputs {
+        o.name = name(&o.name);
+    }
+    for uses in g.symbolic_dims.values_mut() {
+        for (input, _) in uses.iter_mut() {
+            *input = name(input);
+        }
+    }
 }
 
 /// Scan-8 (inputs `sequence_lens?, states..., scan inputs...`, all with a leading batch axis) as

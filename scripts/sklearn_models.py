@@ -28,6 +28,7 @@ usage: scripts/sklearn_models.py OUT_DIR   (needs numpy, scikit-learn, skl2onnx,
 import json
 import os
 import sys
+import warnings
 
 import numpy as np
 import onnx
@@ -38,11 +39,11 @@ from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from skl2onnx import to_onnx
 
 
-def export(out, kind, name, model, x, options=None, scan=True):
+def export(out, kind, name, model, x, options=None, scan=True, opset=17):
     """Writes model `kind` in dtype `name` with input x, and onnxruntime's outputs; returns
     its manifest entry."""
     dtype = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "str": str}[name]
-    onx = to_onnx(model, x[:1].astype(dtype), target_opset={"": 17, "ai.onnx.ml": 3}, options=options)
+    onx = to_onnx(model, x[:1].astype(dtype), target_opset={"": opset, "ai.onnx.ml": 3}, options=options)
     # onnxruntime's StringNormalizer needs the en_US.UTF-8 locale installed for its default
     # locale (this machine has none): the model says locale "" instead (Unicode case mapping
     # there as here).
@@ -111,6 +112,7 @@ def main():
         options = {id(clf): {"zipmap": False}}
         manifest.append(export(out, "knn_classifier", name, clf, knn_q, options))
     manifest += ml_models(out, rng)
+    manifest += converter_sweep_models(out, rng)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     print(f"exported {len(manifest)} models to {out}")
@@ -210,6 +212,48 @@ def ml_models(out, rng):
                           OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1).fit(str_cats),
                           q_str, scan=False))
     return entries
+
+
+def converter_sweep_models(out, rng):
+    """Models a sweep of skl2onnx's converters (every estimator with a converter, fitted with
+    defaults) showed running, kept here so they stay so, f32: KNNImputer (opset 18: model-local
+    functions whose If branches call functions, NonZero, Compress, ScatterND, TopK), an MLP,
+    Gaussian naive Bayes, k-means, a Yeo-Johnson power transform, a quantile transform,
+    polynomial features and AdaBoost's weighted trees. Queries are continuous random values,
+    so no two distances tie (with ties, which neighbours a rounding picks is arbitrary)."""
+    from sklearn.cluster import KMeans
+    from sklearn.ensemble import AdaBoostClassifier
+    from sklearn.impute import KNNImputer
+    from sklearn.naive_bayes import GaussianNB
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.preprocessing import PolynomialFeatures, PowerTransformer, QuantileTransformer
+
+    x = rng.rand(150, 4) * [1, 2, 3, 4]
+    y3 = (x[:, 0] + x[:, 1] > 1.5).astype(np.int64) + (x[:, 3] > 2.5)
+    q = rng.rand(40, 4) * [1, 2, 3, 4]
+    x_nan = np.where(rng.rand(150, 4) < 0.1, np.nan, x)
+    # A NaN in about one value of six, none in a whole row (the exported graph cannot impute
+    # a row with no values: onnxruntime fails on it too).
+    q_nan = np.where(rng.rand(40, 4) < 0.15, np.nan, q)
+    q_nan[np.isnan(q_nan).all(1), 0] = 0.5
+    nozip = lambda m: {id(m): {"zipmap": False}}  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the MLP's "not converged yet": it need not be
+        mlp = MLPClassifier((16,), max_iter=300, random_state=0).fit(x, y3)
+    gnb = GaussianNB().fit(x, y3)
+    ada = AdaBoostClassifier(n_estimators=5, random_state=0).fit(x, y3)
+    return [
+        export(out, "knn_imputer", "f32", KNNImputer(n_neighbors=3).fit(x_nan), q_nan, scan=False,
+               opset=18),
+        export(out, "mlp_classifier", "f32", mlp, q, nozip(mlp), scan=False),
+        export(out, "gaussian_nb", "f32", gnb, q, nozip(gnb), scan=False),
+        export(out, "kmeans", "f32", KMeans(3, n_init=2, random_state=0).fit(x), q, scan=False),
+        export(out, "power_transformer", "f32", PowerTransformer().fit(x), q, scan=False),
+        export(out, "quantile_transformer", "f32", QuantileTransformer(n_quantiles=50).fit(x), q,
+               scan=False),
+        export(out, "polynomial_features", "f32", PolynomialFeatures(2).fit(x), q, scan=False),
+        export(out, "adaboost_classifier", "f32", ada, q, nozip(ada), scan=False),
+    ]
 
 
 if __name__ == "__main__":

@@ -118,6 +118,14 @@ fn scikit_learn_models_match_onnxruntime() {
         ("zipmap_forest", "ZipMap"),
         ("count_vectorizer", "Tokenizer"),
         ("tfidf_vectorizer", "TfIdfVectorizer"),
+        ("knn_imputer", "knn_imputer_column"),
+        ("mlp_classifier", "Relu"),
+        ("gaussian_nb", "ReduceLogSumExp"),
+        ("kmeans", "ArgMin"),
+        ("power_transformer", "Pow"),
+        ("quantile_transformer", "GreaterOrEqual"),
+        ("polynomial_features", "ReduceProd"),
+        ("adaboost_classifier", "TreeEnsembleClassifier"),
     ];
     for (kind, op) in ml {
         let entry = manifest.iter().find(|e| e.kind == kind);
@@ -135,7 +143,7 @@ fn scikit_learn_models_match_onnxruntime() {
             entry.kind,
             entry.ops
         );
-        if entry.kind.starts_with("knn") {
+        if matches!(entry.kind.as_str(), "knn_regressor" | "knn_classifier") {
             for op in ["TopK", "ArrayFeatureExtractor"] {
                 assert!(entry.ops.iter().any(|o| o == op), "{:?}", entry.ops);
             }

@@ -1602,7 +1602,8 @@ fn dtype_bandwidth(
     let emulating_timer = Timer::new(&emulating);
     let runs = DType::ALL
         .into_iter()
-        .filter(|&d| d != DType::Bool)
+        // The storage-only types (8- and 4-bit floats, 4- and 2-bit integers) have no Add.
+        .filter(|&d| d != DType::Bool && !d.is_storage_only())
         .map(|d| (d, ctx, timer, false))
         .chain([DType::I64, DType::U64].map(|d| (d, &emulating, &emulating_timer, true)));
     for (dtype, ctx, timer, emulated) in runs {

@@ -1284,3 +1284,72 @@ fn scalar_constants_are_literals_of_fused_programs() {
         assert_eq!(out[0].shape, vec![1, 6], "{d}");
     }
 }
+
+/// Programs of narrow types with the GPU kernel set, where whole-quad walks read each
+/// operand's words once (`main_dense`): every operand contiguous, or one broadcast scalar;
+/// 1-, 2- and 4-byte results from 1-, 2- and 4-byte operands; lengths that are whole quads
+/// (dense) and lengths that are not (the per-element path for the tail walk or the whole
+/// tensor). Bit for bit against the reference, fused and node by node.
+#[test]
+fn narrow_programs_read_whole_words_alike() {
+    let gpu_kernels = |fuse: bool| {
+        Context::new_blocking(ContextOptions {
+            fuse_elementwise: Some(fuse),
+            cpu_kernels: Some(false),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let (fusing, plain) = (gpu_kernels(true), gpu_kernels(false));
+    for len in [4096usize, 4096 + 7, 48] {
+        // u8 and i8 Add (wrapping), one operand broadcast from a scalar.
+        for d in [DType::U8, DType::I8] {
+            let inputs = named(vec![
+                ("x", random_tensor(1, d, &[len])),
+                ("y", random_tensor(2, d, &[len])),
+                ("s", random_tensor(3, d, &[])),
+            ]);
+            let g = declare(Graph::new(), &inputs)
+                .node(node("Add", &["x", "y"], "a"))
+                .node(node("Sub", &["a", "s"], "b"))
+                .output("a")
+                .output("b");
+            check_fused_on(&fusing, &plain, &g, &inputs);
+        }
+        // f16: Mul, a comparison to bool, Where on it, a Cast to u8 and one to f32.
+        let inputs = named(vec![
+            ("x", random_tensor(4, DType::F16, &[len])),
+            ("y", random_tensor(5, DType::F16, &[len])),
+        ]);
+        let mut to_u8 = node("Cast", &["m"], "u");
+        to_u8 = to_u8.attr("to", Attr::String(DType::U8.name().into()));
+        let mut to_f32 = node("Cast", &["x"], "f");
+        to_f32 = to_f32.attr("to", Attr::String(DType::F32.name().into()));
+        let g = declare(Graph::new(), &inputs)
+            .node(node("Mul", &["x", "y"], "m"))
+            .node(node("Less", &["x", "y"], "c"))
+            .node(node("Where", &["c", "m", "y"], "w"))
+            .node(to_u8)
+            .node(to_f32)
+            .output("m")
+            .output("c")
+            .output("w")
+            .output("u")
+            .output("f");
+        check_fused_on(&fusing, &plain, &g, &inputs);
+        // bf16 and i16 from i16 and u16 inputs.
+        let inputs = named(vec![
+            ("p", random_tensor(6, DType::I16, &[len])),
+            ("q", random_tensor(7, DType::U16, &[len])),
+            ("h", random_tensor(8, DType::BF16, &[len])),
+        ]);
+        let g = declare(Graph::new(), &inputs)
+            .node(node("Max", &["p", "p"], "pp"))
+            .node(node("Add", &["h", "h"], "hh"))
+            .node(node("Mul", &["q", "q"], "qq"))
+            .output("pp")
+            .output("hh")
+            .output("qq");
+        check_fused_on(&fusing, &plain, &g, &inputs);
+    }
+}

@@ -166,6 +166,7 @@ fn fused_programs_validate_and_compile() {
     let mut parsed = HashMap::new();
     let mut count = 0;
     let mut repeated = 0;
+    let mut dense = 0;
     for (op, operands, arity, out, emulate64) in words::variants() {
         let dtypes = &operands[..usize::from(arity)];
         let mut p = Program::single(op, dtypes, out, emulate64).expect("a listed variant");
@@ -177,16 +178,30 @@ fn fused_programs_validate_and_compile() {
             p.push("Cast", vec![Arg::Step(0)], DType::F32)
                 .unwrap_or_else(|| panic!("{op} {dtypes:?} -> {out}: no Cast to f32"));
         }
+        let program: &'static Program = Box::leak(Box::new(p));
         let kernel = Kernel::Fused {
-            program: Box::leak(Box::new(p)),
+            program,
             workgroup_size: 64,
             quads: false,
+            dense: None,
         };
         check_kernel(&kernel, &mut parsed);
         count += 1;
+        if program.has_dense() {
+            // Every operand contiguous, or the first one broadcast, by turns.
+            let kernel = Kernel::Fused {
+                program,
+                workgroup_size: 64,
+                quads: true,
+                dense: Some((count % 2) as u8),
+            };
+            check_kernel(&kernel, &mut parsed);
+            dense += 1;
+        }
     }
     assert_eq!(count, 1372 + 207);
     assert!(repeated > 200, "{repeated}");
+    assert!(dense > 500, "{dense} dense variants");
 }
 
 #[test]

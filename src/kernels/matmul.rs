@@ -631,6 +631,7 @@ impl Recorder {
                     program,
                     workgroup_size: ctx.workgroup_size(),
                     quads: false,
+                    dense: None,
                 };
                 self.program_into(op, kernel, &inputs, out)?;
                 self.release(product);

@@ -163,6 +163,10 @@ pub enum Kernel {
         /// Four 4-byte output elements per invocation, stored as one `vec4<u32>`
         /// (`main_quads`, GPUs): a store of 16 bytes is what a GPU needs for its bandwidth.
         quads: bool,
+        /// `main_dense` (GPUs, programs with narrow types; see [`program::Program::has_dense`]):
+        /// a quad of results per invocation from operands read a whole word at a time, every
+        /// operand contiguous along one axis, or one broadcast value where its bit is set.
+        dense: Option<u8>,
     },
     /// `gather_index.wgsl`: ONNX Gather of elements of 1, 2, 4 or 8 bytes by i32 or i64
     /// (`index64`) indices; GatherElements with `elements` (one index per output element).
@@ -597,6 +601,11 @@ impl Kernel {
                 emulate64,
                 ..
             } => words::words_source(op, &operands[..usize::from(arity)], out, emulate64).into(),
+            Kernel::Fused {
+                program,
+                dense: Some(broadcast),
+                ..
+            } => program.dense_source(broadcast).into(),
             Kernel::Fused { program, .. } => program.source().into(),
             Kernel::Reduce {
                 op,
@@ -836,6 +845,7 @@ impl Kernel {
     pub fn entry_point(&self) -> &'static str {
         match self {
             Kernel::Gather { pairs: true, .. } => "main_pairs",
+            Kernel::Fused { dense: Some(_), .. } => "main_dense",
             Kernel::Gather { quads: true, .. } | Kernel::Fused { quads: true, .. } => "main_quads",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
             Kernel::Copy { vec4: true, .. } => "main_vec4",
@@ -932,6 +942,15 @@ impl KernelSpec for Kernel {
                 )
                 .into()
             }
+            Kernel::Fused {
+                program,
+                dense: Some(broadcast),
+                ..
+            } => format!(
+                "elementwise_words.wgsl fused {} dense(broadcast {broadcast:#b})",
+                program.describe()
+            )
+            .into(),
             Kernel::Fused { program, .. } => {
                 format!("elementwise_words.wgsl fused {}", program.describe()).into()
             }

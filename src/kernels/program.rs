@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use super::operands::{specialize, too_many};
 use super::windows::Broadcast;
 use super::words::{
-    bits_expression, cast_mode, emulated_expression, load_expression, result_dtype, uses_int64,
-    word_expression, words_features, Class, Expr, WORDS,
+    bits_expression, cast_mode, decode_expression, emulated_expression, load_expression,
+    result_dtype, uses_int64, word_expression, words_features, Class, Expr, WORDS,
 };
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::gpu::Binding;
@@ -250,6 +250,109 @@ impl Program {
                 ("// PROGRAM", parts.body),
             ],
         )
+    }
+
+    /// Whether the module has the dense entry point: programs of narrow types (a result of 1
+    /// or 2 bytes, or an operand of 1 or 2), whose operands are at most 4 bytes and not on the
+    /// i64 emulation. Reading an operand's words once instead of once per element is what
+    /// narrow types need: the per-element path loads and indexes a word for each element.
+    pub fn has_dense(&self) -> bool {
+        let out = self.out().size();
+        !self.emulate64
+            && self.operands.len() <= 8
+            && out <= 4
+            && self.operands.iter().all(|d| d.size() <= 4)
+            && (out < 4 || self.operands.iter().any(|d| d.size() < 4))
+    }
+
+    /// The module with the dense entry point `main_dense` (see [`Program::has_dense`]) for
+    /// operands contiguous along the walk's one axis, but those whose bit is set in
+    /// `broadcast`, which are one value.
+    pub fn dense_source(&self, broadcast: u8) -> String {
+        let n = self.operands.len();
+        let out_bytes = self.out().size();
+        let per_quad = 16 / out_bytes;
+        let parts = self.parts(1, false, "");
+        // The program on given operand values: the body without its loads.
+        let body: String = parts
+            .body
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("let o"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let params: Vec<String> = (0..n).map(|k| format!("o{k}: T{k}")).collect();
+        let mut code = format!("\nfn apply({}) -> R {{\n{body}}}\n", params.join(", "));
+        code.push_str(concat!(
+            "\n// A quad of results per invocation; operand k's elements for them are whole\n",
+            "// words (the host checks: contiguous and word-aligned) or one broadcast value.\n",
+            "@compute @workgroup_size(WORKGROUP_SIZE)\n",
+            "fn main_dense(\n",
+            "    @builtin(workgroup_id) group: vec3<u32>,\n",
+            "    @builtin(num_workgroups) groups: vec3<u32>,\n",
+            "    @builtin(local_invocation_index) local: u32,\n",
+            ") {\n",
+            "    let t = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;\n",
+            "    if t >= params.units {\n",
+            "        return;\n",
+            "    }\n",
+        ));
+        for (k, d) in self.operands.iter().enumerate() {
+            let base = format!("params.base[{}][{}]", k / 4, k % 4);
+            if broadcast & (1 << k) != 0 {
+                code.push_str(&format!("    let s{k} = load{k}({base});\n"));
+                continue;
+            }
+            let words = per_quad * d.size() / 4;
+            code.push_str(&format!(
+                "    let b{k} = {base} * {}u / 4u + t * {words}u;\n",
+                d.size()
+            ));
+            for j in 0..words {
+                code.push_str(&format!("    let a{k}_{j} = w{k}[b{k} + {j}u];\n"));
+            }
+        }
+        // Lane `lane`'s value of each operand.
+        let lane_values = |lane: usize| -> Vec<String> {
+            self.operands
+                .iter()
+                .enumerate()
+                .map(|(k, &d)| {
+                    if broadcast & (1 << k) != 0 {
+                        return format!("s{k}");
+                    }
+                    let b = d.size();
+                    let word = format!("a{k}_{}", lane * b / 4);
+                    let raw = if b == 4 {
+                        word
+                    } else {
+                        format!("extractBits({word}, {}u, {}u)", (lane * b % 4) * 8, b * 8)
+                    };
+                    decode_expression(d, &raw)
+                })
+                .collect()
+        };
+        let lanes_per_word = 4 / out_bytes;
+        for m in 0..4 {
+            let mut word = "0u".to_string();
+            for l in 0..lanes_per_word {
+                let lane = m * lanes_per_word + l;
+                let result = format!("bits(apply({})).x", lane_values(lane).join(", "));
+                word = if lanes_per_word == 1 {
+                    result
+                } else {
+                    format!(
+                        "insertBits({word}, {result}, {}u, {}u)",
+                        l * out_bytes * 8,
+                        out_bytes * 8
+                    )
+                };
+            }
+            code.push_str(&format!("    let q{m} = {word};\n"));
+        }
+        code.push_str(&format!(
+            "    dst4[params.dst_base / {per_quad}u + t] = vec4<u32>(q0, q1, q2, q3);\n}}\n"
+        ));
+        self.source() + &code
     }
 
     /// The type a value of `dtype` has in the program's WGSL.
@@ -714,10 +817,12 @@ impl Recorder {
                 program,
                 workgroup_size,
                 quads: false,
+                ..
             } => Some(Kernel::Fused {
                 program,
                 workgroup_size,
                 quads: true,
+                dense: None,
             }),
             Kernel::Words {
                 op,
@@ -731,6 +836,7 @@ impl Recorder {
                     program: intern(program),
                     workgroup_size,
                     quads: true,
+                    dense: None,
                 },
             ),
             _ => None,
@@ -742,8 +848,33 @@ impl Recorder {
             let quads = quad_kernel
                 .as_ref()
                 .filter(|_| count.is_multiple_of(per_quad) && dst_base.is_multiple_of(per_quad));
+            // Narrow types: whole words of contiguous, word-aligned operands (or one broadcast
+            // value) per invocation, where the walk is one axis.
+            let dense = match quads {
+                Some(&Kernel::Fused {
+                    program,
+                    workgroup_size,
+                    ..
+                }) if program.has_dense() && w.lens.len() == 1 => {
+                    let mut broadcast = Some(0u8);
+                    for (j, d) in program.operands.iter().enumerate() {
+                        match w.steps[0][j] {
+                            0 => broadcast = broadcast.map(|b| b | 1 << j),
+                            1 if (firsts[j] * d.size() as u64).is_multiple_of(4) => {}
+                            _ => broadcast = None,
+                        }
+                    }
+                    broadcast.map(|b| Kernel::Fused {
+                        program,
+                        workgroup_size,
+                        quads: true,
+                        dense: Some(b),
+                    })
+                }
+                _ => None,
+            };
             // The context caches pipelines: only the variants the walks use are compiled.
-            let pipeline = ctx.pipeline(quads.unwrap_or(&kernel))?;
+            let pipeline = ctx.pipeline(dense.as_ref().or(quads).unwrap_or(&kernel))?;
             let units = if quads.is_some() {
                 count / per_quad
             } else if lanes > 1 {

@@ -162,6 +162,35 @@ pub(crate) fn load_expression(dtype: DType, buffer: &str) -> String {
     }
 }
 
+/// WGSL expression of the value of `dtype` whose stored bits are `raw` (a u32 expression, the
+/// element's bits zero-extended): what [`load_expression`] computes from a loaded word, for
+/// elements of at most 4 bytes.
+pub(crate) fn decode_expression(dtype: DType, raw: &str) -> String {
+    match dtype {
+        DType::F32 => format!("bitcast<f32>({raw})"),
+        DType::I32 => format!("bitcast<i32>({raw})"),
+        DType::U32 | DType::U8 | DType::U16 => raw.to_string(),
+        DType::F16 => format!("f16_to_f32({raw})"),
+        DType::BF16 => format!("bitcast<f32>({raw} << 16u)"),
+        DType::I8 => format!("(bitcast<i32>({raw} << 24u) >> 24u)"),
+        DType::I16 => format!("(bitcast<i32>({raw} << 16u) >> 16u)"),
+        DType::Bool => format!("u32({raw} != 0u)"),
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1 => format!("{}_to_f32({raw})", dtype.name()),
+        DType::I4 => format!("(bitcast<i32>({raw} << 28u) >> 28u)"),
+        DType::I2 => format!("(bitcast<i32>({raw} << 30u) >> 30u)"),
+        DType::U4 => format!("({raw} & 0xfu)"),
+        DType::U2 => format!("({raw} & 0x3u)"),
+        DType::U64 | DType::I64 | DType::F64 => {
+            unreachable!("decode_expression: 8-byte elements are read as word pairs")
+        }
+    }
+}
+
 /// WGSL expression of the stored bits of result `r` as `dtype`: the low word (whose low 8 or
 /// 16 bits the kernel keeps for narrow types) and the high word.
 pub(crate) fn bits_expression(dtype: DType) -> &'static str {

@@ -156,6 +156,7 @@ impl Recorder {
             program: crate::kernels::program::intern(program.clone()),
             workgroup_size: ctx.workgroup_size(),
             quads: false,
+            dense: None,
         };
         self.program_into(op, kernel, inputs, &out)?;
         Ok(out)

@@ -169,6 +169,17 @@ fn hostile_bytes_and_sizes_are_one_error() {
     }
 }
 
+/// `graph` at opset 17 with `function` in the domain "local", loaded.
+fn with_local_function(graph: GraphProto, function: FunctionProto) -> Model {
+    let mut m = model(graph, 17);
+    m.opset_import.push(OperatorSetIdProto {
+        domain: Some("local".into()),
+        version: Some(1),
+    });
+    m.functions.push(function);
+    Model::from_bytes(&m.encode_to_vec()).unwrap()
+}
+
 /// A model-local function called twice, with an attribute reference and a default.
 #[test]
 fn local_functions_are_inlined() {
@@ -215,13 +226,7 @@ fn local_functions_are_inlined() {
         output: vec![value("q", DataType::Float, &[Some(2)])],
         ..Default::default()
     };
-    let mut m = model(graph, 17);
-    m.opset_import.push(OperatorSetIdProto {
-        domain: Some("local".into()),
-        version: Some(1),
-    });
-    m.functions.push(function);
-    let m = Model::from_bytes(&m.encode_to_vec()).unwrap();
+    let m = with_local_function(graph, function);
     let x = HostTensor::from_vec(vec![2], &[1f32, 3.]).unwrap();
     // p = (x + x) * 10; q = (p + x) * 2
     assert_eq!(f32s(&run(&m, vec![("x", x)])[0]), [42., 126.]);
@@ -282,13 +287,7 @@ fn inlined_subgraphs_keep_their_own_names_apart_from_the_callers() {
         output: vec![value("y", DataType::Float, &[Some(2)])],
         ..Default::default()
     };
-    let mut m = model(graph, 17);
-    m.opset_import.push(OperatorSetIdProto {
-        domain: Some("local".into()),
-        version: Some(1),
-    });
-    m.functions.push(function);
-    let m = Model::from_bytes(&m.encode_to_vec()).unwrap();
+    let m = with_local_function(graph, function);
     let x = HostTensor::from_vec(vec![2], &[1.5f32, -4.]).unwrap();
     assert_eq!(f32s(&run(&m, vec![("x", x)])[0]), [3., -8.]);
 }

@@ -2220,18 +2220,8 @@ static IMAGE_DECODER: OpDef = OpDef {
     },
 };
 
-#[cfg(feature = "image-decoder")]
 fn decode(bytes: &HostTensor, format: &str) -> Result<HostTensor> {
     crate::ops::image_decoder::decode_image(bytes, format)
-}
-
-#[cfg(not(feature = "image-decoder"))]
-fn decode(_: &HostTensor, _: &str) -> Result<HostTensor> {
-    Err(Error::invalid(
-        "ImageDecoder",
-        "encoded_stream",
-        "this build has no image decoders (the crate's `image-decoder` feature)",
-    ))
 }
 
 static COMPRESS: OpDef = OpDef {

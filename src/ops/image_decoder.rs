@@ -1,7 +1,8 @@
 //! ImageDecoder (ONNX-20): an encoded image (a 1-D u8 tensor of the file's bytes) decoded on
 //! the host while the graph is planned, as `[H, W, C]` u8: RGB or BGR (C = 3) or Grayscale
 //! (C = 1). JPEG is read by our own decoder (`ops::jpeg`), which gives libjpeg-turbo's
-//! samples bit for bit; PNG, BMP, TIFF, WebP and PNM (PBM, PGM, PPM) by the `image` crate.
+//! samples bit for bit, in every build; PNG, BMP, TIFF, WebP and PNM (PBM, PGM, PPM) by the
+//! `image` crate, with the `image-decoder` feature (on by default; not in the browser build).
 //! JPEG 2000 is not supported. Alpha is dropped and 16-bit samples are scaled to 8 bits, as
 //! the op's output is three (or one) u8 channels. Grayscale of a color image is ITU-R 601-2
 //! luma in the fixed point Pillow (the ONNX reference's decoder) uses.
@@ -48,19 +49,7 @@ pub fn decode_image(encoded: &HostTensor, pixel_format: &str) -> Result<HostTens
             .map_err(|why| unreadable(format!("JPEG: {why}")))?;
         (d.width, d.height, d.channels, d.pixels)
     } else {
-        // The decoder's default limits (512 MiB of allocations) refuse decompression bombs.
-        let reader = image::ImageReader::new(std::io::Cursor::new(&encoded.data))
-            .with_guessed_format()
-            .map_err(|e| unreadable(e.to_string()))?;
-        if reader.format().is_none() {
-            return Err(unreadable("its format is not recognized".into()));
-        }
-        let decoded = reader.decode().map_err(|e| unreadable(e.to_string()))?;
-        let (w, h) = (decoded.width() as usize, decoded.height() as usize);
-        match decoded {
-            image::DynamicImage::ImageLuma8(gray) => (w, h, 1, gray.into_raw()),
-            other => (w, h, 3, other.to_rgb8().into_raw()),
-        }
+        decode_other(&encoded.data).map_err(unreadable)?
     };
     let data = match (pixel_format, channels) {
         ("Grayscale", 1) => pixels,
@@ -81,6 +70,35 @@ pub fn decode_image(encoded: &HostTensor, pixel_format: &str) -> Result<HostTens
     };
     let channels = if pixel_format == "Grayscale" { 1 } else { 3 };
     HostTensor::from_bytes(DType::U8, vec![h, w, channels], data)
+}
+
+/// A PNG, BMP, TIFF, WebP or PNM file by the `image` crate: (width, height, channels,
+/// samples), gray (1 channel) or RGB (3).
+#[cfg(feature = "image-decoder")]
+fn decode_other(bytes: &[u8]) -> std::result::Result<(usize, usize, usize, Vec<u8>), String> {
+    // The decoder's default limits (512 MiB of allocations) refuse decompression bombs.
+    let reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| e.to_string())?;
+    if reader.format().is_none() {
+        return Err("its format is not recognized".into());
+    }
+    let decoded = reader.decode().map_err(|e| e.to_string())?;
+    let (w, h) = (decoded.width() as usize, decoded.height() as usize);
+    Ok(match decoded {
+        image::DynamicImage::ImageLuma8(gray) => (w, h, 1, gray.into_raw()),
+        other => (w, h, 3, other.to_rgb8().into_raw()),
+    })
+}
+
+/// Without the `image` crate (the browser build) only JPEG, our own decoder, is read.
+#[cfg(not(feature = "image-decoder"))]
+fn decode_other(_: &[u8]) -> std::result::Result<(usize, usize, usize, Vec<u8>), String> {
+    Err(
+        "it is not a JPEG file, and this build reads JPEG only (the crate's `image-decoder` \
+         feature adds PNG, BMP, TIFF, WebP and PNM)"
+            .into(),
+    )
 }
 
 /// ITU-R 601-2 luma, `(19595 R + 38470 G + 7471 B + 2^15) >> 16`, as Pillow converts to "L".

@@ -14,9 +14,7 @@ pub mod einsum;
 pub mod elementwise;
 pub mod gather_nd;
 pub mod grid_sample;
-#[cfg(feature = "image-decoder")]
 pub mod image_decoder;
-#[cfg(feature = "image-decoder")]
 mod jpeg;
 pub mod layout;
 pub mod linear_attention;

@@ -132,39 +132,28 @@ impl Class {
     }
 }
 
-/// WGSL expression loading element `i` of `dtype` from the words of `buffer`.
+/// WGSL expression loading element `i` of `dtype` from the words of `buffer`: 8-byte elements
+/// from a pair of words, narrower ones from their field of a word (see [`decode_expression`]).
 pub(crate) fn load_expression(dtype: DType, buffer: &str) -> String {
     let pair = format!("((u64({buffer}[2u * i + 1u]) << 32u) | u64({buffer}[2u * i]))");
     match dtype {
-        DType::F32 => format!("bitcast<f32>({buffer}[i])"),
-        DType::I32 => format!("bitcast<i32>({buffer}[i])"),
-        DType::U32 => format!("{buffer}[i]"),
-        DType::F16 => format!("f16_to_f32(field({buffer}[i / 2u], i, 16u))"),
-        DType::BF16 => format!("bitcast<f32>(field({buffer}[i / 2u], i, 16u) << 16u)"),
-        DType::I8 => format!("bitcast<i32>(field({buffer}[i / 4u], i, 8u) << 24u) >> 24u"),
-        DType::I16 => format!("bitcast<i32>(field({buffer}[i / 2u], i, 16u) << 16u) >> 16u"),
-        DType::U8 => format!("field({buffer}[i / 4u], i, 8u)"),
-        DType::U16 => format!("field({buffer}[i / 2u], i, 16u)"),
-        DType::Bool => format!("u32(field({buffer}[i / 4u], i, 8u) != 0u)"),
         DType::U64 => pair,
         DType::I64 => format!("bitcast<i64>{pair}"),
         DType::F64 => format!("bitcast<f64>{pair}"),
-        DType::F8E4M3FN
-        | DType::F8E4M3FNUZ
-        | DType::F8E5M2
-        | DType::F8E5M2FNUZ
-        | DType::F8E8M0
-        | DType::F4E2M1 => format!("{}_to_f32(field({buffer}[i / 4u], i, 8u))", dtype.name()),
-        DType::I4 => format!("bitcast<i32>(field({buffer}[i / 4u], i, 8u) << 28u) >> 28u"),
-        DType::I2 => format!("bitcast<i32>(field({buffer}[i / 4u], i, 8u) << 30u) >> 30u"),
-        DType::U4 => format!("field({buffer}[i / 4u], i, 8u) & 0xfu"),
-        DType::U2 => format!("field({buffer}[i / 4u], i, 8u) & 0x3u"),
+        _ => {
+            let raw = match dtype.size() {
+                4 => format!("{buffer}[i]"),
+                2 => format!("field({buffer}[i / 2u], i, 16u)"),
+                _ => format!("field({buffer}[i / 4u], i, 8u)"),
+            };
+            decode_expression(dtype, &raw)
+        }
     }
 }
 
 /// WGSL expression of the value of `dtype` whose stored bits are `raw` (a u32 expression, the
-/// element's bits zero-extended): what [`load_expression`] computes from a loaded word, for
-/// elements of at most 4 bytes.
+/// element's bits zero-extended), for elements of at most 4 bytes: how [`load_expression`]
+/// and the dense entry point widen what they read.
 pub(crate) fn decode_expression(dtype: DType, raw: &str) -> String {
     match dtype {
         DType::F32 => format!("bitcast<f32>({raw})"),

@@ -310,11 +310,92 @@ fn scan_over_a_sequence_in_several_buffers() {
 }
 
 #[test]
-fn a_matrix_across_two_buffers_is_a_clear_error() {
-    // B of 17 x 6 i32 is 408 bytes: no buffer of 256 bytes can hold it whole.
+fn matrices_beyond_one_buffer_are_multiplied_in_slices_of_their_rows() {
+    // B of 17 x 6 i32 is 408 bytes: no buffer of 256 bytes (nor window of 256 or 300 bytes)
+    // holds it, so the products are summed over slices of B's rows and A's columns. Plain,
+    // batched (each B too large), broadcast, a 1-D A, i64, and Gemm reading B transposed with
+    // alpha, beta and C; i32 and i64 so the sums are exact and compare bit for bit.
+    let g = Graph::new()
+        .input("a", DType::I32, &[Some(4), Some(17)])
+        .input("b", DType::I32, &[Some(17), Some(6)])
+        .input("ab", DType::I32, &[Some(2), Some(4), Some(17)])
+        .input("bb", DType::I32, &[Some(2), Some(17), Some(6)])
+        .input("v", DType::I32, &[Some(17)])
+        .input("bt", DType::I32, &[Some(6), Some(17)])
+        .input("c", DType::I32, &[Some(6)])
+        .input("a64", DType::I64, &[Some(3), Some(40)])
+        .input("b64", DType::I64, &[Some(40), Some(5)])
+        .node(
+            Node::new("MatMul", "plain")
+                .inputs(["a", "b"])
+                .outputs(["p"]),
+        )
+        .node(
+            Node::new("MatMul", "batched")
+                .inputs(["ab", "bb"])
+                .outputs(["q"]),
+        )
+        .node(
+            Node::new("MatMul", "broadcast")
+                .inputs(["ab", "b"])
+                .outputs(["r"]),
+        )
+        .node(
+            Node::new("MatMul", "vector")
+                .inputs(["v", "b"])
+                .outputs(["s"]),
+        )
+        .node(
+            Node::new("MatMul", "wide")
+                .inputs(["a64", "b64"])
+                .outputs(["t"]),
+        )
+        .node(
+            Node::new("Gemm", "gemm")
+                .inputs(["a", "bt", "c"])
+                .outputs(["u"])
+                .attr("transB", Attr::Int(1))
+                .attr("alpha", Attr::Float(3.0))
+                .attr("beta", Attr::Float(-2.0)),
+        )
+        .output("p")
+        .output("q")
+        .output("r")
+        .output("s")
+        .output("t")
+        .output("u");
+    let i64s = |shape: &[usize], seed: u64| -> HostTensor {
+        let n: usize = shape.iter().product();
+        let v: Vec<i64> = bytes(seed, n)
+            .iter()
+            .map(|&b| (b as i64 - 128) << 24)
+            .collect();
+        HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+    };
+    let inputs = [
+        ("a", i32s(&[4, 17], 1)),
+        ("b", i32s(&[17, 6], 2)),
+        ("ab", i32s(&[2, 4, 17], 3)),
+        ("bb", i32s(&[2, 17, 6], 4)),
+        ("v", i32s(&[17], 5)),
+        ("bt", i32s(&[6, 17], 6)),
+        ("c", i32s(&[6], 7)),
+        ("a64", i64s(&[3, 40], 8)),
+        ("b64", i64s(&[40, 5], 9)),
+    ];
+    for ctx in contexts() {
+        let (got, want) = both(&ctx, &g, &inputs);
+        assert_eq!(got, want, "max_buffer_size {}", ctx.max_buffer_size());
+    }
+}
+
+#[test]
+fn a_row_of_b_beyond_one_buffer_is_a_clear_error() {
+    // One row of B (70 i32, 280 bytes) is more than a buffer of 256 bytes holds: no slice of
+    // rows fits.
     let ctx = &contexts()[0];
-    let a = Tensor::from_host(ctx, &i32s(&[4, 17], 1)).unwrap();
-    let b = Tensor::from_host(ctx, &i32s(&[17, 6], 2)).unwrap();
+    let a = Tensor::from_host(ctx, &i32s(&[4, 3], 1)).unwrap();
+    let b = Tensor::from_host(ctx, &i32s(&[3, 70], 2)).unwrap();
     match ctx.run(|rec| rec.matmul(&a, &b)) {
         Err(e @ Error::LimitExceeded { .. }) => {
             let Error::LimitExceeded { op, limit, .. } = &e else {

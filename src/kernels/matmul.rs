@@ -4,6 +4,7 @@
 //! cross a buffer end.
 
 use super::elementwise::broadcast_strides;
+use super::gather::{AxisSlice, GatherPlan};
 use super::operands::{bind_windows, elementwise_type, layout_of, specialize};
 use super::program::{broadcast_walk_words, index_code, narrow, walk_struct, walk_words, Program};
 use super::windows::{room, Broadcast, Walk};
@@ -14,7 +15,7 @@ pub use crate::gpu::MatMulKernel;
 use crate::gpu::MatMulMeasurement;
 use crate::gpu::{Binding, MatMulChoice, MatMulShape, MEASURED_K, MEASURED_ROWS, MEASURED_WORK};
 use crate::storage::Storage;
-use crate::{DType, Error, Recorder, Result, Tensor};
+use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
 
@@ -243,6 +244,35 @@ pub fn binds_whole(ctx: &crate::Context, tensors: &[&Tensor]) -> bool {
     let storages: Vec<&Storage> = tensors.iter().map(|t| &**t.storage()).collect();
     let elems: Vec<u64> = tensors.iter().map(|t| t.dtype().size() as u64).collect();
     layout_of(&storages, ctx.binding_limit(), &elems).0
+}
+
+/// Rows of B per slice when one `k x n` matrix B is larger than a binding (or a buffer) can
+/// hold but a slice of its rows is not: the product is then summed from the products of A's
+/// column slices and B's row slices (see [`Recorder::matmul_in_k_slices`]). `None` where B
+/// fits, where the tensors bind whole, for operands read transposed (their callers bind them
+/// whole), and where a single row of B is too large, which the row walk then reports.
+fn k_slice_rows(
+    ctx: &crate::Context,
+    op: &'static str,
+    elem: u64,
+    transposed: [bool; 2],
+    k: usize,
+    n: usize,
+    tensors: &[&Tensor],
+) -> Result<Option<usize>> {
+    if transposed != [false; 2] || k < 2 || binds_whole(ctx, tensors) {
+        return Ok(None);
+    }
+    let align = ctx.window_alignment(op, elem)?;
+    let room = ctx
+        .binding_limit()
+        .saturating_sub(align + elem)
+        .min(ctx.max_buffer_size());
+    let row = n as u64 * elem;
+    if k as u64 * row <= room || row > room {
+        return Ok(None);
+    }
+    Ok(Some((room / row) as usize))
 }
 
 /// The binding layout of a MatMul kernel whose epilogue and prologue read `leaves` tensors
@@ -563,6 +593,72 @@ impl Recorder {
         by_shape
     }
 
+    /// Records `out = lhs x rhs` as the sum over slices of `rows` rows of B (and the same
+    /// columns of A), for a B too large to bind: each slice is copied out (A's columns are
+    /// strided, B's rows contiguous), multiplied, and added to the sum so far. B thus moves
+    /// twice more than in one product; it only serves matrices beyond the binding limit
+    /// (lavapipe's and browsers' 128 MiB: fully connected layers of VGG and AlexNet, large
+    /// vocabularies' embeddings and output layers).
+    fn matmul_in_k_slices(
+        &mut self,
+        op: &'static str,
+        lhs: &Tensor,
+        rhs: &Tensor,
+        out: &Tensor,
+        rows: usize,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let dtype = lhs.dtype();
+        let (lr, rr) = (lhs.rank(), rhs.rank());
+        let k = lhs.shape()[lr - 1];
+        let mut sum: Option<Tensor> = None;
+        for first in (0..k).step_by(rows) {
+            let len = rows.min(k - first);
+            let slice_of = |t: &Tensor, axis: usize| -> (GatherPlan, Vec<usize>) {
+                let mut axes: Vec<AxisSlice> =
+                    t.shape().iter().map(|&d| AxisSlice::full(d)).collect();
+                axes[axis] = AxisSlice {
+                    start: first as u64,
+                    step: 1,
+                    len: len as u64,
+                };
+                let mut shape = t.shape().to_vec();
+                shape[axis] = len;
+                (GatherPlan::from_axes(t.shape(), &axes), shape)
+            };
+            let (a_plan, a_shape) = slice_of(lhs, lr - 1);
+            let (b_plan, b_shape) = slice_of(rhs, rr - 2);
+            let a = Tensor::uninit(&ctx, dtype, &a_shape)?;
+            let b = Tensor::uninit(&ctx, dtype, &b_shape)?;
+            self.gather_into(op, lhs, &a_plan, &a)?;
+            self.gather_into(op, rhs, &b_plan, &b)?;
+            let last = first + len == k;
+            let product = if last && sum.is_none() {
+                out.clone()
+            } else {
+                Tensor::uninit(&ctx, out.dtype(), out.shape())?
+            };
+            self.matmul_epilogue_into(op, &a, &b, &product, None, [false; 2], None)?;
+            self.release(a);
+            self.release(b);
+            sum = Some(match sum {
+                None => product,
+                Some(before) => {
+                    let total = if last {
+                        out.clone()
+                    } else {
+                        Tensor::uninit(&ctx, out.dtype(), out.shape())?
+                    };
+                    self.map_to("Add", &[&before, &product], Out::into(op, &total))?;
+                    self.release(before);
+                    self.release(product);
+                    total
+                }
+            });
+        }
+        Ok(())
+    }
+
     /// Records a batched matrix product. `lhs` is `[..., m, k]`, `rhs` `[..., k, n]` (batch
     /// dims already broadcast-compatible), `out` `[batch..., m, n]`.
     pub(crate) fn matmul_into(
@@ -711,6 +807,9 @@ impl Recorder {
                     prologue.map(|p| Prologue { operand: 1, ..p }),
                 );
             }
+        }
+        if let Some(rows) = k_slice_rows(&ctx, op, elem, [ta, tb], k, n, &[lhs, rhs, out])? {
+            return self.matmul_in_k_slices(op, lhs, rhs, out, rows);
         }
         let max = ctx.limits().max_compute_workgroups_per_dimension;
         let tiles = [n.div_ceil(16) as u64, m.div_ceil(16) as u64];

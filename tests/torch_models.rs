@@ -1,0 +1,138 @@
+//! Models exported from PyTorch by both of its ONNX exporters (the dynamo one, PyTorch's
+//! default, and the TorchScript one): a GPT-style decoder block with written-out causal
+//! attention, attention through `scaled_dot_product_attention` with RMSNorm, nn's
+//! Transformer encoder and decoder layers, two-layer bidirectional LSTM, GRU and RNN (the
+//! dynamo exporter unrolls the RNN into 300 nodes), transposed convolution with up-sampling,
+//! pixel shuffle and group and instance norms, gathers, top-k, sorts and scatters, 1-D
+//! convolutions, a MobileNetV3 and a vision transformer, all at small widths with random
+//! weights. Most were exported with dynamic axes and run on other sizes than the export's, so
+//! their graphs compute shapes. The files, inputs and onnxruntime 1.32's outputs are in
+//! `tests/data/torch` (written by `scripts/torch_fixtures.py`, torch 2.15; the test needs no
+//! torch). Floats compare with rtol 1e-3, as ONNX's backend tests compare whole models, and
+//! atol 1e-5 where those use 1e-7: near-cancelling sums (values about 6e-6 in `up_down`) come
+//! out 2e-7 apart when added in another order. Integer outputs (indices) compare exactly.
+
+mod common;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use wgpu_ops::onnx::Model;
+use wgpu_ops::{DType, HostTensor};
+
+#[derive(serde::Deserialize)]
+struct File {
+    name: String,
+    file: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Entry {
+    name: String,
+    inputs: Vec<File>,
+    outputs: Vec<File>,
+    ops: Vec<String>,
+    symbolic: bool,
+}
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/torch")
+}
+
+fn manifest() -> Vec<Entry> {
+    serde_json::from_str(&std::fs::read_to_string(dir().join("manifest.json")).unwrap()).unwrap()
+}
+
+fn read(file: &str) -> HostTensor {
+    wgpu_ops::npy::read(&dir().join(file)).unwrap()
+}
+
+fn run(entry: &Entry) -> Vec<(String, HostTensor)> {
+    let model = Model::load(dir().join(format!("{}.onnx", entry.name)))
+        .unwrap_or_else(|e| panic!("{}: {e}", entry.name));
+    let session = model
+        .session(ctx())
+        .unwrap_or_else(|e| panic!("{}: {e}", entry.name));
+    let inputs = entry
+        .inputs
+        .iter()
+        .map(|i| (i.name.clone(), read(&i.file)))
+        .collect();
+    session
+        .run_blocking(inputs)
+        .unwrap_or_else(|e| panic!("{}: {e}", entry.name))
+}
+
+#[test]
+fn pytorch_exports_match_onnxruntime() {
+    let manifest = manifest();
+    let mut worst = (0.0f64, String::new());
+    for entry in &manifest {
+        let got = run(entry);
+        assert_eq!(got.len(), entry.outputs.len(), "{}", entry.name);
+        for ((name, got), want) in got.iter().zip(&entry.outputs) {
+            assert_eq!(name, &want.name, "{}", entry.name);
+            let want = read(&want.file);
+            let what = format!("{} output {name}", entry.name);
+            if matches!(
+                want.dtype,
+                DType::F32 | DType::F64 | DType::F16 | DType::BF16
+            ) {
+                assert_close(got, &want, 1e-3, 1e-5, &what);
+                let (g, w) = (
+                    wgpu_ops::reference::cast_host(got, DType::F64).unwrap(),
+                    wgpu_ops::reference::cast_host(&want, DType::F64).unwrap(),
+                );
+                for (g, w) in g
+                    .to_vec::<f64>()
+                    .unwrap()
+                    .iter()
+                    .zip(w.to_vec::<f64>().unwrap())
+                {
+                    let excess = (g - w).abs() / (1e-5 + 1e-3 * w.abs());
+                    if excess > worst.0 {
+                        worst = (excess, what.clone());
+                    }
+                }
+            } else {
+                assert_eq!(got, &want, "{what}");
+            }
+        }
+    }
+    eprintln!(
+        "largest error as a share of the tolerance: {:.3} ({})",
+        worst.0, worst.1
+    );
+}
+
+#[test]
+fn the_fixtures_cover_both_exporters_and_computed_shapes() {
+    // The manifest is what the test above runs: a regenerated one that lost its dynamic axes,
+    // an exporter or a family of ops would weaken it silently.
+    let manifest = manifest();
+    let count = |f: &dyn Fn(&Entry) -> bool| manifest.iter().filter(|e| f(e)).count();
+    assert!(count(&|e| e.name.ends_with(".dynamo")) >= 10);
+    assert!(count(&|e| e.name.ends_with(".torchscript")) >= 8);
+    assert!(count(&|e| e.symbolic && e.ops.iter().any(|o| o == "Shape")) >= 8);
+    for op in [
+        "LSTM",
+        "GRU",
+        "RNN",
+        "LayerNormalization",
+        "Softmax",
+        "ConvTranspose",
+        "Resize",
+        "DepthToSpace",
+        "InstanceNormalization",
+        "TopK",
+        "ScatterElements",
+        "GatherElements",
+        "CumSum",
+        "HardSwish",
+        "Gelu",
+    ] {
+        assert!(
+            manifest.iter().any(|e| e.ops.iter().any(|o| o == op)),
+            "no fixture uses {op}"
+        );
+    }
+}

@@ -167,18 +167,22 @@ fn rows(
 // BEGIN BLOCKS
 // CPU adapters (lavapipe, SwiftShader): no workgroup memory, no barrier (a barrier is a
 // costly switch between invocations there). Each invocation sums a block of 8 rows x 4
-// columns over all of k, the columns ROWS_WORKGROUP apart so that the invocations of a
-// workgroup read adjacent elements of B together: per step of k, 8 loads of A and 4 of B
+// columns over all of k, the columns as far apart as the workgroup has invocations with
+// columns, so that they read adjacent elements of B together: per step of k, 8 loads of A and 4 of B
 // serve 32 products. (On lavapipe 8 x 4 beat 4 x 4 by ~20% and one row x 4 by 2.5x.)
 @compute @workgroup_size(ROWS_WORKGROUP)
 fn blocks(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
-    let w = ROWS_WORKGROUP;
-    let col = group.x * w * 4u + local;
+    // The workgroup's columns: 4 x ROWS_WORKGROUP, or as many as are left, spread over as
+    // few invocations as hold them (4 each), so that a narrow product (a late convolution's
+    // 49 positions) keeps no invocation busy with copies of the last column.
+    let first = group.x * ROWS_WORKGROUP * 4u;
+    let w = min(ROWS_WORKGROUP, (params.n - first + 3u) / 4u);
+    let col = first + local;
     let row = group.y * 8u;
-    if col >= params.n {
+    if local >= w || col >= params.n {
         return;
     }
     let b = bases(params.batch_base + group.z);

@@ -581,9 +581,26 @@ fn matmul_beyond_the_binding_limit_runs_in_windows() {
             }
         }
     }
-    // One output row needs all of B (40 x 40 x 4 bytes): more than a window can hold.
-    let a = values_for(DType::F32, &[2, 40], 1, false);
-    let b = values_for(DType::F32, &[40, 40], 2, false);
+    // One output row needs all of B (40 x 40 x 4 bytes), more than a window can hold: the
+    // product is summed over slices of B's rows (and A's columns).
+    for (sa, sb) in [(&[2, 40][..], &[40, 40][..]), (&[3, 2, 40], &[3, 40, 9])] {
+        let a = values_for(DType::F32, sa, 1, false);
+        let b = values_for(DType::F32, sb, 2, false);
+        let (ta, tb) = (
+            wgpu_ops::Tensor::from_host(&small, &a).unwrap(),
+            wgpu_ops::Tensor::from_host(&small, &b).unwrap(),
+        );
+        let y = small.run(|rec| rec.matmul(&ta, &tb)).unwrap();
+        let what = format!("{sa:?} x {sb:?} in slices of B");
+        close(
+            &y.to_host_blocking().unwrap(),
+            &cpu("MatMul", vec![a, b]),
+            &what,
+        );
+    }
+    // One row of B (200 x 4 bytes) is more than a window holds: no slice fits.
+    let a = values_for(DType::F32, &[2, 3], 1, false);
+    let b = values_for(DType::F32, &[3, 200], 2, false);
     let (ta, tb) = (
         wgpu_ops::Tensor::from_host(&small, &a).unwrap(),
         wgpu_ops::Tensor::from_host(&small, &b).unwrap(),
@@ -687,9 +704,11 @@ dtype_tests!(concat_of_runs_that_are_not_whole_words, |dtype: DType| {
 fn matmul_kernels_at_every_workgroup_size() {
     // Each of the three MatMul kernels (tiles, few rows, CPU blocks; see `MatMulKernel`) at
     // workgroup sizes 1 to 256, on rows of 1, 3 and 37, k not a multiple of 4 or 16, n not a
-    // multiple of 4 (blocks end short), broadcast batches. i32 values, so sums are exact.
-    let cases: [(&[usize], &[usize]); 4] = [
+    // multiple of 4 (blocks end short, and a workgroup's last columns spread over fewer
+    // invocations), broadcast batches. i32 values, so sums are exact.
+    let cases: [(&[usize], &[usize]); 5] = [
         (&[3, 70], &[70, 130]),
+        (&[9, 20], &[20, 300]),
         (&[37, 70], &[70, 130]),
         (&[1, 70], &[70, 131]),
         (&[2, 1, 3, 21], &[4, 21, 7]),

@@ -20,7 +20,8 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_sweep import (  # noqa: E402
-    Conv1dStack, GptBlock, Indexing, Recurrent, SdpaBlock, UpDown, export, image, tokens,
+    Branch, Conv1dStack, DataDependent, GptBlock, HalfBlock, Indexing, Recurrent, ScanCell,
+    SdpaBlock, UpDown, WhileLoop, export, image, tokens,
 )
 
 out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
@@ -39,6 +40,8 @@ def tiny_mobilenet():
     return tvm.mobilenet_v3_small(weights=None, width_mult=0.25, num_classes=10)
 
 
+# The inputs below are drawn here, so seeded: the files stay the same from run to run.
+torch.manual_seed(1234)
 BS = [{0: "batch", 1: "seq"}]
 # name, model, export inputs, dynamic axes (None: static), run inputs, exporters
 CASES = [
@@ -67,6 +70,15 @@ CASES = [
     ("mobilenet_v3_small", tiny_mobilenet, image(h=64, w=64), [{0: "batch", 2: "h", 3: "w"}],
      image(n=2, h=48, w=80), ["torchscript"]),
     ("vit", tiny_vit, image(h=32, w=32), None, image(n=1, h=32, w=32), ["dynamo"]),
+    ("scan_cell", ScanCell, (torch.randn(10, 3, 8),), [{0: "time", 1: "batch"}],
+     (torch.randn(37, 5, 8),), ["dynamo"]),
+    ("cond", Branch, (torch.randn(4, 5),), None, None, ["dynamo"]),
+    ("cond_else", Branch, (torch.randn(4, 5),), None, (-torch.rand(4, 5),), ["dynamo"]),
+    ("while_loop", WhileLoop, (torch.randn(4, 5),), None, None, ["dynamo"]),
+    ("data_dependent", DataDependent, (torch.randn(6, 5),), None, None,
+     ["dynamo", "torchscript"]),
+    ("half_block", lambda: HalfBlock().half(), (torch.randn(3, 16).half(),), None, None,
+     ["dynamo", "torchscript"]),
 ]
 
 manifest = []

@@ -151,6 +151,63 @@ class Conv1dStack(nn.Module):
         return self.c(y).mean(-1)
 
 
+class ScanCell(nn.Module):
+    """A recurrence through torch's `scan` higher-order op, which the dynamo exporter writes
+    as an ONNX Scan: a tanh cell over the time axis, with each step's state doubled as the
+    scan output."""
+
+    def __init__(self, inputs=8, hidden=16):
+        super().__init__()
+        self.w = nn.Linear(inputs, hidden)
+        self.u = nn.Linear(hidden, hidden, bias=False)
+        self.hidden = hidden
+
+    def forward(self, x):
+        from torch._higher_order_ops.scan import scan
+
+        def step(h, xt):
+            h = torch.tanh(self.w(xt) + self.u(h))
+            return h, h * 2
+
+        return scan(step, torch.zeros(x.shape[1], self.hidden), x)
+
+
+class Branch(nn.Module):
+    """`torch.cond` (an ONNX If) on a value computed from the input."""
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: x * 2, lambda x: x.exp() - 1, (x,))
+
+
+class WhileLoop(nn.Module):
+    """`while_loop` (an ONNX Loop) carrying a counter and a tensor."""
+
+    def forward(self, x):
+        from torch._higher_order_ops.while_loop import while_loop
+
+        return while_loop(lambda i, x: i < 5, lambda i, x: (i + 1, x * 1.5 + 1),
+                          (torch.tensor(0), x))[1]
+
+
+class DataDependent(nn.Module):
+    """Outputs whose shapes depend on the values: NonZero, a boolean mask's GatherND, Unique."""
+
+    def forward(self, x):
+        return torch.nonzero(x > 0), x[x > 0.5], torch.unique(torch.round(x))
+
+
+class HalfBlock(nn.Module):
+    """Linear, LayerNorm and GELU, meant to be converted to f16 (`.half()`)."""
+
+    def __init__(self, d=16):
+        super().__init__()
+        self.linear = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        return F.gelu(self.norm(self.linear(x)))
+
+
 def torchvision_models():
     import torchvision.models as tvm
     import torchvision.models.segmentation as seg
@@ -194,6 +251,11 @@ def module_cases():
         ("up_down", UpDown, image(h=32, w=32)),
         ("indexing", Indexing, (torch.randn(4, 10), torch.randint(0, 10, (4, 3)))),
         ("conv1d_stack", Conv1dStack, (torch.randn(2, 4, 100),)),
+        ("scan_cell", ScanCell, (torch.randn(10, 3, 8),)),
+        ("cond", Branch, (torch.randn(4, 5),)),
+        ("while_loop", WhileLoop, (torch.randn(4, 5),)),
+        ("data_dependent", DataDependent, (torch.randn(6, 5),)),
+        ("half_block", lambda: HalfBlock().half(), (torch.randn(3, 16).half(),)),
     ]
 
 
@@ -216,6 +278,8 @@ def dynamic_cases():
          image(n=2, h=24, w=40)),
         ("conv1d_stack_dyn", Conv1dStack, (torch.randn(2, 4, 100),),
          [{0: "batch", 2: "time"}], (torch.randn(3, 4, 77),)),
+        ("scan_cell_dyn", ScanCell, (torch.randn(10, 3, 8),), [{0: "time", 1: "batch"}],
+         (torch.randn(37, 5, 8),)),
         ("resnet18_dyn", lambda: __import__("torchvision").models.resnet18(weights=None),
          image(), [{0: "batch", 2: "h", 3: "w"}], image(n=2, h=160, w=128)),
     ]

@@ -941,6 +941,30 @@ fn gemm_is_one_dispatch() {
     assert_eq!(check_fused(&g, &inputs, true), (1, 1));
 }
 
+// A Gemm of a graph input by constant weights (PyTorch's nn.Linear on 2-D inputs: transB 1
+// and a bias C) runs as a MatMul by the weights transposed once on the host, so it heads the
+// chain after it: Gemm and Relu in one dispatch, where a Gemm whose alpha is 2 stays a Gemm
+// (its own dispatch, then Relu's). Bit for bit against the reference (small integers).
+#[test]
+fn gemms_by_constant_weights_head_the_chains_after_them() {
+    let d = DType::F32;
+    let inputs = named(vec![("x", small_ints(1, d, &[5, 4]))]);
+    let gemm = |alpha: f64| {
+        declare(Graph::new(), &inputs)
+            .constant("w", small_ints(2, d, &[3, 4]))
+            .constant("b", small_ints(3, d, &[3]))
+            .node(
+                node("Gemm", &["x", "w", "b"], "g")
+                    .attr("transB", Attr::Int(1))
+                    .attr("alpha", Attr::Float(alpha)),
+            )
+            .node(node("Relu", &["g"], "r"))
+            .output("r")
+    };
+    assert_eq!(check_fused(&gemm(1.0), &inputs, true), (1, 2));
+    assert_eq!(check_fused(&gemm(2.0), &inputs, true), (2, 2));
+}
+
 // A reduction of a chain computes the chain as it reads it (its prologue): no tensor of the
 // chain's values and no dispatch for it, on every dtype, broadcast operands included, for
 // rows folded by one thread (6 elements), by a workgroup (100) and in two passes (3000

@@ -149,3 +149,28 @@ fn the_fixtures_cover_both_exporters_and_computed_shapes() {
         );
     }
 }
+
+#[test]
+fn torch_scan_cells_run_two_dispatches_per_step() {
+    // torch.scan of a tanh cell over nn.Linear layers: the exporter writes each Linear as a
+    // Gemm with transB = 1. As MatMuls by the weights transposed once, the input's projection
+    // moves out of the loop (one product over all steps) and the state's product heads the
+    // Add and Tanh: 2 dispatches per step (the scan output's Mul is the other), where the
+    // Gemms gave 4.
+    let ctx = own_ctx();
+    let model = Model::load(dir().join("scan_cell.dynamo.onnx")).unwrap();
+    let session = model.session(&ctx).unwrap();
+    let steps = 300;
+    let values: Vec<f32> = (0..steps * 32)
+        .map(|i| (i % 17) as f32 * 0.1 - 0.8)
+        .collect();
+    let x = HostTensor::from_vec(vec![steps, 4, 8], &values).unwrap();
+    session
+        .run_blocking(vec![("input_0".into(), x.clone())])
+        .unwrap();
+    let before = ctx.stats().dispatches;
+    let got = session.run_blocking(vec![("input_0".into(), x)]).unwrap();
+    let per_step = (ctx.stats().dispatches - before) as f64 / steps as f64;
+    assert!(per_step <= 2.05, "{per_step} dispatches per step");
+    assert_eq!(got[1].1.shape, [steps, 4, 16]);
+}

@@ -1093,6 +1093,12 @@ impl std::fmt::Debug for Session {
 impl Session {
     pub fn new(ctx: &Context, graph: Graph) -> Result<Session> {
         graph.check_outputs_distinct()?;
+        // Gemms that are MatMuls in all but name run as MatMuls, which head fused programs
+        // and move out of Scan loops (both of which fusing turns on).
+        let graph = match ctx.fuse_elementwise() {
+            true => super::lower::gemms_as_matmuls(graph),
+            false => graph,
+        };
         let order = graph.schedule(&HashSet::new())?;
         Ok(Session {
             ctx: ctx.clone(),

@@ -11,6 +11,7 @@ pub(crate) mod exec;
 pub(crate) mod fuse;
 pub(crate) mod hoist;
 pub mod json;
+pub(crate) mod lower;
 pub(crate) mod random;
 pub(crate) mod recurrence;
 pub(crate) mod registry;

@@ -1,0 +1,204 @@
+//! Gemm nodes rewritten as MatMul (and Add) where that is the same computation, before a graph
+//! runs: a MatMul can head a fused element-wise program and a Scan body's MatMul of a scan
+//! input by a constant moves out of the loop (see `fuse.rs` and `hoist.rs`), where a Gemm does
+//! neither. PyTorch writes `nn.Linear` on 2-D inputs as Gemm with `transB = 1`, so a tanh cell
+//! under `torch.scan` ran 4 dispatches per step as Gemms and runs 2 as MatMuls.
+//!
+//! Only Gemms whose rewrite cannot change a result or an error are taken: `alpha` and `beta` 1
+//! (absent or 1.0: `x * 1` is `x`, so the sums are the same bits), `transA` 0, A an input of
+//! the graph declared with rank 2 (a Gemm refuses other ranks, a MatMul would not), B a
+//! constant of rank 2 of A's dtype (with `transB` it is transposed here, once, into a new
+//! constant), and C absent or a constant of that dtype of shape `[]`, `[1]`, `[N]`, `[1, 1]` or
+//! `[1, N]` (a broadcast Add then gives what Gemm's unidirectional broadcast gives).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{Attr, Graph, Node};
+use crate::HostTensor;
+
+/// The names a graph defines: its constants (`Some`), and its inputs and node outputs
+/// (`None`: not constants, and they hide an enclosing graph's constant of the same name).
+type Scope = HashMap<String, Option<Arc<HostTensor>>>;
+
+fn scope_of(graph: &Graph) -> Scope {
+    let mut scope: Scope = graph
+        .constants
+        .iter()
+        .map(|(n, t)| (n.clone(), Some(t.clone())))
+        .collect();
+    let defined = graph
+        .inputs
+        .iter()
+        .map(|i| &i.name)
+        .chain(graph.nodes.iter().flat_map(|nd| &nd.outputs));
+    for name in defined {
+        scope.insert(name.clone(), None);
+    }
+    scope
+}
+
+/// `graph` with its Gemms (and those of its subgraphs) rewritten where allowed (see the
+/// module's text).
+pub(crate) fn gemms_as_matmuls(mut graph: Graph) -> Graph {
+    lower(&mut graph, &[]);
+    graph
+}
+
+/// Rewrites the Gemms of `graph`; `outer` holds the names of the enclosing graphs, innermost
+/// first.
+fn lower(graph: &mut Graph, outer: &[&Scope]) {
+    let own = scope_of(graph);
+    let mut scopes: Vec<&Scope> = vec![&own];
+    scopes.extend_from_slice(outer);
+    for node in &mut graph.nodes {
+        for attr in node.attrs.values_mut() {
+            if let Attr::Graph(body) = attr {
+                lower(body, &scopes);
+            }
+        }
+    }
+    let find = |name: &str| -> Option<Arc<HostTensor>> {
+        scopes
+            .iter()
+            .find_map(|s| s.get(name))
+            .and_then(|c| c.clone())
+    };
+    let mut taken: std::collections::HashSet<String> = own.keys().cloned().collect();
+    let mut fresh = |base: String| {
+        let mut name = base.clone();
+        let mut k = 1;
+        while taken.contains(&name) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        taken.insert(name.clone());
+        name
+    };
+    // B's transposed copies, by B's name (Gemms sharing a weight share its copy).
+    let mut transposed: HashMap<String, String> = HashMap::new();
+    let mut nodes = Vec::with_capacity(graph.nodes.len());
+    for node in std::mem::take(&mut graph.nodes) {
+        let Some(plan) = plan(graph, &node, &find) else {
+            nodes.push(node);
+            continue;
+        };
+        let b = if plan.trans_b {
+            match transposed.get(&node.inputs[1]) {
+                Some(name) => name.clone(),
+                None => {
+                    let name = fresh(format!("{}__transposed", node.inputs[1]));
+                    graph
+                        .constants
+                        .push((name.clone(), Arc::new(transpose(&plan.b))));
+                    transposed.insert(node.inputs[1].clone(), name.clone());
+                    name
+                }
+            }
+        } else {
+            node.inputs[1].clone()
+        };
+        let y = node.outputs[0].clone();
+        match node.inputs.get(2).filter(|c| !c.is_empty()) {
+            None => nodes.push(
+                Node::new("MatMul", node.name.clone())
+                    .inputs([node.inputs[0].clone(), b])
+                    .outputs([y]),
+            ),
+            Some(c) => {
+                let product = fresh(format!("{y}__product"));
+                nodes.push(
+                    Node::new("MatMul", node.name.clone())
+                        .inputs([node.inputs[0].clone(), b])
+                        .outputs([product.clone()]),
+                );
+                nodes.push(
+                    Node::new("Add", format!("{} (its C)", node.name))
+                        .inputs([product, c.clone()])
+                        .outputs([y]),
+                );
+            }
+        }
+    }
+    graph.nodes = nodes;
+}
+
+/// What a Gemm that may be rewritten needs: its B and whether it is transposed.
+struct Plan {
+    b: Arc<HostTensor>,
+    trans_b: bool,
+}
+
+fn plan(
+    graph: &Graph,
+    node: &Node,
+    find: &dyn Fn(&str) -> Option<Arc<HostTensor>>,
+) -> Option<Plan> {
+    if node.op != "Gemm" || !(2..=3).contains(&node.inputs.len()) || node.outputs.len() != 1 {
+        return None;
+    }
+    let int = |name: &str| match node.attrs.get(name) {
+        None => Some(0),
+        Some(Attr::Int(v)) => Some(*v),
+        Some(_) => None,
+    };
+    let one = |name: &str| match node.attrs.get(name) {
+        None => true,
+        Some(Attr::Float(v)) => *v == 1.0,
+        Some(_) => false,
+    };
+    let known = ["alpha", "beta", "transA", "transB"];
+    if node.attrs.keys().any(|k| !known.contains(&k.as_str()))
+        || !one("alpha")
+        || !one("beta")
+        || int("transA")? != 0
+    {
+        return None;
+    }
+    let trans_b = match int("transB")? {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    let a = graph.inputs.iter().find(|i| i.name == node.inputs[0])?;
+    let a_dtype = a.dtype?;
+    if a.shape.as_ref()?.len() != 2 || node.inputs[1].is_empty() {
+        return None;
+    }
+    let b = find(&node.inputs[1])?;
+    if b.shape.len() != 2 || b.dtype != a_dtype {
+        return None;
+    }
+    let n = b.shape[usize::from(!trans_b)];
+    if let Some(c) = node.inputs.get(2).filter(|c| !c.is_empty()) {
+        let c = find(c)?;
+        let fits = match c.shape.as_slice() {
+            [] => true,
+            [len] | [1, len] => *len == 1 || *len == n,
+            _ => false,
+        };
+        if !fits || c.dtype != a_dtype {
+            return None;
+        }
+    }
+    Some(Plan { b, trans_b })
+}
+
+/// A 2-D host tensor with its axes swapped.
+fn transpose(t: &HostTensor) -> HostTensor {
+    let (rows, cols) = (t.shape[0], t.shape[1]);
+    let e = t.dtype.size();
+    let mut data = vec![0u8; t.data.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            let from = (r * cols + c) * e;
+            let to = (c * rows + r) * e;
+            data[to..to + e].copy_from_slice(&t.data[from..from + e]);
+        }
+    }
+    HostTensor {
+        dtype: t.dtype,
+        shape: vec![cols, rows],
+        data,
+    }
+}

@@ -20,8 +20,9 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_sweep import (  # noqa: E402
-    Branch, Conv1dStack, DataDependent, GptBlock, HalfBlock, Indexing, Recurrent, ScanCell,
-    SdpaBlock, UpDown, WhileLoop, export, image, tokens,
+    Branch, Conv1dStack, DataDependent, GatedDeltaRule, GptBlock, HalfBlock, Indexing,
+    Recurrent, ScanCell, SdpaBlock, UpDown, WhileLoop, export, gated_delta_inputs, image,
+    tokens,
 )
 
 out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
@@ -79,6 +80,10 @@ CASES = [
      ["dynamo", "torchscript"]),
     ("half_block", lambda: HalfBlock().half(), (torch.randn(3, 16).half(),), None, None,
      ["dynamo", "torchscript"]),
+    ("gated_delta_matmul", GatedDeltaRule, gated_delta_inputs(12, 2, 3, 8, 8), None, None,
+     ["dynamo"]),
+    ("gated_delta_sums", lambda: GatedDeltaRule(matmul=False),
+     gated_delta_inputs(12, 2, 3, 8, 8), None, None, ["dynamo"]),
 ]
 
 manifest = []

@@ -173,6 +173,46 @@ class ScanCell(nn.Module):
         return scan(step, torch.zeros(x.shape[1], self.hidden), x)
 
 
+class GatedDeltaRule(nn.Module):
+    """The gated delta rule of linear attention as a torch `scan` over time-major [T, B, H, d]
+    inputs: per-head log decay `g` and write strength `beta` ([T, B, H]), the state [B, H,
+    dk, dv]. `matmul`: the state read and written with matrix products (as linear-attention
+    libraries' naive references write it), else with broadcast products and sums."""
+
+    def __init__(self, matmul=True):
+        super().__init__()
+        self.matmul = matmul
+
+    def forward(self, q, k, v, g, beta, s0):
+        from torch._higher_order_ops.scan import scan
+
+        def step(S, xs):
+            q_t, k_t, v_t, g_t, b_t = xs
+            S = S * g_t.exp()[..., None, None]
+            if self.matmul:
+                kv = (k_t.unsqueeze(-2) @ S).squeeze(-2)
+            else:
+                kv = (S * k_t[..., None]).sum(-2)
+            delta = (v_t - kv) * b_t[..., None]
+            if self.matmul:
+                S = S + k_t.unsqueeze(-1) @ delta.unsqueeze(-2)
+                o = (q_t.unsqueeze(-2) @ S).squeeze(-2)
+            else:
+                S = S + k_t[..., None] * delta[..., None, :]
+                o = (S * q_t[..., None]).sum(-2)
+            return S, o
+
+        S, o = scan(step, s0, (q, k, v, g, beta))
+        return o, S
+
+
+def gated_delta_inputs(t, b, h, dk, dv):
+    return (torch.randn(t, b, h, dk) / dk ** 0.5,
+            F.normalize(torch.randn(t, b, h, dk), dim=-1),
+            torch.randn(t, b, h, dv), -torch.rand(t, b, h) * 0.1, torch.rand(t, b, h),
+            torch.randn(b, h, dk, dv) * 0.1)
+
+
 class Branch(nn.Module):
     """`torch.cond` (an ONNX If) on a value computed from the input."""
 
@@ -257,6 +297,9 @@ def module_cases():
         ("while_loop", WhileLoop, (torch.randn(4, 5),)),
         ("data_dependent", DataDependent, (torch.randn(6, 5),)),
         ("half_block", lambda: HalfBlock().half(), (torch.randn(3, 16).half(),)),
+        ("gated_delta_matmul", GatedDeltaRule, gated_delta_inputs(64, 1, 4, 32, 32)),
+        ("gated_delta_sums", lambda: GatedDeltaRule(matmul=False),
+         gated_delta_inputs(64, 1, 4, 32, 32)),
     ]
 
 
@@ -304,8 +347,19 @@ def export(model, args, path, dynamo, dynamic=None):
         else:
             kwargs["dynamic_axes"] = dict(zip(names, dynamic))
     torch.onnx.export(model, args, path, **kwargs)
-    # One file, so the command and onnxruntime read the same bytes.
+    # One file, so the command and onnxruntime read the same bytes; without the exporter's
+    # notes of where in the Python source each node came from (they change with the source).
     proto = onnx.load(path)
+
+    def strip(graph):
+        for node in graph.node:
+            del node.metadata_props[:]
+            node.doc_string = ""
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    strip(attr.g)
+    strip(proto.graph)
+    del proto.metadata_props[:]
     onnx.save(proto, path, save_as_external_data=False)
     if os.path.exists(data):
         os.remove(data)

@@ -1,4 +1,4 @@
-//! 27 models exported from PyTorch by its two ONNX exporters (the dynamo one, PyTorch's
+//! 29 models exported from PyTorch by its two ONNX exporters (the dynamo one, PyTorch's
 //! default, and the TorchScript one): a GPT-style decoder block with written-out causal
 //! attention, attention through `scaled_dot_product_attention` with RMSNorm, nn's
 //! Transformer encoder and decoder layers, two-layer bidirectional LSTM, GRU and RNN (the
@@ -8,7 +8,8 @@
 //! weights; and torch's control flow as the dynamo exporter writes it: `scan` as an ONNX Scan
 //! (run on 37 steps where it was exported with 10), `torch.cond` as an If (both branches
 //! taken), `while_loop` as a Loop; outputs whose shapes depend on values (NonZero, a boolean
-//! mask's GatherND, Unique), and an f16 model. Fourteen were exported with dynamic axes and
+//! mask's GatherND, Unique), an f16 model, and the gated delta rule of linear attention under
+//! `scan`, written with matrix products (run as LinearAttention's kernel) and with sums. Fourteen were exported with dynamic axes and
 //! run on other sizes than the export's, so their graphs compute shapes. The files, inputs
 //! and onnxruntime 1.32's outputs are in `tests/data/torch` (written by
 //! `scripts/torch_fixtures.py`, torch 2.15; the test needs no torch). Floats compare with rtol
@@ -173,4 +174,33 @@ fn torch_scan_cells_run_two_dispatches_per_step() {
     let per_step = (ctx.stats().dispatches - before) as f64 / steps as f64;
     assert!(per_step <= 2.05, "{per_step} dispatches per step");
     assert_eq!(got[1].1.shape, [steps, 4, 16]);
+}
+
+#[test]
+fn torch_gated_delta_rules_with_matrix_products_run_as_the_recurrence_kernel() {
+    // The gated delta rule under torch.scan, written with matrix products (the key's row times
+    // the state, per-head decay and beta unsqueezed in the body, no scale), is recognized as
+    // LinearAttention's recurrence: its kernel runs the steps. Written with broadcast
+    // products and sums it iterates. Both match onnxruntime in the test above.
+    for (name, recognized) in [
+        ("gated_delta_matmul.dynamo", 1),
+        ("gated_delta_sums.dynamo", 0),
+    ] {
+        let ctx = own_ctx();
+        let entry = manifest().into_iter().find(|e| e.name == name).unwrap();
+        let session = Model::load(dir().join(format!("{name}.onnx")))
+            .unwrap()
+            .session(&ctx)
+            .unwrap();
+        let inputs = entry
+            .inputs
+            .iter()
+            .map(|i| (i.name.clone(), read(&i.file)))
+            .collect();
+        let got = session.run_blocking(inputs).unwrap();
+        assert_eq!(ctx.stats().scans_as_recurrences, recognized, "{name}");
+        for ((_, got), want) in got.iter().zip(&entry.outputs) {
+            assert_close(got, &read(&want.file), 1e-3, 1e-5, name);
+        }
+    }
 }

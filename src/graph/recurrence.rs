@@ -5,6 +5,10 @@
 //! the steps in a few dispatches (one per stretch of steps), each state column held by the
 //! invocations that update it.
 //!
+//! The same recurrence as PyTorch's dynamo exporter writes a `torch.scan` of it with matrix
+//! products is recognized too (the key's row times the state instead of the transposed state
+//! times its column, per-head decay and beta unsqueezed in the body, no scale).
+//!
 //! The body is recognized by its data flow, not by names: every node of the body must be part
 //! of the pattern, each input and attribute that changes the arithmetic (axes, the transpose's
 //! permutation, the operand order of `Sub`, the scale) is checked, and the shapes of the actual
@@ -33,6 +37,10 @@ struct LinearAttentionBody {
     value: usize,
     decay: Option<usize>,
     beta: Option<usize>,
+    /// Decay and beta given one per head as [T, B, H] and unsqueezed by the body (PyTorch's
+    /// `g.exp()[..., None, None]` and `beta[..., None]`), rather than as [T, B, H, 1].
+    decay_unsqueezed: bool,
+    beta_unsqueezed: bool,
     scale: f32,
     /// The output's dtype: the body's last cast (to the query's dtype), f32 without one.
     output: OutputCast,
@@ -57,6 +65,8 @@ struct Body<'a> {
     matched: Vec<bool>,
     /// Body inputs the pattern reads without a Cast to f32 (which must then be f32).
     uncast: Vec<bool>,
+    decay_unsqueezed: bool,
+    beta_unsqueezed: bool,
 }
 
 /// Whether `axes` is the one axis `want` of a tensor of rank `rank` (negative axes count from
@@ -79,6 +89,8 @@ impl<'a> Body<'a> {
             producer,
             matched: vec![false; graph.nodes.len()],
             uncast: vec![false; graph.inputs.len()],
+            decay_unsqueezed: false,
+            beta_unsqueezed: false,
         }
     }
 
@@ -195,7 +207,23 @@ impl<'a> Body<'a> {
             if s != state {
                 return None;
             }
-            let exp = b.reshaped(gate, "Unsqueeze", 4, 3)?;
+            // Per key, [B, H, dk] unsqueezed at the end; or per head, [B, H] unsqueezed
+            // twice (PyTorch's `g.exp()[..., None, None]`).
+            let exp = match b.reshaped(gate, "Unsqueeze", 4, 3) {
+                Some(exp) => exp,
+                None => {
+                    let node = b.node(gate, "Unsqueeze")?;
+                    let mut axes = b.axes(node)?;
+                    axes.iter_mut()
+                        .for_each(|a| *a = if *a < 0 { *a + 4 } else { *a });
+                    axes.sort_unstable();
+                    if axes != [2, 3] {
+                        return None;
+                    }
+                    b.decay_unsqueezed = true;
+                    node.inputs[0].as_str()
+                }
+            };
             let decay = b.node(exp, "Exp")?.inputs[0].as_str();
             b.input(decay).map(Some)
         })
@@ -221,15 +249,41 @@ impl<'a> Body<'a> {
         }
         let mul = self.node(value, "Mul")?;
         self.either(mul, |b, beta, diff| {
-            let beta = b.input(beta)?;
+            // Beta as the input, or (PyTorch's `beta[..., None]`) [B, H] unsqueezed.
+            let beta = match b.op_of(beta) {
+                Some("Unsqueeze") => {
+                    let beta = b.reshaped(beta, "Unsqueeze", 3, 2)?;
+                    b.beta_unsqueezed = true;
+                    b.input(beta)?
+                }
+                _ => b.input(beta)?,
+            };
             let sub = b.node(diff, "Sub")?;
             let v = b.input(&sub.inputs[0])?;
-            let retrieved = b.reshaped(&sub.inputs[1], "Squeeze", 4, 3)?;
-            let product = b.node(retrieved, "MatMul")?;
-            let transpose = b.node(&product.inputs[0], "Transpose")?;
-            let perm =
-                matches!(transpose.attrs.get("perm"), Some(Attr::Ints(p)) if p == &[0, 1, 3, 2]);
-            if !perm || transpose.inputs[0] != decayed || b.key_column(&product.inputs[1])? != key {
+            // What the decayed state holds for the key: Transpose(decayed) x the key's column
+            // (the expansion), or the key's row x decayed (PyTorch's `k[..., None, :] @ S`).
+            if b.op_of(&sub.inputs[1]) != Some("Squeeze") {
+                return None;
+            }
+            let squeeze = b.node(&sub.inputs[1], "Squeeze")?;
+            let axes = b.axes(squeeze)?;
+            let product = b.node(&squeeze.inputs[0], "MatMul")?;
+            if one_axis(&axes, 4, 3) {
+                let transpose = b.node(&product.inputs[0], "Transpose")?;
+                let perm = matches!(transpose.attrs.get("perm"),
+                    Some(Attr::Ints(p)) if p == &[0, 1, 3, 2]);
+                if !perm
+                    || transpose.inputs[0] != decayed
+                    || b.key_column(&product.inputs[1])? != key
+                {
+                    return None;
+                }
+            } else if one_axis(&axes, 4, 2) {
+                let k = b.reshaped(&product.inputs[0], "Unsqueeze", 4, 2)?;
+                if product.inputs[1] != decayed || b.input(k)? != key {
+                    return None;
+                }
+            } else {
                 return None;
             }
             Some((v, Some(beta)))
@@ -283,20 +337,30 @@ impl<'a> Body<'a> {
             }
             _ => (output_t, OutputCast::None),
         };
-        let mul = self.node(scaled, "Mul")?;
-        let (scale, query, spread) = self.either(mul, |b, scale, read| {
-            let scale = b.host(scale)?;
-            if scale.dtype != DType::F32 || scale.numel() != 1 || scale.shape.len() > 3 {
-                return None;
-            }
-            let scale = scale.to_vec::<f32>().ok()?[0];
+        let read_out = |b: &mut Self, read: &'a str| {
             let product = b.reshaped(read, "Squeeze", 4, 2)?;
             let product = b.node(product, "MatMul")?;
             let q = b.reshaped(&product.inputs[0], "Unsqueeze", 4, 2)?;
             let query = b.input(q)?;
             let spread = b.read_state(&product.inputs[1], state_out)?;
-            Some((scale, query, spread))
-        })?;
+            Some((query, spread))
+        };
+        // Scaled by a constant (the expansion), or not at all (a scale of 1).
+        let (scale, query, spread) = if self.op_of(scaled) == Some("Mul") {
+            let mul = self.node(scaled, "Mul")?;
+            self.either(mul, |b, scale, read| {
+                let scale = b.host(scale)?;
+                if scale.dtype != DType::F32 || scale.numel() != 1 || scale.shape.len() > 3 {
+                    return None;
+                }
+                let scale = scale.to_vec::<f32>().ok()?[0];
+                let (query, spread) = read_out(b, read)?;
+                Some((scale, query, spread))
+            })?
+        } else {
+            let (query, spread) = read_out(self, scaled)?;
+            (1.0, query, spread)
+        };
 
         // state_out = decayed + Unsqueeze(k, -1) x Unsqueeze(written, -2).
         let add = self.node(state_out, "Add")?;
@@ -335,6 +399,8 @@ impl<'a> Body<'a> {
             value,
             decay,
             beta,
+            decay_unsqueezed: self.decay_unsqueezed && decay.is_some(),
+            beta_unsqueezed: self.beta_unsqueezed && beta.is_some(),
             scale,
             output,
             spread,
@@ -436,13 +502,30 @@ impl LinearAttentionBody {
                 }
             }
         }
+        // One per head, [T, B, H], where the body unsqueezes it.
+        let per_head = |i: usize, heads: &[usize]| {
+            dtype_ok(i)
+                && matches!(shape_of(i), [s, b, h] if *s == steps && *b == batch && heads.contains(h))
+        };
         let decay_per_key = match self.decay {
+            Some(d) if self.decay_unsqueezed => {
+                if !per_head(d, &[kv_heads]) {
+                    return None;
+                }
+                false
+            }
             Some(d) if fits(d, &[kv_heads], &[dk]) => true,
             Some(d) if fits(d, &[kv_heads], &[1]) => false,
             Some(_) => return None,
             None => false,
         };
         let beta_per_head = match self.beta {
+            Some(b) if self.beta_unsqueezed => {
+                if !per_head(b, &[kv_heads, 1]) {
+                    return None;
+                }
+                shape_of(b)[2] == kv_heads && kv_heads > 1
+            }
             Some(b) if fits(b, &[kv_heads, 1], &[1]) => shape_of(b)[2] == kv_heads && kv_heads > 1,
             Some(_) => return None,
             None => false,
@@ -527,10 +610,29 @@ pub(crate) fn linear_attention(
     if !la.fits(&ctx) {
         return Ok(None);
     }
+    // Decay and beta given as [T, B, H]: the kernel reads them as [T, B, H, 1].
+    let unsqueezed = |i: usize, yes: bool| -> Result<Tensor> {
+        let t = &inputs[i];
+        if yes {
+            let mut shape = t.shape().to_vec();
+            shape.push(1);
+            t.reshaped(&shape)
+        } else {
+            Ok(t.clone())
+        }
+    };
+    let decay = found
+        .decay
+        .map(|i| unsqueezed(i, found.decay_unsqueezed))
+        .transpose()?;
+    let beta = found
+        .beta
+        .map(|i| unsqueezed(i, found.beta_unsqueezed))
+        .transpose()?;
     let [q, k, v, gate, beta] = rec.linear_attention_operands(
         [found.query, found.key, found.value].map(|i| &inputs[i]),
-        found.decay.map(|i| &inputs[i]),
-        found.beta.map(|i| &inputs[i]),
+        decay.as_ref(),
+        beta.as_ref(),
     )?;
     let state = args.out(0).tensor(rec, DType::F32, inputs[0].shape())?;
     if !state.shares_buffer(&inputs[0]) {

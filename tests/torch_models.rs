@@ -9,7 +9,7 @@
 //! (run on 37 steps where it was exported with 10), `torch.cond` as an If (both branches
 //! taken), `while_loop` as a Loop; outputs whose shapes depend on values (NonZero, a boolean
 //! mask's GatherND, Unique), an f16 model, and the gated delta rule of linear attention under
-//! `scan`, written with matrix products (run as LinearAttention's kernel) and with sums. Fourteen were exported with dynamic axes and
+//! `scan`, written with matrix products and with sums (both run as LinearAttention's kernel). Fourteen were exported with dynamic axes and
 //! run on other sizes than the export's, so their graphs compute shapes. The files, inputs
 //! and onnxruntime 1.32's outputs are in `tests/data/torch` (written by
 //! `scripts/torch_fixtures.py`, torch 2.15; the test needs no torch). Floats compare with rtol
@@ -177,30 +177,61 @@ fn torch_scan_cells_run_two_dispatches_per_step() {
 }
 
 #[test]
-fn torch_gated_delta_rules_with_matrix_products_run_as_the_recurrence_kernel() {
+fn torch_gated_delta_rules_run_as_the_recurrence_kernel() {
     // The gated delta rule under torch.scan, written with matrix products (the key's row times
-    // the state, per-head decay and beta unsqueezed in the body, no scale), is recognized as
-    // LinearAttention's recurrence: its kernel runs the steps. Written with broadcast
-    // products and sums it iterates. Both match onnxruntime in the test above.
-    for (name, recognized) in [
-        ("gated_delta_matmul.dynamo", 1),
-        ("gated_delta_sums.dynamo", 0),
-    ] {
+    // the state, per-head decay and beta unsqueezed in the body, no scale) and with broadcast
+    // products and sums, is recognized as LinearAttention's recurrence: its kernel runs the
+    // steps, and both match onnxruntime.
+    for name in ["gated_delta_matmul.dynamo", "gated_delta_sums.dynamo"] {
         let ctx = own_ctx();
         let entry = manifest().into_iter().find(|e| e.name == name).unwrap();
         let session = Model::load(dir().join(format!("{name}.onnx")))
             .unwrap()
             .session(&ctx)
             .unwrap();
-        let inputs = entry
-            .inputs
-            .iter()
-            .map(|i| (i.name.clone(), read(&i.file)))
-            .collect();
-        let got = session.run_blocking(inputs).unwrap();
-        assert_eq!(ctx.stats().scans_as_recurrences, recognized, "{name}");
+        let got = session.run_blocking(inputs_of(&entry)).unwrap();
+        assert_eq!(ctx.stats().scans_as_recurrences, 1, "{name}");
         for ((_, got), want) in got.iter().zip(&entry.outputs) {
             assert_close(got, &read(&want.file), 1e-3, 1e-5, name);
         }
     }
+}
+
+#[test]
+fn a_torch_body_that_sums_over_another_axis_iterates() {
+    // The sums form with its two sums over the last axis instead of the key axis (the axes
+    // constant changed; the head sizes are equal, so the body still runs): not the recurrence.
+    // It iterates, and matches the CPU interpreter.
+    let name = "gated_delta_sums.dynamo";
+    let entry = manifest().into_iter().find(|e| e.name == name).unwrap();
+    let mut model = Model::load(dir().join(format!("{name}.onnx"))).unwrap();
+    let axes = model
+        .graph
+        .constants
+        .iter_mut()
+        .find(|(_, t)| t.dtype == DType::I64 && t.to_vec::<i64>().unwrap() == [-2])
+        .expect("the sums' axes");
+    axes.1 = std::sync::Arc::new(HostTensor::from_vec(vec![1], &[-1i64]).unwrap());
+    let graph = model.graph.clone();
+    let ctx = own_ctx();
+    let got = model
+        .session(&ctx)
+        .unwrap()
+        .run_blocking(inputs_of(&entry))
+        .unwrap();
+    assert_eq!(ctx.stats().scans_as_recurrences, 0);
+    let want =
+        wgpu_ops::reference::graph::run_graph(&graph, &inputs_of(&entry), &Default::default())
+            .unwrap();
+    for ((_, got), want) in got.iter().zip(&want) {
+        assert_close(got, want, 1e-4, 1e-5, "the changed body");
+    }
+}
+
+fn inputs_of(entry: &Entry) -> Vec<(String, HostTensor)> {
+    entry
+        .inputs
+        .iter()
+        .map(|i| (i.name.clone(), read(&i.file)))
+        .collect()
 }

@@ -5,9 +5,10 @@
 //! the steps in a few dispatches (one per stretch of steps), each state column held by the
 //! invocations that update it.
 //!
-//! The same recurrence as PyTorch's dynamo exporter writes a `torch.scan` of it with matrix
-//! products is recognized too (the key's row times the state instead of the transposed state
-//! times its column, per-head decay and beta unsqueezed in the body, no scale).
+//! The same recurrence as PyTorch's dynamo exporter writes a `torch.scan` of it is recognized
+//! too, written with matrix products (the key's row times the state instead of the transposed
+//! state times its column) or with broadcast products and sums over the key axis, per-head
+//! decay and beta unsqueezed in the body, no scale.
 //!
 //! The body is recognized by its data flow, not by names: every node of the body must be part
 //! of the pattern, each input and attribute that changes the arithmetic (axes, the transpose's
@@ -154,6 +155,23 @@ impl<'a> Body<'a> {
         one_axis(&axes, rank, axis).then_some(node.inputs[0].as_str())
     }
 
+    /// `value` as a ReduceSum over axis `axis` of its rank-`rank` data, the axis dropped
+    /// (`keepdims` 0): its data.
+    fn summed(&mut self, value: &str, rank: i64, axis: i64) -> Option<&'a str> {
+        let node = self.node(value, "ReduceSum")?;
+        let attrs_ok = node.attrs.iter().all(|(name, v)| {
+            matches!(
+                (name.as_str(), v),
+                ("keepdims", Attr::Int(0)) | ("noop_with_empty_axes", Attr::Int(0))
+            )
+        });
+        if !attrs_ok || !matches!(node.attrs.get("keepdims"), Some(Attr::Int(0))) {
+            return None;
+        }
+        let axes = self.ints(node.inputs.get(1)?)?;
+        one_axis(&axes, rank, axis).then_some(node.inputs[0].as_str())
+    }
+
     /// The body input `value` is, directly or through a Cast to f32: its index.
     fn input(&mut self, value: &str) -> Option<usize> {
         let name = match self.op_of(value) {
@@ -261,7 +279,17 @@ impl<'a> Body<'a> {
             let sub = b.node(diff, "Sub")?;
             let v = b.input(&sub.inputs[0])?;
             // What the decayed state holds for the key: Transpose(decayed) x the key's column
-            // (the expansion), or the key's row x decayed (PyTorch's `k[..., None, :] @ S`).
+            // (the expansion), the key's row x decayed (PyTorch's `k[..., None, :] @ S`), or
+            // the sum over the key axis of decayed times the key's column (`(S * k[...,
+            // None]).sum(-2)`).
+            if b.op_of(&sub.inputs[1]) == Some("ReduceSum") {
+                let product = b.summed(&sub.inputs[1], 4, 2)?;
+                let mul = b.node(product, "Mul")?;
+                let found = b.either(mul, |b, s, column| {
+                    (s == decayed && b.key_column(column)? == key).then_some(())
+                });
+                return found.map(|()| (v, Some(beta)));
+            }
             if b.op_of(&sub.inputs[1]) != Some("Squeeze") {
                 return None;
             }
@@ -338,6 +366,17 @@ impl<'a> Body<'a> {
             _ => (output_t, OutputCast::None),
         };
         let read_out = |b: &mut Self, read: &'a str| {
+            if b.op_of(read) == Some("ReduceSum") {
+                // (state' * q[..., None]).sum(-2).
+                let product = b.summed(read, 4, 2)?;
+                let mul = b.node(product, "Mul")?;
+                return b.either(mul, |b, state, column| {
+                    let q = b.reshaped(column, "Unsqueeze", 4, 3)?;
+                    let query = b.input(q)?;
+                    let spread = b.read_state(state, state_out)?;
+                    Some((query, spread))
+                });
+            }
             let product = b.reshaped(read, "Squeeze", 4, 2)?;
             let product = b.node(product, "MatMul")?;
             let q = b.reshaped(&product.inputs[0], "Unsqueeze", 4, 2)?;
@@ -366,9 +405,22 @@ impl<'a> Body<'a> {
         let add = self.node(state_out, "Add")?;
         let (decay, key, value, beta) = self.either(add, |b, decayed, outer| {
             let decay = b.decayed(decayed)?;
-            let outer = b.node(outer, "MatMul")?;
-            let key = b.key_column(&outer.inputs[0])?;
-            let row = b.reshaped(&outer.inputs[1], "Unsqueeze", 4, 2)?;
+            // The key's column times the written row: a MatMul, or a broadcast Mul.
+            let (key, row) = match b.op_of(outer)? {
+                "MatMul" => {
+                    let outer = b.node(outer, "MatMul")?;
+                    let key = b.key_column(&outer.inputs[0])?;
+                    (key, b.reshaped(&outer.inputs[1], "Unsqueeze", 4, 2)?)
+                }
+                "Mul" => {
+                    let outer = b.node(outer, "Mul")?;
+                    b.either(outer, |b, column, row| {
+                        let key = b.key_column(column)?;
+                        Some((key, b.reshaped(row, "Unsqueeze", 4, 2)?))
+                    })?
+                }
+                _ => return None,
+            };
             let (value, beta) = b.written(row, decayed, key)?;
             Some((decay, key, value, beta))
         })?;

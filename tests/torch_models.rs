@@ -57,13 +57,8 @@ fn run(entry: &Entry) -> Vec<(String, HostTensor)> {
     let session = model
         .session(ctx())
         .unwrap_or_else(|e| panic!("{}: {e}", entry.name));
-    let inputs = entry
-        .inputs
-        .iter()
-        .map(|i| (i.name.clone(), read(&i.file)))
-        .collect();
     session
-        .run_blocking(inputs)
+        .run_blocking(inputs_of(entry))
         .unwrap_or_else(|e| panic!("{}: {e}", entry.name))
 }
 

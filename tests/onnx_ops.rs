@@ -1506,3 +1506,96 @@ fn unique_of_gpu_values_is_read_back() {
         assert!(want[3].numel() < want[2].numel(), "{:?}", want[3]);
     }
 }
+
+/// Conv and ConvTranspose whose windows (im2col columns) would not fit the memory limit run in
+/// bands of images and of rows of the first output axis: under a 128 KiB limit each case here
+/// needs more than that for its windows alone, and was refused before bands. 1-, 2- and 3-D,
+/// groups, strides, bias, and f16 with an odd row length (bands of an even number of rows, so
+/// each band's copy into the output moves whole 32-bit words). Against the interpreter: f32
+/// within 1e-4 relative plus 1e-5 (as the random geometry test), f16 within 2^-8 relative plus
+/// 2^-8.
+#[test]
+fn convs_beyond_the_column_budget_run_in_bands() {
+    let limit = 128u64 << 10;
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_memory: Some(limit),
+        cpu_kernels: common::cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    type ConvCase<'a> = (&'a str, DType, Vec<usize>, Vec<usize>, Vec<(&'a str, Attr)>);
+    let cases: Vec<ConvCase> = vec![
+        (
+            "Conv",
+            DType::F32,
+            vec![3, 4, 20, 18],
+            vec![6, 2, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1])), ("group", Attr::Int(2))],
+        ),
+        (
+            "Conv",
+            DType::F16,
+            vec![1, 8, 80, 13],
+            vec![4, 8, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        (
+            "Conv",
+            DType::F32,
+            vec![2, 16, 500],
+            vec![8, 16, 5],
+            vec![("strides", ints(&[2])), ("dilations", ints(&[2]))],
+        ),
+        (
+            "ConvTranspose",
+            DType::F32,
+            vec![1, 8, 12, 12],
+            vec![8, 4, 3, 3],
+            vec![("strides", ints(&[2, 2]))],
+        ),
+        (
+            "Conv",
+            DType::F32,
+            vec![1, 2, 10, 10, 10],
+            vec![3, 2, 3, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1, 1, 1]))],
+        ),
+    ];
+    for (i, (op, dtype, xs, ws, attrs)) in cases.into_iter().enumerate() {
+        let what = format!("{op} {dtype} {xs:?} {ws:?}");
+        let m = if op == "Conv" { ws[0] } else { ws[1] };
+        let as_dtype = |t: HostTensor| reference::cast_host(&t, dtype).unwrap();
+        let inputs = vec![
+            ("x", as_dtype(f32s(&xs, 300 + i as u64))),
+            ("w", as_dtype(f32s(&ws, 400 + i as u64))),
+            ("b", as_dtype(f32s(&[m], 500 + i as u64))),
+        ];
+        let got = run(&ctx, op, &inputs, &attrs, 1, true)
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+            .remove(0);
+        let mut g = Graph::new();
+        for (n, v) in &inputs {
+            g = g.constant(*n, v.clone());
+        }
+        let mut node = Node::new(op, "n").inputs(["x", "w", "b"]).outputs(["y"]);
+        for (k, v) in &attrs {
+            node = node.attr(*k, v.clone());
+        }
+        let want = reference::graph::run_graph(&g.node(node).output("y"), &[], &Default::default())
+            .unwrap()
+            .remove(0);
+        // The windows alone (channels x kernel x output positions per image) exceed the limit.
+        let kernel: usize = ws[2..].iter().product();
+        let windows = xs[0] * xs[1] * kernel * want.shape[2..].iter().product::<usize>();
+        assert!(
+            (windows * dtype.size()) as u64 > limit,
+            "{what}: windows of {windows} elements fit the limit"
+        );
+        let (rtol, atol) = if dtype == DType::F16 {
+            (1.0 / 256.0, 1.0 / 256.0)
+        } else {
+            (1e-4, 1e-5)
+        };
+        common::assert_close(&got, &want, rtol, atol, &what);
+    }
+}

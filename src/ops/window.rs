@@ -6,8 +6,11 @@
 //!
 //! The window tensor holds every input element once per window that reads it (kernel size
 //! over stride squared times the input, for 2-D): memory traded for reusing the MatMul and
-//! reduction kernels. `window_plan` is plain data and shared with the CPU interpreter.
+//! reduction kernels. Conv bounds it: beyond [`conv_columns_budget`] its windows are gathered
+//! and multiplied in bands of images and output rows ([`ConvBands`]). `window_plan` is plain
+//! data and shared with the CPU interpreter.
 
+use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::kernels::pad::PadMode;
 use crate::ops::elementwise::{Arg, Program};
@@ -432,6 +435,144 @@ fn for_op(op: &'static str, what: &str, e: Error) -> Error {
     }
 }
 
+/// The most bytes a Conv's windows (im2col columns) take at once before they are gathered
+/// and multiplied in bands: 64 MiB (large enough to keep a GPU busy), at most one binding
+/// (a larger B would be multiplied in slices of its rows, each copied out) and an eighth of
+/// the context's memory limit.
+pub fn conv_columns_budget(ctx: &crate::Context) -> u64 {
+    (64u64 << 20)
+        .min(ctx.binding_limit())
+        .min(ctx.max_memory() / 8)
+}
+
+/// Bands of a Conv's output: `images` images at a time, and within each `rows` positions
+/// of the first output axis at a time (all of them when whole images fit the budget).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvBands {
+    pub n: usize,
+    pub images: usize,
+    pub h: usize,
+    pub rows: usize,
+}
+
+impl ConvBands {
+    /// Bands of at most `budget` bytes of windows (at least one output row each) for `n`
+    /// images of `image_bytes` of windows each, with `m` output channels, output positions
+    /// `output` and elements of `elem` bytes; `None` where all fit at once, or where
+    /// 2-byte elements would leave a band's runs in the output not whole 32-bit words (the
+    /// copies move words).
+    pub fn choose(
+        n: usize,
+        m: usize,
+        output: &[usize],
+        image_bytes: u64,
+        elem: usize,
+        budget: u64,
+    ) -> Option<ConvBands> {
+        let h = *output.first()?;
+        let rest: usize = output[1..].iter().product();
+        if image_bytes.checked_mul(n as u64)? <= budget || h == 0 || image_bytes == 0 {
+            return None;
+        }
+        let even = |v: usize| v.is_multiple_of(2);
+        if image_bytes <= budget {
+            let mut images = ((budget / image_bytes) as usize).clamp(1, n);
+            if elem == 2 && !even(m * h * rest) {
+                if images < 2 {
+                    return None;
+                }
+                images -= images % 2;
+            }
+            return Some(ConvBands {
+                n,
+                images,
+                h,
+                rows: h,
+            });
+        }
+        let row_bytes = image_bytes / h as u64;
+        let mut rows = ((budget / row_bytes.max(1)) as usize).clamp(1, h);
+        if elem == 2 {
+            if !even(h * rest) {
+                return None;
+            }
+            if !even(rest) {
+                rows = (rows - rows % 2).max(2);
+            }
+        }
+        Some(ConvBands {
+            n,
+            images: 1,
+            h,
+            rows,
+        })
+    }
+
+    /// Each band as (first image, images, first row, rows).
+    pub fn iter(self) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+        let starts = (0..self.n).step_by(self.images);
+        starts.flat_map(move |n0| {
+            let nb = self.images.min(self.n - n0);
+            (0..self.h)
+                .step_by(self.rows)
+                .map(move |r0| (n0, nb, r0, self.rows.min(self.h - r0)))
+        })
+    }
+}
+
+/// Conv's bias as a MatMul epilogue: the product plus the one operand.
+fn bias_program(rec: &Recorder, op: &'static str, dtype: DType) -> Result<Program> {
+    let emulate64 = !rec
+        .context()
+        .features()
+        .contains(wgpu::Features::SHADER_INT64);
+    let mut program = Program::new(vec![dtype], emulate64);
+    let bias = program.add_operand(dtype);
+    program
+        .push("Add", vec![Arg::Operand(0), bias], dtype)
+        .ok_or_else(|| Error::invalid(op, "B", format!("B cannot be added to {dtype}")))?;
+    Ok(program)
+}
+
+/// The gather axes (steps in elements of the padded input, shape `padded`) and the shape of
+/// the windows under `plan`: [N, C, kernel..., output...] when `kernel_first`, else
+/// [N, C, output..., kernel...].
+fn window_dims(
+    plan: &WindowPlan,
+    padded: &[usize],
+    kernel_first: bool,
+) -> (Vec<GatherDim>, Vec<usize>) {
+    let k = padded.len() - 2;
+    let st = strides_of(padded);
+    let kernel_dims = (0..k).map(|j| GatherDim {
+        len: plan.kernel[j] as u64,
+        step: st[2 + j] * plan.dilations[j] as i64,
+    });
+    let output_dims = (0..k).map(|j| GatherDim {
+        len: plan.output[j] as u64,
+        step: st[2 + j] * plan.strides[j] as i64,
+    });
+    let mut dims = vec![
+        GatherDim {
+            len: padded[0] as u64,
+            step: st[0],
+        },
+        GatherDim {
+            len: padded[1] as u64,
+            step: st[1],
+        },
+    ];
+    let mut shape = padded[..2].to_vec();
+    if kernel_first {
+        dims.extend(kernel_dims.chain(output_dims));
+        shape.extend(plan.kernel.iter().chain(&plan.output));
+    } else {
+        dims.extend(output_dims.chain(kernel_dims));
+        shape.extend(plan.output.iter().chain(&plan.kernel));
+    }
+    (dims, shape)
+}
+
 /// C-order strides of `shape`, in elements.
 fn strides_of(shape: &[usize]) -> Vec<i64> {
     let mut s = vec![1i64; shape.len()];
@@ -537,34 +678,7 @@ impl Recorder {
             .pad_spatial(x, &begin, &end, value)
             .map_err(|e| for_op(op, "the padded input", e))?;
         debug_assert_eq!(&padded.shape()[2..], plan.padded(spatial).as_slice());
-        let st = strides_of(padded.shape());
-        let (n, c) = (x.shape()[0], x.shape()[1]);
-        let kernel_dims = (0..k).map(|j| GatherDim {
-            len: plan.kernel[j] as u64,
-            step: st[2 + j] * plan.dilations[j] as i64,
-        });
-        let output_dims = (0..k).map(|j| GatherDim {
-            len: plan.output[j] as u64,
-            step: st[2 + j] * plan.strides[j] as i64,
-        });
-        let mut dims = vec![
-            GatherDim {
-                len: n as u64,
-                step: st[0],
-            },
-            GatherDim {
-                len: c as u64,
-                step: st[1],
-            },
-        ];
-        let mut shape = vec![n, c];
-        if kernel_first {
-            dims.extend(kernel_dims.chain(output_dims));
-            shape.extend(plan.kernel.iter().chain(&plan.output));
-        } else {
-            dims.extend(output_dims.chain(kernel_dims));
-            shape.extend(plan.output.iter().chain(&plan.kernel));
-        }
+        let (dims, shape) = window_dims(plan, padded.shape(), kernel_first);
         let gather = GatherPlan::from_dims(0, &dims);
         // Each element once, in order (a 1x1 kernel with unit strides and no padding): the
         // input itself.
@@ -586,8 +700,11 @@ impl Recorder {
         }
     }
 
-    /// Conv of the already padded and spread input under `plan` (no padding left to add):
-    /// the windows times the weights as one MatMul per group, the bias its epilogue.
+    /// Conv of `x` under `plan`: the windows times the weights as one MatMul per group, the
+    /// bias its epilogue. Where the windows would take more than
+    /// [`conv_columns_budget`] bytes, they are gathered and multiplied in bands (images, then
+    /// rows of the first output axis), each band's product copied into its place in the
+    /// output, so memory stays bounded for large images, batches and kernels.
     #[allow(clippy::too_many_arguments)]
     fn conv_windows(
         &mut self,
@@ -600,38 +717,110 @@ impl Recorder {
         out: Out,
     ) -> Result<Tensor> {
         let (n, c, m) = (x.shape()[0], x.shape()[1], w.shape()[0]);
+        let dtype = x.dtype();
         let kernel: usize = plan.kernel.iter().product();
         let outputs: usize = plan.output.iter().product();
         let mut shape = vec![n, m];
         shape.extend(&plan.output);
         if shape.contains(&0) {
-            return out.tensor(self, x.dtype(), &shape);
+            return out.tensor(self, dtype, &shape);
         }
-        let cols = self.windows(op, x, plan, 0.0, true)?;
-        let depth = c / group * kernel;
-        let cols_g = cols.reshaped(&[n, group, depth, outputs])?;
-        let w_g = w.reshaped(&[group, m / group, depth])?;
-        let y = match b {
-            None => self.matmul_to(&w_g, &cols_g, Out::NEW)?,
-            Some(b) => {
-                let dtype = x.dtype();
-                let emulate64 = !self
-                    .context()
-                    .features()
-                    .contains(wgpu::Features::SHADER_INT64);
-                let mut program = Program::new(vec![dtype], emulate64);
-                let bias = program.add_operand(dtype);
-                program
-                    .push("Add", vec![Arg::Operand(0), bias], dtype)
-                    .ok_or_else(|| {
-                        Error::invalid(op, "B", format!("B cannot be added to {dtype}"))
-                    })?;
-                let b_g = b.reshaped(&[group, m / group, 1])?;
-                self.matmul_program_to(&w_g, &cols_g, &program, &[&b_g], Out::NEW)?
-            }
+        let program = match b {
+            None => None,
+            Some(_) => Some(bias_program(self, op, dtype)?),
         };
-        self.release_unless_shared(cols, x);
-        out.view(self, y.reshaped(&shape)?)
+        let depth = c / group * kernel;
+        let w_g = w.reshaped(&[group, m / group, depth])?;
+        let b_g = b.map(|b| b.reshaped(&[group, m / group, 1])).transpose()?;
+        let image_bytes = (c * kernel * outputs) as u64 * dtype.size() as u64;
+        let bands = ConvBands::choose(
+            n,
+            m,
+            &plan.output,
+            image_bytes,
+            dtype.size(),
+            conv_columns_budget(self.context()),
+        );
+        let Some(bands) = bands else {
+            let cols = self.windows(op, x, plan, 0.0, true)?;
+            let cols_g = cols.reshaped(&[n, group, depth, outputs])?;
+            let y = self.conv_product(&w_g, &cols_g, program.as_ref(), b_g.as_ref())?;
+            self.release_unless_shared(cols, x);
+            return out.view(self, y.reshaped(&shape)?);
+        };
+        let k = plan.output.len();
+        let begin: Vec<i64> = plan.pads_begin.iter().map(|&p| p as i64).collect();
+        let end: Vec<i64> = (0..k)
+            .map(|j| (plan.pads_end[j] + plan.extra_end[j]) as i64)
+            .collect();
+        let padded = self
+            .pad_spatial(x, &begin, &end, 0.0)
+            .map_err(|e| for_op(op, "the padded input", e))?;
+        let (dims, _) = window_dims(plan, padded.shape(), true);
+        let st = strides_of(padded.shape());
+        let y = out.tensor(self, dtype, &shape)?;
+        let (h, rest) = (plan.output[0], outputs / plan.output[0]);
+        // 2-byte elements move as words (ChooseBands keeps every run whole words).
+        let (unit, per_unit) = match dtype.size() {
+            2 => (4u64, 2u64),
+            s => (s as u64, 1u64),
+        };
+        for (n0, nb, r0, rows) in bands.iter() {
+            let mut band_dims = dims.clone();
+            band_dims[0].len = nb as u64;
+            band_dims[2 + k].len = rows as u64;
+            let base = n0 as i64 * st[0] + (r0 * plan.strides[0]) as i64 * st[2];
+            let gather = GatherPlan::from_dims(base as u64, &band_dims);
+            let mut cols_shape = vec![nb, c];
+            cols_shape.extend(&plan.kernel);
+            cols_shape.push(rows);
+            cols_shape.extend(&plan.output[1..]);
+            let cols = self
+                .alloc(dtype, &cols_shape)
+                .map_err(|e| for_op(op, "the windows", e))?;
+            self.gather_into(op, &padded, &gather, &cols)?;
+            let cols_g = cols.reshaped(&[nb, group, depth, rows * rest])?;
+            let part = self.conv_product(&w_g, &cols_g, program.as_ref(), b_g.as_ref())?;
+            self.release(cols);
+            let run = (rows * rest) as u64;
+            let piece = CopyPiece {
+                src_base: 0,
+                dst_base: ((n0 * m * h + r0) * rest) as u64 / per_unit,
+                dims: vec![
+                    CopyDim {
+                        len: (nb * m) as u64,
+                        src: run / per_unit,
+                        dst: (h * rest) as u64 / per_unit,
+                    },
+                    CopyDim {
+                        len: run / per_unit,
+                        src: 1,
+                        dst: 1,
+                    },
+                ],
+            };
+            self.copy_piece(op, unit, part.storage(), y.storage(), &piece)?;
+            self.release(part);
+        }
+        self.release_unless_shared(padded, x);
+        Ok(y)
+    }
+
+    /// `w_g` [G, M/G, depth] times `cols_g` [N, G, depth, outputs], plus the bias `b_g`
+    /// [G, M/G, 1] under `program` where there is one.
+    fn conv_product(
+        &mut self,
+        w_g: &Tensor,
+        cols_g: &Tensor,
+        program: Option<&Program>,
+        b_g: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        match (program, b_g) {
+            (Some(program), Some(b_g)) => {
+                self.matmul_program_to(w_g, cols_g, program, &[b_g], Out::NEW)
+            }
+            _ => self.matmul_to(w_g, cols_g, Out::NEW),
+        }
     }
 
     /// Records ONNX Conv: `x` [N, C, spatial...] convolved with `w` [M, C / group,
@@ -1259,4 +1448,69 @@ pub fn unflatten(mut i: usize, shape: &[usize]) -> Vec<usize> {
         i /= shape[k];
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ConvBands;
+
+    /// Every (image, row) once, in order, each band within the budget (one row at least).
+    fn check_cover(b: ConvBands, image_bytes: u64, budget: u64) {
+        let mut seen = Vec::new();
+        for (n0, nb, r0, rows) in b.iter() {
+            assert!(nb >= 1 && rows >= 1, "{b:?}");
+            let bytes = image_bytes / b.h as u64 * (nb * rows) as u64;
+            assert!(bytes <= budget || (nb == 1 && rows <= 2), "{b:?}: {bytes}");
+            for i in n0..n0 + nb {
+                for r in r0..r0 + rows {
+                    seen.push((i, r));
+                }
+            }
+        }
+        seen.sort();
+        let all: Vec<_> = (0..b.n)
+            .flat_map(|i| (0..b.h).map(move |r| (i, r)))
+            .collect();
+        assert_eq!(seen, all, "{b:?}");
+    }
+
+    #[test]
+    fn bands_cover_every_image_and_row_once_within_the_budget() {
+        // Fits at once: no bands.
+        assert_eq!(ConvBands::choose(2, 4, &[8, 8], 100, 4, 200), None);
+        // Whole images, three at a time, the last band short.
+        let b = ConvBands::choose(7, 4, &[8, 8], 100, 4, 300).unwrap();
+        assert_eq!((b.images, b.rows), (3, 8));
+        check_cover(b, 100, 300);
+        // Rows of one image: 800 bytes over 8 rows, 300 bytes a band: 3 rows.
+        let b = ConvBands::choose(2, 4, &[8, 5], 800, 4, 300).unwrap();
+        assert_eq!((b.images, b.rows), (1, 3));
+        check_cover(b, 800, 300);
+        // A row beyond the budget still makes a band of one row.
+        let b = ConvBands::choose(1, 4, &[6], 600, 4, 50).unwrap();
+        assert_eq!(b.rows, 1);
+        check_cover(b, 600, 600);
+    }
+
+    #[test]
+    fn two_byte_bands_keep_their_runs_whole_words() {
+        // Odd rows of 13: bands of an even number of rows.
+        let b = ConvBands::choose(1, 4, &[80, 13], 8000, 2, 300).unwrap();
+        assert_eq!(b.rows, 2);
+        let b = ConvBands::choose(1, 4, &[80, 13], 8000, 2, 700).unwrap();
+        assert_eq!(b.rows % 2, 0);
+        check_cover(b, 8000, 700);
+        // An odd number of odd rows per channel: no word-aligned bands of rows; an odd image
+        // slab: images two at a time, or none.
+        assert_eq!(ConvBands::choose(1, 4, &[7, 7], 8000, 2, 700), None);
+        assert_eq!(ConvBands::choose(4, 3, &[7, 7], 100, 2, 150), None);
+        let b = ConvBands::choose(5, 3, &[7, 7], 100, 2, 350).unwrap();
+        assert_eq!((b.images, b.rows), (2, 7));
+        check_cover(b, 100, 350);
+        // With 4-byte elements the same shapes band freely.
+        assert_eq!(
+            ConvBands::choose(1, 4, &[7, 7], 8000, 4, 700).map(|b| b.rows),
+            Some(1)
+        );
+    }
 }

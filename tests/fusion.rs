@@ -965,6 +965,71 @@ fn gemms_by_constant_weights_head_the_chains_after_them() {
     assert_eq!(check_fused(&gemm(2.0), &inputs, true), (2, 2));
 }
 
+/// A Gemm on a computed A that is certain to be 2-D (a CNN's classifier after Flatten, an
+/// MLP's second layer after an activation) runs as a MatMul too, heading the activation after
+/// it; an A whose rank is not certain (after Unsqueeze) stays a Gemm, and its error names Gemm.
+#[test]
+fn gemms_on_computed_two_d_values_head_their_chains() {
+    let d = DType::F32;
+    let inputs = named(vec![("x", small_ints(4, d, &[2, 3, 4, 4]))]);
+    let g = declare(Graph::new(), &inputs)
+        .constant("w", small_ints(5, d, &[4, 3, 3, 3]))
+        .constant("fc1", small_ints(6, d, &[5, 4]))
+        .constant("b1", small_ints(7, d, &[5]))
+        .constant("fc2", small_ints(8, d, &[3, 5]))
+        .node(node("Conv", &["x", "w"], "c"))
+        .node(node("Relu", &["c"], "r"))
+        .node(node("GlobalAveragePool", &["r"], "p"))
+        .node(node("Flatten", &["p"], "f"))
+        .node(node("Gemm", &["f", "fc1", "b1"], "h").attr("transB", Attr::Int(1)))
+        .node(node("Relu", &["h"], "hr"))
+        .node(node("Gemm", &["hr", "fc2"], "o").attr("transB", Attr::Int(1)))
+        .node(node("Neg", &["o"], "y"))
+        .output("y");
+    // Node by node: Conv 2 (windows, product with its bias), Relu, the pool, Gemm, Relu, Gemm,
+    // Neg (Flatten is a view). Fused: each Gemm and its activation one MatMul.
+    assert_eq!(check_fused(&g, &inputs, true), (6, 8));
+    let x = named(vec![("x", small_ints(9, d, &[3, 4]))]);
+    let unsqueezed = declare(Graph::new(), &x)
+        .constant("axes", HostTensor::from_vec(vec![1], &[0i64]).unwrap())
+        .constant("fc", small_ints(10, d, &[2, 4]))
+        .node(node("Unsqueeze", &["x", "axes"], "u"))
+        .node(node("Gemm", &["u", "fc"], "o").attr("transB", Attr::Int(1)))
+        .output("o");
+    let e = Session::new(&context(true, true), unsqueezed)
+        .unwrap()
+        .run_blocking(x)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Gemm") && !e.contains("MatMul"), "{e}");
+}
+
+/// A MatMul product that is only reshaped before a node that is not a step (a Transpose that
+/// moves a unit axis, as ViT's attention writes it) is the product viewed: no copy, as node by
+/// node.
+#[test]
+fn a_reshaped_product_read_by_a_transpose_is_not_copied() {
+    let d = DType::F32;
+    let inputs = named(vec![
+        ("x", small_ints(11, d, &[17, 32])),
+        ("b", small_ints(12, d, &[1, 17, 32])),
+    ]);
+    let g = declare(Graph::new(), &inputs)
+        .constant("w", small_ints(13, d, &[32, 32]))
+        .constant("s", HostTensor::from_vec(vec![3], &[17i64, 1, 32]).unwrap())
+        .node(node("MatMul", &["x", "w"], "p"))
+        .node(node("Reshape", &["p", "s"], "v"))
+        .node(node("Transpose", &["v"], "t").attr("perm", Attr::Ints(vec![1, 0, 2])))
+        .node(node("Add", &["t", "b"], "y"))
+        .output("y");
+    assert_eq!(check_fused(&g, &inputs, true), (2, 2));
+    let ctx = context(true, true);
+    let session = Session::new(&ctx, g).unwrap();
+    let before = ctx.stats().copies;
+    session.run_blocking(inputs).unwrap();
+    assert_eq!(ctx.stats().copies - before, 0);
+}
+
 // A reduction of a chain computes the chain as it reads it (its prologue): no tensor of the
 // chain's values and no dispatch for it, on every dtype, broadcast operands included, for
 // rows folded by one thread (6 elements), by a workgroup (100) and in two passes (3000

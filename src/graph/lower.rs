@@ -5,8 +5,11 @@
 //! under `torch.scan` ran 4 dispatches per step as Gemms and runs 2 as MatMuls.
 //!
 //! Only Gemms whose rewrite cannot change a result or an error are taken: `alpha` and `beta` 1
-//! (absent or 1.0: `x * 1` is `x`, so the sums are the same bits), `transA` 0, A an input of
-//! the graph declared with rank 2 (a Gemm refuses other ranks, a MatMul would not), B a
+//! (absent or 1.0: `x * 1` is `x`, so the sums are the same bits), `transA` 0, A certain to be
+//! 2-D and of B's dtype before the graph runs (a Gemm refuses other ranks and dtypes, a
+//! MatMul would refuse or batch them differently): a declared input, or the output of a
+//! Flatten, a Gemm, an activation, a Cast or a Reshape to a constant shape of a value of known
+//! dtype (CNN classifiers, MLPs; `learn`), B a
 //! constant of rank 2 of A's dtype (with `transB` it is transposed here, once, into a new
 //! constant), and C absent or a constant of that dtype of shape `[]`, `[1]`, `[N]`, `[1, 1]` or
 //! `[1, N]` (a broadcast Add then gives what Gemm's unidirectional broadcast gives).
@@ -14,8 +17,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{Attr, Graph, Node};
-use crate::HostTensor;
+use super::{Attr, Graph, Node, ValueKind};
+use crate::{DType, HostTensor};
 
 /// The names a graph defines: its constants (`Some`), and its inputs and node outputs
 /// (`None`: not constants, and they hide an enclosing graph's constant of the same name).
@@ -77,9 +80,11 @@ fn lower(graph: &mut Graph, outer: &[&Scope]) {
     };
     // B's transposed copies, by B's name (Gemms sharing a weight share its copy).
     let mut transposed: HashMap<String, String> = HashMap::new();
+    let mut known = declared(graph);
     let mut nodes = Vec::with_capacity(graph.nodes.len());
     for node in std::mem::take(&mut graph.nodes) {
-        let Some(plan) = plan(graph, &node, &find) else {
+        learn(&mut known, &node, &find);
+        let Some(plan) = plan(&known, &node, &find) else {
             nodes.push(node);
             continue;
         };
@@ -123,6 +128,151 @@ fn lower(graph: &mut Graph, outer: &[&Scope]) {
     graph.nodes = nodes;
 }
 
+/// What is certain about a tensor of a graph before it runs: its dtype, and its rank where
+/// that is certain too.
+#[derive(Clone, Copy)]
+struct Fact {
+    rank: Option<usize>,
+    dtype: DType,
+}
+
+type Known = HashMap<String, Fact>;
+
+/// The graph's declared tensor inputs of known dtype, and its constants.
+fn declared(graph: &Graph) -> Known {
+    let inputs = graph.inputs.iter().filter_map(|i| {
+        let rank = i.shape.as_ref().map(Vec::len);
+        (i.kind == ValueKind::Tensor).then_some((
+            i.name.clone(),
+            Fact {
+                rank,
+                dtype: i.dtype?,
+            },
+        ))
+    });
+    let constants = graph.constants.iter().map(|(n, t)| {
+        let fact = Fact {
+            rank: Some(t.shape.len()),
+            dtype: t.dtype,
+        };
+        (n.clone(), fact)
+    });
+    inputs.chain(constants).collect()
+}
+
+/// Ops of one input whose output has the input's shape (and dtype) whenever they succeed: the
+/// activations in front of and between the layers of exported networks.
+const SAME_SHAPE: &[&str] = &[
+    "Abs",
+    "Celu",
+    "Dropout",
+    "Elu",
+    "Erf",
+    "Exp",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LeakyRelu",
+    "Log",
+    "LogSoftmax",
+    "Mish",
+    "Neg",
+    "Relu",
+    "Selu",
+    "Sigmoid",
+    "Softmax",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Swish",
+    "Tanh",
+    "ThresholdedRelu",
+];
+
+/// Ops whose first output has the dtype of their first input whenever they succeed (besides
+/// those above): the layers of CNNs and MLPs, shape ops and reductions.
+const SAME_TYPE: &[&str] = &[
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Clip",
+    "Concat",
+    "Conv",
+    "ConvTranspose",
+    "Div",
+    "Expand",
+    "Flatten",
+    "Gather",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "InstanceNormalization",
+    "LayerNormalization",
+    "LpNormalization",
+    "LRN",
+    "MatMul",
+    "Max",
+    "MaxPool",
+    "Mean",
+    "Min",
+    "Mul",
+    "Pad",
+    "Pow",
+    "PRelu",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceSum",
+    "Reshape",
+    "Resize",
+    "Slice",
+    "Split",
+    "Squeeze",
+    "Sub",
+    "Sum",
+    "Tile",
+    "Transpose",
+    "Unsqueeze",
+];
+
+/// Adds what `node` makes certain about its first output, from the node alone and what is
+/// certain about its first input: its dtype (kept by the ops above, Cast's `to`), and its
+/// rank where that follows (a Flatten and a Gemm are 2-D, the activations keep their
+/// input's, a Reshape to a constant shape has that shape's length).
+fn learn(known: &mut Known, node: &Node, find: &dyn Fn(&str) -> Option<Arc<HostTensor>>) {
+    let (Some(x), Some(y)) = (node.inputs.first(), node.outputs.first()) else {
+        return;
+    };
+    let Some(&Fact { rank, dtype }) = known.get(x) else {
+        return;
+    };
+    let op = node.op.as_str();
+    let dtype = match op {
+        "Cast" => match node.attrs.get("to") {
+            Some(Attr::String(to)) => DType::from_name(to),
+            _ => None,
+        },
+        _ if SAME_SHAPE.contains(&op) || SAME_TYPE.contains(&op) => Some(dtype),
+        _ => None,
+    };
+    let rank = match op {
+        "Flatten" | "Gemm" => Some(2),
+        "Cast" => rank,
+        _ if SAME_SHAPE.contains(&op) => rank,
+        "Reshape" => node
+            .inputs
+            .get(1)
+            .and_then(|s| find(s))
+            .filter(|s| s.shape.len() == 1)
+            .map(|s| s.shape[0]),
+        _ => None,
+    };
+    if let Some(dtype) = dtype {
+        known.insert(y.clone(), Fact { rank, dtype });
+    }
+}
+
 /// What a Gemm that may be rewritten needs: its B and whether it is transposed.
 struct Plan {
     b: Arc<HostTensor>,
@@ -130,7 +280,7 @@ struct Plan {
 }
 
 fn plan(
-    graph: &Graph,
+    known: &Known,
     node: &Node,
     find: &dyn Fn(&str) -> Option<Arc<HostTensor>>,
 ) -> Option<Plan> {
@@ -147,8 +297,8 @@ fn plan(
         Some(Attr::Float(v)) => *v == 1.0,
         Some(_) => false,
     };
-    let known = ["alpha", "beta", "transA", "transB"];
-    if node.attrs.keys().any(|k| !known.contains(&k.as_str()))
+    let allowed = ["alpha", "beta", "transA", "transB"];
+    if node.attrs.keys().any(|k| !allowed.contains(&k.as_str()))
         || !one("alpha")
         || !one("beta")
         || int("transA")? != 0
@@ -160,9 +310,9 @@ fn plan(
         1 => true,
         _ => return None,
     };
-    let a = graph.inputs.iter().find(|i| i.name == node.inputs[0])?;
-    let a_dtype = a.dtype?;
-    if a.shape.as_ref()?.len() != 2 || node.inputs[1].is_empty() {
+    let a = known.get(&node.inputs[0])?;
+    let a_dtype = a.dtype;
+    if a.rank != Some(2) || node.inputs[1].is_empty() {
         return None;
     }
     let b = find(&node.inputs[1])?;

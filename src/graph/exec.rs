@@ -888,6 +888,14 @@ fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
                 .then_some((&p.program, refs.as_slice()));
             rec.matmul_values_to(values, h.transposed, epilogue, out)?
         }
+        Some(h) if p.program.steps().is_empty() && refs.is_empty() => {
+            // Only viewed since (a Reshape of the product read by a node that is not a step):
+            // the product itself, viewed, with no copy into a tensor of the viewed shape.
+            let (la, lb) = (held_leaves(&h.lhs.1), held_leaves(&h.rhs.1));
+            let values = [held_values(&h.lhs.1, &la), held_values(&h.rhs.1, &lb)];
+            let product = rec.matmul_values_to(values, h.transposed, None, Out::NEW)?;
+            out.view(rec, product.reshaped(&p.shape)?)?
+        }
         Some(h) => {
             // Viewed since (unit axes added or removed): the epilogue runs on the product's
             // shape, its leaves viewed back.

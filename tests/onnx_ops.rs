@@ -1511,7 +1511,8 @@ fn unique_of_gpu_values_is_read_back() {
 /// bands of images and of rows of the first output axis: under a 128 KiB limit each case here
 /// needs more than that for its windows alone, and was refused before bands. 1-, 2- and 3-D,
 /// groups, strides, bias, and f16 with an odd row length (bands of an even number of rows, so
-/// each band's copy into the output moves whole 32-bit words). Against the interpreter: f32
+/// each band's copy into the output moves whole 32-bit words) and with odd images (bands of
+/// two images, the last one alone ending inside a word). Against the interpreter: f32
 /// within 1e-4 relative plus 1e-5 (as the random geometry test), f16 within 2^-8 relative plus
 /// 2^-8.
 #[test]
@@ -1537,6 +1538,13 @@ fn convs_beyond_the_column_budget_run_in_bands() {
             DType::F16,
             vec![1, 8, 80, 13],
             vec![4, 8, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        (
+            "Conv",
+            DType::F16,
+            vec![19, 8, 7, 7],
+            vec![3, 8, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1]))],
         ),
         (

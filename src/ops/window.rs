@@ -783,10 +783,16 @@ impl Recorder {
             let part = self.conv_product(&w_g, &cols_g, program.as_ref(), b_g.as_ref())?;
             self.release(cols);
             let run = (rows * rest) as u64;
-            let piece = CopyPiece {
-                src_base: 0,
-                dst_base: ((n0 * m * h + r0) * rest) as u64 / per_unit,
-                dims: vec![
+            let dims = if rows == h {
+                // Whole images: one run. Only the last band may end inside a word (2-byte
+                // elements), at the end of the output, where the word's rest is padding.
+                vec![CopyDim {
+                    len: ((nb * m) as u64 * run).div_ceil(per_unit),
+                    src: 1,
+                    dst: 1,
+                }]
+            } else {
+                vec![
                     CopyDim {
                         len: (nb * m) as u64,
                         src: run / per_unit,
@@ -797,7 +803,12 @@ impl Recorder {
                         src: 1,
                         dst: 1,
                     },
-                ],
+                ]
+            };
+            let piece = CopyPiece {
+                src_base: 0,
+                dst_base: ((n0 * m * h + r0) * rest) as u64 / per_unit,
+                dims,
             };
             self.copy_piece(op, unit, part.storage(), y.storage(), &piece)?;
             self.release(part);

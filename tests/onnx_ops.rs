@@ -1607,3 +1607,83 @@ fn convs_beyond_the_column_budget_run_in_bands() {
         common::assert_close(&got, &want, rtol, atol, &what);
     }
 }
+
+/// MaxPool, AveragePool and LpPool whose windows would not fit the memory limit run in bands
+/// too: under a 128 KiB limit each case's windows alone exceed it. MaxPool on u8 (bands whose
+/// copies move four elements a word) and f16 (odd rows: bands of an even number of them) equals
+/// the interpreter bit for bit; AveragePool without the padding counted (divisors that differ
+/// by row, sliced per band) and LpPool with p = 3 within 1e-4 relative plus 1e-5.
+#[test]
+fn pools_beyond_the_window_budget_run_in_bands() {
+    let limit = 128u64 << 10;
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_memory: Some(limit),
+        cpu_kernels: common::cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    type PoolCase<'a> = (&'a str, DType, Vec<usize>, Vec<(&'a str, Attr)>);
+    let cases: Vec<PoolCase> = vec![
+        (
+            "MaxPool",
+            DType::U8,
+            vec![1, 8, 40, 40],
+            vec![
+                ("kernel_shape", ints(&[5, 5])),
+                ("pads", ints(&[2, 2, 2, 2])),
+            ],
+        ),
+        (
+            "MaxPool",
+            DType::F16,
+            vec![3, 16, 16, 15],
+            vec![("kernel_shape", ints(&[3, 3]))],
+        ),
+        (
+            "AveragePool",
+            DType::F32,
+            vec![2, 4, 30, 30],
+            vec![
+                ("kernel_shape", ints(&[3, 3])),
+                ("pads", ints(&[1, 1, 1, 1])),
+                ("count_include_pad", Attr::Int(0)),
+            ],
+        ),
+        (
+            "LpPool",
+            DType::F32,
+            vec![1, 6, 31, 29],
+            vec![("kernel_shape", ints(&[3, 3])), ("p", Attr::Int(3))],
+        ),
+    ];
+    for (i, (op, dtype, xs, attrs)) in cases.into_iter().enumerate() {
+        let what = format!("{op} {dtype} {xs:?}");
+        let x = if dtype == DType::U8 {
+            common::random_tensor(600 + i as u64, dtype, &xs)
+        } else {
+            reference::cast_host(&f32s(&xs, 600 + i as u64), dtype).unwrap()
+        };
+        let got = run(&ctx, op, &[("x", x.clone())], &attrs, 1, true)
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+            .remove(0);
+        let mut node = Node::new(op, "n").inputs(["x"]).outputs(["y"]);
+        for (k, v) in &attrs {
+            node = node.attr(*k, v.clone());
+        }
+        let g = Graph::new().constant("x", x).node(node).output("y");
+        let want = reference::graph::run_graph(&g, &[], &Default::default())
+            .unwrap()
+            .remove(0);
+        let window: usize = 9 + if dtype == DType::U8 { 16 } else { 0 };
+        let windows = xs[0] * xs[1] * window * want.shape[2..].iter().product::<usize>();
+        assert!(
+            (windows * dtype.size()) as u64 > limit,
+            "{what}: windows of {windows} elements fit the limit"
+        );
+        if op == "MaxPool" {
+            assert_eq!((&got.shape, &got.data), (&want.shape, &want.data), "{what}");
+        } else {
+            common::assert_close(&got, &want, 1e-4, 1e-5, &what);
+        }
+    }
+}

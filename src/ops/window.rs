@@ -6,8 +6,9 @@
 //!
 //! The window tensor holds every input element once per window that reads it (kernel size
 //! over stride squared times the input, for 2-D): memory traded for reusing the MatMul and
-//! reduction kernels. Conv bounds it: beyond [`conv_columns_budget`] its windows are gathered
-//! and multiplied in bands of images and output rows ([`ConvBands`]). `window_plan` is plain
+//! reduction kernels, bounded: beyond [`window_budget`] the windows are gathered and
+//! reduced in bands of images and output rows ([`WindowBands`]), each band's result copied
+//! into place (MaxPool's indices still take all windows at once). `window_plan` is plain
 //! data and shared with the CPU interpreter.
 
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
@@ -435,11 +436,11 @@ fn for_op(op: &'static str, what: &str, e: Error) -> Error {
     }
 }
 
-/// The most bytes a Conv's windows (im2col columns) take at once before they are gathered
-/// and multiplied in bands: 64 MiB (large enough to keep a GPU busy), at most one binding
+/// The most bytes the windows of a Conv (its im2col columns) or a pool take at once before
+/// they are gathered and reduced in bands: 64 MiB (large enough to keep a GPU busy), at most one binding
 /// (a larger B would be multiplied in slices of its rows, each copied out) and an eighth of
 /// the context's memory limit.
-pub fn conv_columns_budget(ctx: &crate::Context) -> u64 {
+pub fn window_budget(ctx: &crate::Context) -> u64 {
     (64u64 << 20)
         .min(ctx.binding_limit())
         .min(ctx.max_memory() / 8)
@@ -448,17 +449,17 @@ pub fn conv_columns_budget(ctx: &crate::Context) -> u64 {
 /// Bands of a Conv's output: `images` images at a time, and within each `rows` positions
 /// of the first output axis at a time (all of them when whole images fit the budget).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConvBands {
+pub struct WindowBands {
     pub n: usize,
     pub images: usize,
     pub h: usize,
     pub rows: usize,
 }
 
-impl ConvBands {
+impl WindowBands {
     /// Bands of at most `budget` bytes of windows (at least one output row each) for `n`
     /// images of `image_bytes` of windows each, with `m` output channels, output positions
-    /// `output` and elements of `elem` bytes; `None` where all fit at once, or where
+    /// `output` and elements of `elem` bytes; `None` where all fit at once, or where 1- and
     /// 2-byte elements would leave a band's runs in the output not whole 32-bit words (the
     /// copies move words).
     pub fn choose(
@@ -468,43 +469,37 @@ impl ConvBands {
         image_bytes: u64,
         elem: usize,
         budget: u64,
-    ) -> Option<ConvBands> {
+    ) -> Option<WindowBands> {
         let h = *output.first()?;
         let rest: usize = output[1..].iter().product();
         if image_bytes.checked_mul(n as u64)? <= budget || h == 0 || image_bytes == 0 {
             return None;
         }
-        let even = |v: usize| v.is_multiple_of(2);
+        // Elements per 32-bit word, and the step a count of things `size` elements long
+        // must be a multiple of for them to fill whole words.
+        let per_word = (4 / elem.clamp(1, 4)).max(1);
+        let step = |size: usize| per_word / gcd(size, per_word);
         if image_bytes <= budget {
-            let mut images = ((budget / image_bytes) as usize).clamp(1, n);
-            if elem == 2 && !even(m * h * rest) {
-                if images < 2 {
-                    return None;
-                }
-                images -= images % 2;
-            }
-            return Some(ConvBands {
+            let images = ((budget / image_bytes) as usize).clamp(1, n);
+            let images = images - images % step(m * h * rest);
+            return (images > 0).then_some(WindowBands {
                 n,
                 images,
                 h,
                 rows: h,
             });
         }
-        let row_bytes = image_bytes / h as u64;
-        let mut rows = ((budget / row_bytes.max(1)) as usize).clamp(1, h);
-        if elem == 2 {
-            if !even(h * rest) {
-                return None;
-            }
-            if !even(rest) {
-                rows = (rows - rows % 2).max(2);
-            }
+        if !(h * rest).is_multiple_of(per_word) {
+            return None;
         }
-        Some(ConvBands {
+        let row_bytes = image_bytes / h as u64;
+        let rows = ((budget / row_bytes.max(1)) as usize).clamp(1, h);
+        let step = step(rest);
+        Some(WindowBands {
             n,
             images: 1,
             h,
-            rows,
+            rows: (rows - rows % step).max(step),
         })
     }
 
@@ -517,6 +512,14 @@ impl ConvBands {
                 .step_by(self.rows)
                 .map(move |r0| (n0, nb, r0, self.rows.min(self.h - r0)))
         })
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -702,7 +705,7 @@ impl Recorder {
 
     /// Conv of `x` under `plan`: the windows times the weights as one MatMul per group, the
     /// bias its epilogue. Where the windows would take more than
-    /// [`conv_columns_budget`] bytes, they are gathered and multiplied in bands (images, then
+    /// [`window_budget`] bytes, they are gathered and multiplied in bands (images, then
     /// rows of the first output axis), each band's product copied into its place in the
     /// output, so memory stays bounded for large images, batches and kernels.
     #[allow(clippy::too_many_arguments)]
@@ -733,13 +736,13 @@ impl Recorder {
         let w_g = w.reshaped(&[group, m / group, depth])?;
         let b_g = b.map(|b| b.reshaped(&[group, m / group, 1])).transpose()?;
         let image_bytes = (c * kernel * outputs) as u64 * dtype.size() as u64;
-        let bands = ConvBands::choose(
+        let bands = WindowBands::choose(
             n,
             m,
             &plan.output,
             image_bytes,
             dtype.size(),
-            conv_columns_budget(self.context()),
+            window_budget(self.context()),
         );
         let Some(bands) = bands else {
             let cols = self.windows(op, x, plan, 0.0, true)?;
@@ -748,44 +751,84 @@ impl Recorder {
             self.release_unless_shared(cols, x);
             return out.view(self, y.reshaped(&shape)?);
         };
+        let y = out.tensor(self, dtype, &shape)?;
+        let rest = outputs / plan.output[0];
+        self.in_bands(
+            op,
+            x,
+            plan,
+            0.0,
+            true,
+            bands,
+            &y,
+            |rec, cols, (_, nb, _, rows)| {
+                let cols_g = cols.reshaped(&[nb, group, depth, rows * rest])?;
+                rec.conv_product(&w_g, &cols_g, program.as_ref(), b_g.as_ref())
+            },
+        )?;
+        Ok(y)
+    }
+
+    /// The windows of `x` under `plan` (padded with `value`) gathered band by band (see
+    /// [`WindowBands`]), each band's windows ([nb, C, kernel..., rows, rest...] when
+    /// `kernel_first`, else [nb, C, rows, rest..., kernel...]) turned by `reduce` into its part
+    /// of `y` ([N, M, output...]: nb x M x rows x rest elements), which is copied into place.
+    #[allow(clippy::too_many_arguments)]
+    fn in_bands(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        plan: &WindowPlan,
+        value: f64,
+        kernel_first: bool,
+        bands: WindowBands,
+        y: &Tensor,
+        mut reduce: impl FnMut(&mut Recorder, &Tensor, (usize, usize, usize, usize)) -> Result<Tensor>,
+    ) -> Result<()> {
         let k = plan.output.len();
+        let (dtype, c, m) = (x.dtype(), x.shape()[1], y.shape()[1]);
         let begin: Vec<i64> = plan.pads_begin.iter().map(|&p| p as i64).collect();
         let end: Vec<i64> = (0..k)
             .map(|j| (plan.pads_end[j] + plan.extra_end[j]) as i64)
             .collect();
         let padded = self
-            .pad_spatial(x, &begin, &end, 0.0)
+            .pad_spatial(x, &begin, &end, value)
             .map_err(|e| for_op(op, "the padded input", e))?;
-        let (dims, _) = window_dims(plan, padded.shape(), true);
+        let (dims, _) = window_dims(plan, padded.shape(), kernel_first);
+        let row_axis = if kernel_first { 2 + k } else { 2 };
         let st = strides_of(padded.shape());
-        let y = out.tensor(self, dtype, &shape)?;
-        let (h, rest) = (plan.output[0], outputs / plan.output[0]);
-        // 2-byte elements move as words (ChooseBands keeps every run whole words).
+        let (h, rest) = (bands.h, plan.output[1..].iter().product::<usize>());
+        // 1- and 2-byte elements move as words (`WindowBands::choose` keeps every run whole
+        // words).
         let (unit, per_unit) = match dtype.size() {
-            2 => (4u64, 2u64),
+            s @ (1 | 2) => (4u64, 4 / s as u64),
             s => (s as u64, 1u64),
         };
-        for (n0, nb, r0, rows) in bands.iter() {
+        for band in bands.iter() {
+            let (n0, nb, r0, rows) = band;
             let mut band_dims = dims.clone();
             band_dims[0].len = nb as u64;
-            band_dims[2 + k].len = rows as u64;
+            band_dims[row_axis].len = rows as u64;
             let base = n0 as i64 * st[0] + (r0 * plan.strides[0]) as i64 * st[2];
             let gather = GatherPlan::from_dims(base as u64, &band_dims);
-            let mut cols_shape = vec![nb, c];
-            cols_shape.extend(&plan.kernel);
-            cols_shape.push(rows);
-            cols_shape.extend(&plan.output[1..]);
-            let cols = self
-                .alloc(dtype, &cols_shape)
+            let mut output = plan.output.clone();
+            output[0] = rows;
+            let mut shape = vec![nb, c];
+            if kernel_first {
+                shape.extend(plan.kernel.iter().chain(&output));
+            } else {
+                shape.extend(output.iter().chain(&plan.kernel));
+            }
+            let windows = self
+                .alloc(dtype, &shape)
                 .map_err(|e| for_op(op, "the windows", e))?;
-            self.gather_into(op, &padded, &gather, &cols)?;
-            let cols_g = cols.reshaped(&[nb, group, depth, rows * rest])?;
-            let part = self.conv_product(&w_g, &cols_g, program.as_ref(), b_g.as_ref())?;
-            self.release(cols);
+            self.gather_into(op, &padded, &gather, &windows)?;
+            let part = reduce(self, &windows, band)?;
+            self.release(windows);
             let run = (rows * rest) as u64;
             let dims = if rows == h {
-                // Whole images: one run. Only the last band may end inside a word (2-byte
-                // elements), at the end of the output, where the word's rest is padding.
+                // Whole images: one run. Only the last band may end inside a word (1- and
+                // 2-byte elements), at the end of the output, where the word's rest is padding.
                 vec![CopyDim {
                     len: ((nb * m) as u64 * run).div_ceil(per_unit),
                     src: 1,
@@ -814,7 +857,7 @@ impl Recorder {
             self.release(part);
         }
         self.release_unless_shared(padded, x);
-        Ok(y)
+        Ok(())
     }
 
     /// `w_g` [G, M/G, depth] times `cols_g` [N, G, depth, outputs], plus the bias `b_g`
@@ -1000,13 +1043,19 @@ impl Recorder {
             };
             return Ok((y, i));
         }
-        let windows = self.window_rows(OP, x, &plan, lowest(x.dtype()))?;
-        let y = self.reduce_to("ReduceMax", &windows, Some(&[-1]), false, false, Out::NEW)?;
-        let y = outs.0.view(self, y.reshaped(&shape)?)?;
-        let indices = match outs.1 {
-            None => None,
-            Some(o) => Some(self.max_pool_indices(x, &plan, &windows, storage_order, &shape, o)?),
+        let max = |rec: &mut Recorder, rows: &Tensor, _, _| {
+            rec.reduce_to("ReduceMax", rows, Some(&[-1]), false, false, Out::NEW)
         };
+        let Some(indices_out) = outs.1 else {
+            let y = self.pooled(OP, x, &plan, lowest(x.dtype()), &shape, outs.0, max)?;
+            return Ok((y, None));
+        };
+        // The indices are computed from all windows at once (not in bands).
+        let windows = self.window_rows(OP, x, &plan, lowest(x.dtype()))?;
+        let y = max(self, &windows, 0, 0)?;
+        let y = outs.0.view(self, y.reshaped(&shape)?)?;
+        let indices =
+            Some(self.max_pool_indices(x, &plan, &windows, storage_order, &shape, indices_out)?);
         self.release_unless_shared(windows, x);
         Ok((y, indices))
     }
@@ -1093,6 +1142,53 @@ impl Recorder {
         w.reshaped(&rows)
     }
 
+    /// A pool of `x` under `plan` (windows padded with `value`) into `shape` ([N, C,
+    /// output...]): `reduce` turns window rows ([N, C, rows, rest..., window]) of output rows
+    /// `r0..r0 + rows` into their pooled values, for all windows at once or, beyond
+    /// [`window_budget`], band by band.
+    #[allow(clippy::too_many_arguments)]
+    fn pooled(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        plan: &WindowPlan,
+        value: f64,
+        shape: &[usize],
+        out: Out,
+        mut reduce: impl FnMut(&mut Recorder, &Tensor, usize, usize) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let (n, c, dtype) = (x.shape()[0], x.shape()[1], x.dtype());
+        let window: usize = plan.kernel.iter().product();
+        let outputs: usize = plan.output.iter().product();
+        let image_bytes = (c * window * outputs) as u64 * dtype.size() as u64;
+        let budget = window_budget(self.context());
+        let Some(bands) =
+            WindowBands::choose(n, c, &plan.output, image_bytes, dtype.size(), budget)
+        else {
+            let rows = self.window_rows(op, x, plan, value)?;
+            let y = reduce(self, &rows, 0, plan.output[0])?;
+            self.release_unless_shared(rows, x);
+            return out.view(self, y.reshaped(shape)?);
+        };
+        let y = out.tensor(self, dtype, shape)?;
+        self.in_bands(
+            op,
+            x,
+            plan,
+            value,
+            false,
+            bands,
+            &y,
+            |rec, w, (_, nb, r0, rows)| {
+                let mut row_shape = vec![nb, c, rows];
+                row_shape.extend(&plan.output[1..]);
+                row_shape.push(window);
+                reduce(rec, &w.reshaped(&row_shape)?, r0, rows)
+            },
+        )?;
+        Ok(y)
+    }
+
     /// A pool's checks of X (`ints`: i8 and u8 too), and its plan and output shape.
     fn pool_inputs(
         &mut self,
@@ -1124,20 +1220,25 @@ impl Recorder {
         let spatial = &x.shape()[2..];
         let counts = average_counts(&plan, spatial, count_include_pad);
         let window: usize = plan.kernel.iter().product();
-        let rows = self.window_rows(OP, x, &plan, 0.0)?;
-        let y = if counts.iter().all(|&n| n == window) {
-            self.reduce_to("ReduceMean", &rows, Some(&[-1]), false, false, Out::NEW)?
-        } else {
-            let sum = self.reduce_to("ReduceSum", &rows, Some(&[-1]), false, false, Out::NEW)?;
+        let dtype = x.dtype();
+        let rest: usize = plan.output[1..].iter().product();
+        let mean = |rec: &mut Recorder, rows: &Tensor, r0: usize, band: usize| {
+            // This band's output rows' counts.
+            let counts = &counts[r0 * rest..(r0 + band) * rest];
+            if counts.iter().all(|&n| n == window) {
+                return rec.reduce_to("ReduceMean", rows, Some(&[-1]), false, false, Out::NEW);
+            }
+            let sum = rec.reduce_to("ReduceSum", rows, Some(&[-1]), false, false, Out::NEW)?;
             let divisors: Vec<f64> = counts.iter().map(|&n| n as f64).collect();
-            let d = self.host_values(x.dtype(), &plan.output, &divisors)?;
-            let y = self.elementwise("Div", &sum, Some(&d))?;
-            self.release(sum);
-            self.release(d);
-            y
+            let mut d_shape = plan.output.clone();
+            d_shape[0] = band;
+            let d = rec.host_values(dtype, &d_shape, &divisors)?;
+            let y = rec.elementwise("Div", &sum, Some(&d))?;
+            rec.release(sum);
+            rec.release(d);
+            Ok(y)
         };
-        self.release_unless_shared(rows, x);
-        out.view(self, y.reshaped(&shape)?)
+        self.pooled(OP, x, &plan, 0.0, &shape, out, mean)
     }
 
     /// Records ONNX LpPool: each window's `(sum |x|^p)^(1/p)`, padding counting as zeros.
@@ -1153,10 +1254,8 @@ impl Recorder {
         if x.numel() == 0 || shape.contains(&0) {
             return out.tensor(self, x.dtype(), &shape);
         }
-        let rows = self.window_rows(OP, x, &plan, 0.0)?;
-        let y = self.lp_norm(OP, &rows, &[-1], false, p)?;
-        self.release_unless_shared(rows, x);
-        out.view(self, y.reshaped(&shape)?)
+        let norm = |rec: &mut Recorder, rows: &Tensor, _, _| rec.lp_norm(OP, rows, &[-1], false, p);
+        self.pooled(OP, x, &plan, 0.0, &shape, out, norm)
     }
 
     /// `(sum |x|^p)^(1/p)` over `axes`: ReduceL1 or ReduceL2 where `p` is 1 or 2.
@@ -1463,10 +1562,10 @@ pub fn unflatten(mut i: usize, shape: &[usize]) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::ConvBands;
+    use super::WindowBands;
 
     /// Every (image, row) once, in order, each band within the budget (one row at least).
-    fn check_cover(b: ConvBands, image_bytes: u64, budget: u64) {
+    fn check_cover(b: WindowBands, image_bytes: u64, budget: u64) {
         let mut seen = Vec::new();
         for (n0, nb, r0, rows) in b.iter() {
             assert!(nb >= 1 && rows >= 1, "{b:?}");
@@ -1488,17 +1587,17 @@ mod tests {
     #[test]
     fn bands_cover_every_image_and_row_once_within_the_budget() {
         // Fits at once: no bands.
-        assert_eq!(ConvBands::choose(2, 4, &[8, 8], 100, 4, 200), None);
+        assert_eq!(WindowBands::choose(2, 4, &[8, 8], 100, 4, 200), None);
         // Whole images, three at a time, the last band short.
-        let b = ConvBands::choose(7, 4, &[8, 8], 100, 4, 300).unwrap();
+        let b = WindowBands::choose(7, 4, &[8, 8], 100, 4, 300).unwrap();
         assert_eq!((b.images, b.rows), (3, 8));
         check_cover(b, 100, 300);
         // Rows of one image: 800 bytes over 8 rows, 300 bytes a band: 3 rows.
-        let b = ConvBands::choose(2, 4, &[8, 5], 800, 4, 300).unwrap();
+        let b = WindowBands::choose(2, 4, &[8, 5], 800, 4, 300).unwrap();
         assert_eq!((b.images, b.rows), (1, 3));
         check_cover(b, 800, 300);
         // A row beyond the budget still makes a band of one row.
-        let b = ConvBands::choose(1, 4, &[6], 600, 4, 50).unwrap();
+        let b = WindowBands::choose(1, 4, &[6], 600, 4, 50).unwrap();
         assert_eq!(b.rows, 1);
         check_cover(b, 600, 600);
     }
@@ -1506,21 +1605,29 @@ mod tests {
     #[test]
     fn two_byte_bands_keep_their_runs_whole_words() {
         // Odd rows of 13: bands of an even number of rows.
-        let b = ConvBands::choose(1, 4, &[80, 13], 8000, 2, 300).unwrap();
+        let b = WindowBands::choose(1, 4, &[80, 13], 8000, 2, 300).unwrap();
         assert_eq!(b.rows, 2);
-        let b = ConvBands::choose(1, 4, &[80, 13], 8000, 2, 700).unwrap();
+        let b = WindowBands::choose(1, 4, &[80, 13], 8000, 2, 700).unwrap();
         assert_eq!(b.rows % 2, 0);
         check_cover(b, 8000, 700);
         // An odd number of odd rows per channel: no word-aligned bands of rows; an odd image
         // slab: images two at a time, or none.
-        assert_eq!(ConvBands::choose(1, 4, &[7, 7], 8000, 2, 700), None);
-        assert_eq!(ConvBands::choose(4, 3, &[7, 7], 100, 2, 150), None);
-        let b = ConvBands::choose(5, 3, &[7, 7], 100, 2, 350).unwrap();
+        assert_eq!(WindowBands::choose(1, 4, &[7, 7], 8000, 2, 700), None);
+        assert_eq!(WindowBands::choose(4, 3, &[7, 7], 100, 2, 150), None);
+        let b = WindowBands::choose(5, 3, &[7, 7], 100, 2, 350).unwrap();
         assert_eq!((b.images, b.rows), (2, 7));
         check_cover(b, 100, 350);
+        // 1-byte elements: rows of 6 fill whole words two at a time, images of 7 x 6 an even
+        // number at a time (5 fit).
+        let b = WindowBands::choose(1, 2, &[8, 6], 8000, 1, 3000).unwrap();
+        assert_eq!(b.rows, 2);
+        check_cover(b, 8000, 3000);
+        let b = WindowBands::choose(9, 1, &[7, 6], 100, 1, 500).unwrap();
+        assert_eq!(b.images, 4);
+        check_cover(b, 100, 500);
         // With 4-byte elements the same shapes band freely.
         assert_eq!(
-            ConvBands::choose(1, 4, &[7, 7], 8000, 4, 700).map(|b| b.rows),
+            WindowBands::choose(1, 4, &[7, 7], 8000, 4, 700).map(|b| b.rows),
             Some(1)
         );
     }

@@ -1507,6 +1507,16 @@ fn unique_of_gpu_values_is_read_back() {
     }
 }
 
+/// A context of its own holding at most `limit` bytes of tensors.
+fn limited_ctx(limit: u64) -> wgpu_ops::Context {
+    wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_memory: Some(limit),
+        cpu_kernels: common::cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
 /// Conv and ConvTranspose whose windows (im2col columns) would not fit the memory limit run in
 /// bands of images and of rows of the first output axis: under a 128 KiB limit each case here
 /// needs more than that for its windows alone, and was refused before bands. 1-, 2- and 3-D,
@@ -1518,12 +1528,7 @@ fn unique_of_gpu_values_is_read_back() {
 #[test]
 fn convs_beyond_the_column_budget_run_in_bands() {
     let limit = 128u64 << 10;
-    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        max_memory: Some(limit),
-        cpu_kernels: common::cpu_kernels_from_env(),
-        ..Default::default()
-    })
-    .unwrap();
+    let ctx = limited_ctx(limit);
     type ConvCase<'a> = (&'a str, DType, Vec<usize>, Vec<usize>, Vec<(&'a str, Attr)>);
     let cases: Vec<ConvCase> = vec![
         (
@@ -1616,12 +1621,7 @@ fn convs_beyond_the_column_budget_run_in_bands() {
 #[test]
 fn pools_beyond_the_window_budget_run_in_bands() {
     let limit = 128u64 << 10;
-    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        max_memory: Some(limit),
-        cpu_kernels: common::cpu_kernels_from_env(),
-        ..Default::default()
-    })
-    .unwrap();
+    let ctx = limited_ctx(limit);
     type PoolCase<'a> = (&'a str, DType, Vec<usize>, Vec<(&'a str, Attr)>);
     let cases: Vec<PoolCase> = vec![
         (

@@ -660,6 +660,22 @@ impl Recorder {
         self.pad_to(x, &pads, PadMode::Constant, Some(&value), None, Out::NEW)
     }
 
+    /// `x` padded by `plan`'s padding (and the end `ceil_mode` reaches) with `value`.
+    fn padded_for(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        plan: &WindowPlan,
+        value: f64,
+    ) -> Result<Tensor> {
+        let begin: Vec<i64> = plan.pads_begin.iter().map(|&p| p as i64).collect();
+        let end: Vec<i64> = (0..plan.output.len())
+            .map(|j| (plan.pads_end[j] + plan.extra_end[j]) as i64)
+            .collect();
+        self.pad_spatial(x, &begin, &end, value)
+            .map_err(|e| for_op(op, "the padded input", e))
+    }
+
     /// The windows of `x` ([N, C, spatial...]) under `plan`, padded with `value`: shape
     /// [N, C, kernel..., output...] when `kernel_first` (Conv's operand), else
     /// [N, C, output..., kernel...].
@@ -672,14 +688,7 @@ impl Recorder {
         kernel_first: bool,
     ) -> Result<Tensor> {
         let spatial = &x.shape()[2..];
-        let k = spatial.len();
-        let begin: Vec<i64> = plan.pads_begin.iter().map(|&p| p as i64).collect();
-        let end: Vec<i64> = (0..k)
-            .map(|j| (plan.pads_end[j] + plan.extra_end[j]) as i64)
-            .collect();
-        let padded = self
-            .pad_spatial(x, &begin, &end, value)
-            .map_err(|e| for_op(op, "the padded input", e))?;
+        let padded = self.padded_for(op, x, plan, value)?;
         debug_assert_eq!(&padded.shape()[2..], plan.padded(spatial).as_slice());
         let (dims, shape) = window_dims(plan, padded.shape(), kernel_first);
         let gather = GatherPlan::from_dims(0, &dims);
@@ -787,13 +796,7 @@ impl Recorder {
     ) -> Result<()> {
         let k = plan.output.len();
         let (dtype, c, m) = (x.dtype(), x.shape()[1], y.shape()[1]);
-        let begin: Vec<i64> = plan.pads_begin.iter().map(|&p| p as i64).collect();
-        let end: Vec<i64> = (0..k)
-            .map(|j| (plan.pads_end[j] + plan.extra_end[j]) as i64)
-            .collect();
-        let padded = self
-            .pad_spatial(x, &begin, &end, value)
-            .map_err(|e| for_op(op, "the padded input", e))?;
+        let padded = self.padded_for(op, x, plan, value)?;
         let (dims, _) = window_dims(plan, padded.shape(), kernel_first);
         let row_axis = if kernel_first { 2 + k } else { 2 };
         let st = strides_of(padded.shape());

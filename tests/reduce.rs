@@ -396,6 +396,32 @@ fn long_lines_run_in_several_dispatches() {
     assert!(e.contains("TopK") && e.contains("K = 9000"), "{e}");
 }
 
+/// Many rows of more elements than a short row (a pool's windows, or a reduction over the
+/// outer axis of a wide tensor): one thread folds each row where the rows are many (on GPU
+/// kernels only where neighbouring rows start side by side: the first shape), a workgroup per
+/// row otherwise. Small integers, so every sum is exact in f32 too, and many ties for ArgMax
+/// and ArgMin (the first position wins): bit for bit against the reference.
+#[test]
+fn many_rows_of_forty_elements_reduce_exactly() {
+    for (shape, axis) in [([40usize, 70_000], 0i64), ([20_000, 40], 1)] {
+        for dtype in [DType::I32, DType::F32] {
+            let x = data(dtype, &shape, 31 + axis as u64);
+            for op in ["ReduceSum", "ReduceMax", "ArgMax", "ArgMin"] {
+                let node = if op.starts_with("Arg") {
+                    Node::new(op, "r").attr("axis", Attr::Int(axis))
+                } else {
+                    Node::new(op, "r").attr("axes", Attr::Ints(vec![axis]))
+                }
+                .attr("keepdims", Attr::Int(0));
+                for ctx in contexts_for(dtype) {
+                    let (got, want) = both(ctx, node.clone(), x.clone());
+                    assert!(got == want, "{op} {dtype} {shape:?} axis {axis}");
+                }
+            }
+        }
+    }
+}
+
 /// f16 Softmax rounds each step of the ONNX function body that defines it (Sub, Exp, ReduceSum
 /// and Div each to f16; the sum accumulates in f32), as the ONNX backend tests' expected
 /// outputs do. Rows of one 0 and seven copies of `d`, chosen so that rounding only the final

@@ -4,7 +4,7 @@
 //! [`crate::kernels::reduce`].
 
 use crate::kernels::program::{Program, Values};
-use crate::kernels::reduce::{defined, prologue_fits, stored_dtype, OPS};
+use crate::kernels::reduce::{defined, prologue_fits, stored_dtype, ReduceWalk, OPS};
 use crate::kernels::words::Class;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
@@ -192,15 +192,30 @@ impl Recorder {
         shape: &[usize],
         out: Out,
     ) -> Result<Tensor> {
+        let walk = ReduceWalk::over_axes(data.shape(), axes);
+        self.reduce_walked(op, data, &walk, shape, out)
+    }
+
+    /// Reduction `op` (`ReduceSum`, ..., ArgMax, ...; checked by the caller) of the elements
+    /// of `data` that `walk` reads, into a tensor of `shape` (the kept extents), of `data`'s
+    /// dtype (the Arg ops: i64).
+    pub(crate) fn reduce_walked(
+        &mut self,
+        op: &'static str,
+        data: Values<'_>,
+        walk: &ReduceWalk,
+        shape: &[usize],
+        out: Out,
+    ) -> Result<Tensor> {
         let stored = stored_dtype(op, data.dtype());
-        if stored == data.dtype() {
+        if stored == data.dtype() || op.starts_with("Arg") {
             let out = out.tensor(self, stored, shape)?;
-            self.reduce_into(op, data, axes, &out)?;
+            self.reduce_walk_into(op, data, walk, &out)?;
             return Ok(out);
         }
         // Narrow dtypes: reduce in the wide type, then round or wrap once.
         let wide = Tensor::uninit(self.context(), stored, shape)?;
-        self.reduce_into(op, data, axes, &wide)?;
+        self.reduce_walk_into(op, data, walk, &wide)?;
         let result = self.cast_to(&wide, data.dtype(), out);
         self.release(wide);
         result

@@ -1,19 +1,23 @@
 //! ONNX Conv, ConvTranspose and the pools (MaxPool, AveragePool, LpPool and the Global
-//! pools). Each gathers the windows of its padded input into one tensor (a strided gather: no
-//! kernel of its own), then reduces them: Conv by a MatMul with the weights (bias as the
-//! product's epilogue), a pool by a reduction over each window. ConvTranspose is the Conv of
-//! its input spread out by the strides (zeros between the elements) with the kernel flipped.
+//! pools). Conv gathers the windows of its padded input into one tensor (a strided gather: no
+//! kernel of its own) and multiplies them by the weights (a MatMul, bias as the product's
+//! epilogue). ConvTranspose is the Conv of its input spread out by the strides (zeros between
+//! the elements) with the kernel flipped. A pool reduces its windows where they lie: they are a
+//! strided walk over the padded input ([`ReduceWalk`]), read by the reduction kernel directly.
 //!
-//! The window tensor holds every input element once per window that reads it (kernel size
-//! over stride squared times the input, for 2-D): memory traded for reusing the MatMul and
-//! reduction kernels, bounded: beyond [`window_budget`] the windows are gathered and
-//! reduced in bands of images and output rows ([`WindowBands`]), each band's result copied
-//! into place (MaxPool's indices still take all windows at once). `window_plan` is plain
-//! data and shared with the CPU interpreter.
+//! Conv's window tensor holds every input element once per window that reads it (kernel size
+//! over stride squared times the input, for 2-D): memory traded for reusing the MatMul
+//! kernels, bounded: beyond [`window_budget`] the windows are gathered and multiplied in bands
+//! of images and output rows ([`WindowBands`]), each band's result copied into place. Pools
+//! whose padded input exceeds one binding gather their windows in bands the same way
+//! (MaxPool's indices excepted: all windows at once). `window_plan` is plain data and shared
+//! with the CPU interpreter.
 
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::kernels::pad::PadMode;
+use crate::kernels::program::Values;
+use crate::kernels::reduce::ReduceWalk;
 use crate::ops::elementwise::{Arg, Program};
 use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 
@@ -1046,30 +1050,46 @@ impl Recorder {
             };
             return Ok((y, i));
         }
+        let lowest = lowest(x.dtype());
+        if let Some((padded, walk)) = self.pool_walk(OP, x, &plan, lowest)? {
+            let data = Values::Tensor(&padded);
+            let y = self.reduce_walked("ReduceMax", data, &walk, &shape, outs.0)?;
+            let indices = match outs.1 {
+                Some(out) => {
+                    let position = self.reduce_walked("ArgMax", data, &walk, &shape, Out::NEW)?;
+                    Some(self.max_pool_indices(x, &plan, position, storage_order, &shape, out)?)
+                }
+                None => None,
+            };
+            self.release_unless_shared(padded, x);
+            return Ok((y, indices));
+        }
         let max = |rec: &mut Recorder, rows: &Tensor, _, _| {
             rec.reduce_to("ReduceMax", rows, Some(&[-1]), false, false, Out::NEW)
         };
         let Some(indices_out) = outs.1 else {
-            let y = self.pooled(OP, x, &plan, lowest(x.dtype()), &shape, outs.0, max)?;
+            let y = self.pooled(OP, x, &plan, lowest, &shape, outs.0, max)?;
             return Ok((y, None));
         };
-        // The indices are computed from all windows at once (not in bands).
-        let windows = self.window_rows(OP, x, &plan, lowest(x.dtype()))?;
+        // Beyond one binding the indices are computed from all windows at once (not in bands).
+        let windows = self.window_rows(OP, x, &plan, lowest)?;
         let y = max(self, &windows, 0, 0)?;
         let y = outs.0.view(self, y.reshaped(&shape)?)?;
-        let indices =
-            Some(self.max_pool_indices(x, &plan, &windows, storage_order, &shape, indices_out)?);
+        let position = self.arg_reduce_to("ArgMax", &windows, -1, false, false, Out::NEW)?;
         self.release_unless_shared(windows, x);
-        Ok((y, indices))
+        let indices =
+            self.max_pool_indices(x, &plan, position, storage_order, &shape, indices_out)?;
+        Ok((y, Some(indices)))
     }
 
-    /// MaxPool's indices: the window position of each maximum, mapped to the input's
-    /// flattened index through a table of each window's input positions.
+    /// MaxPool's indices: `position`, each maximum's place in its window ([N, C, output...],
+    /// i64), mapped to the input's flattened index through a table of each window's input
+    /// positions (`output positions x window` entries, shared by every image and channel).
     fn max_pool_indices(
         &mut self,
         x: &Tensor,
         plan: &WindowPlan,
-        windows: &Tensor,
+        position: Tensor,
         storage_order: i64,
         shape: &[usize],
         out: Out,
@@ -1109,24 +1129,63 @@ impl Recorder {
                 table.push(index);
             }
         }
-        let mut table_shape = vec![1, 1];
-        table_shape.extend(&plan.output);
-        table_shape.push(window);
-        let table = Tensor::from_host(self.context(), &HostTensor::from_vec(table_shape, &table)?)?;
-        let full: Vec<i64> = windows.shape().iter().map(|&d| d as i64).collect();
-        let table_full = self.expand_to(&table, &full, Out::NEW)?;
-        let position = self.arg_reduce_to("ArgMax", windows, -1, true, false, Out::NEW)?;
-        let within = self.gather_elements_to(&table_full, &position, -1, Out::NEW)?;
+        let table = Tensor::from_host(
+            self.context(),
+            &HostTensor::from_vec(vec![outputs * window], &table)?,
+        )?;
+        // Each output position's first entry in the table.
+        let firsts: Vec<i64> = (0..outputs).map(|o| (o * window) as i64).collect();
+        let firsts = Tensor::from_host(
+            self.context(),
+            &HostTensor::from_vec(plan.output.clone(), &firsts)?,
+        )?;
+        let entry = self.elementwise("Add", &position, Some(&firsts))?;
+        let within = self.gather_to(&table, &entry, 0, Out::NEW)?;
         let image: i64 = spatial.iter().map(|&d| d as i64).product();
         let bases: Vec<i64> = (0..(n * c) as i64).map(|i| i * image).collect();
         let mut base_shape = vec![n, c];
-        base_shape.extend(std::iter::repeat_n(1, k + 1));
+        base_shape.extend(std::iter::repeat_n(1, k));
         let base = Tensor::from_host(self.context(), &HostTensor::from_vec(base_shape, &bases)?)?;
         let flat = self.elementwise("Add", &within, Some(&base))?;
-        for t in [table, table_full, position, within, base] {
+        for t in [table, firsts, position, entry, within, base] {
             self.release(t);
         }
         out.view(self, flat.reshaped(shape)?)
+    }
+
+    /// A pool's windows as a reduction's walk over `x` padded for `plan` with `value`: the
+    /// windows are reduced where they lie, with no tensor of their own, when the padded input
+    /// fits one binding; `None` otherwise (the caller gathers them in bands).
+    fn pool_walk(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        plan: &WindowPlan,
+        value: f64,
+    ) -> Result<Option<(Tensor, ReduceWalk)>> {
+        let padded_shape: Vec<usize> = x.shape()[..2]
+            .iter()
+            .copied()
+            .chain(plan.padded(&x.shape()[2..]))
+            .collect();
+        let bytes = padded_shape.iter().product::<usize>() as u64 * x.dtype().size() as u64;
+        let limit = self.context().binding_limit();
+        if bytes > limit {
+            return Ok(None);
+        }
+        let padded = self.padded_for(op, x, plan, value)?;
+        if padded.storage().single().is_none_or(|b| b.size() > limit) {
+            self.release_unless_shared(padded, x);
+            return Ok(None);
+        }
+        let (dims, _) = window_dims(plan, padded.shape(), false);
+        let mut axes = dims.iter().map(|d| (d.len as usize, d.step as usize));
+        let keep = axes.by_ref().take(2 + plan.output.len()).collect();
+        let walk = ReduceWalk {
+            keep,
+            reduce: axes.collect(),
+        };
+        Ok(Some((padded, walk)))
     }
 
     /// The windows of `x` padded with `value`, one row per output position:
@@ -1203,6 +1262,7 @@ impl Recorder {
         self.check_inputs(op, &[("X", x)])?;
         check_spatial(op, "X", x)?;
         check_float(op, "X", x.dtype(), ints)?;
+        super::elementwise::require_f64_feature(self.context(), op, "X", x.dtype())?;
         pool_plan(op, x, attrs)
     }
 
@@ -1225,21 +1285,39 @@ impl Recorder {
         let window: usize = plan.kernel.iter().product();
         let dtype = x.dtype();
         let rest: usize = plan.output[1..].iter().product();
+        // The sums of output rows r0..r0 + band divided by their counts.
+        let divided = |rec: &mut Recorder, sum: Tensor, r0: usize, band: usize, out: Out| {
+            let divisors: Vec<f64> = counts[r0 * rest..(r0 + band) * rest]
+                .iter()
+                .map(|&n| n as f64)
+                .collect();
+            let mut d_shape = plan.output.clone();
+            d_shape[0] = band;
+            let d = rec.host_values(dtype, &d_shape, &divisors)?;
+            let y = rec.elementwise_to("Div", &sum, Some(&d), out)?;
+            rec.release(sum);
+            rec.release(d);
+            Ok(y)
+        };
+        let full = counts.iter().all(|&n| n == window);
+        if let Some((padded, walk)) = self.pool_walk(OP, x, &plan, 0.0)? {
+            let data = Values::Tensor(&padded);
+            let y = if full {
+                self.reduce_walked("ReduceMean", data, &walk, &shape, out)?
+            } else {
+                let sum = self.reduce_walked("ReduceSum", data, &walk, &shape, Out::NEW)?;
+                divided(self, sum, 0, plan.output[0], out)?
+            };
+            self.release_unless_shared(padded, x);
+            return Ok(y);
+        }
         let mean = |rec: &mut Recorder, rows: &Tensor, r0: usize, band: usize| {
-            // This band's output rows' counts.
             let counts = &counts[r0 * rest..(r0 + band) * rest];
             if counts.iter().all(|&n| n == window) {
                 return rec.reduce_to("ReduceMean", rows, Some(&[-1]), false, false, Out::NEW);
             }
             let sum = rec.reduce_to("ReduceSum", rows, Some(&[-1]), false, false, Out::NEW)?;
-            let divisors: Vec<f64> = counts.iter().map(|&n| n as f64).collect();
-            let mut d_shape = plan.output.clone();
-            d_shape[0] = band;
-            let d = rec.host_values(dtype, &d_shape, &divisors)?;
-            let y = rec.elementwise("Div", &sum, Some(&d))?;
-            rec.release(sum);
-            rec.release(d);
-            Ok(y)
+            divided(rec, sum, r0, band, Out::NEW)
         };
         self.pooled(OP, x, &plan, 0.0, &shape, out, mean)
     }
@@ -1257,22 +1335,32 @@ impl Recorder {
         if x.numel() == 0 || shape.contains(&0) {
             return out.tensor(self, x.dtype(), &shape);
         }
-        let norm = |rec: &mut Recorder, rows: &Tensor, _, _| rec.lp_norm(OP, rows, &[-1], false, p);
+        if let Some((padded, walk)) = self.pool_walk(OP, x, &plan, 0.0)? {
+            let y = self.lp_norm_walked(OP, &padded, &walk, &shape, p, out)?;
+            self.release_unless_shared(padded, x);
+            return Ok(y);
+        }
+        let norm = |rec: &mut Recorder, rows: &Tensor, _, _| {
+            rec.lp_norm(OP, rows, &[rows.rank() - 1], false, p)
+        };
         self.pooled(OP, x, &plan, 0.0, &shape, out, norm)
     }
 
-    /// `(sum |x|^p)^(1/p)` over `axes`: ReduceL1 or ReduceL2 where `p` is 1 or 2.
-    fn lp_norm(
+    /// `(sum |x|^p)^(1/p)` over the elements `walk` reads of `x`, into `shape`: ReduceL1 or
+    /// ReduceL2 where `p` is 1 or 2, else `|x|^p` once per element of `x` (a pool's padded
+    /// input: not once per window), summed, and its root.
+    fn lp_norm_walked(
         &mut self,
         op: &'static str,
         x: &Tensor,
-        axes: &[i64],
-        keepdims: bool,
+        walk: &ReduceWalk,
+        shape: &[usize],
         p: i64,
+        out: Out,
     ) -> Result<Tensor> {
         match p {
-            1 => self.reduce_to("ReduceL1", x, Some(axes), keepdims, false, Out::NEW),
-            2 => self.reduce_to("ReduceL2", x, Some(axes), keepdims, false, Out::NEW),
+            1 => self.reduce_walked("ReduceL1", Values::Tensor(x), walk, shape, out),
+            2 => self.reduce_walked("ReduceL2", Values::Tensor(x), walk, shape, out),
             p if p >= 1 => {
                 let (power, root) = (
                     self.host_values(x.dtype(), &[], &[p as f64])?,
@@ -1281,8 +1369,8 @@ impl Recorder {
                 let abs = self.elementwise("Abs", x, None)?;
                 let pow = self.elementwise("Pow", &abs, Some(&power))?;
                 let sum =
-                    self.reduce_to("ReduceSum", &pow, Some(axes), keepdims, false, Out::NEW)?;
-                let y = self.elementwise("Pow", &sum, Some(&root))?;
+                    self.reduce_walked("ReduceSum", Values::Tensor(&pow), walk, shape, Out::NEW)?;
+                let y = self.elementwise_to("Pow", &sum, Some(&root), out)?;
                 for t in [power, root, abs, pow, sum] {
                     self.release(t);
                 }
@@ -1294,6 +1382,20 @@ impl Recorder {
                 format!("p is {p}; it must be at least 1"),
             )),
         }
+    }
+
+    /// `(sum |x|^p)^(1/p)` over `axes` (sorted, in range) of `x`.
+    fn lp_norm(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        axes: &[usize],
+        keepdims: bool,
+        p: i64,
+    ) -> Result<Tensor> {
+        let walk = ReduceWalk::over_axes(x.shape(), axes);
+        let shape = super::reduce::reduced_shape(x.shape(), axes, keepdims);
+        self.lp_norm_walked(op, x, &walk, &shape, p, Out::NEW)
     }
 
     /// Records ONNX GlobalAveragePool, GlobalMaxPool or GlobalLpPool (`op`): each image's
@@ -1308,7 +1410,7 @@ impl Recorder {
         self.check_inputs(op, &[("X", x)])?;
         check_spatial(op, "X", x)?;
         check_float(op, "X", x.dtype(), op == "GlobalMaxPool")?;
-        let axes: Vec<i64> = (2..x.rank() as i64).collect();
+        let axes: Vec<usize> = (2..x.rank()).collect();
         let mut shape = x.shape().to_vec();
         shape[2..].fill(1);
         if x.shape()[2..].contains(&0) {
@@ -1322,7 +1424,10 @@ impl Recorder {
             ));
         }
         let y = match reduction {
-            Some(r) => self.reduce_to(r, x, Some(&axes), true, false, Out::NEW)?,
+            Some(r) => {
+                let axes: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+                self.reduce_to(r, x, Some(&axes), true, false, Out::NEW)?
+            }
             None => self.lp_norm(op, x, &axes, true, p)?,
         };
         out.view(self, y.reshaped(&shape)?)

@@ -20,7 +20,8 @@ struct Params {
     axis_dim: u32,
     inner: u32,
     indices: u32,
-    _pad0: u32,
+    // Always 0 (the output bound whole).
+    dst_base: u32,
     _pad1: u32,
     _pad2: u32,
 }

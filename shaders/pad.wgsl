@@ -29,7 +29,8 @@ struct Params {
     base: u32,
     // The constant's bits (the high word for 8-byte elements).
     value: vec2<u32>,
-    _pad0: u32,
+    // Output element 0's place in `dst` (words for 1- and 2-byte elements).
+    dst_base: u32,
     _pad1: u32,
     axes: array<Axis, 16>,
 }

@@ -1002,6 +1002,20 @@ fn gemms_on_computed_two_d_values_head_their_chains() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("Gemm") && !e.contains("MatMul"), "{e}");
+    // A classifier on one token (ViT's class token): a Transpose keeps the rank, the Gather
+    // of a scalar index drops an axis, so the Gemm's A is 2-D and its Relu its epilogue.
+    let t = named(vec![("t", small_ints(14, d, &[5, 2, 4]))]);
+    let head = declare(Graph::new(), &t)
+        .constant("first", HostTensor::from_vec(vec![], &[0i64]).unwrap())
+        .constant("fc", small_ints(17, d, &[3, 4]))
+        .node(node("Transpose", &["t"], "n").attr("perm", Attr::Ints(vec![1, 0, 2])))
+        .node(node("Gather", &["n", "first"], "c").attr("axis", Attr::Int(1)))
+        .node(node("Gemm", &["c", "fc"], "o").attr("transB", Attr::Int(1)))
+        .node(node("Relu", &["o"], "y"))
+        .output("y");
+    // Transpose, Gather, then the Gemm with its Relu (4 node by node; without the Gather's
+    // rank the Gemm stayed one and its Relu another).
+    assert_eq!(check_fused(&head, &t, true), (3, 4));
 }
 
 /// A MatMul product that is only reshaped before a node that is not a step (a Transpose that

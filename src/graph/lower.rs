@@ -236,10 +236,35 @@ const SAME_TYPE: &[&str] = &[
     "Unsqueeze",
 ];
 
+/// Ops (besides those of one input above) whose first output has the rank of their first
+/// input whenever they succeed: normalizations, windows, and shape ops that keep the axes.
+const SAME_RANK: &[&str] = &[
+    "AveragePool",
+    "BatchNormalization",
+    "Clip",
+    "Concat",
+    "Conv",
+    "ConvTranspose",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "InstanceNormalization",
+    "LayerNormalization",
+    "LpNormalization",
+    "LRN",
+    "MaxPool",
+    "Pad",
+    "Resize",
+    "Slice",
+    "Split",
+    "Tile",
+    "Transpose",
+];
+
 /// Adds what `node` makes certain about its first output, from the node alone and what is
 /// certain about its first input: its dtype (kept by the ops above, Cast's `to`), and its
-/// rank where that follows (a Flatten and a Gemm are 2-D, the activations keep their
-/// input's, a Reshape to a constant shape has that shape's length).
+/// rank where that follows (a Flatten and a Gemm are 2-D, the activations and the ops of
+/// `SAME_RANK` keep their input's, a Gather's is its data's and indices' less one, a Reshape
+/// to a constant shape has that shape's length).
 fn learn(known: &mut Known, node: &Node, find: &dyn Fn(&str) -> Option<Arc<HostTensor>>) {
     let (Some(x), Some(y)) = (node.inputs.first(), node.outputs.first()) else {
         return;
@@ -259,7 +284,13 @@ fn learn(known: &mut Known, node: &Node, find: &dyn Fn(&str) -> Option<Arc<HostT
     let rank = match op {
         "Flatten" | "Gemm" => Some(2),
         "Cast" => rank,
-        _ if SAME_SHAPE.contains(&op) => rank,
+        _ if SAME_SHAPE.contains(&op) || SAME_RANK.contains(&op) => rank,
+        // Data's axes with the gathered one replaced by the indices' (a scalar index drops it).
+        "Gather" => node
+            .inputs
+            .get(1)
+            .and_then(|i| known.get(i))
+            .and_then(|i| (rank? + i.rank?).checked_sub(1)),
         "Reshape" => node
             .inputs
             .get(1)

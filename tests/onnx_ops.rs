@@ -1522,9 +1522,9 @@ fn limited_ctx(limit: u64) -> wgpu_ops::Context {
 /// needs more than that for its windows alone, and was refused before bands. 1-, 2- and 3-D,
 /// groups, strides, bias, and f16 with an odd row length (bands of an even number of rows, so
 /// each band's copy into the output moves whole 32-bit words) and with odd images (bands of
-/// two images, the last one alone ending inside a word). Against the interpreter: f32
-/// within 1e-4 relative plus 1e-5 (as the random geometry test), f16 within 2^-8 relative plus
-/// 2^-8.
+/// two images, the last one alone ending inside a word), and f64 (8-byte bands). Against the
+/// interpreter: f32 within 1e-4 relative plus 1e-5 (as the random geometry test), f16 within
+/// 2^-8 relative plus 2^-8, f64 within 1e-12 relative plus 1e-12.
 #[test]
 fn convs_beyond_the_column_budget_run_in_bands() {
     let limit = 128u64 << 10;
@@ -1573,6 +1573,13 @@ fn convs_beyond_the_column_budget_run_in_bands() {
             vec![3, 2, 3, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1, 1, 1]))],
         ),
+        (
+            "Conv",
+            DType::F64,
+            vec![2, 4, 20, 18],
+            vec![5, 4, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
     ];
     for (i, (op, dtype, xs, ws, attrs)) in cases.into_iter().enumerate() {
         let what = format!("{op} {dtype} {xs:?} {ws:?}");
@@ -1604,10 +1611,10 @@ fn convs_beyond_the_column_budget_run_in_bands() {
             (windows * dtype.size()) as u64 > limit,
             "{what}: windows of {windows} elements fit the limit"
         );
-        let (rtol, atol) = if dtype == DType::F16 {
-            (1.0 / 256.0, 1.0 / 256.0)
-        } else {
-            (1e-4, 1e-5)
+        let (rtol, atol) = match dtype {
+            DType::F16 => (1.0 / 256.0, 1.0 / 256.0),
+            DType::F64 => (1e-12, 1e-12),
+            _ => (1e-4, 1e-5),
         };
         common::assert_close(&got, &want, rtol, atol, &what);
     }

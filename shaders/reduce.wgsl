@@ -34,8 +34,10 @@ struct Params {
     // Passes 1 and 2: chunks per row and elements per chunk.
     chunks: u32,
     chunk_len: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // Where the walk starts in `a_words` (elements) and output element 0 lies in `dst`: windows
+    // of an input or output larger than one binding (passes 0 and 3; else 0).
+    base: u32,
+    dst_base: u32,
     // PROLOGUE PARAMS
 }
 
@@ -92,7 +94,7 @@ fn load_state(k: u32) -> State {
 // The input index of output element `row`'s first reduced element.
 fn row_base(row: u32) -> u32 {
     var rest = row;
-    var base = 0u;
+    var base = params.base;
     for (var k = 0u; k < params.keep_rank; k++) {
         let extent = params.keep_shape[k / 4u][k % 4u];
         base += (rest % extent) * params.keep_stride[k / 4u][k % 4u];
@@ -115,11 +117,12 @@ fn reduced_index(base: u32, j: u32) -> u32 {
 
 fn store_result(row: u32, s: State) {
     let v = finish(s);
+    let at = params.dst_base + row;
     if OUT_PAIRS {
-        dst[2u * row] = v.x;
-        dst[2u * row + 1u] = v.y;
+        dst[2u * at] = v.x;
+        dst[2u * at + 1u] = v.y;
     } else {
-        dst[row] = v.x;
+        dst[at] = v.x;
     }
 }
 

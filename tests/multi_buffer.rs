@@ -554,3 +554,71 @@ fn pads_beyond_a_binding_run_plane_by_plane() {
         }
     }
 }
+
+/// Reductions whose input is larger than one binding (256 or 300 bytes here): cut along the
+/// kept axes into runs of outputs whose rows fit a window, a dispatch each. Rows of 7 and of
+/// 45 elements, 1-, 4- and 8-byte inputs, sums, maxima, ArgMax (i64 outputs), and
+/// GlobalAveragePool's reduction of each image: bit for bit against the reference (small
+/// integers, so f32 sums are exact). A reduction over the outer axis, where one output's row
+/// spans the whole input, is refused, naming the binding limit.
+#[test]
+fn reductions_beyond_a_binding_run_in_windows_of_rows() {
+    for binding in [256u64, 300] {
+        let ctx = Context::new_blocking(ContextOptions {
+            max_binding_size: Some(binding),
+            cpu_kernels: cpu_kernels_from_env(),
+            ..Default::default()
+        })
+        .unwrap();
+        let cases: [(&str, DType, &[usize], &[i64]); 7] = [
+            ("ReduceSum", DType::I32, &[30, 7], &[1]),
+            ("ReduceMax", DType::U8, &[50, 7], &[1]),
+            ("ReduceSum", DType::I64, &[30, 7], &[1]),
+            ("ReduceSum", DType::F32, &[6, 5, 9], &[1, 2]),
+            ("ReduceMin", DType::I32, &[6, 5, 9], &[2]),
+            ("ArgMax", DType::I32, &[30, 7], &[1]),
+            ("GlobalAveragePool", DType::F32, &[2, 6, 5, 7], &[]),
+        ];
+        for (op, dtype, shape, axes) in cases {
+            let x = reference::cast_host(&i32s(shape, 11), dtype).unwrap();
+            assert!(x.data.len() as u64 > binding);
+            let mut node = Node::new(op, "r").inputs(["x"]).outputs(["y"]);
+            if op == "ArgMax" {
+                node = node.attr("axis", Attr::Int(axes[0]));
+            } else if !axes.is_empty() {
+                node = node.attr("axes", Attr::Ints(axes.to_vec()));
+            }
+            let g = Graph::new()
+                .input(
+                    "x",
+                    dtype,
+                    &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+                )
+                .node(node)
+                .output("y");
+            let (got, want) = both(&ctx, &g, &[("x", x)]);
+            assert_eq!(
+                got, want,
+                "{op} {dtype} {shape:?} over {axes:?}, binding {binding}"
+            );
+        }
+        let g = Graph::new()
+            .input("x", DType::I32, &[Some(40), Some(9)])
+            .node(
+                Node::new("ReduceSum", "r")
+                    .inputs(["x"])
+                    .outputs(["y"])
+                    .attr("axes", Attr::Ints(vec![0])),
+            )
+            .output("y");
+        let e = Session::new(&ctx, g)
+            .unwrap()
+            .run_blocking(vec![("x".to_string(), i32s(&[40, 9], 12))])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("ReduceSum") && e.contains("max_storage_buffer_binding_size"),
+            "{e}"
+        );
+    }
+}

@@ -9,6 +9,7 @@ use super::operands::specialize;
 use super::program::{
     broadcast_walk_words, index_code, intern, narrow, walk_struct, Program, Values,
 };
+use super::windows::{room, Walk};
 use super::words::{bits_expression, load_expression, Class, I64_EMULATION};
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::gpu::Binding;
@@ -454,7 +455,50 @@ struct ReduceParams {
     reduce_stride: [u32; MAX_RANK],
     chunks: u32,
     chunk_len: u32,
-    pad: [u32; 2],
+    base: u32,
+    dst_base: u32,
+}
+
+impl ReduceParams {
+    /// The parameters of `rows` outputs kept along `keep` and reduced along `reduce` ((extent,
+    /// stride), outermost first; every index checked to fit u32), from input element `base`
+    /// into output element `dst_base` on.
+    fn new(
+        keep: &[(usize, usize)],
+        reduce: &[(usize, usize)],
+        rows: u64,
+        bases: (u64, u64),
+    ) -> Self {
+        let mut params = ReduceParams {
+            rows: rows as u32,
+            n: 1,
+            keep_rank: 0,
+            reduce_rank: 0,
+            keep_shape: [1; MAX_RANK],
+            keep_stride: [0; MAX_RANK],
+            reduce_shape: [1; MAX_RANK],
+            reduce_stride: [0; MAX_RANK],
+            chunks: 1,
+            chunk_len: 0,
+            base: bases.0 as u32,
+            dst_base: bases.1 as u32,
+        };
+        // Innermost first, as the kernel decomposes indices.
+        for &(dim, stride) in reduce.iter().rev() {
+            let r = params.reduce_rank as usize;
+            params.reduce_shape[r] = dim as u32;
+            params.reduce_stride[r] = stride as u32;
+            params.reduce_rank += 1;
+            params.n *= dim as u32;
+        }
+        for &(dim, stride) in keep.iter().rev() {
+            let r = params.keep_rank as usize;
+            params.keep_shape[r] = dim as u32;
+            params.keep_stride[r] = stride as u32;
+            params.keep_rank += 1;
+        }
+        params
+    }
 }
 
 /// The most operands a reduction's prologue reads: WebGPU's 8 storage buffers per stage, less
@@ -547,6 +591,105 @@ impl ReduceWalk {
 }
 
 impl Recorder {
+    /// [`Recorder::reduce_walk_into`] of an input or output too large to bind whole: the walk
+    /// cut along its kept axes, in order, into runs of outputs whose inputs and outputs each
+    /// fit one window, a dispatch each (a workgroup or a thread per row, as for whole
+    /// bindings). `refused` is the error where one output's row does not fit a window.
+    fn reduce_in_windows(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        walk: &ReduceWalk,
+        out: &Tensor,
+        refused: Error,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let rows = out.numel() as u64;
+        if walk.keep.len() > MAX_RANK
+            || walk.reduce.len() > MAX_RANK
+            || walk
+                .keep
+                .iter()
+                .map(|&(len, _)| len as u64)
+                .product::<u64>()
+                != rows
+        {
+            return Err(Error::Graph(format!(
+                "internal: {op} walk {walk:?} does not fit {rows} outputs"
+            )));
+        }
+        let n: u64 = walk.reduce.iter().map(|&(len, _)| len as u64).product();
+        let reach = if n == 0 {
+            1
+        } else {
+            walk.reduce
+                .iter()
+                .map(|&(len, stride)| (len as u64 - 1) * stride as u64)
+                .sum::<u64>()
+                + 1
+        };
+        let out_strides = crate::host::c_strides(out.shape());
+        let whole = Walk {
+            lens: walk.keep.iter().map(|&(len, _)| len as u64).collect(),
+            steps: walk
+                .keep
+                .iter()
+                .zip(&out_strides)
+                .map(|(&(_, stride), &o)| vec![stride as u64, o])
+                .collect(),
+            bases: vec![0, 0],
+            extents: vec![reach, 1],
+        }
+        .merged();
+        let storages = [&**x.storage(), &**out.storage()];
+        let elems = [x.dtype().size() as u64, out.dtype().size() as u64];
+        let elem = elems[0].max(elems[1]);
+        let limit = ctx.binding_limit();
+        let align = ctx.window_alignment(op, elem)?;
+        let (_, segments) = super::operands::layout_of(&storages, limit, &elems);
+        let Some(pieces) = whole.split(room(limit, align, elem), &segments) else {
+            return Err(refused);
+        };
+        let emulate64 = super::operands::emulates64(&ctx, x.dtype());
+        // Chosen for the whole walk, so every piece folds its rows alike.
+        let one_thread = n <= SHORT_ROW || many_short_rows(&ctx, walk, rows, n);
+        for piece in pieces {
+            let (firsts, bindings) =
+                super::operands::bind_windows(&storages, &piece, false, align, &elems);
+            let keep: Vec<(usize, usize)> = piece
+                .lens
+                .iter()
+                .zip(&piece.steps)
+                .map(|(&len, steps)| (len as usize, steps[0] as usize))
+                .collect();
+            let piece_rows = piece.count();
+            if firsts[0] + piece.span(0) > u64::from(u32::MAX) {
+                return Err(super::operands::too_many(
+                    op,
+                    "an input window",
+                    piece.span(0),
+                ));
+            }
+            let params = ReduceParams::new(&keep, &walk.reduce, piece_rows, (firsts[0], firsts[1]));
+            let pass = if one_thread { 3 } else { 0 };
+            let pipeline = ctx.pipeline(&Kernel::Reduce {
+                op,
+                input: x.dtype(),
+                prologue: None,
+                pass,
+                emulate64,
+            })?;
+            let groups = if one_thread {
+                piece_rows.div_ceil(u64::from(WORKGROUP))
+            } else {
+                piece_rows
+            };
+            let grid = grid_for(&ctx, op, groups, 1)?;
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+        }
+        Ok(())
+    }
+
     /// Records reduction `op` of `data` over `axes` (sorted, distinct, in range) into `out`,
     /// whose elements are the kept coordinates in C order, stored as [`stored_dtype`]. A
     /// program's prologue must fit ([`prologue_fits`]).
@@ -595,17 +738,25 @@ impl Recorder {
                 (leaves[0].storage().clone(), Some((program, leaves)))
             }
         };
-        if storage
-            .single()
-            .is_none_or(|b| b.size() > ctx.binding_limit())
-        {
-            return Err(Error::LimitExceeded {
+        let limit = ctx.binding_limit();
+        let fits = |s: &crate::storage::Storage| s.single().is_some_and(|b| b.size() <= limit);
+        if !fits(&storage) || !fits(out.storage()) {
+            let (what, needed) = if fits(&storage) {
+                ("the output bound at once", out.storage().size())
+            } else {
+                ("an input bound at once", storage.size())
+            };
+            let refused = Error::LimitExceeded {
                 op,
-                what: "an input bound at once".into(),
+                what: what.into(),
                 limit: "max_storage_buffer_binding_size",
-                needed: storage.size(),
-                max: ctx.binding_limit(),
-            });
+                needed,
+                max: limit,
+            };
+            return match data {
+                Values::Tensor(x) => self.reduce_in_windows(op, x, walk, out, refused),
+                Values::Program { .. } => Err(refused),
+            };
         }
         // Every index the kernel forms fits u32 and lies in the input.
         let numel: u64 = shape.iter().map(|&d| d as u64).product();
@@ -621,33 +772,7 @@ impl Recorder {
             )));
         }
         let emulate64 = super::operands::emulates64(&ctx, dtype);
-        let mut params = ReduceParams {
-            rows: rows as u32,
-            n: 1,
-            keep_rank: 0,
-            reduce_rank: 0,
-            keep_shape: [1; MAX_RANK],
-            keep_stride: [0; MAX_RANK],
-            reduce_shape: [1; MAX_RANK],
-            reduce_stride: [0; MAX_RANK],
-            chunks: 1,
-            chunk_len: 0,
-            pad: [0; 2],
-        };
-        // Innermost first, as the kernel decomposes indices (every index fits u32: checked).
-        for &(dim, stride) in walk.reduce.iter().rev() {
-            let r = params.reduce_rank as usize;
-            params.reduce_shape[r] = dim as u32;
-            params.reduce_stride[r] = stride as u32;
-            params.reduce_rank += 1;
-            params.n *= dim as u32;
-        }
-        for &(dim, stride) in walk.keep.iter().rev() {
-            let r = params.keep_rank as usize;
-            params.keep_shape[r] = dim as u32;
-            params.keep_stride[r] = stride as u32;
-            params.keep_rank += 1;
-        }
+        let mut params = ReduceParams::new(&walk.keep, &walk.reduce, rows, (0, 0));
         // A prologue's walk over the input (its operands bound whole, from their first
         // element), after the parameters of the passes that read the input.
         let mut bytes = bytemuck::bytes_of(&params).to_vec();

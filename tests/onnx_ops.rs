@@ -1621,18 +1621,17 @@ fn convs_beyond_the_column_budget_run_in_bands() {
 }
 
 /// MaxPool, AveragePool and LpPool whose windows would not fit the memory limit: under a
-/// 128 KiB limit each case's windows alone exceed it. Where the padded input fits one binding
-/// the reduction reads the windows where they lie; where it does not (an 8 KiB binding limit)
-/// the windows are gathered and reduced in bands. MaxPool on u8 (bands whose copies move four
-/// elements a word) and f16 (odd rows: bands of an even number of them) equals the interpreter
-/// bit for bit; AveragePool without the padding counted (divisors that differ by output
-/// position, sliced per band) and LpPool with p = 3 within 1e-4 relative plus 1e-5.
+/// 128 KiB limit each case's windows alone exceed it, and the pools read them where they lie
+/// (no window tensor); under an 8 KiB binding limit as well, the padding and the reduction run
+/// in windows of planes and of output rows. MaxPool on u8 and f16 (odd rows) equals the
+/// interpreter bit for bit; AveragePool without the padding counted (divisors that differ by
+/// output position) and LpPool with p = 3 within 1e-4 relative plus 1e-5.
 #[test]
-fn pools_beyond_the_window_budget_run_in_place_or_in_bands() {
+fn pools_beyond_the_window_budget_and_a_binding_read_windows_in_place() {
     let limit = 128u64 << 10;
     let binding = 8u64 << 10;
     let in_place = limited_ctx(limit);
-    let in_bands = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+    let in_windows = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         max_memory: Some(limit),
         max_binding_size: Some(binding),
         cpu_kernels: common::cpu_kernels_from_env(),
@@ -1678,7 +1677,7 @@ fn pools_beyond_the_window_budget_run_in_place_or_in_bands() {
         };
         // Every padded input here is larger than the small binding limit.
         assert!((x.data.len() as u64) > binding, "{op} {xs:?}");
-        for (ctx, path) in [(&in_place, "in place"), (&in_bands, "in bands")] {
+        for (ctx, path) in [(&in_place, "bound whole"), (&in_windows, "in windows")] {
             let what = format!("{op} {dtype} {xs:?} {path}");
             let got = run(ctx, op, &[("x", x.clone())], &attrs, 1, true)
                 .unwrap_or_else(|e| panic!("{what}: {e}"))

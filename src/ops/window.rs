@@ -8,10 +8,9 @@
 //! Conv's window tensor holds every input element once per window that reads it (kernel size
 //! over stride squared times the input, for 2-D): memory traded for reusing the MatMul
 //! kernels, bounded: beyond [`window_budget`] the windows are gathered and multiplied in bands
-//! of images and output rows ([`WindowBands`]), each band's result copied into place. Pools
-//! whose padded input exceeds one binding gather their windows in bands the same way
-//! (MaxPool's indices excepted: all windows at once). `window_plan` is plain data and shared
-//! with the CPU interpreter.
+//! of images and output rows ([`WindowBands`]), each band's result copied into place. A pool
+//! needs no such tensor: beyond one binding its reduction runs in windows of output rows.
+//! `window_plan` is plain data and shared with the CPU interpreter.
 
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
@@ -1050,36 +1049,18 @@ impl Recorder {
             };
             return Ok((y, i));
         }
-        let lowest = lowest(x.dtype());
-        if let Some((padded, walk)) = self.pool_walk(OP, x, &plan, lowest)? {
-            let data = Values::Tensor(&padded);
-            let y = self.reduce_walked("ReduceMax", data, &walk, &shape, outs.0)?;
-            let indices = match outs.1 {
-                Some(out) => {
-                    let position = self.reduce_walked("ArgMax", data, &walk, &shape, Out::NEW)?;
-                    Some(self.max_pool_indices(x, &plan, position, storage_order, &shape, out)?)
-                }
-                None => None,
-            };
-            self.release_unless_shared(padded, x);
-            return Ok((y, indices));
-        }
-        let max = |rec: &mut Recorder, rows: &Tensor, _, _| {
-            rec.reduce_to("ReduceMax", rows, Some(&[-1]), false, false, Out::NEW)
+        let (padded, walk) = self.pool_walk(OP, x, &plan, lowest(x.dtype()))?;
+        let data = Values::Tensor(&padded);
+        let y = self.reduce_walked("ReduceMax", data, &walk, &shape, outs.0)?;
+        let indices = match outs.1 {
+            Some(out) => {
+                let position = self.reduce_walked("ArgMax", data, &walk, &shape, Out::NEW)?;
+                Some(self.max_pool_indices(x, &plan, position, storage_order, &shape, out)?)
+            }
+            None => None,
         };
-        let Some(indices_out) = outs.1 else {
-            let y = self.pooled(OP, x, &plan, lowest, &shape, outs.0, max)?;
-            return Ok((y, None));
-        };
-        // Beyond one binding the indices are computed from all windows at once (not in bands).
-        let windows = self.window_rows(OP, x, &plan, lowest)?;
-        let y = max(self, &windows, 0, 0)?;
-        let y = outs.0.view(self, y.reshaped(&shape)?)?;
-        let position = self.arg_reduce_to("ArgMax", &windows, -1, false, false, Out::NEW)?;
-        self.release_unless_shared(windows, x);
-        let indices =
-            self.max_pool_indices(x, &plan, position, storage_order, &shape, indices_out)?;
-        Ok((y, Some(indices)))
+        self.release_unless_shared(padded, x);
+        Ok((y, indices))
     }
 
     /// MaxPool's indices: `position`, each maximum's place in its window ([N, C, output...],
@@ -1153,31 +1134,17 @@ impl Recorder {
         out.view(self, flat.reshaped(shape)?)
     }
 
-    /// A pool's windows as a reduction's walk over `x` padded for `plan` with `value`: the
-    /// windows are reduced where they lie, with no tensor of their own, when the padded input
-    /// fits one binding; `None` otherwise (the caller gathers them in bands).
+    /// A pool's windows as a reduction's walk over `x` padded for `plan` with `value` (the
+    /// padded input and the walk): the windows are reduced where they lie, with no tensor of
+    /// their own (beyond one binding, in windows of output rows).
     fn pool_walk(
         &mut self,
         op: &'static str,
         x: &Tensor,
         plan: &WindowPlan,
         value: f64,
-    ) -> Result<Option<(Tensor, ReduceWalk)>> {
-        let padded_shape: Vec<usize> = x.shape()[..2]
-            .iter()
-            .copied()
-            .chain(plan.padded(&x.shape()[2..]))
-            .collect();
-        let bytes = padded_shape.iter().product::<usize>() as u64 * x.dtype().size() as u64;
-        let limit = self.context().binding_limit();
-        if bytes > limit {
-            return Ok(None);
-        }
+    ) -> Result<(Tensor, ReduceWalk)> {
         let padded = self.padded_for(op, x, plan, value)?;
-        if padded.storage().single().is_none_or(|b| b.size() > limit) {
-            self.release_unless_shared(padded, x);
-            return Ok(None);
-        }
         let (dims, _) = window_dims(plan, padded.shape(), false);
         let mut axes = dims.iter().map(|d| (d.len as usize, d.step as usize));
         let keep = axes.by_ref().take(2 + plan.output.len()).collect();
@@ -1185,70 +1152,7 @@ impl Recorder {
             keep,
             reduce: axes.collect(),
         };
-        Ok(Some((padded, walk)))
-    }
-
-    /// The windows of `x` padded with `value`, one row per output position:
-    /// [N, C, output..., window].
-    fn window_rows(
-        &mut self,
-        op: &'static str,
-        x: &Tensor,
-        plan: &WindowPlan,
-        value: f64,
-    ) -> Result<Tensor> {
-        let w = self.windows(op, x, plan, value, false)?;
-        let mut rows = vec![x.shape()[0], x.shape()[1]];
-        rows.extend(&plan.output);
-        rows.push(plan.kernel.iter().product());
-        w.reshaped(&rows)
-    }
-
-    /// A pool of `x` under `plan` (windows padded with `value`) into `shape` ([N, C,
-    /// output...]): `reduce` turns window rows ([N, C, rows, rest..., window]) of output rows
-    /// `r0..r0 + rows` into their pooled values, for all windows at once or, beyond
-    /// [`window_budget`], band by band.
-    #[allow(clippy::too_many_arguments)]
-    fn pooled(
-        &mut self,
-        op: &'static str,
-        x: &Tensor,
-        plan: &WindowPlan,
-        value: f64,
-        shape: &[usize],
-        out: Out,
-        mut reduce: impl FnMut(&mut Recorder, &Tensor, usize, usize) -> Result<Tensor>,
-    ) -> Result<Tensor> {
-        let (n, c, dtype) = (x.shape()[0], x.shape()[1], x.dtype());
-        let window: usize = plan.kernel.iter().product();
-        let outputs: usize = plan.output.iter().product();
-        let image_bytes = (c * window * outputs) as u64 * dtype.size() as u64;
-        let budget = window_budget(self.context());
-        let Some(bands) =
-            WindowBands::choose(n, c, &plan.output, image_bytes, dtype.size(), budget)
-        else {
-            let rows = self.window_rows(op, x, plan, value)?;
-            let y = reduce(self, &rows, 0, plan.output[0])?;
-            self.release_unless_shared(rows, x);
-            return out.view(self, y.reshaped(shape)?);
-        };
-        let y = out.tensor(self, dtype, shape)?;
-        self.in_bands(
-            op,
-            x,
-            plan,
-            value,
-            false,
-            bands,
-            &y,
-            |rec, w, (_, nb, r0, rows)| {
-                let mut row_shape = vec![nb, c, rows];
-                row_shape.extend(&plan.output[1..]);
-                row_shape.push(window);
-                reduce(rec, &w.reshaped(&row_shape)?, r0, rows)
-            },
-        )?;
-        Ok(y)
+        Ok((padded, walk))
     }
 
     /// A pool's checks of X (`ints`: i8 and u8 too), and its plan and output shape.
@@ -1284,42 +1188,21 @@ impl Recorder {
         let counts = average_counts(&plan, spatial, count_include_pad);
         let window: usize = plan.kernel.iter().product();
         let dtype = x.dtype();
-        let rest: usize = plan.output[1..].iter().product();
-        // The sums of output rows r0..r0 + band divided by their counts.
-        let divided = |rec: &mut Recorder, sum: Tensor, r0: usize, band: usize, out: Out| {
-            let divisors: Vec<f64> = counts[r0 * rest..(r0 + band) * rest]
-                .iter()
-                .map(|&n| n as f64)
-                .collect();
-            let mut d_shape = plan.output.clone();
-            d_shape[0] = band;
-            let d = rec.host_values(dtype, &d_shape, &divisors)?;
-            let y = rec.elementwise_to("Div", &sum, Some(&d), out)?;
-            rec.release(sum);
-            rec.release(d);
-            Ok(y)
+        let (padded, walk) = self.pool_walk(OP, x, &plan, 0.0)?;
+        let data = Values::Tensor(&padded);
+        let y = if counts.iter().all(|&n| n == window) {
+            self.reduce_walked("ReduceMean", data, &walk, &shape, out)?
+        } else {
+            let sum = self.reduce_walked("ReduceSum", data, &walk, &shape, Out::NEW)?;
+            let divisors: Vec<f64> = counts.iter().map(|&n| n as f64).collect();
+            let d = self.host_values(dtype, &plan.output, &divisors)?;
+            let y = self.elementwise_to("Div", &sum, Some(&d), out)?;
+            self.release(sum);
+            self.release(d);
+            y
         };
-        let full = counts.iter().all(|&n| n == window);
-        if let Some((padded, walk)) = self.pool_walk(OP, x, &plan, 0.0)? {
-            let data = Values::Tensor(&padded);
-            let y = if full {
-                self.reduce_walked("ReduceMean", data, &walk, &shape, out)?
-            } else {
-                let sum = self.reduce_walked("ReduceSum", data, &walk, &shape, Out::NEW)?;
-                divided(self, sum, 0, plan.output[0], out)?
-            };
-            self.release_unless_shared(padded, x);
-            return Ok(y);
-        }
-        let mean = |rec: &mut Recorder, rows: &Tensor, r0: usize, band: usize| {
-            let counts = &counts[r0 * rest..(r0 + band) * rest];
-            if counts.iter().all(|&n| n == window) {
-                return rec.reduce_to("ReduceMean", rows, Some(&[-1]), false, false, Out::NEW);
-            }
-            let sum = rec.reduce_to("ReduceSum", rows, Some(&[-1]), false, false, Out::NEW)?;
-            divided(rec, sum, r0, band, Out::NEW)
-        };
-        self.pooled(OP, x, &plan, 0.0, &shape, out, mean)
+        self.release_unless_shared(padded, x);
+        Ok(y)
     }
 
     /// Records ONNX LpPool: each window's `(sum |x|^p)^(1/p)`, padding counting as zeros.
@@ -1335,15 +1218,10 @@ impl Recorder {
         if x.numel() == 0 || shape.contains(&0) {
             return out.tensor(self, x.dtype(), &shape);
         }
-        if let Some((padded, walk)) = self.pool_walk(OP, x, &plan, 0.0)? {
-            let y = self.lp_norm_walked(OP, &padded, &walk, &shape, p, out)?;
-            self.release_unless_shared(padded, x);
-            return Ok(y);
-        }
-        let norm = |rec: &mut Recorder, rows: &Tensor, _, _| {
-            rec.lp_norm(OP, rows, &[rows.rank() - 1], false, p)
-        };
-        self.pooled(OP, x, &plan, 0.0, &shape, out, norm)
+        let (padded, walk) = self.pool_walk(OP, x, &plan, 0.0)?;
+        let y = self.lp_norm_walked(OP, &padded, &walk, &shape, p, out)?;
+        self.release_unless_shared(padded, x);
+        Ok(y)
     }
 
     /// `(sum |x|^p)^(1/p)` over the elements `walk` reads of `x`, into `shape`: ReduceL1 or

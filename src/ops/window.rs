@@ -679,21 +679,13 @@ impl Recorder {
             .map_err(|e| for_op(op, "the padded input", e))
     }
 
-    /// The windows of `x` ([N, C, spatial...]) under `plan`, padded with `value`: shape
-    /// [N, C, kernel..., output...] when `kernel_first` (Conv's operand), else
-    /// [N, C, output..., kernel...].
-    fn windows(
-        &mut self,
-        op: &'static str,
-        x: &Tensor,
-        plan: &WindowPlan,
-        value: f64,
-        kernel_first: bool,
-    ) -> Result<Tensor> {
+    /// Conv's columns: the windows of `x` ([N, C, spatial...]) under `plan`, zero padded, as
+    /// [N, C, kernel..., output...].
+    fn windows(&mut self, op: &'static str, x: &Tensor, plan: &WindowPlan) -> Result<Tensor> {
         let spatial = &x.shape()[2..];
-        let padded = self.padded_for(op, x, plan, value)?;
+        let padded = self.padded_for(op, x, plan, 0.0)?;
         debug_assert_eq!(&padded.shape()[2..], plan.padded(spatial).as_slice());
-        let (dims, shape) = window_dims(plan, padded.shape(), kernel_first);
+        let (dims, shape) = window_dims(plan, padded.shape(), true);
         let gather = GatherPlan::from_dims(0, &dims);
         // Each element once, in order (a 1x1 kernel with unit strides and no padding): the
         // input itself.
@@ -757,7 +749,7 @@ impl Recorder {
             window_budget(self.context()),
         );
         let Some(bands) = bands else {
-            let cols = self.windows(op, x, plan, 0.0, true)?;
+            let cols = self.windows(op, x, plan)?;
             let cols_g = cols.reshaped(&[n, group, depth, outputs])?;
             let y = self.conv_product(&w_g, &cols_g, program.as_ref(), b_g.as_ref())?;
             self.release_unless_shared(cols, x);
@@ -765,43 +757,30 @@ impl Recorder {
         };
         let y = out.tensor(self, dtype, &shape)?;
         let rest = outputs / plan.output[0];
-        self.in_bands(
-            op,
-            x,
-            plan,
-            0.0,
-            true,
-            bands,
-            &y,
-            |rec, cols, (_, nb, _, rows)| {
-                let cols_g = cols.reshaped(&[nb, group, depth, rows * rest])?;
-                rec.conv_product(&w_g, &cols_g, program.as_ref(), b_g.as_ref())
-            },
-        )?;
+        self.in_bands(op, x, plan, bands, &y, |rec, cols, (_, nb, _, rows)| {
+            let cols_g = cols.reshaped(&[nb, group, depth, rows * rest])?;
+            rec.conv_product(&w_g, &cols_g, program.as_ref(), b_g.as_ref())
+        })?;
         Ok(y)
     }
 
-    /// The windows of `x` under `plan` (padded with `value`) gathered band by band (see
-    /// [`WindowBands`]), each band's windows ([nb, C, kernel..., rows, rest...] when
-    /// `kernel_first`, else [nb, C, rows, rest..., kernel...]) turned by `reduce` into its part
-    /// of `y` ([N, M, output...]: nb x M x rows x rest elements), which is copied into place.
-    #[allow(clippy::too_many_arguments)]
+    /// Conv's columns of `x` under `plan` gathered band by band (see [`WindowBands`]), each
+    /// band's ([nb, C, kernel..., rows, rest...]) turned by `reduce` into its part of `y` ([N,
+    /// M, output...]: nb x M x rows x rest elements), which is copied into place.
     fn in_bands(
         &mut self,
         op: &'static str,
         x: &Tensor,
         plan: &WindowPlan,
-        value: f64,
-        kernel_first: bool,
         bands: WindowBands,
         y: &Tensor,
         mut reduce: impl FnMut(&mut Recorder, &Tensor, (usize, usize, usize, usize)) -> Result<Tensor>,
     ) -> Result<()> {
         let k = plan.output.len();
         let (dtype, c, m) = (x.dtype(), x.shape()[1], y.shape()[1]);
-        let padded = self.padded_for(op, x, plan, value)?;
-        let (dims, _) = window_dims(plan, padded.shape(), kernel_first);
-        let row_axis = if kernel_first { 2 + k } else { 2 };
+        let padded = self.padded_for(op, x, plan, 0.0)?;
+        let (dims, _) = window_dims(plan, padded.shape(), true);
+        let row_axis = 2 + k;
         let st = strides_of(padded.shape());
         let (h, rest) = (bands.h, plan.output[1..].iter().product::<usize>());
         // 1- and 2-byte elements move as words (`WindowBands::choose` keeps every run whole
@@ -820,11 +799,7 @@ impl Recorder {
             let mut output = plan.output.clone();
             output[0] = rows;
             let mut shape = vec![nb, c];
-            if kernel_first {
-                shape.extend(plan.kernel.iter().chain(&output));
-            } else {
-                shape.extend(output.iter().chain(&plan.kernel));
-            }
+            shape.extend(plan.kernel.iter().chain(&output));
             let windows = self
                 .alloc(dtype, &shape)
                 .map_err(|e| for_op(op, "the windows", e))?;

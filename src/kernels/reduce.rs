@@ -581,20 +581,47 @@ impl ReduceWalk {
 
     /// The largest element index the walk reads (0 when it reads nothing).
     fn last_index(&self) -> u64 {
-        let axes = self.keep.iter().chain(&self.reduce);
-        if axes.clone().any(|&(len, _)| len == 0) {
-            return 0;
-        }
-        axes.map(|&(len, stride)| (len as u64 - 1) * stride as u64)
-            .sum()
+        last_of(self.keep.iter().chain(&self.reduce))
     }
+
+    /// Elements from a row's first read to its last, inclusive (1 when nothing is reduced).
+    fn reach(&self) -> u64 {
+        last_of(self.reduce.iter()) + 1
+    }
+
+    /// The internal error unless the walk keeps `rows` outputs, has ranks the kernel takes
+    /// and reads only the `numel` elements of its input.
+    fn check(&self, op: &str, numel: u64, rows: u64) -> Result<()> {
+        let kept: u64 = self.keep.iter().map(|&(len, _)| len as u64).product();
+        if kept != rows
+            || self.keep.len() > MAX_RANK
+            || self.reduce.len() > MAX_RANK
+            || self.last_index() >= numel.max(1)
+        {
+            return Err(Error::Graph(format!(
+                "internal: {op} walk {self:?} does not fit an input of {numel} elements and {rows} outputs"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The largest offset that axes of (extent, stride) reach (0 when one is empty).
+fn last_of<'a>(mut axes: impl Iterator<Item = &'a (usize, usize)> + Clone) -> u64 {
+    if axes.clone().any(|&(len, _)| len == 0) {
+        return 0;
+    }
+    axes.by_ref()
+        .map(|&(len, stride)| (len as u64 - 1) * stride as u64)
+        .sum()
 }
 
 impl Recorder {
     /// [`Recorder::reduce_walk_into`] of an input or output too large to bind whole: the walk
     /// cut along its kept axes, in order, into runs of outputs whose inputs and outputs each
     /// fit one window, a dispatch each (a workgroup or a thread per row, as for whole
-    /// bindings). `refused` is the error where one output's row does not fit a window.
+    /// bindings). `refused` is the error where one output's row does not fit a window. The
+    /// walk is checked by the caller.
     fn reduce_in_windows(
         &mut self,
         op: &'static str,
@@ -605,29 +632,8 @@ impl Recorder {
     ) -> Result<()> {
         let ctx = self.context().clone();
         let rows = out.numel() as u64;
-        if walk.keep.len() > MAX_RANK
-            || walk.reduce.len() > MAX_RANK
-            || walk
-                .keep
-                .iter()
-                .map(|&(len, _)| len as u64)
-                .product::<u64>()
-                != rows
-        {
-            return Err(Error::Graph(format!(
-                "internal: {op} walk {walk:?} does not fit {rows} outputs"
-            )));
-        }
         let n: u64 = walk.reduce.iter().map(|&(len, _)| len as u64).product();
-        let reach = if n == 0 {
-            1
-        } else {
-            walk.reduce
-                .iter()
-                .map(|&(len, stride)| (len as u64 - 1) * stride as u64)
-                .sum::<u64>()
-                + 1
-        };
+        let reach = walk.reach();
         let out_strides = crate::host::c_strides(out.shape());
         let whole = Walk {
             lens: walk.keep.iter().map(|&(len, _)| len as u64).collect(),
@@ -738,6 +744,8 @@ impl Recorder {
                 (leaves[0].storage().clone(), Some((program, leaves)))
             }
         };
+        let numel: u64 = shape.iter().map(|&d| d as u64).product();
+        walk.check(op, numel, rows)?;
         let limit = ctx.binding_limit();
         let fits = |s: &crate::storage::Storage| s.single().is_some_and(|b| b.size() <= limit);
         if !fits(&storage) || !fits(out.storage()) {
@@ -758,17 +766,10 @@ impl Recorder {
                 Values::Program { .. } => Err(refused),
             };
         }
-        // Every index the kernel forms fits u32 and lies in the input.
-        let numel: u64 = shape.iter().map(|&d| d as u64).product();
-        let kept: u64 = walk.keep.iter().map(|&(len, _)| len as u64).product();
-        if kept != rows
-            || walk.keep.len() > MAX_RANK
-            || walk.reduce.len() > MAX_RANK
-            || walk.last_index() >= numel.max(1)
-            || numel > u64::from(u32::MAX)
-        {
+        // Every index the kernel forms fits u32.
+        if numel > u64::from(u32::MAX) {
             return Err(Error::Graph(format!(
-                "internal: {op} walk {walk:?} does not fit an input of {shape:?} and {rows} outputs"
+                "internal: {op} input of {shape:?} reaches past 32-bit indices"
             )));
         }
         let emulate64 = super::operands::emulates64(&ctx, dtype);

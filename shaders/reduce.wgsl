@@ -17,7 +17,9 @@ override OUT_PAIRS: bool = false;
 // 0: one pass, a workgroup per output element. Rows too long for one workgroup take two:
 // 1 folds chunks of a row into states (5 words each: a, b as word pairs, i), 2 merges each
 // row's states and finishes. 3: one thread per output element folding its whole row in order,
-// for short rows (a workgroup of a tree for five elements leaves most of it idle).
+// for short rows (a workgroup of a tree for five elements leaves most of it idle). 4 and 5: as
+// 0 and 3, but each output element is a state (at `dst_base` on): the chunks of rows too long
+// for one binding, which pass 2 then merges.
 override PASS: u32 = 0u;
 
 struct Params {
@@ -38,6 +40,12 @@ struct Params {
     // of an input or output larger than one binding (passes 0 and 3; else 0).
     base: u32,
     dst_base: u32,
+    // Pass 2: row r's chunk c state is at r * state_row_step + c * state_chunk_step, and its
+    // index (ArgMax, ArgMin) counts from c * i_step.
+    i_step: u32,
+    state_row_step: u32,
+    state_chunk_step: u32,
+    pad: u32,
     // PROLOGUE PARAMS
 }
 
@@ -137,7 +145,11 @@ fn one_row(row: u32) {
     for (var j = 0u; j < params.n; j++) {
         s = absorb(s, C(load_a(reduced_index(base, j))), j);
     }
-    store_result(row, s);
+    if PASS == 5u {
+        store_state(params.dst_base + row, s);
+    } else {
+        store_result(row, s);
+    }
 }
 
 @compute @workgroup_size(WORKGROUP)
@@ -147,7 +159,7 @@ fn main(
     @builtin(local_invocation_index) t: u32,
 ) {
     let g = group.x + groups.x * (group.y + groups.y * group.z);
-    if PASS == 3u {
+    if PASS == 3u || PASS == 5u {
         one_row(g * WORKGROUP + t);
         return;
     }
@@ -167,7 +179,11 @@ fn main(
     var s = init();
     if PASS == 2u {
         for (var c = t; c < params.chunks; c += WORKGROUP) {
-            s = merge(s, load_state(row * params.chunks + c));
+            var part = load_state(row * params.state_row_step + c * params.state_chunk_step);
+            if part.i != 0xffffffffu {
+                part.i += c * params.i_step;
+            }
+            s = merge(s, part);
         }
         hi = 0u;
     }
@@ -184,6 +200,8 @@ fn main(
     }
     if t == 0u && PASS == 1u {
         store_state(g, states[0]);
+    } else if t == 0u && PASS == 4u {
+        store_state(params.dst_base + row, states[0]);
     } else if t == 0u {
         store_result(row, states[0]);
     }

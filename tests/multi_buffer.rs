@@ -622,3 +622,85 @@ fn reductions_beyond_a_binding_run_in_windows_of_rows() {
         );
     }
 }
+
+#[test]
+fn reductions_of_rows_beyond_a_window_run_in_chunks() {
+    // A 4 KiB binding holds about a thousand 4-byte elements: every row below is longer, so
+    // it is cut into chunks folded into states, then merged (whole sums, column sums, sums
+    // over axes that are not adjacent, ArgMax along the long axis with many ties).
+    let ctx = Context::new_blocking(ContextOptions {
+        max_binding_size: Some(4096),
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    let cases: [(&str, DType, &[usize], &[i64]); 12] = [
+        ("ReduceSum", DType::F32, &[3000], &[]),
+        ("ReduceMean", DType::F32, &[2, 1500, 3], &[]),
+        ("ReduceSum", DType::I32, &[300, 7], &[0]),
+        ("ReduceMax", DType::U8, &[5000, 3], &[0]),
+        ("ReduceMin", DType::I64, &[900, 2], &[0]),
+        ("ReduceSum", DType::F16, &[2500], &[]),
+        ("ReduceSum", DType::F32, &[40, 5, 30], &[0, 2]),
+        ("ReduceSum", DType::I32, &[3, 2, 40, 2, 30], &[0, 2, 4]),
+        ("ReduceL1", DType::F64, &[700, 2], &[0]),
+        ("ArgMax", DType::I32, &[1500, 3], &[0]),
+        ("ArgMin", DType::I32, &[7, 1300], &[1]),
+        ("ArgMaxLast", DType::I32, &[1500, 3], &[0]),
+    ];
+    for (op, dtype, shape, axes) in cases {
+        // Few distinct values, so that ArgMax and ArgMin meet ties across chunks.
+        let mut ints = i32s(shape, 13);
+        if op.starts_with("Arg") {
+            let v: Vec<i32> = ints
+                .to_vec::<i32>()
+                .unwrap()
+                .iter()
+                .map(|v| v % 5)
+                .collect();
+            ints = HostTensor::from_vec(shape.to_vec(), &v).unwrap();
+        }
+        let x = reference::cast_host(&ints, dtype).unwrap();
+        assert!(x.data.len() > 4096);
+        let onnx_op = op.trim_end_matches("Last");
+        let mut node = Node::new(onnx_op, "r").inputs(["x"]).outputs(["y"]);
+        if onnx_op.starts_with("Arg") {
+            node = node.attr("axis", Attr::Int(axes[0]));
+            if op.ends_with("Last") {
+                node = node.attr("select_last_index", Attr::Int(1));
+            }
+        } else if !axes.is_empty() {
+            node = node.attr("axes", Attr::Ints(axes.to_vec()));
+        }
+        let g = Graph::new()
+            .input(
+                "x",
+                dtype,
+                &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+            )
+            .node(node)
+            .output("y");
+        let (got, want) = both(&ctx, &g, &[("x", x)]);
+        assert_eq!(got, want, "{op} {dtype} {shape:?} over {axes:?}");
+    }
+    // Rows of one element each a window apart: a state per element and row is more than a
+    // binding holds.
+    let g = Graph::new()
+        .input("x", DType::I32, &[Some(2), Some(1100)])
+        .node(
+            Node::new("ReduceSum", "r")
+                .inputs(["x"])
+                .outputs(["y"])
+                .attr("axes", Attr::Ints(vec![0])),
+        )
+        .output("y");
+    let e = Session::new(&ctx, g)
+        .unwrap()
+        .run_blocking(vec![("x".to_string(), i32s(&[2, 1100], 12))])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ReduceSum") && e.contains("max_storage_buffer_binding_size"),
+        "{e}"
+    );
+}

@@ -457,6 +457,10 @@ struct ReduceParams {
     chunk_len: u32,
     base: u32,
     dst_base: u32,
+    i_step: u32,
+    state_row_step: u32,
+    state_chunk_step: u32,
+    pad: u32,
 }
 
 impl ReduceParams {
@@ -482,6 +486,10 @@ impl ReduceParams {
             chunk_len: 0,
             base: bases.0 as u32,
             dst_base: bases.1 as u32,
+            i_step: 0,
+            state_row_step: 1,
+            state_chunk_step: 1,
+            pad: 0,
         };
         // Innermost first, as the kernel decomposes indices.
         for &(dim, stride) in reduce.iter().rev() {
@@ -616,12 +624,42 @@ fn last_of<'a>(mut axes: impl Iterator<Item = &'a (usize, usize)> + Clone) -> u6
         .sum()
 }
 
+/// Elements of one chunk of a row too long for one window (a workgroup folds each): enough
+/// chunks to spread a long row over a GPU, few enough states to merge.
+const CHUNK_ELEMENTS: u64 = 1 << 16;
+
+/// Bytes of a fold's state in passes 1, 4 and 5: two word pairs and an index.
+const STATE_BYTES: u64 = 20;
+
+/// Where [`Recorder::reduce_pieces`] writes position p of its walk: element `base + p` of
+/// `dst`, a result of `elem` bytes, or (`states`) a state of `dst` bound whole.
+struct Target<'a> {
+    dst: &'a crate::storage::Storage,
+    elem: u64,
+    base: u64,
+    states: bool,
+}
+
+/// Reduced axes (extent, stride), outermost first, with adjacent ones that step as one merged
+/// and axes of extent 1 dropped: the same elements in the same order.
+fn merged_axes(axes: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for &(len, stride) in axes.iter().filter(|&&(len, _)| len != 1) {
+        match merged.last_mut() {
+            Some(last) if last.1 == len * stride => *last = (last.0 * len, stride),
+            _ => merged.push((len, stride)),
+        }
+    }
+    merged
+}
+
 impl Recorder {
     /// [`Recorder::reduce_walk_into`] of an input or output too large to bind whole: the walk
     /// cut along its kept axes, in order, into runs of outputs whose inputs and outputs each
     /// fit one window, a dispatch each (a workgroup or a thread per row, as for whole
-    /// bindings). `refused` is the error where one output's row does not fit a window. The
-    /// walk is checked by the caller.
+    /// bindings). Rows that do not fit one window are cut into chunks
+    /// ([`Recorder::reduce_long_rows`]); `refused` is the error where that fails too. The walk
+    /// is checked by the caller.
     fn reduce_in_windows(
         &mut self,
         op: &'static str,
@@ -633,8 +671,35 @@ impl Recorder {
         let ctx = self.context().clone();
         let rows = out.numel() as u64;
         let n: u64 = walk.reduce.iter().map(|&(len, _)| len as u64).product();
-        let reach = walk.reach();
-        let out_strides = crate::host::c_strides(out.shape());
+        // Chosen for the whole walk, so every piece folds its rows alike.
+        let one_thread = n <= SHORT_ROW || many_short_rows(&ctx, walk, rows, n);
+        let target = Target {
+            dst: out.storage(),
+            elem: out.dtype().size() as u64,
+            base: 0,
+            states: false,
+        };
+        if self.reduce_pieces(op, x, walk, 0, &target, one_thread)? {
+            return Ok(());
+        }
+        self.reduce_long_rows(op, x, walk, out, refused)
+    }
+
+    /// One dispatch per piece of `walk` over `x` from input element `in_base` on, the pieces
+    /// cut along the kept axes so that each one's input (and output, unless it is states)
+    /// fits one window. False, with nothing recorded, where one row alone does not fit.
+    fn reduce_pieces(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        walk: &ReduceWalk,
+        in_base: u64,
+        target: &Target<'_>,
+        one_thread: bool,
+    ) -> Result<bool> {
+        let ctx = self.context().clone();
+        let out_strides =
+            crate::host::c_strides(&walk.keep.iter().map(|&(len, _)| len).collect::<Vec<_>>());
         let whole = Walk {
             lens: walk.keep.iter().map(|&(len, _)| len as u64).collect(),
             steps: walk
@@ -643,25 +708,54 @@ impl Recorder {
                 .zip(&out_strides)
                 .map(|(&(_, stride), &o)| vec![stride as u64, o])
                 .collect(),
-            bases: vec![0, 0],
-            extents: vec![reach, 1],
+            bases: vec![in_base, target.base],
+            extents: vec![walk.reach(), 1],
         }
         .merged();
-        let storages = [&**x.storage(), &**out.storage()];
-        let elems = [x.dtype().size() as u64, out.dtype().size() as u64];
-        let elem = elems[0].max(elems[1]);
+        let storages = [&**x.storage(), target.dst];
+        let elems = [x.dtype().size() as u64, target.elem];
+        // States are bound whole: only the input's windows constrain the pieces.
+        let elem = if target.states {
+            elems[0]
+        } else {
+            elems[0].max(elems[1])
+        };
         let limit = ctx.binding_limit();
         let align = ctx.window_alignment(op, elem)?;
-        let (_, segments) = super::operands::layout_of(&storages, limit, &elems);
+        let (_, mut segments) = super::operands::layout_of(&storages, limit, &elems);
+        if target.states {
+            segments[1] = u64::MAX;
+        }
         let Some(pieces) = whole.split(room(limit, align, elem), &segments) else {
-            return Err(refused);
+            return Ok(false);
         };
         let emulate64 = super::operands::emulates64(&ctx, x.dtype());
-        // Chosen for the whole walk, so every piece folds its rows alike.
-        let one_thread = n <= SHORT_ROW || many_short_rows(&ctx, walk, rows, n);
+        let pass = match (target.states, one_thread) {
+            (false, false) => 0,
+            (false, true) => 3,
+            (true, false) => 4,
+            (true, true) => 5,
+        };
+        let pipeline = ctx.pipeline(&Kernel::Reduce {
+            op,
+            input: x.dtype(),
+            prologue: None,
+            pass,
+            emulate64,
+        })?;
         for piece in pieces {
-            let (firsts, bindings) =
-                super::operands::bind_windows(&storages, &piece, false, align, &elems);
+            let windowed = if target.states { 1 } else { 2 };
+            let (mut firsts, mut bindings) = super::operands::bind_windows(
+                &storages[..windowed],
+                &piece,
+                false,
+                align,
+                &elems[..windowed],
+            );
+            if target.states {
+                firsts.push(piece.bases[1]);
+                bindings.push(target.dst.bind_whole());
+            }
             let keep: Vec<(usize, usize)> = piece
                 .lens
                 .iter()
@@ -677,14 +771,6 @@ impl Recorder {
                 ));
             }
             let params = ReduceParams::new(&keep, &walk.reduce, piece_rows, (firsts[0], firsts[1]));
-            let pass = if one_thread { 3 } else { 0 };
-            let pipeline = ctx.pipeline(&Kernel::Reduce {
-                op,
-                input: x.dtype(),
-                prologue: None,
-                pass,
-                emulate64,
-            })?;
             let groups = if one_thread {
                 piece_rows.div_ceil(u64::from(WORKGROUP))
             } else {
@@ -693,6 +779,112 @@ impl Recorder {
             let grid = grid_for(&ctx, op, groups, 1)?;
             self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
         }
+        Ok(true)
+    }
+
+    /// Rows too long for one window (a whole-tensor sum of a tensor beyond a binding): each
+    /// row cut into chunks along the outermost of its reduced axes that one window does not
+    /// hold, each chunk folded into a state in windows of the input (pass 4, or 5 for short
+    /// chunks), then each row's states merged (pass 2). The chunk axes are the outermost axes
+    /// of those walks, so that a window holds one chunk of many rows (a sum over the first
+    /// axis of a tall matrix), and the states are stored chunk by chunk. `refused` where the
+    /// states or the output do not fit one binding.
+    fn reduce_long_rows(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        walk: &ReduceWalk,
+        out: &Tensor,
+        refused: Error,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let rows = out.numel() as u64;
+        let limit = ctx.binding_limit();
+        let elem = x.dtype().size() as u64;
+        let room = room(limit, ctx.window_alignment(op, elem)?, elem);
+        let reduce = merged_axes(&walk.reduce);
+        // The reduced axes, innermost first, that one window holds whole.
+        let mut split = reduce.len();
+        let mut inner_reach = 1u64;
+        while let Some(&(len, stride)) = split.checked_sub(1).map(|k| &reduce[k]) {
+            let reach = (len as u64 - 1) * stride as u64 + inner_reach;
+            if reach > room {
+                break;
+            }
+            inner_reach = reach;
+            split -= 1;
+        }
+        if split == 0 || inner_reach > room || x.numel() as u64 > u64::from(u32::MAX) {
+            return Err(refused);
+        }
+        let (len, stride) = reduce[split - 1];
+        let (outer, inner) = (&reduce[..split - 1], &reduce[split..]);
+        let inner_n: u64 = inner.iter().map(|&(len, _)| len as u64).product();
+        let chunk = ((room - inner_reach) / stride as u64 + 1)
+            .min((CHUNK_ELEMENTS / inner_n).max(1))
+            .min(len as u64);
+        let (whole, tail) = (len as u64 / chunk, len as u64 % chunk);
+        let outer_count: u64 = outer.iter().map(|&(len, _)| len as u64).product();
+        let chunks = outer_count * (whole + u64::from(tail > 0));
+        let fits = |s: &crate::storage::Storage| s.single().is_some_and(|b| b.size() <= limit);
+        if rows * chunks * STATE_BYTES > limit || !fits(out.storage()) {
+            return Err(refused);
+        }
+        let states = Tensor::uninit(&ctx, DType::U32, &[(rows * chunks * 5) as usize])?;
+        // Chunk c of row r: state c * rows + r, the whole chunks first, then the tails.
+        let mut parts = Vec::new();
+        if whole > 0 {
+            let mut keep = outer.to_vec();
+            keep.push((whole as usize, chunk as usize * stride));
+            keep.extend_from_slice(&walk.keep);
+            let mut reduce = vec![(chunk as usize, stride)];
+            reduce.extend_from_slice(inner);
+            parts.push((ReduceWalk { keep, reduce }, 0, 0));
+        }
+        if tail > 0 {
+            let mut keep = outer.to_vec();
+            keep.extend_from_slice(&walk.keep);
+            let mut reduce = vec![(tail as usize, stride)];
+            reduce.extend_from_slice(inner);
+            let first = whole * chunk * stride as u64;
+            parts.push((
+                ReduceWalk { keep, reduce },
+                first,
+                outer_count * whole * rows,
+            ));
+        }
+        for (part, in_base, state_base) in parts {
+            let part_rows: u64 = part.keep.iter().map(|&(len, _)| len as u64).product();
+            let part_n: u64 = part.reduce.iter().map(|&(len, _)| len as u64).product();
+            let one_thread = part_n <= SHORT_ROW || many_short_rows(&ctx, &part, part_rows, part_n);
+            let target = Target {
+                dst: states.storage(),
+                elem: STATE_BYTES,
+                base: state_base,
+                states: true,
+            };
+            if !self.reduce_pieces(op, x, &part, in_base, &target, one_thread)? {
+                self.release(states);
+                return Err(refused);
+            }
+        }
+        let mut params = ReduceParams::new(&walk.keep, &walk.reduce, rows, (0, 0));
+        params.chunks = chunks as u32;
+        params.state_row_step = 1;
+        params.state_chunk_step = rows as u32;
+        // ArgMax and ArgMin reduce one axis: their chunks are runs of `chunk` along it.
+        params.i_step = (chunk * inner_n) as u32;
+        let pipeline = ctx.pipeline(&Kernel::Reduce {
+            op,
+            input: x.dtype(),
+            prologue: None,
+            pass: 2,
+            emulate64: super::operands::emulates64(&ctx, x.dtype()),
+        })?;
+        let bindings = [states.storage().bind_whole(), out.storage().bind_whole()];
+        let grid = grid_for(&ctx, op, rows, 1)?;
+        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+        self.release(states);
         Ok(())
     }
 
@@ -817,6 +1009,7 @@ impl Recorder {
         }
         params.chunks = chunks as u32;
         params.chunk_len = n.div_ceil(chunks) as u32;
+        params.state_row_step = chunks as u32;
         bytes[..std::mem::size_of::<ReduceParams>()].copy_from_slice(bytemuck::bytes_of(&params));
         let states = Tensor::uninit(&ctx, DType::U32, &[(rows * chunks * 5) as usize])?;
         for (pass, src, dst, groups) in [

@@ -6,8 +6,9 @@ median time per run of each, with the tensors on the GPU too.
 
 Cases: ResNet's stem MaxPool (3x3, stride 2, [1, 64, 112, 112]), Inception's AveragePool
 (3x3 without the padding counted, [1, 192, 35, 35]), YOLO's SPP MaxPool (13x13,
-[1, 512, 20, 20]) and a 3x3 Conv of a 155 MB input ([1, 32, 1100, 1100], beyond lavapipe's
-128 MiB binding).
+[1, 512, 20, 20]), a 3x3 Conv of a 155 MB input ([1, 32, 1100, 1100], beyond lavapipe's
+128 MiB binding), and a whole-tensor ReduceSum and a column ReduceMax of 256 MiB inputs
+(rows longer than that binding).
 
 Usage: scripts/pools_vs_onnxruntime.py [--runs N] [--threads N] [NAME_FILTER]
 ONNX_TIMING=PATH runs that prebuilt onnx_timing binary instead of
@@ -51,6 +52,10 @@ cases = [
     ("maxpool-spp", one_node("MaxPool", [1, 512, 20, 20], kernel_shape=[13, 13],
                              pads=[6, 6, 6, 6])),
     ("conv-155mb", one_node("Conv", [1, 32, 1100, 1100], [weights], pads=[1, 1, 1, 1])),
+    # Rows longer than lavapipe's 128 MiB binding: folded in chunks, then merged.
+    ("reducesum-all-256mb", one_node("ReduceSum", [64, 1024, 1024])),
+    ("reducemax-columns-256mb", one_node("ReduceMax", [256, 262144],
+                                         [numpy_helper.from_array(np.array([0]), "axes")])),
 ]
 threads = opts.threads or f"default ({os.cpu_count()} logical cores)"
 print(f"onnxruntime {ort.__version__} CPU, threads {threads}; {opts.runs} runs each")

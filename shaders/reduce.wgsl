@@ -19,7 +19,7 @@ override OUT_PAIRS: bool = false;
 // row's states and finishes. 3: one thread per output element folding its whole row in order,
 // for short rows (a workgroup of a tree for five elements leaves most of it idle). 4 and 5: as
 // 0 and 3, but each output element is a state (at `dst_base` on): the chunks of rows too long
-// for one binding, which pass 2 then merges.
+// for one binding, which pass 2 then merges (6: as 2, one thread per row, for few chunks).
 override PASS: u32 = 0u;
 
 struct Params {
@@ -123,6 +123,16 @@ fn reduced_index(base: u32, j: u32) -> u32 {
     return index;
 }
 
+// Pass 2 and 6: chunk `c`'s state of output element `row`, its index counted from the row's
+// first element.
+fn chunk_state(row: u32, c: u32) -> State {
+    var part = load_state(row * params.state_row_step + c * params.state_chunk_step);
+    if part.i != 0xffffffffu {
+        part.i += c * params.i_step;
+    }
+    return part;
+}
+
 fn store_result(row: u32, s: State) {
     let v = finish(s);
     let at = params.dst_base + row;
@@ -134,14 +144,21 @@ fn store_result(row: u32, s: State) {
     }
 }
 
-// Pass 3: output element `row` from one thread (a function of its own, so that its early
-// return leaves the caller's barriers in uniform control flow).
+// Passes 3, 5 and 6: output element `row` from one thread (a function of its own, so that its
+// early return leaves the caller's barriers in uniform control flow).
 fn one_row(row: u32) {
     if row >= params.rows {
         return;
     }
-    let base = row_base(row);
     var s = init();
+    if PASS == 6u {
+        for (var c = 0u; c < params.chunks; c++) {
+            s = merge(s, chunk_state(row, c));
+        }
+        store_result(row, s);
+        return;
+    }
+    let base = row_base(row);
     for (var j = 0u; j < params.n; j++) {
         s = absorb(s, C(load_a(reduced_index(base, j))), j);
     }
@@ -159,7 +176,7 @@ fn main(
     @builtin(local_invocation_index) t: u32,
 ) {
     let g = group.x + groups.x * (group.y + groups.y * group.z);
-    if PASS == 3u || PASS == 5u {
+    if PASS == 3u || PASS == 5u || PASS == 6u {
         one_row(g * WORKGROUP + t);
         return;
     }
@@ -179,11 +196,7 @@ fn main(
     var s = init();
     if PASS == 2u {
         for (var c = t; c < params.chunks; c += WORKGROUP) {
-            var part = load_state(row * params.state_row_step + c * params.state_chunk_step);
-            if part.i != 0xffffffffu {
-                part.i += c * params.i_step;
-            }
-            s = merge(s, part);
+            s = merge(s, chunk_state(row, c));
         }
         hi = 0u;
     }

@@ -634,8 +634,11 @@ fn reductions_of_rows_beyond_a_window_run_in_chunks() {
         ..Default::default()
     })
     .unwrap();
-    let cases: [(&str, DType, &[usize], &[i64]); 12] = [
+    let cases: [(&str, DType, &[usize], &[i64]); 14] = [
         ("ReduceSum", DType::F32, &[3000], &[]),
+        // 40 chunks: merged by a workgroup (fewer by a thread per row).
+        ("ReduceSum", DType::F32, &[40000], &[]),
+        ("ArgMax", DType::I32, &[1, 40000], &[1]),
         ("ReduceMean", DType::F32, &[2, 1500, 3], &[]),
         ("ReduceSum", DType::I32, &[300, 7], &[0]),
         ("ReduceMax", DType::U8, &[5000, 3], &[0]),

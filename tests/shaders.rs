@@ -225,13 +225,13 @@ fn every_variant_validates_and_compiles() {
     // SHADER_INT64; 18 of them Pow of mixed types); then 8 dtypes
     // (f16 and bf16 on packed words) x (tiles + 7 row-workgroup sizes x 2 entry points)
     // MatMuls and 2 emulated x (tiles + 7 x rows),
-    // 154 reductions x 6 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
+    // 154 reductions x 7 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
     // but LogSum and LogSumExp on the 4 float types only) and 24 emulated (12 ops x i64,
-    // u64) x 6, the Scan counter (2 slots), the random streams' advance and LinearAttention's
+    // u64) x 7, the Scan counter (2 slots), the random streams' advance and LinearAttention's
     // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (271 + 64 + 16 + 1372 + 207) + 8 * 15 + 2 * 8 + (154 + 24) * 6 + 5
+        WORKGROUP_SIZES.len() * (271 + 64 + 16 + 1372 + 207) + 8 * 15 + 2 * 8 + (154 + 24) * 7 + 5
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {
@@ -408,7 +408,7 @@ fn reduction_prologues_validate_and_compile() {
         else {
             continue;
         };
-        // Passes 2, 4 and 5 read states or chunks of tensors beyond a binding, never a prologue.
+        // Passes 2, 4, 5 and 6 read states or chunks of tensors beyond a binding, never a prologue.
         if !matches!(pass, 0 | 1 | 3) {
             continue;
         }

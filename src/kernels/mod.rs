@@ -479,7 +479,7 @@ impl Kernel {
                 if reduce::defined(op, input) {
                     let long = matches!(input, DType::I64 | DType::U64);
                     for emulate64 in [false, true].into_iter().filter(|&e| !e || long) {
-                        for pass in 0..6 {
+                        for pass in 0..7 {
                             out.push(Kernel::Reduce {
                                 op,
                                 input,

@@ -874,15 +874,22 @@ impl Recorder {
         params.state_chunk_step = rows as u32;
         // ArgMax and ArgMin reduce one axis: their chunks are runs of `chunk` along it.
         params.i_step = (chunk * inner_n) as u32;
+        // Few chunks per row: a thread merges them (a workgroup's tree would idle).
+        let one_thread = chunks <= SHORT_ROW;
         let pipeline = ctx.pipeline(&Kernel::Reduce {
             op,
             input: x.dtype(),
             prologue: None,
-            pass: 2,
+            pass: if one_thread { 6 } else { 2 },
             emulate64: super::operands::emulates64(&ctx, x.dtype()),
         })?;
         let bindings = [states.storage().bind_whole(), out.storage().bind_whole()];
-        let grid = grid_for(&ctx, op, rows, 1)?;
+        let groups = if one_thread {
+            rows.div_ceil(u64::from(WORKGROUP))
+        } else {
+            rows
+        };
+        let grid = grid_for(&ctx, op, groups, 1)?;
         self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
         self.release(states);
         Ok(())

@@ -686,6 +686,34 @@ fn reductions_of_rows_beyond_a_window_run_in_chunks() {
         let (got, want) = both(&ctx, &g, &[("x", x)]);
         assert_eq!(got, want, "{op} {dtype} {shape:?} over {axes:?}");
     }
+    // A tensor in buffers of 8 KiB: chunks tile them.
+    let split = Context::new_blocking(ContextOptions {
+        max_binding_size: Some(4096),
+        max_buffer_size: Some(8192),
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    for (op, shape, axes) in [
+        ("ReduceSum", &[6000][..], &[][..]),
+        ("ReduceMax", &[3000, 2], &[0]),
+    ] {
+        let g = Graph::new()
+            .input(
+                "x",
+                DType::I32,
+                &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+            )
+            .node(
+                Node::new(op, "r")
+                    .inputs(["x"])
+                    .outputs(["y"])
+                    .attr("axes", Attr::Ints(axes.to_vec())),
+            )
+            .output("y");
+        let (got, want) = both(&split, &g, &[("x", i32s(shape, 14))]);
+        assert_eq!(got, want, "{op} {shape:?} in 8 KiB buffers");
+    }
     // Rows of one element each a window apart: a state per element and row is more than a
     // binding holds.
     let g = Graph::new()

@@ -820,9 +820,17 @@ impl Recorder {
         let (len, stride) = reduce[split - 1];
         let (outer, inner) = (&reduce[..split - 1], &reduce[split..]);
         let inner_n: u64 = inner.iter().map(|&(len, _)| len as u64).product();
-        let chunk = ((room - inner_reach) / stride as u64 + 1)
+        let mut chunk = ((room - inner_reach) / stride as u64 + 1)
             .min((CHUNK_ELEMENTS / inner_n).max(1))
             .min(len as u64);
+        // In a tensor of several buffers, chunks that tile a buffer never cross its end.
+        let segment = x.storage().segments().segment / elem;
+        if x.storage().buffers().len() > 1 && segment.is_multiple_of(stride as u64) {
+            let per_segment = segment / stride as u64;
+            if let Some(tiles) = (1..=chunk).rev().find(|c| per_segment.is_multiple_of(*c)) {
+                chunk = tiles;
+            }
+        }
         let (whole, tail) = (len as u64 / chunk, len as u64 % chunk);
         let outer_count: u64 = outer.iter().map(|&(len, _)| len as u64).product();
         let chunks = outer_count * (whole + u64::from(tail > 0));

@@ -7,8 +7,9 @@ median time per run of each, with the tensors on the GPU too.
 Cases: ResNet's stem MaxPool (3x3, stride 2, [1, 64, 112, 112]), Inception's AveragePool
 (3x3 without the padding counted, [1, 192, 35, 35]), YOLO's SPP MaxPool (13x13,
 [1, 512, 20, 20]), a 3x3 Conv of a 155 MB input ([1, 32, 1100, 1100], beyond lavapipe's
-128 MiB binding), and a whole-tensor ReduceSum and a column ReduceMax of 256 MiB inputs
-(rows longer than that binding).
+128 MiB binding), a whole-tensor ReduceSum and a column ReduceMax of 256 MiB inputs
+(rows longer than that binding), a reflect Pad of a 256 MiB row (an STFT's centring) and a
+Pad of every axis of a 135 MB matrix.
 
 Usage: scripts/pools_vs_onnxruntime.py [--runs N] [--threads N] [NAME_FILTER]
 ONNX_TIMING=PATH runs that prebuilt onnx_timing binary instead of
@@ -56,6 +57,13 @@ cases = [
     ("reducesum-all-256mb", one_node("ReduceSum", [64, 1024, 1024])),
     ("reducemax-columns-256mb", one_node("ReduceMax", [256, 262144],
                                          [numpy_helper.from_array(np.array([0]), "axes")])),
+    # Pads whose rows are longer than that binding: the output cut into runs whose inputs fit.
+    ("pad-reflect-row-256mb", one_node("Pad", [1, 67108864],
+                                       [numpy_helper.from_array(np.array([0, 512, 0, 512]),
+                                                                "pads")], mode="reflect")),
+    ("pad-every-axis-135mb", one_node("Pad", [4100, 8200],
+                                      [numpy_helper.from_array(np.array([1, 1, 1, 1]),
+                                                               "pads")])),
 ]
 threads = opts.threads or f"default ({os.cpu_count()} logical cores)"
 print(f"onnxruntime {ort.__version__} CPU, threads {threads}; {opts.runs} runs each")

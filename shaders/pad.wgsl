@@ -31,7 +31,8 @@ struct Params {
     value: vec2<u32>,
     // Output element 0's place in `dst` (words for 1- and 2-byte elements).
     dst_base: u32,
-    _pad1: u32,
+    // Output element 0's index in the whole output (a window of a larger output).
+    first: u32,
     axes: array<Axis, 16>,
 }
 
@@ -67,7 +68,7 @@ fn source_coordinate(i: i32, len: i32) -> i32 {
 // Output element e as the low ELEM_BYTES * 8 bits of a word (x) and the high word of 8-byte
 // elements (y).
 fn element(e: u32) -> vec2<u32> {
-    var rest = e;
+    var rest = params.first + e;
     var s = params.base;
     for (var k = i32(params.rank) - 1; k >= 0; k--) {
         let axis = params.axes[k];

@@ -1269,7 +1269,7 @@ def integer_conv_cases(out, manifest):
 
 
 def roi_align_cases(out, manifest):
-    """RoiAlign: both modes, both coordinate transformations, sampling ratios 1 to 3, a
+    """RoiAlign: both modes, both coordinate transformations, sampling ratios 0 (adaptive) to 3, a
     spatial scale, ROIs inside, across and outside the image and smaller than a cell, two
     images and several channels, f32 (and f64, computed in f32 here: f32 tolerances).
     Returns how many were written."""
@@ -1281,7 +1281,8 @@ def roi_align_cases(out, manifest):
     batch = np.array([0, 1, 1, 0, 1], np.int64)
     for mode in ("avg", "max"):
         for ctm in ("half_pixel", "output_half_pixel"):
-            for ratio, scale, oh, ow in ((2, 1.0, 3, 4), (1, 0.5, 2, 2), (3, 1.0, 4, 3)):
+            for ratio, scale, oh, ow in ((2, 1.0, 3, 4), (1, 0.5, 2, 2), (3, 1.0, 4, 3), (0, 1.0, 3, 4),
+                                        (0, 0.5, 2, 2)):
                 for d, np_type, onnx_type in (("f32", np.float32, T.FLOAT), ("f64", np.float64, T.DOUBLE)):
                     if d == "f64" and (ratio, mode) != (2, "avg"):
                         continue
@@ -1296,7 +1297,8 @@ def roi_align_cases(out, manifest):
                          helper.make_tensor_value_info("batch", T.INT64, [5])],
                         [helper.make_tensor_value_info("y", onnx_type, None)])
                     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
-                    written += ort_case(out, manifest, f"ort_RoiAlign_{mode}_{ctm}_r{ratio}_{d}", m,
+                    label = f"r{ratio}" if ratio else f"adaptive_{oh}x{ow}"
+                    written += ort_case(out, manifest, f"ort_RoiAlign_{mode}_{ctm}_{label}_{d}", m,
                                         feeds, ["RoiAlign"], 16, 1e-4, 1e-5)
     return written
 

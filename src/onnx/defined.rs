@@ -193,14 +193,16 @@ fn tensor_scatter(node: &Node) -> Result<Expansion> {
     Ok(b.finish())
 }
 
-/// RoiAlign-16 as the ops that compute it, with a fixed `sampling_ratio` (adaptive sampling,
-/// `sampling_ratio` 0, needs each ROI's size to shape its grid, which is known only once the
-/// ROIs are: refused). Per ROI and output cell, `sampling_ratio`^2 points on a regular grid
-/// inside the cell; each point's four neighbours are gathered from the ROI's image with their
-/// bilinear weights (points outside [-1, size] weigh 0; others clamp to the image as the ONNX
-/// reference does), then averaged (AveragePool over each cell's points) or, in `max` mode,
-/// the largest weighted neighbour over the cell (MaxPool), as the reference and onnxruntime
-/// do. Coordinates and sums in f32; the output in X's type.
+/// RoiAlign-16 as the ops that compute it. Per ROI and output cell, `sampling_ratio`^2 points
+/// on a regular grid inside the cell; each point's four neighbours are gathered from the ROI's
+/// image with their bilinear weights (points outside [-1, size] weigh 0; others clamp to the
+/// image as the ONNX reference does), then averaged (AveragePool over each cell's points) or,
+/// in `max` mode, the largest weighted neighbour over the cell (MaxPool), as the reference and
+/// onnxruntime do. Adaptive sampling (`sampling_ratio` 0, the default) gives each ROI
+/// ceil(cell size) points per cell along each axis: every ROI is laid on the grid of the
+/// largest (its size is read back where the ROIs are computed on the GPU), the points beyond
+/// its own grid masked out, and each cell summed and divided by its ROI's point count (or its
+/// unmasked points' maximum taken). Coordinates and sums in f32; the output in X's type.
 fn roi_align(node: &Node) -> Result<Expansion> {
     let bad = |msg: &str| node_error(node, msg);
     let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
@@ -243,11 +245,12 @@ fn roi_align(node: &Node) -> Result<Expansion> {
     };
     let (oh, ow) = (positive("output_height", 1)?, positive("output_width", 1)?);
     let ratio = int_attr(node, "sampling_ratio")?.unwrap_or(0);
-    if ratio < 1 {
+    if ratio < 0 {
         return Err(bad(&format!(
-            "sampling_ratio is {ratio}: adaptive sampling (0) shapes each ROI's grid by its size, which is known only when the ROIs are; give a sampling_ratio of 1 or more"
+            "sampling_ratio is {ratio}; it must be 0 (adaptive) or more"
         )));
     }
+    let adaptive = ratio == 0;
     let scale = match node.attrs.get("spatial_scale") {
         None => 1.0,
         Some(Attr::Float(s)) => *s as f32,
@@ -280,6 +283,10 @@ fn roi_align(node: &Node) -> Result<Expansion> {
     // Per axis: the sample coordinates [R, cells * ratio], the low and high neighbours, the
     // weights of the low and high ones, and whether each coordinate is inside [-1, size].
     let mut axes = Vec::new();
+    // Adaptive sampling: per axis, each ROI's points per cell [R, 1] (f32), the grid's
+    // (a scalar, i64), and which of the grid's points are the ROI's [R, n] (f32).
+    let mut grids = Vec::new();
+    let axis_0 = b.i64s("axis_0", &[0])?;
     for (start, end, cells, dim, what) in [(&y0, &y1, oh, 2, "y"), (&x0, &x1, ow, 3, "x")] {
         let len = b.op("Sub", &format!("{what}_extent"), &[end, start], &[]);
         let len = if half_pixel {
@@ -287,16 +294,50 @@ fn roi_align(node: &Node) -> Result<Expansion> {
         } else {
             b.op("Max", &format!("{what}_extent_1"), &[&len, &one], &[])
         };
-        let n = cells * ratio;
-        let step = b.f32_scalar(&format!("{what}_cells_ratio"), n as f32)?;
-        let step = b.op("Div", &format!("{what}_step"), &[&len, &step], &[]);
-        let ks: Vec<f32> = (0..n).map(|k| k as f32 + 0.5).collect();
-        let ks = b.constant(
-            &format!("{what}_offsets"),
-            HostTensor::from_vec(vec![1, n as usize], &ks)?,
-        );
-        let at = b.op("Mul", &format!("{what}_offset"), &[&ks, &step], &[]);
-        let at = b.op("Add", &format!("{what}_points"), &[start, &at], &[]);
+        let at = if adaptive {
+            // Point k of the grid: cell k / G, sub-point k % G, at
+            // start + cell * bin + (sub + 0.5) * bin / g for a ROI of g points per cell.
+            let cells_f = b.f32_scalar(&format!("{what}_cells"), cells as f32)?;
+            let bin = b.op("Div", &format!("{what}_bin"), &[&len, &cells_f], &[]);
+            let own = b.op("Ceil", &format!("{what}_own_grid"), &[&bin], &[]);
+            let most = b.op(
+                "ReduceMax",
+                &format!("{what}_most"),
+                &[&own],
+                &[("keepdims", Attr::Int(0))],
+            );
+            let grid = b.op("Max", &format!("{what}_grid"), &[&most, &one], &[]);
+            let limit = b.op("Mul", &format!("{what}_limit"), &[&grid, &cells_f], &[]);
+            let ks = b.op("Range", &format!("{what}_ks"), &[&zero, &limit, &one], &[]);
+            let ks = b.op("Unsqueeze", &format!("{what}_ks_row"), &[&ks, &axis_0], &[]);
+            let q = b.op("Div", &format!("{what}_k_over"), &[&ks, &grid], &[]);
+            let cell = b.op("Floor", &format!("{what}_cell"), &[&q], &[]);
+            let whole = b.op("Mul", &format!("{what}_cell_start"), &[&cell, &grid], &[]);
+            let sub = b.op("Sub", &format!("{what}_sub"), &[&ks, &whole], &[]);
+            let mine = b.op("Less", &format!("{what}_mine"), &[&sub, &own], &[]);
+            let mine = b.op("Cast", &format!("{what}_mine_f"), &[&mine], &f32_to);
+            let half = b.f32_scalar(&format!("{what}_half"), 0.5)?;
+            let sub = b.op("Add", &format!("{what}_sub_mid"), &[&sub, &half], &[]);
+            let sub = b.op("Mul", &format!("{what}_sub_len"), &[&sub, &bin], &[]);
+            let own_1 = b.op("Max", &format!("{what}_own_1"), &[&own, &one], &[]);
+            let sub = b.op("Div", &format!("{what}_sub_at"), &[&sub, &own_1], &[]);
+            let corner = b.op("Mul", &format!("{what}_corner"), &[&cell, &bin], &[]);
+            let at = b.op("Add", &format!("{what}_cell_at"), &[start, &corner], &[]);
+            let grid_i = b.op("Cast", &format!("{what}_grid_i"), &[&grid], &i64_to);
+            grids.push((own, grid_i, mine));
+            b.op("Add", &format!("{what}_points"), &[&at, &sub], &[])
+        } else {
+            let n = cells * ratio;
+            let step = b.f32_scalar(&format!("{what}_cells_ratio"), n as f32)?;
+            let step = b.op("Div", &format!("{what}_step"), &[&len, &step], &[]);
+            let ks: Vec<f32> = (0..n).map(|k| k as f32 + 0.5).collect();
+            let ks = b.constant(
+                &format!("{what}_offsets"),
+                HostTensor::from_vec(vec![1, n as usize], &ks)?,
+            );
+            let at = b.op("Mul", &format!("{what}_offset"), &[&ks, &step], &[]);
+            b.op("Add", &format!("{what}_points"), &[start, &at], &[])
+        };
         let d = b.i64s(&format!("{what}_dim"), &[dim])?;
         let size = b.op("Gather", &format!("{what}_size_i"), &[&shape, &d], &axis(0));
         let size = b.op("Cast", &format!("{what}_size"), &[&size], &f32_to);
@@ -363,6 +404,17 @@ fn roi_align(node: &Node) -> Result<Expansion> {
     );
     let width = b.dims("width", &x, 3, Some(4));
     let valid = b.op("Mul", "valid", &[&yin, &xin], &[]);
+    // The points of each ROI's own grid ([R, K, J], adaptive sampling).
+    let own_points = if adaptive {
+        let (ym, xm) = (rows(&mut b, &grids[0].2), cols(&mut b, &grids[1].2));
+        Some(b.op("Mul", "own_points", &[&ym, &xm], &[]))
+    } else {
+        None
+    };
+    let valid = match &own_points {
+        Some(own) => b.op("Mul", "valid_own", &[&valid, own], &[]),
+        None => valid,
+    };
     // X's images of the ROIs, flattened: [R, C, H * W].
     let images = b.op("Gather", "images", &[&x, &batch], &axis(0));
     let zero_i = b.i64s("keep", &[0])?;
@@ -377,17 +429,12 @@ fn roi_align(node: &Node) -> Result<Expansion> {
     let flat = b.op("Cast", "images_f32", &[&flat], &f32_to);
     let channels = b.dims("channels", &x, 1, Some(2));
     let rois_n = b.dims("rois_n", &rois, 0, Some(1));
-    let samples = b.i64s("samples", &[oh * ratio * ow * ratio])?;
+    // [R, 1, points] and its expansion to every channel.
+    let row_shape = b.i64s("row_shape", &[0, 1, -1])?;
     let index_shape = b.op(
         "Concat",
         "index_shape",
-        &[&rois_n, &channels, &samples],
-        &axis(0),
-    );
-    let row_shape = b.op(
-        "Concat",
-        "row_shape",
-        &[&rois_n, &one_axis, &samples],
+        &[&one_axis, &channels, &one_axis],
         &axis(0),
     );
     let mut terms = Vec::new();
@@ -422,6 +469,49 @@ fn roi_align(node: &Node) -> Result<Expansion> {
         &[&terms[0], &terms[1], &terms[2], &terms[3]],
         &[],
     );
+    if adaptive {
+        let (own_y, grid_y, _) = &grids[0];
+        let (own_x, grid_x, _) = &grids[1];
+        // [R, C, oh, G_y, ow, G_x]: each cell's points on two axes.
+        let oh_i = b.i64s("oh", &[oh])?;
+        let ow_i = b.i64s("ow", &[ow])?;
+        let gy = b.op("Unsqueeze", "grid_y_1", &[grid_y, &axis_0], &[]);
+        let gx = b.op("Unsqueeze", "grid_x_1", &[grid_x, &axis_0], &[]);
+        let cell_shape = b.op(
+            "Concat",
+            "cell_shape",
+            &[&rois_n, &channels, &oh_i, &gy, &ow_i, &gx],
+            &axis(0),
+        );
+        let points = b.op("Mul", "own_count", &[own_y, own_x], &[]);
+        let per_roi = b.i64s("per_roi", &[-1, 1, 1, 1])?;
+        let points = b.op("Reshape", "own_count_4d", &[&points, &per_roi], &[]);
+        let cell_axes = [("axes", Attr::Ints(vec![3, 5])), ("keepdims", Attr::Int(0))];
+        let pooled = if mode == "avg" {
+            let t = b.op("Reshape", "cells", &[&t, &cell_shape], &[]);
+            let sum = b.op("ReduceSum", "cell_sums", &[&t], &cell_axes);
+            let count = b.op("Max", "own_count_1", &[&points, &one], &[]);
+            b.op("Div", "pooled", &[&sum, &count], &[])
+        } else {
+            // Points beyond a ROI's own grid never win; a ROI of no points gives 0.
+            let own = own_points.expect("adaptive");
+            let own = b.op("Reshape", "own_flat", &[&own, &row_shape], &[]);
+            let own = b.op(
+                "Cast",
+                "own_bool",
+                &[&own],
+                &[("to", Attr::String("bool".into()))],
+            );
+            let lowest = b.f32_scalar("lowest", f32::NEG_INFINITY)?;
+            let t = b.op("Where", "own_terms", &[&own, &t, &lowest], &[]);
+            let t = b.op("Reshape", "cells", &[&t, &cell_shape], &[]);
+            let most = b.op("ReduceMax", "cell_max", &[&t], &cell_axes);
+            let any = b.op("Greater", "has_points", &[&points, &zero], &[]);
+            b.op("Where", "pooled", &[&any, &most, &zero], &[])
+        };
+        b.op_to("CastLike", &y, &[&pooled, &x], &[]);
+        return Ok(b.finish());
+    }
     let grid = b.i64s("grid", &[oh * ratio, ow * ratio])?;
     let grid_shape = b.op(
         "Concat",

@@ -1300,6 +1300,21 @@ def roi_align_cases(out, manifest):
                     label = f"r{ratio}" if ratio else f"adaptive_{oh}x{ow}"
                     written += ort_case(out, manifest, f"ort_RoiAlign_{mode}_{ctm}_{label}_{d}", m,
                                         feeds, ["RoiAlign"], 16, 1e-4, 1e-5)
+    # Adaptive sampling of ROIs computed in the graph (on the GPU): their grid is read back.
+    for mode in ("avg", "max"):
+        nodes = [helper.make_node("Abs", ["rois_in"], ["rois"]),
+                 helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], mode=mode,
+                                  output_height=3, output_width=2)]
+        graph = helper.make_graph(
+            nodes, "g",
+            [helper.make_tensor_value_info("x", T.FLOAT, list(x.shape)),
+             helper.make_tensor_value_info("rois_in", T.FLOAT, list(rois.shape)),
+             helper.make_tensor_value_info("batch", T.INT64, [5])],
+            [helper.make_tensor_value_info("y", T.FLOAT, None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+        feeds = [("x", x), ("rois_in", rois), ("batch", batch)]
+        written += ort_case(out, manifest, f"ort_RoiAlign_{mode}_adaptive_computed_rois", m,
+                            feeds, ["RoiAlign", "Abs"], 16, 1e-4, 1e-5)
     return written
 
 

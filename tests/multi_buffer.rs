@@ -539,6 +539,45 @@ fn pads_beyond_a_binding_run_in_windows_of_their_output() {
     }
 }
 
+/// A one-node reduction graph: `op` over `axes` of an input `x` of `shape` (ArgMax and ArgMin
+/// take the first axis; `ArgMaxLast` is ArgMax with `select_last_index`; GlobalAveragePool
+/// no axes).
+fn reduction_graph(op: &str, dtype: DType, shape: &[usize], axes: &[i64]) -> Graph {
+    let onnx_op = op.trim_end_matches("Last");
+    let mut node = Node::new(onnx_op, "r").inputs(["x"]).outputs(["y"]);
+    if onnx_op.starts_with("Arg") {
+        node = node.attr("axis", Attr::Int(axes[0]));
+        if op.ends_with("Last") {
+            node = node.attr("select_last_index", Attr::Int(1));
+        }
+    } else if !axes.is_empty() {
+        node = node.attr("axes", Attr::Ints(axes.to_vec()));
+    }
+    Graph::new()
+        .input(
+            "x",
+            dtype,
+            &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+        )
+        .node(node)
+        .output("y")
+}
+
+/// Asserts that `ctx` refuses a sum over the first axis of i32 `shape`, naming the binding
+/// limit.
+fn assert_column_sum_refused(ctx: &Context, shape: &[usize]) {
+    let g = reduction_graph("ReduceSum", DType::I32, shape, &[0]);
+    let e = Session::new(ctx, g)
+        .unwrap()
+        .run_blocking(vec![("x".to_string(), i32s(shape, 12))])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ReduceSum") && e.contains("max_storage_buffer_binding_size"),
+        "{e}"
+    );
+}
+
 /// Reductions whose input is larger than one binding (256 or 300 bytes here): cut along the
 /// kept axes into runs of outputs whose rows fit a window, a dispatch each. Rows of 7 and of
 /// 45 elements, 1-, 4- and 8-byte inputs, sums, maxima, ArgMax (i64 outputs), and
@@ -566,44 +605,14 @@ fn reductions_beyond_a_binding_run_in_windows_of_rows() {
         for (op, dtype, shape, axes) in cases {
             let x = reference::cast_host(&i32s(shape, 11), dtype).unwrap();
             assert!(x.data.len() as u64 > binding);
-            let mut node = Node::new(op, "r").inputs(["x"]).outputs(["y"]);
-            if op == "ArgMax" {
-                node = node.attr("axis", Attr::Int(axes[0]));
-            } else if !axes.is_empty() {
-                node = node.attr("axes", Attr::Ints(axes.to_vec()));
-            }
-            let g = Graph::new()
-                .input(
-                    "x",
-                    dtype,
-                    &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
-                )
-                .node(node)
-                .output("y");
+            let g = reduction_graph(op, dtype, shape, axes);
             let (got, want) = both(&ctx, &g, &[("x", x)]);
             assert_eq!(
                 got, want,
                 "{op} {dtype} {shape:?} over {axes:?}, binding {binding}"
             );
         }
-        let g = Graph::new()
-            .input("x", DType::I32, &[Some(40), Some(9)])
-            .node(
-                Node::new("ReduceSum", "r")
-                    .inputs(["x"])
-                    .outputs(["y"])
-                    .attr("axes", Attr::Ints(vec![0])),
-            )
-            .output("y");
-        let e = Session::new(&ctx, g)
-            .unwrap()
-            .run_blocking(vec![("x".to_string(), i32s(&[40, 9], 12))])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("ReduceSum") && e.contains("max_storage_buffer_binding_size"),
-            "{e}"
-        );
+        assert_column_sum_refused(&ctx, &[40, 9]);
     }
 }
 
@@ -649,24 +658,7 @@ fn reductions_of_rows_beyond_a_window_run_in_chunks() {
         }
         let x = reference::cast_host(&ints, dtype).unwrap();
         assert!(x.data.len() > 4096);
-        let onnx_op = op.trim_end_matches("Last");
-        let mut node = Node::new(onnx_op, "r").inputs(["x"]).outputs(["y"]);
-        if onnx_op.starts_with("Arg") {
-            node = node.attr("axis", Attr::Int(axes[0]));
-            if op.ends_with("Last") {
-                node = node.attr("select_last_index", Attr::Int(1));
-            }
-        } else if !axes.is_empty() {
-            node = node.attr("axes", Attr::Ints(axes.to_vec()));
-        }
-        let g = Graph::new()
-            .input(
-                "x",
-                dtype,
-                &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
-            )
-            .node(node)
-            .output("y");
+        let g = reduction_graph(op, dtype, shape, axes);
         let (got, want) = both(&ctx, &g, &[("x", x)]);
         assert_eq!(got, want, "{op} {dtype} {shape:?} over {axes:?}");
     }
@@ -682,40 +674,11 @@ fn reductions_of_rows_beyond_a_window_run_in_chunks() {
         ("ReduceSum", &[6000][..], &[][..]),
         ("ReduceMax", &[3000, 2], &[0]),
     ] {
-        let g = Graph::new()
-            .input(
-                "x",
-                DType::I32,
-                &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
-            )
-            .node(
-                Node::new(op, "r")
-                    .inputs(["x"])
-                    .outputs(["y"])
-                    .attr("axes", Attr::Ints(axes.to_vec())),
-            )
-            .output("y");
+        let g = reduction_graph(op, DType::I32, shape, axes);
         let (got, want) = both(&split, &g, &[("x", i32s(shape, 14))]);
         assert_eq!(got, want, "{op} {shape:?} in 8 KiB buffers");
     }
     // Rows of one element each a window apart: a state per element and row is more than a
     // binding holds.
-    let g = Graph::new()
-        .input("x", DType::I32, &[Some(2), Some(1100)])
-        .node(
-            Node::new("ReduceSum", "r")
-                .inputs(["x"])
-                .outputs(["y"])
-                .attr("axes", Attr::Ints(vec![0])),
-        )
-        .output("y");
-    let e = Session::new(&ctx, g)
-        .unwrap()
-        .run_blocking(vec![("x".to_string(), i32s(&[2, 1100], 12))])
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("ReduceSum") && e.contains("max_storage_buffer_binding_size"),
-        "{e}"
-    );
+    assert_column_sum_refused(&ctx, &[2, 1100]);
 }

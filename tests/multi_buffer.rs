@@ -582,8 +582,9 @@ fn assert_column_sum_refused(ctx: &Context, shape: &[usize]) {
 /// kept axes into runs of outputs whose rows fit a window, a dispatch each. Rows of 7 and of
 /// 45 elements, 1-, 4- and 8-byte inputs, sums, maxima, ArgMax (i64 outputs), and
 /// GlobalAveragePool's reduction of each image: bit for bit against the reference (small
-/// integers, so f32 sums are exact). A reduction over the outer axis, where one output's row
-/// spans the whole input, is refused, naming the binding limit.
+/// integers, so f32 sums are exact). A sum over the outer axis, where each output's row spans
+/// the input, runs in chunks (see the next test); a whole sum of 1000 elements, whose chunks'
+/// states are more than such a binding holds, is refused, naming the binding limit.
 #[test]
 fn reductions_beyond_a_binding_run_in_windows_of_rows() {
     for binding in [256u64, 300] {
@@ -612,7 +613,10 @@ fn reductions_beyond_a_binding_run_in_windows_of_rows() {
                 "{op} {dtype} {shape:?} over {axes:?}, binding {binding}"
             );
         }
-        assert_column_sum_refused(&ctx, &[40, 9]);
+        let g = reduction_graph("ReduceSum", DType::I32, &[40, 9], &[0]);
+        let (got, want) = both(&ctx, &g, &[("x", i32s(&[40, 9], 12))]);
+        assert_eq!(got, want, "column sums, binding {binding}");
+        assert_column_sum_refused(&ctx, &[1000]);
     }
 }
 
@@ -678,7 +682,13 @@ fn reductions_of_rows_beyond_a_window_run_in_chunks() {
         let (got, want) = both(&split, &g, &[("x", i32s(shape, 14))]);
         assert_eq!(got, want, "{op} {shape:?} in 8 KiB buffers");
     }
-    // Rows of one element each a window apart: a state per element and row is more than a
-    // binding holds.
-    assert_column_sum_refused(&ctx, &[2, 1100]);
+    // Rows of two elements a window apart: a state per element and row, more than a binding
+    // holds, and an output beyond one: rows in groups, each group's output in a window.
+    for shape in [[2, 1100], [3, 2500]] {
+        let g = reduction_graph("ReduceSum", DType::I32, &shape, &[0]);
+        let (got, want) = both(&ctx, &g, &[("x", i32s(&shape, 15))]);
+        assert_eq!(got, want, "column sums of {shape:?}");
+    }
+    // 246 chunks: one row's states are more than a binding holds.
+    assert_column_sum_refused(&ctx, &[250_000]);
 }

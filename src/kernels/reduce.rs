@@ -653,6 +653,37 @@ fn merged_axes(axes: &[(usize, usize)]) -> Vec<(usize, usize)> {
     merged
 }
 
+/// A box of kept positions: its input offset, its first position, its axes.
+type RowGroup = (u64, u64, Vec<(usize, usize)>);
+
+/// The positions of kept axes `keep` ((extent, input stride), outermost first) cut, in C order,
+/// into boxes of at most `most` positions: (input offset, first position, the box's axes)
+/// each, the offsets counted from `at`.
+fn row_groups(keep: &[(usize, usize)], most: u64, at: (u64, u64), groups: &mut Vec<RowGroup>) {
+    let count: u64 = keep.iter().map(|&(len, _)| len as u64).product();
+    let Some((&(len, stride), inner)) = keep.split_first().filter(|_| count > most) else {
+        groups.push((at.0, at.1, keep.to_vec()));
+        return;
+    };
+    let inner_count: u64 = inner.iter().map(|&(len, _)| len as u64).product();
+    let (len, stride) = (len as u64, stride as u64);
+    let run = (most / inner_count).max(1);
+    let mut a = 0;
+    while a < len {
+        let here = (at.0 + a * stride, at.1 + a * inner_count);
+        if inner_count > most {
+            row_groups(inner, most, here, groups);
+            a += 1;
+            continue;
+        }
+        let k = run.min(len - a);
+        let mut axes = vec![(k as usize, stride as usize)];
+        axes.extend_from_slice(inner);
+        groups.push((here.0, here.1, axes));
+        a += k;
+    }
+}
+
 impl Recorder {
     /// [`Recorder::reduce_walk_into`] of an input or output too large to bind whole: the walk
     /// cut along its kept axes, in order, into runs of outputs whose inputs and outputs each
@@ -787,8 +818,9 @@ impl Recorder {
     /// hold, each chunk folded into a state in windows of the input (pass 4, or 5 for short
     /// chunks), then each row's states merged (pass 2). The chunk axes are the outermost axes
     /// of those walks, so that a window holds one chunk of many rows (a sum over the first
-    /// axis of a tall matrix), and the states are stored chunk by chunk. `refused` where the
-    /// states or the output do not fit one binding.
+    /// axis of a tall matrix), and the states are stored chunk by chunk. Rows go in groups
+    /// whose states fit one binding and whose outputs fit one window (a sum over the first axis
+    /// of [2, n]: a state per element). `refused` where one row's states do not fit.
     fn reduce_long_rows(
         &mut self,
         op: &'static str,
@@ -798,7 +830,6 @@ impl Recorder {
         refused: Error,
     ) -> Result<()> {
         let ctx = self.context().clone();
-        let rows = out.numel() as u64;
         let limit = ctx.binding_limit();
         let elem = x.dtype().size() as u64;
         let room = room(limit, ctx.window_alignment(op, elem)?, elem);
@@ -834,71 +865,97 @@ impl Recorder {
         let (whole, tail) = (len as u64 / chunk, len as u64 % chunk);
         let outer_count: u64 = outer.iter().map(|&(len, _)| len as u64).product();
         let chunks = outer_count * (whole + u64::from(tail > 0));
-        let fits = |s: &crate::storage::Storage| s.single().is_some_and(|b| b.size() <= limit);
-        if rows * chunks * STATE_BYTES > limit || !fits(out.storage()) {
+        // Rows in groups whose states fit one binding and whose outputs fit one window.
+        let out_elem = out.dtype().size() as u64;
+        let out_align = ctx.window_alignment(op, out_elem)?;
+        let out_room = super::windows::room(limit, out_align, out_elem);
+        let per_group = (limit / (chunks * STATE_BYTES)).min(out_room);
+        if per_group == 0 {
             return Err(refused);
         }
-        let states = Tensor::uninit(&ctx, DType::U32, &[(rows * chunks * 5) as usize])?;
-        // Chunk c of row r: state c * rows + r, the whole chunks first, then the tails.
-        let mut parts = Vec::new();
-        if whole > 0 {
-            let mut keep = outer.to_vec();
-            keep.push((whole as usize, chunk as usize * stride));
-            keep.extend_from_slice(&walk.keep);
-            let mut reduce = vec![(chunk as usize, stride)];
-            reduce.extend_from_slice(inner);
-            parts.push((ReduceWalk { keep, reduce }, 0, 0));
+        let mut groups = Vec::new();
+        row_groups(&walk.keep, per_group, (0, 0), &mut groups);
+        let out_segment = out.storage().segments().segment / out_elem;
+        let group_rows =
+            |keep: &[(usize, usize)]| -> u64 { keep.iter().map(|&(len, _)| len as u64).product() };
+        if groups.iter().any(|(_, first, keep)| {
+            first / out_segment != (first + group_rows(keep) - 1) / out_segment
+        }) {
+            return Err(refused);
         }
-        if tail > 0 {
-            let mut keep = outer.to_vec();
-            keep.extend_from_slice(&walk.keep);
-            let mut reduce = vec![(tail as usize, stride)];
-            reduce.extend_from_slice(inner);
-            let first = whole * chunk * stride as u64;
-            parts.push((
-                ReduceWalk { keep, reduce },
-                first,
-                outer_count * whole * rows,
-            ));
-        }
-        for (part, in_base, state_base) in parts {
-            let part_rows: u64 = part.keep.iter().map(|&(len, _)| len as u64).product();
-            let part_n: u64 = part.reduce.iter().map(|&(len, _)| len as u64).product();
-            let one_thread = part_n <= SHORT_ROW || many_short_rows(&ctx, &part, part_rows, part_n);
-            let target = Target {
-                dst: states.storage(),
-                elem: STATE_BYTES,
-                base: state_base,
-                states: true,
-            };
-            if !self.reduce_pieces(op, x, &part, in_base, &target, one_thread)? {
-                self.release(states);
-                return Err(refused);
-            }
-        }
-        let mut params = ReduceParams::new(&walk.keep, &walk.reduce, rows, (0, 0));
-        params.chunks = chunks as u32;
-        params.state_row_step = 1;
-        params.state_chunk_step = rows as u32;
-        // ArgMax and ArgMin reduce one axis: their chunks are runs of `chunk` along it.
-        params.i_step = (chunk * inner_n) as u32;
+        let most = groups
+            .iter()
+            .map(|(_, _, keep)| group_rows(keep))
+            .max()
+            .unwrap_or(0);
+        let states = Tensor::uninit(&ctx, DType::U32, &[(most * chunks * 5) as usize])?;
         // Few chunks per row: a thread merges them (a workgroup's tree would idle).
         let one_thread = chunks <= SHORT_ROW;
-        let pipeline = ctx.pipeline(&Kernel::Reduce {
+        let merge = ctx.pipeline(&Kernel::Reduce {
             op,
             input: x.dtype(),
             prologue: None,
             pass: if one_thread { 6 } else { 2 },
             emulate64: super::operands::emulates64(&ctx, x.dtype()),
         })?;
-        let bindings = [states.storage().bind_whole(), out.storage().bind_whole()];
-        let groups = if one_thread {
-            rows.div_ceil(u64::from(WORKGROUP))
-        } else {
-            rows
-        };
-        let grid = grid_for(&ctx, op, groups, 1)?;
-        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+        for (group_base, first, keep) in groups {
+            let rows = group_rows(&keep);
+            // Chunk c of row r: state c * rows + r, the whole chunks first, then the tails.
+            let mut parts = Vec::new();
+            if whole > 0 {
+                let mut axes = outer.to_vec();
+                axes.push((whole as usize, chunk as usize * stride));
+                axes.extend_from_slice(&keep);
+                let mut reduce = vec![(chunk as usize, stride)];
+                reduce.extend_from_slice(inner);
+                parts.push((ReduceWalk { keep: axes, reduce }, group_base, 0));
+            }
+            if tail > 0 {
+                let mut axes = outer.to_vec();
+                axes.extend_from_slice(&keep);
+                let mut reduce = vec![(tail as usize, stride)];
+                reduce.extend_from_slice(inner);
+                let at = group_base + whole * chunk * stride as u64;
+                let walk = ReduceWalk { keep: axes, reduce };
+                parts.push((walk, at, outer_count * whole * rows));
+            }
+            for (part, in_base, state_base) in parts {
+                let part_rows = group_rows(&part.keep);
+                let part_n: u64 = part.reduce.iter().map(|&(len, _)| len as u64).product();
+                let one_thread =
+                    part_n <= SHORT_ROW || many_short_rows(&ctx, &part, part_rows, part_n);
+                let target = Target {
+                    dst: states.storage(),
+                    elem: STATE_BYTES,
+                    base: state_base,
+                    states: true,
+                };
+                if !self.reduce_pieces(op, x, &part, in_base, &target, one_thread)? {
+                    self.release(states);
+                    return Err(refused);
+                }
+            }
+            let window = out.storage().segments().window(
+                first * out_elem,
+                (first + rows) * out_elem,
+                out_align,
+            );
+            let dst_base = first - window.start / out_elem;
+            let mut params = ReduceParams::new(&keep, &walk.reduce, rows, (0, dst_base));
+            params.chunks = chunks as u32;
+            params.state_row_step = 1;
+            params.state_chunk_step = rows as u32;
+            // ArgMax and ArgMin reduce one axis: their chunks are runs of `chunk` along it.
+            params.i_step = (chunk * inner_n) as u32;
+            let bindings = [states.storage().bind_whole(), out.storage().bind(window)];
+            let workgroups = if one_thread {
+                rows.div_ceil(u64::from(WORKGROUP))
+            } else {
+                rows
+            };
+            let grid = grid_for(&ctx, op, workgroups, 1)?;
+            self.dispatch(op, &merge, bytemuck::bytes_of(&params), &bindings, grid)?;
+        }
         self.release(states);
         Ok(())
     }

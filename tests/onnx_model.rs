@@ -1378,13 +1378,16 @@ fn flex_attention_refuses_bad_attributes() {
     }
 }
 
-/// RoiAlign refuses what it cannot compute, in one line naming the node: adaptive sampling,
-/// an unknown mode or coordinate transformation.
+/// RoiAlign refuses what it cannot compute, in one line naming the node: a negative sampling
+/// ratio, an unknown mode or coordinate transformation, an empty output.
 #[test]
-fn roi_align_refuses_adaptive_sampling_and_bad_modes() {
+fn roi_align_refuses_bad_sampling_and_modes() {
     use common::onnx_proto::string_attr;
     for (attrs, why) in [
-        (vec![], "sampling_ratio is 0: adaptive sampling"),
+        (
+            vec![int_attr("sampling_ratio", -1)],
+            "sampling_ratio is -1; it must be 0 (adaptive) or more",
+        ),
         (
             vec![int_attr("sampling_ratio", 2), string_attr("mode", "min")],
             "mode is 'min', not avg or max",

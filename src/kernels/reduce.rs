@@ -600,7 +600,7 @@ impl ReduceWalk {
     /// The internal error unless the walk keeps `rows` outputs, has ranks the kernel takes
     /// and reads only the `numel` elements of its input.
     fn check(&self, op: &str, numel: u64, rows: u64) -> Result<()> {
-        let kept: u64 = self.keep.iter().map(|&(len, _)| len as u64).product();
+        let kept: u64 = positions(&self.keep);
         if kept != rows
             || self.keep.len() > MAX_RANK
             || self.reduce.len() > MAX_RANK
@@ -653,6 +653,11 @@ fn merged_axes(axes: &[(usize, usize)]) -> Vec<(usize, usize)> {
     merged
 }
 
+/// Positions of axes given as (extent, stride): the product of the extents.
+fn positions(axes: &[(usize, usize)]) -> u64 {
+    axes.iter().map(|&(len, _)| len as u64).product()
+}
+
 /// A box of kept positions: its input offset, its first position, its axes.
 type RowGroup = (u64, u64, Vec<(usize, usize)>);
 
@@ -660,12 +665,12 @@ type RowGroup = (u64, u64, Vec<(usize, usize)>);
 /// into boxes of at most `most` positions: (input offset, first position, the box's axes)
 /// each, the offsets counted from `at`.
 fn row_groups(keep: &[(usize, usize)], most: u64, at: (u64, u64), groups: &mut Vec<RowGroup>) {
-    let count: u64 = keep.iter().map(|&(len, _)| len as u64).product();
+    let count: u64 = positions(keep);
     let Some((&(len, stride), inner)) = keep.split_first().filter(|_| count > most) else {
         groups.push((at.0, at.1, keep.to_vec()));
         return;
     };
-    let inner_count: u64 = inner.iter().map(|&(len, _)| len as u64).product();
+    let inner_count: u64 = positions(inner);
     let (len, stride) = (len as u64, stride as u64);
     let run = (most / inner_count).max(1);
     let mut a = 0;
@@ -701,7 +706,7 @@ impl Recorder {
     ) -> Result<()> {
         let ctx = self.context().clone();
         let rows = out.numel() as u64;
-        let n: u64 = walk.reduce.iter().map(|&(len, _)| len as u64).product();
+        let n: u64 = positions(&walk.reduce);
         // Chosen for the whole walk, so every piece folds its rows alike.
         let one_thread = n <= SHORT_ROW || many_short_rows(&ctx, walk, rows, n);
         let target = Target {
@@ -850,7 +855,7 @@ impl Recorder {
         }
         let (len, stride) = reduce[split - 1];
         let (outer, inner) = (&reduce[..split - 1], &reduce[split..]);
-        let inner_n: u64 = inner.iter().map(|&(len, _)| len as u64).product();
+        let inner_n: u64 = positions(inner);
         let mut chunk = ((room - inner_reach) / stride as u64 + 1)
             .min((CHUNK_ELEMENTS / inner_n).max(1))
             .min(len as u64);
@@ -863,7 +868,7 @@ impl Recorder {
             }
         }
         let (whole, tail) = (len as u64 / chunk, len as u64 % chunk);
-        let outer_count: u64 = outer.iter().map(|&(len, _)| len as u64).product();
+        let outer_count: u64 = positions(outer);
         let chunks = outer_count * (whole + u64::from(tail > 0));
         // Rows in groups whose states fit one binding and whose outputs fit one window.
         let out_elem = out.dtype().size() as u64;
@@ -876,16 +881,14 @@ impl Recorder {
         let mut groups = Vec::new();
         row_groups(&walk.keep, per_group, (0, 0), &mut groups);
         let out_segment = out.storage().segments().segment / out_elem;
-        let group_rows =
-            |keep: &[(usize, usize)]| -> u64 { keep.iter().map(|&(len, _)| len as u64).product() };
         if groups.iter().any(|(_, first, keep)| {
-            first / out_segment != (first + group_rows(keep) - 1) / out_segment
+            first / out_segment != (first + positions(keep) - 1) / out_segment
         }) {
             return Err(refused);
         }
         let most = groups
             .iter()
-            .map(|(_, _, keep)| group_rows(keep))
+            .map(|(_, _, keep)| positions(keep))
             .max()
             .unwrap_or(0);
         let states = Tensor::uninit(&ctx, DType::U32, &[(most * chunks * 5) as usize])?;
@@ -899,7 +902,7 @@ impl Recorder {
             emulate64: super::operands::emulates64(&ctx, x.dtype()),
         })?;
         for (group_base, first, keep) in groups {
-            let rows = group_rows(&keep);
+            let rows = positions(&keep);
             // Chunk c of row r: state c * rows + r, the whole chunks first, then the tails.
             let mut parts = Vec::new();
             if whole > 0 {
@@ -920,8 +923,8 @@ impl Recorder {
                 parts.push((walk, at, outer_count * whole * rows));
             }
             for (part, in_base, state_base) in parts {
-                let part_rows = group_rows(&part.keep);
-                let part_n: u64 = part.reduce.iter().map(|&(len, _)| len as u64).product();
+                let part_rows = positions(&part.keep);
+                let part_n: u64 = positions(&part.reduce);
                 let one_thread =
                     part_n <= SHORT_ROW || many_short_rows(&ctx, &part, part_rows, part_n);
                 let target = Target {

@@ -640,17 +640,26 @@ struct Target<'a> {
     states: bool,
 }
 
-/// Reduced axes (extent, stride), outermost first, with adjacent ones that step as one merged
-/// and axes of extent 1 dropped: the same elements in the same order.
+/// Reduced axes (extent, stride), outermost first, merged as [`Walk::merged`] merges a walk's
+/// axes (adjacent ones that step as one, extents of 1 dropped): the same elements in the same
+/// order.
 fn merged_axes(axes: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let mut merged: Vec<(usize, usize)> = Vec::new();
-    for &(len, stride) in axes.iter().filter(|&&(len, _)| len != 1) {
-        match merged.last_mut() {
-            Some(last) if last.1 == len * stride => *last = (last.0 * len, stride),
-            _ => merged.push((len, stride)),
-        }
+    let walk = Walk {
+        lens: axes.iter().map(|&(len, _)| len as u64).collect(),
+        steps: axes
+            .iter()
+            .map(|&(_, stride)| vec![stride as u64])
+            .collect(),
+        bases: vec![0],
+        extents: vec![1],
     }
-    merged
+    .merged();
+    walk.lens
+        .iter()
+        .zip(&walk.steps)
+        .filter(|&(&len, _)| len != 1)
+        .map(|(&len, step)| (len as usize, step[0] as usize))
+        .collect()
 }
 
 /// Positions of axes given as (extent, stride): the product of the extents.

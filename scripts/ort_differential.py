@@ -1055,7 +1055,19 @@ def spectral_cases(out, manifest):
                 ("inverse_longer", (2, 5, 2), 1, 8, 1, 0),
                 ("irfft_even", (2, 5, 2), 1, None, 1, 1),
                 ("irfft_odd_length", (2, 5, 2), 1, 9, 1, 1),
-                ("irfft_short", (3, 6, 2), 1, 6, 1, 1)]:
+                ("irfft_short", (3, 6, 2), 1, 6, 1, 1),
+                # Long transforms, factored: 64 x 64, 100 x 100, a prime (Bluestein), a
+                # one-sided inverse of 4097 bins, 2^16 points of a real signal. In f64 only:
+                # onnxruntime's own f32 results for them are off the exact sums by more than
+                # its test tolerance (4e-5 where the exact value is 0), so ours in f32 are
+                # held to the exact sums in tests/onnx_ops.rs instead.
+                ("long_complex_4096", (2, 4096, 2), 1, None, 0, 0),
+                ("long_real_onesided_10000", (1, 10000, 1), 1, None, 0, 1),
+                ("long_prime_inverse_10007", (1, 10007, 2), 1, None, 1, 0),
+                ("long_irfft_8192", (1, 4097, 2), 1, None, 1, 1),
+                ("long_real_65536_axis0", (65536, 1, 1), 0, None, 0, 0)]:
+            if label.startswith("long") and d == "f32":
+                continue
             x = rng.uniform(-2, 2, shape).astype(np_type)
             feeds = [("x", x)]
             names = ["x", "", "axis"]
@@ -1075,7 +1087,10 @@ def spectral_cases(out, manifest):
                 ("window_onesided", (2, 32, 1), 4, 8, None, 1),
                 ("frame_length_two_sided", (1, 30, 1), 6, None, 10, 0),
                 ("window_and_length_gapped", (2, 40, 1), 12, 9, 9, 1),
-                ("complex_two_sided", (1, 24, 2), 5, 6, None, 0)]:
+                ("complex_two_sided", (1, 24, 2), 5, 6, None, 0),
+                ("long_frames_2048", (1, 16000, 1), 512, 2048, None, 1)]:
+            if label.startswith("long") and d == "f32":
+                continue
             x = rng.uniform(-1, 1, shape).astype(np_type)
             feeds = [("signal", x), ("step", np.array(step, np.int64))]
             names = ["signal", "step", "", ""]

@@ -1813,3 +1813,120 @@ fn pools_reduce_their_windows_without_gathering_them() {
         }
     }
 }
+
+/// A DFT to check: label, input shape, axis, dft_length, inverse, onesided.
+type DftCase<'a> = (&'a str, &'a [usize], i64, Option<i64>, i64, i64);
+
+/// The largest magnitude of `v`.
+fn peak(v: &[f64]) -> f64 {
+    v.iter().fold(0.0, |m, x| m.max(x.abs()))
+}
+
+#[test]
+fn long_dfts_are_factored_and_match_the_direct_sums() {
+    // Past 512 points DFT and STFT are factored (Cooley-Tukey, Bluestein for primes) instead
+    // of one product with their matrix; the interpreter sums each bin directly in f64. An f32
+    // FFT's error is a few ulps of the spectrum's peak times log2(N), so f32 bins are held to
+    // 2e-6 of the peak (and f64 ones to 1e-13), not to a share of each bin.
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let int = |v: i64| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let cases: &[DftCase] = &[
+        ("complex 1024 = 32 x 32", &[2, 1024, 2], 1, None, 0, 0),
+        (
+            "real one-sided 1200 = 30 x 40",
+            &[2, 1200, 1],
+            1,
+            None,
+            0,
+            1,
+        ),
+        (
+            "inverse of the prime 1031 (chirp)",
+            &[1, 1031, 2],
+            1,
+            None,
+            1,
+            0,
+        ),
+        (
+            "2000 samples to 2062 = 2 x 1031",
+            &[1, 2000, 2],
+            -2,
+            Some(2062),
+            0,
+            0,
+        ),
+        (
+            "3000 samples cut to 1500",
+            &[1, 3000, 2],
+            1,
+            Some(1500),
+            0,
+            0,
+        ),
+        ("real 1100 along axis 0", &[1100, 3, 1], 0, None, 0, 0),
+        (
+            "irfft of 700 bins to 1300",
+            &[2, 700, 2],
+            1,
+            Some(1300),
+            1,
+            1,
+        ),
+        (
+            "irfft of 500 bins to the prime 1201",
+            &[1, 500, 2],
+            1,
+            Some(1201),
+            1,
+            1,
+        ),
+        ("irfft of real bins to 1024", &[1, 513, 1], 1, None, 1, 1),
+    ];
+    for &(label, shape, axis, length, inverse, onesided) in cases {
+        for dtype in [DType::F32, DType::F64] {
+            let x = reference::cast_host(&f32s(shape, shape[1] as u64), dtype).unwrap();
+            let mut g = Graph::new()
+                .input(
+                    "x",
+                    dtype,
+                    &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+                )
+                .constant("axis", int(axis));
+            let mut names = vec!["x", "", "axis"];
+            if let Some(l) = length {
+                g = g.constant("n", int(l));
+                names[1] = "n";
+            }
+            let g = g
+                .node(
+                    Node::new("DFT", "dft")
+                        .inputs(names)
+                        .outputs(["y"])
+                        .attr("inverse", Attr::Int(inverse))
+                        .attr("onesided", Attr::Int(onesided)),
+                )
+                .output("y");
+            let (got, want) = on_both(&ctx, &g, vec![("x".into(), x)]);
+            let what = format!("{label} {dtype}");
+            assert_eq!(got.shape, want.shape, "{what}");
+            let (got, want) = (
+                reference::cast_host(&got, DType::F64)
+                    .unwrap()
+                    .to_vec::<f64>()
+                    .unwrap(),
+                reference::cast_host(&want, DType::F64)
+                    .unwrap()
+                    .to_vec::<f64>()
+                    .unwrap(),
+            );
+            let bound = peak(&want) * if dtype == DType::F64 { 1e-13 } else { 2e-6 };
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(g, w)| (g - w).abs())
+                .fold(0.0, f64::max);
+            assert!(worst <= bound, "{what}: off by {worst:e}, bound {bound:e}");
+        }
+    }
+}

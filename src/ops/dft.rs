@@ -1,12 +1,11 @@
-//! ONNX DFT (opsets 17 and 20) and STFT (17) as matrix products: along the transformed axis,
-//! each output bin is a linear function of the input samples, so the host plans the DFT's
-//! matrix (plain data, `dft_plan`, shared with the CPU interpreter: cosines and sines of exactly
-//! reduced angles, the inverse's 1/N, the one-sided real inverse's doubled bins, a window) and
-//! the GPU multiplies the signals, laid out as rows of real parts then imaginary parts, by it
-//! with the tuned MatMul kernels. A direct DFT costs N^2 per signal where an FFT costs
-//! N log N, and the matrix holds 4 N^2 values: fine for the frame lengths of audio front ends
-//! (hundreds to a few thousand), not for long signals; the recorder's memory limit refuses a
-//! matrix beyond it with an error naming DFT.
+//! ONNX DFT (opsets 17 and 20) and STFT (17). Along the transformed axis each output bin is a
+//! linear function of the input samples, so for short transforms the host plans the DFT's
+//! matrix (plain data, `dft_plan`: cosines and sines of exactly reduced angles, the inverse's
+//! 1/N, the one-sided real inverse's doubled bins, a window) and the GPU multiplies the
+//! signals, laid out as rows of real parts then imaginary parts, by it with the tuned MatMul
+//! kernels. That costs N^2 per signal and a matrix of 4 N^2 values, so transforms whose matrix
+//! would exceed [`DIRECT_ENTRIES`] (past about 512 points) are factored into short ones instead
+//! (`fft.rs`: N log N, up to 2^27 points).
 
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
@@ -27,31 +26,34 @@ pub struct DftPlan {
     pub matrix: Vec<f64>,
 }
 
-/// The most entries of a transform's matrix (256 MiB in f32): a direct DFT of 4096 complex
-/// samples into 4096 bins.
-pub const MAX_MATRIX_ENTRIES: u64 = 1 << 26;
+/// The most entries of a matrix for which a transform is one product with it (4 MiB of f32: a
+/// 512-point complex transform); longer ones are factored (`fft.rs`).
+pub const DIRECT_ENTRIES: u64 = 1 << 20;
+
+/// What `transform_axis` computes along its axis (see [`dft_plan`]).
+pub(crate) struct Spec<'a> {
+    pub length: Option<i64>,
+    pub inverse: bool,
+    pub onesided: bool,
+    pub window: Option<&'a [f64]>,
+}
 
 /// `(cos, sin)` of `2 pi k / length`, with `k` reduced modulo `length` first (exact for the
 /// integer products of sample and bin indices).
-fn twiddle(k: u128, length: usize) -> (f64, f64) {
+pub(crate) fn twiddle(k: u128, length: usize) -> (f64, f64) {
     let angle = 2.0 * std::f64::consts::PI * (k % length as u128) as f64 / length as f64;
     (angle.cos(), angle.sin())
 }
 
-/// Plans a DFT of `n` samples of `c_in` parts (1 or 2) as ONNX DFT defines it: `length`
-/// (dft_length; by default `n`, or `2 (n - 1)` for a one-sided inverse) points, samples beyond
-/// it dropped and missing ones zero; `inverse` (with 1/length); `onesided`: the forward
-/// transform's first `length / 2 + 1` bins, or the inverse of a one-sided spectrum (real
-/// output, numpy's `irfft`). `window`: each sample's weight (STFT), `n` of them.
-pub fn dft_plan(
+/// The points and output bins of a DFT of `n` samples (see [`dft_plan`]), after checking
+/// `dft_length`.
+pub fn dft_shape(
     op: &'static str,
     n: usize,
-    c_in: usize,
     length: Option<i64>,
     inverse: bool,
     onesided: bool,
-    window: Option<&[f64]>,
-) -> Result<DftPlan> {
+) -> Result<(usize, usize)> {
     let default = if inverse && onesided {
         2 * n.saturating_sub(1)
     } else {
@@ -82,17 +84,24 @@ pub fn dft_plan(
     } else {
         length
     };
-    let entries = (c_in as u64 * n as u64).saturating_mul(2 * m as u64);
-    if entries > MAX_MATRIX_ENTRIES {
-        return Err(Error::LimitExceeded {
-            op,
-            what: "the transform's matrix (input samples times output bins, real and imaginary)"
-                .into(),
-            limit: "2^26 entries of a direct DFT",
-            needed: entries,
-            max: MAX_MATRIX_ENTRIES,
-        });
-    }
+    Ok((length, m))
+}
+
+/// Plans a DFT of `n` samples of `c_in` parts (1 or 2) as ONNX DFT defines it: `length`
+/// (dft_length; by default `n`, or `2 (n - 1)` for a one-sided inverse) points, samples beyond
+/// it dropped and missing ones zero; `inverse` (with 1/length); `onesided`: the forward
+/// transform's first `length / 2 + 1` bins, or the inverse of a one-sided spectrum (real
+/// output, numpy's `irfft`). `window`: each sample's weight (STFT), `n` of them.
+pub fn dft_plan(
+    op: &'static str,
+    n: usize,
+    c_in: usize,
+    length: Option<i64>,
+    inverse: bool,
+    onesided: bool,
+    window: Option<&[f64]>,
+) -> Result<DftPlan> {
+    let (length, m) = dft_shape(op, n, length, inverse, onesided)?;
     let used = n.min(length);
     if inverse && onesided {
         // numpy's irfft: bins 0..=length/2 of a Hermitian spectrum, the others their mirror
@@ -261,9 +270,14 @@ impl Recorder {
         self.check_inputs(OP, &[("input", input)])?;
         super::check_rank(OP, input.shape())?;
         let a = dft_axis(OP, input.rank(), axis)?;
-        let parts = dft_parts(OP, input.shape())?;
-        let plan = dft_plan(OP, input.shape()[a], parts, length, inverse, onesided, None)?;
-        self.transform_axis(OP, input, a, &plan, out)
+        dft_parts(OP, input.shape())?;
+        let spec = Spec {
+            length,
+            inverse,
+            onesided,
+            window: None,
+        };
+        self.transform_axis(OP, input, a, &spec, out)
     }
 
     /// Records ONNX STFT of `signal` (`[batch, length, 1 or 2]`): frames of `frame_length`
@@ -283,15 +297,15 @@ impl Recorder {
         let s = signal.shape();
         let (frame, frames) = stft_frames(s, frame_step, window.map(<[f64]>::len), frame_length)?;
         let (batch, len, parts) = (s[0], s[1], s[2]);
-        let plan = dft_plan(
-            OP,
-            frame,
-            parts,
-            Some(frame as i64),
-            false,
+        let spec = Spec {
+            length: Some(frame as i64),
+            inverse: false,
             onesided,
             window,
-        )?;
+        };
+        // Checked before the frames are gathered.
+        let (points, _) = dft_shape(OP, frame, spec.length, false, onesided)?;
+        crate::ops::fft::check_points(OP, points)?;
         // The frames, overlapping reads of the signal: [batch, frames, frame, parts].
         let p = parts as i64;
         let gather = GatherPlan::from_dims(
@@ -317,26 +331,35 @@ impl Recorder {
         );
         let framed = self.alloc(signal.dtype(), &[batch, frames, frame, parts])?;
         self.gather_into(OP, signal, &gather, &framed)?;
-        let y = self.transform_axis(OP, &framed, 2, &plan, out)?;
+        let y = self.transform_axis(OP, &framed, 2, &spec, out)?;
         self.release(framed);
         Ok(y)
     }
 
-    /// `x`'s axis `a` (not the last, which holds the parts) taken through `plan`.
+    /// `x`'s axis `a` (not the last, which holds the parts) transformed as `spec` says: one
+    /// product with the transform's matrix while it holds at most [`DIRECT_ENTRIES`], else
+    /// the factored transform (`fft.rs`).
     fn transform_axis(
         &mut self,
         op: &'static str,
         x: &Tensor,
         a: usize,
-        plan: &DftPlan,
+        spec: &Spec,
         out: Out,
     ) -> Result<Tensor> {
         let dtype = x.dtype();
         let wide = float(op, "input", dtype)?;
         let r = x.rank();
+        let (n, c_in) = (x.shape()[a], x.shape()[r - 1]);
+        let (length, m) = dft_shape(op, n, spec.length, spec.inverse, spec.onesided)?;
+        let c_out = if spec.inverse && spec.onesided { 1 } else { 2 };
+        let direct = (c_in as u64 * n as u64).saturating_mul(2 * m as u64) <= DIRECT_ENTRIES;
+        if !direct {
+            crate::ops::fft::check_points(op, length)?;
+        }
         let mut shape = x.shape().to_vec();
-        shape[a] = plan.m;
-        shape[r - 1] = plan.c_out;
+        shape[a] = m;
+        shape[r - 1] = c_out;
         if shape.contains(&0) {
             return out.tensor(self, dtype, &shape);
         }
@@ -345,14 +368,10 @@ impl Recorder {
         let mut perm: Vec<i64> = (0..r as i64 - 1).filter(|&k| k != a as i64).collect();
         perm.push(r as i64 - 1);
         perm.push(a as i64);
-        let rows: usize = x.numel() / (plan.n * plan.c_in);
+        let rows: usize = shape.iter().take(r - 1).product::<usize>() / m;
         let planar = self.transpose(x, Some(&perm))?;
-        let planar = self.reshape_to(
-            &planar,
-            &[rows as i64, (plan.c_in * plan.n) as i64],
-            false,
-            Out::NEW,
-        )?;
+        let planar =
+            self.reshape_to(&planar, &[rows as i64, (c_in * n) as i64], false, Out::NEW)?;
         let planar = match dtype == wide {
             true => planar,
             false => {
@@ -361,14 +380,24 @@ impl Recorder {
                 w
             }
         };
-        let matrix = self.host_values(
-            wide,
-            &[plan.c_in * plan.n, plan.c_out * plan.m],
-            &plan.matrix,
-        )?;
-        let product = self.matmul(&planar, &matrix)?;
+        let product = if direct {
+            let plan = dft_plan(
+                op,
+                n,
+                c_in,
+                Some(length as i64),
+                spec.inverse,
+                spec.onesided,
+                spec.window,
+            )?;
+            let matrix = self.host_values(wide, &[c_in * n, c_out * m], &plan.matrix)?;
+            let product = self.matmul(&planar, &matrix)?;
+            self.release(matrix);
+            product
+        } else {
+            self.fft_axis_rows(op, &planar, rows, n, c_in, length, spec)?
+        };
         self.release(planar);
-        self.release(matrix);
         let product = match dtype == wide {
             true => product,
             false => {
@@ -383,8 +412,8 @@ impl Recorder {
             .take(r - 2)
             .map(|&k| x.shape()[k as usize] as i64)
             .collect();
-        moved.push(plan.c_out as i64);
-        moved.push(plan.m as i64);
+        moved.push(c_out as i64);
+        moved.push(m as i64);
         let product = self.reshape_to(&product, &moved, false, Out::NEW)?;
         let mut back = vec![0i64; r];
         for (i, &p) in perm.iter().enumerate() {

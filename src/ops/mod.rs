@@ -12,6 +12,7 @@ pub mod det;
 pub mod dft;
 pub mod einsum;
 pub mod elementwise;
+pub mod fft;
 pub mod gather_nd;
 pub mod grid_sample;
 pub mod image_decoder;

@@ -34,29 +34,63 @@ fn scalar(t: Option<&HostTensor>) -> R<Option<i64>> {
     }
 }
 
+/// Transforms longer than this go through the host's FFT (`ops::fft::host_fft`, f64) rather
+/// than a direct sum per bin, so folding a long DFT of constants takes N log N.
+const DIRECT_LENGTH: usize = 4096;
+
+/// A one-sided spectrum's Hermitian completion to `length` bins: bins 0..=length/2 given
+/// (missing ones zero), the rest their conjugate mirror images; bins 0 and length/2 (even
+/// length) real.
+fn hermitian(x: &[(f64, f64)], length: usize) -> Vec<(f64, f64)> {
+    let sample = |j: usize| x.get(j).copied().unwrap_or((0.0, 0.0));
+    let mut full = vec![(0.0, 0.0); length];
+    for (k, bin) in full.iter_mut().enumerate().take(length / 2 + 1) {
+        *bin = sample(k);
+    }
+    for k in 1..length.div_ceil(2) {
+        let (re, im) = full[k];
+        full[length - k] = (re, -im);
+    }
+    full[0].1 = 0.0;
+    if length.is_multiple_of(2) {
+        full[length / 2].1 = 0.0;
+    }
+    full
+}
+
 /// One transform of `x` (complex samples): `length` points, forward or inverse, one-sided
 /// or not; complex bins (a real one-sided inverse gives real values as imaginary 0).
 fn transform(x: &[(f64, f64)], length: usize, inverse: bool, onesided: bool) -> Vec<(f64, f64)> {
+    let bins = if onesided && !inverse {
+        length / 2 + 1
+    } else {
+        length
+    };
+    let sign = if inverse { 1.0 } else { -1.0 };
+    let scale = if inverse { 1.0 / length as f64 } else { 1.0 };
+    if length > DIRECT_LENGTH {
+        let signal = match inverse && onesided {
+            true => hermitian(x, length),
+            false => (0..length)
+                .map(|j| x.get(j).copied().unwrap_or((0.0, 0.0)))
+                .collect(),
+        };
+        let y = crate::ops::fft::host_fft(&signal, sign);
+        return y
+            .into_iter()
+            .take(bins)
+            .map(|(re, im)| match inverse && onesided {
+                true => (re * scale, 0.0),
+                false => (re * scale, im * scale),
+            })
+            .collect();
+    }
     let angle = |a: usize, b: usize| {
         2.0 * std::f64::consts::PI * ((a as u128 * b as u128) % length as u128) as f64
             / length as f64
     };
-    let sample = |j: usize| x.get(j).copied().unwrap_or((0.0, 0.0));
     if inverse && onesided {
-        // The full spectrum: bins 0..=length/2 given, the rest their conjugate mirror images;
-        // bins 0 and length/2 (even length) real.
-        let mut full = vec![(0.0, 0.0); length];
-        for (k, bin) in full.iter_mut().enumerate().take(length / 2 + 1) {
-            *bin = sample(k);
-        }
-        for k in 1..length.div_ceil(2) {
-            let (re, im) = full[k];
-            full[length - k] = (re, -im);
-        }
-        full[0].1 = 0.0;
-        if length.is_multiple_of(2) {
-            full[length / 2].1 = 0.0;
-        }
+        let full = hermitian(x, length);
         return (0..length)
             .map(|t| {
                 let re: f64 = full
@@ -67,13 +101,10 @@ fn transform(x: &[(f64, f64)], length: usize, inverse: bool, onesided: bool) -> 
                         a * th.cos() - b * th.sin()
                     })
                     .sum();
-                (re / length as f64, 0.0)
+                (re * scale, 0.0)
             })
             .collect();
     }
-    let bins = if onesided { length / 2 + 1 } else { length };
-    let sign = if inverse { 1.0 } else { -1.0 };
-    let scale = if inverse { 1.0 / length as f64 } else { 1.0 };
     (0..bins)
         .map(|k| {
             let (mut re, mut im) = (0.0, 0.0);
@@ -113,9 +144,7 @@ fn transform_axis(
     };
     let parts_out = if inverse && onesided { 1 } else { 2 };
     // The GPU's bound on a transform, so the interpreter never builds what it refuses.
-    if ((parts * n) as u64).saturating_mul(2 * bins as u64) > crate::ops::dft::MAX_MATRIX_ENTRIES {
-        return Err("DFT: the transform is beyond the matrix limit".into());
-    }
+    crate::ops::fft::check_points("DFT", length)?;
     let mut out = vec![0.0; outer * bins * inner * parts_out];
     for o in 0..outer {
         for i in 0..inner {

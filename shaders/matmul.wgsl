@@ -178,11 +178,17 @@ fn blocks(
     // The workgroup's columns: 4 x ROWS_WORKGROUP, or as many as are left, spread over as
     // few invocations as hold them (4 each), so that a narrow product (a late convolution's
     // 49 positions) keeps no invocation busy with copies of the last column.
+    // A product whose columns all fit one workgroup stacks bands of 8 rows in it instead
+    // (`blocks_bands` on the host): a workgroup costs lavapipe far more than an invocation, and
+    // a tall, narrow product ([59776, 64] x [64, 64], a long DFT's step) took 9x as long with
+    // 8 rows per workgroup.
     let first = group.x * ROWS_WORKGROUP * 4u;
-    let w = min(ROWS_WORKGROUP, (params.n - first + 3u) / 4u);
-    let col = first + local;
-    let row = group.y * 8u;
-    if local >= w || col >= params.n {
+    let w = max(min(ROWS_WORKGROUP, (params.n - first + 3u) / 4u), 1u);
+    let bands = select(1u, ROWS_WORKGROUP / w, params.n <= 4u * ROWS_WORKGROUP);
+    let band = local / w;
+    let col = first + local % w;
+    let row = (group.y * bands + band) * 8u;
+    if band >= bands || col >= params.n || row >= params.m {
         return;
     }
     let b = bases(params.batch_base + group.z);

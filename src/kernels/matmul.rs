@@ -405,6 +405,17 @@ pub fn matmul_kernel(rows: u64, n: u64, k: u64, cpu: bool, group: u32, max: u32)
     }
 }
 
+/// Bands of 8 rows in one workgroup of the blocks kernel: as many as its invocations hold
+/// where all `n` columns (4 per invocation) fit one workgroup, else 1 (see `blocks` in
+/// matmul.wgsl, which computes the same).
+pub fn blocks_bands(n: u64, group: u32) -> u64 {
+    let group = u64::from(group);
+    match n <= 4 * group {
+        true => group / n.div_ceil(4).max(1),
+        false => 1,
+    }
+}
+
 /// Whether `kernel` can compute products of `shape` (loop and grid limits; the emulated
 /// 64-bit types have no blocks kernel).
 fn can_run(kernel: MatMulKernel, shape: &MatMulShape, group: u32, max: u32) -> bool {
@@ -1012,7 +1023,7 @@ impl Recorder {
                     })?,
                     [
                         n.div_ceil(4 * u64::from(group)) as u32,
-                        rows.div_ceil(8) as u32,
+                        rows.div_ceil(8 * blocks_bands(n, group)) as u32,
                         0,
                     ],
                 ),

@@ -1066,7 +1066,7 @@ def spectral_cases(out, manifest):
                 ("long_prime_inverse_10007", (1, 10007, 2), 1, None, 1, 0),
                 ("long_irfft_8192", (1, 4097, 2), 1, None, 1, 1),
                 ("long_real_65536_axis0", (65536, 1, 1), 0, None, 0, 0)]:
-            if label.startswith("long") and d == "f32":
+            if label.startswith("long_") and d == "f32":
                 continue
             x = rng.uniform(-2, 2, shape).astype(np_type)
             feeds = [("x", x)]
@@ -1089,7 +1089,7 @@ def spectral_cases(out, manifest):
                 ("window_and_length_gapped", (2, 40, 1), 12, 9, 9, 1),
                 ("complex_two_sided", (1, 24, 2), 5, 6, None, 0),
                 ("long_frames_2048", (1, 16000, 1), 512, 2048, None, 1)]:
-            if label.startswith("long") and d == "f32":
+            if label.startswith("long_") and d == "f32":
                 continue
             x = rng.uniform(-1, 1, shape).astype(np_type)
             feeds = [("signal", x), ("step", np.array(step, np.int64))]

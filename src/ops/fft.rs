@@ -16,6 +16,10 @@ use crate::{Error, Out, Recorder, Result, Tensor};
 /// 1 MiB of f32 at 512 points).
 pub const DIRECT_POINTS: usize = 512;
 
+/// The most entries of the matrices of a split's first step with its twiddles folded in
+/// (`4 n n1`: 16 MiB of f32); beyond it the twiddles are a pass of their own.
+const FOLDED_ENTRIES: usize = 1 << 22;
+
 /// The most points of one transform (2^27: 1 GiB of f32 per complex signal); beyond it the
 /// host's constants alone would hold gigabytes.
 pub const MAX_POINTS: usize = 1 << 27;
@@ -149,11 +153,9 @@ impl Recorder {
                 Ok(y)
             }
             Route::Split { n1, n2 } => {
-                // Sample j = j1 * n2 + j2, bin k = k1 + n1 * k2: first over j1 for each j2.
+                // Sample j = j1 * n2 + j2, bin k = k1 + n1 * k2: first over j1 for each j2,
+                // each result k1 turned by the twiddle exp(sign 2 pi i j2 k1 / n).
                 let x = x.reshaped(&[rows, 2, n1, n2])?;
-                let t = self.transpose(&x, Some(&[0, 3, 1, 2]))?;
-                let y = self.fft_rows(op, &t.reshaped(&[rows * n2, 2 * n1])?, n1, inverse)?;
-                self.release(t);
                 let twiddles: Vec<(f64, f64)> = (0..n2 as u128)
                     .flat_map(|j2| {
                         (0..n1 as u128).map(move |k1| {
@@ -162,10 +164,48 @@ impl Recorder {
                         })
                     })
                     .collect();
-                let z = self.complex_scale(&y.reshaped(&[rows, n2, 2, n1])?, &twiddles)?;
-                self.release(y);
-                let t = self.transpose(&z, Some(&[0, 3, 2, 1]))?;
-                self.release(z);
+                let t = if route(n1) == Route::Direct && 4 * n * n1 <= FOLDED_ENTRIES {
+                    // The twiddles folded into one matrix per j2: a batched product, no
+                    // separate pass. Batches of j2 outermost: [n2, rows, 2, n1].
+                    let t = self.transpose(&x, Some(&[3, 0, 1, 2]))?;
+                    let plan = dft_plan(op, n1, 2, Some(n1 as i64), inverse, false, None)?;
+                    let w = 2 * n1;
+                    let mut folded = Vec::with_capacity(n2 * w * w);
+                    for turns in twiddles.chunks(n1) {
+                        for row in plan.matrix.chunks(w) {
+                            let (re, im) = row.split_at(n1);
+                            folded.extend(
+                                re.iter()
+                                    .zip(im)
+                                    .zip(turns)
+                                    .map(|((a, b), t)| a * t.0 - b * t.1),
+                            );
+                            folded.extend(
+                                re.iter()
+                                    .zip(im)
+                                    .zip(turns)
+                                    .map(|((a, b), t)| a * t.1 + b * t.0),
+                            );
+                        }
+                    }
+                    let matrices = self.host_values(dtype, &[n2, w, w], &folded)?;
+                    let y = self.matmul(&t.reshaped(&[n2, rows, w])?, &matrices)?;
+                    self.release(t);
+                    self.release(matrices);
+                    let t =
+                        self.transpose(&y.reshaped(&[n2, rows, 2, n1])?, Some(&[1, 3, 2, 0]))?;
+                    self.release(y);
+                    t
+                } else {
+                    let t = self.transpose(&x, Some(&[0, 3, 1, 2]))?;
+                    let y = self.fft_rows(op, &t.reshaped(&[rows * n2, 2 * n1])?, n1, inverse)?;
+                    self.release(t);
+                    let z = self.complex_scale(&y.reshaped(&[rows, n2, 2, n1])?, &twiddles)?;
+                    self.release(y);
+                    let t = self.transpose(&z, Some(&[0, 3, 2, 1]))?;
+                    self.release(z);
+                    t
+                };
                 let w = self.fft_rows(op, &t.reshaped(&[rows * n1, 2 * n2])?, n2, inverse)?;
                 self.release(t);
                 let out = self.transpose(&w.reshaped(&[rows, n1, 2, n2])?, Some(&[0, 2, 3, 1]))?;

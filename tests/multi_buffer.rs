@@ -692,3 +692,52 @@ fn reductions_of_rows_beyond_a_window_run_in_chunks() {
     // 246 chunks: one row's states are more than a binding holds.
     assert_column_sum_refused(&ctx, &[250_000]);
 }
+
+#[test]
+fn long_dfts_beyond_a_binding_and_a_buffer() {
+    // A factored DFT's transposes, gathers, products and twiddles on tensors of 16 KiB with
+    // 4 KiB bindings, and in 8 KiB buffers; against the interpreter's direct f64 sums, in f64
+    // (bound 1e-13 of the peak, as tests/onnx_ops.rs holds them).
+    for (buffer, binding) in [(None, Some(4096)), (Some(8192), Some(4096))] {
+        let ctx = Context::new_blocking(ContextOptions {
+            max_buffer_size: buffer,
+            max_binding_size: binding,
+            cpu_kernels: cpu_kernels_from_env(),
+            ..Default::default()
+        })
+        .unwrap();
+        // 1024 = 32 x 32 (twiddles folded), 1031 a prime (a chirp through 4096 points).
+        for (n, inverse) in [(1024usize, 0i64), (1031, 1)] {
+            let shape = [1usize, n, 2];
+            let values: Vec<f64> = (0..2 * n)
+                .map(|i| ((i * 7919 % 1013) as f64 / 1013.0 - 0.5) * (1.0 + (i % 3) as f64))
+                .collect();
+            let x = HostTensor::from_vec(shape.to_vec(), &values).unwrap();
+            let g = Graph::new()
+                .input("x", DType::F64, &shape.map(Some))
+                .node(
+                    Node::new("DFT", "d")
+                        .inputs(["x"])
+                        .outputs(["y"])
+                        .attr("inverse", Attr::Int(inverse)),
+                )
+                .output("y");
+            let (got, want) = both(&ctx, &g, &[("x", x)]);
+            let (got, want) = (
+                got[0].to_vec::<f64>().unwrap(),
+                want[0].to_vec::<f64>().unwrap(),
+            );
+            let peak = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            assert!(peak.is_finite() && peak > 0.1, "peak {peak}");
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(g, w)| (g - w).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                worst <= 1e-13 * peak && got.iter().all(|v| v.is_finite()),
+                "DFT of {n}, buffer {buffer:?}, binding {binding:?}: off by {worst:e} (peak {peak:e})"
+            );
+        }
+    }
+}

@@ -12,9 +12,16 @@ use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::kernels::pad::PadMode;
 use crate::{Error, Out, Recorder, Result, Tensor};
 
-/// Transforms of at most this many points are one product with their matrix (`[2n, 2n]`,
-/// 1 MiB of f32 at 512 points).
-pub const DIRECT_POINTS: usize = 512;
+/// The pieces of a factored transform of at most this many points are one product with their
+/// matrix (`[2n, 2n]`). Larger leaves cost 4 multiply-adds per point for each of their points:
+/// on lavapipe, 4 signals of the prime 10007 (Bluestein through 128 x 256) took 850 ms with
+/// leaves of up to 512 points and 250 ms with 64 (8 x 16, 16 x 16), the other long cases the
+/// same within noise.
+pub const DIRECT_POINTS: usize = 64;
+
+/// Primes up to this are one product with their matrix too: a chirp costs two transforms of
+/// at least twice their points.
+const DIRECT_PRIME: usize = 512;
 
 /// The most entries of the matrices of a split's first step with its twiddles folded in
 /// (`4 n n1`: 16 MiB of f32); beyond it the twiddles are a pass of their own.
@@ -36,13 +43,15 @@ pub enum Route {
 }
 
 /// The route of an `n`-point transform: direct up to [`DIRECT_POINTS`], else split at the
-/// largest factor up to `sqrt(n)` (balanced pieces: fewest multiply-adds), else a chirp.
+/// largest factor up to `sqrt(n)` (balanced pieces: fewest multiply-adds), else (a prime)
+/// direct up to [`DIRECT_PRIME`], else a chirp.
 pub fn route(n: usize) -> Route {
     if n <= DIRECT_POINTS {
         return Route::Direct;
     }
     match (2..=n.isqrt()).rev().find(|d| n.is_multiple_of(*d)) {
         Some(n1) => Route::Split { n1, n2: n / n1 },
+        None if n <= DIRECT_PRIME => Route::Direct,
         None => Route::Chirp {
             m: (2 * n - 1).next_power_of_two(),
         },
@@ -475,11 +484,14 @@ mod tests {
 
     #[test]
     fn routes_split_at_balanced_factors_and_chirp_primes() {
-        assert_eq!(route(512), Route::Direct);
+        assert_eq!(route(64), Route::Direct);
+        assert_eq!(route(512), Route::Split { n1: 16, n2: 32 });
         assert_eq!(route(1024), Route::Split { n1: 32, n2: 32 });
         assert_eq!(route(1000), Route::Split { n1: 25, n2: 40 });
         assert_eq!(route(2 * 1031), Route::Split { n1: 2, n2: 1031 });
         assert_eq!(route(1031), Route::Chirp { m: 4096 });
+        assert_eq!(route(509), Route::Direct);
+        assert_eq!(route(521), Route::Chirp { m: 2048 });
         assert_eq!(route(1 << 20), Route::Split { n1: 1024, n2: 1024 });
     }
 }

@@ -12,7 +12,8 @@
 # process written beforehand where scikit-learn is installed:
 # `scripts/sklearn_gpr_vs_onnxruntime.py --export .devbin/gpr`, or GPR_MODEL=DIR), forest-ort
 # (a scikit-learn random forest likewise: `scripts/sklearn_forest_vs_onnxruntime.py --export
-# .devbin/forest`, or FOREST_MODEL=DIR), pools-ort (three pools and a 155 MB padded Conv).
+# .devbin/forest`, or FOREST_MODEL=DIR), pools-ort (three pools and a 155 MB padded Conv),
+# spectral-ort (STFTs and long DFTs, accuracy against numpy's f64 FFT).
 # Also, by name only: tests-gpu-kernels and tests-cpu-kernels (every test binary of
 # `cargo test --release --no-run` in target/release/deps, each bounded by TEST_LIMIT seconds,
 # default 240, with WGPU_OPS_CPU_KERNELS=0 or 1) and fuzz (the fuzzer, `--max-memory 4 GiB`).
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-figures.sh OUT_DIR [PART...]}
 shift
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(table dtypes matmul rnn transfer la-step rnn-ort rnn-ort-1 lstm-ort gru-ort la-op-ort la-expanded-ort gpr-ort forest-ort pools-ort)
+[ ${#parts[@]} -eq 0 ] && parts=(table dtypes matmul rnn transfer la-step rnn-ort rnn-ort-1 lstm-ort gru-ort la-op-ort la-expanded-ort gpr-ort forest-ort pools-ort spectral-ort)
 bin=${BIN:-target/release/examples}
 limit=${LIMIT:-540}
 . scripts/ensure-gpu.sh
@@ -73,6 +74,7 @@ run_part() {
     gpr-ort) python3 scripts/sklearn_gpr_vs_onnxruntime.py --model "${GPR_MODEL:-.devbin/gpr}" --copied-elements ;;
     forest-ort) python3 scripts/sklearn_forest_vs_onnxruntime.py --model "${FOREST_MODEL:-.devbin/forest}" ;;
     pools-ort) python3 scripts/pools_vs_onnxruntime.py ;;
+    spectral-ort) python3 scripts/spectral_vs_onnxruntime.py ;;
     tests-gpu-kernels) run_tests 0 ;;
     tests-cpu-kernels) run_tests 1 ;;
     fuzz) run_tests "" fuzz ;;

@@ -1,6 +1,7 @@
 """Shared by the scripts that run one ONNX model on onnxruntime (CPU) and on wgpu-ops
 (examples/onnx_timing.rs) and compare: saving the model and feeds, timing both, checking the
 outputs with the bounds onnxruntime's own tests use for float32 (rtol 1e-3, atol 1e-5)."""
+import argparse
 import json
 import os
 import subprocess
@@ -11,6 +12,15 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
+
+
+def case_options(doc):
+    """The options of a script timing named cases: `[--runs N] [--threads N] [NAME_FILTER]`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("only", nargs="?", default="")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0)
+    return parser.parse_args()
 
 
 def save(model, feeds, prefix):

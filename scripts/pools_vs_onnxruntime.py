@@ -15,7 +15,6 @@ Usage: scripts/pools_vs_onnxruntime.py [--runs N] [--threads N] [NAME_FILTER]
 ONNX_TIMING=PATH runs that prebuilt onnx_timing binary instead of
 `cargo run --release --example onnx_timing`.
 """
-import argparse
 import os
 import sys
 
@@ -24,13 +23,9 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from ort_compare import compare, onnxruntime_run, save, wgpu_ops_run
+from ort_compare import case_options, compare, onnxruntime_run, save, wgpu_ops_run
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("only", nargs="?", default="")
-parser.add_argument("--runs", type=int, default=5)
-parser.add_argument("--threads", type=int, default=0)
-opts = parser.parse_args()
+opts = case_options(__doc__)
 
 
 def one_node(op, shape, inits=(), **attrs):

@@ -10,6 +10,7 @@
 use super::dft::{dft_plan, twiddle, Spec};
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::kernels::pad::PadMode;
+use crate::kernels::program::{Arg::Operand, Program};
 use crate::{Error, Out, Recorder, Result, Tensor};
 
 /// The pieces of a factored transform of at most this many points are one product with their
@@ -390,14 +391,17 @@ impl Recorder {
         let (pl, l_) = (2 * l as i64, l as i64);
         let swapped = self.strided_view("DFT", x, l as u64, &[(rows * p, pl), (2, -l_), (l, 1)])?;
         let swapped = swapped.reshaped(&s)?;
-        let a = self.map_to("Mul", &[x, &same], Out::NEW)?;
-        let b = self.map_to("Mul", &[&swapped, &cross], Out::NEW)?;
+        // One fused kernel for the two products and their sum.
+        let mut program = Program::new(vec![dtype; 4], false);
+        let a = program.push("Mul", vec![Operand(0), Operand(2)], dtype);
+        let b = program.push("Mul", vec![Operand(1), Operand(3)], dtype);
+        a.zip(b)
+            .and_then(|(a, b)| program.push("Add", vec![a, b], dtype))
+            .ok_or_else(|| Error::Graph(format!("internal: no complex product on {dtype}")))?;
+        let y = self.program_to(&program, &[x, &swapped, &same, &cross], Out::NEW)?;
         self.release(swapped);
         self.release(same);
         self.release(cross);
-        let y = self.map_to("Add", &[&a, &b], Out::NEW)?;
-        self.release(a);
-        self.release(b);
         Ok(y)
     }
 

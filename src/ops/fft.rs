@@ -142,22 +142,25 @@ fn radix2(x: &[(f64, f64)], sign: f64) -> Vec<(f64, f64)> {
 }
 
 impl Recorder {
-    /// The DFT of each row of `x` (`[rows, 2 * n]` planar, f32 or f64) along its `n` points,
-    /// forward or (`inverse`) the inverse with its `1 / n`; a new `[rows, 2 * n]` tensor.
+    /// The DFT of each row of `x` (`[rows, parts * n]` planar: real parts, then imaginary
+    /// parts when `parts` is 2; f32 or f64) along its `n` points, forward or (`inverse`) the
+    /// inverse with its `1 / n`; a new `[rows, 2 * n]` tensor. Real rows (`parts` 1) go
+    /// through the first products as they are, with no imaginary zeros to move and multiply.
     pub(crate) fn fft_rows(
         &mut self,
         op: &'static str,
         x: &Tensor,
+        parts: usize,
         n: usize,
         inverse: bool,
     ) -> Result<Tensor> {
         let dtype = x.dtype();
-        let rows = x.numel() / (2 * n);
+        let rows = x.numel() / (parts * n);
         let sign = if inverse { 1.0 } else { -1.0 };
         match route(n) {
             Route::Direct => {
-                let plan = dft_plan(op, n, 2, Some(n as i64), inverse, false, None)?;
-                let matrix = self.host_values(dtype, &[2 * n, 2 * n], &plan.matrix)?;
+                let plan = dft_plan(op, n, parts, Some(n as i64), inverse, false, None)?;
+                let matrix = self.host_values(dtype, &[parts * n, 2 * n], &plan.matrix)?;
                 let y = self.matmul(x, &matrix)?;
                 self.release(matrix);
                 Ok(y)
@@ -165,7 +168,7 @@ impl Recorder {
             Route::Split { n1, n2 } => {
                 // Sample j = j1 * n2 + j2, bin k = k1 + n1 * k2: first over j1 for each j2,
                 // each result k1 turned by the twiddle exp(sign 2 pi i j2 k1 / n).
-                let x = x.reshaped(&[rows, 2, n1, n2])?;
+                let x = x.reshaped(&[rows, parts, n1, n2])?;
                 let twiddles: Vec<(f64, f64)> = (0..n2 as u128)
                     .flat_map(|j2| {
                         (0..n1 as u128).map(move |k1| {
@@ -176,11 +179,11 @@ impl Recorder {
                     .collect();
                 let t = if route(n1) == Route::Direct && 4 * n * n1 <= FOLDED_ENTRIES {
                     // The twiddles folded into one matrix per j2: a batched product, no
-                    // separate pass. Batches of j2 outermost: [n2, rows, 2, n1].
+                    // separate pass. Batches of j2 outermost: [n2, rows, parts, n1].
                     let t = self.transpose(&x, Some(&[3, 0, 1, 2]))?;
-                    let plan = dft_plan(op, n1, 2, Some(n1 as i64), inverse, false, None)?;
+                    let plan = dft_plan(op, n1, parts, Some(n1 as i64), inverse, false, None)?;
                     let w = 2 * n1;
-                    let mut folded = Vec::with_capacity(n2 * w * w);
+                    let mut folded = Vec::with_capacity(n2 * parts * n1 * w);
                     for turns in twiddles.chunks(n1) {
                         for row in plan.matrix.chunks(w) {
                             let (re, im) = row.split_at(n1);
@@ -198,8 +201,8 @@ impl Recorder {
                             );
                         }
                     }
-                    let matrices = self.host_values(dtype, &[n2, w, w], &folded)?;
-                    let y = self.matmul(&t.reshaped(&[n2, rows, w])?, &matrices)?;
+                    let matrices = self.host_values(dtype, &[n2, parts * n1, w], &folded)?;
+                    let y = self.matmul(&t.reshaped(&[n2, rows, parts * n1])?, &matrices)?;
                     self.release(t);
                     self.release(matrices);
                     let t =
@@ -208,7 +211,8 @@ impl Recorder {
                     t
                 } else {
                     let t = self.transpose(&x, Some(&[0, 3, 1, 2]))?;
-                    let y = self.fft_rows(op, &t.reshaped(&[rows * n2, 2 * n1])?, n1, inverse)?;
+                    let flat = t.reshaped(&[rows * n2, parts * n1])?;
+                    let y = self.fft_rows(op, &flat, parts, n1, inverse)?;
                     self.release(t);
                     let z = self.complex_scale(&y.reshaped(&[rows, n2, 2, n1])?, &twiddles)?;
                     self.release(y);
@@ -216,11 +220,25 @@ impl Recorder {
                     self.release(z);
                     t
                 };
-                let w = self.fft_rows(op, &t.reshaped(&[rows * n1, 2 * n2])?, n2, inverse)?;
+                let w = self.fft_rows(op, &t.reshaped(&[rows * n1, 2 * n2])?, 2, n2, inverse)?;
                 self.release(t);
                 let out = self.transpose(&w.reshaped(&[rows, n1, 2, n2])?, Some(&[0, 2, 3, 1]))?;
                 self.release(w);
                 Ok(out.reshaped(&[rows, 2 * n])?)
+            }
+            Route::Chirp { .. } if parts == 1 => {
+                // The chirp turns real samples complex: give them their imaginary zeros.
+                let complex = self.pad_to(
+                    &x.reshaped(&[rows, 1, n])?,
+                    &[0, 0, 0, 0, 1, 0],
+                    PadMode::Constant,
+                    None,
+                    None,
+                    Out::NEW,
+                )?;
+                let y = self.fft_rows(op, &complex.reshaped(&[rows, 2 * n])?, 2, n, inverse)?;
+                self.release(complex);
+                Ok(y)
             }
             Route::Chirp { m } => {
                 // X_k = c_k sum_j (x_j c_j) conj(c_(k-j)), c_j = exp(sign i pi j^2 / n): the
@@ -236,7 +254,7 @@ impl Recorder {
                     Out::NEW,
                 )?;
                 self.release(a);
-                let fa = self.fft_rows(op, &padded.reshaped(&[rows, 2 * m])?, m, false)?;
+                let fa = self.fft_rows(op, &padded.reshaped(&[rows, 2 * m])?, 2, m, false)?;
                 self.release(padded);
                 let mut b = vec![(0.0, 0.0); m];
                 for j in 0..n {
@@ -253,7 +271,7 @@ impl Recorder {
                     .collect();
                 let product = self.complex_scale(&fa.reshaped(&[rows, 1, 2, m])?, &kernel)?;
                 self.release(fa);
-                let conv = self.fft_rows(op, &product.reshaped(&[rows, 2 * m])?, m, true)?;
+                let conv = self.fft_rows(op, &product.reshaped(&[rows, 2 * m])?, 2, m, true)?;
                 self.release(product);
                 let first = self.strided_view(
                     op,
@@ -292,7 +310,7 @@ impl Recorder {
             self.release(w);
             temps.push(x.clone());
         }
-        // `x` cut or padded with zeros to `used` points of every part, then to complex parts.
+        // `x` cut to `used` points of every part, then padded with zeros to `points`.
         let mut fit = |rec: &mut Recorder, x: &Tensor, used: usize, points: usize| {
             let x = match used < n {
                 true => {
@@ -302,12 +320,12 @@ impl Recorder {
                 }
                 false => x.clone(),
             };
-            if c_in == 2 && used == points {
+            if used == points {
                 return Ok::<Tensor, Error>(x);
             }
             let padded = rec.pad_to(
                 &x,
-                &[0, 0, 0, 0, (2 - c_in) as i64, (points - used) as i64],
+                &[0, 0, 0, 0, 0, (points - used) as i64],
                 PadMode::Constant,
                 None,
                 None,
@@ -331,25 +349,33 @@ impl Recorder {
                         op,
                         &s,
                         count as u64,
-                        &[(rows, 2 * h), (2, h), (count, -1)],
+                        &[(rows, c_in as i64 * h), (c_in, h), (count, -1)],
                     )?;
-                    let flip = self.host_values(dtype, &[2, 1], &[1.0, -1.0])?;
-                    let conj = self.map_to("Mul", &[&mirror, &flip], Out::NEW)?;
-                    self.release(mirror);
-                    self.release(flip);
+                    let conj = match c_in {
+                        2 => {
+                            let flip = self.host_values(dtype, &[2, 1], &[1.0, -1.0])?;
+                            let conj = self.map_to("Mul", &[&mirror, &flip], Out::NEW)?;
+                            self.release(mirror);
+                            self.release(flip);
+                            conj
+                        }
+                        _ => mirror,
+                    };
                     let full = self.concat(&[s, conj.clone()], 2)?;
                     self.release(conj);
                     temps.push(full.clone());
                     full
                 }
             };
-            let z = self.fft_rows(op, &full.reshaped(&[rows, 2 * length])?, length, true)?;
+            let full = full.reshaped(&[rows, c_in * length])?;
+            let z = self.fft_rows(op, &full, c_in, length, true)?;
             let real = self.strided_view(op, &z, 0, &[(rows, 2 * length as i64), (length, 1)])?;
             self.release(z);
             real
         } else {
             let s = fit(self, &x, n.min(length), length)?;
-            let z = self.fft_rows(op, &s.reshaped(&[rows, 2 * length])?, length, spec.inverse)?;
+            let s = s.reshaped(&[rows, c_in * length])?;
+            let z = self.fft_rows(op, &s, c_in, length, spec.inverse)?;
             match spec.onesided {
                 true => {
                     let bins = length / 2 + 1;

@@ -972,6 +972,12 @@ fn spectral_ops_refuse_bad_inputs_with_one_line_on_both_paths() {
                 "axis 2 is not a signal axis",
             ),
             (
+                "DFT",
+                vec![("x", f32s(&[1, 8, 2], 1)), ("n", int((1 << 24) + 1))],
+                vec![],
+                "2^24 points per transform",
+            ),
+            (
                 "STFT",
                 vec![
                     ("s", signal.clone()),

@@ -5,7 +5,7 @@
 //! signals, laid out as rows of real parts then imaginary parts, by it with the tuned MatMul
 //! kernels. That costs N^2 per signal and a matrix of 4 N^2 values, so transforms whose matrix
 //! would exceed [`DIRECT_ENTRIES`] (past about 512 points) are factored into short ones instead
-//! (`fft.rs`: N log N, up to 2^27 points).
+//! (`fft.rs`: N log N, up to 2^24 points).
 
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};

@@ -9,7 +9,7 @@ those, not with each other).
 Cases: Whisper's STFT (30 s at 16 kHz, 400-point Hann frames every 160 samples: one product
 with the matrix), an STFT of 2048-point frames (factored, 32 x 64), 64 complex signals of 4096
 points (factored; a direct DFT's matrix was 256 MiB), a complex signal of 2^20 points (factored
-twice) and its one-sided inverse (irfft), and 4 complex signals of 10007 points, a prime
+twice), the one-sided DFT of a real one (rfft) and a one-sided inverse (irfft), and 4 complex signals of 10007 points, a prime
 (Bluestein's chirp through 2^15-point transforms).
 
 Usage: scripts/spectral_vs_onnxruntime.py [--runs N] [--threads N] [NAME_FILTER]
@@ -73,6 +73,7 @@ cases = [
     ("stft-frames-2048", *stft([1, 480000, 1], 512, 2048)),
     ("dft-64x4096-complex", *dft([64, 4096, 2])),
     ("dft-2^20-complex", *dft([1, 1 << 20, 2])),
+    ("rfft-2^20", *dft([1, 1 << 20, 1], onesided=1)),
     ("irfft-2^20", *dft([1, (1 << 19) + 1, 2], inverse=1, onesided=1, length=1 << 20)),
     ("dft-4x10007-prime", *dft([4, 10007, 2])),
 ]

@@ -85,6 +85,15 @@ def wgpu_ops_run(work, path, feeds, runs, extra=()):
     return report.strip(), ms, dispatches
 
 
+def timing_text(report, ort_ms, ours_ms, dispatches):
+    """Both times per run, onnx_timing's with the tensors on the GPU, and the ratios."""
+    resident = next(l for l in report.splitlines() if l.startswith("tensors on the GPU"))
+    gpu_ms = float(resident.split("median ")[1].split()[0])
+    return (f"onnxruntime {ort_ms:.2f} ms; wgpu-ops {ours_ms:.2f} ms per run ({dispatches} "
+            f"dispatches), {gpu_ms:.2f} ms with the tensors on the GPU; ratio to onnxruntime "
+            f"{ort_ms / ours_ms:.2f}x ({ort_ms / gpu_ms:.2f}x resident)")
+
+
 def resident_line(report, steps, ort_ms, dispatches):
     """onnx_timing's runs on tensors already on the GPU, per step: total, host and the ratio to
     onnxruntime (whose inputs and outputs are in host memory already)."""

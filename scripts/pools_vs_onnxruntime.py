@@ -23,7 +23,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from ort_compare import case_options, compare, onnxruntime_run, save, wgpu_ops_run
+from ort_compare import case_options, compare, onnxruntime_run, save, timing_text, wgpu_ops_run
 
 opts = case_options(__doc__)
 
@@ -71,10 +71,6 @@ for name, model in cases:
     want, ort_ms = onnxruntime_run(path, feeds, opts.runs, opts.threads)
     report, ours_ms, dispatches = wgpu_ops_run(work, path, feeds, opts.runs)
     worst = compare(work, ["y"], want)
-    resident = next(l for l in report.splitlines() if l.startswith("tensors on the GPU"))
-    gpu_ms = float(resident.split("median ")[1].split()[0])
-    print(f"{name}: outputs match (worst error {worst:.2f} of the bound); onnxruntime "
-          f"{ort_ms:.2f} ms; wgpu-ops {ours_ms:.2f} ms per run ({dispatches} dispatches), "
-          f"{gpu_ms:.2f} ms with the tensors on the GPU; ratio to onnxruntime "
-          f"{ort_ms / ours_ms:.2f}x ({ort_ms / gpu_ms:.2f}x resident)")
+    print(f"{name}: outputs match (worst error {worst:.2f} of the bound); "
+          + timing_text(report, ort_ms, ours_ms, dispatches))
     sys.stdout.flush()

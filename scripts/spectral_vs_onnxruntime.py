@@ -23,7 +23,7 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from ort_compare import case_options, onnxruntime_run, save, wgpu_ops_run
+from ort_compare import case_options, onnxruntime_run, save, timing_text, wgpu_ops_run
 
 opts = case_options(__doc__)
 
@@ -94,10 +94,6 @@ for name, m, exact in cases:
     peak = np.abs(truth).max()
     ours_err = np.abs(got - truth).max() / peak
     ort_err = np.abs(want[0] - truth).max() / peak
-    resident = next(l for l in report.splitlines() if l.startswith("tensors on the GPU"))
-    gpu_ms = float(resident.split("median ")[1].split()[0])
     print(f"{name}: worst error / peak: wgpu-ops {ours_err:.1e}, onnxruntime {ort_err:.1e}; "
-          f"onnxruntime {ort_ms:.2f} ms; wgpu-ops {ours_ms:.2f} ms per run ({dispatches} "
-          f"dispatches), {gpu_ms:.2f} ms with the tensors on the GPU; ratio to onnxruntime "
-          f"{ort_ms / ours_ms:.2f}x ({ort_ms / gpu_ms:.2f}x resident)")
+          + timing_text(report, ort_ms, ours_ms, dispatches))
     sys.stdout.flush()

@@ -29,8 +29,8 @@ const DIRECT_PRIME: usize = 512;
 const FOLDED_ENTRIES: usize = 1 << 22;
 
 /// The most points of one transform (2^24: 128 MiB of f32 per complex signal). The host
-/// plans the twiddles of the outermost split in f64, about 64 bytes per point while they are
-/// made (1 GiB here), so far longer transforms are refused rather than planned.
+/// plans the twiddles of the outermost split in f64, about 40 bytes per point while they are
+/// made (640 MiB here), so far longer transforms are refused rather than planned.
 pub const MAX_POINTS: usize = 1 << 24;
 
 /// How a transform of `n` points is computed.
@@ -401,34 +401,29 @@ impl Recorder {
         let s = x.shape().to_vec();
         let (rows, p, l) = (s[0], s[1], s[3]);
         debug_assert_eq!(w.len(), p * l);
-        // (a + ib)(c + is) = (a c - b s) + i (b c + a s): x times [c; c] plus x with its parts
-        // swapped times [-s; s].
-        let mut same = Vec::with_capacity(2 * p * l);
-        let mut cross = Vec::with_capacity(2 * p * l);
-        for q in 0..p {
-            let row = &w[q * l..(q + 1) * l];
-            same.extend(row.iter().map(|v| v.0));
-            same.extend(row.iter().map(|v| v.0));
-            cross.extend(row.iter().map(|v| -v.1));
-            cross.extend(row.iter().map(|v| v.1));
-        }
+        // (a + ib)(c + id) = (a c - b d) + i (b c + a d): x times c, plus x with its parts
+        // swapped times d and times [-1; 1], in one fused kernel.
         let dtype = x.dtype();
-        let same = self.host_values(dtype, &[p, 2, l], &same)?;
-        let cross = self.host_values(dtype, &[p, 2, l], &cross)?;
+        let cos: Vec<f64> = w.iter().map(|v| v.0).collect();
+        let sin: Vec<f64> = w.iter().map(|v| v.1).collect();
+        let cos = self.host_values(dtype, &[p, 1, l], &cos)?;
+        let sin = self.host_values(dtype, &[p, 1, l], &sin)?;
+        let signs = self.host_values(dtype, &[2, 1], &[-1.0, 1.0])?;
         let (pl, l_) = (2 * l as i64, l as i64);
         let swapped = self.strided_view("DFT", x, l as u64, &[(rows * p, pl), (2, -l_), (l, 1)])?;
         let swapped = swapped.reshaped(&s)?;
-        // One fused kernel for the two products and their sum.
-        let mut program = Program::new(vec![dtype; 4], false);
+        let mut program = Program::new(vec![dtype; 5], false);
         let a = program.push("Mul", vec![Operand(0), Operand(2)], dtype);
-        let b = program.push("Mul", vec![Operand(1), Operand(3)], dtype);
+        let b = program
+            .push("Mul", vec![Operand(1), Operand(3)], dtype)
+            .and_then(|b| program.push("Mul", vec![b, Operand(4)], dtype));
         a.zip(b)
             .and_then(|(a, b)| program.push("Add", vec![a, b], dtype))
             .ok_or_else(|| Error::Graph(format!("internal: no complex product on {dtype}")))?;
-        let y = self.program_to(&program, &[x, &swapped, &same, &cross], Out::NEW)?;
-        self.release(swapped);
-        self.release(same);
-        self.release(cross);
+        let y = self.program_to(&program, &[x, &swapped, &cos, &sin, &signs], Out::NEW)?;
+        for t in [swapped, cos, sin, signs] {
+            self.release(t);
+        }
         Ok(y)
     }
 

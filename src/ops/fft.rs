@@ -3,9 +3,9 @@
 //! of `n1` points, a twiddle per element, `n1` transforms of `n2` points, each a batch of rows
 //! for the MatMul kernels, with the transposes between them. Where `n` has no factor
 //! (a prime), Bluestein's chirp: the transform is a circular convolution of a power-of-two
-//! length, itself factored. Signals are planar rows (`[rows, 2 * n]`: real parts, then
-//! imaginary parts), in f32 (f64 for f64); every constant (matrices, twiddles, the chirp's
-//! spectrum) is computed on the host in f64 from exactly reduced angles.
+//! length, itself factored. Signals are planar rows (`[rows, parts * n]`: real parts, then
+//! imaginary parts where they are complex), in f32 (f64 for f64); every constant (matrices,
+//! twiddles, the chirp's spectrum) is computed on the host in f64 from exactly reduced angles.
 
 use super::dft::{dft_plan, twiddle, Spec};
 use crate::kernels::gather::{GatherDim, GatherPlan};
@@ -70,6 +70,19 @@ fn chirp(n: usize, sign: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The chirp's conjugate laid out for a circular convolution of `m` points: `conj(c_d)` at
+/// `d` and at `m - d` (the sum's negative offsets).
+fn chirp_kernel(c: &[(f64, f64)], m: usize) -> Vec<(f64, f64)> {
+    let mut b = vec![(0.0, 0.0); m];
+    for (d, &(re, im)) in c.iter().enumerate() {
+        b[d] = (re, -im);
+        if d > 0 {
+            b[m - d] = (re, -im);
+        }
+    }
+    b
+}
+
 /// The DFT of `x` (`sign` -1 forward, +1 inverse, unscaled) in f64 on the host: radix 2 for
 /// powers of two, Bluestein's chirp through them for other lengths. For the chirp's constant
 /// spectrum, and the CPU interpreter's long transforms.
@@ -84,15 +97,10 @@ pub fn host_fft(x: &[(f64, f64)], sign: f64) -> Vec<(f64, f64)> {
     let m = (2 * n - 1).next_power_of_two();
     let c = chirp(n, sign);
     let mut a = vec![(0.0, 0.0); m];
-    let mut b = vec![(0.0, 0.0); m];
     for j in 0..n {
         a[j] = mul(x[j], c[j]);
-        b[j] = (c[j].0, -c[j].1);
-        if j > 0 {
-            b[m - j] = b[j];
-        }
     }
-    let (fa, fb) = (radix2(&a, -1.0), radix2(&b, -1.0));
+    let (fa, fb) = (radix2(&a, -1.0), radix2(&chirp_kernel(&c, m), -1.0));
     let product: Vec<(f64, f64)> = fa.iter().zip(&fb).map(|(p, q)| mul(*p, *q)).collect();
     let conv = radix2(&product, 1.0);
     (0..n)
@@ -257,16 +265,9 @@ impl Recorder {
                 self.release(a);
                 let fa = self.fft_rows(op, &padded.reshaped(&[rows, 2 * m])?, 2, m, false)?;
                 self.release(padded);
-                let mut b = vec![(0.0, 0.0); m];
-                for j in 0..n {
-                    b[j] = (c[j].0, -c[j].1);
-                    if j > 0 {
-                        b[m - j] = b[j];
-                    }
-                }
                 // The inverse's 1 / n folded into the kernel's spectrum.
                 let scale = if inverse { 1.0 / n as f64 } else { 1.0 };
-                let kernel: Vec<(f64, f64)> = host_fft(&b, -1.0)
+                let kernel: Vec<(f64, f64)> = host_fft(&chirp_kernel(&c, m), -1.0)
                     .into_iter()
                     .map(|(re, im)| (re * scale, im * scale))
                     .collect();

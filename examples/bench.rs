@@ -9,7 +9,7 @@
 //! median of several measurements. GB/s counts bytes read plus bytes written.
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick] [--case TEXT]
-//! [--workgroup-size N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
+//! [--workgroup-size N] [--gather-unroll 1|2|4] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
 //! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only]`
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
@@ -285,6 +285,7 @@ fn main() {
 
     let ctx = Context::new_blocking(ContextOptions {
         workgroup_size: flag("--workgroup-size").map(|v| v.parse().expect("--workgroup-size N")),
+        gather_unroll: flag("--gather-unroll").map(|v| v.parse().expect("--gather-unroll N")),
         cpu_kernels: flag("--cpu-kernels").map(|v| v == "on"),
         matmul: flag("--matmul").map(|v| match v.as_str() {
             "by-shape" => MatMulChoice::ByShape,
@@ -303,9 +304,10 @@ fn main() {
     let adapter = format!("{} ({:?}, {})", info.name, info.backend, info.driver_info);
     let timer = Timer::new(&ctx);
     println!(
-        "adapter: {adapter}\ntiming: {}\nworkgroup size: {}\nCPU kernels: {}\nMatMul kernels: {:?}\n",
+        "adapter: {adapter}\ntiming: {}\nworkgroup size: {}\ngather unroll: {}\nCPU kernels: {}\nMatMul kernels: {:?}\n",
         timer.method(),
         ctx.workgroup_size(),
+        ctx.gather_unroll(),
         ctx.cpu_kernels(),
         ctx.matmul_choice()
     );

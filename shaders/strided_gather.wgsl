@@ -409,6 +409,13 @@ fn main_pairs(
     }
 }
 
+// Quads per invocation of `main_quads`, a workgroup's width apart (so each load and store
+// instruction of a warp still covers one contiguous span): an invocation computes the source
+// of every quad it moves and loads them all before it stores any. A gather's index arithmetic
+// comes before its load, so with one quad per invocation fewer loads are in flight than in the
+// plain copy; several independent quads per invocation put them back.
+override UNROLL: u32 = 1u;
+
 // Source word `i` through the quad view.
 fn quad_word(i: u32) -> u32 {
     return src4[i >> 2u][i & 3u];
@@ -422,32 +429,49 @@ fn quad_from(i: u32) -> vec4<u32> {
     return vec4<u32>(quad_word(i), quad_word(i + 1u), quad_word(i + 2u), quad_word(i + 3u));
 }
 
-// 4-byte elements, four consecutive output elements per invocation written as one quad where
-// they are one; the edges word by word.
-fn move_quads(first: u32) {
-    var c = cursor_at(first);
+// Output words `at`..`at + 3` get `value`, where `ok`; else the unit block is at an edge of a
+// row or of the output (or past the end) and moves by its edge path.
+struct QuadMove {
+    at: u32,
+    value: vec4<u32>,
+    ok: bool,
+}
+
+fn no_move() -> QuadMove {
+    return QuadMove(0u, vec4<u32>(0u), false);
+}
+
+// 4-byte elements: four consecutive output elements from `first`, where they are one quad of
+// the output and lie in one row.
+fn quad_of_elements(first: u32) -> QuadMove {
+    let c = cursor_at(first);
     let step = params.step[0][0];
     let d = params.dst_base + first;
-    if first + 4u <= params.count && c.inner + 4u <= params.shape[0][0] && (d & 3u) == 0u {
-        var v: vec4<u32>;
-        if step == 1u {
-            v = quad_from(c.index);
-        } else if step == 0xFFFFFFFFu {
-            v = quad_from(c.index - 3u).wzyx;
-        } else if step == 2u && (c.index & 3u) == 0u {
-            // Every other word: two whole quads (the second lies in the window, which holds
-            // whole quads, as its third word is read).
-            let a = src4[c.index >> 2u];
-            let b = src4[(c.index >> 2u) + 1u];
-            v = vec4<u32>(a.x, a.z, b.x, b.z);
-        } else {
-            let i = c.index;
-            v = vec4<u32>(quad_word(i), quad_word(i + step), quad_word(i + 2u * step),
-                          quad_word(i + 3u * step));
-        }
-        dst4[d >> 2u] = v;
-        return;
+    if first + 4u > params.count || c.inner + 4u > params.shape[0][0] || (d & 3u) != 0u {
+        return no_move();
     }
+    var v: vec4<u32>;
+    if step == 1u {
+        v = quad_from(c.index);
+    } else if step == 0xFFFFFFFFu {
+        v = quad_from(c.index - 3u).wzyx;
+    } else if step == 2u && (c.index & 3u) == 0u {
+        // Every other word: two whole quads (the second lies in the window, which holds
+        // whole quads, as its third word is read).
+        let a = src4[c.index >> 2u];
+        let b = src4[(c.index >> 2u) + 1u];
+        v = vec4<u32>(a.x, a.z, b.x, b.z);
+    } else {
+        let i = c.index;
+        v = vec4<u32>(quad_word(i), quad_word(i + step), quad_word(i + 2u * step),
+                      quad_word(i + 3u * step));
+    }
+    return QuadMove(d, v, true);
+}
+
+// 4-byte elements at an edge: one at a time.
+fn edge_elements(first: u32) {
+    var c = cursor_at(first);
     for (var k = 0u; k < ITEMS; k++) {
         let e = first + k;
         if e >= params.count {
@@ -461,33 +485,38 @@ fn move_quads(first: u32) {
     }
 }
 
-// 8-byte elements through the quad views, two consecutive output elements (one 16-byte quad)
-// per invocation: a warp's stores then cover one contiguous span, where four elements (two
-// quads) per invocation left every store instruction half of each 32-byte sector to fill.
-fn move_quad_pairs(first: u32) {
-    var c = cursor_at(first);
+// 8-byte elements, two consecutive output elements (one 16-byte quad) per unit block: a warp's
+// stores then cover one contiguous span, where four elements (two quads) per invocation left
+// every store instruction half of each 32-byte sector to fill.
+fn quad_of_pairs(first: u32) -> QuadMove {
+    let c = cursor_at(first);
     let step = params.step[0][0];
     let d = (params.dst_base + first) * 2u;
-    if first + 2u <= params.count && c.inner + 2u <= params.shape[0][0] && (d & 3u) == 0u {
-        let i = 2u * c.index;
-        var v: vec4<u32>;
-        if step == 1u {
-            v = quad_from(i);
-        } else if step == 0xFFFFFFFFu {
-            // Elements index and index - 1: words i-2..i+1, pairs swapped.
-            v = quad_from(i - 2u).zwxy;
-        } else if step == 2u && (i & 3u) == 0u {
-            // Every other element: the first pair of two whole quads.
-            let a = src4[i >> 2u];
-            let b = src4[(i >> 2u) + 1u];
-            v = vec4<u32>(a.x, a.y, b.x, b.y);
-        } else {
-            let s = 2u * step;
-            v = vec4<u32>(quad_word(i), quad_word(i + 1u), quad_word(i + s), quad_word(i + s + 1u));
-        }
-        dst4[d >> 2u] = v;
-        return;
+    if first + 2u > params.count || c.inner + 2u > params.shape[0][0] || (d & 3u) != 0u {
+        return no_move();
     }
+    let i = 2u * c.index;
+    var v: vec4<u32>;
+    if step == 1u {
+        v = quad_from(i);
+    } else if step == 0xFFFFFFFFu {
+        // Elements index and index - 1: words i-2..i+1, pairs swapped.
+        v = quad_from(i - 2u).zwxy;
+    } else if step == 2u && (i & 3u) == 0u {
+        // Every other element: the first pair of two whole quads.
+        let a = src4[i >> 2u];
+        let b = src4[(i >> 2u) + 1u];
+        v = vec4<u32>(a.x, a.y, b.x, b.y);
+    } else {
+        let s = 2u * step;
+        v = vec4<u32>(quad_word(i), quad_word(i + 1u), quad_word(i + s), quad_word(i + s + 1u));
+    }
+    return QuadMove(d, v, true);
+}
+
+// 8-byte elements at an edge: one at a time.
+fn edge_pairs(first: u32) {
+    var c = cursor_at(first);
     for (var k = 0u; k < 2u; k++) {
         let e = first + k;
         if e >= params.count {
@@ -529,56 +558,71 @@ fn store_words(d: u32, a: vec4<u32>) {
     }
 }
 
-// `move_words` through the quad views: the same words, stored as one quad where the four
-// are one. A copy, not a shared function: WGSL cannot hand a function the buffer to use
-// (storage pointers as parameters need an extension browsers lack), and an entry point
-// binds one view of a buffer.
-fn move_words_quads(first: u32) {
+// The source word after quad `w`'s four when the bytes wanted start `shift` bits into `w`
+// (they then straddle it), else 0 without a load: clamped, since it may lie past the input.
+fn straddled_word(w: u32, shift: u32) -> u32 {
+    if shift == 0u {
+        return 0u;
+    }
+    return quad_word(min(w, arrayLength(&src4) * 4u - 1u));
+}
+
+// 1- and 2-byte elements: `move_words`' interior runs through the quad views, four output
+// words from unit `first` on. A copy, not a shared function: WGSL cannot hand a function the
+// buffer to use (storage pointers as parameters need an extension browsers lack), and an
+// entry point binds one view of a buffer.
+fn quad_of_words(first: u32) -> QuadMove {
     let per_word = 4u / min(ELEM_BYTES, 2u);
-    let bits = ELEM_BYTES * 8u;
-    let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
     let step = bitcast<i32>(params.step[0][0]);
     let first_slot = first * per_word;
-    var c = cursor_at(select(0u, first_slot - params.dst_skip, first_slot >= params.dst_skip));
+    let c = cursor_at(select(0u, first_slot - params.dst_skip, first_slot >= params.dst_skip));
     let span = ITEMS * per_word;
     let d = params.dst_base + first;
     let interior = ITEMS == 4u && first_slot >= params.dst_skip
         && first_slot - params.dst_skip + span <= params.count
         && c.inner + span <= params.shape[0][0];
-    if interior && step != 1 && step != -1 {
-        var a: vec4<u32>;
-        if step == 2 || step == -2 {
-            let low = select(c.index - 2u * (span - 1u), c.index, step == 2) * ELEM_BYTES;
-            let w = low / 4u;
-            let s8 = quad_word(min(w + 8u, arrayLength(&src4) * 4u - 1u));
-            a = every_other(quad_from(w), quad_from(w + 4u), s8, (low % 4u) * 8u);
-            if step == -2 {
-                a = reverse_words(a);
-            }
-        } else {
-            a = vec4<u32>(gathered_word_quads(c.index, 0u),
-                          gathered_word_quads(c.index, per_word),
-                          gathered_word_quads(c.index, 2u * per_word),
-                          gathered_word_quads(c.index, 3u * per_word));
-        }
-        store_words(d, a);
-        return;
+    if !interior {
+        return no_move();
     }
-    if interior {
+    var a: vec4<u32>;
+    if step == 2 || step == -2 {
+        // Every other element (in order or reversed): nine input words, shifted and picked.
+        let low = select(c.index - 2u * (span - 1u), c.index, step == 2) * ELEM_BYTES;
+        let w = low / 4u;
+        let shift = (low % 4u) * 8u;
+        a = every_other(quad_from(w), quad_from(w + 4u), straddled_word(w + 8u, shift), shift);
+        if step == -2 {
+            a = reverse_words(a);
+        }
+    } else if step != 1 && step != -1 {
+        a = vec4<u32>(gathered_word_quads(c.index, 0u),
+                      gathered_word_quads(c.index, per_word),
+                      gathered_word_quads(c.index, 2u * per_word),
+                      gathered_word_quads(c.index, 3u * per_word));
+    } else {
+        // Sixteen adjacent input bytes (in order or reversed): five input words, shifted.
         let low = select(c.index + 1u - span, c.index, step == 1) * ELEM_BYTES;
         let w = low / 4u;
         let shift = (low % 4u) * 8u;
         let q = quad_from(w);
-        // Read only when the bytes straddle it; clamped since it may lie past the input.
-        let s4 = quad_word(min(w + 4u, arrayLength(&src4) * 4u - 1u));
-        var a = vec4<u32>(funnel(q.x, q.y, shift), funnel(q.y, q.z, shift),
-                          funnel(q.z, q.w, shift), funnel(q.w, s4, shift));
+        let s4 = straddled_word(w + 4u, shift);
+        a = vec4<u32>(funnel(q.x, q.y, shift), funnel(q.y, q.z, shift),
+                      funnel(q.z, q.w, shift), funnel(q.w, s4, shift));
         if step == -1 {
             a = reverse_words(a);
         }
-        store_words(d, a);
-        return;
     }
+    return QuadMove(d, a, true);
+}
+
+// 1- and 2-byte elements at an edge: each output word assembled slot by slot; slots outside
+// this dispatch's output keep their bytes.
+fn edge_words(first: u32) {
+    let per_word = 4u / min(ELEM_BYTES, 2u);
+    let bits = ELEM_BYTES * 8u;
+    let mask = select(0xFFFFu, 0xFFu, ELEM_BYTES == 1u);
+    let first_slot = first * per_word;
+    var c = cursor_at(select(0u, first_slot - params.dst_skip, first_slot >= params.dst_skip));
     for (var u = 0u; u < ITEMS; u++) {
         let unit = first + u;
         if unit >= params.units {
@@ -605,24 +649,65 @@ fn move_words_quads(first: u32) {
     }
 }
 
+// The move of the unit block from `first` (2 elements of 8 bytes, else ITEMS units), or none.
+fn quad_move(first: u32) -> QuadMove {
+    if first >= params.units {
+        return no_move();
+    }
+    if ELEM_BYTES == 8u {
+        return quad_of_pairs(first);
+    }
+    if ELEM_BYTES == 4u {
+        return quad_of_elements(first);
+    }
+    return quad_of_words(first);
+}
+
+// Stores move `m` of the unit block from `first`, or moves that block by its edge path.
+fn finish_quad(first: u32, m: QuadMove) {
+    if m.ok {
+        store_words(m.at, m.value);
+    } else if first < params.units {
+        if ELEM_BYTES == 8u {
+            edge_pairs(first);
+        } else if ELEM_BYTES == 4u {
+            edge_elements(first);
+        } else {
+            edge_words(first);
+        }
+    }
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main_quads(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
-    let invocation = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
-    // Units per invocation: 2 elements of 8 bytes (one quad), else ITEMS (the host sizes the
-    // grid alike).
-    let first = invocation * select(ITEMS, 2u, ELEM_BYTES == 8u);
-    if first >= params.units {
-        return;
+    let workgroup = group.x + groups.x * (group.y + groups.y * group.z);
+    // Units per block: 2 elements of 8 bytes (one quad), else ITEMS (the host sizes the grid
+    // alike). Block b of this invocation starts `b` workgroup widths after its first.
+    let per_block = select(ITEMS, 2u, ELEM_BYTES == 8u);
+    let first = (workgroup * WORKGROUP_SIZE * UNROLL + local) * per_block;
+    let span = WORKGROUP_SIZE * per_block;
+    // Every block's loads before any block's store (see `move_elements`).
+    let m0 = quad_move(first);
+    var m1 = no_move();
+    var m2 = no_move();
+    var m3 = no_move();
+    if UNROLL >= 2u {
+        m1 = quad_move(first + span);
     }
-    if ELEM_BYTES == 8u {
-        move_quad_pairs(first);
-    } else if ELEM_BYTES == 4u {
-        move_quads(first);
-    } else {
-        move_words_quads(first);
+    if UNROLL >= 4u {
+        m2 = quad_move(first + 2u * span);
+        m3 = quad_move(first + 3u * span);
+    }
+    finish_quad(first, m0);
+    if UNROLL >= 2u {
+        finish_quad(first + span, m1);
+    }
+    if UNROLL >= 4u {
+        finish_quad(first + 2u * span, m2);
+        finish_quad(first + 3u * span, m3);
     }
 }

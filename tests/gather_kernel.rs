@@ -87,6 +87,51 @@ fn words_stored_as_quads() {
 }
 
 #[test]
+fn unrolled_quads_move_the_same_bytes() {
+    // With `gather_unroll` 2 or 4, each invocation of `main_quads` moves that many 16-byte
+    // blocks a workgroup's width apart, all loaded before any is stored: outputs of many
+    // workgroups with ragged last ones, rows that end inside a block, every element width and
+    // inner step, each against the CPU reference, also on a context that binds 64 bytes at a
+    // time (chunks whose output starts inside a quad).
+    let options = |unroll, max_binding_size| wgpu_ops::ContextOptions {
+        cpu_kernels: Some(false),
+        gather_unroll: Some(unroll),
+        max_binding_size,
+        ..Default::default()
+    };
+    for unroll in [2, 4] {
+        let contexts = [
+            wgpu_ops::Context::new_blocking(options(unroll, None)).unwrap(),
+            wgpu_ops::Context::new_blocking(options(unroll, Some(64))).unwrap(),
+        ];
+        assert_eq!(contexts[0].gather_unroll(), unroll);
+        for dtype in [DType::U8, DType::I16, DType::U32, DType::F64] {
+            // Every output a multiple of 16 elements, so both windows are whole quads at
+            // every width (the quads variant's condition).
+            let data = random_tensor(unroll as u64, dtype, &[32, 300]);
+            for op in [
+                StridedSlice::new([0, 0], [32, 298]).stride([1, 1]),
+                StridedSlice::new([0, 297], [32, -301]).stride([1, -1]),
+                StridedSlice::new([0, 1], [32, 300]).stride([1, 2]),
+                StridedSlice::new([31, 299], [-33, 0]).stride([-2, -3]),
+            ] {
+                let want = reference::strided_slice(&data, &op).unwrap();
+                assert_eq!(want.data.len() % 16, 0);
+                for c in &contexts {
+                    let x = wgpu_ops::Tensor::from_host(c, &data).unwrap();
+                    let got = op.run(&x).unwrap().to_host_blocking().unwrap();
+                    assert_eq!(got, want, "unroll {unroll} {dtype} {op:?}");
+                }
+            }
+        }
+    }
+    let refused = wgpu_ops::Context::new_blocking(options(3, None))
+        .err()
+        .unwrap();
+    assert!(refused.to_string().contains("gather_unroll 3"), "{refused}");
+}
+
+#[test]
 fn one_byte_elements_reversed_whole() {
     let data = random_tensor(8, DType::U8, &[9]);
     let op = StridedSlice::new([-1], [-10]).stride([-1]);

@@ -95,7 +95,15 @@ pub struct ContextOptions {
     /// naming the op and the input). Never inside a Scan body, whose iterations run without
     /// the host.
     pub read_back: Option<bool>,
+    /// Blocks of 16 bytes each invocation of the strided gather's GPU variant moves (1, 2 or
+    /// 4, a workgroup's width apart, all loaded before any is stored): more independent loads
+    /// in flight per invocation where index arithmetic delays each one. `None`:
+    /// [`DEFAULT_GATHER_UNROLL`]. Ignored with the CPU kernels.
+    pub gather_unroll: Option<u32>,
 }
+
+/// [`ContextOptions::gather_unroll`] by default.
+pub const DEFAULT_GATHER_UNROLL: u32 = 1;
 
 /// [`ContextOptions::scan_state_rows_max_bytes`] with the GPU kernels: between the H100's
 /// 1 KiB states, faster as rows, and its 64 KiB ones, slower.
@@ -271,6 +279,7 @@ struct Inner {
     binding_limit: u64,
     segment_bytes: u64,
     workgroup_size: u32,
+    gather_unroll: u32,
     cpu_kernels: bool,
     matmul: MatMulChoice,
     /// Choices made under [`MatMulChoice::Measure`], in the order they were made.
@@ -452,6 +461,17 @@ impl Context {
                 ))
             }
         };
+        let gather_unroll = match options.gather_unroll {
+            None => DEFAULT_GATHER_UNROLL,
+            Some(n @ (1 | 2 | 4)) => n,
+            Some(n) => {
+                return Err(Error::invalid(
+                    "Context",
+                    "gather_unroll",
+                    format!("gather_unroll {n} must be 1, 2 or 4"),
+                ))
+            }
+        };
         let cpu_kernels = options.cpu_kernels.unwrap_or_else(|| is_software(&info));
         let matmul = options.matmul.unwrap_or({
             if is_software(&info) || cfg!(target_arch = "wasm32") {
@@ -527,6 +547,7 @@ impl Context {
                     }),
                 segment_bytes,
                 workgroup_size,
+                gather_unroll,
                 cpu_kernels,
                 matmul,
                 matmul_measured: Mutex::new(Vec::new()),
@@ -848,6 +869,12 @@ impl Context {
     /// [`ContextOptions::workgroup_size`]).
     pub fn workgroup_size(&self) -> u32 {
         self.inner.workgroup_size
+    }
+
+    /// 16-byte blocks per invocation of the strided gather's GPU variant (see
+    /// [`ContextOptions::gather_unroll`]).
+    pub fn gather_unroll(&self) -> u32 {
+        self.inner.gather_unroll
     }
 
     /// A buffer created holding `contents` (padded to 4 bytes). Unlike wgpu's

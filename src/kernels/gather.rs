@@ -485,15 +485,21 @@ impl Recorder {
         // (16-byte accesses are what a GPU's copy needs to reach its bandwidth).
         let quads = !strided && !ctx.cpu_kernels() && aligned(16);
         let pairs = elem == 8 && !quads && aligned(8);
-        // `main_quads` moves 8-byte elements two to an invocation (one 16-byte quad).
-        let per_invocation = if quads && elem == 8 { 2 } else { ITEMS };
-        let grid = grid_for(&ctx, op, units.div_ceil(u64::from(per_invocation)), wg)?;
+        // `main_quads` moves blocks of one 16-byte quad (two 8-byte elements), several per
+        // invocation (`ContextOptions::gather_unroll`).
+        let per_block = if quads && elem == 8 { 2 } else { ITEMS };
+        let unroll = if quads { ctx.gather_unroll() } else { 1 };
+        let invocations = units
+            .div_ceil(u64::from(per_block))
+            .div_ceil(u64::from(unroll));
+        let grid = grid_for(&ctx, op, invocations, wg)?;
         let pipeline = ctx.pipeline(&Kernel::Gather {
             elem_bytes: elem,
             workgroup_size: wg,
             dst_strided: strided,
             pairs,
             quads,
+            unroll,
         })?;
         self.dispatch(
             op,

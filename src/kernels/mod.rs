@@ -120,6 +120,8 @@ pub enum Kernel {
         dst_strided: bool,
         pairs: bool,
         quads: bool,
+        /// Blocks per invocation of `main_quads` (1 elsewhere).
+        unroll: u32,
     },
     /// `block_remap.wgsl`: element by element, or runs of 4 words as `vec4<u32>` (`runs_vec4`).
     BlockRemap {
@@ -428,16 +430,18 @@ impl Kernel {
                             dst_strided,
                             pairs,
                             quads: false,
+                            unroll: 1,
                         });
                     }
                 }
-                {
+                for unroll in [1, 2, 4] {
                     out.push(Kernel::Gather {
                         elem_bytes,
                         workgroup_size,
                         dst_strided: false,
                         pairs: false,
                         quads: true,
+                        unroll,
                     });
                 }
             }
@@ -640,12 +644,14 @@ impl Kernel {
                 elem_bytes,
                 workgroup_size,
                 dst_strided,
+                unroll,
                 ..
             } => vec![
                 ("ELEM_BYTES", elem_bytes),
                 ("WORKGROUP_SIZE", workgroup_size),
                 ("ITEMS", gather::ITEMS),
                 ("DST_STRIDED", u32::from(dst_strided)),
+                ("UNROLL", unroll),
             ],
             Kernel::BlockRemap {
                 elem_bytes,

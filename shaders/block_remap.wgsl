@@ -220,18 +220,23 @@ fn main(
     }
 }
 
-// Runs of 4 words (items = 4) that start on 16-byte boundaries on both sides, which the host
-// guarantees when the innermost axis holds a multiple of 4 words: one 16-byte load and store
-// per invocation, the widest access WGSL has, fully coalesced across an invocation group.
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn runs_vec4(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let unit = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+// Runs per invocation of `runs_vec4`, a workgroup's width apart (each load and store
+// instruction of a warp still covers one contiguous span): every run's source is found and
+// loaded before any run is stored, so several loads are in flight per invocation behind the
+// index arithmetic that precedes each.
+override UNROLL: u32 = 1u;
+
+// Output quad `at` gets `value` where `ok`.
+struct RunMove {
+    at: u32,
+    value: vec4<u32>,
+    ok: bool,
+}
+
+// The 16-byte run `unit` of `runs_vec4`, or none past the last.
+fn run_move(unit: u32) -> RunMove {
     if unit >= params.units {
-        return;
+        return RunMove(0u, vec4<u32>(0u), false);
     }
     let last = params.out_shape[(rank() - 1u) / 4u][(rank() - 1u) % 4u];
     let row = quotient(unit, params.runs, params.runs_shift);
@@ -242,5 +247,39 @@ fn runs_vec4(
     let write_at = select(e, s, SCATTER);
     // select() reads both sides: clamp the index so padding never reads out of bounds.
     let v = src4[min(read_at / 4u, arrayLength(&src4) - 1u)];
-    dst4[write_at / 4u] = select(v, vec4<u32>(0u), s == PADDING);
+    return RunMove(write_at / 4u, select(v, vec4<u32>(0u), s == PADDING), true);
+}
+
+fn store_run(m: RunMove) {
+    if m.ok {
+        dst4[m.at] = m.value;
+    }
+}
+
+// Runs of 4 words (items = 4) that start on 16-byte boundaries on both sides, which the host
+// guarantees when the innermost axis holds a multiple of 4 words: one 16-byte load and store
+// per run, the widest access WGSL has, fully coalesced across an invocation group.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn runs_vec4(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let workgroup = group.x + groups.x * (group.y + groups.y * group.z);
+    let unit = workgroup * WORKGROUP_SIZE * UNROLL + local;
+    let m0 = run_move(unit);
+    var m1 = RunMove(0u, vec4<u32>(0u), false);
+    var m2 = m1;
+    var m3 = m1;
+    if UNROLL >= 2u {
+        m1 = run_move(unit + WORKGROUP_SIZE);
+    }
+    if UNROLL >= 4u {
+        m2 = run_move(unit + 2u * WORKGROUP_SIZE);
+        m3 = run_move(unit + 3u * WORKGROUP_SIZE);
+    }
+    store_run(m0);
+    store_run(m1);
+    store_run(m2);
+    store_run(m3);
 }

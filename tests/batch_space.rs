@@ -407,6 +407,39 @@ fn rows_of_whole_vectors_move_as_vectors() {
 }
 
 #[test]
+fn vector_runs_unrolled_move_the_same_bytes() {
+    // With `gather_unroll` 2 or 4 (GPU kernels), each invocation moves that many 16-byte runs a
+    // workgroup's width apart: hundreds of runs with a ragged last workgroup, with crops and
+    // padding, and SpaceToBatch without padding (the scatter), against the references.
+    for unroll in [2, 4] {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(false),
+            gather_unroll: Some(unroll),
+            ..Default::default()
+        })
+        .unwrap();
+        for (dtype, shape) in [
+            (DType::F32, [4, 10, 18, 4]),
+            (DType::U8, [4, 10, 10, 16]),
+            (DType::F64, [4, 6, 8, 8]),
+        ] {
+            let data = random_tensor(unroll as u64, dtype, &shape);
+            let x = wgpu_ops::Tensor::from_host(&ctx, &data).unwrap();
+            for (begin, end) in [([0i64; 4], [0i64; 4]), ([0, 1, 1, 0], [0, 1, 1, 0])] {
+                let b2s = BatchToSpace::new([1, 2, 2, 1], begin, end);
+                let got = b2s.run(&x).unwrap().to_host_blocking().unwrap();
+                let want = reference::batch_to_space(&data, &b2s).unwrap();
+                assert_eq!(got, want, "unroll {unroll} {dtype} {b2s:?}");
+                let s2b = SpaceToBatch::new([1, 2, 2, 1], begin, end);
+                let got = s2b.run(&x).unwrap().to_host_blocking().unwrap();
+                let want = reference::space_to_batch(&data, &s2b).unwrap();
+                assert_eq!(got, want, "unroll {unroll} {dtype} {s2b:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn space_to_batch_without_padding_scatters() {
     // No padding: each input element is written where BatchToSpace would read it (contiguous
     // reads). Every dtype (1- and 2-byte ones gather, unless their trailing axes are whole

@@ -95,8 +95,9 @@ pub struct ContextOptions {
     /// naming the op and the input). Never inside a Scan body, whose iterations run without
     /// the host.
     pub read_back: Option<bool>,
-    /// Blocks of 16 bytes each invocation of the strided gather's GPU variant moves (1, 2 or
-    /// 4, a workgroup's width apart, all loaded before any is stored): more independent loads
+    /// Blocks of 16 bytes each invocation of the data-movement kernels' 16-byte variants
+    /// moves (the strided gather's quads, BatchToSpace and SpaceToBatch runs): 1, 2 or 4, a
+    /// workgroup's width apart, all loaded before any is stored, for more independent loads
     /// in flight per invocation where index arithmetic delays each one. `None`:
     /// [`DEFAULT_GATHER_UNROLL`]. Ignored with the CPU kernels.
     pub gather_unroll: Option<u32>,
@@ -871,7 +872,7 @@ impl Context {
         self.inner.workgroup_size
     }
 
-    /// 16-byte blocks per invocation of the strided gather's GPU variant (see
+    /// 16-byte blocks per invocation of the data-movement kernels' GPU variants (see
     /// [`ContextOptions::gather_unroll`]).
     pub fn gather_unroll(&self) -> u32 {
         self.inner.gather_unroll

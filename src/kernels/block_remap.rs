@@ -423,7 +423,13 @@ impl Recorder {
             params.rows_shift = shift_for(params.rows);
         }
         let wg = ctx.workgroup_size();
-        let grid = grid_for(&ctx, op, units, wg)?;
+        // Several 16-byte runs per invocation with the GPU kernels (`ContextOptions::gather_unroll`).
+        let unroll = if vec4 && !ctx.cpu_kernels() {
+            ctx.gather_unroll()
+        } else {
+            1
+        };
+        let grid = grid_for(&ctx, op, units.div_ceil(u64::from(unroll)), wg)?;
         let pipeline = ctx.pipeline(&Kernel::BlockRemap {
             elem_bytes: elem,
             workgroup_size: wg,
@@ -437,6 +443,7 @@ impl Recorder {
                 BlockMode::BatchToSpace if rank as u32 <= SPECIALIZED_RANKS => rank as u32,
                 _ => 0,
             },
+            unroll,
             scatter,
         })?;
         self.dispatch(

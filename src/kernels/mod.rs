@@ -130,6 +130,8 @@ pub enum Kernel {
         vec4: bool,
         /// The rank the kernel is compiled for (its loops unrolled), or 0 for any.
         rank: u32,
+        /// Runs per invocation of `runs_vec4` (1 elsewhere).
+        unroll: u32,
         /// Elements written where BatchToSpace would read them (`SCATTER`: SpaceToBatch
         /// without padding; 4- and 8-byte elements).
         scatter: bool,
@@ -412,13 +414,16 @@ impl Kernel {
                     for rank in [0, 1, 4, block_remap::SPECIALIZED_RANKS] {
                         for scatter in [false, true].into_iter().filter(|&s| !s || elem_bytes >= 4)
                         {
-                            out.push(Kernel::BlockRemap {
-                                elem_bytes,
-                                workgroup_size,
-                                vec4,
-                                rank,
-                                scatter,
-                            });
+                            for unroll in [1, 2, 4].into_iter().filter(|&u| u == 1 || vec4) {
+                                out.push(Kernel::BlockRemap {
+                                    elem_bytes,
+                                    workgroup_size,
+                                    vec4,
+                                    rank,
+                                    unroll,
+                                    scatter,
+                                });
+                            }
                         }
                     }
                 }
@@ -657,6 +662,7 @@ impl Kernel {
                 elem_bytes,
                 workgroup_size,
                 rank,
+                unroll,
                 scatter,
                 ..
             } => vec![
@@ -664,6 +670,7 @@ impl Kernel {
                 ("WORKGROUP_SIZE", workgroup_size),
                 ("RANK", rank),
                 ("SCATTER", u32::from(scatter)),
+                ("UNROLL", unroll),
             ],
             Kernel::Elementwise { workgroup_size, .. }
             | Kernel::Cast { workgroup_size, .. }

@@ -7,7 +7,6 @@
 //! would exceed [`DIRECT_ENTRIES`] (past about 512 points) are factored into short ones instead
 //! (`fft.rs`: N log N, up to 2^24 points).
 
-use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 fn invalid(op: &'static str, input: &str, message: String) -> Error {
@@ -308,29 +307,17 @@ impl Recorder {
         crate::ops::fft::check_points(OP, points)?;
         // The frames, overlapping reads of the signal: [batch, frames, frame, parts].
         let p = parts as i64;
-        let gather = GatherPlan::from_dims(
+        let framed = self.strided_view(
+            OP,
+            signal,
             0,
             &[
-                GatherDim {
-                    len: batch as u64,
-                    step: len as i64 * p,
-                },
-                GatherDim {
-                    len: frames as u64,
-                    step: frame_step * p,
-                },
-                GatherDim {
-                    len: frame as u64,
-                    step: p,
-                },
-                GatherDim {
-                    len: parts as u64,
-                    step: 1,
-                },
+                (batch, len as i64 * p),
+                (frames, frame_step * p),
+                (frame, p),
+                (parts, 1),
             ],
-        );
-        let framed = self.alloc(signal.dtype(), &[batch, frames, frame, parts])?;
-        self.gather_into(OP, signal, &gather, &framed)?;
+        )?;
         let y = self.transform_axis(OP, &framed, 2, &spec, out)?;
         self.release(framed);
         Ok(y)

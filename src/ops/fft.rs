@@ -223,7 +223,7 @@ impl Recorder {
                     let flat = t.reshaped(&[rows * n2, parts * n1])?;
                     let y = self.fft_rows(op, &flat, parts, n1, inverse)?;
                     self.release(t);
-                    let z = self.complex_scale(&y.reshaped(&[rows, n2, 2, n1])?, &twiddles)?;
+                    let z = self.complex_scale(op, &y.reshaped(&[rows, n2, 2, n1])?, &twiddles)?;
                     self.release(y);
                     let t = self.transpose(&z, Some(&[0, 3, 2, 1]))?;
                     self.release(z);
@@ -253,7 +253,7 @@ impl Recorder {
                 // X_k = c_k sum_j (x_j c_j) conj(c_(k-j)), c_j = exp(sign i pi j^2 / n): the
                 // sum is a circular convolution of m points, through two m-point transforms.
                 let c = chirp(n, sign);
-                let a = self.complex_scale(&x.reshaped(&[rows, 1, 2, n])?, &c)?;
+                let a = self.complex_scale(op, &x.reshaped(&[rows, 1, 2, n])?, &c)?;
                 let padded = self.pad_to(
                     &a.reshaped(&[rows, 2, n])?,
                     &[0, 0, 0, 0, 0, (m - n) as i64],
@@ -271,7 +271,7 @@ impl Recorder {
                     .into_iter()
                     .map(|(re, im)| (re * scale, im * scale))
                     .collect();
-                let product = self.complex_scale(&fa.reshaped(&[rows, 1, 2, m])?, &kernel)?;
+                let product = self.complex_scale(op, &fa.reshaped(&[rows, 1, 2, m])?, &kernel)?;
                 self.release(fa);
                 let conv = self.fft_rows(op, &product.reshaped(&[rows, 2 * m])?, 2, m, true)?;
                 self.release(product);
@@ -282,7 +282,7 @@ impl Recorder {
                     &[(rows, 2 * m as i64), (2, m as i64), (n, 1)],
                 )?;
                 self.release(conv);
-                let out = self.complex_scale(&first.reshaped(&[rows, 1, 2, n])?, &c)?;
+                let out = self.complex_scale(op, &first.reshaped(&[rows, 1, 2, n])?, &c)?;
                 self.release(first);
                 Ok(out.reshaped(&[rows, 2 * n])?)
             }
@@ -312,36 +312,29 @@ impl Recorder {
             self.release(w);
             temps.push(x.clone());
         }
-        // `x` cut to `used` points of every part, then padded with zeros to `points`.
-        let mut fit = |rec: &mut Recorder, x: &Tensor, used: usize, points: usize| {
-            let x = match used < n {
-                true => {
-                    let cut = rec.strided_view(op, x, 0, &[(rows * c_in, n as i64), (used, 1)])?;
-                    temps.push(cut.clone());
-                    cut.reshaped(&[rows, c_in, used])?
-                }
-                false => x.clone(),
-            };
-            if used == points {
-                return Ok::<Tensor, Error>(x);
+        // `x` cut or padded with zeros to `points` points of every part (a negative end pad
+        // crops).
+        let mut fit = |rec: &mut Recorder, x: &Tensor, points: usize| {
+            if points == n {
+                return Ok::<Tensor, Error>(x.clone());
             }
-            let padded = rec.pad_to(
-                &x,
-                &[0, 0, 0, 0, 0, (points - used) as i64],
+            let fitted = rec.pad_to(
+                x,
+                &[0, 0, 0, 0, 0, points as i64 - n as i64],
                 PadMode::Constant,
                 None,
                 None,
                 Out::NEW,
             )?;
-            temps.push(padded.clone());
-            Ok(padded)
+            temps.push(fitted.clone());
+            Ok(fitted)
         };
         let y = if spec.inverse && spec.onesided {
             // numpy's irfft: bins 0..=length/2 given (missing ones zero), the others the
             // conjugates of their mirror images; the real part of the inverse. The imaginary
             // parts of bins 0 and length/2 only reach the imaginary part.
             let half = length / 2;
-            let s = fit(self, &x, n.min(half + 1), half + 1)?;
+            let s = fit(self, &x, half + 1)?;
             let count = length - 1 - half;
             let full = match count {
                 0 => s,
@@ -375,7 +368,7 @@ impl Recorder {
             self.release(z);
             real
         } else {
-            let s = fit(self, &x, n.min(length), length)?;
+            let s = fit(self, &x, length)?;
             let s = s.reshaped(&[rows, c_in * length])?;
             let z = self.fft_rows(op, &s, c_in, length, spec.inverse)?;
             match spec.onesided {
@@ -398,7 +391,12 @@ impl Recorder {
 
     /// `x` (`[rows, p, 2, l]`: rows of `p` planar complex vectors of `l`) times the complex
     /// constants `w` (`p * l` of them, the same for every row), element by element.
-    pub(crate) fn complex_scale(&mut self, x: &Tensor, w: &[(f64, f64)]) -> Result<Tensor> {
+    pub(crate) fn complex_scale(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        w: &[(f64, f64)],
+    ) -> Result<Tensor> {
         let s = x.shape().to_vec();
         let (rows, p, l) = (s[0], s[1], s[3]);
         debug_assert_eq!(w.len(), p * l);
@@ -411,7 +409,7 @@ impl Recorder {
         let sin = self.host_values(dtype, &[p, 1, l], &sin)?;
         let signs = self.host_values(dtype, &[2, 1], &[-1.0, 1.0])?;
         let (pl, l_) = (2 * l as i64, l as i64);
-        let swapped = self.strided_view("DFT", x, l as u64, &[(rows * p, pl), (2, -l_), (l, 1)])?;
+        let swapped = self.strided_view(op, x, l as u64, &[(rows * p, pl), (2, -l_), (l, 1)])?;
         let swapped = swapped.reshaped(&s)?;
         let mut program = Program::new(vec![dtype; 5], false);
         let a = program.push("Mul", vec![Operand(0), Operand(2)], dtype);

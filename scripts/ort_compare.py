@@ -27,6 +27,9 @@ def save(model, feeds, prefix):
     """Writes the model and one .npy per feed to a new folder; returns (folder, model path)."""
     work = tempfile.mkdtemp(prefix=prefix)
     path = os.path.join(work, "model.onnx")
+    # The onnx package may write a newer IR version than the installed onnxruntime reads
+    # (onnx 1.23's 14 against onnxruntime 1.30's 13); these models need nothing past IR 10.
+    model.ir_version = min(model.ir_version, 10)
     onnx.save(model, path)
     for k, v in feeds.items():
         np.save(os.path.join(work, k + ".npy"), v)

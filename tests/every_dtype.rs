@@ -1421,15 +1421,18 @@ fn dropout_on(d: DType) {
 
 dtype_tests!(dropout_passes_its_input_at_inference, dropout_on);
 
-/// Pad on `d` in every mode: padding before and after, cropping by negative pads (alone and
-/// with padding on the other side), wrap and reflect beyond the axis' length, a subset of axes (negative
+/// Pad on `d` in every mode: padding before and after, cropping by negative pads (alone, at
+/// the end only, and with padding on the other side), wrap and reflect beyond the axis' length, a subset of axes (negative
 /// too), rank 0 and 3, and a constant of the data's dtype; bit for bit with the reference, and
 /// the spec's reflect and edge examples against their stated results. Pads each mode cannot
 /// take, and malformed inputs, are errors naming the rule.
 fn pad_on(d: DType) {
     type Case<'a> = (&'a [usize], &'a [i64], Option<&'a [i64]>);
-    let cases: [Case; 9] = [
+    let cases: [Case; 11] = [
         (&[3, 4], &[1, 2, 2, 1], None),
+        // Cropped at the end only (no element added, none cropped in front).
+        (&[4, 5], &[0, 0, 0, -2], None),
+        (&[6], &[0, -4], None),
         (&[3, 2], &[0, 3, 0, 5], None),
         (&[3, 4], &[0, 1, 0, 2], None),
         (&[5, 4], &[-1, 1, 2, -2], None),

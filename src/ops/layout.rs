@@ -534,9 +534,12 @@ impl Recorder {
             };
         }
         let shape: Vec<usize> = plan.iter().map(|a| a.out_len).collect();
+        // Nothing added or cropped: every axis keeps its length (an end crop shortens `len`
+        // and `out_len` alike, so they are compared with the data's length).
         if plan
             .iter()
-            .all(|a| a.before == 0 && a.crop == 0 && a.out_len == a.len)
+            .zip(data.shape())
+            .all(|(a, &d)| a.before == 0 && a.crop == 0 && a.out_len == d)
         {
             return out.view(self, data.clone());
         }

@@ -43,7 +43,7 @@ impl Timer {
                 ctx.device().create_query_set(&wgpu::QuerySetDescriptor {
                     label: None,
                     ty: wgpu::QueryType::Timestamp,
-                    count: 2,
+                    count: 5,
                 })
             }),
         }
@@ -96,21 +96,28 @@ impl Timer {
     /// The GPU time between the two timestamps just written, or `wall` without timestamps.
     fn elapsed(&self, ctx: &Context, wall: f64) -> f64 {
         let Some(set) = &self.set else { return wall };
+        let t = Self::stamps(ctx, set, 2);
+        t[1] - t[0]
+    }
+
+    /// The first `n` timestamps of `set`, in seconds.
+    fn stamps(ctx: &Context, set: &wgpu::QuerySet, n: u32) -> Vec<f64> {
+        let size = 8 * u64::from(n);
         let resolve = ctx.device().create_buffer(&wgpu::BufferDescriptor {
             label: None,
-            size: 16,
+            size,
             usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         });
         let read = ctx.device().create_buffer(&wgpu::BufferDescriptor {
             label: None,
-            size: 16,
+            size,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
         let mut enc = ctx.device().create_command_encoder(&Default::default());
-        enc.resolve_query_set(set, 0..2, &resolve, 0);
-        enc.copy_buffer_to_buffer(&resolve, 0, &read, 0, 16);
+        enc.resolve_query_set(set, 0..n, &resolve, 0);
+        enc.copy_buffer_to_buffer(&resolve, 0, &read, 0, size);
         ctx.queue().submit([enc.finish()]);
         read.slice(..).map_async(wgpu::MapMode::Read, |_| {});
         ctx.device()
@@ -118,9 +125,11 @@ impl Timer {
             .unwrap();
         let ticks: Vec<u64> =
             bytemuck::cast_slice(&read.slice(..).get_mapped_range().unwrap()).to_vec();
-        (ticks[1].wrapping_sub(ticks[0])) as f64
-            * f64::from(ctx.queue().get_timestamp_period())
-            * 1e-9
+        let period = f64::from(ctx.queue().get_timestamp_period()) * 1e-9;
+        ticks
+            .iter()
+            .map(|&t| t.wrapping_sub(ticks[0]) as f64 * period)
+            .collect()
     }
 
     /// Median seconds per run of `record`, recorded `repeat` times per measurement.
@@ -140,8 +149,13 @@ impl Timer {
         t[t.len() / 2]
     }
 
-    /// Median seconds per run of `op` and of `baseline`, their measurements interleaved so that
-    /// both see the same clock and thermal state of the device.
+    /// Median seconds per run of `op` and of `baseline`, measured so that both see the same
+    /// clock state of the device. With timestamps, each sample is one submission: a warm-up
+    /// of `op`, then `op`, `baseline`, `baseline`, `op` (`repeat` runs each, a timestamp
+    /// between), so the device runs without pause and a clock still rising or falling
+    /// favours neither side (separate submissions of a few hundred microseconds each left a
+    /// discrete GPU between clock states: the same copy ran at 2.1 or 4.5 TB/s on the H200
+    /// depending on what came before). Without, separate submissions interleaved.
     fn median_pair(
         &self,
         ctx: &Context,
@@ -152,6 +166,32 @@ impl Timer {
     ) -> (f64, f64) {
         let mut run_op = |rec: &mut Recorder| (0..repeat).for_each(|_| op(rec));
         let mut run_base = |rec: &mut Recorder| (0..repeat).for_each(|_| baseline(rec));
+        if let Some(set) = &self.set {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for _ in 0..samples {
+                let mut rec = ctx.recorder();
+                run_op(&mut rec);
+                rec.timestamp(set, 0).unwrap();
+                run_op(&mut rec);
+                rec.timestamp(set, 1).unwrap();
+                run_base(&mut rec);
+                rec.timestamp(set, 2).unwrap();
+                run_base(&mut rec);
+                rec.timestamp(set, 3).unwrap();
+                run_op(&mut rec);
+                rec.timestamp(set, 4).unwrap();
+                pollster::block_on(rec.finish()).unwrap();
+                ctx.device()
+                    .poll(wgpu::PollType::wait_indefinitely())
+                    .unwrap();
+                let t = Self::stamps(ctx, set, 5);
+                a.push((t[1] - t[0] + t[4] - t[3]) / (2 * repeat) as f64);
+                b.push((t[3] - t[1]) / (2 * repeat) as f64);
+            }
+            a.sort_by(f64::total_cmp);
+            b.sort_by(f64::total_cmp);
+            return (a[a.len() / 2], b[b.len() / 2]);
+        }
         self.time(ctx, &mut run_op); // warm-up: pipelines, first-touch of memory
         self.time(ctx, &mut run_base);
         let (mut a, mut b) = (Vec::new(), Vec::new());

@@ -17,10 +17,6 @@ override ELEM_BYTES: u32 = 4u;
 override DST_STRIDED: bool = false;
 override WORKGROUP_SIZE: u32 = 64u;
 override ITEMS: u32 = 4u;
-// The rank, when the host compiles the kernel for it (0: taken from the parameters): the
-// per-axis loops then have a constant trip count, which compilers unroll into straight code
-// with constant indices into the parameter arrays.
-override RANK: u32 = 0u;
 
 struct Params {
     // Output elements.
@@ -70,17 +66,10 @@ fn split(x: u32, k: u32) -> vec2<u32> {
     return vec2<u32>(q, x - q * n);
 }
 
-fn rank() -> u32 {
-    if RANK != 0u {
-        return RANK;
-    }
-    return params.rank;
-}
-
 fn source_index(i: u32) -> u32 {
     var rest = i;
     var index = params.base;
-    for (var k = 0u; k < rank(); k++) {
+    for (var k = 0u; k < params.rank; k++) {
         let qr = split(rest, k);
         index += qr.y * params.step[k / 4u][k % 4u];
         rest = qr.x;
@@ -94,7 +83,7 @@ fn destination_index(i: u32) -> u32 {
     }
     var rest = i;
     var index = params.dst_base;
-    for (var k = 0u; k < rank(); k++) {
+    for (var k = 0u; k < params.rank; k++) {
         let qr = split(rest, k);
         index += qr.y * params.dst_step[k / 4u][k % 4u];
         rest = qr.x;

@@ -34,10 +34,6 @@ impl AxisSlice {
 /// take their loops.
 pub const ITEMS: u32 = 4;
 
-/// Ranks up to this one get the GPU variant (`main_quads`) compiled for them; higher ranks
-/// take it from the parameters.
-pub const SPECIALIZED_RANKS: u32 = 4;
-
 /// One axis of a gather, in elements: `len` positions, `step` input elements apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GatherDim {
@@ -504,10 +500,6 @@ impl Recorder {
             pairs,
             quads,
             unroll,
-            rank: match plan.dims.len() as u32 {
-                r if quads && r <= SPECIALIZED_RANKS => r,
-                _ => 0,
-            },
         })?;
         self.dispatch(
             op,

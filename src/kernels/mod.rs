@@ -122,8 +122,6 @@ pub enum Kernel {
         quads: bool,
         /// Blocks per invocation of `main_quads` (1 elsewhere).
         unroll: u32,
-        /// The rank `main_quads` is compiled for (its loops unrolled), or 0 for any.
-        rank: u32,
     },
     /// `block_remap.wgsl`: element by element, or runs of 4 words as `vec4<u32>` (`runs_vec4`).
     BlockRemap {
@@ -438,22 +436,18 @@ impl Kernel {
                             pairs,
                             quads: false,
                             unroll: 1,
-                            rank: 0,
                         });
                     }
                 }
                 for unroll in [1, 2, 4] {
-                    for rank in 0..=gather::SPECIALIZED_RANKS {
-                        out.push(Kernel::Gather {
-                            elem_bytes,
-                            workgroup_size,
-                            dst_strided: false,
-                            pairs: false,
-                            quads: true,
-                            unroll,
-                            rank,
-                        });
-                    }
+                    out.push(Kernel::Gather {
+                        elem_bytes,
+                        workgroup_size,
+                        dst_strided: false,
+                        pairs: false,
+                        quads: true,
+                        unroll,
+                    });
                 }
             }
             for op in &elementwise::OPS {
@@ -656,7 +650,6 @@ impl Kernel {
                 workgroup_size,
                 dst_strided,
                 unroll,
-                rank,
                 ..
             } => vec![
                 ("ELEM_BYTES", elem_bytes),
@@ -664,7 +657,6 @@ impl Kernel {
                 ("ITEMS", gather::ITEMS),
                 ("DST_STRIDED", u32::from(dst_strided)),
                 ("UNROLL", unroll),
-                ("RANK", rank),
             ],
             Kernel::BlockRemap {
                 elem_bytes,

@@ -103,7 +103,8 @@ pub struct ContextOptions {
     pub gather_unroll: Option<u32>,
 }
 
-/// [`ContextOptions::gather_unroll`] by default.
+/// [`ContextOptions::gather_unroll`] by default: on the H200, 2 and 4 lowered every
+/// data-movement case up to 64 MiB (`bench/h200/data_movement_experiments.txt`).
 pub const DEFAULT_GATHER_UNROLL: u32 = 1;
 
 /// [`ContextOptions::scan_state_rows_max_bytes`] with the GPU kernels: between the H100's

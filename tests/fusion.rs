@@ -1200,8 +1200,8 @@ fn lone_element_wise_nodes_store_quads_with_the_gpu_kernels() {
                     u64::from(k < 2),
                     "{what}"
                 );
-                assert_alike(&on_gpu[0], &on_cpu[0], &format!("{what}"));
-                assert_alike(&on_gpu[0], &want[0], &format!("{what}"));
+                assert_alike(&on_gpu[0], &on_cpu[0], &what);
+                assert_alike(&on_gpu[0], &want[0], &what);
             }
         }
     }
@@ -1241,8 +1241,8 @@ fn fused_programs_of_every_width_store_quads() {
             let what = format!("{d} native 64-bit {native_64_bit}, {n}");
             assert_eq!(dispatches, 1, "{what}");
             assert_eq!(gpu.stats().pipelines_built - built, 1, "{what}: {k}");
-            assert_alike(&on_gpu[0], &on_cpu[0], &format!("{what}"));
-            assert_alike(&on_gpu[0], &want[0], &format!("{what}"));
+            assert_alike(&on_gpu[0], &on_cpu[0], &what);
+            assert_alike(&on_gpu[0], &want[0], &what);
         }
     }
 }

@@ -1829,6 +1829,75 @@ fn peak(v: &[f64]) -> f64 {
 }
 
 #[test]
+fn long_dft_constants_are_built_once_per_context() {
+    // A factored DFT's twiddles and matrices are built on the host and uploaded by the first
+    // run only: later runs on the context (this session's or another's) take them from its
+    // cache and give the same bits. Under a memory limit they would not fit beside, the cache
+    // is dropped and the transform still runs.
+    let int = |v: i64| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let graph = |n: usize| {
+        Graph::new()
+            .input("x", DType::F32, &[Some(2), Some(n), Some(2)])
+            .constant("axis", int(1))
+            .node(
+                Node::new("DFT", "dft")
+                    .inputs(["x", "", "axis"])
+                    .outputs(["y"]),
+            )
+            .output("y")
+    };
+    // 4096 = 64 x 64 (twiddles a pass of their own) and the prime 1031 (the chirp).
+    for n in [4096, 1031] {
+        let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+        let inputs = vec![("x".to_string(), f32s(&[2, n, 2], n as u64))];
+        let uploads = |ctx: &wgpu_ops::Context| ctx.stats().buffers_created;
+        let before = uploads(&ctx);
+        let first = Session::new(&ctx, graph(n))
+            .unwrap()
+            .run_blocking(inputs.clone())
+            .unwrap();
+        let first_buffers = uploads(&ctx) - before;
+        let before = uploads(&ctx);
+        let second = Session::new(&ctx, graph(n))
+            .unwrap()
+            .run_blocking(inputs.clone())
+            .unwrap();
+        let second_buffers = uploads(&ctx) - before;
+        assert_eq!(first, second, "{n}");
+        assert!(
+            second_buffers + 2 <= first_buffers,
+            "{n}: {first_buffers} buffers made by the first run, {second_buffers} by the second"
+        );
+        // 48 MiB: the cache keeps up to 6 MiB, the constants of either transform (1 to 4 MiB),
+        // which an upload of all but 1 MiB of the limit then needs back.
+        let limit = 48u64 << 20;
+        let tight = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            max_memory: Some(limit),
+            ..Default::default()
+        })
+        .unwrap();
+        let run = || {
+            Session::new(&tight, graph(n))
+                .unwrap()
+                .run_blocking(inputs.clone())
+                .unwrap()
+        };
+        assert_eq!(run(), first, "{n} under a memory limit");
+        let kept = tight.memory_in_use();
+        assert!(kept > 1 << 20, "{n}: {kept} bytes kept");
+        let big = HostTensor::from_bytes(
+            DType::U8,
+            vec![(limit - (1 << 20)) as usize],
+            vec![0; (limit - (1 << 20)) as usize],
+        )
+        .unwrap();
+        let held = wgpu_ops::Tensor::from_host(&tight, &big).unwrap();
+        drop(held);
+        assert_eq!(run(), first, "{n} after the cache was dropped");
+    }
+}
+
+#[test]
 fn long_dfts_are_factored_and_match_the_direct_sums() {
     // Past 512 points DFT and STFT are factored (Cooley-Tukey, Bluestein for primes) instead
     // of one product with their matrix; the interpreter sums each bin directly in f64. An f32

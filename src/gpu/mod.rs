@@ -191,6 +191,37 @@ pub struct MatMulMeasurement {
     pub chosen: MatMulKernel,
 }
 
+/// The most bytes of constants a context keeps between recordings (or an eighth of
+/// [`ContextOptions::max_memory`], if less).
+pub(crate) const CONSTANT_CACHE_BYTES: u64 = 128 << 20;
+
+/// What names a set of constants an op builds on the host: the op's name for them, their
+/// dtype and the numbers that decide their values (a transform's length, its direction).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct ConstantKey {
+    pub what: &'static str,
+    pub dtype: crate::DType,
+    pub params: Vec<u64>,
+}
+
+/// Constants that ops build on the host (a long DFT's twiddles and matrices) kept on the device
+/// between recordings, so a session's later runs neither compute nor upload them again; the
+/// least recently used go first past `budget` bytes, and all of them when a tensor would not
+/// fit under the memory limit.
+#[derive(Default)]
+pub(crate) struct ConstantCache {
+    entries: HashMap<ConstantKey, CachedConstants>,
+    bytes: u64,
+    budget: u64,
+    clock: u64,
+}
+
+struct CachedConstants {
+    tensors: Vec<(crate::DType, Vec<usize>, Arc<crate::storage::Storage>)>,
+    bytes: u64,
+    used: u64,
+}
+
 /// Device memory counted against [`ContextOptions::max_memory`] while a tensor's storage lives.
 pub(crate) struct MemoryLease {
     counter: Arc<AtomicU64>,
@@ -295,6 +326,7 @@ struct Inner {
     max_memory: u64,
     /// Bytes of tensor storage alive on the device (see [`MemoryLease`]).
     memory_in_use: Arc<AtomicU64>,
+    constants: Mutex<ConstantCache>,
     modules: Mutex<HashMap<std::borrow::Cow<'static, str>, wgpu::ShaderModule>>,
     layouts: Mutex<HashMap<(&'static [Binding], u64), wgpu::BindGroupLayout>>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
@@ -569,6 +601,10 @@ impl Context {
                 max_commands,
                 max_memory,
                 memory_in_use: Arc::default(),
+                constants: Mutex::new(ConstantCache {
+                    budget: CONSTANT_CACHE_BYTES.min(max_memory / 8),
+                    ..Default::default()
+                }),
                 limits,
                 modules: Mutex::default(),
                 layouts: Mutex::default(),
@@ -821,15 +857,82 @@ impl Context {
         self.inner.scan_state_rows_max_bytes
     }
 
+    /// The constants kept under `key`, if any (see [`ConstantCache`]).
+    pub(crate) fn cached_constants(&self, key: &ConstantKey) -> Option<Vec<crate::Tensor>> {
+        let mut cache = self.inner.constants.lock().unwrap();
+        cache.clock += 1;
+        let clock = cache.clock;
+        let entry = cache.entries.get_mut(key)?;
+        entry.used = clock;
+        Some(
+            entry
+                .tensors
+                .iter()
+                .map(|(dtype, shape, storage)| {
+                    crate::Tensor::from_parts(self, *dtype, shape.clone(), storage.clone())
+                })
+                .collect(),
+        )
+    }
+
+    /// Keeps `tensors` under `key` while they fit the cache's budget, making room by dropping
+    /// the least recently used.
+    pub(crate) fn keep_constants(&self, key: ConstantKey, tensors: &[crate::Tensor]) {
+        let bytes: u64 = tensors.iter().map(|t| t.storage().size()).sum();
+        let mut cache = self.inner.constants.lock().unwrap();
+        if bytes > cache.budget || cache.entries.contains_key(&key) {
+            return;
+        }
+        while cache.bytes + bytes > cache.budget {
+            let Some(oldest) = cache
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            let gone = cache.entries.remove(&oldest).map_or(0, |e| e.bytes);
+            cache.bytes -= gone;
+        }
+        cache.clock += 1;
+        let used = cache.clock;
+        cache.bytes += bytes;
+        let tensors = tensors
+            .iter()
+            .map(|t| (t.dtype(), t.shape().to_vec(), t.storage().clone()))
+            .collect();
+        cache.entries.insert(
+            key,
+            CachedConstants {
+                tensors,
+                bytes,
+                used,
+            },
+        );
+    }
+
+    /// Drops every kept constant (their memory returns once no tensor holds them); whether
+    /// there were any.
+    fn drop_constants(&self) -> bool {
+        let mut cache = self.inner.constants.lock().unwrap();
+        cache.bytes = 0;
+        !std::mem::take(&mut cache.entries).is_empty()
+    }
+
     /// Reserves `bytes` of device memory for a tensor (released when the lease drops), or
     /// refuses them when the context's tensors would then exceed
-    /// [`ContextOptions::max_memory`].
+    /// [`ContextOptions::max_memory`] (after dropping the constants kept between recordings).
     pub(crate) fn reserve_memory(&self, op: &'static str, bytes: u64) -> Result<MemoryLease> {
         let counter = &self.inner.memory_in_use;
         let max = self.inner.max_memory;
         let mut used = counter.load(Ordering::Relaxed);
         loop {
             let total = used.saturating_add(bytes);
+            if total > max && self.drop_constants() {
+                used = counter.load(Ordering::Relaxed);
+                continue;
+            }
             if total > max {
                 return Err(Error::LimitExceeded {
                     op,

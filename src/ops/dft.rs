@@ -368,16 +368,28 @@ impl Recorder {
             }
         };
         let product = if direct {
-            let plan = dft_plan(
-                op,
-                n,
-                c_in,
-                Some(length as i64),
-                spec.inverse,
-                spec.onesided,
-                spec.window,
-            )?;
-            let matrix = self.host_values(wide, &[c_in * n, c_out * m], &plan.matrix)?;
+            // The window's bits are part of the key: it is folded into the matrix.
+            let window = spec.window.unwrap_or(&[]);
+            let params: Vec<u64> = [n, c_in, length, window.len()]
+                .iter()
+                .map(|&v| v as u64)
+                .chain([u64::from(spec.inverse), u64::from(spec.onesided)])
+                .chain(window.iter().map(|v| v.to_bits()))
+                .collect();
+            let matrix = self
+                .cached_values("DFT axis matrix", wide, &params, || {
+                    let plan = dft_plan(
+                        op,
+                        n,
+                        c_in,
+                        Some(length as i64),
+                        spec.inverse,
+                        spec.onesided,
+                        spec.window,
+                    )?;
+                    Ok(vec![(vec![c_in * n, c_out * m], plan.matrix)])
+                })?
+                .remove(0);
             let product = self.matmul(&planar, &matrix)?;
             self.release(matrix);
             product

@@ -168,8 +168,13 @@ impl Recorder {
         let sign = if inverse { 1.0 } else { -1.0 };
         match route(n) {
             Route::Direct => {
-                let plan = dft_plan(op, n, parts, Some(n as i64), inverse, false, None)?;
-                let matrix = self.host_values(dtype, &[parts * n, 2 * n], &plan.matrix)?;
+                let params = [n as u64, parts as u64, u64::from(inverse)];
+                let matrix = self
+                    .cached_values("DFT matrix", dtype, &params, || {
+                        let plan = dft_plan(op, n, parts, Some(n as i64), inverse, false, None)?;
+                        Ok(vec![(vec![parts * n, 2 * n], plan.matrix)])
+                    })?
+                    .remove(0);
                 let y = self.matmul(x, &matrix)?;
                 self.release(matrix);
                 Ok(y)
@@ -178,39 +183,47 @@ impl Recorder {
                 // Sample j = j1 * n2 + j2, bin k = k1 + n1 * k2: first over j1 for each j2,
                 // each result k1 turned by the twiddle exp(sign 2 pi i j2 k1 / n).
                 let x = x.reshaped(&[rows, parts, n1, n2])?;
-                let twiddles: Vec<(f64, f64)> = (0..n2 as u128)
-                    .flat_map(|j2| {
-                        (0..n1 as u128).map(move |k1| {
-                            let (c, s) = twiddle(j2 * k1, n);
-                            (c, sign * s)
+                let twiddles = || -> Vec<(f64, f64)> {
+                    (0..n2 as u128)
+                        .flat_map(|j2| {
+                            (0..n1 as u128).map(move |k1| {
+                                let (c, s) = twiddle(j2 * k1, n);
+                                (c, sign * s)
+                            })
                         })
-                    })
-                    .collect();
+                        .collect()
+                };
+                let params = [n as u64, n1 as u64, parts as u64, u64::from(inverse)];
                 let t = if route(n1) == Route::Direct && 4 * n * n1 <= FOLDED_ENTRIES {
                     // The twiddles folded into one matrix per j2: a batched product, no
                     // separate pass. Batches of j2 outermost: [n2, rows, parts, n1].
                     let t = self.transpose(&x, Some(&[3, 0, 1, 2]))?;
-                    let plan = dft_plan(op, n1, parts, Some(n1 as i64), inverse, false, None)?;
                     let w = 2 * n1;
-                    let mut folded = Vec::with_capacity(n2 * parts * n1 * w);
-                    for turns in twiddles.chunks(n1) {
-                        for row in plan.matrix.chunks(w) {
-                            let (re, im) = row.split_at(n1);
-                            folded.extend(
-                                re.iter()
-                                    .zip(im)
-                                    .zip(turns)
-                                    .map(|((a, b), t)| a * t.0 - b * t.1),
-                            );
-                            folded.extend(
-                                re.iter()
-                                    .zip(im)
-                                    .zip(turns)
-                                    .map(|((a, b), t)| a * t.1 + b * t.0),
-                            );
-                        }
-                    }
-                    let matrices = self.host_values(dtype, &[n2, parts * n1, w], &folded)?;
+                    let matrices = self
+                        .cached_values("DFT folded twiddles", dtype, &params, || {
+                            let plan =
+                                dft_plan(op, n1, parts, Some(n1 as i64), inverse, false, None)?;
+                            let mut folded = Vec::with_capacity(n2 * parts * n1 * w);
+                            for turns in twiddles().chunks(n1) {
+                                for row in plan.matrix.chunks(w) {
+                                    let (re, im) = row.split_at(n1);
+                                    folded.extend(
+                                        re.iter()
+                                            .zip(im)
+                                            .zip(turns)
+                                            .map(|((a, b), t)| a * t.0 - b * t.1),
+                                    );
+                                    folded.extend(
+                                        re.iter()
+                                            .zip(im)
+                                            .zip(turns)
+                                            .map(|((a, b), t)| a * t.1 + b * t.0),
+                                    );
+                                }
+                            }
+                            Ok(vec![(vec![n2, parts * n1, w], folded)])
+                        })?
+                        .remove(0);
                     let y = self.matmul(&t.reshaped(&[n2, rows, parts * n1])?, &matrices)?;
                     self.release(t);
                     self.release(matrices);
@@ -223,7 +236,12 @@ impl Recorder {
                     let flat = t.reshaped(&[rows * n2, parts * n1])?;
                     let y = self.fft_rows(op, &flat, parts, n1, inverse)?;
                     self.release(t);
-                    let z = self.complex_scale(op, &y.reshaped(&[rows, n2, 2, n1])?, &twiddles)?;
+                    let z = self.complex_scale(
+                        op,
+                        &y.reshaped(&[rows, n2, 2, n1])?,
+                        ("DFT twiddles", &params),
+                        twiddles,
+                    )?;
                     self.release(y);
                     let t = self.transpose(&z, Some(&[0, 3, 2, 1]))?;
                     self.release(z);
@@ -252,8 +270,10 @@ impl Recorder {
             Route::Chirp { m } => {
                 // X_k = c_k sum_j (x_j c_j) conj(c_(k-j)), c_j = exp(sign i pi j^2 / n): the
                 // sum is a circular convolution of m points, through two m-point transforms.
-                let c = chirp(n, sign);
-                let a = self.complex_scale(op, &x.reshaped(&[rows, 1, 2, n])?, &c)?;
+                let params = [n as u64, m as u64, u64::from(inverse)];
+                let chirp_key = ("DFT chirp", &params[..]);
+                let c = || chirp(n, sign);
+                let a = self.complex_scale(op, &x.reshaped(&[rows, 1, 2, n])?, chirp_key, c)?;
                 let padded = self.pad_to(
                     &a.reshaped(&[rows, 2, n])?,
                     &[0, 0, 0, 0, 0, (m - n) as i64],
@@ -267,11 +287,18 @@ impl Recorder {
                 self.release(padded);
                 // The inverse's 1 / n folded into the kernel's spectrum.
                 let scale = if inverse { 1.0 / n as f64 } else { 1.0 };
-                let kernel: Vec<(f64, f64)> = host_fft(&chirp_kernel(&c, m), -1.0)
-                    .into_iter()
-                    .map(|(re, im)| (re * scale, im * scale))
-                    .collect();
-                let product = self.complex_scale(op, &fa.reshaped(&[rows, 1, 2, m])?, &kernel)?;
+                let kernel = || -> Vec<(f64, f64)> {
+                    host_fft(&chirp_kernel(&c(), m), -1.0)
+                        .into_iter()
+                        .map(|(re, im)| (re * scale, im * scale))
+                        .collect()
+                };
+                let product = self.complex_scale(
+                    op,
+                    &fa.reshaped(&[rows, 1, 2, m])?,
+                    ("DFT chirp kernel", &params),
+                    kernel,
+                )?;
                 self.release(fa);
                 let conv = self.fft_rows(op, &product.reshaped(&[rows, 2 * m])?, 2, m, true)?;
                 self.release(product);
@@ -282,7 +309,8 @@ impl Recorder {
                     &[(rows, 2 * m as i64), (2, m as i64), (n, 1)],
                 )?;
                 self.release(conv);
-                let out = self.complex_scale(op, &first.reshaped(&[rows, 1, 2, n])?, &c)?;
+                let out =
+                    self.complex_scale(op, &first.reshaped(&[rows, 1, 2, n])?, chirp_key, c)?;
                 self.release(first);
                 Ok(out.reshaped(&[rows, 2 * n])?)
             }
@@ -390,24 +418,37 @@ impl Recorder {
     }
 
     /// `x` (`[rows, p, 2, l]`: rows of `p` planar complex vectors of `l`) times the complex
-    /// constants `w` (`p * l` of them, the same for every row), element by element.
+    /// constants `w` gives (`p * l` of them, the same for every row), element by element;
+    /// `key` (a name and the numbers that decide them) keeps them on the device for later
+    /// recordings (see `cached_values`).
     pub(crate) fn complex_scale(
         &mut self,
         op: &'static str,
         x: &Tensor,
-        w: &[(f64, f64)],
+        key: (&'static str, &[u64]),
+        w: impl FnOnce() -> Vec<(f64, f64)>,
     ) -> Result<Tensor> {
         let s = x.shape().to_vec();
         let (rows, p, l) = (s[0], s[1], s[3]);
-        debug_assert_eq!(w.len(), p * l);
         // (a + ib)(c + id) = (a c - b d) + i (b c + a d): x times c, plus x with its parts
         // swapped times d and times [-1; 1], in one fused kernel.
         let dtype = x.dtype();
-        let cos: Vec<f64> = w.iter().map(|v| v.0).collect();
-        let sin: Vec<f64> = w.iter().map(|v| v.1).collect();
-        let cos = self.host_values(dtype, &[p, 1, l], &cos)?;
-        let sin = self.host_values(dtype, &[p, 1, l], &sin)?;
-        let signs = self.host_values(dtype, &[2, 1], &[-1.0, 1.0])?;
+        let params: Vec<u64> = key.1.iter().copied().chain([p as u64, l as u64]).collect();
+        let mut constants = self.cached_values(key.0, dtype, &params, || {
+            let w = w();
+            debug_assert_eq!(w.len(), p * l);
+            Ok(vec![
+                (vec![p, 1, l], w.iter().map(|v| v.0).collect()),
+                (vec![p, 1, l], w.iter().map(|v| v.1).collect()),
+            ])
+        })?;
+        let sin = constants.pop().unwrap();
+        let cos = constants.pop().unwrap();
+        let signs = self
+            .cached_values("complex product signs", dtype, &[], || {
+                Ok(vec![(vec![2, 1], vec![-1.0, 1.0])])
+            })?
+            .remove(0);
         let (pl, l_) = (2 * l as i64, l as i64);
         let swapped = self.strided_view(op, x, l as u64, &[(rows * p, pl), (2, -l_), (l, 1)])?;
         let swapped = swapped.reshaped(&s)?;

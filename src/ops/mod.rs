@@ -91,6 +91,34 @@ impl crate::Recorder {
         let v = crate::HostTensor::from_vec(shape.to_vec(), values)?;
         crate::Tensor::from_host(self.context(), &crate::reference::cast_host(&v, dtype)?)
     }
+
+    /// Constants of `dtype`, each a `(shape, values)` of what `make` gives, named by `what`
+    /// and `params` (the numbers that decide their values): from the context's cache when an
+    /// earlier recording built them, else built, uploaded and kept there while they fit (see
+    /// `gpu::ConstantCache`). Ops release them like any tensor; the cache's handle keeps them.
+    pub(crate) fn cached_values(
+        &mut self,
+        what: &'static str,
+        dtype: crate::DType,
+        params: &[u64],
+        make: impl FnOnce() -> crate::Result<Vec<(Vec<usize>, Vec<f64>)>>,
+    ) -> crate::Result<Vec<crate::Tensor>> {
+        let key = crate::gpu::ConstantKey {
+            what,
+            dtype,
+            params: params.to_vec(),
+        };
+        let ctx = self.context().clone();
+        if let Some(tensors) = ctx.cached_constants(&key) {
+            return Ok(tensors);
+        }
+        let tensors = make()?
+            .iter()
+            .map(|(shape, values)| self.host_values(dtype, shape, values))
+            .collect::<crate::Result<Vec<_>>>()?;
+        ctx.keep_constants(key, &tensors);
+        Ok(tensors)
+    }
 }
 
 /// Checks that `indices` are i32 or i64, the index types of the ops that take index tensors.

@@ -40,7 +40,8 @@ pub struct ContextOptions {
     pub workgroup_size: Option<u32>,
     /// The most bytes of tensors this context holds on the device at once; an op or upload
     /// that would go beyond is refused with `Error::LimitExceeded` before anything is
-    /// allocated. `None`: on CPU adapters (whose device memory is the host's, where an
+    /// allocated (constants kept between recordings, at most an eighth of it, are dropped
+    /// first). `None`: on CPU adapters (whose device memory is the host's, where an
     /// oversized allocation succeeds and then exhausts the machine) half the host's memory
     /// (`/proc/meminfo`, else 8 GiB); on GPUs no limit of ours (the driver's out-of-memory
     /// errors are caught and returned).

@@ -1850,19 +1850,17 @@ fn long_dft_constants_are_built_once_per_context() {
     for n in [4096, 1031] {
         let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
         let inputs = vec![("x".to_string(), f32s(&[2, n, 2], n as u64))];
-        let uploads = |ctx: &wgpu_ops::Context| ctx.stats().buffers_created;
-        let before = uploads(&ctx);
-        let first = Session::new(&ctx, graph(n))
-            .unwrap()
-            .run_blocking(inputs.clone())
-            .unwrap();
-        let first_buffers = uploads(&ctx) - before;
-        let before = uploads(&ctx);
-        let second = Session::new(&ctx, graph(n))
-            .unwrap()
-            .run_blocking(inputs.clone())
-            .unwrap();
-        let second_buffers = uploads(&ctx) - before;
+        // A new session's run: its outputs and the buffers it made.
+        let counted_run = || {
+            let before = ctx.stats().buffers_created;
+            let out = Session::new(&ctx, graph(n))
+                .unwrap()
+                .run_blocking(inputs.clone())
+                .unwrap();
+            (out, ctx.stats().buffers_created - before)
+        };
+        let (first, first_buffers) = counted_run();
+        let (second, second_buffers) = counted_run();
         assert_eq!(first, second, "{n}");
         assert!(
             second_buffers + 2 <= first_buffers,

@@ -218,6 +218,7 @@ pub(crate) struct ConstantCache {
 }
 
 struct CachedConstants {
+    /// Storages, not tensors: a tensor holds its context, which holds this cache.
     tensors: Vec<(crate::DType, Vec<usize>, Arc<crate::storage::Storage>)>,
     bytes: u64,
     used: u64,

@@ -6,10 +6,14 @@
 //!
 //! Timing: GPU timestamps around `repeat` back-to-back runs in one command buffer where the
 //! adapter has them, else wall time around the finished submission; one warm-up, then the
-//! median of several measurements. GB/s counts bytes read plus bytes written.
+//! median of several measurements. GB/s counts bytes read plus bytes written. From 1 MiB of
+//! output up each data-movement case is measured twice: warm (every run on the same buffers,
+//! which from 16 MiB up may still sit in a GPU's 50 MiB L2 from the run before) and cold (runs
+//! rotate through copies of input and output spanning `--rotate-mib` MiB, 256 by default, and
+//! the copy through as many buffer pairs), each against the copy measured the same way.
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick] [--case TEXT]
-//! [--workgroup-size N] [--gather-unroll 1|2|4] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
+//! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
 //! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only]`
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
@@ -404,9 +408,29 @@ fn main() {
     println!(
         "ceiling: the ratio's bound where memory moves whole 32-byte sectors (bytes counted over bytes moved)\n"
     );
+    // The footprint the cold measurements rotate through, well beyond the last-level cache
+    // of the GPUs we measure (the H100's and H200's L2 hold 50 MiB).
+    let rotate_bytes: u64 = flag("--rotate-mib")
+        .map(|v| v.parse::<u64>().expect("--rotate-mib N") << 20)
+        .unwrap_or(256 << 20);
     println!(
-        "{:<26} {:>2} {:>10} {:>10} {:>10} {:>7} {:>8}",
-        "case", "w", "in bytes", "GB/s", "copy GB/s", "ratio", "ceiling"
+        "warm: every run on the same buffers (from 16 MiB up, a run's input and output may still be\n\
+         in the last-level cache from the run before); cold: runs rotate through copies of the\n\
+         buffers spanning {} MiB, so each run reads and writes memory no recent run touched\n",
+        rotate_bytes >> 20
+    );
+    println!(
+        "{:<26} {:>2} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>8}",
+        "case",
+        "w",
+        "in bytes",
+        "GB/s",
+        "copy GB/s",
+        "ratio",
+        "cold GB/s",
+        "cold copy",
+        "ratio",
+        "ceiling"
     );
     let only = flag("--case");
     for case in Case::ALL
@@ -460,19 +484,46 @@ fn main() {
                 );
                 let moved = 2.0 * out_bytes as f64;
                 let (gbs, copy_gbs) = (moved / t_op / 1e9, moved / t_copy / 1e9);
+                drop(spare);
+                let cold = (out_bytes >= COLD_FROM).then(|| {
+                    let sets = rotation_sets(rotate_bytes, n as u64 * w + out_bytes);
+                    if sets == 1 {
+                        return (t_op, t_copy, sets);
+                    }
+                    let (t_op, t_copy) =
+                        rotating_pair(&ctx, &timer, case, &x, &a, &b, sets, repeat, samples);
+                    (t_op, t_copy, sets)
+                });
+                let cold_text = match cold {
+                    Some((t_op, t_copy, _)) => format!(
+                        "{:>10.2} {:>10.2} {:>7.2}",
+                        moved / t_op / 1e9,
+                        moved / t_copy / 1e9,
+                        t_copy / t_op
+                    ),
+                    None => format!("{:>10} {:>10} {:>7}", "-", "-", "-"),
+                };
                 println!(
-                    "{:<26} {w:>2} {:>10} {gbs:>10.2} {copy_gbs:>10.2} {:>7.2} {:>8.2}",
+                    "{:<26} {w:>2} {:>10} {gbs:>10.2} {copy_gbs:>10.2} {:>7.2} {cold_text} {:>8.2}",
                     case.name(),
                     n * w as usize,
                     gbs / copy_gbs,
                     case.sector_ceiling()
                 );
-                records.push(json!({
+                let mut record = json!({
                     "case": case.name(), "width": w, "input_shape": shape, "input_bytes": n as u64 * w,
                     "output_bytes": out_bytes, "seconds": t_op, "copy_seconds": t_copy,
                     "gb_per_s": gbs, "copy_gb_per_s": copy_gbs, "ratio_to_copy": gbs / copy_gbs,
                     "sector_ceiling": case.sector_ceiling(),
-                }));
+                });
+                if let Some((t_op, t_copy, sets)) = cold {
+                    record["cold"] = json!({
+                        "buffer_sets": sets, "seconds": t_op, "copy_seconds": t_copy,
+                        "gb_per_s": moved / t_op / 1e9, "copy_gb_per_s": moved / t_copy / 1e9,
+                        "ratio_to_copy": t_copy / t_op,
+                    });
+                }
+                records.push(record);
             }
         }
     }
@@ -496,6 +547,62 @@ fn main() {
         "\nwrote {}/results.json, throughput.png, scan.json",
         out_dir.display()
     );
+}
+
+/// Output size from which the data-movement cases are also measured cold.
+const COLD_FROM: u64 = 1 << 20;
+
+/// Buffer sets a cold measurement rotates through: enough that their footprint spans
+/// `rotate_bytes`, so a set is used again only after that much other memory was touched.
+fn rotation_sets(rotate_bytes: u64, footprint: u64) -> usize {
+    rotate_bytes.div_ceil(footprint.max(1)).clamp(1, 128) as usize
+}
+
+/// `case` on `x` against the copy of `a` into `b`, as `Timer::median_pair` times them, but each
+/// run on the next of `sets` copies of its input and output (the copy likewise), so no run
+/// finds its bytes in a cache from the runs just before.
+#[allow(clippy::too_many_arguments)]
+fn rotating_pair(
+    ctx: &Context,
+    timer: &Timer,
+    case: Case,
+    x: &Tensor,
+    a: &Tensor,
+    b: &Tensor,
+    sets: usize,
+    repeat: usize,
+    samples: usize,
+) -> (f64, f64) {
+    let like = |t: &Tensor| {
+        let copy = Tensor::uninit(ctx, t.dtype(), t.shape()).unwrap();
+        ctx.run(|rec| rec.copy_bytes(t, 0, &copy, 0, t.byte_len().div_ceil(4) * 4))
+            .unwrap();
+        copy
+    };
+    let inputs: Vec<Tensor> = (0..sets).map(|_| like(x)).collect();
+    let pairs: Vec<(Tensor, Tensor)> = (0..sets).map(|_| (like(a), like(b))).collect();
+    let copy_size = a.byte_len().div_ceil(4) * 4;
+    // The outputs of the last `sets` runs stay held; the oldest is handed back to the pool
+    // just before a run, which then writes into it.
+    let mut outputs = std::collections::VecDeque::with_capacity(sets);
+    let (mut op_run, mut copy_run) = (0usize, 0usize);
+    timer.median_pair(
+        ctx,
+        repeat,
+        samples,
+        &mut |rec| {
+            if outputs.len() == sets {
+                rec.release(outputs.pop_front().unwrap());
+            }
+            outputs.push_back(case.record(rec, &inputs[op_run % sets]).unwrap());
+            op_run += 1;
+        },
+        &mut |rec| {
+            let (a, b) = &pairs[copy_run % sets];
+            rec.copy_bytes(a, 0, b, 0, copy_size).unwrap();
+            copy_run += 1;
+        },
+    )
 }
 
 /// How fast this adapter copies through a compute shader: one 32-bit word per invocation, and

@@ -7,8 +7,8 @@ DIR (default bench/) holds results.json and, when present, scan.json. Prints the
 ceilings of the adapter, GB/s and the ratio to the plain copy (the vec4 copy kernel on GPUs,
 copy_buffer_to_buffer on CPU adapters; runs before 2026-11-24 used copy_buffer_to_buffer
 everywhere) per element width for
-inputs of BYTES (default 64 MiB), the lowest ratio from 16 MiB up per case, and the Scan and
-RNN tables."""
+inputs of BYTES (default 64 MiB), the lowest ratio from 16 MiB up per case (warm, and cold
+where the file has cold measurements), and the Scan and RNN tables."""
 import json
 import os
 import sys
@@ -27,10 +27,13 @@ if ceilings:
 cases = []
 cells = {}
 lowest = {}
+lowest_cold = {}
 for r in data["results"]:
     if "gb_per_s" in r and r["input_bytes"] >= (16 << 20) * 99 // 100:
         key = (r["case"], r["width"])
         lowest[key] = min(lowest.get(key, 99.0), r["ratio_to_copy"])
+        if "cold" in r:
+            lowest_cold[key] = min(lowest_cold.get(key, 99.0), r["cold"]["ratio_to_copy"])
     # Shapes of 2- and 8-byte cases round their sizes a little.
     if abs(r.get("input_bytes", 0) - size) > size // 100:
         continue
@@ -52,6 +55,14 @@ print("|---|---|---|---|---|")
 for c in cases:
     print(f"| {c} | " + " | ".join(
         f"{lowest[(c, w)]:.2f}" if (c, w) in lowest else "" for w in (1, 2, 4, 8)) + " |")
+
+if lowest_cold:
+    print("\nLowest cold ratio (buffers rotated past the caches, the copy too) from 16 MiB up:\n")
+    print("| case | 1-byte | 2-byte | 4-byte | 8-byte |")
+    print("|---|---|---|---|---|")
+    for c in cases:
+        print(f"| {c} | " + " | ".join(
+            f"{lowest_cold[(c, w)]:.2f}" if (c, w) in lowest_cold else "" for w in (1, 2, 4, 8)) + " |")
 
 scan_path = os.path.join(folder, "scan.json")
 if os.path.exists(scan_path):

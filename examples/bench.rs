@@ -12,7 +12,7 @@
 //! rotate through copies of input and output spanning `--rotate-mib` MiB, 256 by default, and
 //! the copy through as many buffer pairs), each against the copy measured the same way.
 //!
-//! `cargo run --release --example bench -- [--out DIR] [--max-mib N] [--quick] [--case TEXT]
+//! `cargo run --release --example bench -- [--out DIR] [--min-mib N] [--max-mib N] [--quick] [--case TEXT]
 //! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
 //! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only]`
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
@@ -314,7 +314,9 @@ fn main() {
     };
     // A run of a subset (`--case`, `--no-scan`) would replace the committed full results in
     // bench/ with partial ones: those runs write under target/ unless given `--out`.
-    let subset = flag("--case").is_some() || args.iter().any(|a| a == "--no-scan");
+    let subset = flag("--case").is_some()
+        || flag("--min-mib").is_some()
+        || args.iter().any(|a| a == "--no-scan");
     let default_out = if subset {
         "target/bench-subset"
     } else {
@@ -371,7 +373,12 @@ fn main() {
     let ceiling = ceilings(&ctx, &timer, ceiling_bytes);
 
     let mut sizes = Vec::new();
+    // `--min-mib N` starts the sizes there (the sizes stay 4 KiB times powers of 4).
+    let min_bytes = flag("--min-mib").map_or(0, |v| v.parse::<u64>().expect("--min-mib N") << 20);
     let mut s = 4u64 << 10;
+    while s < min_bytes {
+        s *= 4;
+    }
     while s <= max_mib << 20 {
         sizes.push(s);
         s *= 4;

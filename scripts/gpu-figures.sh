@@ -16,7 +16,10 @@
 # spectral-ort (STFTs and long DFTs, accuracy against numpy's f64 FFT).
 # Also, by name only: tests-gpu-kernels and tests-cpu-kernels (every test binary of
 # `cargo test --release --no-run` in target/release/deps, each bounded by TEST_LIMIT seconds,
-# default 240, with WGPU_OPS_CPU_KERNELS=0 or 1) and fuzz (the fuzzer, `--max-memory 4 GiB`).
+# default 240, with WGPU_OPS_CPU_KERNELS=0 or 1), fuzz (the fuzzer, `--max-memory 4 GiB`),
+# test-times (each test of the binary TEST, default fusion, run alone with its seconds, slowest
+# first, each bounded by TEST_LIMIT seconds, default 60: finds a slow or stuck test) and
+# data-movement (the data-movement table from 16 MiB up, warm and cold, no Scan part).
 # scripts/pack-for-gpu.sh packs the binaries and test data for a machine without Rust.
 # The *-ort parts need python3 with numpy, onnx and onnxruntime. BIN=DIR takes the binaries
 # from DIR instead of target/release/examples; LIMIT=SECONDS bounds each part (default 540).
@@ -57,9 +60,29 @@ run_tests() {
   return $failed
 }
 
+# Runs each test of the binary named by the first argument alone, timed, slowest first.
+test_times() {
+  local exe
+  exe=$(ls -t target/release/deps/"$1"-* 2>/dev/null | grep -v '\.d$' | head -n 1)
+  [ -x "$exe" ] || { echo "$1: no binary (cargo test --release --no-run)"; return 1; }
+  local failed=0 t start rc ms lines=""
+  for t in $("$exe" --list 2>/dev/null | sed -n 's/: test$//p'); do
+    start=$(date +%s%N)
+    timeout "${TEST_LIMIT:-60}" "$exe" --exact "$t" -q >/dev/null 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || failed=1
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    lines+=$(printf '%6d.%03d s  exit %3d  %s' $((ms / 1000)) $((ms % 1000)) "$rc" "$t")$'\n'
+  done
+  printf '%s' "$lines" | sort -rn
+  return $failed
+}
+
 run_part() {
   case "$1" in
     table) "$bin/bench" --out "$out/bench" ;;
+    data-movement) "$bin/bench" --no-scan --min-mib 16 --out "$out/data-movement" ;;
+    test-times) test_times "${TEST:-fusion}" ;;
     dtypes) "$bin/bench" --dtypes-only ;;
     matmul) "$bin/bench" --matmul-only ;;
     rnn) "$bin/bench" --rnn-only ;;
@@ -88,7 +111,7 @@ for part in "${parts[@]}"; do
   echo "== $part -> $file"
   start=$(date +%s)
   { echo "# $part, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-    timeout "$limit" bash -c "$(declare -f run_tests run_part); bin='$bin' out='$out' run_part '$part'" 2>&1
+    timeout "$limit" bash -c "$(declare -f run_tests test_times run_part); bin='$bin' out='$out' run_part '$part'" 2>&1
     rc=$?
     echo "# exit $rc after $(( $(date +%s) - start )) s"
   } > "$file"

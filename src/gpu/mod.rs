@@ -35,6 +35,11 @@ pub struct ContextOptions {
     /// rounded down to a multiple of 256, at least 256); larger tensors are then held in
     /// several buffers. Mostly for tests of multi-buffer tensors on small sizes.
     pub max_buffer_size: Option<u64>,
+    /// Launch at most this many workgroups along each grid dimension (below the device's
+    /// `max_compute_workgroups_per_dimension`); larger grids fold into y and z sooner, and
+    /// products whose tiles exceed it are refused sooner. Mostly for tests of the folded
+    /// grids on small tensors.
+    pub max_workgroups_per_dimension: Option<u32>,
     /// Invocations per workgroup of the data-movement and element-wise kernels (a power of
     /// two within the device's limits). `None`: [`default_workgroup_size`] for the adapter.
     pub workgroup_size: Option<u32>,
@@ -538,6 +543,22 @@ impl Context {
             }
             m => m.map_or(limits.max_buffer_size, |m| m.min(limits.max_buffer_size)) / 256 * 256,
         };
+        // What the kernels see; the device is requested with the adapter's own limits.
+        let mut kernel_limits = limits.clone();
+        match options.max_workgroups_per_dimension {
+            Some(0) => {
+                return Err(Error::invalid(
+                    "Context",
+                    "max_workgroups_per_dimension",
+                    "max_workgroups_per_dimension 0 launches nothing".to_string(),
+                ))
+            }
+            Some(m) => {
+                kernel_limits.max_compute_workgroups_per_dimension =
+                    m.min(limits.max_compute_workgroups_per_dimension)
+            }
+            None => {}
+        }
         let mut wanted_features =
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         if options.native_64_bit.unwrap_or(true) {
@@ -607,7 +628,7 @@ impl Context {
                     budget: CONSTANT_CACHE_BYTES.min(max_memory / 8),
                     ..Default::default()
                 }),
-                limits,
+                limits: kernel_limits,
                 modules: Mutex::default(),
                 layouts: Mutex::default(),
                 pipelines: Mutex::default(),

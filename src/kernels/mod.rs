@@ -60,18 +60,24 @@ pub(crate) fn grid_for(
 }
 
 /// Workgroups for `invocations` threads of `workgroup_size`, folded into y and z when x would
-/// exceed `max_per_dim` (65 535 on most devices). Kernels flatten the workgroup id back.
+/// exceed `max_per_dim` (65 535 on most devices). Kernels flatten the workgroup id back. The
+/// fold keeps the grid within a row (`y * z` groups) of what is needed: x at the limit with y
+/// rounded up would launch up to twice the groups (65 536 groups as 65 535 x 2), and idle
+/// groups are not free (on lavapipe they nearly doubled a 64 MiB gather's time).
 pub fn dispatch_grid(invocations: u64, workgroup_size: u32, max_per_dim: u32) -> Option<[u32; 3]> {
     let groups = invocations.div_ceil(u64::from(workgroup_size));
     if groups == 0 {
         return Some([0, 0, 0]);
     }
     let max = u64::from(max_per_dim);
-    let x = groups.min(max);
-    let rest = groups.div_ceil(x);
-    let y = rest.min(max);
-    let z = rest.div_ceil(y);
-    (z <= max).then_some([x as u32, y as u32, z as u32])
+    let z = groups.div_ceil(max * max);
+    if z > max {
+        return None;
+    }
+    let per_z = groups.div_ceil(z);
+    let y = per_z.div_ceil(max);
+    let x = per_z.div_ceil(y);
+    Some([x as u32, y as u32, z as u32])
 }
 
 /// Every workgroup size a context accepts: the powers of two up to 1024, the most invocations
@@ -1103,17 +1109,27 @@ mod tests {
         assert_eq!(dispatch_grid(0, 64, 65535), Some([0, 0, 0]));
         assert_eq!(dispatch_grid(1, 64, 65535), Some([1, 1, 1]));
         assert_eq!(dispatch_grid(65535 * 64, 64, 65535), Some([65535, 1, 1]));
+        // One group past the limit: two rows of half, not 65 535 x 2.
         assert_eq!(
             dispatch_grid(65535 * 64 + 1, 64, 65535),
-            Some([65535, 2, 1])
+            Some([32768, 2, 1])
         );
+        assert_eq!(dispatch_grid(65536 * 64, 64, 65535), Some([32768, 2, 1]));
         assert_eq!(dispatch_grid(1000, 1, 10), Some([10, 10, 10]));
         assert_eq!(dispatch_grid(1001, 1, 10), None);
         assert_eq!(dispatch_grid(376, 3, 5), None);
-        for n in [1u64, 7, 99, 300, 375] {
-            let [x, y, z] = dispatch_grid(n, 3, 5).unwrap();
-            let total = u64::from(x) * u64::from(y) * u64::from(z) * 3;
-            assert!(total >= n && x <= 5 && y <= 5 && z <= 5, "{n}: {x} {y} {z}");
+        for n in (1u64..=375).chain([1 << 22, 1 << 24, (1 << 32) + 12345, 65535u64.pow(3)]) {
+            let (wg, max) = if n <= 375 { (3, 5) } else { (1, 65535) };
+            let [x, y, z] = dispatch_grid(n, wg, max).unwrap();
+            let groups = n.div_ceil(u64::from(wg));
+            let launched = u64::from(x) * u64::from(y) * u64::from(z);
+            assert!(x <= max && y <= max && z <= max, "{n}: {x} {y} {z}");
+            // Covers every group, with less than one x-row per (y, z) pair to spare.
+            assert!(launched >= groups, "{n}: {x} {y} {z}");
+            assert!(
+                launched - groups < u64::from(y) * u64::from(z),
+                "{n}: {x} {y} {z}"
+            );
         }
     }
 }

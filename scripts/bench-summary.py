@@ -43,26 +43,25 @@ for r in data["results"]:
         cells[(r["case"], r["width"])] = f"{r['gb_per_s']:.2f} ({r['ratio_to_copy']:.2f})"
     else:
         cells[(r["case"], r["width"])] = "error"
-print(f"GB/s and (ratio to the plain copy) for {size >> 20} MiB inputs:\n")
-print("| case | 1-byte | 2-byte | 4-byte | 8-byte |")
-print("|---|---|---|---|---|")
-for c in cases:
-    print(f"| {c} | " + " | ".join(cells.get((c, w), "") for w in (1, 2, 4, 8)) + " |")
-
-print("\nLowest ratio to the plain copy from 16 MiB up:\n")
-print("| case | 1-byte | 2-byte | 4-byte | 8-byte |")
-print("|---|---|---|---|---|")
-for c in cases:
-    print(f"| {c} | " + " | ".join(
-        f"{lowest[(c, w)]:.2f}" if (c, w) in lowest else "" for w in (1, 2, 4, 8)) + " |")
-
-if lowest_cold:
-    print("\nLowest cold ratio (buffers rotated past the caches, the copy too) from 16 MiB up:\n")
+def width_table(title, cell):
+    """A markdown table of `cell(case, width)` per case and element width, under `title`."""
+    print(title + "\n")
     print("| case | 1-byte | 2-byte | 4-byte | 8-byte |")
     print("|---|---|---|---|---|")
     for c in cases:
-        print(f"| {c} | " + " | ".join(
-            f"{lowest_cold[(c, w)]:.2f}" if (c, w) in lowest_cold else "" for w in (1, 2, 4, 8)) + " |")
+        print(f"| {c} | " + " | ".join(cell(c, w) for w in (1, 2, 4, 8)) + " |")
+
+
+def ratio(table):
+    return lambda c, w: f"{table[(c, w)]:.2f}" if (c, w) in table else ""
+
+
+width_table(f"GB/s and (ratio to the plain copy) for {size >> 20} MiB inputs:",
+            lambda c, w: cells.get((c, w), ""))
+width_table("\nLowest ratio to the plain copy from 16 MiB up:", ratio(lowest))
+if lowest_cold:
+    width_table("\nLowest cold ratio (buffers rotated past the caches, the copy too) from 16 MiB up:",
+                ratio(lowest_cold))
 
 scan_path = os.path.join(folder, "scan.json")
 if os.path.exists(scan_path):

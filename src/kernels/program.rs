@@ -808,11 +808,12 @@ impl Recorder {
         let n = inputs.len();
         let plan = Broadcast::plan(&ctx, op, inputs, out)?;
         let lanes = (4 / out.dtype().size()).max(1) as u64;
-        // On GPUs, a program (a fused chain, or one op) stores its results a 16-byte quad at
-        // a time where the output's piece is whole quads.
+        // A program (a fused chain, or one op) stores its results a 16-byte quad at a time
+        // where the output's piece is whole quads: on GPUs, and on CPU adapters too, where
+        // the quads (and the dense narrow reads) ran programs 1.15x (8-byte results) to 10x
+        // (1-byte) faster than a word per invocation (bench/program_quads_lavapipe.txt).
         let per_quad = 16 / out.dtype().size() as u64;
         let quad_kernel = match kernel {
-            _ if ctx.cpu_kernels() => None,
             Kernel::Fused {
                 program,
                 workgroup_size,

@@ -18,8 +18,8 @@
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
 //! bf16 products against the same products through f32 copies and in f32;
-//! `--dtypes-only`: `Add` on 64 MiB operands of each of the 13 dtypes but
-//! bool, as GB/s and as a ratio to a plain buffer copy of the same bytes, written to
+//! `--dtypes-only`: `Add` on 64 MiB operands (ordinary values: normal floats) of each of the
+//! 13 dtypes but bool, as GB/s and as a ratio to a plain buffer copy of the same bytes, written to
 //! DIR/dtypes.txt, so the cost of each emulation is visible).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
@@ -1756,7 +1756,7 @@ fn dtype_bandwidth(
         format!("adapter: {adapter}"),
         format!("timing: {}", timer.method()),
         format!(
-            "Add on {} MiB operands per dtype; copy = the plain copy (Recorder::copy_bytes) of the same bytes",
+            "Add on {} MiB operands of ordinary values per dtype; copy = the plain copy (Recorder::copy_bytes) of the same bytes",
             bytes >> 20
         ),
         format!(
@@ -1793,8 +1793,17 @@ fn dtype_bandwidth(
             }
         }
         let n = (bytes / dtype.size() as u64) as usize;
-        let a = Tensor::uninit(ctx, dtype, &[n]).unwrap();
-        let b = Tensor::uninit(ctx, dtype, &[n]).unwrap();
+        // Operands of ordinary values, not the zeros of fresh buffers (zeros and subnormals
+        // take the slow paths of the f16 conversions): the bytes of the f16 values 1.0 to
+        // 2.0, which are normal values of every float type.
+        let ordinary: Vec<u8> = (0..bytes as usize / 2)
+            .flat_map(|i| (0x3c00u16 + (i % 1024) as u16).to_le_bytes())
+            .collect();
+        let operand = || {
+            let host = HostTensor::from_bytes(dtype, vec![n], ordinary.clone()).unwrap();
+            Tensor::from_host(ctx, &host).unwrap()
+        };
+        let (a, b) = (operand(), operand());
         let y = Tensor::uninit(ctx, dtype, &[n]).unwrap();
         // The kernel `elementwise_to` picks: with the GPU kernels, 4-byte results go to the
         // word kernel (16-byte stores) rather than the typed one.

@@ -238,9 +238,10 @@ fn packed_word(e: u32) -> u32 {
     return word;
 }
 
-// One 16-byte quad of results per invocation (GPUs): four 4-byte results, two 8-byte ones, or
-// four words of 16 / OUT_BYTES packed ones. The host picks this entry point only where the
-// output's piece starts on a quad and is whole quads, with `units` the number of quads.
+// One 16-byte quad of results per invocation (programs, and lone 4-byte ops on GPUs): four
+// 4-byte results, two 8-byte ones, or four words of 16 / OUT_BYTES packed ones. The host picks
+// this entry point only where the output's piece starts on a quad and is whole quads, with
+// `units` the number of quads.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main_quads(
     @builtin(workgroup_id) group: vec3<u32>,

@@ -170,10 +170,11 @@ pub enum Kernel {
     Fused {
         program: &'static program::Program,
         workgroup_size: u32,
-        /// Four 4-byte output elements per invocation, stored as one `vec4<u32>`
-        /// (`main_quads`, GPUs): a store of 16 bytes is what a GPU needs for its bandwidth.
+        /// A 16-byte quad of output words per invocation, stored as one `vec4<u32>`
+        /// (`main_quads`): a store of 16 bytes is what a GPU needs for its bandwidth, and CPU
+        /// adapters do more per invocation.
         quads: bool,
-        /// `main_dense` (GPUs, programs with narrow types; see [`program::Program::has_dense`]):
+        /// `main_dense` (programs with narrow types; see [`program::Program::has_dense`]):
         /// a quad of results per invocation from operands read a whole word at a time, every
         /// operand contiguous along one axis, or one broadcast value where its bit is set.
         dense: Option<u8>,

@@ -587,7 +587,9 @@ fn rotating_pair(
         copy
     };
     let inputs: Vec<Tensor> = (0..sets).map(|_| like(x)).collect();
-    let pairs: Vec<(Tensor, Tensor)> = (0..sets).map(|_| (like(a), like(b))).collect();
+    let pairs: Vec<(Tensor, Tensor)> = (0..sets)
+        .map(|_| (like(a), Tensor::uninit(ctx, b.dtype(), b.shape()).unwrap()))
+        .collect();
     let copy_size = a.byte_len().div_ceil(4) * 4;
     // The outputs of the last `sets` runs stay held; the oldest is handed back to the pool
     // just before a run, which then writes into it.
@@ -1772,6 +1774,12 @@ fn dtype_bandwidth(
     })
     .unwrap();
     let emulating_timer = Timer::new(&emulating);
+    // Operands of ordinary values, not the zeros of fresh buffers (zeros and subnormals take
+    // the slow paths of the f16 conversions): the bytes of the f16 values 1.0 to 2.0, which
+    // are normal values of every float type.
+    let ordinary: Vec<u8> = (0..bytes as usize / 2)
+        .flat_map(|i| (0x3c00u16 + (i % 1024) as u16).to_le_bytes())
+        .collect();
     let runs = DType::ALL
         .into_iter()
         // The storage-only types (8- and 4-bit floats, 4- and 2-bit integers) have no Add.
@@ -1793,12 +1801,6 @@ fn dtype_bandwidth(
             }
         }
         let n = (bytes / dtype.size() as u64) as usize;
-        // Operands of ordinary values, not the zeros of fresh buffers (zeros and subnormals
-        // take the slow paths of the f16 conversions): the bytes of the f16 values 1.0 to
-        // 2.0, which are normal values of every float type.
-        let ordinary: Vec<u8> = (0..bytes as usize / 2)
-            .flat_map(|i| (0x3c00u16 + (i % 1024) as u16).to_le_bytes())
-            .collect();
         let operand = || {
             let host = HostTensor::from_bytes(dtype, vec![n], ordinary.clone()).unwrap();
             Tensor::from_host(ctx, &host).unwrap()

@@ -274,8 +274,10 @@ fn empty_outputs_dispatch_nothing() {
 
 #[test]
 fn one_pipeline_per_element_width() {
-    // With the GPU kernels, whole 16-byte quads take a second variant of the same width.
-    for (cpu_kernels, variants) in [(true, 1), (false, 2)] {
+    // Variants of one width: the innermost step compiled in (1, -1, or any: a single column
+    // leaves the rows' step innermost) and whether every block is interior, and with the GPU
+    // kernels whole 16-byte quads or not.
+    for (cpu_kernels, variants) in [(true, 6), (false, 12)] {
         // A context of its own, so that no other test has built a pipeline on it before or
         // builds one during this test.
         let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {

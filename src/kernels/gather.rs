@@ -493,6 +493,30 @@ impl Recorder {
             .div_ceil(u64::from(per_block))
             .div_ceil(u64::from(unroll));
         let grid = grid_for(&ctx, op, invocations, wg)?;
+        // What the kernel is compiled for: the innermost step where the kernel has a path of
+        // its own for it, and whether every unit block is interior: innermost rows of whole
+        // blocks, no skipped slots and, for `main_quads` with 4- and 8-byte elements, an
+        // output starting on a quad.
+        let (inner_step, interior) = match plan.dims.last() {
+            Some(d) => {
+                let block = match (quads, elem) {
+                    (true, 4 | 8) => 16 / u64::from(elem),
+                    (false, 4 | 8) => u64::from(ITEMS),
+                    _ => u64::from(ITEMS) * 4 / u64::from(elem),
+                };
+                let dst_base = dst.map_or(0, |(b, _)| b);
+                let interior = d.len.is_multiple_of(block)
+                    && skip == 0
+                    && (!quads || elem < 4 || dst_base.is_multiple_of(block));
+                let step = if matches!(d.step, 1 | -1 | 2 | -2) {
+                    d.step as i32
+                } else {
+                    0
+                };
+                (step, interior)
+            }
+            None => (0, false),
+        };
         let pipeline = ctx.pipeline(&Kernel::Gather {
             elem_bytes: elem,
             workgroup_size: wg,
@@ -500,6 +524,8 @@ impl Recorder {
             pairs,
             quads,
             unroll,
+            inner_step,
+            interior,
         })?;
         self.dispatch(
             op,

@@ -128,6 +128,10 @@ pub enum Kernel {
         quads: bool,
         /// Blocks per invocation of `main_quads` (1 elsewhere).
         unroll: u32,
+        /// `main_quads`: the innermost step compiled in (1, -1, 2 or -2), or 0 for any.
+        inner_step: i32,
+        /// `main_quads`: every unit block is interior, so the edge paths are left out.
+        interior: bool,
     },
     /// `block_remap.wgsl`: element by element, or runs of 4 words as `vec4<u32>` (`runs_vec4`).
     BlockRemap {
@@ -436,25 +440,37 @@ impl Kernel {
                 }
                 for dst_strided in [false, true].into_iter().filter(|&s| !s || elem_bytes >= 4) {
                     for pairs in [false, true].into_iter().filter(|&p| !p || elem_bytes == 8) {
-                        out.push(Kernel::Gather {
-                            elem_bytes,
-                            workgroup_size,
-                            dst_strided,
-                            pairs,
-                            quads: false,
-                            unroll: 1,
-                        });
+                        for inner_step in [0, 1, -1, 2, -2] {
+                            for interior in [false, true] {
+                                out.push(Kernel::Gather {
+                                    elem_bytes,
+                                    workgroup_size,
+                                    dst_strided,
+                                    pairs,
+                                    quads: false,
+                                    unroll: 1,
+                                    inner_step,
+                                    interior,
+                                });
+                            }
+                        }
                     }
                 }
                 for unroll in [1, 2, 4] {
-                    out.push(Kernel::Gather {
-                        elem_bytes,
-                        workgroup_size,
-                        dst_strided: false,
-                        pairs: false,
-                        quads: true,
-                        unroll,
-                    });
+                    for inner_step in [0, 1, -1, 2, -2] {
+                        for interior in [false, true] {
+                            out.push(Kernel::Gather {
+                                elem_bytes,
+                                workgroup_size,
+                                dst_strided: false,
+                                pairs: false,
+                                quads: true,
+                                unroll,
+                                inner_step,
+                                interior,
+                            });
+                        }
+                    }
                 }
             }
             for op in &elementwise::OPS {
@@ -657,6 +673,8 @@ impl Kernel {
                 workgroup_size,
                 dst_strided,
                 unroll,
+                inner_step,
+                interior,
                 ..
             } => vec![
                 ("ELEM_BYTES", elem_bytes),
@@ -664,6 +682,8 @@ impl Kernel {
                 ("ITEMS", gather::ITEMS),
                 ("DST_STRIDED", u32::from(dst_strided)),
                 ("UNROLL", unroll),
+                ("INNER_STEP", inner_step as u32),
+                ("INTERIOR", u32::from(interior)),
             ],
             Kernel::BlockRemap {
                 elem_bytes,

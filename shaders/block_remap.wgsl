@@ -95,7 +95,10 @@ fn quotient(x: u32, d: u32, shift: u32) -> u32 {
 fn source_from(o0: u32, within: u32, top: u32) -> u32 {
     var rest = within;
     var index = 0u;
-    if params.mode == 0u {
+    // The host compiles the rank in for BatchToSpace's arithmetic only, so the other loop
+    // is dropped there (code that never runs still costs registers and, on CPU adapters,
+    // time).
+    if RANK != 0u || params.mode == 0u {
         var r = 0u;
         var radix = 1u;
         for (var k = top; k >= 1u; k--) {

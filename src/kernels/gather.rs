@@ -34,6 +34,14 @@ impl AxisSlice {
 /// take their loops.
 pub const ITEMS: u32 = 4;
 
+/// Every (innermost step, interior) a gather pipeline is compiled for: the steps with paths of
+/// their own in the kernel (0: any, read from the parameters), with and without edge paths.
+pub(crate) fn specializations() -> impl Iterator<Item = (i32, bool)> {
+    [0, 1, -1, 2, -2]
+        .into_iter()
+        .flat_map(|step| [(step, false), (step, true)])
+}
+
 /// One axis of a gather, in elements: `len` positions, `step` input elements apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GatherDim {
@@ -508,11 +516,10 @@ impl Recorder {
                 let interior = d.len.is_multiple_of(block)
                     && skip == 0
                     && (!quads || elem < 4 || dst_base.is_multiple_of(block));
-                let step = if matches!(d.step, 1 | -1 | 2 | -2) {
-                    d.step as i32
-                } else {
-                    0
-                };
+                let step = specializations()
+                    .map(|(s, _)| s)
+                    .find(|&s| s != 0 && i64::from(s) == d.step)
+                    .unwrap_or(0);
                 (step, interior)
             }
             None => (0, false),

@@ -128,9 +128,9 @@ pub enum Kernel {
         quads: bool,
         /// Blocks per invocation of `main_quads` (1 elsewhere).
         unroll: u32,
-        /// `main_quads`: the innermost step compiled in (1, -1, 2 or -2), or 0 for any.
+        /// The innermost step compiled in (1, -1, 2 or -2), or 0 for any.
         inner_step: i32,
-        /// `main_quads`: every unit block is interior, so the edge paths are left out.
+        /// Every unit block is interior, so the edge paths are left out.
         interior: bool,
     },
     /// `block_remap.wgsl`: element by element, or runs of 4 words as `vec4<u32>` (`runs_vec4`).
@@ -440,36 +440,32 @@ impl Kernel {
                 }
                 for dst_strided in [false, true].into_iter().filter(|&s| !s || elem_bytes >= 4) {
                     for pairs in [false, true].into_iter().filter(|&p| !p || elem_bytes == 8) {
-                        for inner_step in [0, 1, -1, 2, -2] {
-                            for interior in [false, true] {
-                                out.push(Kernel::Gather {
-                                    elem_bytes,
-                                    workgroup_size,
-                                    dst_strided,
-                                    pairs,
-                                    quads: false,
-                                    unroll: 1,
-                                    inner_step,
-                                    interior,
-                                });
-                            }
-                        }
-                    }
-                }
-                for unroll in [1, 2, 4] {
-                    for inner_step in [0, 1, -1, 2, -2] {
-                        for interior in [false, true] {
+                        for (inner_step, interior) in gather::specializations() {
                             out.push(Kernel::Gather {
                                 elem_bytes,
                                 workgroup_size,
-                                dst_strided: false,
-                                pairs: false,
-                                quads: true,
-                                unroll,
+                                dst_strided,
+                                pairs,
+                                quads: false,
+                                unroll: 1,
                                 inner_step,
                                 interior,
                             });
                         }
+                    }
+                }
+                for unroll in [1, 2, 4] {
+                    for (inner_step, interior) in gather::specializations() {
+                        out.push(Kernel::Gather {
+                            elem_bytes,
+                            workgroup_size,
+                            dst_strided: false,
+                            pairs: false,
+                            quads: true,
+                            unroll,
+                            inner_step,
+                            interior,
+                        });
                     }
                 }
             }

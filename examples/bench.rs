@@ -315,6 +315,7 @@ fn main() {
     // A run of a subset (`--case`, `--no-scan`) would replace the committed full results in
     // bench/ with partial ones: those runs write under target/ unless given `--out`.
     let subset = flag("--case").is_some()
+        || flag("--widths").is_some()
         || flag("--min-mib").is_some()
         || args.iter().any(|a| a == "--no-scan");
     let default_out = if subset {
@@ -440,11 +441,17 @@ fn main() {
         "ceiling"
     );
     let only = flag("--case");
+    // Element widths to run (`--widths 1,4`), all four by default.
+    let widths: Vec<u64> = flag("--widths").map_or(vec![1, 2, 4, 8], |v| {
+        v.split(',')
+            .map(|w| w.trim().parse().expect("--widths 1,2,4,8"))
+            .collect()
+    });
     for case in Case::ALL
         .into_iter()
         .filter(|c| only.as_deref().is_none_or(|o| c.name().contains(o)))
     {
-        for w in [1u64, 2, 4, 8] {
+        for &w in &widths {
             for &bytes in &sizes {
                 let shape = case.shape(bytes, w);
                 let dtype = dtype_of_width(w);

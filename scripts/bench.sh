@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 . scripts/ensure-gpu.sh
 out=bench
 for a in "$@"; do
-  case "$a" in --case|--no-scan) out=target/bench-subset ;; esac
+  case "$a" in --case|--widths|--no-scan) out=target/bench-subset ;; esac
 done
 mkdir -p "$out"
 cargo run --release --example bench -- --out "$out" "$@" | tee "$out/table.txt"

@@ -45,16 +45,22 @@ struct Params {
     block: array<vec4<u32>, 4>,
     // crops_begin (BatchToSpace) or pads_begin (SpaceToBatch).
     offset: array<vec4<u32>, 4>,
-    // log2 of each divisor that is a power of two, else 32 (see `quotient`): of out_shape,
-    // block, out_inner, runs, batch and rows.
+    // The divisors out_shape, block, out_inner, runs, batch and rows as `divide` takes them
+    // (divide.inc, appended to this file): divisions are the costliest index arithmetic.
     out_shift: array<vec4<u32>, 4>,
+    out_magic: array<vec4<u32>, 4>,
     block_shift: array<vec4<u32>, 4>,
+    block_magic: array<vec4<u32>, 4>,
     inner_shift: u32,
+    inner_magic: u32,
     runs_shift: u32,
+    runs_magic: u32,
     batch_shift: u32,
+    batch_magic: u32,
     // With runs: innermost rows per output batch entry (out_inner / the innermost length).
     rows: u32,
     rows_shift: u32,
+    rows_magic: u32,
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -79,15 +85,13 @@ fn rank() -> u32 {
 // Marks an output element that reads padding (SpaceToBatch); it is written as zero.
 const PADDING: u32 = 0xFFFFFFFFu;
 
-// x / d, where `shift` is log2(d) when d is a power of two (blocks of 2 or 4, most shapes of
-// a benchmark) and 32 otherwise: integer division is the costliest step here (CPU adapters
-// have no vector division at all), and the branch is uniform, so every invocation takes the
-// same side.
-fn quotient(x: u32, d: u32, shift: u32) -> u32 {
-    if shift < 32u {
-        return x >> shift;
-    }
-    return x / d;
+// x / out_shape[k] and x / block[k].
+fn over_out_shape(x: u32, k: u32) -> u32 {
+    return divide(x, params.out_shift[k / 4u][k % 4u], params.out_magic[k / 4u][k % 4u]);
+}
+
+fn over_block(x: u32, k: u32) -> u32 {
+    return divide(x, params.block_shift[k / 4u][k % 4u], params.block_magic[k / 4u][k % 4u]);
 }
 
 // Input element index of the output element of batch entry o0 at position `within` of the
@@ -104,23 +108,23 @@ fn source_from(o0: u32, within: u32, top: u32) -> u32 {
         for (var k = top; k >= 1u; k--) {
             let n = params.out_shape[k / 4u][k % 4u];
             let b = params.block[k / 4u][k % 4u];
-            let q = quotient(rest, n, params.out_shift[k / 4u][k % 4u]);
+            let q = over_out_shape(rest, k);
             let x = rest - q * n + params.offset[k / 4u][k % 4u];
             rest = q;
-            let xb = quotient(x, b, params.block_shift[k / 4u][k % 4u]);
+            let xb = over_block(x, k);
             r += (x - xb * b) * radix;
             radix *= b;
             index += xb * params.in_stride[k / 4u][k % 4u];
         }
         return index + (r * params.batch + o0) * params.in_stride[0u][0u];
     }
-    var blocks = quotient(o0, params.batch, params.batch_shift);
+    var blocks = divide(o0, params.batch_shift, params.batch_magic);
     index = (o0 - blocks * params.batch) * params.in_stride[0u][0u];
     for (var k = top; k >= 1u; k--) {
         let n = params.out_shape[k / 4u][k % 4u];
         let b = params.block[k / 4u][k % 4u];
-        let q = quotient(rest, n, params.out_shift[k / 4u][k % 4u]);
-        let bq = quotient(blocks, b, params.block_shift[k / 4u][k % 4u]);
+        let q = over_out_shape(rest, k);
+        let bq = over_block(blocks, k);
         let padded = (rest - q * n) * b + (blocks - bq * b);
         rest = q;
         blocks = bq;
@@ -135,15 +139,15 @@ fn source_from(o0: u32, within: u32, top: u32) -> u32 {
 
 // Input element index of output element i, or PADDING.
 fn source_index(i: u32) -> u32 {
-    let o0 = quotient(i, params.out_inner, params.inner_shift);
+    let o0 = divide(i, params.inner_shift, params.inner_magic);
     return source_from(o0, i - o0 * params.out_inner, rank() - 1u);
 }
 
 // With runs (the innermost axis neither blocked nor offset, so it maps to itself): the input
 // index of run `unit`'s first element, or PADDING, from the index arithmetic of its row alone.
 fn run_source(unit: u32, first: u32) -> u32 {
-    let row = quotient(unit, params.runs, params.runs_shift);
-    let o0 = quotient(row, params.rows, params.rows_shift);
+    let row = divide(unit, params.runs_shift, params.runs_magic);
+    let o0 = divide(row, params.rows_shift, params.rows_magic);
     let s = source_from(o0, row - o0 * params.rows, rank() - 2u);
     return select(s + first, PADDING, s == PADDING);
 }
@@ -162,7 +166,7 @@ fn main(
         // The run is contiguous on both sides and is padding or not as a whole: the index
         // arithmetic is done once per run.
         let last = params.out_shape[(rank() - 1u) / 4u][(rank() - 1u) % 4u];
-        let row = quotient(unit, params.runs, params.runs_shift);
+        let row = divide(unit, params.runs_shift, params.runs_magic);
         let first = (unit - row * params.runs) * params.items;
         let e = row * last + first;
         let n = min(params.items, last - first);
@@ -242,7 +246,7 @@ fn run_move(unit: u32) -> RunMove {
         return RunMove(0u, vec4<u32>(0u), false);
     }
     let last = params.out_shape[(rank() - 1u) / 4u][(rank() - 1u) % 4u];
-    let row = quotient(unit, params.runs, params.runs_shift);
+    let row = divide(unit, params.runs_shift, params.runs_magic);
     let first = (unit - row * params.runs) * 4u;
     let e = row * last + first;
     let s = run_source(unit, first);

@@ -51,8 +51,9 @@ struct Params {
     _pad1: u32,
     _pad2: u32,
     dst_step: array<vec4<u32>, 4>,
-    // log2 of each length of `shape` that is a power of two, else 32 (see `split`).
+    // Each length of `shape` as `divide` takes it (see `split`).
     shift: array<vec4<u32>, 4>,
+    magic: array<vec4<u32>, 4>,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -68,16 +69,16 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> dst4: array<vec4<u32>>;
 
 // `x` along axis `k`: (x / n, x % n) for its length n, by a shift and a mask where n is a
-// power of two (integer division is the costliest step of an index: tens of instructions on
-// GPUs, and no vector instruction at all on CPU adapters), else one division. The branch is
-// uniform: every invocation takes the same side.
+// power of two, else by `divide` (divide.inc, appended to this file: integer division is the
+// costliest step of an index, and CPU adapters have no vector instruction for it). The branch
+// is uniform: every invocation takes the same side.
 fn split(x: u32, k: u32) -> vec2<u32> {
     let n = params.shape[k / 4u][k % 4u];
     let s = params.shift[k / 4u][k % 4u];
     if s < 32u {
         return vec2<u32>(x >> s, x & (n - 1u));
     }
-    let q = x / n;
+    let q = divide(x, s, params.magic[k / 4u][k % 4u]);
     return vec2<u32>(q, x - q * n);
 }
 

@@ -5,6 +5,7 @@ use super::MAX_RANK;
 use crate::storage::{padded_size, Storage};
 use crate::{Error, Recorder, Result, Tensor};
 
+use super::divide::Divisor;
 use super::gather::{GatherDim, GatherPlan, ITEMS};
 use super::windows::{element_beyond_window, room, Walk};
 use super::{grid_for, Kernel};
@@ -263,23 +264,17 @@ struct Params {
     in_stride: [u32; MAX_RANK],
     block: [u32; MAX_RANK],
     offset: [u32; MAX_RANK],
+    /// The divisors as the kernel's `divide` takes them ([`Divisor`]).
     out_shift: [u32; MAX_RANK],
+    out_magic: [u32; MAX_RANK],
     block_shift: [u32; MAX_RANK],
-    inner_shift: u32,
-    runs_shift: u32,
-    batch_shift: u32,
+    block_magic: [u32; MAX_RANK],
+    inner: Divisor,
+    runs_by: Divisor,
+    batch_by: Divisor,
     rows: u32,
-    rows_shift: u32,
+    rows_by: Divisor,
     pad: [u32; 3],
-}
-
-/// log2 of `d` when it is a power of two, else 32: the kernel then shifts instead of dividing.
-fn shift_for(d: u32) -> u32 {
-    if d.is_power_of_two() {
-        d.trailing_zeros()
-    } else {
-        32
-    }
 }
 
 impl Recorder {
@@ -396,12 +391,14 @@ impl Recorder {
             block: [1; MAX_RANK],
             offset: [0; MAX_RANK],
             out_shift: [0; MAX_RANK],
+            out_magic: [0; MAX_RANK],
             block_shift: [0; MAX_RANK],
-            inner_shift: 0,
-            runs_shift: 0,
-            batch_shift: 0,
+            block_magic: [0; MAX_RANK],
+            inner: Divisor::default(),
+            runs_by: Divisor::default(),
+            batch_by: Divisor::default(),
             rows: 0,
-            rows_shift: 0,
+            rows_by: Divisor::default(),
             pad: [0; 3],
         };
         let in_strides = crate::host::c_strides(&plan.input_shape);
@@ -412,15 +409,19 @@ impl Recorder {
             params.in_stride[k] = stride as u32;
             params.block[k] = plan.block[k] as u32;
             params.offset[k] = plan.begin[k] as u32;
-            params.out_shift[k] = shift_for(params.out_shape[k]);
-            params.block_shift[k] = shift_for(params.block[k]);
+            let (out, block) = (
+                Divisor::new(params.out_shape[k]),
+                Divisor::new(params.block[k]),
+            );
+            (params.out_shift[k], params.out_magic[k]) = (out.shift, out.magic);
+            (params.block_shift[k], params.block_magic[k]) = (block.shift, block.magic);
         }
-        params.inner_shift = shift_for(params.out_inner);
-        params.batch_shift = shift_for(params.batch);
+        params.inner = Divisor::new(params.out_inner);
+        params.batch_by = Divisor::new(params.batch);
         if let Some(runs) = runs {
-            params.runs_shift = shift_for(runs as u32);
+            params.runs_by = Divisor::new(runs as u32);
             params.rows = params.out_inner / last as u32;
-            params.rows_shift = shift_for(params.rows);
+            params.rows_by = Divisor::new(params.rows);
         }
         let wg = ctx.workgroup_size();
         // Several 16-byte runs per invocation with the GPU kernels (`ContextOptions::gather_unroll`).

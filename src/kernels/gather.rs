@@ -4,6 +4,7 @@
 use super::MAX_RANK;
 use crate::{Error, Recorder, Result, Tensor};
 
+use super::divide::Divisor;
 use super::windows::element_beyond_window;
 use super::{grid_for, Kernel};
 use crate::storage::{padded_size, Storage};
@@ -324,9 +325,10 @@ struct Params {
     dst_skip: u32,
     pad: [u32; 2],
     dst_step: [u32; MAX_RANK],
-    /// log2 of each axis length that is a power of two, else 32: the kernel then splits an
-    /// index along that axis by a shift and a mask instead of a division.
+    /// Each axis length as the kernel's `divide` takes it ([`Divisor`]): a power of two
+    /// splits an index by a shift and a mask, any other by a multiply-high.
     shift: [u32; MAX_RANK],
+    magic: [u32; MAX_RANK],
 }
 
 impl Recorder {
@@ -466,6 +468,7 @@ impl Recorder {
             pad: [0; 2],
             dst_step: [0; MAX_RANK],
             shift: [0; MAX_RANK],
+            magic: [0; MAX_RANK],
         };
         if let Some((_, steps)) = dst {
             for (k, s) in steps.iter().rev().enumerate() {
@@ -475,11 +478,8 @@ impl Recorder {
         for (k, d) in plan.dims.iter().rev().enumerate() {
             params.shape[k] = d.len as u32;
             params.step[k] = d.step as u32; // two's complement; the kernel's sum wraps
-            params.shift[k] = if d.len.is_power_of_two() {
-                d.len.trailing_zeros()
-            } else {
-                32
-            };
+            let by = Divisor::new(d.len as u32);
+            (params.shift[k], params.magic[k]) = (by.shift, by.magic);
         }
         let wg = ctx.workgroup_size();
         // 8-byte elements move as pairs of words when both windows start and end on 8-byte

@@ -13,6 +13,7 @@ pub mod causal_conv;
 pub mod copy;
 pub mod cumsum;
 pub mod det;
+mod divide;
 pub mod elementwise;
 pub mod gather;
 pub mod gather_index;
@@ -84,7 +85,11 @@ pub fn dispatch_grid(invocations: u64, workgroup_size: u32, max_per_dim: u32) ->
 /// per workgroup any adapter offers (the context checks its own limits).
 pub const WORKGROUP_SIZES: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
-const STRIDED_GATHER: &str = include_str!("../../shaders/strided_gather.wgsl");
+const STRIDED_GATHER: &str = concat!(
+    include_str!("../../shaders/strided_gather.wgsl"),
+    "\n",
+    include_str!("../../shaders/divide.inc")
+);
 const COPY: &str = include_str!("../../shaders/copy.wgsl");
 const LINEAR_ATTENTION: &str = include_str!("../../shaders/linear_attention.wgsl");
 const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
@@ -94,7 +99,11 @@ const TREE_WALK: &str = include_str!("../../shaders/tree_walk.wgsl");
 const DET: &str = include_str!("../../shaders/det.wgsl");
 const RANDOM: &str = include_str!("../../shaders/random.wgsl");
 const RANDOM_ADVANCE: &str = include_str!("../../shaders/random_advance.wgsl");
-const BLOCK_REMAP: &str = include_str!("../../shaders/block_remap.wgsl");
+const BLOCK_REMAP: &str = concat!(
+    include_str!("../../shaders/block_remap.wgsl"),
+    "\n",
+    include_str!("../../shaders/divide.inc")
+);
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const PAD: &str = include_str!("../../shaders/pad.wgsl");
 /// The entry point gather_index.wgsl and pad.wgsl share (see the file).

@@ -108,7 +108,12 @@ fn source_from(o0: u32, within: u32, top: u32) -> u32 {
         for (var k = top; k >= 1u; k--) {
             let n = params.out_shape[k / 4u][k % 4u];
             let b = params.block[k / 4u][k % 4u];
-            let q = over_out_shape(rest, k);
+            // Axis 1 holds what is left (rest < n there): no division. With the rank
+            // compiled in, the loop unrolls and the test folds away.
+            var q = 0u;
+            if k > 1u {
+                q = over_out_shape(rest, k);
+            }
             let x = rest - q * n + params.offset[k / 4u][k % 4u];
             rest = q;
             let xb = over_block(x, k);
@@ -123,8 +128,13 @@ fn source_from(o0: u32, within: u32, top: u32) -> u32 {
     for (var k = top; k >= 1u; k--) {
         let n = params.out_shape[k / 4u][k % 4u];
         let b = params.block[k / 4u][k % 4u];
-        let q = over_out_shape(rest, k);
-        let bq = over_block(blocks, k);
+        // At axis 1 both are what is left (below n and b): no division.
+        var q = 0u;
+        var bq = 0u;
+        if k > 1u {
+            q = over_out_shape(rest, k);
+            bq = over_block(blocks, k);
+        }
         let padded = (rest - q * n) * b + (blocks - bq * b);
         rest = q;
         blocks = bq;

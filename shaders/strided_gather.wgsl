@@ -82,29 +82,38 @@ fn split(x: u32, k: u32) -> vec2<u32> {
     return vec2<u32>(q, x - q * n);
 }
 
+// The outermost axis holds what is left of an output index below `count`: no split there.
 fn source_index(i: u32) -> u32 {
+    if params.rank == 0u {
+        return params.base;
+    }
+    let top = params.rank - 1u;
     var rest = i;
     var index = params.base;
-    for (var k = 0u; k < params.rank; k++) {
+    for (var k = 0u; k < top; k++) {
         let qr = split(rest, k);
         index += qr.y * params.step[k / 4u][k % 4u];
         rest = qr.x;
     }
-    return index;
+    return index + rest * params.step[top / 4u][top % 4u];
 }
 
 fn destination_index(i: u32) -> u32 {
     if !DST_STRIDED {
         return params.dst_base + i;
     }
+    if params.rank == 0u {
+        return params.dst_base;
+    }
+    let top = params.rank - 1u;
     var rest = i;
     var index = params.dst_base;
-    for (var k = 0u; k < params.rank; k++) {
+    for (var k = 0u; k < top; k++) {
         let qr = split(rest, k);
         index += qr.y * params.dst_step[k / 4u][k % 4u];
         rest = qr.x;
     }
-    return index;
+    return index + rest * params.dst_step[top / 4u][top % 4u];
 }
 
 // Consecutive output elements' source indices: the full decomposition once, then one add per

@@ -217,8 +217,8 @@ fn every_variant_validates_and_compiles() {
     }
     // Per workgroup size: 8 block-remap variants x 4 ranks (any, and compiled for 1, 4 and 8)
     // and 4 more scattering x 4 ranks (4- and 8-byte elements, SpaceToBatch without padding),
-    // the 24 of them with vector runs also unrolled 2 and 4 times (48),
-    // and 200 gather variants (20 kinds, 12 of them quads: 4 element sizes x unrolled 1, 2,
+    // the 24 of them with vector runs also unrolled 2 and 4 times (48), all 96 with and without
+    // every divisor a power of two (192), and 200 gather variants (20 kinds, 12 of them quads: 4 element sizes x unrolled 1, 2,
     // 4; each with the innermost step any, 1, -1, 2 or -2, with and without edge paths), 30 typed element-wise on
     // 32-bit types and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
     // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), LinearAttention, CausalConvWithState, GridSample's taps (f32, f64), TreeWalk (f32, f64), Det (f32, f64), 8 random (4 modes x f32, f64), 16 index gathers (4 element sizes x i32/i64
@@ -237,7 +237,7 @@ fn every_variant_validates_and_compiles() {
     // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (507 + 64 + 16 + 1372 + 207) + 8 * 15 + 2 * 8 + (154 + 24) * 7 + 5
+        WORKGROUP_SIZES.len() * (603 + 64 + 16 + 1372 + 207) + 8 * 15 + 2 * 8 + (154 + 24) * 7 + 5
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

@@ -277,6 +277,18 @@ struct Params {
     pad: [u32; 3],
 }
 
+impl Params {
+    /// Every divisor the kernel may divide by is a power of two.
+    fn all_powers_of_two(&self) -> bool {
+        let scalars = [self.inner, self.runs_by, self.batch_by, self.rows_by];
+        self.out_shift
+            .iter()
+            .chain(&self.block_shift)
+            .chain(scalars.iter().map(|d| &d.shift))
+            .all(|&s| s < 32)
+    }
+}
+
 impl Recorder {
     /// Records `plan` reading `src` into `out` (same dtype and shape as the plan's output).
     pub(crate) fn block_remap_into(
@@ -446,6 +458,8 @@ impl Recorder {
             },
             unroll,
             scatter,
+            // lavapipe, BatchToSpace at 16 MiB: see bench/divisors_lavapipe.txt.
+            pow2_divisors: params.all_powers_of_two(),
         })?;
         self.dispatch(
             op,

@@ -154,6 +154,8 @@ pub enum Kernel {
         /// Elements written where BatchToSpace would read them (`SCATTER`: SpaceToBatch
         /// without padding; 4- and 8-byte elements).
         scatter: bool,
+        /// Every divisor of the index arithmetic is a power of two (`POW2_DIVISORS`).
+        pow2_divisors: bool,
     },
     /// `elementwise.wgsl` computing the op named `op` (see [`elementwise::OPS`]) on `dtype`.
     Elementwise {
@@ -435,14 +437,17 @@ impl Kernel {
                         for scatter in [false, true].into_iter().filter(|&s| !s || elem_bytes >= 4)
                         {
                             for unroll in [1, 2, 4].into_iter().filter(|&u| u == 1 || vec4) {
-                                out.push(Kernel::BlockRemap {
-                                    elem_bytes,
-                                    workgroup_size,
-                                    vec4,
-                                    rank,
-                                    unroll,
-                                    scatter,
-                                });
+                                for pow2_divisors in [false, true] {
+                                    out.push(Kernel::BlockRemap {
+                                        elem_bytes,
+                                        workgroup_size,
+                                        vec4,
+                                        rank,
+                                        unroll,
+                                        scatter,
+                                        pow2_divisors,
+                                    });
+                                }
                             }
                         }
                     }
@@ -696,6 +701,7 @@ impl Kernel {
                 rank,
                 unroll,
                 scatter,
+                pow2_divisors,
                 ..
             } => vec![
                 ("ELEM_BYTES", elem_bytes),
@@ -703,6 +709,7 @@ impl Kernel {
                 ("RANK", rank),
                 ("SCATTER", u32::from(scatter)),
                 ("UNROLL", unroll),
+                ("POW2_DIVISORS", u32::from(pow2_divisors)),
             ],
             Kernel::Elementwise { workgroup_size, .. }
             | Kernel::Cast { workgroup_size, .. }

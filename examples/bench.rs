@@ -14,13 +14,16 @@
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--min-mib N] [--max-mib N] [--quick] [--case TEXT]
 //! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
-//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only]`
+//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only]`
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
 //! bf16 products against the same products through f32 copies and in f32;
 //! `--dtypes-only`: `Add` on 64 MiB operands (ordinary values: normal floats) of each of the
 //! 13 dtypes but bool, as GB/s and as a ratio to a plain buffer copy of the same bytes, written to
-//! DIR/dtypes.txt, so the cost of each emulation is visible).
+//! DIR/dtypes.txt, so the cost of each emulation is visible;
+//! `--broadcast-only`: f32 `Add` of a 16 MiB matrix and a row or a column broadcast against it,
+//! with rows of a power of two and of another length, against the copy of the output's bytes,
+//! written to DIR/broadcast.txt: the cost of the index arithmetic a broadcast needs).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::time::Instant;
@@ -391,6 +394,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--dtypes-only") {
         dtype_bandwidth(&ctx, &timer, &adapter, quick, &out_dir);
+        return;
+    }
+    if args.iter().any(|a| a == "--broadcast-only") {
+        broadcast_bandwidth(&ctx, &timer, &adapter, &out_dir);
         return;
     }
     if args.iter().any(|a| a == "--linear-attention-only") {
@@ -1752,6 +1759,63 @@ fn linear_attention_op(ctx: &Context, steps: usize) -> f64 {
 /// `Add` of two 64 MiB operands (16 MiB with `--quick`) of each numeric dtype into a third,
 /// against a plain buffer copy of one operand's bytes measured in the same process: bytes
 /// moved per second (3 operands for Add, read and write for the copy) and their ratio.
+/// f32 `Add` of a [rows, C] matrix and a broadcast row [C] or column [rows, 1], against the copy
+/// of the output's bytes: one run per line, 16 MiB of output. GB/s counts the matrix read and
+/// the output written (the broadcast operand is at most 1/C of that).
+fn broadcast_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::path::Path) {
+    let bytes: u64 = 16 << 20;
+    let mut lines = vec![
+        format!("adapter: {adapter}"),
+        format!("timing: {}", timer.method()),
+        format!("f32 Add with broadcasting, 16 MiB of output; copy = Recorder::copy_bytes of the output's bytes"),
+        format!(
+            "{:<26} {:>10} {:>10} {:>7}",
+            "operands", "Add GB/s", "copy GB/s", "ratio"
+        ),
+    ];
+    println!("{}", lines.join("\n"));
+    let filled = |shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let values: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25).collect();
+        Tensor::from_host(ctx, &HostTensor::from_vec(shape.to_vec(), &values).unwrap()).unwrap()
+    };
+    for cols in [1024usize, 1000] {
+        let rows = (bytes / 4) as usize / cols;
+        let a = filled(&[rows, cols]);
+        let y = Tensor::uninit(ctx, DType::F32, &[rows, cols]).unwrap();
+        let out_bytes = (rows * cols * 4) as u64;
+        for (name, b) in [
+            (format!("[{rows}, {cols}] + same"), filled(&[rows, cols])),
+            (format!("[{rows}, {cols}] + [{cols}]"), filled(&[cols])),
+            (
+                format!("[{rows}, {cols}] + [{rows}, 1]"),
+                filled(&[rows, 1]),
+            ),
+        ] {
+            let (t_add, t_copy) = timer.median_pair(
+                ctx,
+                4,
+                5,
+                &mut |rec| {
+                    rec.elementwise_to("Add", &a, Some(&b), Out::into("y", &y))
+                        .unwrap();
+                },
+                &mut |rec| {
+                    rec.copy_bytes(&a, 0, &y, 0, out_bytes).unwrap();
+                },
+            );
+            let (add, copy) = (
+                2.0 * out_bytes as f64 / t_add / 1e9,
+                2.0 * out_bytes as f64 / t_copy / 1e9,
+            );
+            let line = format!("{name:<26} {add:>10.2} {copy:>10.2} {:>7.2}", add / copy);
+            println!("{line}");
+            lines.push(line);
+        }
+    }
+    std::fs::write(out_dir.join("broadcast.txt"), lines.join("\n") + "\n").unwrap();
+}
+
 fn dtype_bandwidth(
     ctx: &Context,
     timer: &Timer,

@@ -1,13 +1,12 @@
 //! Division by a divisor fixed for a whole dispatch (`shaders/divide.inc`): the host turns
 //! each divisor of a kernel's index arithmetic into a shift, or into a multiplier and a shift
 //! (Granlund and Montgomery, "Division by invariant integers using multiplication", 1994,
-//! figure 4.1), so the kernel divides with a multiply-high and shifts. On lavapipe the dead
-//! division of a power-of-two shape alone cost a third of BatchToSpace's time, as each lane
-//! divides on its own there.
+//! figure 4.1), so the kernel divides with a multiply-high and shifts. On lavapipe the
+//! division that a power-of-two shape never takes still cost over a quarter of BatchToSpace's
+//! time, as each lane divides on its own there (`bench/divisors_lavapipe.txt`).
 
 /// How a kernel divides by `d`: `shift < 32` for a power of two (`x >> shift`), else
-/// `32 + ceil(log2 d)` with `magic`.
-/// Kernels' parameters embed it as these two words.
+/// `32 + ceil(log2 d)` with `magic`. Kernels' parameters embed it as these two words.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Divisor {

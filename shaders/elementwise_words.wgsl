@@ -13,6 +13,9 @@
 override WORKGROUP_SIZE: u32 = 64u;
 // Bytes of an output element: 1, 2, 4 or 8.
 override OUT_BYTES: u32 = 4u;
+// The walk's rank the index code is compiled for: 1, 2 or 3, 4 for four axes or more, 0 for
+// any (read from `params.rank`).
+override WALK_RANK: u32 = 0u;
 // Operands of the program.
 const OPERANDS: u32 = 1u; // OPERAND COUNT
 

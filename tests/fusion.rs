@@ -240,6 +240,49 @@ fn long_chains_are_cut_at_the_operand_limit() {
     assert_eq!(check_fused(&g, &inputs, true), (2, 11));
 }
 
+/// Programs are compiled for the rank of the walk they run on (`WALK_RANK`): operands
+/// broadcast so that the walk keeps one to five axes, with outputs of whole 16-byte quads
+/// (`main_quads`) and not (`main`), on both kernel sets, f32 and i32.
+#[test]
+fn programs_run_on_walks_of_every_rank() {
+    let cases: [(&[usize], &[usize]); 8] = [
+        (&[8, 6], &[8, 6]),
+        (&[3, 5], &[3, 5]),
+        (&[4, 6], &[6]),
+        (&[3, 5], &[3, 1]),
+        (&[2, 1, 4], &[1, 3, 1]),
+        (&[2, 1, 3], &[1, 5, 1]),
+        (&[3, 1, 3, 1], &[1, 5, 1, 3]),
+        (&[2, 1, 2, 1, 3], &[1, 3, 1, 2, 1]),
+    ];
+    for cpu_kernels in [false, true] {
+        let with = |fuse| {
+            Context::new_blocking(ContextOptions {
+                fuse_elementwise: Some(fuse),
+                cpu_kernels: Some(cpu_kernels),
+                ..Default::default()
+            })
+            .unwrap()
+        };
+        let (fusing, plain) = (with(true), with(false));
+        for (k, (xs, ys)) in cases.iter().enumerate() {
+            for d in [DType::F32, DType::I32] {
+                let inputs = named(vec![
+                    ("x", random_tensor(40 + k as u64, d, xs)),
+                    ("y", random_tensor(60 + k as u64, d, ys)),
+                ]);
+                let g = declare(Graph::new(), &inputs)
+                    .node(node("Add", &["x", "y"], "t1"))
+                    .node(node("Max", &["t1", "x"], "t2"))
+                    .node(node("Sub", &["t2", "y"], "t3"))
+                    .output("t3");
+                let (fused, _) = check_fused_on(&fusing, &plain, &g, &inputs);
+                assert_eq!(fused, 1, "{xs:?} {ys:?} {d}: one program");
+            }
+        }
+    }
+}
+
 /// A small value read by two nodes that can compute it is computed by each and never stored;
 /// one read by three nodes, or too large to compute twice, is recorded (its readers still fuse
 /// what follows them). Graph outputs are recorded; a node reading one pending value twice

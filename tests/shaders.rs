@@ -186,8 +186,10 @@ fn fused_programs_validate_and_compile() {
         let kernel = Kernel::Fused {
             program,
             workgroup_size: 64,
-            quads: false,
+            // Both entry points, and each walk rank the index code is compiled for.
+            quads: count % 2 == 1,
             dense: None,
+            walk_rank: (count % 5) as u8,
         };
         check_kernel(&kernel, &mut parsed);
         count += 1;
@@ -198,6 +200,7 @@ fn fused_programs_validate_and_compile() {
                 workgroup_size: 64,
                 quads: true,
                 dense: Some((count % 2) as u8),
+                walk_rank: 0,
             };
             check_kernel(&kernel, &mut parsed);
             dense += 1;

@@ -166,7 +166,7 @@ fn epilogue(sum: T, d: u32) -> T {{
                 parts.loads,
                 parts.steps,
                 narrow(dtype, "sum"),
-                index_code(leaves, "params.epi", "d - params.dst_base"),
+                index_code(leaves, "params.epi", "d - params.dst_base", None),
                 parts.body
             ),
         ));
@@ -201,7 +201,7 @@ fn prologue(e: u32) -> T {{
 fn {name}(i: u32) -> T {{ return {}; }}",
                 parts.loads,
                 parts.steps,
-                index_code(n, "params.pro", "e"),
+                index_code(n, "params.pro", "e", None),
                 parts.body,
                 narrow(p.out(), "prologue(i)")
             ),
@@ -739,6 +739,7 @@ impl Recorder {
                     workgroup_size: ctx.workgroup_size(),
                     quads: false,
                     dense: None,
+                    walk_rank: 0,
                 };
                 self.program_into(op, kernel, &inputs, out)?;
                 self.release(product);

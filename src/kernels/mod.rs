@@ -193,6 +193,9 @@ pub enum Kernel {
         /// a quad of results per invocation from operands read a whole word at a time, every
         /// operand contiguous along one axis, or one broadcast value where its bit is set.
         dense: Option<u8>,
+        /// The rank of the walk the index code is compiled for (`WALK_RANK`): 1 to 3, 4 for
+        /// four axes or more, 0 for any.
+        walk_rank: u8,
     },
     /// `gather_index.wgsl`: ONNX Gather of elements of 1, 2, 4 or 8 bytes by i32 or i64
     /// (`index64`) indices; GatherElements with `elements` (one index per output element).
@@ -733,10 +736,12 @@ impl Kernel {
             Kernel::Fused {
                 program,
                 workgroup_size,
+                walk_rank,
                 ..
             } => vec![
                 ("WORKGROUP_SIZE", workgroup_size),
                 ("OUT_BYTES", program.out().size() as u32),
+                ("WALK_RANK", u32::from(walk_rank)),
             ],
             Kernel::ScanCounter { slot } => vec![("SLOT", slot)],
             Kernel::Random {

@@ -379,7 +379,7 @@ fn prologue(e: u32) -> A {{
 fn load_a(i: u32) -> A {{ return {value}; }}",
             parts.loads,
             parts.helpers.join("\n") + &parts.steps,
-            index_code(n, "params.pro", "e"),
+            index_code(n, "params.pro", "e", None),
             parts.body
         );
     }

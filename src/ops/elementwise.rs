@@ -157,6 +157,7 @@ impl Recorder {
             workgroup_size: ctx.workgroup_size(),
             quads: false,
             dense: None,
+            walk_rank: 0,
         };
         self.program_into(op, kernel, inputs, &out)?;
         Ok(out)

@@ -33,6 +33,9 @@ struct Params {
     shape: array<vec4<u32>, 4>,
     // Each operand's element strides, innermost axis first.
     stride: array<array<vec4<u32>, 4>, OPERANDS>,
+    // Each axis' length as a divisor (src/kernels/divide.rs), innermost axis first.
+    shift: array<vec4<u32>, 4>,
+    magic: array<vec4<u32>, 4>,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

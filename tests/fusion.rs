@@ -241,11 +241,11 @@ fn long_chains_are_cut_at_the_operand_limit() {
 }
 
 /// Programs are compiled for the rank of the walk they run on (`WALK_RANK`): operands
-/// broadcast so that the walk keeps one to five axes, with outputs of whole 16-byte quads
+/// broadcast so that the walk keeps one to six axes, with outputs of whole 16-byte quads
 /// (`main_quads`) and not (`main`), on both kernel sets, f32 and i32.
 #[test]
 fn programs_run_on_walks_of_every_rank() {
-    let cases: [(&[usize], &[usize]); 8] = [
+    let cases: [(&[usize], &[usize]); 9] = [
         (&[8, 6], &[8, 6]),
         (&[3, 5], &[3, 5]),
         (&[4, 6], &[6]),
@@ -254,6 +254,8 @@ fn programs_run_on_walks_of_every_rank() {
         (&[2, 1, 3], &[1, 5, 1]),
         (&[3, 1, 3, 1], &[1, 5, 1, 3]),
         (&[2, 1, 2, 1, 3], &[1, 3, 1, 2, 1]),
+        // Six axes: the divisors past the first four are read from the second row.
+        (&[2, 1, 2, 1, 5, 1], &[1, 3, 1, 3, 1, 4]),
     ];
     for cpu_kernels in [false, true] {
         let with = |fuse| {

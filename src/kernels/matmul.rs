@@ -17,7 +17,11 @@ use crate::gpu::{Binding, MatMulChoice, MatMulShape, MEASURED_K, MEASURED_ROWS, 
 use crate::storage::Storage;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
-const MATMUL: &str = include_str!("../../shaders/matmul.wgsl");
+const MATMUL: &str = concat!(
+    include_str!("../../shaders/matmul.wgsl"),
+    "\n",
+    include_str!("../../shaders/divide.inc")
+);
 
 /// The most tensors an epilogue reads besides the sums: WebGPU's 8 storage buffers per stage,
 /// less the two operands and the output.

@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
+use super::divide::Divisor;
 use super::operands::{specialize, too_many};
 use super::windows::Broadcast;
 use super::words::{
@@ -557,6 +558,8 @@ pub(crate) fn walk_struct(name: &str, n: usize) -> String {
     base: array<vec4<u32>, 2>,
     shape: array<vec4<u32>, 4>,
     stride: array<array<vec4<u32>, 4>, {}>,
+    shift: array<vec4<u32>, 4>,
+    magic: array<vec4<u32>, 4>,
 }}",
         n.max(1)
     )
@@ -565,8 +568,9 @@ pub(crate) fn walk_struct(name: &str, n: usize) -> String {
 /// The words of a [`walk_struct`] for `n` operands: `lens` and each operand's `steps` given
 /// outermost axis first (`steps[axis][operand]`), `bases` the operands' first elements.
 pub(crate) fn walk_words(lens: &[u64], steps: &[Vec<u64>], bases: &[u64], n: usize) -> Vec<u32> {
-    // rank, pad[3], base[8], shape[16], stride[max(n, 1)][16].
-    let mut words = vec![0u32; 4 + 8 + MAX_RANK * (1 + n.max(1))];
+    // rank, pad[3], base[8], shape[16], stride[max(n, 1)][16], shift[16], magic[16].
+    let strides = n.max(1);
+    let mut words = vec![0u32; 4 + 8 + MAX_RANK * (3 + strides)];
     let r = lens.len();
     words[0] = r as u32;
     for (j, &b) in bases.iter().take(n).enumerate() {
@@ -579,6 +583,9 @@ pub(crate) fn walk_words(lens: &[u64], steps: &[Vec<u64>], bases: &[u64], n: usi
         for j in 0..n {
             words[12 + MAX_RANK * (1 + j) + k] = steps[axis][j] as u32;
         }
+        let by = Divisor::new(lens[axis] as u32);
+        words[12 + MAX_RANK * (1 + strides) + k] = by.shift;
+        words[12 + MAX_RANK * (2 + strides) + k] = by.magic;
     }
     words
 }
@@ -622,6 +629,10 @@ pub(crate) fn index_code(n: usize, params: &str, e: &str, rank_override: Option<
         Some(o) => format!("({o} == {r}u || ({o} == 0u && {params}.rank == {r}u))"),
         None => format!("{params}.rank == {r}u"),
     };
+    // By a multiply-high and shifts (divide.inc, appended to every template with a walk).
+    let divide = |x: &str, a: &str, b: &str| {
+        format!("divide({x}, {params}.shift[{a}][{b}], {params}.magic[{a}][{b}])")
+    };
     for j in 0..n {
         code.push_str(&format!(
             "    var i{j} = {params}.base[{}][{}];\n",
@@ -637,8 +648,9 @@ pub(crate) fn index_code(n: usize, params: &str, e: &str, rank_override: Option<
     }
     // Two axes (what a broadcast along one axis merges to): one division for all operands.
     code.push_str(&format!(
-        "    }} else if {} {{\n        let hi = ({e}) / {params}.shape[0][0];\n        let lo = ({e}) - hi * {params}.shape[0][0];\n",
-        is_rank(2)
+        "    }} else if {} {{\n        let hi = {};\n        let lo = ({e}) - hi * {params}.shape[0][0];\n",
+        is_rank(2),
+        divide(e, "0", "0")
     ));
     for j in 0..n {
         code.push_str(&format!(
@@ -647,8 +659,10 @@ pub(crate) fn index_code(n: usize, params: &str, e: &str, rank_override: Option<
     }
     // Three axes (a row broadcast against a matrix, stacked): two divisions for all operands.
     code.push_str(&format!(
-        "    }} else if {} {{\n        let q0 = ({e}) / {params}.shape[0][0];\n        let c0 = ({e}) - q0 * {params}.shape[0][0];\n        let c2 = q0 / {params}.shape[0][1];\n        let c1 = q0 - c2 * {params}.shape[0][1];\n",
-        is_rank(3)
+        "    }} else if {} {{\n        let q0 = {};\n        let c0 = ({e}) - q0 * {params}.shape[0][0];\n        let c2 = {};\n        let c1 = q0 - c2 * {params}.shape[0][1];\n",
+        is_rank(3),
+        divide(e, "0", "0"),
+        divide("q0", "0", "1")
     ));
     for j in 0..n {
         code.push_str(&format!(
@@ -656,7 +670,8 @@ pub(crate) fn index_code(n: usize, params: &str, e: &str, rank_override: Option<
         ));
     }
     code.push_str(&format!(
-        "    }} else {{\n        var rest = {e};\n        for (var k = 0u; k < {params}.rank; k++) {{\n            let n = {params}.shape[k / 4u][k % 4u];\n            let coord = rest % n;\n            rest /= n;\n"
+        "    }} else {{\n        var rest = {e};\n        for (var k = 0u; k < {params}.rank; k++) {{\n            let q = {};\n            let coord = rest - q * {params}.shape[k / 4u][k % 4u];\n            rest = q;\n",
+        divide("rest", "k / 4u", "k % 4u")
     ));
     for j in 0..n {
         code.push_str(&format!(
@@ -916,8 +931,9 @@ impl Recorder {
             } else {
                 count
             };
-            // count, units, rank, dst_base; base[8]; shape[16]; stride[n][16].
-            let mut params = vec![0u32; 4 + 8 + MAX_RANK * (1 + n)];
+            // count, units, rank, dst_base; base[8]; shape[16]; stride[n][16]; shift[16];
+            // magic[16].
+            let mut params = vec![0u32; 4 + 8 + MAX_RANK * (3 + n)];
             params[0] = count as u32;
             params[1] = units as u32;
             params[2] = w.lens.len() as u32;
@@ -935,6 +951,9 @@ impl Recorder {
                 for j in 0..n {
                     params[12 + MAX_RANK * (1 + j) + k] = w.steps[axis][j] as u32;
                 }
+                let by = Divisor::new(w.lens[axis] as u32);
+                params[12 + MAX_RANK * (1 + n) + k] = by.shift;
+                params[12 + MAX_RANK * (2 + n) + k] = by.magic;
             }
             let grid = grid_for(&ctx, op, units, ctx.workgroup_size())?;
             self.dispatch(

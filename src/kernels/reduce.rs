@@ -15,7 +15,11 @@ use super::{grid_for, Kernel, MAX_RANK};
 use crate::gpu::Binding;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
-const REDUCE: &str = include_str!("../../shaders/reduce.wgsl");
+const REDUCE: &str = concat!(
+    include_str!("../../shaders/reduce.wgsl"),
+    "\n",
+    include_str!("../../shaders/divide.inc")
+);
 
 /// Threads per reduction workgroup (the shader's `WORKGROUP`).
 pub const WORKGROUP: u32 = 256;

@@ -11,7 +11,11 @@ use super::program::Program;
 use super::Kernel;
 use crate::{CastMode, DType, Recorder, Result, Round, Tensor};
 
-pub(crate) const WORDS: &str = include_str!("../../shaders/elementwise_words.wgsl");
+pub(crate) const WORDS: &str = concat!(
+    include_str!("../../shaders/elementwise_words.wgsl"),
+    "\n",
+    include_str!("../../shaders/divide.inc")
+);
 /// f64 exp, log, tanh, sigmoid and pow written out (Vulkan has none): helpers of the f64
 /// variants only, since a module with f64 in it needs wgpu's `SHADER_F64`.
 pub(crate) const F64_MATH: &str = include_str!("../../shaders/f64_math.inc");

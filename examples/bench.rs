@@ -1878,10 +1878,10 @@ fn dtype_bandwidth(
         };
         let (a, b) = (operand(), operand());
         let y = Tensor::uninit(ctx, dtype, &[n]).unwrap();
-        // The kernel `elementwise_to` picks: with the GPU kernels, 4-byte results go to the
-        // word kernel (16-byte stores) rather than the typed one.
+        // The kernel `elementwise_to` picks: 4-byte results go to the word kernel (16-byte
+        // stores) rather than the typed one.
         let typed = !emulated
-            && (ctx.cpu_kernels() || dtype.size() != 4)
+            && dtype.size() != 4
             && wgpu_ops::ops::elementwise::lookup("Add")
                 .and_then(|o| o.wgsl(dtype))
                 .is_some();

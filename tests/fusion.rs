@@ -1205,12 +1205,12 @@ fn fused_programs_store_quads_where_the_output_is_whole_quads() {
 }
 
 #[test]
-fn lone_element_wise_nodes_store_quads_with_the_gpu_kernels() {
-    // With the GPU kernels a lone op of 4-byte results is a one-step program: four results per
-    // invocation, one 16-byte store, where the output is whole quads (4096 elements), else the
-    // word kernel (1001 elements): two pipelines where the typed kernel would build one.
-    // Unary and binary ops (y broadcast along x's rows), on each 4-byte dtype; every result as
-    // the CPU kernels and the reference compute it, bit for bit.
+fn lone_element_wise_nodes_store_quads_on_both_kernel_sets() {
+    // A lone op of 4-byte results is a one-step program: four results per invocation, one
+    // 16-byte store, where the output is whole quads (4096 elements), else one result per
+    // invocation (1001 elements): two pipelines where the typed kernel would build one, on
+    // each kernel set. Unary and binary ops (y broadcast along x's rows), on each 4-byte
+    // dtype; every result as the other kernel set and the reference compute it, bit for bit.
     for (d, ops) in [
         (DType::F32, &["Add", "Div", "Max", "Neg", "Relu"][..]),
         (DType::I32, &["Sub", "Mul", "Abs", "Min"][..]),
@@ -1233,18 +1233,20 @@ fn lone_element_wise_nodes_store_quads_with_the_gpu_kernels() {
                 let g = declare(Graph::new(), &inputs)
                     .node(node(op, &args, "z"))
                     .output("z");
-                let built = gpu.stats().pipelines_built;
+                let built = [gpu.stats().pipelines_built, cpu.stats().pipelines_built];
                 let (on_gpu, dispatches) = run(&gpu, &g, &inputs);
-                let (on_cpu, _) = run(&cpu, &g, &inputs);
+                let (on_cpu, cpu_dispatches) = run(&cpu, &g, &inputs);
                 let want = run_graph(&g, &inputs, &Default::default()).unwrap();
                 let what = format!("{op} {d} {x_shape:?}");
-                assert_eq!(dispatches, 1, "{what}");
+                assert_eq!((dispatches, cpu_dispatches), (1, 1), "{what}");
                 // The quad kernel first, the word kernel next, nothing new the third time.
-                assert_eq!(
-                    gpu.stats().pipelines_built - built,
-                    u64::from(k < 2),
-                    "{what}"
-                );
+                for (set, before) in [&gpu, &cpu].into_iter().zip(built) {
+                    assert_eq!(
+                        set.stats().pipelines_built - before,
+                        u64::from(k < 2),
+                        "{what}"
+                    );
+                }
                 assert_alike(&on_gpu[0], &on_cpu[0], &what);
                 assert_alike(&on_gpu[0], &want[0], &what);
             }

@@ -840,19 +840,14 @@ impl Recorder {
         // the quads (and the dense narrow reads) ran programs 1.15x (8-byte results) to 10x
         // (1-byte) faster than a word per invocation (bench/program_quads_lavapipe.txt).
         let per_quad = 16 / out.dtype().size() as u64;
-        let quad_kernel = match kernel {
+        // Every word kernel runs as a program (a lone op is a program of one step), so that it
+        // is compiled for the rank of the walk it runs on.
+        let as_program = match kernel {
             Kernel::Fused {
                 program,
                 workgroup_size,
-                quads: false,
                 ..
-            } => Some(Kernel::Fused {
-                program,
-                workgroup_size,
-                quads: true,
-                dense: None,
-                walk_rank: 0,
-            }),
+            } => Some((program, workgroup_size)),
             Kernel::Words {
                 op,
                 operands,
@@ -860,32 +855,21 @@ impl Recorder {
                 out,
                 emulate64,
                 workgroup_size,
-            } => Program::single(op, &operands[..usize::from(arity)], out, emulate64).map(
-                |program| Kernel::Fused {
-                    program: intern(program),
-                    workgroup_size,
-                    quads: true,
-                    dense: None,
-                    walk_rank: 0,
-                },
-            ),
+            } => Program::single(op, &operands[..usize::from(arity)], out, emulate64)
+                .map(|program| (intern(program), workgroup_size)),
             _ => None,
         };
         for w in &plan.walks {
             let (firsts, bindings) = plan.bind(w);
             let count = w.count();
             let dst_base = firsts[n];
-            let quads = quad_kernel
-                .as_ref()
-                .filter(|_| count.is_multiple_of(per_quad) && dst_base.is_multiple_of(per_quad));
+            let quads = as_program.is_some()
+                && count.is_multiple_of(per_quad)
+                && dst_base.is_multiple_of(per_quad);
             // Narrow types: whole words of contiguous, word-aligned operands (or one broadcast
             // value) per invocation, where the walk is one axis.
-            let dense = match quads {
-                Some(&Kernel::Fused {
-                    program,
-                    workgroup_size,
-                    ..
-                }) if program.has_dense() && w.lens.len() == 1 => {
+            let dense = match as_program {
+                Some((program, _)) if quads && program.has_dense() && w.lens.len() == 1 => {
                     let mut broadcast = Some(0u8);
                     for (j, d) in program.operands.iter().enumerate() {
                         match w.steps[0][j] {
@@ -894,37 +878,29 @@ impl Recorder {
                             _ => broadcast = None,
                         }
                     }
-                    broadcast.map(|b| Kernel::Fused {
-                        program,
-                        workgroup_size,
-                        quads: true,
-                        dense: Some(b),
-                        walk_rank: 0,
-                    })
+                    broadcast
                 }
                 _ => None,
             };
-            // The context caches pipelines: only the variants the walks use are compiled.
-            // Programs are compiled for their walk's rank (a fused chain rarely sees more
-            // than one or two); a lone op's word kernel keeps reading it from `params`.
-            let chosen = match dense.or(quads.copied()).unwrap_or(kernel) {
-                Kernel::Fused {
+            // The context caches pipelines: only the variants the walks use are compiled (a
+            // chain rarely sees walks of more than one or two ranks).
+            let chosen = match as_program {
+                Some((program, workgroup_size)) => Kernel::Fused {
                     program,
                     workgroup_size,
                     quads,
-                    dense: None,
-                    ..
-                } => Kernel::Fused {
-                    program,
-                    workgroup_size,
-                    quads,
-                    dense: None,
-                    walk_rank: w.lens.len().clamp(1, 4) as u8,
+                    dense,
+                    // `main_dense` has no index code.
+                    walk_rank: if dense.is_some() {
+                        0
+                    } else {
+                        w.lens.len().clamp(1, 4) as u8
+                    },
                 },
-                other => other,
+                None => kernel,
             };
             let pipeline = ctx.pipeline(&chosen)?;
-            let units = if quads.is_some() {
+            let units = if quads {
                 count / per_quad
             } else if lanes > 1 {
                 (dst_base + count - 1) / lanes - dst_base / lanes + 1

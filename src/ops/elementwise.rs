@@ -64,10 +64,11 @@ impl Recorder {
         } else {
             word_expression(op, &dtypes, DType::F32).is_some()
         };
-        // With the GPU kernels, 4-byte results go to the word kernel, which stores four of
-        // them as one 16-byte quad (the typed kernel stores one per invocation: 0.59 of the
-        // copy's bandwidth on an H100, against 0.98).
-        let quads = !self.context().cpu_kernels() && result.size() == 4 && words;
+        // 4-byte results go to the word kernel, which stores four of them as one 16-byte quad
+        // (the typed kernel stores one per invocation: 0.59 of the copy's bandwidth on an
+        // H100, against 0.98; on lavapipe 1.7x to 4x slower since the word kernel is compiled
+        // for its walk's rank, bench/walk_rank_lavapipe.txt).
+        let quads = result.size() == 4 && words;
         let typed = lookup(op).filter(|t| {
             !emulate
                 && !quads

@@ -14,7 +14,7 @@
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--min-mib N] [--max-mib N] [--quick] [--case TEXT]
 //! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
-//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only]`
+//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only]`
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
 //! bf16 products against the same products through f32 copies and in f32;
@@ -23,7 +23,10 @@
 //! DIR/dtypes.txt, so the cost of each emulation is visible;
 //! `--broadcast-only`: f32 `Add` of a 16 MiB matrix and a row or a column broadcast against it,
 //! with rows of a power of two and of another length, against the copy of the output's bytes,
-//! written to DIR/broadcast.txt: the cost of the index arithmetic a broadcast needs).
+//! written to DIR/broadcast.txt: the cost of the index arithmetic a broadcast needs;
+//! `--reduce-only`: f32 `ReduceSum` over the rows of 16 MiB matrices, from 16 rows of a million
+//! to a million rows of 4, against the copy of the input's bytes, written to DIR/reduce.txt,
+//! with the kernel each shape takes: a workgroup per row, or a thread per row).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::time::Instant;
@@ -398,6 +401,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--broadcast-only") {
         broadcast_bandwidth(&ctx, &timer, &adapter, &out_dir);
+        return;
+    }
+    if args.iter().any(|a| a == "--reduce-only") {
+        reduce_bandwidth(&ctx, &timer, &adapter, &out_dir);
         return;
     }
     if args.iter().any(|a| a == "--linear-attention-only") {
@@ -1814,6 +1821,75 @@ fn broadcast_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &st
         }
     }
     std::fs::write(out_dir.join("broadcast.txt"), lines.join("\n") + "\n").unwrap();
+}
+
+fn reduce_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::path::Path) {
+    let bytes: u64 = 16 << 20;
+    let mut lines = vec![
+        format!("adapter: {adapter}"),
+        format!("timing: {}", timer.method()),
+        format!("f32 ReduceSum over the last axis of 16 MiB; copy = Recorder::copy_bytes of the input's bytes; kernel: a thread per row, a workgroup per row, or chunks of each row folded apart then merged"),
+        format!(
+            "{:<18} {:>10} {:>12} {:>10} {:>7}",
+            "input", "kernel", "Reduce GB/s", "copy GB/s", "ratio"
+        ),
+    ];
+    println!("{}", lines.join("\n"));
+    let n_all = (bytes / 4) as usize;
+    for n in [
+        1usize << 20,
+        1 << 16,
+        1 << 14,
+        1 << 12,
+        1024,
+        256,
+        64,
+        16,
+        4,
+    ] {
+        let rows = n_all / n;
+        let values: Vec<f32> = (0..n_all).map(|i| (i % 97) as f32 * 0.25).collect();
+        let x =
+            Tensor::from_host(ctx, &HostTensor::from_vec(vec![rows, n], &values).unwrap()).unwrap();
+        let y = Tensor::uninit(ctx, DType::F32, &[rows]).unwrap();
+        let copy = Tensor::uninit(ctx, DType::F32, &[rows, n]).unwrap();
+        let (t_reduce, t_copy) = timer.median_pair(
+            ctx,
+            2,
+            5,
+            &mut |rec| {
+                rec.reduce_to(
+                    "ReduceSum",
+                    &x,
+                    Some(&[1]),
+                    false,
+                    false,
+                    Out::into("y", &y),
+                )
+                .unwrap();
+            },
+            &mut |rec| {
+                rec.copy_bytes(&x, 0, &copy, 0, bytes).unwrap();
+            },
+        );
+        let (reduce, copy) = (
+            bytes as f64 / t_reduce / 1e9,
+            2.0 * bytes as f64 / t_copy / 1e9,
+        );
+        let kernel = match wgpu_ops::kernels::reduce::RowKernel::of_rows(ctx, rows, n) {
+            wgpu_ops::kernels::reduce::RowKernel::Thread => "thread".to_string(),
+            wgpu_ops::kernels::reduce::RowKernel::Group => "group".to_string(),
+            wgpu_ops::kernels::reduce::RowKernel::Chunks(c) => format!("{c} chunks"),
+        };
+        let line = format!(
+            "{:<18} {kernel:>10} {reduce:>12.2} {copy:>10.2} {:>7.2}",
+            format!("[{rows}, {n}]"),
+            reduce / copy
+        );
+        println!("{line}");
+        lines.push(line);
+    }
+    std::fs::write(out_dir.join("reduce.txt"), lines.join("\n") + "\n").unwrap();
 }
 
 fn dtype_bandwidth(

@@ -111,8 +111,16 @@ fn row_base(row: u32) -> u32 {
     return base;
 }
 
+// The walk reduces one axis (set by the host; the host merges axes that step through memory as
+// one): element j lies j strides from the row's first, with no division. A constant, since
+// CPU adapters run both sides of a uniform branch.
+override ONE_REDUCED_AXIS: bool = false;
+
 // The input index of reduced element `j` of the row starting at `base`.
 fn reduced_index(base: u32, j: u32) -> u32 {
+    if ONE_REDUCED_AXIS {
+        return base + j * params.reduce_stride[0][0];
+    }
     var r = j;
     var index = base;
     for (var k = 0u; k < params.reduce_rank; k++) {

@@ -236,11 +236,16 @@ fn every_variant_validates_and_compiles() {
     // MatMuls and 2 emulated x (tiles + 7 x rows),
     // 154 reductions x 7 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
     // but LogSum and LogSumExp on the 4 float types only) and 24 emulated (12 ops x i64,
-    // u64) x 7, the Scan counter (2 slots), the random streams' advance and LinearAttention's
+    // u64) x 7, and again for the 5 passes that read an input, compiled for one reduced axis
+    // (`ONE_REDUCED_AXIS`), the Scan counter (2 slots), the random streams' advance and LinearAttention's
     // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (603 + 64 + 16 + 1372 + 207) + 8 * 15 + 2 * 8 + (154 + 24) * 7 + 5
+        WORKGROUP_SIZES.len() * (603 + 64 + 16 + 1372 + 207)
+            + 8 * 15
+            + 2 * 8
+            + (154 + 24) * (7 + 5)
+            + 5
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {
@@ -413,6 +418,7 @@ fn reduction_prologues_validate_and_compile() {
             pass,
             emulate64: false,
             prologue: None,
+            one_axis,
         } = kernel
         else {
             continue;
@@ -440,6 +446,7 @@ fn reduction_prologues_validate_and_compile() {
                 pass,
                 emulate64: false,
                 prologue: Some(Box::leak(Box::new(p))),
+                one_axis,
             };
             check_kernel(&kernel, &mut parsed);
             count += 1;

@@ -250,6 +250,9 @@ pub enum Kernel {
         pass: u8,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
+        /// The walk reduces one axis (`ONE_REDUCED_AXIS`): a row's elements lie a stride
+        /// apart, with no division per element.
+        one_axis: bool,
     },
     /// A Scan iteration's element reads and output writes at the position a GPU counter
     /// holds, `copies` of them in one dispatch (generated; see [`scan_step::copies_source`]).
@@ -525,13 +528,20 @@ impl Kernel {
                     let long = matches!(input, DType::I64 | DType::U64);
                     for emulate64 in [false, true].into_iter().filter(|&e| !e || long) {
                         for pass in 0..7 {
-                            out.push(Kernel::Reduce {
-                                op,
-                                input,
-                                prologue: None,
-                                pass,
-                                emulate64,
-                            });
+                            // Passes 2 and 6 merge states and read no input.
+                            for one_axis in [false, true]
+                                .into_iter()
+                                .take(if matches!(pass, 2 | 6) { 1 } else { 2 })
+                            {
+                                out.push(Kernel::Reduce {
+                                    op,
+                                    input,
+                                    prologue: None,
+                                    pass,
+                                    emulate64,
+                                    one_axis,
+                                });
+                            }
                         }
                     }
                 }
@@ -797,13 +807,18 @@ impl Kernel {
                 ("WORKGROUP_SIZE", workgroup_size),
             ],
             Kernel::Reduce {
-                op, input, pass, ..
+                op,
+                input,
+                pass,
+                one_axis,
+                ..
             } => vec![
                 (
                     "OUT_PAIRS",
                     u32::from(reduce::stored_dtype(op, input).size() == 8),
                 ),
                 ("PASS", u32::from(pass)),
+                ("ONE_REDUCED_AXIS", u32::from(one_axis)),
             ],
             Kernel::MatMul {
                 variant: MatMulKernel::Tiles,

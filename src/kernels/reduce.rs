@@ -32,7 +32,7 @@ pub const WORKGROUP: u32 = 256;
 pub const SHORT_ROW: u64 = 32;
 
 /// Rows of at most this many elements are also folded by one thread each where there are at
-/// least [`MANY_ROWS`] of them (CPU adapters: [`MANY_ROWS_CPU`]) and neighbouring rows start
+/// least [`MANY_ROWS`] of them (CPU adapters: see [`CPU_THREAD_ROW`]) and neighbouring rows start
 /// near each other (a pool's windows): a workgroup per row then idles most of its threads and
 /// waits at every level of its tree, while the threads of rows side by side read side by side.
 /// A 13x13 MaxPool over [1, 512, 20, 20] (204 800 rows of 169) took 5.8 s on lavapipe with a
@@ -41,19 +41,26 @@ pub const SHORT_ROW: u64 = 32;
 pub const MANY_ROWS_ROW: u64 = 256;
 /// See [`MANY_ROWS_ROW`]: enough threads to fill a large GPU.
 pub const MANY_ROWS: u64 = 65536;
-/// See [`MANY_ROWS_ROW`]: enough workgroups of [`WORKGROUP`] threads for every core.
-pub const MANY_ROWS_CPU: u64 = 16384;
+/// CPU adapters fold rows of up to this many elements (the longest loop an invocation runs;
+/// see the README's limits) one thread each, whatever their layout, where there are rows
+/// enough for a workgroup of [`WORKGROUP`] threads per core of the host: a workgroup's tree
+/// costs a CPU adapter more than the rows it folds side by side. f32 ReduceSum over [4096,
+/// 1024] ran at 0.42 GB/s with a workgroup per row on lavapipe (2 cores), 3.1-3.5 with a
+/// thread per row; [256, 16384] 2.2 and 1.8, where too few threads are left
+/// (`bench --reduce-only`, `bench/reduce_lavapipe.txt`).
+pub const CPU_THREAD_ROW: u64 = 16384;
 
-/// Whether `rows` rows of `n` elements read through `walk` are [`MANY_ROWS_ROW`]'s case. On
-/// GPUs the rows' starts must lie at most 4 elements apart along the innermost kept axis, so
-/// that a warp's loads fall in few cache lines (not rows of contiguous elements, which a
-/// workgroup reads coalesced).
+/// Whether `rows` rows of `n` elements read through `walk` are [`MANY_ROWS_ROW`]'s case (or,
+/// on CPU adapters, [`CPU_THREAD_ROW`]'s). On GPUs the rows' starts must lie at most 4
+/// elements apart along the innermost kept axis, so that a warp's loads fall in few cache
+/// lines (not rows of contiguous elements, which a workgroup reads coalesced).
 fn many_short_rows(ctx: &crate::Context, walk: &ReduceWalk, rows: u64, n: u64) -> bool {
+    if ctx.cpu_kernels() {
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
+        return n <= CPU_THREAD_ROW && rows >= u64::from(WORKGROUP) * cores;
+    }
     if n > MANY_ROWS_ROW {
         return false;
-    }
-    if ctx.cpu_kernels() {
-        return rows >= MANY_ROWS_CPU;
     }
     let inner_step = walk
         .keep
@@ -62,6 +69,41 @@ fn many_short_rows(ctx: &crate::Context, walk: &ReduceWalk, rows: u64, n: u64) -
         .find(|&&(len, _)| len > 1)
         .map_or(0, |&(_, stride)| stride);
     rows >= MANY_ROWS && inner_step <= 4
+}
+
+/// How a reduction reads its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowKernel {
+    /// A thread per row (short rows, or many rows side by side: [`MANY_ROWS_ROW`]).
+    Thread,
+    /// A workgroup per row, its threads folding a tree.
+    Group,
+    /// Few long rows: chunks of each fold in parallel (pass 1), then merge (pass 2), so a
+    /// whole-tensor reduction is not left to one workgroup.
+    Chunks(u64),
+}
+
+impl RowKernel {
+    fn choose(ctx: &crate::Context, walk: &ReduceWalk, rows: u64, n: u64) -> RowKernel {
+        if n <= SHORT_ROW || many_short_rows(ctx, walk, rows, n) {
+            return RowKernel::Thread;
+        }
+        if rows < 64 && n >= 8 * u64::from(WORKGROUP) {
+            let chunks = n
+                .div_ceil(4 * u64::from(WORKGROUP))
+                .min(1024u64.div_ceil(rows));
+            if chunks > 1 {
+                return RowKernel::Chunks(chunks);
+            }
+        }
+        RowKernel::Group
+    }
+
+    /// The kernel of a reduction over the last axis of a `[rows, n]` matrix.
+    pub fn of_rows(ctx: &crate::Context, rows: usize, n: usize) -> RowKernel {
+        let walk = ReduceWalk::over_axes(&[rows, n], &[1]);
+        RowKernel::choose(ctx, &walk, rows as u64, n as u64)
+    }
 }
 
 /// The ops, by ONNX name; ArgMax/ArgMin with `select_last_index` are `ArgMaxLast`/`ArgMinLast`.
@@ -467,6 +509,20 @@ struct ReduceParams {
     pad: u32,
 }
 
+/// `axes` ((extent, stride), outermost first) without axes of extent 1, each run of axes that
+/// step through memory as one axis merged into it: the same elements in the same order, with
+/// fewer divisions per element (and one axis where the kernel divides by none).
+fn merged(axes: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for &(dim, stride) in axes.iter().filter(|&&(dim, _)| dim != 1) {
+        match out.last_mut() {
+            Some(last) if last.1 == dim * stride => *last = (last.0 * dim, stride),
+            _ => out.push((dim, stride)),
+        }
+    }
+    out
+}
+
 impl ReduceParams {
     /// The parameters of `rows` outputs kept along `keep` and reduced along `reduce` ((extent,
     /// stride), outermost first; every index checked to fit u32), from input element `base`
@@ -496,7 +552,7 @@ impl ReduceParams {
             pad: 0,
         };
         // Innermost first, as the kernel decomposes indices.
-        for &(dim, stride) in reduce.iter().rev() {
+        for (dim, stride) in merged(reduce).into_iter().rev() {
             let r = params.reduce_rank as usize;
             params.reduce_shape[r] = dim as u32;
             params.reduce_stride[r] = stride as u32;
@@ -589,6 +645,11 @@ impl ReduceWalk {
             side.push((dim, stride as usize));
         }
         ReduceWalk { keep, reduce }
+    }
+
+    /// Whether the reduced axes step through memory as one axis ([`merged`]).
+    fn one_axis(&self) -> bool {
+        merged(&self.reduce).len() == 1
     }
 
     /// The largest element index the walk reads (0 when it reads nothing).
@@ -791,6 +852,7 @@ impl Recorder {
             prologue: None,
             pass,
             emulate64,
+            one_axis: walk.one_axis(),
         })?;
         for piece in pieces {
             let windowed = if target.states { 1 } else { 2 };
@@ -913,6 +975,7 @@ impl Recorder {
             prologue: None,
             pass: if one_thread { 6 } else { 2 },
             emulate64: super::operands::emulates64(&ctx, x.dtype()),
+            one_axis: false,
         })?;
         for (group_base, first, keep) in groups {
             let rows = positions(&keep);
@@ -1070,24 +1133,22 @@ impl Recorder {
             prologue: prologue.filter(|_| pass != 2).map(|(p, _)| p),
             pass,
             emulate64,
+            one_axis: pass != 2 && walk.one_axis(),
         };
         let n = u64::from(params.n);
-        if n <= SHORT_ROW || many_short_rows(&ctx, walk, rows, n) {
+        let chunks = match RowKernel::choose(&ctx, walk, rows, n) {
+            RowKernel::Thread => None,
+            RowKernel::Group => Some(1),
+            RowKernel::Chunks(c) => Some(c),
+        };
+        let Some(chunks) = chunks else {
             let pipeline = ctx.pipeline(&kernel(3))?;
             let mut bindings = vec![storage.bind_whole(), out.storage().bind_whole()];
             bindings.extend(leaf_bindings);
             let grid = grid_for(&ctx, op, rows.div_ceil(u64::from(WORKGROUP)), 1)?;
             return self.dispatch(op, &pipeline, &bytes, &bindings, grid);
-        }
-        // Few long rows: chunks of a row fold in parallel (pass 1), then merge (pass 2), so a
-        // whole-tensor reduction is not left to one workgroup.
-        let chunks = if rows < 64 && n >= 8 * u64::from(WORKGROUP) {
-            n.div_ceil(4 * u64::from(WORKGROUP))
-                .min(1024u64.div_ceil(rows))
-        } else {
-            1
         };
-        if chunks <= 1 {
+        if chunks == 1 {
             let pipeline = ctx.pipeline(&kernel(0))?;
             let mut bindings = vec![storage.bind_whole(), out.storage().bind_whole()];
             bindings.extend(leaf_bindings);
@@ -1114,5 +1175,23 @@ impl Recorder {
         }
         self.release(states);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::merged;
+
+    #[test]
+    fn reduced_axes_merge_where_they_step_as_one() {
+        // [2, 3, 4] reduced whole: one axis of 24; a size-1 axis in between drops out.
+        assert_eq!(merged(&[(2, 12), (3, 4), (4, 1)]), vec![(24, 1)]);
+        assert_eq!(merged(&[(2, 4), (1, 4), (4, 1)]), vec![(8, 1)]);
+        // Axes 0 and 2 of [2, 3, 4]: not adjacent in memory.
+        assert_eq!(merged(&[(2, 12), (4, 1)]), vec![(2, 12), (4, 1)]);
+        // A pool's window: rows 8 apart, 3 elements each, then merged dilated taps.
+        assert_eq!(merged(&[(3, 8), (3, 1)]), vec![(3, 8), (3, 1)]);
+        assert_eq!(merged(&[(2, 6), (3, 2)]), vec![(6, 2)]);
+        assert_eq!(merged(&[(1, 5)]), vec![]);
     }
 }

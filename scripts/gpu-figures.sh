@@ -8,7 +8,8 @@
 #
 # Parts (all figures when none are named): table (data movement and Scan overhead, bench/
 # layout), dtypes (element-wise Add per dtype), broadcast (f32 Add against a broadcast row or
-# column), matmul, rnn, transfer, la-step, rnn-ort,
+# column), reduce (f32 ReduceSum over rows, from 4 of a million to a million of 4), matmul,
+# rnn, transfer, la-step, rnn-ort,
 # rnn-ort-1, lstm-ort, gru-ort, la-op-ort, la-expanded-ort, gpr-ort (a scikit-learn Gaussian
 # process written beforehand where scikit-learn is installed:
 # `scripts/sklearn_gpr_vs_onnxruntime.py --export .devbin/gpr`, or GPR_MODEL=DIR), forest-ort
@@ -29,7 +30,7 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-figures.sh OUT_DIR [PART...]}
 shift
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(table dtypes broadcast matmul rnn transfer la-step rnn-ort rnn-ort-1 lstm-ort gru-ort la-op-ort la-expanded-ort gpr-ort forest-ort pools-ort spectral-ort)
+[ ${#parts[@]} -eq 0 ] && parts=(table dtypes broadcast reduce matmul rnn transfer la-step rnn-ort rnn-ort-1 lstm-ort gru-ort la-op-ort la-expanded-ort gpr-ort forest-ort pools-ort spectral-ort)
 bin=${BIN:-target/release/examples}
 limit=${LIMIT:-540}
 . scripts/ensure-gpu.sh
@@ -86,6 +87,7 @@ run_part() {
     test-times) test_times "${TEST:-fusion}" ;;
     dtypes) "$bin/bench" --dtypes-only ;;
     broadcast) "$bin/bench" --broadcast-only --out "$out/broadcast" ;;
+    reduce) "$bin/bench" --reduce-only --out "$out/reduce" ;;
     matmul) "$bin/bench" --matmul-only ;;
     rnn) "$bin/bench" --rnn-only ;;
     transfer) "$bin/bench" --transfer-only ;;

@@ -1830,7 +1830,7 @@ fn reduce_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
         format!("timing: {}", timer.method()),
         format!("f32 ReduceSum over the last axis of 16 MiB; copy = Recorder::copy_bytes of the input's bytes; kernel: a thread per row, a workgroup per row, or chunks of each row folded apart then merged"),
         format!(
-            "{:<18} {:>10} {:>12} {:>10} {:>7}",
+            "{:<22} {:>10} {:>12} {:>10} {:>7}",
             "input", "kernel", "Reduce GB/s", "copy GB/s", "ratio"
         ),
     ];
@@ -1882,12 +1882,63 @@ fn reduce_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
             wgpu_ops::kernels::reduce::RowKernel::Chunks(c) => format!("{c} chunks"),
         };
         let line = format!(
-            "{:<18} {kernel:>10} {reduce:>12.2} {copy:>10.2} {:>7.2}",
+            "{:<22} {kernel:>10} {reduce:>12.2} {copy:>10.2} {:>7.2}",
             format!("[{rows}, {n}]"),
             reduce / copy
         );
         println!("{line}");
         lines.push(line);
+    }
+    // The same rows of values an element-wise program computes where the reduction reads them
+    // (a prologue): x * y, y the same shape or one row broadcast against x.
+    let mut mul = Program::new(vec![DType::F32, DType::F32], false);
+    mul.push("Mul", vec![Arg::Operand(0), Arg::Operand(1)], DType::F32)
+        .unwrap();
+    for (rows, n) in [(4096usize, 1024usize), (65536, 64)] {
+        let values: Vec<f32> = (0..rows * n).map(|i| (i % 97) as f32 * 0.25).collect();
+        let x =
+            Tensor::from_host(ctx, &HostTensor::from_vec(vec![rows, n], &values).unwrap()).unwrap();
+        let row =
+            Tensor::from_host(ctx, &HostTensor::from_vec(vec![n], &values[..n]).unwrap()).unwrap();
+        let y = Tensor::uninit(ctx, DType::F32, &[rows]).unwrap();
+        let copy = Tensor::uninit(ctx, DType::F32, &[rows, n]).unwrap();
+        for (name, other) in [("x * x", &x), ("x * row", &row)] {
+            let (t_reduce, t_copy) = timer.median_pair(
+                ctx,
+                2,
+                5,
+                &mut |rec| {
+                    rec.reduce_fused_to(
+                        "ReduceSum",
+                        &mul,
+                        &[&x, other],
+                        Some(&[1]),
+                        false,
+                        false,
+                        Out::into("y", &y),
+                    )
+                    .unwrap();
+                },
+                &mut |rec| {
+                    rec.copy_bytes(&x, 0, &copy, 0, bytes).unwrap();
+                },
+            );
+            let (reduce, copy) = (
+                bytes as f64 / t_reduce / 1e9,
+                2.0 * bytes as f64 / t_copy / 1e9,
+            );
+            let kernel = match wgpu_ops::kernels::reduce::RowKernel::of_rows(ctx, rows, n) {
+                wgpu_ops::kernels::reduce::RowKernel::Thread => "thread",
+                _ => "group",
+            };
+            let line = format!(
+                "{:<22} {kernel:>10} {reduce:>12.2} {copy:>10.2} {:>7.2}",
+                format!("[{rows}, {n}] {name}"),
+                reduce / copy
+            );
+            println!("{line}");
+            lines.push(line);
+        }
     }
     std::fs::write(out_dir.join("reduce.txt"), lines.join("\n") + "\n").unwrap();
 }

@@ -285,6 +285,73 @@ fn programs_run_on_walks_of_every_rank() {
     }
 }
 
+/// `Recorder::reduce_fused_to`: the reduction computes the program's values as it reads them
+/// (one dispatch), the bits of the program recorded first and then reduced, on walks of one,
+/// two and four axes; inputs that do not fit the program are errors naming the rule.
+#[test]
+fn reductions_of_programs_match_the_program_then_the_reduction() {
+    use wgpu_ops::ops::elementwise::{Arg, Program};
+    use wgpu_ops::{Out, Tensor};
+    let ctx = ctx();
+    let mut p = Program::new(vec![DType::F32, DType::F32], false);
+    let product = p
+        .push("Mul", vec![Arg::Operand(0), Arg::Operand(1)], DType::F32)
+        .unwrap();
+    p.push("Abs", vec![product], DType::F32).unwrap();
+    for (xs, ys, axes) in [
+        (vec![64, 48], vec![64, 48], vec![1i64]),
+        (vec![64, 48], vec![48], vec![1]),
+        (vec![4, 1, 6, 1], vec![1, 5, 1, 7], vec![1, 3]),
+    ] {
+        let x = Tensor::from_host(ctx, &random_tensor(80, DType::F32, &xs)).unwrap();
+        let y = Tensor::from_host(ctx, &random_tensor(81, DType::F32, &ys)).unwrap();
+        let before = ctx.stats().dispatches;
+        let fused = ctx
+            .run(|rec| {
+                rec.reduce_fused_to(
+                    "ReduceSum",
+                    &p,
+                    &[&x, &y],
+                    Some(&axes),
+                    false,
+                    false,
+                    Out::NEW,
+                )
+            })
+            .unwrap();
+        let dispatches = ctx.stats().dispatches - before;
+        let apart = ctx
+            .run(|rec| {
+                let values = rec.program_to(&p, &[&x, &y], Out::NEW)?;
+                rec.reduce_to("ReduceSum", &values, Some(&axes), false, false, Out::NEW)
+            })
+            .unwrap();
+        let (f, w) = (
+            fused.to_host_blocking().unwrap(),
+            apart.to_host_blocking().unwrap(),
+        );
+        assert_eq!((&f.shape, &f.data), (&w.shape, &w.data), "{xs:?} {ys:?}");
+        assert_eq!(dispatches, 1, "{xs:?} {ys:?}");
+    }
+    let x = Tensor::from_host(ctx, &random_tensor(82, DType::F32, &[3, 4])).unwrap();
+    let i = Tensor::from_host(ctx, &random_tensor(83, DType::I32, &[3, 4])).unwrap();
+    let z = Tensor::from_host(ctx, &random_tensor(84, DType::F32, &[5])).unwrap();
+    for (inputs, rule) in [
+        (
+            vec![&x],
+            "the program reads 2 operands but 1 inputs are given",
+        ),
+        (vec![&x, &i], "input 1 is i32 but the program reads f32"),
+        (vec![&x, &z], "broadcast"),
+    ] {
+        let err = ctx
+            .run(|rec| rec.reduce_fused_to("ReduceSum", &p, &inputs, None, false, false, Out::NEW))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(rule), "{err}");
+    }
+}
+
 /// A small value read by two nodes that can compute it is computed by each and never stored;
 /// one read by three nodes, or too large to compute twice, is recorded (its readers still fuse
 /// what follows them). Graph outputs are recorded; a node reading one pending value twice

@@ -419,6 +419,7 @@ fn reduction_prologues_validate_and_compile() {
             emulate64: false,
             prologue: None,
             one_axis,
+            ..
         } = kernel
         else {
             continue;
@@ -447,6 +448,8 @@ fn reduction_prologues_validate_and_compile() {
                 emulate64: false,
                 prologue: Some(Box::leak(Box::new(p))),
                 one_axis,
+                // Each rank the prologue's index code is compiled for, by turns.
+                prologue_rank: (count % 5) as u8,
             };
             check_kernel(&kernel, &mut parsed);
             count += 1;

@@ -253,6 +253,9 @@ pub enum Kernel {
         /// The walk reduces one axis (`ONE_REDUCED_AXIS`): a row's elements lie a stride
         /// apart, with no division per element.
         one_axis: bool,
+        /// The rank of the prologue's walk its index code is compiled for (1 to 3, 4 for four
+        /// axes or more; 0: any, or no prologue).
+        prologue_rank: u8,
     },
     /// A Scan iteration's element reads and output writes at the position a GPU counter
     /// holds, `copies` of them in one dispatch (generated; see [`scan_step::copies_source`]).
@@ -540,6 +543,7 @@ impl Kernel {
                                     pass,
                                     emulate64,
                                     one_axis,
+                                    prologue_rank: 0,
                                 });
                             }
                         }
@@ -811,15 +815,24 @@ impl Kernel {
                 input,
                 pass,
                 one_axis,
+                prologue,
+                prologue_rank,
                 ..
-            } => vec![
-                (
-                    "OUT_PAIRS",
-                    u32::from(reduce::stored_dtype(op, input).size() == 8),
-                ),
-                ("PASS", u32::from(pass)),
-                ("ONE_REDUCED_AXIS", u32::from(one_axis)),
-            ],
+            } => {
+                let mut constants = vec![
+                    (
+                        "OUT_PAIRS",
+                        u32::from(reduce::stored_dtype(op, input).size() == 8),
+                    ),
+                    ("PASS", u32::from(pass)),
+                    ("ONE_REDUCED_AXIS", u32::from(one_axis)),
+                ];
+                // Declared with the prologue only.
+                if prologue.is_some() {
+                    constants.push(("PROLOGUE_RANK", u32::from(prologue_rank)));
+                }
+                constants
+            }
             Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
                 ..

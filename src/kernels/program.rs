@@ -622,8 +622,8 @@ pub(crate) fn index_code(n: usize, params: &str, e: &str, rank_override: Option<
     if n == 0 {
         return code;
     }
-    // With an override constant naming the rank (0: any), the compiler drops the branches of
-    // the other ranks: CPU adapters run every branch of a uniform `if` their lanes skip, which
+    // With a constant naming the rank (an override or a literal; 0: any), the compiler drops
+    // the branches of the other ranks: CPU adapters run every branch of a uniform `if` their lanes skip, which
     // took f32 Add on lavapipe from 0.45 to 0.19 of the vec4 copy.
     let is_rank = |r: u32| match rank_override {
         Some(o) => format!("({o} == {r}u || ({o} == 0u && {params}.rank == {r}u))"),

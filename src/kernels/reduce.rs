@@ -366,7 +366,8 @@ fn emulated_op_lines(op: &str, signed: bool) -> [String; 4] {
 ///
 /// With a `prologue` (see `prologue_fits`), the input is not read from a buffer: element `i`
 /// is the program's value at position `i` of the input's shape, its operands read at their
-/// broadcast positions from the buffers bound after the output.
+/// broadcast positions from the buffers bound after the output; its index code is compiled
+/// for the walk rank `PROLOGUE_RANK` says (an override: 1 to 3, 4 for more; 0: any).
 pub fn reduce_source(
     op: &str,
     input: DType,
@@ -419,13 +420,15 @@ pub fn reduce_source(
         load_a = format!(
             "{}
 {}
+// The rank of the prologue's walk the index code is compiled for (0: any).
+override PROLOGUE_RANK: u32 = 0u;
 fn prologue(e: u32) -> A {{
 {}{}
 }}
 fn load_a(i: u32) -> A {{ return {value}; }}",
             parts.loads,
             parts.helpers.join("\n") + &parts.steps,
-            index_code(n, "params.pro", "e", None),
+            index_code(n, "params.pro", "e", Some("PROLOGUE_RANK")),
             parts.body
         );
     }
@@ -853,6 +856,7 @@ impl Recorder {
             pass,
             emulate64,
             one_axis: walk.one_axis(),
+            prologue_rank: 0,
         })?;
         for piece in pieces {
             let windowed = if target.states { 1 } else { 2 };
@@ -976,6 +980,7 @@ impl Recorder {
             pass: if one_thread { 6 } else { 2 },
             emulate64: super::operands::emulates64(&ctx, x.dtype()),
             one_axis: false,
+            prologue_rank: 0,
         })?;
         for (group_base, first, keep) in groups {
             let rows = positions(&keep);
@@ -1121,8 +1126,11 @@ impl Recorder {
         // element), after the parameters of the passes that read the input.
         let mut bytes = bytemuck::bytes_of(&params).to_vec();
         let mut leaf_bindings = Vec::new();
+        let mut prologue_rank = None;
         if let Some((_, leaves)) = prologue {
             let words = broadcast_walk_words(leaves, &shape);
+            // The walk's rank (its first word), as the kernel is compiled for it.
+            prologue_rank = Some(words[0].clamp(1, 4) as u8);
             bytes.extend_from_slice(bytemuck::cast_slice(&words));
             leaf_bindings.extend(leaves.iter().map(|leaf| leaf.storage().bind_whole()));
         }
@@ -1134,6 +1142,7 @@ impl Recorder {
             pass,
             emulate64,
             one_axis: pass != 2 && walk.one_axis(),
+            prologue_rank: prologue_rank.filter(|_| pass != 2).unwrap_or(0),
         };
         let n = u64::from(params.n);
         let chunks = match RowKernel::choose(&ctx, walk, rows, n) {

@@ -112,6 +112,27 @@ impl Recorder {
         inputs: &[&Tensor],
         out: Out,
     ) -> Result<Tensor> {
+        let (op, shape) = self.program_shape(program, inputs)?;
+        let ctx = self.context().clone();
+        let out = out.tensor(self, program.out(), &shape)?;
+        let kernel = crate::kernels::Kernel::Fused {
+            program: crate::kernels::program::intern(program.clone()),
+            workgroup_size: ctx.workgroup_size(),
+            quads: false,
+            dense: None,
+            walk_rank: 0,
+        };
+        self.program_into(op, kernel, inputs, &out)?;
+        Ok(out)
+    }
+
+    /// The op naming `program` in errors and the shape of its values over `inputs`, once the
+    /// inputs are checked against the program (count, dtypes, features, broadcasting).
+    pub(crate) fn program_shape(
+        &self,
+        program: &Program,
+        inputs: &[&Tensor],
+    ) -> Result<(&'static str, Vec<usize>)> {
         let op = program.steps().last().map_or("Fused", |s| s.op);
         if inputs.len() != program.operands().len() {
             return Err(Error::invalid(
@@ -135,7 +156,7 @@ impl Recorder {
                 ));
             }
         }
-        let ctx = self.context().clone();
+        let ctx = self.context();
         let missing = program.features() - ctx.features();
         if !missing.is_empty() {
             return Err(Error::invalid(
@@ -152,16 +173,7 @@ impl Recorder {
             shape = broadcast_shape(op, &shape, t.shape())?;
         }
         super::check_rank(op, &shape)?;
-        let out = out.tensor(self, program.out(), &shape)?;
-        let kernel = crate::kernels::Kernel::Fused {
-            program: crate::kernels::program::intern(program.clone()),
-            workgroup_size: ctx.workgroup_size(),
-            quads: false,
-            dense: None,
-            walk_rank: 0,
-        };
-        self.program_into(op, kernel, inputs, &out)?;
-        Ok(out)
+        Ok((op, shape))
     }
 
     /// Records ONNX Max, Min, Sum or Mean of one or more `inputs` (numpy broadcasting across

@@ -129,6 +129,34 @@ impl Recorder {
         self.reduce_planned(op, Values::Tensor(data), &axes, &shape, out)
     }
 
+    /// Records reduction `op` (as [`Recorder::reduce_to`]) of the values `program` computes
+    /// over `inputs` (numpy broadcasting across them, checked as [`Recorder::program_to`]
+    /// checks them), computed where the reduction reads them, with no tensor of their own,
+    /// where the kernel can.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce_fused_to(
+        &mut self,
+        op: &str,
+        program: &Program,
+        inputs: &[&Tensor],
+        axes: Option<&[i64]>,
+        keepdims: bool,
+        noop_with_empty_axes: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        let (_, shape) = self.program_shape(program, inputs)?;
+        self.reduce_program_to(
+            op,
+            program,
+            inputs,
+            &shape,
+            axes,
+            keepdims,
+            noop_with_empty_axes,
+            out,
+        )
+    }
+
     /// Records reduction `op` (as [`Recorder::reduce_to`]) of the values of `program` over
     /// `leaves`, of `shape`: the reduction computes them where it reads them (a prologue),
     /// with no tensor of their own, where the kernel can ([`prologue_fits`]); else they are

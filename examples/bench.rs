@@ -1835,6 +1835,34 @@ fn reduce_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
         ),
     ];
     println!("{}", lines.join("\n"));
+    // A line of the table: `reduce` timed against the copy of x's bytes, in GB/s of x's bytes.
+    let mut time_rows =
+        |label: String, x: &Tensor, n: usize, reduce: &mut dyn FnMut(&mut Recorder)| {
+            let rows = x.numel() / n;
+            let copy = Tensor::uninit(ctx, DType::F32, x.shape()).unwrap();
+            let (t_reduce, t_copy) = timer.median_pair(ctx, 2, 5, reduce, &mut |rec| {
+                rec.copy_bytes(x, 0, &copy, 0, bytes).unwrap();
+            });
+            let (reduce, copy) = (
+                bytes as f64 / t_reduce / 1e9,
+                2.0 * bytes as f64 / t_copy / 1e9,
+            );
+            let kernel = match wgpu_ops::kernels::reduce::RowKernel::of_rows(ctx, rows, n) {
+                wgpu_ops::kernels::reduce::RowKernel::Thread => "thread".to_string(),
+                wgpu_ops::kernels::reduce::RowKernel::Group => "group".to_string(),
+                wgpu_ops::kernels::reduce::RowKernel::Chunks(c) => format!("{c} chunks"),
+            };
+            let line = format!(
+                "{label:<22} {kernel:>10} {reduce:>12.2} {copy:>10.2} {:>7.2}",
+                reduce / copy
+            );
+            println!("{line}");
+            lines.push(line);
+        };
+    let matrix = |rows: usize, n: usize| {
+        let values: Vec<f32> = (0..rows * n).map(|i| (i % 97) as f32 * 0.25).collect();
+        Tensor::from_host(ctx, &HostTensor::from_vec(vec![rows, n], &values).unwrap()).unwrap()
+    };
     let n_all = (bytes / 4) as usize;
     for n in [
         1usize << 20,
@@ -1848,96 +1876,42 @@ fn reduce_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
         4,
     ] {
         let rows = n_all / n;
-        let values: Vec<f32> = (0..n_all).map(|i| (i % 97) as f32 * 0.25).collect();
-        let x =
-            Tensor::from_host(ctx, &HostTensor::from_vec(vec![rows, n], &values).unwrap()).unwrap();
+        let x = matrix(rows, n);
         let y = Tensor::uninit(ctx, DType::F32, &[rows]).unwrap();
-        let copy = Tensor::uninit(ctx, DType::F32, &[rows, n]).unwrap();
-        let (t_reduce, t_copy) = timer.median_pair(
-            ctx,
-            2,
-            5,
-            &mut |rec| {
-                rec.reduce_to(
+        time_rows(format!("[{rows}, {n}]"), &x, n, &mut |rec| {
+            rec.reduce_to(
+                "ReduceSum",
+                &x,
+                Some(&[1]),
+                false,
+                false,
+                Out::into("y", &y),
+            )
+            .unwrap();
+        });
+    }
+    // The same rows of values an element-wise program computes where the reduction reads them
+    // (a prologue): x * y, y the same matrix or one row broadcast against it.
+    let mut mul = Program::new(vec![DType::F32, DType::F32], false);
+    mul.push("Mul", vec![Arg::Operand(0), Arg::Operand(1)], DType::F32)
+        .unwrap();
+    for (rows, n) in [(4096usize, 1024usize), (65536, 64)] {
+        let x = matrix(rows, n);
+        let row = matrix(1, n).reshaped(&[n]).unwrap();
+        let y = Tensor::uninit(ctx, DType::F32, &[rows]).unwrap();
+        for (name, other) in [("x * x", &x), ("x * row", &row)] {
+            time_rows(format!("[{rows}, {n}] {name}"), &x, n, &mut |rec| {
+                rec.reduce_fused_to(
                     "ReduceSum",
-                    &x,
+                    &mul,
+                    &[&x, other],
                     Some(&[1]),
                     false,
                     false,
                     Out::into("y", &y),
                 )
                 .unwrap();
-            },
-            &mut |rec| {
-                rec.copy_bytes(&x, 0, &copy, 0, bytes).unwrap();
-            },
-        );
-        let (reduce, copy) = (
-            bytes as f64 / t_reduce / 1e9,
-            2.0 * bytes as f64 / t_copy / 1e9,
-        );
-        let kernel = match wgpu_ops::kernels::reduce::RowKernel::of_rows(ctx, rows, n) {
-            wgpu_ops::kernels::reduce::RowKernel::Thread => "thread".to_string(),
-            wgpu_ops::kernels::reduce::RowKernel::Group => "group".to_string(),
-            wgpu_ops::kernels::reduce::RowKernel::Chunks(c) => format!("{c} chunks"),
-        };
-        let line = format!(
-            "{:<22} {kernel:>10} {reduce:>12.2} {copy:>10.2} {:>7.2}",
-            format!("[{rows}, {n}]"),
-            reduce / copy
-        );
-        println!("{line}");
-        lines.push(line);
-    }
-    // The same rows of values an element-wise program computes where the reduction reads them
-    // (a prologue): x * y, y the same shape or one row broadcast against x.
-    let mut mul = Program::new(vec![DType::F32, DType::F32], false);
-    mul.push("Mul", vec![Arg::Operand(0), Arg::Operand(1)], DType::F32)
-        .unwrap();
-    for (rows, n) in [(4096usize, 1024usize), (65536, 64)] {
-        let values: Vec<f32> = (0..rows * n).map(|i| (i % 97) as f32 * 0.25).collect();
-        let x =
-            Tensor::from_host(ctx, &HostTensor::from_vec(vec![rows, n], &values).unwrap()).unwrap();
-        let row =
-            Tensor::from_host(ctx, &HostTensor::from_vec(vec![n], &values[..n]).unwrap()).unwrap();
-        let y = Tensor::uninit(ctx, DType::F32, &[rows]).unwrap();
-        let copy = Tensor::uninit(ctx, DType::F32, &[rows, n]).unwrap();
-        for (name, other) in [("x * x", &x), ("x * row", &row)] {
-            let (t_reduce, t_copy) = timer.median_pair(
-                ctx,
-                2,
-                5,
-                &mut |rec| {
-                    rec.reduce_fused_to(
-                        "ReduceSum",
-                        &mul,
-                        &[&x, other],
-                        Some(&[1]),
-                        false,
-                        false,
-                        Out::into("y", &y),
-                    )
-                    .unwrap();
-                },
-                &mut |rec| {
-                    rec.copy_bytes(&x, 0, &copy, 0, bytes).unwrap();
-                },
-            );
-            let (reduce, copy) = (
-                bytes as f64 / t_reduce / 1e9,
-                2.0 * bytes as f64 / t_copy / 1e9,
-            );
-            let kernel = match wgpu_ops::kernels::reduce::RowKernel::of_rows(ctx, rows, n) {
-                wgpu_ops::kernels::reduce::RowKernel::Thread => "thread",
-                _ => "group",
-            };
-            let line = format!(
-                "{:<22} {kernel:>10} {reduce:>12.2} {copy:>10.2} {:>7.2}",
-                format!("[{rows}, {n}] {name}"),
-                reduce / copy
-            );
-            println!("{line}");
-            lines.push(line);
+            });
         }
     }
     std::fs::write(out_dir.join("reduce.txt"), lines.join("\n") + "\n").unwrap();

@@ -616,15 +616,17 @@ pub(crate) fn broadcast_walk_words(leaves: &[&Tensor], shape: &[usize]) -> Vec<u
 
 /// WGSL statements declaring `i0` .. `i{n-1}`, the element indexes of `n` operands at output
 /// element `e` (an expression): from `{params}.base`, `.rank`, `.shape` and `.stride` (the
-/// walk's layout in the templates' parameters), one variable per operand.
+/// walk's layout in the templates' parameters), one variable per operand. `rank_override`
+/// names a WGSL constant (an override) holding the walk's rank the code is compiled for, 0
+/// for any; `None`: the code reads the rank.
 pub(crate) fn index_code(n: usize, params: &str, e: &str, rank_override: Option<&str>) -> String {
     let mut code = String::new();
     if n == 0 {
         return code;
     }
-    // With a constant naming the rank (an override or a literal; 0: any), the compiler drops
-    // the branches of the other ranks: CPU adapters run every branch of a uniform `if` their lanes skip, which
-    // took f32 Add on lavapipe from 0.45 to 0.19 of the vec4 copy.
+    // With the rank a constant, the compiler drops the other ranks' branches: CPU adapters run
+    // every branch of a uniform `if`, which held f32 Add on lavapipe at 0.19 of the vec4 copy
+    // (0.45 with the one-axis branch alone).
     let is_rank = |r: u32| match rank_override {
         Some(o) => format!("({o} == {r}u || ({o} == 0u && {params}.rank == {r}u))"),
         None => format!("{params}.rank == {r}u"),
@@ -907,30 +909,11 @@ impl Recorder {
             } else {
                 count
             };
-            // count, units, rank, dst_base; base[8]; shape[16]; stride[n][16]; shift[16];
-            // magic[16].
-            let mut params = vec![0u32; 4 + 8 + MAX_RANK * (3 + n)];
-            params[0] = count as u32;
-            params[1] = units as u32;
-            params[2] = w.lens.len() as u32;
-            params[3] = dst_base as u32;
-            for (j, &f) in firsts[..n].iter().enumerate() {
-                params[4 + j] = f as u32;
-            }
-            let r = w.lens.len();
-            for k in 0..MAX_RANK {
-                params[12 + k] = 1;
-            }
-            for k in 0..r {
-                let axis = r - 1 - k; // innermost first
-                params[12 + k] = w.lens[axis] as u32;
-                for j in 0..n {
-                    params[12 + MAX_RANK * (1 + j) + k] = w.steps[axis][j] as u32;
-                }
-                let by = Divisor::new(w.lens[axis] as u32);
-                params[12 + MAX_RANK * (1 + n) + k] = by.shift;
-                params[12 + MAX_RANK * (2 + n) + k] = by.magic;
-            }
+            // count, units, rank, dst_base, then the walk as `walk_struct` lays it out after
+            // its rank and padding (base, shape, strides, divisors).
+            let rank = w.lens.len() as u32;
+            let mut params = vec![count as u32, units as u32, rank, dst_base as u32];
+            params.extend_from_slice(&walk_words(&w.lens, &w.steps, &firsts[..n], n)[4..]);
             let grid = grid_for(&ctx, op, units, ctx.workgroup_size())?;
             self.dispatch(
                 op,

@@ -615,6 +615,90 @@ fn matmul_epilogues_match_product_then_program() {
     }
 }
 
+// MatMul epilogues and prologues on walks of one to six axes (each compiled for its walk's
+// rank): A computed where it is read as x * y, and the sum's epilogue `(sum + leaf) * leaf`,
+// with x, y and the leaf broadcast along alternating axes so that no axes merge. One
+// dispatch, bit for bit the program, the product and the epilogue recorded one by one, on
+// both kernel sets, f32 and i32.
+#[test]
+fn matmul_chains_run_on_walks_of_every_rank() {
+    use wgpu_ops::ops::elementwise::{Arg, Program, Values};
+    use wgpu_ops::{Out, Tensor};
+    // (A = x * y broadcast to it, the leaf of the [.., m, 3] output), k = 6: each element
+    // of A is read by the 3 columns, so it is computed where it is read.
+    #[allow(clippy::type_complexity)]
+    let cases: [(&[usize], &[usize], &[usize], &[usize]); 6] = [
+        (&[1, 6], &[1, 6], &[1, 6], &[1, 3]),
+        (&[5, 6], &[5, 6], &[6], &[5, 1]),
+        (&[2, 5, 6], &[2, 5, 6], &[2, 1, 6], &[2, 1, 3]),
+        (&[2, 3, 5, 6], &[2, 1, 5, 6], &[1, 3, 1, 6], &[2, 1, 5, 1]),
+        (
+            &[2, 3, 2, 5, 6],
+            &[2, 1, 2, 5, 6],
+            &[1, 3, 1, 5, 1],
+            &[2, 1, 2, 1, 3],
+        ),
+        (
+            &[2, 3, 2, 2, 5, 6],
+            &[2, 1, 2, 1, 5, 6],
+            &[1, 3, 1, 2, 1, 6],
+            &[2, 1, 2, 1, 5, 1],
+        ),
+    ];
+    for cpu_kernels in [false, true] {
+        let ctx = kernel_set(cpu_kernels, true);
+        for d in [DType::F32, DType::I32] {
+            let mut mul = Program::new(vec![d, d], false);
+            mul.push("Mul", vec![Arg::Operand(0), Arg::Operand(1)], d)
+                .unwrap();
+            let mut epi = Program::new(vec![d, d], false);
+            let s = epi
+                .push("Add", vec![Arg::Operand(0), Arg::Operand(1)], d)
+                .unwrap();
+            epi.push("Mul", vec![s, Arg::Operand(1)], d).unwrap();
+            for (c, &(a_shape, xs, ys, ls)) in cases.iter().enumerate() {
+                let up = |seed: u64, s: &[usize]| {
+                    Tensor::from_host(&ctx, &small_ints(90 + 4 * c as u64 + seed, d, s)).unwrap()
+                };
+                let (x, y, leaf) = (up(0, xs), up(1, ys), up(2, ls));
+                let b = up(3, &[6, 3]);
+                let before = ctx.stats().dispatches;
+                let fused = ctx
+                    .run(|rec| {
+                        let a = Values::Program {
+                            program: &mul,
+                            leaves: &[&x, &y],
+                            shape: a_shape,
+                        };
+                        rec.matmul_values_to(
+                            [a, Values::Tensor(&b)],
+                            [false; 2],
+                            Some((&epi, &[&leaf])),
+                            Out::NEW,
+                        )
+                    })
+                    .unwrap();
+                let dispatches = ctx.stats().dispatches - before;
+                let apart = ctx
+                    .run(|rec| {
+                        let a = rec.program_to(&mul, &[&x, &y], Out::NEW)?;
+                        let product = rec.matmul(&a, &b)?;
+                        rec.program_to(&epi, &[&product, &leaf], Out::NEW)
+                    })
+                    .unwrap();
+                let case = format!("{d} cpu kernels {cpu_kernels} A {a_shape:?}");
+                let (f, w) = (
+                    fused.to_host_blocking().unwrap(),
+                    apart.to_host_blocking().unwrap(),
+                );
+                assert_eq!(f.shape, w.shape, "{case}");
+                assert_eq!(f.data, w.data, "{case}");
+                assert_eq!(dispatches, 1, "{case}");
+            }
+        }
+    }
+}
+
 // MatMul heads in graphs, on each dtype the MatMul kernel computes: a MatMul whose product
 // only an element-wise chain reads takes the chain as its epilogue; where it cannot (the
 // chain broadcasts beyond the product, ends in another dtype, or the product is read twice)

@@ -390,6 +390,9 @@ fn matmul_epilogues_validate_and_compile() {
                         epilogue,
                         prologue,
                         emulate64,
+                        // Each rank the index code is compiled for, by turns.
+                        epilogue_rank: (count % 5) as u8,
+                        prologue_rank: ((count / 5) % 5) as u8,
                     };
                     check_kernel(&kernel, &mut parsed);
                     count += 1;

@@ -6,7 +6,9 @@
 use super::elementwise::broadcast_strides;
 use super::gather::{AxisSlice, GatherPlan};
 use super::operands::{bind_windows, elementwise_type, layout_of, specialize};
-use super::program::{broadcast_walk_words, index_code, narrow, walk_struct, walk_words, Program};
+use super::program::{
+    broadcast_walk_words, index_code, narrow, walk_rank, walk_struct, walk_words, Program,
+};
 use super::windows::{room, Broadcast, Walk};
 use super::words::{load_expression, program_helpers, I64_EMULATION};
 use super::{Kernel, MAX_RANK};
@@ -163,6 +165,7 @@ pub fn matmul_source(
             format!(
                 "{}
 {}
+override EPILOGUE_RANK: u32 = 0u;
 fn epilogue(sum: T, d: u32) -> T {{
     let acc = {};
 {}{}
@@ -170,7 +173,12 @@ fn epilogue(sum: T, d: u32) -> T {{
                 parts.loads,
                 parts.steps,
                 narrow(dtype, "sum"),
-                index_code(leaves, "params.epi", "d - params.dst_base", None),
+                index_code(
+                    leaves,
+                    "params.epi",
+                    "d - params.dst_base",
+                    Some("EPILOGUE_RANK")
+                ),
                 parts.body
             ),
         ));
@@ -199,13 +207,14 @@ fn epilogue(sum: T, d: u32) -> T {{
             format!(
                 "{}
 {}
+override PROLOGUE_RANK: u32 = 0u;
 fn prologue(e: u32) -> T {{
 {}{}
 }}
 fn {name}(i: u32) -> T {{ return {}; }}",
                 parts.loads,
                 parts.steps,
-                index_code(n, "params.pro", "e", None),
+                index_code(n, "params.pro", "e", Some("PROLOGUE_RANK")),
                 parts.body,
                 narrow(p.out(), "prologue(i)")
             ),
@@ -978,6 +987,8 @@ impl Recorder {
             // be one walk over whole buffers).
             let mut bindings = bindings;
             let mut bytes = bytemuck::bytes_of(&params).to_vec();
+            // The ranks of the walks, as the kernel's index code is compiled for them.
+            let (mut epilogue_rank, mut prologue_rank) = (0, 0);
             let program = epilogue.map(|(p, _)| p);
             if let (Some((_, leaves)), Some(plan)) = (epilogue, &leaf_plan) {
                 let walk = &plan.walks[0];
@@ -985,13 +996,14 @@ impl Recorder {
                 let n = leaves.len();
                 bindings.extend(leaf_bindings.into_iter().take(n));
                 let words = walk_words(&walk.lens, &walk.steps, &firsts, n);
+                epilogue_rank = walk_rank(&words);
                 bytes.extend_from_slice(bytemuck::cast_slice(&words));
             }
             if let Some(p) = &prologue {
                 let shape = [lhs, rhs][p.operand].shape();
-                bytes.extend_from_slice(bytemuck::cast_slice(&broadcast_walk_words(
-                    p.leaves, shape,
-                )));
+                let words = broadcast_walk_words(p.leaves, shape);
+                prologue_rank = walk_rank(&words);
+                bytes.extend_from_slice(bytemuck::cast_slice(&words));
                 bindings.extend(p.leaves.iter().map(|leaf| leaf.storage().bind_whole()));
             }
             let prologue_key = prologue.map(|p| (p.program, p.operand as u8));
@@ -1025,6 +1037,8 @@ impl Recorder {
                         epilogue: program,
                         prologue: prologue_key,
                         emulate64,
+                        epilogue_rank,
+                        prologue_rank,
                     })?,
                     [
                         n.div_ceil(4 * u64::from(group)) as u32,
@@ -1053,6 +1067,8 @@ impl Recorder {
                             epilogue: program,
                             prologue: prologue_key,
                             emulate64,
+                            epilogue_rank,
+                            prologue_rank,
                         })?,
                         [columns as u32, *rows as u32, 0],
                     )
@@ -1065,6 +1081,8 @@ impl Recorder {
                         epilogue: program,
                         prologue: prologue_key,
                         emulate64,
+                        epilogue_rank,
+                        prologue_rank,
                     })?,
                     [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, 0],
                 ),

@@ -306,6 +306,11 @@ pub enum Kernel {
         prologue: Option<(&'static program::Program, u8)>,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`; no `Blocks` variant).
         emulate64: bool,
+        /// The rank of the epilogue's walk over the output its index code is compiled for
+        /// (`EPILOGUE_RANK`: 1 to 3, 4 for four axes or more; 0: any, or no epilogue).
+        epilogue_rank: u8,
+        /// The rank of the prologue's walk over its operand (`PROLOGUE_RANK`, as above).
+        prologue_rank: u8,
     },
 }
 
@@ -560,6 +565,8 @@ impl Kernel {
                 epilogue: None,
                 prologue: None,
                 emulate64,
+                epilogue_rank: 0,
+                prologue_rank: 0,
             });
             // The dispatcher clamps the context's workgroup size to [4, 256] for these.
             for group in WORKGROUP_SIZES
@@ -575,6 +582,8 @@ impl Kernel {
                             epilogue: None,
                             prologue: None,
                             emulate64,
+                            epilogue_rank: 0,
+                            prologue_rank: 0,
                         });
                     }
                 }
@@ -834,13 +843,28 @@ impl Kernel {
                 constants
             }
             Kernel::MatMul {
-                variant: MatMulKernel::Tiles,
+                variant,
+                group,
+                epilogue,
+                prologue,
+                epilogue_rank,
+                prologue_rank,
                 ..
-            } => Vec::new(),
-            Kernel::MatMul { group, .. } => vec![
-                ("ROWS_WORKGROUP", group),
-                ("SLICES", matmul::rows_slices(group)),
-            ],
+            } => {
+                let mut constants = Vec::new();
+                if variant != MatMulKernel::Tiles {
+                    constants.push(("ROWS_WORKGROUP", group));
+                    constants.push(("SLICES", matmul::rows_slices(group)));
+                }
+                // Declared with the epilogue and the prologue only.
+                if epilogue.is_some() {
+                    constants.push(("EPILOGUE_RANK", u32::from(epilogue_rank)));
+                }
+                if prologue.is_some() {
+                    constants.push(("PROLOGUE_RANK", u32::from(prologue_rank)));
+                }
+                constants
+            }
         }
     }
 

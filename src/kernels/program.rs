@@ -590,6 +590,12 @@ pub(crate) fn walk_words(lens: &[u64], steps: &[Vec<u64>], bases: &[u64], n: usi
     words
 }
 
+/// The rank a kernel's index code is compiled for to take the walk of `words` (a
+/// [`walk_words`]): its rank, 4 for four axes or more, and 1 for none (every stride 0).
+pub(crate) fn walk_rank(words: &[u32]) -> u8 {
+    words[0].clamp(1, 4) as u8
+}
+
 /// The words of a [`walk_struct`] over `shape` for `leaves` broadcast to it, read from their
 /// first elements: a prologue's inputs at position `e` of the values it computes. Axes are
 /// merged where every input allows (a same-shape input and one broadcast along the last axis

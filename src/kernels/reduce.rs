@@ -7,7 +7,7 @@
 
 use super::operands::specialize;
 use super::program::{
-    broadcast_walk_words, index_code, intern, narrow, walk_struct, Program, Values,
+    broadcast_walk_words, index_code, intern, narrow, walk_rank, walk_struct, Program, Values,
 };
 use super::windows::{room, Walk};
 use super::words::{bits_expression, load_expression, Class, I64_EMULATION};
@@ -1129,8 +1129,7 @@ impl Recorder {
         let mut prologue_rank = None;
         if let Some((_, leaves)) = prologue {
             let words = broadcast_walk_words(leaves, &shape);
-            // The walk's rank (its first word), as the kernel is compiled for it.
-            prologue_rank = Some(words[0].clamp(1, 4) as u8);
+            prologue_rank = Some(walk_rank(&words));
             bytes.extend_from_slice(bytemuck::cast_slice(&words));
             leaf_bindings.extend(leaves.iter().map(|leaf| leaf.storage().bind_whole()));
         }

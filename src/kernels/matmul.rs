@@ -1027,25 +1027,28 @@ impl Recorder {
                     max: MAX_K_LOOP,
                 });
             }
-            let (pipeline, grid) = match variant {
-                MatMulKernel::Blocks => (
-                    // 8 x 4 outputs per invocation (see `blocks` in matmul.wgsl).
-                    ctx.pipeline(&Kernel::MatMul {
-                        variant: MatMulKernel::Blocks,
-                        dtype,
-                        group,
-                        epilogue: program,
-                        prologue: prologue_key,
-                        emulate64,
-                        epilogue_rank,
-                        prologue_rank,
-                    })?,
-                    [
-                        n.div_ceil(4 * u64::from(group)) as u32,
-                        rows.div_ceil(8 * blocks_bands(n, group)) as u32,
-                        0,
-                    ],
-                ),
+            // The tiles have a fixed 16 x 16 workgroup: `group` keys only the other entries.
+            let kernel = Kernel::MatMul {
+                variant,
+                dtype,
+                group: if variant == MatMulKernel::Tiles {
+                    0
+                } else {
+                    group
+                },
+                epilogue: program,
+                prologue: prologue_key,
+                emulate64,
+                epilogue_rank,
+                prologue_rank,
+            };
+            let grid = match variant {
+                // 8 x 4 outputs per invocation (see `blocks` in matmul.wgsl).
+                MatMulKernel::Blocks => [
+                    n.div_ceil(4 * u64::from(group)) as u32,
+                    rows.div_ceil(8 * blocks_bands(n, group)) as u32,
+                    0,
+                ],
                 MatMulKernel::Rows => {
                     // `rows_slices` invocations per output element (see `rows` in matmul.wgsl).
                     let per_group = group / rows_slices(group);
@@ -1059,34 +1062,11 @@ impl Recorder {
                             max: u64::from(max),
                         });
                     }
-                    (
-                        ctx.pipeline(&Kernel::MatMul {
-                            variant: MatMulKernel::Rows,
-                            dtype,
-                            group,
-                            epilogue: program,
-                            prologue: prologue_key,
-                            emulate64,
-                            epilogue_rank,
-                            prologue_rank,
-                        })?,
-                        [columns as u32, *rows as u32, 0],
-                    )
+                    [columns as u32, *rows as u32, 0]
                 }
-                MatMulKernel::Tiles => (
-                    ctx.pipeline(&Kernel::MatMul {
-                        variant: MatMulKernel::Tiles,
-                        dtype,
-                        group: 0,
-                        epilogue: program,
-                        prologue: prologue_key,
-                        emulate64,
-                        epilogue_rank,
-                        prologue_rank,
-                    })?,
-                    [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, 0],
-                ),
+                MatMulKernel::Tiles => [n.div_ceil(16) as u32, rows.div_ceil(16) as u32, 0],
             };
+            let pipeline = ctx.pipeline(&kernel)?;
             // Batch entries along the grid's z axis, in dispatches of at most `max`.
             let mut first = 0;
             while first < batches {

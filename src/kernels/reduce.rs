@@ -512,20 +512,6 @@ struct ReduceParams {
     pad: u32,
 }
 
-/// `axes` ((extent, stride), outermost first) without axes of extent 1, each run of axes that
-/// step through memory as one axis merged into it: the same elements in the same order, with
-/// fewer divisions per element (and one axis where the kernel divides by none).
-fn merged(axes: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let mut out: Vec<(usize, usize)> = Vec::new();
-    for &(dim, stride) in axes.iter().filter(|&&(dim, _)| dim != 1) {
-        match out.last_mut() {
-            Some(last) if last.1 == dim * stride => *last = (last.0 * dim, stride),
-            _ => out.push((dim, stride)),
-        }
-    }
-    out
-}
-
 impl ReduceParams {
     /// The parameters of `rows` outputs kept along `keep` and reduced along `reduce` ((extent,
     /// stride), outermost first; every index checked to fit u32), from input element `base`
@@ -555,7 +541,7 @@ impl ReduceParams {
             pad: 0,
         };
         // Innermost first, as the kernel decomposes indices.
-        for (dim, stride) in merged(reduce).into_iter().rev() {
+        for (dim, stride) in merged_axes(reduce).into_iter().rev() {
             let r = params.reduce_rank as usize;
             params.reduce_shape[r] = dim as u32;
             params.reduce_stride[r] = stride as u32;
@@ -652,7 +638,7 @@ impl ReduceWalk {
 
     /// Whether the reduced axes step through memory as one axis ([`merged`]).
     fn one_axis(&self) -> bool {
-        merged(&self.reduce).len() == 1
+        merged_axes(&self.reduce).len() == 1
     }
 
     /// The largest element index the walk reads (0 when it reads nothing).
@@ -710,7 +696,7 @@ struct Target<'a> {
 
 /// Reduced axes (extent, stride), outermost first, merged as [`Walk::merged`] merges a walk's
 /// axes (adjacent ones that step as one, extents of 1 dropped): the same elements in the same
-/// order.
+/// order, with fewer divisions per element (and one axis where the kernel divides by none).
 fn merged_axes(axes: &[(usize, usize)]) -> Vec<(usize, usize)> {
     let walk = Walk {
         lens: axes.iter().map(|&(len, _)| len as u64).collect(),
@@ -1188,7 +1174,7 @@ impl Recorder {
 
 #[cfg(test)]
 mod merge_tests {
-    use super::merged;
+    use super::merged_axes as merged;
 
     #[test]
     fn reduced_axes_merge_where_they_step_as_one() {

@@ -26,7 +26,8 @@
 //! written to DIR/broadcast.txt: the cost of the index arithmetic a broadcast needs;
 //! `--reduce-only`: f32 `ReduceSum` over the rows of 16 MiB matrices, from 16 rows of a million
 //! to a million rows of 4, against the copy of the input's bytes, written to DIR/reduce.txt,
-//! with the kernel each shape takes: a workgroup per row, or a thread per row).
+//! with the kernel each shape takes: a workgroup per row, a segment of `LANES` threads of one
+//! per row, or a thread per row).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::time::Instant;
@@ -1849,7 +1850,8 @@ fn reduce_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
             );
             let kernel = match wgpu_ops::kernels::reduce::RowKernel::of_rows(ctx, rows, n) {
                 wgpu_ops::kernels::reduce::RowKernel::Thread => "thread".to_string(),
-                wgpu_ops::kernels::reduce::RowKernel::Group => "group".to_string(),
+                wgpu_ops::kernels::reduce::RowKernel::Group(256) => "group".to_string(),
+                wgpu_ops::kernels::reduce::RowKernel::Group(lanes) => format!("{lanes} lanes"),
                 wgpu_ops::kernels::reduce::RowKernel::Chunks(c) => format!("{c} chunks"),
             };
             let line = format!(

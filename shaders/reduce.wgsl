@@ -1,5 +1,5 @@
-// Reductions (ONNX Reduce*, ArgMax, ArgMin): one workgroup per output element (or, for short
-// rows, one thread: pass 3 below). Its threads
+// Reductions (ONNX Reduce*, ArgMax, ArgMin): one workgroup per output element (or a segment of
+// one, `LANES`; or, for short rows, one thread: pass 3 below). Its threads
 // stride over the reduced coordinates (any set of axes, read through the input's strides, so
 // nothing is transposed first), each folding its elements into a state, and the workgroup
 // merges the states in a tree in workgroup memory. The state is a pair of values and an index
@@ -21,6 +21,10 @@ override OUT_PAIRS: bool = false;
 // 0 and 3, but each output element is a state (at `dst_base` on): the chunks of rows too long
 // for one binding, which pass 2 then merges (6: as 2, one thread per row, for few chunks).
 override PASS: u32 = 0u;
+// Pass 0: threads per output element (a power of two up to WORKGROUP), so that a workgroup
+// folds WORKGROUP / LANES rows side by side: a row of 64 elements leaves no thread idle with
+// 16 lanes, and their tree has 4 levels, not 8. The other passes keep WORKGROUP.
+override LANES: u32 = 256u;
 
 struct Params {
     // Output elements (workgroups with work) and reduced elements per output.
@@ -188,7 +192,10 @@ fn main(
         one_row(g * WORKGROUP + t);
         return;
     }
-    var row = g;
+    // Row `row` is folded by the LANES threads of one segment of the workgroup, `lane` the
+    // thread's place in it. Rows past the end fold nothing but take part in the barriers.
+    let lane = t % LANES;
+    var row = g * (WORKGROUP / LANES) + t / LANES;
     var lo = 0u;
     var hi = params.n;
     if PASS == 1u {
@@ -196,34 +203,36 @@ fn main(
         lo = (g % params.chunks) * params.chunk_len;
         hi = min(params.n, lo + params.chunk_len);
     }
-    // Uniform per workgroup: every thread of a workgroup returns or none does.
-    if row >= params.rows {
-        return;
-    }
-    let base = row_base(row);
+    let has_row = row < params.rows;
     var s = init();
-    if PASS == 2u {
-        for (var c = t; c < params.chunks; c += WORKGROUP) {
-            s = merge(s, chunk_state(row, c));
+    if has_row {
+        let base = row_base(row);
+        if PASS == 2u {
+            for (var c = lane; c < params.chunks; c += LANES) {
+                s = merge(s, chunk_state(row, c));
+            }
+            hi = 0u;
         }
-        hi = 0u;
-    }
-    for (var j = lo + t; j < hi; j += WORKGROUP) {
-        s = absorb(s, C(load_a(reduced_index(base, j))), j);
+        for (var j = lo + lane; j < hi; j += LANES) {
+            s = absorb(s, C(load_a(reduced_index(base, j))), j);
+        }
     }
     states[t] = s;
     workgroupBarrier();
-    for (var half = WORKGROUP / 2u; half > 0u; half /= 2u) {
-        if t < half {
+    for (var half = LANES / 2u; half > 0u; half /= 2u) {
+        if lane < half {
             states[t] = merge(states[t], states[t + half]);
         }
         workgroupBarrier();
     }
-    if t == 0u && PASS == 1u {
-        store_state(g, states[0]);
-    } else if t == 0u && PASS == 4u {
-        store_state(params.dst_base + row, states[0]);
-    } else if t == 0u {
-        store_result(row, states[0]);
+    if lane != 0u || !has_row {
+        return;
+    }
+    if PASS == 1u {
+        store_state(g, states[t]);
+    } else if PASS == 4u {
+        store_state(params.dst_base + row, states[t]);
+    } else {
+        store_result(row, states[t]);
     }
 }

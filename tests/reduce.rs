@@ -80,11 +80,15 @@ fn reductions_on(dtype: DType) {
         "ReduceLogSumExp",
     ];
     let float = matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);
-    // Rows of up to 32 elements are folded by one thread each (the first three and
+    // Rows of up to 32 elements are folded by one thread each ([3, 4, 5] along any axes and
     // [600, 3] along 1, three workgroups of them; [4, 3] whole), longer ones by a workgroup.
     // The last three have few rows long enough for the two-pass reduction (chunks of a row
-    // folded in parallel, then merged).
-    let cases: [(&[usize], &[i64]); 11] = [
+    // folded in parallel, then merged). Rows of 33 to 1024 elements take 16 to 256 threads
+    // each, several rows to a workgroup ([5, 100]: 32 threads a row, a workgroup's 8 rows not
+    // all there; [9, 200, 2]: 64 threads a row, its elements 2 apart).
+    let cases: [(&[usize], &[i64]); 13] = [
+        (&[5, 100], &[1]),
+        (&[9, 200, 2], &[1]),
         (&[3, 4, 5], &[1]),
         (&[3, 4, 5], &[0, 2]),
         (&[3, 4, 5], &[-1]),
@@ -156,6 +160,8 @@ fn reductions_on(dtype: DType) {
     for (shape, axis) in [
         (&[3usize, 4, 5][..], 1i64),
         (&[2, 700], -1),
+        // 128 threads a row, two rows to a workgroup, the second one missing.
+        (&[3, 300], 1),
         (&[300, 2], 0),
         (&[2, 5000], 1),
     ] {

@@ -256,6 +256,10 @@ pub enum Kernel {
         /// The rank of the prologue's walk its index code is compiled for (1 to 3, 4 for four
         /// axes or more; 0: any, or no prologue).
         prologue_rank: u8,
+        /// Threads per output element (`LANES`, a power of two up to [`reduce::WORKGROUP`]):
+        /// pass 0 folds `WORKGROUP / lanes` rows per workgroup; the other passes take
+        /// `WORKGROUP`.
+        lanes: u32,
     },
     /// A Scan iteration's element reads and output writes at the position a GPU counter
     /// holds, `copies` of them in one dispatch (generated; see [`scan_step::copies_source`]).
@@ -541,15 +545,18 @@ impl Kernel {
                                 .into_iter()
                                 .take(if matches!(pass, 2 | 6) { 1 } else { 2 })
                             {
-                                out.push(Kernel::Reduce {
-                                    op,
-                                    input,
-                                    prologue: None,
-                                    pass,
-                                    emulate64,
-                                    one_axis,
-                                    prologue_rank: 0,
-                                });
+                                for lanes in reduce::lane_counts(pass) {
+                                    out.push(Kernel::Reduce {
+                                        op,
+                                        input,
+                                        prologue: None,
+                                        pass,
+                                        emulate64,
+                                        one_axis,
+                                        prologue_rank: 0,
+                                        lanes,
+                                    });
+                                }
                             }
                         }
                     }
@@ -826,6 +833,7 @@ impl Kernel {
                 one_axis,
                 prologue,
                 prologue_rank,
+                lanes,
                 ..
             } => {
                 let mut constants = vec![
@@ -835,6 +843,7 @@ impl Kernel {
                     ),
                     ("PASS", u32::from(pass)),
                     ("ONE_REDUCED_AXIS", u32::from(one_axis)),
+                    ("LANES", lanes),
                 ];
                 // Declared with the prologue only.
                 if prologue.is_some() {

@@ -71,13 +71,38 @@ fn many_short_rows(ctx: &crate::Context, walk: &ReduceWalk, rows: u64, n: u64) -
     rows >= MANY_ROWS && inner_step <= 4
 }
 
+/// The threads per row of pass 0 for rows of `n` elements: about 4 elements per thread, in a
+/// power of two up to a whole workgroup ([`WORKGROUP`]). A row of 64 elements given a whole
+/// workgroup left 240 of its 256 threads idle and a tree of 8 levels for its sum.
+pub fn lanes_for(n: u64) -> u32 {
+    n.div_ceil(4)
+        .next_power_of_two()
+        .clamp(MIN_LANES, u64::from(WORKGROUP)) as u32
+}
+
+/// The fewest threads per row of pass 0: rows of [`SHORT_ROW`] elements and fewer take a
+/// thread each.
+const MIN_LANES: u64 = 16;
+
+/// The `LANES` each pass is compiled with: every power of two from [`MIN_LANES`] to
+/// [`WORKGROUP`] for pass 0, [`WORKGROUP`] for the others.
+pub fn lane_counts(pass: u8) -> impl Iterator<Item = u32> {
+    let fewest = if pass == 0 {
+        MIN_LANES as u32
+    } else {
+        WORKGROUP
+    };
+    (fewest.trailing_zeros()..=WORKGROUP.trailing_zeros()).map(|b| 1 << b)
+}
+
 /// How a reduction reads its rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowKernel {
     /// A thread per row (short rows, or many rows side by side: [`MANY_ROWS_ROW`]).
     Thread,
-    /// A workgroup per row, its threads folding a tree.
-    Group,
+    /// A workgroup per row, its threads folding a tree; or, with fewer lanes
+    /// ([`lanes_for`]), a segment of a workgroup per row.
+    Group(u32),
     /// Few long rows: chunks of each fold in parallel (pass 1), then merge (pass 2), so a
     /// whole-tensor reduction is not left to one workgroup.
     Chunks(u64),
@@ -96,7 +121,7 @@ impl RowKernel {
                 return RowKernel::Chunks(chunks);
             }
         }
-        RowKernel::Group
+        RowKernel::Group(lanes_for(n))
     }
 
     /// The kernel of a reduction over the last axis of a `[rows, n]` matrix.
@@ -843,6 +868,7 @@ impl Recorder {
             emulate64,
             one_axis: walk.one_axis(),
             prologue_rank: 0,
+            lanes: WORKGROUP,
         })?;
         for piece in pieces {
             let windowed = if target.states { 1 } else { 2 };
@@ -967,6 +993,7 @@ impl Recorder {
             emulate64: super::operands::emulates64(&ctx, x.dtype()),
             one_axis: false,
             prologue_rank: 0,
+            lanes: WORKGROUP,
         })?;
         for (group_base, first, keep) in groups {
             let rows = positions(&keep);
@@ -1119,7 +1146,7 @@ impl Recorder {
             bytes.extend_from_slice(bytemuck::cast_slice(&words));
             leaf_bindings.extend(leaves.iter().map(|leaf| leaf.storage().bind_whole()));
         }
-        let kernel = |pass: u8| Kernel::Reduce {
+        let kernel = |pass: u8, lanes: u32| Kernel::Reduce {
             op,
             input: dtype,
             // Pass 2 reads the states pass 1 wrote, not the input.
@@ -1128,26 +1155,28 @@ impl Recorder {
             emulate64,
             one_axis: pass != 2 && walk.one_axis(),
             prologue_rank: prologue_rank.filter(|_| pass != 2).unwrap_or(0),
+            lanes,
         };
         let n = u64::from(params.n);
-        let chunks = match RowKernel::choose(&ctx, walk, rows, n) {
-            RowKernel::Thread => None,
-            RowKernel::Group => Some(1),
-            RowKernel::Chunks(c) => Some(c),
+        let (chunks, lanes) = match RowKernel::choose(&ctx, walk, rows, n) {
+            RowKernel::Thread => (None, WORKGROUP),
+            RowKernel::Group(lanes) => (Some(1), lanes),
+            RowKernel::Chunks(c) => (Some(c), WORKGROUP),
         };
         let Some(chunks) = chunks else {
-            let pipeline = ctx.pipeline(&kernel(3))?;
+            let pipeline = ctx.pipeline(&kernel(3, WORKGROUP))?;
             let mut bindings = vec![storage.bind_whole(), out.storage().bind_whole()];
             bindings.extend(leaf_bindings);
             let grid = grid_for(&ctx, op, rows.div_ceil(u64::from(WORKGROUP)), 1)?;
             return self.dispatch(op, &pipeline, &bytes, &bindings, grid);
         };
         if chunks == 1 {
-            let pipeline = ctx.pipeline(&kernel(0))?;
+            let pipeline = ctx.pipeline(&kernel(0, lanes))?;
             let mut bindings = vec![storage.bind_whole(), out.storage().bind_whole()];
             bindings.extend(leaf_bindings);
-            // One workgroup per output element.
-            let grid = grid_for(&ctx, op, rows, 1)?;
+            // `lanes` threads per output element.
+            let per_group = u64::from(WORKGROUP / lanes);
+            let grid = grid_for(&ctx, op, rows.div_ceil(per_group), 1)?;
             return self.dispatch(op, &pipeline, &bytes, &bindings, grid);
         }
         params.chunks = chunks as u32;
@@ -1159,7 +1188,7 @@ impl Recorder {
             (1u8, &*storage, states.storage(), rows * chunks),
             (2u8, &**states.storage(), out.storage(), rows),
         ] {
-            let pipeline = ctx.pipeline(&kernel(pass))?;
+            let pipeline = ctx.pipeline(&kernel(pass, WORKGROUP))?;
             let mut bindings = vec![src.bind_whole(), dst.bind_whole()];
             if pass == 1 {
                 bindings.extend(leaf_bindings.iter().cloned());

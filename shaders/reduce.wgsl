@@ -21,9 +21,9 @@ override OUT_PAIRS: bool = false;
 // 0 and 3, but each output element is a state (at `dst_base` on): the chunks of rows too long
 // for one binding, which pass 2 then merges (6: as 2, one thread per row, for few chunks).
 override PASS: u32 = 0u;
-// Pass 0: threads per output element (a power of two up to WORKGROUP), so that a workgroup
-// folds WORKGROUP / LANES rows side by side: a row of 64 elements leaves no thread idle with
-// 16 lanes, and their tree has 4 levels, not 8. The other passes keep WORKGROUP.
+// Passes 0 and 4: threads per output element (a power of two up to WORKGROUP), so that a
+// workgroup folds WORKGROUP / LANES rows side by side: a row of 64 elements leaves no thread
+// idle with 16 lanes, and their tree has 4 levels, not 8. The other passes keep WORKGROUP.
 override LANES: u32 = 256u;
 
 struct Params {

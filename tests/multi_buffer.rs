@@ -622,8 +622,8 @@ fn reductions_beyond_a_binding_run_in_windows_of_rows() {
 
 #[test]
 fn reductions_of_rows_beyond_a_window_run_in_chunks() {
-    // A 4 KiB binding holds about a thousand 4-byte elements: every row below is longer, so
-    // it is cut into chunks folded into states, then merged (whole sums, column sums, sums
+    // A 4 KiB binding holds about a thousand 4-byte elements: every row below but the first
+    // is longer, so it is cut into chunks folded into states, then merged (whole sums, column sums, sums
     // over axes that are not adjacent, ArgMax along the long axis with many ties).
     let ctx = Context::new_blocking(ContextOptions {
         max_binding_size: Some(4096),
@@ -631,7 +631,9 @@ fn reductions_of_rows_beyond_a_window_run_in_chunks() {
         ..Default::default()
     })
     .unwrap();
-    let cases: [(&str, DType, &[usize], &[i64]); 14] = [
+    let cases: [(&str, DType, &[usize], &[i64]); 15] = [
+        // Rows that fit: windows of 25 rows of 40, 16 threads a row (two workgroups each).
+        ("ReduceSum", DType::I32, &[100, 40], &[1]),
         ("ReduceSum", DType::F32, &[3000], &[]),
         // 40 chunks: merged by a workgroup (fewer by a thread per row).
         ("ReduceSum", DType::F32, &[40000], &[]),

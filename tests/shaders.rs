@@ -237,15 +237,15 @@ fn every_variant_validates_and_compiles() {
     // 154 reductions x 7 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
     // but LogSum and LogSumExp on the 4 float types only) and 24 emulated (12 ops x i64,
     // u64) x 7, and again for the 5 passes that read an input, compiled for one reduced axis
-    // (`ONE_REDUCED_AXIS`), pass 0 with and without it again for 16, 32, 64 and 128 threads
-    // per row (`LANES`; 256 is the one above), the Scan counter (2 slots), the random streams' advance and LinearAttention's
+    // (`ONE_REDUCED_AXIS`), passes 0 and 4 with and without it again for 16, 32, 64 and 128
+    // threads per row (`LANES`; 256 is the one above), the Scan counter (2 slots), the random streams' advance and LinearAttention's
     // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
         WORKGROUP_SIZES.len() * (603 + 64 + 16 + 1372 + 207)
             + 8 * 15
             + 2 * 8
-            + (154 + 24) * (7 + 5 + 8)
+            + (154 + 24) * (7 + 5 + 8 + 8)
             + 5
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).

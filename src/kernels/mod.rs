@@ -257,8 +257,8 @@ pub enum Kernel {
         /// axes or more; 0: any, or no prologue).
         prologue_rank: u8,
         /// Threads per output element (`LANES`, a power of two up to [`reduce::WORKGROUP`]):
-        /// pass 0 folds `WORKGROUP / lanes` rows per workgroup; the other passes take
-        /// `WORKGROUP`.
+        /// passes 0 and 4 fold `WORKGROUP / lanes` rows per workgroup; the other passes
+        /// take `WORKGROUP`.
         lanes: u32,
     },
     /// A Scan iteration's element reads and output writes at the position a GPU counter

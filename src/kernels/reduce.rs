@@ -85,9 +85,10 @@ pub fn lanes_for(n: u64) -> u32 {
 const MIN_LANES: u64 = 16;
 
 /// The `LANES` each pass is compiled with: every power of two from [`MIN_LANES`] to
-/// [`WORKGROUP`] for pass 0, [`WORKGROUP`] for the others.
+/// [`WORKGROUP`] for passes 0 and 4 (a workgroup's rows, or chunks of rows, side by side),
+/// [`WORKGROUP`] for the others.
 pub fn lane_counts(pass: u8) -> impl Iterator<Item = u32> {
-    let fewest = if pass == 0 {
+    let fewest = if matches!(pass, 0 | 4) {
         MIN_LANES as u32
     } else {
         WORKGROUP
@@ -860,6 +861,12 @@ impl Recorder {
             (true, false) => 4,
             (true, true) => 5,
         };
+        // Passes 0 and 4: `lanes` threads per row, as for whole bindings.
+        let lanes = if one_thread {
+            WORKGROUP
+        } else {
+            lanes_for(positions(&walk.reduce))
+        };
         let pipeline = ctx.pipeline(&Kernel::Reduce {
             op,
             input: x.dtype(),
@@ -868,7 +875,7 @@ impl Recorder {
             emulate64,
             one_axis: walk.one_axis(),
             prologue_rank: 0,
-            lanes: WORKGROUP,
+            lanes,
         })?;
         for piece in pieces {
             let windowed = if target.states { 1 } else { 2 };
@@ -901,7 +908,7 @@ impl Recorder {
             let groups = if one_thread {
                 piece_rows.div_ceil(u64::from(WORKGROUP))
             } else {
-                piece_rows
+                piece_rows.div_ceil(u64::from(WORKGROUP / lanes))
             };
             let grid = grid_for(&ctx, op, groups, 1)?;
             self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;

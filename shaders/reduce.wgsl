@@ -115,15 +115,21 @@ fn row_base(row: u32) -> u32 {
     return base;
 }
 
-// The walk reduces one axis (set by the host; the host merges axes that step through memory as
-// one): element j lies j strides from the row's first, with no division. A constant, since
-// CPU adapters run both sides of a uniform branch.
-override ONE_REDUCED_AXIS: bool = false;
+// The walk's reduced axes, as the host merged them (axes that step through memory as one
+// are one): 1, element j lies j strides from the row's first; 2, one division splits j (a
+// pool's window rows and columns); 0, any number, a division and a remainder per axis. A
+// constant, since CPU adapters run both sides of a uniform branch.
+override REDUCED_RANK: u32 = 0u;
 
 // The input index of reduced element `j` of the row starting at `base`.
 fn reduced_index(base: u32, j: u32) -> u32 {
-    if ONE_REDUCED_AXIS {
+    if REDUCED_RANK == 1u {
         return base + j * params.reduce_stride[0][0];
+    }
+    if REDUCED_RANK == 2u {
+        let n0 = params.reduce_shape[0][0];
+        let q = j / n0;
+        return base + (j - q * n0) * params.reduce_stride[0][0] + q * params.reduce_stride[0][1];
     }
     var r = j;
     var index = base;
@@ -171,8 +177,21 @@ fn one_row(row: u32) {
         return;
     }
     let base = row_base(row);
-    for (var j = 0u; j < params.n; j++) {
-        s = absorb(s, C(load_a(reduced_index(base, j))), j);
+    if REDUCED_RANK == 2u {
+        // Two axes walked as two loops: no division at all.
+        let n0 = params.reduce_shape[0][0];
+        var j = 0u;
+        for (var o = 0u; o < params.reduce_shape[0][1]; o++) {
+            let first = base + o * params.reduce_stride[0][1];
+            for (var i = 0u; i < n0; i++) {
+                s = absorb(s, C(load_a(first + i * params.reduce_stride[0][0])), j);
+                j++;
+            }
+        }
+    } else {
+        for (var j = 0u; j < params.n; j++) {
+            s = absorb(s, C(load_a(reduced_index(base, j))), j);
+        }
     }
     if PASS == 5u {
         store_state(params.dst_base + row, s);

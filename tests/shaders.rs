@@ -236,16 +236,16 @@ fn every_variant_validates_and_compiles() {
     // MatMuls and 2 emulated x (tiles + 7 x rows),
     // 154 reductions x 7 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
     // but LogSum and LogSumExp on the 4 float types only) and 24 emulated (12 ops x i64,
-    // u64) x 7, and again for the 5 passes that read an input, compiled for one reduced axis
-    // (`ONE_REDUCED_AXIS`), passes 0 and 4 with and without it again for 16, 32, 64 and 128
-    // threads per row (`LANES`; 256 is the one above), the Scan counter (2 slots), the random streams' advance and LinearAttention's
+    // u64) x 7, and twice again for the 5 passes that read an input, compiled for one and for
+    // two reduced axes (`REDUCED_RANK`), passes 0 and 4 for each of the three again for 16,
+    // 32, 64 and 128 threads per row (`LANES`; 256 is the one above), the Scan counter (2 slots), the random streams' advance and LinearAttention's
     // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
         WORKGROUP_SIZES.len() * (603 + 64 + 16 + 1372 + 207)
             + 8 * 15
             + 2 * 8
-            + (154 + 24) * (7 + 5 + 8 + 8)
+            + (154 + 24) * (7 + 2 * 5 + 2 * 3 * 4)
             + 5
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
@@ -422,7 +422,7 @@ fn reduction_prologues_validate_and_compile() {
             pass,
             emulate64: false,
             prologue: None,
-            one_axis,
+            reduced_rank,
             lanes,
             ..
         } = kernel
@@ -452,7 +452,7 @@ fn reduction_prologues_validate_and_compile() {
                 pass,
                 emulate64: false,
                 prologue: Some(Box::leak(Box::new(p))),
-                one_axis,
+                reduced_rank,
                 // Each rank the prologue's index code is compiled for, by turns.
                 prologue_rank: (count % 5) as u8,
                 lanes,

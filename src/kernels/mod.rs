@@ -250,9 +250,10 @@ pub enum Kernel {
         pass: u8,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
-        /// The walk reduces one axis (`ONE_REDUCED_AXIS`): a row's elements lie a stride
-        /// apart, with no division per element.
-        one_axis: bool,
+        /// The walk's reduced axes once merged (`REDUCED_RANK`): 1, a row's elements lie a
+        /// stride apart, with no division per element; 2, one division per element, none for
+        /// a thread folding its row in order (a pool's window); 0, any number.
+        reduced_rank: u8,
         /// The rank of the prologue's walk its index code is compiled for (1 to 3, 4 for four
         /// axes or more; 0: any, or no prologue).
         prologue_rank: u8,
@@ -541,9 +542,9 @@ impl Kernel {
                     for emulate64 in [false, true].into_iter().filter(|&e| !e || long) {
                         for pass in 0..7 {
                             // Passes 2 and 6 merge states and read no input.
-                            for one_axis in [false, true]
+                            for reduced_rank in [0, 1, 2]
                                 .into_iter()
-                                .take(if matches!(pass, 2 | 6) { 1 } else { 2 })
+                                .take(if matches!(pass, 2 | 6) { 1 } else { 3 })
                             {
                                 for lanes in reduce::lane_counts(pass) {
                                     out.push(Kernel::Reduce {
@@ -552,7 +553,7 @@ impl Kernel {
                                         prologue: None,
                                         pass,
                                         emulate64,
-                                        one_axis,
+                                        reduced_rank,
                                         prologue_rank: 0,
                                         lanes,
                                     });
@@ -830,7 +831,7 @@ impl Kernel {
                 op,
                 input,
                 pass,
-                one_axis,
+                reduced_rank,
                 prologue,
                 prologue_rank,
                 lanes,
@@ -842,7 +843,7 @@ impl Kernel {
                         u32::from(reduce::stored_dtype(op, input).size() == 8),
                     ),
                     ("PASS", u32::from(pass)),
-                    ("ONE_REDUCED_AXIS", u32::from(one_axis)),
+                    ("REDUCED_RANK", u32::from(reduced_rank)),
                     ("LANES", lanes),
                 ];
                 // Declared with the prologue only.

@@ -662,9 +662,13 @@ impl ReduceWalk {
         ReduceWalk { keep, reduce }
     }
 
-    /// Whether the reduced axes step through memory as one axis ([`merged`]).
-    fn one_axis(&self) -> bool {
-        merged_axes(&self.reduce).len() == 1
+    /// The reduced axes once merged ([`merged_axes`]) as the kernel is compiled for them
+    /// (`REDUCED_RANK`): 1 or 2, else 0 (any).
+    fn reduced_rank(&self) -> u8 {
+        match merged_axes(&self.reduce).len() {
+            r @ (1 | 2) => r as u8,
+            _ => 0,
+        }
     }
 
     /// The largest element index the walk reads (0 when it reads nothing).
@@ -873,7 +877,7 @@ impl Recorder {
             prologue: None,
             pass,
             emulate64,
-            one_axis: walk.one_axis(),
+            reduced_rank: walk.reduced_rank(),
             prologue_rank: 0,
             lanes,
         })?;
@@ -998,7 +1002,7 @@ impl Recorder {
             prologue: None,
             pass: if one_thread { 6 } else { 2 },
             emulate64: super::operands::emulates64(&ctx, x.dtype()),
-            one_axis: false,
+            reduced_rank: 0,
             prologue_rank: 0,
             lanes: WORKGROUP,
         })?;
@@ -1160,7 +1164,7 @@ impl Recorder {
             prologue: prologue.filter(|_| pass != 2).map(|(p, _)| p),
             pass,
             emulate64,
-            one_axis: pass != 2 && walk.one_axis(),
+            reduced_rank: if pass == 2 { 0 } else { walk.reduced_rank() },
             prologue_rank: prologue_rank.filter(|_| pass != 2).unwrap_or(0),
             lanes,
         };

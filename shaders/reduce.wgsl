@@ -118,6 +118,7 @@ fn row_base(row: u32) -> u32 {
 // The walk's reduced axes, as the host merged them (axes that step through memory as one
 // are one): 1, element j lies j strides from the row's first; 2, one division splits j (a
 // pool's window rows and columns); 0, any number, a division and a remainder per axis. A
+// thread folding its row in order (`one_row`) walks the two innermost as loops instead. A
 // constant, since CPU adapters run both sides of a uniform branch.
 override REDUCED_RANK: u32 = 0u;
 
@@ -177,20 +178,32 @@ fn one_row(row: u32) {
         return;
     }
     let base = row_base(row);
-    if REDUCED_RANK == 2u {
-        // Two axes walked as two loops: no division at all.
-        let n0 = params.reduce_shape[0][0];
-        var j = 0u;
-        for (var o = 0u; o < params.reduce_shape[0][1]; o++) {
-            let first = base + o * params.reduce_stride[0][1];
-            for (var i = 0u; i < n0; i++) {
-                s = absorb(s, C(load_a(first + i * params.reduce_stride[0][0])), j);
-                j++;
-            }
-        }
-    } else {
+    if REDUCED_RANK == 1u {
         for (var j = 0u; j < params.n; j++) {
             s = absorb(s, C(load_a(reduced_index(base, j))), j);
+        }
+    } else {
+        // The two innermost axes walked as two loops, with no division; the axes beyond them
+        // (a 3-D pool's window) split once per plane of the two.
+        let n0 = params.reduce_shape[0][0];
+        let n1 = params.reduce_shape[0][1];
+        let planes = params.n / max(n0 * n1, 1u);
+        var j = 0u;
+        for (var p = 0u; p < planes; p++) {
+            var r = p;
+            var plane = base;
+            for (var k = 2u; k < params.reduce_rank; k++) {
+                let extent = params.reduce_shape[k / 4u][k % 4u];
+                plane += (r % extent) * params.reduce_stride[k / 4u][k % 4u];
+                r /= extent;
+            }
+            for (var o = 0u; o < n1; o++) {
+                let first = plane + o * params.reduce_stride[0][1];
+                for (var i = 0u; i < n0; i++) {
+                    s = absorb(s, C(load_a(first + i * params.reduce_stride[0][0])), j);
+                    j++;
+                }
+            }
         }
     }
     if PASS == 5u {

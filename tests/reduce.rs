@@ -86,9 +86,11 @@ fn reductions_on(dtype: DType) {
     // folded in parallel, then merged). Rows of 33 to 1024 elements take 16 to 256 threads
     // each, several rows to a workgroup ([5, 100]: 32 threads a row, a workgroup's 8 rows not
     // all there; [9, 200, 2]: 64 threads a row, its elements 2 apart).
-    let cases: [(&[usize], &[i64]); 14] = [
+    let cases: [(&[usize], &[i64]); 15] = [
         // Two reduced axes that do not merge, rows of 48: 16 threads a row.
         (&[6, 5, 8], &[0, 2]),
+        // Three that do not merge, rows of 8 folded a thread each: planes of 2 x 2.
+        (&[2, 3, 2, 3, 2], &[0, 2, 4]),
         (&[5, 100], &[1]),
         (&[9, 200, 2], &[1]),
         (&[3, 4, 5], &[1]),

@@ -251,8 +251,9 @@ pub enum Kernel {
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
         /// The walk's reduced axes once merged (`REDUCED_RANK`): 1, a row's elements lie a
-        /// stride apart, with no division per element; 2, one division per element, none for
-        /// a thread folding its row in order (a pool's window); 0, any number.
+        /// stride apart, with no division per element; 2, one division per element; 0, any
+        /// number. A thread folding its row in order walks the two innermost axes as loops,
+        /// with no division (a pool's window; a 3-D one splits once per plane).
         reduced_rank: u8,
         /// The rank of the prologue's walk its index code is compiled for (1 to 3, 4 for four
         /// axes or more; 0: any, or no prologue).

@@ -132,14 +132,20 @@ fn reduced_index(base: u32, j: u32) -> u32 {
         let q = j / n0;
         return base + (j - q * n0) * params.reduce_stride[0][0] + q * params.reduce_stride[0][1];
     }
-    var r = j;
-    var index = base;
-    for (var k = 0u; k < params.reduce_rank; k++) {
+    return base + axes_offset(j, 0u);
+}
+
+// The offset of position `at` of the reduced axes from `first_axis` on (innermost first): a
+// division and a remainder per axis.
+fn axes_offset(at: u32, first_axis: u32) -> u32 {
+    var r = at;
+    var offset = 0u;
+    for (var k = first_axis; k < params.reduce_rank; k++) {
         let extent = params.reduce_shape[k / 4u][k % 4u];
-        index += (r % extent) * params.reduce_stride[k / 4u][k % 4u];
+        offset += (r % extent) * params.reduce_stride[k / 4u][k % 4u];
         r /= extent;
     }
-    return index;
+    return offset;
 }
 
 // Pass 2 and 6: chunk `c`'s state of output element `row`, its index counted from the row's
@@ -190,13 +196,7 @@ fn one_row(row: u32) {
         let planes = params.n / max(n0 * n1, 1u);
         var j = 0u;
         for (var p = 0u; p < planes; p++) {
-            var r = p;
-            var plane = base;
-            for (var k = 2u; k < params.reduce_rank; k++) {
-                let extent = params.reduce_shape[k / 4u][k % 4u];
-                plane += (r % extent) * params.reduce_stride[k / 4u][k % 4u];
-                r /= extent;
-            }
+            let plane = base + axes_offset(p, 2u);
             for (var o = 0u; o < n1; o++) {
                 let first = plane + o * params.reduce_stride[0][1];
                 for (var i = 0u; i < n0; i++) {

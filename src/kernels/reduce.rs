@@ -71,7 +71,7 @@ fn many_short_rows(ctx: &crate::Context, walk: &ReduceWalk, rows: u64, n: u64) -
     rows >= MANY_ROWS && inner_step <= 4
 }
 
-/// The threads per row of pass 0 for rows of `n` elements: about 4 elements per thread, in a
+/// The threads per row of passes 0 and 4 for rows of `n` elements: about 4 elements per thread, in a
 /// power of two up to a whole workgroup ([`WORKGROUP`]). A row of 64 elements given a whole
 /// workgroup left 240 of its 256 threads idle and a tree of 8 levels for its sum.
 pub fn lanes_for(n: u64) -> u32 {
@@ -80,7 +80,7 @@ pub fn lanes_for(n: u64) -> u32 {
         .clamp(MIN_LANES, u64::from(WORKGROUP)) as u32
 }
 
-/// The fewest threads per row of pass 0: rows of [`SHORT_ROW`] elements and fewer take a
+/// The fewest threads per row of passes 0 and 4: rows of [`SHORT_ROW`] elements and fewer take a
 /// thread each.
 const MIN_LANES: u64 = 16;
 

@@ -14,7 +14,7 @@
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--min-mib N] [--max-mib N] [--quick] [--case TEXT]
 //! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
-//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only]`
+//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only] [--pad-only]`
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
 //! bf16 products against the same products through f32 copies and in f32;
@@ -27,7 +27,10 @@
 //! `--reduce-only`: f32 `ReduceSum` over the rows of 16 MiB matrices, from 16 rows of a million
 //! to a million rows of 4, against the copy of the input's bytes, written to DIR/reduce.txt,
 //! with the kernel each shape takes: a workgroup per row, a segment of `LANES` threads of one
-//! per row, or a thread per row).
+//! per row, or a thread per row;
+//! `--pad-only`: ONNX `Pad` in each mode on rows, images and every axis of about 16 MiB of
+//! output, 1-, 4- and 8-byte elements, against the copy of the output's bytes, written to
+//! DIR/pad.txt).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::time::Instant;
@@ -406,6 +409,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--reduce-only") {
         reduce_bandwidth(&ctx, &timer, &adapter, &out_dir);
+        return;
+    }
+    if args.iter().any(|a| a == "--pad-only") {
+        pad_bandwidth(&ctx, &timer, &adapter, &out_dir);
         return;
     }
     if args.iter().any(|a| a == "--linear-attention-only") {
@@ -1917,6 +1924,80 @@ fn reduce_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
         }
     }
     std::fs::write(out_dir.join("reduce.txt"), lines.join("\n") + "\n").unwrap();
+}
+
+/// ONNX Pad on 16 MiB of output in each mode, on rows (the last axis padded, as a 1-D
+/// convolution's input is), on images (the two last axes, as a 2-D convolution's) and on
+/// every axis, for elements of 1, 4 and 8 bytes, against the copy of the output's bytes.
+fn pad_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::path::Path) {
+    use wgpu_ops::kernels::pad::PadMode;
+    let bytes: u64 = 16 << 20;
+    let mut lines = vec![
+        format!("adapter: {adapter}"),
+        format!("timing: {}", timer.method()),
+        format!("ONNX Pad, about 16 MiB of output; GB/s of input + output bytes; copy = Recorder::copy_bytes of the output's bytes"),
+        format!(
+            "{:<42} {:>2} {:>9} {:>10} {:>10} {:>7}",
+            "input, pads", "w", "mode", "Pad GB/s", "copy GB/s", "ratio"
+        ),
+    ];
+    println!("{}", lines.join("\n"));
+    for w in [4u64, 1, 8] {
+        let e = (bytes / w) as usize;
+        let rows = e / 1024;
+        let side = ((e / 64) as f64).sqrt() as usize;
+        let cases: [(Vec<usize>, Vec<i64>); 3] = [
+            (vec![rows, 1020], vec![0, 2, 0, 2]),
+            (
+                vec![1, 64, side - 2, side - 2],
+                vec![0, 0, 1, 1, 0, 0, 1, 1],
+            ),
+            (vec![rows - 2, 1022], vec![1, 1, 1, 1]),
+        ];
+        for (shape, pads) in cases {
+            let n: usize = shape.iter().product();
+            let data: Vec<u8> = (0..n * w as usize).map(|i| (i % 251) as u8).collect();
+            let host = HostTensor::from_bytes(dtype_of_width(w), shape.clone(), data).unwrap();
+            let x = Tensor::from_host(ctx, &host).unwrap();
+            let rank = shape.len();
+            let out_shape: Vec<usize> = (0..rank)
+                .map(|k| (shape[k] as i64 + pads[k] + pads[k + rank]) as usize)
+                .collect();
+            let out_bytes = out_shape.iter().product::<usize>() as u64 * w;
+            let y = Tensor::uninit(ctx, dtype_of_width(w), &out_shape).unwrap();
+            let copy = Tensor::uninit(ctx, dtype_of_width(w), &out_shape).unwrap();
+            for mode in [
+                PadMode::Constant,
+                PadMode::Reflect,
+                PadMode::Edge,
+                PadMode::Wrap,
+            ] {
+                let (t_pad, t_copy) = timer.median_pair(
+                    ctx,
+                    2,
+                    5,
+                    &mut |rec| {
+                        rec.pad_to(&x, &pads, mode, None, None, Out::into("y", &y))
+                            .unwrap();
+                    },
+                    &mut |rec| {
+                        rec.copy_bytes(&y, 0, &copy, 0, out_bytes).unwrap();
+                    },
+                );
+                let moved = (n as u64 * w + out_bytes) as f64;
+                let (pad, copy) = (moved / t_pad / 1e9, 2.0 * out_bytes as f64 / t_copy / 1e9);
+                let label = format!("{shape:?} {pads:?}");
+                let line = format!(
+                    "{label:<42} {w:>2} {:>9} {pad:>10.2} {copy:>10.2} {:>7.2}",
+                    mode.name(),
+                    pad / copy
+                );
+                println!("{line}");
+                lines.push(line);
+            }
+        }
+    }
+    std::fs::write(out_dir.join("pad.txt"), lines.join("\n") + "\n").unwrap();
 }
 
 fn dtype_bandwidth(

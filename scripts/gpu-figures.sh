@@ -88,6 +88,7 @@ run_part() {
     dtypes) "$bin/bench" --dtypes-only ;;
     broadcast) "$bin/bench" --broadcast-only --out "$out/broadcast" ;;
     reduce) "$bin/bench" --reduce-only --out "$out/reduce" ;;
+    pad) "$bin/bench" --pad-only --out "$out/pad" ;;
     matmul) "$bin/bench" --matmul-only ;;
     rnn) "$bin/bench" --rnn-only ;;
     transfer) "$bin/bench" --transfer-only ;;

@@ -105,8 +105,12 @@ const BLOCK_REMAP: &str = concat!(
     include_str!("../../shaders/divide.inc")
 );
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
-const PAD: &str = include_str!("../../shaders/pad.wgsl");
-/// The entry point gather_index.wgsl and pad.wgsl share (see the file).
+const PAD: &str = concat!(
+    include_str!("../../shaders/pad.wgsl"),
+    "\n",
+    include_str!("../../shaders/divide.inc")
+);
+/// The entry point of gather_index.wgsl (see the file).
 const PACKED_ELEMENTS: &str = include_str!("../../shaders/packed_elements.inc");
 const SCATTER: &str = include_str!("../../shaders/scatter.wgsl");
 const TWO_BUFFERS: &[Binding] = &[
@@ -219,6 +223,8 @@ pub enum Kernel {
         elem_bytes: u32,
         mode: pad::PadMode,
         workgroup_size: u32,
+        /// 16-byte stores (`main_quads`), else four words stored apart.
+        quads: bool,
     },
     /// `cumsum.wgsl` on `dtype` (a 32- or 64-bit type): running sums, or with `product`
     /// running products.
@@ -444,11 +450,14 @@ impl Kernel {
                     pad::PadMode::Edge,
                     pad::PadMode::Wrap,
                 ] {
-                    out.push(Kernel::Pad {
-                        elem_bytes,
-                        mode,
-                        workgroup_size,
-                    });
+                    for quads in [false, true] {
+                        out.push(Kernel::Pad {
+                            elem_bytes,
+                            mode,
+                            workgroup_size,
+                            quads,
+                        });
+                    }
                 }
             }
             for elem_bytes in [1u32, 2, 4, 8] {
@@ -634,7 +643,7 @@ impl Kernel {
             Kernel::Gather { .. } => STRIDED_GATHER.into(),
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
             Kernel::GatherIndex { .. } => format!("{GATHER_INDEX}\n{PACKED_ELEMENTS}").into(),
-            Kernel::Pad { .. } => format!("{PAD}\n{PACKED_ELEMENTS}").into(),
+            Kernel::Pad { .. } => PAD.into(),
             Kernel::Scatter {
                 dtype,
                 reduction,
@@ -823,6 +832,7 @@ impl Kernel {
                 elem_bytes,
                 mode,
                 workgroup_size,
+                ..
             } => vec![
                 ("ELEM_BYTES", elem_bytes),
                 ("MODE", mode.code()),
@@ -966,7 +976,9 @@ impl Kernel {
         match self {
             Kernel::Gather { pairs: true, .. } => "main_pairs",
             Kernel::Fused { dense: Some(_), .. } => "main_dense",
-            Kernel::Gather { quads: true, .. } | Kernel::Fused { quads: true, .. } => "main_quads",
+            Kernel::Gather { quads: true, .. }
+            | Kernel::Fused { quads: true, .. }
+            | Kernel::Pad { quads: true, .. } => "main_quads",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
             Kernel::Copy { vec4: true, .. } => "main_vec4",
             Kernel::LinearAttention { lanes: true, .. } => "lanes",

@@ -1,6 +1,7 @@
 //! The pad kernel (`shaders/pad.wgsl`): ONNX Pad in one pass, every output element mapped to
 //! its input element (or the constant) axis by axis, moved as bits in words.
 
+use super::divide::Divisor;
 use super::windows::room;
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::{Error, Recorder, Result, Tensor};
@@ -65,8 +66,9 @@ struct PadParams {
     value: [u32; 2],
     dst_base: u32,
     first: u32,
-    /// Per axis: out_len, len, before, stride.
-    axes: [[u32; 4]; MAX_RANK],
+    /// Per axis, outermost first: out_len, len, before, stride, out_len's divisor, the
+    /// mode's period and its divisor (see `pad.wgsl`), three words of padding.
+    axes: [[u32; 12]; MAX_RANK],
 }
 
 impl Recorder {
@@ -125,34 +127,65 @@ impl Recorder {
         let mut params = PadParams {
             count: piece.count as u32,
             units: 0,
-            rank: axes.len() as u32,
+            rank: 0,
             base: piece.base as u32,
             value: [value as u32, (value >> 32) as u32],
-            dst_base: (piece.dst_base / lanes) as u32,
+            dst_base: (piece.dst_base * u64::from(elem) / 4) as u32,
             first: piece.first as u32,
-            axes: [[0; 4]; MAX_RANK],
+            axes: [[0; 12]; MAX_RANK],
         };
+        // A scalar is one axis of one element: the kernel splits off an innermost axis.
+        let scalar = [PadAxis {
+            out_len: 1,
+            len: 1,
+            before: 0,
+            crop: 0,
+        }];
+        let (axes, dims) = match axes.is_empty() {
+            true => (&scalar[..], &[1usize][..]),
+            false => (axes, dims),
+        };
+        params.rank = axes.len() as u32;
         let mut stride = 1usize;
         for (k, axis) in axes.iter().enumerate().rev() {
+            let out = Divisor::new(axis.out_len as u32);
+            // Reflect folds by 2 (len - 1), wrap by len (only where anything is padded, so
+            // never by 0 there; an axis padded by nothing never folds).
+            let period = match mode {
+                PadMode::Reflect => (2 * axis.len.saturating_sub(1)).max(1),
+                _ => axis.len.max(1),
+            } as u32;
+            let by_period = Divisor::new(period);
             params.axes[k] = [
                 axis.out_len as u32,
                 axis.len as u32,
                 axis.before as u32,
                 stride as u32,
+                out.shift,
+                out.magic,
+                period,
+                by_period.shift,
+                by_period.magic,
+                0,
+                0,
+                0,
             ];
             params.base = params.base.wrapping_add((axis.crop * stride) as u32);
             stride *= dims[k];
         }
-        let units = piece.count.div_ceil(lanes);
-        params.units = units as u32;
+        let words = (piece.count * u64::from(elem)).div_ceil(4);
+        params.units = words as u32;
         let wg = ctx.workgroup_size();
+        // 16-byte stores where the output's words come in whole quads.
+        let quads = params.dst_base.is_multiple_of(4) && words.is_multiple_of(4);
         let kernel = Kernel::Pad {
             elem_bytes: elem,
             mode,
             workgroup_size: wg,
+            quads,
         };
         let pipeline = ctx.pipeline(&kernel)?;
-        let grid = grid_for(&ctx, op, units, wg)?;
+        let grid = grid_for(&ctx, op, words.div_ceil(4), wg)?;
         self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
     }
 

@@ -1,0 +1,143 @@
+//! The pad kernel's paths, bit for bit against the CPU reference: 16 bytes of output moved
+//! whole from one run of a row (at every byte alignment of 1- and 2-byte inputs) or filled
+//! from a constant row, quads that straddle a row's edges or two rows, 16-byte stores and
+//! word-by-word stores (outputs whose words do not come in whole quads), reflect and wrap
+//! folding over several periods on either side, crops, and ranks up to 7.
+
+mod common;
+use common::*;
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::reference::graph::run_graph;
+use wgpu_ops::{DType, HostTensor, Session};
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Pads for `shape` that `mode` accepts: crops of up to 2 (leaving at least one element),
+/// and pads up to three times the axis' length (reflect only where 2 or more elements stay).
+fn random_pads(rng: &mut Lcg, shape: &[usize], mode: &str) -> Vec<i64> {
+    let rank = shape.len();
+    let mut pads = vec![0i64; 2 * rank];
+    for (k, &dim) in shape.iter().enumerate() {
+        let mut left = dim as i64;
+        for side in [k, k + rank] {
+            if rng.below(4) == 0 && left > 1 {
+                let crop = 1 + rng.below(2.min(left as u64 - 1)) as i64;
+                pads[side] = -crop;
+                left -= crop;
+            }
+        }
+        if mode == "reflect" && left < 2 {
+            continue;
+        }
+        for side in [k, k + rank] {
+            if pads[side] == 0 && rng.below(3) > 0 {
+                let most = if rng.below(4) == 0 {
+                    3 * left as u64
+                } else {
+                    5
+                };
+                pads[side] = rng.below(most + 1) as i64;
+            }
+        }
+    }
+    pads
+}
+
+/// A Pad of `x` by `pads` in `mode`; constant mode pads with a constant of random bits.
+fn pad_graph(dtype: DType, shape: &[usize], pads: &[i64], mode: &str) -> Graph {
+    let node = Node::new("Pad", "p")
+        .inputs(["x", "pads", "value"])
+        .outputs(["y"])
+        .attr("mode", Attr::String(mode.into()));
+    Graph::new()
+        .input(
+            "x",
+            dtype,
+            &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+        )
+        .constant(
+            "pads",
+            HostTensor::from_vec(vec![pads.len()], pads).unwrap(),
+        )
+        .constant("value", random_tensor(pads.len() as u64, dtype, &[]))
+        .node(node)
+        .output("y")
+}
+
+#[test]
+fn pads_of_random_shapes_match_the_reference_in_every_mode() {
+    let mut rng = Lcg(0x9AD);
+    let mut quads = [0usize; 2];
+    for dtype in [DType::U8, DType::I16, DType::F32, DType::I64] {
+        for mode in ["constant", "reflect", "edge", "wrap"] {
+            for case in 0..40 {
+                // Rows long enough for quads inside them, and a few of ranks 5 to 7.
+                let rank = if case % 10 == 9 {
+                    5 + rng.below(3) as usize
+                } else {
+                    1 + rng.below(4) as usize
+                };
+                let mut shape: Vec<usize> = (0..rank).map(|_| 1 + rng.below(4) as usize).collect();
+                shape[rank - 1] = 1 + rng.below(70) as usize;
+                let pads = random_pads(&mut rng, &shape, mode);
+                let x = random_tensor(case, dtype, &shape);
+                let g = pad_graph(dtype, &shape, &pads, mode);
+                let inputs = vec![("x".to_string(), x)];
+                let what = format!("Pad {mode} {dtype} {shape:?} by {pads:?}");
+                let got = Session::new(ctx(), g.clone())
+                    .and_then(|s| s.run_blocking(inputs.clone()))
+                    .unwrap_or_else(|e| panic!("{what}: {e}"))
+                    .remove(0)
+                    .1;
+                let want = run_graph(&g, &inputs, &Default::default())
+                    .unwrap()
+                    .remove(0);
+                assert_eq!(got.shape, want.shape, "{what}");
+                assert!(got.data == want.data, "{what}: differs from the reference");
+                quads[usize::from(got.data.len().div_ceil(4).is_multiple_of(4))] += 1;
+            }
+        }
+    }
+    // Both kinds of store ran (whole quads of output words, and words one by one).
+    assert!(quads[0] > 20 && quads[1] > 20, "{quads:?}");
+}
+
+/// Rows of 1-byte elements padded by 0 to 4 before and after: each row's runs start at every
+/// byte offset of a word, so quads are read across word boundaries (the fifth word) and
+/// rows end inside quads.
+#[test]
+fn byte_rows_are_read_at_every_alignment() {
+    for mode in ["constant", "reflect", "edge", "wrap"] {
+        for before in 0..5i64 {
+            for after in 0..5i64 {
+                for cols in [29usize, 64, 67] {
+                    let shape = [3usize, cols];
+                    let pads = [0, before, 0, after];
+                    let x = random_tensor(before as u64 * 7 + after as u64, DType::U8, &shape);
+                    let g = pad_graph(DType::U8, &shape, &pads, mode);
+                    let inputs = vec![("x".to_string(), x)];
+                    let got = Session::new(ctx(), g.clone())
+                        .unwrap()
+                        .run_blocking(inputs.clone())
+                        .unwrap()
+                        .remove(0)
+                        .1;
+                    let want = run_graph(&g, &inputs, &Default::default())
+                        .unwrap()
+                        .remove(0);
+                    assert!(got == want, "Pad {mode} u8 {shape:?} by {pads:?}");
+                }
+            }
+        }
+    }
+}

@@ -74,6 +74,17 @@ fn pad_graph(dtype: DType, shape: &[usize], pads: &[i64], mode: &str) -> Graph {
         .output("y")
 }
 
+/// `g`'s output on the GPU and on the CPU reference.
+fn both(g: &Graph, inputs: &[(String, HostTensor)], what: &str) -> (HostTensor, HostTensor) {
+    let got = Session::new(ctx(), g.clone())
+        .and_then(|s| s.run_blocking(inputs.to_vec()))
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .remove(0)
+        .1;
+    let want = run_graph(g, inputs, &Default::default()).unwrap().remove(0);
+    (got, want)
+}
+
 #[test]
 fn pads_of_random_shapes_match_the_reference_in_every_mode() {
     let mut rng = Lcg(0x9AD);
@@ -94,14 +105,7 @@ fn pads_of_random_shapes_match_the_reference_in_every_mode() {
                 let g = pad_graph(dtype, &shape, &pads, mode);
                 let inputs = vec![("x".to_string(), x)];
                 let what = format!("Pad {mode} {dtype} {shape:?} by {pads:?}");
-                let got = Session::new(ctx(), g.clone())
-                    .and_then(|s| s.run_blocking(inputs.clone()))
-                    .unwrap_or_else(|e| panic!("{what}: {e}"))
-                    .remove(0)
-                    .1;
-                let want = run_graph(&g, &inputs, &Default::default())
-                    .unwrap()
-                    .remove(0);
+                let (got, want) = both(&g, &inputs, &what);
                 assert_eq!(got.shape, want.shape, "{what}");
                 assert!(got.data == want.data, "{what}: differs from the reference");
                 quads[usize::from(got.data.len().div_ceil(4).is_multiple_of(4))] += 1;
@@ -126,15 +130,7 @@ fn byte_rows_are_read_at_every_alignment() {
                     let x = random_tensor(before as u64 * 7 + after as u64, DType::U8, &shape);
                     let g = pad_graph(DType::U8, &shape, &pads, mode);
                     let inputs = vec![("x".to_string(), x)];
-                    let got = Session::new(ctx(), g.clone())
-                        .unwrap()
-                        .run_blocking(inputs.clone())
-                        .unwrap()
-                        .remove(0)
-                        .1;
-                    let want = run_graph(&g, &inputs, &Default::default())
-                        .unwrap()
-                        .remove(0);
+                    let (got, want) = both(&g, &inputs, mode);
                     assert!(got == want, "Pad {mode} u8 {shape:?} by {pads:?}");
                 }
             }

@@ -1496,6 +1496,26 @@ def narrow_type_cases(out, manifest):
             m.graph.initializer.extend([s, z])
             written += ort_case(out, manifest, f"ort_QDQ_{name}_{label}", m, [("x", xq)],
                                 ["QuantizeLinear", "DequantizeLinear"], 21, 0.0, 0.0)
+    # Casts to the 4- and 2-bit integers of whole numbers in and far past their range, from
+    # floats and integers, and back: the high bits are dropped (onnxruntime wraps as the ONNX
+    # reference did with ml_dtypes before 0.7, which gives 0 past the range). Fractions are
+    # left out: onnxruntime rounds them, the reference truncates (docs/spec-decisions.md 25).
+    whole = np.concatenate([np.arange(-40, 41), [-1000, 1000, -65536, 65535, 123456789, -123456789,
+                                                 2 ** 30, -(2 ** 31)]]).astype(np.int64)
+    for name, code in [("INT4", T.INT4), ("UINT4", T.UINT4), ("INT2", T.INT2), ("UINT2", T.UINT2)]:
+        for src_name, src_type, src_np in [("f32", T.FLOAT, np.float32), ("f64", T.DOUBLE, np.float64),
+                                           ("i32", T.INT32, np.int32), ("i64", T.INT64, np.int64),
+                                           ("i8", T.INT8, np.int8), ("u16", T.UINT16, np.uint16)]:
+            with np.errstate(over="ignore"):
+                x = whole.astype(src_np).reshape(-1, 1)
+            nodes = [helper.make_node("Cast", ["x"], ["q"], to=code),
+                     helper.make_node("Cast", ["q"], ["y"], to=T.INT32)]
+            graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", src_type, list(x.shape))],
+                                      [helper.make_tensor_value_info("y", T.INT32, None)])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+            m.ir_version = 11
+            written += ort_case(out, manifest, f"ort_Cast_{src_name}_to_{name}_wraps", m, [("x", x)],
+                                ["Cast"], 25, 0.0, 0.0)
     return written
 
 

@@ -20,9 +20,9 @@ if ! python3 -c "import onnx" 2>/dev/null; then
   echo "installing onnx for the ONNX node tests" >&2
   pip_install onnx
 fi
-# ml_dtypes 0.7 casts floats beyond int4's and int2's range to 0 (0.6 and before wrap them),
-# and the onnx package's Cast node tests take their expected outputs
-# from it: keep the version their data was written against.
+# ml_dtypes 0.7 casts floats beyond int4's and int2's range to 0 (0.6 and before wrap them, as
+# onnxruntime does), and the onnx package's Cast node tests take their expected outputs from
+# it: keep the wrapping one (docs/spec-decisions.md 25).
 if ! python3 -c "import ml_dtypes, sys; sys.exit(tuple(map(int, ml_dtypes.__version__.split('.')[:2])) >= (0, 7))" 2>/dev/null; then
   pip_install "ml_dtypes<0.7"
 fi

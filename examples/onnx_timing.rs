@@ -90,6 +90,7 @@ fn main() -> Result<()> {
         .map(|(n, v)| Ok((n.clone(), wgpu_ops::Tensor::from_host(&ctx, v)?)))
         .collect::<Result<_>>()?;
     session.run_tensors_blocking(resident.clone())?;
+    let resident_before = ctx.stats().buffers_created;
     let mut on_gpu: Vec<(f64, f64)> = (0..runs.max(1))
         .map(|_| {
             let t = Instant::now();
@@ -102,10 +103,13 @@ fn main() -> Result<()> {
             Ok((t.elapsed().as_secs_f64(), host))
         })
         .collect::<Result<_>>()?;
+    // Each run's outputs are dropped before the next, which then takes their buffers.
+    let resident_buffers =
+        (ctx.stats().buffers_created - resident_before) as f64 / on_gpu.len() as f64;
     on_gpu.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (total, host) = on_gpu[on_gpu.len() / 2];
     println!(
-        "tensors on the GPU: median {:.3} ms per run, host {:.3} ms (until the last submission returns)",
+        "tensors on the GPU: median {:.3} ms per run, host {:.3} ms (until the last submission returns), buffers created per run {resident_buffers:.1}",
         total * 1e3,
         host * 1e3
     );

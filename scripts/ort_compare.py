@@ -92,9 +92,10 @@ def timing_text(report, ort_ms, ours_ms, dispatches):
     """Both times per run, onnx_timing's with the tensors on the GPU, and the ratios."""
     resident = next(l for l in report.splitlines() if l.startswith("tensors on the GPU"))
     gpu_ms = float(resident.split("median ")[1].split()[0])
+    made = resident.split("buffers created per run ")[1].split()[0] if "buffers created" in resident else "?"
     return (f"onnxruntime {ort_ms:.2f} ms; wgpu-ops {ours_ms:.2f} ms per run ({dispatches} "
-            f"dispatches), {gpu_ms:.2f} ms with the tensors on the GPU; ratio to onnxruntime "
-            f"{ort_ms / ours_ms:.2f}x ({ort_ms / gpu_ms:.2f}x resident)")
+            f"dispatches), {gpu_ms:.2f} ms with the tensors on the GPU ({made} buffers created "
+            f"per run); ratio to onnxruntime {ort_ms / ours_ms:.2f}x ({ort_ms / gpu_ms:.2f}x resident)")
 
 
 def resident_line(report, steps, ort_ms, dispatches):

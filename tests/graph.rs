@@ -309,6 +309,64 @@ fn later_runs_reuse_the_buffers_of_earlier_ones() {
     assert_eq!(ctx.memory_in_use(), held - spare);
 }
 
+/// Outputs handed out on the GPU (`run_tensors`) that the caller has dropped by the next run
+/// serve that run's values, so a loop that drops its outputs creates no buffer; outputs the
+/// caller keeps, or gives back as the next run's input (a decode loop), are never written.
+#[test]
+fn dropped_gpu_outputs_serve_the_next_run() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let one = HostTensor::from_vec(vec![1], &[1i32]).unwrap();
+    let g = Graph::new()
+        .input("x", DType::I32, &[Some(5000)])
+        .constant("one", one)
+        .node(Node::new("Add", "a").inputs(["x", "one"]).outputs(["y"]))
+        .output("y");
+    let session = Session::new(&ctx, g).unwrap();
+    let host = |v: &[i32]| HostTensor::from_vec(vec![v.len()], v).unwrap();
+    let start: Vec<i32> = (0..5000).map(|i| i * 7 - 9000).collect();
+    let plus = |k: i32| host(&start.iter().map(|v| v + k).collect::<Vec<_>>());
+    let run = |x: wgpu_ops::Tensor| {
+        let before = ctx.stats().buffers_created;
+        let mut out = session
+            .run_tensors_blocking(vec![("x".to_string(), x)])
+            .unwrap();
+        (out.remove(0).1, ctx.stats().buffers_created - before)
+    };
+    let x0 = wgpu_ops::Tensor::from_host(&ctx, &host(&start)).unwrap();
+    // Each run's output is the next run's input: none may take the buffer it reads.
+    let (x1, _) = run(x0.clone());
+    let (x2, made2) = run(x1.clone());
+    let (x3, made3) = run(x2.clone());
+    assert_eq!((made2, made3), (1, 1));
+    for (k, t) in [(0, &x0), (1, &x1), (2, &x2), (3, &x3)] {
+        assert_eq!(t.to_host_blocking().unwrap(), plus(k), "x{k}");
+    }
+    // Outputs kept by the caller keep their values through later runs.
+    let (kept, _) = run(x0.clone());
+    let (again, made) = run(x0.clone());
+    assert_eq!(made, 1);
+    assert_eq!(kept.to_host_blocking().unwrap(), plus(1));
+    assert_eq!(again.to_host_blocking().unwrap(), plus(1));
+    // Dropped outputs come back: later runs create no buffer, and give the same values.
+    drop((x1, x2, x3, kept, again));
+    let spare = session.spare_bytes();
+    let (y, made) = run(x0.clone());
+    assert_eq!(made, 0, "spare bytes before the run: {spare}");
+    assert_eq!(y.to_host_blocking().unwrap(), plus(1));
+    drop(y);
+    assert!(session.spare_bytes() >= 20_000);
+    for _ in 0..3 {
+        let (y, made) = run(x0.clone());
+        assert_eq!(made, 0);
+        assert_eq!(y.to_host_blocking().unwrap(), plus(1));
+    }
+    let held = ctx.memory_in_use();
+    let spare = session.spare_bytes();
+    session.release_buffers();
+    assert_eq!(session.spare_bytes(), 0);
+    assert_eq!(ctx.memory_in_use(), held - spare);
+}
+
 /// Buffers a session keeps never make a run fail that would fit without them: under a memory
 /// limit that the kept buffers and a larger run's own do not fit together, the run goes on
 /// without the kept ones.

@@ -1067,7 +1067,8 @@ enum Given {
 /// The graph's constants (weights), and those of its Scan bodies, are uploaded by the first
 /// run that reads them and stay on the GPU for the session's life, so later runs neither copy
 /// nor upload them again. The buffers of a run's intermediate values (and of its outputs once
-/// downloaded), and those of its Scans' loops (states, elements, rows), are kept for the next
+/// downloaded, or once the caller drops the tensors [`Session::run_tensors`] gave it), and
+/// those of its Scans' loops (states, elements, rows), are kept for the next
 /// run, which takes them instead of creating buffers of the same sizes: between runs
 /// a session holds at most what its last run used besides its inputs and outputs
 /// ([`Session::spare_bytes`]; [`Session::release_buffers`] frees them, and a run that the
@@ -1087,6 +1088,9 @@ pub struct Session {
     /// The buffers the last run uploaded each host input into, by input name: the next run
     /// uploads inputs of the same sizes into them instead of into new buffers.
     input_buffers: Mutex<HashMap<String, Arc<crate::storage::Storage>>>,
+    /// The buffers of the tensors the last `run_tensors` handed out: those the caller has
+    /// dropped by the next run (the session then holds the only handle) serve its values.
+    lent: Mutex<Vec<Arc<crate::storage::Storage>>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -1117,6 +1121,7 @@ impl Session {
             body_constants: Mutex::new(Default::default()),
             streams: Mutex::new(HashMap::new()),
             input_buffers: Mutex::new(HashMap::new()),
+            lent: Mutex::new(Vec::new()),
         })
     }
 
@@ -1133,7 +1138,15 @@ impl Session {
             .values()
             .map(|s| s.size())
             .sum();
-        self.spare.lock().unwrap_or_else(|e| e.into_inner()).bytes() + inputs
+        let returned: u64 = self
+            .lent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|s| Arc::strong_count(s) == 1)
+            .map(|s| s.size())
+            .sum();
+        self.spare.lock().unwrap_or_else(|e| e.into_inner()).bytes() + inputs + returned
     }
 
     /// Frees the buffers the session keeps between runs (the next run creates its own).
@@ -1141,7 +1154,8 @@ impl Session {
         let freed = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
         let inputs =
             std::mem::take(&mut *self.input_buffers.lock().unwrap_or_else(|e| e.into_inner()));
-        drop((freed, inputs));
+        let lent = std::mem::take(&mut *self.lent.lock().unwrap_or_else(|e| e.into_inner()));
+        drop((freed, inputs, lent));
     }
 
     /// Keeps for the next run the buffers `spare` holds and those of the run's values in
@@ -1299,7 +1313,9 @@ impl Session {
     }
 
     /// Runs the graph on tensors already on the GPU and returns its outputs there (no upload,
-    /// no download): for engines that keep their data on the device.
+    /// no download): for engines that keep their data on the device. The buffers of outputs
+    /// the caller has dropped by the next run serve that run (a loop that drops its outputs
+    /// creates none); outputs it still holds, as its own or as that run's inputs, are left alone.
     pub async fn run_tensors(
         &self,
         inputs: Vec<(String, Tensor)>,
@@ -1352,6 +1368,8 @@ impl Session {
             rec.finish().await?;
         }
         self.keep_spare(spare, scope);
+        *self.lent.lock().unwrap_or_else(|e| e.into_inner()) =
+            copied.iter().map(|(_, t)| t.storage().clone()).collect();
         Ok(copied)
     }
 
@@ -1371,7 +1389,15 @@ impl Session {
         &self,
         slots: impl Fn() -> Vec<(String, Slot)>,
     ) -> Result<(Scope<'static>, SparePool)> {
-        let spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
+        // Outputs of the last `run_tensors` that the caller has dropped; the others are the
+        // caller's alone from now on.
+        let lent = std::mem::take(&mut *self.lent.lock().unwrap_or_else(|e| e.into_inner()));
+        for storage in lent {
+            if Arc::strong_count(&storage) == 1 {
+                spare.keep_storage(storage);
+            }
+        }
         let inputs =
             std::mem::take(&mut *self.input_buffers.lock().unwrap_or_else(|e| e.into_inner()));
         let kept = spare.bytes() > 0 || !inputs.is_empty();

@@ -28,8 +28,8 @@
 //! to a million rows of 4, against the copy of the input's bytes, written to DIR/reduce.txt,
 //! with the kernel each shape takes: a workgroup per row, a segment of `LANES` threads of one
 //! per row, or a thread per row;
-//! `--pad-only`: ONNX `Pad` in each mode on rows, images and every axis of about 16 MiB of
-//! output, 1-, 4- and 8-byte elements, against the copy of the output's bytes, written to
+//! `--pad-only`: ONNX `Pad` in each mode on rows (of an even and an odd number of elements),
+//! images and every axis of about 16 MiB of output, 1-, 4- and 8-byte elements, against the copy of the output's bytes, written to
 //! DIR/pad.txt).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
@@ -1946,8 +1946,10 @@ fn pad_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::pat
         let e = (bytes / w) as usize;
         let rows = e / 1024;
         let side = ((e / 64) as f64).sqrt() as usize;
-        let cases: [(Vec<usize>, Vec<i64>); 3] = [
+        let cases: [(Vec<usize>, Vec<i64>); 4] = [
             (vec![rows, 1020], vec![0, 2, 0, 2]),
+            // An odd number of elements: the output ends inside a quad.
+            (vec![rows + 1, 1021], vec![0, 1, 0, 1]),
             (
                 vec![1, 64, side - 2, side - 2],
                 vec![0, 0, 1, 1, 0, 0, 1, 1],
@@ -1981,7 +1983,7 @@ fn pad_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::pat
                             .unwrap();
                     },
                     &mut |rec| {
-                        rec.copy_bytes(&y, 0, &copy, 0, out_bytes).unwrap();
+                        rec.copy_bytes(&y, 0, &copy, 0, out_bytes.div_ceil(4) * 4).unwrap();
                     },
                 );
                 let moved = (n as u64 * w + out_bytes) as f64;

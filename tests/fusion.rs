@@ -1445,6 +1445,44 @@ fn fused_programs_of_every_width_store_quads() {
     }
 }
 
+/// Outputs of 2^16 elements or more whose last 16-byte quad is partial: the whole quads go by
+/// the quad kernel (dense for narrow types) and the rest, the end of the last row, by a
+/// dispatch of its own; where the rest is longer than a row, one word kernel does it all.
+/// On both kernel sets, every width, a broadcast row among the operands; bit for bit.
+#[test]
+fn large_programs_ending_inside_a_quad_store_quads_then_the_rest() {
+    for cpu_kernels in [false, true] {
+        let set = kernel_set(cpu_kernels, true);
+        for d in [DType::U8, DType::I16, DType::F16, DType::F32, DType::I64, DType::F64] {
+            let per_quad = 16 / d.size();
+            for (x_shape, y_shape) in [
+                (vec![65537usize], vec![65537usize]),
+                (vec![257, 259], vec![259]),
+                (vec![32771, 3], vec![3]),
+            ] {
+                let n: usize = x_shape.iter().product();
+                assert!(n % per_quad != 0 && n >= 1 << 16, "{d} {x_shape:?}");
+                // The rest in the last row (for u8 the 9 elements past [32771, 3]'s last
+                // quad are not).
+                let split = n % per_quad <= x_shape[x_shape.len() - 1];
+                let inputs = named(vec![
+                    ("x", flushed(&random_tensor(71, d, &x_shape))),
+                    ("y", flushed(&random_tensor(72, d, &y_shape))),
+                ]);
+                let g = declare(Graph::new(), &inputs)
+                    .node(node("Add", &["x", "y"], "t"))
+                    .node(node("Mul", &["t", "y"], "z"))
+                    .output("z");
+                let (got, dispatches) = run(&set, &g, &inputs);
+                let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+                let what = format!("{d} {x_shape:?} + {y_shape:?}, cpu kernels {cpu_kernels}");
+                assert_eq!(dispatches, 1 + u64::from(split), "{what}");
+                assert_alike(&got[0], &want[0], &what);
+            }
+        }
+    }
+}
+
 /// Chains of the bitwise ops (BitShift both ways among them) fuse into one kernel on every
 /// integer width, natively and with i64/u64 emulated, bit for bit with the reference; chains
 /// of the trigonometric and hyperbolic functions likewise on floats, with the bits of the

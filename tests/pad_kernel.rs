@@ -137,3 +137,46 @@ fn byte_rows_are_read_at_every_alignment() {
         }
     }
 }
+
+/// Outputs of more than 2^16 words whose last quad is partial: their whole quads go by 16-byte
+/// stores and their last 1 to 3 words by a dispatch of their own, which must meet exactly.
+#[test]
+fn large_outputs_ending_inside_a_quad_match_the_reference() {
+    let mut tails = std::collections::BTreeSet::new();
+    // A context of its own, whose dispatches no other test adds to.
+    let own = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    for (dtype, shape, pads) in [
+        (DType::U8, vec![260usize, 1021], vec![1i64, 1, 0, 1]),
+        (DType::U8, vec![266, 1021], vec![1, 1, 0, 1]),
+        (DType::U8, vec![270, 1021], vec![1, 1, 0, 1]),
+        (DType::I16, vec![130, 1021], vec![1, 1, 0, 1]),
+        (DType::I16, vec![133, 1021], vec![1, 1, 0, 1]),
+        (DType::F32, vec![67, 1021], vec![0, 1, 0, 1]),
+        (DType::F32, vec![65, 1023], vec![1, 1, 1, 1]),
+        (DType::I64, vec![32, 1021], vec![1, 1, 0, 1]),
+    ] {
+        let elems: usize = (0..2)
+            .map(|k| (shape[k] as i64 + pads[k] + pads[k + 2]) as usize)
+            .product();
+        let words = (elems * dtype.size()).div_ceil(4);
+        assert!(words >= 1 << 16, "{dtype} {shape:?}: {words} words");
+        tails.insert(words % 4);
+        for mode in ["constant", "reflect", "edge", "wrap"] {
+            let x = random_tensor(words as u64, dtype, &shape);
+            let g = pad_graph(dtype, &shape, &pads, mode);
+            let inputs = vec![("x".to_string(), x)];
+            let what = format!("Pad {mode} {dtype} {shape:?} by {pads:?}");
+            let before = own.stats().dispatches;
+            let got = Session::new(&own, g.clone())
+                .and_then(|s| s.run_blocking(inputs.clone()))
+                .unwrap_or_else(|e| panic!("{what}: {e}"))
+                .remove(0)
+                .1;
+            assert_eq!(own.stats().dispatches - before, 2, "{what}: quads, then the tail");
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap().remove(0);
+            assert!(got == want, "{what}: differs from the reference");
+        }
+    }
+    // Tails of 1, 2 and 3 words.
+    assert_eq!(tails.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
+}

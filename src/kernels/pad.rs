@@ -124,6 +124,26 @@ impl Recorder {
         let lanes = (4 / elem).max(1) as u64;
         debug_assert_eq!(piece.dst_base % lanes, 0);
         debug_assert_eq!(piece.first % lanes, 0);
+        // A large output that starts on a quad but ends inside one: its whole quads by 16-byte
+        // stores, then its last 1 to 3 words in a dispatch of their own (else every word of it
+        // would be stored alone).
+        let words = (piece.count * u64::from(elem)).div_ceil(4);
+        let whole = words / 4 * 4;
+        let dst_word = piece.dst_base * u64::from(elem) / 4;
+        if dst_word.is_multiple_of(4) && whole != words && whole >= SPLIT_FROM_WORDS {
+            let head = whole * 4 / u64::from(elem);
+            let pad = (axes, dims, mode, value);
+            let [a, b] = bindings;
+            let again = [a.clone(), b.clone()];
+            self.pad_piece(op, dtype, pad, PadPiece { count: head, ..piece }, again)?;
+            let tail = PadPiece {
+                dst_base: piece.dst_base + head,
+                first: piece.first + head,
+                count: piece.count - head,
+                ..piece
+            };
+            return self.pad_piece(op, dtype, pad, tail, [a, b]);
+        }
         let mut params = PadParams {
             count: piece.count as u32,
             units: 0,
@@ -173,7 +193,6 @@ impl Recorder {
             params.base = params.base.wrapping_add((axis.crop * stride) as u32);
             stride *= dims[k];
         }
-        let words = (piece.count * u64::from(elem)).div_ceil(4);
         params.units = words as u32;
         let wg = ctx.workgroup_size();
         // 16-byte stores where the output's words come in whole quads.
@@ -276,7 +295,12 @@ impl Recorder {
     }
 }
 
+/// Output words from which a pad whose last quad is partial takes a second dispatch for it:
+/// below, the dispatch costs more than the 16-byte stores save.
+const SPLIT_FROM_WORDS: u64 = 1 << 16;
+
 /// Where one dispatch of the pad kernel reads and writes (see [`Recorder::pad_piece`]).
+#[derive(Clone, Copy)]
 struct PadPiece {
     base: u64,
     dst_base: u64,

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use super::divide::Divisor;
 use super::operands::{specialize, too_many};
-use super::windows::Broadcast;
+use super::windows::{Broadcast, Walk};
 use super::words::{
     bits_expression, cast_mode, decode_expression, emulated_expression, load_expression,
     result_dtype, uses_int64, word_expression, words_features, Class, Expr, WORDS,
@@ -813,6 +813,10 @@ pub(crate) fn intern(program: Program) -> &'static Program {
     p
 }
 
+/// Output elements from which a program whose last quad is partial takes a second dispatch
+/// for it: below, the dispatch costs more than the quads save.
+const SPLIT_FROM: u64 = 1 << 16;
+
 impl Recorder {
     /// Records `out = program(inputs...)` (numpy broadcasting across the inputs) with the
     /// word kernel `kernel` (whose program it is); `op` names it in errors. The inputs'
@@ -842,7 +846,6 @@ impl Recorder {
         let ctx = self.context().clone();
         let n = inputs.len();
         let plan = Broadcast::plan(&ctx, op, inputs, out)?;
-        let lanes = (4 / out.dtype().size()).max(1) as u64;
         // A program (a fused chain, or one op) stores its results a 16-byte quad at a time
         // where the output's piece is whole quads: on GPUs, and on CPU adapters too, where
         // the quads (and the dense narrow reads) ran programs 1.15x (8-byte results) to 10x
@@ -871,64 +874,114 @@ impl Recorder {
             let (firsts, bindings) = plan.bind(w);
             let count = w.count();
             let dst_base = firsts[n];
-            let quads = as_program.is_some()
-                && count.is_multiple_of(per_quad)
-                && dst_base.is_multiple_of(per_quad);
-            // Narrow types: whole words of contiguous, word-aligned operands (or one broadcast
-            // value) per invocation, where the walk is one axis.
-            let dense = match as_program {
-                Some((program, _)) if quads && program.has_dense() && w.lens.len() == 1 => {
-                    let mut broadcast = Some(0u8);
-                    for (j, d) in program.operands.iter().enumerate() {
-                        match w.steps[0][j] {
-                            0 => broadcast = broadcast.map(|b| b | 1 << j),
-                            1 if (firsts[j] * d.size() as u64).is_multiple_of(4) => {}
-                            _ => broadcast = None,
-                        }
-                    }
-                    broadcast
-                }
-                _ => None,
-            };
-            // The context caches pipelines: only the variants the walks use are compiled (a
-            // chain rarely sees walks of more than one or two ranks).
-            let chosen = match as_program {
-                Some((program, workgroup_size)) => Kernel::Fused {
-                    program,
-                    workgroup_size,
-                    quads,
-                    dense,
-                    // `main_dense` has no index code.
-                    walk_rank: if dense.is_some() {
-                        0
-                    } else {
-                        w.lens.len().clamp(1, 4) as u8
-                    },
-                },
-                None => kernel,
-            };
-            let pipeline = ctx.pipeline(&chosen)?;
-            let units = if quads {
-                count / per_quad
-            } else if lanes > 1 {
-                (dst_base + count - 1) / lanes - dst_base / lanes + 1
-            } else {
-                count
-            };
-            // count, units, rank, dst_base, then the walk as `walk_struct` lays it out after
-            // its rank and padding (base, shape, strides, divisors).
-            let rank = w.lens.len() as u32;
-            let mut params = vec![count as u32, units as u32, rank, dst_base as u32];
-            params.extend_from_slice(&walk_words(&w.lens, &w.steps, &firsts[..n], n)[4..]);
-            let grid = grid_for(&ctx, op, units, ctx.workgroup_size())?;
-            self.dispatch(
-                op,
-                &pipeline,
-                bytemuck::cast_slice(&params),
-                &bindings,
-                grid,
-            )?;
+            let aligned = as_program.is_some() && dst_base.is_multiple_of(per_quad);
+            // A large output whose last quad is partial: its whole quads by the quads kernel,
+            // then the rest (the end of its last row) as a walk of its own, where the rest
+            // lies in one row; else a word (or element) per invocation throughout.
+            let tail = count % per_quad;
+            let inner = w.lens.last().copied().unwrap_or(1);
+            let split = aligned && tail != 0 && count >= SPLIT_FROM && tail <= inner;
+            let head = count - if split { tail } else { 0 };
+            let quads = aligned && head.is_multiple_of(per_quad);
+            let whole = (&firsts[..], bindings);
+            self.program_walk(op, kernel, as_program, w, whole, out.dtype(), head, quads)?;
+            if split {
+                let last = w.lens.len() - 1;
+                let bases = (0..w.bases.len())
+                    .map(|j| {
+                        let outer: u64 = (0..last).map(|k| (w.lens[k] - 1) * w.steps[k][j]).sum();
+                        w.bases[j] + outer + (inner - tail) * w.steps[last][j]
+                    })
+                    .collect();
+                let rest = Walk {
+                    lens: vec![tail],
+                    steps: vec![w.steps[last].clone()],
+                    bases,
+                    extents: w.extents.clone(),
+                };
+                let (firsts, bindings) = plan.bind(&rest);
+                let bound = (&firsts[..], bindings);
+                self.program_walk(op, kernel, as_program, &rest, bound, out.dtype(), tail, false)?;
+            }
         }
         Ok(())
+    }
+
+    /// One dispatch of the word kernel `kernel` (or of `as_program`, the program it runs)
+    /// over the first `count` elements of walk `w`, bound as `firsts` and `bindings` say: a
+    /// quad of results per invocation where `quads` (`count` is then whole quads), else a
+    /// word or an element.
+    #[allow(clippy::too_many_arguments)]
+    fn program_walk(
+        &mut self,
+        op: &'static str,
+        kernel: Kernel,
+        as_program: Option<(&'static Program, u32)>,
+        w: &Walk,
+        (firsts, bindings): (&[u64], Vec<wgpu::BindingResource<'_>>),
+        out_dtype: DType,
+        count: u64,
+        quads: bool,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let n = firsts.len() - 1;
+        let dst_base = firsts[n];
+        let out_bytes = out_dtype.size() as u64;
+        let lanes = (4 / out_bytes).max(1);
+        let per_quad = 16 / out_bytes;
+        // Narrow types: whole words of contiguous, word-aligned operands (or one broadcast
+        // value) per invocation, where the walk is one axis.
+        let dense = match as_program {
+            Some((program, _)) if quads && program.has_dense() && w.lens.len() == 1 => {
+                let mut broadcast = Some(0u8);
+                for (j, d) in program.operands.iter().enumerate() {
+                    match w.steps[0][j] {
+                        0 => broadcast = broadcast.map(|b| b | 1 << j),
+                        1 if (firsts[j] * d.size() as u64).is_multiple_of(4) => {}
+                        _ => broadcast = None,
+                    }
+                }
+                broadcast
+            }
+            _ => None,
+        };
+        // The context caches pipelines: only the variants the walks use are compiled (a
+        // chain rarely sees walks of more than one or two ranks).
+        let chosen = match as_program {
+            Some((program, workgroup_size)) => Kernel::Fused {
+                program,
+                workgroup_size,
+                quads,
+                dense,
+                // `main_dense` has no index code.
+                walk_rank: if dense.is_some() {
+                    0
+                } else {
+                    w.lens.len().clamp(1, 4) as u8
+                },
+            },
+            None => kernel,
+        };
+        let pipeline = ctx.pipeline(&chosen)?;
+        let units = if quads {
+            count / per_quad
+        } else if lanes > 1 {
+            (dst_base + count - 1) / lanes - dst_base / lanes + 1
+        } else {
+            count
+        };
+        // count, units, rank, dst_base, then the walk as `walk_struct` lays it out after
+        // its rank and padding (base, shape, strides, divisors).
+        let rank = w.lens.len() as u32;
+        let mut params = vec![count as u32, units as u32, rank, dst_base as u32];
+        params.extend_from_slice(&walk_words(&w.lens, &w.steps, &firsts[..n], n)[4..]);
+        let grid = grid_for(&ctx, op, units, ctx.workgroup_size())?;
+        self.dispatch(
+            op,
+            &pipeline,
+            bytemuck::cast_slice(&params),
+            &bindings,
+            grid,
+        )
     }
 }

@@ -20,7 +20,8 @@
 //! bf16 products against the same products through f32 copies and in f32;
 //! `--dtypes-only`: `Add` on 64 MiB operands (ordinary values: normal floats) of each of the
 //! 13 dtypes but bool, as GB/s and as a ratio to a plain buffer copy of the same bytes, written to
-//! DIR/dtypes.txt, so the cost of each emulation is visible;
+//! DIR/dtypes.txt, so the cost of each emulation is visible (and as a program on one element
+//! less, `prog n-1`: an output that ends inside a 16-byte quad);
 //! `--broadcast-only`: f32 `Add` of a 16 MiB matrix and a row or a column broadcast against it,
 //! with rows of a power of two and of another length, against the copy of the output's bytes,
 //! written to DIR/broadcast.txt: the cost of the index arithmetic a broadcast needs;
@@ -1983,7 +1984,8 @@ fn pad_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::pat
                             .unwrap();
                     },
                     &mut |rec| {
-                        rec.copy_bytes(&y, 0, &copy, 0, out_bytes.div_ceil(4) * 4).unwrap();
+                        rec.copy_bytes(&y, 0, &copy, 0, out_bytes.div_ceil(4) * 4)
+                            .unwrap();
                     },
                 );
                 let moved = (n as u64 * w + out_bytes) as f64;
@@ -2136,6 +2138,42 @@ fn dtype_bandwidth(
             "{:<6} {:<8} {:>10.2} {:>10.2} {:>7.2}",
             dtype.name(),
             "program",
+            add,
+            copy,
+            add / copy
+        );
+        println!("{line}");
+        lines.push(line);
+        // The same program on one element less: the output ends inside a 16-byte quad.
+        let (m, m_bytes) = (n - 1, bytes - dtype.size() as u64);
+        let shorter = || {
+            let host =
+                HostTensor::from_bytes(dtype, vec![m], ordinary[..m_bytes as usize].to_vec())
+                    .unwrap();
+            Tensor::from_host(ctx, &host).unwrap()
+        };
+        let (a1, b1) = (shorter(), shorter());
+        let y1 = Tensor::uninit(ctx, dtype, &[m]).unwrap();
+        let (t_add, t_copy) = timer.median_pair(
+            ctx,
+            1,
+            if quick { 3 } else { 7 },
+            &mut |rec| {
+                rec.program_to(&program, &[&a1, &b1], wgpu_ops::Out::into("y", &y1))
+                    .unwrap();
+            },
+            &mut |rec| {
+                rec.copy_bytes(&a, 0, &y, 0, bytes).unwrap();
+            },
+        );
+        let (add, copy) = (
+            3.0 * m_bytes as f64 / t_add / 1e9,
+            2.0 * bytes as f64 / t_copy / 1e9,
+        );
+        let line = format!(
+            "{:<6} {:<8} {:>10.2} {:>10.2} {:>7.2}",
+            dtype.name(),
+            "prog n-1",
             add,
             copy,
             add / copy

@@ -1453,7 +1453,14 @@ fn fused_programs_of_every_width_store_quads() {
 fn large_programs_ending_inside_a_quad_store_quads_then_the_rest() {
     for cpu_kernels in [false, true] {
         let set = kernel_set(cpu_kernels, true);
-        for d in [DType::U8, DType::I16, DType::F16, DType::F32, DType::I64, DType::F64] {
+        for d in [
+            DType::U8,
+            DType::I16,
+            DType::F16,
+            DType::F32,
+            DType::I64,
+            DType::F64,
+        ] {
             let per_quad = 16 / d.size();
             for (x_shape, y_shape) in [
                 (vec![65537usize], vec![65537usize]),
@@ -1461,7 +1468,10 @@ fn large_programs_ending_inside_a_quad_store_quads_then_the_rest() {
                 (vec![32771, 3], vec![3]),
             ] {
                 let n: usize = x_shape.iter().product();
-                assert!(n % per_quad != 0 && n >= 1 << 16, "{d} {x_shape:?}");
+                assert!(
+                    !n.is_multiple_of(per_quad) && n >= 1 << 16,
+                    "{d} {x_shape:?}"
+                );
                 // The rest in the last row (for u8 the 9 elements past [32771, 3]'s last
                 // quad are not).
                 let split = n % per_quad <= x_shape[x_shape.len() - 1];

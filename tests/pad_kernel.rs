@@ -172,8 +172,14 @@ fn large_outputs_ending_inside_a_quad_match_the_reference() {
                 .unwrap_or_else(|e| panic!("{what}: {e}"))
                 .remove(0)
                 .1;
-            assert_eq!(own.stats().dispatches - before, 2, "{what}: quads, then the tail");
-            let want = run_graph(&g, &inputs, &Default::default()).unwrap().remove(0);
+            assert_eq!(
+                own.stats().dispatches - before,
+                2,
+                "{what}: quads, then the tail"
+            );
+            let want = run_graph(&g, &inputs, &Default::default())
+                .unwrap()
+                .remove(0);
             assert!(got == want, "{what}: differs from the reference");
         }
     }

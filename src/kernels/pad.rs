@@ -135,7 +135,16 @@ impl Recorder {
             let pad = (axes, dims, mode, value);
             let [a, b] = bindings;
             let again = [a.clone(), b.clone()];
-            self.pad_piece(op, dtype, pad, PadPiece { count: head, ..piece }, again)?;
+            self.pad_piece(
+                op,
+                dtype,
+                pad,
+                PadPiece {
+                    count: head,
+                    ..piece
+                },
+                again,
+            )?;
             let tail = PadPiece {
                 dst_base: piece.dst_base + head,
                 first: piece.first + head,

@@ -901,7 +901,16 @@ impl Recorder {
                 };
                 let (firsts, bindings) = plan.bind(&rest);
                 let bound = (&firsts[..], bindings);
-                self.program_walk(op, kernel, as_program, &rest, bound, out.dtype(), tail, false)?;
+                self.program_walk(
+                    op,
+                    kernel,
+                    as_program,
+                    &rest,
+                    bound,
+                    out.dtype(),
+                    tail,
+                    false,
+                )?;
             }
         }
         Ok(())

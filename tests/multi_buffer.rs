@@ -743,3 +743,65 @@ fn long_dfts_beyond_a_binding_and_a_buffer() {
         }
     }
 }
+
+/// Outputs beyond one buffer or one binding whose pieces are 2^16 elements or more and end
+/// inside a 16-byte quad: each piece takes its whole quads and then its rest by a dispatch of
+/// its own (element-wise programs; Pad, whose data rows may not straddle buffers, beyond a
+/// binding only), with windows that start and end anywhere in a buffer. Bit for bit with the
+/// reference.
+#[test]
+fn large_pieces_ending_inside_a_quad_cross_buffers() {
+    for (buffer, binding) in [(Some(1u64 << 20), None), (None, Some((1 << 20) + 100))] {
+        let ctx = Context::new_blocking(ContextOptions {
+            max_buffer_size: buffer,
+            max_binding_size: binding,
+            cpu_kernels: cpu_kernels_from_env(),
+            ..Default::default()
+        })
+        .unwrap();
+        // Integers: random float bits hold NaNs, whose payloads a sum may carry either way.
+        for dtype in [DType::U8, DType::I16, DType::I32, DType::I64] {
+            // About 3.3 MiB: pieces of a buffer or a window each, the last one shorter.
+            let n = (3_300_001 / dtype.size()) | 1;
+            let shape = [n / 1021, 1021];
+            let x = random_tensor(7, dtype, &shape);
+            let y = random_tensor(8, dtype, &shape[1..]);
+            let g = Graph::new()
+                .input("x", dtype, &shape.map(Some))
+                .input("y", dtype, &[Some(shape[1])])
+                .node(Node::new("Add", "a").inputs(["x", "y"]).outputs(["t"]))
+                .node(Node::new("Mul", "m").inputs(["t", "y"]).outputs(["z"]))
+                .output("z");
+            let before = ctx.stats().dispatches;
+            let (got, want) = both(&ctx, &g, &[("x", x.clone()), ("y", y)]);
+            let dispatches = ctx.stats().dispatches - before;
+            assert!(
+                got == want,
+                "Add, Mul {dtype} {shape:?}, {buffer:?} {binding:?}"
+            );
+            if buffer.is_some() {
+                // Pieces in buffers of 2^20 bytes, each of whole rows of 1021 (none of them a
+                // multiple of 16 here) or cut at a buffer's end: two dispatches each.
+                let bytes = (shape[0] * shape[1] * dtype.size()) as u64;
+                assert!(
+                    dispatches >= 2 * bytes.div_ceil(1 << 20),
+                    "{dtype}: {dispatches} dispatches"
+                );
+                continue;
+            }
+            let pads = [0i64, 1, 1, 0];
+            let g = Graph::new()
+                .input("x", dtype, &shape.map(Some))
+                .constant("pads", HostTensor::from_vec(vec![4], &pads).unwrap())
+                .node(
+                    Node::new("Pad", "p")
+                        .inputs(["x", "pads"])
+                        .outputs(["y"])
+                        .attr("mode", Attr::String("reflect".into())),
+                )
+                .output("y");
+            let (got, want) = both(&ctx, &g, &[("x", x)]);
+            assert!(got == want, "Pad {dtype} {shape:?}, binding {binding:?}");
+        }
+    }
+}

@@ -2118,68 +2118,44 @@ fn dtype_bandwidth(
                 dtype,
             )
             .unwrap();
-        let (t_add, t_copy) = timer.median_pair(
-            ctx,
-            1,
-            if quick { 3 } else { 7 },
-            &mut |rec| {
-                rec.program_to(&program, &[&a, &b], wgpu_ops::Out::into("y", &y))
-                    .unwrap();
-            },
-            &mut |rec| {
-                rec.copy_bytes(&a, 0, &y, 0, bytes).unwrap();
-            },
-        );
-        let (add, copy) = (
-            3.0 * bytes as f64 / t_add / 1e9,
-            2.0 * bytes as f64 / t_copy / 1e9,
-        );
-        let line = format!(
-            "{:<6} {:<8} {:>10.2} {:>10.2} {:>7.2}",
-            dtype.name(),
-            "program",
-            add,
-            copy,
-            add / copy
-        );
-        println!("{line}");
-        lines.push(line);
-        // The same program on one element less: the output ends inside a 16-byte quad.
-        let (m, m_bytes) = (n - 1, bytes - dtype.size() as u64);
-        let shorter = || {
-            let host =
-                HostTensor::from_bytes(dtype, vec![m], ordinary[..m_bytes as usize].to_vec())
-                    .unwrap();
-            Tensor::from_host(ctx, &host).unwrap()
-        };
-        let (a1, b1) = (shorter(), shorter());
-        let y1 = Tensor::uninit(ctx, dtype, &[m]).unwrap();
-        let (t_add, t_copy) = timer.median_pair(
-            ctx,
-            1,
-            if quick { 3 } else { 7 },
-            &mut |rec| {
-                rec.program_to(&program, &[&a1, &b1], wgpu_ops::Out::into("y", &y1))
-                    .unwrap();
-            },
-            &mut |rec| {
-                rec.copy_bytes(&a, 0, &y, 0, bytes).unwrap();
-            },
-        );
-        let (add, copy) = (
-            3.0 * m_bytes as f64 / t_add / 1e9,
-            2.0 * bytes as f64 / t_copy / 1e9,
-        );
-        let line = format!(
-            "{:<6} {:<8} {:>10.2} {:>10.2} {:>7.2}",
-            dtype.name(),
-            "prog n-1",
-            add,
-            copy,
-            add / copy
-        );
-        println!("{line}");
-        lines.push(line);
+        // The same program on all n elements, and on one element less: an output that ends
+        // inside a 16-byte quad.
+        for (m, label) in [(n, "program"), (n - 1, "prog n-1")] {
+            let m_bytes = (m * dtype.size()) as u64;
+            let operand = || {
+                let data = ordinary[..m_bytes as usize].to_vec();
+                Tensor::from_host(ctx, &HostTensor::from_bytes(dtype, vec![m], data).unwrap())
+                    .unwrap()
+            };
+            let (a1, b1) = (operand(), operand());
+            let y1 = Tensor::uninit(ctx, dtype, &[m]).unwrap();
+            let (t_add, t_copy) = timer.median_pair(
+                ctx,
+                1,
+                if quick { 3 } else { 7 },
+                &mut |rec| {
+                    rec.program_to(&program, &[&a1, &b1], wgpu_ops::Out::into("y", &y1))
+                        .unwrap();
+                },
+                &mut |rec| {
+                    rec.copy_bytes(&a, 0, &y, 0, bytes).unwrap();
+                },
+            );
+            let (add, copy) = (
+                3.0 * m_bytes as f64 / t_add / 1e9,
+                2.0 * bytes as f64 / t_copy / 1e9,
+            );
+            let line = format!(
+                "{:<6} {:<8} {:>10.2} {:>10.2} {:>7.2}",
+                dtype.name(),
+                label,
+                add,
+                copy,
+                add / copy
+            );
+            println!("{line}");
+            lines.push(line);
+        }
     }
     let path = out_dir.join("dtypes.txt");
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use crate::gpu::{Pipeline, ScopeCheck};
 use crate::host::checked_numel;
-use crate::storage::padded_size;
 use crate::storage::Storage;
+use crate::storage::{alloc_size, padded_size};
 use crate::{Context, DType, Error, Result, Tensor};
 
 mod slide;
@@ -500,7 +500,7 @@ impl Recorder {
     pub(crate) fn alloc(&mut self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
         let bytes = checked_numel(shape)
             .and_then(|n| n.checked_mul(dtype.size()))
-            .map(|b| padded_size(b as u64));
+            .map(|b| alloc_size(b as u64));
         if let Some(storage) = bytes.and_then(|b| self.pool.take(b)) {
             return Ok(Tensor::from_parts(
                 &self.ctx,
@@ -520,7 +520,7 @@ impl Recorder {
     pub(crate) fn alloc_unused(&mut self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
         let bytes = checked_numel(shape)
             .and_then(|n| n.checked_mul(dtype.size()))
-            .map(|b| padded_size(b as u64));
+            .map(|b| alloc_size(b as u64));
         if let Some(storage) = bytes.and_then(|b| self.carried.take(b)) {
             return Ok(Tensor::from_parts(
                 &self.ctx,

@@ -19,7 +19,7 @@ pub(crate) struct Storage {
 
 impl Storage {
     /// New buffers for `size` bytes (a multiple of 4), holding `contents` when given (then
-    /// `size` is `contents` padded to a whole word). Creation failures go to the caller's scope.
+    /// `size` is [`alloc_size`] of `contents`). Creation failures go to the caller's scope.
     pub(crate) fn create(
         ctx: &Context,
         op: &'static str,
@@ -42,10 +42,9 @@ impl Storage {
                 let len = segments.len(i);
                 match contents.filter(|_| streamed.is_none()) {
                     Some(data) => {
-                        // `size` is `data` padded to a word, which `buffer_with` adds.
-                        let from = i as u64 * segments.segment;
+                        let from = (i as u64 * segments.segment).min(data.len() as u64);
                         let to = (from + len).min(data.len() as u64);
-                        ctx.buffer_with(None, USAGE, &data[from as usize..to as usize])
+                        ctx.buffer_sized(None, USAGE, len, &data[from as usize..to as usize])
                     }
                     None => ctx.device().create_buffer(&wgpu::BufferDescriptor {
                         label: None,
@@ -77,11 +76,11 @@ impl Storage {
         })
     }
 
-    /// Writes `data` (the storage's size less its word padding) into the buffers: an upload
+    /// Writes `data` (the storage's size less its padding) into the buffers: an upload
     /// into buffers made for an earlier one (a session's inputs). The queue orders it after
     /// the work submitted before and before the work submitted after.
     pub(crate) fn write(&self, ctx: &Context, data: &[u8]) -> Result<()> {
-        debug_assert!(self.uploaded && padded_size(data.len() as u64) == self.size());
+        debug_assert!(self.uploaded && alloc_size(data.len() as u64) == self.size());
         let pieces: Vec<(&wgpu::Buffer, &[u8])> = self
             .buffers
             .iter()
@@ -154,9 +153,24 @@ impl Storage {
     }
 }
 
-/// Bytes of the buffer backing `bytes` bytes of data: whole words, never zero.
+/// `bytes` rounded up to whole words, never zero: the length of a copy of that many bytes.
 pub(crate) fn padded_size(bytes: u64) -> u64 {
     bytes.div_ceil(4).max(1) * 4
+}
+
+/// From this many bytes of data up, a tensor's buffer holds whole 16-byte quads.
+pub(crate) const QUADS_FROM: u64 = 1 << 16;
+
+/// Bytes of the buffer backing `bytes` bytes of data: whole words, and from [`QUADS_FROM`] up
+/// whole quads, so that a large tensor of any length binds as whole quads (the 16-byte loads
+/// and stores a GPU needs for its bandwidth; a window of a partial quad takes the word
+/// kernels). Smaller buffers stay tight: a Scan binds an element's buffer in place inside its
+/// sequence, at strides as small as the device allows.
+pub(crate) fn alloc_size(bytes: u64) -> u64 {
+    match padded_size(bytes) {
+        n if n >= QUADS_FROM => n.next_multiple_of(16),
+        n => n,
+    }
 }
 
 const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
@@ -210,6 +224,19 @@ impl Segments {
             offset,
             size: stop - offset,
             start: base + offset,
+        }
+    }
+
+    /// `window` (of buffer `window.segment`) ending at a whole 16-byte quad where its buffer
+    /// has the bytes and the window stays within `limit`, else as it is: quad kernels need
+    /// windows of whole quads, and the bytes added are only bound, never written.
+    pub fn ending_on_a_quad(&self, window: Window, limit: u64) -> Window {
+        let end = (window.offset + window.size)
+            .next_multiple_of(16)
+            .min(self.len(window.segment));
+        match end - window.offset {
+            size if size <= limit && size >= window.size => Window { size, ..window },
+            _ => window,
         }
     }
 

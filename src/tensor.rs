@@ -9,7 +9,7 @@ use ndarray::{ArrayBase, Data, Dimension};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::staging::Sink;
 use crate::host::checked_numel;
-use crate::storage::{padded_size, Storage};
+use crate::storage::{alloc_size, Storage};
 use crate::{Context, DType, Element, Error, HostTensor, Result};
 
 /// A tensor in GPU memory, C order. The storage is padded to whole 32-bit words (at least
@@ -46,7 +46,7 @@ fn byte_len(op: &'static str, dtype: DType, shape: &[usize]) -> Result<u64> {
 impl Tensor {
     /// Allocates an uninitialized tensor (contents unspecified until a kernel writes it).
     pub fn uninit(ctx: &Context, dtype: DType, shape: &[usize]) -> Result<Tensor> {
-        let size = padded_size(byte_len("Tensor", dtype, shape)?);
+        let size = alloc_size(byte_len("Tensor", dtype, shape)?);
         let (storage, check) =
             ctx.scoped("allocate", || Storage::create(ctx, "Tensor", size, None));
         check.now(ctx)?;
@@ -71,7 +71,7 @@ impl Tensor {
     /// plain type can be given as `bytemuck::cast_slice(values)`.
     pub fn from_bytes(ctx: &Context, dtype: DType, shape: &[usize], data: &[u8]) -> Result<Tensor> {
         crate::host::check_bytes("upload", dtype, shape, data.len())?;
-        let size = padded_size(data.len() as u64);
+        let size = alloc_size(data.len() as u64);
         let (storage, check) = ctx.scoped("upload", || {
             Storage::create(ctx, "upload", size, Some(data))
         });

@@ -335,3 +335,38 @@ fn context_is_shared_across_threads() {
         }
     });
 }
+
+#[test]
+fn large_tensors_of_any_length_move_as_quads() {
+    // From 64 KiB up a tensor's buffer holds whole 16-byte quads whatever its length, so the
+    // GPU kernels bind both windows as quads and store 16 bytes at a time (`main_quads`):
+    // inputs uploaded, outputs of a kernel fed to the next, every width, byte lengths that
+    // are not multiples of 16. Below 64 KiB buffers stay whole words, and an odd length takes
+    // the word kernel. Every result against the CPU reference, bit for bit.
+    let gpu = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let quads = || gpu.stats().quad_dispatches;
+    for dtype in [DType::U8, DType::I16, DType::F32, DType::F64] {
+        for (rows, large) in [((140_000 / (257 * dtype.size())) | 1, true), (5, false)] {
+            let data = random_tensor(rows as u64, dtype, &[rows, 257]);
+            let reversed = StridedSlice::new([0, -1], [rows as i64, -258]).stride([1, -1]);
+            let every_other = Slice::new([-1, 0], [i64::MIN, i64::MAX], [-1, 2]);
+            let want = reference::strided_slice(&data, &reversed).unwrap();
+            let want = reference::slice(&want, &every_other).unwrap();
+            assert_eq!(data.data.len() >= 1 << 16, large);
+            assert_eq!(want.data.len() >= 1 << 16, large, "{dtype} {rows}");
+            assert_ne!(want.data.len() % 16, 0, "{dtype} {rows}");
+            assert_ne!(data.data.len() % 16, 0, "{dtype} {rows}");
+            let before = quads();
+            let x = wgpu_ops::Tensor::from_host(&gpu, &data).unwrap();
+            let got = every_other.run(&reversed.run(&x).unwrap()).unwrap();
+            let got = got.to_host_blocking().unwrap();
+            assert_eq!(got, want, "{dtype} {rows}");
+            let expected = if large { 2 } else { 0 };
+            assert_eq!(quads() - before, expected, "{dtype} {rows}");
+        }
+    }
+}

@@ -1008,7 +1008,7 @@ fn elements_are_read_and_written_in_place_or_else_by_dispatches_or_copies() {
     // An iteration of the running sum reads its row of `x` and writes its row of `ys`. Rows of
     // 64 f32 (256 bytes, a multiple of every device's storage offset alignment) are bound in
     // place at the iteration's offset: an iteration is the body's two dispatches and nothing
-    // else, with either kernel set. Rows of 3 f32 (12 bytes) are not at the device's
+    // else, with either kernel set. Rows of 3 f32 (12 bytes) and of 16 385 are not at the device's
     // alignment: one dispatch before the loop lays `x` out as padded rows, the iteration's
     // output rows are padded likewise, and one gather after the loop packs them, so an
     // iteration is still its body alone. The initial state's copy (one dispatch or one copy)
@@ -1026,6 +1026,10 @@ fn elements_are_read_and_written_in_place_or_else_by_dispatches_or_copies() {
         (3, true, true, 200 + 2, 1),
         (3, false, false, 300 + 2, 1),
         (3, true, false, 200, 200 + 1),
+        // Rows of 64 KiB and more have buffers of whole 16-byte quads: 65 540 bytes of data
+        // bound in a 65 552-byte slot, padded rows again.
+        (16385, false, true, 200 + 3, 0),
+        (16385, true, true, 200 + 2, 1),
     ] {
         let (g, inputs) = cumsum_of_width(100, width);
         let named = named_inputs(&inputs);

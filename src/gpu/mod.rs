@@ -307,6 +307,10 @@ pub struct Stats {
     pub scans_as_recurrences: u64,
     /// Values read back in the middle of runs (see [`ContextOptions::read_back`]).
     pub read_backs: u64,
+    /// Dispatches recorded with a kernel that stores 16-byte quads (copies, gathers, Pad,
+    /// element-wise programs): the GPU's fast path for moving bytes. A captured Scan body
+    /// counts once.
+    pub quad_dispatches: u64,
 }
 
 struct Inner {
@@ -349,6 +353,7 @@ struct Inner {
     copies: AtomicU64,
     scans_as_recurrences: AtomicU64,
     read_backs: AtomicU64,
+    quad_dispatches: AtomicU64,
     read_back: bool,
     /// Staging buffers reused by large uploads and by downloads.
     #[cfg(not(target_arch = "wasm32"))]
@@ -641,6 +646,7 @@ impl Context {
                 copies: AtomicU64::new(0),
                 scans_as_recurrences: AtomicU64::new(0),
                 read_backs: AtomicU64::new(0),
+                quad_dispatches: AtomicU64::new(0),
                 read_back: options.read_back.unwrap_or(true),
             }),
         })
@@ -700,6 +706,7 @@ impl Context {
             copies: self.inner.copies.load(Ordering::Relaxed),
             scans_as_recurrences: self.inner.scans_as_recurrences.load(Ordering::Relaxed),
             read_backs: self.inner.read_backs.load(Ordering::Relaxed),
+            quad_dispatches: self.inner.quad_dispatches.load(Ordering::Relaxed),
         }
     }
 
@@ -722,10 +729,19 @@ impl Context {
         i.copies.fetch_sub(work.copies, Ordering::Relaxed);
         i.buffers_created
             .fetch_sub(work.buffers_created, Ordering::Relaxed);
+        i.quad_dispatches
+            .fetch_sub(work.quad_dispatches, Ordering::Relaxed);
     }
 
     pub(crate) fn count_dispatch(&self) {
         self.inner.dispatches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a dispatch of a quad-storing kernel (see [`Stats::quad_dispatches`]).
+    pub(crate) fn count_quads(&self, quads: bool) {
+        if quads {
+            self.inner.quad_dispatches.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn count_scan_as_recurrence(&self) {
@@ -1014,9 +1030,22 @@ impl Context {
         usage: wgpu::BufferUsages,
         contents: &[u8],
     ) -> wgpu::Buffer {
+        let size = (contents.len() as u64).div_ceil(4).max(1) * 4;
+        self.buffer_sized(label, usage, size, contents)
+    }
+
+    /// A buffer of `size` bytes (a multiple of 4, at least `contents`' length rounded up to
+    /// a word) starting with `contents`; the rest is zeros.
+    pub(crate) fn buffer_sized(
+        &self,
+        label: Option<&str>,
+        usage: wgpu::BufferUsages,
+        size: u64,
+        contents: &[u8],
+    ) -> wgpu::Buffer {
         let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
             label,
-            size: (contents.len() as u64).div_ceil(4).max(1) * 4,
+            size,
             usage,
             mapped_at_creation: true,
         });

@@ -202,7 +202,7 @@ impl Slot {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
-            .filter(|s| s.size() == crate::storage::padded_size(host.data.len() as u64));
+            .filter(|s| s.size() == crate::storage::alloc_size(host.data.len() as u64));
         let t = match reserved {
             Some(storage) => Tensor::upload_into(ctx, host, storage)?,
             None => Tensor::from_host(ctx, host)?,
@@ -604,7 +604,7 @@ pub(crate) fn record_graph_planned(
                             Ok(Slot::gpu(rec.identity_to(&v, Out::into(name, t))?))
                         }
                         None => {
-                            let bytes = crate::storage::padded_size(value.data.len() as u64);
+                            let bytes = crate::storage::alloc_size(value.data.len() as u64);
                             let slot = match from_inputs {
                                 true => Slot::input(value),
                                 false => Slot::constant(value),

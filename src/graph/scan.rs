@@ -28,7 +28,7 @@ use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
 use crate::kernels::scan_step::{grouped_copies_limit, IterationCopy};
 use crate::recorder::{step_buffers, uses, writes, LoopFn, Slide, Step};
-use crate::storage::{padded_size, Storage};
+use crate::storage::{alloc_size, padded_size, Storage};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 const OP: &str = "Scan";
@@ -933,7 +933,8 @@ const PADDING_BUDGET: u64 = 64 << 20;
 /// so that each starts at a multiple of `align` (the device's storage offset alignment), or
 /// `None` where that memory is beyond [`PADDING_BUDGET`].
 fn aligned_stride(align: u32, bytes: u64, seq: usize) -> Option<u64> {
-    let stride = bytes.checked_next_multiple_of(u64::from(align).max(4))?;
+    // A slot holds the whole buffer of a row's bytes (whole quads for large rows).
+    let stride = alloc_size(bytes).checked_next_multiple_of(u64::from(align).max(4))?;
     let (padded, plain) = (stride.checked_mul(seq as u64)?, bytes * seq as u64);
     (bytes > 0 && (padded <= 2 * plain || padded - plain <= PADDING_BUDGET)).then_some(stride)
 }
@@ -1262,7 +1263,7 @@ fn place_elements(
         });
         let row_bytes = o.row_bytes;
         if aliased
-            || row_bytes != ping_pong[0][i].storage().size()
+            || alloc_size(row_bytes) != ping_pong[0][i].storage().size()
             || !row_bytes.is_multiple_of(4)
             || row_bytes > ctx.scan_state_rows_max_bytes()
         {
@@ -1270,14 +1271,15 @@ fn place_elements(
         }
         // Slots at the alignment, padded where the state's bytes are not a multiple of it.
         let slots = plan.seq / 2 + 1;
-        let stride = if row_bytes.is_multiple_of(u64::from(align)) {
-            row_bytes
-        } else {
-            match aligned_stride(align, row_bytes, slots) {
-                Some(stride) => stride,
-                None => continue,
-            }
-        };
+        let stride =
+            if row_bytes.is_multiple_of(u64::from(align)) && alloc_size(row_bytes) == row_bytes {
+                row_bytes
+            } else {
+                match aligned_stride(align, row_bytes, slots) {
+                    Some(stride) => stride,
+                    None => continue,
+                }
+            };
         let shape = [slots * (stride / 4) as usize];
         let halves = [
             rec.alloc_unused(DType::U32, &shape)?,

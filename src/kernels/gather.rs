@@ -282,6 +282,7 @@ fn chunks_into(
         let lo = (first + last.min(0) + inner_lo) as u64;
         let hi = (first + last.max(0) + inner_hi) as u64;
         let src = fit.src.window(lo * w, (hi + 1) * w, fit.align);
+        let src = fit.src.ending_on_a_quad(src, fit.limit);
         let mut dims = plan.dims.clone();
         if let Some(d) = dims.first_mut() {
             d.len = n;
@@ -290,6 +291,7 @@ fn chunks_into(
         let out = fit
             .out
             .window(out_byte, out_byte + n * row_elems * w, fit.align);
+        let out = fit.out.ending_on_a_quad(out, fit.limit);
         let into = out_byte - out.start;
         let (dst_base, skip) = if w < 4 {
             (into / 4, (into % 4) / w)
@@ -534,6 +536,7 @@ impl Recorder {
             inner_step,
             interior,
         })?;
+        ctx.count_quads(quads);
         self.dispatch(
             op,
             &pipeline,

@@ -214,6 +214,7 @@ impl Recorder {
         };
         let pipeline = ctx.pipeline(&kernel)?;
         let grid = grid_for(&ctx, op, words.div_ceil(4), wg)?;
+        ctx.count_quads(quads);
         self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
     }
 

@@ -985,6 +985,7 @@ impl Recorder {
         let mut params = vec![count as u32, units as u32, rank, dst_base as u32];
         params.extend_from_slice(&walk_words(&w.lens, &w.steps, &firsts[..n], n)[4..]);
         let grid = grid_for(&ctx, op, units, ctx.workgroup_size())?;
+        ctx.count_quads(quads);
         self.dispatch(
             op,
             &pipeline,

@@ -106,6 +106,46 @@ fn copies_cross_buffers() {
     }
 }
 
+/// With the GPU kernels a copy of 64 KiB or more that starts on 16-byte quads at both ends
+/// but ends inside one moves its whole quads as `vec4` and the rest (1 to 3 words) in a second
+/// dispatch; one that starts inside a quad, or is smaller, stays one dispatch of words.
+#[test]
+fn large_copies_ending_inside_a_quad_move_their_quads_as_vectors() {
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let n = 200_000;
+    let h = random_tensor(9, DType::U8, &[n]);
+    let x = Tensor::from_host(&ctx, &h).unwrap();
+    // (from, to, size, dispatches, of them `vec4`)
+    for (from, to, size, dispatches, quads) in [
+        (0, 0, 150_004, 2, 1),
+        (32, 16, 150_012, 2, 1),
+        (16, 48, 1 << 16, 1, 1),
+        (4, 20, 150_004, 1, 0),
+        (0, 0, 60_004, 1, 0),
+    ] {
+        let y = Tensor::from_host(&ctx, &HostTensor::from_vec(vec![n], &vec![7u8; n]).unwrap())
+            .unwrap();
+        let before = ctx.stats();
+        ctx.run(|rec| rec.copy_bytes(&x, from, &y, to, size))
+            .unwrap();
+        let after = ctx.stats();
+        let mut want = vec![7u8; n];
+        let (f, t, s) = (from as usize, to as usize, size as usize);
+        want[t..t + s].copy_from_slice(&h.data[f..f + s]);
+        let what = format!("{from} -> {to}, {size} bytes");
+        assert!(y.to_host_blocking().unwrap().data == want, "{what}");
+        let counts = (
+            after.dispatches - before.dispatches,
+            after.quad_dispatches - before.quad_dispatches,
+        );
+        assert_eq!(counts, (dispatches, quads), "{what}");
+    }
+}
+
 #[test]
 fn slices_of_every_dtype_cross_buffers() {
     let ops = [

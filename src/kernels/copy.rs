@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::{grid_for, Kernel};
-use crate::storage::{Storage, Window};
+use crate::storage::{Storage, Window, QUADS_FROM};
 use crate::{Recorder, Result};
 
 #[repr(C)]
@@ -63,9 +63,15 @@ impl Recorder {
                 let from = offset + (j as u64 * dst_segment + dst_at - at);
                 let mut done = 0;
                 while done < n {
-                    let m = (n - done).min(chunk);
-                    let (src_window, src_base) = window(i, from + done, m, align);
-                    let (dst_window, dst_base) = window(j, dst_at + done, m, align);
+                    let mut m = (n - done).min(chunk);
+                    // A large run starting on a quad at both ends but ending inside one: its
+                    // whole quads as `vec4`, the rest (1 to 3 words) in a second dispatch.
+                    let (a, b) = (from + done, dst_at + done);
+                    if m >= QUADS_FROM && a % 16 == 0 && b % 16 == 0 && m % 16 != 0 {
+                        m -= m % 16;
+                    }
+                    let (src_window, src_base) = window(i, a, m, align);
+                    let (dst_window, dst_base) = window(j, b, m, align);
                     self.copy_window(src, src_window, src_base, dst, dst_window, dst_base, m)?;
                     done += m;
                 }
@@ -106,6 +112,7 @@ impl Recorder {
             workgroup_size: wg,
             vec4,
         })?;
+        ctx.count_quads(vec4);
         self.dispatch(
             OP,
             &pipeline,

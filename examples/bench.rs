@@ -228,16 +228,18 @@ enum Case {
     Mix,
     BatchToSpace,
     SpaceToBatch,
+    ReversedOdd,
 }
 
 impl Case {
-    const ALL: [Case; 6] = [
+    const ALL: [Case; 7] = [
         Case::Contiguous,
         Case::Reversed,
         Case::Step2,
         Case::Mix,
         Case::BatchToSpace,
         Case::SpaceToBatch,
+        Case::ReversedOdd,
     ];
 
     fn name(self) -> &'static str {
@@ -248,6 +250,7 @@ impl Case {
             Case::Mix => "x[None, 1, ..., ::-1]",
             Case::BatchToSpace => "BatchToSpace 2x2 NHWC",
             Case::SpaceToBatch => "SpaceToBatch 2x2 NHWC",
+            Case::ReversedOdd => "rows of 255 reversed",
         }
     }
 
@@ -277,6 +280,8 @@ impl Case {
                 let hw = ((e / n / 16) as f64).sqrt() as usize / 2 * 2;
                 vec![n, hw.max(2), hw.max(2), 16]
             }
+            // An odd number of rows of 255: no width's byte length is whole 16-byte quads.
+            Case::ReversedOdd => vec![(e / 255).max(3) | 1, 255],
             _ => vec![(e / 256).max(3), 256],
         }
     }
@@ -284,7 +289,9 @@ impl Case {
     fn record(self, rec: &mut Recorder, x: &Tensor) -> wgpu_ops::Result<Tensor> {
         match self {
             Case::Contiguous => rec.slice(x, &Slice::new([1], [-1], [1])),
-            Case::Reversed => rec.slice(x, &Slice::new([-1], [i64::MIN], [-1]).axes([1])),
+            Case::Reversed | Case::ReversedOdd => {
+                rec.slice(x, &Slice::new([-1], [i64::MIN], [-1]).axes([1]))
+            }
             Case::Step2 => rec.slice(x, &Slice::new([0], [i64::MAX], [2]).axes([1])),
             Case::Mix => rec.strided_slice(
                 x,

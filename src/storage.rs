@@ -168,7 +168,8 @@ pub(crate) const QUADS_FROM: u64 = 1 << 16;
 /// sequence, at strides as small as the device allows.
 pub(crate) fn alloc_size(bytes: u64) -> u64 {
     match padded_size(bytes) {
-        n if n >= QUADS_FROM => n.next_multiple_of(16),
+        // (No length a device could hold is near 2^64; none overflows here.)
+        n if n >= QUADS_FROM => n.checked_next_multiple_of(16).unwrap_or(n),
         n => n,
     }
 }

@@ -4,7 +4,7 @@
 use super::divide::Divisor;
 use super::windows::room;
 use super::{grid_for, Kernel, MAX_RANK};
-use crate::{Error, Recorder, Result, Tensor};
+use crate::{DType, Error, Recorder, Result, Tensor};
 
 /// How Pad fills what lies outside the input (ONNX's `mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -221,7 +221,9 @@ impl Recorder {
     /// A pad whose data or output is too large to bind whole: its output cut, in order, into
     /// runs of elements (whole words) that fit one window and whose inputs (found on the host
     /// axis by axis: see [`Reads`]) fit another, each run as long as fits, a dispatch each.
-    /// `refused` where a word's inputs spread beyond a window or the indices pass 32 bits.
+    /// A word whose inputs straddle two of the data's buffers reads a copy of them. `refused`
+    /// where the indices pass 32 bits; an error naming the run where a word's inputs spread
+    /// beyond a window.
     #[allow(clippy::too_many_arguments)]
     fn pad_in_windows(
         &mut self,
@@ -275,29 +277,61 @@ impl Recorder {
                 }
                 e1 = lo;
                 if e1 == e0 {
-                    return Err(refused);
+                    // Not one word fits: where its inputs fit a window but straddle two of
+                    // the data's buffers, they are copied into a buffer of their own.
+                    e1 = word_end(e0 + lanes);
+                    match reads.span(0, e0, e1) {
+                        Some((lo, hi)) if hi - lo < room && e1 - e0 <= room => {
+                            pieces.push((e0, e1, Some((lo, hi)), true));
+                            e0 = e1;
+                            continue;
+                        }
+                        Some((lo, hi)) => {
+                            return Err(Error::LimitExceeded {
+                                op,
+                                what: format!(
+                                    "the data that output elements {e0}..{e1} read, in one binding"
+                                ),
+                                limit: "max_storage_buffer_binding_size",
+                                needed: (hi - lo + 1) * elem,
+                                max: room * elem,
+                            })
+                        }
+                        None => return Err(refused),
+                    }
                 }
             }
-            pieces.push((e0, e1, fits(e0, e1).flatten()));
+            pieces.push((e0, e1, fits(e0, e1).flatten(), false));
             e0 = e1;
         }
-        for (e0, e1, span) in pieces {
+        for (e0, e1, span, staged) in pieces {
             let out_window = out_segments.window(e0 * elem, e1 * elem, align);
             // An input window holding what the run reads (a run of constants reads nothing:
             // the first element's window is bound).
             let (lo, hi) = span.unwrap_or((0, 0));
-            let in_window = data_segments.window(lo * elem, (hi + 1) * elem, align);
-            let base = (in_window.start / elem).wrapping_neg();
+            let (from, to) = (lo * elem / 4 * 4, ((hi + 1) * elem).div_ceil(4) * 4);
+            let copied = match staged {
+                true => {
+                    let t = Tensor::uninit(&ctx, DType::U8, &[(to - from) as usize])?;
+                    self.copy(data.storage(), from, t.storage(), 0, to - from)?;
+                    Some(t)
+                }
+                false => None,
+            };
+            let (in_binding, start) = match &copied {
+                Some(t) => (t.storage().bind_whole(), from),
+                None => {
+                    let w = data_segments.window(lo * elem, (hi + 1) * elem, align);
+                    (data.storage().bind(w), w.start)
+                }
+            };
             let piece = PadPiece {
-                base,
+                base: (start / elem).wrapping_neg(),
                 dst_base: e0 - out_window.start / elem,
                 first: e0,
                 count: e1 - e0,
             };
-            let bindings = [
-                data.storage().bind(in_window),
-                out.storage().bind(out_window),
-            ];
+            let bindings = [in_binding, out.storage().bind(out_window)];
             let pad = (axes, data.shape(), mode, value);
             self.pad_piece(op, data.dtype(), pad, piece, bindings)?;
         }

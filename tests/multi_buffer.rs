@@ -106,7 +106,7 @@ fn copies_cross_buffers() {
     }
 }
 
-/// With the GPU kernels a copy of 64 KiB or more that starts on 16-byte quads at both ends
+/// With the GPU kernels a copy of 16 MiB or more that starts on 16-byte quads at both ends
 /// but ends inside one moves its whole quads as `vec4` and the rest (1 to 3 words) in a second
 /// dispatch; one that starts inside a quad, or is smaller, stays one dispatch of words.
 #[test]
@@ -116,16 +116,16 @@ fn large_copies_ending_inside_a_quad_move_their_quads_as_vectors() {
         ..Default::default()
     })
     .unwrap();
-    let n = 200_000;
+    let n = (16 << 20) + 200;
     let h = random_tensor(9, DType::U8, &[n]);
     let x = Tensor::from_host(&ctx, &h).unwrap();
     // (from, to, size, dispatches, of them `vec4`)
     for (from, to, size, dispatches, quads) in [
-        (0, 0, 150_004, 2, 1),
-        (32, 16, 150_012, 2, 1),
-        (16, 48, 1 << 16, 1, 1),
-        (4, 20, 150_004, 1, 0),
-        (0, 0, 60_004, 1, 0),
+        (0, 0, (16 << 20) + 4, 2, 1),
+        (32, 16, (16 << 20) + 12, 2, 1),
+        (16, 48, 16 << 20, 1, 1),
+        (4, 20, (16 << 20) + 4, 1, 0),
+        (0, 0, (16 << 20) - 12, 1, 0),
     ] {
         let y = Tensor::from_host(&ctx, &HostTensor::from_vec(vec![n], &vec![7u8; n]).unwrap())
             .unwrap();

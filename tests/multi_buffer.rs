@@ -558,16 +558,7 @@ fn pads_beyond_a_binding_run_in_windows_of_their_output() {
             assert!(x.data.len() as u64 > binding);
             for pads in cases {
                 for mode in ["constant", "reflect", "edge", "wrap"] {
-                    let g = Graph::new()
-                        .input("x", dtype, &shape.map(Some))
-                        .constant("pads", HostTensor::from_vec(vec![8], &pads).unwrap())
-                        .node(
-                            Node::new("Pad", "p")
-                                .inputs(["x", "pads"])
-                                .outputs(["y"])
-                                .attr("mode", Attr::String(mode.into())),
-                        )
-                        .output("y");
+                    let g = pad_graph(dtype, &shape, &pads, mode);
                     let (got, want) = both(&ctx, &g, &[("x", x.clone())]);
                     assert!(
                         got == want,
@@ -831,16 +822,7 @@ fn large_pieces_ending_inside_a_quad_cross_buffers() {
             // Rows of 1021 + 1 straddle the buffers' ends: the words whose inputs lie on both
             // sides of one read a copy of those inputs (in buffers of 2^20 bytes).
             for (mode, pads) in [("reflect", [0i64, 1, 1, 0]), ("edge", [0, 2, 0, 1])] {
-                let g = Graph::new()
-                    .input("x", dtype, &shape.map(Some))
-                    .constant("pads", HostTensor::from_vec(vec![4], &pads).unwrap())
-                    .node(
-                        Node::new("Pad", "p")
-                            .inputs(["x", "pads"])
-                            .outputs(["y"])
-                            .attr("mode", Attr::String(mode.into())),
-                    )
-                    .output("y");
+                let g = pad_graph(dtype, &shape, &pads, mode);
                 let (got, want) = both(&ctx, &g, &[("x", x.clone())]);
                 assert!(
                     got == want,
@@ -849,4 +831,22 @@ fn large_pieces_ending_inside_a_quad_cross_buffers() {
             }
         }
     }
+}
+
+/// A graph of one ONNX Pad of `x` (`dtype`, `shape`) by constant `pads` in `mode`.
+fn pad_graph(dtype: DType, shape: &[usize], pads: &[i64], mode: &str) -> Graph {
+    let dims: Vec<Option<usize>> = shape.iter().map(|&d| Some(d)).collect();
+    Graph::new()
+        .input("x", dtype, &dims)
+        .constant(
+            "pads",
+            HostTensor::from_vec(vec![pads.len()], pads).unwrap(),
+        )
+        .node(
+            Node::new("Pad", "p")
+                .inputs(["x", "pads"])
+                .outputs(["y"])
+                .attr("mode", Attr::String(mode.into())),
+        )
+        .output("y")
 }

@@ -11,9 +11,15 @@
 //! which from 16 MiB up may still sit in a GPU's 50 MiB L2 from the run before) and cold (runs
 //! rotate through copies of input and output spanning `--rotate-mib` MiB, 256 by default, and
 //! the copy through as many buffer pairs), each against the copy measured the same way.
+//! The warm submissions also time the copy of the same bytes from the op's input into its
+//! output (the memory the op touches) and between a reference pair made before the table,
+//! and the table gives the op's ratio to the fastest of the three copies (the adapter's best
+//! copy of those bytes at that moment). On GPUs each measurement follows `--busy-ms` (200)
+//! milliseconds of copies, so that no measurement starts on a device the host's work between
+//! measurements left idle.
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--min-mib N] [--max-mib N] [--quick] [--case TEXT]
-//! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
+//! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--busy-ms N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
 //! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only] [--pad-only]`
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
@@ -34,6 +40,7 @@
 //! DIR/pad.txt).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
+use std::cell::RefCell;
 use std::time::Instant;
 
 use serde_json::json;
@@ -58,7 +65,7 @@ impl Timer {
                 ctx.device().create_query_set(&wgpu::QuerySetDescriptor {
                     label: None,
                     ty: wgpu::QueryType::Timestamp,
-                    count: 5,
+                    count: 2 * SET_MAX as u32 + 1,
                 })
             }),
         }
@@ -165,12 +172,7 @@ impl Timer {
     }
 
     /// Median seconds per run of `op` and of `baseline`, measured so that both see the same
-    /// clock state of the device. With timestamps, each sample is one submission: a warm-up
-    /// of `op`, then `op`, `baseline`, `baseline`, `op` (`repeat` runs each, a timestamp
-    /// between), so the device runs without pause and a clock still rising or falling
-    /// favours neither side (separate submissions of a few hundred microseconds each left a
-    /// discrete GPU between clock states: the same copy ran at 2.1 or 4.5 TB/s on the H200
-    /// depending on what came before). Without, separate submissions interleaved.
+    /// clock state of the device (see [`Timer::median_set`]).
     fn median_pair(
         &self,
         ctx: &Context,
@@ -179,46 +181,77 @@ impl Timer {
         op: &mut dyn FnMut(&mut Recorder),
         baseline: &mut dyn FnMut(&mut Recorder),
     ) -> (f64, f64) {
-        let mut run_op = |rec: &mut Recorder| (0..repeat).for_each(|_| op(rec));
-        let mut run_base = |rec: &mut Recorder| (0..repeat).for_each(|_| baseline(rec));
+        let t = self.median_set(ctx, repeat, samples, &mut [op, baseline]);
+        (t[0], t[1])
+    }
+
+    /// Median seconds per run of each of `runs` (at most [`SET_MAX`]), measured so that all
+    /// see the same clock state of the device. With timestamps, each sample is one submission:
+    /// a warm-up of the first, then every run in order and again in reverse order (`repeat`
+    /// times each, a timestamp between), so the device runs without pause and a clock still
+    /// rising or falling favours none of them (separate submissions of a few hundred
+    /// microseconds each left a discrete GPU between clock states: the same copy ran at 2.1 or
+    /// 4.5 TB/s on the H200 depending on what came before). Without, separate submissions
+    /// interleaved.
+    fn median_set(
+        &self,
+        ctx: &Context,
+        repeat: usize,
+        samples: usize,
+        runs: &mut [&mut dyn FnMut(&mut Recorder)],
+    ) -> Vec<f64> {
+        let n = runs.len();
+        assert!(
+            (1..=SET_MAX).contains(&n),
+            "median_set: 1 to {SET_MAX} runs"
+        );
+        let mut times = vec![Vec::with_capacity(samples); n];
         if let Some(set) = &self.set {
-            let (mut a, mut b) = (Vec::new(), Vec::new());
+            // Forward then backward: run k fills slots k and 2n - 1 - k.
+            let order: Vec<usize> = (0..n).chain((0..n).rev()).collect();
             for _ in 0..samples {
                 let mut rec = ctx.recorder();
-                run_op(&mut rec);
+                (0..repeat).for_each(|_| runs[0](&mut rec));
                 rec.timestamp(set, 0).unwrap();
-                run_op(&mut rec);
-                rec.timestamp(set, 1).unwrap();
-                run_base(&mut rec);
-                rec.timestamp(set, 2).unwrap();
-                run_base(&mut rec);
-                rec.timestamp(set, 3).unwrap();
-                run_op(&mut rec);
-                rec.timestamp(set, 4).unwrap();
+                for (slot, &k) in order.iter().enumerate() {
+                    (0..repeat).for_each(|_| runs[k](&mut rec));
+                    rec.timestamp(set, slot as u32 + 1).unwrap();
+                }
                 pollster::block_on(rec.finish()).unwrap();
                 ctx.device()
                     .poll(wgpu::PollType::wait_indefinitely())
                     .unwrap();
-                let t = Self::stamps(ctx, set, 5);
-                a.push((t[1] - t[0] + t[4] - t[3]) / (2 * repeat) as f64);
-                b.push((t[3] - t[1]) / (2 * repeat) as f64);
+                let t = Self::stamps(ctx, set, 2 * n as u32 + 1);
+                for (k, kept) in times.iter_mut().enumerate() {
+                    let (fwd, back) = (k, 2 * n - 1 - k);
+                    let spent = t[fwd + 1] - t[fwd] + t[back + 1] - t[back];
+                    kept.push(spent / (2 * repeat) as f64);
+                }
             }
-            a.sort_by(f64::total_cmp);
-            b.sort_by(f64::total_cmp);
-            return (a[a.len() / 2], b[b.len() / 2]);
+        } else {
+            for run in runs.iter_mut() {
+                // Warm-up: pipelines, first touch of memory.
+                self.time(ctx, &mut |rec| (0..repeat).for_each(|_| run(rec)));
+            }
+            for _ in 0..samples {
+                for (k, run) in runs.iter_mut().enumerate() {
+                    let t = self.time(ctx, &mut |rec| (0..repeat).for_each(|_| run(rec)));
+                    times[k].push(t / repeat as f64);
+                }
+            }
         }
-        self.time(ctx, &mut run_op); // warm-up: pipelines, first-touch of memory
-        self.time(ctx, &mut run_base);
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        for _ in 0..samples {
-            a.push(self.time(ctx, &mut run_op) / repeat as f64);
-            b.push(self.time(ctx, &mut run_base) / repeat as f64);
-        }
-        a.sort_by(f64::total_cmp);
-        b.sort_by(f64::total_cmp);
-        (a[a.len() / 2], b[b.len() / 2])
+        times
+            .into_iter()
+            .map(|mut t| {
+                t.sort_by(f64::total_cmp);
+                t[t.len() / 2]
+            })
+            .collect()
     }
 }
+
+/// The most runs [`Timer::median_set`] times together.
+const SET_MAX: usize = 4;
 
 #[derive(Clone, Copy)]
 enum Case {
@@ -457,18 +490,53 @@ fn main() {
          buffers spanning {} MiB, so each run reads and writes memory no recent run touched\n",
         rotate_bytes >> 20
     );
+    // The reference pair: made once, before any case's buffers, as large as the largest
+    // output (odd-row cases round up a row).
+    let reference_bytes = sizes.last().map_or(4, |&s| s + (64 << 10)) as usize;
+    let reference = (
+        Tensor::uninit(&ctx, DType::U8, &[reference_bytes]).unwrap(),
+        Tensor::uninit(&ctx, DType::U8, &[reference_bytes]).unwrap(),
+    );
+    // Before each measurement, copies for `--busy-ms` (default 200 on GPUs): the host's work
+    // between measurements (a new input made and uploaded) idles the device, and on the H200
+    // even a launch-bound 4 KiB copy took 2.1 us in the table's first rows and 3.9-4.5 us
+    // later in the same run, as if the clocks had fallen in between.
+    let busy_seconds = flag("--busy-ms").map_or(
+        if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+            0.0
+        } else {
+            0.2
+        },
+        |v| v.parse::<f64>().expect("--busy-ms N") / 1e3,
+    );
     println!(
-        "{:<26} {:>2} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>8}",
+        "before each measurement: {} ms of copies on the reference pair\n",
+        busy_seconds * 1e3
+    );
+    println!(
+        "copy: the copy of the output's bytes between two buffers made for it; own copy: the same\n\
+         bytes from the op's input into its output; reference: between two buffers made before the\n\
+         table; all three in the op's submissions. to best: the op over the fastest of the three\n\
+         (the target's measure). cmds, bufs: dispatches and buffer copies recorded, and buffers\n\
+         created, by one run of the op (its output comes back from the pool: 0 buffers)\n"
+    );
+    println!(
+        "{:<26} {:>2} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>8} {:>5} {:>5}",
         "case",
         "w",
         "in bytes",
         "GB/s",
         "copy GB/s",
         "ratio",
+        "own copy",
+        "reference",
+        "to best",
         "cold GB/s",
         "cold copy",
         "ratio",
-        "ceiling"
+        "ceiling",
+        "cmds",
+        "bufs"
     );
     let only = flag("--case");
     // Element widths to run (`--widths 1,4`), all four by default.
@@ -513,29 +581,77 @@ fn main() {
                 // The output's buffer is handed back to each recording's pool before the op runs,
                 // so every measured run reuses it, as a graph would, instead of paying for a
                 // fresh (zero-initialized) buffer.
-                let mut spare: Option<Tensor> = None;
-                let (t_op, t_copy) = timer.median_pair(
+                let spare: RefCell<Option<Tensor>> = RefCell::new(None);
+                let run_op = |rec: &mut Recorder| {
+                    if let Some(t) = spare.borrow_mut().take() {
+                        rec.release(t);
+                    }
+                    *spare.borrow_mut() = Some(case.record(rec, &x).unwrap());
+                };
+                // Two more copies of the same bytes in the same submissions: from the op's input
+                // into its output (the very memory the op touches), and between the pair held
+                // since the table began. Where the copies disagree, the buffers or the moment
+                // set the speed, not the kernel.
+                let own_size = copy_size.min(x.byte_len() & !3);
+                let reference_size = copy_size.min(reference.0.byte_len() & !3);
+                keep_busy(&ctx, &reference.0, &reference.1, busy_seconds);
+                let times = timer.median_set(
                     &ctx,
                     repeat,
                     samples,
-                    &mut |rec| {
-                        if let Some(t) = spare.take() {
-                            rec.release(t);
-                        }
-                        spare = Some(case.record(rec, &x).unwrap());
-                    },
-                    &mut |rec| rec.copy_bytes(&a, 0, &b, 0, copy_size).unwrap(),
+                    &mut [
+                        &mut |rec| run_op(rec),
+                        &mut |rec| rec.copy_bytes(&a, 0, &b, 0, copy_size).unwrap(),
+                        &mut |rec| {
+                            let out = spare.borrow();
+                            let out = out.as_ref().expect("the op ran first");
+                            rec.copy_bytes(&x, 0, out, 0, own_size).unwrap()
+                        },
+                        &mut |rec| {
+                            let (src, dst) = &reference;
+                            rec.copy_bytes(src, 0, dst, 0, reference_size).unwrap()
+                        },
+                    ],
                 );
+                let (t_op, t_copy) = (times[0], times[1]);
                 let moved = 2.0 * out_bytes as f64;
                 let (gbs, copy_gbs) = (moved / t_op / 1e9, moved / t_copy / 1e9);
-                drop(spare);
+                let own_gbs = 2.0 * own_size as f64 / times[2] / 1e9;
+                let reference_gbs = 2.0 * reference_size as f64 / times[3] / 1e9;
+                let best_copy_gbs = copy_gbs.max(own_gbs).max(reference_gbs);
+                // What one steady-state run records: its dispatches and the buffers it creates
+                // (0 when its output comes back from the pool, as in the timed runs).
+                let before = ctx.stats();
+                let again = ctx
+                    .run(|rec| {
+                        if let Some(t) = spare.borrow_mut().take() {
+                            rec.release(t);
+                        }
+                        case.record(rec, &x)
+                    })
+                    .unwrap();
+                let after = ctx.stats();
+                let dispatches = after.dispatches - before.dispatches;
+                let copies = after.copies - before.copies;
+                let buffers_created = after.buffers_created - before.buffers_created;
+                drop(again);
                 let cold = (out_bytes >= COLD_FROM).then(|| {
                     let sets = rotation_sets(rotate_bytes, n as u64 * w + out_bytes);
                     if sets == 1 {
                         return (t_op, t_copy, sets);
                     }
-                    let (t_op, t_copy) =
-                        rotating_pair(&ctx, &timer, case, &x, &a, &b, sets, repeat, samples);
+                    let (t_op, t_copy) = rotating_pair(
+                        &ctx,
+                        &timer,
+                        case,
+                        &x,
+                        &a,
+                        &b,
+                        sets,
+                        repeat,
+                        samples,
+                        &|| keep_busy(&ctx, &reference.0, &reference.1, busy_seconds),
+                    );
                     (t_op, t_copy, sets)
                 });
                 let cold_text = match cold {
@@ -548,17 +664,22 @@ fn main() {
                     None => format!("{:>10} {:>10} {:>7}", "-", "-", "-"),
                 };
                 println!(
-                    "{:<26} {w:>2} {:>10} {gbs:>10.2} {copy_gbs:>10.2} {:>7.2} {cold_text} {:>8.2}",
+                    "{:<26} {w:>2} {:>10} {gbs:>10.2} {copy_gbs:>10.2} {:>7.2} {own_gbs:>10.2} {reference_gbs:>10.2} {:>7.2} {cold_text} {:>8.2} {:>5} {buffers_created:>5}",
                     case.name(),
                     n * w as usize,
                     gbs / copy_gbs,
-                    case.sector_ceiling()
+                    gbs / best_copy_gbs,
+                    case.sector_ceiling(),
+                    dispatches + copies
                 );
                 let mut record = json!({
                     "case": case.name(), "width": w, "input_shape": shape, "input_bytes": n as u64 * w,
                     "output_bytes": out_bytes, "seconds": t_op, "copy_seconds": t_copy,
                     "gb_per_s": gbs, "copy_gb_per_s": copy_gbs, "ratio_to_copy": gbs / copy_gbs,
+                    "own_copy_gb_per_s": own_gbs, "reference_copy_gb_per_s": reference_gbs,
+                    "ratio_to_best_copy": gbs / best_copy_gbs,
                     "sector_ceiling": case.sector_ceiling(),
+                    "dispatches_per_run": dispatches, "copies_per_run": copies, "buffers_created_per_run": buffers_created,
                 });
                 if let Some((t_op, t_copy, sets)) = cold {
                     record["cold"] = json!({
@@ -571,7 +692,7 @@ fn main() {
             }
         }
     }
-    let results = json!({"adapter": adapter, "timing": timer.method(), "workgroup_size": ctx.workgroup_size(), "copy_ceilings": ceiling, "bytes_counted": "read + written", "results": records});
+    let results = json!({"adapter": adapter, "timing": timer.method(), "workgroup_size": ctx.workgroup_size(), "busy_ms_before_each": busy_seconds * 1e3, "copy_ceilings": ceiling, "bytes_counted": "read + written", "results": records});
     std::fs::write(
         out_dir.join("results.json"),
         serde_json::to_string_pretty(&results).unwrap(),
@@ -616,6 +737,7 @@ fn rotating_pair(
     sets: usize,
     repeat: usize,
     samples: usize,
+    before: &dyn Fn(),
 ) -> (f64, f64) {
     let like = |t: &Tensor| {
         let copy = Tensor::uninit(ctx, t.dtype(), t.shape()).unwrap();
@@ -632,6 +754,7 @@ fn rotating_pair(
     // just before a run, which then writes into it.
     let mut outputs = std::collections::VecDeque::with_capacity(sets);
     let (mut op_run, mut copy_run) = (0usize, 0usize);
+    before();
     timer.median_pair(
         ctx,
         repeat,
@@ -743,11 +866,17 @@ fn spin_up(ctx: &Context) {
     let bytes = (256u64 << 20).min(ctx.max_buffer_size()) as usize & !3;
     let a = Tensor::uninit(ctx, DType::U8, &[bytes]).unwrap();
     let b = Tensor::uninit(ctx, DType::U8, &[bytes]).unwrap();
+    keep_busy(ctx, &a, &b, 1.0);
+}
+
+/// Copies `a` into `b` (as much of it as both hold), eight copies a submission, for `seconds`.
+fn keep_busy(ctx: &Context, a: &Tensor, b: &Tensor, seconds: f64) {
+    let bytes = a.byte_len().min(b.byte_len()) & !3;
     let start = Instant::now();
-    while start.elapsed().as_secs_f64() < 1.0 {
+    while start.elapsed().as_secs_f64() < seconds {
         ctx.run(|rec| {
             for _ in 0..8 {
-                rec.copy_bytes(&a, 0, &b, 0, bytes as u64)?;
+                rec.copy_bytes(a, 0, b, 0, bytes)?;
             }
             Ok(())
         })

@@ -110,16 +110,30 @@ run_part() {
   esac
 }
 
+# Where nvidia-smi is present, each part's clocks, power and the driver's reasons for holding
+# clocks down are logged beside it (PART.clocks.csv, every 200 ms): the same copy has run at
+# 1.4 to 3.2 TB/s within one run of the table on the H200, and only the clocks can say why.
+clock_fields="timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu="$clock_fields" --format=csv >/dev/null 2>&1 || clock_fields="timestamp,clocks.sm,clocks.mem,power.draw"
+fi
+
 status=0
 for part in "${parts[@]}"; do
   file="$out/$part.txt"
   echo "== $part -> $file"
   start=$(date +%s)
+  clock_log=""
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu="$clock_fields" --format=csv -lms 200 > "$out/$part.clocks.csv" 2>&1 &
+    clock_log=$!
+  fi
   { echo "# $part, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
     timeout "$limit" bash -c "$(declare -f run_tests test_times run_part); bin='$bin' out='$out' run_part '$part'" 2>&1
     rc=$?
     echo "# exit $rc after $(( $(date +%s) - start )) s"
   } > "$file"
+  [ -n "$clock_log" ] && kill "$clock_log" 2>/dev/null
   tail -n 1 "$file"
   grep -q '^# exit 0 ' "$file" || status=1
 done

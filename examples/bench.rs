@@ -251,7 +251,11 @@ impl Timer {
 }
 
 /// The most runs [`Timer::median_set`] times together.
-const SET_MAX: usize = 4;
+const SET_MAX: usize = 5;
+
+/// Bytes of the launch-bound probe: a copy this small waits on the device's clocks, not on
+/// memory, so its time tracks the clock state each measurement ran in.
+const PROBE_BYTES: u64 = 4 << 10;
 
 #[derive(Clone, Copy)]
 enum Case {
@@ -510,18 +514,28 @@ fn main() {
         |v| v.parse::<f64>().expect("--busy-ms N") / 1e3,
     );
     println!(
-        "before each measurement: {} ms of copies on the reference pair\n",
+        "before each measurement: {} ms of copies on the reference pair",
         busy_seconds * 1e3
+    );
+    let probe_at_start = timer.median(&ctx, 256, 7, &mut |rec| {
+        rec.copy_bytes(&reference.0, 0, &reference.1, 0, PROBE_BYTES)
+            .unwrap()
+    });
+    println!(
+        "probe (a {PROBE_BYTES}-byte copy, launch-bound) before the table: {:.2} us; the probe column \
+         times it in each measurement's submissions\n",
+        probe_at_start * 1e6
     );
     println!(
         "copy: the copy of the output's bytes between two buffers made for it; own copy: the same\n\
          bytes from the op's input into its output; reference: between two buffers made before the\n\
          table; all three in the op's submissions. to best: the op over the fastest of the three\n\
          (the target's measure). cmds, bufs: dispatches and buffer copies recorded, and buffers\n\
-         created, by one run of the op (its output comes back from the pool: 0 buffers)\n"
+         created, by one run of the op (its output comes back from the pool: 0 buffers); probe: us\n\
+         per run of the probe in the same submissions\n"
     );
     println!(
-        "{:<26} {:>2} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>8} {:>5} {:>5}",
+        "{:<26} {:>2} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>8} {:>5} {:>5} {:>6}",
         "case",
         "w",
         "in bytes",
@@ -536,7 +550,8 @@ fn main() {
         "ratio",
         "ceiling",
         "cmds",
-        "bufs"
+        "bufs",
+        "probe"
     );
     let only = flag("--case");
     // Element widths to run (`--widths 1,4`), all four by default.
@@ -611,6 +626,10 @@ fn main() {
                             let (src, dst) = &reference;
                             rec.copy_bytes(src, 0, dst, 0, reference_size).unwrap()
                         },
+                        &mut |rec| {
+                            let (src, dst) = &reference;
+                            rec.copy_bytes(src, 0, dst, 0, PROBE_BYTES).unwrap()
+                        },
                     ],
                 );
                 let (t_op, t_copy) = (times[0], times[1]);
@@ -619,6 +638,7 @@ fn main() {
                 let own_gbs = 2.0 * own_size as f64 / times[2] / 1e9;
                 let reference_gbs = 2.0 * reference_size as f64 / times[3] / 1e9;
                 let best_copy_gbs = copy_gbs.max(own_gbs).max(reference_gbs);
+                let probe_us = times[4] * 1e6;
                 // What one steady-state run records: its dispatches and the buffers it creates
                 // (0 when its output comes back from the pool, as in the timed runs).
                 let before = ctx.stats();
@@ -664,7 +684,7 @@ fn main() {
                     None => format!("{:>10} {:>10} {:>7}", "-", "-", "-"),
                 };
                 println!(
-                    "{:<26} {w:>2} {:>10} {gbs:>10.2} {copy_gbs:>10.2} {:>7.2} {own_gbs:>10.2} {reference_gbs:>10.2} {:>7.2} {cold_text} {:>8.2} {:>5} {buffers_created:>5}",
+                    "{:<26} {w:>2} {:>10} {gbs:>10.2} {copy_gbs:>10.2} {:>7.2} {own_gbs:>10.2} {reference_gbs:>10.2} {:>7.2} {cold_text} {:>8.2} {:>5} {buffers_created:>5} {probe_us:>6.2}",
                     case.name(),
                     n * w as usize,
                     gbs / copy_gbs,
@@ -680,6 +700,7 @@ fn main() {
                     "ratio_to_best_copy": gbs / best_copy_gbs,
                     "sector_ceiling": case.sector_ceiling(),
                     "dispatches_per_run": dispatches, "copies_per_run": copies, "buffers_created_per_run": buffers_created,
+                    "probe_us": probe_us,
                 });
                 if let Some((t_op, t_copy, sets)) = cold {
                     record["cold"] = json!({
@@ -692,7 +713,7 @@ fn main() {
             }
         }
     }
-    let results = json!({"adapter": adapter, "timing": timer.method(), "workgroup_size": ctx.workgroup_size(), "busy_ms_before_each": busy_seconds * 1e3, "copy_ceilings": ceiling, "bytes_counted": "read + written", "results": records});
+    let results = json!({"adapter": adapter, "timing": timer.method(), "workgroup_size": ctx.workgroup_size(), "busy_ms_before_each": busy_seconds * 1e3, "probe_us_before_table": probe_at_start * 1e6, "copy_ceilings": ceiling, "bytes_counted": "read + written", "results": records});
     std::fs::write(
         out_dir.join("results.json"),
         serde_json::to_string_pretty(&results).unwrap(),

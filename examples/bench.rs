@@ -14,9 +14,9 @@
 //! The warm submissions also time the copy of the same bytes from the op's input into its
 //! output (the memory the op touches) and between a reference pair made before the table,
 //! and the table gives the op's ratio to the fastest of the three copies (the adapter's best
-//! copy of those bytes at that moment). On GPUs each measurement follows `--busy-ms` (200)
-//! milliseconds of copies, so that no measurement starts on a device the host's work between
-//! measurements left idle.
+//! copy of those bytes at that moment). On GPUs with timestamps, copies are queued ahead of
+//! every timed submission, enough to cover the host's time recording it and `--busy-ms` (30)
+//! milliseconds more, so that no measurement starts on a device left idle.
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--min-mib N] [--max-mib N] [--quick] [--case TEXT]
 //! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--busy-ms N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
@@ -53,6 +53,20 @@ use wgpu_ops::{
 
 struct Timer {
     set: Option<wgpu::QuerySet>,
+    preload: Option<Preload>,
+}
+
+/// Copies queued ahead of each timed submission of [`Timer::median_set`], so that the device
+/// is busy while the host records the submission and until it starts: a device left idle for
+/// the host's recording (tens of milliseconds for a few thousand small runs) may lower its
+/// clocks, and the submission would then run at whatever clock it finds.
+struct Preload {
+    src: Tensor,
+    dst: Tensor,
+    /// GPU seconds of one copy of `src` into `dst`.
+    copy_seconds: f64,
+    /// GPU seconds queued beyond the host's recording time of the last submission.
+    margin: f64,
 }
 
 impl Timer {
@@ -61,6 +75,7 @@ impl Timer {
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS,
         );
         Timer {
+            preload: None,
             set: ok.then(|| {
                 ctx.device().create_query_set(&wgpu::QuerySetDescriptor {
                     label: None,
@@ -69,6 +84,42 @@ impl Timer {
                 })
             }),
         }
+    }
+
+    /// Queues copies ahead of every timed submission of [`Timer::median_set`]: `margin` GPU
+    /// seconds of them beyond the host's time to record the submission. GPU timestamps only
+    /// (the copies would count in a wall time).
+    fn keep_clocks(&mut self, ctx: &Context, margin: f64) {
+        if self.set.is_none() || margin <= 0.0 {
+            return;
+        }
+        let bytes = (256u64 << 20).min(ctx.max_buffer_size()) as usize & !15;
+        let src = Tensor::uninit(ctx, DType::U8, &[bytes]).unwrap();
+        let dst = Tensor::uninit(ctx, DType::U8, &[bytes]).unwrap();
+        let copy_seconds = self.median(ctx, 4, 3, &mut |rec| {
+            rec.copy_bytes(&src, 0, &dst, 0, bytes as u64).unwrap()
+        });
+        self.preload = Some(Preload {
+            src,
+            dst,
+            copy_seconds,
+            margin,
+        });
+    }
+
+    /// Submits the copies that keep the device busy while the host records for about
+    /// `host_seconds`, and `margin` beyond (see [`Preload`]); returns once they are queued.
+    fn queue_preload(&self, ctx: &Context, host_seconds: f64) {
+        let Some(p) = &self.preload else { return };
+        let copies = ((host_seconds + p.margin) / p.copy_seconds.max(1e-7)).ceil() as usize;
+        let bytes = p.src.byte_len() & !3;
+        ctx.run(|rec| {
+            for _ in 0..copies.clamp(1, 2048) {
+                rec.copy_bytes(&p.src, 0, &p.dst, 0, bytes)?;
+            }
+            Ok(())
+        })
+        .unwrap();
     }
 
     fn method(&self) -> &'static str {
@@ -209,7 +260,10 @@ impl Timer {
         if let Some(set) = &self.set {
             // Forward then backward: run k fills slots k and 2n - 1 - k.
             let order: Vec<usize> = (0..n).chain((0..n).rev()).collect();
+            let mut host_seconds = 0.0;
             for _ in 0..samples {
+                self.queue_preload(ctx, host_seconds);
+                let recording = Instant::now();
                 let mut rec = ctx.recorder();
                 (0..repeat).for_each(|_| runs[0](&mut rec));
                 rec.timestamp(set, 0).unwrap();
@@ -217,6 +271,7 @@ impl Timer {
                     (0..repeat).for_each(|_| runs[k](&mut rec));
                     rec.timestamp(set, slot as u32 + 1).unwrap();
                 }
+                host_seconds = recording.elapsed().as_secs_f64();
                 pollster::block_on(rec.finish()).unwrap();
                 ctx.device()
                     .poll(wgpu::PollType::wait_indefinitely())
@@ -415,7 +470,7 @@ fn main() {
     .expect("no GPU adapter");
     let info = ctx.adapter_info().clone();
     let adapter = format!("{} ({:?}, {})", info.name, info.backend, info.driver_info);
-    let timer = Timer::new(&ctx);
+    let mut timer = Timer::new(&ctx);
     println!(
         "adapter: {adapter}\ntiming: {}\nworkgroup size: {}\ngather unroll: {}\nCPU kernels: {}\nMatMul kernels: {:?}\n",
         timer.method(),
@@ -425,6 +480,28 @@ fn main() {
         ctx.matmul_choice()
     );
     spin_up(&ctx);
+    // Copies queued ahead of each timed submission (`--busy-ms`, default 30 on GPUs): the host's
+    // recording and its work between measurements idle the device, and on the H200 even a
+    // launch-bound 4 KiB copy took 2.1 us in the table's first rows and 3.9-4.5 us later in
+    // the same run, as if its clocks had fallen in between.
+    let preload_margin = flag("--busy-ms").map_or(
+        if info.device_type == wgpu::DeviceType::Cpu {
+            0.0
+        } else {
+            0.03
+        },
+        |v| v.parse::<f64>().expect("--busy-ms N") / 1e3,
+    );
+    timer.keep_clocks(&ctx, preload_margin);
+    let preload_margin = if timer.preload.is_some() {
+        preload_margin
+    } else {
+        0.0
+    };
+    println!(
+        "ahead of each timed submission: copies for the host's recording time and {} ms more\n",
+        preload_margin * 1e3
+    );
     let ceiling_bytes = (64u64 << 20).min(max_mib << 20).min(ctx.binding_limit()) & !15;
     let ceiling = ceilings(&ctx, &timer, ceiling_bytes);
 
@@ -500,22 +577,6 @@ fn main() {
     let reference = (
         Tensor::uninit(&ctx, DType::U8, &[reference_bytes]).unwrap(),
         Tensor::uninit(&ctx, DType::U8, &[reference_bytes]).unwrap(),
-    );
-    // Before each measurement, copies for `--busy-ms` (default 200 on GPUs): the host's work
-    // between measurements (a new input made and uploaded) idles the device, and on the H200
-    // even a launch-bound 4 KiB copy took 2.1 us in the table's first rows and 3.9-4.5 us
-    // later in the same run, as if the clocks had fallen in between.
-    let busy_seconds = flag("--busy-ms").map_or(
-        if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
-            0.0
-        } else {
-            0.2
-        },
-        |v| v.parse::<f64>().expect("--busy-ms N") / 1e3,
-    );
-    println!(
-        "before each measurement: {} ms of copies on the reference pair",
-        busy_seconds * 1e3
     );
     let probe_at_start = timer.median(&ctx, 256, 7, &mut |rec| {
         rec.copy_bytes(&reference.0, 0, &reference.1, 0, PROBE_BYTES)
@@ -609,7 +670,6 @@ fn main() {
                 // set the speed, not the kernel.
                 let own_size = copy_size.min(x.byte_len() & !3);
                 let reference_size = copy_size.min(reference.0.byte_len() & !3);
-                keep_busy(&ctx, &reference.0, &reference.1, busy_seconds);
                 let times = timer.median_set(
                     &ctx,
                     repeat,
@@ -660,18 +720,8 @@ fn main() {
                     if sets == 1 {
                         return (t_op, t_copy, sets);
                     }
-                    let (t_op, t_copy) = rotating_pair(
-                        &ctx,
-                        &timer,
-                        case,
-                        &x,
-                        &a,
-                        &b,
-                        sets,
-                        repeat,
-                        samples,
-                        &|| keep_busy(&ctx, &reference.0, &reference.1, busy_seconds),
-                    );
+                    let (t_op, t_copy) =
+                        rotating_pair(&ctx, &timer, case, &x, &a, &b, sets, repeat, samples);
                     (t_op, t_copy, sets)
                 });
                 let cold_text = match cold {
@@ -713,7 +763,7 @@ fn main() {
             }
         }
     }
-    let results = json!({"adapter": adapter, "timing": timer.method(), "workgroup_size": ctx.workgroup_size(), "busy_ms_before_each": busy_seconds * 1e3, "probe_us_before_table": probe_at_start * 1e6, "copy_ceilings": ceiling, "bytes_counted": "read + written", "results": records});
+    let results = json!({"adapter": adapter, "timing": timer.method(), "workgroup_size": ctx.workgroup_size(), "preload_margin_ms": preload_margin * 1e3, "probe_us_before_table": probe_at_start * 1e6, "copy_ceilings": ceiling, "bytes_counted": "read + written", "results": records});
     std::fs::write(
         out_dir.join("results.json"),
         serde_json::to_string_pretty(&results).unwrap(),
@@ -758,7 +808,6 @@ fn rotating_pair(
     sets: usize,
     repeat: usize,
     samples: usize,
-    before: &dyn Fn(),
 ) -> (f64, f64) {
     let like = |t: &Tensor| {
         let copy = Tensor::uninit(ctx, t.dtype(), t.shape()).unwrap();
@@ -775,7 +824,6 @@ fn rotating_pair(
     // just before a run, which then writes into it.
     let mut outputs = std::collections::VecDeque::with_capacity(sets);
     let (mut op_run, mut copy_run) = (0usize, 0usize);
-    before();
     timer.median_pair(
         ctx,
         repeat,

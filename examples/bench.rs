@@ -935,17 +935,11 @@ fn spin_up(ctx: &Context) {
     let bytes = (256u64 << 20).min(ctx.max_buffer_size()) as usize & !3;
     let a = Tensor::uninit(ctx, DType::U8, &[bytes]).unwrap();
     let b = Tensor::uninit(ctx, DType::U8, &[bytes]).unwrap();
-    keep_busy(ctx, &a, &b, 1.0);
-}
-
-/// Copies `a` into `b` (as much of it as both hold), eight copies a submission, for `seconds`.
-fn keep_busy(ctx: &Context, a: &Tensor, b: &Tensor, seconds: f64) {
-    let bytes = a.byte_len().min(b.byte_len()) & !3;
     let start = Instant::now();
-    while start.elapsed().as_secs_f64() < seconds {
+    while start.elapsed().as_secs_f64() < 1.0 {
         ctx.run(|rec| {
             for _ in 0..8 {
-                rec.copy_bytes(a, 0, b, 0, bytes)?;
+                rec.copy_bytes(&a, 0, &b, 0, bytes as u64)?;
             }
             Ok(())
         })

@@ -266,6 +266,7 @@ def main():
     written += integer_conv_cases(out, manifest)
     written += roi_align_cases(out, manifest)
     written += ml_cases(out, manifest)
+    written += feature_vectorizer_cases(out, manifest)
     written += unpool_cases(out, manifest)
     written += tfidf_cases(out, manifest)
     written += narrow_type_cases(out, manifest)
@@ -1330,6 +1331,35 @@ def roi_align_cases(out, manifest):
         feeds = [("x", x), ("rois_in", rois), ("batch", batch)]
         written += ort_case(out, manifest, f"ort_RoiAlign_{mode}_adaptive_computed_rois", m,
                             feeds, ["RoiAlign", "Abs"], 16, 1e-4, 1e-5)
+    return written
+
+
+def feature_vectorizer_cases(out, manifest):
+    """FeatureVectorizer (ai.onnx.ml 1, as skl2onnx writes for a scaler of several inputs):
+    rows cut and padded to their widths, widths of 0, 1-D inputs (one row), rank 3 (rows of the
+    rest flattened), each input type (one per node: the inputs share it) with values that f32
+    rounds (i64 and i32 beyond 2^24, f64 past f32's range); bit for bit. No rows at all is left out: onnxruntime 1.32 aborts there.
+    Returns how many were written."""
+    rng = np.random.RandomState(113)
+    written = 0
+    f32 = lambda *shape: rng.uniform(-4, 4, shape).astype(np.float32)
+    big = np.array([[2**40 + 1, -3, 2**24 + 1], [7, -(2**53) - 3, 0]], np.int64)
+    wide = np.array([[1e300, -1e-300, 0.1], [1 / 3, -1e39, 2.5]], np.float64)
+    i32 = lambda *shape: rng.randint(-2**31, 2**31 - 1, shape).astype(np.int32)
+    for label, feeds, dims in (
+            ("cut_and_pad", [f32(4, 2), f32(4, 3)], [3, 1]),
+            ("i64", [big, big[:, ::-1] * 3], [2, 5]),
+            ("f64", [wide, wide[:, :1]], [4, 1]),
+            ("i32", [i32(3, 2), i32(3, 4), i32(3, 1)], [2, 2, 3]),
+            ("one_d", [f32(3), f32(1, 2)], [3, 2]),
+            ("rank_3", [f32(2, 3, 2)], [4]),
+            ("zero_width", [f32(2, 1), f32(2, 2), f32(2, 3)], [0, 2, 3])):
+        names = [f"x{k}" for k in range(len(feeds))]
+        node = helper.make_node("FeatureVectorizer", names, ["y"], domain="ai.onnx.ml",
+                                inputdimensions=dims)
+        written += graph_case(out, manifest, f"ort_FeatureVectorizer_{label}", [node],
+                              list(zip(names, feeds)), ["y"], ["FeatureVectorizer"], opset=17,
+                              ml_opset=1)
     return written
 
 

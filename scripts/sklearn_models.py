@@ -21,7 +21,9 @@ KBinsDiscretizer to one-hot columns, and OneHotEncoder and OrdinalEncoder of int
 categories (OneHotEncoder, LabelEncoder; i64 inputs) and of string categories (string inputs);
 classifiers with string class labels (a string output), two classifiers exported with
 ZipMap (probabilities as a list of maps, written as JSON), and the text vectorizers
-CountVectorizer and TfidfVectorizer (StringNormalizer, onnxruntime's Tokenizer, TfIdfVectorizer).
+CountVectorizer and TfidfVectorizer (StringNormalizer, onnxruntime's Tokenizer, TfIdfVectorizer),
+and scalers, a normalizer and an imputer given their features as several inputs
+(FeatureVectorizer).
 
 usage: scripts/sklearn_models.py OUT_DIR   (needs numpy, scikit-learn, skl2onnx, onnxruntime)
 """
@@ -112,10 +114,72 @@ def main():
         options = {id(clf): {"zipmap": False}}
         manifest.append(export(out, "knn_classifier", name, clf, knn_q, options))
     manifest += ml_models(out, rng)
+    manifest += several_input_models(out, rng)
     manifest += converter_sweep_models(out, rng)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     print(f"exported {len(manifest)} models to {out}")
+
+
+def several_input_models(out, rng):
+    """Models given their features as several inputs, which skl2onnx joins with ONNX-ML's
+    FeatureVectorizer (always f32, cast back after for f64): StandardScaler in f32 and f64,
+    Normalizer, SimpleImputer, and StandardScaler of an i64 and an f32 input (the i64 cast to
+    f32 first). Fitted on 5 features, queried on 32 rows."""
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType, Int64TensorType
+    from sklearn.impute import SimpleImputer
+    from sklearn.preprocessing import Normalizer, StandardScaler
+
+    x = rng.rand(100, 5) * [1, 10, 100, 3, 7]
+    q = rng.rand(32, 5) * [1, 10, 100, 3, 7]
+    q_ints = np.round(q * 1000)
+    q_nan = np.where(rng.rand(32, 5) < 0.2, np.nan, q)
+    f, d, i = FloatTensorType, DoubleTensorType, Int64TensorType
+    models = [
+        ("scaler_two_inputs", "f32", StandardScaler().fit(x), [("a", f, 2, q), ("b", f, 3, q)]),
+        ("scaler_two_inputs", "f64", StandardScaler().fit(x), [("a", d, 2, q), ("b", d, 3, q)]),
+        ("normalizer_two_inputs", "f32", Normalizer().fit(x), [("a", f, 3, q), ("b", f, 2, q)]),
+        ("imputer_two_inputs", "f32", SimpleImputer().fit(x), [("a", f, 4, q_nan), ("b", f, 1, q_nan)]),
+        ("scaler_i64_and_f32", "i64", StandardScaler().fit(np.round(x * 1000)),
+         [("a", i, 2, q_ints), ("b", f, 3, q_ints)]),
+    ]
+    entries = []
+    for kind, name, model, inputs in models:
+        types, feed, at = [], {}, 0
+        for input_name, tensor_type, width, values in inputs:
+            types.append((input_name, tensor_type([None, width])))
+            np_type = {f: np.float32, d: np.float64, i: np.int64}[tensor_type]
+            feed[input_name] = values[:, at:at + width].astype(np_type)
+            at += width
+        onx = convert_sklearn(model, initial_types=types,
+                              target_opset={"": 17, "ai.onnx.ml": 3})
+        path = os.path.join(out, f"{kind}_{name}.onnx")
+        with open(path, "wb") as fh:
+            fh.write(onx.SerializeToString())
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        files = []
+        for input_name, value in feed.items():
+            file = f"x_{kind}_{name}_{input_name}.npy"
+            np.save(os.path.join(out, file), value)
+            files.append({"name": input_name, "file": file})
+        outputs = []
+        for meta, value in zip(session.get_outputs(), session.run(None, feed)):
+            file = f"expected_{kind}_{name}_{meta.name}.npy"
+            np.save(os.path.join(out, file), value)
+            outputs.append({"name": meta.name, "file": file})
+        entries.append({
+            "kind": kind,
+            "model": os.path.basename(path),
+            "input": files[0]["name"],
+            "input_file": files[0]["file"],
+            "more_inputs": files[1:],
+            "outputs": outputs,
+            "dtype": name,
+            "ops": sorted({n.op_type for n in onx.graph.node}),
+            "scan": False,
+        })
+    return entries
 
 
 def ml_models(out, rng):

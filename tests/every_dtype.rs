@@ -767,6 +767,111 @@ fn array_feature_extractor_picks_along_the_last_axis() {
     assert!(e.contains("rank 0"), "{e}");
 }
 
+/// ONNX-ML's FeatureVectorizer on each type it takes (f32, f64, i32, i64, the last also
+/// emulated; the inputs of a node share one): rows cut to their width, padded with zeros,
+/// widths of 0, 1-D inputs as one row, rank 3 as rows of the rest flattened, no rows at all;
+/// the f32 matrix bit for bit against the reference (the casts round alike). Bad inputs are
+/// one error naming the op and the rule.
+#[test]
+fn feature_vectorizer_lays_rows_side_by_side() {
+    const OP: &str = "ai.onnx.ml.FeatureVectorizer";
+    let node = |n: usize, dims: &[i64]| {
+        Node::new(OP, "fv")
+            .inputs((0..n).map(|k| format!("x{k}")).collect::<Vec<_>>())
+            .attr("inputdimensions", Attr::Ints(dims.to_vec()))
+    };
+    let f32s = |n: usize, seed: u64, shape: &[usize]| shaped(values(DType::F32, n, seed), shape);
+    for d in [DType::F32, DType::F64, DType::I32, DType::I64] {
+        let x = |n: usize, seed: u64, shape: &[usize]| shaped(values(d, n, seed), shape);
+        let cases: Vec<(Vec<HostTensor>, Vec<i64>, Vec<usize>)> = vec![
+            (
+                vec![x(8, 1, &[4, 2]), x(12, 2, &[4, 3])],
+                vec![3, 1],
+                vec![4, 4],
+            ),
+            (
+                vec![x(8, 3, &[4, 2]), x(20, 4, &[4, 5])],
+                vec![0, 7],
+                vec![4, 7],
+            ),
+            (vec![x(2, 5, &[2]), x(3, 6, &[3])], vec![2, 2], vec![1, 4]),
+            (vec![x(12, 7, &[2, 3, 2])], vec![4], vec![2, 4]),
+            (
+                vec![x(6, 8, &[3, 2]), x(3, 9, &[3, 1]), x(9, 10, &[3, 3])],
+                vec![2, 2, 2],
+                vec![3, 6],
+            ),
+            (
+                vec![x(0, 11, &[0, 2]), x(0, 12, &[0, 3])],
+                vec![2, 3],
+                vec![0, 5],
+            ),
+        ];
+        for ctx in contexts_for(d) {
+            for (inputs, dims, shape) in &cases {
+                let names: Vec<String> = (0..inputs.len()).map(|k| format!("x{k}")).collect();
+                let feeds = names
+                    .iter()
+                    .map(String::as_str)
+                    .zip(inputs.iter().cloned())
+                    .collect();
+                let (got, want) = both(ctx, node(inputs.len(), dims), feeds)
+                    .unwrap_or_else(|e| panic!("{d} {dims:?}: {e}"));
+                assert_eq!(got.dtype, DType::F32, "{d}");
+                assert_eq!(&got.shape, shape, "{d} {dims:?}");
+                assert_eq!(got, want, "{d} {dims:?}");
+            }
+        }
+    }
+    // Where the reference and the kernels meet known values: 1-D as a row, cut and padded.
+    let (got, _) = both(
+        ctx(),
+        node(2, &[3, 1]),
+        vec![
+            (
+                "x0",
+                HostTensor::from_vec(vec![2], &[5i64, -(1 << 40) - 1]).unwrap(),
+            ),
+            ("x1", HostTensor::from_vec(vec![1, 2], &[1i64, 3]).unwrap()),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        got.to_vec::<f32>().unwrap(),
+        vec![5.0, -((1i64 << 40) as f32), 0.0, 1.0]
+    );
+    let refused = |inputs: Vec<(&str, HostTensor)>, dims: &[i64]| {
+        both(ctx(), node(inputs.len(), dims), inputs)
+            .unwrap_err()
+            .to_string()
+    };
+    let m = |shape: &[usize]| f32s(shape.iter().product(), 1, shape);
+    let e = refused(vec![("x0", m(&[4, 2])), ("x1", m(&[3, 2]))], &[2, 2]);
+    assert!(
+        e.contains("FeatureVectorizer") && e.contains("input 1 has 3 rows and input 0 has 4"),
+        "{e}"
+    );
+    let e = refused(vec![("x0", m(&[4, 2])), ("x1", m(&[4, 2]))], &[2]);
+    assert!(
+        e.contains("inputdimensions has 1 values for 2 inputs"),
+        "{e}"
+    );
+    let e = refused(vec![("x0", m(&[4, 2]))], &[-1]);
+    assert!(e.contains("inputdimensions[0] is -1"), "{e}");
+    let e = refused(vec![("x0", m(&[]))], &[1]);
+    assert!(e.contains("input 0 has rank 0"), "{e}");
+    let e = refused(vec![("x0", shaped(values(DType::U8, 4, 1), &[2, 2]))], &[2]);
+    assert!(e.contains("input 0 is u8"), "{e}");
+    let e = refused(
+        vec![
+            ("x0", m(&[2, 2])),
+            ("x1", shaped(values(DType::F64, 4, 1), &[2, 2])),
+        ],
+        &[2, 2],
+    );
+    assert!(e.contains("input 1 is f64 and input 0 is f32"), "{e}");
+}
+
 /// i64 and u64 without `SHADER_INT64` (as in browsers): the ops the 32-bit emulation covers
 /// (arithmetic, division and remainders, order, casts to and from the integer types, bool and
 /// f32/f16/bf16) give the native path's bits (the reference's), on edge values (extremes,

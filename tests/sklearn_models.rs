@@ -56,6 +56,9 @@ struct Entry {
     model: String,
     input: String,
     input_file: String,
+    /// The other inputs of a model given several (`name`, `file`).
+    #[serde(default)]
+    more_inputs: Vec<Output>,
     outputs: Vec<Output>,
     dtype: String,
     ops: Vec<String>,
@@ -126,6 +129,10 @@ fn scikit_learn_models_match_onnxruntime() {
         ("quantile_transformer", "GreaterOrEqual"),
         ("polynomial_features", "ReduceProd"),
         ("adaboost_classifier", "TreeEnsembleClassifier"),
+        ("scaler_two_inputs", "FeatureVectorizer"),
+        ("normalizer_two_inputs", "FeatureVectorizer"),
+        ("imputer_two_inputs", "FeatureVectorizer"),
+        ("scaler_i64_and_f32", "FeatureVectorizer"),
     ];
     for (kind, op) in ml {
         let entry = manifest.iter().find(|e| e.kind == kind);
@@ -149,19 +156,20 @@ fn scikit_learn_models_match_onnxruntime() {
             }
         }
         let out = out_root.path().join(&entry.model);
-        let run = Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
-            .arg("run")
+        let mut run = Command::new(env!("CARGO_BIN_EXE_wgpu-ops"));
+        run.arg("run")
             .arg(dir.join(&entry.model))
             .arg("--input")
             .arg(format!(
                 "{}={}",
                 entry.input,
                 dir.join(&entry.input_file).display()
-            ))
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
+            ));
+        for more in &entry.more_inputs {
+            run.arg("--input")
+                .arg(format!("{}={}", more.name, dir.join(&more.file).display()));
+        }
+        let run = run.arg("--out").arg(&out).output().unwrap();
         assert!(
             run.status.success(),
             "{}: {}",

@@ -107,6 +107,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &LOG_SOFTMAX,
             &GATHER,
             &ARRAY_FEATURE_EXTRACTOR,
+            &FEATURE_VECTORIZER,
             &LINEAR_ATTENTION,
             &GEMM,
             &SPLIT,
@@ -2938,6 +2939,31 @@ static ARRAY_FEATURE_EXTRACTOR: OpDef = OpDef {
         Ok(vec![rec.array_feature_extractor_to(
             &data,
             &indices,
+            args.out(0),
+        )?])
+    },
+};
+
+static FEATURE_VECTORIZER: OpDef = OpDef {
+    name: "ai.onnx.ml.FeatureVectorizer",
+    inputs: 1..=usize::MAX,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["inputdimensions"],
+    run: |rec, args| {
+        let inputs: Vec<Tensor> = (0..args.len())
+            .map(|i| args.tensor(i, "X"))
+            .collect::<Result<_>>()?;
+        let dims = args.ints("inputdimensions")?.ok_or_else(|| {
+            Error::invalid(
+                "FeatureVectorizer",
+                "inputdimensions",
+                "the attribute 'inputdimensions' (one width per input) is required",
+            )
+        })?;
+        Ok(vec![rec.feature_vectorizer_to(
+            &inputs,
+            &dims,
             args.out(0),
         )?])
     },

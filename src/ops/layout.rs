@@ -883,4 +883,145 @@ impl Recorder {
         )?;
         Ok(out)
     }
+
+    /// Records ONNX-ML FeatureVectorizer into `out`: the inputs (all f32, f64, i32 or i64) as rows
+    /// side by side in one f32 matrix `[N, sum(dims)]`, each cut or padded with zeros to its
+    /// width in `dims`. A 1-D input is one row `[1, C]`; an input of rank 3 or more is `N` rows
+    /// of its other axes flattened (onnxruntime's reading; the ONNX reference takes ranks 1
+    /// and 2 only, a 1-D input there being a column). Every input has the same `N`.
+    /// skl2onnx writes it where a scaler, normalizer, binarizer or imputer takes several
+    /// inputs. Each input is cut, cast and padded, then the pieces are concatenated.
+    pub fn feature_vectorizer_to(
+        &mut self,
+        inputs: &[Tensor],
+        dims: &[i64],
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "FeatureVectorizer";
+        for t in inputs {
+            self.check_inputs(OP, &[("X", t)])?;
+        }
+        if inputs.is_empty() {
+            return Err(Error::invalid(OP, "X", "needs at least one input"));
+        }
+        if dims.len() != inputs.len() {
+            return Err(Error::invalid(
+                OP,
+                "inputdimensions",
+                format!(
+                    "inputdimensions has {} values for {} inputs; it needs one per input",
+                    dims.len(),
+                    inputs.len()
+                ),
+            ));
+        }
+        if let Some((k, d)) = dims.iter().enumerate().find(|(_, &d)| d < 0) {
+            return Err(Error::invalid(
+                OP,
+                "inputdimensions",
+                format!("inputdimensions[{k}] is {d}; a width cannot be negative"),
+            ));
+        }
+        let mut rows = None;
+        let mut views = Vec::with_capacity(inputs.len());
+        for (k, t) in inputs.iter().enumerate() {
+            if !matches!(t.dtype(), DType::F32 | DType::F64 | DType::I32 | DType::I64) {
+                return Err(Error::invalid(
+                    OP,
+                    "X",
+                    format!(
+                        "input {k} is {}; FeatureVectorizer takes f32, f64, i32 or i64",
+                        t.dtype()
+                    ),
+                ));
+            }
+            if t.dtype() != inputs[0].dtype() {
+                return Err(Error::invalid(
+                    OP,
+                    "X",
+                    format!(
+                        "input {k} is {} and input 0 is {}; the inputs share one type",
+                        t.dtype(),
+                        inputs[0].dtype()
+                    ),
+                ));
+            }
+            let n = match t.shape() {
+                [] => {
+                    return Err(Error::invalid(
+                        OP,
+                        "X",
+                        format!("input {k} has rank 0; FeatureVectorizer needs rank 1 or more"),
+                    ))
+                }
+                [_] => 1,
+                [n, ..] => *n,
+            };
+            let width: usize = if t.rank() == 1 {
+                t.shape()[0]
+            } else {
+                t.shape()[1..].iter().product()
+            };
+            match rows {
+                None => rows = Some(n),
+                Some(first) if first != n => {
+                    return Err(Error::invalid(
+                        OP,
+                        "X",
+                        format!(
+                            "input {k} has {n} rows and input 0 has {first}; every input needs the same number"
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+            views.push(t.reshaped(&[n, width])?);
+        }
+        let n = rows.unwrap_or(0);
+        let total = dims.iter().try_fold(0usize, |sum, &d| {
+            usize::try_from(d).ok().and_then(|d| sum.checked_add(d))
+        });
+        let shape = match total.map(|t| [n, t]) {
+            Some(shape) if crate::host::checked_numel(&shape).is_some() => shape,
+            _ => {
+                return Err(Error::invalid(
+                    OP,
+                    "inputdimensions",
+                    "the output's element count does not fit in 64 bits",
+                ))
+            }
+        };
+        let out = out.tensor(self, DType::F32, &shape)?;
+        if out.numel() == 0 {
+            return Ok(out);
+        }
+        let mut pieces = Vec::with_capacity(views.len());
+        for (view, &d) in views.iter().zip(dims) {
+            let d = d as usize;
+            let width = view.shape()[1];
+            if d == 0 {
+                continue;
+            }
+            let cut = if width > d {
+                self.slice(view, &crate::Slice::new([0], [d as i64], [1]).axes([1]))?
+            } else {
+                view.clone()
+            };
+            let cast = self.cast(&cut, DType::F32)?;
+            pieces.push(if width < d {
+                self.pad_to(
+                    &cast,
+                    &[0, (d - width) as i64],
+                    PadMode::Constant,
+                    None,
+                    Some(&[1]),
+                    Out::NEW,
+                )?
+            } else {
+                cast
+            });
+        }
+        self.concat_into(&pieces, 1, &out)?;
+        Ok(out)
+    }
 }

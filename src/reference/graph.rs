@@ -1686,6 +1686,51 @@ fn run_node(
                 data,
             })
         }
+        // Written from the ONNX-ML spec and onnxruntime's kernel: each input as rows ([C] is
+        // one row, higher ranks N rows of the rest), cut or zero-padded to its width, in f32.
+        "ai.onnx.ml.FeatureVectorizer" => {
+            let dims =
+                ints(node, "inputdimensions").ok_or("FeatureVectorizer needs inputdimensions")?;
+            if dims.len() != args.len() || dims.iter().any(|&d| d < 0) {
+                return Err("FeatureVectorizer needs one width of 0 or more per input".into());
+            }
+            let mut rows: Option<usize> = None;
+            let mut parts = Vec::new();
+            for k in 0..args.len() {
+                let x = a(k)?;
+                if !matches!(x.dtype, DType::F32 | DType::F64 | DType::I32 | DType::I64) {
+                    return Err(format!("FeatureVectorizer input {k} is {}", x.dtype).into());
+                }
+                if x.dtype != a(0)?.dtype {
+                    return Err("FeatureVectorizer inputs of different types".into());
+                }
+                let (n, width) = match x.shape.as_slice() {
+                    [] => return Err("FeatureVectorizer input of rank 0".into()),
+                    [c] => (1, *c),
+                    [n, rest @ ..] => (*n, rest.iter().product()),
+                };
+                if *rows.get_or_insert(n) != n {
+                    return Err("FeatureVectorizer inputs with different row counts".into());
+                }
+                let values = crate::reference::numeric::cast_mode(
+                    &x,
+                    DType::F32,
+                    crate::CastMode::default(),
+                )?
+                .to_vec::<f32>()?;
+                parts.push((values, width));
+            }
+            let n = rows.unwrap_or(0);
+            let total: usize = dims.iter().map(|&d| d as usize).sum();
+            let mut data = Vec::with_capacity(n * total);
+            for r in 0..n {
+                for ((values, width), &d) in parts.iter().zip(&dims) {
+                    let row = &values[r * width..(r + 1) * width];
+                    data.extend((0..d as usize).map(|j| row.get(j).copied().unwrap_or(0.0)));
+                }
+            }
+            one(HostTensor::from_vec(vec![n, total], &data)?)
+        }
         "ArgMax" | "ArgMin" => {
             let x = a(0)?;
             let axes = crate::ops::reduce::normalize_axes(

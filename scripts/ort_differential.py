@@ -265,6 +265,7 @@ def main():
     written += integer_matmul_cases(out, manifest)
     written += integer_conv_cases(out, manifest)
     written += roi_align_cases(out, manifest)
+    written += max_roi_pool_cases(out, manifest)
     written += ml_cases(out, manifest)
     written += feature_vectorizer_cases(out, manifest)
     written += unpool_cases(out, manifest)
@@ -1360,6 +1361,34 @@ def feature_vectorizer_cases(out, manifest):
         written += graph_case(out, manifest, f"ort_FeatureVectorizer_{label}", [node],
                               list(zip(names, feeds)), ["y"], ["FeatureVectorizer"], opset=17,
                               ml_opset=1)
+    return written
+
+
+def max_roi_pool_cases(out, manifest):
+    """MaxRoiPool (opset 16: onnxruntime has only version 1's kernel): ROIs inside, across and
+    outside the image, malformed (corners swapped) and at half pixels, two images, bins of 1
+    to 4, spatial scales, f32 and f16 (onnxruntime's types); ROIs computed in the graph (read
+    back to plan the bins). Bit for bit: every output is one of X's elements or 0. Returns how
+    many were written."""
+    rng = np.random.RandomState(127)
+    written = 0
+    x = rng.uniform(-3, 3, (2, 3, 9, 11)).astype(np.float32)
+    rois = np.array([[0, 0.5, 1, 7.5, 6], [1, 2, 2, 2.4, 2.3], [1, -3, -2, 4, 12], [0, 8, 5, 30, 20],
+                     [1, 1, 0, 10, 8], [0, 2.5, 1.5, 3.5, 2.5], [1, 20, 20, 30, 30], [0, 6, 6, 2, 2],
+                     [1.9, 0, 0, 10, 8]], np.float32)
+    for d, np_type, onnx_type in (("f32", np.float32, T.FLOAT), ("f16", np.float16, T.FLOAT16)):
+        for pooled, scale in (([2, 2], None), ([3, 4], 0.5), ([1, 1], 1.0), ([4, 3], 2.0), ([7, 7], 1.0)):
+            attrs = {"pooled_shape": pooled}
+            if scale is not None:
+                attrs["spatial_scale"] = scale
+            node = helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], **attrs)
+            written += graph_case(out, manifest, f"ort_MaxRoiPool_{pooled[0]}x{pooled[1]}_{scale}_{d}", [node],
+                                  [("x", x.astype(np_type)), ("rois", rois.astype(np_type))], ["y"],
+                                  ["MaxRoiPool"], opset=16)
+    nodes = [helper.make_node("Abs", ["rois_in"], ["rois"]),
+             helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=[3, 2])]
+    written += graph_case(out, manifest, "ort_MaxRoiPool_computed_rois", nodes,
+                          [("x", x), ("rois_in", rois)], ["y"], ["MaxRoiPool", "Abs"], opset=16)
     return written
 
 

@@ -872,6 +872,158 @@ fn feature_vectorizer_lays_rows_side_by_side() {
     assert!(e.contains("input 1 is f64 and input 0 is f32"), "{e}");
 }
 
+/// MaxRoiPool on each float type (f32, f16, bf16, f64): ROIs inside, across and outside the
+/// image, malformed (corners swapped: one pixel) and at half pixels (rounded away from zero),
+/// two images, several channels, bins of 1 to 4, spatial scales; the values the generator's
+/// edges give (NaN, infinities, both zeros) pooled bit for bit as the reference does. ROIs
+/// computed on the GPU are read back. Bad inputs are one error naming the op and the rule.
+#[test]
+fn max_roi_pool_takes_each_bins_largest() {
+    const OP: &str = "MaxRoiPool";
+    let roi_rows: [[f32; 5]; 8] = [
+        [0.0, 0.5, 1.0, 7.5, 6.0],
+        [1.0, 2.0, 2.0, 2.4, 2.3],
+        [1.0, -3.0, -2.0, 4.0, 12.0],
+        [0.0, 8.0, 5.0, 30.0, 20.0],
+        [1.0, 1.0, 0.0, 10.0, 8.0],
+        [0.0, 2.5, 1.5, 3.5, 2.5],
+        [1.0, 20.0, 20.0, 30.0, 30.0],
+        [0.0, 6.0, 6.0, 2.0, 2.0],
+    ];
+    let flat: Vec<f32> = roi_rows.iter().flatten().copied().collect();
+    let node = |pooled: [i64; 2], scale: Option<f32>| {
+        let n = Node::new(OP, "pool")
+            .inputs(["x", "rois"])
+            .attr("pooled_shape", Attr::Ints(pooled.to_vec()));
+        match scale {
+            Some(s) => n.attr("spatial_scale", Attr::Float(f64::from(s))),
+            None => n,
+        }
+    };
+    for d in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        let x = shaped(values(d, 2 * 3 * 9 * 11, 5), &[2, 3, 9, 11]);
+        let rois = cast_host(&HostTensor::from_vec(vec![8, 5], &flat).unwrap(), d).unwrap();
+        for (pooled, scale) in [
+            ([2, 2], None),
+            ([3, 4], Some(0.5)),
+            ([1, 1], Some(1.0)),
+            ([4, 3], Some(2.0)),
+        ] {
+            let (got, want) = both(
+                ctx(),
+                node(pooled, scale),
+                vec![("x", x.clone()), ("rois", rois.clone())],
+            )
+            .unwrap_or_else(|e| panic!("{d} {pooled:?}: {e}"));
+            assert_eq!(
+                got.shape,
+                vec![8, 3, pooled[0] as usize, pooled[1] as usize]
+            );
+            assert_eq!(got, want, "{d} {pooled:?} {scale:?}");
+        }
+    }
+    // Known values: a 4x4 ramp, one ROI over its lower right 2x3, two bins across.
+    let ramp: Vec<f32> = (0..16).map(|v| v as f32).collect();
+    let (got, _) = both(
+        ctx(),
+        node([1, 2], None),
+        vec![
+            ("x", HostTensor::from_vec(vec![1, 1, 4, 4], &ramp).unwrap()),
+            (
+                "rois",
+                HostTensor::from_vec(vec![1, 5], &[0.0f32, 1.0, 2.0, 3.0, 3.0]).unwrap(),
+            ),
+        ],
+    )
+    .unwrap();
+    // Columns 1..4 in bins [1, 3) and [2, 4) (bin width 1.5), rows 2..4: maxima 14 and 15.
+    assert_eq!(got.to_vec::<f32>().unwrap(), vec![14.0, 15.0]);
+    // ROIs computed on the GPU (their absolute values) are read back to plan the bins.
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(2), Some(3), Some(9), Some(11)])
+        .input("r", DType::F32, &[Some(8), Some(5)])
+        .node(Node::new("Abs", "abs").inputs(["r"]).outputs(["rois"]))
+        .node(node([3, 3], None).outputs(["y"]))
+        .output("y");
+    let inputs = vec![
+        (
+            "x".to_string(),
+            shaped(values(DType::F32, 594, 6), &[2, 3, 9, 11]),
+        ),
+        (
+            "r".to_string(),
+            HostTensor::from_vec(vec![8, 5], &flat).unwrap(),
+        ),
+    ];
+    let got = Session::new(ctx(), g.clone())
+        .unwrap()
+        .run_blocking(inputs.clone())
+        .unwrap();
+    let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+    assert_eq!(got[0].1, want[0], "ROIs computed on the GPU");
+    let x = shaped(values(DType::F32, 2 * 9, 1), &[2, 1, 3, 3]);
+    let refused =
+        |x: HostTensor, rois: Vec<f32>, shape: Vec<usize>, pooled: [i64; 2], scale: Option<f32>| {
+            both(
+                ctx(),
+                node(pooled, scale),
+                vec![
+                    ("x", x),
+                    ("rois", HostTensor::from_vec(shape, &rois).unwrap()),
+                ],
+            )
+            .unwrap_err()
+            .to_string()
+        };
+    let e = refused(
+        x.clone(),
+        vec![2.0, 0.0, 0.0, 1.0, 1.0],
+        vec![1, 5],
+        [1, 1],
+        None,
+    );
+    assert!(
+        e.contains("MaxRoiPool") && e.contains("ROI 0 has batch index 2; X has 2 images"),
+        "{e}"
+    );
+    let e = refused(
+        x.clone(),
+        vec![-1.0, 0.0, 0.0, 1.0, 1.0],
+        vec![1, 5],
+        [1, 1],
+        None,
+    );
+    assert!(e.contains("batch index -1"), "{e}");
+    let e = refused(x.clone(), vec![0.0; 4], vec![1, 4], [1, 1], None);
+    assert!(e.contains("rois has shape [1, 4]"), "{e}");
+    let e = refused(x.clone(), vec![0.0; 5], vec![1, 5], [0, 1], None);
+    assert!(e.contains("pooled_shape is [0, 1]"), "{e}");
+    let e = refused(x.clone(), vec![0.0; 5], vec![1, 5], [1, 1], Some(0.0));
+    assert!(e.contains("spatial_scale is 0"), "{e}");
+    let e = refused(
+        shaped(values(DType::F32, 9, 1), &[1, 3, 3]),
+        vec![0.0; 5],
+        vec![1, 5],
+        [1, 1],
+        None,
+    );
+    assert!(e.contains("X has shape [1, 3, 3]"), "{e}");
+    let e = both(
+        ctx(),
+        node([1, 1], None),
+        vec![
+            ("x", x),
+            (
+                "rois",
+                HostTensor::from_vec(vec![1, 5], &[0.0f64; 5]).unwrap(),
+            ),
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("rois is f64 and X is f32"), "{e}");
+}
+
 /// i64 and u64 without `SHADER_INT64` (as in browsers): the ops the 32-bit emulation covers
 /// (arithmetic, division and remainders, order, casts to and from the integer types, bool and
 /// f32/f16/bf16) give the native path's bits (the reference's), on edge values (extremes,

@@ -108,6 +108,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &GATHER,
             &ARRAY_FEATURE_EXTRACTOR,
             &FEATURE_VECTORIZER,
+            &MAX_ROI_POOL,
             &LINEAR_ATTENTION,
             &GEMM,
             &SPLIT,
@@ -181,6 +182,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "OneHot" => &[1],
         "NonZero" | "Unique" | "ImageDecoder" => &[0],
         "NonMaxSuppression" => &[0, 1, 2, 3, 4],
+        "MaxRoiPool" => &[1],
         "SequenceInsert" => &[2],
         "SequenceAt" | "SequenceErase" | "SplitToSequence" => &[1],
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Trilu" | "Split" | "TopK"
@@ -2964,6 +2966,41 @@ static FEATURE_VECTORIZER: OpDef = OpDef {
         Ok(vec![rec.feature_vectorizer_to(
             &inputs,
             &dims,
+            args.out(0),
+        )?])
+    },
+};
+
+static MAX_ROI_POOL: OpDef = OpDef {
+    name: "MaxRoiPool",
+    inputs: 2..=2,
+    outputs: 1..=1,
+    host: None,
+    attrs: &["pooled_shape", "spatial_scale"],
+    run: |rec, args| {
+        const OP: &str = "MaxRoiPool";
+        let x = args.tensor(0, "X")?;
+        args.dtype_of(1, "rois")?;
+        let rois = args.host_value(1).ok_or_else(|| {
+            Error::invalid(
+                OP,
+                "rois",
+                "rois is computed on the GPU where it cannot be read back (a Scan body, or read-backs off); it must be known when the graph is planned",
+            )
+        })?;
+        let pooled = args.ints("pooled_shape")?.ok_or_else(|| {
+            Error::invalid(
+                OP,
+                "pooled_shape",
+                "the attribute 'pooled_shape' (bins along the height and the width) is required",
+            )
+        })?;
+        let scale = args.float("spatial_scale")?.unwrap_or(1.0);
+        Ok(vec![rec.max_roi_pool_to(
+            &x,
+            rois,
+            &pooled,
+            scale,
             args.out(0),
         )?])
     },

@@ -20,6 +20,7 @@ pub mod gather_index;
 pub mod grid_taps;
 pub mod linear_attention;
 pub mod matmul;
+pub mod max_roi_pool;
 pub mod operands;
 pub mod pad;
 pub mod program;
@@ -96,6 +97,7 @@ const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
 const GRID_TAPS: &str = include_str!("../../shaders/grid_taps.wgsl");
 const TREE_WALK: &str = include_str!("../../shaders/tree_walk.wgsl");
+const MAX_ROI_POOL: &str = include_str!("../../shaders/max_roi_pool.wgsl");
 const DET: &str = include_str!("../../shaders/det.wgsl");
 const RANDOM: &str = include_str!("../../shaders/random.wgsl");
 const RANDOM_ADVANCE: &str = include_str!("../../shaders/random_advance.wgsl");
@@ -297,6 +299,14 @@ pub enum Kernel {
     TreeWalk { workgroup_size: u32, f64: bool },
     /// `det.wgsl`: determinants, one invocation per matrix, of f32 or f64.
     Det { workgroup_size: u32, f64: bool },
+    /// `max_roi_pool.wgsl`: MaxRoiPool over a window table, one invocation per output
+    /// element (per word of 2-byte ones), floats of 2 (f16, or bf16 with `bf16`), 4 or 8
+    /// bytes compared by their bits.
+    MaxRoiPool {
+        workgroup_size: u32,
+        elem_bytes: u32,
+        bf16: bool,
+    },
     /// `random.wgsl`: Philox blocks made into uniform, normal, Bernoulli or Multinomial
     /// values of f32 or f64.
     Random {
@@ -375,6 +385,13 @@ impl Kernel {
                         workgroup_size,
                     });
                 }
+            }
+            for (elem_bytes, bf16) in [(2, false), (2, true), (4, false), (8, false)] {
+                out.push(Kernel::MaxRoiPool {
+                    workgroup_size,
+                    elem_bytes,
+                    bf16,
+                });
             }
             for vec4 in [false, true] {
                 out.push(Kernel::Copy {
@@ -632,6 +649,7 @@ impl Kernel {
             Kernel::GridTaps { .. } => "grid_taps.wgsl",
             Kernel::TreeWalk { .. } => "tree_walk.wgsl",
             Kernel::Det { .. } => "det.wgsl",
+            Kernel::MaxRoiPool { .. } => "max_roi_pool.wgsl",
             Kernel::Random { .. } => "random.wgsl",
             Kernel::RandomAdvance => "random_advance.wgsl",
         }
@@ -664,6 +682,7 @@ impl Kernel {
             }
             Kernel::TreeWalk { f64, .. } => tree_walk::tree_walk_source(TREE_WALK, f64).into(),
             Kernel::Det { f64, .. } => det::det_source(DET, f64).into(),
+            Kernel::MaxRoiPool { .. } => MAX_ROI_POOL.into(),
             Kernel::Random { f64, .. } => random::random_source(RANDOM, f64).into(),
             Kernel::RandomAdvance => RANDOM_ADVANCE.into(),
             Kernel::Elementwise { op, dtype, .. } => {
@@ -785,6 +804,15 @@ impl Kernel {
                 ("WALK_RANK", u32::from(walk_rank)),
             ],
             Kernel::ScanCounter { slot } => vec![("SLOT", slot)],
+            Kernel::MaxRoiPool {
+                workgroup_size,
+                elem_bytes,
+                bf16,
+            } => vec![
+                ("WORKGROUP_SIZE", workgroup_size),
+                ("ELEM_BYTES", elem_bytes),
+                ("EXPONENT_MASK_16", if bf16 { 0x7F80 } else { 0x7C00 }),
+            ],
             Kernel::Random {
                 mode,
                 workgroup_size,
@@ -1039,6 +1067,7 @@ impl KernelSpec for Kernel {
             Kernel::TreeWalk { f64: true, .. } => "tree_walk.wgsl f64".into(),
             Kernel::Det { f64: false, .. } => self.file().into(),
             Kernel::Det { f64: true, .. } => "det.wgsl f64".into(),
+            Kernel::MaxRoiPool { .. } => self.file().into(),
             Kernel::ScanCopies { copies, .. } => format!("scan copies {copies}").into(),
             Kernel::Scatter {
                 dtype,

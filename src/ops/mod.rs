@@ -24,6 +24,7 @@ pub mod normalization;
 pub mod random;
 pub mod reduce;
 pub mod resize;
+pub mod roi_pool;
 pub mod scatter;
 pub mod select;
 pub mod signal;

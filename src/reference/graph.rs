@@ -1686,6 +1686,69 @@ fn run_node(
                 data,
             })
         }
+        // The bins' bounds from the op's own plan (onnxruntime's arithmetic); each bin's
+        // maximum here in f64 (exact for every float type), NaN winning, +0 above -0, the
+        // winner's bits kept.
+        "MaxRoiPool" => {
+            let x = a(0)?;
+            let rois = a(1)?;
+            let pooled = ints(node, "pooled_shape").ok_or("MaxRoiPool needs pooled_shape")?;
+            let scale = match node.attrs.get("spatial_scale") {
+                None => 1.0,
+                Some(Attr::Float(v)) => *v,
+                Some(_) => return Err("MaxRoiPool spatial_scale must be a float".into()),
+            };
+            let table =
+                crate::ops::roi_pool::roi_pool_windows((x.dtype, &x.shape), &rois, &pooled, scale)?;
+            let (c, h, w) = (x.shape[1], x.shape[2], x.shape[3]);
+            let (ph, pw) = (pooled[0] as usize, pooled[1] as usize);
+            let values = crate::reference::cast_host(&x, DType::F64)?.to_vec::<f64>()?;
+            let size = x.dtype.size();
+            let r_count = rois.shape[0];
+            let mut data = Vec::with_capacity(r_count * c * ph * pw * size);
+            let wins = |v: f64, best: f64| {
+                !best.is_nan()
+                    && (v.is_nan()
+                        || v > best
+                        || (v == 0.0
+                            && best == 0.0
+                            && v.is_sign_positive()
+                            && best.is_sign_negative()))
+            };
+            for (r, row) in table.chunks_exact(1 + 2 * (ph + pw)).enumerate() {
+                debug_assert!(r < r_count);
+                let b = row[0] as usize;
+                for ch in 0..c {
+                    for i in 0..ph {
+                        for j in 0..pw {
+                            let (h0, h1) = (row[1 + 2 * i] as usize, row[2 + 2 * i] as usize);
+                            let (w0, w1) = (
+                                row[1 + 2 * ph + 2 * j] as usize,
+                                row[2 + 2 * ph + 2 * j] as usize,
+                            );
+                            let mut best: Option<usize> = None;
+                            for hh in h0..h1 {
+                                for ww in w0..w1 {
+                                    let k = ((b * c + ch) * h + hh) * w + ww;
+                                    if best.is_none_or(|at| wins(values[k], values[at])) {
+                                        best = Some(k);
+                                    }
+                                }
+                            }
+                            match best {
+                                Some(k) => data.extend_from_slice(&x.data[k * size..][..size]),
+                                None => data.extend(std::iter::repeat_n(0u8, size)),
+                            }
+                        }
+                    }
+                }
+            }
+            one(HostTensor::from_bytes(
+                x.dtype,
+                vec![r_count, c, ph, pw],
+                data,
+            )?)
+        }
         // Written from the ONNX-ML spec and onnxruntime's kernel: each input as rows ([C] is
         // one row, higher ranks N rows of the rest), cut or zero-padded to its width, in f32.
         "ai.onnx.ml.FeatureVectorizer" => {

@@ -1,0 +1,139 @@
+// MaxRoiPool: output element (r, c, i, j) is the largest element of X[b, c, h0..h1, w0..w1],
+// where the window table (made on the host from the ROIs) holds b and the bounds of row bin i
+// and column bin j of ROI r; 0 where a window is empty. One invocation per output element
+// (per two of 2-byte elements, which share a word).
+//
+// Elements are compared by their bits mapped to an unsigned order (no float arithmetic:
+// f16, bf16, f32 and f64 alike, without shader-f16 or 64-bit types), NaN above every number,
+// +0 above -0. The winner's bits are stored unchanged.
+
+override ELEM_BYTES: u32 = 4u;
+override WORKGROUP_SIZE: u32 = 64u;
+
+struct Params {
+    // Output elements: ROIs x channels x pooled_h x pooled_w.
+    outputs: u32,
+    channels: u32,
+    height: u32,
+    width: u32,
+    pooled_h: u32,
+    pooled_w: u32,
+    // Invocations per row of the grid and rows per plane (grids folded into y and z beyond
+    // 65 535 workgroups).
+    row: u32,
+    plane: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> x: array<u32>;
+// Per ROI: its image b, then (h0, h1) per row bin, then (w0, w1) per column bin.
+@group(0) @binding(2) var<storage, read> windows: array<u32>;
+@group(0) @binding(3) var<storage, read_write> y: array<u32>;
+
+// The bits of element `k` of X: (low word, high word), the high word 0 below 8 bytes.
+fn element(k: u32) -> vec2<u32> {
+    if ELEM_BYTES == 8u {
+        return vec2<u32>(x[2u * k], x[2u * k + 1u]);
+    }
+    if ELEM_BYTES == 2u {
+        return vec2<u32>((x[k / 2u] >> (16u * (k % 2u))) & 0xFFFFu, 0u);
+    }
+    return vec2<u32>(x[k], 0u);
+}
+
+// The element's place in the order of its values as an unsigned (high, low) pair: negative
+// numbers (sign set) have every bit flipped, the others their sign bit set; NaN (exponent all
+// ones, mantissa not zero) above everything.
+fn order_key(v: vec2<u32>) -> vec2<u32> {
+    var sign = 0x80000000u;
+    var hi = v.x;
+    var lo = 0u;
+    var nan = false;
+    if ELEM_BYTES == 8u {
+        hi = v.y;
+        lo = v.x;
+        nan = (hi & 0x7FFFFFFFu) > 0x7FF00000u || ((hi & 0x7FFFFFFFu) == 0x7FF00000u && lo != 0u);
+    } else if ELEM_BYTES == 2u {
+        sign = 0x8000u;
+        // f16 or bf16, whose exponent fields differ: the host says which (`exponent`).
+        nan = (hi & 0x7FFFu) > EXPONENT_MASK_16;
+    } else {
+        nan = (hi & 0x7FFFFFFFu) > 0x7F800000u;
+    }
+    if nan {
+        return vec2<u32>(0xFFFFFFFFu, 0xFFFFFFFFu);
+    }
+    if (hi & sign) != 0u {
+        return vec2<u32>(~hi & select(0xFFFFFFFFu, 0xFFFFu, ELEM_BYTES == 2u), ~lo);
+    }
+    return vec2<u32>(hi | sign, lo);
+}
+
+// The infinity bits of the 2-byte type (0x7C00 for f16, 0x7F80 for bf16).
+override EXPONENT_MASK_16: u32 = 0x7C00u;
+
+fn above(a: vec2<u32>, b: vec2<u32>) -> bool {
+    return a.x > b.x || (a.x == b.x && a.y > b.y);
+}
+
+// The bits of output element `e`.
+fn pooled(e: u32) -> vec2<u32> {
+    let pw = params.pooled_w;
+    let ph = params.pooled_h;
+    let j = e % pw;
+    let i = (e / pw) % ph;
+    let c = (e / (pw * ph)) % params.channels;
+    let r = e / (pw * ph * params.channels);
+    let table = r * (1u + 2u * (ph + pw));
+    let b = windows[table];
+    let h0 = windows[table + 1u + 2u * i];
+    let h1 = windows[table + 2u + 2u * i];
+    let w0 = windows[table + 1u + 2u * ph + 2u * j];
+    let w1 = windows[table + 2u + 2u * ph + 2u * j];
+    if h1 <= h0 || w1 <= w0 {
+        return vec2<u32>(0u, 0u);
+    }
+    let plane = (b * params.channels + c) * params.height;
+    var best = element((plane + h0) * params.width + w0);
+    var best_key = order_key(best);
+    for (var h = h0; h < h1; h++) {
+        let row = (plane + h) * params.width;
+        for (var w = w0; w < w1; w++) {
+            let v = element(row + w);
+            let key = order_key(v);
+            if above(key, best_key) {
+                best = v;
+                best_key = key;
+            }
+        }
+    }
+    return best;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = (gid.z * params.plane + gid.y) * params.row + gid.x;
+    if ELEM_BYTES == 2u {
+        // Two elements per word; the last word of an odd count holds one.
+        let e = 2u * i;
+        if e >= params.outputs {
+            return;
+        }
+        var word = pooled(e).x;
+        if e + 1u < params.outputs {
+            word |= pooled(e + 1u).x << 16u;
+        }
+        y[i] = word;
+        return;
+    }
+    if i >= params.outputs {
+        return;
+    }
+    let v = pooled(i);
+    if ELEM_BYTES == 8u {
+        y[2u * i] = v.x;
+        y[2u * i + 1u] = v.y;
+    } else {
+        y[i] = v.x;
+    }
+}

@@ -995,7 +995,10 @@ impl Recorder {
         if out.numel() == 0 {
             return Ok(out);
         }
+        // The pieces, and the cut or cast tensors they were made from: all handed back to
+        // the pool once the concatenation is recorded (the inputs' own buffers stay theirs).
         let mut pieces = Vec::with_capacity(views.len());
+        let mut made = Vec::new();
         for (view, &d) in views.iter().zip(dims) {
             let d = d as usize;
             let width = view.shape()[1];
@@ -1008,20 +1011,26 @@ impl Recorder {
                 view.clone()
             };
             let cast = self.cast(&cut, DType::F32)?;
+            made.push(cut);
             pieces.push(if width < d {
-                self.pad_to(
+                let padded = self.pad_to(
                     &cast,
                     &[0, (d - width) as i64],
                     PadMode::Constant,
                     None,
                     Some(&[1]),
                     Out::NEW,
-                )?
+                )?;
+                made.push(cast);
+                padded
             } else {
                 cast
             });
         }
         self.concat_into(&pieces, 1, &out)?;
+        for t in pieces.into_iter().chain(made) {
+            self.release(t);
+        }
         Ok(out)
     }
 }

@@ -9,6 +9,8 @@
 
 override ELEM_BYTES: u32 = 4u;
 override WORKGROUP_SIZE: u32 = 64u;
+// The infinity bits of the 2-byte type (0x7C00 for f16, 0x7F80 for bf16).
+override EXPONENT_MASK_16: u32 = 0x7C00u;
 
 struct Params {
     // Output elements: ROIs x channels x pooled_h x pooled_w.
@@ -55,7 +57,7 @@ fn order_key(v: vec2<u32>) -> vec2<u32> {
         nan = (hi & 0x7FFFFFFFu) > 0x7FF00000u || ((hi & 0x7FFFFFFFu) == 0x7FF00000u && lo != 0u);
     } else if ELEM_BYTES == 2u {
         sign = 0x8000u;
-        // f16 or bf16, whose exponent fields differ: the host says which (`exponent`).
+        // f16 or bf16, whose exponent fields differ: EXPONENT_MASK_16 says which.
         nan = (hi & 0x7FFFu) > EXPONENT_MASK_16;
     } else {
         nan = (hi & 0x7FFFFFFFu) > 0x7F800000u;
@@ -68,9 +70,6 @@ fn order_key(v: vec2<u32>) -> vec2<u32> {
     }
     return vec2<u32>(hi | sign, lo);
 }
-
-// The infinity bits of the 2-byte type (0x7C00 for f16, 0x7F80 for bf16).
-override EXPONENT_MASK_16: u32 = 0x7C00u;
 
 fn above(a: vec2<u32>, b: vec2<u32>) -> bool {
     return a.x > b.x || (a.x == b.x && a.y > b.y);

@@ -1715,8 +1715,7 @@ fn run_node(
                             && v.is_sign_positive()
                             && best.is_sign_negative()))
             };
-            for (r, row) in table.chunks_exact(1 + 2 * (ph + pw)).enumerate() {
-                debug_assert!(r < r_count);
+            for row in table.chunks_exact(1 + 2 * (ph + pw)) {
                 let b = row[0] as usize;
                 for ch in 0..c {
                     for i in 0..ph {

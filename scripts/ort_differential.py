@@ -95,6 +95,20 @@ def write_case(out, name, m, inputs, outputs):
                     vals.tensor_values.extend(numpy_helper.from_array(np.array(d[k], np.float32)) for k in keys)
                     mp.values.CopyFrom(vals)
                     proto.map_values.append(mp)
+            # One map (onnxruntime's binding takes maps to f32 only) as a MapProto, its values
+            # a sequence of f32 scalars.
+            elif isinstance(v, dict):
+                proto = onnx.MapProto()
+                keys = list(v.keys())
+                if keys and isinstance(keys[0], str):
+                    proto.key_type = T.STRING
+                    proto.string_keys.extend(k.encode() for k in keys)
+                else:
+                    proto.key_type = T.INT64
+                    proto.keys.extend(int(k) for k in keys)
+                vals = onnx.SequenceProto(elem_type=onnx.SequenceProto.TENSOR)
+                vals.tensor_values.extend(numpy_helper.from_array(np.array(v[k], np.float32)) for k in keys)
+                proto.values.CopyFrom(vals)
             # A sequence (onnxruntime gives a list of arrays) as a SequenceProto.
             elif isinstance(v, list):
                 proto = numpy_helper.from_list([np.asarray(x) for x in v])
@@ -268,6 +282,7 @@ def main():
     written += max_roi_pool_cases(out, manifest)
     written += ml_cases(out, manifest)
     written += feature_vectorizer_cases(out, manifest)
+    written += map_cases(out, manifest)
     written += unpool_cases(out, manifest)
     written += tfidf_cases(out, manifest)
     written += narrow_type_cases(out, manifest)
@@ -1361,6 +1376,59 @@ def feature_vectorizer_cases(out, manifest):
         written += graph_case(out, manifest, f"ort_FeatureVectorizer_{label}", [node],
                               list(zip(names, feeds)), ["y"], ["FeatureVectorizer"], opset=17,
                               ml_opset=1)
+    return written
+
+
+def map_cases(out, manifest):
+    """DictVectorizer and CastMap on one map (ai.onnx.ml 1). onnxruntime's Python binding
+    gives maps from strings or integers to f32 only, so these are the types compared here
+    (`tests/maps.rs` holds the others to values worked out from its kernels): vocabularies
+    with keys the map lacks, keys outside them and a repeated entry; CastMap to f32, i64 and
+    text (`%f`: NaN of either sign, infinities, values past 2^24 and below 1e-6), DENSE and
+    SPARSE (keys past max_map); a DictVectorizer feeding a GPU op. Bit for bit. Returns how
+    many were written."""
+    written = 0
+    f = lambda *v: [float(np.float32(x)) for x in v]
+    neg_nan = float(np.frombuffer(np.uint32(0xFFC00000).tobytes(), np.float32)[0])
+    def case(label, node, key, feed, out_type, extra=()):
+        mt = helper.make_map_type_proto(key, helper.make_tensor_type_proto(T.FLOAT, None))
+        g = helper.make_graph([node, *extra], "g", [helper.make_value_info("x", mt)],
+                              [helper.make_tensor_value_info("y", out_type, None)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18),
+                                                helper.make_opsetid("ai.onnx.ml", 1)])
+        op = node.op_type
+        return ort_case(out, manifest, f"ort_{op}_{label}", m, [("x", feed)], [op], 18, 0, 0)
+    words = dict(zip(["b", "é", "", "zz", "a b"], f(1.5, -2.25, 3e38, 7, -0.0)))
+    for label, vocab in (("strings", ["a b", "b", "missing", "", "b"]), ("empty_vocabulary", [])):
+        node = helper.make_node("DictVectorizer", ["x"], ["y"], domain="ai.onnx.ml")
+        node.attribute.append(helper.make_attribute("string_vocabulary", vocab,
+                                                    attr_type=onnx.AttributeProto.STRINGS))
+        written += case(label, node, T.STRING, words, T.FLOAT)
+    ints = dict(zip([5, -1, 2**40, 0], f(0.1, -3, 1e-30, 2.5)))
+    node = helper.make_node("DictVectorizer", ["x"], ["y"], domain="ai.onnx.ml",
+                            int64_vocabulary=[0, 2**40, 9, -1, 5])
+    written += case("ints", node, T.INT64, ints, T.FLOAT)
+    # Into a GPU op.
+    node = helper.make_node("DictVectorizer", ["x"], ["v"], domain="ai.onnx.ml",
+                            int64_vocabulary=[5, 0, -1])
+    scale = helper.make_node("Constant", [], ["s"], value=numpy_helper.from_array(np.array([2, -1, 0.5], np.float32)))
+    mul = helper.make_node("Mul", ["v", "s"], ["y"])
+    written += case("into_mul", node, T.INT64, ints, T.FLOAT, [scale, mul])
+    floats = dict(zip([3, 1, 2, 8, 0, 6, 11, 4, 9],
+                      f(1.5, -2.75, 16777217, 0.0078125, -1e-7, 123456.789, -7.5, 1e20, 3.999)))
+    special = dict(zip([0, 1, 2, 3, 4], [float("nan"), neg_nan, float("inf"), -float("inf"), 5e-7]))
+    for to, out_type in (("TO_FLOAT", T.FLOAT), ("TO_INT64", T.INT64), ("TO_STRING", T.STRING)):
+        for form, max_map in (("DENSE", 1), ("SPARSE", 10), ("SPARSE", 1)):
+            feed = dict(floats)
+            if to == "TO_INT64":
+                # Past i64 (1e20) onnxruntime's static_cast is undefined; Cast saturates.
+                feed[4] = 12345.0
+            node = helper.make_node("CastMap", ["x"], ["y"], domain="ai.onnx.ml", cast_to=to,
+                                    map_form=form, max_map=max_map)
+            written += case(f"{to.lower()}_{form.lower()}_{max_map}", node, T.INT64, feed, out_type)
+        if to != "TO_INT64":
+            node = helper.make_node("CastMap", ["x"], ["y"], domain="ai.onnx.ml", cast_to=to)
+            written += case(f"{to.lower()}_special", node, T.INT64, special, out_type)
     return written
 
 

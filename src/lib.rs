@@ -22,6 +22,7 @@ pub mod dtype;
 pub mod error;
 pub mod host;
 pub mod indices;
+pub mod map;
 pub mod minifloat;
 
 pub mod gpu;
@@ -50,6 +51,7 @@ pub use gpu::{
 pub use graph::{Graph, Node, Session};
 pub use host::{HostTensor, MapKeys, MapSequence, StringTensor};
 pub use indices::IntoIndices;
+pub use map::{Map, MapType, MapValues};
 pub use minifloat::{CastMode, Round};
 pub use ops::batch_to_space::BatchToSpace;
 pub use ops::random::RandomStream;

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use wgpu_ops::error::escape;
 use wgpu_ops::graph::Value;
-use wgpu_ops::{graph, npy, onnx, Context, ContextOptions, Error, Session};
+use wgpu_ops::{graph, npy, onnx, Context, ContextOptions, Error, Map, Session};
 
 #[derive(Parser)]
 #[command(
@@ -38,7 +39,8 @@ enum Command {
     Run {
         #[arg(value_name = "GRAPH.json|MODEL.onnx")]
         graph: PathBuf,
-        /// A graph input from a .npy file (a sequence from a folder of 0.npy, 1.npy, ...)
+        /// A graph input from a .npy file (a sequence from a folder of 0.npy, 1.npy, ...; a map
+        /// from a .json object)
         #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = parse_input)]
         inputs: Vec<(String, PathBuf)>,
         /// Folder for the outputs (created if missing)
@@ -122,7 +124,27 @@ fn run(
             .iter()
             .find(|i| &i.name == name)
             .and_then(|i| i.dtype);
-        let value = if file.is_dir() {
+        let declared_kind = graph
+            .inputs
+            .iter()
+            .find(|i| &i.name == name)
+            .map(|i| i.kind);
+        let value = if let Some(graph::ValueKind::Map(ty)) = declared_kind {
+            let text = std::fs::read_to_string(file).map_err(|e| Error::File {
+                path: file.display().to_string(),
+                message: e.to_string(),
+            })?;
+            let map = Map::from_json(&text, ty).map_err(|e| Error::File {
+                path: file.display().to_string(),
+                message: match e {
+                    Error::InvalidInput { message, .. } => {
+                        format!("input '{}' ({}): {message}", escape(name), ty.name())
+                    }
+                    other => other.to_string(),
+                },
+            })?;
+            Value::Map(map)
+        } else if file.is_dir() {
             let items = sequence_files(file)?
                 .iter()
                 .map(|f| npy::as_declared(npy::read(f)?, declared))
@@ -253,6 +275,13 @@ fn write_outputs(dir: &Path, outputs: &[(String, Value)]) -> Result<(), Error> {
                     .push((tmp.clone(), dir.join(format!("{name}.json"))));
                 std::fs::write(&tmp, m.to_json()).map_err(|e| file_err(&tmp, e))?;
             }
+            Value::Map(m) => {
+                let tmp = dir.join(format!(".{name}.json.partial"));
+                partial
+                    .files
+                    .push((tmp.clone(), dir.join(format!("{name}.json"))));
+                std::fs::write(&tmp, m.to_json()).map_err(|e| file_err(&tmp, e))?;
+            }
             // Nothing, and no file of an earlier run left to be taken for it.
             Value::None => cleared.push(dir.join(format!("{name}.npy"))),
         }
@@ -300,13 +329,19 @@ fn info(path: &Path) -> Result<(), Error> {
                 .collect();
             format!("[{}]", dims.join(", "))
         });
+        if let graph::ValueKind::Map(t) = v.kind {
+            return format!("{} {}", wgpu_ops::error::escape(&v.name), t.name());
+        }
         let (kind, dtype) = match v.kind {
             graph::ValueKind::Strings => ("", "string".to_string()),
             graph::ValueKind::Maps => ("sequence of maps to ", "f32".to_string()),
             _ => ("", dtype),
         };
         let kind = match v.kind {
-            graph::ValueKind::Tensor | graph::ValueKind::Strings | graph::ValueKind::Maps => kind,
+            graph::ValueKind::Tensor
+            | graph::ValueKind::Strings
+            | graph::ValueKind::Maps
+            | graph::ValueKind::Map(_) => kind,
             graph::ValueKind::Sequence => "sequence of ",
             graph::ValueKind::OptionalTensor => "optional ",
             graph::ValueKind::OptionalSequence => "optional sequence of ",

@@ -43,6 +43,8 @@ pub(crate) struct Slot {
     pub strings: Option<Arc<StringTensor>>,
     /// A sequence of maps, on the host only (ZipMap's output, see [`super::strings`]).
     pub maps: Option<Arc<MapSequence>>,
+    /// One map, on the host only (DictVectorizer's and CastMap's input, see [`super::strings`]).
+    pub map: Option<Arc<crate::Map>>,
 }
 
 /// A sequence during planning: its tensors, each on the host or on the GPU, and their dtype
@@ -71,6 +73,7 @@ impl Slot {
             absent: false,
             strings: None,
             maps: None,
+            map: None,
         }
     }
     pub fn constant(value: impl Into<Arc<HostTensor>>) -> Slot {
@@ -86,6 +89,7 @@ impl Slot {
             absent: false,
             strings: None,
             maps: None,
+            map: None,
         }
     }
     pub fn gpu(value: Tensor) -> Slot {
@@ -117,14 +121,21 @@ impl Slot {
             ..Slot::default()
         }
     }
+    pub fn map(value: impl Into<Arc<crate::Map>>) -> Slot {
+        Slot {
+            map: Some(value.into()),
+            ..Slot::default()
+        }
+    }
     /// What the slot holds when it is not a tensor of numbers ("a sequence", "an empty
-    /// optional", "a string tensor", "a sequence of maps").
+    /// optional", "a string tensor", "a sequence of maps", "a map").
     pub fn non_tensor(&self) -> Option<&'static str> {
         match (&self.seq, self.absent, &self.strings) {
             (Some(_), _, _) => Some("a sequence"),
             (None, true, _) => Some("an empty optional"),
             (None, false, Some(_)) => Some("a string tensor"),
             (None, false, None) if self.maps.is_some() => Some("a sequence of maps"),
+            (None, false, None) if self.map.is_some() => Some("a map"),
             (None, false, None) => None,
         }
     }
@@ -141,9 +152,10 @@ impl Slot {
                     .collect::<Result<_>>()?,
             }),
             _ if self.absent => Slot::absent(),
-            _ if self.strings.is_some() || self.maps.is_some() => Slot {
+            _ if self.strings.is_some() || self.maps.is_some() || self.map.is_some() => Slot {
                 strings: self.strings.clone(),
                 maps: self.maps.clone(),
+                map: self.map.clone(),
                 constant: self.constant,
                 ..Slot::default()
             },
@@ -160,6 +172,9 @@ impl Slot {
             return (DType::U8, s.shape.clone());
         }
         if let Some(m) = &self.maps {
+            return (DType::U8, vec![m.len()]);
+        }
+        if let Some(m) = &self.map {
             return (DType::U8, vec![m.len()]);
         }
         let swapped = match (&self.swapped, &self.swapped_pending) {
@@ -1060,6 +1075,7 @@ enum Given {
     None,
     Strings(Arc<StringTensor>),
     Maps(Arc<MapSequence>),
+    Map(Arc<crate::Map>),
 }
 
 /// A validated, scheduled graph bound to a context, ready to run many times.
@@ -1252,6 +1268,7 @@ impl Session {
                     Value::None => Given::None,
                     Value::Strings(t) => Given::Strings(Arc::new(t)),
                     Value::Maps(m) => Given::Maps(Arc::new(m)),
+                    Value::Map(m) => Given::Map(Arc::new(m)),
                 };
                 (n, given)
             })
@@ -1265,6 +1282,7 @@ impl Session {
             Given::None => Slot::absent(),
             Given::Strings(t) => Slot::strings(t.clone()),
             Given::Maps(m) => Slot::maps(m.clone()),
+            Given::Map(m) => Slot::map(m.clone()),
         };
         let slots = || {
             inputs
@@ -1299,9 +1317,10 @@ impl Session {
             let value = match &slot.seq {
                 Some(seq) => Value::Sequence(seq.items.iter().map(&mut value_of).collect()),
                 None if slot.absent => Value::None,
-                None => match (&slot.strings, &slot.maps) {
-                    (Some(t), _) => Value::Strings(StringTensor::clone(t)),
-                    (_, Some(m)) => Value::Maps(MapSequence::clone(m)),
+                None => match (&slot.strings, &slot.maps, &slot.map) {
+                    (Some(t), _, _) => Value::Strings(StringTensor::clone(t)),
+                    (_, Some(m), _) => Value::Maps(MapSequence::clone(m)),
+                    (_, _, Some(m)) => Value::Map(crate::Map::clone(m)),
                     _ => Value::Tensor(value_of(slot)),
                 },
             };

@@ -76,7 +76,11 @@ fn value_info(v: &Value, what: &str, allow_null: bool) -> Result<ValueInfo> {
     if let Value::String(name) = v {
         return Ok(ValueInfo::named(name.clone()));
     }
-    let o = object(v, what, &["name", "dtype", "shape", "kind"])?;
+    let o = object(
+        v,
+        what,
+        &["name", "dtype", "shape", "kind", "keys", "values"],
+    )?;
     let name = string(
         o.get("name").unwrap_or(&Value::Null),
         &format!("{what}: name"),
@@ -91,13 +95,21 @@ fn value_info(v: &Value, what: &str, allow_null: bool) -> Result<ValueInfo> {
             Some("optional sequence") => super::ValueKind::OptionalSequence,
             Some("strings") => super::ValueKind::Strings,
             Some("maps") => super::ValueKind::Maps,
+            Some("map") => super::ValueKind::Map(map_type(o, &what)?),
             _ => {
                 return Err(err(format!(
-                    "{what}: kind must be \"tensor\", \"sequence\", \"optional\", \"optional sequence\", \"strings\" or \"maps\", not {k}"
+                    "{what}: kind must be \"tensor\", \"sequence\", \"optional\", \"optional sequence\", \"strings\", \"maps\" or \"map\", not {k}"
                 )))
             }
         },
     };
+    if !matches!(kind, super::ValueKind::Map(_)) {
+        if let Some(field) = ["keys", "values"].into_iter().find(|f| o.contains_key(*f)) {
+            return Err(err(format!(
+                "{what}: {field} is given only with \"kind\": \"map\""
+            )));
+        }
+    }
     Ok(ValueInfo {
         dtype: o.get("dtype").map(|d| dtype(d, &what)).transpose()?,
         shape: o
@@ -107,6 +119,37 @@ fn value_info(v: &Value, what: &str, allow_null: bool) -> Result<ValueInfo> {
         name,
         kind,
     })
+}
+
+/// A map's declared types: `"keys"` `"i64"` or `"string"`, `"values"` `"f32"`, `"f64"`,
+/// `"i64"` or `"string"`.
+fn map_type(o: &serde_json::Map<String, Value>, what: &str) -> Result<crate::MapType> {
+    let int_keys = match o.get("keys").and_then(Value::as_str) {
+        Some("i64") => true,
+        Some("string") => false,
+        _ => {
+            return Err(err(format!(
+                "{what}: a map declares \"keys\": \"i64\" or \"string\""
+            )))
+        }
+    };
+    let values = match o.get("values").and_then(Value::as_str) {
+        Some("f32") => Some(DType::F32),
+        Some("f64") => Some(DType::F64),
+        Some("i64") => Some(DType::I64),
+        Some("string") => None,
+        _ => {
+            return Err(err(format!(
+                "{what}: a map declares \"values\": \"f32\", \"f64\", \"i64\" or \"string\""
+            )))
+        }
+    };
+    if o.contains_key("dtype") || o.contains_key("shape") {
+        return Err(err(format!(
+            "{what}: a map has no dtype or shape (its types are \"keys\" and \"values\")"
+        )));
+    }
+    crate::MapType::new(int_keys, values)
 }
 
 fn encode<T: Element>(

@@ -25,7 +25,7 @@ pub use registry::{is_op, op_names};
 
 /// What a graph input or output holds: a tensor (the default), an ONNX sequence of tensors,
 /// an ONNX optional (of a tensor or of a sequence), which may hold nothing, a tensor of
-/// strings, or a sequence of maps (both held on the host only).
+/// strings, a sequence of maps or one map (these three held on the host only).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ValueKind {
     #[default]
@@ -36,6 +36,8 @@ pub enum ValueKind {
     Strings,
     /// A sequence of maps from strings or integers to floats (ONNX-ML's ZipMap output).
     Maps,
+    /// One map of these types (DictVectorizer's and CastMap's input).
+    Map(crate::MapType),
 }
 
 impl ValueKind {
@@ -47,6 +49,7 @@ impl ValueKind {
             ValueKind::OptionalSequence => "an optional sequence",
             ValueKind::Strings => "a string tensor",
             ValueKind::Maps => "a sequence of maps",
+            ValueKind::Map(_) => "a map",
         }
     }
 }
@@ -64,8 +67,8 @@ pub struct ValueInfo {
 
 /// A value handed to or from [`Session::run_values`]: a tensor, a sequence of tensors (ONNX
 /// `seq(tensor)`), an optional that holds nothing (an optional that holds a value is that
-/// value), a tensor of strings (ONNX `tensor(string)`), or a sequence of maps (ONNX
-/// `seq(map(K, float))`).
+/// value), a tensor of strings (ONNX `tensor(string)`), a sequence of maps (ONNX
+/// `seq(map(K, float))`), or one map (ONNX-ML `map(K, V)`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Tensor(HostTensor),
@@ -73,6 +76,7 @@ pub enum Value {
     None,
     Strings(crate::StringTensor),
     Maps(crate::MapSequence),
+    Map(crate::Map),
 }
 
 impl Value {
@@ -84,6 +88,7 @@ impl Value {
             Value::None => "an empty optional",
             Value::Strings(_) => "a string tensor",
             Value::Maps(_) => "a sequence of maps",
+            Value::Map(_) => "a map",
         }
     }
 }

@@ -73,6 +73,27 @@ pub(crate) fn check_slot(decl: &ValueInfo, what: &str, slot: &Slot) -> Result<()
         let (dtype, shape) = slot.dtype_shape();
         decl.check(what, dtype, &shape)
     };
+    if slot.map.is_some() || matches!(decl.kind, ValueKind::Map(_)) {
+        return match (&slot.map, decl.kind) {
+            (Some(m), ValueKind::Map(t)) if m.map_type() == t => Ok(()),
+            (Some(m), ValueKind::Map(t)) => Err(Error::Graph(format!(
+                "{what} '{}' is declared a {} but is a {}",
+                decl.name.escape_debug(),
+                t.name(),
+                m.map_type().name()
+            ))),
+            (Some(_), _) if named_only => Ok(()),
+            _ => Err(Error::Graph(format!(
+                "{what} '{}' is declared {} but is {}",
+                decl.name.escape_debug(),
+                match decl.kind {
+                    ValueKind::Map(t) => format!("a {}", t.name()),
+                    k => k.name().to_string(),
+                },
+                slot.non_tensor().unwrap_or("a tensor of numbers")
+            ))),
+        };
+    }
     if slot.maps.is_some() || decl.kind == ValueKind::Maps {
         return match (slot.maps.is_some(), decl.kind) {
             (true, ValueKind::Maps) => Ok(()),

@@ -14,7 +14,10 @@ use super::exec::{input_slots, Scope, Slot};
 use super::registry::{planned_op, OpDef};
 use super::{Attr, Node};
 use crate::reference::cast_host;
-use crate::{DType, Error, HostTensor, MapKeys, MapSequence, Recorder, Result, StringTensor};
+use crate::{
+    DType, Element, Error, HostTensor, Map, MapKeys, MapSequence, MapValues, Recorder, Result,
+    StringTensor,
+};
 
 /// The ops on strings only, which the executor records here ([`record`]).
 pub(crate) const OPS: &[&str] = &[
@@ -27,6 +30,8 @@ pub(crate) const OPS: &[&str] = &[
     "CategoryMapper",
     "ZipMap",
     "Tokenizer",
+    "ai.onnx.ml.DictVectorizer",
+    "ai.onnx.ml.CastMap",
 ];
 
 /// The ops that only move values, which take string tensors at their data inputs: all inputs
@@ -63,7 +68,8 @@ fn data_inputs(op: &str) -> Option<Option<&'static [usize]>> {
 }
 
 /// Whether the executor records `node` here: an op of [`OPS`], or any op reading a string
-/// tensor but the control-flow ops (which carry them as they carry sequences).
+/// tensor but the control-flow ops (which carry them as they carry sequences). Maps go only
+/// to the ops of [`OPS`] that read them; any other op refuses them as it refuses sequences.
 pub(crate) fn handles(node: &Node, slots: &[Option<&Slot>]) -> bool {
     OPS.contains(&node.op.as_str())
         || (!matches!(node.op.as_str(), "If" | "Loop" | "Scan")
@@ -207,6 +213,8 @@ pub(crate) fn record(rec: &mut Recorder, scope: &Scope<'_>, node: &Node) -> Resu
         }
         "LabelEncoder" => label_encoder(node, &slots, budget),
         "ZipMap" => zip_map(node, &slots),
+        "ai.onnx.ml.DictVectorizer" => dict_vectorizer(node, &slots, budget),
+        "ai.onnx.ml.CastMap" => cast_map(node, &slots, budget),
         "CategoryMapper" => {
             // A LabelEncoder from strings to integers, or back where the input is integers.
             let names = strings_attr(node, "cats_strings")?;
@@ -1165,6 +1173,320 @@ fn zip_map(node: &Node, slots: &[Option<&Slot>]) -> Result<Vec<Slot>> {
     Ok(vec![Slot::maps(MapSequence::new(keys, values)?)])
 }
 
+/// Input 0 of an op on maps: a map.
+fn map_input<'a>(node: &Node, slots: &[Option<&'a Slot>]) -> Result<&'a Map> {
+    let op = op_name(node);
+    let slot = slots.first().copied().flatten().ok_or_else(|| {
+        Error::invalid(
+            op,
+            "X",
+            format!("{} needs its input 'X' (input 0)", node.op.escape_debug()),
+        )
+    })?;
+    slot.map.as_deref().ok_or_else(|| {
+        Error::invalid(
+            op,
+            "X",
+            format!(
+                "X ('{}') is {}; {} takes a map",
+                node.inputs[0].escape_debug(),
+                slot.non_tensor().unwrap_or("a tensor"),
+                node.op.escape_debug()
+            ),
+        )
+    })
+}
+
+/// The values of `map` at `positions` (a position of `None`: `pad`, or zero for numbers)
+/// as one row `[1, positions.len()]`, numbers or strings as the map holds them.
+fn map_row(map: &Map, positions: &[Option<usize>], pad: &str) -> Result<Slot> {
+    let shape = vec![1, positions.len()];
+    Ok(match map.values() {
+        MapValues::Strings(v) => Slot::strings(StringTensor::new(
+            shape,
+            positions
+                .iter()
+                .map(|p| p.map_or(pad, |i| &v[i]).to_string())
+                .collect(),
+        )?),
+        MapValues::Numbers(t) => {
+            let w = t.dtype.size();
+            let mut data = vec![0u8; positions.len() * w];
+            for (out, p) in data.chunks_exact_mut(w).zip(positions) {
+                if let Some(i) = p {
+                    out.copy_from_slice(&t.data[i * w..(i + 1) * w]);
+                }
+            }
+            Slot::input(HostTensor::from_bytes(t.dtype, shape, data)?)
+        }
+    })
+}
+
+/// The elements of a result of `elements` values of `map`'s kind, checked against the
+/// memory limit before it is made.
+fn check_map_result(op: &'static str, budget: u64, map: &Map, elements: u64) -> Result<()> {
+    let each = match map.values() {
+        MapValues::Strings(v) => PER_STRING + v.iter().map(|s| s.len() as u64).max().unwrap_or(0),
+        MapValues::Numbers(t) => t.dtype.size() as u64,
+    };
+    // A position (16 bytes) per element besides the value.
+    check_elements(op, budget, elements, each + 16, 0)
+}
+
+/// ONNX-ML DictVectorizer: the map's values at the vocabulary's keys, one row `[1, V]` (as
+/// onnxruntime gives it; the spec's text says 1-D), zero or `""` where the map lacks a key.
+/// The vocabulary is `int64_vocabulary` for a map from integers, `string_vocabulary` for one
+/// from strings; keys of the map outside it are left out, and a key it repeats is repeated.
+fn dict_vectorizer(node: &Node, slots: &[Option<&Slot>], budget: u64) -> Result<Vec<Slot>> {
+    let op = "ai.onnx.ml.DictVectorizer";
+    let x = map_input(node, slots)?;
+    let given = |name: &str| {
+        node.attrs
+            .get(name)
+            .is_some_and(|a| !matches!(a, Attr::Ints(v) if v.is_empty()))
+            && !matches!(node.attrs.get(name), Some(Attr::Strings(v)) if v.is_empty())
+    };
+    let (ints, strings) = (given("int64_vocabulary"), given("string_vocabulary"));
+    if ints && strings {
+        return Err(Error::invalid(
+            op,
+            "string_vocabulary",
+            "DictVectorizer takes one of string_vocabulary and int64_vocabulary, not both",
+        ));
+    }
+    let positions: Vec<Option<usize>> = match x.keys() {
+        MapKeys::Ints(keys) => {
+            if strings {
+                return Err(Error::invalid(
+                    op,
+                    "string_vocabulary",
+                    format!(
+                        "X is a {} but the vocabulary is string_vocabulary; a map from i64 keys takes int64_vocabulary",
+                        x.map_type().name()
+                    ),
+                ));
+            }
+            let vocabulary = match node.attrs.get("int64_vocabulary") {
+                None => Vec::new(),
+                Some(Attr::Ints(v)) => v.clone(),
+                Some(Attr::Strings(v)) if v.is_empty() => Vec::new(),
+                Some(_) => {
+                    return Err(Error::invalid(
+                        op,
+                        "int64_vocabulary",
+                        "int64_vocabulary must be integers",
+                    ))
+                }
+            };
+            check_map_result(op, budget, x, vocabulary.len() as u64)?;
+            vocabulary
+                .iter()
+                .map(|v| keys.binary_search(v).ok())
+                .collect()
+        }
+        MapKeys::Strings(keys) => {
+            if ints {
+                return Err(Error::invalid(
+                    op,
+                    "int64_vocabulary",
+                    format!(
+                        "X is a {} but the vocabulary is int64_vocabulary; a map from string keys takes string_vocabulary",
+                        x.map_type().name()
+                    ),
+                ));
+            }
+            let vocabulary = match node.attrs.get("string_vocabulary") {
+                Some(Attr::Ints(v)) if v.is_empty() => Vec::new(),
+                _ => strings_attr(node, "string_vocabulary")?,
+            };
+            check_map_result(op, budget, x, vocabulary.len() as u64)?;
+            vocabulary
+                .iter()
+                .map(|v| keys.binary_search(v).ok())
+                .collect()
+        }
+    };
+    Ok(vec![map_row(x, &positions, "")?])
+}
+
+/// ONNX-ML CastMap: a map from i64 keys as one row `[1, n]` of its values cast to f32
+/// (`TO_FLOAT`), i64 (`TO_INT64`) or strings (`TO_STRING`), as onnxruntime computes it.
+/// `DENSE`: the values in ascending key order. `SPARSE`: `max_map` values, the value of key
+/// `k` at position `k`, the pad elsewhere (0, or the text `0.f`); keys from `max_map` up are
+/// left out and a negative key is refused. Floats become text as C's `%f` writes them (`nan`,
+/// `inf`), floats become i64 as Cast makes them (truncated, saturated, NaN as 0), and strings
+/// are read as Cast reads them (surrounding whitespace ignored; an error names a string that
+/// is not a number).
+fn cast_map(node: &Node, slots: &[Option<&Slot>], budget: u64) -> Result<Vec<Slot>> {
+    let op = "ai.onnx.ml.CastMap";
+    let x = map_input(node, slots)?;
+    let MapKeys::Ints(keys) = x.keys() else {
+        return Err(Error::invalid(
+            op,
+            "X",
+            format!(
+                "X is a {}; CastMap takes a map from i64 keys",
+                x.map_type().name()
+            ),
+        ));
+    };
+    let cast_to = string_attr(node, "cast_to", "TO_FLOAT")?;
+    let target = match cast_to.as_str() {
+        "TO_FLOAT" => Some(DType::F32),
+        "TO_INT64" => Some(DType::I64),
+        "TO_STRING" => None,
+        other => {
+            return Err(Error::invalid(
+                op,
+                "cast_to",
+                format!(
+                    "cast_to is '{}'; it must be TO_FLOAT, TO_INT64 or TO_STRING",
+                    other.escape_debug()
+                ),
+            ))
+        }
+    };
+    let sparse = match string_attr(node, "map_form", "DENSE")?.as_str() {
+        "DENSE" => false,
+        "SPARSE" => true,
+        other => {
+            return Err(Error::invalid(
+                op,
+                "map_form",
+                format!(
+                    "map_form is '{}'; it must be DENSE or SPARSE",
+                    other.escape_debug()
+                ),
+            ))
+        }
+    };
+    let positions: Vec<Option<usize>> = if sparse {
+        let max_map = int_attr(node, "max_map", 1)?;
+        if max_map <= 0 {
+            return Err(Error::invalid(
+                op,
+                "max_map",
+                format!("max_map is {max_map}; SPARSE needs a size of 1 or more"),
+            ));
+        }
+        if let Some(k) = keys.first().filter(|k| **k < 0) {
+            return Err(Error::invalid(
+                op,
+                "X",
+                format!("X has key {k}; SPARSE places each value at its key, which must not be negative"),
+            ));
+        }
+        // The result's text is at most the longest value's or 24 bytes a number.
+        let longest = match x.values() {
+            MapValues::Strings(v) => v.iter().map(|s| s.len() as u64).max().unwrap_or(0),
+            MapValues::Numbers(_) => 0,
+        };
+        check_elements(op, budget, max_map as u64, PER_STRING + 24 + longest, 0)?;
+        let mut p = vec![None; max_map as usize];
+        for (i, &k) in keys.iter().enumerate() {
+            if let Some(slot) = p.get_mut(k as usize) {
+                *slot = Some(i);
+            }
+        }
+        p
+    } else {
+        (0..keys.len()).map(Some).collect()
+    };
+    let key_of = |i: usize| keys[i];
+    let values: Vec<Option<CastSource<'_>>> = positions
+        .iter()
+        .map(|p| {
+            p.map(|i| match x.values() {
+                MapValues::Strings(v) => CastSource::Text(&v[i]),
+                MapValues::Numbers(t) => match t.dtype {
+                    DType::F32 => {
+                        CastSource::Float(f32::read_bytes(&t.data[i * 4..i * 4 + 4]) as f64)
+                    }
+                    DType::F64 => CastSource::Float(f64::read_bytes(&t.data[i * 8..i * 8 + 8])),
+                    _ => CastSource::Int(i64::read_bytes(&t.data[i * 8..i * 8 + 8])),
+                },
+            })
+        })
+        .collect();
+    let not_a_number = |i: usize, s: &str, dtype: DType| {
+        Error::invalid(
+            op,
+            "X",
+            format!(
+                "the value '{}' of key {} is not a number of {dtype}",
+                s.escape_debug(),
+                key_of(i)
+            ),
+        )
+    };
+    let shape = vec![1, positions.len()];
+    let out = match target {
+        Some(DType::F32) => {
+            let mut v = Vec::with_capacity(values.len());
+            for (p, s) in positions.iter().zip(&values) {
+                v.push(match (p, s) {
+                    (Some(_), Some(CastSource::Float(f))) => *f as f32,
+                    (Some(_), Some(CastSource::Int(n))) => *n as f32,
+                    (Some(i), Some(CastSource::Text(t))) => t
+                        .trim()
+                        .parse::<f32>()
+                        .map_err(|_| not_a_number(*i, t, DType::F32))?,
+                    _ => 0.0,
+                });
+            }
+            Slot::input(HostTensor::from_vec(shape, &v)?)
+        }
+        Some(_) => {
+            let mut v = Vec::with_capacity(values.len());
+            for (p, s) in positions.iter().zip(&values) {
+                v.push(match (p, s) {
+                    (Some(_), Some(CastSource::Float(f))) => *f as i64,
+                    (Some(_), Some(CastSource::Int(n))) => *n,
+                    (Some(i), Some(CastSource::Text(t))) => t
+                        .trim()
+                        .parse::<i64>()
+                        .map_err(|_| not_a_number(*i, t, DType::I64))?,
+                    _ => 0,
+                });
+            }
+            Slot::input(HostTensor::from_vec(shape, &v)?)
+        }
+        None => Slot::strings(StringTensor::new(
+            shape,
+            values
+                .iter()
+                .map(|s| match s {
+                    Some(CastSource::Float(f)) => format_f6(*f),
+                    Some(CastSource::Int(n)) => n.to_string(),
+                    Some(CastSource::Text(t)) => t.to_string(),
+                    // onnxruntime's pad for text.
+                    None => "0.f".to_string(),
+                })
+                .collect(),
+        )?),
+    };
+    Ok(vec![out])
+}
+
+/// A map value CastMap converts.
+enum CastSource<'a> {
+    Float(f64),
+    Int(i64),
+    Text(&'a str),
+}
+
+/// `v` as C's `printf("%f")` writes it (what `std::to_string` gives), glibc's `nan`, `-nan`,
+/// `inf` and `-inf` included.
+fn format_f6(v: f64) -> String {
+    match v {
+        v if v.is_nan() && v.is_sign_negative() => "-nan".into(),
+        v if v.is_nan() => "nan".into(),
+        v if v.is_infinite() => if v < 0.0 { "-inf" } else { "inf" }.into(),
+        // Rust's fixed precision rounds the exact binary value half to even, as glibc does.
+        v => format!("{v:.6}"),
+    }
+}
+
 /// Cast to strings (integers in decimal, floats as C's `%.8g` with NaN, INF and -INF, as
 /// onnxruntime writes them) or from strings (parsed as the target type; an error names the
 /// first string that is not one).
@@ -1411,8 +1733,24 @@ planned_op!(
     &["mark", "mincharnum", "pad_value", "separators", "tokenexp"]
 );
 
+planned_op!(
+    DICT_VECTORIZER,
+    "ai.onnx.ml.DictVectorizer",
+    1..=1,
+    1..=1,
+    &["string_vocabulary", "int64_vocabulary"]
+);
+
+planned_op!(
+    CAST_MAP,
+    "ai.onnx.ml.CastMap",
+    1..=1,
+    1..=1,
+    &["cast_to", "map_form", "max_map"]
+);
+
 /// The registry's entries for [`OPS`], in that order.
-pub(crate) static DEFS: [&OpDef; 9] = [
+pub(crate) static DEFS: [&OpDef; 11] = [
     &STRING_CONSTANT,
     &STRING_CONCAT,
     &STRING_NORMALIZER,
@@ -1422,4 +1760,6 @@ pub(crate) static DEFS: [&OpDef; 9] = [
     &CATEGORY_MAPPER,
     &ZIP_MAP,
     &TOKENIZER,
+    &DICT_VECTORIZER,
+    &CAST_MAP,
 ];

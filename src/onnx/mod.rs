@@ -10,7 +10,8 @@ use prost::Message;
 
 use crate::graph::{is_op, Attr, Graph, Node, ValueInfo, ValueKind};
 use crate::{
-    Context, DType, Error, HostTensor, MapKeys, MapSequence, Result, Session, StringTensor,
+    Context, DType, Error, HostTensor, Map, MapKeys, MapSequence, MapType, MapValues, Result,
+    Session, StringTensor,
 };
 
 mod attention;
@@ -1190,7 +1191,7 @@ fn value_info(v: &proto::ValueInfoProto) -> Result<ValueInfo> {
     };
     let (kind, t) = value_kind(ty).map_err(|what| {
         bad(format!(
-            "{what} is not supported (tensors, sequences of tensors, optionals of them and ZipMap's sequences of maps are)"
+            "{what} is not supported (tensors, sequences of tensors, optionals of them, maps and ZipMap's sequences of maps are)"
         ))
     })?;
     info.kind = kind;
@@ -1246,7 +1247,10 @@ fn type_text(ty: &proto::type_proto::Value) -> String {
         }
         T::SequenceType(s) => format!("seq({})", inner(&s.elem_type)),
         T::OptionalType(o) => format!("optional({})", inner(&o.elem_type)),
-        T::MapType(_) => "map".into(),
+        T::MapType(_) => match value_kind(ty) {
+            Ok((ValueKind::Map(t), _)) => t.name(),
+            _ => "map(?)".into(),
+        },
         _ => "?".into(),
     }
 }
@@ -1291,7 +1295,24 @@ fn value_kind(
             },
             Some(_) => Err("an optional of values other than tensors and sequences"),
         },
-        T::MapType(_) => Err("a map"),
+        T::MapType(m) => {
+            let int_keys = match DataType::try_from(m.key_type()) {
+                Ok(DataType::Int64) => true,
+                Ok(DataType::String) => false,
+                _ => return Err("a map with keys other than i64 or strings"),
+            };
+            let values = match m.value_type.as_deref().and_then(|v| v.value.as_ref()) {
+                Some(T::TensorType(t)) => match DataType::try_from(t.elem_type()) {
+                    Ok(DataType::String) => None,
+                    Ok(DataType::Float) => Some(DType::F32),
+                    Ok(DataType::Double) => Some(DType::F64),
+                    Ok(DataType::Int64) => Some(DType::I64),
+                    _ => return Err("a map with values other than f32, f64, i64 or strings"),
+                },
+                _ => return Err("a map with values other than tensors"),
+            };
+            Ok((ValueKind::Map(MapType { int_keys, values }), None))
+        }
         T::SparseTensorType(_) => Err("a sparse tensor"),
         _ => Err("a value of this type"),
     }
@@ -1464,6 +1485,11 @@ pub fn value_from_bytes(bytes: &[u8], kind: ValueKind) -> Result<crate::graph::V
         Ok(Value::Sequence(items))
     };
     match kind {
+        ValueKind::Map(t) => {
+            let m = proto::MapProto::decode(bytes)
+                .map_err(|e| Error::Model(format!("not a MapProto: {e}")))?;
+            map_from_proto(&loader, &m, t).map(Value::Map)
+        }
         ValueKind::Maps => {
             let s = proto::SequenceProto::decode(bytes)
                 .map_err(|e| Error::Model(format!("not a SequenceProto: {e}")))?;
@@ -1501,6 +1527,55 @@ pub fn value_from_bytes(bytes: &[u8], kind: ValueKind) -> Result<crate::graph::V
             }
         }
     }
+}
+
+/// A `MapProto` (its values a sequence of one-element tensors) as a [`Map`] of type `ty`.
+fn map_from_proto(loader: &Loader<'_>, m: &proto::MapProto, ty: MapType) -> Result<Map> {
+    let bad = |msg: String| Error::Model(format!("a {}: {msg}", ty.name()));
+    let int_keys = m.key_type() != DataType::String as i32;
+    if int_keys != ty.int_keys {
+        return Err(bad("its keys are of another type".into()));
+    }
+    let keys = match int_keys {
+        true => MapKeys::Ints(m.keys.clone()),
+        false => MapKeys::Strings(
+            m.string_keys
+                .iter()
+                .map(|k| String::from_utf8(k.clone()).map_err(|_| bad("a key is not UTF-8".into())))
+                .collect::<Result<_>>()?,
+        ),
+    };
+    let items = m.values.as_ref().map_or(&[][..], |v| &v.tensor_values[..]);
+    let one = |n: usize| match n {
+        1 => Ok(()),
+        n => Err(bad(format!("a value holds {n} elements, not one"))),
+    };
+    let values = match ty.values {
+        None => {
+            let mut v = Vec::with_capacity(items.len());
+            for t in items {
+                let s = loader
+                    .string_tensor(t, "map value")?
+                    .ok_or_else(|| bad("a value is not a string".into()))?;
+                one(s.values.len())?;
+                v.extend(s.values);
+            }
+            MapValues::Strings(v)
+        }
+        Some(dtype) => {
+            let mut data = Vec::with_capacity(items.len() * dtype.size());
+            for t in items {
+                let t = loader.tensor(t, "map value")?;
+                if t.dtype != dtype {
+                    return Err(bad(format!("a value is {}", t.dtype)));
+                }
+                one(t.numel())?;
+                data.extend(t.data);
+            }
+            MapValues::Numbers(HostTensor::from_bytes(dtype, vec![items.len()], data)?)
+        }
+    };
+    Map::new(keys, values)
 }
 
 /// A `SequenceProto` of maps that share their keys (ZipMap's output) as a [`MapSequence`].

@@ -115,10 +115,74 @@ def main():
         manifest.append(export(out, "knn_classifier", name, clf, knn_q, options))
     manifest += ml_models(out, rng)
     manifest += several_input_models(out, rng)
+    manifest += dict_models(out, rng)
     manifest += converter_sweep_models(out, rng)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     print(f"exported {len(manifest)} models to {out}")
+
+
+def dict_models(out, rng):
+    """Models of one dict of features, which skl2onnx begins with ONNX-ML's DictVectorizer on a
+    map input: a classifier of string keys (with ZipMap's probabilities) and a regressor of
+    integer keys, each queried on a dict that lacks some features and holds one the model
+    never saw. The dict travels as a JSON object (`wgpu-ops run --input NAME=FILE.json`)."""
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import DictionaryType, FloatTensorType, Int64TensorType, StringTensorType
+    from sklearn.feature_extraction import DictVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.pipeline import make_pipeline
+
+    cities = ["London", "Paris", "Zürich"]
+    rows = [{f"city={cities[i % 3]}": 1.0, "temperature": float(rng.uniform(-5, 30)),
+             "wind": float(rng.uniform(0, 20))} for i in range(60)]
+    labels = [("warm" if r["temperature"] > 12 else "cold") for r in rows]
+    classifier = make_pipeline(DictVectorizer(sparse=False), LogisticRegression()).fit(rows, labels)
+    int_rows = [{k: float(rng.uniform(0, 10)) for k in rng.choice([3, 7, 11, 42], 3, replace=False)}
+                for _ in range(60)]
+    targets = [sum(r.values()) + r.get(7, 0) for r in int_rows]
+    regressor = make_pipeline(DictVectorizer(sparse=False),
+                              RandomForestRegressor(n_estimators=5, max_depth=4, random_state=0)).fit(int_rows, targets)
+    models = [
+        ("dict_logistic", classifier, StringTensorType([1]),
+         {"city=Paris": 1.0, "temperature": 21.5, "never seen": 3.0}),
+        ("dict_forest_int_keys", regressor, Int64TensorType([1]),
+         {3: 2.5, 42: 7.25, 99: 1.0}),
+    ]
+    entries = []
+    for kind, model, key_type, query in models:
+        onx = convert_sklearn(model, initial_types=[("input", DictionaryType(key_type, FloatTensorType([1])))],
+                              target_opset={"": 17, "ai.onnx.ml": 3})
+        path = os.path.join(out, f"{kind}_f32.onnx")
+        with open(path, "wb") as fh:
+            fh.write(onx.SerializeToString())
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        file = f"x_{kind}.json"
+        with open(os.path.join(out, file), "w") as fh:
+            json.dump({str(k): v for k, v in query.items()}, fh)
+        outputs = []
+        for meta, value in zip(session.get_outputs(), session.run(None, {"input": query})):
+            if isinstance(value, list):
+                file_out = f"expected_{kind}_{meta.name}.json"
+                with open(os.path.join(out, file_out), "w") as fh:
+                    json.dump([{str(k): float(v) for k, v in m.items()} for m in value], fh)
+            else:
+                file_out = f"expected_{kind}_{meta.name}.npy"
+                np.save(os.path.join(out, file_out), value.astype(str) if value.dtype == object else value)
+            outputs.append({"name": meta.name, "file": file_out})
+        entries.append({
+            "kind": kind,
+            "model": os.path.basename(path),
+            "input": "input",
+            "input_file": file,
+            "more_inputs": [],
+            "outputs": outputs,
+            "dtype": "f32",
+            "ops": sorted({n.op_type for n in onx.graph.node}),
+            "scan": False,
+        })
+    return entries
 
 
 def several_input_models(out, rng):

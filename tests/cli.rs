@@ -954,6 +954,71 @@ fn maps_are_written_as_json() {
     );
 }
 
+/// One map travels as a JSON object: an input declared a map is read from one, a map output
+/// is written as one (keys ascending), and a file that breaks a rule is refused in one line
+/// naming the file, the input and the key, with no output left.
+#[test]
+fn maps_travel_as_json_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let map = d.join("x.json");
+    std::fs::write(&map, r#"{"b": 2.5, "a": -1, "zz": "NaN"}"#).unwrap();
+    let graph = write_json(
+        d,
+        "graph.json",
+        &json!({
+            "inputs": [{"name": "x", "kind": "map", "keys": "string", "values": "f32"}],
+            "nodes": [
+                {"op": "ai.onnx.ml.DictVectorizer", "name": "dv", "inputs": ["x"], "outputs": ["y"],
+                 "attrs": {"string_vocabulary": ["zz", "a", "c", "b"]}}
+            ],
+            "outputs": ["y", {"name": "x", "kind": "map", "keys": "string", "values": "f32"}]
+        }),
+    );
+    let out = d.join("out");
+    let run = |input: &Path, out: &Path| {
+        wgpu_ops(&[
+            "run",
+            &graph,
+            "--input",
+            &format!("x={}", input.display()),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let (code, _, err) = run(&map, &out);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let y = npy::read(&out.join("y.npy")).unwrap();
+    assert_eq!(y.shape, [1, 4]);
+    let y = y.to_vec::<f32>().unwrap();
+    assert!(y[0].is_nan());
+    assert_eq!(y[1..], [-1.0, 0.0, 2.5]);
+    assert_eq!(
+        std::fs::read_to_string(out.join("x.json")).unwrap(),
+        "{\"a\": -1.0, \"b\": 2.5, \"zz\": \"NaN\"}\n"
+    );
+    for (text, says) in [
+        (r#"{"a": 1, "a": 2}"#, "key 'a' appears twice"),
+        (r#"{"a": "x"}"#, "the value of key 'a' is \"x\""),
+        (r#"{"a": 1e39}"#, "f32 numbers"),
+        (r#"[1]"#, "a map is a JSON object"),
+    ] {
+        std::fs::write(&map, text).unwrap();
+        let bad_out = d.join("bad_out");
+        let (code, _, err) = run(&map, &bad_out);
+        assert_eq!(code, 1, "{text}: {err}");
+        assert!(
+            err.starts_with("error: ")
+                && err.contains("x.json")
+                && err.contains("input 'x' (map(string, f32))")
+                && err.contains(says),
+            "{text}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!bad_out.exists());
+    }
+}
+
 #[test]
 fn seeded_random_nodes_draw_the_documented_numbers_in_every_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -1134,6 +1134,63 @@ fn lists_of_maps_other_than_zipmaps_are_refused() {
     assert_eq!(e.lines().count(), 1, "{e}");
 }
 
+/// A map input loads with its types (`map(i64, f64)`); one of types no map op takes (keys
+/// i32, values bool) is refused in one line naming the value.
+#[test]
+fn maps_load_with_their_types_and_others_are_refused() {
+    let map_of = |key: DataType, values: DataType| TypeProto {
+        value: Some(type_proto::Value::MapType(Box::new(type_proto::Map {
+            key_type: Some(key as i32),
+            value_type: Some(Box::new(TypeProto {
+                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                    elem_type: Some(values as i32),
+                    shape: None,
+                })),
+                ..Default::default()
+            })),
+        }))),
+        ..Default::default()
+    };
+    let graph = |ty: TypeProto| GraphProto {
+        node: vec![node("CastMap", &["M"], &["y"])],
+        input: vec![ValueInfoProto {
+            name: Some("M".into()),
+            r#type: Some(ty),
+            ..Default::default()
+        }],
+        output: vec![value("y", DataType::Float, &[None, None])],
+        ..Default::default()
+    };
+    let loaded = Model::from_bytes(
+        &model(graph(map_of(DataType::Int64, DataType::Double)), 17).encode_to_vec(),
+    )
+    .unwrap();
+    assert_eq!(
+        loaded.graph.inputs[0].kind,
+        wgpu_ops::graph::ValueKind::Map(
+            wgpu_ops::MapType::new(true, Some(wgpu_ops::DType::F64)).unwrap()
+        )
+    );
+    for (key, values, why) in [
+        (
+            DataType::Int32,
+            DataType::Float,
+            "keys other than i64 or strings",
+        ),
+        (
+            DataType::String,
+            DataType::Bool,
+            "values other than f32, f64, i64 or strings",
+        ),
+    ] {
+        let e = Model::from_bytes(&model(graph(map_of(key, values)), 17).encode_to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'M'") && e.contains(why), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}
+
 /// TfIdfVectorizer's attributes are checked when the model loads: one error line naming the
 /// node.
 #[test]

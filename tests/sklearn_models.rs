@@ -133,6 +133,8 @@ fn scikit_learn_models_match_onnxruntime() {
         ("normalizer_two_inputs", "FeatureVectorizer"),
         ("imputer_two_inputs", "FeatureVectorizer"),
         ("scaler_i64_and_f32", "FeatureVectorizer"),
+        ("dict_logistic", "DictVectorizer"),
+        ("dict_forest_int_keys", "DictVectorizer"),
     ];
     for (kind, op) in ml {
         let entry = manifest.iter().find(|e| e.kind == kind);

@@ -1,8 +1,8 @@
 //! A fuzzer of the `wgpu-ops` command, run by CI with fixed seeds and a bounded budget.
 //!
 //! Classes of runs: random valid graphs, mutations of them (JSON values replaced, removed,
-//! duplicated), broken `.npy` inputs, random command lines, and resource bombs (deeply nested
-//! or long Scans, huge shapes and ranks). The contract every run must keep (docs/graph-format.md):
+//! duplicated), broken `.npy` inputs, random command lines, resource bombs (deeply nested
+//! or long Scans, huge shapes and ranks), mutated ONNX models, and map ops on JSON map files. The contract every run must keep (docs/graph-format.md):
 //! - exit 0 with every output written and equal to the CPU reference interpreter's;
 //! - or exit 1 with exactly one `error: ` line on stderr and no file left in the output folder
 //!   (for valid graphs, only when the reference refuses the graph too, or a device limit is
@@ -926,12 +926,82 @@ fn the_command_keeps_its_contract_under_fuzzing() {
         "the unmutated ONNX model of strings did not run"
     );
 
+    // Maps: graphs of DictVectorizer and CastMap (attributes drawn) on JSON map files, whole
+    // or with bytes flipped and cut; the contract only, as the reference computes no maps.
+    let maps: Vec<Case> = (0..n)
+        .map(|k| {
+            let (graph, text) = map_case(&mut rng);
+            let mut bytes = text.into_bytes();
+            if k > 0 && rng.chance(50) {
+                let cut = rng.below(bytes.len() as u64) as usize;
+                match rng.chance(50) {
+                    true => bytes.truncate(cut),
+                    false => bytes[cut] = rng.next() as u8,
+                }
+            }
+            Case {
+                graph: graph.to_string(),
+                inputs: vec![("x".into(), bytes)],
+                args: None,
+                check_values: false,
+                valid: false,
+                model: None,
+            }
+        })
+        .collect();
+    let t = run_class("map inputs", maps.into_iter(), &mut report);
+    assert!(t.ok_unchecked >= 1, "no map graph ran");
+
     assert!(
         report.is_empty(),
         "{} breaches of the contract:\n{}",
         report.len(),
         report.join("\n")
     );
+}
+
+/// A graph of one DictVectorizer or CastMap on a map input `x` of drawn types, attributes
+/// drawn from valid and invalid values, and a JSON map file for it.
+fn map_case(rng: &mut Rng) -> (Value, String) {
+    let int_keys = rng.chance(50);
+    let values = *rng.pick(&["f32", "f64", "i64", "string"]);
+    let keys: Vec<i64> = (0..rng.range(0, 6)).map(|_| rng.range(-3, 12)).collect();
+    let key = |k: i64| match int_keys {
+        true => k.to_string(),
+        false => format!("k{k}"),
+    };
+    let value = |rng: &mut Rng| match values {
+        "string" => json!(*rng.pick(&["1.5", " 7 ", "x", "", "-2e3", "nan"])),
+        "i64" => json!(rng.range(-9, 9)),
+        _ => json!(*rng.pick(&[1.5, -0.25, 3e38, 0.0])),
+    };
+    let mut map = serde_json::Map::new();
+    for k in &keys {
+        map.insert(key(*k), value(rng));
+    }
+    let node = if rng.chance(50) {
+        let vocabulary: Vec<i64> = (0..rng.range(0, 5)).map(|_| rng.range(-2, 12)).collect();
+        let attrs = match (int_keys, rng.chance(90)) {
+            (true, true) | (false, false) => json!({"int64_vocabulary": vocabulary}),
+            _ => {
+                json!({"string_vocabulary": vocabulary.iter().map(|&k| format!("k{k}")).collect::<Vec<_>>()})
+            }
+        };
+        json!({"op": "ai.onnx.ml.DictVectorizer", "name": "dv", "inputs": ["x"], "outputs": ["y"], "attrs": attrs})
+    } else {
+        let attrs = json!({
+            "cast_to": *rng.pick(&["TO_FLOAT", "TO_INT64", "TO_STRING", "TO_BOOL"]),
+            "map_form": *rng.pick(&["DENSE", "SPARSE", "SPARSE", "COO"]),
+            "max_map": *rng.pick(&[1i64, 4, 13, 0, -1, 1 << 40]),
+        });
+        json!({"op": "ai.onnx.ml.CastMap", "name": "cm", "inputs": ["x"], "outputs": ["y"], "attrs": attrs})
+    };
+    let graph = json!({
+        "inputs": [{"name": "x", "kind": "map", "keys": if int_keys { "i64" } else { "string" }, "values": values}],
+        "nodes": [node],
+        "outputs": ["y"]
+    });
+    (graph, Value::Object(map).to_string())
 }
 
 /// A small ONNX model: Mul by an initializer, Add, ReduceSum (axes attribute), Softmax, a

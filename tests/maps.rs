@@ -389,3 +389,39 @@ fn maps_pass_through_and_are_held_to_their_declarations() {
     .to_string();
     assert!(e.contains("CastMap takes a map"), "{e}");
 }
+
+#[test]
+fn graph_files_declare_maps_with_their_types() {
+    use wgpu_ops::graph::json::from_str;
+    let g = from_str(
+        r#"{"inputs": [{"name": "x", "kind": "map", "keys": "i64", "values": "string"}],
+            "nodes": [], "outputs": ["x"]}"#,
+        None,
+    )
+    .unwrap();
+    assert_eq!(g.inputs[0].kind, ValueKind::Map(ty(true, None)));
+    for (decl, says) in [
+        (
+            r#"{"name": "x", "kind": "map", "values": "f32"}"#,
+            r#""keys": "i64" or "string""#,
+        ),
+        (
+            r#"{"name": "x", "kind": "map", "keys": "i32", "values": "f32"}"#,
+            r#""keys": "i64" or "string""#,
+        ),
+        (
+            r#"{"name": "x", "kind": "map", "keys": "i64", "values": "u8"}"#,
+            r#""values": "f32", "f64", "i64" or "string""#,
+        ),
+        (
+            r#"{"name": "x", "kind": "map", "keys": "i64", "values": "f32", "dtype": "f32"}"#,
+            "no dtype or shape",
+        ),
+        (r#"{"name": "x", "keys": "i64"}"#, "keys is given only with"),
+    ] {
+        let text = format!(r#"{{"inputs": [{decl}], "nodes": [], "outputs": ["x"]}}"#);
+        let e = from_str(&text, None).unwrap_err().to_string();
+        assert!(e.contains(says) && e.contains("'x'"), "{decl}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}

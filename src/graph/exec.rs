@@ -1253,8 +1253,9 @@ impl Session {
             .collect()
     }
 
-    /// Runs the graph on `inputs` (by name), which may be sequences and empty optionals as
-    /// the graph declares them, and returns its outputs in declaration order.
+    /// Runs the graph on `inputs` (by name), which may be sequences, empty optionals, string
+    /// tensors, sequences of maps and maps as the graph declares them, and returns its outputs
+    /// in declaration order.
     pub async fn run_values(&self, inputs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>> {
         // Shared, so that a second attempt (see `record_run`) does not copy them.
         let inputs: Vec<(String, Given)> = inputs

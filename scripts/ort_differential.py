@@ -70,6 +70,23 @@ def values(np_type, n, rng, positive=False):
     return rng.permutation(v).astype(np_type)
 
 
+def map_proto(d):
+    """A dict from strings or integers to floats as a MapProto, its values a sequence of f32
+    scalars."""
+    proto = onnx.MapProto()
+    keys = list(d.keys())
+    if keys and isinstance(keys[0], str):
+        proto.key_type = T.STRING
+        proto.string_keys.extend(k.encode() for k in keys)
+    else:
+        proto.key_type = T.INT64
+        proto.keys.extend(int(k) for k in keys)
+    vals = onnx.SequenceProto(elem_type=onnx.SequenceProto.TENSOR)
+    vals.tensor_values.extend(numpy_helper.from_array(np.array(d[k], np.float32)) for k in keys)
+    proto.values.CopyFrom(vals)
+    return proto
+
+
 def write_case(out, name, m, inputs, outputs):
     """One test as the node tests lay theirs out: out/name/model.onnx and data_0/input_i.pb,
     output_i.pb."""
@@ -79,36 +96,13 @@ def write_case(out, name, m, inputs, outputs):
         f.write(m.SerializeToString())
     for kind, values in (("input", inputs), ("output", outputs)):
         for i, v in enumerate(values):
-            # A list of maps (ZipMap's) as a SequenceProto of MapProtos of f32 scalars.
+            # A list of maps (ZipMap's) as a SequenceProto of MapProtos.
             if isinstance(v, list) and v and isinstance(v[0], dict):
                 proto = onnx.SequenceProto(elem_type=onnx.SequenceProto.MAP)
-                for d in v:
-                    mp = onnx.MapProto()
-                    keys = list(d.keys())
-                    if keys and isinstance(keys[0], str):
-                        mp.key_type = T.STRING
-                        mp.string_keys.extend(k.encode() for k in keys)
-                    else:
-                        mp.key_type = T.INT64
-                        mp.keys.extend(int(k) for k in keys)
-                    vals = onnx.SequenceProto(elem_type=onnx.SequenceProto.TENSOR)
-                    vals.tensor_values.extend(numpy_helper.from_array(np.array(d[k], np.float32)) for k in keys)
-                    mp.values.CopyFrom(vals)
-                    proto.map_values.append(mp)
-            # One map (onnxruntime's binding takes maps to f32 only) as a MapProto, its values
-            # a sequence of f32 scalars.
+                proto.map_values.extend(map_proto(d) for d in v)
+            # One map (onnxruntime's binding takes maps to f32 only) as a MapProto.
             elif isinstance(v, dict):
-                proto = onnx.MapProto()
-                keys = list(v.keys())
-                if keys and isinstance(keys[0], str):
-                    proto.key_type = T.STRING
-                    proto.string_keys.extend(k.encode() for k in keys)
-                else:
-                    proto.key_type = T.INT64
-                    proto.keys.extend(int(k) for k in keys)
-                vals = onnx.SequenceProto(elem_type=onnx.SequenceProto.TENSOR)
-                vals.tensor_values.extend(numpy_helper.from_array(np.array(v[k], np.float32)) for k in keys)
-                proto.values.CopyFrom(vals)
+                proto = map_proto(v)
             # A sequence (onnxruntime gives a list of arrays) as a SequenceProto.
             elif isinstance(v, list):
                 proto = numpy_helper.from_list([np.asarray(x) for x in v])

@@ -59,18 +59,7 @@ def export(out, kind, name, model, x, options=None, scan=True, opset=17):
     feed = {session.get_inputs()[0].name: x.astype(dtype)}
     expected = session.run(None, feed)
     np.save(os.path.join(out, f"x_{kind}_{name}.npy"), x.astype(dtype))
-    outputs = []
-    for meta, value in zip(session.get_outputs(), expected):
-        if isinstance(value, list):
-            # ZipMap's list of maps as JSON, keys as text (as the command writes them).
-            file = f"expected_{kind}_{name}_{meta.name}.json"
-            with open(os.path.join(out, file), "w") as f:
-                json.dump([{str(k): float(v) for k, v in m.items()} for m in value], f)
-        else:
-            file = f"expected_{kind}_{name}_{meta.name}.npy"
-            # Strings (object arrays from onnxruntime) as numpy's fixed-width strings.
-            np.save(os.path.join(out, file), value.astype(str) if value.dtype == object else value)
-        outputs.append({"name": meta.name, "file": file})
+    outputs = save_expected(out, f"{kind}_{name}", session, expected)
     ops = set()
 
     def walk(graph):
@@ -122,6 +111,23 @@ def main():
     print(f"exported {len(manifest)} models to {out}")
 
 
+def save_expected(out, stem, session, values):
+    """onnxruntime's outputs as out/expected_<stem>_<output>.npy, or .json for ZipMap's list of
+    maps (keys as text, as the command writes them); returns their manifest entries."""
+    outputs = []
+    for meta, value in zip(session.get_outputs(), values):
+        if isinstance(value, list):
+            file = f"expected_{stem}_{meta.name}.json"
+            with open(os.path.join(out, file), "w") as f:
+                json.dump([{str(k): float(v) for k, v in m.items()} for m in value], f)
+        else:
+            file = f"expected_{stem}_{meta.name}.npy"
+            # Strings (object arrays from onnxruntime) as numpy's fixed-width strings.
+            np.save(os.path.join(out, file), value.astype(str) if value.dtype == object else value)
+        outputs.append({"name": meta.name, "file": file})
+    return outputs
+
+
 def dict_models(out, rng):
     """Models of one dict of features, which skl2onnx begins with ONNX-ML's DictVectorizer on a
     map input: a classifier of string keys (with ZipMap's probabilities) and a regressor of
@@ -161,16 +167,7 @@ def dict_models(out, rng):
         file = f"x_{kind}.json"
         with open(os.path.join(out, file), "w") as fh:
             json.dump({str(k): v for k, v in query.items()}, fh)
-        outputs = []
-        for meta, value in zip(session.get_outputs(), session.run(None, {"input": query})):
-            if isinstance(value, list):
-                file_out = f"expected_{kind}_{meta.name}.json"
-                with open(os.path.join(out, file_out), "w") as fh:
-                    json.dump([{str(k): float(v) for k, v in m.items()} for m in value], fh)
-            else:
-                file_out = f"expected_{kind}_{meta.name}.npy"
-                np.save(os.path.join(out, file_out), value.astype(str) if value.dtype == object else value)
-            outputs.append({"name": meta.name, "file": file_out})
+        outputs = save_expected(out, kind, session, session.run(None, {"input": query}))
         entries.append({
             "kind": kind,
             "model": os.path.basename(path),

@@ -268,20 +268,8 @@ fn write_outputs(dir: &Path, outputs: &[(String, Value)]) -> Result<(), Error> {
                     .push((tmp.clone(), dir.join(format!("{name}.npy"))));
                 npy::write_strings(&tmp, t)?;
             }
-            Value::Maps(m) => {
-                let tmp = dir.join(format!(".{name}.json.partial"));
-                partial
-                    .files
-                    .push((tmp.clone(), dir.join(format!("{name}.json"))));
-                std::fs::write(&tmp, m.to_json()).map_err(|e| file_err(&tmp, e))?;
-            }
-            Value::Map(m) => {
-                let tmp = dir.join(format!(".{name}.json.partial"));
-                partial
-                    .files
-                    .push((tmp.clone(), dir.join(format!("{name}.json"))));
-                std::fs::write(&tmp, m.to_json()).map_err(|e| file_err(&tmp, e))?;
-            }
+            Value::Maps(m) => write_json(dir, name, &m.to_json(), &mut partial)?,
+            Value::Map(m) => write_json(dir, name, &m.to_json(), &mut partial)?,
             // Nothing, and no file of an earlier run left to be taken for it.
             Value::None => cleared.push(dir.join(format!("{name}.npy"))),
         }
@@ -302,6 +290,23 @@ fn write_outputs(dir: &Path, outputs: &[(String, Value)]) -> Result<(), Error> {
     }
     partial.committed = true;
     Ok(())
+}
+
+/// Writes `text` as the output DIR/<name>.json (under a temporary name until committed).
+fn write_json(
+    dir: &Path,
+    name: &str,
+    text: &str,
+    partial: &mut PartialOutputs,
+) -> Result<(), Error> {
+    let tmp = dir.join(format!(".{name}.json.partial"));
+    partial
+        .files
+        .push((tmp.clone(), dir.join(format!("{name}.json"))));
+    std::fs::write(&tmp, text).map_err(|e| Error::File {
+        path: tmp.display().to_string(),
+        message: e.to_string(),
+    })
 }
 
 /// `wgpu-ops info`: what a model holds and what of it runs here.

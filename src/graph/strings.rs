@@ -1222,8 +1222,8 @@ fn map_row(map: &Map, positions: &[Option<usize>], pad: &str) -> Result<Slot> {
     })
 }
 
-/// The elements of a result of `elements` values of `map`'s kind, checked against the
-/// memory limit before it is made.
+/// Refuses a result of `elements` values of `map`'s kind that would exceed the memory
+/// limit, before it is made.
 fn check_map_result(op: &'static str, budget: u64, map: &Map, elements: u64) -> Result<()> {
     let each = match map.values() {
         MapValues::Strings(v) => PER_STRING + v.iter().map(|s| s.len() as u64).max().unwrap_or(0),
@@ -1240,11 +1240,12 @@ fn check_map_result(op: &'static str, budget: u64, map: &Map, elements: u64) -> 
 fn dict_vectorizer(node: &Node, slots: &[Option<&Slot>], budget: u64) -> Result<Vec<Slot>> {
     let op = "ai.onnx.ml.DictVectorizer";
     let x = map_input(node, slots)?;
-    let given = |name: &str| {
-        node.attrs
-            .get(name)
-            .is_some_and(|a| !matches!(a, Attr::Ints(v) if v.is_empty()))
-            && !matches!(node.attrs.get(name), Some(Attr::Strings(v)) if v.is_empty())
+    // Given with at least one entry (an empty list may load typed either way).
+    let given = |name: &str| match node.attrs.get(name) {
+        None => false,
+        Some(Attr::Ints(v)) => !v.is_empty(),
+        Some(Attr::Strings(v)) => !v.is_empty(),
+        Some(_) => true,
     };
     let (ints, strings) = (given("int64_vocabulary"), given("string_vocabulary"));
     if ints && strings {
@@ -1382,9 +1383,17 @@ fn cast_map(node: &Node, slots: &[Option<&Slot>], budget: u64) -> Result<Vec<Slo
             MapValues::Numbers(_) => 0,
         };
         check_elements(op, budget, max_map as u64, PER_STRING + 24 + longest, 0)?;
-        let mut p = vec![None; max_map as usize];
+        let size = usize::try_from(max_map).map_err(|_| {
+            Error::invalid(
+                op,
+                "max_map",
+                format!("max_map is {max_map}, more values than this machine can address"),
+            )
+        })?;
+        let mut p = vec![None; size];
         for (i, &k) in keys.iter().enumerate() {
-            if let Some(slot) = p.get_mut(k as usize) {
+            // A key past the address space (on 32-bit targets) is past max_map too.
+            if let Some(slot) = usize::try_from(k).ok().and_then(|k| p.get_mut(k)) {
                 *slot = Some(i);
             }
         }

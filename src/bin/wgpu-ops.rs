@@ -118,18 +118,10 @@ fn run(
     }
     let mut values = Vec::with_capacity(inputs.len());
     for (name, file) in inputs {
+        let decl = graph.inputs.iter().find(|i| &i.name == name);
         // Types numpy lacks travel as the bits of one it has (see `npy::as_declared`).
-        let declared = graph
-            .inputs
-            .iter()
-            .find(|i| &i.name == name)
-            .and_then(|i| i.dtype);
-        let declared_kind = graph
-            .inputs
-            .iter()
-            .find(|i| &i.name == name)
-            .map(|i| i.kind);
-        let value = if let Some(graph::ValueKind::Map(ty)) = declared_kind {
+        let declared = decl.and_then(|i| i.dtype);
+        let value = if let Some(graph::ValueKind::Map(ty)) = decl.map(|i| i.kind) {
             let text = std::fs::read_to_string(file).map_err(|e| Error::File {
                 path: file.display().to_string(),
                 message: e.to_string(),

@@ -2,8 +2,8 @@
 //! the host while the graph is planned, as `[H, W, C]` u8: RGB or BGR (C = 3) or Grayscale
 //! (C = 1). JPEG is read by our own decoder (`ops::jpeg`), which gives libjpeg-turbo's
 //! samples bit for bit, in every build; PNG, BMP, TIFF, WebP and PNM (PBM, PGM, PPM) by the
-//! `image` crate, with the `image-decoder` feature (on by default; not in the browser build).
-//! JPEG 2000 is not supported. Alpha is dropped and 16-bit samples are scaled to 8 bits, as
+//! `image` crate and JPEG 2000 by `hayro-jpeg2000` (`ops::jpeg2000`), with the `image-decoder`
+//! feature (on by default; not in the browser build). Alpha is dropped and 16-bit samples are scaled to 8 bits, as
 //! the op's output is three (or one) u8 channels. Grayscale of a color image is ITU-R 601-2
 //! luma in the fixed point Pillow (the ONNX reference's decoder) uses.
 
@@ -40,7 +40,7 @@ pub fn decode_image(encoded: &HostTensor, pixel_format: &str) -> Result<HostTens
         Error::invalid(
             OP,
             "encoded_stream",
-            format!("encoded_stream is not an image this decoder reads (PNG, JPEG, BMP, TIFF, WebP, PNM): {why}"),
+            format!("encoded_stream is not an image this decoder reads (JPEG, PNG, BMP, TIFF, WebP, PNM, JPEG 2000): {why}"),
         )
     };
     // The decoded samples: gray (1 channel) or RGB (3), interleaved.
@@ -72,10 +72,15 @@ pub fn decode_image(encoded: &HostTensor, pixel_format: &str) -> Result<HostTens
     HostTensor::from_bytes(DType::U8, vec![h, w, channels], data)
 }
 
-/// A PNG, BMP, TIFF, WebP or PNM file by the `image` crate: (width, height, channels,
-/// samples), gray (1 channel) or RGB (3).
+/// A PNG, BMP, TIFF, WebP, PNM or JPEG 2000 file: (width, height, channels, samples), gray
+/// (1 channel) or RGB (3).
 #[cfg(feature = "image-decoder")]
 fn decode_other(bytes: &[u8]) -> std::result::Result<(usize, usize, usize, Vec<u8>), String> {
+    if super::jpeg2000::is_jpeg2000(bytes) {
+        let d = super::jpeg2000::decode(bytes, MAX_DECODE_BYTES)
+            .map_err(|why| format!("JPEG 2000: {why}"))?;
+        return Ok((d.width, d.height, d.channels, d.pixels));
+    }
     // The decoder's default limits (512 MiB of allocations) refuse decompression bombs.
     let reader = image::ImageReader::new(std::io::Cursor::new(bytes))
         .with_guessed_format()

@@ -17,6 +17,8 @@ pub mod gather_nd;
 pub mod grid_sample;
 pub mod image_decoder;
 mod jpeg;
+#[cfg(feature = "image-decoder")]
+mod jpeg2000;
 pub mod layout;
 pub mod linear_attention;
 pub mod matmul;

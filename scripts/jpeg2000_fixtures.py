@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Writes the JPEG 2000 fixtures of tests/image_decoder.rs into tests/data/jpeg2000/: small JP2
+files and bare codestreams of the kinds encoders write (reversible 5/3 and irreversible 9/7
+wavelets, with and without the component transform, gray, gray with alpha, RGB and RGBA, tiles, several
+resolutions, quality layers, every progression order, code-block and precinct sizes, image
+and tile offsets, sizes down to 1 x 1), each with the RGB samples OpenJPEG decodes from it
+(Pillow's decode, which is what the ONNX reference's ImageDecoder returns), and 16-bit gray
+files whose expected samples are their source scaled to 8 bits.
+
+Needs Pillow built with OpenJPEG, as its wheels are. Usage: scripts/jpeg2000_fixtures.py [out_dir]
+"""
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, features
+
+out = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/jpeg2000")
+out.mkdir(parents=True, exist_ok=True)
+rng = np.random.default_rng(20261202)
+
+
+def picture(w, h, channels):
+    """Smooth waves plus noise: detail in every subband."""
+    y, x = np.mgrid[0:h, 0:w]
+    planes = [
+        128 + 100 * np.sin(x / (3 + k) + y / (5 + 2 * k)) + rng.normal(0, 25, (h, w))
+        for k in range(channels)
+    ]
+    return np.stack(planes, -1).clip(0, 255).astype(np.uint8)
+
+
+def encode(w, h, mode="RGB", codestream=False, **save):
+    channels = {"RGB": 3, "RGBA": 4, "L": 1, "LA": 2}[mode]
+    a = picture(w, h, channels)
+    img = Image.fromarray(a if channels > 1 else a[..., 0], mode)
+    b = io.BytesIO()
+    img.save(b, "JPEG2000", no_jp2=codestream, **save)
+    return b.getvalue()
+
+
+lossy = {"irreversible": True, "quality_mode": "rates"}
+cases = {
+    "rgb_lossless_33x21": encode(33, 21),
+    "rgb_lossless_mct_33x21": encode(33, 21, mct=1),
+    "rgb_lossless_1x1": encode(1, 1),
+    "rgb_lossless_codestream_40x17": encode(40, 17, codestream=True),
+    "rgba_lossless_19x13": encode(19, 13, mode="RGBA"),
+    "rgba_lossless_codestream_19x13": encode(19, 13, mode="RGBA", codestream=True),
+    "gray_alpha_lossless_21x11": encode(21, 11, mode="LA"),
+    "gray_lossless_64x48": encode(64, 48, mode="L"),
+    "gray_lossless_2x3": encode(2, 3, mode="L"),
+    "rgb_tiles_70x45": encode(70, 45, tile_size=(16, 16), mct=1),
+    "rgb_tiles_offsets_70x45": encode(70, 45, tile_size=(32, 16), offset=(5, 3), tile_offset=(2, 1)),
+    "rgb_one_resolution_37x23": encode(37, 23, num_resolutions=1),
+    "rgb_resolutions_100x75": encode(100, 75, num_resolutions=6, mct=1),
+    "rgb_codeblocks_precincts_100x75": encode(
+        100, 75, codeblock_size=(16, 8), precinct_size=(32, 32), mct=1
+    ),
+    "rgb_layers_lossless_64x64": encode(64, 64, quality_mode="rates", quality_layers=[40, 10, 0]),
+    "rgb_lossy_37x23": encode(37, 23, **lossy, quality_layers=[8]),
+    "rgb_lossy_mct_100x75": encode(100, 75, **lossy, quality_layers=[20], mct=1),
+    "rgb_lossy_layers_100x75": encode(100, 75, **lossy, quality_layers=[80, 20, 5], mct=1),
+    "rgb_lossy_db_64x48": encode(64, 48, irreversible=True, quality_mode="dB", quality_layers=[38]),
+    "gray_lossy_100x75": encode(100, 75, mode="L", **lossy, quality_layers=[10]),
+    "gray_lossy_tiles_70x45": encode(70, 45, mode="L", **lossy, quality_layers=[6], tile_size=(32, 32)),
+    "rgb_lossy_codestream_45x31": encode(45, 31, codestream=True, **lossy, quality_layers=[15], mct=1),
+}
+for order in ["LRCP", "RLCP", "RPCL", "PCRL", "CPRL"]:
+    cases[f"rgb_{order.lower()}_48x40"] = encode(
+        48, 40, progression=order, num_resolutions=4, precinct_size=(16, 16),
+        quality_mode="rates", quality_layers=[30, 10], mct=1,
+    )
+
+manifest = []
+for name, data in cases.items():
+    rgb = np.array(Image.open(io.BytesIO(data)).convert("RGB"))
+    ext = "j2k" if data.startswith(b"\xff\x4f\xff\x51") else "jp2"
+    (out / f"{name}.{ext}").write_bytes(data)
+    (out / f"{name}.rgb").write_bytes(rgb.tobytes())
+    manifest.append(f"{name} {rgb.shape[1]} {rgb.shape[0]} {ext}")
+
+# 16-bit gray: Pillow gives the 16-bit samples (mode I;16), which the decoder scales to 8 bits
+# as the `image` crate scales 16-bit PNG samples (v * 255 / 65535, rounded).
+for name, (w, h), save in [
+    ("gray16_lossless_23x17", (23, 17), {}),
+    ("gray16_lossless_codeblocks_40x33", (40, 33), {"num_resolutions": 3, "codeblock_size": (16, 16)}),
+]:
+    y, x = np.mgrid[0:h, 0:w]
+    a = ((x * 2741 + y * 1013 + x * y * 97) % 65536).astype(np.uint16)
+    b = io.BytesIO()
+    Image.fromarray(a).save(b, "JPEG2000", **save)
+    data = b.getvalue()
+    back = np.array(Image.open(io.BytesIO(data)))
+    assert back.dtype == np.uint16 and (back == a).all(), name
+    eight = ((a.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+    (out / f"{name}.jp2").write_bytes(data)
+    (out / f"{name}.rgb").write_bytes(np.repeat(eight[..., None], 3, -1).tobytes())
+    manifest.append(f"{name} {w} {h} jp2")
+
+(out / "cases.txt").write_text(
+    f"# name width height extension; expected: Pillow {Image.__version__}, OpenJPEG "
+    f"{features.version('jpg_2000')}\n" + "\n".join(manifest) + "\n"
+)
+print(f"{len(manifest)} fixtures in {out}")

@@ -16,24 +16,16 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, features
 
+from fixture_picture import picture
+
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/jpeg2000")
 out.mkdir(parents=True, exist_ok=True)
 rng = np.random.default_rng(20261202)
 
 
-def picture(w, h, channels):
-    """Smooth waves plus noise: detail in every subband."""
-    y, x = np.mgrid[0:h, 0:w]
-    planes = [
-        128 + 100 * np.sin(x / (3 + k) + y / (5 + 2 * k)) + rng.normal(0, 25, (h, w))
-        for k in range(channels)
-    ]
-    return np.stack(planes, -1).clip(0, 255).astype(np.uint8)
-
-
 def encode(w, h, mode="RGB", codestream=False, **save):
     channels = {"RGB": 3, "RGBA": 4, "L": 1, "LA": 2}[mode]
-    a = picture(w, h, channels)
+    a = picture(rng, w, h, channels)
     img = Image.fromarray(a if channels > 1 else a[..., 0], mode)
     b = io.BytesIO()
     img.save(b, "JPEG2000", no_jp2=codestream, **save)

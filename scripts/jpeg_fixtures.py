@@ -17,23 +17,15 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, features
 
+from fixture_picture import picture
+
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/jpeg")
 out.mkdir(parents=True, exist_ok=True)
 rng = np.random.default_rng(20261128)
 
 
-def picture(w, h, channels):
-    """Smooth waves plus noise: enough detail for every coefficient band to be coded."""
-    y, x = np.mgrid[0:h, 0:w]
-    planes = [
-        128 + 100 * np.sin(x / (3 + k) + y / (5 + 2 * k)) + rng.normal(0, 25, (h, w))
-        for k in range(channels)
-    ]
-    return np.stack(planes, -1).clip(0, 255).astype(np.uint8)
-
-
 def pillow(w, h, mode="RGB", **save):
-    a = picture(w, h, 3 if mode == "RGB" else 1)
+    a = picture(rng, w, h, 3 if mode == "RGB" else 1)
     img = Image.fromarray(a if mode == "RGB" else a[..., 0], mode)
     b = io.BytesIO()
     img.save(b, "JPEG", **save)
@@ -42,7 +34,7 @@ def pillow(w, h, mode="RGB", **save):
 
 def cjpeg(w, h, *args):
     with tempfile.NamedTemporaryFile(suffix=".ppm") as f:
-        Image.fromarray(picture(w, h, 3)).save(f.name)
+        Image.fromarray(picture(rng, w, h, 3)).save(f.name)
         return subprocess.run(
             ["cjpeg", "-quality", "85", *args, f.name], capture_output=True, check=True
         ).stdout

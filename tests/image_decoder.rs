@@ -273,15 +273,7 @@ fn damaged_and_unsupported_jpegs_are_refused_in_one_line() {
         (twelve_bit, "12-bit samples are not supported"),
         (base[..sof].to_vec(), "truncated"),
     ];
-    for (bytes, want) in cases {
-        let e = decode(&bytes, "RGB").unwrap_err().to_string();
-        assert!(
-            e.contains("ImageDecoder: encoded_stream is not an image")
-                && e.contains(want)
-                && !e.contains('\n'),
-            "{e}"
-        );
-    }
+    refused_in_one_line(cases);
 }
 
 #[test]
@@ -327,6 +319,11 @@ fn damaged_and_unsupported_jpeg2000_files_are_refused_in_one_line() {
         ),
         (rgba[..rgba.len() - 200].to_vec(), "JPEG 2000: "),
     ];
+    refused_in_one_line(cases);
+}
+
+/// Each file is refused in one line that holds its reason.
+fn refused_in_one_line(cases: Vec<(Vec<u8>, &str)>) {
     for (bytes, want) in cases {
         let e = decode(&bytes, "RGB").unwrap_err().to_string();
         assert!(

@@ -2388,6 +2388,22 @@ def ml_cases(out, manifest):
                      "vectors_per_class": per_class, "coefficients": coef, "rho": rho,
                      "classlabels_ints": [4, 6, 9][:classes], "post_transform": post}
                 case(f"svm_classifier_{classes}_{kname}_{post}", "SVMClassifier", xs, a, ["label", "scores"])
+    # Probability estimates (prob_a, prob_b): each pair's score Platt-scaled, then coupled into
+    # class probabilities by libsvm's iteration; the label stays the vote's.
+    sv6 = rng.uniform(-1, 1, (6, 3)).round(2)
+    for classes, per_class in ((2, [3, 3]), (3, [2, 2, 2]), (4, [2, 1, 2, 1])):
+        pairs = classes * (classes - 1) // 2
+        coef = rng.uniform(-1, 1, (classes - 1) * 6).round(2).tolist()
+        rho = rng.uniform(-0.3, 0.3, pairs).round(2).tolist()
+        prob_a = rng.uniform(-4, -0.5, pairs).round(3).tolist()
+        prob_b = rng.uniform(-0.5, 0.5, pairs).round(3).tolist()
+        for post in ("NONE", "LOGISTIC", "SOFTMAX"):
+            a = {"kernel_type": "RBF", "kernel_params": [0.7, 0.0, 0.0],
+                 "support_vectors": sv6.reshape(-1).tolist(), "vectors_per_class": per_class,
+                 "coefficients": coef, "rho": rho, "prob_a": prob_a, "prob_b": prob_b,
+                 "classlabels_ints": [4, 6, 9, 11][:classes], "post_transform": post}
+            case(f"svm_classifier_probabilities_{classes}_{post}", "SVMClassifier", xs, a,
+                 ["label", "scores"])
     case("svm_regressor_linear_model", "SVMRegressor", xs,
          {"coefficients": [0.5, -0.25, 1.0], "rho": [0.1], "kernel_type": "LINEAR",
           "kernel_params": [0.0, 0.0, 0.0]}, ["y"])

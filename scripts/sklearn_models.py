@@ -16,7 +16,8 @@ LinearClassifier, Normalizer), LinearRegression (LinearRegressor), Normalizer, B
 SimpleImputer (Imputer), tree models (TreeEnsembleRegressor, TreeEnsembleClassifier):
 decision trees, random forests and gradient boosting, binary and multi-class, and support
 vector machines (SVMRegressor, SVMClassifier): SVR, SVC (RBF and polynomial kernels, binary
-and multi-class), LinearSVC and OneClassSVM; an isolation forest (trees and LabelEncoder),
+and multi-class, with and without probability estimates), LinearSVC and OneClassSVM; an
+isolation forest (trees and LabelEncoder),
 KBinsDiscretizer to one-hot columns, and OneHotEncoder and OrdinalEncoder of integer
 categories (OneHotEncoder, LabelEncoder; i64 inputs) and of string categories (string inputs);
 classifiers with string class labels (a string output), two classifiers exported with
@@ -281,6 +282,8 @@ def ml_models(out, rng):
         ("svr", SVR().fit(x, y), q, False),
         ("svc", SVC().fit(x, y3), q, True),
         ("svc_binary", SVC(kernel="poly", degree=2).fit(x, y2), q, True),
+        ("svc_probability", SVC(probability=True, random_state=0).fit(x, y3), q, True),
+        ("svc_probability_binary", SVC(probability=True, random_state=0).fit(x, y2), q, True),
         ("linear_svc", LinearSVC().fit(x, y3), q, False),
         ("one_class_svm", OneClassSVM(gamma=0.5).fit(x), q, False),
     ]

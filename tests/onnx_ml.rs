@@ -249,11 +249,27 @@ fn bad_attributes_are_refused_with_one_line_naming_the_node() {
                 floats("coefficients", &[1.0, -1.0]),
                 floats("rho", &[0.0]),
                 floats("prob_a", &[1.0]),
-                floats("prob_b", &[0.0]),
+                floats("prob_b", &[0.0, 0.5]),
                 ints("classlabels_ints", &[0, 1]),
             ],
             vec!["label", "scores"],
-            "probability estimates (prob_a, prob_b), which are not supported",
+            "has 1 prob_a and 2 prob_b; probability estimates need one of each per pair",
+        ),
+        (
+            "SVMClassifier",
+            vec![
+                string("kernel_type", "RBF"),
+                floats("kernel_params", &[0.5, 0.0, 0.0]),
+                floats("support_vectors", &[0.0; 9]),
+                ints("vectors_per_class", &[1, 1, 1]),
+                floats("coefficients", &[1.0, -1.0, 1.0, 1.0, -1.0, 1.0]),
+                floats("rho", &[0.0, 0.0, 0.0]),
+                floats("prob_a", &[1.0]),
+                floats("prob_b", &[0.0]),
+                ints("classlabels_ints", &[0, 1, 2]),
+            ],
+            vec!["label", "scores"],
+            "has 1 prob_a and prob_b for 3 pairs of classes",
         ),
         (
             "SVMRegressor",
@@ -627,4 +643,51 @@ fn tree_walk_covers_a_folded_grid() {
             "row {r} tree {t}"
         );
     }
+}
+
+/// PairwiseCoupling, the graph op behind SVM probability estimates, from a graph input and from
+/// a value computed on the GPU (read back), equal to the host function; pairs that are no
+/// K (K - 1) / 2 columns are refused in one line naming the node.
+#[test]
+fn pairwise_coupling_runs_on_inputs_and_on_gpu_values() {
+    use wgpu_ops::{DType, Graph, Node, Session};
+    let r = HostTensor::from_vec(vec![2, 3], &[0.7f32, 0.6, 0.55, 0.2, 0.4, 0.9]).unwrap();
+    let want = wgpu_ops::reference::coupling::pairwise_coupling(&r).unwrap();
+    let run = |graph: Graph, r: HostTensor| {
+        Session::new(common::ctx(), graph)?
+            .run_blocking(vec![("r".into(), r)])
+            .map(|mut outs| outs.remove(0).1)
+    };
+    let direct = Graph::new()
+        .input("r", DType::F32, &[None, None])
+        .node(
+            Node::new("PairwiseCoupling", "c")
+                .inputs(["r"])
+                .outputs(["p"]),
+        )
+        .output("p");
+    let computed = Graph::new()
+        .input("r", DType::F32, &[None, None])
+        .node(Node::new("Abs", "a").inputs(["r"]).outputs(["r_gpu"]))
+        .node(
+            Node::new("PairwiseCoupling", "c")
+                .inputs(["r_gpu"])
+                .outputs(["p"]),
+        )
+        .output("p");
+    for graph in [direct.clone(), computed] {
+        let got = run(graph, r.clone()).unwrap();
+        assert_eq!(got.shape, vec![2, 3]);
+        assert_eq!(got.data, want.data);
+    }
+    let sums: Vec<f32> = want.to_vec::<f32>().unwrap();
+    for row in sums.chunks(3) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{row:?}");
+    }
+    let four = HostTensor::from_vec(vec![1, 4], &[0.5f32; 4]).unwrap();
+    let e = run(direct, four).unwrap_err().to_string();
+    assert!(
+        e.contains("PairwiseCoupling") && e.contains("not K (K - 1) / 2") && !e.contains('\n'),
+        "{e}"
+    );
 }

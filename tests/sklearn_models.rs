@@ -105,6 +105,8 @@ fn scikit_learn_models_match_onnxruntime() {
         ("svr", "SVMRegressor"),
         ("svc", "SVMClassifier"),
         ("svc_binary", "SVMClassifier"),
+        ("svc_probability", "SVMClassifier"),
+        ("svc_probability_binary", "SVMClassifier"),
         ("linear_svc", "LinearClassifier"),
         ("one_class_svm", "SVMRegressor"),
         ("isolation_forest", "LabelEncoder"),

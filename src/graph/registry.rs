@@ -149,6 +149,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &DET,
             &NON_MAX_SUPPRESSION,
             &UNIQUE,
+            &PAIRWISE_COUPLING,
             &IMAGE_DECODER,
         ])
         .chain(super::sequence::DEFS.iter().copied())
@@ -180,7 +181,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Resize" => &[1, 2, 3],
         "ReverseSequence" | "Compress" | "CenterCropPad" => &[1],
         "OneHot" => &[1],
-        "NonZero" | "Unique" | "ImageDecoder" => &[0],
+        "NonZero" | "Unique" | "ImageDecoder" | "PairwiseCoupling" => &[0],
         "NonMaxSuppression" => &[0, 1, 2, 3, 4],
         "MaxRoiPool" => &[1],
         "SequenceInsert" => &[2],
@@ -2164,6 +2165,31 @@ static UNIQUE: OpDef = OpDef {
     run: |_, args| {
         Err(Error::Graph(format!(
             "node '{}': Unique input 'X' ('{}') is computed on the GPU, but its count of distinct values is the outputs' shape, which is needed on the host to plan the graph, and this run cannot read it back (a Scan body, or read-backs off as in the browser)",
+            args.node.name.escape_debug(),
+            args.node.inputs.first().map_or("", String::as_str).escape_debug()
+        )))
+    },
+};
+
+/// PairwiseCoupling: class probabilities from pairwise ones (`reference::coupling`, an
+/// iteration with a stopping test), computed on the host while planning, from values known
+/// there or read back.
+static PAIRWISE_COUPLING: OpDef = OpDef {
+    name: "PairwiseCoupling",
+    inputs: 1..=1,
+    outputs: 1..=1,
+    host: Some(|node, slots| {
+        let Some(pairs) = &slot_of(node, slots, 0, "pairs")?.host else {
+            return Ok(None);
+        };
+        Ok(Some(vec![crate::reference::coupling::pairwise_coupling(
+            pairs,
+        )?]))
+    }),
+    attrs: &[],
+    run: |_, args| {
+        Err(Error::Graph(format!(
+            "node '{}': PairwiseCoupling input 'pairs' ('{}') is computed on the GPU, but its iteration runs on the host, and this run cannot read it back (a Scan body, or read-backs off as in the browser)",
             args.node.name.escape_debug(),
             args.node.inputs.first().map_or("", String::as_str).escape_debug()
         )))

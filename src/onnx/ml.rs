@@ -1842,11 +1842,14 @@ fn svm_classifier(node: &Node) -> Result<Expansion> {
     let (coefficients, _) = a.values("coefficients")?;
     let (rho, _) = a.values("rho")?;
     let (prob_a, _) = a.values("prob_a")?;
+    let (prob_b, _) = a.values("prob_b")?;
     let per_class = a.ints("vectors_per_class")?;
-    if !prob_a.is_empty() {
-        return Err(a.bad(
-            "has probability estimates (prob_a, prob_b), which are not supported: export the model without probabilities (SVC(probability=False))",
-        ));
+    if prob_a.len() != prob_b.len() {
+        return Err(a.bad(format!(
+            "has {} prob_a and {} prob_b; probability estimates need one of each per pair of classes",
+            prob_a.len(),
+            prob_b.len()
+        )));
     }
     let classes = labels.len();
     if classes < 2 {
@@ -1979,7 +1982,28 @@ fn svm_classifier(node: &Node) -> Result<Expansion> {
         let votes = b.op("Add", "votes", &[&shifted, &lose], &[]);
         let best = argmax(&mut b, "ArgMax", &votes);
         let label = b.op("Gather", "label", &[&table, &best], &[]);
-        let z = if classes > 2 {
+        let z = if !prob_a.is_empty() {
+            // Probability estimates (Platt scaling of each pair's score, coupled into class
+            // probabilities); the label stays the vote's, as in onnxruntime and scikit-learn.
+            if prob_a.len() < pairs {
+                return Err(a.bad(format!(
+                    "has {} prob_a and prob_b for {pairs} pairs of classes",
+                    prob_a.len()
+                )));
+            }
+            let pa = f32_const(&mut b, "prob_a", vec![pairs], &f32s(&prob_a[..pairs]))?;
+            let pb = f32_const(&mut b, "prob_b", vec![pairs], &f32s(&prob_b[..pairs]))?;
+            let scaled = b.op("Mul", "platt_scaled", &[&scores, &pa], &[]);
+            let shifted = b.op("Add", "platt_shifted", &[&scaled, &pb], &[]);
+            let sig = b.op("Sigmoid", "platt_sigmoid", &[&shifted], &[]);
+            let one = b.f32_scalar("one", 1.0)?;
+            let r = b.op("Sub", "pair_probability", &[&one, &sig], &[]);
+            let lo = b.f32_scalar("probability_floor", 1e-7)?;
+            let hi = b.f32_scalar("probability_ceiling", 1.0 - 1e-7)?;
+            let r = b.op("Clip", "pair_probability_clipped", &[&r, &lo, &hi], &[]);
+            let probabilities = b.op("PairwiseCoupling", "class_probabilities", &[&r], &[]);
+            transform_rows(&mut b, &probabilities, post)?
+        } else if classes > 2 {
             transform_rows(&mut b, &scores, post)?
         } else {
             // One pair's score s: [-s, s] without a transform, else [1 - s, s] (onnxruntime).

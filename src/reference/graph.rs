@@ -155,6 +155,11 @@ fn run_node(
     if let Some(out) = super::det::run(node, args)? {
         return Ok(vec![out]);
     }
+    if op == "PairwiseCoupling" {
+        let out =
+            super::coupling::pairwise_coupling(&a(0)?).map_err(|e| RefError(e.to_string()))?;
+        return Ok(vec![out]);
+    }
     if op == "Unique" {
         let x = a(0)?;
         let int = |name: &str| match node.attrs.get(name) {

@@ -438,6 +438,7 @@ pub fn space_to_batch(data: &HostTensor, op: &crate::SpaceToBatch) -> Result<Hos
 }
 mod channels;
 mod col2im;
+pub mod coupling;
 pub mod det;
 mod einsum;
 pub mod graph;

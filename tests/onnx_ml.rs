@@ -691,3 +691,161 @@ fn pairwise_coupling_runs_on_inputs_and_on_gpu_values() {
         "{e}"
     );
 }
+
+/// Pairs for `rows` rows of `k` classes: from class scores with noise (what an SVM's pairs
+/// look like), some at the clip bounds the SVM loader gives.
+fn coupling_pairs(rows: usize, k: usize, seed: u64) -> HostTensor {
+    let mut state = seed;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let mut values = Vec::new();
+    for _ in 0..rows {
+        let scores: Vec<f32> = (0..k).map(|_| next() * 4.0).collect();
+        for i in 0..k {
+            for j in i + 1..k {
+                let r = 1.0 / (1.0 + (scores[j] - scores[i] + next() - 0.5).exp());
+                let r = match (next() * 50.0) as u32 {
+                    0 => 1e-7,
+                    1 => 1.0 - 1e-7,
+                    _ => r.clamp(1e-7, 1.0 - 1e-7),
+                };
+                values.push(r);
+            }
+        }
+    }
+    HostTensor::from_vec(vec![rows, k * (k - 1) / 2], &values).unwrap()
+}
+
+#[test]
+fn pairwise_coupling_runs_on_the_gpu_without_read_backs() {
+    use wgpu_ops::graph::Attr;
+    use wgpu_ops::reference::coupling::pairwise_coupling;
+    use wgpu_ops::{DType, Graph, Node, Session};
+    // Pairs computed on the GPU (an Abs of the input) are coupled there: the same iteration
+    // in the same order of f32 operations as the host's, so within a few units in the last
+    // place (a GPU may fuse a product and a sum) and mostly the same bits. Class counts cover
+    // one dispatch (2, 3, 10), many (33, 64, 128: 260 dispatches) and the limit.
+    let computed = Graph::new()
+        .input("r", DType::F32, &[None, None])
+        .node(Node::new("Abs", "a").inputs(["r"]).outputs(["r_gpu"]))
+        .node(
+            Node::new("PairwiseCoupling", "c")
+                .inputs(["r_gpu"])
+                .outputs(["p"]),
+        )
+        .output("p");
+    let no_read_back = common::ctx_without_read_back();
+    for (k, rows) in [
+        (2, 70),
+        (3, 200),
+        (4, 65),
+        (10, 40),
+        (33, 9),
+        (64, 5),
+        (128, 3),
+    ] {
+        let r = coupling_pairs(rows, k, k as u64);
+        let want = pairwise_coupling(&r).unwrap();
+        let got = Session::new(&no_read_back, computed.clone())
+            .unwrap()
+            .run_blocking(vec![("r".into(), r)])
+            .unwrap()
+            .remove(0)
+            .1;
+        assert_eq!(got.shape, vec![rows, k]);
+        let (got, want) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        println!("{k} classes, {rows} rows: largest difference {worst:e}");
+        assert!(worst <= 1e-6, "{k} classes: largest difference {worst:e}");
+        for row in got.chunks(k) {
+            assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{row:?}");
+        }
+    }
+
+    // Past 128 classes the host couples: read back where the run can, refused where not.
+    let r = coupling_pairs(2, 129, 7);
+    let want = pairwise_coupling(&r).unwrap();
+    let ctx = common::ctx();
+    let before = ctx.stats().read_backs;
+    let got = Session::new(ctx, computed.clone())
+        .unwrap()
+        .run_blocking(vec![("r".into(), r.clone())])
+        .unwrap();
+    assert_eq!(got[0].1, want);
+    assert_eq!(ctx.stats().read_backs - before, 1);
+    let e = Session::new(&no_read_back, computed)
+        .unwrap()
+        .run_blocking(vec![("r".into(), r)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("'c'") && e.contains("more than 128 classes") && !e.contains('\n'),
+        "{e}"
+    );
+
+    // In a Scan body: the coupling of each step's pairs summed into the state.
+    let (steps, rows, k) = (4, 6, 3);
+    let body = Graph::new()
+        .input("acc", DType::F32, &[Some(rows), Some(k)])
+        .input("r_t", DType::F32, &[Some(rows), Some(k * (k - 1) / 2)])
+        .node(
+            Node::new("PairwiseCoupling", "c")
+                .inputs(["r_t"])
+                .outputs(["p_t"]),
+        )
+        .node(
+            Node::new("Add", "sum")
+                .inputs(["acc", "p_t"])
+                .outputs(["acc2"]),
+        )
+        .output("acc2");
+    let graph = Graph::new()
+        .input(
+            "r",
+            DType::F32,
+            &[Some(steps), Some(rows), Some(k * (k - 1) / 2)],
+        )
+        .constant(
+            "zero",
+            HostTensor::from_vec(vec![rows, k], &vec![0f32; rows * k]).unwrap(),
+        )
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["zero", "r"])
+                .outputs(["total"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("total");
+    let r = coupling_pairs(steps * rows, k, 11);
+    let mut want = vec![0f32; rows * k];
+    for step in r.to_vec::<f32>().unwrap().chunks(rows * 3) {
+        let step = HostTensor::from_vec(vec![rows, 3], step).unwrap();
+        for (w, p) in want
+            .iter_mut()
+            .zip(pairwise_coupling(&step).unwrap().to_vec::<f32>().unwrap())
+        {
+            *w += p;
+        }
+    }
+    let r = HostTensor::from_vec(vec![steps, rows, 3], &r.to_vec::<f32>().unwrap()).unwrap();
+    let got = Session::new(&no_read_back, graph)
+        .unwrap()
+        .run_blocking(vec![("r".into(), r)])
+        .unwrap()
+        .remove(0)
+        .1
+        .to_vec::<f32>()
+        .unwrap();
+    for (a, b) in got.iter().zip(&want) {
+        assert!((a - b).abs() <= 4e-6, "{got:?} vs {want:?}");
+    }
+}

@@ -181,7 +181,7 @@ pub(crate) fn host_inputs(name: &str) -> &'static [usize] {
         "Resize" => &[1, 2, 3],
         "ReverseSequence" | "Compress" | "CenterCropPad" => &[1],
         "OneHot" => &[1],
-        "NonZero" | "Unique" | "ImageDecoder" | "PairwiseCoupling" => &[0],
+        "NonZero" | "Unique" | "ImageDecoder" => &[0],
         "NonMaxSuppression" => &[0, 1, 2, 3, 4],
         "MaxRoiPool" => &[1],
         "SequenceInsert" => &[2],
@@ -2172,8 +2172,8 @@ static UNIQUE: OpDef = OpDef {
 };
 
 /// PairwiseCoupling: class probabilities from pairwise ones (`reference::coupling`, an
-/// iteration with a stopping test), computed on the host while planning, from values known
-/// there or read back.
+/// iteration with a stopping test): on the host when the pairs are known there, else on the
+/// GPU (every sweep, up to `ops::coupling::GPU_MAX_CLASSES` classes), else read back.
 static PAIRWISE_COUPLING: OpDef = OpDef {
     name: "PairwiseCoupling",
     inputs: 1..=1,
@@ -2187,12 +2187,29 @@ static PAIRWISE_COUPLING: OpDef = OpDef {
         )?]))
     }),
     attrs: &[],
-    run: |_, args| {
-        Err(Error::Graph(format!(
-            "node '{}': PairwiseCoupling input 'pairs' ('{}') is computed on the GPU, but its iteration runs on the host, and this run cannot read it back (a Scan body, or read-backs off as in the browser)",
-            args.node.name.escape_debug(),
-            args.node.inputs.first().map_or("", String::as_str).escape_debug()
-        )))
+    run: |rec, args| {
+        let pairs = args.tensor(0, "pairs")?;
+        let classes = crate::reference::coupling::coupling_classes(pairs.dtype(), pairs.shape());
+        #[cfg(feature = "native")]
+        if classes
+            .as_ref()
+            .is_ok_and(|&k| k > crate::ops::coupling::GPU_MAX_CLASSES)
+            && rec.can_read_back()
+        {
+            let values = rec.read_back("PairwiseCoupling", &[&pairs])?;
+            let host = crate::reference::coupling::pairwise_coupling(&values[0])?;
+            let probabilities = Tensor::from_host(rec.context(), &host)?;
+            return Ok(vec![args.out(0).view(rec, probabilities)?]);
+        }
+        if classes.is_ok_and(|k| k > crate::ops::coupling::GPU_MAX_CLASSES) {
+            return Err(Error::Graph(format!(
+                "node '{}': PairwiseCoupling input 'pairs' ('{}') has more than {} classes, which are coupled on the host, and this run cannot read it back (a Scan body, or read-backs off as in the browser)",
+                args.node.name.escape_debug(),
+                args.node.inputs.first().map_or("", String::as_str).escape_debug(),
+                crate::ops::coupling::GPU_MAX_CLASSES
+            )));
+        }
+        Ok(vec![rec.pairwise_coupling_to(&pairs, args.out(0))?])
     },
 };
 

@@ -11,6 +11,7 @@ use matmul::MatMulKernel;
 pub mod block_remap;
 pub mod causal_conv;
 pub mod copy;
+pub(crate) mod coupling;
 pub mod cumsum;
 pub mod det;
 mod divide;
@@ -99,6 +100,7 @@ const GRID_TAPS: &str = include_str!("../../shaders/grid_taps.wgsl");
 const TREE_WALK: &str = include_str!("../../shaders/tree_walk.wgsl");
 const MAX_ROI_POOL: &str = include_str!("../../shaders/max_roi_pool.wgsl");
 const DET: &str = include_str!("../../shaders/det.wgsl");
+const PAIRWISE_COUPLING: &str = include_str!("../../shaders/pairwise_coupling.wgsl");
 const RANDOM: &str = include_str!("../../shaders/random.wgsl");
 const RANDOM_ADVANCE: &str = include_str!("../../shaders/random_advance.wgsl");
 const BLOCK_REMAP: &str = concat!(
@@ -299,6 +301,9 @@ pub enum Kernel {
     TreeWalk { workgroup_size: u32, f64: bool },
     /// `det.wgsl`: determinants, one invocation per matrix, of f32 or f64.
     Det { workgroup_size: u32, f64: bool },
+    /// `pairwise_coupling.wgsl`: class probabilities from pairwise ones, one invocation per
+    /// row running libsvm's coupling iteration.
+    PairwiseCoupling { workgroup_size: u32 },
     /// `max_roi_pool.wgsl`: MaxRoiPool over a window table, one invocation per output
     /// element (per word of 2-byte ones), floats of 2 (f16, or bf16 with `bf16`), 4 or 8
     /// bytes compared by their bits.
@@ -365,6 +370,7 @@ impl Kernel {
                 subgroups: false,
             });
             out.push(Kernel::CausalConv { workgroup_size });
+            out.push(Kernel::PairwiseCoupling { workgroup_size });
             for f64 in [false, true] {
                 out.push(Kernel::GridTaps {
                     workgroup_size,
@@ -649,6 +655,7 @@ impl Kernel {
             Kernel::GridTaps { .. } => "grid_taps.wgsl",
             Kernel::TreeWalk { .. } => "tree_walk.wgsl",
             Kernel::Det { .. } => "det.wgsl",
+            Kernel::PairwiseCoupling { .. } => "pairwise_coupling.wgsl",
             Kernel::MaxRoiPool { .. } => "max_roi_pool.wgsl",
             Kernel::Random { .. } => "random.wgsl",
             Kernel::RandomAdvance => "random_advance.wgsl",
@@ -682,6 +689,7 @@ impl Kernel {
             }
             Kernel::TreeWalk { f64, .. } => tree_walk::tree_walk_source(TREE_WALK, f64).into(),
             Kernel::Det { f64, .. } => det::det_source(DET, f64).into(),
+            Kernel::PairwiseCoupling { .. } => PAIRWISE_COUPLING.into(),
             Kernel::MaxRoiPool { .. } => MAX_ROI_POOL.into(),
             Kernel::Random { f64, .. } => random::random_source(RANDOM, f64).into(),
             Kernel::RandomAdvance => RANDOM_ADVANCE.into(),
@@ -782,6 +790,7 @@ impl Kernel {
             | Kernel::GridTaps { workgroup_size, .. }
             | Kernel::TreeWalk { workgroup_size, .. }
             | Kernel::Det { workgroup_size, .. }
+            | Kernel::PairwiseCoupling { workgroup_size }
             | Kernel::LinearAttention { workgroup_size, .. } => {
                 vec![("WORKGROUP_SIZE", workgroup_size)]
             }
@@ -1067,6 +1076,7 @@ impl KernelSpec for Kernel {
             Kernel::TreeWalk { f64: true, .. } => "tree_walk.wgsl f64".into(),
             Kernel::Det { f64: false, .. } => self.file().into(),
             Kernel::Det { f64: true, .. } => "det.wgsl f64".into(),
+            Kernel::PairwiseCoupling { .. } => self.file().into(),
             Kernel::MaxRoiPool { .. } => self.file().into(),
             Kernel::ScanCopies { copies, .. } => format!("scan copies {copies}").into(),
             Kernel::Scatter {
@@ -1203,6 +1213,12 @@ impl KernelSpec for Kernel {
             Kernel::GatherIndex { .. } | Kernel::Scatter { .. } => THREE_BUFFERS,
             Kernel::Det { .. } => &[
                 Binding::Uniform,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
+            Kernel::PairwiseCoupling { .. } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
                 Binding::StorageReadWrite,
                 Binding::StorageReadWrite,
             ],

@@ -8,6 +8,7 @@ pub(crate) mod blocks;
 pub mod col2im;
 pub mod compose;
 pub mod conv;
+pub mod coupling;
 pub mod det;
 pub mod dft;
 pub mod einsum;

@@ -2,8 +2,9 @@
 //! classes, as a one-against-one SVM with probability estimates (scikit-learn's
 //! `SVC(probability=True)`, ONNX-ML's SVMClassifier with `prob_a` and `prob_b`) combines
 //! them: Wu, Lin and Weng's second method, solved by libsvm's fixed-point iteration, in f32 as
-//! onnxruntime runs it. The iteration is sequential and stops at a tolerance, so it runs on
-//! the host, on values known while planning or read back.
+//! onnxruntime runs it. The graph op runs it here on values known while planning (and on
+//! pairs read back past `ops::coupling::GPU_MAX_CLASSES`); the GPU runs the same iteration
+//! in the same order (`shaders/pairwise_coupling.wgsl`).
 
 use crate::{DType, Error, HostTensor, Result};
 
@@ -17,20 +18,17 @@ pub fn classes_of_pairs(pairs: usize) -> Option<usize> {
         .find(|k| k * (k - 1) / 2 == pairs)
 }
 
-/// `r`: `[N, P]` f32, the probability that class i beats class j for each pair i < j, in the
-/// order (0, 1), (0, 2), ..., (1, 2), ...; gives `[N, K]` f32 class probabilities.
-pub fn pairwise_coupling(r: &HostTensor) -> Result<HostTensor> {
-    if r.dtype != DType::F32 || r.shape.len() != 2 {
+/// The number of classes K of PairwiseCoupling's input after checking it (shared with the
+/// GPU op): f32 `[rows, K (K - 1) / 2]`, 2 <= K <= 1000.
+pub fn coupling_classes(dtype: DType, shape: &[usize]) -> Result<usize> {
+    if dtype != DType::F32 || shape.len() != 2 {
         return Err(Error::invalid(
             OP,
             "pairs",
-            format!(
-                "pairs is {} {:?}; PairwiseCoupling takes f32 [rows, pairs]",
-                r.dtype, r.shape
-            ),
+            format!("pairs is {dtype} {shape:?}; PairwiseCoupling takes f32 [rows, pairs]"),
         ));
     }
-    let (rows, pairs) = (r.shape[0], r.shape[1]);
+    let pairs = shape[1];
     let k = classes_of_pairs(pairs).ok_or_else(|| {
         Error::invalid(
             OP,
@@ -48,6 +46,19 @@ pub fn pairwise_coupling(r: &HostTensor) -> Result<HostTensor> {
             format!("pairs has {pairs} columns, for {k} classes; PairwiseCoupling takes at most {MAX_CLASSES}"),
         ));
     }
+    Ok(k)
+}
+
+/// The most sweeps of the iteration for `classes` classes (libsvm's).
+pub fn max_sweeps(classes: usize) -> usize {
+    classes.max(100)
+}
+
+/// `r`: `[N, P]` f32, the probability that class i beats class j for each pair i < j, in the
+/// order (0, 1), (0, 2), ..., (1, 2), ...; gives `[N, K]` f32 class probabilities.
+pub fn pairwise_coupling(r: &HostTensor) -> Result<HostTensor> {
+    let k = coupling_classes(r.dtype, &r.shape)?;
+    let (rows, pairs) = (r.shape[0], r.shape[1]);
     let values: Vec<f32> = r.to_vec()?;
     let mut out = vec![0f32; rows * k];
     let mut matrix = vec![0f32; k * k];
@@ -81,7 +92,7 @@ fn couple(r: &[f32], k: usize, p: &mut [f32]) {
         }
     }
     let eps = 0.005 / k as f32;
-    for _ in 0..k.max(100) {
+    for _ in 0..max_sweeps(k) {
         // The stopping test, with Qp and pQp recomputed for accuracy.
         let mut pqp = 0f32;
         for t in 0..k {

@@ -648,9 +648,28 @@ fn tree_walk_covers_a_folded_grid() {
 /// PairwiseCoupling, the graph op behind SVM probability estimates, from a graph input and from
 /// a value computed on the GPU (read back), equal to the host function; pairs that are no
 /// K (K - 1) / 2 columns are refused in one line naming the node.
+/// PairwiseCoupling of input `r`, or of `|r|` computed on the GPU (`on_gpu`).
+fn coupling_graph(on_gpu: bool) -> wgpu_ops::Graph {
+    use wgpu_ops::{DType, Graph, Node};
+    let graph = Graph::new().input("r", DType::F32, &[None, None]);
+    let (graph, pairs) = if on_gpu {
+        let abs = Node::new("Abs", "a").inputs(["r"]).outputs(["r_gpu"]);
+        (graph.node(abs), "r_gpu")
+    } else {
+        (graph, "r")
+    };
+    graph
+        .node(
+            Node::new("PairwiseCoupling", "c")
+                .inputs([pairs])
+                .outputs(["p"]),
+        )
+        .output("p")
+}
+
 #[test]
 fn pairwise_coupling_runs_on_inputs_and_on_gpu_values() {
-    use wgpu_ops::{DType, Graph, Node, Session};
+    use wgpu_ops::{Graph, Session};
     let r = HostTensor::from_vec(vec![2, 3], &[0.7f32, 0.6, 0.55, 0.2, 0.4, 0.9]).unwrap();
     let want = wgpu_ops::reference::coupling::pairwise_coupling(&r).unwrap();
     let run = |graph: Graph, r: HostTensor| {
@@ -658,23 +677,8 @@ fn pairwise_coupling_runs_on_inputs_and_on_gpu_values() {
             .run_blocking(vec![("r".into(), r)])
             .map(|mut outs| outs.remove(0).1)
     };
-    let direct = Graph::new()
-        .input("r", DType::F32, &[None, None])
-        .node(
-            Node::new("PairwiseCoupling", "c")
-                .inputs(["r"])
-                .outputs(["p"]),
-        )
-        .output("p");
-    let computed = Graph::new()
-        .input("r", DType::F32, &[None, None])
-        .node(Node::new("Abs", "a").inputs(["r"]).outputs(["r_gpu"]))
-        .node(
-            Node::new("PairwiseCoupling", "c")
-                .inputs(["r_gpu"])
-                .outputs(["p"]),
-        )
-        .output("p");
+    let direct = coupling_graph(false);
+    let computed = coupling_graph(true);
     for graph in [direct.clone(), computed] {
         let got = run(graph, r.clone()).unwrap();
         assert_eq!(got.shape, vec![2, 3]);
@@ -729,15 +733,7 @@ fn pairwise_coupling_runs_on_the_gpu_without_read_backs() {
     // in the same order of f32 operations as the host's, so within a few units in the last
     // place (a GPU may fuse a product and a sum) and mostly the same bits. Class counts cover
     // one dispatch (2, 3, 10), many (33, 64, 128: 260 dispatches) and the limit.
-    let computed = Graph::new()
-        .input("r", DType::F32, &[None, None])
-        .node(Node::new("Abs", "a").inputs(["r"]).outputs(["r_gpu"]))
-        .node(
-            Node::new("PairwiseCoupling", "c")
-                .inputs(["r_gpu"])
-                .outputs(["p"]),
-        )
-        .output("p");
+    let computed = coupling_graph(true);
     let no_read_back = common::ctx_without_read_back();
     for (k, rows) in [
         (2, 70),

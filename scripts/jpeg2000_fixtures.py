@@ -7,10 +7,14 @@ and tile offsets, sizes down to 1 x 1), each with the RGB samples OpenJPEG decod
 (Pillow's decode, which is what the ONNX reference's ImageDecoder returns), and 16-bit gray
 files whose expected samples are their source scaled to 8 bits.
 
-Needs Pillow built with OpenJPEG, as its wheels are. Usage: scripts/jpeg2000_fixtures.py [out_dir]
+Needs Pillow built with OpenJPEG, as its wheels are, and OpenJPEG's opj_compress and
+opj_decompress (Debian's libopenjp2-tools) for the subsampled files. Usage: scripts/jpeg2000_fixtures.py [out_dir]
 """
 import io
+import re
 import sys
+import tempfile
+from subprocess import run
 from pathlib import Path
 
 import numpy as np
@@ -91,8 +95,38 @@ for name, (w, h), save in [
     (out / f"{name}.rgb").write_bytes(np.repeat(eight[..., None], 3, -1).tobytes())
     manifest.append(f"{name} {w} {h} jp2")
 
+# Subsampled components, written and decoded by OpenJPEG's own tools (libopenjp2-tools): Pillow
+# misreads them (13.0 takes every component at the image's size) or refuses them (later
+# versions), so the expected samples are opj_decompress's. Every component subsampled 2 x 2
+# (opj_compress -s): the image is the components' grid. Chroma subsampled 2 x 2 (4:2:0 planes,
+# which opj_compress marks sYCC): upsampled and converted to RGB.
+subsampled = []
+with tempfile.TemporaryDirectory() as tmp:
+    tmp = Path(tmp)
+    a = picture(rng, 33, 21, 3)
+    Image.fromarray(a).save(tmp / "all.ppm")
+    planes = [picture(rng, 33, 21, 1), picture(rng, 17, 11, 1), picture(rng, 17, 11, 1)]
+    (tmp / "chroma.raw").write_bytes(b"".join(p.tobytes() for p in planes))
+    for name, args in [
+        ("subsampled_all_33x21", ["-i", tmp / "all.ppm", "-s", "2,2"]),
+        ("subsampled_chroma_sycc_33x21",
+         ["-i", tmp / "chroma.raw", "-F", "33,21,3,8,u@1x1:2x2:2x2", "-n", "3"]),
+    ]:
+        jp2, png = tmp / f"{name}.jp2", tmp / f"{name}.png"
+        run(["opj_compress", *args, "-o", jp2], check=True, capture_output=True)
+        run(["opj_decompress", "-i", jp2, "-o", png], check=True, capture_output=True)
+        rgb = np.array(Image.open(png).convert("RGB"))
+        (out / f"{name}.jp2").write_bytes(jp2.read_bytes())
+        (out / f"{name}.rgb").write_bytes(rgb.tobytes())
+        subsampled.append(f"{name} {rgb.shape[1]} {rgb.shape[0]} jp2")
+opj = run(["opj_decompress", "-h"], capture_output=True, text=True).stdout
+opj = re.search(r"library v([0-9.]*[0-9])", opj)
+opj = opj.group(1) if opj else "?"
+
 (out / "cases.txt").write_text(
     f"# name width height extension; expected: Pillow {Image.__version__}, OpenJPEG "
     f"{features.version('jpg_2000')}\n" + "\n".join(manifest) + "\n"
+    f"# subsampled: expected from opj_decompress (OpenJPEG {opj})\n" + "\n".join(subsampled) + "\n"
 )
+manifest += subsampled
 print(f"{len(manifest)} fixtures in {out}")

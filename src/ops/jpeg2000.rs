@@ -7,7 +7,9 @@
 //!
 //! Gray and RGB images are read (an ICC profile is ignored, as Pillow ignores it; sYCC and
 //! CIELab are converted to RGB by the decoder); alpha is dropped; CMYK and other channel
-//! counts are refused. The decoder's memory is estimated from the codestream's main header
+//! counts are refused. Subsampled components come out as OpenJPEG's own decoder gives them
+//! (Pillow misreads them): the components' grid when all are subsampled alike, subsampled
+//! chroma upsampled. The decoder's memory is estimated from the codestream's main header
 //! (image size, tiles, components, code-block size) and bounded before anything is decoded.
 
 use super::jpeg::Decoded;

@@ -96,10 +96,10 @@ for name, (w, h), save in [
     manifest.append(f"{name} {w} {h} jp2")
 
 # Subsampled components, written and decoded by OpenJPEG's own tools (libopenjp2-tools): Pillow
-# misreads them (13.0 takes every component at the image's size) or refuses them (later
-# versions), so the expected samples are opj_decompress's. Every component subsampled 2 x 2
-# (opj_compress -s): the image is the components' grid. Chroma subsampled 2 x 2 (4:2:0 planes,
-# which opj_compress marks sYCC): upsampled and converted to RGB.
+# misreads them (13.0 takes every component at the image's size), so the expected samples are
+# opj_decompress's. Every component subsampled 2 x 2 (opj_compress -s): the image is the
+# components' grid. Chroma subsampled 2 x 2 (4:2:0 planes, which opj_compress marks sYCC):
+# upsampled and converted to RGB.
 subsampled = []
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)

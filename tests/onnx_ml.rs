@@ -766,6 +766,23 @@ fn pairwise_coupling_runs_on_the_gpu_without_read_backs() {
         }
     }
 
+    // Pairs no SVM gives (the graph op takes any): certain pairs (0 and 1) leave a class with
+    // Q[t][t] = 0, and NaN pairs; the GPU gives what the host gives, NaN where it does.
+    let special = [0.0f32, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.5, f32::NAN, 0.5, 0.5];
+    let r = HostTensor::from_vec(vec![4, 3], &special).unwrap();
+    let want = pairwise_coupling(&r).unwrap().to_vec::<f32>().unwrap();
+    let got = Session::new(&no_read_back, computed.clone())
+        .unwrap()
+        .run_blocking(vec![("r".into(), r)])
+        .unwrap()
+        .remove(0)
+        .1
+        .to_vec::<f32>()
+        .unwrap();
+    for (a, b) in got.iter().zip(&want) {
+        assert!(a == b || a.is_nan() && b.is_nan(), "{got:?} vs {want:?}");
+    }
+
     // Past 128 classes the host couples: read back where the run can, refused where not.
     let r = coupling_pairs(2, 129, 7);
     let want = pairwise_coupling(&r).unwrap();

@@ -768,7 +768,13 @@ fn pairwise_coupling_runs_on_the_gpu_without_read_backs() {
 
     // Pairs no SVM gives (the graph op takes any): certain pairs (0 and 1) leave a class with
     // Q[t][t] = 0, and NaN pairs; the GPU gives what the host gives, NaN where it does.
-    let special = [0.0f32, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.5, f32::NAN, 0.5, 0.5];
+    let special = [
+        [0.0f32, 0.0, 0.0],
+        [1.0, 1.0, 1.0],
+        [1.0, 0.0, 0.5],
+        [f32::NAN, 0.5, 0.5],
+    ];
+    let special = special.concat();
     let r = HostTensor::from_vec(vec![4, 3], &special).unwrap();
     let want = pairwise_coupling(&r).unwrap().to_vec::<f32>().unwrap();
     let got = Session::new(&no_read_back, computed.clone())

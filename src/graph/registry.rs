@@ -2189,24 +2189,21 @@ static PAIRWISE_COUPLING: OpDef = OpDef {
     attrs: &[],
     run: |rec, args| {
         let pairs = args.tensor(0, "pairs")?;
-        let classes = crate::reference::coupling::coupling_classes(pairs.dtype(), pairs.shape());
+        let max = crate::ops::coupling::GPU_MAX_CLASSES;
+        let on_host = crate::reference::coupling::coupling_classes(pairs.dtype(), pairs.shape())
+            .is_ok_and(|k| k > max);
         #[cfg(feature = "native")]
-        if classes
-            .as_ref()
-            .is_ok_and(|&k| k > crate::ops::coupling::GPU_MAX_CLASSES)
-            && rec.can_read_back()
-        {
+        if on_host && rec.can_read_back() {
             let values = rec.read_back("PairwiseCoupling", &[&pairs])?;
             let host = crate::reference::coupling::pairwise_coupling(&values[0])?;
             let probabilities = Tensor::from_host(rec.context(), &host)?;
             return Ok(vec![args.out(0).view(rec, probabilities)?]);
         }
-        if classes.is_ok_and(|k| k > crate::ops::coupling::GPU_MAX_CLASSES) {
+        if on_host {
             return Err(Error::Graph(format!(
-                "node '{}': PairwiseCoupling input 'pairs' ('{}') has more than {} classes, which are coupled on the host, and this run cannot read it back (a Scan body, or read-backs off as in the browser)",
+                "node '{}': PairwiseCoupling input 'pairs' ('{}') has more than {max} classes, which are coupled on the host, and this run cannot read it back (a Scan body, or read-backs off as in the browser)",
                 args.node.name.escape_debug(),
                 args.node.inputs.first().map_or("", String::as_str).escape_debug(),
-                crate::ops::coupling::GPU_MAX_CLASSES
             )));
         }
         Ok(vec![rec.pairwise_coupling_to(&pairs, args.out(0))?])

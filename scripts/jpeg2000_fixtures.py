@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Writes the JPEG 2000 fixtures of tests/image_decoder.rs into tests/data/jpeg2000/: small JP2
 files and bare codestreams of the kinds encoders write (reversible 5/3 and irreversible 9/7
-wavelets, with and without the component transform, gray, gray with alpha, RGB and RGBA, tiles, several
-resolutions, quality layers, every progression order, code-block and precinct sizes, image
-and tile offsets, sizes down to 1 x 1), each with the RGB samples OpenJPEG decodes from it
-(Pillow's decode, which is what the ONNX reference's ImageDecoder returns), and 16-bit gray
-files whose expected samples are their source scaled to 8 bits.
+wavelets, with and without the component transform, gray, gray with alpha, RGB and RGBA,
+sYCC, tiles, several resolutions, quality layers, every progression order, code-block and
+precinct sizes, image and tile offsets, sizes down to 1 x 1), each with the RGB samples
+OpenJPEG decodes from it (Pillow's decode, which is what the ONNX reference's ImageDecoder
+returns); 16-bit gray files whose expected samples are their source scaled to 8 bits; and
+files with subsampled components, with the samples of OpenJPEG's own decoder.
 
 Needs Pillow built with OpenJPEG, as its wheels are, and OpenJPEG's opj_compress and
-opj_decompress (Debian's libopenjp2-tools) for the subsampled files. Usage: scripts/jpeg2000_fixtures.py [out_dir]
+opj_decompress (Debian's libopenjp2-tools) for the subsampled files.
+Usage: scripts/jpeg2000_fixtures.py [out_dir]
 """
 import io
 import re
@@ -68,6 +70,17 @@ for order in ["LRCP", "RLCP", "RPCL", "PCRL", "CPRL"]:
         48, 40, progression=order, num_resolutions=4, precinct_size=(16, 16),
         quality_mode="rates", quality_layers=[30, 10], mct=1,
     )
+
+
+def as_sycc(data):
+    """The JP2 file `data` with its colour space relabelled sYCC: its samples are then read as
+    Y, Cb and Cr, which Pillow converts to RGB with its JPEG conversion."""
+    at = data.index(b"colr") + 4
+    assert data[at] == 1, "an enumerated colour space"
+    return data[: at + 3] + (18).to_bytes(4, "big") + data[at + 7 :]
+
+
+cases["rgb_sycc_lossless_33x21"] = as_sycc(encode(33, 21, mct=0))
 
 manifest = []
 for name, data in cases.items():

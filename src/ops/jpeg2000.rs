@@ -5,11 +5,11 @@
 //! give OpenJPEG's samples bit for bit; the irreversible 9/7 wavelet is float arithmetic, and
 //! there a fraction of a percent of samples are one level away from OpenJPEG's.
 //!
-//! Gray and RGB images are read (an ICC profile is ignored, as Pillow ignores it; sYCC and
-//! CIELab are converted to RGB by the decoder); alpha is dropped; CMYK and other channel
-//! counts are refused. Subsampled components come out as OpenJPEG's own decoder gives them
-//! (Pillow misreads them): the components' grid when all are subsampled alike, subsampled
-//! chroma upsampled. The decoder's memory is estimated from the codestream's main header
+//! Gray and RGB images are read (an ICC profile is ignored, as Pillow ignores it; sYCC is
+//! converted to RGB here as Pillow converts it, CIELab by the decoder); alpha is dropped; CMYK
+//! and other channel counts are refused. Subsampled components come out as OpenJPEG's own
+//! decoder gives them (Pillow misreads them): the components' grid when all are subsampled
+//! alike, subsampled sYCC chroma upsampled and converted as OpenJPEG converts it. The decoder's memory is estimated from the codestream's main header
 //! (image size, tiles, components, code-block size) and bounded before anything is decoded.
 
 use super::jpeg::Decoded;
@@ -42,6 +42,17 @@ pub(crate) fn decode(bytes: &[u8], max_bytes: u64) -> Result<Decoded, String> {
             if header.components == 1 { "" } else { "s" },
         ));
     }
+    // sYCC is converted to RGB here, as Pillow converts it, from the integer samples: the
+    // decoder is told the samples are sRGB, so that it leaves them as they are.
+    let sycc = sycc_at(bytes);
+    let relabelled;
+    let bytes = match sycc {
+        Some(at) => {
+            relabelled = [&bytes[..at], &SRGB.to_be_bytes(), &bytes[at + 4..]].concat();
+            &relabelled[..]
+        }
+        None => bytes,
+    };
     let image = Image::new(bytes, &DecodeSettings::default()).map_err(|e| e.to_string())?;
     let (width, height) = (image.width() as usize, image.height() as usize);
     let channels = match image.color_space() {
@@ -88,6 +99,13 @@ pub(crate) fn decode(bytes: &[u8], max_bytes: u64) -> Result<Decoded, String> {
             *out = ((v * 255 + max / 2) / max) as u8;
         }
     }
+    if sycc.is_some() && channels == 3 {
+        if header.subsampled {
+            openjpeg_sycc_to_rgb(&mut pixels);
+        } else {
+            ycbcr_to_rgb(&mut pixels);
+        }
+    }
     Ok(Decoded {
         width,
         height,
@@ -101,10 +119,14 @@ fn codestream(bytes: &[u8]) -> Result<&[u8], String> {
     if bytes.starts_with(CODESTREAM_START) {
         return Ok(bytes);
     }
+    find_box(bytes, b"jp2c")?.ok_or_else(|| "its JP2 file holds no codestream box".into())
+}
+
+/// The contents of the first box of type `kind` among the boxes `bytes` holds.
+fn find_box<'a>(bytes: &'a [u8], kind: &[u8; 4]) -> Result<Option<&'a [u8]>, String> {
     let mut pos = 0usize;
     while bytes.len() - pos >= 8 {
         let length = u64::from(be32(bytes, pos));
-        let kind = &bytes[pos + 4..pos + 8];
         let (start, end) = match length {
             // The last box runs to the end of the file.
             0 => (pos + 8, bytes.len()),
@@ -118,12 +140,60 @@ fn codestream(bytes: &[u8]) -> Result<&[u8], String> {
         if start > end {
             return Err(format!("its box at byte {pos} is shorter than its header"));
         }
-        if kind == b"jp2c" {
-            return Ok(&bytes[start..end]);
+        if &bytes[pos + 4..pos + 8] == kind {
+            return Ok(Some(&bytes[start..end]));
         }
         pos = end;
     }
-    Err("its JP2 file holds no codestream box".into())
+    Ok(None)
+}
+
+/// The enumerated colour space sYCC in a JP2 file's colour specification box.
+const SYCC: u32 = 18;
+const SRGB: u32 = 16;
+
+/// Where a JP2 file's (first) colour specification names sYCC: the offset of that number in
+/// `bytes`.
+fn sycc_at(bytes: &[u8]) -> Option<usize> {
+    if !bytes.starts_with(JP2_SIGNATURE) {
+        return None;
+    }
+    let header = find_box(bytes, b"jp2h").ok()??;
+    let colr = find_box(header, b"colr").ok()??;
+    // METH 1 (an enumerated colour space), PREC, APPROX, then the colour space.
+    (colr.len() >= 7 && colr[0] == 1 && be32(colr, 3) == SYCC)
+        .then(|| colr.as_ptr() as usize + 3 - bytes.as_ptr() as usize)
+}
+
+/// OpenJPEG's sYCC to RGB conversion (its decoder's, which the subsampled files Pillow
+/// misreads follow): `R = Y + 1.402 Cr`, `G = Y - (0.344 Cb + 0.714 Cr)`, `B = Y + 1.772 Cb`
+/// on the integer samples, chroma less 128, each product truncated toward zero, clamped.
+fn openjpeg_sycc_to_rgb(pixels: &mut [u8]) {
+    for p in pixels.chunks_exact_mut(3) {
+        let y = i32::from(p[0]);
+        let (cb, cr) = (f64::from(p[1]) - 128.0, f64::from(p[2]) - 128.0);
+        let clamp = |v: i32| v.clamp(0, 255) as u8;
+        p[0] = clamp(y + (1.402 * cr) as i32);
+        p[1] = clamp(y - (0.344 * cb + 0.714 * cr) as i32);
+        p[2] = clamp(y + (1.772 * cb) as i32);
+    }
+}
+
+/// Pillow's YCbCr to RGB conversion (JPEG's, `R = Y + 1.402 (Cr - 128)`, ...) in its fixed
+/// point: each term a table of `c * 64 * (v - 128)` rounded half up (toward zero below 0,
+/// as C's cast truncates), shifted down 6 bits, then clamped.
+fn ycbcr_to_rgb(pixels: &mut [u8]) {
+    let table = |c: f64| -> [i32; 256] {
+        std::array::from_fn(|v| (c * 64.0 * (v as f64 - 128.0) + 0.5) as i32)
+    };
+    let (r_cr, g_cb, g_cr, b_cb) = (table(1.402), table(-0.34414), table(-0.71414), table(1.772));
+    for p in pixels.chunks_exact_mut(3) {
+        let (y, cb, cr) = (i32::from(p[0]), usize::from(p[1]), usize::from(p[2]));
+        let clamp = |v: i32| v.clamp(0, 255) as u8;
+        p[0] = clamp(y + (r_cr[cr] >> 6));
+        p[1] = clamp(y + ((g_cb[cb] + g_cr[cr]) >> 6));
+        p[2] = clamp(y + (b_cb[cb] >> 6));
+    }
 }
 
 fn box_end(bytes: &[u8], pos: usize, length: u64) -> Result<usize, String> {
@@ -150,6 +220,8 @@ struct MainHeader {
     height: u64,
     tiles: u64,
     components: u64,
+    /// Whether a component is subsampled (XRsiz or YRsiz above 1).
+    subsampled: bool,
     /// The smallest code-block (its samples) the main header's COD and COC markers set.
     smallest_code_block: u64,
 }
@@ -215,11 +287,18 @@ fn main_header(stream: &[u8]) -> Result<MainHeader, String> {
                 if tw == 0 || th == 0 || x <= x0 || y <= y0 || x <= tx0 || y <= ty0 {
                     return Err("its SIZ marker declares an empty image or tile".into());
                 }
+                let components = u64::from(be16(segment, 34));
+                // Per component: Ssiz, XRsiz, YRsiz.
+                let subsampled = segment[36..]
+                    .chunks_exact(3)
+                    .take(components as usize)
+                    .any(|c| c[1] > 1 || c[2] > 1);
                 header = Some(MainHeader {
                     width: x - x0,
                     height: y - y0,
                     tiles: (x - tx0).div_ceil(tw) * (y - ty0).div_ceil(th),
-                    components: u64::from(be16(segment, 34)),
+                    components,
+                    subsampled,
                     smallest_code_block: 0,
                 });
             }
@@ -277,9 +356,14 @@ mod tests {
                 height: 5900,
                 tiles: 94 * 93,
                 components: 3,
+                subsampled: false,
                 smallest_code_block: 64 * 64,
             }
         );
+        // The third component subsampled 2 x 1.
+        let mut chroma = s.clone();
+        chroma[6 + 36 + 7] = 2;
+        assert!(main_header(&chroma).unwrap().subsampled);
         // A JP2 file's codestream box, and a 64-bit box length.
         let mut jp2 = JP2_SIGNATURE.to_vec();
         jp2.extend([0, 0, 0, 1]);

@@ -36,16 +36,15 @@ fn unit_costs(classes: usize, sweeps: usize) -> impl Iterator<Item = usize> {
 pub(crate) fn unit_ranges(classes: usize, sweeps: usize) -> Vec<(u32, u32)> {
     let budget = super::LOOP_ITERATIONS_PER_DISPATCH;
     let mut ranges = Vec::new();
-    let (mut first, mut cost) = (0u32, 0usize);
-    for (u, c) in unit_costs(classes, sweeps).enumerate() {
-        let u = u as u32;
-        if cost + c > budget && u > first {
-            ranges.push((first, u));
-            (first, cost) = (u, 0);
+    let (mut first, mut end, mut cost) = (0u32, 0u32, 0usize);
+    for c in unit_costs(classes, sweeps) {
+        if cost + c > budget && end > first {
+            ranges.push((first, end));
+            (first, cost) = (end, 0);
         }
         cost += c;
+        end += 1;
     }
-    let end = (classes + sweeps * (2 * classes + 1)) as u32;
     if end > first {
         ranges.push((first, end));
     }

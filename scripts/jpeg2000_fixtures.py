@@ -5,7 +5,8 @@ wavelets, with and without the component transform, gray, gray with alpha, RGB a
 sYCC, tiles, several resolutions, quality layers, every progression order, code-block and
 precinct sizes, image and tile offsets, sizes down to 1 x 1), each with the RGB samples
 OpenJPEG decodes from it (Pillow's decode, which is what the ONNX reference's ImageDecoder
-returns); 16-bit gray files whose expected samples are their source scaled to 8 bits; and
+returns); 16-bit gray files whose expected samples are their source reduced to 8 bits as
+Pillow reduces 16-bit color (docs/spec-decisions.md 31); and
 files with subsampled components, with the samples of OpenJPEG's own decoder.
 
 Needs Pillow built with OpenJPEG, as its wheels are, and OpenJPEG's opj_compress and
@@ -90,8 +91,9 @@ for name, data in cases.items():
     (out / f"{name}.rgb").write_bytes(rgb.tobytes())
     manifest.append(f"{name} {rgb.shape[1]} {rgb.shape[0]} {ext}")
 
-# 16-bit gray: Pillow gives the 16-bit samples (mode I;16), which the decoder scales to 8 bits
-# as the `image` crate scales 16-bit PNG samples (v * 255 / 65535, rounded).
+# 16-bit gray: Pillow gives the 16-bit samples (mode I;16), not an 8-bit image; the decoder
+# reduces them as Pillow reduces 16-bit color (docs/spec-decisions.md 31): (v + 128) >> 8, at
+# most 255.
 for name, (w, h), save in [
     ("gray16_lossless_23x17", (23, 17), {}),
     ("gray16_lossless_codeblocks_40x33", (40, 33), {"num_resolutions": 3, "codeblock_size": (16, 16)}),
@@ -103,7 +105,7 @@ for name, (w, h), save in [
     data = b.getvalue()
     back = np.array(Image.open(io.BytesIO(data)))
     assert back.dtype == np.uint16 and (back == a).all(), name
-    eight = ((a.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+    eight = np.minimum(255, (a.astype(np.uint32) + 128) >> 8).astype(np.uint8)
     (out / f"{name}.jp2").write_bytes(data)
     (out / f"{name}.rgb").write_bytes(np.repeat(eight[..., None], 3, -1).tobytes())
     manifest.append(f"{name} {w} {h} jp2")

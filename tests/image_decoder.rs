@@ -255,6 +255,22 @@ fn jpeg2000_gives_openjpegs_samples() {
     }
 }
 
+/// Files whose samples are not 8 bits (tests/data/image_depths, scripts/image_depth_fixtures.py:
+/// 16-bit PNG and TIFF, 16-bit BMP, PGM and PPM of maxvals from 1 to 65535, raw and plain,
+/// bitmaps, JPEG 2000 of 4 to 16 bits) give Pillow's samples bit for bit: 16-bit PNG and TIFF
+/// samples keep their high byte, 16-bit BMP fields widen as `v * 255 / max` truncated, PNM
+/// samples scale as `round(v / maxval * 255)` (ties to even), JPEG 2000 samples shift. Where
+/// Pillow gives no 8-bit image (gray of more than 8 bits) or wraps (JPEG 2000 samples within
+/// half a step of the top), `docs/spec-decisions.md` 31.
+#[test]
+fn samples_of_every_depth_come_to_8_bits_as_pillow_brings_them() {
+    let fixtures = fixtures("image_depths");
+    assert_eq!(fixtures.len(), 36, "tests/data/image_depths/cases.txt");
+    for fixture in &fixtures {
+        decodes_to_its_samples(fixture, "Pillow", 0.0);
+    }
+}
+
 #[test]
 fn damaged_and_unsupported_jpegs_are_refused_in_one_line() {
     let fixtures = jpeg_fixtures();
@@ -369,6 +385,11 @@ fn mutated_jpegs_never_panic() {
 #[test]
 fn mutated_jpeg2000_files_never_panic() {
     mutations_decode_or_are_refused(&fixtures("jpeg2000"), 3000, 0x2545_F491_4F6C_DD1D);
+}
+
+#[test]
+fn mutated_files_of_other_depths_never_panic() {
+    mutations_decode_or_are_refused(&fixtures("image_depths"), 3000, 0x9E37_79B9_7F4A_7C15);
 }
 
 fn mutations_decode_or_are_refused(fixtures: &[Fixture], runs: usize, seed: u64) {

@@ -1,11 +1,12 @@
 //! ImageDecoder (ONNX-20): an encoded image (a 1-D u8 tensor of the file's bytes) decoded on
 //! the host while the graph is planned, as `[H, W, C]` u8: RGB or BGR (C = 3) or Grayscale
 //! (C = 1). JPEG is read by our own decoder (`ops::jpeg`), which gives libjpeg-turbo's
-//! samples bit for bit, in every build; PNG, BMP, TIFF, WebP and PNM (PBM, PGM, PPM) by the
-//! `image` crate and JPEG 2000 by `hayro-jpeg2000` (`ops::jpeg2000`), with the `image-decoder`
-//! feature (on by default; not in the browser build). Alpha is dropped and 16-bit samples are scaled to 8 bits, as
-//! the op's output is three (or one) u8 channels. Grayscale of a color image is ITU-R 601-2
-//! luma in the fixed point Pillow (the ONNX reference's decoder) uses.
+//! samples bit for bit, in every build; PNG, BMP, TIFF and WebP by the `image` crate, PBM, PGM
+//! and PPM by `ops::pnm`, and JPEG 2000 by `hayro-jpeg2000` (`ops::jpeg2000`), with the
+//! `image-decoder` feature (on by default; not in the browser build). Alpha is dropped, as the
+//! op's output is three (or one) u8 channels, and samples of other depths are brought to 8
+//! bits as Pillow (the ONNX reference's decoder) brings them (`docs/spec-decisions.md` 31).
+//! Grayscale of a color image is ITU-R 601-2 luma in the fixed point Pillow uses.
 
 use crate::{DType, Error, HostTensor, Result};
 
@@ -76,9 +77,19 @@ pub fn decode_image(encoded: &HostTensor, pixel_format: &str) -> Result<HostTens
 /// (1 channel) or RGB (3).
 #[cfg(feature = "image-decoder")]
 fn decode_other(bytes: &[u8]) -> std::result::Result<(usize, usize, usize, Vec<u8>), String> {
-    if super::jpeg2000::is_jpeg2000(bytes) {
-        let d = super::jpeg2000::decode(bytes, MAX_DECODE_BYTES)
-            .map_err(|why| format!("JPEG 2000: {why}"))?;
+    let decoded = if super::jpeg2000::is_jpeg2000(bytes) {
+        Some(
+            super::jpeg2000::decode(bytes, MAX_DECODE_BYTES)
+                .map_err(|why| format!("JPEG 2000: {why}"))?,
+        )
+    } else if super::pnm::is_pnm(bytes) {
+        Some(super::pnm::decode(bytes, MAX_DECODE_BYTES).map_err(|why| format!("PNM: {why}"))?)
+    } else {
+        bmp_16_bit(bytes)
+            .transpose()
+            .map_err(|why| format!("BMP: {why}"))?
+    };
+    if let Some(d) = decoded {
         return Ok((d.width, d.height, d.channels, d.pixels));
     }
     // The decoder's default limits (512 MiB of allocations) refuse decompression bombs.
@@ -90,10 +101,91 @@ fn decode_other(bytes: &[u8]) -> std::result::Result<(usize, usize, usize, Vec<u
     }
     let decoded = reader.decode().map_err(|e| e.to_string())?;
     let (w, h) = (decoded.width() as usize, decoded.height() as usize);
+    // 16-bit samples (PNG, TIFF) keep their high byte, as Pillow reduces them.
+    let high_bytes = |samples: &[u16], channels: usize, keep: usize| -> Vec<u8> {
+        samples
+            .chunks_exact(channels)
+            .flat_map(|p| p[..keep].iter().map(|v| (v >> 8) as u8))
+            .collect()
+    };
+    use image::DynamicImage as D;
     Ok(match decoded {
-        image::DynamicImage::ImageLuma8(gray) => (w, h, 1, gray.into_raw()),
+        D::ImageLuma8(gray) => (w, h, 1, gray.into_raw()),
+        D::ImageLuma16(gray) => (w, h, 1, high_bytes(&gray, 1, 1)),
+        D::ImageLumaA16(gray) => (w, h, 1, high_bytes(&gray, 2, 1)),
+        D::ImageRgb16(rgb) => (w, h, 3, high_bytes(&rgb, 3, 3)),
+        D::ImageRgba16(rgba) => (w, h, 3, high_bytes(&rgba, 4, 3)),
         other => (w, h, 3, other.to_rgb8().into_raw()),
     })
+}
+
+/// A 16-bit BMP in a layout Pillow reads (5-5-5, the default, or 5-6-5 or 5-5-5 bitfields)
+/// is decoded here: Pillow widens each field to 8 bits as `v * 255 / max`, truncated, where
+/// the `image` crate rounds. `None` for any other file.
+#[cfg(feature = "image-decoder")]
+fn bmp_16_bit(bytes: &[u8]) -> Option<std::result::Result<super::jpeg::Decoded, String>> {
+    let le16 = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+    let le32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    // File header (14 bytes), then an info header of 40 bytes or more; bitfield masks follow
+    // at byte 54, inside the longer headers or after the 40-byte one.
+    if bytes.len() < 66 || &bytes[..2] != b"BM" || le16(28) != 16 {
+        return None;
+    }
+    if !matches!(le32(14), 40 | 52 | 56 | 64 | 108 | 124) {
+        return None;
+    }
+    const RGB_555: [u32; 3] = [0x7C00, 0x03E0, 0x001F];
+    const RGB_565: [u32; 3] = [0xF800, 0x07E0, 0x001F];
+    let masks = match le32(30) {
+        0 => RGB_555,
+        3 => [le32(54), le32(58), le32(62)],
+        _ => return None,
+    };
+    let green_bits = match masks {
+        RGB_555 => 5,
+        RGB_565 => 6,
+        _ => return None,
+    };
+    Some((|| {
+        let width = le32(18) as i32;
+        let height = le32(22) as i32;
+        if width <= 0 || height == 0 || height == i32::MIN {
+            return Err(format!("its size is {width} x {height} pixels"));
+        }
+        let (width, top_down) = (width as usize, height < 0);
+        let height = height.unsigned_abs() as usize;
+        let needed = width as u64 * height as u64 * 3;
+        if needed > MAX_DECODE_BYTES {
+            return Err(format!(
+                "{width} x {height} pixels would need {needed} bytes to decode, over the limit of {MAX_DECODE_BYTES}"
+            ));
+        }
+        let stride = (width * 2).div_ceil(4) * 4;
+        let start = le32(10) as usize;
+        let rows = bytes
+            .get(start..)
+            .filter(|rows| rows.len() / stride >= height)
+            .ok_or_else(|| format!("it is truncated: {width} x {height} pixels need more data"))?;
+        let widen = |v: u32, bits: u32| (v * 255 / ((1 << bits) - 1)) as u8;
+        let mut pixels = Vec::with_capacity(width * height * 3);
+        for y in 0..height {
+            let row = if top_down { y } else { height - 1 - y };
+            for p in rows[row * stride..][..width * 2].chunks_exact(2) {
+                let p = u32::from(u16::from_le_bytes([p[0], p[1]]));
+                pixels.extend([
+                    widen(p >> (5 + green_bits) & 31, 5),
+                    widen(p >> 5 & ((1 << green_bits) - 1), green_bits),
+                    widen(p & 31, 5),
+                ]);
+            }
+        }
+        Ok(super::jpeg::Decoded {
+            width,
+            height,
+            channels: 3,
+            pixels,
+        })
+    })())
 }
 
 /// Without the `image` crate (the browser build) only JPEG, our own decoder, is read.

@@ -1,7 +1,7 @@
 //! JPEG 2000 (JP2 files and bare codestreams) for ImageDecoder, decoded by the `hayro-jpeg2000`
 //! crate and brought to what Pillow (OpenJPEG) gives: each sample rounded to an integer of its
 //! component's precision (ties to even, as OpenJPEG's `lrintf`) and clamped to its range, then
-//! scaled to 8 bits as the `image` crate scales 16-bit PNG samples. Reversible (lossless) files
+//! brought to 8 bits as Pillow brings them (`to_8_bits`). Reversible (lossless) files
 //! give OpenJPEG's samples bit for bit; the irreversible 9/7 wavelet is float arithmetic, and
 //! there a fraction of a percent of samples are one level away from OpenJPEG's.
 //!
@@ -88,7 +88,8 @@ pub(crate) fn decode(bytes: &[u8], max_bytes: u64) -> Result<Decoded, String> {
     let mut pixels = vec![0u8; width * height * channels];
     for (c, component) in components[..channels].iter().enumerate() {
         // JPEG 2000 allows up to 38 bits a sample; the decoder's floats hold 24 exactly.
-        let max = (1u64 << u32::from(component.bit_depth()).clamp(1, 32)) - 1;
+        let bits = u32::from(component.bit_depth()).clamp(1, 32);
+        let max = (1u64 << bits) - 1;
         for (out, &x) in pixels[c..]
             .iter_mut()
             .step_by(channels)
@@ -96,7 +97,7 @@ pub(crate) fn decode(bytes: &[u8], max_bytes: u64) -> Result<Decoded, String> {
         {
             // NaN (from a corrupt stream) becomes 0 through the saturating cast.
             let v = (x.round_ties_even().clamp(0.0, max as f32) as u64).min(max);
-            *out = ((v * 255 + max / 2) / max) as u8;
+            *out = to_8_bits(v, bits);
         }
     }
     if sycc.is_some() && channels == 3 {
@@ -112,6 +113,17 @@ pub(crate) fn decode(bytes: &[u8], max_bytes: u64) -> Result<Decoded, String> {
         channels,
         pixels,
     })
+}
+
+/// A sample of `bits` bits as 8, as Pillow reduces JPEG 2000 samples: shifted left from fewer
+/// bits; from more, shifted right after adding half a step, and at most 255 where Pillow's sum
+/// wraps to 0 (`docs/spec-decisions.md` 31).
+fn to_8_bits(v: u64, bits: u32) -> u8 {
+    if bits <= 8 {
+        (v << (8 - bits)) as u8
+    } else {
+        ((v + (1 << (bits - 9))) >> (bits - 8)).min(255) as u8
+    }
 }
 
 /// The codestream: the whole of `bytes`, or the contents of a JP2 file's `jp2c` box.

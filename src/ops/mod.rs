@@ -24,6 +24,8 @@ pub mod layout;
 pub mod linear_attention;
 pub mod matmul;
 pub mod normalization;
+#[cfg(feature = "image-decoder")]
+mod pnm;
 pub mod random;
 pub mod reduce;
 pub mod resize;

@@ -4,9 +4,10 @@ on iris (classifiers and clusterers on the labels, regressors predicting the 4th
 the others, transformers on the features) is exported at opset 18 (ai.onnx.ml 3), run through
 `wgpu-ops run` on 7 rows, and compared with onnxruntime (1e-3 relative, 1e-4 absolute).
 With `--f64` the features are f64, so every converter that has a double graph writes one
-(scikit-learn's Scans of pairwise distances among them), and f64 outputs must agree to 1e-9
-relative and absolute (f32 ones, as ONNX-ML's schemas give some, as above); the worst relative
-error of each model's f64 outputs is printed too.
+(scikit-learn's Scans of pairwise distances among them), and f64 outputs must agree as
+onnxruntime's own tests compare doubles (1e-5 relative, 1e-6 absolute; f32 ones, which
+ONNX-ML's schemas give some ops, as above); the worst relative error of each model's f64
+outputs is printed too.
 Prints one line per estimator: ok, MISMATCH (outputs), RUN FAIL (our error), ORT FAIL
 (onnxruntime's error), or why there is no model. Not part of the tests (it takes minutes and
 depends on the installed versions); `docs/onnx.md` records its last result.
@@ -34,7 +35,7 @@ work = args[1] if len(args) > 1 else tempfile.mkdtemp()
 os.makedirs(work, exist_ok=True)
 X, y = datasets.load_iris(return_X_y=True)
 X = X.astype(np.float64 if f64 else np.float32)
-rtol, atol = (1e-9, 1e-9) if f64 else (1e-3, 1e-4)
+rtol, atol = (1e-5, 1e-6) if f64 else (1e-3, 1e-4)
 # Meta-estimators need other estimators to be built.
 meta = {
     "ClassifierChain", "MultiOutputClassifier", "MultiOutputRegressor", "OneVsOneClassifier",

@@ -82,12 +82,11 @@ pub(crate) fn decode(bytes: &[u8], max_bytes: u64) -> Result<Decoded, String> {
         _ if data.len() < samples => return Err(truncated()),
         b'1' => {
             let mut pixels = Vec::with_capacity(samples);
+            // Every byte is checked, also past the last pixel, as Pillow checks them.
             for &c in uncommented(data).iter().filter(|c| !WHITESPACE.contains(c)) {
-                if pixels.len() == samples {
-                    break;
-                }
                 match c {
-                    b'0' | b'1' => pixels.push(bit_to_gray(c - b'0')),
+                    b'0' | b'1' if pixels.len() < samples => pixels.push(bit_to_gray(c - b'0')),
+                    b'0' | b'1' => {}
                     _ => return Err(format!("its bitmap holds '{}'", c.escape_ascii())),
                 }
             }
@@ -255,6 +254,9 @@ mod tests {
         assert_eq!(decoded(&pbm).unwrap().3, want);
         // Plain bitmaps need no space between pixels.
         assert_eq!(decoded(b"P1\n3 1\n1 01").unwrap().3, vec![0, 255, 0]);
+        assert!(decoded(b"P1\n3 1\n1 01 0 x")
+            .unwrap_err()
+            .contains("holds 'x'"));
     }
 
     #[test]

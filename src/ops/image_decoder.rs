@@ -128,7 +128,7 @@ fn bmp_16_bit(bytes: &[u8]) -> Option<std::result::Result<super::jpeg::Decoded, 
     let le32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
     // File header (14 bytes), then an info header of 40 bytes or more; bitfield masks follow
     // at byte 54, inside the longer headers or after the 40-byte one.
-    if bytes.len() < 66 || &bytes[..2] != b"BM" || le16(28) != 16 {
+    if bytes.len() < 54 || &bytes[..2] != b"BM" || le16(28) != 16 {
         return None;
     }
     if !matches!(le32(14), 40 | 52 | 56 | 64 | 108 | 124) {
@@ -138,7 +138,7 @@ fn bmp_16_bit(bytes: &[u8]) -> Option<std::result::Result<super::jpeg::Decoded, 
     const RGB_565: [u32; 3] = [0xF800, 0x07E0, 0x001F];
     let masks = match le32(30) {
         0 => RGB_555,
-        3 => [le32(54), le32(58), le32(62)],
+        3 if bytes.len() >= 66 => [le32(54), le32(58), le32(62)],
         _ => return None,
     };
     let green_bits = match masks {
@@ -162,9 +162,10 @@ fn bmp_16_bit(bytes: &[u8]) -> Option<std::result::Result<super::jpeg::Decoded, 
         }
         let stride = (width * 2).div_ceil(4) * 4;
         let start = le32(10) as usize;
+        // The last row's padding may be missing, as Pillow lets it be.
         let rows = bytes
             .get(start..)
-            .filter(|rows| rows.len() / stride >= height)
+            .filter(|rows| rows.len() >= (height - 1) * stride + width * 2)
             .ok_or_else(|| format!("it is truncated: {width} x {height} pixels need more data"))?;
         let widen = |v: u32, bits: u32| (v * 255 / ((1 << bits) - 1)) as u8;
         let mut pixels = Vec::with_capacity(width * height * 3);
@@ -215,6 +216,39 @@ mod tests {
         // (10, 250, 3) (150.08), checked with Pillow 13.
         assert_eq!(luma(200, 100, 50), 124);
         assert_eq!(luma(10, 250, 3), 150);
+    }
+
+    /// A 16-bit BMP of `width` x 1 pixels, `missing` bytes short of the row's padding.
+    #[cfg(feature = "image-decoder")]
+    fn bmp_row(pixels: &[u16], missing: usize) -> HostTensor {
+        let stride = (pixels.len() * 2).div_ceil(4) * 4;
+        let mut f = b"BM".to_vec();
+        f.extend((54 + stride as u32).to_le_bytes());
+        f.extend([0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0]);
+        f.extend((pixels.len() as u32).to_le_bytes());
+        f.extend(1u32.to_le_bytes());
+        f.extend([1, 0, 16, 0]);
+        f.extend([0; 20]);
+        f.resize(54, 0);
+        for p in pixels {
+            f.extend(p.to_le_bytes());
+        }
+        f.resize(54 + stride - missing, 0);
+        HostTensor::from_vec(vec![f.len()], &f).unwrap()
+    }
+
+    #[cfg(feature = "image-decoder")]
+    #[test]
+    fn small_16_bit_bmps_are_widened_as_pillow_widens_them() {
+        // A red field of 16 of 31 is 16 * 255 / 31 = 131.6: Pillow truncates it to 131 (the
+        // `image` crate rounds to 132). The file is 58 bytes, no longer than its one pixel.
+        let rgb = decode_image(&bmp_row(&[16 << 10], 0), "RGB").unwrap();
+        assert_eq!(rgb.data, vec![131, 0, 0]);
+        // Three pixels, and one byte of the row's two of padding missing, which Pillow allows.
+        let rgb = decode_image(&bmp_row(&[31, 31 << 5, 1 << 10], 1), "RGB").unwrap();
+        assert_eq!(rgb.data, vec![0, 0, 255, 0, 255, 0, 8, 0, 0]);
+        let e = decode_image(&bmp_row(&[31, 31 << 5, 1 << 10], 3), "RGB").unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
     }
 
     #[test]

@@ -15,7 +15,6 @@ usage: scripts/image_decoder_vs_pillow.py WGPU_OPS_BINARY [FILES_PER_CLASS] [SEE
 import io
 import os
 import random
-import struct
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 from PIL import Image
+
+from bmp16 import bmp16
 
 binary = os.path.abspath(sys.argv[1])
 count = int(sys.argv[2]) if len(sys.argv) > 2 else 300
@@ -48,7 +49,7 @@ def number(v):
     return (b"0" * random.randint(0, 2) if random.random() < 0.2 else b"") + str(v).encode()
 
 
-def pnm():
+def random_pnm():
     magic = random.choice([b"P1", b"P2", b"P3", b"P4", b"P5", b"P6"])
     w, h = random.randint(1, 6), random.randint(1, 5)
     maxval = random.choice([1, 2, 7, 100, 255, 256, 1000, 65535])
@@ -68,25 +69,16 @@ def pnm():
     return head + data
 
 
-def bmp16():
+def random_bmp16():
     w, h = random.randint(1, 9), random.randint(1, 6)
     header = random.choice([40, 52, 56, 108, 124])
     masks = random.choice([None, (0x7C00, 0x3E0, 0x1F), (0xF800, 0x7E0, 0x1F), (0xF00, 0xF0, 0xF)])
     top_down = random.random() < 0.3
     a = rng.integers(0, 65536, (h, w))
-    stride = (w * 2 + 3) // 4 * 4
-    rows = range(h) if top_down else range(h - 1, -1, -1)
-    pixels = b"".join(a[r].astype("<u2").tobytes().ljust(stride, b"\0") for r in rows)
-    info = struct.pack("<IiiHHIIiiII", header, w, -h if top_down else h, 1, 16,
-                       0 if masks is None else 3, len(pixels), 2835, 2835, 0, 0)
-    tail = b"" if masks is None else struct.pack("<III", *masks)
-    info = (info + tail).ljust(header + (len(tail) if header == 40 else 0), b"\0")
-    gap = b"\0" * random.choice([0, 0, 4])
-    start = 14 + len(info) + len(gap)
-    return b"BM" + struct.pack("<IHHI", start + len(pixels), 0, 0, start) + info + gap + pixels
+    return bmp16(a, masks, header, top_down, random.choice([0, 0, 4]))
 
 
-for name, make in [("PNM", pnm), ("16-bit BMP", bmp16)]:
+for name, make in [("PNM", random_pnm), ("16-bit BMP", random_bmp16)]:
     alike = both_refuse = 0
     disagree = Counter()
     for _ in range(count):

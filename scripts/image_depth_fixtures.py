@@ -27,6 +27,8 @@ from subprocess import run
 import numpy as np
 from PIL import Image, features
 
+from bmp16 import bmp16
+
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/image_depths")
 out.mkdir(parents=True, exist_ok=True)
 rng = np.random.default_rng(20261203)
@@ -74,20 +76,6 @@ def tiff(a):
     head = b"II*\0" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0)
     bps = struct.pack("<" + "H" * spp, *[16] * spp)
     return (head + bps).ljust(data_at, b"\0") + data
-
-
-def bmp16(a, masks, header=40, top_down=False):
-    """A 16-bit BMP: masks None is the default 5-5-5 layout (no bitfields)."""
-    h, w = a.shape
-    stride = (w * 2 + 3) // 4 * 4
-    order = range(h) if top_down else range(h - 1, -1, -1)
-    pixels = b"".join(a[r].astype("<u2").tobytes().ljust(stride, b"\0") for r in order)
-    info = struct.pack("<IiiHHIIiiII", header, w, -h if top_down else h, 1, 16,
-                       0 if masks is None else 3, len(pixels), 2835, 2835, 0, 0)
-    tail = b"" if masks is None else struct.pack("<III", *masks)
-    info = (info + tail).ljust(header + (len(tail) if header == 40 else 0), b"\0")
-    start = 14 + len(info)
-    return b"BM" + struct.pack("<IHHI", start + len(pixels), 0, 0, start) + info + pixels
 
 
 def pnm(magic, a, maxval, plain=False):

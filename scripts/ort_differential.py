@@ -2451,6 +2451,27 @@ def ml_cases(out, manifest):
             a = dict(attrs, aggregate_function=agg)
             case(f"tree_ensemble_v5_agg{agg}_{d}", "TreeEnsemble", features(np_type, rows=10, cols=3, nan=True),
                  a, ["y"], ml_opset=5)
+    # Integer features of classifiers (i64 and i32, as skl2onnx exports trees fitted on
+    # integer columns; onnxruntime has no integer regressor): onnxruntime converts each feature
+    # to the thresholds' type (f32, or f64 for thresholds given as a double tensor) to compare
+    # them, so past 2^24 an f32 comparison rounds the feature. A generator of its own keeps
+    # the cases above on their data.
+    irng = np.random.RandomState(57)
+    nodes, weights = random_forest(irng, 4, 4, 4, all_modes, 3, False)
+    for d in ("i64", "i32"):
+        x = irng.randint(-1, 4, (12, 4)).astype(types[d][0])
+        attrs = forest_attrs(nodes, weights, "class")
+        attrs.update(classlabels_int64s=[2, 5, 11], post_transform="SOFTMAX")
+        case(f"tree_classifier_3_mixed_{d}", "TreeEnsembleClassifier", x, attrs, ["label", "scores"])
+    # One split at 2^24 (LEQ): 2^24 + 1 is 2^24 in f32, so it goes left. (onnxruntime refuses
+    # thresholds given as a double tensor with integer features.)
+    big = np.array([[2**24 - 1], [2**24], [2**24 + 1], [2**24 + 2], [2**24 + 3], [2**25 + 2],
+                    [-(2**24) - 1], [2**40 + 1]], np.int64)
+    split = [[0, 0, 0, float(2**24), "BRANCH_LEQ", 1, 2, 0], [0, 1, 0, 0.0, "LEAF", 0, 0, 0],
+             [0, 2, 0, 0.0, "LEAF", 0, 0, 0]]
+    attrs = forest_attrs(split, [[0, 1, 0, 1.0], [0, 2, 1, 1.0]], "class")
+    attrs.update(classlabels_int64s=[4, 9])
+    case("tree_classifier_i64_past_2_24", "TreeEnsembleClassifier", big, attrs, ["label", "scores"])
     return written
 
 

@@ -319,6 +319,15 @@ def ml_models(out, rng):
     entries.append(export(out, "ordinal", "i64", OrdinalEncoder(handle_unknown="use_encoded_value",
                                                                  unknown_value=-1).fit(cats),
                           q_cats, scan=False))
+    # A forest fitted on integer columns, exported with i64 features: its TreeEnsembleClassifier
+    # compares them with its f32 thresholds as onnxruntime does (each converted to f32). A
+    # generator of its own keeps the other models on their data.
+    irng = np.random.RandomState(71)
+    int_rows, q_int = irng.randint(0, 20, (200, 4)), irng.randint(0, 21, (48, 4))
+    int_labels = (int_rows[:, 0] + int_rows[:, 1] > 18).astype(np.int64) + (int_rows[:, 3] > 12)
+    int_forest = RandomForestClassifier(10, max_depth=5, random_state=0).fit(int_rows, int_labels)
+    entries.append(export(out, "forest_classifier_i64", "i64", int_forest, q_int, nozip(int_forest),
+                          scan=False))
     # Text: CountVectorizer and TfidfVectorizer (StringNormalizer, onnxruntime's Tokenizer,
     # TfIdfVectorizer of string tokens), words and word pairs.
     from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer

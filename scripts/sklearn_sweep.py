@@ -3,7 +3,8 @@
 on iris (classifiers and clusterers on the labels, regressors predicting the 4th feature from
 the others, transformers on the features) is exported at opset 18 (ai.onnx.ml 3), run through
 `wgpu-ops run` on 7 rows, and compared with onnxruntime (1e-3 relative, 1e-4 absolute).
-With `--f64` the features are f64, so every converter that has a double graph writes one
+With `--i64` they are integers (iris's tenths, i64), as integer columns export (the tree
+classifiers then compare them with f32 thresholds). With `--f64` the features are f64, so every converter that has a double graph writes one
 (scikit-learn's Scans of pairwise distances among them), and f64 outputs must agree as
 onnxruntime's own tests compare doubles (1e-5 relative, 1e-6 absolute; f32 ones, which
 ONNX-ML's schemas give some ops, as above); the worst relative error of each model's f64
@@ -12,7 +13,7 @@ Prints one line per estimator: ok, MISMATCH (outputs), RUN FAIL (our error), ORT
 (onnxruntime's error), or why there is no model. Not part of the tests (it takes minutes and
 depends on the installed versions); `docs/onnx.md` records its last result.
 
-usage: scripts/sklearn_sweep.py [--f64] WGPU_OPS_BINARY [WORK_DIR]
+usage: scripts/sklearn_sweep.py [--f64 | --i64] WGPU_OPS_BINARY [WORK_DIR]
 """
 import os
 import subprocess
@@ -29,12 +30,13 @@ from sklearn.utils import all_estimators
 warnings.filterwarnings("ignore")
 args = sys.argv[1:]
 f64 = "--f64" in args
-args = [a for a in args if a != "--f64"]
+i64 = "--i64" in args
+args = [a for a in args if a not in ("--f64", "--i64")]
 binary = os.path.abspath(args[0])
 work = args[1] if len(args) > 1 else tempfile.mkdtemp()
 os.makedirs(work, exist_ok=True)
 X, y = datasets.load_iris(return_X_y=True)
-X = X.astype(np.float64 if f64 else np.float32)
+X = (X * 10).astype(np.int64) if i64 else X.astype(np.float64 if f64 else np.float32)
 rtol, atol = (1e-5, 1e-6) if f64 else (1e-3, 1e-4)
 # Meta-estimators need other estimators to be built.
 meta = {

@@ -292,11 +292,14 @@ fn bad_attributes_are_refused_with_one_line_naming_the_node() {
     }
 }
 
+/// Integer features are compared as onnxruntime compares them, converted to the thresholds'
+/// type: with an f32 threshold of 2^24, 2^24 + 1 (which is 2^24 in f32) goes to the true
+/// child, where an exact comparison would send it to the false one.
 #[test]
-fn trees_refuse_integer_features_with_one_line() {
+fn trees_compare_integer_features_in_the_thresholds_type() {
     let leaf = |id| (id, 0, 0.0, "LEAF", 0, 0);
     let attrs = tree(
-        &[(0, 1, 1.5, "BRANCH_LEQ", 1, 2), leaf(1), leaf(2)],
+        &[(0, 1, 16_777_216.0, "BRANCH_LEQ", 1, 2), leaf(1), leaf(2)],
         &[(1, 1.0), (2, 2.0)],
     );
     let m = Model::from_bytes(&ml_model(
@@ -306,18 +309,17 @@ fn trees_refuse_integer_features_with_one_line() {
         DataType::Int64,
     ))
     .unwrap();
-    let x = HostTensor::from_vec(vec![4, 3], &[1i64; 12]).unwrap();
-    let e = m
+    let column = [16_777_215i64, 16_777_217, 16_777_218, 16_777_219];
+    let rows: Vec<i64> = column.iter().flat_map(|&v| [0, v, 0]).collect();
+    let x = HostTensor::from_vec(vec![column.len(), 3], &rows).unwrap();
+    let out = m
         .session(common::ctx())
         .unwrap()
         .run_blocking(vec![("x".into(), x)])
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("TreeWalk takes f32, f16, bf16 or f64 rows") && e.contains("i64"),
-        "{e}"
-    );
-    assert_eq!(e.lines().count(), 1, "{e}");
+        .unwrap();
+    let y = out[0].1.to_vec::<f32>().unwrap();
+    // 2^24 + 3 is 2^24 + 4 in f32 (ties to even).
+    assert_eq!(y, vec![1.0, 1.0, 2.0, 2.0]);
 }
 
 /// A chain 300 branches deep (node k tests feature k % 3 against a threshold and goes on or
@@ -431,10 +433,10 @@ fn tree_walk_refuses_bad_operands_with_one_line_on_both_paths() {
     };
     let cases: Vec<(HostTensor, [HostTensor; 3], i64, &str)> = vec![
         (
-            HostTensor::from_vec(vec![2, 3], &[1i32; 6]).unwrap(),
+            HostTensor::from_vec(vec![2, 3], &[1u8; 6]).unwrap(),
             [nodes.clone(), thresholds.clone(), roots.clone()],
             2,
-            "X is i32",
+            "X is u8",
         ),
         (
             f32s(vec![2, 3, 1]),
@@ -456,11 +458,11 @@ fn tree_walk_refuses_bad_operands_with_one_line_on_both_paths() {
             x.clone(),
             [
                 nodes.clone(),
-                HostTensor::from_vec(vec![3], &[0.5f64; 3]).unwrap(),
+                HostTensor::from_vec(vec![3], &[1i32; 3]).unwrap(),
                 roots.clone(),
             ],
             2,
-            "one per node (3) of X's dtype (f32)",
+            "one per node (3) of a float type",
         ),
         (
             x.clone(),
@@ -523,7 +525,8 @@ fn tree_walk_refuses_bad_operands_with_one_line_on_both_paths() {
 }
 
 /// Random forests (every rule combination, NaN features, leaves at every depth) walked on the
-/// GPU and by the interpreter, in f32, f64 and f16: the same leaves, bit for bit.
+/// GPU and by the interpreter, in f32, f64 and f16, and on i64 and i32 rows against f32
+/// thresholds: the same leaves, bit for bit.
 #[test]
 fn tree_walk_matches_the_interpreter_on_random_forests() {
     let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -571,6 +574,8 @@ fn tree_walk_matches_the_interpreter_on_random_forests() {
         wgpu_ops::DType::F32,
         wgpu_ops::DType::F64,
         wgpu_ops::DType::F16,
+        wgpu_ops::DType::I64,
+        wgpu_ops::DType::I32,
     ] {
         if dtype == wgpu_ops::DType::F64
             && !common::ctx().features().contains(
@@ -580,7 +585,13 @@ fn tree_walk_matches_the_interpreter_on_random_forests() {
             continue;
         }
         let x = wgpu_ops::reference::cast_host(&x32, dtype).unwrap();
-        let t = wgpu_ops::reference::cast_host(&t32, dtype).unwrap();
+        // Integer rows (NaN cast to 0) keep f32 thresholds, halves that fall between them.
+        let float = !matches!(dtype, wgpu_ops::DType::I64 | wgpu_ops::DType::I32);
+        let t = if float {
+            wgpu_ops::reference::cast_host(&t32, dtype).unwrap()
+        } else {
+            t32.clone()
+        };
         let tables = [table(&nodes), t, roots.clone()];
         let gpu = tree_walk(&x, tables.clone(), 4, true).unwrap();
         let cpu = tree_walk(&x, tables, 4, false).unwrap();

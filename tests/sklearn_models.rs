@@ -99,6 +99,7 @@ fn scikit_learn_models_match_onnxruntime() {
         ("boosting_regressor", "TreeEnsembleRegressor"),
         ("tree_classifier", "TreeEnsembleClassifier"),
         ("forest_classifier", "TreeEnsembleClassifier"),
+        ("forest_classifier_i64", "TreeEnsembleClassifier"),
         ("forest_binary", "TreeEnsembleClassifier"),
         ("boosting_classifier", "TreeEnsembleClassifier"),
         ("boosting_binary", "TreeEnsembleClassifier"),

@@ -1283,8 +1283,9 @@ fn walk_in_one_dispatch(b: &mut Builder, f: &Forest, xr: &str, depth: usize) -> 
         ]);
     }
     let nodes = b.constant("nodes", HostTensor::from_vec(vec![g, 4], &table)?);
+    // TreeWalk brings the thresholds to float rows' type, and integer rows to the thresholds'
+    // (as onnxruntime compares integer features).
     let thresholds = typed_const(b, "thresholds", vec![g], &f.threshold, f.dtype)?;
-    let thresholds = b.op("CastLike", "thresholds_t", &[&thresholds, xr], &[]);
     let roots: Vec<i32> = f.roots.iter().map(|&r| r as i32).collect();
     let roots = b.constant("roots", HostTensor::from_vec(vec![roots.len()], &roots)?);
     Ok(b.op(

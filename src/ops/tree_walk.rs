@@ -19,8 +19,8 @@ pub mod rule {
 }
 
 /// The checks of TreeWalk's operands (shared with the interpreter): `x` `[N, F]` of a float
-/// type, `nodes` `[G, 4]` i32, `thresholds` `[G]` of `x`'s dtype, `roots` `[T]` i32, depth at
-/// most [`MAX_DEPTH`]. Returns the output's shape `[N, T]`.
+/// type or i32 or i64, `nodes` `[G, 4]` i32, `thresholds` `[G]` of a float type, `roots` `[T]`
+/// i32, depth at most [`MAX_DEPTH`]. Returns the output's shape `[N, T]`.
 pub fn tree_walk_shape(
     x: (DType, &[usize]),
     nodes: (DType, &[usize]),
@@ -29,10 +29,16 @@ pub fn tree_walk_shape(
     depth: i64,
 ) -> Result<Vec<usize>> {
     let bad = |input: &str, msg: String| Error::invalid(OP, input, msg);
-    if !matches!(x.0, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
+    if !matches!(
+        x.0,
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64
+    ) {
         return Err(bad(
             "X",
-            format!("X is {}; TreeWalk takes f32, f16, bf16 or f64 rows", x.0),
+            format!(
+                "X is {}; TreeWalk takes f32, f16, bf16, f64, i32 or i64 rows",
+                x.0
+            ),
         ));
     }
     if x.1.len() != 2 {
@@ -50,12 +56,13 @@ pub fn tree_walk_shape(
             ),
         ));
     }
-    if thresholds.0 != x.0 || thresholds.1 != [nodes.1[0]] {
+    let float = |d: DType| matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16);
+    if !float(thresholds.0) || thresholds.1 != [nodes.1[0]] {
         return Err(bad(
             "thresholds",
             format!(
-                "thresholds is {} {:?}; TreeWalk takes one per node ({}) of X's dtype ({})",
-                thresholds.0, thresholds.1, nodes.1[0], x.0
+                "thresholds is {} {:?}; TreeWalk takes one per node ({}) of a float type",
+                thresholds.0, thresholds.1, nodes.1[0]
             ),
         ));
     }
@@ -75,6 +82,17 @@ pub fn tree_walk_shape(
         ));
     }
     Ok(vec![x.1[0], roots.1[0]])
+}
+
+/// The type X and the thresholds are compared in: float rows' own (the thresholds rounded to
+/// it), and for integer rows the thresholds' (f32 for f16 and bf16, which widen to it
+/// exactly), each feature converted to it, as onnxruntime compares integer features.
+pub fn comparison_dtype(x: DType, thresholds: DType) -> DType {
+    match (x, thresholds) {
+        (DType::I32 | DType::I64, DType::F64) => DType::F64,
+        (DType::I32 | DType::I64, _) => DType::F32,
+        (x, _) => x,
+    }
 }
 
 /// Checks tables known on the host: every root and child a node, every feature one of X's.
@@ -148,15 +166,21 @@ impl Recorder {
         if leaves.numel() == 0 {
             return Ok(leaves);
         }
-        // f16 and bf16 widen to f32 exactly: the comparisons are the same.
-        let (x, thresholds) = if matches!(x.dtype(), DType::F16 | DType::BF16) {
-            (
-                self.cast(x, DType::F32)?,
-                self.cast(thresholds, DType::F32)?,
-            )
-        } else {
-            (x.clone(), thresholds.clone())
+        let compared = comparison_dtype(x.dtype(), thresholds.dtype());
+        // f16 and bf16 then widen to f32 exactly: the comparisons are the same.
+        let wide = match compared {
+            DType::F16 | DType::BF16 => DType::F32,
+            d => d,
         };
+        let mut operands = [x.clone(), thresholds.clone()];
+        for t in &mut operands {
+            for d in [compared, wide] {
+                if t.dtype() != d {
+                    *t = self.cast(t, d)?;
+                }
+            }
+        }
+        let [x, thresholds] = operands;
         self.tree_walk_into(OP, [&x, nodes, &thresholds, roots], depth as u32, &leaves)?;
         Ok(leaves)
     }

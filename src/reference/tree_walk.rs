@@ -1,9 +1,10 @@
-//! TreeWalk on the CPU: each row walks each tree from its root, comparing in f64 (exact for
-//! every float type the op takes), until a leaf or `depth` steps.
+//! TreeWalk on the CPU: each row walks each tree from its root, comparing in f64 the values
+//! converted to the comparison's type (`comparison_dtype`; f64 holds every float type
+//! exactly), until a leaf or `depth` steps.
 
 use super::RefError;
 use crate::graph::{Attr, Node};
-use crate::ops::tree_walk::{check_tables, rule, tree_walk_shape};
+use crate::ops::tree_walk::{check_tables, comparison_dtype, rule, tree_walk_shape};
 use crate::{DType, HostTensor};
 
 type R<T> = std::result::Result<T, RefError>;
@@ -41,12 +42,14 @@ pub(crate) fn run(node: &Node, args: &[Option<HostTensor>]) -> R<Option<HostTens
     let starts = roots.to_vec::<i32>()?;
     let features = x.shape[1];
     check_tables(&table, &starts, features).map_err(e)?;
-    let values = super::cast_host(x, DType::F64)
-        .map_err(e)?
-        .to_vec::<f64>()?;
-    let limits = super::cast_host(thresholds, DType::F64)
-        .map_err(e)?
-        .to_vec::<f64>()?;
+    let compared = comparison_dtype(x.dtype, thresholds.dtype);
+    let in_f64 = |t: &HostTensor| -> R<Vec<f64>> {
+        let t = super::cast_host(t, compared).map_err(e)?;
+        Ok(super::cast_host(&t, DType::F64)
+            .map_err(e)?
+            .to_vec::<f64>()?)
+    };
+    let (values, limits) = (in_f64(x)?, in_f64(thresholds)?);
     let mut leaves = Vec::with_capacity(shape[0] * shape[1]);
     for row in values.chunks(features.max(1)).take(shape[0]) {
         for &root in &starts {

@@ -124,8 +124,24 @@ fn decode_other(bytes: &[u8]) -> std::result::Result<(usize, usize, usize, Vec<u
 /// the `image` crate rounds. `None` for any other file.
 #[cfg(feature = "image-decoder")]
 fn bmp_16_bit(bytes: &[u8]) -> Option<std::result::Result<super::jpeg::Decoded, String>> {
-    let le16 = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
-    let le32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    bmp_16_bit_green_bits(bytes).map(|green_bits| decode_bmp_16_bit(bytes, green_bits))
+}
+
+#[cfg(feature = "image-decoder")]
+fn le16(bytes: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([bytes[at], bytes[at + 1]])
+}
+
+#[cfg(feature = "image-decoder")]
+fn le32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+/// The green field's width (5 or 6 bits) of a 16-bit BMP in a layout Pillow reads.
+#[cfg(feature = "image-decoder")]
+fn bmp_16_bit_green_bits(bytes: &[u8]) -> Option<u32> {
+    let le16 = |at| le16(bytes, at);
+    let le32 = |at| le32(bytes, at);
     // File header (14 bytes), then an info header of 40 bytes or more; bitfield masks follow
     // at byte 54, inside the longer headers or after the 40-byte one.
     if bytes.len() < 54 || &bytes[..2] != b"BM" || le16(28) != 16 {
@@ -141,52 +157,59 @@ fn bmp_16_bit(bytes: &[u8]) -> Option<std::result::Result<super::jpeg::Decoded, 
         3 if bytes.len() >= 66 => [le32(54), le32(58), le32(62)],
         _ => return None,
     };
-    let green_bits = match masks {
-        RGB_555 => 5,
-        RGB_565 => 6,
-        _ => return None,
-    };
-    Some((|| {
-        let width = le32(18) as i32;
-        let height = le32(22) as i32;
-        if width <= 0 || height == 0 || height == i32::MIN {
-            return Err(format!("its size is {width} x {height} pixels"));
+    match masks {
+        RGB_555 => Some(5),
+        RGB_565 => Some(6),
+        _ => None,
+    }
+}
+
+/// The pixels of a 16-bit BMP whose green field is `green_bits` wide.
+#[cfg(feature = "image-decoder")]
+fn decode_bmp_16_bit(
+    bytes: &[u8],
+    green_bits: u32,
+) -> std::result::Result<super::jpeg::Decoded, String> {
+    let le32 = |at| le32(bytes, at);
+    let width = le32(18) as i32;
+    let height = le32(22) as i32;
+    if width <= 0 || height == 0 || height == i32::MIN {
+        return Err(format!("its size is {width} x {height} pixels"));
+    }
+    let (width, top_down) = (width as usize, height < 0);
+    let height = height.unsigned_abs() as usize;
+    let needed = width as u64 * height as u64 * 3;
+    if needed > MAX_DECODE_BYTES {
+        return Err(format!(
+            "{width} x {height} pixels would need {needed} bytes to decode, over the limit of {MAX_DECODE_BYTES}"
+        ));
+    }
+    let stride = (width * 2).div_ceil(4) * 4;
+    let start = le32(10) as usize;
+    // The last row's padding may be missing, as Pillow lets it be.
+    let rows = bytes
+        .get(start..)
+        .filter(|rows| rows.len() >= (height - 1) * stride + width * 2)
+        .ok_or_else(|| format!("it is truncated: {width} x {height} pixels need more data"))?;
+    let widen = |v: u32, bits: u32| (v * 255 / ((1 << bits) - 1)) as u8;
+    let mut pixels = Vec::with_capacity(width * height * 3);
+    for y in 0..height {
+        let row = if top_down { y } else { height - 1 - y };
+        for p in rows[row * stride..][..width * 2].chunks_exact(2) {
+            let p = u32::from(u16::from_le_bytes([p[0], p[1]]));
+            pixels.extend([
+                widen(p >> (5 + green_bits) & 31, 5),
+                widen(p >> 5 & ((1 << green_bits) - 1), green_bits),
+                widen(p & 31, 5),
+            ]);
         }
-        let (width, top_down) = (width as usize, height < 0);
-        let height = height.unsigned_abs() as usize;
-        let needed = width as u64 * height as u64 * 3;
-        if needed > MAX_DECODE_BYTES {
-            return Err(format!(
-                "{width} x {height} pixels would need {needed} bytes to decode, over the limit of {MAX_DECODE_BYTES}"
-            ));
-        }
-        let stride = (width * 2).div_ceil(4) * 4;
-        let start = le32(10) as usize;
-        // The last row's padding may be missing, as Pillow lets it be.
-        let rows = bytes
-            .get(start..)
-            .filter(|rows| rows.len() >= (height - 1) * stride + width * 2)
-            .ok_or_else(|| format!("it is truncated: {width} x {height} pixels need more data"))?;
-        let widen = |v: u32, bits: u32| (v * 255 / ((1 << bits) - 1)) as u8;
-        let mut pixels = Vec::with_capacity(width * height * 3);
-        for y in 0..height {
-            let row = if top_down { y } else { height - 1 - y };
-            for p in rows[row * stride..][..width * 2].chunks_exact(2) {
-                let p = u32::from(u16::from_le_bytes([p[0], p[1]]));
-                pixels.extend([
-                    widen(p >> (5 + green_bits) & 31, 5),
-                    widen(p >> 5 & ((1 << green_bits) - 1), green_bits),
-                    widen(p & 31, 5),
-                ]);
-            }
-        }
-        Ok(super::jpeg::Decoded {
-            width,
-            height,
-            channels: 3,
-            pixels,
-        })
-    })())
+    }
+    Ok(super::jpeg::Decoded {
+        width,
+        height,
+        channels: 3,
+        pixels,
+    })
 }
 
 /// Without the `image` crate (the browser build) only JPEG, our own decoder, is read.

@@ -2341,6 +2341,26 @@ def ml_cases(out, manifest):
             attrs.update(n_targets=targets, post_transform="PROBIT" if targets == 1 else "SOFTMAX")
             case(f"tree_regressor_{label}_{targets}_post", "TreeEnsembleRegressor",
                  features(np.float32, rows=12), attrs, ["y"])
+    # Regressors whose leaves lack weights: onnxruntime scores a target that no reached leaf
+    # weights as 0, without its base value (target 2 has no weight at all); a single target
+    # takes a leaf's first weight (two on some leaves) and 0 where it has none, also for MIN
+    # and MAX.
+    for targets in (1, 3):
+        nodes, weights = random_forest(rng, 3, 4, 3, ["BRANCH_LEQ", "BRANCH_GT"], targets)
+        if targets == 1:
+            kept = [w for w in weights if rng.rand() < 0.6]
+            weights = kept + [[t, n, c, -w] for t, n, c, w in kept if rng.rand() < 0.5]
+        else:
+            weights = [w for w in weights if w[2] != 2 and rng.rand() < 0.5]
+        base = rng.uniform(-1, 1, targets).round(2).tolist()
+        posts = ("NONE", "PROBIT") if targets == 1 else ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO")
+        for agg in ("SUM", "AVERAGE", "MIN", "MAX"):
+            for post in posts:
+                attrs = forest_attrs(nodes, weights, "target")
+                attrs.update(n_targets=targets, aggregate_function=agg, base_values=base,
+                             post_transform=post)
+                case(f"tree_regressor_sparse_{targets}_{agg}_{post}", "TreeEnsembleRegressor",
+                     features(np.float32, rows=12), attrs, ["y"])
     # Classifiers: several classes, some leaves without a class's weight.
     for label, modes in (("leq", ["BRANCH_LEQ"]), ("mixed", all_modes)):
         nodes, weights = random_forest(rng, 3, 4, 3, modes, 3, True)

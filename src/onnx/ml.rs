@@ -1108,7 +1108,22 @@ fn tree_ensemble(node: &Node) -> Result<Expansion> {
     };
     let mut table = vec![empty; g * k];
     let mut has = vec![false; g * k];
-    for (v, ws) in forest.weights.iter().enumerate() {
+    // A single-target regressor scores a leaf by its first weight, and a leaf without one as
+    // 0, also for MIN and MAX (onnxruntime's one-output path).
+    let first_weight_only: Vec<Vec<(usize, f64)>>;
+    let weights = if k == 1 && !classifier {
+        first_weight_only = (0..g)
+            .map(|v| match forest.weights[v].first() {
+                Some(&w) => vec![w],
+                None if forest.mode[v] == Mode::Leaf => vec![(0, 0.0)],
+                None => Vec::new(),
+            })
+            .collect();
+        &first_weight_only
+    } else {
+        &forest.weights
+    };
+    for (v, ws) in weights.iter().enumerate() {
         for &(t, w) in ws {
             let cell = &mut table[v * k + t];
             *cell = match aggregate {
@@ -1164,18 +1179,6 @@ fn tree_ensemble(node: &Node) -> Result<Expansion> {
             let n = typed_const(&mut b, "tree_count", vec![], &[trees as f64], out_dtype)?;
             b.op("Div", "average", &[&combined, &n], &[])
         }
-        Aggregate::Min | Aggregate::Max if has_kind.iter().any(|&h| h != Coverage::Every) => {
-            // Targets without a weight score 0 (before their base value).
-            let zero = typed_const(&mut b, "no_weight", vec![], &[0.0], out_dtype)?;
-            let mask = match &has_per_sample {
-                Some(h) => h.clone(),
-                None => {
-                    let flags: Vec<bool> = has_kind.iter().map(|&h| h == Coverage::Every).collect();
-                    b.constant("has_weight", HostTensor::from_vec(vec![k], &flags)?)
-                }
-            };
-            b.op("Where", "scored", &[&mask, &combined, &zero], &[])
-        }
         _ => combined,
     };
     if classifier {
@@ -1193,6 +1196,21 @@ fn tree_ensemble(node: &Node) -> Result<Expansion> {
     let score = if base.len() == k {
         let base = typed_const(&mut b, "base_values", vec![k], &base, out_dtype)?;
         b.op("Add", "with_base", &[&score, &base], &[])
+    } else {
+        score
+    };
+    // A target that no reached leaf gives a weight scores 0, without its base value, before
+    // the post transform (as onnxruntime scores it; single targets always have a weight here).
+    let score = if has_kind.iter().any(|&h| h != Coverage::Every) {
+        let zero = typed_const(&mut b, "no_weight", vec![], &[0.0], out_dtype)?;
+        let mask = match &has_per_sample {
+            Some(h) => h.clone(),
+            None => {
+                let flags: Vec<bool> = has_kind.iter().map(|&h| h == Coverage::Every).collect();
+                b.constant("has_weight", HostTensor::from_vec(vec![k], &flags)?)
+            }
+        };
+        b.op("Where", "scored", &[&mask, &score, &zero], &[])
     } else {
         score
     };

@@ -4,7 +4,8 @@
 // the type it computes in (8/16-bit integers widened to 32 bits, f16 and bf16 to f32, bool to
 // u32 0/1); each step's result is narrowed to its dtype as a store would narrow it (integers
 // wrap, f16 and bf16 round to nearest-even by integer arithmetic), so a fused chain gives the
-// bits of its ops run one by one, whatever a driver's conversions do. Outputs of 1 or 2 bytes
+// bits of its ops run one by one, whatever a driver's conversions do (and its folds across
+// steps: see `opaque_source`). Outputs of 1 or 2 bytes
 // are written a whole word per invocation (no two invocations share a word; no atomics).
 //
 // Specialized per program by a validated substitution of the marked lines below; the tests
@@ -43,6 +44,12 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>; // OUTPUT BINDING
 // The same output as 16-byte quads, for `main_quads`.
 @group(0) @binding(2) var<storage, read_write> dst4: array<vec4<u32>>; // OUTPUT QUADS BINDING
+
+// A small uniform (the walk's rank, below 2^29), whose high bits are the zeros that keep a
+// fused program's steps apart (`opaque_f32_0` and its kin, src/kernels/program.rs).
+fn opaque_source() -> u32 {
+    return params.rank;
+}
 
 // BEGIN WORD HELPERS (the reduction kernel's template receives this block too)
 // Infinity and NaN made at run time: as constant expressions they are shader-creation errors

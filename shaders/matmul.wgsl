@@ -43,6 +43,12 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
+
+// A small uniform (below 2^29), whose high bits are the zeros that keep a fused program's
+// steps apart (`opaque_f32_0` and its kin, src/kernels/program.rs).
+fn opaque_source() -> u32 {
+    return params.batch_rank;
+}
 @group(0) @binding(1) var<storage, read> lhs: array<T>; // LHS BINDING
 @group(0) @binding(2) var<storage, read> rhs: array<T>; // RHS BINDING
 @group(0) @binding(3) var<storage, read_write> dst: array<T>; // DST BINDING

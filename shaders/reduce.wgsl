@@ -60,6 +60,12 @@ struct State {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
+
+// A small uniform (below 2^29), whose high bits are the zeros that keep a fused program's
+// steps apart (`opaque_f32_0` and its kin, src/kernels/program.rs).
+fn opaque_source() -> u32 {
+    return params.keep_rank;
+}
 @group(0) @binding(1) var<storage, read> a_words: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 // PROLOGUE BINDINGS

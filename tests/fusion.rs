@@ -221,6 +221,82 @@ fn intermediate_results_are_narrowed_like_stores() {
     assert!(wraps > 8, "{wraps}");
 }
 
+/// Each fused step computes as its op alone would, though WGSL lets a driver assume away
+/// infinities and NaN and lavapipe folds across the steps of a kernel: `(x + y) - y` is not
+/// `x` where the sum rounds, `x / (x - x)` is an infinity or NaN, `(x - x) * x` is NaN at the
+/// infinities, and `(x + x) - x` overflows. In element-wise programs, in a MatMul's epilogue
+/// and in a chain a reduction reads, on every float dtype.
+#[test]
+fn fused_steps_compute_as_their_ops_alone() {
+    let xs = [
+        1.5f64,
+        -2.0,
+        0.0,
+        f64::INFINITY,
+        -3.0e38,
+        f64::NAN,
+        3.0e38,
+        1.0,
+    ];
+    let ys = [1.0e8f64, 3.0, 1.0e-30, 1.0, 2.0, 7.0, 1.0, 5.9604645e-8];
+    for d in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        let typed = |v: &[f64], shape: &[usize]| {
+            let t = HostTensor::from_vec(vec![v.len()], v).unwrap();
+            let t = wgpu_ops::reference::cast_host(&t, d).unwrap();
+            HostTensor::from_bytes(d, shape.to_vec(), t.data).unwrap()
+        };
+        let inputs = named(vec![("x", typed(&xs, &[2, 4])), ("y", typed(&ys, &[2, 4]))]);
+        let g = declare(Graph::new(), &inputs)
+            .node(node("Add", &["x", "y"], "s1"))
+            .node(node("Sub", &["s1", "y"], "rounded"))
+            .node(node("Sub", &["x", "x"], "z2"))
+            .node(node("Div", &["x", "z2"], "divided"))
+            .node(node("Sub", &["x", "x"], "z3"))
+            .node(node("Mul", &["z3", "x"], "multiplied"))
+            .node(node("Add", &["x", "x"], "s4"))
+            .node(node("Sub", &["s4", "x"], "overflowed"))
+            .output("rounded")
+            .output("divided")
+            .output("multiplied")
+            .output("overflowed");
+        let (fused, plain) = check_fused(&g, &inputs, true);
+        assert!(
+            fused < plain,
+            "{d}: {fused} dispatches fused, {plain} node by node"
+        );
+
+        // A reduction reading its chain, and a MatMul's epilogue.
+        let inputs = named(vec![
+            ("x", typed(&xs, &[2, 4])),
+            ("y", typed(&ys, &[2, 4])),
+            ("c", typed(&xs[..4], &[2, 2])),
+        ]);
+        let g = declare(Graph::new(), &inputs)
+            .constant("axis", HostTensor::from_vec(vec![1], &[1i64]).unwrap())
+            .constant(
+                "w",
+                typed(&[1.0, 0.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.25], &[4, 2]),
+            )
+            .node(node("Add", &["x", "y"], "s1"))
+            .node(node("Sub", &["s1", "y"], "d1"))
+            .node(
+                Node::new("ReduceMax", "m")
+                    .inputs(["d1", "axis"])
+                    .outputs(["m"]),
+            )
+            .node(node("MatMul", &["y", "w"], "p"))
+            .node(node("Add", &["c", "p"], "q1"))
+            .node(node("Sub", &["q1", "p"], "q2"))
+            .output("m")
+            .output("q2");
+        let (fused, plain) = check_fused(&g, &inputs, true);
+        assert!(
+            fused < plain,
+            "{d}: {fused} dispatches fused, {plain} node by node"
+        );
+    }
+}
+
 /// A chain reading more tensors than one kernel binds is cut where the operand limit is
 /// reached: 12 inputs summed in a chain take 2 dispatches (11 node by node).
 #[test]

@@ -455,10 +455,25 @@ impl Program {
             let args: Vec<String> = step
                 .args
                 .iter()
-                .map(|&a| match a {
-                    Arg::Operand(j) => format!("o{j}"),
-                    Arg::Step(j) => format!("v{j}"),
-                    Arg::Literal(d, bits) => Arg::literal_wgsl(d, bits),
+                .enumerate()
+                .map(|(j, &a)| {
+                    let value = match a {
+                        Arg::Operand(j) => format!("o{j}"),
+                        Arg::Step(j) => format!("v{j}"),
+                        Arg::Literal(d, bits) => Arg::literal_wgsl(d, bits),
+                    };
+                    match self.wgsl_type(self.dtype_of(a)) {
+                        t @ ("f32" | "f64") => {
+                            if !shared
+                                .iter()
+                                .any(|h| h.contains(&format!("fn opaque_{t}_0")))
+                            {
+                                shared.push(opaque_helpers(t));
+                            }
+                            format!("opaque_{t}_{j}({value})")
+                        }
+                        _ => value,
+                    }
                 })
                 .collect();
             program.push_str(&format!(
@@ -520,6 +535,27 @@ pub(crate) struct Parts {
     pub steps: String,
     /// Statements: the operands loaded from `ix`, the steps, `return` of the result.
     pub body: String,
+}
+
+/// WGSL helpers `opaque_{t}_0` to `_2` (`t` f32 or f64): a float's own bits, ORed with a zero
+/// the compiler cannot know (`opaque_source()`, which each template defines from a small
+/// uniform). Every float argument of a fused step goes through the one of its position, so
+/// that the step computes as its op alone would: without them drivers fold across steps and
+/// within one (lavapipe makes `(a + b) - b` `a`, `x - x` 0 and `a * (a - a)` 0, wrong for
+/// rounding, infinities and NaN, which WGSL allows them to assume away). A different zero per
+/// position keeps the two arguments of `x - x` apart.
+fn opaque_helpers(t: &str) -> String {
+    (0..3)
+        .map(|j| {
+            let zero = format!("(opaque_source() >> {}u)", 29 + j);
+            let body = if t == "f64" {
+                format!("bitcast<f64>(bitcast<u64>(x) | u64({zero}))")
+            } else {
+                format!("bitcast<f32>(bitcast<u32>(x) | {zero})")
+            };
+            format!("fn opaque_{t}_{j}(x: {t}) -> {t} {{ return {body}; }}\n")
+        })
+        .collect()
 }
 
 /// `value` (of the wide type `dtype` computes in) narrowed to `dtype` and widened back, as

@@ -287,6 +287,7 @@ def main():
     written += nms_cases(out, manifest)
     written += unique_cases(out, manifest)
     written += string_cases(out, manifest)
+    written += reduce_noop_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -2492,6 +2493,42 @@ def ml_cases(out, manifest):
     attrs = forest_attrs(split, [[0, 1, 0, 1.0], [0, 2, 1, 1.0]], "class")
     attrs.update(classlabels_int64s=[4, 9])
     case("tree_classifier_i64_past_2_24", "TreeEnsembleClassifier", big, attrs, ["label", "scores"])
+    return written
+
+
+def reduce_noop_cases(out, manifest):
+    """The reductions with `noop_with_empty_axes` and no axes (an empty axes input, or none):
+    each element reduced alone, which onnxruntime and the ONNX reference make x^2 for
+    ReduceSumSquare, |x| for ReduceL1, sqrt(x^2) for ReduceL2, log x for ReduceLogSum and x
+    for the others; f32 (with values whose square overflows) and f64, i32 and i64 (but for
+    the logarithms, whose integer forms we do not take), each with keepdims 0 and 1. Floats
+    rtol 1e-4 atol 1e-5 (f64 1e-5/1e-6), integers bit for bit. Returns how many were
+    written."""
+    rng = np.random.RandomState(61)
+    written = 0
+    ops = ["ReduceSum", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum",
+           "ReduceLogSumExp", "ReduceMax", "ReduceMin", "ReduceMean", "ReduceProd"]
+    for op in ops:
+        for d, (np_type, onnx_type) in (("f32", DTYPES["f32"]), ("f64", DTYPES["f64"]),
+                                        ("i32", DTYPES["i32"]), ("i64", DTYPES["i64"])):
+            if d in ("i32", "i64") and op in ("ReduceLogSum", "ReduceLogSumExp"):
+                continue  # integer logarithms, which we do not take
+            if d in ("i32", "i64"):
+                x = rng.randint(-9, 10, (3, 4)).astype(np_type)
+            else:
+                x = rng.uniform(-3, 3, (3, 4)).astype(np_type)
+                x[0, :3] = [0.0, 1e20, -2e30]
+            for given in ("input", "absent"):
+                for keepdims in (0, 1):
+                    inputs = ["x", "axes"] if given == "input" else ["x"]
+                    node = helper.make_node(op, inputs, ["y"], keepdims=keepdims, noop_with_empty_axes=1)
+                    init = [numpy_helper.from_array(np.array([], np.int64), "axes")] if given == "input" else []
+                    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type, [3, 4])],
+                                              [helper.make_tensor_value_info("y", onnx_type, None)], initializer=init)
+                    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+                    rtol, atol = (1e-5, 1e-6) if d == "f64" else (1e-4, 1e-5)
+                    written += ort_case(out, manifest, f"ort_{op}_noop_{given}_{keepdims}_{d}", m, [("x", x)],
+                                        [op], 18, rtol, atol)
     return written
 
 

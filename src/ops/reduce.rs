@@ -68,6 +68,17 @@ fn reduction(op: &str) -> Result<&'static str> {
         .ok_or_else(|| Error::Graph(format!("unknown reduction '{op}'")))
 }
 
+/// Whether reduction `op` of one element is not the element itself: with
+/// `noop_with_empty_axes` and no axes, onnxruntime and the ONNX reference reduce each element
+/// alone, which gives x² (ReduceSumSquare), |x| (ReduceL1), sqrt(x²) (ReduceL2, so squares
+/// that overflow give infinity) and log x (ReduceLogSum); the other reductions leave it as it is.
+pub(crate) fn transforms_elements(op: &str) -> bool {
+    matches!(
+        op,
+        "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum"
+    )
+}
+
 /// The normalized axes of a reduction and its output's shape.
 struct ReducePlan {
     axes: Vec<usize>,
@@ -89,7 +100,9 @@ fn plan(
     super::elementwise::require_f64_feature(rec.context(), op, "data", dtype)?;
     let axes = match axes {
         Some(a) if !a.is_empty() => normalize_axes(op, shape.len(), a)?,
-        _ if noop_with_empty_axes => return Ok(None),
+        _ if noop_with_empty_axes && !transforms_elements(op) => return Ok(None),
+        // Each element reduced alone (over no axes).
+        _ if noop_with_empty_axes => Vec::new(),
         _ => (0..shape.len()).collect(),
     };
     Ok(Some(ReducePlan {
@@ -100,7 +113,8 @@ fn plan(
 
 impl Recorder {
     /// Records ONNX reduction `op` (`ReduceSum`, ...) of `data` over `axes` (all axes when
-    /// `None` or empty, unless `noop_with_empty_axes`, which makes it the identity), keeping
+    /// `None` or empty, unless `noop_with_empty_axes`, which reduces each element alone: the
+    /// identity but for the ops that transform their elements, [`transforms_elements`]), keeping
     /// reduced axes as 1s when `keepdims`. Floats accumulate in f32 (f16 and bf16 rounded
     /// once at the end) or f64; integers wrap.
     pub fn reduce_to(

@@ -1174,7 +1174,12 @@ fn run_node(
                 Some(v) if !v.is_empty() => {
                     crate::ops::reduce::normalize_axes("reference", x.shape.len(), &v)?
                 }
-                _ if int(node, "noop_with_empty_axes").unwrap_or(0) != 0 => return one(x),
+                _ if int(node, "noop_with_empty_axes").unwrap_or(0) != 0 => {
+                    if !crate::ops::reduce::transforms_elements(op) {
+                        return one(x);
+                    }
+                    Vec::new()
+                }
                 _ => (0..x.shape.len()).collect(),
             };
             one(reduce(

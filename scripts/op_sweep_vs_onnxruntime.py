@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""Random attributes and inputs for 44 ops against onnxruntime, and where the two differ,
+against the ONNX reference (`onnx.reference`): Resize (every mode, coordinate transform,
+nearest mode, cubic coefficient, antialias, ROI, sizes with an aspect policy), Conv,
+ConvTranspose and the pools (ranks 1 to 3, strides, dilations, pads, every auto_pad, ceil_mode,
+groups, output padding and shape), Gemm, MatMul and the integer and quantized products, the
+quantizers (per tensor, axis and block, 8- and 16-bit), the ten reductions (axes given,
+negative, none; keepdims; noop_with_empty_axes), and Tile, Split, Gather, Slice, Einsum, Pad,
+GridSample, ScatterElements, TopK, ArgMax, ArgMin, CumSum, DepthToSpace, SpaceToDepth, Trilu,
+GatherElements, LayerNormalization, the softmaxes and OneHot. One op per model, run through
+`wgpu-ops run`; outputs compared to rtol 1e-4, atol 1e-5 (integers exactly).
+
+Prints each model that differs from onnxruntime, saying whether it agrees with the ONNX
+reference instead, each error of ours, and a tally. Not part of the tests (each model is a
+run of the command); `docs/onnx.md` records what its runs found.
+
+usage: scripts/op_sweep_vs_onnxruntime.py WGPU_OPS_BINARY [COUNT] [SEED] [WORK_DIR] [OP,OP...]
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+warnings.filterwarnings("ignore")
+T = onnx.TensorProto
+NP2T = {np.dtype(np.uint16): T.UINT16, np.dtype(np.int16): T.INT16, np.dtype(np.uint8): T.UINT8,
+        np.dtype(np.int8): T.INT8, np.dtype(np.float32): T.FLOAT, np.dtype(np.int64): T.INT64,
+        np.dtype(np.int32): T.INT32, np.dtype(np.float64): T.DOUBLE}
+binary = os.path.abspath(sys.argv[1])
+count = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+seed = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+work = sys.argv[4] if len(sys.argv) > 4 else tempfile.mkdtemp()
+only = sys.argv[5].split(",") if len(sys.argv) > 5 else None
+os.makedirs(work, exist_ok=True)
+rng = np.random.default_rng(seed)
+
+
+def gen(op):
+    """Attributes, inputs (name: array), initializers, and optionally the node's input names,
+    of a random case of `op`."""
+    if op == "Einsum":
+        letters = "abcde"
+        n_in = int(rng.integers(1, 4))
+        dims = {l: int(rng.integers(1, 4)) for l in letters}
+        terms = []
+        for _ in range(n_in):
+            r = int(rng.integers(0, 4))
+            terms.append("".join(rng.choice(list(letters), r, replace=True)))
+        used = sorted(set("".join(terms)))
+        out = "".join(rng.permutation([l for l in used if rng.random() < 0.5])) if rng.random() < 0.8 else None
+        eq = ",".join(terms) + ("->" + out if out is not None else "")
+        feeds = {f"I{i}": rng.uniform(-1, 1, [dims[c] for c in t]).astype(np.float32) for i, t in enumerate(terms)}
+        return dict(equation=eq), feeds, []
+    if op == "Pad":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 5, r)]
+        mode = str(rng.choice(["constant", "reflect", "edge", "wrap"]))
+        pads = [int(p) for p in rng.integers(-2, 4, 2 * r)]
+        # keep outputs non-negative
+        for i in range(r):
+            while shape[i] + pads[i] + pads[i + r] < 0: pads[i] += 1
+        feeds = {"I0": rng.uniform(-1, 1, shape).astype(np.float32)}
+        inits = [numpy_helper.from_array(np.array(pads, np.int64), "pads")]
+        if mode == "constant" and rng.random() < 0.5:
+            inits.append(numpy_helper.from_array(np.array(1.5, np.float32), "cv"))
+        return dict(mode=mode), feeds, inits
+    if op == "GridSample":
+        sp = 2 if rng.random() < 0.7 else 3
+        N, C = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        ins = [int(s) for s in rng.integers(1, 6, sp)]; outs = [int(s) for s in rng.integers(1, 5, sp)]
+        mode = str(rng.choice(["linear", "nearest", "cubic"] if sp == 2 else ["linear", "nearest"]))
+        feeds = {"I0": rng.uniform(-1, 1, [N, C] + ins).astype(np.float32),
+                 "I1": rng.uniform(-1.3, 1.3, [N] + outs + [sp]).astype(np.float32)}
+        return dict(mode=mode, padding_mode=str(rng.choice(["zeros", "border", "reflection"])), align_corners=int(rng.integers(0, 2))), feeds, []
+    if op == "ScatterElements":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 5, r)]
+        axis = int(rng.integers(-r, r)); ishape = list(shape); ishape[axis] = int(rng.integers(1, 4))
+        ishape = [min(a, b) if i != axis % r else a for i, (a, b) in enumerate(zip(ishape, shape))]
+        red = str(rng.choice(["none", "add", "mul", "max", "min"]))
+        idx = rng.integers(-shape[axis], shape[axis], ishape)
+        if red == "none":  # unique positions per line to avoid undefined order
+            idx = np.zeros(ishape, np.int64)
+            # use a permutation along axis
+            ishape[axis % r] = min(ishape[axis % r], shape[axis % r])
+            perm = rng.permutation(shape[axis])[:ishape[axis]]
+            sl = [1]*r; sl[axis % r] = ishape[axis % r]
+            idx = np.broadcast_to(perm.reshape(sl), ishape).copy()
+        feeds = {"I0": rng.uniform(-1, 1, shape).astype(np.float32), "I1": idx.astype(np.int64), "I2": rng.uniform(-1, 1, ishape).astype(np.float32)}
+        return dict(axis=axis, reduction=red), feeds, []
+    if op in ("TopK",):
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
+        axis = int(rng.integers(-r, r)); k = int(rng.integers(0, shape[axis] + 1))
+        x = rng.integers(-3, 4, shape).astype(np.float32)  # ties
+        return dict(axis=axis, largest=int(rng.integers(0, 2)), sorted=1), {"I0": x}, [numpy_helper.from_array(np.array([k], np.int64), "k")]
+    if op in ("ArgMax", "ArgMin"):
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
+        x = rng.integers(-2, 3, shape).astype(np.float32)
+        return dict(axis=int(rng.integers(-r, r)), keepdims=int(rng.integers(0, 2)), select_last_index=int(rng.integers(0, 2))), {"I0": x}, []
+    if op == "CumSum":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        return dict(exclusive=int(rng.integers(0, 2)), reverse=int(rng.integers(0, 2))), {"I0": x}, [numpy_helper.from_array(np.array(int(rng.integers(-r, r)), np.int64), "axis")]
+    if op in ("DepthToSpace", "SpaceToDepth"):
+        b = int(rng.integers(1, 4)); N = int(rng.integers(1, 3))
+        if op == "DepthToSpace":
+            shape = [N, b * b * int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 4))]
+            return dict(blocksize=b, mode=str(rng.choice(["DCR", "CRD"]))), {"I0": rng.uniform(-1, 1, shape).astype(np.float32)}, []
+        shape = [N, int(rng.integers(1, 3)), b * int(rng.integers(1, 3)), b * int(rng.integers(1, 3))]
+        return dict(blocksize=b), {"I0": rng.uniform(-1, 1, shape).astype(np.float32)}, []
+    if op == "Trilu":
+        r = int(rng.integers(2, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
+        return dict(upper=int(rng.integers(0, 2))), {"I0": rng.uniform(-1, 1, shape).astype(np.float32)}, [numpy_helper.from_array(np.array(int(rng.integers(-6, 7)), np.int64), "k")]
+    if op == "GatherElements":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 5, r)]
+        axis = int(rng.integers(-r, r)); ishape = [int(rng.integers(1, s + 1)) for s in shape]; ishape[axis] = int(rng.integers(1, 5))
+        idx = rng.integers(-shape[axis], shape[axis], ishape).astype(np.int64)
+        return dict(axis=axis), {"I0": rng.uniform(-1, 1, shape).astype(np.float32), "I1": idx}, []
+    if op == "LayerNormalization":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
+        axis = int(rng.integers(-r, r)); ns = shape[axis:]
+        inits = [numpy_helper.from_array(rng.uniform(0.5, 1.5, ns).astype(np.float32), "scale")]
+        if rng.random() < 0.5: inits.append(numpy_helper.from_array(rng.uniform(-1, 1, ns).astype(np.float32), "bias"))
+        return dict(axis=axis, epsilon=float(rng.choice([1e-5, 1e-2]))), {"I0": rng.uniform(-2, 2, shape).astype(np.float32)}, inits
+    if op == "Softmax" or op == "LogSoftmax" or op == "Hardmax":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
+        x = rng.integers(-2, 3, shape).astype(np.float32) if op == "Hardmax" else rng.uniform(-5, 5, shape).astype(np.float32)
+        return dict(axis=int(rng.integers(-r, r))), {"I0": x}, []
+    if op == "OneHot":
+        r = int(rng.integers(0, 3)); shape = [int(s) for s in rng.integers(1, 5, r)]
+        depth = int(rng.integers(1, 6))
+        idx = rng.integers(-depth - 1, depth + 1, shape).astype(np.int64)
+        return dict(axis=int(rng.integers(-r - 1, r + 1))), {"I0": idx}, [numpy_helper.from_array(np.array(depth, np.int64), "depth"), numpy_helper.from_array(np.array([0.5, 2.0], np.float32), "values")]
+    if op == "Gemm":
+        M, K, N = (int(v) for v in rng.integers(1, 6, 3))
+        ta, tb = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+        A = rng.uniform(-1, 1, [K, M] if ta else [M, K]).astype(np.float32)
+        B = rng.uniform(-1, 1, [N, K] if tb else [K, N]).astype(np.float32)
+        feeds = {"I0": A, "I1": B}
+        cshape = [[M, N], [N], [1, N], [M, 1], [], [1]][int(rng.integers(0, 6))]
+        if rng.random() < 0.7: feeds["I2"] = rng.uniform(-1, 1, cshape).astype(np.float32)
+        return dict(transA=ta, transB=tb, alpha=float(rng.choice([1.0, 0.5, -2.0])), beta=float(rng.choice([1.0, 0.0, 3.0]))), feeds, []
+    if op == "MatMul" or op == "MatMulInteger":
+        ra, rb = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        K = int(rng.integers(1, 6))
+        batch = [int(s) for s in rng.integers(1, 4, 3)]
+        sa = [b if rng.random() < 0.7 else 1 for b in batch[3 - max(ra - 2, 0):]] + ([int(rng.integers(1, 5)), K] if ra >= 2 else [K])
+        sb = [b if rng.random() < 0.7 else 1 for b in batch[3 - max(rb - 2, 0):]] + ([K, int(rng.integers(1, 5))] if rb >= 2 else [K])
+        sa = sa[-ra:] if ra >= 2 else [K]; sb = sb[-rb:] if rb >= 2 else [K]
+        if op == "MatMul":
+            return {}, {"I0": rng.uniform(-1, 1, sa).astype(np.float32), "I1": rng.uniform(-1, 1, sb).astype(np.float32)}, []
+        a = rng.integers(0, 256, sa).astype(np.uint8); b = rng.integers(-128, 128, sb).astype(np.int8)
+        return {}, {"I0": a, "I1": b}, [numpy_helper.from_array(np.array(int(rng.integers(0, 256)), np.uint8), "azp")]
+    if op.startswith("Reduce"):
+        r = int(rng.integers(0, 4)); shape = [int(s) for s in rng.integers(1, 5, r)]
+        dt = rng.choice([np.float32, np.int32, np.int64]) if op in ("ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd") else np.float32
+        x = (rng.integers(-9, 10, shape) if dt != np.float32 else rng.uniform(0.1, 2, shape)).astype(dt)
+        # Distinct axes, some written negative (a repeated axis is refused, as the reference does).
+        axes = sorted(set(int(a) for a in rng.integers(0, r, int(rng.integers(0, r + 1))))) if r else []
+        axes = [a - r if rng.random() < 0.5 else a for a in axes]
+        inits = [numpy_helper.from_array(np.array(axes, np.int64), "axes")] if (axes or rng.random() < 0.5) else []
+        return dict(keepdims=int(rng.integers(0, 2)), noop_with_empty_axes=int(rng.integers(0, 2))), {"I0": x}, inits
+    if op == "Tile":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 4, r)]
+        return {}, {"I0": rng.uniform(-1, 1, shape).astype(np.float32)}, [numpy_helper.from_array(rng.integers(0, 4, r).astype(np.int64), "reps")]
+    if op == "Split":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 7, r)]
+        axis = int(rng.integers(-r, r))
+        return dict(axis=axis, num_outputs=int(rng.integers(1, shape[axis] + 1))), {"I0": rng.uniform(-1, 1, shape).astype(np.float32)}, []
+    if op == "Gather":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 5, r)]
+        axis = int(rng.integers(-r, r))
+        idx = rng.integers(-shape[axis], shape[axis], [int(s) for s in rng.integers(1, 4, int(rng.integers(0, 3)))]).astype(np.int64)
+        return dict(axis=axis), {"I0": rng.uniform(-1, 1, shape).astype(np.float32), "I1": idx}, []
+    if op == "Slice":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 7, r)]
+        n = int(rng.integers(1, r + 1)); axes = [int(a) for a in rng.permutation(r)[:n]]
+        starts = rng.integers(-8, 9, n); ends = rng.integers(-8, 9, n); steps = rng.choice([-3, -2, -1, 1, 2, 3], n)
+        inits = [numpy_helper.from_array(starts.astype(np.int64), "starts"), numpy_helper.from_array(ends.astype(np.int64), "ends"),
+                 numpy_helper.from_array(np.array(axes, np.int64), "axes"), numpy_helper.from_array(steps.astype(np.int64), "steps")]
+        return {}, {"I0": rng.uniform(-1, 1, shape).astype(np.float32)}, inits
+    if op == "Resize":
+        rank = int(rng.integers(2, 5)); shape = [int(s) for s in rng.integers(1, 7, rank)]
+        mode = str(rng.choice(["nearest", "linear", "cubic"]))
+        ctm = str(rng.choice(["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                              "tf_crop_and_resize", "half_pixel_symmetric"]))
+        attrs = dict(mode=mode, coordinate_transformation_mode=ctm)
+        if mode == "nearest":
+            attrs["nearest_mode"] = str(rng.choice(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]))
+        if mode == "cubic":
+            attrs["cubic_coeff_a"] = float(rng.choice([-0.75, -0.5]))
+            attrs["exclude_outside"] = int(rng.integers(0, 2))
+        if mode != "nearest" and rng.random() < 0.3:
+            attrs["antialias"] = 1
+        n_axes = 2 if mode != "nearest" else int(rng.integers(1, rank + 1))
+        axes = list(range(rank - n_axes, rank))
+        inits = []
+        if ctm == "tf_crop_and_resize":
+            lo, hi = rng.uniform(0, 0.4, rank), rng.uniform(0.6, 1, rank)
+            inside = np.isin(range(rank), axes)
+            roi = np.concatenate([np.where(inside, lo, 0), np.where(inside, hi, 1)]).astype(np.float32)
+            attrs["extrapolation_value"] = float(rng.choice([0.0, -1.0]))
+        else:
+            roi = np.array([], np.float32)
+        inits.append(numpy_helper.from_array(roi, "roi"))
+        if rng.random() < 0.5:
+            scales = [float(rng.choice([0.3, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0])) if i in axes else 1.0
+                      for i in range(rank)]
+            inits.append(numpy_helper.from_array(np.array(scales, np.float32), "scales"))
+            names = ["I0", "roi", "scales"]
+        else:
+            sizes = [int(rng.integers(1, 10)) if i in axes else shape[i] for i in range(rank)]
+            inits.append(numpy_helper.from_array(np.array(sizes, np.int64), "sizes"))
+            names = ["I0", "roi", "", "sizes"]
+            if rng.random() < 0.3:
+                attrs["keep_aspect_ratio_policy"] = str(rng.choice(["not_larger", "not_smaller"]))
+        return attrs, {"I0": rng.uniform(-2, 2, shape).astype(np.float32)}, inits, names
+    if op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool"):
+        sp = int(rng.integers(1, 4))
+        N, C = int(rng.integers(1, 3)), int(rng.integers(1, 5))
+        spatial = [int(s) for s in rng.integers(1, 9, sp)]
+        k = [int(s) for s in rng.integers(1, 4, sp)]
+        attrs = {"kernel_shape": k} if op.endswith("Pool") or rng.random() < 0.5 else {}
+        if rng.random() < 0.7:
+            attrs["strides"] = [int(s) for s in rng.integers(1, 4, sp)]
+        if op in ("Conv", "ConvTranspose", "MaxPool") and rng.random() < 0.4:
+            attrs["dilations"] = [int(s) for s in rng.integers(1, 3, sp)]
+        auto_pad = str(rng.choice(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+        if auto_pad != "NOTSET":
+            attrs["auto_pad"] = auto_pad
+        elif rng.random() < 0.6:
+            attrs["pads"] = [int(p) for p in rng.integers(0, 3, 2 * sp)]
+        if op in ("MaxPool", "AveragePool") and rng.random() < 0.5:
+            attrs["ceil_mode"] = 1
+        if op == "AveragePool" and rng.random() < 0.5:
+            attrs["count_include_pad"] = 1
+        if op == "LpPool":
+            attrs["p"] = int(rng.choice([1, 2, 3]))
+        inits = []
+        if op in ("Conv", "ConvTranspose"):
+            group = int(rng.choice([g for g in (1, 2, C) if C % g == 0]))
+            M = group * int(rng.integers(1, 3))
+            if group > 1:
+                attrs["group"] = group
+            w = [M, C // group] + k if op == "Conv" else [C, M // group] + k
+            inits.append(numpy_helper.from_array(rng.uniform(-1, 1, w).astype(np.float32), "W"))
+            if rng.random() < 0.5:
+                inits.append(numpy_helper.from_array(rng.uniform(-1, 1, [M]).astype(np.float32), "B"))
+            if op == "ConvTranspose" and rng.random() < 0.3 and "strides" in attrs:
+                d = attrs.get("dilations", [1] * sp)
+                attrs["output_padding"] = [int(rng.integers(0, max(1, min(s, t)))) for s, t in zip(attrs["strides"], d)]
+            if op == "ConvTranspose" and rng.random() < 0.2:
+                attrs["output_shape"] = [int(s) for s in rng.integers(2, 12, sp)]
+        return attrs, {"I0": rng.uniform(-2, 2, [N, C] + spatial).astype(np.float32)}, inits
+    if op == "QuantizeLinear" or op == "DequantizeLinear":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
+        zt = [np.uint8, np.int8, np.uint16, np.int16][int(rng.integers(0, 4))]
+        info = np.iinfo(zt)
+        kind = int(rng.integers(0, 3)); axis = int(rng.integers(-r, r)); attrs = {}
+        if kind == 0: sshape = []
+        elif kind == 1: sshape = [shape[axis]]; attrs["axis"] = axis
+        else:
+            bs = int(rng.integers(1, 4)); attrs["axis"] = axis; attrs["block_size"] = bs
+            sshape = list(shape); sshape[axis] = -(-shape[axis] // bs)
+        scale = rng.choice([0.5, 0.25, 0.1, 0.03, 1.0, 2.0, 0.7], sshape).astype(np.float32)
+        zp = rng.integers(max(info.min, -50), min(info.max, 50) + 1, sshape).astype(zt)
+        inits = [numpy_helper.from_array(scale, "scale"), numpy_helper.from_array(zp, "zp")]
+        if op == "QuantizeLinear":
+            x = (rng.integers(-400, 400, shape) * rng.choice([0.5, 0.25, 0.05, 0.125], shape)).astype(np.float32)  # ties
+            return attrs, {"I0": x}, inits
+        x = rng.integers(info.min, info.max + 1, shape).astype(zt)
+        return attrs, {"I0": x}, inits
+    if op == "DynamicQuantizeLinear":
+        r = int(rng.integers(1, 3)); shape = [int(s) for s in rng.integers(1, 6, r)]
+        x = rng.uniform(-3, 3, shape).astype(np.float32)
+        if rng.random() < 0.3: x = np.abs(x)
+        return {}, {"I0": x}, []
+    if op == "QLinearMatMul":
+        M, K, N = (int(v) for v in rng.integers(1, 6, 3))
+        a = rng.integers(0, 256, [M, K]).astype(np.uint8); b = rng.integers(0, 256, [K, N]).astype(np.uint8)
+        f = lambda v, n, t: numpy_helper.from_array(np.array(v, t), n)
+        inits = [f(rng.choice([0.01, 0.02, 0.05]), "as", np.float32), f(int(rng.integers(0, 256)), "az", np.uint8),
+                 f(rng.choice([0.01, 0.03]), "bs", np.float32), f(int(rng.integers(0, 256)), "bz", np.uint8),
+                 f(rng.choice([0.05, 0.2, 1.0]), "ys", np.float32), f(int(rng.integers(0, 256)), "yz", np.uint8)]
+        return {}, {"I0": a, "I1": b}, inits
+    raise ValueError(op)
+
+OPS = ["Resize", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "Gemm", "MatMul",
+       "MatMulInteger", "QLinearMatMul", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+       "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceMean", "ReduceL1", "ReduceL2",
+       "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Tile", "Split", "Gather", "Slice",
+       "Einsum", "Pad", "GridSample", "ScatterElements", "TopK", "ArgMax", "ArgMin", "CumSum",
+       "DepthToSpace", "SpaceToDepth", "Trilu", "GatherElements", "LayerNormalization", "Softmax",
+       "LogSoftmax", "Hardmax", "OneHot"]
+if only:
+    OPS = only
+tally = {"ok": 0, "as the reference": 0, "mismatch": 0, "our error": 0, "ort error": 0}
+for case in range(count):
+    op = str(rng.choice(OPS))
+    attrs, feeds, inits, *given = gen(op)
+    names = given[0] if given else list(feeds) + [i.name for i in inits]
+    if op == "QLinearMatMul":
+        names = ["I0", "as", "az", "I1", "bs", "bz", "ys", "yz"]
+    outs = (["Y", "Ys", "Yz"] if op == "DynamicQuantizeLinear" else ["Y", "Yi"] if op == "TopK"
+            else [f"Y{i}" for i in range(attrs["num_outputs"])] if op == "Split" else ["Y"])
+    node = helper.make_node(op, names, outs, **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(k, NP2T[v.dtype], list(v.shape)) for k, v in feeds.items()],
+        [onnx.ValueInfoProto(name=o) for o in outs], initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    path = f"{work}/m{case}.onnx"
+    onnx.save(m, path)
+    try:
+        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    except Exception:
+        tally["ort error"] += 1
+        continue
+    args = [binary, "run", path, "--out", f"{work}/o{case}"]
+    for k, v in feeds.items():
+        np.save(f"{work}/m{case}_{k}.npy", v)
+        args += ["--input", f"{k}={work}/m{case}_{k}.npy"]
+    run = subprocess.run(args, capture_output=True, text=True)
+    if run.returncode:
+        tally["our error"] += 1
+        print(f"m{case} ERROR {op} {attrs} {[v.shape for v in feeds.values()]}: "
+              f"{run.stderr.strip()[-200:]}")
+        continue
+    got = [np.load(f"{work}/o{case}/{o}.npy") for o in outs]
+
+    def same(a, b):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.shape == b.shape and a.dtype == b.dtype and np.allclose(
+            a.astype(np.float64), b.astype(np.float64), rtol=1e-4, atol=1e-5, equal_nan=True)
+
+    if all(same(g, w) for g, w in zip(got, want)):
+        tally["ok"] += 1
+        continue
+    try:
+        ref = ReferenceEvaluator(m).run(None, feeds)
+        as_ref = all(same(g, r) for g, r in zip(got, ref))
+    except Exception as e:
+        as_ref = False
+    tally["as the reference" if as_ref else "mismatch"] += 1
+    print(f"m{case} {'differs from onnxruntime, as the ONNX reference' if as_ref else 'MISMATCH'}: "
+          f"{op} {attrs} {[v.shape for v in feeds.values()]} {[numpy_helper.to_array(i).tolist() for i in inits if i.name not in ('W', 'B')]}")
+print(", ".join(f"{v} {k}" for k, v in tally.items()), f"(seed {seed}, models in {work})")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Random attributes and inputs for 44 ops against onnxruntime, and where the two differ,
+"""Random attributes and inputs for 56 ops against onnxruntime, and where the two differ,
 against the ONNX reference (`onnx.reference`): Resize (every mode, coordinate transform,
 nearest mode, cubic coefficient, antialias, ROI, sizes with an aspect policy), Conv,
 ConvTranspose and the pools (ranks 1 to 3, strides, dilations, pads, every auto_pad, ceil_mode,
@@ -7,8 +7,11 @@ groups, output padding and shape), Gemm, MatMul and the integer and quantized pr
 quantizers (per tensor, axis and block, 8- and 16-bit), the ten reductions (axes given,
 negative, none; keepdims; noop_with_empty_axes), and Tile, Split, Gather, Slice, Einsum, Pad,
 GridSample, ScatterElements, TopK, ArgMax, ArgMin, CumSum, DepthToSpace, SpaceToDepth, Trilu,
-GatherElements, LayerNormalization, the softmaxes and OneHot. One op per model, run through
-`wgpu-ops run`; outputs compared to rtol 1e-4, atol 1e-5 (integers exactly).
+GatherElements, LayerNormalization, the softmaxes, OneHot, Attention (opset 23: grouped heads,
+the 3-D layout, masks, causal, scale, softcap), RMS, group and instance normalization,
+ScatterND and GatherND, RoiAlign, LRN, Compress, CenterCropPad, Mod and BitShift. One op per
+model, run through `wgpu-ops run`; outputs compared to rtol 1e-4, atol 1e-5 (integers
+exactly).
 
 Prints each model that differs from onnxruntime, saying whether it agrees with the ONNX
 reference instead, each error of ours, and a tally. Not part of the tests (each model is a
@@ -30,7 +33,8 @@ from onnx.reference import ReferenceEvaluator
 
 warnings.filterwarnings("ignore")
 T = onnx.TensorProto
-NP2T = {np.dtype(np.uint16): T.UINT16, np.dtype(np.int16): T.INT16, np.dtype(np.uint8): T.UINT8,
+NP2T = {np.dtype(np.bool_): T.BOOL, np.dtype(np.uint32): T.UINT32, np.dtype(np.uint64): T.UINT64,
+        np.dtype(np.uint16): T.UINT16, np.dtype(np.int16): T.INT16, np.dtype(np.uint8): T.UINT8,
         np.dtype(np.int8): T.INT8, np.dtype(np.float32): T.FLOAT, np.dtype(np.int64): T.INT64,
         np.dtype(np.int32): T.INT32, np.dtype(np.float64): T.DOUBLE}
 binary = os.path.abspath(sys.argv[1])
@@ -257,6 +261,105 @@ def gen(op):
             if op == "ConvTranspose" and rng.random() < 0.2:
                 attrs["output_shape"] = [int(s) for s in rng.integers(2, 12, sp)]
         return attrs, {"I0": rng.uniform(-2, 2, [N, C] + spatial).astype(np.float32)}, inits
+    if op == "Attention":
+        B, Hq, Sq, Skv, D = (int(v) for v in rng.integers(1, 5, 5))
+        Hkv = int(rng.choice([h for h in range(1, Hq + 1) if Hq % h == 0]))
+        Dv = int(rng.integers(1, 5))
+        attrs = {}
+        three_d = rng.random() < 0.3
+        if three_d:
+            attrs.update(q_num_heads=Hq, kv_num_heads=Hkv)
+            q = rng.uniform(-1, 1, [B, Sq, Hq * D]); k = rng.uniform(-1, 1, [B, Skv, Hkv * D])
+            v = rng.uniform(-1, 1, [B, Skv, Hkv * Dv])
+        else:
+            q = rng.uniform(-1, 1, [B, Hq, Sq, D]); k = rng.uniform(-1, 1, [B, Hkv, Skv, D])
+            v = rng.uniform(-1, 1, [B, Hkv, Skv, Dv])
+        feeds = {"I0": q.astype(np.float32), "I1": k.astype(np.float32), "I2": v.astype(np.float32)}
+        names = ["I0", "I1", "I2"]
+        if rng.random() < 0.4:
+            if rng.random() < 0.5:
+                feeds["I3"] = rng.random([Sq, Skv]) < 0.8
+            else:
+                feeds["I3"] = rng.uniform(-2, 0, [1, 1, Sq, Skv]).astype(np.float32)
+            names.append("I3")
+        if rng.random() < 0.4:
+            attrs["is_causal"] = 1
+        if rng.random() < 0.3:
+            attrs["scale"] = float(rng.choice([0.5, 1.0, 0.1]))
+        if rng.random() < 0.3:
+            attrs["softcap"] = float(rng.choice([1.0, 5.0]))
+        return attrs, feeds, [], names
+    if op == "RMSNormalization" or op == "GroupNormalization" or op == "InstanceNormalization":
+        N, C = int(rng.integers(1, 3)), int(rng.integers(1, 5))
+        spatial = [int(s) for s in rng.integers(1, 5, int(rng.integers(0, 3)))]
+        x = rng.uniform(-2, 2, [N, C] + spatial).astype(np.float32)
+        attrs = {"epsilon": float(rng.choice([1e-5, 1e-2]))}
+        if op == "RMSNormalization":
+            axis = int(rng.integers(-x.ndim, x.ndim)); attrs["axis"] = axis
+            scale = rng.uniform(0.5, 1.5, x.shape[axis:]).astype(np.float32)
+            return attrs, {"I0": x}, [numpy_helper.from_array(scale, "scale")]
+        if op == "GroupNormalization":
+            g = int(rng.choice([d for d in range(1, C + 1) if C % d == 0])); attrs["num_groups"] = g
+        inits = [numpy_helper.from_array(rng.uniform(0.5, 1.5, [C]).astype(np.float32), "scale"),
+                 numpy_helper.from_array(rng.uniform(-1, 1, [C]).astype(np.float32), "bias")]
+        return attrs, {"I0": x}, inits
+    if op == "ScatterND" or op == "GatherND":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 5, r)]
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        if op == "GatherND":
+            b = int(rng.integers(0, r)); q = int(rng.integers(1, r - b + 1))
+            lead = shape[:b]
+            idx = np.stack([rng.integers(-shape[b + j], shape[b + j], lead + [2]) for j in range(q)], -1)
+            return {"batch_dims": b}, {"I0": x, "I1": idx.astype(np.int64)}, []
+        q = int(rng.integers(1, r + 1))
+        cells = list(np.ndindex(*shape[:q]))
+        n = int(rng.integers(1, len(cells) + 1))
+        red = str(rng.choice(["none", "add", "mul", "max", "min"]))
+        pick = rng.permutation(len(cells))[:n] if red == "none" else rng.integers(0, len(cells), n)
+        idx = np.array([cells[i] for i in pick], np.int64).reshape(n, q)
+        upd = rng.uniform(-1, 1, [n] + shape[q:]).astype(np.float32)
+        return {"reduction": red}, {"I0": x, "I1": idx, "I2": upd}, []
+    if op == "RoiAlign":
+        N, C, H, W = 1, int(rng.integers(1, 3)), int(rng.integers(2, 9)), int(rng.integers(2, 9))
+        R = int(rng.integers(1, 4))
+        x1 = rng.uniform(0, W * 0.6, R); y1 = rng.uniform(0, H * 0.6, R)
+        rois = np.stack([x1, y1, x1 + rng.uniform(0.5, W * 0.5, R), y1 + rng.uniform(0.5, H * 0.5, R)], 1)
+        attrs = dict(mode=str(rng.choice(["avg", "max"])), output_height=int(rng.integers(1, 4)),
+                     output_width=int(rng.integers(1, 4)), sampling_ratio=int(rng.integers(0, 3)),
+                     spatial_scale=float(rng.choice([1.0, 0.5])),
+                     coordinate_transformation_mode=str(rng.choice(["half_pixel", "output_half_pixel"])))
+        return attrs, {"I0": rng.uniform(-1, 1, [N, C, H, W]).astype(np.float32),
+                       "I1": rois.astype(np.float32), "I2": np.zeros(R, np.int64)}, []
+    if op == "LRN":
+        x = rng.uniform(-2, 2, [1, int(rng.integers(1, 7)), 3, 2]).astype(np.float32)
+        return dict(size=int(rng.choice([1, 2, 3, 5])), alpha=float(rng.choice([1e-4, 0.5])),
+                    beta=float(rng.choice([0.75, 0.5])), bias=float(rng.choice([1.0, 2.0]))), {"I0": x}, []
+    if op == "Compress":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 5, r)]
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        if rng.random() < 0.3:
+            return {}, {"I0": x, "I1": rng.random(int(rng.integers(0, x.size + 1))) < 0.5}, []
+        axis = int(rng.integers(-r, r))
+        return {"axis": axis}, {"I0": x, "I1": rng.random(int(rng.integers(0, shape[axis] + 1))) < 0.5}, []
+    if op == "CenterCropPad":
+        r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 7, r)]
+        axes = sorted(set(int(a) for a in rng.integers(0, r, int(rng.integers(1, r + 1)))))
+        target = rng.integers(1, 9, len(axes)).astype(np.int64)
+        return {"axes": axes}, {"I0": rng.uniform(-1, 1, shape).astype(np.float32)}, [numpy_helper.from_array(target, "shape")]
+    if op == "Mod" or op == "BitShift":
+        r = int(rng.integers(0, 3)); shape = [int(s) for s in rng.integers(1, 5, r)]
+        if op == "BitShift":
+            t = [np.uint8, np.uint32, np.uint64][int(rng.integers(0, 3))]
+            bits = np.iinfo(t).bits
+            return ({"direction": str(rng.choice(["LEFT", "RIGHT"]))},
+                    {"I0": rng.integers(0, 2 ** min(bits, 62), shape, dtype=np.uint64).astype(t),
+                     "I1": rng.integers(0, bits, shape).astype(t)}, [])
+        fmod = int(rng.integers(0, 2))
+        if fmod or rng.random() < 0.5:
+            a = rng.uniform(-9, 9, shape).astype(np.float32); b = rng.choice([-2.5, -1.0, 0.75, 3.0], shape).astype(np.float32)
+            return {"fmod": fmod}, {"I0": a, "I1": b}, []
+        a = rng.integers(-20, 21, shape).astype(np.int32); b = rng.choice([-7, -3, 2, 5], shape).astype(np.int32)
+        return {}, {"I0": a, "I1": b}, []
     if op == "QuantizeLinear" or op == "DequantizeLinear":
         r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
         zt = [np.uint8, np.int8, np.uint16, np.int16][int(rng.integers(0, 4))]
@@ -296,9 +399,12 @@ OPS = ["Resize", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "G
        "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Tile", "Split", "Gather", "Slice",
        "Einsum", "Pad", "GridSample", "ScatterElements", "TopK", "ArgMax", "ArgMin", "CumSum",
        "DepthToSpace", "SpaceToDepth", "Trilu", "GatherElements", "LayerNormalization", "Softmax",
-       "LogSoftmax", "Hardmax", "OneHot"]
+       "LogSoftmax", "Hardmax", "OneHot", "Attention", "RMSNormalization", "GroupNormalization",
+       "InstanceNormalization", "ScatterND", "GatherND", "RoiAlign", "LRN", "Compress",
+       "CenterCropPad", "Mod", "BitShift"]
 if only:
     OPS = only
+NEW = {"Attention", "RMSNormalization"}  # opset 23
 tally = {"ok": 0, "as the reference": 0, "mismatch": 0, "our error": 0, "ort error": 0}
 for case in range(count):
     op = str(rng.choice(OPS))
@@ -312,7 +418,7 @@ for case in range(count):
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info(k, NP2T[v.dtype], list(v.shape)) for k, v in feeds.items()],
         [onnx.ValueInfoProto(name=o) for o in outs], initializer=inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23 if op in NEW else 21)])
     m.ir_version = 10
     path = f"{work}/m{case}.onnx"
     onnx.save(m, path)

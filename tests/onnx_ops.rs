@@ -277,6 +277,96 @@ fn max_pool_takes_nan_and_infinities_as_reduce_max_does() {
     }
 }
 
+/// Automatic padding follows the spec's formulas (`docs/spec-decisions.md` 33), where the
+/// runtimes differ: a negative `SAME` total pads nothing (onnxruntime's MaxPool refuses it,
+/// its AveragePool shifts the window), `SAME` pads the dilated kernel (onnxruntime's MaxPool
+/// pads the undilated one), and `VALID` ignores `ceil_mode` (onnxruntime adds a partial
+/// window). Written-out values, on constants and inputs alike.
+#[test]
+fn automatic_padding_follows_the_spec_formulas() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x3 = HostTensor::from_vec(vec![1, 1, 3], &[0.0f32, 1.0, 2.0]).unwrap();
+    // -2, -0.5, 1, 2.5, 4, 5.5, 7
+    let x7: Vec<f32> = (0..7).map(|i| i as f32 * 1.5 - 2.0).collect();
+    let x7 = HostTensor::from_vec(vec![1, 1, 7], &x7).unwrap();
+    let same = |pad: &str| ("auto_pad", Attr::String(pad.into()));
+    // (op, input, attributes, expected output)
+    type Case<'a> = (&'a str, &'a HostTensor, Vec<(&'a str, Attr)>, Vec<f32>);
+    let cases: Vec<Case> = vec![
+        (
+            "MaxPool",
+            &x3,
+            vec![
+                ("kernel_shape", ints(&[1])),
+                ("strides", ints(&[3])),
+                same("SAME_UPPER"),
+            ],
+            vec![0.0],
+        ),
+        (
+            "AveragePool",
+            &x3,
+            vec![
+                ("kernel_shape", ints(&[1])),
+                ("strides", ints(&[3])),
+                same("SAME_UPPER"),
+            ],
+            vec![0.0],
+        ),
+        (
+            "MaxPool",
+            &x3,
+            vec![
+                ("kernel_shape", ints(&[1])),
+                ("strides", ints(&[3])),
+                same("SAME_LOWER"),
+            ],
+            vec![0.0],
+        ),
+        // Total padding (4 - 1) * 2 + 3 - 7 = 2: one element each side; windows read
+        // positions -1 and 1, 1 and 3, 3 and 5, 5 and 7.
+        (
+            "MaxPool",
+            &x7,
+            vec![
+                ("kernel_shape", ints(&[2])),
+                ("strides", ints(&[2])),
+                ("dilations", ints(&[2])),
+                same("SAME_UPPER"),
+            ],
+            vec![-0.5, 2.5, 5.5, 5.5],
+        ),
+        (
+            "MaxPool",
+            &x7,
+            vec![
+                ("kernel_shape", ints(&[2])),
+                ("strides", ints(&[3])),
+                ("ceil_mode", Attr::Int(1)),
+                same("VALID"),
+            ],
+            vec![-0.5, 4.0],
+        ),
+        (
+            "AveragePool",
+            &x7,
+            vec![
+                ("kernel_shape", ints(&[2])),
+                ("strides", ints(&[3])),
+                ("ceil_mode", Attr::Int(1)),
+                same("VALID"),
+            ],
+            vec![-1.25, 3.25],
+        ),
+    ];
+    for (op, x, attrs, want) in cases {
+        for as_inputs in [true, false] {
+            let y = run(&ctx, op, &[("x", x.clone())], &attrs, 1, as_inputs).unwrap();
+            assert_eq!(y[0].to_vec::<f32>().unwrap(), want, "{op} {attrs:?}");
+        }
+    }
+}
+
 #[test]
 fn global_lp_pool_is_the_norm_of_each_image() {
     let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();

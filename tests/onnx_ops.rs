@@ -215,12 +215,6 @@ fn window_ops_refuse_bad_geometry_with_one_line_on_both_paths() {
             "storage_order",
         ),
         (
-            "AveragePool",
-            vec![("x", x.clone())],
-            vec![("kernel_shape", ints(&[6, 2]))],
-            "kernel",
-        ),
-        (
             "LpPool",
             vec![("x", x.clone())],
             vec![("kernel_shape", ints(&[2, 2])), ("p", Attr::Int(0))],
@@ -242,6 +236,66 @@ fn window_ops_refuse_bad_geometry_with_one_line_on_both_paths() {
             "i32",
         ),
     ];
+    assert_refused(&ctx, &cases);
+}
+
+/// A pool over an axis shorter than its kernel (with the padding) has no window there, as the
+/// spec's formula, the ONNX reference and onnxruntime's AveragePool and LpPool give (an empty
+/// output), but with `ceil_mode` one window where it starts in the input; Conv refuses it, as
+/// onnxruntime does.
+#[test]
+fn pools_over_axes_shorter_than_their_kernel_have_no_window() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = f32s(&[1, 4, 5, 5], 1);
+    // [1, 2, 2, 2]: -3 -2 / -1 0 in channel 0, 1 2 / 3 4 in channel 1.
+    let small: Vec<f32> = (0..8).map(|i| i as f32 - 3.0).collect();
+    let small = HostTensor::from_vec(vec![1, 2, 2, 2], &small).unwrap();
+    let k31 = ("kernel_shape", ints(&[3, 1]));
+    let s31 = ("strides", ints(&[3, 1]));
+    // (op, input, attributes, output shape)
+    type Shaped<'a> = (&'a str, &'a HostTensor, Vec<(&'a str, Attr)>, Vec<usize>);
+    let empty: Vec<Shaped> = vec![
+        (
+            "AveragePool",
+            &x,
+            vec![("kernel_shape", ints(&[6, 2]))],
+            vec![1, 4, 0, 4],
+        ),
+        (
+            "MaxPool",
+            &small,
+            vec![k31.clone(), s31.clone()],
+            vec![1, 2, 0, 2],
+        ),
+        ("LpPool", &small, vec![k31.clone()], vec![1, 2, 0, 2]),
+    ];
+    for (op, x, attrs, shape) in empty {
+        for as_inputs in [true, false] {
+            let y = run(&ctx, op, &[("x", x.clone())], &attrs, 1, as_inputs).unwrap();
+            assert_eq!(y[0].shape, shape, "{op} {attrs:?}");
+        }
+    }
+    for as_inputs in [true, false] {
+        let attrs = [k31.clone(), s31.clone(), ("ceil_mode", Attr::Int(1))];
+        let y = run(
+            &ctx,
+            "MaxPool",
+            &[("x", small.clone())],
+            &attrs,
+            2,
+            as_inputs,
+        )
+        .unwrap();
+        assert_eq!(y[0].shape, vec![1, 2, 1, 2]);
+        assert_eq!(y[0].to_vec::<f32>().unwrap(), vec![-1.0, 0.0, 3.0, 4.0]);
+        assert_eq!(y[1].to_vec::<i64>().unwrap(), vec![2, 3, 6, 7]);
+    }
+    let cases: Vec<Case> = vec![(
+        "Conv",
+        vec![("x", x.clone()), ("w", f32s(&[2, 4, 7, 3], 6))],
+        vec![],
+        "kernel",
+    )];
     assert_refused(&ctx, &cases);
 }
 

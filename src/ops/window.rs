@@ -195,6 +195,22 @@ pub fn window_plan(
     for (j, &len) in spatial.iter().enumerate() {
         let (s, e) = (plan.strides[j], plan.extent(j));
         let span = plan.pads_begin[j] + len + plan.pads_end[j];
+        // The pools take an axis shorter than the kernel's extent: the spec's formula gives
+        // no window (or, with `ceil_mode`, one that starts in the input), as the reference
+        // and onnxruntime's AveragePool and LpPool give. onnxruntime refuses such a Conv.
+        if span < e && op != "Conv" {
+            let short = (e - span) as u64;
+            let starts_inside = len + plan.pads_begin[j] > 0;
+            let out =
+                if attrs.ceil_mode && auto_pad == "NOTSET" && short < s as u64 && starts_inside {
+                    1
+                } else {
+                    0
+                };
+            plan.output[j] = out;
+            plan.extra_end[j] = if out == 1 { e - span } else { 0 };
+            continue;
+        }
         if span < e {
             return Err(Error::invalid(
                 op,

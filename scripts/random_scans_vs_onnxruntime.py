@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Random ONNX Scans against onnxruntime: bodies of 2 to 8 element-wise steps (unary and
+binary ops, comparisons and Where, Clip) over one or two states and one or two scan inputs,
+on one dtype (f32, f16, f64, i8, u8, i32, i64), with states clipped to stay bounded, scan
+outputs of intermediate values, each scan input and output forward or reversed, 1 to 6
+steps, shapes of rank 0 to 2. Integers compare bit for bit, floats to rtol 1e-3, atol 1e-4
+(f16 1e-2), as errors grow over the steps. Prints each disagreement and a tally; not part of
+the tests.
+
+usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR
+"""
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+warnings.filterwarnings("ignore")
+T = onnx.TensorProto
+binary = sys.argv[1]; count = int(sys.argv[2]); seed = int(sys.argv[3]); work = sys.argv[4]
+os.makedirs(work, exist_ok=True)
+FLOATS = {"f32": (np.float32, T.FLOAT), "f16": (np.float16, T.FLOAT16), "f64": (np.float64, T.DOUBLE)}
+INTS = {"i8": (np.int8, T.INT8), "u8": (np.uint8, T.UINT8), "i32": (np.int32, T.INT32), "i64": (np.int64, T.INT64)}
+ALL = {**FLOATS, **INTS}
+FU = ["Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Floor", "Ceil", "Round", "Sign", "Softsign", "Sin", "Cos", "Erf"]
+IU = ["Neg", "Abs", "Sign"]
+FB = ["Add", "Sub", "Mul", "Max", "Min", "Div"]
+IB = ["Add", "Sub", "Mul", "Max", "Min", "BitwiseAnd", "BitwiseOr", "BitwiseXor"]
+CMP = ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]
+
+def body_graph(rng, dtype, shape, n_states, n_scans, n_outs):
+    npt, ot = ALL[dtype]
+    nodes, inits, vals = [], [], []
+    c = [0]
+    def nm(p):
+        c[0] += 1; return f"{p}{c[0]}"
+    def const(a):
+        n = nm("k"); inits.append(numpy_helper.from_array(np.asarray(a, npt), n)); return n
+    ins = [f"s{i}" for i in range(n_states)] + [f"x{i}" for i in range(n_scans)]
+    vals = list(ins)
+    for _ in range(int(rng.integers(2, 9))):
+        k = rng.choice(["u", "b", "b", "w", "clip"])
+        a = vals[len(vals) - 1 - min(int(rng.exponential(2)), len(vals) - 1)]
+        out = nm("v")
+        if k == "u":
+            op = rng.choice(FU if dtype in FLOATS else IU)
+            if dtype == "u8" and op == "Neg": op = "Abs"
+            nodes.append(helper.make_node(op, [a], [out]))
+        elif k == "b":
+            b = rng.choice(vals) if rng.random() < 0.8 else const(rng.integers(1, 4))
+            op = rng.choice(FB if dtype in FLOATS else IB)
+            if op == "Div":
+                # divide by something away from 0
+                d = nm("v"); nodes.append(helper.make_node("Abs", [b], [d]))
+                e = nm("v"); nodes.append(helper.make_node("Add", [d, const(1)], [e])); b = e
+            nodes.append(helper.make_node(op, [a, b], [out]))
+        elif k == "w":
+            b = rng.choice(vals)
+            cnd = nm("c"); nodes.append(helper.make_node(rng.choice(CMP), [a, b], [cnd]))
+            nodes.append(helper.make_node("Where", [cnd, a, b], [out]))
+        else:
+            lo, hi = sorted(rng.integers(-5 if dtype != "u8" else 0, 6, 2))
+            nodes.append(helper.make_node("Clip", [a, const(lo), const(hi)], [out]))
+        vals.append(out)
+    # states: new = Clip(Add(old, some value)) to keep bounded
+    outs = []
+    for i in range(n_states):
+        v = vals[-1 - i] if len(vals) > i + 1 else vals[-1]
+        t = nm("v"); nodes.append(helper.make_node("Add", [f"s{i}", v], [t]))
+        o = nm("so"); nodes.append(helper.make_node("Clip", [t, const(-50 if dtype != "u8" else 0), const(50)], [o]))
+        outs.append(o)
+    for i in range(n_outs):
+        v = vals[int(rng.integers(n_states + n_scans, len(vals)))] if len(vals) > n_states + n_scans else vals[-1]
+        o = nm("yo"); nodes.append(helper.make_node("Identity", [v], [o])); outs.append(o)
+    vi = lambda n: helper.make_tensor_value_info(n, ot, list(shape))
+    g = helper.make_graph(nodes, "body", [vi(n) for n in ins], [vi(n) for n in outs], initializer=inits)
+    return g
+
+rng = np.random.default_rng(seed)
+tally = {"ok": 0, "mismatch": 0, "our error": 0, "ort error": 0}
+for case in range(count):
+    dtype = rng.choice(list(ALL))
+    npt, ot = ALL[dtype]
+    shape = [int(s) for s in rng.integers(1, 4, int(rng.integers(0, 3)))]
+    ns, nx, no = int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(0, 3))
+    steps = int(rng.integers(1, 7))
+    body = body_graph(rng, dtype, shape, ns, nx, no)
+    reverse_in = [int(rng.integers(0, 2)) for _ in range(nx)]
+    reverse_out = [int(rng.integers(0, 2)) for _ in range(no)]
+    attrs = dict(body=body, num_scan_inputs=nx)
+    if any(reverse_in): attrs["scan_input_directions"] = reverse_in
+    if any(reverse_out): attrs["scan_output_directions"] = reverse_out
+    ins = [f"S{i}" for i in range(ns)] + [f"X{i}" for i in range(nx)]
+    outs = [f"SF{i}" for i in range(ns)] + [f"Y{i}" for i in range(no)]
+    node = helper.make_node("Scan", ins, outs, **attrs)
+    vi = lambda n, s: helper.make_tensor_value_info(n, ot, s)
+    g = helper.make_graph([node], "g", [vi(f"S{i}", shape) for i in range(ns)] + [vi(f"X{i}", [steps] + shape) for i in range(nx)],
+                          [vi(f"SF{i}", shape) for i in range(ns)] + [vi(f"Y{i}", [steps] + shape) for i in range(no)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]); m.ir_version = 8
+    path = f"{work}/s{case}.onnx"; onnx.save(m, path)
+    feeds = {}
+    for i in range(ns): feeds[f"S{i}"] = np.asarray(rng.integers(0 if dtype == "u8" else -5, 6, shape) if dtype in INTS else rng.uniform(-2, 2, shape), npt)
+    for i in range(nx): feeds[f"X{i}"] = np.asarray(rng.integers(0 if dtype == "u8" else -5, 6, [steps] + shape) if dtype in INTS else rng.uniform(-2, 2, [steps] + shape), npt)
+    try:
+        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(outs, feeds)
+    except Exception as e:
+        tally["ort error"] += 1; continue
+    args = [binary, "run", path, "--out", f"{work}/o{case}"]
+    for k, v in feeds.items():
+        np.save(f"{work}/s{case}_{k}.npy", v); args += ["--input", f"{k}={work}/s{case}_{k}.npy"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode:
+        tally["our error"] += 1; print(f"s{case} ERROR", r.stderr.strip()[-200:]); continue
+    bad = []
+    for n, w in zip(outs, want):
+        got = np.load(f"{work}/o{case}/{n}.npy"); w = np.asarray(w)
+        if got.shape != w.shape or got.dtype != w.dtype: bad.append(f"{n} {got.dtype}{got.shape} vs {w.dtype}{w.shape}"); continue
+        if w.dtype.kind in "iu":
+            if (got != w).any(): bad.append(f"{n}: {(got != w).sum()} differ")
+        else:
+            rt, at = (1e-2, 1e-2) if w.dtype == np.float16 else (1e-3, 1e-4)
+            if not np.allclose(got.astype(float), w.astype(float), rtol=rt, atol=at, equal_nan=True):
+                bad.append(f"{n}: off {np.abs(got.astype(float)-w.astype(float)).max()}")
+    if bad:
+        tally["mismatch"] += 1; print(f"s{case} MISMATCH {dtype}", bad, sorted({n.op_type for n in body.node}))
+    else:
+        tally["ok"] += 1
+print(tally)

@@ -288,6 +288,7 @@ def main():
     written += unique_cases(out, manifest)
     written += string_cases(out, manifest)
     written += reduce_noop_cases(out, manifest)
+    written += integer_shrink_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -2529,6 +2530,28 @@ def reduce_noop_cases(out, manifest):
                     rtol, atol = (1e-5, 1e-6) if d == "f64" else (1e-4, 1e-5)
                     written += ort_case(out, manifest, f"ort_{op}_noop_{given}_{keepdims}_{d}", m, [("x", x)],
                                         [op], 18, rtol, atol)
+    return written
+
+
+def integer_shrink_cases(out, manifest):
+    """Shrink on the eight integer types (ONNX takes every numeric type): onnxruntime computes
+    x - bias or x + bias in f32 and converts back, truncating toward zero and wrapping (x = 1
+    with bias 3 is 254 in u8). Values up to 2^20, where that arithmetic is exact, with biases
+    and thresholds whole, fractional, zero and negative; bit for bit. Returns how many were
+    written."""
+    rng = np.random.RandomState(62)
+    written = 0
+    for d in ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"):
+        np_type, onnx_type = DTYPES[d]
+        info = np.iinfo(np_type)
+        lo, hi = max(int(info.min), -(1 << 20)), min(int(info.max), 1 << 20)
+        x = np.concatenate([np.arange(max(lo, -4), 6), rng.randint(lo, hi, 20, dtype=np.int64)]).astype(np_type)
+        for k, (bias, lambd) in enumerate([(0.0, 0.5), (1.5, 0.5), (3.0, 2.0), (0.7, -1.0), (-2.5, 1.0)]):
+            node = helper.make_node("Shrink", ["x"], ["y"], bias=bias, lambd=lambd)
+            graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type, [len(x)])],
+                                      [helper.make_tensor_value_info("y", onnx_type, None)])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+            written += ort_case(out, manifest, f"ort_shrink_{d}_{k}", m, [("x", x)], ["Shrink"], 9, 0, 0)
     return written
 
 

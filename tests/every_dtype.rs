@@ -40,6 +40,8 @@ fn onnx_allows(op: &str, d: DType) -> bool {
         "And" | "Or" | "Xor" | "Not" => d == DType::Bool,
         "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" => numeric(d) && !float(d),
         "BitShiftLeft" | "BitShiftRight" => numeric(d) && !float(d),
+        // ONNX's PRelu takes i32, i64, u32 and u64 among the integers; we take them all.
+        "Shrink" | "PRelu" => numeric(d),
         _ => panic!("{op}"),
     }
 }
@@ -330,6 +332,7 @@ fn every_op_on(d: DType) {
         "Atanh",
         "Not",
         "BitwiseNot",
+        "Shrink",
     ];
     let binary = [
         "Add",
@@ -354,6 +357,7 @@ fn every_op_on(d: DType) {
         "BitwiseXor",
         "BitShiftLeft",
         "BitShiftRight",
+        "PRelu",
     ];
     let mut ran = 0;
     let mut mismatches = Vec::new();
@@ -369,6 +373,7 @@ fn every_op_on(d: DType) {
             "BitShiftRight" => {
                 Node::new("BitShift", "s").attr("direction", Attr::String("RIGHT".into()))
             }
+            "Shrink" => shrink(),
             _ => Node::new(op, "n"),
         }
         .inputs(names);
@@ -1024,6 +1029,14 @@ fn max_roi_pool_takes_each_bins_largest() {
     assert!(e.contains("rois is f64 and X is f32"), "{e}");
 }
 
+/// Shrink with a fractional bias larger than its threshold, so that integers just above the
+/// threshold go below zero (and wrap in the unsigned types: 1 is 254 in u8).
+fn shrink() -> Node {
+    Node::new("Shrink", "s")
+        .attr("bias", Attr::Float(3.5))
+        .attr("lambd", Attr::Float(0.5))
+}
+
 /// i64 and u64 without `SHADER_INT64` (as in browsers): the ops the 32-bit emulation covers
 /// (arithmetic, division and remainders, order, casts to and from the integer types, bool and
 /// f32/f16/bf16) give the native path's bits (the reference's), on edge values (extremes,
@@ -1059,6 +1072,8 @@ fn emulated_on(d: DType) {
         "Abs",
         "Relu",
         "Sign",
+        "Shrink",
+        "PRelu",
     ];
     let mut ran = 0;
     let ops = [
@@ -1083,15 +1098,22 @@ fn emulated_on(d: DType) {
         "Mod",
         "Pow",
         "Exp",
+        "Shrink",
+        "PRelu",
     ]);
     for op in ops {
-        let unary = matches!(op, "Neg" | "Abs" | "Relu" | "Sign" | "Exp");
+        let unary = matches!(op, "Neg" | "Abs" | "Relu" | "Sign" | "Exp" | "Shrink");
         let mut inputs = vec![("a", shaped(values(d, 35, 3), &[5, 7]))];
         if !unary {
             inputs.push(("b", values(d, 7, 8)));
         }
         let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
-        let node = Node::new(op, "n").inputs(names);
+        let node = if op == "Shrink" {
+            shrink()
+        } else {
+            Node::new(op, "n")
+        }
+        .inputs(names);
         match both(&plain, node, inputs) {
             Ok((got, want)) => {
                 assert!(covered.contains(&op), "{op} on {d} ran emulated");

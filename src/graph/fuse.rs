@@ -517,7 +517,14 @@ pub(crate) fn build(
             if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
                 return Ok(None);
             }
-            match crate::ops::activation::activation_program(op, dtype, 1, &attrs, &approximate) {
+            match crate::ops::activation::activation_program(
+                op,
+                dtype,
+                1,
+                &attrs,
+                &approximate,
+                false,
+            ) {
                 Ok((program, constants)) if constants.is_empty() => Some(program),
                 _ => return Ok(None),
             }

@@ -121,11 +121,19 @@ impl Recorder {
         self.check_inputs(op, &named)?;
         let x = inputs[0];
         let dtype = x.dtype();
-        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+        if !takes(op, dtype) {
+            let integers = if matches!(op, "Shrink" | "PRelu") {
+                ", f64 or an integer type"
+            } else {
+                " or f64"
+            };
             return Err(Error::invalid(
                 op,
                 names[0],
-                format!("{} is {dtype}; {op} takes f32, f16, bf16 or f64", names[0]),
+                format!(
+                    "{} is {dtype}; {op} takes f32, f16, bf16{integers}",
+                    names[0]
+                ),
             ));
         }
         if let Some(second) = inputs.get(1) {
@@ -168,19 +176,39 @@ impl Recorder {
                 ));
             }
         }
-        let (program, constants) = activation_program(op, dtype, inputs.len(), attrs, approximate)?;
-        let c = if dtype == DType::F64 {
-            DType::F64
-        } else {
-            DType::F32
-        };
+        let emulate64 = !self
+            .context()
+            .features()
+            .contains(wgpu::Features::SHADER_INT64);
+        let (program, constants) =
+            activation_program(op, dtype, inputs.len(), attrs, approximate, emulate64)?;
+        let c = compute_dtype(op, dtype);
         let constants: Vec<Tensor> = constants
             .iter()
-            .map(|&v| super::scalar_tensor(self.context(), c, v))
+            .map(|&v| self.host_values(c, &[], &[v]))
             .collect::<Result<_>>()?;
         let mut leaves: Vec<&Tensor> = inputs.to_vec();
         leaves.extend(constants.iter());
         self.program_to(&program, &leaves, out)
+    }
+}
+
+/// Whether activation `op` takes values of `dtype`: every one takes the floats; Shrink (all
+/// numeric types in ONNX) and PRelu (its integer types in ONNX, all of them here) also take
+/// the integers.
+pub(crate) fn takes(op: &str, dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
+        || matches!(op, "Shrink" | "PRelu") && dtype.is_integer()
+}
+
+/// The type activation `op` computes in on `dtype`: f16 and bf16 in f32, rounded once, as the
+/// reference computes an op; integer Shrink in f32, as onnxruntime computes it; integer PRelu
+/// in its own type (a wrapping product).
+fn compute_dtype(op: &str, dtype: DType) -> DType {
+    match dtype {
+        DType::F64 => DType::F64,
+        d if op == "PRelu" && d.is_integer() => d,
+        _ => DType::F32,
     }
 }
 
@@ -194,6 +222,7 @@ pub(crate) fn activation_program(
     inputs: usize,
     attrs: &[(&str, f64)],
     approximate: &str,
+    emulate64: bool,
 ) -> Result<(Program, Vec<f64>)> {
     let Some(&op) = ACTIVATIONS.iter().find(|&&a| a == op) else {
         return Err(Error::Graph(format!("unknown activation '{op}'")));
@@ -211,14 +240,9 @@ pub(crate) fn activation_program(
             })
             .unwrap_or(0.0)
     };
-    // f16 and bf16 compute in f32 and round once, as the reference computes an op.
-    let c = if dtype == DType::F64 {
-        DType::F64
-    } else {
-        DType::F32
-    };
+    let c = compute_dtype(op, dtype);
     let mut b = Builder {
-        p: Program::new(vec![dtype; inputs], false),
+        p: Program::new(vec![dtype; inputs], emulate64 && dtype.is_integer()),
         dtype: c,
         constants: Vec::new(),
     };
@@ -364,7 +388,19 @@ pub(crate) fn activation_program(
         _ => unreachable!("listed in ACTIVATIONS"),
     }
     if c != dtype {
-        let last = Arg::Step((b.p.steps().len() - 1) as u8);
+        let mut last = Arg::Step((b.p.steps().len() - 1) as u8);
+        if dtype.is_integer() {
+            // Integer Shrink: the f32 result truncated toward zero, then wrapped to the
+            // type, as onnxruntime's conversion gives it (x = 1, bias = 3 is 254 in u8).
+            let wide = if dtype.size() <= 2 {
+                DType::I32
+            } else {
+                DType::I64
+            };
+            last =
+                b.p.push("Cast", vec![last], wide)
+                    .ok_or_else(|| Error::Graph(format!("internal: no Cast to {wide}")))?;
+        }
         b.p.push("Cast", vec![last], dtype)
             .ok_or_else(|| Error::Graph(format!("internal: no Cast to {dtype}")))?;
     }

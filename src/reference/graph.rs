@@ -650,8 +650,8 @@ fn run_node(
         "LayerNormalization" | "RMSNormalization" => {
             let x = a(0)?;
             let dtype = x.dtype;
-            if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
-                return Err(format!("{op} takes floats").into());
+            if !crate::ops::activation::takes(op, dtype) {
+                return Err(format!("{op} does not take {dtype}").into());
             }
             let rank = x.shape.len() as i64;
             let axis = int(node, "axis").unwrap_or(-1);
@@ -799,8 +799,8 @@ fn run_node(
         op if crate::ops::activation::ACTIVATIONS.contains(&op) => {
             let x = a(0)?;
             let dtype = x.dtype;
-            if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
-                return Err(format!("{op} takes floats").into());
+            if !crate::ops::activation::takes(op, dtype) {
+                return Err(format!("{op} does not take {dtype}").into());
             }
             let attr = |name: &str| -> f64 {
                 match node.attrs.get(name) {
@@ -812,6 +812,14 @@ fn run_node(
                         .map_or(0.0, |&(_, v)| v),
                 }
             };
+            if dtype.is_integer() {
+                return one(integer_activation(
+                    op,
+                    &x,
+                    args.get(1).cloned().flatten(),
+                    &attr,
+                )?);
+            }
             let xs = cast(&x, DType::F64)?.to_vec::<f64>()?;
             let second = match args.get(1).cloned().flatten() {
                 Some(t) => {
@@ -2007,4 +2015,55 @@ fn scan(
         results.push(from_bytes(dtype, stacked));
     }
     Ok(results)
+}
+
+/// Shrink and PRelu on integers, as the GPU computes them: Shrink in f32 (onnxruntime's
+/// arithmetic), truncated toward zero and wrapped to the type (through i32 for the 8- and
+/// 16-bit types, i64 for the others); PRelu as a wrapping product of x and its slope where x
+/// is negative.
+fn integer_activation(
+    op: &str,
+    x: &HostTensor,
+    slope: Option<HostTensor>,
+    attr: &dyn Fn(&str) -> f64,
+) -> R<HostTensor> {
+    let dtype = x.dtype;
+    let wide = if op == "Shrink" {
+        let (bias, lambd) = (attr("bias") as f32, attr("lambd") as f32);
+        let xs = cast(x, DType::F32)?.to_vec::<f32>()?;
+        let ys: Vec<i64> = xs
+            .iter()
+            .map(|&v| {
+                let y = if v < -lambd {
+                    v + bias
+                } else if v > lambd {
+                    v - bias
+                } else {
+                    0.0
+                };
+                if dtype.size() <= 2 {
+                    i64::from(y as i32)
+                } else {
+                    y as i64
+                }
+            })
+            .collect();
+        HostTensor::from_vec(x.shape.clone(), &ys)?
+    } else {
+        let unsigned = matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64);
+        let Some(slope) = slope.filter(|_| !unsigned) else {
+            return Ok(x.clone());
+        };
+        let xs = cast(x, DType::I64)?;
+        let zeros = HostTensor::from_vec(x.shape.clone(), &vec![0i64; x.numel()])?;
+        let ws = elementwise("Add", &[zeros, cast(&slope, DType::I64)?])?.to_vec::<i64>()?;
+        let ys: Vec<i64> = xs
+            .to_vec::<i64>()?
+            .iter()
+            .zip(&ws)
+            .map(|(&v, &w)| if v < 0 { v.wrapping_mul(w) } else { v })
+            .collect();
+        HostTensor::from_vec(x.shape.clone(), &ys)?
+    };
+    cast(&wide, dtype)
 }

@@ -1136,6 +1136,15 @@ fn variadic_max_min_sum_mean_with_broadcasting() {
         let (got, want) = both(Node::new(op, "v").inputs(names.to_vec()), inputs).unwrap();
         assert!(same(DType::F64, &got, &want), "{op}: {got:?} vs {want:?}");
     }
+    // A mean of scalars is a scalar: the count divides without broadcasting it to [1].
+    let scalar = |v: f32| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let (got, want) = both(
+        Node::new("Mean", "m").inputs(["a", "b", "c"]),
+        vec![("a", scalar(1.0)), ("b", scalar(2.0)), ("c", scalar(6.0))],
+    )
+    .unwrap();
+    assert_eq!(got, scalar(3.0));
+    assert_eq!(want, scalar(3.0));
     let e = both(
         Node::new("Sum", "s").inputs(["a", "b"]),
         vec![

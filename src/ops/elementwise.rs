@@ -247,16 +247,17 @@ impl Recorder {
             acc = next;
         }
         if mean {
+            // A scalar count: one of shape [1] would make a mean of scalars [1].
             let n = inputs.len();
             let count = match first.dtype() {
-                DType::F64 => crate::HostTensor::from_vec(vec![1], &[n as f64])?,
+                DType::F64 => crate::HostTensor::from_vec(vec![], &[n as f64])?,
                 DType::F16 => {
-                    crate::HostTensor::from_vec(vec![1], &[half::f16::from_f32(n as f32)])?
+                    crate::HostTensor::from_vec(vec![], &[half::f16::from_f32(n as f32)])?
                 }
                 DType::BF16 => {
-                    crate::HostTensor::from_vec(vec![1], &[half::bf16::from_f32(n as f32)])?
+                    crate::HostTensor::from_vec(vec![], &[half::bf16::from_f32(n as f32)])?
                 }
-                _ => crate::HostTensor::from_vec(vec![1], &[n as f32])?,
+                _ => crate::HostTensor::from_vec(vec![], &[n as f32])?,
             };
             let count = Tensor::from_host(self.context(), &count)?;
             let mean = self.elementwise_to("Div", &acc, Some(&count), out)?;

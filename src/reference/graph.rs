@@ -974,7 +974,7 @@ fn run_node(
             }
             if op == "Mean" {
                 let n = args.len() as f64;
-                let count = cast(&HostTensor::from_vec(vec![1], &[n])?, acc.dtype)?;
+                let count = cast(&HostTensor::from_vec(vec![], &[n])?, acc.dtype)?;
                 acc = elementwise("Div", &[acc, count])?;
             }
             one(acc)

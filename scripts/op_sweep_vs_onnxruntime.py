@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Random attributes and inputs for 56 ops against onnxruntime, and where the two differ,
+"""Random attributes and inputs for 136 ops against onnxruntime, and where the two differ,
 against the ONNX reference (`onnx.reference`): Resize (every mode, coordinate transform,
 nearest mode, cubic coefficient, antialias, ROI, sizes with an aspect policy), Conv,
 ConvTranspose and the pools (ranks 1 to 3, strides, dilations, pads, every auto_pad, ceil_mode,
@@ -9,13 +9,20 @@ negative, none; keepdims; noop_with_empty_axes), and Tile, Split, Gather, Slice,
 GridSample, ScatterElements, TopK, ArgMax, ArgMin, CumSum, DepthToSpace, SpaceToDepth, Trilu,
 GatherElements, LayerNormalization, the softmaxes, OneHot, Attention (opset 23: grouped heads,
 the 3-D layout, masks, causal, scale, softcap), RMS, group and instance normalization,
-ScatterND and GatherND, RoiAlign, LRN, Compress, CenterCropPad, Mod and BitShift. One op per
-model, run through `wgpu-ops run`; outputs compared to rtol 1e-4, atol 1e-5 (integers
-exactly).
+ScatterND and GatherND, RoiAlign, LRN, Compress, CenterCropPad, Mod and BitShift; then the
+element-wise ops on every dtype ONNX gives them (the unary math and activations, arithmetic,
+comparisons, logic and bitwise ops, Max/Min/Sum/Mean, Where, Clip, Cast between any two
+types) on values with the types' ends, zeros of both signs, infinities, NaN, subnormals and
+halves, broadcast; NonZero, Unique, NonMaxSuppression, MaxUnpool, ReverseSequence, Col2Im,
+AffineGrid, BatchNormalization, MeanVarianceNormalization, LpNormalization, Det, ConvInteger,
+QLinearConv and the two losses. One op per model, run through `wgpu-ops run`; outputs
+compared to rtol 1e-4, atol 1e-5 (f16 1e-3, 1e-4; integers and bools exactly). Where
+onnxruntime has no kernel for a model (f64 Acos, f16 Elu, ...), the reference alone decides.
 
 Prints each model that differs from onnxruntime, saying whether it agrees with the ONNX
-reference instead, each error of ours, and a tally. Not part of the tests (each model is a
-run of the command); `docs/onnx.md` records what its runs found.
+reference instead, each error of ours, a tally, and what onnxruntime refused per op. Not
+part of the tests (each model is a run of the command); `docs/onnx.md` records what its
+runs found.
 
 usage: scripts/op_sweep_vs_onnxruntime.py WGPU_OPS_BINARY [COUNT] [SEED] [WORK_DIR] [OP,OP...]
 """

@@ -128,6 +128,24 @@ fn field(w: u32, i: u32, bits: u32) -> u32 {
 // END WORD HELPERS
 
 // C's pow on f32 (onnxruntime's): WGSL's pow is undefined for negative bases and for 0^0.
+// a^n by squaring: x^2 exactly rounded as C's pow gives it, and whole powers of integers
+// exact while they fit (5^4 = 625, where exp2(4 log2 5) is 624.9999, truncated to 624).
+fn pow_whole(a: f32, n: u32) -> f32 {
+    var k = n;
+    var x = a;
+    var r = 1.0;
+    loop {
+        if (k & 1u) == 1u {
+            r = r * x;
+        }
+        k = k >> 1u;
+        if k == 0u {
+            break;
+        }
+        x = x * x;
+    }
+    return r;
+}
 fn onnx_pow(a: f32, b: f32) -> f32 {
     if b == 0.0 || a == 1.0 {
         return 1.0;
@@ -141,6 +159,15 @@ fn onnx_pow(a: f32, b: f32) -> f32 {
     }
     if a == 0.0 {
         return select(0.0, inf, b < 0.0);
+    }
+    if floor(b) == b && abs(b) <= 1024.0 {
+        let n = u32(abs(b));
+        if b > 0.0 {
+            return pow_whole(a, n);
+        }
+        // 1 / a^n, or (1 / a)^n where a^n overflows and its reciprocal need not.
+        let p = pow_whole(a, n);
+        return select(1.0 / p, pow_whole(1.0 / a, n), abs(p) == inf);
     }
     let m = exp2(b * log2(abs(a)));
     if a > 0.0 {

@@ -1227,6 +1227,69 @@ fn pow_of_mixed_types_emulated() {
     assert_eq!(ran, 11 + 4 * 2 - 1, "{ran}");
 }
 
+/// Whole float exponents (up to 1024) go by squaring, as C's pow is exact on them where the
+/// result fits: integer bases give exact powers (5^4.0 is 625, where exp2(4 log2 5) came to
+/// 624.9999, truncated to 624), native and emulated; x^2.0 is x * x, bit for bit, in f32
+/// and f64; x^-2.0 is 1 / (x * x).
+#[test]
+fn pow_to_whole_float_exponents_is_exact() {
+    let bases = [5i64, -5, 3, 7, -2, 10, 12, 0, 1, -1, 6, 9];
+    let exponents = [
+        4.0f32, 4.0, 5.0, 6.0, 9.0, 5.0, 4.0, 3.0, 0.0, 7.0, 8.0, 7.0,
+    ];
+    let want: Vec<i64> = bases
+        .iter()
+        .zip(&exponents)
+        .map(|(&a, &b)| a.pow(b as u32))
+        .collect();
+    let e32 = HostTensor::from_vec(vec![12], &exponents).unwrap();
+    for exponent in [e32.clone(), cast_host(&e32, DType::F16).unwrap()] {
+        for (base, ctx) in [
+            (DType::I32, ctx()),
+            (DType::I64, ctx()),
+            (DType::I64, ctx_emulating_64_bit()),
+        ] {
+            let a = cast_host(&HostTensor::from_vec(vec![12], &bases).unwrap(), base).unwrap();
+            let node = Node::new("Pow", "p").inputs(["a", "b"]);
+            let (got, _) = both(ctx, node, vec![("a", a), ("b", exponent.clone())]).unwrap();
+            let got = cast_host(&got, DType::I64)
+                .unwrap()
+                .to_vec::<i64>()
+                .unwrap();
+            assert_eq!(got, want, "{base} ^ {}", exponent.dtype);
+        }
+    }
+    for d in [DType::F32, DType::F64] {
+        let x = cast_host(&values_with(d, 64, 5, false), DType::F64)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap();
+        let x = cast_host(&HostTensor::from_vec(vec![64], &x).unwrap(), d).unwrap();
+        for (power, square) in [(2.0, true), (-2.0, false)] {
+            let b = cast_host(&HostTensor::from_vec(vec![], &[power]).unwrap(), d).unwrap();
+            let node = Node::new("Pow", "p").inputs(["a", "b"]);
+            let (got, _) = both(ctx(), node, vec![("a", x.clone()), ("b", b)]).unwrap();
+            let xs = cast_host(&x, DType::F64).unwrap().to_vec::<f64>().unwrap();
+            let want: Vec<f64> = xs
+                .iter()
+                .map(|&v| match (d, square) {
+                    (DType::F32, true) => f64::from((v as f32) * (v as f32)),
+                    (DType::F32, false) => f64::from(1.0 / ((v as f32) * (v as f32))),
+                    (_, true) => v * v,
+                    _ => 1.0 / (v * v),
+                })
+                .collect();
+            let want = cast_host(&HostTensor::from_vec(vec![64], &want).unwrap(), d).unwrap();
+            if d == DType::F64 || square {
+                assert_eq!(got, want, "{d} ^ {power}");
+            } else {
+                // WGSL's f32 division is within 2.5 ulp, not exactly rounded.
+                compare("Pow", &got, &want, &format!("{d} ^ {power}")).unwrap();
+            }
+        }
+    }
+}
+
 /// The word kernel beyond the binding limit: with 128 bytes bound at a time, outputs of 1 and
 /// 2 bytes are written in windows whose pieces start and end inside words (a piece keeps the
 /// bytes of the word that belong to its neighbours), and Cast changes the element size.

@@ -289,6 +289,7 @@ def main():
     written += string_cases(out, manifest)
     written += reduce_noop_cases(out, manifest)
     written += integer_shrink_cases(out, manifest)
+    written += prelu_broadcast_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -2552,6 +2553,29 @@ def integer_shrink_cases(out, manifest):
                                       [helper.make_tensor_value_info("y", onnx_type, None)])
             m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
             written += ort_case(out, manifest, f"ort_shrink_{d}_{k}", m, [("x", x)], ["Shrink"], 9, 0, 0)
+    return written
+
+
+def prelu_broadcast_cases(out, manifest):
+    """PRelu whose slope has more axes than X, or axes X broadcasts along: onnxruntime (and
+    the reference) broadcast both ways, the output taking the joint shape. f32 and f64,
+    rtol 1e-4 atol 1e-5 (f64 1e-5/1e-6). Returns how many were written."""
+    rng = np.random.RandomState(63)
+    written = 0
+    for k, (xs, ss) in enumerate([([3], [2, 3]), ([4, 1], [2, 4, 3]), ([], [3]), ([2, 1, 4], [3, 1]),
+                                  ([1], [2, 2])]):
+        for d in ("f32", "f64"):
+            np_type, onnx_type = DTYPES[d]
+            x = rng.uniform(-2, 2, xs).astype(np_type)
+            slope = rng.uniform(-1, 1, ss).astype(np_type)
+            node = helper.make_node("PRelu", ["x", "slope"], ["y"])
+            graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type, xs),
+                                                    helper.make_tensor_value_info("slope", onnx_type, ss)],
+                                      [helper.make_tensor_value_info("y", onnx_type, None)])
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+            rtol, atol = (1e-5, 1e-6) if d == "f64" else (1e-4, 1e-5)
+            written += ort_case(out, manifest, f"ort_prelu_broadcast_{k}_{d}", m, [("x", x), ("slope", slope)],
+                                ["PRelu"], 16, rtol, atol)
     return written
 
 

@@ -1037,6 +1037,44 @@ fn shrink() -> Node {
         .attr("lambd", Attr::Float(0.5))
 }
 
+/// PRelu broadcasts X and the slope both ways, as onnxruntime and the reference do: a slope
+/// of more axes than X widens the output (X [3] and slope [2, 1, 3] give [2, 1, 3]), in
+/// floats and integers, on the GPU as in the interpreter.
+#[test]
+fn prelu_broadcasts_both_ways() {
+    // Integers take the same values doubled (whole).
+    let x = [-1.0f64, 0.5, -4.0];
+    let slope = [0.5f64, -1.0, 2.0, 3.0, 0.0, -0.5];
+    for d in [DType::F32, DType::F64, DType::I32, DType::I64] {
+        let k = if d.is_integer() { 2.0 } else { 1.0 };
+        let (xs, ss): (Vec<f64>, Vec<f64>) = (
+            x.iter().map(|v| v * k).collect(),
+            slope.iter().map(|v| v * k).collect(),
+        );
+        let ws: Vec<f64> = (0..6)
+            .map(|i| {
+                if xs[i % 3] < 0.0 {
+                    xs[i % 3] * ss[i]
+                } else {
+                    xs[i % 3]
+                }
+            })
+            .collect();
+        let host = |shape: Vec<usize>, v: &[f64]| {
+            cast_host(&HostTensor::from_vec(shape, v).unwrap(), d).unwrap()
+        };
+        let node = Node::new("PRelu", "p").inputs(["x", "slope"]);
+        let inputs = vec![
+            ("x", host(vec![3], &xs)),
+            ("slope", host(vec![2, 1, 3], &ss)),
+        ];
+        let (got, reference) = both(ctx(), node, inputs).unwrap();
+        let want = host(vec![2, 1, 3], &ws);
+        assert_eq!(got, want, "PRelu on {d}");
+        assert_eq!(reference, want, "PRelu on {d}, interpreter");
+    }
+}
+
 /// i64 and u64 without `SHADER_INT64` (as in browsers): the ops the 32-bit emulation covers
 /// (arithmetic, division and remainders, order, casts to and from the integer types, bool and
 /// f32/f16/bf16) give the native path's bits (the reference's), on edge values (extremes,

@@ -149,13 +149,12 @@ impl Recorder {
                     ),
                 ));
             }
+            // PRelu broadcasts both ways, as onnxruntime and the reference do (the spec has
+            // the slope broadcast to X; a slope of more axes widens the output).
             let fits = if op == "SwiGLU" {
                 second.shape() == x.shape()
             } else {
-                super::broadcast_shape(op, x.shape(), second.shape())
-                    .ok()
-                    .as_deref()
-                    == Some(x.shape())
+                super::broadcast_shape(op, x.shape(), second.shape()).is_ok()
             };
             if !fits {
                 return Err(Error::invalid(
@@ -170,7 +169,7 @@ impl Recorder {
                         if op == "SwiGLU" {
                             "the shapes must be equal"
                         } else {
-                            "it must broadcast to it"
+                            "they must broadcast together"
                         }
                     ),
                 ));

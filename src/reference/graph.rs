@@ -812,20 +812,21 @@ fn run_node(
                         .map_or(0.0, |&(_, v)| v),
                 }
             };
+            // PRelu broadcasts X and the slope both ways, as onnxruntime and the reference do.
+            let (x, second) = match args.get(1).cloned().flatten() {
+                Some(t) => {
+                    let shape = crate::ops::broadcast_shape("PRelu", &x.shape, &t.shape)
+                        .map_err(|e| e.to_string())?;
+                    (expand_to(&x, &shape)?, Some(expand_to(&t, &shape)?))
+                }
+                None => (x, None),
+            };
             if dtype.is_integer() {
-                return one(integer_activation(
-                    op,
-                    &x,
-                    args.get(1).cloned().flatten(),
-                    &attr,
-                )?);
+                return one(integer_activation(op, &x, second, &attr)?);
             }
             let xs = cast(&x, DType::F64)?.to_vec::<f64>()?;
-            let second = match args.get(1).cloned().flatten() {
-                Some(t) => {
-                    let zeros = HostTensor::from_vec(x.shape.clone(), &vec![0.0f64; x.numel()])?;
-                    elementwise("Add", &[zeros, cast(&t, DType::F64)?])?.to_vec::<f64>()?
-                }
+            let second = match second {
+                Some(t) => cast(&t, DType::F64)?.to_vec::<f64>()?,
                 None => vec![0.0; xs.len()],
             };
             let softplus = |v: f64| {
@@ -2017,6 +2018,22 @@ fn scan(
     Ok(results)
 }
 
+/// `x` broadcast to `shape` (numpy's rule).
+fn expand_to(x: &HostTensor, shape: &[usize]) -> R<HostTensor> {
+    let size = x.dtype.size();
+    let mut src_shape = vec![1; shape.len() - x.shape.len()];
+    src_shape.extend(&x.shape);
+    src_shape.push(size);
+    let mut byte_shape = shape.to_vec();
+    byte_shape.push(size);
+    let src = ArrayD::from_shape_vec(IxDyn(&src_shape), x.data.clone())?;
+    let out = src
+        .broadcast(IxDyn(&byte_shape))
+        .ok_or("shapes do not broadcast")?
+        .to_owned();
+    Ok(from_bytes(x.dtype, out))
+}
+
 /// Shrink and PRelu on integers, as the GPU computes them: Shrink in f32 (onnxruntime's
 /// arithmetic), truncated toward zero and wrapped to the type (through i32 for the 8- and
 /// 16-bit types, i64 for the others); PRelu as a wrapping product of x and its slope where x
@@ -2055,8 +2072,7 @@ fn integer_activation(
             return Ok(x.clone());
         };
         let xs = cast(x, DType::I64)?;
-        let zeros = HostTensor::from_vec(x.shape.clone(), &vec![0i64; x.numel()])?;
-        let ws = elementwise("Add", &[zeros, cast(&slope, DType::I64)?])?.to_vec::<i64>()?;
+        let ws = cast(&slope, DType::I64)?.to_vec::<i64>()?;
         let ys: Vec<i64> = xs
             .to_vec::<i64>()?
             .iter()

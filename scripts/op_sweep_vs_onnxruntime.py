@@ -234,14 +234,17 @@ def gen(op):
         r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
         axis = int(rng.integers(-r, r)); k = int(rng.integers(0, shape[axis] + 1))
         x = rng.integers(-3, 4, shape).astype(np.float32)  # ties
+        if rng.random() < 0.3: x = values(np.float32, shape)
         return dict(axis=axis, largest=int(rng.integers(0, 2)), sorted=1), {"I0": x}, [numpy_helper.from_array(np.array([k], np.int64), "k")]
     if op in ("ArgMax", "ArgMin"):
         r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
         x = rng.integers(-2, 3, shape).astype(np.float32)
+        if rng.random() < 0.3: x = values(np.float32, shape)
         return dict(axis=int(rng.integers(-r, r)), keepdims=int(rng.integers(0, 2)), select_last_index=int(rng.integers(0, 2))), {"I0": x}, []
     if op == "CumSum":
         r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
         x = rng.uniform(-1, 1, shape).astype(np.float32)
+        if rng.random() < 0.3: x = values(np.float32, shape)
         return dict(exclusive=int(rng.integers(0, 2)), reverse=int(rng.integers(0, 2))), {"I0": x}, [numpy_helper.from_array(np.array(int(rng.integers(-r, r)), np.int64), "axis")]
     if op in ("DepthToSpace", "SpaceToDepth"):
         b = int(rng.integers(1, 4)); N = int(rng.integers(1, 3))
@@ -267,6 +270,7 @@ def gen(op):
     if op == "Softmax" or op == "LogSoftmax" or op == "Hardmax":
         r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 6, r)]
         x = rng.integers(-2, 3, shape).astype(np.float32) if op == "Hardmax" else rng.uniform(-5, 5, shape).astype(np.float32)
+        if rng.random() < 0.3: x = values(np.float32, shape)
         return dict(axis=int(rng.integers(-r, r))), {"I0": x}, []
     if op == "OneHot":
         r = int(rng.integers(0, 3)); shape = [int(s) for s in rng.integers(1, 5, r)]
@@ -297,6 +301,7 @@ def gen(op):
         r = int(rng.integers(0, 4)); shape = [int(s) for s in rng.integers(1, 5, r)]
         dt = rng.choice([np.float32, np.int32, np.int64]) if op in ("ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd") else np.float32
         x = (rng.integers(-9, 10, shape) if dt != np.float32 else rng.uniform(0.1, 2, shape)).astype(dt)
+        if rng.random() < 0.3: x = values(dt, shape)  # NaN, infinities, -0, the ends
         # Distinct axes, some written negative (a repeated axis is refused, as the reference does).
         axes = sorted(set(int(a) for a in rng.integers(0, r, int(rng.integers(0, r + 1))))) if r else []
         axes = [a - r if rng.random() < 0.5 else a for a in axes]
@@ -534,6 +539,7 @@ def gen(op):
         r = int(rng.integers(1, 4)); shape = [int(s) for s in rng.integers(1, 5, r)]
         dt = [np.float32, np.int64, np.int8][int(rng.integers(0, 3))]
         x = rng.integers(-3, 4, shape).astype(dt)
+        if dt != np.int8 and rng.random() < 0.3: x = values(dt, shape)
         attrs = {"sorted": int(rng.integers(0, 2))}
         if rng.random() < 0.5:
             attrs["axis"] = int(rng.integers(-r, r))

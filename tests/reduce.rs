@@ -666,3 +666,58 @@ fn normalizations_match_the_reference() {
     );
     assert!(e.contains("X is i32"), "{e}");
 }
+
+/// ReduceLogSumExp where the largest value is infinite or a value is NaN: +inf gives +inf
+/// (its shift by the max, inf - inf, made NaN), all -inf gives -inf, NaN gives NaN, as
+/// onnxruntime gives them; f32 and f64, on the GPU and in the interpreter. Rows longer than a
+/// workgroup put the infinity in one thread's part and finite values (or -inf) in the others'.
+#[test]
+fn log_sum_exp_of_infinities_and_nan() {
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let rows: [(&[f64], f64); 8] = [
+        (&[inf, 1.0], inf),
+        (&[inf, -inf], inf),
+        (&[-inf, -inf], -inf),
+        (&[nan, inf], nan),
+        (&[inf, inf], inf),
+        (&[-inf, nan], nan),
+        (&[3.0, -inf], 3.0),
+        (&[inf, nan], nan),
+    ];
+    for width in [2usize, 1000] {
+        for dtype in [DType::F32, DType::F64] {
+            let mut values = Vec::new();
+            for (row, expected) in &rows {
+                // Finite values beside a +inf or NaN; -inf beside the others (no change).
+                let filler = if *expected == inf || expected.is_nan() {
+                    0.5
+                } else {
+                    -inf
+                };
+                let mut line = vec![filler; width];
+                line[width - 2..].copy_from_slice(row);
+                line.rotate_right(width / 3);
+                values.extend(line);
+            }
+            let x = data_from(dtype, &[rows.len(), width], &values);
+            let node = Node::new("ReduceLogSumExp", "r")
+                .attr("axes", Attr::Ints(vec![1]))
+                .attr("keepdims", Attr::Int(0));
+            let (got, want) = both(ctx(), node, x);
+            for (name, t) in [("GPU", got), ("interpreter", want)] {
+                let v = as_f64(&t);
+                for ((row, expected), v) in rows.iter().zip(v) {
+                    let ok = if expected.is_nan() {
+                        v.is_nan()
+                    } else {
+                        v == *expected
+                    };
+                    assert!(
+                        ok,
+                        "{name} {dtype} width {width} {row:?}: {v}, not {expected}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -267,15 +267,20 @@ fn op_lines(op: &str, class: Class, out: DType) -> [String; 4] {
         ),
         "ReduceLogSumExp" => [
             format!("fn init() -> State {{ return State({lowest}, C(0), 0u); }}"),
-            // (max, sum of exp(x - max)): merged by rescaling to the larger max.
+            // (max, sum of exp(x - max)): merged by rescaling to the larger max. NaN sticks
+            // in the max; a max of +inf is the result (inf - inf would make it NaN).
             format!(
                 "{math}
 fn lse(s: State, m2: C, s2: C) -> State {{
+    if {nan_a} || {nan_m2} {{ return State(s.a + m2, C(1), 0u); }}
     let m = max(s.a, m2);
     if m == {lowest} {{ return State(m, C(0), 0u); }}
+    if m == {highest} {{ return State(m, C(1), 0u); }}
     return State(m, s.b * {exp}(s.a - m) + s2 * {exp}(m2 - m), 0u);
 }}
-fn absorb(s: State, x: C, j: u32) -> State {{ return lse(s, x, C(1)); }}"
+fn absorb(s: State, x: C, j: u32) -> State {{ return lse(s, x, C(1)); }}",
+                nan_a = is_nan("s.a"),
+                nan_m2 = is_nan("m2"),
             ),
             "fn merge(s: State, t: State) -> State { return lse(s, t.a, t.b); }".to_string(),
             result(&format!("s.a + {log}(s.b)")),

@@ -865,9 +865,10 @@ pub(crate) fn reduce(op: &str, t: &HostTensor, axes: &[usize], keepdims: bool) -
                         "ReduceL1" => sum(&f64::abs),
                         "ReduceL2" => sum(&|x| x * x).sqrt(),
                         "ReduceLogSum" => sum(&|x| x).ln(),
+                        "ReduceLogSumExp" if nan => f64::NAN,
                         "ReduceLogSumExp" => {
                             let m = it.fold(f64::NEG_INFINITY, f64::max);
-                            if m == f64::NEG_INFINITY {
+                            if m.is_infinite() {
                                 m
                             } else {
                                 m + sum(&|x| (x - m).exp()).ln()

@@ -721,3 +721,72 @@ fn log_sum_exp_of_infinities_and_nan() {
         }
     }
 }
+
+/// TopK orders NaN (of either sign) above every number and -0 equal to 0 (ties keep their
+/// order), as onnxruntime does: the indices it gives, on the GPU and in the interpreter, for
+/// f32, f64 and f16.
+#[test]
+fn topk_orders_nan_above_every_number() {
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let negative_nan = -f64::NAN;
+    let x = [
+        nan,
+        1.0,
+        2.0,
+        nan,
+        -inf,
+        3.0,
+        nan,
+        -1.0,
+        inf,
+        0.0,
+        0.0,
+        -0.0,
+        negative_nan,
+        0.0,
+        -1.0,
+    ];
+    // (largest, k, onnxruntime 1.32's indices)
+    let cases: [(i64, i64, [&[i64]; 3]); 4] = [
+        (0, 2, [&[4, 1], &[2, 4], &[4, 0]]),
+        (0, 4, [&[4, 1, 2, 0], &[2, 4, 0, 3], &[4, 0, 1, 3]]),
+        (1, 2, [&[0, 3], &[1, 3], &[2, 0]]),
+        (1, 4, [&[0, 3, 2, 1], &[1, 3, 0, 4], &[2, 0, 1, 3]]),
+    ];
+    for dtype in [DType::F32, DType::F64, DType::F16] {
+        let x = data_from(dtype, &[3, 5], &x);
+        for (largest, k, want) in cases {
+            let g = Graph::new()
+                .input("x", dtype, &[Some(3), Some(5)])
+                .input("k", DType::I64, &[Some(1)])
+                .node(
+                    Node::new("TopK", "t")
+                        .inputs(["x", "k"])
+                        .outputs(["v", "i"])
+                        .attr("largest", Attr::Int(largest)),
+                )
+                .output("v")
+                .output("i");
+            let inputs = vec![
+                ("x".to_string(), x.clone()),
+                (
+                    "k".to_string(),
+                    HostTensor::from_vec(vec![1], &[k]).unwrap(),
+                ),
+            ];
+            let want: Vec<i64> = want.concat();
+            let reference = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let got = Session::new(ctx(), g)
+                .unwrap()
+                .run_blocking(inputs)
+                .unwrap();
+            for (name, indices) in [("GPU", &got[1].1), ("interpreter", &reference[1])] {
+                assert_eq!(
+                    indices.to_vec::<i64>().unwrap(),
+                    want,
+                    "{name} {dtype} largest {largest} k {k}"
+                );
+            }
+        }
+    }
+}

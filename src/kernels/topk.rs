@@ -21,7 +21,20 @@ pub fn topk_source(dtype: DType, emulate64: bool) -> String {
             "fn before(a: T, b: T) -> bool {{ return select({lt}(a, b), {lt}(b, a), LARGEST); }}"
         ),
     )];
-    element_typed(TOPK, dtype, emulate64.then_some(&emulated[..]))
+    let source = element_typed(TOPK, dtype, emulate64.then_some(&emulated[..]));
+    let is_nan = match dtype {
+        DType::F32 => super::elementwise::f32_is_nan,
+        DType::F64 => super::elementwise::f64_is_nan,
+        _ => return source,
+    };
+    // NaN is larger than every number, as onnxruntime and numpy order it: first among the
+    // largest, last among the smallest (NaN tested on the bits, which drivers keep).
+    let before = format!(
+        "fn before(a: T, b: T) -> bool {{ let na = {}; let nb = {}; return select((a < b) || (!na && nb), (a > b) || (na && !nb), LARGEST); }}",
+        is_nan("a"),
+        is_nan("b")
+    );
+    super::operands::specialize(&source, &[("// BEFORE", before)])
 }
 
 #[repr(C)]

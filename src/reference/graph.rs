@@ -1498,7 +1498,14 @@ fn run_node(
                     order.sort_by(|&i, &j| {
                         let c = match &exact {
                             Some(e) => e[at(i)].cmp(&e[at(j)]),
-                            None => keys[at(i)].total_cmp(&keys[at(j)]),
+                            // NaN above every number (any sign), -0 equal to 0, as onnxruntime.
+                            None => {
+                                let (a, b) = (keys[at(i)], keys[at(j)]);
+                                match (a.is_nan(), b.is_nan()) {
+                                    (false, false) => a.partial_cmp(&b).unwrap(),
+                                    (x, y) => x.cmp(&y),
+                                }
+                            }
                         };
                         if largest {
                             c.reverse()

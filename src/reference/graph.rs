@@ -1139,16 +1139,8 @@ fn run_node(
                 .zip(&ws)
                 .map(|(&p, &q)| if p == 1 { q } else { p })
                 .collect();
-            let mut byte_shape = shape.clone();
-            byte_shape.push(x.dtype.size());
-            let mut src_shape = xs.clone();
-            src_shape.push(x.dtype.size());
-            let src = ArrayD::from_shape_vec(IxDyn(&src_shape), x.data.clone())?;
-            let out = src
-                .broadcast(IxDyn(&byte_shape))
-                .ok_or("Expand: shapes do not broadcast")?
-                .to_owned();
-            one(from_bytes(x.dtype, out))
+            let out = expand_to(&x, &shape).map_err(|_| "Expand: shapes do not broadcast")?;
+            one(out)
         }
         "ConstantOfShape" => {
             let shape: Vec<usize> = idx(&Some(a(0)?))?

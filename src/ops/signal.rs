@@ -37,7 +37,9 @@ pub fn signal_window(
             match op {
                 "HannWindow" => 0.5 - 0.5 * x.cos(),
                 "HammingWindow" => 25.0 / 46.0 - 21.0 / 46.0 * x.cos(),
-                _ => 0.42 - 0.5 * x.cos() + 0.08 * (2.0 * x).cos(),
+                // 0.42 last: the terms sum to exactly 1 at the peak (0.42 - 0.5 + 0.08 in
+                // the other order is 1 - 2^-53, which an integer output truncates to 0).
+                _ => (0.08 * (2.0 * x).cos() - 0.5 * x.cos()) + 0.42,
             }
         })
         .collect();
@@ -120,4 +122,32 @@ pub fn mel_weight_matrix(
         }
     }
     crate::reference::cast_host(&HostTensor::from_vec(vec![bins, mels], &weights)?, dtype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blackman_peak_is_one_in_integers() {
+        // onnxruntime and the ONNX reference: periodic size 2 is [0, 1], symmetric odd sizes
+        // peak at exactly 1 in the middle.
+        let int = |size, periodic| {
+            signal_window("BlackmanWindow", size, periodic, DType::I32)
+                .unwrap()
+                .to_vec::<i32>()
+                .unwrap()
+        };
+        assert_eq!(int(2, true), [0, 1]);
+        assert_eq!(int(3, false), [0, 1, 0]);
+        for size in 2..64 {
+            let w = int(size, size % 2 == 0);
+            assert_eq!(
+                w.iter().filter(|&&v| v == 1).count(),
+                1,
+                "size {size}: {w:?}"
+            );
+            assert_eq!(w[size as usize / 2], 1, "size {size}");
+        }
+    }
 }

@@ -235,6 +235,40 @@ fn loop_refuses_what_would_need_a_host_round_trip_or_never_end() {
     assert!(m.contains("Loop") && m.contains("declares 2"), "{m}");
 }
 
+/// The body's condition ends a Loop whose `cond` is left out, as in onnxruntime (the spec's
+/// pseudo-code ignores it there): a for loop that breaks, and a loop with neither M nor cond.
+#[test]
+fn the_body_condition_ends_a_loop_without_a_cond_input() {
+    let v0 = f32s(&[3], 4);
+    let stop_after = |k: i64| {
+        body(vec![Node::new("Less", "l")
+            .inputs(["i", "k"])
+            .outputs(["cond_out"])])
+        .constant("k", scalar(k))
+    };
+    // (M, the last iteration whose condition output is true, iterations run)
+    for (m, k, runs) in [
+        (Some(5), 2, 3),
+        (Some(2), 4, 2),
+        (None, 3, 4),
+        (Some(5), -1, 1),
+    ] {
+        let mut g = input(Graph::new(), "v0", &v0);
+        if let Some(m) = m {
+            g = g.constant("m", scalar(m as i64));
+        }
+        let g = looped(g, if m.is_some() { "m" } else { "" }, "", stop_after(k));
+        let v = agrees_with_the_interpreter(g, vec![("v0", v0.clone())]);
+        let want: Vec<f32> = v0
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|x| x + runs as f32)
+            .collect();
+        assert_eq!(v[0].to_vec::<f32>().unwrap(), want, "M {m:?}, k {k}");
+    }
+}
+
 /// `g` on the GPU and on the CPU interpreter: the same values (f32 within 1e-5 relative).
 fn agrees_with_the_interpreter(g: Graph, inputs: Vec<(&str, HostTensor)>) -> Vec<HostTensor> {
     agrees_on(&ctx(), g, inputs)

@@ -260,8 +260,8 @@ fn host_scalar<'s>(
 }
 
 /// Whether the body's condition output stays true: the condition input passed through, or
-/// a constant true.
-fn condition_stays(body: &Graph) -> bool {
+/// a constant true. Shared with the CPU interpreter.
+pub(crate) fn condition_stays(body: &Graph) -> bool {
     let Some(out) = body.outputs.first() else {
         return false;
     };
@@ -304,7 +304,9 @@ pub(crate) fn record_loop(
         None => None,
     };
     let cond = host_scalar(node, slots, 1, "cond", DType::Bool)?.map(|h| h.data[0] != 0);
-    let stays = cond.is_none() || condition_stays(body);
+    // The body's condition ends the loop even where the node's `cond` is left out, as in
+    // onnxruntime (the spec's pseudo-code ignores it there).
+    let stays = condition_stays(body);
     if m.is_none() && stays && cond != Some(false) {
         return Err(loop_invalid(
             "M",
@@ -444,41 +446,38 @@ fn unrolled(
         let mut outputs = take_outputs(rec, &mut inner, body, "Loop body output")?;
         let scans = outputs.split_off(n + 1);
         carried = outputs.split_off(1);
-        if cond.is_some() {
-            // A condition computed on the GPU (a while loop's convergence test) is read back
-            // where the run can (see `ContextOptions::read_back`).
-            #[cfg(feature = "native")]
-            if outputs[0].host.is_none() && outputs[0].non_tensor().is_none() && rec.can_read_back()
-            {
-                let t = outputs[0].tensor(&ctx)?;
-                let value = rec.read_back(LOOP, &[&t])?.remove(0);
-                let slot = Slot::input(value);
-                let _ = slot.gpu.set(t);
-                outputs[0] = slot;
-            }
-            let out = &outputs[0];
-            going = match out.host.as_deref() {
-                Some(h) if h.dtype == DType::Bool && h.numel() == 1 => h.data[0] != 0,
-                Some(h) => {
-                    return Err(loop_invalid(
-                        "body",
-                        format!(
-                            "the body's condition output must hold one bool, not {} {:?}",
-                            h.dtype, h.shape
-                        ),
-                    ))
-                }
-                None => {
-                    return Err(loop_invalid(
-                        "body",
-                        format!(
-                            "the body computes its condition ('{}') on the GPU and this run cannot read it back (a Scan body, or read-backs off as in the browser), so it must be known when the iteration is planned (computed from the iteration number, constants, graph inputs or shapes)",
-                            body.outputs[0].name.escape_debug()
-                        ),
-                    ))
-                }
-            };
+        // A condition computed on the GPU (a while loop's convergence test) is read back
+        // where the run can (see `ContextOptions::read_back`).
+        #[cfg(feature = "native")]
+        if outputs[0].host.is_none() && outputs[0].non_tensor().is_none() && rec.can_read_back() {
+            let t = outputs[0].tensor(&ctx)?;
+            let value = rec.read_back(LOOP, &[&t])?.remove(0);
+            let slot = Slot::input(value);
+            let _ = slot.gpu.set(t);
+            outputs[0] = slot;
         }
+        let out = &outputs[0];
+        going = match out.host.as_deref() {
+            Some(h) if h.dtype == DType::Bool && h.numel() == 1 => h.data[0] != 0,
+            Some(h) => {
+                return Err(loop_invalid(
+                    "body",
+                    format!(
+                        "the body's condition output must hold one bool, not {} {:?}",
+                        h.dtype, h.shape
+                    ),
+                ))
+            }
+            None => {
+                return Err(loop_invalid(
+                    "body",
+                    format!(
+                        "the body computes its condition ('{}') on the GPU and this run cannot read it back (a Scan body, or read-backs off as in the browser), so it must be known when the iteration is planned (computed from the iteration number, constants, graph inputs or shapes)",
+                        body.outputs[0].name.escape_debug()
+                    ),
+                ))
+            }
+        };
         for (q, slot) in scans.iter().enumerate() {
             if let Some(what) = slot.non_tensor() {
                 return Err(loop_invalid(

@@ -1836,9 +1836,10 @@ fn run_node(
     }
 }
 
-/// ONNX Loop, following the spec's pseudo-code: while the trip count and the condition (each
-/// where given) allow, run the body on the iteration number, the condition and the
-/// loop-carried values; stack each scan output's elements along a new first axis.
+/// ONNX Loop: while the trip count (where given) and the condition allow, run the body on the
+/// iteration number, the condition and the loop-carried values; stack each scan output's
+/// elements along a new first axis. The condition starts true where `cond` is left out, and
+/// the body's condition output always ends the loop, as in onnxruntime.
 fn run_loop(
     node: &Node,
     args: &[Option<HostTensor>],
@@ -1854,8 +1855,10 @@ fn run_loop(
         .cloned()
         .flatten()
         .map(|t| t.data.first() == Some(&1));
-    if m.is_none() && cond.is_none() {
-        return Err("Loop: neither M nor cond is given, so the loop would not end".into());
+    if m.is_none() && cond != Some(false) && crate::graph::control::condition_stays(body) {
+        return Err(
+            "Loop: M is left out and the condition stays true, so the loop would not end".into(),
+        );
     }
     let mut going = cond.unwrap_or(true);
     let mut carried: Vec<HostTensor> = args[2..]
@@ -1879,9 +1882,7 @@ fn run_loop(
             inputs.push((decl.name.clone(), v.clone()));
         }
         let outs = run_graph(body, &inputs, env)?;
-        if cond.is_some() {
-            going = outs[0].data.first() == Some(&1);
-        }
+        going = outs[0].data.first() == Some(&1);
         carried = outs[1..=n].to_vec();
         for (q, o) in outs[n + 1..].iter().enumerate() {
             collected[q].push(o.clone());

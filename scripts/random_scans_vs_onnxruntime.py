@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Random ONNX Scans against onnxruntime: bodies of 2 to 8 element-wise steps (unary and
+"""Random ONNX Scans (and with KINDS, Loops and Ifs) against onnxruntime: bodies of 2 to 8 element-wise steps (unary and
 binary ops, comparisons and Where, Clip) over one or two states and one or two scan inputs,
 on one dtype (f32, f16, f64, i8, u8, i32, i64), with states clipped to stay bounded, scan
 outputs of intermediate values, each scan input and output forward or reversed, 1 to 6
@@ -7,7 +7,11 @@ steps, shapes of rank 0 to 2. Integers compare bit for bit, floats to rtol 1e-3,
 (f16 1e-2), as errors grow over the steps. Prints each disagreement and a tally; not part of
 the tests.
 
-usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR
+A Loop has a trip count, a condition or both; its body reads the iteration number (cast to
+the dtype), the states and outer values, and may end the loop early; its scan outputs stack
+intermediate values. An If picks between two random branches over outer values.
+
+usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR [scan,loop,if]
 """
 import os
 import subprocess
@@ -21,6 +25,7 @@ from onnx import helper, numpy_helper
 warnings.filterwarnings("ignore")
 T = onnx.TensorProto
 binary = sys.argv[1]; count = int(sys.argv[2]); seed = int(sys.argv[3]); work = sys.argv[4]
+kinds = sys.argv[5].split(",") if len(sys.argv) > 5 else ["scan"]
 os.makedirs(work, exist_ok=True)
 FLOATS = {"f32": (np.float32, T.FLOAT), "f16": (np.float16, T.FLOAT16), "f64": (np.float64, T.DOUBLE)}
 INTS = {"i8": (np.int8, T.INT8), "u8": (np.uint8, T.UINT8), "i32": (np.int32, T.INT32), "i64": (np.int64, T.INT64)}
@@ -31,16 +36,21 @@ FB = ["Add", "Sub", "Mul", "Max", "Min", "Div"]
 IB = ["Add", "Sub", "Mul", "Max", "Min", "BitwiseAnd", "BitwiseOr", "BitwiseXor"]
 CMP = ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]
 
-def body_graph(rng, dtype, shape, n_states, n_scans, n_outs):
+def body_graph(rng, dtype, shape, n_states, n_scans, n_outs, kind="scan", prefix=""):
     npt, ot = ALL[dtype]
     nodes, inits, vals = [], [], []
     c = [0]
     def nm(p):
-        c[0] += 1; return f"{p}{c[0]}"
+        c[0] += 1; return f"{prefix}{p}{c[0]}"
     def const(a):
         n = nm("k"); inits.append(numpy_helper.from_array(np.asarray(a, npt), n)); return n
     ins = [f"s{i}" for i in range(n_states)] + [f"x{i}" for i in range(n_scans)]
     vals = list(ins)
+    if kind == "loop":
+        it, full, dims = nm("it"), nm("it"), nm("k")
+        inits.append(numpy_helper.from_array(np.array(shape, np.int64), dims))
+        nodes.append(helper.make_node("Cast", ["iter"], [it], to=ot))
+        nodes.append(helper.make_node("Expand", [it, dims], [full])); vals.append(full)
     for _ in range(int(rng.integers(2, 9))):
         k = rng.choice(["u", "b", "b", "w", "clip"])
         a = vals[len(vals) - 1 - min(int(rng.exponential(2)), len(vals) - 1)]
@@ -76,8 +86,42 @@ def body_graph(rng, dtype, shape, n_states, n_scans, n_outs):
         v = vals[int(rng.integers(n_states + n_scans, len(vals)))] if len(vals) > n_states + n_scans else vals[-1]
         o = nm("yo"); nodes.append(helper.make_node("Identity", [v], [o])); outs.append(o)
     vi = lambda n: helper.make_tensor_value_info(n, ot, list(shape))
+    if kind == "if":  # a branch: no inputs, reads the outer values s*, x*
+        return helper.make_graph(nodes, "branch", [], [vi(n) for n in outs], initializer=inits)
+    if kind == "loop":  # x* are outer values; the loop may end early
+        stop = nm("k"); inits.append(numpy_helper.from_array(np.array(int(rng.integers(0, 8)), np.int64), stop))
+        nodes.append(helper.make_node("Less", ["iter", stop], ["cond_out"]))
+        scalar = lambda n, t: helper.make_tensor_value_info(n, t, [])
+        return helper.make_graph(nodes, "body", [scalar("iter", T.INT64), scalar("cond_in", T.BOOL)] +
+                                 [vi(n) for n in ins[:n_states]],
+                                 [scalar("cond_out", T.BOOL)] + [vi(n) for n in outs], initializer=inits)
     g = helper.make_graph(nodes, "body", [vi(n) for n in ins], [vi(n) for n in outs], initializer=inits)
     return g
+
+
+def control_flow_model(rng, kind, dtype, shape, ns, nx, no, steps):
+    """A Loop or an If over inputs s* (states) and x* (outer values), and its feeds' shapes."""
+    npt, ot = ALL[dtype]
+    vi = lambda n, s: helper.make_tensor_value_info(n, ot, s)
+    ins = [vi(f"s{i}", shape) for i in range(ns)] + [vi(f"x{i}", shape) for i in range(nx)]
+    inits = []
+    if kind == "if":
+        then = body_graph(rng, dtype, shape, ns, nx, no, "if", "t")
+        other = body_graph(rng, dtype, shape, ns, nx, no, "if", "e")
+        node = helper.make_node("If", ["cond"], [f"SF{i}" for i in range(ns + no)], then_branch=then, else_branch=other)
+        ins.append(helper.make_tensor_value_info("cond", T.BOOL, []))
+        outs = [f"SF{i}" for i in range(ns + no)]
+    else:
+        body = body_graph(rng, dtype, shape, ns, nx, no, "loop")
+        u = rng.random()
+        trip = "M" if u < 0.8 else ""
+        cond = "C" if u > 0.5 else ""
+        if trip: inits.append(numpy_helper.from_array(np.array(steps, np.int64), "M"))
+        if cond: inits.append(numpy_helper.from_array(np.array(rng.random() < 0.9), "C"))
+        outs = [f"SF{i}" for i in range(ns)] + [f"Y{i}" for i in range(no)]
+        node = helper.make_node("Loop", [trip, cond] + [f"s{i}" for i in range(ns)], outs, body=body)
+    g = helper.make_graph([node], "g", ins, [onnx.ValueInfoProto(name=o) for o in outs], initializer=inits)
+    return g, outs
 
 rng = np.random.default_rng(seed)
 tally = {"ok": 0, "mismatch": 0, "our error": 0, "ort error": 0}
@@ -87,23 +131,30 @@ for case in range(count):
     shape = [int(s) for s in rng.integers(1, 4, int(rng.integers(0, 3)))]
     ns, nx, no = int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(0, 3))
     steps = int(rng.integers(1, 7))
-    body = body_graph(rng, dtype, shape, ns, nx, no)
-    reverse_in = [int(rng.integers(0, 2)) for _ in range(nx)]
-    reverse_out = [int(rng.integers(0, 2)) for _ in range(no)]
-    attrs = dict(body=body, num_scan_inputs=nx)
-    if any(reverse_in): attrs["scan_input_directions"] = reverse_in
-    if any(reverse_out): attrs["scan_output_directions"] = reverse_out
-    ins = [f"S{i}" for i in range(ns)] + [f"X{i}" for i in range(nx)]
-    outs = [f"SF{i}" for i in range(ns)] + [f"Y{i}" for i in range(no)]
-    node = helper.make_node("Scan", ins, outs, **attrs)
-    vi = lambda n, s: helper.make_tensor_value_info(n, ot, s)
-    g = helper.make_graph([node], "g", [vi(f"S{i}", shape) for i in range(ns)] + [vi(f"X{i}", [steps] + shape) for i in range(nx)],
-                          [vi(f"SF{i}", shape) for i in range(ns)] + [vi(f"Y{i}", [steps] + shape) for i in range(no)])
+    kind = str(rng.choice(kinds)) if len(kinds) > 1 else kinds[0]
+    if kind == "scan":
+        body = body_graph(rng, dtype, shape, ns, nx, no)
+        reverse_in = [int(rng.integers(0, 2)) for _ in range(nx)]
+        reverse_out = [int(rng.integers(0, 2)) for _ in range(no)]
+        attrs = dict(body=body, num_scan_inputs=nx)
+        if any(reverse_in): attrs["scan_input_directions"] = reverse_in
+        if any(reverse_out): attrs["scan_output_directions"] = reverse_out
+        ins = [f"S{i}" for i in range(ns)] + [f"X{i}" for i in range(nx)]
+        outs = [f"SF{i}" for i in range(ns)] + [f"Y{i}" for i in range(no)]
+        node = helper.make_node("Scan", ins, outs, **attrs)
+        vi = lambda n, s: helper.make_tensor_value_info(n, ot, s)
+        g = helper.make_graph([node], "g", [vi(f"S{i}", shape) for i in range(ns)] + [vi(f"X{i}", [steps] + shape) for i in range(nx)],
+                              [vi(f"SF{i}", shape) for i in range(ns)] + [vi(f"Y{i}", [steps] + shape) for i in range(no)])
+        shapes = {**{f"S{i}": shape for i in range(ns)}, **{f"X{i}": [steps] + shape for i in range(nx)}}
+    else:
+        g, outs = control_flow_model(rng, kind, dtype, shape, ns, nx, no, steps)
+        body = g.node[0].attribute[0].g
+        shapes = {**{f"s{i}": shape for i in range(ns)}, **{f"x{i}": shape for i in range(nx)}}
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]); m.ir_version = 8
     path = f"{work}/s{case}.onnx"; onnx.save(m, path)
-    feeds = {}
-    for i in range(ns): feeds[f"S{i}"] = np.asarray(rng.integers(0 if dtype == "u8" else -5, 6, shape) if dtype in INTS else rng.uniform(-2, 2, shape), npt)
-    for i in range(nx): feeds[f"X{i}"] = np.asarray(rng.integers(0 if dtype == "u8" else -5, 6, [steps] + shape) if dtype in INTS else rng.uniform(-2, 2, [steps] + shape), npt)
+    feeds = {k: np.asarray(rng.integers(0 if dtype == "u8" else -5, 6, sh) if dtype in INTS else rng.uniform(-2, 2, sh), npt)
+             for k, sh in shapes.items()}
+    if kind == "if": feeds["cond"] = np.array(rng.random() < 0.5)
     try:
         want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(outs, feeds)
     except Exception as e:
@@ -125,7 +176,7 @@ for case in range(count):
             if not np.allclose(got.astype(float), w.astype(float), rtol=rt, atol=at, equal_nan=True):
                 bad.append(f"{n}: off {np.abs(got.astype(float)-w.astype(float)).max()}")
     if bad:
-        tally["mismatch"] += 1; print(f"s{case} MISMATCH {dtype}", bad, sorted({n.op_type for n in body.node}))
+        tally["mismatch"] += 1; print(f"s{case} MISMATCH {kind} {dtype}", bad, sorted({n.op_type for n in body.node}))
     else:
         tally["ok"] += 1
 print(tally)

@@ -850,7 +850,7 @@ def control_flow_cases(out, manifest):
     iteration number on the GPU only (a Gather at it, a Cast of it) and on the host (a Slice
     at it, a condition computed from it, with and without a trip count), no iteration (a trip
     count of 0, a false condition), a value that grows every iteration, i64 and f64 values, a
-    Loop in a Loop. Every output compared: f32 rtol 1e-4 atol 1e-5, f64 1e-5/1e-6, integers
+    Loop in a Loop, a condition output that ends a Loop without a condition input. Every output compared: f32 rtol 1e-4 atol 1e-5, f64 1e-5/1e-6, integers
     bit for bit. Returns how many were written."""
     rng = np.random.RandomState(31)
     mk = helper.make_node
@@ -995,6 +995,15 @@ def control_flow_cases(out, manifest):
     cases.append(("If", "in_loop_body", [("M", np.array(5, np.int64)), ("c", np.array(True)),
                                          ("h0", rng.uniform(-1, 1, 2).astype(np.float32))],
                   [mk("Loop", ["M", "c", "h0"], ["h", "hs"], body=body)], ["h", "hs"]))
+    # The body's condition ends a Loop whose condition input is left out (the spec's
+    # pseudo-code would ignore it; onnxruntime does not): i < 2 ends after 3 of 10 iterations.
+    body = loop_body([const("two_i", np.array(2, np.int64)), mk("Less", ["i", "two_i"], ["cond_out"]),
+                      const("three", np.float32(3.0)), mk("Sub", ["x", "three"], ["x_out"]),
+                      mk("Identity", ["x_out"], ["xs"])],
+                     [("x", f32, [2])], [("xs", f32, [2])])
+    cases.append(("Loop", "condition_output_without_condition_input",
+                  [("M", np.array(10, np.int64)), ("x0", rng.uniform(-1, 1, 2).astype(np.float32))],
+                  [mk("Loop", ["M", "", "x0"], ["x", "xs"], body=body)], ["x", "xs"]))
 
     written = 0
     for op, label, feeds, nodes, outputs in cases:
@@ -1536,6 +1545,28 @@ def tfidf_cases(out, manifest):
         del attrs["pool_int64s"]
         node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs, **extra)
         g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", T.STRING, list(shape))],
+                              [onnx.ValueInfoProto(name="y")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+        written += ort_case(out, manifest, f"ort_TfIdfVectorizer_{label}", m, [("x", x)],
+                            ["TfIdfVectorizer"], 9, 0.0, 0.0)
+    # Columns in another order than the pool (and with gaps): weight k is the weight of the
+    # pool's n-gram k, which counts into column ngram_indexes[k].
+    for label, mode, indexes, tokens in (
+            ("idf_weights_permuted", "IDF", [3, 0, 8, 1, 5, 2, 7, 4, 6], "ints"),
+            ("tfidf_weights_permuted_gaps", "TFIDF", [6, 0, 12, 2, 9, 4, 10, 1, 7], "ints"),
+            ("strings_tfidf_weights_permuted", "TFIDF", [8, 7, 6, 5, 4, 3, 2, 1, 0], "strings")):
+        attrs = dict(base, ngram_indexes=indexes, mode=mode, min_gram_length=1, max_gram_length=3, max_skip_count=1,
+                     weights=[0.5, 1.5, 2.0, 1.0, 3.0, 0.25, 0.75, 4.0, 1.25])
+        values = rng.randint(1, 9, (2, 12))
+        if tokens == "strings":
+            attrs["pool_strings"] = spool
+            del attrs["pool_int64s"]
+            x = np.array([names.get(v, "one") for v in values.ravel()], dtype=object).reshape(values.shape)
+            onnx_type = T.STRING
+        else:
+            x, onnx_type = values.astype(np.int64), T.INT64
+        node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type, list(x.shape))],
                               [onnx.ValueInfoProto(name="y")])
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
         written += ort_case(out, manifest, f"ort_TfIdfVectorizer_{label}", m, [("x", x)],

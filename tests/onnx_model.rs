@@ -13,7 +13,7 @@ use wgpu_ops::onnx::proto::{
 use wgpu_ops::onnx::Model;
 use wgpu_ops::{Context, ContextOptions, HostTensor};
 
-use common::onnx_proto::{int_attr, ints_attr, node, value};
+use common::onnx_proto::{floats_attr, int_attr, ints_attr, node, value};
 
 fn model(graph: GraphProto, opset: i64) -> ModelProto {
     ModelProto {
@@ -1223,6 +1223,23 @@ fn tfidf_vectorizer_refuses_bad_attributes() {
                 int_attr("max_gram_length", 1),
             ],
             "has fewer ngram_indexes (2) than n-grams",
+        ),
+        (
+            vec![
+                pool(),
+                ints_attr("ngram_counts", &[0]),
+                ints_attr("ngram_indexes", &[0, 1, 2, 3, -1]),
+            ],
+            "ngram_indexes holds -1",
+        ),
+        (
+            vec![
+                pool(),
+                ints_attr("ngram_counts", &[0]),
+                ints_attr("ngram_indexes", &[0, 1, 2, 3]),
+                floats_attr("weights", &[1.0, 2.0]),
+            ],
+            "has 2 weights for 4 ngram_indexes",
         ),
     ] {
         let mut n = node("TfIdfVectorizer", &["X"], &["Y"]);

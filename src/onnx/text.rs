@@ -100,15 +100,27 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
             k += 1;
         }
     }
-    let columns = indexes.iter().copied().max().map_or(0, |m| m.max(-1) + 1) as usize;
+    if let Some(&i) = indexes.iter().find(|&&i| !(0..1 << 24).contains(&i)) {
+        return Err(bad(format!(
+            "ngram_indexes holds {i}; output columns are 0 to 2^24 - 1"
+        )));
+    }
+    let columns = indexes.iter().copied().max().map_or(0, |m| m + 1) as usize;
     if columns == 0 {
         return Err(bad("has no n-grams (ngram_indexes is empty)".into()));
     }
-    if !weights.is_empty() && weights.len() != columns {
+    if !weights.is_empty() && weights.len() != indexes.len() {
         return Err(bad(format!(
-            "has {} weights for {columns} output columns",
-            weights.len()
+            "has {} weights for {} ngram_indexes; they must be as many",
+            weights.len(),
+            indexes.len()
         )));
+    }
+    // Weight k belongs to the pool's n-gram k (as the spec says and onnxruntime does), which
+    // counts into column ngram_indexes[k]; the ONNX reference takes weight k for column k.
+    let mut column_weights = vec![0f32; columns];
+    for (&w, &column) in weights.iter().zip(&indexes) {
+        column_weights[column as usize] = w;
     }
     let mut b = Builder::new(node, y);
     let x = if vocabulary.is_empty() {
@@ -216,7 +228,10 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     let out = match (mode.as_str(), weights.is_empty()) {
         ("TF", _) | ("TFIDF", true) => total,
         ("TFIDF", false) => {
-            let w = b.constant("weights", HostTensor::from_vec(vec![columns], &weights)?);
+            let w = b.constant(
+                "weights",
+                HostTensor::from_vec(vec![columns], &column_weights)?,
+            );
             b.op("Mul", "weighted", &[&total, &w], &[])
         }
         _ => {
@@ -225,7 +240,10 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
             let w = if weights.is_empty() {
                 b.f32_scalar("one", 1.0)?
             } else {
-                b.constant("weights", HostTensor::from_vec(vec![columns], &weights)?)
+                b.constant(
+                    "weights",
+                    HostTensor::from_vec(vec![columns], &column_weights)?,
+                )
             };
             b.op("Where", "idf", &[&seen, &w, &zero], &[])
         }

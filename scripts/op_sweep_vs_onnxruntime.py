@@ -190,7 +190,12 @@ STRING_OPS = ["StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch
               "CategoryMapper", "StringEqual", "StringCast"]
 SEQUENCE_OPS = ["SplitToSequence", "SequenceAt", "SequenceLength", "SequenceInsert", "SequenceErase",
                 "ConcatFromSequence", "SequenceConstruct"]
-OPSET = {"CumProd": 26, "Attention": 23, "RMSNormalization": 23}
+NEWER_OPS = ["Swish", "SwiGLU", "TensorScatter", "BitCast", "RotaryEmbedding", "DeformConv", "TfIdfVectorizer",
+             "Upsample", "CausalConvWithState"]
+OPSET = {"CumProd": 26, "Attention": 23, "RMSNormalization": 23, "Swish": 24, "SwiGLU": 28, "TensorScatter": 24,
+         "BitCast": 26, "RotaryEmbedding": 23, "DeformConv": 22, "Upsample": 9, "CausalConvWithState": 27}
+SAME_WIDTH = [[np.float32, np.int32, np.uint32], [np.float64, np.int64, np.uint64], [np.float16, np.int16, np.uint16],
+              [np.int8, np.uint8]]
 
 
 def pick(pool):
@@ -418,6 +423,105 @@ def gen_more(op):
         s = shape_of(0, 2)
         x = words(s) if rng.random() < 0.5 else rng.integers(-2, 22, s).astype(np.int64)
         return attrs, {"I0": x}, [], None, {"domain": "ai.onnx.ml"}
+    if op in ("Swish", "SwiGLU"):
+        s = shape_of(0, 3); dt = pick(FLOATS); attrs = {"alpha": float(pick([1.0, 1.702, 0.5, -1.0]))} if rng.random() < 0.7 else {}
+        feeds = {"I0": values(dt, s)}
+        if op == "SwiGLU": feeds["I1"] = values(dt, s)
+        return attrs, feeds, [], None, {}
+    if op == "BitCast":
+        group = pick(SAME_WIDTH); src, to = pick(group), pick(group)
+        return {"to": CAST_TO[to]}, {"I0": values(src, shape_of(0, 3))}, [], None, {}
+    if op == "TensorScatter":
+        r = int(rng.integers(2, 5)); shape = [int(rng.integers(1, 4)) for _ in range(r)]
+        axis = int(rng.integers(1, r)); big = int(rng.integers(1, 7)); shape[axis] = big
+        small = list(shape); small[axis] = int(rng.integers(1, big + 1))
+        mode = str(pick(["linear", "circular"]))
+        dt = pick(FLOATS + [np.int32, np.int64, np.int8])
+        attrs = {"mode": mode} if mode == "circular" or rng.random() < 0.5 else {}
+        if axis != r - 2 or rng.random() < 0.5: attrs["axis"] = axis - r if rng.random() < 0.5 else axis
+        feeds = {"I0": values(dt, shape), "I1": values(dt, small)}
+        if rng.random() < 0.7:
+            hi = big if mode == "circular" else big - small[axis] + 1
+            feeds["I2"] = rng.integers(0, hi, shape[0]).astype(np.int64)
+        return attrs, feeds, [], None, {}
+    if op == "RotaryEmbedding":
+        b, sq, h, d = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 4)), int(pick([2, 4, 6, 8]))
+        dt = pick([np.float32, np.float16])
+        rot = d if rng.random() < 0.6 else int(pick([x for x in range(2, d + 1, 2)]))
+        attrs = {}
+        if rot != d or rng.random() < 0.3: attrs["rotary_embedding_dim"] = rot
+        if rng.random() < 0.5: attrs["interleaved"] = 1
+        if rng.random() < 0.5:
+            x = values(dt, [b, h, sq, d], special=False)
+        else:
+            x = values(dt, [b, sq, h * d], special=False); attrs["num_heads"] = h
+        use_pos = rng.random() < 0.6
+        if use_pos:
+            maxp = sq + int(rng.integers(0, 4))
+            ang = rng.uniform(0, 6.3, [maxp, rot // 2])
+            pos = rng.integers(0, maxp, [b, sq]).astype(np.int64)
+            feeds = {"I0": x, "I1": np.cos(ang).astype(dt), "I2": np.sin(ang).astype(dt), "I3": pos}
+        else:
+            ang = rng.uniform(0, 6.3, [b, sq, rot // 2])
+            feeds = {"I0": x, "I1": np.cos(ang).astype(dt), "I2": np.sin(ang).astype(dt)}
+        return attrs, feeds, [], None, {}
+    if op == "DeformConv":
+        n, g, og = int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        c = g * og * int(rng.integers(1, 3)); oc = g * int(rng.integers(1, 3))
+        kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        h, w = int(rng.integers(kh, 7)), int(rng.integers(kw, 7))
+        stride = [int(rng.integers(1, 3)), int(rng.integers(1, 3))]; pads = [int(rng.integers(0, 2)) for _ in range(4)]
+        dil = [int(rng.integers(1, 3)), int(rng.integers(1, 3))]
+        oh = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+        ow = (w + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+        if oh < 1 or ow < 1: pads, dil, oh, ow = [0, 0, 0, 0], [1, 1], h - kh + 1, w - kw + 1
+        dt = pick([np.float32, np.float64])
+        attrs = {"kernel_shape": [kh, kw], "strides": stride, "pads": pads, "dilations": dil}
+        if g > 1: attrs["group"] = g
+        if og > 1 or rng.random() < 0.3: attrs["offset_group"] = og
+        feeds = {"I0": values(dt, [n, c, h, w], special=False), "I1": values(dt, [oc, c // g, kh, kw], special=False),
+                 "I2": rng.uniform(-2, 2, [n, 2 * og * kh * kw, oh, ow]).astype(dt)}
+        names = ["I0", "I1", "I2"]
+        if rng.random() < 0.5: feeds["I3"] = values(dt, [oc], special=False); names.append("I3")
+        if rng.random() < 0.5:
+            if len(names) == 3: names.append("")
+            feeds["I4"] = rng.uniform(0, 1, [n, og * kh * kw, oh, ow]).astype(dt); names.append("I4")
+        return attrs, feeds, [], names, {}
+    if op == "TfIdfVectorizer":
+        strings = rng.random() < 0.4
+        vocab = [str(w) for w in rng.choice(WORDS[:14], 6, replace=False)] if strings else [int(v) for v in rng.choice(10, 6, replace=False)]
+        n1 = int(rng.integers(1, 4)); n2 = int(rng.integers(0, 3))
+        uni = [vocab[i] for i in rng.choice(6, n1, replace=False)]
+        bi = [vocab[int(i)] for i in rng.integers(0, 6, 2 * n2)]
+        count = n1 + n2
+        lo = int(pick([1, 1, 2])) if n2 else 1; hi = int(pick([lo, 2])) if n2 else 1
+        attrs = {"mode": str(pick(["TF", "IDF", "TFIDF"])), "min_gram_length": lo, "max_gram_length": hi,
+                 "max_skip_count": int(rng.integers(0, 3)), "ngram_counts": [0, n1],
+                 "ngram_indexes": [int(v) for v in rng.permutation(count)]}
+        attrs["pool_strings" if strings else "pool_int64s"] = uni + bi
+        if rng.random() < 0.5: attrs["weights"] = [float(v) for v in rng.uniform(0.5, 3, count)]
+        sh = [int(rng.integers(1, 9))] if rng.random() < 0.5 else [int(rng.integers(1, 3)), int(rng.integers(1, 9))]
+        pool = vocab + (["zzz"] if strings else [77])
+        x = np.array(rng.choice(np.array(pool, dtype=object), sh).tolist(), dtype=str if strings else np.int64)
+        if not strings and rng.random() < 0.3: x = x.astype(np.int32)
+        return attrs, {"I0": x}, [], None, {}
+    if op == "Upsample":
+        r = int(rng.integers(3, 5)); s = [int(rng.integers(1, 3)), int(rng.integers(1, 3))] + [int(rng.integers(1, 5)) for _ in range(r - 2)]
+        scales = [1.0, 1.0] + [float(pick([1.0, 2.0, 3.0, 1.5, 0.5])) for _ in range(r - 2)]
+        mode = str(pick(["nearest", "linear"]))
+        return {"mode": mode}, {"I0": values(np.float32, s, special=False)}, [
+            numpy_helper.from_array(np.array(scales, np.float32), "scales")], ["I0", "scales"], {}
+    if op == "CausalConvWithState":
+        b, c, t, k = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 7)), int(rng.integers(1, 5))
+        dt = pick([np.float32, np.float16])  # the spec's types (and bf16)
+        feeds = {"I0": values(dt, [b, c, t], special=False), "I1": values(dt, [c, 1, k], special=False)}
+        names = ["I0", "I1"]
+        if rng.random() < 0.5: feeds["I2"] = values(dt, [c], special=False); names.append("I2")
+        if k > 1 and rng.random() < 0.6:
+            if len(names) == 2: names.append("")
+            feeds["I3"] = values(dt, [b, c, k - 1], special=False); names.append("I3")
+        attrs = {"activation": str(pick(["none", "silu"]))} if rng.random() < 0.6 else {}
+        return attrs, feeds, [], names, {"outs": ["Y", "Ystate"]}
     # Sequence ops: the sequence comes from SplitToSequence or SequenceConstruct before the op.
     dt = pick(ANY)
     if op == "SplitToSequence":
@@ -465,7 +569,7 @@ def gen_more(op):
 def gen(op):
     """Attributes, inputs (name: array), initializers, and optionally the node's input names
     and extras, of a random case of `op`."""
-    if op in SHAPE_OPS + STRING_OPS + SEQUENCE_OPS:
+    if op in SHAPE_OPS + STRING_OPS + SEQUENCE_OPS + NEWER_OPS:
         return gen_more(op)
     if op == "Einsum":
         letters = "abcde"
@@ -957,7 +1061,7 @@ OPS = ["Resize", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "G
        "CenterCropPad", "Mod", "BitShift", "NonZero", "Unique", "NonMaxSuppression", "MaxUnpool",
        "ReverseSequence", "Col2Im", "AffineGrid", "BatchNormalization", "MeanVarianceNormalization",
        "LpNormalization", "Det", "ConvInteger", "QLinearConv", "NegativeLogLikelihoodLoss",
-       "SoftmaxCrossEntropyLoss", "Cast", "Where", "Clip"] + UNARY + BINARY + VARIADIC + SHAPE_OPS + STRING_OPS + SEQUENCE_OPS
+       "SoftmaxCrossEntropyLoss", "Cast", "Where", "Clip"] + UNARY + BINARY + VARIADIC + SHAPE_OPS + STRING_OPS + SEQUENCE_OPS + NEWER_OPS
 if only:
     OPS = only
 refused = {}  # op: models onnxruntime refused (a dtype or rank it has no kernel for, ...)

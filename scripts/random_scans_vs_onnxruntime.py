@@ -11,7 +11,10 @@ A Loop has a trip count, a condition or both; its body reads the iteration numbe
 the dtype), the states and outer values, and may end the loop early; its scan outputs stack
 intermediate values. An If picks between two random branches over outer values.
 
-usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR [scan,loop,if]
+A `scan_axes` Scan reads and writes its sequences along random axes (scan_input_axes,
+scan_output_axes, negative or not).
+
+usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR [scan,scan_axes,loop,if]
 """
 import os
 import subprocess
@@ -132,20 +135,28 @@ for case in range(count):
     ns, nx, no = int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(0, 3))
     steps = int(rng.integers(1, 7))
     kind = str(rng.choice(kinds)) if len(kinds) > 1 else kinds[0]
-    if kind == "scan":
+    if kind in ("scan", "scan_axes"):
         body = body_graph(rng, dtype, shape, ns, nx, no)
         reverse_in = [int(rng.integers(0, 2)) for _ in range(nx)]
         reverse_out = [int(rng.integers(0, 2)) for _ in range(no)]
         attrs = dict(body=body, num_scan_inputs=nx)
         if any(reverse_in): attrs["scan_input_directions"] = reverse_in
         if any(reverse_out): attrs["scan_output_directions"] = reverse_out
+        r = len(shape)
+        in_axes, out_axes = [0] * nx, [0] * no
+        if kind == "scan_axes":  # the sequence along any axis, negative or not
+            in_axes = [int(rng.integers(-r - 1, r + 1)) for _ in range(nx)]
+            out_axes = [int(rng.integers(-r - 1, r + 1)) for _ in range(no)]
+            attrs["scan_input_axes"] = in_axes
+            if out_axes: attrs["scan_output_axes"] = out_axes
+        along = lambda a: shape[:a % (r + 1)] + [steps] + shape[a % (r + 1):]
         ins = [f"S{i}" for i in range(ns)] + [f"X{i}" for i in range(nx)]
         outs = [f"SF{i}" for i in range(ns)] + [f"Y{i}" for i in range(no)]
         node = helper.make_node("Scan", ins, outs, **attrs)
         vi = lambda n, s: helper.make_tensor_value_info(n, ot, s)
-        g = helper.make_graph([node], "g", [vi(f"S{i}", shape) for i in range(ns)] + [vi(f"X{i}", [steps] + shape) for i in range(nx)],
-                              [vi(f"SF{i}", shape) for i in range(ns)] + [vi(f"Y{i}", [steps] + shape) for i in range(no)])
-        shapes = {**{f"S{i}": shape for i in range(ns)}, **{f"X{i}": [steps] + shape for i in range(nx)}}
+        g = helper.make_graph([node], "g", [vi(f"S{i}", shape) for i in range(ns)] + [vi(f"X{i}", along(in_axes[i])) for i in range(nx)],
+                              [vi(f"SF{i}", shape) for i in range(ns)] + [vi(f"Y{i}", along(out_axes[i])) for i in range(no)])
+        shapes = {**{f"S{i}": shape for i in range(ns)}, **{f"X{i}": along(in_axes[i]) for i in range(nx)}}
     else:
         g, outs = control_flow_model(rng, kind, dtype, shape, ns, nx, no, steps)
         body = g.node[0].attribute[0].g

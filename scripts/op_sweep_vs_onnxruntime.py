@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Random attributes and inputs for 136 ops against onnxruntime, and where the two differ,
+"""Random attributes and inputs for 186 ops against onnxruntime, and where the two differ,
 against the ONNX reference (`onnx.reference`): Resize (every mode, coordinate transform,
 nearest mode, cubic coefficient, antialias, ROI, sizes with an aspect policy), Conv,
 ConvTranspose and the pools (ranks 1 to 3, strides, dilations, pads, every auto_pad, ceil_mode,
@@ -15,8 +15,19 @@ comparisons, logic and bitwise ops, Max/Min/Sum/Mean, Where, Clip, Cast between 
 types) on values with the types' ends, zeros of both signs, infinities, NaN, subnormals and
 halves, broadcast; NonZero, Unique, NonMaxSuppression, MaxUnpool, ReverseSequence, Col2Im,
 AffineGrid, BatchNormalization, MeanVarianceNormalization, LpNormalization, Det, ConvInteger,
-QLinearConv and the two losses. One op per model, run through `wgpu-ops run`; outputs
-compared to rtol 1e-4, atol 1e-5 (f16 1e-3, 1e-4; integers and bools exactly). Where
+QLinearConv and the two losses; the shape and data ops (Concat, Expand, Reshape with 0, -1
+and allowzero, Transpose, Squeeze, Unsqueeze, Flatten, Range, CumProd, ConstantOfShape,
+EyeLike, CastLike, Shape with start and end, Size, Identity, Dropout), the global pools,
+MaxRoiPool, DFT, STFT, the three windows and MelWeightMatrix; the string ops (StringNormalizer,
+StringSplit, StringConcat, RegexFullMatch, LabelEncoder, CategoryMapper, Equal and Cast on
+strings) on words with case, accents, other scripts, blanks and delimiters; the sequence ops
+(SplitToSequence, SequenceConstruct, SequenceAt, SequenceLength, SequenceInsert,
+SequenceErase, ConcatFromSequence); and Swish, SwiGLU, TensorScatter, BitCast,
+RotaryEmbedding, DeformConv, TfIdfVectorizer, Upsample and CausalConvWithState. One op per
+model (a sequence op after the SequenceConstruct that makes its input), run through
+`wgpu-ops run`; outputs compared to rtol 1e-4, atol 1e-5 (f16 1e-3, 1e-4; integers, bools and
+strings exactly; sequences element by element). StringNormalizer needs the en_US.UTF-8 locale
+for onnxruntime. Where
 onnxruntime has no kernel for a model (f64 Acos, f16 Elu, ...), the reference alone decides.
 
 Prints each model that differs from onnxruntime, saying whether it agrees with the ONNX

@@ -6,7 +6,8 @@ Each graph has two or three inputs of shapes that broadcast (ranks 0 to 4, sizes
 them), and 3 to 14 nodes drawn from the unary and binary element-wise ops, comparisons, Where,
 Cast (between floats and integers, with NaN made 0 and the floats clipped into the
 target's range first, as onnxruntime's casts of other floats are undefined behaviour),
-Clip, views (Transpose, Reshape, Unsqueeze, Expand), reductions and MatMul, on one dtype
+Clip, views (Transpose, Reshape, Unsqueeze, Expand), reductions and MatMul (and with `moves`,
+Slice with any steps, Concat, Gather, Squeeze, Flatten, Split, Tile and Pad), on one dtype
 family at a time (f32, f16, f64, or the integers i8, u8, i32, i64). Some values are read by
 several nodes and some are graph outputs, so chains are cut where fusion must cut them.
 
@@ -19,7 +20,7 @@ steps folded together by lavapipe (`fused_steps_compute_as_their_ops_alone` in
 tests/fusion.rs). `VERBOSE=1` also prints why onnxruntime refused a graph (it has no kernel
 for some op and dtype pairs).
 
-usage: scripts/random_graphs_vs_onnxruntime.py WGPU_OPS_BINARY [COUNT] [SEED] [WORK_DIR]
+usage: scripts/random_graphs_vs_onnxruntime.py WGPU_OPS_BINARY [COUNT] [SEED] [WORK_DIR] [moves]
 """
 import os
 import subprocess
@@ -38,6 +39,7 @@ binary = os.path.abspath(sys.argv[1])
 count = int(sys.argv[2]) if len(sys.argv) > 2 else 100
 seed = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 work = sys.argv[4] if len(sys.argv) > 4 else tempfile.mkdtemp()
+moves = len(sys.argv) > 5 and sys.argv[5] == "moves"
 os.makedirs(work, exist_ok=True)
 
 FLOATS = {"f32": (np.float32, T.FLOAT), "f16": (np.float16, T.FLOAT16), "f64": (np.float64, T.DOUBLE)}
@@ -117,6 +119,71 @@ def cast_to(b, v, target):
     return (out, target, shape)
 
 
+def move(b, rng, v):
+    """A data-movement op on value v (shapes worked out by numpy on a stand-in array)."""
+    name, dtype, shape = v
+    r = len(shape)
+    probe = np.arange(int(np.prod(shape))).reshape(shape)
+    op = rng.choice(["Slice", "Concat", "Gather", "Squeeze", "Flatten", "Split", "Tile", "Pad"])
+    i64 = lambda a: b.const(np.array(a, np.int64))
+    if r == 0 and op != "Tile":
+        op = "Flatten"  # onnxruntime pads no scalar
+    if op == "Slice":
+        axes = sorted(set(int(a) for a in rng.integers(0, r, int(rng.integers(1, r + 1)))))
+        starts, ends, steps, index = [], [], [], [slice(None)] * r
+        for a in axes:
+            step = int(rng.choice([1, 1, 2, -1, -2, 3]))
+            lo, hi = int(rng.integers(-shape[a] - 2, shape[a] + 2)), int(rng.integers(-shape[a] - 2, shape[a] + 2))
+            if rng.random() < 0.2: hi = 2**62 if step > 0 else -2**62
+            starts.append(lo); ends.append(hi); steps.append(step)
+            index[a] = slice(lo, max(min(hi, 2**31), -2**31), step)
+        out = probe[tuple(index)].shape
+        b.add("Slice", [name, i64(starts), i64(ends), i64([a - r if rng.random() < 0.5 else a for a in axes]), i64(steps)],
+              dtype, out)
+    elif op == "Concat":
+        axis = int(rng.integers(0, r))
+        partners = [u for u in b.values if u[1] == dtype and len(u[2]) == r and
+                    all(u[2][i] == shape[i] for i in range(r) if i != axis)]
+        other = partners[int(rng.integers(0, len(partners)))][0]
+        out = list(shape); out[axis] += [u for u in partners if u[0] == other][0][2][axis]
+        b.add("Concat", [name, other], dtype, out, axis=axis - r if rng.random() < 0.5 else axis)
+    elif op == "Gather":
+        axis = int(rng.integers(0, r))
+        if shape[axis] == 0:
+            return
+        ind = rng.integers(-shape[axis], shape[axis], [int(x) for x in rng.integers(1, 3, int(rng.integers(0, 3)))])
+        out = np.take(probe, ind % shape[axis], axis=axis).shape
+        b.add("Gather", [name, i64(ind)], dtype, out, axis=axis)
+    elif op == "Squeeze":
+        ones = [i for i, d in enumerate(shape) if d == 1]
+        if not ones:
+            return
+        axes = [i for i in ones if rng.random() < 0.7] or ones[:1]
+        b.add("Squeeze", [name, i64(axes)], dtype, [d for i, d in enumerate(shape) if i not in axes])
+    elif op == "Flatten":
+        axis = int(rng.integers(-r, r + 1)) if r else 0
+        a = axis % (r + 1) if r else 0
+        b.add("Flatten", [name], dtype, [int(np.prod(shape[:a])), int(np.prod(shape[a:]))], axis=axis)
+    elif op == "Split":
+        axis = int(rng.integers(0, r))
+        if shape[axis] < 2:
+            return
+        first = int(rng.integers(1, shape[axis]))
+        outs = [b.name("v"), b.name("v")]
+        b.nodes.append(helper.make_node("Split", [name, i64([first, shape[axis] - first])], outs, axis=axis))
+        for o, size in zip(outs, (first, shape[axis] - first)):
+            sh = list(shape); sh[axis] = size
+            b.values.append((o, dtype, tuple(sh)))
+    elif op == "Tile":
+        reps = [int(x) for x in rng.integers(1, 3, r)]
+        b.add("Tile", [name, i64(reps)], dtype, [d * k for d, k in zip(shape, reps)])
+    else:
+        pads = [int(x) for x in rng.integers(0, 3, 2 * r)]
+        np_t = ALL[dtype][0]
+        b.add("Pad", [name, i64(pads), b.const(np.array(int(rng.integers(-2, 3)) if dtype != "u8" else 1, np_t))],
+              dtype, [d + pads[i] + pads[i + r] for i, d in enumerate(shape)])
+
+
 def random_graph(rng):
     family_kind = rng.choice(["float", "int"], p=[0.6, 0.4])
     family = FLOATS if family_kind == "float" else INTS
@@ -137,11 +204,15 @@ def random_graph(rng):
         kind = rng.choice(["unary", "binary", "binary", "compare_where", "cast", "clip", "view",
                            "reduce", "matmul"],
                           p=[0.2, 0.3, 0.1, 0.1, 0.07, 0.07, 0.08, 0.04, 0.04])
+        if moves and rng.random() < 0.3:
+            kind = "move"
         v = b.pick(family)
         if v is None:
             break
         name, dtype, shape = v
-        if kind == "unary":
+        if kind == "move":
+            move(b, rng, v)
+        elif kind == "unary":
             op = rng.choice(FLOAT_UNARY if dtype in FLOATS else INT_UNARY)
             if dtype == "u8" and op in ("Neg",):
                 continue

@@ -518,15 +518,19 @@ fn f16_and_bf16_round_to_nearest_even() {
 }
 
 /// MatMul on every dtype ONNX defines it for, with broadcast batches and shapes across the
-/// 16 x 16 tiles, on small integer values (every sum exact, so every dtype compares bit for
-/// bit; f16 and bf16 accumulate in f32 and round once); i64 and u64 also emulated.
+/// 16 x 16 tiles and an empty inner axis (sums of nothing: zeros), on small integer values
+/// (every sum exact, so every dtype compares bit for bit; f16 and bf16 accumulate in f32 and
+/// round once); i64 and u64 also emulated.
 #[test]
 fn matmul_on_every_dtype() {
-    let cases: [(&[usize], &[usize]); 4] = [
+    let cases: [(&[usize], &[usize]); 7] = [
         (&[17, 33], &[33, 18]),
         (&[2, 3, 5], &[5, 4]),
         (&[6], &[6, 3]),
         (&[4, 5], &[5]),
+        (&[2, 0], &[0, 3]),
+        (&[2, 3, 0], &[0, 4]),
+        (&[0], &[0]),
     ];
     for d in [
         DType::F32,
@@ -555,6 +559,12 @@ fn matmul_on_every_dtype() {
                 )
                 .unwrap_or_else(|e| panic!("MatMul {d}: {e}"));
                 assert_eq!(got, want, "MatMul {d} {sa:?} x {sb:?}");
+                if sa.last() == Some(&0) {
+                    assert!(
+                        got.data.iter().all(|&b| b == 0),
+                        "MatMul {d} {sa:?} x {sb:?}"
+                    );
+                }
             }
         }
     }
@@ -572,6 +582,100 @@ fn matmul_on_every_dtype() {
                 )
                 .unwrap_or_else(|e| panic!("MatMul {d}: {e}"));
                 assert_eq!(got, want, "MatMul {d} {m}x{k}x{n} on edge values");
+            }
+        }
+    }
+}
+
+/// A MatMul over an empty inner axis followed by an element-wise epilogue (fused into the
+/// product where it fits): the bias alone, on the 8-byte types too (their kernels bind
+/// 8-byte elements, which an empty operand's buffer does not hold).
+#[test]
+fn matmul_of_an_empty_inner_axis_with_an_epilogue() {
+    for d in [DType::F32, DType::F64, DType::I64, DType::F16] {
+        let cast = |t: HostTensor| {
+            let node = Node::new("Cast", "c").attr("to", Attr::String(d.name().into()));
+            both(ctx(), node.inputs(["x"]), vec![("x", t)]).unwrap().0
+        };
+        let a = cast(HostTensor::from_vec(vec![2, 0], &[] as &[f32]).unwrap());
+        let b = cast(HostTensor::from_vec(vec![0, 3], &[] as &[f32]).unwrap());
+        let bias = cast(HostTensor::from_vec(vec![3], &[1f32, 2.0, 3.0]).unwrap());
+        let g = Graph::new()
+            .input("a", d, &[Some(2), Some(0)])
+            .input("b", d, &[Some(0), Some(3)])
+            .input("bias", d, &[Some(3)])
+            .node(Node::new("MatMul", "m").inputs(["a", "b"]).outputs(["p"]))
+            .node(Node::new("Add", "e").inputs(["p", "bias"]).outputs(["y"]))
+            .output("y");
+        for ctx in contexts_for(d) {
+            let inputs = vec![
+                ("a".to_string(), a.clone()),
+                ("b".to_string(), b.clone()),
+                ("bias".to_string(), bias.clone()),
+            ];
+            let got = Session::new(ctx, g.clone())
+                .and_then(|s| s.run_blocking(inputs))
+                .unwrap_or_else(|e| panic!("{d}: {e}"))
+                .remove(0)
+                .1;
+            let want =
+                cast(HostTensor::from_vec(vec![2, 3], &[1f32, 2.0, 3.0, 1.0, 2.0, 3.0]).unwrap());
+            assert_eq!(got, want, "{d}");
+        }
+    }
+}
+
+/// ReduceMax and ReduceMin over an empty axis give the input type's lowest and highest
+/// values, as onnxruntime and the reference do (the 8- and 16-bit signed types gave the
+/// 32-bit ends cut to their width: 0 and -1).
+#[test]
+fn max_and_min_of_nothing_are_the_types_ends() {
+    for d in [
+        DType::I8,
+        DType::I16,
+        DType::U8,
+        DType::U16,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::F32,
+        DType::F16,
+    ] {
+        let empty = {
+            let node = Node::new("Cast", "c").attr("to", Attr::String(d.name().into()));
+            let t = HostTensor::from_vec(vec![2, 0], &[] as &[f32]).unwrap();
+            both(ctx(), node.inputs(["x"]), vec![("x", t)]).unwrap().0
+        };
+        for (op, high) in [("ReduceMax", false), ("ReduceMin", true)] {
+            for ctx in contexts_for(d) {
+                let node = Node::new(op, "r")
+                    .inputs(["x"])
+                    .attr("axes", Attr::Ints(vec![1]))
+                    .attr("keepdims", Attr::Int(0));
+                let (got, want) = both(ctx, node, vec![("x", empty.clone())])
+                    .unwrap_or_else(|e| panic!("{op} {d}: {e}"));
+                assert_eq!(got, want, "{op} {d}");
+                let end: f64 = match (d, high) {
+                    (DType::I8, false) => -128.0,
+                    (DType::I8, true) => 127.0,
+                    (DType::I16, false) => -32768.0,
+                    (DType::I16, true) => 32767.0,
+                    (DType::U8, true) => 255.0,
+                    (DType::U16, true) => 65535.0,
+                    (DType::I32, false) => f64::from(i32::MIN),
+                    (DType::I32, true) => f64::from(i32::MAX),
+                    (DType::U32, true) => f64::from(u32::MAX),
+                    (DType::I64, false) => i64::MIN as f64,
+                    (DType::I64, true) => i64::MAX as f64,
+                    (DType::F32 | DType::F16, false) => f64::NEG_INFINITY,
+                    (DType::F32 | DType::F16, true) => f64::INFINITY,
+                    _ => 0.0,
+                };
+                let got = cast_host(&got, DType::F64)
+                    .unwrap()
+                    .to_vec::<f64>()
+                    .unwrap();
+                assert_eq!(got, vec![end; 2], "{op} {d}");
             }
         }
     }

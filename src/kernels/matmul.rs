@@ -731,8 +731,11 @@ impl Recorder {
         }
         // The epilogue's walk over the output (its leaves' windows), planned once.
         let mut leaf_plan = None;
+        let inner = lhs.shape()[lhs.rank() - 1 - usize::from(transposed[0])];
         if let Some((program, leaves)) = epilogue {
-            if epilogue_fits(program, lhs.dtype(), emulate64)
+            // An empty inner axis makes the product zeros first, then the program.
+            if inner > 0
+                && epilogue_fits(program, lhs.dtype(), emulate64)
                 && binds_whole(&ctx, &[lhs, rhs, out])
                 && out.numel() as u64 <= u64::from(u32::MAX)
             {
@@ -778,6 +781,11 @@ impl Recorder {
         let batch_shape = &out.shape()[..or - 2];
         if out.numel() == 0 {
             return Ok(());
+        }
+        if k == 0 {
+            // Empty sums: zeros. No kernel binds the empty operands, whose buffers may hold
+            // less than one element (an 8-byte element's binding needs 8 bytes).
+            return self.clear(out.storage(), 0, out.byte_len().next_multiple_of(4));
         }
         if n == 1 && m > 1 {
             // A matrix times a vector as the row x^T A^T: the kernels for few rows, A read

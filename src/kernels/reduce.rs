@@ -191,9 +191,16 @@ fn extremes(class: Class) -> (&'static str, &'static str) {
 }
 
 /// The INIT, ABSORB, MERGE and FINISH lines of `op` on states of `class`.
-fn op_lines(op: &str, class: Class, out: DType) -> [String; 4] {
+fn op_lines(op: &str, class: Class, out: DType, input: DType) -> [String; 4] {
     let float = matches!(class, Class::Float | Class::Double);
     let (lowest, highest) = extremes(class);
+    // Max and Min over no element give the input type's ends, which for the narrow signed
+    // types are not the i32 state's ends cut to their width (0 and -1).
+    let (input_lowest, input_highest) = match input {
+        DType::I8 => ("-128i", "127i"),
+        DType::I16 => ("-32768i", "32767i"),
+        _ => (lowest, highest),
+    };
     let (exp, log, math) = if class == Class::Double {
         ("exp64", "log64", super::words::F64_MATH)
     } else {
@@ -254,13 +261,13 @@ fn op_lines(op: &str, class: Class, out: DType) -> [String; 4] {
             [i, format!("{math}\n{a}"), m, f]
         }
         "ReduceMax" => fold(
-            lowest,
+            input_lowest,
             &pick("max", "s.a", "x"),
             &pick("max", "s.a", "t.a"),
             "s.a",
         ),
         "ReduceMin" => fold(
-            highest,
+            input_highest,
             &pick("min", "s.a", "x"),
             &pick("min", "s.a", "t.a"),
             "s.a",
@@ -411,7 +418,7 @@ pub fn reduce_source(
     let [init, absorb, merge, finish] = if emulated {
         emulated_op_lines(op, class == Class::Long)
     } else {
-        op_lines(op, class, out)
+        op_lines(op, class, out, input)
     };
     let (ty, load, c_bits, c_from) = if emulated {
         (

@@ -809,6 +809,13 @@ pub(crate) fn reduce(op: &str, t: &HostTensor, axes: &[usize], keepdims: bool) -
         ($a:expr, $t:ty, $v:ident) => {{
             let (rs, _) = rows(&$a, axes)?;
             let n = rs.first().map_or(0, |r| r.len()) as $t;
+            // Max and Min of no element: the input type's ends (8- and 16-bit signed types
+            // are computed in i32).
+            let (lowest, highest) = match t.dtype {
+                DType::I8 => (i64::from(i8::MIN) as $t, i8::MAX as $t),
+                DType::I16 => (i64::from(i16::MIN) as $t, i16::MAX as $t),
+                _ => (<$t>::MIN, <$t>::MAX),
+            };
             let out: Vec<$t> = rs
                 .iter()
                 .map(|r| -> R<$t> {
@@ -835,8 +842,8 @@ pub(crate) fn reduce(op: &str, t: &HostTensor, axes: &[usize], keepdims: bool) -
                             let s = it.fold(0 as $t, |s: $t, x| s.wrapping_add(x.wrapping_mul(x)));
                             (s as f32).sqrt() as $t
                         }
-                        "ReduceMax" => it.fold(<$t>::MIN, <$t>::max),
-                        "ReduceMin" => it.fold(<$t>::MAX, <$t>::min),
+                        "ReduceMax" => it.fold(lowest, <$t>::max),
+                        "ReduceMin" => it.fold(highest, <$t>::min),
                         _ => return Err(format!("{op} is not defined on integers").into()),
                     })
                 })

@@ -12,9 +12,11 @@ the dtype), the states and outer values, and may end the loop early; its scan ou
 intermediate values. An If picks between two random branches over outer values.
 
 A `scan_axes` Scan reads and writes its sequences along random axes (scan_input_axes,
-scan_output_axes, negative or not).
+scan_output_axes, negative or not). With `rich`, bodies also take ops that mix elements
+while keeping the shape: MatMul by a constant square matrix, a reduction over the last axis
+added back, Softmax, CumSum, Gather of a permutation and a reversing Slice.
 
-usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR [scan,scan_axes,loop,if]
+usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR [scan,scan_axes,loop,if,rich]
 """
 import os
 import subprocess
@@ -29,6 +31,8 @@ warnings.filterwarnings("ignore")
 T = onnx.TensorProto
 binary = sys.argv[1]; count = int(sys.argv[2]); seed = int(sys.argv[3]); work = sys.argv[4]
 kinds = sys.argv[5].split(",") if len(sys.argv) > 5 else ["scan"]
+rich = "rich" in kinds  # bodies also take MatMul, reductions, Softmax, CumSum, Gather, Slice
+kinds = [k for k in kinds if k != "rich"] or ["scan"]
 os.makedirs(work, exist_ok=True)
 FLOATS = {"f32": (np.float32, T.FLOAT), "f16": (np.float16, T.FLOAT16), "f64": (np.float64, T.DOUBLE)}
 INTS = {"i8": (np.int8, T.INT8), "u8": (np.uint8, T.UINT8), "i32": (np.int32, T.INT32), "i64": (np.int64, T.INT64)}
@@ -56,9 +60,34 @@ def body_graph(rng, dtype, shape, n_states, n_scans, n_outs, kind="scan", prefix
         nodes.append(helper.make_node("Expand", [it, dims], [full])); vals.append(full)
     for _ in range(int(rng.integers(2, 9))):
         k = rng.choice(["u", "b", "b", "w", "clip"])
+        if rich and shape and rng.random() < 0.35:
+            k = "r"
         a = vals[len(vals) - 1 - min(int(rng.exponential(2)), len(vals) - 1)]
         out = nm("v")
-        if k == "u":
+        if k == "r":  # ops that keep the shape but mix elements
+            i64 = lambda v: (inits.append(numpy_helper.from_array(np.asarray(v, np.int64), nm("k"))), inits[-1].name)[1]
+            op = rng.choice(["MatMul", "Reduce", "Softmax", "CumSum", "Gather", "Slice"])
+            d = shape[-1]
+            if op == "MatMul" and dtype not in ("i8", "u8"):
+                w = rng.integers(-2, 3, (d, d)) if dtype in INTS else rng.uniform(-1, 1, (d, d))
+                nodes.append(helper.make_node("MatMul", [a, const(w)], [out]))
+            elif op == "Softmax" and dtype in FLOATS:
+                nodes.append(helper.make_node("Softmax", [a], [out], axis=-1))
+            elif op == "CumSum" and dtype not in ("i8", "u8"):
+                r = len(shape)
+                nodes.append(helper.make_node("CumSum", [a, i64(int(rng.integers(-r, r)))], [out],
+                                              reverse=int(rng.integers(0, 2))))
+            elif op == "Gather":
+                nodes.append(helper.make_node("Gather", [a, i64(rng.permutation(d))], [out], axis=-1))
+            elif op == "Slice":
+                nodes.append(helper.make_node("Slice", [a, i64([-1]), i64([-2**62]), i64([-1]), i64([-1])], [out]))
+            else:
+                red = nm("v")
+                nodes.append(helper.make_node(rng.choice(["ReduceMax", "ReduceMin"] if dtype in ("i8", "u8") else
+                                                         ["ReduceSum", "ReduceMax", "ReduceMin"]),
+                                              [a, i64([-1])], [red], keepdims=1))
+                nodes.append(helper.make_node("Add", [red, a], [out]))
+        elif k == "u":
             op = rng.choice(FU if dtype in FLOATS else IU)
             if dtype == "u8" and op == "Neg": op = "Abs"
             nodes.append(helper.make_node(op, [a], [out]))

@@ -1088,7 +1088,10 @@ def spectral_cases(out, manifest):
                 ("long_real_onesided_10000", (1, 10000, 1), 1, None, 0, 1),
                 ("long_prime_inverse_10007", (1, 10007, 2), 1, None, 1, 0),
                 ("long_irfft_8192", (1, 4097, 2), 1, None, 1, 1),
-                ("long_real_65536_axis0", (65536, 1, 1), 0, None, 0, 0)]:
+                ("long_real_65536_axis0", (65536, 1, 1), 0, None, 0, 0),
+                # No samples: an empty transform.
+                ("empty_complex", (2, 0, 2), 1, None, 0, 0),
+                ("empty_real_inverse", (1, 0, 1), 1, None, 1, 0)]:
             if label.startswith("long_") and d == "f32":
                 continue
             x = rng.uniform(-2, 2, shape).astype(np_type)
@@ -1353,6 +1356,19 @@ def roi_align_cases(out, manifest):
         feeds = [("x", x), ("rois_in", rois), ("batch", batch)]
         written += ort_case(out, manifest, f"ort_RoiAlign_{mode}_adaptive_computed_rois", m,
                             feeds, ["RoiAlign", "Abs"], 16, 1e-4, 1e-5)
+    # No ROI: an empty output, with a fixed and an adaptive grid.
+    for mode, ratio in (("avg", 2), ("max", 0)):
+        node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], mode=mode, sampling_ratio=ratio,
+                                output_height=3, output_width=2)
+        graph = helper.make_graph(
+            [node], "g",
+            [helper.make_tensor_value_info("x", T.FLOAT, list(x.shape)),
+             helper.make_tensor_value_info("rois", T.FLOAT, [0, 4]),
+             helper.make_tensor_value_info("batch", T.INT64, [0])],
+            [helper.make_tensor_value_info("y", T.FLOAT, None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+        feeds = [("x", x), ("rois", np.zeros((0, 4), np.float32)), ("batch", np.zeros(0, np.int64))]
+        written += ort_case(out, manifest, f"ort_RoiAlign_{mode}_no_rois", m, feeds, ["RoiAlign"], 16, 1e-4, 1e-5)
     return written
 
 

@@ -417,20 +417,28 @@ fn roi_align(node: &Node) -> Result<Expansion> {
     };
     // X's images of the ROIs, flattened: [R, C, H * W].
     let images = b.op("Gather", "images", &[&x, &batch], &axis(0));
-    let zero_i = b.i64s("keep", &[0])?;
-    let minus_i = b.i64s("flat", &[-1])?;
-    let flat_shape = b.op(
-        "Concat",
-        "flat_shape",
-        &[&zero_i, &zero_i, &minus_i],
-        &axis(0),
-    );
+    // Shapes spelled out, not by -1, which no ROI (R = 0) would leave undetermined.
+    let area = {
+        let hw = b.dims("image_dims", &x, 2, Some(4));
+        b.op("ReduceProd", "image_area", &[&hw], &[])
+    };
+    let lead = b.dims("images_lead", &images, 0, Some(2));
+    let flat_shape = b.op("Concat", "flat_shape", &[&lead, &area], &axis(0));
     let flat = b.op("Reshape", "images_flat", &[&images, &flat_shape], &[]);
     let flat = b.op("Cast", "images_f32", &[&flat], &f32_to);
     let channels = b.dims("channels", &x, 1, Some(2));
     let rois_n = b.dims("rois_n", &rois, 0, Some(1));
     // [R, 1, points] and its expansion to every channel.
-    let row_shape = b.i64s("row_shape", &[0, 1, -1])?;
+    let row_shape = {
+        let kj = b.dims("point_dims", &valid, 1, Some(3));
+        let points = b.op("ReduceProd", "point_count", &[&kj], &[]);
+        b.op(
+            "Concat",
+            "row_shape",
+            &[&rois_n, &one_axis, &points],
+            &axis(0),
+        )
+    };
     let index_shape = b.op(
         "Concat",
         "index_shape",

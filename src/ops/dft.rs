@@ -70,11 +70,17 @@ pub fn dft_shape(
         }
     };
     if length == 0 {
-        return Err(invalid(
-            op,
-            "input",
-            format!("a one-sided inverse of {n} bins has no default length (give dft_length)"),
-        ));
+        // No samples: a full transform of no points is empty (as onnxruntime gives it); a
+        // one-sided one is not defined.
+        if !onesided {
+            return Ok((0, 0));
+        }
+        let what = if inverse {
+            format!("a one-sided inverse of {n} bins has no default length (give dft_length)")
+        } else {
+            "a one-sided transform of 0 samples has no bins (give dft_length)".to_string()
+        };
+        return Err(invalid(op, "input", what));
     }
     let m = if inverse && onesided {
         length

@@ -290,6 +290,7 @@ def main():
     written += reduce_noop_cases(out, manifest)
     written += integer_shrink_cases(out, manifest)
     written += prelu_broadcast_cases(out, manifest)
+    written += empty_input_cases(out, manifest)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"wrote {written} differential tests (onnxruntime {ort.__version__}) to {out}")
@@ -2623,6 +2624,58 @@ def prelu_broadcast_cases(out, manifest):
             rtol, atol = (1e-5, 1e-6) if d == "f64" else (1e-4, 1e-5)
             written += ort_case(out, manifest, f"ort_prelu_broadcast_{k}_{d}", m, [("x", x), ("slope", slope)],
                                 ["PRelu"], 16, rtol, atol)
+    return written
+
+
+def empty_input_cases(out, manifest):
+    """Inputs with an axis of 0 where the output is not empty, or an expansion reshapes an
+    empty value: MatMul and Gemm over an empty inner axis (every dtype onnxruntime takes:
+    zeros, plus C), ReduceMax and ReduceMin over an empty axis (the type's ends, i8 and u8
+    among them), RotaryEmbedding of an empty sequence (3-D), TfIdfVectorizer of rows of no
+    token (onnxruntime refuses Attention with no query). Bit for bit (f16 1e-3). Returns how many were written."""
+    written = 0
+
+    def case(name, op, nodes_attrs, feeds, opset, outputs=("y",), domain_opsets=()):
+        node = helper.make_node(op, [n for n, _ in feeds], list(outputs), **nodes_attrs)
+        types = {np.dtype(np.float32): T.FLOAT, np.dtype(np.float64): T.DOUBLE, np.dtype(np.float16): T.FLOAT16,
+                 np.dtype(np.int32): T.INT32, np.dtype(np.int64): T.INT64, np.dtype(np.int8): T.INT8,
+                 np.dtype(np.uint8): T.UINT8}
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, types[v.dtype], list(v.shape))
+                                                for n, v in feeds],
+                                  [onnx.ValueInfoProto(name=o) for o in outputs])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        tol = 1e-3 if any(v.dtype == np.float16 for _, v in feeds) else 0.0
+        return ort_case(out, manifest, f"ort_empty_{name}", m, feeds, [op], opset, tol, tol)
+
+    for d in ("f32", "f64", "f16", "i32", "i64"):
+        np_type = DTYPES[d][0]
+        written += case(f"MatMul_k0_{d}", "MatMul", {}, [("a", np.zeros((2, 0), np_type)),
+                                                         ("b", np.zeros((0, 3), np_type))], 13)
+        written += case(f"MatMul_k0_batched_{d}", "MatMul", {}, [("a", np.zeros((2, 3, 0), np_type)),
+                                                                 ("b", np.zeros((0, 4), np_type))], 13)
+        written += case(f"Gemm_k0_bias_{d}", "Gemm", {"transB": 1},
+                        [("a", np.zeros((2, 0), np_type)), ("b", np.zeros((3, 0), np_type)),
+                         ("c", np.arange(3).astype(np_type))], 13)
+        written += case(f"Gemm_bias_{d}", "Gemm", {"transB": 1, "alpha": 2.0, "beta": 0.5},
+                        [("a", np.arange(6).reshape(2, 3).astype(np_type)),
+                         ("b", np.arange(12).reshape(4, 3).astype(np_type)),
+                         ("c", np.arange(4).astype(np_type))], 13)
+    for d in ("f32", "f64", "i32", "i64", "i8", "u8"):
+        np_type = DTYPES[d][0]
+        for op in ("ReduceMax", "ReduceMin"):
+            written += case(f"{op}_{d}", op, {"keepdims": 0},
+                            [("x", np.zeros((2, 0, 3), np_type)), ("axes", np.array([1], np.int64))], 18)
+    for d in ("f32", "f16"):
+        np_type = DTYPES[d][0]
+        written += case(f"RotaryEmbedding_no_sequence_{d}", "RotaryEmbedding", {"num_heads": 2},
+                        [("x", np.zeros((1, 0, 8), np_type)), ("cos", np.ones((4, 2), np_type)),
+                         ("sin", np.zeros((4, 2), np_type)), ("pos", np.zeros((1, 0), np.int64))], 23)
+    for d in ("i32", "i64"):
+        np_type = DTYPES[d][0]
+        written += case(f"TfIdfVectorizer_rows_of_no_token_{d}", "TfIdfVectorizer",
+                        {"mode": "TF", "min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 1,
+                         "ngram_counts": [0, 2], "ngram_indexes": [0, 1, 2], "pool_int64s": [1, 2, 1, 2]},
+                        [("x", np.zeros((2, 0), np_type))], 9)
     return written
 
 

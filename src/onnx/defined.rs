@@ -418,10 +418,7 @@ fn roi_align(node: &Node) -> Result<Expansion> {
     // X's images of the ROIs, flattened: [R, C, H * W].
     let images = b.op("Gather", "images", &[&x, &batch], &axis(0));
     // Shapes spelled out, not by -1, which no ROI (R = 0) would leave undetermined.
-    let area = {
-        let hw = b.dims("image_dims", &x, 2, Some(4));
-        b.op("ReduceProd", "image_area", &[&hw], &[])
-    };
+    let area = b.dims_product("image_area", &x, 2, Some(4));
     let lead = b.dims("images_lead", &images, 0, Some(2));
     let flat_shape = b.op("Concat", "flat_shape", &[&lead, &area], &axis(0));
     let flat = b.op("Reshape", "images_flat", &[&images, &flat_shape], &[]);
@@ -430,8 +427,7 @@ fn roi_align(node: &Node) -> Result<Expansion> {
     let rois_n = b.dims("rois_n", &rois, 0, Some(1));
     // [R, 1, points] and its expansion to every channel.
     let row_shape = {
-        let kj = b.dims("point_dims", &valid, 1, Some(3));
-        let points = b.op("ReduceProd", "point_count", &[&kj], &[]);
+        let points = b.dims_product("point_count", &valid, 1, Some(3));
         b.op(
             "Concat",
             "row_shape",

@@ -139,6 +139,19 @@ impl Builder {
         self.op("Shape", out, &[x], &attrs)
     }
 
+    /// The product of `x`'s dims `start..end` (1 for none), as a 1-element i64 tensor: a
+    /// reshape's size spelled out where -1 would be undetermined (another dim 0).
+    pub(super) fn dims_product(
+        &mut self,
+        out: &str,
+        x: &str,
+        start: i64,
+        end: Option<i64>,
+    ) -> String {
+        let dims = self.dims(&format!("{out}_dims"), x, start, end);
+        self.op("ReduceProd", out, &[&dims], &[])
+    }
+
     /// A 3-D `[batch, sequence, heads * head size]` value `x` as 4-D `[batch, heads, sequence,
     /// head size]`. A transpose that moves nothing (a view) comes first: an error at run time
     /// when `x` is not 3-D, where the reshape would read it wrong (the expansions tell 3-D
@@ -150,7 +163,23 @@ impl Builder {
             &[x],
             &[("perm", Attr::Ints(vec![0, 1, 2]))],
         );
-        let shape = self.i64s(&format!("{what}_split"), &[0, 0, heads, -1])?;
+        // [batch, sequence, heads, hidden / heads], spelled out: -1 would be undetermined for
+        // an empty batch or sequence.
+        let lead = self.dims(&format!("{what}_lead"), &checked, 0, Some(2));
+        let hidden = self.dims(&format!("{what}_hidden"), &checked, 2, Some(3));
+        let heads_t = self.i64s(&format!("{what}_head_count"), &[heads])?;
+        let size = self.op(
+            "Div",
+            &format!("{what}_head_size"),
+            &[&hidden, &heads_t],
+            &[],
+        );
+        let shape = self.op(
+            "Concat",
+            &format!("{what}_split"),
+            &[&lead, &heads_t, &size],
+            &[("axis", Attr::Int(0))],
+        );
         let r = self.op(
             "Reshape",
             &format!("{what}_by_head"),
@@ -173,7 +202,14 @@ impl Builder {
             &[x4],
             &[("perm", Attr::Ints(vec![0, 2, 1, 3]))],
         );
-        let merge = self.i64s("merge", &[0, 0, -1])?;
+        let lead = self.dims("merge_lead", &t, 0, Some(2));
+        let hidden = self.dims_product("merge_hidden", &t, 2, None);
+        let merge = self.op(
+            "Concat",
+            "merge",
+            &[&lead, &hidden],
+            &[("axis", Attr::Int(0))],
+        );
         self.op_to("Reshape", out, &[&t, &merge], &[]);
         Ok(())
     }

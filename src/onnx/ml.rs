@@ -221,7 +221,8 @@ fn cast(b: &mut Builder, out: &str, x: &str, to: &str) -> String {
 /// `x` as rows of features: `[N, F]` stays, `[F]` becomes `[1, F]` (onnxruntime's reading).
 fn rows(b: &mut Builder, x: &str) -> Result<String> {
     let width = b.dims("row_width", x, -1, None);
-    let lead = b.i64s("rows_lead", &[-1])?;
+    // The leading dims' product, not -1: rows of no feature leave -1 undetermined.
+    let lead = b.dims_product("rows_lead", x, 0, Some(-1));
     let shape = b.op(
         "Concat",
         "rows_shape",

@@ -89,7 +89,9 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         let r = b.op("Unsqueeze", "real_pair", &[&real, &last], &[]);
         let i = b.op("Unsqueeze", "imag_pair", &[&imag, &last], &[]);
         let pairs = b.op("Concat", "pairs", &[&r, &i], &axis);
-        let flat = b.i64s("flat", &[0, 0, 0, -1])?;
+        let lead = b.dims("pairs_lead", &pairs, 0, Some(3));
+        let width = b.dims_product("pairs_width", &pairs, 3, None);
+        let flat = b.op("Concat", "flat", &[&lead, &width], &axis);
         b.op("Reshape", "turned", &[&pairs, &flat], &[])
     } else {
         b.op("Concat", "turned", &[&real, &imag], &axis)

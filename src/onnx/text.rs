@@ -142,7 +142,8 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     let x = x.as_str();
     // Rows of tokens: [C] is one row.
     let width = b.dims("row_width", x, -1, None);
-    let lead = b.i64s("rows_lead", &[-1])?;
+    // The leading dims' product, not -1: rows of no feature leave -1 undetermined.
+    let lead = b.dims_product("rows_lead", x, 0, Some(-1));
     let rows_shape = b.op(
         "Concat",
         "rows_shape",

@@ -480,6 +480,72 @@ fn elementwise_on_64_bit_dtypes_with_native_features() {
     }
 }
 
+/// Without SHADER_F64, an op that computes on f64 is refused by an error naming the feature,
+/// not another rule (Gemm's epilogue said "C is f64 but A is f64", Conv's bias "B cannot be
+/// added to f64").
+#[test]
+fn f64_ops_without_the_feature_name_it() {
+    let plain = common::ctx_emulating_64_bit();
+    let f64s = |shape: &[usize]| random_tensor(3, DType::F64, shape);
+    let cases: Vec<(Node, Vec<(&str, HostTensor)>)> = vec![
+        (
+            Node::new("Gemm", "g")
+                .attr("alpha", Attr::Float(2.0))
+                .attr("transB", Attr::Int(1)),
+            vec![
+                ("a", f64s(&[2, 3])),
+                ("b", f64s(&[4, 3])),
+                ("c", f64s(&[4])),
+            ],
+        ),
+        (
+            Node::new("Gemm", "g"),
+            vec![
+                ("a", f64s(&[2, 3])),
+                ("b", f64s(&[3, 4])),
+                ("c", f64s(&[4])),
+            ],
+        ),
+        (
+            Node::new("Conv", "c"),
+            vec![
+                ("x", f64s(&[1, 2, 4, 4])),
+                ("w", f64s(&[3, 2, 2, 2])),
+                ("b", f64s(&[3])),
+            ],
+        ),
+        (
+            Node::new("MatMul", "m"),
+            vec![("a", f64s(&[2, 3])), ("b", f64s(&[3, 2]))],
+        ),
+        (Node::new("Sigmoid", "s"), vec![("x", f64s(&[5]))]),
+        (Node::new("Softmax", "s"), vec![("x", f64s(&[2, 5]))]),
+        (
+            Node::new("LayerNormalization", "l"),
+            vec![("x", f64s(&[2, 5])), ("s", f64s(&[5]))],
+        ),
+    ];
+    for (node, inputs) in cases {
+        let op = node.op.clone();
+        let mut g = Graph::new();
+        for (name, t) in &inputs {
+            let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
+            g = g.input(*name, t.dtype, &shape);
+        }
+        let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+        let g = g.node(node.inputs(names).outputs(["y"])).output("y");
+        let given: Vec<(String, HostTensor)> = inputs
+            .into_iter()
+            .map(|(n, t)| (n.to_string(), t))
+            .collect();
+        let e = Session::new(plain, g)
+            .and_then(|s| s.run_blocking(given))
+            .expect_err(&op)
+            .to_string();
+        assert!(e.contains("SHADER_F64") && !e.contains('\n'), "{op}: {e}");
+    }
+}
+
 /// `op` of `inputs` by the CPU reference interpreter.
 fn cpu(op: &str, inputs: Vec<HostTensor>) -> HostTensor {
     let inputs: Vec<(String, HostTensor)> = inputs

@@ -37,6 +37,8 @@ impl Recorder {
         // One dispatch: the operands read transposed in place, `alpha * sum + beta * C` as
         // the MatMul's epilogue (the product, then the program, where it cannot be).
         let dtype = a.dtype();
+        // Before the epilogue is built: its program has no f64 steps without the feature.
+        super::elementwise::require_f64_feature(self.context(), OP, "A", dtype)?;
         let emulate64 = !self
             .context()
             .features()

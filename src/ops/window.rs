@@ -544,6 +544,7 @@ fn gcd(a: usize, b: usize) -> usize {
 
 /// Conv's bias as a MatMul epilogue: the product plus the one operand.
 fn bias_program(rec: &Recorder, op: &'static str, dtype: DType) -> Result<Program> {
+    super::elementwise::require_f64_feature(rec.context(), op, "X", dtype)?;
     let emulate64 = !rec
         .context()
         .features()

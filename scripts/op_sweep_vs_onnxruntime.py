@@ -35,8 +35,14 @@ reference instead, each error of ours, a tally, and what onnxruntime refused per
 part of the tests (each model is a run of the command); `docs/onnx.md` records what its
 runs found.
 
+With EMPTY=P in the environment, a share P of the models get empty inputs: one axis of the
+first input is cut to 0 in every input of that shape (the models are otherwise those of
+the seed without EMPTY).
+
 usage: scripts/op_sweep_vs_onnxruntime.py WGPU_OPS_BINARY [COUNT] [SEED] [WORK_DIR] [OP,OP...]
 """
+import concurrent.futures
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -1078,9 +1084,40 @@ if only:
 refused = {}  # op: models onnxruntime refused (a dtype or rank it has no kernel for, ...)
 tally = {"ok": 0, "as the reference": 0, "mismatch": 0, "our error": 0, "reference only, ok": 0,
          "reference only, mismatch": 0, "refused by both": 0}
+empty_share = float(os.environ.get("EMPTY", "0"))
+
+
+def ort_session_run(path, feeds):
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+ort_pool = None
+
+
+def ort_run(path, feeds):
+    """onnxruntime's outputs; with EMPTY in a child process, as onnxruntime aborts the whole
+    process on some empty inputs (Unique, GRU, ...): an abort counts as a refusal."""
+    global ort_pool
+    if not empty_share:
+        return ort_session_run(path, feeds)
+    if ort_pool is None:
+        ort_pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    try:
+        return ort_pool.submit(ort_session_run, path, feeds).result()
+    except concurrent.futures.process.BrokenProcessPool:
+        ort_pool = None
+        raise RuntimeError("onnxruntime aborted")
+
+
+empty_rng = np.random.default_rng(seed + 7919)  # apart, so the models stay the seed's
 for case in range(count):
     op = str(rng.choice(OPS))
     attrs, feeds, inits, *given = gen(op)
+    ranked = [k for k, v in feeds.items() if v.ndim]
+    if empty_rng.random() < empty_share and ranked:
+        shape = feeds[ranked[0]].shape
+        cut = list(shape); cut[int(empty_rng.integers(0, len(shape)))] = 0
+        feeds = {k: v[tuple(slice(0, c) for c in cut)] if v.shape == shape else v for k, v in feeds.items()}
     names = given[0] if given and given[0] is not None else list(feeds) + [i.name for i in inits]
     extra = given[1] if len(given) > 1 else {}
     if op == "QLinearMatMul":
@@ -1102,8 +1139,7 @@ for case in range(count):
     onnx.save(m, path)
     ort_refused = False
     try:
-        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
-            None, {k: v.astype(object) if v.dtype.kind == "U" else v for k, v in feeds.items()})
+        want = ort_run(path, {k: v.astype(object) if v.dtype.kind == "U" else v for k, v in feeds.items()})
     except Exception:
         # No kernel in onnxruntime (f64 Acos, f16 Elu, ...): the ONNX reference decides.
         ort_refused = True

@@ -11,12 +11,18 @@ A Loop has a trip count, a condition or both; its body reads the iteration numbe
 the dtype), the states and outer values, and may end the loop early; its scan outputs stack
 intermediate values. An If picks between two random branches over outer values.
 
+A `seq` Loop also carries what torch exports for a list appended to in a loop: a sequence
+(begun empty or with an outer value) that the body inserts into (at the end, the front or a
+random place), sometimes erases from and reads its last element back from, and a tensor that
+grows by a Concat each iteration. After the loop come the sequence itself, its length, its
+last element and its ConcatFromSequence.
+
 A `scan_axes` Scan reads and writes its sequences along random axes (scan_input_axes,
 scan_output_axes, negative or not). With `rich`, bodies also take ops that mix elements
 while keeping the shape: MatMul by a constant square matrix, a reduction over the last axis
 added back, Softmax, CumSum, Gather of a permutation and a reversing Slice.
 
-usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR [scan,scan_axes,loop,if,rich]
+usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR [scan,scan_axes,loop,if,seq,rich]
 """
 import os
 import subprocess
@@ -155,6 +161,86 @@ def control_flow_model(rng, kind, dtype, shape, ns, nx, no, steps):
     g = helper.make_graph([node], "g", ins, [onnx.ValueInfoProto(name=o) for o in outs], initializer=inits)
     return g, outs
 
+def sequence_loop_model(rng, dtype, shape, ns, nx, no, steps):
+    """A Loop that also carries a sequence `q` and a growing tensor `grow`, as torch exports
+    list appends and concatenations in a loop; outputs what torch code reads of them after."""
+    npt, ot = ALL[dtype]
+    g, outs = control_flow_model(rng, "loop", dtype, shape, ns, nx, no, steps)
+    loop = g.node[0]
+    body = loop.attribute[0].g
+    i64 = lambda n, v: body.initializer.append(numpy_helper.from_array(np.asarray(v, np.int64), n))
+    nodes = []
+    # what the body appends: a state it computes, or the iteration number spread out
+    v = body.output[1 + int(rng.integers(0, ns))].name
+    starts_full = rng.random() < 0.6
+    if starts_full and rng.random() < 0.5:  # the body reads the last element back
+        nodes.append(helper.make_node("SequenceAt", ["q_in", "q_last"], ["q_read"]))
+        i64("q_last", -1)
+        nodes.append(helper.make_node(rng.choice(["Max", "Min", "Add"] if dtype not in ("u8",) else ["Max", "Min"]),
+                                      ["q_read", v], ["q_mixed"]))
+        nodes.append(helper.make_node("Clip", ["q_mixed", "q_lo", "q_hi"], ["q_val"]))
+        body.initializer.append(numpy_helper.from_array(np.asarray(0 if dtype == "u8" else -50, npt), "q_lo"))
+        body.initializer.append(numpy_helper.from_array(np.asarray(50, npt), "q_hi"))
+        v = "q_val"
+    where = rng.choice(["end", "front", "random"])
+    if where == "end":
+        nodes.append(helper.make_node("SequenceInsert", ["q_in", v], ["q_ins"]))
+    else:
+        if where == "front":
+            i64("q_at", 0)
+        else:  # anywhere in 0..=len, possibly negative
+            nodes.append(helper.make_node("SequenceLength", ["q_in"], ["q_len"]))
+            nodes.append(helper.make_node("Add", ["q_len", "q_one"], ["q_len1"]))
+            i64("q_one", 1); i64("q_r", int(rng.integers(0, 1000)))
+            nodes.append(helper.make_node("Add", ["iter", "q_r"], ["q_ri"]))
+            nodes.append(helper.make_node("Mod", ["q_ri", "q_len1"], ["q_at"]))
+        nodes.append(helper.make_node("SequenceInsert", ["q_in", v, "q_at"], ["q_ins"]))
+    if rng.random() < 0.3:  # erase one again now and then: the first, if the sequence has two
+        nodes.append(helper.make_node("SequenceErase", ["q_ins", "q_zero"], ["q_out"]))
+        i64("q_zero", 0)
+    else:
+        nodes.append(helper.make_node("Identity", ["q_ins"], ["q_out"]))
+    # the growing tensor: torch.cat([grow, v.unsqueeze(0)])
+    nodes.append(helper.make_node("Unsqueeze", [v, "q_axis0"], ["grow_row"]))
+    i64("q_axis0", [0])
+    nodes.append(helper.make_node("Concat", ["grow_in", "grow_row"], ["grow_out"], axis=0))
+    body.node.extend(nodes)
+    body.input.extend([helper.make_tensor_sequence_value_info("q_in", ot, None),
+                       helper.make_tensor_value_info("grow_in", ot, None)])
+    body.output.extend([helper.make_tensor_sequence_value_info("q_out", ot, None),
+                        helper.make_tensor_value_info("grow_out", ot, None)])
+    # loop-carried values come before the scan outputs
+    ns_out = [o for o in loop.output]
+    new_outs = ns_out[:ns] + ["Q", "GROW"] + ns_out[ns:]
+    # body outputs: cond, states, q, grow, scan outputs
+    bo = list(body.output)
+    body.ClearField("output")
+    body.output.extend(bo[:1 + ns] + bo[-2:] + bo[1 + ns:-2])
+    pre = []
+    if starts_full:
+        pre.append(helper.make_node("SequenceConstruct", ["x0"], ["q0"]))
+    else:
+        pre.append(helper.make_node("SequenceEmpty", [], ["q0"], dtype=ot))
+    pre.append(helper.make_node("Constant", [], ["grow_shape"], value=numpy_helper.from_array(np.array([0] + list(shape), np.int64))))
+    pre.append(helper.make_node("ConstantOfShape", ["grow_shape"], ["grow0"],
+                                value=numpy_helper.from_array(np.zeros(1, npt))))
+    new_ins = list(loop.input[:2 + ns]) + ["q0", "grow0"]
+    loop.ClearField("input"); loop.input.extend(new_ins)
+    loop.ClearField("output"); loop.output.extend(new_outs)
+    post = [helper.make_node("SequenceLength", ["Q"], ["QLEN"])]
+    outs = new_outs + ["QLEN"]
+    if starts_full:  # ConcatFromSequence and SequenceAt of an empty sequence are errors
+        axis = int(rng.integers(-len(shape) - 1, len(shape) + 1))
+        post.append(helper.make_node("ConcatFromSequence", ["Q"], ["QCAT"], axis=axis, new_axis=1))
+        post.append(helper.make_node("SequenceAt", ["Q", "q_first"], ["QAT"]))
+        g.initializer.append(numpy_helper.from_array(np.array(int(rng.integers(-1, 1)), np.int64), "q_first"))
+        outs += ["QCAT", "QAT"]
+    nodes = pre + list(g.node) + post
+    g.ClearField("node"); g.node.extend(nodes)
+    g.ClearField("output"); g.output.extend([onnx.ValueInfoProto(name=o) for o in outs])
+    return g, outs
+
+
 rng = np.random.default_rng(seed)
 tally = {"ok": 0, "mismatch": 0, "our error": 0, "ort error": 0}
 for case in range(count):
@@ -186,6 +272,10 @@ for case in range(count):
         g = helper.make_graph([node], "g", [vi(f"S{i}", shape) for i in range(ns)] + [vi(f"X{i}", along(in_axes[i])) for i in range(nx)],
                               [vi(f"SF{i}", shape) for i in range(ns)] + [vi(f"Y{i}", along(out_axes[i])) for i in range(no)])
         shapes = {**{f"S{i}": shape for i in range(ns)}, **{f"X{i}": along(in_axes[i]) for i in range(nx)}}
+    elif kind == "seq":
+        g, outs = sequence_loop_model(rng, dtype, shape, ns, nx, no, steps)
+        body = next(n for n in g.node if n.op_type == "Loop").attribute[0].g
+        shapes = {**{f"s{i}": shape for i in range(ns)}, **{f"x{i}": shape for i in range(nx)}}
     else:
         g, outs = control_flow_model(rng, kind, dtype, shape, ns, nx, no, steps)
         body = g.node[0].attribute[0].g
@@ -198,7 +288,9 @@ for case in range(count):
     try:
         want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(outs, feeds)
     except Exception as e:
-        tally["ort error"] += 1; continue
+        tally["ort error"] += 1
+        if os.environ.get("SHOW_ORT_ERRORS"): print(f"s{case} ORT ERROR", str(e)[-200:])
+        continue
     args = [binary, "run", path, "--out", f"{work}/o{case}"]
     for k, v in feeds.items():
         np.save(f"{work}/s{case}_{k}.npy", v); args += ["--input", f"{k}={work}/s{case}_{k}.npy"]
@@ -206,15 +298,22 @@ for case in range(count):
     if r.returncode:
         tally["our error"] += 1; print(f"s{case} ERROR", r.stderr.strip()[-200:]); continue
     bad = []
-    for n, w in zip(outs, want):
-        got = np.load(f"{work}/o{case}/{n}.npy"); w = np.asarray(w)
-        if got.shape != w.shape or got.dtype != w.dtype: bad.append(f"{n} {got.dtype}{got.shape} vs {w.dtype}{w.shape}"); continue
+    def compare(n, got, w):
+        if isinstance(w, list):  # a sequence: a folder of its elements
+            if not os.path.isdir(got): bad.append(f"{n}: not a sequence"); return
+            if len(os.listdir(got)) != len(w): bad.append(f"{n}: {len(os.listdir(got))} elements vs {len(w)}"); return
+            for i, e in enumerate(w): compare(f"{n}[{i}]", f"{got}/{i}.npy", e)
+            return
+        got = np.load(got); w = np.asarray(w)
+        if got.shape != w.shape or got.dtype != w.dtype: bad.append(f"{n} {got.dtype}{got.shape} vs {w.dtype}{w.shape}"); return
         if w.dtype.kind in "iu":
             if (got != w).any(): bad.append(f"{n}: {(got != w).sum()} differ")
         else:
             rt, at = (1e-2, 1e-2) if w.dtype == np.float16 else (1e-3, 1e-4)
             if not np.allclose(got.astype(float), w.astype(float), rtol=rt, atol=at, equal_nan=True):
                 bad.append(f"{n}: off {np.abs(got.astype(float)-w.astype(float)).max()}")
+    for n, w in zip(outs, want):
+        compare(n, f"{work}/o{case}/{n}" + ("" if isinstance(w, list) else ".npy"), w)
     if bad:
         tally["mismatch"] += 1; print(f"s{case} MISMATCH {kind} {dtype}", bad, sorted({n.op_type for n in body.node}))
     else:

@@ -421,6 +421,34 @@ fn automatic_padding_follows_the_spec_formulas() {
     }
 }
 
+/// `SAME` gives ceil(len / stride) windows: none along an empty axis, where the padding of
+/// a whole kernel would otherwise make one (as the ONNX reference; onnxruntime refuses any
+/// empty spatial axis).
+#[test]
+fn same_padding_gives_no_window_over_an_empty_axis() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = HostTensor::from_vec(vec![2, 4, 3, 0], &[] as &[f32]).unwrap();
+    let w = HostTensor::from_vec(vec![2, 4, 1, 2], &[1.0f32; 16]).unwrap();
+    for op in ["MaxPool", "AveragePool", "LpPool", "Conv"] {
+        for pad in ["SAME_UPPER", "SAME_LOWER"] {
+            let attrs = [
+                ("kernel_shape", ints(&[1, 2])),
+                ("strides", ints(&[2, 2])),
+                ("auto_pad", Attr::String(pad.into())),
+            ];
+            let mut inputs = vec![("x", x.clone())];
+            if op == "Conv" {
+                inputs.push(("w", w.clone()));
+            }
+            let channels = if op == "Conv" { 2 } else { 4 };
+            for as_inputs in [true, false] {
+                let y = run(&ctx, op, &inputs, &attrs, 1, as_inputs).unwrap();
+                assert_eq!(y[0].shape, [2, channels, 2, 0], "{op} {pad}");
+            }
+        }
+    }
+}
+
 #[test]
 fn global_lp_pool_is_the_norm_of_each_image() {
     let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();

@@ -58,6 +58,10 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         let hi = b.op("Max", "hi", &[&hi, &zero], &[]);
         let range = b.op("Sub", "range", &[&hi, &lo], &[]);
         let levels = b.f32_scalar("levels", 255.0)?;
+        // No range (x empty or all zeros): a scale of 1, as onnxruntime, not 0, which would
+        // divide by zero here and in whatever quantizes with it next.
+        let flat = b.op("Equal", "flat", &[&range, &zero], &[]);
+        let range = b.op("Where", "range_or_levels", &[&flat, &levels, &range], &[]);
         let scale = b.op("Div", "scale", &[&range, &levels], &[]);
         let neg_lo = b.op("Sub", "neg_lo", &[&zero, &lo], &[]);
         let zp = b.op("Div", "zp_f", &[&neg_lo, &scale], &[]);

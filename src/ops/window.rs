@@ -194,6 +194,11 @@ pub fn window_plan(
     }
     for (j, &len) in spatial.iter().enumerate() {
         let (s, e) = (plan.strides[j], plan.extent(j));
+        // `SAME` gives ceil(len / stride) windows: none over an empty axis, where the
+        // padding would otherwise make one.
+        if len == 0 && auto_pad.starts_with("SAME") {
+            continue;
+        }
         let span = plan.pads_begin[j] + len + plan.pads_end[j];
         // The pools take an axis shorter than the kernel's extent: the spec's formula gives
         // no window (or, with `ceil_mode`, one that starts in the input), as the reference

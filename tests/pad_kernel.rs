@@ -186,3 +186,50 @@ fn large_outputs_ending_inside_a_quad_match_the_reference() {
     // Tails of 1, 2 and 3 words.
     assert_eq!(tails.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
 }
+
+/// In constant mode a crop may run past the data into the other side's padding (output
+/// element j is input element j - b, as onnxruntime reads it): what is left is constants.
+/// Other modes have nothing to repeat there and refuse, as does a total below nothing.
+#[test]
+fn constant_pads_may_crop_past_the_data() {
+    let x = HostTensor::from_vec(vec![2], &[1.0f32, 2.0]).unwrap();
+    let empty = HostTensor::from_vec(vec![1, 0], &[] as &[f32]).unwrap();
+    // (input, pads, expected output's shape); every value is the constant.
+    let cases: [(&HostTensor, &[i64], &[usize]); 7] = [
+        (&x, &[3, -3], &[2]),
+        (&x, &[-3, 3], &[2]),
+        (&x, &[2, -3], &[1]),
+        (&x, &[-3, 2], &[1]),
+        (&x, &[-4, 2], &[0]),
+        (&empty, &[0, 3, 0, -1], &[1, 2]),
+        (&empty, &[0, -1, 0, 2], &[1, 1]),
+    ];
+    for (x, pads, shape) in cases {
+        let g = pad_graph(DType::F32, &x.shape, pads, "constant");
+        let inputs = vec![("x".to_string(), x.clone())];
+        let what = format!("Pad constant {:?} by {pads:?}", x.shape);
+        let (got, want) = both(&g, &inputs, &what);
+        let value = random_tensor(pads.len() as u64, DType::F32, &[]);
+        let n: usize = shape.iter().product();
+        assert_eq!(got.shape, shape, "{what}");
+        assert_eq!(got.data, value.data.repeat(n), "{what}");
+        assert_eq!(want.shape, shape, "{what}");
+        assert_eq!(want.data, got.data, "{what}: differs from the reference");
+    }
+    for (mode, pads) in [
+        ("constant", &[-2i64, -1][..]),
+        ("edge", &[3, -3]),
+        ("wrap", &[-3, 1]),
+    ] {
+        let g = pad_graph(DType::F32, &[2], pads, mode);
+        let err = Session::new(ctx(), g.clone())
+            .and_then(|s| s.run_blocking(vec![("x".to_string(), x.clone())]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("crop axis 0 by more than its 2 elements"),
+            "{mode} {pads:?}: {err}"
+        );
+        assert!(run_graph(&g, &[("x".to_string(), x.clone())], &Default::default()).is_err());
+    }
+}

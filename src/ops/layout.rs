@@ -499,15 +499,29 @@ impl Recorder {
             let (b, e) = (pads[j], pads[j + axes.len()]);
             let dim = plan[k].len;
             let crop = b.min(0).unsigned_abs() + e.min(0).unsigned_abs();
+            let (before, after) = (b.max(0) as u64, e.max(0) as u64);
             let Some(len) = (dim as u64).checked_sub(crop) else {
-                return Err(Error::invalid(
-                    OP,
-                    "pads",
-                    format!("pads {b} and {e} crop axis {k} by more than its {dim} elements"),
-                ));
+                // In constant mode onnxruntime takes output element j from input element
+                // j - b: a crop past the data (into the other side's padding) leaves
+                // constants, as long as something remains.
+                let out_len = (dim as i128) + i128::from(b) + i128::from(e);
+                if mode != PadMode::Constant || out_len < 0 {
+                    return Err(Error::invalid(
+                        OP,
+                        "pads",
+                        format!("pads {b} and {e} crop axis {k} by more than its {dim} elements"),
+                    ));
+                }
+                plan[k] = PadAxis {
+                    out_len: usize::try_from(out_len)
+                        .map_err(|_| Error::invalid(OP, "pads", "the output's size overflows"))?,
+                    len: 0,
+                    before: before as usize,
+                    crop: (b.min(0).unsigned_abs() as usize).min(dim),
+                };
+                continue;
             };
             let len = len as usize;
-            let (before, after) = (b.max(0) as u64, e.max(0) as u64);
             let padded = before > 0 || after > 0;
             let rule = match mode {
                 PadMode::Reflect if padded && len < 2 => Some(format!(

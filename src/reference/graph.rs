@@ -559,33 +559,43 @@ fn run_node(
                 let outer: usize = t.shape[..k].iter().product();
                 let inner: usize = t.shape[k + 1..].iter().product::<usize>() * size;
                 let dim = t.shape[k] as i64;
-                let (lo, hi) = (-b.min(0), dim + e.min(0));
-                if hi < lo {
-                    return Err("Pad: cropped below nothing".into());
-                }
-                let kept: Vec<i64> = (lo..hi).collect();
-                let n = kept.len() as i64;
-                let padded = b > 0 || e > 0;
-                if padded && mode != "constant" && (n == 0 || (mode == "reflect" && n < 2)) {
-                    return Err("Pad: the mode cannot pad this axis".into());
-                }
                 // Each output position along the axis: the input position, or None.
-                let positions: Vec<Option<i64>> = (-b.max(0)..n + e.max(0))
-                    .map(|i| match mode {
-                        _ if (0..n).contains(&i) => Some(kept[i as usize]),
-                        "constant" => None,
-                        "edge" => Some(kept[i.clamp(0, n - 1) as usize]),
-                        "wrap" => Some(kept[i.rem_euclid(n) as usize]),
-                        // Mirror across the first or last element until inside.
-                        _ => {
-                            let mut r = i;
-                            while !(0..n).contains(&r) {
-                                r = if r < 0 { -r } else { 2 * (n - 1) - r };
+                let positions: Vec<Option<i64>> = if mode == "constant" {
+                    // Output element j is input element j - b, or the constant
+                    // (onnxruntime's reading, which also lets a crop run past the data).
+                    if dim + b + e < 0 {
+                        return Err("Pad: cropped below nothing".into());
+                    }
+                    (0..dim + b + e)
+                        .map(|j| Some(j - b).filter(|i| (0..dim).contains(i)))
+                        .collect()
+                } else {
+                    let (lo, hi) = (-b.min(0), dim + e.min(0));
+                    if hi < lo {
+                        return Err("Pad: cropped below nothing".into());
+                    }
+                    let kept: Vec<i64> = (lo..hi).collect();
+                    let n = kept.len() as i64;
+                    let padded = b > 0 || e > 0;
+                    if padded && (n == 0 || (mode == "reflect" && n < 2)) {
+                        return Err("Pad: the mode cannot pad this axis".into());
+                    }
+                    (-b.max(0)..n + e.max(0))
+                        .map(|i| match mode {
+                            _ if (0..n).contains(&i) => Some(kept[i as usize]),
+                            "edge" => Some(kept[i.clamp(0, n - 1) as usize]),
+                            "wrap" => Some(kept[i.rem_euclid(n) as usize]),
+                            // Mirror across the first or last element until inside.
+                            _ => {
+                                let mut r = i;
+                                while !(0..n).contains(&r) {
+                                    r = if r < 0 { -r } else { 2 * (n - 1) - r };
+                                }
+                                Some(kept[r as usize])
                             }
-                            Some(kept[r as usize])
-                        }
-                    })
-                    .collect();
+                        })
+                        .collect()
+                };
                 let mut data = Vec::with_capacity(outer * positions.len() * inner);
                 for o in 0..outer {
                     for p in &positions {

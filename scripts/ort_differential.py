@@ -2632,7 +2632,7 @@ def empty_input_cases(out, manifest):
     empty value: MatMul and Gemm over an empty inner axis (every dtype onnxruntime takes:
     zeros, plus C), ReduceMax and ReduceMin over an empty axis (the type's ends, i8 and u8
     among them), RotaryEmbedding of an empty sequence (3-D), TfIdfVectorizer of rows of no
-    token (onnxruntime refuses Attention with no query), DynamicQuantizeLinear with no range, constant Pads that crop past the data. Bit for bit (f16 1e-3). Returns how many were written."""
+    token (onnxruntime refuses Attention with no query), MaxUnpool of no channel or batch, TfIdfVectorizer of no token, DynamicQuantizeLinear with no range, constant Pads that crop past the data. Bit for bit (f16 1e-3). Returns how many were written."""
     written = 0
 
     def case(name, op, nodes_attrs, feeds, opset, outputs=("y",), domain_opsets=()):
@@ -2676,6 +2676,14 @@ def empty_input_cases(out, manifest):
                         {"mode": "TF", "min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 1,
                          "ngram_counts": [0, 2], "ngram_indexes": [0, 1, 2], "pool_int64s": [1, 2, 1, 2]},
                         [("x", np.zeros((2, 0), np_type))], 9)
+    # Expansions whose reshapes are spelled out from dims holding a 0.
+    for name, shape in (("no_channels", (1, 0, 2, 2)), ("no_batch", (0, 2, 2, 2))):
+        written += case(f"MaxUnpool_{name}", "MaxUnpool", {"kernel_shape": [2, 2], "strides": [2, 2]},
+                        [("x", np.zeros(shape, np.float32)), ("i", np.zeros(shape, np.int64))], 11)
+    written += case("TfIdfVectorizer_no_token", "TfIdfVectorizer",
+                    {"mode": "TF", "min_gram_length": 1, "max_gram_length": 1, "max_skip_count": 0,
+                     "ngram_counts": [0], "ngram_indexes": [0, 1, 2], "pool_int64s": [4, 5, 6]},
+                    [("x", np.zeros((0,), np.int64))], 9)
     # Constant pads whose crop runs past the data: output element j is input element j - b.
     for name, x, pads in (("past_the_end", np.array([1.0, 2.0], np.float32), [2, -3]),
                           ("past_the_start", np.array([1.0, 2.0], np.float32), [-3, 3]),

@@ -15,7 +15,7 @@ A `seq` Loop also carries what torch exports for a list appended to in a loop: a
 (begun empty or with an outer value) that the body inserts into (at the end, the front or a
 random place), sometimes erases from and reads its last element back from, and a tensor that
 grows by a Concat each iteration. After the loop come the sequence itself, its length, its
-last element and its ConcatFromSequence.
+last element, its ConcatFromSequence and, now and then, a SequenceMap over it.
 
 A `scan_axes` Scan reads and writes its sequences along random axes (scan_input_axes,
 scan_output_axes, negative or not). With `rich`, bodies also take ops that mix elements
@@ -229,6 +229,15 @@ def sequence_loop_model(rng, dtype, shape, ns, nx, no, steps):
     loop.ClearField("output"); loop.output.extend(new_outs)
     post = [helper.make_node("SequenceLength", ["Q"], ["QLEN"])]
     outs = new_outs + ["QLEN"]
+    if rng.random() < 0.5:  # a SequenceMap over it: each element doubled plus its absolute value, and its largest
+        ev = lambda n: helper.make_tensor_value_info(n, ot, None)
+        mapped = helper.make_graph(
+            [helper.make_node("Add", ["e", "e"], ["e2"]), helper.make_node("Abs", ["e"], ["ea"]),
+             helper.make_node("Add", ["e2", "ea"], ["m0"]),
+             helper.make_node("ReduceMax", ["e"], ["m1"], keepdims=0)],
+            "map", [ev("e")], [ev("m0"), ev("m1")])
+        post.append(helper.make_node("SequenceMap", ["Q"], ["QMAP", "QSUM"], body=mapped))
+        outs += ["QMAP", "QSUM"]
     if starts_full:  # ConcatFromSequence and SequenceAt of an empty sequence are errors
         axis = int(rng.integers(-len(shape) - 1, len(shape) + 1))
         post.append(helper.make_node("ConcatFromSequence", ["Q"], ["QCAT"], axis=axis, new_axis=1))

@@ -85,6 +85,11 @@ impl Builder {
         for (k, v) in attrs {
             node = node.attr(*k, v.clone());
         }
+        // Expansions spell shapes out from the values' dims: a 0 there is an empty axis,
+        // not "copy the input's dim" (which an input of another rank may not even have).
+        if op == "Reshape" && !node.attrs.contains_key("allowzero") {
+            node = node.attr("allowzero", Attr::Int(1));
+        }
         self.nodes.push(node);
         out
     }

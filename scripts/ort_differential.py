@@ -2632,7 +2632,7 @@ def empty_input_cases(out, manifest):
     empty value: MatMul and Gemm over an empty inner axis (every dtype onnxruntime takes:
     zeros, plus C), ReduceMax and ReduceMin over an empty axis (the type's ends, i8 and u8
     among them), RotaryEmbedding of an empty sequence (3-D), TfIdfVectorizer of rows of no
-    token (onnxruntime refuses Attention with no query), MaxUnpool of no channel or batch, TfIdfVectorizer of no token, DynamicQuantizeLinear with no range, constant Pads that crop past the data. Bit for bit (f16 1e-3). Returns how many were written."""
+    token (onnxruntime refuses Attention with no query), MaxUnpool of no channel or batch, ConvTranspose of an empty axis, TfIdfVectorizer of no token, DynamicQuantizeLinear with no range, constant Pads that crop past the data. Bit for bit (f16 1e-3). Returns how many were written."""
     written = 0
 
     def case(name, op, nodes_attrs, feeds, opset, outputs=("y",), domain_opsets=()):
@@ -2684,6 +2684,13 @@ def empty_input_cases(out, manifest):
                     {"mode": "TF", "min_gram_length": 1, "max_gram_length": 1, "max_skip_count": 0,
                      "ngram_counts": [0], "ngram_indexes": [0, 1, 2], "pool_int64s": [4, 5, 6]},
                     [("x", np.zeros((0,), np.int64))], 9)
+    # ConvTranspose of an empty spatial axis: the bias over the length the formula gives.
+    for name, attrs in (("stride_1", {}), ("stride_2", {"strides": [2, 1]}),
+                        ("dilated_pads", {"dilations": [2, 1], "pads": [1, 0, 0, 1]})):
+        written += case(f"ConvTranspose_empty_axis_{name}", "ConvTranspose", {"kernel_shape": [3, 2], **attrs},
+                        [("x", np.zeros((1, 2, 0, 3), np.float32)),
+                         ("w", np.arange(24, dtype=np.float32).reshape(2, 2, 3, 2)),
+                         ("b", np.array([0.5, -2.0], np.float32))], 11)
     # Constant pads whose crop runs past the data: output element j is input element j - b.
     for name, x, pads in (("past_the_end", np.array([1.0, 2.0], np.float32), [2, -3]),
                           ("past_the_start", np.array([1.0, 2.0], np.float32), [-3, 3]),

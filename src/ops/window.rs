@@ -390,14 +390,9 @@ pub fn transpose_plan(
         pads_begin: vec![0; k],
         output: vec![0; k],
     };
+    // An empty spatial axis adds nothing: the output is the bias over the length the
+    // formula gives (stride * -1 + the kernel's extent ...), as onnxruntime computes it.
     for j in 0..k {
-        if spatial[j] == 0 {
-            return Err(Error::invalid(
-                OP,
-                "X",
-                format!("spatial axis {j} of X is empty"),
-            ));
-        }
         let extent = ((kernel[j] - 1) * plan.dilations[j] + 1) as i64;
         let natural =
             plan.strides[j] as i64 * (spatial[j] as i64 - 1) + output_padding[j] as i64 + extent;

@@ -12,15 +12,17 @@ the dtype), the states and outer values, and may end the loop early; its scan ou
 intermediate values. An If picks between two random branches over outer values.
 
 A `seq` Loop also carries what torch exports for a list appended to in a loop: a sequence
-(begun empty or with an outer value) that the body inserts into (at the end, the front or a
-random place), sometimes erases from and reads its last element back from, and a tensor that
-grows by a Concat each iteration. After the loop come the sequence itself, its length, its
-last element, its ConcatFromSequence and, now and then, a SequenceMap over it.
+(begun empty or with an outer value) that the body inserts into (at the end, on even
+iterations only through an If, at the front or at a random place), sometimes erases from
+and reads its last element back from, and a tensor that grows by a Concat each iteration.
+After the loop come the sequence itself, its length, its last element, its
+ConcatFromSequence and, now and then, a SequenceMap over it.
 
 A `scan_axes` Scan reads and writes its sequences along random axes (scan_input_axes,
 scan_output_axes, negative or not). With `rich`, bodies also take ops that mix elements
 while keeping the shape: MatMul by a constant square matrix, a reduction over the last axis
 added back, Softmax, CumSum, Gather of a permutation and a reversing Slice.
+SHOW_ORT_ERRORS=1 in the environment prints why onnxruntime refused each model it refused.
 
 usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR [scan,scan_axes,loop,if,seq,rich]
 """
@@ -183,12 +185,20 @@ def sequence_loop_model(rng, dtype, shape, ns, nx, no, steps):
         body.initializer.append(numpy_helper.from_array(np.asarray(50, npt), "q_hi"))
         v = "q_val"
     where = rng.choice(["end", "front", "random"])
-    if where == "end":
+    if where == "end" and rng.random() < 0.4:  # only on even iterations: an If whose branches give sequences
+        seq_vi = lambda n: helper.make_tensor_sequence_value_info(n, ot, None)
+        then = helper.make_graph([helper.make_node("SequenceInsert", ["q_in", v], ["q_then"])], "then", [], [seq_vi("q_then")])
+        other = helper.make_graph([helper.make_node("Identity", ["q_in"], ["q_else"])], "else", [], [seq_vi("q_else")])
+        i64("q_two", 2); i64("q_nil", 0)
+        nodes.append(helper.make_node("Mod", ["iter", "q_two"], ["q_parity"]))
+        nodes.append(helper.make_node("Equal", ["q_parity", "q_nil"], ["q_even"]))
+        nodes.append(helper.make_node("If", ["q_even"], ["q_ins"], then_branch=then, else_branch=other))
+    elif where == "end":
         nodes.append(helper.make_node("SequenceInsert", ["q_in", v], ["q_ins"]))
     else:
         if where == "front":
             i64("q_at", 0)
-        else:  # anywhere in 0..=len, possibly negative
+        else:  # anywhere in 0..=len
             nodes.append(helper.make_node("SequenceLength", ["q_in"], ["q_len"]))
             nodes.append(helper.make_node("Add", ["q_len", "q_one"], ["q_len1"]))
             i64("q_one", 1); i64("q_r", int(rng.integers(0, 1000)))

@@ -175,6 +175,14 @@ def main():
                 a = values(base, 35, rng)
             b = np.array([0, 1, 2, 3, 5, 2, -1], dtype=DTYPES[e][0])
             cases.append(("Pow", d, [(d, a.reshape(5, 7)), (e, b)], {}, f"Pow_{e}"))
+    # Integer bases to float exponents (computed in the exponent's type, truncated back), on
+    # whole exponents and bases whose powers the base type holds; a random state of their own.
+    rng_pow = np.random.RandomState(9)
+    for d in ("i32", "i64"):
+        for e in ("f32", "f64"):
+            a = rng_pow.randint(-9, 10, 35).astype(DTYPES[d][0])
+            b = np.array([0, 1, 2, 3, 5, 2, 1], dtype=DTYPES[e][0])
+            cases.append(("Pow", d, [(d, a.reshape(5, 7)), (e, b)], {}, f"Pow_{e}"))
     # IsNaN and IsInf (each sign alone and neither), from their own random state so that the
     # cases above keep their values.
     rng_is = np.random.RandomState(8)

@@ -206,7 +206,7 @@ fn fused_programs_validate_and_compile() {
             dense += 1;
         }
     }
-    assert_eq!(count, 1372 + 207);
+    assert_eq!(count, 1374 + 207);
     assert!(repeated > 200, "{repeated}");
     assert!(dense > 500, "{dense} dense variants");
 }
@@ -227,7 +227,7 @@ fn every_variant_validates_and_compiles() {
     // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), LinearAttention, CausalConvWithState, GridSample's taps (f32, f64), TreeWalk (f32, f64), Det (f32, f64), PairwiseCoupling, 4 MaxRoiPools (f16, bf16, 4- and 8-byte floats), 8 random (4 modes x f32, f64), 16 index gathers (4 element sizes x i32/i64
     // indices x Gather/GatherElements), 32 pads (4 element sizes x 4 modes x stored by words or quads), 60 scatters (4 replacing, one per element size; 4
     // reductions x 12 dtypes; 8 with i64/u64 emulated), 64 CumSums and CumProds (6 dtypes and i64/u64 emulated on u32 pairs x
-    // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest), 1372 word-kernel variants (920 casts: each of 23 dtypes to
+    // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest), 1374 word-kernel variants (920 casts: each of 23 dtypes to
     // each, in every mode that changes the result: 2 for the four 8-bit floats, 6 for F8E8M0, 2
     // for QuantizeLinear's 8 integer targets; then every op on every dtype combination it is
     // defined for) and 207 with i64/u64 emulated on u32 pairs (for adapters without
@@ -242,7 +242,7 @@ fn every_variant_validates_and_compiles() {
     // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (624 + 64 + 16 + 1372 + 207)
+        WORKGROUP_SIZES.len() * (624 + 64 + 16 + 1374 + 207)
             + 8 * 15
             + 2 * 8
             + (154 + 24) * (7 + 2 * 5 + 2 * 3 * 4)

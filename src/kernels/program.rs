@@ -410,10 +410,19 @@ impl Program {
                 helpers: String::new(),
                 expression: "R(a)".into(),
             });
-            let helpers = strip_comments(&e.helpers);
+            let mut helpers = strip_comments(&e.helpers);
             let mut expression = e.expression;
             let suffix = format!("_{k}{ns}");
             let aliases = ["A", "B", "C", "R"];
+            // The f64 functions (and their tables, which renaming would not reach) are
+            // defined once even where a step's own helpers, copied per step, build on them.
+            let f64_math = strip_comments(super::words::F64_MATH);
+            if has_tokens(&helpers, &aliases) && helpers.contains(&f64_math) {
+                helpers = helpers.replace(&f64_math, "");
+                if !shared.contains(&f64_math) {
+                    shared.push(f64_math);
+                }
+            }
             if has_tokens(&helpers, &aliases) {
                 // Helpers written for the step's types: a copy of their own per step, their
                 // functions and the type aliases renamed.

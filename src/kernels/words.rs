@@ -737,6 +737,21 @@ pub static WORD_OPS: [WordOp; 42] = [
                     expression: "pow_to_int(a, b)".into(),
                 })
             }
+            // f64 exponents in f64 (onnxruntime's std::pow), truncated back as Cast does.
+            (Class::Int | Class::Long, Class::Double) => {
+                let to = if c[0] == Class::Int {
+                    DType::I32
+                } else {
+                    DType::I64
+                };
+                Some(Expr {
+                    helpers: format!(
+                        "{F64_MATH}\nfn pow64_to_int(base: A, exponent: f64) -> A {{\n    let a = pow64(f64(base), exponent);\n    return {};\n}}",
+                        cast_words(DType::F64, to).replace("R(", "A(")
+                    ),
+                    expression: "pow64_to_int(a, b)".into(),
+                })
+            }
             _ => None,
         }
         },

@@ -1032,6 +1032,18 @@ fn grid_sample_refuses_bad_inputs_with_one_line_on_both_paths() {
                 vec![],
                 "grid is i32",
             ),
+            (
+                "GridSample",
+                vec![
+                    (
+                        "x",
+                        HostTensor::from_vec(vec![1, 2, 4, 0], &[] as &[f32]).unwrap(),
+                    ),
+                    ("grid", grid.clone()),
+                ],
+                vec![],
+                "spatial axis 1 is empty",
+            ),
         ],
     );
 }

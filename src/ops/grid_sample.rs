@@ -117,6 +117,16 @@ pub fn grid_sample_plan(
     }
     let mut shape = vec![x[0], x[1]];
     shape.extend(&grid[1..=k]);
+    // Samples of an empty image have nothing to read (onnxruntime refuses them too); an
+    // empty output needs no sample.
+    if let Some(j) = x[2..].iter().position(|&d| d == 0) {
+        if shape.iter().all(|&d| d > 0) {
+            return Err(invalid(
+                "X",
+                format!("X's spatial axis {j} is empty (X is {x:?}): there is nothing to sample"),
+            ));
+        }
+    }
     Ok((shape, mode, padding))
 }
 

@@ -721,35 +721,26 @@ pub static WORD_OPS: [WordOp; 42] = [
                 helpers: INT_POW.into(),
                 expression: "int_pow(a, A(b))".into(),
             }),
-            // Truncated back as Cast does (saturating, NaN as 0), not by the driver's
+            // Computed in the exponent's float type (f64 as onnxruntime's std::pow), then
+            // truncated back as Cast does (saturating, NaN as 0), not by the driver's
             // conversion, whose out-of-range results differ between GPUs.
-            (Class::Int | Class::Long, Class::Float) => {
+            (Class::Int | Class::Long, e @ (Class::Float | Class::Double)) => {
                 let to = if c[0] == Class::Int {
                     DType::I32
                 } else {
                     DType::I64
                 };
+                let (float, pow, library) = match e {
+                    Class::Float => (DType::F32, "onnx_pow", ""),
+                    _ => (DType::F64, "pow64", F64_MATH),
+                };
+                let ty = e.wgsl();
                 Some(Expr {
                     helpers: format!(
-                        "fn pow_to_int(base: A, exponent: f32) -> A {{\n    let a = onnx_pow(f32(base), exponent);\n    return {};\n}}",
-                        cast_words(DType::F32, to).replace("R(", "A(")
+                        "{library}\nfn pow_to_int(base: A, exponent: {ty}) -> A {{\n    let a = {pow}({ty}(base), exponent);\n    return {};\n}}",
+                        cast_words(float, to).replace("R(", "A(")
                     ),
                     expression: "pow_to_int(a, b)".into(),
-                })
-            }
-            // f64 exponents in f64 (onnxruntime's std::pow), truncated back as Cast does.
-            (Class::Int | Class::Long, Class::Double) => {
-                let to = if c[0] == Class::Int {
-                    DType::I32
-                } else {
-                    DType::I64
-                };
-                Some(Expr {
-                    helpers: format!(
-                        "{F64_MATH}\nfn pow64_to_int(base: A, exponent: f64) -> A {{\n    let a = pow64(f64(base), exponent);\n    return {};\n}}",
-                        cast_words(DType::F64, to).replace("R(", "A(")
-                    ),
-                    expression: "pow64_to_int(a, b)".into(),
                 })
             }
             _ => None,

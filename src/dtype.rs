@@ -200,6 +200,7 @@ pub const STORAGE_ONLY_OPS: &[&str] = &[
     "Split",
     "Shape",
     "Size",
+    "CheckInputs",
     "Expand",
     "Tile",
     "StridedSlice",

@@ -515,7 +515,10 @@ pub(crate) fn record_graph_planned(
             continue;
         }
         super::sequence::check_tensor_inputs(node, &input_slots(scope, node)).map_err(in_node)?;
-        materialize_extra_heads(rec, scope, node).map_err(in_node)?;
+        // CheckInputs reads shapes only: its pending inputs stay pending for their readers.
+        if node.op != "CheckInputs" {
+            materialize_extra_heads(rec, scope, node).map_err(in_node)?;
+        }
         let slots = input_slots(scope, node);
         registry::check_storage_only(
             def,

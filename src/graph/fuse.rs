@@ -165,7 +165,7 @@ pub(crate) fn swappable(
         let readers: Vec<&Node> = graph
             .nodes
             .iter()
-            .filter(|n| n.reads().iter().any(|r| r == v))
+            .filter(|n| n.op != "CheckInputs" && n.reads().iter().any(|r| r == v))
             .collect();
         let only_matmuls = readers.iter().all(|n| {
             n.op == "MatMul" && n.inputs.len() == 2 && n.inputs.iter().all(|i| !i.is_empty())
@@ -365,7 +365,15 @@ pub(crate) fn deferrable(
     swappable: &HashSet<String>,
 ) -> HashMap<String, usize> {
     let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
-    let reads: Vec<Vec<String>> = graph.nodes.iter().map(Node::reads).collect();
+    // CheckInputs reads only shapes: a value it checks is still fused into its one reader.
+    let reads: Vec<Vec<String>> = graph
+        .nodes
+        .iter()
+        .map(|n| match n.op.as_str() {
+            "CheckInputs" => Vec::new(),
+            _ => n.reads(),
+        })
+        .collect();
     for (k, names) in reads.iter().enumerate() {
         let mut seen = HashSet::new();
         for name in names {

@@ -10,6 +10,7 @@ pub(crate) mod control;
 pub(crate) mod exec;
 pub(crate) mod fuse;
 pub(crate) mod hoist;
+pub(crate) mod input_rules;
 pub mod json;
 pub(crate) mod lower;
 pub(crate) mod random;

@@ -116,6 +116,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &SPACE_TO_DEPTH,
             &RANGE,
             &SCAN_SEQUENCE_LENS,
+            &CHECK_INPUTS,
             &CUMSUM,
             &CUMPROD,
             &TOPK,
@@ -2491,6 +2492,50 @@ static SCAN_SEQUENCE_LENS: OpDef = OpDef {
         Err(Error::Graph(format!(
             "node '{}': Scan's sequence_lens is computed on the GPU, but it must be known on the host (a constant or a graph input) to be checked",
             args.node.name
+        )))
+    },
+};
+
+/// CheckInputs(the inputs of an op defined by others) -> true: refuses inputs that break the
+/// rules of the op its attribute `op` names (see [`super::input_rules`]), from their shapes
+/// (and their values where known on the host), while planning.
+static CHECK_INPUTS: OpDef = OpDef {
+    name: "CheckInputs",
+    inputs: 1..=4096,
+    outputs: 1..=1,
+    host: Some(|node, slots| {
+        let shapes: Vec<Option<(DType, Vec<usize>)>> = slots
+            .iter()
+            .map(|s| {
+                s.filter(|s| s.non_tensor().is_none())
+                    .map(Slot::dtype_shape)
+            })
+            .collect();
+        let inputs: Vec<Option<super::input_rules::Input>> = slots
+            .iter()
+            .zip(&shapes)
+            .map(|(s, known)| {
+                known
+                    .as_ref()
+                    .map(|(dtype, shape)| super::input_rules::Input {
+                        dtype: *dtype,
+                        shape,
+                        value: s.and_then(|s| s.host.as_deref()),
+                    })
+            })
+            .collect();
+        super::input_rules::check(node, &inputs)?;
+        Ok(Some(vec![HostTensor::from_bytes(
+            DType::Bool,
+            vec![],
+            vec![1],
+        )?]))
+    }),
+    attrs: super::input_rules::ATTRS,
+    run: |_, args| {
+        Err(Error::Graph(format!(
+            "internal: CheckInputs node '{}' was not checked on the host",
+            args.node.name.escape_debug()
         )))
     },
 };

@@ -77,6 +77,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     };
 
     let mut b = Builder::new(node, &y);
+    b.check_inputs(node, &node.op, &[]);
     let (q4, k4, v4) = match heads {
         Some((qh, kvh)) => (
             b.split_heads(&q, qh, "q")?,

@@ -35,6 +35,7 @@ fn mean_variance_normalization(node: &Node) -> Result<Expansion> {
     };
     let axes = ints(node, "axes")?.unwrap_or_else(|| vec![0, 2, 3]);
     let mut b = Builder::new(node, y);
+    b.check_inputs(node, &node.op, &[]);
     let axes = b.i64s("axes", &axes)?;
     let keep = [("keepdims", Attr::Int(1))];
     let two = b.f32_scalar("two", 2.0)?;
@@ -75,6 +76,7 @@ fn max_unpool(node: &Node) -> Result<Expansion> {
         )));
     }
     let mut b = Builder::new(node, y);
+    b.check_inputs(node, &node.op, &[]);
     // [N, C] then stride (in - 1) + kernel - pads per spatial axis (on the host: shapes).
     let lead = b.dims("lead", x, 0, Some(2));
     let spatial = b.dims("spatial", x, 2, None);
@@ -170,6 +172,7 @@ fn tensor_scatter(node: &Node) -> Result<Expansion> {
         Some(_) => return Err(bad("mode must be a string")),
     };
     let mut b = Builder::new(node, &y);
+    b.check_inputs(node, &node.op, &[]);
     let axis_attr = [("axis", Attr::Int(axis))];
     // Each update element's position along the axis: a running count of ones, less one.
     let shape = b.op("Shape", "update_shape", &[&update], &[]);
@@ -257,6 +260,7 @@ fn roi_align(node: &Node) -> Result<Expansion> {
         Some(_) => return Err(bad("spatial_scale must be a float")),
     };
     let mut b = Builder::new(node, &y);
+    b.check_inputs(node, &node.op, &[]);
     let f32_to = [("to", Attr::String("f32".into()))];
     let i64_to = [("to", Attr::String("i64".into()))];
     let axis = |a: i64| [("axis", Attr::Int(a))];
@@ -590,6 +594,7 @@ fn deform_conv(node: &Node) -> Result<Expansion> {
     };
     let (group, offset_group) = (positive("group")?, positive("offset_group")?);
     let mut b = Builder::new(node, &y);
+    b.check_inputs(node, &node.op, &[]);
     let axis = |a: i64| [("axis", Attr::Int(a))];
     // 4-D inputs (a transpose that moves nothing fails at run time on another rank).
     let identity = [("perm", Attr::Ints(vec![0, 1, 2, 3]))];

@@ -25,6 +25,27 @@ pub(super) fn int_attr(node: &Node, name: &str) -> Result<Option<i64>> {
     }
 }
 
+/// The node, named `name` (an error then names the node being expanded), that checks
+/// `node`'s inputs against the rules of `op` while planning (`CheckInputs`): with the node's
+/// attributes those rules read and the counts `given`. It goes before the expansion's nodes,
+/// which would otherwise refuse a broken rule with an inner node's message, or compute
+/// something else where they accept the shapes.
+pub(super) fn check_inputs(node: &Node, name: &str, op: &str, given: &[(&str, Attr)]) -> Node {
+    let mut check = Node::new("CheckInputs", name)
+        .inputs(node.inputs.iter().map(String::as_str))
+        .outputs([format!("{name}/inputs_checked")])
+        .attr("op", Attr::String(op.into()));
+    for key in crate::graph::input_rules::ATTRS {
+        if let Some(v) = node.attrs.get(*key).filter(|_| *key != "op") {
+            check = check.attr(*key, v.clone());
+        }
+    }
+    for (key, v) in given {
+        check = check.attr(*key, v.clone());
+    }
+    check
+}
+
 /// Names, nodes and constants of one expansion.
 pub(super) struct Builder {
     prefix: String,
@@ -46,6 +67,13 @@ impl Builder {
             nodes: Vec::new(),
             constants: Vec::new(),
         }
+    }
+
+    /// Puts first (before every node built) the node that checks `node`'s inputs against
+    /// the rules of `op` (see [`check_inputs`]).
+    pub(super) fn check_inputs(&mut self, node: &Node, op: &str, given: &[(&str, Attr)]) {
+        let check = check_inputs(node, &self.prefix, op, given);
+        self.nodes.insert(0, check);
     }
 
     /// The nodes and constants built.

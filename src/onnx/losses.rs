@@ -41,6 +41,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     };
     let weight = input(2);
     let mut b = Builder::new(node, &loss);
+    b.check_inputs(node, &node.op, &[]);
     // Log-probabilities along the classes (axis 1).
     let log_prob = if softmax {
         let lp = b.op(

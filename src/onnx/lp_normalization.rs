@@ -23,6 +23,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         return Err(bad("needs an input and an output".into()));
     };
     let mut b = Builder::new(node, y);
+    b.check_inputs(node, &node.op, &[]);
     let axes = b.i64s("axes", &[axis])?;
     let n = b.op(norm, "norm", &[x, &axes], &[("keepdims", Attr::Int(1))]);
     let zero = b.f32_scalar("zero", 0.0)?;

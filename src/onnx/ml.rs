@@ -232,6 +232,15 @@ fn rows(b: &mut Builder, x: &str) -> Result<String> {
     Ok(b.op("Reshape", "rows", &[x, &shape], &[]))
 }
 
+/// Checks that X holds `features` values per row (its last axis), as the op's attributes
+/// are given for; a count of 1 is one value for every feature and checks nothing.
+fn check_features(b: &mut Builder, node: &Node, features: usize) {
+    if features != 1 {
+        let op = node.op.strip_prefix("ai.onnx.ml.").unwrap_or(&node.op);
+        b.check_inputs(node, op, &[("features", Attr::Int(features as i64))]);
+    }
+}
+
 fn f32_const(b: &mut Builder, name: &str, shape: Vec<usize>, v: &[f32]) -> Result<String> {
     Ok(b.constant(name, HostTensor::from_vec(shape, v)?))
 }
@@ -390,6 +399,7 @@ fn scaler(node: &Node) -> Result<Expansion> {
         )));
     }
     let mut b = Builder::new(node, &y);
+    check_features(&mut b, node, offset.len());
     let xf = cast(&mut b, "x_f32", &x, "f32");
     let offset = per_feature(&mut b, "offset", &offset)?;
     let scale = per_feature(&mut b, "scale", &scale)?;
@@ -453,6 +463,7 @@ fn imputer(node: &Node) -> Result<Expansion> {
         );
     }
     let mut b = Builder::new(node, &y);
+    check_features(&mut b, node, floats.len().max(ints.len()));
     let (values, replaced) = if !floats.is_empty() {
         let replaced = a.float("replaced_value_float", 0.0)?;
         (per_feature(&mut b, "imputed", &floats)?, Ok(replaced))
@@ -499,6 +510,10 @@ fn linear_scores(
         )));
     }
     let features = coefficients.len() / targets;
+    if features != 1 {
+        let op = a.0.op.strip_prefix("ai.onnx.ml.").unwrap_or(&a.0.op);
+        b.check_inputs(a.0, op, &[("features", Attr::Int(features as i64))]);
+    }
     let xf = cast(b, "x_f32", x, "f32");
     let xr = rows(b, &xf)?;
     let w = f32_const(
@@ -1813,6 +1828,9 @@ fn svm_regressor(node: &Node) -> Result<Expansion> {
         return Err(a.bad("needs coefficients"));
     }
     let mut b = Builder::new(node, &y);
+    if count > 0 && vectors.len().is_multiple_of(count) {
+        check_features(&mut b, node, vectors.len() / count);
+    }
     let xf = cast(&mut b, "x_f32", &x, "f32");
     let xr = rows(&mut b, &xf)?;
     let rho = b.f32_scalar("rho", rho0 as f32)?;
@@ -1883,6 +1901,9 @@ fn svm_classifier(node: &Node) -> Result<Expansion> {
     let xf = cast(&mut b, "x_f32", &x, "f32");
     let xr = rows(&mut b, &xf)?;
     let count: usize = per_class.iter().map(|&c| c.max(0) as usize).sum();
+    if count > 0 && vectors.len().is_multiple_of(count) {
+        check_features(&mut b, node, vectors.len() / count);
+    }
     let table = b.constant("labels", HostTensor::from_vec(vec![classes], &labels)?);
     let argmax = |b: &mut Builder, name: &str, v: &str| {
         b.op(

@@ -45,6 +45,9 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         return Err(bad("needs an input and an output".into()));
     };
     let mut b = Builder::new(node, &y);
+    if op != "DynamicQuantizeLinear" {
+        b.check_inputs(node, op, &[]);
+    }
     let f32_of = |b: &mut Builder, out: &str, v: &str| {
         b.op("Cast", out, &[v], &[("to", Attr::String("f32".into()))])
     };

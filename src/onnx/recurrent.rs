@@ -229,6 +229,15 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     constants.push((p("axis1"), i64s(&[1])?));
     constants.push((p("one_f32"), HostTensor::from_vec(vec![], &[1f32])?));
     let g = cell.gates();
+    nodes.push(super::expansion::check_inputs(
+        node,
+        &node.name,
+        &op,
+        &[
+            ("directions", Attr::Int(directions.len() as i64)),
+            ("gates", Attr::Int(g as i64)),
+        ],
+    ));
     constants.push((p("gate_sizes"), i64s(&vec![hidden as i64; g])?));
     // Time-major X and initial states.
     let xs = if layout == 1 {

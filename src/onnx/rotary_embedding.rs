@@ -31,6 +31,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         return Err(bad("needs an output".into()));
     };
     let mut b = Builder::new(node, &y);
+    b.check_inputs(node, &node.op, &[]);
     // [batch, heads, sequence, head size], the 4-D input's layout.
     let x4 = if heads > 0 {
         b.split_heads(&x, heads, "x")?

@@ -33,6 +33,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     }
     let (r, t) = (node.inputs[0].clone(), node.inputs[1].clone());
     let mut b = Builder::new(node, &node.outputs[0]);
+    b.check_inputs(node, op, &[("groups", Attr::Int(n as i64))]);
     let norm = float("norm_coefficient", 0.0)?;
     // A scalar attribute in the type of `like`.
     let scalar = |b: &mut Builder, name: &str, v: f64, like: &str| -> Result<String> {

@@ -630,6 +630,20 @@ fn run_node(
             let mask = HostTensor::from_bytes(DType::Bool, x.shape.clone(), vec![1; x.numel()])?;
             Ok([x, mask].into_iter().take(node.outputs.len()).collect())
         }
+        "CheckInputs" => {
+            let inputs: Vec<Option<crate::graph::input_rules::Input>> = args
+                .iter()
+                .map(|t| {
+                    t.as_ref().map(|t| crate::graph::input_rules::Input {
+                        dtype: t.dtype,
+                        shape: &t.shape,
+                        value: Some(t),
+                    })
+                })
+                .collect();
+            crate::graph::input_rules::check(node, &inputs)?;
+            one(HostTensor::from_bytes(DType::Bool, vec![], vec![1])?)
+        }
         "ScanSequenceLens" => {
             let lens = a(0)?;
             let (batch, len) = {

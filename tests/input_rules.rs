@@ -1,0 +1,427 @@
+//! Ops that load as graphs of other ops (the losses, RoiAlign, the recurrent layers,
+//! Attention, the quantizers, ...) refuse inputs that break their rules in one line naming
+//! the node, the op, the input and the rule, on the GPU and in the CPU interpreter, before
+//! any work: not with the message of an inner node of the expansion, and not by computing
+//! something else where the inner ops accept the shapes (a loss over fewer targets than
+//! scores).
+
+mod common;
+
+use prost::Message;
+use wgpu_ops::onnx::proto::{
+    AttributeProto, GraphProto, ModelProto, OperatorSetIdProto, ValueInfoProto,
+};
+use wgpu_ops::onnx::{onnx_code, Model};
+use wgpu_ops::{reference, HostTensor};
+
+use common::onnx_proto::{floats_attr, int_attr, ints_attr, node, string_attr, value};
+
+fn f32s(shape: &[usize]) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.25 + 0.5).collect();
+    HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+}
+
+fn i64s(shape: &[usize], v: &[i64]) -> HostTensor {
+    HostTensor::from_vec(shape.to_vec(), v).unwrap()
+}
+
+/// One node `op` (of `domain`) on `inputs` (an empty name: absent), as a model whose graph
+/// inputs are the given values.
+fn model(
+    op: &str,
+    domain: &str,
+    opset: i64,
+    inputs: &[(&str, HostTensor)],
+    attrs: Vec<AttributeProto>,
+    outputs: usize,
+) -> Model {
+    let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+    let outs: Vec<String> = (0..outputs).map(|k| format!("y{k}")).collect();
+    let out_refs: Vec<&str> = outs.iter().map(String::as_str).collect();
+    let mut n = node(op, &names, &out_refs);
+    n.name = Some("rule\n1".into());
+    n.domain = Some(domain.into());
+    n.attribute = attrs;
+    let input: Vec<ValueInfoProto> = inputs
+        .iter()
+        .filter(|(name, _)| !name.is_empty())
+        .map(|(name, t)| {
+            let dims: Vec<Option<i64>> = t.shape.iter().map(|&d| Some(d as i64)).collect();
+            value(name, onnx_code(t.dtype).unwrap(), &dims)
+        })
+        .collect();
+    let output = outs
+        .iter()
+        .map(|o| ValueInfoProto {
+            name: Some(o.clone()),
+            ..Default::default()
+        })
+        .collect();
+    let graph = GraphProto {
+        node: vec![n],
+        input,
+        output,
+        ..Default::default()
+    };
+    let mut opset_import = vec![OperatorSetIdProto {
+        domain: Some(String::new()),
+        version: Some(opset),
+    }];
+    if !domain.is_empty() {
+        opset_import.push(OperatorSetIdProto {
+            domain: Some(domain.into()),
+            version: Some(if domain == "ai.onnx.ml" { 3 } else { 1 }),
+        });
+    }
+    let m = ModelProto {
+        ir_version: Some(9),
+        opset_import,
+        graph: Some(graph),
+        ..Default::default()
+    };
+    Model::from_bytes(&m.encode_to_vec()).unwrap()
+}
+
+struct Case {
+    op: &'static str,
+    domain: &'static str,
+    opset: i64,
+    inputs: Vec<(&'static str, HostTensor)>,
+    attrs: Vec<AttributeProto>,
+    outputs: usize,
+    /// What the error must say: the input and its rule.
+    says: &'static str,
+}
+
+fn case(
+    op: &'static str,
+    opset: i64,
+    inputs: Vec<(&'static str, HostTensor)>,
+    attrs: Vec<AttributeProto>,
+    says: &'static str,
+) -> Case {
+    Case {
+        op,
+        domain: "",
+        opset,
+        inputs,
+        attrs,
+        outputs: 1,
+        says,
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let scores = || ("scores", f32s(&[3, 4]));
+    let x4 = || ("X", f32s(&[1, 2, 5, 5]));
+    let q = || ("Q", f32s(&[1, 2, 3, 4]));
+    let k = || ("K", f32s(&[1, 2, 5, 4]));
+    let v = || ("V", f32s(&[1, 2, 5, 4]));
+    let rnn_x = || ("X", f32s(&[2, 1, 3]));
+    let mut all = vec![
+        case(
+            "SoftmaxCrossEntropyLoss",
+            22,
+            vec![scores(), ("target", i64s(&[2], &[0, 1]))],
+            vec![],
+            "target has shape [2]; it must be [3], the scores' shape [3, 4] without its class axis",
+        ),
+        case(
+            "NegativeLogLikelihoodLoss",
+            22,
+            vec![
+                scores(),
+                ("target", i64s(&[3], &[0, 1, 2])),
+                ("weight", f32s(&[3])),
+            ],
+            vec![],
+            "weight has shape [3]; it must be [4], one weight per class",
+        ),
+        case(
+            "NegativeLogLikelihoodLoss",
+            22,
+            vec![scores(), ("target", i64s(&[3], &[0, 1, 7]))],
+            vec![int_attr("ignore_index", -1)],
+            "target's element 2 is 7; a class must be in 0..4 (or ignore_index -1)",
+        ),
+        case(
+            "RoiAlign",
+            22,
+            vec![
+                x4(),
+                ("rois", f32s(&[2, 3])),
+                ("batch_indices", i64s(&[2], &[0, 0])),
+            ],
+            vec![],
+            "rois has shape [2, 3]; it must be [num_rois, 4]",
+        ),
+        case(
+            "RoiAlign",
+            22,
+            vec![
+                x4(),
+                ("rois", f32s(&[2, 4])),
+                ("batch_indices", i64s(&[2], &[0, 3])),
+            ],
+            vec![],
+            "batch_indices[1] is 3; it must be in 0..1",
+        ),
+        case(
+            "TensorScatter",
+            24,
+            vec![
+                ("past_cache", f32s(&[2, 3, 8, 4])),
+                ("update", f32s(&[2, 3, 2, 5])),
+            ],
+            vec![],
+            "update has shape [2, 3, 2, 5]; it must be past_cache's [2, 3, 8, 4] but along axis 2",
+        ),
+        case(
+            "TensorScatter",
+            24,
+            vec![
+                ("past_cache", f32s(&[2, 3, 8, 4])),
+                ("update", f32s(&[2, 3, 2, 4])),
+                ("write_indices", i64s(&[2], &[0, 7])),
+            ],
+            vec![],
+            "write_indices[1] is 7; in linear mode an update of 2 must be written at 0..=6",
+        ),
+        case(
+            "MaxUnpool",
+            22,
+            vec![
+                ("X", f32s(&[1, 1, 2, 2])),
+                ("I", i64s(&[1, 1, 3, 2], &[0; 6])),
+            ],
+            vec![ints_attr("kernel_shape", &[2, 2]), ints_attr("strides", &[2, 2])],
+            "I has shape [1, 1, 3, 2]; it must be [1, 1, 2, 2]",
+        ),
+        case(
+            "DeformConv",
+            22,
+            vec![
+                ("X", f32s(&[1, 1, 4, 4])),
+                ("W", f32s(&[1, 1, 2, 2])),
+                ("offset", f32s(&[1, 7, 3, 3])),
+            ],
+            vec![],
+            "offset has shape [1, 7, 3, 3]; it must be [1, 8, 3, 3]",
+        ),
+        case(
+            "RotaryEmbedding",
+            23,
+            vec![
+                ("X", f32s(&[1, 2, 3, 4])),
+                ("cos_cache", f32s(&[3, 3])),
+                ("sin_cache", f32s(&[3, 3])),
+            ],
+            vec![],
+            "cos_cache has shape [3, 3]; it must be [1, 3, 2]",
+        ),
+        case(
+            "RotaryEmbedding",
+            23,
+            vec![
+                ("X", f32s(&[1, 2, 3, 4])),
+                ("cos_cache", f32s(&[8, 2])),
+                ("sin_cache", f32s(&[8, 2])),
+                ("position_ids", i64s(&[1, 3], &[0, 1, 9])),
+            ],
+            vec![],
+            "position_ids' element 2 is 9; it must be in 0..8",
+        ),
+        case(
+            "Attention",
+            23,
+            vec![q(), k(), ("V", f32s(&[1, 2, 6, 4]))],
+            vec![],
+            "V is [batch 1, heads 2, sequence 6, head size 4]; it must have K's batch, heads and sequence",
+        ),
+        case(
+            "Attention",
+            23,
+            vec![q(), k(), v(), ("attn_mask", f32s(&[3, 9]))],
+            vec![],
+            "attn_mask has shape [3, 9]; it must broadcast to [1, 2, 3, at most 5]",
+        ),
+        case(
+            "QuantizeLinear",
+            21,
+            vec![("x", f32s(&[2, 3])), ("y_scale", f32s(&[4]))],
+            vec![int_attr("axis", 1)],
+            "y_scale has shape [4]; it must be [3]",
+        ),
+        case(
+            "DequantizeLinear",
+            21,
+            vec![
+                ("x", HostTensor::from_vec(vec![2, 3], &[1i8; 6]).unwrap()),
+                ("x_scale", f32s(&[3])),
+                ("x_zero_point", HostTensor::from_vec(vec![2], &[0i8; 2]).unwrap()),
+            ],
+            vec![],
+            "x_zero_point has shape [2]; it must be [3], x_scale's shape",
+        ),
+        case(
+            "RNN",
+            22,
+            vec![rnn_x(), ("W", f32s(&[1, 4, 2])), ("R", f32s(&[1, 4, 4]))],
+            vec![int_attr("hidden_size", 4)],
+            "W has shape [1, 4, 2]; it must be [1, 4, 3]",
+        ),
+        case(
+            "LSTM",
+            22,
+            vec![
+                rnn_x(),
+                ("W", f32s(&[2, 16, 3])),
+                ("R", f32s(&[2, 16, 4])),
+                ("", f32s(&[1])),
+                ("", f32s(&[1])),
+                ("initial_h", f32s(&[2, 2, 4])),
+            ],
+            vec![
+                int_attr("hidden_size", 4),
+                string_attr("direction", "bidirectional"),
+            ],
+            "initial_h has shape [2, 2, 4]; it must be [2, 1, 4]",
+        ),
+        case(
+            "LpNormalization",
+            22,
+            vec![("input", f32s(&[2, 3]))],
+            vec![int_attr("axis", 2)],
+            "axis 2 is out of range for the input of shape [2, 3]",
+        ),
+        case(
+            "MeanVarianceNormalization",
+            22,
+            vec![("X", f32s(&[2, 3]))],
+            vec![ints_attr("axes", &[0, 3])],
+            "axes [0, 3] holds 3, which is out of range",
+        ),
+    ];
+    all.push(Case {
+        domain: "ai.onnx.ml",
+        ..case(
+            "Scaler",
+            22,
+            vec![("X", f32s(&[2, 3]))],
+            vec![
+                floats_attr("offset", &[1.0, 2.0]),
+                floats_attr("scale", &[1.0, 1.0]),
+            ],
+            "X has shape [2, 3]; its last axis must hold the 2 features",
+        )
+    });
+    all.push(Case {
+        domain: "ai.onnx.preview.training",
+        outputs: 3,
+        ..case(
+            "Adam",
+            22,
+            vec![
+                ("R", HostTensor::from_vec(vec![], &[0.1f32]).unwrap()),
+                ("T", HostTensor::from_vec(vec![], &[0i64]).unwrap()),
+                ("X", f32s(&[3])),
+                ("G", f32s(&[4])),
+                ("V", f32s(&[3])),
+                ("H", f32s(&[3])),
+            ],
+            vec![],
+            "G1 has shape [4]; it must be [3], X1's shape",
+        )
+    });
+    all
+}
+
+#[test]
+fn broken_input_rules_are_refused_by_rule_on_the_gpu_and_in_the_interpreter() {
+    for c in cases() {
+        let m = model(c.op, c.domain, c.opset, &c.inputs, c.attrs, c.outputs);
+        let given: Vec<(String, HostTensor)> = c
+            .inputs
+            .iter()
+            .filter(|(n, _)| !n.is_empty())
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect();
+        let gpu = m
+            .clone()
+            .session(common::ctx())
+            .unwrap()
+            .run_blocking(given.clone())
+            .expect_err(c.says)
+            .to_string();
+        assert!(
+            gpu.contains("node 'rule\\n1'")
+                && gpu.contains(&format!("{}: {}", c.op, c.says))
+                && gpu.lines().count() == 1,
+            "{}: {gpu}",
+            c.op
+        );
+        let cpu = reference::graph::run_graph(&m.graph, &given, &Default::default())
+            .expect_err(c.says)
+            .0;
+        assert!(cpu.contains(c.says), "{} (interpreter): {cpu}", c.op);
+    }
+}
+
+/// The same ops on inputs that keep the rules run (their values are checked against
+/// onnxruntime by the differential cases): the check refuses nothing it should not.
+#[test]
+fn inputs_that_keep_the_rules_run() {
+    let runs = [
+        case(
+            "SoftmaxCrossEntropyLoss",
+            22,
+            vec![
+                ("scores", f32s(&[3, 4, 2])),
+                ("target", i64s(&[3, 2], &[0, 1, 2, 3, -5, 0])),
+            ],
+            vec![int_attr("ignore_index", -5)],
+            "",
+        ),
+        case(
+            "TensorScatter",
+            24,
+            vec![
+                ("past_cache", f32s(&[2, 3, 8, 4])),
+                ("update", f32s(&[2, 3, 2, 4])),
+                ("write_indices", i64s(&[2], &[0, 6])),
+            ],
+            vec![],
+            "",
+        ),
+        case(
+            "Attention",
+            23,
+            vec![
+                ("Q", f32s(&[1, 3, 8])),
+                ("K", f32s(&[1, 5, 4])),
+                ("V", f32s(&[1, 5, 6])),
+                ("attn_mask", f32s(&[3, 4])),
+            ],
+            vec![int_attr("q_num_heads", 2), int_attr("kv_num_heads", 1)],
+            "",
+        ),
+        case(
+            "QuantizeLinear",
+            21,
+            vec![("x", f32s(&[2, 6])), ("y_scale", f32s(&[2, 2]))],
+            vec![int_attr("axis", 1), int_attr("block_size", 4)],
+            "",
+        ),
+    ];
+    for c in runs {
+        let m = model(c.op, c.domain, c.opset, &c.inputs, c.attrs, c.outputs);
+        let given: Vec<(String, HostTensor)> = c
+            .inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect();
+        let out = m.session(common::ctx()).unwrap().run_blocking(given);
+        assert!(out.is_ok(), "{}: {:?}", c.op, out.err());
+    }
+}

@@ -13,7 +13,8 @@ intermediate values. An If picks between two random branches over outer values.
 
 A `seq` Loop also carries what torch exports for a list appended to in a loop: a sequence
 (begun empty or with an outer value) that the body inserts into (at the end, on even
-iterations only through an If, at the front or at a random place), sometimes erases from
+iterations only through an If, at the front, at a random place, or from an inner Loop of 0
+to 2 trips that carries it and appends to it), sometimes erases from
 and reads its last element back from, and a tensor that grows by a Concat each iteration.
 After the loop come the sequence itself, its length, its last element, its
 ConcatFromSequence and, now and then, a SequenceMap over it.
@@ -184,8 +185,21 @@ def sequence_loop_model(rng, dtype, shape, ns, nx, no, steps):
         body.initializer.append(numpy_helper.from_array(np.asarray(0 if dtype == "u8" else -50, npt), "q_lo"))
         body.initializer.append(numpy_helper.from_array(np.asarray(50, npt), "q_hi"))
         v = "q_val"
-    where = rng.choice(["end", "front", "random"])
-    if where == "end" and rng.random() < 0.4:  # only on even iterations: an If whose branches give sequences
+    where = rng.choice(["end", "front", "random", "nested"])
+    if where == "nested":  # an inner Loop (0 to 2 trips) appends to the outer body's sequence
+        seq_vi = lambda n: helper.make_tensor_sequence_value_info(n, ot, None)
+        inner = helper.make_graph(
+            [helper.make_node("Identity", ["qq_c_in"], ["qq_c_out"]),
+             helper.make_node("CastLike", ["qq_i", v], ["qq_it"]),
+             helper.make_node("Add", [v, "qq_it"], ["qq_v"]),
+             helper.make_node("SequenceInsert", ["qq_in", "qq_v"], ["qq_out"])],
+            "inner",
+            [helper.make_tensor_value_info("qq_i", T.INT64, []),
+             helper.make_tensor_value_info("qq_c_in", T.BOOL, []), seq_vi("qq_in")],
+            [helper.make_tensor_value_info("qq_c_out", T.BOOL, []), seq_vi("qq_out")])
+        i64("q_k", int(rng.integers(0, 3)))
+        nodes.append(helper.make_node("Loop", ["q_k", "", "q_in"], ["q_ins"], body=inner))
+    elif where == "end" and rng.random() < 0.4:  # only on even iterations: an If whose branches give sequences
         seq_vi = lambda n: helper.make_tensor_sequence_value_info(n, ot, None)
         then = helper.make_graph([helper.make_node("SequenceInsert", ["q_in", v], ["q_then"])], "then", [], [seq_vi("q_then")])
         other = helper.make_graph([helper.make_node("Identity", ["q_in"], ["q_else"])], "else", [], [seq_vi("q_else")])

@@ -317,6 +317,19 @@ fn cases() -> Vec<Case> {
         )
     });
     all.push(Case {
+        domain: "ai.onnx.ml",
+        ..case(
+            "OneHotEncoder",
+            22,
+            vec![(
+                "X",
+                HostTensor::from_vec(vec![1, 2], &[1.5f32, 5.0]).unwrap(),
+            )],
+            vec![ints_attr("cats_int64s", &[1, 2, 3]), int_attr("zeros", 0)],
+            "X's element 1 is 5, no category of cats_int64s; with zeros 0 every value must be one",
+        )
+    });
+    all.push(Case {
         domain: "ai.onnx.preview.training",
         outputs: 3,
         ..case(
@@ -413,6 +426,16 @@ fn inputs_that_keep_the_rules_run() {
             vec![int_attr("axis", 1), int_attr("block_size", 4)],
             "",
         ),
+        Case {
+            domain: "ai.onnx.ml",
+            ..case(
+                "OneHotEncoder",
+                22,
+                vec![("X", i64s(&[1, 2], &[1, 5]))],
+                vec![ints_attr("cats_int64s", &[1, 2, 3]), int_attr("zeros", 1)],
+                "",
+            )
+        },
     ];
     for c in runs {
         let m = model(c.op, c.domain, c.opset, &c.inputs, c.attrs, c.outputs);

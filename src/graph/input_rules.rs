@@ -42,6 +42,8 @@ pub(crate) const ATTRS: &[&str] = &[
     "layout",
     "groups",
     "features",
+    "cats_int64s",
+    "zeros",
 ];
 
 /// Checks `inputs` (in the checked op's order, `None` where absent or not a tensor) against
@@ -76,6 +78,7 @@ pub(crate) fn check(node: &Node, inputs: &[Option<Input<'_>>]) -> Result<()> {
         "Adagrad" => rules.optimizer("Adagrad", &["X", "G", "H"]),
         "Momentum" => rules.optimizer("Momentum", &["X", "G", "V"]),
         "Adam" => rules.optimizer("Adam", &["X", "G", "V", "H"]),
+        "OneHotEncoder" => rules.one_hot_encoder(),
         other => match ML_OPS.iter().find(|o| **o == other) {
             Some(op) => rules.features(op),
             None => Err(Error::Graph(format!(
@@ -800,6 +803,31 @@ impl Rules<'_> {
             }
         }
         Ok(())
+    }
+
+    /// OneHotEncoder with `zeros` 0 (integer categories): every value of X known on the host
+    /// (truncated to an integer, as the op casts it) is one of `cats_int64s`.
+    fn one_hot_encoder(&self) -> Result<()> {
+        const OP: &str = "OneHotEncoder";
+        let (Some(x), Some(cats)) = (self.get(0), self.ints("cats_int64s")) else {
+            return Ok(());
+        };
+        let Some(v) = x.value.filter(|_| self.int("zeros") == Some(0)) else {
+            return Ok(());
+        };
+        let flat = HostTensor {
+            shape: vec![v.numel()],
+            ..crate::reference::cast_host(v, DType::I64)?
+        };
+        let values = flat.to_indices(OP, "X")?;
+        match values.iter().enumerate().find(|(_, c)| !cats.contains(c)) {
+            Some((i, c)) => Err(Error::invalid(
+                OP,
+                "X",
+                format!("X's element {i} is {c}, no category of cats_int64s; with zeros 0 every value must be one"),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// An ONNX-ML op whose X holds `features` values per row, along its last axis.

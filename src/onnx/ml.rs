@@ -2088,7 +2088,11 @@ fn one_hot_encoder(node: &Node) -> Result<Expansion> {
     let names = a.strings("cats_strings")?;
     let mut b = Builder::new(node, &y);
     let (xi, cats) = if names.is_empty() {
-        // Values are compared as i64, floats truncated first (onnxruntime's cast).
+        // Values are compared as i64, floats truncated first (onnxruntime's cast). With
+        // `zeros` 0 a value of no category is an error where X is known on the host.
+        if a.int("zeros", 1)? == 0 {
+            b.check_inputs(node, "OneHotEncoder", &[]);
+        }
         (cast(&mut b, "x_i64", &x, "i64"), a.ints("cats_int64s")?)
     } else {
         // String categories: each string's category position (a string op on the host),

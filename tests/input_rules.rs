@@ -265,6 +265,29 @@ fn cases() -> Vec<Case> {
             "x_zero_point has shape [2]; it must be [3], x_scale's shape",
         ),
         case(
+            "MatMulInteger",
+            21,
+            vec![
+                ("A", HostTensor::from_vec(vec![2, 3], &[7u8; 6]).unwrap()),
+                ("B", HostTensor::from_vec(vec![3, 4], &[9u8; 12]).unwrap()),
+                ("a_zero_point", HostTensor::from_vec(vec![3], &[1u8, 2, 3]).unwrap()),
+            ],
+            vec![],
+            "a_zero_point has shape [3]; it must be one value, or [2, 1]: one per row of A [2, 3]",
+        ),
+        case(
+            "ConvInteger",
+            21,
+            vec![
+                ("x", HostTensor::from_vec(vec![1, 2, 4, 4], &[3u8; 32]).unwrap()),
+                ("w", HostTensor::from_vec(vec![3, 2, 2, 2], &[1u8; 24]).unwrap()),
+                ("", f32s(&[1])),
+                ("w_zero_point", HostTensor::from_vec(vec![2], &[0u8; 2]).unwrap()),
+            ],
+            vec![],
+            "w_zero_point has shape [2]; it must be [3]: one value, or one per output channel",
+        ),
+        case(
             "RNN",
             22,
             vec![rnn_x(), ("W", f32s(&[1, 4, 2])), ("R", f32s(&[1, 4, 4]))],
@@ -424,6 +447,31 @@ fn inputs_that_keep_the_rules_run() {
             21,
             vec![("x", f32s(&[2, 6])), ("y_scale", f32s(&[2, 2]))],
             vec![int_attr("axis", 1), int_attr("block_size", 4)],
+            "",
+        ),
+        case(
+            "QLinearMatMul",
+            21,
+            vec![
+                ("a", HostTensor::from_vec(vec![2, 3], &[7u8; 6]).unwrap()),
+                ("a_scale", f32s(&[2, 1])),
+                (
+                    "a_zero_point",
+                    HostTensor::from_vec(vec![2, 1], &[1u8, 2]).unwrap(),
+                ),
+                ("b", HostTensor::from_vec(vec![3, 4], &[9u8; 12]).unwrap()),
+                ("b_scale", f32s(&[4])),
+                (
+                    "b_zero_point",
+                    HostTensor::from_vec(vec![1, 4], &[0u8; 4]).unwrap(),
+                ),
+                ("y_scale", f32s(&[])),
+                (
+                    "y_zero_point",
+                    HostTensor::from_vec(vec![], &[128u8]).unwrap(),
+                ),
+            ],
+            vec![],
             "",
         ),
         Case {

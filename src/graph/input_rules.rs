@@ -79,6 +79,32 @@ pub(crate) fn check(node: &Node, inputs: &[Option<Input<'_>>]) -> Result<()> {
         "Momentum" => rules.optimizer("Momentum", &["X", "G", "V"]),
         "Adam" => rules.optimizer("Adam", &["X", "G", "V", "H"]),
         "OneHotEncoder" => rules.one_hot_encoder(),
+        "MatMulInteger" => {
+            rules.integer_product("MatMulInteger", [0, 1], [None, Some(2), None, Some(3)])
+        }
+        "QLinearMatMul" => {
+            rules.integer_product(
+                "QLinearMatMul",
+                [0, 3],
+                [Some(1), Some(2), Some(4), Some(5)],
+            )?;
+            rules.one_value("QLinearMatMul", &[(6, "y_scale"), (7, "y_zero_point")])
+        }
+        "ConvInteger" => rules.integer_conv("ConvInteger", [0, 1], [None, Some(2), None, Some(3)]),
+        "QLinearConv" => {
+            rules.integer_conv("QLinearConv", [0, 3], [Some(1), Some(2), Some(4), Some(5)])?;
+            rules.one_value("QLinearConv", &[(6, "y_scale"), (7, "y_zero_point")])?;
+            match rules.get(3) {
+                Some(w) if !w.shape.is_empty() => rules.shape_is(
+                    "QLinearConv",
+                    8,
+                    "B",
+                    &[w.shape[0]],
+                    ", one bias per output channel",
+                ),
+                _ => Ok(()),
+            }
+        }
         other => match ML_OPS.iter().find(|o| **o == other) {
             Some(op) => rules.features(op),
             None => Err(Error::Graph(format!(
@@ -828,6 +854,134 @@ impl Rules<'_> {
             )),
             None => Ok(()),
         }
+    }
+
+    /// Whether input `k` is one value (per tensor): one element, of rank 0 or 1.
+    fn is_one_value(&self, k: usize) -> bool {
+        self.get(k)
+            .is_none_or(|i| i.shape.len() <= 1 && i.shape.iter().product::<usize>() == 1)
+    }
+
+    /// Each of `inputs` (index, name) is one value.
+    fn one_value(&self, op: &'static str, inputs: &[(usize, &str)]) -> Result<()> {
+        match inputs.iter().find(|(k, _)| !self.is_one_value(*k)) {
+            Some(&(k, name)) => Err(Error::invalid(
+                op,
+                name,
+                format!(
+                    "{name} has shape {:?}; it must be one value (per tensor)",
+                    self.get(k).map(|i| i.shape).unwrap_or_default()
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// MatMulInteger, QLinearMatMul: the operands at `operands`; `[a_scale, a_zero_point,
+    /// b_scale, b_zero_point]` at `quant`. A's are one value or one per row in A's rank
+    /// (`[..., M, 1]`); B's one value, one per column (`[N]`) or one per column in B's rank
+    /// (`[..., 1, N]`): the forms that broadcast as the specification means them.
+    fn integer_product(
+        &self,
+        op: &'static str,
+        operands: [usize; 2],
+        quant: [Option<usize>; 4],
+    ) -> Result<()> {
+        let (Some(a), Some(b)) = (self.get(operands[0]), self.get(operands[1])) else {
+            return Ok(());
+        };
+        let a_name = if op == "QLinearMatMul" { "a" } else { "A" };
+        let b_name = if op == "QLinearMatMul" { "b" } else { "B" };
+        let per_row = (a.shape.len() >= 2).then(|| {
+            let mut s = a.shape.to_vec();
+            let r = s.len();
+            s[r - 1] = 1;
+            s
+        });
+        let per_col = (b.shape.len() >= 2).then(|| {
+            let mut s = b.shape.to_vec();
+            let r = s.len();
+            s[r - 2] = 1;
+            s
+        });
+        let names = ["a_scale", "a_zero_point", "b_scale", "b_zero_point"];
+        for (q, name) in quant.iter().zip(names) {
+            let Some(k) = *q else { continue };
+            let Some(i) = self.get(k) else { continue };
+            if self.is_one_value(k) {
+                continue;
+            }
+            let (ok, how) = if name.starts_with('a') {
+                let ok = per_row.as_deref() == Some(i.shape);
+                let hint = match (i.shape.len(), &per_row) {
+                    (1, Some(p)) if p.len() == 2 && i.shape[0] == a.shape[0] => {
+                        format!("; one per row of a 2-D {a_name} is given as {p:?} (numpy broadcasting would read [M] per column)")
+                    }
+                    _ => String::new(),
+                };
+                let how = match &per_row {
+                    Some(p) => format!(
+                        "one value, or {p:?}: one per row of {a_name} {:?}{hint}",
+                        a.shape
+                    ),
+                    None => format!("one value ({a_name} {:?} has no rows)", a.shape),
+                };
+                (ok, how)
+            } else {
+                let n = b.shape.last().copied().unwrap_or(0);
+                let ok =
+                    per_col.as_deref() == Some(i.shape) || (b.shape.len() >= 2 && i.shape == [n]);
+                let how = match &per_col {
+                    Some(p) => format!(
+                        "one value, or [{n}] or {p:?}: one per column of {b_name} {:?}",
+                        b.shape
+                    ),
+                    None => format!("one value ({b_name} {:?} has no columns)", b.shape),
+                };
+                (ok, how)
+            };
+            if !ok {
+                return Err(Error::invalid(
+                    op,
+                    name,
+                    format!("{name} has shape {:?}; it must be {how}", i.shape),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// ConvInteger, QLinearConv: the input and kernel at `operands`; `[x_scale,
+    /// x_zero_point, w_scale, w_zero_point]` at `quant`: x's one value, w's one value or
+    /// one per output channel (`[M]`).
+    fn integer_conv(
+        &self,
+        op: &'static str,
+        operands: [usize; 2],
+        quant: [Option<usize>; 4],
+    ) -> Result<()> {
+        let x_quant: Vec<(usize, &str)> = [(quant[0], "x_scale"), (quant[1], "x_zero_point")]
+            .into_iter()
+            .filter_map(|(k, n)| k.map(|k| (k, n)))
+            .collect();
+        self.one_value(op, &x_quant)?;
+        let Some(w) = self.get(operands[1]).filter(|w| !w.shape.is_empty()) else {
+            return Ok(());
+        };
+        let m = w.shape[0];
+        for (k, name) in [(quant[2], "w_scale"), (quant[3], "w_zero_point")] {
+            let Some(k) = k else { continue };
+            if !self.is_one_value(k) {
+                self.shape_is(
+                    op,
+                    k,
+                    name,
+                    &[m],
+                    ": one value, or one per output channel of w",
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// An ONNX-ML op whose X holds `features` values per row, along its last axis.

@@ -231,6 +231,7 @@ fn integer_product(node: &Node) -> Result<Expansion> {
         return Err(bad("needs both operands"));
     };
     let mut b = Builder::new(node, &y);
+    b.check_inputs(node, &node.op, &[]);
     let to_i32 = [("to", Attr::String("i32".into()))];
     let widened = |b: &mut Builder, v: &str, zp: Option<String>, what: &str| {
         let w = b.op("Cast", &format!("{what}_i32"), &[v], &to_i32);
@@ -295,6 +296,7 @@ fn integer_conv(node: &Node) -> Result<Expansion> {
         .filter_map(|&k| node.attrs.get(k).map(|v| (k, v.clone())))
         .collect();
     let mut b = Builder::new(node, &y);
+    b.check_inputs(node, &node.op, &[]);
     let to_i32 = [("to", Attr::String("i32".into()))];
     // A per-channel vector as [M, 1, ..., 1] of the kernel's rank (a scalar stays one).
     let per_channel = b.leading_axis_shape("per_channel", &w, 0)?;

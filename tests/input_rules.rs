@@ -496,3 +496,43 @@ fn inputs_that_keep_the_rules_run() {
         assert!(out.is_ok(), "{}: {:?}", c.op, out.err());
     }
 }
+
+/// `CheckInputs` is a node of the graph format too: it outputs `true` for inputs that keep
+/// the rules of the op it names, refuses others by the rule, and refuses an op it has no
+/// rules for in one line.
+#[test]
+fn check_inputs_nodes_of_graphs() {
+    use wgpu_ops::graph::Attr;
+    use wgpu_ops::{Graph, Node, Session};
+    let graph = |op: &str| {
+        Graph::new()
+            .constant("scores", f32s(&[3, 4]))
+            .input("target", wgpu_ops::DType::I64, &[Some(3)])
+            .node(
+                Node::new("CheckInputs", "check\n1")
+                    .inputs(["scores", "target"])
+                    .outputs(["ok"])
+                    .attr("op", Attr::String(op.into())),
+            )
+            .output("ok")
+    };
+    let run = |op: &str, target: &[i64]| {
+        Session::new(common::ctx(), graph(op))
+            .and_then(|s| s.run_blocking(vec![("target".into(), i64s(&[3], target))]))
+    };
+    let ok = run("NegativeLogLikelihoodLoss", &[0, 3, 2]).unwrap();
+    assert_eq!(ok[0].1.data, vec![1u8]);
+    let e = run("NegativeLogLikelihoodLoss", &[0, 4, 2])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("node 'check\\n1'")
+            && e.contains("target's element 1 is 4; a class must be in 0..4"),
+        "{e}"
+    );
+    let e = run("Made\nUp", &[0, 1, 2]).unwrap_err().to_string();
+    assert!(
+        e.contains("CheckInputs has no rules for op 'Made\\nUp'") && e.lines().count() == 1,
+        "{e}"
+    );
+}

@@ -136,6 +136,9 @@ fn values(input: &Input<'_>, op: &'static str, name: &str) -> Result<Option<Vec<
     let Some(v) = input.value else {
         return Ok(None);
     };
+    if v.shape.len() == 1 {
+        return v.to_indices(op, name).map(Some);
+    }
     let flat = HostTensor {
         shape: vec![v.numel()],
         ..v.clone()

@@ -327,6 +327,16 @@ fn cases() -> Vec<Case> {
         ),
     ];
     all.push(Case {
+        domain: "ai.onnx.preview",
+        ..case(
+            "FlexAttention",
+            23,
+            vec![q(), ("K", f32s(&[1, 2, 5, 3])), v()],
+            vec![],
+            "K is [batch 1, heads 2, sequence 5, head size 3]; with Q [batch 1, heads 2, sequence 3, head size 4] it must have Q's batch and head size",
+        )
+    });
+    all.push(Case {
         domain: "ai.onnx.ml",
         ..case(
             "Scaler",

@@ -67,7 +67,8 @@ pub(crate) fn check(node: &Node, inputs: &[Option<Input<'_>>]) -> Result<()> {
         "MaxUnpool" => rules.max_unpool(),
         "DeformConv" => rules.deform_conv(),
         "RotaryEmbedding" => rules.rotary_embedding(),
-        "Attention" => rules.attention(),
+        "Attention" => rules.attention("Attention"),
+        "FlexAttention" => rules.attention("FlexAttention"),
         "QuantizeLinear" => rules.quantize("QuantizeLinear"),
         "DequantizeLinear" => rules.quantize("DequantizeLinear"),
         "RNN" => rules.recurrent("RNN"),
@@ -561,8 +562,8 @@ impl Rules<'_> {
     /// q_num_heads and kv_num_heads: [B, S, heads * size]), Hq a multiple of Hkv; past_key
     /// [B, Hkv, P, D], past_value [B, Hkv, P, Dv]; attn_mask broadcast to [B, Hq, Sq, at most
     /// P + Skv] (of rank 1 to 4); nonpad_kv_seqlen [B].
-    fn attention(&self) -> Result<()> {
-        const OP: &str = "Attention";
+    /// FlexAttention: Q, K and V as Attention's, 4-D.
+    fn attention(&self, op: &'static str) -> Result<()> {
         let heads = match (self.int("q_num_heads"), self.int("kv_num_heads")) {
             (Some(q), Some(kv)) if q > 0 && kv > 0 => Some((q as usize, kv as usize)),
             _ => None,
@@ -575,12 +576,12 @@ impl Rules<'_> {
                 (&[b, h, s, d], None) => Ok(Some([b, h, s, d])),
                 (&[b, s, hidden], Some(h)) if hidden % h == 0 => Ok(Some([b, h, s, hidden / h])),
                 (s, None) => Err(Error::invalid(
-                    OP,
+                    op,
                     name,
                     format!("{name} has shape {s:?}; it must be [batch, heads, sequence, head size] (3-D only with q_num_heads and kv_num_heads)"),
                 )),
                 (s, Some(h)) => Err(Error::invalid(
-                    OP,
+                    op,
                     name,
                     format!("{name} has shape {s:?}; with {h} heads it must be [batch, sequence, {h} * head size]"),
                 )),
@@ -601,14 +602,14 @@ impl Rules<'_> {
         };
         if k[0] != q[0] || k[3] != q[3] || q[1] % k[1].max(1) != 0 || (k[1] == 0) != (q[1] == 0) {
             return Err(Error::invalid(
-                OP,
+                op,
                 "K",
                 format!("K is {}; with Q {} it must have Q's batch and head size, and heads that divide Q's", dims(k), dims(q)),
             ));
         }
         if v[..3] != k[..3] {
             return Err(Error::invalid(
-                OP,
+                op,
                 "V",
                 format!(
                     "V is {}; it must have K's batch, heads and sequence ({})",
@@ -624,7 +625,7 @@ impl Rules<'_> {
                     &[b, h, s, d] if b == k[0] && h == k[1] && d == size => past = s,
                     s => {
                         return Err(Error::invalid(
-                            OP,
+                            op,
                             name,
                             format!(
                                 "{name} has shape {s:?}; it must be [{}, {}, past length, {size}]",
@@ -638,7 +639,7 @@ impl Rules<'_> {
         if let (Some(pk), Some(pv)) = (self.get(4), self.get(5)) {
             if pk.shape[2] != pv.shape[2] {
                 return Err(Error::invalid(
-                    OP,
+                    op,
                     "past_value",
                     format!(
                         "past_value has shape {:?}; it must be as long as past_key {:?}",
@@ -659,7 +660,7 @@ impl Rules<'_> {
                 });
             if !fits {
                 return Err(Error::invalid(
-                    OP,
+                    op,
                     "attn_mask",
                     format!(
                         "attn_mask has shape {:?}; it must broadcast to [{}, {}, {}, at most {total}] (batch, query heads, query sequence, keys)",
@@ -668,7 +669,7 @@ impl Rules<'_> {
                 ));
             }
         }
-        self.shape_is(OP, 6, "nonpad_kv_seqlen", &[q[0]], ", one per batch item")
+        self.shape_is(op, 6, "nonpad_kv_seqlen", &[q[0]], ", one per batch item")
     }
 
     /// QuantizeLinear, DequantizeLinear: y_scale (x_scale) per tensor (one value), per axis

@@ -356,6 +356,7 @@ pub(super) fn flex_attention(node: &Node) -> Result<Option<Expansion>> {
         }
     };
     let mut b = Builder::new(node, &y);
+    b.check_inputs(node, "FlexAttention", &[]);
     let to = |d: &str| ("to", Attr::String(d.into()));
     // The scale's square root, in Q's type, on Q and on K.
     let scale = match node.attrs.get("scale") {

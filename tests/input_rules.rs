@@ -452,6 +452,18 @@ fn inputs_that_keep_the_rules_run() {
             vec![int_attr("q_num_heads", 2), int_attr("kv_num_heads", 1)],
             "",
         ),
+        // No query head: zero is a multiple of the key heads.
+        case(
+            "Attention",
+            23,
+            vec![
+                ("Q", f32s(&[1, 0, 3, 4])),
+                ("K", f32s(&[1, 2, 5, 4])),
+                ("V", f32s(&[1, 2, 5, 4])),
+            ],
+            vec![],
+            "",
+        ),
         case(
             "QuantizeLinear",
             21,

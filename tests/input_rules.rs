@@ -14,7 +14,9 @@ use wgpu_ops::onnx::proto::{
 use wgpu_ops::onnx::{onnx_code, Model};
 use wgpu_ops::{reference, HostTensor};
 
-use common::onnx_proto::{floats_attr, int_attr, ints_attr, node, string_attr, value};
+use common::onnx_proto::{
+    floats_attr, int_attr, ints_attr, node, string_attr, strings_attr, value,
+};
 
 fn f32s(shape: &[usize]) -> HostTensor {
     let n: usize = shape.iter().product();
@@ -360,6 +362,29 @@ fn cases() -> Vec<Case> {
             )],
             vec![ints_attr("cats_int64s", &[1, 2, 3]), int_attr("zeros", 0)],
             "X's element 1 is 5, no category of cats_int64s; with zeros 0 every value must be one",
+        )
+    });
+    all.push(Case {
+        domain: "ai.onnx.ml",
+        ..case(
+            "TreeEnsembleRegressor",
+            22,
+            vec![("X", f32s(&[2, 3]))],
+            vec![
+                ints_attr("nodes_treeids", &[0, 0, 0]),
+                ints_attr("nodes_nodeids", &[0, 1, 2]),
+                ints_attr("nodes_featureids", &[5, 0, 0]),
+                strings_attr("nodes_modes", &["BRANCH_LEQ", "LEAF", "LEAF"]),
+                floats_attr("nodes_values", &[0.5, 0.0, 0.0]),
+                ints_attr("nodes_truenodeids", &[1, 0, 0]),
+                ints_attr("nodes_falsenodeids", &[2, 0, 0]),
+                ints_attr("target_treeids", &[0, 0]),
+                ints_attr("target_nodeids", &[1, 2]),
+                ints_attr("target_ids", &[0, 0]),
+                floats_attr("target_weights", &[1.0, 2.0]),
+                int_attr("n_targets", 1),
+            ],
+            "X has shape [2, 3]; its last axis must hold at least 6 features, as the trees read feature 5",
         )
     });
     all.push(Case {

@@ -42,6 +42,7 @@ pub(crate) const ATTRS: &[&str] = &[
     "layout",
     "groups",
     "features",
+    "min_features",
     "cats_int64s",
     "zeros",
 ];
@@ -106,6 +107,9 @@ pub(crate) fn check(node: &Node, inputs: &[Option<Input<'_>>]) -> Result<()> {
                 _ => Ok(()),
             }
         }
+        "TreeEnsembleRegressor" => rules.min_features("TreeEnsembleRegressor"),
+        "TreeEnsembleClassifier" => rules.min_features("TreeEnsembleClassifier"),
+        "TreeEnsemble" => rules.min_features("TreeEnsemble"),
         other => match ML_OPS.iter().find(|o| **o == other) {
             Some(op) => rules.features(op),
             None => Err(Error::Graph(format!(
@@ -986,6 +990,26 @@ impl Rules<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A tree ensemble whose branches read features up to `min_features` - 1: X's last axis
+    /// holds at least that many.
+    fn min_features(&self, op: &'static str) -> Result<()> {
+        let (Some(x), Some(f)) = (self.get(0), self.int("min_features")) else {
+            return Ok(());
+        };
+        match x.shape.last() {
+            Some(&n) if n as i64 >= f => Ok(()),
+            _ => Err(Error::invalid(
+                op,
+                "X",
+                format!(
+                    "X has shape {:?}; its last axis must hold at least {f} features, as the trees read feature {}",
+                    x.shape,
+                    f - 1
+                ),
+            )),
+        }
     }
 
     /// An ONNX-ML op whose X holds `features` values per row, along its last axis.

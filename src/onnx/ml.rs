@@ -1109,6 +1109,17 @@ fn tree_ensemble(node: &Node) -> Result<Expansion> {
         DType::F32
     };
     let mut b = Builder::new(node, &first_out);
+    // X holds at least every feature a branch reads.
+    let read = forest
+        .feature
+        .iter()
+        .zip(&forest.mode)
+        .filter(|(_, m)| **m != Mode::Leaf)
+        .map(|(&f, _)| f.saturating_add(1))
+        .max();
+    if let Some(at_least) = read {
+        b.check_inputs(node, op, &[("min_features", Attr::Int(at_least))]);
+    }
     let xr = rows(&mut b, &x)?;
     let leaf_node = walk(&mut b, &forest, &xr, depth)?;
 

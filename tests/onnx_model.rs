@@ -1575,3 +1575,54 @@ fn deform_conv_refuses_other_ranks_and_bad_attributes() {
     );
     assert_eq!(e.lines().count(), 1, "{e}");
 }
+
+/// RoiAlign over an image of no row or no column gives zeros of the output's shape (what
+/// onnxruntime gives, though its average mode reads past the image: its values are not
+/// compared here), not an inner node's refusal of the empty axis.
+#[test]
+fn roi_align_over_an_empty_image_is_zeros() {
+    let f = DataType::Float;
+    for (shape, attrs, out) in [
+        ([1, 2, 0, 3], vec![], [2, 2, 1, 1]),
+        (
+            [1, 2, 4, 0],
+            vec![
+                AttributeProto {
+                    name: Some("mode".into()),
+                    s: Some(b"max".to_vec()),
+                    r#type: Some(AttributeType::String as i32),
+                    ..Default::default()
+                },
+                int_attr("sampling_ratio", 2),
+            ],
+            [2, 2, 1, 1],
+        ),
+        (
+            [2, 1, 0, 0],
+            vec![int_attr("output_height", 2), int_attr("output_width", 3)],
+            [2, 1, 2, 3],
+        ),
+    ] {
+        let dims: Vec<Option<i64>> = shape.iter().map(|&d| Some(d)).collect();
+        let mut n = node("RoiAlign", &["X", "rois", "batch"], &["Y"]);
+        n.attribute = attrs;
+        let graph = GraphProto {
+            node: vec![n],
+            input: vec![
+                value("X", f, &dims),
+                value("rois", f, &[Some(2), Some(4)]),
+                value("batch", DataType::Int64, &[Some(2)]),
+            ],
+            output: vec![value("Y", f, &[None])],
+            ..Default::default()
+        };
+        let m = Model::from_bytes(&model(graph, 16).encode_to_vec()).unwrap();
+        let x = HostTensor::from_vec(shape.map(|d| d as usize).to_vec(), &[0f32; 0]).unwrap();
+        let rois =
+            HostTensor::from_vec(vec![2, 4], &[0f32, 0.0, 2.0, 1.5, 0.5, 1.0, 3.0, 2.0]).unwrap();
+        let batch = HostTensor::from_vec(vec![2], &[0i64, shape[0] - 1]).unwrap();
+        let y = run(&m, vec![("X", x), ("rois", rois), ("batch", batch)]).remove(0);
+        assert_eq!(y.shape, out.to_vec(), "{shape:?}");
+        assert!(f32s(&y).iter().all(|&v| v == 0.0), "{shape:?}: {y:?}");
+    }
+}

@@ -206,6 +206,68 @@ fn tensor_scatter(node: &Node) -> Result<Expansion> {
 /// largest (its size is read back where the ROIs are computed on the GPU), the points beyond
 /// its own grid masked out, and each cell summed and divided by its ROI's point count (or its
 /// unmasked points' maximum taken). Coordinates and sums in f32; the output in X's type.
+/// `x` ([N, C, H, W]) as it is, or, where H or W is 0, padded with a row or column of zeros
+/// along that axis: every sample of an empty image is then 0, as onnxruntime gives it. The
+/// condition comes from X's shape, so it is folded while planning and only its branch is
+/// recorded (the image is not copied when it is not empty).
+fn zero_pixel_for_empty_image(b: &mut Builder, x: &str) -> Result<String> {
+    let hw = b.dims("image_hw", x, 2, Some(4));
+    let none = b.i64s("image_no_hw", &[0, 0])?;
+    let empty = b.op("Equal", "image_hw_empty", &[&hw, &none], &[]);
+    let grow = b.op(
+        "Cast",
+        "image_hw_pad",
+        &[&empty],
+        &[("to", Attr::String("i64".into()))],
+    );
+    let any = b.op(
+        "ReduceMax",
+        "image_empty_i64",
+        &[&grow],
+        &[("keepdims", Attr::Int(0))],
+    );
+    let any = b.op(
+        "Cast",
+        "image_empty",
+        &[&any],
+        &[("to", Attr::String("bool".into()))],
+    );
+    let before = b.i64s("image_pads_before", &[0, 0, 0, 0, 0, 0])?;
+    let pads = b.op(
+        "Concat",
+        "image_pads",
+        &[&before, &grow],
+        &[("axis", Attr::Int(0))],
+    );
+    let out = b.name("image");
+    let padded = b.name("image_padded");
+    let kept = b.name("image_kept");
+    let then = crate::graph::Graph::new()
+        .node(
+            Node::new("Pad", padded.as_str())
+                .inputs([x, pads.as_str()])
+                .outputs([padded.as_str()]),
+        )
+        .output(padded.as_str());
+    let other = crate::graph::Graph::new()
+        .node(
+            Node::new("Identity", kept.as_str())
+                .inputs([x])
+                .outputs([kept.as_str()]),
+        )
+        .output(kept.as_str());
+    b.op_to(
+        "If",
+        &out,
+        &[&any],
+        &[
+            ("then_branch", Attr::Graph(Box::new(then))),
+            ("else_branch", Attr::Graph(Box::new(other))),
+        ],
+    );
+    Ok(out)
+}
+
 fn roi_align(node: &Node) -> Result<Expansion> {
     let bad = |msg: &str| node_error(node, msg);
     let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
@@ -261,6 +323,7 @@ fn roi_align(node: &Node) -> Result<Expansion> {
     };
     let mut b = Builder::new(node, &y);
     b.check_inputs(node, &node.op, &[]);
+    let x = zero_pixel_for_empty_image(&mut b, &x)?;
     let f32_to = [("to", Attr::String("f32".into()))];
     let i64_to = [("to", Attr::String("i64".into()))];
     let axis = |a: i64| [("axis", Attr::Int(a))];

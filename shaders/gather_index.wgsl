@@ -1,8 +1,8 @@
 // ONNX Gather: output element e = data[outer][indices[j]][inner], where e's coordinates are
 // (outer, j, inner) in the output [outer, indices..., inner] and the data is [outer, axis,
 // inner]. Indices are i32 or i64 (read as word pairs), negative ones count from the end; an
-// index still out of range gives a zero element (the host checks indices it knows and reports
-// them). Elements move as bits in 32-bit words whatever the dtype; outputs of 1 or 2 bytes
+// index still out of range gives a zero element, and is reported where the kernel has a site
+// (index_faults.inc, appended; the host checks indices it knows before the run). Elements move as bits in 32-bit words whatever the dtype; outputs of 1 or 2 bytes
 // are written a whole word per invocation (no two invocations share a word).
 // With ELEMENTS (ONNX GatherElements) the indices have the output's shape [outer, indices,
 // inner] and output element e reads its own index, at position e, not at its middle coordinate.
@@ -22,7 +22,8 @@ struct Params {
     indices: u32,
     // Always 0 (the output bound whole).
     dst_base: u32,
-    _pad1: u32,
+    // Where an index out of range is reported (0: it is not).
+    site: u32,
     _pad2: u32,
 }
 
@@ -40,21 +41,23 @@ fn element(e: u32) -> vec2<u32> {
     let outer = t / params.indices;
     let at = select(j, e, ELEMENTS);
     var index: i32;
-    var valid = true;
+    var hi: u32;
     if INDEX_64 {
-        let lo = index_words[2u * at];
-        let hi = index_words[2u * at + 1u];
-        index = bitcast<i32>(lo);
-        // Only values that fit in i32 can be in range.
-        valid = hi == select(0u, 0xffffffffu, index < 0);
+        index = bitcast<i32>(index_words[2u * at]);
+        hi = index_words[2u * at + 1u];
     } else {
         index = bitcast<i32>(index_words[at]);
+        hi = select(0u, 0xffffffffu, index < 0);
     }
+    let lo = bitcast<u32>(index);
+    // Only values that fit in i32 can be in range.
+    var valid = hi == select(0u, 0xffffffffu, index < 0);
     if index < 0 {
         index += i32(params.axis_dim);
     }
     valid = valid && index >= 0 && u32(index) < params.axis_dim;
     if !valid {
+        report_fault(params.site, at, lo, hi, 0u);
         return vec2<u32>(0u, 0u);
     }
     let s = (outer * params.axis_dim + u32(index)) * params.inner + inner_pos;

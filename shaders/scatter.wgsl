@@ -11,7 +11,8 @@
 // element's low bits in x (the high word of 8-byte elements in y); `combine` (generated for
 // the dtype and reduction) merges the element there with the update. Indices are i32 or i64
 // (word pairs; only values that fit in i32 can be in range); negative ones count from the end;
-// an update whose index is out of range is skipped (the host checks the indices it knows).
+// an update whose index is out of range is skipped, and the index reported where the kernel
+// has a site (index_faults.inc, appended; the host checks the indices it knows).
 
 override ELEM_BYTES: u32 = 4u;
 override WORKGROUP_SIZE: u32 = 64u;
@@ -38,6 +39,11 @@ struct Params {
     axis_ustride: u32,
     axis_dstride: u32,
     axes: array<Axis, 16>,
+    // Where an index out of range is reported (0: it is not).
+    site: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -48,21 +54,29 @@ struct Params {
 // Replacing; the kernel's generator puts the dtype's reduction here.
 fn combine(old: vec2<u32>, v: vec2<u32>) -> vec2<u32> { return v; } // COMBINE
 
-// Index j (an element of the index tensor) against a length: the position, or -1.
-fn index_at(j: u32, len: u32) -> i32 {
+// Index j (an element of the index tensor) against a length: the position, or -1 (reported
+// as element `position` of the indices, or entry `entry` of tuple `position` for ScatterND).
+fn index_at(j: u32, len: u32, position: u32, entry: u32) -> i32 {
     var index: i32;
+    var hi: u32;
     if params.index64 != 0u {
         index = bitcast<i32>(index_words[2u * j]);
-        if index_words[2u * j + 1u] != select(0u, 0xffffffffu, index < 0) {
-            return -1;
-        }
+        hi = index_words[2u * j + 1u];
     } else {
         index = bitcast<i32>(index_words[j]);
+        hi = select(0u, 0xffffffffu, index < 0);
     }
+    let lo = bitcast<u32>(index);
+    var valid = hi == select(0u, 0xffffffffu, index < 0);
     if index < 0 {
         index += i32(len);
     }
-    return select(-1, index, index >= 0 && u32(index) < len);
+    valid = valid && index >= 0 && u32(index) < len;
+    if !valid {
+        report_fault(params.site, position, lo, hi, entry);
+        return -1;
+    }
+    return index;
 }
 
 fn update_at(u: u32) -> vec2<u32> {
@@ -122,7 +136,7 @@ fn main(
             var valid = true;
             for (var j = 0u; j < k; j++) {
                 let axis = params.axes[j];
-                let i = index_at(n * k + j, axis.len);
+                let i = index_at(n * k + j, axis.len, n, j);
                 valid = valid && i >= 0;
                 base += u32(max(i, 0)) * axis.dstride;
             }
@@ -145,7 +159,7 @@ fn main(
     }
     for (var s = 0u; s < params.steps; s++) {
         let at = u + s * params.axis_ustride;
-        let i = index_at(at, params.axis_len);
+        let i = index_at(at, params.axis_len, at, 0u);
         if i >= 0 {
             apply(d + u32(i) * params.axis_dstride, update_at(at));
         }

@@ -25,6 +25,14 @@ pub enum Error {
     /// An op of a graph failed; `source` says why.
     #[error("node '{}': {source}", escape(.node))]
     Node { node: String, source: Box<Error> },
+    /// An index computed on the GPU was out of range: `source` names the op and the index,
+    /// `nodes` the graph node that read it (after the nodes that hold it, as a Scan holds its
+    /// body's). Found when the run's values were read back (see `Session::run_values`).
+    #[error("{}{source}", node_path(.nodes))]
+    IndexOutOfRange {
+        nodes: Vec<String>,
+        source: Box<Error>,
+    },
     /// The graph is malformed (unknown name, cycle, unknown op, ...).
     #[error("graph: {}", escape(.0))]
     Graph(String),
@@ -70,6 +78,14 @@ impl Error {
             message: message.into(),
         }
     }
+}
+
+/// `node 'a': node 'b': ` for the nodes `[a, b]`.
+fn node_path(nodes: &[String]) -> String {
+    nodes
+        .iter()
+        .map(|n| format!("node '{}': ", escape(n)))
+        .collect()
 }
 
 /// `text` with its control characters (newlines, tabs, escapes) written as Rust escapes, so

@@ -12,6 +12,8 @@ use crate::storage::Storage;
 use crate::storage::{alloc_size, padded_size};
 use crate::{Context, DType, Error, Result, Tensor};
 
+mod faults;
+pub(crate) use faults::{IndexFaults, IndexRule};
 mod slide;
 pub(crate) use slide::{step_buffers, uses, writes, Slide};
 use slide::{Bound, Moving};
@@ -256,6 +258,9 @@ pub struct Recorder {
     /// The MatMul kernel every product of this recording uses where it can (the timing runs
     /// of [`crate::MatMulChoice::Measure`]).
     pub(crate) matmul_kernel: Option<crate::MatMulKernel>,
+    /// The graph nodes being recorded and the index kernels that report indices out of range
+    /// (see [`IndexFaults`]).
+    pub(crate) index_checks: faults::IndexChecks,
 }
 
 impl Recorder {
@@ -281,7 +286,32 @@ impl Recorder {
             in_replay: false,
             planned: 0,
             matmul_kernel: None,
+            index_checks: Default::default(),
         }
+    }
+
+    /// Records `f` with the index kernels it records checking the indices they read (the
+    /// graph's index ops, whose indices out of range are the user's error; see
+    /// [`IndexFaults`]).
+    pub(crate) fn checking_indices<T>(
+        &mut self,
+        f: impl FnOnce(&mut Recorder) -> Result<T>,
+    ) -> Result<T> {
+        let was = self.index_checks.set_checking(true);
+        let result = f(self);
+        self.index_checks.set_checking(was);
+        result
+    }
+
+    /// The site number an index kernel reporting by `rule` writes (0: it does not report)
+    /// and the fault buffer it binds.
+    pub(crate) fn index_site(
+        &mut self,
+        op: &'static str,
+        rule: IndexRule,
+    ) -> Result<(u32, Tensor)> {
+        let ctx = self.ctx.clone();
+        self.index_checks.site(&ctx, op, rule)
     }
 
     /// Runs `run`, a loop encoding `commands` commands: now, after checking them against the
@@ -403,7 +433,17 @@ impl Recorder {
         self.in_flight = None;
         ctx.wait_for(index)?;
         ctx.count_read_back();
-        pollster::block_on(crate::download_all(&ctx, tensors))
+        // An index out of range found so far is the error to report: the values read back
+        // may have been computed from the zeros it read.
+        let faults = self.index_checks.so_far();
+        let mut all = tensors.to_vec();
+        all.extend(faults.as_ref().map(IndexFaults::buffer));
+        let mut values = pollster::block_on(crate::download_all(&ctx, &all))?;
+        if let Some(faults) = &faults {
+            let words = values.pop().expect("the fault words were downloaded last");
+            faults.check(&words)?;
+        }
+        Ok(values)
     }
 
     /// Number of compute dispatches recorded so far (replays included).

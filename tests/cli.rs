@@ -194,6 +194,17 @@ fn every_error_exits_1_with_one_line_and_no_output() {
             "cycle",
         ),
         (
+            "index computed out of range",
+            json!({"inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+            "constants": [{"name": "seven", "dtype": "i64", "shape": [], "data": [7]}],
+            "nodes": [{"op": "ArgMax", "name": "best", "inputs": ["x"], "outputs": ["m"], "attrs": {"axis": 1, "keepdims": 0}},
+                      {"op": "Add", "name": "past", "inputs": ["m", "seven"], "outputs": ["at"]},
+                      {"op": "Gather", "name": "pick", "inputs": ["x", "at"], "outputs": ["y"], "attrs": {"axis": 1}}],
+            "outputs": ["y"]}),
+            vec![format!("x={x}")],
+            "computed on the GPU) is out of range for axis 1 of size 3",
+        ),
+        (
             "input dtype",
             good.clone(),
             vec![format!("x={x_i32}")],

@@ -55,6 +55,10 @@ fn every_shader_file_parses_and_validates() {
             if source.contains("divide(") {
                 source += &std::fs::read_to_string(format!("{dir}/divide.inc")).unwrap();
             }
+            // The index kernels get the reporting of indices out of range appended.
+            if source.contains("report_fault(") {
+                source += &std::fs::read_to_string(format!("{dir}/index_faults.inc")).unwrap();
+            }
             validate(&path.display().to_string(), &source);
             // Every file is compiled by some kernel.
             let file = path.file_name().unwrap().to_string_lossy().into_owned();

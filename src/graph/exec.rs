@@ -9,7 +9,7 @@ use super::fuse::{self, Held, Pending};
 use super::registry::{self, OpDef};
 use super::{Attr, Graph, Node, Value, ValueKind};
 use crate::kernels::program::Values;
-use crate::recorder::SparePool;
+use crate::recorder::{IndexFaults, SparePool};
 use crate::{
     download_all, Context, DType, Error, HostTensor, MapSequence, Out, Recorder, Result,
     StringTensor, Tensor,
@@ -482,12 +482,19 @@ pub(crate) fn record_graph_planned(
         (HashMap::new(), HashSet::new())
     };
     let plan_values = plan_values(graph, plans);
+    // Index kernels name the node path they were recorded at (see `IndexFaults`).
+    let depth = rec.index_checks.depth();
     for (pos, &k) in order.iter().enumerate() {
         let node = &graph.nodes[k];
+        rec.index_checks.enter(depth, &node.name);
         let def = registry::lookup(&node.op).expect("checked by schedule");
-        let in_node = |e: Error| Error::Node {
-            node: node.name.clone(),
-            source: Box::new(e),
+        let in_node = |e: Error| match e {
+            // It names its own nodes: it may have been found while this node was recorded.
+            e @ Error::IndexOutOfRange { .. } => e,
+            e => Error::Node {
+                node: node.name.clone(),
+                source: Box::new(e),
+            },
         };
         #[cfg(feature = "native")]
         read_back_plan_inputs(rec, scope, node).map_err(in_node)?;
@@ -676,6 +683,7 @@ pub(crate) fn record_graph_planned(
         }
         release_dead(rec, scope, node, &reads[k], pos, &dead_after);
     }
+    rec.index_checks.leave(depth);
     Ok(())
 }
 
@@ -1110,6 +1118,19 @@ pub struct Session {
     /// The buffers of the tensors the last `run_tensors` handed out: those the caller has
     /// dropped by the next run (the session then holds the only handle) serve its values.
     lent: Mutex<Vec<Arc<crate::storage::Storage>>>,
+    /// The index faults of the last run if it was a `run_tensors`, for
+    /// [`Session::check_gpu_indices`].
+    faults: Mutex<Option<IndexFaults>>,
+    /// The buffer the last run's index kernels reported into, for the next run's.
+    fault_buffer: Mutex<Option<Tensor>>,
+}
+
+/// A run recorded and submitted: its values, the buffers it pooled but did not use, and the
+/// index faults to read back.
+struct Recorded {
+    scope: Scope<'static>,
+    spare: SparePool,
+    faults: Option<IndexFaults>,
 }
 
 impl std::fmt::Debug for Session {
@@ -1141,6 +1162,8 @@ impl Session {
             streams: Mutex::new(HashMap::new()),
             input_buffers: Mutex::new(HashMap::new()),
             lent: Mutex::new(Vec::new()),
+            faults: Mutex::new(None),
+            fault_buffer: Mutex::new(None),
         })
     }
 
@@ -1294,9 +1317,14 @@ impl Session {
                 .map(|(n, v)| (n.clone(), slot_of(v)))
                 .collect()
         };
-        let (scope, spare) = self.record_run(slots).await?;
+        let Recorded {
+            scope,
+            spare,
+            faults,
+        } = self.record_run(slots).await?;
 
-        // Every tensor of the outputs that is on the GPU, in order, downloaded at once.
+        // Every tensor of the outputs that is on the GPU, in order, downloaded at once, with
+        // the run's index faults last.
         let mut on_gpu: Vec<&Tensor> = Vec::new();
         for o in &self.graph.outputs {
             let slot = &scope.slots[o.name.as_str()];
@@ -1309,7 +1337,15 @@ impl Session {
                 on_gpu.push(item.gpu.get().expect("node outputs are on the GPU"));
             }
         }
-        let mut downloaded = download_all(&self.ctx, &on_gpu).await?.into_iter();
+        on_gpu.extend(faults.as_ref().map(IndexFaults::buffer));
+        let mut downloaded = download_all(&self.ctx, &on_gpu).await?;
+        if let Some(faults) = &faults {
+            let words = downloaded
+                .pop()
+                .expect("the fault words were downloaded last");
+            faults.check(&words)?;
+        }
+        let mut downloaded = downloaded.into_iter();
         let mut value_of = |slot: &Slot| match &slot.host {
             Some(h) => HostTensor::clone(h),
             None => downloaded.next().expect("one download per GPU output"),
@@ -1349,7 +1385,12 @@ impl Session {
                 .map(|(n, t)| (n.clone(), Slot::gpu(t.clone())))
                 .collect()
         };
-        let (scope, spare) = self.record_run(slots).await?;
+        let Recorded {
+            scope,
+            spare,
+            faults,
+        } = self.record_run(slots).await?;
+        *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = faults;
         drop(inputs);
         let outputs: Vec<(String, Tensor)> = self
             .graph
@@ -1396,6 +1437,27 @@ impl Session {
         Ok(copied)
     }
 
+    /// Checks the indices that the last [`Session::run_tensors`] computed on the GPU (as
+    /// [`Session::run_values`] does when it reads its outputs back): waits for the run and
+    /// reads back the word its index kernels report into. An index out of range (a Gather's,
+    /// GatherElements', GatherND's, a scatter's or ArrayFeatureExtractor's) fails with
+    /// [`Error::IndexOutOfRange`]; the outputs that depend on it hold zeros (gathers) or
+    /// miss its update (scatters) there. Ok when that run had no such index or no such op.
+    pub async fn check_gpu_indices(&self) -> Result<()> {
+        let faults = self.faults.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(faults) = faults else {
+            return Ok(());
+        };
+        let words = download_all(&self.ctx, &[faults.buffer()]).await?;
+        faults.check(&words[0])
+    }
+
+    /// Blocking [`Session::check_gpu_indices`] for native callers.
+    #[cfg(feature = "native")]
+    pub fn check_gpu_indices_blocking(&self) -> Result<()> {
+        pollster::block_on(self.check_gpu_indices())
+    }
+
     /// Blocking [`Session::run_tensors`] for native callers.
     #[cfg(feature = "native")]
     pub fn run_tensors_blocking(
@@ -1408,10 +1470,7 @@ impl Session {
     /// Records and submits a run on the inputs `slots` makes, with the buffers kept from the
     /// last run; where the memory limit refuses it while buffers were kept, once more without
     /// them (uploads do not draw on them, so a run on larger inputs may need their room).
-    async fn record_run(
-        &self,
-        slots: impl Fn() -> Vec<(String, Slot)>,
-    ) -> Result<(Scope<'static>, SparePool)> {
+    async fn record_run(&self, slots: impl Fn() -> Vec<(String, Slot)>) -> Result<Recorded> {
         let mut spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
         // Outputs of the last `run_tensors` that the caller has dropped; the others are the
         // caller's alone from now on.
@@ -1440,7 +1499,7 @@ impl Session {
         inputs: Vec<(String, Slot)>,
         spare: SparePool,
         mut input_buffers: HashMap<String, Arc<crate::storage::Storage>>,
-    ) -> Result<(Scope<'static>, SparePool)> {
+    ) -> Result<Recorded> {
         let mut given: HashMap<String, Slot> = HashMap::new();
         for (name, value) in inputs {
             let Some(decl) = self.graph.inputs.iter().find(|i| i.name == name) else {
@@ -1512,6 +1571,16 @@ impl Session {
         }
         let mut rec = self.ctx.recorder();
         rec.adopt_spare(spare);
+        // The last run's faults are read or dropped by now (see `Session::check_gpu_indices`).
+        self.faults.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(b) = self
+            .fault_buffer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            rec.index_checks.keep(b);
+        }
         rec.body_constants = std::mem::take(
             &mut *self
                 .body_constants
@@ -1548,9 +1617,15 @@ impl Session {
             .unwrap_or_else(|e| e.into_inner()) = std::mem::take(&mut rec.body_constants);
         // The streams this run created are kept once its commands are submitted.
         let streams = std::mem::take(&mut rec.streams);
+        *self.fault_buffer.lock().unwrap_or_else(|e| e.into_inner()) = rec.index_checks.buffer();
+        let faults = rec.index_checks.take();
         rec.finish().await?;
         *self.streams.lock().unwrap_or_else(|e| e.into_inner()) = streams;
-        Ok((scope, spare))
+        Ok(Recorded {
+            scope,
+            spare,
+            faults,
+        })
     }
 
     /// Blocking [`Session::run_values`] for native callers.

@@ -2027,12 +2027,11 @@ static GATHER_ND: OpDef = OpDef {
                 batch_dims as usize,
             )?;
         }
-        Ok(vec![rec.gather_nd_to(
-            &data,
-            &indices,
-            batch_dims,
-            args.out(0),
-        )?])
+        let out = args.out(0);
+        let y = checking_gpu_indices(rec, args, 1, |rec| {
+            rec.gather_nd_to(&data, &indices, batch_dims, out)
+        })?;
+        Ok(vec![y])
     },
 };
 
@@ -2730,6 +2729,21 @@ fn check_known_indices(
     Ok(())
 }
 
+/// Records `f` with its index kernels reporting an index of input `k` out of range after the
+/// run where the indices are computed on the GPU (those known on the host are checked while
+/// the graph is planned; see `crate::recorder::IndexFaults`).
+fn checking_gpu_indices<T>(
+    rec: &mut Recorder,
+    args: &NodeArgs,
+    k: usize,
+    f: impl FnOnce(&mut Recorder) -> Result<T>,
+) -> Result<T> {
+    match args.host_value(k) {
+        Some(_) => f(rec),
+        None => rec.checking_indices(f),
+    }
+}
+
 static GATHER: OpDef = OpDef {
     name: "Gather",
     inputs: 2..=2,
@@ -2741,7 +2755,11 @@ static GATHER: OpDef = OpDef {
         let axis = args.int("axis")?.unwrap_or(0);
         check_known_indices(args, 1, &data, axis, "Gather", "indices")?;
         let indices = args.tensor(1, "indices")?;
-        Ok(vec![rec.gather_to(&data, &indices, axis, args.out(0))?])
+        let out = args.out(0);
+        let y = checking_gpu_indices(rec, args, 1, |rec| {
+            rec.gather_to(&data, &indices, axis, out)
+        })?;
+        Ok(vec![y])
     },
 };
 
@@ -2756,12 +2774,11 @@ static GATHER_ELEMENTS: OpDef = OpDef {
         let axis = args.int("axis")?.unwrap_or(0);
         check_known_indices(args, 1, &data, axis, "GatherElements", "indices")?;
         let indices = args.tensor(1, "indices")?;
-        Ok(vec![rec.gather_elements_to(
-            &data,
-            &indices,
-            axis,
-            args.out(0),
-        )?])
+        let out = args.out(0);
+        let y = checking_gpu_indices(rec, args, 1, |rec| {
+            rec.gather_elements_to(&data, &indices, axis, out)
+        })?;
+        Ok(vec![y])
     },
 };
 
@@ -2787,14 +2804,11 @@ fn scatter_elements(rec: &mut Recorder, args: &NodeArgs, op: &'static str) -> Re
     let indices = args.tensor(1, "indices")?;
     let updates = args.tensor(2, "updates")?;
     let reduction = scatter_reduction(args, op)?;
-    Ok(vec![rec.scatter_elements_to(
-        &data,
-        &indices,
-        &updates,
-        axis,
-        reduction,
-        args.out(0),
-    )?])
+    let out = args.out(0);
+    let y = checking_gpu_indices(rec, args, 1, |rec| {
+        rec.scatter_elements_to(&data, &indices, &updates, axis, reduction, out)
+    })?;
+    Ok(vec![y])
 }
 
 static SCATTER_ELEMENTS: OpDef = OpDef {
@@ -2847,13 +2861,11 @@ static SCATTER_ND: OpDef = OpDef {
         let indices = args.tensor(1, "indices")?;
         let updates = args.tensor(2, "updates")?;
         let reduction = scatter_reduction(args, "ScatterND")?;
-        Ok(vec![rec.scatter_nd_to(
-            &data,
-            &indices,
-            &updates,
-            reduction,
-            args.out(0),
-        )?])
+        let out = args.out(0);
+        let y = checking_gpu_indices(rec, args, 1, |rec| {
+            rec.scatter_nd_to(&data, &indices, &updates, reduction, out)
+        })?;
+        Ok(vec![y])
     },
 };
 
@@ -3023,11 +3035,11 @@ static ARRAY_FEATURE_EXTRACTOR: OpDef = OpDef {
         let data = args.tensor(0, "X")?;
         check_known_indices(args, 1, &data, -1, "ArrayFeatureExtractor", "Y")?;
         let indices = args.tensor(1, "Y")?;
-        Ok(vec![rec.array_feature_extractor_to(
-            &data,
-            &indices,
-            args.out(0),
-        )?])
+        let out = args.out(0);
+        let y = checking_gpu_indices(rec, args, 1, |rec| {
+            rec.array_feature_extractor_to(&data, &indices, out)
+        })?;
+        Ok(vec![y])
     },
 };
 

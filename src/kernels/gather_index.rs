@@ -12,7 +12,9 @@ struct GatherIndexParams {
     axis_dim: u32,
     inner: u32,
     indices: u32,
-    pad: [u32; 3],
+    dst_base: u32,
+    site: u32,
+    pad: u32,
 }
 
 impl Recorder {
@@ -29,6 +31,7 @@ impl Recorder {
         axis_dim: usize,
         inner: usize,
         elements: Option<usize>,
+        rule: crate::recorder::IndexRule,
         out: &Tensor,
     ) -> Result<()> {
         let count = out.numel() as u64;
@@ -55,6 +58,7 @@ impl Recorder {
             workgroup_size: wg,
         };
         let pipeline = ctx.pipeline(&kernel)?;
+        let (site, faults) = self.index_site(op, rule)?;
         let params = GatherIndexParams {
             count: count as u32,
             units: units as u32,
@@ -62,12 +66,15 @@ impl Recorder {
             inner: inner.max(1) as u32,
             // The output's middle extent: the indices' axis for GatherElements.
             indices: elements.unwrap_or(indices.numel()).max(1) as u32,
-            pad: [0; 3],
+            dst_base: 0,
+            site,
+            pad: 0,
         };
         let bindings = [
             data.storage().bind_whole(),
             indices.storage().bind_whole(),
             out.storage().bind_whole(),
+            faults.storage().bind_whole(),
         ];
         let grid = grid_for(&ctx, op, units, wg)?;
         self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)

@@ -117,6 +117,7 @@ const PAD: &str = concat!(
 /// The entry point of gather_index.wgsl (see the file).
 const PACKED_ELEMENTS: &str = include_str!("../../shaders/packed_elements.inc");
 const SCATTER: &str = include_str!("../../shaders/scatter.wgsl");
+const INDEX_FAULTS: &str = include_str!("../../shaders/index_faults.inc");
 const TWO_BUFFERS: &[Binding] = &[
     Binding::Uniform,
     Binding::StorageRead,
@@ -667,14 +668,20 @@ impl Kernel {
         match *self {
             Kernel::Gather { .. } => STRIDED_GATHER.into(),
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
-            Kernel::GatherIndex { .. } => format!("{GATHER_INDEX}\n{PACKED_ELEMENTS}").into(),
+            Kernel::GatherIndex { .. } => {
+                format!("{GATHER_INDEX}\n{PACKED_ELEMENTS}\n{INDEX_FAULTS}").into()
+            }
             Kernel::Pad { .. } => PAD.into(),
             Kernel::Scatter {
                 dtype,
                 reduction,
                 emulate64,
                 ..
-            } => scatter::scatter_source(dtype, reduction, emulate64).into(),
+            } => format!(
+                "{}\n{INDEX_FAULTS}",
+                scatter::scatter_source(dtype, reduction, emulate64)
+            )
+            .into(),
             Kernel::ScanCopies { copies, .. } => scan_step::copies_source(copies).into(),
             Kernel::Copy { .. } => COPY.into(),
             Kernel::LinearAttention {
@@ -1210,7 +1217,14 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
                 Binding::StorageReadWrite,
             ],
-            Kernel::GatherIndex { .. } | Kernel::Scatter { .. } => THREE_BUFFERS,
+            // The fourth: the index faults' buffer (see `recorder::IndexFaults`).
+            Kernel::GatherIndex { .. } | Kernel::Scatter { .. } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
             Kernel::Det { .. } => &[
                 Binding::Uniform,
                 Binding::StorageReadWrite,

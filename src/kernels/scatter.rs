@@ -131,6 +131,8 @@ struct ScatterParams {
     axis_ustride: u32,
     axis_dstride: u32,
     axes: [[u32; 4]; MAX_RANK],
+    site: u32,
+    pad: [u32; 3],
 }
 
 /// Where a scatter's updates land.
@@ -156,6 +158,7 @@ pub(crate) enum ScatterPlan {
 
 impl Recorder {
     /// Records the updates of `plan` into `out`, which holds a copy of the data.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn scatter_into(
         &mut self,
         op: &'static str,
@@ -163,6 +166,7 @@ impl Recorder {
         updates: &Tensor,
         plan: &ScatterPlan,
         reduction: ScatterReduction,
+        rule: crate::recorder::IndexRule,
         out: &Tensor,
     ) -> Result<()> {
         let ctx = self.context().clone();
@@ -193,6 +197,8 @@ impl Recorder {
             axis_ustride: 0,
             axis_dstride: 0,
             axes: [[0; 4]; MAX_RANK],
+            site: 0,
+            pad: [0; 3],
         };
         match plan {
             ScatterPlan::Elements {
@@ -240,10 +246,13 @@ impl Recorder {
             workgroup_size: wg,
         };
         let pipeline = ctx.pipeline(&kernel)?;
+        let (site, faults) = self.index_site(op, rule)?;
+        params.site = site;
         let bindings = [
             indices.storage().bind_whole(),
             updates.storage().bind_whole(),
             out.storage().bind_whole(),
+            faults.storage().bind_whole(),
         ];
         let grid = grid_for(&ctx, op, u64::from(params.count), wg)?;
         self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)

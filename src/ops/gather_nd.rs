@@ -3,6 +3,7 @@
 //! of `data` seen as rows of the slices (negative entries counted from the end), computed by
 //! element-wise ops and a reduction over the tuple, then Gather's kernel moves the rows.
 
+use crate::recorder::IndexRule;
 use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 
 const OP: &str = "GatherND";
@@ -86,7 +87,8 @@ pub fn check_gather_nd_indices(
 
 impl Recorder {
     /// Records ONNX GatherND (`indices` i32 or i64). Indices out of range read zeros (check
-    /// them with [`check_gather_nd_indices`] where they are known on the host).
+    /// them with [`check_gather_nd_indices`] where they are known on the host; a graph's node
+    /// reports those computed on the GPU after the run).
     pub fn gather_nd_to(
         &mut self,
         data: &Tensor,
@@ -123,7 +125,25 @@ impl Recorder {
         let negative = self.elementwise("Less", &wide, Some(&zero))?;
         let wrapped = self.elementwise("Add", &wide, Some(&lens))?;
         let entries = self.map_to("Where", &[&negative, &wrapped, &wide], Out::NEW)?;
-        let weighted = self.elementwise("Mul", &entries, Some(&strides))?;
+        let mut weighted = self.elementwise("Mul", &entries, Some(&strides))?;
+        if self.index_checks.checking() {
+            // An entry out of range makes its tuple's row index far below -2^32 (the sum of
+            // up to 16 such entries does not wrap), which the kernel then reports.
+            let low = self.elementwise("Less", &entries, Some(&zero))?;
+            let high = self.elementwise("GreaterOrEqual", &entries, Some(&lens))?;
+            let bad = self.elementwise("Or", &low, Some(&high))?;
+            let far = Tensor::from_host(&ctx, &HostTensor::from_vec(vec![], &[-(1i64 << 40)])?)?;
+            let marked = self.map_to("Where", &[&bad, &far, &weighted], Out::NEW)?;
+            for t in [
+                low,
+                high,
+                bad,
+                far,
+                std::mem::replace(&mut weighted, marked),
+            ] {
+                self.release(t);
+            }
+        }
         let mut row_index =
             self.reduce_to("ReduceSum", &weighted, Some(&[-1]), false, false, Out::NEW)?;
         for t in [lens, strides, zero, negative, wrapped, entries, weighted] {
@@ -144,8 +164,13 @@ impl Recorder {
             row_index = shifted;
         }
         let table = data.reshaped(&[batches * rows, row])?;
-        let y = self.gather_to(&table, &row_index, 0, Out::NEW)?;
+        let y = out.tensor(self, data.dtype(), &shape)?;
+        let rule = IndexRule::Tuples {
+            first: b,
+            sizes: ds[b..b + k].to_vec(),
+        };
+        self.gather_index_into(OP, &table, &row_index, batches * rows, row, None, rule, &y)?;
         self.release(row_index);
-        out.view(self, y.reshaped(&shape)?)
+        Ok(y)
     }
 }

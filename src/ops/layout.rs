@@ -6,6 +6,7 @@ use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{AxisSlice, GatherDim, GatherPlan};
 use crate::kernels::pad::{PadAxis, PadMode};
 use crate::ops::slicing::SlicePlan;
+use crate::recorder::IndexRule;
 use crate::storage::padded_size;
 use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 
@@ -420,6 +421,10 @@ impl Recorder {
             self.apply_slice(OP, data, &plan, Out::NEW)?
         };
         let inner: usize = cut[axis + 1..].iter().product();
+        let rule = IndexRule::Axis {
+            axis,
+            len: cut[axis],
+        };
         self.gather_index_into(
             OP,
             &data,
@@ -427,6 +432,7 @@ impl Recorder {
             cut[axis],
             inner,
             Some(wanted[axis]),
+            rule,
             &out,
         )?;
         Ok(out)
@@ -781,7 +787,11 @@ impl Recorder {
                 format!("data's axis {axis} is empty: there is nothing to gather"),
             ));
         }
-        self.gather_index_into(OP, data, indices, shape[axis], inner, None, &out)?;
+        let rule = IndexRule::Axis {
+            axis,
+            len: shape[axis],
+        };
+        self.gather_index_into(OP, data, indices, shape[axis], inner, None, rule, &out)?;
         Ok(out)
     }
 
@@ -886,6 +896,10 @@ impl Recorder {
         }
         // Gather along the last axis by the flat indices, written straight into `out`.
         let gathered: Vec<usize> = outer.iter().copied().chain([n]).collect();
+        let rule = IndexRule::Axis {
+            axis: data.rank() - 1,
+            len: last,
+        };
         self.gather_index_into(
             OP,
             data,
@@ -893,6 +907,7 @@ impl Recorder {
             last,
             1,
             None,
+            rule,
             &out.reshaped(&gathered)?,
         )?;
         Ok(out)

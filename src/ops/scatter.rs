@@ -3,6 +3,7 @@
 //! repeated indices end as onnxruntime leaves them.
 
 use crate::kernels::scatter::{ScatterPlan, ScatterReduction};
+use crate::recorder::IndexRule;
 use crate::storage::padded_size;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
@@ -65,7 +66,8 @@ impl Recorder {
     /// Records ONNX ScatterElements: a copy of `data` where each update lands at its own
     /// position with the coordinate along `axis` replaced by its index. `indices` and
     /// `updates` share a shape of `data`'s rank, no longer than `data` off the axis. Indices
-    /// known on the host are range-checked; one out of range computed on the GPU is skipped.
+    /// known on the host are range-checked; one out of range computed on the GPU is skipped
+    /// (and reported after the run where a graph's node records it).
     pub fn scatter_elements_to(
         &mut self,
         data: &Tensor,
@@ -112,7 +114,11 @@ impl Recorder {
             ustride: ustrides[axis],
             dstride: dstrides[axis],
         };
-        self.scatter_into(OP, indices, updates, &plan, reduction, &out)?;
+        let rule = IndexRule::Axis {
+            axis,
+            len: shape[axis],
+        };
+        self.scatter_into(OP, indices, updates, &plan, reduction, rule, &out)?;
         Ok(out)
     }
 
@@ -120,7 +126,8 @@ impl Recorder {
     /// `indices`, `k` long) addresses a slice over `data`'s axes from `k` on, which the
     /// tuple's updates replace (or merge into). `updates` has shape `indices.shape[..-1] ++
     /// data.shape[k..]`. Indices known on the host are range-checked; a tuple out of range
-    /// computed on the GPU is skipped.
+    /// computed on the GPU is skipped (and reported after the run where a graph's node
+    /// records it).
     pub fn scatter_nd_to(
         &mut self,
         data: &Tensor,
@@ -167,7 +174,10 @@ impl Recorder {
             axes: (0..k).map(|j| [shape[j], dstrides[j]]).collect(),
             slice: shape[k..].iter().product(),
         };
-        self.scatter_into(OP, indices, updates, &plan, reduction, &out)?;
+        let rule = IndexRule::Entries {
+            shape: shape[..k].to_vec(),
+        };
+        self.scatter_into(OP, indices, updates, &plan, reduction, rule, &out)?;
         Ok(out)
     }
 }

@@ -1,0 +1,327 @@
+//! Indices computed on the GPU: a graph's Gather, GatherElements, GatherND, ScatterElements,
+//! ScatterND and ArrayFeatureExtractor report one out of range after the run (read back with
+//! the outputs), naming the node path, the op, the index's position and value, and the axis.
+//! Indices known on the host are checked while planning (tests/graph.rs, tests/errors.rs).
+
+mod common;
+use common::*;
+use wgpu_ops::graph::Attr;
+use wgpu_ops::{reference, DType, Error, Graph, HostTensor, Node, Session, Tensor};
+
+fn i64s(shape: &[usize], v: &[i64]) -> HostTensor {
+    HostTensor::from_vec(shape.to_vec(), v).unwrap()
+}
+
+fn f32s(shape: &[usize], v: &[f32]) -> HostTensor {
+    HostTensor::from_vec(shape.to_vec(), v).unwrap()
+}
+
+/// `graph` with input `i` (i64, the shape of `given`) shifted by `shift` on the GPU into `at`.
+fn shifted(graph: Graph, shape: &[usize], shift: i64) -> Graph {
+    graph
+        .input(
+            "i",
+            DType::I64,
+            &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+        )
+        .constant("shift", i64s(&[], &[shift]))
+        .node(
+            Node::new("Add", "shift")
+                .inputs(["i", "shift"])
+                .outputs(["at"]),
+        )
+}
+
+/// Runs `graph` on the GPU and in the CPU interpreter; returns the GPU's error line, checked
+/// to be an index out of range, one line, and an error of the interpreter too.
+fn refused(graph: Graph, inputs: Vec<(String, HostTensor)>) -> String {
+    assert!(
+        reference::graph::run_graph(&graph, &inputs, &Default::default()).is_err(),
+        "the interpreter must refuse it too"
+    );
+    let session = Session::new(ctx(), graph).unwrap();
+    let e = session.run_blocking(inputs).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfRange { .. }), "{e:?}");
+    let line = e.to_string();
+    assert!(!line.contains('\n'), "{line}");
+    line
+}
+
+fn gather_graph(op: &str, data: HostTensor, axis: i64, indices: &[usize], shift: i64) -> Graph {
+    shifted(Graph::new(), indices, shift)
+        .constant("data", data)
+        .node(
+            Node::new(op, "pick")
+                .inputs(["data", "at"])
+                .outputs(["y"])
+                .attr("axis", Attr::Int(axis)),
+        )
+        .output("y")
+}
+
+#[test]
+fn gathers_report_an_index_computed_out_of_range() {
+    let data = f32s(&[3, 4], &(0..12).map(|v| v as f32).collect::<Vec<_>>());
+    // Gather along axis 1 (of 4): element 2 of the shifted indices is 1 + 4 = 5.
+    let g = gather_graph("Gather", data.clone(), 1, &[3], 4);
+    let inputs = vec![("i".to_string(), i64s(&[3], &[-4, -5, 1]))];
+    let line = refused(g, inputs);
+    assert_eq!(
+        line,
+        "node 'pick': Gather: index 5 (element 2 of indices, computed on the GPU) is out of range for axis 1 of size 4"
+    );
+    // Negative beyond the axis, and a value that does not fit in 32 bits.
+    for (given, value, element) in [(-13i64, -9i64, 1usize), ((1 << 33) - 4, 1 << 33, 1)] {
+        let g = gather_graph("Gather", data.clone(), 0, &[2], 4);
+        let inputs = vec![("i".to_string(), i64s(&[2], &[-2, given]))];
+        let line = refused(g, inputs);
+        assert!(
+            line.contains(&format!("index {value} (element {element} of indices")),
+            "{line}"
+        );
+        assert!(line.contains("axis 0 of size 3"), "{line}");
+    }
+    // GatherElements: the position is the element's in the indices.
+    let g = gather_graph("GatherElements", data.clone(), 0, &[1, 4], 0);
+    let inputs = vec![("i".to_string(), i64s(&[1, 4], &[0, 2, -3, 3]))];
+    let line = refused(g, inputs);
+    assert_eq!(
+        line,
+        "node 'pick': GatherElements: index 3 (element 3 of indices, computed on the GPU) is out of range for axis 0 of size 3"
+    );
+}
+
+#[test]
+fn gathers_of_indices_computed_in_range_run_as_the_interpreter() {
+    let data = f32s(&[3, 4], &(0..12).map(|v| v as f32).collect::<Vec<_>>());
+    for (op, axis, shape, given) in [
+        ("Gather", 1, vec![3], vec![-8i64, -5, -2]),
+        ("Gather", 0, vec![2, 2], vec![-4, -6, -5, -4]),
+        (
+            "GatherElements",
+            1,
+            vec![3, 2],
+            vec![-4, -1, -3, -2, -4, -4],
+        ),
+    ] {
+        let g = gather_graph(op, data.clone(), axis, &shape, 4);
+        let inputs = vec![("i".to_string(), i64s(&shape, &given))];
+        let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+        // A context of its own: its buffer count is the session's alone.
+        let ctx = own_ctx();
+        let session = Session::new(&ctx, g).unwrap();
+        let got = session.run_blocking(inputs.clone()).unwrap();
+        assert_eq!(got[0].1, want[0], "{op}");
+        // A fault of one run is not the next one's, and a run after a run makes no buffers
+        // (the fault buffer is the last run's, zeroed).
+        let mut bad = inputs[0].1.clone();
+        bad.data[..8].copy_from_slice(&100i64.to_le_bytes());
+        let e = session
+            .run_blocking(vec![("i".to_string(), bad)])
+            .unwrap_err();
+        assert!(matches!(e, Error::IndexOutOfRange { .. }), "{op}: {e}");
+        let got = session.run_blocking(inputs.clone()).unwrap();
+        assert_eq!(got[0].1, want[0], "{op}");
+        let before = ctx.stats().buffers_created;
+        let got = session.run_blocking(inputs).unwrap();
+        assert_eq!(got[0].1, want[0], "{op}");
+        assert_eq!(ctx.stats().buffers_created, before, "{op}");
+    }
+}
+
+#[test]
+fn gather_nd_reports_a_tuple_out_of_range_on_one_axis() {
+    // [0, 5] on data [3, 4] is row 5 of the flattened data, in range there, but its second
+    // entry is past axis 1: it must not read element [1, 1].
+    let data = f32s(&[3, 4], &(0..12).map(|v| v as f32).collect::<Vec<_>>());
+    let g = shifted(Graph::new(), &[2, 2], 1)
+        .constant("data", data.clone())
+        .node(
+            Node::new("GatherND", "nd")
+                .inputs(["data", "at"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let inputs = vec![("i".to_string(), i64s(&[2, 2], &[1, 2, -1, 4]))];
+    let line = refused(g.clone(), inputs);
+    assert_eq!(
+        line,
+        "node 'nd': GatherND: tuple 1 of indices (computed on the GPU) is out of range for data's axes from 0 on, of sizes [3, 4]"
+    );
+    // In range (negative entries too), it gathers as the interpreter does.
+    let inputs = vec![("i".to_string(), i64s(&[2, 2], &[1, -2, -4, -5]))];
+    let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+    let got = Session::new(ctx(), g)
+        .unwrap()
+        .run_blocking(inputs)
+        .unwrap();
+    assert_eq!(got[0].1, want[0]);
+    assert_eq!(got[0].1.to_vec::<f32>().unwrap(), vec![11.0, 0.0]);
+}
+
+#[test]
+fn scatters_report_an_index_computed_out_of_range() {
+    let data = f32s(&[3, 4], &[0.0; 12]);
+    let g = shifted(Graph::new(), &[2, 2], 1)
+        .constant("data", data.clone())
+        .constant("updates", f32s(&[2, 2], &[1.0, 2.0, 3.0, 4.0]))
+        .node(
+            Node::new("ScatterElements", "put")
+                .inputs(["data", "at", "updates"])
+                .outputs(["y"])
+                .attr("axis", Attr::Int(1)),
+        )
+        .output("y");
+    let inputs = vec![("i".to_string(), i64s(&[2, 2], &[0, 1, 3, -6]))];
+    let line = refused(g, inputs);
+    assert_eq!(
+        line,
+        "node 'put': ScatterElements: index 4 (element 2 of indices, computed on the GPU) is out of range for axis 1 of size 4"
+    );
+    // ScatterND: the entry of the tuple that is out of range, and its axis.
+    let g = shifted(Graph::new(), &[2, 2], 0)
+        .constant("data", data)
+        .constant("updates", f32s(&[2], &[1.0, 2.0]))
+        .node(
+            Node::new("ScatterND", "put")
+                .inputs(["data", "at", "updates"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let inputs = vec![("i".to_string(), i64s(&[2, 2], &[2, 3, -1, -5]))];
+    let line = refused(g, inputs);
+    assert_eq!(
+        line,
+        "node 'put': ScatterND: index -5 (entry 1 of tuple 1 of indices, computed on the GPU) is out of range for axis 1 of size 4"
+    );
+}
+
+#[test]
+fn an_index_out_of_range_in_a_scan_body_names_the_scan() {
+    // Each iteration gathers row `t + shift` of the table: the third is past it.
+    // The body reads `table` from the enclosing graph.
+    let body = Graph::new()
+        .input("acc", DType::F32, &[Some(2)])
+        .input("t", DType::I64, &[])
+        .node(
+            Node::new("Gather", "row")
+                .inputs(["table", "t"])
+                .outputs(["r"])
+                .attr("axis", Attr::Int(0)),
+        )
+        .node(
+            Node::new("Add", "sum")
+                .inputs(["acc", "r"])
+                .outputs(["acc2"]),
+        )
+        .output("acc2");
+    let g = shifted(Graph::new(), &[4], 0)
+        .constant("acc0", f32s(&[2], &[0.0, 0.0]))
+        .constant("table", f32s(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
+        .node(
+            Node::new("Scan", "loop")
+                .inputs(["acc0", "at"])
+                .outputs(["total"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("total");
+    let inputs = vec![("i".to_string(), i64s(&[4], &[0, 2, 3, 1]))];
+    let line = refused(g.clone(), inputs);
+    assert_eq!(
+        line,
+        "node 'loop': node 'row': Gather: index 3 (element 0 of indices, computed on the GPU) is out of range for axis 0 of size 3"
+    );
+    let inputs = vec![("i".to_string(), i64s(&[4], &[0, 2, -1, 1]))];
+    let got = Session::new(ctx(), g)
+        .unwrap()
+        .run_blocking(inputs)
+        .unwrap();
+    assert_eq!(got[0].1.to_vec::<f32>().unwrap(), vec![14.0, 18.0]);
+}
+
+#[test]
+fn a_shape_read_back_after_an_index_out_of_range_reports_the_index() {
+    // The Reshape's shape is gathered from a table by an index on the GPU: reading it back
+    // to plan the Reshape finds the fault first, instead of planning with the zeros it read.
+    let g = Graph::new()
+        .input("at", DType::I64, &[Some(2)])
+        .input("x", DType::F32, &[Some(6)])
+        .constant("dims", i64s(&[3], &[2, 3, 6]))
+        .node(
+            Node::new("Gather", "dims_of")
+                .inputs(["dims", "at"])
+                .outputs(["shape"])
+                .attr("axis", Attr::Int(0)),
+        )
+        .node(
+            Node::new("Reshape", "fold")
+                .inputs(["x", "shape"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let session = Session::new(ctx(), g).unwrap();
+    let x = Tensor::from_host(ctx(), &f32s(&[6], &[1.0; 6])).unwrap();
+    let run = |at: &[i64]| {
+        let at = Tensor::from_host(ctx(), &i64s(&[2], at)).unwrap();
+        session.run_tensors_blocking(vec![("at".to_string(), at), ("x".to_string(), x.clone())])
+    };
+    let e = run(&[3, 0]).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfRange { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "node 'dims_of': Gather: index 3 (element 0 of indices, computed on the GPU) is out of range for axis 0 of size 3"
+    );
+    let y = run(&[0, -2]).unwrap();
+    assert_eq!(y[0].1.shape(), &[2, 3]);
+}
+
+#[test]
+fn run_tensors_leaves_the_check_to_check_gpu_indices() {
+    let data = f32s(&[4], &[1.0, 2.0, 3.0, 4.0]);
+    let g = Graph::new()
+        .input("i", DType::I64, &[Some(2)])
+        .constant("data", data)
+        .node(
+            Node::new("Gather", "pick")
+                .inputs(["data", "i"])
+                .outputs(["y"])
+                .attr("axis", Attr::Int(0)),
+        )
+        .output("y");
+    let session = Session::new(ctx(), g).unwrap();
+    let run = |given: &[i64]| {
+        let i = Tensor::from_host(ctx(), &i64s(&[2], given)).unwrap();
+        session
+            .run_tensors_blocking(vec![("i".to_string(), i)])
+            .unwrap()
+    };
+    // No check, no wait: the run returns its outputs, the check reports the fault.
+    let out = run(&[1, 7]);
+    let e = session.check_gpu_indices_blocking().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "node 'pick': Gather: index 7 (element 1 of indices, computed on the GPU) is out of range for axis 0 of size 4"
+    );
+    assert_eq!(
+        out[0]
+            .1
+            .to_host_blocking()
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![2.0, 0.0]
+    );
+    // A run in range is clean (the fault does not carry over from the last run).
+    let out = run(&[-1, 0]);
+    session.check_gpu_indices_blocking().unwrap();
+    assert_eq!(
+        out[0]
+            .1
+            .to_host_blocking()
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![4.0, 1.0]
+    );
+}

@@ -325,3 +325,115 @@ fn run_tensors_leaves_the_check_to_check_gpu_indices() {
         vec![4.0, 1.0]
     );
 }
+
+/// The value and position an index fault reports (`index V (element P of indices`).
+fn reported(e: &Error) -> (i64, usize) {
+    let line = e.to_string();
+    let at = line.find("index ").expect("an index") + 6;
+    let rest = &line[at..];
+    let value: i64 = rest[..rest.find(' ').unwrap()].parse().unwrap();
+    let at = rest.find("(element ").expect("a position") + 9;
+    let rest = &rest[at..];
+    let position: usize = rest[..rest.find(' ').unwrap()].parse().unwrap();
+    (value, position)
+}
+
+#[test]
+fn random_gathers_and_scatters_of_computed_indices_agree_with_the_interpreter() {
+    let (mut refused_both, mut ran) = (0, 0);
+    for seed in 0..90u64 {
+        let r = bytes(seed, 256);
+        let mut next = r.iter().map(|&b| b as usize).cycle();
+        let mut pick = |n: usize| next.next().unwrap() % n;
+        let op = ["Gather", "GatherElements", "ScatterElements"][seed as usize % 3];
+        let rank = 1 + pick(3);
+        let shape: Vec<usize> = (0..rank).map(|_| 1 + pick(4)).collect();
+        let axis = pick(rank);
+        let len = shape[axis] as i64;
+        let index_shape: Vec<usize> = match op {
+            "Gather" => (0..1 + pick(2)).map(|_| 1 + pick(4)).collect(),
+            _ => {
+                let mut s = shape.clone();
+                s[axis] = 1 + pick(4);
+                s
+            }
+        };
+        let n: usize = index_shape.iter().product();
+        // About one index in eight out of range, on either side, some far out.
+        let given: Vec<i64> = (0..n)
+            .map(|_| match pick(16) {
+                0 => len + pick(3) as i64,
+                1 => -len - 1 - pick(3) as i64,
+                _ => pick(2 * len as usize) as i64 - len,
+            })
+            .collect();
+        let i32_indices = pick(2) == 0;
+        let dtype = if i32_indices { DType::I32 } else { DType::I64 };
+        let as_dtype = |v: &[i64], shape: &[usize]| match i32_indices {
+            true => HostTensor::from_vec(
+                shape.to_vec(),
+                &v.iter().map(|&x| x as i32).collect::<Vec<_>>(),
+            )
+            .unwrap(),
+            false => i64s(shape, v),
+        };
+        let numel: usize = shape.iter().product();
+        let data = f32s(&shape, &(0..numel).map(|v| v as f32).collect::<Vec<_>>());
+        let mut g = Graph::new()
+            .input(
+                "i",
+                dtype,
+                &index_shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+            )
+            .constant("zero", as_dtype(&[0], &[]))
+            .constant("data", data)
+            .node(
+                Node::new("Add", "shift")
+                    .inputs(["i", "zero"])
+                    .outputs(["at"]),
+            );
+        let mut inputs_of = vec!["data", "at"];
+        if op == "ScatterElements" {
+            let updates: Vec<f32> = (0..n).map(|v| -(v as f32) - 1.0).collect();
+            g = g.constant("updates", f32s(&index_shape, &updates));
+            inputs_of.push("updates");
+        }
+        let g = g
+            .node(
+                Node::new(op, "op")
+                    .inputs(inputs_of)
+                    .outputs(["y"])
+                    .attr("axis", Attr::Int(axis as i64)),
+            )
+            .output("y");
+        let inputs = vec![("i".to_string(), as_dtype(&given, &index_shape))];
+        let what =
+            format!("seed {seed}: {op} on {shape:?} axis {axis}, indices {given:?} ({dtype})");
+        let want = reference::graph::run_graph(&g, &inputs, &Default::default());
+        let got = Session::new(ctx(), g).unwrap().run_blocking(inputs);
+        match (want, got) {
+            (Ok(want), Ok(got)) => {
+                assert_eq!(got[0].1, want[0], "{what}");
+                ran += 1;
+            }
+            (Err(_), Err(e)) => {
+                assert!(matches!(e, Error::IndexOutOfRange { .. }), "{what}: {e}");
+                let (value, position) = reported(&e);
+                assert_eq!(given[position], value, "{what}: {e}");
+                assert!(value < -len || value >= len, "{what}: {e}");
+                assert!(
+                    e.to_string()
+                        .contains(&format!("axis {axis} of size {len}")),
+                    "{e}"
+                );
+                refused_both += 1;
+            }
+            (want, got) => panic!("{what}: the interpreter gave {want:?}, the GPU {got:?}"),
+        }
+    }
+    // Both kinds of case were drawn.
+    assert!(
+        ran >= 20 && refused_both >= 20,
+        "{ran} ran, {refused_both} refused"
+    );
+}

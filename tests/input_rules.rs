@@ -367,6 +367,16 @@ fn cases() -> Vec<Case> {
     all.push(Case {
         domain: "ai.onnx.ml",
         ..case(
+            "Normalizer",
+            22,
+            vec![("X", f32s(&[2, 3, 4]))],
+            vec![string_attr("norm", "L2")],
+            "X has shape [2, 3, 4]; Normalizer takes [N, C] or [C]",
+        )
+    });
+    all.push(Case {
+        domain: "ai.onnx.ml",
+        ..case(
             "TreeEnsembleRegressor",
             22,
             vec![("X", f32s(&[2, 3]))],
@@ -521,6 +531,10 @@ fn inputs_that_keep_the_rules_run() {
             vec![],
             "",
         ),
+        Case {
+            domain: "ai.onnx.ml",
+            ..case("Normalizer", 22, vec![("X", f32s(&[3]))], vec![], "")
+        },
         Case {
             domain: "ai.onnx.ml",
             ..case(

@@ -81,6 +81,15 @@ pub(crate) fn check(node: &Node, inputs: &[Option<Input<'_>>]) -> Result<()> {
         "Momentum" => rules.optimizer("Momentum", &["X", "G", "V"]),
         "Adam" => rules.optimizer("Adam", &["X", "G", "V", "H"]),
         "OneHotEncoder" => rules.one_hot_encoder(),
+        // As onnxruntime: rows of features, or one row (the spec's forms).
+        "Normalizer" => match rules.get(0) {
+            Some(x) if x.shape.len() > 2 => Err(Error::invalid(
+                "Normalizer",
+                "X",
+                format!("X has shape {:?}; Normalizer takes [N, C] or [C]", x.shape),
+            )),
+            _ => Ok(()),
+        },
         "MatMulInteger" => {
             rules.integer_product("MatMulInteger", [0, 1], [None, Some(2), None, Some(3)])
         }

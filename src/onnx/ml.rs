@@ -413,6 +413,7 @@ fn normalizer(node: &Node) -> Result<Expansion> {
     let (x, y) = io(node)?;
     let norm = a.string("norm", "MAX")?;
     let mut b = Builder::new(node, &y);
+    b.check_inputs(node, "Normalizer", &[]);
     let xf = cast(&mut b, "x_f32", &x, "f32");
     let axes = b.i64s("axes", &[-1])?;
     let keep = [("keepdims", Attr::Int(1))];

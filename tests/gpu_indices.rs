@@ -437,3 +437,57 @@ fn random_gathers_and_scatters_of_computed_indices_agree_with_the_interpreter() 
         "{ran} ran, {refused_both} refused"
     );
 }
+
+/// A loss (an ONNX op the loader expands) of targets computed in the graph: an ignored target
+/// is not an index out of range, a class past the scores is, reported by the expansion's
+/// GatherElements, as onnxruntime reports it.
+#[test]
+fn a_loss_of_computed_targets_reports_a_class_out_of_range() {
+    use prost::Message;
+    use wgpu_ops::onnx::proto::{GraphProto, ModelProto, OperatorSetIdProto, ValueInfoProto};
+    use wgpu_ops::onnx::{onnx_code, Model};
+    let i64_code = onnx_code(DType::I64).unwrap();
+    let mut loss = common::onnx_proto::node("NegativeLogLikelihoodLoss", &["x", "tt"], &["loss"]);
+    loss.name = Some("loss".into());
+    loss.attribute = vec![common::onnx_proto::int_attr("ignore_index", -1)];
+    let graph = GraphProto {
+        node: vec![common::onnx_proto::node("Add", &["t", "z"], &["tt"]), loss],
+        input: vec![
+            common::onnx_proto::value("x", onnx_code(DType::F32).unwrap(), &[Some(3), Some(4)]),
+            common::onnx_proto::value("t", i64_code, &[Some(3)]),
+            common::onnx_proto::value("z", i64_code, &[]),
+        ],
+        output: vec![ValueInfoProto {
+            name: Some("loss".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let m = ModelProto {
+        ir_version: Some(9),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(18),
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    };
+    let model = Model::from_bytes(&m.encode_to_vec()).unwrap();
+    let session = model.session(ctx()).unwrap();
+    let x: Vec<f32> = (0..12).map(|v| v as f32 * 0.5).collect();
+    let run = |t: &[i64]| {
+        session.run_blocking(vec![
+            ("x".to_string(), f32s(&[3, 4], &x)),
+            ("t".to_string(), i64s(&[3], t)),
+            ("z".to_string(), i64s(&[], &[0])),
+        ])
+    };
+    // The mean of -x[0][1] and -x[2][3] (the second target ignored).
+    let got = run(&[1, -1, 3]).unwrap();
+    assert_eq!(got[0].1.to_vec::<f32>().unwrap(), vec![-(0.5 + 5.5) / 2.0]);
+    let e = run(&[1, -1, 7]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "node 'loss/picked': GatherElements: index 7 (element 2 of indices, computed on the GPU) is out of range for axis 1 of size 4"
+    );
+}

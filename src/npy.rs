@@ -83,12 +83,7 @@ fn parse(what: &str, bytes: &[u8]) -> Result<(String, Vec<usize>, Vec<u8>)> {
             ))
         }
     };
-    if file.order() == npyz::Order::Fortran && file.shape().iter().filter(|&&d| d > 1).count() > 1 {
-        return Err(file_error(
-            what,
-            "Fortran-order arrays are not supported; save in C order",
-        ));
-    }
+    let fortran = file.order() == npyz::Order::Fortran;
     let shape: Vec<usize> = file
         .shape()
         .iter()
@@ -98,7 +93,43 @@ fn parse(what: &str, bytes: &[u8]) -> Result<(String, Vec<usize>, Vec<u8>)> {
     file.into_inner()
         .read_to_end(&mut data)
         .map_err(|e| file_error(what, e))?;
+    // numpy saves an array that is contiguous in Fortran order (a transposed one) as it lies:
+    // its first axis varies fastest. Our tensors are in C order.
+    if fortran && shape.iter().filter(|&&d| d > 1).count() > 1 {
+        data = fortran_to_c(what, &shape, &data)?;
+    }
     Ok((descr, shape, data))
+}
+
+/// `data`, elements of `shape` in Fortran order (the first axis fastest), in C order.
+fn fortran_to_c(what: &str, shape: &[usize], data: &[u8]) -> Result<Vec<u8>> {
+    let n =
+        crate::host::checked_numel(shape).ok_or_else(|| file_error(what, "too many elements"))?;
+    if n == 0 || !data.len().is_multiple_of(n) {
+        // check_len reports the length that does not fit.
+        return Ok(data.to_vec());
+    }
+    let width = data.len() / n;
+    // The Fortran strides (in elements) of each axis.
+    let mut strides = vec![1usize; shape.len()];
+    for k in 1..shape.len() {
+        strides[k] = strides[k - 1] * shape[k - 1];
+    }
+    let mut out = Vec::with_capacity(data.len());
+    let mut at = vec![0usize; shape.len()];
+    for _ in 0..n {
+        let src = at.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>() * width;
+        out.extend_from_slice(&data[src..src + width]);
+        // The next position in C order: the last axis fastest.
+        for k in (0..shape.len()).rev() {
+            at[k] += 1;
+            if at[k] < shape[k] {
+                break;
+            }
+            at[k] = 0;
+        }
+    }
+    Ok(out)
 }
 
 /// Checks that `data` holds `shape` of `width`-byte elements.
@@ -280,6 +311,51 @@ pub fn write(path: &Path, t: &HostTensor) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A version 1.0 `.npy` file of `descr`, Fortran order, `shape` (a Python tuple's text)
+    /// and `data`.
+    fn fortran_file(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+        let mut header =
+            format!("{{'descr': '{descr}', 'fortran_order': True, 'shape': {shape}, }}");
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(data);
+        bytes
+    }
+
+    #[test]
+    fn fortran_order_files_read_in_c_order() {
+        // numpy.save of np.arange(24, dtype='<i2').reshape(2, 3, 4).T: a [4, 3, 2] array
+        // lying as the [2, 3, 4] one does, its first axis fastest.
+        let data: Vec<u8> = (0..24i16).flat_map(|v| v.to_le_bytes()).collect();
+        let t = from_bytes("t.npy", &fortran_file("<i2", "(4, 3, 2)", &data)).unwrap();
+        assert_eq!(t.shape, vec![4, 3, 2]);
+        let want: Vec<i16> = (0..4)
+            .flat_map(|i| {
+                (0..3).flat_map(move |j| (0..2).map(move |k| (k * 12 + j * 4 + i) as i16))
+            })
+            .collect();
+        assert_eq!(t.to_vec::<i16>().unwrap(), want);
+        // Strings: [["ab", "c"], ["d", "ef"]] in Fortran order lies as ab, d, c, ef.
+        let cells: Vec<u8> = ["ab", "d", "c", "ef"]
+            .iter()
+            .flat_map(|w| {
+                let mut cell: Vec<u32> = w.chars().map(|c| c as u32).collect();
+                cell.resize(2, 0);
+                cell.into_iter().flat_map(u32::to_le_bytes)
+            })
+            .collect();
+        let s = strings_from_bytes("s.npy", &fortran_file("<U2", "(2, 2)", &cells)).unwrap();
+        assert_eq!(s.values, vec!["ab", "c", "d", "ef"]);
+        // One axis longer than 1 lies alike in both orders.
+        let t = from_bytes("v.npy", &fortran_file("<i2", "(1, 3)", &data[..6])).unwrap();
+        assert_eq!(t.to_vec::<i16>().unwrap(), vec![0, 1, 2]);
+    }
 
     #[test]
     fn round_trip_every_dtype_and_rank_0() {

@@ -202,7 +202,7 @@ fn every_error_exits_1_with_one_line_and_no_output() {
                       {"op": "Gather", "name": "pick", "inputs": ["x", "at"], "outputs": ["y"], "attrs": {"axis": 1}}],
             "outputs": ["y"]}),
             vec![format!("x={x}")],
-            "computed on the GPU) is out of range for axis 1 of size 3",
+            "read on the GPU) is out of range for axis 1 of size 3",
         ),
         (
             "input dtype",

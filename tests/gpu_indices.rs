@@ -68,7 +68,7 @@ fn gathers_report_an_index_computed_out_of_range() {
     let line = refused(g, inputs);
     assert_eq!(
         line,
-        "node 'pick': Gather: index 5 (element 2 of indices, computed on the GPU) is out of range for axis 1 of size 4"
+        "node 'pick': Gather: index 5 (element 2 of indices, read on the GPU) is out of range for axis 1 of size 4"
     );
     // Negative beyond the axis, and a value that does not fit in 32 bits.
     for (given, value, element) in [(-13i64, -9i64, 1usize), ((1 << 33) - 4, 1 << 33, 1)] {
@@ -87,7 +87,7 @@ fn gathers_report_an_index_computed_out_of_range() {
     let line = refused(g, inputs);
     assert_eq!(
         line,
-        "node 'pick': GatherElements: index 3 (element 3 of indices, computed on the GPU) is out of range for axis 0 of size 3"
+        "node 'pick': GatherElements: index 3 (element 3 of indices, read on the GPU) is out of range for axis 0 of size 3"
     );
 }
 
@@ -146,7 +146,7 @@ fn gather_nd_reports_a_tuple_out_of_range_on_one_axis() {
     let line = refused(g.clone(), inputs);
     assert_eq!(
         line,
-        "node 'nd': GatherND: tuple 1 of indices (computed on the GPU) is out of range for data's axes from 0 on, of sizes [3, 4]"
+        "node 'nd': GatherND: tuple 1 of indices (read on the GPU) is out of range for data's axes from 0 on, of sizes [3, 4]"
     );
     // In range (negative entries too), it gathers as the interpreter does.
     let inputs = vec![("i".to_string(), i64s(&[2, 2], &[1, -2, -4, -5]))];
@@ -176,7 +176,7 @@ fn scatters_report_an_index_computed_out_of_range() {
     let line = refused(g, inputs);
     assert_eq!(
         line,
-        "node 'put': ScatterElements: index 4 (element 2 of indices, computed on the GPU) is out of range for axis 1 of size 4"
+        "node 'put': ScatterElements: index 4 (element 2 of indices, read on the GPU) is out of range for axis 1 of size 4"
     );
     // ScatterND: the entry of the tuple that is out of range, and its axis.
     let g = shifted(Graph::new(), &[2, 2], 0)
@@ -192,7 +192,7 @@ fn scatters_report_an_index_computed_out_of_range() {
     let line = refused(g, inputs);
     assert_eq!(
         line,
-        "node 'put': ScatterND: index -5 (entry 1 of tuple 1 of indices, computed on the GPU) is out of range for axis 1 of size 4"
+        "node 'put': ScatterND: index -5 (entry 1 of tuple 1 of indices, read on the GPU) is out of range for axis 1 of size 4"
     );
 }
 
@@ -230,7 +230,7 @@ fn an_index_out_of_range_in_a_scan_body_names_the_scan() {
     let line = refused(g.clone(), inputs);
     assert_eq!(
         line,
-        "node 'loop': node 'row': Gather: index 3 (element 0 of indices, computed on the GPU) is out of range for axis 0 of size 3"
+        "node 'loop': node 'row': Gather: index 3 (element 0 of indices, read on the GPU) is out of range for axis 0 of size 3"
     );
     let inputs = vec![("i".to_string(), i64s(&[4], &[0, 2, -1, 1]))];
     let got = Session::new(ctx(), g)
@@ -270,7 +270,7 @@ fn a_shape_read_back_after_an_index_out_of_range_reports_the_index() {
     assert!(matches!(e, Error::IndexOutOfRange { .. }), "{e:?}");
     assert_eq!(
         e.to_string(),
-        "node 'dims_of': Gather: index 3 (element 0 of indices, computed on the GPU) is out of range for axis 0 of size 3"
+        "node 'dims_of': Gather: index 3 (element 0 of indices, read on the GPU) is out of range for axis 0 of size 3"
     );
     let y = run(&[0, -2]).unwrap();
     assert_eq!(y[0].1.shape(), &[2, 3]);
@@ -301,7 +301,7 @@ fn run_tensors_leaves_the_check_to_check_gpu_indices() {
     let e = session.check_gpu_indices_blocking().unwrap_err();
     assert_eq!(
         e.to_string(),
-        "node 'pick': Gather: index 7 (element 1 of indices, computed on the GPU) is out of range for axis 0 of size 4"
+        "node 'pick': Gather: index 7 (element 1 of indices, read on the GPU) is out of range for axis 0 of size 4"
     );
     assert_eq!(
         out[0]
@@ -488,6 +488,6 @@ fn a_loss_of_computed_targets_reports_a_class_out_of_range() {
     let e = run(&[1, -1, 7]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "node 'loss/picked': GatherElements: index 7 (element 2 of indices, computed on the GPU) is out of range for axis 1 of size 4"
+        "node 'loss/picked': GatherElements: index 7 (element 2 of indices, read on the GPU) is out of range for axis 1 of size 4"
     );
 }

@@ -1,6 +1,7 @@
-//! Indices computed on the GPU that are out of range. A graph's Gather, GatherElements,
-//! GatherND, ScatterElements and ScatterND check the indices they know on the host while the
-//! graph is planned; those computed on the GPU are checked by the kernels that read them. The
+//! Indices on the GPU that are out of range. A graph's Gather, GatherElements, GatherND,
+//! ScatterElements, ScatterND and ArrayFeatureExtractor check the indices they know on the host
+//! while the graph is planned; those on the GPU (computed by the graph, or given as GPU tensors
+//! to `Session::run_tensors`) are checked by the kernels that read them. The
 //! first kernel invocation to find one out of range writes where (its site: the node and op),
 //! which element and its value into a small buffer of the recording, and the session reads
 //! it back with the run's outputs: no round trip of its own, no host check per op.
@@ -172,17 +173,17 @@ impl IndexFaults {
         let value = (i64::from(hi as i32) << 32) | i64::from(lo);
         let message = match &site.rule {
             IndexRule::Axis { axis, len } => format!(
-                "index {value} (element {position} of indices, computed on the GPU) is out of range for axis {axis} of size {len}"
+                "index {value} (element {position} of indices, read on the GPU) is out of range for axis {axis} of size {len}"
             ),
             IndexRule::Entries { shape } => {
                 let entry = entry as usize;
                 let len = shape.get(entry).copied().unwrap_or(0);
                 format!(
-                    "index {value} (entry {entry} of tuple {position} of indices, computed on the GPU) is out of range for axis {entry} of size {len}"
+                    "index {value} (entry {entry} of tuple {position} of indices, read on the GPU) is out of range for axis {entry} of size {len}"
                 )
             }
             IndexRule::Tuples { first, sizes } => format!(
-                "tuple {position} of indices (computed on the GPU) is out of range for data's axes from {first} on, of sizes {sizes:?}"
+                "tuple {position} of indices (read on the GPU) is out of range for data's axes from {first} on, of sizes {sizes:?}"
             ),
         };
         // ArrayFeatureExtractor's indices are its input Y.

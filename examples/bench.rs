@@ -533,6 +533,10 @@ fn main() {
         reduce_bandwidth(&ctx, &timer, &adapter, &out_dir);
         return;
     }
+    if args.iter().any(|a| a == "--gather-only") {
+        gather_bandwidth(&ctx, &timer, &adapter, &out_dir);
+        return;
+    }
     if args.iter().any(|a| a == "--pad-only") {
         pad_bandwidth(&ctx, &timer, &adapter, &out_dir);
         return;
@@ -2129,6 +2133,102 @@ fn reduce_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
 /// ONNX Pad on 16 MiB of output in each mode, on rows (the last axis padded, as a 1-D
 /// convolution's input is), on images (the two last axes, as a 2-D convolution's) and on
 /// every axis, for elements of 1, 4 and 8 bytes, against the copy of the output's bytes.
+/// ONNX Gather of rows at indices on the GPU (an embedding lookup) and GatherElements, each
+/// with the indices checked as a graph's node checks them and unchecked (the ops' own use),
+/// against a copy of the output's bytes.
+fn gather_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::path::Path) {
+    let bytes: u64 = 16 << 20;
+    let mut lines = vec![
+        format!("adapter: {adapter}"),
+        format!("timing: {}", timer.method()),
+        "ONNX Gather (axis 0, i64 indices of random rows) and GatherElements (axis 1, random i64 \
+         indices), 16 MiB of output; GB/s of output bytes read and written; checked = the \
+         indices checked as a graph's node checks them; copy = Recorder::copy_bytes of the \
+         output's bytes"
+            .to_string(),
+        format!(
+            "{:<34} {:>2} {:>10} {:>12} {:>10} {:>7} {:>9}",
+            "op, data", "w", "GB/s", "checked GB/s", "copy GB/s", "ratio", "checked/"
+        ),
+    ];
+    println!("{}", lines.join("\n"));
+    let random = |n: usize, below: usize, seed: u64| -> Vec<i64> {
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 33) % below as u64) as i64
+            })
+            .collect()
+    };
+    for w in [4u64, 1, 2, 8] {
+        let elems = (bytes / w) as usize;
+        // Rows of 256 and 4096 bytes: small and large embeddings.
+        for row_bytes in [256usize, 4096] {
+            for elements in [false, true] {
+                let row = row_bytes / w as usize;
+                let rows = elems / row;
+                let (shape, index_shape) = match elements {
+                    false => (vec![4096, row], vec![rows]),
+                    true => (vec![rows, row], vec![rows, row]),
+                };
+                let n: usize = shape.iter().product();
+                let data: Vec<u8> = (0..n * w as usize).map(|i| (i % 251) as u8).collect();
+                let host = HostTensor::from_bytes(dtype_of_width(w), shape.clone(), data).unwrap();
+                let x = Tensor::from_host(ctx, &host).unwrap();
+                let count: usize = index_shape.iter().product();
+                let below = if elements { row } else { 4096 };
+                let index = HostTensor::from_vec(index_shape, &random(count, below, w)).unwrap();
+                let index = Tensor::from_host(ctx, &index).unwrap();
+                let out_shape = vec![rows, row];
+                let y = Tensor::uninit(ctx, dtype_of_width(w), &out_shape).unwrap();
+                let copy = Tensor::uninit(ctx, dtype_of_width(w), &out_shape).unwrap();
+                let out_bytes = (rows * row) as u64 * w;
+                let gather = |rec: &mut Recorder| {
+                    let out = Out::into("y", &y);
+                    let y = match elements {
+                        false => rec.gather_to(&x, &index, 0, out),
+                        true => rec.gather_elements_to(&x, &index, 1, out),
+                    };
+                    y.unwrap();
+                };
+                let mut unchecked = |rec: &mut Recorder| gather(rec);
+                let mut checked = |rec: &mut Recorder| {
+                    rec.checking_indices(|rec| {
+                        gather(rec);
+                        Ok(())
+                    })
+                    .unwrap()
+                };
+                let mut copy_run = |rec: &mut Recorder| {
+                    rec.copy_bytes(&y, 0, &copy, 0, out_bytes.div_ceil(4) * 4)
+                        .unwrap();
+                };
+                let t = timer.median_set(
+                    ctx,
+                    2,
+                    5,
+                    &mut [&mut unchecked, &mut checked, &mut copy_run],
+                );
+                let rate = |t: f64| 2.0 * out_bytes as f64 / t / 1e9;
+                let (plain, check, copy) = (rate(t[0]), rate(t[1]), rate(t[2]));
+                let op = if elements { "GatherElements" } else { "Gather" };
+                let label = format!("{op} {shape:?}");
+                let line = format!(
+                    "{label:<34} {w:>2} {plain:>10.2} {check:>12.2} {copy:>10.2} {:>7.2} {:>9.2}",
+                    plain / copy,
+                    check / plain
+                );
+                println!("{line}");
+                lines.push(line);
+            }
+        }
+    }
+    std::fs::write(out_dir.join("gather.txt"), lines.join("\n") + "\n").unwrap();
+}
+
 fn pad_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::path::Path) {
     use wgpu_ops::kernels::pad::PadMode;
     let bytes: u64 = 16 << 20;

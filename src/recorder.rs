@@ -292,11 +292,9 @@ impl Recorder {
 
     /// Records `f` with the index kernels it records checking the indices they read (the
     /// graph's index ops, whose indices out of range are the user's error; see
-    /// [`IndexFaults`]).
-    pub(crate) fn checking_indices<T>(
-        &mut self,
-        f: impl FnOnce(&mut Recorder) -> Result<T>,
-    ) -> Result<T> {
+    /// [`IndexFaults`]). Public for the benchmark's cost of the check (`examples/bench.rs`).
+    #[doc(hidden)]
+    pub fn checking_indices<T>(&mut self, f: impl FnOnce(&mut Recorder) -> Result<T>) -> Result<T> {
         let was = self.index_checks.set_checking(true);
         let result = f(self);
         self.index_checks.set_checking(was);

@@ -681,10 +681,17 @@ fn max_and_min_of_nothing_are_the_types_ends() {
     }
 }
 
-/// Gather on `d` along each axis, by i32 and i64 indices (negative ones too), bit for bit.
+/// Gather on `d` along each axis, by i32 and i64 indices (negative ones too), bit for bit;
+/// rows of 8 and 32 elements take the kernel that moves whole 16-byte quads for every width
+/// (or most), those of 5 and 20 the element kernel.
 fn gather_on(d: DType) {
+    let rows = shaped(values(d, 96, 4), &[3, 4, 8]);
     let data = shaped(values(d, 60, 4), &[3, 4, 5]);
-    for axis in [0i64, 1, 2, -1] {
+    for (data, axis) in [0i64, 1, 2, -1]
+        .map(|a| (data.clone(), a))
+        .into_iter()
+        .chain([(rows.clone(), 0), (rows, 1)])
+    {
         let dim = data.shape[axis.rem_euclid(3) as usize] as i64;
         let picks: Vec<i64> = vec![0, dim - 1, -1, -dim, 1, 1];
         let i64s = HostTensor::from_vec(vec![2, 3], &picks).unwrap();

@@ -6,6 +6,17 @@ use crate::{DType, Recorder, Result, Tensor};
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct GatherRowsParams {
+    quads: u32,
+    row_quads: u32,
+    indices: u32,
+    axis_dim: u32,
+    site: u32,
+    pad: [u32; 3],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct GatherIndexParams {
     count: u32,
     units: u32,
@@ -48,6 +59,10 @@ impl Recorder {
             return Err(super::operands::too_many(op, "the data or output", count));
         }
         let elem = data.dtype().size() as u32;
+        let row_bytes = inner.max(1) as u64 * u64::from(elem);
+        if elements.is_none() && row_bytes.is_multiple_of(16) {
+            return self.gather_rows_into(op, data, indices, axis_dim, row_bytes / 16, rule, out);
+        }
         let lanes = (4 / elem).max(1) as u64;
         let units = count.div_ceil(lanes);
         let wg = ctx.workgroup_size();
@@ -77,6 +92,49 @@ impl Recorder {
             faults.storage().bind_whole(),
         ];
         let grid = grid_for(&ctx, op, units, wg)?;
+        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+    }
+
+    /// Gather (not GatherElements) of rows of `row_quads` 16-byte quads each: a quad per
+    /// invocation (`shaders/gather_rows.wgsl`).
+    #[allow(clippy::too_many_arguments)]
+    fn gather_rows_into(
+        &mut self,
+        op: &'static str,
+        data: &Tensor,
+        indices: &Tensor,
+        axis_dim: usize,
+        row_quads: u64,
+        rule: crate::recorder::IndexRule,
+        out: &Tensor,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let quads = out.byte_len() / 16;
+        if quads > u64::from(u32::MAX) || data.byte_len() / 16 > u64::from(u32::MAX) {
+            return Err(super::operands::too_many(op, "the data or output", quads));
+        }
+        let wg = ctx.workgroup_size();
+        let kernel = Kernel::GatherRows {
+            index64: indices.dtype() == DType::I64,
+            workgroup_size: wg,
+        };
+        let pipeline = ctx.pipeline(&kernel)?;
+        let (site, faults) = self.index_site(op, rule)?;
+        let params = GatherRowsParams {
+            quads: quads as u32,
+            row_quads: row_quads as u32,
+            indices: indices.numel().max(1) as u32,
+            axis_dim: axis_dim as u32,
+            site,
+            pad: [0; 3],
+        };
+        let bindings = [
+            data.storage().bind_whole(),
+            indices.storage().bind_whole(),
+            out.storage().bind_whole(),
+            faults.storage().bind_whole(),
+        ];
+        let grid = grid_for(&ctx, op, quads, wg)?;
         self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
     }
 }

@@ -109,6 +109,7 @@ const BLOCK_REMAP: &str = concat!(
     include_str!("../../shaders/divide.inc")
 );
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
+const GATHER_ROWS: &str = include_str!("../../shaders/gather_rows.wgsl");
 const PAD: &str = concat!(
     include_str!("../../shaders/pad.wgsl"),
     "\n",
@@ -214,6 +215,8 @@ pub enum Kernel {
         elements: bool,
         workgroup_size: u32,
     },
+    /// `gather_rows.wgsl`: ONNX Gather of rows of whole 16-byte quads, a quad per invocation.
+    GatherRows { index64: bool, workgroup_size: u32 },
     /// `scatter.wgsl`: ONNX ScatterElements and ScatterND merging updates by `reduction` on
     /// `dtype` (replacing: one kernel per element size, see [`scatter::kernel_dtype`]).
     Scatter {
@@ -432,6 +435,12 @@ impl Kernel {
             }
             for elem_bytes in [1u32, 2, 4, 8] {
                 for index64 in [false, true] {
+                    if elem_bytes == 4 {
+                        out.push(Kernel::GatherRows {
+                            index64,
+                            workgroup_size,
+                        });
+                    }
                     for elements in [false, true] {
                         out.push(Kernel::GatherIndex {
                             elem_bytes,
@@ -645,6 +654,7 @@ impl Kernel {
             Kernel::CumSum { .. } => "cumsum.wgsl",
             Kernel::TopK { .. } => "topk.wgsl",
             Kernel::GatherIndex { .. } => "gather_index.wgsl",
+            Kernel::GatherRows { .. } => "gather_rows.wgsl",
             Kernel::Pad { .. } => "pad.wgsl",
             Kernel::Scatter { .. } => "scatter.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
@@ -671,6 +681,7 @@ impl Kernel {
             Kernel::GatherIndex { .. } => {
                 format!("{GATHER_INDEX}\n{PACKED_ELEMENTS}\n{INDEX_FAULTS}").into()
             }
+            Kernel::GatherRows { .. } => format!("{GATHER_ROWS}\n{INDEX_FAULTS}").into(),
             Kernel::Pad { .. } => PAD.into(),
             Kernel::Scatter {
                 dtype,
@@ -862,6 +873,13 @@ impl Kernel {
                 ("ELEM_BYTES", elem_bytes),
                 ("INDEX_64", u32::from(index64)),
                 ("ELEMENTS", u32::from(elements)),
+                ("WORKGROUP_SIZE", workgroup_size),
+            ],
+            Kernel::GatherRows {
+                index64,
+                workgroup_size,
+            } => vec![
+                ("INDEX_64", u32::from(index64)),
                 ("WORKGROUP_SIZE", workgroup_size),
             ],
             Kernel::Scatter {
@@ -1069,6 +1087,7 @@ impl KernelSpec for Kernel {
             Kernel::Gather { .. }
             | Kernel::BlockRemap { .. }
             | Kernel::GatherIndex { .. }
+            | Kernel::GatherRows { .. }
             | Kernel::Pad { .. }
             | Kernel::Copy { .. }
             | Kernel::LinearAttention { .. }
@@ -1218,7 +1237,7 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
             ],
             // The fourth: the index faults' buffer (see `recorder::IndexFaults`).
-            Kernel::GatherIndex { .. } | Kernel::Scatter { .. } => &[
+            Kernel::GatherIndex { .. } | Kernel::GatherRows { .. } | Kernel::Scatter { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,
                 Binding::StorageRead,

@@ -1,0 +1,70 @@
+// ONNX Gather where each picked row (the elements after the axis) is whole 16-byte quads: an
+// embedding lookup's layout. Output quad q lies in row t = q / row_quads, which is index
+// j = t % indices of outer slice t / indices, and copies quad q % row_quads of the data row
+// that index picks: one index read and one vec4 moved per invocation, where the element
+// kernel (gather_index.wgsl) computes every element's index. Indices are i32 or i64 (word
+// pairs), negative ones count from the end; one still out of range gives a zero quad and is
+// reported where the kernel has a site (index_faults.inc, appended).
+
+// Indices are i64 (two words each), else i32.
+override INDEX_64: bool = false;
+override WORKGROUP_SIZE: u32 = 64u;
+
+struct Params {
+    // Output quads, quads per row, the indices' count and the data's length along the axis.
+    quads: u32,
+    row_quads: u32,
+    indices: u32,
+    axis_dim: u32,
+    // Where an index out of range is reported (0: it is not).
+    site: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> src: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> index_words: array<u32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<vec4<u32>>;
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let q = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if q >= params.quads {
+        return;
+    }
+    let t = q / params.row_quads;
+    let c = q - t * params.row_quads;
+    let j = t % params.indices;
+    let outer = t / params.indices;
+    var index: i32;
+    var hi: u32;
+    if INDEX_64 {
+        index = bitcast<i32>(index_words[2u * j]);
+        hi = index_words[2u * j + 1u];
+    } else {
+        index = bitcast<i32>(index_words[j]);
+        hi = select(0u, 0xffffffffu, index < 0);
+    }
+    let lo = bitcast<u32>(index);
+    // Only values that fit in i32 can be in range.
+    var valid = hi == select(0u, 0xffffffffu, index < 0);
+    if index < 0 {
+        index += i32(params.axis_dim);
+    }
+    valid = valid && index >= 0 && u32(index) < params.axis_dim;
+    if !valid {
+        // The row's first quad reports it (its other quads would report the same index).
+        if c == 0u {
+            report_fault(params.site, j, lo, hi, 0u);
+        }
+        dst[q] = vec4<u32>(0u);
+        return;
+    }
+    dst[q] = src[(outer * params.axis_dim + u32(index)) * params.row_quads + c];
+}

@@ -40,23 +40,17 @@ fn element(e: u32) -> vec2<u32> {
     let j = t % params.indices;
     let outer = t / params.indices;
     let at = select(j, e, ELEMENTS);
-    var index: i32;
+    var lo: u32;
     var hi: u32;
     if INDEX_64 {
-        index = bitcast<i32>(index_words[2u * at]);
+        lo = index_words[2u * at];
         hi = index_words[2u * at + 1u];
     } else {
-        index = bitcast<i32>(index_words[at]);
-        hi = select(0u, 0xffffffffu, index < 0);
+        lo = index_words[at];
+        hi = select(0u, 0xffffffffu, bitcast<i32>(lo) < 0);
     }
-    let lo = bitcast<u32>(index);
-    // Only values that fit in i32 can be in range.
-    var valid = hi == select(0u, 0xffffffffu, index < 0);
+    let index = index_within(lo, hi, params.axis_dim);
     if index < 0 {
-        index += i32(params.axis_dim);
-    }
-    valid = valid && index >= 0 && u32(index) < params.axis_dim;
-    if !valid {
         report_fault(params.site, at, lo, hi, 0u);
         return vec2<u32>(0u, 0u);
     }

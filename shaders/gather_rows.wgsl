@@ -42,23 +42,17 @@ fn main(
     let c = q - t * params.row_quads;
     let j = t % params.indices;
     let outer = t / params.indices;
-    var index: i32;
+    var lo: u32;
     var hi: u32;
     if INDEX_64 {
-        index = bitcast<i32>(index_words[2u * j]);
+        lo = index_words[2u * j];
         hi = index_words[2u * j + 1u];
     } else {
-        index = bitcast<i32>(index_words[j]);
-        hi = select(0u, 0xffffffffu, index < 0);
+        lo = index_words[j];
+        hi = select(0u, 0xffffffffu, bitcast<i32>(lo) < 0);
     }
-    let lo = bitcast<u32>(index);
-    // Only values that fit in i32 can be in range.
-    var valid = hi == select(0u, 0xffffffffu, index < 0);
+    let index = index_within(lo, hi, params.axis_dim);
     if index < 0 {
-        index += i32(params.axis_dim);
-    }
-    valid = valid && index >= 0 && u32(index) < params.axis_dim;
-    if !valid {
         // The row's first quad reports it (its other quads would report the same index).
         if c == 0u {
             report_fault(params.site, j, lo, hi, 0u);

@@ -57,24 +57,18 @@ fn combine(old: vec2<u32>, v: vec2<u32>) -> vec2<u32> { return v; } // COMBINE
 // Index j (an element of the index tensor) against a length: the position, or -1 (reported
 // as element `position` of the indices, or entry `entry` of tuple `position` for ScatterND).
 fn index_at(j: u32, len: u32, position: u32, entry: u32) -> i32 {
-    var index: i32;
+    var lo: u32;
     var hi: u32;
     if params.index64 != 0u {
-        index = bitcast<i32>(index_words[2u * j]);
+        lo = index_words[2u * j];
         hi = index_words[2u * j + 1u];
     } else {
-        index = bitcast<i32>(index_words[j]);
-        hi = select(0u, 0xffffffffu, index < 0);
+        lo = index_words[j];
+        hi = select(0u, 0xffffffffu, bitcast<i32>(lo) < 0);
     }
-    let lo = bitcast<u32>(index);
-    var valid = hi == select(0u, 0xffffffffu, index < 0);
+    let index = index_within(lo, hi, len);
     if index < 0 {
-        index += i32(len);
-    }
-    valid = valid && index >= 0 && u32(index) < len;
-    if !valid {
         report_fault(params.site, position, lo, hi, entry);
-        return -1;
     }
     return index;
 }

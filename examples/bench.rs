@@ -2196,7 +2196,7 @@ fn gather_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
                 };
                 let mut unchecked = |rec: &mut Recorder| gather(rec);
                 let mut checked = |rec: &mut Recorder| {
-                    rec.checking_indices(|rec| {
+                    rec.checking_indices("indices", |rec| {
                         gather(rec);
                         Ok(())
                     })

@@ -292,10 +292,15 @@ impl Recorder {
 
     /// Records `f` with the index kernels it records checking the indices they read (the
     /// graph's index ops, whose indices out of range are the user's error; see
-    /// [`IndexFaults`]). Public for the benchmark's cost of the check (`examples/bench.rs`).
+    /// [`IndexFaults`]); `input` names the op's input that holds them. Public for the
+    /// benchmark's cost of the check (`examples/bench.rs`).
     #[doc(hidden)]
-    pub fn checking_indices<T>(&mut self, f: impl FnOnce(&mut Recorder) -> Result<T>) -> Result<T> {
-        let was = self.index_checks.set_checking(true);
+    pub fn checking_indices<T>(
+        &mut self,
+        input: &'static str,
+        f: impl FnOnce(&mut Recorder) -> Result<T>,
+    ) -> Result<T> {
+        let was = self.index_checks.set_checking(Some(input));
         let result = f(self);
         self.index_checks.set_checking(was);
         result

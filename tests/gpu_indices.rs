@@ -491,3 +491,23 @@ fn a_loss_of_computed_targets_reports_a_class_out_of_range() {
         "node 'loss/picked': GatherElements: index 7 (element 2 of indices, read on the GPU) is out of range for axis 1 of size 4"
     );
 }
+
+/// ArrayFeatureExtractor's indices are its input Y: the report names that input.
+#[test]
+fn array_feature_extractor_names_its_input_y() {
+    let data = f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let g = shifted(Graph::new(), &[2], 1)
+        .constant("X", data)
+        .node(
+            Node::new("ai.onnx.ml.ArrayFeatureExtractor", "pick")
+                .inputs(["X", "at"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let inputs = vec![("i".to_string(), i64s(&[2], &[-1, 2]))];
+    let line = refused(g, inputs);
+    assert_eq!(
+        line,
+        "node 'pick': ArrayFeatureExtractor: index 3 (element 1 of Y, read on the GPU) is out of range for axis 1 of size 3"
+    );
+}

@@ -2028,7 +2028,7 @@ static GATHER_ND: OpDef = OpDef {
             )?;
         }
         let out = args.out(0);
-        let y = checking_gpu_indices(rec, args, 1, |rec| {
+        let y = checking_gpu_indices(rec, args, (1, "indices"), |rec| {
             rec.gather_nd_to(&data, &indices, batch_dims, out)
         })?;
         Ok(vec![y])
@@ -2729,18 +2729,18 @@ fn check_known_indices(
     Ok(())
 }
 
-/// Records `f` with its index kernels reporting an index of input `k` out of range after the
-/// run where the indices are computed on the GPU (those known on the host are checked while
+/// Records `f` with its index kernels reporting an index of input `k` (called `input`) out of
+/// range after the run where the indices are on the GPU (those known on the host are checked while
 /// the graph is planned; see `crate::recorder::IndexFaults`).
 fn checking_gpu_indices<T>(
     rec: &mut Recorder,
     args: &NodeArgs,
-    k: usize,
+    (k, input): (usize, &'static str),
     f: impl FnOnce(&mut Recorder) -> Result<T>,
 ) -> Result<T> {
     match args.host_value(k) {
         Some(_) => f(rec),
-        None => rec.checking_indices(f),
+        None => rec.checking_indices(input, f),
     }
 }
 
@@ -2756,7 +2756,7 @@ static GATHER: OpDef = OpDef {
         check_known_indices(args, 1, &data, axis, "Gather", "indices")?;
         let indices = args.tensor(1, "indices")?;
         let out = args.out(0);
-        let y = checking_gpu_indices(rec, args, 1, |rec| {
+        let y = checking_gpu_indices(rec, args, (1, "indices"), |rec| {
             rec.gather_to(&data, &indices, axis, out)
         })?;
         Ok(vec![y])
@@ -2775,7 +2775,7 @@ static GATHER_ELEMENTS: OpDef = OpDef {
         check_known_indices(args, 1, &data, axis, "GatherElements", "indices")?;
         let indices = args.tensor(1, "indices")?;
         let out = args.out(0);
-        let y = checking_gpu_indices(rec, args, 1, |rec| {
+        let y = checking_gpu_indices(rec, args, (1, "indices"), |rec| {
             rec.gather_elements_to(&data, &indices, axis, out)
         })?;
         Ok(vec![y])
@@ -2805,7 +2805,7 @@ fn scatter_elements(rec: &mut Recorder, args: &NodeArgs, op: &'static str) -> Re
     let updates = args.tensor(2, "updates")?;
     let reduction = scatter_reduction(args, op)?;
     let out = args.out(0);
-    let y = checking_gpu_indices(rec, args, 1, |rec| {
+    let y = checking_gpu_indices(rec, args, (1, "indices"), |rec| {
         rec.scatter_elements_to(&data, &indices, &updates, axis, reduction, out)
     })?;
     Ok(vec![y])
@@ -2862,7 +2862,7 @@ static SCATTER_ND: OpDef = OpDef {
         let updates = args.tensor(2, "updates")?;
         let reduction = scatter_reduction(args, "ScatterND")?;
         let out = args.out(0);
-        let y = checking_gpu_indices(rec, args, 1, |rec| {
+        let y = checking_gpu_indices(rec, args, (1, "indices"), |rec| {
             rec.scatter_nd_to(&data, &indices, &updates, reduction, out)
         })?;
         Ok(vec![y])
@@ -3036,7 +3036,7 @@ static ARRAY_FEATURE_EXTRACTOR: OpDef = OpDef {
         check_known_indices(args, 1, &data, -1, "ArrayFeatureExtractor", "Y")?;
         let indices = args.tensor(1, "Y")?;
         let out = args.out(0);
-        let y = checking_gpu_indices(rec, args, 1, |rec| {
+        let y = checking_gpu_indices(rec, args, (1, "Y"), |rec| {
             rec.array_feature_extractor_to(&data, &indices, out)
         })?;
         Ok(vec![y])

@@ -29,6 +29,8 @@ pub(crate) enum IndexRule {
 struct Site {
     path: Vec<String>,
     op: &'static str,
+    /// The op's input holding the indices (`indices`; ArrayFeatureExtractor's `Y`).
+    input: &'static str,
     rule: IndexRule,
 }
 
@@ -37,8 +39,9 @@ struct Site {
 pub(crate) struct IndexChecks {
     /// The names of the graph nodes being recorded, outermost first.
     path: Vec<String>,
-    /// Set while a graph node whose indices are to be checked records its kernels.
-    checking: bool,
+    /// While a graph node whose indices are to be checked records its kernels: the name of
+    /// its input holding them.
+    checking: Option<&'static str>,
     sites: Vec<Site>,
     buffer: Option<Tensor>,
     /// A buffer of an earlier run to report into (zeroed before its first use), so that a
@@ -97,12 +100,13 @@ impl IndexChecks {
                 b
             }
         };
-        if !self.checking {
+        let Some(input) = self.checking else {
             return Ok((0, buffer));
-        }
+        };
         self.sites.push(Site {
             path: self.path.clone(),
             op,
+            input,
             rule,
         });
         Ok((self.sites.len() as u32, buffer))
@@ -116,13 +120,13 @@ impl IndexChecks {
 
     /// Whether the index kernels recorded now check their indices.
     pub(crate) fn checking(&self) -> bool {
-        self.checking
+        self.checking.is_some()
     }
 
-    /// Turns checking of the index kernels recorded from now on on or off; returns whether
-    /// it was on.
-    pub(crate) fn set_checking(&mut self, on: bool) -> bool {
-        std::mem::replace(&mut self.checking, on)
+    /// Checks the indices (of the input named `input`) of the index kernels recorded from now
+    /// on, or (`None`) not; returns the setting it replaces.
+    pub(crate) fn set_checking(&mut self, input: Option<&'static str>) -> Option<&'static str> {
+        std::mem::replace(&mut self.checking, input)
     }
 
     /// The sites so far and the buffer to read back; `None` while no kernel checks indices.
@@ -171,28 +175,22 @@ impl IndexFaults {
             return Ok(());
         };
         let value = (i64::from(hi as i32) << 32) | i64::from(lo);
+        let input = site.input;
         let message = match &site.rule {
             IndexRule::Axis { axis, len } => format!(
-                "index {value} (element {position} of indices, read on the GPU) is out of range for axis {axis} of size {len}"
+                "index {value} (element {position} of {input}, read on the GPU) is out of range for axis {axis} of size {len}"
             ),
             IndexRule::Entries { shape } => {
                 let entry = entry as usize;
                 let len = shape.get(entry).copied().unwrap_or(0);
                 format!(
-                    "index {value} (entry {entry} of tuple {position} of indices, read on the GPU) is out of range for axis {entry} of size {len}"
+                    "index {value} (entry {entry} of tuple {position} of {input}, read on the GPU) is out of range for axis {entry} of size {len}"
                 )
             }
             IndexRule::Tuples { first, sizes } => format!(
-                "tuple {position} of indices (read on the GPU) is out of range for data's axes from {first} on, of sizes {sizes:?}"
+                "tuple {position} of {input} (read on the GPU) is out of range for data's axes from {first} on, of sizes {sizes:?}"
             ),
         };
-        // ArrayFeatureExtractor's indices are its input Y.
-        let input = if site.op == "ArrayFeatureExtractor" {
-            "Y"
-        } else {
-            "indices"
-        };
-        let message = message.replace("of indices", &format!("of {input}"));
         Err(Error::IndexOutOfRange {
             nodes: site.path.clone(),
             source: Box::new(Error::invalid(site.op, input, message)),

@@ -2165,8 +2165,9 @@ fn gather_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
     };
     for w in [4u64, 1, 2, 8] {
         let elems = (bytes / w) as usize;
-        // Rows of 256 and 4096 bytes: small and large embeddings.
-        for row_bytes in [256usize, 4096] {
+        // Rows of 256 and 4096 bytes: small and large embeddings; of 1000 bytes: rows the
+        // row kernel cannot take (not whole quads), and lengths no shift divides by.
+        for row_bytes in [256usize, 4096, 1000] {
             for elements in [false, true] {
                 let row = row_bytes / w as usize;
                 let rows = elems / row;

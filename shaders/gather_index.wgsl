@@ -25,6 +25,12 @@ struct Params {
     // Where an index out of range is reported (0: it is not).
     site: u32,
     _pad2: u32,
+    // `inner` and `indices` as `divide` takes them (divide.inc, appended): the two divisions
+    // of every element's index are its costliest step.
+    inner_shift: u32,
+    inner_magic: u32,
+    indices_shift: u32,
+    indices_magic: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -32,14 +38,39 @@ struct Params {
 @group(0) @binding(2) var<storage, read> index_words: array<u32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<u32>;
 
-// The data element for output element e, as the low ELEM_BYTES * 8 bits of a word (x) and the
-// high word of 8-byte elements (y).
-fn element(e: u32) -> vec2<u32> {
-    let inner_pos = e % params.inner;
-    let t = e / params.inner;
-    let j = t % params.indices;
-    let outer = t / params.indices;
-    let at = select(j, e, ELEMENTS);
+// Output element e's coordinates [outer, j, inner_pos] in [outer, indices, inner].
+struct Position {
+    outer: u32,
+    j: u32,
+    inner_pos: u32,
+}
+
+fn position(e: u32) -> Position {
+    let t = divide(e, params.inner_shift, params.inner_magic);
+    let outer = divide(t, params.indices_shift, params.indices_magic);
+    return Position(outer, t - outer * params.indices, e - t * params.inner);
+}
+
+// The position of the next output element: a carry instead of two divisions, for the
+// elements that share an output word.
+fn next_position(p: Position) -> Position {
+    var n = p;
+    n.inner_pos += 1u;
+    if n.inner_pos == params.inner {
+        n.inner_pos = 0u;
+        n.j += 1u;
+        if n.j == params.indices {
+            n.j = 0u;
+            n.outer += 1u;
+        }
+    }
+    return n;
+}
+
+// The data element for output element e at position p, as the low ELEM_BYTES * 8 bits of a
+// word (x) and the high word of 8-byte elements (y).
+fn element_at(p: Position, e: u32) -> vec2<u32> {
+    let at = select(p.j, e, ELEMENTS);
     var lo: u32;
     var hi: u32;
     if INDEX_64 {
@@ -54,7 +85,7 @@ fn element(e: u32) -> vec2<u32> {
         report_fault(params.site, at, lo, hi, 0u);
         return vec2<u32>(0u, 0u);
     }
-    let s = (outer * params.axis_dim + u32(index)) * params.inner + inner_pos;
+    let s = (p.outer * params.axis_dim + u32(index)) * params.inner + p.inner_pos;
     if ELEM_BYTES == 8u {
         return vec2<u32>(src[2u * s], src[2u * s + 1u]);
     }
@@ -67,4 +98,4 @@ fn element(e: u32) -> vec2<u32> {
     return vec2<u32>(extractBits(src[s / lanes], (s % lanes) * bits, bits), 0u);
 }
 
-// The entry point: packed_elements.inc, appended.
+// The entry point: packed_elements.inc, appended (then index_faults.inc and divide.inc).

@@ -4,7 +4,7 @@
 // that index picks: one index read and one vec4 moved per invocation, where the element
 // kernel (gather_index.wgsl) computes every element's index. Indices are i32 or i64 (word
 // pairs), negative ones count from the end; one still out of range gives a zero quad and is
-// reported where the kernel has a site (index_faults.inc, appended).
+// reported where the kernel has a site (index_faults.inc, appended, then divide.inc).
 
 // Indices are i64 (two words each), else i32.
 override INDEX_64: bool = false;
@@ -19,6 +19,11 @@ struct Params {
     // Where an index out of range is reported (0: it is not).
     site: u32,
     _pad0: u32,
+    // `row_quads` and `indices` as `divide` takes them (divide.inc, appended).
+    row_shift: u32,
+    row_magic: u32,
+    indices_shift: u32,
+    indices_magic: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -38,10 +43,10 @@ fn main(
     if q >= params.quads {
         return;
     }
-    let t = q / params.row_quads;
+    let t = divide(q, params.row_shift, params.row_magic);
     let c = q - t * params.row_quads;
-    let j = t % params.indices;
-    let outer = t / params.indices;
+    let outer = divide(t, params.indices_shift, params.indices_magic);
+    let j = t - outer * params.indices;
     var lo: u32;
     var hi: u32;
     if INDEX_64 {

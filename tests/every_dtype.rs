@@ -1719,12 +1719,15 @@ dtype_tests!(tile_repeats_the_input, tile_on);
 
 /// GatherElements on `d`: along each axis (negative too), indices of i32 and i64 (negative
 /// ones count from the end), indices shorter than the data off the axis, longer along it, and
-/// none; bit for bit with the reference and, for the spec's example, with its stated result.
+/// none, and odd lengths on every axis; bit for bit with the reference and, for the spec's example, with its stated result.
 /// Indices out of range, of another rank or longer than the data off the axis are errors.
 fn gather_elements_on(d: DType) {
     type Case<'a> = (&'a [usize], &'a [usize], i64);
-    let cases: [Case; 7] = [
+    let cases: [Case; 8] = [
         (&[3, 4], &[3, 4], 1),
+        // Odd lengths on every axis and a few thousand elements: the kernel's divisions by
+        // multiply-high, and words of 1- and 2-byte outputs that cross rows.
+        (&[3, 50, 7], &[3, 61, 7], 1),
         (&[3, 4], &[5, 4], 0),
         (&[3, 4], &[2, 3], -1),
         (&[2, 3, 5], &[2, 2, 5], 1),

@@ -1,6 +1,7 @@
 //! The index-gather kernel (`shaders/gather_index.wgsl`): ONNX Gather, the elements of a data
 //! tensor picked along one axis by an index tensor on the GPU, moved as bits in words.
 
+use super::divide::Divisor;
 use super::{grid_for, Kernel};
 use crate::{DType, Recorder, Result, Tensor};
 
@@ -12,7 +13,10 @@ struct GatherRowsParams {
     indices: u32,
     axis_dim: u32,
     site: u32,
-    pad: [u32; 3],
+    pad0: u32,
+    row_quads_div: Divisor,
+    indices_div: Divisor,
+    pad1: [u32; 2],
 }
 
 #[repr(C)]
@@ -26,6 +30,8 @@ struct GatherIndexParams {
     dst_base: u32,
     site: u32,
     pad: u32,
+    inner_div: Divisor,
+    indices_div: Divisor,
 }
 
 impl Recorder {
@@ -74,16 +80,20 @@ impl Recorder {
         };
         let pipeline = ctx.pipeline(&kernel)?;
         let (site, faults) = self.index_site(op, rule)?;
+        let inner = inner.max(1) as u32;
+        // The output's middle extent: the indices' axis for GatherElements.
+        let middle = elements.unwrap_or(indices.numel()).max(1) as u32;
         let params = GatherIndexParams {
             count: count as u32,
             units: units as u32,
             axis_dim: axis_dim as u32,
-            inner: inner.max(1) as u32,
-            // The output's middle extent: the indices' axis for GatherElements.
-            indices: elements.unwrap_or(indices.numel()).max(1) as u32,
+            inner,
+            indices: middle,
             dst_base: 0,
             site,
             pad: 0,
+            inner_div: Divisor::new(inner),
+            indices_div: Divisor::new(middle),
         };
         let bindings = [
             data.storage().bind_whole(),
@@ -120,13 +130,17 @@ impl Recorder {
         };
         let pipeline = ctx.pipeline(&kernel)?;
         let (site, faults) = self.index_site(op, rule)?;
+        let middle = indices.numel().max(1) as u32;
         let params = GatherRowsParams {
             quads: quads as u32,
             row_quads: row_quads as u32,
-            indices: indices.numel().max(1) as u32,
+            indices: middle,
             axis_dim: axis_dim as u32,
             site,
-            pad: [0; 3],
+            pad0: 0,
+            row_quads_div: Divisor::new(row_quads as u32),
+            indices_div: Divisor::new(middle),
+            pad1: [0; 2],
         };
         let bindings = [
             data.storage().bind_whole(),

@@ -119,6 +119,7 @@ const PAD: &str = concat!(
 const PACKED_ELEMENTS: &str = include_str!("../../shaders/packed_elements.inc");
 const SCATTER: &str = include_str!("../../shaders/scatter.wgsl");
 const INDEX_FAULTS: &str = include_str!("../../shaders/index_faults.inc");
+const DIVIDE: &str = include_str!("../../shaders/divide.inc");
 const TWO_BUFFERS: &[Binding] = &[
     Binding::Uniform,
     Binding::StorageRead,
@@ -679,9 +680,9 @@ impl Kernel {
             Kernel::Gather { .. } => STRIDED_GATHER.into(),
             Kernel::BlockRemap { .. } => BLOCK_REMAP.into(),
             Kernel::GatherIndex { .. } => {
-                format!("{GATHER_INDEX}\n{PACKED_ELEMENTS}\n{INDEX_FAULTS}").into()
+                format!("{GATHER_INDEX}\n{PACKED_ELEMENTS}\n{INDEX_FAULTS}\n{DIVIDE}").into()
             }
-            Kernel::GatherRows { .. } => format!("{GATHER_ROWS}\n{INDEX_FAULTS}").into(),
+            Kernel::GatherRows { .. } => format!("{GATHER_ROWS}\n{INDEX_FAULTS}\n{DIVIDE}").into(),
             Kernel::Pad { .. } => PAD.into(),
             Kernel::Scatter {
                 dtype,

@@ -38,6 +38,20 @@ fn model(
     attrs: Vec<AttributeProto>,
     outputs: usize,
 ) -> Model {
+    model_computing(op, domain, opset, inputs, attrs, outputs, None)
+}
+
+/// [`model`], where input `computed` (if any) is computed on the GPU from the graph input
+/// `given` (`Neg(Neg(given))`), so that its values are not known while planning.
+fn model_computing(
+    op: &str,
+    domain: &str,
+    opset: i64,
+    inputs: &[(&str, HostTensor)],
+    attrs: Vec<AttributeProto>,
+    outputs: usize,
+    computed: Option<&str>,
+) -> Model {
     let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
     let outs: Vec<String> = (0..outputs).map(|k| format!("y{k}")).collect();
     let out_refs: Vec<&str> = outs.iter().map(String::as_str).collect();
@@ -45,11 +59,21 @@ fn model(
     n.name = Some("rule\n1".into());
     n.domain = Some(domain.into());
     n.attribute = attrs;
+    let mut nodes = vec![n];
+    if let Some(c) = computed {
+        nodes.insert(0, node("Neg", &["given"], &["negated"]));
+        nodes.insert(1, node("Neg", &["negated"], &[c]));
+    }
     let input: Vec<ValueInfoProto> = inputs
         .iter()
         .filter(|(name, _)| !name.is_empty())
         .map(|(name, t)| {
             let dims: Vec<Option<i64>> = t.shape.iter().map(|&d| Some(d as i64)).collect();
+            let name = if Some(*name) == computed {
+                "given"
+            } else {
+                name
+            };
             value(name, onnx_code(t.dtype).unwrap(), &dims)
         })
         .collect();
@@ -61,7 +85,7 @@ fn model(
         })
         .collect();
     let graph = GraphProto {
-        node: vec![n],
+        node: nodes,
         input,
         output,
         ..Default::default()
@@ -594,6 +618,182 @@ fn check_inputs_nodes_of_graphs() {
     let e = run("Made\nUp", &[0, 1, 2]).unwrap_err().to_string();
     assert!(
         e.contains("CheckInputs has no rules for op 'Made\\nUp'") && e.lines().count() == 1,
+        "{e}"
+    );
+}
+
+/// The rules on values that no kernel of the op's expansion checks, on values computed on the
+/// GPU: TensorScatter's write indices (a negative one would count from the cache's end), and
+/// RotaryEmbedding's position ids (likewise), OneHotEncoder's values with `zeros` 0 (a value
+/// of no category would give zeros). The run fails after its commands with the same line
+/// the rule gives for values known on the host; the interpreter refuses them too, and
+/// values that keep the rules run and agree with it.
+#[test]
+fn value_rules_hold_for_values_computed_on_the_gpu() {
+    let scatter = |w: &[i64], mode: &str| {
+        let mut attrs = vec![];
+        if !mode.is_empty() {
+            attrs.push(string_attr("mode", mode));
+        }
+        (
+            "TensorScatter",
+            "",
+            24,
+            vec![
+                ("past_cache", f32s(&[2, 3, 8, 4])),
+                ("update", f32s(&[2, 3, 2, 4])),
+                ("write_indices", i64s(&[2], w)),
+            ],
+            attrs,
+            "write_indices",
+        )
+    };
+    let rotary = |ids: &[i64]| {
+        (
+            "RotaryEmbedding",
+            "",
+            23,
+            vec![
+                ("X", f32s(&[1, 2, 3, 4])),
+                ("cos_cache", f32s(&[5, 2])),
+                ("sin_cache", f32s(&[5, 2])),
+                ("position_ids", i64s(&[1, 3], ids)),
+            ],
+            vec![],
+            "position_ids",
+        )
+    };
+    let one_hot = |x: &[i64]| {
+        (
+            "OneHotEncoder",
+            "ai.onnx.ml",
+            22,
+            vec![("X", i64s(&[2, 2], x))],
+            vec![ints_attr("cats_int64s", &[1, 2, 3]), int_attr("zeros", 0)],
+            "X",
+        )
+    };
+    let refused = [
+        (
+            scatter(&[0, -1], ""),
+            "TensorScatter: write_indices[1] is -1; in linear mode an update of 2 must be written at 0..=6 of the cache's 8",
+        ),
+        (
+            scatter(&[7, 0], "linear"),
+            "TensorScatter: write_indices[0] is 7; in linear mode an update of 2 must be written at 0..=6 of the cache's 8",
+        ),
+        (
+            scatter(&[3, -2], "circular"),
+            "TensorScatter: write_indices[1] is -2; in circular mode an update of 2 must be written at 0..=9223372036854775807 of the cache's 8",
+        ),
+        (
+            rotary(&[0, 4, -1]),
+            "RotaryEmbedding: position_ids' element 2 is -1; it must be in 0..5, a row of cos_cache",
+        ),
+        (
+            rotary(&[5, 0, 1]),
+            "RotaryEmbedding: position_ids' element 0 is 5; it must be in 0..5, a row of cos_cache",
+        ),
+        (
+            one_hot(&[1, 3, 7, 2]),
+            "OneHotEncoder: X's element 2 is 7, no category of cats_int64s; with zeros 0 every value must be one",
+        ),
+    ];
+    let session_of = |m: &Model| m.clone().session(common::ctx()).unwrap();
+    for ((op, domain, opset, inputs, attrs, computed), says) in refused {
+        let m = model_computing(op, domain, opset, &inputs, attrs, 1, Some(computed));
+        let given: Vec<(String, HostTensor)> = inputs
+            .iter()
+            .map(|(n, t)| {
+                let n = if *n == computed { "given" } else { n };
+                (n.to_string(), t.clone())
+            })
+            .collect();
+        let e = session_of(&m).run_blocking(given.clone()).expect_err(says);
+        // Read on the GPU: reported after the run, not refused while planning.
+        assert!(
+            matches!(e, wgpu_ops::Error::IndexOutOfRange { .. }),
+            "{op}: {e:?}"
+        );
+        assert_eq!(e.to_string(), format!("node 'rule\\n1': {says}"));
+        let cpu = reference::graph::run_graph(&m.graph, &given, &Default::default())
+            .expect_err(says)
+            .0;
+        assert!(cpu.contains(says), "{op} (interpreter): {cpu}");
+    }
+    let kept = [
+        scatter(&[0, 6], ""),
+        scatter(&[7, 5], "circular"),
+        rotary(&[0, 4, 2]),
+        one_hot(&[1, 3, 3, 2]),
+    ];
+    for (op, domain, opset, inputs, attrs, computed) in kept {
+        let m = model_computing(op, domain, opset, &inputs, attrs, 1, Some(computed));
+        let given: Vec<(String, HostTensor)> = inputs
+            .iter()
+            .map(|(n, t)| {
+                let n = if *n == computed { "given" } else { n };
+                (n.to_string(), t.clone())
+            })
+            .collect();
+        let gpu = session_of(&m).run_blocking(given.clone()).unwrap();
+        let cpu = reference::graph::run_graph(&m.graph, &given, &Default::default()).unwrap();
+        assert_eq!(gpu[0].1.shape, cpu[0].shape, "{op}");
+        common::assert_close(&gpu[0].1, &cpu[0], 1e-5, 1e-6, op);
+    }
+}
+
+/// `CheckValues` as a node of the graph format: `true` where every `ok` holds; else the
+/// message with the value's position, the value and the bounds put in, after the run for
+/// values computed on the GPU; an op it does not check is refused in one line.
+#[test]
+fn check_values_nodes_of_graphs() {
+    use wgpu_ops::graph::Attr;
+    use wgpu_ops::{DType, Graph, Node, Session};
+    let graph = |op: &str| {
+        Graph::new()
+            .input("w", DType::I64, &[Some(3)])
+            .constant("limit", i64s(&[2], &[4, 9]))
+            .constant("first", i64s(&[1], &[4]))
+            .node(Node::new("Neg", "neg1").inputs(["w"]).outputs(["n1"]))
+            .node(Node::new("Neg", "neg2").inputs(["n1"]).outputs(["v"]))
+            .node(
+                Node::new("Less", "below")
+                    .inputs(["v", "first"])
+                    .outputs(["ok"]),
+            )
+            .node(
+                Node::new("CheckValues", "check\n1")
+                    .inputs(["ok", "v", "limit"])
+                    .outputs(["checked"])
+                    .attr("op", Attr::String(op.into()))
+                    .attr("input", Attr::String("write_indices".into()))
+                    .attr(
+                        "message",
+                        Attr::String("element {i} is {v}; below {b0} (of {b1})".into()),
+                    ),
+            )
+            .output("checked")
+    };
+    let run = |op: &str, w: &[i64]| {
+        Session::new(common::ctx(), graph(op))
+            .and_then(|s| s.run_blocking(vec![("w".into(), i64s(&[3], w))]))
+    };
+    let ok = run("TensorScatter", &[0, 3, -2]).unwrap();
+    assert_eq!(ok[0].1.data, vec![1u8]);
+    let e = run("TensorScatter", &[0, 3, 6]).unwrap_err();
+    assert!(
+        matches!(e, wgpu_ops::Error::IndexOutOfRange { .. }),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "node 'check\\n1': TensorScatter: element 2 is 6; below 4 (of 9)"
+    );
+    let e = run("Made\nUp", &[0, 1, 2]).unwrap_err().to_string();
+    assert!(
+        e.contains("CheckValues checks the values of TensorScatter, RotaryEmbedding, OneHotEncoder, not of 'Made\\nUp'")
+            && e.lines().count() == 1,
         "{e}"
     );
 }

@@ -47,6 +47,78 @@ pub(crate) const ATTRS: &[&str] = &[
     "zeros",
 ];
 
+/// The ops whose rules on values read on the GPU a `CheckValues` node checks, by name (an
+/// error names its op by a static string).
+const VALUE_CHECKED_OPS: &[&str] = &["TensorScatter", "RotaryEmbedding", "OneHotEncoder"];
+
+/// A `CheckValues` node's rule: the op and its input whose values it checks, and the message
+/// of a value that breaks it (`{i}`: its position, `{v}`: the value; the node's `bounds`, known
+/// while planning, already put in for `{b0}`, `{b1}`, ...).
+pub(crate) struct ValueCheck {
+    pub op: &'static str,
+    pub input: String,
+    pub message: String,
+}
+
+impl ValueCheck {
+    /// The rule of `node` (`CheckValues`), from its attributes `op`, `input` and `message`,
+    /// and the values of its input `bounds` (absent: `None`).
+    pub(crate) fn of(node: &Node, bounds: Option<&HostTensor>) -> Result<ValueCheck> {
+        let text = |key: &str| match node.attrs.get(key) {
+            Some(Attr::String(v)) => Ok(v.clone()),
+            _ => Err(Error::Graph(format!(
+                "node '{}': CheckValues needs the attribute {key} (a string)",
+                node.name.escape_debug()
+            ))),
+        };
+        let op = text("op")?;
+        let Some(op) = VALUE_CHECKED_OPS.iter().find(|o| **o == op) else {
+            return Err(Error::Graph(format!(
+                "node '{}': CheckValues checks the values of {}, not of '{}'",
+                node.name.escape_debug(),
+                VALUE_CHECKED_OPS.join(", "),
+                op.escape_debug()
+            )));
+        };
+        let mut message = text("message")?;
+        if let Some(b) = bounds {
+            let b = crate::reference::cast_host(b, DType::I64)?.to_vec::<i64>()?;
+            for (k, v) in b.iter().enumerate() {
+                message = message.replace(&format!("{{b{k}}}"), &v.to_string());
+            }
+        }
+        Ok(ValueCheck {
+            op,
+            input: text("input")?,
+            message,
+        })
+    }
+
+    /// The error of the value `value` at position `i`.
+    pub(crate) fn error(&self, i: usize, value: i64) -> Error {
+        let message = self
+            .message
+            .replace("{i}", &i.to_string())
+            .replace("{v}", &value.to_string());
+        Error::invalid(self.op, self.input.as_str(), message)
+    }
+
+    /// The check on the host: the first value whose element of `ok` is false is an error.
+    pub(crate) fn check(&self, ok: &HostTensor, values: &HostTensor) -> Result<()> {
+        let values = crate::reference::cast_host(values, DType::I64)?.to_vec::<i64>()?;
+        if ok.dtype != DType::Bool || ok.numel() != values.len() {
+            return Err(Error::Graph(format!(
+                "internal: {}'s check of {} takes a bool per value",
+                self.op, self.input
+            )));
+        }
+        match ok.data.iter().position(|&b| b == 0) {
+            Some(i) => Err(self.error(i, values[i])),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Checks `inputs` (in the checked op's order, `None` where absent or not a tensor) against
 /// the rules of the op that `node`'s attribute `op` names.
 pub(crate) fn check(node: &Node, inputs: &[Option<Input<'_>>]) -> Result<()> {

@@ -117,6 +117,7 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
             &RANGE,
             &SCAN_SEQUENCE_LENS,
             &CHECK_INPUTS,
+            &CHECK_VALUES,
             &CUMSUM,
             &CUMPROD,
             &TOPK,
@@ -2536,6 +2537,52 @@ static CHECK_INPUTS: OpDef = OpDef {
             "internal: CheckInputs node '{}' was not checked on the host",
             args.node.name.escape_debug()
         )))
+    },
+};
+
+/// CheckValues(ok (bool), values (i32 or i64, ok's shape), bounds (optional, i64, known
+/// while planning)) -> true: a rule on values read on the GPU that no kernel of their readers
+/// checks (`ValueCheck`, from the attributes `op`, `input` and `message`); the run fails on
+/// the first value whose `ok` is false. Checked while planning where both are known there.
+static CHECK_VALUES: OpDef = OpDef {
+    name: "CheckValues",
+    inputs: 2..=3,
+    outputs: 1..=1,
+    host: Some(|node, slots| {
+        let host = |k: usize| {
+            slots
+                .get(k)
+                .copied()
+                .flatten()
+                .and_then(|s| s.host.as_deref())
+        };
+        let (Some(ok), Some(values)) = (host(0), host(1)) else {
+            return Ok(None);
+        };
+        let check = super::input_rules::ValueCheck::of(node, host(2))?;
+        check.check(ok, values)?;
+        Ok(Some(vec![HostTensor::from_bytes(
+            DType::Bool,
+            vec![],
+            vec![1],
+        )?]))
+    }),
+    attrs: &["op", "input", "message"],
+    run: |rec, args| {
+        let bounds = match args.len() > 2 {
+            true => Some(args.host_value(2).ok_or_else(|| {
+                Error::Graph(format!(
+                    "node '{}': CheckValues' bounds are computed on the GPU; they must be known while planning",
+                    args.node.name.escape_debug()
+                ))
+            })?),
+            false => None,
+        };
+        let check = super::input_rules::ValueCheck::of(args.node, bounds)?;
+        let ok = args.tensor(0, "ok")?;
+        let values = args.tensor(1, "values")?;
+        let checked = rec.check_values(check.op, &check.input, &check.message, &ok, &values)?;
+        Ok(vec![checked])
     },
 };
 

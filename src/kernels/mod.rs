@@ -10,6 +10,7 @@ use matmul::MatMulKernel;
 
 pub mod block_remap;
 pub mod causal_conv;
+mod check_values;
 pub mod copy;
 pub(crate) mod coupling;
 pub mod cumsum;
@@ -110,6 +111,7 @@ const BLOCK_REMAP: &str = concat!(
 );
 const GATHER_INDEX: &str = include_str!("../../shaders/gather_index.wgsl");
 const GATHER_ROWS: &str = include_str!("../../shaders/gather_rows.wgsl");
+const CHECK_VALUES: &str = include_str!("../../shaders/check_values.wgsl");
 const PAD: &str = concat!(
     include_str!("../../shaders/pad.wgsl"),
     "\n",
@@ -218,6 +220,9 @@ pub enum Kernel {
     },
     /// `gather_rows.wgsl`: ONNX Gather of rows of whole 16-byte quads, a quad per invocation.
     GatherRows { index64: bool, workgroup_size: u32 },
+    /// `check_values.wgsl`: reports the first value (i32, or i64 with `index64`) of a rule's
+    /// input whose element of a bool tensor is false (a rule on values read on the GPU).
+    CheckValues { index64: bool, workgroup_size: u32 },
     /// `scatter.wgsl`: ONNX ScatterElements and ScatterND merging updates by `reduction` on
     /// `dtype` (replacing: one kernel per element size, see [`scatter::kernel_dtype`]).
     Scatter {
@@ -441,6 +446,10 @@ impl Kernel {
                             index64,
                             workgroup_size,
                         });
+                        out.push(Kernel::CheckValues {
+                            index64,
+                            workgroup_size,
+                        });
                     }
                     for elements in [false, true] {
                         out.push(Kernel::GatherIndex {
@@ -656,6 +665,7 @@ impl Kernel {
             Kernel::TopK { .. } => "topk.wgsl",
             Kernel::GatherIndex { .. } => "gather_index.wgsl",
             Kernel::GatherRows { .. } => "gather_rows.wgsl",
+            Kernel::CheckValues { .. } => "check_values.wgsl",
             Kernel::Pad { .. } => "pad.wgsl",
             Kernel::Scatter { .. } => "scatter.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
@@ -683,6 +693,7 @@ impl Kernel {
                 format!("{GATHER_INDEX}\n{PACKED_ELEMENTS}\n{INDEX_FAULTS}\n{DIVIDE}").into()
             }
             Kernel::GatherRows { .. } => format!("{GATHER_ROWS}\n{INDEX_FAULTS}\n{DIVIDE}").into(),
+            Kernel::CheckValues { .. } => format!("{CHECK_VALUES}\n{INDEX_FAULTS}").into(),
             Kernel::Pad { .. } => PAD.into(),
             Kernel::Scatter {
                 dtype,
@@ -877,6 +888,10 @@ impl Kernel {
                 ("WORKGROUP_SIZE", workgroup_size),
             ],
             Kernel::GatherRows {
+                index64,
+                workgroup_size,
+            }
+            | Kernel::CheckValues {
                 index64,
                 workgroup_size,
             } => vec![
@@ -1089,6 +1104,7 @@ impl KernelSpec for Kernel {
             | Kernel::BlockRemap { .. }
             | Kernel::GatherIndex { .. }
             | Kernel::GatherRows { .. }
+            | Kernel::CheckValues { .. }
             | Kernel::Pad { .. }
             | Kernel::Copy { .. }
             | Kernel::LinearAttention { .. }
@@ -1238,7 +1254,10 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
             ],
             // The fourth: the index faults' buffer (see `recorder::IndexFaults`).
-            Kernel::GatherIndex { .. } | Kernel::GatherRows { .. } | Kernel::Scatter { .. } => &[
+            Kernel::GatherIndex { .. }
+            | Kernel::GatherRows { .. }
+            | Kernel::CheckValues { .. }
+            | Kernel::Scatter { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,
                 Binding::StorageRead,

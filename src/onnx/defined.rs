@@ -182,6 +182,33 @@ fn tensor_scatter(node: &Node) -> Result<Expansion> {
     let count = b.op("CumSum", "count", &[&ones, &axis_v], &[]);
     let mut index = b.op("Sub", "position", &[&count, &one], &[]);
     if let Some(w) = input(2) {
+        // Each write within the cache: ScatterElements would count a negative index from the
+        // end, and report one past it as its own.
+        let end = if axis == -1 { None } else { Some(axis + 1) };
+        let len = b.dims("written_length", &update, axis, end);
+        let max = b.dims("write_limit", &past, axis, end);
+        let last = match circular {
+            true => b.i64s("last_write", &[i64::MAX])?,
+            false => b.op("Sub", "last_write", &[&max, &len], &[]),
+        };
+        let zero = b.i64s("first_write", &[0])?;
+        let from_first = b.op("GreaterOrEqual", "write_from_0", &[&w, &zero], &[]);
+        let to_last = b.op("LessOrEqual", "write_to_last", &[&w, &last], &[]);
+        let ok = b.op("And", "write_in_cache", &[&from_first, &to_last], &[]);
+        let bounds = b.op(
+            "Concat",
+            "write_bounds",
+            &[&len, &last, &max],
+            &[("axis", Attr::Int(0))],
+        );
+        let mode = if circular { "circular" } else { "linear" };
+        b.check_values(
+            "TensorScatter",
+            "write_indices",
+            &format!("write_indices[{{i}}] is {{v}}; in {mode} mode an update of {{b0}} must be written at 0..={{b1}} of the cache's {{b2}}"),
+            (&ok, &w),
+            Some(&bounds),
+        );
         // The write indices as [B, 1, ..., 1], broadcast over the update.
         let wshape = b.leading_axis_shape("write_shape", &update, 0)?;
         let w = b.op("Reshape", "write_indices", &[&w, &wshape], &[]);

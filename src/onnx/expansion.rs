@@ -122,6 +122,37 @@ impl Builder {
         out
     }
 
+    /// Adds the check that every element of `ok` (bool) is true, for a rule on `op`'s input
+    /// `input` whose `values` may be computed on the GPU, where no kernel of their readers
+    /// checks them (`CheckValues`): the run fails on the first false one with `message`
+    /// (`{i}`: the value's position, `{v}`: the value, `{b0}`, `{b1}`, ...: the elements of
+    /// `bounds`, which must be known while planning, as shapes are). Its node comes before
+    /// the nodes added after it, so its report comes before any of theirs.
+    pub(super) fn check_values(
+        &mut self,
+        op: &str,
+        input: &str,
+        message: &str,
+        (ok, values): (&str, &str),
+        bounds: Option<&str>,
+    ) {
+        let attrs = [
+            ("op", Attr::String(op.into())),
+            ("input", Attr::String(input.into())),
+            ("message", Attr::String(message.into())),
+        ];
+        let mut inputs = vec![ok, values];
+        inputs.extend(bounds);
+        // Named as the op's node, as its CheckInputs is: an error names the op's node.
+        let mut node = Node::new("CheckValues", self.prefix.as_str())
+            .inputs(inputs)
+            .outputs([self.name(&format!("{input}_checked"))]);
+        for (k, v) in attrs {
+            node = node.attr(k, v);
+        }
+        self.nodes.push(node);
+    }
+
     pub(super) fn i64s(&mut self, name: &str, v: &[i64]) -> Result<String> {
         let name = self.name(name);
         self.constants

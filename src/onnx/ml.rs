@@ -2099,7 +2099,8 @@ fn one_hot_encoder(node: &Node) -> Result<Expansion> {
     let (x, y) = io(node)?;
     let names = a.strings("cats_strings")?;
     let mut b = Builder::new(node, &y);
-    let (xi, cats) = if names.is_empty() {
+    let integer_categories = names.is_empty();
+    let (xi, cats) = if integer_categories {
         // Values are compared as i64, floats truncated first (onnxruntime's cast). With
         // `zeros` 0 a value of no category is an error where X is known on the host.
         if a.int("zeros", 1)? == 0 {
@@ -2128,6 +2129,31 @@ fn one_hot_encoder(node: &Node) -> Result<Expansion> {
     }
     let cats = b.constant("categories", HostTensor::from_vec(vec![cats.len()], &cats)?);
     let eq = matches_keys(&mut b, &xi, &cats)?;
+    if integer_categories && a.int("zeros", 1)? == 0 {
+        // Values computed on the GPU: each one a category.
+        let last = b.i64s("category_axis", &[-1])?;
+        let hits = b.op(
+            "Cast",
+            "category_hits",
+            &[&eq],
+            &[("to", Attr::String("i32".into()))],
+        );
+        let keep = [("keepdims", Attr::Int(0))];
+        let found = b.op("ReduceMax", "category_found", &[&hits, &last], &keep);
+        let ok = b.op(
+            "Cast",
+            "is_category",
+            &[&found],
+            &[("to", Attr::String("bool".into()))],
+        );
+        b.check_values(
+            "OneHotEncoder",
+            "X",
+            "X's element {i} is {v}, no category of cats_int64s; with zeros 0 every value must be one",
+            (&ok, &xi),
+            None,
+        );
+    }
     b.op_to("Cast", &y, &[&eq], &[("to", Attr::String("f32".into()))]);
     Ok(b.finish())
 }

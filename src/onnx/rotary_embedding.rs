@@ -40,10 +40,26 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     };
     // The caches at each token's position: [batch, 1, sequence, rotated / 2].
     let (cos, sin) = match input(3) {
-        Some(ids) => (
-            b.op("Gather", "cos_at", &[&cos, &ids], &[("axis", Attr::Int(0))]),
-            b.op("Gather", "sin_at", &[&sin, &ids], &[("axis", Attr::Int(0))]),
-        ),
+        Some(ids) => {
+            // Each position a row of the caches; the Gathers below would count a negative
+            // one from the end.
+            let rows = b.dims("cache_rows", &cos, 0, Some(1));
+            let first = b.i64s("first_row", &[0])?;
+            let from_first = b.op("GreaterOrEqual", "position_from_0", &[&ids, &first], &[]);
+            let below = b.op("Less", "position_below_rows", &[&ids, &rows], &[]);
+            let ok = b.op("And", "position_in_cache", &[&from_first, &below], &[]);
+            b.check_values(
+                "RotaryEmbedding",
+                "position_ids",
+                "position_ids' element {i} is {v}; it must be in 0..{b0}, a row of cos_cache",
+                (&ok, &ids),
+                Some(&rows),
+            );
+            (
+                b.op("Gather", "cos_at", &[&cos, &ids], &[("axis", Attr::Int(0))]),
+                b.op("Gather", "sin_at", &[&sin, &ids], &[("axis", Attr::Int(0))]),
+            )
+        }
         None => (cos, sin),
     };
     let axis1 = b.i64s("axis1", &[1])?;

@@ -21,6 +21,9 @@ pub(crate) enum IndexRule {
     Entries { shape: Vec<usize> },
     /// GatherND: each tuple within the data's axes from `first` on, of `sizes`.
     Tuples { first: usize, sizes: Vec<usize> },
+    /// A rule on values that no index kernel checks (`CheckValues`): the message of a value
+    /// that breaks it, with `{i}` for its position and `{v}` for the value.
+    Values { message: String },
 }
 
 /// A kernel that checks the indices it reads: the graph node (with the nodes that hold it, as
@@ -30,7 +33,7 @@ struct Site {
     path: Vec<String>,
     op: &'static str,
     /// The op's input holding the indices (`indices`; ArrayFeatureExtractor's `Y`).
-    input: &'static str,
+    input: String,
     rule: IndexRule,
 }
 
@@ -82,7 +85,40 @@ impl IndexChecks {
         op: &'static str,
         rule: IndexRule,
     ) -> Result<(u32, Tensor)> {
-        let buffer = match &self.buffer {
+        let buffer = self.fault_buffer(ctx)?;
+        let Some(input) = self.checking else {
+            return Ok((0, buffer));
+        };
+        Ok((self.add_site(op, input.to_string(), rule), buffer))
+    }
+
+    /// The site number of a kernel checking the values of `op`'s input `input` by `rule`
+    /// (always checked: see `Recorder::check_values`) and the buffer to bind.
+    pub(crate) fn value_site(
+        &mut self,
+        ctx: &Context,
+        op: &'static str,
+        input: String,
+        message: String,
+    ) -> Result<(u32, Tensor)> {
+        let buffer = self.fault_buffer(ctx)?;
+        let rule = IndexRule::Values { message };
+        Ok((self.add_site(op, input, rule), buffer))
+    }
+
+    fn add_site(&mut self, op: &'static str, input: String, rule: IndexRule) -> u32 {
+        self.sites.push(Site {
+            path: self.path.clone(),
+            op,
+            input,
+            rule,
+        });
+        self.sites.len() as u32
+    }
+
+    /// The recording's fault buffer, made (or taken from an earlier run) on first use.
+    fn fault_buffer(&mut self, ctx: &Context) -> Result<Tensor> {
+        Ok(match &self.buffer {
             Some(b) => b.clone(),
             None if self.kept.is_some() => {
                 let b = self.kept.take().expect("checked");
@@ -99,17 +135,7 @@ impl IndexChecks {
                 self.buffer = Some(b.clone());
                 b
             }
-        };
-        let Some(input) = self.checking else {
-            return Ok((0, buffer));
-        };
-        self.sites.push(Site {
-            path: self.path.clone(),
-            op,
-            input,
-            rule,
-        });
-        Ok((self.sites.len() as u32, buffer))
+        })
     }
 
     /// Reports into `buffer` (a fault buffer of an earlier recording whose faults are no
@@ -175,7 +201,7 @@ impl IndexFaults {
             return Ok(());
         };
         let value = (i64::from(hi as i32) << 32) | i64::from(lo);
-        let input = site.input;
+        let input = &site.input;
         let message = match &site.rule {
             IndexRule::Axis { axis, len } => format!(
                 "index {value} (element {position} of {input}, read on the GPU) is out of range for axis {axis} of size {len}"
@@ -190,10 +216,13 @@ impl IndexFaults {
             IndexRule::Tuples { first, sizes } => format!(
                 "tuple {position} of {input} (read on the GPU) is out of range for data's axes from {first} on, of sizes {sizes:?}"
             ),
+            IndexRule::Values { message } => message
+                .replace("{i}", &position.to_string())
+                .replace("{v}", &value.to_string()),
         };
         Err(Error::IndexOutOfRange {
             nodes: site.path.clone(),
-            source: Box::new(Error::invalid(site.op, input, message)),
+            source: Box::new(Error::invalid(site.op, input.as_str(), message)),
         })
     }
 }

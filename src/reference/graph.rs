@@ -644,6 +644,12 @@ fn run_node(
             crate::graph::input_rules::check(node, &inputs)?;
             one(HostTensor::from_bytes(DType::Bool, vec![], vec![1])?)
         }
+        "CheckValues" => {
+            let bounds = args.get(2).cloned().flatten();
+            crate::graph::input_rules::ValueCheck::of(node, bounds.as_ref())?
+                .check(&a(0)?, &a(1)?)?;
+            one(HostTensor::from_bytes(DType::Bool, vec![], vec![1])?)
+        }
         "ScanSequenceLens" => {
             let lens = a(0)?;
             let (batch, len) = {

@@ -439,8 +439,10 @@ fn random_gathers_and_scatters_of_computed_indices_agree_with_the_interpreter() 
 }
 
 /// A loss (an ONNX op the loader expands) of targets computed in the graph: an ignored target
-/// is not an index out of range, a class past the scores is, reported by the expansion's
-/// GatherElements, as onnxruntime reports it.
+/// is not an index out of range, a class past the scores is, and so is a negative one other
+/// than ignore_index (the expansion's GatherElements would count it from the last class),
+/// each reported by the loss's rule on its targets (`CheckValues`), as for targets known on
+/// the host.
 #[test]
 fn a_loss_of_computed_targets_reports_a_class_out_of_range() {
     use prost::Message;
@@ -485,11 +487,23 @@ fn a_loss_of_computed_targets_reports_a_class_out_of_range() {
     // The mean of -x[0][1] and -x[2][3] (the second target ignored).
     let got = run(&[1, -1, 3]).unwrap();
     assert_eq!(got[0].1.to_vec::<f32>().unwrap(), vec![-(0.5 + 5.5) / 2.0]);
-    let e = run(&[1, -1, 7]).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "node 'loss/picked': GatherElements: index 7 (element 2 of indices, read on the GPU) is out of range for axis 1 of size 4"
-    );
+    for (t, says) in [
+        (
+            [1, -1, 7],
+            "target's element 2 is 7; a class must be in 0..4 (or ignore_index -1)",
+        ),
+        (
+            [-2, -1, 0],
+            "target's element 0 is -2; a class must be in 0..4 (or ignore_index -1)",
+        ),
+    ] {
+        let e = run(&t).unwrap_err();
+        assert!(matches!(e, Error::IndexOutOfRange { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("node 'loss': NegativeLogLikelihoodLoss: {says}")
+        );
+    }
 }
 
 /// ArrayFeatureExtractor's indices are its input Y: the report names that input.

@@ -49,7 +49,13 @@ pub(crate) const ATTRS: &[&str] = &[
 
 /// The ops whose rules on values read on the GPU a `CheckValues` node checks, by name (an
 /// error names its op by a static string).
-const VALUE_CHECKED_OPS: &[&str] = &["TensorScatter", "RotaryEmbedding", "OneHotEncoder"];
+const VALUE_CHECKED_OPS: &[&str] = &[
+    "TensorScatter",
+    "RotaryEmbedding",
+    "OneHotEncoder",
+    "NegativeLogLikelihoodLoss",
+    "SoftmaxCrossEntropyLoss",
+];
 
 /// A `CheckValues` node's rule: the op and its input whose values it checks, and the message
 /// of a value that breaks it (`{i}`: its position, `{v}`: the value; the node's `bounds`, known

@@ -25,9 +25,11 @@ pub enum Error {
     /// An op of a graph failed; `source` says why.
     #[error("node '{}': {source}", escape(.node))]
     Node { node: String, source: Box<Error> },
-    /// An index computed on the GPU was out of range: `source` names the op and the index,
-    /// `nodes` the graph node that read it (after the nodes that hold it, as a Scan holds its
-    /// body's). Found when the run's values were read back (see `Session::run_values`).
+    /// An index computed on the GPU was out of range, or another value on the GPU broke its
+    /// op's rule (a `CheckValues` node's: a loss's target, TensorScatter's write index, ...):
+    /// `source` names the op, the input and the value, `nodes` the graph node that read it
+    /// (after the nodes that hold it, as a Scan holds its body's). Found when the run's values
+    /// were read back (see `Session::run_values`).
     #[error("{}{source}", node_path(.nodes))]
     IndexOutOfRange {
         nodes: Vec<String>,

@@ -4,7 +4,8 @@
 //! to `Session::run_tensors`) are checked by the kernels that read them. The
 //! first kernel invocation to find one out of range writes where (its site: the node and op),
 //! which element and its value into a small buffer of the recording, and the session reads
-//! it back with the run's outputs: no round trip of its own, no host check per op.
+//! it back with the run's outputs: no round trip of its own, no host check per op. Rules on
+//! other values read on the GPU (`CheckValues` nodes) report into the same buffer.
 
 use crate::{Context, Error, HostTensor, Result, Tensor};
 

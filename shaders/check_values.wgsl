@@ -19,7 +19,8 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> ok: array<u32>;
-@group(0) @binding(2) var<storage, read> value_words: array<u32>;
+// The values, named as index_faults.inc reads them.
+@group(0) @binding(2) var<storage, read> index_words: array<u32>;
 @group(0) @binding(3) var<storage, read_write> checked: array<u32>;
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -35,14 +36,6 @@ fn main(
     if i >= params.count || extractBits(ok[i / 4u], (i % 4u) * 8u, 8u) != 0u {
         return;
     }
-    var lo: u32;
-    var hi: u32;
-    if INDEX_64 {
-        lo = value_words[2u * i];
-        hi = value_words[2u * i + 1u];
-    } else {
-        lo = value_words[i];
-        hi = select(0u, 0xffffffffu, bitcast<i32>(lo) < 0);
-    }
-    report_fault(params.site, i, lo, hi, 0u);
+    let w = index_words_at(i, INDEX_64);
+    report_fault(params.site, i, w.x, w.y, 0u);
 }

@@ -71,18 +71,10 @@ fn next_position(p: Position) -> Position {
 // word (x) and the high word of 8-byte elements (y).
 fn element_at(p: Position, e: u32) -> vec2<u32> {
     let at = select(p.j, e, ELEMENTS);
-    var lo: u32;
-    var hi: u32;
-    if INDEX_64 {
-        lo = index_words[2u * at];
-        hi = index_words[2u * at + 1u];
-    } else {
-        lo = index_words[at];
-        hi = select(0u, 0xffffffffu, bitcast<i32>(lo) < 0);
-    }
-    let index = index_within(lo, hi, params.axis_dim);
+    let w = index_words_at(at, INDEX_64);
+    let index = index_within(w.x, w.y, params.axis_dim);
     if index < 0 {
-        report_fault(params.site, at, lo, hi, 0u);
+        report_fault(params.site, at, w.x, w.y, 0u);
         return vec2<u32>(0u, 0u);
     }
     let s = (p.outer * params.axis_dim + u32(index)) * params.inner + p.inner_pos;

@@ -47,20 +47,12 @@ fn main(
     let c = q - t * params.row_quads;
     let outer = divide(t, params.indices_shift, params.indices_magic);
     let j = t - outer * params.indices;
-    var lo: u32;
-    var hi: u32;
-    if INDEX_64 {
-        lo = index_words[2u * j];
-        hi = index_words[2u * j + 1u];
-    } else {
-        lo = index_words[j];
-        hi = select(0u, 0xffffffffu, bitcast<i32>(lo) < 0);
-    }
-    let index = index_within(lo, hi, params.axis_dim);
+    let w = index_words_at(j, INDEX_64);
+    let index = index_within(w.x, w.y, params.axis_dim);
     if index < 0 {
         // The row's first quad reports it (its other quads would report the same index).
         if c == 0u {
-            report_fault(params.site, j, lo, hi, 0u);
+            report_fault(params.site, j, w.x, w.y, 0u);
         }
         dst[q] = vec4<u32>(0u);
         return;

@@ -57,18 +57,10 @@ fn combine(old: vec2<u32>, v: vec2<u32>) -> vec2<u32> { return v; } // COMBINE
 // Index j (an element of the index tensor) against a length: the position, or -1 (reported
 // as element `position` of the indices, or entry `entry` of tuple `position` for ScatterND).
 fn index_at(j: u32, len: u32, position: u32, entry: u32) -> i32 {
-    var lo: u32;
-    var hi: u32;
-    if params.index64 != 0u {
-        lo = index_words[2u * j];
-        hi = index_words[2u * j + 1u];
-    } else {
-        lo = index_words[j];
-        hi = select(0u, 0xffffffffu, bitcast<i32>(lo) < 0);
-    }
-    let index = index_within(lo, hi, len);
+    let w = index_words_at(j, params.index64 != 0u);
+    let index = index_within(w.x, w.y, len);
     if index < 0 {
-        report_fault(params.site, position, lo, hi, entry);
+        report_fault(params.site, position, w.x, w.y, entry);
     }
     return index;
 }

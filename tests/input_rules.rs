@@ -700,15 +700,19 @@ fn value_rules_hold_for_values_computed_on_the_gpu() {
         ),
     ];
     let session_of = |m: &Model| m.clone().session(common::ctx()).unwrap();
-    for ((op, domain, opset, inputs, attrs, computed), says) in refused {
-        let m = model_computing(op, domain, opset, &inputs, attrs, 1, Some(computed));
-        let given: Vec<(String, HostTensor)> = inputs
+    // The feeds, the computed input given as `given`.
+    let given_as = |inputs: &[(&str, HostTensor)], computed: &str| -> Vec<(String, HostTensor)> {
+        inputs
             .iter()
             .map(|(n, t)| {
                 let n = if *n == computed { "given" } else { n };
                 (n.to_string(), t.clone())
             })
-            .collect();
+            .collect()
+    };
+    for ((op, domain, opset, inputs, attrs, computed), says) in refused {
+        let m = model_computing(op, domain, opset, &inputs, attrs, 1, Some(computed));
+        let given = given_as(&inputs, computed);
         let e = session_of(&m).run_blocking(given.clone()).expect_err(says);
         // Read on the GPU: reported after the run, not refused while planning.
         assert!(
@@ -729,13 +733,7 @@ fn value_rules_hold_for_values_computed_on_the_gpu() {
     ];
     for (op, domain, opset, inputs, attrs, computed) in kept {
         let m = model_computing(op, domain, opset, &inputs, attrs, 1, Some(computed));
-        let given: Vec<(String, HostTensor)> = inputs
-            .iter()
-            .map(|(n, t)| {
-                let n = if *n == computed { "given" } else { n };
-                (n.to_string(), t.clone())
-            })
-            .collect();
+        let given = given_as(&inputs, computed);
         let gpu = session_of(&m).run_blocking(given.clone()).unwrap();
         let cpu = reference::graph::run_graph(&m.graph, &given, &Default::default()).unwrap();
         assert_eq!(gpu[0].1.shape, cpu[0].shape, "{op}");

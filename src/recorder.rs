@@ -13,7 +13,7 @@ use crate::storage::{alloc_size, padded_size};
 use crate::{Context, DType, Error, Result, Tensor};
 
 mod faults;
-pub(crate) use faults::{IndexFaults, IndexRule};
+pub(crate) use faults::{value_message, IndexFaults, IndexRule};
 mod slide;
 pub(crate) use slide::{step_buffers, uses, writes, Slide};
 use slide::{Bound, Moving};

@@ -100,15 +100,6 @@ impl ValueCheck {
         })
     }
 
-    /// The error of the value `value` at position `i`.
-    pub(crate) fn error(&self, i: usize, value: i64) -> Error {
-        let message = self
-            .message
-            .replace("{i}", &i.to_string())
-            .replace("{v}", &value.to_string());
-        Error::invalid(self.op, self.input.as_str(), message)
-    }
-
     /// The check on the host: the first value whose element of `ok` is false is an error.
     pub(crate) fn check(&self, ok: &HostTensor, values: &HostTensor) -> Result<()> {
         let values = crate::reference::cast_host(values, DType::I64)?.to_vec::<i64>()?;
@@ -119,7 +110,11 @@ impl ValueCheck {
             )));
         }
         match ok.data.iter().position(|&b| b == 0) {
-            Some(i) => Err(self.error(i, values[i])),
+            Some(i) => Err(Error::invalid(
+                self.op,
+                self.input.as_str(),
+                crate::recorder::value_message(&self.message, i, values[i]),
+            )),
             None => Ok(()),
         }
     }

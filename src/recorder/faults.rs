@@ -180,6 +180,14 @@ impl IndexChecks {
     }
 }
 
+/// A value rule's message for the value `value` at position `i` (`{i}` and `{v}` put in),
+/// found on the GPU or, by `CheckValues`, on the host.
+pub(crate) fn value_message(message: &str, i: usize, value: i64) -> String {
+    message
+        .replace("{i}", &i.to_string())
+        .replace("{v}", &value.to_string())
+}
+
 impl IndexFaults {
     /// The buffer to download after the run's commands.
     pub(crate) fn buffer(&self) -> &Tensor {
@@ -217,9 +225,7 @@ impl IndexFaults {
             IndexRule::Tuples { first, sizes } => format!(
                 "tuple {position} of {input} (read on the GPU) is out of range for data's axes from {first} on, of sizes {sizes:?}"
             ),
-            IndexRule::Values { message } => message
-                .replace("{i}", &position.to_string())
-                .replace("{v}", &value.to_string()),
+            IndexRule::Values { message } => value_message(message, position as usize, value),
         };
         Err(Error::IndexOutOfRange {
             nodes: site.path.clone(),

@@ -741,58 +741,180 @@ fn value_rules_hold_for_values_computed_on_the_gpu() {
     }
 }
 
-/// `CheckValues` as a node of the graph format: `true` where every `ok` holds; else the
-/// message with the value's position, the value and the bounds put in, after the run for
-/// values computed on the GPU; an op it does not check is refused in one line.
+/// `CheckValues` as a node of the graph format: `true` where every value lies in the bounds'
+/// range or is a kept one; else the message with the value's position, the value and the
+/// bounds put in: while planning for values known there (a graph input), after the run for
+/// values computed on the GPU (i64, or f32 read as i64); an op it does not check is refused
+/// in one line.
 #[test]
 fn check_values_nodes_of_graphs() {
     use wgpu_ops::graph::Attr;
     use wgpu_ops::{DType, Graph, Node, Session};
-    let graph = |op: &str| {
+    let graph = |op: &str, values: &str| {
         Graph::new()
             .input("w", DType::I64, &[Some(3)])
-            .constant("limit", i64s(&[2], &[4, 9]))
-            .constant("first", i64s(&[1], &[4]))
+            .constant("bounds", i64s(&[3], &[-5, 3, 8]))
+            .constant("kept", i64s(&[2], &[7, 20]))
             .node(Node::new("Neg", "neg1").inputs(["w"]).outputs(["n1"]))
             .node(Node::new("Neg", "neg2").inputs(["n1"]).outputs(["v"]))
             .node(
-                Node::new("Less", "below")
-                    .inputs(["v", "first"])
-                    .outputs(["ok"]),
+                Node::new("Cast", "to_f32")
+                    .inputs(["v"])
+                    .outputs(["vf"])
+                    .attr("to", Attr::String("f32".into())),
             )
             .node(
                 Node::new("CheckValues", "check\n1")
-                    .inputs(["ok", "v", "limit"])
+                    .inputs([values, "bounds", "kept"])
                     .outputs(["checked"])
                     .attr("op", Attr::String(op.into()))
                     .attr("input", Attr::String("write_indices".into()))
                     .attr(
                         "message",
-                        Attr::String("element {i} is {v}; below {b0} (of {b1})".into()),
+                        Attr::String("element {i} is {v}; in {b0}..={b1} (of {b2}) or kept".into()),
                     ),
             )
             .output("checked")
     };
-    let run = |op: &str, w: &[i64]| {
-        Session::new(common::ctx(), graph(op))
+    let run = |op: &str, values: &str, w: &[i64]| {
+        Session::new(common::ctx(), graph(op, values))
             .and_then(|s| s.run_blocking(vec![("w".into(), i64s(&[3], w))]))
     };
-    let ok = run("TensorScatter", &[0, 3, -2]).unwrap();
-    assert_eq!(ok[0].1.data, vec![1u8]);
-    let e = run("TensorScatter", &[0, 3, 6]).unwrap_err();
-    assert!(
-        matches!(e, wgpu_ops::Error::IndexOutOfRange { .. }),
-        "{e:?}"
-    );
-    assert_eq!(
-        e.to_string(),
-        "node 'check\\n1': TensorScatter: element 2 is 6; below 4 (of 9)"
-    );
-    let e = run("Made\nUp", &[0, 1, 2]).unwrap_err().to_string();
+    for values in ["v", "vf", "w"] {
+        for w in [[0, 3, -2], [-5, 7, 20]] {
+            let ok = run("TensorScatter", values, &w).unwrap();
+            assert_eq!(ok[0].1.data, vec![1u8], "{values} {w:?}");
+        }
+        for (w, says) in [
+            ([0, 3, 6], "element 2 is 6; in -5..=3 (of 8) or kept"),
+            ([-6, 21, 4], "element 0 is -6; in -5..=3 (of 8) or kept"),
+            // Out of range by its high word alone.
+            (
+                [0, 1 << 32, 1],
+                "element 1 is 4294967296; in -5..=3 (of 8) or kept",
+            ),
+        ] {
+            let e = run("TensorScatter", values, &w).unwrap_err();
+            // Values on the GPU are reported after the run; a graph input's while planning.
+            assert_eq!(
+                matches!(e, wgpu_ops::Error::IndexOutOfRange { .. }),
+                values != "w",
+                "{values}: {e:?}"
+            );
+            assert_eq!(
+                e.to_string(),
+                format!("node 'check\\n1': TensorScatter: {says}"),
+                "{values}"
+            );
+        }
+    }
+    let e = run("Made\nUp", "v", &[0, 1, 2]).unwrap_err().to_string();
     assert!(
         e.contains("CheckValues checks the values of TensorScatter, RotaryEmbedding, ")
             && e.contains("not of 'Made\\nUp'")
             && e.lines().count() == 1,
         "{e}"
     );
+}
+
+/// A rule on values known while planning (a graph input) is checked there: its
+/// `CheckValues` costs no dispatch; on values computed on the GPU it costs one (its kernel).
+/// Measured against the same graph without its `CheckValues` node.
+#[test]
+fn value_rules_on_values_known_while_planning_cost_no_dispatch() {
+    let ctx = common::own_ctx();
+    let dispatches = |graph: &wgpu_ops::Graph, given: &[(String, HostTensor)]| {
+        let session = wgpu_ops::Session::new(&ctx, graph.clone()).unwrap();
+        let before = ctx.stats().dispatches;
+        session.run_blocking(given.to_vec()).unwrap();
+        ctx.stats().dispatches - before
+    };
+    let one_hot = |zeros: i64| {
+        (
+            "OneHotEncoder",
+            "ai.onnx.ml",
+            22,
+            vec![("X", i64s(&[2, 2], &[1, 3, 3, 2]))],
+            vec![
+                ints_attr("cats_int64s", &[1, 2, 3]),
+                int_attr("zeros", zeros),
+            ],
+            "X",
+        )
+    };
+    let loss = |op: &'static str, label: &'static str| {
+        (
+            op,
+            "",
+            22,
+            vec![("scores", f32s(&[3, 4])), (label, i64s(&[3], &[0, -1, 3]))],
+            vec![int_attr("ignore_index", -1)],
+            label,
+        )
+    };
+    let cases = [
+        (
+            "TensorScatter",
+            "",
+            24,
+            vec![
+                ("past_cache", f32s(&[2, 3, 8, 4])),
+                ("update", f32s(&[2, 3, 2, 4])),
+                ("write_indices", i64s(&[2], &[0, 6])),
+            ],
+            vec![string_attr("mode", "linear")],
+            "write_indices",
+        ),
+        (
+            "RotaryEmbedding",
+            "",
+            23,
+            vec![
+                ("X", f32s(&[1, 2, 3, 4])),
+                ("cos_cache", f32s(&[5, 2])),
+                ("sin_cache", f32s(&[5, 2])),
+                ("position_ids", i64s(&[1, 3], &[0, 4, 2])),
+            ],
+            vec![],
+            "position_ids",
+        ),
+        one_hot(0),
+        loss("NegativeLogLikelihoodLoss", "target"),
+        loss("SoftmaxCrossEntropyLoss", "labels"),
+    ];
+    for (op, domain, opset, inputs, attrs, checked) in cases {
+        for computed in [None, Some(checked)] {
+            let m = model_computing(op, domain, opset, &inputs, attrs.clone(), 1, computed);
+            let given: Vec<(String, HostTensor)> = inputs
+                .iter()
+                .map(|(n, t)| match Some(*n) == computed {
+                    true => ("given".to_string(), t.clone()),
+                    false => (n.to_string(), t.clone()),
+                })
+                .collect();
+            let mut unchecked = m.graph.clone();
+            let before = unchecked.nodes.len();
+            unchecked.nodes.retain(|n| n.op != "CheckValues");
+            assert_eq!(before - unchecked.nodes.len(), 1, "{op}: one CheckValues");
+            let cost = dispatches(&m.graph, &given) - dispatches(&unchecked, &given);
+            // On the GPU: the check, and for TensorScatter the computed indices themselves,
+            // which without the check fuse into their one reader (Reshape, Add).
+            let expected = match computed {
+                None => 0,
+                Some(_) => 1 + u64::from(op == "TensorScatter"),
+            };
+            assert_eq!(cost, expected, "{op} {computed:?}");
+        }
+    }
+    // OneHotEncoder with `zeros` 0 costs what it costs with `zeros` 1 on a graph input.
+    let cost = |zeros| {
+        let (op, domain, opset, inputs, attrs, _) = one_hot(zeros);
+        let m = model(op, domain, opset, &inputs, attrs, 1);
+        let given: Vec<(String, HostTensor)> = inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect();
+        dispatches(&m.graph, &given)
+    };
+    assert_eq!(cost(0), cost(1));
 }

@@ -57,59 +57,84 @@ const VALUE_CHECKED_OPS: &[&str] = &[
     "SoftmaxCrossEntropyLoss",
 ];
 
-/// A `CheckValues` node's rule: the op and its input whose values it checks, and the message
-/// of a value that breaks it (`{i}`: its position, `{v}`: the value; the node's `bounds`, known
-/// while planning, already put in for `{b0}`, `{b1}`, ...).
+/// A `CheckValues` node's rule: the values of `op`'s input `input` must lie in `low..=high`
+/// (the node's first two bounds) or be one of its kept values; `message` is the error of one
+/// that does not (`{i}`: its position, `{v}`: the value; all of the node's bounds, known while
+/// planning, already put in for `{b0}`, `{b1}`, ...).
 pub(crate) struct ValueCheck {
     pub op: &'static str,
     pub input: String,
     pub message: String,
+    pub low: i64,
+    pub high: i64,
 }
 
 impl ValueCheck {
     /// The rule of `node` (`CheckValues`), from its attributes `op`, `input` and `message`,
-    /// and the values of its input `bounds` (absent: `None`).
+    /// and the values of its input `bounds` (`None`: not known while planning).
     pub(crate) fn of(node: &Node, bounds: Option<&HostTensor>) -> Result<ValueCheck> {
+        let name = node.name.escape_debug();
         let text = |key: &str| match node.attrs.get(key) {
             Some(Attr::String(v)) => Ok(v.clone()),
             _ => Err(Error::Graph(format!(
-                "node '{}': CheckValues needs the attribute {key} (a string)",
-                node.name.escape_debug()
+                "node '{name}': CheckValues needs the attribute {key} (a string)"
             ))),
         };
         let op = text("op")?;
         let Some(op) = VALUE_CHECKED_OPS.iter().find(|o| **o == op) else {
             return Err(Error::Graph(format!(
-                "node '{}': CheckValues checks the values of {}, not of '{}'",
-                node.name.escape_debug(),
+                "node '{name}': CheckValues checks the values of {}, not of '{}'",
                 VALUE_CHECKED_OPS.join(", "),
                 op.escape_debug()
             )));
         };
-        let mut message = text("message")?;
-        if let Some(b) = bounds {
-            let b = crate::reference::cast_host(b, DType::I64)?.to_vec::<i64>()?;
-            for (k, v) in b.iter().enumerate() {
-                message = message.replace(&format!("{{b{k}}}"), &v.to_string());
+        let bounds = match bounds {
+            Some(b) if matches!(b.dtype, DType::I32 | DType::I64) && b.numel() >= 2 => {
+                crate::reference::cast_host(b, DType::I64)?.to_vec::<i64>()?
             }
+            Some(b) => {
+                return Err(Error::Graph(format!(
+                    "node '{name}': CheckValues' bounds must be integers, low and high first, not {} {:?}",
+                    b.dtype, b.shape
+                )))
+            }
+            None => {
+                return Err(Error::Graph(format!(
+                    "node '{name}': CheckValues' bounds are computed on the GPU; they must be known while planning"
+                )))
+            }
+        };
+        let mut message = text("message")?;
+        for (k, v) in bounds.iter().enumerate() {
+            message = message.replace(&format!("{{b{k}}}"), &v.to_string());
         }
         Ok(ValueCheck {
             op,
             input: text("input")?,
             message,
+            low: bounds[0],
+            high: bounds[1],
         })
     }
 
-    /// The check on the host: the first value whose element of `ok` is false is an error.
-    pub(crate) fn check(&self, ok: &HostTensor, values: &HostTensor) -> Result<()> {
-        let values = crate::reference::cast_host(values, DType::I64)?.to_vec::<i64>()?;
-        if ok.dtype != DType::Bool || ok.numel() != values.len() {
-            return Err(Error::Graph(format!(
-                "internal: {}'s check of {} takes a bool per value",
-                self.op, self.input
-            )));
-        }
-        match ok.data.iter().position(|&b| b == 0) {
+    /// The check on the host of `values` (as i64, floats truncated) with the kept values
+    /// `allowed`.
+    pub(crate) fn check(&self, values: &HostTensor, allowed: Option<&HostTensor>) -> Result<()> {
+        let ints = |t: &HostTensor| -> Result<Vec<i64>> {
+            match t.dtype {
+                DType::Bool => Err(Error::Graph(format!(
+                    "internal: {}'s check of {} takes numbers, not bools",
+                    self.op, self.input
+                ))),
+                // As the GPU check reads them: cast to i64 (floats truncated).
+                _ => crate::reference::cast_host(t, DType::I64)?.to_vec(),
+            }
+        };
+        let values = ints(values)?;
+        let mut allowed = allowed.map(ints).transpose()?.unwrap_or_default();
+        allowed.sort_unstable();
+        let kept = |v: &i64| (self.low..=self.high).contains(v) || allowed.binary_search(v).is_ok();
+        match values.iter().position(|v| !kept(v)) {
             Some(i) => Err(Error::invalid(
                 self.op,
                 self.input.as_str(),

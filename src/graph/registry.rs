@@ -2540,10 +2540,12 @@ static CHECK_INPUTS: OpDef = OpDef {
     },
 };
 
-/// CheckValues(ok (bool), values (i32 or i64, ok's shape), bounds (optional, i64, known
-/// while planning)) -> true: a rule on values read on the GPU that no kernel of their readers
-/// checks (`ValueCheck`, from the attributes `op`, `input` and `message`); the run fails on
-/// the first value whose `ok` is false. Checked while planning where both are known there.
+/// CheckValues(values (numbers, read as i64: floats truncated), bounds (i64, known while planning: low, high, then any
+/// the message names), allowed (optional, i64)) -> true: a rule on values read on the GPU
+/// that no kernel of their readers checks (`ValueCheck`, from the attributes `op`, `input`
+/// and `message`): each value in low..=high or one of allowed. The run fails on the first
+/// value that breaks it; checked while planning where the values are known there, so that
+/// a check of a graph input costs no dispatch.
 static CHECK_VALUES: OpDef = OpDef {
     name: "CheckValues",
     inputs: 2..=3,
@@ -2556,11 +2558,18 @@ static CHECK_VALUES: OpDef = OpDef {
                 .flatten()
                 .and_then(|s| s.host.as_deref())
         };
-        let (Some(ok), Some(values)) = (host(0), host(1)) else {
+        let Some(values) = host(0) else {
             return Ok(None);
         };
-        let check = super::input_rules::ValueCheck::of(node, host(2))?;
-        check.check(ok, values)?;
+        let allowed = match slots.get(2).copied().flatten() {
+            Some(slot) => match slot.host.as_deref() {
+                Some(a) => Some(a),
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        let check = super::input_rules::ValueCheck::of(node, host(1))?;
+        check.check(values, allowed)?;
         Ok(Some(vec![HostTensor::from_bytes(
             DType::Bool,
             vec![],
@@ -2569,20 +2578,25 @@ static CHECK_VALUES: OpDef = OpDef {
     }),
     attrs: &["op", "input", "message"],
     run: |rec, args| {
-        let bounds = match args.len() > 2 {
-            true => Some(args.host_value(2).ok_or_else(|| {
-                Error::Graph(format!(
-                    "node '{}': CheckValues' bounds are computed on the GPU; they must be known while planning",
-                    args.node.name.escape_debug()
-                ))
-            })?),
+        let check = super::input_rules::ValueCheck::of(args.node, args.host_value(1))?;
+        let mut values = args.tensor(0, "values")?;
+        if !matches!(values.dtype(), DType::I32 | DType::I64) {
+            // Checked as i64, as on the host (floats truncated).
+            values = rec.cast(&values, DType::I64)?;
+        }
+        let allowed = match args.node.inputs.get(2).is_some_and(|n| !n.is_empty()) {
+            true => Some(args.tensor(2, "allowed")?),
             false => None,
         };
-        let check = super::input_rules::ValueCheck::of(args.node, bounds)?;
-        let ok = args.tensor(0, "ok")?;
-        let values = args.tensor(1, "values")?;
-        let checked = rec.check_values(check.op, &check.input, &check.message, &ok, &values)?;
-        Ok(vec![checked])
+        let rule = crate::kernels::ValueRule {
+            op: check.op,
+            input: &check.input,
+            message: &check.message,
+            low: check.low,
+            high: check.high,
+            allowed: allowed.as_ref(),
+        };
+        Ok(vec![rec.check_values(&rule, &values)?])
     },
 };
 

@@ -11,6 +11,7 @@ use matmul::MatMulKernel;
 pub mod block_remap;
 pub mod causal_conv;
 mod check_values;
+pub(crate) use check_values::ValueRule;
 pub mod copy;
 pub(crate) mod coupling;
 pub mod cumsum;
@@ -221,7 +222,7 @@ pub enum Kernel {
     /// `gather_rows.wgsl`: ONNX Gather of rows of whole 16-byte quads, a quad per invocation.
     GatherRows { index64: bool, workgroup_size: u32 },
     /// `check_values.wgsl`: reports the first value (i32, or i64 with `index64`) of a rule's
-    /// input whose element of a bool tensor is false (a rule on values read on the GPU).
+    /// input outside a range and a list of kept values (a rule on values read on the GPU).
     CheckValues { index64: bool, workgroup_size: u32 },
     /// `scatter.wgsl`: ONNX ScatterElements and ScatterND merging updates by `reduction` on
     /// `dtype` (replacing: one kernel per element size, see [`scatter::kernel_dtype`]).

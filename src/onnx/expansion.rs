@@ -122,27 +122,29 @@ impl Builder {
         out
     }
 
-    /// Adds the check that every element of `ok` (bool) is true, for a rule on `op`'s input
-    /// `input` whose `values` may be computed on the GPU, where no kernel of their readers
-    /// checks them (`CheckValues`): the run fails on the first false one with `message`
-    /// (`{i}`: the value's position, `{v}`: the value, `{b0}`, `{b1}`, ...: the elements of
-    /// `bounds`, which must be known while planning, as shapes are). Its node comes before
-    /// the nodes added after it, so its report comes before any of theirs.
+    /// Adds the check that each of `values` (i32 or i64) lies in `bounds[0]..=bounds[1]` or
+    /// is one of `allowed` (i64), for a rule on `op`'s input `input` whose values may be
+    /// computed on the GPU, where no kernel of their readers checks them (`CheckValues`):
+    /// the run fails on the first value that breaks it with `message` (`{i}`: the value's
+    /// position, `{v}`: the value, `{b0}`, `{b1}`, ...: the elements of `bounds`, which must be
+    /// known while planning, as shapes are). Values known while planning are checked there,
+    /// at no cost on the GPU. Its node comes before the nodes added after it, so its report
+    /// comes before any of theirs.
     pub(super) fn check_values(
         &mut self,
-        op: &str,
-        input: &str,
+        (op, input): (&str, &str),
         message: &str,
-        (ok, values): (&str, &str),
-        bounds: Option<&str>,
+        values: &str,
+        bounds: &str,
+        allowed: Option<&str>,
     ) {
         let attrs = [
             ("op", Attr::String(op.into())),
             ("input", Attr::String(input.into())),
             ("message", Attr::String(message.into())),
         ];
-        let mut inputs = vec![ok, values];
-        inputs.extend(bounds);
+        let mut inputs = vec![values, bounds];
+        inputs.extend(allowed);
         // Named as the op's node, as its CheckInputs is: an error names the op's node.
         let mut node = Node::new("CheckValues", self.prefix.as_str())
             .inputs(inputs)

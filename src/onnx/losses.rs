@@ -57,6 +57,33 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     } else {
         scores.clone()
     };
+    // Each target a class (or ignore_index), where the graph computes them: the GatherElements
+    // below would take a negative one as counting from the last class. Checked before the
+    // cast, so that a target given as a graph input is checked while planning.
+    let classes = b.dims("classes", &scores, 1, Some(2));
+    let first = b.i64s("first_class", &[0])?;
+    let one = b.i64s("one_class", &[1])?;
+    let last = b.op("Sub", "last_class", &[&classes, &one], &[]);
+    let bounds = b.op(
+        "Concat",
+        "class_bounds",
+        &[&first, &last, &classes],
+        &[("axis", Attr::Int(0))],
+    );
+    let (ignored, or_ignored) = match ignore {
+        Some(x) => (
+            Some(b.i64s("ignored_class", &[x])?),
+            format!(" (or ignore_index {x})"),
+        ),
+        None => (None, String::new()),
+    };
+    b.check_values(
+        (&node.op, "target"),
+        &format!("target's element {{i}} is {{v}}; a class must be in 0..{{b2}}{or_ignored}"),
+        &target,
+        &bounds,
+        ignored.as_deref(),
+    );
     let target = b.op(
         "Cast",
         "target",
@@ -64,27 +91,6 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         &[("to", Attr::String("i64".into()))],
     );
     let axis1 = b.i64s("axis1", &[1])?;
-    // Each target a class (or ignore_index), where the graph computes them: the GatherElements
-    // below would take a negative one as counting from the last class.
-    let classes = b.dims("classes", &scores, 1, Some(2));
-    let first = b.i64s("first_class", &[0])?;
-    let from_first = b.op("GreaterOrEqual", "target_from_0", &[&target, &first], &[]);
-    let below = b.op("Less", "target_below_classes", &[&target, &classes], &[]);
-    let mut ok = b.op("And", "target_is_class", &[&from_first, &below], &[]);
-    let mut or_ignored = String::new();
-    if let Some(x) = ignore {
-        let i = b.i64s("ignored_class", &[x])?;
-        let ignored = b.op("Equal", "target_ignored", &[&target, &i], &[]);
-        ok = b.op("Or", "target_kept", &[&ok, &ignored], &[]);
-        or_ignored = format!(" (or ignore_index {x})");
-    }
-    b.check_values(
-        &node.op,
-        "target",
-        &format!("target's element {{i}} is {{v}}; a class must be in 0..{{b0}}{or_ignored}"),
-        (&ok, &target),
-        Some(&classes),
-    );
     // Ignored targets pick class 0 (they may name no class) and count with weight 0.
     let (target, valid) = match ignore {
         Some(i) => {

@@ -45,15 +45,20 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
             // one from the end.
             let rows = b.dims("cache_rows", &cos, 0, Some(1));
             let first = b.i64s("first_row", &[0])?;
-            let from_first = b.op("GreaterOrEqual", "position_from_0", &[&ids, &first], &[]);
-            let below = b.op("Less", "position_below_rows", &[&ids, &rows], &[]);
-            let ok = b.op("And", "position_in_cache", &[&from_first, &below], &[]);
+            let one = b.i64s("one_row", &[1])?;
+            let last = b.op("Sub", "last_row", &[&rows, &one], &[]);
+            let bounds = b.op(
+                "Concat",
+                "row_bounds",
+                &[&first, &last, &rows],
+                &[("axis", Attr::Int(0))],
+            );
             b.check_values(
-                "RotaryEmbedding",
-                "position_ids",
-                "position_ids' element {i} is {v}; it must be in 0..{b0}, a row of cos_cache",
-                (&ok, &ids),
-                Some(&rows),
+                ("RotaryEmbedding", "position_ids"),
+                "position_ids' element {i} is {v}; it must be in 0..{b2}, a row of cos_cache",
+                &ids,
+                &bounds,
+                None,
             );
             (
                 b.op("Gather", "cos_at", &[&cos, &ids], &[("axis", Attr::Int(0))]),

@@ -645,9 +645,10 @@ fn run_node(
             one(HostTensor::from_bytes(DType::Bool, vec![], vec![1])?)
         }
         "CheckValues" => {
-            let bounds = args.get(2).cloned().flatten();
+            let bounds = args.get(1).cloned().flatten();
+            let allowed = args.get(2).cloned().flatten();
             crate::graph::input_rules::ValueCheck::of(node, bounds.as_ref())?
-                .check(&a(0)?, &a(1)?)?;
+                .check(&a(0)?, allowed.as_ref())?;
             one(HostTensor::from_bytes(DType::Bool, vec![], vec![1])?)
         }
         "ScanSequenceLens" => {

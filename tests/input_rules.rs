@@ -622,6 +622,80 @@ fn check_inputs_nodes_of_graphs() {
     );
 }
 
+/// A case of a rule on values: the op, its domain and opset, its inputs, its attributes, and
+/// the input whose values the rule is on.
+type ValueCase = (
+    &'static str,
+    &'static str,
+    i64,
+    Vec<(&'static str, HostTensor)>,
+    Vec<AttributeProto>,
+    &'static str,
+);
+
+/// TensorScatter (`mode` empty: not given) with `write_indices` `w`.
+fn scatter_case(w: &[i64], mode: &str) -> ValueCase {
+    let mut attrs = vec![];
+    if !mode.is_empty() {
+        attrs.push(string_attr("mode", mode));
+    }
+    (
+        "TensorScatter",
+        "",
+        24,
+        vec![
+            ("past_cache", f32s(&[2, 3, 8, 4])),
+            ("update", f32s(&[2, 3, 2, 4])),
+            ("write_indices", i64s(&[2], w)),
+        ],
+        attrs,
+        "write_indices",
+    )
+}
+
+/// RotaryEmbedding with caches of 5 rows and `position_ids` `ids`.
+fn rotary_case(ids: &[i64]) -> ValueCase {
+    (
+        "RotaryEmbedding",
+        "",
+        23,
+        vec![
+            ("X", f32s(&[1, 2, 3, 4])),
+            ("cos_cache", f32s(&[5, 2])),
+            ("sin_cache", f32s(&[5, 2])),
+            ("position_ids", i64s(&[1, 3], ids)),
+        ],
+        vec![],
+        "position_ids",
+    )
+}
+
+/// OneHotEncoder of categories 1, 2, 3 on `x`.
+fn one_hot_case(x: &[i64], zeros: i64) -> ValueCase {
+    (
+        "OneHotEncoder",
+        "ai.onnx.ml",
+        22,
+        vec![("X", i64s(&[2, 2], x))],
+        vec![
+            ints_attr("cats_int64s", &[1, 2, 3]),
+            int_attr("zeros", zeros),
+        ],
+        "X",
+    )
+}
+
+/// The feeds of `inputs`, the `computed` one (see [`model_computing`]) given as `given`.
+fn given_as(inputs: &[(&str, HostTensor)], computed: Option<&str>) -> Vec<(String, HostTensor)> {
+    inputs
+        .iter()
+        .map(|(n, t)| {
+            let n = if Some(*n) == computed { "given" } else { n };
+            (n.to_string(), t.clone())
+        })
+        .collect()
+}
+
 /// The rules on values that no kernel of the op's expansion checks, on values computed on the
 /// GPU: TensorScatter's write indices (a negative one would count from the cache's end), and
 /// RotaryEmbedding's position ids (likewise), OneHotEncoder's values with `zeros` 0 (a value
@@ -630,89 +704,36 @@ fn check_inputs_nodes_of_graphs() {
 /// values that keep the rules run and agree with it.
 #[test]
 fn value_rules_hold_for_values_computed_on_the_gpu() {
-    let scatter = |w: &[i64], mode: &str| {
-        let mut attrs = vec![];
-        if !mode.is_empty() {
-            attrs.push(string_attr("mode", mode));
-        }
-        (
-            "TensorScatter",
-            "",
-            24,
-            vec![
-                ("past_cache", f32s(&[2, 3, 8, 4])),
-                ("update", f32s(&[2, 3, 2, 4])),
-                ("write_indices", i64s(&[2], w)),
-            ],
-            attrs,
-            "write_indices",
-        )
-    };
-    let rotary = |ids: &[i64]| {
-        (
-            "RotaryEmbedding",
-            "",
-            23,
-            vec![
-                ("X", f32s(&[1, 2, 3, 4])),
-                ("cos_cache", f32s(&[5, 2])),
-                ("sin_cache", f32s(&[5, 2])),
-                ("position_ids", i64s(&[1, 3], ids)),
-            ],
-            vec![],
-            "position_ids",
-        )
-    };
-    let one_hot = |x: &[i64]| {
-        (
-            "OneHotEncoder",
-            "ai.onnx.ml",
-            22,
-            vec![("X", i64s(&[2, 2], x))],
-            vec![ints_attr("cats_int64s", &[1, 2, 3]), int_attr("zeros", 0)],
-            "X",
-        )
-    };
     let refused = [
         (
-            scatter(&[0, -1], ""),
+            scatter_case(&[0, -1], ""),
             "TensorScatter: write_indices[1] is -1; in linear mode an update of 2 must be written at 0..=6 of the cache's 8",
         ),
         (
-            scatter(&[7, 0], "linear"),
+            scatter_case(&[7, 0], "linear"),
             "TensorScatter: write_indices[0] is 7; in linear mode an update of 2 must be written at 0..=6 of the cache's 8",
         ),
         (
-            scatter(&[3, -2], "circular"),
+            scatter_case(&[3, -2], "circular"),
             "TensorScatter: write_indices[1] is -2; in circular mode an update of 2 must be written at 0..=9223372036854775807 of the cache's 8",
         ),
         (
-            rotary(&[0, 4, -1]),
+            rotary_case(&[0, 4, -1]),
             "RotaryEmbedding: position_ids' element 2 is -1; it must be in 0..5, a row of cos_cache",
         ),
         (
-            rotary(&[5, 0, 1]),
+            rotary_case(&[5, 0, 1]),
             "RotaryEmbedding: position_ids' element 0 is 5; it must be in 0..5, a row of cos_cache",
         ),
         (
-            one_hot(&[1, 3, 7, 2]),
+            one_hot_case(&[1, 3, 7, 2], 0),
             "OneHotEncoder: X's element 2 is 7, no category of cats_int64s; with zeros 0 every value must be one",
         ),
     ];
     let session_of = |m: &Model| m.clone().session(common::ctx()).unwrap();
-    // The feeds, the computed input given as `given`.
-    let given_as = |inputs: &[(&str, HostTensor)], computed: &str| -> Vec<(String, HostTensor)> {
-        inputs
-            .iter()
-            .map(|(n, t)| {
-                let n = if *n == computed { "given" } else { n };
-                (n.to_string(), t.clone())
-            })
-            .collect()
-    };
     for ((op, domain, opset, inputs, attrs, computed), says) in refused {
         let m = model_computing(op, domain, opset, &inputs, attrs, 1, Some(computed));
-        let given = given_as(&inputs, computed);
+        let given = given_as(&inputs, Some(computed));
         let e = session_of(&m).run_blocking(given.clone()).expect_err(says);
         // Read on the GPU: reported after the run, not refused while planning.
         assert!(
@@ -726,14 +747,14 @@ fn value_rules_hold_for_values_computed_on_the_gpu() {
         assert!(cpu.contains(says), "{op} (interpreter): {cpu}");
     }
     let kept = [
-        scatter(&[0, 6], ""),
-        scatter(&[7, 5], "circular"),
-        rotary(&[0, 4, 2]),
-        one_hot(&[1, 3, 3, 2]),
+        scatter_case(&[0, 6], ""),
+        scatter_case(&[7, 5], "circular"),
+        rotary_case(&[0, 4, 2]),
+        one_hot_case(&[1, 3, 3, 2], 0),
     ];
     for (op, domain, opset, inputs, attrs, computed) in kept {
         let m = model_computing(op, domain, opset, &inputs, attrs, 1, Some(computed));
-        let given = given_as(&inputs, computed);
+        let given = given_as(&inputs, Some(computed));
         let gpu = session_of(&m).run_blocking(given.clone()).unwrap();
         let cpu = reference::graph::run_graph(&m.graph, &given, &Default::default()).unwrap();
         assert_eq!(gpu[0].1.shape, cpu[0].shape, "{op}");
@@ -829,19 +850,6 @@ fn value_rules_on_values_known_while_planning_cost_no_dispatch() {
         session.run_blocking(given.to_vec()).unwrap();
         ctx.stats().dispatches - before
     };
-    let one_hot = |zeros: i64| {
-        (
-            "OneHotEncoder",
-            "ai.onnx.ml",
-            22,
-            vec![("X", i64s(&[2, 2], &[1, 3, 3, 2]))],
-            vec![
-                ints_attr("cats_int64s", &[1, 2, 3]),
-                int_attr("zeros", zeros),
-            ],
-            "X",
-        )
-    };
     let loss = |op: &'static str, label: &'static str| {
         (
             op,
@@ -853,45 +861,16 @@ fn value_rules_on_values_known_while_planning_cost_no_dispatch() {
         )
     };
     let cases = [
-        (
-            "TensorScatter",
-            "",
-            24,
-            vec![
-                ("past_cache", f32s(&[2, 3, 8, 4])),
-                ("update", f32s(&[2, 3, 2, 4])),
-                ("write_indices", i64s(&[2], &[0, 6])),
-            ],
-            vec![string_attr("mode", "linear")],
-            "write_indices",
-        ),
-        (
-            "RotaryEmbedding",
-            "",
-            23,
-            vec![
-                ("X", f32s(&[1, 2, 3, 4])),
-                ("cos_cache", f32s(&[5, 2])),
-                ("sin_cache", f32s(&[5, 2])),
-                ("position_ids", i64s(&[1, 3], &[0, 4, 2])),
-            ],
-            vec![],
-            "position_ids",
-        ),
-        one_hot(0),
+        scatter_case(&[0, 6], "linear"),
+        rotary_case(&[0, 4, 2]),
+        one_hot_case(&[1, 3, 3, 2], 0),
         loss("NegativeLogLikelihoodLoss", "target"),
         loss("SoftmaxCrossEntropyLoss", "labels"),
     ];
     for (op, domain, opset, inputs, attrs, checked) in cases {
         for computed in [None, Some(checked)] {
             let m = model_computing(op, domain, opset, &inputs, attrs.clone(), 1, computed);
-            let given: Vec<(String, HostTensor)> = inputs
-                .iter()
-                .map(|(n, t)| match Some(*n) == computed {
-                    true => ("given".to_string(), t.clone()),
-                    false => (n.to_string(), t.clone()),
-                })
-                .collect();
+            let given = given_as(&inputs, computed);
             let mut unchecked = m.graph.clone();
             let before = unchecked.nodes.len();
             unchecked.nodes.retain(|n| n.op != "CheckValues");
@@ -908,13 +887,9 @@ fn value_rules_on_values_known_while_planning_cost_no_dispatch() {
     }
     // OneHotEncoder with `zeros` 0 costs what it costs with `zeros` 1 on a graph input.
     let cost = |zeros| {
-        let (op, domain, opset, inputs, attrs, _) = one_hot(zeros);
+        let (op, domain, opset, inputs, attrs, _) = one_hot_case(&[1, 3, 3, 2], zeros);
         let m = model(op, domain, opset, &inputs, attrs, 1);
-        let given: Vec<(String, HostTensor)> = inputs
-            .iter()
-            .map(|(n, t)| (n.to_string(), t.clone()))
-            .collect();
-        dispatches(&m.graph, &given)
+        dispatches(&m.graph, &given_as(&inputs, None))
     };
     assert_eq!(cost(0), cost(1));
 }

@@ -155,6 +155,20 @@ impl Builder {
         self.nodes.push(node);
     }
 
+    /// The bounds of [`Builder::check_values`] for positions in `0..n` (`n`: one i64 known
+    /// while planning, a dim): `[0, n - 1, n]`, so that a message names `n` as `{b2}`.
+    pub(super) fn positions_below(&mut self, name: &str, n: &str) -> Result<String> {
+        let zero = self.i64s(&format!("{name}_first"), &[0])?;
+        let one = self.i64s(&format!("{name}_one"), &[1])?;
+        let last = self.op("Sub", &format!("{name}_last"), &[n, &one], &[]);
+        Ok(self.op(
+            "Concat",
+            name,
+            &[&zero, &last, n],
+            &[("axis", Attr::Int(0))],
+        ))
+    }
+
     pub(super) fn i64s(&mut self, name: &str, v: &[i64]) -> Result<String> {
         let name = self.name(name);
         self.constants

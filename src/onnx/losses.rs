@@ -61,15 +61,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     // below would take a negative one as counting from the last class. Checked before the
     // cast, so that a target given as a graph input is checked while planning.
     let classes = b.dims("classes", &scores, 1, Some(2));
-    let first = b.i64s("first_class", &[0])?;
-    let one = b.i64s("one_class", &[1])?;
-    let last = b.op("Sub", "last_class", &[&classes, &one], &[]);
-    let bounds = b.op(
-        "Concat",
-        "class_bounds",
-        &[&first, &last, &classes],
-        &[("axis", Attr::Int(0))],
-    );
+    let bounds = b.positions_below("class_bounds", &classes)?;
     let (ignored, or_ignored) = match ignore {
         Some(x) => (
             Some(b.i64s("ignored_class", &[x])?),

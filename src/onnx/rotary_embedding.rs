@@ -44,15 +44,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
             // Each position a row of the caches; the Gathers below would count a negative
             // one from the end.
             let rows = b.dims("cache_rows", &cos, 0, Some(1));
-            let first = b.i64s("first_row", &[0])?;
-            let one = b.i64s("one_row", &[1])?;
-            let last = b.op("Sub", "last_row", &[&rows, &one], &[]);
-            let bounds = b.op(
-                "Concat",
-                "row_bounds",
-                &[&first, &last, &rows],
-                &[("axis", Attr::Int(0))],
-            );
+            let bounds = b.positions_below("row_bounds", &rows)?;
             b.check_values(
                 ("RotaryEmbedding", "position_ids"),
                 "position_ids' element {i} is {v}; it must be in 0..{b2}, a row of cos_cache",

@@ -10,8 +10,8 @@ with distinct targets, or add on i32 data, so that the order of updates does not
 about half the models one index is out of range, on either side, by a little or by far.
 Then the ops whose rules on such values a node `CheckValues` holds (no inner kernel reads
 them as indices of their own): TensorScatter's write indices (linear or circular),
-RotaryEmbedding's position ids, OneHotEncoder's values with `zeros` 0, again half of them
-broken. Values compare bit for bit (RotaryEmbedding's within 1e-6, as its products may round
+RotaryEmbedding's position ids, MaxUnpool's indices, OneHotEncoder's values with `zeros` 0,
+again half of them broken. Values compare bit for bit (RotaryEmbedding's within 1e-6, as its products may round
 differently). Prints each disagreement (the model and its inputs are kept in
 WORK_DIR) and a summary: both ran and agree, both refused, mismatches.
 
@@ -40,7 +40,7 @@ seed = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 work = sys.argv[4] if len(sys.argv) > 4 else tempfile.mkdtemp()
 os.makedirs(work, exist_ok=True)
 OPS = ["Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND"]
-VALUE_OPS = ["TensorScatter", "RotaryEmbedding", "OneHotEncoder"]
+VALUE_OPS = ["TensorScatter", "RotaryEmbedding", "OneHotEncoder", "MaxUnpool"]
 
 
 def in_range(rng, n, size):
@@ -87,6 +87,15 @@ def value_case(rng, op):
         attrs = {"interleaved": int(rng.integers(0, 2))}
         feeds = {"x": f32(b, h, s, 2 * half), "cos": f32(rows, half), "sin": f32(rows, half)}
         return attrs, feeds, ["x", "cos", "sin", "at"], idx, 23, ""
+    if op == "MaxUnpool":
+        x_shape = [int(v) for v in rng.integers(1, 4, size=4)]
+        total = x_shape[0] * x_shape[1] * 4 * x_shape[2] * x_shape[3]
+        # Distinct positions, so that the order of the scatter's writes does not matter.
+        idx = rng.permutation(total)[: int(np.prod(x_shape))].reshape(x_shape).astype(np.int64)
+        if broken:
+            idx.reshape(-1)[rng.integers(idx.size)] = -1 - far if rng.random() < 0.5 else total + far
+        attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+        return attrs, {"x": f32(*x_shape)}, ["x", "at"], idx, 22, ""
     cats = sorted(set(int(v) for v in rng.integers(-20, 20, size=int(rng.integers(1, 6)))))
     idx = rng.choice(cats, size=[int(rng.integers(1, 4)), int(rng.integers(1, 4))]).astype(np.int64)
     if broken:

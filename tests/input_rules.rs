@@ -225,6 +225,16 @@ fn cases() -> Vec<Case> {
             "I has shape [1, 1, 3, 2]; it must be [1, 1, 2, 2]",
         ),
         case(
+            "MaxUnpool",
+            22,
+            vec![
+                ("X", f32s(&[1, 1, 2, 2])),
+                ("I", i64s(&[1, 1, 2, 2], &[0, 3, -1, 15])),
+            ],
+            vec![ints_attr("kernel_shape", &[2, 2]), ints_attr("strides", &[2, 2])],
+            "I's element 2 is -1; it must be in 0..16, a position of the unpooled tensor",
+        ),
+        case(
             "DeformConv",
             22,
             vec![
@@ -685,6 +695,21 @@ fn one_hot_case(x: &[i64], zeros: i64) -> ValueCase {
     )
 }
 
+/// MaxUnpool of a 2x2 window and stride to 4x4, with indices `i`.
+fn max_unpool_case(i: &[i64]) -> ValueCase {
+    (
+        "MaxUnpool",
+        "",
+        22,
+        vec![("X", f32s(&[1, 1, 2, 2])), ("I", i64s(&[1, 1, 2, 2], i))],
+        vec![
+            ints_attr("kernel_shape", &[2, 2]),
+            ints_attr("strides", &[2, 2]),
+        ],
+        "I",
+    )
+}
+
 /// The feeds of `inputs`, the `computed` one (see [`model_computing`]) given as `given`.
 fn given_as(inputs: &[(&str, HostTensor)], computed: Option<&str>) -> Vec<(String, HostTensor)> {
     inputs
@@ -697,14 +722,22 @@ fn given_as(inputs: &[(&str, HostTensor)], computed: Option<&str>) -> Vec<(Strin
 }
 
 /// The rules on values that no kernel of the op's expansion checks, on values computed on the
-/// GPU: TensorScatter's write indices (a negative one would count from the cache's end), and
-/// RotaryEmbedding's position ids (likewise), OneHotEncoder's values with `zeros` 0 (a value
-/// of no category would give zeros). The run fails after its commands with the same line
+/// GPU: TensorScatter's write indices (a negative one would count from the cache's end),
+/// RotaryEmbedding's position ids and MaxUnpool's indices (likewise), OneHotEncoder's values
+/// with `zeros` 0 (a value of no category would give zeros). The run fails after its commands with the same line
 /// the rule gives for values known on the host; the interpreter refuses them too, and
 /// values that keep the rules run and agree with it.
 #[test]
 fn value_rules_hold_for_values_computed_on_the_gpu() {
     let refused = [
+        (
+            max_unpool_case(&[0, 3, 8, -1]),
+            "MaxUnpool: I's element 3 is -1; it must be in 0..16, a position of the unpooled tensor",
+        ),
+        (
+            max_unpool_case(&[16, 3, 8, 1]),
+            "MaxUnpool: I's element 0 is 16; it must be in 0..16, a position of the unpooled tensor",
+        ),
         (
             scatter_case(&[0, -1], ""),
             "TensorScatter: write_indices[1] is -1; in linear mode an update of 2 must be written at 0..=6 of the cache's 8",
@@ -751,6 +784,7 @@ fn value_rules_hold_for_values_computed_on_the_gpu() {
         scatter_case(&[7, 5], "circular"),
         rotary_case(&[0, 4, 2]),
         one_hot_case(&[1, 3, 3, 2], 0),
+        max_unpool_case(&[0, 3, 8, 15]),
     ];
     for (op, domain, opset, inputs, attrs, computed) in kept {
         let m = model_computing(op, domain, opset, &inputs, attrs, 1, Some(computed));
@@ -864,6 +898,7 @@ fn value_rules_on_values_known_while_planning_cost_no_dispatch() {
         scatter_case(&[0, 6], "linear"),
         rotary_case(&[0, 4, 2]),
         one_hot_case(&[1, 3, 3, 2], 0),
+        max_unpool_case(&[0, 3, 8, 15]),
         loss("NegativeLogLikelihoodLoss", "target"),
         loss("SoftmaxCrossEntropyLoss", "labels"),
     ];

@@ -55,6 +55,7 @@ const VALUE_CHECKED_OPS: &[&str] = &[
     "OneHotEncoder",
     "NegativeLogLikelihoodLoss",
     "SoftmaxCrossEntropyLoss",
+    "MaxUnpool",
 ];
 
 /// A `CheckValues` node's rule: the values of `op`'s input `input` must lie in `low..=high`

@@ -110,6 +110,16 @@ fn max_unpool(node: &Node) -> Result<Expansion> {
         )],
     );
     let zeros = b.op("CastLike", "zeros_t", &[&zeros, x], &[]);
+    // Each index a position of the unpooled tensor: the ScatterElements below would count a
+    // negative one from the end (onnxruntime refuses it).
+    let bounds = b.positions_below("position_bounds", &count)?;
+    b.check_values(
+        ("MaxUnpool", "I"),
+        "I's element {i} is {v}; it must be in 0..{b2}, a position of the unpooled tensor",
+        i,
+        &bounds,
+        None,
+    );
     let values = b.op("Reshape", "values", &[x, &flat], &[]);
     let indices = b.op("Reshape", "indices", &[i, &flat], &[]);
     let scattered = b.op(

@@ -225,6 +225,20 @@ fn cases() -> Vec<Case> {
             "I has shape [1, 1, 3, 2]; it must be [1, 1, 2, 2]",
         ),
         case(
+            "TfIdfVectorizer",
+            21,
+            vec![("X", i64s(&[2, 2, 3], &[0, 1, 2, 3, 2, 1, 0, 1, 2, 3, 2, 1]))],
+            tf_idf_attrs(),
+            "X has shape [2, 2, 3]; TfIdfVectorizer takes [C] or [N, C]",
+        ),
+        case(
+            "TfIdfVectorizer",
+            21,
+            vec![("X", i64s(&[], &[2]))],
+            tf_idf_attrs(),
+            "X has shape []; TfIdfVectorizer takes [C] or [N, C]",
+        ),
+        case(
             "MaxUnpool",
             22,
             vec![
@@ -693,6 +707,19 @@ fn one_hot_case(x: &[i64], zeros: i64) -> ValueCase {
         ],
         "X",
     )
+}
+
+/// TfIdfVectorizer's attributes: counts of the unigrams 2 and 3.
+fn tf_idf_attrs() -> Vec<AttributeProto> {
+    vec![
+        string_attr("mode", "TF"),
+        int_attr("min_gram_length", 1),
+        int_attr("max_gram_length", 1),
+        int_attr("max_skip_count", 0),
+        ints_attr("ngram_counts", &[0]),
+        ints_attr("ngram_indexes", &[0, 1]),
+        ints_attr("pool_int64s", &[2, 3]),
+    ]
 }
 
 /// MaxUnpool of a 2x2 window and stride to 4x4, with indices `i`.

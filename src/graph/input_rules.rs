@@ -189,6 +189,18 @@ pub(crate) fn check(node: &Node, inputs: &[Option<Input<'_>>]) -> Result<()> {
             )),
             _ => Ok(()),
         },
+        // As onnxruntime: a row of tokens or rows of them (the spec's forms).
+        "TfIdfVectorizer" => match rules.get(0) {
+            Some(x) if !(1..=2).contains(&x.shape.len()) => Err(Error::invalid(
+                "TfIdfVectorizer",
+                "X",
+                format!(
+                    "X has shape {:?}; TfIdfVectorizer takes [C] or [N, C]",
+                    x.shape
+                ),
+            )),
+            _ => Ok(()),
+        },
         "MatMulInteger" => {
             rules.integer_product("MatMulInteger", [0, 1], [None, Some(2), None, Some(3)])
         }

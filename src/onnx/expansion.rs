@@ -76,6 +76,17 @@ impl Builder {
         self.nodes.insert(0, check);
     }
 
+    /// Adds, where it stands among the nodes built, the node that checks `inputs` (values of
+    /// this expansion standing for `node`'s, in its order) against the rules of `op`: for
+    /// rules on inputs that are not tensors until an inner node makes them so (strings mapped
+    /// to ids).
+    pub(super) fn check_inputs_of(&mut self, node: &Node, op: &str, inputs: &[&str]) {
+        let mut standing = node.clone();
+        standing.inputs = inputs.iter().map(|s| s.to_string()).collect();
+        let check = check_inputs(&standing, &self.prefix, op, &[]);
+        self.nodes.push(check);
+    }
+
     /// The nodes and constants built.
     pub(super) fn finish(self) -> Expansion {
         (self.nodes, self.constants)

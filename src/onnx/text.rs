@@ -140,6 +140,8 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         )
     };
     let x = x.as_str();
+    // X as ids (strings mapped), so that its rule holds for string tokens too.
+    b.check_inputs_of(node, "TfIdfVectorizer", &[x]);
     // Rows of tokens: [C] is one row.
     let width = b.dims("row_width", x, -1, None);
     // The leading dims' product, not -1: rows of no feature leave -1 undetermined.

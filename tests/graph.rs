@@ -623,6 +623,60 @@ fn expand_to_the_input_shape_is_a_view() {
     }
 }
 
+/// A fill or repeat of small constants (ConstantOfShape, Expand, Tile) is computed while
+/// planning where its result is small, and on the GPU (one dispatch) where it is large, so
+/// that no large constant is built on the host and uploaded every run; both give the
+/// reference's values, run after run.
+#[test]
+fn large_results_of_small_constants_are_made_on_the_gpu() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let small = random_tensor(8, DType::I64, &[2, 3]);
+    let cases = |n: i64| {
+        [
+            Node::new("ConstantOfShape", "fill")
+                .inputs(["dims"])
+                .outputs(["y"])
+                .attr(
+                    "value",
+                    Attr::Tensor(HostTensor::from_vec(vec![1], &[7i64]).unwrap()),
+                ),
+            Node::new("Expand", "expand")
+                .inputs(["small", "expanded"])
+                .outputs(["y"]),
+            Node::new("Tile", "tile")
+                .inputs(["small", "repeats"])
+                .outputs(["y"]),
+        ]
+        .map(|node| {
+            Graph::new()
+                .constant("small", small.clone())
+                .constant("dims", idx(&[n, 2, 3]))
+                .constant("expanded", idx(&[n, 2, 3]))
+                .constant("repeats", idx(&[n, 1]))
+                .node(node)
+                .output("y")
+        })
+    };
+    // 2 * 3 * n elements: under the fold's limit of 16384, then over it.
+    for (n, dispatches) in [(100i64, 0u64), (3000, 1)] {
+        for g in cases(n) {
+            let op = g.nodes[0].op.clone();
+            let session = Session::new(&ctx, g.clone()).unwrap();
+            let want = reference::graph::run_graph(&g, &[], &Default::default()).unwrap();
+            for run in 0..2 {
+                let before = ctx.stats().dispatches;
+                let out = session.run_blocking(vec![]).unwrap();
+                assert_eq!(
+                    ctx.stats().dispatches - before,
+                    dispatches,
+                    "{op} {n} run {run}"
+                );
+                assert_eq!(out[0].1, want[0], "{op} {n} run {run}");
+            }
+        }
+    }
+}
+
 /// BitCast reads the same bytes as another dtype of the same width, as a view (no dispatch),
 /// bit for bit with the reference; other widths, and bool from bytes that may not be 0 or 1,
 /// are errors naming the op and the rule.

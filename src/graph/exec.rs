@@ -1074,9 +1074,52 @@ fn fold(
     if elements > FOLD_LIMIT {
         return Ok(None);
     }
+    // A fill or repeat of small constants into a large result: computed on the host it is
+    // built and uploaded every run; the GPU writes it in one dispatch.
+    if !plans && repeated_elements(&node.op, &inputs).is_some_and(|n| n > FOLD_LIMIT as u64) {
+        return Ok(None);
+    }
     // An op the interpreter cannot compute (or refuses) is left to the GPU, whose validation
     // reports user errors.
     Ok(crate::reference::graph::eval_node(node, &inputs).ok())
+}
+
+/// The elements of the result of an op that fills or repeats its input (ConstantOfShape,
+/// Expand, Tile), from its inputs; `None` for other ops and inputs they would refuse.
+fn repeated_elements(op: &str, inputs: &[Option<HostTensor>]) -> Option<u64> {
+    let dims = |k: usize| -> Option<Vec<u64>> {
+        let t = inputs.get(k)?.as_ref()?;
+        let v = t.to_indices("fold", "dims").ok()?;
+        v.into_iter().map(|d| u64::try_from(d).ok()).collect()
+    };
+    let product = |d: &[u64]| d.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+    match op {
+        "ConstantOfShape" => product(&dims(0)?),
+        "Expand" => {
+            let shape: Vec<u64> = inputs
+                .first()?
+                .as_ref()?
+                .shape
+                .iter()
+                .map(|&d| d as u64)
+                .collect();
+            let to = dims(1)?;
+            let rank = shape.len().max(to.len());
+            let at = |d: &[u64], k: usize| match k + d.len() >= rank {
+                true => d[k + d.len() - rank],
+                false => 1,
+            };
+            let out: Vec<u64> = (0..rank).map(|k| at(&shape, k).max(at(&to, k))).collect();
+            product(&out)
+        }
+        "Tile" => {
+            let shape = &inputs.first()?.as_ref()?.shape;
+            let repeats = dims(1)?;
+            let n = product(&shape.iter().map(|&d| d as u64).collect::<Vec<_>>())?;
+            n.checked_mul(product(&repeats)?)
+        }
+        _ => None,
+    }
 }
 
 /// A [`Value`] given to a run, its tensors shared.

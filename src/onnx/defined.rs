@@ -184,24 +184,48 @@ fn tensor_scatter(node: &Node) -> Result<Expansion> {
     let mut b = Builder::new(node, &y);
     b.check_inputs(node, &node.op, &[]);
     let axis_attr = [("axis", Attr::Int(axis))];
-    // Each update element's position along the axis: a running count of ones, less one.
-    let shape = b.op("Shape", "update_shape", &[&update], &[]);
+    // Each update element's position along the axis: 0..len there (a constant while
+    // planning), as [len, 1, ...] for the axes after it, broadcast over the update at the end.
+    let end = if axis == -1 { None } else { Some(axis + 1) };
+    let len = b.dims("written_length", &update, axis, end);
+    let zero = b.i64s("zero", &[0])?;
+    let zero_s = b.op("Squeeze", "zero_s", &[&zero, &zero], &[]);
+    let len_s = b.op("Squeeze", "written_length_s", &[&len, &zero], &[]);
     let one = b.i64s("one", &[1])?;
-    let ones = b.op("Expand", "ones", &[&one, &shape], &[]);
-    let axis_v = b.i64s("axis", &[axis])?;
-    let count = b.op("CumSum", "count", &[&ones, &axis_v], &[]);
-    let mut index = b.op("Sub", "position", &[&count, &one], &[]);
+    let one_s = b.op("Squeeze", "one_s", &[&one, &zero], &[]);
+    let positions = b.op("Range", "positions", &[&zero_s, &len_s, &one_s], &[]);
+    let mut index = match end {
+        None => positions,
+        Some(after) => {
+            let trailing = b.dims("trailing_dims", &update, after, None);
+            let count = b.op("Shape", "trailing_count", &[&trailing], &[]);
+            let ones = b.op(
+                "ConstantOfShape",
+                "trailing_ones",
+                &[&count],
+                &[(
+                    "value",
+                    Attr::Tensor(HostTensor::from_vec(vec![1], &[1i64])?),
+                )],
+            );
+            let minus = b.i64s("minus_one", &[-1])?;
+            let shape = b.op(
+                "Concat",
+                "positions_shape",
+                &[&minus, &ones],
+                &[("axis", Attr::Int(0))],
+            );
+            b.op("Reshape", "positions_along", &[&positions, &shape], &[])
+        }
+    };
     if let Some(w) = input(2) {
         // Each write within the cache: ScatterElements would count a negative index from the
         // end, and report one past it as its own.
-        let end = if axis == -1 { None } else { Some(axis + 1) };
-        let len = b.dims("written_length", &update, axis, end);
         let max = b.dims("write_limit", &past, axis, end);
         let last = match circular {
             true => b.i64s("last_write", &[i64::MAX])?,
             false => b.op("Sub", "last_write", &[&max, &len], &[]),
         };
-        let zero = b.i64s("first_write", &[0])?;
         let bounds = b.op(
             "Concat",
             "write_bounds",
@@ -222,10 +246,12 @@ fn tensor_scatter(node: &Node) -> Result<Expansion> {
         index = b.op("Add", "index", &[&index, &w], &[]);
     }
     if circular {
-        let end = if axis == -1 { None } else { Some(axis + 1) };
         let len = b.dims("cache_length", &past, axis, end);
         index = b.op("Mod", "index_circular", &[&index, &len], &[]);
     }
+    // ScatterElements takes an index per update element.
+    let shape = b.op("Shape", "update_shape", &[&update], &[]);
+    let index = b.op("Expand", "index_per_element", &[&index, &shape], &[]);
     b.op_to("ScatterElements", &y, &[&past, &index, &update], &axis_attr);
     Ok(b.finish())
 }

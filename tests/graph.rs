@@ -624,9 +624,9 @@ fn expand_to_the_input_shape_is_a_view() {
 }
 
 /// A fill or repeat of small constants (ConstantOfShape, Expand, Tile) is computed while
-/// planning where its result is small, and on the GPU (one dispatch) where it is large, so
-/// that no large constant is built on the host and uploaded every run; both give the
-/// reference's values, run after run.
+/// planning where its result is small, and on the GPU (one dispatch) where it is large (over
+/// 16384 elements), so that no large constant is built on the host and uploaded every run;
+/// both give the reference's values, run after run.
 #[test]
 fn large_results_of_small_constants_are_made_on_the_gpu() {
     let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();

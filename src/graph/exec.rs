@@ -1074,8 +1074,8 @@ fn fold(
     if elements > FOLD_LIMIT {
         return Ok(None);
     }
-    // A fill or repeat of small constants into a large result: computed on the host it is
-    // built and uploaded every run; the GPU writes it in one dispatch.
+    // A repeat of small constants into a large result: computed on the host it is built and
+    // uploaded every run; the GPU writes it in one dispatch.
     if !plans && repeated_elements(&node.op, &inputs).is_some_and(|n| n > FOLD_LIMIT as u64) {
         return Ok(None);
     }
@@ -1084,8 +1084,8 @@ fn fold(
     Ok(crate::reference::graph::eval_node(node, &inputs).ok())
 }
 
-/// The elements of the result of an op that fills or repeats its input (ConstantOfShape,
-/// Expand, Tile), from its inputs; `None` for other ops and inputs they would refuse.
+/// The elements of the result of an op that repeats its input (Expand, Tile; ConstantOfShape
+/// decides for itself), from its inputs; `None` for other ops and inputs they would refuse.
 fn repeated_elements(op: &str, inputs: &[Option<HostTensor>]) -> Option<u64> {
     let dims = |k: usize| -> Option<Vec<u64>> {
         let t = inputs.get(k)?.as_ref()?;
@@ -1094,7 +1094,6 @@ fn repeated_elements(op: &str, inputs: &[Option<HostTensor>]) -> Option<u64> {
     };
     let product = |d: &[u64]| d.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
     match op {
-        "ConstantOfShape" => product(&dims(0)?),
         "Expand" => {
             let shape: Vec<u64> = inputs
                 .first()?

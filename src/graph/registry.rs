@@ -2540,9 +2540,9 @@ static CHECK_INPUTS: OpDef = OpDef {
     },
 };
 
-/// CheckValues(values (numbers, read as i64: floats truncated), bounds (i64, known while planning: low, high, then any
-/// the message names), allowed (optional, i64)) -> true: a rule on values read on the GPU
-/// that no kernel of their readers checks (`ValueCheck`, from the attributes `op`, `input`
+/// CheckValues(values (numbers, read as i64: floats truncated), bounds (i64, known while
+/// planning: low, high, then any the message names), allowed (optional, i64)) -> true: a
+/// rule on values read on the GPU that no kernel of their readers checks (`ValueCheck`, from the attributes `op`, `input`
 /// and `message`): each value in low..=high or one of allowed. The run fails on the first
 /// value that breaks it; checked while planning where the values are known there, so that
 /// a check of a graph input costs no dispatch.

@@ -6,31 +6,47 @@
 //   the coordinate along the axis replaced by its index.
 // - ScatterND: one invocation per element s of a slice, walking the index tuples: tuple n's
 //   update s goes to element s of the slice the tuple addresses.
+// - ScatterElements whose indices land on distinct elements (TensorScatter's writes): the
+//   updates need no order, so where the index repeats over rows of whole 16-byte quads, one
+//   invocation per quad (`main_rows`), else, on GPUs, one per update (`main`). (CPU adapters
+//   walk the columns instead: there a column's steps cost less than splitting every update's
+//   position.)
+// ScatterElements' indices may repeat along axes of the updates (index strides of 0).
 // No two invocations write one element; 1- and 2-byte elements of neighbouring invocations
-// share words, so every word is replaced by compare-and-swap. Elements move as bits: the
+// share words, so every such word is replaced by compare-and-swap. Elements move as bits: the
 // element's low bits in x (the high word of 8-byte elements in y); `combine` (generated for
 // the dtype and reduction) merges the element there with the update. Indices are i32 or i64
 // (word pairs; only values that fit in i32 can be in range); negative ones count from the end;
 // an update whose index is out of range is skipped, and the index reported where the kernel
-// has a site (index_faults.inc, appended; the host checks the indices it knows).
+// has a site (index_faults.inc, appended; the host checks the indices it knows). Positions
+// split by axis lengths with `divide` (divide.inc, appended): no division instruction.
 
 override ELEM_BYTES: u32 = 4u;
 override WORKGROUP_SIZE: u32 = 64u;
 
 struct Axis {
-    // ScatterElements: the column walk's axes (innermost first): length, the updates' and the
-    // data's element strides. ScatterND: the indexed axes (in order): length, data stride.
+    // ScatterElements: the column walk's axes (innermost first; of distinct targets, every
+    // axis of the updates, the one scattered along with data stride 0): length, the updates',
+    // the data's and the indices' element strides (0 where the indices repeat). ScatterND: the
+    // indexed axes (in order): length, data stride.
     len: u32,
     ustride: u32,
     dstride: u32,
-    _pad: u32,
+    istride: u32,
+    // The length as `divide` takes it.
+    shift: u32,
+    magic: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 struct Params {
-    // Invocations with work (columns, or slice elements), and the updates each applies.
+    // Invocations with work (columns, slice elements, or updates), and the updates each
+    // applies.
     count: u32,
     steps: u32,
-    nd: u32,
+    // 0: ScatterElements, 1: ScatterND, 2: ScatterElements of distinct targets.
+    mode: u32,
     index64: u32,
     // ScatterElements: the column walk's rank, the data's length along the axis, and the
     // updates' and data's strides along it. ScatterND: the tuple length, the slice length.
@@ -41,7 +57,8 @@ struct Params {
     axes: array<Axis, 16>,
     // Where an index out of range is reported (0: it is not).
     site: u32,
-    _pad0: u32,
+    // ScatterElements: the indices' stride along the axis.
+    axis_istride: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -49,7 +66,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> index_words: array<u32>;
 @group(0) @binding(2) var<storage, read> updates: array<u32>;
-@group(0) @binding(3) var<storage, read_write> dst: array<atomic<u32>>;
+@group(0) @binding(3) var<storage, read_write> dst: array<atomic<u32>>; // DST
 
 // Replacing; the kernel's generator puts the dtype's reduction here.
 fn combine(old: vec2<u32>, v: vec2<u32>) -> vec2<u32> { return v; } // COMBINE
@@ -78,24 +95,20 @@ fn update_at(u: u32) -> vec2<u32> {
 }
 
 // Merges update `v` into data element t.
+// BEGIN SUB-WORD APPLY
+// 1- and 2-byte elements, whose words neighbouring invocations share: compare-and-swap. (The
+// generator swaps this block and `dst`'s type for plain loads and stores for 4- and 8-byte
+// elements, whose words no other invocation touches: CPU adapters run atomics one lane at a
+// time.)
 fn apply(t: u32, v: vec2<u32>) {
-    if ELEM_BYTES == 8u {
-        // No other invocation touches either word.
-        let old = vec2<u32>(atomicLoad(&dst[2u * t]), atomicLoad(&dst[2u * t + 1u]));
-        let r = combine(old, v);
-        atomicStore(&dst[2u * t], r.x);
-        atomicStore(&dst[2u * t + 1u], r.y);
-        return;
-    }
-    let bits = min(ELEM_BYTES, 4u) * 8u;
+    let bits = min(ELEM_BYTES, 2u) * 8u;
     let lanes = 32u / bits;
     let w = t / lanes;
     let shift = (t % lanes) * bits;
     var old = atomicLoad(&dst[w]);
     loop {
-        let element = select(old, extractBits(old, shift, bits), bits < 32u);
-        let r = combine(vec2<u32>(element, 0u), v).x;
-        let word = select(r, insertBits(old, r, shift, bits), bits < 32u);
+        let r = combine(vec2<u32>(extractBits(old, shift, bits), 0u), v).x;
+        let word = insertBits(old, r, shift, bits);
         let swapped = atomicCompareExchangeWeak(&dst[w], old, word);
         if swapped.exchanged {
             break;
@@ -103,6 +116,7 @@ fn apply(t: u32, v: vec2<u32>) {
         old = swapped.old_value;
     }
 }
+// END SUB-WORD APPLY
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(
@@ -114,7 +128,26 @@ fn main(
     if c >= params.count {
         return;
     }
-    if params.nd != 0u {
+    if params.mode == 2u {
+        // Update c: its position, the index for it, and its data element but along the axis.
+        var rest = c;
+        var at = 0u;
+        var d = 0u;
+        for (var k = 0u; k < params.rank; k++) {
+            let axis = params.axes[k];
+            let q = divide(rest, axis.shift, axis.magic);
+            let x = rest - q * axis.len;
+            rest = q;
+            at += x * axis.istride;
+            d += x * axis.dstride;
+        }
+        let i = index_at(at, params.axis_len, at, 0u);
+        if i >= 0 {
+            apply(d + u32(i) * params.axis_dstride, update_at(c));
+        }
+        return;
+    }
+    if params.mode == 1u {
         let k = params.rank;
         let slice = params.axis_len;
         for (var n = 0u; n < params.steps; n++) {
@@ -135,19 +168,57 @@ fn main(
     // The column's first update and its data element (coordinate 0 along the axis).
     var rest = c;
     var u = 0u;
+    var j = 0u;
     var d = 0u;
     for (var k = 0u; k < params.rank; k++) {
         let axis = params.axes[k];
-        let x = rest % axis.len;
-        rest /= axis.len;
+        let q = divide(rest, axis.shift, axis.magic);
+        let x = rest - q * axis.len;
+        rest = q;
         u += x * axis.ustride;
+        j += x * axis.istride;
         d += x * axis.dstride;
     }
     for (var s = 0u; s < params.steps; s++) {
-        let at = u + s * params.axis_ustride;
+        let at = j + s * params.axis_istride;
         let i = index_at(at, params.axis_len, at, 0u);
         if i >= 0 {
-            apply(d + u32(i) * params.axis_dstride, update_at(at));
+            apply(d + u32(i) * params.axis_dstride, update_at(u + s * params.axis_ustride));
         }
+    }
+}
+
+// The same buffers as 16-byte quads, for `main_rows`.
+@group(0) @binding(2) var<storage, read> updates4: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> dst4: array<vec4<u32>>;
+
+// ScatterElements of distinct targets whose index repeats over rows of whole quads (the axes
+// after the one scattered along, laid out alike in the updates and the data): update quad q
+// moves whole to its row's place. Mode 2's walk in quads: the row's quads are the innermost
+// axis (index stride 0, data stride 1).
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main_rows(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let q = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if q >= params.count {
+        return;
+    }
+    var rest = q;
+    var at = 0u;
+    var d = 0u;
+    for (var k = 0u; k < params.rank; k++) {
+        let axis = params.axes[k];
+        let next = divide(rest, axis.shift, axis.magic);
+        let x = rest - next * axis.len;
+        rest = next;
+        at += x * axis.istride;
+        d += x * axis.dstride;
+    }
+    let i = index_at(at, params.axis_len, at, 0u);
+    if i >= 0 {
+        dst4[d + u32(i) * params.axis_dstride] = updates4[q];
     }
 }

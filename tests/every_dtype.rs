@@ -2179,6 +2179,101 @@ fn scatter_on(d: DType) {
             check("ScatterND", &got, &want, &what);
         }
     }
+    // Our `unique_indices`: updates on distinct elements (one invocation each with the GPU
+    // kernels, or one per 16-byte quad of rows the index repeats over), indices repeated
+    // along axes of the updates, i32 and i64, negative ones.
+    // (data, updates, indices' shape, axis, indices)
+    type DistinctCase<'a> = (&'a [usize], &'a [usize], &'a [usize], i64, &'a [i64]);
+    let distinct: [DistinctCase; 6] = [
+        (
+            &[4, 6, 5],
+            &[4, 3, 5],
+            &[4, 3, 1],
+            1,
+            &[0, 2, -1, 1, 3, -2, 5, 0, 2, 4, 1, -6],
+        ),
+        (&[5, 7], &[3, 7], &[3, 1], 0, &[2, -5, 4]),
+        (&[9], &[4], &[4], 0, &[-1, 3, 0, 5]),
+        (
+            &[2, 3, 8],
+            &[2, 3, 8],
+            &[1, 1, 8],
+            -1,
+            &[7, 6, -3, 4, 3, 2, 1, -8],
+        ),
+        // Rows of 16 elements: whole quads for every width.
+        (
+            &[3, 5, 16],
+            &[3, 2, 16],
+            &[3, 2, 1],
+            1,
+            &[4, 0, -1, 2, 1, 3],
+        ),
+        // Update rows of 2 x 8 at the start of data rows of 3 x 8: whole quads from 2 bytes.
+        (
+            &[2, 4, 3, 8],
+            &[2, 2, 2, 8],
+            &[2, 2, 1, 1],
+            1,
+            &[3, -4, 1, 2],
+        ),
+    ];
+    for (seed, (shape, wanted, ishape, axis, picks)) in distinct.into_iter().enumerate() {
+        let ind = if seed % 2 == 0 {
+            HostTensor::from_vec(ishape.to_vec(), picks).unwrap()
+        } else {
+            let narrow: Vec<i32> = picks.iter().map(|&i| i as i32).collect();
+            HostTensor::from_vec(ishape.to_vec(), &narrow).unwrap()
+        };
+        let what = format!("ScatterElements unique {shape:?} by {ishape:?} to {wanted:?} on {d}");
+        let x = random_tensor(90 + seed as u64, d, shape);
+        let u = random_tensor(95 + seed as u64, d, wanted);
+        let (got, want) = both(
+            ctx(),
+            Node::new("ScatterElements", "s")
+                .inputs(["x", "i", "u"])
+                .attr("axis", Attr::Int(axis))
+                .attr("unique_indices", Attr::Int(1)),
+            vec![("x", x.clone()), ("i", ind.clone()), ("u", u.clone())],
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        check("ScatterElements", &got, &want, &what);
+        // The indices spelled out per update give the same result without the promise.
+        let full = run_graph(
+            &Graph::new()
+                .input(
+                    "i",
+                    ind.dtype,
+                    &ishape.iter().map(|&n| Some(n)).collect::<Vec<_>>(),
+                )
+                .input("s", DType::I64, &[Some(wanted.len())])
+                .node(Node::new("Expand", "e").inputs(["i", "s"]).outputs(["y"]))
+                .output("y"),
+            &[
+                ("i".to_string(), ind),
+                (
+                    "s".to_string(),
+                    HostTensor::from_vec(
+                        vec![wanted.len()],
+                        &wanted.iter().map(|&n| n as i64).collect::<Vec<_>>(),
+                    )
+                    .unwrap(),
+                ),
+            ],
+            &Default::default(),
+        )
+        .unwrap()
+        .remove(0);
+        let (plain, _) = both(
+            ctx(),
+            Node::new("ScatterElements", "s")
+                .inputs(["x", "i", "u"])
+                .attr("axis", Attr::Int(axis)),
+            vec![("x", x), ("i", full), ("u", u)],
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(got, plain, "{what}: against the plain ScatterElements");
+    }
     // The spec's first ScatterElements example (updates as small integers).
     let x = cast_host(&HostTensor::from_vec(vec![3, 3], &[0i64; 9]).unwrap(), d).unwrap();
     let i = HostTensor::from_vec(vec![2, 3], &[1i64, 0, 2, 0, 2, 1]).unwrap();
@@ -2228,6 +2323,40 @@ fn scatter_on(d: DType) {
             "index 3 is out of range for axis 1",
         ),
     ];
+    for (unique, reduction, indices, message) in [
+        (
+            1,
+            "add",
+            i.clone(),
+            "unique_indices is 1 with reduction 'add'; it needs reduction none",
+        ),
+        (
+            2,
+            "none",
+            i.clone(),
+            "unique_indices is 2; it must be 0 or 1",
+        ),
+        (
+            1,
+            "none",
+            HostTensor::from_vec(vec![2, 2], &[0i64; 4]).unwrap(),
+            "indices [2, 2] must broadcast to the updates' shape [2, 3]",
+        ),
+    ] {
+        let e = both(
+            ctx(),
+            Node::new("ScatterElements", "s")
+                .inputs(["x", "i", "u"])
+                .attr("reduction", Attr::String(reduction.into()))
+                .attr("unique_indices", Attr::Int(unique)),
+            vec![("x", x.clone()), ("i", indices), ("u", u.clone())],
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(e.contains(message), "unique_indices {unique}: {e:?}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
     for (op, reduction, indices, message) in bad {
         let u = if op == "ScatterND" && indices.shape == [2, 2] {
             cast_host(&HostTensor::from_vec(vec![2], &[1i64, 2]).unwrap(), d).unwrap()

@@ -2866,8 +2866,32 @@ fn scatter_elements(rec: &mut Recorder, args: &NodeArgs, op: &'static str) -> Re
     let updates = args.tensor(2, "updates")?;
     let reduction = scatter_reduction(args, op)?;
     let out = args.out(0);
-    let y = checking_gpu_indices(rec, args, (1, "indices"), |rec| {
-        rec.scatter_elements_to(&data, &indices, &updates, axis, reduction, out)
+    // Our extension (TensorScatter's expansion sets it): no two updates land on one element,
+    // so they may run in any order, and the indices may repeat along axes of the updates.
+    let distinct = match args.int("unique_indices")?.unwrap_or(0) {
+        0 => false,
+        1 if reduction == ScatterReduction::None => true,
+        1 => {
+            return Err(Error::invalid(
+                op,
+                "unique_indices",
+                format!(
+                    "unique_indices is 1 with reduction '{}'; it needs reduction none",
+                    reduction.name()
+                ),
+            ))
+        }
+        v => {
+            return Err(Error::invalid(
+                op,
+                "unique_indices",
+                format!("unique_indices is {v}; it must be 0 or 1"),
+            ))
+        }
+    };
+    let y = checking_gpu_indices(rec, args, (1, "indices"), |rec| match distinct {
+        true => rec.scatter_distinct_to(&data, &indices, &updates, axis, out),
+        false => rec.scatter_elements_to(&data, &indices, &updates, axis, reduction, out),
     })?;
     Ok(vec![y])
 }
@@ -2877,7 +2901,7 @@ static SCATTER_ELEMENTS: OpDef = OpDef {
     inputs: 3..=3,
     outputs: 1..=1,
     host: None,
-    attrs: &["axis", "reduction"],
+    attrs: &["axis", "reduction", "unique_indices"],
     run: |rec, args| scatter_elements(rec, args, "ScatterElements"),
 };
 

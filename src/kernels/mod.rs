@@ -232,6 +232,11 @@ pub enum Kernel {
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
         workgroup_size: u32,
+        /// Every axis length the kernel splits positions by is a power of two
+        /// (`POW2_DIVISORS`).
+        pow2_divisors: bool,
+        /// Distinct targets in rows of whole quads (`main_rows`).
+        rows: bool,
     },
     /// `pad.wgsl`: ONNX Pad of elements of 1, 2, 4 or 8 bytes in `mode`.
     Pad {
@@ -479,12 +484,18 @@ impl Kernel {
                     {
                         let emulated = !none && matches!(dtype, DType::I64 | DType::U64);
                         for emulate64 in [false, true].into_iter().filter(|&e| !e || emulated) {
-                            out.push(Kernel::Scatter {
-                                dtype,
-                                reduction,
-                                emulate64,
-                                workgroup_size,
-                            });
+                            for pow2_divisors in [false, true] {
+                                for rows in [false, true].into_iter().filter(|&r| !r || none) {
+                                    out.push(Kernel::Scatter {
+                                        dtype,
+                                        reduction,
+                                        emulate64,
+                                        workgroup_size,
+                                        pow2_divisors,
+                                        rows,
+                                    });
+                                }
+                            }
                         }
                     }
                 }
@@ -702,7 +713,7 @@ impl Kernel {
                 emulate64,
                 ..
             } => format!(
-                "{}\n{INDEX_FAULTS}",
+                "{}\n{INDEX_FAULTS}\n{DIVIDE}",
                 scatter::scatter_source(dtype, reduction, emulate64)
             )
             .into(),
@@ -902,10 +913,12 @@ impl Kernel {
             Kernel::Scatter {
                 dtype,
                 workgroup_size,
+                pow2_divisors,
                 ..
             } => vec![
                 ("ELEM_BYTES", dtype.size() as u32),
                 ("WORKGROUP_SIZE", workgroup_size),
+                ("POW2_DIVISORS", u32::from(pow2_divisors)),
             ],
             Kernel::Pad {
                 elem_bytes,
@@ -1060,6 +1073,7 @@ impl Kernel {
             | Kernel::Pad { quads: true, .. } => "main_quads",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
             Kernel::Copy { vec4: true, .. } => "main_vec4",
+            Kernel::Scatter { rows: true, .. } => "main_rows",
             Kernel::LinearAttention { lanes: true, .. } => "lanes",
             Kernel::MatMul {
                 variant: MatMulKernel::Rows,

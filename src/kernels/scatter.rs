@@ -2,6 +2,7 @@
 //! copy of the data, each update merged by a `combine` function generated for the dtype and
 //! the reduction.
 
+use super::divide::Divisor;
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::{DType, Recorder, Result, Tensor};
 
@@ -115,8 +116,27 @@ pub(crate) fn combine_source(dtype: DType, reduction: ScatterReduction, emulate6
 pub(crate) fn scatter_source(dtype: DType, reduction: ScatterReduction, emulate64: bool) -> String {
     const MARKED: &str =
         "fn combine(old: vec2<u32>, v: vec2<u32>) -> vec2<u32> { return v; } // COMBINE\n";
-    debug_assert!(super::SCATTER.contains(MARKED));
-    super::SCATTER.replace(MARKED, &combine_source(dtype, reduction, emulate64))
+    const ATOMIC_DST: &str = "var<storage, read_write> dst: array<atomic<u32>>; // DST\n";
+    const WORD_APPLY: &str = "fn apply(t: u32, v: vec2<u32>) {
+    if ELEM_BYTES == 8u {
+        let r = combine(vec2<u32>(dst[2u * t], dst[2u * t + 1u]), v);
+        dst[2u * t] = r.x;
+        dst[2u * t + 1u] = r.y;
+        return;
+    }
+    dst[t] = combine(vec2<u32>(dst[t], 0u), v).x;
+}
+";
+    debug_assert!(super::SCATTER.contains(MARKED) && super::SCATTER.contains(ATOMIC_DST));
+    let mut source = super::SCATTER.replace(MARKED, &combine_source(dtype, reduction, emulate64));
+    if dtype.size() >= 4 {
+        // Whole words: no other invocation touches an element's words, so plain accesses.
+        let start = source.find("// BEGIN SUB-WORD APPLY").expect("marked");
+        let end = source.find("// END SUB-WORD APPLY\n").expect("marked");
+        source.replace_range(start..end + "// END SUB-WORD APPLY\n".len(), WORD_APPLY);
+        source = source.replace(ATOMIC_DST, "var<storage, read_write> dst: array<u32>;\n");
+    }
+    source
 }
 
 #[repr(C)]
@@ -124,28 +144,67 @@ pub(crate) fn scatter_source(dtype: DType, reduction: ScatterReduction, emulate6
 struct ScatterParams {
     count: u32,
     steps: u32,
-    nd: u32,
+    mode: u32,
     index64: u32,
     rank: u32,
     axis_len: u32,
     axis_ustride: u32,
     axis_dstride: u32,
-    axes: [[u32; 4]; MAX_RANK],
+    axes: [ScatterAxis; MAX_RANK],
     site: u32,
-    pad: [u32; 3],
+    axis_istride: u32,
+    pad: [u32; 2],
+}
+
+/// An axis of the kernel's walk: length, the updates', data's and indices' strides, the length
+/// as `divide` takes it.
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct ScatterAxis {
+    len: u32,
+    ustride: u32,
+    dstride: u32,
+    istride: u32,
+    divisor: Divisor,
+    pad: [u32; 2],
+}
+
+impl ScatterAxis {
+    fn new(a: ElementsAxis) -> ScatterAxis {
+        ScatterAxis {
+            len: a.len as u32,
+            ustride: a.ustride as u32,
+            dstride: a.dstride as u32,
+            istride: a.istride as u32,
+            divisor: Divisor::new(a.len as u32),
+            pad: [0; 2],
+        }
+    }
+}
+
+/// An axis of the updates of a ScatterElements: its length and the element strides of the
+/// updates, the data and the indices along it (0 where the indices repeat).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ElementsAxis {
+    pub len: usize,
+    pub ustride: usize,
+    pub dstride: usize,
+    pub istride: usize,
 }
 
 /// Where a scatter's updates land.
 pub(crate) enum ScatterPlan {
-    /// ScatterElements: `columns` are the updates' axes but the scatter axis (innermost first)
-    /// as (length, update stride, data stride); along the axis, `steps` updates `ustride`
-    /// apart go to data positions `dstride` apart on an axis of `len`.
+    /// ScatterElements: `axes` are the updates' (innermost first), `axis` the position there
+    /// of the one scattered along, whose data positions lie on an axis of `len`. Updates are
+    /// applied in order along it, column by column, unless they land on `distinct` elements:
+    /// then one invocation per 16-byte quad where the index repeats over rows of whole quads
+    /// (on lavapipe 1.7x the walk's speed for 4-byte elements, 5.6x for 2-byte ones), else, on
+    /// GPUs, one per update.
     Elements {
-        columns: Vec<[usize; 3]>,
-        steps: usize,
+        axes: Vec<ElementsAxis>,
+        axis: usize,
         len: usize,
-        ustride: usize,
-        dstride: usize,
+        distinct: bool,
     },
     /// ScatterND: `tuples` index tuples over the data's first axes (their lengths and element
     /// strides), each addressing a slice of `slice` elements.
@@ -154,6 +213,45 @@ pub(crate) enum ScatterPlan {
         axes: Vec<[usize; 2]>,
         slice: usize,
     },
+}
+
+/// The walk of distinct updates by whole 16-byte quads, where the index repeats over the axes
+/// after the scattered one (`axes[..axis]`, innermost first) and those lie alike in the updates
+/// and the data (equal strides: the same lengths but the outermost's, so each update row is
+/// a run at the start of its data row) and make rows of whole quads: the row's
+/// quads as the innermost axis, then the scattered axis and the outer ones, data strides in
+/// quads; and the data stride along the scattered axis in quads. None where they do not.
+fn rows_of_quads(
+    axes: &[ElementsAxis],
+    axis: usize,
+    elem_bytes: usize,
+) -> Option<(Vec<ElementsAxis>, usize)> {
+    let inner = &axes[..axis];
+    if inner
+        .iter()
+        .any(|a| a.istride != 0 || a.ustride != a.dstride)
+    {
+        return None;
+    }
+    // The updates' rows may be shorter than the data's (a prefix of each): both whole quads.
+    let row_bytes = inner.iter().map(|a| a.len).product::<usize>() * elem_bytes;
+    let data_row_bytes = axes[axis].dstride * elem_bytes;
+    if row_bytes == 0 || !row_bytes.is_multiple_of(16) || !data_row_bytes.is_multiple_of(16) {
+        return None;
+    }
+    let quads = |elements: usize| elements * elem_bytes / 16;
+    let mut walk = vec![ElementsAxis {
+        len: row_bytes / 16,
+        ustride: 1,
+        dstride: 1,
+        istride: 0,
+    }];
+    walk.extend(axes[axis..].iter().enumerate().map(|(k, a)| ElementsAxis {
+        dstride: if k == 0 { 0 } else { quads(a.dstride) },
+        ustride: quads(a.ustride),
+        ..*a
+    }));
+    Some((walk, quads(axes[axis].dstride)))
 }
 
 impl Recorder {
@@ -190,32 +288,58 @@ impl Recorder {
         let mut params = ScatterParams {
             count: 0,
             steps: 0,
-            nd: 0,
+            mode: 0,
             index64: u32::from(indices.dtype() == DType::I64),
             rank: 0,
             axis_len: 0,
             axis_ustride: 0,
             axis_dstride: 0,
-            axes: [[0; 4]; MAX_RANK],
+            axes: [ScatterAxis::default(); MAX_RANK],
             site: 0,
-            pad: [0; 3],
+            axis_istride: 0,
+            pad: [0; 2],
         };
         match plan {
             ScatterPlan::Elements {
-                columns,
-                steps,
+                axes,
+                axis,
                 len,
-                ustride,
-                dstride,
+                distinct,
             } => {
-                params.count = columns.iter().map(|c| c[0]).product::<usize>() as u32;
-                params.steps = *steps as u32;
-                params.rank = columns.len() as u32;
                 params.axis_len = *len as u32;
-                params.axis_ustride = *ustride as u32;
-                params.axis_dstride = *dstride as u32;
-                for (k, c) in columns.iter().enumerate() {
-                    params.axes[k] = [c[0] as u32, c[1] as u32, c[2] as u32, 0];
+                params.axis_dstride = axes[*axis].dstride as u32;
+                let rows = match *distinct {
+                    true => rows_of_quads(axes, *axis, out.dtype().size()),
+                    false => None,
+                };
+                if let Some((quad_axes, axis_dstride)) = rows {
+                    params.mode = 3;
+                    params.count = quad_axes.iter().map(|a| a.len).product::<usize>() as u32;
+                    params.steps = 1;
+                    params.rank = quad_axes.len() as u32;
+                    params.axis_dstride = axis_dstride as u32;
+                    for (k, a) in quad_axes.into_iter().enumerate() {
+                        params.axes[k] = ScatterAxis::new(a);
+                    }
+                } else if *distinct && !ctx.cpu_kernels() {
+                    params.mode = 2;
+                    params.count = updates.numel() as u32;
+                    params.steps = 1;
+                    params.rank = axes.len() as u32;
+                    for (k, a) in axes.iter().enumerate() {
+                        let dstride = if k == *axis { 0 } else { a.dstride };
+                        params.axes[k] = ScatterAxis::new(ElementsAxis { dstride, ..*a });
+                    }
+                } else {
+                    let columns = axes.iter().enumerate().filter(|&(k, _)| k != *axis);
+                    params.count = columns.clone().map(|(_, a)| a.len).product::<usize>() as u32;
+                    params.steps = axes[*axis].len as u32;
+                    params.rank = axes.len() as u32 - 1;
+                    params.axis_ustride = axes[*axis].ustride as u32;
+                    params.axis_istride = axes[*axis].istride as u32;
+                    for (k, (_, a)) in columns.enumerate() {
+                        params.axes[k] = ScatterAxis::new(*a);
+                    }
                 }
             }
             ScatterPlan::Nd {
@@ -223,13 +347,17 @@ impl Recorder {
                 axes,
                 slice,
             } => {
-                params.nd = 1;
+                params.mode = 1;
                 params.count = *slice as u32;
                 params.steps = *tuples as u32;
                 params.rank = axes.len() as u32;
                 params.axis_len = *slice as u32;
                 for (k, a) in axes.iter().enumerate() {
-                    params.axes[k] = [a[0] as u32, 0, a[1] as u32, 0];
+                    params.axes[k] = ScatterAxis::new(ElementsAxis {
+                        len: a[0],
+                        dstride: a[1],
+                        ..ElementsAxis::default()
+                    });
                 }
             }
         }
@@ -238,12 +366,16 @@ impl Recorder {
         }
         let dtype = out.dtype();
         let wg = ctx.workgroup_size();
+        let used = &params.axes[..params.rank as usize];
         let kernel = Kernel::Scatter {
             dtype: kernel_dtype(dtype, reduction),
             reduction,
             emulate64: reduction != ScatterReduction::None
                 && super::operands::emulates64(&ctx, dtype),
             workgroup_size: wg,
+            // ScatterND's axes are not split (its tuples index them).
+            pow2_divisors: params.mode == 1 || used.iter().all(|a| a.divisor.shift < 32),
+            rows: params.mode == 3,
         };
         let pipeline = ctx.pipeline(&kernel)?;
         let (site, faults) = self.index_site(op, rule)?;

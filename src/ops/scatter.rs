@@ -1,8 +1,9 @@
 //! ONNX ScatterElements and ScatterND: a copy of the data with updates written (or merged by a
 //! reduction) at positions an index tensor gives. Updates are applied in their order, so
-//! repeated indices end as onnxruntime leaves them.
+//! repeated indices end as onnxruntime leaves them; updates known to land on distinct elements
+//! are applied all at once.
 
-use crate::kernels::scatter::{ScatterPlan, ScatterReduction};
+use crate::kernels::scatter::{ElementsAxis, ScatterPlan, ScatterReduction};
 use crate::recorder::IndexRule;
 use crate::storage::padded_size;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
@@ -14,6 +15,33 @@ fn strides(shape: &[usize]) -> Vec<usize> {
         strides[k] = strides[k + 1] * shape[k + 1];
     }
     strides
+}
+
+/// ScatterElements' walk of the updates (shape `wanted`) into data of `shape` along `axis`, its
+/// indices of shape `given` (`wanted`, or 1 where they repeat).
+fn elements_plan(
+    shape: &[usize],
+    given: &[usize],
+    wanted: &[usize],
+    axis: usize,
+    distinct: bool,
+) -> ScatterPlan {
+    let (ustrides, istrides, dstrides) = (strides(wanted), strides(given), strides(shape));
+    let axes = (0..shape.len())
+        .rev()
+        .map(|k| ElementsAxis {
+            len: wanted[k],
+            ustride: ustrides[k],
+            dstride: dstrides[k],
+            istride: if given[k] == 1 { 0 } else { istrides[k] },
+        })
+        .collect();
+    ScatterPlan::Elements {
+        axes,
+        axis: shape.len() - 1 - axis,
+        len: shape[axis],
+        distinct,
+    }
 }
 
 impl Recorder {
@@ -101,24 +129,65 @@ impl Recorder {
                 format!("data's axis {axis} is empty: there is nowhere to scatter"),
             ));
         }
-        let (ustrides, dstrides) = (strides(wanted), strides(shape));
-        let columns = (0..shape.len())
-            .rev()
-            .filter(|&k| k != axis)
-            .map(|k| [wanted[k], ustrides[k], dstrides[k]])
-            .collect();
-        let plan = ScatterPlan::Elements {
-            columns,
-            steps: wanted[axis],
-            len: shape[axis],
-            ustride: ustrides[axis],
-            dstride: dstrides[axis],
-        };
+        let plan = elements_plan(shape, wanted, wanted, axis, false);
         let rule = IndexRule::Axis {
             axis,
             len: shape[axis],
         };
         self.scatter_into(OP, indices, updates, &plan, reduction, rule, &out)?;
+        Ok(out)
+    }
+
+    /// Records a ScatterElements whose updates land on distinct elements of the data (a KV
+    /// cache's writes): `indices` broadcast to the updates' shape (each of its lengths that of
+    /// the updates or 1), and every update applied at once, where `scatter_elements_to` walks
+    /// the axis in order, one invocation per column. Two updates on one element leave either.
+    pub fn scatter_distinct_to(
+        &mut self,
+        data: &Tensor,
+        indices: &Tensor,
+        updates: &Tensor,
+        axis: i64,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "ScatterElements";
+        let (shape, wanted) = (data.shape(), updates.shape());
+        let axis = super::elements_axis(OP, shape, wanted, axis)?;
+        let given = indices.shape();
+        let broadcasts = given.len() == wanted.len()
+            && given.iter().zip(wanted).all(|(&i, &u)| i == u || i == 1);
+        if !broadcasts {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!("indices {given:?} must broadcast to the updates' shape {wanted:?}"),
+            ));
+        }
+        let out = self.scatter_start(OP, data, indices, updates, ScatterReduction::None, out)?;
+        if updates.numel() == 0 {
+            return Ok(out);
+        }
+        if shape[axis] == 0 {
+            return Err(Error::invalid(
+                OP,
+                "indices",
+                format!("data's axis {axis} is empty: there is nowhere to scatter"),
+            ));
+        }
+        let plan = elements_plan(shape, given, wanted, axis, true);
+        let rule = IndexRule::Axis {
+            axis,
+            len: shape[axis],
+        };
+        self.scatter_into(
+            OP,
+            indices,
+            updates,
+            &plan,
+            ScatterReduction::None,
+            rule,
+            &out,
+        )?;
         Ok(out)
     }
 

@@ -431,7 +431,17 @@ fn run_node(
             let x = a(0)?;
             let ind = a(1)?;
             let upd = a(2)?;
-            let indices = cast(&ind, DType::I64)?.to_vec::<i64>()?;
+            let mut indices = cast(&ind, DType::I64)?.to_vec::<i64>()?;
+            let mut ind_shape = ind.shape.clone();
+            // Our `unique_indices` extension: indices may repeat along axes of the updates.
+            let unique = matches!(node.attrs.get("unique_indices"), Some(Attr::Int(1)));
+            if unique && ind_shape != upd.shape && ind_shape.len() == upd.shape.len() {
+                let expanded = HostTensor::from_vec(ind_shape.clone(), &indices)?;
+                indices = expand_to(&expanded, &upd.shape)
+                    .map_err(|_| "ScatterElements: indices do not broadcast to the updates")?
+                    .to_vec::<i64>()?;
+                ind_shape = upd.shape.clone();
+            }
             let reduction = match node.attrs.get("reduction") {
                 Some(Attr::String(r)) => r.clone(),
                 _ => "none".to_string(),
@@ -479,7 +489,7 @@ fn run_node(
                     pairs.push((t, u));
                     for k in (0..rank).rev() {
                         at[k] += 1;
-                        if at[k] < ind.shape[k] {
+                        if at[k] < ind_shape[k] {
                             break;
                         }
                         at[k] = 0;

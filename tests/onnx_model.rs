@@ -1322,7 +1322,8 @@ fn optimizers_refuse_bad_inputs_and_modes() {
 }
 
 /// TensorScatter on a KV cache of an 8-bit float (circular, per-item write indices): the
-/// codes land where the ONNX pseudocode puts them, bit for bit; bad attributes are one line.
+/// codes land where the ONNX pseudocode puts them, bit for bit, with either kernel set and no
+/// index per update element; bad attributes are one line.
 #[test]
 fn tensor_scatter_updates_an_f8_cache() {
     use common::onnx_proto::string_attr;
@@ -1371,6 +1372,36 @@ fn tensor_scatter_updates_an_f8_cache() {
     }
     assert_eq!(got[0].dtype, wgpu_ops::DType::F8E4M3FN);
     assert_eq!(got[0].data, want);
+    // Both kernel sets (the GPU set applies every update at once), in three commands: the
+    // cache's copy, the write positions, one per batch item and position (an Add of the write
+    // indices), and the scatter, which repeats them over the heads and the head's elements.
+    // An index per update element would take a fourth.
+    for cpu_kernels in [true, false] {
+        let ctx = Context::new_blocking(ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        let session = m.clone().session(&ctx).unwrap();
+        let commands = |s: wgpu_ops::Stats| s.dispatches + s.copies;
+        let before = commands(ctx.stats());
+        let got = session
+            .run_blocking(vec![
+                ("past".into(), f8(&[b, h, max, d], &past)),
+                ("update".into(), f8(&[b, h, seq, d], &update)),
+                (
+                    "write".into(),
+                    HostTensor::from_vec(vec![b], &write).unwrap(),
+                ),
+            ])
+            .unwrap();
+        assert_eq!(got[0].1.data, want, "cpu_kernels {cpu_kernels}");
+        assert_eq!(
+            commands(ctx.stats()) - before,
+            3,
+            "cpu_kernels {cpu_kernels}"
+        );
+    }
 
     for (attrs, why) in [
         (vec![int_attr("axis", 0)], "axis is 0, the batch axis"),

@@ -153,7 +153,8 @@ fn max_unpool(node: &Node) -> Result<Expansion> {
 
 /// TensorScatter-24 (a KV cache update) as one ScatterElements: each update element's index
 /// along `axis` is its position there plus its batch item's write index (0 without
-/// `write_indices`), modulo the cache's length in `circular` mode.
+/// `write_indices`), modulo the cache's length in `circular` mode. The index is [B, 1, ...,
+/// len, 1, ...], repeated over the update by ScatterElements' `unique_indices` (ours).
 fn tensor_scatter(node: &Node) -> Result<Expansion> {
     let bad = |msg: &str| node_error(node, msg);
     let input = |k: usize| node.inputs.get(k).filter(|n| !n.is_empty()).cloned();
@@ -183,7 +184,6 @@ fn tensor_scatter(node: &Node) -> Result<Expansion> {
     };
     let mut b = Builder::new(node, &y);
     b.check_inputs(node, &node.op, &[]);
-    let axis_attr = [("axis", Attr::Int(axis))];
     // Each update element's position along the axis: 0..len there (a constant while
     // planning), as [len, 1, ...] for the axes after it, broadcast over the update at the end.
     let end = if axis == -1 { None } else { Some(axis + 1) };
@@ -244,15 +244,26 @@ fn tensor_scatter(node: &Node) -> Result<Expansion> {
         let wshape = b.leading_axis_shape("write_shape", &update, 0)?;
         let w = b.op("Reshape", "write_indices", &[&w, &wshape], &[]);
         index = b.op("Add", "index", &[&index, &w], &[]);
+    } else {
+        // Zeros of shape [1, ..., 1] give the positions the update's rank (while planning).
+        let shape = b.op("Shape", "update_shape", &[&update], &[]);
+        let rank = b.op("Shape", "update_rank", &[&shape], &[]);
+        let constant = |v: i64| {
+            let t = HostTensor::from_vec(vec![1], &[v]).map(Attr::Tensor);
+            t.map(|t| [("value", t)])
+        };
+        let ones = b.op("ConstantOfShape", "unit_shape", &[&rank], &constant(1)?);
+        let zeros = b.op("ConstantOfShape", "no_write", &[&ones], &constant(0)?);
+        index = b.op("Add", "index", &[&index, &zeros], &[]);
     }
     if circular {
         let len = b.dims("cache_length", &past, axis, end);
         index = b.op("Mod", "index_circular", &[&index, &len], &[]);
     }
-    // ScatterElements takes an index per update element.
-    let shape = b.op("Shape", "update_shape", &[&update], &[]);
-    let index = b.op("Expand", "index_per_element", &[&index, &shape], &[]);
-    b.op_to("ScatterElements", &y, &[&past, &index, &update], &axis_attr);
+    // The index repeats over the batch's other axes and the axes after the sequence's; the
+    // writes land on distinct elements, so the updates run at once where the GPU allows.
+    let attrs = [("axis", Attr::Int(axis)), ("unique_indices", Attr::Int(1))];
+    b.op_to("ScatterElements", &y, &[&past, &index, &update], &attrs);
     Ok(b.finish())
 }
 

@@ -20,7 +20,7 @@
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--min-mib N] [--max-mib N] [--quick] [--case TEXT]
 //! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--busy-ms N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
-//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only] [--pad-only]`
+//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only] [--pad-only] [--scatter-only]`
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
 //! bf16 products against the same products through f32 copies and in f32;
@@ -37,7 +37,10 @@
 //! per row, or a thread per row;
 //! `--pad-only`: ONNX `Pad` in each mode on rows (of an even and an odd number of elements),
 //! images and every axis of about 16 MiB of output, 1-, 4- and 8-byte elements, against the copy of the output's bytes, written to
-//! DIR/pad.txt).
+//! DIR/pad.txt;
+//! `--scatter-only`: TensorScatter's KV cache writes, distinct updates at once against
+//! ScatterElements' walk in order, against the copy of the cache's bytes, written to
+//! DIR/scatter.txt).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::cell::RefCell;
@@ -539,6 +542,10 @@ fn main() {
     }
     if args.iter().any(|a| a == "--pad-only") {
         pad_bandwidth(&ctx, &timer, &adapter, &out_dir);
+        return;
+    }
+    if args.iter().any(|a| a == "--scatter-only") {
+        scatter_bandwidth(&ctx, &timer, &adapter, &out_dir);
         return;
     }
     if args.iter().any(|a| a == "--linear-attention-only") {
@@ -2228,6 +2235,95 @@ fn gather_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
         }
     }
     std::fs::write(out_dir.join("gather.txt"), lines.join("\n") + "\n").unwrap();
+}
+
+/// `--scatter-only`: the KV cache writes of TensorScatter as the ONNX loader records them (a
+/// ScatterElements whose index, one per batch item and position, repeats over the heads and
+/// the head's elements, `Recorder::scatter_distinct_to`) against ScatterElements with an index
+/// per update element walked in order, one invocation per column (what TensorScatter recorded
+/// before), and the copy of the cache's bytes that both begin with.
+fn scatter_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::path::Path) {
+    use wgpu_ops::kernels::scatter::ScatterReduction;
+    let mut lines = vec![
+        format!("adapter: {adapter}"),
+        format!("timing: {}", timer.method()),
+        format!(
+            "kernel set: {}",
+            if ctx.cpu_kernels() { "CPU" } else { "GPU" }
+        ),
+        "KV cache writes [2, 8, len, 64] into [2, 8, 2048, 64] at write indices 0 and 1000, \
+         along axis 2; µs per op, each beginning with the cache's copy; copy = \
+         Recorder::copy_bytes of the cache's bytes; distinct = the index [2, 1, len, 1] \
+         repeated by the kernel (TensorScatter's): each head's row of 64 elements moved a \
+         16-byte quad per invocation; in order = an i64 index per update element, each column walked in order"
+            .to_string(),
+        format!(
+            "{:<8} {:>2} {:>12} {:>12} {:>10} {:>9} {:>9}",
+            "len", "w", "distinct µs", "in order µs", "copy µs", "distinct/", "in order/"
+        ),
+    ];
+    println!("{}", lines.join("\n"));
+    let (b, h, max, d) = (2usize, 8usize, 2048usize, 64usize);
+    for w in [2u64, 4] {
+        let dtype = dtype_of_width(w);
+        let cache_bytes = (b * h * max * d) as u64 * w;
+        let data: Vec<u8> = (0..cache_bytes as usize).map(|i| (i % 251) as u8).collect();
+        let past = HostTensor::from_bytes(dtype, vec![b, h, max, d], data).unwrap();
+        let past = Tensor::from_host(ctx, &past).unwrap();
+        for len in [1usize, 64, 1024] {
+            let n = b * h * len * d;
+            let update = HostTensor::from_bytes(dtype, vec![b, h, len, d], vec![7; n * w as usize]);
+            let update = Tensor::from_host(ctx, &update.unwrap()).unwrap();
+            let at = |bi: usize, s: usize| ((bi * 1000 + s) % max) as i64;
+            let small: Vec<i64> = (0..b)
+                .flat_map(|bi| (0..len).map(move |s| at(bi, s)))
+                .collect();
+            let small = Tensor::from_host(
+                ctx,
+                &HostTensor::from_vec(vec![b, 1, len, 1], &small).unwrap(),
+            )
+            .unwrap();
+            let mut full = Vec::with_capacity(n);
+            for bi in 0..b {
+                for _ in 0..h {
+                    for s in 0..len {
+                        full.extend(std::iter::repeat_n(at(bi, s), d));
+                    }
+                }
+            }
+            let full = Tensor::from_host(
+                ctx,
+                &HostTensor::from_vec(vec![b, h, len, d], &full).unwrap(),
+            )
+            .unwrap();
+            let y = Tensor::uninit(ctx, dtype, &[b, h, max, d]).unwrap();
+            let mut distinct = |rec: &mut Recorder| {
+                rec.scatter_distinct_to(&past, &small, &update, 2, Out::into("y", &y))
+                    .unwrap();
+            };
+            let mut in_order = |rec: &mut Recorder| {
+                let out = Out::into("y", &y);
+                rec.scatter_elements_to(&past, &full, &update, 2, ScatterReduction::None, out)
+                    .unwrap();
+            };
+            let mut copy = |rec: &mut Recorder| {
+                rec.copy_bytes(&past, 0, &y, 0, cache_bytes).unwrap();
+            };
+            let t = timer.median_set(ctx, 2, 5, &mut [&mut distinct, &mut in_order, &mut copy]);
+            let us = |t: f64| t * 1e6;
+            let line = format!(
+                "{len:<8} {w:>2} {:>12.1} {:>12.1} {:>10.1} {:>9.2} {:>9.2}",
+                us(t[0]),
+                us(t[1]),
+                us(t[2]),
+                t[0] / t[2],
+                t[1] / t[2]
+            );
+            println!("{line}");
+            lines.push(line);
+        }
+    }
+    std::fs::write(out_dir.join("scatter.txt"), lines.join("\n") + "\n").unwrap();
 }
 
 fn pad_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::path::Path) {

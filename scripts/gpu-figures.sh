@@ -9,7 +9,8 @@
 # Parts (all figures when none are named): table (data movement and Scan overhead, bench/
 # layout), dtypes (element-wise Add per dtype), broadcast (f32 Add against a broadcast row or
 # column), reduce (f32 ReduceSum over rows, from 4 of a million to a million of 4), pad (ONNX
-# Pad), gather (Gather and GatherElements at indices on the GPU, checked and not), matmul,
+# Pad), gather (Gather and GatherElements at indices on the GPU, checked and not), scatter
+# (TensorScatter's KV cache writes against ScatterElements' walk in order), matmul,
 # rnn, transfer, la-step, rnn-ort,
 # rnn-ort-1, lstm-ort, gru-ort, la-op-ort, la-expanded-ort, gpr-ort (a scikit-learn Gaussian
 # process written beforehand where scikit-learn is installed:
@@ -91,6 +92,7 @@ run_part() {
     reduce) "$bin/bench" --reduce-only --out "$out/reduce" ;;
     pad) "$bin/bench" --pad-only --out "$out/pad" ;;
     gather) "$bin/bench" --gather-only --out "$out/gather" ;;
+    scatter) "$bin/bench" --scatter-only --out "$out/scatter" ;;
     matmul) "$bin/bench" --matmul-only ;;
     rnn) "$bin/bench" --rnn-only ;;
     transfer) "$bin/bench" --transfer-only ;;

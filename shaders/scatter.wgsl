@@ -118,6 +118,33 @@ fn apply(t: u32, v: vec2<u32>) {
 }
 // END SUB-WORD APPLY
 
+// Position p split over the walk's axes (`params.axes[..rank]`): its offsets in the updates,
+// the indices and the data.
+fn walk(p: u32) -> vec3<u32> {
+    var rest = p;
+    var offsets = vec3<u32>(0u);
+    for (var k = 0u; k < params.rank; k++) {
+        let axis = params.axes[k];
+        let q = divide(rest, axis.shift, axis.magic);
+        let x = rest - q * axis.len;
+        rest = q;
+        offsets += x * vec3<u32>(axis.ustride, axis.istride, axis.dstride);
+    }
+    return offsets;
+}
+
+// Where update (or quad) u of distinct targets lands: the index read for it (-1 when out of
+// range, reported) and its data position but along the axis.
+struct Place {
+    index: i32,
+    data: u32,
+}
+
+fn distinct_place(u: u32) -> Place {
+    let w = walk(u);
+    return Place(index_at(w.y, params.axis_len, w.y, 0u), w.z);
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -129,21 +156,9 @@ fn main(
         return;
     }
     if params.mode == 2u {
-        // Update c: its position, the index for it, and its data element but along the axis.
-        var rest = c;
-        var at = 0u;
-        var d = 0u;
-        for (var k = 0u; k < params.rank; k++) {
-            let axis = params.axes[k];
-            let q = divide(rest, axis.shift, axis.magic);
-            let x = rest - q * axis.len;
-            rest = q;
-            at += x * axis.istride;
-            d += x * axis.dstride;
-        }
-        let i = index_at(at, params.axis_len, at, 0u);
-        if i >= 0 {
-            apply(d + u32(i) * params.axis_dstride, update_at(c));
+        let p = distinct_place(c);
+        if p.index >= 0 {
+            apply(p.data + u32(p.index) * params.axis_dstride, update_at(c));
         }
         return;
     }
@@ -165,20 +180,11 @@ fn main(
         }
         return;
     }
-    // The column's first update and its data element (coordinate 0 along the axis).
-    var rest = c;
-    var u = 0u;
-    var j = 0u;
-    var d = 0u;
-    for (var k = 0u; k < params.rank; k++) {
-        let axis = params.axes[k];
-        let q = divide(rest, axis.shift, axis.magic);
-        let x = rest - q * axis.len;
-        rest = q;
-        u += x * axis.ustride;
-        j += x * axis.istride;
-        d += x * axis.dstride;
-    }
+    // The column's first update, index and data element (coordinate 0 along the axis).
+    let w = walk(c);
+    let u = w.x;
+    let j = w.y;
+    let d = w.z;
     for (var s = 0u; s < params.steps; s++) {
         let at = j + s * params.axis_istride;
         let i = index_at(at, params.axis_len, at, 0u);
@@ -206,19 +212,8 @@ fn main_rows(
     if q >= params.count {
         return;
     }
-    var rest = q;
-    var at = 0u;
-    var d = 0u;
-    for (var k = 0u; k < params.rank; k++) {
-        let axis = params.axes[k];
-        let next = divide(rest, axis.shift, axis.magic);
-        let x = rest - next * axis.len;
-        rest = next;
-        at += x * axis.istride;
-        d += x * axis.dstride;
-    }
-    let i = index_at(at, params.axis_len, at, 0u);
-    if i >= 0 {
-        dst4[d + u32(i) * params.axis_dstride] = updates4[q];
+    let p = distinct_place(q);
+    if p.index >= 0 {
+        dst4[p.data + u32(p.index) * params.axis_dstride] = updates4[q];
     }
 }

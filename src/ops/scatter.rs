@@ -118,24 +118,7 @@ impl Recorder {
                 ),
             ));
         }
-        let out = self.scatter_start(OP, data, indices, updates, reduction, out)?;
-        if indices.numel() == 0 {
-            return Ok(out);
-        }
-        if shape[axis] == 0 {
-            return Err(Error::invalid(
-                OP,
-                "indices",
-                format!("data's axis {axis} is empty: there is nowhere to scatter"),
-            ));
-        }
-        let plan = elements_plan(shape, wanted, wanted, axis, false);
-        let rule = IndexRule::Axis {
-            axis,
-            len: shape[axis],
-        };
-        self.scatter_into(OP, indices, updates, &plan, reduction, rule, &out)?;
-        Ok(out)
+        self.scatter_along(data, indices, updates, axis, reduction, false, out)
     }
 
     /// Records a ScatterElements whose updates land on distinct elements of the data (a KV
@@ -163,10 +146,35 @@ impl Recorder {
                 format!("indices {given:?} must broadcast to the updates' shape {wanted:?}"),
             ));
         }
-        let out = self.scatter_start(OP, data, indices, updates, ScatterReduction::None, out)?;
+        self.scatter_along(
+            data,
+            indices,
+            updates,
+            axis,
+            ScatterReduction::None,
+            true,
+            out,
+        )
+    }
+
+    /// ScatterElements' copy and updates once its shapes are checked (`axis` in range).
+    #[allow(clippy::too_many_arguments)]
+    fn scatter_along(
+        &mut self,
+        data: &Tensor,
+        indices: &Tensor,
+        updates: &Tensor,
+        axis: usize,
+        reduction: ScatterReduction,
+        distinct: bool,
+        out: Out,
+    ) -> Result<Tensor> {
+        const OP: &str = "ScatterElements";
+        let out = self.scatter_start(OP, data, indices, updates, reduction, out)?;
         if updates.numel() == 0 {
             return Ok(out);
         }
+        let shape = data.shape();
         if shape[axis] == 0 {
             return Err(Error::invalid(
                 OP,
@@ -174,20 +182,12 @@ impl Recorder {
                 format!("data's axis {axis} is empty: there is nowhere to scatter"),
             ));
         }
-        let plan = elements_plan(shape, given, wanted, axis, true);
+        let plan = elements_plan(shape, indices.shape(), updates.shape(), axis, distinct);
         let rule = IndexRule::Axis {
             axis,
             len: shape[axis],
         };
-        self.scatter_into(
-            OP,
-            indices,
-            updates,
-            &plan,
-            ScatterReduction::None,
-            rule,
-            &out,
-        )?;
+        self.scatter_into(OP, indices, updates, &plan, reduction, rule, &out)?;
         Ok(out)
     }
 

@@ -5,7 +5,9 @@
 //   along the axis), walking the axis: update k goes to the data element of its position with
 //   the coordinate along the axis replaced by its index.
 // - ScatterND: one invocation per element s of a slice, walking the index tuples: tuple n's
-//   update s goes to element s of the slice the tuple addresses.
+//   update s goes to element s of the slice the tuple addresses. Without a reduction on GPUs, the
+//   tuples claim their slices instead and every update is written at once (`main_claims`,
+//   `main_claimed`, at the end).
 // - ScatterElements whose indices land on distinct elements (TensorScatter's writes): the
 //   updates need no order, so where the index repeats over rows of whole 16-byte quads, one
 //   invocation per quad (`main_rows`), else, on GPUs, one per update (`main`). (CPU adapters
@@ -45,7 +47,8 @@ struct Params {
     // applies.
     count: u32,
     steps: u32,
-    // 0: ScatterElements, 1: ScatterND, 2: ScatterElements of distinct targets.
+    // 0: ScatterElements, 1: ScatterND, 2: ScatterElements of distinct targets, 3: the same
+    // by rows (`main_rows`); ScatterND's claims (`main_claims`, `main_claimed`) take none.
     mode: u32,
     index64: u32,
     // ScatterElements: the column walk's rank, the data's length along the axis, and the
@@ -59,8 +62,9 @@ struct Params {
     site: u32,
     // ScatterElements: the indices' stride along the axis.
     axis_istride: u32,
-    _pad1: u32,
-    _pad2: u32,
+    // ScatterND: the slice length as `divide` takes it.
+    slice_shift: u32,
+    slice_magic: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -145,6 +149,28 @@ fn distinct_place(u: u32) -> Place {
     return Place(index_at(w.y, params.axis_len, w.y, 0u), w.z);
 }
 
+// ScatterND's tuple n: whether every entry is in range (those out of range are reported),
+// the data element its slice starts at, and that slice's number among the data's.
+struct TupleSlice {
+    valid: bool,
+    base: u32,
+    slot: u32,
+}
+
+fn tuple_slice(n: u32) -> TupleSlice {
+    let k = params.rank;
+    var t = TupleSlice(true, 0u, 0u);
+    for (var j = 0u; j < k; j++) {
+        let axis = params.axes[j];
+        let i = index_at(n * k + j, axis.len, n, j);
+        t.valid = t.valid && i >= 0;
+        t.base += u32(max(i, 0)) * axis.dstride;
+        // The data's slices along axis j are `ustride` apart (its stride in slices).
+        t.slot += u32(max(i, 0)) * axis.ustride;
+    }
+    return t;
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -163,19 +189,10 @@ fn main(
         return;
     }
     if params.mode == 1u {
-        let k = params.rank;
-        let slice = params.axis_len;
         for (var n = 0u; n < params.steps; n++) {
-            var base = 0u;
-            var valid = true;
-            for (var j = 0u; j < k; j++) {
-                let axis = params.axes[j];
-                let i = index_at(n * k + j, axis.len, n, j);
-                valid = valid && i >= 0;
-                base += u32(max(i, 0)) * axis.dstride;
-            }
-            if valid {
-                apply(base + c, update_at(n * slice + c));
+            let t = tuple_slice(n);
+            if t.valid {
+                apply(t.base + c, update_at(n * params.axis_len + c));
             }
         }
         return;
@@ -215,5 +232,48 @@ fn main_rows(
     let p = distinct_place(q);
     if p.index >= 0 {
         dst4[p.data + u32(p.index) * params.axis_dstride] = updates4[q];
+    }
+}
+
+// BEGIN CLAIMS (only in the source of the two entry points that use it: the others' layouts
+// have no binding 5)
+// ScatterND without a reduction, every update at once, the last of the tuples on one data slice
+// winning as in the walk in order: `main_claims` (one invocation per tuple) leaves in each
+// slice's claim the largest number + 1 of a tuple on it (the claims cleared before), then
+// `main_claimed` (one per update element) writes those of the winning tuples. The claims take
+// 4 bytes per data slice, where the walk in order runs a slice's elements in parallel and its
+// tuples one after another: many tuples of small slices ran one long loop.
+@group(0) @binding(5) var<storage, read_write> claims: array<atomic<u32>>;
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main_claims(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let n = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if n >= params.steps {
+        return;
+    }
+    let t = tuple_slice(n);
+    if t.valid {
+        atomicMax(&claims[t.slot], n + 1u);
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main_claimed(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let u = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if u >= params.count {
+        return;
+    }
+    let n = divide(u, params.slice_shift, params.slice_magic);
+    let t = tuple_slice(n);
+    if t.valid && atomicLoad(&claims[t.slot]) == n + 1u {
+        apply(t.base + u - n * params.axis_len, update_at(u));
     }
 }

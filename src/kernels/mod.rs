@@ -235,8 +235,7 @@ pub enum Kernel {
         /// Every axis length the kernel splits positions by is a power of two
         /// (`POW2_DIVISORS`).
         pow2_divisors: bool,
-        /// Distinct targets in rows of whole quads (`main_rows`).
-        rows: bool,
+        entry: scatter::ScatterEntry,
     },
     /// `pad.wgsl`: ONNX Pad of elements of 1, 2, 4 or 8 bytes in `mode`.
     Pad {
@@ -485,14 +484,17 @@ impl Kernel {
                         let emulated = !none && matches!(dtype, DType::I64 | DType::U64);
                         for emulate64 in [false, true].into_iter().filter(|&e| !e || emulated) {
                             for pow2_divisors in [false, true] {
-                                for rows in [false, true].into_iter().filter(|&r| !r || none) {
+                                for entry in scatter::ScatterEntry::ALL
+                                    .into_iter()
+                                    .filter(|&e| none || e == scatter::ScatterEntry::Main)
+                                {
                                     out.push(Kernel::Scatter {
                                         dtype,
                                         reduction,
                                         emulate64,
                                         workgroup_size,
                                         pow2_divisors,
-                                        rows,
+                                        entry,
                                     });
                                 }
                             }
@@ -711,10 +713,11 @@ impl Kernel {
                 dtype,
                 reduction,
                 emulate64,
+                entry,
                 ..
             } => format!(
                 "{}\n{INDEX_FAULTS}\n{DIVIDE}",
-                scatter::scatter_source(dtype, reduction, emulate64)
+                scatter::scatter_source(dtype, reduction, emulate64, entry)
             )
             .into(),
             Kernel::ScanCopies { copies, .. } => scan_step::copies_source(copies).into(),
@@ -1073,7 +1076,7 @@ impl Kernel {
             | Kernel::Pad { quads: true, .. } => "main_quads",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
             Kernel::Copy { vec4: true, .. } => "main_vec4",
-            Kernel::Scatter { rows: true, .. } => "main_rows",
+            Kernel::Scatter { entry, .. } => entry.name(),
             Kernel::LinearAttention { lanes: true, .. } => "lanes",
             Kernel::MatMul {
                 variant: MatMulKernel::Rows,
@@ -1141,11 +1144,16 @@ impl KernelSpec for Kernel {
                 dtype,
                 reduction,
                 emulate64,
+                entry,
                 ..
             } => format!(
-                "scatter.wgsl {dtype} {}{}",
+                "scatter.wgsl {dtype} {}{}{}",
                 reduction.name(),
-                emulated(emulate64)
+                emulated(emulate64),
+                match entry {
+                    scatter::ScatterEntry::Claims | scatter::ScatterEntry::Claimed => " claims",
+                    _ => "",
+                }
             )
             .into(),
             Kernel::Elementwise { op, dtype, .. } => {
@@ -1265,6 +1273,18 @@ impl KernelSpec for Kernel {
                 Binding::StorageRead,
                 Binding::StorageRead,
                 Binding::StorageRead,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
+            // ScatterND's claims after the index faults (see `scatter::ScatterEntry`).
+            Kernel::Scatter {
+                entry: scatter::ScatterEntry::Claims | scatter::ScatterEntry::Claimed,
+                ..
+            } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageReadWrite,
                 Binding::StorageReadWrite,
                 Binding::StorageReadWrite,
             ],

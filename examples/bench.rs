@@ -39,8 +39,8 @@
 //! images and every axis of about 16 MiB of output, 1-, 4- and 8-byte elements, against the copy of the output's bytes, written to
 //! DIR/pad.txt;
 //! `--scatter-only`: TensorScatter's KV cache writes, distinct updates at once against
-//! ScatterElements' walk in order, against the copy of the cache's bytes, written to
-//! DIR/scatter.txt).
+//! ScatterElements' walk in order, against the copy of the cache's bytes, and ScatterND of
+//! single elements and of rows, written to DIR/scatter.txt).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::cell::RefCell;
@@ -2322,6 +2322,74 @@ fn scatter_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std:
             println!("{line}");
             lines.push(line);
         }
+    }
+    // ScatterND of distinct tuples (random, no reduction): single f32 elements of a 4 MiB
+    // matrix, and rows of it; against the copy of the data's bytes.
+    let header = format!(
+        "ScatterND without a reduction into f32 [1024, 1024] (4 MiB), distinct random tuples; µs \
+         per op, beginning with the data's copy\n{:<34} {:>10} {:>10} {:>7}",
+        "indices -> updates", "op µs", "copy µs", "op/"
+    );
+    println!("{header}");
+    lines.push(header);
+    let (rows, cols) = (1024usize, 1024usize);
+    let data = HostTensor::from_vec(vec![rows, cols], &vec![1f32; rows * cols]).unwrap();
+    let data = Tensor::from_host(ctx, &data).unwrap();
+    let y = Tensor::uninit(ctx, DType::F32, &[rows, cols]).unwrap();
+    let mut state = 12345u64;
+    let mut shuffled = |n: usize| -> Vec<usize> {
+        let mut v: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            v.swap(i, (state >> 33) as usize % (i + 1));
+        }
+        v
+    };
+    for (tuples, k) in [(65536usize, 2usize), (512, 1)] {
+        let picks = shuffled(if k == 2 { rows * cols } else { rows });
+        let tuple_values: Vec<i64> = picks[..tuples]
+            .iter()
+            .flat_map(|&p| match k {
+                2 => vec![(p / cols) as i64, (p % cols) as i64],
+                _ => vec![p as i64],
+            })
+            .collect();
+        let index = HostTensor::from_vec(vec![tuples, k], &tuple_values).unwrap();
+        let index = Tensor::from_host(ctx, &index).unwrap();
+        let ushape: Vec<usize> = if k == 2 {
+            vec![tuples]
+        } else {
+            vec![tuples, cols]
+        };
+        let n: usize = ushape.iter().product();
+        let update = HostTensor::from_vec(ushape.clone(), &vec![2f32; n]).unwrap();
+        let update = Tensor::from_host(ctx, &update).unwrap();
+        let mut nd = |rec: &mut Recorder| {
+            rec.scatter_nd_to(
+                &data,
+                &index,
+                &update,
+                ScatterReduction::None,
+                Out::into("y", &y),
+            )
+            .unwrap();
+        };
+        let mut copy = |rec: &mut Recorder| {
+            rec.copy_bytes(&data, 0, &y, 0, (rows * cols * 4) as u64)
+                .unwrap();
+        };
+        let t = timer.median_set(ctx, 2, 5, &mut [&mut nd, &mut copy]);
+        let label = format!("[{tuples}, {k}] -> {ushape:?}");
+        let line = format!(
+            "{label:<34} {:>10.1} {:>10.1} {:>7.2}",
+            t[0] * 1e6,
+            t[1] * 1e6,
+            t[0] / t[1]
+        );
+        println!("{line}");
+        lines.push(line);
     }
     std::fs::write(out_dir.join("scatter.txt"), lines.join("\n") + "\n").unwrap();
 }

@@ -178,6 +178,40 @@ fn scatters_report_an_index_computed_out_of_range() {
         line,
         "node 'put': ScatterElements: index 4 (element 2 of indices, read on the GPU) is out of range for axis 1 of size 4"
     );
+    // Our `unique_indices` (distinct targets, at once on GPUs): an index per update, and one
+    // per row of whole quads (16 f32), the same report.
+    let g = shifted(Graph::new(), &[2, 2], 1)
+        .constant("data", data.clone())
+        .constant("updates", f32s(&[2, 2], &[1.0, 2.0, 3.0, 4.0]))
+        .node(
+            Node::new("ScatterElements", "put")
+                .inputs(["data", "at", "updates"])
+                .outputs(["y"])
+                .attr("axis", Attr::Int(1))
+                .attr("unique_indices", Attr::Int(1)),
+        )
+        .output("y");
+    let inputs = vec![("i".to_string(), i64s(&[2, 2], &[0, 1, 3, -6]))];
+    assert_eq!(
+        refused(g, inputs),
+        "node 'put': ScatterElements: index 4 (element 2 of indices, read on the GPU) is out of range for axis 1 of size 4"
+    );
+    let g = shifted(Graph::new(), &[2, 2, 1], 1)
+        .constant("rows", f32s(&[2, 3, 16], &[0.0; 96]))
+        .constant("updates", f32s(&[2, 2, 16], &[1.0; 64]))
+        .node(
+            Node::new("ScatterElements", "put")
+                .inputs(["rows", "at", "updates"])
+                .outputs(["y"])
+                .attr("axis", Attr::Int(1))
+                .attr("unique_indices", Attr::Int(1)),
+        )
+        .output("y");
+    let inputs = vec![("i".to_string(), i64s(&[2, 2, 1], &[0, 1, 2, -3]))];
+    assert_eq!(
+        refused(g, inputs),
+        "node 'put': ScatterElements: index 3 (element 2 of indices, read on the GPU) is out of range for axis 1 of size 3"
+    );
     // ScatterND: the entry of the tuple that is out of range, and its axis.
     let g = shifted(Graph::new(), &[2, 2], 0)
         .constant("data", data)

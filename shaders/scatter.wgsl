@@ -5,9 +5,9 @@
 //   along the axis), walking the axis: update k goes to the data element of its position with
 //   the coordinate along the axis replaced by its index.
 // - ScatterND: one invocation per element s of a slice, walking the index tuples: tuple n's
-//   update s goes to element s of the slice the tuple addresses. Without a reduction on GPUs, the
-//   tuples claim their slices instead and every update is written at once (`main_claims`,
-//   `main_claimed`, at the end).
+//   update s goes to element s of the slice the tuple addresses. Without a reduction (on CPU
+//   adapters only for slices of whole quads), the tuples claim their slices instead and every
+//   update is written at once (`main_claims`, `main_claimed`, at the end).
 // - ScatterElements whose indices land on distinct elements (TensorScatter's writes): the
 //   updates need no order, so where the index repeats over rows of whole 16-byte quads, one
 //   invocation per quad (`main_rows`), else, on GPUs, one per update (`main`). (CPU adapters
@@ -261,6 +261,22 @@ fn main_claims(
     }
 }
 
+// Update element (or quad) u of the claimed writes: its tuple's slice, valid where that tuple
+// won it, and u's offset in the slice (`axis_len` long).
+struct Won {
+    valid: bool,
+    base: u32,
+    slot: u32,
+    offset: u32,
+}
+
+fn won(u: u32) -> Won {
+    let n = divide(u, params.slice_shift, params.slice_magic);
+    let t = tuple_slice(n);
+    let valid = t.valid && atomicLoad(&claims[t.slot]) == n + 1u;
+    return Won(valid, t.base, t.slot, u - n * params.axis_len);
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main_claimed(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -271,9 +287,26 @@ fn main_claimed(
     if u >= params.count {
         return;
     }
-    let n = divide(u, params.slice_shift, params.slice_magic);
-    let t = tuple_slice(n);
-    if t.valid && atomicLoad(&claims[t.slot]) == n + 1u {
-        apply(t.base + u - n * params.axis_len, update_at(u));
+    let w = won(u);
+    if w.valid {
+        apply(w.base + w.offset, update_at(u));
+    }
+}
+
+// `main_claimed` by 16-byte quads, where a slice is whole quads (`axis_len` and the divisor
+// then count quads): no compare-and-swap for 1- and 2-byte elements.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main_claimed_quads(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let q = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    if q >= params.count {
+        return;
+    }
+    let w = won(q);
+    if w.valid {
+        dst4[w.slot * params.axis_len + w.offset] = updates4[q];
     }
 }

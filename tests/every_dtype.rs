@@ -2108,7 +2108,9 @@ fn scatter_on(d: DType) {
         (&[4, 3, 5], &[2, 3, 4], -1),
         (&[9], &[12], 0),
     ];
-    let nd: [(&[usize], &[usize]); 5] = [
+    let nd: [(&[usize], &[usize]); 6] = [
+        // Slices of 16 elements: whole quads for every width (claimed by quads on GPUs).
+        (&[4, 16], &[3, 1]),
         (&[4, 5, 3], &[3, 1]),
         (&[4, 5, 3], &[5, 2]),
         (&[4, 5, 3], &[2, 3, 3]),

@@ -1150,10 +1150,7 @@ impl KernelSpec for Kernel {
                 "scatter.wgsl {dtype} {}{}{}",
                 reduction.name(),
                 emulated(emulate64),
-                match entry {
-                    scatter::ScatterEntry::Claims | scatter::ScatterEntry::Claimed => " claims",
-                    _ => "",
-                }
+                if entry.claims() { " claims" } else { "" }
             )
             .into(),
             Kernel::Elementwise { op, dtype, .. } => {
@@ -1277,10 +1274,7 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
             ],
             // ScatterND's claims after the index faults (see `scatter::ScatterEntry`).
-            Kernel::Scatter {
-                entry: scatter::ScatterEntry::Claims | scatter::ScatterEntry::Claimed,
-                ..
-            } => &[
+            Kernel::Scatter { entry, .. } if entry.claims() => &[
                 Binding::Uniform,
                 Binding::StorageRead,
                 Binding::StorageRead,

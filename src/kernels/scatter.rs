@@ -135,7 +135,7 @@ pub(crate) fn scatter_source(
 ";
     debug_assert!(super::SCATTER.contains(MARKED) && super::SCATTER.contains(ATOMIC_DST));
     let mut source = super::SCATTER.replace(MARKED, &combine_source(dtype, reduction, emulate64));
-    if !matches!(entry, ScatterEntry::Claims | ScatterEntry::Claimed) {
+    if !entry.claims() {
         source.truncate(source.find("// BEGIN CLAIMS").expect("marked"));
     }
     if dtype.size() >= 4 {
@@ -176,15 +176,26 @@ pub enum ScatterEntry {
     /// once, the last tuple on a data slice winning (its claim).
     Claims,
     Claimed,
+    /// `main_claimed_quads`: `Claimed` by 16-byte quads, for slices of whole quads.
+    ClaimedQuads,
 }
 
 impl ScatterEntry {
-    pub const ALL: [ScatterEntry; 4] = [
+    pub const ALL: [ScatterEntry; 5] = [
         ScatterEntry::Main,
         ScatterEntry::Rows,
         ScatterEntry::Claims,
         ScatterEntry::Claimed,
+        ScatterEntry::ClaimedQuads,
     ];
+
+    /// One of ScatterND's claims passes (their module has the claims' binding).
+    pub fn claims(self) -> bool {
+        matches!(
+            self,
+            ScatterEntry::Claims | ScatterEntry::Claimed | ScatterEntry::ClaimedQuads
+        )
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -192,6 +203,7 @@ impl ScatterEntry {
             ScatterEntry::Rows => "main_rows",
             ScatterEntry::Claims => "main_claims",
             ScatterEntry::Claimed => "main_claimed",
+            ScatterEntry::ClaimedQuads => "main_claimed_quads",
         }
     }
 }
@@ -247,10 +259,11 @@ pub(crate) enum ScatterPlan {
         distinct: bool,
     },
     /// ScatterND: `tuples` index tuples over the data's first axes (their lengths and element
-    /// strides), each addressing a slice of `slice` elements. Without a reduction on GPUs,
-    /// several tuples claim their slices first (4 bytes per data slice), then every update
-    /// element is written at once by the last tuple on its slice; else a slice's elements run
-    /// in parallel and its tuples one after another.
+    /// strides), each addressing a slice of `slice` elements. Without a reduction (on CPU
+    /// adapters only for slices of whole 16-byte quads), several tuples claim their slices
+    /// first (4 bytes per data slice), then every update element (or quad) is written at once
+    /// by the last tuple on its slice; else a slice's elements run in parallel and its tuples
+    /// one after another.
     Nd {
         tuples: usize,
         axes: Vec<[usize; 2]>,
@@ -409,10 +422,12 @@ impl Recorder {
                 }
                 let slots = (out.numel() / per_slot) as u64;
                 // CPU adapters run the tuples' loop as fast as the claims (lavapipe: 65 536
-                // single elements 2.0 ms in order, 3.2 ms claimed); on a GPU that loop is
-                // one invocation's chain of loads per tuple.
+                // single elements 2.0 ms in order, 3.2 ms claimed) but for slices of whole
+                // quads, which the claims move by quads; on a GPU that loop is one
+                // invocation's chain of loads per tuple.
+                let quads = (*slice * out.dtype().size()).is_multiple_of(16);
                 claims = reduction == ScatterReduction::None
-                    && !ctx.cpu_kernels()
+                    && (quads || !ctx.cpu_kernels())
                     && *tuples > 1
                     && *slice > 0
                     && slots * 4 <= ctx.binding_limit();
@@ -451,12 +466,21 @@ impl Recorder {
             let all = [&bindings[..], &[claimed.storage().bind_whole()]].concat();
             // The claims split nothing; the writes split positions by the slice's length.
             let first = ctx.pipeline(&kernel(ScatterEntry::Claims, true))?;
-            let second = ctx.pipeline(&kernel(ScatterEntry::Claimed, params.slice.shift < 32))?;
             let tuples = grid_for(&ctx, op, u64::from(params.steps), wg)?;
-            let params = bytemuck::bytes_of(&params);
-            self.dispatch(op, &first, params, &all, tuples)?;
-            let grid = grid_for(&ctx, op, updates.numel() as u64, wg)?;
-            self.dispatch(op, &second, params, &all, grid)?;
+            self.dispatch(op, &first, bytemuck::bytes_of(&params), &all, tuples)?;
+            // Slices of whole quads move by quads: lengths in quads.
+            let slice_bytes = params.axis_len as u64 * dtype.size() as u64;
+            let entry = if slice_bytes.is_multiple_of(16) {
+                params.axis_len = (slice_bytes / 16) as u32;
+                params.slice = Divisor::new(params.axis_len);
+                params.count = (updates.numel() as u64 * dtype.size() as u64 / 16) as u32;
+                ScatterEntry::ClaimedQuads
+            } else {
+                ScatterEntry::Claimed
+            };
+            let second = ctx.pipeline(&kernel(entry, params.slice.shift < 32))?;
+            let grid = grid_for(&ctx, op, u64::from(params.count), wg)?;
+            self.dispatch(op, &second, bytemuck::bytes_of(&params), &all, grid)?;
             self.release(claimed);
             return Ok(());
         }

@@ -122,6 +122,12 @@ fn apply(t: u32, v: vec2<u32>) {
 }
 // END SUB-WORD APPLY
 
+// The invocation's index in the dispatch (grids past 65 535 workgroups are folded into y and
+// z by the host).
+fn invocation(group: vec3<u32>, groups: vec3<u32>, local: u32) -> u32 {
+    return (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+}
+
 // Position p split over the walk's axes (`params.axes[..rank]`): its offsets in the updates,
 // the indices and the data.
 fn walk(p: u32) -> vec3<u32> {
@@ -177,7 +183,7 @@ fn main(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
-    let c = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    let c = invocation(group, groups, local);
     if c >= params.count {
         return;
     }
@@ -225,7 +231,7 @@ fn main_rows(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
-    let q = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    let q = invocation(group, groups, local);
     if q >= params.count {
         return;
     }
@@ -235,8 +241,8 @@ fn main_rows(
     }
 }
 
-// BEGIN CLAIMS (only in the source of the two entry points that use it: the others' layouts
-// have no binding 5)
+// BEGIN CLAIMS (only in the source of the entry points that use it: the others' layouts have
+// no binding 5)
 // ScatterND without a reduction, every update at once, the last of the tuples on one data slice
 // winning as in the walk in order: `main_claims` (one invocation per tuple) leaves in each
 // slice's claim the largest number + 1 of a tuple on it (the claims cleared before), then
@@ -251,7 +257,7 @@ fn main_claims(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
-    let n = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    let n = invocation(group, groups, local);
     if n >= params.steps {
         return;
     }
@@ -261,20 +267,18 @@ fn main_claims(
     }
 }
 
-// Update element (or quad) u of the claimed writes: its tuple's slice, valid where that tuple
-// won it, and u's offset in the slice (`axis_len` long).
+// Update element (or quad) u of the claimed writes: where it goes in the data (slices are
+// `axis_len` long, in the same unit), valid where its tuple won that slice.
 struct Won {
     valid: bool,
-    base: u32,
-    slot: u32,
-    offset: u32,
+    at: u32,
 }
 
 fn won(u: u32) -> Won {
     let n = divide(u, params.slice_shift, params.slice_magic);
     let t = tuple_slice(n);
     let valid = t.valid && atomicLoad(&claims[t.slot]) == n + 1u;
-    return Won(valid, t.base, t.slot, u - n * params.axis_len);
+    return Won(valid, t.slot * params.axis_len + u - n * params.axis_len);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -283,13 +287,13 @@ fn main_claimed(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
-    let u = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    let u = invocation(group, groups, local);
     if u >= params.count {
         return;
     }
     let w = won(u);
     if w.valid {
-        apply(w.base + w.offset, update_at(u));
+        apply(w.at, update_at(u));
     }
 }
 
@@ -301,12 +305,12 @@ fn main_claimed_quads(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
-    let q = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    let q = invocation(group, groups, local);
     if q >= params.count {
         return;
     }
     let w = won(q);
     if w.valid {
-        dst4[w.slot * params.axis_len + w.offset] = updates4[q];
+        dst4[w.at] = updates4[q];
     }
 }

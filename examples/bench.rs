@@ -2391,7 +2391,113 @@ fn scatter_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std:
         println!("{line}");
         lines.push(line);
     }
+    lines.extend(decode_steps(ctx));
     std::fs::write(out_dir.join("scatter.txt"), lines.join("\n") + "\n").unwrap();
+}
+
+/// A decode loop through a `Session` (`run_tensors`): each step writes one position per
+/// batch item into a [2, 8, 2048, 64] f16 cache, as TensorScatter's expansion records it (a
+/// ScatterElements with `unique_indices`). Handed over, each step gives the last step's cache
+/// back with no other handle kept, and the scatter writes into it where it lies; kept, the
+/// caller holds the cache as well, so the run copies it first. Wall time per step over 64
+/// steps (the GPU waited for at the end), median of 5; copy = the cache's bytes copied by a
+/// submission of their own per step, timed the same way.
+fn decode_steps(ctx: &Context) -> Vec<String> {
+    let (b, h, max, d) = (2usize, 8usize, 2048usize, 64usize);
+    let dims = |v: &[usize]| v.iter().map(|&n| Some(n)).collect::<Vec<_>>();
+    let graph = Graph::new()
+        .input("past", DType::F16, &dims(&[b, h, max, d]))
+        .input("update", DType::F16, &dims(&[b, h, 1, d]))
+        .input("index", DType::I64, &dims(&[b, 1, 1, 1]))
+        .node(
+            Node::new("ScatterElements", "write")
+                .inputs(["past", "index", "update"])
+                .outputs(["present"])
+                .attr("axis", Attr::Int(2))
+                .attr("unique_indices", Attr::Int(1)),
+        )
+        .output("present");
+    let session = Session::new(ctx, graph).unwrap();
+    let upload = |dtype: DType, shape: &[usize], bytes: Vec<u8>| {
+        let host = HostTensor::from_bytes(dtype, shape.to_vec(), bytes).unwrap();
+        Tensor::from_host(ctx, &host).unwrap()
+    };
+    let cache_bytes = b * h * max * d * 2;
+    let update = upload(DType::F16, &[b, h, 1, d], vec![0x3c; b * h * d * 2]);
+    let indices: Vec<Tensor> = (0..64i64)
+        .map(|s| {
+            let at: Vec<u8> = [s, 1000 + s].iter().flat_map(|v| v.to_le_bytes()).collect();
+            upload(DType::I64, &[b, 1, 1, 1], at)
+        })
+        .collect();
+    let wait = || {
+        ctx.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap()
+    };
+    let mut cache = Some(upload(DType::F16, &[b, h, max, d], vec![0; cache_bytes]));
+    let mut steps = |keep: bool| {
+        let t = Instant::now();
+        let mut kept = Vec::new();
+        for index in &indices {
+            let past = cache.take().unwrap();
+            if keep {
+                kept.push(past.clone());
+            }
+            let inputs = vec![
+                ("past".to_string(), past),
+                ("update".to_string(), update.clone()),
+                ("index".to_string(), index.clone()),
+            ];
+            cache = Some(session.run_tensors_blocking(inputs).unwrap().remove(0).1);
+        }
+        wait();
+        t.elapsed().as_secs_f64() / indices.len() as f64
+    };
+    let (copy_src, copy_dst) = (
+        upload(DType::F16, &[b, h, max, d], vec![0; cache_bytes]),
+        Tensor::uninit(ctx, DType::F16, &[b, h, max, d]).unwrap(),
+    );
+    let copies = || {
+        let t = Instant::now();
+        for _ in &indices {
+            let mut rec = ctx.recorder();
+            rec.copy_bytes(&copy_src, 0, &copy_dst, 0, cache_bytes as u64)
+                .unwrap();
+            pollster::block_on(rec.finish()).unwrap();
+        }
+        wait();
+        t.elapsed().as_secs_f64() / indices.len() as f64
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    steps(false);
+    steps(true);
+    copies();
+    let (mut over, mut keep, mut copy) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        over.push(steps(false));
+        keep.push(steps(true));
+        copy.push(copies());
+    }
+    let (over, keep, copy) = (median(over), median(keep), median(copy));
+    let header = format!(
+        "decode loop through a Session (run_tensors), f16 cache [{b}, {h}, {max}, {d}] ({} MiB), \
+         one position per batch item per step; wall µs per step over {} steps, median of 5",
+        cache_bytes >> 20,
+        indices.len()
+    );
+    let line = format!(
+        "handed over {:.1} µs, kept (copied) {:.1} µs, copy {:.1} µs; kept/handed over {:.2}",
+        over * 1e6,
+        keep * 1e6,
+        copy * 1e6,
+        keep / over
+    );
+    println!("{header}\n{line}");
+    vec![header, line]
 }
 
 fn pad_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::path::Path) {

@@ -261,6 +261,21 @@ pub struct Recorder {
     /// The graph nodes being recorded and the index kernels that report indices out of range
     /// (see [`IndexFaults`]).
     pub(crate) index_checks: faults::IndexChecks,
+    /// Whether a command of this recording writes over an input tensor the caller handed over
+    /// (see `Session::run_tensors`), and whether such a command was submitted: a session
+    /// runs a failed recording once more only while the caller's inputs are unchanged.
+    caller_input: CallerInput,
+}
+
+/// What a recording did to the input tensors a caller handed over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum CallerInput {
+    #[default]
+    Untouched,
+    /// A recorded command writes over one; nothing of it is submitted yet.
+    Overwritten,
+    /// Such a command was submitted.
+    Changed,
 }
 
 impl Recorder {
@@ -287,7 +302,20 @@ impl Recorder {
             planned: 0,
             matmul_kernel: None,
             index_checks: Default::default(),
+            caller_input: CallerInput::Untouched,
         }
+    }
+
+    /// Notes that the command recorded next writes over an input tensor the caller handed over.
+    pub(crate) fn overwrites_caller_input(&mut self) {
+        if self.caller_input == CallerInput::Untouched {
+            self.caller_input = CallerInput::Overwritten;
+        }
+    }
+
+    /// What this recording did to the input tensors the caller handed over.
+    pub(crate) fn caller_input(&self) -> CallerInput {
+        self.caller_input
     }
 
     /// Records `f` with the index kernels it records checking the indices they read (the
@@ -381,6 +409,9 @@ impl Recorder {
             *pass = None;
             ctx.submit(encoder.finish())
         });
+        if self.caller_input == CallerInput::Overwritten {
+            self.caller_input = CallerInput::Changed;
+        }
         self.keep(check)?;
         self.unsubmitted = 0;
         Ok(index)

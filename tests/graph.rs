@@ -455,6 +455,122 @@ fn kept_buffers_give_way_under_the_memory_limit() {
     assert!(second.is_ok(), "{second:?} with {kept} bytes kept");
 }
 
+/// A run that has written over an input tensor the caller handed over is not started again
+/// without the kept buffers (it would read the input written over): it fails with the memory
+/// limit. Here a scatter-add writes into `past` where it lies; the read-back of an If's
+/// condition, computed after it, submits that write; then the branch taken uploads a constant
+/// that the kept buffers leave no room for. Run again, the updates would be added twice.
+#[test]
+fn a_run_that_changed_a_handed_over_input_is_not_run_again() {
+    use wgpu_ops::Tensor;
+    let n = 1usize << 18; // 1 MiB of f32
+    let limit = (7u64 << 20) / 2;
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_memory: Some(limit),
+        ..Default::default()
+    })
+    .unwrap();
+    let scalar = |v: f32| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let branch = |g: Graph| Attr::Graph(Box::new(g.output("y")));
+    // 2 MiB of ones, uploaded by the first run that takes the branch.
+    let then_branch = Graph::new()
+        .constant(
+            "ones",
+            HostTensor::from_vec(vec![2 * n], &vec![1f32; 2 * n]).unwrap(),
+        )
+        .node(
+            Node::new("ReduceSum", "count")
+                .inputs(["ones"])
+                .outputs(["y"])
+                .attr("keepdims", Attr::Int(0)),
+        );
+    let else_branch = Graph::new().constant("none", scalar(0.)).node(
+        Node::new("Identity", "none")
+            .inputs(["none"])
+            .outputs(["y"]),
+    );
+    let g = Graph::new()
+        .input("past", DType::F32, &[None])
+        .input("at", DType::I64, &[Some(2), Some(1)])
+        .input("update", DType::F32, &[Some(2)])
+        .input("flag", DType::F32, &[])
+        .constant("nought", scalar(0.))
+        .constant("half", scalar(0.5))
+        .node(
+            Node::new("ScatterND", "write")
+                .inputs(["past", "at", "update"])
+                .outputs(["present"])
+                .attr("reduction", Attr::String("add".into())),
+        )
+        // flag + 0 * min(present) > 0.5: computed after the scatter.
+        .node(
+            Node::new("ReduceMin", "least")
+                .inputs(["present"])
+                .outputs(["least"])
+                .attr("keepdims", Attr::Int(0)),
+        )
+        .node(
+            Node::new("Mul", "none")
+                .inputs(["least", "nought"])
+                .outputs(["none"]),
+        )
+        .node(
+            Node::new("Add", "raised")
+                .inputs(["none", "flag"])
+                .outputs(["raised"]),
+        )
+        .node(
+            Node::new("Greater", "cond")
+                .inputs(["raised", "half"])
+                .outputs(["cond"]),
+        )
+        .node(
+            Node::new("If", "choose")
+                .inputs(["cond"])
+                .outputs(["count"])
+                .attr("then_branch", branch(then_branch))
+                .attr("else_branch", branch(else_branch)),
+        )
+        .output("present")
+        .output("count");
+    let session = Session::new(&ctx, g).unwrap();
+    let upload = |t: HostTensor| Tensor::from_host(&ctx, &t).unwrap();
+    let run = |flag: f32| {
+        let inputs = vec![
+            (
+                "past".to_string(),
+                upload(HostTensor::from_vec(vec![n], &vec![1f32; n]).unwrap()),
+            ),
+            (
+                "at".to_string(),
+                upload(HostTensor::from_vec(vec![2, 1], &[3i64, 3]).unwrap()),
+            ),
+            (
+                "update".to_string(),
+                upload(HostTensor::from_vec(vec![2], &[10f32, 100.]).unwrap()),
+            ),
+            ("flag".to_string(), upload(scalar(flag))),
+        ];
+        let out = session.run_tensors_blocking(inputs)?;
+        let present = out[0].1.to_host_blocking()?.to_vec::<f32>().unwrap();
+        let count = out[1].1.to_host_blocking()?.to_vec::<f32>().unwrap();
+        let want = if flag > 0.5 { 2 * n } else { 0 };
+        assert_eq!((present[3], present[4], count[0]), (111., 1., want as f32));
+        Ok::<_, Error>(())
+    };
+    run(0.).unwrap();
+    let kept = session.spare_bytes();
+    assert!(kept >= 4 * n as u64, "{kept}");
+    let second = run(1.);
+    assert!(
+        second.as_ref().is_err_and(|e| e.is_memory_limit()),
+        "{second:?} with {kept} bytes kept"
+    );
+    // Without the kept buffers, the same run fits.
+    session.release_buffers();
+    run(1.).unwrap();
+}
+
 /// Index inputs computed from graph inputs (a Range's limit `n + 1`, a Reshape's shape
 /// concatenated from a shape input) are computed on the host, as the ops' plans read them; the
 /// element-wise work on their results stays on the GPU. Given as a GPU tensor, the same input

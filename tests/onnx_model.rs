@@ -1372,10 +1372,11 @@ fn tensor_scatter_updates_an_f8_cache() {
     }
     assert_eq!(got[0].dtype, wgpu_ops::DType::F8E4M3FN);
     assert_eq!(got[0].data, want);
-    // Both kernel sets (the GPU set applies every update at once), in three commands: the
-    // cache's copy, the write positions, one per batch item and position (an Add of the write
-    // indices), and the scatter, which repeats them over the heads and the head's elements.
-    // An index per update element would take a fourth.
+    // Both kernel sets (the GPU set applies every update at once), in two commands: the write
+    // positions, one per batch item and position (an Add of the write indices), and the
+    // scatter, which repeats them over the heads and the head's elements. An index per update
+    // element would take a third, and so would a copy of the cache: its upload is the run's
+    // own, which the scatter updates where it lies.
     for cpu_kernels in [true, false] {
         let ctx = Context::new_blocking(ContextOptions {
             cpu_kernels: Some(cpu_kernels),
@@ -1398,7 +1399,7 @@ fn tensor_scatter_updates_an_f8_cache() {
         assert_eq!(got[0].1.data, want, "cpu_kernels {cpu_kernels}");
         assert_eq!(
             commands(ctx.stats()) - before,
-            3,
+            2,
             "cpu_kernels {cpu_kernels}"
         );
     }
@@ -1431,6 +1432,145 @@ fn tensor_scatter_updates_an_f8_cache() {
 }
 
 /// FlexAttention refuses inputs and attributes it cannot take, in one line naming the node.
+/// A decode loop on the GPU: each step hands the cache the last step gave back to the session
+/// (`run_tensors`, keeping no other handle), which writes the new position into it where it
+/// lies, copying nothing. A cache the caller still holds is left as it was, and so is one that
+/// a later node reads.
+#[test]
+fn a_handed_over_cache_is_updated_where_it_lies() {
+    use wgpu_ops::Tensor;
+    let (h, max, d) = (2usize, 6usize, 4usize);
+    let dims = |v: &[usize]| v.iter().map(|&x| Some(x as i64)).collect::<Vec<_>>();
+    let flat_shape = TensorProto {
+        name: Some("flat_shape".into()),
+        dims: vec![1],
+        data_type: Some(DataType::Int64 as i32),
+        int64_data: vec![-1],
+        ..Default::default()
+    };
+    let cache_shape = TensorProto {
+        name: Some("cache_shape".into()),
+        dims: vec![4],
+        data_type: Some(DataType::Int64 as i32),
+        int64_data: vec![1, h as i64, max as i64, d as i64],
+        ..Default::default()
+    };
+    let cache_model = |data: &str, extra: Vec<NodeProto>, outputs: &[&str]| {
+        let mut nodes = extra;
+        nodes.push(node(
+            "TensorScatter",
+            &[data, "update", "write"],
+            &["present"],
+        ));
+        let graph = GraphProto {
+            node: nodes,
+            input: vec![
+                value("past", DataType::Float, &dims(&[1, h, max, d])),
+                value("update", DataType::Float, &dims(&[1, h, 1, d])),
+                value("write", DataType::Int64, &[Some(1)]),
+            ],
+            output: outputs
+                .iter()
+                .map(|o| value(o, DataType::Float, &[None]))
+                .collect(),
+            initializer: vec![flat_shape.clone(), cache_shape.clone()],
+            ..Default::default()
+        };
+        Model::from_bytes(&model(graph, 24).encode_to_vec()).unwrap()
+    };
+    let decode = cache_model("past", vec![], &["present"]);
+    // `past` is read after the scatter: the scatter must not write over it.
+    let reread = cache_model(
+        "past",
+        vec![node("Add", &["present", "past"], &["sum"])],
+        &["present", "sum"],
+    );
+    // The scatter's data is a view of `past` (a Reshape shares its buffer), and another view
+    // of it is an output.
+    let viewed = cache_model(
+        "past_viewed",
+        vec![
+            node("Reshape", &["past", "cache_shape"], &["past_viewed"]),
+            node("Reshape", &["past", "flat_shape"], &["flat"]),
+        ],
+        &["present", "flat"],
+    );
+    let read = |t: &Tensor| t.to_host_blocking().unwrap().to_vec::<f32>().unwrap();
+    for cpu_kernels in [true, false] {
+        let ctx = Context::new_blocking(ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        let upload = |t: HostTensor| Tensor::from_host(&ctx, &t).unwrap();
+        let step_inputs = |past: Tensor, step: usize| {
+            let update: Vec<f32> = (0..h * d).map(|i| (100 * (step + 1) + i) as f32).collect();
+            let inputs: Vec<(String, Tensor)> = vec![
+                ("past".into(), past),
+                (
+                    "update".into(),
+                    upload(HostTensor::from_vec(vec![1, h, 1, d], &update).unwrap()),
+                ),
+                (
+                    "write".into(),
+                    upload(HostTensor::from_vec(vec![1], &[step as i64]).unwrap()),
+                ),
+            ];
+            (inputs, update)
+        };
+        let write = |cache: &mut Vec<f32>, update: &[f32], step: usize| {
+            for hi in 0..h {
+                let at = (hi * max + step) * d;
+                cache[at..at + d].copy_from_slice(&update[hi * d..(hi + 1) * d]);
+            }
+        };
+        // The write indices' range check, the write positions (an Add) and the scatter; a copy
+        // of the cache would be a fourth.
+        let commands = |s: wgpu_ops::Stats| s.dispatches + s.copies;
+        let session = decode.clone().session(&ctx).unwrap();
+        let mut want: Vec<f32> = (0..h * max * d).map(|i| -(i as f32)).collect();
+        let mut cache = upload(HostTensor::from_vec(vec![1, h, max, d], &want).unwrap());
+        for step in 0..max - 1 {
+            let (inputs, update) = step_inputs(cache, step);
+            write(&mut want, &update, step);
+            let before = commands(ctx.stats());
+            let mut outputs = session.run_tensors_blocking(inputs).unwrap();
+            let commands = commands(ctx.stats()) - before;
+            assert_eq!(commands, 3, "cpu_kernels {cpu_kernels}, step {step}");
+            cache = outputs.remove(0).1;
+            assert_eq!(read(&cache), want, "cpu_kernels {cpu_kernels}, step {step}");
+        }
+
+        // The caller keeps a handle: the run copies the cache and leaves it as it was.
+        let step = max - 1;
+        let (inputs, update) = step_inputs(cache.clone(), step);
+        let before = commands(ctx.stats());
+        let outputs = session.run_tensors_blocking(inputs).unwrap();
+        let commands = commands(ctx.stats()) - before;
+        assert_eq!(commands, 4, "cpu_kernels {cpu_kernels}");
+        assert_eq!(read(&cache), want, "cpu_kernels {cpu_kernels}");
+        let before = want.clone();
+        write(&mut want, &update, step);
+        assert_eq!(read(&outputs[0].1), want, "cpu_kernels {cpu_kernels}");
+
+        // Handed over, but read again after the scatter.
+        let session = reread.clone().session(&ctx).unwrap();
+        let cache = upload(HostTensor::from_vec(vec![1, h, max, d], &before).unwrap());
+        let (inputs, _) = step_inputs(cache, step);
+        let outputs = session.run_tensors_blocking(inputs).unwrap();
+        assert_eq!(read(&outputs[0].1), want, "cpu_kernels {cpu_kernels}");
+        let sum: Vec<f32> = want.iter().zip(&before).map(|(a, b)| a + b).collect();
+        assert_eq!(read(&outputs[1].1), sum, "cpu_kernels {cpu_kernels}");
+
+        let session = viewed.clone().session(&ctx).unwrap();
+        let cache = upload(HostTensor::from_vec(vec![1, h, max, d], &before).unwrap());
+        let (inputs, _) = step_inputs(cache, step);
+        let outputs = session.run_tensors_blocking(inputs).unwrap();
+        assert_eq!(read(&outputs[0].1), want, "cpu_kernels {cpu_kernels}");
+        assert_eq!(read(&outputs[1].1), before, "cpu_kernels {cpu_kernels}");
+    }
+}
+
 #[test]
 fn flex_attention_refuses_bad_attributes() {
     let mut bad_graph_attr = AttributeProto {

@@ -9,7 +9,7 @@ use super::fuse::{self, Held, Pending};
 use super::registry::{self, OpDef};
 use super::{Attr, Graph, Node, Value, ValueKind};
 use crate::kernels::program::Values;
-use crate::recorder::{IndexFaults, SparePool};
+use crate::recorder::{CallerInput, IndexFaults, SparePool};
 use crate::{
     download_all, Context, DType, Error, HostTensor, MapSequence, Out, Recorder, Result,
     StringTensor, Tensor,
@@ -45,6 +45,11 @@ pub(crate) struct Slot {
     pub maps: Option<Arc<MapSequence>>,
     /// One map, on the host only (DictVectorizer's and CastMap's input, see [`super::strings`]).
     pub map: Option<Arc<crate::Map>>,
+    /// A graph input whose buffer the run may write over once its last reader has run (the
+    /// upload of a host value, or a tensor the caller handed over), with the number of
+    /// handles to that buffer the run holds outside its values (the caller's list of inputs).
+    /// `None` for node values (which the run always owns) and for inputs it must not change.
+    pub owned_input: Option<usize>,
 }
 
 /// A sequence during planning: its tensors, each on the host or on the GPU, and their dtype
@@ -74,6 +79,7 @@ impl Slot {
             strings: None,
             maps: None,
             map: None,
+            owned_input: None,
         }
     }
     pub fn constant(value: impl Into<Arc<HostTensor>>) -> Slot {
@@ -90,6 +96,7 @@ impl Slot {
             strings: None,
             maps: None,
             map: None,
+            owned_input: None,
         }
     }
     pub fn gpu(value: Tensor) -> Slot {
@@ -262,6 +269,8 @@ pub(crate) struct NodeArgs<'a> {
     scope: &'a Scope<'a>,
     /// Buffers some outputs must be written to (a Scan body writes its states in place).
     placements: &'a HashMap<String, Tensor>,
+    /// The input the first output may be written over, by name (see [`writable_input`]).
+    writable: Option<(&'a str, Tensor)>,
 }
 
 impl<'a> NodeArgs<'a> {
@@ -282,6 +291,7 @@ impl<'a> NodeArgs<'a> {
             slots,
             scope,
             placements,
+            writable: None,
         }
     }
 
@@ -417,13 +427,14 @@ impl<'a> NodeArgs<'a> {
         }
     }
 
-    /// Where output `k` goes: into its placement if it has one (a Scan body's state), else a
-    /// new tensor.
+    /// Where output `k` goes: into its placement if it has one (a Scan body's state), else
+    /// over the input it may be written over (see [`writable_input`]), else a new tensor.
     pub fn out(&self, k: usize) -> Out<'_> {
         let name = &self.node.outputs[k];
-        match self.placements.get(name) {
-            Some(t) => Out::into(name, t),
-            None => Out::NEW,
+        match (self.placements.get(name), &self.writable) {
+            (Some(t), _) => Out::into(name, t),
+            (None, Some((input, t))) if k == 0 => Out::into(input, t),
+            (None, _) => Out::NEW,
         }
     }
 }
@@ -663,6 +674,8 @@ pub(crate) fn record_graph_planned(
                     .map_err(in_node)?
             }
             (None, None) => {
+                let writable = writable_input(rec, scope, node, pos, &dead_after, placements)
+                    .map_err(in_node)?;
                 let args = NodeArgs {
                     ctx: &ctx,
                     node,
@@ -670,6 +683,7 @@ pub(crate) fn record_graph_planned(
                     slots,
                     scope,
                     placements,
+                    writable,
                 };
                 (def.run)(rec, &args)
                     .map_err(in_node)?
@@ -753,6 +767,64 @@ struct DeadAfter<'g> {
     keep: HashSet<&'g str>,
     placed: HashSet<&'g str>,
     last_use: HashMap<&'g str, usize>,
+}
+
+/// The input of `node` (at `pos` in the order) that its first output may be written over, as
+/// the op's registry entry allows ([`registry::writes_over`]): a scatter then updates its data
+/// where it lies instead of copying it first. That needs the run to own the value's buffer (a
+/// node's value, or a graph input the session marked [`Slot::owned_input`]), no reader of it
+/// after this node (nor another input of this node), and no other handle to the buffer (a
+/// view that another value holds). Uploaded buffers are left alone while a Scan body is
+/// captured: its replays read them again, and their upload is not replayed.
+fn writable_input<'n>(
+    rec: &mut Recorder,
+    scope: &Scope<'_>,
+    node: &'n Node,
+    pos: usize,
+    after: &DeadAfter<'_>,
+    placements: &HashMap<String, Tensor>,
+) -> Result<Option<(&'n str, Tensor)>> {
+    let Some(i) = registry::writes_over(&node.op) else {
+        return Ok(None);
+    };
+    let Some(name) = node.inputs.get(i).filter(|n| !n.is_empty()) else {
+        return Ok(None);
+    };
+    let Some(slot) = scope.slots.get(name) else {
+        // A value of an enclosing graph.
+        return Ok(None);
+    };
+    let outside = match slot.owned_input {
+        Some(handles) => handles,
+        None if after.produced.contains(name.as_str()) => 0,
+        None => return Ok(None),
+    };
+    let dead_here = after.last_use.get(name.as_str()) == Some(&pos)
+        && !after.keep.contains(name.as_str())
+        && !after.placed.contains(name.as_str())
+        && node.inputs.iter().filter(|n| *n == name).count() == 1
+        && node
+            .outputs
+            .first()
+            .is_some_and(|o| !placements.contains_key(o));
+    let plain_tensor = !slot.constant
+        && slot.pending.is_none()
+        && slot.swapped.is_none()
+        && slot.swapped_pending.is_none()
+        && slot.non_tensor().is_none();
+    if !dead_here || !plain_tensor {
+        return Ok(None);
+    }
+    let t = slot.tensor(rec.context())?;
+    // The slot's handle and `t`, and those held outside the run's values.
+    let sole = Arc::strong_count(t.storage()) == 2 + outside;
+    if !sole || (t.storage().uploaded() && rec.capturing()) {
+        return Ok(None);
+    }
+    if outside > 0 {
+        rec.overwrites_caller_input();
+    }
+    Ok(Some((name.as_str(), t)))
 }
 
 /// Releases the values `node` (at `pos` in the order, reading `reads`) read for the last time,
@@ -1416,15 +1488,24 @@ impl Session {
     /// Runs the graph on tensors already on the GPU and returns its outputs there (no upload,
     /// no download): for engines that keep their data on the device. The buffers of outputs
     /// the caller has dropped by the next run serve that run (a loop that drops its outputs
-    /// creates none); outputs it still holds, as its own or as that run's inputs, are left alone.
+    /// creates none); outputs it still holds are left alone. An input the caller keeps no
+    /// other handle to is the run's: a scatter that reads it last writes its updates into it
+    /// where it lies (a decode loop that gives each step's KV cache back as the next step's
+    /// input copies no cache); an input the caller still holds is never written.
     pub async fn run_tensors(
         &self,
         inputs: Vec<(String, Tensor)>,
     ) -> Result<Vec<(String, Tensor)>> {
+        // An input the caller kept no other handle to (`inputs` holds one) is the run's to
+        // write over once its last reader has run (see `writable_input`).
         let slots = || {
             inputs
                 .iter()
-                .map(|(n, t)| (n.clone(), Slot::gpu(t.clone())))
+                .map(|(n, t)| {
+                    let mut slot = Slot::gpu(t.clone());
+                    slot.owned_input = Some(1);
+                    (n.clone(), slot)
+                })
                 .collect()
         };
         let Recorded {
@@ -1525,9 +1606,14 @@ impl Session {
         let inputs =
             std::mem::take(&mut *self.input_buffers.lock().unwrap_or_else(|e| e.into_inner()));
         let kept = spare.bytes() > 0 || !inputs.is_empty();
-        match self.record_attempt(slots(), spare, inputs).await {
-            Err(e) if kept && e.is_memory_limit() => {
-                self.record_attempt(slots(), SparePool::default(), HashMap::new())
+        // Not again once the attempt changed an input tensor the caller handed over.
+        let mut changed = false;
+        match self
+            .record_attempt(slots(), spare, inputs, &mut changed)
+            .await
+        {
+            Err(e) if kept && e.is_memory_limit() && !changed => {
+                self.record_attempt(slots(), SparePool::default(), HashMap::new(), &mut changed)
                     .await
             }
             result => result,
@@ -1535,12 +1621,14 @@ impl Session {
     }
 
     /// Checks the inputs, records the whole graph into one submission and submits it; returns
-    /// the run's values and the buffers it pooled but did not reuse.
+    /// the run's values and the buffers it pooled but did not reuse. Where it fails,
+    /// `caller_input_changed` tells whether it changed an input tensor the caller handed over.
     async fn record_attempt(
         &self,
         inputs: Vec<(String, Slot)>,
         spare: SparePool,
         mut input_buffers: HashMap<String, Arc<crate::storage::Storage>>,
+        caller_input_changed: &mut bool,
     ) -> Result<Recorded> {
         let mut given: HashMap<String, Slot> = HashMap::new();
         for (name, value) in inputs {
@@ -1589,7 +1677,7 @@ impl Session {
                 decl.kind,
                 ValueKind::OptionalTensor | ValueKind::OptionalSequence
             );
-            let value = match given.remove(&decl.name) {
+            let mut value = match given.remove(&decl.name) {
                 Some(v) => v,
                 // An optional input left out holds nothing.
                 None if optional => Slot::absent(),
@@ -1598,6 +1686,8 @@ impl Session {
             if value.host.is_some() {
                 *value.reserved.lock().unwrap_or_else(|e| e.into_inner()) =
                     input_buffers.remove(&decl.name);
+                // Its upload is the run's own.
+                value.owned_input = Some(0);
             }
             scope.slots.insert(decl.name.clone(), value);
         }
@@ -1634,13 +1724,15 @@ impl Session {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        record_graph(
+        let recorded = record_graph(
             &mut rec,
             &self.graph,
             &self.order,
             &mut scope,
             &HashMap::new(),
-        )?;
+        );
+        *caller_input_changed = rec.caller_input() == CallerInput::Changed;
+        recorded?;
         // Constants this run uploaded are kept for the next runs.
         {
             let mut uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
@@ -1661,6 +1753,8 @@ impl Session {
         let streams = std::mem::take(&mut rec.streams);
         *self.fault_buffer.lock().unwrap_or_else(|e| e.into_inner()) = rec.index_checks.buffer();
         let faults = rec.index_checks.take();
+        // What is recorded is submitted now, whether or not it then fails.
+        *caller_input_changed = rec.caller_input() != CallerInput::Untouched;
         rec.finish().await?;
         *self.streams.lock().unwrap_or_else(|e| e.into_inner()) = streams;
         Ok(Recorded {

@@ -163,6 +163,17 @@ pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
     all().find(|d| d.name == name)
 }
 
+/// The input of op `name` that its first output may be written over, when nothing reads it
+/// afterwards (see `exec::writable_input`): the op then leaves out its copy of that input.
+pub(crate) fn writes_over(name: &str) -> Option<usize> {
+    match name {
+        // A scatter's output is its data with updates written in: a KV cache's update writes
+        // only the new positions.
+        "ScatterElements" | "Scatter" | "ScatterND" => Some(0),
+        _ => None,
+    }
+}
+
 /// The inputs of op `name` whose values plan it (bounds, shapes, axes, counts): they must be
 /// known on the host, so the values they are computed from are computed there too (see
 /// `exec::fold`).

@@ -2399,7 +2399,8 @@ fn scatter_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std:
 /// batch item into a [2, 8, 2048, 64] f16 cache, as TensorScatter's expansion records it (a
 /// ScatterElements with `unique_indices`). Handed over, each step gives the last step's cache
 /// back with no other handle kept, and the scatter writes into it where it lies; kept, the
-/// caller holds the cache as well, so the run copies it first. Wall time per step over 64
+/// caller holds the cache as well through the run, which copies it first (into the buffer of
+/// the cache before, which the caller dropped). Wall time per step over 64
 /// steps (the GPU waited for at the end), median of 5; copy = the cache's bytes copied by a
 /// submission of their own per step, timed the same way.
 fn decode_steps(ctx: &Context) -> Vec<String> {
@@ -2438,12 +2439,10 @@ fn decode_steps(ctx: &Context) -> Vec<String> {
     let mut cache = Some(upload(DType::F16, &[b, h, max, d], vec![0; cache_bytes]));
     let mut steps = |keep: bool| {
         let t = Instant::now();
-        let mut kept = Vec::new();
         for index in &indices {
             let past = cache.take().unwrap();
-            if keep {
-                kept.push(past.clone());
-            }
+            // Held through the run only: its buffer serves the next step's copy.
+            let _held = keep.then(|| past.clone());
             let inputs = vec![
                 ("past".to_string(), past),
                 ("update".to_string(), update.clone()),

@@ -549,6 +549,9 @@ pub(crate) fn record_graph_planned(
             .iter()
             .any(|o| plan_values.contains(o.as_str()));
         let folded = fold(node, def, &slots, plans).map_err(in_node)?;
+        if folded.is_none() {
+            reserve_uploads(rec, scope, node);
+        }
         // A reduction of a pending element-wise chain (not one starting from a MatMul)
         // computes it as it reads it: the chain is never recorded.
         let prologue = folded.is_none()
@@ -639,17 +642,12 @@ pub(crate) fn record_graph_planned(
                             let v = Tensor::from_host(&ctx, &value)?;
                             Ok(Slot::gpu(rec.identity_to(&v, Out::into(name, t))?))
                         }
-                        None => {
-                            let bytes = crate::storage::alloc_size(value.data.len() as u64);
-                            let slot = match from_inputs {
-                                true => Slot::input(value),
-                                false => Slot::constant(value),
-                            };
-                            // Uploaded, if at all, into buffers of an earlier run's upload.
-                            *slot.reserved.lock().unwrap_or_else(|e| e.into_inner()) =
-                                rec.reserve_upload(bytes);
-                            Ok(slot)
-                        }
+                        // Uploaded, if at all, by its first reader on the GPU (see
+                        // `reserve_uploads`).
+                        None => Ok(match from_inputs {
+                            true => Slot::input(value),
+                            false => Slot::constant(value),
+                        }),
                     })
                     .collect::<Result<_>>()?
             }
@@ -825,6 +823,31 @@ fn writable_input<'n>(
         rec.overwrites_caller_input();
     }
     Ok(Some((name.as_str(), t)))
+}
+
+/// Gives `node`'s inputs that are on the host only (values folded there, host inputs without
+/// a buffer of their own from the last run) a buffer of their size that an earlier run's
+/// upload left, if there is one, for the node to upload them into as it reads them on the
+/// GPU. Reserved only here, where they are read on the GPU: values that never leave the
+/// host hold none.
+fn reserve_uploads(rec: &mut Recorder, scope: &Scope<'_>, node: &Node) {
+    // Those that plan the op are read on the host.
+    let planning = registry::host_inputs(&node.op);
+    for (i, name) in node.inputs.iter().enumerate() {
+        if name.is_empty() || planning.contains(&i) {
+            continue;
+        }
+        let Some(slot) = scope.get(name) else {
+            continue;
+        };
+        let Some(host) = slot.host.as_ref().filter(|_| slot.gpu.get().is_none()) else {
+            continue;
+        };
+        let mut reserved = slot.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        if reserved.is_none() {
+            *reserved = rec.reserve_upload(crate::storage::alloc_size(host.data.len() as u64));
+        }
+    }
 }
 
 /// Releases the values `node` (at `pos` in the order, reading `reads`) read for the last time,

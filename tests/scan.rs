@@ -608,6 +608,77 @@ fn submissions_and_waits_do_not_grow_with_the_sequence() {
     }
 }
 
+/// Scatters in a body write into their data where it lies when nothing reads it afterwards
+/// (each replay computes it anew), and copy it when a later node of the body reads it: both
+/// agree with the reference over every iteration, on both kernel sets.
+#[test]
+fn body_scatters_write_in_place_only_into_values_read_no_more() {
+    let (len, seq) = (8usize, 6usize);
+    let body = Graph::new()
+        .input("acc", DType::F32, &[Some(len)])
+        .input("k", DType::I64, &[Some(1)])
+        .input("x", DType::F32, &[Some(1)])
+        .constant("one", HostTensor::from_vec(vec![1], &[1i64]).unwrap())
+        // Read by its scatter only: written over.
+        .node(Node::new("Neg", "neg").inputs(["acc"]).outputs(["neg"]))
+        .node(
+            Node::new("ScatterElements", "put")
+                .inputs(["neg", "k", "x"])
+                .outputs(["put"]),
+        )
+        .node(
+            Node::new("Neg", "acc_out")
+                .inputs(["put"])
+                .outputs(["acc_out"]),
+        )
+        // Read again after its scatter: copied.
+        .node(Node::new("Abs", "root").inputs(["acc"]).outputs(["root"]))
+        .node(
+            Node::new("ScatterElements", "put_again")
+                .inputs(["root", "k", "x"])
+                .outputs(["put_again"]),
+        )
+        .node(
+            Node::new("Add", "y")
+                .inputs(["root", "put_again"])
+                .outputs(["y"]),
+        )
+        .node(
+            Node::new("Add", "k_out")
+                .inputs(["k", "one"])
+                .outputs(["k_out"]),
+        )
+        .output("acc_out")
+        .output("k_out")
+        .output("y");
+    let acc = HostTensor::from_vec(
+        vec![len],
+        &(1..=len).map(|v| (v * v) as f32).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let k = HostTensor::from_vec(vec![1], &[1i64]).unwrap();
+    let xs: Vec<f32> = (0..seq).map(|t| 100.0 + t as f32).collect();
+    let x = HostTensor::from_vec(vec![seq, 1], &xs).unwrap();
+    let g = scan_graph(
+        &[acc.clone(), k.clone()],
+        std::slice::from_ref(&x),
+        body,
+        vec![],
+        1,
+    );
+    let inputs = [acc, k, x];
+    for ctx in [ctx(), gpu_kernels_ctx()] {
+        let (gpu, reference) = run_both_on(ctx, &g, &inputs);
+        let (gpu, reference) = (gpu.unwrap(), reference.unwrap());
+        for (got, want) in gpu.iter().zip(&reference) {
+            assert_eq!(got, want, "cpu_kernels {}", ctx.cpu_kernels());
+        }
+        // Positions 1 to 6 hold their iteration's x, negated by the last Neg.
+        let acc = gpu[0].to_vec::<f32>().unwrap();
+        assert_eq!(acc[1..=seq], xs.iter().map(|v| -v).collect::<Vec<_>>()[..]);
+    }
+}
+
 #[test]
 fn sequence_length_zero_and_one() {
     // Decision 13: "A sequence length of 0 gives the initial states back and scan outputs of

@@ -648,11 +648,13 @@ impl Recorder {
         self.carried.merge(spare);
     }
 
-    /// The buffers this recording pooled and did not reuse.
+    /// The buffers this recording pooled and did not reuse. Those a session kept from its
+    /// earlier runs that this one did not use are dropped: a session keeps what its last run
+    /// used, and a run that uploads something new each time (an op's table) would otherwise
+    /// add to what it keeps on every run.
     pub(crate) fn take_spare(&mut self) -> SparePool {
-        let mut spare = std::mem::take(&mut self.pool);
-        spare.merge(std::mem::take(&mut self.carried));
-        spare
+        self.carried = SparePool::default();
+        std::mem::take(&mut self.pool)
     }
 
     /// Runs `f` with commands collected instead of encoded; returns them for [`Self::replay`].

@@ -430,9 +430,12 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
         Err(e) => return Outcome::Fail(format!("plan: {e}")),
     };
     let mut lawful = false;
-    // Every data set twice on the session: the second pass runs on the buffers the first left
-    // (see `Session`), which must not change a result.
-    for k in (0..entry.data_sets).chain(0..entry.data_sets) {
+    // Every data set four times on the session: later passes run on the buffers the ones
+    // before left (see `Session`), which must not change a result; and what the session keeps
+    // between runs, settled by the third pass, must not grow in the fourth.
+    let sets = entry.data_sets;
+    let mut kept_after_third = Vec::with_capacity(sets);
+    for (pass, k) in (0..4).flat_map(|pass| (0..sets).map(move |k| (pass, k))) {
         let set = dir.join(format!("data_{k}"));
         let mut given = Vec::new();
         for (i, (name, kind)) in inputs.iter().enumerate() {
@@ -490,6 +493,17 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
             Ok(o) => o,
             Err(e) => return Outcome::Fail(e.to_string()),
         };
+        let kept = session.spare_bytes();
+        match pass {
+            2 => kept_after_third.push(kept),
+            3 if kept != kept_after_third[k] => {
+                return Outcome::Fail(format!(
+                    "the session keeps {} bytes after the third run of data set {k} and {kept} after the fourth",
+                    kept_after_third[k]
+                ))
+            }
+            _ => {}
+        }
         if random {
             let mut wants = Vec::new();
             for (i, kind) in output_kinds.iter().enumerate() {

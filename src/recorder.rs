@@ -265,6 +265,9 @@ pub struct Recorder {
     /// (see `Session::run_tensors`), and whether such a command was submitted: a session
     /// runs a failed recording once more only while the caller's inputs are unchanged.
     caller_input: CallerInput,
+    /// What [`Self::upload`] uploaded: those no value holds by the end go back to the pool
+    /// for a session's next run to upload into.
+    uploads: Vec<Tensor>,
 }
 
 /// What a recording did to the input tensors a caller handed over.
@@ -303,6 +306,7 @@ impl Recorder {
             matmul_kernel: None,
             index_checks: Default::default(),
             caller_input: CallerInput::Untouched,
+            uploads: Vec::new(),
         }
     }
 
@@ -615,6 +619,20 @@ impl Recorder {
         }
     }
 
+    /// Uploads `host` for this recording's commands (an op's table, an attribute as a scalar):
+    /// into a buffer of its size that an earlier run of a session uploaded into, where one is
+    /// kept (see [`Self::reserve_upload`]), else into a new one, so that a session's later runs
+    /// create none.
+    pub(crate) fn upload(&mut self, host: &crate::HostTensor) -> Result<Tensor> {
+        host.check()?;
+        let t = match self.reserve_upload(alloc_size(host.data.len() as u64)) {
+            Some(storage) => Tensor::upload_into(&self.ctx, host, storage)?,
+            None => Tensor::from_host(&self.ctx, host)?,
+        };
+        self.uploads.push(t.clone());
+        Ok(t)
+    }
+
     /// Buffers of `bytes` that an upload of an earlier run of a session filled, for an upload
     /// of this run to write into (`Tensor::upload_into`) instead of creating buffers. Only
     /// those kept from earlier runs: no command of this recording has used them, so the
@@ -654,6 +672,9 @@ impl Recorder {
     /// add to what it keeps on every run.
     pub(crate) fn take_spare(&mut self) -> SparePool {
         self.carried = SparePool::default();
+        for t in std::mem::take(&mut self.uploads) {
+            self.pool.keep(t);
+        }
         std::mem::take(&mut self.pool)
     }
 

@@ -571,6 +571,58 @@ fn a_run_that_changed_a_handed_over_input_is_not_run_again() {
     run(1.).unwrap();
 }
 
+/// What ops upload for themselves (LayerNormalization's epsilon, Trilu's mask, Resize's taps)
+/// goes into the buffers of the run before: a session's later runs create no buffer.
+#[test]
+fn later_runs_upload_op_tables_into_the_buffers_of_the_run_before() {
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions::default()).unwrap();
+    let scales = HostTensor::from_vec(vec![2], &[2f32, 1.5]).unwrap();
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(6), Some(4)])
+        .input("k", DType::I64, &[])
+        .constant("scales", scales)
+        .constant(
+            "gamma",
+            HostTensor::from_vec(vec![4], &[1f32, 2., 0.5, 1.]).unwrap(),
+        )
+        .node(
+            Node::new("LayerNormalization", "norm")
+                .inputs(["x", "gamma"])
+                .outputs(["normed"])
+                .attr("epsilon", Attr::Float(1e-3)),
+        )
+        .node(
+            Node::new("Trilu", "lower")
+                .inputs(["normed", "k"])
+                .outputs(["lower"])
+                .attr("upper", Attr::Int(0)),
+        )
+        .node(
+            Node::new("Resize", "grow")
+                .inputs(["lower", "", "scales"])
+                .outputs(["y"])
+                .attr("mode", Attr::String("linear".into())),
+        )
+        .output("y");
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    let x = HostTensor::from_vec(
+        vec![6, 4],
+        &(0..24).map(|v| (v * v % 7) as f32).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let k = HostTensor::from_vec(vec![], &[1i64]).unwrap();
+    let inputs = vec![("x".to_string(), x), ("k".to_string(), k)];
+    let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+    for run in 0..3 {
+        let created = ctx.stats().buffers_created;
+        let y = session.run_blocking(inputs.clone()).unwrap();
+        assert_close(&y[0].1, &want[0], 1e-5, 1e-5, "y");
+        if run > 0 {
+            assert_eq!(ctx.stats().buffers_created, created, "run {run}");
+        }
+    }
+}
+
 /// Index inputs computed from graph inputs (a Range's limit `n + 1`, a Reshape's shape
 /// concatenated from a shape input) are computed on the host, as the ops' plans read them; the
 /// element-wise work on their results stays on the GPU. Given as a GPU tensor, the same input

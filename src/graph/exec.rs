@@ -639,7 +639,7 @@ pub(crate) fn record_graph_planned(
                     .map(|(name, value)| match placements.get(name) {
                         // A Scan body state computed from constants still goes to its buffer.
                         Some(t) => {
-                            let v = Tensor::from_host(&ctx, &value)?;
+                            let v = rec.upload(&value)?;
                             Ok(Slot::gpu(rec.identity_to(&v, Out::into(name, t))?))
                         }
                         // Uploaded, if at all, by its first reader on the GPU (see

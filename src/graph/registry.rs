@@ -451,10 +451,7 @@ static DROPOUT: OpDef = OpDef {
         }
         let mut outputs = vec![rec.identity_to(&data, args.out(0))?];
         if args.node.outputs.len() > 1 {
-            let yes = Tensor::from_host(
-                args.ctx,
-                &HostTensor::from_bytes(DType::Bool, vec![], vec![1])?,
-            )?;
+            let yes = rec.upload(&HostTensor::from_bytes(DType::Bool, vec![], vec![1])?)?;
             let shape: Vec<i64> = data.shape().iter().map(|&d| d as i64).collect();
             outputs.push(rec.expand_to(&yes, &shape, args.out(1))?);
         }
@@ -781,7 +778,7 @@ static CONSTANT_OF_SHAPE: OpDef = OpDef {
     attrs: &["value"],
     run: |rec, args| {
         let shape = args.required_indices(0, "input")?;
-        let value = Tensor::from_host(args.ctx, &fill_value(args.node)?)?;
+        let value = rec.upload(&fill_value(args.node)?)?;
         Ok(vec![rec.expand_to(&value, &shape, args.out(0))?])
     },
 };
@@ -1226,7 +1223,7 @@ static CLIP: OpDef = OpDef {
             };
             let v = HostTensor::from_vec(Vec::new(), &[v])?;
             let v = crate::reference::cast_host(&v, x.dtype())?;
-            bounds.push(Tensor::from_host(rec.context(), &v)?);
+            bounds.push(rec.upload(&v)?);
         }
         Ok(vec![rec.map_to(
             "Clip",
@@ -1935,7 +1932,7 @@ fn signal_window_op(name: &'static str) -> OpDef {
         run: |rec, args| {
             let size = args.required_indices(0, "size")?;
             let host = HostTensor::from_vec(vec![size.len()], &size)?;
-            let t = Tensor::from_host(args.ctx, &signal_window_of(args.node, &host)?)?;
+            let t = rec.upload(&signal_window_of(args.node, &host)?)?;
             Ok(vec![rec.identity_to(&t, args.out(0))?])
         },
     }
@@ -2208,7 +2205,7 @@ static PAIRWISE_COUPLING: OpDef = OpDef {
         if on_host && rec.can_read_back() {
             let values = rec.read_back("PairwiseCoupling", &[&pairs])?;
             let host = crate::reference::coupling::pairwise_coupling(&values[0])?;
-            let probabilities = Tensor::from_host(rec.context(), &host)?;
+            let probabilities = rec.upload(&host)?;
             return Ok(vec![args.out(0).view(rec, probabilities)?]);
         }
         if on_host {
@@ -2999,7 +2996,7 @@ static ONE_HOT: OpDef = OpDef {
         }
         let flat = values.reshaped(&[2])?;
         let mut pick = |i: i64| -> Result<Tensor> {
-            let at = Tensor::from_host(args.ctx, &HostTensor::from_vec(vec![], &[i])?)?;
+            let at = rec.upload(&HostTensor::from_vec(vec![], &[i])?)?;
             rec.gather_to(&flat, &at, 0, crate::Out::NEW)
         };
         let (off, on) = (pick(0)?, pick(1)?);
@@ -3115,7 +3112,7 @@ static EYE_LIKE: OpDef = OpDef {
             eye_like_dtype(args.node, dtype)?,
             args.int("k")?.unwrap_or(0),
         )?;
-        let t = Tensor::from_host(args.ctx, &eye)?;
+        let t = rec.upload(&eye)?;
         Ok(vec![rec.identity_to(&t, args.out(0))?])
     },
 };

@@ -266,10 +266,7 @@ impl Recorder {
         let mut positions_shape = vec![1usize; shape.len() - axis];
         positions_shape[0] = depth as usize;
         let positions: Vec<i64> = (0..depth).collect();
-        let positions = Tensor::from_host(
-            self.context(),
-            &HostTensor::from_vec(positions_shape, &positions)?,
-        )?;
+        let positions = self.upload(&HostTensor::from_vec(positions_shape, &positions)?)?;
         let zero = self.scalar(0.0, DType::I64)?;
         let count = self.scalar(depth as f64, DType::I64)?;
         let emulate64 = !self

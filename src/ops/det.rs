@@ -55,7 +55,7 @@ impl Recorder {
         if n == 0 {
             let ones =
                 crate::HostTensor::from_vec(shape.clone(), &vec![1.0f32; shape.iter().product()])?;
-            let ones = Tensor::from_host(self.context(), &ones)?;
+            let ones = self.upload(&ones)?;
             return self.cast_to(&ones, x.dtype(), out);
         }
         // The kernel eliminates in place: it works on a copy (a widened one for f16, bf16).

@@ -259,7 +259,7 @@ impl Recorder {
                 }
                 _ => crate::HostTensor::from_vec(vec![], &[n as f32])?,
             };
-            let count = Tensor::from_host(self.context(), &count)?;
+            let count = self.upload(&count)?;
             let mean = self.elementwise_to("Div", &acc, Some(&count), out)?;
             self.release(acc);
             return Ok(mean);

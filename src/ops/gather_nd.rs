@@ -107,7 +107,6 @@ impl Recorder {
         if shape.contains(&0) || data.numel() == 0 {
             return out.tensor(self, data.dtype(), &shape);
         }
-        let ctx = self.context().clone();
         let wide = if indices.dtype() == DType::I64 {
             indices.clone()
         } else {
@@ -119,9 +118,9 @@ impl Recorder {
         for j in (0..k.saturating_sub(1)).rev() {
             strides[j] = strides[j + 1] * lens[j + 1];
         }
-        let lens = Tensor::from_host(&ctx, &HostTensor::from_vec(vec![k], &lens)?)?;
-        let strides = Tensor::from_host(&ctx, &HostTensor::from_vec(vec![k], &strides)?)?;
-        let zero = Tensor::from_host(&ctx, &HostTensor::from_vec(vec![], &[0i64])?)?;
+        let lens = self.upload(&HostTensor::from_vec(vec![k], &lens)?)?;
+        let strides = self.upload(&HostTensor::from_vec(vec![k], &strides)?)?;
+        let zero = self.upload(&HostTensor::from_vec(vec![], &[0i64])?)?;
         let negative = self.elementwise("Less", &wide, Some(&zero))?;
         let wrapped = self.elementwise("Add", &wide, Some(&lens))?;
         let entries = self.map_to("Where", &[&negative, &wrapped, &wide], Out::NEW)?;
@@ -132,7 +131,7 @@ impl Recorder {
             let low = self.elementwise("Less", &entries, Some(&zero))?;
             let high = self.elementwise("GreaterOrEqual", &entries, Some(&lens))?;
             let bad = self.elementwise("Or", &low, Some(&high))?;
-            let far = Tensor::from_host(&ctx, &HostTensor::from_vec(vec![], &[-(1i64 << 40)])?)?;
+            let far = self.upload(&HostTensor::from_vec(vec![], &[-(1i64 << 40)])?)?;
             let marked = self.map_to("Where", &[&bad, &far, &weighted], Out::NEW)?;
             for t in [
                 low,
@@ -157,7 +156,7 @@ impl Recorder {
             let mut offset_shape = is[..b].to_vec();
             offset_shape.extend(std::iter::repeat_n(1, is.len() - 1 - b));
             let offsets: Vec<i64> = (0..batches as i64).map(|i| i * rows as i64).collect();
-            let offsets = Tensor::from_host(&ctx, &HostTensor::from_vec(offset_shape, &offsets)?)?;
+            let offsets = self.upload(&HostTensor::from_vec(offset_shape, &offsets)?)?;
             let shifted = self.elementwise("Add", &row_index, Some(&offsets))?;
             self.release(row_index);
             self.release(offsets);

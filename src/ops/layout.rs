@@ -820,14 +820,12 @@ impl Recorder {
                 }
             })
             .collect();
-        let mask = Tensor::from_host(
-            self.context(),
-            &crate::HostTensor::from_vec(vec![n, m], &mask)?,
-        )?;
-        let zero = Tensor::from_host(
-            self.context(),
-            &crate::HostTensor::from_bytes(input.dtype(), vec![], vec![0; input.dtype().size()])?,
-        )?;
+        let mask = self.upload(&crate::HostTensor::from_vec(vec![n, m], &mask)?)?;
+        let zero = self.upload(&crate::HostTensor::from_bytes(
+            input.dtype(),
+            vec![],
+            vec![0; input.dtype().size()],
+        )?)?;
         self.map_to("Where", &[&mask, input, &zero], out)
     }
 

@@ -95,7 +95,7 @@ impl crate::Recorder {
         values: &[f64],
     ) -> crate::Result<crate::Tensor> {
         let v = crate::HostTensor::from_vec(shape.to_vec(), values)?;
-        crate::Tensor::from_host(self.context(), &crate::reference::cast_host(&v, dtype)?)
+        self.upload(&crate::reference::cast_host(&v, dtype)?)
     }
 
     /// Constants of `dtype`, each a `(shape, values)` of what `make` gives, named by `what`
@@ -206,7 +206,7 @@ pub fn broadcast_shape(op: &'static str, a: &[usize], b: &[usize]) -> crate::Res
 /// A scalar tensor of `value` in `dtype` (f32 or f64): an attribute or constant that an
 /// element-wise program reads as an operand.
 pub(crate) fn scalar_tensor(
-    ctx: &crate::Context,
+    rec: &mut crate::Recorder,
     dtype: crate::DType,
     value: f64,
 ) -> crate::Result<crate::Tensor> {
@@ -215,7 +215,7 @@ pub(crate) fn scalar_tensor(
     } else {
         crate::HostTensor::from_vec(vec![], &[value as f32])?
     };
-    crate::Tensor::from_host(ctx, &host)
+    rec.upload(&host)
 }
 
 /// Argument `arg` (of `from`) of program `p` in the compute type `c`: a Cast step where the

@@ -140,7 +140,7 @@ impl Recorder {
         widened(&mut wide, Arg::Operand(0), dtype, c)?;
         let mean = self.mean_over(&wide, &[x], &axes)?;
         let variance = self.mean_over(&square, &[x, &mean], &axes)?;
-        let eps = super::scalar_tensor(self.context(), c, epsilon)?;
+        let eps = super::scalar_tensor(self, c, epsilon)?;
         // Y = (x - mean) * (1 / sqrt(variance + epsilon)) * scale + bias, in one program.
         let mut result = Program::new(vec![dtype, c, c, c, dtype], false);
         let xc = widened(&mut result, Arg::Operand(0), dtype, c)?;
@@ -204,7 +204,7 @@ impl Recorder {
         let xc = widened(&mut square, Arg::Operand(0), dtype, c)?;
         pushed(&mut square, "Mul", vec![xc, xc], c)?;
         let mean_square = self.mean_over(&square, &[x], &axes)?;
-        let eps = super::scalar_tensor(self.context(), c, epsilon)?;
+        let eps = super::scalar_tensor(self, c, epsilon)?;
         let mut result = Program::new(vec![dtype, c, c, dtype], false);
         let xc = widened(&mut result, Arg::Operand(0), dtype, c)?;
         let inv = inverse_deviation(&mut result, 1, 2, c)?;
@@ -463,7 +463,7 @@ impl Recorder {
         widened(&mut wide, Arg::Operand(0), dtype, c_type)?;
         let mean = self.mean_over(&wide, &[&view], &axes)?;
         let variance = self.mean_over(&square, &[&view, &mean], &axes)?;
-        let eps = super::scalar_tensor(self.context(), c_type, epsilon)?;
+        let eps = super::scalar_tensor(self, c_type, epsilon)?;
         let mut result = Program::new(vec![dtype, c_type, c_type, c_type, dtype, dtype], false);
         let xc = widened(&mut result, Arg::Operand(0), dtype, c_type)?;
         let d = pushed(&mut result, "Sub", vec![xc, Arg::Operand(1)], c_type)?;

@@ -340,20 +340,17 @@ impl Recorder {
             ));
         }
         let units = self.random_uniform_to(stream, DType::F32, x.shape(), 0.0, 1.0, Out::NEW)?;
-        let keep = Tensor::from_host(
-            self.context(),
-            &HostTensor::from_vec(vec![], &[(1.0 - ratio) as f32])?,
-        )?;
+        let keep = self.upload(&HostTensor::from_vec(vec![], &[(1.0 - ratio) as f32])?)?;
         let mask = self.map_to("Less", &[&units, &keep], mask_out.unwrap_or(Out::NEW))?;
         self.release(units);
         let scale = crate::reference::cast_host(
             &HostTensor::from_vec(vec![], &[1.0 / (1.0 - ratio)])?,
             x.dtype(),
         )?;
-        let scale = Tensor::from_host(self.context(), &scale)?;
+        let scale = self.upload(&scale)?;
         let zero =
             crate::reference::cast_host(&HostTensor::from_vec(vec![], &[0.0f64])?, x.dtype())?;
-        let zero = Tensor::from_host(self.context(), &zero)?;
+        let zero = self.upload(&zero)?;
         let scaled = self.map_to("Mul", &[x, &scale], Out::NEW)?;
         let output = self.map_to("Where", &[&mask, &scaled, &zero], out)?;
         self.release(scaled);

@@ -447,14 +447,10 @@ impl Recorder {
 
     /// One axis of a Resize.
     fn resize_axis(&mut self, x: &Tensor, taps: &AxisTaps, extrapolation: f64) -> Result<Tensor> {
-        let ctx = self.context().clone();
         let (a, n, o) = (taps.axis, taps.taps, taps.output);
         let dtype = x.dtype();
         let index_shape: &[usize] = if n == 1 { &[o] } else { &[o, n] };
-        let index = Tensor::from_host(
-            &ctx,
-            &HostTensor::from_vec(index_shape.to_vec(), &taps.index)?,
-        )?;
+        let index = self.upload(&HostTensor::from_vec(index_shape.to_vec(), &taps.index)?)?;
         let gathered = self.gather_to(x, &index, a as i64, Out::NEW)?;
         self.release(index);
         let mut y = if n == 1 {
@@ -499,7 +495,7 @@ impl Recorder {
         if let Some(mask) = &taps.extrapolated {
             let mut m_shape = vec![o];
             m_shape.extend(std::iter::repeat_n(1, x.rank() - a - 1));
-            let mask = Tensor::from_host(&ctx, &HostTensor::from_vec(m_shape, mask)?)?;
+            let mask = self.upload(&HostTensor::from_vec(m_shape, mask)?)?;
             let value = self.host_values(dtype, &[], &[extrapolation])?;
             let kept = self.map_to("Where", &[&mask, &value, &y], Out::NEW)?;
             for t in [mask, value, y] {

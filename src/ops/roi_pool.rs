@@ -151,10 +151,7 @@ impl Recorder {
         if out.numel() == 0 {
             return Ok(out);
         }
-        let windows = Tensor::from_host(
-            self.context(),
-            &HostTensor::from_vec(vec![table.len()], &table)?,
-        )?;
+        let windows = self.upload(&HostTensor::from_vec(vec![table.len()], &table)?)?;
         self.max_roi_pool_into(OP, x, &windows, &out)?;
         self.release(windows);
         Ok(out)

@@ -174,10 +174,7 @@ impl Recorder {
         if shape.contains(&0) || input.numel() == 0 {
             return out.tensor(self, input.dtype(), shape);
         }
-        let index = Tensor::from_host(
-            self.context(),
-            &HostTensor::from_vec(vec![table.len()], table)?,
-        )?;
+        let index = self.upload(&HostTensor::from_vec(vec![table.len()], table)?)?;
         let y = self.gather_to(&input.reshaped(rows)?, &index, 0, Out::NEW)?;
         self.release(index);
         out.view(self, y.reshaped(shape)?)

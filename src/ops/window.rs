@@ -1102,23 +1102,17 @@ impl Recorder {
                 table.push(index);
             }
         }
-        let table = Tensor::from_host(
-            self.context(),
-            &HostTensor::from_vec(vec![outputs * window], &table)?,
-        )?;
+        let table = self.upload(&HostTensor::from_vec(vec![outputs * window], &table)?)?;
         // Each output position's first entry in the table.
         let firsts: Vec<i64> = (0..outputs).map(|o| (o * window) as i64).collect();
-        let firsts = Tensor::from_host(
-            self.context(),
-            &HostTensor::from_vec(plan.output.clone(), &firsts)?,
-        )?;
+        let firsts = self.upload(&HostTensor::from_vec(plan.output.clone(), &firsts)?)?;
         let entry = self.elementwise("Add", &position, Some(&firsts))?;
         let within = self.gather_to(&table, &entry, 0, Out::NEW)?;
         let image: i64 = spatial.iter().map(|&d| d as i64).product();
         let bases: Vec<i64> = (0..(n * c) as i64).map(|i| i * image).collect();
         let mut base_shape = vec![n, c];
         base_shape.extend(std::iter::repeat_n(1, k));
-        let base = Tensor::from_host(self.context(), &HostTensor::from_vec(base_shape, &bases)?)?;
+        let base = self.upload(&HostTensor::from_vec(base_shape, &bases)?)?;
         let flat = self.elementwise("Add", &within, Some(&base))?;
         for t in [table, firsts, position, entry, within, base] {
             self.release(t);

@@ -393,6 +393,9 @@ const INTERPRETED: &[&str] = &[
     "TfIdfVectorizer",
 ];
 
+/// How many times [`run_test_on`] runs each data set on one session.
+const PASSES: u64 = 4;
+
 fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
     let model = match Model::load(dir.join("model.onnx")) {
         Ok(m) => m,
@@ -435,7 +438,7 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
     // between runs, settled by the third pass, must not grow in the fourth.
     let sets = entry.data_sets;
     let mut kept_after_third = Vec::with_capacity(sets);
-    for (pass, k) in (0..4).flat_map(|pass| (0..sets).map(move |k| (pass, k))) {
+    for (pass, k) in (0..PASSES).flat_map(|pass| (0..sets).map(move |k| (pass, k))) {
         let set = dir.join(format!("data_{k}"));
         let mut given = Vec::new();
         for (i, (name, kind)) in inputs.iter().enumerate() {
@@ -580,9 +583,8 @@ fn linear_attention_expansions_run_as_the_recurrence() {
                 matches!(outcome, Outcome::Pass),
                 "{name}, recognized {recognize}: {outcome:?}"
             );
-            // run_test_on runs every data set twice.
             let runs = if recognize {
-                2 * entry.data_sets as u64
+                PASSES * entry.data_sets as u64
             } else {
                 0
             };

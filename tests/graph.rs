@@ -571,8 +571,9 @@ fn a_run_that_changed_a_handed_over_input_is_not_run_again() {
     run(1.).unwrap();
 }
 
-/// What ops upload for themselves (LayerNormalization's epsilon, Trilu's mask, Resize's taps)
-/// goes into the buffers of the run before: a session's later runs create no buffer.
+/// What ops upload for themselves (LayerNormalization's epsilon, Trilu's mask, Resize's taps,
+/// a fused Clip's bounds) goes into the buffers of the run before: a session's later runs
+/// create no buffer.
 #[test]
 fn later_runs_upload_op_tables_into_the_buffers_of_the_run_before() {
     let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions::default()).unwrap();
@@ -600,9 +601,18 @@ fn later_runs_upload_op_tables_into_the_buffers_of_the_run_before() {
         .node(
             Node::new("Resize", "grow")
                 .inputs(["lower", "", "scales"])
-                .outputs(["y"])
+                .outputs(["grown"])
                 .attr("mode", Attr::String("linear".into())),
         )
+        // Clip-6's bounds are attributes: the fused program reads them as constants.
+        .node(
+            Node::new("Clip", "bound")
+                .inputs(["grown"])
+                .outputs(["bounded"])
+                .attr("min", Attr::Float(-0.75))
+                .attr("max", Attr::Float(0.75)),
+        )
+        .node(Node::new("Exp", "y").inputs(["bounded"]).outputs(["y"]))
         .output("y");
     let session = Session::new(&ctx, g.clone()).unwrap();
     let x = HostTensor::from_vec(

@@ -503,6 +503,7 @@ fn as_step(
 /// then runs as usual, after its pending inputs are recorded).
 pub(crate) fn build(
     ctx: &Context,
+    rec: &mut crate::Recorder,
     node: &Node,
     slots: &[Option<&Slot>],
 ) -> Result<Option<Pending>> {
@@ -580,7 +581,7 @@ pub(crate) fn build(
                 }
             }
             Source::Constant(h) => {
-                let t = Tensor::from_host(ctx, &h)?;
+                let t = rec.upload(&h)?;
                 match merged.leaf(None, t) {
                     Some(a) => a,
                     None => return Ok(None),

@@ -96,6 +96,10 @@ impl Step {
 /// completes, so a recording of millions of commands is cut into submissions of this many.
 const COMMANDS_PER_SUBMISSION: u64 = 4096;
 
+/// Uploads of one recording by [`Recorder::upload`] it holds for the next run at most, beyond
+/// those still in use: memory must not grow with a loop that is run unrolled.
+const UPLOADS_KEPT: usize = 1024;
+
 /// Uploaded constants of Scan bodies, by the address of their host values.
 pub(crate) type BodyConstants = HashMap<usize, (std::sync::Arc<crate::HostTensor>, crate::Tensor)>;
 
@@ -624,11 +628,15 @@ impl Recorder {
     /// kept (see [`Self::reserve_upload`]), else into a new one, so that a session's later runs
     /// create none.
     pub(crate) fn upload(&mut self, host: &crate::HostTensor) -> Result<Tensor> {
-        host.check()?;
         let t = match self.reserve_upload(alloc_size(host.data.len() as u64)) {
             Some(storage) => Tensor::upload_into(&self.ctx, host, storage)?,
             None => Tensor::from_host(&self.ctx, host)?,
         };
+        if self.uploads.len() >= UPLOADS_KEPT {
+            // A recording that uploads this often (a loop run unrolled) keeps no more of them
+            // for the next run than it holds: those nothing holds are freed, not kept.
+            self.uploads.retain(|t| Arc::strong_count(t.storage()) > 1);
+        }
         self.uploads.push(t.clone());
         Ok(t)
     }

@@ -577,14 +577,13 @@ pub(crate) fn record_graph_planned(
             .any(|s| s.pending.is_some() || s.swapped_pending.is_some());
         let mut fused = None;
         if folded.is_none() && !prologue && swap_pending.is_none() && (defer || pending_inputs) {
-            fused = fuse::build(&ctx, rec, node, &slots).map_err(in_node)?;
+            fused = fuse::build(rec, node, &slots).map_err(in_node)?;
             if fused.is_none() && pending_inputs {
                 // The merged program would be too large (or the node is not a step after all):
                 // its pending inputs are recorded, and the node starts a chain of its own.
                 materialize(rec, scope, node).map_err(in_node)?;
                 if defer {
-                    fused =
-                        fuse::build(&ctx, rec, node, &input_slots(scope, node)).map_err(in_node)?;
+                    fused = fuse::build(rec, node, &input_slots(scope, node)).map_err(in_node)?;
                 }
             }
         }

@@ -502,11 +502,11 @@ fn as_step(
 /// broadcast, or the merged program would read more than [`MAX_OPERANDS`] tensors (the node
 /// then runs as usual, after its pending inputs are recorded).
 pub(crate) fn build(
-    ctx: &Context,
     rec: &mut crate::Recorder,
     node: &Node,
     slots: &[Option<&Slot>],
 ) -> Result<Option<Pending>> {
+    let ctx = &rec.context().clone();
     if head_op(node) {
         return head(ctx, node, slots);
     }

@@ -537,3 +537,76 @@ fn a_condition_the_body_computes_on_the_gpu_is_read_back_each_iteration() {
     assert!(v[0].to_vec::<f32>().unwrap().iter().all(|&x| x == 1.0));
     assert_eq!(ctx.stats().read_backs, 3);
 }
+
+/// A Loop that writes its iteration number into a carried cache at that position (a decode
+/// loop's KV cache, in one dimension): the dispatches and copies a run of `trips` iterations
+/// encodes on a context of its own, after checking the cache against the interpreter.
+fn cache_loop_commands(trips: i64, cpu_kernels: bool) -> (u64, u64) {
+    let len = 4096;
+    let b = Graph::new()
+        .input("i", DType::I64, &[])
+        .input("cond", DType::Bool, &[])
+        .input("cache", DType::F32, &[Some(len)])
+        .constant("one", HostTensor::from_vec(vec![1], &[1i64]).unwrap())
+        .node(
+            Node::new("Identity", "keep")
+                .inputs(["cond"])
+                .outputs(["cond_out"]),
+        )
+        .node(
+            Node::new("Reshape", "at")
+                .inputs(["i", "one"])
+                .outputs(["at"]),
+        )
+        .node(
+            Node::new("Cast", "value")
+                .inputs(["at"])
+                .outputs(["value"])
+                .attr("to", Attr::String("f32".into())),
+        )
+        .node(
+            Node::new("ScatterElements", "put")
+                .inputs(["cache", "at", "value"])
+                .outputs(["cache_out"]),
+        )
+        .output("cond_out")
+        .output("cache_out");
+    let cache = HostTensor::from_vec(vec![len], &vec![-1f32; len]).unwrap();
+    let g = input(Graph::new(), "cache0", &cache)
+        .constant("m", scalar(trips))
+        .node(
+            Node::new("Loop", "loop")
+                .inputs(["m", "", "cache0"])
+                .outputs(["cache"])
+                .attr("body", Attr::Graph(Box::new(b))),
+        )
+        .output("cache");
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: Some(cpu_kernels),
+        ..Default::default()
+    })
+    .unwrap();
+    let before = ctx.stats();
+    let out = agrees_on(&ctx, g, vec![("cache0", cache)]);
+    let after = ctx.stats();
+    let got = out[0].to_vec::<f32>().unwrap();
+    assert_eq!(got[..trips as usize + 1].last(), Some(&-1.0));
+    assert_eq!(got[trips as usize - 1], (trips - 1) as f32);
+    (
+        after.dispatches - before.dispatches,
+        after.copies - before.copies,
+    )
+}
+
+/// A cache the Loop carries and scatters into is updated where it lies: one more iteration
+/// costs two dispatches (the value's Cast and the scatter) and no copy of the cache (a buffer
+/// copy with the CPU adapters' kernels, else a dispatch, when the cache ping-ponged between
+/// two buffers).
+#[test]
+fn a_loop_updates_a_carried_cache_where_it_lies() {
+    for cpu_kernels in [true, false] {
+        let (d8, c8) = cache_loop_commands(8, cpu_kernels);
+        let (d9, c9) = cache_loop_commands(9, cpu_kernels);
+        assert_eq!((d9 - d8, c9 - c8), (2, 0), "cpu kernels {cpu_kernels}");
+    }
+}

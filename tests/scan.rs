@@ -679,6 +679,106 @@ fn body_scatters_write_in_place_only_into_values_read_no_more() {
     }
 }
 
+/// A Scan that carries a cache of `len` f32 and a position, and writes its element into the
+/// cache at the position each step (a decode loop's KV cache, in one dimension). Its scan
+/// output: the sum of the cache after the step, or where `old_too` the sum of what the step
+/// changed, read from a view of the cache made before the scatter and held past it, and that
+/// view (the cache before each step).
+fn cache_updates(seq: usize, len: usize, old_too: bool) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut body = Graph::new()
+        .input("cache", DType::F32, &[Some(len)])
+        .input("k", DType::I64, &[Some(1)])
+        .input("x", DType::F32, &[Some(1)])
+        .constant("one", HostTensor::from_vec(vec![1], &[1i64]).unwrap())
+        .constant(
+            "shape",
+            HostTensor::from_vec(vec![1], &[len as i64]).unwrap(),
+        );
+    if old_too {
+        body = body.node(
+            Node::new("Reshape", "old")
+                .inputs(["cache", "shape"])
+                .outputs(["old"]),
+        );
+    }
+    body = body
+        .node(
+            Node::new("ScatterElements", "put")
+                .inputs(["cache", "k", "x"])
+                .outputs(["put"]),
+        )
+        .node(
+            Node::new("Add", "k_out")
+                .inputs(["k", "one"])
+                .outputs(["k_out"]),
+        );
+    let summed = if old_too {
+        body = body.node(
+            Node::new("Sub", "change")
+                .inputs(["put", "old"])
+                .outputs(["change"]),
+        );
+        "change"
+    } else {
+        "put"
+    };
+    body = body
+        .node(Node::new("ReduceSum", "y").inputs([summed]).outputs(["y"]))
+        .output("put")
+        .output("k_out")
+        .output("y");
+    if old_too {
+        body = body.output("old");
+    }
+    let cache = HostTensor::from_vec(
+        vec![len],
+        &(0..len).map(|v| (v % 7) as f32).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let k = HostTensor::from_vec(vec![1], &[2i64]).unwrap();
+    let xs: Vec<f32> = (0..seq).map(|t| 100.0 + t as f32).collect();
+    let x = HostTensor::from_vec(vec![seq, 1], &xs).unwrap();
+    let g = scan_graph(
+        &[cache.clone(), k.clone()],
+        std::slice::from_ref(&x),
+        body,
+        vec![],
+        1 + usize::from(old_too),
+    );
+    (g, named_inputs(&[cache, k, x]))
+}
+
+/// A state the body scatters into, read by nothing after the scatter, is kept in one buffer
+/// that the scatter writes into where it lies: no copy of the whole cache per step (two
+/// buffers, as other states have, need the old cache copied into the other buffer first).
+/// Where the body still holds a view of the old state after the scatter, the state keeps its
+/// two buffers and the view reads the old cache. Bit for bit against the reference (in
+/// `cost_of_one_more_step`) on both kernel sets.
+#[test]
+fn a_state_the_body_scatters_into_is_updated_where_it_lies() {
+    for cpu_kernels in [true, false] {
+        let (in_place, in_place_copies) =
+            cost_of_one_more_step(|seq| cache_updates(seq, 4096, false), 9, cpu_kernels);
+        let (kept, kept_copies) =
+            cost_of_one_more_step(|seq| cache_updates(seq, 4096, true), 9, cpu_kernels);
+        // A step: the scatter's index check, the scatter, the position's Add, the sum. Where
+        // the old cache is still read (the Sub fuses into the sum), two copies of the cache (buffer copies with
+        // the CPU adapters' kernels, else dispatches), one into the other state buffer and one
+        // into the old cache's row of its scan output.
+        let why = format!("cpu kernels {cpu_kernels}");
+        assert_eq!((in_place, in_place_copies), (4, 0), "{why}");
+        let copy = if cpu_kernels { (4, 2) } else { (6, 0) };
+        assert_eq!((kept, kept_copies), copy, "{why}");
+    }
+    // Step t changes position 2 + t from t % 7 ... to 100 + t.
+    let (g, inputs) = cache_updates(6, 16, true);
+    let got = counted_run(&g, &inputs, true, true).0;
+    let want: Vec<f32> = (0..6)
+        .map(|t| 100.0 + t as f32 - ((2 + t) % 7) as f32)
+        .collect();
+    assert_eq!(got[2].to_vec::<f32>().unwrap(), want);
+}
+
 #[test]
 fn sequence_length_zero_and_one() {
     // Decision 13: "A sequence length of 0 gives the initial states back and scan outputs of

@@ -45,11 +45,33 @@ pub(crate) struct Slot {
     pub maps: Option<Arc<MapSequence>>,
     /// One map, on the host only (DictVectorizer's and CastMap's input, see [`super::strings`]).
     pub map: Option<Arc<crate::Map>>,
-    /// A graph input whose buffer the run may write over once its last reader has run (the
-    /// upload of a host value, or a tensor the caller handed over), with the number of
-    /// handles to that buffer the run holds outside its values (the caller's list of inputs).
-    /// `None` for node values (which the run always owns) and for inputs it must not change.
-    pub owned_input: Option<usize>,
+    /// A graph input whose buffer the run may write over once its last reader has run (see
+    /// [`Owned`]). `None` for node values (which the run always owns) and for inputs it must
+    /// not change.
+    pub owned_input: Option<Owned>,
+}
+
+/// Whose a graph input's buffer is that the run may write over once its last reader has run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Owned {
+    /// The run's upload of a host value.
+    Upload,
+    /// A tensor the caller handed over (its list of inputs holds a handle too).
+    Handed,
+    /// A Scan body's state, in the buffer the loop keeps it in for every iteration; the loop
+    /// holds this many handles to it besides the body's values.
+    LoopState(usize),
+}
+
+impl Owned {
+    /// Handles to the buffer held outside the run's values.
+    fn handles_outside(self) -> usize {
+        match self {
+            Owned::Upload => 0,
+            Owned::Handed => 1,
+            Owned::LoopState(n) => n,
+        }
+    }
 }
 
 /// A sequence during planning: its tensors, each on the host or on the GPU, and their dtype
@@ -793,7 +815,7 @@ fn writable_input<'n>(
         return Ok(None);
     };
     let outside = match slot.owned_input {
-        Some(handles) => handles,
+        Some(owned) => owned.handles_outside(),
         None if after.produced.contains(name.as_str()) => 0,
         None => return Ok(None),
     };
@@ -819,7 +841,7 @@ fn writable_input<'n>(
     if !sole || (t.storage().uploaded() && rec.capturing()) {
         return Ok(None);
     }
-    if outside > 0 {
+    if slot.owned_input == Some(Owned::Handed) {
         rec.overwrites_caller_input();
     }
     Ok(Some((name.as_str(), t)))
@@ -1526,7 +1548,7 @@ impl Session {
                 .iter()
                 .map(|(n, t)| {
                     let mut slot = Slot::gpu(t.clone());
-                    slot.owned_input = Some(1);
+                    slot.owned_input = Some(Owned::Handed);
                     (n.clone(), slot)
                 })
                 .collect()
@@ -1710,7 +1732,7 @@ impl Session {
                 *value.reserved.lock().unwrap_or_else(|e| e.into_inner()) =
                     input_buffers.remove(&decl.name);
                 // Its upload is the run's own.
-                value.owned_input = Some(0);
+                value.owned_input = Some(Owned::Upload);
             }
             scope.slots.insert(decl.name.clone(), value);
         }

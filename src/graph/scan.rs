@@ -5,7 +5,8 @@
 //! The body is planned once per Scan call: it is recorded ("captured") twice, once per parity
 //! of the iteration index, against fixed buffers: the states ping-pong between two buffers
 //! (parity p reads states from `P[p]` and its state-producing kernels write straight into
-//! `P[1 - p]`, no copies), scan-input elements land in fixed buffers, and every buffer is
+//! `P[1 - p]`, no copies; a state a scatter updates in place has one buffer, see
+//! [`updated_in_place`]), scan-input elements land in fixed buffers, and every buffer is
 //! allocated before the first iteration. The loop then replays the captured commands once per
 //! iteration into the same command buffer, so no host round-trip happens between iterations.
 //! Scan-input elements are read at their offset along the scan axis and scan-output elements
@@ -20,8 +21,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::exec::{constant_slots, keep_uploaded_constants, record_graph, NodeArgs, Scope, Slot};
-use super::registry::OpDef;
+use super::exec::{
+    constant_slots, keep_uploaded_constants, record_graph, NodeArgs, Owned, Scope, Slot,
+};
+use super::registry::{self, OpDef};
 use super::{Graph, ValueInfo};
 use crate::host::c_strides;
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
@@ -456,10 +459,15 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
 struct Instance {
     steps: Vec<Step>,
     scan_outputs: Vec<Tensor>,
+    /// States kept in one buffer (`updated`) that the body did not update where they lie
+    /// after all: their values are copied into it at the iteration's end.
+    missed: Vec<usize>,
 }
 
 /// Records the body once per parity against fixed buffers: states ping-pong between `reads`
-/// and `writes`, scan-input elements are read from `elements`.
+/// and `writes`, scan-input elements are read from `elements`. A state `updated` in place
+/// (see [`updated_in_place`]) has one buffer, both its read and its write, that the body's
+/// scatter may write into (the loop owns it).
 #[allow(clippy::too_many_arguments)]
 fn capture_body(
     rec: &mut Recorder,
@@ -467,8 +475,8 @@ fn capture_body(
     body: &Graph,
     order: &[usize],
     states: &[Tensor],
-    reads: &[Tensor],
-    writes: &[Tensor],
+    (reads, writes): (&[Tensor], &[Tensor]),
+    updated: &[bool],
     elements: &[Tensor],
 ) -> Result<Instance> {
     let ctx = rec.context().clone();
@@ -478,12 +486,18 @@ fn capture_body(
         parent: Some(args.scope()),
     };
     for (i, decl) in body.inputs.iter().enumerate() {
-        let t = if i < n {
-            reads[i].clone()
+        let slot = if i < n {
+            // The handles the loop holds, counted before the slot's own.
+            let held = Arc::strong_count(reads[i].storage());
+            let mut slot = Slot::gpu(reads[i].clone());
+            if updated[i] {
+                slot.owned_input = Some(Owned::LoopState(held));
+            }
+            slot
         } else {
-            elements[i - n].clone()
+            Slot::gpu(elements[i - n].clone())
         };
-        scope.slots.insert(decl.name.clone(), Slot::gpu(t));
+        scope.slots.insert(decl.name.clone(), slot);
     }
     scope.slots.extend(constant_slots(rec, body));
     // State outputs produced by a body node are written straight into the other buffer.
@@ -499,6 +513,7 @@ fn capture_body(
             placements.insert(o.name.clone(), writes[i].clone());
         }
     }
+    let mut missed = Vec::new();
     let (scan_outputs, steps) = rec.capture(|rec| {
         record_graph(rec, body, order, &mut scope, &placements)?;
         // Constants this capture uploaded serve the next captures and runs.
@@ -522,6 +537,9 @@ fn capture_body(
             o.check("body output", v.dtype(), v.shape())?;
             // Not produced in place (a passthrough, a constant, an outer value, a repeat).
             if !std::sync::Arc::ptr_eq(v.storage(), writes[i].storage()) {
+                if updated[i] {
+                    missed.push(i);
+                }
                 rec.copy(
                     v.storage(),
                     0,
@@ -543,7 +561,46 @@ fn capture_body(
     Ok(Instance {
         steps,
         scan_outputs,
+        missed,
     })
+}
+
+/// Whether the body may update state `i` where it lies: its output `i` is the first output of
+/// an op that may write over its data ([`registry::writes_over`], the scatters), its data is
+/// body input `i`, which that node reads last (in `order`) and once and which is no body
+/// output, and no other output is that value (a scan output of the whole state copies it
+/// each step anyway, into its row; see [`StateRows`]). The loop then keeps the state in one buffer
+/// instead of two (a KV cache updated at one position per step is not copied whole each
+/// step); `capture_body` reports where the executor declined after all (a view of the old
+/// state still held).
+fn updated_in_place(body: &Graph, order: &[usize], i: usize) -> bool {
+    let (Some(input), Some(output)) = (body.inputs.get(i), body.outputs.get(i)) else {
+        return false;
+    };
+    let name = input.name.as_str();
+    let Some(writer) = body
+        .nodes
+        .iter()
+        .position(|nd| nd.outputs.first() == Some(&output.name))
+    else {
+        return false;
+    };
+    let node = &body.nodes[writer];
+    let data = registry::writes_over(&node.op).and_then(|k| node.inputs.get(k));
+    let last_reader = order
+        .iter()
+        .rev()
+        .find(|&&k| body.nodes[k].reads().iter().any(|r| r == name));
+    data.is_some_and(|d| d == name)
+        && last_reader == Some(&writer)
+        && node.reads().iter().filter(|r| *r == name).count() == 1
+        && !body.outputs.iter().any(|o| o.name == name)
+        && body
+            .outputs
+            .iter()
+            .filter(|o| o.name == output.name)
+            .count()
+            == 1
 }
 
 /// Body output `o` as a tensor; a string tensor, a sequence or an empty optional is refused
@@ -612,43 +669,64 @@ fn record_loop(
     // operand through their Scan this way).
     // The loop's buffers come from earlier runs of a session where they fit (see
     // `Recorder::alloc_unused`) and go back to the recorder's pool after the loop.
-    let state_buffers = |rec: &mut Recorder| -> Result<Vec<Tensor>> {
-        states
-            .iter()
-            .enumerate()
-            .map(|(i, s)| match passes_through(body, i) {
-                true => Ok(s.clone()),
-                false => rec.alloc_unused(s.dtype(), s.shape()),
-            })
-            .collect()
-    };
-    let ping_pong = [state_buffers(rec)?, state_buffers(rec)?];
+    // A state the body updates in place (a scatter into it) keeps one buffer for both
+    // parities.
+    let mut updated: Vec<bool> = (0..n).map(|i| updated_in_place(body, order, i)).collect();
     let elements: Vec<Tensor> = scans
         .iter()
         .zip(&plan.element_shapes)
         .map(|(s, shape)| rec.alloc_unused(s.dtype(), shape))
         .collect::<Result<_>>()?;
-
     // Parity p reads the states from ping_pong[p] and writes them to the other buffer. One
     // iteration needs parity 0 only (Scans of length 1 nested deeply would otherwise capture
     // their bodies 2^depth times).
     let parities = if seq > 1 { 2 } else { 1 };
-    let mut instances: Vec<Instance> = [(0, 1), (1, 0)]
-        .into_iter()
-        .take(parities)
-        .map(|(r, w)| {
-            capture_body(
-                rec,
-                args,
-                body,
-                order,
-                states,
-                &ping_pong[r],
-                &ping_pong[w],
-                &elements,
-            )
-        })
-        .collect::<Result<_>>()?;
+    let (ping_pong, mut instances) = loop {
+        let mut first = Vec::with_capacity(n);
+        let mut second = Vec::with_capacity(n);
+        for (i, s) in states.iter().enumerate() {
+            let (a, b) = match (passes_through(body, i), updated[i]) {
+                (true, _) => (s.clone(), s.clone()),
+                (false, true) => {
+                    let t = rec.alloc_unused(s.dtype(), s.shape())?;
+                    (t.clone(), t)
+                }
+                (false, false) => (
+                    rec.alloc_unused(s.dtype(), s.shape())?,
+                    rec.alloc_unused(s.dtype(), s.shape())?,
+                ),
+            };
+            first.push(a);
+            second.push(b);
+        }
+        let ping_pong = [first, second];
+        let instances: Vec<Instance> = [(0, 1), (1, 0)]
+            .into_iter()
+            .take(parities)
+            .map(|(r, w)| {
+                capture_body(
+                    rec,
+                    args,
+                    body,
+                    order,
+                    states,
+                    (&ping_pong[r], &ping_pong[w]),
+                    &updated,
+                    &elements,
+                )
+            })
+            .collect::<Result<_>>()?;
+        // Where the executor declined to update a state in place, its value would be copied
+        // into the one buffer at the iteration's end, after the body's scan outputs may have
+        // read the old state there: captured again with two buffers for it.
+        let missed: Vec<usize> = instances.iter().flat_map(|i| i.missed.clone()).collect();
+        if missed.is_empty() {
+            break (ping_pong, instances);
+        }
+        for i in missed {
+            updated[i] = false;
+        }
+    };
     for (a, b) in instances[0]
         .scan_outputs
         .iter()

@@ -2392,7 +2392,157 @@ fn scatter_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std:
         lines.push(line);
     }
     lines.extend(decode_steps(ctx));
+    lines.extend(scan_decode_steps(ctx));
     std::fs::write(out_dir.join("scatter.txt"), lines.join("\n") + "\n").unwrap();
+}
+
+/// A decode loop as a Scan over 64 steps: its state a [2, 8, 2048, 64] f16 cache that the body
+/// writes one position per batch item into each step (ScatterElements with `unique_indices`
+/// at a position state the body advances), its scan input the steps' new rows. In one buffer
+/// the scatter updates the cache where it lies; with `scan_in_place` off (a second context on
+/// the same adapter) the cache ping-pongs between two buffers and each step copies it first.
+/// Wall time of `run_tensors` per step (the initial cache's one copy into the loop's buffer
+/// included), median of 5; copy = the cache's bytes copied by a submission of their own.
+fn scan_decode_steps(ctx: &Context) -> Vec<String> {
+    let (b, h, max, d, steps) = (2usize, 8usize, 2048usize, 64usize, 64usize);
+    let dims = |v: &[usize]| v.iter().map(|&n| Some(n)).collect::<Vec<_>>();
+    let one = HostTensor::from_vec(vec![1], &[1i64]).unwrap();
+    let body = Graph::new()
+        .input("cache", DType::F16, &dims(&[b, h, max, d]))
+        .input("at", DType::I64, &dims(&[b, 1, 1, 1]))
+        .input("row", DType::F16, &dims(&[b, h, 1, d]))
+        .constant("one", one)
+        .node(
+            Node::new("ScatterElements", "write")
+                .inputs(["cache", "at", "row"])
+                .outputs(["cache_out"])
+                .attr("axis", Attr::Int(2))
+                .attr("unique_indices", Attr::Int(1)),
+        )
+        .node(
+            Node::new("Add", "next")
+                .inputs(["at", "one"])
+                .outputs(["at_out"]),
+        )
+        .output("cache_out")
+        .output("at_out");
+    let graph = Graph::new()
+        .input("cache0", DType::F16, &dims(&[b, h, max, d]))
+        .input("at0", DType::I64, &dims(&[b, 1, 1, 1]))
+        .input("rows", DType::F16, &dims(&[steps, b, h, 1, d]))
+        .node(
+            Node::new("Scan", "decode")
+                .inputs(["cache0", "at0", "rows"])
+                .outputs(["cache", "at"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("cache")
+        .output("at");
+    let cache_bytes = b * h * max * d * 2;
+    let two_buffers = Context::new_blocking(ContextOptions {
+        adapter_name: Some(ctx.adapter_info().name.clone()),
+        backends: Some(ctx.adapter_info().backend.into()),
+        workgroup_size: Some(ctx.workgroup_size()),
+        cpu_kernels: Some(ctx.cpu_kernels()),
+        scan_in_place: Some(false),
+        ..Default::default()
+    })
+    .unwrap();
+    let inputs_on = |ctx: &Context| {
+        let upload = |dtype: DType, shape: &[usize], bytes: Vec<u8>| {
+            let host = HostTensor::from_bytes(dtype, shape.to_vec(), bytes).unwrap();
+            Tensor::from_host(ctx, &host).unwrap()
+        };
+        let at: Vec<u8> = [0i64, 1000].iter().flat_map(|v| v.to_le_bytes()).collect();
+        vec![
+            (
+                "cache0".to_string(),
+                upload(DType::F16, &[b, h, max, d], vec![0; cache_bytes]),
+            ),
+            ("at0".to_string(), upload(DType::I64, &[b, 1, 1, 1], at)),
+            (
+                "rows".to_string(),
+                upload(
+                    DType::F16,
+                    &[steps, b, h, 1, d],
+                    vec![0x3c; steps * b * h * d * 2],
+                ),
+            ),
+        ]
+    };
+    let sessions = [
+        (
+            ctx,
+            Session::new(ctx, graph.clone()).unwrap(),
+            inputs_on(ctx),
+        ),
+        (
+            &two_buffers,
+            Session::new(&two_buffers, graph.clone()).unwrap(),
+            inputs_on(&two_buffers),
+        ),
+    ];
+    let run = |k: usize| {
+        let (ctx, session, inputs) = &sessions[k];
+        let t = Instant::now();
+        let out = session.run_tensors_blocking(inputs.clone()).unwrap();
+        drop(out);
+        ctx.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap();
+        t.elapsed().as_secs_f64() / steps as f64
+    };
+    let (copy_src, copy_dst) = (
+        Tensor::from_host(
+            ctx,
+            &HostTensor::from_bytes(DType::F16, vec![b, h, max, d], vec![0; cache_bytes]).unwrap(),
+        )
+        .unwrap(),
+        Tensor::uninit(ctx, DType::F16, &[b, h, max, d]).unwrap(),
+    );
+    let copies = || {
+        let t = Instant::now();
+        for _ in 0..steps {
+            let mut rec = ctx.recorder();
+            rec.copy_bytes(&copy_src, 0, &copy_dst, 0, cache_bytes as u64)
+                .unwrap();
+            pollster::block_on(rec.finish()).unwrap();
+        }
+        ctx.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap();
+        t.elapsed().as_secs_f64() / steps as f64
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    run(0);
+    run(1);
+    copies();
+    let (mut a, mut c, mut k) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        a.push(run(0));
+        c.push(run(1));
+        k.push(copies());
+    }
+    let (a, c, k) = (median(a), median(c), median(k));
+    let header = format!(
+        "decode loop as a Scan of {steps} steps (run_tensors), f16 cache state [{b}, {h}, {max}, {d}] \
+         ({} MiB), one position per batch item per step; wall µs per step, median of 5",
+        cache_bytes >> 20
+    );
+    let line = format!(
+        "one buffer (updated in place) {:.1} µs, two buffers (scan_in_place off: copied each step) \
+         {:.1} µs, copy {:.1} µs; two/one {:.2}",
+        a * 1e6,
+        c * 1e6,
+        k * 1e6,
+        c / a
+    );
+    println!("{header}\n{line}");
+    vec![header, line]
 }
 
 /// A decode loop through a `Session` (`run_tensors`): each step writes one position per

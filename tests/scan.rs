@@ -769,6 +769,16 @@ fn a_state_the_body_scatters_into_is_updated_where_it_lies() {
         assert_eq!((in_place, in_place_copies), (4, 0), "{why}");
         let copy = if cpu_kernels { (4, 2) } else { (6, 0) };
         assert_eq!((kept, kept_copies), copy, "{why}");
+        // With `scan_in_place` off the cache ping-pongs between two buffers: its copy, and
+        // the element's read and the sum's write (two buffer copies with the CPU adapters'
+        // kernels, one dispatch with the others).
+        let (g, inputs) = cache_updates(9, 4096, false);
+        let (got, d9, c9) = counted_run(&g, &inputs, cpu_kernels, false);
+        assert_eq!(got, run_graph(&g, &inputs, &Default::default()).unwrap());
+        let (g, inputs) = cache_updates(10, 4096, false);
+        let (_, d10, c10) = counted_run(&g, &inputs, cpu_kernels, false);
+        let copies = if cpu_kernels { (4, 3) } else { (6, 0) };
+        assert_eq!((d10 - d9, c10 - c9), copies, "{why}");
     }
     // Step t changes position 2 + t from t % 7 ... to 100 + t.
     let (g, inputs) = cache_updates(6, 16, true);

@@ -77,7 +77,9 @@ pub struct ContextOptions {
     /// Let a Scan's body read its scan-input elements and write its scan-output elements in
     /// place, bound at each iteration's offset in the whole tensors, where the device's
     /// storage offset alignment allows (elements of a multiple of it, 32 or 256 bytes on
-    /// most devices). `None`: yes. Off, every element is copied in and out (for comparisons).
+    /// most devices); and keep a state that the body's scatter updates in one buffer, written
+    /// where it lies (a decode loop's cache). `None`: yes. Off, every element is copied in
+    /// and out, and every state ping-pongs between two buffers (for comparisons).
     pub scan_in_place: Option<bool>,
     /// The largest state (in bytes) that a Scan, where the state is also a scan output, holds
     /// as the output's rows, read and written in place by the body, instead of keeping it in

@@ -671,7 +671,9 @@ fn record_loop(
     // `Recorder::alloc_unused`) and go back to the recorder's pool after the loop.
     // A state the body updates in place (a scatter into it) keeps one buffer for both
     // parities.
-    let mut updated: Vec<bool> = (0..n).map(|i| updated_in_place(body, order, i)).collect();
+    let mut updated: Vec<bool> = (0..n)
+        .map(|i| ctx.scan_in_place() && updated_in_place(body, order, i))
+        .collect();
     let elements: Vec<Tensor> = scans
         .iter()
         .zip(&plan.element_shapes)

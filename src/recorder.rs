@@ -238,6 +238,10 @@ pub struct Recorder {
     /// used yet: safe to hand out at any point, also while a Scan body is captured (see
     /// [`Recorder::alloc_unused`]).
     carried: SparePool,
+    /// Tensors released while another handle to their buffer was still alive (a view the op
+    /// still held): pooled once theirs is the only one left (see [`Recorder::release`]). One
+    /// per buffer.
+    held_back: Vec<Tensor>,
     /// Scan bodies' constants uploaded so far, by the address of their host value (which the
     /// entry holds, so the address is not reused): each body's captures (one per iteration
     /// parity) and a session's later runs read them without uploading them again.
@@ -301,6 +305,7 @@ impl Recorder {
             capture: None,
             pool: SparePool::default(),
             carried: SparePool::default(),
+            held_back: Vec::new(),
             body_constants: BodyConstants::default(),
             streams: HashMap::new(),
             unsubmitted: 0,
@@ -580,6 +585,7 @@ impl Recorder {
     /// and it is tried once more (buffers a session kept from an earlier run must not make a
     /// run of other shapes fail).
     pub(crate) fn alloc(&mut self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        self.pool_held_back();
         let bytes = checked_numel(shape)
             .and_then(|n| n.checked_mul(dtype.size()))
             .map(|b| alloc_size(b as u64));
@@ -617,6 +623,7 @@ impl Recorder {
             {
                 self.pool = SparePool::default();
                 self.carried = SparePool::default();
+                self.held_back.clear();
                 Tensor::uninit(&self.ctx, dtype, shape)
             }
             result => result,
@@ -665,8 +672,28 @@ impl Recorder {
     /// buffers are not reused by this recording: a captured Scan body reads them again on
     /// every replay, and their contents are written once, not by a command the replay
     /// repeats; a session's later runs upload into them (see `Recorder::reserve_upload`).
+    /// A buffer that another handle still holds (a view of `t` the op has not dropped yet,
+    /// another value's) is pooled once that handle is gone.
     pub fn release(&mut self, t: Tensor) {
-        self.pool.keep(t);
+        if t.is_sole_handle() {
+            self.pool.keep(t);
+        } else if !self.held_back.iter().any(|h| h.shares_buffer(&t)) {
+            self.held_back.push(t);
+        }
+    }
+
+    /// Pools the held-back buffers that nothing else holds any more.
+    fn pool_held_back(&mut self) {
+        if self.held_back.is_empty() {
+            return;
+        }
+        for t in std::mem::take(&mut self.held_back) {
+            if t.is_sole_handle() {
+                self.pool.keep(t);
+            } else {
+                self.held_back.push(t);
+            }
+        }
     }
 
     /// Takes `spare` (buffers a session kept from its earlier runs) into this recording's pool.
@@ -680,6 +707,9 @@ impl Recorder {
     /// add to what it keeps on every run.
     pub(crate) fn take_spare(&mut self) -> SparePool {
         self.carried = SparePool::default();
+        self.pool_held_back();
+        // Those still held elsewhere (a value the caller gets) are not the run's to keep.
+        self.held_back.clear();
         for t in std::mem::take(&mut self.uploads) {
             self.pool.keep(t);
         }

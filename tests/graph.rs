@@ -947,3 +947,201 @@ fn axes_out_of_range_are_errors_in_the_interpreter_and_in_sessions() {
         assert!(e.contains(op) && e.lines().count() == 1, "{op} {axis}: {e}");
     }
 }
+
+/// Buffers an op uses for a while and hands back (Conv's columns, released while a view of
+/// them was still held; OneHot's picked values; BatchNormalization's batch statistics), a
+/// sequence's tensors, a Loop's iteration numbers, and a Scan's padded rows all serve a
+/// session's later runs: from the second run on, none of these graphs creates a buffer, and
+/// every run gives the first run's outputs (which the reference interpreter gives, where it
+/// has the ops).
+#[test]
+fn later_runs_reuse_scratch_sequence_and_loop_buffers() {
+    use wgpu_ops::graph::{Value, ValueInfo, ValueKind};
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions::default()).unwrap();
+    let f32s = |shape: &[usize], seed: usize| {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n).map(|k| ((k * 7 + seed) % 11) as f32 - 5.0).collect();
+        HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+    };
+    let scalar = |v: i64| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let conv = Graph::new()
+        .input("x", DType::F32, &[Some(1), Some(2), Some(5), Some(5)])
+        .constant("w", f32s(&[3, 2, 3, 3], 1))
+        .node(
+            Node::new("Conv", "conv")
+                .inputs(["x", "w"])
+                .outputs(["y"])
+                .attr("pads", Attr::Ints(vec![1, 1, 1, 1])),
+        )
+        .output("y");
+    let one_hot = Graph::new()
+        .input("i", DType::I64, &[Some(3)])
+        .constant("depth", scalar(4))
+        .constant(
+            "values",
+            HostTensor::from_vec(vec![2], &[-1f32, 3.0]).unwrap(),
+        )
+        .node(
+            Node::new("OneHot", "hot")
+                .inputs(["i", "depth", "values"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let ones = HostTensor::from_vec(vec![3], &[1f32; 3]).unwrap();
+    let zeros = HostTensor::from_vec(vec![3], &[0f32; 3]).unwrap();
+    let batch_norm = Graph::new()
+        .input("x", DType::F32, &[Some(2), Some(3), Some(4)])
+        .constant("scale", ones.clone())
+        .constant("bias", zeros.clone())
+        .constant("mean", zeros)
+        .constant("var", ones)
+        .node(
+            Node::new("BatchNormalization", "norm")
+                .inputs(["x", "scale", "bias", "mean", "var"])
+                .outputs(["y", "running_mean", "running_var"])
+                .attr("training_mode", Attr::Int(1)),
+        )
+        .output("y")
+        .output("running_mean")
+        .output("running_var");
+    let mut split = Graph::new()
+        .input("x", DType::F32, &[Some(6), Some(2)])
+        .node(
+            Node::new("SplitToSequence", "split")
+                .inputs(["x"])
+                .outputs(["s"])
+                .attr("keepdims", Attr::Int(0)),
+        );
+    split.outputs = vec![ValueInfo {
+        kind: ValueKind::Sequence,
+        ..ValueInfo::named("s")
+    }];
+    let loop_body = Graph::new()
+        .input("i", DType::I64, &[])
+        .input("cond", DType::Bool, &[])
+        .input("v", DType::F32, &[Some(2)])
+        .node(
+            Node::new("Identity", "keep")
+                .inputs(["cond"])
+                .outputs(["cond_out"]),
+        )
+        .node(
+            Node::new("Cast", "at")
+                .inputs(["i"])
+                .outputs(["at"])
+                .attr("to", Attr::String("f32".into())),
+        )
+        .node(
+            Node::new("Add", "add")
+                .inputs(["v", "at"])
+                .outputs(["v_out"]),
+        )
+        .output("cond_out")
+        .output("v_out");
+    let looped = Graph::new()
+        .input("v0", DType::F32, &[Some(2)])
+        .constant("m", scalar(5))
+        .node(
+            Node::new("Loop", "loop")
+                .inputs(["m", "", "v0"])
+                .outputs(["v"])
+                .attr("body", Attr::Graph(Box::new(loop_body))),
+        )
+        .output("v");
+    // Rows of 3 f32 (12 bytes): laid out as padded rows before the loop, and its output's
+    // rows padded likewise.
+    let scan_body = Graph::new()
+        .input("sum", DType::F32, &[Some(3)])
+        .input("x", DType::F32, &[Some(3)])
+        .node(
+            Node::new("Add", "add")
+                .inputs(["sum", "x"])
+                .outputs(["next"]),
+        )
+        .node(Node::new("Relu", "relu").inputs(["next"]).outputs(["y"]))
+        .output("next")
+        .output("y");
+    let scanned = Graph::new()
+        .input("s0", DType::F32, &[Some(3)])
+        .input("xs", DType::F32, &[Some(7), Some(3)])
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["s0", "xs"])
+                .outputs(["s", "ys"])
+                .attr("body", Attr::Graph(Box::new(scan_body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("s")
+        .output("ys");
+    let tensor = |name: &str, t: HostTensor| (name.to_string(), Value::Tensor(t));
+    // What, the graph, its inputs, whether the reference interpreter has its ops.
+    type Case = (&'static str, Graph, Vec<(String, Value)>, bool);
+    let cases: Vec<Case> = vec![
+        (
+            "Conv",
+            conv,
+            vec![tensor("x", f32s(&[1, 2, 5, 5], 2))],
+            true,
+        ),
+        (
+            "OneHot",
+            one_hot,
+            vec![tensor(
+                "i",
+                HostTensor::from_vec(vec![3], &[0i64, 3, -1]).unwrap(),
+            )],
+            true,
+        ),
+        (
+            "BatchNormalization",
+            batch_norm,
+            vec![tensor("x", f32s(&[2, 3, 4], 3))],
+            false,
+        ),
+        (
+            "SplitToSequence",
+            split,
+            vec![tensor("x", f32s(&[6, 2], 4))],
+            false,
+        ),
+        ("Loop", looped, vec![tensor("v0", f32s(&[2], 5))], true),
+        (
+            "Scan",
+            scanned,
+            vec![tensor("s0", f32s(&[3], 6)), tensor("xs", f32s(&[7, 3], 7))],
+            true,
+        ),
+    ];
+    for (what, g, inputs, interpreted) in cases {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let mut first = None;
+        for run in 0..3 {
+            let created = ctx.stats().buffers_created;
+            let out = session.run_values_blocking(inputs.clone()).unwrap();
+            if run > 0 {
+                assert_eq!(ctx.stats().buffers_created, created, "{what}, run {run}");
+            }
+            let out: Vec<Value> = out.into_iter().map(|(_, v)| v).collect();
+            match &first {
+                None => first = Some(out),
+                Some(first) => assert_eq!(&out, first, "{what}, run {run}"),
+            }
+        }
+        if interpreted {
+            let given: Vec<(String, HostTensor)> = inputs
+                .into_iter()
+                .map(|(n, v)| match v {
+                    Value::Tensor(t) => (n, t),
+                    _ => unreachable!("tensors given"),
+                })
+                .collect();
+            let want = reference::graph::run_graph(&g, &given, &Default::default()).unwrap();
+            for (got, want) in first.unwrap().iter().zip(&want) {
+                let Value::Tensor(got) = got else {
+                    panic!("{what}: a tensor output")
+                };
+                assert_close(got, want, 1e-5, 1e-5, what);
+            }
+        }
+    }
+}

@@ -375,7 +375,11 @@ fn as_scan(
         symbolic_dims: Default::default(),
     };
     let numbers: Vec<i64> = (0..trips as i64).collect();
-    let numbers = Slot::input(HostTensor::from_vec(vec![trips], &numbers)?);
+    let numbers = HostTensor::from_vec(vec![trips], &numbers)?;
+    // Uploaded through the recorder: a session's later runs upload into the same buffer.
+    let uploaded = rec.upload(&numbers)?;
+    let numbers = Slot::input(numbers);
+    let _ = numbers.gpu.set(uploaded);
     let mut inputs = node.inputs[2..].to_vec();
     inputs.push(format!("{}/iteration_numbers", node.name));
     let scan = Node::new("Scan", node.name.clone())

@@ -1376,9 +1376,17 @@ impl Session {
                 swapped,
                 swapped_pending,
                 reserved,
+                seq,
                 ..
             } = slot;
             drop((pending, swapped, swapped_pending));
+            // A sequence's tensors (SplitToSequence's, SequenceMap's): those that nothing else
+            // holds serve the next run's values as the others' do.
+            for item in seq.into_iter().flat_map(|s| s.items) {
+                if let Some(t) = item.gpu.into_inner() {
+                    spare.keep(t);
+                }
+            }
             let reserved = reserved.into_inner().unwrap_or_else(|e| e.into_inner());
             match gpu.into_inner() {
                 Some(t) if host_input => {

@@ -3001,14 +3001,10 @@ static ONE_HOT: OpDef = OpDef {
         };
         let (off, on) = (pick(0)?, pick(1)?);
         let axis = args.int("axis")?.unwrap_or(-1);
-        Ok(vec![rec.one_hot_to(
-            &indices,
-            depth,
-            &off,
-            &on,
-            axis,
-            args.out(0),
-        )?])
+        let y = rec.one_hot_to(&indices, depth, &off, &on, axis, args.out(0))?;
+        rec.release(off);
+        rec.release(on);
+        Ok(vec![y])
     },
 };
 

@@ -775,7 +775,7 @@ fn record_loop(
         .iter()
         .zip(&passed)
         .map(|(o, p)| match p {
-            Some(_) => Tensor::uninit(&ctx, o.dtype, &[0]),
+            Some(_) => rec.alloc_unused(o.dtype, &[0]),
             None => rec.alloc_unused(o.dtype, &[seq, o.row_elems]),
         })
         .collect::<Result<_>>()?;
@@ -864,6 +864,12 @@ fn record_loop(
     };
     // Handles the loop's buffers outlive the loop by (see the end).
     let mut loop_owned = elements.clone();
+    // And the body's own values its scan outputs are (each replay writes them).
+    loop_owned.extend(
+        instances
+            .iter()
+            .flat_map(|i| i.scan_outputs.iter().cloned()),
+    );
     let iterations = match in_pass {
         Some((iteration, counter)) => {
             loop_owned.push(counter);
@@ -883,6 +889,8 @@ fn record_loop(
             (read_in_place, written_in_place),
         ),
     };
+    // Handles to the padded rows, to pool them once the loop is encoded (see the end).
+    let held_rows = held.clone();
     let run: LoopFn = if before.is_empty() {
         iterations
     } else {
@@ -892,6 +900,31 @@ fn record_loop(
             rec.replay(&before)?;
             iterations(rec)
         })
+    };
+    // Captured for an enclosing body, the loop's buffers serve each of its replays: the loop
+    // holds them, and they are pooled once the enclosing loop is encoded and drops it (see the
+    // end).
+    let held_by_loop: Vec<Tensor> = match rec.capturing() {
+        true => ping_pong
+            .iter()
+            .flatten()
+            .chain(&loop_owned)
+            .chain(&held_rows)
+            .chain(&accumulators)
+            .chain(rows.iter().flat_map(|r| &r.halves))
+            .cloned()
+            .collect(),
+        false => Vec::new(),
+    };
+    let run: LoopFn = match held_by_loop.is_empty() {
+        true => run,
+        false => {
+            let held = held_by_loop.clone();
+            Arc::new(move |rec: &mut Recorder| {
+                let _ = &held;
+                run(rec)
+            })
+        }
     };
     rec.run_loop(OP, run, commands, loop_buffers)?;
 
@@ -929,6 +962,7 @@ fn record_loop(
             Some(g) => {
                 let out = out.tensor(rec, o.dtype, &o.output_shape)?;
                 rec.gather_into(OP, &acc, g, &out)?;
+                loop_owned.push(acc);
                 out
             }
         });
@@ -936,6 +970,9 @@ fn record_loop(
     // The loop is encoded (not captured for an enclosing body, whose replays would use these
     // buffers again): its own buffers are free for what is recorded after it. Each is kept
     // only if nothing else holds it (not the state that is a result, nor a passed state).
+    for t in held_by_loop {
+        rec.release(t);
+    }
     if !rec.capturing() {
         let halves = rows.into_iter().flat_map(|r| r.halves);
         for t in ping_pong
@@ -943,6 +980,7 @@ fn record_loop(
             .flatten()
             .chain(loop_owned)
             .chain(halves)
+            .chain(held_rows)
         {
             rec.release(t);
         }
@@ -1256,8 +1294,9 @@ fn place_elements(
                 }
                 let stride = aligned_stride(align, bytes, plan.seq)?;
                 let fill = padded_rows(plan, j, stride)?;
-                let rows =
-                    Tensor::uninit(&ctx, DType::U32, &[plan.seq * (stride / 4) as usize]).ok()?;
+                let rows = rec
+                    .alloc_unused(DType::U32, &[plan.seq * (stride / 4) as usize])
+                    .ok()?;
                 let slide = Slide::along(from, single(&rows)?, stride, seq, reverse);
                 slide.fits(&ctx).then(|| {
                     padded_inputs[j] = Some((rows, fill));
@@ -1301,7 +1340,7 @@ fn place_elements(
             continue;
         };
         let shape = [plan.seq, stride as usize / o.dtype.size()];
-        if let Ok(rows) = Tensor::uninit(&ctx, o.dtype, &shape) {
+        if let Ok(rows) = rec.alloc_unused(o.dtype, &shape) {
             padded_outputs[q] = Some((rows, stride));
         }
     }
@@ -1448,8 +1487,15 @@ fn place_elements(
             instance.steps = steps;
         }
         for (q, padded) in padded_outputs.into_iter().enumerate() {
-            if let (true, Some((rows, stride))) = (placed.writes[q], padded) {
-                accumulators[q] = rows;
+            let Some((rows, stride)) = padded else {
+                continue;
+            };
+            // No command has used the accumulator replaced, nor rows left unused.
+            if !placed.writes[q] {
+                rec.release(rows);
+            } else {
+                let unused = std::mem::replace(&mut accumulators[q], rows);
+                rec.release(unused);
                 outputs[q] = outputs[q].clone().with_row_bytes(stride);
             }
         }
@@ -1461,11 +1507,11 @@ fn place_elements(
                 };
                 let source = match &fill.moved_first {
                     Some(perm) => {
-                        // A buffer of its own (not one the recorder's pool may hand out again):
-                        // the copy runs before the loop, wherever the fill is placed.
+                        // A buffer no command has used (not one the recorder's pool may hand
+                        // out again): the copy runs before the loop, wherever the fill is placed.
                         let (shape, _) =
                             crate::ops::layout::transpose_plan(scans[j].shape(), Some(perm))?;
-                        let t = Tensor::uninit(&ctx, scans[j].dtype(), &shape)?;
+                        let t = rec.alloc_unused(scans[j].dtype(), &shape)?;
                         rec.transpose_to(&scans[j], Some(perm), crate::Out::into(OP, &t))?;
                         moved.push(t.clone());
                         t
@@ -1477,16 +1523,25 @@ fn place_elements(
             Ok(())
         })?;
         placed.fill = fill;
-        placed.held = padded_inputs
-            .into_iter()
-            .zip(&placed.reads)
-            .filter_map(|(padded, &read)| Some(padded?.0).filter(|_| read))
-            .chain(moved)
-            .collect();
+        let mut held = Vec::new();
+        for (padded, &read) in padded_inputs.into_iter().zip(&placed.reads) {
+            match (padded, read) {
+                (Some((rows, _)), true) => held.push(rows),
+                // Laid out for an element read otherwise after all: no command used them.
+                (Some((rows, _)), false) => rec.release(rows),
+                (None, _) => {}
+            }
+        }
+        held.extend(moved);
+        placed.held = held;
         for (r, taken) in row_candidates.into_iter().zip(rows) {
             if taken {
                 placed.writes[r.output] = true;
                 placed.rows.push(r);
+            } else {
+                for t in r.halves {
+                    rec.release(t);
+                }
             }
         }
         return Ok(placed);

@@ -631,7 +631,6 @@ impl Recorder {
         out: &Tensor,
         rows: usize,
     ) -> Result<()> {
-        let ctx = self.context().clone();
         let dtype = lhs.dtype();
         let (lr, rr) = (lhs.rank(), rhs.rank());
         let k = lhs.shape()[lr - 1];
@@ -652,15 +651,15 @@ impl Recorder {
             };
             let (a_plan, a_shape) = slice_of(lhs, lr - 1);
             let (b_plan, b_shape) = slice_of(rhs, rr - 2);
-            let a = Tensor::uninit(&ctx, dtype, &a_shape)?;
-            let b = Tensor::uninit(&ctx, dtype, &b_shape)?;
+            let a = self.alloc(dtype, &a_shape)?;
+            let b = self.alloc(dtype, &b_shape)?;
             self.gather_into(op, lhs, &a_plan, &a)?;
             self.gather_into(op, rhs, &b_plan, &b)?;
             let last = first + len == k;
             let product = if last && sum.is_none() {
                 out.clone()
             } else {
-                Tensor::uninit(&ctx, out.dtype(), out.shape())?
+                self.alloc(out.dtype(), out.shape())?
             };
             self.matmul_epilogue_into(op, &a, &b, &product, None, [false; 2], None)?;
             self.release(a);
@@ -671,7 +670,7 @@ impl Recorder {
                     let total = if last {
                         out.clone()
                     } else {
-                        Tensor::uninit(&ctx, out.dtype(), out.shape())?
+                        self.alloc(out.dtype(), out.shape())?
                     };
                     self.map_to("Add", &[&before, &product], Out::into(op, &total))?;
                     self.release(before);
@@ -746,7 +745,7 @@ impl Recorder {
             }
             if leaf_plan.is_none() {
                 let shape = out.shape().to_vec();
-                let product = Tensor::uninit(&ctx, lhs.dtype(), &shape)?;
+                let product = self.alloc(lhs.dtype(), &shape)?;
                 self.matmul_epilogue_into(op, lhs, rhs, &product, None, transposed, prologue)?;
                 let mut inputs = vec![&product];
                 inputs.extend_from_slice(leaves);

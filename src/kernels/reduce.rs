@@ -1005,7 +1005,7 @@ impl Recorder {
             .map(|(_, _, keep)| positions(keep))
             .max()
             .unwrap_or(0);
-        let states = Tensor::uninit(&ctx, DType::U32, &[(most * chunks * 5) as usize])?;
+        let states = self.alloc(DType::U32, &[(most * chunks * 5) as usize])?;
         // Few chunks per row: a thread merges them (a workgroup's tree would idle).
         let one_thread = chunks <= SHORT_ROW;
         let merge = ctx.pipeline(&Kernel::Reduce {
@@ -1206,7 +1206,7 @@ impl Recorder {
         params.chunk_len = n.div_ceil(chunks) as u32;
         params.state_row_step = chunks as u32;
         bytes[..std::mem::size_of::<ReduceParams>()].copy_from_slice(bytemuck::bytes_of(&params));
-        let states = Tensor::uninit(&ctx, DType::U32, &[(rows * chunks * 5) as usize])?;
+        let states = self.alloc(DType::U32, &[(rows * chunks * 5) as usize])?;
         for (pass, src, dst, groups) in [
             (1u8, &*storage, states.storage(), rows * chunks),
             (2u8, &**states.storage(), out.storage(), rows),

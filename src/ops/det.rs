@@ -60,7 +60,7 @@ impl Recorder {
         }
         // The kernel eliminates in place: it works on a copy (a widened one for f16, bf16).
         let work = if x.dtype() == wide {
-            let copy = Tensor::uninit(self.context(), wide, x.shape())?;
+            let copy = self.alloc(wide, x.shape())?;
             let bytes = crate::storage::padded_size(x.byte_len());
             self.copy(x.storage(), 0, copy.storage(), 0, bytes)?;
             copy
@@ -70,7 +70,7 @@ impl Recorder {
         let result = if x.dtype() == wide {
             out.tensor(self, wide, &shape)?
         } else {
-            Tensor::uninit(self.context(), wide, &shape)?
+            self.alloc(wide, &shape)?
         };
         self.det_into(OP, &work, n, &result)?;
         self.release(work);

@@ -373,6 +373,8 @@ impl Recorder {
         };
         let running_mean = running(mean, &batch_mean, mean_out)?;
         let running_var = running(variance, &batch_var, var_out)?;
+        self.release(batch_mean);
+        self.release(batch_var);
         Ok([y, running_mean, running_var])
     }
 }

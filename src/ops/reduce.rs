@@ -256,7 +256,7 @@ impl Recorder {
             return Ok(out);
         }
         // Narrow dtypes: reduce in the wide type, then round or wrap once.
-        let wide = Tensor::uninit(self.context(), stored, shape)?;
+        let wide = self.alloc(stored, shape)?;
         self.reduce_walk_into(op, data, walk, &wide)?;
         let result = self.cast_to(&wide, data.dtype(), out);
         self.release(wide);
@@ -516,7 +516,7 @@ impl Recorder {
         super::elementwise::require_f64_feature(self.context(), OP, "X", wide.dtype())?;
         let narrow = wide.dtype() != dtype;
         let values = if narrow {
-            Tensor::uninit(self.context(), wide.dtype(), &shape)?
+            self.alloc(wide.dtype(), &shape)?
         } else {
             values_out.tensor(self, dtype, &shape)?
         };

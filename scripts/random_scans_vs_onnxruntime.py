@@ -23,9 +23,14 @@ A `scan_axes` Scan reads and writes its sequences along random axes (scan_input_
 scan_output_axes, negative or not). With `rich`, bodies also take ops that mix elements
 while keeping the shape: MatMul by a constant square matrix, a reduction over the last axis
 added back, Softmax, CumSum, Gather of a permutation and a reversing Slice.
+With `scatter`, the first state of a Scan or Loop body of rank 1 or more is a cache the body
+writes one row into each step (ScatterElements or ScatterND at a constant position, the row
+cut from the state's usual update), and now and then the old state is read again after the
+scatter (in an Add that a scan output takes): the in-place update of a state and its
+fallback to two buffers.
 SHOW_ORT_ERRORS=1 in the environment prints why onnxruntime refused each model it refused.
 
-usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR [scan,scan_axes,loop,if,seq,rich]
+usage: scripts/random_scans_vs_onnxruntime.py WGPU_OPS_BINARY COUNT SEED WORK_DIR [scan,scan_axes,loop,if,seq,rich,scatter]
 """
 import os
 import subprocess
@@ -41,7 +46,8 @@ T = onnx.TensorProto
 binary = sys.argv[1]; count = int(sys.argv[2]); seed = int(sys.argv[3]); work = sys.argv[4]
 kinds = sys.argv[5].split(",") if len(sys.argv) > 5 else ["scan"]
 rich = "rich" in kinds  # bodies also take MatMul, reductions, Softmax, CumSum, Gather, Slice
-kinds = [k for k in kinds if k != "rich"] or ["scan"]
+scatter = "scatter" in kinds  # a state written one row per step by a scatter
+kinds = [k for k in kinds if k not in ("rich", "scatter")] or ["scan"]
 os.makedirs(work, exist_ok=True)
 FLOATS = {"f32": (np.float32, T.FLOAT), "f16": (np.float16, T.FLOAT16), "f64": (np.float64, T.DOUBLE)}
 INTS = {"i8": (np.int8, T.INT8), "u8": (np.uint8, T.UINT8), "i32": (np.int32, T.INT32), "i64": (np.int64, T.INT64)}
@@ -123,8 +129,27 @@ def body_graph(rng, dtype, shape, n_states, n_scans, n_outs, kind="scan", prefix
         t = nm("v"); nodes.append(helper.make_node("Add", [f"s{i}", v], [t]))
         o = nm("so"); nodes.append(helper.make_node("Clip", [t, const(-50 if dtype != "u8" else 0), const(50)], [o]))
         outs.append(o)
+    reread = None
+    if scatter and shape and n_states and kind in ("scan", "loop"):
+        # state 0: a cache written at one row per step, the row cut from its usual update
+        i64 = lambda v: (inits.append(numpy_helper.from_array(np.asarray(v, np.int64), nm("k"))), inits[-1].name)[1]
+        row = nm("v")
+        nodes.append(helper.make_node("Slice", [outs[0], i64([0]), i64([1]), i64([0])], [row]))
+        o = nm("so")
+        if rng.random() < 0.5:
+            at = rng.integers(0, shape[0], [1] + list(shape[1:]))
+            nodes.append(helper.make_node("ScatterElements", ["s0", i64(at), row], [o], axis=0))
+        else:
+            nodes.append(helper.make_node("ScatterND", ["s0", i64([[int(rng.integers(0, shape[0]))]]), row], [o]))
+        outs[0] = o
+        if rng.random() < 0.4:  # the old state read after the scatter
+            t = nm("v"); nodes.append(helper.make_node("Sub", [o, "s0"], [t]))
+            reread = nm("v")
+            nodes.append(helper.make_node("Clip", [t, const(-50 if dtype != "u8" else 0), const(50)], [reread]))
     for i in range(n_outs):
         v = vals[int(rng.integers(n_states + n_scans, len(vals)))] if len(vals) > n_states + n_scans else vals[-1]
+        if reread and i == 0:
+            v = reread
         o = nm("yo"); nodes.append(helper.make_node("Identity", [v], [o])); outs.append(o)
     vi = lambda n: helper.make_tensor_value_info(n, ot, list(shape))
     if kind == "if":  # a branch: no inputs, reads the outer values s*, x*
@@ -328,6 +353,7 @@ for case in range(count):
     for k, v in feeds.items():
         np.save(f"{work}/s{case}_{k}.npy", v); args += ["--input", f"{k}={work}/s{case}_{k}.npy"]
     r = subprocess.run(args, capture_output=True, text=True)
+    if os.environ.get("SHOW_STDERR") and r.stderr: print(r.stderr.strip())
     if r.returncode:
         tally["our error"] += 1; print(f"s{case} ERROR", r.stderr.strip()[-200:]); continue
     bad = []

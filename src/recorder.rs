@@ -662,6 +662,26 @@ impl Recorder {
         self.pool.keep_storage(storage);
     }
 
+    /// Handles to `storage` that read nothing more: those of tensors released while another
+    /// handle was alive (see [`Self::release`]), and those the commands captured so far keep
+    /// (copies and clears hold their buffers' storage; dispatches bind the GPU buffers only),
+    /// which run before anything recorded later.
+    pub(crate) fn idle_handles(&self, storage: &Arc<Storage>) -> usize {
+        let is = |s: &Arc<Storage>| usize::from(Arc::ptr_eq(s, storage));
+        let released: usize = self.held_back.iter().map(|t| is(t.storage())).sum();
+        let captured: usize = self
+            .capture
+            .iter()
+            .flatten()
+            .map(|step| match step {
+                Step::Copy { src, dst, .. } => is(src) + is(dst),
+                Step::Clear { buffer, .. } => is(buffer),
+                Step::Dispatch { .. } | Step::Loop { .. } => 0,
+            })
+            .sum();
+        released + captured
+    }
+
     /// True while commands are captured (a Scan body), not encoded.
     pub(crate) fn capturing(&self) -> bool {
         self.capture.is_some()

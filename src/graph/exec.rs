@@ -836,8 +836,9 @@ fn writable_input<'n>(
         return Ok(None);
     }
     let t = slot.tensor(rec.context())?;
-    // The slot's handle and `t`, and those held outside the run's values.
-    let sole = Arc::strong_count(t.storage()) == 2 + outside;
+    // The slot's handle and `t`, those held outside the run's values, and those that read
+    // nothing more (released ones, and recorded copies').
+    let sole = Arc::strong_count(t.storage()) == 2 + outside + rec.idle_handles(t.storage());
     if !sole || (t.storage().uploaded() && rec.capturing()) {
         return Ok(None);
     }

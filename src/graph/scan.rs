@@ -487,8 +487,9 @@ fn capture_body(
     };
     for (i, decl) in body.inputs.iter().enumerate() {
         let slot = if i < n {
-            // The handles the loop holds, counted before the slot's own.
-            let held = Arc::strong_count(reads[i].storage());
+            // The handles the loop holds, counted before the slot's own (those that read
+            // nothing more are counted where the scatter is recorded).
+            let held = Arc::strong_count(reads[i].storage()) - rec.idle_handles(reads[i].storage());
             let mut slot = Slot::gpu(reads[i].clone());
             if updated[i] {
                 slot.owned_input = Some(Owned::LoopState(held));

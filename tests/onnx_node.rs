@@ -31,8 +31,9 @@ struct Suite {
     script: &'static str,
     install: &'static str,
     expected: &'static str,
-    /// The fourth run of each data set must create no buffer (see [`run_test_on`]).
-    runs_settle: bool,
+    /// The fourth run of each data set must create no buffer (see [`run_test_on`]), but for
+    /// the tests named here.
+    unsettled: &'static [&'static str],
 }
 
 const NODE_TESTS: Suite = Suite {
@@ -42,7 +43,7 @@ const NODE_TESTS: Suite = Suite {
     script: "scripts/onnx_node_tests.py",
     install: "onnx",
     expected: "tests/onnx-node-expected-failures.txt",
-    runs_settle: true,
+    unsettled: &[],
 };
 
 const DIFFERENTIAL: Suite = Suite {
@@ -52,9 +53,14 @@ const DIFFERENTIAL: Suite = Suite {
     script: "scripts/ort_differential.py",
     install: "onnx onnxruntime",
     expected: "tests/ort-differential-expected-failures.txt",
-    // Not yet: 30 of these models (Loops that carry sequences or grow values, tree
-    // ensembles) create 1 to 4 buffers in their fourth run.
-    runs_settle: false,
+    // Not yet: these Loops (carrying a sequence, growing a value, or a 4-byte state whose
+    // buffer size an earlier value of the run takes first) create 1 to 4 buffers in their
+    // fourth run.
+    unsettled: &[
+        "ort_Loop_carries_a_sequence",
+        "ort_Loop_growing_value",
+        "ort_Loop_i64_values",
+    ],
 };
 
 fn tests_dir(suite: &Suite) -> PathBuf {
@@ -339,11 +345,11 @@ fn random_law(
 struct SuiteContexts {
     native: wgpu_ops::Context,
     emulating_64_bit: wgpu_ops::Context,
-    runs_settle: bool,
+    unsettled: &'static [&'static str],
 }
 
 impl SuiteContexts {
-    fn new(runs_settle: bool) -> SuiteContexts {
+    fn new(unsettled: &'static [&'static str]) -> SuiteContexts {
         let options = |native_64_bit| wgpu_ops::ContextOptions {
             native_64_bit,
             cpu_kernels: common::cpu_kernels_from_env(),
@@ -353,15 +359,16 @@ impl SuiteContexts {
             native: wgpu_ops::Context::new_blocking(options(None)).expect("an adapter"),
             emulating_64_bit: wgpu_ops::Context::new_blocking(options(Some(false)))
                 .expect("an adapter"),
-            runs_settle,
+            unsettled,
         }
     }
 }
 
 fn run_test(contexts: &SuiteContexts, dir: &Path, entry: &Entry) -> Outcome {
-    match run_test_on(&contexts.native, dir, entry, contexts.runs_settle) {
+    let settle = !contexts.unsettled.iter().any(|n| dir.ends_with(n));
+    match run_test_on(&contexts.native, dir, entry, settle) {
         first @ (Outcome::Pass | Outcome::Lawful) => {
-            match run_test_on(&contexts.emulating_64_bit, dir, entry, contexts.runs_settle) {
+            match run_test_on(&contexts.emulating_64_bit, dir, entry, settle) {
                 Outcome::Fail(why)
                     if !(why.contains("SHADER_F64")
                         || has_f64(dir) && why.contains("SHADER_INT64")) =>
@@ -656,7 +663,7 @@ fn run_suite(suite: &Suite) {
         .map(|l| l.split_once(' ').map_or((l, ""), |(n, r)| (n, r.trim())))
         .collect();
     let only = std::env::var("WGPU_OPS_ONNX_NODE_ONLY").ok();
-    let contexts = SuiteContexts::new(suite.runs_settle);
+    let contexts = SuiteContexts::new(suite.unsettled);
 
     // Per op (of the test's nodes): passed, failed as listed, skipped, not supported.
     let mut per_op: BTreeMap<String, [usize; 4]> = BTreeMap::new();

@@ -172,16 +172,26 @@ impl Recorder {
             DType::F16 | DType::BF16 => DType::F32,
             d => d,
         };
+        // The casts made here are this op's to hand back (the inputs are not).
+        let given = [x, thresholds];
+        let ours = |t: &Tensor| !given.iter().any(|g| g.shares_buffer(t));
         let mut operands = [x.clone(), thresholds.clone()];
         for t in &mut operands {
             for d in [compared, wide] {
                 if t.dtype() != d {
-                    *t = self.cast(t, d)?;
+                    let cast = self.cast(t, d)?;
+                    let before = std::mem::replace(t, cast);
+                    if ours(&before) {
+                        self.release(before);
+                    }
                 }
             }
         }
-        let [x, thresholds] = operands;
-        self.tree_walk_into(OP, [&x, nodes, &thresholds, roots], depth as u32, &leaves)?;
+        let [wx, wt] = &operands;
+        self.tree_walk_into(OP, [wx, nodes, wt, roots], depth as u32, &leaves)?;
+        for t in operands.into_iter().filter(|t| ours(t)) {
+            self.release(t);
+        }
         Ok(leaves)
     }
 }

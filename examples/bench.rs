@@ -1494,30 +1494,38 @@ fn rnn_graph(batch: usize, hidden: usize, steps: usize) -> Graph {
         .output("Y")
 }
 
-fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value> {
-    let steps = if quick { 64 } else { 512 };
-    let same_adapter = |cpu_kernels: bool, fuse: bool| {
-        Context::new_blocking(ContextOptions {
-            adapter_name: Some(ctx.adapter_info().name.clone()),
-            backends: Some(ctx.adapter_info().backend.into()),
-            workgroup_size: Some(ctx.workgroup_size()),
-            cpu_kernels: Some(cpu_kernels),
-            fuse_elementwise: Some(fuse),
-            ..Default::default()
-        })
-        .unwrap()
-    };
-    // And a fourth whose Scans copy their elements in and out instead of binding them in
-    // place (how steps ran before).
-    let copied = Context::new_blocking(ContextOptions {
+/// A second context on `ctx`'s adapter, with its workgroup size and kernel set unless
+/// `options` says otherwise, for comparisons in the same process.
+fn same_adapter_as(ctx: &Context, options: ContextOptions) -> Context {
+    Context::new_blocking(ContextOptions {
         adapter_name: Some(ctx.adapter_info().name.clone()),
         backends: Some(ctx.adapter_info().backend.into()),
         workgroup_size: Some(ctx.workgroup_size()),
-        cpu_kernels: Some(ctx.cpu_kernels()),
-        scan_in_place: Some(false),
-        ..Default::default()
+        cpu_kernels: options.cpu_kernels.or(Some(ctx.cpu_kernels())),
+        ..options
     })
-    .unwrap();
+    .unwrap()
+}
+
+fn rnn_cells(ctx: &Context, timer: &Timer, quick: bool) -> Vec<serde_json::Value> {
+    let steps = if quick { 64 } else { 512 };
+    let same_adapter = |cpu_kernels: bool, fuse: bool| {
+        let options = ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            fuse_elementwise: Some(fuse),
+            ..Default::default()
+        };
+        same_adapter_as(ctx, options)
+    };
+    // And a fourth whose Scans copy their elements in and out instead of binding them in
+    // place (how steps ran before).
+    let copied = same_adapter_as(
+        ctx,
+        ContextOptions {
+            scan_in_place: Some(false),
+            ..Default::default()
+        },
+    );
     // The same MatMul on a second context with the other kernel set (CPU kernels or not),
     // its samples interleaved with this context's; the whole cell on a third that does not
     // fuse element-wise chains.
@@ -2440,15 +2448,13 @@ fn scan_decode_steps(ctx: &Context) -> Vec<String> {
         .output("cache")
         .output("at");
     let cache_bytes = b * h * max * d * 2;
-    let two_buffers = Context::new_blocking(ContextOptions {
-        adapter_name: Some(ctx.adapter_info().name.clone()),
-        backends: Some(ctx.adapter_info().backend.into()),
-        workgroup_size: Some(ctx.workgroup_size()),
-        cpu_kernels: Some(ctx.cpu_kernels()),
-        scan_in_place: Some(false),
-        ..Default::default()
-    })
-    .unwrap();
+    let two_buffers = same_adapter_as(
+        ctx,
+        ContextOptions {
+            scan_in_place: Some(false),
+            ..Default::default()
+        },
+    );
     let inputs_on = |ctx: &Context| {
         let upload = |dtype: DType, shape: &[usize], bytes: Vec<u8>| {
             let host = HostTensor::from_bytes(dtype, shape.to_vec(), bytes).unwrap();

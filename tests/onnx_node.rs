@@ -31,9 +31,6 @@ struct Suite {
     script: &'static str,
     install: &'static str,
     expected: &'static str,
-    /// The fourth run of each data set must create no buffer (see [`run_test_on`]), but for
-    /// the tests named here.
-    unsettled: &'static [&'static str],
 }
 
 const NODE_TESTS: Suite = Suite {
@@ -43,7 +40,6 @@ const NODE_TESTS: Suite = Suite {
     script: "scripts/onnx_node_tests.py",
     install: "onnx",
     expected: "tests/onnx-node-expected-failures.txt",
-    unsettled: &[],
 };
 
 const DIFFERENTIAL: Suite = Suite {
@@ -53,14 +49,6 @@ const DIFFERENTIAL: Suite = Suite {
     script: "scripts/ort_differential.py",
     install: "onnx onnxruntime",
     expected: "tests/ort-differential-expected-failures.txt",
-    // Not yet: these Loops (carrying a sequence, growing a value, or a 4-byte state whose
-    // buffer size an earlier value of the run takes first) create 1 to 4 buffers in their
-    // fourth run.
-    unsettled: &[
-        "ort_Loop_carries_a_sequence",
-        "ort_Loop_growing_value",
-        "ort_Loop_i64_values",
-    ],
 };
 
 fn tests_dir(suite: &Suite) -> PathBuf {
@@ -345,11 +333,10 @@ fn random_law(
 struct SuiteContexts {
     native: wgpu_ops::Context,
     emulating_64_bit: wgpu_ops::Context,
-    unsettled: &'static [&'static str],
 }
 
 impl SuiteContexts {
-    fn new(unsettled: &'static [&'static str]) -> SuiteContexts {
+    fn new() -> SuiteContexts {
         let options = |native_64_bit| wgpu_ops::ContextOptions {
             native_64_bit,
             cpu_kernels: common::cpu_kernels_from_env(),
@@ -359,16 +346,14 @@ impl SuiteContexts {
             native: wgpu_ops::Context::new_blocking(options(None)).expect("an adapter"),
             emulating_64_bit: wgpu_ops::Context::new_blocking(options(Some(false)))
                 .expect("an adapter"),
-            unsettled,
         }
     }
 }
 
 fn run_test(contexts: &SuiteContexts, dir: &Path, entry: &Entry) -> Outcome {
-    let settle = !contexts.unsettled.iter().any(|n| dir.ends_with(n));
-    match run_test_on(&contexts.native, dir, entry, settle) {
+    match run_test_on(&contexts.native, dir, entry) {
         first @ (Outcome::Pass | Outcome::Lawful) => {
-            match run_test_on(&contexts.emulating_64_bit, dir, entry, settle) {
+            match run_test_on(&contexts.emulating_64_bit, dir, entry) {
                 Outcome::Fail(why)
                     if !(why.contains("SHADER_F64")
                         || has_f64(dir) && why.contains("SHADER_INT64")) =>
@@ -434,9 +419,8 @@ const INTERPRETED: &[&str] = &[
 const PASSES: u64 = 4;
 
 /// Runs the test in `dir` on `ctx` (which runs nothing else meanwhile, so that its count of
-/// buffers created is this test's); where `runs_settle`, a data set's fourth run must create
-/// no buffer.
-fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry, runs_settle: bool) -> Outcome {
+/// buffers created is this test's); a data set's fourth run must create no buffer.
+fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
     let model = match Model::load(dir.join("model.onnx")) {
         Ok(m) => m,
         Err(e) => {
@@ -541,7 +525,7 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry, runs_settle: 
         let kept = session.spare_bytes();
         // By the fourth run every buffer comes from the runs before.
         let created = ctx.stats().buffers_created - created;
-        if runs_settle && pass == 3 && created > 0 {
+        if pass == 3 && created > 0 {
             return Outcome::Fail(format!(
                 "the fourth run of data set {k} created {created} buffers"
             ));
@@ -627,7 +611,7 @@ fn linear_attention_expansions_run_as_the_recurrence() {
         .unwrap();
         for (name, entry) in &expansions {
             let before = ctx.stats().scans_as_recurrences;
-            let outcome = run_test_on(&ctx, &dir.join(name), entry, true);
+            let outcome = run_test_on(&ctx, &dir.join(name), entry);
             assert!(
                 matches!(outcome, Outcome::Pass),
                 "{name}, recognized {recognize}: {outcome:?}"
@@ -663,7 +647,7 @@ fn run_suite(suite: &Suite) {
         .map(|l| l.split_once(' ').map_or((l, ""), |(n, r)| (n, r.trim())))
         .collect();
     let only = std::env::var("WGPU_OPS_ONNX_NODE_ONLY").ok();
-    let contexts = SuiteContexts::new(suite.unsettled);
+    let contexts = SuiteContexts::new();
 
     // Per op (of the test's nodes): passed, failed as listed, skipped, not supported.
     let mut per_op: BTreeMap<String, [usize; 4]> = BTreeMap::new();

@@ -838,6 +838,37 @@ fn a_state_the_body_scatters_into_is_updated_where_it_lies() {
     assert_eq!(got[2].to_vec::<f32>().unwrap(), want);
 }
 
+/// Where the executor declines the one buffer (the held view of [`cache_updates`]), the body's
+/// first capture is thrown away: its buffers go back to the pool, so that a session's later
+/// runs create none (as where the one buffer is kept).
+#[test]
+fn a_capture_thrown_away_hands_its_buffers_back() {
+    for (cpu_kernels, old_too) in [(true, true), (false, true), (true, false)] {
+        let (g, inputs) = cache_updates(9, 4096, old_too);
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+        let mut created = Vec::new();
+        for _ in 0..4 {
+            let before = ctx.stats().buffers_created;
+            let got: Vec<HostTensor> = session
+                .run_blocking(inputs.clone())
+                .unwrap()
+                .into_iter()
+                .map(|(_, t)| t)
+                .collect();
+            assert_eq!(got, want);
+            created.push(ctx.stats().buffers_created - before);
+        }
+        let why = format!("cpu kernels {cpu_kernels}, old cache held {old_too}: {created:?}");
+        assert_eq!(created[3], 0, "{why}");
+    }
+}
+
 #[test]
 fn sequence_length_zero_and_one() {
     // Decision 13: "A sequence length of 0 gives the initial states back and scan outputs of

@@ -255,6 +255,16 @@ impl Slot {
     }
 }
 
+impl Slot {
+    /// [`Slot::tensor`], uploading a value on the host only into a buffer an earlier run of
+    /// a session uploaded into where one of its size is kept (see [`reserve_uploads`]): for
+    /// ops that read the tensors of a sequence, which no node input names.
+    pub(crate) fn tensor_on(&self, rec: &mut Recorder) -> Result<Tensor> {
+        reserve_upload(rec, self);
+        self.tensor(rec.context())
+    }
+}
+
 /// The values visible to a graph: its own, then those of the enclosing graphs (ONNX outer scope).
 pub(crate) struct Scope<'a> {
     pub slots: HashMap<String, Slot>,
@@ -860,16 +870,21 @@ fn reserve_uploads(rec: &mut Recorder, scope: &Scope<'_>, node: &Node) {
         if name.is_empty() || planning.contains(&i) {
             continue;
         }
-        let Some(slot) = scope.get(name) else {
-            continue;
-        };
-        let Some(host) = slot.host.as_ref().filter(|_| slot.gpu.get().is_none()) else {
-            continue;
-        };
-        let mut reserved = slot.reserved.lock().unwrap_or_else(|e| e.into_inner());
-        if reserved.is_none() {
-            *reserved = rec.reserve_upload(crate::storage::alloc_size(host.data.len() as u64));
+        if let Some(slot) = scope.get(name) {
+            reserve_upload(rec, slot);
         }
+    }
+}
+
+/// Reserves for `slot`, where its value is on the host only, a buffer of its size that an
+/// earlier run's upload left, if there is one.
+fn reserve_upload(rec: &mut Recorder, slot: &Slot) {
+    let Some(host) = slot.host.as_ref().filter(|_| slot.gpu.get().is_none()) else {
+        return;
+    };
+    let mut reserved = slot.reserved.lock().unwrap_or_else(|e| e.into_inner());
+    if reserved.is_none() {
+        *reserved = rec.reserve_upload(crate::storage::alloc_size(host.data.len() as u64));
     }
 }
 
@@ -1386,6 +1401,11 @@ impl Session {
             for item in seq.into_iter().flat_map(|s| s.items) {
                 if let Some(t) = item.gpu.into_inner() {
                     spare.keep(t);
+                }
+                // Reserved for an upload that did not happen (see `Slot::tensor_on`).
+                let reserved = item.reserved.into_inner();
+                if let Some(storage) = reserved.unwrap_or_else(|e| e.into_inner()) {
+                    spare.keep_storage(storage);
                 }
             }
             let reserved = reserved.into_inner().unwrap_or_else(|e| e.into_inner());

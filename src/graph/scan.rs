@@ -436,15 +436,25 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
             .collect();
         let plan = ScanPlan::new(&h.attrs, &h.body, &described, args.node.outputs.len())?;
         let order = h.body.schedule(&args.scope().names())?;
-        let results = record_loop(
+        let given = h.scans.len() - h.moved;
+        let results = match record_loop(
             rec, args, &h.body, &order, &plan, states, &h.scans, h.before,
-        )?;
+        ) {
+            Ok(results) => results,
+            Err(e) => {
+                // Computed for this loop only (a Loop that then runs unrolled would otherwise
+                // make them anew on every run of a session).
+                for t in h.scans.into_iter().skip(given) {
+                    rec.release(t);
+                }
+                return Err(e);
+            }
+        };
         // The moved values are the loop's own (computed for it before it), free once it is
         // encoded, as its other buffers are; not while captured for an enclosing body. One
         // that is a result (a moved value read as a scan output as it is) is held by it, and
         // the pool keeps only buffers nothing else holds.
         if !rec.capturing() {
-            let given = h.scans.len() - h.moved;
             for t in h.scans.into_iter().skip(given) {
                 rec.release(t);
             }
@@ -703,7 +713,7 @@ fn record_loop(
             second.push(b);
         }
         let ping_pong = [first, second];
-        let instances: Vec<Instance> = [(0, 1), (1, 0)]
+        let captured: Result<Vec<Instance>> = [(0, 1), (1, 0)]
             .into_iter()
             .take(parities)
             .map(|(r, w)| {
@@ -718,7 +728,19 @@ fn record_loop(
                     &elements,
                 )
             })
-            .collect::<Result<_>>()?;
+            .collect();
+        // A Loop whose carried value changes shape fails here, and runs unrolled: the
+        // buffers taken for it are pooled, or a session's every run would create them anew.
+        let instances = match captured {
+            Ok(instances) => instances,
+            Err(e) => {
+                release_trial(rec, body, ping_pong, Vec::new());
+                for t in elements {
+                    rec.release(t);
+                }
+                return Err(e);
+            }
+        };
         // Where the executor declined to update a state in place, its value would be copied
         // into the one buffer at the iteration's end, after the body's scan outputs may have
         // read the old state there: captured again with two buffers for it.
@@ -726,6 +748,7 @@ fn record_loop(
         if missed.is_empty() {
             break (ping_pong, instances);
         }
+        release_trial(rec, body, ping_pong, instances);
         for i in missed {
             updated[i] = false;
         }
@@ -956,6 +979,8 @@ fn record_loop(
         let out = args.out(n + q);
         if let Some(j) = passed[q] {
             results.push(input_as_output(rec, plan, j, &scans[j], o, out)?);
+            // Its accumulator was laid out empty, for nothing.
+            rec.release(acc);
             continue;
         }
         results.push(match &o.layout {
@@ -987,6 +1012,32 @@ fn record_loop(
         }
     }
     Ok(results)
+}
+
+/// Pools the buffers of a capture of the loop thrown away: its states' buffers (not those of
+/// states passed on unchanged, which are the given states) and its scan outputs' values, once
+/// the captured commands that bind them are dropped.
+fn release_trial(
+    rec: &mut Recorder,
+    body: &Graph,
+    ping_pong: [Vec<Tensor>; 2],
+    instances: Vec<Instance>,
+) {
+    let scan_outputs: Vec<Tensor> = instances.into_iter().flat_map(|i| i.scan_outputs).collect();
+    let [first, second] = ping_pong;
+    for (i, (a, b)) in first.into_iter().zip(second).enumerate() {
+        if passes_through(body, i) {
+            continue;
+        }
+        let one_buffer = Arc::ptr_eq(a.storage(), b.storage());
+        rec.release(a);
+        if !one_buffer {
+            rec.release(b);
+        }
+    }
+    for t in scan_outputs {
+        rec.release(t);
+    }
 }
 
 /// Scan output `o` when every iteration outputs its element of scan input `j` (`scan`) as

@@ -600,12 +600,11 @@ fn concat_from_sequence(rec: &mut Recorder, node: &Node, seq: &Sequence) -> Resu
         ));
     };
     let rank = first.dtype_shape().1.len();
-    let ctx = rec.context().clone();
     let mut tensors = Vec::with_capacity(seq.items.len());
     let axis = if new_axis {
         let k = axis_in(OP, axis, rank + 1)?;
         for item in &seq.items {
-            let t = item.tensor(&ctx)?;
+            let t = item.tensor_on(rec)?;
             let mut s = t.shape().to_vec();
             if s.len() != rank {
                 return Err(Error::invalid(
@@ -624,7 +623,7 @@ fn concat_from_sequence(rec: &mut Recorder, node: &Node, seq: &Sequence) -> Resu
     } else {
         let k = axis_in(OP, axis, rank)?;
         for item in &seq.items {
-            tensors.push(item.tensor(&ctx)?);
+            tensors.push(item.tensor_on(rec)?);
         }
         k
     };

@@ -540,8 +540,9 @@ fn a_condition_the_body_computes_on_the_gpu_is_read_back_each_iteration() {
 
 /// A Loop that writes its iteration number into a carried cache at that position (a decode
 /// loop's KV cache, in one dimension): the dispatches and copies a run of `trips` iterations
-/// encodes on a context of its own, after checking the cache against the interpreter.
-fn cache_loop_commands(trips: i64, cpu_kernels: bool) -> (u64, u64) {
+/// encodes on a context of its own, after checking the cache against the interpreter. Where
+/// `initial_out`, the initial cache is a graph output too (so not the loop's to write).
+fn cache_loop_commands(trips: i64, cpu_kernels: bool, initial_out: bool) -> (u64, u64) {
     let len = 4096;
     let b = Graph::new()
         .input("i", DType::I64, &[])
@@ -581,17 +582,24 @@ fn cache_loop_commands(trips: i64, cpu_kernels: bool) -> (u64, u64) {
                 .attr("body", Attr::Graph(Box::new(b))),
         )
         .output("cache");
+    let g = match initial_out {
+        true => g.output("cache0"),
+        false => g,
+    };
     let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         cpu_kernels: Some(cpu_kernels),
         ..Default::default()
     })
     .unwrap();
     let before = ctx.stats();
-    let out = agrees_on(&ctx, g, vec![("cache0", cache)]);
+    let out = agrees_on(&ctx, g, vec![("cache0", cache.clone())]);
     let after = ctx.stats();
     let got = out[0].to_vec::<f32>().unwrap();
     assert_eq!(got[..trips as usize + 1].last(), Some(&-1.0));
     assert_eq!(got[trips as usize - 1], (trips - 1) as f32);
+    if initial_out {
+        assert_eq!(out[1], cache, "the initial cache changed");
+    }
     (
         after.dispatches - before.dispatches,
         after.copies - before.copies,
@@ -605,8 +613,25 @@ fn cache_loop_commands(trips: i64, cpu_kernels: bool) -> (u64, u64) {
 #[test]
 fn a_loop_updates_a_carried_cache_where_it_lies() {
     for cpu_kernels in [true, false] {
-        let (d8, c8) = cache_loop_commands(8, cpu_kernels);
-        let (d9, c9) = cache_loop_commands(9, cpu_kernels);
+        let (d8, c8) = cache_loop_commands(8, cpu_kernels, false);
+        let (d9, c9) = cache_loop_commands(9, cpu_kernels, false);
         assert_eq!((d9 - d8, c9 - c8), (2, 0), "cpu kernels {cpu_kernels}");
+    }
+}
+
+/// The Loop keeps its cache in the buffer of the initial cache (an upload nothing reads after
+/// the Loop): no copy of it, not even before the first iteration. Where the initial cache is
+/// a graph output too, it is copied first and comes out as it was given.
+#[test]
+fn a_loop_keeps_its_cache_where_the_initial_one_lies() {
+    for cpu_kernels in [true, false] {
+        let (d, c) = cache_loop_commands(8, cpu_kernels, false);
+        let (d_kept, c_kept) = cache_loop_commands(8, cpu_kernels, true);
+        // The copy (a buffer copy with the CPU adapters' kernels, else a dispatch).
+        let copy = if cpu_kernels { (0, 1) } else { (1, 0) };
+        assert_eq!((d_kept - d, c_kept - c), copy, "cpu kernels {cpu_kernels}");
+        // The Cast of every iteration number, once before the loop (it reads no state); per
+        // iteration the scatter's index check and the scatter.
+        assert_eq!((d, c), (1 + 2 * 8, 0), "cpu kernels {cpu_kernels}");
     }
 }

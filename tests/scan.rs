@@ -1272,25 +1272,25 @@ fn elements_are_read_and_written_in_place_or_else_by_dispatches_or_copies() {
     // else, with either kernel set. Rows of 3 f32 (12 bytes) and of 16 385 are not at the device's
     // alignment: one dispatch before the loop lays `x` out as padded rows, the iteration's
     // output rows are padded likewise, and one gather after the loop packs them, so an
-    // iteration is still its body alone. The initial state's copy (one dispatch or one copy)
-    // comes before the loop.
+    // iteration is still its body alone. The initial state, an upload nothing reads after the
+    // Scan, is where the first iteration reads it: no copy of it.
     // `scan_in_place: false` turns this off (for comparisons): with the GPU kernel variants
     // one dispatch after the body writes the row, reads the next element and advances a GPU
     // counter (3 per iteration; no buffer copy ends the compute pass), with the CPU adapters'
     // kernels two buffer copies do (cheaper there), and the counter's clear and the first
     // element's read come before the loop.
     for (width, cpu_kernels, in_place, dispatches, copies) in [
-        (64, false, true, 200 + 1, 0),
-        (64, true, true, 200, 1),
-        (64, false, false, 300 + 2, 1),
-        (3, false, true, 200 + 3, 0),
-        (3, true, true, 200 + 2, 1),
-        (3, false, false, 300 + 2, 1),
-        (3, true, false, 200, 200 + 1),
+        (64, false, true, 200, 0),
+        (64, true, true, 200, 0),
+        (64, false, false, 300 + 1, 1),
+        (3, false, true, 200 + 2, 0),
+        (3, true, true, 200 + 2, 0),
+        (3, false, false, 300 + 1, 1),
+        (3, true, false, 200, 200),
         // Rows of 64 KiB and more have buffers of whole 16-byte quads: 65 540 bytes of data
         // bound in a 65 552-byte slot, padded rows again.
-        (16385, false, true, 200 + 3, 0),
-        (16385, true, true, 200 + 2, 1),
+        (16385, false, true, 200 + 2, 0),
+        (16385, true, true, 200 + 2, 0),
     ] {
         let (g, inputs) = cumsum_of_width(100, width);
         let named = named_inputs(&inputs);
@@ -1769,9 +1769,9 @@ fn elements_along_any_axis_are_laid_out_once_and_read_and_written_in_place() {
                 let (g, inputs) = sums_along_axes(seq, x_axis, y_axis);
                 let want = run_graph(&g, &inputs, &Default::default()).unwrap();
                 let got = counted_run(&g, &inputs, cpu_kernels, true);
-                // The body's three dispatches per iteration; two fills and two packs; the
-                // initial state's copy (a dispatch with the GPU kernels).
-                let once = if cpu_kernels { (4, 1) } else { (5, 0) };
+                // The body's three dispatches per iteration; two fills and two packs; no copy of
+                // the initial state (an upload nothing reads after the Scan).
+                let once = (4, 0);
                 let case = format!("axes {x_axis} {y_axis}, cpu kernels {cpu_kernels}, {seq}");
                 assert_eq!(got, (want, 3 * seq as u64 + once.0, once.1), "{case}");
             }
@@ -1983,10 +1983,10 @@ fn an_element_passed_on_as_a_scan_output_is_the_input_laid_out_once() {
             let want = run_graph(&summed, &inputs, &Default::default()).unwrap();
             let (got, dispatches, _) = counted_run(&summed, &inputs, cpu_kernels, true);
             assert_eq!(got, want, "{case}, summed, cpu kernels {cpu_kernels}");
-            // The Add per iteration; the initial state's copy (a dispatch with the GPU
-            // kernels); the fill laying `x` out as rows at the alignment (no element here is
-            // a multiple of 32 bytes); the layout.
-            let once = 1 + layout + u64::from(!cpu_kernels);
+            // The Add per iteration; the fill laying `x` out as rows at the alignment (no
+            // element here is a multiple of 32 bytes); the layout. No copy of the initial
+            // state (an upload nothing reads after the Scan).
+            let once = 1 + layout;
             assert_eq!(dispatches, seq as u64 + once, "{case}, summed");
         }
     }
@@ -2120,4 +2120,145 @@ fn later_runs_of_a_session_reuse_the_scans_buffers() {
     eprintln!("buffers created per run: {created:?}");
     assert!(created[0] > 2, "{created:?}");
     assert_eq!(created[1..], [0, 0, 0], "{created:?}");
+}
+
+/// `h` [64] f32 negated into `s0`, then a Scan over `x` [seq, 64] whose one state starts at
+/// `s0` and adds each row to it (its scan output: the state doubled). Where `s0_after`, `s0`
+/// is also read after the Scan (subtracted from its last state, a graph output).
+fn sum_from_a_value(seq: usize, s0_after: bool) -> (Graph, Vec<(String, HostTensor)>) {
+    let w = Some(64);
+    let body = Graph::new()
+        .input("s", DType::F32, &[w])
+        .input("e", DType::F32, &[w])
+        .node(Node::new("Add", "add").inputs(["s", "e"]).outputs(["t"]))
+        .node(Node::new("Add", "twice").inputs(["t", "t"]).outputs(["y"]))
+        .output("t")
+        .output("y");
+    let mut g = Graph::new()
+        .input("h", DType::F32, &[w])
+        .input("x", DType::F32, &[Some(seq), w])
+        .node(Node::new("Neg", "neg").inputs(["h"]).outputs(["s0"]))
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["s0", "x"])
+                .outputs(["last", "ys"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("last")
+        .output("ys");
+    if s0_after {
+        g = g
+            .node(
+                Node::new("Sub", "change")
+                    .inputs(["last", "s0"])
+                    .outputs(["change"]),
+            )
+            .output("change");
+    }
+    let inputs = vec![
+        ("h".to_string(), f32s(&[64], 81)),
+        ("x".to_string(), f32s(&[seq, 64], 82)),
+    ];
+    (g, inputs)
+}
+
+/// A Scan keeps a state in the buffer of its initial value where nothing reads that value
+/// after the Scan (a node's value here): the first iteration reads it where it is, with no
+/// copy into a buffer of the loop's own. Where the value is read after the Scan, it is copied
+/// first and stays as it was (the Sub sees it). Bit for bit against the reference, both kernel
+/// sets, even and odd lengths (the last state in either buffer).
+#[test]
+fn a_scan_keeps_its_state_where_the_dead_initial_value_lies() {
+    for cpu_kernels in [true, false] {
+        for seq in [6, 7] {
+            let (g, inputs) = sum_from_a_value(seq, false);
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let (got, dispatches, copies) = counted_run(&g, &inputs, cpu_kernels, true);
+            assert_eq!(got, want, "cpu kernels {cpu_kernels}, {seq}");
+            let (g, inputs) = sum_from_a_value(seq, true);
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let (got, read_after, copied_after) = counted_run(&g, &inputs, cpu_kernels, true);
+            assert_eq!(got, want, "cpu kernels {cpu_kernels}, {seq}, s0 read after");
+            // Read after the Scan: its Sub, and the initial state's copy (a buffer copy with
+            // the CPU adapters' kernels, a dispatch with the others).
+            let copy = if cpu_kernels { (1, 1) } else { (2, 0) };
+            assert_eq!(
+                (read_after - dispatches, copied_after - copies),
+                copy,
+                "cpu kernels {cpu_kernels}, {seq}"
+            );
+            // The Neg, then per step the two Adds (the body's scan output is written in
+            // place), and nothing else.
+            assert_eq!((dispatches, copies), (1 + 2 * seq as u64, 0), "{seq}");
+        }
+    }
+}
+
+/// Through `run_tensors`, an initial state the caller hands over (no other handle kept) is
+/// the run's: the Scan keeps its state in it. One the caller still holds is copied and left
+/// as it was.
+#[test]
+fn a_scan_keeps_its_state_in_a_handed_over_tensor_and_leaves_a_held_one_alone() {
+    let w = Some(64);
+    let body = Graph::new()
+        .input("s", DType::F32, &[w])
+        .input("e", DType::F32, &[w])
+        .node(Node::new("Add", "add").inputs(["s", "e"]).outputs(["t"]))
+        .output("t");
+    let g = Graph::new()
+        .input("s0", DType::F32, &[w])
+        .input("x", DType::F32, &[Some(5), w])
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["s0", "x"])
+                .outputs(["last"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("last");
+    let (s0, x) = (f32s(&[64], 83), f32s(&[5, 64], 84));
+    let named = vec![("s0".to_string(), s0.clone()), ("x".to_string(), x.clone())];
+    let want = run_graph(&g, &named, &Default::default()).unwrap();
+    for cpu_kernels in [true, false] {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let mut counts = Vec::new();
+        for keep in [false, true] {
+            let given = wgpu_ops::Tensor::from_host(&ctx, &s0).unwrap();
+            let kept = keep.then(|| given.clone());
+            let x = wgpu_ops::Tensor::from_host(&ctx, &x).unwrap();
+            let before = ctx.stats();
+            let out = session
+                .run_tensors_blocking(vec![("s0".into(), given), ("x".into(), x)])
+                .unwrap();
+            let after = ctx.stats();
+            counts.push((
+                after.dispatches - before.dispatches,
+                after.copies - before.copies,
+            ));
+            assert_eq!(out[0].1.to_host_blocking().unwrap(), want[0], "keep {keep}");
+            if let Some(kept) = kept {
+                assert_eq!(
+                    kept.to_host_blocking().unwrap(),
+                    s0,
+                    "the held state changed"
+                );
+            }
+        }
+        // Held: the initial state's copy (a buffer copy with the CPU adapters' kernels, a
+        // dispatch with the others).
+        let copy = if cpu_kernels { (0, 1) } else { (1, 0) };
+        let why = format!("cpu kernels {cpu_kernels}: {counts:?}");
+        assert_eq!(
+            (counts[1].0 - counts[0].0, counts[1].1 - counts[0].1),
+            copy,
+            "{why}"
+        );
+        assert_eq!(counts[0], (5, 0), "{why}");
+    }
 }

@@ -12,8 +12,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::exec::{
-    constant_slots, keep_uploaded_constants, plan_values, record_graph_planned, NodeArgs, Scope,
-    Slot,
+    constant_slots, keep_uploaded_constants, plan_values, record_graph_planned, DeadInput,
+    NodeArgs, Scope, Slot,
 };
 use super::registry::OpDef;
 use super::{Attr, Graph, Node, ValueInfo};
@@ -297,6 +297,7 @@ pub(crate) fn record_loop(
     slots: &[Option<&Slot>],
     placements: &HashMap<String, Tensor>,
     plans: &HashSet<String>,
+    dead: Vec<(usize, DeadInput)>,
 ) -> Result<Vec<Slot>> {
     let (body, n, k) = loop_body(node)?;
     let m = match host_scalar(node, slots, 0, "M", DType::I64)? {
@@ -333,19 +334,24 @@ pub(crate) fn record_loop(
             .flatten()
             .any(|s| s.non_tensor().is_some());
     if let (Some(trips), false) = (trips, needs_host) {
-        match as_scan(rec, scope, node, slots, placements, body, trips) {
+        // The Scan's states are the Loop's inputs from 2 on.
+        let dead = dead.into_iter().map(|(i, d)| (i - 2, d)).collect();
+        match as_scan(rec, scope, node, slots, placements, body, trips, dead) {
             // Loop-carried values may change shape (a value concatenated to), a Scan's states
             // may not: such a loop runs unrolled. What the Scan recorded before it found out
             // writes only to its own buffers.
             Err(e) if e.to_string().contains(crate::recorder::STATES_KEEP_SHAPE) => {}
             result => return result,
         }
+    } else {
+        drop(dead);
     }
     unrolled(rec, scope, node, slots, placements, (body, n, k), m, cond)
 }
 
 /// The Loop as a Scan: the loop-carried values are its states, the iteration numbers
 /// `0..trips` its one scan input, and the condition a constant true in its body.
+#[allow(clippy::too_many_arguments)]
 fn as_scan(
     rec: &mut Recorder,
     scope: &Scope<'_>,
@@ -354,6 +360,7 @@ fn as_scan(
     placements: &HashMap<String, Tensor>,
     body: &Graph,
     trips: usize,
+    dead: Vec<(usize, DeadInput)>,
 ) -> Result<Vec<Slot>> {
     let mut counter = body.inputs[0].clone();
     counter.dtype = Some(DType::I64);
@@ -391,7 +398,8 @@ fn as_scan(
     scan_slots.push(Some(&numbers));
     let ctx = rec.context().clone();
     let def = &super::scan::GRAPH_OP;
-    let args = NodeArgs::new(&ctx, &scan, def, scan_slots, scope, placements);
+    let args =
+        NodeArgs::new(&ctx, &scan, def, scan_slots, scope, placements).with_dead_states(dead);
     Ok((def.run)(rec, &args)?.into_iter().map(Slot::gpu).collect())
 }
 

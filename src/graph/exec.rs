@@ -303,6 +303,9 @@ pub(crate) struct NodeArgs<'a> {
     placements: &'a HashMap<String, Tensor>,
     /// The input the first output may be written over, by name (see [`writable_input`]).
     writable: Option<(&'a str, Tensor)>,
+    /// The initial states the node's loop may keep its states in, by input index (see
+    /// [`dead_loop_states`]).
+    dead_states: Vec<(usize, DeadInput)>,
 }
 
 impl<'a> NodeArgs<'a> {
@@ -324,7 +327,24 @@ impl<'a> NodeArgs<'a> {
             scope,
             placements,
             writable: None,
+            dead_states: Vec::new(),
         }
+    }
+
+    /// This view with `dead` as the initial states its loop may keep its states in.
+    pub(crate) fn with_dead_states(mut self, dead: Vec<(usize, DeadInput)>) -> NodeArgs<'a> {
+        self.dead_states = dead;
+        self
+    }
+
+    /// Initial state `i` where the loop may keep that state in its buffer (nothing reads it
+    /// after the loop, the run owns it): the loop's writes then change it.
+    pub(crate) fn dead_state(&self, rec: &mut Recorder, i: usize) -> Option<Tensor> {
+        let (_, d) = self.dead_states.iter().find(|(k, _)| *k == i)?;
+        if d.handed {
+            rec.overwrites_caller_input();
+        }
+        Some(d.tensor.clone())
     }
 
     fn missing(&self, i: usize, role: &str) -> Error {
@@ -700,12 +720,23 @@ pub(crate) fn record_graph_planned(
                     .map_err(in_node)?
             }
             (None, None) if node.op == "Loop" => {
-                super::control::record_loop(rec, scope, node, &slots, placements, &plan_values)
-                    .map_err(in_node)?
+                let dead = dead_loop_states(rec, scope, node, pos, &dead_after).map_err(in_node)?;
+                super::control::record_loop(
+                    rec,
+                    scope,
+                    node,
+                    &slots,
+                    placements,
+                    &plan_values,
+                    dead,
+                )
+                .map_err(in_node)?
             }
             (None, None) => {
                 let writable = writable_input(rec, scope, node, pos, &dead_after, placements)
                     .map_err(in_node)?;
+                let dead_states =
+                    dead_loop_states(rec, scope, node, pos, &dead_after).map_err(in_node)?;
                 let args = NodeArgs {
                     ctx: &ctx,
                     node,
@@ -714,6 +745,7 @@ pub(crate) fn record_graph_planned(
                     scope,
                     placements,
                     writable,
+                    dead_states,
                 };
                 (def.run)(rec, &args)
                     .map_err(in_node)?
@@ -801,11 +833,7 @@ struct DeadAfter<'g> {
 
 /// The input of `node` (at `pos` in the order) that its first output may be written over, as
 /// the op's registry entry allows ([`registry::writes_over`]): a scatter then updates its data
-/// where it lies instead of copying it first. That needs the run to own the value's buffer (a
-/// node's value, or a graph input the session marked [`Slot::owned_input`]), no reader of it
-/// after this node (nor another input of this node), and no other handle to the buffer (a
-/// view that another value holds). Uploaded buffers are left alone while a Scan body is
-/// captured: its replays read them again, and their upload is not replayed.
+/// where it lies instead of copying it first (see [`dead_owned_input`]).
 fn writable_input<'n>(
     rec: &mut Recorder,
     scope: &Scope<'_>,
@@ -817,6 +845,47 @@ fn writable_input<'n>(
     let Some(i) = registry::writes_over(&node.op) else {
         return Ok(None);
     };
+    let Some(name) = node.inputs.get(i).filter(|n| !n.is_empty()) else {
+        return Ok(None);
+    };
+    // An output placed elsewhere is written there.
+    if node
+        .outputs
+        .first()
+        .is_none_or(|o| placements.contains_key(o))
+    {
+        return Ok(None);
+    }
+    Ok(dead_owned_input(rec, scope, node, i, pos, after)?.map(|d| {
+        if d.handed {
+            rec.overwrites_caller_input();
+        }
+        (name.as_str(), d.tensor)
+    }))
+}
+
+/// A value a node reads for the last time that the run owns: the node may write over its
+/// buffer, or take it for its own.
+pub(crate) struct DeadInput {
+    pub tensor: Tensor,
+    /// The caller handed the tensor over (see `Recorder::overwrites_caller_input`).
+    pub handed: bool,
+}
+
+/// Input `i` of `node` (at `pos` in the order) where the node may write over its buffer: the
+/// run owns it (a node's value, or a graph input the session marked [`Slot::owned_input`]),
+/// nothing reads it after this node (nor does this node otherwise, its subgraphs included), and
+/// no other handle to the buffer exists (a view that another value holds). Uploaded buffers
+/// are left alone while a Scan body is captured: its replays read them again, and their upload
+/// is not replayed (but for the loop's own state, which each iteration writes anyway).
+fn dead_owned_input(
+    rec: &mut Recorder,
+    scope: &Scope<'_>,
+    node: &Node,
+    i: usize,
+    pos: usize,
+    after: &DeadAfter<'_>,
+) -> Result<Option<DeadInput>> {
     let Some(name) = node.inputs.get(i).filter(|n| !n.is_empty()) else {
         return Ok(None);
     };
@@ -832,11 +901,7 @@ fn writable_input<'n>(
     let dead_here = after.last_use.get(name.as_str()) == Some(&pos)
         && !after.keep.contains(name.as_str())
         && !after.placed.contains(name.as_str())
-        && node.inputs.iter().filter(|n| *n == name).count() == 1
-        && node
-            .outputs
-            .first()
-            .is_some_and(|o| !placements.contains_key(o));
+        && node.reads().iter().filter(|n| *n == name).count() == 1;
     let plain_tensor = !slot.constant
         && slot.pending.is_none()
         && slot.swapped.is_none()
@@ -849,13 +914,33 @@ fn writable_input<'n>(
     // The slot's handle and `t`, those held outside the run's values, and those that read
     // nothing more (released ones, and recorded copies').
     let sole = Arc::strong_count(t.storage()) == 2 + outside + rec.idle_handles(t.storage());
-    if !sole || (t.storage().uploaded() && rec.capturing()) {
+    let loop_state = matches!(slot.owned_input, Some(Owned::LoopState(_)));
+    if !sole || (t.storage().uploaded() && rec.capturing() && !loop_state) {
         return Ok(None);
     }
-    if slot.owned_input == Some(Owned::Handed) {
-        rec.overwrites_caller_input();
+    Ok(Some(DeadInput {
+        tensor: t,
+        handed: slot.owned_input == Some(Owned::Handed),
+    }))
+}
+
+/// The initial states of a Scan or Loop `node` (at `pos`) that the loop may keep its states
+/// in ([`registry::loop_states`], [`dead_owned_input`]), by input index: the first iteration
+/// then reads each where it lies instead of a copy.
+fn dead_loop_states(
+    rec: &mut Recorder,
+    scope: &Scope<'_>,
+    node: &Node,
+    pos: usize,
+    after: &DeadAfter<'_>,
+) -> Result<Vec<(usize, DeadInput)>> {
+    let mut dead = Vec::new();
+    for i in registry::loop_states(node) {
+        if let Some(d) = dead_owned_input(rec, scope, node, i, pos, after)? {
+            dead.push((i, d));
+        }
     }
-    Ok(Some((name.as_str(), t)))
+    Ok(dead)
 }
 
 /// Gives `node`'s inputs that are on the host only (values folded there, host inputs without
@@ -1565,7 +1650,8 @@ impl Session {
     /// creates none); outputs it still holds are left alone. An input the caller keeps no
     /// other handle to is the run's: a scatter that reads it last writes its updates into it
     /// where it lies (a decode loop that gives each step's KV cache back as the next step's
-    /// input copies no cache); an input the caller still holds is never written.
+    /// input copies no cache), and a Scan or Loop whose initial state it is keeps that state
+    /// in it; an input the caller still holds is never written.
     pub async fn run_tensors(
         &self,
         inputs: Vec<(String, Tensor)>,

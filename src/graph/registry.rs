@@ -174,6 +174,23 @@ pub(crate) fn writes_over(name: &str) -> Option<usize> {
     }
 }
 
+/// The inputs of `node` that are a loop's initial states (a Scan's, a Loop's carried values):
+/// where nothing reads one afterwards the loop may keep that state in its buffer (see
+/// `exec::dead_owned_input`) instead of copying it into one of its own.
+pub(crate) fn loop_states(node: &Node) -> std::ops::Range<usize> {
+    match node.op.as_str() {
+        "Scan" => {
+            let scans = match node.attrs.get("num_scan_inputs") {
+                Some(Attr::Int(k)) => usize::try_from(*k).unwrap_or(usize::MAX),
+                _ => usize::MAX,
+            };
+            0..node.inputs.len().saturating_sub(scans)
+        }
+        "Loop" => 2..node.inputs.len().max(2),
+        _ => 0..0,
+    }
+}
+
 /// The inputs of op `name` whose values plan it (bounds, shapes, axes, counts): they must be
 /// known on the host, so the values they are computed from are computed there too (see
 /// `exec::fold`).

@@ -698,13 +698,21 @@ fn record_loop(
         let mut first = Vec::with_capacity(n);
         let mut second = Vec::with_capacity(n);
         for (i, s) in states.iter().enumerate() {
-            let (a, b) = match (passes_through(body, i), updated[i]) {
-                (true, _) => (s.clone(), s.clone()),
-                (false, true) => {
+            // An initial state nothing reads after the loop is where the first iteration reads
+            // it, and where the loop keeps the state (one of its buffers).
+            let given = match passes_through(body, i) {
+                true => None,
+                false => args.dead_state(rec, i),
+            };
+            let (a, b) = match (passes_through(body, i), updated[i], given) {
+                (true, _, _) => (s.clone(), s.clone()),
+                (false, true, Some(t)) => (t.clone(), t),
+                (false, true, None) => {
                     let t = rec.alloc_unused(s.dtype(), s.shape())?;
                     (t.clone(), t)
                 }
-                (false, false) => (
+                (false, false, Some(t)) => (t, rec.alloc_unused(s.dtype(), s.shape())?),
+                (false, false, None) => (
                     rec.alloc_unused(s.dtype(), s.shape())?,
                     rec.alloc_unused(s.dtype(), s.shape())?,
                 ),
@@ -734,7 +742,7 @@ fn record_loop(
         let instances = match captured {
             Ok(instances) => instances,
             Err(e) => {
-                release_trial(rec, body, ping_pong, Vec::new());
+                release_trial(rec, body, states, ping_pong, Vec::new());
                 for t in elements {
                     rec.release(t);
                 }
@@ -748,7 +756,7 @@ fn record_loop(
         if missed.is_empty() {
             break (ping_pong, instances);
         }
-        release_trial(rec, body, ping_pong, instances);
+        release_trial(rec, body, states, ping_pong, instances);
         for i in missed {
             updated[i] = false;
         }
@@ -825,13 +833,14 @@ fn record_loop(
     // held in rows starts in the first slot of its first half).
     let ((), mut before) = rec.capture(|rec| {
         for (i, (s, p)) in states.iter().zip(&ping_pong[0]).enumerate() {
-            if Arc::ptr_eq(s.storage(), p.storage()) {
-                continue;
-            }
             let to = match rows.iter().find(|r| r.state == i) {
                 Some(r) => &r.halves[0],
                 None => p,
             };
+            // Read where it is (passed on unchanged, or kept where it was given).
+            if Arc::ptr_eq(s.storage(), to.storage()) {
+                continue;
+            }
             rec.copy(s.storage(), 0, to.storage(), 0, padded_size(s.byte_len()))?;
         }
         Ok(())
@@ -1014,12 +1023,13 @@ fn record_loop(
     Ok(results)
 }
 
-/// Pools the buffers of a capture of the loop thrown away: its states' buffers (not those of
-/// states passed on unchanged, which are the given states) and its scan outputs' values, once
-/// the captured commands that bind them are dropped.
+/// Pools the buffers of a capture of the loop thrown away: its states' buffers (not the given
+/// states', which a state passed on unchanged or one kept where it was given is in) and its
+/// scan outputs' values, once the captured commands that bind them are dropped.
 fn release_trial(
     rec: &mut Recorder,
     body: &Graph,
+    states: &[Tensor],
     ping_pong: [Vec<Tensor>; 2],
     instances: Vec<Instance>,
 ) {
@@ -1029,9 +1039,12 @@ fn release_trial(
         if passes_through(body, i) {
             continue;
         }
+        let given = |t: &Tensor| Arc::ptr_eq(t.storage(), states[i].storage());
         let one_buffer = Arc::ptr_eq(a.storage(), b.storage());
-        rec.release(a);
-        if !one_buffer {
+        if !given(&a) {
+            rec.release(a);
+        }
+        if !one_buffer && !given(&b) {
             rec.release(b);
         }
     }

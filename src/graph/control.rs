@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::exec::{
-    constant_slots, keep_uploaded_constants, plan_values, record_graph_planned, DeadInput,
+    constant_slots, keep_uploaded_constants, plan_values, record_graph_planned, DeadStates,
     NodeArgs, Scope, Slot,
 };
 use super::registry::OpDef;
@@ -297,7 +297,7 @@ pub(crate) fn record_loop(
     slots: &[Option<&Slot>],
     placements: &HashMap<String, Tensor>,
     plans: &HashSet<String>,
-    dead: Vec<(usize, DeadInput)>,
+    dead_states: &dyn Fn(&mut Recorder) -> Result<DeadStates>,
 ) -> Result<Vec<Slot>> {
     let (body, n, k) = loop_body(node)?;
     let m = match host_scalar(node, slots, 0, "M", DType::I64)? {
@@ -335,7 +335,10 @@ pub(crate) fn record_loop(
             .any(|s| s.non_tensor().is_some());
     if let (Some(trips), false) = (trips, needs_host) {
         // The Scan's states are the Loop's inputs from 2 on.
-        let dead = dead.into_iter().map(|(i, d)| (i - 2, d)).collect();
+        let dead = dead_states(rec)?
+            .into_iter()
+            .map(|(i, d)| (i - 2, d))
+            .collect();
         match as_scan(rec, scope, node, slots, placements, body, trips, dead) {
             // Loop-carried values may change shape (a value concatenated to), a Scan's states
             // may not: such a loop runs unrolled. What the Scan recorded before it found out
@@ -343,8 +346,6 @@ pub(crate) fn record_loop(
             Err(e) if e.to_string().contains(crate::recorder::STATES_KEEP_SHAPE) => {}
             result => return result,
         }
-    } else {
-        drop(dead);
     }
     unrolled(rec, scope, node, slots, placements, (body, n, k), m, cond)
 }
@@ -360,7 +361,7 @@ fn as_scan(
     placements: &HashMap<String, Tensor>,
     body: &Graph,
     trips: usize,
-    dead: Vec<(usize, DeadInput)>,
+    dead: DeadStates,
 ) -> Result<Vec<Slot>> {
     let mut counter = body.inputs[0].clone();
     counter.dtype = Some(DType::I64);

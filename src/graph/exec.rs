@@ -305,7 +305,7 @@ pub(crate) struct NodeArgs<'a> {
     writable: Option<(&'a str, Tensor)>,
     /// The initial states the node's loop may keep its states in, by input index (see
     /// [`dead_loop_states`]).
-    dead_states: Vec<(usize, DeadInput)>,
+    dead_states: DeadStates,
 }
 
 impl<'a> NodeArgs<'a> {
@@ -332,7 +332,7 @@ impl<'a> NodeArgs<'a> {
     }
 
     /// This view with `dead` as the initial states its loop may keep its states in.
-    pub(crate) fn with_dead_states(mut self, dead: Vec<(usize, DeadInput)>) -> NodeArgs<'a> {
+    pub(crate) fn with_dead_states(mut self, dead: DeadStates) -> NodeArgs<'a> {
         self.dead_states = dead;
         self
     }
@@ -720,7 +720,10 @@ pub(crate) fn record_graph_planned(
                     .map_err(in_node)?
             }
             (None, None) if node.op == "Loop" => {
-                let dead = dead_loop_states(rec, scope, node, pos, &dead_after).map_err(in_node)?;
+                // Asked only where the Loop runs as a Scan: one unrolled may keep its carried
+                // values on the host.
+                let dead =
+                    |rec: &mut Recorder| dead_loop_states(rec, scope, node, pos, &dead_after);
                 super::control::record_loop(
                     rec,
                     scope,
@@ -728,7 +731,7 @@ pub(crate) fn record_graph_planned(
                     &slots,
                     placements,
                     &plan_values,
-                    dead,
+                    &dead,
                 )
                 .map_err(in_node)?
             }
@@ -864,6 +867,9 @@ fn writable_input<'n>(
     }))
 }
 
+/// Initial states a loop may keep its states in, by input index (see [`dead_loop_states`]).
+pub(crate) type DeadStates = Vec<(usize, DeadInput)>;
+
 /// A value a node reads for the last time that the run owns: the node may write over its
 /// buffer, or take it for its own.
 pub(crate) struct DeadInput {
@@ -933,7 +939,7 @@ fn dead_loop_states(
     node: &Node,
     pos: usize,
     after: &DeadAfter<'_>,
-) -> Result<Vec<(usize, DeadInput)>> {
+) -> Result<DeadStates> {
     let mut dead = Vec::new();
     for i in registry::loop_states(node) {
         if let Some(d) = dead_owned_input(rec, scope, node, i, pos, after)? {

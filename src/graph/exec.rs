@@ -722,8 +722,9 @@ pub(crate) fn record_graph_planned(
             (None, None) if node.op == "Loop" => {
                 // Asked only where the Loop runs as a Scan: one unrolled may keep its carried
                 // values on the host.
-                let dead =
-                    |rec: &mut Recorder| dead_loop_states(rec, scope, node, pos, &dead_after);
+                let dead = |rec: &mut Recorder| {
+                    dead_loop_states(rec, scope, node, (pos, &reads[k]), &dead_after)
+                };
                 super::control::record_loop(
                     rec,
                     scope,
@@ -736,10 +737,11 @@ pub(crate) fn record_graph_planned(
                 .map_err(in_node)?
             }
             (None, None) => {
-                let writable = writable_input(rec, scope, node, pos, &dead_after, placements)
+                let writable =
+                    writable_input(rec, scope, node, (pos, &reads[k]), &dead_after, placements)
+                        .map_err(in_node)?;
+                let dead_states = dead_loop_states(rec, scope, node, (pos, &reads[k]), &dead_after)
                     .map_err(in_node)?;
-                let dead_states =
-                    dead_loop_states(rec, scope, node, pos, &dead_after).map_err(in_node)?;
                 let args = NodeArgs {
                     ctx: &ctx,
                     node,
@@ -841,7 +843,7 @@ fn writable_input<'n>(
     rec: &mut Recorder,
     scope: &Scope<'_>,
     node: &'n Node,
-    pos: usize,
+    (pos, reads): (usize, &[String]),
     after: &DeadAfter<'_>,
     placements: &HashMap<String, Tensor>,
 ) -> Result<Option<(&'n str, Tensor)>> {
@@ -859,12 +861,14 @@ fn writable_input<'n>(
     {
         return Ok(None);
     }
-    Ok(dead_owned_input(rec, scope, node, i, pos, after)?.map(|d| {
-        if d.handed {
-            rec.overwrites_caller_input();
-        }
-        (name.as_str(), d.tensor)
-    }))
+    Ok(
+        dead_owned_input(rec, scope, node, i, (pos, reads), after)?.map(|d| {
+            if d.handed {
+                rec.overwrites_caller_input();
+            }
+            (name.as_str(), d.tensor)
+        }),
+    )
 }
 
 /// Initial states a loop may keep its states in, by input index (see [`dead_loop_states`]).
@@ -878,7 +882,8 @@ pub(crate) struct DeadInput {
     pub handed: bool,
 }
 
-/// Input `i` of `node` (at `pos` in the order) where the node may write over its buffer: the
+/// Input `i` of `node` (at `pos` in the order, reading `reads`: its inputs and the outer
+/// values its subgraphs read) where the node may write over its buffer: the
 /// run owns it (a node's value, or a graph input the session marked [`Slot::owned_input`]),
 /// nothing reads it after this node (nor does this node otherwise, its subgraphs included), and
 /// no other handle to the buffer exists (a view that another value holds). Uploaded buffers
@@ -889,7 +894,7 @@ fn dead_owned_input(
     scope: &Scope<'_>,
     node: &Node,
     i: usize,
-    pos: usize,
+    (pos, reads): (usize, &[String]),
     after: &DeadAfter<'_>,
 ) -> Result<Option<DeadInput>> {
     let Some(name) = node.inputs.get(i).filter(|n| !n.is_empty()) else {
@@ -907,7 +912,7 @@ fn dead_owned_input(
     let dead_here = after.last_use.get(name.as_str()) == Some(&pos)
         && !after.keep.contains(name.as_str())
         && !after.placed.contains(name.as_str())
-        && node.reads().iter().filter(|n| *n == name).count() == 1;
+        && reads.iter().filter(|n| *n == name).count() == 1;
     let plain_tensor = !slot.constant
         && slot.pending.is_none()
         && slot.swapped.is_none()
@@ -937,12 +942,12 @@ fn dead_loop_states(
     rec: &mut Recorder,
     scope: &Scope<'_>,
     node: &Node,
-    pos: usize,
+    (pos, reads): (usize, &[String]),
     after: &DeadAfter<'_>,
 ) -> Result<DeadStates> {
     let mut dead = Vec::new();
     for i in registry::loop_states(node) {
-        if let Some(d) = dead_owned_input(rec, scope, node, i, pos, after)? {
+        if let Some(d) = dead_owned_input(rec, scope, node, i, (pos, reads), after)? {
             dead.push((i, d));
         }
     }

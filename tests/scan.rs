@@ -2262,3 +2262,39 @@ fn a_scan_keeps_its_state_in_a_handed_over_tensor_and_leaves_a_held_one_alone() 
         assert_eq!(counts[0], (5, 0), "{why}");
     }
 }
+
+/// A Scan of one step whose state is also a scan output (as an RNN's H is its Y) has no state
+/// rows: the Add, then its row's copy (with the GPU kernels a dispatch at a GPU counter, whose
+/// clear counts as a copy); the initial state is an upload read where it lies and the last
+/// state the loop's buffer. With rows it took the initial state's copy into them, the last
+/// state's out of them and their interleaving into the output: 2 dispatches and 2 copies
+/// with the CPU adapters' kernels, 4 dispatches with the others. Two steps keep the rows (no
+/// copy per step). Against the reference, both kernel sets.
+#[test]
+fn a_one_step_scan_keeps_no_state_rows() {
+    let w = Some(64);
+    let body = Graph::new()
+        .input("s", DType::F32, &[w])
+        .input("e", DType::F32, &[w])
+        .node(Node::new("Add", "add").inputs(["s", "e"]).outputs(["t"]))
+        .node(Node::new("Identity", "row").inputs(["t"]).outputs(["y"]))
+        .output("t")
+        .output("y");
+    for cpu_kernels in [true, false] {
+        let mut counts = Vec::new();
+        for seq in [1, 2] {
+            let inputs = [f32s(&[64], 85), f32s(&[seq, 64], 86)];
+            let g = scan_graph(&inputs[..1], &inputs[1..], body.clone(), vec![], 1);
+            let named = named_inputs(&inputs);
+            let want = run_graph(&g, &named, &Default::default()).unwrap();
+            let (got, dispatches, copies) = counted_run(&g, &named, cpu_kernels, true);
+            assert_eq!(got, want, "cpu kernels {cpu_kernels}, {seq}");
+            counts.push((dispatches, copies));
+        }
+        let want = match cpu_kernels {
+            true => [(1, 1), (4, 2)],
+            false => [(2, 1), (6, 0)],
+        };
+        assert_eq!(counts, want, "cpu kernels {cpu_kernels}");
+    }
+}

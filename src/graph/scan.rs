@@ -1423,9 +1423,11 @@ fn place_elements(
         })
         .collect();
     // States that are scan outputs: in every instance, output q is the buffer that
-    // instance writes state i into, and no other output is either state buffer.
+    // instance writes state i into, and no other output is either state buffer. Not for one
+    // step: its rows would cost the initial state's copy into them and the last state's out of
+    // them, where its one row's copy is all it needs (a token-by-token run's Scan).
     let mut row_candidates: Vec<StateRows> = Vec::new();
-    for (q, o) in outputs.iter().enumerate() {
+    for (q, o) in outputs.iter().enumerate().filter(|_| plan.seq > 1) {
         let state = (0..plan.n).find(|&i| {
             // A state read where it is has no rows to keep.
             !Arc::ptr_eq(ping_pong[0][i].storage(), ping_pong[1][i].storage())

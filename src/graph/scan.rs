@@ -798,6 +798,22 @@ fn record_loop(
             })
         })
         .collect();
+    // A scan output of one step that is the buffer its state ends in (an RNN's Y, which is
+    // its H): that state's value, no row written, no accumulator.
+    let last_state: Vec<Option<Tensor>> = (0..outputs.len())
+        .map(|q| {
+            let value = &instances[0].scan_outputs[q];
+            let is_state = (0..plan.n).any(|i| {
+                !Arc::ptr_eq(ping_pong[0][i].storage(), ping_pong[1][i].storage())
+                    && Arc::ptr_eq(value.storage(), ping_pong[1][i].storage())
+            });
+            (seq == 1 && passed[q].is_none() && is_state).then(|| value.clone())
+        })
+        .collect();
+    // Laid out whole after the loop: no write per iteration.
+    let whole: Vec<bool> = (0..outputs.len())
+        .map(|q| passed[q].is_some() || last_state[q].is_some())
+        .collect();
     // Accumulators: one row per iteration. Buffers no command has used, not the recorder's
     // pool: the body's values that died during its capture are in the pool, yet its captured
     // commands write them on every iteration (an accumulator on one of them was overwritten
@@ -805,10 +821,10 @@ fn record_loop(
     // for anything allocated between the capture and the loop.
     let mut accumulators: Vec<Tensor> = outputs
         .iter()
-        .zip(&passed)
-        .map(|(o, p)| match p {
-            Some(_) => rec.alloc_unused(o.dtype, &[0]),
-            None => rec.alloc_unused(o.dtype, &[seq, o.row_elems]),
+        .zip(&whole)
+        .map(|(o, &whole)| match whole {
+            true => rec.alloc_unused(o.dtype, &[0]),
+            false => rec.alloc_unused(o.dtype, &[seq, o.row_elems]),
         })
         .collect::<Result<_>>()?;
 
@@ -826,7 +842,7 @@ fn record_loop(
         scans,
         &elements,
         &ping_pong,
-        &passed,
+        &whole,
     )?;
     let all_in_place = read_in_place.iter().all(|&r| r) && written_in_place.iter().all(|&w| w);
     // The initial states' copies run with the loop, after its work limit is checked (a state
@@ -989,6 +1005,11 @@ fn record_loop(
         if let Some(j) = passed[q] {
             results.push(input_as_output(rec, plan, j, &scans[j], o, out)?);
             // Its accumulator was laid out empty, for nothing.
+            rec.release(acc);
+            continue;
+        }
+        if let Some(value) = &last_state[q] {
+            results.push(out.view(rec, value.reshaped(&o.output_shape)?)?);
             rec.release(acc);
             continue;
         }
@@ -1278,8 +1299,9 @@ impl StateRows {
 /// the loop; a scan output whose element the body writes into a buffer of its own, bound
 /// likewise in its accumulator (whose rows are then padded where needed, and `outputs` says
 /// so); and a state that is also a scan output, held as rows (see [`StateRows`]). The others
-/// keep their copies. Outputs `passed` on from an input (see `record_loop`) need no write and
-/// elements nothing in the body uses no read.
+/// keep their copies. Outputs laid out `whole` after the loop (passed on from an input, or a
+/// one-step Scan's last state; see `record_loop`) need no write and elements nothing in the
+/// body uses no read.
 #[allow(clippy::too_many_arguments)]
 fn place_elements(
     rec: &mut Recorder,
@@ -1289,19 +1311,19 @@ fn place_elements(
     scans: &[Tensor],
     elements: &[Tensor],
     ping_pong: &[Vec<Tensor>; 2],
-    passed: &[Option<usize>],
+    whole: &[bool],
 ) -> Result<InPlace> {
-    // Outputs passed on from an input need no write per iteration, and an element nothing
-    // in the body uses (only passed on, or not read at all) no read.
-    let passed_writes: Vec<bool> = passed.iter().map(Option::is_some).collect();
+    // Outputs laid out whole need no write per iteration, and an element nothing in the body
+    // uses (only passed on, or not read at all) no read.
+    let passed_writes: Vec<bool> = whole.to_vec();
     // Elements that a scan output (not passed on) is: copied from their buffer, which must
     // then hold them.
     let output: Vec<bool> = elements
         .iter()
         .map(|e| {
             instances.iter().any(|i| {
-                i.scan_outputs.iter().zip(passed).any(|(o, p)| {
-                    p.is_none() && o.buffers().iter().any(|b| e.buffers().contains(b))
+                i.scan_outputs.iter().zip(whole).any(|(o, &whole)| {
+                    !whole && o.buffers().iter().any(|b| e.buffers().contains(b))
                 })
             })
         })

@@ -253,9 +253,7 @@ impl Slot {
         };
         Ok(self.gpu.get_or_init(|| t).clone())
     }
-}
 
-impl Slot {
     /// [`Slot::tensor`], uploading a value on the host only into a buffer an earlier run of
     /// a session uploaded into where one of its size is kept (see [`reserve_uploads`]): for
     /// ops that read the tensors of a sequence, which no node input names.

@@ -1315,7 +1315,7 @@ fn place_elements(
 ) -> Result<InPlace> {
     // Outputs laid out whole need no write per iteration, and an element nothing in the body
     // uses (only passed on, or not read at all) no read.
-    let passed_writes: Vec<bool> = whole.to_vec();
+    let whole_writes: Vec<bool> = whole.to_vec();
     // Elements that a scan output (not passed on) is: copied from their buffer, which must
     // then hold them.
     let output: Vec<bool> = elements
@@ -1341,7 +1341,7 @@ fn place_elements(
         .collect();
     let mut placed = InPlace {
         reads: unused.clone(),
-        writes: passed_writes.clone(),
+        writes: whole_writes.clone(),
         rows: Vec::new(),
         fill: Vec::new(),
         held: Vec::new(),
@@ -1529,7 +1529,7 @@ fn place_elements(
         placed.reads[j] = unused[j] || s.is_some();
     }
     for (q, w) in placed.writes.iter_mut().enumerate() {
-        *w = passed_writes[q] || output_slides.iter().all(|o| o[q].is_some());
+        *w = whole_writes[q] || output_slides.iter().all(|o| o[q].is_some());
     }
     // A slide that one instance cannot make is dropped for all, until all take the rest.
     enum Owner {

@@ -2269,7 +2269,8 @@ fn a_scan_keeps_its_state_in_a_handed_over_tensor_and_leaves_a_held_one_alone() 
 /// into them, the last state's out of them and their interleaving into the output: 2
 /// dispatches and 2 copies with the CPU adapters' kernels, 4 dispatches with the others;
 /// without rows but with the output's row copied, 1 and 1, and 2 and 1 (a dispatch at a GPU
-/// counter, whose clear counts as a copy). Two steps keep the rows (no copy per step).
+/// counter, whose clear counts as a copy). Two steps keep the rows (no copy per step). A
+/// state given out reshaped, along another output axis and backwards, is that buffer too.
 /// Against the reference, both kernel sets.
 #[test]
 fn a_one_step_scan_outputs_its_last_state_as_it_lies() {
@@ -2297,5 +2298,33 @@ fn a_one_step_scan_outputs_its_last_state_as_it_lies() {
             false => [(1, 0), (6, 0)],
         };
         assert_eq!(counts, want, "cpu kernels {cpu_kernels}");
+    }
+    // The state [4, 16] given out reshaped to [64] along output axis 1, backwards: still the
+    // last state's buffer, seen in the output's shape [64, 1].
+    let shape = HostTensor::from_vec(vec![1], &[64i64]).unwrap();
+    let body = Graph::new()
+        .input("s", DType::F32, &[Some(4), Some(16)])
+        .input("e", DType::F32, &[Some(4), Some(16)])
+        .constant("flat", shape)
+        .node(Node::new("Add", "add").inputs(["s", "e"]).outputs(["t"]))
+        .node(
+            Node::new("Reshape", "row")
+                .inputs(["t", "flat"])
+                .outputs(["y"]),
+        )
+        .output("t")
+        .output("y");
+    let inputs = [f32s(&[4, 16], 87), f32s(&[1, 4, 16], 88)];
+    let attrs = vec![
+        ("scan_output_axes", Attr::Ints(vec![1])),
+        ("scan_output_directions", Attr::Ints(vec![1])),
+    ];
+    let g = scan_graph(&inputs[..1], &inputs[1..], body, attrs, 1);
+    let named = named_inputs(&inputs);
+    let want = run_graph(&g, &named, &Default::default()).unwrap();
+    assert_eq!(want[1].shape, vec![64, 1]);
+    for cpu_kernels in [true, false] {
+        let got = counted_run(&g, &named, cpu_kernels, true);
+        assert_eq!(got, (want.clone(), 1, 0), "cpu kernels {cpu_kernels}");
     }
 }

@@ -125,14 +125,14 @@ impl Tensor {
         }
     }
 
-    /// The storage, if this is its only handle (so it may be reused).
     /// True when no other tensor (nor anything else) holds this one's buffer.
     pub(crate) fn is_sole_handle(&self) -> bool {
         Arc::strong_count(&self.storage) == 1
     }
 
+    /// The storage, if this is its only handle (so it may be reused).
     pub(crate) fn into_unique_storage(self) -> Option<Arc<Storage>> {
-        (Arc::strong_count(&self.storage) == 1).then_some(self.storage)
+        self.is_sole_handle().then_some(self.storage)
     }
 
     /// True when both tensors are views of one storage (no copy was made).

@@ -14,6 +14,8 @@ use crate::{Context, DType, Error, Result, Tensor};
 
 mod faults;
 pub(crate) use faults::{value_message, IndexFaults, IndexRule};
+mod logged;
+pub(crate) use logged::{used_buffers, written_buffers, Logged, Swap};
 mod slide;
 pub(crate) use slide::{step_buffers, uses, writes, Slide};
 use slide::{Bound, Moving};
@@ -151,6 +153,32 @@ impl SparePool {
         }
     }
 
+    /// Every storage kept.
+    pub(crate) fn storages(&self) -> impl Iterator<Item = &Arc<Storage>> {
+        self.by_size.values().chain(self.uploads.values()).flatten()
+    }
+
+    /// Keeps only the storages `keep` says.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Arc<Storage>) -> bool) {
+        for list in self.by_size.values_mut().chain(self.uploads.values_mut()) {
+            list.retain(&mut keep);
+        }
+    }
+
+    /// Takes `storage` out of the pool; false when the pool does not hold it.
+    pub(crate) fn remove(&mut self, storage: &Arc<Storage>) -> bool {
+        let pool = match storage.uploaded() {
+            true => &mut self.uploads,
+            false => &mut self.by_size,
+        };
+        let Some(list) = pool.get_mut(&storage.size()) else {
+            return false;
+        };
+        let before = list.len();
+        list.retain(|s| !Arc::ptr_eq(s, storage));
+        list.len() < before
+    }
+
     /// Bytes of the buffers kept.
     pub(crate) fn bytes(&self) -> u64 {
         self.by_size
@@ -276,6 +304,11 @@ pub struct Recorder {
     /// What [`Self::upload`] uploaded: those no value holds by the end go back to the pool
     /// for a session's next run to upload into.
     uploads: Vec<Tensor>,
+    /// Every command encoded so far, while a session logs its run to encode it again (see
+    /// [`Logged`]); `None` when not logging, or once the run did something a replay cannot
+    /// repeat (read values back, submitted early, wrote a timestamp, grew past
+    /// [`logged::MAX_LOGGED`] commands).
+    log: Option<Vec<Logged>>,
 }
 
 /// What a recording did to the input tensors a caller handed over.
@@ -316,6 +349,7 @@ impl Recorder {
             index_checks: Default::default(),
             caller_input: CallerInput::Untouched,
             uploads: Vec::new(),
+            log: None,
         }
     }
 
@@ -427,6 +461,8 @@ impl Recorder {
         }
         self.keep(check)?;
         self.unsubmitted = 0;
+        // A run long enough to be submitted in parts is not kept to be encoded again.
+        self.log = None;
         Ok(index)
     }
 
@@ -476,6 +512,8 @@ impl Recorder {
             )));
         }
         let ctx = self.ctx.clone();
+        // The values read back steer what is recorded next: a replay would not read them.
+        self.log = None;
         let index = self.submit_encoded()?;
         self.in_flight = None;
         ctx.wait_for(index)?;
@@ -789,7 +827,7 @@ impl Recorder {
                     bind_group,
                     grid,
                     moving,
-                    ..
+                    bound,
                 } => {
                     let mut offsets = [0u32; slide::MAX_MOVING];
                     for (o, m) in offsets.iter_mut().zip(moving.iter()) {
@@ -803,7 +841,9 @@ impl Recorder {
                             }
                         };
                     }
-                    self.encode_dispatch(pipeline, bind_group, *grid, &offsets[..moving.len()])?
+                    let offsets = &offsets[..moving.len()];
+                    self.log_step(|| Logged::dispatch(pipeline, bind_group, *grid, offsets, bound));
+                    self.encode_dispatch(pipeline, bind_group, *grid, offsets)?
                 }
                 Step::Copy {
                     src,
@@ -878,6 +918,13 @@ impl Recorder {
         }
         self.unsubmitted += 1;
         self.ctx.count_copy();
+        self.log_step(|| Logged::Copy {
+            src: Arc::downgrade(src),
+            src_offset,
+            dst: Arc::downgrade(dst),
+            dst_offset,
+            size,
+        });
         self.record("copy", |_, encoder| {
             for (i, offset, len) in src.segments().ranges(src_offset, size) {
                 let at = dst_offset + (i as u64 * src.segments().segment + offset - src_offset);
@@ -910,6 +957,11 @@ impl Recorder {
         }
         self.unsubmitted += 1;
         self.ctx.count_copy();
+        self.log_step(|| Logged::Clear {
+            buffer: Arc::downgrade(buffer),
+            offset,
+            size,
+        });
         self.record("clear", |_, encoder| {
             for (i, at, n) in buffer.segments().ranges(offset, size) {
                 encoder.clear_buffer(&buffer.buffers()[i], at, Some(n));
@@ -987,6 +1039,10 @@ impl Recorder {
             });
             return Ok(());
         }
+        if self.log.is_some() {
+            let bound: Arc<[Bound]> = bindings.iter().map(Bound::of).collect();
+            self.log_step(|| Logged::dispatch(pipeline, &bind_group, grid, &[], &bound));
+        }
         self.encode_dispatch(pipeline, &bind_group, grid, &[])
     }
 
@@ -1028,6 +1084,7 @@ impl Recorder {
     /// Writes a GPU timestamp into `set` at `index` (for benchmarks; needs the adapter's
     /// `TIMESTAMP_QUERY_INSIDE_ENCODERS`, which the context requests when available).
     pub fn timestamp(&mut self, set: &wgpu::QuerySet, index: u32) -> Result<()> {
+        self.log = None;
         self.record("timestamp", |_, encoder| {
             encoder.write_timestamp(set, index)
         })

@@ -411,8 +411,41 @@ proptest! {
         prop_assert_eq!(&gpu, &cpu);
         // The same with element reads and output rows as dispatches within the pass.
         let (in_pass, _) = run_both_on(gpu_kernels_ctx(), &g, &inputs);
-        prop_assert_eq!(in_pass.unwrap(), cpu);
+        prop_assert_eq!(&in_pass.unwrap(), &cpu);
+        // A session's run on other values of the same shapes, its tensors on the GPU, then
+        // one on these, which replays the first one's commands (see `tests/replay.rs`).
+        let others: Vec<HostTensor> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| case.tensor(&t.shape, case.seed + 1000 + i as u64))
+            .collect();
+        for ctx in [ctx(), gpu_kernels_ctx()] {
+            prop_assert_eq!(replayed(ctx, &g, &others, &inputs), cpu.clone());
+        }
     }
+}
+
+/// `g` run by one session with its tensors on the GPU on `first`, then on `second`, which
+/// must replay the first run; the second run's outputs.
+fn replayed(
+    ctx: &wgpu_ops::Context,
+    g: &Graph,
+    first: &[HostTensor],
+    second: &[HostTensor],
+) -> Vec<HostTensor> {
+    let session = Session::new(ctx, g.clone()).unwrap();
+    let on_gpu = |inputs: &[HostTensor]| -> Vec<(String, wgpu_ops::Tensor)> {
+        named_inputs(inputs)
+            .into_iter()
+            .map(|(n, h)| (n, wgpu_ops::Tensor::from_host(ctx, &h).unwrap()))
+            .collect()
+    };
+    drop(session.run_tensors_blocking(on_gpu(first)).unwrap());
+    let out = session.run_tensors_blocking(on_gpu(second)).unwrap();
+    assert_eq!(session.replayed_runs(), 1, "not replayed");
+    out.iter()
+        .map(|(_, t)| t.to_host_blocking().unwrap())
+        .collect()
 }
 
 /// An outer Scan over `x` ([seq, 6]) and `w` ([seq, 8]): each step's inner Scan sums the row

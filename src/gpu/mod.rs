@@ -309,6 +309,9 @@ pub struct Stats {
     pub scans_as_recurrences: u64,
     /// Values read back in the middle of runs (see [`ContextOptions::read_back`]).
     pub read_backs: u64,
+    /// Session runs that encoded the last run's logged commands again instead of planning
+    /// the graph (see [`crate::Session::run_tensors`]).
+    pub replayed_runs: u64,
     /// Dispatches recorded with a kernel that stores 16-byte quads (copies, gathers, Pad,
     /// element-wise programs): the GPU's fast path for moving bytes. A captured Scan body
     /// counts once.
@@ -355,6 +358,7 @@ struct Inner {
     copies: AtomicU64,
     scans_as_recurrences: AtomicU64,
     read_backs: AtomicU64,
+    replayed_runs: AtomicU64,
     quad_dispatches: AtomicU64,
     read_back: bool,
     /// Staging buffers reused by large uploads and by downloads.
@@ -648,6 +652,7 @@ impl Context {
                 copies: AtomicU64::new(0),
                 scans_as_recurrences: AtomicU64::new(0),
                 read_backs: AtomicU64::new(0),
+                replayed_runs: AtomicU64::new(0),
                 quad_dispatches: AtomicU64::new(0),
                 read_back: options.read_back.unwrap_or(true),
             }),
@@ -708,6 +713,7 @@ impl Context {
             copies: self.inner.copies.load(Ordering::Relaxed),
             scans_as_recurrences: self.inner.scans_as_recurrences.load(Ordering::Relaxed),
             read_backs: self.inner.read_backs.load(Ordering::Relaxed),
+            replayed_runs: self.inner.replayed_runs.load(Ordering::Relaxed),
             quad_dispatches: self.inner.quad_dispatches.load(Ordering::Relaxed),
         }
     }
@@ -750,6 +756,10 @@ impl Context {
         self.inner
             .scans_as_recurrences
             .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_replayed_run(&self) {
+        self.inner.replayed_runs.fetch_add(1, Ordering::Relaxed);
     }
 
     #[cfg(feature = "native")]

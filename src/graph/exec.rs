@@ -9,7 +9,9 @@ use super::fuse::{self, Held, Pending};
 use super::registry::{self, OpDef};
 use super::{Attr, Graph, Node, Value, ValueKind};
 use crate::kernels::program::Values;
-use crate::recorder::{CallerInput, IndexFaults, SparePool};
+use crate::recorder::{CallerInput, IndexFaults, Logged, SparePool};
+
+mod replay;
 use crate::{
     download_all, Context, DType, Error, HostTensor, MapSequence, Out, Recorder, Result,
     StringTensor, Tensor,
@@ -1392,14 +1394,20 @@ pub struct Session {
     faults: Mutex<Option<IndexFaults>>,
     /// The buffer the last run's index kernels reported into, for the next run's.
     fault_buffer: Mutex<Option<Tensor>>,
+    /// The last `run_tensors`' commands, where the next may encode them again (see
+    /// `replay`).
+    replay: Mutex<Option<replay::RunLog>>,
+    /// How many runs replayed a log.
+    replayed: std::sync::atomic::AtomicU64,
 }
 
-/// A run recorded and submitted: its values, the buffers it pooled but did not use, and the
-/// index faults to read back.
+/// A run recorded and submitted: its values, the buffers it pooled but did not use, the
+/// index faults to read back, and its commands where they were logged to be encoded again.
 struct Recorded {
     scope: Scope<'static>,
     spare: SparePool,
     faults: Option<IndexFaults>,
+    log: Option<Vec<Logged>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -1433,6 +1441,8 @@ impl Session {
             lent: Mutex::new(Vec::new()),
             faults: Mutex::new(None),
             fault_buffer: Mutex::new(None),
+            replay: Mutex::new(None),
+            replayed: Default::default(),
         })
     }
 
@@ -1460,13 +1470,20 @@ impl Session {
         self.spare.lock().unwrap_or_else(|e| e.into_inner()).bytes() + inputs + returned
     }
 
+    /// How many of this session's runs encoded the last run's commands again instead of
+    /// planning the graph (see [`Session::run_tensors`]).
+    pub fn replayed_runs(&self) -> u64 {
+        self.replayed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Frees the buffers the session keeps between runs (the next run creates its own).
     pub fn release_buffers(&self) {
         let freed = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
         let inputs =
             std::mem::take(&mut *self.input_buffers.lock().unwrap_or_else(|e| e.into_inner()));
         let lent = std::mem::take(&mut *self.lent.lock().unwrap_or_else(|e| e.into_inner()));
-        drop((freed, inputs, lent));
+        let log = self.replay.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop((freed, inputs, lent, log));
     }
 
     /// Keeps for the next run the buffers `spare` holds and those of the run's values in
@@ -1603,7 +1620,8 @@ impl Session {
             scope,
             spare,
             faults,
-        } = self.record_run(slots).await?;
+            ..
+        } = self.record_run(slots, false).await?;
 
         // Every tensor of the outputs that is on the GPU, in order, downloaded at once, with
         // the run's index faults last.
@@ -1665,6 +1683,13 @@ impl Session {
         &self,
         inputs: Vec<(String, Tensor)>,
     ) -> Result<Vec<(String, Tensor)>> {
+        let handed = {
+            let lent = self.lent.lock().unwrap_or_else(|e| e.into_inner());
+            replay::handed_over(&inputs, &lent)
+        };
+        if let Some(outputs) = self.replay_run(&inputs, &handed).await? {
+            return Ok(outputs);
+        }
         // An input the caller kept no other handle to (`inputs` holds one) is the run's to
         // write over once its last reader has run (see `writable_input`).
         let slots = || {
@@ -1681,8 +1706,13 @@ impl Session {
             scope,
             spare,
             faults,
-        } = self.record_run(slots).await?;
+            log,
+        } = self.record_run(slots, true).await?;
+        let logged_faults = log.as_ref().and(faults.clone());
         *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = faults;
+        let logged_inputs = log
+            .as_ref()
+            .map(|_| replay::logged_inputs(&inputs, &handed));
         drop(inputs);
         let outputs: Vec<(String, Tensor)> = self
             .graph
@@ -1720,12 +1750,25 @@ impl Session {
                 copied.push((name, t));
             }
         }
+        let replayable = rec.is_none();
         if let Some(rec) = rec {
             rec.finish().await?;
         }
         self.keep_spare(spare, scope);
         *self.lent.lock().unwrap_or_else(|e| e.into_inner()) =
             copied.iter().map(|(_, t)| t.storage().clone()).collect();
+        // Outputs copied out of kept constants are made anew by each run, outside the log.
+        if let (Some(steps), Some(inputs), true) = (log, logged_inputs, replayable) {
+            let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+            let fault_buffer = self.fault_buffer.lock().unwrap_or_else(|e| e.into_inner());
+            let at = replay::Holders {
+                outputs: &copied,
+                spare: &spare,
+                fault_buffer: fault_buffer.as_ref(),
+            };
+            let kept = replay::RunLog::new(steps, inputs, &at, logged_faults);
+            *self.replay.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+        }
         Ok(copied)
     }
 
@@ -1762,7 +1805,13 @@ impl Session {
     /// Records and submits a run on the inputs `slots` makes, with the buffers kept from the
     /// last run; where the memory limit refuses it while buffers were kept, once more without
     /// them (uploads do not draw on them, so a run on larger inputs may need their room).
-    async fn record_run(&self, slots: impl Fn() -> Vec<(String, Slot)>) -> Result<Recorded> {
+    async fn record_run(
+        &self,
+        slots: impl Fn() -> Vec<(String, Slot)>,
+        log: bool,
+    ) -> Result<Recorded> {
+        // A run recorded anew replaces the last one's log (its buffers are the pool's again).
+        drop(self.replay.lock().unwrap_or_else(|e| e.into_inner()).take());
         let mut spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
         // Outputs of the last `run_tensors` that the caller has dropped; the others are the
         // caller's alone from now on.
@@ -1778,12 +1827,18 @@ impl Session {
         // Not again once the attempt changed an input tensor the caller handed over.
         let mut changed = false;
         match self
-            .record_attempt(slots(), spare, inputs, &mut changed)
+            .record_attempt(slots(), spare, inputs, &mut changed, log)
             .await
         {
             Err(e) if kept && e.is_memory_limit() && !changed => {
-                self.record_attempt(slots(), SparePool::default(), HashMap::new(), &mut changed)
-                    .await
+                self.record_attempt(
+                    slots(),
+                    SparePool::default(),
+                    HashMap::new(),
+                    &mut changed,
+                    log,
+                )
+                .await
             }
             result => result,
         }
@@ -1798,6 +1853,7 @@ impl Session {
         spare: SparePool,
         mut input_buffers: HashMap<String, Arc<crate::storage::Storage>>,
         caller_input_changed: &mut bool,
+        log: bool,
     ) -> Result<Recorded> {
         let mut given: HashMap<String, Slot> = HashMap::new();
         for (name, value) in inputs {
@@ -1871,6 +1927,9 @@ impl Session {
             }
         }
         let mut rec = self.ctx.recorder();
+        if log {
+            rec.start_log();
+        }
         rec.adopt_spare(spare);
         // The last run's faults are read or dropped by now (see `Session::check_gpu_indices`).
         self.faults.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -1924,12 +1983,14 @@ impl Session {
         let faults = rec.index_checks.take();
         // What is recorded is submitted now, whether or not it then fails.
         *caller_input_changed = rec.caller_input() != CallerInput::Untouched;
+        let log = rec.take_log();
         rec.finish().await?;
         *self.streams.lock().unwrap_or_else(|e| e.into_inner()) = streams;
         Ok(Recorded {
             scope,
             spare,
             faults,
+            log,
         })
     }
 

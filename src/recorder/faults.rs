@@ -54,7 +54,7 @@ pub(crate) struct IndexChecks {
 }
 
 /// The sites of a finished recording and the buffer to read back after its commands ran.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct IndexFaults {
     sites: Vec<Site>,
     buffer: Tensor,
@@ -190,6 +190,14 @@ pub(crate) fn value_message(message: &str, i: usize, value: i64) -> String {
 
 impl IndexFaults {
     /// The buffer to download after the run's commands.
+    /// Zeroes the reports before a run that replays the recording's commands (queue writes
+    /// come before the commands submitted after them).
+    pub(crate) fn reset(&self, ctx: &Context) {
+        let zeros = [0u8; 4 * FAULT_WORDS];
+        ctx.queue()
+            .write_buffer(&self.buffer.storage().buffers()[0], 0, &zeros);
+    }
+
     pub(crate) fn buffer(&self) -> &Tensor {
         &self.buffer
     }

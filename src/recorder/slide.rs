@@ -40,6 +40,31 @@ impl Bound {
     }
 }
 
+impl Bound {
+    /// The buffer bound (`None` for a binding that is not a buffer).
+    pub(super) fn buffer(&self) -> Option<&wgpu::Buffer> {
+        self.buffer.as_ref()
+    }
+
+    /// The same binding of `to` in place of `from` (same offset and size).
+    pub(super) fn replaced(&self, from: &wgpu::Buffer, to: &wgpu::Buffer) -> Option<Bound> {
+        (self.buffer.as_ref() == Some(from)).then(|| Bound {
+            buffer: Some(to.clone()),
+            offset: self.offset,
+            size: self.size,
+        })
+    }
+
+    /// The binding as a resource to make a bind group with.
+    pub(super) fn resource(&self) -> Option<wgpu::BindingResource<'_>> {
+        Some(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: self.buffer.as_ref()?,
+            offset: self.offset,
+            size: self.size,
+        }))
+    }
+}
+
 /// The dynamic offset of one moving binding at iteration `t`: `stride * slot(t)` with
 /// `slot(t) = (position(t) + add) >> shift`, where the position runs backwards when `reverse`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

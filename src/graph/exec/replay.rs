@@ -1,0 +1,369 @@
+//! A session's run encoded again. Planning a graph (hoisting Scan bodies, capturing them,
+//! placing their elements, fusing) costs the host more than encoding the commands it
+//! produces: a token-by-token loop of one-step Scans spends most of each run there. A
+//! `run_tensors` whose commands a replay can repeat is logged as it is encoded; where the next
+//! `run_tensors` gets inputs of the same dtypes and shapes, handed over the same way, the
+//! session encodes the log again instead.
+//!
+//! What makes a replay repeat the run exactly: with the inputs on the GPU, what a run records
+//! depends on the inputs' dtypes and shapes and on which of them the caller handed over (those
+//! may be written in place), never on their values, unless it reads values back (then it is
+//! not logged). The buffers the log writes must be the session's again: its pooled buffers,
+//! the outputs the caller has dropped since, the inputs handed over. Buffers filled from the
+//! host (uploads, a random stream's state) must not be among them, as a replay does not fill
+//! them again; the index fault buffer is the one exception, zeroed before each replay.
+//!
+//! Inputs in other buffers are bound in place of the logged ones (new bind groups for the
+//! dispatches that bind them). An input that is an output of the last run handed back (a
+//! state carried from step to step) trades places with the logged input, which the last run
+//! left in the session's pool: the two buffers swap roles from one run to the next.
+
+use std::sync::{Arc, Weak};
+
+use super::Session;
+use crate::recorder::{used_buffers, written_buffers, IndexFaults, Logged, SparePool, Swap};
+use crate::storage::Storage;
+use crate::{DType, Result, Tensor};
+
+/// A `run_tensors` kept to be encoded again (see the module's notes).
+pub(super) struct RunLog {
+    inputs: Vec<LoggedInput>,
+    outputs: Vec<LoggedOutput>,
+    steps: Vec<Logged>,
+    /// The buffers `steps` write, and all those they bind, copy or clear.
+    written: Vec<wgpu::Buffer>,
+    used: Vec<wgpu::Buffer>,
+    faults: Option<IndexFaults>,
+}
+
+pub(super) struct LoggedInput {
+    name: String,
+    dtype: DType,
+    shape: Vec<usize>,
+    /// Compared by address (the caller may drop it; the log's bind groups keep its buffers).
+    storage: Weak<Storage>,
+    buffers: Vec<wgpu::Buffer>,
+    /// The caller kept no other handle: the run may have written into it.
+    handed: bool,
+}
+
+struct LoggedOutput {
+    name: String,
+    dtype: DType,
+    shape: Vec<usize>,
+    storage: Weak<Storage>,
+}
+
+/// Whether the caller handed each input over: the session's list of the last run's outputs
+/// (`lent`) and `inputs` hold the only handles to its buffer.
+pub(super) fn handed_over(inputs: &[(String, Tensor)], lent: &[Arc<Storage>]) -> Vec<bool> {
+    inputs
+        .iter()
+        .map(|(_, t)| {
+            let ours = 1 + lent.iter().filter(|s| Arc::ptr_eq(s, t.storage())).count();
+            Arc::strong_count(t.storage()) == ours
+        })
+        .collect()
+}
+
+/// The inputs of a run as its log keeps them (`handed` as [`handed_over`] says).
+pub(super) fn logged_inputs(inputs: &[(String, Tensor)], handed: &[bool]) -> Vec<LoggedInput> {
+    inputs
+        .iter()
+        .zip(handed)
+        .map(|((name, t), &handed)| LoggedInput {
+            name: name.clone(),
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+            storage: Arc::downgrade(t.storage()),
+            buffers: t.buffers().to_vec(),
+            handed,
+        })
+        .collect()
+}
+
+/// What a run that just ended left where a replay looks for its buffers: its outputs, the
+/// session's pool and its fault buffer.
+pub(super) struct Holders<'a> {
+    pub outputs: &'a [(String, Tensor)],
+    pub spare: &'a SparePool,
+    pub fault_buffer: Option<&'a Tensor>,
+}
+
+impl RunLog {
+    /// The run just recorded, `steps` its commands, as a log to replay; `None` where a replay
+    /// could not repeat it: a buffer it writes is not one the session or the run's outputs
+    /// hold (a random stream's state), was filled from the host, or a storage it copies is
+    /// gone.
+    pub(super) fn new(
+        steps: Vec<Logged>,
+        inputs: Vec<LoggedInput>,
+        at: &Holders<'_>,
+        faults: Option<IndexFaults>,
+    ) -> Option<RunLog> {
+        let written = written_buffers(&steps)?;
+        let used = used_buffers(&steps)?;
+        let held_input =
+            |b: &wgpu::Buffer| inputs.iter().any(|i| !i.handed && i.buffers.contains(b));
+        for b in &written {
+            let handed_input = inputs.iter().any(|i| i.handed && i.buffers.contains(b));
+            let own = |s: &Arc<Storage>| !s.uploaded() && s.buffers().contains(b);
+            let output = at.outputs.iter().any(|(_, t)| own(t.storage())) && !held_input(b);
+            let pooled = at.spare.storages().any(own);
+            let faults = at.fault_buffer.is_some_and(|f| f.buffers().contains(b));
+            if !(handed_input || output || pooled || faults) {
+                return None;
+            }
+        }
+        Some(RunLog {
+            inputs,
+            outputs: at
+                .outputs
+                .iter()
+                .map(|(name, t)| LoggedOutput {
+                    name: name.clone(),
+                    dtype: t.dtype(),
+                    shape: t.shape().to_vec(),
+                    storage: Arc::downgrade(t.storage()),
+                })
+                .collect(),
+            steps,
+            written,
+            used,
+            faults,
+        })
+    }
+}
+
+/// How a replay binds the run's inputs and where its outputs end.
+struct Plan {
+    swaps: Vec<Swap>,
+    outputs: Vec<Arc<Storage>>,
+}
+
+/// The storage of `swaps` that takes the place of the one at `from`, if any.
+fn swapped(swaps: &[Swap], from: *const Storage) -> Option<&Arc<Storage>> {
+    swaps
+        .iter()
+        .find(|w| std::ptr::eq(w.from, from))
+        .map(|w| &w.to)
+}
+
+fn same_layout(buffers: &[wgpu::Buffer], storage: &Storage) -> bool {
+    buffers.len() == storage.buffers().len()
+        && buffers
+            .iter()
+            .zip(storage.buffers())
+            .all(|(a, b)| a.size() == b.size())
+}
+
+/// How `log` is replayed on `inputs` (handed over as `handed` says) with the session's pooled
+/// buffers `spare` and the last run's outputs `lent`; `None` where it cannot be.
+fn plan(
+    log: &RunLog,
+    inputs: &[(String, Tensor)],
+    handed: &[bool],
+    spare: &SparePool,
+    lent: &[Arc<Storage>],
+    fault_buffer: Option<&Tensor>,
+) -> Option<Plan> {
+    if inputs.len() != log.inputs.len() {
+        return None;
+    }
+    let mut swaps: Vec<Swap> = Vec::new();
+    for logged in &log.inputs {
+        let k = inputs.iter().position(|(name, _)| *name == logged.name)?;
+        let t = &inputs[k].1;
+        if t.dtype() != logged.dtype || t.shape() != logged.shape || handed[k] != logged.handed {
+            return None;
+        }
+        let from = logged.storage.as_ptr();
+        if std::ptr::eq(from, Arc::as_ptr(t.storage())) {
+            continue;
+        }
+        if !same_layout(&logged.buffers, t.storage()) || swapped(&swaps, from).is_some() {
+            return None;
+        }
+        if !t.buffers().iter().any(|b| log.used.contains(b)) {
+            swaps.push(Swap {
+                from,
+                from_buffers: logged.buffers.clone(),
+                to: t.storage().clone(),
+            });
+            continue;
+        }
+        // The input is a buffer the log uses otherwise: only the last run's output handed
+        // back, whose place the logged input (handed over too, now in the pool) takes.
+        let old = logged.storage.upgrade()?;
+        let returned = lent.iter().any(|s| Arc::ptr_eq(s, t.storage()));
+        let pooled = spare.storages().any(|s| Arc::ptr_eq(s, &old));
+        // The pool's handle and `old`. One filled from the host (the caller's first state,
+        // say) keeps that role in the pool: a run recorded anew leaves it there.
+        let free = Arc::strong_count(&old) == 2 && !old.uploaded();
+        if !(logged.handed && returned && pooled && free) {
+            return None;
+        }
+        if swapped(&swaps, Arc::as_ptr(t.storage())).is_some() {
+            return None;
+        }
+        swaps.push(Swap {
+            from,
+            from_buffers: logged.buffers.clone(),
+            to: t.storage().clone(),
+        });
+        swaps.push(Swap {
+            from: Arc::as_ptr(t.storage()),
+            from_buffers: t.buffers().to_vec(),
+            to: old,
+        });
+    }
+    // Each buffer the replay writes must be the run's: an input handed over, an output of
+    // the last run the caller has dropped, a pooled buffer, or the fault buffer.
+    let ours = |s: &Arc<Storage>| {
+        let count = |list: &mut dyn Iterator<Item = &Arc<Storage>>| {
+            list.filter(|o| Arc::ptr_eq(o, s)).count()
+        };
+        let held = count(&mut lent.iter())
+            + count(&mut inputs.iter().map(|(_, t)| t.storage()))
+            + count(&mut swaps.iter().map(|w| &w.to));
+        Arc::strong_count(s) == held
+    };
+    for b in &log.written {
+        let b = swaps
+            .iter()
+            .find_map(|w| {
+                let i = w.from_buffers.iter().position(|f| f == b)?;
+                Some(&w.to.buffers()[i])
+            })
+            .unwrap_or(b);
+        let holds = |s: &Arc<Storage>| s.buffers().contains(b);
+        let input = inputs
+            .iter()
+            .zip(handed)
+            .find(|((_, t), _)| holds(t.storage()));
+        let fine = match input {
+            Some((_, &handed)) => handed,
+            None => {
+                lent.iter().any(|s| holds(s) && !s.uploaded() && ours(s))
+                    || spare.storages().any(|s| holds(s) && !s.uploaded())
+                    || fault_buffer.is_some_and(|f| holds(f.storage()))
+            }
+        };
+        if !fine {
+            return None;
+        }
+    }
+    let outputs = log
+        .outputs
+        .iter()
+        .map(|o| match swapped(&swaps, o.storage.as_ptr()) {
+            Some(s) => Some(s.clone()),
+            None => o.storage.upgrade(),
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Plan { swaps, outputs })
+}
+
+impl Session {
+    /// Encodes the last `run_tensors`' log again on `inputs` where it can (see the module's
+    /// notes) and returns the outputs; `None` where it cannot: the run is then recorded anew.
+    pub(super) async fn replay_run(
+        &self,
+        inputs: &[(String, Tensor)],
+        handed: &[bool],
+    ) -> Result<Option<Vec<(String, Tensor)>>> {
+        let Some(log) = self.replay.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Ok(None);
+        };
+        let mut spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
+        let lent = std::mem::take(&mut *self.lent.lock().unwrap_or_else(|e| e.into_inner()));
+        let fault_buffer = self
+            .fault_buffer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(Plan { swaps, outputs }) =
+            plan(&log, inputs, handed, &spare, &lent, fault_buffer.as_ref())
+        else {
+            *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = spare;
+            *self.lent.lock().unwrap_or_else(|e| e.into_inner()) = lent;
+            return Ok(None);
+        };
+        let mut rec = self.ctx.recorder();
+        let relogged = match swaps.is_empty() {
+            true => None,
+            false => Some(rec.relogged(&log.steps, &swaps)?),
+        };
+        // Its handles would count as the caller's below.
+        drop(swaps);
+        let steps = relogged.as_ref().unwrap_or(&log.steps);
+        if let Some(faults) = &log.faults {
+            faults.reset(&self.ctx);
+        }
+        rec.replay_logged(steps)?;
+        rec.finish().await?;
+        self.ctx.count_replayed_run();
+        self.replayed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = log.faults.clone();
+
+        // The pool and the outputs as the run leaves them: the outputs out of the pool, the
+        // inputs handed over (and the last outputs the caller dropped) in it where the log
+        // uses them.
+        let is_output = |s: &Arc<Storage>| outputs.iter().any(|o| Arc::ptr_eq(o, s));
+        for s in &outputs {
+            spare.remove(s);
+        }
+        let mut now_free: Vec<&Arc<Storage>> = Vec::new();
+        let handed_inputs = inputs.iter().zip(handed).filter(|(_, &h)| h);
+        for s in handed_inputs.map(|((_, t), _)| t.storage()).chain(&lent) {
+            if !is_output(s) && !now_free.iter().any(|f| Arc::ptr_eq(f, s)) {
+                now_free.push(s);
+            }
+        }
+        let used = relogged.as_deref().and_then(used_buffers);
+        let used = used.as_ref().unwrap_or(&log.used);
+        let in_use = |s: &Arc<Storage>| s.buffers().iter().any(|b| used.contains(b));
+        if relogged.is_some() {
+            // A session keeps what its last run used: not the inputs bound before.
+            spare.retain(in_use);
+        }
+        for s in now_free {
+            // An input handed over has `inputs`' handle besides; a dropped output, `lent`'s.
+            let theirs = inputs
+                .iter()
+                .filter(|(_, t)| Arc::ptr_eq(t.storage(), s))
+                .count()
+                + lent.iter().filter(|l| Arc::ptr_eq(l, s)).count();
+            let pooled = spare.storages().any(|p| Arc::ptr_eq(p, s));
+            if in_use(s) && !pooled && Arc::strong_count(s) == theirs {
+                spare.keep_storage(s.clone());
+            }
+        }
+        let results: Vec<(String, Tensor)> = log
+            .outputs
+            .iter()
+            .zip(&outputs)
+            .map(|(o, s)| {
+                let t = Tensor::from_parts(&self.ctx, o.dtype, o.shape.clone(), s.clone());
+                (o.name.clone(), t)
+            })
+            .collect();
+        let log = match relogged {
+            None => Some(log),
+            Some(steps) => {
+                let at = Holders {
+                    outputs: &results,
+                    spare: &spare,
+                    fault_buffer: fault_buffer.as_ref(),
+                };
+                RunLog::new(steps, logged_inputs(inputs, handed), &at, log.faults)
+            }
+        };
+        drop(lent);
+        *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = spare;
+        *self.lent.lock().unwrap_or_else(|e| e.into_inner()) = outputs;
+        *self.replay.lock().unwrap_or_else(|e| e.into_inner()) = log;
+        Ok(Some(results))
+    }
+}

@@ -1,0 +1,334 @@
+//! A session's `run_tensors` encoded again: a run with inputs of the same dtypes and shapes,
+//! handed over the same way, replays the last run's commands instead of planning the graph.
+//! Every replayed run is checked bit for bit against the same run on a fresh session (planned
+//! and recorded as usual), with both kernel sets, and the runs that cannot be replayed (a held
+//! output, other shapes, a random draw) against the same.
+
+mod common;
+use common::*;
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::{Context, ContextOptions, DType, Error, HostTensor, Session, Tensor};
+
+fn contexts() -> Vec<Context> {
+    [true, false]
+        .into_iter()
+        .map(|cpu_kernels| {
+            Context::new_blocking(ContextOptions {
+                cpu_kernels: Some(cpu_kernels),
+                ..Default::default()
+            })
+            .unwrap()
+        })
+        .collect()
+}
+
+fn f32s(shape: &[usize], seed: u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = bytes(seed, n)
+        .iter()
+        .map(|&b| (b as f32 - 128.0) / 256.0)
+        .collect();
+    HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+}
+
+/// An RNN cell as a Scan of `steps` steps: h = tanh(x W + h R), its states also a scan
+/// output, the weights constants of the body.
+fn rnn(batch: usize, hidden: usize, steps: usize) -> Graph {
+    let (b, h) = (Some(batch), Some(hidden));
+    let body = Graph::new()
+        .input("h", DType::F32, &[b, h])
+        .input("x", DType::F32, &[b, h])
+        .constant("W", f32s(&[hidden, hidden], 1))
+        .constant("R", f32s(&[hidden, hidden], 2))
+        .node(Node::new("MatMul", "xw").inputs(["x", "W"]).outputs(["a"]))
+        .node(Node::new("MatMul", "hr").inputs(["h", "R"]).outputs(["c"]))
+        .node(Node::new("Add", "sum").inputs(["a", "c"]).outputs(["s"]))
+        .node(Node::new("Tanh", "tanh").inputs(["s"]).outputs(["h2"]))
+        .node(Node::new("Identity", "y").inputs(["h2"]).outputs(["y"]))
+        .output("h2")
+        .output("y");
+    Graph::new()
+        .input("h0", DType::F32, &[b, h])
+        .input("xs", DType::F32, &[Some(steps), b, h])
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["h0", "xs"])
+                .outputs(["hn", "ys"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("hn")
+        .output("ys")
+}
+
+/// `graph` on `inputs` in a session of its own (planned and recorded, not replayed).
+fn fresh(ctx: &Context, graph: &Graph, inputs: &[(&str, &HostTensor)]) -> Vec<HostTensor> {
+    let session = Session::new(ctx, graph.clone()).unwrap();
+    let given = inputs
+        .iter()
+        .map(|(n, h)| (n.to_string(), Tensor::from_host(ctx, h).unwrap()))
+        .collect();
+    let out = session.run_tensors_blocking(given).unwrap();
+    out.iter()
+        .map(|(_, t)| t.to_host_blocking().unwrap())
+        .collect()
+}
+
+/// A token-by-token loop: each run gets a new input and the state the last run gave out,
+/// handed back. From the third run on each is a replay (the state's buffer and the one the
+/// last run left in the pool trade places), and each equals the fresh session's run. The
+/// second is planned anew: the first state handed over was uploaded, and an upload does not
+/// take an output's place.
+#[test]
+fn a_handed_back_state_and_new_inputs_replay_the_last_run() {
+    for steps in [1, 3] {
+        let g = rnn(2, 16, steps);
+        for ctx in contexts() {
+            let session = Session::new(&ctx, g.clone()).unwrap();
+            let mut h = f32s(&[2, 16], 10);
+            let mut state = Tensor::from_host(&ctx, &h).unwrap();
+            let mut counts = Vec::new();
+            for run in 0..6u64 {
+                let x = f32s(&[steps, 2, 16], 20 + run);
+                let want = fresh(&ctx, &g, &[("h0", &h), ("xs", &x)]);
+                let before = ctx.stats();
+                let given = vec![
+                    ("h0".to_string(), state),
+                    ("xs".to_string(), Tensor::from_host(&ctx, &x).unwrap()),
+                ];
+                let mut out = session.run_tensors_blocking(given).unwrap();
+                let after = ctx.stats();
+                counts.push((
+                    after.replayed_runs - before.replayed_runs,
+                    after.dispatches - before.dispatches,
+                    after.copies - before.copies,
+                    after.buffers_created - before.buffers_created,
+                    session.spare_bytes(),
+                ));
+                let got: Vec<HostTensor> = out
+                    .iter()
+                    .map(|(_, t)| t.to_host_blocking().unwrap())
+                    .collect();
+                assert_eq!(got, want, "{steps} steps, run {run}");
+                h = got[0].clone();
+                // The state handed back, the rest dropped.
+                state = out.swap_remove(0).1;
+            }
+            let why = format!("{steps} steps, {:?}: {counts:?}", ctx.adapter_info().name);
+            assert_eq!((counts[0].0, counts[1].0), (0, 0), "{why}");
+            for c in &counts[2..] {
+                // Replayed, with the first run's commands; the new xs is the only buffer made
+                // (uploaded by the test), none by the run.
+                assert_eq!(c.0, 1, "{why}");
+                assert_eq!((c.1, c.2), (counts[0].1, counts[0].2), "{why}");
+                assert_eq!(c.3, 1, "{why}");
+                // What the session keeps does not grow with the runs.
+                assert_eq!(c.4, counts[2].4, "{why}");
+            }
+        }
+    }
+}
+
+/// Inputs kept by the caller, their values written in place between runs: every later run is
+/// a replay and reads the new values.
+#[test]
+fn inputs_rewritten_in_place_are_read_anew_by_each_replay() {
+    let g = rnn(4, 32, 2);
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let h0 = Tensor::from_host(&ctx, &f32s(&[4, 32], 30)).unwrap();
+        let xs = Tensor::from_host(&ctx, &f32s(&[2, 4, 32], 31)).unwrap();
+        for run in 0..4u64 {
+            let (h, x) = (f32s(&[4, 32], 40 + run), f32s(&[2, 4, 32], 50 + run));
+            ctx.queue().write_buffer(&h0.buffers()[0], 0, &h.data);
+            ctx.queue().write_buffer(&xs.buffers()[0], 0, &x.data);
+            let before = ctx.stats().replayed_runs;
+            let out = session
+                .run_tensors_blocking(vec![("h0".into(), h0.clone()), ("xs".into(), xs.clone())])
+                .unwrap();
+            assert_eq!(ctx.stats().replayed_runs - before, u64::from(run > 0));
+            let got: Vec<HostTensor> = out
+                .iter()
+                .map(|(_, t)| t.to_host_blocking().unwrap())
+                .collect();
+            assert_eq!(got, fresh(&ctx, &g, &[("h0", &h), ("xs", &x)]), "run {run}");
+            // The inputs the caller holds are left as they were.
+            assert_eq!(h0.to_host_blocking().unwrap(), h, "run {run}");
+        }
+    }
+}
+
+/// An output the caller still holds is never written by a later run: that run is recorded
+/// anew into other buffers, and the one after it (all outputs dropped) is replayed again.
+#[test]
+fn a_held_output_is_not_written_over_by_a_replay() {
+    let g = rnn(2, 16, 1);
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let h = f32s(&[2, 16], 60);
+        let inputs = |seed| {
+            vec![
+                ("h0".to_string(), Tensor::from_host(&ctx, &h).unwrap()),
+                (
+                    "xs".to_string(),
+                    Tensor::from_host(&ctx, &f32s(&[1, 2, 16], seed)).unwrap(),
+                ),
+            ]
+        };
+        let replays = || ctx.stats().replayed_runs;
+        let first = session.run_tensors_blocking(inputs(61)).unwrap();
+        let held = first[0].1.to_host_blocking().unwrap();
+        let before = replays();
+        let second = session.run_tensors_blocking(inputs(62)).unwrap();
+        assert_eq!(replays(), before, "replayed into a held output");
+        assert_eq!(first[0].1.to_host_blocking().unwrap(), held);
+        assert!(!first[0].1.shares_buffer(&second[0].1));
+        let want = fresh(&ctx, &g, &[("h0", &h), ("xs", &f32s(&[1, 2, 16], 62))]);
+        assert_eq!(second[0].1.to_host_blocking().unwrap(), want[0]);
+        drop((first, second));
+        let third = session.run_tensors_blocking(inputs(63)).unwrap();
+        assert_eq!(replays(), before + 1);
+        let want = fresh(&ctx, &g, &[("h0", &h), ("xs", &f32s(&[1, 2, 16], 63))]);
+        assert_eq!(third[0].1.to_host_blocking().unwrap(), want[0]);
+    }
+}
+
+/// Other shapes are planned anew; the same shapes again are replayed.
+#[test]
+fn other_shapes_are_planned_anew() {
+    let g = Graph::new()
+        .input("x", DType::F32, &[None, Some(8)])
+        .input("y", DType::F32, &[Some(8)])
+        .node(Node::new("Mul", "m").inputs(["x", "y"]).outputs(["p"]))
+        .node(Node::new("Sqrt", "s").inputs(["p"]).outputs(["q"]))
+        .output("q");
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let mut replayed = Vec::new();
+        for (run, rows) in [3, 3, 5, 5, 3].into_iter().enumerate() {
+            let (x, y) = (f32s(&[rows, 8], 70 + run as u64), f32s(&[8], 80));
+            let before = ctx.stats().replayed_runs;
+            let given = vec![
+                ("x".to_string(), Tensor::from_host(&ctx, &x).unwrap()),
+                ("y".to_string(), Tensor::from_host(&ctx, &y).unwrap()),
+            ];
+            let out = session.run_tensors_blocking(given).unwrap();
+            replayed.push(ctx.stats().replayed_runs - before);
+            let want = fresh(&ctx, &g, &[("x", &x), ("y", &y)]);
+            assert_eq!(out[0].1.to_host_blocking().unwrap(), want[0], "run {run}");
+        }
+        assert_eq!(replayed, [0, 1, 0, 1, 0]);
+    }
+}
+
+/// A replay zeroes the index fault buffer first: an index out of range in one replayed run is
+/// reported for that run only.
+#[test]
+fn a_replay_reports_its_own_index_faults() {
+    let g = Graph::new()
+        .input("data", DType::F32, &[Some(6), Some(4)])
+        .input("i", DType::I64, &[Some(3)])
+        .node(
+            Node::new("Gather", "g")
+                .inputs(["data", "i"])
+                .outputs(["out"])
+                .attr("axis", Attr::Int(0)),
+        )
+        .output("out");
+    let data = f32s(&[6, 4], 90);
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        for (run, at) in [[0i64, 5, 2], [1, 6, 0], [5, 4, -6], [7, 0, 0], [3, 3, 3]]
+            .into_iter()
+            .enumerate()
+        {
+            let i = HostTensor::from_vec(vec![3], &at).unwrap();
+            let before = ctx.stats().replayed_runs;
+            let given = vec![
+                ("data".to_string(), Tensor::from_host(&ctx, &data).unwrap()),
+                ("i".to_string(), Tensor::from_host(&ctx, &i).unwrap()),
+            ];
+            let out = session.run_tensors_blocking(given).unwrap();
+            assert_eq!(ctx.stats().replayed_runs - before, u64::from(run > 0));
+            let check = session.check_gpu_indices_blocking();
+            let bad = at.iter().any(|&k| !(-6..6).contains(&k));
+            match check {
+                Err(Error::IndexOutOfRange { .. }) if bad => {}
+                Ok(()) if !bad => {
+                    let want = fresh(&ctx, &g, &[("data", &data), ("i", &i)]);
+                    assert_eq!(out[0].1.to_host_blocking().unwrap(), want[0], "run {run}");
+                }
+                other => panic!("run {run} {at:?}: {other:?}"),
+            }
+        }
+    }
+}
+
+/// A KV cache handed back each run and written in place by a scatter: the cache buffer is the
+/// same every run, and each replay writes the new rows into it.
+#[test]
+fn a_cache_written_in_place_is_replayed_in_place() {
+    let g = Graph::new()
+        .input("cache", DType::F32, &[Some(8), Some(4)])
+        .input("at", DType::I64, &[Some(1), Some(4)])
+        .input("row", DType::F32, &[Some(1), Some(4)])
+        .node(
+            Node::new("ScatterElements", "put")
+                .inputs(["cache", "at", "row"])
+                .outputs(["next"])
+                .attr("axis", Attr::Int(0)),
+        )
+        .output("next");
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let mut host = f32s(&[8, 4], 100);
+        let mut cache = Tensor::from_host(&ctx, &host).unwrap();
+        let first = cache.buffers()[0].clone();
+        for step in 0..8i64 {
+            let at = HostTensor::from_vec(vec![1, 4], &[step; 4]).unwrap();
+            let row = f32s(&[1, 4], 110 + step as u64);
+            let want = fresh(&ctx, &g, &[("cache", &host), ("at", &at), ("row", &row)]);
+            let before = ctx.stats().replayed_runs;
+            let given = vec![
+                ("cache".to_string(), cache),
+                ("at".to_string(), Tensor::from_host(&ctx, &at).unwrap()),
+                ("row".to_string(), Tensor::from_host(&ctx, &row).unwrap()),
+            ];
+            let mut out = session.run_tensors_blocking(given).unwrap();
+            assert_eq!(ctx.stats().replayed_runs - before, u64::from(step > 0));
+            cache = out.remove(0).1;
+            assert_eq!(cache.buffers()[0], first, "step {step}: the cache moved");
+            host = cache.to_host_blocking().unwrap();
+            assert_eq!(host, want[0], "step {step}");
+        }
+    }
+}
+
+/// A graph that draws random numbers is never replayed: its stream's state is filled from the
+/// host, and each run draws anew.
+#[test]
+fn a_random_draw_is_not_replayed() {
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(64)])
+        .node(
+            Node::new("RandomUniformLike", "u")
+                .inputs(["x"])
+                .outputs(["u"]),
+        )
+        .node(Node::new("Add", "a").inputs(["x", "u"]).outputs(["y"]))
+        .output("y");
+    let x = f32s(&[64], 120);
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let mut seen: Vec<HostTensor> = Vec::new();
+        for run in 0..3 {
+            let before = ctx.stats().replayed_runs;
+            let given = vec![("x".to_string(), Tensor::from_host(&ctx, &x).unwrap())];
+            let out = session.run_tensors_blocking(given).unwrap();
+            assert_eq!(ctx.stats().replayed_runs, before, "run {run}");
+            let got = out[0].1.to_host_blocking().unwrap();
+            assert!(!seen.contains(&got), "run {run} drew the same numbers");
+            seen.push(got);
+        }
+    }
+}

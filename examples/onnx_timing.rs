@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use wgpu_ops::{npy, onnx::Model, Context, ContextOptions, Result};
+use wgpu_ops::{npy, onnx::Model, Context, ContextOptions, HostTensor, Result};
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -89,7 +89,12 @@ fn main() -> Result<()> {
         .iter()
         .map(|(n, v)| Ok((n.clone(), wgpu_ops::Tensor::from_host(&ctx, v)?)))
         .collect::<Result<_>>()?;
-    session.run_tensors_blocking(resident.clone())?;
+    // Planned and recorded: what the replayed runs below must compute.
+    let planned_outputs: Vec<HostTensor> = session
+        .run_tensors_blocking(resident.clone())?
+        .iter()
+        .map(|(_, t)| t.to_host_blocking())
+        .collect::<Result<_>>()?;
     let resident_before = ctx.stats().buffers_created;
     let mut on_gpu: Vec<(f64, f64)> = (0..runs.max(1))
         .map(|_| {
@@ -109,7 +114,39 @@ fn main() -> Result<()> {
     on_gpu.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (total, host) = on_gpu[on_gpu.len() / 2];
     println!(
-        "tensors on the GPU: median {:.3} ms per run, host {:.3} ms (until the last submission returns), buffers created per run {resident_buffers:.1}",
+        "tensors on the GPU: median {:.3} ms per run, host {:.3} ms (until the last submission returns), buffers created per run {resident_buffers:.1}, runs replayed {}",
+        total * 1e3,
+        host * 1e3,
+        session.replayed_runs()
+    );
+    // A replayed run computes what the planned one did, bit for bit.
+    let replayed_before = session.replayed_runs();
+    let last = session.run_tensors_blocking(resident.clone())?;
+    for ((name, got), want) in last.iter().zip(&planned_outputs) {
+        if session.replayed_runs() == replayed_before || got.to_host_blocking()? != *want {
+            eprintln!("error: output '{name}' of a replayed run differs from the planned run's");
+            std::process::exit(1);
+        }
+    }
+    drop(last);
+    // The same with every run planned and recorded (no replay), in the same process.
+    session.set_replay(false);
+    let mut planned: Vec<(f64, f64)> = (0..runs.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            let outputs = session.run_tensors_blocking(resident.clone())?;
+            let host = t.elapsed().as_secs_f64();
+            ctx.device()
+                .poll(wgpu::PollType::wait_indefinitely())
+                .expect("the run finishes");
+            drop(outputs);
+            Ok((t.elapsed().as_secs_f64(), host))
+        })
+        .collect::<Result<_>>()?;
+    planned.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (total, host) = planned[planned.len() / 2];
+    println!(
+        "tensors on the GPU, every run planned (no replay): median {:.3} ms per run, host {:.3} ms",
         total * 1e3,
         host * 1e3
     );

@@ -565,10 +565,67 @@ fn run_test_on(ctx: &wgpu_ops::Context, dir: &Path, entry: &Entry) -> Outcome {
         }
     }
     if lawful {
-        Outcome::Lawful
-    } else {
-        Outcome::Pass
+        return Outcome::Lawful;
     }
+    match replayed_as_planned(ctx, &session, dir, &inputs, &output_kinds) {
+        Some(why) => Outcome::Fail(why),
+        None => Outcome::Pass,
+    }
+}
+
+/// Tests whose run with tensors on the GPU was replayed (see [`replayed_as_planned`]).
+static REPLAYED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Data set 0 run twice more with its tensors on the GPU (`run_tensors`, tensors only): the
+/// second run encodes the first one's commands again where it can, and must then give the
+/// first one's outputs bit for bit. The reason where it does not; `None` where it does, was
+/// not replayed, or the model does not run so.
+fn replayed_as_planned(
+    ctx: &wgpu_ops::Context,
+    session: &wgpu_ops::Session,
+    dir: &Path,
+    inputs: &[(String, ValueKind)],
+    output_kinds: &[ValueKind],
+) -> Option<String> {
+    if output_kinds.iter().any(|k| *k != ValueKind::Tensor) {
+        return None;
+    }
+    let mut given = Vec::new();
+    for (i, (name, kind)) in inputs.iter().enumerate() {
+        if *kind != ValueKind::Tensor {
+            return None;
+        }
+        let host = read_tensor(&dir.join("data_0").join(format!("input_{i}.pb"))).ok()?;
+        given.push((name.clone(), host));
+    }
+    let on_gpu = || -> Option<Vec<(String, wgpu_ops::Tensor)>> {
+        given
+            .iter()
+            .map(|(n, h)| Some((n.clone(), wgpu_ops::Tensor::from_host(ctx, h).ok()?)))
+            .collect()
+    };
+    let download = |out: Vec<(String, wgpu_ops::Tensor)>| -> Result<Vec<HostTensor>, String> {
+        out.iter()
+            .map(|(_, t)| t.to_host_blocking().map_err(|e| e.to_string()))
+            .collect()
+    };
+    // String tensors and such are not GPU tensors: those models do not run so.
+    let planned = download(session.run_tensors_blocking(on_gpu()?).ok()?).ok()?;
+    let before = session.replayed_runs();
+    let again = match session.run_tensors_blocking(on_gpu()?) {
+        Ok(out) => download(out),
+        Err(e) => Err(e.to_string()),
+    };
+    let again = match again {
+        Ok(again) => again,
+        Err(e) => return Some(format!("replayed run: {e}")),
+    };
+    if session.replayed_runs() == before {
+        return None;
+    }
+    REPLAYED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let differs = planned.iter().zip(&again).position(|(a, b)| a != b);
+    differs.map(|i| format!("output {i} of a replayed run differs from the planned run's"))
 }
 
 fn one_line(s: &str) -> String {
@@ -616,8 +673,10 @@ fn linear_attention_expansions_run_as_the_recurrence() {
                 matches!(outcome, Outcome::Pass),
                 "{name}, recognized {recognize}: {outcome:?}"
             );
+            // Each data set's runs, and the planned run of `replayed_as_planned` (its replay
+            // plans nothing).
             let runs = if recognize {
-                PASSES * entry.data_sets as u64
+                PASSES * entry.data_sets as u64 + 1
             } else {
                 0
             };
@@ -721,6 +780,10 @@ fn run_suite(suite: &Suite) {
         },
         failures.len(),
         skipped.len()
+    );
+    println!(
+        "runs with the tensors on the GPU replayed and checked against the planned run (all suites so far): {}",
+        REPLAYED.load(std::sync::atomic::Ordering::Relaxed)
     );
     if std::env::var_os("WGPU_OPS_ONNX_NODE_BLESS").is_some() && only.is_none() {
         let mut text = format!(

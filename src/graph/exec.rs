@@ -1399,6 +1399,8 @@ pub struct Session {
     replay: Mutex<Option<replay::RunLog>>,
     /// How many runs replayed a log.
     replayed: std::sync::atomic::AtomicU64,
+    /// Whether `run_tensors` may replay (see [`Session::set_replay`]).
+    replay_on: std::sync::atomic::AtomicBool,
 }
 
 /// A run recorded and submitted: its values, the buffers it pooled but did not use, the
@@ -1443,6 +1445,7 @@ impl Session {
             fault_buffer: Mutex::new(None),
             replay: Mutex::new(None),
             replayed: Default::default(),
+            replay_on: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -1474,6 +1477,16 @@ impl Session {
     /// planning the graph (see [`Session::run_tensors`]).
     pub fn replayed_runs(&self) -> u64 {
         self.replayed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether [`Session::run_tensors`] may encode the last run's commands again (on by
+    /// default); off, every run plans and records the graph (for comparisons).
+    pub fn set_replay(&self, on: bool) {
+        self.replay_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        if !on {
+            drop(self.replay.lock().unwrap_or_else(|e| e.into_inner()).take());
+        }
     }
 
     /// Frees the buffers the session keeps between runs (the next run creates its own).
@@ -1707,7 +1720,12 @@ impl Session {
             spare,
             faults,
             log,
-        } = self.record_run(slots, true).await?;
+        } = self
+            .record_run(
+                slots,
+                self.replay_on.load(std::sync::atomic::Ordering::Relaxed),
+            )
+            .await?;
         let logged_faults = log.as_ref().and(faults.clone());
         *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = faults;
         let logged_inputs = log

@@ -12,7 +12,7 @@
 # Pad), gather (Gather and GatherElements at indices on the GPU, checked and not), scatter
 # (TensorScatter's KV cache writes against ScatterElements' walk in order), matmul,
 # rnn, transfer, la-step, rnn-ort,
-# rnn-ort-1, lstm-ort, gru-ort, la-op-ort, la-expanded-ort, gpr-ort (a scikit-learn Gaussian
+# rnn-ort-1, replay (one step per run, replayed against planned), lstm-ort, gru-ort, la-op-ort, la-expanded-ort, gpr-ort (a scikit-learn Gaussian
 # process written beforehand where scikit-learn is installed:
 # `scripts/sklearn_gpr_vs_onnxruntime.py --export .devbin/gpr`, or GPR_MODEL=DIR), forest-ort
 # (a scikit-learn random forest likewise: `scripts/sklearn_forest_vs_onnxruntime.py --export
@@ -99,6 +99,10 @@ run_part() {
     la-step) "$bin/bench" --linear-attention-only ;;
     rnn-ort) python3 scripts/rnn_vs_onnxruntime.py 64 512 ;;
     rnn-ort-1) python3 scripts/rnn_vs_onnxruntime.py 1 512 ;;
+    # One step per run (token by token): runs replayed against planned, host time of each.
+    replay) for a in "1 1" "64 1"; do python3 scripts/rnn_vs_onnxruntime.py $a --runs 300; done
+            python3 scripts/recurrent_vs_onnxruntime.py LSTM 1 1 --runs 300
+            python3 scripts/linear_attention_vs_onnxruntime.py 1 1 16 128 --runs 300 ;;
     lstm-ort) python3 scripts/recurrent_vs_onnxruntime.py LSTM 64 512 ;;
     gru-ort) python3 scripts/recurrent_vs_onnxruntime.py GRU 64 512 ;;
     la-op-ort) python3 scripts/linear_attention_vs_onnxruntime.py --op ;;

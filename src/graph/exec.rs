@@ -1692,6 +1692,11 @@ impl Session {
     /// where it lies (a decode loop that gives each step's KV cache back as the next step's
     /// input copies no cache), and a Scan or Loop whose initial state it is keeps that state
     /// in it; an input the caller still holds is never written.
+    ///
+    /// A run whose inputs have the dtypes and shapes of the last run's, each handed over or
+    /// held as then, encodes the last run's commands again instead of planning the graph (its
+    /// inputs bound where they lie): see the replay notes in `graph/exec/replay.rs`,
+    /// [`Session::replayed_runs`] and [`Session::set_replay`].
     pub async fn run_tensors(
         &self,
         inputs: Vec<(String, Tensor)>,

@@ -6,20 +6,12 @@
 
 mod common;
 use common::*;
+use proptest::prelude::*;
 use wgpu_ops::graph::{Attr, Graph, Node};
 use wgpu_ops::{Context, ContextOptions, DType, Error, HostTensor, Session, Tensor};
 
 fn contexts() -> Vec<Context> {
-    [true, false]
-        .into_iter()
-        .map(|cpu_kernels| {
-            Context::new_blocking(ContextOptions {
-                cpu_kernels: Some(cpu_kernels),
-                ..Default::default()
-            })
-            .unwrap()
-        })
-        .collect()
+    vec![context(true), context(false)]
 }
 
 fn f32s(shape: &[usize], seed: u64) -> HostTensor {
@@ -331,4 +323,166 @@ fn a_random_draw_is_not_replayed() {
             seen.push(got);
         }
     }
+}
+
+/// The RNN cell Scan with the batch left open (its runs' shapes may change).
+fn rnn_any_batch(hidden: usize, steps: usize) -> Graph {
+    let h = Some(hidden);
+    let body = Graph::new()
+        .input("h", DType::F32, &[None, h])
+        .input("x", DType::F32, &[None, h])
+        .constant("W", f32s(&[hidden, hidden], 1))
+        .constant("R", f32s(&[hidden, hidden], 2))
+        .node(Node::new("MatMul", "xw").inputs(["x", "W"]).outputs(["a"]))
+        .node(Node::new("MatMul", "hr").inputs(["h", "R"]).outputs(["c"]))
+        .node(Node::new("Add", "sum").inputs(["a", "c"]).outputs(["s"]))
+        .node(Node::new("Tanh", "tanh").inputs(["s"]).outputs(["h2"]))
+        .node(Node::new("Identity", "y").inputs(["h2"]).outputs(["y"]))
+        .output("h2")
+        .output("y");
+    Graph::new()
+        .input("h0", DType::F32, &[None, h])
+        .input("xs", DType::F32, &[Some(steps), None, h])
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["h0", "xs"])
+                .outputs(["hn", "ys"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("hn")
+        .output("ys")
+}
+
+/// One run of a caller's loop (see `any_sequence_of_runs_gives_what_fresh_sessions_give`).
+#[derive(Clone, Debug)]
+struct Step {
+    batch: usize,
+    /// 0: a new upload handed over; 1: the last run's state handed back; 2: the last run's
+    /// state, a handle kept.
+    state: u8,
+    /// The scan input: a new upload handed over, or the caller's own tensor rewritten.
+    own_xs: bool,
+    /// The caller keeps this run's outputs through the next run.
+    keep: bool,
+    /// Before the run: 1 releases the session's buffers, 2 turns replays off, 3 on again.
+    before: u8,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    (
+        2usize..4,
+        0u8..3,
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![8 => Just(0u8), 1 => 1u8..4],
+    )
+        .prop_map(|(batch, state, own_xs, keep, before)| Step {
+            batch,
+            state,
+            own_xs,
+            keep,
+            before,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Any mix of the ways a caller hands its tensors over, keeps its outputs and changes
+    /// shapes, replayed or not: each run gives what a fresh session gives on the same values,
+    /// bit for bit, and no tensor the caller holds changes.
+    #[test]
+    fn any_sequence_of_runs_gives_what_fresh_sessions_give(
+        groups in prop::collection::vec((step(), 1usize..5), 1..5),
+        cpu_kernels in any::<bool>(),
+    ) {
+        // Each step repeated a few times: the runs a replay may repeat.
+        let steps: Vec<Step> = groups
+            .iter()
+            .flat_map(|(s, n)| {
+                let again = Step { before: 0, ..s.clone() };
+                std::iter::once(s.clone()).chain(std::iter::repeat_n(again, n - 1))
+            })
+            .collect();
+        let ctx = if cpu_kernels { cpu_ctx() } else { gpu_ctx() };
+        let (hidden, seq) = (8, 2);
+        let g = rnn_any_batch(hidden, seq);
+        let session = Session::new(ctx, g.clone()).unwrap();
+        let mut seed = 200u64;
+        let mut last: Option<(Tensor, HostTensor)> = None;
+        let mut held: Vec<(Tensor, HostTensor)> = Vec::new();
+        let mut own_xs: Vec<Tensor> = Vec::new();
+        for (k, s) in steps.iter().enumerate() {
+            match s.before {
+                1 => session.release_buffers(),
+                2 => session.set_replay(false),
+                3 => session.set_replay(true),
+                _ => {}
+            }
+            seed += 1;
+            let (state, h) = match (last.take(), s.state) {
+                (Some((t, h)), 1) if t.shape()[0] == s.batch => (t, h),
+                (Some((t, h)), 2) if t.shape()[0] == s.batch => {
+                    held.push((t.clone(), h.clone()));
+                    (t, h)
+                }
+                _ => {
+                    let h = f32s(&[s.batch, hidden], seed);
+                    (Tensor::from_host(ctx, &h).unwrap(), h)
+                }
+            };
+            let x = f32s(&[seq, s.batch, hidden], seed + 1000);
+            let xs = if s.own_xs {
+                let at = own_xs.iter().position(|t| t.shape()[1] == s.batch);
+                let t = match at {
+                    Some(i) => own_xs[i].clone(),
+                    None => {
+                        own_xs.push(Tensor::from_host(ctx, &x).unwrap());
+                        own_xs.last().unwrap().clone()
+                    }
+                };
+                ctx.queue().write_buffer(&t.buffers()[0], 0, &x.data);
+                t
+            } else {
+                Tensor::from_host(ctx, &x).unwrap()
+            };
+            let want = fresh(ctx, &g, &[("h0", &h), ("xs", &x)]);
+            let mut out = session
+                .run_tensors_blocking(vec![("h0".into(), state), ("xs".into(), xs)])
+                .unwrap();
+            let got: Vec<HostTensor> = out.iter().map(|(_, t)| t.to_host_blocking().unwrap()).collect();
+            prop_assert_eq!(&got, &want, "run {} of {:?}", k, steps);
+            for (t, h) in &held {
+                prop_assert_eq!(&t.to_host_blocking().unwrap(), h, "a held tensor changed at run {}", k);
+            }
+            if s.keep {
+                for ((_, t), h) in out.iter().zip(&got) {
+                    held.push((t.clone(), h.clone()));
+                }
+            } else {
+                held.clear();
+            }
+            let hn = out.swap_remove(0).1;
+            last = Some((hn, got[0].clone()));
+        }
+    }
+}
+
+fn context(cpu_kernels: bool) -> Context {
+    Context::new_blocking(ContextOptions {
+        cpu_kernels: Some(cpu_kernels),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn cpu_ctx() -> &'static Context {
+    static CTX: std::sync::OnceLock<Context> = std::sync::OnceLock::new();
+    CTX.get_or_init(|| context(true))
+}
+
+fn gpu_ctx() -> &'static Context {
+    static CTX: std::sync::OnceLock<Context> = std::sync::OnceLock::new();
+    CTX.get_or_init(|| context(false))
 }

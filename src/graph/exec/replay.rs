@@ -14,9 +14,11 @@
 //! them again; the index fault buffer is the one exception, zeroed before each replay.
 //!
 //! Inputs in other buffers are bound in place of the logged ones (new bind groups for the
-//! dispatches that bind them). An input that is an output of the last run handed back (a
-//! state carried from step to step) trades places with the logged input, which the last run
-//! left in the session's pool: the two buffers swap roles from one run to the next.
+//! dispatches that bind them). A buffer the log writes that is not the session's now (an
+//! output of the last run the caller still holds, or one handed back as an input: a state
+//! carried from step to step) is replaced by a pooled buffer of its size the replay does not
+//! use otherwise (the logged input such a state displaced: the two buffers swap roles from one
+//! run to the next), else by a new one.
 
 use std::sync::{Arc, Weak};
 
@@ -139,6 +141,8 @@ impl RunLog {
 struct Plan {
     swaps: Vec<Swap>,
     outputs: Vec<Arc<Storage>>,
+    /// Buffers made for the replay: the pool's after it, where not outputs.
+    made: Vec<Arc<Storage>>,
 }
 
 /// The storage of `swaps` that takes the place of the one at `from`, if any.
@@ -159,99 +163,114 @@ fn same_layout(buffers: &[wgpu::Buffer], storage: &Storage) -> bool {
 
 /// How `log` is replayed on `inputs` (handed over as `handed` says) with the session's pooled
 /// buffers `spare` and the last run's outputs `lent`; `None` where it cannot be.
+///
+/// Each input takes the place of the logged one. A buffer the log writes that is not the
+/// session's now (an output of the last run the caller still holds, or one it gives as an
+/// input) is replaced by a pooled buffer of the same size the log no longer uses (the logged
+/// input a handed-back state displaced, say), else by a new one.
 fn plan(
+    ctx: &crate::Context,
     log: &RunLog,
     inputs: &[(String, Tensor)],
     handed: &[bool],
     spare: &SparePool,
     lent: &[Arc<Storage>],
     fault_buffer: Option<&Tensor>,
-) -> Option<Plan> {
+) -> Result<Option<Plan>> {
     if inputs.len() != log.inputs.len() {
-        return None;
+        return Ok(None);
     }
     let mut swaps: Vec<Swap> = Vec::new();
     for logged in &log.inputs {
-        let k = inputs.iter().position(|(name, _)| *name == logged.name)?;
+        let Some(k) = inputs.iter().position(|(name, _)| *name == logged.name) else {
+            return Ok(None);
+        };
         let t = &inputs[k].1;
         if t.dtype() != logged.dtype || t.shape() != logged.shape || handed[k] != logged.handed {
-            return None;
+            return Ok(None);
         }
         let from = logged.storage.as_ptr();
         if std::ptr::eq(from, Arc::as_ptr(t.storage())) {
             continue;
         }
-        if !same_layout(&logged.buffers, t.storage()) || swapped(&swaps, from).is_some() {
-            return None;
-        }
-        if !t.buffers().iter().any(|b| log.used.contains(b)) {
-            swaps.push(Swap {
-                from,
-                from_buffers: logged.buffers.clone(),
-                to: t.storage().clone(),
-            });
-            continue;
-        }
-        // The input is a buffer the log uses otherwise: only the last run's output handed
-        // back, whose place the logged input (handed over too, now in the pool) takes.
-        let old = logged.storage.upgrade()?;
-        let returned = lent.iter().any(|s| Arc::ptr_eq(s, t.storage()));
-        let pooled = spare.storages().any(|s| Arc::ptr_eq(s, &old));
-        // The pool's handle and `old`. One filled from the host (the caller's first state,
-        // say) keeps that role in the pool: a run recorded anew leaves it there.
-        let free = Arc::strong_count(&old) == 2 && !old.uploaded();
-        if !(logged.handed && returned && pooled && free) {
-            return None;
-        }
-        if swapped(&swaps, Arc::as_ptr(t.storage())).is_some() {
-            return None;
+        let taken = swaps.iter().any(|w| Arc::ptr_eq(&w.to, t.storage()));
+        let layout = same_layout(&logged.buffers, t.storage());
+        // The same storage for two inputs that were two, or the other way round: the log
+        // may read one where the other was written.
+        let other_input = log
+            .inputs
+            .iter()
+            .any(|i| std::ptr::eq(i.storage.as_ptr(), Arc::as_ptr(t.storage())));
+        if taken || !layout || other_input || swapped(&swaps, from).is_some() {
+            return Ok(None);
         }
         swaps.push(Swap {
             from,
             from_buffers: logged.buffers.clone(),
             to: t.storage().clone(),
         });
-        swaps.push(Swap {
-            from: Arc::as_ptr(t.storage()),
-            from_buffers: t.buffers().to_vec(),
-            to: old,
-        });
     }
-    // Each buffer the replay writes must be the run's: an input handed over, an output of
-    // the last run the caller has dropped, a pooled buffer, or the fault buffer.
-    let ours = |s: &Arc<Storage>| {
+    let is_input = |s: &Arc<Storage>| inputs.iter().any(|(_, t)| Arc::ptr_eq(t.storage(), s));
+    // Handles the session and this plan hold: more are the caller's.
+    let ours = |s: &Arc<Storage>, swaps: &[Swap], made: &[Arc<Storage>]| {
         let count = |list: &mut dyn Iterator<Item = &Arc<Storage>>| {
             list.filter(|o| Arc::ptr_eq(o, s)).count()
         };
-        let held = count(&mut lent.iter())
+        count(&mut lent.iter())
             + count(&mut inputs.iter().map(|(_, t)| t.storage()))
-            + count(&mut swaps.iter().map(|w| &w.to));
-        Arc::strong_count(s) == held
+            + count(&mut spare.storages())
+            + count(&mut swaps.iter().map(|w| &w.to))
+            + count(&mut made.iter())
     };
+    let mut made: Vec<Arc<Storage>> = Vec::new();
     for b in &log.written {
-        let b = swaps
-            .iter()
-            .find_map(|w| {
-                let i = w.from_buffers.iter().position(|f| f == b)?;
-                Some(&w.to.buffers()[i])
-            })
-            .unwrap_or(b);
+        if log.inputs.iter().any(|i| i.buffers.contains(b)) {
+            // An input's place: written only where it was handed over, as now.
+            continue;
+        }
         let holds = |s: &Arc<Storage>| s.buffers().contains(b);
-        let input = inputs
-            .iter()
-            .zip(handed)
-            .find(|((_, t), _)| holds(t.storage()));
-        let fine = match input {
-            Some((_, &handed)) => handed,
+        if fault_buffer.is_some_and(|f| holds(f.storage())) {
+            continue;
+        }
+        let role = lent.iter().chain(spare.storages()).find(|s| holds(s));
+        let Some(role) = role.filter(|s| !s.uploaded()).cloned() else {
+            return Ok(None);
+        };
+        if swapped(&swaps, Arc::as_ptr(&role)).is_some() {
+            continue;
+        }
+        let free = !is_input(&role) && Arc::strong_count(&role) == ours(&role, &swaps, &made) + 1;
+        if free {
+            continue;
+        }
+        // A pooled buffer of its size that the replay does not use otherwise (not bound by
+        // the log where its role stays, nor taking another place), else a new one.
+        let used_here = |s: &Arc<Storage>| {
+            let moved = swapped(&swaps, Arc::as_ptr(s)).is_some();
+            let target = swaps.iter().any(|w| Arc::ptr_eq(&w.to, s))
+                || made.iter().any(|m| Arc::ptr_eq(m, s));
+            target || (!moved && s.buffers().iter().any(|b| log.used.contains(b)))
+        };
+        let spare_one = spare.storages().find(|s| {
+            !s.uploaded()
+                && same_layout(role.buffers(), s)
+                && !used_here(s)
+                && !is_input(s)
+                && Arc::strong_count(s) == 1
+        });
+        let to = match spare_one {
+            Some(s) => s.clone(),
             None => {
-                lent.iter().any(|s| holds(s) && !s.uploaded() && ours(s))
-                    || spare.storages().any(|s| holds(s) && !s.uploaded())
-                    || fault_buffer.is_some_and(|f| holds(f.storage()))
+                let s = Arc::new(Storage::create(ctx, "replayed run", role.size(), None)?);
+                made.push(s.clone());
+                s
             }
         };
-        if !fine {
-            return None;
-        }
+        swaps.push(Swap {
+            from: Arc::as_ptr(&role),
+            from_buffers: role.buffers().to_vec(),
+            to,
+        });
     }
     let outputs = log
         .outputs
@@ -260,8 +279,12 @@ fn plan(
             Some(s) => Some(s.clone()),
             None => o.storage.upgrade(),
         })
-        .collect::<Option<Vec<_>>>()?;
-    Some(Plan { swaps, outputs })
+        .collect::<Option<Vec<_>>>();
+    Ok(outputs.map(|outputs| Plan {
+        swaps,
+        outputs,
+        made,
+    }))
 }
 
 impl Session {
@@ -282,8 +305,20 @@ impl Session {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let Some(Plan { swaps, outputs }) =
-            plan(&log, inputs, handed, &spare, &lent, fault_buffer.as_ref())
+        let planned = plan(
+            &self.ctx,
+            &log,
+            inputs,
+            handed,
+            &spare,
+            &lent,
+            fault_buffer.as_ref(),
+        );
+        let Ok(Some(Plan {
+            swaps,
+            outputs,
+            made,
+        })) = planned
         else {
             *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = spare;
             *self.lent.lock().unwrap_or_else(|e| e.into_inner()) = lent;
@@ -316,7 +351,11 @@ impl Session {
         }
         let mut now_free: Vec<&Arc<Storage>> = Vec::new();
         let handed_inputs = inputs.iter().zip(handed).filter(|(_, &h)| h);
-        for s in handed_inputs.map(|((_, t), _)| t.storage()).chain(&lent) {
+        for s in handed_inputs
+            .map(|((_, t), _)| t.storage())
+            .chain(&lent)
+            .chain(&made)
+        {
             if !is_output(s) && !now_free.iter().any(|f| Arc::ptr_eq(f, s)) {
                 now_free.push(s);
             }
@@ -334,7 +373,8 @@ impl Session {
                 .iter()
                 .filter(|(_, t)| Arc::ptr_eq(t.storage(), s))
                 .count()
-                + lent.iter().filter(|l| Arc::ptr_eq(l, s)).count();
+                + lent.iter().filter(|l| Arc::ptr_eq(l, s)).count()
+                + made.iter().filter(|m| Arc::ptr_eq(m, s)).count();
             let pooled = spare.storages().any(|p| Arc::ptr_eq(p, s));
             if in_use(s) && !pooled && Arc::strong_count(s) == theirs {
                 spare.keep_storage(s.clone());

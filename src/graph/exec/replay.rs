@@ -262,6 +262,7 @@ fn plan(
             Some(s) => s.clone(),
             None => {
                 let s = Arc::new(Storage::create(ctx, "replayed run", role.size(), None)?);
+                ctx.count_buffers(s.buffers().len());
                 made.push(s.clone());
                 s
             }

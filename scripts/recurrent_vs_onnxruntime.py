@@ -4,7 +4,7 @@ direction) run on onnxruntime (CPU) and on wgpu-ops (examples/onnx_timing.rs): o
 times per step reported, with the dispatches per step.
 
 Usage: scripts/recurrent_vs_onnxruntime.py [OP [BATCH [STEPS]]] [--hidden N]
-[--direction forward|reverse|bidirectional] [--runs N] [--threads N]
+[--direction forward|reverse|bidirectional] [--runs N] [--threads N] [--constant-weights]
 (default LSTM, batch 64, 512 steps, hidden 256, forward). ONNX_TIMING=PATH runs that prebuilt
 onnx_timing binary instead of `cargo run --release --example onnx_timing`.
 """
@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper, TensorProto
+from onnx import helper, numpy_helper, TensorProto
 
 from ort_compare import compare, onnxruntime_run, resident_line, save, wgpu_ops_run
 
@@ -27,6 +27,8 @@ parser.add_argument("--direction", default="forward",
                     choices=["forward", "reverse", "bidirectional"])
 parser.add_argument("--runs", type=int, default=5)
 parser.add_argument("--threads", type=int, default=0)
+parser.add_argument("--constant-weights", action="store_true",
+                    help="W, R and B as initializers (as exported models have them), not inputs")
 opts = parser.parse_args()
 if len(opts.size) == 1:
     opts.size.append(512)
@@ -49,11 +51,15 @@ f32 = TensorProto.FLOAT
 outputs = ["Y", "Y_h"] + (["Y_c"] if opts.op == "LSTM" else [])
 node = helper.make_node(opts.op, ["X", "W", "R", "B"], outputs, hidden_size=hidden,
                         direction=opts.direction)
+weights = {}
+if opts.constant_weights:
+    weights = {k: feeds.pop(k) for k in ["W", "R", "B"]}
 graph = helper.make_graph(
     [node], "recurrent",
     [helper.make_tensor_value_info(k, f32, list(v.shape)) for k, v in feeds.items()],
     [helper.make_tensor_value_info(o, f32, [steps, dirs, batch, hidden] if o == "Y"
-                                   else [dirs, batch, hidden]) for o in outputs])
+                                   else [dirs, batch, hidden]) for o in outputs],
+    [numpy_helper.from_array(v, k) for k, v in weights.items()])
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)],
                           producer_name="wgpu-ops")
 onnx.checker.check_model(model)

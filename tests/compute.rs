@@ -739,6 +739,67 @@ fn concat_of_any_dtype_in_words_and_windows() {
     }
 }
 
+/// Concat of one input is that input (a view, no command); in a graph, a scatter into it
+/// while the input is read afterwards writes into a copy, and leaves the input as it was.
+#[test]
+fn concat_of_one_input_is_a_view() {
+    let x = random_tensor(30, DType::F32, &[6, 4]);
+    // A context of its own: its counts are this test's alone.
+    let own = own_ctx();
+    let t = wgpu_ops::Tensor::from_host(&own, &x).unwrap();
+    let before = own.stats();
+    let one = own
+        .run(|rec| rec.concat(std::slice::from_ref(&t), 1))
+        .unwrap();
+    let after = own.stats();
+    assert!(one.shares_buffer(&t));
+    assert_eq!(
+        after.dispatches + after.copies,
+        before.dispatches + before.copies
+    );
+    // Its axis is checked as for several inputs.
+    let e = own
+        .run(|rec| rec.concat(std::slice::from_ref(&t), 2))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Concat"), "{e}");
+    let idx = HostTensor::from_vec(vec![1, 4], &[5i64, 0, 3, 2]).unwrap();
+    let upd = random_tensor(31, DType::F32, &[1, 4]);
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(6), Some(4)])
+        .input("i", DType::I64, &[Some(1), Some(4)])
+        .input("u", DType::F32, &[Some(1), Some(4)])
+        .node(
+            Node::new("Concat", "c")
+                .inputs(["x"])
+                .outputs(["c"])
+                .attr("axis", Attr::Int(0)),
+        )
+        .node(
+            Node::new("ScatterElements", "s")
+                .inputs(["c", "i", "u"])
+                .outputs(["y"])
+                .attr("axis", Attr::Int(0)),
+        )
+        .node(Node::new("Neg", "n").inputs(["x"]).outputs(["z"]))
+        .output("y")
+        .output("z");
+    let inputs = vec![
+        ("x".to_string(), x.clone()),
+        ("i".to_string(), idx),
+        ("u".to_string(), upd),
+    ];
+    let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+    let session = Session::new(ctx(), g).unwrap();
+    let got: Vec<HostTensor> = session
+        .run_blocking(inputs)
+        .unwrap()
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(got, want);
+}
+
 // Runs that are not whole 32-bit words (1- and 2-byte dtypes after the first axis: u8 runs of
 // 3 and 1 bytes, the fuzzer's bool [1, 2, 2] twice along axis 1, odd shapes) go through
 // transposed copies; every dtype, against the CPU interpreter.

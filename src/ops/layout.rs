@@ -585,6 +585,10 @@ impl Recorder {
             self.check_inputs("Concat", &[("inputs", t)])?;
         }
         let shape = concat_shape(inputs, axis)?;
+        if let [only] = inputs {
+            // One input is the result as it is (a recurrent layer's one direction): a view.
+            return out.view(self, only.clone());
+        }
         let out = out.tensor(self, inputs[0].dtype(), &shape)?;
         self.concat_into(inputs, axis, &out)?;
         Ok(out)

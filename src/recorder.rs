@@ -165,18 +165,9 @@ impl SparePool {
         }
     }
 
-    /// Takes `storage` out of the pool; false when the pool does not hold it.
-    pub(crate) fn remove(&mut self, storage: &Arc<Storage>) -> bool {
-        let pool = match storage.uploaded() {
-            true => &mut self.uploads,
-            false => &mut self.by_size,
-        };
-        let Some(list) = pool.get_mut(&storage.size()) else {
-            return false;
-        };
-        let before = list.len();
-        list.retain(|s| !Arc::ptr_eq(s, storage));
-        list.len() < before
+    /// Takes `storage` out of the pool, if it holds it.
+    pub(crate) fn remove(&mut self, storage: &Arc<Storage>) {
+        self.retain(|s| !Arc::ptr_eq(s, storage));
     }
 
     /// Bytes of the buffers kept.
@@ -461,7 +452,8 @@ impl Recorder {
         }
         self.keep(check)?;
         self.unsubmitted = 0;
-        // A run long enough to be submitted in parts is not kept to be encoded again.
+        // A run submitted in parts (a long one, or one that reads values back to plan what it
+        // records next) is not kept to be encoded again.
         self.log = None;
         Ok(index)
     }
@@ -512,8 +504,6 @@ impl Recorder {
             )));
         }
         let ctx = self.ctx.clone();
-        // The values read back steer what is recorded next: a replay would not read them.
-        self.log = None;
         let index = self.submit_encoded()?;
         self.in_flight = None;
         ctx.wait_for(index)?;

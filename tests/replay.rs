@@ -24,9 +24,10 @@ fn f32s(shape: &[usize], seed: u64) -> HostTensor {
 }
 
 /// An RNN cell as a Scan of `steps` steps: h = tanh(x W + h R), its states also a scan
-/// output, the weights constants of the body.
-fn rnn(batch: usize, hidden: usize, steps: usize) -> Graph {
-    let (b, h) = (Some(batch), Some(hidden));
+/// output, the weights constants of the body; `batch` `None` leaves the batch open (runs of
+/// other shapes).
+fn rnn(batch: Option<usize>, hidden: usize, steps: usize) -> Graph {
+    let (b, h) = (batch, Some(hidden));
     let body = Graph::new()
         .input("h", DType::F32, &[b, h])
         .input("x", DType::F32, &[b, h])
@@ -72,7 +73,7 @@ fn fresh(ctx: &Context, graph: &Graph, inputs: &[(&str, &HostTensor)]) -> Vec<Ho
 #[test]
 fn a_handed_back_state_and_new_inputs_replay_the_last_run() {
     for steps in [1, 3] {
-        let g = rnn(2, 16, steps);
+        let g = rnn(Some(2), 16, steps);
         for ctx in contexts() {
             let session = Session::new(&ctx, g.clone()).unwrap();
             let mut h = f32s(&[2, 16], 10);
@@ -123,7 +124,7 @@ fn a_handed_back_state_and_new_inputs_replay_the_last_run() {
 /// a replay and reads the new values.
 #[test]
 fn inputs_rewritten_in_place_are_read_anew_by_each_replay() {
-    let g = rnn(4, 32, 2);
+    let g = rnn(Some(4), 32, 2);
     for ctx in contexts() {
         let session = Session::new(&ctx, g.clone()).unwrap();
         let h0 = Tensor::from_host(&ctx, &f32s(&[4, 32], 30)).unwrap();
@@ -153,7 +154,7 @@ fn inputs_rewritten_in_place_are_read_anew_by_each_replay() {
 /// into the buffers it left.
 #[test]
 fn a_held_output_is_not_written_over_by_a_replay() {
-    let g = rnn(2, 16, 1);
+    let g = rnn(Some(2), 16, 1);
     for ctx in contexts() {
         let session = Session::new(&ctx, g.clone()).unwrap();
         let h = f32s(&[2, 16], 60);
@@ -324,35 +325,6 @@ fn a_random_draw_is_not_replayed() {
     }
 }
 
-/// The RNN cell Scan with the batch left open (its runs' shapes may change).
-fn rnn_any_batch(hidden: usize, steps: usize) -> Graph {
-    let h = Some(hidden);
-    let body = Graph::new()
-        .input("h", DType::F32, &[None, h])
-        .input("x", DType::F32, &[None, h])
-        .constant("W", f32s(&[hidden, hidden], 1))
-        .constant("R", f32s(&[hidden, hidden], 2))
-        .node(Node::new("MatMul", "xw").inputs(["x", "W"]).outputs(["a"]))
-        .node(Node::new("MatMul", "hr").inputs(["h", "R"]).outputs(["c"]))
-        .node(Node::new("Add", "sum").inputs(["a", "c"]).outputs(["s"]))
-        .node(Node::new("Tanh", "tanh").inputs(["s"]).outputs(["h2"]))
-        .node(Node::new("Identity", "y").inputs(["h2"]).outputs(["y"]))
-        .output("h2")
-        .output("y");
-    Graph::new()
-        .input("h0", DType::F32, &[None, h])
-        .input("xs", DType::F32, &[Some(steps), None, h])
-        .node(
-            Node::new("Scan", "scan")
-                .inputs(["h0", "xs"])
-                .outputs(["hn", "ys"])
-                .attr("body", Attr::Graph(Box::new(body)))
-                .attr("num_scan_inputs", Attr::Int(1)),
-        )
-        .output("hn")
-        .output("ys")
-}
-
 /// One run of a caller's loop (see `any_sequence_of_runs_gives_what_fresh_sessions_give`).
 #[derive(Clone, Debug)]
 struct Step {
@@ -406,7 +378,7 @@ proptest! {
             .collect();
         let ctx = if cpu_kernels { cpu_ctx() } else { gpu_ctx() };
         let (hidden, seq) = (8, 2);
-        let g = rnn_any_batch(hidden, seq);
+        let g = rnn(None, hidden, seq);
         let session = Session::new(ctx, g.clone()).unwrap();
         let mut seed = 200u64;
         let mut last: Option<(Tensor, HostTensor)> = None;

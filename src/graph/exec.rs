@@ -1782,14 +1782,7 @@ impl Session {
             copied.iter().map(|(_, t)| t.storage().clone()).collect();
         // Outputs copied out of kept constants are made anew by each run, outside the log.
         if let (Some(steps), Some(inputs), true) = (log, logged_inputs, replayable) {
-            let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
-            let fault_buffer = self.fault_buffer.lock().unwrap_or_else(|e| e.into_inner());
-            let at = replay::Holders {
-                outputs: &copied,
-                spare: &spare,
-                fault_buffer: fault_buffer.as_ref(),
-            };
-            let kept = replay::RunLog::new(steps, inputs, &at, logged_faults);
+            let kept = replay::RunLog::new(steps, inputs, &copied, logged_faults);
             *self.replay.lock().unwrap_or_else(|e| e.into_inner()) = kept;
         }
         Ok(copied)

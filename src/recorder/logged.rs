@@ -59,41 +59,29 @@ impl Logged {
         }
     }
 
-    /// The buffers the command may write: a dispatch's read-write bindings, a copy's
-    /// destination, a cleared buffer; `None` where a storage it copies or clears is gone.
-    fn written(&self, out: &mut Vec<wgpu::Buffer>) -> Option<()> {
-        match self {
-            Logged::Dispatch {
-                pipeline, bound, ..
-            } => {
-                for (b, kind) in bound.iter().zip(pipeline.bindings()) {
-                    if *kind == Binding::StorageReadWrite {
-                        out.extend(b.buffer().cloned());
-                    }
-                }
-            }
-            Logged::Copy { dst, .. } => out.extend(dst.upgrade()?.buffers().iter().cloned()),
-            Logged::Clear { buffer, .. } => out.extend(buffer.upgrade()?.buffers().iter().cloned()),
-        }
-        Some(())
-    }
-
-    /// The buffers the command binds, copies or clears (a dispatch's parameters excluded);
+    /// The buffers the command binds (a dispatch's parameters excluded), copies or clears,
+    /// or with `written` those it may write only (read-write bindings, a copy's destination);
     /// `None` where a storage it copies or clears is gone.
-    fn used(&self, out: &mut Vec<wgpu::Buffer>) -> Option<()> {
+    fn buffers(&self, written: bool, out: &mut Vec<wgpu::Buffer>) -> Option<()> {
         match self {
             Logged::Dispatch {
                 pipeline, bound, ..
             } => {
                 for (b, kind) in bound.iter().zip(pipeline.bindings()) {
-                    if *kind != Binding::Uniform {
+                    let wanted = match written {
+                        true => *kind == Binding::StorageReadWrite,
+                        false => *kind != Binding::Uniform,
+                    };
+                    if wanted {
                         out.extend(b.buffer().cloned());
                     }
                 }
             }
             Logged::Copy { src, dst, .. } => {
-                let (src, dst) = (src.upgrade()?, dst.upgrade()?);
-                out.extend(src.buffers().iter().chain(dst.buffers()).cloned())
+                if !written {
+                    out.extend(src.upgrade()?.buffers().iter().cloned());
+                }
+                out.extend(dst.upgrade()?.buffers().iter().cloned())
             }
             Logged::Clear { buffer, .. } => out.extend(buffer.upgrade()?.buffers().iter().cloned()),
         }
@@ -104,19 +92,19 @@ impl Logged {
 /// Every buffer `steps` may write, once each; `None` where a storage they copy or clear is
 /// gone.
 pub(crate) fn written_buffers(steps: &[Logged]) -> Option<Vec<wgpu::Buffer>> {
-    let mut all = Vec::new();
-    for step in steps {
-        step.written(&mut all)?;
-    }
-    Some(once_each(all))
+    step_buffers(steps, true)
 }
 
 /// Every buffer `steps` bind (but for parameters), copy or clear, once each; `None` where a
 /// storage they copy or clear is gone.
 pub(crate) fn used_buffers(steps: &[Logged]) -> Option<Vec<wgpu::Buffer>> {
+    step_buffers(steps, false)
+}
+
+fn step_buffers(steps: &[Logged], written: bool) -> Option<Vec<wgpu::Buffer>> {
     let mut all = Vec::new();
     for step in steps {
-        step.used(&mut all)?;
+        step.buffers(written, &mut all)?;
     }
     Some(once_each(all))
 }

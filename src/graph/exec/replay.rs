@@ -84,43 +84,19 @@ pub(super) fn logged_inputs(inputs: &[(String, Tensor)], handed: &[bool]) -> Vec
         .collect()
 }
 
-/// What a run that just ended left where a replay looks for its buffers: its outputs, the
-/// session's pool and its fault buffer.
-pub(super) struct Holders<'a> {
-    pub outputs: &'a [(String, Tensor)],
-    pub spare: &'a SparePool,
-    pub fault_buffer: Option<&'a Tensor>,
-}
-
 impl RunLog {
-    /// The run just recorded, `steps` its commands, as a log to replay; `None` where a replay
-    /// could not repeat it: a buffer it writes is not one the session or the run's outputs
-    /// hold (a random stream's state), was filled from the host, or a storage it copies is
-    /// gone.
+    /// The run just recorded, `steps` its commands, as a log to replay; `None` where a
+    /// storage it copies or clears is gone. Whether a buffer it writes may be written again
+    /// is decided when it is replayed (see [`plan`]).
     pub(super) fn new(
         steps: Vec<Logged>,
         inputs: Vec<LoggedInput>,
-        at: &Holders<'_>,
+        outputs: &[(String, Tensor)],
         faults: Option<IndexFaults>,
     ) -> Option<RunLog> {
-        let written = written_buffers(&steps)?;
-        let used = used_buffers(&steps)?;
-        let held_input =
-            |b: &wgpu::Buffer| inputs.iter().any(|i| !i.handed && i.buffers.contains(b));
-        for b in &written {
-            let handed_input = inputs.iter().any(|i| i.handed && i.buffers.contains(b));
-            let own = |s: &Arc<Storage>| !s.uploaded() && s.buffers().contains(b);
-            let output = at.outputs.iter().any(|(_, t)| own(t.storage())) && !held_input(b);
-            let pooled = at.spare.storages().any(own);
-            let faults = at.fault_buffer.is_some_and(|f| f.buffers().contains(b));
-            if !(handed_input || output || pooled || faults) {
-                return None;
-            }
-        }
         Some(RunLog {
             inputs,
-            outputs: at
-                .outputs
+            outputs: outputs
                 .iter()
                 .map(|(name, t)| LoggedOutput {
                     name: name.clone(),
@@ -129,9 +105,9 @@ impl RunLog {
                     storage: Arc::downgrade(t.storage()),
                 })
                 .collect(),
+            written: written_buffers(&steps)?,
+            used: used_buffers(&steps)?,
             steps,
-            written,
-            used,
             faults,
         })
     }
@@ -224,8 +200,12 @@ fn plan(
     };
     let mut made: Vec<Arc<Storage>> = Vec::new();
     for b in &log.written {
-        if log.inputs.iter().any(|i| i.buffers.contains(b)) {
-            // An input's place: written only where it was handed over, as now.
+        if let Some(input) = log.inputs.iter().find(|i| i.buffers.contains(b)) {
+            // An input's place: written only where it was handed over (as now: the flags
+            // matched above).
+            if !input.handed {
+                return Ok(None);
+            }
             continue;
         }
         let holds = |s: &Arc<Storage>| s.buffers().contains(b);
@@ -392,14 +372,7 @@ impl Session {
             .collect();
         let log = match relogged {
             None => Some(log),
-            Some(steps) => {
-                let at = Holders {
-                    outputs: &results,
-                    spare: &spare,
-                    fault_buffer: fault_buffer.as_ref(),
-                };
-                RunLog::new(steps, logged_inputs(inputs, handed), &at, log.faults)
-            }
+            Some(steps) => RunLog::new(steps, logged_inputs(inputs, handed), &results, log.faults),
         };
         drop(lent);
         *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = spare;

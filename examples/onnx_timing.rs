@@ -58,7 +58,8 @@ fn main() -> Result<()> {
         after.scans_as_recurrences - before.scans_as_recurrences,
     );
     let first = first.elapsed();
-    let buffers_before = ctx.stats().buffers_created;
+    // Later runs: values computed from constants alone are the first run's (see `Session`).
+    let later_before = ctx.stats();
     let mut times = Vec::with_capacity(runs);
     // `run` takes its inputs by value: the copies are made before the clock starts, as a
     // caller that owns its inputs would hand them over (onnxruntime's timing copies nothing).
@@ -68,7 +69,11 @@ fn main() -> Result<()> {
         outputs = session.run_blocking(inputs)?;
         times.push(t.elapsed().as_secs_f64());
     }
-    let buffers = (ctx.stats().buffers_created - buffers_before) as f64 / runs.max(1) as f64;
+    let later = ctx.stats();
+    let per_run = |n: u64| n as f64 / runs.max(1) as f64;
+    let buffers = per_run(later.buffers_created - later_before.buffers_created);
+    let later_dispatches = per_run(later.dispatches - later_before.dispatches);
+    let later_copies = per_run(later.copies - later_before.copies);
     times.sort_by(f64::total_cmp);
     let median = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
     println!(
@@ -79,8 +84,9 @@ fn main() -> Result<()> {
         median * 1e3
     );
     println!(
-        "dispatches per run: {dispatches}, copies per run: {copy_commands}, buffers created per \
-         later run: {buffers:.1}\nScans run as a recurrence's kernel: {recurrences}"
+        "first run: {dispatches} dispatches, {copy_commands} copies\ndispatches per run: \
+         {later_dispatches:.1}, copies per run: {later_copies:.1}, buffers created per later run: \
+         {buffers:.1}\nScans run as a recurrence's kernel: {recurrences}"
     );
     // The same runs on inputs already on the GPU, outputs left there (`run_tensors`): the
     // model's own time without the transfers, and the host's part of it (until the last

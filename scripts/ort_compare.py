@@ -84,7 +84,7 @@ def wgpu_ops_run(work, path, feeds, runs, extra=()):
     lines = report.strip().splitlines()
     ms = float(next(l for l in lines if l.startswith("median of")).split(": ")[1].split()[0])
     counts = next(l for l in lines if l.startswith("dispatches per run"))
-    dispatches = int(counts.split(": ")[1].split(",")[0])
+    dispatches = float(counts.split(": ")[1].split(",")[0])
     return report.strip(), ms, dispatches
 
 

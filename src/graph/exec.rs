@@ -11,6 +11,7 @@ use super::{Attr, Graph, Node, Value, ValueKind};
 use crate::kernels::program::Values;
 use crate::recorder::{CallerInput, IndexFaults, Logged, SparePool};
 
+mod derived;
 mod replay;
 use crate::{
     download_all, Context, DType, Error, HostTensor, MapSequence, Out, Recorder, Result,
@@ -514,6 +515,20 @@ pub(crate) fn record_graph_planned(
     placements: &HashMap<String, Tensor>,
     plans: &[&str],
 ) -> Result<()> {
+    record_nodes(rec, graph, order, scope, placements, plans, &[])
+}
+
+/// [`record_graph_planned`], but for the nodes `skip` marks (by index): a session's nodes whose
+/// values it kept from an earlier run (see `derived`), which `scope` holds already.
+fn record_nodes(
+    rec: &mut Recorder,
+    graph: &Graph,
+    order: &[usize],
+    scope: &mut Scope<'_>,
+    placements: &HashMap<String, Tensor>,
+    plans: &[&str],
+    skip: &[bool],
+) -> Result<()> {
     let ctx = rec.context().clone();
     let keep: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     // The position in `order` after which each node-produced value is dead.
@@ -548,6 +563,9 @@ pub(crate) fn record_graph_planned(
     // Index kernels name the node path they were recorded at (see `IndexFaults`).
     let depth = rec.index_checks.depth();
     for (pos, &k) in order.iter().enumerate() {
+        if skip.get(k) == Some(&true) {
+            continue;
+        }
         let node = &graph.nodes[k];
         rec.index_checks.enter(depth, &node.name);
         let def = registry::lookup(&node.op).expect("checked by schedule");
@@ -1364,7 +1382,9 @@ enum Given {
 ///
 /// The graph's constants (weights), and those of its Scan bodies, are uploaded by the first
 /// run that reads them and stay on the GPU for the session's life, so later runs neither copy
-/// nor upload them again. The buffers of a run's intermediate values (and of its outputs once
+/// nor upload them again. So do the values computed from constants alone that the rest of the
+/// graph reads (weights cut, transposed, cast or dequantized): the first run computes them in
+/// a submission of its own, and no run computes them again ([`Session::constant_bytes`]). The buffers of a run's intermediate values (and of its outputs once
 /// downloaded, or once the caller drops the tensors [`Session::run_tensors`] gave it), and
 /// those of its Scans' loops (states, elements, rows), are kept for the next
 /// run, which takes them instead of creating buffers of the same sizes: between runs
@@ -1401,6 +1421,8 @@ pub struct Session {
     replayed: std::sync::atomic::AtomicU64,
     /// Whether `run_tensors` may replay (see [`Session::set_replay`]).
     replay_on: std::sync::atomic::AtomicBool,
+    /// Values computed from the constants alone, kept from the first run.
+    derived: derived::Derived,
 }
 
 /// A run recorded and submitted: its values, the buffers it pooled but did not use, the
@@ -1431,6 +1453,7 @@ impl Session {
             false => graph,
         };
         let order = graph.schedule(&HashSet::new())?;
+        let derived = derived::Derived::new(&graph, &order);
         Ok(Session {
             ctx: ctx.clone(),
             graph,
@@ -1446,6 +1469,7 @@ impl Session {
             replay: Mutex::new(None),
             replayed: Default::default(),
             replay_on: std::sync::atomic::AtomicBool::new(true),
+            derived,
         })
     }
 
@@ -1471,6 +1495,19 @@ impl Session {
             .map(|s| s.size())
             .sum();
         self.spare.lock().unwrap_or_else(|e| e.into_inner()).bytes() + inputs + returned
+    }
+
+    /// Bytes of device buffers the session keeps for its life: the constants its runs
+    /// uploaded, and the values its first run computed from them (see [`Session`]).
+    pub fn constant_bytes(&self) -> u64 {
+        let uploaded: u64 = self
+            .uploaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|t| t.storage().size())
+            .sum();
+        uploaded + self.derived.bytes()
     }
 
     /// How many of this session's runs encoded the last run's commands again instead of
@@ -1758,7 +1795,9 @@ impl Session {
         // caller may write into it (`Out::into`), and later runs read the constant.
         let kept: Vec<Tensor> = {
             let uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
-            uploaded.values().cloned().collect()
+            let mut kept: Vec<Tensor> = uploaded.values().cloned().collect();
+            kept.extend(self.derived.tensors());
+            kept
         };
         let mut rec: Option<Recorder> = None;
         let mut copied = Vec::with_capacity(outputs.len());
@@ -1828,6 +1867,15 @@ impl Session {
     ) -> Result<Recorded> {
         // A run recorded anew replaces the last one's log (its buffers are the pool's again).
         drop(self.replay.lock().unwrap_or_else(|e| e.into_inner()).take());
+        let uploaded = self
+            .uploaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        self.derived
+            .ensure(&self.ctx, &self.graph, &self.order, &uploaded)
+            .await;
+        drop(uploaded);
         let mut spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
         // Outputs of the last `run_tensors` that the caller has dropped; the others are the
         // caller's alone from now on.
@@ -1942,6 +1990,14 @@ impl Session {
                 scope.slots.insert(name.clone(), slot);
             }
         }
+        let start = self.derived.start();
+        let mut skip = Vec::new();
+        if let Some(start) = start {
+            for (name, value) in start.values {
+                scope.slots.insert(name, value.slot());
+            }
+            skip = start.skip;
+        }
         let mut rec = self.ctx.recorder();
         if log {
             rec.start_log();
@@ -1968,12 +2024,14 @@ impl Session {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let recorded = record_graph(
+        let recorded = record_nodes(
             &mut rec,
             &self.graph,
             &self.order,
             &mut scope,
             &HashMap::new(),
+            &[],
+            &skip,
         );
         *caller_input_changed = rec.caller_input() == CallerInput::Changed;
         recorded?;

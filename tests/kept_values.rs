@@ -1,0 +1,289 @@
+//! Values computed from a graph's constants alone are computed by a session's first run and
+//! kept: later runs skip the nodes that made them. Every run is checked bit for bit against the
+//! CPU interpreter (integer MatMuls, so exact), and the values that must not be kept (an output
+//! view, a faulting gather, a random draw, a Scan's initial state) behave as before.
+
+mod common;
+use common::*;
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::reference::graph::run_graph;
+use wgpu_ops::{DType, Error, HostTensor, Session, Tensor};
+
+/// Small integers, so that the integer MatMuls stay exact.
+fn small_ints(shape: &[usize], seed: u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<i32> = bytes(seed, n).iter().map(|&b| (b % 7) as i32 - 3).collect();
+    HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+}
+
+/// x [2, 128] times each of four blocks of a weight [64, 512] cut along its columns and
+/// transposed (as the ONNX recurrent layers' loader cuts W into gates); the weight is a
+/// constant, or with `weight_input` a graph input. The weight has more elements than the
+/// executor folds on the host, so the cut and the transposes run on the GPU.
+fn gates(weight_input: bool) -> Graph {
+    let mut g = Graph::new().input("x", DType::I32, &[Some(2), Some(128)]);
+    g = match weight_input {
+        true => g.input("W", DType::I32, &[Some(64), Some(512)]),
+        false => g.constant("W", small_ints(&[64, 512], 1)),
+    };
+    g = g.node(
+        Node::new("Split", "cut")
+            .inputs(["W"])
+            .outputs(["w0", "w1", "w2", "w3"])
+            .attr("axis", Attr::Int(1)),
+    );
+    for i in 0..4 {
+        g = g
+            .node(
+                Node::new("Transpose", format!("t{i}"))
+                    .inputs([format!("w{i}")])
+                    .outputs([format!("wt{i}")])
+                    .attr("perm", Attr::Ints(vec![1, 0])),
+            )
+            .node(
+                Node::new("MatMul", format!("m{i}"))
+                    .inputs(["x".to_string(), format!("wt{i}")])
+                    .outputs([format!("y{i}")]),
+            );
+    }
+    g.node(
+        Node::new("Concat", "join")
+            .inputs(["y0", "y1", "y2", "y3"])
+            .outputs(["y"])
+            .attr("axis", Attr::Int(1)),
+    )
+    .output("y")
+}
+
+fn counts(ctx: &wgpu_ops::Context) -> (u64, u64) {
+    let s = ctx.stats();
+    (s.dispatches, s.copies)
+}
+
+/// The cut and transposed blocks are computed once: later runs encode fewer commands than the
+/// first and than the same graph with the weight as an input, and every run equals the
+/// interpreter's. Runs on the GPU replay from the second on.
+#[test]
+fn values_of_constants_alone_are_computed_by_the_first_run_only() {
+    let ctx = own_ctx();
+    let g = gates(false);
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    assert_eq!(session.constant_bytes(), 0);
+    let mut per_run = Vec::new();
+    let mut kept = Vec::new();
+    for run in 0..4u64 {
+        let x = small_ints(&[2, 128], 10 + run);
+        let inputs = vec![("x".to_string(), x)];
+        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+        let before = counts(&ctx);
+        let got = session.run_blocking(inputs).unwrap();
+        let after = counts(&ctx);
+        per_run.push((after.0 - before.0, after.1 - before.1));
+        kept.push(session.constant_bytes());
+        assert_eq!(got[0].1, want[0], "run {run}");
+    }
+    let why = format!("{:?}: {per_run:?}", ctx.adapter_info().name);
+    // The first run computes the blocks (and the product); the others the product only.
+    assert!(
+        per_run[1].0 + per_run[1].1 < per_run[0].0 + per_run[0].1,
+        "{why}"
+    );
+    assert!(per_run[2..].iter().all(|c| *c == per_run[1]), "{why}");
+    // Four transposed blocks of 128 x 64 i32 at least, kept from the first run on.
+    assert!(kept[0] >= 4 * 128 * 64 * 4, "{kept:?}");
+    assert!(kept.iter().all(|&k| k == kept[0]), "{kept:?}");
+
+    // The weight as an input: cut and transposed by every run.
+    let with_input = gates(true);
+    let w = small_ints(&[64, 512], 1);
+    let session_w = Session::new(&ctx, with_input).unwrap();
+    let x = small_ints(&[2, 128], 99);
+    let inputs = vec![("x".to_string(), x.clone()), ("W".to_string(), w)];
+    session_w.run_blocking(inputs.clone()).unwrap();
+    let before = counts(&ctx);
+    let got_w = session_w.run_blocking(inputs).unwrap();
+    let after = counts(&ctx);
+    let cut_every_run = (after.0 - before.0) + (after.1 - before.1);
+    assert!(
+        per_run[1].0 + per_run[1].1 < cut_every_run,
+        "{why} vs {cut_every_run}"
+    );
+    assert_eq!(
+        session.run_blocking(vec![("x".to_string(), x)]).unwrap(),
+        got_w
+    );
+
+    // On the GPU: the first run is planned (and logged without the blocks' commands), the
+    // next ones replay it.
+    for run in 0..3u64 {
+        let x = small_ints(&[2, 128], 20 + run);
+        let want = run_graph(&g, &[("x".to_string(), x.clone())], &Default::default()).unwrap();
+        let replayed = session.replayed_runs();
+        let given = vec![("x".to_string(), Tensor::from_host(&ctx, &x).unwrap())];
+        let out = session.run_tensors_blocking(given).unwrap();
+        assert_eq!(
+            out[0].1.to_host_blocking().unwrap(),
+            want[0],
+            "GPU run {run}"
+        );
+        assert_eq!(
+            session.replayed_runs() - replayed,
+            (run > 0) as u64,
+            "GPU run {run}"
+        );
+    }
+}
+
+/// An output that is a view of a kept value (a Reshape of a transposed block, which a MatMul
+/// also reads) is handed out as a copy: the caller writing into it changes no later run.
+#[test]
+fn an_output_viewing_a_kept_value_is_the_callers_copy() {
+    let ctx = own_ctx();
+    let g = gates(false)
+        .node(
+            Node::new("Reshape", "flat")
+                .inputs(["wt0", "minus_one"])
+                .outputs(["wt0_flat"]),
+        )
+        .constant(
+            "minus_one",
+            HostTensor::from_vec(vec![1], &[-1i64]).unwrap(),
+        )
+        .output("wt0_flat");
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    let x = small_ints(&[2, 128], 5);
+    let want = run_graph(&g, &[("x".to_string(), x.clone())], &Default::default()).unwrap();
+    for run in 0..3 {
+        let given = vec![("x".to_string(), Tensor::from_host(&ctx, &x).unwrap())];
+        let out = session.run_tensors_blocking(given).unwrap();
+        let got: Vec<HostTensor> = out
+            .iter()
+            .map(|(_, t)| t.to_host_blocking().unwrap())
+            .collect();
+        assert_eq!(got, want, "run {run}");
+        // The caller overwrites the flat block.
+        let flat = &out[1].1;
+        let zeros = HostTensor::from_vec(vec![128 * 64], &vec![0i32; 128 * 64]).unwrap();
+        let zeros = Tensor::from_host(&ctx, &zeros).unwrap();
+        ctx.run(|rec| rec.identity_to(&zeros, wgpu_ops::Out::into("wt0_flat", flat)))
+            .unwrap();
+        assert_eq!(
+            flat.to_host_blocking().unwrap(),
+            zeros.to_host_blocking().unwrap()
+        );
+    }
+    assert_eq!(
+        session.run_blocking(vec![("x".to_string(), x)]).unwrap()[0].1,
+        want[0]
+    );
+}
+
+/// A gather of constants whose indices (computed from constants on the GPU) hold one out of
+/// range is not kept: every run reports it.
+#[test]
+fn a_faulting_gather_of_constants_fails_every_run() {
+    let ctx = own_ctx();
+    let n = 20_000;
+    let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut at: Vec<i32> = (0..n as i32).rev().collect();
+    at[7] = n as i32 + 5;
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(n)])
+        .constant("data", HostTensor::from_vec(vec![n], &data).unwrap())
+        .constant("at", HostTensor::from_vec(vec![n], &at).unwrap())
+        .constant(
+            "zeros",
+            HostTensor::from_vec(vec![n], &vec![0i32; n]).unwrap(),
+        )
+        .node(
+            Node::new("Add", "index")
+                .inputs(["at", "zeros"])
+                .outputs(["i"]),
+        )
+        .node(
+            Node::new("Gather", "g")
+                .inputs(["data", "i"])
+                .outputs(["picked"]),
+        )
+        .node(
+            Node::new("Add", "add")
+                .inputs(["x", "picked"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let session = Session::new(&ctx, g).unwrap();
+    let x = HostTensor::from_vec(vec![n], &vec![0.5f32; n]).unwrap();
+    for run in 0..3 {
+        let err = session
+            .run_blocking(vec![("x".to_string(), x.clone())])
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::IndexOutOfRange { .. }),
+            "run {run}: {err}"
+        );
+    }
+}
+
+/// A random draw of constant shape is not a constant: each run draws anew.
+#[test]
+fn random_draws_are_not_kept() {
+    let ctx = own_ctx();
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(64)])
+        .node(
+            Node::new("RandomUniform", "u")
+                .outputs(["u"])
+                .attr("shape", Attr::Ints(vec![64])),
+        )
+        .node(Node::new("Mul", "m").inputs(["u", "u"]).outputs(["u2"]))
+        .node(Node::new("Add", "add").inputs(["x", "u2"]).outputs(["y"]))
+        .output("y");
+    let session = Session::new(&ctx, g).unwrap();
+    let x = HostTensor::from_vec(vec![64], &[0f32; 64]).unwrap();
+    let a = session
+        .run_blocking(vec![("x".to_string(), x.clone())])
+        .unwrap();
+    let b = session.run_blocking(vec![("x".to_string(), x)]).unwrap();
+    assert_ne!(a[0].1.data, b[0].1.data);
+}
+
+/// A Scan's initial state computed from constants is not kept (the loop keeps its state in
+/// that fresh value's buffer rather than a copy): every run encodes the same commands.
+#[test]
+fn a_loop_state_made_of_constants_is_made_by_every_run() {
+    let ctx = own_ctx();
+    let body = Graph::new()
+        .input("h", DType::I32, &[Some(20_000)])
+        .input("x", DType::I32, &[Some(20_000)])
+        .node(Node::new("Add", "a").inputs(["h", "x"]).outputs(["h2"]))
+        .output("h2");
+    let g = Graph::new()
+        .input("xs", DType::I32, &[Some(3), Some(20_000)])
+        .constant("c", small_ints(&[20_000], 2))
+        .node(
+            Node::new("Mul", "double")
+                .inputs(["c", "c"])
+                .outputs(["h0"]),
+        )
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["h0", "xs"])
+                .outputs(["hn"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("hn");
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    let mut per_run = Vec::new();
+    for run in 0..3u64 {
+        let xs = small_ints(&[3, 20_000], 30 + run);
+        let inputs = vec![("xs".to_string(), xs)];
+        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+        let before = counts(&ctx);
+        let got = session.run_blocking(inputs).unwrap();
+        let after = counts(&ctx);
+        per_run.push((after.0 - before.0, after.1 - before.1));
+        assert_eq!(got[0].1, want[0], "run {run}");
+    }
+    assert!(per_run.iter().all(|c| *c == per_run[0]), "{per_run:?}");
+}

@@ -287,3 +287,49 @@ fn a_loop_state_made_of_constants_is_made_by_every_run() {
     }
     assert!(per_run.iter().all(|c| *c == per_run[0]), "{per_run:?}");
 }
+
+/// A kept value that views a constant (a Reshape of it) and the runs' own reads of that
+/// constant share one upload.
+#[test]
+fn a_view_of_a_constant_shares_its_upload() {
+    let ctx = own_ctx();
+    let w = small_ints(&[128, 4, 64], 3);
+    let g = Graph::new()
+        .input("x", DType::I32, &[Some(2), Some(128)])
+        .input("z", DType::I32, &[Some(128), Some(4), Some(64)])
+        .constant("W", w.clone())
+        .constant(
+            "flat",
+            HostTensor::from_vec(vec![2], &[128i64, 256]).unwrap(),
+        )
+        .node(
+            Node::new("Reshape", "r")
+                .inputs(["W", "flat"])
+                .outputs(["w2"]),
+        )
+        .node(Node::new("MatMul", "m").inputs(["x", "w2"]).outputs(["y"]))
+        .node(Node::new("Mul", "scaled").inputs(["z", "W"]).outputs(["s"]))
+        .output("y")
+        .output("s");
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    for run in 0..3u64 {
+        let inputs = vec![
+            ("x".to_string(), small_ints(&[2, 128], 40 + run)),
+            ("z".to_string(), small_ints(&[128, 4, 64], 50 + run)),
+        ];
+        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+        let got: Vec<HostTensor> = session
+            .run_blocking(inputs)
+            .unwrap()
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(got, want, "run {run}");
+        // One buffer of W's size: not W uploaded by the first run's two parts apart.
+        let bytes = session.constant_bytes();
+        assert!(
+            bytes >= w.data.len() as u64 && bytes < 2 * w.data.len() as u64,
+            "{bytes}"
+        );
+    }
+}

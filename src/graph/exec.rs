@@ -1500,14 +1500,22 @@ impl Session {
     /// Bytes of device buffers the session keeps for its life: the constants its runs
     /// uploaded, and the values its first run computed from them (see [`Session`]).
     pub fn constant_bytes(&self) -> u64 {
-        let uploaded: u64 = self
+        let mut held: Vec<Tensor> = self
             .uploaded
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .map(|t| t.storage().size())
-            .sum();
-        uploaded + self.derived.bytes()
+            .cloned()
+            .collect();
+        held.extend(self.derived.tensors());
+        // Kept values may view uploads, or each other.
+        let mut storages: Vec<&Arc<crate::storage::Storage>> = Vec::new();
+        for t in &held {
+            if !storages.iter().any(|s| Arc::ptr_eq(s, t.storage())) {
+                storages.push(t.storage());
+            }
+        }
+        storages.iter().map(|s| s.size()).sum()
     }
 
     /// How many of this session's runs encoded the last run's commands again instead of
@@ -1872,10 +1880,17 @@ impl Session {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        self.derived
+        let shared = self
+            .derived
             .ensure(&self.ctx, &self.graph, &self.order, &uploaded)
             .await;
         drop(uploaded);
+        if !shared.is_empty() {
+            let mut uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
+            for (name, t) in shared {
+                uploaded.entry(name).or_insert(t);
+            }
+        }
         let mut spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
         // Outputs of the last `run_tensors` that the caller has dropped; the others are the
         // caller's alone from now on.

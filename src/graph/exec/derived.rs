@@ -183,54 +183,58 @@ impl Derived {
         }
     }
 
-    /// Bytes of GPU buffers the kept values hold.
-    pub(super) fn bytes(&self) -> u64 {
-        let mut seen: Vec<*const crate::storage::Storage> = Vec::new();
-        let mut bytes = 0;
-        for t in self.tensors() {
-            let s = Arc::as_ptr(t.storage());
-            if !seen.contains(&s) {
-                seen.push(s);
-                bytes += t.storage().size();
-            }
-        }
-        bytes
-    }
-
     /// Computes and keeps the values on the session's first run (`uploaded`: the constants on
     /// the GPU already). A failure leaves them to the runs, which report it as they would.
+    /// Returns the constants it uploaded that the runs read too, or that kept values view, for
+    /// the session to keep as its uploads (so that they are not uploaded twice).
     pub(super) async fn ensure(
         &self,
         ctx: &Context,
         graph: &Graph,
         order: &[usize],
         uploaded: &HashMap<String, Tensor>,
-    ) {
+    ) -> Vec<(String, Tensor)> {
         if !matches!(
             *self.state.lock().unwrap_or_else(|e| e.into_inner()),
             State::NotYet
         ) {
-            return;
+            return Vec::new();
         }
+        let mut shared = Vec::new();
         let state = match self.compute(ctx, graph, order, uploaded).await {
-            Ok(values) if !values.is_empty() => {
+            Ok((values, uploads)) if !values.is_empty() => {
                 let skip = self.skipped(graph, order, &values);
+                let read: HashSet<String> = (0..graph.nodes.len())
+                    .filter(|&k| !skip[k])
+                    .flat_map(|k| graph.nodes[k].reads())
+                    .collect();
+                shared = uploads
+                    .into_iter()
+                    .filter(|(name, t)| {
+                        read.contains(name)
+                            || values
+                                .values()
+                                .any(|v| matches!(v, Kept::Gpu(k) if k.shares_buffer(t)))
+                    })
+                    .collect();
                 State::Kept { values, skip }
             }
             _ => State::Off,
         };
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
+        shared
     }
 
     /// Records the nodes the candidates are computed from as a graph of their own, runs it and
-    /// returns the candidates that may be kept.
+    /// returns the candidates that may be kept, and the constants it uploaded.
+    #[allow(clippy::type_complexity)]
     async fn compute(
         &self,
         ctx: &Context,
         graph: &Graph,
         order: &[usize],
         uploaded: &HashMap<String, Tensor>,
-    ) -> Result<HashMap<String, Kept>> {
+    ) -> Result<(HashMap<String, Kept>, Vec<(String, Tensor)>)> {
         // The nodes the candidates are computed from.
         let mut wanted: HashSet<String> = self.candidates.iter().cloned().collect();
         let mut nodes: Vec<usize> = Vec::new();
@@ -332,7 +336,15 @@ impl Derived {
                 kept.insert(name.clone(), value);
             }
         }
-        Ok(kept)
+        let uploads = constants
+            .iter()
+            .filter(|(name, _)| !uploaded.contains_key(name))
+            .filter_map(|(name, _)| {
+                let t = scope.slots.get(name)?.gpu.get()?;
+                t.storage().uploaded().then(|| (name.clone(), t.clone()))
+            })
+            .collect();
+        Ok((kept, uploads))
     }
 
     /// The nodes whose values no run needs with `kept` at hand: computed from constants alone,

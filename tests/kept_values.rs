@@ -333,3 +333,98 @@ fn a_view_of_a_constant_shares_its_upload() {
         );
     }
 }
+
+fn ctx_with_memory(max_memory: u64) -> wgpu_ops::Context {
+    wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        max_memory: Some(max_memory),
+        ..Default::default()
+    })
+    .expect("no GPU adapter")
+}
+
+/// Kept values take at most a quarter of the memory limit: under a limit of 480 KiB not all
+/// of the 128 KiB of transposed blocks are kept.
+#[test]
+fn kept_values_take_at_most_a_quarter_of_the_memory_limit() {
+    let ctx = ctx_with_memory(480 << 10);
+    let g = gates(false);
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    let mut per_run = Vec::new();
+    let mut held = Vec::new();
+    for run in 0..3u64 {
+        let inputs = vec![("x".to_string(), small_ints(&[2, 128], 60 + run))];
+        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+        let before = counts(&ctx);
+        let got = session.run_blocking(inputs).unwrap();
+        let after = counts(&ctx);
+        per_run.push((after.0 - before.0, after.1 - before.1));
+        assert_eq!(got[0].1, want[0], "run {run}");
+        held.push(session.constant_bytes());
+    }
+    // Three of the four 32 KiB blocks fit in 120 KiB: the cut runs every time for the
+    // fourth, and the weight's upload (128 KiB) is kept for it.
+    assert!(
+        held.iter().all(|&b| b <= (128 << 10) + (120 << 10)),
+        "{held:?}"
+    );
+    assert!(per_run[1..].iter().all(|c| *c == per_run[1]), "{per_run:?}");
+    // Without the limit all four are kept, and later runs encode fewer commands.
+    let unlimited = own_ctx();
+    let session = Session::new(&unlimited, g).unwrap();
+    let inputs = vec![("x".to_string(), small_ints(&[2, 128], 60))];
+    session.run_blocking(inputs.clone()).unwrap();
+    let before = counts(&unlimited);
+    session.run_blocking(inputs).unwrap();
+    let after = counts(&unlimited);
+    let all_kept = (after.0 - before.0) + (after.1 - before.1);
+    assert!(
+        all_kept < per_run[1].0 + per_run[1].1,
+        "{per_run:?} vs {all_kept}"
+    );
+}
+
+/// A run that the memory limit refuses with the kept values in memory drops them and runs
+/// without: a weight cast from i8 (256 KiB as i32) that only an early node reads, and a later
+/// 512 KiB input negated, under a limit of 1.45 MiB.
+#[test]
+fn a_run_the_kept_values_would_not_leave_room_for_runs_without_them() {
+    let ctx = ctx_with_memory(1450 << 10);
+    let n = 1 << 16;
+    let w: Vec<i8> = bytes(7, n).iter().map(|&b| b as i8).collect();
+    let g = Graph::new()
+        .input("x", DType::I32, &[Some(n)])
+        .input("z", DType::I32, &[Some(2 * n)])
+        .constant("w", HostTensor::from_vec(vec![n], &w).unwrap())
+        .node(
+            Node::new("Cast", "widen")
+                .inputs(["w"])
+                .outputs(["w32"])
+                .attr("to", Attr::String("i32".into())),
+        )
+        .node(Node::new("Add", "add").inputs(["x", "w32"]).outputs(["y"]))
+        .node(
+            Node::new("ReduceSum", "sum")
+                .inputs(["y"])
+                .outputs(["s"])
+                .attr("keepdims", Attr::Int(0)),
+        )
+        .node(Node::new("Neg", "neg").inputs(["z"]).outputs(["nz"]))
+        .output("s")
+        .output("nz");
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    for run in 0..3u64 {
+        let inputs = vec![
+            ("x".to_string(), small_ints(&[n], 70 + run)),
+            ("z".to_string(), small_ints(&[2 * n], 80 + run)),
+        ];
+        let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+        let got: Vec<HostTensor> = session
+            .run_blocking(inputs)
+            .unwrap_or_else(|e| panic!("run {run}: {e}"))
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(got, want, "run {run}");
+    }
+}

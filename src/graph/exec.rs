@@ -1902,7 +1902,7 @@ impl Session {
         }
         let inputs =
             std::mem::take(&mut *self.input_buffers.lock().unwrap_or_else(|e| e.into_inner()));
-        let kept = spare.bytes() > 0 || !inputs.is_empty();
+        let kept = spare.bytes() > 0 || !inputs.is_empty() || self.derived.holds();
         // Not again once the attempt changed an input tensor the caller handed over.
         let mut changed = false;
         match self
@@ -1910,6 +1910,8 @@ impl Session {
             .await
         {
             Err(e) if kept && e.is_memory_limit() && !changed => {
+                // Nor the values computed from constants: this run and the next compute them.
+                self.derived.give_up();
                 self.record_attempt(
                     slots(),
                     SparePool::default(),

@@ -14,7 +14,12 @@
 //!   run must report the fault each time);
 //! - one much larger than the constants it is made from (a broadcast), which would hold that
 //!   memory for the session's life;
-//! - sequences, strings and maps.
+//! - sequences, strings and maps;
+//! - beyond a quarter of the context's memory limit, the values after the first that would
+//!   pass it.
+//!
+//! A run the memory limit refuses while values are kept drops them and tries again: from then
+//! on the session's runs compute them as any other value.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -27,6 +32,9 @@ use crate::{download_all, Context, HostTensor, Result, Tensor};
 /// dequantized weight takes 4), or this floor, whichever is more.
 const GROWTH: u64 = 4;
 const FLOOR_BYTES: u64 = 1 << 20;
+/// The kept values together take at most this part of the context's memory limit: the rest is
+/// the runs'.
+const SHARE_OF_LIMIT: u64 = 4;
 
 /// A kept value: on the host (folded there) or on the GPU.
 #[derive(Clone)]
@@ -156,6 +164,19 @@ impl Derived {
             candidates,
             state: Mutex::new(state),
         }
+    }
+
+    /// Whether values are kept.
+    pub(super) fn holds(&self) -> bool {
+        matches!(
+            *self.state.lock().unwrap_or_else(|e| e.into_inner()),
+            State::Kept { .. }
+        )
+    }
+
+    /// Drops the kept values for good: the runs compute them from now on.
+    pub(super) fn give_up(&self) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State::Off;
     }
 
     /// What a run starts from; `None` where it computes everything itself.
@@ -312,6 +333,7 @@ impl Derived {
                 .sum()
         };
         let mut kept = HashMap::new();
+        let mut budget = ctx.max_memory() / SHARE_OF_LIMIT;
         for name in &self.candidates {
             let Some(slot) = scope.slots.get(name) else {
                 continue;
@@ -332,7 +354,12 @@ impl Derived {
                 Kept::Host(h) => h.data.len() as u64,
                 Kept::Gpu(t) => t.byte_len(),
             };
-            if bytes <= (GROWTH * constant_bytes(name)).max(FLOOR_BYTES) {
+            let on_gpu = matches!(value, Kept::Gpu(_));
+            let fits = !on_gpu || bytes <= budget;
+            if fits && bytes <= (GROWTH * constant_bytes(name)).max(FLOOR_BYTES) {
+                if on_gpu {
+                    budget -= bytes;
+                }
                 kept.insert(name.clone(), value);
             }
         }

@@ -515,11 +515,54 @@ pub(crate) fn record_graph_planned(
     placements: &HashMap<String, Tensor>,
     plans: &[&str],
 ) -> Result<()> {
-    record_nodes(rec, graph, order, scope, placements, plans, &[])
+    record_nodes(rec, graph, order, scope, placements, plans, None)
 }
 
-/// [`record_graph_planned`], but for the nodes `skip` marks (by index): a session's nodes whose
-/// values it kept from an earlier run (see `derived`), which `scope` holds already.
+/// What planning a graph's nodes needs from its structure alone: what each node reads, the
+/// values fusion defers or swaps, and those that plan ops. A session's graph is the same on
+/// every run, so the session computes this once.
+pub(crate) struct Analysis {
+    reads: Vec<Vec<String>>,
+    deferred: HashMap<String, usize>,
+    swappable: HashSet<String>,
+    plan_values: HashSet<String>,
+}
+
+impl Analysis {
+    fn new(
+        ctx: &Context,
+        graph: &Graph,
+        placements: &HashMap<String, Tensor>,
+        plans: &[&str],
+    ) -> Analysis {
+        let keep: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
+        let (deferred, swappable) = if ctx.fuse_elementwise() {
+            let swappable = fuse::swappable(graph, &keep, placements);
+            (
+                fuse::deferrable(graph, &keep, placements, &swappable),
+                swappable,
+            )
+        } else {
+            (HashMap::new(), HashSet::new())
+        };
+        Analysis {
+            reads: graph.nodes.iter().map(|n| n.reads()).collect(),
+            deferred,
+            swappable,
+            plan_values: plan_values(graph, plans),
+        }
+    }
+}
+
+/// A session's run of its graph: the graph's [`Analysis`], and the nodes it skips (by index):
+/// those whose values the session kept from its first run (see `derived`), which the run's
+/// scope holds already.
+struct SessionRun<'a> {
+    analysis: &'a Analysis,
+    skip: &'a [bool],
+}
+
+/// [`record_graph_planned`], for a session's graph with `session`.
 fn record_nodes(
     rec: &mut Recorder,
     graph: &Graph,
@@ -527,13 +570,26 @@ fn record_nodes(
     scope: &mut Scope<'_>,
     placements: &HashMap<String, Tensor>,
     plans: &[&str],
-    skip: &[bool],
+    session: Option<SessionRun<'_>>,
 ) -> Result<()> {
     let ctx = rec.context().clone();
+    let owned;
+    let (analysis, skip) = match session {
+        Some(s) => (s.analysis, s.skip),
+        None => {
+            owned = Analysis::new(&ctx, graph, placements, plans);
+            (&owned, &[][..])
+        }
+    };
+    let Analysis {
+        reads,
+        deferred,
+        swappable,
+        plan_values,
+    } = analysis;
     let keep: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     // The position in `order` after which each node-produced value is dead.
     let mut last_use: HashMap<&str, usize> = HashMap::new();
-    let reads: Vec<Vec<String>> = graph.nodes.iter().map(|n| n.reads()).collect();
     for (pos, &k) in order.iter().enumerate() {
         for input in &reads[k] {
             last_use.insert(input.as_str(), pos);
@@ -550,16 +606,6 @@ fn record_nodes(
         placed: placements.keys().map(String::as_str).collect(),
         last_use,
     };
-    let (deferred, swappable) = if ctx.fuse_elementwise() {
-        let swappable = fuse::swappable(graph, &dead_after.keep, placements);
-        (
-            fuse::deferrable(graph, &dead_after.keep, placements, &swappable),
-            swappable,
-        )
-    } else {
-        (HashMap::new(), HashSet::new())
-    };
-    let plan_values = plan_values(graph, plans);
     // Index kernels name the node path they were recorded at (see `IndexFaults`).
     let depth = rec.index_checks.depth();
     for (pos, &k) in order.iter().enumerate() {
@@ -595,7 +641,7 @@ fn record_nodes(
         if super::sequence::handles(node, &input_slots(scope, node)) {
             materialize(rec, scope, node).map_err(in_node)?;
             let outputs =
-                super::sequence::record(rec, scope, node, &plan_values).map_err(in_node)?;
+                super::sequence::record(rec, scope, node, plan_values).map_err(in_node)?;
             for (name, slot) in node.outputs.iter().zip(outputs) {
                 scope.slots.insert(name.clone(), slot);
             }
@@ -734,7 +780,7 @@ fn record_nodes(
                 vec![Slot::gpu(record_pending(rec, p, out).map_err(in_node)?)]
             }
             (None, None) if node.op == "If" => {
-                super::control::record_if(rec, scope, node, placements, &plan_values)
+                super::control::record_if(rec, scope, node, placements, plan_values)
                     .map_err(in_node)?
             }
             (None, None) if node.op == "Loop" => {
@@ -749,7 +795,7 @@ fn record_nodes(
                     node,
                     &slots,
                     placements,
-                    &plan_values,
+                    plan_values,
                     &dead,
                 )
                 .map_err(in_node)?
@@ -1423,6 +1469,8 @@ pub struct Session {
     replay_on: std::sync::atomic::AtomicBool,
     /// Values computed from the constants alone, kept from the first run.
     derived: derived::Derived,
+    /// The graph's structure as planning reads it, computed once.
+    analysis: Analysis,
 }
 
 /// A run recorded and submitted: its values, the buffers it pooled but did not use, the
@@ -1454,6 +1502,7 @@ impl Session {
         };
         let order = graph.schedule(&HashSet::new())?;
         let derived = derived::Derived::new(&graph, &order);
+        let analysis = Analysis::new(ctx, &graph, &HashMap::new(), &[]);
         Ok(Session {
             ctx: ctx.clone(),
             graph,
@@ -1470,6 +1519,7 @@ impl Session {
             replayed: Default::default(),
             replay_on: std::sync::atomic::AtomicBool::new(true),
             derived,
+            analysis,
         })
     }
 
@@ -2048,7 +2098,10 @@ impl Session {
             &mut scope,
             &HashMap::new(),
             &[],
-            &skip,
+            Some(SessionRun {
+                analysis: &self.analysis,
+                skip: &skip,
+            }),
         );
         *caller_input_changed = rec.caller_input() == CallerInput::Changed;
         recorded?;

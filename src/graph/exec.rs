@@ -2024,8 +2024,17 @@ impl Session {
                 }
             }
         }
+        // Sized for every value the graph may hold at once: growing it costs a planned run.
+        let values = self.graph.inputs.len()
+            + self.graph.constants.len()
+            + self
+                .graph
+                .nodes
+                .iter()
+                .map(|n| n.outputs.len())
+                .sum::<usize>();
         let mut scope = Scope {
-            slots: HashMap::new(),
+            slots: HashMap::with_capacity(values),
             parent: None,
         };
         for decl in &self.graph.inputs {
@@ -2047,9 +2056,14 @@ impl Session {
             }
             scope.slots.insert(decl.name.clone(), value);
         }
+        let start = self.derived.start();
         {
             let uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
-            for (name, value) in &self.graph.constants {
+            for (k, (name, value)) in self.graph.constants.iter().enumerate() {
+                // Not those that only skipped nodes read.
+                if start.as_ref().is_some_and(|s| !s.constants[k]) {
+                    continue;
+                }
                 let slot = Slot::constant(value.clone());
                 if let Some(t) = uploaded.get(name) {
                     let _ = slot.gpu.set(t.clone());
@@ -2057,7 +2071,6 @@ impl Session {
                 scope.slots.insert(name.clone(), slot);
             }
         }
-        let start = self.derived.start();
         let mut skip = Vec::new();
         if let Some(start) = start {
             for (name, value) in start.values {

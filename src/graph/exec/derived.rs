@@ -67,6 +67,9 @@ enum State {
         values: HashMap<String, Kept>,
         /// By node index: nodes whose values the runs do not need.
         skip: Vec<bool>,
+        /// By index among the graph's constants: read by a node the runs do not skip, or an
+        /// output.
+        constants: Vec<bool>,
     },
 }
 
@@ -78,10 +81,11 @@ pub(super) struct Derived {
     state: Mutex<State>,
 }
 
-/// What a run starts from: the kept values and the nodes it skips.
+/// What a run starts from: the kept values, the nodes it skips and the constants it reads.
 pub(super) struct Start {
     pub values: Vec<(String, Kept)>,
     pub skip: Vec<bool>,
+    pub constants: Vec<bool>,
 }
 
 impl Derived {
@@ -182,9 +186,14 @@ impl Derived {
     /// What a run starts from; `None` where it computes everything itself.
     pub(super) fn start(&self) -> Option<Start> {
         match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
-            State::Kept { values, skip } => Some(Start {
+            State::Kept {
+                values,
+                skip,
+                constants,
+            } => Some(Start {
                 values: values.iter().map(|(n, v)| (n.clone(), v.clone())).collect(),
                 skip: skip.clone(),
+                constants: constants.clone(),
             }),
             _ => None,
         }
@@ -228,6 +237,12 @@ impl Derived {
                 let read: HashSet<String> = (0..graph.nodes.len())
                     .filter(|&k| !skip[k])
                     .flat_map(|k| graph.nodes[k].reads())
+                    .chain(graph.outputs.iter().map(|o| o.name.clone()))
+                    .collect();
+                let constants = graph
+                    .constants
+                    .iter()
+                    .map(|(name, _)| read.contains(name))
                     .collect();
                 shared = uploads
                     .into_iter()
@@ -238,7 +253,11 @@ impl Derived {
                                 .any(|v| matches!(v, Kept::Gpu(k) if k.shares_buffer(t)))
                     })
                     .collect();
-                State::Kept { values, skip }
+                State::Kept {
+                    values,
+                    skip,
+                    constants,
+                }
             }
             _ => State::Off,
         };

@@ -92,7 +92,7 @@ pub(crate) fn record_if(
         ));
     };
     let branch = branch(node, value)?;
-    let order = branch.schedule(&scope.names())?;
+    let order = branch.schedule(&|n: &str| scope.get(n).is_some())?;
     let mut inner = Scope {
         slots: constant_slots(rec, branch).into_iter().collect(),
         parent: Some(scope),
@@ -418,7 +418,7 @@ fn unrolled(
     cond: Option<bool>,
 ) -> Result<Vec<Slot>> {
     let ctx = rec.context().clone();
-    let order = body.schedule(&scope.names())?;
+    let order = body.schedule(&|n: &str| scope.get(n).is_some())?;
     let mut carried: Vec<Slot> = (0..n)
         .map(|j| match slots.get(2 + j).copied().flatten() {
             Some(s) => s.share(&ctx),

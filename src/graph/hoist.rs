@@ -288,7 +288,7 @@ pub(crate) fn hoist(
             }
         }
     }
-    let order = body.schedule(&args.scope().names())?;
+    let order = body.schedule(&|n: &str| args.scope().get(n).is_some())?;
     // A node broadcasting a stacked input to a larger shape moves only with its one reader, a
     // reduction computing it as it reads it; where that reader stays, the node is kept too
     // and the pass runs again.
@@ -453,7 +453,7 @@ pub(crate) fn hoist(
             .slots
             .insert(name.clone(), Slot::constant(value.clone()));
     }
-    let before_order = before.schedule(&args.scope().names())?;
+    let before_order = before.schedule(&|n: &str| args.scope().get(n).is_some())?;
     let ((), before_steps) =
         rec.capture(|rec| record_graph(rec, &before, &before_order, &mut scope, &HashMap::new()))?;
     let mut rest = body.clone();

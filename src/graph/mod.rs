@@ -342,8 +342,8 @@ impl Graph {
     }
 
     /// Validates names, ops and input counts, and orders the nodes by their data edges.
-    /// `outer` holds the names visible from enclosing graphs.
-    pub(crate) fn schedule(&self, outer: &HashSet<String>) -> Result<Vec<usize>> {
+    /// `outer` tells whether a name is visible from enclosing graphs.
+    pub(crate) fn schedule(&self, outer: &dyn Fn(&str) -> bool) -> Result<Vec<usize>> {
         let mut producer: HashMap<&str, Option<usize>> = HashMap::new();
         fn define<'a>(
             producer: &mut HashMap<&'a str, Option<usize>>,
@@ -389,7 +389,7 @@ impl Graph {
                         users[*p].push(k);
                     }
                     Some(None) => {}
-                    None if outer.contains(&input) => {}
+                    None if outer(&input) => {}
                     None => {
                         return Err(Error::Graph(format!(
                         "node '{}': input '{input}' is not a graph input, constant or node output",
@@ -421,7 +421,7 @@ impl Graph {
             )));
         }
         for o in &self.outputs {
-            if !producer.contains_key(o.name.as_str()) && !outer.contains(&o.name) {
+            if !producer.contains_key(o.name.as_str()) && !outer(&o.name) {
                 return Err(Error::Graph(format!(
                     "output '{}' is not a graph input, constant or node output",
                     o.name

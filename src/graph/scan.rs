@@ -417,7 +417,7 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
         .map(|t| (t.dtype(), t.shape().to_vec()))
         .collect();
     let plan = ScanPlan::new(&attrs, body, &described, args.node.outputs.len())?;
-    let order = body.schedule(&args.scope().names())?;
+    let order = body.schedule(&|n: &str| args.scope().get(n).is_some())?;
     let (states, scans) = inputs.split_at(plan.n);
     if plan.seq == 0 {
         return empty_sequence(rec, args, body, &plan, states);
@@ -435,7 +435,7 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
             .map(|t| (t.dtype(), t.shape().to_vec()))
             .collect();
         let plan = ScanPlan::new(&h.attrs, &h.body, &described, args.node.outputs.len())?;
-        let order = h.body.schedule(&args.scope().names())?;
+        let order = h.body.schedule(&|n: &str| args.scope().get(n).is_some())?;
         let given = h.scans.len() - h.moved;
         let results = match record_loop(
             rec, args, &h.body, &order, &plan, states, &h.scans, h.before,

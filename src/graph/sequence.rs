@@ -722,7 +722,7 @@ fn sequence_map(
         });
     }
     let ctx = rec.context().clone();
-    let order = body.schedule(&scope.names())?;
+    let order = body.schedule(&|n: &str| scope.get(n).is_some())?;
     let planned: Vec<&str> = match node.outputs.iter().any(|o| plans.contains(o)) {
         true => body.outputs.iter().map(|o| o.name.as_str()).collect(),
         false => Vec::new(),

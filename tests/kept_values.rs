@@ -60,6 +60,18 @@ fn counts(ctx: &wgpu_ops::Context) -> (u64, u64) {
     (s.dispatches, s.copies)
 }
 
+/// One run of `session` on `inputs`: its outputs, and the dispatches and copies it encoded.
+fn counted_run(
+    ctx: &wgpu_ops::Context,
+    session: &Session,
+    inputs: Vec<(String, HostTensor)>,
+) -> (Vec<(String, HostTensor)>, (u64, u64)) {
+    let before = counts(ctx);
+    let got = session.run_blocking(inputs).unwrap();
+    let after = counts(ctx);
+    (got, (after.0 - before.0, after.1 - before.1))
+}
+
 /// The cut and transposed blocks are computed once: later runs encode fewer commands than the
 /// first and than the same graph with the weight as an input, and every run equals the
 /// interpreter's. Runs on the GPU replay from the second on.
@@ -75,10 +87,8 @@ fn values_of_constants_alone_are_computed_by_the_first_run_only() {
         let x = small_ints(&[2, 128], 10 + run);
         let inputs = vec![("x".to_string(), x)];
         let want = run_graph(&g, &inputs, &Default::default()).unwrap();
-        let before = counts(&ctx);
-        let got = session.run_blocking(inputs).unwrap();
-        let after = counts(&ctx);
-        per_run.push((after.0 - before.0, after.1 - before.1));
+        let (got, count) = counted_run(&ctx, &session, inputs);
+        per_run.push(count);
         kept.push(session.constant_bytes());
         assert_eq!(got[0].1, want[0], "run {run}");
     }
@@ -100,10 +110,8 @@ fn values_of_constants_alone_are_computed_by_the_first_run_only() {
     let x = small_ints(&[2, 128], 99);
     let inputs = vec![("x".to_string(), x.clone()), ("W".to_string(), w)];
     session_w.run_blocking(inputs.clone()).unwrap();
-    let before = counts(&ctx);
-    let got_w = session_w.run_blocking(inputs).unwrap();
-    let after = counts(&ctx);
-    let cut_every_run = (after.0 - before.0) + (after.1 - before.1);
+    let (got_w, (dispatches, copies)) = counted_run(&ctx, &session_w, inputs);
+    let cut_every_run = dispatches + copies;
     assert!(
         per_run[1].0 + per_run[1].1 < cut_every_run,
         "{why} vs {cut_every_run}"
@@ -279,10 +287,8 @@ fn a_loop_state_made_of_constants_is_made_by_every_run() {
         let xs = small_ints(&[3, 20_000], 30 + run);
         let inputs = vec![("xs".to_string(), xs)];
         let want = run_graph(&g, &inputs, &Default::default()).unwrap();
-        let before = counts(&ctx);
-        let got = session.run_blocking(inputs).unwrap();
-        let after = counts(&ctx);
-        per_run.push((after.0 - before.0, after.1 - before.1));
+        let (got, count) = counted_run(&ctx, &session, inputs);
+        per_run.push(count);
         assert_eq!(got[0].1, want[0], "run {run}");
     }
     assert!(per_run.iter().all(|c| *c == per_run[0]), "{per_run:?}");
@@ -355,10 +361,8 @@ fn kept_values_take_at_most_a_quarter_of_the_memory_limit() {
     for run in 0..3u64 {
         let inputs = vec![("x".to_string(), small_ints(&[2, 128], 60 + run))];
         let want = run_graph(&g, &inputs, &Default::default()).unwrap();
-        let before = counts(&ctx);
-        let got = session.run_blocking(inputs).unwrap();
-        let after = counts(&ctx);
-        per_run.push((after.0 - before.0, after.1 - before.1));
+        let (got, count) = counted_run(&ctx, &session, inputs);
+        per_run.push(count);
         assert_eq!(got[0].1, want[0], "run {run}");
         held.push(session.constant_bytes());
     }
@@ -374,10 +378,8 @@ fn kept_values_take_at_most_a_quarter_of_the_memory_limit() {
     let session = Session::new(&unlimited, g).unwrap();
     let inputs = vec![("x".to_string(), small_ints(&[2, 128], 60))];
     session.run_blocking(inputs.clone()).unwrap();
-    let before = counts(&unlimited);
-    session.run_blocking(inputs).unwrap();
-    let after = counts(&unlimited);
-    let all_kept = (after.0 - before.0) + (after.1 - before.1);
+    let (_, (dispatches, copies)) = counted_run(&unlimited, &session, inputs);
+    let all_kept = dispatches + copies;
     assert!(
         all_kept < per_run[1].0 + per_run[1].1,
         "{per_run:?} vs {all_kept}"

@@ -1425,7 +1425,8 @@ enum Given {
 /// run that reads them and stay on the GPU for the session's life, so later runs neither copy
 /// nor upload them again. So do the values computed from constants alone that the rest of the
 /// graph reads (weights cut, transposed, cast or dequantized): the first run computes them in
-/// a submission of its own, and no run computes them again ([`Session::constant_bytes`]). The buffers of a run's intermediate values (and of its outputs once
+/// a submission of its own, and no run computes them again ([`Session::constant_bytes`]).
+/// The buffers of a run's intermediate values (and of its outputs once
 /// downloaded, or once the caller drops the tensors [`Session::run_tensors`] gave it), and
 /// those of its Scans' loops (states, elements, rows), are kept for the next
 /// run, which takes them instead of creating buffers of the same sizes: between runs
@@ -1545,14 +1546,7 @@ impl Session {
     /// Bytes of device buffers the session keeps for its life: the constants its runs
     /// uploaded, and the values its first run computed from them (see [`Session`]).
     pub fn constant_bytes(&self) -> u64 {
-        let mut held: Vec<Tensor> = self
-            .uploaded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        held.extend(self.derived.tensors());
+        let held = self.held_for_life();
         // Kept values may view uploads, or each other.
         let mut storages: Vec<&Arc<crate::storage::Storage>> = Vec::new();
         for t in &held {
@@ -1561,6 +1555,14 @@ impl Session {
             }
         }
         storages.iter().map(|s| s.size()).sum()
+    }
+
+    /// The constants uploaded and the values kept from the first run.
+    fn held_for_life(&self) -> Vec<Tensor> {
+        let uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held: Vec<Tensor> = uploaded.values().cloned().collect();
+        held.extend(self.derived.tensors());
+        held
     }
 
     /// How many of this session's runs encoded the last run's commands again instead of
@@ -1846,12 +1848,7 @@ impl Session {
             .collect::<Result<_>>()?;
         // An output that is a kept constant (or a view of one) is handed out as a copy: the
         // caller may write into it (`Out::into`), and later runs read the constant.
-        let kept: Vec<Tensor> = {
-            let uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
-            let mut kept: Vec<Tensor> = uploaded.values().cloned().collect();
-            kept.extend(self.derived.tensors());
-            kept
-        };
+        let kept = self.held_for_life();
         let mut rec: Option<Recorder> = None;
         let mut copied = Vec::with_capacity(outputs.len());
         for (name, t) in outputs {
@@ -1920,17 +1917,18 @@ impl Session {
     ) -> Result<Recorded> {
         // A run recorded anew replaces the last one's log (its buffers are the pool's again).
         drop(self.replay.lock().unwrap_or_else(|e| e.into_inner()).take());
-        let uploaded = self
-            .uploaded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let shared = self
-            .derived
-            .ensure(&self.ctx, &self.graph, &self.order, &uploaded)
-            .await;
-        drop(uploaded);
-        if !shared.is_empty() {
+        if self.derived.not_yet() {
+            // The first run's: a copy, as the lock is not held across the submission.
+            let uploaded = self
+                .uploaded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let shared = self
+                .derived
+                .ensure(&self.ctx, &self.graph, &self.order, &uploaded)
+                .await;
+            drop(uploaded);
             let mut uploaded = self.uploaded.lock().unwrap_or_else(|e| e.into_inner());
             for (name, t) in shared {
                 uploaded.entry(name).or_insert(t);

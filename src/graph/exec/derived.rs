@@ -213,6 +213,14 @@ impl Derived {
         }
     }
 
+    /// Whether the values are still to be computed (by [`Derived::ensure`]).
+    pub(super) fn not_yet(&self) -> bool {
+        matches!(
+            *self.state.lock().unwrap_or_else(|e| e.into_inner()),
+            State::NotYet
+        )
+    }
+
     /// Computes and keeps the values on the session's first run (`uploaded`: the constants on
     /// the GPU already). A failure leaves them to the runs, which report it as they would.
     /// Returns the constants it uploaded that the runs read too, or that kept values view, for
@@ -224,10 +232,7 @@ impl Derived {
         order: &[usize],
         uploaded: &HashMap<String, Tensor>,
     ) -> Vec<(String, Tensor)> {
-        if !matches!(
-            *self.state.lock().unwrap_or_else(|e| e.into_inner()),
-            State::NotYet
-        ) {
+        if !self.not_yet() {
             return Vec::new();
         }
         let mut shared = Vec::new();

@@ -60,6 +60,7 @@ fn main() -> Result<()> {
     let first = first.elapsed();
     // Later runs: values computed from constants alone are the first run's (see `Session`).
     let later_before = ctx.stats();
+    let replayed_before = session.replayed_runs();
     let mut times = Vec::with_capacity(runs);
     // `run` takes its inputs by value: the copies are made before the clock starts, as a
     // caller that owns its inputs would hand them over (onnxruntime's timing copies nothing).
@@ -70,6 +71,7 @@ fn main() -> Result<()> {
         times.push(t.elapsed().as_secs_f64());
     }
     let later = ctx.stats();
+    let replayed = session.replayed_runs() - replayed_before;
     let per_run = |n: u64| n as f64 / runs.max(1) as f64;
     let buffers = per_run(later.buffers_created - later_before.buffers_created);
     let later_dispatches = per_run(later.dispatches - later_before.dispatches);
@@ -77,7 +79,7 @@ fn main() -> Result<()> {
     times.sort_by(f64::total_cmp);
     let median = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
     println!(
-        "adapter: {} ({:?})\nfirst run (pipelines built): {:.1} ms\nmedian of {runs} runs: {:.3} ms",
+        "adapter: {} ({:?})\nfirst run (pipelines built): {:.1} ms\nmedian of {runs} runs: {:.3} ms (runs replayed: {replayed})",
         info.name,
         info.backend,
         first.as_secs_f64() * 1e3,

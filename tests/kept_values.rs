@@ -93,6 +93,8 @@ fn values_of_constants_alone_are_computed_by_the_first_run_only() {
         assert_eq!(got[0].1, want[0], "run {run}");
     }
     let why = format!("{:?}: {per_run:?}", ctx.adapter_info().name);
+    // Host inputs are uploaded before planning: runs 1 to 3 replay run 0's log.
+    assert_eq!(session.replayed_runs(), 3, "{why}");
     // The first run computes the blocks (and the product); the others the product only.
     assert!(
         per_run[1].0 + per_run[1].1 < per_run[0].0 + per_run[0].1,
@@ -121,8 +123,10 @@ fn values_of_constants_alone_are_computed_by_the_first_run_only() {
         got_w
     );
 
-    // On the GPU: the first run is planned (and logged without the blocks' commands), the
-    // next ones replay it.
+    // On the GPU, the host runs' log dropped: the first run is planned (and logged without
+    // the blocks' commands), the next ones replay it.
+    session.set_replay(false);
+    session.set_replay(true);
     for run in 0..3u64 {
         let x = small_ints(&[2, 128], 20 + run);
         let want = run_graph(&g, &[("x".to_string(), x.clone())], &Default::default()).unwrap();

@@ -213,20 +213,25 @@ fn other_shapes_are_planned_anew() {
     }
 }
 
-/// A replay zeroes the index fault buffer first: an index out of range in one replayed run is
-/// reported for that run only.
-#[test]
-fn a_replay_reports_its_own_index_faults() {
-    let g = Graph::new()
-        .input("data", DType::F32, &[Some(6), Some(4)])
-        .input("i", DType::I64, &[Some(3)])
+/// `data` [rows, 4] gathered by `picks` row indices `i`.
+fn gather_rows(rows: usize, picks: usize) -> Graph {
+    Graph::new()
+        .input("data", DType::F32, &[Some(rows), Some(4)])
+        .input("i", DType::I64, &[Some(picks)])
         .node(
             Node::new("Gather", "g")
                 .inputs(["data", "i"])
                 .outputs(["out"])
                 .attr("axis", Attr::Int(0)),
         )
-        .output("out");
+        .output("out")
+}
+
+/// A replay zeroes the index fault buffer first: an index out of range in one replayed run is
+/// reported for that run only.
+#[test]
+fn a_replay_reports_its_own_index_faults() {
+    let g = gather_rows(6, 3);
     let data = f32s(&[6, 4], 90);
     for ctx in contexts() {
         let session = Session::new(&ctx, g.clone()).unwrap();
@@ -321,6 +326,178 @@ fn a_random_draw_is_not_replayed() {
             let got = out[0].1.to_host_blocking().unwrap();
             assert!(!seen.contains(&got), "run {run} drew the same numbers");
             seen.push(got);
+        }
+    }
+}
+
+fn named(inputs: &[(&str, &HostTensor)]) -> Vec<(String, HostTensor)> {
+    inputs
+        .iter()
+        .map(|(n, h)| (n.to_string(), (*h).clone()))
+        .collect()
+}
+
+/// `Session::run` with new values each time: its inputs are uploaded before planning, so from
+/// the second run on each is a replay, uploads into the first run's buffers (none made) and
+/// equals the fresh session's run.
+#[test]
+fn host_runs_replay_the_last_run() {
+    for steps in [1, 3] {
+        let g = rnn(Some(2), 16, steps);
+        for ctx in contexts() {
+            let session = Session::new(&ctx, g.clone()).unwrap();
+            let mut counts = Vec::new();
+            for run in 0..5u64 {
+                let h = f32s(&[2, 16], 30 + run);
+                let x = f32s(&[steps, 2, 16], 40 + run);
+                let inputs = [("h0", &h), ("xs", &x)];
+                let want = fresh(&ctx, &g, &inputs);
+                let before = ctx.stats();
+                let out = session.run_blocking(named(&inputs)).unwrap();
+                let after = ctx.stats();
+                counts.push((
+                    after.replayed_runs - before.replayed_runs,
+                    after.dispatches - before.dispatches,
+                    after.buffers_created - before.buffers_created,
+                ));
+                let got: Vec<HostTensor> = out.into_iter().map(|(_, t)| t).collect();
+                assert_eq!(got, want, "{steps} steps, run {run}");
+            }
+            let why = format!("{steps} steps, {:?}: {counts:?}", ctx.adapter_info().name);
+            assert_eq!(counts[0].0, 0, "{why}");
+            for c in &counts[1..] {
+                assert_eq!((c.0, c.1), (1, counts[0].1), "{why}");
+                // Downloads' staging buffers aside, which every run makes.
+                assert_eq!(c.2, counts[1].2, "{why}");
+                assert!(c.2 < counts[0].2, "{why}");
+            }
+        }
+    }
+}
+
+/// A host input whose values plan an op (a Reshape's shape) stays on the host: a run with
+/// other values there is planned anew, one with the same values replayed.
+#[test]
+fn host_values_that_plan_ops_must_match_for_a_replay() {
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(16)])
+        .input("shape", DType::I64, &[Some(2)])
+        .node(Node::new("Neg", "n").inputs(["x"]).outputs(["y"]))
+        .node(
+            Node::new("Reshape", "r")
+                .inputs(["y", "shape"])
+                .outputs(["z"]),
+        )
+        .output("z");
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        for (run, (dims, replayed)) in [([2i64, 8], 0), ([2, 8], 1), ([8, 2], 0), ([8, 2], 1)]
+            .into_iter()
+            .enumerate()
+        {
+            let x = f32s(&[16], 50 + run as u64);
+            let shape = HostTensor::from_vec(vec![2], &dims).unwrap();
+            let inputs = [("x", &x), ("shape", &shape)];
+            let want = fresh(&ctx, &g, &inputs);
+            let before = ctx.stats().replayed_runs;
+            let out = session.run_blocking(named(&inputs)).unwrap();
+            assert_eq!(ctx.stats().replayed_runs - before, replayed, "run {run}");
+            assert_eq!(out[0].1, want[0], "run {run}");
+        }
+    }
+}
+
+/// An index out of range given on the host keeps the message planning on the host gives it
+/// (the run uploaded first finds it on the GPU, then is planned again on the host values);
+/// runs before and after it are replayed.
+#[test]
+fn host_index_errors_keep_their_message() {
+    let g = gather_rows(3, 2);
+    let data = f32s(&[3, 4], 60);
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        for (run, at) in [[0i64, 2], [1, 1], [5, 0], [2, -3], [-1, 0]]
+            .into_iter()
+            .enumerate()
+        {
+            let i = HostTensor::from_vec(vec![2], &at).unwrap();
+            let inputs = [("data", &data), ("i", &i)];
+            let before = ctx.stats().replayed_runs;
+            let result = session.run_blocking(named(&inputs));
+            let replayed = ctx.stats().replayed_runs - before;
+            if at[0] == 5 {
+                let e = result.unwrap_err().to_string();
+                assert!(
+                    e.contains("index 5 is out of range for axis 0 of size 3"),
+                    "{e}"
+                );
+            } else {
+                assert_eq!(
+                    result.unwrap()[0].1,
+                    fresh(&ctx, &g, &inputs)[0],
+                    "run {run}"
+                );
+            }
+            assert!(session.uploads_inputs_first(), "run {run}");
+            // Run 2 is a replay that finds the index on the GPU, then is planned on the host
+            // values (which drops the log): the run after it is planned, the next replayed.
+            assert_eq!(
+                replayed,
+                u64::from(run == 1 || run == 2 || run == 4),
+                "run {run}"
+            );
+        }
+    }
+}
+
+/// A Scan body that reshapes by an outer input needs its values while planning, which the
+/// input uploaded first cannot give: the run is planned again on the host values, and the
+/// session plans every later run that way (correct, not replayed).
+#[test]
+fn a_graph_that_needs_host_values_falls_back_to_planning_on_them() {
+    let body = Graph::new()
+        .input("acc", DType::F32, &[Some(2), Some(3)])
+        .input("x", DType::F32, &[Some(6)])
+        .node(
+            Node::new("Reshape", "r")
+                .inputs(["x", "shape"])
+                .outputs(["xr"]),
+        )
+        .node(
+            Node::new("Add", "a")
+                .inputs(["acc", "xr"])
+                .outputs(["next"]),
+        )
+        .output("next");
+    let g = Graph::new()
+        .input("acc0", DType::F32, &[Some(2), Some(3)])
+        .input("xs", DType::F32, &[Some(4), Some(6)])
+        .input("shape", DType::I64, &[Some(2)])
+        .node(
+            Node::new("Scan", "scan")
+                .inputs(["acc0", "xs"])
+                .outputs(["acc"])
+                .attr("body", Attr::Graph(Box::new(body)))
+                .attr("num_scan_inputs", Attr::Int(1)),
+        )
+        .output("acc");
+    let shape = HostTensor::from_vec(vec![2], &[2i64, 3]).unwrap();
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        for run in 0..3u64 {
+            let acc = f32s(&[2, 3], 70 + run);
+            let xs = f32s(&[4, 6], 80 + run);
+            let inputs = [("acc0", &acc), ("xs", &xs), ("shape", &shape)];
+            let before = ctx.stats().replayed_runs;
+            let out = session.run_blocking(named(&inputs)).unwrap();
+            assert_eq!(ctx.stats().replayed_runs, before, "run {run}");
+            assert!(!session.uploads_inputs_first(), "run {run}");
+            // The rows added in order, as the loop adds them (f32 sums round alike).
+            let mut want = acc.to_vec::<f32>().unwrap();
+            for row in xs.to_vec::<f32>().unwrap().chunks(6) {
+                want.iter_mut().zip(row).for_each(|(a, x)| *a += x);
+            }
+            assert_eq!(out[0].1.to_vec::<f32>().unwrap(), want, "run {run}");
         }
     }
 }

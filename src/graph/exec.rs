@@ -1463,6 +1463,15 @@ pub struct Session {
     replayed: std::sync::atomic::AtomicU64,
     /// Whether `run_tensors` may replay (see [`Session::set_replay`]).
     replay_on: std::sync::atomic::AtomicBool,
+    /// Whether `run_values` uploads its tensors before planning (see
+    /// [`Session::run_values`]); off once a run failed that way and succeeded planned on the
+    /// host values.
+    upload_first: std::sync::atomic::AtomicBool,
+    /// The buffers the last run uploaded its inputs into before planning, by input name: the
+    /// next run uploads into them, so that a replay binds what the log bound.
+    uploaded_inputs: Mutex<HashMap<String, std::sync::Weak<crate::storage::Storage>>>,
+    /// The graph inputs whose values planning reads, which `run_values` leaves on the host.
+    planning_inputs: HashSet<String>,
     /// Values computed from the constants alone, kept from the first run.
     derived: derived::Derived,
     /// The graph's structure as planning reads it, computed once.
@@ -1471,6 +1480,29 @@ pub struct Session {
 
 /// A run recorded and submitted: its values, the buffers it pooled but did not use, the
 /// index faults to read back, and its commands where they were logged to be encoded again.
+/// `tensors` downloaded at once with the run's index faults, which are checked.
+async fn download_checked(
+    ctx: &Context,
+    mut tensors: Vec<&Tensor>,
+    faults: Option<&IndexFaults>,
+) -> Result<Vec<HostTensor>> {
+    tensors.extend(faults.map(IndexFaults::buffer));
+    let mut downloaded = download_all(ctx, &tensors).await?;
+    if let Some(faults) = faults {
+        let words = downloaded
+            .pop()
+            .expect("the fault words were downloaded last");
+        faults.check(&words)?;
+    }
+    Ok(downloaded)
+}
+
+/// An output of a run: on the GPU, or a value on the host where the caller downloads them.
+enum Produced {
+    Gpu(Tensor),
+    Host(HostTensor),
+}
+
 struct Recorded {
     scope: Scope<'static>,
     spare: SparePool,
@@ -1499,6 +1531,27 @@ impl Session {
         let order = graph.schedule(&|_: &str| false)?;
         let derived = derived::Derived::new(&graph, &order);
         let analysis = Analysis::new(ctx, &graph, &HashMap::new(), &[]);
+        // Graph inputs whose values planning reads: those that plan ops, and those whose
+        // values input rules check while planning (unchecked there on the GPU).
+        let checked = graph
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.op.as_str(), "CheckInputs" | "CheckValues"))
+            .flat_map(|n| n.inputs.iter());
+        let planning_inputs = graph
+            .inputs
+            .iter()
+            .map(|i| &i.name)
+            .filter(|&i| analysis.plan_values.contains(i) || checked.clone().any(|c| c == i))
+            .cloned()
+            .collect();
+        // Strings, maps and sequences are made and read on the host: a graph with them
+        // plans on the host values.
+        let host_kinds = graph.nodes.iter().any(|n| {
+            super::strings::OPS.contains(&n.op.as_str())
+                || super::sequence::OPS.contains(&n.op.as_str())
+                || super::strings::makes_strings(n)
+        });
         Ok(Session {
             ctx: ctx.clone(),
             graph,
@@ -1514,6 +1567,9 @@ impl Session {
             replay: Mutex::new(None),
             replayed: Default::default(),
             replay_on: std::sync::atomic::AtomicBool::new(true),
+            upload_first: std::sync::atomic::AtomicBool::new(!host_kinds),
+            uploaded_inputs: Mutex::new(HashMap::new()),
+            planning_inputs,
             derived,
             analysis,
         })
@@ -1569,6 +1625,13 @@ impl Session {
     /// planning the graph (see [`Session::run_tensors`]).
     pub fn replayed_runs(&self) -> u64 {
         self.replayed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether [`Session::run_values`] (and [`Session::run`]) upload their tensor inputs
+    /// before planning, and so may replay: true until a run failed that way and succeeded
+    /// planned on the values on the host (a Scan body that reshapes by an outer input, say).
+    pub fn uploads_inputs_first(&self) -> bool {
+        self.upload_first.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether [`Session::run_tensors`] may encode the last run's commands again (on by
@@ -1686,6 +1749,16 @@ impl Session {
     /// Runs the graph on `inputs` (by name), which may be sequences, empty optionals, string
     /// tensors, sequences of maps and maps as the graph declares them, and returns its outputs
     /// in declaration order.
+    ///
+    /// Where every input and output is a tensor, the inputs are uploaded before the graph is
+    /// planned, but for those whose values plan ops (a Reshape's shape, a Range's limit) or
+    /// input rules check (`CheckInputs`, `CheckValues`), and
+    /// the run goes the way of [`Session::run_tensors`]: a run whose inputs have the dtypes
+    /// and shapes of the last run's, and the same values where they plan ops, encodes the
+    /// last run's commands again instead of planning the graph ([`Session::replayed_runs`]).
+    /// A run that fails that way is planned again on the values on the host, which gives
+    /// the error its precise message (an index out of range named while planning rather than
+    /// found on the GPU); where that succeeds, the session plans on the host from then on.
     pub async fn run_values(&self, inputs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>> {
         // Shared, so that a second attempt (see `record_run`) does not copy them.
         let inputs: Vec<(String, Given)> = inputs
@@ -1704,6 +1777,35 @@ impl Session {
                 (n, given)
             })
             .collect();
+        let tensors: Option<Vec<(String, Arc<HostTensor>)>> = inputs
+            .iter()
+            .map(|(n, v)| match v {
+                Given::Tensor(t) => Some((n.clone(), t.clone())),
+                _ => None,
+            })
+            .collect();
+        let tensor_outputs = self
+            .graph
+            .outputs
+            .iter()
+            .all(|o| o.kind == ValueKind::Tensor);
+        let upload_first = self.upload_first.load(std::sync::atomic::Ordering::Relaxed);
+        if let (Some(tensors), true, true) = (tensors, tensor_outputs, upload_first) {
+            if let Ok(outputs) = self.run_uploaded(tensors).await {
+                return Ok(outputs);
+            }
+            let planned = self.run_planned(&inputs).await;
+            if planned.is_ok() {
+                self.upload_first
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+            return planned;
+        }
+        self.run_planned(&inputs).await
+    }
+
+    /// [`Session::run_values`] with the inputs' values on the host while planning.
+    async fn run_planned(&self, inputs: &[(String, Given)]) -> Result<Vec<(String, Value)>> {
         let slot_of = |v: &Given| match v {
             Given::Tensor(t) => Slot::input(t.clone()),
             Given::Sequence(items) => Slot::sequence(Sequence {
@@ -1742,14 +1844,7 @@ impl Session {
                 on_gpu.push(item.gpu.get().expect("node outputs are on the GPU"));
             }
         }
-        on_gpu.extend(faults.as_ref().map(IndexFaults::buffer));
-        let mut downloaded = download_all(&self.ctx, &on_gpu).await?;
-        if let Some(faults) = &faults {
-            let words = downloaded
-                .pop()
-                .expect("the fault words were downloaded last");
-            faults.check(&words)?;
-        }
+        let downloaded = download_checked(&self.ctx, on_gpu, faults.as_ref()).await?;
         let mut downloaded = downloaded.into_iter();
         let mut value_of = |slot: &Slot| match &slot.host {
             Some(h) => HostTensor::clone(h),
@@ -1771,7 +1866,6 @@ impl Session {
             };
             results.push((o.name.clone(), value));
         }
-        drop(on_gpu);
         self.keep_spare(spare, scope);
         Ok(results)
     }
@@ -1793,12 +1887,97 @@ impl Session {
         &self,
         inputs: Vec<(String, Tensor)>,
     ) -> Result<Vec<(String, Tensor)>> {
+        let outputs = self.run_on(inputs, Vec::new(), false).await?;
+        let tensor = |(name, out)| match out {
+            Produced::Gpu(t) => Ok((name, t)),
+            Produced::Host(_) => Err(Error::Graph("internal: an output left on the host".into())),
+        };
+        outputs.into_iter().map(tensor).collect()
+    }
+
+    /// `run_values` on tensors, each uploaded before planning but those whose values planning
+    /// reads (see [`Session::run_values`]); the outputs downloaded and the index faults checked.
+    async fn run_uploaded(
+        &self,
+        inputs: Vec<(String, Arc<HostTensor>)>,
+    ) -> Result<Vec<(String, Value)>> {
+        let mut tensors = Vec::with_capacity(inputs.len());
+        let mut host = Vec::new();
+        {
+            let targets = self
+                .uploaded_inputs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+            let lent = self.lent.lock().unwrap_or_else(|e| e.into_inner());
+            for (name, value) in inputs {
+                if self.planning_inputs.contains(&name) {
+                    host.push((name, value));
+                    continue;
+                }
+                // The last run's buffer for this input, where nothing but the pool and the
+                // last outputs (downloaded) hold it.
+                let size = crate::storage::alloc_size(value.data.len() as u64);
+                let target = targets
+                    .get(&name)
+                    .and_then(std::sync::Weak::upgrade)
+                    .filter(|s| s.size() == size);
+                let target = target.filter(|s| {
+                    spare.remove(s);
+                    let lent = lent.iter().filter(|l| Arc::ptr_eq(l, s)).count();
+                    Arc::strong_count(s) == 1 + lent
+                });
+                let t = match target {
+                    Some(storage) => Tensor::upload_into(&self.ctx, &value, storage)?,
+                    None => Tensor::from_host(&self.ctx, &value)?,
+                };
+                tensors.push((name, t));
+            }
+        }
+        *self
+            .uploaded_inputs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = tensors
+            .iter()
+            .map(|(n, t)| (n.clone(), Arc::downgrade(t.storage())))
+            .collect();
+        let outputs = self.run_on(tensors, host, true).await?;
+        let faults = self.faults.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let on_gpu: Vec<&Tensor> = outputs
+            .iter()
+            .filter_map(|(_, out)| match out {
+                Produced::Gpu(t) => Some(t),
+                Produced::Host(_) => None,
+            })
+            .collect();
+        let downloaded = download_checked(&self.ctx, on_gpu, faults.as_ref()).await?;
+        let mut downloaded = downloaded.into_iter();
+        let mut value = |out| match out {
+            Produced::Gpu(_) => downloaded.next().expect("one download per GPU output"),
+            Produced::Host(h) => h,
+        };
+        Ok(outputs
+            .into_iter()
+            .map(|(name, out)| (name, Value::Tensor(value(out))))
+            .collect())
+    }
+
+    /// [`Session::run_tensors`] on `inputs`, and on `host`, inputs given on the host (whose
+    /// values plan ops: a replay needs them equal).
+    /// `host_outputs`: outputs that are values on the host are given as such (not uploaded).
+    async fn run_on(
+        &self,
+        inputs: Vec<(String, Tensor)>,
+        host: Vec<(String, Arc<HostTensor>)>,
+        host_outputs: bool,
+    ) -> Result<Vec<(String, Produced)>> {
         let handed = {
             let lent = self.lent.lock().unwrap_or_else(|e| e.into_inner());
             replay::handed_over(&inputs, &lent)
         };
-        if let Some(outputs) = self.replay_run(&inputs, &handed).await? {
-            return Ok(outputs);
+        if let Some(outputs) = self.replay_run(&inputs, &handed, &host).await? {
+            let outputs = outputs.into_iter();
+            return Ok(outputs.map(|(n, t)| (n, Produced::Gpu(t))).collect());
         }
         // An input the caller kept no other handle to (`inputs` holds one) is the run's to
         // write over once its last reader has run (see `writable_input`).
@@ -1810,6 +1989,10 @@ impl Session {
                     slot.owned_input = Some(Owned::Handed);
                     (n.clone(), slot)
                 })
+                .chain(
+                    host.iter()
+                        .map(|(n, h)| (n.clone(), Slot::input(h.clone()))),
+                )
                 .collect()
         };
         let Recorded {
@@ -1829,7 +2012,12 @@ impl Session {
             .as_ref()
             .map(|_| replay::logged_inputs(&inputs, &handed));
         drop(inputs);
-        let outputs: Vec<(String, Tensor)> = self
+        // Values on the host stay there where the caller downloads the outputs.
+        let on_host = |slot: &Slot| match (&slot.host, host_outputs) {
+            (Some(h), true) if slot.gpu.get().is_none() => Some(HostTensor::clone(h)),
+            _ => None,
+        };
+        let outputs: Vec<(String, Produced)> = self
             .graph
             .outputs
             .iter()
@@ -1841,9 +2029,13 @@ impl Session {
                         o.name.escape_debug()
                     )));
                 }
+                if let Some(h) = on_host(slot) {
+                    o.check("output", h.dtype, &h.shape)?;
+                    return Ok((o.name.clone(), Produced::Host(h)));
+                }
                 let t = slot.tensor(&self.ctx)?;
                 o.check("output", t.dtype(), t.shape())?;
-                Ok((o.name.clone(), t))
+                Ok((o.name.clone(), Produced::Gpu(t)))
             })
             .collect::<Result<_>>()?;
         // An output that is a kept constant (or a view of one) is handed out as a copy: the
@@ -1851,27 +2043,38 @@ impl Session {
         let kept = self.held_for_life();
         let mut rec: Option<Recorder> = None;
         let mut copied = Vec::with_capacity(outputs.len());
-        for (name, t) in outputs {
-            if kept.iter().any(|k| k.shares_buffer(&t)) {
+        let mut on_gpu = Vec::with_capacity(outputs.len());
+        for (name, out) in outputs {
+            let t = match out {
+                Produced::Gpu(t) => t,
+                host => {
+                    copied.push((name, host));
+                    continue;
+                }
+            };
+            let t = if kept.iter().any(|k| k.shares_buffer(&t)) {
                 let rec = rec.get_or_insert_with(|| self.ctx.recorder());
                 let copy = Tensor::uninit(&self.ctx, t.dtype(), t.shape())?;
                 let bytes = crate::storage::padded_size(t.byte_len());
                 rec.copy(t.storage(), 0, copy.storage(), 0, bytes)?;
-                copied.push((name, copy));
+                copy
             } else {
-                copied.push((name, t));
-            }
+                t
+            };
+            on_gpu.push((name.clone(), t.clone()));
+            copied.push((name, Produced::Gpu(t)));
         }
-        let replayable = rec.is_none();
+        // A log gives back buffers: outputs left on the host are not in one.
+        let replayable = rec.is_none() && on_gpu.len() == copied.len();
         if let Some(rec) = rec {
             rec.finish().await?;
         }
         self.keep_spare(spare, scope);
         *self.lent.lock().unwrap_or_else(|e| e.into_inner()) =
-            copied.iter().map(|(_, t)| t.storage().clone()).collect();
+            on_gpu.iter().map(|(_, t)| t.storage().clone()).collect();
         // Outputs copied out of kept constants are made anew by each run, outside the log.
         if let (Some(steps), Some(inputs), true) = (log, logged_inputs, replayable) {
-            let kept = replay::RunLog::new(steps, inputs, &copied, logged_faults);
+            let kept = replay::RunLog::new(steps, inputs, host, &on_gpu, logged_faults);
             *self.replay.lock().unwrap_or_else(|e| e.into_inner()) = kept;
         }
         Ok(copied)

@@ -25,12 +25,14 @@ use std::sync::{Arc, Weak};
 use super::Session;
 use crate::recorder::{used_buffers, written_buffers, IndexFaults, Logged, SparePool, Swap};
 use crate::storage::Storage;
-use crate::{DType, Result, Tensor};
+use crate::{DType, HostTensor, Result, Tensor};
 
 /// A `run_tensors` kept to be encoded again (see the module's notes).
 pub(super) struct RunLog {
     inputs: Vec<LoggedInput>,
     outputs: Vec<LoggedOutput>,
+    /// Inputs given on the host, whose values planned the run.
+    host: Vec<(String, Arc<HostTensor>)>,
     steps: Vec<Logged>,
     /// The buffers `steps` write, and all those they bind, copy or clear.
     written: Vec<wgpu::Buffer>,
@@ -91,11 +93,13 @@ impl RunLog {
     pub(super) fn new(
         steps: Vec<Logged>,
         inputs: Vec<LoggedInput>,
+        host: Vec<(String, Arc<HostTensor>)>,
         outputs: &[(String, Tensor)],
         faults: Option<IndexFaults>,
     ) -> Option<RunLog> {
         Some(RunLog {
             inputs,
+            host,
             outputs: outputs
                 .iter()
                 .map(|(name, t)| LoggedOutput {
@@ -110,6 +114,16 @@ impl RunLog {
             steps,
             faults,
         })
+    }
+}
+
+impl RunLog {
+    /// Whether `host` holds the values given on the host that planned the logged run.
+    fn same_host_values(&self, host: &[(String, Arc<HostTensor>)]) -> bool {
+        let given = |(name, value): &(String, Arc<HostTensor>)| {
+            host.iter().any(|(n, v)| n == name && v == value)
+        };
+        host.len() == self.host.len() && self.host.iter().all(given)
     }
 }
 
@@ -275,10 +289,14 @@ impl Session {
         &self,
         inputs: &[(String, Tensor)],
         handed: &[bool],
+        host: &[(String, Arc<HostTensor>)],
     ) -> Result<Option<Vec<(String, Tensor)>>> {
         let Some(log) = self.replay.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return Ok(None);
         };
+        if !log.same_host_values(host) {
+            return Ok(None);
+        }
         let mut spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
         let lent = std::mem::take(&mut *self.lent.lock().unwrap_or_else(|e| e.into_inner()));
         let fault_buffer = self
@@ -350,14 +368,17 @@ impl Session {
         }
         for s in now_free {
             // An input handed over has `inputs`' handle besides; a dropped output, `lent`'s.
-            let theirs = inputs
+            let given = inputs
                 .iter()
                 .filter(|(_, t)| Arc::ptr_eq(t.storage(), s))
-                .count()
+                .count();
+            let theirs = given
                 + lent.iter().filter(|l| Arc::ptr_eq(l, s)).count()
                 + made.iter().filter(|m| Arc::ptr_eq(m, s)).count();
             let pooled = spare.storages().any(|p| Arc::ptr_eq(p, s));
-            if in_use(s) && !pooled && Arc::strong_count(s) == theirs {
+            // An input handed over that the log does not read (a CastLike's target, read
+            // for its dtype) is pooled as a planned run pools it.
+            if (in_use(s) || given > 0) && !pooled && Arc::strong_count(s) == theirs {
                 spare.keep_storage(s.clone());
             }
         }
@@ -372,7 +393,13 @@ impl Session {
             .collect();
         let log = match relogged {
             None => Some(log),
-            Some(steps) => RunLog::new(steps, logged_inputs(inputs, handed), &results, log.faults),
+            Some(steps) => RunLog::new(
+                steps,
+                logged_inputs(inputs, handed),
+                log.host,
+                &results,
+                log.faults,
+            ),
         };
         drop(lent);
         *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = spare;

@@ -79,11 +79,12 @@ fn main() -> Result<()> {
     times.sort_by(f64::total_cmp);
     let median = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
     println!(
-        "adapter: {} ({:?})\nfirst run (pipelines built): {:.1} ms\nmedian of {runs} runs: {:.3} ms (runs replayed: {replayed})",
+        "adapter: {} ({:?})\nfirst run (pipelines built): {:.1} ms\nmedian of {runs} runs: {:.3} ms (runs replayed: {replayed}, inputs uploaded first: {})",
         info.name,
         info.backend,
         first.as_secs_f64() * 1e3,
-        median * 1e3
+        median * 1e3,
+        session.uploads_inputs_first()
     );
     println!(
         "first run: {dispatches} dispatches, {copy_commands} copies\ndispatches per run: \

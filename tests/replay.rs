@@ -515,6 +515,8 @@ struct Step {
     keep: bool,
     /// Before the run: 1 releases the session's buffers, 2 turns replays off, 3 on again.
     before: u8,
+    /// Run through `Session::run` on the values on the host (uploaded first, replayed too).
+    host: bool,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -524,13 +526,15 @@ fn step() -> impl Strategy<Value = Step> {
         any::<bool>(),
         any::<bool>(),
         prop_oneof![8 => Just(0u8), 1 => 1u8..4],
+        any::<bool>(),
     )
-        .prop_map(|(batch, state, own_xs, keep, before)| Step {
+        .prop_map(|(batch, state, own_xs, keep, before, host)| Step {
             batch,
             state,
             own_xs,
             keep,
             before,
+            host,
         })
 }
 
@@ -538,8 +542,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     /// Any mix of the ways a caller hands its tensors over, keeps its outputs and changes
-    /// shapes, replayed or not: each run gives what a fresh session gives on the same values,
-    /// bit for bit, and no tensor the caller holds changes.
+    /// shapes, replayed or not, and runs on host values between them: each run gives what a
+    /// fresh session gives on the same values, bit for bit, and no tensor the caller holds
+    /// changes.
     #[test]
     fn any_sequence_of_runs_gives_what_fresh_sessions_give(
         groups in prop::collection::vec((step(), 1usize..5), 1..5),
@@ -596,6 +601,22 @@ proptest! {
                 Tensor::from_host(ctx, &x).unwrap()
             };
             let want = fresh(ctx, &g, &[("h0", &h), ("xs", &x)]);
+            if s.host {
+                // The same values from the host, between the runs on the GPU tensors.
+                let got: Vec<HostTensor> = session
+                    .run_blocking(vec![("h0".into(), h), ("xs".into(), x)])
+                    .unwrap()
+                    .into_iter()
+                    .map(|(_, t)| t)
+                    .collect();
+                prop_assert_eq!(&got, &want, "host run {} of {:?}", k, steps);
+                for (t, h) in &held {
+                    prop_assert_eq!(&t.to_host_blocking().unwrap(), h, "a held tensor changed at run {}", k);
+                }
+                held.clear();
+                last = Some((Tensor::from_host(ctx, &got[0]).unwrap(), got[0].clone()));
+                continue;
+            }
             let mut out = session
                 .run_tensors_blocking(vec![("h0".into(), state), ("xs".into(), xs)])
                 .unwrap();

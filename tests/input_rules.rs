@@ -916,6 +916,15 @@ fn value_rules_on_values_known_while_planning_cost_no_dispatch() {
     let ctx = common::own_ctx();
     let dispatches = |graph: &wgpu_ops::Graph, given: &[(String, HostTensor)]| {
         let session = wgpu_ops::Session::new(&ctx, graph.clone()).unwrap();
+        // Graph inputs known while planning: on the host values.
+        session.set_uploads_inputs_first(false);
+        let before = ctx.stats().dispatches;
+        session.run_blocking(given.to_vec()).unwrap();
+        ctx.stats().dispatches - before
+    };
+    // Uploaded before planning, as `run` does by default, graph inputs are checked on the GPU.
+    let uploaded_first = |graph: &wgpu_ops::Graph, given: &[(String, HostTensor)]| {
+        let session = wgpu_ops::Session::new(&ctx, graph.clone()).unwrap();
         let before = ctx.stats().dispatches;
         session.run_blocking(given.to_vec()).unwrap();
         ctx.stats().dispatches - before
@@ -954,6 +963,10 @@ fn value_rules_on_values_known_while_planning_cost_no_dispatch() {
                 Some(_) => 1 + u64::from(op == "TensorScatter"),
             };
             assert_eq!(cost, expected, "{op} {computed:?}");
+            if computed.is_none() {
+                let cost = uploaded_first(&m.graph, &given) - uploaded_first(&unchecked, &given);
+                assert_eq!(cost, 1, "{op}, uploaded first");
+            }
         }
     }
     // OneHotEncoder with `zeros` 0 costs what it costs with `zeros` 1 on a graph input.

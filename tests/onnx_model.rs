@@ -1372,10 +1372,11 @@ fn tensor_scatter_updates_an_f8_cache() {
     }
     assert_eq!(got[0].dtype, wgpu_ops::DType::F8E4M3FN);
     assert_eq!(got[0].data, want);
-    // Both kernel sets (the GPU set applies every update at once), in two commands: the write
-    // positions, one per batch item and position (an Add of the write indices), and the
+    // Both kernel sets (the GPU set applies every update at once), in three commands: the
+    // check of the write indices (uploaded before planning, they are checked on the GPU), the
+    // write positions, one per batch item and position (an Add of the write indices), and the
     // scatter, which repeats them over the heads and the head's elements. An index per update
-    // element would take a third, and so would a copy of the cache: its upload is the run's
+    // element would take a fourth, and so would a copy of the cache: its upload is the run's
     // own, which the scatter updates where it lies.
     for cpu_kernels in [true, false] {
         let ctx = Context::new_blocking(ContextOptions {
@@ -1401,7 +1402,7 @@ fn tensor_scatter_updates_an_f8_cache() {
                 .unwrap();
             let why = format!("cpu_kernels {cpu_kernels}, run {run}");
             assert_eq!(got[0].1.data, want, "{why}");
-            assert_eq!(commands(ctx.stats()) - before, 2, "{why}");
+            assert_eq!(commands(ctx.stats()) - before, 3, "{why}");
             if run > 0 {
                 assert_eq!(ctx.stats().buffers_created, buffers, "{why}");
             }

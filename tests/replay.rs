@@ -407,6 +407,55 @@ fn host_values_that_plan_ops_must_match_for_a_replay() {
     }
 }
 
+/// Inputs whose rules (`CheckInputs`) read only their shapes are uploaded first like any
+/// other: new values each run, every run after the first replayed. A bad shape is still
+/// refused by the rule.
+#[test]
+fn inputs_checked_by_shape_only_replay_with_new_values() {
+    let cast = |from: &str, to: &str| {
+        Node::new("Cast", to)
+            .inputs([from])
+            .outputs([to])
+            .attr("to", Attr::String("i32".into()))
+    };
+    let g = Graph::new()
+        .input("A", DType::U8, &[Some(2), Some(3)])
+        .input("B", DType::U8, &[Some(3), Some(4)])
+        .node(
+            Node::new("CheckInputs", "check")
+                .inputs(["A", "B"])
+                .outputs(["ok"])
+                .attr("op", Attr::String("MatMulInteger".into())),
+        )
+        .node(cast("A", "a"))
+        .node(cast("B", "b"))
+        .node(Node::new("MatMul", "mm").inputs(["a", "b"]).outputs(["Y"]))
+        .output("Y");
+    let u8s = |shape: &[usize], seed: u64| {
+        HostTensor::from_bytes(
+            DType::U8,
+            shape.to_vec(),
+            bytes(seed, shape.iter().product()),
+        )
+        .unwrap()
+    };
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        for run in 0..4u64 {
+            let (a, b) = (u8s(&[2, 3], 130 + run), u8s(&[3, 4], 140 + run));
+            let inputs = [("A", &a), ("B", &b)];
+            let before = ctx.stats().replayed_runs;
+            let out = session.run_blocking(named(&inputs)).unwrap();
+            assert_eq!(
+                ctx.stats().replayed_runs - before,
+                u64::from(run > 0),
+                "run {run}"
+            );
+            assert_eq!(out[0].1, fresh(&ctx, &g, &inputs)[0], "run {run}");
+        }
+    }
+}
+
 /// An index out of range given on the host keeps the message planning on the host gives it
 /// (the run uploaded first finds it on the GPU, then is planned again on the host values);
 /// runs before and after it are replayed.

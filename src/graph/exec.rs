@@ -1532,17 +1532,34 @@ impl Session {
         let derived = derived::Derived::new(&graph, &order);
         let analysis = Analysis::new(ctx, &graph, &HashMap::new(), &[]);
         // Graph inputs whose values planning reads: those that plan ops, and those whose
-        // values input rules check while planning (unchecked there on the GPU).
-        let checked = graph
+        // values `CheckInputs` rules check while planning only (where no `CheckValues` node
+        // checks them on the GPU, as the ONNX loader adds one for each such rule).
+        let on_gpu_checked: HashSet<&str> = graph
             .nodes
             .iter()
-            .filter(|n| matches!(n.op.as_str(), "CheckInputs" | "CheckValues"))
-            .flat_map(|n| n.inputs.iter());
+            .filter(|n| n.op == "CheckValues")
+            .filter_map(|n| n.inputs.first().map(String::as_str))
+            .collect();
+        let host_checked: HashSet<&str> = graph
+            .nodes
+            .iter()
+            .filter(|n| n.op == "CheckInputs")
+            .flat_map(|n| {
+                let op = match n.attrs.get("op") {
+                    Some(Attr::String(op)) => op.as_str(),
+                    _ => "",
+                };
+                let checked = super::input_rules::value_checked_inputs(op);
+                checked.iter().filter_map(|&k| n.inputs.get(k))
+            })
+            .map(String::as_str)
+            .filter(|v| !on_gpu_checked.contains(v))
+            .collect();
         let planning_inputs = graph
             .inputs
             .iter()
             .map(|i| &i.name)
-            .filter(|&i| analysis.plan_values.contains(i) || checked.clone().any(|c| c == i))
+            .filter(|&i| analysis.plan_values.contains(i) || host_checked.contains(i.as_str()))
             .cloned()
             .collect();
         // Strings, maps and sequences are made and read on the host: a graph with them
@@ -1632,6 +1649,14 @@ impl Session {
     /// planned on the values on the host (a Scan body that reshapes by an outer input, say).
     pub fn uploads_inputs_first(&self) -> bool {
         self.upload_first.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether [`Session::run_values`] (and [`Session::run`]) upload their tensor inputs
+    /// before planning (on by default, but for graphs with strings, maps or sequences); off,
+    /// every such run is planned on the values on the host (for comparisons).
+    pub fn set_uploads_inputs_first(&self, on: bool) {
+        self.upload_first
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether [`Session::run_tensors`] may encode the last run's commands again (on by
@@ -1752,7 +1777,7 @@ impl Session {
     ///
     /// Where every input and output is a tensor, the inputs are uploaded before the graph is
     /// planned, but for those whose values plan ops (a Reshape's shape, a Range's limit) or
-    /// input rules check (`CheckInputs`, `CheckValues`), and
+    /// input rules check while planning only (`CheckInputs` without a `CheckValues`), and
     /// the run goes the way of [`Session::run_tensors`]: a run whose inputs have the dtypes
     /// and shapes of the last run's, and the same values where they plan ops, encodes the
     /// last run's commands again instead of planning the graph ([`Session::replayed_runs`]).

@@ -241,6 +241,18 @@ pub(crate) fn check(node: &Node, inputs: &[Option<Input<'_>>]) -> Result<()> {
     }
 }
 
+/// The inputs of `op` (by index) whose values its rules check where they are known while
+/// planning; the other inputs' rules read shapes and dtypes only.
+pub(crate) fn value_checked_inputs(op: &str) -> &'static [usize] {
+    match op {
+        "SoftmaxCrossEntropyLoss" | "NegativeLogLikelihoodLoss" => &[1],
+        "RoiAlign" | "TensorScatter" => &[2],
+        "RotaryEmbedding" => &[3],
+        "OneHotEncoder" => &[0],
+        _ => &[],
+    }
+}
+
 /// The ONNX-ML ops whose input X holds `features` values per row (its last axis).
 const ML_OPS: &[&str] = &[
     "Scaler",

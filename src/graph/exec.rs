@@ -1464,8 +1464,8 @@ pub struct Session {
     /// Whether `run_tensors` may replay (see [`Session::set_replay`]).
     replay_on: std::sync::atomic::AtomicBool,
     /// Whether `run_values` uploads its tensors before planning (see
-    /// [`Session::run_values`]); off once a run failed that way and succeeded planned on the
-    /// host values.
+    /// [`Session::run_values`]); off for graphs with strings, maps or sequences, and once a
+    /// run failed that way and succeeded planned on the host values.
     upload_first: std::sync::atomic::AtomicBool,
     /// The buffers the last run uploaded its inputs into before planning, by input name: the
     /// next run uploads into them, so that a replay binds what the log bound.
@@ -1988,8 +1988,8 @@ impl Session {
     }
 
     /// [`Session::run_tensors`] on `inputs`, and on `host`, inputs given on the host (whose
-    /// values plan ops: a replay needs them equal).
-    /// `host_outputs`: outputs that are values on the host are given as such (not uploaded).
+    /// values planning reads: a replay needs them equal). `host_outputs`: outputs that are
+    /// values on the host are given as such (not uploaded).
     async fn run_on(
         &self,
         inputs: Vec<(String, Tensor)>,

@@ -300,6 +300,29 @@ pub struct Recorder {
     /// repeat (read values back, submitted early, wrote a timestamp, grew past
     /// [`logged::MAX_LOGGED`] commands).
     log: Option<Vec<Logged>>,
+    /// The kernels' parameters, packed into uniform buffers of this recording's own.
+    params: Params,
+}
+
+/// The kernels' parameters of a recording, packed at aligned offsets into shared uniform
+/// buffers: a buffer made per dispatch (mapped at creation, so wgpu adds a staging buffer and a
+/// copy) cost a planned run more host time than encoding its dispatch. Each range is written
+/// once, before the commands reading it are submitted, and never again: captured and logged
+/// bind groups read it in later iterations and runs.
+#[derive(Default)]
+struct Params {
+    chunk: Option<wgpu::Buffer>,
+    /// Bytes of `chunk` taken so far; those from `written` on are still in `pending`.
+    used: u64,
+    written: u64,
+    pending: Vec<u8>,
+    /// The size of the next chunk (doubling from [`Params::FIRST_CHUNK`]).
+    next_size: u64,
+}
+
+impl Params {
+    const FIRST_CHUNK: u64 = 4 << 10;
+    const MAX_CHUNK: u64 = 1 << 20;
 }
 
 /// What a recording did to the input tensors a caller handed over.
@@ -341,6 +364,7 @@ impl Recorder {
             caller_input: CallerInput::Untouched,
             uploads: Vec::new(),
             log: None,
+            params: Params::default(),
         }
     }
 
@@ -434,6 +458,7 @@ impl Recorder {
     /// Submits the commands encoded so far (ending the compute pass) and starts a new command
     /// buffer.
     fn submit_encoded(&mut self) -> Result<wgpu::SubmissionIndex> {
+        self.flush_params()?;
         let ctx = self.ctx.clone();
         let encoder = std::mem::replace(
             &mut self.encoder,
@@ -960,9 +985,57 @@ impl Recorder {
     }
 
     /// A uniform buffer holding `bytes` (kernel parameters), written when it is created.
-    fn uniform(&mut self, op: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
-        self.on_device(op, |ctx| {
-            ctx.buffer_with(Some("params"), wgpu::BufferUsages::UNIFORM, bytes)
+    /// A range of this recording's parameter buffers holding `bytes` (see [`Params`]):
+    /// the buffer, the offset and the size bound.
+    fn uniform(&mut self, op: &str, bytes: &[u8]) -> Result<(wgpu::Buffer, u64, u64)> {
+        let align = u64::from(self.ctx.limits().min_uniform_buffer_offset_alignment).max(4);
+        let size = (bytes.len() as u64).next_multiple_of(4).max(4);
+        let p = &self.params;
+        let fits = p.chunk.as_ref().and_then(|chunk| {
+            let offset = p.used.next_multiple_of(align);
+            (offset + size <= chunk.size()).then(|| (chunk.clone(), offset))
+        });
+        let (chunk, offset) = match fits {
+            Some(fit) => fit,
+            None => {
+                self.flush_params()?;
+                let chunk_size = size.max(self.params.next_size.max(Params::FIRST_CHUNK));
+                let chunk = self.on_device(op, |ctx| {
+                    ctx.device().create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("params"),
+                        size: chunk_size,
+                        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    })
+                })?;
+                let p = &mut self.params;
+                p.next_size = (chunk_size * 2).min(Params::MAX_CHUNK);
+                p.chunk = Some(chunk.clone());
+                p.used = 0;
+                p.written = 0;
+                (chunk, 0)
+            }
+        };
+        let p = &mut self.params;
+        let start = (offset - p.written) as usize;
+        p.pending.resize(start, 0);
+        p.pending.extend_from_slice(bytes);
+        p.pending.resize(start + size as usize, 0);
+        p.used = offset + size;
+        Ok((chunk, offset, size))
+    }
+
+    /// Writes the parameters taken since the last flush into their buffer: before any
+    /// submission of the commands that read them.
+    fn flush_params(&mut self) -> Result<()> {
+        let p = &mut self.params;
+        let Some(chunk) = p.chunk.clone().filter(|_| !p.pending.is_empty()) else {
+            return Ok(());
+        };
+        let (offset, bytes) = (p.written, std::mem::take(&mut p.pending));
+        p.written = p.used;
+        self.on_device("params", |ctx| {
+            ctx.queue().write_buffer(&chunk, offset, &bytes)
         })
     }
 
@@ -976,8 +1049,13 @@ impl Recorder {
         buffers: &[wgpu::BindingResource<'_>],
         grid: [u32; 3],
     ) -> Result<()> {
-        let uniform = self.uniform(op, params)?;
-        let bindings: Vec<wgpu::BindingResource<'_>> = std::iter::once(uniform.as_entire_binding())
+        let (uniform, offset, size) = self.uniform(op, params)?;
+        let params = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: &uniform,
+            offset,
+            size: std::num::NonZeroU64::new(size),
+        });
+        let bindings: Vec<wgpu::BindingResource<'_>> = std::iter::once(params)
             .chain(buffers.iter().cloned())
             .collect();
         self.dispatch_with(op, pipeline, &bindings, grid)
@@ -1081,7 +1159,8 @@ impl Recorder {
     }
 
     /// Submits everything recorded, then reports any GPU error the recording raised.
-    pub async fn finish(self) -> Result<()> {
+    pub async fn finish(mut self) -> Result<()> {
+        self.flush_params()?;
         let Recorder {
             ctx,
             encoder,

@@ -1145,3 +1145,67 @@ fn later_runs_reuse_scratch_sequence_and_loop_buffers() {
         }
     }
 }
+
+/// Kernel parameters live in uniform buffers shared by a run's dispatches, each range written
+/// before the commands reading it are submitted: 40 reversing slices (a gather each, with
+/// parameters of its own), a Reshape whose shape is read back from the GPU (submitting what
+/// came before), and 40 more slices after it, every output the reference's bit for bit.
+#[test]
+fn kernel_parameters_of_many_dispatches_around_a_read_back_reach_their_kernels() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let mut g = Graph::new()
+        .input("x", DType::F32, &[Some(64), Some(8)])
+        .input("dims", DType::I64, &[Some(2)])
+        .constant("stride", idx(&[1, -1]));
+    let slice = |g: Graph, from: &str, k: i64, out: String| {
+        g.constant(format!("b{out}"), idx(&[k, -1]))
+            .constant(format!("e{out}"), idx(&[k + 3, 0]))
+            .node(
+                Node::new("StridedSlice", format!("n{out}"))
+                    .inputs([
+                        from.to_string(),
+                        format!("b{out}"),
+                        format!("e{out}"),
+                        "stride".into(),
+                    ])
+                    .outputs([out.clone()])
+                    .attr("end_mask", Attr::Ints(vec![0, 1])),
+            )
+            .output(out)
+    };
+    for k in 0..40 {
+        g = slice(g, "x", k, format!("before{k}"));
+    }
+    g = g
+        .node(
+            Node::new("Abs", "dims_on_gpu")
+                .inputs(["dims"])
+                .outputs(["shape"]),
+        )
+        .node(
+            Node::new("Reshape", "r")
+                .inputs(["x", "shape"])
+                .outputs(["xr"]),
+        );
+    for k in 0..40 {
+        g = slice(g, "xr", k + 20, format!("after{k}"));
+    }
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    let x = random_tensor(7, DType::F32, &[64, 8]);
+    let dims = idx(&[64, 8]);
+    let inputs = vec![("x".to_string(), x), ("dims".to_string(), dims)];
+    let on_gpu: Vec<_> = inputs
+        .iter()
+        .map(|(n, v)| (n.clone(), wgpu_ops::Tensor::from_host(&ctx, v).unwrap()))
+        .collect();
+    let before = ctx.stats();
+    let got = session.run_tensors_blocking(on_gpu).unwrap();
+    let after = ctx.stats();
+    assert_eq!(after.read_backs - before.read_backs, 1);
+    assert!(after.dispatches - before.dispatches >= 80);
+    let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+    assert_eq!(got.len(), 80);
+    for ((name, got), want) in got.iter().zip(&want) {
+        assert_eq!(&got.to_host_blocking().unwrap(), want, "{name}");
+    }
+}

@@ -1033,21 +1033,10 @@ impl Context {
         self.inner.gather_unroll
     }
 
-    /// A buffer created holding `contents` (padded to 4 bytes). Unlike wgpu's
+    /// A buffer of `size` bytes (a multiple of 4, at least `contents`' length rounded up to
+    /// a word) starting with `contents`; the rest is zeros. Unlike wgpu's
     /// `create_buffer_init`, which panics when the device cannot create the buffer (out of
     /// memory), this leaves the failure to the caller's error scope, which reports it.
-    pub(crate) fn buffer_with(
-        &self,
-        label: Option<&str>,
-        usage: wgpu::BufferUsages,
-        contents: &[u8],
-    ) -> wgpu::Buffer {
-        let size = (contents.len() as u64).div_ceil(4).max(1) * 4;
-        self.buffer_sized(label, usage, size, contents)
-    }
-
-    /// A buffer of `size` bytes (a multiple of 4, at least `contents`' length rounded up to
-    /// a word) starting with `contents`; the rest is zeros.
     pub(crate) fn buffer_sized(
         &self,
         label: Option<&str>,

@@ -221,13 +221,15 @@ fn stacked_reduction(
 /// Moves the state-free nodes of the Scan's `body` out of the loop: captures them on the
 /// whole scan inputs and returns the Scan that reads their results as extra scan inputs (and
 /// no longer reads the scan inputs only they read), or `None` when no node moves (or the moved
-/// values would hold more than [`worth_holding`] allows).
+/// values would hold more than [`worth_holding`] allows). `order` is the body's schedule.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn hoist(
     rec: &mut Recorder,
     args: &NodeArgs,
     body: &Graph,
     attrs: &ScanAttrs,
     plan: &ScanPlan,
+    order: &[usize],
     states: &[Tensor],
     scans: &[Tensor],
 ) -> Result<Option<Hoisted>> {
@@ -288,7 +290,6 @@ pub(crate) fn hoist(
             }
         }
     }
-    let order = body.schedule(&|n: &str| args.scope().get(n).is_some())?;
     // A node broadcasting a stacked input to a larger shape moves only with its one reader, a
     // reduction computing it as it reads it; where that reader stays, the node is kept too
     // and the pass runs again.
@@ -297,7 +298,7 @@ pub(crate) fn hoist(
         let mut known = known.clone();
         let mut moved = vec![false; body.nodes.len()];
         let mut forms: HashMap<usize, Stacked> = HashMap::new();
-        for &k in &order {
+        for &k in order {
             let node = &body.nodes[k];
             let mut inputs = Vec::new();
             for name in node.inputs.iter().filter(|i| !i.is_empty()) {

@@ -428,7 +428,7 @@ fn run(rec: &mut Recorder, args: &NodeArgs) -> Result<Vec<Tensor>> {
         return Ok(outputs);
     }
     // Nodes that read no state run once, before the loop, on the whole scan inputs.
-    if let Some(h) = super::hoist::hoist(rec, args, body, &attrs, &plan, states, scans)? {
+    if let Some(h) = super::hoist::hoist(rec, args, body, &attrs, &plan, &order, states, scans)? {
         let described: Vec<(DType, Vec<usize>)> = states
             .iter()
             .chain(&h.scans)

@@ -1182,12 +1182,14 @@ impl KernelSpec for Kernel {
                 ..
             } => format!(
                 "elementwise_words.wgsl fused {} dense(broadcast {broadcast:#b})",
-                program.describe()
+                program::described(program)
             )
             .into(),
-            Kernel::Fused { program, .. } => {
-                format!("elementwise_words.wgsl fused {}", program.describe()).into()
-            }
+            Kernel::Fused { program, .. } => format!(
+                "elementwise_words.wgsl fused {}",
+                program::described(program)
+            )
+            .into(),
             Kernel::MatMul {
                 dtype,
                 epilogue,
@@ -1196,14 +1198,14 @@ impl KernelSpec for Kernel {
                 ..
             } => {
                 let epilogue = epilogue
-                    .map(|p| format!(" epilogue {}", p.describe()))
+                    .map(|p| format!(" epilogue {}", program::described(p)))
                     .unwrap_or_default();
                 let prologue = prologue
                     .map(|(p, j)| {
                         format!(
                             " prologue of {} {}",
                             ["A", "B"][usize::from(j)],
-                            p.describe()
+                            program::described(p)
                         )
                     })
                     .unwrap_or_default();
@@ -1221,7 +1223,7 @@ impl KernelSpec for Kernel {
                 ..
             } => {
                 let prologue = prologue
-                    .map(|p| format!(" prologue {}", p.describe()))
+                    .map(|p| format!(" prologue {}", program::described(p)))
                     .unwrap_or_default();
                 format!("reduce.wgsl {op} {input}{}{prologue}", emulated(emulate64)).into()
             }

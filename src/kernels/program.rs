@@ -5,7 +5,7 @@
 //! no intermediate tensor. Each step's result is narrowed to its dtype as storing it would
 //! narrow it, so a fused chain gives the bits its ops give one by one.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use super::divide::Divisor;
@@ -842,6 +842,19 @@ impl Values<'_> {
             Values::Program { shape, .. } => shape,
         }
     }
+}
+
+/// [`Program::describe`] of an interned program, formatted once: every pipeline lookup of a
+/// fused kernel names its module by it, and formatting it anew took more host time than the
+/// lookup.
+pub(crate) fn described(program: &'static Program) -> &'static str {
+    static NAMES: Mutex<Option<HashMap<usize, &'static str>>> = Mutex::new(None);
+    let mut guard = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let names = guard.get_or_insert_with(HashMap::new);
+    // Interned programs are never freed, so an address names one program for good.
+    names
+        .entry(program as *const Program as usize)
+        .or_insert_with(|| String::leak(program.describe()))
 }
 
 /// Programs live as long as the pipelines compiled from them (the context's cache holds

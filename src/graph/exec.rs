@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::fuse::{self, Held, Pending};
 use super::registry::{self, OpDef};
-use super::{Attr, Graph, Node, Value, ValueKind};
+use super::{Attr, FastMap, FastSet, Graph, Node, Value, ValueKind};
 use crate::kernels::program::Values;
 use crate::recorder::{CallerInput, IndexFaults, Logged, SparePool};
 
@@ -268,7 +268,7 @@ impl Slot {
 
 /// The values visible to a graph: its own, then those of the enclosing graphs (ONNX outer scope).
 pub(crate) struct Scope<'a> {
-    pub slots: HashMap<String, Slot>,
+    pub slots: FastMap<String, Slot>,
     pub parent: Option<&'a Scope<'a>>,
 }
 
@@ -582,15 +582,15 @@ fn record_nodes(
         swappable,
         plan_values,
     } = analysis;
-    let keep: HashSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
+    let keep: FastSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
     // The position in `order` after which each node-produced value is dead.
-    let mut last_use: HashMap<&str, usize> = HashMap::new();
+    let mut last_use: FastMap<&str, usize> = FastMap::default();
     for (pos, &k) in order.iter().enumerate() {
         for input in &reads[k] {
             last_use.insert(input.as_str(), pos);
         }
     }
-    let produced: HashSet<&str> = graph
+    let produced: FastSet<&str> = graph
         .nodes
         .iter()
         .flat_map(|n| n.outputs.iter().map(String::as_str))
@@ -889,10 +889,10 @@ fn read_back_inputs(
 /// What decides when a node's values are dead: the values nodes produce, the graph's outputs
 /// and placed values (kept), and the position in the order of each value's last reader.
 struct DeadAfter<'g> {
-    produced: HashSet<&'g str>,
-    keep: HashSet<&'g str>,
-    placed: HashSet<&'g str>,
-    last_use: HashMap<&'g str, usize>,
+    produced: FastSet<&'g str>,
+    keep: FastSet<&'g str>,
+    placed: FastSet<&'g str>,
+    last_use: FastMap<&'g str, usize>,
 }
 
 /// The input of `node` (at `pos` in the order) that its first output may be written over, as
@@ -2255,7 +2255,7 @@ impl Session {
                 .map(|n| n.outputs.len())
                 .sum::<usize>();
         let mut scope = Scope {
-            slots: HashMap::with_capacity(values),
+            slots: FastMap::with_capacity_and_hasher(values, Default::default()),
             parent: None,
         };
         for decl in &self.graph.inputs {

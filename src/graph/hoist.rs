@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use super::exec::{record_graph, NodeArgs, Scope, Slot};
 use super::fuse::{fusable, head_op, prologue_reader};
 use super::scan::{ScanAttrs, ScanPlan};
-use super::{Attr, Graph, Node, ValueInfo};
+use super::{Attr, FastMap, FastSet, Graph, Node, ValueInfo};
 use crate::recorder::Step;
 use crate::{HostTensor, Recorder, Result, Tensor};
 
@@ -241,7 +241,7 @@ pub(crate) fn hoist(
     {
         return Ok(None);
     }
-    let mut known: HashMap<String, Known> = HashMap::new();
+    let mut known: FastMap<String, Known> = FastMap::default();
     for (decl, scan) in body.inputs[n..].iter().zip(scans) {
         let shape = scan.shape().to_vec();
         known.insert(
@@ -275,14 +275,14 @@ pub(crate) fn hoist(
             },
         );
     }
-    let state_names: HashSet<&str> = body.inputs[..n].iter().map(|i| i.name.as_str()).collect();
-    let produced: HashSet<&str> = body
+    let state_names: FastSet<&str> = body.inputs[..n].iter().map(|i| i.name.as_str()).collect();
+    let produced: FastSet<&str> = body
         .nodes
         .iter()
         .flat_map(|nd| nd.outputs.iter().map(String::as_str))
         .collect();
     // The body nodes reading each value.
-    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut readers: FastMap<&str, Vec<usize>> = FastMap::default();
     for (k, nd) in body.nodes.iter().enumerate() {
         for name in nd.reads() {
             if let Some(name) = produced.get(name.as_str()) {
@@ -436,7 +436,7 @@ pub(crate) fn hoist(
         symbolic_dims: Default::default(),
     };
     let mut scope = Scope {
-        slots: HashMap::new(),
+        slots: Default::default(),
         parent: Some(args.scope()),
     };
     for &i in &invariant {

@@ -492,7 +492,7 @@ fn capture_body(
     let ctx = rec.context().clone();
     let n = states.len();
     let mut scope = Scope {
-        slots: HashMap::new(),
+        slots: Default::default(),
         parent: Some(args.scope()),
     };
     for (i, decl) in body.inputs.iter().enumerate() {

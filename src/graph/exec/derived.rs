@@ -316,7 +316,7 @@ impl Derived {
         };
         let sub_order: Vec<usize> = (0..sub.nodes.len()).collect();
         let mut scope = Scope {
-            slots: HashMap::new(),
+            slots: Default::default(),
             parent: None,
         };
         for (name, value) in &constants {

@@ -984,7 +984,6 @@ impl Recorder {
         })
     }
 
-    /// A uniform buffer holding `bytes` (kernel parameters), written when it is created.
     /// A range of this recording's parameter buffers holding `bytes` (see [`Params`]):
     /// the buffer, the offset and the size bound.
     fn uniform(&mut self, op: &str, bytes: &[u8]) -> Result<(wgpu::Buffer, u64, u64)> {

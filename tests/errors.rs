@@ -205,6 +205,46 @@ fn workgroup_sizes_outside_the_device_limits_are_errors() {
     }
 }
 
+#[test]
+fn offset_alignments_that_are_no_power_of_two_up_to_256_are_errors() {
+    for bad in [0, 48, 512] {
+        let e = Context::new_blocking(ContextOptions {
+            min_offset_alignment: Some(bad),
+            ..Default::default()
+        })
+        .unwrap_err();
+        let (op, input, msg) = invalid(Err(e));
+        assert_eq!(
+            (op.as_str(), input.as_str()),
+            ("Context", "min_offset_alignment")
+        );
+        assert!(
+            msg.contains(&format!("'{bad}' is not a power of two from 1 to 256")),
+            "{msg}"
+        );
+    }
+    // A larger alignment than the adapter's is requested from the device, a smaller one
+    // leaves the adapter's.
+    for asked in [256, 1] {
+        let ctx = Context::new_blocking(ContextOptions {
+            min_offset_alignment: Some(asked),
+            ..Default::default()
+        })
+        .unwrap();
+        let adapter = ctx.adapter().limits();
+        for limits in [ctx.limits().clone(), ctx.device().limits()] {
+            assert_eq!(
+                limits.min_uniform_buffer_offset_alignment,
+                asked.max(adapter.min_uniform_buffer_offset_alignment)
+            );
+            assert_eq!(
+                limits.min_storage_buffer_offset_alignment,
+                asked.max(adapter.min_storage_buffer_offset_alignment)
+            );
+        }
+    }
+}
+
 /// Kernels that hold a parameter slot per axis (Pad, the scatters) refuse data of more axes
 /// than they hold, and OneHot a depth whose positions no binding holds: errors naming the op,
 /// not an index out of bounds.

@@ -1149,10 +1149,24 @@ fn later_runs_reuse_scratch_sequence_and_loop_buffers() {
 /// Kernel parameters live in uniform buffers shared by a run's dispatches, each range written
 /// before the commands reading it are submitted: 40 reversing slices (a gather each, with
 /// parameters of its own), a Reshape whose shape is read back from the GPU (submitting what
-/// came before), and 40 more slices after it, every output the reference's bit for bit.
+/// came before), and 40 more slices after it, every output the reference's bit for bit: at the
+/// adapter's offset alignment and at 256 bytes (browsers', Direct3D 12's), where a 4 KiB chunk
+/// holds 16 dispatches' parameters.
 #[test]
 fn kernel_parameters_of_many_dispatches_around_a_read_back_reach_their_kernels() {
-    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    for align in [None, Some(256)] {
+        kernel_parameters_around_a_read_back(align);
+    }
+}
+
+fn kernel_parameters_around_a_read_back(min_offset_alignment: Option<u32>) {
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        min_offset_alignment,
+        ..Default::default()
+    })
+    .unwrap();
+    let align = ctx.limits().min_uniform_buffer_offset_alignment;
+    assert!(align >= min_offset_alignment.unwrap_or(0), "{align}");
     let mut g = Graph::new()
         .input("x", DType::F32, &[Some(64), Some(8)])
         .input("dims", DType::I64, &[Some(2)])
@@ -1206,6 +1220,10 @@ fn kernel_parameters_of_many_dispatches_around_a_read_back_reach_their_kernels()
     let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
     assert_eq!(got.len(), 80);
     for ((name, got), want) in got.iter().zip(&want) {
-        assert_eq!(&got.to_host_blocking().unwrap(), want, "{name}");
+        assert_eq!(
+            &got.to_host_blocking().unwrap(),
+            want,
+            "{name} (alignment {align})"
+        );
     }
 }

@@ -58,6 +58,7 @@ fn contiguous_slices_are_copies() {
 fn small_binding_context() -> Context {
     Context::new_blocking(ContextOptions {
         max_binding_size: Some(256),
+        min_offset_alignment: common::ADAPTER_ALIGNMENT,
         ..Default::default()
     })
     .unwrap()

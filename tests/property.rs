@@ -155,6 +155,7 @@ fn chunking_ctx() -> &'static wgpu_ops::Context {
     CTX.get_or_init(|| {
         wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
             max_binding_size: Some(64),
+            min_offset_alignment: common::ADAPTER_ALIGNMENT,
             ..Default::default()
         })
         .unwrap()
@@ -169,6 +170,7 @@ fn multi_buffer_ctx() -> &'static wgpu_ops::Context {
         wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
             max_buffer_size: Some(256),
             max_binding_size: Some(160),
+            min_offset_alignment: common::ADAPTER_ALIGNMENT,
             ..Default::default()
         })
         .unwrap()

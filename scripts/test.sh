@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: the Rust tests of the crate and the demo on whatever adapter wgpu finds
-# (three times: with its own kernel choice, with the GPU kernel variants, and with those and
-# 256-byte binding offsets)
+# (three times: with its own kernel choice, with the GPU kernel variants, and with those
+# within WebGPU's default limits)
 # (lavapipe without a GPU; the numpy cross-check needs numpy, the ONNX node tests the `onnx`
 # package and the scikit-learn model test onnxruntime, scikit-learn and skl2onnx, installed here
 # when missing), then
@@ -47,11 +47,11 @@ cargo test --workspace "${args[@]}"
 # the compute pass), which a CPU adapter would not pick: lavapipe checks them too.
 echo "== the suite again with WGPU_OPS_CPU_KERNELS=0 (the GPU kernel variants)" >&2
 WGPU_OPS_CPU_KERNELS=0 cargo test --workspace "${args[@]}"
-# And those kernels with buffers bound at offsets aligned to 256 bytes, as browsers and
-# Direct3D 12 ask (lavapipe asks for 32): kernel parameters in their shared uniform buffers,
-# Scan elements read and written where they lie.
-echo "== the suite again with WGPU_OPS_CPU_KERNELS=0 and WGPU_OPS_MIN_OFFSET_ALIGNMENT=256" >&2
-WGPU_OPS_CPU_KERNELS=0 WGPU_OPS_MIN_OFFSET_ALIGNMENT=256 cargo test --workspace "${args[@]}"
+# And those kernels within WebGPU's default limits, as browsers give them (lavapipe offers
+# more): buffers bound at offsets aligned to 256 bytes (lavapipe: 32), 8 storage buffers per
+# kernel, buffers of 256 MiB.
+echo "== the suite again with WGPU_OPS_CPU_KERNELS=0 and WGPU_OPS_WEBGPU_LIMITS=1" >&2
+WGPU_OPS_CPU_KERNELS=0 WGPU_OPS_WEBGPU_LIMITS=1 cargo test --workspace "${args[@]}"
 if [ $browser = 1 ]; then
   scripts/browser-test.sh
 else

@@ -308,7 +308,7 @@ fn small_binding_ctx() -> &'static wgpu_ops::Context {
     CTX.get_or_init(|| {
         wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
             max_binding_size: Some(128),
-            min_offset_alignment: common::ADAPTER_ALIGNMENT,
+            webgpu_limits: common::ADAPTER_LIMITS,
             ..Default::default()
         })
         .unwrap()

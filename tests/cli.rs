@@ -599,6 +599,48 @@ fn max_memory_refuses_a_run_before_any_work() {
     assert_eq!(npy::read(&out.join("running.npy")).unwrap().shape, [256, 4]);
 }
 
+/// `WGPU_OPS_WEBGPU_LIMITS`: `1` runs on WebGPU's default limits, a value that is neither 1
+/// nor 0 is one error line that names the variable and shows the value escaped.
+#[test]
+fn webgpu_limits_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rows: Vec<f32> = (0..1024).map(|v| v as f32).collect();
+    let xs = save(
+        d,
+        "x.npy",
+        &HostTensor::from_vec(vec![256, 4], &rows).unwrap(),
+    );
+    let g = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/graphs/cumsum.json");
+    let out = d.join("out");
+    let input = format!("x={xs}");
+    let run = |value: &str| {
+        Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
+            .args(["run", g, "--input", &input, "--out", out.to_str().unwrap()])
+            .env("WGPU_OPS_WEBGPU_LIMITS", value)
+            .output()
+            .unwrap()
+    };
+    let bad = run("yes\nplease");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: ")
+            && err.contains("WGPU_OPS_WEBGPU_LIMITS 'yes\\nplease' is neither 1 nor 0"),
+        "{err}"
+    );
+    let good = run("1");
+    let err = String::from_utf8_lossy(&good.stderr);
+    assert_eq!(good.status.code(), Some(0), "{err}");
+    let running = npy::read(&out.join("running.npy")).unwrap();
+    assert_eq!(running.shape, [256, 4]);
+    assert_eq!(
+        running.to_vec::<f32>().unwrap()[1020..],
+        [130560.0, 130816.0, 131072.0, 131328.0]
+    );
+}
+
 /// `run` and `info` on an ONNX model: Shape -> Concat -> Reshape (planned on the host) on the
 /// input, then Mul; `info` marks the op that is not supported and `run` refuses it.
 #[test]

@@ -570,7 +570,7 @@ fn cpu(op: &str, inputs: Vec<HostTensor>) -> HostTensor {
 fn small_binding_context(bytes: u64) -> wgpu_ops::Context {
     wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         max_binding_size: Some(bytes),
-        min_offset_alignment: common::ADAPTER_ALIGNMENT,
+        webgpu_limits: common::ADAPTER_LIMITS,
         ..Default::default()
     })
     .unwrap()

@@ -205,43 +205,38 @@ fn workgroup_sizes_outside_the_device_limits_are_errors() {
     }
 }
 
+/// A context asked for WebGPU's default limits gets them from the device, or the adapter's
+/// where it offers less: 256-byte offsets, 8 storage buffers per kernel, 256 MiB buffers.
 #[test]
-fn offset_alignments_that_are_no_power_of_two_up_to_256_are_errors() {
-    for bad in [0, 48, 512] {
-        let e = Context::new_blocking(ContextOptions {
-            min_offset_alignment: Some(bad),
-            ..Default::default()
-        })
-        .unwrap_err();
-        let (op, input, msg) = invalid(Err(e));
-        assert_eq!(
-            (op.as_str(), input.as_str()),
-            ("Context", "min_offset_alignment")
-        );
-        assert!(
-            msg.contains(&format!("'{bad}' is not a power of two from 1 to 256")),
-            "{msg}"
-        );
-    }
-    // A larger alignment than the adapter's is requested from the device, a smaller one
-    // leaves the adapter's.
-    for asked in [256, 1] {
+fn contexts_on_webgpu_limits_get_them() {
+    for on in [true, false] {
         let ctx = Context::new_blocking(ContextOptions {
-            min_offset_alignment: Some(asked),
+            webgpu_limits: Some(on),
             ..Default::default()
         })
         .unwrap();
         let adapter = ctx.adapter().limits();
-        for limits in [ctx.limits().clone(), ctx.device().limits()] {
-            assert_eq!(
-                limits.min_uniform_buffer_offset_alignment,
-                asked.max(adapter.min_uniform_buffer_offset_alignment)
-            );
-            assert_eq!(
-                limits.min_storage_buffer_offset_alignment,
-                asked.max(adapter.min_storage_buffer_offset_alignment)
-            );
+        let want = match on {
+            true => wgpu::Limits::default().or_worse_values_from(&adapter),
+            false => adapter.clone(),
+        };
+        assert_eq!(ctx.device().limits(), want, "webgpu_limits {on}");
+        assert_eq!(ctx.limits(), &want, "webgpu_limits {on}");
+        if on {
+            assert!(want.min_storage_buffer_offset_alignment >= 256);
+            assert!(want.max_storage_buffers_per_shader_stage <= 8);
+            assert!(want.max_buffer_size <= 256 << 20);
+            assert!(ctx.max_buffer_size() <= 256 << 20);
         }
+    }
+    // The suite's third pass sets WGPU_OPS_WEBGPU_LIMITS=1: its contexts are on those limits.
+    if std::env::var("WGPU_OPS_WEBGPU_LIMITS").as_deref() == Ok("1") {
+        let ctx = Context::new_blocking(ContextOptions::default()).unwrap();
+        assert_eq!(ctx.limits().min_storage_buffer_offset_alignment, 256);
+        assert_eq!(
+            common::ctx().limits().min_uniform_buffer_offset_alignment,
+            256
+        );
     }
 }
 

@@ -1446,7 +1446,7 @@ fn pow_to_whole_float_exponents_is_exact() {
 fn word_kernel_in_windows() {
     let small = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         max_binding_size: Some(128),
-        min_offset_alignment: common::ADAPTER_ALIGNMENT,
+        webgpu_limits: common::ADAPTER_LIMITS,
         ..Default::default()
     })
     .unwrap();

@@ -57,7 +57,7 @@ fn words_stored_as_quads() {
     let options = |max_binding_size| wgpu_ops::ContextOptions {
         cpu_kernels: Some(false),
         max_binding_size,
-        min_offset_alignment: common::ADAPTER_ALIGNMENT,
+        webgpu_limits: common::ADAPTER_LIMITS,
         ..Default::default()
     };
     let contexts = [
@@ -98,7 +98,7 @@ fn unrolled_quads_move_the_same_bytes() {
         cpu_kernels: Some(false),
         gather_unroll: Some(unroll),
         max_binding_size,
-        min_offset_alignment: common::ADAPTER_ALIGNMENT,
+        webgpu_limits: common::ADAPTER_LIMITS,
         ..Default::default()
     };
     for unroll in [2, 4] {
@@ -151,7 +151,7 @@ fn sub_word_rows_in_and_against_order() {
     // at every alignment, on the default context and on one that binds 64 bytes at a time.
     let chunked = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         max_binding_size: Some(64),
-        min_offset_alignment: common::ADAPTER_ALIGNMENT,
+        webgpu_limits: common::ADAPTER_LIMITS,
         ..Default::default()
     })
     .unwrap();
@@ -186,7 +186,7 @@ fn sub_word_rows_at_other_steps() {
     let options = |cpu_kernels, max_binding_size| wgpu_ops::ContextOptions {
         cpu_kernels: Some(cpu_kernels),
         max_binding_size,
-        min_offset_alignment: common::ADAPTER_ALIGNMENT,
+        webgpu_limits: common::ADAPTER_LIMITS,
         ..Default::default()
     };
     let contexts: Vec<_> = [

@@ -58,7 +58,7 @@ fn contiguous_slices_are_copies() {
 fn small_binding_context() -> Context {
     Context::new_blocking(ContextOptions {
         max_binding_size: Some(256),
-        min_offset_alignment: common::ADAPTER_ALIGNMENT,
+        webgpu_limits: common::ADAPTER_LIMITS,
         ..Default::default()
     })
     .unwrap()

@@ -27,7 +27,7 @@ fn contexts_with(cpu_kernels: Option<bool>) -> Vec<Context> {
                 max_buffer_size: Some(buffer),
                 max_binding_size: binding,
                 cpu_kernels,
-                min_offset_alignment: ADAPTER_ALIGNMENT,
+                webgpu_limits: ADAPTER_LIMITS,
                 ..Default::default()
             })
             .unwrap()
@@ -552,7 +552,7 @@ fn pads_beyond_a_binding_run_in_windows_of_their_output() {
             let ctx = Context::new_blocking(ContextOptions {
                 max_binding_size: Some(binding),
                 cpu_kernels: cpu_kernels_from_env(),
-                min_offset_alignment: ADAPTER_ALIGNMENT,
+                webgpu_limits: ADAPTER_LIMITS,
                 ..Default::default()
             })
             .unwrap();
@@ -624,7 +624,7 @@ fn reductions_beyond_a_binding_run_in_windows_of_rows() {
         let ctx = Context::new_blocking(ContextOptions {
             max_binding_size: Some(binding),
             cpu_kernels: cpu_kernels_from_env(),
-            min_offset_alignment: ADAPTER_ALIGNMENT,
+            webgpu_limits: ADAPTER_LIMITS,
             ..Default::default()
         })
         .unwrap();

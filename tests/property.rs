@@ -155,7 +155,7 @@ fn chunking_ctx() -> &'static wgpu_ops::Context {
     CTX.get_or_init(|| {
         wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
             max_binding_size: Some(64),
-            min_offset_alignment: common::ADAPTER_ALIGNMENT,
+            webgpu_limits: common::ADAPTER_LIMITS,
             ..Default::default()
         })
         .unwrap()
@@ -170,7 +170,7 @@ fn multi_buffer_ctx() -> &'static wgpu_ops::Context {
         wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
             max_buffer_size: Some(256),
             max_binding_size: Some(160),
-            min_offset_alignment: common::ADAPTER_ALIGNMENT,
+            webgpu_limits: common::ADAPTER_LIMITS,
             ..Default::default()
         })
         .unwrap()

@@ -109,14 +109,15 @@ pub struct ContextOptions {
     /// in flight per invocation where index arithmetic delays each one. `None`:
     /// [`DEFAULT_GATHER_UNROLL`]. Ignored with the CPU kernels.
     pub gather_unroll: Option<u32>,
-    /// Align the offsets at which buffers are bound (kernel parameters in their shared
-    /// uniform buffers, Scan elements read and written in place) to at least this many bytes:
-    /// a power of two up to 256. The device is requested with it (a larger alignment than the
-    /// adapter's is always allowed), so a software adapter (32 bytes on lavapipe) aligns as
-    /// browsers and Direct3D 12 do (256) or as most GPUs do (64). `None`: the environment
-    /// variable `WGPU_OPS_MIN_OFFSET_ALIGNMENT` on native builds (the test suite's second pass
-    /// sets 256), else the adapter's own.
-    pub min_offset_alignment: Option<u32>,
+    /// Request WebGPU's default limits (`wgpu::Limits::default()`: what every WebGPU
+    /// implementation offers, browsers included: bindings at offsets aligned to 256 bytes, 8
+    /// storage buffers and 16 KiB of workgroup memory per kernel, bindings of 128 MiB, buffers
+    /// of 256 MiB), or the adapter's where it offers less, instead of the adapter's own: what
+    /// runs on such a context runs within any browser's limits (with `native_64_bit:
+    /// Some(false)` and `subgroups: Some(false)`, on the browser's shader features too).
+    /// `None`: on native builds the environment variable `WGPU_OPS_WEBGPU_LIMITS` (`1` or
+    /// `0`; the test suite's third pass sets `1`), else the adapter's own limits.
+    pub webgpu_limits: Option<bool>,
 }
 
 /// [`ContextOptions::gather_unroll`] by default: on the H200, 2 and 4 lowered every
@@ -427,32 +428,27 @@ pub async fn list_adapters(options: &ContextOptions) -> Vec<wgpu::AdapterInfo> {
         .collect()
 }
 
-/// [`ContextOptions::min_offset_alignment`], else the environment's, checked.
-fn min_offset_alignment(options: &ContextOptions) -> Result<Option<u32>> {
-    let (align, source) = match options.min_offset_alignment {
-        Some(a) => (Some(a.to_string()), "min_offset_alignment"),
-        #[cfg(not(target_arch = "wasm32"))]
-        None => (
-            std::env::var("WGPU_OPS_MIN_OFFSET_ALIGNMENT").ok(),
-            "WGPU_OPS_MIN_OFFSET_ALIGNMENT",
-        ),
-        #[cfg(target_arch = "wasm32")]
-        None => (None, ""),
-    };
-    let Some(text) = align else {
-        return Ok(None);
-    };
-    match text.trim().parse::<u32>() {
-        Ok(a) if a.is_power_of_two() && a <= 256 => Ok(Some(a)),
-        _ => Err(Error::invalid(
-            "Context",
-            source,
-            format!(
-                "{source} '{}' is not a power of two from 1 to 256",
-                text.escape_debug()
-            ),
-        )),
+/// [`ContextOptions::webgpu_limits`], else the environment's.
+fn webgpu_limits(options: &ContextOptions) -> Result<bool> {
+    if let Some(on) = options.webgpu_limits {
+        return Ok(on);
     }
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Ok(text) = std::env::var("WGPU_OPS_WEBGPU_LIMITS") {
+        return match text.trim() {
+            "1" => Ok(true),
+            "0" => Ok(false),
+            _ => Err(Error::invalid(
+                "Context",
+                "WGPU_OPS_WEBGPU_LIMITS",
+                format!(
+                    "WGPU_OPS_WEBGPU_LIMITS '{}' is neither 1 nor 0",
+                    text.escape_debug()
+                ),
+            )),
+        };
+    }
+    Ok(false)
 }
 
 impl Context {
@@ -519,13 +515,10 @@ impl Context {
             })?
         };
         let info = adapter.get_info();
-        let mut limits = adapter.limits();
-        if let Some(align) = min_offset_alignment(&options)? {
-            limits.min_uniform_buffer_offset_alignment =
-                limits.min_uniform_buffer_offset_alignment.max(align);
-            limits.min_storage_buffer_offset_alignment =
-                limits.min_storage_buffer_offset_alignment.max(align);
-        }
+        let limits = match webgpu_limits(&options)? {
+            true => wgpu::Limits::default().or_worse_values_from(&adapter.limits()),
+            false => adapter.limits(),
+        };
         let workgroup_size = match options.workgroup_size {
             None => default_workgroup_size(&info, &limits),
             Some(n)

@@ -14,11 +14,11 @@ pub fn cpu_kernels_from_env() -> Option<bool> {
     std::env::var("WGPU_OPS_CPU_KERNELS").ok().map(|v| v != "0")
 }
 
-/// `min_offset_alignment` of contexts whose bindings or buffers hold a few hundred bytes (to
-/// reach the windowed and multi-buffer paths with small tensors): the adapter's own alignment,
-/// whatever `WGPU_OPS_MIN_OFFSET_ALIGNMENT` asks (a window must hold an element from an aligned
-/// offset, and no device pairs 256-byte alignment with bindings of a few hundred bytes).
-pub const ADAPTER_ALIGNMENT: Option<u32> = Some(1);
+/// `webgpu_limits` of contexts whose bindings or buffers hold a few hundred bytes (to reach
+/// the windowed and multi-buffer paths with small tensors): the adapter's own limits, whatever
+/// `WGPU_OPS_WEBGPU_LIMITS` asks (a window must hold an element from an aligned offset, and no
+/// device pairs WebGPU's 256-byte alignment with bindings of a few hundred bytes).
+pub const ADAPTER_LIMITS: Option<bool> = Some(false);
 
 pub fn ctx() -> &'static Context {
     static CTX: OnceLock<Context> = OnceLock::new();

@@ -559,12 +559,9 @@ fn runs_the_cumulative_sum_scan_graph_file() {
     );
 }
 
-#[test]
-fn max_memory_refuses_a_run_before_any_work() {
-    // The same Scan file with 4 KiB of rows: refused under a 1 KiB limit (one error line
-    // naming the limit, no output file), run under a 1 MiB one.
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// The cumulative sum Scan file and an input of 256 rows of 4 f32 (4 KiB) written in `d`:
+/// the graph, the `--input` argument and the output folder.
+fn cumsum_case(d: &Path) -> (&'static str, String, std::path::PathBuf) {
     let rows: Vec<f32> = (0..1024).map(|v| v as f32).collect();
     let xs = save(
         d,
@@ -572,8 +569,15 @@ fn max_memory_refuses_a_run_before_any_work() {
         &HostTensor::from_vec(vec![256, 4], &rows).unwrap(),
     );
     let g = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/graphs/cumsum.json");
-    let out = d.join("out");
-    let input = format!("x={xs}");
+    (g, format!("x={xs}"), d.join("out"))
+}
+
+#[test]
+fn max_memory_refuses_a_run_before_any_work() {
+    // The same Scan file with 4 KiB of rows: refused under a 1 KiB limit (one error line
+    // naming the limit, no output file), run under a 1 MiB one.
+    let dir = tempfile::tempdir().unwrap();
+    let (g, input, out) = cumsum_case(dir.path());
     let run = |limit: &str| {
         wgpu_ops(&[
             "run",
@@ -604,16 +608,7 @@ fn max_memory_refuses_a_run_before_any_work() {
 #[test]
 fn webgpu_limits_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let rows: Vec<f32> = (0..1024).map(|v| v as f32).collect();
-    let xs = save(
-        d,
-        "x.npy",
-        &HostTensor::from_vec(vec![256, 4], &rows).unwrap(),
-    );
-    let g = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/graphs/cumsum.json");
-    let out = d.join("out");
-    let input = format!("x={xs}");
+    let (g, input, out) = cumsum_case(dir.path());
     let run = |value: &str| {
         Command::new(env!("CARGO_BIN_EXE_wgpu-ops"))
             .args(["run", g, "--input", &input, "--out", out.to_str().unwrap()])

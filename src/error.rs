@@ -53,6 +53,15 @@ pub enum Error {
     /// Reading a result back from the GPU failed.
     #[error("readback: {}", escape(.0))]
     Readback(String),
+    /// The GPU device was lost (a driver reset or hang, the device destroyed, a browser's GPU
+    /// process gone) before `op` was done: what it and the work submitted before it since the
+    /// loss computed is not there. The context cannot be used again; make a new one.
+    #[error(
+        "{}: the GPU device was lost ({}); make a new Context",
+        escape(.op),
+        escape(.reason)
+    )]
+    DeviceLost { op: String, reason: String },
     /// A file could not be read or written (command-line and `.npy` helpers).
     #[error("{}: {}", escape(.path), escape(.message))]
     File { path: String, message: String },

@@ -476,6 +476,7 @@ impl Recorder {
             self.caller_input = CallerInput::Changed;
         }
         self.keep(check)?;
+        ctx.check_device("submit")?;
         self.unsubmitted = 0;
         // A run submitted in parts (a long one, or one that reads values back to plan what it
         // records next) is not kept to be encoded again.
@@ -626,7 +627,10 @@ impl Recorder {
 
     /// Reports `check` now if its errors are known, or keeps it for `finish`.
     fn keep(&mut self, mut check: ScopeCheck) -> Result<()> {
-        check.poll_now()?;
+        let op = check.op().to_string();
+        check
+            .poll_now()
+            .map_err(|e| self.ctx.explain_loss(&op, e))?;
         if !check.is_settled() {
             self.pending.push(check);
         }
@@ -1172,11 +1176,16 @@ impl Recorder {
             ctx.submit(encoder.finish());
         });
         pending.push(check);
-        ctx.await_deferred_checks().await?;
-        for check in pending {
-            check.wait().await?;
-        }
-        Ok(())
+        let checked = async {
+            ctx.await_deferred_checks().await?;
+            for check in pending {
+                check.wait().await?;
+            }
+            Ok(())
+        };
+        checked.await.map_err(|e| ctx.explain_loss("submit", e))?;
+        // Commands on a lost device do nothing and raise no error.
+        ctx.check_device("submit")
     }
 }
 

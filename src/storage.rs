@@ -26,6 +26,8 @@ impl Storage {
         size: u64,
         contents: Option<&[u8]>,
     ) -> Result<Storage> {
+        // Buffers of a lost device hold nothing, and their uploads do nothing, unreported.
+        ctx.check_device(op)?;
         let lease = ctx.reserve_memory(op, size)?;
         let segments = Segments {
             segment: ctx.max_buffer_size(),
@@ -81,6 +83,8 @@ impl Storage {
     /// the work submitted before and before the work submitted after.
     pub(crate) fn write(&self, ctx: &Context, data: &[u8]) -> Result<()> {
         debug_assert!(self.uploaded && alloc_size(data.len() as u64) == self.size());
+        // Writes to a lost device do nothing, and say nothing.
+        ctx.check_device("upload")?;
         let pieces: Vec<(&wgpu::Buffer, &[u8])> = self
             .buffers
             .iter()

@@ -296,10 +296,15 @@ pub async fn download_all(ctx: &Context, tensors: &[&Tensor]) -> Result<Vec<Host
     // (a GPU can hold more than the host has left).
     let total: u64 = tensors.iter().map(|t| t.byte_len()).sum();
     check_download(total, crate::gpu::host_memory_available())?;
+    ctx.check_device("download")?;
     #[cfg(not(target_arch = "wasm32"))]
     let results = download_staged(ctx, tensors);
     #[cfg(target_arch = "wasm32")]
     let results = download_mapped(ctx, tensors).await;
+    // A mapping on a lost device fails: say why.
+    if results.is_err() {
+        ctx.check_device("download")?;
+    }
     results
 }
 

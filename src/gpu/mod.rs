@@ -328,6 +328,8 @@ pub struct Stats {
 }
 
 struct Inner {
+    /// Why the device was lost, once it is (set by wgpu's device-lost callback).
+    lost: Arc<Mutex<Option<String>>>,
     instance: wgpu::Instance,
     adapter: wgpu::Adapter,
     device: wgpu::Device,
@@ -630,6 +632,18 @@ impl Context {
         device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
             log::error!("uncaptured wgpu error: {e}");
         }));
+        // WebGPU reports nothing from the calls on a lost device (they do nothing): the
+        // callback is all there is to tell a caller that its results were not computed.
+        let lost: Arc<Mutex<Option<String>>> = Arc::default();
+        let on_loss = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            let why = match message.trim() {
+                "" => format!("{reason:?}"),
+                message => format!("{reason:?}: {message}"),
+            };
+            log::warn!("GPU device lost: {why}");
+            *on_loss.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+        });
         log::info!(
             "wgpu-ops on {} ({:?}, {:?})",
             info.name,
@@ -638,6 +652,7 @@ impl Context {
         );
         Ok(Context {
             inner: Arc::new(Inner {
+                lost,
                 instance,
                 adapter,
                 device,
@@ -811,6 +826,38 @@ impl Context {
         self.inner.copies.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Why the device was lost, if it was (see [`Error::DeviceLost`]): a context whose device
+    /// is lost refuses all work with that error.
+    pub fn lost(&self) -> Option<String> {
+        self.inner
+            .lost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// [`Error::DeviceLost`] for `op` once the device is lost.
+    pub(crate) fn check_device(&self, op: &str) -> Result<()> {
+        match self.lost() {
+            None => Ok(()),
+            Some(reason) => Err(Error::DeviceLost {
+                op: op.to_string(),
+                reason,
+            }),
+        }
+    }
+
+    /// `e`, or [`Error::DeviceLost`] where the device is lost: calls on a device being lost
+    /// fail with errors of their own (an invalid bind group, say) before wgpu, polled, tells.
+    pub(crate) fn explain_loss(&self, op: &str, e: Error) -> Error {
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.inner.device.poll(wgpu::PollType::Poll);
+        match self.check_device(op) {
+            Err(lost) => lost,
+            Ok(()) => e,
+        }
+    }
+
     pub(crate) fn submit(&self, commands: wgpu::CommandBuffer) -> wgpu::SubmissionIndex {
         self.inner.submissions.fetch_add(1, Ordering::Relaxed);
         self.inner.queue.submit([commands])
@@ -820,12 +867,13 @@ impl Context {
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn wait_for(&self, index: wgpu::SubmissionIndex) -> Result<()> {
         self.inner.host_waits.fetch_add(1, Ordering::Relaxed);
-        self.inner
-            .device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(index),
-                timeout: None,
-            })
+        let waited = self.inner.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        });
+        // A lost device ends the wait too; say so rather than how the wait ended.
+        self.check_device("waiting for the GPU")?;
+        waited
             .map(|_| ())
             .map_err(|e| Error::Readback(format!("waiting for the GPU failed: {e}")))
     }
@@ -835,9 +883,10 @@ impl Context {
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn wait_idle(&self) -> Result<()> {
         self.inner.host_waits.fetch_add(1, Ordering::Relaxed);
-        self.inner
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
+        let waited = self.inner.device.poll(wgpu::PollType::wait_indefinitely());
+        // A lost device ends the wait too; say so rather than how the wait ended.
+        self.check_device("waiting for the GPU")?;
+        waited
             .map(|_| ())
             .map_err(|e| Error::Readback(format!("waiting for the GPU failed: {e}")))
     }

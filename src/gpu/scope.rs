@@ -59,6 +59,10 @@ fn to_error(op: &str, e: wgpu::Error) -> Error {
 }
 
 impl ScopeCheck {
+    pub(crate) fn op(&self) -> &str {
+        &self.op
+    }
+
     /// Returns the first error already known; keeps the still-pending scopes in `self`.
     pub(crate) fn poll_now(&mut self) -> Result<()> {
         let mut cx = TaskContext::from_waker(Waker::noop());
@@ -86,7 +90,7 @@ impl ScopeCheck {
     /// Fails with the scope's error if it is already known (always the case on native);
     /// otherwise `ctx`'s next `Recorder::finish` awaits it.
     pub(crate) fn now(mut self, ctx: &Context) -> Result<()> {
-        self.poll_now()?;
+        self.poll_now().map_err(|e| ctx.explain_loss(&self.op, e))?;
         if !self.futures.is_empty() {
             ctx.inner
                 .unchecked_builds

@@ -147,9 +147,9 @@ impl Context {
         }
         match state.load(Ordering::Acquire) {
             MAPPED => Ok(()),
-            _ => Err(Error::Readback(
+            _ => self.check_device("transfer").and(Err(Error::Readback(
                 "mapping a staging buffer for a transfer failed".into(),
-            )),
+            ))),
         }
     }
 

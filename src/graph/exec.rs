@@ -613,6 +613,8 @@ fn record_nodes(
         let in_node = |e: Error| match e {
             // It names its own nodes: it may have been found while this node was recorded.
             e @ Error::IndexOutOfRange { .. } => e,
+            // The device's, not the node's.
+            e @ Error::DeviceLost { .. } => e,
             e => Error::Node {
                 node: node.name.clone(),
                 source: Box::new(e),

@@ -87,3 +87,39 @@ fn a_loss_during_a_recording_fails_its_submission() {
     assert_lost(result, "the run");
     assert!(ctx.lost().is_some());
 }
+
+/// The device lost in the middle of a long Scan (from another thread, as a driver reset comes):
+/// the loop stops at its next submission with the loss instead of encoding its remaining
+/// iterations into a dead device.
+#[test]
+fn a_loss_in_the_middle_of_a_long_scan_stops_it() {
+    let ctx = context();
+    let graph = wgpu_ops::graph::json::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/graphs/cumsum.json"
+    )))
+    .unwrap();
+    let session = Session::new(&ctx, graph).unwrap();
+    // A million steps: about 250 submissions of commands on lavapipe, half a minute.
+    let steps = 1_000_000;
+    let x = Tensor::from_host(
+        &ctx,
+        &HostTensor::from_vec(vec![steps, 4], &vec![1.0f32; steps * 4]).unwrap(),
+    )
+    .unwrap();
+    let before = ctx.stats().submissions;
+    let device = ctx.device().clone();
+    let submissions = ctx.clone();
+    let destroyer = std::thread::spawn(move || {
+        // After the loop's first submissions.
+        while submissions.stats().submissions < before + 3 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        device.destroy();
+    });
+    let result = session.run_tensors_blocking(vec![("x".into(), x)]);
+    destroyer.join().unwrap();
+    assert_lost(result, "the long Scan");
+    let submitted = ctx.stats().submissions - before;
+    assert!(submitted < 20, "{submitted} submissions");
+}

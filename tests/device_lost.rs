@@ -110,14 +110,20 @@ fn a_loss_in_the_middle_of_a_long_scan_stops_it() {
     let before = ctx.stats().submissions;
     let device = ctx.device().clone();
     let submissions = ctx.clone();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let run_done = done.clone();
     let destroyer = std::thread::spawn(move || {
-        // After the loop's first submissions.
-        while submissions.stats().submissions < before + 3 {
+        // After the loop's first submissions (or, should the run end first, then: the test
+        // fails instead of waiting forever).
+        while submissions.stats().submissions < before + 3
+            && !run_done.load(std::sync::atomic::Ordering::Acquire)
+        {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         device.destroy();
     });
     let result = session.run_tensors_blocking(vec![("x".into(), x)]);
+    done.store(true, std::sync::atomic::Ordering::Release);
     destroyer.join().unwrap();
     assert_lost(result, "the long Scan");
     let submitted = ctx.stats().submissions - before;

@@ -54,8 +54,8 @@ pub enum Error {
     #[error("readback: {}", escape(.0))]
     Readback(String),
     /// The GPU device was lost (a driver reset or hang, the device destroyed, a browser's GPU
-    /// process gone) before `op` was done: what it and the work submitted before it since the
-    /// loss computed is not there. The context cannot be used again; make a new one.
+    /// process gone) by the time `op` ran: its results, and those of work submitted since the
+    /// loss, were not computed. The context cannot be used again; make a new one.
     #[error(
         "{}: the GPU device was lost ({}); make a new Context",
         escape(.op),

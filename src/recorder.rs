@@ -627,10 +627,9 @@ impl Recorder {
 
     /// Reports `check` now if its errors are known, or keeps it for `finish`.
     fn keep(&mut self, mut check: ScopeCheck) -> Result<()> {
-        let op = check.op().to_string();
-        check
-            .poll_now()
-            .map_err(|e| self.ctx.explain_loss(&op, e))?;
+        if let Err(e) = check.poll_now() {
+            return Err(self.ctx.explain_loss(check.op(), e));
+        }
         if !check.is_settled() {
             self.pending.push(check);
         }

@@ -56,8 +56,7 @@ pub const CPU_THREAD_ROW: u64 = 16384;
 /// lines (not rows of contiguous elements, which a workgroup reads coalesced).
 fn many_short_rows(ctx: &crate::Context, walk: &ReduceWalk, rows: u64, n: u64) -> bool {
     if ctx.cpu_kernels() {
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as u64;
-        return n <= CPU_THREAD_ROW && rows >= u64::from(WORKGROUP) * cores;
+        return n <= CPU_THREAD_ROW && rows >= u64::from(WORKGROUP) * host_cores();
     }
     if n > MANY_ROWS_ROW {
         return false;
@@ -69,6 +68,14 @@ fn many_short_rows(ctx: &crate::Context, walk: &ReduceWalk, rows: u64, n: u64) -
         .find(|&&(len, _)| len > 1)
         .map_or(0, |&(_, stride)| stride);
     rows >= MANY_ROWS && inner_step <= 4
+}
+
+/// The host's cores, asked once: `available_parallelism` reads the process's cgroup files on
+/// every call, which took 17 % of the host time of a planned transformer decoder step (two
+/// LayerNorms and a Softmax per layer each asked it).
+fn host_cores() -> u64 {
+    static CORES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |c| c.get()) as u64)
 }
 
 /// The threads per row of passes 0 and 4 for rows of `n` elements: about 4 elements per thread, in a

@@ -1348,22 +1348,22 @@ fn fold(
             }
         }
     }
-    let mut inputs = Vec::with_capacity(slots.len());
+    // Every input known and small before any is cloned: a large constant read beside a
+    // value of the GPU (an embedding table beside the token ids) was copied on every run.
     let mut elements = 0usize;
-    for slot in slots {
-        match slot {
-            None => inputs.push(None),
-            Some(s) if s.constant || (plans && s.host.is_some()) => {
-                let Some(h) = &s.host else { return Ok(None) };
-                elements += h.numel();
-                inputs.push(Some(HostTensor::clone(h)));
-            }
-            Some(_) => return Ok(None),
+    for slot in slots.iter().flatten() {
+        match &slot.host {
+            Some(h) if slot.constant || plans => elements += h.numel(),
+            _ => return Ok(None),
         }
     }
     if elements > FOLD_LIMIT {
         return Ok(None);
     }
+    let inputs: Vec<Option<HostTensor>> = slots
+        .iter()
+        .map(|slot| slot.and_then(|s| s.host.as_deref()).cloned())
+        .collect();
     // A repeat of small constants into a large result: computed on the host it is built and
     // uploaded every run; the GPU writes it in one dispatch.
     if !plans && repeated_elements(&node.op, &inputs).is_some_and(|n| n > FOLD_LIMIT as u64) {

@@ -218,6 +218,11 @@ impl<'a> Out<'a> {
         }
     }
 
+    /// The tensor given to write into, if any.
+    pub(crate) fn placed(&self) -> Option<&'a Tensor> {
+        self.into.map(|(_, t)| t)
+    }
+
     /// `value` itself when no tensor is given (a view, no copy), else `value` copied into it.
     pub fn view(self, rec: &mut Recorder, value: Tensor) -> Result<Tensor> {
         if self.into.is_none() {

@@ -480,10 +480,11 @@ fn softmax_on_f16_rounds_each_step_of_its_function_body() {
 }
 
 #[test]
-fn softmax_is_three_dispatches_with_exp_computed_where_it_is_read() {
-    // ReduceMax; ReduceSum computing exp(x - max) as it reads it; the quotient (or x - max -
-    // log(sum)) computing it again: no tensor of exp values. f16 adds the casts of the two
-    // sums accumulated in f32. Rows of 6 and of 300 (a thread and a workgroup per row), within
+fn softmax_is_one_dispatch_on_f32_and_computes_exp_where_it_is_read_on_f16() {
+    // f32: the row kernel (max, sum of exp(x - max), result in one dispatch). f16, built from
+    // ReduceMax, ReduceSum computing exp(x - max) as it reads it and the quotient (or x - max -
+    // log(sum)) computing it again, no tensor of exp values, with the casts of the two sums
+    // accumulated in f32. Rows of 6 and of 300 (a thread and a workgroup per row), within
     // 1e-6 relative of the reference in f32 (it rounds once per op, as we do; the sums may
     // add in another order).
     let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
@@ -491,7 +492,7 @@ fn softmax_is_three_dispatches_with_exp_computed_where_it_is_read() {
         ..Default::default()
     })
     .unwrap();
-    for (dtype, per_run) in [(DType::F32, 3), (DType::F16, 5)] {
+    for (dtype, per_run) in [(DType::F32, 1), (DType::F16, 5)] {
         for cols in [6, 300] {
             for op in ["Softmax", "LogSoftmax"] {
                 let x = data(dtype, &[4, cols], cols as u64);
@@ -515,8 +516,10 @@ fn softmax_is_three_dispatches_with_exp_computed_where_it_is_read() {
 /// (computed in f64): over the last axis, the last two, all axes, with and without a bias,
 /// the scale broadcast from fewer axes, Mean and InvStdDev (f32) when the node names them. Tolerances: 1e-4 relative for f32 (the sums of 60 squares in f32, sqrt and
 /// reciprocal), 1e-12 for f64, one rounding of the type for f16 and bf16 (computed in f32
-/// and rounded once). The reductions compute `x - mean` and the squares as they read them:
-/// LayerNormalization is 3 dispatches for Y (mean, variance, result), RMSNormalization 2.
+/// and rounded once). On f32 with the scale and bias varying along the normalized axes only,
+/// Y is one dispatch (the row kernel); otherwise the reductions compute `x - mean` and the
+/// squares as they read them: LayerNormalization is 3 dispatches for Y (mean, variance,
+/// result), RMSNormalization 2.
 #[test]
 fn normalizations_match_the_reference() {
     // A context of its own: other tests' dispatches do not count in its statistics.
@@ -600,7 +603,16 @@ fn normalizations_match_the_reference() {
                         assert_eq!(t.dtype, DType::F32, "{what}: {name}");
                     }
                 }
-                if outputs == ["y"] && matches!(dtype, DType::F32 | DType::F64) {
+                let trimmed = |d: &[usize]| -> Vec<usize> {
+                    d.iter().copied().skip_while(|&d| d == 1).collect()
+                };
+                let first = axis.rem_euclid(3) as usize;
+                let row = trimmed(&x.shape[first..]);
+                let along_row =
+                    trimmed(&scale_shape) == row && (!layer || !with_bias || trimmed(&[5]) == row);
+                if outputs == ["y"] && dtype == DType::F32 && along_row {
+                    assert_eq!(dispatches, 1, "{what}");
+                } else if outputs == ["y"] && matches!(dtype, DType::F32 | DType::F64) {
                     assert_eq!(dispatches, if layer { 3 } else { 2 }, "{what}");
                 }
             }
@@ -789,4 +801,134 @@ fn topk_orders_nan_above_every_number() {
             }
         }
     }
+}
+
+/// The one-dispatch row kernel of f32 Softmax, LogSoftmax, LayerNormalization and
+/// RMSNormalization against the reference: rows of 1 to 16 384 elements (a thread per row, or
+/// 16 to 256 lanes folding each), many short rows (a thread each on CPU adapters), masked
+/// (-inf) entries, a row of -inf only and a row with a NaN (NaN throughout, as the reference
+/// gives), and values of 1e30 (exp of x - max never overflows). One dispatch each; rows of
+/// 16 385 take the general path (its reductions in two passes each), as do
+/// LayerNormalization's scales that vary across rows. f32 within 1e-6 (Softmax, of outputs at most 1) and 1e-4 relative
+/// (normalizations, as `normalizations_match_the_reference`).
+#[test]
+fn one_dispatch_row_kernels_match_the_reference() {
+    let own = own_ctx();
+    let ctx = &own;
+    let run = |g: &Graph, given: &[(String, HostTensor)]| -> (Vec<HostTensor>, u64) {
+        let session = Session::new(ctx, g.clone()).unwrap();
+        let before = ctx.stats().dispatches;
+        let got = session.run_blocking(given.to_vec()).unwrap();
+        let dispatches = ctx.stats().dispatches - before;
+        (got.into_iter().map(|(_, v)| v).collect(), dispatches)
+    };
+    let floats = |n: usize, seed: u64, scale: f64| -> Vec<f32> {
+        bytes(seed, n)
+            .iter()
+            .map(|&b| ((f64::from(b) - 127.5) / 32.0 * scale) as f32)
+            .collect()
+    };
+    for (rows, n) in [
+        (3usize, 1usize),
+        (4, 5),
+        (5, 33),
+        (3, 65),
+        (2, 300),
+        (2, 4097),
+        (1, 16384),
+        (2048, 40),
+        (1, 16385),
+    ] {
+        let mut x = floats(rows * n, (rows * n) as u64, 1.0);
+        if n >= 5 && rows >= 3 {
+            // Masked entries, a row of -inf only, a NaN, and values far beyond exp's range.
+            x[1] = f32::NEG_INFINITY;
+            x[n..2 * n].fill(f32::NEG_INFINITY);
+            x[2 * n + 2] = f32::NAN;
+            if rows >= 4 {
+                for v in &mut x[3 * n..4 * n] {
+                    *v *= 1e30;
+                }
+            }
+        }
+        let xt = HostTensor::from_vec(vec![rows, n], &x).unwrap();
+        let general = n > 16384;
+        for op in ["Softmax", "LogSoftmax"] {
+            let g = Graph::new()
+                .input("x", DType::F32, &[Some(rows), Some(n)])
+                .node(
+                    Node::new(op, "s")
+                        .inputs(["x"])
+                        .outputs(["y"])
+                        .attr("axis", Attr::Int(-1)),
+                )
+                .output("y");
+            let given = vec![("x".to_string(), xt.clone())];
+            let (got, dispatches) = run(&g, &given);
+            let want = run_graph(&g, &given, &Default::default()).unwrap();
+            let what = format!("{op} [{rows}, {n}]");
+            // The general path's reductions take two passes each over so long a row.
+            assert_eq!(dispatches, if general { 5 } else { 1 }, "{what}");
+            let atol = if op == "Softmax" { 1e-6 } else { 1e-5 };
+            assert_close(&got[0], &want[0], 1e-6, atol, &what);
+        }
+        if x.iter().any(|v| !v.is_finite()) {
+            continue;
+        }
+        for (op, bias) in [
+            ("LayerNormalization", true),
+            ("LayerNormalization", false),
+            ("RMSNormalization", false),
+        ] {
+            let scale = HostTensor::from_vec(vec![n], &floats(n, 7, 1.0)).unwrap();
+            let mut g = Graph::new()
+                .input("x", DType::F32, &[Some(rows), Some(n)])
+                .input("scale", DType::F32, &[Some(n)]);
+            let mut inputs = vec!["x", "scale"];
+            let mut given = vec![("x".to_string(), xt.clone()), ("scale".to_string(), scale)];
+            if bias {
+                g = g.input("bias", DType::F32, &[Some(n)]);
+                inputs.push("bias");
+                let b = HostTensor::from_vec(vec![n], &floats(n, 8, 1.0)).unwrap();
+                given.push(("bias".to_string(), b));
+            }
+            let g = g
+                .node(
+                    Node::new(op, "n")
+                        .inputs(inputs)
+                        .outputs(["y"])
+                        .attr("axis", Attr::Int(-1)),
+                )
+                .output("y");
+            let (got, dispatches) = run(&g, &given);
+            let want = run_graph(&g, &given, &Default::default()).unwrap();
+            let what = format!("{op} [{rows}, {n}] bias {bias}");
+            let general_count = if op == "RMSNormalization" { 3 } else { 5 };
+            assert_eq!(
+                dispatches,
+                if general { general_count } else { 1 },
+                "{what}"
+            );
+            assert_close(&got[0], &want[0], 1e-4, 1e-5, &what);
+        }
+    }
+    // A scale that varies across rows (LayerNormalization over the last axis of [4, 6] with
+    // a [4, 6] scale) keeps the general path, and its results.
+    let x = HostTensor::from_vec(vec![4, 6], &floats(24, 3, 1.0)).unwrap();
+    let scale = HostTensor::from_vec(vec![4, 6], &floats(24, 4, 1.0)).unwrap();
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(4), Some(6)])
+        .input("scale", DType::F32, &[Some(4), Some(6)])
+        .node(
+            Node::new("LayerNormalization", "n")
+                .inputs(["x", "scale"])
+                .outputs(["y"])
+                .attr("axis", Attr::Int(-1)),
+        )
+        .output("y");
+    let given = vec![("x".to_string(), x), ("scale".to_string(), scale)];
+    let (got, dispatches) = run(&g, &given);
+    let want = run_graph(&g, &given, &Default::default()).unwrap();
+    assert_eq!(dispatches, 3, "scale across rows");
+    assert_close(&got[0], &want[0], 1e-4, 1e-5, "scale across rows");
 }

@@ -69,7 +69,7 @@ fn every_shader_file_parses_and_validates() {
             files += 1;
         }
     }
-    assert_eq!(files, 24);
+    assert_eq!(files, 25);
 }
 
 /// Bitcasts of constants to non-finite f32 values. WGSL makes a constant expression that
@@ -246,7 +246,9 @@ fn every_variant_validates_and_compiles() {
     // u64) x 7, and twice again for the 5 passes that read an input, compiled for one and for
     // two reduced axes (`REDUCED_RANK`), passes 0 and 4 for each of the three again for 16,
     // 32, 64 and 128 threads per row (`LANES`; 256 is the one above), the Scan counter (2 slots), the random streams' advance and LinearAttention's
-    // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles).
+    // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles),
+    // and 30 one-dispatch row normalizations (Softmax, LogSoftmax, LayerNormalization with and
+    // without bias, RMSNormalization x 6 lane counts).
     assert_eq!(
         variants.len(),
         WORKGROUP_SIZES.len() * (718 + 64 + 18 + 1374 + 207)
@@ -254,6 +256,7 @@ fn every_variant_validates_and_compiles() {
             + 2 * 8
             + (154 + 24) * (7 + 2 * 5 + 2 * 3 * 4)
             + 5
+            + 30
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

@@ -29,6 +29,7 @@ pub mod pad;
 pub mod program;
 pub mod random;
 pub mod reduce;
+pub mod row_norm;
 pub mod scan_step;
 pub mod scatter;
 pub mod topk;
@@ -100,6 +101,7 @@ const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
 const GRID_TAPS: &str = include_str!("../../shaders/grid_taps.wgsl");
 const TREE_WALK: &str = include_str!("../../shaders/tree_walk.wgsl");
+const ROW_NORM: &str = include_str!("../../shaders/row_norm.wgsl");
 const MAX_ROI_POOL: &str = include_str!("../../shaders/max_roi_pool.wgsl");
 const DET: &str = include_str!("../../shaders/det.wgsl");
 const PAIRWISE_COUPLING: &str = include_str!("../../shaders/pairwise_coupling.wgsl");
@@ -224,6 +226,13 @@ pub enum Kernel {
     /// `check_values.wgsl`: reports the first value (i32, or i64 with `index64`) of a rule's
     /// input outside a range and a list of kept values (a rule on values read on the GPU).
     CheckValues { index64: bool, workgroup_size: u32 },
+    /// `row_norm.wgsl`: Softmax, LogSoftmax, LayerNormalization or RMSNormalization of f32
+    /// rows in one dispatch, `lanes` threads per row (see [`row_norm::RowNorm`]).
+    RowNorm {
+        mode: row_norm::RowNorm,
+        lanes: u32,
+        has_bias: bool,
+    },
     /// `scatter.wgsl`: ONNX ScatterElements and ScatterND merging updates by `reduction` on
     /// `dtype` (replacing: one kernel per element size, see [`scatter::kernel_dtype`]).
     Scatter {
@@ -364,6 +373,8 @@ impl Kernel {
             out.push(Kernel::ScanCounter { slot });
         }
         out.push(Kernel::RandomAdvance);
+        // Workgroups of 256, as the reductions'.
+        out.extend(row_norm::variants());
         // Its workgroup is fixed at 256 (the `workgroup_size` field only keys the override).
         for subgroups in [false, true] {
             out.push(Kernel::LinearAttention {
@@ -680,6 +691,7 @@ impl Kernel {
             Kernel::GatherIndex { .. } => "gather_index.wgsl",
             Kernel::GatherRows { .. } => "gather_rows.wgsl",
             Kernel::CheckValues { .. } => "check_values.wgsl",
+            Kernel::RowNorm { .. } => "row_norm.wgsl",
             Kernel::Pad { .. } => "pad.wgsl",
             Kernel::Scatter { .. } => "scatter.wgsl",
             Kernel::MatMul { .. } => "matmul.wgsl",
@@ -708,6 +720,7 @@ impl Kernel {
             }
             Kernel::GatherRows { .. } => format!("{GATHER_ROWS}\n{INDEX_FAULTS}\n{DIVIDE}").into(),
             Kernel::CheckValues { .. } => format!("{CHECK_VALUES}\n{INDEX_FAULTS}").into(),
+            Kernel::RowNorm { .. } => ROW_NORM.into(),
             Kernel::Pad { .. } => PAD.into(),
             Kernel::Scatter {
                 dtype,
@@ -912,6 +925,15 @@ impl Kernel {
             } => vec![
                 ("INDEX_64", u32::from(index64)),
                 ("WORKGROUP_SIZE", workgroup_size),
+            ],
+            Kernel::RowNorm {
+                mode,
+                lanes,
+                has_bias,
+            } => vec![
+                ("LANES", lanes),
+                ("MODE", mode as u32),
+                ("HAS_BIAS", u32::from(has_bias)),
             ],
             Kernel::Scatter {
                 dtype,
@@ -1123,6 +1145,7 @@ impl KernelSpec for Kernel {
             | Kernel::GatherIndex { .. }
             | Kernel::GatherRows { .. }
             | Kernel::CheckValues { .. }
+            | Kernel::RowNorm { .. }
             | Kernel::Pad { .. }
             | Kernel::Copy { .. }
             | Kernel::LinearAttention { .. }
@@ -1298,6 +1321,13 @@ impl KernelSpec for Kernel {
             Kernel::Det { .. } => &[
                 Binding::Uniform,
                 Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
+            Kernel::RowNorm { .. } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
                 Binding::StorageReadWrite,
             ],
             Kernel::PairwiseCoupling { .. } => &[

@@ -8,6 +8,7 @@
 
 use super::widened;
 use crate::kernels::program::{Arg, Program};
+use crate::kernels::row_norm::{along_row, RowNorm};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 /// The type a normalization of `dtype` computes in, or an error naming `op`.
@@ -131,6 +132,18 @@ impl Recorder {
         if let Some(b) = bias {
             check_affine(OP, "B", b, x)?;
         }
+        let [y_out, mean_out, inv_out] = outputs;
+        let row_affine = |t: Option<&Tensor>| t.is_none_or(|t| along_row(t, x, axes[0] as usize));
+        if mean_out.is_none() && inv_out.is_none() && row_affine(Some(scale)) && row_affine(bias) {
+            let n = x.shape()[axes[0] as usize..].iter().product();
+            let y_out = y_out.unwrap_or(Out::NEW);
+            let affine = [Some(scale), bias];
+            if let Some(y) =
+                self.row_norm_to(RowNorm::LayerNorm, x, n, affine, epsilon, y_out, x.shape())?
+            {
+                return Ok([Some(y), None, None]);
+            }
+        }
         // The mean, then the variance: a reduction of (x - mean)^2 computed as it is read.
         let mut square = Program::new(vec![dtype, c], false);
         let xc = widened(&mut square, Arg::Operand(0), dtype, c)?;
@@ -159,7 +172,6 @@ impl Recorder {
         if c != dtype {
             pushed(&mut result, "Cast", vec![y], dtype)?;
         }
-        let [y_out, mean_out, inv_out] = outputs;
         let y = self.program_to(&result, &leaves, y_out.unwrap_or(Out::NEW))?;
         let mean_result = match mean_out {
             Some(out) => Some(self.cast_to(&mean, DType::F32, out)?),
@@ -200,6 +212,15 @@ impl Recorder {
         let c = compute_type(OP, dtype, stash_type)?;
         let axes = normalized_axes(OP, axis, x.rank())?;
         check_affine(OP, "Scale", scale, x)?;
+        if along_row(scale, x, axes[0] as usize) {
+            let n = x.shape()[axes[0] as usize..].iter().product();
+            let affine = [Some(scale), None];
+            if let Some(y) =
+                self.row_norm_to(RowNorm::RmsNorm, x, n, affine, epsilon, out, x.shape())?
+            {
+                return Ok(y);
+            }
+        }
         let mut square = Program::new(vec![dtype], false);
         let xc = widened(&mut square, Arg::Operand(0), dtype, c)?;
         pushed(&mut square, "Mul", vec![xc, xc], c)?;

@@ -5,6 +5,7 @@
 
 use crate::kernels::program::{Program, Values};
 use crate::kernels::reduce::{defined, prologue_fits, stored_dtype, ReduceWalk, OPS};
+use crate::kernels::row_norm::RowNorm;
 use crate::kernels::words::Class;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
@@ -352,6 +353,16 @@ impl Recorder {
         } else {
             (input.clone(), axis)
         };
+        if axis + 1 == x.rank() {
+            let mode = match op {
+                "Softmax" => RowNorm::Softmax,
+                _ => RowNorm::LogSoftmax,
+            };
+            let n = x.shape()[axis];
+            if let Some(y) = self.row_norm_to(mode, &x, n, [None, None], 0.0, out, &shape)? {
+                return Ok(y);
+            }
+        }
         let axes = [axis as i64];
         let max = self.reduce_to("ReduceMax", &x, Some(&axes), true, false, Out::NEW)?;
         // exp(x - max) is computed where it is read, by the sum (its prologue) and by the

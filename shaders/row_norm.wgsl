@@ -1,10 +1,15 @@
-// Softmax, LogSoftmax, LayerNormalization and RMSNormalization of f32 rows lying one after
-// another ([rows, n]) in one dispatch: LANES threads per row fold its statistics (the maximum
-// and the sum of exp(x - max); the mean and the mean of the squared deviations; the mean of
-// the squares) through workgroup memory, each reading the row again for the next, then write
-// the results. The same steps as the reductions and programs the ops are otherwise built from
+// Softmax, LogSoftmax, LayerNormalization and RMSNormalization of rows lying one after another
+// ([rows, n]) in one dispatch: LANES threads per row fold its statistics (the maximum and the
+// sum of exp(x - max); the mean and the mean of the squared deviations; the mean of the
+// squares) through workgroup memory, each reading the row again for the next, then write the
+// results. The same steps as the reductions and programs the ops are otherwise built from
 // (3 dispatches each), with no tensor in between. A workgroup holds WORKGROUP / LANES rows side
 // by side; LANES 1 is a thread per row walking it in order (many rows on CPU adapters).
+//
+// f32, or f16 and bf16 packed two to a word (rows of an even length, so that no word is
+// shared by two rows): the normalizations compute in f32 and round once; Softmax and
+// LogSoftmax round each step of their ONNX function body to the type (Sub, Exp, the sum
+// accumulated in f32 then rounded, Div; or Log and Sub), as the general path does.
 
 const WORKGROUP: u32 = 256u;
 override LANES: u32 = 256u;
@@ -12,6 +17,8 @@ override LANES: u32 = 256u;
 override MODE: u32 = 0u;
 // LayerNormalization's bias.
 override HAS_BIAS: bool = false;
+// The elements: 0 f32, 1 f16, 2 bf16.
+override DTYPE: u32 = 0u;
 
 struct Params {
     rows: u32,
@@ -23,22 +30,62 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read> src: array<u32>;
 // The normalizations' scale and bias, of n elements (src bound in their place where unused).
-@group(0) @binding(2) var<storage, read> scale: array<f32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(2) var<storage, read> scale: array<u32>;
+@group(0) @binding(3) var<storage, read> bias: array<u32>;
+@group(0) @binding(4) var<storage, read_write> dst: array<u32>;
+
+// WORD HELPERS
+
+// Element i's value from the word holding it.
+fn widen(word: u32, i: u32) -> f32 {
+    if DTYPE == 0u {
+        return bitcast<f32>(word);
+    }
+    let bits = field(word, i, 16u);
+    if DTYPE == 1u {
+        return f16_to_f32(bits);
+    }
+    return bitcast<f32>(bits << 16u);
+}
+
+fn x_at(i: u32) -> f32 {
+    return widen(src[select(i, i / 2u, DTYPE != 0u)], i);
+}
+
+fn scale_at(j: u32) -> f32 {
+    return widen(scale[select(j, j / 2u, DTYPE != 0u)], j);
+}
+
+fn bias_at(j: u32) -> f32 {
+    return widen(bias[select(j, j / 2u, DTYPE != 0u)], j);
+}
+
+// v's bits in the type (f16 and bf16 in the low 16).
+fn bits_of(v: f32) -> u32 {
+    if DTYPE == 1u {
+        return f32_to_f16(v);
+    }
+    if DTYPE == 2u {
+        return f32_to_bf16(v);
+    }
+    return bitcast<u32>(v);
+}
+
+// v rounded to the type, as a step of the function body stores it.
+fn rounded(v: f32) -> f32 {
+    if DTYPE == 0u {
+        return v;
+    }
+    return widen(bits_of(v), 0u);
+}
 
 var<workgroup> partial: array<f32, WORKGROUP>;
 
-// On the bits: NVIDIA's driver folds `!(x == x)` next to a max away.
-fn is_nan(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
 // max that keeps NaN, as the maximum reduction does.
 fn max_nan(u: f32, v: f32) -> f32 {
-    return select(max(u, v), u + v, is_nan(u) || is_nan(v));
+    return select(max(u, v), u + v, is_nan32(u) || is_nan32(v));
 }
 
 // The row's lanes' values folded (sum, or with `maximum` max) through workgroup memory: every
@@ -54,9 +101,9 @@ fn fold(value: f32, local: u32, maximum: bool) -> f32 {
         }
         workgroupBarrier();
     }
-    let result = partial[first];
+    let folded = partial[first];
     workgroupBarrier();
-    return result;
+    return folded;
 }
 
 @compute @workgroup_size(256)
@@ -75,53 +122,70 @@ fn main(
     var first = 0.0;
     var second = 0.0;
     if MODE <= 1u {
-        var m = bitcast<f32>(0xff800000u | params.zero);
+        var m = runtime_f32(0xff800000u | params.zero);
         for (var j = lane; j < n; j += LANES) {
-            m = max_nan(m, src[base + j]);
+            m = max_nan(m, x_at(base + j));
         }
         first = fold(m, local, true);
         var s = 0.0;
         for (var j = lane; j < n; j += LANES) {
-            s += exp(src[base + j] - first);
+            s += rounded(exp(rounded(x_at(base + j) - first)));
         }
-        second = fold(s, local, false);
+        second = rounded(fold(s, local, false));
     } else if MODE == 2u {
         var s = 0.0;
         for (var j = lane; j < n; j += LANES) {
-            s += src[base + j];
+            s += x_at(base + j);
         }
         first = fold(s, local, false) / count;
         var q = 0.0;
         for (var j = lane; j < n; j += LANES) {
-            let d = src[base + j] - first;
+            let d = x_at(base + j) - first;
             q += d * d;
         }
         second = fold(q, local, false) / count;
     } else {
         var q = 0.0;
         for (var j = lane; j < n; j += LANES) {
-            let x = src[base + j];
+            let x = x_at(base + j);
             q += x * x;
         }
         second = fold(q, local, false) / count;
     }
     let inv = 1.0 / sqrt(second + params.epsilon);
-    let log_sum = log(second);
-    for (var j = lane; j < n; j += LANES) {
-        let x = src[base + j];
-        var y: f32;
-        if MODE == 0u {
-            y = exp(x - first) / second;
-        } else if MODE == 1u {
-            y = (x - first) - log_sum;
-        } else if MODE == 2u {
-            y = (x - first) * inv * scale[j];
-            if HAS_BIAS {
-                y = y + bias[j];
-            }
-        } else {
-            y = x * inv * scale[j];
+    let log_sum = rounded(log(second));
+    if DTYPE == 0u {
+        for (var j = lane; j < n; j += LANES) {
+            dst[base + j] = bits_of(result(base, j, first, second, inv, log_sum));
         }
-        dst[base + j] = y;
+    } else {
+        // Two elements to a word: the row starts on a word (n is even).
+        for (var p = lane; p < n / 2u; p += LANES) {
+            let j = 2u * p;
+            let low = bits_of(result(base, j, first, second, inv, log_sum));
+            let high = bits_of(result(base, j + 1u, first, second, inv, log_sum));
+            dst[(base + j) / 2u] = low | (high << 16u);
+        }
     }
+}
+
+// Element j of the row at `base` from its statistics (Softmax: the maximum and the sum;
+// LogSoftmax: the maximum and the log of the sum; the normalizations: the mean and the
+// inverse deviation).
+fn result(base: u32, j: u32, first: f32, second: f32, inv: f32, log_sum: f32) -> f32 {
+    let x = x_at(base + j);
+    if MODE == 0u {
+        return rounded(exp(rounded(x - first))) / second;
+    }
+    if MODE == 1u {
+        return rounded(x - first) - log_sum;
+    }
+    if MODE == 2u {
+        var y = (x - first) * inv * scale_at(j);
+        if HAS_BIAS {
+            y = y + bias_at(j);
+        }
+        return y;
+    }
+    return x * inv * scale_at(j);
 }

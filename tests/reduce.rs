@@ -480,33 +480,37 @@ fn softmax_on_f16_rounds_each_step_of_its_function_body() {
 }
 
 #[test]
-fn softmax_is_one_dispatch_on_f32_and_computes_exp_where_it_is_read_on_f16() {
-    // f32: the row kernel (max, sum of exp(x - max), result in one dispatch). f16, built from
-    // ReduceMax, ReduceSum computing exp(x - max) as it reads it and the quotient (or x - max -
-    // log(sum)) computing it again, no tensor of exp values, with the casts of the two sums
-    // accumulated in f32. Rows of 6 and of 300 (a thread and a workgroup per row), within
-    // 1e-6 relative of the reference in f32 (it rounds once per op, as we do; the sums may
-    // add in another order).
+fn softmax_is_one_dispatch_or_computes_exp_where_it_is_read() {
+    // Rows of 6 and 300 (a thread and a workgroup per row) take the row kernel (max, sum of
+    // exp(x - max), result in one dispatch), f16 ones too (an even length: whole words). Rows
+    // of 7 f16 take the general path: ReduceMax, ReduceSum computing exp(x - max) as it reads
+    // it and the quotient (or x - max - log(sum)) computing it again, no tensor of exp
+    // values, with the casts of the two sums accumulated in f32. Within 1e-6 relative of the
+    // reference in f32 (it rounds once per op, as we do; the sums may add in another order).
     let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         cpu_kernels: cpu_kernels_from_env(),
         ..Default::default()
     })
     .unwrap();
-    for (dtype, per_run) in [(DType::F32, 1), (DType::F16, 5)] {
-        for cols in [6, 300] {
-            for op in ["Softmax", "LogSoftmax"] {
-                let x = data(dtype, &[4, cols], cols as u64);
-                let before = ctx.stats().dispatches;
-                let (got, want) = both(&ctx, Node::new(op, "s").attr("axis", Attr::Int(1)), x);
-                let what = format!("{op} {dtype} rows of {cols}");
-                assert_eq!(ctx.stats().dispatches - before, per_run, "{what}");
-                let tol = if dtype == DType::F16 { 1e-3 } else { 1e-6 };
-                for (a, b) in as_f64(&got).iter().zip(as_f64(&want)) {
-                    assert!(
-                        (a - b).abs() <= tol * b.abs().max(1.0),
-                        "{what}: {a} vs {b}"
-                    );
-                }
+    for (dtype, cols, per_run) in [
+        (DType::F32, 6, 1),
+        (DType::F32, 300, 1),
+        (DType::F16, 6, 1),
+        (DType::F16, 300, 1),
+        (DType::F16, 7, 5),
+    ] {
+        for op in ["Softmax", "LogSoftmax"] {
+            let x = data(dtype, &[4, cols], cols as u64);
+            let before = ctx.stats().dispatches;
+            let (got, want) = both(&ctx, Node::new(op, "s").attr("axis", Attr::Int(1)), x);
+            let what = format!("{op} {dtype} rows of {cols}");
+            assert_eq!(ctx.stats().dispatches - before, per_run, "{what}");
+            let tol = if dtype == DType::F16 { 1e-3 } else { 1e-6 };
+            for (a, b) in as_f64(&got).iter().zip(as_f64(&want)) {
+                assert!(
+                    (a - b).abs() <= tol * b.abs().max(1.0),
+                    "{what}: {a} vs {b}"
+                );
             }
         }
     }
@@ -516,8 +520,8 @@ fn softmax_is_one_dispatch_on_f32_and_computes_exp_where_it_is_read_on_f16() {
 /// (computed in f64): over the last axis, the last two, all axes, with and without a bias,
 /// the scale broadcast from fewer axes, Mean and InvStdDev (f32) when the node names them. Tolerances: 1e-4 relative for f32 (the sums of 60 squares in f32, sqrt and
 /// reciprocal), 1e-12 for f64, one rounding of the type for f16 and bf16 (computed in f32
-/// and rounded once). On f32 with the scale and bias varying along the normalized axes only,
-/// Y is one dispatch (the row kernel); otherwise the reductions compute `x - mean` and the
+/// and rounded once). On f32, and on f16 and bf16 rows of an even length, with the scale and
+/// bias varying along the normalized axes only, Y is one dispatch (the row kernel); otherwise the reductions compute `x - mean` and the
 /// squares as they read them: LayerNormalization is 3 dispatches for Y (mean, variance,
 /// result), RMSNormalization 2.
 #[test]
@@ -610,7 +614,9 @@ fn normalizations_match_the_reference() {
                 let row = trimmed(&x.shape[first..]);
                 let along_row =
                     trimmed(&scale_shape) == row && (!layer || !with_bias || trimmed(&[5]) == row);
-                if outputs == ["y"] && dtype == DType::F32 && along_row {
+                let row_kernel = dtype == DType::F32
+                    || (dtype != DType::F64 && row.iter().product::<usize>() % 2 == 0);
+                if outputs == ["y"] && row_kernel && along_row {
                     assert_eq!(dispatches, 1, "{what}");
                 } else if outputs == ["y"] && matches!(dtype, DType::F32 | DType::F64) {
                     assert_eq!(dispatches, if layer { 3 } else { 2 }, "{what}");
@@ -803,8 +809,8 @@ fn topk_orders_nan_above_every_number() {
     }
 }
 
-/// The one-dispatch row kernel of f32 Softmax, LogSoftmax, LayerNormalization and
-/// RMSNormalization against the reference: rows of 1 to 16 384 elements (a thread per row, or
+/// The one-dispatch row kernel of Softmax, LogSoftmax, LayerNormalization and
+/// RMSNormalization against the reference, on f32 (and f16 and bf16 below): rows of 1 to 16 384 elements (a thread per row, or
 /// 16 to 256 lanes folding each), many short rows (a thread each on CPU adapters), masked
 /// (-inf) entries, a row of -inf only and a row with a NaN (NaN throughout, as the reference
 /// gives), and values of 1e30 (exp of x - max never overflows). One dispatch each; rows of
@@ -821,6 +827,46 @@ fn one_dispatch_row_kernels_match_the_reference() {
         let got = session.run_blocking(given.to_vec()).unwrap();
         let dispatches = ctx.stats().dispatches - before;
         (got.into_iter().map(|(_, v)| v).collect(), dispatches)
+    };
+    // `op` over the last axis of `x`: the GPU's result, the reference's, the dispatches.
+    let softmax = |op: &str, x: &HostTensor| -> (HostTensor, HostTensor, u64) {
+        let shape: Vec<Option<usize>> = x.shape.iter().map(|&d| Some(d)).collect();
+        let node = Node::new(op, "s").attr("axis", Attr::Int(-1));
+        let g = Graph::new()
+            .input("x", x.dtype, &shape)
+            .node(node.inputs(["x"]).outputs(["y"]))
+            .output("y");
+        let given = vec![("x".to_string(), x.clone())];
+        let (mut got, dispatches) = run(&g, &given);
+        let want = run_graph(&g, &given, &Default::default())
+            .unwrap()
+            .remove(0);
+        (got.remove(0), want, dispatches)
+    };
+    // `op` (a normalization) over the last axis of `x`: as `softmax`.
+    let normalize = |op: &str, x: &HostTensor, scale: &HostTensor, bias: Option<&HostTensor>| {
+        let n = x.shape[x.shape.len() - 1];
+        let shape: Vec<Option<usize>> = x.shape.iter().map(|&d| Some(d)).collect();
+        let mut g = Graph::new()
+            .input("x", x.dtype, &shape)
+            .input("scale", x.dtype, &[Some(n)]);
+        let mut inputs = vec!["x", "scale"];
+        let mut given = vec![
+            ("x".to_string(), x.clone()),
+            ("scale".to_string(), scale.clone()),
+        ];
+        if let Some(b) = bias {
+            g = g.input("bias", x.dtype, &[Some(n)]);
+            inputs.push("bias");
+            given.push(("bias".to_string(), b.clone()));
+        }
+        let node = Node::new(op, "n").attr("axis", Attr::Int(-1));
+        let g = g.node(node.inputs(inputs).outputs(["y"])).output("y");
+        let (mut got, dispatches) = run(&g, &given);
+        let want = run_graph(&g, &given, &Default::default())
+            .unwrap()
+            .remove(0);
+        (got.remove(0), want, dispatches)
     };
     let floats = |n: usize, seed: u64, scale: f64| -> Vec<f32> {
         bytes(seed, n)
@@ -854,23 +900,12 @@ fn one_dispatch_row_kernels_match_the_reference() {
         let xt = HostTensor::from_vec(vec![rows, n], &x).unwrap();
         let general = n > 16384;
         for op in ["Softmax", "LogSoftmax"] {
-            let g = Graph::new()
-                .input("x", DType::F32, &[Some(rows), Some(n)])
-                .node(
-                    Node::new(op, "s")
-                        .inputs(["x"])
-                        .outputs(["y"])
-                        .attr("axis", Attr::Int(-1)),
-                )
-                .output("y");
-            let given = vec![("x".to_string(), xt.clone())];
-            let (got, dispatches) = run(&g, &given);
-            let want = run_graph(&g, &given, &Default::default()).unwrap();
+            let (got, want, dispatches) = softmax(op, &xt);
             let what = format!("{op} [{rows}, {n}]");
             // The general path's reductions take two passes each over so long a row.
             assert_eq!(dispatches, if general { 5 } else { 1 }, "{what}");
             let atol = if op == "Softmax" { 1e-6 } else { 1e-5 };
-            assert_close(&got[0], &want[0], 1e-6, atol, &what);
+            assert_close(&got, &want, 1e-6, atol, &what);
         }
         if x.iter().any(|v| !v.is_finite()) {
             continue;
@@ -881,27 +916,8 @@ fn one_dispatch_row_kernels_match_the_reference() {
             ("RMSNormalization", false),
         ] {
             let scale = HostTensor::from_vec(vec![n], &floats(n, 7, 1.0)).unwrap();
-            let mut g = Graph::new()
-                .input("x", DType::F32, &[Some(rows), Some(n)])
-                .input("scale", DType::F32, &[Some(n)]);
-            let mut inputs = vec!["x", "scale"];
-            let mut given = vec![("x".to_string(), xt.clone()), ("scale".to_string(), scale)];
-            if bias {
-                g = g.input("bias", DType::F32, &[Some(n)]);
-                inputs.push("bias");
-                let b = HostTensor::from_vec(vec![n], &floats(n, 8, 1.0)).unwrap();
-                given.push(("bias".to_string(), b));
-            }
-            let g = g
-                .node(
-                    Node::new(op, "n")
-                        .inputs(inputs)
-                        .outputs(["y"])
-                        .attr("axis", Attr::Int(-1)),
-                )
-                .output("y");
-            let (got, dispatches) = run(&g, &given);
-            let want = run_graph(&g, &given, &Default::default()).unwrap();
+            let b = HostTensor::from_vec(vec![n], &floats(n, 8, 1.0)).unwrap();
+            let (got, want, dispatches) = normalize(op, &xt, &scale, bias.then_some(&b));
             let what = format!("{op} [{rows}, {n}] bias {bias}");
             let general_count = if op == "RMSNormalization" { 3 } else { 5 };
             assert_eq!(
@@ -909,7 +925,47 @@ fn one_dispatch_row_kernels_match_the_reference() {
                 if general { general_count } else { 1 },
                 "{what}"
             );
-            assert_close(&got[0], &want[0], 1e-4, 1e-5, &what);
+            assert_close(&got, &want, 1e-4, 1e-5, &what);
+        }
+    }
+    // f16 and bf16: rows of an even length take the kernel (Softmax rounding each step of its
+    // function body, the normalizations rounding once), odd ones the general path. Within one
+    // rounding of the type (as `normalizations_match_the_reference`).
+    for dtype in [DType::F16, DType::BF16] {
+        let (rtol, atol) = match dtype {
+            DType::F16 => (2e-3, 1e-4),
+            _ => (1.6e-2, 1e-3),
+        };
+        let typed = |shape: Vec<usize>, v: Vec<f32>| {
+            let t = HostTensor::from_vec(shape, &v).unwrap();
+            wgpu_ops::reference::cast_host(&t, dtype).unwrap()
+        };
+        for (rows, n) in [(4usize, 6usize), (3, 300), (2048, 40), (2, 7)] {
+            let mut x = floats(rows * n, (rows * n + 1) as u64, 1.0);
+            if rows >= 3 {
+                x[1] = f32::NEG_INFINITY;
+                x[n..2 * n].fill(f32::NEG_INFINITY);
+                x[2 * n + 2] = f32::NAN;
+            }
+            let xt = typed(vec![rows, n], x.clone());
+            let kernel = n % 2 == 0;
+            for op in ["Softmax", "LogSoftmax"] {
+                let (got, want, dispatches) = softmax(op, &xt);
+                let what = format!("{op} {dtype} [{rows}, {n}]");
+                assert_eq!(dispatches == 1, kernel, "{what}: {dispatches} dispatches");
+                assert_close(&got, &want, rtol, atol, &what);
+            }
+            let x = floats(rows * n, (rows * n + 2) as u64, 1.0);
+            let xt = typed(vec![rows, n], x);
+            let scale = typed(vec![n], floats(n, 9, 1.0));
+            let bias = typed(vec![n], floats(n, 10, 1.0));
+            for op in ["LayerNormalization", "RMSNormalization"] {
+                let layer = op == "LayerNormalization";
+                let (got, want, dispatches) = normalize(op, &xt, &scale, layer.then_some(&bias));
+                let what = format!("{op} {dtype} [{rows}, {n}]");
+                assert_eq!(dispatches == 1, kernel, "{what}: {dispatches} dispatches");
+                assert_close(&got, &want, rtol, atol, &what);
+            }
         }
     }
     // A scale that varies across rows (LayerNormalization over the last axis of [4, 6] with

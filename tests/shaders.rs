@@ -51,6 +51,14 @@ fn every_shader_file_parses_and_validates() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "wgsl") {
             let mut source = std::fs::read_to_string(&path).unwrap();
+            // Kernels that call the word kernel's conversions get its helpers in place.
+            if source.contains("// WORD HELPERS") && source.contains("f32_to_f16(") {
+                let words =
+                    std::fs::read_to_string(format!("{dir}/elementwise_words.wgsl")).unwrap();
+                let begin = words.find("// BEGIN WORD HELPERS").unwrap();
+                let end = words.find("// END WORD HELPERS").unwrap();
+                source = source.replace("// WORD HELPERS", &words[begin..end]);
+            }
             // The index-splitting kernels get the division by invariant divisors appended.
             if source.contains("divide(") {
                 source += &std::fs::read_to_string(format!("{dir}/divide.inc")).unwrap();
@@ -247,8 +255,8 @@ fn every_variant_validates_and_compiles() {
     // two reduced axes (`REDUCED_RANK`), passes 0 and 4 for each of the three again for 16,
     // 32, 64 and 128 threads per row (`LANES`; 256 is the one above), the Scan counter (2 slots), the random streams' advance and LinearAttention's
     // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles),
-    // and 30 one-dispatch row normalizations (Softmax, LogSoftmax, LayerNormalization with and
-    // without bias, RMSNormalization x 6 lane counts).
+    // and 90 one-dispatch row normalizations (Softmax, LogSoftmax, LayerNormalization with and
+    // without bias, RMSNormalization x f32, f16, bf16 x 6 lane counts).
     assert_eq!(
         variants.len(),
         WORKGROUP_SIZES.len() * (718 + 64 + 18 + 1374 + 207)
@@ -256,7 +264,7 @@ fn every_variant_validates_and_compiles() {
             + 2 * 8
             + (154 + 24) * (7 + 2 * 5 + 2 * 3 * 4)
             + 5
-            + 30
+            + 90
     );
     // Every workgroup size a context accepts (powers of two up to the largest it allows).
     for size in WORKGROUP_SIZES {

@@ -230,6 +230,8 @@ pub enum Kernel {
     /// rows in one dispatch, `lanes` threads per row (see [`row_norm::RowNorm`]).
     RowNorm {
         mode: row_norm::RowNorm,
+        /// f32, or f16 and bf16 two to a word.
+        dtype: DType,
         lanes: u32,
         has_bias: bool,
     },
@@ -720,7 +722,9 @@ impl Kernel {
             }
             Kernel::GatherRows { .. } => format!("{GATHER_ROWS}\n{INDEX_FAULTS}\n{DIVIDE}").into(),
             Kernel::CheckValues { .. } => format!("{CHECK_VALUES}\n{INDEX_FAULTS}").into(),
-            Kernel::RowNorm { .. } => ROW_NORM.into(),
+            Kernel::RowNorm { .. } => ROW_NORM
+                .replace("// WORD HELPERS", words::word_helpers())
+                .into(),
             Kernel::Pad { .. } => PAD.into(),
             Kernel::Scatter {
                 dtype,
@@ -928,12 +932,14 @@ impl Kernel {
             ],
             Kernel::RowNorm {
                 mode,
+                dtype,
                 lanes,
                 has_bias,
             } => vec![
                 ("LANES", lanes),
                 ("MODE", mode as u32),
                 ("HAS_BIAS", u32::from(has_bias)),
+                ("DTYPE", row_norm::dtype_code(dtype)),
             ],
             Kernel::Scatter {
                 dtype,

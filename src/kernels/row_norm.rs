@@ -1,9 +1,10 @@
-//! Softmax, LogSoftmax, LayerNormalization and RMSNormalization of f32 rows in one dispatch
+//! Softmax, LogSoftmax, LayerNormalization and RMSNormalization of rows in one dispatch
 //! (`shaders/row_norm.wgsl`). Built from reductions and element-wise programs they take 3
 //! dispatches each (2 for RMSNormalization), every one reading the whole input: a decoder
 //! layer's two LayerNormalizations and its Softmax were 9 of its 23 dispatches. Rows of up to
-//! [`MAX_ROW`] f32 elements lying one after another, the scale and bias varying along the row
-//! only, take this kernel; everything else keeps the general path.
+//! [`MAX_ROW`] f32 elements, or of an even number of f16 or bf16 ones, lying one after
+//! another, the scale and bias varying along the row only, take this kernel (the same
+//! roundings as the general path); everything else keeps the general path.
 
 use std::sync::Arc;
 
@@ -37,12 +38,27 @@ pub fn variants() -> impl Iterator<Item = Kernel> {
         (RowNorm::RmsNorm, false),
     ];
     modes.into_iter().flat_map(|(mode, has_bias)| {
-        LANES.into_iter().map(move |lanes| Kernel::RowNorm {
-            mode,
-            lanes,
-            has_bias,
+        DTYPES.into_iter().flat_map(move |dtype| {
+            LANES.into_iter().map(move |lanes| Kernel::RowNorm {
+                mode,
+                dtype,
+                lanes,
+                has_bias,
+            })
         })
     })
+}
+
+/// The element types: f16 and bf16 packed two to a word.
+const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+/// The shader's `DTYPE` of `dtype` (one of [`DTYPES`]).
+pub(crate) fn dtype_code(dtype: DType) -> u32 {
+    match dtype {
+        DType::F16 => 1,
+        DType::BF16 => 2,
+        _ => 0,
+    }
 }
 
 #[repr(C)]
@@ -65,8 +81,9 @@ pub(crate) fn along_row(affine: &Tensor, x: &Tensor, axis: usize) -> bool {
 
 impl Recorder {
     /// Records `mode` over the rows of `n` elements of `x` with one dispatch, into `out` as a
-    /// tensor of `shape` (`x`'s elements), where the kernel applies: f32 throughout, rows of
-    /// 1 to [`MAX_ROW`] elements, every tensor in one binding, the result in a buffer of its
+    /// tensor of `shape` (`x`'s elements), where the kernel applies: one of f32, f16 and bf16
+    /// throughout, rows of 1 to [`MAX_ROW`] elements (an even number for the 16-bit types),
+    /// every tensor in one binding, the result in a buffer of its
     /// own. `None`, recording nothing, where it does not apply. Rows take a thread or the
     /// lanes the reduction would give them.
     #[allow(clippy::too_many_arguments)]
@@ -91,8 +108,13 @@ impl Recorder {
         }
         let ctx = self.context().clone();
         let limit = ctx.binding_limit();
+        let dtype = x.dtype();
+        // 16-bit rows of an even length start on a word: no two rows share one.
+        if !DTYPES.contains(&dtype) || (dtype != DType::F32 && n % 2 == 1) {
+            return Ok(None);
+        }
         let fits = |t: &Tensor| {
-            t.dtype() == DType::F32 && t.storage().single().is_some_and(|b| b.size() <= limit)
+            t.dtype() == dtype && t.storage().single().is_some_and(|b| b.size() <= limit)
         };
         let inputs: Vec<&Tensor> = std::iter::once(x)
             .chain(affine.iter().flatten().copied())
@@ -120,7 +142,7 @@ impl Recorder {
             Some(t) if t.shape() == shape && usable(t) => t.clone(),
             Some(_) => return Ok(None),
             None => {
-                let y = self.alloc(DType::F32, shape)?;
+                let y = self.alloc(dtype, shape)?;
                 if !usable(&y) {
                     self.release(y);
                     return Ok(None);
@@ -131,6 +153,7 @@ impl Recorder {
         let [scale, bias] = affine;
         let kernel = Kernel::RowNorm {
             mode,
+            dtype,
             lanes,
             has_bias: bias.is_some(),
         };

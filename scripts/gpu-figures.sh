@@ -17,7 +17,9 @@
 # `scripts/sklearn_gpr_vs_onnxruntime.py --export .devbin/gpr`, or GPR_MODEL=DIR), forest-ort
 # (a scikit-learn random forest likewise: `scripts/sklearn_forest_vs_onnxruntime.py --export
 # .devbin/forest`, or FOREST_MODEL=DIR), pools-ort (three pools and a 155 MB padded Conv),
-# spectral-ort (STFTs and long DFTs, accuracy against numpy's f64 FFT).
+# spectral-ort (STFTs and long DFTs, accuracy against numpy's f64 FFT), decoder-ort (a
+# GPT-2-like decode step whose caches grow, so every token is planned: host time planned and
+# replayed, dispatches per token).
 # Also, by name only: tests-gpu-kernels and tests-cpu-kernels (every test binary of
 # `cargo test --release --no-run` in target/release/deps, each bounded by TEST_LIMIT seconds,
 # default 240, with WGPU_OPS_CPU_KERNELS=0 or 1), fuzz (the fuzzer, `--max-memory 4 GiB`),
@@ -32,7 +34,7 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-figures.sh OUT_DIR [PART...]}
 shift
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(table dtypes broadcast reduce matmul rnn transfer la-step rnn-ort rnn-ort-1 lstm-ort gru-ort la-op-ort la-expanded-ort gpr-ort forest-ort pools-ort spectral-ort)
+[ ${#parts[@]} -eq 0 ] && parts=(table dtypes broadcast reduce matmul rnn transfer la-step rnn-ort rnn-ort-1 lstm-ort gru-ort la-op-ort la-expanded-ort gpr-ort forest-ort pools-ort spectral-ort decoder-ort)
 bin=${BIN:-target/release/examples}
 limit=${LIMIT:-540}
 . scripts/ensure-gpu.sh
@@ -111,6 +113,7 @@ run_part() {
     forest-ort) python3 scripts/sklearn_forest_vs_onnxruntime.py --model "${FOREST_MODEL:-.devbin/forest}" ;;
     pools-ort) python3 scripts/pools_vs_onnxruntime.py ;;
     spectral-ort) python3 scripts/spectral_vs_onnxruntime.py ;;
+    decoder-ort) python3 scripts/decoder_vs_onnxruntime.py --runs 100 ;;
     tests-gpu-kernels) run_tests 0 ;;
     tests-cpu-kernels) run_tests 1 ;;
     fuzz) run_tests "" fuzz ;;

@@ -83,9 +83,9 @@ impl Recorder {
     /// Records `mode` over the rows of `n` elements of `x` with one dispatch, into `out` as a
     /// tensor of `shape` (`x`'s elements), where the kernel applies: one of f32, f16 and bf16
     /// throughout, rows of 1 to [`MAX_ROW`] elements (an even number for the 16-bit types),
-    /// every tensor in one binding, the result in a buffer of its
-    /// own. `None`, recording nothing, where it does not apply. Rows take a thread or the
-    /// lanes the reduction would give them.
+    /// every tensor in one binding, the result in a buffer of its own. `None`, recording
+    /// nothing, where it does not apply. Rows take a thread or the lanes the reduction would
+    /// give them.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn row_norm_to(
         &mut self,

@@ -226,8 +226,8 @@ pub enum Kernel {
     /// `check_values.wgsl`: reports the first value (i32, or i64 with `index64`) of a rule's
     /// input outside a range and a list of kept values (a rule on values read on the GPU).
     CheckValues { index64: bool, workgroup_size: u32 },
-    /// `row_norm.wgsl`: Softmax, LogSoftmax, LayerNormalization or RMSNormalization of f32
-    /// rows in one dispatch, `lanes` threads per row (see [`row_norm::RowNorm`]).
+    /// `row_norm.wgsl`: Softmax, LogSoftmax, LayerNormalization or RMSNormalization of f32,
+    /// f16 or bf16 rows in one dispatch, `lanes` threads per row (see [`row_norm::RowNorm`]).
     RowNorm {
         mode: row_norm::RowNorm,
         /// f32, or f16 and bf16 two to a word.

@@ -455,7 +455,7 @@ fn shared_values_are_computed_by_each_reader_within_limits() {
     // Fused: c (Add twice, Mul, Sub, Max), then e (Abs, Mul): 2 dispatches.
     assert_eq!(check_fused(&g, &inputs, true), (2, 6));
 
-    // Three readers: t is recorded, then the rest is one program.
+    // Three readers whose branches meet in one node (a diamond): one program computes t once.
     let g = declare(Graph::new(), &inputs)
         .node(node("Add", &["x", "y"], "t"))
         .node(node("Mul", &["t", "x"], "a"))
@@ -464,9 +464,13 @@ fn shared_values_are_computed_by_each_reader_within_limits() {
         .node(node("Max", &["a", "b"], "m"))
         .node(node("Min", &["m", "c"], "out"))
         .output("out");
-    assert_eq!(check_fused(&g, &inputs, true), (2, 6));
+    assert_eq!(check_fused(&g, &inputs, true), (1, 6));
+    // Three readers, one of them an output: t is recorded, then the rest is one program.
+    let g = g.output("c");
+    assert_eq!(check_fused(&g, &inputs, true), (3, 6));
 
-    // Two readers of a chain over four inputs (more than computing it twice saves): recorded.
+    // Two readers of a chain over four inputs (more than computing it twice saves), one of
+    // them an output: recorded.
     let g = declare(Graph::new(), &inputs)
         .node(node("Add", &["x", "y"], "t1"))
         .node(node("Add", &["t1", "z"], "t2"))
@@ -474,8 +478,136 @@ fn shared_values_are_computed_by_each_reader_within_limits() {
         .node(node("Mul", &["t", "x"], "a"))
         .node(node("Sub", &["t", "y"], "b"))
         .node(node("Max", &["a", "b"], "out"))
+        .output("out")
+        .output("a");
+    assert_eq!(check_fused(&g, &inputs, true), (3, 6));
+}
+
+/// Diamonds: a value read by several element-wise nodes whose branches meet in one node is
+/// computed once, by that node's program, even a MatMul's product with its epilogue (GELU's
+/// `x * (1 + erf(x / sqrt 2)) * 0.5` after `MatMul -> Add`, as torch exports it; SiLU's
+/// `x * sigmoid(x)`; the tanh GELU, which reads x three times): one dispatch each, on every
+/// dtype MatMul computes, against the ops one by one and the reference. A diamond whose
+/// branch is also an output is not one: the product is recorded once and read twice.
+#[test]
+fn diamonds_compute_their_top_once() {
+    let probe = context(true, true);
+    let mut dtypes = vec![DType::F32, DType::I32, DType::U32, DType::F16, DType::BF16];
+    if probe.features().contains(wgpu::Features::SHADER_F64) {
+        dtypes.push(DType::F64);
+    }
+    if probe.features().contains(wgpu::Features::SHADER_INT64) {
+        dtypes.extend([DType::I64, DType::U64]);
+    }
+    for d in dtypes {
+        // Exact on every dtype (small integers): |x| and x - bias meet in Max.
+        let inputs = named(vec![
+            ("a", small_ints(1, d, &[2, 3, 5])),
+            ("b", small_ints(2, d, &[5, 4])),
+            ("bias", small_ints(3, d, &[4])),
+        ]);
+        let g = declare(Graph::new(), &inputs)
+            .node(node("MatMul", &["a", "b"], "p"))
+            .node(node("Add", &["p", "bias"], "x"))
+            .node(node("Mul", &["x", "x"], "sq"))
+            .node(node("Sub", &["x", "bias"], "s"))
+            .node(node("Max", &["sq", "s"], "y"))
+            .output("y");
+        assert_eq!(check_fused(&g, &inputs, true), (1, 5), "{d} diamond");
+        // The same with a branch that is an output too: the product and its Add once, then
+        // the square (an output), then the rest.
+        let g = g.output("sq");
+        assert_eq!(check_fused(&g, &inputs, true), (3, 5), "{d} branch out");
+    }
+
+    let scalar = |v: f64, d: DType| {
+        let t = HostTensor::from_vec(vec![], &[v]).unwrap();
+        wgpu_ops::reference::cast_host(&t, d).unwrap()
+    };
+    for (d, rtol) in [
+        (DType::F32, 1e-5),
+        (DType::F16, 4e-3),
+        (DType::BF16, 2e-2),
+        (DType::F64, 1e-12),
+    ] {
+        if d == DType::F64 && !probe.features().contains(wgpu::Features::SHADER_F64) {
+            continue;
+        }
+        let inputs = named(vec![
+            ("a", random_tensor(4, d, &[3, 8])),
+            ("b", random_tensor(5, d, &[8, 6])),
+            ("bias", random_tensor(6, d, &[6])),
+        ]);
+        let g = declare(Graph::new(), &inputs)
+            .constant("sqrt2", scalar(std::f64::consts::SQRT_2, d))
+            .constant("one", scalar(1.0, d))
+            .constant("half", scalar(0.5, d))
+            .constant("three", scalar(3.0, d))
+            .constant("c", scalar(0.044715, d))
+            .constant("k", scalar((2.0 / std::f64::consts::PI).sqrt(), d))
+            .node(node("MatMul", &["a", "b"], "p"))
+            .node(node("Add", &["p", "bias"], "x"));
+        let erf = g
+            .clone()
+            .node(node("Div", &["x", "sqrt2"], "e1"))
+            .node(node("Erf", &["e1"], "e2"))
+            .node(node("Add", &["e2", "one"], "e3"))
+            .node(node("Mul", &["x", "e3"], "e4"))
+            .node(node("Mul", &["e4", "half"], "y"))
+            .output("y");
+        let silu = declare(Graph::new(), &inputs)
+            .node(node("MatMul", &["a", "b"], "p"))
+            .node(node("Sigmoid", &["p"], "s"))
+            .node(node("Mul", &["p", "s"], "y"))
+            .output("y");
+        let tanh = g
+            .node(node("Mul", &["x", "half"], "h"))
+            .node(node("Pow", &["x", "three"], "t1"))
+            .node(node("Mul", &["t1", "c"], "t2"))
+            .node(node("Add", &["x", "t2"], "t3"))
+            .node(node("Mul", &["t3", "k"], "t4"))
+            .node(node("Tanh", &["t4"], "t5"))
+            .node(node("Add", &["t5", "one"], "t6"))
+            .node(node("Mul", &["h", "t6"], "y"))
+            .output("y");
+        for (name, g, unfused) in [("erf", &erf, 7), ("silu", &silu, 3), ("tanh", &tanh, 10)] {
+            let (fused, fused_dispatches) = run(&context(true, true), g, &inputs);
+            let (plain, plain_dispatches) = run(&context(false, true), g, &inputs);
+            let case = format!("{d} {name}");
+            assert_eq!((fused_dispatches, plain_dispatches), (1, unfused), "{case}");
+            let want = run_graph(g, &inputs, &Default::default()).unwrap();
+            assert_close(&fused[0], &want[0], rtol, rtol, &format!("{case} fused"));
+            assert_close(
+                &fused[0],
+                &plain[0],
+                rtol,
+                rtol,
+                &format!("{case} vs plain"),
+            );
+        }
+    }
+
+    // A diamond's branches repeat its top's steps, which the merged program computes once: a
+    // top of 14 steps read by two branches of one step each is one program of 17 steps (31
+    // repeated, over the limit of 24).
+    let inputs = named(vec![
+        ("x", random_tensor(30, DType::U32, &[9])),
+        ("y", random_tensor(31, DType::U32, &[9])),
+    ]);
+    let mut g = declare(Graph::new(), &inputs);
+    let mut last = "x".to_string();
+    for k in 0..14 {
+        let out = format!("t{k}");
+        let op = ["Add", "Mul", "BitwiseXor"][k % 3];
+        g = g.node(node(op, &[&last, "y"], &out));
+        last = out;
+    }
+    let g = g
+        .node(node("Sub", &[&last, "x"], "l"))
+        .node(node("BitwiseNot", &[&last], "r"))
+        .node(node("BitwiseAnd", &["l", "r"], "out"))
         .output("out");
-    assert_eq!(check_fused(&g, &inputs, true), (2, 6));
+    assert_eq!(check_fused(&g, &inputs, true), (1, 17));
 }
 
 /// i64 chains fuse on adapters without SHADER_INT64 too (the emulation on u32 pairs), casts
@@ -795,6 +927,7 @@ fn matmul_heads_take_element_wise_chains() {
         let inputs = named(vec![
             ("a", small_ints(1, d, &[2, 3, 5])),
             ("b", small_ints(2, d, &[5, 4])),
+            ("b2", small_ints(6, d, &[5, 4])),
             ("bias", small_ints(3, d, &[4])),
             ("col", small_ints(4, d, &[3, 1])),
             ("wide", small_ints(5, d, &[6, 2, 3, 4])),
@@ -813,7 +946,7 @@ fn matmul_heads_take_element_wise_chains() {
         let two = g
             .clone()
             .node(node("MatMul", &["a", "b"], "p"))
-            .node(node("MatMul", &["a", "b"], "q"))
+            .node(node("MatMul", &["a", "b2"], "q"))
             .node(node("Add", &["p", "q"], "t1"))
             .node(node("Mul", &["t1", "col"], "y"))
             .output("y");
@@ -821,6 +954,19 @@ fn matmul_heads_take_element_wise_chains() {
             check_fused(&two, &inputs, native),
             (2, 4),
             "{d} two products"
+        );
+        // Two MatMuls of the same operands are one product: computed once.
+        let same = g
+            .clone()
+            .node(node("MatMul", &["a", "b"], "p"))
+            .node(node("MatMul", &["a", "b"], "q"))
+            .node(node("Add", &["p", "q"], "t1"))
+            .node(node("Mul", &["t1", "col"], "y"))
+            .output("y");
+        assert_eq!(
+            check_fused(&same, &inputs, native),
+            (1, 4),
+            "{d} one product twice"
         );
         // Broadcast beyond the product ([2, 3, 4] against [6, 2, 3, 4]): product, then the
         // chain.

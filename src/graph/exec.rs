@@ -1252,26 +1252,24 @@ fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
     Ok(t)
 }
 
-/// Records the pending MatMul heads among `node`'s inputs but the last: a program has one.
+/// Records the pending MatMul heads among `node`'s inputs but the last: a program has one
+/// (inputs carrying one head, a diamond's branches, count once).
 fn materialize_extra_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<()> {
-    let heads: Vec<&String> = node
-        .inputs
-        .iter()
-        .filter(|i| {
-            scope
-                .slots
-                .get(*i)
-                .and_then(|s| s.pending.as_ref())
-                .is_some_and(|p| p.head.is_some())
-        })
-        .collect();
+    let head_of = |name: &String| {
+        scope
+            .slots
+            .get(name)
+            .and_then(|s| s.pending.as_ref())
+            .and_then(|p| p.head.as_ref())
+    };
+    let last = node.inputs.iter().rev().find_map(head_of);
     let mut names: Vec<&String> = Vec::new();
-    for name in heads {
-        if !names.contains(&name) {
+    for name in &node.inputs {
+        let extra = head_of(name).is_some_and(|h| !last.is_some_and(|l| h.same(l)));
+        if extra && !names.contains(&name) {
             names.push(name);
         }
     }
-    names.pop();
     for name in names {
         if let Some(slot) = scope.slots.get_mut(name) {
             if let Some(p) = slot.pending.take() {

@@ -14,6 +14,11 @@
 //! `Recorder::matmul_values_to`). A small chain read by up to [`MAX_SHARED_READERS`] nodes that
 //! can all compute it so is computed by each, never stored: LinearAttention's decayed state is
 //! read by the product with the key and by the update's epilogue.
+//!
+//! A value whose element-wise readers all lead to one node (a diamond: GELU's
+//! `x * (1 + erf(x / sqrt 2))`, SiLU's `x * sigmoid(x)`) stays pending whatever it is, a
+//! MatMul's product included: each branch carries its program, and the node where they meet
+//! merges them, computing the shared steps once (see [`converges`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -43,6 +48,16 @@ pub(crate) struct Head {
     /// Operands held with their last two axes swapped, read transposed in place.
     pub transposed: [bool; 2],
     pub shape: Vec<usize>,
+}
+
+impl Head {
+    /// Whether both are one product (the branches of a diamond carry clones of one head).
+    pub fn same(&self, other: &Head) -> bool {
+        self.lhs.0 == other.lhs.0
+            && self.rhs.0 == other.rhs.0
+            && self.transposed == other.transposed
+            && self.lhs.1.same(&other.lhs.1)
+    }
 }
 
 /// A MatMul operand: a tensor, or a pending element-wise program (no MatMul head of its own)
@@ -395,6 +410,12 @@ pub(crate) fn deferrable(
         let Some(of_v) = readers.get(v) else {
             continue;
         };
+        // A diamond (GELU's `x * (1 + erf(x / sqrt 2))`, SiLU's `x * sigmoid(x)`): one
+        // program computes the value once for all its readers, even a MatMul's product.
+        if (fusable(node) || head_op(node)) && converges(graph, v, &readers, keep, placements) {
+            out.insert(v.to_string(), 1);
+            continue;
+        }
         let computed = fusable(node)
             && of_v.len() <= MAX_SHARED_READERS
             && of_v
@@ -416,6 +437,54 @@ pub(crate) fn deferrable(
         }
     }
     out
+}
+
+/// The most nodes a diamond's branches may hold (see [`converges`]).
+const MAX_DIAMOND_NODES: usize = 16;
+
+/// Whether the readers of `v` (two or more, each an element-wise node) all lead, through
+/// values each read by one element-wise node only, to one node, the diamond's end: merging
+/// the branches' pending programs there computes `v` once, so `v` may stay pending even when
+/// it is a MatMul's product (the branches share its head). No value on the way is in `keep`
+/// or placed, except the end's own.
+fn converges(
+    graph: &Graph,
+    v: &str,
+    readers: &HashMap<&str, Vec<usize>>,
+    keep: &HashSet<&str>,
+    placements: &HashMap<String, Tensor>,
+) -> bool {
+    let elementwise = |k: usize| {
+        let n = &graph.nodes[k];
+        fusable(n) && !view_op(n)
+    };
+    let Some(of_v) = readers.get(v).filter(|r| r.len() > 1) else {
+        return false;
+    };
+    let mut ends = HashSet::new();
+    let mut region = HashSet::new();
+    for &first in of_v {
+        if !elementwise(first) || !graph.nodes[first].inputs.iter().any(|i| i == v) {
+            return false;
+        }
+        let mut at = first;
+        loop {
+            region.insert(at);
+            if region.len() > MAX_DIAMOND_NODES {
+                return false;
+            }
+            let out = graph.nodes[at].outputs[0].as_str();
+            if keep.contains(out) || placements.contains_key(out) {
+                break;
+            }
+            match readers.get(out).map(Vec::as_slice) {
+                Some(&[next]) if elementwise(next) => at = next,
+                _ => break,
+            }
+        }
+        ends.insert(at);
+    }
+    ends.len() == 1
 }
 
 /// The node as one step: its op as the word kernel names it, its operands, and Cast's target.
@@ -591,7 +660,7 @@ pub(crate) fn build(
         args.push(arg);
     }
     let pushed = match &steps {
-        Some(program) => merged.splice(program, &args),
+        Some(program) => merged.splice(program, &args, false),
         None => merged.program.push(op, args, to.unwrap_or(DType::F32)),
     };
     if pushed.is_none()
@@ -672,7 +741,7 @@ struct Merge {
 }
 
 /// A constant of one element (a graph's or a body's, or one computed from them on the host)
-/// of f32 or f64, as a literal of the program, with its shape. Not a value computed from
+/// of a float dtype, as a literal of the program, with its shape. Not a value computed from
 /// graph inputs, which changes from run to run: each value would be a kernel of its own.
 fn constant_literal(slot: &Slot) -> Option<(Arg, &[usize])> {
     let h = slot
@@ -682,6 +751,8 @@ fn constant_literal(slot: &Slot) -> Option<(Arg, &[usize])> {
     let value = match h.dtype {
         DType::F32 => f64::from(*h.to_vec::<f32>().ok()?.first()?),
         DType::F64 => *h.to_vec::<f64>().ok()?.first()?,
+        DType::F16 => h.to_vec::<half::f16>().ok()?.first()?.to_f64(),
+        DType::BF16 => h.to_vec::<half::bf16>().ok()?.first()?.to_f64(),
         _ => return None,
     };
     Some((Arg::literal(h.dtype, value)?, &h.shape))
@@ -744,23 +815,33 @@ impl Merge {
     }
 
     /// Appends `program`'s steps, its operand `k` standing for `operands[k]`; returns the
-    /// last one's result (`None` where the program would be too long).
-    fn splice(&mut self, program: &Program, operands: &[Arg]) -> Option<Arg> {
-        let first = self.program.steps().len();
-        let mut last = None;
+    /// last one's result (`None` where the program would be too long). With `reuse`, a step
+    /// the program has already (a diamond's branches both computing its top) is not repeated:
+    /// for a pending input's steps, never the node's own, whose last must be the output.
+    fn splice(&mut self, program: &Program, operands: &[Arg], reuse: bool) -> Option<Arg> {
+        let mut results: Vec<Arg> = Vec::with_capacity(program.steps().len());
         for step in program.steps() {
-            let args = step
+            let args: Vec<Arg> = step
                 .args
                 .iter()
                 .map(|&a| match a {
                     Arg::Operand(k) => operands[usize::from(k)],
-                    Arg::Step(k) => Arg::Step((first + usize::from(k)) as u8),
+                    Arg::Step(k) => results[usize::from(k)],
                     literal => literal,
                 })
                 .collect();
-            last = Some(self.program.push(step.op, args, step.out)?);
+            let known = self
+                .program
+                .steps()
+                .iter()
+                .position(|s| s.op == step.op && s.args == args && s.out == step.out)
+                .filter(|_| reuse);
+            results.push(match known {
+                Some(k) => Arg::Step(k as u8),
+                None => self.program.push(step.op, args, step.out)?,
+            });
         }
-        last
+        results.last().copied()
     }
 
     /// Appends a pending program's steps (its leaves become this program's operands).
@@ -768,12 +849,7 @@ impl Merge {
         let mut operands = Vec::with_capacity(p.leaves.len() + 1);
         if p.head.is_some() {
             // Only the merge's own head (see `build`); its product is operand 0 here too.
-            let own = self.head.as_ref()?;
-            let theirs = p.head.as_ref()?;
-            if !own.lhs.1.same(&theirs.lhs.1)
-                || own.lhs.0 != theirs.lhs.0
-                || own.rhs.0 != theirs.rhs.0
-            {
+            if !self.head.as_ref()?.same(p.head.as_ref()?) {
                 return None;
             }
             operands.push(Arg::Operand(0));
@@ -784,6 +860,6 @@ impl Merge {
         for (name, t) in &p.leaves {
             operands.push(self.leaf(name.clone(), t.clone())?);
         }
-        self.splice(&p.program, &operands)
+        self.splice(&p.program, &operands, true)
     }
 }

@@ -37,11 +37,14 @@ pub enum Arg {
 }
 
 impl Arg {
-    /// `value` rounded to `dtype` as a constant of the program: f32 and f64 only, finite
-    /// values only (`None` otherwise; the caller binds the value as an operand instead).
+    /// `value` rounded to `dtype` as a constant of the program: floats only, finite values
+    /// only (`None` otherwise; the caller binds the value as an operand instead). f16 and
+    /// bf16 compute in f32, which holds their values exactly.
     pub fn literal(dtype: DType, value: f64) -> Option<Arg> {
         let exact = match dtype {
             DType::F32 => f64::from(value as f32),
+            DType::F16 => half::f16::from_f64(value).to_f64(),
+            DType::BF16 => half::bf16::from_f64(value).to_f64(),
             DType::F64 => value,
             _ => return None,
         };
@@ -54,7 +57,9 @@ impl Arg {
     fn literal_wgsl(dtype: DType, bits: u64) -> String {
         let value = f64::from_bits(bits);
         match dtype {
-            DType::F32 => format!("bitcast<f32>({:#x}u)", (value as f32).to_bits()),
+            DType::F32 | DType::F16 | DType::BF16 => {
+                format!("bitcast<f32>({:#x}u)", (value as f32).to_bits())
+            }
             // A decimal of as many digits as tell the value apart, which the shader compiler
             // reads exactly (naga does not fold a bitcast to f64 of constants).
             _ => format!("f64({value:e})"),
@@ -148,7 +153,9 @@ impl Program {
             || args.iter().any(|&a| match a {
                 Arg::Operand(k) => usize::from(k) >= self.operands.len(),
                 Arg::Step(k) => usize::from(k) >= self.steps.len(),
-                Arg::Literal(d, _) => !matches!(d, DType::F32 | DType::F64),
+                Arg::Literal(d, _) => {
+                    !matches!(d, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
+                }
             })
         {
             return None;

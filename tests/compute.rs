@@ -740,6 +740,96 @@ fn concat_of_any_dtype_in_words_and_windows() {
     }
 }
 
+/// Concat of inputs of whole words is one dispatch per 6 inputs on both kernel sets (a
+/// decoder's cache and its new row; 16-bit runs of whole words; 8 inputs of bytes; an empty
+/// input between two; one input twice), `vec4` where every run is whole quads; a single row
+/// is that too with the GPU kernels and buffer copies with the CPU ones; runs that are not
+/// whole words keep the general path. Bit for bit the reference.
+#[test]
+fn concat_takes_one_dispatch_per_six_inputs() {
+    // (dtype, shapes, axis, dispatches and quad dispatches where they are the kernel's), the
+    // same input twice where a shape is empty.
+    type Case = (DType, &'static [&'static [usize]], i64, Option<(u64, u64)>);
+    let cases: [Case; 7] = [
+        (
+            DType::F32,
+            &[&[1, 4, 64, 16], &[1, 4, 1, 16]],
+            2,
+            Some((1, 1)),
+        ),
+        (DType::F16, &[&[2, 3, 4], &[2, 3, 6]], 2, Some((1, 0))),
+        (
+            DType::U8,
+            &[
+                &[3, 4],
+                &[3, 8],
+                &[3, 4],
+                &[3, 4],
+                &[3, 12],
+                &[3, 4],
+                &[3, 4],
+                &[3, 8],
+            ],
+            1,
+            Some((2, 0)),
+        ),
+        (
+            DType::I64,
+            &[&[2, 1, 3], &[2, 0, 3], &[2, 2, 3]],
+            1,
+            Some((1, 0)),
+        ),
+        (DType::I32, &[&[5, 8], &[]], 1, Some((1, 1))),
+        (DType::F32, &[&[5], &[7]], 0, Some((1, 0))),
+        // Runs of 5 bytes: transposed copies, concatenated, transposed back.
+        (DType::U8, &[&[2, 5], &[2, 5]], 1, None),
+    ];
+    for cpu_kernels in [false, true] {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        for (k, &(dtype, shapes, axis, counts)) in cases.iter().enumerate() {
+            let mut parts: Vec<HostTensor> = shapes
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.is_empty())
+                .map(|(i, s)| random_tensor(10 * k as u64 + i as u64, dtype, s))
+                .collect();
+            if shapes.iter().any(|s| s.is_empty()) {
+                parts.push(parts[0].clone());
+            }
+            let tensors: Vec<wgpu_ops::Tensor> = parts
+                .iter()
+                .map(|p| wgpu_ops::Tensor::from_host(&ctx, p).unwrap())
+                .collect();
+            let before = ctx.stats();
+            let got = ctx
+                .run(|rec| rec.concat(&tensors, axis))
+                .unwrap()
+                .to_host_blocking()
+                .unwrap();
+            let after = ctx.stats();
+            let case = format!("{dtype} {shapes:?} axis {axis} cpu kernels {cpu_kernels}");
+            assert_eq!(got, concat_reference(parts, axis), "{case}");
+            let Some((dispatches, quads)) = counts else {
+                continue;
+            };
+            let (copies, dispatches, quads) = match (cpu_kernels, shapes[0].len()) {
+                (true, 1) => (2, 0, 0),
+                _ => (0, dispatches, quads),
+            };
+            let counted = (
+                after.dispatches - before.dispatches,
+                after.copies - before.copies,
+                after.quad_dispatches - before.quad_dispatches,
+            );
+            assert_eq!(counted, (dispatches, copies, quads), "{case}");
+        }
+    }
+}
+
 /// Concat of one input is that input (a view, no command); in a graph, a scatter into it
 /// while the input is read afterwards writes into a copy, and leaves the input as it was.
 #[test]

@@ -12,6 +12,7 @@ pub mod block_remap;
 pub mod causal_conv;
 mod check_values;
 pub(crate) use check_values::ValueRule;
+pub mod concat;
 pub mod copy;
 pub(crate) mod coupling;
 pub mod cumsum;
@@ -96,6 +97,7 @@ const STRIDED_GATHER: &str = concat!(
     include_str!("../../shaders/divide.inc")
 );
 const COPY: &str = include_str!("../../shaders/copy.wgsl");
+const CONCAT: &str = include_str!("../../shaders/concat.wgsl");
 const LINEAR_ATTENTION: &str = include_str!("../../shaders/linear_attention.wgsl");
 const SCAN_COUNTER: &str = include_str!("../../shaders/scan_counter.wgsl");
 const CAUSAL_CONV: &str = include_str!("../../shaders/causal_conv.wgsl");
@@ -304,6 +306,9 @@ pub enum Kernel {
     ScanCopies { workgroup_size: u32, copies: u32 },
     /// `copy.wgsl`: a copy of words, or of `vec4<u32>` (`main_vec4`), on GPUs.
     Copy { workgroup_size: u32, vec4: bool },
+    /// `concat.wgsl`: ONNX Concat of up to 6 inputs of whole words in one dispatch, a word
+    /// or a `vec4<u32>` (`main_vec4`) per invocation.
+    Concat { workgroup_size: u32, vec4: bool },
     /// `linear_attention.wgsl`: ONNX LinearAttention's recurrence (f32), one invocation per
     /// state column, or (`lanes`: GPUs, head sizes up to 128) 8 per column in workgroups of
     /// 256, their rows held in registers through the dispatch.
@@ -429,6 +434,10 @@ impl Kernel {
             }
             for vec4 in [false, true] {
                 out.push(Kernel::Copy {
+                    workgroup_size,
+                    vec4,
+                });
+                out.push(Kernel::Concat {
                     workgroup_size,
                     vec4,
                 });
@@ -699,6 +708,7 @@ impl Kernel {
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanCopies { .. } => "scan copies (generated)",
             Kernel::Copy { .. } => "copy.wgsl",
+            Kernel::Concat { .. } => "concat.wgsl",
             Kernel::LinearAttention { .. } => "linear_attention.wgsl",
             Kernel::ScanCounter { .. } => "scan_counter.wgsl",
             Kernel::CausalConv { .. } => "causal_conv.wgsl",
@@ -739,6 +749,7 @@ impl Kernel {
             .into(),
             Kernel::ScanCopies { copies, .. } => scan_step::copies_source(copies).into(),
             Kernel::Copy { .. } => COPY.into(),
+            Kernel::Concat { .. } => CONCAT.into(),
             Kernel::LinearAttention {
                 subgroups: true, ..
             } => linear_attention::with_subgroup_lanes(LINEAR_ATTENTION).into(),
@@ -848,6 +859,7 @@ impl Kernel {
             | Kernel::Cast { workgroup_size, .. }
             | Kernel::ScanCopies { workgroup_size, .. }
             | Kernel::Copy { workgroup_size, .. }
+            | Kernel::Concat { workgroup_size, .. }
             | Kernel::CausalConv { workgroup_size }
             | Kernel::GridTaps { workgroup_size, .. }
             | Kernel::TreeWalk { workgroup_size, .. }
@@ -1103,7 +1115,7 @@ impl Kernel {
             | Kernel::Fused { quads: true, .. }
             | Kernel::Pad { quads: true, .. } => "main_quads",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
-            Kernel::Copy { vec4: true, .. } => "main_vec4",
+            Kernel::Copy { vec4: true, .. } | Kernel::Concat { vec4: true, .. } => "main_vec4",
             Kernel::Scatter { entry, .. } => entry.name(),
             Kernel::LinearAttention { lanes: true, .. } => "lanes",
             Kernel::MatMul {
@@ -1154,6 +1166,7 @@ impl KernelSpec for Kernel {
             | Kernel::RowNorm { .. }
             | Kernel::Pad { .. }
             | Kernel::Copy { .. }
+            | Kernel::Concat { .. }
             | Kernel::LinearAttention { .. }
             | Kernel::CausalConv { .. }
             | Kernel::GridTaps { f64: false, .. }
@@ -1291,6 +1304,16 @@ impl KernelSpec for Kernel {
             | Kernel::CumSum { .. }
             | Kernel::Pad { .. }
             | Kernel::Copy { .. } => TWO_BUFFERS,
+            Kernel::Concat { .. } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageReadWrite,
+            ],
             Kernel::ScanCounter { .. } | Kernel::RandomAdvance => &[Binding::StorageReadWrite],
             Kernel::Random { .. } => THREE_BUFFERS,
             Kernel::ScanCopies { copies, .. } => scan_step::copies_bindings(*copies),

@@ -651,6 +651,17 @@ impl Recorder {
                         && dst.is_multiple_of(4))
             })
         };
+        if whole_words && outer > 0 {
+            // Whole words throughout: one dispatch for up to 6 inputs where the kernel applies.
+            let parts: Vec<&Tensor> = inputs.iter().collect();
+            let runs: Vec<u64> = inputs
+                .iter()
+                .map(|t| t.numel() as u64 / outer * elem / 4)
+                .collect();
+            if self.concat_words(&parts, &runs, outer, out)? {
+                return Ok(());
+            }
+        }
         if outer > 1 && !whole_words {
             return self.concat_axis_first(inputs, axis, out);
         }

@@ -7,35 +7,28 @@
 //
 // `main` moves one word per invocation, `main_vec4` one `vec4<u32>` (every run, `first` and
 // `out_run` in 16-byte units then); the same bindings viewed both ways.
+//
+// Split is the same walk the other way (the parts' rows written, the whole's read): its
+// kernel is the text above the line `CONCAT ONLY` and entry points generated for its number
+// of parts (`kernels/concat.rs`), each part a writable binding of its own.
 
 override WORKGROUP_SIZE: u32 = 64u;
 
+// The whole (Concat's output, Split's input) is rows of `out_run` units; part k (an input of
+// Concat, an output of Split) fills units [ends[k-1], ends[k]) of each row, counted from
+// `first`, its own rows lying one after another.
 struct Params {
-    // Units this dispatch writes: outer * run.
+    // Units this dispatch moves: rows * run.
     units: u32,
-    // Units of an output row, of this dispatch's part of it, and where the part starts.
+    // Units of a row of the whole, of this dispatch's parts of it, and where those start.
     out_run: u32,
     run: u32,
     first: u32,
-    // Where input k's part of a row ends, counted from `first` (k < 6; unused ones equal run).
+    // Where part k ends (k < 6; unused ones equal run).
     ends: array<vec4<u32>, 2>,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> in0: array<u32>;
-@group(0) @binding(2) var<storage, read> in1: array<u32>;
-@group(0) @binding(3) var<storage, read> in2: array<u32>;
-@group(0) @binding(4) var<storage, read> in3: array<u32>;
-@group(0) @binding(5) var<storage, read> in4: array<u32>;
-@group(0) @binding(6) var<storage, read> in5: array<u32>;
-@group(0) @binding(7) var<storage, read_write> out: array<u32>;
-@group(0) @binding(1) var<storage, read> in0_4: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> in1_4: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> in2_4: array<vec4<u32>>;
-@group(0) @binding(4) var<storage, read> in3_4: array<vec4<u32>>;
-@group(0) @binding(5) var<storage, read> in4_4: array<vec4<u32>>;
-@group(0) @binding(6) var<storage, read> in5_4: array<vec4<u32>>;
-@group(0) @binding(7) var<storage, read_write> out_4: array<vec4<u32>>;
 
 fn unit_index(group: vec3<u32>, groups: vec3<u32>, local: u32) -> u32 {
     // Grids past 65 535 workgroups are folded into y and z by the host.
@@ -46,11 +39,11 @@ fn end_of(k: u32) -> u32 {
     return params.ends[k / 4u][k % 4u];
 }
 
-// Unit i of the dispatch: its input, that input's unit index and the output's.
+// Unit i of the dispatch: its part, its index in that part and in the whole.
 struct Place {
-    input: u32,
-    src: u32,
-    dst: u32,
+    k: u32,
+    part: u32,
+    whole: u32,
 }
 
 fn place(i: u32) -> Place {
@@ -68,6 +61,23 @@ fn place(i: u32) -> Place {
     return Place(k, row * run + (at - start), row * params.out_run + params.first + at);
 }
 
+// CONCAT ONLY
+
+@group(0) @binding(1) var<storage, read> in0: array<u32>;
+@group(0) @binding(2) var<storage, read> in1: array<u32>;
+@group(0) @binding(3) var<storage, read> in2: array<u32>;
+@group(0) @binding(4) var<storage, read> in3: array<u32>;
+@group(0) @binding(5) var<storage, read> in4: array<u32>;
+@group(0) @binding(6) var<storage, read> in5: array<u32>;
+@group(0) @binding(7) var<storage, read_write> out: array<u32>;
+@group(0) @binding(1) var<storage, read> in0_4: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> in1_4: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> in2_4: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read> in3_4: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read> in4_4: array<vec4<u32>>;
+@group(0) @binding(6) var<storage, read> in5_4: array<vec4<u32>>;
+@group(0) @binding(7) var<storage, read_write> out_4: array<vec4<u32>>;
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -80,15 +90,15 @@ fn main(
     }
     let p = place(i);
     var v: u32;
-    switch p.input {
-        case 0u: { v = in0[p.src]; }
-        case 1u: { v = in1[p.src]; }
-        case 2u: { v = in2[p.src]; }
-        case 3u: { v = in3[p.src]; }
-        case 4u: { v = in4[p.src]; }
-        default: { v = in5[p.src]; }
+    switch p.k {
+        case 0u: { v = in0[p.part]; }
+        case 1u: { v = in1[p.part]; }
+        case 2u: { v = in2[p.part]; }
+        case 3u: { v = in3[p.part]; }
+        case 4u: { v = in4[p.part]; }
+        default: { v = in5[p.part]; }
     }
-    out[p.dst] = v;
+    out[p.whole] = v;
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -103,13 +113,13 @@ fn main_vec4(
     }
     let p = place(i);
     var v: vec4<u32>;
-    switch p.input {
-        case 0u: { v = in0_4[p.src]; }
-        case 1u: { v = in1_4[p.src]; }
-        case 2u: { v = in2_4[p.src]; }
-        case 3u: { v = in3_4[p.src]; }
-        case 4u: { v = in4_4[p.src]; }
-        default: { v = in5_4[p.src]; }
+    switch p.k {
+        case 0u: { v = in0_4[p.part]; }
+        case 1u: { v = in1_4[p.part]; }
+        case 2u: { v = in2_4[p.part]; }
+        case 3u: { v = in3_4[p.part]; }
+        case 4u: { v = in4_4[p.part]; }
+        default: { v = in5_4[p.part]; }
     }
-    out_4[p.dst] = v;
+    out_4[p.whole] = v;
 }

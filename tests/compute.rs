@@ -830,6 +830,89 @@ fn concat_takes_one_dispatch_per_six_inputs() {
     }
 }
 
+/// Split into parts of whole words is one dispatch per 6 parts on both kernel sets (a
+/// decoder's query, key and value; 16-bit parts of whole words; 7 parts of bytes; an empty
+/// part), `vec4` where every run is whole quads; a single row is that too with the GPU
+/// kernels; parts that are not whole words keep the general path. Bit for bit the reference.
+#[test]
+fn split_takes_one_dispatch_per_six_outputs() {
+    // (dtype, shape, axis, sizes, dispatches and quad dispatches where they are the
+    // kernel's on both kernel sets)
+    type Case = (
+        DType,
+        &'static [usize],
+        i64,
+        &'static [usize],
+        Option<(u64, u64)>,
+    );
+    let cases: [Case; 7] = [
+        (DType::F32, &[1, 3, 768], 2, &[256, 256, 256], Some((1, 1))),
+        (DType::F16, &[4, 6], 1, &[2, 4], Some((1, 0))),
+        (DType::U8, &[3, 32], 1, &[4, 4, 4, 4, 8, 4, 4], Some((2, 0))),
+        (DType::I64, &[2, 5, 3], 1, &[1, 0, 4], Some((1, 0))),
+        (DType::F32, &[12], 0, &[5, 7], None),
+        (DType::F32, &[7, 8], 0, &[3, 4], None),
+        // Runs of 5 bytes: a slice per part.
+        (DType::U8, &[2, 10], 1, &[5, 5], None),
+    ];
+    for cpu_kernels in [false, true] {
+        let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: Some(cpu_kernels),
+            ..Default::default()
+        })
+        .unwrap();
+        for (k, &(dtype, shape, axis, sizes, counts)) in cases.iter().enumerate() {
+            let x = random_tensor(40 + k as u64, dtype, shape);
+            let t = wgpu_ops::Tensor::from_host(&ctx, &x).unwrap();
+            let before = ctx.stats();
+            let parts = ctx
+                .run(|rec| rec.split_to(&t, axis, sizes, vec![wgpu_ops::Out::NEW; sizes.len()]))
+                .unwrap();
+            let after = ctx.stats();
+            let names: Vec<String> = (0..sizes.len()).map(|j| format!("y{j}")).collect();
+            let split: Vec<i64> = sizes.iter().map(|&n| n as i64).collect();
+            let mut g = Graph::new()
+                .input(
+                    "x",
+                    dtype,
+                    &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+                )
+                .constant(
+                    "split",
+                    HostTensor::from_vec(vec![sizes.len()], &split).unwrap(),
+                )
+                .node(
+                    Node::new("Split", "s")
+                        .inputs(["x", "split"])
+                        .outputs(names.clone())
+                        .attr("axis", Attr::Int(axis)),
+                );
+            for n in &names {
+                g = g.output(n.clone());
+            }
+            let want = run_graph(&g, &[("x".to_string(), x)], &Default::default()).unwrap();
+            let case = format!("{dtype} {shape:?} axis {axis} {sizes:?} cpu kernels {cpu_kernels}");
+            for (j, (p, w)) in parts.iter().zip(&want).enumerate() {
+                assert_eq!(&p.to_host_blocking().unwrap(), w, "{case} part {j}");
+            }
+            let single_row = shape[..axis as usize].iter().product::<usize>() == 1;
+            let counts = match (counts, single_row && !cpu_kernels) {
+                (None, true) if dtype == DType::F32 => Some((1, u64::from(k == 5))),
+                (c, _) => c,
+            };
+            let Some((dispatches, quads)) = counts else {
+                continue;
+            };
+            let counted = (
+                after.dispatches - before.dispatches,
+                after.copies - before.copies,
+                after.quad_dispatches - before.quad_dispatches,
+            );
+            assert_eq!(counted, (dispatches, 0, quads), "{case}");
+        }
+    }
+}
+
 /// Concat of one input is that input (a view, no command); in a graph, a scatter into it
 /// while the input is read afterwards writes into a copy, and leaves the input as it was.
 #[test]

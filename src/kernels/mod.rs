@@ -309,6 +309,13 @@ pub enum Kernel {
     /// `concat.wgsl`: ONNX Concat of up to 6 inputs of whole words in one dispatch, a word
     /// or a `vec4<u32>` (`main_vec4`) per invocation.
     Concat { workgroup_size: u32, vec4: bool },
+    /// ONNX Split into `parts` outputs (1 to 6) of whole words in one dispatch: the walk of
+    /// `concat.wgsl` the other way, its entry points generated (see [`concat::split_source`]).
+    Split {
+        workgroup_size: u32,
+        vec4: bool,
+        parts: u32,
+    },
     /// `linear_attention.wgsl`: ONNX LinearAttention's recurrence (f32), one invocation per
     /// state column, or (`lanes`: GPUs, head sizes up to 128) 8 per column in workgroups of
     /// 256, their rows held in registers through the dispatch.
@@ -441,6 +448,13 @@ impl Kernel {
                     workgroup_size,
                     vec4,
                 });
+                for parts in 1..=concat::MAX_PARTS as u32 {
+                    out.push(Kernel::Split {
+                        workgroup_size,
+                        vec4,
+                        parts,
+                    });
+                }
             }
             for (dtype, emulate64) in typed_variants() {
                 for (exclusive, reverse) in
@@ -708,7 +722,7 @@ impl Kernel {
             Kernel::MatMul { .. } => "matmul.wgsl",
             Kernel::ScanCopies { .. } => "scan copies (generated)",
             Kernel::Copy { .. } => "copy.wgsl",
-            Kernel::Concat { .. } => "concat.wgsl",
+            Kernel::Concat { .. } | Kernel::Split { .. } => "concat.wgsl",
             Kernel::LinearAttention { .. } => "linear_attention.wgsl",
             Kernel::ScanCounter { .. } => "scan_counter.wgsl",
             Kernel::CausalConv { .. } => "causal_conv.wgsl",
@@ -750,6 +764,7 @@ impl Kernel {
             Kernel::ScanCopies { copies, .. } => scan_step::copies_source(copies).into(),
             Kernel::Copy { .. } => COPY.into(),
             Kernel::Concat { .. } => CONCAT.into(),
+            Kernel::Split { parts, .. } => concat::split_source(CONCAT, parts).into(),
             Kernel::LinearAttention {
                 subgroups: true, ..
             } => linear_attention::with_subgroup_lanes(LINEAR_ATTENTION).into(),
@@ -860,6 +875,7 @@ impl Kernel {
             | Kernel::ScanCopies { workgroup_size, .. }
             | Kernel::Copy { workgroup_size, .. }
             | Kernel::Concat { workgroup_size, .. }
+            | Kernel::Split { workgroup_size, .. }
             | Kernel::CausalConv { workgroup_size }
             | Kernel::GridTaps { workgroup_size, .. }
             | Kernel::TreeWalk { workgroup_size, .. }
@@ -1115,7 +1131,9 @@ impl Kernel {
             | Kernel::Fused { quads: true, .. }
             | Kernel::Pad { quads: true, .. } => "main_quads",
             Kernel::BlockRemap { vec4: true, .. } => "runs_vec4",
-            Kernel::Copy { vec4: true, .. } | Kernel::Concat { vec4: true, .. } => "main_vec4",
+            Kernel::Copy { vec4: true, .. }
+            | Kernel::Concat { vec4: true, .. }
+            | Kernel::Split { vec4: true, .. } => "main_vec4",
             Kernel::Scatter { entry, .. } => entry.name(),
             Kernel::LinearAttention { lanes: true, .. } => "lanes",
             Kernel::MatMul {
@@ -1182,6 +1200,7 @@ impl KernelSpec for Kernel {
             Kernel::PairwiseCoupling { .. } => self.file().into(),
             Kernel::MaxRoiPool { .. } => self.file().into(),
             Kernel::ScanCopies { copies, .. } => format!("scan copies {copies}").into(),
+            Kernel::Split { parts, .. } => format!("concat.wgsl split {parts}").into(),
             Kernel::Scatter {
                 dtype,
                 reduction,
@@ -1304,6 +1323,7 @@ impl KernelSpec for Kernel {
             | Kernel::CumSum { .. }
             | Kernel::Pad { .. }
             | Kernel::Copy { .. } => TWO_BUFFERS,
+            Kernel::Split { parts, .. } => concat::split_bindings(*parts),
             Kernel::Concat { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,

@@ -1,6 +1,7 @@
 //! ONNX ops built from the others: `Gemm` (a MatMul with transposed operands and an epilogue),
 //! `Split` (slices), `DepthToSpace` and `SpaceToDepth` (a view, one transpose, a view).
 
+use crate::kernels::concat::Direction;
 use crate::ops::elementwise::{Arg, Program};
 use crate::{DType, Error, HostTensor, Out, Recorder, Result, Slice, Tensor};
 
@@ -109,6 +110,29 @@ impl Recorder {
                     outs.len()
                 ),
             ));
+        }
+        // Parts of whole 32-bit words in each row: one dispatch for up to 6 of them.
+        let elem = input.dtype().size() as u64;
+        let outer: u64 = input.shape()[..k].iter().map(|&d| d as u64).product();
+        let slab: u64 = input.shape()[k + 1..].iter().map(|&d| d as u64).product();
+        let bytes: Vec<u64> = sizes.iter().map(|&n| n as u64 * slab * elem).collect();
+        if sizes.len() > 1 && outer > 0 && bytes.iter().all(|b| b.is_multiple_of(4)) {
+            let mut made = Vec::with_capacity(sizes.len());
+            for (&n, out) in sizes.iter().zip(&outs) {
+                let mut shape = input.shape().to_vec();
+                shape[k] = n;
+                made.push(out.tensor(self, input.dtype(), &shape)?);
+            }
+            let refs: Vec<&Tensor> = made.iter().collect();
+            let runs: Vec<u64> = bytes.iter().map(|b| b / 4).collect();
+            if self.move_parts(Direction::Split, input, &refs, &runs, outer)? {
+                return Ok(made);
+            }
+            for (t, out) in made.into_iter().zip(&outs) {
+                if out.placed().is_none() {
+                    self.release(t);
+                }
+            }
         }
         let mut start = 0i64;
         let mut parts = Vec::with_capacity(sizes.len());

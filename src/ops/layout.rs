@@ -3,6 +3,7 @@
 
 use crate::host::c_strides;
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
+use crate::kernels::concat::Direction;
 use crate::kernels::gather::{AxisSlice, GatherDim, GatherPlan};
 use crate::kernels::pad::{PadAxis, PadMode};
 use crate::ops::slicing::SlicePlan;
@@ -658,7 +659,7 @@ impl Recorder {
                 .iter()
                 .map(|t| t.numel() as u64 / outer * elem / 4)
                 .collect();
-            if self.concat_words(&parts, &runs, outer, out)? {
+            if self.move_parts(Direction::Join, out, &parts, &runs, outer)? {
                 return Ok(());
             }
         }

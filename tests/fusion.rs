@@ -942,32 +942,22 @@ fn matmul_heads_take_element_wise_chains() {
             .node(node("Sub", &["t2", "bias"], "y"))
             .output("y");
         assert_eq!(check_fused(&chain, &inputs, native), (1, 4), "{d} chain");
-        // Two products into one Add: one is recorded, the other takes the epilogue.
-        let two = g
-            .clone()
-            .node(node("MatMul", &["a", "b"], "p"))
-            .node(node("MatMul", &["a", "b2"], "q"))
-            .node(node("Add", &["p", "q"], "t1"))
-            .node(node("Mul", &["t1", "col"], "y"))
-            .output("y");
-        assert_eq!(
-            check_fused(&two, &inputs, native),
-            (2, 4),
-            "{d} two products"
-        );
-        // Two MatMuls of the same operands are one product: computed once.
-        let same = g
-            .clone()
-            .node(node("MatMul", &["a", "b"], "p"))
-            .node(node("MatMul", &["a", "b"], "q"))
-            .node(node("Add", &["p", "q"], "t1"))
-            .node(node("Mul", &["t1", "col"], "y"))
-            .output("y");
-        assert_eq!(
-            check_fused(&same, &inputs, native),
-            (1, 4),
-            "{d} one product twice"
-        );
+        // Two products into one Add: one is recorded, the other takes the epilogue; two
+        // MatMuls of the same operands are one product, computed once.
+        for (second, fused) in [("b2", 2), ("b", 1)] {
+            let two = g
+                .clone()
+                .node(node("MatMul", &["a", "b"], "p"))
+                .node(node("MatMul", &["a", second], "q"))
+                .node(node("Add", &["p", "q"], "t1"))
+                .node(node("Mul", &["t1", "col"], "y"))
+                .output("y");
+            assert_eq!(
+                check_fused(&two, &inputs, native),
+                (fused, 4),
+                "{d} products of a, b and a, {second}"
+            );
+        }
         // Broadcast beyond the product ([2, 3, 4] against [6, 2, 3, 4]): product, then the
         // chain.
         let wider = g

@@ -80,6 +80,12 @@ fn {entry}(
     s
 }
 
+/// The bindings of Concat: the parameters, [`MAX_PARTS`] inputs, the output.
+pub(crate) fn concat_bindings() -> &'static [Binding] {
+    use Binding::{StorageRead as R, StorageReadWrite as W, Uniform as U};
+    &[U, R, R, R, R, R, R, W]
+}
+
 /// The bindings of Split into `parts` outputs (see [`split_source`]).
 pub(crate) fn split_bindings(parts: u32) -> &'static [Binding] {
     use Binding::{StorageRead as R, StorageReadWrite as W, Uniform as U};

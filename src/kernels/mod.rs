@@ -1324,16 +1324,7 @@ impl KernelSpec for Kernel {
             | Kernel::Pad { .. }
             | Kernel::Copy { .. } => TWO_BUFFERS,
             Kernel::Split { parts, .. } => concat::split_bindings(*parts),
-            Kernel::Concat { .. } => &[
-                Binding::Uniform,
-                Binding::StorageRead,
-                Binding::StorageRead,
-                Binding::StorageRead,
-                Binding::StorageRead,
-                Binding::StorageRead,
-                Binding::StorageRead,
-                Binding::StorageReadWrite,
-            ],
+            Kernel::Concat { .. } => concat::concat_bindings(),
             Kernel::ScanCounter { .. } | Kernel::RandomAdvance => &[Binding::StorageReadWrite],
             Kernel::Random { .. } => THREE_BUFFERS,
             Kernel::ScanCopies { copies, .. } => scan_step::copies_bindings(*copies),

@@ -518,6 +518,24 @@ fn diamonds_compute_their_top_once() {
         // the square (an output), then the rest.
         let g = g.output("sq");
         assert_eq!(check_fused(&g, &inputs, true), (3, 5), "{d} branch out");
+        // Branches reading 6 tensors besides the product, one more than an epilogue takes:
+        // the product alone, once, then one program of the rest (not the product computed
+        // again for each branch).
+        let mut inputs = inputs;
+        for k in 1..=5 {
+            inputs.push((format!("l{k}"), small_ints(10 + k as u64, d, &[4])));
+        }
+        let g = declare(Graph::new(), &inputs)
+            .node(node("MatMul", &["a", "b"], "p"))
+            .node(node("Add", &["p", "bias"], "x"))
+            .node(node("Mul", &["x", "l1"], "m1"))
+            .node(node("Add", &["m1", "l2"], "m2"))
+            .node(node("Mul", &["m2", "l5"], "m3"))
+            .node(node("Sub", &["x", "l3"], "s1"))
+            .node(node("Add", &["s1", "l4"], "s2"))
+            .node(node("Max", &["m3", "s2"], "y"))
+            .output("y");
+        assert_eq!(check_fused(&g, &inputs, true), (2, 8), "{d} wide branches");
     }
 
     let scalar = |v: f64, d: DType| {

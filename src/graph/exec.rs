@@ -691,6 +691,11 @@ fn record_nodes(
         let mut fused = None;
         if folded.is_none() && !prologue && swap_pending.is_none() && (defer || pending_inputs) {
             fused = fuse::build(rec, node, &slots).map_err(in_node)?;
+            // A diamond's branches that cannot merge with their MatMul's epilogue: the product
+            // is recorded once, and the branches may merge as programs reading it.
+            if fused.is_none() && share_heads(rec, scope, node).map_err(in_node)? {
+                fused = fuse::build(rec, node, &input_slots(scope, node)).map_err(in_node)?;
+            }
             if fused.is_none() && pending_inputs {
                 // The merged program would be too large (or the node is not a step after all):
                 // its pending inputs are recorded, and the node starts a chain of its own.
@@ -1148,6 +1153,7 @@ pub(crate) fn input_slots<'s>(scope: &'s Scope<'_>, node: &Node) -> Vec<Option<&
 /// Records the pending values among `node`'s inputs (their programs into tensors of their own;
 /// a swapped one into the tensor its MatMuls read transposed).
 fn materialize(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<()> {
+    share_heads(rec, scope, node)?;
     for name in &node.inputs {
         if let Some(slot) = scope.slots.get_mut(name) {
             if let Some(p) = slot.pending.take() {
@@ -1159,6 +1165,67 @@ fn materialize(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
         }
     }
     Ok(())
+}
+
+/// Where a pending input of `node` has a MatMul head that other pending values of the scope
+/// carry too (a diamond's branches that could not all merge), records that product once and
+/// makes each of them a program reading it, so that no recording computes it twice. Whether
+/// there was one.
+fn share_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<bool> {
+    let head_of = |slot: &Slot| slot.pending.as_ref().and_then(|p| p.head.clone());
+    let mut shared = false;
+    for name in &node.inputs {
+        let Some(head) = scope.slots.get(name).and_then(head_of) else {
+            continue;
+        };
+        let sharing: Vec<String> = scope
+            .slots
+            .iter()
+            .filter(|(_, s)| head_of(s).is_some_and(|h| h.same(&head)))
+            .map(|(n, _)| n.clone())
+            .collect();
+        if sharing.len() < 2 {
+            continue;
+        }
+        let dtype = scope.slots[name]
+            .pending
+            .as_ref()
+            .map(|p| p.program.operands()[0])
+            .ok_or_else(|| Error::Graph("internal: a shared head lost its program".into()))?;
+        let emulate64 = !rec
+            .context()
+            .features()
+            .contains(wgpu::Features::SHADER_INT64);
+        let bare = Pending {
+            program: crate::kernels::program::Program::new(vec![dtype], emulate64),
+            leaves: Vec::new(),
+            shape: head.shape.clone(),
+            head: Some(head.clone()),
+        };
+        let product = record_pending(rec, bare, Out::NEW)?;
+        for n in sharing {
+            let Some(p) = scope.slots.get_mut(&n).and_then(|s| s.pending.take()) else {
+                continue;
+            };
+            let leaf = fuse::product_view(&product, &head.shape, &p.shape)?;
+            // Named (by no name a graph's value has) so that a merge reads it once.
+            let name = format!("\u{0}product {} {}", head.lhs.0, head.rhs.0);
+            let leaves = std::iter::once((Some(name), leaf))
+                .chain(p.leaves)
+                .collect();
+            if let Some(slot) = scope.slots.get_mut(&n) {
+                slot.pending = Some(Pending {
+                    program: p.program,
+                    leaves,
+                    shape: p.shape,
+                    head: None,
+                });
+            }
+        }
+        rec.release(product);
+        shared = true;
+    }
+    Ok(shared)
 }
 
 /// A MatMul operand that must be a tensor by now (its inputs were materialized).

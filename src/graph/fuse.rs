@@ -18,7 +18,9 @@
 //! A value whose element-wise readers all lead to one node (a diamond: GELU's
 //! `x * (1 + erf(x / sqrt 2))`, SiLU's `x * sigmoid(x)`) stays pending whatever it is, a
 //! MatMul's product included: each branch carries its program, and the node where they meet
-//! merges them, computing the shared steps once (see [`converges`]).
+//! merges them, computing the shared steps once (see [`converges`]). Where they cannot merge
+//! with the MatMul (too many tensors for an epilogue), the product is recorded once and every
+//! branch reads it (`exec.rs`, `share_heads`).
 
 use std::collections::{HashMap, HashSet};
 

@@ -1172,10 +1172,12 @@ fn materialize(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
 /// makes each of them a program reading it, so that no recording computes it twice. Whether
 /// there was one.
 fn share_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<bool> {
-    let head_of = |slot: &Slot| slot.pending.as_ref().and_then(|p| p.head.clone());
+    fn head_of(slot: &Slot) -> Option<&fuse::Head> {
+        slot.pending.as_ref().and_then(|p| p.head.as_ref())
+    }
     let mut shared = false;
     for name in &node.inputs {
-        let Some(head) = scope.slots.get(name).and_then(head_of) else {
+        let Some(head) = scope.slots.get(name).and_then(head_of).cloned() else {
             continue;
         };
         let sharing: Vec<String> = scope

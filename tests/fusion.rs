@@ -536,6 +536,25 @@ fn diamonds_compute_their_top_once() {
             .node(node("Max", &["m3", "s2"], "y"))
             .output("y");
         assert_eq!(check_fused(&g, &inputs, true), (2, 8), "{d} wide branches");
+        // The product itself one branch (the Max reads it as it is), the other reading 6
+        // tensors: the product once, then one program.
+        if d == DType::F32 {
+            let g = declare(Graph::new(), &inputs)
+                .node(node("MatMul", &["a", "b"], "p"))
+                .node(node("Mul", &["p", "l1"], "m1"))
+                .node(node("Add", &["m1", "l2"], "m2"))
+                .node(node("Mul", &["m2", "l3"], "m3"))
+                .node(node("Sub", &["m3", "l4"], "m4"))
+                .node(node("Add", &["m4", "l5"], "m5"))
+                .node(node("Mul", &["m5", "bias"], "m6"))
+                .node(node("Max", &["p", "m6"], "y"))
+                .output("y");
+            assert_eq!(
+                check_fused(&g, &inputs, true),
+                (2, 8),
+                "{d} product as a branch"
+            );
+        }
     }
 
     let scalar = |v: f64, d: DType| {

@@ -1302,6 +1302,14 @@ fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
             )?;
             t
         }
+        // A program of no steps on one tensor of its shape (a product recorded once for
+        // several readers, see `share_heads`): that tensor, not a copy.
+        None if p.program.steps().is_empty()
+            && refs.len() == 1
+            && refs[0].shape() == p.shape.as_slice() =>
+        {
+            out.view(rec, refs[0].clone())?
+        }
         None => rec.program_to(&p.program, &refs, out)?,
     };
     for (_, leaf) in p.leaves {

@@ -862,6 +862,10 @@ impl Merge {
         for (name, t) in &p.leaves {
             operands.push(self.leaf(name.clone(), t.clone())?);
         }
+        if p.program.steps().is_empty() {
+            // A value read as it is (a product recorded once for several readers).
+            return operands.first().copied();
+        }
         self.splice(&p.program, &operands, true)
     }
 }

@@ -1172,9 +1172,6 @@ fn materialize(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
 /// makes each of them a program reading it, so that no recording computes it twice. Whether
 /// there was one.
 fn share_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<bool> {
-    fn head_of(slot: &Slot) -> Option<&fuse::Head> {
-        slot.pending.as_ref().and_then(|p| p.head.as_ref())
-    }
     let mut shared = false;
     for name in &node.inputs {
         let Some(head) = scope.slots.get(name).and_then(head_of).cloned() else {
@@ -1206,7 +1203,10 @@ fn share_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
         };
         let product = record_pending(rec, bare, Out::NEW)?;
         for n in sharing {
-            let Some(p) = scope.slots.get_mut(&n).and_then(|s| s.pending.take()) else {
+            let Some(slot) = scope.slots.get_mut(&n) else {
+                continue;
+            };
+            let Some(p) = slot.pending.take() else {
                 continue;
             };
             let leaf = fuse::product_view(&product, &head.shape, &p.shape)?;
@@ -1215,19 +1215,22 @@ fn share_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
             let leaves = std::iter::once((Some(name), leaf))
                 .chain(p.leaves)
                 .collect();
-            if let Some(slot) = scope.slots.get_mut(&n) {
-                slot.pending = Some(Pending {
-                    program: p.program,
-                    leaves,
-                    shape: p.shape,
-                    head: None,
-                });
-            }
+            slot.pending = Some(Pending {
+                program: p.program,
+                leaves,
+                shape: p.shape,
+                head: None,
+            });
         }
         rec.release(product);
         shared = true;
     }
     Ok(shared)
+}
+
+/// The MatMul head of a slot's pending value, if any.
+fn head_of(slot: &Slot) -> Option<&fuse::Head> {
+    slot.pending.as_ref().and_then(|p| p.head.as_ref())
 }
 
 /// A MatMul operand that must be a tensor by now (its inputs were materialized).
@@ -1332,13 +1335,7 @@ fn record_pending(rec: &mut Recorder, p: Pending, out: Out) -> Result<Tensor> {
 /// Records the pending MatMul heads among `node`'s inputs but the last: a program has one
 /// (inputs carrying one head, a diamond's branches, count once).
 fn materialize_extra_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result<()> {
-    let head_of = |name: &String| {
-        scope
-            .slots
-            .get(name)
-            .and_then(|s| s.pending.as_ref())
-            .and_then(|p| p.head.as_ref())
-    };
+    let head_of = |name: &String| scope.slots.get(name).and_then(head_of);
     let last = node.inputs.iter().rev().find_map(head_of);
     let mut names: Vec<&String> = Vec::new();
     for name in &node.inputs {

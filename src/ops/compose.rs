@@ -1,5 +1,6 @@
 //! ONNX ops built from the others: `Gemm` (a MatMul with transposed operands and an epilogue),
-//! `Split` (slices), `DepthToSpace` and `SpaceToDepth` (a view, one transpose, a view).
+//! `Split` (one dispatch for parts of whole words, else slices), `DepthToSpace` and
+//! `SpaceToDepth` (a view, one transpose, a view).
 
 use crate::kernels::concat::Direction;
 use crate::ops::elementwise::{Arg, Program};

@@ -19,7 +19,7 @@
 //! milliseconds more, so that no measurement starts on a device left idle.
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--min-mib N] [--max-mib N] [--quick] [--case TEXT]
-//! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--busy-ms N] [--cpu-kernels on|off] [--matmul by-shape|measure|tiles|rows|blocks]
+//! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--busy-ms N] [--cpu-kernels on|off] [--f16-conversions built-in|integer] [--matmul by-shape|measure|tiles|rows|blocks]
 //! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only] [--pad-only] [--scatter-only]`
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
@@ -458,6 +458,7 @@ fn main() {
         workgroup_size: flag("--workgroup-size").map(|v| v.parse().expect("--workgroup-size N")),
         gather_unroll: flag("--gather-unroll").map(|v| v.parse().expect("--gather-unroll N")),
         cpu_kernels: flag("--cpu-kernels").map(|v| v == "on"),
+        native_f16_conversions: flag("--f16-conversions").map(|v| v == "built-in"),
         matmul: flag("--matmul").map(|v| match v.as_str() {
             "by-shape" => MatMulChoice::ByShape,
             "measure" => MatMulChoice::Measure,
@@ -475,12 +476,16 @@ fn main() {
     let adapter = format!("{} ({:?}, {})", info.name, info.backend, info.driver_info);
     let mut timer = Timer::new(&ctx);
     println!(
-        "adapter: {adapter}\ntiming: {}\nworkgroup size: {}\ngather unroll: {}\nCPU kernels: {}\nMatMul kernels: {:?}\n",
+        "adapter: {adapter}\ntiming: {}\nworkgroup size: {}\ngather unroll: {}\nCPU kernels: {}\nMatMul kernels: {:?}\nf16 conversions: {}\n",
         timer.method(),
         ctx.workgroup_size(),
         ctx.gather_unroll(),
         ctx.cpu_kernels(),
-        ctx.matmul_choice()
+        ctx.matmul_choice(),
+        match ctx.native_f16_conversions() {
+            true => "built-in",
+            false => "integer",
+        }
     );
     spin_up(&ctx);
     // Copies queued ahead of each timed submission (`--busy-ms`, default 30 on GPUs): the host's

@@ -7,7 +7,7 @@
 #   scripts/gpu-figures.sh OUT_DIR [PART...]
 #
 # Parts (all figures when none are named): table (data movement and Scan overhead, bench/
-# layout), dtypes (element-wise Add per dtype), broadcast (f32 Add against a broadcast row or
+# layout), dtypes (element-wise Add per dtype, with f16's built-in conversions and without), broadcast (f32 Add against a broadcast row or
 # column), reduce (f32 ReduceSum over rows, from 4 of a million to a million of 4), pad (ONNX
 # Pad), gather (Gather and GatherElements at indices on the GPU, checked and not), scatter
 # (TensorScatter's KV cache writes against ScatterElements' walk in order), matmul,
@@ -89,7 +89,9 @@ run_part() {
     table) "$bin/bench" --out "$out/bench" ;;
     data-movement) "$bin/bench" --no-scan --min-mib 16 --out "$out/data-movement" ;;
     test-times) test_times "${TEST:-fusion}" ;;
-    dtypes) "$bin/bench" --dtypes-only ;;
+    # Twice: f16 converted by the built-ins where exact (the header says which), then by
+    # integer arithmetic.
+    dtypes) "$bin/bench" --dtypes-only && "$bin/bench" --dtypes-only --f16-conversions integer ;;
     broadcast) "$bin/bench" --broadcast-only --out "$out/broadcast" ;;
     reduce) "$bin/bench" --reduce-only --out "$out/reduce" ;;
     pad) "$bin/bench" --pad-only --out "$out/pad" ;;

@@ -59,6 +59,7 @@ fn runtime_f32(bits: u32) -> f32 {
     return bitcast<f32>(b);
 }
 
+// BEGIN F16 CONVERSIONS (a context whose adapter converts exactly swaps in f16_native.wgsl)
 // f16 bits (low 16) to f32, exactly (subnormals, infinities and NaN payloads included).
 fn f16_to_f32(h: u32) -> f32 {
     let sign = (h & 0x8000u) << 16u;
@@ -106,6 +107,7 @@ fn f32_to_f16(v: f32) -> u32 {
     let up = rest > half || (rest == half && (q & 1u) == 1u);
     return sign | (q + u32(up));
 }
+// END F16 CONVERSIONS
 
 // Whether x is NaN, from its bits: drivers fold `!(x == x)` away next to a min or max.
 fn is_nan32(x: f32) -> bool {

@@ -26,7 +26,9 @@ fn capabilities(features: wgpu_ops::gpu::Features) -> Capabilities {
 }
 
 fn validate(name: &str, source: &str) -> (naga::Module, naga::valid::ModuleInfo) {
-    validate_with(name, source, Capabilities::default())
+    // (`pack2x16float` and `unpack2x16float`, of `f16_native.wgsl`, need wgpu's downlevel
+    // flag `SHADER_F16_IN_F32`, which every WebGPU adapter has.)
+    validate_with(name, source, Capabilities::SHADER_FLOAT16_IN_FLOAT32)
 }
 
 fn validate_with(
@@ -68,16 +70,17 @@ fn every_shader_file_parses_and_validates() {
                 source += &std::fs::read_to_string(format!("{dir}/index_faults.inc")).unwrap();
             }
             validate(&path.display().to_string(), &source);
-            // Every file is compiled by some kernel.
+            // Every file is compiled by some kernel (the built-in f16 conversions by the
+            // context's probe and into every kernel with the word helpers, when exact).
             let file = path.file_name().unwrap().to_string_lossy().into_owned();
             assert!(
-                variants.iter().any(|k| k.file() == file),
+                variants.iter().any(|k| k.file() == file) || file == "f16_native.wgsl",
                 "{file} is unused"
             );
             files += 1;
         }
     }
-    assert_eq!(files, 26);
+    assert_eq!(files, 27);
 }
 
 /// Bitcasts of constants to non-finite f32 values. WGSL makes a constant expression that
@@ -140,7 +143,20 @@ fn check_kernel(
     let caps = capabilities(kernel.features());
     let (module, info) = parsed
         .entry(kernel.module().into_owned())
-        .or_insert_with(|| validate_with(&label, &kernel.wgsl(), caps));
+        .or_insert_with(|| {
+            let source = kernel.wgsl();
+            // The same module with the built-in f16 conversions, as contexts whose adapter
+            // converts exactly build it.
+            if let Some(native) = wgpu_ops::gpu::f16::with_native_f16(&source) {
+                let caps = caps | Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+                validate_with(
+                    &format!("{label} (built-in f16 conversions)"),
+                    &native,
+                    caps,
+                );
+            }
+            validate_with(&label, &source, caps)
+        });
     let mut map = naga::back::PipelineConstants::default();
     let constants = kernel.overrides();
     for (name, value) in &constants {

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::{Error, Result};
 
+pub mod f16;
 pub(crate) mod pipeline;
 pub(crate) mod scope;
 #[cfg(not(target_arch = "wasm32"))]
@@ -118,6 +119,13 @@ pub struct ContextOptions {
     /// `None`: on native builds the environment variable `WGPU_OPS_WEBGPU_LIMITS` (`1` or
     /// `0`; the test suite's third pass sets `1`), else the adapter's own limits.
     pub webgpu_limits: Option<bool>,
+    /// Convert f16 to and from f32 with WGSL's `unpack2x16float` and `pack2x16float` where a
+    /// probe when the context is made finds them exact on this adapter (every f16 value
+    /// widened, f32 values around every rounding boundary narrowed; see [`f16`]), instead
+    /// of by integer arithmetic. `None`: on native builds the environment variable
+    /// `WGPU_OPS_NATIVE_F16` (`1` or `0`; the test suite's third pass sets `0`), else yes.
+    /// Off, the integer conversions everywhere (for comparisons). [`Context::native_f16_conversions`] says which the context uses.
+    pub native_f16_conversions: Option<bool>,
 }
 
 /// [`ContextOptions::gather_unroll`] by default: on the H200, 2 and 4 lowered every
@@ -372,6 +380,8 @@ struct Inner {
     replayed_runs: AtomicU64,
     quad_dispatches: AtomicU64,
     read_back: bool,
+    /// Whether kernels convert f16 with the built-ins (see [`ContextOptions::native_f16_conversions`]).
+    native_f16: bool,
     /// Staging buffers reused by large uploads and by downloads.
     #[cfg(not(target_arch = "wasm32"))]
     staging: staging::StagingPool,
@@ -432,25 +442,28 @@ pub async fn list_adapters(options: &ContextOptions) -> Vec<wgpu::AdapterInfo> {
 
 /// [`ContextOptions::webgpu_limits`], else the environment's.
 fn webgpu_limits(options: &ContextOptions) -> Result<bool> {
-    if let Some(on) = options.webgpu_limits {
+    switch(options.webgpu_limits, "WGPU_OPS_WEBGPU_LIMITS", false)
+}
+
+/// A switch of [`ContextOptions`]: the option where given, else on native builds the
+/// environment variable `var` (`1` or `0`), else `default`.
+fn switch(option: Option<bool>, var: &str, default: bool) -> Result<bool> {
+    if let Some(on) = option {
         return Ok(on);
     }
     #[cfg(not(target_arch = "wasm32"))]
-    if let Ok(text) = std::env::var("WGPU_OPS_WEBGPU_LIMITS") {
+    if let Ok(text) = std::env::var(var) {
         return match text.trim() {
             "1" => Ok(true),
             "0" => Ok(false),
             _ => Err(Error::invalid(
                 "Context",
-                "WGPU_OPS_WEBGPU_LIMITS",
-                format!(
-                    "WGPU_OPS_WEBGPU_LIMITS '{}' is neither 1 nor 0",
-                    text.escape_debug()
-                ),
+                var,
+                format!("{var} '{}' is neither 1 nor 0", text.escape_debug()),
             )),
         };
     }
-    Ok(false)
+    Ok(default)
 }
 
 impl Context {
@@ -628,6 +641,10 @@ impl Context {
             })
             .await
             .map_err(|e| Error::Adapter(format!("{}: cannot create device: {e}", info.name)))?;
+        let native_f16 = switch(options.native_f16_conversions, "WGPU_OPS_NATIVE_F16", true)?
+            && (adapter.get_downlevel_capabilities().flags)
+                .contains(wgpu::DownlevelFlags::SHADER_F16_IN_F32)
+            && f16::native_conversions_exact(&device, &queue).await;
         // Errors outside our error scopes would otherwise panic inside wgpu; log them instead.
         device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
             log::error!("uncaptured wgpu error: {e}");
@@ -705,6 +722,7 @@ impl Context {
                 replayed_runs: AtomicU64::new(0),
                 quad_dispatches: AtomicU64::new(0),
                 read_back: options.read_back.unwrap_or(true),
+                native_f16,
             }),
         })
     }
@@ -892,6 +910,13 @@ impl Context {
     }
 
     /// if the options said so). Tensors above it are held in several buffers of this size.
+    /// Whether this context's kernels convert f16 with WGSL's built-ins, found exact on its
+    /// adapter (see [`ContextOptions::native_f16_conversions`]), rather than by integer
+    /// arithmetic.
+    pub fn native_f16_conversions(&self) -> bool {
+        self.inner.native_f16
+    }
+
     /// The wgpu features the device was created with.
     pub fn features(&self) -> wgpu::Features {
         self.inner.device.features()

@@ -89,6 +89,15 @@ impl Context {
         )
     }
 
+    /// `source` as this context compiles it: with the built-in f16 conversions where they
+    /// are exact here (see [`super::f16`]).
+    pub(crate) fn adapted(&self, source: Cow<'static, str>) -> Cow<'static, str> {
+        match self.inner.native_f16 {
+            true => super::f16::with_native_f16(&source).map_or(source, Cow::Owned),
+            false => source,
+        }
+    }
+
     fn build(
         &self,
         key: PipelineKey,
@@ -108,7 +117,7 @@ impl Context {
                     .or_insert_with(|| {
                         device.create_shader_module(wgpu::ShaderModuleDescriptor {
                             label: Some(&key.module),
-                            source: wgpu::ShaderSource::Wgsl(source()),
+                            source: wgpu::ShaderSource::Wgsl(self.adapted(source())),
                         })
                     })
                     .clone()

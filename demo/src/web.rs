@@ -28,7 +28,7 @@ fn set(obj: &Object, key: &str, value: impl Into<JsValue>) {
 
 #[wasm_bindgen]
 impl Demo {
-    /// The adapter's name and kind, as wgpu reports them.
+    /// The adapter's name and kind, as wgpu reports them, and how f16 is converted there.
     pub fn adapter(&self) -> String {
         let i = self.ctx.adapter_info();
         let name = if i.name.is_empty() { "WebGPU" } else { &i.name };
@@ -36,6 +36,10 @@ impl Demo {
         if !i.driver_info.is_empty() {
             s.push_str(&format!(", {}", i.driver_info));
         }
+        s.push_str(match self.ctx.native_f16_conversions() {
+            true => ", f16 by the built-in conversions",
+            false => ", f16 by integer arithmetic",
+        });
         s
     }
 

@@ -451,6 +451,9 @@ fn switch(option: Option<bool>, var: &str, default: bool) -> Result<bool> {
     if let Some(on) = option {
         return Ok(on);
     }
+    // (The browser has no environment.)
+    #[cfg(target_arch = "wasm32")]
+    let _ = var;
     #[cfg(not(target_arch = "wasm32"))]
     if let Ok(text) = std::env::var(var) {
         return match text.trim() {

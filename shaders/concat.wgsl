@@ -5,12 +5,11 @@
 // further dispatches. Built one input at a time, a Transformer decoder's Concat of a cache
 // with its new row took two dispatches per cache.
 //
-// `main` moves one word per invocation, `main_vec4` one `vec4<u32>` (every run, `first` and
-// `out_run` in 16-byte units then); the same bindings viewed both ways.
-//
-// Split is the same walk the other way (the parts' rows written, the whole's read): its
-// kernel is the text above the line `CONCAT ONLY` and entry points generated for its number
-// of parts (`kernels/concat.rs`), each part a writable binding of its own.
+// Split is the same walk the other way (the parts' rows written, the whole's read). This file
+// is the walk; the bindings and the entry points are generated for each direction and number
+// of parts (`kernels/concat.rs`): `main` moves one word per invocation, `main_vec4` one
+// `vec4<u32>` (every run, `first` and `out_run` in 16-byte units then), the same bindings
+// viewed both ways.
 
 override WORKGROUP_SIZE: u32 = 64u;
 
@@ -61,65 +60,3 @@ fn place(i: u32) -> Place {
     return Place(k, row * run + (at - start), row * params.out_run + params.first + at);
 }
 
-// CONCAT ONLY
-
-@group(0) @binding(1) var<storage, read> in0: array<u32>;
-@group(0) @binding(2) var<storage, read> in1: array<u32>;
-@group(0) @binding(3) var<storage, read> in2: array<u32>;
-@group(0) @binding(4) var<storage, read> in3: array<u32>;
-@group(0) @binding(5) var<storage, read> in4: array<u32>;
-@group(0) @binding(6) var<storage, read> in5: array<u32>;
-@group(0) @binding(7) var<storage, read_write> out: array<u32>;
-@group(0) @binding(1) var<storage, read> in0_4: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> in1_4: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> in2_4: array<vec4<u32>>;
-@group(0) @binding(4) var<storage, read> in3_4: array<vec4<u32>>;
-@group(0) @binding(5) var<storage, read> in4_4: array<vec4<u32>>;
-@group(0) @binding(6) var<storage, read> in5_4: array<vec4<u32>>;
-@group(0) @binding(7) var<storage, read_write> out_4: array<vec4<u32>>;
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn main(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let i = unit_index(group, groups, local);
-    if i >= params.units {
-        return;
-    }
-    let p = place(i);
-    var v: u32;
-    switch p.k {
-        case 0u: { v = in0[p.part]; }
-        case 1u: { v = in1[p.part]; }
-        case 2u: { v = in2[p.part]; }
-        case 3u: { v = in3[p.part]; }
-        case 4u: { v = in4[p.part]; }
-        default: { v = in5[p.part]; }
-    }
-    out[p.whole] = v;
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn main_vec4(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let i = unit_index(group, groups, local);
-    if i >= params.units {
-        return;
-    }
-    let p = place(i);
-    var v: vec4<u32>;
-    switch p.k {
-        case 0u: { v = in0_4[p.part]; }
-        case 1u: { v = in1_4[p.part]; }
-        case 2u: { v = in2_4[p.part]; }
-        case 3u: { v = in3_4[p.part]; }
-        case 4u: { v = in4_4[p.part]; }
-        default: { v = in5_4[p.part]; }
-    }
-    out_4[p.whole] = v;
-}

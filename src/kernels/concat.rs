@@ -1,8 +1,8 @@
 //! ONNX Concat and Split of whole 32-bit words in one dispatch for up to 6 parts
-//! (`shaders/concat.wgsl`; Split's entry points are generated for its number of parts, each
-//! written through a binding of its own). One part at a time, a Transformer decoder's Concat
-//! of a key or value cache with its new row took a dispatch per input and the Split of its
-//! projection one per output: 7 of a layer's 21.
+//! (`shaders/concat.wgsl`, the walk; the entry points are generated for each direction and
+//! number of parts, each of Split's written through a binding of its own). One part at a
+//! time, a Transformer decoder's Concat of a key or value cache with its new row took a
+//! dispatch per input and the Split of its projection one per output: 7 of a layer's 21.
 
 use std::sync::Arc;
 
@@ -28,26 +28,32 @@ struct Params {
     ends: [u32; 8],
 }
 
-/// The WGSL of Split into `parts` (1 to [`MAX_PARTS`]) outputs: the walk of `concat`
-/// (`concat.wgsl`, the text above its `CONCAT ONLY` line), part k written through binding
-/// k + 1, the whole read through the next.
-pub(crate) fn split_source(concat: &str, parts: u32) -> String {
-    let walk = concat.split("\n// CONCAT ONLY\n").next().unwrap_or(concat);
+/// The WGSL of Concat of [`MAX_PARTS`] inputs (`Join`) or of Split into `parts` (1 to
+/// [`MAX_PARTS`]) outputs: the walk of `walk` (`concat.wgsl`), part k bound at binding k + 1
+/// and the whole at the next, with entry points `main` (a word per invocation) and
+/// `main_vec4` (16 bytes) that move each unit between its part and the whole. Split's parts
+/// are each a writable binding of its own, so that no two writable bindings alias (Dawn
+/// refuses that); Concat's inputs are read only.
+pub(crate) fn parts_source(walk: &str, direction: Direction, parts: u32) -> String {
     let mut s = walk.to_string();
     let views = [("main", "", "u32"), ("main_vec4", "_4", "vec4<u32>")];
+    let (part_access, whole_access) = match direction {
+        Direction::Join => ("read", "read_write"),
+        Direction::Split => ("read_write", "read"),
+    };
     for (_, suffix, ty) in views {
         for k in 0..parts {
             s += &format!(
-                "@group(0) @binding({}) var<storage, read_write> part{k}{suffix}: array<{ty}>;\n",
+                "@group(0) @binding({}) var<storage, {part_access}> part{k}{suffix}: array<{ty}>;\n",
                 k + 1
             );
         }
         s += &format!(
-            "@group(0) @binding({}) var<storage, read> whole{suffix}: array<{ty}>;\n",
+            "@group(0) @binding({}) var<storage, {whole_access}> whole{suffix}: array<{ty}>;\n",
             parts + 1
         );
     }
-    for (entry, suffix, _) in views {
+    for (entry, suffix, ty) in views {
         let mut cases = String::new();
         for k in 0..parts {
             let label = if k + 1 == parts {
@@ -55,8 +61,19 @@ pub(crate) fn split_source(concat: &str, parts: u32) -> String {
             } else {
                 format!("case {k}u")
             };
-            cases += &format!("        {label}: {{ part{k}{suffix}[p.part] = v; }}\n");
+            let step = match direction {
+                Direction::Join => format!("v = part{k}{suffix}[p.part];"),
+                Direction::Split => format!("part{k}{suffix}[p.part] = v;"),
+            };
+            cases += &format!("        {label}: {{ {step} }}\n");
         }
+        let (before, after) = match direction {
+            Direction::Join => (
+                format!("var v: {ty};"),
+                format!("whole{suffix}[p.whole] = v;"),
+            ),
+            Direction::Split => (format!("let v = whole{suffix}[p.whole];"), String::new()),
+        };
         s += &format!(
             "
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -70,9 +87,10 @@ fn {entry}(
         return;
     }}
     let p = place(i);
-    let v = whole{suffix}[p.whole];
+    {before}
     switch p.k {{
 {cases}    }}
+    {after}
 }}
 "
         );
@@ -86,7 +104,7 @@ pub(crate) fn concat_bindings() -> &'static [Binding] {
     &[U, R, R, R, R, R, R, W]
 }
 
-/// The bindings of Split into `parts` outputs (see [`split_source`]).
+/// The bindings of Split into `parts` outputs (see [`parts_source`]).
 pub(crate) fn split_bindings(parts: u32) -> &'static [Binding] {
     use Binding::{StorageRead as R, StorageReadWrite as W, Uniform as U};
     const LAYOUTS: [&[Binding]; MAX_PARTS] = [

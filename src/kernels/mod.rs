@@ -310,7 +310,8 @@ pub enum Kernel {
     /// or a `vec4<u32>` (`main_vec4`) per invocation.
     Concat { workgroup_size: u32, vec4: bool },
     /// ONNX Split into `parts` outputs (1 to 6) of whole words in one dispatch: the walk of
-    /// `concat.wgsl` the other way, its entry points generated (see [`concat::split_source`]).
+    /// `concat.wgsl` the other way (its entry points generated like Concat's, see
+    /// [`concat::parts_source`]).
     Split {
         workgroup_size: u32,
         vec4: bool,
@@ -763,8 +764,13 @@ impl Kernel {
             .into(),
             Kernel::ScanCopies { copies, .. } => scan_step::copies_source(copies).into(),
             Kernel::Copy { .. } => COPY.into(),
-            Kernel::Concat { .. } => CONCAT.into(),
-            Kernel::Split { parts, .. } => concat::split_source(CONCAT, parts).into(),
+            Kernel::Concat { .. } => {
+                concat::parts_source(CONCAT, concat::Direction::Join, concat::MAX_PARTS as u32)
+                    .into()
+            }
+            Kernel::Split { parts, .. } => {
+                concat::parts_source(CONCAT, concat::Direction::Split, parts).into()
+            }
             Kernel::LinearAttention {
                 subgroups: true, ..
             } => linear_attention::with_subgroup_lanes(LINEAR_ATTENTION).into(),

@@ -4,7 +4,8 @@
 // keeps subnormals, so a context swaps these in only where the probe below gave the bit-level
 // results on every f16 value widened and on the f32 values where rounding can go wrong
 // (`src/gpu/f16.rs`). NaN and values out of f16's range, which WGSL leaves indeterminate,
-// stay explicit. (On the H200, f16 Add with the bit-level ones ran at 0.55 of a plain copy,
+// stay explicit, and so do results below f16's normals, where one implementation rounds
+// wrongly. (On the H200, f16 Add with the bit-level ones ran at 0.55 of a plain copy,
 // bf16 Add, whose conversions are a shift and a rounding, at 1.01.)
 
 // f16 bits (low 16) to f32, exactly (subnormals, infinities and NaN payloads included).
@@ -20,6 +21,11 @@ fn f32_to_f16(v: f32) -> u32 {
     let sign = (x >> 16u) & 0x8000u;
     let mag = x & 0x7fffffffu;
     var bits = pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu;
+    // Below f16's least normal (2^-14) the result is |v| in units of 2^-24, which a sum with
+    // 0.5 rounds to nearest-even (an f32 unit there is 2^-24): SwiftShader's built-in drops
+    // the bits below half a unit there (2^-25 + 2^-48 went to 0, not 2^-24).
+    let tiny = bitcast<u32>(abs(v) + 0.5) - 0x3f000000u;
+    bits = select(bits, sign | tiny, mag < 0x38800000u);
     // 65520 and above round to infinity.
     bits = select(bits, sign | 0x7c00u, mag >= 0x477ff000u);
     return select(bits, sign | 0x7e00u | ((mag >> 13u) & 0x3ffu), mag > 0x7f800000u);

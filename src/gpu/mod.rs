@@ -124,7 +124,8 @@ pub struct ContextOptions {
     /// widened, f32 values around every rounding boundary narrowed; see [`f16`]), instead
     /// of by integer arithmetic. `None`: on native builds the environment variable
     /// `WGPU_OPS_NATIVE_F16` (`1` or `0`; the test suite's third pass sets `0`), else yes.
-    /// Off, the integer conversions everywhere (for comparisons). [`Context::native_f16_conversions`] says which the context uses.
+    /// Off, the integer conversions everywhere (for comparisons).
+    /// [`Context::native_f16_conversions`] says which the context uses.
     pub native_f16_conversions: Option<bool>,
 }
 
@@ -912,7 +913,6 @@ impl Context {
             .map_err(|e| Error::Readback(format!("waiting for the GPU failed: {e}")))
     }
 
-    /// if the options said so). Tensors above it are held in several buffers of this size.
     /// Whether this context's kernels convert f16 with WGSL's built-ins, found exact on its
     /// adapter (see [`ContextOptions::native_f16_conversions`]), rather than by integer
     /// arithmetic.

@@ -765,15 +765,10 @@ impl Recorder {
 
     /// Pools the held-back buffers that nothing else holds any more.
     fn pool_held_back(&mut self) {
-        if self.held_back.is_empty() {
-            return;
-        }
-        for t in std::mem::take(&mut self.held_back) {
-            if t.is_sole_handle() {
-                self.pool.keep(t);
-            } else {
-                self.held_back.push(t);
-            }
+        // In place: values held by others (views of constants) may stay here all run.
+        let pool = &mut self.pool;
+        for t in self.held_back.extract_if(.., |t| t.is_sole_handle()) {
+            pool.keep(t);
         }
     }
 

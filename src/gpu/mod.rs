@@ -16,9 +16,14 @@ pub(crate) mod staging;
 
 pub(crate) use pipeline::Pipeline;
 use pipeline::PipelineKey;
+
 pub use pipeline::{Binding, KernelSpec};
 pub(crate) use scope::ScopeCheck;
+
 pub use wgpu::Features;
+
+/// Maps looked up on every dispatch.
+type FastHashMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// How to choose an adapter. Fields left `None` fall back to wgpu's environment variables
 /// (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`), then to any adapter, software ones last.
@@ -342,6 +347,8 @@ struct Inner {
     instance: wgpu::Instance,
     adapter: wgpu::Adapter,
     device: wgpu::Device,
+    /// The device's, kept: asked while planning every fused op.
+    features: wgpu::Features,
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     limits: wgpu::Limits,
@@ -363,9 +370,10 @@ struct Inner {
     /// Bytes of tensor storage alive on the device (see [`MemoryLease`]).
     memory_in_use: Arc<AtomicU64>,
     constants: Mutex<ConstantCache>,
-    modules: Mutex<HashMap<std::borrow::Cow<'static, str>, wgpu::ShaderModule>>,
-    layouts: Mutex<HashMap<(&'static [Binding], u64), wgpu::BindGroupLayout>>,
-    pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    // Looked up on every dispatch (keys of long module names): a fast hash.
+    modules: Mutex<FastHashMap<std::borrow::Cow<'static, str>, wgpu::ShaderModule>>,
+    layouts: Mutex<FastHashMap<(&'static [Binding], u64), wgpu::BindGroupLayout>>,
+    pipelines: Mutex<FastHashMap<PipelineKey, Arc<Pipeline>>>,
     /// Pipeline builds and buffer creations whose error scopes had not answered yet (the
     /// browser answers later); the next `Recorder::finish` awaits them. A failed pipeline
     /// leaves the cache.
@@ -676,6 +684,7 @@ impl Context {
                 lost,
                 instance,
                 adapter,
+                features: device.features(),
                 device,
                 queue,
                 info,
@@ -922,7 +931,7 @@ impl Context {
 
     /// The wgpu features the device was created with.
     pub fn features(&self) -> wgpu::Features {
-        self.inner.device.features()
+        self.inner.features
     }
 
     pub fn max_buffer_size(&self) -> u64 {

@@ -29,13 +29,13 @@ pub(crate) struct Slot {
     /// where their results plan a later op.
     pub constant: bool,
     /// Not recorded yet: an element-wise program its one reader fuses (see [`super::fuse`]).
-    pub pending: Option<Pending>,
+    pub pending: Option<Box<Pending>>,
     /// Not recorded: this tensor with its last two axes swapped (a Transpose that only
     /// MatMuls read, which read it in place).
     pub swapped: Option<Tensor>,
     /// Not recorded: this pending program's value with its last two axes swapped (a
     /// Transpose of a chain that the MatMuls reading it compute in place).
-    pub swapped_pending: Option<Pending>,
+    pub swapped_pending: Option<Box<Pending>>,
     /// Buffers of this input's upload in a session's last run, to upload into again.
     pub reserved: std::sync::Mutex<Option<Arc<crate::storage::Storage>>>,
     /// An ONNX sequence, not a tensor: its tensors' slots (see [`super::sequence`]).
@@ -360,7 +360,7 @@ impl<'a> NodeArgs<'a> {
     /// Input `i`'s element-wise program when it is pending (not recorded: see
     /// `fuse::prologue_reader`).
     pub fn pending(&self, i: usize) -> Option<&Pending> {
-        self.slots.get(i).copied().flatten()?.pending.as_ref()
+        self.slots.get(i).copied().flatten()?.pending.as_deref()
     }
 
     /// Input `i` (called `role` in the op's spec) as a GPU tensor, uploaded if needed.
@@ -514,19 +514,23 @@ pub(crate) fn record_graph_planned(
 }
 
 /// What planning a graph's nodes needs from its structure alone: what each node reads, the
-/// values fusion defers or swaps, and those that plan ops. A session's graph is the same on
-/// every run, so the session computes this once.
+/// values fusion defers or swaps, those that plan ops, and when each value dies. A session's
+/// graph and order are the same on every run, so the session computes this once.
 pub(crate) struct Analysis {
+    /// Each node's op, by node index.
+    defs: Vec<Option<&'static registry::OpDef>>,
     reads: Vec<Vec<String>>,
     deferred: HashMap<String, usize>,
     swappable: HashSet<String>,
     plan_values: HashSet<String>,
+    dead_after: DeadAfter,
 }
 
 impl Analysis {
     fn new(
         ctx: &Context,
         graph: &Graph,
+        order: &[usize],
         placements: &HashMap<String, Tensor>,
         plans: &[&str],
     ) -> Analysis {
@@ -540,11 +544,19 @@ impl Analysis {
         } else {
             (HashMap::new(), HashSet::new())
         };
+        let reads: Vec<Vec<String>> = graph.nodes.iter().map(|n| n.reads()).collect();
+        let dead_after = DeadAfter::new(graph, order, &reads, placements);
         Analysis {
-            reads: graph.nodes.iter().map(|n| n.reads()).collect(),
+            defs: graph
+                .nodes
+                .iter()
+                .map(|n| registry::lookup(&n.op))
+                .collect(),
+            reads,
             deferred,
             swappable,
             plan_values: plan_values(graph, plans),
+            dead_after,
         }
     }
 }
@@ -572,35 +584,18 @@ fn record_nodes(
     let (analysis, skip) = match session {
         Some(s) => (s.analysis, s.skip),
         None => {
-            owned = Analysis::new(&ctx, graph, placements, plans);
+            owned = Analysis::new(&ctx, graph, order, placements, plans);
             (&owned, &[][..])
         }
     };
     let Analysis {
+        defs,
         reads,
         deferred,
         swappable,
         plan_values,
+        dead_after,
     } = analysis;
-    let keep: FastSet<&str> = graph.outputs.iter().map(|o| o.name.as_str()).collect();
-    // The position in `order` after which each node-produced value is dead.
-    let mut last_use: FastMap<&str, usize> = FastMap::default();
-    for (pos, &k) in order.iter().enumerate() {
-        for input in &reads[k] {
-            last_use.insert(input.as_str(), pos);
-        }
-    }
-    let produced: FastSet<&str> = graph
-        .nodes
-        .iter()
-        .flat_map(|n| n.outputs.iter().map(String::as_str))
-        .collect();
-    let dead_after = DeadAfter {
-        produced,
-        keep,
-        placed: placements.keys().map(String::as_str).collect(),
-        last_use,
-    };
     // Index kernels name the node path they were recorded at (see `IndexFaults`).
     let depth = rec.index_checks.depth();
     for (pos, &k) in order.iter().enumerate() {
@@ -609,7 +604,7 @@ fn record_nodes(
         }
         let node = &graph.nodes[k];
         rec.index_checks.enter(depth, &node.name);
-        let def = registry::lookup(&node.op).expect("checked by schedule");
+        let def = defs[k].expect("checked by schedule");
         let in_node = |e: Error| match e {
             // It names its own nodes: it may have been found while this node was recorded.
             e @ Error::IndexOutOfRange { .. } => e,
@@ -632,20 +627,20 @@ fn record_nodes(
             for (name, slot) in node.outputs.iter().zip(outputs) {
                 scope.slots.insert(name.clone(), slot);
             }
-            release_dead(rec, scope, node, &reads[k], pos, &dead_after);
+            release_dead(rec, scope, pos, dead_after);
             continue;
         }
-        if super::sequence::handles(node, &input_slots(scope, node)) {
+        if super::sequence::handles(node, &here) {
             materialize(rec, scope, node).map_err(in_node)?;
             let outputs =
                 super::sequence::record(rec, scope, node, plan_values).map_err(in_node)?;
             for (name, slot) in node.outputs.iter().zip(outputs) {
                 scope.slots.insert(name.clone(), slot);
             }
-            release_dead(rec, scope, node, &reads[k], pos, &dead_after);
+            release_dead(rec, scope, pos, dead_after);
             continue;
         }
-        super::sequence::check_tensor_inputs(node, &input_slots(scope, node)).map_err(in_node)?;
+        super::sequence::check_tensor_inputs(node, &here).map_err(in_node)?;
         // CheckInputs reads shapes only: its pending inputs stay pending for their readers.
         if node.op != "CheckInputs" {
             materialize_extra_heads(rec, scope, node).map_err(in_node)?;
@@ -719,7 +714,7 @@ fn record_nodes(
         };
         let outputs: Vec<Slot> = match (folded, fused) {
             (None, _) if swap_pending.is_some() => vec![Slot {
-                swapped_pending: swap_pending,
+                swapped_pending: swap_pending.map(Box::new),
                 ..Slot::default()
             }],
             (None, _) if swap.is_some() => vec![Slot {
@@ -770,7 +765,7 @@ fn record_nodes(
                     .collect::<Result<_>>()?
             }
             (None, Some(p)) if defer => vec![Slot {
-                pending: Some(p),
+                pending: Some(Box::new(p)),
                 ..Slot::default()
             }],
             (None, Some(p)) => {
@@ -789,7 +784,7 @@ fn record_nodes(
                 // Asked only where the Loop runs as a Scan: one unrolled may keep its carried
                 // values on the host.
                 let dead = |rec: &mut Recorder| {
-                    dead_loop_states(rec, scope, node, (pos, &reads[k]), &dead_after)
+                    dead_loop_states(rec, scope, node, (pos, &reads[k]), dead_after)
                 };
                 super::control::record_loop(
                     rec,
@@ -804,9 +799,9 @@ fn record_nodes(
             }
             (None, None) => {
                 let writable =
-                    writable_input(rec, scope, node, (pos, &reads[k]), &dead_after, placements)
+                    writable_input(rec, scope, node, (pos, &reads[k]), dead_after, placements)
                         .map_err(in_node)?;
-                let dead_states = dead_loop_states(rec, scope, node, (pos, &reads[k]), &dead_after)
+                let dead_states = dead_loop_states(rec, scope, node, (pos, &reads[k]), dead_after)
                     .map_err(in_node)?;
                 let args = NodeArgs {
                     ctx: &ctx,
@@ -828,7 +823,7 @@ fn record_nodes(
         for (name, slot) in node.outputs.iter().zip(outputs) {
             scope.slots.insert(name.clone(), slot);
         }
-        release_dead(rec, scope, node, &reads[k], pos, &dead_after);
+        release_dead(rec, scope, pos, dead_after);
     }
     rec.index_checks.leave(depth);
     Ok(())
@@ -894,12 +889,58 @@ fn read_back_inputs(
 }
 
 /// What decides when a node's values are dead: the values nodes produce, the graph's outputs
-/// and placed values (kept), and the position in the order of each value's last reader.
-struct DeadAfter<'g> {
-    produced: FastSet<&'g str>,
-    keep: FastSet<&'g str>,
-    placed: FastSet<&'g str>,
-    last_use: FastMap<&'g str, usize>,
+/// and placed values (kept), and the position in the order of each value's last reader; and
+/// from those, the values dead once the node at each position has run.
+struct DeadAfter {
+    produced: FastSet<String>,
+    keep: FastSet<String>,
+    placed: FastSet<String>,
+    last_use: FastMap<String, usize>,
+    /// By position in the order: what that node reads for the last time, and its outputs
+    /// that nothing reads (neither kept nor placed).
+    dead_at: Vec<Vec<String>>,
+}
+
+impl DeadAfter {
+    fn new(
+        graph: &Graph,
+        order: &[usize],
+        reads: &[Vec<String>],
+        placements: &HashMap<String, Tensor>,
+    ) -> DeadAfter {
+        let mut last_use: FastMap<String, usize> = FastMap::default();
+        for (pos, &k) in order.iter().enumerate() {
+            for input in &reads[k] {
+                last_use.insert(input.clone(), pos);
+            }
+        }
+        let mut after = DeadAfter {
+            produced: graph
+                .nodes
+                .iter()
+                .flat_map(|n| n.outputs.iter().cloned())
+                .collect(),
+            keep: graph.outputs.iter().map(|o| o.name.clone()).collect(),
+            placed: placements.keys().cloned().collect(),
+            last_use,
+            dead_at: Vec::with_capacity(order.len()),
+        };
+        for (pos, &k) in order.iter().enumerate() {
+            let dead = reads[k]
+                .iter()
+                .chain(&graph.nodes[k].outputs)
+                .filter(|v| {
+                    after.produced.contains(*v)
+                        && !after.keep.contains(*v)
+                        && !after.placed.contains(*v)
+                        && after.last_use.get(*v).is_none_or(|&p| p == pos)
+                })
+                .cloned()
+                .collect();
+            after.dead_at.push(dead);
+        }
+        after
+    }
 }
 
 /// The input of `node` (at `pos` in the order) that its first output may be written over, as
@@ -910,7 +951,7 @@ fn writable_input<'n>(
     scope: &Scope<'_>,
     node: &'n Node,
     (pos, reads): (usize, &[String]),
-    after: &DeadAfter<'_>,
+    after: &DeadAfter,
     placements: &HashMap<String, Tensor>,
 ) -> Result<Option<(&'n str, Tensor)>> {
     let Some(i) = registry::writes_over(&node.op) else {
@@ -961,7 +1002,7 @@ fn dead_owned_input(
     node: &Node,
     i: usize,
     (pos, reads): (usize, &[String]),
-    after: &DeadAfter<'_>,
+    after: &DeadAfter,
 ) -> Result<Option<DeadInput>> {
     let Some(name) = node.inputs.get(i).filter(|n| !n.is_empty()) else {
         return Ok(None);
@@ -1009,7 +1050,7 @@ fn dead_loop_states(
     scope: &Scope<'_>,
     node: &Node,
     (pos, reads): (usize, &[String]),
-    after: &DeadAfter<'_>,
+    after: &DeadAfter,
 ) -> Result<DeadStates> {
     let mut dead = Vec::new();
     for i in registry::loop_states(node) {
@@ -1050,28 +1091,10 @@ fn reserve_upload(rec: &mut Recorder, slot: &Slot) {
     }
 }
 
-/// Releases the values `node` (at `pos` in the order, reading `reads`) read for the last time,
-/// and its outputs nobody reads.
-fn release_dead(
-    rec: &mut Recorder,
-    scope: &mut Scope<'_>,
-    node: &Node,
-    reads: &[String],
-    pos: usize,
-    after: &DeadAfter<'_>,
-) {
-    let dead: Vec<&str> = reads
-        .iter()
-        .chain(&node.outputs)
-        .map(String::as_str)
-        .filter(|v| {
-            after.produced.contains(v)
-                && !after.keep.contains(v)
-                && !after.placed.contains(v)
-                && after.last_use.get(v).is_none_or(|&p| p == pos)
-        })
-        .collect();
-    for v in dead {
+/// Releases the values the node at `pos` in the order read for the last time, and its outputs
+/// nobody reads.
+fn release_dead(rec: &mut Recorder, scope: &mut Scope<'_>, pos: usize, after: &DeadAfter) {
+    for v in &after.dead_at[pos] {
         if let Some(slot) = scope.slots.remove(v) {
             release_slot(rec, slot);
         }
@@ -1157,10 +1180,10 @@ fn materialize(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
     for name in &node.inputs {
         if let Some(slot) = scope.slots.get_mut(name) {
             if let Some(p) = slot.pending.take() {
-                let _ = slot.gpu.set(record_pending(rec, p, Out::NEW)?);
+                let _ = slot.gpu.set(record_pending(rec, *p, Out::NEW)?);
             }
             if let Some(p) = slot.swapped_pending.take() {
-                slot.swapped = Some(record_pending(rec, p, Out::NEW)?);
+                slot.swapped = Some(record_pending(rec, *p, Out::NEW)?);
             }
         }
     }
@@ -1206,7 +1229,7 @@ fn share_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
             let Some(slot) = scope.slots.get_mut(&n) else {
                 continue;
             };
-            let Some(p) = slot.pending.take() else {
+            let Some(p) = slot.pending.take().map(|p| *p) else {
                 continue;
             };
             let leaf = fuse::product_view(&product, &head.shape, &p.shape)?;
@@ -1215,12 +1238,12 @@ fn share_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
             let leaves = std::iter::once((Some(name), leaf))
                 .chain(p.leaves)
                 .collect();
-            slot.pending = Some(Pending {
+            slot.pending = Some(Box::new(Pending {
                 program: p.program,
                 leaves,
                 shape: p.shape,
                 head: None,
-            });
+            }));
         }
         rec.release(product);
         shared = true;
@@ -1347,7 +1370,7 @@ fn materialize_extra_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Nod
     for name in names {
         if let Some(slot) = scope.slots.get_mut(name) {
             if let Some(p) = slot.pending.take() {
-                let _ = slot.gpu.set(record_pending(rec, p, Out::NEW)?);
+                let _ = slot.gpu.set(record_pending(rec, *p, Out::NEW)?);
             }
         }
     }
@@ -1512,7 +1535,7 @@ pub struct Session {
     graph: Graph,
     order: Vec<usize>,
     /// The constants uploaded so far, by name.
-    uploaded: Mutex<HashMap<String, Tensor>>,
+    uploaded: Mutex<FastMap<String, Tensor>>,
     /// Buffers the last run left, for the next one.
     spare: Mutex<SparePool>,
     /// Scan bodies' constants uploaded so far (see `Recorder::body_constants`).
@@ -1604,7 +1627,7 @@ impl Session {
         };
         let order = graph.schedule(&|_: &str| false)?;
         let derived = derived::Derived::new(&graph, &order);
-        let analysis = Analysis::new(ctx, &graph, &HashMap::new(), &[]);
+        let analysis = Analysis::new(ctx, &graph, &order, &HashMap::new(), &[]);
         // Graph inputs whose values planning reads: those that plan ops, and those whose
         // values `CheckInputs` rules check while planning only (where no `CheckValues` node
         // checks them on the GPU, as the ONNX loader adds one for each such rule).
@@ -1647,7 +1670,7 @@ impl Session {
             ctx: ctx.clone(),
             graph,
             order,
-            uploaded: Mutex::new(HashMap::new()),
+            uploaded: Mutex::new(FastMap::default()),
             spare: Mutex::new(SparePool::default()),
             body_constants: Mutex::new(Default::default()),
             streams: Mutex::new(HashMap::new()),

@@ -156,8 +156,8 @@ pub(crate) fn operand(ctx: &Context, slot: Option<&Slot>) -> Result<(Held, bool)
     Ok(
         match (&slot.swapped, &slot.swapped_pending, &slot.pending) {
             (Some(t), _, _) => (Held::Tensor(t.clone()), true),
-            (_, Some(p), _) => (Held::Program(Box::new(p.clone())), true),
-            (_, _, Some(p)) if p.head.is_none() => (Held::Program(Box::new(p.clone())), false),
+            (_, Some(p), _) => (Held::Program(p.clone()), true),
+            (_, _, Some(p)) if p.head.is_none() => (Held::Program(p.clone()), false),
             _ => (Held::Tensor(slot.tensor(ctx)?), false),
         },
     )
@@ -218,7 +218,7 @@ pub(crate) fn swapped_input(
 pub(crate) fn swapped_pending(node: &Node, slots: &[Option<&Slot>]) -> Option<Pending> {
     let slot = slots.first().copied().flatten()?;
     let p = slot.pending.as_ref().filter(|p| p.head.is_none())?;
-    swaps_last_axes(node, slot).then(|| p.clone())
+    swaps_last_axes(node, slot).then(|| (**p).clone())
 }
 
 /// Whether Transpose node `node` on `slot`'s value swaps its last two axes and no other.

@@ -163,11 +163,11 @@ fn all() -> impl Iterator<Item = &'static OpDef> {
 /// scheduled and recorded again on every run, and a walk of the list cost 2% of a small run's
 /// host time.
 pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
-    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&'static str, &'static OpDef>> =
+    static BY_NAME: std::sync::OnceLock<super::FastMap<&'static str, &'static OpDef>> =
         std::sync::OnceLock::new();
     BY_NAME
         .get_or_init(|| {
-            let mut by_name = std::collections::HashMap::new();
+            let mut by_name = super::FastMap::default();
             for d in all() {
                 by_name.entry(d.name).or_insert(d);
             }

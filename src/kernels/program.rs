@@ -855,9 +855,10 @@ impl Values<'_> {
 /// fused kernel names its module by it, and formatting it anew took more host time than the
 /// lookup.
 pub(crate) fn described(program: &'static Program) -> &'static str {
-    static NAMES: Mutex<Option<HashMap<usize, &'static str>>> = Mutex::new(None);
+    type Names = HashMap<usize, &'static str, foldhash::fast::RandomState>;
+    static NAMES: Mutex<Option<Names>> = Mutex::new(None);
     let mut guard = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    let names = guard.get_or_insert_with(HashMap::new);
+    let names = guard.get_or_insert_with(Names::default);
     // Interned programs are never freed, so an address names one program for good.
     names
         .entry(program as *const Program as usize)
@@ -867,9 +868,10 @@ pub(crate) fn described(program: &'static Program) -> &'static str {
 /// Programs live as long as the pipelines compiled from them (the context's cache holds
 /// those for its life); each distinct program is kept once, for the kernel key.
 pub(crate) fn intern(program: Program) -> &'static Program {
-    static PROGRAMS: Mutex<Option<HashSet<&'static Program>>> = Mutex::new(None);
+    type Set = HashSet<&'static Program, foldhash::fast::RandomState>;
+    static PROGRAMS: Mutex<Option<Set>> = Mutex::new(None);
     let mut guard = PROGRAMS.lock().unwrap_or_else(|e| e.into_inner());
-    let set = guard.get_or_insert_with(HashSet::new);
+    let set = guard.get_or_insert_with(Set::default);
     if let Some(&p) = set.get(&program) {
         return p;
     }

@@ -25,7 +25,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use super::{record_graph, Scope, Slot};
-use crate::graph::{registry, Attr, Graph, ValueInfo, ValueKind};
+use crate::graph::{registry, Attr, FastMap, Graph, ValueInfo, ValueKind};
 use crate::{download_all, Context, HostTensor, Result, Tensor};
 
 /// A kept value may take this many times the bytes of the constants it is computed from (a
@@ -230,7 +230,7 @@ impl Derived {
         ctx: &Context,
         graph: &Graph,
         order: &[usize],
-        uploaded: &HashMap<String, Tensor>,
+        uploaded: &FastMap<String, Tensor>,
     ) -> Vec<(String, Tensor)> {
         if !self.not_yet() {
             return Vec::new();
@@ -278,7 +278,7 @@ impl Derived {
         ctx: &Context,
         graph: &Graph,
         order: &[usize],
-        uploaded: &HashMap<String, Tensor>,
+        uploaded: &FastMap<String, Tensor>,
     ) -> Result<(HashMap<String, Kept>, Vec<(String, Tensor)>)> {
         // The nodes the candidates are computed from.
         let mut wanted: HashSet<String> = self.candidates.iter().cloned().collect();

@@ -1,5 +1,6 @@
 //! Host and total time of a session's planned runs: every run planned and recorded
-//! (`Session::set_replay(false)`), the tensors on the GPU, one line per measure.
+//! (`Session::set_replay(false)`), the tensors on the GPU, one line per measure. With
+//! `WGPU_OPS_REPLAYED=1` the runs replay the first one's commands instead (same shapes).
 //!
 //! `cargo run --release --example planned_runs -- MODEL.onnx RUNS NAME=FILE.npy...`
 //! (`bench/planned_runs_lavapipe.txt` ran two builds of it in turn). 'host' is the time until
@@ -27,7 +28,8 @@ fn main() -> Result<()> {
     let session = Model::load(model)?.session(&ctx)?;
     // The first run builds the pipelines and keeps the values computed from constants.
     session.run_tensors_blocking(resident.clone())?;
-    session.set_replay(false);
+    let replayed = std::env::var("WGPU_OPS_REPLAYED").is_ok_and(|v| v == "1");
+    session.set_replay(replayed);
     let (mut host, mut total) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let start = std::time::Instant::now();

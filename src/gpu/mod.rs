@@ -16,14 +16,9 @@ pub(crate) mod staging;
 
 pub(crate) use pipeline::Pipeline;
 use pipeline::PipelineKey;
-
 pub use pipeline::{Binding, KernelSpec};
 pub(crate) use scope::ScopeCheck;
-
 pub use wgpu::Features;
-
-/// Maps looked up on every dispatch.
-type FastHashMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// How to choose an adapter. Fields left `None` fall back to wgpu's environment variables
 /// (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`), then to any adapter, software ones last.
@@ -370,10 +365,10 @@ struct Inner {
     /// Bytes of tensor storage alive on the device (see [`MemoryLease`]).
     memory_in_use: Arc<AtomicU64>,
     constants: Mutex<ConstantCache>,
-    // Looked up on every dispatch (keys of long module names): a fast hash.
-    modules: Mutex<FastHashMap<std::borrow::Cow<'static, str>, wgpu::ShaderModule>>,
-    layouts: Mutex<FastHashMap<(&'static [Binding], u64), wgpu::BindGroupLayout>>,
-    pipelines: Mutex<FastHashMap<PipelineKey, Arc<Pipeline>>>,
+    // Looked up on every dispatch (keys of long module names).
+    modules: Mutex<crate::FastMap<std::borrow::Cow<'static, str>, wgpu::ShaderModule>>,
+    layouts: Mutex<crate::FastMap<(&'static [Binding], u64), wgpu::BindGroupLayout>>,
+    pipelines: Mutex<crate::FastMap<PipelineKey, Arc<Pipeline>>>,
     /// Pipeline builds and buffer creations whose error scopes had not answered yet (the
     /// browser answers later); the next `Recorder::finish` awaits them. A failed pipeline
     /// leaves the cache.

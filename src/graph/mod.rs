@@ -2,14 +2,11 @@
 //! builder API (named values, constants, inputs, nodes and outputs), the executor, the binding
 //! of ops to nodes, and Scan. The top layer: uses ops, nothing uses it but the front ends.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use crate::{DType, Error, HostTensor, Result};
 
-/// Maps and sets of planning, keyed by value names: std's default SipHash took an eighth of a
-/// planned run's host time.
-pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-pub(crate) type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
+pub(crate) use crate::{FastMap, FastSet};
 
 pub(crate) mod control;
 pub(crate) mod exec;

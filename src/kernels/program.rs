@@ -5,7 +5,6 @@
 //! no intermediate tensor. Each step's result is narrowed to its dtype as storing it would
 //! narrow it, so a fused chain gives the bits its ops give one by one.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use super::divide::Divisor;
@@ -855,10 +854,9 @@ impl Values<'_> {
 /// fused kernel names its module by it, and formatting it anew took more host time than the
 /// lookup.
 pub(crate) fn described(program: &'static Program) -> &'static str {
-    type Names = HashMap<usize, &'static str, foldhash::fast::RandomState>;
-    static NAMES: Mutex<Option<Names>> = Mutex::new(None);
+    static NAMES: Mutex<Option<crate::FastMap<usize, &'static str>>> = Mutex::new(None);
     let mut guard = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    let names = guard.get_or_insert_with(Names::default);
+    let names = guard.get_or_insert_with(Default::default);
     // Interned programs are never freed, so an address names one program for good.
     names
         .entry(program as *const Program as usize)
@@ -868,10 +866,9 @@ pub(crate) fn described(program: &'static Program) -> &'static str {
 /// Programs live as long as the pipelines compiled from them (the context's cache holds
 /// those for its life); each distinct program is kept once, for the kernel key.
 pub(crate) fn intern(program: Program) -> &'static Program {
-    type Set = HashSet<&'static Program, foldhash::fast::RandomState>;
-    static PROGRAMS: Mutex<Option<Set>> = Mutex::new(None);
+    static PROGRAMS: Mutex<Option<crate::FastSet<&'static Program>>> = Mutex::new(None);
     let mut guard = PROGRAMS.lock().unwrap_or_else(|e| e.into_inner());
-    let set = guard.get_or_insert_with(Set::default);
+    let set = guard.get_or_insert_with(Default::default);
     if let Some(&p) = set.get(&program) {
         return p;
     }

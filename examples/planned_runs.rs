@@ -1,17 +1,21 @@
 //! Host and total time of a session's planned runs: every run planned and recorded
 //! (`Session::set_replay(false)`), the tensors on the GPU, one line per measure. With
-//! `WGPU_OPS_REPLAYED=1` the runs replay the first one's commands instead (same shapes).
+//! `--replayed` the runs replay the first one's commands instead (same shapes).
 //!
-//! `cargo run --release --example planned_runs -- MODEL.onnx RUNS NAME=FILE.npy...`
+//! `cargo run --release --example planned_runs -- [--replayed] MODEL.onnx RUNS NAME=FILE.npy...`
 //! (`bench/planned_runs_lavapipe.txt` ran two builds of it in turn). 'host' is the time until
 //! `run_tensors` returns, 'total' until the GPU has finished the run.
 
 use wgpu_ops::{npy, onnx::Model, Context, ContextOptions, Result};
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let replayed = args.first().is_some_and(|a| a == "--replayed");
+    if replayed {
+        args.remove(0);
+    }
     let [model, runs, inputs @ ..] = args.as_slice() else {
-        eprintln!("usage: planned_runs MODEL.onnx RUNS NAME=FILE.npy...");
+        eprintln!("usage: planned_runs [--replayed] MODEL.onnx RUNS NAME=FILE.npy...");
         std::process::exit(2);
     };
     let runs: usize = runs.parse().expect("RUNS is a number");
@@ -28,7 +32,6 @@ fn main() -> Result<()> {
     let session = Model::load(model)?.session(&ctx)?;
     // The first run builds the pipelines and keeps the values computed from constants.
     session.run_tensors_blocking(resident.clone())?;
-    let replayed = std::env::var("WGPU_OPS_REPLAYED").is_ok_and(|v| v == "1");
     session.set_replay(replayed);
     let (mut host, mut total) = (Vec::new(), Vec::new());
     for _ in 0..runs {

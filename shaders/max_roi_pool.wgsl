@@ -1,7 +1,9 @@
 // MaxRoiPool: output element (r, c, i, j) is the largest element of X[b, c, h0..h1, w0..w1],
 // where the window table (made on the host from the ROIs) holds b and the bounds of row bin i
 // and column bin j of ROI r; 0 where a window is empty. One invocation per output element
-// (per two of 2-byte elements, which share a word).
+// (per two of 2-byte elements, which share a word). A dispatch folds the elements `first` to
+// `first + count` of each window (in row-major order), on from the maximum the dispatch
+// before left in the output: large windows take several (see `max_roi_pool.rs`).
 //
 // Elements are compared by their bits mapped to an unsigned order (no float arithmetic:
 // f16, bf16, f32 and f64 alike, without shader-f16 or 64-bit types), NaN above every number,
@@ -24,6 +26,11 @@ struct Params {
     // 65 535 workgroups).
     row: u32,
     plane: u32,
+    // The window elements this dispatch folds (row-major within each window).
+    first: u32,
+    count: u32,
+    pad0: u32,
+    pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -75,8 +82,9 @@ fn above(a: vec2<u32>, b: vec2<u32>) -> bool {
     return a.x > b.x || (a.x == b.x && a.y > b.y);
 }
 
-// The bits of output element `e`.
-fn pooled(e: u32) -> vec2<u32> {
+// The bits of output element `e`, whose maximum so far (from the dispatches before this one)
+// is `before`.
+fn pooled(e: u32, before: vec2<u32>) -> vec2<u32> {
     let pw = params.pooled_w;
     let ph = params.pooled_h;
     let j = e % pw;
@@ -93,17 +101,31 @@ fn pooled(e: u32) -> vec2<u32> {
         return vec2<u32>(0u, 0u);
     }
     let plane = (b * params.channels + c) * params.height;
-    var best = element((plane + h0) * params.width + w0);
+    let width = w1 - w0;
+    let len = (h1 - h0) * width;
+    if params.first >= len {
+        return before;
+    }
+    var best = before;
+    if params.first == 0u {
+        best = element((plane + h0) * params.width + w0);
+    }
     var best_key = order_key(best);
-    for (var h = h0; h < h1; h++) {
-        let row = (plane + h) * params.width;
-        for (var w = w0; w < w1; w++) {
-            let v = element(row + w);
-            let key = order_key(v);
-            if above(key, best_key) {
-                best = v;
-                best_key = key;
-            }
+    var h = h0 + params.first / width;
+    var w = w0 + params.first % width;
+    let end = min(len, params.first + params.count);
+    // One loop over the stretch (lavapipe counts nested loops' iterations together).
+    for (var t = params.first; t < end; t++) {
+        let v = element((plane + h) * params.width + w);
+        let key = order_key(v);
+        if above(key, best_key) {
+            best = v;
+            best_key = key;
+        }
+        w += 1u;
+        if w == w1 {
+            w = w0;
+            h += 1u;
         }
     }
     return best;
@@ -118,9 +140,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         if e >= params.outputs {
             return;
         }
-        var word = pooled(e).x;
+        let old = select(0u, y[i], params.first > 0u);
+        var word = pooled(e, vec2<u32>(old & 0xFFFFu, 0u)).x;
         if e + 1u < params.outputs {
-            word |= pooled(e + 1u).x << 16u;
+            word |= pooled(e + 1u, vec2<u32>(old >> 16u, 0u)).x << 16u;
         }
         y[i] = word;
         return;
@@ -128,7 +151,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if i >= params.outputs {
         return;
     }
-    let v = pooled(i);
+    var before = vec2<u32>(0u, 0u);
+    if params.first > 0u {
+        if ELEM_BYTES == 8u {
+            before = vec2<u32>(y[2u * i], y[2u * i + 1u]);
+        } else {
+            before = vec2<u32>(y[i], 0u);
+        }
+    }
+    let v = pooled(i, before);
     if ELEM_BYTES == 8u {
         y[2u * i] = v.x;
         y[2u * i + 1u] = v.y;

@@ -5,14 +5,16 @@
 //   along the axis), walking the axis: update k goes to the data element of its position with
 //   the coordinate along the axis replaced by its index.
 // - ScatterND: one invocation per element s of a slice, walking the index tuples: tuple n's
-//   update s goes to element s of the slice the tuple addresses. Without a reduction (on CPU
-//   adapters only for slices of whole quads), the tuples claim their slices instead and every
-//   update is written at once (`main_claims`, `main_claimed`, at the end).
+//   update s goes to element s of the slice the tuple addresses. Without a reduction, the
+//   tuples claim their slices instead and every update is written at once (`main_claims`,
+//   `main_claimed`, at the end).
 // - ScatterElements whose indices land on distinct elements (TensorScatter's writes): the
 //   updates need no order, so where the index repeats over rows of whole 16-byte quads, one
 //   invocation per quad (`main_rows`), else, on GPUs, one per update (`main`). (CPU adapters
 //   walk the columns instead: there a column's steps cost less than splitting every update's
 //   position.)
+// The walks in order take `steps` steps from `first` per dispatch: the host cuts long walks
+// into several (lavapipe stops an invocation's loops after about 65 000 iterations).
 // ScatterElements' indices may repeat along axes of the updates (index strides of 0).
 // No two invocations write one element; 1- and 2-byte elements of neighbouring invocations
 // share words, so every such word is replaced by compare-and-swap. Elements move as bits: the
@@ -65,6 +67,8 @@ struct Params {
     // ScatterND: the slice length as `divide` takes it.
     slice_shift: u32,
     slice_magic: u32,
+    // The walks in order: the first step of this dispatch (it takes `steps` from there).
+    first: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -195,7 +199,7 @@ fn main(
         return;
     }
     if params.mode == 1u {
-        for (var n = 0u; n < params.steps; n++) {
+        for (var n = params.first; n < params.first + params.steps; n++) {
             let t = tuple_slice(n);
             if t.valid {
                 apply(t.base + c, update_at(n * params.axis_len + c));
@@ -208,7 +212,7 @@ fn main(
     let u = w.x;
     let j = w.y;
     let d = w.z;
-    for (var s = 0u; s < params.steps; s++) {
+    for (var s = params.first; s < params.first + params.steps; s++) {
         let at = j + s * params.axis_istride;
         let i = index_at(at, params.axis_len, at, 0u);
         if i >= 0 {

@@ -988,6 +988,38 @@ fn feature_vectorizer_lays_rows_side_by_side() {
     assert!(e.contains("input 1 is f64 and input 0 is f32"), "{e}");
 }
 
+/// MaxRoiPool over windows larger than one invocation's loop may walk in one dispatch (300 x
+/// 300 elements: lavapipe stops an invocation's loops after about 65 000 iterations, and one
+/// dispatch gave the maximum of the first rows): the window folds over several dispatches,
+/// each going on from the maximum the one before left. Beside it a small ROI (done after the
+/// first) and pooled bins of either size; the largest value planted late in one channel and
+/// early in the other. Bit for bit against the reference on 4-, 2- and 8-byte floats.
+#[test]
+fn max_roi_pool_folds_large_windows_over_dispatches() {
+    let (h, w) = (300usize, 300usize);
+    let rois: [f32; 10] = [0.0, 0.0, 0.0, 299.0, 299.0, 0.0, 3.0, 4.0, 6.0, 5.0];
+    for d in [DType::F32, DType::F16, DType::F64] {
+        let mut v: Vec<f32> = (0..2 * h * w)
+            .map(|i| ((i * 7919) % 1000) as f32 / 100.0)
+            .collect();
+        v[(h - 2) * w + w - 3] = 500.0;
+        v[h * w + 5] = 400.0;
+        let x = cast_host(&HostTensor::from_vec(vec![1, 2, h, w], &v).unwrap(), d).unwrap();
+        let r = cast_host(&HostTensor::from_vec(vec![2, 5], &rois).unwrap(), d).unwrap();
+        for pooled in [[1i64, 1], [2, 1]] {
+            let (got, want) = both(
+                ctx(),
+                Node::new("MaxRoiPool", "pool")
+                    .inputs(["x", "rois"])
+                    .attr("pooled_shape", Attr::Ints(pooled.to_vec())),
+                vec![("x", x.clone()), ("rois", r.clone())],
+            )
+            .unwrap_or_else(|e| panic!("{d} {pooled:?}: {e}"));
+            assert_eq!(got, want, "{d} {pooled:?}");
+        }
+    }
+}
+
 /// MaxRoiPool on each float type (f32, f16, bf16, f64): ROIs inside, across and outside the
 /// image, malformed (corners swapped: one pixel) and at half pixels (rounded away from zero),
 /// two images, several channels, bins of 1 to 4, spatial scales; the values the generator's
@@ -2381,6 +2413,56 @@ fn scatter_on(d: DType) {
 }
 
 dtype_tests!(scatter_writes_and_reduces_in_order, scatter_on);
+
+// Scatters whose updates are walked in order by one invocation each (ScatterND of single
+// elements, ScatterElements along a long axis) over 20 000 and 40 000 updates, the indices
+// repeating so that the last write (or the reduction in order) decides across the stretches
+// the walk is cut into: lavapipe counts every loop iteration of an invocation against one
+// budget and then stops its loops, which kept only the first 13 107 of ScatterND's updates
+// and 32 767 of ScatterElements' when one dispatch walked them all. Bit for bit against the
+// reference, on 4-byte, 1-byte (compare-and-swap) and 8-byte elements.
+#[test]
+fn long_scatters_apply_every_update_in_order() {
+    let (n, len) = (20_000usize, 30_000usize);
+    let picks: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % len as i64).collect();
+    for d in [DType::F32, DType::U8, DType::I64] {
+        for c in contexts_for(d) {
+            for reduction in ["none", "add"] {
+                let values = |shape: &[usize], seed: i64| small_values(d, shape, seed);
+                let what = format!("ScatterND {reduction} of {n} elements on {d}");
+                let (got, want) = both(
+                    c,
+                    Node::new("ScatterND", "s")
+                        .inputs(["x", "i", "u"])
+                        .attr("reduction", Attr::String(reduction.into())),
+                    vec![
+                        ("x", values(&[len], 1)),
+                        ("i", HostTensor::from_vec(vec![n, 1], &picks).unwrap()),
+                        ("u", values(&[n], 2)),
+                    ],
+                )
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+                check("ScatterND", &got, &want, &what);
+                let long: Vec<i64> = picks.iter().chain(&picks).copied().collect();
+                let what = format!("ScatterElements {reduction} along {} on {d}", 2 * n);
+                let (got, want) = both(
+                    c,
+                    Node::new("ScatterElements", "s")
+                        .inputs(["x", "i", "u"])
+                        .attr("axis", Attr::Int(1))
+                        .attr("reduction", Attr::String(reduction.into())),
+                    vec![
+                        ("x", values(&[1, len], 3)),
+                        ("i", HostTensor::from_vec(vec![1, 2 * n], &long).unwrap()),
+                        ("u", values(&[1, 2 * n], 4)),
+                    ],
+                )
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+                check("ScatterElements", &got, &want, &what);
+            }
+        }
+    }
+}
 
 /// OneHot with values of `d`: indices of i32, i64 and f32 (truncated), negative ones and ones
 /// out of range (a row of `off`), along every axis (negative too), against the reference and

@@ -1343,6 +1343,66 @@ fn matmuls_compute_the_chains_they_read() {
     }
 }
 
+// A chain read through a walk of 4 axes or more (here [2, 3, rows, k] times [2, 1, rows, 1],
+// which merge no further) finds each element's index in a loop over those axes. lavapipe
+// counts every loop iteration of an invocation against one budget of about 65 000 and then
+// cuts every loop short, so a MatMul computing such a chain over k = 3 000 products per sum
+// (the blocks kernel reads 8 elements per step), or a reduction whose thread folds rows of
+// 16 000 such elements, came out as zeros after its first rows: the chain is recorded first
+// there (one dispatch more), and still computed where it is read for short sums and rows.
+// Both kernel sets, bit for bit against the reference on CPU adapters.
+#[test]
+fn chains_read_through_long_loops_stay_within_the_loop_budget() {
+    let d = DType::F32;
+    for cpu_kernels in [true, false] {
+        let ctx = |fuse: bool| {
+            Context::new_blocking(ContextOptions {
+                fuse_elementwise: Some(fuse),
+                cpu_kernels: Some(cpu_kernels),
+                ..Default::default()
+            })
+            .unwrap()
+        };
+        let (fusing, plain) = (ctx(true), ctx(false));
+        for (k, fused) in [(64, 1), (3000, 2)] {
+            let inputs = named(vec![
+                ("a", small_ints(1, d, &[2, 3, 5, k])),
+                ("b", small_ints(2, d, &[2, 1, 5, 1])),
+                ("w", small_ints(3, d, &[k, 4])),
+                ("e", small_ints(4, d, &[2, 1, 5, 1])),
+            ]);
+            let g = declare(Graph::new(), &inputs)
+                .node(node("Mul", &["a", "b"], "ab"))
+                .node(node("MatMul", &["ab", "w"], "p"))
+                .node(node("Add", &["p", "e"], "out"))
+                .output("out");
+            let case = format!("MatMul, k {k}, cpu kernels {cpu_kernels}");
+            assert_eq!(
+                check_fused_on(&fusing, &plain, &g, &inputs),
+                (fused, 3),
+                "{case}"
+            );
+        }
+        // 600 rows: a thread each on CPU adapters of up to 2 cores.
+        for (k, fused) in [(4000, 1), (16000, 2)] {
+            let inputs = named(vec![
+                ("a", small_ints(5, d, &[2, 3, 100, k])),
+                ("b", small_ints(6, d, &[2, 1, 100, 1])),
+            ]);
+            let g = declare(Graph::new(), &inputs)
+                .constant("axes", HostTensor::from_vec(vec![1], &[-1i64]).unwrap())
+                .node(node("Mul", &["a", "b"], "ab"))
+                .node(node("ReduceSum", &["ab", "axes"], "out"))
+                .output("out");
+            let case = format!("ReduceSum, rows of {k}, cpu kernels {cpu_kernels}");
+            let (fused_dispatches, _) = check_fused_on(&fusing, &plain, &g, &inputs);
+            if cpu_kernels {
+                assert_eq!(fused_dispatches, fused, "{case}");
+            }
+        }
+    }
+}
+
 // Matrix-vector products (one output column) run as vector-matrix ones with the matrix read
 // transposed in place: against sums computed here, batched and broadcast, A stored plain or
 // transposed, with an epilogue reading a tensor of the product's shape.

@@ -1,7 +1,8 @@
 //! MaxRoiPool's maxima (`shaders/max_roi_pool.wgsl`): one invocation per output element (per
-//! word of 2-byte elements) folds its window, read from a table made on the host.
+//! word of 2-byte elements) folds its window, read from a table made on the host; windows of
+//! more elements than one invocation's loop may take fold over several dispatches.
 
-use super::{grid_for, Kernel};
+use super::{grid_for, Kernel, LOOP_ITERATIONS_PER_DISPATCH};
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 #[repr(C)]
@@ -15,17 +16,21 @@ struct Params {
     pooled_w: u32,
     row: u32,
     plane: u32,
+    first: u32,
+    count: u32,
+    _pad: [u32; 2],
 }
 
 impl Recorder {
     /// Records the maxima of `x` `[N, C, H, W]` over the window table `windows` (u32, see
-    /// `ops::roi_pool::roi_pool_windows`) into `out` `[R, C, pooled_h, pooled_w]` of x's dtype.
-    /// Shapes and dtypes are the caller's to check.
+    /// `ops::roi_pool::roi_pool_windows`) into `out` `[R, C, pooled_h, pooled_w]` of x's dtype,
+    /// the largest window holding `largest` elements. Shapes and dtypes are the caller's to
+    /// check.
     pub(crate) fn max_roi_pool_into(
         &mut self,
         op: &'static str,
         x: &Tensor,
-        windows: &Tensor,
+        (windows, largest): (&Tensor, u64),
         out: &Tensor,
     ) -> Result<()> {
         let ctx = self.context().clone();
@@ -57,7 +62,7 @@ impl Recorder {
         let wg = ctx.workgroup_size();
         let grid = grid_for(&ctx, op, invocations, wg)?;
         let shape = out.shape();
-        let params = Params {
+        let mut params = Params {
             outputs: outputs as u32,
             channels: shape[1] as u32,
             height: x.shape()[2] as u32,
@@ -66,6 +71,9 @@ impl Recorder {
             pooled_w: shape[3] as u32,
             row: grid[0] * wg,
             plane: grid[1],
+            first: 0,
+            count: 0,
+            _pad: [0; 2],
         };
         let pipeline = ctx.pipeline(&Kernel::MaxRoiPool {
             workgroup_size: wg,
@@ -77,6 +85,22 @@ impl Recorder {
             windows.storage().bind_whole(),
             out.storage().bind_whole(),
         ];
-        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+        // Window elements per dispatch: one invocation folds that many (twice for 2-byte
+        // elements, two outputs each) in its one loop. lavapipe stops an invocation's loops
+        // past its budget (see LOOP_ITERATIONS_PER_DISPATCH): a 300 x 300 window in one
+        // dispatch gave the maximum of its first rows.
+        let per_dispatch = (LOOP_ITERATIONS_PER_DISPATCH as u64
+            / if elem_bytes == 2 { 2 } else { 1 })
+        .min(u64::from(u32::MAX));
+        params.count = per_dispatch as u32;
+        let mut first = 0u64;
+        loop {
+            params.first = first as u32;
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            first += per_dispatch;
+            if first >= largest {
+                return Ok(());
+            }
+        }
     }
 }

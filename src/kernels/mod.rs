@@ -45,6 +45,14 @@ pub mod words;
 /// 65 535 on), and short dispatches keep clear of GPU watchdogs too.
 pub(crate) const LOOP_ITERATIONS_PER_DISPATCH: usize = 16384;
 
+/// Loop iterations one invocation may run in all, its loops together. lavapipe counts the
+/// iterations of every loop an invocation runs, nested ones included, against one budget of
+/// 65 535, and once it is spent every later loop runs once: a loop of 1 000 around one of 100
+/// counted 64 251 of its 100 000 iterations, and a loop of 10 after it ran 1. So a loop inside
+/// a kernel's long loop (an operand's index found axis by axis for each element read, see
+/// [`program::index_loop_axes`]) spends the budget many times faster than the outer loop alone.
+pub(crate) const INVOCATION_LOOP_BUDGET: usize = 65_000;
+
 /// The most axes a kernel's parameters describe (the uniforms hold 16): the largest rank the
 /// data-movement ops accept.
 pub const MAX_RANK: usize = 16;

@@ -671,6 +671,17 @@ pub(crate) fn broadcast_walk_words(leaves: &[&Tensor], shape: &[usize]) -> Vec<u
     walk_words(&walk.lens, &walk.steps, &[], leaves.len())
 }
 
+/// The axes [`index_code`] loops over for every element it indexes on the walk of
+/// [`broadcast_walk_words`] (`leaves` broadcast to `shape`): 0 where they merge into 3 axes or
+/// fewer, which take straight-line code, else their number. A kernel computing a prologue reads
+/// each element through such a loop (see [`super::INVOCATION_LOOP_BUDGET`]).
+pub(crate) fn index_loop_axes(leaves: &[&Tensor], shape: &[usize]) -> usize {
+    match broadcast_walk_words(leaves, shape)[0] as usize {
+        rank if rank >= 4 => rank,
+        _ => 0,
+    }
+}
+
 /// WGSL statements declaring `i0` .. `i{n-1}`, the element indexes of `n` operands at output
 /// element `e` (an expression): from `{params}.base`, `.rank`, `.shape` and `.stride` (the
 /// walk's layout in the templates' parameters), one variable per operand. `rank_override`

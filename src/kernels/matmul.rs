@@ -379,10 +379,11 @@ struct MatMulParams {
     dst_stride: [u32; MAX_RANK],
 }
 
-/// The most iterations of one loop over k in one invocation: lavapipe stops a shader's loops
-/// after 65 535 iterations and keeps what it has (a blocks product with k = 140 000 came out
-/// as 65 534). Blocks loop over all of k, rows over a quarter, tiles over k / 16 steps.
-pub const MAX_K_LOOP: u64 = 65_000;
+/// The most iterations of one loop over k in one invocation, the whole of an invocation's loop
+/// budget ([`super::INVOCATION_LOOP_BUDGET`]): lavapipe stops a shader's loops after 65 535
+/// iterations and keeps what it has (a blocks product with k = 140 000 came out as 65 534).
+/// Blocks loop over all of k, rows over a quarter, tiles over k / 16 steps.
+pub const MAX_K_LOOP: u64 = super::INVOCATION_LOOP_BUDGET as u64;
 
 /// Invocations per output element of the `rows` kernel in workgroups of `group` (its `SLICES`):
 /// 16 in the workgroups of GPUs (128 and more: [1, 256] x [256, 256] took 6.4 us instead of

@@ -89,9 +89,8 @@ impl Recorder {
         // elements, two outputs each) in its one loop. lavapipe stops an invocation's loops
         // past its budget (see LOOP_ITERATIONS_PER_DISPATCH): a 300 x 300 window in one
         // dispatch gave the maximum of its first rows.
-        let per_dispatch = (LOOP_ITERATIONS_PER_DISPATCH as u64
-            / if elem_bytes == 2 { 2 } else { 1 })
-        .min(u64::from(u32::MAX));
+        let per_dispatch =
+            LOOP_ITERATIONS_PER_DISPATCH as u64 / if elem_bytes == 2 { 2 } else { 1 };
         params.count = per_dispatch as u32;
         let mut first = 0u64;
         loop {

@@ -127,6 +127,25 @@ fn f32_to_bf16(v: f32) -> u32 {
 fn field(w: u32, i: u32, bits: u32) -> u32 {
     return extractBits(w, (i % (32u / bits)) * bits, bits);
 }
+
+// log and log2 on f32 taking positive subnormals at their value: drivers may take the log
+// from the exponent field as if the number were normal (lavapipe gives -88.03 for 1e-45,
+// whose log is -103.28) or flush subnormals to zero (-inf). A subnormal's bits, read as an
+// integer, are its value times 2^149, and that integer (below 2^23) converts to f32 exactly.
+fn onnx_log(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    if bits - 1u < 0x007fffffu {
+        return log(f32(bits)) - 103.27892990343185;
+    }
+    return log(x);
+}
+fn onnx_log2(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    if bits - 1u < 0x007fffffu {
+        return log2(f32(bits)) - 149.0;
+    }
+    return log2(x);
+}
 // END WORD HELPERS
 
 // C's pow on f32 (onnxruntime's): WGSL's pow is undefined for negative bases and for 0^0.
@@ -171,7 +190,7 @@ fn onnx_pow(a: f32, b: f32) -> f32 {
         let p = pow_whole(a, n);
         return select(1.0 / p, pow_whole(1.0 / a, n), abs(p) == inf);
     }
-    let m = exp2(b * log2(abs(a)));
+    let m = exp2(b * onnx_log2(abs(a)));
     if a > 0.0 {
         return m;
     }

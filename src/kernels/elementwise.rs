@@ -44,7 +44,7 @@ macro_rules! nan64 {
 }
 
 /// Every element-wise op. ONNX semantics: integer Div truncates; Relu is max(x, 0); Pow and
-/// Tanh as the word kernel's `onnx_pow` and `onnx_tanh` write them. NaN
+/// Tanh as the word kernel's `onnx_pow` and `onnx_tanh` write them, Log as its `onnx_log`. NaN
 /// propagates through Max, Min, Relu and Tanh as in onnxruntime (WGSL leaves max and min of
 /// NaN open). Max, Min and Relu's float expressions serve f64 only (f32 has `F32_BITWISE`)
 /// and test NaN on the bits: NVIDIA's driver folds `!(a == a)` next to a min or max away.
@@ -83,7 +83,7 @@ pub static OPS: [ElementwiseOp; 16] = [
     op("Neg", false, Some("-a"), Some("-a"), None),
     op("Abs", false, Some("abs(a)"), Some("abs(a)"), Some("a")),
     op("Exp", false, Some("exp(a)"), None, None),
-    op("Log", false, Some("log(a)"), None, None),
+    op("Log", false, Some("onnx_log(a)"), None, None),
     op("Sqrt", false, Some("sqrt(a)"), None, None),
     op("Reciprocal", false, Some("1.0 / a"), None, None),
     op("Tanh", false, Some("onnx_tanh(a)"), None, None),
@@ -173,7 +173,7 @@ pub(crate) fn f32_is_nan(x: &str) -> String {
 }
 
 /// The ops whose expressions call functions only the word kernel's template has.
-const WORDS_ONLY: [&str; 2] = ["Pow", "Tanh"];
+const WORDS_ONLY: [&str; 3] = ["Pow", "Tanh", "Log"];
 
 impl ElementwiseOp {
     /// The WGSL expression computing the op on `dtype` in the typed kernel, if it computes

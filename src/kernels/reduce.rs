@@ -211,7 +211,7 @@ fn op_lines(op: &str, class: Class, out: DType, input: DType) -> [String; 4] {
     let (exp, log, math) = if class == Class::Double {
         ("exp64", "log64", super::words::F64_MATH)
     } else {
-        ("exp", "log", "")
+        ("exp", "onnx_log", "")
     };
     let bits = bits_expression(out);
     let result = |value: &str| {

@@ -29,8 +29,9 @@
 //! DIR/dtypes.txt, so the cost of each emulation is visible (and as a program on one element
 //! less, `prog n-1`: an output that ends inside a 16-byte quad);
 //! `--broadcast-only`: f32 `Add` of a 16 MiB matrix and a row or a column broadcast against it,
-//! with rows of a power of two and of another length, against the copy of the output's bytes,
-//! written to DIR/broadcast.txt: the cost of the index arithmetic a broadcast needs;
+//! with rows of a power of two and of another length, and broadcasts whose walks keep 4 and 6
+//! axes, against the copy of the output's bytes, written to DIR/broadcast.txt: the cost of the
+//! index arithmetic a broadcast needs;
 //! `--reduce-only`: f32 `ReduceSum` over the rows of 16 MiB matrices, from 16 rows of a million
 //! to a million rows of 4, against the copy of the input's bytes, written to DIR/reduce.txt,
 //! with the kernel each shape takes: a workgroup per row, a segment of `LANES` threads of one
@@ -2051,6 +2052,36 @@ fn broadcast_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &st
             println!("{line}");
             lines.push(line);
         }
+    }
+    // Broadcasts whose walks merge to 4 and 6 axes (each element's index found axis by axis).
+    for (shape, other) in [
+        (vec![16usize, 32, 64, 128], vec![16usize, 1, 64, 1]),
+        (vec![4, 8, 4, 8, 32, 128], vec![4, 1, 4, 1, 32, 1]),
+    ] {
+        let a = filled(&shape);
+        let b = filled(&other);
+        let y = Tensor::uninit(ctx, DType::F32, &shape).unwrap();
+        let out_bytes = y.byte_len();
+        let (t_add, t_copy) = timer.median_pair(
+            ctx,
+            4,
+            5,
+            &mut |rec| {
+                rec.elementwise_to("Add", &a, Some(&b), Out::into("y", &y))
+                    .unwrap();
+            },
+            &mut |rec| {
+                rec.copy_bytes(&a, 0, &y, 0, out_bytes).unwrap();
+            },
+        );
+        let (add, copy) = (
+            2.0 * out_bytes as f64 / t_add / 1e9,
+            2.0 * out_bytes as f64 / t_copy / 1e9,
+        );
+        let name = format!("{}-axis walk", shape.len());
+        let line = format!("{name:<26} {add:>10.2} {copy:>10.2} {:>7.2}", add / copy);
+        println!("{line}");
+        lines.push(line);
     }
     std::fs::write(out_dir.join("broadcast.txt"), lines.join("\n") + "\n").unwrap();
 }

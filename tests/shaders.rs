@@ -217,7 +217,7 @@ fn fused_programs_validate_and_compile() {
             // Both entry points, and each walk rank the index code is compiled for.
             quads: count % 2 == 1,
             dense: None,
-            walk_rank: (count % 5) as u8,
+            walk_rank: (count % 17) as u8,
         };
         check_kernel(&kernel, &mut parsed);
         count += 1;
@@ -426,8 +426,8 @@ fn matmul_epilogues_validate_and_compile() {
                         prologue,
                         emulate64,
                         // Each rank the index code is compiled for, by turns.
-                        epilogue_rank: (count % 5) as u8,
-                        prologue_rank: ((count / 5) % 5) as u8,
+                        epilogue_rank: (count % 17) as u8,
+                        prologue_rank: ((count / 17) % 17) as u8,
                     };
                     check_kernel(&kernel, &mut parsed);
                     count += 1;
@@ -488,7 +488,7 @@ fn reduction_prologues_validate_and_compile() {
                 prologue: Some(Box::leak(Box::new(p))),
                 reduced_rank,
                 // Each rank the prologue's index code is compiled for, by turns.
-                prologue_rank: (count % 5) as u8,
+                prologue_rank: (count % 17) as u8,
                 lanes,
             };
             check_kernel(&kernel, &mut parsed);

@@ -33,13 +33,16 @@ pub const MAX_EPILOGUE_LEAVES: usize = 5;
 /// the sum, the others read from buffers at their broadcast positions in the output) or none,
 /// and a prologue or none: `(program, j)` computes operand `j` (0: A, 1: B) where the kernel
 /// reads it, from tensors bound after the epilogue's. `emulate64`: i64 or u64 on u32 pairs,
-/// without the `blocks` entry point (and without prologues).
+/// without the `blocks` entry point (and without prologues). `walk_ranks`: the epilogue's and
+/// the prologue's walk ranks, whose index code is straight-line where they are 4 or more.
 pub fn matmul_source(
     dtype: DType,
     epilogue: Option<&Program>,
     prologue: Option<(&Program, u8)>,
     emulate64: bool,
+    walk_ranks: [u8; 2],
 ) -> String {
+    let [epilogue_rank, prologue_rank] = walk_ranks.map(usize::from);
     let ty = compute_type(dtype).unwrap_or("f32");
     let mut replacements = vec![("// LHS TYPE", format!("alias T = {ty};"))];
     let mut template = MATMUL.to_string();
@@ -177,7 +180,8 @@ fn epilogue(sum: T, d: u32) -> T {{
                     leaves,
                     "params.epi",
                     "d - params.dst_base",
-                    Some("EPILOGUE_RANK")
+                    Some("EPILOGUE_RANK"),
+                    epilogue_rank
                 ),
                 parts.body
             ),
@@ -214,7 +218,7 @@ fn prologue(e: u32) -> T {{
 fn {name}(i: u32) -> T {{ return {}; }}",
                 parts.loads,
                 parts.steps,
-                index_code(n, "params.pro", "e", Some("PROLOGUE_RANK")),
+                index_code(n, "params.pro", "e", Some("PROLOGUE_RANK"), prologue_rank),
                 parts.body,
                 narrow(p.out(), "prologue(i)")
             ),

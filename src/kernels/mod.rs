@@ -49,8 +49,8 @@ pub(crate) const LOOP_ITERATIONS_PER_DISPATCH: usize = 16384;
 /// iterations of every loop an invocation runs, nested ones included, against one budget of
 /// 65 535, and once it is spent every later loop runs once: a loop of 1 000 around one of 100
 /// counted 64 251 of its 100 000 iterations, and a loop of 10 after it ran 1. So a loop inside
-/// a kernel's long loop (an operand's index found axis by axis for each element read, see
-/// [`program::index_loop_axes`]) spends the budget many times faster than the outer loop alone.
+/// a kernel's long loop spends the budget many times faster than the outer loop alone, which
+/// is why the index code a kernel runs per element read has no loop at a compiled rank.
 pub(crate) const INVOCATION_LOOP_BUDGET: usize = 65_000;
 
 /// The most axes a kernel's parameters describe (the uniforms hold 16): the largest rank the
@@ -219,8 +219,8 @@ pub enum Kernel {
         /// a quad of results per invocation from operands read a whole word at a time, every
         /// operand contiguous along one axis, or one broadcast value where its bit is set.
         dense: Option<u8>,
-        /// The rank of the walk the index code is compiled for (`WALK_RANK`): 1 to 3, 4 for
-        /// four axes or more, 0 for any.
+        /// The rank of the walk the index code is compiled for (`WALK_RANK`, 1 to
+        /// [`MAX_RANK`]), 0 for any.
         walk_rank: u8,
     },
     /// `gather_index.wgsl`: ONNX Gather of elements of 1, 2, 4 or 8 bytes by i32 or i64
@@ -301,8 +301,8 @@ pub enum Kernel {
         /// number. A thread folding its row in order walks the two innermost axes as loops,
         /// with no division (a pool's window; a 3-D one splits once per plane).
         reduced_rank: u8,
-        /// The rank of the prologue's walk its index code is compiled for (1 to 3, 4 for four
-        /// axes or more; 0: any, or no prologue).
+        /// The rank of the prologue's walk its index code is compiled for (1 to
+        /// [`MAX_RANK`]; 0: any, or no prologue).
         prologue_rank: u8,
         /// Threads per output element (`LANES`, a power of two up to [`reduce::WORKGROUP`]):
         /// passes 0 and 4 fold `WORKGROUP / lanes` rows per workgroup; the other passes
@@ -381,7 +381,7 @@ pub enum Kernel {
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`; no `Blocks` variant).
         emulate64: bool,
         /// The rank of the epilogue's walk over the output its index code is compiled for
-        /// (`EPILOGUE_RANK`: 1 to 3, 4 for four axes or more; 0: any, or no epilogue).
+        /// (`EPILOGUE_RANK`: 1 to [`MAX_RANK`]; 0: any, or no epilogue).
         epilogue_rank: u8,
         /// The rank of the prologue's walk over its operand (`PROLOGUE_RANK`, as above).
         prologue_rank: u8,
@@ -821,14 +821,17 @@ impl Kernel {
                 dense: Some(broadcast),
                 ..
             } => program.dense_source(broadcast).into(),
-            Kernel::Fused { program, .. } => program.source().into(),
+            Kernel::Fused {
+                program, walk_rank, ..
+            } => program.source_for_rank(usize::from(walk_rank)).into(),
             Kernel::Reduce {
                 op,
                 input,
                 emulate64,
                 prologue,
+                prologue_rank,
                 ..
-            } => reduce::reduce_source(op, input, emulate64, prologue).into(),
+            } => reduce::reduce_source(op, input, emulate64, prologue, prologue_rank).into(),
             Kernel::CumSum {
                 dtype,
                 emulate64,
@@ -843,8 +846,17 @@ impl Kernel {
                 epilogue,
                 prologue,
                 emulate64,
+                epilogue_rank,
+                prologue_rank,
                 ..
-            } => matmul::matmul_source(dtype, epilogue, prologue, emulate64).into(),
+            } => matmul::matmul_source(
+                dtype,
+                epilogue,
+                prologue,
+                emulate64,
+                [epilogue_rank, prologue_rank],
+            )
+            .into(),
         }
     }
 
@@ -1184,6 +1196,17 @@ fn typed_variants() -> impl Iterator<Item = (DType, bool)> {
         .map(|d| (d, false))
         .chain([(DType::I64, true), (DType::U64, true)])
 }
+/// What a module's name says of a walk of `rank` axes: the rank where its index code is
+/// straight-line for it (4 or more, see [`program::index_code`]), else nothing (the ranks
+/// below share a module).
+fn wide_walk(what: &str, rank: u8) -> String {
+    if rank >= 4 {
+        format!("{what} of rank {rank}")
+    } else {
+        String::new()
+    }
+}
+
 /// The dtypes the element-wise kernel computes with wgpu's 64-bit shader features.
 const NATIVE_64_BIT: [DType; 3] = [DType::F64, DType::I64, DType::U64];
 
@@ -1260,9 +1283,12 @@ impl KernelSpec for Kernel {
                 program::described(program)
             )
             .into(),
-            Kernel::Fused { program, .. } => format!(
-                "elementwise_words.wgsl fused {}",
-                program::described(program)
+            Kernel::Fused {
+                program, walk_rank, ..
+            } => format!(
+                "elementwise_words.wgsl fused {}{}",
+                program::described(program),
+                wide_walk(" walk", walk_rank)
             )
             .into(),
             Kernel::MatMul {
@@ -1270,17 +1296,26 @@ impl KernelSpec for Kernel {
                 epilogue,
                 prologue,
                 emulate64,
+                epilogue_rank,
+                prologue_rank,
                 ..
             } => {
                 let epilogue = epilogue
-                    .map(|p| format!(" epilogue {}", program::described(p)))
+                    .map(|p| {
+                        format!(
+                            " epilogue {}{}",
+                            program::described(p),
+                            wide_walk(" walk", epilogue_rank)
+                        )
+                    })
                     .unwrap_or_default();
                 let prologue = prologue
                     .map(|(p, j)| {
                         format!(
-                            " prologue of {} {}",
+                            " prologue of {} {}{}",
                             ["A", "B"][usize::from(j)],
-                            program::described(p)
+                            program::described(p),
+                            wide_walk(" walk", prologue_rank)
                         )
                     })
                     .unwrap_or_default();
@@ -1295,10 +1330,17 @@ impl KernelSpec for Kernel {
                 input,
                 emulate64,
                 prologue,
+                prologue_rank,
                 ..
             } => {
                 let prologue = prologue
-                    .map(|p| format!(" prologue {}", program::described(p)))
+                    .map(|p| {
+                        format!(
+                            " prologue {}{}",
+                            program::described(p),
+                            wide_walk(" walk", prologue_rank)
+                        )
+                    })
                     .unwrap_or_default();
                 format!("reduce.wgsl {op} {input}{}{prologue}", emulated(emulate64)).into()
             }

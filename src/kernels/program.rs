@@ -216,6 +216,12 @@ impl Program {
 
     /// The program's WGSL module.
     pub fn source(&self) -> String {
+        self.source_for_rank(0)
+    }
+
+    /// The program's WGSL module, its index code straight-line for walks of `wide_rank` axes
+    /// where that is 4 or more (see [`index_code`]).
+    pub fn source_for_rank(&self, wide_rank: usize) -> String {
         let n = self.operands.len();
         let parts = self.parts(1, false, "");
         let out = self.out();
@@ -255,7 +261,7 @@ impl Program {
                 ),
                 (
                     "// INDEXES",
-                    index_code(n, "params", "e", Some("WALK_RANK")),
+                    index_code(n, "params", "e", Some("WALK_RANK"), wide_rank),
                 ),
                 ("// PROGRAM", parts.body),
             ],
@@ -642,9 +648,9 @@ pub(crate) fn walk_words(lens: &[u64], steps: &[Vec<u64>], bases: &[u64], n: usi
 }
 
 /// The rank a kernel's index code is compiled for to take the walk of `words` (a
-/// [`walk_words`]): its rank, 4 for four axes or more, and 1 for none (every stride 0).
+/// [`walk_words`]): its rank, and 1 for none (every stride 0).
 pub(crate) fn walk_rank(words: &[u32]) -> u8 {
-    words[0].clamp(1, 4) as u8
+    words[0].clamp(1, MAX_RANK as u32) as u8
 }
 
 /// The words of a [`walk_struct`] over `shape` for `leaves` broadcast to it, read from their
@@ -671,23 +677,20 @@ pub(crate) fn broadcast_walk_words(leaves: &[&Tensor], shape: &[usize]) -> Vec<u
     walk_words(&walk.lens, &walk.steps, &[], leaves.len())
 }
 
-/// The axes [`index_code`] loops over for every element it indexes on the walk of
-/// [`broadcast_walk_words`] (`leaves` broadcast to `shape`): 0 where they merge into 3 axes or
-/// fewer, which take straight-line code, else their number. A kernel computing a prologue reads
-/// each element through such a loop (see [`super::INVOCATION_LOOP_BUDGET`]).
-pub(crate) fn index_loop_axes(leaves: &[&Tensor], shape: &[usize]) -> usize {
-    match broadcast_walk_words(leaves, shape)[0] as usize {
-        rank if rank >= 4 => rank,
-        _ => 0,
-    }
-}
-
 /// WGSL statements declaring `i0` .. `i{n-1}`, the element indexes of `n` operands at output
 /// element `e` (an expression): from `{params}.base`, `.rank`, `.shape` and `.stride` (the
 /// walk's layout in the templates' parameters), one variable per operand. `rank_override`
 /// names a WGSL constant (an override) holding the walk's rank the code is compiled for, 0
-/// for any; `None`: the code reads the rank.
-pub(crate) fn index_code(n: usize, params: &str, e: &str, rank_override: Option<&str>) -> String {
+/// for any; `None`: the code reads the rank. With `wide_rank` 4 or more (up to
+/// [`MAX_RANK`]), walks of that rank take straight-line code instead of the loop the other
+/// ranks past 3 take.
+pub(crate) fn index_code(
+    n: usize,
+    params: &str,
+    e: &str,
+    rank_override: Option<&str>,
+    wide_rank: usize,
+) -> String {
     let mut code = String::new();
     if n == 0 {
         return code;
@@ -738,6 +741,27 @@ pub(crate) fn index_code(n: usize, params: &str, e: &str, rank_override: Option<
         code.push_str(&format!(
             "        i{j} += c0 * {params}.stride[{j}][0][0] + c1 * {params}.stride[{j}][0][1] + c2 * {params}.stride[{j}][0][2];\n"
         ));
+    }
+    // A walk of `wide_rank` axes (4 or more), the rank the override holds: one step per axis
+    // in straight-line code. A loop here would run inside the kernels' own loops (a MatMul's
+    // prologue reads elements through it at every step of its sum), and lavapipe's budget
+    // counts nested iterations (see `super::INVOCATION_LOOP_BUDGET`); straight-line code is
+    // also 2x faster there. Only the modules of such walks carry it: 16 guarded steps in
+    // every module made each pipeline's first build 15-20 ms slower on lavapipe.
+    if let (Some(o), 4..) = (rank_override, wide_rank) {
+        code.push_str(&format!(
+            "    }} else if {o} == {wide_rank}u {{\n        var rest = {e};\n"
+        ));
+        for k in 0..wide_rank {
+            let (a, b) = (k / 4, k % 4);
+            let strides: String = (0..n)
+                .map(|j| format!(" i{j} += c * {params}.stride[{j}][{a}][{b}];"))
+                .collect();
+            code.push_str(&format!(
+                "        {{ let q = {}; let c = rest - q * {params}.shape[{a}][{b}]; rest = q;{strides} }}\n",
+                divide("rest", &a.to_string(), &b.to_string())
+            ));
+        }
     }
     code.push_str(&format!(
         "    }} else {{\n        var rest = {e};\n        for (var k = 0u; k < {params}.rank; k++) {{\n            let q = {};\n            let coord = rest - q * {params}.shape[k / 4u][k % 4u];\n            rest = q;\n",
@@ -1041,7 +1065,7 @@ impl Recorder {
                 walk_rank: if dense.is_some() {
                     0
                 } else {
-                    w.lens.len().clamp(1, 4) as u8
+                    w.lens.len().clamp(1, MAX_RANK) as u8
                 },
             },
             None => kernel,

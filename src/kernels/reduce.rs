@@ -412,13 +412,16 @@ fn emulated_op_lines(op: &str, signed: bool) -> [String; 4] {
 /// With a `prologue` (see `prologue_fits`), the input is not read from a buffer: element `i`
 /// is the program's value at position `i` of the input's shape, its operands read at their
 /// broadcast positions from the buffers bound after the output; its index code is compiled
-/// for the walk rank `PROLOGUE_RANK` says (an override: 1 to 3, 4 for more; 0: any).
+/// for the walk rank `PROLOGUE_RANK` says (an override: 1 to 16; 0: any), straight-line for
+/// `prologue_rank` axes where that is 4 or more.
 pub fn reduce_source(
     op: &str,
     input: DType,
     emulate64: bool,
     prologue: Option<&Program>,
+    prologue_rank: u8,
 ) -> String {
+    let prologue_rank = usize::from(prologue_rank);
     let class = Class::of(input);
     let out = stored_dtype(op, input);
     let emulated = emulate64 && matches!(class, Class::Long | Class::Ulong);
@@ -473,7 +476,7 @@ fn prologue(e: u32) -> A {{
 fn load_a(i: u32) -> A {{ return {value}; }}",
             parts.loads,
             parts.helpers.join("\n") + &parts.steps,
-            index_code(n, "params.pro", "e", Some("PROLOGUE_RANK")),
+            index_code(n, "params.pro", "e", Some("PROLOGUE_RANK"), prologue_rank),
             parts.body
         );
     }

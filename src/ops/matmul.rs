@@ -3,8 +3,7 @@
 use super::broadcast_shape;
 use crate::kernels::matmul::{binds_whole, packed16, Prologue};
 use crate::kernels::operands::elementwise_type;
-use crate::kernels::program::{index_loop_axes, intern, Program, Values};
-use crate::kernels::INVOCATION_LOOP_BUDGET;
+use crate::kernels::program::{intern, Program, Values};
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 const OP: &str = "MatMul";
@@ -13,20 +12,6 @@ const OP: &str = "MatMul";
 /// (A's elements are read once per column of the product, B's once per row): each read
 /// evaluates the program again. LinearAttention's decayed state times the key reads it once.
 pub const MAX_PROLOGUE_READS: usize = 4;
-
-/// Elements of a computed operand one invocation reads per step of its sum, at most: the
-/// blocks kernel's 8 rows of A (4 columns of B), more than the others read.
-const PROLOGUE_READS_PER_STEP: usize = 8;
-
-/// Whether a computed operand of `shape` (its program over `leaves`) keeps the kernel's loops
-/// within [`INVOCATION_LOOP_BUDGET`] for sums of `k` products: where its inputs' walk keeps 4
-/// axes or more, each read loops over them, so the budget bounds `k` far below the sum's own
-/// bound. A MatMul of k = 3 000 reading a product of [2, 3, 5, k] and [2, 1, 5, 1] that way
-/// gave zeros after its first rows on lavapipe.
-fn prologue_loops_fit(leaves: &[&Tensor], shape: &[usize], k: usize) -> bool {
-    let axes = index_loop_axes(leaves, shape);
-    axes == 0 || k.saturating_mul(1 + PROLOGUE_READS_PER_STEP * axes) <= INVOCATION_LOOP_BUDGET
-}
 
 /// Shapes of a MatMul: the operands as `[..., m, k]` and `[..., k, n]`, the kernel's full
 /// output `[batch..., m, n]`, and the op's output (unit axes of 1-D operands removed).
@@ -212,8 +197,6 @@ impl Recorder {
         );
         let p = plan((values[0].dtype(), &sa), (values[1].dtype(), &sb))?;
         let r = p.full_output.len();
-        // The length of each sum (A as read is [..., m, k]).
-        let k = sa.last().copied().unwrap_or(0);
         // Reads of each element: A's once per column, B's once per row.
         let reads = [p.full_output[r - 1], p.full_output[r - 2]];
         let tensors: Vec<&Tensor> = values
@@ -248,7 +231,6 @@ impl Recorder {
                     let computed = prologue.is_none()
                         && shape.len() >= 2
                         && reads[j] <= MAX_PROLOGUE_READS
-                        && prologue_loops_fit(leaves, shape, k)
                         && candidate.fits(&ctx, program.out(), shape, epilogue_leaves)
                         && binds_whole(&ctx, &tensors);
                     if computed {

@@ -3,11 +3,10 @@
 //! over one. Validation and output shapes here; the workgroup-tree kernel in
 //! [`crate::kernels::reduce`].
 
-use crate::kernels::program::{index_loop_axes, Program, Values};
+use crate::kernels::program::{Program, Values};
 use crate::kernels::reduce::{defined, prologue_fits, stored_dtype, ReduceWalk, OPS};
 use crate::kernels::row_norm::RowNorm;
 use crate::kernels::words::Class;
-use crate::kernels::INVOCATION_LOOP_BUDGET;
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
 /// `axes` (negative counted from the end) as sorted distinct axes of a rank-`rank` input.
@@ -194,13 +193,6 @@ impl Recorder {
         self.check_inputs(op, &named)?;
         let dtype = program.out();
         let planned = plan(self, op, dtype, shape, axes, keepdims, noop_with_empty_axes)?;
-        // A thread may fold a whole row, reading each element through the prologue's index
-        // loop where its walk keeps 4 axes or more: within the budget of all its loops.
-        let loop_axes = index_loop_axes(leaves, shape);
-        let loops_fit = |axes: &[usize]| {
-            let row: usize = axes.iter().map(|&a| shape[a]).product();
-            loop_axes == 0 || row.saturating_mul(1 + loop_axes) <= INVOCATION_LOOP_BUDGET
-        };
         let (
             Some(ReducePlan {
                 axes,
@@ -208,7 +200,7 @@ impl Recorder {
             }),
             true,
         ) = (
-            planned.filter(|p| loops_fit(&p.axes)),
+            planned,
             prologue_fits(self.context(), program, leaves, shape),
         )
         else {

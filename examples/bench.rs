@@ -2019,11 +2019,33 @@ fn broadcast_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &st
         let values: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25).collect();
         Tensor::from_host(ctx, &HostTensor::from_vec(shape.to_vec(), &values).unwrap()).unwrap()
     };
+    // One line of the table: y = a + b against the copy of y's bytes.
+    let mut time_add = |name: String, a: &Tensor, b: &Tensor| {
+        let y = Tensor::uninit(ctx, DType::F32, a.shape()).unwrap();
+        let out_bytes = y.byte_len();
+        let (t_add, t_copy) = timer.median_pair(
+            ctx,
+            4,
+            5,
+            &mut |rec| {
+                rec.elementwise_to("Add", a, Some(b), Out::into("y", &y))
+                    .unwrap();
+            },
+            &mut |rec| {
+                rec.copy_bytes(a, 0, &y, 0, out_bytes).unwrap();
+            },
+        );
+        let (add, copy) = (
+            2.0 * out_bytes as f64 / t_add / 1e9,
+            2.0 * out_bytes as f64 / t_copy / 1e9,
+        );
+        let line = format!("{name:<26} {add:>10.2} {copy:>10.2} {:>7.2}", add / copy);
+        println!("{line}");
+        lines.push(line);
+    };
     for cols in [1024usize, 1000] {
         let rows = (bytes / 4) as usize / cols;
         let a = filled(&[rows, cols]);
-        let y = Tensor::uninit(ctx, DType::F32, &[rows, cols]).unwrap();
-        let out_bytes = (rows * cols * 4) as u64;
         for (name, b) in [
             (format!("[{rows}, {cols}] + same"), filled(&[rows, cols])),
             (format!("[{rows}, {cols}] + [{cols}]"), filled(&[cols])),
@@ -2032,25 +2054,7 @@ fn broadcast_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &st
                 filled(&[rows, 1]),
             ),
         ] {
-            let (t_add, t_copy) = timer.median_pair(
-                ctx,
-                4,
-                5,
-                &mut |rec| {
-                    rec.elementwise_to("Add", &a, Some(&b), Out::into("y", &y))
-                        .unwrap();
-                },
-                &mut |rec| {
-                    rec.copy_bytes(&a, 0, &y, 0, out_bytes).unwrap();
-                },
-            );
-            let (add, copy) = (
-                2.0 * out_bytes as f64 / t_add / 1e9,
-                2.0 * out_bytes as f64 / t_copy / 1e9,
-            );
-            let line = format!("{name:<26} {add:>10.2} {copy:>10.2} {:>7.2}", add / copy);
-            println!("{line}");
-            lines.push(line);
+            time_add(name, &a, &b);
         }
     }
     // Broadcasts whose walks merge to 4 and 6 axes (each element's index found axis by axis).
@@ -2058,30 +2062,11 @@ fn broadcast_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &st
         (vec![16usize, 32, 64, 128], vec![16usize, 1, 64, 1]),
         (vec![4, 8, 4, 8, 32, 128], vec![4, 1, 4, 1, 32, 1]),
     ] {
-        let a = filled(&shape);
-        let b = filled(&other);
-        let y = Tensor::uninit(ctx, DType::F32, &shape).unwrap();
-        let out_bytes = y.byte_len();
-        let (t_add, t_copy) = timer.median_pair(
-            ctx,
-            4,
-            5,
-            &mut |rec| {
-                rec.elementwise_to("Add", &a, Some(&b), Out::into("y", &y))
-                    .unwrap();
-            },
-            &mut |rec| {
-                rec.copy_bytes(&a, 0, &y, 0, out_bytes).unwrap();
-            },
+        time_add(
+            format!("{}-axis walk", shape.len()),
+            &filled(&shape),
+            &filled(&other),
         );
-        let (add, copy) = (
-            2.0 * out_bytes as f64 / t_add / 1e9,
-            2.0 * out_bytes as f64 / t_copy / 1e9,
-        );
-        let name = format!("{}-axis walk", shape.len());
-        let line = format!("{name:<26} {add:>10.2} {copy:>10.2} {:>7.2}", add / copy);
-        println!("{line}");
-        lines.push(line);
     }
     std::fs::write(out_dir.join("broadcast.txt"), lines.join("\n") + "\n").unwrap();
 }

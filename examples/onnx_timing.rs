@@ -2,14 +2,16 @@
 //! that builds the pipelines), then writes the outputs as `.npy` files for comparison.
 //!
 //! `cargo run --release --example onnx_timing -- MODEL.onnx OUT_DIR RUNS [--node-by-node]
-//! [--copied-elements] [--iterated-scans] NAME=FILE.npy...`
+//! [--copied-elements] [--iterated-scans] [--profile] NAME=FILE.npy...`
 //! (`scripts/linear_attention_vs_onnxruntime.py` drives it against onnxruntime). Prints the
 //! dispatches and copies of a run, and how many Scans ran as a recurrence's own kernel;
 //! `--node-by-node` also times the model with element-wise chains not fused,
 //! `--copied-elements` with every Scan element copied in and out instead of bound in place,
 //! `--iterated-scans` with every Scan iterating its body (each in a second context), for the
 //! comparison. Also times runs on inputs already on the GPU with the outputs left there
-//! (`Session::run_tensors`): the total and the host's part.
+//! (`Session::run_tensors`): the total and the host's part. `--profile` then times each
+//! dispatch of one such run on the GPU (`Context::start_profile`) and prints the time by
+//! kernel.
 //! `WGPU_OPS_CPU_KERNELS=0|1` chooses the kernel set as in the tests.
 
 use std::time::Instant;
@@ -19,7 +21,7 @@ use wgpu_ops::{npy, onnx::Model, Context, ContextOptions, HostTensor, Result};
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [model, out, runs, inputs @ ..] = args.as_slice() else {
-        eprintln!("usage: onnx_timing MODEL.onnx OUT_DIR RUNS [--node-by-node] [--copied-elements] [--iterated-scans] NAME=FILE.npy...");
+        eprintln!("usage: onnx_timing MODEL.onnx OUT_DIR RUNS [--node-by-node] [--copied-elements] [--iterated-scans] [--profile] NAME=FILE.npy...");
         std::process::exit(2);
     };
     let runs: usize = runs.parse().expect("RUNS is a number");
@@ -32,6 +34,7 @@ fn main() -> Result<()> {
     let node_by_node = flags.contains(&"--node-by-node");
     let copied_elements = flags.contains(&"--copied-elements");
     let iterated_scans = flags.contains(&"--iterated-scans");
+    let profile = flags.contains(&"--profile");
     // WGPU_OPS_CPU_KERNELS=0 takes the GPUs' kernels on a CPU adapter, as the tests do (for
     // the dispatch counts of GPUs on lavapipe).
     let options = ContextOptions {
@@ -147,6 +150,21 @@ fn main() -> Result<()> {
         }
     }
     drop(last);
+    if profile {
+        // One replayed run with every dispatch timed on the GPU, by kernel.
+        match ctx.start_profile(2048) {
+            Ok(()) => {
+                let outputs = session.run_tensors_blocking(resident.clone())?;
+                let profile = ctx.take_profile_blocking()?;
+                drop(outputs);
+                println!(
+                    "profile of one run (each dispatch in a compute pass of its own):\n{}",
+                    profile.table(100)
+                );
+            }
+            Err(e) => eprintln!("note: no profile: {e}"),
+        }
+    }
     // The same with every run planned and recorded (no replay), in the same process.
     session.set_replay(false);
     let (total, host) = median_resident_run()?;

@@ -44,6 +44,7 @@ pub mod reference;
 
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
+pub use gpu::profile::{DispatchTime, Profile};
 pub use gpu::{
     default_workgroup_size, list_adapters, Context, ContextOptions, MatMulChoice, MatMulKernel,
     Stats,

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::gpu::profile::Stamped;
 use crate::gpu::{Pipeline, ScopeCheck};
 use crate::host::checked_numel;
 use crate::storage::Storage;
@@ -251,6 +252,9 @@ pub struct Recorder {
     /// by their resource use, as between passes); ended before any other encoder command.
     /// One pass per dispatch cost tens of microseconds of host time each.
     pass: Option<wgpu::ComputePass<'static>>,
+    /// The timestamps this command buffer writes for a profile (see
+    /// [`Context::start_profile`]), resolved before it is submitted.
+    stamped: Option<Stamped>,
     pending: Vec<ScopeCheck>,
     dispatches: u64,
     /// While capturing, commands are collected here instead of being encoded.
@@ -352,6 +356,7 @@ impl Recorder {
             ctx,
             encoder,
             pass: None,
+            stamped: None,
             pending: Vec::new(),
             dispatches: 0,
             capture: None,
@@ -472,9 +477,13 @@ impl Recorder {
                     label: Some("wgpu-ops"),
                 }),
         );
-        let pass = &mut self.pass;
+        let (pass, stamped) = (&mut self.pass, self.stamped.take());
         let (index, check) = ctx.scoped("submit", || {
             *pass = None;
+            let mut encoder = encoder;
+            if let Some(stamped) = stamped {
+                stamped.resolve(&mut encoder);
+            }
             ctx.submit(encoder.finish())
         });
         if self.caller_input == CallerInput::Overwritten {
@@ -1128,8 +1137,28 @@ impl Recorder {
         self.dispatches += 1;
         self.ctx.count_dispatch();
         self.unsubmitted += 1;
+        let timed = self.ctx.profile_pair(pipeline);
+        if let Some(pair) = &timed {
+            Stamped::extend(&mut self.stamped, pair);
+        }
         let (encoder, pass) = (&mut self.encoder, &mut self.pass);
         let mut encode = || {
+            if let Some(pair) = &timed {
+                // A pass of its own, stamped at its start and end.
+                *pass = None;
+                let mut own = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: &pair.set,
+                        beginning_of_pass_write_index: Some(2 * pair.index),
+                        end_of_pass_write_index: Some(2 * pair.index + 1),
+                    }),
+                });
+                own.set_pipeline(&pipeline.pipeline);
+                own.set_bind_group(0, bind_group, offsets);
+                own.dispatch_workgroups(grid[0], grid[1], grid[2]);
+                return;
+            }
             let pass = pass.get_or_insert_with(|| {
                 encoder
                     .begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -1165,13 +1194,17 @@ impl Recorder {
         self.flush_params()?;
         let Recorder {
             ctx,
-            encoder,
+            mut encoder,
             pass,
+            stamped,
             mut pending,
             ..
         } = self;
         let ((), check) = ctx.scoped("submit", || {
             drop(pass);
+            if let Some(stamped) = stamped {
+                stamped.resolve(&mut encoder);
+            }
             ctx.submit(encoder.finish());
         });
         pending.push(check);

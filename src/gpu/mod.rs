@@ -3,13 +3,14 @@
 //! Nothing here knows tensors, kernels or ops.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::{Error, Result};
 
 pub mod f16;
 pub(crate) mod pipeline;
+pub mod profile;
 pub(crate) mod scope;
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) mod staging;
@@ -383,6 +384,10 @@ struct Inner {
     read_backs: AtomicU64,
     replayed_runs: AtomicU64,
     quad_dispatches: AtomicU64,
+    /// The profile being recorded (see [`Context::start_profile`]); `profiling` says whether
+    /// there is one without taking the lock on every dispatch.
+    profiler: Mutex<Option<profile::Profiler>>,
+    profiling: AtomicBool,
     read_back: bool,
     /// Whether kernels convert f16 with the built-ins (see [`ContextOptions::native_f16_conversions`]).
     native_f16: bool,
@@ -729,6 +734,8 @@ impl Context {
                 read_backs: AtomicU64::new(0),
                 replayed_runs: AtomicU64::new(0),
                 quad_dispatches: AtomicU64::new(0),
+                profiler: Mutex::default(),
+                profiling: AtomicBool::new(false),
                 read_back: options.read_back.unwrap_or(true),
                 native_f16,
             }),

@@ -51,6 +51,11 @@ impl Pipeline {
     pub(crate) fn bindings(&self) -> &'static [Binding] {
         self.bindings
     }
+
+    /// The kernel's module (shader file and variant) and entry point.
+    pub(crate) fn name(&self) -> String {
+        format!("{} ({})", self.key.module, self.key.entry)
+    }
 }
 
 impl Context {

@@ -40,6 +40,8 @@ limit=${LIMIT:-540}
 . scripts/ensure-gpu.sh
 mkdir -p "$out"
 export ONNX_TIMING="$bin/onnx_timing"
+# Each model's report ends with the GPU time of one run by kernel (Context::start_profile).
+export ONNX_TIMING_FLAGS="${ONNX_TIMING_FLAGS---profile}"
 
 # Runs the test binaries (all, or those named after the first argument) with
 # WGPU_OPS_CPU_KERNELS set to the first argument (unset when empty).

@@ -72,13 +72,15 @@ def onnxruntime_run(path, feeds, runs, threads=0):
 
 
 def wgpu_ops_run(work, path, feeds, runs, extra=()):
-    """Runs onnx_timing (`ONNX_TIMING=PATH`, else through cargo) writing to work/out; returns
+    """Runs onnx_timing (`ONNX_TIMING=PATH`, else through cargo) writing to work/out, with the
+    flags of `ONNX_TIMING_FLAGS` too (`--profile`: the GPU time by kernel of one run); returns
     (its report, median ms per run, dispatches per run)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     binary = os.environ.get("ONNX_TIMING")
     cmd = ([binary] if binary else
            ["cargo", "run", "-q", "--release", "--example", "onnx_timing", "--"]) + \
           [path, os.path.join(work, "out"), str(runs)] + list(extra) + \
+          os.environ.get("ONNX_TIMING_FLAGS", "").split() + \
           [f"{k}={os.path.join(work, k + '.npy')}" for k in feeds]
     report = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
     lines = report.strip().splitlines()

@@ -109,6 +109,67 @@ fn runs_a_graph_end_to_end() {
     assert_eq!(names, ["b2.npy", "y.npy", "z.npy"]);
 }
 
+// `--profile` prints the run's GPU time by kernel after writing the outputs: a header, a line
+// per kernel (here the MatMul and the reduction among them) and the total; without it, `run`
+// prints nothing.
+#[test]
+fn profile_prints_the_time_by_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let graph = json!({
+        "inputs": [{"name": "a", "dtype": "f32", "shape": [8, 300]},
+                   {"name": "w", "dtype": "f32", "shape": [300, 5]}],
+        "constants": [{"name": "axes", "dtype": "i64", "shape": [1], "data": [1]}],
+        "nodes": [
+            {"op": "MatMul", "name": "mm", "inputs": ["a", "w"], "outputs": ["p"]},
+            {"op": "ReduceSum", "name": "sum", "inputs": ["p", "axes"], "outputs": ["s"]}
+        ],
+        "outputs": ["s"]
+    });
+    let g = write_json(d, "graph.json", &graph);
+    let a = save(d, "a.npy", &common::random_tensor(1, DType::F32, &[8, 300]));
+    let w = save(d, "w.npy", &common::random_tensor(2, DType::F32, &[300, 5]));
+    let out = d.join("out");
+    let args = |profile: bool| {
+        let mut v = vec![
+            "run".to_string(),
+            g.clone(),
+            "--input".into(),
+            format!("a={a}"),
+            "--input".into(),
+            format!("w={w}"),
+            "--out".into(),
+            out.display().to_string(),
+        ];
+        if profile {
+            v.push("--profile".into());
+        }
+        v
+    };
+    let run = |profile: bool| {
+        let v = args(profile);
+        wgpu_ops(&v.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    assert_eq!(run(false), (0, String::new(), String::new()));
+    let (code, stdout, stderr) = run(true);
+    if code == 1 && stderr.contains("TIMESTAMP_QUERY") {
+        // An adapter without timestamp queries: refused in one line.
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        return;
+    }
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].ends_with("us  share dispatches  kernel"),
+        "{stdout}"
+    );
+    assert!(lines.last().unwrap().contains(" in all"), "{stdout}");
+    for file in ["matmul.wgsl", "reduce.wgsl"] {
+        assert!(lines.iter().any(|l| l.contains(file)), "{stdout}");
+    }
+    assert!(out.join("s.npy").exists());
+}
+
 #[test]
 fn lists_adapters() {
     let (code, out, err) = wgpu_ops(&["adapters"]);

@@ -55,6 +55,10 @@ enum Command {
         /// this many bytes (default: half the host's memory on CPU adapters, none on GPUs)
         #[arg(long, value_name = "BYTES")]
         max_memory: Option<u64>,
+        /// Time every dispatch on the GPU and print the time by kernel once the outputs are
+        /// written (needs the adapter's timestamp queries)
+        #[arg(long)]
+        profile: bool,
     },
     /// Describe MODEL.onnx: opsets, inputs, outputs, ops and which of them are not supported
     Info {
@@ -101,6 +105,7 @@ fn run(
     inputs: &[(String, PathBuf)],
     out: &Path,
     options: ContextOptions,
+    profile: bool,
 ) -> Result<(), Error> {
     let onnx_model = graph_path
         .extension()
@@ -152,8 +157,16 @@ fn run(
     }
     let ctx = Context::new_blocking(options)?;
     let session = Session::new(&ctx, graph)?;
+    if profile {
+        ctx.start_profile(2048)?;
+    }
     let outputs = session.run_values_blocking(values)?;
-    write_outputs(out, &outputs)
+    write_outputs(out, &outputs)?;
+    if profile {
+        let profile = ctx.take_profile_blocking()?;
+        println!("{}", profile.table(120));
+    }
+    Ok(())
 }
 
 /// The files of a sequence given as a folder: `0.npy`, `1.npy`, ... and nothing else.
@@ -421,6 +434,7 @@ fn main() -> ExitCode {
             backend,
             adapter,
             max_memory,
+            profile,
         } => run(
             &graph,
             &inputs,
@@ -431,6 +445,7 @@ fn main() -> ExitCode {
                 max_memory,
                 ..Default::default()
             },
+            profile,
         ),
         Command::Info { model } => info(&model),
         Command::Adapters { backend } => {

@@ -689,6 +689,45 @@ fn normalizations_match_the_reference() {
 /// (its shift by the max, inf - inf, made NaN), all -inf gives -inf, NaN gives NaN, as
 /// onnxruntime gives them; f32 and f64, on the GPU and in the interpreter. Rows longer than a
 /// workgroup put the infinity in one thread's part and finite values (or -inf) in the others'.
+// ReduceLogSum of rows whose sums are subnormal f32 values takes their log from the bits:
+// lavapipe's `log` read the exponent field as if the number were normal (-88.03 for 1e-45,
+// whose log is -103.28). An adapter that flushes subnormals adds them as zeros: -inf there.
+#[test]
+fn log_sum_of_subnormal_sums() {
+    let ctx = ctx();
+    let tiny = f32::from_bits(1);
+    let rows = [
+        [tiny, 0.0, 0.0],
+        [tiny, tiny, tiny],
+        [1e-39, 1e-40, 0.0],
+        [2.9e-39, 0.0, 0.0],
+        [1.1e-38, 0.0, 0.0],
+    ];
+    let x = HostTensor::from_vec(vec![rows.len(), 3], rows.as_flattened()).unwrap();
+    let flushing = {
+        let node = Node::new("ReduceSum", "s")
+            .attr("axes", Attr::Ints(vec![1]))
+            .attr("keepdims", Attr::Int(0));
+        both(ctx, node, x.clone()).0.to_vec::<f32>().unwrap()[0] == 0.0
+    };
+    let node = Node::new("ReduceLogSum", "r")
+        .attr("axes", Attr::Ints(vec![1]))
+        .attr("keepdims", Attr::Int(0));
+    let got = both(ctx, node, x).0.to_vec::<f32>().unwrap();
+    for (row, &g) in rows.iter().zip(&got) {
+        // Sums of f32 subnormals are exact in f32: whole multiples of 2^-149.
+        let want = row.iter().map(|&v| f64::from(v)).sum::<f64>().ln();
+        if flushing {
+            assert_eq!(g, f32::NEG_INFINITY, "{row:?}");
+        } else {
+            assert!(
+                (f64::from(g) - want).abs() <= 1e-6 * want.abs(),
+                "{row:?}: {g} vs {want}"
+            );
+        }
+    }
+}
+
 #[test]
 fn log_sum_exp_of_infinities_and_nan() {
     let (inf, nan) = (f64::INFINITY, f64::NAN);

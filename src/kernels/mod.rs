@@ -1196,12 +1196,13 @@ fn typed_variants() -> impl Iterator<Item = (DType, bool)> {
         .map(|d| (d, false))
         .chain([(DType::I64, true), (DType::U64, true)])
 }
+
 /// What a module's name says of a walk of `rank` axes: the rank where its index code is
 /// straight-line for it (4 or more, see [`program::index_code`]), else nothing (the ranks
 /// below share a module).
-fn wide_walk(what: &str, rank: u8) -> String {
+fn wide_walk(rank: u8) -> String {
     if rank >= 4 {
-        format!("{what} of rank {rank}")
+        format!(" walk of rank {rank}")
     } else {
         String::new()
     }
@@ -1288,7 +1289,7 @@ impl KernelSpec for Kernel {
             } => format!(
                 "elementwise_words.wgsl fused {}{}",
                 program::described(program),
-                wide_walk(" walk", walk_rank)
+                wide_walk(walk_rank)
             )
             .into(),
             Kernel::MatMul {
@@ -1305,7 +1306,7 @@ impl KernelSpec for Kernel {
                         format!(
                             " epilogue {}{}",
                             program::described(p),
-                            wide_walk(" walk", epilogue_rank)
+                            wide_walk(epilogue_rank)
                         )
                     })
                     .unwrap_or_default();
@@ -1315,7 +1316,7 @@ impl KernelSpec for Kernel {
                             " prologue of {} {}{}",
                             ["A", "B"][usize::from(j)],
                             program::described(p),
-                            wide_walk(" walk", prologue_rank)
+                            wide_walk(prologue_rank)
                         )
                     })
                     .unwrap_or_default();
@@ -1338,7 +1339,7 @@ impl KernelSpec for Kernel {
                         format!(
                             " prologue {}{}",
                             program::described(p),
-                            wide_walk(" walk", prologue_rank)
+                            wide_walk(prologue_rank)
                         )
                     })
                     .unwrap_or_default();

@@ -122,7 +122,7 @@ pub struct ContextOptions {
     pub webgpu_limits: Option<bool>,
     /// Convert f16 to and from f32 with WGSL's `unpack2x16float` and `pack2x16float` where a
     /// probe when the context is made finds them exact on this adapter (every f16 value
-    /// widened, f32 values around every rounding boundary narrowed; see [`f16`]), instead
+    /// widened, f32 values around every rounding boundary narrowed; see [`f16`](mod@self::f16)), instead
     /// of by integer arithmetic. `None`: on native builds the environment variable
     /// `WGPU_OPS_NATIVE_F16` (`1` or `0`; the test suite's third pass sets `0`), else yes.
     /// Off, the integer conversions everywhere (for comparisons).

@@ -384,7 +384,7 @@ struct MatMulParams {
 }
 
 /// The most iterations of one loop over k in one invocation, the whole of an invocation's loop
-/// budget ([`super::INVOCATION_LOOP_BUDGET`]): lavapipe stops a shader's loops after 65 535
+/// budget (`INVOCATION_LOOP_BUDGET`): lavapipe stops a shader's loops after 65 535
 /// iterations and keeps what it has (a blocks product with k = 140 000 came out as 65 534).
 /// Blocks loop over all of k, rows over a quarter, tiles over k / 16 steps.
 pub const MAX_K_LOOP: u64 = super::INVOCATION_LOOP_BUDGET as u64;

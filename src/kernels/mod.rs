@@ -246,7 +246,7 @@ pub enum Kernel {
         has_bias: bool,
     },
     /// `scatter.wgsl`: ONNX ScatterElements and ScatterND merging updates by `reduction` on
-    /// `dtype` (replacing: one kernel per element size, see [`scatter::kernel_dtype`]).
+    /// `dtype` (replacing: one kernel per element size, see `scatter::kernel_dtype`).
     Scatter {
         dtype: DType,
         reduction: scatter::ScatterReduction,
@@ -319,7 +319,7 @@ pub enum Kernel {
     Concat { workgroup_size: u32, vec4: bool },
     /// ONNX Split into `parts` outputs (1 to 6) of whole words in one dispatch: the walk of
     /// `concat.wgsl` the other way (its entry points generated like Concat's, see
-    /// [`concat::parts_source`]).
+    /// `concat::parts_source`).
     Split {
         workgroup_size: u32,
         vec4: bool,

@@ -220,7 +220,7 @@ impl Program {
     }
 
     /// The program's WGSL module, its index code straight-line for walks of `wide_rank` axes
-    /// where that is 4 or more (see [`index_code`]).
+    /// where that is 4 or more (see `index_code`).
     pub fn source_for_rank(&self, wide_rank: usize) -> String {
         let n = self.operands.len();
         let parts = self.parts(1, false, "");

@@ -91,7 +91,7 @@ pub fn lanes_for(n: u64) -> u32 {
 /// thread each.
 const MIN_LANES: u64 = 16;
 
-/// The `LANES` each pass is compiled with: every power of two from [`MIN_LANES`] to
+/// The `LANES` each pass is compiled with: every power of two from `MIN_LANES` to
 /// [`WORKGROUP`] for passes 0 and 4 (a workgroup's rows, or chunks of rows, side by side),
 /// [`WORKGROUP`] for the others.
 pub fn lane_counts(pass: u8) -> impl Iterator<Item = u32> {

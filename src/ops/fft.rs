@@ -46,7 +46,7 @@ pub enum Route {
 
 /// The route of an `n`-point transform: direct up to [`DIRECT_POINTS`], else split at the
 /// largest factor up to `sqrt(n)` (balanced pieces: fewest multiply-adds), else (a prime)
-/// direct up to [`DIRECT_PRIME`], else a chirp.
+/// direct up to `DIRECT_PRIME`, else a chirp.
 pub fn route(n: usize) -> Route {
     if n <= DIRECT_POINTS {
         return Route::Direct;

@@ -404,8 +404,8 @@ impl Recorder {
     /// Records ONNX InstanceNormalization (`groups` None: one group per channel) or
     /// GroupNormalization-21 (`groups` of the channels each): `Y = (X - mean) /
     /// sqrt(variance + epsilon) * scale + B`, the mean and variance over each group's channels and the
-    /// spatial axes of one image, `scale` and `B` per channel ([C]; GroupNormalization-18's
-    /// per-group [groups] too). X is [N, C, ...]; f16 and bf16 are computed in f32.
+    /// spatial axes of one image, `scale` and `B` per channel (`[C]`; GroupNormalization-18's
+    /// per-group `[groups]` too). X is `[N, C, ...]`; f16 and bf16 are computed in f32.
     #[allow(clippy::too_many_arguments)]
     pub fn channel_normalization_to(
         &mut self,

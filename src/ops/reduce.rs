@@ -115,7 +115,7 @@ fn plan(
 impl Recorder {
     /// Records ONNX reduction `op` (`ReduceSum`, ...) of `data` over `axes` (all axes when
     /// `None` or empty, unless `noop_with_empty_axes`, which reduces each element alone: the
-    /// identity but for the ops that transform their elements, [`transforms_elements`]), keeping
+    /// identity but for the ops that transform their elements, `transforms_elements`), keeping
     /// reduced axes as 1s when `keepdims`. Floats accumulate in f32 (f16 and bf16 rounded
     /// once at the end) or f64; integers wrap.
     pub fn reduce_to(

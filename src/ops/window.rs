@@ -3,7 +3,7 @@
 //! kernel of its own) and multiplies them by the weights (a MatMul, bias as the product's
 //! epilogue). ConvTranspose is the Conv of its input spread out by the strides (zeros between
 //! the elements) with the kernel flipped. A pool reduces its windows where they lie: they are a
-//! strided walk over the padded input ([`ReduceWalk`]), read by the reduction kernel directly.
+//! strided walk over the padded input (`ReduceWalk`), read by the reduction kernel directly.
 //!
 //! Conv's window tensor holds every input element once per window that reads it (kernel size
 //! over stride squared times the input, for 2-D): memory traded for reusing the MatMul
@@ -875,8 +875,8 @@ impl Recorder {
         }
     }
 
-    /// Records ONNX Conv: `x` [N, C, spatial...] convolved with `w` [M, C / group,
-    /// kernel...], plus `b` [M], into [N, M, output...]. Floats (f32, f16, bf16, f64).
+    /// Records ONNX Conv: `x` `[N, C, spatial...]` convolved with `w` `[M, C / group,
+    /// kernel...]`, plus `b` `[M]`, into `[N, M, output...]`. Floats (f32, f16, bf16, f64).
     pub fn conv_to(
         &mut self,
         x: &Tensor,
@@ -894,8 +894,8 @@ impl Recorder {
         self.conv_windows(OP, x, w, b, &plan, group, out)
     }
 
-    /// Records ONNX ConvTranspose: `x` [N, C, spatial...] with `w` [C, M / group, kernel...],
-    /// plus `b` [M], into [N, M, output...]: each input element adds its product with the
+    /// Records ONNX ConvTranspose: `x` `[N, C, spatial...]` with `w` `[C, M / group, kernel...]`,
+    /// plus `b` `[M]`, into `[N, M, output...]`: each input element adds its product with the
     /// kernel to the output at its position times the stride. Computed as the Conv of `x`
     /// with zeros between its elements (stride - 1 of them), padded by the kernel's extent
     /// less one less the pads, with the kernel flipped and its two channel axes swapped.

@@ -11,18 +11,31 @@ compile_error!(
 /// to the kernels, so every type here works with every data-movement op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// 32-bit IEEE float (ONNX FLOAT).
     F32,
+    /// 16-bit IEEE float (ONNX FLOAT16).
     F16,
+    /// bfloat16: the upper half of an f32 (ONNX BFLOAT16).
     BF16,
+    /// 64-bit IEEE float (ONNX DOUBLE).
     F64,
+    /// 8-bit signed integer (ONNX INT8).
     I8,
+    /// 16-bit signed integer (ONNX INT16).
     I16,
+    /// 32-bit signed integer (ONNX INT32).
     I32,
+    /// 64-bit signed integer (ONNX INT64).
     I64,
+    /// 8-bit unsigned integer (ONNX UINT8).
     U8,
+    /// 16-bit unsigned integer (ONNX UINT16).
     U16,
+    /// 32-bit unsigned integer (ONNX UINT32).
     U32,
+    /// 64-bit unsigned integer (ONNX UINT64).
     U64,
+    /// One byte, 0 or 1 (ONNX BOOL).
     Bool,
     /// 8-bit float, 4 exponent bits, 3 mantissa bits, no infinities, one NaN per sign (ONNX
     /// FLOAT8E4M3FN).
@@ -50,6 +63,7 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every element type, in declaration order.
     pub const ALL: [DType; 23] = [
         DType::F32,
         DType::F16,
@@ -157,10 +171,13 @@ impl DType {
         }
     }
 
+    /// The type whose [`DType::name`] is `name` (`"f32"`, `"i64"`, ...), if any.
     pub fn from_name(name: &str) -> Option<DType> {
         DType::ALL.into_iter().find(|d| d.name() == name)
     }
 
+    /// Whether this is a signed or unsigned integer of 8 to 64 bits (not bool, not the 4- and
+    /// 2-bit types).
     pub fn is_integer(self) -> bool {
         matches!(
             self,
@@ -220,6 +237,7 @@ pub const STORAGE_ONLY_OPS: &[&str] = &[
 
 /// A Rust type that can be an element of a tensor.
 pub trait Element: Copy + Send + Sync + 'static {
+    /// The element type this Rust type is.
     const DTYPE: DType;
     /// Appends the little-endian bytes of `values` to `out`.
     fn write_bytes(values: &[Self], out: &mut Vec<u8>);

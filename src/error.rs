@@ -9,22 +9,35 @@ pub enum Error {
     /// rule, e.g. `stride[2] is 0; strides must be non-zero`.
     #[error("{op}: {}", escape(.message))]
     InvalidInput {
+        /// The op (or stage) whose rule was broken.
         op: &'static str,
+        /// The input (or attribute) that broke it.
         input: String,
+        /// The rule and the offending value.
         message: String,
     },
     /// A tensor or dispatch is larger than a device limit allows.
     #[error("{op}: {} needs {needed} but the device's {limit} is {max}", escape(.what))]
     LimitExceeded {
+        /// The op that needed more.
         op: &'static str,
+        /// What needed it (a tensor, a dispatch, a Scan's state, ...).
         what: String,
+        /// The limit's name (`max_buffer_size`, `max_memory`, ...).
         limit: &'static str,
+        /// How much was needed, in the limit's unit.
         needed: u64,
+        /// The limit's value.
         max: u64,
     },
     /// An op of a graph failed; `source` says why.
     #[error("node '{}': {source}", escape(.node))]
-    Node { node: String, source: Box<Error> },
+    Node {
+        /// The node's name.
+        node: String,
+        /// The node's error.
+        source: Box<Error>,
+    },
     /// An index computed on the GPU was out of range, or another value on the GPU broke its
     /// op's rule (a `CheckValues` node's: a loss's target, TensorScatter's write index, ...):
     /// `source` names the op, the input and the value, `nodes` the graph node that read it
@@ -32,7 +45,9 @@ pub enum Error {
     /// were read back (see `Session::run_values`).
     #[error("{}{source}", node_path(.nodes))]
     IndexOutOfRange {
+        /// The graph nodes that read the value, outermost first.
         nodes: Vec<String>,
+        /// The op, input and value that broke the rule.
         source: Box<Error>,
     },
     /// The graph is malformed (unknown name, cycle, unknown op, ...).
@@ -43,10 +58,20 @@ pub enum Error {
     Adapter(String),
     /// wgpu reported a validation error while `op` was recorded or submitted.
     #[error("{}: GPU validation error: {}", escape(.op), escape(.message))]
-    Validation { op: String, message: String },
+    Validation {
+        /// The op or stage being recorded or submitted.
+        op: String,
+        /// wgpu's report.
+        message: String,
+    },
     /// wgpu ran out of memory while `op` was recorded or submitted.
     #[error("{}: GPU out of memory: {}", escape(.op), escape(.message))]
-    OutOfMemory { op: String, message: String },
+    OutOfMemory {
+        /// The op or stage being recorded or submitted.
+        op: String,
+        /// wgpu's report.
+        message: String,
+    },
     /// An ONNX model could not be read or uses what is not supported (names every op missing).
     #[error("model: {}", escape(.0))]
     Model(String),
@@ -61,12 +86,23 @@ pub enum Error {
         escape(.op),
         escape(.reason)
     )]
-    DeviceLost { op: String, reason: String },
+    DeviceLost {
+        /// The op or stage that found the device lost.
+        op: String,
+        /// wgpu's reason for the loss.
+        reason: String,
+    },
     /// A file could not be read or written (command-line and `.npy` helpers).
     #[error("{}: {}", escape(.path), escape(.message))]
-    File { path: String, message: String },
+    File {
+        /// The file's path.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
+/// The crate's result type: [`Error`] unless given another.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {

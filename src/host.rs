@@ -8,7 +8,9 @@ use crate::{DType, Element, Error, Result};
 /// A tensor in host memory. Used for uploads, downloads, graph constants and index inputs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostTensor {
+    /// The element type.
     pub dtype: DType,
+    /// The dimensions, outermost first.
     pub shape: Vec<usize>,
     /// `numel * dtype.size()` bytes, C order, little endian.
     pub data: Vec<u8>,
@@ -72,6 +74,7 @@ pub(crate) fn check_bytes(
 /// is planned (see `graph::strings`), and no kernel reads strings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StringTensor {
+    /// The dimensions, outermost first.
     pub shape: Vec<usize>,
     /// C order.
     pub values: Vec<String>,
@@ -90,6 +93,7 @@ impl StringTensor {
         Ok(StringTensor { shape, values })
     }
 
+    /// The number of strings.
     pub fn numel(&self) -> usize {
         self.values.len()
     }
@@ -98,17 +102,21 @@ impl StringTensor {
 /// The keys of ONNX-ML maps: strings or integers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MapKeys {
+    /// String keys.
     Strings(Vec<String>),
+    /// Integer keys.
     Ints(Vec<i64>),
 }
 
 impl MapKeys {
+    /// The number of keys.
     pub fn len(&self) -> usize {
         match self {
             MapKeys::Strings(k) => k.len(),
             MapKeys::Ints(k) => k.len(),
         }
     }
+    /// Whether there are no keys.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -119,6 +127,7 @@ impl MapKeys {
 /// `values[i, j]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MapSequence {
+    /// The keys every map shares.
     pub keys: MapKeys,
     /// f32, `[maps, keys]`.
     pub values: HostTensor,
@@ -188,6 +197,7 @@ impl MapSequence {
         out.push_str("]\n");
         out
     }
+    /// Whether the sequence holds no maps.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -215,12 +225,15 @@ impl HostTensor {
         Ok(t)
     }
 
+    /// A tensor of `shape` holding `values` in C order; fails when their count does not
+    /// match the shape.
     pub fn from_vec<T: Element>(shape: Vec<usize>, values: &[T]) -> Result<Self> {
         let mut data = Vec::with_capacity(std::mem::size_of_val(values));
         T::write_bytes(values, &mut data);
         HostTensor::from_bytes(T::DTYPE, shape, data)
     }
 
+    /// A copy of an ndarray array (of any layout) in C order.
     pub fn from_array<T: Element, S: Data<Elem = T>, D: Dimension>(a: &ArrayBase<S, D>) -> Self {
         let mut data = Vec::with_capacity(a.len() * T::DTYPE.size());
         match a.as_slice() {
@@ -236,6 +249,7 @@ impl HostTensor {
         }
     }
 
+    /// The number of elements.
     pub fn numel(&self) -> usize {
         self.data.len() / self.dtype.size()
     }
@@ -277,6 +291,7 @@ impl HostTensor {
             .collect())
     }
 
+    /// The values as an ndarray array; fails when `T` is not the tensor's dtype.
     pub fn to_array<T: Element>(&self) -> Result<ArrayD<T>> {
         let v = self.to_vec::<T>()?;
         ArrayD::from_shape_vec(IxDyn(&self.shape), v)

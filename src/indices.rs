@@ -6,11 +6,13 @@
 /// sentinels of int32 index inputs (Slice-8) and keep that meaning on any dimension size.
 /// `u64` values above `i64::MAX` saturate to `i64::MAX` (also "to the end").
 pub trait IntoIndices {
+    /// The values as `i64`.
     fn into_indices(self) -> Vec<i64>;
 }
 
 /// One integer index value converted to `i64` as [`IntoIndices`] describes.
 pub trait IndexValue: Copy {
+    /// The value as `i64`.
     fn to_index(self) -> i64;
 }
 

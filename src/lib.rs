@@ -14,6 +14,9 @@
 //! # Ok::<(), wgpu_ops::Error>(())
 //! ```
 
+// Every public item is documented: the API is what embedders read.
+#![warn(missing_docs)]
+
 // Layers, each using only those above it: plain data (dtypes, errors, host tensors, index
 // values) -> `gpu` -> `storage` and `tensor` -> `recorder` -> `kernels` -> `ops` -> `graph`.
 // `onnx` (the model front end) beside `graph::json`; `reference` (CPU oracles) and `npy` (file

@@ -44,16 +44,19 @@ impl MapType {
 pub enum MapValues {
     /// A 1-D tensor, f32, f64 or i64.
     Numbers(HostTensor),
+    /// Strings.
     Strings(Vec<String>),
 }
 
 impl MapValues {
+    /// The number of values.
     pub fn len(&self) -> usize {
         match self {
             MapValues::Numbers(t) => t.numel(),
             MapValues::Strings(s) => s.len(),
         }
     }
+    /// Whether there are no values.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -140,12 +143,15 @@ impl Map {
     pub fn values(&self) -> &MapValues {
         &self.values
     }
+    /// The number of keys.
     pub fn len(&self) -> usize {
         self.keys.len()
     }
+    /// Whether the map is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Its key and value types.
     pub fn map_type(&self) -> MapType {
         MapType {
             int_keys: matches!(self.keys, MapKeys::Ints(_)),

@@ -13,6 +13,7 @@ pub struct CastMode {
     /// Out-of-range values (infinities included) become the largest finite value of their
     /// sign; without it they become infinity or NaN, whichever the format has.
     pub saturate: bool,
+    /// How a cast to [`DType::F8E8M0`] rounds.
     pub round: Round,
     /// Floats cast to the 8-, 16-, 4- and 2-bit integers round half to even and clamp to the
     /// type's range, as QuantizeLinear does (Cast truncates, and wraps the 4- and 2-bit ones).
@@ -41,6 +42,7 @@ impl Default for CastMode {
 }
 
 impl Round {
+    /// The mode of ONNX Cast's `round_mode` text (`up`, `down`, `nearest`).
     pub fn from_name(name: &str) -> Option<Round> {
         match name {
             "up" => Some(Round::Up),

@@ -234,6 +234,7 @@ pub fn strings_to_bytes(t: &StringTensor) -> Vec<u8> {
     with_header(&format!("<U{width}"), &t.shape, data)
 }
 
+/// Reads a numeric or bool `.npy` file.
 pub fn read(path: &Path) -> Result<HostTensor> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| file_error(&shown, e))?;
@@ -295,6 +296,7 @@ pub fn read_value(path: &Path) -> Result<crate::graph::Value> {
     from_bytes(&shown, &bytes).map(crate::graph::Value::Tensor)
 }
 
+/// Writes a string tensor as a `.npy` file of unicode strings (`<U`).
 pub fn write_strings(path: &Path, t: &StringTensor) -> Result<()> {
     let shown = path.display().to_string();
     let mut f = std::fs::File::create(path).map_err(|e| file_error(&shown, e))?;
@@ -302,6 +304,7 @@ pub fn write_strings(path: &Path, t: &StringTensor) -> Result<()> {
         .map_err(|e| file_error(&shown, e))
 }
 
+/// Writes `t` as a `.npy` file.
 pub fn write(path: &Path, t: &HostTensor) -> Result<()> {
     let shown = path.display().to_string();
     let mut f = std::fs::File::create(path).map_err(|e| file_error(&shown, e))?;

@@ -515,6 +515,7 @@ impl Recorder {
         Ok(())
     }
 
+    /// The context the recorder records on.
     pub fn context(&self) -> &Context {
         &self.ctx
     }

@@ -144,15 +144,19 @@ impl Tensor {
         &self.storage
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
+    /// The dimensions, outermost first.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
+    /// The number of dimensions.
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
+    /// The number of elements.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
@@ -165,6 +169,7 @@ impl Tensor {
     pub fn buffers(&self) -> &[wgpu::Buffer] {
         self.storage.buffers()
     }
+    /// The context whose device holds the tensor.
     pub fn context(&self) -> &Context {
         &self.ctx
     }

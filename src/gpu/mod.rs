@@ -154,12 +154,14 @@ pub enum MatMulKernel {
 }
 
 impl MatMulKernel {
+    /// Every kernel.
     pub const ALL: [MatMulKernel; 3] = [
         MatMulKernel::Tiles,
         MatMulKernel::Rows,
         MatMulKernel::Blocks,
     ];
 
+    /// The kernel's name in reports and options (`tiles`, `rows`, `blocks`).
     pub fn name(self) -> &'static str {
         match self {
             MatMulKernel::Tiles => "tiles",
@@ -200,10 +202,15 @@ pub const MEASURED_WORK: u64 = 1 << 16;
 /// A product's shape as the MatMul kernels see it, the key of measured choices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MatMulShape {
+    /// The operands' element type.
     pub dtype: crate::DType,
+    /// Matrices in the batch.
     pub batches: u64,
+    /// Rows of each product (of A).
     pub rows: u64,
+    /// Columns of each product (of B).
     pub n: u64,
+    /// Products summed per element (A's columns, B's rows).
     pub k: u64,
     /// i64/u64 on 32-bit words (no blocks kernel there).
     pub emulate64: bool,
@@ -213,8 +220,11 @@ pub struct MatMulShape {
 /// several runs) and the kernel chosen.
 #[derive(Clone, Debug)]
 pub struct MatMulMeasurement {
+    /// The product measured.
     pub shape: MatMulShape,
+    /// Each kernel timed and its best time, in microseconds.
     pub micros: Vec<(MatMulKernel, f64)>,
+    /// The kernel that serves this shape from now on.
     pub chosen: MatMulKernel,
 }
 
@@ -313,8 +323,11 @@ pub fn default_workgroup_size(info: &wgpu::AdapterInfo, limits: &wgpu::Limits) -
 /// The timing runs of [`MatMulChoice::Measure`] are not counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Command buffers submitted to the queue.
     pub submissions: u64,
+    /// Times the host waited for the GPU (read-backs, fence waits).
     pub host_waits: u64,
+    /// Compute pipelines compiled (each kernel variant once per context).
     pub pipelines_built: u64,
     /// Compute dispatches encoded (a Scan's replayed iterations count each time).
     pub dispatches: u64,
@@ -767,25 +780,33 @@ impl Context {
             && self.inner.info.subgroup_min_size >= n
     }
 
+    /// The adapter's name, backend and driver.
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
         &self.inner.info
     }
+    /// The limits the device was created with (the adapter's own, or WebGPU's defaults where
+    /// [`ContextOptions::webgpu_limits`] asks for them).
     pub fn limits(&self) -> &wgpu::Limits {
         &self.inner.limits
     }
+    /// The wgpu device, for work of the embedding program's own on this context's tensors.
     pub fn device(&self) -> &wgpu::Device {
         &self.inner.device
     }
+    /// The device's queue.
     pub fn queue(&self) -> &wgpu::Queue {
         &self.inner.queue
     }
+    /// The adapter the device was made from.
     pub fn adapter(&self) -> &wgpu::Adapter {
         &self.inner.adapter
     }
+    /// The wgpu instance the adapter came from.
     pub fn instance(&self) -> &wgpu::Instance {
         &self.inner.instance
     }
 
+    /// The context's counters so far (see [`Stats`]); compare two to count a run's work.
     pub fn stats(&self) -> Stats {
         Stats {
             submissions: self.inner.submissions.load(Ordering::Relaxed),
@@ -936,6 +957,9 @@ impl Context {
         self.inner.features
     }
 
+    /// The most bytes one buffer of a tensor holds (the device's `max_buffer_size`, or
+    /// [`ContextOptions::max_buffer_size`] if less, a multiple of 256); larger tensors span
+    /// several buffers.
     pub fn max_buffer_size(&self) -> u64 {
         self.inner.segment_bytes
     }

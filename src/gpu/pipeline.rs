@@ -11,8 +11,11 @@ use crate::Result;
 /// Which kind of resource a binding of a kernel is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Binding {
+    /// A uniform buffer (the kernel's parameters).
     Uniform,
+    /// A storage buffer the kernel only reads.
     StorageRead,
+    /// A storage buffer the kernel writes.
     StorageReadWrite,
 }
 
@@ -23,9 +26,11 @@ pub trait KernelSpec {
     fn module(&self) -> Cow<'static, str>;
     /// The WGSL text (asked for only when the module is not cached yet).
     fn source(&self) -> Cow<'static, str>;
+    /// The entry point's name in the module.
     fn entry(&self) -> &'static str;
     /// Values of the shader's `override` constants.
     fn constants(&self) -> Vec<(&'static str, u32)>;
+    /// The kinds of its bindings, in binding order (group 0).
     fn bindings(&self) -> &'static [Binding];
 }
 

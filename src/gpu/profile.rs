@@ -24,6 +24,7 @@ pub struct DispatchTime {
 /// in the order they were encoded.
 #[derive(Clone, Debug, Default)]
 pub struct Profile {
+    /// Each timed dispatch: its kernel and GPU time.
     pub dispatches: Vec<DispatchTime>,
     /// Dispatches encoded once the profile was full, not timed.
     pub untimed: u64,

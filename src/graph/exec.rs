@@ -1617,6 +1617,10 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
+    /// A session running `graph` on `ctx`: the graph is checked (outputs distinct, its nodes
+    /// ordered without a cycle) and analysed once here; each run plans it for its inputs (or
+    /// replays the last run's commands where the shapes are the same, see
+    /// [`Session::run_tensors`]).
     pub fn new(ctx: &Context, graph: Graph) -> Result<Session> {
         graph.check_outputs_distinct()?;
         // Gemms that are MatMuls in all but name run as MatMuls, which head fused programs
@@ -1689,6 +1693,7 @@ impl Session {
         })
     }
 
+    /// The graph the session runs (after the rewrites it made: Gemms as MatMuls, ...).
     pub fn graph(&self) -> &Graph {
         &self.graph
     }

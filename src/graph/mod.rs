@@ -31,11 +31,16 @@ pub use registry::{is_op, op_names};
 /// strings, a sequence of maps or one map (these three held on the host only).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ValueKind {
+    /// A tensor of numbers or bools.
     #[default]
     Tensor,
+    /// A sequence of tensors (ONNX `seq(tensor)`).
     Sequence,
+    /// An optional tensor: a tensor or nothing.
     OptionalTensor,
+    /// An optional sequence: a sequence of tensors or nothing.
     OptionalSequence,
+    /// A tensor of strings (ONNX `tensor(string)`).
     Strings,
     /// A sequence of maps from strings or integers to floats (ONNX-ML's ZipMap output).
     Maps,
@@ -44,6 +49,7 @@ pub enum ValueKind {
 }
 
 impl ValueKind {
+    /// The kind as messages name it (`a tensor`, `a sequence`, ...).
     pub fn name(self) -> &'static str {
         match self {
             ValueKind::Tensor => "a tensor",
@@ -60,11 +66,13 @@ impl ValueKind {
 /// A graph input or output, with what it must be (checked at run time where given).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValueInfo {
+    /// The value's name in the graph.
     pub name: String,
     /// For a sequence (or an optional), of its tensors.
     pub dtype: Option<DType>,
     /// `None`: any shape; a `None` dimension: any size. For a sequence, of each of its tensors.
     pub shape: Option<Vec<Option<usize>>>,
+    /// Whether it is a tensor, a sequence, an optional, strings or maps.
     pub kind: ValueKind,
 }
 
@@ -74,11 +82,17 @@ pub struct ValueInfo {
 /// `seq(map(K, float))`), or one map (ONNX-ML `map(K, V)`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// A tensor of numbers or bools.
     Tensor(HostTensor),
+    /// A sequence of tensors, in order.
     Sequence(Vec<HostTensor>),
+    /// An optional that holds nothing.
     None,
+    /// A tensor of strings.
     Strings(crate::StringTensor),
+    /// A sequence of maps.
     Maps(crate::MapSequence),
+    /// One map.
     Map(crate::Map),
 }
 
@@ -97,6 +111,7 @@ impl Value {
 }
 
 impl ValueInfo {
+    /// A tensor input or output of this name, of any dtype and shape.
     pub fn named(name: impl Into<String>) -> ValueInfo {
         ValueInfo {
             name: name.into(),
@@ -140,14 +155,21 @@ impl ValueInfo {
 /// A node attribute.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Attr {
+    /// An integer (ONNX `INT`).
     Int(i64),
+    /// A list of integers (ONNX `INTS`).
     Ints(Vec<i64>),
+    /// A float (ONNX `FLOAT`, widened).
     Float(f64),
+    /// A list of floats (ONNX `FLOATS`).
     Floats(Vec<f64>),
+    /// A string (ONNX `STRING`).
     String(String),
+    /// A list of strings (ONNX `STRINGS`).
     Strings(Vec<String>),
     /// A tensor (ONNX Constant's and ConstantOfShape's `value`).
     Tensor(HostTensor),
+    /// A subgraph: a Scan's or Loop's body, an If's branch (ONNX `GRAPH`).
     Graph(Box<Graph>),
 }
 
@@ -206,15 +228,20 @@ pub(crate) fn cast_mode(node: &Node) -> Result<crate::CastMode> {
 /// One op application.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
+    /// The op's name (`Add`, `Scan`, `ai.onnx.ml.TreeEnsemble`, ...).
     pub op: String,
+    /// The node's name, which errors name.
     pub name: String,
     /// Value names; `""` marks an optional input left out.
     pub inputs: Vec<String>,
+    /// The names of the values it defines, in the op's output order.
     pub outputs: Vec<String>,
+    /// Its attributes by name.
     pub attrs: BTreeMap<String, Attr>,
 }
 
 impl Node {
+    /// A node applying `op`, named `name`, with no inputs, outputs or attributes yet.
     pub fn new(op: impl Into<String>, name: impl Into<String>) -> Node {
         Node {
             op: op.into(),
@@ -224,14 +251,17 @@ impl Node {
             attrs: BTreeMap::new(),
         }
     }
+    /// Sets the names of the values it reads.
     pub fn inputs<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Node {
         self.inputs = names.into_iter().map(Into::into).collect();
         self
     }
+    /// Sets the names of the values it defines.
     pub fn outputs<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Node {
         self.outputs = names.into_iter().map(Into::into).collect();
         self
     }
+    /// Sets attribute `name`.
     pub fn attr(mut self, name: impl Into<String>, value: Attr) -> Node {
         self.attrs.insert(name.into(), value);
         self
@@ -257,10 +287,13 @@ impl Node {
 /// A graph: inputs, constants, nodes (in any order) and outputs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Graph {
+    /// The values a run is given, in order.
     pub inputs: Vec<ValueInfo>,
     /// Shared, so cloning a graph (a Scan body) or running it does not copy their data.
     pub constants: Vec<(String, std::sync::Arc<HostTensor>)>,
+    /// The ops, in any order (the graph is sorted when it is planned).
     pub nodes: Vec<Node>,
+    /// The values a run gives back, in order.
     pub outputs: Vec<ValueInfo>,
     /// Named (symbolic) dimensions of the inputs, as ONNX models declare them (`dim_param`):
     /// name -> the (input, axis) pairs it sizes. A run's inputs must agree on each.
@@ -268,6 +301,7 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// An empty graph.
     pub fn new() -> Graph {
         Graph::default()
     }
@@ -286,6 +320,7 @@ impl Graph {
         });
         self
     }
+    /// Adds a constant value named `name` (an ONNX initializer).
     pub fn constant(
         mut self,
         name: impl Into<String>,
@@ -294,10 +329,12 @@ impl Graph {
         self.constants.push((name.into(), value.into()));
         self
     }
+    /// Adds a node.
     pub fn node(mut self, node: Node) -> Graph {
         self.nodes.push(node);
         self
     }
+    /// Adds an output: the value named `name`.
     pub fn output(mut self, name: impl Into<String>) -> Graph {
         self.outputs.push(ValueInfo::named(name));
         self

@@ -13,7 +13,9 @@ use super::{grid_for, Kernel};
 /// Which direction the blocks move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlockMode {
+    /// Batch entries interleaved into the spatial axes.
     BatchToSpace,
+    /// Spatial blocks moved out into the batch axis.
     SpaceToBatch,
 }
 
@@ -21,8 +23,11 @@ pub enum BlockMode {
 /// pads) per axis. Computed from shapes and index values only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockPlan {
+    /// Which op.
     pub mode: BlockMode,
+    /// The shape it was planned for.
     pub input_shape: Vec<usize>,
+    /// The op's output shape.
     pub output_shape: Vec<usize>,
     /// `block[0]` is 1.
     pub block: Vec<u64>,
@@ -31,6 +36,7 @@ pub struct BlockPlan {
 }
 
 impl BlockPlan {
+    /// Elements of the output.
     pub fn output_numel(&self) -> u64 {
         self.output_shape.iter().map(|&d| d as u64).product()
     }
@@ -83,8 +89,11 @@ pub const SPECIALIZED_RANKS: u32 = 8;
 /// elements apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyDim {
+    /// Positions along the axis.
     pub len: u64,
+    /// Input elements between positions.
     pub src: u64,
+    /// Output elements between positions.
     pub dst: u64,
 }
 
@@ -93,12 +102,16 @@ pub struct CopyDim {
 /// `dst_base + sum(c_k * dims[k].dst)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CopyPiece {
+    /// The input element of the first position.
     pub src_base: u64,
+    /// The output element of the first position.
     pub dst_base: u64,
+    /// The axes, outermost first.
     pub dims: Vec<CopyDim>,
 }
 
 impl CopyPiece {
+    /// Elements copied.
     pub fn count(&self) -> u64 {
         self.dims.iter().map(|d| d.len).product()
     }

@@ -12,10 +12,15 @@ const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
 
 /// One element-wise op: its arity and WGSL expression (of `a`, `b`) per type class.
 pub struct ElementwiseOp {
+    /// The ONNX op's name.
     pub name: &'static str,
+    /// Two operands (`a`, `b`), else one (`a`).
     pub binary: bool,
+    /// The expression for float types (`None`: not defined on them).
     pub float: Option<&'static str>,
+    /// The expression for signed integers.
     pub int: Option<&'static str>,
+    /// The expression for unsigned integers.
     pub uint: Option<&'static str>,
 }
 
@@ -97,6 +102,7 @@ pub static OPS: [ElementwiseOp; 16] = [
     ),
 ];
 
+/// The op of [`OPS`] named `name`.
 pub fn lookup(name: &str) -> Option<&'static ElementwiseOp> {
     OPS.iter().find(|o| o.name == name)
 }

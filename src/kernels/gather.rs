@@ -13,8 +13,11 @@ use crate::storage::{Segments, Window};
 /// What one input axis contributes: input indices `start + k * step` for `k < len`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AxisSlice {
+    /// The first input index.
     pub start: u64,
+    /// Input indices between output positions (negative: backwards).
     pub step: i64,
+    /// Output positions.
     pub len: u64,
 }
 
@@ -46,7 +49,9 @@ pub(crate) fn specializations() -> impl Iterator<Item = (i32, bool)> {
 /// One axis of a gather, in elements: `len` positions, `step` input elements apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GatherDim {
+    /// Positions along the axis.
     pub len: u64,
+    /// Input elements between positions (negative: backwards).
     pub step: i64,
 }
 
@@ -55,7 +60,9 @@ pub struct GatherDim {
 /// contiguous in both input and output are merged, so the kernel loops over as few as possible.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GatherPlan {
+    /// Output elements.
     pub count: u64,
+    /// The input element of output element 0.
     pub base: u64,
     /// Outermost first.
     pub dims: Vec<GatherDim>,
@@ -90,6 +97,7 @@ impl GatherPlan {
         }
     }
 
+    /// The gather of a C-order input of `input_shape` taking `axes` (one per input axis).
     pub fn from_axes(input_shape: &[usize], axes: &[AxisSlice]) -> GatherPlan {
         debug_assert_eq!(input_shape.len(), axes.len());
         // Element strides of the (C-order) input.
@@ -184,9 +192,13 @@ impl GatherPlan {
 /// at multiples of `align`, inside one buffer of the source and of the output.
 #[derive(Clone, Copy, Debug)]
 pub struct Fit {
+    /// The most bytes a window binds.
     pub limit: u64,
+    /// Windows start at multiples of this many bytes.
     pub align: u64,
+    /// The source's buffers.
     pub src: Segments,
+    /// The output's buffers.
     pub out: Segments,
 }
 
@@ -195,10 +207,16 @@ pub struct Fit {
 /// elements in, or for 1- and 2-byte elements `dst_base` words plus `skip` element slots.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GatherChunk {
+    /// The elements this dispatch moves, counted from the source window.
     pub plan: GatherPlan,
+    /// The source's bytes it binds.
     pub src: Window,
+    /// The output's bytes it binds.
     pub out: Window,
+    /// Where its output starts in the output window (elements, or words of 1- and 2-byte
+    /// elements).
     pub dst_base: u64,
+    /// Element slots of the first word it leaves (1- and 2-byte elements).
     pub skip: u64,
 }
 

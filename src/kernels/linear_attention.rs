@@ -8,13 +8,18 @@ use crate::{Error, Recorder, Result, Tensor};
 /// The recurrence rule (ONNX `update_rule`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UpdateRule {
+    /// `S += k v^T`.
     Linear,
+    /// `S = g S + k v^T`, `g` the step's decay gate.
     Gated,
+    /// `S += beta k (v - S^T k)^T`: the delta rule.
     Delta,
+    /// The delta rule on the decayed state.
     GatedDelta,
 }
 
 impl UpdateRule {
+    /// The rule named by ONNX's `update_rule` text.
     pub fn parse(name: &str) -> Option<UpdateRule> {
         Some(match name {
             "linear" => UpdateRule::Linear,
@@ -24,9 +29,11 @@ impl UpdateRule {
             _ => return None,
         })
     }
+    /// Whether the rule decays the state each step.
     pub fn gated(self) -> bool {
         matches!(self, UpdateRule::Gated | UpdateRule::GatedDelta)
     }
+    /// Whether the rule is a delta rule (reads `beta`).
     pub fn delta(self) -> bool {
         matches!(self, UpdateRule::Delta | UpdateRule::GatedDelta)
     }
@@ -35,15 +42,25 @@ impl UpdateRule {
 /// The sizes of one call, checked by the op: `batch`, `steps`, heads, head sizes.
 #[derive(Clone, Copy, Debug)]
 pub struct LinearAttentionPlan {
+    /// Sequences.
     pub batch: usize,
+    /// Time steps.
     pub steps: usize,
+    /// Query heads.
     pub q_heads: usize,
+    /// Key and value heads (each shared by `q_heads / kv_heads` query heads).
     pub kv_heads: usize,
+    /// The key head size.
     pub dk: usize,
+    /// The value head size.
     pub dv: usize,
+    /// The recurrence.
     pub rule: UpdateRule,
+    /// The decay has one value per key element (else one per head).
     pub decay_per_key: bool,
+    /// `beta` has one value per head (else one per step only).
     pub beta_per_head: bool,
+    /// The factor of the query's products with the state.
     pub scale: f32,
     /// The step inputs and the output are [T, B, ...] (a Scan over time) instead of the op's
     /// [B, T, ...].

@@ -156,10 +156,15 @@ pub enum Kernel {
     /// 4- and 8-byte elements); 8-byte elements as `vec2<u32>` pairs (`main_pairs`); 4- and
     /// 8-byte elements stored as `vec4<u32>` quads (`main_quads`, GPUs).
     Gather {
+        /// Bytes per element (1, 2, 4 or 8).
         elem_bytes: u32,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
+        /// The destination is strided too (Concat's rows): 4- and 8-byte elements.
         dst_strided: bool,
+        /// 8-byte elements as `vec2<u32>` pairs (`main_pairs`).
         pairs: bool,
+        /// 16-byte quads stored per invocation (`main_quads`, GPUs).
         quads: bool,
         /// Blocks per invocation of `main_quads` (1 elsewhere).
         unroll: u32,
@@ -170,8 +175,11 @@ pub enum Kernel {
     },
     /// `block_remap.wgsl`: element by element, or runs of 4 words as `vec4<u32>` (`runs_vec4`).
     BlockRemap {
+        /// Bytes per element (1, 2, 4 or 8).
         elem_bytes: u32,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
+        /// Runs of 4 words moved as `vec4<u32>` (`runs_vec4`).
         vec4: bool,
         /// The rank the kernel is compiled for (its loops unrolled), or 0 for any.
         rank: u32,
@@ -185,31 +193,44 @@ pub enum Kernel {
     },
     /// `elementwise.wgsl` computing the op named `op` (see [`elementwise::OPS`]) on `dtype`.
     Elementwise {
+        /// The op's name in [`elementwise::OPS`].
         op: &'static str,
+        /// The operands' and result's type.
         dtype: DType,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
     },
     /// `elementwise.wgsl` converting `from` to `to`.
     Cast {
+        /// The input's type.
         from: DType,
+        /// The output's type.
         to: DType,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
     },
     /// `elementwise_words.wgsl` computing `op` (Cast, an op of [`words::WORD_OPS`] or of
     /// [`elementwise::OPS`]) on the first `arity` of `operands` into `out`.
     Words {
+        /// The op's name.
         op: &'static str,
+        /// The operands' types (the first `arity` used).
         operands: [DType; 3],
+        /// How many operands the op reads (1 to 3).
         arity: u8,
+        /// The result's type.
         out: DType,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
     },
     /// `elementwise_words.wgsl` computing a chain of element-wise ops fused into one
     /// program (see [`program::Program`]).
     Fused {
+        /// The interned program.
         program: &'static program::Program,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
         /// A 16-byte quad of output words per invocation, stored as one `vec4<u32>`
         /// (`main_quads`): a store of 16 bytes is what a GPU needs for its bandwidth, and CPU
@@ -226,42 +247,66 @@ pub enum Kernel {
     /// `gather_index.wgsl`: ONNX Gather of elements of 1, 2, 4 or 8 bytes by i32 or i64
     /// (`index64`) indices; GatherElements with `elements` (one index per output element).
     GatherIndex {
+        /// Bytes per element (1, 2, 4 or 8).
         elem_bytes: u32,
+        /// The indices are i64 (else i32).
         index64: bool,
+        /// GatherElements: one index per output element.
         elements: bool,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
     },
     /// `gather_rows.wgsl`: ONNX Gather of rows of whole 16-byte quads, a quad per invocation.
-    GatherRows { index64: bool, workgroup_size: u32 },
+    GatherRows {
+        /// The indices are i64 (else i32).
+        index64: bool,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
+        workgroup_size: u32,
+    },
     /// `check_values.wgsl`: reports the first value (i32, or i64 with `index64`) of a rule's
     /// input outside a range and a list of kept values (a rule on values read on the GPU).
-    CheckValues { index64: bool, workgroup_size: u32 },
+    CheckValues {
+        /// The values are i64 (else i32).
+        index64: bool,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
+        workgroup_size: u32,
+    },
     /// `row_norm.wgsl`: Softmax, LogSoftmax, LayerNormalization or RMSNormalization of f32,
     /// f16 or bf16 rows in one dispatch, `lanes` threads per row (see [`row_norm::RowNorm`]).
     RowNorm {
+        /// The row operation.
         mode: row_norm::RowNorm,
         /// f32, or f16 and bf16 two to a word.
         dtype: DType,
+        /// Invocations per row (a power of two).
         lanes: u32,
+        /// A bias is added after the scale (LayerNormalization's `B`).
         has_bias: bool,
     },
     /// `scatter.wgsl`: ONNX ScatterElements and ScatterND merging updates by `reduction` on
     /// `dtype` (replacing: one kernel per element size, see `scatter::kernel_dtype`).
     Scatter {
+        /// The data's type (for replacing, one type per element size).
         dtype: DType,
+        /// How an update merges with the data.
         reduction: scatter::ScatterReduction,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
         /// Every axis length the kernel splits positions by is a power of two
         /// (`POW2_DIVISORS`).
         pow2_divisors: bool,
+        /// The entry point (see [`scatter::ScatterEntry`]).
         entry: scatter::ScatterEntry,
     },
     /// `pad.wgsl`: ONNX Pad of elements of 1, 2, 4 or 8 bytes in `mode`.
     Pad {
+        /// Bytes per element (1, 2, 4 or 8).
         elem_bytes: u32,
+        /// constant, reflect, edge or wrap.
         mode: pad::PadMode,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
         /// 16-byte stores (`main_quads`), else four words stored apart.
         quads: bool,
@@ -269,18 +314,26 @@ pub enum Kernel {
     /// `cumsum.wgsl` on `dtype` (a 32- or 64-bit type): running sums, or with `product`
     /// running products.
     CumSum {
+        /// The element type (32 or 64 bits).
         dtype: DType,
+        /// Each sum leaves out its own element.
         exclusive: bool,
+        /// Sums run from the end of the axis.
         reverse: bool,
+        /// Running products instead of sums.
         product: bool,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
     },
     /// `topk.wgsl` on `dtype` (a 32- or 64-bit type), the largest or the smallest.
     TopK {
+        /// The element type (32 or 64 bits).
         dtype: DType,
+        /// The largest elements (else the smallest).
         largest: bool,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
@@ -288,11 +341,14 @@ pub enum Kernel {
     /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`, in one pass (0),
     /// as the first (1) or second (2) of two, or one thread per short row (3).
     Reduce {
+        /// The reduction's name in [`reduce::kernel_ops`].
         op: &'static str,
+        /// The input's type.
         input: DType,
         /// The element-wise program computing the input where it is read (see
         /// `reduce::prologue_fits`); `None`: the input is a tensor.
         prologue: Option<&'static program::Program>,
+        /// 0: one pass; 1 and 2: the first and second of two; 3: a thread per short row.
         pass: u8,
         /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
         emulate64: bool,
@@ -311,18 +367,36 @@ pub enum Kernel {
     },
     /// A Scan iteration's element reads and output writes at the position a GPU counter
     /// holds, `copies` of them in one dispatch (generated; see [`scan_step::copies_source`]).
-    ScanCopies { workgroup_size: u32, copies: u32 },
+    ScanCopies {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
+        workgroup_size: u32,
+        /// Copies made by one dispatch (1 to [`scan_step::MAX_GROUPED_COPIES`]).
+        copies: u32,
+    },
     /// `copy.wgsl`: a copy of words, or of `vec4<u32>` (`main_vec4`), on GPUs.
-    Copy { workgroup_size: u32, vec4: bool },
+    Copy {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
+        workgroup_size: u32,
+        /// A `vec4<u32>` per invocation (`main_vec4`), else a word.
+        vec4: bool,
+    },
     /// `concat.wgsl`: ONNX Concat of up to 6 inputs of whole words in one dispatch, a word
     /// or a `vec4<u32>` (`main_vec4`) per invocation.
-    Concat { workgroup_size: u32, vec4: bool },
+    Concat {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
+        workgroup_size: u32,
+        /// A `vec4<u32>` per invocation (`main_vec4`), else a word.
+        vec4: bool,
+    },
     /// ONNX Split into `parts` outputs (1 to 6) of whole words in one dispatch: the walk of
     /// `concat.wgsl` the other way (its entry points generated like Concat's, see
     /// `concat::parts_source`).
     Split {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
+        /// A `vec4<u32>` per invocation, else a word.
         vec4: bool,
+        /// The outputs (1 to 6).
         parts: u32,
     },
     /// `linear_attention.wgsl`: ONNX LinearAttention's recurrence (f32), one invocation per
@@ -331,39 +405,72 @@ pub enum Kernel {
     /// `subgroups`: the `lanes` entry with the 8 lanes of a column in one subgroup, their sums
     /// by subgroup shuffles instead of workgroup memory and barriers.
     LinearAttention {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
+        /// 8 invocations per state column in workgroups of 256 (GPUs).
         lanes: bool,
+        /// The column's lanes sum by subgroup shuffles.
         subgroups: bool,
     },
     /// `scan_counter.wgsl`: advances that counter.
-    ScanCounter { slot: u32 },
+    ScanCounter {
+        /// The counter word it reads; it writes the other one, one more (ping-pong).
+        slot: u32,
+    },
     /// `causal_conv.wgsl`: ONNX CausalConvWithState (f32), one invocation per output element
     /// and per element of the state passed on.
-    CausalConv { workgroup_size: u32 },
+    CausalConv {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
+        workgroup_size: u32,
+    },
     /// `grid_taps.wgsl`: ONNX GridSample's taps, one invocation per output position and
     /// combination of per-axis taps: the input row each reads and its weight.
-    GridTaps { workgroup_size: u32, f64: bool },
+    GridTaps {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
+        workgroup_size: u32,
+        /// f64 values (else f32).
+        f64: bool,
+    },
     /// `tree_walk.wgsl`: decision trees walked to their leaves, one invocation per row and
     /// tree, on f32 or f64 rows.
-    TreeWalk { workgroup_size: u32, f64: bool },
+    TreeWalk {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
+        workgroup_size: u32,
+        /// f64 values (else f32).
+        f64: bool,
+    },
     /// `det.wgsl`: determinants, one invocation per matrix, of f32 or f64.
-    Det { workgroup_size: u32, f64: bool },
+    Det {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
+        workgroup_size: u32,
+        /// f64 values (else f32).
+        f64: bool,
+    },
     /// `pairwise_coupling.wgsl`: class probabilities from pairwise ones, one invocation per
     /// row running libsvm's coupling iteration.
-    PairwiseCoupling { workgroup_size: u32 },
+    PairwiseCoupling {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
+        workgroup_size: u32,
+    },
     /// `max_roi_pool.wgsl`: MaxRoiPool over a window table, one invocation per output
     /// element (per word of 2-byte ones), floats of 2 (f16, or bf16 with `bf16`), 4 or 8
     /// bytes compared by their bits.
     MaxRoiPool {
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
+        /// Bytes per element (2, 4 or 8).
         elem_bytes: u32,
+        /// 2-byte elements are bf16 (else f16).
         bf16: bool,
     },
     /// `random.wgsl`: Philox blocks made into uniform, normal, Bernoulli or Multinomial
     /// values of f32 or f64.
     Random {
+        /// The distribution drawn.
         mode: random::RandomMode,
+        /// f64 values (else f32).
         f64: bool,
+        /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
     },
     /// `random_advance.wgsl`: a random stream's next draw index.
@@ -372,9 +479,13 @@ pub enum Kernel {
     /// points (the tiles have a fixed 16 x 16). With an `epilogue`, each sum is operand 0 of
     /// that element-wise program, whose result is stored (a fused `MatMul -> Add -> Tanh`).
     MatMul {
+        /// The kernel (tiles, rows or blocks).
         variant: MatMulKernel,
+        /// The operands' and product's type.
         dtype: DType,
+        /// The workgroup size of the `rows` and `blocks` entry points.
         group: u32,
+        /// The element-wise program each sum goes through before it is stored.
         epilogue: Option<&'static program::Program>,
         /// An element-wise program computing operand `.1` (0: A, 1: B) where it is read.
         prologue: Option<(&'static program::Program, u8)>,

@@ -9,13 +9,18 @@ use crate::{DType, Error, Recorder, Result, Tensor};
 /// How Pad fills what lies outside the input (ONNX's `mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PadMode {
+    /// The constant value.
     Constant,
+    /// The input mirrored at its edges, the edge element not repeated.
     Reflect,
+    /// The edge element repeated.
     Edge,
+    /// The input repeated (from its other end).
     Wrap,
 }
 
 impl PadMode {
+    /// The mode named by ONNX's `mode` text.
     pub fn parse(mode: &str) -> Option<PadMode> {
         Some(match mode {
             "constant" => PadMode::Constant,
@@ -26,6 +31,7 @@ impl PadMode {
         })
     }
 
+    /// ONNX's name of the mode.
     pub fn name(self) -> &'static str {
         match self {
             PadMode::Constant => "constant",
@@ -50,9 +56,13 @@ impl PadMode {
 /// on), `out_len` in all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PadAxis {
+    /// Output elements along the axis.
     pub out_len: usize,
+    /// Input elements kept.
     pub len: usize,
+    /// Padding ahead of them.
     pub before: usize,
+    /// Input elements cropped ahead of them.
     pub crop: usize,
 }
 

@@ -30,8 +30,11 @@ pub const MAX_STEPS: usize = 24;
 /// exactly; see [`Arg::literal`]), which takes no binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Arg {
+    /// Operand `k` of the program.
     Operand(u8),
+    /// The result of step `k`.
     Step(u8),
+    /// A constant of the dtype: the bits of the f64 holding it.
     Literal(DType, u64),
 }
 
@@ -70,8 +73,11 @@ impl Arg {
 /// `Cast`, ...) on one to three arguments, giving `out`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Step {
+    /// The op's name.
     pub op: &'static str,
+    /// What it reads.
     pub args: Vec<Arg>,
+    /// Its result's type.
     pub out: DType,
 }
 
@@ -116,14 +122,17 @@ impl Program {
         Arg::Operand((self.operands.len() - 1) as u8)
     }
 
+    /// The operands' types, in order.
     pub fn operands(&self) -> &[DType] {
         &self.operands
     }
 
+    /// The steps, in order.
     pub fn steps(&self) -> &[Step] {
         &self.steps
     }
 
+    /// Whether i64 and u64 are held as u32 pairs (adapters without `SHADER_INT64`).
     pub fn emulate64(&self) -> bool {
         self.emulate64
     }
@@ -858,7 +867,9 @@ fn defined_functions(text: &str) -> Vec<String> {
 /// `Sub -> ReduceSumSquare` is one dispatch; see the reduction and MatMul prologues).
 #[derive(Clone, Copy)]
 pub enum Values<'a> {
+    /// A tensor's elements.
     Tensor(&'a Tensor),
+    /// A program's values, never stored.
     Program {
         /// Its operand `k` is `leaves[k]`.
         program: &'a Program,
@@ -870,6 +881,7 @@ pub enum Values<'a> {
 }
 
 impl Values<'_> {
+    /// The values' type.
     pub fn dtype(&self) -> DType {
         match self {
             Values::Tensor(t) => t.dtype(),
@@ -877,6 +889,7 @@ impl Values<'_> {
         }
     }
 
+    /// The values' shape.
     pub fn shape(&self) -> &[usize] {
         match self {
             Values::Tensor(t) => t.shape(),

@@ -15,9 +15,13 @@ use crate::{DType, Out, Recorder, Result, Tensor};
 /// What the kernel computes over each row (the shader's `MODE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RowNorm {
+    /// ONNX Softmax along the row.
     Softmax = 0,
+    /// ONNX LogSoftmax along the row.
     LogSoftmax = 1,
+    /// ONNX LayerNormalization: the row less its mean over its standard deviation.
     LayerNorm = 2,
+    /// ONNX RMSNormalization: the row over its root mean square.
     RmsNorm = 3,
 }
 

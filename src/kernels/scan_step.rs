@@ -20,12 +20,19 @@ use crate::{Recorder, Result, Tensor};
 /// `dst` at `dst_base + p * dst_step` (in words), where `p` is the iteration's position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IterationCopy {
+    /// Words per element.
     pub words: u32,
+    /// The source word at position 0.
     pub src_base: u32,
+    /// Source words between positions.
     pub src_step: u32,
+    /// The destination word at position 0.
     pub dst_base: u32,
+    /// Destination words between positions.
     pub dst_step: u32,
+    /// The sequence's length (iterations).
     pub seq: u32,
+    /// The position counts from the end (`seq - 1 - t` at iteration `t`).
     pub reverse: bool,
     /// The counter slot the iteration reads (its parity).
     pub slot: u32,

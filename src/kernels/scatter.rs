@@ -9,14 +9,20 @@ use crate::{DType, Recorder, Result, Tensor};
 /// How an update merges with the element it lands on (ONNX's `reduction`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScatterReduction {
+    /// The update replaces the element.
     None,
+    /// The update is added.
     Add,
+    /// The element is multiplied by the update.
     Mul,
+    /// The larger of the two.
     Max,
+    /// The smaller of the two.
     Min,
 }
 
 impl ScatterReduction {
+    /// The reduction named by ONNX's `reduction` text.
     pub fn parse(name: &str) -> Option<ScatterReduction> {
         Some(match name {
             "none" => ScatterReduction::None,
@@ -28,6 +34,7 @@ impl ScatterReduction {
         })
     }
 
+    /// ONNX's name of the reduction.
     pub fn name(self) -> &'static str {
         match self {
             ScatterReduction::None => "none",
@@ -38,6 +45,7 @@ impl ScatterReduction {
         }
     }
 
+    /// Every reduction.
     pub const ALL: [ScatterReduction; 5] = [
         ScatterReduction::None,
         ScatterReduction::Add,
@@ -190,12 +198,14 @@ pub enum ScatterEntry {
     /// `main_claims`, then `main_claimed`: ScatterND without a reduction, every update at
     /// once, the last tuple on a data slice winning (its claim).
     Claims,
+    /// `main_claimed`: each update element written where its tuple won the claim.
     Claimed,
     /// `main_claimed_quads`: `Claimed` by 16-byte quads, for slices of whole quads.
     ClaimedQuads,
 }
 
 impl ScatterEntry {
+    /// Every entry point.
     pub const ALL: [ScatterEntry; 5] = [
         ScatterEntry::Main,
         ScatterEntry::Rows,
@@ -212,6 +222,7 @@ impl ScatterEntry {
         )
     }
 
+    /// The entry point's name in the shader.
     pub fn name(self) -> &'static str {
         match self {
             ScatterEntry::Main => "main",

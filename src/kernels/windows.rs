@@ -15,9 +15,13 @@ fn in_one_segment(first: u64, span: u64, segment: u64) -> bool {
 /// there (1 for an element, a whole row or matrix for MatMul). Steps are non-negative.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Walk {
+    /// Positions along each axis, outermost first.
     pub lens: Vec<u64>,
+    /// `steps[k][j]`: buffer `j`'s elements between positions of axis `k`.
     pub steps: Vec<Vec<u64>>,
+    /// Each buffer's element at coordinates 0.
     pub bases: Vec<u64>,
+    /// Elements each buffer uses from each position.
     pub extents: Vec<u64>,
 }
 
@@ -56,6 +60,7 @@ impl Walk {
         }
     }
 
+    /// Positions walked.
     pub fn count(&self) -> u64 {
         self.lens.iter().product()
     }

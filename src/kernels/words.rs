@@ -75,6 +75,7 @@ pub enum Class {
 }
 
 impl Class {
+    /// The class a kernel holds `dtype` in.
     pub fn of(dtype: DType) -> Class {
         match dtype {
             DType::F32
@@ -213,7 +214,9 @@ pub(crate) fn bits_expression(dtype: DType) -> &'static str {
 /// An op's WGSL: helper functions (of the operand types `A`, `B`, `C` and result type `R`)
 /// and the expression of `a`, `b`, `c`.
 pub struct Expr {
+    /// Functions the expression calls.
     pub helpers: String,
+    /// The expression.
     pub expression: String,
 }
 
@@ -305,9 +308,13 @@ pub enum Result_ {
 /// One op the word kernel computes beyond the typed kernel's table: operand count, result,
 /// and its WGSL for operand classes (None where ONNX does not define it on those dtypes).
 pub struct WordOp {
+    /// The op's name.
     pub name: &'static str,
+    /// Operands it reads (1 to 3).
     pub inputs: usize,
+    /// Its result's type.
     pub result: Result_,
+    /// Its WGSL for the operands' classes.
     pub wgsl: fn(&[Class]) -> Option<Expr>,
 }
 
@@ -856,6 +863,7 @@ fn small_float_cast(to: DType, mode: CastMode, inner: &str) -> Option<String> {
     })
 }
 
+/// The op of [`WORD_OPS`] named `name`.
 pub fn word_op(name: &str) -> Option<&'static WordOp> {
     WORD_OPS.iter().find(|o| o.name == name)
 }

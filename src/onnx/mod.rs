@@ -80,10 +80,13 @@ use proto::{attribute_proto::AttributeType, tensor_proto::DataType};
 /// A loaded model: its main graph and what the file says about itself.
 #[derive(Clone, Debug)]
 pub struct Model {
+    /// The main graph, in this crate's form.
     pub graph: Graph,
+    /// The file's IR version.
     pub ir_version: i64,
     /// Opset imports, by domain (`""` is the default ONNX domain).
     pub opsets: BTreeMap<String, i64>,
+    /// The producer's name (`pytorch`, `skl2onnx`, ...), empty if not given.
     pub producer: String,
 }
 

@@ -11,12 +11,16 @@ const OP: &str = "BatchToSpace";
 /// BatchToSpace-2's index inputs (one value per data axis each).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BatchToSpace {
+    /// The block's size along each axis (the batch axis' is 1).
     pub block_shape: Vec<i64>,
+    /// Elements cropped from the start of each axis of the result.
     pub crops_begin: Vec<i64>,
+    /// Elements cropped from the end of each axis of the result.
     pub crops_end: Vec<i64>,
 }
 
 impl BatchToSpace {
+    /// The op with these inputs (integers of any type).
     pub fn new(
         block_shape: impl IntoIndices,
         crops_begin: impl IntoIndices,

@@ -18,14 +18,21 @@ const MAX_KERNEL_ENTRIES: u64 = 1 << 26;
 /// Col2Im's geometry, plain data (shared with the CPU interpreter).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Col2ImPlan {
+    /// Channels of the image (C).
     pub channels: usize,
+    /// The image's spatial shape.
     pub image: Vec<usize>,
+    /// The block's spatial shape.
     pub block: Vec<usize>,
     /// Blocks along each axis.
     pub blocks: Vec<usize>,
+    /// Steps between blocks along each axis.
     pub strides: Vec<usize>,
+    /// Steps between a block's elements along each axis.
     pub dilations: Vec<usize>,
+    /// Padding before each axis of the image.
     pub pads_begin: Vec<usize>,
+    /// Padding after each axis of the image.
     pub pads_end: Vec<usize>,
 }
 

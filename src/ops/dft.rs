@@ -18,10 +18,15 @@ fn invalid(op: &'static str, input: &str, message: String) -> Error {
 /// taking the input's real parts then imaginary parts to the output's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DftPlan {
+    /// Input samples.
     pub n: usize,
+    /// Parts per input sample: 1 real, 2 complex.
     pub c_in: usize,
+    /// Output bins.
     pub m: usize,
+    /// Parts per output bin.
     pub c_out: usize,
+    /// The transform's matrix `[c_in * n, c_out * m]`, row-major.
     pub matrix: Vec<f64>,
 }
 

@@ -39,9 +39,17 @@ pub enum Route {
     /// One product with the `[2n, 2n]` matrix.
     Direct,
     /// `n = n1 * n2`: `n2` transforms of `n1` points, then `n1` of `n2` points.
-    Split { n1: usize, n2: usize },
+    Split {
+        /// Points of the first transforms.
+        n1: usize,
+        /// Points of the second.
+        n2: usize,
+    },
     /// Bluestein: a circular convolution of `m` points (a power of two, at least `2n - 1`).
-    Chirp { m: usize },
+    Chirp {
+        /// The convolution's length.
+        m: usize,
+    },
 }
 
 /// The route of an `n`-point transform: direct up to [`DIRECT_POINTS`], else split at the

@@ -21,12 +21,14 @@ fn invalid(input: &str, message: String) -> Error {
 }
 
 /// GridSample's attributes (ONNX names and defaults).
+/// GridSample's attributes.
 #[derive(Clone, Copy, Debug)]
 pub struct GridSampleAttrs<'a> {
     /// `linear`, `nearest` or `cubic` (`bilinear` and `bicubic` as GridSample-16 names them).
     pub mode: &'a str,
     /// `zeros`, `border` or `reflection`.
     pub padding_mode: &'a str,
+    /// Whether -1 and 1 are the centers of the corner pixels (else their outer edges).
     pub align_corners: bool,
 }
 

@@ -10,7 +10,9 @@ const OP: &str = "LinearAttention";
 /// The attributes of a LinearAttention node.
 #[derive(Clone, Debug)]
 pub struct LinearAttention {
+    /// Heads of the query (a positive multiple of `kv_num_heads`).
     pub q_num_heads: i64,
+    /// Heads of the keys and values.
     pub kv_num_heads: i64,
     /// 0: `1 / sqrt(dk)`.
     pub scale: f32,
@@ -21,8 +23,11 @@ pub struct LinearAttention {
 /// The optional inputs.
 #[derive(Clone, Copy, Default)]
 pub struct LinearAttentionState<'a> {
+    /// The state before the first step (zeros when absent).
     pub past_state: Option<&'a Tensor>,
+    /// The gated rules' per-step decay (its log, as the op takes it).
     pub decay: Option<&'a Tensor>,
+    /// The delta rules' per-step update strength.
     pub beta: Option<&'a Tensor>,
     /// The dtype of `present_state` when there is no `past_state` (else `past_state`'s);
     /// `None`: the query's.

@@ -17,12 +17,18 @@ pub const MAX_PROLOGUE_READS: usize = 4;
 /// output `[batch..., m, n]`, and the op's output (unit axes of 1-D operands removed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MatMulPlan {
+    /// A as `[..., m, k]`.
     pub lhs: Vec<usize>,
+    /// B as `[..., k, n]`.
     pub rhs: Vec<usize>,
+    /// The kernel's output `[batch..., m, n]`.
     pub full_output: Vec<usize>,
+    /// The op's output.
     pub output: Vec<usize>,
 }
 
+/// Checks MatMul's operands (one dtype; numpy's rules for 1-D operands and broadcast batch
+/// axes) and plans the product.
 pub fn plan(a: (DType, &[usize]), b: (DType, &[usize])) -> Result<MatMulPlan> {
     if a.0 != b.0 {
         return Err(Error::invalid(

@@ -20,12 +20,18 @@ pub struct ResizeAttrs<'a> {
     /// `round_prefer_floor`, `round_prefer_ceil`, `floor`, `ceil`, or `simple` (Resize-10 and
     /// Upsample: floor when enlarging, ceil when shrinking).
     pub nearest_mode: &'a str,
+    /// The cubic kernel's `a` (-0.75; -0.5 is TensorFlow's).
     pub cubic_coeff_a: f64,
+    /// Taps outside the input get weight 0 and the rest are renormalized.
     pub exclude_outside: bool,
+    /// The value of output positions outside the input under `tf_crop_and_resize`.
     pub extrapolation_value: f64,
+    /// Linear and cubic downsampling widen their kernel by the scale (an antialiasing
+    /// filter).
     pub antialias: bool,
     /// `stretch`, `not_larger` or `not_smaller` (with `sizes`).
     pub keep_aspect_ratio_policy: &'a str,
+    /// The axes that `scales` or `sizes` give (from the end when negative); `None`: all.
     pub axes: Option<&'a [i64]>,
 }
 
@@ -49,18 +55,26 @@ impl Default for ResizeAttrs<'_> {
 /// taps + t]]` along `axis` (or `extrapolation_value` where `extrapolated[o]`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AxisTaps {
+    /// The axis resized.
     pub axis: usize,
+    /// Its length in the output.
     pub output: usize,
+    /// Input elements summed per output position.
     pub taps: usize,
+    /// Each tap's input position, `[output * taps]`.
     pub index: Vec<i64>,
+    /// Each tap's weight, `[output * taps]`.
     pub coeff: Vec<f64>,
+    /// Output positions that take the extrapolation value (`tf_crop_and_resize`).
     pub extrapolated: Option<Vec<bool>>,
 }
 
 /// Resize's plan: the output shape and the resized axes in order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResizePlan {
+    /// The output's shape.
     pub shape: Vec<usize>,
+    /// The axes resized, in the order they are computed.
     pub axes: Vec<AxisTaps>,
 }
 

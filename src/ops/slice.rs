@@ -11,14 +11,18 @@ const OP: &str = "Slice";
 /// Slice-8's index inputs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Slice {
+    /// The first position along each sliced axis (from the end when negative; clamped).
     pub start: Vec<i64>,
+    /// The position each stops before (from the end when negative; clamped).
     pub stop: Vec<i64>,
+    /// The step along each (not 0; negative walks backwards).
     pub step: Vec<i64>,
     /// `None`: axes `0..start.len()`.
     pub axes: Option<Vec<i64>>,
 }
 
 impl Slice {
+    /// The op with these inputs (integers of any type) over axes `0..start.len()`.
     pub fn new(start: impl IntoIndices, stop: impl IntoIndices, step: impl IntoIndices) -> Self {
         Slice {
             start: start.into_indices(),
@@ -27,6 +31,7 @@ impl Slice {
             axes: None,
         }
     }
+    /// Slices these axes instead (from the end when negative), in the order of `start`.
     pub fn axes(mut self, axes: impl IntoIndices) -> Self {
         self.axes = Some(axes.into_indices());
         self

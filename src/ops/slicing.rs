@@ -8,6 +8,7 @@ use crate::{Out, Recorder, Result, Tensor};
 /// A normalized slice of a tensor, computed from the shape and index values alone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlicePlan {
+    /// The shape it was planned for.
     pub input_shape: Vec<usize>,
     /// One entry per input axis, in order.
     pub axes: Vec<AxisSlice>,

@@ -11,12 +11,16 @@ const OP: &str = "SpaceToBatch";
 /// SpaceToBatch-2's index inputs (one value per data axis each).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpaceToBatch {
+    /// The block's size along each axis (the batch axis' is 1).
     pub block_shape: Vec<i64>,
+    /// Zeros padded before each axis.
     pub pads_begin: Vec<i64>,
+    /// Zeros padded after each axis.
     pub pads_end: Vec<i64>,
 }
 
 impl SpaceToBatch {
+    /// The op with these inputs (integers of any type).
     pub fn new(
         block_shape: impl IntoIndices,
         pads_begin: impl IntoIndices,

@@ -12,14 +12,22 @@ const OP: &str = "StridedSlice";
 /// are padded with zeros, longer ones truncated to the length of `begin`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StridedSlice {
+    /// The first position along each axis of the index expression.
     pub begin: Vec<i64>,
+    /// The position each stops before.
     pub end: Vec<i64>,
     /// `None`: all strides 1.
     pub stride: Option<Vec<i64>>,
+    /// 1 where `begin` is ignored (the axis starts at its first element, or its last when
+    /// the stride is negative).
     pub begin_mask: Vec<i64>,
+    /// 1 where `end` is ignored (the axis runs to its end).
     pub end_mask: Vec<i64>,
+    /// 1 where a new axis of size 1 is inserted.
     pub new_axis_mask: Vec<i64>,
+    /// 1 where the axis is indexed at `begin` and removed.
     pub shrink_axis_mask: Vec<i64>,
+    /// 1 at the position standing for every axis not named (`...`); one at most.
     pub ellipsis_mask: Vec<i64>,
 }
 
@@ -32,6 +40,7 @@ enum Position {
 }
 
 impl StridedSlice {
+    /// The op with `begin` and `end` (integers of any type), strides 1 and no masks.
     pub fn new(begin: impl IntoIndices, end: impl IntoIndices) -> Self {
         StridedSlice {
             begin: begin.into_indices(),
@@ -39,26 +48,32 @@ impl StridedSlice {
             ..Default::default()
         }
     }
+    /// Sets the strides.
     pub fn stride(mut self, stride: impl IntoIndices) -> Self {
         self.stride = Some(stride.into_indices());
         self
     }
+    /// Sets `begin_mask`.
     pub fn begin_mask(mut self, mask: impl IntoIndices) -> Self {
         self.begin_mask = mask.into_indices();
         self
     }
+    /// Sets `end_mask`.
     pub fn end_mask(mut self, mask: impl IntoIndices) -> Self {
         self.end_mask = mask.into_indices();
         self
     }
+    /// Sets `new_axis_mask`.
     pub fn new_axis_mask(mut self, mask: impl IntoIndices) -> Self {
         self.new_axis_mask = mask.into_indices();
         self
     }
+    /// Sets `shrink_axis_mask`.
     pub fn shrink_axis_mask(mut self, mask: impl IntoIndices) -> Self {
         self.shrink_axis_mask = mask.into_indices();
         self
     }
+    /// Sets `ellipsis_mask`.
     pub fn ellipsis_mask(mut self, mask: impl IntoIndices) -> Self {
         self.ellipsis_mask = mask.into_indices();
         self

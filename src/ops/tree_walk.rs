@@ -11,10 +11,15 @@ pub const MAX_DEPTH: u32 = 4096;
 /// Rule bits of a node: which outcomes of comparing x with the threshold t go to the true
 /// child; a leaf stops the walk.
 pub mod rule {
+    /// x below t goes to the true child.
     pub const LESS: i32 = 1;
+    /// x equal to t goes to the true child.
     pub const EQUAL: i32 = 2;
+    /// x above t goes to the true child.
     pub const GREATER: i32 = 4;
+    /// x NaN goes to the true child.
     pub const NAN: i32 = 8;
+    /// The node is a leaf.
     pub const LEAF: i32 = 16;
 }
 

@@ -24,27 +24,37 @@ use crate::{DType, Error, HostTensor, Out, Recorder, Result, Tensor};
 /// (`None`: absent).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WindowAttrs<'a> {
+    /// The window's spatial shape (Conv: the weights' when absent).
     pub kernel_shape: Option<&'a [i64]>,
+    /// Steps between windows per spatial axis (1).
     pub strides: Option<&'a [i64]>,
+    /// Steps between a window's elements per spatial axis (1).
     pub dilations: Option<&'a [i64]>,
+    /// Padding at the start of each spatial axis, then at the end of each (0).
     pub pads: Option<&'a [i64]>,
     /// `NOTSET` (or empty), `SAME_UPPER`, `SAME_LOWER` or `VALID`.
     pub auto_pad: &'a str,
+    /// The pools' output lengths round up (a last window may start in the end padding).
     pub ceil_mode: bool,
 }
 
 /// Where the windows of a sliding-window op lie, per spatial axis (plain data).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WindowPlan {
+    /// The window's length per spatial axis.
     pub kernel: Vec<usize>,
+    /// Steps between windows.
     pub strides: Vec<usize>,
+    /// Steps between a window's elements.
     pub dilations: Vec<usize>,
     /// The op's padding (explicit, or from `auto_pad`): AveragePool's `count_include_pad`
     /// counts it.
     pub pads_begin: Vec<usize>,
+    /// The op's padding at the end of each axis.
     pub pads_end: Vec<usize>,
     /// Padding past `pads_end` that the last window of `ceil_mode` reaches (counted nowhere).
     pub extra_end: Vec<usize>,
+    /// The output's length per spatial axis.
     pub output: Vec<usize>,
 }
 
@@ -305,17 +315,25 @@ pub fn average_counts(plan: &WindowPlan, spatial: &[usize], include_pad: bool) -
 /// the output reaches past the scattered input) at each end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TransposePlan {
+    /// The kernel's length per spatial axis.
     pub kernel: Vec<usize>,
+    /// Steps between the input's positions in the output.
     pub strides: Vec<usize>,
+    /// Steps between the kernel's elements.
     pub dilations: Vec<usize>,
+    /// Padding at the start of each axis (negative: the output starts before the input's
+    /// first scattered position).
     pub pads_begin: Vec<i64>,
+    /// The output's length per spatial axis.
     pub output: Vec<usize>,
 }
 
 /// The attributes ConvTranspose adds to the window ones.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TransposeAttrs<'a> {
+    /// Kernel shape, strides, dilations, pads and `auto_pad`.
     pub window: WindowAttrs<'a>,
+    /// Elements added at the end of each spatial axis of the output (0).
     pub output_padding: Option<&'a [i64]>,
     /// Spatial lengths (or the whole shape, of which the spatial ones are used).
     pub output_shape: Option<&'a [i64]>,
@@ -469,9 +487,13 @@ pub fn window_budget(ctx: &crate::Context) -> u64 {
 /// of the first output axis at a time (all of them when whole images fit the budget).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WindowBands {
+    /// Images in all.
     pub n: usize,
+    /// Images per band.
     pub images: usize,
+    /// Positions along the first output axis.
     pub h: usize,
+    /// Positions of that axis per band.
     pub rows: usize,
 }
 

@@ -94,13 +94,20 @@ pub fn axis_indices(dim: usize, begin: Option<i64>, end: Option<i64>, stride: i6
 /// One position of a numpy-style index expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IndexItem {
+    /// `begin:end:stride` (numpy's defaults where `None`).
     Range {
+        /// The first position (from the end when negative).
         begin: Option<i64>,
+        /// The position it stops before (from the end when negative).
         end: Option<i64>,
+        /// The step, negative to walk backwards.
         stride: i64,
     },
+    /// One position (from the end when negative); the axis goes.
     Index(i64),
+    /// A new axis of size 1 (`None`).
     NewAxis,
+    /// Every axis not named (`...`).
     Ellipsis,
 }
 

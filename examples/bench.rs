@@ -20,7 +20,8 @@
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--min-mib N] [--max-mib N] [--quick] [--case TEXT]
 //! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--busy-ms N] [--cpu-kernels on|off] [--f16-conversions built-in|integer] [--matmul by-shape|measure|tiles|rows|blocks]
-//! [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only] [--pad-only] [--scatter-only]`
+//! [--widths 1,2,4,8] [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only] [--gather-only] [--pad-only] [--scatter-only] [--linear-attention-only] [--help]`
+//! (an unknown argument is refused, exit 2)
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
 //! bf16 products against the same products through f32 copies and in f32;
@@ -418,8 +419,80 @@ fn dtype_of_width(w: u64) -> DType {
     }
 }
 
+/// Flags that take a value, and switches.
+const VALUE_FLAGS: [&str; 13] = [
+    "--out",
+    "--min-mib",
+    "--max-mib",
+    "--case",
+    "--widths",
+    "--workgroup-size",
+    "--gather-unroll",
+    "--rotate-mib",
+    "--busy-ms",
+    "--cpu-kernels",
+    "--f16-conversions",
+    "--matmul",
+    "--replot",
+];
+const SWITCHES: [&str; 14] = [
+    "--quick",
+    "--no-scan",
+    "--scan-only",
+    "--rnn-only",
+    "--matmul-only",
+    "--transfer-only",
+    "--dtypes-only",
+    "--broadcast-only",
+    "--reduce-only",
+    "--gather-only",
+    "--pad-only",
+    "--scatter-only",
+    "--linear-attention-only",
+    "--help",
+];
+
+/// Refuses what is not a known flag (a typo would otherwise run the whole benchmark, an
+/// hour on a CPU adapter and a device session's budget on a GPU); `--help` lists them.
+fn check_args(args: &[String]) {
+    let usage = || {
+        let values: Vec<String> = VALUE_FLAGS.iter().map(|f| format!("[{f} V]")).collect();
+        let switches: Vec<String> = SWITCHES.iter().map(|f| format!("[{f}]")).collect();
+        format!(
+            "usage: bench {} {}\n(the file's doc comment says what each does)",
+            values.join(" "),
+            switches.join(" ")
+        )
+    };
+    let mut i = 1;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == "--help" || a == "-h" {
+            println!("{}", usage());
+            std::process::exit(0);
+        }
+        if VALUE_FLAGS.contains(&a) {
+            if i + 1 >= args.len() {
+                eprintln!("error: bench: {a} needs a value\n{}", usage());
+                std::process::exit(2);
+            }
+            i += 2;
+        } else if SWITCHES.contains(&a) {
+            i += 1;
+        } else {
+            eprintln!(
+                "error: bench: unknown argument '{}'\n{}",
+                a.escape_debug(),
+                usage()
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    check_args(&args);
     let flag = |name: &str| {
         args.iter()
             .position(|a| a == name)

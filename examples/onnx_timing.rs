@@ -31,6 +31,20 @@ fn main() -> Result<()> {
         .take_while(|a| a.starts_with("--"))
         .collect();
     let inputs = &inputs[flags.len()..];
+    const FLAGS: [&str; 4] = [
+        "--node-by-node",
+        "--copied-elements",
+        "--iterated-scans",
+        "--profile",
+    ];
+    if let Some(unknown) = flags.iter().find(|f| !FLAGS.contains(f)) {
+        eprintln!(
+            "error: onnx_timing: unknown flag '{}' (known: {})",
+            unknown.escape_debug(),
+            FLAGS.join(" ")
+        );
+        std::process::exit(2);
+    }
     let node_by_node = flags.contains(&"--node-by-node");
     let copied_elements = flags.contains(&"--copied-elements");
     let iterated_scans = flags.contains(&"--iterated-scans");

@@ -17,10 +17,11 @@ fn pseudo_random(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let b = (s >> 56) as u8;
-            if dtype == DType::Bool {
-                b & 1
-            } else {
-                b
+            // Bool is 0 or 1; types narrower than a byte keep their low bits, the rest zero.
+            match (dtype, dtype.packed_bits()) {
+                (DType::Bool, _) => b & 1,
+                (_, Some(bits)) => b & ((1u8 << bits) - 1),
+                _ => b,
             }
         })
         .collect();

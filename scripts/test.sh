@@ -53,6 +53,10 @@ WGPU_OPS_CPU_KERNELS=0 cargo test --workspace "${args[@]}"
 # built-in conversions are not exact (lavapipe's are: the passes above use them).
 echo "== the suite again with WGPU_OPS_CPU_KERNELS=0, WGPU_OPS_WEBGPU_LIMITS=1 and WGPU_OPS_NATIVE_F16=0" >&2
 WGPU_OPS_CPU_KERNELS=0 WGPU_OPS_WEBGPU_LIMITS=1 WGPU_OPS_NATIVE_F16=0 cargo test --workspace "${args[@]}"
+# The README's example of every data-movement op on many dtypes (built by the passes above),
+# which exits non-zero where a result differs from the CPU reference.
+echo "== cargo run --example demo" >&2
+cargo run -q --example demo >/dev/null
 if [ $browser = 1 ]; then
   scripts/browser-test.sh
 else

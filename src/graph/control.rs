@@ -77,6 +77,7 @@ pub(crate) fn record_if(
     node: &Node,
     placements: &HashMap<String, Tensor>,
     plans: &HashSet<String>,
+    (enclosing, k): (&super::exec::Analysis, usize),
 ) -> Result<Vec<Slot>> {
     let cond_name = node.inputs.first().map(String::as_str).unwrap_or_default();
     let cond = scope
@@ -92,7 +93,7 @@ pub(crate) fn record_if(
         ));
     };
     let branch = branch(node, value)?;
-    let order = branch.schedule(&|n: &str| scope.get(n).is_some())?;
+    let then = value.data[0] != 0;
     let mut inner = Scope {
         slots: constant_slots(rec, branch).into_iter().collect(),
         parent: Some(scope),
@@ -104,7 +105,15 @@ pub(crate) fn record_if(
         .filter(|(o, _)| plans.contains(o.as_str()))
         .map(|(_, b)| b.name.as_str())
         .collect();
-    record_graph_planned(rec, branch, &order, &mut inner, &HashMap::new(), &planned)?;
+    // Its order and analysis are the same on every run of a session (its graph does not
+    // change): made once.
+    let analysed = enclosing.branch(k, then, || {
+        let order = branch.schedule(&|n: &str| scope.get(n).is_some())?;
+        let analysis =
+            super::exec::Analysis::new(rec.context(), branch, &order, &HashMap::new(), &planned);
+        Ok(super::exec::AnalysedBranch { order, analysis })
+    })?;
+    super::exec::record_branch(rec, branch, &analysed, &mut inner, &planned)?;
     keep_uploaded_constants(rec, branch, &inner);
     let outputs = take_outputs(rec, &mut inner, branch, "If branch output")?;
     node.outputs

@@ -513,6 +513,37 @@ pub(crate) fn record_graph_planned(
     record_nodes(rec, graph, order, scope, placements, plans, None)
 }
 
+/// An If branch's order and [`Analysis`], made the first time a session's run records it
+/// and kept in the enclosing graph's analysis for later runs (a branch is planned on every
+/// run, as the If's condition may change; its structure does not).
+pub(crate) struct AnalysedBranch {
+    pub order: Vec<usize>,
+    pub analysis: Analysis,
+}
+
+/// [`record_graph_planned`] of an If branch analysed beforehand.
+pub(crate) fn record_branch(
+    rec: &mut Recorder,
+    graph: &Graph,
+    branch: &AnalysedBranch,
+    scope: &mut Scope<'_>,
+    plans: &[&str],
+) -> Result<()> {
+    let session = SessionRun {
+        analysis: &branch.analysis,
+        skip: &[],
+    };
+    record_nodes(
+        rec,
+        graph,
+        &branch.order,
+        scope,
+        &HashMap::new(),
+        plans,
+        Some(session),
+    )
+}
+
 /// What planning a graph's nodes needs from its structure alone: what each node reads, the
 /// values fusion defers or swaps, those that plan ops, and when each value dies. A session's
 /// graph and order are the same on every run, so the session computes this once.
@@ -524,10 +555,32 @@ pub(crate) struct Analysis {
     swappable: HashSet<String>,
     plan_values: HashSet<String>,
     dead_after: DeadAfter,
+    /// The If branches recorded so far, by the If's node index and branch (then: true).
+    branches: Mutex<FastMap<(usize, bool), Arc<AnalysedBranch>>>,
 }
 
 impl Analysis {
-    fn new(
+    /// The analysed branch `then` of the If at node `k`, made by `make` the first time.
+    pub(crate) fn branch(
+        &self,
+        k: usize,
+        then: bool,
+        make: impl FnOnce() -> Result<AnalysedBranch>,
+    ) -> Result<Arc<AnalysedBranch>> {
+        if let Some(b) = self.branches.lock().expect("not poisoned").get(&(k, then)) {
+            return Ok(b.clone());
+        }
+        let made = Arc::new(make()?);
+        self.branches
+            .lock()
+            .expect("not poisoned")
+            .insert((k, then), made.clone());
+        Ok(made)
+    }
+}
+
+impl Analysis {
+    pub(crate) fn new(
         ctx: &Context,
         graph: &Graph,
         order: &[usize],
@@ -557,6 +610,7 @@ impl Analysis {
             swappable,
             plan_values: plan_values(graph, plans),
             dead_after,
+            branches: Default::default(),
         }
     }
 }
@@ -595,6 +649,7 @@ fn record_nodes(
         swappable,
         plan_values,
         dead_after,
+        branches: _,
     } = analysis;
     // Index kernels name the node path they were recorded at (see `IndexFaults`).
     let depth = rec.index_checks.depth();
@@ -777,7 +832,7 @@ fn record_nodes(
                 vec![Slot::gpu(record_pending(rec, p, out).map_err(in_node)?)]
             }
             (None, None) if node.op == "If" => {
-                super::control::record_if(rec, scope, node, placements, plan_values)
+                super::control::record_if(rec, scope, node, placements, plan_values, (analysis, k))
                     .map_err(in_node)?
             }
             (None, None) if node.op == "Loop" => {

@@ -289,6 +289,7 @@ def main():
     written += tfidf_cases(out, manifest)
     written += narrow_type_cases(out, manifest)
     written += tensor_scatter_cases(out, manifest)
+    written += long_attention_cases(out, manifest)
     written += sequence_cases(out, manifest)
     written += deform_conv_cases(out, manifest)
     written += det_cases(out, manifest)
@@ -1696,6 +1697,39 @@ def narrow_type_cases(out, manifest):
             m.ir_version = 11
             written += ort_case(out, manifest, f"ort_Cast_{src_name}_to_{name}_wraps", m, [("x", x)],
                                 ["Cast"], 25, 0.0, 0.0)
+    return written
+
+
+def long_attention_cases(out, manifest):
+    """Attention whose scores exceed the 128 MiB that wgpu-ops computes at once, so its
+    queries go through a Scan a band of rows at a time: causal over 5800 queries and keys;
+    3-D inputs with grouped heads, a boolean mask and a soft cap over 4101 queries (bands of
+    unequal division, so the queries are padded). Floats as onnxruntime's tests compare them
+    (rtol 1e-4, atol 1e-5). Returns how many were written."""
+    rng = np.random.RandomState(67)
+    f32 = T.FLOAT
+    written = 0
+    cases = [
+        ("causal", dict(is_causal=1), (1, 1, 5800, 4), (1, 1, 5800, 4), None),
+        ("gqa_mask_softcap", dict(q_num_heads=2, kv_num_heads=1, softcap=5.0),
+         (1, 4101, 8), (1, 4100, 4), (4101, 4100)),
+    ]
+    for label, attrs, q_shape, kv_shape, mask_shape in cases:
+        feeds = [("Q", rng.uniform(-1, 1, q_shape).astype(np.float32)),
+                 ("K", rng.uniform(-1, 1, kv_shape).astype(np.float32)),
+                 ("V", rng.uniform(-1, 1, kv_shape).astype(np.float32))]
+        if mask_shape is not None:
+            feeds.append(("M", rng.uniform(0, 1, mask_shape) < 0.9))
+        node = helper.make_node("Attention", [n for n, _ in feeds], ["y"], **attrs)
+        graph = helper.make_graph(
+            [node], "g",
+            [helper.make_tensor_value_info(n, T.BOOL if n == "M" else f32, list(v.shape))
+             for n, v in feeds],
+            [helper.make_tensor_value_info("y", f32, None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+        m.ir_version = 10
+        written += ort_case(out, manifest, f"long_attention_{label}", m, feeds, ["Attention"],
+                            23, 1e-4, 1e-5)
     return written
 
 

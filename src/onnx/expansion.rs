@@ -1,7 +1,7 @@
 //! A builder of the nodes that replace an ONNX node defined by other ops (its expansion).
 
 use super::recurrent::Expansion;
-use crate::graph::{Attr, Node};
+use crate::graph::{Attr, Graph, Node, ValueInfo};
 use crate::{Error, HostTensor, Result};
 
 /// Builds the nodes of one op defined by others; `None` for every other op.
@@ -90,6 +90,34 @@ impl Builder {
     /// The nodes and constants built.
     pub(super) fn finish(self) -> Expansion {
         (self.nodes, self.constants)
+    }
+
+    /// A builder for a subgraph of this expansion (an If's branch, a Scan's body): its names
+    /// start with this one's and `part`, so they never meet the enclosing graph's.
+    pub(super) fn child(&self, part: &str) -> Builder {
+        Builder {
+            prefix: self.name(part),
+            nodes: Vec::new(),
+            constants: Vec::new(),
+        }
+    }
+
+    /// The nodes built, as a subgraph reading `inputs` and giving `outputs` (by name: their
+    /// types and shapes are what the enclosing graph gives and the nodes make). Its constants
+    /// go to `parent`'s graph, which the subgraph reads them from: a branch planned on every
+    /// run then makes no slots for them.
+    pub(super) fn into_branch(
+        self,
+        parent: &mut Builder,
+        inputs: &[&str],
+        outputs: &[&str],
+    ) -> Graph {
+        parent.constants.extend(self.constants);
+        let mut graph = Graph::new();
+        graph.inputs = inputs.iter().map(|n| ValueInfo::named(*n)).collect();
+        graph.nodes = self.nodes;
+        graph.outputs = outputs.iter().map(|n| ValueInfo::named(*n)).collect();
+        graph
     }
 
     pub(super) fn name(&self, s: &str) -> String {

@@ -183,7 +183,7 @@ pub fn non_max_suppression(
         return Err(bad(
             "scores",
             format!(
-                "scores has shape {:?}; it must be [batches, classes, boxes] with boxes' {batches} and {n}",
+                "scores has shape {:?}; it must be [{batches}, classes, {n}]: the batches and boxes of boxes",
                 scores.shape
             ),
         ));

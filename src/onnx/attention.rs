@@ -159,13 +159,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
     // What the causal frontier, the padding and the window compare each query's position
     // with: the keys' positions and the queries' offset among them.
     let frontier = if causal || nonpad.is_some() || left.is_some() || right.is_some() {
-        let z = b.i64s("zero_s", &[0])?;
-        let squeeze0 = b.i64s("axis0", &[0])?;
-        let total0 = b.op("Squeeze", "total0", &[&total, &squeeze0], &[]);
-        let z0 = b.op("Squeeze", "zero0", &[&z, &squeeze0], &[]);
-        let one = b.i64s("one_s", &[1])?;
-        let one0 = b.op("Squeeze", "one0", &[&one, &squeeze0], &[]);
-        let keys = b.op("Range", "keys", &[&z0, &total0, &one0], &[]);
+        let keys = positions(&mut b, "keys", &total)?;
         let per_item = b.i64s("per_item", &[-1, 1, 1, 1])?;
         let nonpad_b = nonpad
             .as_ref()
@@ -175,7 +169,7 @@ pub(super) fn expand(node: &Node) -> Result<Option<Expansion>> {
         let offset = match (&past, &nonpad_b) {
             (Some((pk, _)), _) => b.dims("past_len", pk, 2, Some(3)),
             (None, Some(n)) => b.op("Sub", "offset", &[n, &q_len], &[]),
-            (None, None) => z.clone(),
+            (None, None) => b.i64s("zero_s", &[0])?,
         };
         Some(Frontier {
             keys,
@@ -269,6 +263,16 @@ fn band_bytes() -> i64 {
         .unwrap_or(BAND_BYTES)
 }
 
+/// `0, 1, ..., n - 1` as a 1-D i64 tensor (`n` a 1-element one).
+fn positions(b: &mut Builder, what: &str, n: &str) -> Result<String> {
+    let scalar = |v: i64| HostTensor::from_vec(vec![], &[v]);
+    let from = b.constant(&format!("{what}_from"), scalar(0)?);
+    let step = b.constant(&format!("{what}_step"), scalar(1)?);
+    let axis0 = b.i64s(&format!("{what}_axis0"), &[0])?;
+    let end = b.op("Squeeze", &format!("{what}_end"), &[n, &axis0], &[]);
+    Ok(b.op("Range", what, &[&from, &end, &step], &[]))
+}
+
 /// What the causal frontier, the padding and the window read: values of the enclosing graph.
 struct Frontier {
     /// The keys' positions, `[keys]`.
@@ -311,13 +315,7 @@ impl Core {
         if self.frontier.is_none() {
             return Ok(None);
         }
-        let z = b.i64s(&format!("{what}_from"), &[0])?;
-        let one = b.i64s(&format!("{what}_step"), &[1])?;
-        let axis0 = b.i64s(&format!("{what}_axis0"), &[0])?;
-        let z0 = b.op("Squeeze", &format!("{what}_from0"), &[&z, &axis0], &[]);
-        let one0 = b.op("Squeeze", &format!("{what}_step0"), &[&one, &axis0], &[]);
-        let n0 = b.op("Squeeze", &format!("{what}_count0"), &[q_len, &axis0], &[]);
-        let rows = b.op("Range", what, &[&z0, &n0, &one0], &[]);
+        let rows = positions(b, what, q_len)?;
         let axis1 = b.i64s(&format!("{what}_axis1"), &[1])?;
         Ok(Some(b.op(
             "Unsqueeze",
@@ -528,15 +526,9 @@ impl Core {
         let mut axes = vec![2];
         let mut body_inputs = vec![b.name("scan_q")];
         // The query positions [bands, rows], scanned along axis 0.
-        let positions = self.frontier.is_some() || self.mask.is_some();
-        if positions {
-            let from = b.i64s("positions_from", &[0])?;
-            let step = b.i64s("positions_step", &[1])?;
-            let axis0 = b.i64s("positions_axis0", &[0])?;
-            let from = b.op("Squeeze", "positions_from0", &[&from, &axis0], &[]);
-            let step = b.op("Squeeze", "positions_step0", &[&step, &axis0], &[]);
-            let end = b.op("Squeeze", "positions_end0", &[&padded, &axis0], &[]);
-            let all = b.op("Range", "positions", &[&from, &end, &step], &[]);
+        let scan_positions = self.frontier.is_some() || self.mask.is_some();
+        if scan_positions {
+            let all = positions(b, "positions", &padded)?;
             let shape = b.op("Concat", "positions_shape", &[&count, &rows], &cat());
             scanned.push(b.op("Reshape", "position_bands", &[&all, &shape], &[]));
             axes.push(0);
@@ -559,7 +551,7 @@ impl Core {
             None => None,
         };
         let mut body = b.child("band");
-        let band_positions = positions.then(|| body_inputs[1].clone());
+        let band_positions = scan_positions.then(|| body_inputs[1].clone());
         let band_rows = match (&self.frontier, &band_positions) {
             (Some(_), Some(p)) => {
                 let axis1 = body.i64s("positions_axis1", &[1])?;

@@ -72,6 +72,12 @@ fn tests_dir(suite: &Suite) -> PathBuf {
     dir
 }
 
+/// A suite's `manifest.json`: each test's tolerances, data sets and ops, by name.
+fn read_manifest(dir: &Path) -> BTreeMap<String, Entry> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
+        .expect("manifest.json")
+}
+
 #[derive(serde::Deserialize)]
 struct Entry {
     rtol: f64,
@@ -652,9 +658,7 @@ fn onnx_node_tests() {
 #[test]
 fn linear_attention_expansions_run_as_the_recurrence() {
     let dir = tests_dir(&NODE_TESTS);
-    let manifest: BTreeMap<String, Entry> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
-            .expect("manifest.json");
+    let manifest = read_manifest(&dir);
     let expansions: Vec<(&String, &Entry)> = manifest
         .iter()
         .filter(|(name, _)| {
@@ -699,9 +703,7 @@ fn linear_attention_expansions_run_as_the_recurrence() {
 #[test]
 fn long_attention_runs_in_bands_within_a_memory_limit() {
     let dir = tests_dir(&DIFFERENTIAL);
-    let manifest: BTreeMap<String, Entry> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
-            .expect("manifest.json");
+    let manifest = read_manifest(&dir);
     let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         cpu_kernels: common::cpu_kernels_from_env(),
         max_memory: Some(256 << 20),
@@ -748,9 +750,7 @@ fn elementwise_ops_match_onnxruntime() {
 fn run_suite(suite: &Suite) {
     let dir = tests_dir(suite);
     let expected_file = suite.expected;
-    let manifest: BTreeMap<String, Entry> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
-            .expect("manifest.json");
+    let manifest = read_manifest(&dir);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let expected_text = std::fs::read_to_string(root.join(expected_file)).unwrap_or_default();
     let expected: HashMap<&str, &str> = expected_text

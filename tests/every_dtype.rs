@@ -1380,6 +1380,214 @@ fn emulated_on(d: DType) {
 
 dtype_tests!(int64_emulated_without_the_feature, emulated_on);
 
+/// f64 values whose bits are random in every field, by groups: any exponent, exponents near
+/// 1023 (ordinary values), near 0 (subnormal results), pairs a few units apart (cancellation),
+/// and operands whose quotients and roots round from near a tie; `n` of them from `seed`.
+fn f64_bit_patterns(n: usize, seed: u64) -> HostTensor {
+    let raw = bytes(seed, n * 16);
+    let word = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+    let v: Vec<f64> = (0..n)
+        .map(|i| {
+            let (w, x) = (word(2 * i), word(2 * i + 1));
+            let mantissa = w & ((1 << 52) - 1);
+            let sign = w & (1 << 63);
+            let bits = match i % 5 {
+                0 => w,
+                1 => sign | ((1023 - 40 + x % 80) << 52) | mantissa,
+                2 => sign | ((x % 60) << 52) | mantissa,
+                // Neighbours of 1.5 * 2^k: differences of a few units, and ties.
+                3 => sign | ((1000 + x % 40) << 52) | (1 << 51) | (x >> 60),
+                _ => sign | ((1023 + x % 8) << 52) | (mantissa & !0xffff_ffff),
+            };
+            f64::from_bits(bits)
+        })
+        .collect();
+    HostTensor::from_vec(vec![n], &v).unwrap()
+}
+
+/// `got` against `want`: the same bits, but that any NaN matches any NaN (the payload a NaN
+/// operand passes on is the CPU's choice of operand, which the compiler may commute).
+fn assert_same_or_nan(got: &HostTensor, want: &HostTensor, what: &str) {
+    assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
+    if got.dtype != DType::F64 {
+        let first = got.data.iter().zip(&want.data).position(|(a, b)| a != b);
+        assert!(first.is_none(), "{what}: byte {first:?} differs");
+        return;
+    }
+    let (g, w) = (got.to_vec::<f64>().unwrap(), want.to_vec::<f64>().unwrap());
+    for (k, (a, b)) in g.iter().zip(&w).enumerate() {
+        assert!(
+            a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+            "{what}: element {k} is {a:e} ({:#x}), want {b:e} ({:#x})",
+            a.to_bits(),
+            b.to_bits()
+        );
+    }
+}
+
+/// f64 without `SHADER_F64` (as in browsers and on Metal): arithmetic, square root,
+/// reciprocal, order, Where, Clip, Sign, the rounding ops, the NaN and infinity tests and Cast
+/// to and from every type run on the emulation and give the CPU reference's bits, on edge
+/// values (zeros of both signs, infinities, NaN, the extremes, the smallest subnormal) and on
+/// 4 000 random bit patterns of every kind; the others are an error that names the feature.
+#[test]
+fn f64_emulated_without_the_feature() {
+    let plain = ctx_emulating_64_bit();
+    assert!(!plain
+        .features()
+        .contains(wgpu_ops::gpu::Features::SHADER_F64));
+    let d = DType::F64;
+    let edges = || shaped(values(d, 35, 3), &[5, 7]);
+    let patterns = |seed| f64_bit_patterns(4000, seed);
+    let unary = [
+        "Neg",
+        "Abs",
+        "Sqrt",
+        "Reciprocal",
+        "Relu",
+        "Sign",
+        "Floor",
+        "Ceil",
+        "Round",
+        "IsNaN",
+        "IsInf",
+    ];
+    for op in unary {
+        for x in [edges(), patterns(11), values(d, 64, 9)] {
+            let (got, want) = both(plain, Node::new(op, "n").inputs(["a"]), vec![("a", x)])
+                .unwrap_or_else(|e| panic!("{op} emulated: {e}"));
+            assert_same_or_nan(&got, &want, &format!("{op} on f64, emulated"));
+        }
+    }
+    let binary = [
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Max",
+        "Min",
+        "Equal",
+        "Less",
+        "LessOrEqual",
+        "Greater",
+        "GreaterOrEqual",
+    ];
+    for op in binary {
+        // Edge values against each other (broadcast), and random patterns pairwise.
+        let pairs = [
+            (edges(), values(d, 7, 8)),
+            (patterns(12), patterns(13)),
+            (patterns(14), patterns(14)),
+        ];
+        for (a, b) in pairs {
+            let node = Node::new(op, "n").inputs(["a", "b"]);
+            let (got, want) = both(plain, node, vec![("a", a), ("b", b)])
+                .unwrap_or_else(|e| panic!("{op} emulated: {e}"));
+            assert_same_or_nan(&got, &want, &format!("{op} on f64, emulated"));
+        }
+    }
+    // Cancellation: neighbours one to a few units apart, and a value with its negation.
+    let a = patterns(15);
+    let near: Vec<f64> = a
+        .to_vec::<f64>()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(k, v)| f64::from_bits(v.to_bits() ^ (k as u64 % 7)))
+        .collect();
+    for op in ["Sub", "Add"] {
+        let b = HostTensor::from_vec(vec![near.len()], &near).unwrap();
+        let b = if op == "Add" {
+            let neg: Vec<f64> = near.iter().map(|v| -v).collect();
+            HostTensor::from_vec(vec![neg.len()], &neg).unwrap()
+        } else {
+            b
+        };
+        let node = Node::new(op, "n").inputs(["a", "b"]);
+        let (got, want) = both(plain, node, vec![("a", a.clone()), ("b", b)]).unwrap();
+        assert_same_or_nan(&got, &want, &format!("{op} of neighbours, emulated"));
+    }
+    let (got, want) = both(
+        plain,
+        Node::new("Where", "w").inputs(["cond", "x", "other"]),
+        vec![
+            ("cond", shaped(values(DType::Bool, 35, 1), &[5, 7])),
+            ("x", shaped(values(d, 35, 2), &[5, 7])),
+            ("other", values(d, 7, 3)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(got, want, "Where on f64, emulated");
+    let (got, want) = both(
+        plain,
+        Node::new("Clip", "c").inputs(["x", "lo", "hi"]),
+        vec![
+            ("x", shaped(values(d, 35, 4), &[5, 7])),
+            ("lo", values(d, 1, 6)),
+            ("hi", values(d, 1, 9)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(got, want, "Clip on f64, emulated");
+    for other in DType::ALL.into_iter().filter(|&o| o != d) {
+        let mut sources = vec![values(d, 40, 5), patterns(16)];
+        if other == DType::F32 {
+            // Around f32's rounding boundaries, its overflow and its subnormals.
+            let v: Vec<f64> = (0..4000u64)
+                .map(|k| {
+                    let e = [
+                        1023,
+                        1023 + 127,
+                        1023 - 126,
+                        1023 - 140,
+                        1023 - 149,
+                        1023 - 150,
+                    ][k as usize % 6];
+                    // f32 keeps the top 23 bits of the 52: bit 28 is its half, below it
+                    // the sticky bits, zero for every third (ties, to even).
+                    let half = ((k >> 3) % 5) << 28;
+                    let sticky = if k % 3 == 0 {
+                        0
+                    } else {
+                        (k * 0x9e37_79b9) & 0xfff_ffff
+                    };
+                    f64::from_bits(((k & 1) << 63) | (e << 52) | half | sticky)
+                })
+                .collect();
+            sources.push(HostTensor::from_vec(vec![v.len()], &v).unwrap());
+        }
+        for x in sources {
+            let node = Node::new("Cast", "c").attr("to", Attr::String(other.name().into()));
+            let (got, want) = both(plain, node.inputs(["x"]), vec![("x", x)])
+                .unwrap_or_else(|e| panic!("Cast f64 -> {other} emulated: {e}"));
+            assert_same_or_nan(&got, &want, &format!("Cast f64 -> {other}, emulated"));
+        }
+        let node = Node::new("Cast", "c").attr("to", Attr::String(d.name().into()));
+        let (got, want) = both(plain, node.inputs(["x"]), vec![("x", values(other, 40, 5))])
+            .unwrap_or_else(|e| panic!("Cast {other} -> f64 emulated: {e}"));
+        assert_eq!(got, want, "Cast {other} -> f64, emulated");
+    }
+    // What the emulation does not compute names the feature it needs.
+    for op in ["Exp", "Log", "Tanh", "Sin", "Pow", "Mod"] {
+        let binary = matches!(op, "Pow" | "Mod");
+        let mut inputs = vec![("a", values(d, 7, 3))];
+        if binary {
+            inputs.push(("b", values(d, 7, 4)));
+        }
+        let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+        let node = Node::new(op, "n").attr("fmod", Attr::Int(1)).inputs(names);
+        let node = if op == "Mod" {
+            node
+        } else {
+            Node::new(op, "n").inputs(if binary { vec!["a", "b"] } else { vec!["a"] })
+        };
+        match both(plain, node, inputs) {
+            Err(e) => assert!(e.to_string().contains("SHADER_F64"), "{op}: {e}"),
+            Ok(_) => panic!("{op} on f64 ran without SHADER_F64"),
+        }
+    }
+}
+
 /// Pow with a base and an exponent of different dtypes, one of them i64 or u64 (ONNX Pow-15's
 /// T and T1): emulated on 32-bit words, the native path's bits, on edge values of both
 /// (negative exponents, NaN and infinite float ones); integer powers also the reference's.

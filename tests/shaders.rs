@@ -234,7 +234,7 @@ fn fused_programs_validate_and_compile() {
             dense += 1;
         }
     }
-    assert_eq!(count, 1374 + 207);
+    assert_eq!(count, 1374 + 207 + 81);
     assert!(repeated > 200, "{repeated}");
     assert!(dense > 500, "{dense} dense variants");
 }
@@ -262,12 +262,13 @@ fn every_variant_validates_and_compiles() {
     // each, in every mode that changes the result: 2 for the four 8-bit floats, 6 for F8E8M0, 2
     // for QuantizeLinear's 8 integer targets; then every op on every dtype combination it is
     // defined for) and 207 with i64/u64 emulated on u32 pairs (for adapters without
-    // SHADER_INT64; 18 of them Pow of mixed types); then 8 dtypes
+    // SHADER_INT64; 18 of them Pow of mixed types) and 81 with f64 emulated (for adapters
+    // without SHADER_F64: casts to and from it, arithmetic, order, rounding); then 8 dtypes
     // (f16 and bf16 on packed words) x (tiles + 7 row-workgroup sizes x 2 entry points)
-    // MatMuls and 2 emulated x (tiles + 7 x rows),
+    // MatMuls and 3 emulated (i64, u64, f64) x (tiles + 7 x rows),
     // 154 reductions x 7 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
-    // but LogSum and LogSumExp on the 4 float types only) and 24 emulated (12 ops x i64,
-    // u64) x 7, and twice again for the 5 passes that read an input, compiled for one and for
+    // but LogSum and LogSumExp on the 4 float types only) and 36 emulated (12 ops x i64,
+    // u64, f64) x 7, and twice again for the 5 passes that read an input, compiled for one and for
     // two reduced axes (`REDUCED_RANK`), passes 0 and 4 for each of the three again for 16,
     // 32, 64 and 128 threads per row (`LANES`; 256 is the one above), the Scan counter (2 slots), the random streams' advance and LinearAttention's
     // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles),
@@ -275,10 +276,10 @@ fn every_variant_validates_and_compiles() {
     // without bias, RMSNormalization x f32, f16, bf16 x 6 lane counts).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (731 + 64 + 18 + 1374 + 207)
+        WORKGROUP_SIZES.len() * (731 + 64 + 18 + 1374 + 207 + 81)
             + 8 * 15
-            + 2 * 8
-            + (154 + 24) * (7 + 2 * 5 + 2 * 3 * 4)
+            + 3 * 8
+            + (154 + 36) * (7 + 2 * 5 + 2 * 3 * 4)
             + 5
             + 90
     );

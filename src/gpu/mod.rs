@@ -59,9 +59,11 @@ pub struct ContextOptions {
     /// 10 µs each there: minutes of work) and 200 million on GPUs.
     pub max_commands: Option<u64>,
     /// Compute i64, u64 and f64 natively where the adapter offers wgpu's `SHADER_INT64` and
-    /// `SHADER_F64` (lavapipe and most native drivers do; browsers do not). `None`: yes.
-    /// Without them, i64 and u64 are emulated on u32 pairs (the same bits) and f64 ops are
-    /// errors naming the missing feature.
+    /// `SHADER_F64` (lavapipe and most native drivers do; browsers and Metal do not). `None`:
+    /// on native builds the environment variable `WGPU_OPS_NATIVE_64_BIT` (`1` or `0`), else
+    /// yes. Without them, i64, u64 and f64 are emulated on u32 pairs (the same bits): the
+    /// element-wise ops, reductions, MatMul and the others the emulation covers; the rest
+    /// (f64's transcendental functions among them) are errors naming the missing feature.
     pub native_64_bit: Option<bool>,
     /// Use the kernel variants written for CPU adapters (MatMul without workgroup memory or
     /// barriers, see the MatMul kernels). `None`: when the adapter is a
@@ -647,7 +649,7 @@ impl Context {
         }
         let mut wanted_features =
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
-        if options.native_64_bit.unwrap_or(true) {
+        if switch(options.native_64_bit, "WGPU_OPS_NATIVE_64_BIT", true)? {
             wanted_features |= wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_F64;
         }
         // Subgroup shuffles let LinearAttention's lanes add their parts without barriers

@@ -10,7 +10,7 @@ use super::program::{
     broadcast_walk_words, index_code, narrow, walk_rank, walk_struct, walk_words, Program,
 };
 use super::windows::{room, Broadcast, Walk};
-use super::words::{load_expression, program_helpers, I64_EMULATION};
+use super::words::{load_expression, program_helpers, F64_EMULATION, I64_EMULATION};
 use super::{Kernel, MAX_RANK};
 pub use crate::gpu::MatMulKernel;
 #[cfg(feature = "native")]
@@ -119,25 +119,40 @@ pub fn matmul_source(
     }
     if emulate64 {
         // The epilogue's steps may share the emulation's helpers: defined once.
-        let shared = epilogue_parts
-            .as_ref()
-            .is_some_and(|p| p.steps.contains("fn add64(") || common.contains("fn add64("));
-        let helpers = if shared { "" } else { I64_EMULATION };
+        let defined = |f: &str| {
+            epilogue_parts.as_ref().is_some_and(|p| p.steps.contains(f)) || common.contains(f)
+        };
+        let mut helpers = String::new();
+        if !defined("fn add64(") {
+            helpers.push_str(I64_EMULATION);
+        }
+        // f64 on u32 pairs: each product and sum rounded as the CPU rounds them.
+        let (add, mul) = if dtype == DType::F64 {
+            if !defined("fn sf64_add(") {
+                helpers.push('\n');
+                helpers.push_str(F64_EMULATION);
+            }
+            ("sf64_add", "sf64_mul")
+        } else {
+            ("add64", "mul64")
+        };
         replacements[0].1 = format!("alias T = vec2<u32>;\n{helpers}");
         replacements.extend([
             (
                 "// TILE SUM",
-                "            acc = add64(acc, mul64(lhs_tile[local.y][i], rhs_tile[i][local.x]));"
-                    .to_string(),
+                format!(
+                    "            acc = {add}(acc, {mul}(lhs_tile[local.y][i], rhs_tile[i][local.x]));"
+                ),
             ),
             (
                 "// ROWS SUM",
-                "            acc = add64(acc, mul64(lhs_at(a + i * params.strides.y), rhs_at(r + i * params.strides.z)));"
-                    .to_string(),
+                format!(
+                    "            acc = {add}(acc, {mul}(lhs_at(a + i * params.strides.y), rhs_at(r + i * params.strides.z)));"
+                ),
             ),
             (
                 "// ROWS TOTAL",
-                "            sum = add64(sum, partial[c + s * cols]);".to_string(),
+                format!("            sum = {add}(sum, partial[c + s * cols]);"),
             ),
         ]);
         let begin = template
@@ -564,7 +579,8 @@ pub fn measure_matmul(
         rows,
         n,
         k,
-        emulate64: super::operands::emulates64(ctx, dtype),
+        emulate64: super::operands::emulates64(ctx, dtype)
+            || super::operands::emulates_f64(ctx, dtype),
     };
     let group = ctx.workgroup_size().clamp(4, 256);
     let max = ctx.limits().max_compute_workgroups_per_dimension;
@@ -720,7 +736,8 @@ impl Recorder {
         prologue: Option<Prologue<'_>>,
     ) -> Result<()> {
         let ctx = self.context().clone();
-        let emulate64 = super::operands::emulates64(&ctx, lhs.dtype());
+        let emulate64 = super::operands::emulates64(&ctx, lhs.dtype())
+            || super::operands::emulates_f64(&ctx, lhs.dtype());
         if let Some(p) = &prologue {
             let operand = [lhs, rhs][p.operand];
             let leaves = epilogue.map_or(0, |(_, l)| l.len());

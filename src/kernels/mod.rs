@@ -762,7 +762,12 @@ impl Kernel {
             for input in DType::ALL {
                 if reduce::defined(op, input) {
                     let long = matches!(input, DType::I64 | DType::U64);
-                    for emulate64 in [false, true].into_iter().filter(|&e| !e || long) {
+                    let f64_emulated =
+                        input == DType::F64 && reduce::emulated_f64_op_lines(op).is_some();
+                    for emulate64 in [false, true]
+                        .into_iter()
+                        .filter(|&e| !e || long || f64_emulated)
+                    {
                         for pass in 0..7 {
                             // Passes 2 and 6 merge states and read no input.
                             for reduced_rank in [0, 1, 2]
@@ -788,7 +793,9 @@ impl Kernel {
             }
         }
         let packed = [DType::F16, DType::BF16].map(|d| (d, false));
-        for (dtype, emulate64) in typed_variants().chain(packed) {
+        // f64 on u32 pairs (adapters without SHADER_F64).
+        let emulated_f64 = [(DType::F64, true)];
+        for (dtype, emulate64) in typed_variants().chain(packed).chain(emulated_f64) {
             out.push(Kernel::MatMul {
                 variant: MatMulKernel::Tiles,
                 dtype,

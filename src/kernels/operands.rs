@@ -49,6 +49,16 @@ pub fn emulates64(ctx: &crate::Context, dtype: DType) -> bool {
         && !ctx.features().contains(wgpu::Features::SHADER_INT64)
 }
 
+/// Whether a kernel typed by `dtype` computes it on the f64 emulation in context `ctx`: f64
+/// without both `SHADER_F64` and `SHADER_INT64` (the kernels that have an f64 emulation:
+/// MatMul and the reductions; the others refuse f64 there).
+pub fn emulates_f64(ctx: &crate::Context, dtype: DType) -> bool {
+    dtype == DType::F64
+        && !ctx
+            .features()
+            .contains(wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64)
+}
+
 /// `template` with its `// ELEMENT TYPE` line made `alias T = ...` of the type `dtype`
 /// computes in (the per-dtype kernels with one element type: CumSum, TopK). With `emulated`
 /// (i64 or u64 on u32 pairs), `T` is `vec2<u32>` and each `(marker, line)` of `emulated`

@@ -12,7 +12,7 @@ use super::operands::{specialize, too_many};
 use super::windows::{Broadcast, Walk};
 use super::words::{
     bits_expression, cast_mode, decode_expression, emulated_expression, load_expression,
-    result_dtype, uses_int64, word_expression, words_features, Class, Expr, WORDS,
+    result_dtype, uses_64_bit, word_expression, words_features, Class, Expr, WORDS,
 };
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::gpu::Binding;
@@ -87,13 +87,14 @@ pub struct Step {
 pub struct Program {
     operands: Vec<DType>,
     steps: Vec<Step>,
-    /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+    /// i64, u64 and f64 as u32 pairs (adapters without `SHADER_INT64`, or for f64 without
+    /// `SHADER_F64`).
     emulate64: bool,
 }
 
 impl Program {
-    /// An empty program over `operands`; `emulate64`: i64 and u64 values are emulated on u32
-    /// pairs (the adapter lacks `SHADER_INT64`).
+    /// An empty program over `operands`; `emulate64`: i64, u64 and f64 values are emulated
+    /// on u32 pairs (the adapter lacks the features that compute them natively).
     pub fn new(operands: Vec<DType>, emulate64: bool) -> Program {
         Program {
             operands,
@@ -132,7 +133,7 @@ impl Program {
         &self.steps
     }
 
-    /// Whether i64 and u64 are held as u32 pairs (adapters without `SHADER_INT64`).
+    /// Whether i64, u64 and f64 are held as u32 pairs.
     pub fn emulate64(&self) -> bool {
         self.emulate64
     }
@@ -176,10 +177,6 @@ impl Program {
         };
         let step = Step { op, args, out };
         self.expression(&step)?;
-        // Emulated i64 cannot meet f64, whose values are assembled with native u64.
-        if self.emulate64 && dtypes.iter().chain([&out]).any(|&d| d == DType::F64) {
-            return None;
-        }
         self.steps.push(step);
         Some(Arg::Step((self.steps.len() - 1) as u8))
     }
@@ -187,7 +184,7 @@ impl Program {
     /// The WGSL of a step on this program's path.
     fn expression(&self, step: &Step) -> Option<Expr> {
         let dtypes: Vec<DType> = step.args.iter().map(|&a| self.dtype_of(a)).collect();
-        if self.emulate64 && uses_int64(&dtypes, step.out) {
+        if self.emulate64 && uses_64_bit(&dtypes, step.out) {
             emulated_expression(step.op, &dtypes, step.out)
         } else {
             word_expression(step.op, &dtypes, step.out)
@@ -204,7 +201,7 @@ impl Program {
 
     /// The WGSL type a value of `dtype` has in this program.
     fn wgsl_type(&self, dtype: DType) -> &'static str {
-        if self.emulate64 && matches!(dtype, DType::I64 | DType::U64) {
+        if self.emulate64 && matches!(dtype, DType::I64 | DType::U64 | DType::F64) {
             "vec2<u32>"
         } else {
             Class::of(dtype).wgsl()
@@ -438,6 +435,14 @@ impl Program {
             // The f64 functions (and their tables, which renaming would not reach) are
             // defined once even where a step's own helpers, copied per step, build on them.
             let f64_math = strip_comments(super::words::F64_MATH);
+            // The i64 emulation, which the f64 emulation builds on, likewise.
+            let i64_emulation = strip_comments(super::words::I64_EMULATION);
+            if helpers.contains(&i64_emulation) && helpers != i64_emulation {
+                helpers = helpers.replace(&i64_emulation, "");
+                if !shared.contains(&i64_emulation) {
+                    shared.push(i64_emulation);
+                }
+            }
             if has_tokens(&helpers, &aliases) && helpers.contains(&f64_math) {
                 helpers = helpers.replace(&f64_math, "");
                 if !shared.contains(&f64_math) {
@@ -490,6 +495,9 @@ impl Program {
                     let value = match a {
                         Arg::Operand(j) => format!("o{j}"),
                         Arg::Step(j) => format!("v{j}"),
+                        Arg::Literal(d, bits) if self.wgsl_type(d) == "vec2<u32>" => {
+                            format!("vec2<u32>({:#x}u, {:#x}u)", bits as u32, bits >> 32)
+                        }
                         Arg::Literal(d, bits) => Arg::literal_wgsl(d, bits),
                     };
                     match self.wgsl_type(self.dtype_of(a)) {
@@ -544,7 +552,7 @@ impl Program {
             })
             .collect();
         let emulated = if self.emulate64 {
-            " (i64 emulated)"
+            " (64-bit emulated)"
         } else {
             ""
         };

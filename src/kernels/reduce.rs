@@ -10,7 +10,7 @@ use super::program::{
     broadcast_walk_words, index_code, intern, narrow, walk_rank, walk_struct, Program, Values,
 };
 use super::windows::{room, Walk};
-use super::words::{bits_expression, load_expression, Class, I64_EMULATION};
+use super::words::{bits_expression, load_expression, Class, F64_EMULATION, I64_EMULATION};
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::gpu::Binding;
 use crate::{DType, Error, Recorder, Result, Tensor};
@@ -406,8 +406,91 @@ fn emulated_op_lines(op: &str, signed: bool) -> [String; 4] {
     }
 }
 
-/// WGSL source of the reduction `op` on `input`; `emulate64`: an i64 or u64 input is
-/// computed on u32 pairs (adapters without `SHADER_INT64`).
+/// The INIT, ABSORB, MERGE and FINISH lines of `op` on f64 emulated on u32 pairs: the native
+/// lines' operations (NaN kept by Max and Min, `x >= s.a` for the last of equal ones), each
+/// rounded as the CPU rounds it; `None` for the ops that need f64 exp and log (LogSum,
+/// LogSumExp), which have no emulation.
+pub(crate) fn emulated_f64_op_lines(op: &str) -> Option<[String; 4]> {
+    let zero = "vec2<u32>(0u, 0u)";
+    let fold = |init: &str, absorb: &str, merge: &str, finish: &str| {
+        [
+            format!("{I64_EMULATION}\n{F64_EMULATION}\nfn init() -> State {{ return State({init}, C(0), 0u); }}"),
+            format!("fn absorb(s: State, x: C, j: u32) -> State {{ return State({absorb}, s.b, s.i); }}"),
+            format!("fn merge(s: State, t: State) -> State {{ return State({merge}, s.b, s.i); }}"),
+            format!("fn finish(s: State) -> vec2<u32> {{ return {finish}; }}"),
+        ]
+    };
+    Some(match op {
+        "ReduceSum" => fold(zero, "sf64_add(s.a, x)", "sf64_add(s.a, t.a)", "s.a"),
+        "ReduceSumSquare" => fold(
+            zero,
+            "sf64_add(s.a, sf64_mul(x, x))",
+            "sf64_add(s.a, t.a)",
+            "s.a",
+        ),
+        "ReduceMean" => fold(
+            zero,
+            "sf64_add(s.a, x)",
+            "sf64_add(s.a, t.a)",
+            "sf64_div(s.a, sf64_from_u64(vec2<u32>(params.n, 0u)))",
+        ),
+        "ReduceProd" => fold(
+            "vec2<u32>(0u, 0x3ff00000u)",
+            "sf64_mul(s.a, x)",
+            "sf64_mul(s.a, t.a)",
+            "s.a",
+        ),
+        "ReduceL1" => fold(
+            zero,
+            "sf64_add(s.a, sf64_abs(x))",
+            "sf64_add(s.a, t.a)",
+            "s.a",
+        ),
+        "ReduceL2" => fold(
+            zero,
+            "sf64_add(s.a, sf64_mul(x, x))",
+            "sf64_add(s.a, t.a)",
+            "sf64_sqrt(s.a)",
+        ),
+        "ReduceMax" => fold(
+            "vec2<u32>(0u, 0xfff00000u)",
+            "sf64_max(s.a, x)",
+            "sf64_max(s.a, t.a)",
+            "s.a",
+        ),
+        "ReduceMin" => fold(
+            "vec2<u32>(0u, 0x7ff00000u)",
+            "sf64_min(s.a, x)",
+            "sf64_min(s.a, t.a)",
+            "s.a",
+        ),
+        "ReduceLogSum" | "ReduceLogSumExp" => return None,
+        arg => {
+            let (takes, better) = match arg {
+                "ArgMax" => ("sf64_lt(s.a, x)", "sf64_lt(s.a, t.a)"),
+                "ArgMaxLast" => ("sf64_le(s.a, x)", "sf64_lt(s.a, t.a)"),
+                "ArgMin" => ("sf64_lt(x, s.a)", "sf64_lt(t.a, s.a)"),
+                _ => ("sf64_le(x, s.a)", "sf64_lt(t.a, s.a)"),
+            };
+            let tie = if arg.ends_with("Last") { ">" } else { "<" };
+            [
+                format!("{I64_EMULATION}\n{F64_EMULATION}\nfn init() -> State {{ return State(C(0), C(0), 0xffffffffu); }}"),
+                format!("fn absorb(s: State, x: C, j: u32) -> State {{ if s.i == 0xffffffffu || {takes} {{ return State(x, C(0), j); }} return s; }}"),
+                format!("fn merge(s: State, t: State) -> State {{ if t.i != 0xffffffffu && (s.i == 0xffffffffu || {better} || (sf64_eq(t.a, s.a) && t.i {tie} s.i)) {{ return t; }} return s; }}"),
+                "fn finish(s: State) -> vec2<u32> { return vec2<u32>(s.i, 0u); }".to_string(),
+            ]
+        }
+    })
+}
+
+/// Whether a reduction of `dtype` computes on u32 pairs in context `ctx`: i64 and u64 without
+/// `SHADER_INT64`, f64 without `SHADER_F64`.
+pub(crate) fn emulated(ctx: &crate::Context, dtype: DType) -> bool {
+    super::operands::emulates64(ctx, dtype) || super::operands::emulates_f64(ctx, dtype)
+}
+
+/// WGSL source of the reduction `op` on `input`; `emulate64`: an i64, u64 or f64 input is
+/// computed on u32 pairs (adapters without `SHADER_INT64`, or `SHADER_F64`).
 ///
 /// With a `prologue` (see `prologue_fits`), the input is not read from a buffer: element `i`
 /// is the program's value at position `i` of the input's shape, its operands read at their
@@ -424,8 +507,12 @@ pub fn reduce_source(
     let prologue_rank = usize::from(prologue_rank);
     let class = Class::of(input);
     let out = stored_dtype(op, input);
-    let emulated = emulate64 && matches!(class, Class::Long | Class::Ulong);
-    let [init, absorb, merge, finish] = if emulated {
+    let emulated = emulate64 && matches!(class, Class::Long | Class::Ulong | Class::Double);
+    let [init, absorb, merge, finish] = if emulated && class == Class::Double {
+        // Never asked of LogSum and LogSumExp (refused without the feature): any source.
+        emulated_f64_op_lines(op)
+            .unwrap_or_else(|| emulated_f64_op_lines("ReduceSum").expect("sums are emulated"))
+    } else if emulated {
         emulated_op_lines(op, class == Class::Long)
     } else {
         op_lines(op, class, out, input)
@@ -620,11 +707,7 @@ pub(crate) fn prologue_fits(
     shape: &[usize],
 ) -> bool {
     let out = program.out();
-    let emulated = super::operands::emulates64(ctx, out)
-        || program
-            .operands()
-            .iter()
-            .any(|&d| super::operands::emulates64(ctx, d));
+    let emulated = emulated(ctx, out) || program.operands().iter().any(|&d| emulated(ctx, d));
     leaves.len() == program.operands().len()
         && (1..=MAX_PROLOGUE_LEAVES).contains(&leaves.len())
         && shape.len() <= MAX_RANK
@@ -880,7 +963,7 @@ impl Recorder {
         let Some(pieces) = whole.split(room(limit, align, elem), &segments) else {
             return Ok(false);
         };
-        let emulate64 = super::operands::emulates64(&ctx, x.dtype());
+        let emulate64 = emulated(&ctx, x.dtype());
         let pass = match (target.states, one_thread) {
             (false, false) => 0,
             (false, true) => 3,
@@ -1023,7 +1106,7 @@ impl Recorder {
             input: x.dtype(),
             prologue: None,
             pass: if one_thread { 6 } else { 2 },
-            emulate64: super::operands::emulates64(&ctx, x.dtype()),
+            emulate64: emulated(&ctx, x.dtype()),
             reduced_rank: 0,
             prologue_rank: 0,
             lanes: WORKGROUP,
@@ -1166,7 +1249,7 @@ impl Recorder {
                 "internal: {op} input of {shape:?} reaches past 32-bit indices"
             )));
         }
-        let emulate64 = super::operands::emulates64(&ctx, dtype);
+        let emulate64 = emulated(&ctx, dtype);
         let mut params = ReduceParams::new(&walk.keep, &walk.reduce, rows, (0, 0));
         // A prologue's walk over the input (its operands bound whole, from their first
         // element), after the parameters of the passes that read the input.

@@ -19,6 +19,10 @@ pub(crate) const WORDS: &str = concat!(
 /// f64 exp, log, tanh, sigmoid and pow written out (Vulkan has none): helpers of the f64
 /// variants only, since a module with f64 in it needs wgpu's `SHADER_F64`.
 pub(crate) const F64_MATH: &str = include_str!("../../shaders/f64_math.inc");
+/// f64 computed from its bits on u32 pairs (`shaders/f64_emulation.inc`), for adapters
+/// without `SHADER_F64`: arithmetic, square root, order, rounding and conversions, each the
+/// CPU's bits. It builds on [`I64_EMULATION`], which precedes it in every module.
+pub(crate) const F64_EMULATION: &str = include_str!("../../shaders/f64_emulation.inc");
 /// The 8- and 4-bit floats' conversions (`shaders/minifloat.inc`): helpers of the programs
 /// whose dtypes include a storage-only type.
 pub(crate) const MINIFLOAT: &str = include_str!("../../shaders/minifloat.inc");
@@ -1191,17 +1195,35 @@ fn template_block(end: &str) -> &'static str {
     &WORDS[begin..begin + len]
 }
 
-/// Whether `dtypes` (and `out`) need the i64/u64 emulation when the adapter lacks
-/// `SHADER_INT64`: a 64-bit integer among them and no f64 (which needs the native types).
-pub fn uses_int64(dtypes: &[DType], out: DType) -> bool {
+/// Whether `dtypes` (and `out`) include a 64-bit numeric type (i64, u64, f64), which the
+/// emulation holds on u32 pairs.
+pub fn uses_64_bit(dtypes: &[DType], out: DType) -> bool {
+    dtypes
+        .iter()
+        .chain([&out])
+        .any(|d| matches!(d, DType::I64 | DType::U64 | DType::F64))
+}
+
+/// Whether an op on `dtypes` giving `out` computes on the emulation (every 64-bit value on
+/// u32 pairs) on an adapter with `features`: f64 among them and not both `SHADER_F64` and
+/// `SHADER_INT64` (native f64 kernels take its bits as u64), or else i64 or u64 and no
+/// `SHADER_INT64`.
+pub fn emulates_64_bit(features: wgpu::Features, dtypes: &[DType], out: DType) -> bool {
     let all = || dtypes.iter().chain([&out]);
-    all().any(|d| matches!(d, DType::I64 | DType::U64)) && !all().any(|&d| d == DType::F64)
+    if all().any(|&d| d == DType::F64) {
+        return !features.contains(wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64);
+    }
+    all().any(|d| matches!(d, DType::I64 | DType::U64))
+        && !features.contains(wgpu::Features::SHADER_INT64)
 }
 
 /// The op's WGSL with i64/u64 emulated on u32 pairs (`None` where the emulation does not
 /// cover it: powers with an exponent of another type, and anything with f64, which needs the
 /// native types).
 pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr> {
+    if dtypes.iter().chain([&out]).any(|&d| d == DType::F64) {
+        return emulated_f64_expression(name, dtypes, out);
+    }
     let emu = |e: &str| {
         Some(Expr {
             helpers: I64_EMULATION.into(),
@@ -1312,6 +1334,112 @@ pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
     })
 }
 
+/// The emulation of op `name` where f64 is among its dtypes (`out` included): every 64-bit
+/// value on u32 pairs, f64 computed by [`F64_EMULATION`]. Arithmetic, square root,
+/// reciprocal, order (Max, Min, Clip and the comparisons), Where, Sign, the rounding ops, the
+/// NaN and infinity tests and Cast to and from every type; `None` for the rest (the
+/// transcendental functions, Pow, Mod), which need `SHADER_F64`.
+fn emulated_f64_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr> {
+    let emu = |e: &str| {
+        Some(Expr {
+            helpers: format!("{I64_EMULATION}\n{F64_EMULATION}"),
+            expression: e.into(),
+        })
+    };
+    if let Some(mode) = cast_mode(name) {
+        let (from, to) = (dtypes[0], out);
+        if mode.quantize && from == DType::F64 && to != DType::F64 {
+            return None;
+        }
+        if from == DType::F64 {
+            if to == DType::F64 {
+                return emu("a");
+            }
+            if to.is_storage_only() && Class::of(to) == Class::Float {
+                return emu(&small_float_cast(to, mode, "sf64_to_f32(a)")?);
+            }
+            if to.packed_bits().is_some() && Class::of(to) != Class::Float {
+                // Truncated to i32 and wrapped, as the native path does.
+                return emu("R(sf64_to_i32(a))");
+            }
+            return match to {
+                DType::I8 => emu("clamp(sf64_to_i32(a), -128, 127)"),
+                DType::I16 => emu("clamp(sf64_to_i32(a), -32768, 32767)"),
+                DType::U8 => emu("min(sf64_to_u32(a), 255u)"),
+                DType::U16 => emu("min(sf64_to_u32(a), 65535u)"),
+                DType::I32 => emu("sf64_to_i32(a)"),
+                DType::U32 => emu("sf64_to_u32(a)"),
+                DType::I64 => emu("sf64_to_i64(a)"),
+                DType::U64 => emu("sf64_to_u64(a)"),
+                DType::Bool => emu("u32(!sf64_is_zero(a))"),
+                _ if Class::of(to) == Class::Float => emu("sf64_to_f32(a)"),
+                _ => None,
+            };
+        }
+        if to != DType::F64 {
+            return None;
+        }
+        return match Class::of(from) {
+            Class::Float => emu("sf64_from_f32(a)"),
+            Class::Int => {
+                emu("sf64_from_i64(vec2<u32>(bitcast<u32>(a), select(0u, 0xffffffffu, a < 0)))")
+            }
+            Class::Uint | Class::Bool => emu("sf64_from_u64(vec2<u32>(a, 0u))"),
+            Class::Long => emu("sf64_from_i64(a)"),
+            Class::Ulong => emu("sf64_from_u64(a)"),
+            Class::Double => None,
+        };
+    }
+    // Operands of f64, but for Where's condition.
+    let (values, arity) = match name {
+        "Where" if dtypes.len() == 3 && dtypes[0] == DType::Bool => (&dtypes[1..], 3),
+        "Where" => return None,
+        _ => (dtypes, dtypes.len()),
+    };
+    if values.iter().any(|&d| d != DType::F64) {
+        return None;
+    }
+    let one = "vec2<u32>(0u, 0x3ff00000u)";
+    let e = match (name, arity) {
+        ("Add", 2) => "sf64_add(a, b)".to_string(),
+        ("Sub", 2) => "sf64_sub(a, b)".to_string(),
+        ("Mul", 2) => "sf64_mul(a, b)".to_string(),
+        ("Div", 2) => "sf64_div(a, b)".to_string(),
+        ("Max", 2) => "sf64_max(a, b)".to_string(),
+        ("Min", 2) => "sf64_min(a, b)".to_string(),
+        ("Equal", 2) => "u32(sf64_eq(a, b))".to_string(),
+        ("Less", 2) => "u32(sf64_lt(a, b))".to_string(),
+        ("LessOrEqual", 2) => "u32(sf64_le(a, b))".to_string(),
+        ("Greater", 2) => "u32(sf64_lt(b, a))".to_string(),
+        ("GreaterOrEqual", 2) => "u32(sf64_le(b, a))".to_string(),
+        ("Where", 3) => "select(c, b, a != 0u)".to_string(),
+        // As the native path: a NaN input stays NaN, a NaN bound does not bound.
+        ("Clip", 3) => {
+            let lo = "select(a, b, sf64_lt(a, b))";
+            format!("select(select({lo}, c, sf64_lt(c, {lo})), a, sf64_is_nan(a))")
+        }
+        ("Neg", 1) => "sf64_neg(a)".to_string(),
+        ("Abs", 1) => "sf64_abs(a)".to_string(),
+        ("Sqrt", 1) => "sf64_sqrt(a)".to_string(),
+        ("Reciprocal", 1) => format!("sf64_div({one}, a)"),
+        ("Relu", 1) => "select(a, vec2<u32>(0u, 0u), sf64_sign(a) == 1u && !sf64_is_nan(a))".into(),
+        ("Sign", 1) => format!(
+            "select(select({one}, vec2<u32>(0u, 0xbff00000u), sf64_sign(a) == 1u), a, \
+             sf64_is_nan(a) || sf64_is_zero(a))"
+        ),
+        ("Floor", 1) => "sf64_floor(a)".to_string(),
+        ("Ceil", 1) => "sf64_ceil(a)".to_string(),
+        ("Round", 1) => "sf64_round_even(a)".to_string(),
+        ("IsNaN", 1) => "u32(sf64_is_nan(a))".to_string(),
+        ("IsInf", 1) => "u32(sf64_is_inf(a))".to_string(),
+        ("IsPosInf", 1) => "u32(all(a == vec2<u32>(0u, 0x7ff00000u)))".to_string(),
+        ("IsNegInf", 1) => "u32(all(a == vec2<u32>(0u, 0xfff00000u)))".to_string(),
+        ("IsInfNone", 1) => "0u".to_string(),
+        _ => return None,
+    };
+    emu(&e)
+}
+
 /// Pow with a base and an exponent of different dtypes, one of them i64 or u64 emulated on u32
 /// pairs: the native path's rules (see the Pow word op) on the emulated values. An i64 base
 /// to an integer exponent widened to 64 bits, by squaring; to a float exponent through f32,
@@ -1364,7 +1492,7 @@ pub fn variants() -> Vec<(&'static str, [DType; 3], u8, DType, bool)> {
                     continue;
                 }
                 out.push((op, [from, DType::F32, DType::F32], 1, to, false));
-                if uses_int64(&[from], to) && emulated_expression(op, &[from], to).is_some() {
+                if uses_64_bit(&[from], to) && emulated_expression(op, &[from], to).is_some() {
                     out.push((op, [from, DType::F32, DType::F32], 1, to, true));
                 }
             }
@@ -1388,7 +1516,7 @@ pub fn variants() -> Vec<(&'static str, [DType; 3], u8, DType, bool)> {
             if word_expression(name, ins, DType::F32).is_some() {
                 out.push((name, dtypes, arity as u8, result, false));
             }
-            if uses_int64(ins, result) && emulated_expression(name, ins, result).is_some() {
+            if uses_64_bit(ins, result) && emulated_expression(name, ins, result).is_some() {
                 out.push((name, dtypes, arity as u8, result, true));
             }
         }
@@ -1440,8 +1568,7 @@ impl Recorder {
         }
         let all: Vec<DType> = inputs.iter().map(|t| t.dtype()).collect();
         let ctx = self.context();
-        let emulate64 =
-            uses_int64(&all, out.dtype()) && !ctx.features().contains(wgpu::Features::SHADER_INT64);
+        let emulate64 = emulates_64_bit(ctx.features(), &all, out.dtype());
         let kernel = Kernel::Words {
             op,
             operands,

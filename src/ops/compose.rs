@@ -39,12 +39,10 @@ impl Recorder {
         // One dispatch: the operands read transposed in place, `alpha * sum + beta * C` as
         // the MatMul's epilogue (the product, then the program, where it cannot be).
         let dtype = a.dtype();
-        // Before the epilogue is built: its program has no f64 steps without the feature.
-        super::elementwise::require_f64_feature(self.context(), OP, "A", dtype)?;
-        let emulate64 = !self
-            .context()
-            .features()
-            .contains(wgpu::Features::SHADER_INT64);
+        // The epilogue computes as the MatMul kernel does: 64-bit types on the emulation
+        // where the adapter lacks them.
+        let emulate64 =
+            crate::kernels::words::emulates_64_bit(self.context().features(), &[dtype], dtype);
         let mut program = Program::new(vec![dtype], emulate64);
         let mut leaves = Vec::new();
         let mut acc = Arg::Operand(0);

@@ -7,7 +7,7 @@ pub use crate::kernels::elementwise::{cast_expression, lookup, ElementwiseOp, OP
 use crate::kernels::operands::{elementwise_type, native_feature};
 pub use crate::kernels::program::{Arg, Program, Step, Values, MAX_OPERANDS, MAX_STEPS};
 pub use crate::kernels::words::{
-    emulated_expression, result_dtype, uses_int64, word_expression, word_op, WordOp, WORD_OPS,
+    emulated_expression, emulates_64_bit, result_dtype, word_expression, word_op, WordOp, WORD_OPS,
 };
 use crate::{DType, Error, Out, Recorder, Result, Tensor};
 
@@ -53,12 +53,8 @@ impl Recorder {
         }
         let dtypes: Vec<DType> = inputs.iter().map(|t| t.dtype()).collect();
         let result = result_dtype(op, &dtypes);
-        // i64/u64 on an adapter without SHADER_INT64: the word kernel's 32-bit emulation.
-        let emulate = uses_int64(&dtypes, result)
-            && !self
-                .context()
-                .features()
-                .contains(wgpu::Features::SHADER_INT64);
+        // 64-bit types the adapter lacks: the word kernel's emulation on 32-bit words.
+        let emulate = emulates_64_bit(self.context().features(), &dtypes, result);
         let words = if emulate {
             emulated_expression(op, &dtypes, result).is_some()
         } else {
@@ -90,7 +86,7 @@ impl Recorder {
         }
         super::check_rank(op, &shape)?;
         for (&d, n) in dtypes.iter().zip(names) {
-            if !(emulate && matches!(d, DType::I64 | DType::U64)) {
+            if !(emulate && matches!(d, DType::I64 | DType::U64 | DType::F64)) {
                 require_feature(self.context(), op, n, d)?;
             }
         }
@@ -297,11 +293,7 @@ impl Recorder {
             // The value itself (exported models cast f32 to f32 on every step of a Scan).
             return out.view(self, a.clone());
         }
-        let emulate = uses_int64(&[a.dtype()], to)
-            && !self
-                .context()
-                .features()
-                .contains(wgpu::Features::SHADER_INT64)
+        let emulate = emulates_64_bit(self.context().features(), &[a.dtype()], to)
             && emulated_expression(op, &[a.dtype()], to).is_some();
         if !emulate {
             require_feature(self.context(), "Cast", "input", a.dtype())?;
@@ -396,7 +388,7 @@ pub(crate) fn require_feature(
             op,
             input,
             format!(
-                "{input} is {dtype}; {op} computes it with wgpu's {name} feature, which {} does not offer here (i64 and u64 are emulated on 32-bit words without it, but not beside f64, which has no emulation)",
+                "{input} is {dtype}; {op} computes it with wgpu's {name} feature, which {} does not offer here (without it i64, u64 and f64 are emulated on 32-bit words for arithmetic, order and casts, but not for this op)",
                 ctx.adapter_info().name
             ),
         )),

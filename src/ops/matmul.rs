@@ -105,9 +105,6 @@ impl Recorder {
         self.check_inputs(OP, &[("A", a), ("B", b)])?;
         let p = plan((a.dtype(), a.shape()), (b.dtype(), b.shape()))?;
         let narrow = packed16(a.dtype());
-        if !narrow {
-            super::elementwise::require_f64_feature(self.context(), OP, "A", a.dtype())?;
-        }
         let out = out.tensor(self, a.dtype(), &p.output)?;
         if narrow && !binds_whole(self.context(), &[a, b, &out]) {
             // Products accumulate in f32 and round once to the 16-bit type, as the kernel's
@@ -364,9 +361,6 @@ impl Recorder {
     ) -> Result<Tensor> {
         let dtype = epilogue.map_or(a.dtype(), |(program, _)| program.out());
         let narrow = packed16(a.dtype());
-        if !narrow {
-            super::elementwise::require_f64_feature(self.context(), OP, "A", a.dtype())?;
-        }
         let out = out.tensor(self, dtype, &p.output)?;
         let mut tensors = vec![a, b, &out];
         if let Some((_, leaves)) = epilogue {

@@ -98,7 +98,13 @@ fn plan(
     noop_with_empty_axes: bool,
 ) -> Result<Option<ReducePlan>> {
     check_dtype(op, "data", dtype)?;
-    super::elementwise::require_f64_feature(rec.context(), op, "data", dtype)?;
+    // f64 reductions run on the emulation without the feature, but those that need exp and
+    // log.
+    if crate::kernels::reduce::emulated_f64_op_lines(op).is_none()
+        || !crate::kernels::operands::emulates_f64(rec.context(), dtype)
+    {
+        super::elementwise::require_f64_feature(rec.context(), op, "data", dtype)?;
+    }
     let axes = match axes {
         Some(a) if !a.is_empty() => normalize_axes(op, shape.len(), a)?,
         _ if noop_with_empty_axes && !transforms_elements(op) => return Ok(None),
@@ -284,7 +290,6 @@ impl Recorder {
         };
         self.check_inputs(op, &[("data", data)])?;
         check_dtype(op, "data", data.dtype())?;
-        super::elementwise::require_f64_feature(self.context(), op, "data", data.dtype())?;
         let axes = normalize_axes(op, data.rank(), &[axis])?;
         if data.shape()[axes[0]] == 0 {
             return Err(Error::invalid(

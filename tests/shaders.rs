@@ -234,9 +234,51 @@ fn fused_programs_validate_and_compile() {
             dense += 1;
         }
     }
-    assert_eq!(count, 1374 + 207 + 81);
+    assert_eq!(count, 1374 + 207 + 86);
     assert!(repeated > 200, "{repeated}");
     assert!(dense > 500, "{dense} dense variants");
+}
+
+/// Programs that mix the 64-bit emulation's parts (i64 arithmetic, f64 arithmetic and f64
+/// math) in one module define each part once: a subtraction then exp (a naive Bayes model's
+/// step), a cast of the result to i64 and i64 arithmetic on it, and f64 math twice.
+#[test]
+fn programs_mixing_the_64_bit_emulation_validate() {
+    use wgpu_ops::kernels::program::{Arg, Program};
+    use wgpu_ops::DType;
+    let mut parsed = HashMap::new();
+    let f64s = vec![DType::F64, DType::F64];
+    let mut p = Program::new(f64s.clone(), true);
+    let d = p
+        .push("Sub", vec![Arg::Operand(0), Arg::Operand(1)], DType::F64)
+        .unwrap();
+    let e = p.push("Exp", vec![d], DType::F64).unwrap();
+    let l = p.push("Log", vec![e], DType::F64).unwrap();
+    let i = p.push("Cast", vec![l], DType::I64).unwrap();
+    p.push("Add", vec![i, i], DType::I64).unwrap();
+    let mut q = Program::new(f64s, true);
+    let x = q
+        .push("Mul", vec![Arg::Operand(0), Arg::Operand(1)], DType::F64)
+        .unwrap();
+    let y = q
+        .push(
+            "Pow",
+            vec![x, Arg::Literal(DType::F64, 2.5f64.to_bits())],
+            DType::F64,
+        )
+        .unwrap();
+    q.push("Tanh", vec![y], DType::F64).unwrap();
+    for program in [p, q] {
+        let program: &'static Program = Box::leak(Box::new(program));
+        let kernel = Kernel::Fused {
+            program,
+            workgroup_size: 64,
+            quads: false,
+            dense: None,
+            walk_rank: 0,
+        };
+        check_kernel(&kernel, &mut parsed);
+    }
 }
 
 #[test]
@@ -258,17 +300,18 @@ fn every_variant_validates_and_compiles() {
     // elements and by quads; 4
     // reductions x 12 dtypes; 8 with i64/u64 emulated; all with and without every divisor a
     // power of two), 64 CumSums and CumProds (6 dtypes and i64/u64 emulated on u32 pairs x
-    // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest), 1374 word-kernel variants (920 casts: each of 23 dtypes to
+    // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest) and 2 of f64 emulated, 1374 word-kernel variants (920 casts: each of 23 dtypes to
     // each, in every mode that changes the result: 2 for the four 8-bit floats, 6 for F8E8M0, 2
     // for QuantizeLinear's 8 integer targets; then every op on every dtype combination it is
     // defined for) and 207 with i64/u64 emulated on u32 pairs (for adapters without
-    // SHADER_INT64; 18 of them Pow of mixed types) and 81 with f64 emulated (for adapters
-    // without SHADER_F64: casts to and from it, arithmetic, order, rounding); then 8 dtypes
+    // SHADER_INT64; 18 of them Pow of mixed types) and 86 with f64 emulated (for adapters
+    // without SHADER_F64: casts to and from it, arithmetic, order, rounding, exp, log, tanh,
+    // sigmoid, pow); then 8 dtypes
     // (f16 and bf16 on packed words) x (tiles + 7 row-workgroup sizes x 2 entry points)
     // MatMuls and 3 emulated (i64, u64, f64) x (tiles + 7 x rows),
     // 154 reductions x 7 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
-    // but LogSum and LogSumExp on the 4 float types only) and 36 emulated (12 ops x i64,
-    // u64, f64) x 7, and twice again for the 5 passes that read an input, compiled for one and for
+    // but LogSum and LogSumExp on the 4 float types only) and 38 emulated (12 ops x i64,
+    // u64, 14 x f64) x 7, and twice again for the 5 passes that read an input, compiled for one and for
     // two reduced axes (`REDUCED_RANK`), passes 0 and 4 for each of the three again for 16,
     // 32, 64 and 128 threads per row (`LANES`; 256 is the one above), the Scan counter (2 slots), the random streams' advance and LinearAttention's
     // 8-lane variants (workgroups of 256; sums in workgroup memory or by subgroup shuffles),
@@ -276,10 +319,10 @@ fn every_variant_validates_and_compiles() {
     // without bias, RMSNormalization x f32, f16, bf16 x 6 lane counts).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (731 + 64 + 18 + 1374 + 207 + 81)
+        WORKGROUP_SIZES.len() * (731 + 64 + 18 + 2 + 1374 + 207 + 86)
             + 8 * 15
             + 3 * 8
-            + (154 + 36) * (7 + 2 * 5 + 2 * 3 * 4)
+            + (154 + 38) * (7 + 2 * 5 + 2 * 3 * 4)
             + 5
             + 90
     );

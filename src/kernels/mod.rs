@@ -600,6 +600,15 @@ impl Kernel {
                     });
                 }
             }
+            // f64 on u32 pairs (adapters without SHADER_F64).
+            for largest in [false, true] {
+                out.push(Kernel::TopK {
+                    dtype: DType::F64,
+                    largest,
+                    workgroup_size,
+                    emulate64: true,
+                });
+            }
             for elem_bytes in [1u32, 2, 4, 8] {
                 for index64 in [false, true] {
                     if elem_bytes == 4 {

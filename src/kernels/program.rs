@@ -435,14 +435,18 @@ impl Program {
             // The f64 functions (and their tables, which renaming would not reach) are
             // defined once even where a step's own helpers, copied per step, build on them.
             let f64_math = strip_comments(super::words::F64_MATH);
-            // The i64 emulation, which the f64 emulation builds on, likewise.
-            let i64_emulation = strip_comments(super::words::I64_EMULATION);
-            if helpers.contains(&i64_emulation) && helpers != i64_emulation {
-                helpers = helpers.replace(&i64_emulation, "");
-                if !shared.contains(&i64_emulation) {
-                    shared.push(i64_emulation);
+            // The 64-bit emulation's parts (the i64 arithmetic the f64 emulation builds on, which
+            // its math builds on) likewise, each once.
+            for library in [super::words::I64_EMULATION, super::words::F64_EMULATION] {
+                let library = strip_comments(library);
+                if helpers.contains(&library) {
+                    helpers = helpers.replace(&library, "");
+                    if !shared.contains(&library) {
+                        shared.push(library);
+                    }
                 }
             }
+            helpers = helpers.trim().to_string();
             if has_tokens(&helpers, &aliases) && helpers.contains(&f64_math) {
                 helpers = helpers.replace(&f64_math, "");
                 if !shared.contains(&f64_math) {

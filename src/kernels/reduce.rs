@@ -10,7 +10,9 @@ use super::program::{
     broadcast_walk_words, index_code, intern, narrow, walk_rank, walk_struct, Program, Values,
 };
 use super::windows::{room, Walk};
-use super::words::{bits_expression, load_expression, Class, F64_EMULATION, I64_EMULATION};
+use super::words::{
+    bits_expression, load_expression, Class, F64_EMULATION, F64_EMULATION_MATH, I64_EMULATION,
+};
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::gpu::Binding;
 use crate::{DType, Error, Recorder, Result, Tensor};
@@ -408,8 +410,7 @@ fn emulated_op_lines(op: &str, signed: bool) -> [String; 4] {
 
 /// The INIT, ABSORB, MERGE and FINISH lines of `op` on f64 emulated on u32 pairs: the native
 /// lines' operations (NaN kept by Max and Min, `x >= s.a` for the last of equal ones), each
-/// rounded as the CPU rounds it; `None` for the ops that need f64 exp and log (LogSum,
-/// LogSumExp), which have no emulation.
+/// rounded as the CPU rounds it; LogSum and LogSumExp with the emulation's exp and log.
 pub(crate) fn emulated_f64_op_lines(op: &str) -> Option<[String; 4]> {
     let zero = "vec2<u32>(0u, 0u)";
     let fold = |init: &str, absorb: &str, merge: &str, finish: &str| {
@@ -464,7 +465,30 @@ pub(crate) fn emulated_f64_op_lines(op: &str) -> Option<[String; 4]> {
             "sf64_min(s.a, t.a)",
             "s.a",
         ),
-        "ReduceLogSum" | "ReduceLogSumExp" => return None,
+        "ReduceLogSum" => {
+            let [i, a, m, _] = fold(zero, "sf64_add(s.a, x)", "sf64_add(s.a, t.a)", "s.a");
+            [
+                format!("{F64_EMULATION_MATH}\n{i}"),
+                a,
+                m,
+                "fn finish(s: State) -> vec2<u32> { return sf64_log(s.a); }".to_string(),
+            ]
+        }
+        // As the native lines: (max, sum of exp(x - max)), merged by rescaling to the larger
+        // max; NaN sticks in the max, and a max of +inf is the result.
+        "ReduceLogSumExp" => [
+            format!("{I64_EMULATION}\n{F64_EMULATION}\n{F64_EMULATION_MATH}\nfn init() -> State {{ return State(vec2<u32>(0u, 0xfff00000u), C(0), 0u); }}"),
+            "fn lse(s: State, m2: C, s2: C) -> State {
+    if sf64_is_nan(s.a) || sf64_is_nan(m2) { return State(sf64_add(s.a, m2), vec2<u32>(0u, 0x3ff00000u), 0u); }
+    let m = select(s.a, m2, sf64_lt(s.a, m2));
+    if all(m == vec2<u32>(0u, 0xfff00000u)) { return State(m, C(0), 0u); }
+    if all(m == vec2<u32>(0u, 0x7ff00000u)) { return State(m, vec2<u32>(0u, 0x3ff00000u), 0u); }
+    return State(m, sf64_add(sf64_mul(s.b, sf64_exp(sf64_sub(s.a, m))), sf64_mul(s2, sf64_exp(sf64_sub(m2, m)))), 0u);
+}
+fn absorb(s: State, x: C, j: u32) -> State { return lse(s, x, vec2<u32>(0u, 0x3ff00000u)); }".to_string(),
+            "fn merge(s: State, t: State) -> State { return lse(s, t.a, t.b); }".to_string(),
+            "fn finish(s: State) -> vec2<u32> { return sf64_add(s.a, sf64_log(s.b)); }".to_string(),
+        ],
         arg => {
             let (takes, better) = match arg {
                 "ArgMax" => ("sf64_lt(s.a, x)", "sf64_lt(s.a, t.a)"),

@@ -8,20 +8,28 @@ use crate::{DType, Error, Recorder, Result, Tensor};
 
 const TOPK: &str = include_str!("../../shaders/topk.wgsl");
 
-/// WGSL source of TopK on `dtype`; `emulate64`: i64 or u64 on u32 pairs.
+/// WGSL source of TopK on `dtype`; `emulate64`: i64, u64 or f64 on u32 pairs.
 pub fn topk_source(dtype: DType, emulate64: bool) -> String {
-    let lt = if dtype == DType::I64 {
-        "lt_s64"
-    } else {
-        "lt_u64"
-    };
-    let emulated = [(
-        "// BEFORE",
-        format!(
-            "fn before(a: T, b: T) -> bool {{ return select({lt}(a, b), {lt}(b, a), LARGEST); }}"
+    let before = match dtype {
+        // NaN as the native f64 order has it (below).
+        DType::F64 => format!(
+            "{}\nfn before(a: T, b: T) -> bool {{ let na = sf64_is_nan(a); let nb = sf64_is_nan(b); return select(sf64_lt(a, b) || (!na && nb), sf64_lt(b, a) || (na && !nb), LARGEST); }}",
+            super::words::F64_EMULATION
         ),
-    )];
+        DType::I64 => {
+            "fn before(a: T, b: T) -> bool { return select(lt_s64(a, b), lt_s64(b, a), LARGEST); }"
+                .to_string()
+        }
+        _ => {
+            "fn before(a: T, b: T) -> bool { return select(lt_u64(a, b), lt_u64(b, a), LARGEST); }"
+                .to_string()
+        }
+    };
+    let emulated = [("// BEFORE", before)];
     let source = element_typed(TOPK, dtype, emulate64.then_some(&emulated[..]));
+    if emulate64 {
+        return source;
+    }
     let is_nan = match dtype {
         DType::F32 => super::elementwise::f32_is_nan,
         DType::F64 => super::elementwise::f64_is_nan,
@@ -86,7 +94,8 @@ impl Recorder {
         let wg = ctx.workgroup_size();
         let kernel = Kernel::TopK {
             dtype: x.dtype(),
-            emulate64: super::operands::emulates64(&ctx, x.dtype()),
+            emulate64: super::operands::emulates64(&ctx, x.dtype())
+                || super::operands::emulates_f64(&ctx, x.dtype()),
             largest,
             workgroup_size: wg,
         };

@@ -23,6 +23,9 @@ pub(crate) const F64_MATH: &str = include_str!("../../shaders/f64_math.inc");
 /// without `SHADER_F64`: arithmetic, square root, order, rounding and conversions, each the
 /// CPU's bits. It builds on [`I64_EMULATION`], which precedes it in every module.
 pub(crate) const F64_EMULATION: &str = include_str!("../../shaders/f64_emulation.inc");
+/// exp, log, tanh, sigmoid and pow on the f64 emulation (`shaders/f64_emulation_math.inc`):
+/// helpers of the variants that call them, after [`F64_EMULATION`].
+pub(crate) const F64_EMULATION_MATH: &str = include_str!("../../shaders/f64_emulation_math.inc");
 /// The 8- and 4-bit floats' conversions (`shaders/minifloat.inc`): helpers of the programs
 /// whose dtypes include a storage-only type.
 pub(crate) const MINIFLOAT: &str = include_str!("../../shaders/minifloat.inc");
@@ -1337,8 +1340,9 @@ pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
 /// The emulation of op `name` where f64 is among its dtypes (`out` included): every 64-bit
 /// value on u32 pairs, f64 computed by [`F64_EMULATION`]. Arithmetic, square root,
 /// reciprocal, order (Max, Min, Clip and the comparisons), Where, Sign, the rounding ops, the
-/// NaN and infinity tests and Cast to and from every type; `None` for the rest (the
-/// transcendental functions, Pow, Mod), which need `SHADER_F64`.
+/// NaN and infinity tests, Cast to and from every type, and (by [`F64_EMULATION_MATH`]) Exp,
+/// Log, Tanh, Sigmoid and Pow; `None` for the rest (Mod, Erf, the trigonometric functions),
+/// which need `SHADER_F64`.
 fn emulated_f64_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr> {
     let emu = |e: &str| {
         Some(Expr {
@@ -1400,6 +1404,20 @@ fn emulated_f64_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
         return None;
     }
     let one = "vec2<u32>(0u, 0x3ff00000u)";
+    let math = match (name, arity) {
+        ("Exp", 1) => Some("sf64_exp(a)"),
+        ("Log", 1) => Some("sf64_log(a)"),
+        ("Tanh", 1) => Some("sf64_tanh(a)"),
+        ("Sigmoid", 1) => Some("sf64_sigmoid(a)"),
+        ("Pow", 2) => Some("sf64_pow(a, b)"),
+        _ => None,
+    };
+    if let Some(e) = math {
+        return Some(Expr {
+            helpers: format!("{I64_EMULATION}\n{F64_EMULATION}\n{F64_EMULATION_MATH}"),
+            expression: e.into(),
+        });
+    }
     let e = match (name, arity) {
         ("Add", 2) => "sf64_add(a, b)".to_string(),
         ("Sub", 2) => "sf64_sub(a, b)".to_string(),

@@ -175,12 +175,17 @@ impl Recorder {
                 ));
             }
         }
-        let emulate64 = !self
-            .context()
-            .features()
-            .contains(wgpu::Features::SHADER_INT64);
+        let emulate64 =
+            crate::kernels::words::emulates_64_bit(self.context().features(), &[dtype], dtype);
         let (program, constants) =
-            activation_program(op, dtype, inputs.len(), attrs, approximate, emulate64)?;
+            match activation_program(op, dtype, inputs.len(), attrs, approximate, emulate64) {
+                Ok(built) => built,
+                Err(e) => {
+                    // An f64 activation beyond the emulation: the feature it needs.
+                    super::elementwise::require_feature(self.context(), op, names[0], dtype)?;
+                    return Err(e);
+                }
+            };
         let c = compute_dtype(op, dtype);
         let constants: Vec<Tensor> = constants
             .iter()
@@ -241,7 +246,10 @@ pub(crate) fn activation_program(
     };
     let c = compute_dtype(op, dtype);
     let mut b = Builder {
-        p: Program::new(vec![dtype; inputs], emulate64 && dtype.is_integer()),
+        p: Program::new(
+            vec![dtype; inputs],
+            emulate64 && (dtype.is_integer() || dtype == DType::F64),
+        ),
         dtype: c,
         constants: Vec::new(),
     };

@@ -373,12 +373,15 @@ impl Recorder {
         // exp(x - max) is computed where it is read, by the sum (its prologue) and by the
         // quotient, never stored: 3 dispatches and no tensor the size of the input besides
         // the result. Each step rounds to the type as the function body's stores would.
+        // f64 without the feature on the emulation.
+        let emulate =
+            crate::kernels::words::emulates_64_bit(self.context().features(), &[dtype], dtype);
         let built = || -> Option<[Program; 2]> {
             use crate::kernels::program::Arg::Operand;
-            let mut exp = Program::new(vec![dtype; 2], false);
+            let mut exp = Program::new(vec![dtype; 2], emulate);
             let shifted = exp.push("Sub", vec![Operand(0), Operand(1)], dtype)?;
             exp.push("Exp", vec![shifted], dtype)?;
-            let mut result = Program::new(vec![dtype; 3], false);
+            let mut result = Program::new(vec![dtype; 3], emulate);
             let shifted = result.push("Sub", vec![Operand(0), Operand(1)], dtype)?;
             if op == "Softmax" {
                 let e = result.push("Exp", vec![shifted], dtype)?;
@@ -529,7 +532,6 @@ impl Recorder {
         let mut shape = x.shape().to_vec();
         shape[axes[0]] = k;
         let inner: usize = x.shape()[axes[0] + 1..].iter().product();
-        super::elementwise::require_f64_feature(self.context(), OP, "X", wide.dtype())?;
         let narrow = wide.dtype() != dtype;
         let values = if narrow {
             self.alloc(wide.dtype(), &shape)?

@@ -457,8 +457,8 @@ fn elementwise_on_64_bit_dtypes_with_native_features() {
     // i64: 9 ops, u64: 7, f64: 11 (Reciprocal); binary ones over 13 operand pairs.
     assert_eq!(checked, 6 * 13 * 3 + 3 + 1 + 5);
     // Without the features (a browser, or turned off), i64 runs on the 32-bit emulation (see
-    // tests/every_dtype.rs), the reductions included, with the native path's bits; any f64 op
-    // is an error naming the feature.
+    // tests/every_dtype.rs), the reductions included, with the native path's bits; an f64 op
+    // beyond the f64 emulation is an error naming the feature.
     let plain = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         native_64_bit: Some(false),
         ..Default::default()
@@ -472,7 +472,7 @@ fn elementwise_on_64_bit_dtypes_with_native_features() {
     };
     assert_eq!(sum(&plain), sum(&ctx));
     let x = wgpu_ops::Tensor::from_host(&plain, &edge_values(DType::F64, 0)).unwrap();
-    match plain.run(|rec| rec.elementwise("Pow", &x, Some(&x))) {
+    match plain.run(|rec| rec.elementwise("Erf", &x, None)) {
         Err(Error::InvalidInput { message, .. }) => {
             assert!(message.contains("SHADER_F64"), "{message}")
         }

@@ -61,9 +61,10 @@ pub struct ContextOptions {
     /// Compute i64, u64 and f64 natively where the adapter offers wgpu's `SHADER_INT64` and
     /// `SHADER_F64` (lavapipe and most native drivers do; browsers and Metal do not). `None`:
     /// on native builds the environment variable `WGPU_OPS_NATIVE_64_BIT` (`1` or `0`), else
-    /// yes. Without them, i64, u64 and f64 are emulated on u32 pairs (the same bits): the
-    /// element-wise ops, reductions, MatMul and the others the emulation covers; the rest
-    /// (f64's transcendental functions among them) are errors naming the missing feature.
+    /// yes. Without them, i64, u64 and f64 are emulated on u32 pairs (the CPU's bits): the
+    /// element-wise ops, reductions, MatMul, TopK and the others the emulation covers; the
+    /// rest (f64 Mod, Erf and the trigonometric functions among them) are errors naming the
+    /// missing feature.
     pub native_64_bit: Option<bool>,
     /// Use the kernel variants written for CPU adapters (MatMul without workgroup memory or
     /// barriers, see the MatMul kernels). `None`: when the adapter is a

@@ -175,8 +175,11 @@ impl Recorder {
                 ));
             }
         }
-        let emulate64 =
-            crate::kernels::words::emulates_64_bit(self.context().features(), &[dtype], dtype);
+        // Integer activations compute in i64 (emulated without SHADER_INT64), f64 ones on the
+        // emulation without SHADER_F64.
+        let features = self.context().features();
+        let emulate64 = !features.contains(wgpu::Features::SHADER_INT64)
+            || crate::kernels::words::emulates_64_bit(features, &[dtype], dtype);
         let (program, constants) =
             match activation_program(op, dtype, inputs.len(), attrs, approximate, emulate64) {
                 Ok(built) => built,

@@ -48,6 +48,15 @@ fn values_for(dtype: DType, shape: &[usize], seed: u64, positive: bool) -> HostT
 
 /// Runs a one-node graph on the GPU and on the CPU reference; returns both outputs.
 fn both(node: Node, inputs: Vec<(&str, HostTensor)>) -> Result<(HostTensor, HostTensor), Error> {
+    both_on(ctx(), node, inputs)
+}
+
+/// `both` in context `ctx`.
+fn both_on(
+    ctx: &wgpu_ops::Context,
+    node: Node,
+    inputs: Vec<(&str, HostTensor)>,
+) -> Result<(HostTensor, HostTensor), Error> {
     let mut g = Graph::new();
     for (name, t) in &inputs {
         let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
@@ -58,7 +67,7 @@ fn both(node: Node, inputs: Vec<(&str, HostTensor)>) -> Result<(HostTensor, Host
         .into_iter()
         .map(|(n, t)| (n.to_string(), t))
         .collect();
-    let got = Session::new(ctx(), g.clone())?
+    let got = Session::new(ctx, g.clone())?
         .run_blocking(inputs.clone())?
         .remove(0)
         .1;
@@ -502,19 +511,8 @@ fn f64_ops_without_the_feature_name_it() {
     ];
     for (node, inputs) in cases {
         let op = node.op.clone();
-        let mut g = Graph::new();
-        for (name, t) in &inputs {
-            let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
-            g = g.input(*name, t.dtype, &shape);
-        }
         let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
-        let g = g.node(node.inputs(names).outputs(["y"])).output("y");
-        let given: Vec<(String, HostTensor)> = inputs
-            .into_iter()
-            .map(|(n, t)| (n.to_string(), t))
-            .collect();
-        let e = Session::new(plain, g)
-            .and_then(|s| s.run_blocking(given))
+        let e = both_on(plain, node.inputs(names), inputs)
             .expect_err(&op)
             .to_string();
         assert!(e.contains("SHADER_F64") && !e.contains('\n'), "{op}: {e}");
@@ -550,26 +548,8 @@ fn f64_values(seed: u64, shape: &[usize], fractions: bool) -> HostTensor {
 fn f64_products_run_on_the_emulation_without_the_feature() {
     let plain = common::ctx_emulating_64_bit();
     let run = |node: Node, inputs: Vec<(&str, HostTensor)>| {
-        let mut g = Graph::new();
-        for (name, t) in &inputs {
-            let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
-            g = g.input(*name, t.dtype, &shape);
-        }
         let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
-        let g = g.node(node.inputs(names).outputs(["y"])).output("y");
-        let given: Vec<(String, HostTensor)> = inputs
-            .into_iter()
-            .map(|(n, t)| (n.to_string(), t))
-            .collect();
-        let got = Session::new(plain, g.clone())
-            .and_then(|s| s.run_blocking(given.clone()))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .remove(0)
-            .1;
-        let want = wgpu_ops::reference::graph::run_graph(&g, &given, &Default::default())
-            .unwrap()
-            .remove(0);
-        (got, want)
+        both_on(plain, node.inputs(names), inputs).unwrap_or_else(|e| panic!("{e}"))
     };
     let mut seed = 0;
     for fractions in [false, true] {
@@ -620,24 +600,7 @@ fn f64_products_run_on_the_emulation_without_the_feature() {
 fn f64_reductions_run_on_the_emulation_without_the_feature() {
     let plain = common::ctx_emulating_64_bit();
     let run = |node: Node, x: HostTensor| {
-        let g = Graph::new()
-            .input(
-                "x",
-                x.dtype,
-                &x.shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
-            )
-            .node(node.inputs(["x"]).outputs(["y"]))
-            .output("y");
-        let given = vec![("x".to_string(), x)];
-        let got = Session::new(plain, g.clone())
-            .and_then(|s| s.run_blocking(given.clone()))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .remove(0)
-            .1;
-        let want = wgpu_ops::reference::graph::run_graph(&g, &given, &Default::default())
-            .unwrap()
-            .remove(0);
-        (got, want)
+        both_on(plain, node.inputs(["x"]), vec![("x", x)]).unwrap_or_else(|e| panic!("{e}"))
     };
     let ops = [
         "ReduceSum",

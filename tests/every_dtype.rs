@@ -1333,28 +1333,7 @@ fn emulated_on(d: DType) {
     .unwrap();
     assert_eq!(got, want, "Mod fmod=1 on {d}, emulated");
     // Where and Clip on d, and Cast between d and the 32-bit and narrow integers and bool.
-    let (got, want) = both(
-        &plain,
-        Node::new("Where", "w").inputs(["cond", "x", "other"]),
-        vec![
-            ("cond", shaped(values(DType::Bool, 35, 1), &[5, 7])),
-            ("x", shaped(values(d, 35, 2), &[5, 7])),
-            ("other", values(d, 7, 3)),
-        ],
-    )
-    .unwrap();
-    assert_eq!(got, want, "Where on {d}, emulated");
-    let (got, want) = both(
-        &plain,
-        Node::new("Clip", "c").inputs(["x", "lo", "hi"]),
-        vec![
-            ("x", shaped(values(d, 35, 4), &[5, 7])),
-            ("lo", values(d, 1, 6)),
-            ("hi", values(d, 1, 9)),
-        ],
-    )
-    .unwrap();
-    assert_eq!(got, want, "Clip on {d}, emulated");
+    where_and_clip_match(&plain, d);
     for other in [
         DType::I8,
         DType::I16,
@@ -1423,6 +1402,32 @@ fn assert_same_or_nan(got: &HostTensor, want: &HostTensor, what: &str) {
             b.to_bits()
         );
     }
+}
+
+/// Where (with a broadcast operand) and Clip on `d` in `ctx`: bit for bit the reference's.
+fn where_and_clip_match(ctx: &wgpu_ops::Context, d: DType) {
+    let (got, want) = both(
+        ctx,
+        Node::new("Where", "w").inputs(["cond", "x", "other"]),
+        vec![
+            ("cond", shaped(values(DType::Bool, 35, 1), &[5, 7])),
+            ("x", shaped(values(d, 35, 2), &[5, 7])),
+            ("other", values(d, 7, 3)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(got, want, "Where on {d}");
+    let (got, want) = both(
+        ctx,
+        Node::new("Clip", "c").inputs(["x", "lo", "hi"]),
+        vec![
+            ("x", shaped(values(d, 35, 4), &[5, 7])),
+            ("lo", values(d, 1, 6)),
+            ("hi", values(d, 1, 9)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(got, want, "Clip on {d}");
 }
 
 /// f64 without `SHADER_F64` (as in browsers and on Metal): arithmetic, square root,
@@ -1507,28 +1512,7 @@ fn f64_emulated_without_the_feature() {
         let (got, want) = both(plain, node, vec![("a", a.clone()), ("b", b)]).unwrap();
         assert_same_or_nan(&got, &want, &format!("{op} of neighbours, emulated"));
     }
-    let (got, want) = both(
-        plain,
-        Node::new("Where", "w").inputs(["cond", "x", "other"]),
-        vec![
-            ("cond", shaped(values(DType::Bool, 35, 1), &[5, 7])),
-            ("x", shaped(values(d, 35, 2), &[5, 7])),
-            ("other", values(d, 7, 3)),
-        ],
-    )
-    .unwrap();
-    assert_eq!(got, want, "Where on f64, emulated");
-    let (got, want) = both(
-        plain,
-        Node::new("Clip", "c").inputs(["x", "lo", "hi"]),
-        vec![
-            ("x", shaped(values(d, 35, 4), &[5, 7])),
-            ("lo", values(d, 1, 6)),
-            ("hi", values(d, 1, 9)),
-        ],
-    )
-    .unwrap();
-    assert_eq!(got, want, "Clip on f64, emulated");
+    where_and_clip_match(plain, d);
     for other in DType::ALL.into_iter().filter(|&o| o != d) {
         let mut sources = vec![values(d, 40, 5), patterns(16)];
         if other == DType::F32 {

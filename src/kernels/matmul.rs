@@ -579,8 +579,7 @@ pub fn measure_matmul(
         rows,
         n,
         k,
-        emulate64: super::operands::emulates64(ctx, dtype)
-            || super::operands::emulates_f64(ctx, dtype),
+        emulate64: super::operands::emulated(ctx, dtype),
     };
     let group = ctx.workgroup_size().clamp(4, 256);
     let max = ctx.limits().max_compute_workgroups_per_dimension;
@@ -736,8 +735,7 @@ impl Recorder {
         prologue: Option<Prologue<'_>>,
     ) -> Result<()> {
         let ctx = self.context().clone();
-        let emulate64 = super::operands::emulates64(&ctx, lhs.dtype())
-            || super::operands::emulates_f64(&ctx, lhs.dtype());
+        let emulate64 = super::operands::emulated(&ctx, lhs.dtype());
         if let Some(p) = &prologue {
             let operand = [lhs, rhs][p.operand];
             let leaves = epilogue.map_or(0, |(_, l)| l.len());

@@ -51,12 +51,18 @@ pub fn emulates64(ctx: &crate::Context, dtype: DType) -> bool {
 
 /// Whether a kernel typed by `dtype` computes it on the f64 emulation in context `ctx`: f64
 /// without both `SHADER_F64` and `SHADER_INT64` (the kernels that have an f64 emulation:
-/// MatMul and the reductions; the others refuse f64 there).
+/// MatMul, the reductions and TopK; the others refuse f64 there).
 pub fn emulates_f64(ctx: &crate::Context, dtype: DType) -> bool {
     dtype == DType::F64
         && !ctx
             .features()
             .contains(wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64)
+}
+
+/// Whether a kernel typed by `dtype` (reductions, TopK, MatMul) holds it on u32 pairs in
+/// context `ctx`: i64 or u64 on the i64 emulation, or f64 on the f64 emulation.
+pub fn emulated(ctx: &crate::Context, dtype: DType) -> bool {
+    emulates64(ctx, dtype) || emulates_f64(ctx, dtype)
 }
 
 /// `template` with its `// ELEMENT TYPE` line made `alias T = ...` of the type `dtype`

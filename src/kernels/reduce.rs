@@ -507,12 +507,6 @@ fn absorb(s: State, x: C, j: u32) -> State { return lse(s, x, vec2<u32>(0u, 0x3f
     })
 }
 
-/// Whether a reduction of `dtype` computes on u32 pairs in context `ctx`: i64 and u64 without
-/// `SHADER_INT64`, f64 without `SHADER_F64`.
-pub(crate) fn emulated(ctx: &crate::Context, dtype: DType) -> bool {
-    super::operands::emulates64(ctx, dtype) || super::operands::emulates_f64(ctx, dtype)
-}
-
 /// WGSL source of the reduction `op` on `input`; `emulate64`: an i64, u64 or f64 input is
 /// computed on u32 pairs (adapters without `SHADER_INT64`, or `SHADER_F64`).
 ///
@@ -731,7 +725,11 @@ pub(crate) fn prologue_fits(
     shape: &[usize],
 ) -> bool {
     let out = program.out();
-    let emulated = emulated(ctx, out) || program.operands().iter().any(|&d| emulated(ctx, d));
+    let emulated = super::operands::emulated(ctx, out)
+        || program
+            .operands()
+            .iter()
+            .any(|&d| super::operands::emulated(ctx, d));
     leaves.len() == program.operands().len()
         && (1..=MAX_PROLOGUE_LEAVES).contains(&leaves.len())
         && shape.len() <= MAX_RANK
@@ -987,7 +985,7 @@ impl Recorder {
         let Some(pieces) = whole.split(room(limit, align, elem), &segments) else {
             return Ok(false);
         };
-        let emulate64 = emulated(&ctx, x.dtype());
+        let emulate64 = super::operands::emulated(&ctx, x.dtype());
         let pass = match (target.states, one_thread) {
             (false, false) => 0,
             (false, true) => 3,
@@ -1130,7 +1128,7 @@ impl Recorder {
             input: x.dtype(),
             prologue: None,
             pass: if one_thread { 6 } else { 2 },
-            emulate64: emulated(&ctx, x.dtype()),
+            emulate64: super::operands::emulated(&ctx, x.dtype()),
             reduced_rank: 0,
             prologue_rank: 0,
             lanes: WORKGROUP,
@@ -1273,7 +1271,7 @@ impl Recorder {
                 "internal: {op} input of {shape:?} reaches past 32-bit indices"
             )));
         }
-        let emulate64 = emulated(&ctx, dtype);
+        let emulate64 = super::operands::emulated(&ctx, dtype);
         let mut params = ReduceParams::new(&walk.keep, &walk.reduce, rows, (0, 0));
         // A prologue's walk over the input (its operands bound whole, from their first
         // element), after the parameters of the passes that read the input.

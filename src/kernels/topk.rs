@@ -16,13 +16,9 @@ pub fn topk_source(dtype: DType, emulate64: bool) -> String {
             "{}\nfn before(a: T, b: T) -> bool {{ let na = sf64_is_nan(a); let nb = sf64_is_nan(b); return select(sf64_lt(a, b) || (!na && nb), sf64_lt(b, a) || (na && !nb), LARGEST); }}",
             super::words::F64_EMULATION
         ),
-        DType::I64 => {
-            "fn before(a: T, b: T) -> bool { return select(lt_s64(a, b), lt_s64(b, a), LARGEST); }"
-                .to_string()
-        }
         _ => {
-            "fn before(a: T, b: T) -> bool { return select(lt_u64(a, b), lt_u64(b, a), LARGEST); }"
-                .to_string()
+            let lt = if dtype == DType::I64 { "lt_s64" } else { "lt_u64" };
+            format!("fn before(a: T, b: T) -> bool {{ return select({lt}(a, b), {lt}(b, a), LARGEST); }}")
         }
     };
     let emulated = [("// BEFORE", before)];
@@ -94,8 +90,7 @@ impl Recorder {
         let wg = ctx.workgroup_size();
         let kernel = Kernel::TopK {
             dtype: x.dtype(),
-            emulate64: super::operands::emulates64(&ctx, x.dtype())
-                || super::operands::emulates_f64(&ctx, x.dtype()),
+            emulate64: super::operands::emulated(&ctx, x.dtype()),
             largest,
             workgroup_size: wg,
         };

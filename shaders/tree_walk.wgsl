@@ -29,8 +29,11 @@ struct Params {
 @group(0) @binding(4) var<storage, read> roots: array<i32>;
 @group(0) @binding(5) var<storage, read_write> leaves: array<i32>;
 
-fn is_nan(v: T) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; // NAN TEST
+// Whether the row goes to the node's true child by `rule`, its value `v` against threshold
+// `t` (NaN tested on the bits: a driver may fold `v != v` away).
+fn goes_true(rule: u32, v: T, t: T) -> bool {
+    let nan = (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; // NAN TEST
+    return ((rule & 1u) != 0u && v < t) || ((rule & 2u) != 0u && v == t) || ((rule & 4u) != 0u && v > t) || ((rule & 8u) != 0u && nan); // COMPARE
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -54,9 +57,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         let v = x[n * params.features + u32(feature)];
         let t = thresholds[u32(node)];
-        let go = ((rule & 1u) != 0u && v < t) || ((rule & 2u) != 0u && v == t)
-            || ((rule & 4u) != 0u && v > t) || ((rule & 8u) != 0u && is_nan(v));
-        node = select(nodes[base + 2u], nodes[base + 1u], go);
+        node = select(nodes[base + 2u], nodes[base + 1u], goes_true(rule, v, t));
     }
     leaves[i] = node;
 }

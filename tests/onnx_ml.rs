@@ -388,6 +388,17 @@ fn tree_walk(
     depth: i64,
     x_as_input: bool,
 ) -> wgpu_ops::Result<HostTensor> {
+    tree_walk_on(common::ctx(), x, tables, depth, x_as_input)
+}
+
+/// `tree_walk` in context `ctx`.
+fn tree_walk_on(
+    ctx: &wgpu_ops::Context,
+    x: &HostTensor,
+    tables: [HostTensor; 3],
+    depth: i64,
+    x_as_input: bool,
+) -> wgpu_ops::Result<HostTensor> {
     let [nodes, thresholds, roots] = tables;
     let mut g = wgpu_ops::Graph::new();
     g = if x_as_input {
@@ -412,7 +423,7 @@ fn tree_walk(
     } else {
         Vec::new()
     };
-    let out = wgpu_ops::Session::new(common::ctx(), g)?.run_blocking(given)?;
+    let out = wgpu_ops::Session::new(ctx, g)?.run_blocking(given)?;
     Ok(out.into_iter().next().map(|(_, v)| v).unwrap())
 }
 
@@ -525,8 +536,8 @@ fn tree_walk_refuses_bad_operands_with_one_line_on_both_paths() {
 }
 
 /// Random forests (every rule combination, NaN features, leaves at every depth) walked on the
-/// GPU and by the interpreter, in f32, f64 and f16, and on i64 and i32 rows against f32
-/// thresholds: the same leaves, bit for bit.
+/// GPU and by the interpreter, in f32, f64 (natively and on the emulation) and f16, and on i64
+/// and i32 rows against f32 thresholds: the same leaves, bit for bit.
 #[test]
 fn tree_walk_matches_the_interpreter_on_random_forests() {
     let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -560,8 +571,10 @@ fn tree_walk_matches_the_interpreter_on_random_forests() {
         }
     }
     let values: Vec<f32> = (0..rows * features as usize)
-        .map(|_| match next(7) {
+        .map(|_| match next(8) {
             0 => f32::NAN,
+            // Equal to a threshold of +0.
+            7 => -0.0,
             v => v as f32 * 0.5 - 0.5,
         })
         .collect();
@@ -577,12 +590,13 @@ fn tree_walk_matches_the_interpreter_on_random_forests() {
         wgpu_ops::DType::I64,
         wgpu_ops::DType::I32,
     ] {
-        if dtype == wgpu_ops::DType::F64
-            && !common::ctx().features().contains(
-                wgpu_ops::gpu::Features::SHADER_F64 | wgpu_ops::gpu::Features::SHADER_INT64,
-            )
-        {
-            continue;
+        let mut contexts = vec![common::ctx()];
+        if dtype == wgpu_ops::DType::F64 {
+            // Without SHADER_F64 (browsers, Metal) the walk compares f64 on u32 pairs.
+            contexts.push(common::ctx_emulating_64_bit());
+            let native =
+                wgpu_ops::gpu::Features::SHADER_F64 | wgpu_ops::gpu::Features::SHADER_INT64;
+            contexts.retain(|c| c.features().contains(native) || !std::ptr::eq(*c, common::ctx()));
         }
         let x = wgpu_ops::reference::cast_host(&x32, dtype).unwrap();
         // Integer rows (NaN cast to 0) keep f32 thresholds, halves that fall between them.
@@ -593,18 +607,20 @@ fn tree_walk_matches_the_interpreter_on_random_forests() {
             t32.clone()
         };
         let tables = [table(&nodes), t, roots.clone()];
-        let gpu = tree_walk(&x, tables.clone(), 4, true).unwrap();
-        let cpu = tree_walk(&x, tables, 4, false).unwrap();
-        assert_eq!(gpu.shape, vec![rows, trees]);
-        assert_eq!(gpu, cpu, "{dtype}");
-        // Every walk ends at a leaf (the trees are 4 deep), and the leaves differ by row.
-        let leaves = gpu.to_vec::<i32>().unwrap();
-        assert!(leaves.iter().all(|&l| nodes[l as usize][3] == 16));
-        let distinct: std::collections::HashSet<i32> = leaves.iter().copied().collect();
-        assert!(distinct.len() > trees * 4, "{}", distinct.len());
-        checked += 1;
+        let cpu = tree_walk(&x, tables.clone(), 4, false).unwrap();
+        for ctx in contexts {
+            let gpu = tree_walk_on(ctx, &x, tables.clone(), 4, true).unwrap();
+            assert_eq!(gpu.shape, vec![rows, trees]);
+            assert_eq!(gpu, cpu, "{dtype}");
+            // Every walk ends at a leaf (the trees are 4 deep), and the leaves differ by row.
+            let leaves = gpu.to_vec::<i32>().unwrap();
+            assert!(leaves.iter().all(|&l| nodes[l as usize][3] == 16));
+            let distinct: std::collections::HashSet<i32> = leaves.iter().copied().collect();
+            assert!(distinct.len() > trees * 4, "{}", distinct.len());
+            checked += 1;
+        }
     }
-    assert!(checked >= 2);
+    assert!(checked >= 5);
 }
 
 /// More walks than one row of workgroups holds (rows x trees past 65 535 workgroups): the

@@ -438,6 +438,8 @@ pub enum Kernel {
         workgroup_size: u32,
         /// f64 values (else f32).
         f64: bool,
+        /// f64 on u32 pairs (adapters without `SHADER_F64`).
+        emulate64: bool,
     },
     /// `det.wgsl`: determinants, one invocation per matrix, of f32 or f64.
     Det {
@@ -539,6 +541,7 @@ impl Kernel {
                 out.push(Kernel::TreeWalk {
                     workgroup_size,
                     f64,
+                    emulate64: false,
                 });
                 out.push(Kernel::Det {
                     workgroup_size,
@@ -601,6 +604,11 @@ impl Kernel {
                 }
             }
             // f64 on u32 pairs (adapters without SHADER_F64).
+            out.push(Kernel::TreeWalk {
+                workgroup_size,
+                f64: true,
+                emulate64: true,
+            });
             for largest in [false, true] {
                 out.push(Kernel::TopK {
                     dtype: DType::F64,
@@ -916,7 +924,9 @@ impl Kernel {
                 let dtype = if f64 { DType::F64 } else { DType::F32 };
                 operands::element_typed(GRID_TAPS, dtype, None).into()
             }
-            Kernel::TreeWalk { f64, .. } => tree_walk::tree_walk_source(TREE_WALK, f64).into(),
+            Kernel::TreeWalk { f64, emulate64, .. } => {
+                tree_walk::tree_walk_source(TREE_WALK, f64, emulate64).into()
+            }
             Kernel::Det { f64, .. } => det::det_source(DET, f64).into(),
             Kernel::PairwiseCoupling { .. } => PAIRWISE_COUPLING.into(),
             Kernel::MaxRoiPool { .. } => MAX_ROI_POOL.into(),
@@ -1222,9 +1232,11 @@ impl Kernel {
             } => words::words_features(&operands[..usize::from(arity)], out, emulate64),
             Kernel::Fused { program, .. } => program.features(),
             Kernel::GridTaps { f64: true, .. } => wgpu::Features::SHADER_F64,
-            Kernel::TreeWalk { f64: true, .. } => {
-                wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64
-            }
+            Kernel::TreeWalk {
+                f64: true,
+                emulate64: false,
+                ..
+            } => wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64,
             Kernel::Det { f64: true, .. } => wgpu::Features::SHADER_F64,
             Kernel::Random { f64, .. } => Kernel::random_features(f64),
             Kernel::Reduce {
@@ -1359,7 +1371,12 @@ impl KernelSpec for Kernel {
             Kernel::Random { f64: true, .. } => "random.wgsl f64".into(),
             Kernel::GridTaps { f64: true, .. } => "grid_taps.wgsl f64".into(),
             Kernel::TreeWalk { f64: false, .. } => self.file().into(),
-            Kernel::TreeWalk { f64: true, .. } => "tree_walk.wgsl f64".into(),
+            Kernel::TreeWalk {
+                f64: true,
+                emulate64: false,
+                ..
+            } => "tree_walk.wgsl f64".into(),
+            Kernel::TreeWalk { f64: true, .. } => "tree_walk.wgsl f64 (emulated)".into(),
             Kernel::Det { f64: false, .. } => self.file().into(),
             Kernel::Det { f64: true, .. } => "det.wgsl f64".into(),
             Kernel::PairwiseCoupling { .. } => self.file().into(),

@@ -66,9 +66,10 @@ pub fn emulated(ctx: &crate::Context, dtype: DType) -> bool {
 }
 
 /// `template` with its `// ELEMENT TYPE` line made `alias T = ...` of the type `dtype`
-/// computes in (the per-dtype kernels with one element type: CumSum, TopK). With `emulated`
-/// (i64 or u64 on u32 pairs), `T` is `vec2<u32>` and each `(marker, line)` of `emulated`
-/// replaces its marked line, after the emulation's helpers; without, those lines stay.
+/// computes in (the per-dtype kernels with one element type: CumSum, TopK, the tree walk).
+/// With `emulated` (i64, u64 or f64 on u32 pairs), `T` is `vec2<u32>` and each
+/// `(marker, line)` of `emulated` replaces its marked line, after the emulation's helpers (the
+/// f64 ones too for f64); without, those lines stay.
 pub(crate) fn element_typed(
     template: &str,
     dtype: DType,
@@ -80,7 +81,14 @@ pub(crate) fn element_typed(
     };
     let mut replacements = vec![(
         "// ELEMENT TYPE",
-        format!("alias T = vec2<u32>;\n{}", super::words::I64_EMULATION),
+        match dtype {
+            DType::F64 => format!(
+                "alias T = vec2<u32>;\n{}\n{}",
+                super::words::I64_EMULATION,
+                super::words::F64_EMULATION
+            ),
+            _ => format!("alias T = vec2<u32>;\n{}", super::words::I64_EMULATION),
+        },
     )];
     replacements.extend(lines.iter().cloned());
     specialize(template, &replacements)

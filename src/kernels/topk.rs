@@ -12,10 +12,7 @@ const TOPK: &str = include_str!("../../shaders/topk.wgsl");
 pub fn topk_source(dtype: DType, emulate64: bool) -> String {
     let before = match dtype {
         // NaN as the native f64 order has it (below).
-        DType::F64 => format!(
-            "{}\nfn before(a: T, b: T) -> bool {{ let na = sf64_is_nan(a); let nb = sf64_is_nan(b); return select(sf64_lt(a, b) || (!na && nb), sf64_lt(b, a) || (na && !nb), LARGEST); }}",
-            super::words::F64_EMULATION
-        ),
+        DType::F64 => "fn before(a: T, b: T) -> bool { let na = sf64_is_nan(a); let nb = sf64_is_nan(b); return select(sf64_lt(a, b) || (!na && nb), sf64_lt(b, a) || (na && !nb), LARGEST); }".to_string(),
         _ => {
             let lt = if dtype == DType::I64 { "lt_s64" } else { "lt_u64" };
             format!("fn before(a: T, b: T) -> bool {{ return select({lt}(a, b), {lt}(b, a), LARGEST); }}")

@@ -17,9 +17,17 @@ struct Params {
     _pad: u32,
 }
 
-/// The WGSL of the kernel for f32 or f64 rows (NaN tested on the bits: a driver may fold
-/// `x != x` away).
-pub(crate) fn tree_walk_source(template: &str, f64: bool) -> String {
+/// The WGSL of the kernel for f32 or f64 rows; `emulate64`: f64 on u32 pairs (adapters
+/// without `SHADER_F64`).
+pub(crate) fn tree_walk_source(template: &str, f64: bool, emulate64: bool) -> String {
+    if f64 && emulate64 {
+        let compare = "    return ((rule & 1u) != 0u && sf64_lt(v, t)) || ((rule & 2u) != 0u && sf64_eq(v, t)) || ((rule & 4u) != 0u && sf64_lt(t, v)) || ((rule & 8u) != 0u && sf64_is_nan(v));";
+        let emulated = [
+            ("// NAN TEST", String::new()),
+            ("// COMPARE", compare.to_string()),
+        ];
+        return super::operands::element_typed(template, DType::F64, Some(&emulated));
+    }
     let (ty, nan) = if f64 {
         ("f64", super::elementwise::f64_is_nan("v"))
     } else {
@@ -29,7 +37,7 @@ pub(crate) fn tree_walk_source(template: &str, f64: bool) -> String {
         template,
         &[
             ("// ELEMENT TYPE", format!("alias T = {ty};")),
-            ("// NAN TEST", format!("    return {nan};")),
+            ("// NAN TEST", format!("    let nan = {nan};")),
         ],
     )
 }
@@ -48,14 +56,7 @@ impl Recorder {
         let [x, nodes, thresholds, roots] = tables;
         let ctx = self.context().clone();
         let f64 = x.dtype() == DType::F64;
-        let needs = wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64;
-        if f64 && !ctx.features().contains(needs) {
-            return Err(Error::invalid(
-                op,
-                "X",
-                "f64 rows need the adapter's SHADER_F64 and SHADER_INT64 features".to_string(),
-            ));
-        }
+        let emulate64 = super::operands::emulates_f64(&ctx, x.dtype());
         let (rows, features) = (x.shape()[0] as u64, x.shape()[1] as u64);
         let trees = roots.numel() as u64;
         let invocations = rows * trees;
@@ -104,6 +105,7 @@ impl Recorder {
         let pipeline = ctx.pipeline(&Kernel::TreeWalk {
             workgroup_size: wg,
             f64,
+            emulate64,
         })?;
         let bindings = [
             x.storage().bind_whole(),

@@ -20,7 +20,7 @@ const webgpu = !argv.includes("--no-webgpu");
 const screenshot = opt("--screenshot");
 const upload = opt("--upload");
 const TIMEOUT_MS = Number(process.env.BROWSER_TEST_TIMEOUT_MS ?? 180000);
-const EXPECTED_OPS = ["StridedSlice", "Slice", "SpaceToBatch", "BatchToSpace", "Scan", "Scan f16", "Scan i64"];
+const EXPECTED_OPS = ["StridedSlice", "Slice", "SpaceToBatch", "BatchToSpace", "Scan", "Scan f16", "Scan i64", "Scan f64"];
 
 const profile = mkdtempSync(join(tmpdir(), "wgpu-ops-chromium-"));
 const args = [

@@ -105,7 +105,7 @@ pub async fn run(
         slice(ctx, &host, &input, settings, clock).await,
     ];
     out.extend(blocks(ctx, &host, &input, settings.block, clock).await);
-    for dtype in [DType::I32, DType::F16, DType::I64] {
+    for dtype in [DType::I32, DType::F16, DType::I64, DType::F64] {
         out.push(scan(ctx, image, clock, dtype).await);
     }
     out
@@ -321,20 +321,21 @@ async fn blocks(
 }
 
 /// A Scan over the image rows whose state is the running sum of the rows (in `dtype`); its scan
-/// output, row `i` = sum of rows `0..=i`, is drawn as the running mean. In i64 each row's
-/// colours first go through a 3 x 3 colour matrix (the identity), so the browser runs an i64
-/// MatMul as well as element-wise ops on the 32-bit emulation.
+/// output, row `i` = sum of rows `0..=i`, is drawn as the running mean. In i64 and f64 each
+/// row's colours first go through a 3 x 3 colour matrix (the identity), so the browser runs a
+/// MatMul as well as element-wise ops on the 32-bit emulation of those types.
 pub fn running_sum_graph(width: usize, dtype: DType) -> Graph {
     let mut body = Graph::new()
         .input("sum", dtype, &[Some(width), Some(3)])
         .input("row", dtype, &[Some(width), Some(3)]);
     let mut added = "row";
-    if dtype == DType::I64 {
+    if matches!(dtype, DType::I64 | DType::F64) {
         let identity: Vec<i64> = (0..9).map(|k| i64::from(k % 4 == 0)).collect();
+        let identity = HostTensor::from_vec(vec![3, 3], &identity).expect("a 3 x 3 matrix");
         body = body
             .constant(
                 "mix",
-                HostTensor::from_vec(vec![3, 3], &identity).expect("a 3 x 3 matrix"),
+                reference::cast_host(&identity, dtype).expect("i64 casts to f64"),
             )
             .node(
                 Node::new("MatMul", "mix_colours")
@@ -371,18 +372,20 @@ pub fn running_sum_graph(width: usize, dtype: DType) -> Graph {
 }
 
 /// The running-sum Scan over the image rows in `dtype`: i32 (exact), f16 (colours / 255;
-/// every sum rounded to nearest-even by the word kernel, no `shader-f16` needed) or i64 (in
+/// every sum rounded to nearest-even by the word kernel, no `shader-f16` needed), i64 (in
 /// browsers, which have no 64-bit shader integers, multiplied and added as u32 pairs with
-/// carries). The
-/// reference computes alike, so each matches it bit for bit.
+/// carries) or f64 (colours / 255; in browsers, which have no f64 shaders, each product and
+/// sum rounded from the bits on u32 pairs as the CPU rounds it). The reference computes
+/// alike, so each matches it bit for bit.
 async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64, dtype: DType) -> Outcome {
     let (name, op_name) = match dtype {
         DType::F16 => ("scan_f16", "Scan f16"),
         DType::I64 => ("scan_i64", "Scan i64"),
+        DType::F64 => ("scan_f64", "Scan f64"),
         _ => ("scan", "Scan"),
     };
     let (h, w) = (image.height, image.width);
-    let ops = if dtype == DType::I64 {
+    let ops = if matches!(dtype, DType::I64 | DType::F64) {
         "MatMul, Add, Identity"
     } else {
         "Add, Identity"
@@ -401,6 +404,13 @@ async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64, dtype: DTyp
         DType::I64 => (
             HostTensor::from_vec(vec![w, 3], &vec![0i64; w * 3]),
             HostTensor::from_vec(vec![h, w, 3], &rgb.map(i64::from).collect::<Vec<_>>()),
+        ),
+        DType::F64 => (
+            HostTensor::from_vec(vec![w, 3], &vec![0f64; w * 3]),
+            HostTensor::from_vec(
+                vec![h, w, 3],
+                &rgb.map(|v| f64::from(v) / 255.0).collect::<Vec<_>>(),
+            ),
         ),
         _ => (
             HostTensor::from_vec(vec![w, 3], &vec![0i32; w * 3]),
@@ -426,7 +436,7 @@ async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64, dtype: DTyp
     let want = reference::graph::run_graph(&graph, &inputs, &Default::default())
         .map(|mut o| o.pop().expect("two outputs"));
     let picture = match dtype {
-        DType::F16 => running_mean_f16(&got),
+        DType::F16 | DType::F64 => running_mean_of_fractions(&got),
         DType::I64 => got.to_vec::<i64>().ok().and_then(|v| {
             let v: Vec<i32> = v.iter().map(|&x| x as i32).collect();
             running_mean(&HostTensor::from_vec(got.shape.clone(), &v).ok()?)
@@ -447,18 +457,26 @@ async fn scan(ctx: &Context, image: &Image, clock: &dyn Fn() -> f64, dtype: DTyp
     }
 }
 
-/// Row `i` of f16 running sums of colours / 255, divided by `i + 1`, as colours.
-fn running_mean_f16(t: &HostTensor) -> Option<Image> {
+/// Row `i` of f16 or f64 running sums of colours / 255, divided by `i + 1`, as colours.
+fn running_mean_of_fractions(t: &HostTensor) -> Option<Image> {
     let [h, w, 3] = t.shape[..] else {
         return None;
     };
-    let sums = t.to_vec::<half::f16>().ok()?;
+    let sums: Vec<f64> = match t.dtype {
+        DType::F16 => t
+            .to_vec::<half::f16>()
+            .ok()?
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        _ => t.to_vec::<f64>().ok()?,
+    };
     let rgba = sums
         .chunks_exact(3)
         .enumerate()
         .flat_map(|(p, c)| {
-            let n = (p / w + 1) as f32;
-            let v = |x: half::f16| (f32::from(x) / n * 255.0).clamp(0.0, 255.0) as u8;
+            let n = (p / w + 1) as f64;
+            let v = |x: f64| (x / n * 255.0).clamp(0.0, 255.0) as u8;
             [v(c[0]), v(c[1]), v(c[2]), 255]
         })
         .collect();

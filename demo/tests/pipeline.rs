@@ -5,10 +5,14 @@ use wgpu_ops::{Context, ContextOptions, DType};
 use wgpu_ops_demo::{pipeline, Image, Settings};
 
 fn context() -> Context {
+    context_with(ContextOptions::default())
+}
+
+fn context_with(options: ContextOptions) -> Context {
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
         std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
     }
-    Context::new_blocking(ContextOptions::default()).expect("a wgpu adapter (see README)")
+    Context::new_blocking(options).expect("a wgpu adapter (see README)")
 }
 
 fn picture(width: usize, height: usize) -> Image {
@@ -23,10 +27,13 @@ fn picture(width: usize, height: usize) -> Image {
 }
 
 fn run(image: &Image, settings: &Settings) -> Vec<pipeline::Outcome> {
-    let ctx = context();
+    run_in(&context(), image, settings)
+}
+
+fn run_in(ctx: &Context, image: &Image, settings: &Settings) -> Vec<pipeline::Outcome> {
     let t0 = std::time::Instant::now();
     let clock = move || t0.elapsed().as_secs_f64() * 1e3;
-    pollster::block_on(pipeline::run(&ctx, image, settings, &clock))
+    pollster::block_on(pipeline::run(ctx, image, settings, &clock))
 }
 
 #[test]
@@ -42,7 +49,8 @@ fn default_parameters_pass_every_check() {
             "BatchToSpace",
             "Scan",
             "Scan f16",
-            "Scan i64"
+            "Scan i64",
+            "Scan f64"
         ]
     );
     for o in &out {
@@ -57,6 +65,28 @@ fn default_parameters_pass_every_check() {
     assert_eq!(
         (out[5].dtype, &out[5].shape[..]),
         (DType::F16, &[53, 61, 3][..])
+    );
+}
+
+/// As a browser runs it: without 64-bit shader types, the i64 and f64 Scans compute on u32
+/// pairs and still match the reference bit for bit.
+#[test]
+fn every_check_passes_without_64_bit_shader_types() {
+    let ctx = context_with(ContextOptions {
+        native_64_bit: Some(false),
+        ..Default::default()
+    });
+    assert!(!ctx
+        .features()
+        .intersects(wgpu_ops::gpu::Features::SHADER_F64 | wgpu_ops::gpu::Features::SHADER_INT64));
+    let out = run_in(&ctx, &picture(29, 17), &Settings::default());
+    assert_eq!(out.len(), 8);
+    for o in &out {
+        assert!(o.check.is_ok(), "{}: {:?}", o.op, o.check);
+    }
+    assert_eq!(
+        (out[7].dtype, &out[7].shape[..]),
+        (DType::F64, &[17, 29, 3][..])
     );
 }
 

@@ -73,6 +73,7 @@ const CAPTIONS = {
   scan: "Scan-16: running sum of the rows; row i shows the mean of rows 0..i.",
   scan_f16: "The same Scan in f16, each sum rounded to nearest-even by the word kernel.",
   scan_i64: "The same Scan in i64: without 64-bit shader integers, added as u32 pairs with a carry.",
+  scan_f64: "The same Scan in f64 (colours / 255): without f64 shaders, each sum rounded from the bits on u32 pairs.",
 };
 
 function card(result) {

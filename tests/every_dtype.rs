@@ -1431,7 +1431,7 @@ fn where_and_clip_match(ctx: &wgpu_ops::Context, d: DType) {
 }
 
 /// f64 without `SHADER_F64` (as in browsers and on Metal): arithmetic, square root,
-/// reciprocal, order, Where, Clip, Sign, the rounding ops, the NaN and infinity tests and Cast
+/// reciprocal, order, Where, Clip, Sign, the rounding ops, Mod, the NaN and infinity tests and Cast
 /// to and from every type run on the emulation and give the CPU reference's bits, on edge
 /// values (zeros of both signs, infinities, NaN, the extremes, the smallest subnormal) and on
 /// 4 000 random bit patterns of every kind; the others are an error that names the feature.
@@ -1489,6 +1489,22 @@ fn f64_emulated_without_the_feature() {
             let (got, want) = both(plain, node, vec![("a", a), ("b", b)])
                 .unwrap_or_else(|e| panic!("{op} emulated: {e}"));
             assert_same_or_nan(&got, &want, &format!("{op} on f64, emulated"));
+        }
+    }
+    // Mod, Python's (fmod = 0) and C's (fmod = 1): exact remainders, whatever the exponents.
+    for fmod in [0, 1] {
+        let pairs = [
+            (edges(), values(d, 7, 8)),
+            (patterns(16), patterns(17)),
+            (patterns(18), patterns(18)),
+        ];
+        for (a, b) in pairs {
+            let node = Node::new("Mod", "n")
+                .attr("fmod", Attr::Int(fmod))
+                .inputs(["a", "b"]);
+            let (got, want) = both(plain, node, vec![("a", a), ("b", b)])
+                .unwrap_or_else(|e| panic!("Mod emulated: {e}"));
+            assert_same_or_nan(&got, &want, &format!("Mod fmod={fmod} on f64, emulated"));
         }
     }
     // Cancellation: neighbours one to a few units apart, and a value with its negation.
@@ -1670,20 +1686,9 @@ fn f64_emulated_without_the_feature() {
         );
     }
     // What the emulation does not compute names the feature it needs.
-    for op in ["Sin", "Erf", "Mod"] {
-        let binary = op == "Mod";
-        let mut inputs = vec![("a", values(d, 7, 3))];
-        if binary {
-            inputs.push(("b", values(d, 7, 4)));
-        }
-        let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
-        let node = Node::new(op, "n").attr("fmod", Attr::Int(1)).inputs(names);
-        let node = if op == "Mod" {
-            node
-        } else {
-            Node::new(op, "n").inputs(if binary { vec!["a", "b"] } else { vec!["a"] })
-        };
-        match both(plain, node, inputs) {
+    for op in ["Sin", "Erf"] {
+        let node = Node::new(op, "n").inputs(["a"]);
+        match both(plain, node, vec![("a", values(d, 7, 3))]) {
             Err(e) => assert!(e.to_string().contains("SHADER_F64"), "{op}: {e}"),
             Ok(_) => panic!("{op} on f64 ran without SHADER_F64"),
         }

@@ -304,8 +304,8 @@ fn every_variant_validates_and_compiles() {
     // each, in every mode that changes the result: 2 for the four 8-bit floats, 6 for F8E8M0, 2
     // for QuantizeLinear's 8 integer targets; then every op on every dtype combination it is
     // defined for) and 207 with i64/u64 emulated on u32 pairs (for adapters without
-    // SHADER_INT64; 18 of them Pow of mixed types) and 86 with f64 emulated (for adapters
-    // without SHADER_F64: casts to and from it, arithmetic, order, rounding, exp, log, tanh,
+    // SHADER_INT64; 18 of them Pow of mixed types) and 88 with f64 emulated (for adapters
+    // without SHADER_F64: casts to and from it, arithmetic, Mod, order, rounding, exp, log, tanh,
     // sigmoid, pow); then 8 dtypes
     // (f16 and bf16 on packed words) x (tiles + 7 row-workgroup sizes x 2 entry points)
     // MatMuls and 3 emulated (i64, u64, f64) x (tiles + 7 x rows),
@@ -319,7 +319,7 @@ fn every_variant_validates_and_compiles() {
     // without bias, RMSNormalization x f32, f16, bf16 x 6 lane counts).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (732 + 64 + 18 + 2 + 1374 + 207 + 86)
+        WORKGROUP_SIZES.len() * (732 + 64 + 18 + 2 + 1374 + 207 + 88)
             + 8 * 15
             + 3 * 8
             + (154 + 38) * (7 + 2 * 5 + 2 * 3 * 4)

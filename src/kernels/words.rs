@@ -1425,6 +1425,8 @@ fn emulated_f64_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
         ("Div", 2) => "sf64_div(a, b)".to_string(),
         ("Max", 2) => "sf64_max(a, b)".to_string(),
         ("Min", 2) => "sf64_min(a, b)".to_string(),
+        ("Mod", 2) => "sf64_py_mod(a, b)".to_string(),
+        ("FMod", 2) => "sf64_fmod(a, b)".to_string(),
         ("Equal", 2) => "u32(sf64_eq(a, b))".to_string(),
         ("Less", 2) => "u32(sf64_lt(a, b))".to_string(),
         ("LessOrEqual", 2) => "u32(sf64_le(a, b))".to_string(),

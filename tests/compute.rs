@@ -481,7 +481,9 @@ fn elementwise_on_64_bit_dtypes_with_native_features() {
     };
     assert_eq!(sum(&plain), sum(&ctx));
     let x = wgpu_ops::Tensor::from_host(&plain, &edge_values(DType::F64, 0)).unwrap();
-    match plain.run(|rec| rec.elementwise("Erf", &x, None)) {
+    assert!(plain.run(|rec| rec.elementwise("Erf", &x, None)).is_ok());
+    let x = x.reshaped(&[3, 2, 2]).unwrap();
+    match plain.run(|rec| rec.det_to(&x, wgpu_ops::Out::NEW)) {
         Err(Error::InvalidInput { message, .. }) => {
             assert!(message.contains("SHADER_F64"), "{message}")
         }
@@ -508,6 +510,14 @@ fn f64_ops_without_the_feature_name_it() {
             Node::new("LayerNormalization", "l"),
             vec![("x", f64s(&[2, 5])), ("s", f64s(&[5]))],
         ),
+        (
+            Node::new("CumSum", "c"),
+            vec![
+                ("x", f64s(&[3, 4])),
+                ("axis", HostTensor::from_vec(vec![], &[1i64]).unwrap()),
+            ],
+        ),
+        (Node::new("Det", "d"), vec![("x", f64s(&[2, 3, 3]))]),
     ];
     for (node, inputs) in cases {
         let op = node.op.clone();

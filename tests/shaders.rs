@@ -234,7 +234,7 @@ fn fused_programs_validate_and_compile() {
             dense += 1;
         }
     }
-    assert_eq!(count, 1374 + 207 + 86);
+    assert_eq!(count, 1374 + 207 + 101);
     assert!(repeated > 200, "{repeated}");
     assert!(dense > 500, "{dense} dense variants");
 }
@@ -268,7 +268,15 @@ fn programs_mixing_the_64_bit_emulation_validate() {
         )
         .unwrap();
     q.push("Tanh", vec![y], DType::F64).unwrap();
-    for program in [p, q] {
+    // The special functions' library beside the math one it builds on, and alone.
+    let mut r = Program::new(vec![DType::F64], true);
+    let s = r.push("Sin", vec![Arg::Operand(0)], DType::F64).unwrap();
+    let e = r.push("Exp", vec![s], DType::F64).unwrap();
+    let t = r.push("Atanh", vec![e], DType::F64).unwrap();
+    r.push("Erf", vec![t], DType::F64).unwrap();
+    let mut u = Program::new(vec![DType::F64], true);
+    u.push("Erf", vec![Arg::Operand(0)], DType::F64).unwrap();
+    for program in [p, q, r, u] {
         let program: &'static Program = Box::leak(Box::new(program));
         let kernel = Kernel::Fused {
             program,
@@ -304,9 +312,9 @@ fn every_variant_validates_and_compiles() {
     // each, in every mode that changes the result: 2 for the four 8-bit floats, 6 for F8E8M0, 2
     // for QuantizeLinear's 8 integer targets; then every op on every dtype combination it is
     // defined for) and 207 with i64/u64 emulated on u32 pairs (for adapters without
-    // SHADER_INT64; 18 of them Pow of mixed types) and 88 with f64 emulated (for adapters
+    // SHADER_INT64; 18 of them Pow of mixed types) and 101 with f64 emulated (for adapters
     // without SHADER_F64: casts to and from it, arithmetic, Mod, order, rounding, exp, log, tanh,
-    // sigmoid, pow); then 8 dtypes
+    // sigmoid, pow, erf, log1p and the 11 trigonometric and hyperbolic functions); then 8 dtypes
     // (f16 and bf16 on packed words) x (tiles + 7 row-workgroup sizes x 2 entry points)
     // MatMuls and 3 emulated (i64, u64, f64) x (tiles + 7 x rows),
     // 154 reductions x 7 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
@@ -319,7 +327,7 @@ fn every_variant_validates_and_compiles() {
     // without bias, RMSNormalization x f32, f16, bf16 x 6 lane counts).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (732 + 64 + 18 + 2 + 1374 + 207 + 88)
+        WORKGROUP_SIZES.len() * (732 + 64 + 18 + 2 + 1374 + 207 + 101)
             + 8 * 15
             + 3 * 8
             + (154 + 38) * (7 + 2 * 5 + 2 * 3 * 4)

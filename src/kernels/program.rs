@@ -437,7 +437,12 @@ impl Program {
             let f64_math = strip_comments(super::words::F64_MATH);
             // The 64-bit emulation's parts (the i64 arithmetic the f64 emulation builds on, which
             // its math builds on) likewise, each once.
-            for library in [super::words::I64_EMULATION, super::words::F64_EMULATION] {
+            for library in [
+                super::words::I64_EMULATION,
+                super::words::F64_EMULATION,
+                super::words::F64_EMULATION_MATH,
+                super::words::F64_EMULATION_SPECIAL,
+            ] {
                 let library = strip_comments(library);
                 if helpers.contains(&library) {
                     helpers = helpers.replace(&library, "");

@@ -26,6 +26,11 @@ pub(crate) const F64_EMULATION: &str = include_str!("../../shaders/f64_emulation
 /// exp, log, tanh, sigmoid and pow on the f64 emulation (`shaders/f64_emulation_math.inc`):
 /// helpers of the variants that call them, after [`F64_EMULATION`].
 pub(crate) const F64_EMULATION_MATH: &str = include_str!("../../shaders/f64_emulation_math.inc");
+/// erf, log(1 + x) and the trigonometric and hyperbolic functions on the f64 emulation
+/// (`shaders/f64_emulation_special.inc`): helpers of the variants that call them, after
+/// [`F64_EMULATION_MATH`].
+pub(crate) const F64_EMULATION_SPECIAL: &str =
+    include_str!("../../shaders/f64_emulation_special.inc");
 /// The 8- and 4-bit floats' conversions (`shaders/minifloat.inc`): helpers of the programs
 /// whose dtypes include a storage-only type.
 pub(crate) const MINIFLOAT: &str = include_str!("../../shaders/minifloat.inc");
@@ -1340,9 +1345,9 @@ pub fn emulated_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
 /// The emulation of op `name` where f64 is among its dtypes (`out` included): every 64-bit
 /// value on u32 pairs, f64 computed by [`F64_EMULATION`]. Arithmetic, square root,
 /// reciprocal, order (Max, Min, Clip and the comparisons), Where, Sign, the rounding ops, the
-/// NaN and infinity tests, Cast to and from every type, and (by [`F64_EMULATION_MATH`]) Exp,
-/// Log, Tanh, Sigmoid and Pow; `None` for the rest (Mod, Erf, the trigonometric functions),
-/// which need `SHADER_F64`.
+/// NaN and infinity tests, Mod, Cast to and from every type, (by [`F64_EMULATION_MATH`]) Exp,
+/// Log, Tanh, Sigmoid and Pow, and (by [`F64_EMULATION_SPECIAL`]) Erf, Log1p and the
+/// trigonometric and hyperbolic functions; `None` for the rest.
 fn emulated_f64_expression(name: &str, dtypes: &[DType], out: DType) -> Option<Expr> {
     let emu = |e: &str| {
         Some(Expr {
@@ -1404,17 +1409,35 @@ fn emulated_f64_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
         return None;
     }
     let one = "vec2<u32>(0u, 0x3ff00000u)";
+    // Functions of the math library, and (`true`) of the special functions' built on it.
     let math = match (name, arity) {
-        ("Exp", 1) => Some("sf64_exp(a)"),
-        ("Log", 1) => Some("sf64_log(a)"),
-        ("Tanh", 1) => Some("sf64_tanh(a)"),
-        ("Sigmoid", 1) => Some("sf64_sigmoid(a)"),
-        ("Pow", 2) => Some("sf64_pow(a, b)"),
+        ("Exp", 1) => Some(("sf64_exp(a)", false)),
+        ("Log", 1) => Some(("sf64_log(a)", false)),
+        ("Tanh", 1) => Some(("sf64_tanh(a)", false)),
+        ("Sigmoid", 1) => Some(("sf64_sigmoid(a)", false)),
+        ("Pow", 2) => Some(("sf64_pow(a, b)", false)),
+        ("Erf", 1) => Some(("sf64_erf(a)", true)),
+        ("Log1p", 1) => Some(("sf64_log1p(a)", true)),
+        ("Sin", 1) => Some(("sf64_sin(a)", true)),
+        ("Cos", 1) => Some(("sf64_cos(a)", true)),
+        ("Tan", 1) => Some(("sf64_tan(a)", true)),
+        ("Asin", 1) => Some(("sf64_asin(a)", true)),
+        ("Acos", 1) => Some(("sf64_acos(a)", true)),
+        ("Atan", 1) => Some(("sf64_atan(a)", true)),
+        ("Sinh", 1) => Some(("sf64_sinh(a)", true)),
+        ("Cosh", 1) => Some(("sf64_cosh(a)", true)),
+        ("Asinh", 1) => Some(("sf64_asinh(a)", true)),
+        ("Acosh", 1) => Some(("sf64_acosh(a)", true)),
+        ("Atanh", 1) => Some(("sf64_atanh(a)", true)),
         _ => None,
     };
-    if let Some(e) = math {
+    if let Some((e, special)) = math {
+        let mut helpers = format!("{I64_EMULATION}\n{F64_EMULATION}\n{F64_EMULATION_MATH}");
+        if special {
+            helpers = format!("{helpers}\n{F64_EMULATION_SPECIAL}");
+        }
         return Some(Expr {
-            helpers: format!("{I64_EMULATION}\n{F64_EMULATION}\n{F64_EMULATION_MATH}"),
+            helpers,
             expression: e.into(),
         });
     }

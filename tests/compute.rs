@@ -492,30 +492,15 @@ fn elementwise_on_64_bit_dtypes_with_native_features() {
 }
 
 /// Without SHADER_F64, an op that computes on f64 beyond the emulation is refused by an error
-/// naming the feature, not another rule (Conv's bias said "B cannot be added to f64").
+/// naming the feature, not another rule.
 #[test]
 fn f64_ops_without_the_feature_name_it() {
     let plain = common::ctx_emulating_64_bit();
     let f64s = |shape: &[usize]| random_tensor(3, DType::F64, shape);
     let cases: Vec<(Node, Vec<(&str, HostTensor)>)> = vec![
         (
-            Node::new("Conv", "c"),
-            vec![
-                ("x", f64s(&[1, 2, 4, 4])),
-                ("w", f64s(&[3, 2, 2, 2])),
-                ("b", f64s(&[3])),
-            ],
-        ),
-        (
             Node::new("LayerNormalization", "l"),
             vec![("x", f64s(&[2, 5])), ("s", f64s(&[5]))],
-        ),
-        (
-            Node::new("CumSum", "c"),
-            vec![
-                ("x", f64s(&[3, 4])),
-                ("axis", HostTensor::from_vec(vec![], &[1i64]).unwrap()),
-            ],
         ),
         (Node::new("Det", "d"), vec![("x", f64s(&[2, 3, 3]))]),
     ];
@@ -716,6 +701,94 @@ fn f64_reductions_run_on_the_emulation_without_the_feature() {
                 assert_eq!(got, want, "{op} over {axis}");
             }
         }
+    }
+}
+
+/// Without SHADER_F64, Conv (with its bias as the MatMul's epilogue) and the pools on f64 run
+/// on the emulation, built from the gathers, MatMul, the reductions and element-wise ops:
+/// whole numbers bit for bit against the CPU reference, values of every significand bit
+/// within 1e-13 of its magnitude (sums in another order); padding, strides, dilations,
+/// partial windows (`ceil_mode`, `count_include_pad` off) and MaxPool's indices.
+#[test]
+fn f64_windows_run_on_the_emulation_without_the_feature() {
+    let plain = common::ctx_emulating_64_bit();
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    let mut seed = 300;
+    for fractions in [false, true] {
+        seed += 10;
+        let x = f64_values(seed, &[2, 3, 7, 6], fractions);
+        let cases: Vec<(Node, Vec<(&str, HostTensor)>)> = vec![
+            (
+                Node::new("Conv", "c")
+                    .attr("pads", ints(&[1, 0, 2, 1]))
+                    .attr("strides", ints(&[2, 1]))
+                    .attr("dilations", ints(&[1, 2])),
+                vec![
+                    ("x", x.clone()),
+                    ("w", f64_values(seed + 1, &[4, 3, 3, 2], fractions)),
+                    ("b", f64_values(seed + 2, &[4], fractions)),
+                ],
+            ),
+            (
+                Node::new("Conv", "g").attr("group", Attr::Int(3)),
+                vec![
+                    ("x", x.clone()),
+                    ("w", f64_values(seed + 3, &[6, 1, 2, 2], fractions)),
+                ],
+            ),
+            (
+                Node::new("AveragePool", "a")
+                    .attr("kernel_shape", ints(&[3, 2]))
+                    .attr("strides", ints(&[2, 2]))
+                    .attr("pads", ints(&[1, 1, 1, 1]))
+                    .attr("ceil_mode", Attr::Int(1)),
+                vec![("x", x.clone())],
+            ),
+            (
+                Node::new("MaxPool", "m")
+                    .attr("kernel_shape", ints(&[2, 3]))
+                    .attr("pads", ints(&[0, 1, 1, 1])),
+                vec![("x", x.clone())],
+            ),
+            (
+                Node::new("LpPool", "l")
+                    .attr("kernel_shape", ints(&[2, 2]))
+                    .attr("p", Attr::Int(2)),
+                vec![("x", x.clone())],
+            ),
+            (Node::new("GlobalAveragePool", "ga"), vec![("x", x.clone())]),
+            (Node::new("GlobalMaxPool", "gm"), vec![("x", x.clone())]),
+        ];
+        for (node, inputs) in cases {
+            let op = node.op.clone();
+            let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+            let (got, want) = both_on(plain, node.inputs(names), inputs)
+                .unwrap_or_else(|e| panic!("{op} emulated: {e}"));
+            // Means and norms divide or take roots: rounded as the reference rounds them,
+            // but of sums in another order.
+            let rounded = fractions || matches!(op.as_str(), "AveragePool" | "LpPool");
+            let what = format!("{op} on f64, emulated (fractions: {fractions})");
+            assert_f64_close(&got, &want, rounded, &what);
+        }
+        // MaxPool's indices, bit for bit.
+        let g = Graph::new()
+            .input("x", DType::F64, &[Some(2), Some(3), Some(7), Some(6)])
+            .node(
+                Node::new("MaxPool", "m")
+                    .attr("kernel_shape", ints(&[3, 3]))
+                    .attr("strides", ints(&[2, 2]))
+                    .inputs(["x"])
+                    .outputs(["y", "i"]),
+            )
+            .output("y")
+            .output("i");
+        let given = vec![("x".to_string(), x.clone())];
+        let got = Session::new(plain, g.clone())
+            .and_then(|s| s.run_blocking(given.clone()))
+            .unwrap_or_else(|e| panic!("MaxPool with indices emulated: {e}"));
+        let want = wgpu_ops::reference::graph::run_graph(&g, &given, &Default::default()).unwrap();
+        assert_eq!(got[0].1, want[0], "MaxPool values");
+        assert_eq!(got[1].1, want[1], "MaxPool indices");
     }
 }
 

@@ -191,7 +191,8 @@ dtype_tests!(every_reduction, reductions_on);
 
 /// CumSum and CumProd on every dtype they are defined for, along each axis, inclusive and
 /// exclusive, forward and reversed, against the reference, bit for bit (integers wrap; floats
-/// are added or multiplied in the same order, f16 and bf16 in f32 and rounded once).
+/// are added or multiplied in the same order, f16 and bf16 in f32 and rounded once); i64, u64
+/// and f64 also on the emulation.
 #[test]
 fn cumsum_and_cumprod_on_every_dtype() {
     for dtype in [
@@ -226,7 +227,7 @@ fn cumsum_and_cumprod_on_every_dtype() {
                 let want = run_graph(&g, &inputs, &Default::default())
                     .unwrap()
                     .remove(0);
-                for ctx in contexts_for(dtype) {
+                for ctx in contexts_with_emulated_f64(dtype) {
                     let got = Session::new(ctx, g.clone())
                         .unwrap()
                         .run_blocking(inputs.clone())
@@ -240,8 +241,19 @@ fn cumsum_and_cumprod_on_every_dtype() {
     }
 }
 
+/// `contexts_for(dtype)`, and for f64 the context that emulates it too (the kernels with an
+/// f64 emulation: CumSum, TopK).
+fn contexts_with_emulated_f64(dtype: DType) -> Vec<&'static wgpu_ops::Context> {
+    let mut all = contexts_for(dtype);
+    if dtype == DType::F64 {
+        all.push(ctx_emulating_64_bit());
+    }
+    all
+}
+
 /// TopK on every numeric dtype, along each axis, largest and smallest, K from 0 to the
-/// axis's length, on values with many ties (the lower index first), against the reference.
+/// axis's length, on values with many ties (the lower index first), against the reference
+/// (i64, u64 and f64 also on the emulation).
 #[test]
 fn topk_on_every_dtype() {
     for dtype in DType::ALL
@@ -273,7 +285,7 @@ fn topk_on_every_dtype() {
                         ),
                     ];
                     let want = run_graph(&g, &inputs, &Default::default()).unwrap();
-                    for ctx in contexts_for(dtype) {
+                    for ctx in contexts_with_emulated_f64(dtype) {
                         let got = Session::new(ctx, g.clone())
                             .unwrap()
                             .run_blocking(inputs.clone())

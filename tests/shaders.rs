@@ -307,7 +307,7 @@ fn every_variant_validates_and_compiles() {
     // 5 entry points: in order, by rows of quads, ScatterND's claims and claimed writes by
     // elements and by quads; 4
     // reductions x 12 dtypes; 8 with i64/u64 emulated; all with and without every divisor a
-    // power of two), 64 CumSums and CumProds (6 dtypes and i64/u64 emulated on u32 pairs x
+    // power of two), 72 CumSums and CumProds (6 dtypes and i64/u64/f64 emulated on u32 pairs x
     // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest) and 2 of f64 emulated, 1374 word-kernel variants (920 casts: each of 23 dtypes to
     // each, in every mode that changes the result: 2 for the four 8-bit floats, 6 for F8E8M0, 2
     // for QuantizeLinear's 8 integer targets; then every op on every dtype combination it is
@@ -327,7 +327,7 @@ fn every_variant_validates_and_compiles() {
     // without bias, RMSNormalization x f32, f16, bf16 x 6 lane counts).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (732 + 64 + 18 + 2 + 1374 + 207 + 101)
+        WORKGROUP_SIZES.len() * (732 + 72 + 18 + 2 + 1374 + 207 + 101)
             + 8 * 15
             + 3 * 8
             + (154 + 38) * (7 + 2 * 5 + 2 * 3 * 4)

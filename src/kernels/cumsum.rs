@@ -7,18 +7,23 @@ use crate::{DType, Error, Recorder, Result, Tensor};
 
 const CUMSUM: &str = include_str!("../../shaders/cumsum.wgsl");
 
-/// WGSL source of CumSum (or with `product` CumProd) on `dtype`; `emulate64`: i64 or u64 on
-/// u32 pairs.
+/// WGSL source of CumSum (or with `product` CumProd) on `dtype`; `emulate64`: i64, u64 or f64
+/// on u32 pairs (f64 each step rounded from the bits, as the CPU rounds it).
 pub fn cumsum_source(dtype: DType, emulate64: bool, product: bool) -> String {
-    let (combine, one) = match emulate64 {
-        true => ("mul64(a, b)", "vec2<u32>(1u, 0u)"),
-        false => ("a * b", "T(1)"),
+    let (sum, combine, one) = match (emulate64, dtype) {
+        (true, DType::F64) => (
+            "sf64_add(a, b)",
+            "sf64_mul(a, b)",
+            "vec2<u32>(0u, 0x3ff00000u)",
+        ),
+        (true, _) => ("add64(a, b)", "mul64(a, b)", "vec2<u32>(1u, 0u)"),
+        (false, _) => ("a + b", "a * b", "T(1)"),
     };
     let mut lines = Vec::new();
     if emulate64 && !product {
         lines.push((
             "// ADD",
-            "fn add(a: T, b: T) -> T { return add64(a, b); }".to_string(),
+            format!("fn add(a: T, b: T) -> T {{ return {sum}; }}"),
         ));
     }
     if product {
@@ -86,7 +91,7 @@ impl Recorder {
         let wg = ctx.workgroup_size();
         let kernel = Kernel::CumSum {
             dtype: x.dtype(),
-            emulate64: super::operands::emulates64(&ctx, x.dtype()),
+            emulate64: super::operands::emulated(&ctx, x.dtype()),
             exclusive,
             reverse,
             product,

@@ -220,7 +220,7 @@ pub enum Kernel {
         arity: u8,
         /// The result's type.
         out: DType,
-        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+        /// i64, u64 and f64 as u32 pairs (adapters without `SHADER_INT64`, or `SHADER_F64`).
         emulate64: bool,
         /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
@@ -324,7 +324,7 @@ pub enum Kernel {
         product: bool,
         /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
-        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+        /// i64, u64 and f64 as u32 pairs (adapters without `SHADER_INT64`, or `SHADER_F64`).
         emulate64: bool,
     },
     /// `topk.wgsl` on `dtype` (a 32- or 64-bit type), the largest or the smallest.
@@ -335,7 +335,7 @@ pub enum Kernel {
         largest: bool,
         /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
-        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+        /// i64, u64 and f64 as u32 pairs (adapters without `SHADER_INT64`, or `SHADER_F64`).
         emulate64: bool,
     },
     /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`, in one pass (0),
@@ -350,7 +350,7 @@ pub enum Kernel {
         prologue: Option<&'static program::Program>,
         /// 0: one pass; 1 and 2: the first and second of two; 3: a thread per short row.
         pass: u8,
-        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+        /// i64, u64 and f64 as u32 pairs (adapters without `SHADER_INT64`, or `SHADER_F64`).
         emulate64: bool,
         /// The walk's reduced axes once merged (`REDUCED_RANK`): 1, a row's elements lie a
         /// stride apart, with no division per element; 2, one division per element; 0, any
@@ -609,6 +609,19 @@ impl Kernel {
                 f64: true,
                 emulate64: true,
             });
+            for (exclusive, reverse) in [(false, false), (false, true), (true, false), (true, true)]
+            {
+                for product in [false, true] {
+                    out.push(Kernel::CumSum {
+                        dtype: DType::F64,
+                        exclusive,
+                        reverse,
+                        product,
+                        workgroup_size,
+                        emulate64: true,
+                    });
+                }
+            }
             for largest in [false, true] {
                 out.push(Kernel::TopK {
                     dtype: DType::F64,

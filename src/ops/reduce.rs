@@ -483,7 +483,6 @@ impl Recorder {
             self.release(running);
             return result;
         }
-        super::elementwise::require_f64_feature(self.context(), op, "x", dtype)?;
         let out = out.tensor(self, dtype, &shape)?;
         self.cumsum_into(x, len, inner, exclusive, reverse, product, &out)?;
         Ok(out)

@@ -566,11 +566,9 @@ fn gcd(a: usize, b: usize) -> usize {
 
 /// Conv's bias as a MatMul epilogue: the product plus the one operand.
 fn bias_program(rec: &Recorder, op: &'static str, dtype: DType) -> Result<Program> {
-    super::elementwise::require_f64_feature(rec.context(), op, "X", dtype)?;
-    let emulate64 = !rec
-        .context()
-        .features()
-        .contains(wgpu::Features::SHADER_INT64);
+    // On u32 pairs where the MatMul it ends computes on them (f64 without SHADER_F64).
+    let emulate64 =
+        crate::kernels::words::emulates_64_bit(rec.context().features(), &[dtype], dtype);
     let mut program = Program::new(vec![dtype], emulate64);
     let bias = program.add_operand(dtype);
     program
@@ -1174,7 +1172,6 @@ impl Recorder {
         self.check_inputs(op, &[("X", x)])?;
         check_spatial(op, "X", x)?;
         check_float(op, "X", x.dtype(), ints)?;
-        super::elementwise::require_f64_feature(self.context(), op, "X", x.dtype())?;
         pool_plan(op, x, attrs)
     }
 

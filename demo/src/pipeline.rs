@@ -462,15 +462,11 @@ fn running_mean_of_fractions(t: &HostTensor) -> Option<Image> {
     let [h, w, 3] = t.shape[..] else {
         return None;
     };
-    let sums: Vec<f64> = match t.dtype {
-        DType::F16 => t
-            .to_vec::<half::f16>()
-            .ok()?
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        _ => t.to_vec::<f64>().ok()?,
-    };
+    // f16 widens to f64 exactly.
+    let sums = reference::cast_host(t, DType::F64)
+        .ok()?
+        .to_vec::<f64>()
+        .ok()?;
     let rgba = sums
         .chunks_exact(3)
         .enumerate()

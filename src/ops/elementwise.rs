@@ -361,7 +361,7 @@ fn unsupported_dtypes(op: &'static str, dtypes: &[DType], names: &[&str]) -> Err
 
 /// Fails when `dtype` is f64 and the context's device lacks `SHADER_F64` (for kernels that
 /// emulate i64 and u64 on u32 pairs where `SHADER_INT64` is missing but have no f64
-/// emulation: the pools' and Conv's f64 paths, the reductions that need one).
+/// emulation: the reductions without one).
 pub(crate) fn require_f64_feature(
     ctx: &crate::Context,
     op: &'static str,

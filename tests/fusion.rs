@@ -12,13 +12,27 @@ use wgpu_ops::{Context, ContextOptions, DType, HostTensor, Session};
 /// A context of its own (dispatch counts are per context), fusing or not, with the adapter's
 /// 64-bit features or without them.
 fn context(fuse: bool, native_64_bit: bool) -> Context {
+    context_64(fuse, native_64_bit, true)
+}
+
+/// [`context`], with f64 native or not beside native 64-bit integers (`native_f64`).
+fn context_64(fuse: bool, native_64_bit: bool, native_f64: bool) -> Context {
     Context::new_blocking(ContextOptions {
         fuse_elementwise: Some(fuse),
         native_64_bit: Some(native_64_bit),
+        native_f64: Some(native_f64),
         cpu_kernels: cpu_kernels_from_env(),
         ..Default::default()
     })
     .unwrap()
+}
+
+/// [`check_fused`] on contexts whose 64-bit integers are native (where the adapter has them)
+/// and whose f64 is emulated, as on GPUs without double precision.
+fn check_fused_without_f64(graph: &Graph, inputs: &[(String, HostTensor)]) -> (u64, u64) {
+    let fusing = context_64(true, true, false);
+    assert!(!fusing.features().contains(wgpu::Features::SHADER_F64));
+    check_fused_on(&fusing, &context_64(false, true, false), graph, inputs)
 }
 
 /// A context with the CPU or the GPU kernel set, whatever the environment says.
@@ -681,6 +695,41 @@ fn i64_chains_fuse_with_the_emulation() {
     }
 }
 
+/// A chain of f64 and i64 values fuses on every mix of the 64-bit features: both native,
+/// both emulated, and native i64 with f64 emulated (GPUs without double precision), where
+/// the f64 steps move the whole program onto the emulation, i64 included.
+#[test]
+fn f64_and_i64_chains_fuse_where_only_f64_is_emulated() {
+    let inputs = named(vec![
+        ("x", small_ints(33, DType::I64, &[5, 4])),
+        ("y", small_ints(34, DType::F64, &[4])),
+        ("n", small_ints(35, DType::I32, &[5, 1])),
+    ]);
+    let cast = |input: &str, to: DType, output: &str| {
+        Node::new("Cast", output)
+            .inputs([input])
+            .outputs([output])
+            .attr("to", Attr::String(to.name().into()))
+    };
+    let g = declare(Graph::new(), &inputs)
+        .node(cast("x", DType::F64, "xf"))
+        .node(cast("n", DType::F64, "nf"))
+        .node(node("Mul", &["xf", "y"], "p"))
+        .node(node("Add", &["p", "nf"], "q"))
+        .node(node("Max", &["q", "y"], "m"))
+        .node(cast("m", DType::I64, "mi"))
+        .node(node("Sub", &["mi", "x"], "out"))
+        .output("out");
+    for native in [true, false] {
+        assert_eq!(
+            check_fused(&g, &inputs, native),
+            (1, 7),
+            "native 64-bit: {native}"
+        );
+    }
+    assert_eq!(check_fused_without_f64(&g, &inputs), (1, 7), "f64 emulated");
+}
+
 /// The spec's RNN cell as a Scan: the body's second MatMul and its Add -> Add -> Add -> Tanh
 /// are one dispatch per iteration instead of five, and the states match the body run node by
 /// node bit for bit.
@@ -958,9 +1007,19 @@ fn matmul_heads_take_element_wise_chains() {
     if probe.features().contains(wgpu::Features::SHADER_INT64) {
         dtypes.extend([DType::I64, DType::U64]);
     }
-    // And i64 and u64 emulated on 32-bit words (no SHADER_INT64).
-    let emulated = [(DType::I64, false), (DType::U64, false)];
-    for (d, native) in dtypes.into_iter().map(|d| (d, true)).chain(emulated) {
+    // And i64 and u64 emulated on 32-bit words (no SHADER_INT64), f32 there too (as in
+    // browsers), and f64 emulated beside native 64-bit integers (no SHADER_F64).
+    let emulated = [
+        (DType::I64, false, true),
+        (DType::U64, false, true),
+        (DType::F32, false, true),
+        (DType::F64, true, false),
+    ];
+    for (d, native, native_f64) in dtypes.into_iter().map(|d| (d, true, true)).chain(emulated) {
+        let check_fused = |g: &Graph, inputs: &[(String, HostTensor)], native| {
+            let fusing = context_64(true, native, native_f64);
+            check_fused_on(&fusing, &context_64(false, native, native_f64), g, inputs)
+        };
         let inputs = named(vec![
             ("a", small_ints(1, d, &[2, 3, 5])),
             ("b", small_ints(2, d, &[5, 4])),

@@ -63,9 +63,15 @@ pub struct ContextOptions {
     /// on native builds the environment variable `WGPU_OPS_NATIVE_64_BIT` (`1` or `0`), else
     /// yes. Without them, i64, u64 and f64 are emulated on u32 pairs (the CPU's bits): the
     /// element-wise ops, reductions, MatMul, TopK and the others the emulation covers; the
-    /// rest (f64 Mod, Erf and the trigonometric functions among them) are errors naming the
-    /// missing feature.
+    /// rest (GridSample's f64 coordinates, f64 random numbers) are errors naming the missing
+    /// feature.
     pub native_64_bit: Option<bool>,
+    /// With `native_64_bit`, also compute f64 natively (where the adapter offers
+    /// `SHADER_F64`). `None`: the environment variable `WGPU_OPS_NATIVE_F64` (`1` or `0`) on
+    /// native builds, else yes. Off, the context is what a GPU with 64-bit integers and no
+    /// double precision gives: i64 and u64 native, f64 on the emulation (for tests of that
+    /// combination on adapters that have both).
+    pub native_f64: Option<bool>,
     /// Use the kernel variants written for CPU adapters (MatMul without workgroup memory or
     /// barriers, see the MatMul kernels). `None`: when the adapter is a
     /// CPU one (lavapipe, SwiftShader, WARP).
@@ -651,7 +657,10 @@ impl Context {
         let mut wanted_features =
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         if switch(options.native_64_bit, "WGPU_OPS_NATIVE_64_BIT", true)? {
-            wanted_features |= wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_F64;
+            wanted_features |= wgpu::Features::SHADER_INT64;
+            if switch(options.native_f64, "WGPU_OPS_NATIVE_F64", true)? {
+                wanted_features |= wgpu::Features::SHADER_F64;
+            }
         }
         // Subgroup shuffles let LinearAttention's lanes add their parts without barriers
         // (native only, see `subgroups_of_at_least`).

@@ -1269,10 +1269,8 @@ fn share_heads(rec: &mut Recorder, scope: &mut Scope<'_>, node: &Node) -> Result
             .as_ref()
             .map(|p| p.program.operands()[0])
             .ok_or_else(|| Error::Graph("internal: a shared head lost its program".into()))?;
-        let emulate64 = !rec
-            .context()
-            .features()
-            .contains(wgpu::Features::SHADER_INT64);
+        let emulate64 =
+            crate::kernels::words::emulates_64_bit(rec.context().features(), &[dtype], dtype);
         let bare = Pending {
             program: crate::kernels::program::Program::new(vec![dtype], emulate64),
             leaves: Vec::new(),

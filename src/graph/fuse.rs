@@ -618,6 +618,7 @@ pub(crate) fn build(
             None => return Ok(None),
         },
     };
+    // Where the values are computed is settled once the program is whole (below).
     let emulate64 = !ctx.features().contains(wgpu::Features::SHADER_INT64);
     // The one MatMul head among the inputs (the caller records all but one) comes first.
     let head = slots.iter().flatten().find_map(|s| {
@@ -665,10 +666,18 @@ pub(crate) fn build(
         Some(program) => merged.splice(program, &args, false),
         None => merged.program.push(op, args, to.unwrap_or(DType::F32)),
     };
+    // Where the adapter computes the merged dtypes: f64 joining i64 on an adapter with
+    // SHADER_INT64 and without SHADER_F64 moves the whole program onto the emulation.
+    let settled = merged
+        .program
+        .on_adapter(ctx.features())
+        .filter(|p| ctx.features().contains(p.features()));
+    let Some(program) = settled else {
+        return Ok(None);
+    };
     if pushed.is_none()
         // Literals only (constants the host did not fold): the node runs as usual.
         || (merged.leaves.is_empty() && merged.head.is_none())
-        || !ctx.features().contains(merged.program.features())
         || crate::ops::check_rank(op, &merged.shape).is_err()
         // An epilogue computes the product's elements only: no broadcasting beyond them.
         || head_shape.is_some_and(|s| s != merged.shape)
@@ -676,7 +685,7 @@ pub(crate) fn build(
         return Ok(None);
     }
     Ok(Some(Pending {
-        program: merged.program,
+        program,
         leaves: merged.leaves,
         shape: merged.shape,
         head: merged.head,
@@ -708,16 +717,16 @@ fn head(ctx: &Context, node: &Node, slots: &[Option<&Slot>]) -> Result<Option<Pe
     let Ok(plan) = crate::ops::matmul::plan((da, &sa), (db, &sb)) else {
         return Ok(None);
     };
-    // i64 and u64 without SHADER_INT64 are emulated by the kernel; f64 needs SHADER_F64; f16
-    // and bf16 are computed in f32 on their packed words.
+    // i64, u64 and f64 without their features are emulated by the kernel (as its epilogue
+    // then); f16 and bf16 are computed in f32 on their packed words.
+    let emulate64 = crate::kernels::words::emulates_64_bit(ctx.features(), &[da], da);
     let computed = crate::kernels::matmul::compute_type(da).is_some()
-        && (crate::kernels::operands::native_feature(da)
-            .is_none_or(|(f, _)| ctx.features().contains(f))
-            || matches!(da, DType::I64 | DType::U64));
+        && (emulate64
+            || crate::kernels::operands::native_feature(da)
+                .is_none_or(|(f, _)| ctx.features().contains(f)));
     if sa.len() < 2 || sb.len() < 2 || da != db || !computed {
         return Ok(None);
     }
-    let emulate64 = !ctx.features().contains(wgpu::Features::SHADER_INT64);
     Ok(Some(Pending {
         program: Program::new(vec![da], emulate64),
         leaves: Vec::new(),

@@ -138,6 +138,25 @@ impl Program {
         self.emulate64
     }
 
+    /// The program on the path an adapter with `features` computes it on (see
+    /// [`emulates_64_bit`]): emulated where its dtypes need a 64-bit feature the adapter
+    /// lacks (f64 without `SHADER_F64` beside i64 with `SHADER_INT64`, say), native where it
+    /// has no 64-bit value at all (narrow programs keep their dense entry point). `None` where
+    /// a step has no expression on that path. Builders that merge programs decide this once
+    /// the dtypes are all known.
+    pub fn on_adapter(&self, features: wgpu::Features) -> Option<Program> {
+        let all: Vec<DType> = self.dtypes().collect();
+        let emulate64 = super::words::emulates_64_bit(features, &all, self.out());
+        if emulate64 == self.emulate64 {
+            return Some(self.clone());
+        }
+        let mut p = Program::new(self.operands.clone(), emulate64);
+        for s in &self.steps {
+            p.push(s.op, s.args.clone(), s.out)?;
+        }
+        Some(p)
+    }
+
     /// The dtype of the output (the last step's).
     pub fn out(&self) -> DType {
         self.steps.last().map_or(self.operands[0], |s| s.out)

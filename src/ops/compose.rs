@@ -292,11 +292,12 @@ impl Recorder {
         let positions = self.upload(&HostTensor::from_vec(positions_shape, &positions)?)?;
         let zero = self.scalar(0.0, DType::I64)?;
         let count = self.scalar(depth as f64, DType::I64)?;
-        let emulate64 = !self
-            .context()
-            .features()
-            .contains(wgpu::Features::SHADER_INT64);
         let value = on.dtype();
+        let emulate64 = crate::kernels::words::emulates_64_bit(
+            self.context().features(),
+            &[indices.dtype(), DType::I64],
+            value,
+        );
         let mut program = Program::new(vec![indices.dtype()], emulate64);
         let fail = || Error::invalid(OP, "indices", "no kernel for these dtypes");
         let mut index = Arg::Operand(0);

@@ -108,6 +108,10 @@ impl Recorder {
         inputs: &[&Tensor],
         out: Out,
     ) -> Result<Tensor> {
+        // Built for no adapter in particular (a normalization's f64 steps, say): computed
+        // where this one computes its dtypes, on the emulation where it lacks their features.
+        let settled = program.on_adapter(self.context().features());
+        let program = settled.as_ref().unwrap_or(program);
         let (op, shape) = self.program_shape(program, inputs)?;
         let ctx = self.context().clone();
         let out = out.tensor(self, program.out(), &shape)?;
@@ -155,11 +159,13 @@ impl Recorder {
         let ctx = self.context();
         let missing = program.features() - ctx.features();
         if !missing.is_empty() {
+            let names: Vec<&str> = missing.iter_names().map(|(name, _)| name).collect();
             return Err(Error::invalid(
                 op,
                 "inputs",
                 format!(
-                    "the program needs wgpu's {missing:?}, which {} does not offer here",
+                    "the program needs wgpu's {}, which {} does not offer here",
+                    names.join(" and "),
                     ctx.adapter_info().name
                 ),
             ));

@@ -51,6 +51,24 @@ pub fn ctx_emulating_64_bit() -> &'static Context {
     })
 }
 
+/// A context with wgpu's `SHADER_INT64` (where the adapter has it) and without its
+/// `SHADER_F64`, as GPUs with 64-bit integers and no double precision give it: i64 and u64
+/// native, f64 on the emulation.
+#[allow(dead_code)]
+pub fn ctx_without_f64() -> &'static Context {
+    static CTX: OnceLock<Context> = OnceLock::new();
+    CTX.get_or_init(|| {
+        let ctx = Context::new_blocking(ContextOptions {
+            native_f64: Some(false),
+            cpu_kernels: cpu_kernels_from_env(),
+            ..Default::default()
+        })
+        .expect("no GPU adapter: install mesa-vulkan-drivers (lavapipe) to run the GPU tests");
+        assert!(!ctx.features().contains(wgpu_ops::gpu::Features::SHADER_F64));
+        ctx
+    })
+}
+
 /// The contexts a test of `dtype` runs on: the default one, and for i64 and u64 the one that
 /// emulates them (the same results, bit for bit).
 #[allow(dead_code)]

@@ -7,6 +7,17 @@
 
 alias T = f32; // ELEMENT TYPE
 
+// The arithmetic on T, one line each (the f64 emulation on u32 pairs replaces the marked
+// lines, see kernels/det.rs).
+fn t_one() -> T { return T(1); } // ONE
+fn t_is_zero(x: T) -> bool { return x == T(0); } // IS ZERO
+fn t_abs(x: T) -> T { return abs(x); } // ABS
+fn t_greater(x: T, y: T) -> bool { return x > y; } // GREATER
+fn t_neg(x: T) -> T { return -x; } // NEG
+fn t_mul(x: T, y: T) -> T { return x * y; } // MUL
+fn t_div(x: T, y: T) -> T { return x / y; } // DIV
+fn t_sub(x: T, y: T) -> T { return x - y; } // SUB
+
 override WORKGROUP_SIZE: u32 = 64u;
 
 struct Params {
@@ -34,19 +45,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let n = params.n;
     let base = m * n * n;
-    var d = T(1);
+    var d = t_one();
     if params.first > 0u {
         d = det[m];
-        if d == T(0) {
+        if t_is_zero(d) {
             return;
         }
     }
     for (var k = params.first; k < params.end; k++) {
         var p = k;
-        var best = abs(a[base + k * n + k]);
+        var best = t_abs(a[base + k * n + k]);
         for (var r = k + 1u; r < n; r++) {
-            let v = abs(a[base + r * n + k]);
-            if v > best {
+            let v = t_abs(a[base + r * n + k]);
+            if t_greater(v, best) {
                 best = v;
                 p = r;
             }
@@ -57,17 +68,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
                 a[base + k * n + c] = a[base + p * n + c];
                 a[base + p * n + c] = t;
             }
-            d = -d;
+            d = t_neg(d);
         }
         let pivot = a[base + k * n + k];
-        d = d * pivot;
-        if pivot == T(0) {
+        d = t_mul(d, pivot);
+        if t_is_zero(pivot) {
             break;
         }
         for (var r = k + 1u; r < n; r++) {
-            let f = a[base + r * n + k] / pivot;
+            let f = t_div(a[base + r * n + k], pivot);
             for (var c = k + 1u; c < n; c++) {
-                a[base + r * n + c] = a[base + r * n + c] - f * a[base + k * n + c];
+                a[base + r * n + c] = t_sub(a[base + r * n + c], t_mul(f, a[base + k * n + c]));
             }
         }
     }

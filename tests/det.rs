@@ -77,6 +77,15 @@ fn as_f64(t: &HostTensor) -> Vec<f64> {
     }
 }
 
+/// The contexts that compute f64: natively where the adapter has `SHADER_F64`, and on the
+/// emulation without it (with and without `SHADER_INT64`).
+fn f64_contexts() -> Vec<&'static wgpu_ops::Context> {
+    let native = ctx().features().contains(wgpu::Features::SHADER_F64);
+    let mut all = if native { vec![ctx()] } else { Vec::new() };
+    all.extend([ctx_emulating_64_bit(), ctx_without_f64()]);
+    all
+}
+
 #[test]
 fn determinants_match_the_elimination_in_f64() {
     let sizes = [
@@ -125,10 +134,10 @@ fn determinants_match_the_elimination_in_f64() {
                 );
             }
         }
-        // f64, where the adapter has it.
-        if ctx().features().contains(wgpu::Features::SHADER_F64) {
-            let x = HostTensor::from_vec(shape.clone(), &values).unwrap();
-            let got = as_f64(&gpu_det(ctx(), &x).unwrap());
+        // f64, natively where the adapter has it and on the emulation (without SHADER_F64).
+        let x = HostTensor::from_vec(shape.clone(), &values).unwrap();
+        for ctx in f64_contexts() {
+            let got = as_f64(&gpu_det(ctx, &x).unwrap());
             for (i, (&g, &w)) in got.iter().zip(&exact).enumerate() {
                 assert!(
                     (g - w).abs() <= 1e-12 * w.abs().max(1e-300),
@@ -181,6 +190,16 @@ fn singular_permuted_empty_and_nan_matrices() {
             got == want || (got.is_nan() && want.is_nan()),
             "{values:?}: {got} vs {want}"
         );
+        // The same in f64, natively and emulated.
+        let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        let x = HostTensor::from_vec(vec![3, 3], &wide).unwrap();
+        for ctx in f64_contexts() {
+            let got = gpu_det(ctx, &x).unwrap().to_vec::<f64>().unwrap()[0];
+            assert!(
+                got == f64::from(want) || (got.is_nan() && want.is_nan()),
+                "f64 {values:?}: {got} vs {want}"
+            );
+        }
     }
     // Side 0: determinant 1, one per matrix; no matrices: an empty result.
     let x = HostTensor::from_vec(vec![2, 0, 0], &[] as &[f32]).unwrap();

@@ -1671,16 +1671,6 @@ fn f64_emulated_without_the_feature() {
             );
         }
     }
-    // What the emulation does not compute (Det's f64 kernel) names the feature it needs.
-    let node = Node::new("Det", "n").inputs(["a"]);
-    match both(
-        plain,
-        node,
-        vec![("a", shaped(values(d, 8, 3), &[2, 2, 2]))],
-    ) {
-        Err(e) => assert!(e.to_string().contains("SHADER_F64"), "Det: {e}"),
-        Ok(_) => panic!("Det on f64 ran without SHADER_F64"),
-    }
 }
 
 /// Pow with a base and an exponent of different dtypes, one of them i64 or u64 (ONNX Pow-15's
@@ -1716,6 +1706,76 @@ fn pow_of_mixed_types_emulated() {
     }
     // An i64 base to the 11 other exponent types, and i64 and u64 exponents of 4 other bases.
     assert_eq!(ran, 11 + 4 * 2 - 1, "{ran}");
+}
+
+/// Pow with one of base and exponent f64 and the other of another numeric type, on the f64
+/// emulation (without SHADER_F64; also without SHADER_INT64 beside i64 and u64), on edge
+/// values of both:
+/// f64 results within 1024 ulp of the native path's (the bound of f64 Pow emulated, see
+/// `f64_emulated_without_the_feature`), the others (an f32, f16 or bf16 base to an f64
+/// exponent converted to f32; i32 and i64 bases truncated back) its bits.
+#[test]
+fn pow_of_f64_and_other_types_emulated() {
+    let others = DType::ALL
+        .into_iter()
+        .filter(|&d| !d.is_storage_only() && !matches!(d, DType::F64 | DType::Bool));
+    let bases = [DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64];
+    let pairs: Vec<(DType, DType)> = others
+        .map(|e| (DType::F64, e))
+        .chain(bases.map(|b| (b, DType::F64)))
+        .collect();
+    let ordered = |bits: u64| -> i128 {
+        let magnitude = i128::from(bits & !(1 << 63));
+        if bits >> 63 == 1 {
+            -magnitude
+        } else {
+            magnitude
+        }
+    };
+    for &(base, exponent) in &pairs {
+        let inputs = vec![
+            ("a", shaped(values(base, 35, 3), &[5, 7])),
+            ("b", values(exponent, 7, 8)),
+        ];
+        let node = Node::new("Pow", "p").inputs(["a", "b"]);
+        let (native, _) = both(ctx(), node.clone(), inputs.clone())
+            .unwrap_or_else(|e| panic!("Pow {base} ^ {exponent}: {e}"));
+        // Without SHADER_INT64 as well where the other type is a 64-bit integer.
+        let mut contexts = vec![ctx_without_f64()];
+        if [base, exponent]
+            .iter()
+            .any(|d| matches!(d, DType::I64 | DType::U64))
+        {
+            contexts.push(ctx_emulating_64_bit());
+        }
+        for plain in contexts {
+            let what = format!(
+                "Pow {base} ^ {exponent}, emulated (SHADER_INT64: {})",
+                plain
+                    .features()
+                    .contains(wgpu_ops::gpu::Features::SHADER_INT64)
+            );
+            let (emulated, _) =
+                both(plain, node.clone(), inputs.clone()).unwrap_or_else(|e| panic!("{what}: {e}"));
+            if base != DType::F64 {
+                assert_eq!(nan_canonical(&emulated), nan_canonical(&native), "{what}");
+                continue;
+            }
+            let (g, w) = (
+                emulated.to_vec::<f64>().unwrap(),
+                native.to_vec::<f64>().unwrap(),
+            );
+            for (k, (g, w)) in g.iter().zip(&w).enumerate() {
+                let ulps = (ordered(g.to_bits()) - ordered(w.to_bits())).abs();
+                assert!(
+                    (g.is_nan() && w.is_nan()) || ulps <= 1024,
+                    "{what}: element {k}: {g:e} against native {w:e}"
+                );
+            }
+        }
+    }
+    // An f64 base to the 11 other numeric types, and 5 bases to an f64 exponent.
+    assert_eq!(pairs.len(), 11 + 5);
 }
 
 /// Whole float exponents (up to 1024) go by squaring, as C's pow is exact on them where the
@@ -2442,8 +2502,8 @@ fn scatter_picks(n: usize, dim: usize, seed: i64) -> Vec<i64> {
 /// and i64 indices with repeats and negative values, rows, pairs and single elements of ND
 /// tuples and an empty tuple (the whole data); replacing (random bits, bit for bit) and every
 /// reduction on small values (repeats merged in order), against the reference and the spec's
-/// example; i64 and u64 natively and emulated on u32 pairs; malformed inputs are errors naming
-/// the rule.
+/// example; i64, u64 and f64 (its reductions) natively and emulated on u32 pairs; malformed
+/// inputs are errors naming the rule.
 fn scatter_on(d: DType) {
     let reductions: &[&str] = if d == DType::Bool {
         &["none"]
@@ -2466,9 +2526,19 @@ fn scatter_on(d: DType) {
         (&[6], &[7, 1]),
         (&[2, 3], &[2, 0]),
     ];
+    // f64's reductions also on the emulation (without SHADER_F64; with and without
+    // SHADER_INT64); replacing moves bits the same way everywhere.
+    let f64_emulated: Vec<_> = match d {
+        DType::F64 => [ctx_emulating_64_bit(), ctx_without_f64()]
+            .into_iter()
+            .flat_map(|c| reductions[1..].iter().map(move |r| (c, r)))
+            .collect(),
+        _ => Vec::new(),
+    };
     for (c, &reduction) in contexts_for(d)
         .into_iter()
         .flat_map(|c| reductions.iter().map(move |r| (c, r)))
+        .chain(f64_emulated)
     {
         let values = |shape: &[usize], seed: u64| match reduction {
             "none" => random_tensor(seed, d, shape),
@@ -2926,11 +2996,24 @@ fn f64_halves_round_to_even() {
         .output("Y");
     let image = HostTensor::from_vec(vec![1, 1, 1, 4], &[10.0f64, 20.0, 30.0, 40.0]).unwrap();
     let grid = HostTensor::from_vec(vec![1, 1, 3, 2], &[-0.5f64, 0.0, 0.0, 0.0, 0.5, 0.0]).unwrap();
-    let y = Session::new(ctx(), sample)
+    let inputs = vec![("X".into(), image), ("grid".into(), grid)];
+    let y = Session::new(ctx(), sample.clone())
         .unwrap()
-        .run_blocking(vec![("X".into(), image), ("grid".into(), grid)])
+        .run_blocking(inputs.clone())
         .unwrap();
     assert_eq!(y[0].1.to_vec::<f64>().unwrap(), [10.0, 30.0, 30.0]);
+    // f64 coordinates have no emulation: without SHADER_F64, one line naming the op and it.
+    for plain in [ctx_emulating_64_bit(), ctx_without_f64()] {
+        let e = Session::new(plain, sample.clone())
+            .unwrap()
+            .run_blocking(inputs.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("GridSample") && e.contains("SHADER_F64") && !e.contains('\n'),
+            "{e}"
+        );
+    }
 
     // QuantizeLinear's cast (rounded, then saturated).
     let quantize = Graph::new()

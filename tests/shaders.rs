@@ -234,7 +234,7 @@ fn fused_programs_validate_and_compile() {
             dense += 1;
         }
     }
-    assert_eq!(count, 1374 + 207 + 101);
+    assert_eq!(count, 1374 + 207 + 117);
     assert!(repeated > 200, "{repeated}");
     assert!(dense > 500, "{dense} dense variants");
 }
@@ -302,19 +302,20 @@ fn every_variant_validates_and_compiles() {
     // every divisor a power of two (192), and 200 gather variants (20 kinds, 12 of them quads: 4 element sizes x unrolled 1, 2,
     // 4; each with the innermost step any, 1, -1, 2 or -2, with and without edge paths), 29 typed element-wise on
     // 32-bit types (Log is the word kernel's only) and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
-    // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), 2 Concats (words, vec4), 12 Splits (1 to 6 parts, words and vec4), LinearAttention, CausalConvWithState, GridSample's taps (f32, f64), TreeWalk (f32, f64, f64 emulated), Det (f32, f64), PairwiseCoupling, 4 MaxRoiPools (f16, bf16, 4- and 8-byte floats), 8 random (4 modes x f32, f64), 16 index gathers (4 element sizes x i32/i64
-    // indices x Gather/GatherElements), 2 of rows of quads (i32/i64 indices) and 2 value checks (i32/i64 values), 32 pads (4 element sizes x 4 modes x stored by words or quads), 160 scatters (4 replacing, one per element size, each with
+    // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), 2 Concats (words, vec4), 12 Splits (1 to 6 parts, words and vec4), LinearAttention, CausalConvWithState, GridSample's taps (f32, f64), TreeWalk (f32, f64, f64 emulated), Det (f32, f64, f64 emulated), PairwiseCoupling, 4 MaxRoiPools (f16, bf16, 4- and 8-byte floats), 8 random (4 modes x f32, f64), 16 index gathers (4 element sizes x i32/i64
+    // indices x Gather/GatherElements), 2 of rows of quads (i32/i64 indices) and 2 value checks (i32/i64 values), 32 pads (4 element sizes x 4 modes x stored by words or quads), 168 scatters (4 replacing, one per element size, each with
     // 5 entry points: in order, by rows of quads, ScatterND's claims and claimed writes by
     // elements and by quads; 4
-    // reductions x 12 dtypes; 8 with i64/u64 emulated; all with and without every divisor a
+    // reductions x 12 dtypes; 12 with i64, u64 or f64 emulated; all with and without every divisor a
     // power of two), 72 CumSums and CumProds (6 dtypes and i64/u64/f64 emulated on u32 pairs x
     // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest) and 2 of f64 emulated, 1374 word-kernel variants (920 casts: each of 23 dtypes to
     // each, in every mode that changes the result: 2 for the four 8-bit floats, 6 for F8E8M0, 2
     // for QuantizeLinear's 8 integer targets; then every op on every dtype combination it is
     // defined for) and 207 with i64/u64 emulated on u32 pairs (for adapters without
-    // SHADER_INT64; 18 of them Pow of mixed types) and 101 with f64 emulated (for adapters
+    // SHADER_INT64; 18 of them Pow of mixed types) and 117 with f64 emulated (for adapters
     // without SHADER_F64: casts to and from it, arithmetic, Mod, order, rounding, exp, log, tanh,
-    // sigmoid, pow, erf, log1p and the 11 trigonometric and hyperbolic functions); then 8 dtypes
+    // sigmoid, pow (16 of them of f64 and another type), erf, log1p and the 11 trigonometric
+    // and hyperbolic functions); then 8 dtypes
     // (f16 and bf16 on packed words) x (tiles + 7 row-workgroup sizes x 2 entry points)
     // MatMuls and 3 emulated (i64, u64, f64) x (tiles + 7 x rows),
     // 154 reductions x 7 passes (14 ops on the 12 numeric dtypes and bool for Max and Min,
@@ -327,7 +328,7 @@ fn every_variant_validates_and_compiles() {
     // without bias, RMSNormalization x f32, f16, bf16 x 6 lane counts).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (732 + 72 + 18 + 2 + 1374 + 207 + 101)
+        WORKGROUP_SIZES.len() * (741 + 72 + 18 + 2 + 1374 + 207 + 117)
             + 8 * 15
             + 3 * 8
             + (154 + 38) * (7 + 2 * 5 + 2 * 3 * 4)

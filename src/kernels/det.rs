@@ -2,7 +2,7 @@
 //! partial pivoting in place, its columns cut over dispatches of bounded length.
 
 use super::{grid_for, Kernel};
-use crate::{DType, Error, Recorder, Result, Tensor};
+use crate::{DType, Recorder, Result, Tensor};
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -16,10 +16,42 @@ struct Params {
     _pad: [u32; 2],
 }
 
-/// The WGSL of the kernel for f32 or f64 matrices.
-pub(crate) fn det_source(template: &str, f64: bool) -> String {
-    let ty = if f64 { "f64" } else { "f32" };
-    super::operands::specialize(template, &[("// ELEMENT TYPE", format!("alias T = {ty};"))])
+/// The WGSL of the kernel for f32 or f64 matrices; `emulate64`: f64 on u32 pairs.
+pub(crate) fn det_source(template: &str, f64: bool, emulate64: bool) -> String {
+    let dtype = if f64 { DType::F64 } else { DType::F32 };
+    if !(f64 && emulate64) {
+        return super::operands::element_typed(template, dtype, None);
+    }
+    let line = |marker: &'static str, text: &str| (marker, text.to_string());
+    let emulated = [
+        line(
+            "// ONE",
+            "fn t_one() -> T { return vec2<u32>(0u, 0x3ff00000u); }",
+        ),
+        line(
+            "// IS ZERO",
+            "fn t_is_zero(x: T) -> bool { return sf64_is_zero(x); }",
+        ),
+        line("// ABS", "fn t_abs(x: T) -> T { return sf64_abs(x); }"),
+        line(
+            "// GREATER",
+            "fn t_greater(x: T, y: T) -> bool { return sf64_lt(y, x); }",
+        ),
+        line("// NEG", "fn t_neg(x: T) -> T { return sf64_neg(x); }"),
+        line(
+            "// MUL",
+            "fn t_mul(x: T, y: T) -> T { return sf64_mul(x, y); }",
+        ),
+        line(
+            "// DIV",
+            "fn t_div(x: T, y: T) -> T { return sf64_div(x, y); }",
+        ),
+        line(
+            "// SUB",
+            "fn t_sub(x: T, y: T) -> T { return sf64_sub(x, y); }",
+        ),
+    ];
+    super::operands::element_typed(template, dtype, Some(&emulated))
 }
 
 impl Recorder {
@@ -35,13 +67,7 @@ impl Recorder {
     ) -> Result<()> {
         let ctx = self.context().clone();
         let f64 = a.dtype() == DType::F64;
-        if f64 && !ctx.features().contains(wgpu::Features::SHADER_F64) {
-            return Err(Error::invalid(
-                op,
-                "X",
-                "f64 matrices need the adapter's SHADER_F64 feature".to_string(),
-            ));
-        }
+        let emulate64 = super::operands::emulated(&ctx, a.dtype());
         let matrices = out.numel() as u64;
         if matrices == 0 {
             return Ok(());
@@ -59,6 +85,7 @@ impl Recorder {
         let pipeline = ctx.pipeline(&Kernel::Det {
             workgroup_size: wg,
             f64,
+            emulate64,
         })?;
         // Column k costs about (n - k)^2 loop iterations: the columns are cut into dispatches
         // of at most LOOP_ITERATIONS_PER_DISPATCH each (lavapipe stops a shader's loops after

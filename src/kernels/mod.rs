@@ -290,7 +290,7 @@ pub enum Kernel {
         dtype: DType,
         /// How an update merges with the data.
         reduction: scatter::ScatterReduction,
-        /// i64 and u64 as u32 pairs (adapters without `SHADER_INT64`).
+        /// i64, u64 and f64 as u32 pairs (adapters without `SHADER_INT64`, or `SHADER_F64`).
         emulate64: bool,
         /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
@@ -447,6 +447,8 @@ pub enum Kernel {
         workgroup_size: u32,
         /// f64 values (else f32).
         f64: bool,
+        /// f64 on u32 pairs (adapters without `SHADER_F64`).
+        emulate64: bool,
     },
     /// `pairwise_coupling.wgsl`: class probabilities from pairwise ones, one invocation per
     /// row running libsvm's coupling iteration.
@@ -546,6 +548,7 @@ impl Kernel {
                 out.push(Kernel::Det {
                     workgroup_size,
                     f64,
+                    emulate64: false,
                 });
                 for mode in random::RandomMode::ALL {
                     out.push(Kernel::Random {
@@ -609,6 +612,11 @@ impl Kernel {
                 f64: true,
                 emulate64: true,
             });
+            out.push(Kernel::Det {
+                workgroup_size,
+                f64: true,
+                emulate64: true,
+            });
             for (exclusive, reverse) in [(false, false), (false, true), (true, false), (true, true)]
             {
                 for product in [false, true] {
@@ -667,7 +675,8 @@ impl Kernel {
                         .into_iter()
                         .filter(|d| d.size() == elem_bytes as usize)
                     {
-                        let emulated = !none && matches!(dtype, DType::I64 | DType::U64);
+                        let emulated =
+                            !none && matches!(dtype, DType::I64 | DType::U64 | DType::F64);
                         for emulate64 in [false, true].into_iter().filter(|&e| !e || emulated) {
                             for pow2_divisors in [false, true] {
                                 for entry in scatter::ScatterEntry::ALL
@@ -940,7 +949,7 @@ impl Kernel {
             Kernel::TreeWalk { f64, emulate64, .. } => {
                 tree_walk::tree_walk_source(TREE_WALK, f64, emulate64).into()
             }
-            Kernel::Det { f64, .. } => det::det_source(DET, f64).into(),
+            Kernel::Det { f64, emulate64, .. } => det::det_source(DET, f64, emulate64).into(),
             Kernel::PairwiseCoupling { .. } => PAIRWISE_COUPLING.into(),
             Kernel::MaxRoiPool { .. } => MAX_ROI_POOL.into(),
             Kernel::Random { f64, .. } => random::random_source(RANDOM, f64).into(),
@@ -1250,7 +1259,11 @@ impl Kernel {
                 emulate64: false,
                 ..
             } => wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64,
-            Kernel::Det { f64: true, .. } => wgpu::Features::SHADER_F64,
+            Kernel::Det {
+                f64: true,
+                emulate64: false,
+                ..
+            } => wgpu::Features::SHADER_F64,
             Kernel::Random { f64, .. } => Kernel::random_features(f64),
             Kernel::Reduce {
                 input,
@@ -1391,7 +1404,12 @@ impl KernelSpec for Kernel {
             } => "tree_walk.wgsl f64".into(),
             Kernel::TreeWalk { f64: true, .. } => "tree_walk.wgsl f64 (emulated)".into(),
             Kernel::Det { f64: false, .. } => self.file().into(),
-            Kernel::Det { f64: true, .. } => "det.wgsl f64".into(),
+            Kernel::Det {
+                f64: true,
+                emulate64: false,
+                ..
+            } => "det.wgsl f64".into(),
+            Kernel::Det { f64: true, .. } => "det.wgsl f64 (emulated)".into(),
             Kernel::PairwiseCoupling { .. } => self.file().into(),
             Kernel::MaxRoiPool { .. } => self.file().into(),
             Kernel::ScanCopies { copies, .. } => format!("scan copies {copies}").into(),

@@ -75,6 +75,20 @@ pub(crate) fn combine_source(dtype: DType, reduction: ScatterReduction, emulate6
     if reduction == ScatterReduction::None {
         return format!("{SIGNATURE} {{ return v; }}\n");
     }
+    if emulate64 && dtype == DType::F64 {
+        // As the native path: max and min keep `old` where either is NaN.
+        let body = match reduction {
+            ScatterReduction::Add => "sf64_add(old, v)",
+            ScatterReduction::Mul => "sf64_mul(old, v)",
+            ScatterReduction::Max => "select(old, v, sf64_lt(old, v))",
+            _ => "select(old, v, sf64_lt(v, old))",
+        };
+        return format!(
+            "{}\n{}\n{SIGNATURE} {{ return {body}; }}\n",
+            super::words::I64_EMULATION,
+            super::words::F64_EMULATION
+        );
+    }
     if emulate64 {
         let less = if dtype == DType::I64 {
             "lt_s64"
@@ -470,7 +484,7 @@ impl Recorder {
             dtype: kernel_dtype(dtype, reduction),
             reduction,
             emulate64: reduction != ScatterReduction::None
-                && super::operands::emulates64(&ctx, dtype),
+                && super::operands::emulated(&ctx, dtype),
             workgroup_size: wg,
             pow2_divisors,
             entry,

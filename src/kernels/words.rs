@@ -1388,16 +1388,10 @@ fn emulated_f64_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
         if to != DType::F64 {
             return None;
         }
-        return match Class::of(from) {
-            Class::Float => emu("sf64_from_f32(a)"),
-            Class::Int => {
-                emu("sf64_from_i64(vec2<u32>(bitcast<u32>(a), select(0u, 0xffffffffu, a < 0)))")
-            }
-            Class::Uint | Class::Bool => emu("sf64_from_u64(vec2<u32>(a, 0u))"),
-            Class::Long => emu("sf64_from_i64(a)"),
-            Class::Ulong => emu("sf64_from_u64(a)"),
-            Class::Double => None,
-        };
+        return emu(&emulated_to_f64(from, "a")?);
+    }
+    if name == "Pow" && dtypes.len() == 2 && dtypes[0] != dtypes[1] {
+        return emulated_f64_mixed_pow(dtypes[0], dtypes[1]);
     }
     // Operands of f64, but for Where's condition.
     let (values, arity) = match name {
@@ -1481,6 +1475,47 @@ fn emulated_f64_expression(name: &str, dtypes: &[DType], out: DType) -> Option<E
         _ => return None,
     };
     emu(&e)
+}
+
+/// The emulated f64 of value `v` of `from` (any type but f64, as the emulation holds it).
+fn emulated_to_f64(from: DType, v: &str) -> Option<String> {
+    Some(match Class::of(from) {
+        Class::Float => format!("sf64_from_f32({v})"),
+        Class::Int => {
+            format!("sf64_from_i64(vec2<u32>(bitcast<u32>({v}), select(0u, 0xffffffffu, {v} < 0)))")
+        }
+        Class::Uint | Class::Bool => format!("sf64_from_u64(vec2<u32>({v}, 0u))"),
+        Class::Long => format!("sf64_from_i64({v})"),
+        Class::Ulong => format!("sf64_from_u64({v})"),
+        Class::Double => return None,
+    })
+}
+
+/// Pow with a base and an exponent of different dtypes, one of them f64, on the emulation:
+/// the native path's rules (see the Pow word op). An f64 base to any numeric exponent
+/// converted to f64; an f32 (f16, bf16) base to the exponent converted to f32; an i32 or i64
+/// base to an f64 exponent computed in f64 and truncated back as Cast truncates.
+fn emulated_f64_mixed_pow(base: DType, exponent: DType) -> Option<Expr> {
+    let (bc, ec) = (Class::of(base), Class::of(exponent));
+    if !ec.is_number()
+        || (bc != Class::Double && ec != Class::Double)
+        || [base, exponent].iter().any(|d| d.is_storage_only())
+    {
+        return None;
+    }
+    let e = match bc {
+        Class::Double => format!("sf64_pow(a, {})", emulated_to_f64(exponent, "b")?),
+        Class::Float => "onnx_pow(a, sf64_to_f32(b))".to_string(),
+        Class::Int if base == DType::I32 => {
+            format!("sf64_to_i32(sf64_pow({}, b))", emulated_to_f64(base, "a")?)
+        }
+        Class::Long if base == DType::I64 => "sf64_to_i64(sf64_pow(sf64_from_i64(a), b))".into(),
+        _ => return None,
+    };
+    Some(Expr {
+        helpers: format!("{I64_EMULATION}\n{F64_EMULATION}\n{F64_EMULATION_MATH}"),
+        expression: e,
+    })
 }
 
 /// Pow with a base and an exponent of different dtypes, one of them i64 or u64 emulated on u32

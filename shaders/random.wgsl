@@ -11,11 +11,18 @@
 alias T = f32; // ELEMENT TYPE
 // F64 MATH
 
-// Per element type (the f64 variant replaces these lines, see kernels/random.rs): values per
-// block, and the block's uniform and normal values.
+// Per element type (the f64 variants replace these lines, see kernels/random.rs): values per
+// block, the block's uniform and normal values, and the arithmetic on T (f64 on u32 pairs
+// without SHADER_F64).
 const PER_BLOCK: u32 = 4u; // PER BLOCK
-fn units(w: vec4<u32>) -> vec4<T> { return units32(w); } // UNITS
-fn normals(w: vec4<u32>) -> vec4<T> { return normals32(w); } // NORMALS
+fn units(w: vec4<u32>) -> array<T, 4> { let v = units32(w); return array<T, 4>(v.x, v.y, v.z, v.w); } // UNITS
+fn normals(w: vec4<u32>) -> array<T, 4> { let v = normals32(w); return array<T, 4>(v.x, v.y, v.z, v.w); } // NORMALS
+fn t_of(x: f32) -> T { return T(x); } // OF F32
+fn t_of_u32(x: u32) -> T { return T(x); } // OF U32
+fn t_add(x: T, y: T) -> T { return x + y; } // ADD
+fn t_sub(x: T, y: T) -> T { return x - y; } // SUB
+fn t_mul(x: T, y: T) -> T { return x * y; } // MUL
+fn t_less(x: T, y: T) -> bool { return x < y; } // LESS
 
 override WORKGROUP_SIZE: u32 = 64u;
 // 0: uniform in [a, b); 1: normal with mean a and scale b; 2: Bernoulli, 1 where the value
@@ -117,7 +124,7 @@ fn class_at(row: u32, goal: T) -> u32 {
     var hi = params.classes - 1u;
     while lo < hi {
         let mid = (lo + hi) / 2u;
-        if src[base + mid] > goal {
+        if t_less(goal, src[base + mid]) {
             hi = mid;
         } else {
             lo = mid + 1u;
@@ -142,8 +149,8 @@ fn main(
     if MODE == 1u {
         values = normals(words);
     }
-    let a = T(params.a);
-    let b = T(params.b);
+    let a = t_of(params.a);
+    let b = t_of(params.b);
     for (var k = 0u; k < PER_BLOCK; k++) {
         let i = first + k;
         if i >= params.count {
@@ -151,18 +158,18 @@ fn main(
         }
         switch MODE {
             case 0u: {
-                dst[i] = a + (b - a) * values[k];
+                dst[i] = t_add(a, t_mul(t_sub(b, a), values[k]));
             }
             case 1u: {
-                dst[i] = a + b * values[k];
+                dst[i] = t_add(a, t_mul(b, values[k]));
             }
             case 2u: {
-                dst[i] = select(T(0), T(1), values[k] < src[i]);
+                dst[i] = t_of_u32(select(0u, 1u, t_less(values[k], src[i])));
             }
             default: {
                 let row = i / params.samples;
                 let total = src[row * params.classes + params.classes - 1u];
-                dst[i] = T(class_at(row, values[k] * total));
+                dst[i] = t_of_u32(class_at(row, t_mul(values[k], total)));
             }
         }
     }

@@ -661,6 +661,14 @@ fn diamonds_compute_their_top_once() {
     assert_eq!(check_fused(&g, &inputs, true), (1, 17));
 }
 
+/// A Cast node from `input` to `output` of dtype `to`.
+fn cast(input: &str, to: DType, output: &str) -> Node {
+    Node::new("Cast", output)
+        .inputs([input])
+        .outputs([output])
+        .attr("to", Attr::String(to.name().into()))
+}
+
 /// i64 chains fuse on adapters without SHADER_INT64 too (the emulation on u32 pairs), casts
 /// to and from i64 included.
 #[test]
@@ -670,12 +678,6 @@ fn i64_chains_fuse_with_the_emulation() {
         ("y", random_tensor(31, DType::I64, &[4])),
         ("n", random_tensor(32, DType::I32, &[5, 1])),
     ]);
-    let cast = |input: &str, to: DType, output: &str| {
-        Node::new("Cast", output)
-            .inputs([input])
-            .outputs([output])
-            .attr("to", Attr::String(to.name().into()))
-    };
     let g = declare(Graph::new(), &inputs)
         .node(cast("n", DType::I64, "n64"))
         .node(node("Mul", &["x", "y"], "p"))
@@ -705,12 +707,6 @@ fn f64_and_i64_chains_fuse_where_only_f64_is_emulated() {
         ("y", small_ints(34, DType::F64, &[4])),
         ("n", small_ints(35, DType::I32, &[5, 1])),
     ]);
-    let cast = |input: &str, to: DType, output: &str| {
-        Node::new("Cast", output)
-            .inputs([input])
-            .outputs([output])
-            .attr("to", Attr::String(to.name().into()))
-    };
     let g = declare(Graph::new(), &inputs)
         .node(cast("x", DType::F64, "xf"))
         .node(cast("n", DType::F64, "nf"))

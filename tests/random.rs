@@ -31,6 +31,22 @@ fn has_f64(ctx: &Context) -> bool {
         .contains(wgpu_ops::gpu::Features::SHADER_F64 | wgpu_ops::gpu::Features::SHADER_INT64)
 }
 
+/// The contexts that draw f64: natively where the adapter has the features, and on the
+/// emulation without `SHADER_F64` (with and without `SHADER_INT64`).
+fn f64_contexts() -> Vec<&'static Context> {
+    let mut all = if has_f64(ctx()) {
+        vec![ctx()]
+    } else {
+        Vec::new()
+    };
+    all.extend([ctx_emulating_64_bit(), ctx_without_f64()]);
+    all
+}
+
+fn emulates_f64(ctx: &Context) -> bool {
+    !ctx.features().contains(wgpu_ops::gpu::Features::SHADER_F64)
+}
+
 /// Kolmogorov-Smirnov distance of `v` from the distribution with CDF `cdf`.
 fn ks_distance(mut v: Vec<f64>, cdf: impl Fn(f64) -> f64) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -93,12 +109,23 @@ fn uniform_draws_are_the_generators_bit_for_bit_and_each_draw_is_new() {
         });
         assert!(d < ks_bound(n), "KS distance {d}");
     }
-    if has_f64(ctx()) {
-        let stream = RandomStream::new(ctx(), u64::MAX - 7).unwrap();
-        let got = uniform(ctx(), &stream, DType::F64, 100_001, 0.0, 1.0)
+    for ctx in f64_contexts() {
+        let stream = RandomStream::new(ctx, u64::MAX - 7).unwrap();
+        let got = uniform(ctx, &stream, DType::F64, 100_001, 0.0, 1.0)
             .to_vec::<f64>()
             .unwrap();
-        assert!(got == cpu::units_f64(u64::MAX - 7, 0, 100_001));
+        let units = cpu::units_f64(u64::MAX - 7, 0, 100_001);
+        assert!(got == units);
+        // The emulation rounds `lo + (hi - lo) * u` step by step, as the CPU does (a driver
+        // may fuse the native path's multiply and add).
+        if emulates_f64(ctx) {
+            let got = uniform(ctx, &stream, DType::F64, 100_001, -3.0, 5.0)
+                .to_vec::<f64>()
+                .unwrap();
+            let units = cpu::units_f64(u64::MAX - 7, 1, 100_001);
+            let want: Vec<f64> = units.iter().map(|u| -3.0 + 8.0 * u).collect();
+            assert!(got == want);
+        }
     }
 }
 
@@ -144,9 +171,9 @@ fn normal_draws_follow_the_generator_and_the_normal_law() {
         assert!((g - w).abs() <= 0.01, "{g} vs {w}");
     }
 
-    if has_f64(ctx()) {
-        let stream = RandomStream::new(ctx(), 3).unwrap();
-        let t = ctx()
+    for ctx in f64_contexts() {
+        let stream = RandomStream::new(ctx, 3).unwrap();
+        let t = ctx
             .run(|rec| rec.random_normal_to(&stream, DType::F64, &[100_001], 0.0, 1.0, Out::NEW))
             .unwrap();
         let got = t.to_host_blocking().unwrap().to_vec::<f64>().unwrap();
@@ -185,6 +212,22 @@ fn bernoulli_is_the_uniform_below_the_probability() {
             let ones = (at..n).step_by(8).filter(|&i| got[i] == 1.0).count() as f64;
             let sd = (25_000.0 * q * (1.0 - q)).sqrt();
             assert!((ones - 25_000.0 * q).abs() < 5.0 * sd, "p {q}: {ones}");
+        }
+    }
+    // f64 probabilities draw f64 units (53 bits), natively and on the emulation.
+    let wide: Vec<f64> = p.iter().map(|&q| f64::from(q)).collect();
+    let ph = HostTensor::from_vec(vec![n], &wide).unwrap();
+    let units = cpu::units_f64(11, 0, n);
+    for ctx in f64_contexts() {
+        let stream = RandomStream::new(ctx, 11).unwrap();
+        let p = wgpu_ops::Tensor::from_host(ctx, &ph).unwrap();
+        let t = ctx
+            .run(|rec| rec.bernoulli_to(&stream, &p, DType::F64, Out::NEW))
+            .unwrap();
+        let got = t.to_host_blocking().unwrap().to_vec::<f64>().unwrap();
+        for i in 0..n {
+            let want = if units[i] < wide[i] { 1.0 } else { 0.0 };
+            assert_eq!(got[i], want, "f64 element {i}: p {}", wide[i]);
         }
     }
 }

@@ -474,6 +474,8 @@ pub enum Kernel {
         mode: random::RandomMode,
         /// f64 values (else f32).
         f64: bool,
+        /// f64 on u32 pairs (adapters without `SHADER_F64`).
+        emulate64: bool,
         /// Invocations per workgroup (the `WORKGROUP_SIZE` override).
         workgroup_size: u32,
     },
@@ -551,11 +553,14 @@ impl Kernel {
                     emulate64: false,
                 });
                 for mode in random::RandomMode::ALL {
-                    out.push(Kernel::Random {
-                        mode,
-                        f64,
-                        workgroup_size,
-                    });
+                    for emulate64 in [false, true].into_iter().filter(|&e| !e || f64) {
+                        out.push(Kernel::Random {
+                            mode,
+                            f64,
+                            emulate64,
+                            workgroup_size,
+                        });
+                    }
                 }
             }
             for (elem_bytes, bf16) in [(2, false), (2, true), (4, false), (8, false)] {
@@ -952,7 +957,9 @@ impl Kernel {
             Kernel::Det { f64, emulate64, .. } => det::det_source(DET, f64, emulate64).into(),
             Kernel::PairwiseCoupling { .. } => PAIRWISE_COUPLING.into(),
             Kernel::MaxRoiPool { .. } => MAX_ROI_POOL.into(),
-            Kernel::Random { f64, .. } => random::random_source(RANDOM, f64).into(),
+            Kernel::Random { f64, emulate64, .. } => {
+                random::random_source(RANDOM, f64, emulate64).into()
+            }
             Kernel::RandomAdvance => RANDOM_ADVANCE.into(),
             Kernel::Elementwise { op, dtype, .. } => {
                 let ty = operands::elementwise_type(dtype).unwrap_or("f32");
@@ -1264,7 +1271,7 @@ impl Kernel {
                 emulate64: false,
                 ..
             } => wgpu::Features::SHADER_F64,
-            Kernel::Random { f64, .. } => Kernel::random_features(f64),
+            Kernel::Random { f64, emulate64, .. } => Kernel::random_features(f64 && !emulate64),
             Kernel::Reduce {
                 input,
                 emulate64,
@@ -1394,7 +1401,12 @@ impl KernelSpec for Kernel {
             | Kernel::ScanCounter { .. }
             | Kernel::RandomAdvance => self.file().into(),
             Kernel::Random { f64: false, .. } => self.file().into(),
-            Kernel::Random { f64: true, .. } => "random.wgsl f64".into(),
+            Kernel::Random {
+                f64: true,
+                emulate64: false,
+                ..
+            } => "random.wgsl f64".into(),
+            Kernel::Random { f64: true, .. } => "random.wgsl f64 (emulated)".into(),
             Kernel::GridTaps { f64: true, .. } => "grid_taps.wgsl f64".into(),
             Kernel::TreeWalk { f64: false, .. } => self.file().into(),
             Kernel::TreeWalk {

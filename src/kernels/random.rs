@@ -37,31 +37,88 @@ const PER_BLOCK_F64: &str = "const PER_BLOCK: u32 = 2u;";
 const UNITS_F64: &str = r"fn unit53(hi: u32, lo: u32) -> f64 {
     return (f64(hi >> 11u) * 4294967296.0 + f64(lo)) * 1.1102230246251565e-16;
 }
-fn units(w: vec4<u32>) -> vec4<f64> {
-    return vec4<f64>(unit53(w.x, w.y), unit53(w.z, w.w), 0.0, 0.0);
+fn units(w: vec4<u32>) -> array<T, 4> {
+    return array<T, 4>(unit53(w.x, w.y), unit53(w.z, w.w), 0.0, 0.0);
 }";
-const NORMALS_F64: &str = r"fn normals(w: vec4<u32>) -> vec4<f64> {
+const NORMALS_F64: &str = r"fn normals(w: vec4<u32>) -> array<T, 4> {
     let u = (f64(w.x >> 11u) * 4294967296.0 + f64(w.y) + 1.0) * 1.1102230246251565e-16;
     let radius = sqrt(-2.0 * log64(u));
     let angle = unit53(w.z, w.w) * 6.283185307179586;
-    return vec4<f64>(radius * cos64(angle), radius * sin64(angle), 0.0, 0.0);
+    return array<T, 4>(radius * cos64(angle), radius * sin64(angle), 0.0, 0.0);
 }";
 
-/// The WGSL of the generator on f32 or f64.
-pub(crate) fn random_source(template: &str, f64: bool) -> String {
+/// The same on the f64 emulation (u32 pairs, low word first): the integers of 53 bits are
+/// exact there too, scaled by 2^-53 exactly; 2 pi and -2 as their bits.
+const UNITS_F64_EMULATED: &str = r"fn unit53(hi: u32, lo: u32) -> T {
+    return sf64_mul(sf64_from_u64(vec2<u32>(lo, hi >> 11u)), vec2<u32>(0u, 0x3ca00000u));
+}
+fn units(w: vec4<u32>) -> array<T, 4> {
+    return array<T, 4>(unit53(w.x, w.y), unit53(w.z, w.w), vec2<u32>(0u), vec2<u32>(0u));
+}";
+const NORMALS_F64_EMULATED: &str = r"fn normals(w: vec4<u32>) -> array<T, 4> {
+    let whole = sf64_add(sf64_from_u64(vec2<u32>(w.y, w.x >> 11u)), vec2<u32>(0u, 0x3ff00000u));
+    let u = sf64_mul(whole, vec2<u32>(0u, 0x3ca00000u));
+    let radius = sf64_sqrt(sf64_mul(vec2<u32>(0u, 0xc0000000u), sf64_log(u)));
+    let angle = sf64_mul(unit53(w.z, w.w), vec2<u32>(0x54442d18u, 0x401921fbu));
+    return array<T, 4>(sf64_mul(radius, sf64_cos(angle)), sf64_mul(radius, sf64_sin(angle)), vec2<u32>(0u), vec2<u32>(0u));
+}";
+
+/// The WGSL of the generator on f32 or f64 (`emulate64`: f64 on u32 pairs).
+pub(crate) fn random_source(template: &str, f64: bool, emulate64: bool) -> String {
     if !f64 {
         return template.to_string();
     }
-    super::operands::specialize(
-        template,
-        &[
-            ("// ELEMENT TYPE", "alias T = f64;".to_string()),
-            ("// F64 MATH", super::words::F64_MATH.to_string()),
-            ("// PER BLOCK", PER_BLOCK_F64.to_string()),
-            ("// UNITS", UNITS_F64.to_string()),
-            ("// NORMALS", NORMALS_F64.to_string()),
-        ],
-    )
+    if !emulate64 {
+        return super::operands::specialize(
+            template,
+            &[
+                ("// ELEMENT TYPE", "alias T = f64;".to_string()),
+                ("// F64 MATH", super::words::F64_MATH.to_string()),
+                ("// PER BLOCK", PER_BLOCK_F64.to_string()),
+                ("// UNITS", UNITS_F64.to_string()),
+                ("// NORMALS", NORMALS_F64.to_string()),
+            ],
+        );
+    }
+    let line = |marker: &'static str, text: &str| (marker, text.to_string());
+    let emulated = [
+        line(
+            "// F64 MATH",
+            &format!(
+                "{}\n{}",
+                super::words::F64_EMULATION_MATH,
+                super::words::F64_EMULATION_SPECIAL
+            ),
+        ),
+        line("// PER BLOCK", PER_BLOCK_F64),
+        line("// UNITS", UNITS_F64_EMULATED),
+        line("// NORMALS", NORMALS_F64_EMULATED),
+        line(
+            "// OF F32",
+            "fn t_of(x: f32) -> T { return sf64_from_f32(x); }",
+        ),
+        line(
+            "// OF U32",
+            "fn t_of_u32(x: u32) -> T { return sf64_from_u64(vec2<u32>(x, 0u)); }",
+        ),
+        line(
+            "// ADD",
+            "fn t_add(x: T, y: T) -> T { return sf64_add(x, y); }",
+        ),
+        line(
+            "// SUB",
+            "fn t_sub(x: T, y: T) -> T { return sf64_sub(x, y); }",
+        ),
+        line(
+            "// MUL",
+            "fn t_mul(x: T, y: T) -> T { return sf64_mul(x, y); }",
+        ),
+        line(
+            "// LESS",
+            "fn t_less(x: T, y: T) -> bool { return sf64_lt(x, y); }",
+        ),
+    ];
+    super::operands::element_typed(template, DType::F64, Some(&emulated))
 }
 
 #[repr(C)]
@@ -91,8 +148,8 @@ pub(crate) struct Draw<'a> {
 }
 
 impl Recorder {
-    /// Records one draw of the stream (`key`, draw index in `state`) into `out` (f32 or f64;
-    /// f64 needs `SHADER_F64`), then advances the stream.
+    /// Records one draw of the stream (`key`, draw index in `state`) into `out` (f32 or f64,
+    /// on the f64 emulation without `SHADER_F64`), then advances the stream.
     pub(crate) fn random_into(
         &mut self,
         op: &'static str,
@@ -111,14 +168,7 @@ impl Recorder {
                 )))
             }
         };
-        if f64 && !ctx.features().contains(Kernel::random_features(true)) {
-            return Err(Error::invalid(
-                op,
-                "dtype",
-                "f64 random numbers need the adapter's SHADER_F64 and SHADER_INT64 features"
-                    .to_string(),
-            ));
-        }
+        let emulate64 = super::operands::emulated(&ctx, out.dtype());
         let count = out.numel() as u64;
         if count > u64::from(u32::MAX) / 4 {
             return Err(super::operands::too_many(op, "random values", count));
@@ -135,6 +185,7 @@ impl Recorder {
             let pipeline = ctx.pipeline(&Kernel::Random {
                 mode: draw.mode,
                 f64,
+                emulate64,
                 workgroup_size: wg,
             })?;
             let params = Params {

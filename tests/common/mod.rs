@@ -38,16 +38,13 @@ pub fn ctx() -> &'static Context {
 pub fn ctx_emulating_64_bit() -> &'static Context {
     static CTX: OnceLock<Context> = OnceLock::new();
     CTX.get_or_init(|| {
-        let ctx = Context::new_blocking(ContextOptions {
-            native_64_bit: Some(false),
-            cpu_kernels: cpu_kernels_from_env(),
-            ..Default::default()
-        })
-        .expect("no GPU adapter: install mesa-vulkan-drivers (lavapipe) to run the GPU tests");
-        assert!(!ctx
-            .features()
-            .contains(wgpu_ops::gpu::Features::SHADER_INT64));
-        ctx
+        lacking(
+            ContextOptions {
+                native_64_bit: Some(false),
+                ..Default::default()
+            },
+            wgpu_ops::gpu::Features::SHADER_INT64,
+        )
     })
 }
 
@@ -58,15 +55,26 @@ pub fn ctx_emulating_64_bit() -> &'static Context {
 pub fn ctx_without_f64() -> &'static Context {
     static CTX: OnceLock<Context> = OnceLock::new();
     CTX.get_or_init(|| {
-        let ctx = Context::new_blocking(ContextOptions {
-            native_f64: Some(false),
-            cpu_kernels: cpu_kernels_from_env(),
-            ..Default::default()
-        })
-        .expect("no GPU adapter: install mesa-vulkan-drivers (lavapipe) to run the GPU tests");
-        assert!(!ctx.features().contains(wgpu_ops::gpu::Features::SHADER_F64));
-        ctx
+        lacking(
+            ContextOptions {
+                native_f64: Some(false),
+                ..Default::default()
+            },
+            wgpu_ops::gpu::Features::SHADER_F64,
+        )
     })
+}
+
+/// A context of `options` with the kernel set from the environment, checked to lack
+/// `missing`.
+fn lacking(options: ContextOptions, missing: wgpu_ops::gpu::Features) -> Context {
+    let ctx = Context::new_blocking(ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        ..options
+    })
+    .expect("no GPU adapter: install mesa-vulkan-drivers (lavapipe) to run the GPU tests");
+    assert!(!ctx.features().contains(missing));
+    ctx
 }
 
 /// The contexts a test of `dtype` runs on: the default one, and for i64 and u64 the one that

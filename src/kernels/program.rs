@@ -139,11 +139,11 @@ impl Program {
     }
 
     /// The program on the path an adapter with `features` computes it on (see
-    /// [`emulates_64_bit`]): emulated where its dtypes need a 64-bit feature the adapter
-    /// lacks (f64 without `SHADER_F64` beside i64 with `SHADER_INT64`, say), native where it
-    /// has no 64-bit value at all (narrow programs keep their dense entry point). `None` where
-    /// a step has no expression on that path. Builders that merge programs decide this once
-    /// the dtypes are all known.
+    /// [`super::words::emulates_64_bit`]): emulated where its dtypes need a 64-bit feature
+    /// the adapter lacks (f64 without `SHADER_F64` beside i64 with `SHADER_INT64`, say),
+    /// native where it has no 64-bit value at all (narrow programs keep their dense entry
+    /// point). `None` where a step has no expression on that path. Builders that merge
+    /// programs decide this once the dtypes are all known.
     pub fn on_adapter(&self, features: wgpu::Features) -> Option<Program> {
         let all: Vec<DType> = self.dtypes().collect();
         let emulate64 = super::words::emulates_64_bit(features, &all, self.out());

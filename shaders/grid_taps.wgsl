@@ -4,13 +4,29 @@
 // the tap reads (row N * S is zeros: taps outside the input with zeros padding read it) and
 // the tap's weight, the product of its per-axis weights. The grid holds K coordinates per
 // position, x (the last spatial axis) first, normalized to [-1, 1]; coordinates and weights
-// are computed in T (f32, or f64 for f64 inputs).
+// are computed in T (f32, or f64 for f64 inputs: native, or on u32 pairs without SHADER_F64).
 //
 // Padding applies to each tap's index (clamped with border padding, reflected with
 // reflection padding), as onnxruntime and PyTorch pad bicubic taps; for nearest and linear
 // sampling that equals moving the coordinate first, as the ONNX reference does.
 
 alias T = f32; // ELEMENT TYPE
+
+// The arithmetic on T, one line each (the f64 emulation on u32 pairs replaces the marked
+// lines, see kernels/grid_taps.rs).
+fn t_of(x: f32) -> T { return T(x); } // OF F32
+fn t_of_u32(x: u32) -> T { return T(x); } // OF U32
+fn t_of_i32(x: i32) -> T { return T(x); } // OF I32
+fn t_to_i32(x: T) -> i32 { return i32(x); } // TO I32
+fn t_add(x: T, y: T) -> T { return x + y; } // ADD
+fn t_sub(x: T, y: T) -> T { return x - y; } // SUB
+fn t_mul(x: T, y: T) -> T { return x * y; } // MUL
+fn t_div(x: T, y: T) -> T { return x / y; } // DIV
+fn t_floor(x: T) -> T { return floor(x); } // FLOOR
+fn t_clamp(x: T, lo: T, hi: T) -> T { return clamp(x, lo, hi); } // CLAMP
+fn t_less(x: T, y: T) -> bool { return x < y; } // LESS
+fn t_at_most(x: T, y: T) -> bool { return x <= y; } // AT MOST
+fn t_equal(x: T, y: T) -> bool { return x == y; } // EQUAL
 
 override WORKGROUP_SIZE: u32 = 64u;
 
@@ -42,69 +58,73 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> rows: array<u32>;
 @group(0) @binding(3) var<storage, read_write> weights: array<T>;
 
-// The coordinates inside an axis of `size` elements: pixel centres with align_corners,
-// else pixel edges.
 // Halves to even from floor (lavapipe's built-in round takes f64 halves toward zero on some
 // CPUs).
 fn round_half_even(x: T) -> T {
-    let f = floor(x);
-    let d = x - f;
-    let odd = f - 2.0 * floor(f * 0.5) != 0.0;
-    return select(f, f + 1.0, d > 0.5 || d == 0.5 && odd);
+    let f = t_floor(x);
+    let d = t_sub(x, f);
+    let half = t_of(0.5);
+    let odd = !t_equal(t_sub(f, t_mul(t_of(2.0), t_floor(t_mul(f, half)))), t_of(0.0));
+    return select(f, t_add(f, t_of(1.0)), t_less(half, d) || t_equal(d, half) && odd);
 }
 
-fn bounds(size: T) -> vec2<T> {
-    if params.align_corners != 0u {
-        return vec2<T>(0.0, size - 1.0);
-    }
-    return vec2<T>(-0.5, size - 0.5);
+// Whether n (a whole number) is even.
+fn is_even(n: T) -> bool {
+    let two = t_of(2.0);
+    return t_equal(t_sub(n, t_mul(two, t_floor(t_div(n, two)))), t_of(0.0));
 }
 
 // Reflects x by the nearer border until it lies in [lo, hi].
 fn reflect(x: T, lo: T, hi: T) -> T {
-    let span = hi - lo;
-    if span <= 0.0 {
+    let span = t_sub(hi, lo);
+    if t_at_most(span, t_of(0.0)) {
         return lo;
     }
-    if x < lo {
-        let dx = lo - x;
-        let n = floor(dx / span);
-        let r = dx - n * span;
-        if n - 2.0 * floor(n / 2.0) == 0.0 {
-            return lo + r;
+    if t_less(x, lo) {
+        let dx = t_sub(lo, x);
+        let n = t_floor(t_div(dx, span));
+        let r = t_sub(dx, t_mul(n, span));
+        if is_even(n) {
+            return t_add(lo, r);
         }
-        return hi - r;
+        return t_sub(hi, r);
     }
-    if x > hi {
-        let dx = x - hi;
-        let n = floor(dx / span);
-        let r = dx - n * span;
-        if n - 2.0 * floor(n / 2.0) == 0.0 {
-            return hi - r;
+    if t_less(hi, x) {
+        let dx = t_sub(x, hi);
+        let n = t_floor(t_div(dx, span));
+        let r = t_sub(dx, t_mul(n, span));
+        if is_even(n) {
+            return t_sub(hi, r);
         }
-        return lo + r;
+        return t_add(lo, r);
     }
     return x;
 }
 
-// Keys' cubic convolution weight of tap t (0 to 3) at fraction f, a = -0.75.
+// ((p * x + q) * x + r) * x + s.
+fn cubic_polynomial(x: T, p: f32, q: f32, r: f32, s: f32) -> T {
+    let px = t_add(t_mul(t_of(p), x), t_of(q));
+    return t_add(t_mul(t_add(t_mul(px, x), t_of(r)), x), t_of(s));
+}
+
+// Keys' cubic convolution weight of tap t (0 to 3) at fraction f, a = -0.75: a x^3 - 5a x^2
+// + 8a x - 4a for 1 <= x < 2, (a + 2) x^3 - (a + 3) x^2 + 1 for x < 1 (the coefficients
+// exact in f32).
 fn cubic(t: u32, f: T) -> T {
-    let a: T = -0.75;
+    const a = -0.75;
+    let one = t_of(1.0);
     switch t {
         case 0u: {
-            let x = f + 1.0;
-            return ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
+            return cubic_polynomial(t_add(f, one), a, -5.0 * a, 8.0 * a, -4.0 * a);
         }
         case 1u: {
-            return ((a + 2.0) * f - (a + 3.0)) * f * f + 1.0;
+            return cubic_polynomial(f, a + 2.0, -(a + 3.0), 0.0, 1.0);
         }
         case 2u: {
-            let x = 1.0 - f;
-            return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+            return cubic_polynomial(t_sub(one, f), a + 2.0, -(a + 3.0), 0.0, 1.0);
         }
         default: {
-            let x = 2.0 - f;
-            return ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
+            return cubic_polynomial(t_sub(t_of(2.0), f), a, -5.0 * a, 8.0 * a, -4.0 * a);
         }
     }
 }
@@ -118,7 +138,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     let p = i / params.combinations;
     var c = i % params.combinations;
     var flat = 0u;
-    var weight: T = 1.0;
+    var weight = t_of(1.0);
     var inside = true;
     // Digits of c from the last axis (least significant) to the first.
     var k = params.rank;
@@ -130,14 +150,17 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         let t = c % params.taps;
         c /= params.taps;
         let d = params.dims[k / 4u][k % 4u];
-        let size = T(d);
+        let size = t_of_u32(d);
+        let one = t_of(1.0);
+        let two = t_of(2.0);
         // The grid's coordinates run the other way: x (the last axis) first.
         let g = grid[p * params.rank + (params.rank - 1u - k)];
+        // Pixel centres at -1 and 1 with align_corners, else pixel edges.
         var x: T;
         if params.align_corners != 0u {
-            x = (g + 1.0) / 2.0 * (size - 1.0);
+            x = t_mul(t_div(t_add(g, one), two), t_sub(size, one));
         } else {
-            x = ((g + 1.0) * size - 1.0) / 2.0;
+            x = t_div(t_sub(t_mul(t_add(g, one), size), one), two);
         }
         if params.mode == 0u {
             // Halves to even, as PyTorch and the ONNX reference round.
@@ -145,19 +168,21 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         }
         // Positions far outside (infinite coordinates) held where index arithmetic cannot
         // overflow.
-        let far: T = 1e9;
+        let far = t_of(1e9);
+        let near = t_of(-1e9);
         var j: i32;
         if params.mode == 0u {
-            j = i32(clamp(x, -far, far));
+            j = t_to_i32(t_clamp(x, near, far));
         } else {
-            let f = x - floor(x);
-            let base = clamp(floor(x), -far, far);
+            let below = t_floor(x);
+            let f = t_sub(x, below);
+            let base = t_clamp(below, near, far);
             if params.mode == 1u {
-                j = i32(base) + i32(t);
-                weight *= select(f, 1.0 - f, t == 0u);
+                j = t_to_i32(base) + i32(t);
+                weight = t_mul(weight, select(f, t_sub(one, f), t == 0u));
             } else {
-                j = i32(base) - 1 + i32(t);
-                weight *= cubic(t, f);
+                j = t_to_i32(base) - 1 + i32(t);
+                weight = t_mul(weight, cubic(t, f));
             }
         }
         let last = i32(d) - 1;
@@ -166,8 +191,14 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         } else if params.padding == 1u {
             j = clamp(j, 0, last);
         } else if j < 0 || j > last {
-            let b = bounds(size);
-            j = i32(reflect(T(j), b.x, b.y));
+            // The borders reflected about: pixel centres with align_corners, else edges.
+            var lo = t_of(-0.5);
+            var hi = t_sub(size, t_of(0.5));
+            if params.align_corners != 0u {
+                lo = t_of(0.0);
+                hi = t_sub(size, one);
+            }
+            j = t_to_i32(reflect(t_of_i32(j), lo, hi));
         }
         // In range whatever the coordinate was (NaN, infinite): never read outside.
         j = clamp(j, 0, max(last, 0));

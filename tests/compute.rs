@@ -486,24 +486,80 @@ fn elementwise_on_64_bit_dtypes_with_native_features() {
     assert!(plain.run(|rec| rec.det_to(&x, wgpu_ops::Out::NEW)).is_ok());
 }
 
-/// Without SHADER_F64, an op that computes on f64 beyond the emulation is refused by an error
-/// naming the feature, not another rule.
+/// Without SHADER_F64 (with neither 64-bit feature, and with SHADER_INT64 only), GridSample
+/// on f64 computes its coordinates and weights on the emulation: every mode, padding and
+/// align_corners on 1-, 2- and 3-D inputs, at coordinates inside and outside [-1, 1], at
+/// halves (nearest mode rounds them to even), NaN, infinite and huge. Nearest mode picks
+/// values bit for bit; linear and cubic within 1e-12 relative to the interpreter's f64
+/// (onnxruntime's own tests hold doubles to 1e-5).
 #[test]
-fn f64_ops_without_the_feature_name_it() {
-    let f64s = |shape: &[usize]| random_tensor(3, DType::F64, shape);
-    // With neither 64-bit feature, and with SHADER_INT64 only.
+fn grid_sample_on_f64_runs_on_the_emulation() {
+    // (x, y) pairs; on a row of 4 (align_corners 0) x = -0.5, 0 and 0.5 are columns 0.5, 1.5
+    // and 2.5.
+    let special: Vec<f64> = vec![
+        f64::NAN,
+        0.5,
+        f64::INFINITY,
+        -0.25,
+        f64::NEG_INFINITY,
+        3.0,
+        -0.5,
+        1.0,
+        0.0,
+        -1.0,
+        0.5,
+        0.0,
+        1e300,
+        -1e300,
+        1.0,
+        f64::NAN,
+    ];
+    let grids = [
+        (
+            f64_values(1, &[2, 3, 7], true),
+            f64_values(2, &[2, 9, 1], true),
+        ),
+        (
+            f64_values(3, &[1, 2, 4, 5], true),
+            f64_values(4, &[1, 3, 4, 2], true),
+        ),
+        (
+            f64_values(5, &[1, 1, 1, 4], true),
+            HostTensor::from_vec(vec![1, 2, 4, 2], &special).unwrap(),
+        ),
+        (
+            f64_values(6, &[1, 2, 3, 2, 3], true),
+            f64_values(7, &[1, 2, 2, 2, 3], true),
+        ),
+    ];
     for plain in [common::ctx_emulating_64_bit(), common::ctx_without_f64()] {
-        let cases: Vec<(Node, Vec<(&str, HostTensor)>)> = vec![(
-            Node::new("GridSample", "g"),
-            vec![("x", f64s(&[1, 1, 2, 2])), ("grid", f64s(&[1, 1, 3, 2]))],
-        )];
-        for (node, inputs) in cases {
-            let op = node.op.clone();
-            let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
-            let e = both_on(plain, node.inputs(names), inputs)
-                .expect_err(&op)
-                .to_string();
-            assert!(e.contains("SHADER_F64") && !e.contains('\n'), "{op}: {e}");
+        for (x, grid) in &grids {
+            for (mode, padding, align) in ["nearest", "linear", "cubic"]
+                .into_iter()
+                .flat_map(|m| ["zeros", "border", "reflection"].map(|p| (m, p)))
+                .flat_map(|(m, p)| [(m, p, 0), (m, p, 1)])
+            {
+                let node = Node::new("GridSample", "g")
+                    .inputs(["x", "grid"])
+                    .attr("mode", Attr::String(mode.into()))
+                    .attr("padding_mode", Attr::String(padding.into()))
+                    .attr("align_corners", Attr::Int(align));
+                let inputs = vec![("x", x.clone()), ("grid", grid.clone())];
+                let what = format!("{mode} {padding} align {align} {:?}", x.shape);
+                let (got, want) =
+                    both_on(plain, node, inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!((&got.shape, got.dtype), (&want.shape, want.dtype), "{what}");
+                if mode == "nearest" {
+                    assert_eq!(got.data, want.data, "{what}");
+                    continue;
+                }
+                let (g, w) = (got.to_vec::<f64>().unwrap(), want.to_vec::<f64>().unwrap());
+                for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+                    let ok =
+                        (a - b).abs() <= 1e-12 * b.abs().max(1.0) || (a.is_nan() && b.is_nan());
+                    assert!(ok, "{what}: element {i}: emulated {a} vs reference {b}");
+                }
+            }
         }
     }
 }

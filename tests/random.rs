@@ -246,44 +246,73 @@ fn multinomial_samples_follow_the_softmax() {
         5.0,
         5.0,
     ];
-    let x = HostTensor::from_vec(vec![2, 5], &logits).unwrap();
     let samples = 100_000;
+    let x = HostTensor::from_vec(vec![2, 5], &logits).unwrap();
     for dtype in [DType::I32, DType::I64] {
-        let stream = RandomStream::new(ctx(), 99).unwrap();
-        let t = ctx()
-            .run(|rec| rec.multinomial_to(&stream, &upload(&x), samples, dtype, Out::NEW))
-            .unwrap();
-        let h = t.to_host_blocking().unwrap();
-        assert_eq!((h.dtype, h.shape.clone()), (dtype, vec![2, samples]));
-        let classes = wgpu_ops::reference::cast_host(&h, DType::I64)
-            .unwrap()
-            .to_vec::<i64>()
-            .unwrap();
-        for (row, logits) in logits.chunks(5).enumerate() {
-            let total: f64 = logits.iter().map(|&l| f64::from(l).exp()).sum();
-            let mut counts = [0usize; 5];
-            for &c in &classes[row * samples..(row + 1) * samples] {
-                counts[usize::try_from(c).unwrap()] += 1;
-            }
-            // Pearson's chi-square over the classes that can occur (at most 4 degrees of
-            // freedom: 0.1% of samples exceed 18.5).
-            let mut chi2 = 0.0;
-            for (k, &l) in logits.iter().enumerate() {
-                let expected = samples as f64 * f64::from(l).exp() / total;
-                if expected == 0.0 {
-                    assert_eq!(
-                        counts[k], 0,
-                        "row {row}: a class of probability 0 was drawn"
-                    );
-                } else {
-                    chi2 += (counts[k] as f64 - expected).powi(2) / expected;
-                }
-            }
+        let classes = multinomial(ctx(), &x, samples, dtype);
+        follows_the_softmax(&logits, &classes, samples);
+    }
+    // f64 logits, natively and on the emulation: the same uniform draws against running sums
+    // within an ulp or so of the native ones, hence the same classes (a uniform within ulps
+    // of a boundary is a chance of about 1e-15 per sample).
+    let wide: Vec<f64> = logits.iter().map(|&l| f64::from(l)).collect();
+    let x = HostTensor::from_vec(vec![2, 5], &wide).unwrap();
+    let mut native = None;
+    for ctx in f64_contexts() {
+        let classes = multinomial(ctx, &x, samples, DType::I64);
+        follows_the_softmax(&logits, &classes, samples);
+        if !emulates_f64(ctx) {
+            native = Some(classes);
+        } else if let Some(native) = &native {
             assert!(
-                chi2 < 18.5,
-                "row {row}: chi-square {chi2}, counts {counts:?}"
+                classes == *native,
+                "f64 on the emulation drew other classes"
             );
         }
+    }
+}
+
+/// `samples` classes per row of `x` drawn with seed 99, as i64.
+fn multinomial(ctx: &Context, x: &HostTensor, samples: usize, dtype: DType) -> Vec<i64> {
+    let stream = RandomStream::new(ctx, 99).unwrap();
+    let x = wgpu_ops::Tensor::from_host(ctx, x).unwrap();
+    let t = ctx
+        .run(|rec| rec.multinomial_to(&stream, &x, samples, dtype, Out::NEW))
+        .unwrap();
+    let h = t.to_host_blocking().unwrap();
+    assert_eq!((h.dtype, h.shape.clone()), (dtype, vec![2, samples]));
+    wgpu_ops::reference::cast_host(&h, DType::I64)
+        .unwrap()
+        .to_vec::<i64>()
+        .unwrap()
+}
+
+/// Pearson's chi-square of the classes drawn from each row of 5 `logits` against the row's
+/// softmax, over the classes that can occur (at most 4 degrees of freedom: 0.1% of samples
+/// exceed 18.5); no class of probability 0 drawn.
+fn follows_the_softmax(logits: &[f32], classes: &[i64], samples: usize) {
+    for (row, logits) in logits.chunks(5).enumerate() {
+        let total: f64 = logits.iter().map(|&l| f64::from(l).exp()).sum();
+        let mut counts = [0usize; 5];
+        for &c in &classes[row * samples..(row + 1) * samples] {
+            counts[usize::try_from(c).unwrap()] += 1;
+        }
+        let mut chi2 = 0.0;
+        for (k, &l) in logits.iter().enumerate() {
+            let expected = samples as f64 * f64::from(l).exp() / total;
+            if expected == 0.0 {
+                assert_eq!(
+                    counts[k], 0,
+                    "row {row}: a class of probability 0 was drawn"
+                );
+            } else {
+                chi2 += (counts[k] as f64 - expected).powi(2) / expected;
+            }
+        }
+        assert!(
+            chi2 < 18.5,
+            "row {row}: chi-square {chi2}, counts {counts:?}"
+        );
     }
 }
 

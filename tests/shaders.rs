@@ -302,7 +302,7 @@ fn every_variant_validates_and_compiles() {
     // every divisor a power of two (192), and 200 gather variants (20 kinds, 12 of them quads: 4 element sizes x unrolled 1, 2,
     // 4; each with the innermost step any, 1, -1, 2 or -2, with and without edge paths), 29 typed element-wise on
     // 32-bit types (Log is the word kernel's only) and 27 on 64-bit ones (11 f64, 9 i64, 7 u64), 36 typed casts (between f32
-    // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), 2 Concats (words, vec4), 12 Splits (1 to 6 parts, words and vec4), LinearAttention, CausalConvWithState, GridSample's taps (f32, f64), TreeWalk (f32, f64, f64 emulated), Det (f32, f64, f64 emulated), PairwiseCoupling, 4 MaxRoiPools (f16, bf16, 4- and 8-byte floats), 12 random (4 modes x f32, f64, f64 emulated), 16 index gathers (4 element sizes x i32/i64
+    // i32 u32 f64 i64 u64), the Scan's iteration copies (1 to 8 per dispatch), 2 copies (words, vec4), 2 Concats (words, vec4), 12 Splits (1 to 6 parts, words and vec4), LinearAttention, CausalConvWithState, GridSample's taps (f32, f64, f64 emulated), TreeWalk (f32, f64, f64 emulated), Det (f32, f64, f64 emulated), PairwiseCoupling, 4 MaxRoiPools (f16, bf16, 4- and 8-byte floats), 12 random (4 modes x f32, f64, f64 emulated), 16 index gathers (4 element sizes x i32/i64
     // indices x Gather/GatherElements), 2 of rows of quads (i32/i64 indices) and 2 value checks (i32/i64 values), 32 pads (4 element sizes x 4 modes x stored by words or quads), 168 scatters (4 replacing, one per element size, each with
     // 5 entry points: in order, by rows of quads, ScatterND's claims and claimed writes by
     // elements and by quads; 4
@@ -328,7 +328,7 @@ fn every_variant_validates_and_compiles() {
     // without bias, RMSNormalization x f32, f16, bf16 x 6 lane counts).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (745 + 72 + 18 + 2 + 1374 + 207 + 117)
+        WORKGROUP_SIZES.len() * (746 + 72 + 18 + 2 + 1374 + 207 + 117)
             + 8 * 15
             + 3 * 8
             + (154 + 38) * (7 + 2 * 5 + 2 * 3 * 4)

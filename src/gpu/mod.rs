@@ -61,9 +61,8 @@ pub struct ContextOptions {
     /// Compute i64, u64 and f64 natively where the adapter offers wgpu's `SHADER_INT64` and
     /// `SHADER_F64` (lavapipe and most native drivers do; browsers and Metal do not). `None`:
     /// on native builds the environment variable `WGPU_OPS_NATIVE_64_BIT` (`1` or `0`), else
-    /// yes. Without them, i64, u64 and f64 are emulated on u32 pairs (the CPU's bits): the
-    /// element-wise ops, reductions, MatMul, TopK and the others the emulation covers; the
-    /// rest (GridSample's f64 coordinates) are errors naming the missing feature.
+    /// yes. Without them, i64, u64 and f64 are emulated on u32 pairs (the CPU's bits) by
+    /// every kernel that computes on them.
     pub native_64_bit: Option<bool>,
     /// With `native_64_bit`, also compute f64 natively (where the adapter offers
     /// `SHADER_F64`). `None`: the environment variable `WGPU_OPS_NATIVE_F64` (`1` or `0`) on

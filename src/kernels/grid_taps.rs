@@ -27,6 +27,62 @@ struct Params {
 /// The most spatial axes the kernel takes.
 pub(crate) const MAX_AXES: usize = 16;
 
+/// The WGSL of the kernel for f32 or f64 coordinates; `emulate64`: f64 on u32 pairs.
+pub(crate) fn grid_taps_source(template: &str, f64: bool, emulate64: bool) -> String {
+    let dtype = if f64 { DType::F64 } else { DType::F32 };
+    if !(f64 && emulate64) {
+        return super::operands::element_typed(template, dtype, None);
+    }
+    let binary =
+        |name: &str, f: &str| format!("fn t_{name}(x: T, y: T) -> T {{ return {f}(x, y); }}");
+    let emulated = [
+        (
+            "// OF F32",
+            "fn t_of(x: f32) -> T { return sf64_from_f32(x); }".to_string(),
+        ),
+        (
+            "// OF U32",
+            "fn t_of_u32(x: u32) -> T { return sf64_from_u64(vec2<u32>(x, 0u)); }".to_string(),
+        ),
+        (
+            "// OF I32",
+            "fn t_of_i32(x: i32) -> T { return sf64_from_i64(vec2<u32>(bitcast<u32>(x), \
+             select(0u, 0xffffffffu, x < 0))); }"
+                .to_string(),
+        ),
+        (
+            "// TO I32",
+            "fn t_to_i32(x: T) -> i32 { return sf64_to_i32(x); }".to_string(),
+        ),
+        ("// ADD", binary("add", "sf64_add")),
+        ("// SUB", binary("sub", "sf64_sub")),
+        ("// MUL", binary("mul", "sf64_mul")),
+        ("// DIV", binary("div", "sf64_div")),
+        (
+            "// FLOOR",
+            "fn t_floor(x: T) -> T { return sf64_floor(x); }".to_string(),
+        ),
+        (
+            "// CLAMP",
+            "fn t_clamp(x: T, lo: T, hi: T) -> T { return sf64_min(sf64_max(x, lo), hi); }"
+                .to_string(),
+        ),
+        (
+            "// AT MOST",
+            "fn t_at_most(x: T, y: T) -> bool { return sf64_le(x, y); }".to_string(),
+        ),
+        (
+            "// LESS",
+            "fn t_less(x: T, y: T) -> bool { return sf64_lt(x, y); }".to_string(),
+        ),
+        (
+            "// EQUAL",
+            "fn t_equal(x: T, y: T) -> bool { return sf64_eq(x, y); }".to_string(),
+        ),
+    ];
+    super::operands::element_typed(template, dtype, Some(&emulated))
+}
+
 /// What the taps are computed for.
 pub(crate) struct TapsPlan<'a> {
     /// The input's spatial extents.
@@ -59,13 +115,7 @@ impl Recorder {
                 "internal: {op}'s taps are i32 rows and weights of the grid's dtype"
             )));
         }
-        if f64 && !ctx.features().contains(wgpu::Features::SHADER_F64) {
-            return Err(Error::invalid(
-                op,
-                "grid",
-                "f64 coordinates need the adapter's SHADER_F64 feature".to_string(),
-            ));
-        }
+        let emulate64 = super::operands::emulated(&ctx, grid.dtype());
         let taps = [1u32, 2, 4][plan.mode as usize];
         let combinations = (taps as u64).pow(rank as u32);
         let positions = grid.numel() as u64 / rank.max(1) as u64;
@@ -127,6 +177,7 @@ impl Recorder {
         let pipeline = ctx.pipeline(&Kernel::GridTaps {
             workgroup_size: wg,
             f64,
+            emulate64,
         })?;
         let bindings = [
             grid.storage().bind_whole(),

@@ -430,6 +430,8 @@ pub enum Kernel {
         workgroup_size: u32,
         /// f64 values (else f32).
         f64: bool,
+        /// f64 on u32 pairs (adapters without `SHADER_F64`).
+        emulate64: bool,
     },
     /// `tree_walk.wgsl`: decision trees walked to their leaves, one invocation per row and
     /// tree, on f32 or f64 rows.
@@ -541,6 +543,7 @@ impl Kernel {
                 out.push(Kernel::GridTaps {
                     workgroup_size,
                     f64,
+                    emulate64: false,
                 });
                 out.push(Kernel::TreeWalk {
                     workgroup_size,
@@ -618,6 +621,11 @@ impl Kernel {
                 emulate64: true,
             });
             out.push(Kernel::Det {
+                workgroup_size,
+                f64: true,
+                emulate64: true,
+            });
+            out.push(Kernel::GridTaps {
                 workgroup_size,
                 f64: true,
                 emulate64: true,
@@ -947,9 +955,8 @@ impl Kernel {
             Kernel::LinearAttention { .. } => LINEAR_ATTENTION.into(),
             Kernel::ScanCounter { .. } => SCAN_COUNTER.into(),
             Kernel::CausalConv { .. } => CAUSAL_CONV.into(),
-            Kernel::GridTaps { f64, .. } => {
-                let dtype = if f64 { DType::F64 } else { DType::F32 };
-                operands::element_typed(GRID_TAPS, dtype, None).into()
+            Kernel::GridTaps { f64, emulate64, .. } => {
+                grid_taps::grid_taps_source(GRID_TAPS, f64, emulate64).into()
             }
             Kernel::TreeWalk { f64, emulate64, .. } => {
                 tree_walk::tree_walk_source(TREE_WALK, f64, emulate64).into()
@@ -1260,7 +1267,11 @@ impl Kernel {
                 ..
             } => words::words_features(&operands[..usize::from(arity)], out, emulate64),
             Kernel::Fused { program, .. } => program.features(),
-            Kernel::GridTaps { f64: true, .. } => wgpu::Features::SHADER_F64,
+            Kernel::GridTaps {
+                f64: true,
+                emulate64: false,
+                ..
+            } => wgpu::Features::SHADER_F64,
             Kernel::TreeWalk {
                 f64: true,
                 emulate64: false,
@@ -1407,7 +1418,12 @@ impl KernelSpec for Kernel {
                 ..
             } => "random.wgsl f64".into(),
             Kernel::Random { f64: true, .. } => "random.wgsl f64 (emulated)".into(),
-            Kernel::GridTaps { f64: true, .. } => "grid_taps.wgsl f64".into(),
+            Kernel::GridTaps {
+                f64: true,
+                emulate64: false,
+                ..
+            } => "grid_taps.wgsl f64".into(),
+            Kernel::GridTaps { f64: true, .. } => "grid_taps.wgsl f64 (emulated)".into(),
             Kernel::TreeWalk { f64: false, .. } => self.file().into(),
             Kernel::TreeWalk {
                 f64: true,

@@ -23,8 +23,9 @@
 //! [--widths 1,2,4,8] [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only] [--gather-only] [--pad-only] [--scatter-only] [--linear-attention-only] [--help]`
 //! (an unknown argument is refused, exit 2)
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
-//! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps, and f16 and
-//! bf16 products against the same products through f32 copies and in f32;
+//! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps (f32, and f64
+//! and i64 emulated on u32 pairs), and f16 and bf16 products against the same products through
+//! f32 copies and in f32;
 //! `--dtypes-only`: `Add` on 64 MiB operands (ordinary values: normal floats) of each of the
 //! 13 dtypes but bool, as GB/s and as a ratio to a plain buffer copy of the same bytes, written to
 //! DIR/dtypes.txt, so the cost of each emulation is visible (and as a program on one element
@@ -634,6 +635,7 @@ fn main() {
     }
     if args.iter().any(|a| a == "--matmul-only") {
         matmul_kernels(&ctx);
+        emulated_matmul_kernels(&ctx);
         sixteen_bit_products(&ctx, &timer, quick);
         return;
     }
@@ -1432,6 +1434,55 @@ fn matmul_kernels(ctx: &Context) {
                 );
             }
             Err(e) => println!("{name:<28} error: {e}"),
+        }
+    }
+}
+
+/// The MatMul kernels on f64 and i64 emulated on u32 pairs (a context of the same kernel set
+/// without the 64-bit features, as browsers and Metal give it): recurrent steps' products and
+/// the skinny ones of scikit-learn's distance Scans (queries x features against features x
+/// points), where the blocks kernel has no emulated variant.
+fn emulated_matmul_kernels(ctx: &Context) {
+    let emulated = Context::new_blocking(ContextOptions {
+        native_64_bit: Some(false),
+        cpu_kernels: Some(ctx.cpu_kernels()),
+        workgroup_size: Some(ctx.workgroup_size()),
+        ..Default::default()
+    })
+    .expect("a second context on the adapter");
+    println!(
+        "\n{:<28} {:>5} {:>10} {:>10} {:>8} {:>8}",
+        "emulated 64-bit product", "dtype", "tiles us", "rows us", "fastest", "by shape"
+    );
+    let shapes: [(&str, [u64; 4]); 6] = [
+        ("[1,256]x[256,256]", [1, 1, 256, 256]),
+        ("[16,256]x[256,256]", [1, 16, 256, 256]),
+        ("[64,256]x[256,256]", [1, 64, 256, 256]),
+        ("[640,3]x[3,3]", [1, 640, 3, 3]),
+        ("[1000,4]x[4,100]", [1, 1000, 100, 4]),
+        ("[100,100]x[100,100]", [1, 100, 100, 100]),
+    ];
+    for (name, shape) in shapes {
+        for dtype in [DType::F64, DType::I64] {
+            match wgpu_ops::kernels::matmul::measure_matmul(&emulated, dtype, shape) {
+                Ok((m, by_shape)) => {
+                    let us = |kernel: MatMulKernel| {
+                        m.micros
+                            .iter()
+                            .find(|(k, _)| *k == kernel)
+                            .map_or("-".to_string(), |(_, us)| format!("{us:.1}"))
+                    };
+                    println!(
+                        "{name:<28} {:>5} {:>10} {:>10} {:>8} {:>8}",
+                        dtype.name(),
+                        us(MatMulKernel::Tiles),
+                        us(MatMulKernel::Rows),
+                        m.chosen.name(),
+                        by_shape.name()
+                    );
+                }
+                Err(e) => println!("{name:<28} {dtype} error: {e}"),
+            }
         }
     }
 }

@@ -588,13 +588,19 @@ fn f64_values(seed: u64, shape: &[usize], fractions: bool) -> HostTensor {
 /// of every significand bit within 1e-13 of the reference's magnitude (onnxruntime's own
 /// tests hold doubles to 1e-5 relative), in shapes that take the kernels of few rows and of
 /// tiles, batched and broadcast, with Gemm's transposes and its alpha, beta and C as the
-/// MatMul's epilogue.
+/// MatMul's epilogue; on each kernel with an emulated variant (forced, whichever the shape
+/// rule picks).
 #[test]
 fn f64_products_run_on_the_emulation_without_the_feature() {
-    let plain = common::ctx_emulating_64_bit();
+    for kernel in [MatMulKernel::Tiles, MatMulKernel::Rows] {
+        f64_products_on(&common::ctx_emulating_64_bit_with(kernel), kernel);
+    }
+}
+
+fn f64_products_on(plain: &wgpu_ops::Context, kernel: MatMulKernel) {
     let run = |node: Node, inputs: Vec<(&str, HostTensor)>| {
         let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
-        both_on(plain, node.inputs(names), inputs).unwrap_or_else(|e| panic!("{e}"))
+        both_on(plain, node.inputs(names), inputs).unwrap_or_else(|e| panic!("{kernel:?}: {e}"))
     };
     let mut seed = 0;
     for fractions in [false, true] {
@@ -612,7 +618,8 @@ fn f64_products_run_on_the_emulation_without_the_feature() {
                 ("b", f64_values(seed + 1, sb, fractions)),
             ];
             let (got, want) = run(Node::new("MatMul", "m"), inputs);
-            assert_f64_close(&got, &want, fractions, &format!("MatMul {sa:?} x {sb:?}"));
+            let what = format!("{kernel:?} MatMul {sa:?} x {sb:?}");
+            assert_f64_close(&got, &want, fractions, &what);
         }
         for (ta, tb) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
             seed += 3;
@@ -630,7 +637,7 @@ fn f64_products_run_on_the_emulation_without_the_feature() {
                 ("c", f64_values(seed + 2, &[n], fractions)),
             ];
             let (got, want) = run(node, inputs);
-            assert_f64_close(&got, &want, fractions, &format!("Gemm {ta}{tb}"));
+            assert_f64_close(&got, &want, fractions, &format!("{kernel:?} Gemm {ta}{tb}"));
         }
     }
 }

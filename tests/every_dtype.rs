@@ -11,7 +11,7 @@ use common::*;
 use wgpu_ops::graph::{Attr, Graph, Node};
 use wgpu_ops::reference::cast_host;
 use wgpu_ops::reference::graph::run_graph;
-use wgpu_ops::{DType, Error, HostTensor, Session};
+use wgpu_ops::{DType, Error, HostTensor, MatMulKernel, Session};
 
 const FLOATS: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
 const SIGNED: [DType; 4] = [DType::I8, DType::I16, DType::I32, DType::I64];
@@ -576,12 +576,13 @@ fn matmul_on_every_dtype() {
         }
     }
     // i64 and u64 on edge values (the products and sums wrap), natively and emulated on
-    // 32-bit words, on the tiles and the few-rows kernels.
+    // 32-bit words, on the tiles and the few-rows kernels (each forced on the emulation).
+    let forced = [MatMulKernel::Tiles, MatMulKernel::Rows].map(ctx_emulating_64_bit_with);
     for d in [DType::I64, DType::U64] {
         for (m, k, n) in [(3, 7, 5), (20, 9, 17)] {
             let a = shaped(values(d, m * k, 4), &[m, k]);
             let b = shaped(values(d, k * n, 5), &[k, n]);
-            for ctx in contexts_for(d) {
+            for ctx in contexts_for(d).into_iter().chain(&forced) {
                 let (got, want) = both(
                     ctx,
                     Node::new("MatMul", "m").inputs(["a", "b"]),

@@ -219,7 +219,7 @@ pub struct MatMulShape {
     pub n: u64,
     /// Products summed per element (A's columns, B's rows).
     pub k: u64,
-    /// i64/u64 on 32-bit words (no blocks kernel there).
+    /// i64, u64 or f64 on u32 pairs (no blocks kernel there).
     pub emulate64: bool,
 }
 

@@ -468,11 +468,18 @@ fn can_run(kernel: MatMulKernel, shape: &MatMulShape, group: u32, max: u32) -> b
     }
 }
 
-/// The kernel [`matmul_kernel`] picks for `shape`, where it can run.
+/// The kernel [`matmul_kernel`] picks for `shape`, where it can run. The emulated 64-bit
+/// types have no blocks kernel: CPU adapters take the rows kernel for them instead (lavapipe, 2
+/// cores: faster than the tiles for every shape of `bench --matmul-only`, 1.2x at [64, 256] x
+/// [256, 256] in f64, 2.6x at [640, 3] x [3, 3], whose tiles are mostly padding).
 fn kernel_by_shape(shape: &MatMulShape, cpu: bool, group: u32, max: u32) -> MatMulKernel {
     match matmul_kernel(shape.rows, shape.n, shape.k, cpu, group, max) {
-        MatMulKernel::Blocks if shape.emulate64 && shape.rows < 16 => MatMulKernel::Rows,
-        MatMulKernel::Blocks if shape.emulate64 => MatMulKernel::Tiles,
+        MatMulKernel::Blocks if shape.emulate64 => {
+            match can_run(MatMulKernel::Rows, shape, group, max) {
+                true => MatMulKernel::Rows,
+                false => MatMulKernel::Tiles,
+            }
+        }
         v => v,
     }
 }

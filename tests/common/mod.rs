@@ -48,6 +48,20 @@ pub fn ctx_emulating_64_bit() -> &'static Context {
     })
 }
 
+/// A context like [`ctx_emulating_64_bit`] whose MatMuls all take `kernel` (each kernel has
+/// its emulated variant, whichever the shape rule picks on this adapter).
+#[allow(dead_code)]
+pub fn ctx_emulating_64_bit_with(kernel: wgpu_ops::MatMulKernel) -> Context {
+    lacking(
+        ContextOptions {
+            native_64_bit: Some(false),
+            matmul: Some(wgpu_ops::MatMulChoice::Always(kernel)),
+            ..Default::default()
+        },
+        wgpu_ops::gpu::Features::SHADER_INT64,
+    )
+}
+
 /// A context with wgpu's `SHADER_INT64` (where the adapter has it) and without its
 /// `SHADER_F64`, as GPUs with 64-bit integers and no double precision give it: i64 and u64
 /// native, f64 on the emulation.

@@ -1418,12 +1418,7 @@ fn matmul_kernels(ctx: &Context) {
     for (name, shape) in shapes {
         match wgpu_ops::kernels::matmul::measure_matmul(ctx, DType::F32, shape) {
             Ok((m, by_shape)) => {
-                let us = |kernel: MatMulKernel| {
-                    m.micros
-                        .iter()
-                        .find(|(k, _)| *k == kernel)
-                        .map_or("-".to_string(), |(_, us)| format!("{us:.1}"))
-                };
+                let us = |kernel| kernel_micros(&m, kernel);
                 println!(
                     "{name:<28} {:>10} {:>10} {:>10} {:>8} {:>8}",
                     us(MatMulKernel::Tiles),
@@ -1436,6 +1431,14 @@ fn matmul_kernels(ctx: &Context) {
             Err(e) => println!("{name:<28} error: {e}"),
         }
     }
+}
+
+/// The time a measurement gives `kernel`, or "-" where it did not time it.
+fn kernel_micros(m: &wgpu_ops::gpu::MatMulMeasurement, kernel: MatMulKernel) -> String {
+    m.micros
+        .iter()
+        .find(|(k, _)| *k == kernel)
+        .map_or("-".to_string(), |(_, us)| format!("{us:.1}"))
 }
 
 /// The MatMul kernels on f64 and i64 emulated on u32 pairs (a context of the same kernel set
@@ -1454,24 +1457,21 @@ fn emulated_matmul_kernels(ctx: &Context) {
         "\n{:<28} {:>5} {:>10} {:>10} {:>8} {:>8}",
         "emulated 64-bit product", "dtype", "tiles us", "rows us", "fastest", "by shape"
     );
-    let shapes: [(&str, [u64; 4]); 6] = [
+    let shapes: [(&str, [u64; 4]); 8] = [
         ("[1,256]x[256,256]", [1, 1, 256, 256]),
         ("[16,256]x[256,256]", [1, 16, 256, 256]),
         ("[64,256]x[256,256]", [1, 64, 256, 256]),
         ("[640,3]x[3,3]", [1, 640, 3, 3]),
         ("[1000,4]x[4,100]", [1, 1000, 100, 4]),
+        ("[1000,16]x[16,100]", [1, 1000, 100, 16]),
+        ("[1000,32]x[32,100]", [1, 1000, 100, 32]),
         ("[100,100]x[100,100]", [1, 100, 100, 100]),
     ];
     for (name, shape) in shapes {
         for dtype in [DType::F64, DType::I64] {
             match wgpu_ops::kernels::matmul::measure_matmul(&emulated, dtype, shape) {
                 Ok((m, by_shape)) => {
-                    let us = |kernel: MatMulKernel| {
-                        m.micros
-                            .iter()
-                            .find(|(k, _)| *k == kernel)
-                            .map_or("-".to_string(), |(_, us)| format!("{us:.1}"))
-                    };
+                    let us = |kernel| kernel_micros(&m, kernel);
                     println!(
                         "{name:<28} {:>5} {:>10} {:>10} {:>8} {:>8}",
                         dtype.name(),

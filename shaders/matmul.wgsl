@@ -115,7 +115,7 @@ fn main(
         lhs_tile[local.y][local.x] = a;
         rhs_tile[local.y][local.x] = b;
         workgroupBarrier();
-        for (var i = 0u; i < TILE; i++) {
+        for (var i = 0u; i < TILE; i++) { // TILE LOOP
             acc += lhs_tile[local.y][i] * rhs_tile[i][local.x]; // TILE SUM
         }
         workgroupBarrier();

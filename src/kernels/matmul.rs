@@ -138,6 +138,13 @@ pub fn matmul_source(
         };
         replacements[0].1 = format!("alias T = vec2<u32>;\n{helpers}");
         replacements.extend([
+            // An emulated product costs tens of instructions: the sums skip the tiles' padding
+            // (k past its end, rows and columns past the output's), which is most of the tile
+            // where k or n is small (a distance's few features).
+            (
+                "// TILE LOOP",
+                "        let span = select(0u, min(TILE, params.k - t * TILE), row < params.m && col < params.n);\n        for (var i = 0u; i < span; i++) {".into(),
+            ),
             (
                 "// TILE SUM",
                 format!(
@@ -469,13 +476,15 @@ fn can_run(kernel: MatMulKernel, shape: &MatMulShape, group: u32, max: u32) -> b
 }
 
 /// The kernel [`matmul_kernel`] picks for `shape`, where it can run. The emulated 64-bit
-/// types have no blocks kernel: CPU adapters take the rows kernel for them instead (lavapipe, 2
-/// cores: faster than the tiles for every shape of `bench --matmul-only`, 1.2x at [64, 256] x
-/// [256, 256] in f64, 2.6x at [640, 3] x [3, 3], whose tiles are mostly padding).
+/// types have no blocks kernel: CPU adapters take the tiles for sums of at most one tile of
+/// products (their emulated sums skip the padding), else the rows kernel. On lavapipe (2 cores,
+/// `bench --matmul-only`) that is the faster of the two in every row of the emulated table: the
+/// tiles 1.9-2.0x faster at [640, 3] x [3, 3] in f64, 1.1-1.4x at [1000, 16] x [16, 100]; the
+/// rows 1.1x at [64, 256] x [256, 256], 1.2-1.3x at [100, 100] x [100, 100], even at k = 32.
 fn kernel_by_shape(shape: &MatMulShape, cpu: bool, group: u32, max: u32) -> MatMulKernel {
     match matmul_kernel(shape.rows, shape.n, shape.k, cpu, group, max) {
         MatMulKernel::Blocks if shape.emulate64 => {
-            match can_run(MatMulKernel::Rows, shape, group, max) {
+            match shape.k > 16 && can_run(MatMulKernel::Rows, shape, group, max) {
                 true => MatMulKernel::Rows,
                 false => MatMulKernel::Tiles,
             }

@@ -51,32 +51,6 @@ fn both(node: Node, inputs: Vec<(&str, HostTensor)>) -> Result<(HostTensor, Host
     both_on(ctx(), node, inputs)
 }
 
-/// `both` in context `ctx`.
-fn both_on(
-    ctx: &wgpu_ops::Context,
-    node: Node,
-    inputs: Vec<(&str, HostTensor)>,
-) -> Result<(HostTensor, HostTensor), Error> {
-    let mut g = Graph::new();
-    for (name, t) in &inputs {
-        let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
-        g = g.input(*name, t.dtype, &shape);
-    }
-    let g = g.node(node.outputs(["y"])).output("y");
-    let inputs: Vec<(String, HostTensor)> = inputs
-        .into_iter()
-        .map(|(n, t)| (n.to_string(), t))
-        .collect();
-    let got = Session::new(ctx, g.clone())?
-        .run_blocking(inputs.clone())?
-        .remove(0)
-        .1;
-    let want = run_graph(&g, &inputs, &Default::default())
-        .unwrap()
-        .remove(0);
-    Ok((got, want))
-}
-
 fn close(got: &HostTensor, want: &HostTensor, what: &str) {
     assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
     if got.dtype != DType::F32 {

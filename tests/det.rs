@@ -52,31 +52,6 @@ fn matrices(seed: u64, batch: &[usize], n: usize, dominance: f64, noise: f64) ->
     v
 }
 
-fn as_f64(t: &HostTensor) -> Vec<f64> {
-    match t.dtype {
-        DType::F32 => t
-            .to_vec::<f32>()
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        DType::F64 => t.to_vec::<f64>().unwrap(),
-        DType::F16 => t
-            .to_vec::<half::f16>()
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        DType::BF16 => t
-            .to_vec::<half::bf16>()
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        other => panic!("{other}"),
-    }
-}
-
 /// The contexts that compute f64: natively where the adapter has `SHADER_F64`, and on the
 /// emulation without it (with and without `SHADER_INT64`).
 fn f64_contexts() -> Vec<&'static wgpu_ops::Context> {

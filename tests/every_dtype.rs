@@ -11,7 +11,7 @@ use common::*;
 use wgpu_ops::graph::{Attr, Graph, Node};
 use wgpu_ops::reference::cast_host;
 use wgpu_ops::reference::graph::run_graph;
-use wgpu_ops::{DType, Error, HostTensor, MatMulKernel, Session};
+use wgpu_ops::{DType, HostTensor, MatMulKernel, Session};
 
 const FLOATS: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
 const SIGNED: [DType; 4] = [DType::I8, DType::I16, DType::I32, DType::I64];
@@ -181,31 +181,6 @@ fn values_with(dtype: DType, n: usize, seed: u64, subnormal: bool) -> HostTensor
     .unwrap()
 }
 
-/// The values as f64 (for comparing floats).
-fn as_f64(t: &HostTensor) -> Vec<f64> {
-    match t.dtype {
-        DType::F32 => t
-            .to_vec::<f32>()
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        DType::F16 => t
-            .to_vec::<half::f16>()
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        DType::BF16 => t
-            .to_vec::<half::bf16>()
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        _ => t.to_vec::<f64>().unwrap(),
-    }
-}
-
 /// Bit-equal, or for floats: both NaN, equal (-0.0 == 0.0), or for inexact ops within a
 /// relative tolerance.
 fn check(op: &str, got: &HostTensor, want: &HostTensor, what: &str) {
@@ -253,38 +228,12 @@ fn compare(op: &str, got: &HostTensor, want: &HostTensor, what: &str) -> Result<
     Ok(())
 }
 
-/// Runs a one-node graph on the GPU (context `ctx`) and on the CPU reference.
-fn both(
-    ctx: &wgpu_ops::Context,
-    node: Node,
-    inputs: Vec<(&str, HostTensor)>,
-) -> Result<(HostTensor, HostTensor), Error> {
-    let mut g = Graph::new();
-    for (name, t) in &inputs {
-        let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
-        g = g.input(*name, t.dtype, &shape);
-    }
-    let g = g.node(node.outputs(["y"])).output("y");
-    let inputs: Vec<(String, HostTensor)> = inputs
-        .into_iter()
-        .map(|(n, t)| (n.to_string(), t))
-        .collect();
-    let got = Session::new(ctx, g.clone())?
-        .run_blocking(inputs.clone())?
-        .remove(0)
-        .1;
-    let want = run_graph(&g, &inputs, &Default::default())
-        .unwrap()
-        .remove(0);
-    Ok((got, want))
-}
-
 /// Whether `ctx`'s adapter flushes subnormal f32 values to zero in arithmetic (WGSL allows
 /// it; NVIDIA's Vulkan driver does): the smallest subnormal times one comes back as zero.
 fn flushes_subnormals(ctx: &wgpu_ops::Context) -> bool {
     let tiny = HostTensor::from_vec(vec![1], &[f32::from_bits(1)]).unwrap();
     let one = HostTensor::from_vec(vec![1], &[1.0f32]).unwrap();
-    let (got, _) = both(
+    let (got, _) = both_on(
         ctx,
         Node::new("Mul", "m").inputs(["a", "b"]),
         vec![("a", tiny), ("b", one)],
@@ -387,14 +336,14 @@ fn every_op_on(d: DType) {
         let what = format!("{op} on {d}");
         let flushed_inputs: Vec<(&str, HostTensor)> =
             inputs.iter().map(|(n, t)| (*n, flushed(t))).collect();
-        match both(ctx, node.clone(), inputs) {
+        match both_on(ctx, node.clone(), inputs) {
             Ok((got, want)) => {
                 assert!(onnx_allows(op, d) && !not_yet(op, d), "{what} ran");
                 if let Err(e) = compare(op, &got, &want, &what) {
                     // Arithmetic on a flushing adapter: the reference on the operands as
                     // that adapter reads them, its subnormal results flushed too.
                     let as_flushed = (flushing && !exact_on_flushing_adapters(op))
-                        .then(|| both(ctx, node, flushed_inputs).ok())
+                        .then(|| both_on(ctx, node, flushed_inputs).ok())
                         .flatten()
                         .map(|(_, w)| compare(op, &got, &flushed(&w), &what));
                     if as_flushed != Some(Ok(())) {
@@ -454,7 +403,7 @@ fn casts_from(d: DType) {
     let mut mismatches = Vec::new();
     for to in DType::ALL {
         let node = Node::new("Cast", "c").attr("to", Attr::String(to.name().into()));
-        let (got, want) = both(ctx(), node.inputs(["x"]), vec![("x", x.clone())])
+        let (got, want) = both_on(ctx(), node.inputs(["x"]), vec![("x", x.clone())])
             .unwrap_or_else(|e| panic!("Cast {d} -> {to}: {e}"));
         if let Err(e) = compare("Cast", &got, &want, &format!("Cast {d} -> {to}")) {
             mismatches.push(e);
@@ -475,7 +424,7 @@ fn f16_and_bf16_round_to_nearest_even() {
     let halves = HostTensor::from_bytes(DType::F16, halves.shape.clone(), halves.data).unwrap();
     let cast = |x: &HostTensor, to: DType| {
         let node = Node::new("Cast", "c").attr("to", Attr::String(to.name().into()));
-        both(ctx(), node.inputs(["x"]), vec![("x", x.clone())]).unwrap()
+        both_on(ctx(), node.inputs(["x"]), vec![("x", x.clone())]).unwrap()
     };
     let (wide, want) = cast(&halves, DType::F32);
     let (g, w) = (wide.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
@@ -555,11 +504,13 @@ fn matmul_on_every_dtype() {
                 let v: Vec<f64> = bytes(seed, n).iter().map(|&b| f64::from(b % 5)).collect();
                 let t = HostTensor::from_vec(shape.to_vec(), &v).unwrap();
                 let node = Node::new("Cast", "c").attr("to", Attr::String(d.name().into()));
-                both(ctx(), node.inputs(["x"]), vec![("x", t)]).unwrap().0
+                both_on(ctx(), node.inputs(["x"]), vec![("x", t)])
+                    .unwrap()
+                    .0
             };
             let (a, b) = (small(sa, k as u64), small(sb, 50 + k as u64));
             for ctx in contexts_for(d) {
-                let (got, want) = both(
+                let (got, want) = both_on(
                     ctx,
                     Node::new("MatMul", "m").inputs(["a", "b"]),
                     vec![("a", a.clone()), ("b", b.clone())],
@@ -583,7 +534,7 @@ fn matmul_on_every_dtype() {
             let a = shaped(values(d, m * k, 4), &[m, k]);
             let b = shaped(values(d, k * n, 5), &[k, n]);
             for ctx in contexts_for(d).into_iter().chain(&forced) {
-                let (got, want) = both(
+                let (got, want) = both_on(
                     ctx,
                     Node::new("MatMul", "m").inputs(["a", "b"]),
                     vec![("a", a.clone()), ("b", b.clone())],
@@ -603,7 +554,9 @@ fn matmul_of_an_empty_inner_axis_with_an_epilogue() {
     for d in [DType::F32, DType::F64, DType::I64, DType::F16] {
         let cast = |t: HostTensor| {
             let node = Node::new("Cast", "c").attr("to", Attr::String(d.name().into()));
-            both(ctx(), node.inputs(["x"]), vec![("x", t)]).unwrap().0
+            both_on(ctx(), node.inputs(["x"]), vec![("x", t)])
+                .unwrap()
+                .0
         };
         let a = cast(HostTensor::from_vec(vec![2, 0], &[] as &[f32]).unwrap());
         let b = cast(HostTensor::from_vec(vec![0, 3], &[] as &[f32]).unwrap());
@@ -652,7 +605,9 @@ fn max_and_min_of_nothing_are_the_types_ends() {
         let empty = {
             let node = Node::new("Cast", "c").attr("to", Attr::String(d.name().into()));
             let t = HostTensor::from_vec(vec![2, 0], &[] as &[f32]).unwrap();
-            both(ctx(), node.inputs(["x"]), vec![("x", t)]).unwrap().0
+            both_on(ctx(), node.inputs(["x"]), vec![("x", t)])
+                .unwrap()
+                .0
         };
         for (op, high) in [("ReduceMax", false), ("ReduceMin", true)] {
             for ctx in contexts_for(d) {
@@ -660,7 +615,7 @@ fn max_and_min_of_nothing_are_the_types_ends() {
                     .inputs(["x"])
                     .attr("axes", Attr::Ints(vec![1]))
                     .attr("keepdims", Attr::Int(0));
-                let (got, want) = both(ctx, node, vec![("x", empty.clone())])
+                let (got, want) = both_on(ctx, node, vec![("x", empty.clone())])
                     .unwrap_or_else(|e| panic!("{op} {d}: {e}"));
                 assert_eq!(got, want, "{op} {d}");
                 let end: f64 = match (d, high) {
@@ -710,7 +665,7 @@ fn gather_on(d: DType) {
         .unwrap();
         for indices in [i64s, i32s] {
             let node = Node::new("Gather", "g").attr("axis", Attr::Int(axis));
-            let (got, want) = both(
+            let (got, want) = both_on(
                 ctx(),
                 node.inputs(["data", "indices"]),
                 vec![("data", data.clone()), ("indices", indices.clone())],
@@ -721,7 +676,7 @@ fn gather_on(d: DType) {
     }
     // An index out of range, known on the host, is an error naming it.
     let bad = HostTensor::from_vec(vec![1], &[5i64]).unwrap();
-    let e = both(
+    let e = both_on(
         ctx(),
         Node::new("Gather", "g").inputs(["data", "indices"]),
         vec![("data", data), ("indices", bad)],
@@ -748,7 +703,7 @@ fn trilu_on(d: DType) {
                 let kt = HostTensor::from_vec(vec![], &[k]).unwrap();
                 let node = Node::new("Trilu", "t").attr("upper", Attr::Int(upper));
                 for ctx in contexts_for(d) {
-                    let (got, want) = both(
+                    let (got, want) = both_on(
                         ctx,
                         node.clone().inputs(["x", "k"]),
                         vec![("x", x.clone()), ("k", kt.clone())],
@@ -759,7 +714,7 @@ fn trilu_on(d: DType) {
             }
         }
     }
-    let e = both(
+    let e = both_on(
         ctx(),
         Node::new("Trilu", "t").inputs(["x"]),
         vec![("x", shaped(values(d, 3, 1), &[3]))],
@@ -805,7 +760,7 @@ fn array_feature_extractor_picks_along_the_last_axis() {
         ];
         for ctx in contexts_for(d) {
             for (data, indices, shape) in &cases {
-                let (got, want) = both(
+                let (got, want) = both_on(
                     ctx,
                     Node::new(OP, "afe").inputs(["data", "indices"]),
                     vec![("data", data.clone()), ("indices", indices.clone())],
@@ -856,7 +811,7 @@ fn array_feature_extractor_picks_along_the_last_axis() {
     }
     let data = shaped(values(DType::F32, 10, 1), &[2, 5]);
     let refused = |x: HostTensor, y: HostTensor| {
-        both(
+        both_on(
             ctx(),
             Node::new(OP, "afe").inputs(["data", "indices"]),
             vec![("data", x), ("indices", y)],
@@ -939,7 +894,7 @@ fn feature_vectorizer_lays_rows_side_by_side() {
                     .map(String::as_str)
                     .zip(inputs.iter().cloned())
                     .collect();
-                let (got, want) = both(ctx, node(inputs.len(), dims), feeds)
+                let (got, want) = both_on(ctx, node(inputs.len(), dims), feeds)
                     .unwrap_or_else(|e| panic!("{d} {dims:?}: {e}"));
                 assert_eq!(got.dtype, DType::F32, "{d}");
                 assert_eq!(&got.shape, shape, "{d} {dims:?}");
@@ -948,7 +903,7 @@ fn feature_vectorizer_lays_rows_side_by_side() {
         }
     }
     // Where the reference and the kernels meet known values: 1-D as a row, cut and padded.
-    let (got, _) = both(
+    let (got, _) = both_on(
         ctx(),
         node(2, &[3, 1]),
         vec![
@@ -965,7 +920,7 @@ fn feature_vectorizer_lays_rows_side_by_side() {
         vec![5.0, -((1i64 << 40) as f32), 0.0, 1.0]
     );
     let refused = |inputs: Vec<(&str, HostTensor)>, dims: &[i64]| {
-        both(ctx(), node(inputs.len(), dims), inputs)
+        both_on(ctx(), node(inputs.len(), dims), inputs)
             .unwrap_err()
             .to_string()
     };
@@ -1015,7 +970,7 @@ fn max_roi_pool_folds_large_windows_over_dispatches() {
         let x = cast_host(&HostTensor::from_vec(vec![1, 2, h, w], &v).unwrap(), d).unwrap();
         let r = cast_host(&HostTensor::from_vec(vec![2, 5], &rois).unwrap(), d).unwrap();
         for pooled in [[1i64, 1], [2, 1]] {
-            let (got, want) = both(
+            let (got, want) = both_on(
                 ctx(),
                 Node::new("MaxRoiPool", "pool")
                     .inputs(["x", "rois"])
@@ -1065,7 +1020,7 @@ fn max_roi_pool_takes_each_bins_largest() {
             ([1, 1], Some(1.0)),
             ([4, 3], Some(2.0)),
         ] {
-            let (got, want) = both(
+            let (got, want) = both_on(
                 ctx(),
                 node(pooled, scale),
                 vec![("x", x.clone()), ("rois", rois.clone())],
@@ -1080,7 +1035,7 @@ fn max_roi_pool_takes_each_bins_largest() {
     }
     // Known values: a 4x4 ramp, one ROI over its lower right 2x3, two bins across.
     let ramp: Vec<f32> = (0..16).map(|v| v as f32).collect();
-    let (got, _) = both(
+    let (got, _) = both_on(
         ctx(),
         node([1, 2], None),
         vec![
@@ -1120,7 +1075,7 @@ fn max_roi_pool_takes_each_bins_largest() {
     let x = shaped(values(DType::F32, 2 * 9, 1), &[2, 1, 3, 3]);
     let refused =
         |x: HostTensor, rois: Vec<f32>, shape: Vec<usize>, pooled: [i64; 2], scale: Option<f32>| {
-            both(
+            both_on(
                 ctx(),
                 node(pooled, scale),
                 vec![
@@ -1164,7 +1119,7 @@ fn max_roi_pool_takes_each_bins_largest() {
         None,
     );
     assert!(e.contains("X has shape [1, 3, 3]"), "{e}");
-    let e = both(
+    let e = both_on(
         ctx(),
         node([1, 1], None),
         vec![
@@ -1219,7 +1174,7 @@ fn prelu_broadcasts_both_ways() {
             ("x", host(vec![3], &xs)),
             ("slope", host(vec![2, 1, 3], &ss)),
         ];
-        let (got, reference) = both(ctx(), node, inputs).unwrap();
+        let (got, reference) = both_on(ctx(), node, inputs).unwrap();
         let want = host(vec![2, 1, 3], &ws);
         assert_eq!(got, want, "PRelu on {d}");
         assert_eq!(reference, want, "PRelu on {d}, interpreter");
@@ -1303,7 +1258,7 @@ fn emulated_on(d: DType) {
             Node::new(op, "n")
         }
         .inputs(names);
-        match both(&plain, node, inputs) {
+        match both_on(&plain, node, inputs) {
             Ok((got, want)) => {
                 assert!(covered.contains(&op), "{op} on {d} ran emulated");
                 assert_eq!(got, want, "{op} on {d}, emulated");
@@ -1321,7 +1276,7 @@ fn emulated_on(d: DType) {
     }
     assert!(ran >= 12, "{ran}");
     // C's remainder (Mod with fmod = 1) too.
-    let (got, want) = both(
+    let (got, want) = both_on(
         &plain,
         Node::new("Mod", "m")
             .attr("fmod", Attr::Int(1))
@@ -1351,7 +1306,7 @@ fn emulated_on(d: DType) {
     ] {
         for (from, to) in [(d, other), (other, d)] {
             let node = Node::new("Cast", "c").attr("to", Attr::String(to.name().into()));
-            let (got, want) = both(&plain, node.inputs(["x"]), vec![("x", values(from, 40, 5))])
+            let (got, want) = both_on(&plain, node.inputs(["x"]), vec![("x", values(from, 40, 5))])
                 .unwrap_or_else(|e| panic!("Cast {from} -> {to} emulated: {e}"));
             assert_eq!(got, want, "Cast {from} -> {to}, emulated");
         }
@@ -1407,7 +1362,7 @@ fn assert_same_or_nan(got: &HostTensor, want: &HostTensor, what: &str) {
 
 /// Where (with a broadcast operand) and Clip on `d` in `ctx`: bit for bit the reference's.
 fn where_and_clip_match(ctx: &wgpu_ops::Context, d: DType) {
-    let (got, want) = both(
+    let (got, want) = both_on(
         ctx,
         Node::new("Where", "w").inputs(["cond", "x", "other"]),
         vec![
@@ -1418,7 +1373,7 @@ fn where_and_clip_match(ctx: &wgpu_ops::Context, d: DType) {
     )
     .unwrap();
     assert_eq!(got, want, "Where on {d}");
-    let (got, want) = both(
+    let (got, want) = both_on(
         ctx,
         Node::new("Clip", "c").inputs(["x", "lo", "hi"]),
         vec![
@@ -1463,7 +1418,7 @@ fn f64_emulated_without_the_feature() {
     ];
     for op in unary {
         for x in [edges(), patterns(11), values(d, 64, 9)] {
-            let (got, want) = both(plain, Node::new(op, "n").inputs(["a"]), vec![("a", x)])
+            let (got, want) = both_on(plain, Node::new(op, "n").inputs(["a"]), vec![("a", x)])
                 .unwrap_or_else(|e| panic!("{op} emulated: {e}"));
             assert_same_or_nan(&got, &want, &format!("{op} on f64, emulated"));
         }
@@ -1490,7 +1445,7 @@ fn f64_emulated_without_the_feature() {
         ];
         for (a, b) in pairs {
             let node = Node::new(op, "n").inputs(["a", "b"]);
-            let (got, want) = both(plain, node, vec![("a", a), ("b", b)])
+            let (got, want) = both_on(plain, node, vec![("a", a), ("b", b)])
                 .unwrap_or_else(|e| panic!("{op} emulated: {e}"));
             assert_same_or_nan(&got, &want, &format!("{op} on f64, emulated"));
         }
@@ -1506,7 +1461,7 @@ fn f64_emulated_without_the_feature() {
             let node = Node::new("Mod", "n")
                 .attr("fmod", Attr::Int(fmod))
                 .inputs(["a", "b"]);
-            let (got, want) = both(plain, node, vec![("a", a), ("b", b)])
+            let (got, want) = both_on(plain, node, vec![("a", a), ("b", b)])
                 .unwrap_or_else(|e| panic!("Mod emulated: {e}"));
             assert_same_or_nan(&got, &want, &format!("Mod fmod={fmod} on f64, emulated"));
         }
@@ -1529,7 +1484,7 @@ fn f64_emulated_without_the_feature() {
             b
         };
         let node = Node::new(op, "n").inputs(["a", "b"]);
-        let (got, want) = both(plain, node, vec![("a", a.clone()), ("b", b)]).unwrap();
+        let (got, want) = both_on(plain, node, vec![("a", a.clone()), ("b", b)]).unwrap();
         assert_same_or_nan(&got, &want, &format!("{op} of neighbours, emulated"));
     }
     where_and_clip_match(plain, d);
@@ -1562,12 +1517,12 @@ fn f64_emulated_without_the_feature() {
         }
         for x in sources {
             let node = Node::new("Cast", "c").attr("to", Attr::String(other.name().into()));
-            let (got, want) = both(plain, node.inputs(["x"]), vec![("x", x)])
+            let (got, want) = both_on(plain, node.inputs(["x"]), vec![("x", x)])
                 .unwrap_or_else(|e| panic!("Cast f64 -> {other} emulated: {e}"));
             assert_same_or_nan(&got, &want, &format!("Cast f64 -> {other}, emulated"));
         }
         let node = Node::new("Cast", "c").attr("to", Attr::String(d.name().into()));
-        let (got, want) = both(plain, node.inputs(["x"]), vec![("x", values(other, 40, 5))])
+        let (got, want) = both_on(plain, node.inputs(["x"]), vec![("x", values(other, 40, 5))])
             .unwrap_or_else(|e| panic!("Cast {other} -> f64 emulated: {e}"));
         assert_eq!(got, want, "Cast {other} -> f64, emulated");
     }
@@ -1612,7 +1567,7 @@ fn f64_emulated_without_the_feature() {
                 inputs.push(("b", HostTensor::from_vec(vec![e.len()], &e).unwrap()));
             }
             let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
-            let (got, want) = both(plain, Node::new(op, "n").inputs(names), inputs.clone())
+            let (got, want) = both_on(plain, Node::new(op, "n").inputs(names), inputs.clone())
                 .unwrap_or_else(|e| panic!("{op} emulated: {e}"));
             let (g, w) = (got.to_vec::<f64>().unwrap(), want.to_vec::<f64>().unwrap());
             let a = x.to_vec::<f64>().unwrap();
@@ -1657,7 +1612,7 @@ fn f64_emulated_without_the_feature() {
         .into_iter()
         .filter(|&op| !matches!(op, "PRelu" | "SwiGLU" | "Shrink"));
     for op in activations.chain(["Softmax", "LogSoftmax"]) {
-        let (got, want) = both(
+        let (got, want) = both_on(
             plain,
             Node::new(op, "n").inputs(["a"]),
             vec![("a", x.clone())],
@@ -1694,9 +1649,9 @@ fn pow_of_mixed_types_emulated() {
                 ("b", values(exponent, 7, 8)),
             ];
             let node = Node::new("Pow", "p").inputs(["a", "b"]);
-            let (native, want) = both(ctx(), node.clone(), inputs.clone())
+            let (native, want) = both_on(ctx(), node.clone(), inputs.clone())
                 .unwrap_or_else(|e| panic!("Pow {base} ^ {exponent}: {e}"));
-            let (emulated, _) = both(ctx_emulating_64_bit(), node, inputs)
+            let (emulated, _) = both_on(ctx_emulating_64_bit(), node, inputs)
                 .unwrap_or_else(|e| panic!("Pow {base} ^ {exponent} emulated: {e}"));
             if base.is_integer() && exponent.is_integer() {
                 assert_eq!(native, want, "Pow {base} ^ {exponent}, native vs reference");
@@ -1739,7 +1694,7 @@ fn pow_of_f64_and_other_types_emulated() {
             ("b", values(exponent, 7, 8)),
         ];
         let node = Node::new("Pow", "p").inputs(["a", "b"]);
-        let (native, _) = both(ctx(), node.clone(), inputs.clone())
+        let (native, _) = both_on(ctx(), node.clone(), inputs.clone())
             .unwrap_or_else(|e| panic!("Pow {base} ^ {exponent}: {e}"));
         // Without SHADER_INT64 as well where the other type is a 64-bit integer.
         let mut contexts = vec![ctx_without_f64()];
@@ -1756,8 +1711,8 @@ fn pow_of_f64_and_other_types_emulated() {
                     .features()
                     .contains(wgpu_ops::gpu::Features::SHADER_INT64)
             );
-            let (emulated, _) =
-                both(plain, node.clone(), inputs.clone()).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (emulated, _) = both_on(plain, node.clone(), inputs.clone())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
             if base != DType::F64 {
                 assert_eq!(nan_canonical(&emulated), nan_canonical(&native), "{what}");
                 continue;
@@ -1803,7 +1758,7 @@ fn pow_to_whole_float_exponents_is_exact() {
         ] {
             let a = cast_host(&HostTensor::from_vec(vec![12], &bases).unwrap(), base).unwrap();
             let node = Node::new("Pow", "p").inputs(["a", "b"]);
-            let (got, _) = both(ctx, node, vec![("a", a), ("b", exponent.clone())]).unwrap();
+            let (got, _) = both_on(ctx, node, vec![("a", a), ("b", exponent.clone())]).unwrap();
             let got = cast_host(&got, DType::I64)
                 .unwrap()
                 .to_vec::<i64>()
@@ -1820,7 +1775,7 @@ fn pow_to_whole_float_exponents_is_exact() {
         for (power, square) in [(2.0, true), (-2.0, false)] {
             let b = cast_host(&HostTensor::from_vec(vec![], &[power]).unwrap(), d).unwrap();
             let node = Node::new("Pow", "p").inputs(["a", "b"]);
-            let (got, _) = both(ctx(), node, vec![("a", x.clone()), ("b", b)]).unwrap();
+            let (got, _) = both_on(ctx(), node, vec![("a", x.clone()), ("b", b)]).unwrap();
             let xs = cast_host(&x, DType::F64).unwrap().to_vec::<f64>().unwrap();
             let want: Vec<f64> = xs
                 .iter()
@@ -1865,7 +1820,7 @@ fn word_kernel_in_windows() {
             let a = shaped(values(d, na, 1), sa);
             let b = shaped(values(d, nb, 2), sb);
             let op = if d == DType::Bool { "Xor" } else { "Max" };
-            let (got, want) = both(
+            let (got, want) = both_on(
                 &small,
                 Node::new(op, "n").inputs(["a", "b"]),
                 vec![("a", a.clone()), ("b", b)],
@@ -1880,7 +1835,7 @@ fn word_kernel_in_windows() {
             );
             for to in [DType::U8, DType::F16, DType::I64] {
                 let node = Node::new("Cast", "c").attr("to", Attr::String(to.name().into()));
-                let (got, want) = both(&small, node.inputs(["x"]), vec![("x", a.clone())])
+                let (got, want) = both_on(&small, node.inputs(["x"]), vec![("x", a.clone())])
                     .unwrap_or_else(|e| panic!("Cast {d} -> {to}: {e}"));
                 assert_eq!(got, want, "Cast {d} -> {to} {sa:?} in windows");
             }
@@ -1968,7 +1923,7 @@ fn trigonometric_functions_across_the_range() {
             ("Acosh", 8.0),
             ("Atanh", 8.0),
         ] {
-            let (got, want) = both(
+            let (got, want) = both_on(
                 ctx,
                 Node::new(op, "n").inputs(["x"]),
                 vec![("x", x.clone())],
@@ -2056,7 +2011,7 @@ fn bit_shifts_by_every_amount() {
         for direction in ["LEFT", "RIGHT"] {
             let node = Node::new("BitShift", "s").attr("direction", Attr::String(direction.into()));
             for ctx in contexts_for(d) {
-                let (got, want) = both(
+                let (got, want) = both_on(
                     ctx,
                     node.clone().inputs(["x", "amount"]),
                     vec![("x", x.clone()), ("amount", shift.clone())],
@@ -2090,7 +2045,7 @@ fn tile_on(d: DType) {
     for (seed, (shape, repeats)) in cases.into_iter().enumerate() {
         let x = random_tensor(seed as u64, d, shape);
         let r = HostTensor::from_vec(vec![repeats.len()], repeats).unwrap();
-        let (got, want) = both(
+        let (got, want) = both_on(
             ctx(),
             Node::new("Tile", "t").inputs(["x", "repeats"]),
             vec![("x", x), ("repeats", r)],
@@ -2114,7 +2069,7 @@ fn tile_on(d: DType) {
         (&[2, -1], "-1 is negative"),
     ] {
         let r = HostTensor::from_vec(vec![repeats.len()], repeats).unwrap();
-        let e = both(
+        let e = both_on(
             ctx(),
             Node::new("Tile", "t").inputs(["x", "repeats"]),
             vec![("x", random_tensor(1, d, &[2, 3])), ("repeats", r)],
@@ -2162,7 +2117,7 @@ fn gather_elements_on(d: DType) {
                 HostTensor::from_vec(wanted.to_vec(), &narrow).unwrap()
             };
             let what = format!("GatherElements {shape:?} by {wanted:?} on axis {axis} on {d}");
-            let (got, want) = both(
+            let (got, want) = both_on(
                 ctx(),
                 Node::new("GatherElements", "g")
                     .inputs(["x", "i"])
@@ -2181,7 +2136,7 @@ fn gather_elements_on(d: DType) {
     )
     .unwrap();
     let i = HostTensor::from_vec(vec![2, 2], &[0i64, 0, 1, 0]).unwrap();
-    let (got, _) = both(
+    let (got, _) = both_on(
         ctx(),
         Node::new("GatherElements", "g")
             .inputs(["x", "i"])
@@ -2216,7 +2171,7 @@ fn gather_elements_on(d: DType) {
             "indices has 4 along axis 0 but data only 3",
         ),
     ] {
-        let e = both(
+        let e = both_on(
             ctx(),
             Node::new("GatherElements", "g")
                 .inputs(["x", "i"])
@@ -2375,7 +2330,8 @@ fn pad_on(d: DType) {
             let node = Node::new("Pad", "p")
                 .inputs(names)
                 .attr("mode", Attr::String(mode.into()));
-            let (got, want) = both(ctx(), node, inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (got, want) =
+                both_on(ctx(), node, inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
             check("Pad", &got, &want, &what);
         }
     }
@@ -2391,7 +2347,7 @@ fn pad_on(d: DType) {
         ("edge", [1, 1, 1, 2, 3, 3, 3, 4, 5, 5, 5, 6]),
         ("constant", [0, 0, 1, 2, 0, 0, 3, 4, 0, 0, 5, 6]),
     ] {
-        let (got, _) = both(
+        let (got, _) = both_on(
             ctx(),
             Node::new("Pad", "p")
                 .inputs(["x", "pads"])
@@ -2469,7 +2425,7 @@ fn pad_on(d: DType) {
             names.push("value");
             inputs.push(("value", random_tensor(2, v, &[])));
         }
-        let e = both(
+        let e = both_on(
             ctx(),
             Node::new("Pad", "p")
                 .inputs(names)
@@ -2559,7 +2515,7 @@ fn scatter_on(d: DType) {
             let what = format!(
                 "ScatterElements {reduction} {shape:?} by {wanted:?} on axis {axis} on {d}"
             );
-            let (got, want) = both(
+            let (got, want) = both_on(
                 c,
                 Node::new("ScatterElements", "s")
                     .inputs(["x", "i", "u"])
@@ -2586,7 +2542,7 @@ fn scatter_on(d: DType) {
             let ind = HostTensor::from_vec(ishape.to_vec(), &picks).unwrap();
             let ushape: Vec<usize> = tuples.iter().chain(&shape[k..]).copied().collect();
             let what = format!("ScatterND {reduction} {shape:?} by {ishape:?} on {d}");
-            let (got, want) = both(
+            let (got, want) = both_on(
                 c,
                 Node::new("ScatterND", "s")
                     .inputs(["x", "i", "u"])
@@ -2650,7 +2606,7 @@ fn scatter_on(d: DType) {
         let what = format!("ScatterElements unique {shape:?} by {ishape:?} to {wanted:?} on {d}");
         let x = random_tensor(90 + seed as u64, d, shape);
         let u = random_tensor(95 + seed as u64, d, wanted);
-        let (got, want) = both(
+        let (got, want) = both_on(
             ctx(),
             Node::new("ScatterElements", "s")
                 .inputs(["x", "i", "u"])
@@ -2686,7 +2642,7 @@ fn scatter_on(d: DType) {
         )
         .unwrap()
         .remove(0);
-        let (plain, _) = both(
+        let (plain, _) = both_on(
             ctx(),
             Node::new("ScatterElements", "s")
                 .inputs(["x", "i", "u"])
@@ -2704,7 +2660,7 @@ fn scatter_on(d: DType) {
         d,
     )
     .unwrap();
-    let (got, _) = both(
+    let (got, _) = both_on(
         ctx(),
         Node::new("ScatterElements", "s").inputs(["x", "i", "u"]),
         vec![("x", x.clone()), ("i", i.clone()), ("u", u.clone())],
@@ -2765,7 +2721,7 @@ fn scatter_on(d: DType) {
             "indices [2, 2] must broadcast to the updates' shape [2, 3]",
         ),
     ] {
-        let e = both(
+        let e = both_on(
             ctx(),
             Node::new("ScatterElements", "s")
                 .inputs(["x", "i", "u"])
@@ -2785,7 +2741,7 @@ fn scatter_on(d: DType) {
         } else {
             u.clone()
         };
-        let e = both(
+        let e = both_on(
             ctx(),
             Node::new(op, "s")
                 .inputs(["x", "i", "u"])
@@ -2817,7 +2773,7 @@ fn long_scatters_apply_every_update_in_order() {
             for reduction in ["none", "add"] {
                 let values = |shape: &[usize], seed: i64| small_values(d, shape, seed);
                 let what = format!("ScatterND {reduction} of {n} elements on {d}");
-                let (got, want) = both(
+                let (got, want) = both_on(
                     c,
                     Node::new("ScatterND", "s")
                         .inputs(["x", "i", "u"])
@@ -2832,7 +2788,7 @@ fn long_scatters_apply_every_update_in_order() {
                 check("ScatterND", &got, &want, &what);
                 let long: Vec<i64> = picks.iter().chain(&picks).copied().collect();
                 let what = format!("ScatterElements {reduction} along {} on {d}", 2 * n);
-                let (got, want) = both(
+                let (got, want) = both_on(
                     c,
                     Node::new("ScatterElements", "s")
                         .inputs(["x", "i", "u"])
@@ -2870,7 +2826,7 @@ fn one_hot_and_eye_on(d: DType) {
         for axis in [-3i64, -1, 0, 1, 2] {
             let depth = HostTensor::from_vec(vec![], &[5i64]).unwrap();
             let what = format!("OneHot {:?} on axis {axis} into {d}", indices.dtype);
-            let (got, want) = both(
+            let (got, want) = both_on(
                 ctx(),
                 Node::new("OneHot", "o")
                     .inputs(["i", "depth", "v"])
@@ -2887,7 +2843,7 @@ fn one_hot_and_eye_on(d: DType) {
     }
     // The spec's example: indices [1, 9, 2], depth 10, values [off, on], axis -1 (9 is in range).
     let on_off = cast_host(&HostTensor::from_vec(vec![2], &[0i64, 1]).unwrap(), d).unwrap();
-    let (got, _) = both(
+    let (got, _) = both_on(
         ctx(),
         Node::new("OneHot", "o").inputs(["i", "depth", "v"]),
         vec![
@@ -2920,12 +2876,12 @@ fn one_hot_and_eye_on(d: DType) {
                 node = node.attr("dtype", Attr::String(to.name().into()));
             }
             let what = format!("EyeLike {shape:?} k {k} of {d} to {to:?}");
-            let (got, want) =
-                both(ctx(), node, vec![("x", x.clone())]).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (got, want) = both_on(ctx(), node, vec![("x", x.clone())])
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
             check("EyeLike", &got, &want, &what);
         }
     }
-    let (got, _) = both(
+    let (got, _) = both_on(
         ctx(),
         Node::new("EyeLike", "e").inputs(["x"]),
         vec![("x", random_tensor(1, d, &[2, 2]))],
@@ -2951,7 +2907,7 @@ fn hardmax_marks_the_first_largest() {
         let x = cast_host(&HostTensor::from_vec(vec![3, 4, 5], &v).unwrap(), d).unwrap();
         for (axis, coerce) in [(0i64, 0i64), (1, 0), (-1, 0), (1, 1), (0, 1)] {
             let what = format!("Hardmax axis {axis} coerce {coerce} on {d}");
-            let (got, want) = both(
+            let (got, want) = both_on(
                 ctx(),
                 Node::new("Hardmax", "h")
                     .inputs(["x"])

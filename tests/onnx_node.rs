@@ -86,24 +86,9 @@ struct Entry {
     ops: Vec<String>,
 }
 
-fn as_f64(t: &HostTensor) -> Option<Vec<f64>> {
-    Some(match t.dtype {
-        DType::F32 => t.to_vec::<f32>().ok()?.into_iter().map(f64::from).collect(),
-        DType::F64 => t.to_vec::<f64>().ok()?,
-        DType::F16 => t
-            .to_vec::<half::f16>()
-            .ok()?
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        DType::BF16 => t
-            .to_vec::<half::bf16>()
-            .ok()?
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        _ => return None,
-    })
+/// The values of a float tensor as f64; None for other dtypes.
+fn floats(t: &HostTensor) -> Option<Vec<f64>> {
+    matches!(t.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16).then(|| common::as_f64(t))
 }
 
 /// The least relative tolerance of bf16 outputs: the `onnx` package's own backend test runner
@@ -124,7 +109,7 @@ fn compare(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64) -> Option<
     } else {
         rtol
     };
-    match (as_f64(got), as_f64(want)) {
+    match (floats(got), floats(want)) {
         (Some(g), Some(w)) => {
             for (i, (&g, &w)) in g.iter().zip(&w).enumerate() {
                 let same =

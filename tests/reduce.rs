@@ -62,10 +62,6 @@ fn data_from(dtype: DType, shape: &[usize], values: &[f64]) -> HostTensor {
     )
 }
 
-fn as_f64(t: &HostTensor) -> Vec<f64> {
-    cast(t, DType::F64).to_vec::<f64>().unwrap()
-}
-
 fn reductions_on(dtype: DType) {
     let ops = [
         "ReduceSum",

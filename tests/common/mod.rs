@@ -127,18 +127,47 @@ pub fn ctx_without_read_back() -> Context {
 /// it (compared as f64; NaN where NaN, an infinity where the same infinity).
 pub fn assert_close(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64, what: &str) {
     assert_eq!((got.dtype, &got.shape), (want.dtype, &want.shape), "{what}");
-    let wide = |t: &HostTensor| {
-        wgpu_ops::reference::cast_host(t, DType::F64)
-            .unwrap()
-            .to_vec::<f64>()
-            .unwrap()
-    };
-    for (i, (g, w)) in wide(got).iter().zip(wide(want)).enumerate() {
+    for (i, (g, w)) in as_f64(got).iter().zip(as_f64(want)).enumerate() {
         assert!(
             (g.is_nan() && w.is_nan()) || *g == w || (g - w).abs() <= atol + rtol * w.abs(),
             "{what}: element {i}: {g} vs {w}"
         );
     }
+}
+
+/// The values of a float tensor as f64 (exact: every float dtype widens without rounding).
+pub fn as_f64(t: &HostTensor) -> Vec<f64> {
+    wgpu_ops::reference::cast_host(t, DType::F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap()
+}
+
+/// Runs the one-node graph `node` (output `y`) on `ctx` and on the CPU reference interpreter:
+/// the GPU's result (or its error) and the reference's.
+pub fn both_on(
+    ctx: &Context,
+    node: wgpu_ops::graph::Node,
+    inputs: Vec<(&str, HostTensor)>,
+) -> Result<(HostTensor, HostTensor), wgpu_ops::Error> {
+    let mut g = wgpu_ops::graph::Graph::new();
+    for (name, t) in &inputs {
+        let shape: Vec<Option<usize>> = t.shape.iter().map(|&d| Some(d)).collect();
+        g = g.input(*name, t.dtype, &shape);
+    }
+    let g = g.node(node.outputs(["y"])).output("y");
+    let inputs: Vec<(String, HostTensor)> = inputs
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), t))
+        .collect();
+    let got = wgpu_ops::Session::new(ctx, g.clone())?
+        .run_blocking(inputs.clone())?
+        .remove(0)
+        .1;
+    let want = wgpu_ops::reference::graph::run_graph(&g, &inputs, &Default::default())
+        .unwrap()
+        .remove(0);
+    Ok((got, want))
 }
 
 /// Deterministic pseudo-random bytes (splitmix64), so data is not all zeros or a ramp.

@@ -52,6 +52,10 @@ pub enum DType {
     F8E8M0,
     /// 4-bit float, 2 exponent bits, 1 mantissa bit, no infinities or NaN (ONNX FLOAT4E2M1).
     F4E2M1,
+    /// 6-bit float, 2 exponent bits, 3 mantissa bits, no infinities or NaN (ONNX FLOAT6E2M3).
+    F6E2M3,
+    /// 6-bit float, 3 exponent bits, 2 mantissa bits, no infinities or NaN (ONNX FLOAT6E3M2).
+    F6E3M2,
     /// 4-bit signed integer (ONNX INT4).
     I4,
     /// 4-bit unsigned integer (ONNX UINT4).
@@ -64,7 +68,7 @@ pub enum DType {
 
 impl DType {
     /// Every element type, in declaration order.
-    pub const ALL: [DType; 23] = [
+    pub const ALL: [DType; 25] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -84,6 +88,8 @@ impl DType {
         DType::F8E5M2FNUZ,
         DType::F8E8M0,
         DType::F4E2M1,
+        DType::F6E2M3,
+        DType::F6E3M2,
         DType::I4,
         DType::U4,
         DType::I2,
@@ -92,14 +98,16 @@ impl DType {
 
     /// The types tensors can hold, move and [`Cast`](crate::Recorder::cast) but that no other op
     /// computes on (ONNX defines only casts, quantization and data movement for them): the
-    /// 8- and 4-bit floats and the 4- and 2-bit integers.
-    pub const STORAGE_ONLY: [DType; 10] = [
+    /// 8-, 6- and 4-bit floats and the 4- and 2-bit integers.
+    pub const STORAGE_ONLY: [DType; 12] = [
         DType::F8E4M3FN,
         DType::F8E4M3FNUZ,
         DType::F8E5M2,
         DType::F8E5M2FNUZ,
         DType::F8E8M0,
         DType::F4E2M1,
+        DType::F6E2M3,
+        DType::F6E3M2,
         DType::I4,
         DType::U4,
         DType::I2,
@@ -111,11 +119,12 @@ impl DType {
         DType::STORAGE_ONLY.contains(&self)
     }
 
-    /// Bits per element where ONNX packs several elements into a byte (4 for the 4-bit types,
-    /// 2 for the 2-bit ones); tensors here hold them one per byte, the integers sign- or
-    /// zero-extended, the 4-bit float in the byte's low bits.
+    /// Bits per element where ONNX packs elements narrower than a byte into a stream of bytes
+    /// (6, 4 or 2); tensors here hold them one per byte, the integers sign- or zero-extended,
+    /// the 6- and 4-bit floats in the byte's low bits.
     pub fn packed_bits(self) -> Option<usize> {
         match self {
+            DType::F6E2M3 | DType::F6E3M2 => Some(6),
             DType::F4E2M1 | DType::I4 | DType::U4 => Some(4),
             DType::I2 | DType::U2 => Some(2),
             _ => None,
@@ -132,6 +141,8 @@ impl DType {
             | DType::F8E5M2FNUZ
             | DType::F8E8M0
             | DType::F4E2M1
+            | DType::F6E2M3
+            | DType::F6E3M2
             | DType::I4
             | DType::U4
             | DType::I2
@@ -164,6 +175,8 @@ impl DType {
             DType::F8E5M2FNUZ => "f8e5m2fnuz",
             DType::F8E8M0 => "f8e8m0",
             DType::F4E2M1 => "f4e2m1",
+            DType::F6E2M3 => "f6e2m3",
+            DType::F6E3M2 => "f6e3m2",
             DType::I4 => "i4",
             DType::U4 => "u4",
             DType::I2 => "i2",

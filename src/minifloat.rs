@@ -1,7 +1,8 @@
 //! The host side of the storage-only types ([`DType::STORAGE_ONLY`]): the value of every code
-//! of the 8- and 4-bit floats, conversion from f32 (found by searching those values, not by
+//! of the 8-, 6- and 4-bit floats, conversion from f32 (found by searching those values, not by
 //! the bit arithmetic the kernels use, so each checks the other), and the packing ONNX files
-//! use for the 4- and 2-bit types (two or four elements per byte, the first in the low bits).
+//! use for the 6-, 4- and 2-bit types (a stream of bits, the first element in the low bits of
+//! the first byte; 6-bit elements straddle bytes).
 
 use crate::DType;
 
@@ -67,6 +68,8 @@ fn layout(dtype: DType) -> Option<Layout> {
         DType::F8E5M2 => (2, 15, 7),
         DType::F8E5M2FNUZ => (2, 16, 7),
         DType::F4E2M1 => (1, 1, 3),
+        DType::F6E2M3 => (3, 1, 5),
+        DType::F6E3M2 => (2, 3, 5),
         _ => return None,
     };
     Some(Layout {
@@ -131,14 +134,15 @@ fn top(dtype: DType) -> u32 {
         DType::F8E4M3FN => 0x7e,
         DType::F8E5M2 => 0x7b,
         DType::F4E2M1 => 0x7,
+        DType::F6E2M3 | DType::F6E3M2 => 0x1f,
         _ => 0x7f,
     }
 }
 
 /// `v` as a small float's code, as ONNX Cast gives it: rounded to the nearest value, ties to
-/// the even code; beyond the range per `mode.saturate` (the 4-bit float, which has neither
-/// infinity nor NaN, always saturates, and takes NaN to a zero of the opposite sign, as the
-/// ONNX reference does). F8E8M0 follows the ONNX reference's bit rules (see `e8m0`).
+/// the even code; beyond the range per `mode.saturate` (the 6- and 4-bit floats, which have
+/// neither infinity nor NaN, always saturate, and take NaN to a zero of the opposite sign, as
+/// the ONNX reference does). F8E8M0 follows the ONNX reference's bit rules (see `e8m0`).
 pub fn encode(dtype: DType, v: f32, mode: CastMode) -> u8 {
     if dtype == DType::F8E8M0 {
         return e8m0(v, mode);
@@ -154,11 +158,11 @@ pub fn encode(dtype: DType, v: f32, mode: CastMode) -> u8 {
         return match dtype {
             DType::F8E4M3FN => (sign | 0x7f) as u8,
             DType::F8E5M2 => (sign | 0x7e) as u8,
-            DType::F4E2M1 => (sign ^ 0x8) as u8,
+            DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2 => (sign ^ (1 << l.sign)) as u8,
             _ => 0x80,
         };
     }
-    let saturate = mode.saturate || dtype == DType::F4E2M1;
+    let saturate = mode.saturate || no_specials(dtype);
     let overflow = |sign: u32| -> u8 {
         if saturate {
             return (sign | top) as u8;
@@ -209,6 +213,11 @@ pub fn encode(dtype: DType, v: f32, mode: CastMode) -> u8 {
     (sign | code) as u8
 }
 
+/// Whether a small float has neither infinities nor NaN (its casts always saturate).
+pub fn no_specials(dtype: DType) -> bool {
+    matches!(dtype, DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2)
+}
+
 /// F8E8M0 from the bits of `v` as the ONNX reference computes it (the node tests come from
 /// it): the f32 exponent field, raised by one for `Up` when any fraction bit is set and for
 /// `Nearest` from a half up; saturating keeps 0xfe from rising to 0xff (NaN). The sign is
@@ -247,14 +256,18 @@ pub fn int_code(dtype: DType, v: i64) -> u8 {
     (v as u8) & ((1u16 << bits) - 1) as u8
 }
 
-/// One byte per element from ONNX's packing of `numel` elements (`bits` each, the first in
-/// the low bits of the first byte).
+/// One byte per element from ONNX's packing of `numel` elements (`bits` each, element `i` at
+/// bits `i * bits` up of the little-endian stream: the first in the low bits of the first
+/// byte). `packed` must hold [`packed_len`] bytes.
 pub fn unpack(dtype: DType, packed: &[u8], numel: usize) -> Vec<u8> {
     let bits = dtype.packed_bits().unwrap_or(8);
-    let per_byte = 8 / bits;
-    let mask = ((1u16 << bits) - 1) as u8;
+    let mask = (1u16 << bits) - 1;
     (0..numel)
-        .map(|i| (packed[i / per_byte] >> ((i % per_byte) * bits)) & mask)
+        .map(|i| {
+            let (byte, shift) = (i * bits / 8, i * bits % 8);
+            let next = packed.get(byte + 1).map_or(0, |&b| u16::from(b) << 8);
+            ((u16::from(packed[byte]) | next) >> shift & mask) as u8
+        })
         .collect()
 }
 
@@ -262,11 +275,15 @@ pub fn unpack(dtype: DType, packed: &[u8], numel: usize) -> Vec<u8> {
 /// the last byte are zero).
 pub fn pack(dtype: DType, elements: &[u8]) -> Vec<u8> {
     let bits = dtype.packed_bits().unwrap_or(8);
-    let per_byte = 8 / bits;
-    let mask = ((1u16 << bits) - 1) as u8;
-    let mut out = vec![0u8; elements.len().div_ceil(per_byte)];
+    let mask = (1u16 << bits) - 1;
+    let mut out = vec![0u8; (elements.len() * bits).div_ceil(8)];
     for (i, &e) in elements.iter().enumerate() {
-        out[i / per_byte] |= (e & mask) << ((i % per_byte) * bits);
+        let (byte, shift) = (i * bits / 8, i * bits % 8);
+        let field = (u16::from(e) & mask) << shift;
+        out[byte] |= field as u8;
+        if field > 0xff {
+            out[byte + 1] |= (field >> 8) as u8;
+        }
     }
     out
 }
@@ -312,5 +329,37 @@ mod tests {
         assert_eq!(unpack(DType::I2, &[0b11_10_01_00], 4), vec![0, 1, 2, 3]);
         assert_eq!(int_value(DType::I4, 0x8), -8);
         assert_eq!(int_code(DType::I2, -1), 0x3);
+        // The 6-bit floats, against ml_dtypes' float6_e2m3fn and float6_e3m2fn (what the ONNX
+        // reference casts with): largest values, smallest subnormals, ties to even, NaN to a
+        // zero of the opposite sign, saturation whatever `saturate` says.
+        assert_eq!(decode(DType::F6E2M3, 0x1f), 7.5);
+        assert_eq!(decode(DType::F6E2M3, 0x01), 0.125);
+        assert_eq!(decode(DType::F6E2M3, 0x3f), -7.5);
+        assert_eq!(decode(DType::F6E3M2, 0x1f), 28.0);
+        assert_eq!(decode(DType::F6E3M2, 0x01), 0.0625);
+        assert_eq!(decode(DType::F6E3M2, 0x18), 8.0);
+        for (dtype, v, code) in [
+            (DType::F6E2M3, f32::NAN, 0x20),
+            (DType::F6E2M3, -f32::NAN, 0x00),
+            (DType::F6E2M3, f32::INFINITY, 0x1f),
+            (DType::F6E2M3, -1e9, 0x3f),
+            (DType::F6E2M3, 7.75, 0x1f),
+            (DType::F6E2M3, 0.0625, 0x00),
+            (DType::F6E2M3, 0.09375, 0x01),
+            (DType::F6E3M2, f32::NAN, 0x20),
+            (DType::F6E3M2, -f32::INFINITY, 0x3f),
+            (DType::F6E3M2, 30.0, 0x1f),
+            (DType::F6E3M2, 7.75, 0x18),
+            (DType::F6E3M2, 0.03125, 0x00),
+            (DType::F6E3M2, 0.0625, 0x01),
+            (DType::F6E3M2, -0.0, 0x20),
+        ] {
+            assert_eq!(encode(dtype, v, n), code, "{dtype} {v}");
+        }
+        // Four 6-bit elements in three bytes, as onnx.numpy_helper packs them.
+        let codes = [0x01, 0x3f, 0x15, 0x2a, 0x07];
+        let packed = pack(DType::F6E2M3, &codes);
+        assert_eq!(packed, vec![0xc1, 0x5f, 0xa9, 0x07]);
+        assert_eq!(unpack(DType::F6E2M3, &packed, 5), codes);
     }
 }

@@ -26,8 +26,8 @@ fn descr(dtype: DType) -> &'static str {
 }
 
 /// A tensor read from a `.npy` file as the dtype a graph declares for it, where numpy has no
-/// such type: bf16 travels as `<u2` holding the bits, the 8- and 4-bit floats and the 4- and
-/// 2-bit integers as `|u1` holding one code per byte (low bits).
+/// such type: bf16 travels as `<u2` holding the bits, the 8-, 6- and 4-bit floats and the 4-
+/// and 2-bit integers as `|u1` holding one code per byte (low bits).
 pub fn as_declared(mut t: HostTensor, declared: Option<DType>) -> Result<HostTensor> {
     if let Some(d) = declared {
         let carried = (d == DType::BF16 && t.dtype == DType::U16)

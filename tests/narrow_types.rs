@@ -1,9 +1,9 @@
-//! The storage-only types (8- and 4-bit floats, 4- and 2-bit integers): every code cast to
+//! The storage-only types (8-, 6- and 4-bit floats, 4- and 2-bit integers): every code cast to
 //! the wide types on the GPU against the host's table of values; f32 values at and around
 //! every rounding boundary cast to each small float in every Cast mode on the GPU against the
 //! host's conversion (a nearest-value search, not the kernel's bit arithmetic); a cast there
 //! and back fused into one program; data movement bit for bit; the refusal of any other op;
-//! ONNX's packing of the 4- and 2-bit types.
+//! ONNX's packing of the 6-, 4- and 2-bit types.
 
 mod common;
 use common::*;
@@ -12,13 +12,15 @@ use wgpu_ops::minifloat::{decode, encode};
 use wgpu_ops::reference::graph::run_graph;
 use wgpu_ops::{CastMode, DType, HostTensor, Round, Session};
 
-const FLOATS: [DType; 6] = [
+const FLOATS: [DType; 8] = [
     DType::F8E4M3FN,
     DType::F8E4M3FNUZ,
     DType::F8E5M2,
     DType::F8E5M2FNUZ,
     DType::F8E8M0,
     DType::F4E2M1,
+    DType::F6E2M3,
+    DType::F6E3M2,
 ];
 
 fn every_code(d: DType) -> HostTensor {
@@ -359,8 +361,16 @@ fn quantizing_cast_rounds_and_clamps() {
 #[test]
 fn onnx_packing_round_trips() {
     use wgpu_ops::minifloat::{pack, packed_len, unpack};
-    for d in [DType::I4, DType::U4, DType::F4E2M1, DType::I2, DType::U2] {
-        for n in [0usize, 1, 2, 3, 5, 8, 17] {
+    for d in [
+        DType::I4,
+        DType::U4,
+        DType::F4E2M1,
+        DType::I2,
+        DType::U2,
+        DType::F6E2M3,
+        DType::F6E3M2,
+    ] {
+        for n in [0usize, 1, 2, 3, 4, 5, 8, 17] {
             let x = random_tensor(n as u64, d, &[n]);
             let packed = pack(d, &x.data);
             assert_eq!(Some(packed.len()), packed_len(d, n), "{d} {n}");

@@ -113,6 +113,59 @@ fn initializers_in_every_storage_and_symbolic_dimensions() {
     );
 }
 
+/// The 6-bit floats (opset 28): raw bytes hold them packed, four in three bytes (element `i`
+/// at bits `6 i` up); `int32_data` one code each (its bits above the low 6 ignored). Values
+/// from ml_dtypes' float6_e2m3fn and float6_e3m2fn.
+#[test]
+fn six_bit_floats_from_raw_bytes_and_int32_data() {
+    let codes = [0x01, 0x3f, 0x15, 0x2a, 0x07];
+    let tensor = |name: &str, dtype: DataType, raw: bool| TensorProto {
+        name: Some(name.into()),
+        dims: vec![5],
+        data_type: Some(dtype as i32),
+        raw_data: raw.then(|| vec![0xc1, 0x5f, 0xa9, 0x07]),
+        int32_data: if raw {
+            vec![]
+        } else {
+            codes.iter().map(|&c| c | 0x40).collect()
+        },
+        ..Default::default()
+    };
+    for (dtype, want) in [
+        (DataType::Float6e2m3, [0.125f32, -7.5, 3.25, -1.25, 0.875]),
+        (DataType::Float6e3m2, [0.0625, -28.0, 5.0, -0.75, 0.4375]),
+    ] {
+        let mut cast = node("Cast", &["raw"], &["from_raw"]);
+        cast.attribute = vec![int_attr("to", DataType::Float as i64)];
+        let mut cast_typed = node("Cast", &["typed"], &["from_typed"]);
+        cast_typed.attribute = cast.attribute.clone();
+        let graph = GraphProto {
+            node: vec![cast, cast_typed],
+            initializer: vec![tensor("raw", dtype, true), tensor("typed", dtype, false)],
+            output: vec![
+                value("from_raw", DataType::Float, &[Some(5)]),
+                value("from_typed", DataType::Float, &[Some(5)]),
+            ],
+            ..Default::default()
+        };
+        let m = Model::from_bytes(&model(graph, 28).encode_to_vec()).unwrap();
+        let y = run(&m, vec![]);
+        assert_eq!(f32s(&y[0]), want, "{dtype:?} raw");
+        assert_eq!(f32s(&y[1]), want, "{dtype:?} int32_data");
+    }
+    // Raw bytes of the wrong length for 5 packed elements (4 bytes) are refused.
+    let mut short = tensor("raw", DataType::Float6e2m3, true);
+    short.raw_data = Some(vec![0; 5]);
+    let graph = GraphProto {
+        node: vec![node("Identity", &["raw"], &["y"])],
+        initializer: vec![short],
+        output: vec![value("y", DataType::Float6e2m3, &[Some(5)])],
+        ..Default::default()
+    };
+    let e = Model::from_bytes(&model(graph, 28).encode_to_vec()).unwrap_err();
+    assert!(e.to_string().contains("raw_data holds 5 bytes"), "{e}");
+}
+
 #[test]
 fn external_data_outside_the_model_folder_is_refused() {
     for location in ["../secret.bin", "/etc/passwd"] {

@@ -234,7 +234,7 @@ fn fused_programs_validate_and_compile() {
             dense += 1;
         }
     }
-    assert_eq!(count, 1374 + 207 + 117);
+    assert_eq!(count, 1504 + 221 + 121);
     assert!(repeated > 200, "{repeated}");
     assert!(dense > 500, "{dense} dense variants");
 }
@@ -308,11 +308,11 @@ fn every_variant_validates_and_compiles() {
     // elements and by quads; 4
     // reductions x 12 dtypes; 12 with i64, u64 or f64 emulated; all with and without every divisor a
     // power of two), 72 CumSums and CumProds (6 dtypes and i64/u64/f64 emulated on u32 pairs x
-    // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest) and 2 of f64 emulated, 1374 word-kernel variants (920 casts: each of 23 dtypes to
+    // exclusive x reverse x sum or product), 16 TopKs (those 8 x largest) and 2 of f64 emulated, 1504 word-kernel variants (1050 casts: each of 25 dtypes to
     // each, in every mode that changes the result: 2 for the four 8-bit floats, 6 for F8E8M0, 2
     // for QuantizeLinear's 8 integer targets; then every op on every dtype combination it is
-    // defined for) and 207 with i64/u64 emulated on u32 pairs (for adapters without
-    // SHADER_INT64; 18 of them Pow of mixed types) and 117 with f64 emulated (for adapters
+    // defined for) and 221 with i64/u64 emulated on u32 pairs (for adapters without
+    // SHADER_INT64; 18 of them Pow of mixed types) and 121 with f64 emulated (for adapters
     // without SHADER_F64: casts to and from it, arithmetic, Mod, order, rounding, exp, log, tanh,
     // sigmoid, pow (16 of them of f64 and another type), erf, log1p and the 11 trigonometric
     // and hyperbolic functions); then 8 dtypes
@@ -328,7 +328,7 @@ fn every_variant_validates_and_compiles() {
     // without bias, RMSNormalization x f32, f16, bf16 x 6 lane counts).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (746 + 72 + 18 + 2 + 1374 + 207 + 117)
+        WORKGROUP_SIZES.len() * (746 + 72 + 18 + 2 + 1504 + 221 + 121)
             + 8 * 15
             + 3 * 8
             + (154 + 38) * (7 + 2 * 5 + 2 * 3 * 4)

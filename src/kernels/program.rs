@@ -635,9 +635,13 @@ pub(crate) fn narrow(dtype: DType, value: &str) -> String {
         DType::I16 => format!("(({value}) << 16u) >> 16u"),
         DType::U8 => format!("({value}) & 0xffu"),
         DType::U16 => format!("({value}) & 0xffffu"),
-        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F4E2M1 => {
-            format!("{0}_to_f32(f32_to_{0}({value}))", dtype.name())
-        }
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F4E2M1
+        | DType::F6E2M3
+        | DType::F6E3M2 => format!("{0}_to_f32(f32_to_{0}({value}))", dtype.name()),
         DType::F8E8M0 => format!("f8e8m0_to_f32((bitcast<u32>({value}) >> 23u) & 0xffu)"),
         DType::I4 => format!("(({value}) << 28u) >> 28u"),
         DType::I2 => format!("(({value}) << 30u) >> 30u"),

@@ -31,7 +31,7 @@ pub(crate) const F64_EMULATION_MATH: &str = include_str!("../../shaders/f64_emul
 /// [`F64_EMULATION_MATH`].
 pub(crate) const F64_EMULATION_SPECIAL: &str =
     include_str!("../../shaders/f64_emulation_special.inc");
-/// The 8- and 4-bit floats' conversions (`shaders/minifloat.inc`): helpers of the programs
+/// The 8-, 6- and 4-bit floats' conversions (`shaders/minifloat.inc`): helpers of the programs
 /// whose dtypes include a storage-only type.
 pub(crate) const MINIFLOAT: &str = include_str!("../../shaders/minifloat.inc");
 /// The circular and hyperbolic functions and their inverses on f32 written out (GPUs
@@ -98,7 +98,9 @@ impl Class {
             | DType::F8E5M2
             | DType::F8E5M2FNUZ
             | DType::F8E8M0
-            | DType::F4E2M1 => Class::Float,
+            | DType::F4E2M1
+            | DType::F6E2M3
+            | DType::F6E3M2 => Class::Float,
             DType::F64 => Class::Double,
             DType::I8 | DType::I16 | DType::I32 | DType::I4 | DType::I2 => Class::Int,
             DType::I64 => Class::Long,
@@ -186,7 +188,9 @@ pub(crate) fn decode_expression(dtype: DType, raw: &str) -> String {
         | DType::F8E5M2
         | DType::F8E5M2FNUZ
         | DType::F8E8M0
-        | DType::F4E2M1 => format!("{}_to_f32({raw})", dtype.name()),
+        | DType::F4E2M1
+        | DType::F6E2M3
+        | DType::F6E3M2 => format!("{}_to_f32({raw})", dtype.name()),
         DType::I4 => format!("(bitcast<i32>({raw} << 28u) >> 28u)"),
         DType::I2 => format!("(bitcast<i32>({raw} << 30u) >> 30u)"),
         DType::U4 => format!("({raw} & 0xfu)"),
@@ -214,6 +218,8 @@ pub(crate) fn bits_expression(dtype: DType) -> &'static str {
         DType::F8E5M2 => "vec2<u32>(f32_to_f8e5m2(r), 0u)",
         DType::F8E5M2FNUZ => "vec2<u32>(f32_to_f8e5m2fnuz(r), 0u)",
         DType::F4E2M1 => "vec2<u32>(f32_to_f4e2m1(r), 0u)",
+        DType::F6E2M3 => "vec2<u32>(f32_to_f6e2m3(r), 0u)",
+        DType::F6E3M2 => "vec2<u32>(f32_to_f6e3m2(r), 0u)",
         // Cast leaves the code in the exponent field (see `small_float_cast`).
         DType::F8E8M0 => "vec2<u32>((bitcast<u32>(r) >> 23u) & 0xffu, 0u)",
         DType::I4 => "vec2<u32>(bitcast<u32>(r) & 0xfu, 0u)",
@@ -855,6 +861,8 @@ fn small_float_cast(to: DType, mode: CastMode, inner: &str) -> Option<String> {
         DType::F8E4M3FNUZ => "240.0",
         DType::F8E5M2 | DType::F8E5M2FNUZ => "57344.0",
         DType::F4E2M1 => "6.0",
+        DType::F6E2M3 => "7.5",
+        DType::F6E3M2 => "28.0",
         DType::F8E8M0 => {
             let round = match mode.round {
                 Round::Up => 0,

@@ -582,7 +582,7 @@ impl Loader<'_> {
             .collect::<Result<_>>()?;
         let numel = crate::host::checked_numel(&shape)
             .ok_or_else(|| bad(format!("shape {shape:?} has too many elements")))?;
-        // The 4- and 2-bit types are packed in the file, one per byte here.
+        // The 6-, 4- and 2-bit types are packed in the file's raw bytes, one per byte here.
         let bytes = crate::minifloat::packed_len(dtype, numel)
             .ok_or_else(|| bad(format!("shape {shape:?} has too many bytes")))?;
         let data = if t.data_location() == proto::tensor_proto::DataLocation::External {
@@ -596,7 +596,12 @@ impl Loader<'_> {
                 )));
             }
             raw.to_vec()
+        } else if dtype.packed_bits() == Some(6) {
+            // The 6-bit floats' typed values are one code each, in the low bits (packing
+            // keeps those).
+            crate::minifloat::pack(dtype, &typed_bytes(t, dtype, numel).map_err(bad)?)
         } else {
+            // The 4- and 2-bit types' typed values are their packed bytes.
             let values = if dtype.packed_bits().is_some() {
                 bytes
             } else {
@@ -1343,6 +1348,8 @@ pub fn dtype_of(t: DataType) -> Option<DType> {
         DataType::Float8e5m2fnuz => DType::F8E5M2FNUZ,
         DataType::Float8e8m0 => DType::F8E8M0,
         DataType::Float4e2m1 => DType::F4E2M1,
+        DataType::Float6e2m3 => DType::F6E2M3,
+        DataType::Float6e3m2 => DType::F6E3M2,
         DataType::Int4 => DType::I4,
         DataType::Uint4 => DType::U4,
         DataType::Int2 => DType::I2,
@@ -1373,6 +1380,8 @@ pub fn onnx_code(d: DType) -> Option<DataType> {
         DataType::Float8e5m2fnuz,
         DataType::Float8e8m0,
         DataType::Float4e2m1,
+        DataType::Float6e2m3,
+        DataType::Float6e3m2,
         DataType::Int4,
         DataType::Uint4,
         DataType::Int2,
@@ -1451,7 +1460,7 @@ fn typed_bytes(
                 .iter()
                 .for_each(|&v| out.extend((v as u16).to_le_bytes()));
         }
-        // One byte per value; the 4- and 2-bit types' values are their packed bytes.
+        // One byte per value (the 4- and 2-bit types' packed bytes, the 6-bit codes).
         _ => {
             take(&t.int32_data, numel, "int32_data")?;
             out.extend(t.int32_data.iter().map(|&v| v as u8));

@@ -1,6 +1,6 @@
 //! ONNX `QuantizeLinear`, `DequantizeLinear` and `DynamicQuantizeLinear` loaded as the ops
-//! they are defined by, on the 8-, 16-, 4- and 2-bit integer types and the 8- and 4-bit
-//! floats: the scale and zero point broadcast per tensor, per axis or per block, the
+//! they are defined by, on the 8-, 16-, 4- and 2-bit integer types and the 8-, 6- and
+//! 4-bit floats: the scale and zero point broadcast per tensor, per axis or per block, the
 //! arithmetic in f32 (or `precision`), and quantized values rounded half to even and
 //! saturated by the cast to the quantized type.
 

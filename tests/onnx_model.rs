@@ -166,6 +166,81 @@ fn six_bit_floats_from_raw_bytes_and_int32_data() {
     assert!(e.to_string().contains("raw_data holds 5 bytes"), "{e}");
 }
 
+/// QuantizeLinear-28 to the 6-bit floats and DequantizeLinear back, per axis with a zero
+/// point of the type: `x / scale + zero point` rounded as Cast rounds to the type (the host's
+/// nearest-value search), then `(q - zero point) * scale`.
+#[test]
+fn six_bit_floats_quantize_and_dequantize() {
+    use wgpu_ops::minifloat::{decode, encode};
+    use wgpu_ops::{CastMode, DType};
+    // Rows of more elements than the executor computes on the host from inputs it holds.
+    const ROW: usize = 8200;
+    let values = [
+        0.1f32,
+        -3.3,
+        100.0,
+        -f32::NAN,
+        1.0,
+        f32::NAN,
+        2.6,
+        -1e9,
+        0.3,
+        -0.02,
+    ];
+    let x: Vec<f32> = (0..2 * ROW).map(|i| values[i % values.len()]).collect();
+    let scales = [0.5f32, 0.25];
+    for (dtype, code) in [
+        (DType::F6E2M3, DataType::Float6e2m3),
+        (DType::F6E3M2, DataType::Float6e3m2),
+    ] {
+        let zero_points = [0x01u8, 0x21];
+        let zp = TensorProto {
+            name: Some("zp".into()),
+            dims: vec![2],
+            data_type: Some(code as i32),
+            int32_data: zero_points.iter().map(|&c| i32::from(c)).collect(),
+            ..Default::default()
+        };
+        let scale = TensorProto {
+            name: Some("scale".into()),
+            dims: vec![2],
+            data_type: Some(DataType::Float as i32),
+            float_data: scales.to_vec(),
+            ..Default::default()
+        };
+        let mut quantize = node("QuantizeLinear", &["x", "scale", "zp"], &["q"]);
+        quantize.attribute = vec![int_attr("axis", 0)];
+        let mut dequantize = node("DequantizeLinear", &["q", "scale", "zp"], &["y"]);
+        dequantize.attribute = vec![int_attr("axis", 0)];
+        let graph = GraphProto {
+            node: vec![quantize, dequantize],
+            initializer: vec![scale, zp],
+            input: vec![value("x", DataType::Float, &[Some(2), Some(ROW as i64)])],
+            output: vec![
+                value("q", code, &[Some(2), Some(ROW as i64)]),
+                value("y", DataType::Float, &[Some(2), Some(ROW as i64)]),
+            ],
+            ..Default::default()
+        };
+        let m = Model::from_bytes(&model(graph, 28).encode_to_vec()).unwrap();
+        let y = run(
+            &m,
+            vec![("x", HostTensor::from_vec(vec![2, ROW], &x).unwrap())],
+        );
+        let (mut want_q, mut want_y) = (Vec::new(), Vec::new());
+        for (i, &v) in x.iter().enumerate() {
+            let (s, z) = (scales[i / ROW], decode(dtype, zero_points[i / ROW]));
+            let q = encode(dtype, v / s + z, CastMode::default());
+            want_q.push(q);
+            want_y.push((decode(dtype, q) - z) * s);
+        }
+        assert_eq!(y[0].dtype, dtype);
+        assert_eq!(y[0].data, want_q, "{dtype} q");
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        assert_eq!(bits(f32s(&y[1])), bits(want_y), "{dtype} y");
+    }
+}
+
 #[test]
 fn external_data_outside_the_model_folder_is_refused() {
     for location in ["../secret.bin", "/etc/passwd"] {

@@ -158,7 +158,7 @@ pub fn encode(dtype: DType, v: f32, mode: CastMode) -> u8 {
         return match dtype {
             DType::F8E4M3FN => (sign | 0x7f) as u8,
             DType::F8E5M2 => (sign | 0x7e) as u8,
-            DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2 => (sign ^ (1 << l.sign)) as u8,
+            _ if no_specials(dtype) => (sign ^ (1 << l.sign)) as u8,
             _ => 0x80,
         };
     }
@@ -214,7 +214,7 @@ pub fn encode(dtype: DType, v: f32, mode: CastMode) -> u8 {
 }
 
 /// Whether a small float has neither infinities nor NaN (its casts always saturate).
-pub fn no_specials(dtype: DType) -> bool {
+fn no_specials(dtype: DType) -> bool {
     matches!(dtype, DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2)
 }
 

@@ -801,6 +801,63 @@ fn expand_to_the_input_shape_is_a_view() {
     }
 }
 
+/// Ops that read only a value's shape (Shape, Size) plan later ops from it without the value:
+/// the element-wise op making it runs on the GPU, not in the host's interpreter, as it did
+/// when every value before a Shape was taken to plan the op; a GPU tensor given for it is not
+/// read back.
+#[test]
+fn values_whose_shape_alone_plans_an_op_are_computed_on_the_gpu() {
+    let scalar = |v: i64| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(2), Some(3)])
+        .constant("zero", scalar(0))
+        .constant("one", scalar(1))
+        .node(Node::new("Neg", "neg").inputs(["x"]).outputs(["y"]))
+        .node(Node::new("Shape", "shape").inputs(["y"]).outputs(["dims"]))
+        .node(Node::new("Size", "size").inputs(["y"]).outputs(["n"]))
+        .node(
+            Node::new("Reshape", "reshape")
+                .inputs(["y", "dims"])
+                .outputs(["z"]),
+        )
+        .node(
+            Node::new("Range", "range")
+                .inputs(["zero", "n", "one"])
+                .outputs(["steps"]),
+        )
+        .output("z")
+        .output("steps");
+    let inputs = vec![(
+        "x".to_string(),
+        HostTensor::from_vec(vec![2, 3], &[0f32, 1.0, -2.0, 3.0, 4.5, -5.0]).unwrap(),
+    )];
+    let ctx = own_ctx();
+    let session = Session::new(&ctx, g.clone()).unwrap();
+    let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+    for run in 0..2 {
+        let before = ctx.stats().dispatches;
+        let got = session.run_blocking(inputs.clone()).unwrap();
+        assert_eq!(got[0].1, want[0], "run {run}");
+        assert_eq!(got[1].1, want[1], "run {run}");
+        // The Neg (the Reshape is a view; the Range's inputs are known while planning).
+        assert_eq!(ctx.stats().dispatches - before, 1, "run {run}");
+    }
+    // Given as a GPU tensor, x is not read back, and contexts without read-backs (as in the
+    // browser) run the graph too.
+    for ctx in [ctx, common::ctx_without_read_back()] {
+        let x = wgpu_ops::Tensor::from_host(&ctx, &inputs[0].1).unwrap();
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let before = ctx.stats().read_backs;
+        let got = session
+            .run_tensors_blocking(vec![("x".to_string(), x)])
+            .unwrap();
+        assert_eq!(ctx.stats().read_backs - before, 0);
+        for ((_, got), want) in got.iter().zip(&want) {
+            assert_eq!(&got.to_host_blocking().unwrap(), want);
+        }
+    }
+}
+
 /// A fill or repeat of small constants (ConstantOfShape, Expand, Tile) is computed while
 /// planning where its result is small, and on the GPU (one dispatch) where it is large (over
 /// 16384 elements), so that no large constant is built on the host and uploaded every run;

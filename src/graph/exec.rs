@@ -1457,7 +1457,8 @@ pub(crate) fn plan_values(graph: &Graph, extra: &[&str]) -> HashSet<String> {
             continue;
         }
         if let Some(p) = producer.get(v.as_str()) {
-            pending.extend(p.reads());
+            // Shape(x) plans with x's shape alone: x itself stays on the GPU.
+            pending.extend(p.value_reads());
         }
         values.insert(v);
     }

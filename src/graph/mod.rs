@@ -282,6 +282,26 @@ impl Node {
         }
         names
     }
+
+    /// The values whose elements the node reads: [`Node::reads`] less the inputs of which it
+    /// reads only the shape or dtype (Shape's, Size's and EyeLike's data, CastLike's target,
+    /// the input of the random `*Like` ops).
+    pub(crate) fn value_reads(&self) -> Vec<String> {
+        let shape_only: &[usize] = match self.op.as_str() {
+            "Shape" | "Size" | "EyeLike" | "RandomNormalLike" | "RandomUniformLike" => &[0],
+            "CastLike" => &[1],
+            _ => &[],
+        };
+        if shape_only.is_empty() {
+            return self.reads();
+        }
+        self.inputs
+            .iter()
+            .enumerate()
+            .filter(|(k, i)| !i.is_empty() && !shape_only.contains(k))
+            .map(|(_, i)| i.clone())
+            .collect()
+    }
 }
 
 /// A graph: inputs, constants, nodes (in any order) and outputs.

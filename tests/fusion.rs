@@ -311,6 +311,43 @@ fn fused_steps_compute_as_their_ops_alone() {
     }
 }
 
+/// Readers of a value's shape alone (Shape, Size) do not count as readers of the value: a
+/// chain whose middle value is also read by Shape, for a Reshape's shape, and by Size, for a
+/// Range's limit, is one dispatch; a transposed operand read by Size as well as by a MatMul is
+/// read in place by the MatMul.
+#[test]
+fn shape_readers_do_not_cut_chains() {
+    let inputs = named(vec![("x", random_tensor(40, DType::F32, &[4, 6]))]);
+    let scalar = |v: i64| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let g = declare(Graph::new(), &inputs)
+        .constant("zero", scalar(0))
+        .constant("one", scalar(1))
+        .node(node("Abs", &["x"], "a"))
+        .node(node("Neg", &["a"], "b"))
+        .node(node("Shape", &["a"], "dims"))
+        .node(node("Size", &["a"], "n"))
+        .node(node("Reshape", &["b", "dims"], "r"))
+        .node(node("Range", &["zero", "n", "one"], "steps"))
+        .output("r")
+        .output("steps");
+    assert_eq!(check_fused(&g, &inputs, true), (1, 2));
+    // A transposed operand read by a MatMul and by Size: the MatMul reads it in place.
+    let inputs = named(vec![
+        ("x", random_tensor(41, DType::F32, &[4, 6])),
+        ("w", random_tensor(42, DType::F32, &[5, 6])),
+    ]);
+    let g = declare(Graph::new(), &inputs)
+        .constant("zero", scalar(0))
+        .constant("one", scalar(1))
+        .node(node("Transpose", &["w"], "t").attr("perm", Attr::Ints(vec![1, 0])))
+        .node(node("MatMul", &["x", "t"], "p"))
+        .node(node("Size", &["t"], "n"))
+        .node(node("Range", &["zero", "n", "one"], "steps"))
+        .output("p")
+        .output("steps");
+    assert_eq!(check_fused(&g, &inputs, true), (1, 2));
+}
+
 /// A chain reading more tensors than one kernel binds is cut where the operand limit is
 /// reached: 12 inputs summed in a chain take 2 dispatches (11 node by node).
 #[test]

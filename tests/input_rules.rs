@@ -956,11 +956,13 @@ fn value_rules_on_values_known_while_planning_cost_no_dispatch() {
             unchecked.nodes.retain(|n| n.op != "CheckValues");
             assert_eq!(before - unchecked.nodes.len(), 1, "{op}: one CheckValues");
             let cost = dispatches(&m.graph, &given) - dispatches(&unchecked, &given);
-            // On the GPU: the check, and for TensorScatter the computed indices themselves,
-            // which without the check fuse into their one reader (Reshape, Add).
+            // On the GPU: the check, and for TensorScatter and OneHotEncoder the computed
+            // values themselves, which without the check fuse into their one reader of values
+            // (TensorScatter's Reshape, Add; OneHotEncoder's Cast to i64; a Shape of them reads
+            // no values).
             let expected = match computed {
                 None => 0,
-                Some(_) => 1 + u64::from(op == "TensorScatter"),
+                Some(_) => 1 + u64::from(matches!(op, "TensorScatter" | "OneHotEncoder")),
             };
             assert_eq!(cost, expected, "{op} {computed:?}");
             if computed.is_none() {

@@ -182,7 +182,7 @@ pub(crate) fn swappable(
         let readers: Vec<&Node> = graph
             .nodes
             .iter()
-            .filter(|n| n.op != "CheckInputs" && n.reads().iter().any(|r| r == v))
+            .filter(|n| n.op != "CheckInputs" && n.value_reads().iter().any(|r| r == v))
             .collect();
         let only_matmuls = readers.iter().all(|n| {
             n.op == "MatMul" && n.inputs.len() == 2 && n.inputs.iter().all(|i| !i.is_empty())
@@ -382,13 +382,14 @@ pub(crate) fn deferrable(
     swappable: &HashSet<String>,
 ) -> HashMap<String, usize> {
     let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
-    // CheckInputs reads only shapes: a value it checks is still fused into its one reader.
+    // CheckInputs, Shape and Size read only shapes: a value they read is still fused into
+    // its one reader of values.
     let reads: Vec<Vec<String>> = graph
         .nodes
         .iter()
         .map(|n| match n.op.as_str() {
             "CheckInputs" => Vec::new(),
-            _ => n.reads(),
+            _ => n.value_reads(),
         })
         .collect();
     for (k, names) in reads.iter().enumerate() {

@@ -686,6 +686,9 @@ fn index_inputs_computed_from_graph_inputs_are_computed_on_the_host() {
     let before = ctx.stats();
     let got = session.run_blocking(inputs.clone()).unwrap();
     let dispatches = ctx.stats().dispatches - before.dispatches;
+    // The Add making the limit and the Concat making the shape.
+    let on_host = ctx.stats().host_computed_nodes - before.host_computed_nodes;
+    assert_eq!(on_host, 2);
     assert_eq!(got[0].1.to_vec::<i64>().unwrap(), [0, 4, 8, 12]);
     assert_eq!(got[1].1.shape, [3, 2]);
     assert_eq!(
@@ -835,12 +838,14 @@ fn values_whose_shape_alone_plans_an_op_are_computed_on_the_gpu() {
     let session = Session::new(&ctx, g.clone()).unwrap();
     let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
     for run in 0..2 {
-        let before = ctx.stats().dispatches;
+        let before = ctx.stats();
         let got = session.run_blocking(inputs.clone()).unwrap();
         assert_eq!(got[0].1, want[0], "run {run}");
         assert_eq!(got[1].1, want[1], "run {run}");
         // The Neg (the Reshape is a view; the Range's inputs are known while planning).
-        assert_eq!(ctx.stats().dispatches - before, 1, "run {run}");
+        let after = ctx.stats();
+        assert_eq!(after.dispatches - before.dispatches, 1, "run {run}");
+        assert_eq!(after.host_computed_nodes, before.host_computed_nodes);
     }
     // Given as a GPU tensor, x is not read back, and contexts without read-backs (as in the
     // browser) run the graph too.

@@ -355,6 +355,10 @@ pub struct Stats {
     /// element-wise programs): the GPU's fast path for moving bytes. A captured Scan body
     /// counts once.
     pub quad_dispatches: u64,
+    /// Nodes computed on the host from a run's inputs rather than from constants alone: the
+    /// small ops between a graph input given on the host and a value that plans a later op
+    /// (a Range's limit `n + 1`). Everything else a run computes from its inputs is on the GPU.
+    pub host_computed_nodes: u64,
 }
 
 struct Inner {
@@ -404,6 +408,7 @@ struct Inner {
     read_backs: AtomicU64,
     replayed_runs: AtomicU64,
     quad_dispatches: AtomicU64,
+    host_computed_nodes: AtomicU64,
     /// The profile being recorded (see [`Context::start_profile`]); `profiling` says whether
     /// there is one without taking the lock on every dispatch.
     profiler: Mutex<Option<profile::Profiler>>,
@@ -757,6 +762,7 @@ impl Context {
                 read_backs: AtomicU64::new(0),
                 replayed_runs: AtomicU64::new(0),
                 quad_dispatches: AtomicU64::new(0),
+                host_computed_nodes: AtomicU64::new(0),
                 profiler: Mutex::default(),
                 profiling: AtomicBool::new(false),
                 read_back: options.read_back.unwrap_or(true),
@@ -829,6 +835,7 @@ impl Context {
             read_backs: self.inner.read_backs.load(Ordering::Relaxed),
             replayed_runs: self.inner.replayed_runs.load(Ordering::Relaxed),
             quad_dispatches: self.inner.quad_dispatches.load(Ordering::Relaxed),
+            host_computed_nodes: self.inner.host_computed_nodes.load(Ordering::Relaxed),
         }
     }
 
@@ -869,6 +876,12 @@ impl Context {
     pub(crate) fn count_scan_as_recurrence(&self) {
         self.inner
             .scans_as_recurrences
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_host_computed_node(&self) {
+        self.inner
+            .host_computed_nodes
             .fetch_add(1, Ordering::Relaxed);
     }
 

@@ -801,6 +801,9 @@ fn record_nodes(
                     &slots[..]
                 };
                 let from_inputs = def.host.is_none() && read.iter().flatten().any(|s| !s.constant);
+                if from_inputs {
+                    ctx.count_host_computed_node();
+                }
                 node.outputs
                     .iter()
                     .zip(values)

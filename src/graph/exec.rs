@@ -795,12 +795,14 @@ fn record_nodes(
                 // Values folded from graph inputs (for a later op's plan) are known on the
                 // host but are not constants: the ops that only compute on them stay on the GPU.
                 // (CastLike's second input gives its dtype only.)
-                let read = if node.op == "CastLike" {
-                    &slots[..1]
-                } else {
-                    &slots[..]
-                };
-                let from_inputs = def.host.is_none() && read.iter().flatten().any(|s| !s.constant);
+                let shape_only = node.shape_only_inputs();
+                let from_inputs = def.host.is_none()
+                    && slots
+                        .iter()
+                        .enumerate()
+                        .filter(|(k, _)| !shape_only.contains(k))
+                        .filter_map(|(_, s)| *s)
+                        .any(|s| !s.constant);
                 if from_inputs {
                     ctx.count_host_computed_node();
                 }

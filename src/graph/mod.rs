@@ -283,15 +283,20 @@ impl Node {
         names
     }
 
+    /// The positions of the inputs of which the node reads only the shape or dtype.
+    pub(crate) fn shape_only_inputs(&self) -> &'static [usize] {
+        match self.op.as_str() {
+            "Shape" | "Size" | "EyeLike" | "RandomNormalLike" | "RandomUniformLike" => &[0],
+            "CastLike" => &[1],
+            _ => &[],
+        }
+    }
+
     /// The values whose elements the node reads: [`Node::reads`] less the inputs of which it
     /// reads only the shape or dtype (Shape's, Size's and EyeLike's data, CastLike's target,
     /// the input of the random `*Like` ops).
     pub(crate) fn value_reads(&self) -> Vec<String> {
-        let shape_only: &[usize] = match self.op.as_str() {
-            "Shape" | "Size" | "EyeLike" | "RandomNormalLike" | "RandomUniformLike" => &[0],
-            "CastLike" => &[1],
-            _ => &[],
-        };
+        let shape_only = self.shape_only_inputs();
         if shape_only.is_empty() {
             return self.reads();
         }

@@ -917,6 +917,88 @@ fn large_results_of_small_constants_are_made_on_the_gpu() {
     }
 }
 
+/// Small inputs that ask for a result larger than the host's memory (pads, scales, an
+/// expanded shape of 2^60 elements) get the device's memory-limit error from the op's plan:
+/// the host's interpreter, which computes small values while planning, neither builds them
+/// (an allocation of 2^62 bytes aborted the process) nor is asked to.
+#[test]
+fn results_too_large_for_any_memory_are_refused_before_they_are_built() {
+    let ctx = own_ctx();
+    let small = HostTensor::from_vec(vec![2, 2], &[1f32, 2., 3., 4.]).unwrap();
+    let huge = 1i64 << 59;
+    // All of its inputs constants: computed while planning where the result is small.
+    let padded = Graph::new()
+        .constant("x", small.clone())
+        .constant("pads", idx(&[0, 0, 0, huge]))
+        .node(Node::new("Pad", "pad").inputs(["x", "pads"]).outputs(["y"]))
+        .output("y");
+    // x given on the host, and the Expand's sum plans a Range: computed while planning
+    // where it is small.
+    let planned = Graph::new()
+        .input("x", DType::F32, &[Some(2), Some(2)])
+        .constant("dims", idx(&[huge, 2, 2]))
+        .constant("zero", HostTensor::from_vec(vec![], &[0f32]).unwrap())
+        .constant("one", HostTensor::from_vec(vec![], &[1f32]).unwrap())
+        .node(
+            Node::new("Expand", "expand")
+                .inputs(["x", "dims"])
+                .outputs(["e"]),
+        )
+        .node(
+            Node::new("ReduceSum", "sum")
+                .inputs(["e"])
+                .outputs(["n"])
+                .attr("keepdims", Attr::Int(0)),
+        )
+        .node(
+            Node::new("Range", "range")
+                .inputs(["zero", "n", "one"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    for (g, inputs) in [
+        (padded, vec![]),
+        (planned, vec![("x".to_string(), small.clone())]),
+    ] {
+        let op = g.nodes[0].op.clone();
+        let got = Session::new(&ctx, g).unwrap().run_blocking(inputs);
+        assert!(
+            got.as_ref().is_err_and(|e| e.is_memory_limit()),
+            "{op}: {got:?}"
+        );
+    }
+    // Resize's taps (a few numbers per output position, on the host before their upload)
+    // are not built for an output over the limit: scales of 1e9 asked for tables of 2^31 rows.
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_memory: Some(64 << 20),
+        ..Default::default()
+    })
+    .unwrap();
+    let resize = Graph::new()
+        .input("x", DType::F32, &[Some(1), Some(1), Some(2), Some(2)])
+        .constant(
+            "scales",
+            HostTensor::from_vec(vec![4], &[1f32, 1., 1., 1e7]).unwrap(),
+        )
+        .node(
+            Node::new("Resize", "resize")
+                .inputs(["x", "", "scales"])
+                .outputs(["y"])
+                .attr("mode", Attr::String("linear".into())),
+        )
+        .output("y");
+    let x = HostTensor::from_vec(vec![1, 1, 2, 2], &[1f32, 2., 3., 4.]).unwrap();
+    let x = wgpu_ops::Tensor::from_host(&ctx, &x).unwrap();
+    let got = Session::new(&ctx, resize)
+        .unwrap()
+        .run_tensors_blocking(vec![("x".to_string(), x)]);
+    let err = got.expect_err("over the memory limit").to_string();
+    assert!(
+        err.contains("taps' tables") && err.contains("max_memory"),
+        "{err}"
+    );
+}
+
 /// BitCast reads the same bytes as another dtype of the same width, as a view (no dispatch),
 /// bit for bit with the reference; other widths, and bool from bytes that may not be 0 or 1,
 /// are errors naming the op and the rule.

@@ -1523,9 +1523,171 @@ fn fold(
     if !plans && repeated_elements(&node.op, &inputs).is_some_and(|n| n > FOLD_LIMIT as u64) {
         return Ok(None);
     }
+    // Small inputs can ask for a large result (pads, scales, a depth, a shape of 10^10): the
+    // interpreter would build it on the host, past its memory, where the GPU's plan checks
+    // the device's limits first and says which was exceeded.
+    if result_elements(node, &inputs).is_none_or(|n| n > FOLD_RESULT_LIMIT) {
+        return Ok(None);
+    }
     // An op the interpreter cannot compute (or refuses) is left to the GPU, whose validation
     // reports user errors.
     Ok(crate::reference::graph::eval_node(node, &inputs).ok())
+}
+
+/// The most elements the results of one node computed on the host (see `fold`) may hold:
+/// 2^24, 128 MiB of f64.
+const FOLD_RESULT_LIMIT: u64 = 1 << 24;
+
+/// At most how many elements the node's results hold, from its inputs' shapes and the values
+/// it reads as sizes, before they are computed; `None` where that is not known without
+/// computing them (ops sized by their attributes: pads, strides, output shapes, counts).
+/// Ops not sized by values or attributes give at most the product of their inputs' sizes
+/// (broadcasts, products, gathers) or a few times their sum (concatenations, NonZero's
+/// coordinates).
+fn result_elements(node: &Node, inputs: &[Option<HostTensor>]) -> Option<u64> {
+    let input = |k: usize| inputs.get(k)?.as_ref();
+    let shape = |k: usize| -> Option<Vec<u64>> {
+        Some(input(k)?.shape.iter().map(|&d| d as u64).collect())
+    };
+    let ints = |k: usize| input(k)?.to_indices("fold", "sizes").ok();
+    let int = |k: usize| {
+        ints(k)?
+            .first()
+            .copied()
+            .and_then(|v| u64::try_from(v).ok())
+    };
+    let floats = |k: usize| -> Option<Vec<f64>> {
+        crate::reference::cast_host(input(k)?, DType::F64)
+            .ok()?
+            .to_vec::<f64>()
+            .ok()
+    };
+    let product = |d: &[u64]| d.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+    // The dims of `x` each grown by `more[k]` along `axes` (all of them when `None`).
+    let grown = |x: &[u64], axes: Option<Vec<i64>>, more: &[u64]| -> Option<u64> {
+        let axes: Vec<usize> = match axes {
+            Some(a) => a
+                .iter()
+                .map(|&a| axis_at(a, x.len()))
+                .collect::<Option<_>>()?,
+            None => (0..x.len()).collect(),
+        };
+        let mut dims = x.to_vec();
+        for (&a, &m) in axes.iter().zip(more) {
+            *dims.get_mut(a)? = dims[a].checked_add(m)?;
+        }
+        product(&dims)
+    };
+    let attr_axes = || match node.attrs.get("axes") {
+        Some(crate::graph::Attr::Ints(a)) => Some(a.clone()),
+        _ => None,
+    };
+    match node.op.as_str() {
+        "Expand" | "Tile" => repeated_elements(&node.op, inputs),
+        "Pad" => {
+            let pads = ints(1)?;
+            let n = pads.len() / 2;
+            let more: Vec<u64> = (0..n)
+                .map(|k| pads[k].max(0) as u64 + pads[n + k].max(0) as u64)
+                .collect();
+            grown(&shape(0)?, input(3).and_then(|_| ints(3)), &more)
+        }
+        "SpaceToBatch" => {
+            let (begin, end) = (ints(2)?, ints(3)?);
+            let more: Vec<u64> = begin
+                .iter()
+                .zip(&end)
+                .map(|(&b, &e)| b.max(0) as u64 + e.max(0) as u64)
+                .collect();
+            grown(&shape(0)?, None, &more)
+        }
+        "CenterCropPad" => {
+            let to: Vec<u64> = ints(1)?.iter().map(|&d| d.max(0) as u64).collect();
+            grown(&shape(0)?, attr_axes(), &to)
+        }
+        "OneHot" => {
+            let depth = floats(1)?.first()?.abs().ceil();
+            let indices = input(0)?.numel() as u64;
+            (depth < 1e18).then(|| (depth as u64).saturating_mul(indices))
+        }
+        "Resize" => {
+            // Each resized axis at most its largest scale (or size over length) times its
+            // length, plus one.
+            let x = shape(0)?;
+            let axes = attr_axes();
+            let lengths: Vec<u64> = match &axes {
+                Some(a) => a
+                    .iter()
+                    .map(|&a| Some(x[axis_at(a, x.len())?]))
+                    .collect::<Option<_>>()?,
+                None => x.clone(),
+            };
+            let scale = match floats(2).filter(|s| !s.is_empty()) {
+                Some(s) => s.into_iter().fold(0.0, f64::max),
+                None => ints(3)?
+                    .iter()
+                    .zip(&lengths)
+                    .map(|(&s, &d)| s as f64 / d.max(1) as f64)
+                    .fold(0.0, f64::max),
+            };
+            let more: Vec<u64> = lengths
+                .iter()
+                .map(|&d| ((scale - 1.0).max(0.0) * d as f64).min(1e18) as u64 + 1)
+                .collect();
+            grown(&x, axes, &more)
+        }
+        "DFT" => (input(0)?.numel() as u64)
+            .checked_mul(int(1).unwrap_or(1).max(1))?
+            .checked_mul(2),
+        "STFT" => {
+            let frame = int(3).or_else(|| Some(input(2)?.numel() as u64))?;
+            (input(0)?.numel() as u64)
+                .checked_mul(frame.max(1))?
+                .checked_mul(2)
+        }
+        "Col2Im" => {
+            let x = shape(0)?;
+            let image: Vec<u64> = ints(1)?.iter().map(|&d| d.max(0) as u64).collect();
+            product(x.get(..2)?)?.checked_mul(product(&image)?)
+        }
+        "AffineGrid" => {
+            let size: Vec<u64> = ints(1)?.iter().map(|&d| d.max(0) as u64).collect();
+            product(&size)?.checked_mul(3)
+        }
+        // Sized by their attributes.
+        "Conv"
+        | "ConvTranspose"
+        | "MaxPool"
+        | "AveragePool"
+        | "LpPool"
+        | "MaxRoiPool"
+        | "ai.onnx.ml.FeatureVectorizer"
+        | "TreeWalk"
+        | "RandomNormal"
+        | "RandomUniform"
+        | "RandomNormalLike"
+        | "RandomUniformLike"
+        | "Multinomial"
+        | "Bernoulli" => None,
+        _ => {
+            let given: Vec<&HostTensor> = inputs.iter().flatten().collect();
+            if given.is_empty() {
+                return None;
+            }
+            let rank = given.iter().map(|t| t.shape.len() as u64).max()?;
+            let sum = given.iter().map(|t| t.numel() as u64).sum::<u64>();
+            let all = given
+                .iter()
+                .try_fold(1u64, |n, t| n.checked_mul(t.numel().max(1) as u64))?;
+            Some(all.max(sum * (rank + 4)))
+        }
+    }
+}
+
+/// Axis `a` of `rank` axes (from the end when negative), if there is one.
+fn axis_at(a: i64, rank: usize) -> Option<usize> {
+    let k = if a < 0 { a + rank as i64 } else { a };
+    usize::try_from(k).ok().filter(|&k| k < rank)
 }
 
 /// The elements of the result of an op that repeats its input (Expand, Tile; ConstantOfShape

@@ -75,7 +75,57 @@ pub struct ResizePlan {
     /// The output's shape.
     pub shape: Vec<usize>,
     /// The axes resized, in the order they are computed.
-    pub axes: Vec<AxisTaps>,
+    pub axes: Vec<AxisResize>,
+}
+
+/// One axis of a Resize before its taps are computed: they take a few numbers per output
+/// position, so they are built only once the output is known to fit (see
+/// [`AxisResize::taps`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AxisResize {
+    /// The axis resized.
+    pub axis: usize,
+    /// Its length in the input.
+    pub input: usize,
+    /// Its length in the output.
+    pub output: usize,
+    /// The scale (output over input, or as `scales` gives it).
+    pub scale: f64,
+    /// `tf_crop_and_resize`'s region of the axis, as fractions of the input.
+    pub roi: Option<(f64, f64)>,
+}
+
+impl AxisResize {
+    /// The axis's taps: every output position's input positions and weights.
+    pub fn taps(&self, attrs: &ResizeAttrs) -> AxisTaps {
+        axis_taps(
+            self.axis,
+            self.input,
+            self.output,
+            self.scale,
+            self.roi,
+            attrs,
+        )
+    }
+
+    /// Input elements summed per output position (the taps' table has `output` rows of
+    /// this many), as [`AxisResize::taps`] computes them.
+    pub fn taps_per_output(&self, attrs: &ResizeAttrs) -> u64 {
+        let widened = |radius| (2 - 2 * antialias_start(radius, self.scale)) as u64;
+        match (attrs.mode, attrs.antialias) {
+            ("nearest", _) => 1,
+            ("linear", false) => 2,
+            ("linear", true) => widened(1.0),
+            (_, false) => 4,
+            (_, true) => widened(2.0),
+        }
+    }
+}
+
+/// The first tap, relative to the one below the source coordinate, of an antialiasing
+/// kernel of `radius` (1 linear, 2 cubic) widened by a downscale's `scale`.
+fn antialias_start(radius: f64, scale: f64) -> i64 {
+    (-radius / scale.min(1.0)).floor() as i64 + 1
 }
 
 fn invalid(input: &str, message: String) -> Error {
@@ -257,8 +307,13 @@ pub fn resize_plan(
         if shape[a] == 0 && out[a] > 0 {
             return Err(invalid("X", format!("axis {a} of X is empty")));
         }
-        plan.axes
-            .push(axis_taps(a, shape[a], out[a], factor[a], axis_roi, attrs));
+        plan.axes.push(AxisResize {
+            axis: a,
+            input: shape[a],
+            output: out[a],
+            scale: factor[a],
+            roi: axis_roi,
+        });
     }
     Ok(plan)
 }
@@ -325,7 +380,7 @@ fn axis_taps(
             }
             "linear" if attrs.antialias => {
                 let s = scale.min(1.0);
-                let start = (-1.0 / s).floor() as i64 + 1;
+                let start = antialias_start(1.0, scale);
                 let footprint = 2 - 2 * start;
                 (start..start + footprint)
                     .map(|i| (1.0 - ((i as f64 - ratio) * s).abs()).clamp(0.0, 1.0))
@@ -334,7 +389,7 @@ fn axis_taps(
             "linear" => vec![1.0 - ratio, ratio],
             _ if attrs.antialias => {
                 let s = scale.min(1.0);
-                let start = (-2.0 / s).floor() as i64 + 1;
+                let start = antialias_start(2.0, scale);
                 (start..2 - start)
                     .map(|i| cubic(a, (s * (i as f64 - ratio)).abs()))
                     .collect()
@@ -448,15 +503,67 @@ impl Recorder {
         if plan.shape.contains(&0) {
             return out.tensor(self, dtype, &plan.shape);
         }
+        self.check_resize_memory(&plan, dtype, attrs)?;
         let mut current = x.clone();
-        for taps in &plan.axes {
-            let next = self.resize_axis(&current, taps, attrs.extrapolation_value)?;
+        for axis in &plan.axes {
+            let taps = axis.taps(attrs);
+            let next = self.resize_axis(&current, &taps, attrs.extrapolation_value)?;
             if !current.shares_buffer(x) {
                 self.release(current);
             }
             current = next;
         }
         out.view(self, current)
+    }
+
+    /// Refuses a Resize whose output, with the largest of its axes' taps' tables (an index
+    /// and a weight per tap, built on the host before their upload), would not fit under the
+    /// memory limit, before any of them is built: scales of 1e9 asked for tables of 2^31
+    /// rows.
+    fn check_resize_memory(
+        &mut self,
+        plan: &ResizePlan,
+        dtype: DType,
+        attrs: &ResizeAttrs,
+    ) -> Result<()> {
+        let output = plan
+            .shape
+            .iter()
+            .try_fold(dtype.size() as u64, |n, &d| n.checked_mul(d as u64));
+        let weight = if attrs.mode == "nearest" { 0 } else { 8 };
+        let tables = plan.axes.iter().try_fold(0u64, |most, axis| {
+            let entries = (axis.output as u64).checked_mul(axis.taps_per_output(attrs))?;
+            Some(
+                most.max(
+                    entries
+                        .checked_mul(8 + weight)?
+                        .checked_add(axis.output as u64)?,
+                ),
+            )
+        });
+        let needed = output
+            .zip(tables)
+            .and_then(|(o, t)| o.checked_add(t))
+            .unwrap_or(u64::MAX);
+        let what = format!(
+            "the output {:?} of {dtype} with its taps' tables",
+            plan.shape
+        );
+        self.context()
+            .reserve_memory(OP, needed)
+            .map(drop)
+            .map_err(|e| match e {
+                Error::LimitExceeded {
+                    limit, needed, max, ..
+                } => Error::LimitExceeded {
+                    op: OP,
+                    what,
+                    limit,
+                    needed,
+                    max,
+                },
+                other => other,
+            })
     }
 
     /// One axis of a Resize.

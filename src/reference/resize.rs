@@ -75,9 +75,19 @@ pub(crate) fn run(node: &Node, args: &[Option<HostTensor>]) -> R<Option<HostTens
         &attrs,
     )
     .map_err(err)?;
-    let total: usize = plan.shape.iter().product();
+    // Each axis's result (the output and the steps before it) and its taps stay small
+    // enough for the host; an empty output needs no taps.
+    let too_large = || RefError("Resize: too large for the interpreter".into());
+    let total = crate::host::checked_numel(&plan.shape).ok_or_else(too_large)?;
     if total > 1 << 26 {
-        return Err("Resize: too large for the interpreter".into());
+        return Err(too_large());
+    }
+    if total == 0 {
+        return Ok(Some(HostTensor {
+            dtype: x.dtype,
+            shape: plan.shape,
+            data: Vec::new(),
+        }));
     }
     let nearest = attrs.mode == "nearest";
     let float = matches!(x.dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64);
@@ -92,7 +102,15 @@ pub(crate) fn run(node: &Node, args: &[Option<HostTensor>]) -> R<Option<HostTens
     } else {
         cast(x, DType::F64)?.to_vec::<f64>().map_err(err)?
     };
-    for taps in &plan.axes {
+    for axis in &plan.axes {
+        let step = crate::host::checked_numel(&shape)
+            .and_then(|n| n.checked_div(shape[axis.axis]))
+            .and_then(|n| n.checked_mul(axis.output));
+        let table = (axis.output as u64).saturating_mul(axis.taps_per_output(&attrs));
+        if step.is_none_or(|n| n > 1 << 26) || table > 1 << 26 {
+            return Err(too_large());
+        }
+        let taps = axis.taps(&attrs);
         let a = taps.axis;
         let outer: usize = shape[..a].iter().product();
         let inner: usize = shape[a + 1..].iter().product();

@@ -972,6 +972,105 @@ fn row_picking_ops_refuse_bad_inputs_with_one_line_on_both_paths() {
         ),
     ];
     assert_refused(&ctx, &cases);
+    // TopK's K past the axis (or negative): the interpreter, which folds constants, gave
+    // the rows padded with zeros for 4, and aborted the process for 2^40.
+    for k in [4, -1, 1 << 40] {
+        for as_inputs in [true, false] {
+            let inputs = [("x", x.clone()), ("k", lens(&[k]))];
+            let e = run(&ctx, "TopK", &inputs, &[], 2, as_inputs)
+                .expect_err("K past the axis")
+                .to_string();
+            assert!(
+                e.contains("TopK: K is") && e.contains("0..=3") && e.lines().count() == 1,
+                "K {k} (inputs {as_inputs}): {e}"
+            );
+        }
+    }
+}
+
+/// Values that plan an op are checked alike whether they are constants (computed while
+/// planning, by the interpreter) or graph inputs (the GPU's plan): the interpreter took an
+/// axis past the rank, and neither path checked the ranges the spec gives a ratio and an IoU
+/// threshold (onnxruntime refuses them).
+#[test]
+fn planning_values_are_checked_on_both_paths() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = f32s(&[4, 3], 62);
+    let scalar = |v: f32| HostTensor::from_vec(vec![], &[v]).unwrap();
+    let boxes = HostTensor::from_vec(vec![1, 2, 4], &[0f32, 0., 1., 1., 0., 0., 1., 2.]).unwrap();
+    let scores = HostTensor::from_vec(vec![1, 1, 2], &[0.5f32, 0.9]).unwrap();
+    let count = HostTensor::from_vec(vec![1], &[2i64]).unwrap();
+    let mut cases: Vec<Case> = [-3i64, 2, 1 << 31]
+        .into_iter()
+        .map(|axis| {
+            (
+                "CumSum",
+                vec![
+                    ("x", x.clone()),
+                    ("axis", HostTensor::from_vec(vec![], &[axis]).unwrap()),
+                ],
+                vec![],
+                "out of range",
+            )
+        })
+        .collect();
+    for ratio in [1.0, 2.0, -0.5, f32::NAN] {
+        for training in [false, true] {
+            cases.push((
+                "Dropout",
+                vec![
+                    ("x", x.clone()),
+                    ("ratio", scalar(ratio)),
+                    (
+                        "training",
+                        HostTensor::from_vec(vec![], &[training]).unwrap(),
+                    ),
+                ],
+                vec![],
+                "[0, 1)",
+            ));
+        }
+    }
+    for iou in [1.5, -0.1, f32::NAN] {
+        cases.push((
+            "NonMaxSuppression",
+            vec![
+                ("boxes", boxes.clone()),
+                ("scores", scores.clone()),
+                ("count", count.clone()),
+                ("iou", HostTensor::from_vec(vec![1], &[iou]).unwrap()),
+            ],
+            vec![],
+            "iou_threshold",
+        ));
+    }
+    assert_refused(&ctx, &cases);
+    // The ends of the ranges run.
+    for (ratio, training) in [(0.0, true), (0.99, false)] {
+        let inputs = [
+            ("x", x.clone()),
+            ("ratio", scalar(ratio)),
+            (
+                "training",
+                HostTensor::from_vec(vec![], &[training]).unwrap(),
+            ),
+        ];
+        for as_inputs in [true, false] {
+            let out = run(&ctx, "Dropout", &inputs, &[], 1, as_inputs).unwrap();
+            assert_eq!(out[0], x, "ratio {ratio}");
+        }
+    }
+    for iou in [0.0, 1.0] {
+        let inputs = [
+            ("boxes", boxes.clone()),
+            ("scores", scores.clone()),
+            ("count", count.clone()),
+            ("iou", HostTensor::from_vec(vec![1], &[iou]).unwrap()),
+        ];
+        for as_inputs in [true, false] {
+            run(&ctx, "NonMaxSuppression", &inputs, &[], 1, as_inputs).unwrap();
+        }
+    }
 }
 
 #[test]

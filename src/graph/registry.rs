@@ -447,6 +447,15 @@ pub(crate) fn dropout_mode(
         (None, Some(Attr::Float(r))) => *r,
         _ => 0.5,
     };
+    // The spec's range, in inference too (where the ratio is not used), as onnxruntime
+    // checks it.
+    if !(0.0..1.0).contains(&ratio) {
+        return Err(Error::invalid(
+            "Dropout",
+            "ratio",
+            format!("ratio is {ratio}; it must be in [0, 1)"),
+        ));
+    }
     Ok((training, ratio))
 }
 
@@ -2467,7 +2476,11 @@ static RANGE: OpDef = OpDef {
         }
         crate::reference::graph::eval_node(node, &known)
             .map(Some)
-            .map_err(|e| Error::invalid("Range", "start", e.0))
+            .map_err(|e| {
+                // The interpreter's messages name the op; ours add it.
+                let message = e.0.strip_prefix("Range: ").unwrap_or(&e.0);
+                Error::invalid("Range", "start", message)
+            })
     }),
     attrs: &[],
     run: |_, args| {

@@ -1484,7 +1484,10 @@ fn run_node(
             }
             let n = ((limit - start) / delta).ceil().max(0.0);
             if n > 1e9 {
-                return Err("Range: too many elements".into());
+                return Err(format!(
+                    "Range: limit {limit}, start {start} and delta {delta} give {n} elements; at most 10^9"
+                )
+                .into());
             }
             let n = n as usize;
             let out = match s.dtype {
@@ -1507,11 +1510,15 @@ fn run_node(
         // ties by lower index, the first K kept.
         "TopK" => {
             let x = a(0)?;
-            let k = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?[0] as usize;
+            let k = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?[0];
             let rank = x.shape.len() as i64;
             let ax = checked_axis(node, "TopK", -1, rank as usize)?;
             let largest = int(node, "largest").unwrap_or(1) != 0;
             let len = x.shape[ax];
+            let k = usize::try_from(k)
+                .ok()
+                .filter(|&k| k <= len)
+                .ok_or_else(|| format!("TopK: K is {k}; the axis holds {len}"))?;
             let inner: usize = x.shape[ax + 1..].iter().product();
             let outer: usize = x.shape[..ax].iter().product();
             // Values compared exactly: integers as i128, floats as f64.
@@ -1572,7 +1579,13 @@ fn run_node(
             let x = a(0)?;
             let axis = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?[0];
             let rank = x.shape.len().max(1) as i64;
-            let k = (if axis < 0 { axis + rank } else { axis }) as usize;
+            let k = if axis < 0 { axis + rank } else { axis };
+            if !(0..rank).contains(&k) {
+                return Err(
+                    format!("{}: axis {axis} is out of range for rank {rank}", node.op).into(),
+                );
+            }
+            let k = k as usize;
             let len = x.shape.get(k).copied().unwrap_or(1);
             let inner: usize = x.shape.get(k + 1..).map_or(1, |s| s.iter().product());
             let (excl, rev) = (

@@ -208,6 +208,12 @@ pub fn non_max_suppression(
         .unwrap_or(0.0)
         .max(0.0) as usize;
     let iou = scalar(iou, "iou_threshold")?.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&iou) {
+        return Err(bad(
+            "iou_threshold",
+            format!("iou_threshold is {iou}; it must be in [0, 1]"),
+        ));
+    }
     let score = scalar(score, "score_threshold")?;
     let dims = (batches, scores.shape[1], n);
     let center = center_point_box == 1;

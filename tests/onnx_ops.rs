@@ -719,6 +719,16 @@ fn resize_refuses_bad_arguments_with_one_line_on_both_paths() {
             vec![],
             "sizes",
         ),
+        // Upsample (loaded as Resize with upscale_only) only enlarges.
+        (
+            vec![
+                ("x", x.clone()),
+                ("roi", empty.clone()),
+                ("scales", f(&[1.0, 1.0, 0.5, 2.0])),
+            ],
+            vec![("upscale_only", Attr::Int(1))],
+            "Upsample's are at least 1",
+        ),
     ];
     let cases: Vec<Case> = cases
         .into_iter()

@@ -1797,6 +1797,7 @@ static RESIZE: OpDef = OpDef {
         "keep_aspect_ratio_policy",
         "mode",
         "nearest_mode",
+        "upscale_only",
     ],
     run: |rec, args| {
         let x = args.tensor(0, "X")?;
@@ -1818,6 +1819,7 @@ static RESIZE: OpDef = OpDef {
                 .string("keep_aspect_ratio_policy")?
                 .unwrap_or("stretch"),
             axes: axes.as_deref(),
+            upscale_only: args.int("upscale_only")?.unwrap_or(0) != 0,
         };
         Ok(vec![rec.resize_to(
             &x,

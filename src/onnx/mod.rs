@@ -1038,6 +1038,7 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
                 .ok_or_else(|| bad(format!("{} needs scales", node.op)))?,
         };
         let x = node.inputs.first().cloned().unwrap_or_default();
+        let upsample = node.op == "Upsample";
         node.op = "Resize".into();
         node.inputs = vec![x, String::new(), scales];
         node.attrs.clear();
@@ -1048,6 +1049,9 @@ fn normalize(node: &mut Node, opset: i64) -> Result<Normalized> {
         );
         node.attrs
             .insert("nearest_mode".into(), Attr::String("simple".into()));
+        if upsample {
+            node.attrs.insert("upscale_only".into(), Attr::Int(1));
+        }
         return Ok((true, constants, Vec::new()));
     }
     match node.op.as_str() {

@@ -33,6 +33,8 @@ pub struct ResizeAttrs<'a> {
     pub keep_aspect_ratio_policy: &'a str,
     /// The axes that `scales` or `sizes` give (from the end when negative); `None`: all.
     pub axes: Option<&'a [i64]>,
+    /// Scales below 1 are refused, as Upsample's are (the ONNX loader sets it for Upsample).
+    pub upscale_only: bool,
 }
 
 impl Default for ResizeAttrs<'_> {
@@ -47,6 +49,7 @@ impl Default for ResizeAttrs<'_> {
             antialias: false,
             keep_aspect_ratio_policy: "stretch",
             axes: None,
+            upscale_only: false,
         }
     }
 }
@@ -227,6 +230,12 @@ pub fn resize_plan(
                     return Err(invalid(
                         "scales",
                         format!("scales {s:?} holds {}; each must be positive", s[i]),
+                    ));
+                }
+                if attrs.upscale_only && s[i] < 1.0 {
+                    return Err(invalid(
+                        "scales",
+                        format!("scales {s:?} holds {}; Upsample's are at least 1", s[i]),
                     ));
                 }
                 factor[a] = s[i];

@@ -66,6 +66,7 @@ pub(crate) fn run(node: &Node, args: &[Option<HostTensor>]) -> R<Option<HostTens
         antialias: number(node, "antialias", 0.0) != 0.0,
         keep_aspect_ratio_policy: string(node, "keep_aspect_ratio_policy", "stretch"),
         axes: axes.as_deref(),
+        upscale_only: number(node, "upscale_only", 0.0) != 0.0,
     };
     let plan = resize_plan(
         &x.shape,

@@ -1223,6 +1223,56 @@ fn max_unpool_refuses_bad_geometry() {
     }
 }
 
+/// Upsample (opsets 7 and 9) enlarges: scales below 1, in its attribute or its input, are
+/// refused in one line, as the spec and onnxruntime refuse them; scales of 1 and more run.
+#[test]
+fn upsample_refuses_scales_below_one() {
+    let f = DataType::Float;
+    let x = HostTensor::from_vec(vec![1, 1, 2, 2], &[1f32, 2., 3., 4.]).unwrap();
+    for (opset, scales, refused) in [
+        (7, [1f32, 1., 0.5, 2.], true),
+        (9, [1., 1., 0.5, 2.], true),
+        (7, [1., 1., 1., 2.], false),
+        (9, [1., 1., 2., 1.], false),
+    ] {
+        let mut n = node("Upsample", &["X"], &["Y"]);
+        let mut input = vec![value("X", f, &[Some(1), Some(1), Some(2), Some(2)])];
+        if opset == 7 {
+            n.attribute = vec![floats_attr("scales", &scales)];
+        } else {
+            n.input.push("S".into());
+            input.push(value("S", f, &[Some(4)]));
+        }
+        let graph = GraphProto {
+            node: vec![n],
+            input,
+            output: vec![value("Y", f, &[None])],
+            ..Default::default()
+        };
+        let m = Model::from_bytes(&model(graph, opset).encode_to_vec()).unwrap();
+        let mut inputs = vec![("X".to_string(), x.clone())];
+        if opset == 9 {
+            inputs.push(("S".into(), HostTensor::from_vec(vec![4], &scales).unwrap()));
+        }
+        let got = m.session(common::ctx()).unwrap().run_blocking(inputs);
+        match got {
+            Err(e) if refused => {
+                let e = e.to_string();
+                assert!(e.contains("at least 1") && e.lines().count() == 1, "{e}");
+            }
+            Ok(out) if !refused => {
+                let want: Vec<usize> = [1, 1, 2, 2]
+                    .iter()
+                    .zip(scales)
+                    .map(|(&d, s)| (d as f32 * s) as usize)
+                    .collect();
+                assert_eq!(out[0].1.shape, want, "opset {opset}");
+            }
+            other => panic!("opset {opset} scales {scales:?}: {other:?}"),
+        }
+    }
+}
+
 /// A list of maps other than ZipMap's (to f32) is refused in one line naming the value.
 #[test]
 fn lists_of_maps_other_than_zipmaps_are_refused() {

@@ -41,7 +41,7 @@ pub fn decode_image(encoded: &HostTensor, pixel_format: &str) -> Result<HostTens
         Error::invalid(
             OP,
             "encoded_stream",
-            format!("encoded_stream is not an image this decoder reads (JPEG, PNG, BMP, TIFF, WebP, PNM, JPEG 2000): {why}"),
+            format!("encoded_stream cannot be decoded as JPEG, PNG, BMP, TIFF, WebP, PNM or JPEG 2000: {why}"),
         )
     };
     // The decoded samples: gray (1 channel) or RGB (3), interleaved.
@@ -99,7 +99,23 @@ fn decode_other(bytes: &[u8]) -> std::result::Result<(usize, usize, usize, Vec<u
     if reader.format().is_none() {
         return Err("its format is not recognized".into());
     }
-    let decoded = reader.decode().map_err(|e| e.to_string())?;
+    let format = reader.format();
+    let decoded = match reader.decode() {
+        Ok(decoded) => decoded,
+        // Said as our own decoders say it: the file is read, its size is refused.
+        Err(image::ImageError::Limits(_)) => {
+            let name = format.map_or(String::new(), |f| format!("{f:?}: ").to_uppercase());
+            let size = image::ImageReader::new(std::io::Cursor::new(bytes))
+                .with_guessed_format()
+                .ok()
+                .and_then(|r| r.into_dimensions().ok())
+                .map_or(String::new(), |(w, h)| format!(" its {w} x {h} pixels"));
+            return Err(format!(
+                "{name}decoding{size} needs more than the limit of {MAX_DECODE_BYTES} bytes"
+            ));
+        }
+        Err(e) => return Err(e.to_string()),
+    };
     let (w, h) = (decoded.width() as usize, decoded.height() as usize);
     // 16-bit samples (PNG, TIFF) keep their high byte, as Pillow reduces them.
     let high_bytes = |samples: &[u16], channels: usize, keep: usize| -> Vec<u8> {
@@ -279,7 +295,7 @@ mod tests {
         let bytes = HostTensor::from_vec(vec![4], &[1u8, 2, 3, 4]).unwrap();
         let e = decode_image(&bytes, "RGB").unwrap_err().to_string();
         assert!(
-            e.starts_with("ImageDecoder: encoded_stream is not an image"),
+            e.starts_with("ImageDecoder: encoded_stream cannot be decoded"),
             "{e}"
         );
         let e = decode_image(&bytes, "CMYK\n").unwrap_err().to_string();

@@ -1000,8 +1000,8 @@ fn row_picking_ops_refuse_bad_inputs_with_one_line_on_both_paths() {
 
 /// Values that plan an op are checked alike whether they are constants (computed while
 /// planning, by the interpreter) or graph inputs (the GPU's plan): the interpreter took an
-/// axis past the rank, and neither path checked the ranges the spec gives a ratio and an IoU
-/// threshold (onnxruntime refuses them).
+/// axis past the rank, a shape Expand cannot broadcast to and a depth of 0, and neither path
+/// checked the ranges the spec gives a ratio and an IoU threshold (onnxruntime refuses them).
 #[test]
 fn planning_values_are_checked_on_both_paths() {
     let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
@@ -1052,6 +1052,35 @@ fn planning_values_are_checked_on_both_paths() {
             ],
             vec![],
             "iou_threshold",
+        ));
+    }
+    // The interpreter expanded [4, 3] to [0] (a dim that is neither 1 nor equal kept the
+    // data's) and gave OneHot of depth 0 an empty result.
+    cases.push((
+        "Expand",
+        vec![
+            ("x", x.clone()),
+            ("shape", HostTensor::from_vec(vec![1], &[0i64]).unwrap()),
+        ],
+        vec![],
+        "does not broadcast",
+    ));
+    for depth in [0f32, -2.0] {
+        cases.push((
+            "OneHot",
+            vec![
+                (
+                    "indices",
+                    HostTensor::from_vec(vec![2], &[0i64, 1]).unwrap(),
+                ),
+                ("depth", scalar(depth)),
+                (
+                    "values",
+                    HostTensor::from_vec(vec![2], &[0f32, 1.]).unwrap(),
+                ),
+            ],
+            vec![],
+            "1 or more",
         ));
     }
     assert_refused(&ctx, &cases);

@@ -269,6 +269,9 @@ fn run_node(
             let ind = a(0)?;
             let indices = cast(&ind, DType::I64)?.to_vec::<i64>()?;
             let depth = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?[0];
+            if depth < 1 {
+                return Err(format!("OneHot: depth is {depth}; it must be 1 or more").into());
+            }
             let values = a(2)?;
             let size = values.dtype.size();
             let rank = ind.shape.len() as i64;
@@ -1178,8 +1181,12 @@ fn run_node(
             let shape: Vec<usize> = xs
                 .iter()
                 .zip(&ws)
-                .map(|(&p, &q)| if p == 1 { q } else { p })
-                .collect();
+                .map(|(&p, &q)| match (p, q) {
+                    (1, q) => Ok(q),
+                    (p, q) if q == 1 || q == p => Ok(p),
+                    _ => Err(RefError::from("Expand: shapes do not broadcast")),
+                })
+                .collect::<R<_>>()?;
             let out = expand_to(&x, &shape).map_err(|_| "Expand: shapes do not broadcast")?;
             one(out)
         }

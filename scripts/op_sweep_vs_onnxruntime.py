@@ -37,7 +37,13 @@ runs found.
 
 With EMPTY=P in the environment, a share P of the models get empty inputs: one axis of the
 first input is cut to 0 in every input of that shape (the models are otherwise those of
-the seed without EMPTY).
+the seed without EMPTY). With CONSTANT=P, a share P of the models hold their inputs as
+initializers, so that small ones are computed while the graph is planned, by the host's
+interpreter rather than the GPU's kernels.
+
+Models that both runtimes refuse are run too: ours must refuse them in one `error:` line. A
+run that ends otherwise (a panic, an abort, a signal, an error without that line) is a crash
+whatever the runtimes say.
 
 usage: scripts/op_sweep_vs_onnxruntime.py WGPU_OPS_BINARY [COUNT] [SEED] [WORK_DIR] [OP,OP...]
 """
@@ -1110,6 +1116,17 @@ def ort_run(path, feeds):
 
 
 empty_rng = np.random.default_rng(seed + 7919)  # apart, so the models stay the seed's
+constant_share = float(os.environ.get("CONSTANT", "0"))
+constant_rng = np.random.default_rng(seed + 7927)
+tally["our crash"] = 0
+tally["refused by both, we ran"] = 0
+
+
+def crashed(run):
+    """A run that did not end as the command's contract says (0, or 1 with one error line)."""
+    return run.returncode not in (0, 1) or (run.returncode == 1 and not run.stderr.startswith("error: "))
+
+
 for case in range(count):
     op = str(rng.choice(OPS))
     attrs, feeds, inits, *given = gen(op)
@@ -1119,6 +1136,9 @@ for case in range(count):
         cut = list(shape); cut[int(empty_rng.integers(0, len(shape)))] = 0
         feeds = {k: v[tuple(slice(0, c) for c in cut)] if v.shape == shape else v for k, v in feeds.items()}
     names = given[0] if given and given[0] is not None else list(feeds) + [i.name for i in inits]
+    if constant_rng.random() < constant_share and all(v.dtype.kind != "U" for v in feeds.values()):
+        inits = list(inits) + [numpy_helper.from_array(v, k) for k, v in feeds.items()]
+        feeds = {}
     extra = given[1] if len(given) > 1 else {}
     if op == "QLinearMatMul":
         names = ["I0", "as", "az", "I1", "bs", "bz", "ys", "yz"]
@@ -1148,14 +1168,24 @@ for case in range(count):
             with np.errstate(all="ignore"):
                 want = ReferenceEvaluator(m).run(None, feeds)
         except Exception:
-            tally["refused by both"] += 1
-            continue
+            want = None
     args = [binary, "run", path, "--out", f"{work}/o{case}"]
     for k, v in feeds.items():
         np.save(f"{work}/m{case}_{k}.npy", v)
         args += ["--input", f"{k}={work}/m{case}_{k}.npy"]
     run = subprocess.run(args, capture_output=True, text=True)
     described = f"{op} {attrs} {[(str(v.dtype), v.shape) for v in feeds.values()]}"
+    if crashed(run):
+        tally["our crash"] += 1
+        print(f"m{case} CRASH (exit {run.returncode}) {described}: {run.stderr.strip()[-300:]}")
+        continue
+    if want is None:
+        key = "refused by both" if run.returncode else "refused by both, we ran"
+        tally[key] += 1
+        if not run.returncode:
+            params = [numpy_helper.to_array(i).tolist() for i in inits if i.name not in ('W', 'B')]
+            print(f"m{case} refused by both runtimes, RUN by ours: {described} {str(params)[:300]}")
+        continue
     if run.returncode:
         tally["our error"] += 1
         print(f"m{case} ERROR {described}: {run.stderr.strip()[-200:]}")
@@ -1181,7 +1211,7 @@ for case in range(count):
         agree = all(same(g, w) for g, w in zip(got, want))
         tally["reference only, ok" if agree else "reference only, mismatch"] += 1
         if not agree:
-            print(f"m{case} MISMATCH with the ONNX reference (onnxruntime refuses it): {described} {params}")
+            print(f"m{case} MISMATCH with the ONNX reference (onnxruntime refuses it): {described} {str(params)[:300]}")
         continue
     if all(same(g, w) for g, w in zip(got, want)):
         tally["ok"] += 1
@@ -1194,7 +1224,7 @@ for case in range(count):
         as_ref = False
     tally["as the reference" if as_ref else "mismatch"] += 1
     print(f"m{case} {'differs from onnxruntime, as the ONNX reference' if as_ref else 'MISMATCH'}: "
-          f"{described} {params}")
+          f"{described} {str(params)[:300]}")
 print(", ".join(f"{v} {k}" for k, v in tally.items()), f"(seed {seed}, models in {work})")
 if refused:
     print("refused by onnxruntime:", ", ".join(f"{k} {v}" for k, v in sorted(refused.items())))

@@ -1084,6 +1084,23 @@ fn planning_values_are_checked_on_both_paths() {
         ));
     }
     assert_refused(&ctx, &cases);
+    // Split sizes that are negative or do not fill the axis: the interpreter cut [1, -1] of
+    // an axis of 4 as if the -1 were 2^64 - 1.
+    for split in [[1i64, -1], [1, 2], [5, -1]] {
+        for as_inputs in [true, false] {
+            let inputs = [
+                ("x", x.clone()),
+                ("split", HostTensor::from_vec(vec![2], &split).unwrap()),
+            ];
+            let e = run(&ctx, "Split", &inputs, &[], 2, as_inputs)
+                .expect_err("bad split")
+                .to_string();
+            assert!(
+                e.contains("Split: split") && e.lines().count() == 1,
+                "{split:?} (inputs {as_inputs}): {e}"
+            );
+        }
+    }
     // The ends of the ranges run.
     for (ratio, training) in [(0.0, true), (0.99, false)] {
         let inputs = [

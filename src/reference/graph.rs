@@ -269,13 +269,13 @@ fn run_node(
             let ind = a(0)?;
             let indices = cast(&ind, DType::I64)?.to_vec::<i64>()?;
             let depth = cast(&a(1)?, DType::I64)?.to_vec::<i64>()?[0];
-            if depth < 1 {
-                return Err(format!("OneHot: depth is {depth}; it must be 1 or more").into());
-            }
             let values = a(2)?;
             let size = values.dtype.size();
             let rank = ind.shape.len() as i64;
             let axis = checked_axis(node, "OneHot", -1, rank as usize + 1)?;
+            if depth < 1 {
+                return Err(format!("OneHot: depth is {depth}; it must be 1 or more").into());
+            }
             let outer: usize = ind.shape[..axis].iter().product();
             let inner: usize = ind.shape[axis..].iter().product();
             let mut data = Vec::new();
@@ -1453,17 +1453,29 @@ fn run_node(
             let k = checked_axis(node, "Split", 0, rank as usize)?;
             let dim = x.shape[k];
             let parts = node.outputs.len();
-            let sizes: Vec<usize> = match idx(&args.get(1).cloned().flatten())? {
+            let given = match idx(&args.get(1).cloned().flatten())? {
+                Some(v) => Some(v),
+                None => ints(node, "split"),
+            };
+            // Sizes that are not lengths, do not fill the axis or do not match the outputs
+            // are refused, as the GPU's plan refuses them.
+            if let Some(v) = &given {
+                let sum = v.iter().try_fold(0i64, |s, &n| s.checked_add(n));
+                if v.iter().any(|&n| n < 0) || sum != Some(dim as i64) || v.len() != parts {
+                    return Err(format!(
+                        "Split: split {v:?} does not cut axis {k} of {dim} into {parts} parts"
+                    )
+                    .into());
+                }
+            }
+            let sizes: Vec<usize> = match given {
                 Some(v) => v.iter().map(|&n| n as usize).collect(),
-                None => match ints(node, "split") {
-                    Some(v) => v.iter().map(|&n| n as usize).collect(),
-                    None => {
-                        let chunk = dim.div_ceil(parts.max(1));
-                        (0..parts)
-                            .map(|i| dim.saturating_sub(i * chunk).min(chunk))
-                            .collect()
-                    }
-                },
+                None => {
+                    let chunk = dim.div_ceil(parts.max(1));
+                    (0..parts)
+                        .map(|i| dim.saturating_sub(i * chunk).min(chunk))
+                        .collect()
+                }
             };
             let whole = bytes(&x)?;
             let mut start = 0;

@@ -1518,15 +1518,18 @@ fn fold(
         .iter()
         .map(|slot| slot.and_then(|s| s.host.as_deref()).cloned())
         .collect();
-    // A repeat of small constants into a large result: computed on the host it is built and
-    // uploaded every run; the GPU writes it in one dispatch.
-    if !plans && repeated_elements(&node.op, &inputs).is_some_and(|n| n > FOLD_LIMIT as u64) {
-        return Ok(None);
-    }
     // Small inputs can ask for a large result (pads, scales, a depth, a shape of 10^10): the
     // interpreter would build it on the host, past its memory, where the GPU's plan checks
-    // the device's limits first and says which was exceeded.
-    if result_elements(node, &inputs).is_none_or(|n| n > FOLD_RESULT_LIMIT) {
+    // the device's limits first and says which was exceeded. A repeat of small constants
+    // into a result over FOLD_LIMIT goes to the GPU too: computed on the host it is built
+    // and uploaded every run; the GPU writes it in one dispatch.
+    let repeat = matches!(node.op.as_str(), "Expand" | "Tile");
+    let limit = if repeat && !plans {
+        FOLD_LIMIT as u64
+    } else {
+        FOLD_RESULT_LIMIT
+    };
+    if result_elements(node, &inputs).is_none_or(|n| n > limit) {
         return Ok(None);
     }
     // An op the interpreter cannot compute (or refuses) is left to the GPU, whose validation

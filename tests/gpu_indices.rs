@@ -559,3 +559,49 @@ fn array_feature_extractor_names_its_input_y() {
         "node 'pick': ArrayFeatureExtractor: index 3 (element 1 of Y, read on the GPU) is out of range for axis 1 of size 3"
     );
 }
+
+/// Gathers in passes over windows (data, indices and outputs past a binding of 256 bytes, in
+/// buffers of 1 KiB): an index computed out of range is reported as when bound whole, by the
+/// pass that reads it, and indices in range gather as the interpreter does (rows of whole
+/// quads, rows of 9 bytes, GatherElements).
+#[test]
+fn gathers_in_windows_report_an_index_computed_out_of_range() {
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_buffer_size: Some(1024),
+        max_binding_size: Some(256),
+        webgpu_limits: ADAPTER_LIMITS,
+        ..Default::default()
+    })
+    .unwrap();
+    let quads = f32s(&[40, 4], &(0..160).map(|v| v as f32).collect::<Vec<_>>());
+    let bytes =
+        HostTensor::from_vec(vec![40, 9], &(0..360).map(|v| v as u8).collect::<Vec<_>>()).unwrap();
+    for (op, data, shape, bad_at) in [
+        ("Gather", quads.clone(), vec![100], 77usize),
+        ("Gather", bytes, vec![100], 3),
+        ("GatherElements", quads, vec![90, 4], 301),
+    ] {
+        let n: usize = shape.iter().product();
+        let given: Vec<i64> = (0..n as i64).map(|i| (i * 13) % 80 - 40).collect();
+        let g = gather_graph(op, data, 0, &shape, 0);
+        let inputs = vec![("i".to_string(), i64s(&shape, &given))];
+        let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let got = session.run_blocking(inputs).unwrap();
+        assert_eq!(got[0].1, want[0], "{op}");
+        let mut bad = given.clone();
+        bad[bad_at] = 47;
+        let inputs = vec![("i".to_string(), i64s(&shape, &bad))];
+        let e = session.run_blocking(inputs.clone()).unwrap_err();
+        assert!(
+            reference::graph::run_graph(&g, &inputs, &Default::default()).is_err(),
+            "{op}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "node 'pick': {op}: index 47 (element {bad_at} of indices, read on the GPU) is out of range for axis 0 of size 40"
+            )
+        );
+    }
+}

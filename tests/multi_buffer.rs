@@ -853,3 +853,107 @@ fn pad_graph(dtype: DType, shape: &[usize], pads: &[i64], mode: &str) -> Graph {
         )
         .output("y")
 }
+
+/// Indices in `[-dim, dim)` of `shape`, scrambled, as i64 or i32.
+fn picks(shape: &[usize], dim: usize, seed: u64, wide: bool) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<i64> = bytes(seed, 2 * n)
+        .chunks(2)
+        .map(|b| (u16::from_le_bytes([b[0], b[1]]) as i64) % (2 * dim as i64) - dim as i64)
+        .collect();
+    if wide {
+        HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+    } else {
+        let narrow: Vec<i32> = v.iter().map(|&i| i as i32).collect();
+        HostTensor::from_vec(shape.to_vec(), &narrow).unwrap()
+    }
+}
+
+/// Gather, GatherElements, GatherND and ArrayFeatureExtractor whose data, indices and outputs
+/// cross buffers and bindings run in passes over windows of each (they were refused as "bound
+/// at once"): elements of 1, 2, 4 and 8 bytes, rows of whole 16-byte quads (an embedding
+/// table's layout) and rows of single elements, several outer slices, i32 and i64 indices,
+/// negative ones; bit for bit with the CPU reference, on every context of [`contexts`] and
+/// with the kernels for GPUs.
+#[test]
+fn gathers_cross_buffers_and_bindings() {
+    type Case<'a> = (&'a str, DType, &'a [usize], i64, &'a [usize]);
+    let cases: [Case; 11] = [
+        // Rows of 20 bytes: an element per invocation.
+        ("Gather", DType::U8, &[30, 20], 0, &[50]),
+        // Rows of 32 bytes: a quad per invocation.
+        ("Gather", DType::F32, &[60, 8], 0, &[45]),
+        ("Gather", DType::F16, &[3, 40, 5], 1, &[7, 9]),
+        ("Gather", DType::F64, &[4, 50, 2], 1, &[30]),
+        ("Gather", DType::I64, &[200], 0, &[300]),
+        ("Gather", DType::Bool, &[5, 301], -1, &[2, 3]),
+        ("GatherElements", DType::U8, &[7, 90], 1, &[7, 200]),
+        ("GatherElements", DType::F16, &[40, 9], 0, &[70, 9]),
+        ("GatherElements", DType::F32, &[3, 50, 4], 1, &[3, 41, 4]),
+        ("GatherElements", DType::I64, &[150, 2], 0, &[120, 1]),
+        ("GatherND", DType::F32, &[30, 20], 0, &[60, 1]),
+    ];
+    let mut contexts = contexts();
+    contexts.extend(contexts_with(Some(false)));
+    for (seed, (op, dtype, shape, axis, at)) in cases.into_iter().enumerate() {
+        let rank = shape.len() as i64;
+        let dim = shape[((axis + rank) % rank) as usize];
+        let x = random_tensor(seed as u64, dtype, shape);
+        // Larger than the bindings of 256 and 300 bytes.
+        assert!(x.data.len() > 300, "{op} {shape:?}");
+        for wide in [false, true] {
+            let indices = picks(at, dim, 100 + seed as u64, wide || op == "GatherND");
+            let mut node = Node::new(op, "g").inputs(["x", "i"]).outputs(["y"]);
+            if op != "GatherND" {
+                node = node.attr("axis", Attr::Int(axis));
+            }
+            let g = Graph::new()
+                .input(
+                    "x",
+                    dtype,
+                    &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+                )
+                .input(
+                    "i",
+                    indices.dtype,
+                    &at.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+                )
+                .node(node)
+                .output("y");
+            let inputs = [("x", x.clone()), ("i", indices)];
+            for ctx in &contexts {
+                let (got, want) = both(ctx, &g, &inputs);
+                let what = format!(
+                    "{op} {dtype} {shape:?} axis {axis} by {at:?} (wide {wide}), buffers of {}",
+                    ctx.max_buffer_size()
+                );
+                assert_eq!(got, want, "{what}");
+            }
+        }
+    }
+    // ONNX-ML's ArrayFeatureExtractor gathers along the last axis.
+    let x = random_tensor(9, DType::F32, &[4, 150]);
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(4), Some(150)])
+        .input("i", DType::I64, &[Some(80)])
+        .node(
+            Node::new("ai.onnx.ml.ArrayFeatureExtractor", "g")
+                .inputs(["x", "i"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let columns: Vec<i64> = (0..80).map(|i| (i * 37 + 11) % 150).collect();
+    let inputs = [
+        ("x", x),
+        ("i", HostTensor::from_vec(vec![80], &columns).unwrap()),
+    ];
+    for ctx in &contexts {
+        let (got, want) = both(ctx, &g, &inputs);
+        assert_eq!(
+            got,
+            want,
+            "ArrayFeatureExtractor, buffers of {}",
+            ctx.max_buffer_size()
+        );
+    }
+}

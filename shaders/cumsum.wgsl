@@ -24,9 +24,11 @@ struct Params {
     // several dispatches; the running sum so far is read back from the output).
     start: u32,
     count: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    // Where the first line's first element lies in `src` and `dst`: tensors beyond one
+    // binding run in windows of whole outer slices.
+    src_first: u32,
+    dst_first: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -50,21 +52,21 @@ fn main(
     if params.start > 0u {
         // The sum through the previous position, exactly as one walk would hold it.
         let previous = base + select(params.start - 1u, params.axis_len - params.start, REVERSE) * params.inner;
-        acc = dst[previous];
+        acc = dst[params.dst_first + previous];
         if EXCLUSIVE {
-            acc = add(acc, src[previous]);
+            acc = add(acc, src[params.src_first + previous]);
         }
     }
     for (var k = params.start; k < params.start + params.count; k++) {
         let j = select(k, params.axis_len - 1u - k, REVERSE);
         let i = base + j * params.inner;
-        let x = src[i];
+        let x = src[params.src_first + i];
         if EXCLUSIVE {
-            dst[i] = acc;
+            dst[params.dst_first + i] = acc;
             acc = add(acc, x);
         } else {
             acc = add(acc, x);
-            dst[i] = acc;
+            dst[params.dst_first + i] = acc;
         }
     }
 }

@@ -69,6 +69,12 @@ struct Params {
     slice_magic: u32,
     // The walks in order: the first step of this dispatch (it takes `steps` from there).
     first: u32,
+    // An output beyond one binding is scattered in passes over windows of it: this pass
+    // writes data elements (quads for `main_rows` and `main_claimed_quads`) [dst_lo, dst_hi),
+    // and `dst` starts at element dst_first (a whole word).
+    dst_first: u32,
+    dst_lo: u32,
+    dst_hi: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -102,13 +108,25 @@ fn update_at(u: u32) -> vec2<u32> {
     return vec2<u32>(extractBits(updates[u / lanes], (u % lanes) * bits, bits), 0u);
 }
 
-// Merges update `v` into data element t.
+// Merges update `v` into data element t, where this pass writes it.
+fn apply(t: u32, v: vec2<u32>) {
+    if t >= params.dst_lo && t < params.dst_hi {
+        apply_here(t - params.dst_first, v);
+    }
+}
+
+// Whether this pass writes data quad q.
+fn quad_here(q: u32) -> bool {
+    return q >= params.dst_lo && q < params.dst_hi;
+}
+
+// Merges update `v` into element t of `dst`.
 // BEGIN SUB-WORD APPLY
 // 1- and 2-byte elements, whose words neighbouring invocations share: compare-and-swap. (The
 // generator swaps this block and `dst`'s type for plain loads and stores for 4- and 8-byte
 // elements, whose words no other invocation touches: CPU adapters run atomics one lane at a
 // time.)
-fn apply(t: u32, v: vec2<u32>) {
+fn apply_here(t: u32, v: vec2<u32>) {
     let bits = min(ELEM_BYTES, 2u) * 8u;
     let lanes = 32u / bits;
     let w = t / lanes;
@@ -240,8 +258,9 @@ fn main_rows(
         return;
     }
     let p = distinct_place(q);
-    if p.index >= 0 {
-        dst4[p.data + u32(p.index) * params.axis_dstride] = updates4[q];
+    let at = p.data + u32(max(p.index, 0)) * params.axis_dstride;
+    if p.index >= 0 && quad_here(at) {
+        dst4[at - params.dst_first] = updates4[q];
     }
 }
 
@@ -314,7 +333,7 @@ fn main_claimed_quads(
         return;
     }
     let w = won(q);
-    if w.valid {
-        dst4[w.at] = updates4[q];
+    if w.valid && quad_here(w.at) {
+        dst4[w.at - params.dst_first] = updates4[q];
     }
 }

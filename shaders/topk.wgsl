@@ -21,8 +21,14 @@ struct Params {
     // several dispatches; the elements kept so far are in the outputs).
     start: u32,
     count: u32,
+    // Where the first line's first element lies in `src`, `values` and `indices` (i64s):
+    // tensors beyond one binding run in windows of whole outer slices.
+    src_first: u32,
+    values_first: u32,
+    indices_first: u32,
     _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -46,14 +52,18 @@ fn main(
     let inner = params.inner;
     let inner_pos = line % inner;
     let outer = line / inner;
-    let src_base = outer * params.axis_len * inner + inner_pos;
+    let src_base = params.src_first + outer * params.axis_len * inner + inner_pos;
     let dst_base = outer * params.k * inner + inner_pos;
+    // Values and indices of this line's kept elements: slot s at `dst_base + s * inner` of
+    // each, from where each window puts the first line.
+    let vb = params.values_first;
+    let ib = params.indices_first;
     var kept = min(params.start, params.k);
     for (var j = params.start; j < params.start + params.count; j++) {
         let x = src[src_base + j * inner];
         // The slot x goes to: after every kept element not worse than it.
         var slot = kept;
-        while slot > 0u && before(x, values[dst_base + (slot - 1u) * inner]) {
+        while slot > 0u && before(x, values[vb + dst_base + (slot - 1u) * inner]) {
             slot -= 1u;
         }
         if slot >= params.k {
@@ -64,15 +74,15 @@ fn main(
         while t > slot {
             let to = dst_base + t * inner;
             let source = dst_base + (t - 1u) * inner;
-            values[to] = values[source];
-            indices[2u * to] = indices[2u * source];
-            indices[2u * to + 1u] = 0u;
+            values[vb + to] = values[vb + source];
+            indices[2u * (ib + to)] = indices[2u * (ib + source)];
+            indices[2u * (ib + to) + 1u] = 0u;
             t -= 1u;
         }
         let at = dst_base + slot * inner;
-        values[at] = x;
-        indices[2u * at] = j;
-        indices[2u * at + 1u] = 0u;
+        values[vb + at] = x;
+        indices[2u * (ib + at)] = j;
+        indices[2u * (ib + at) + 1u] = 0u;
         kept = min(kept + 1u, params.k);
     }
 }

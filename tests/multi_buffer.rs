@@ -957,3 +957,264 @@ fn gathers_cross_buffers_and_bindings() {
         );
     }
 }
+
+/// ScatterElements and ScatterND whose data (so output) crosses buffers and bindings scatter in
+/// passes over windows of the output, each writing the updates that land in it (the output
+/// was refused as "bound at once"): the walks in order (repeated indices, the last write or
+/// the reduction in order), distinct targets by elements and by rows of whole quads (a KV
+/// cache's update, as TensorScatter's expansion makes it), and ScatterND's claimed slices by
+/// elements and by quads; elements of 1, 2, 4 and 8 bytes; bit for bit with the CPU reference
+/// on every context of [`contexts`] and with the kernels for GPUs.
+#[test]
+fn scatters_cross_buffers_and_bindings() {
+    type Case<'a> = (
+        &'a str,
+        DType,
+        &'a [usize],
+        &'a [usize],
+        Vec<i64>,
+        Vec<(&'a str, Attr)>,
+    );
+    let along = |n: usize, dim: usize, seed: u64| -> Vec<i64> {
+        bytes(seed, n)
+            .iter()
+            .map(|&b| i64::from(b) % (2 * dim as i64) - dim as i64)
+            .collect()
+    };
+    let axis = |a: i64| ("axis", Attr::Int(a));
+    let reduction = |r: &str| ("reduction", Attr::String(r.into()));
+    // Distinct positions 3, 4 and 30, 31 of a cache of 40, per batch item.
+    let cache_rows: Vec<i64> = vec![3, 4, 30, 31];
+    let cases: Vec<Case> = vec![
+        (
+            "ScatterElements",
+            DType::U8,
+            &[30, 20],
+            &[3, 20],
+            along(60, 30, 1),
+            vec![axis(0)],
+        ),
+        (
+            "ScatterElements",
+            DType::F32,
+            &[40, 8],
+            &[20, 3],
+            along(60, 8, 2),
+            vec![axis(1), reduction("add")],
+        ),
+        (
+            "ScatterElements",
+            DType::I64,
+            &[60, 5],
+            &[6, 5],
+            along(30, 60, 3),
+            vec![axis(0), reduction("max")],
+        ),
+        (
+            "ScatterElements",
+            DType::F16,
+            &[2, 3, 40, 8],
+            &[2, 1, 2, 1],
+            cache_rows.clone(),
+            vec![axis(2), ("unique_indices", Attr::Int(1))],
+        ),
+        (
+            "ScatterElements",
+            DType::U8,
+            &[2, 3, 40, 7],
+            &[2, 1, 2, 1],
+            cache_rows,
+            vec![axis(2), ("unique_indices", Attr::Int(1))],
+        ),
+        (
+            "ScatterND",
+            DType::F32,
+            &[50, 6],
+            &[10, 1],
+            along(10, 50, 4),
+            vec![],
+        ),
+        (
+            "ScatterND",
+            DType::U8,
+            &[40, 16],
+            &[12, 1],
+            along(12, 40, 5),
+            vec![],
+        ),
+        (
+            "ScatterND",
+            DType::F16,
+            &[300],
+            &[40, 1],
+            along(40, 300, 6),
+            vec![],
+        ),
+        (
+            "ScatterND",
+            DType::I64,
+            &[30, 4],
+            &[8, 1],
+            along(8, 30, 7),
+            vec![reduction("mul")],
+        ),
+    ];
+    let mut contexts = contexts();
+    contexts.extend(contexts_with(Some(false)));
+    for (seed, (op, dtype, shape, at, picks, attrs)) in cases.into_iter().enumerate() {
+        let x = random_tensor(seed as u64, dtype, shape);
+        // Data past the bindings of 256 and 300 bytes; indices and updates in one buffer of
+        // 256 bytes (they are bound whole).
+        assert!(x.data.len() > 300, "{op} {shape:?}");
+        let picks: Vec<i32> = picks.iter().map(|&i| i as i32).collect();
+        let indices = HostTensor::from_vec(at.to_vec(), &picks).unwrap();
+        let updates_shape: Vec<usize> = if op == "ScatterND" {
+            at[..at.len() - 1]
+                .iter()
+                .chain(&shape[at[at.len() - 1]..])
+                .copied()
+                .collect()
+        } else if at.iter().product::<usize>() == picks.len() && at.len() == 4 {
+            vec![at[0], shape[1], at[2], shape[3]]
+        } else {
+            at.to_vec()
+        };
+        let updates = random_tensor(50 + seed as u64, dtype, &updates_shape);
+        assert!(
+            updates.data.len() <= 256 && indices.data.len() <= 256,
+            "{op} {at:?}"
+        );
+        let mut node = Node::new(op, "s").inputs(["x", "i", "u"]).outputs(["y"]);
+        for (k, v) in &attrs {
+            node = node.attr(*k, v.clone());
+        }
+        let dims = |s: &[usize]| s.iter().map(|&d| Some(d)).collect::<Vec<_>>();
+        let g = Graph::new()
+            .input("x", dtype, &dims(shape))
+            .input("i", DType::I32, &dims(at))
+            .input("u", dtype, &dims(&updates_shape))
+            .node(node)
+            .output("y");
+        let inputs = [("x", x), ("i", indices), ("u", updates)];
+        for ctx in &contexts {
+            let (got, want) = both(ctx, &g, &inputs);
+            assert_eq!(
+                got,
+                want,
+                "{op} {dtype} {shape:?} by {at:?}, buffers of {}",
+                ctx.max_buffer_size()
+            );
+        }
+    }
+}
+
+/// CumSum and TopK whose tensors cross buffers and bindings run in windows of whole slices
+/// before their axis (they were refused as "bound at once"): f32 and i64, exclusive and
+/// reversed sums, the largest and the smallest; bit for bit with the CPU reference on every
+/// context of [`contexts`] and with the kernels for GPUs. A slice larger than a window is
+/// refused in one line naming the limit.
+#[test]
+fn cumsums_and_topks_cross_buffers_and_bindings() {
+    // The op, the dtype, the shape, CumSum's axis or TopK's K (along axis -1), attributes.
+    type Case<'a> = (&'a str, DType, &'a [usize], i64, Vec<(&'a str, Attr)>);
+    let cases: Vec<Case> = vec![
+        ("CumSum", DType::F32, &[40, 16], 1, vec![]),
+        (
+            "CumSum",
+            DType::I64,
+            &[20, 4, 2],
+            1,
+            vec![("exclusive", Attr::Int(1)), ("reverse", Attr::Int(1))],
+        ),
+        ("TopK", DType::F32, &[40, 16], 4, vec![]),
+        (
+            "TopK",
+            DType::I64,
+            &[30, 8],
+            4,
+            vec![("largest", Attr::Int(0))],
+        ),
+        // Slices of 40, 12 and 24 bytes: windows start before their first slice. They cross
+        // buffer ends in buffers of 256 and 512 bytes, so they run in one buffer of 1 KiB.
+        (
+            "CumSum",
+            DType::F32,
+            &[20, 10],
+            1,
+            vec![("exclusive", Attr::Int(1))],
+        ),
+        ("TopK", DType::F32, &[20, 10], 3, vec![]),
+    ];
+    let mut contexts = contexts();
+    contexts.extend(contexts_with(Some(false)));
+    let dims = |s: &[usize]| s.iter().map(|&d| Some(d)).collect::<Vec<_>>();
+    for (seed, (op, dtype, shape, value, attrs)) in cases.into_iter().enumerate() {
+        let x = if dtype == DType::F32 {
+            let v: Vec<f32> = bytes(seed as u64, shape.iter().product())
+                .iter()
+                .map(|&b| f32::from(b) / 16.0 - 8.0)
+                .collect();
+            HostTensor::from_vec(shape.to_vec(), &v).unwrap()
+        } else {
+            random_tensor(seed as u64, dtype, shape)
+        };
+        assert!(x.data.len() > 300, "{op} {shape:?}");
+        let (second, value, outputs) = match op {
+            "CumSum" => ("axis", HostTensor::from_vec(vec![], &[value]).unwrap(), 1),
+            _ => ("k", HostTensor::from_vec(vec![1], &[value]).unwrap(), 2),
+        };
+        let names: Vec<String> = (0..outputs).map(|i| format!("y{i}")).collect();
+        let mut node = Node::new(op, "n")
+            .inputs(["x", second])
+            .outputs(names.iter().cloned());
+        for (k, v) in &attrs {
+            node = node.attr(*k, v.clone());
+        }
+        let mut g = Graph::new()
+            .input("x", dtype, &dims(shape))
+            .input(second, DType::I64, &dims(&value.shape))
+            .node(node);
+        for n in &names {
+            g = g.output(n);
+        }
+        let inputs = [("x", x), (second, value)];
+        let in_one_buffer = shape.contains(&10);
+        for ctx in &contexts {
+            if in_one_buffer && ctx.max_buffer_size() < 1024 {
+                continue;
+            }
+            let (got, want) = both(ctx, &g, &inputs);
+            assert_eq!(
+                got,
+                want,
+                "{op} {dtype} {shape:?}, buffers of {}",
+                ctx.max_buffer_size()
+            );
+        }
+    }
+    // A line of 300 f32 (1200 bytes) does not fit a window of 256 bytes.
+    let ctx = &contexts[1];
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(300)])
+        .constant("axis", HostTensor::from_vec(vec![], &[0i64]).unwrap())
+        .node(
+            Node::new("CumSum", "sum")
+                .inputs(["x", "axis"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let x = HostTensor::from_vec(vec![300], &[1.0f32; 300]).unwrap();
+    let e = Session::new(ctx, g)
+        .unwrap()
+        .run_blocking(vec![("x".to_string(), x)])
+        .unwrap_err();
+    let line = e.to_string();
+    assert!(
+        line.contains("CumSum") && line.contains("one slice before the axis"),
+        "{line}"
+    );
+    assert!(
+        line.contains("max_storage_buffer_binding_size") && !line.contains('\n'),
+        "{line}"
+    );
+}

@@ -3,7 +3,7 @@
 
 use super::operands::element_typed;
 use super::{grid_for, Kernel, LOOP_ITERATIONS_PER_DISPATCH};
-use crate::{DType, Error, Recorder, Result, Tensor};
+use crate::{DType, Recorder, Result, Tensor};
 
 const CUMSUM: &str = include_str!("../../shaders/cumsum.wgsl");
 
@@ -52,7 +52,9 @@ struct CumSumParams {
     inner: u32,
     start: u32,
     count: u32,
-    pad: [u32; 3],
+    src_first: u32,
+    dst_first: u32,
+    pad: u32,
 }
 
 impl Recorder {
@@ -75,19 +77,12 @@ impl Recorder {
             return Ok(());
         }
         let ctx = self.context().clone();
-        let limit = ctx.binding_limit();
-        for t in [x, out] {
-            if t.storage().single().is_none_or(|b| b.size() > limit) || n > u64::from(u32::MAX) {
-                return Err(Error::LimitExceeded {
-                    op: if product { "CumProd" } else { "CumSum" },
-                    what: "a tensor bound at once".into(),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: t.byte_len(),
-                    max: limit,
-                });
-            }
+        if n > u64::from(u32::MAX) {
+            return Err(super::operands::too_many(op, "the input", n));
         }
-        let lines = n / axis_len.max(1) as u64;
+        let elem = x.dtype().size() as u64;
+        let slice = (axis_len.max(1) * inner.max(1)) as u64;
+        let runs = self.slice_windows(op, n / slice, &[(x, slice * elem), (out, slice * elem)])?;
         let wg = ctx.workgroup_size();
         let kernel = Kernel::CumSum {
             dtype: x.dtype(),
@@ -98,21 +93,27 @@ impl Recorder {
             workgroup_size: wg,
         };
         let pipeline = ctx.pipeline(&kernel)?;
-        let grid = grid_for(&ctx, op, lines, wg)?;
-        let mut start = 0;
-        while start < axis_len {
-            let count = (axis_len - start).min(LOOP_ITERATIONS_PER_DISPATCH);
-            let params = CumSumParams {
-                lines: lines as u32,
-                axis_len: axis_len as u32,
-                inner: inner.max(1) as u32,
-                start: start as u32,
-                count: count as u32,
-                pad: [0; 3],
-            };
-            let bindings = [x.storage().bind_whole(), out.storage().bind_whole()];
-            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
-            start += count;
+        for run in &runs {
+            let lines = run.count * inner.max(1) as u64;
+            let grid = grid_for(&ctx, op, lines, wg)?;
+            let [(src, src_at), (dst, dst_at)] = [run.windows[0], run.windows[1]];
+            let bindings = [x.storage().bind(src), out.storage().bind(dst)];
+            let mut start = 0;
+            while start < axis_len {
+                let count = (axis_len - start).min(LOOP_ITERATIONS_PER_DISPATCH);
+                let params = CumSumParams {
+                    lines: lines as u32,
+                    axis_len: axis_len as u32,
+                    inner: inner.max(1) as u32,
+                    start: start as u32,
+                    count: count as u32,
+                    src_first: (src_at / elem) as u32,
+                    dst_first: (dst_at / elem) as u32,
+                    pad: 0,
+                };
+                self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+                start += count;
+            }
         }
         Ok(())
     }

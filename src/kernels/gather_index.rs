@@ -5,6 +5,7 @@
 //! ([`gather_passes`], plain data tested without a GPU).
 
 use super::divide::Divisor;
+use super::windows::unit_runs;
 use super::{grid_for, Kernel};
 use crate::storage::{Segments, Window};
 use crate::{DType, Recorder, Result, Tensor};
@@ -129,9 +130,11 @@ pub fn gather_passes(l: &GatherLayout, fit: &GatherFit) -> Option<Vec<GatherPass
         let out = fit.out.window(u0 * unit, u1 * unit, fit.align);
         debug_assert_eq!(out.start, u0 * unit);
         let (d0, d1) = l.data_range(u0, u1);
-        let data = pieces(d0, d1, unit, &fit.data, fit)?;
+        let data = unit_runs(d0, d1, unit, &fit.data, fit.limit, fit.align)?;
         for (i0, i1) in l.index_ranges(u0, u1) {
-            for (index_lo, index_hi, indices) in pieces(i0, i1, l.index_bytes, &fit.indices, fit)? {
+            for (index_lo, index_hi, indices) in
+                unit_runs(i0, i1, l.index_bytes, &fit.indices, fit.limit, fit.align)?
+            {
                 for (k, &(data_lo, data_hi, data)) in data.iter().enumerate() {
                     passes.push(GatherPass {
                         out_first: u0,
@@ -151,43 +154,6 @@ pub fn gather_passes(l: &GatherLayout, fit: &GatherFit) -> Option<Vec<GatherPass
         u0 = u1;
     }
     Some(passes)
-}
-
-/// Units `[d0, d1)` of `unit` bytes of a tensor in `segments`, cut into runs that each lie in
-/// one window of one buffer: (first, end, window). All of a tensor in one buffer that fits is
-/// one window.
-fn pieces(
-    d0: u64,
-    d1: u64,
-    unit: u64,
-    segments: &Segments,
-    fit: &GatherFit,
-) -> Option<Vec<(u64, u64, Window)>> {
-    if segments.count() == 1 && segments.size <= fit.limit {
-        let whole = Window {
-            segment: 0,
-            offset: 0,
-            size: segments.size,
-            start: 0,
-        };
-        return Some(vec![(d0, d1, whole)]);
-    }
-    let segment = segments.segment;
-    let mut pieces = Vec::new();
-    let mut p0 = d0;
-    while p0 < d1 {
-        let base = p0 * unit / segment * segment;
-        let start = base + (p0 * unit - base) / fit.align * fit.align;
-        let p1 = d1
-            .min((base + segment) / unit)
-            .min((start + fit.limit / 4 * 4) / unit);
-        if p1 <= p0 {
-            return None;
-        }
-        pieces.push((p0, p1, segments.window(p0 * unit, p1 * unit, fit.align)));
-        p0 = p1;
-    }
-    Some(pieces)
 }
 
 #[repr(C)]

@@ -180,6 +180,48 @@ pub(crate) fn check_bound_whole(
     Ok(())
 }
 
+impl crate::Recorder {
+    /// Tensors laid out `[outer, ...]` (each with its slice's bytes) bound whole when each is
+    /// one buffer that one binding holds, else in runs of whole outer slices that fit one
+    /// window of each ([`super::windows::slice_runs`]); refused when one slice cannot be.
+    pub(crate) fn slice_windows(
+        &self,
+        op: &'static str,
+        outer: u64,
+        tensors: &[(&crate::Tensor, u64)],
+    ) -> crate::Result<Vec<super::windows::SliceRun>> {
+        let ctx = self.context();
+        let limit = ctx.binding_limit();
+        let whole = |t: &crate::Tensor| t.storage().single().is_some_and(|b| b.size() <= limit);
+        if tensors.iter().all(|(t, _)| whole(t)) {
+            return Ok(vec![super::windows::SliceRun {
+                first: 0,
+                count: outer,
+                windows: tensors
+                    .iter()
+                    .map(|(t, _)| (t.storage().whole_window(), 0))
+                    .collect(),
+            }]);
+        }
+        let widest = tensors.iter().map(|(t, _)| t.dtype().size() as u64).max();
+        let align = ctx.window_alignment(op, widest.unwrap_or(4).max(4))?;
+        let slices: Vec<u64> = tensors.iter().map(|&(_, b)| b).collect();
+        let segments: Vec<_> = tensors
+            .iter()
+            .map(|(t, _)| t.storage().segments())
+            .collect();
+        super::windows::slice_runs(outer, &slices, &segments, limit, align).ok_or_else(|| {
+            Error::LimitExceeded {
+                op,
+                what: "one slice before the axis, bound at once".into(),
+                limit: "max_storage_buffer_binding_size",
+                needed: slices.iter().max().copied().unwrap_or(0) + align + 4,
+                max: limit,
+            }
+        })
+    }
+}
+
 pub(crate) fn too_many(op: &'static str, what: &str, needed: u64) -> Error {
     Error::LimitExceeded {
         op,

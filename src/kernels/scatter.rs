@@ -3,8 +3,10 @@
 //! the reduction.
 
 use super::divide::Divisor;
+use super::windows::unit_runs;
 use super::{grid_for, Kernel, MAX_RANK};
-use crate::{DType, Recorder, Result, Tensor};
+use crate::storage::Window;
+use crate::{DType, Error, Recorder, Result, Tensor};
 
 /// How an update merges with the element it lands on (ONNX's `reduction`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -145,7 +147,7 @@ pub(crate) fn scatter_source(
     const MARKED: &str =
         "fn combine(old: vec2<u32>, v: vec2<u32>) -> vec2<u32> { return v; } // COMBINE\n";
     const ATOMIC_DST: &str = "var<storage, read_write> dst: array<atomic<u32>>; // DST\n";
-    const WORD_APPLY: &str = "fn apply(t: u32, v: vec2<u32>) {
+    const WORD_APPLY: &str = "fn apply_here(t: u32, v: vec2<u32>) {
     if ELEM_BYTES == 8u {
         let r = combine(vec2<u32>(dst[2u * t], dst[2u * t + 1u]), v);
         dst[2u * t] = r.x;
@@ -188,7 +190,11 @@ struct ScatterParams {
     /// The first step of this dispatch (the walks in order run in several, see
     /// [`steps_per_dispatch`]).
     first: u32,
-    _pad: [u32; 3],
+    /// The output's window: its first element (quad for the quad entries), and the elements
+    /// this pass writes.
+    dst_first: u32,
+    dst_lo: u32,
+    dst_hi: u32,
 }
 
 /// Steps of the walks in order one invocation takes per dispatch: lavapipe counts every
@@ -367,11 +373,7 @@ impl Recorder {
         super::operands::check_bound_whole(
             &ctx,
             op,
-            &[
-                (indices, "indices"),
-                (updates, "updates"),
-                (out, "the output"),
-            ],
+            &[(indices, "indices"), (updates, "updates")],
         )?;
         if out.numel() as u64 > u64::from(u32::MAX) || updates.numel() as u64 > u64::from(u32::MAX)
         {
@@ -395,7 +397,9 @@ impl Recorder {
             axis_istride: 0,
             slice: Divisor::default(),
             first: 0,
-            _pad: [0; 3],
+            dst_first: 0,
+            dst_lo: 0,
+            dst_hi: u32::MAX,
         };
         let mut claims = false;
         match plan {
@@ -464,11 +468,12 @@ impl Recorder {
                 }
                 let slots = (out.numel() / per_slot) as u64;
                 // The walk in order is one invocation's chain of tuples per slice element: on
-                // lavapipe 65 536 single elements took 14.4 ms in order and 2.8 claimed.
+                // lavapipe 65 536 single elements took 14.4 ms in order and 2.8 claimed. The
+                // claims are bound whole: one buffer that one binding holds.
                 claims = reduction == ScatterReduction::None
                     && *tuples > 1
                     && *slice > 0
-                    && slots * 4 <= ctx.binding_limit();
+                    && slots * 4 <= ctx.binding_limit().min(ctx.max_buffer_size());
                 if claims {
                     params.count = updates.numel() as u32;
                 }
@@ -491,60 +496,101 @@ impl Recorder {
         };
         let (site, faults) = self.index_site(op, rule)?;
         params.site = site;
-        let bindings = [
-            indices.storage().bind_whole(),
-            updates.storage().bind_whole(),
-            out.storage().bind_whole(),
-            faults.storage().bind_whole(),
-        ];
+        // The output bound whole, or one pass per window of it, each writing the elements (or
+        // quads, `unit` bytes) in it; the indices and updates are bound whole.
+        let limit = ctx.binding_limit();
+        let whole = out.storage().single().is_some_and(|b| b.size() <= limit);
+        let windows = |unit: u64| -> Result<Vec<(u64, u64, Window)>> {
+            if whole {
+                return Ok(vec![(0, u64::from(u32::MAX), out.storage().whole_window())]);
+            }
+            let align = ctx.window_alignment(op, unit)?;
+            let units = out.byte_len().div_ceil(unit);
+            unit_runs(0, units, unit, &out.storage().segments(), limit, align).ok_or(
+                Error::LimitExceeded {
+                    op,
+                    what: format!("the output in windows aligned to {align} bytes"),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: align,
+                    max: limit,
+                },
+            )
+        };
+        let in_window = |params: &mut ScatterParams, unit: u64, run: &(u64, u64, Window)| {
+            params.dst_first = (run.2.start / unit) as u32;
+            params.dst_lo = run.0 as u32;
+            params.dst_hi = run.1.min(u64::from(u32::MAX)) as u32;
+        };
+        let bind = |window: Window| {
+            [
+                indices.storage().bind_whole(),
+                updates.storage().bind_whole(),
+                out.storage().bind(window),
+                faults.storage().bind_whole(),
+            ]
+        };
+        let elem = dtype.size() as u64;
         if claims {
             let slots = out.numel() / params.axis_len as usize;
             let claimed = self.alloc(DType::U32, &[slots])?;
             self.clear(claimed.storage(), 0, slots as u64 * 4)?;
-            let all = [&bindings[..], &[claimed.storage().bind_whole()]].concat();
-            // The claims split nothing; the writes split positions by the slice's length.
+            // Slices of whole quads move by quads: lengths in quads.
+            let slice_bytes = params.axis_len as u64 * elem;
+            let quads = slice_bytes.is_multiple_of(16);
+            let unit = if quads { 16 } else { elem };
+            let runs = windows(unit)?;
+            // The claims split nothing and write no data; the writes split positions by the
+            // slice's length.
             let first = ctx.pipeline(&kernel(ScatterEntry::Claims, true))?;
             let tuples = grid_for(&ctx, op, u64::from(params.steps), wg)?;
+            let all = [&bind(runs[0].2)[..], &[claimed.storage().bind_whole()]].concat();
             self.dispatch(op, &first, bytemuck::bytes_of(&params), &all, tuples)?;
-            // Slices of whole quads move by quads: lengths in quads.
-            let slice_bytes = params.axis_len as u64 * dtype.size() as u64;
-            let entry = if slice_bytes.is_multiple_of(16) {
+            let entry = if quads {
                 params.axis_len = (slice_bytes / 16) as u32;
                 params.slice = Divisor::new(params.axis_len);
-                params.count = (updates.numel() as u64 * dtype.size() as u64 / 16) as u32;
+                params.count = (updates.numel() as u64 * elem / 16) as u32;
                 ScatterEntry::ClaimedQuads
             } else {
                 ScatterEntry::Claimed
             };
             let second = ctx.pipeline(&kernel(entry, params.slice.shift < 32))?;
             let grid = grid_for(&ctx, op, u64::from(params.count), wg)?;
-            self.dispatch(op, &second, bytemuck::bytes_of(&params), &all, grid)?;
+            for run in &runs {
+                in_window(&mut params, unit, run);
+                let all = [&bind(run.2)[..], &[claimed.storage().bind_whole()]].concat();
+                self.dispatch(op, &second, bytemuck::bytes_of(&params), &all, grid)?;
+            }
             self.release(claimed);
             return Ok(());
         }
-        let entry = match params.mode {
-            3 => ScatterEntry::Rows,
-            _ => ScatterEntry::Main,
+        let (entry, unit) = match params.mode {
+            3 => (ScatterEntry::Rows, 16),
+            _ => (ScatterEntry::Main, elem),
         };
+        let runs = windows(unit)?;
         // ScatterND's axes are not split (its tuples index them).
         let pow2 = params.mode == 1 || used.iter().all(|a| a.divisor.shift < 32);
         let pipeline = ctx.pipeline(&kernel(entry, pow2))?;
         let grid = grid_for(&ctx, op, u64::from(params.count), wg)?;
-        if !matches!(params.mode, 0 | 1) {
-            return self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid);
-        }
-        // The walks in order, in stretches of steps: each dispatch goes on where the one
-        // before stopped, after its writes.
-        let (steps, chunk) = (
-            params.steps,
-            steps_per_dispatch(params.mode, params.rank, dtype.size()),
-        );
-        let mut first = 0;
-        while first < steps {
-            params.first = first;
-            params.steps = chunk.min(steps - first);
-            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
-            first += params.steps;
+        // The walks in order run in stretches of steps: each dispatch goes on where the one
+        // before stopped, after its writes; each window's in turn (an element lies in one).
+        let (steps, chunk) = match params.mode {
+            0 | 1 => (
+                params.steps,
+                steps_per_dispatch(params.mode, params.rank, dtype.size()),
+            ),
+            _ => (params.steps, params.steps),
+        };
+        for run in &runs {
+            in_window(&mut params, unit, run);
+            let bindings = bind(run.2);
+            let mut first = 0;
+            while first < steps {
+                params.first = first;
+                params.steps = chunk.min(steps - first);
+                self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+                first += params.steps;
+            }
         }
         Ok(())
     }

@@ -47,7 +47,10 @@ struct TopKParams {
     k: u32,
     start: u32,
     count: u32,
-    pad: [u32; 2],
+    src_first: u32,
+    values_first: u32,
+    indices_first: u32,
+    pad: [u32; 3],
 }
 
 impl Recorder {
@@ -69,21 +72,23 @@ impl Recorder {
             return Ok(());
         }
         let ctx = self.context().clone();
-        let limit = ctx.binding_limit();
         for t in [x, values, indices] {
-            if t.storage().single().is_none_or(|b| b.size() > limit)
-                || t.numel() as u64 > u64::from(u32::MAX) / 2
-            {
-                return Err(Error::LimitExceeded {
-                    op: OP,
-                    what: "a tensor bound at once".into(),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: t.byte_len(),
-                    max: limit,
-                });
+            if t.numel() as u64 > u64::from(u32::MAX) / 2 {
+                return Err(super::operands::too_many(OP, "a tensor", t.numel() as u64));
             }
         }
-        let lines = (x.numel() / axis_len.max(1)) as u64;
+        let elem = x.dtype().size() as u64;
+        let (inner_len, axis) = (inner.max(1) as u64, axis_len.max(1) as u64);
+        let outer = x.numel() as u64 / (axis * inner_len);
+        let runs = self.slice_windows(
+            OP,
+            outer,
+            &[
+                (x, axis * inner_len * elem),
+                (values, k as u64 * inner_len * elem),
+                (indices, k as u64 * inner_len * 8),
+            ],
+        )?;
         let wg = ctx.workgroup_size();
         let kernel = Kernel::TopK {
             dtype: x.dtype(),
@@ -104,26 +109,34 @@ impl Recorder {
             });
         }
         let chunk = LOOP_ITERATIONS_PER_DISPATCH / per_element;
-        let grid = grid_for(&ctx, OP, lines, wg)?;
-        let mut start = 0;
-        while start < axis_len {
-            let count = (axis_len - start).min(chunk);
-            let params = TopKParams {
-                lines: lines as u32,
-                axis_len: axis_len as u32,
-                inner: inner.max(1) as u32,
-                k: k as u32,
-                start: start as u32,
-                count: count as u32,
-                pad: [0; 2],
-            };
+        for run in &runs {
+            let lines = run.count * inner_len;
+            let grid = grid_for(&ctx, OP, lines, wg)?;
+            let [(src, src_at), (kept, kept_at), (picked, picked_at)] =
+                [run.windows[0], run.windows[1], run.windows[2]];
             let bindings = [
-                x.storage().bind_whole(),
-                values.storage().bind_whole(),
-                indices.storage().bind_whole(),
+                x.storage().bind(src),
+                values.storage().bind(kept),
+                indices.storage().bind(picked),
             ];
-            self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
-            start += count;
+            let mut start = 0;
+            while start < axis_len {
+                let count = (axis_len - start).min(chunk);
+                let params = TopKParams {
+                    lines: lines as u32,
+                    axis_len: axis_len as u32,
+                    inner: inner.max(1) as u32,
+                    k: k as u32,
+                    start: start as u32,
+                    count: count as u32,
+                    src_first: (src_at / elem) as u32,
+                    values_first: (kept_at / elem) as u32,
+                    indices_first: (picked_at / 8) as u32,
+                    pad: [0; 3],
+                };
+                self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+                start += count;
+            }
         }
         Ok(())
     }

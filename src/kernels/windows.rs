@@ -202,6 +202,91 @@ pub(crate) fn element_beyond_window(
     }
 }
 
+/// Units `[d0, d1)` of `unit` bytes of a tensor in `segments`, cut into runs that each lie in
+/// one window of at most `limit` bytes of one buffer, starting at a multiple of `align` (a
+/// multiple of `unit`): (first, end, window). Runs end on whole words but at the tensor's end.
+/// All of a tensor in one buffer that fits is one window. `None` when `limit` is below
+/// `align`.
+pub fn unit_runs(
+    d0: u64,
+    d1: u64,
+    unit: u64,
+    segments: &Segments,
+    limit: u64,
+    align: u64,
+) -> Option<Vec<(u64, u64, Window)>> {
+    if segments.count() == 1 && segments.size <= limit {
+        let whole = Window {
+            segment: 0,
+            offset: 0,
+            size: segments.size,
+            start: 0,
+        };
+        return Some(vec![(d0, d1, whole)]);
+    }
+    let segment = segments.segment;
+    let mut runs = Vec::new();
+    let mut p0 = d0;
+    while p0 < d1 {
+        let base = p0 * unit / segment * segment;
+        let start = base + (p0 * unit - base) / align * align;
+        let p1 = d1
+            .min((base + segment) / unit)
+            .min((start + limit / 4 * 4) / unit);
+        if p1 <= p0 {
+            return None;
+        }
+        runs.push((p0, p1, segments.window(p0 * unit, p1 * unit, align)));
+        p0 = p1;
+    }
+    Some(runs)
+}
+
+/// A run of whole outer slices bound in one window of each tensor (see [`slice_runs`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceRun {
+    /// The first outer slice.
+    pub first: u64,
+    /// Slices in the run.
+    pub count: u64,
+    /// Each tensor's window, and the byte at which the run's first slice lies in it.
+    pub windows: Vec<(Window, u64)>,
+}
+
+/// Tensors laid out `[outer, ...]` (tensor `j`'s slices `slice_bytes[j]` bytes each, in
+/// buffers `segments[j]`) cut into runs of whole slices whose bytes in each tensor fit one
+/// window of at most `limit` bytes of one buffer, starting at a multiple of `align`. `None`
+/// when one slice cannot be placed so.
+pub fn slice_runs(
+    outer: u64,
+    slice_bytes: &[u64],
+    segments: &[Segments],
+    limit: u64,
+    align: u64,
+) -> Option<Vec<SliceRun>> {
+    let walk = Walk {
+        lens: vec![outer],
+        steps: vec![slice_bytes.to_vec()],
+        bases: vec![0; slice_bytes.len()],
+        extents: slice_bytes.to_vec(),
+    };
+    let room = limit.saturating_sub(align + 4);
+    let sizes: Vec<u64> = segments.iter().map(|s| s.segment).collect();
+    let pieces = walk.split(room, &sizes)?;
+    Some(
+        pieces
+            .into_iter()
+            .map(|piece| SliceRun {
+                first: piece.bases[0] / slice_bytes[0].max(1),
+                count: piece.lens.first().copied().unwrap_or(1),
+                windows: (0..slice_bytes.len())
+                    .map(|j| piece.window(j, 1, align, segments[j]))
+                    .collect(),
+            })
+            .collect(),
+    )
+}
+
 /// Elements of `elem` bytes that fit in a window of `limit` bytes whatever its alignment: a
 /// window may have to start up to `align` bytes before its first element.
 pub fn room(limit: u64, align: u64, elem: u64) -> u64 {

@@ -2344,3 +2344,54 @@ fn long_dfts_are_factored_and_match_the_direct_sums() {
         }
     }
 }
+
+/// Resize to an empty output takes any scales on its other axes, as onnxruntime does: scales
+/// of 1e-10 and 1e10 on two axes of 4 give [1, 1, 0, 40000000000] with no element, on both
+/// paths (as inputs and as constants); the same long axis with the other kept is refused.
+#[test]
+fn resize_to_an_empty_output_allows_an_axis_past_i32() {
+    let ctx = wgpu_ops::Context::new_blocking(Default::default()).unwrap();
+    let x = f32s(&[1, 1, 4, 4], 12);
+    let scales = |v: &[f32]| HostTensor::from_vec(vec![v.len()], v).unwrap();
+    let empty = scales(&[]);
+    for as_inputs in [true, false] {
+        let inputs = [
+            ("x", x.clone()),
+            ("roi", empty.clone()),
+            ("scales", scales(&[1.0, 1.0, 1e-10, 1e10])),
+        ];
+        let got = run(&ctx, "Resize", &inputs, &[], 1, as_inputs)
+            .unwrap_or_else(|e| panic!("as inputs {as_inputs}: {e}"))
+            .remove(0);
+        assert_eq!(
+            got.shape,
+            vec![1, 1, 0, 40_000_000_000],
+            "as inputs {as_inputs}"
+        );
+        assert!(got.data.is_empty());
+        let inputs = [
+            ("x", x.clone()),
+            ("roi", empty.clone()),
+            ("scales", scales(&[1.0, 1.0, 1.0, 1e10])),
+        ];
+        let e = run(&ctx, "Resize", &inputs, &[], 1, as_inputs).unwrap_err();
+        let line = e.to_string();
+        assert!(line.contains("make axis 3 too long"), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+    }
+    // The interpreter gives the same empty tensor.
+    let g = Graph::new()
+        .constant("x", x)
+        .constant("roi", empty)
+        .constant("scales", scales(&[1.0, 1.0, 1e-10, 1e10]))
+        .node(
+            Node::new("Resize", "r")
+                .inputs(["x", "roi", "scales"])
+                .outputs(["y"]),
+        )
+        .output("y");
+    let want = reference::graph::run_graph(&g, &[], &Default::default())
+        .unwrap()
+        .remove(0);
+    assert_eq!(want.shape, vec![1, 1, 0, 40_000_000_000]);
+}

@@ -242,13 +242,23 @@ pub fn resize_plan(
                 // In f32, as onnxruntime computes it (scales are f32 in models): 0.7 of 10 is
                 // 7 there, where the f64 product of the f32 scale is 6.9999999.
                 let len = (s[i] as f32 * shape[a] as f32).floor() as f64;
-                if len > i32::MAX as f64 {
+                if len > i64::MAX as f64 {
                     return Err(invalid(
                         "scales",
                         format!("scales {s:?} make axis {a} too long"),
                     ));
                 }
                 out[a] = len as usize;
+            }
+            // An axis past 2^31 - 1 is refused unless the output is empty anyway (as
+            // onnxruntime gives it: scales of 1e-10 and 1e10 on two axes of 4).
+            if !out.contains(&0) {
+                if let Some(&a) = axes.iter().find(|&&a| out[a] > i32::MAX as usize) {
+                    return Err(invalid(
+                        "scales",
+                        format!("scales {s:?} make axis {a} too long"),
+                    ));
+                }
             }
         }
         (None, Some(z)) => {

@@ -127,6 +127,10 @@ impl Storage {
     pub(crate) fn buffers(&self) -> &[wgpu::Buffer] {
         &self.buffers
     }
+    /// Whether the storage is one buffer that a binding of `limit` bytes holds whole.
+    pub(crate) fn fits_one_binding(&self, limit: u64) -> bool {
+        self.single().is_some_and(|b| b.size() <= limit)
+    }
     /// The one buffer, when the storage is a single buffer.
     pub(crate) fn single(&self) -> Option<&wgpu::Buffer> {
         match self.buffers.as_slice() {

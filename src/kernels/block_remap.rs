@@ -323,7 +323,7 @@ impl Recorder {
         };
         let limit = ctx.binding_limit();
         let (src_store, out_store) = (src.storage(), out.storage());
-        let bindable = |s: &Storage| s.single().is_some_and(|b| b.size() <= limit);
+        let bindable = |s: &Storage| s.fits_one_binding(limit);
         if !bindable(src_store) || !bindable(out_store) {
             if elem < 4 {
                 // Named: the limit that keeps the tensor from being bound whole.

@@ -56,7 +56,7 @@ impl Recorder {
             .chain(bias)
             .chain(past);
         for t in all {
-            if t.storage().single().is_none_or(|b| b.size() > limit) {
+            if !t.storage().fits_one_binding(limit) {
                 return Err(Error::LimitExceeded {
                     op,
                     what: "a tensor bound at once".into(),

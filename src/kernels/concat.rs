@@ -151,7 +151,7 @@ impl Recorder {
         let out_run: u64 = runs.iter().sum();
         let total = outer * out_run;
         let limit = ctx.binding_limit();
-        let fits = |t: &Tensor| t.storage().single().is_some_and(|b| b.size() <= limit);
+        let fits = |t: &Tensor| t.storage().fits_one_binding(limit);
         let quads = |r: u64| r.is_multiple_of(4);
         let one_row_ok =
             !ctx.cpu_kernels() && (runs.iter().all(|&r| quads(r)) || total * 4 <= WORDS_UP_TO);

@@ -246,7 +246,7 @@ impl Recorder {
             index_bytes: if index64 { 8 } else { 4 },
         };
         let limit = ctx.binding_limit();
-        let whole = |t: &Tensor| t.storage().single().is_some_and(|b| b.size() <= limit);
+        let whole = |t: &Tensor| t.storage().fits_one_binding(limit);
         let passes = if whole(data) && whole(indices) && whole(out) {
             vec![GatherPass {
                 out_first: 0,
@@ -269,13 +269,8 @@ impl Recorder {
                 indices: indices.storage().segments(),
                 out: out.storage().segments(),
             };
-            gather_passes(&layout, &fit).ok_or_else(|| crate::Error::LimitExceeded {
-                op,
-                what: format!("windows aligned to {align} bytes"),
-                limit: "max_storage_buffer_binding_size",
-                needed: align,
-                max: limit,
-            })?
+            gather_passes(&layout, &fit)
+                .ok_or_else(|| super::windows::element_beyond_window(op, unit, align, limit))?
         };
         let wg = ctx.workgroup_size();
         let kernel = match rows {

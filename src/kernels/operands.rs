@@ -147,9 +147,7 @@ pub(crate) fn bind_windows<'a>(
 /// Whether storages can all be bound whole, else the elements (of `elems[j]` bytes) per
 /// buffer of each (for [`Walk::split`]).
 pub(crate) fn layout_of(storages: &[&Storage], limit: u64, elems: &[u64]) -> (bool, Vec<u64>) {
-    let whole = storages
-        .iter()
-        .all(|s| s.single().is_some_and(|b| b.size() <= limit));
+    let whole = storages.iter().all(|s| s.fits_one_binding(limit));
     let segments = storages
         .iter()
         .zip(elems)
@@ -167,7 +165,7 @@ pub(crate) fn check_bound_whole(
 ) -> crate::Result<()> {
     let limit = ctx.binding_limit();
     for (t, what) in tensors {
-        if t.storage().single().is_none_or(|b| b.size() > limit) {
+        if !t.storage().fits_one_binding(limit) {
             return Err(Error::LimitExceeded {
                 op,
                 what: format!("{what} bound at once"),
@@ -192,7 +190,7 @@ impl crate::Recorder {
     ) -> crate::Result<Vec<super::windows::SliceRun>> {
         let ctx = self.context();
         let limit = ctx.binding_limit();
-        let whole = |t: &crate::Tensor| t.storage().single().is_some_and(|b| b.size() <= limit);
+        let whole = |t: &crate::Tensor| t.storage().fits_one_binding(limit);
         if tensors.iter().all(|(t, _)| whole(t)) {
             return Ok(vec![super::windows::SliceRun {
                 first: 0,

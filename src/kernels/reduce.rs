@@ -1246,7 +1246,7 @@ impl Recorder {
         let numel: u64 = shape.iter().map(|&d| d as u64).product();
         walk.check(op, numel, rows)?;
         let limit = ctx.binding_limit();
-        let fits = |s: &crate::storage::Storage| s.single().is_some_and(|b| b.size() <= limit);
+        let fits = |s: &crate::storage::Storage| s.fits_one_binding(limit);
         if !fits(&storage) || !fits(out.storage()) {
             let (what, needed) = if fits(&storage) {
                 ("the output bound at once", out.storage().size())

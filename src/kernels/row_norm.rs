@@ -117,9 +117,7 @@ impl Recorder {
         if !DTYPES.contains(&dtype) || (dtype != DType::F32 && n % 2 == 1) {
             return Ok(None);
         }
-        let fits = |t: &Tensor| {
-            t.dtype() == dtype && t.storage().single().is_some_and(|b| b.size() <= limit)
-        };
+        let fits = |t: &Tensor| t.dtype() == dtype && t.storage().fits_one_binding(limit);
         let inputs: Vec<&Tensor> = std::iter::once(x)
             .chain(affine.iter().flatten().copied())
             .collect();

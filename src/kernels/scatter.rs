@@ -6,7 +6,7 @@ use super::divide::Divisor;
 use super::windows::unit_runs;
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::storage::Window;
-use crate::{DType, Error, Recorder, Result, Tensor};
+use crate::{DType, Recorder, Result, Tensor};
 
 /// How an update merges with the element it lands on (ONNX's `reduction`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -499,22 +499,15 @@ impl Recorder {
         // The output bound whole, or one pass per window of it, each writing the elements (or
         // quads, `unit` bytes) in it; the indices and updates are bound whole.
         let limit = ctx.binding_limit();
-        let whole = out.storage().single().is_some_and(|b| b.size() <= limit);
+        let whole = out.storage().fits_one_binding(limit);
         let windows = |unit: u64| -> Result<Vec<(u64, u64, Window)>> {
             if whole {
                 return Ok(vec![(0, u64::from(u32::MAX), out.storage().whole_window())]);
             }
             let align = ctx.window_alignment(op, unit)?;
             let units = out.byte_len().div_ceil(unit);
-            unit_runs(0, units, unit, &out.storage().segments(), limit, align).ok_or(
-                Error::LimitExceeded {
-                    op,
-                    what: format!("the output in windows aligned to {align} bytes"),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: align,
-                    max: limit,
-                },
-            )
+            unit_runs(0, units, unit, &out.storage().segments(), limit, align)
+                .ok_or_else(|| super::windows::element_beyond_window(op, unit, align, limit))
         };
         let in_window = |params: &mut ScatterParams, unit: u64, run: &(u64, u64, Window)| {
             params.dst_first = (run.2.start / unit) as u32;

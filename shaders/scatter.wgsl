@@ -75,6 +75,14 @@ struct Params {
     dst_first: u32,
     dst_lo: u32,
     dst_hi: u32,
+    // Updates and indices beyond one binding are read in boxes of the walk, a pass each: the
+    // box's first update (element, or quad for the quad entries) and index element in their
+    // windows, its first index position as reported (an element of the indices; ScatterND's
+    // tuple), and the data element (quad) its walk starts at.
+    upd_off: u32,
+    idx_off: u32,
+    pos_first: u32,
+    data_off: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -85,10 +93,11 @@ struct Params {
 // Replacing; the kernel's generator puts the dtype's reduction here.
 fn combine(old: vec2<u32>, v: vec2<u32>) -> vec2<u32> { return v; } // COMBINE
 
-// Index j (an element of the index tensor) against a length: the position, or -1 (reported
-// as element `position` of the indices, or entry `entry` of tuple `position` for ScatterND).
+// Index j of the box (an element of the index tensor from its window's `idx_off`) against a
+// length: the position, or -1 (reported as element `position` of the indices, or entry `entry`
+// of tuple `position` for ScatterND).
 fn index_at(j: u32, len: u32, position: u32, entry: u32) -> i32 {
-    let w = index_words_at(j, params.index64 != 0u);
+    let w = index_words_at(params.idx_off + j, params.index64 != 0u);
     let index = index_within(w.x, w.y, len);
     if index < 0 {
         report_fault(params.site, position, w.x, w.y, entry);
@@ -96,7 +105,9 @@ fn index_at(j: u32, len: u32, position: u32, entry: u32) -> i32 {
     return index;
 }
 
-fn update_at(u: u32) -> vec2<u32> {
+// Update u of the box (from its window's `upd_off`).
+fn update_at(box_u: u32) -> vec2<u32> {
+    let u = params.upd_off + box_u;
     if ELEM_BYTES == 8u {
         return vec2<u32>(updates[2u * u], updates[2u * u + 1u]);
     }
@@ -165,16 +176,19 @@ fn walk(p: u32) -> vec3<u32> {
     return offsets;
 }
 
-// Where update (or quad) u of distinct targets lands: the index read for it (-1 when out of
-// range, reported) and its data position but along the axis.
+// Where position u of distinct targets (an update, or a quad) lands: the index read for it
+// (-1 when out of range, reported), its data position but along the axis, and the update's
+// place in the box.
 struct Place {
     index: i32,
     data: u32,
+    update: u32,
 }
 
 fn distinct_place(u: u32) -> Place {
     let w = walk(u);
-    return Place(index_at(w.y, params.axis_len, w.y, 0u), w.z);
+    let index = index_at(w.y, params.axis_len, params.pos_first + w.y, 0u);
+    return Place(index, params.data_off + w.z, w.x);
 }
 
 // ScatterND's tuple n: whether every entry is in range (those out of range are reported),
@@ -190,7 +204,7 @@ fn tuple_slice(n: u32) -> TupleSlice {
     var t = TupleSlice(true, 0u, 0u);
     for (var j = 0u; j < k; j++) {
         let axis = params.axes[j];
-        let i = index_at(n * k + j, axis.len, n, j);
+        let i = index_at(n * k + j, axis.len, params.pos_first + n, j);
         t.valid = t.valid && i >= 0;
         t.base += u32(max(i, 0)) * axis.dstride;
         // The data's slices along axis j are `ustride` apart (its stride in slices).
@@ -212,7 +226,7 @@ fn main(
     if params.mode == 2u {
         let p = distinct_place(c);
         if p.index >= 0 {
-            apply(p.data + u32(p.index) * params.axis_dstride, update_at(c));
+            apply(p.data + u32(p.index) * params.axis_dstride, update_at(p.update));
         }
         return;
     }
@@ -220,7 +234,7 @@ fn main(
         for (var n = params.first; n < params.first + params.steps; n++) {
             let t = tuple_slice(n);
             if t.valid {
-                apply(t.base + c, update_at(n * params.axis_len + c));
+                apply(t.base + params.data_off + c, update_at(n * params.axis_len + c));
             }
         }
         return;
@@ -229,10 +243,10 @@ fn main(
     let w = walk(c);
     let u = w.x;
     let j = w.y;
-    let d = w.z;
+    let d = params.data_off + w.z;
     for (var s = params.first; s < params.first + params.steps; s++) {
         let at = j + s * params.axis_istride;
-        let i = index_at(at, params.axis_len, at, 0u);
+        let i = index_at(at, params.axis_len, params.pos_first + at, 0u);
         if i >= 0 {
             apply(d + u32(i) * params.axis_dstride, update_at(u + s * params.axis_ustride));
         }
@@ -260,7 +274,7 @@ fn main_rows(
     let p = distinct_place(q);
     let at = p.data + u32(max(p.index, 0)) * params.axis_dstride;
     if p.index >= 0 && quad_here(at) {
-        dst4[at - params.dst_first] = updates4[q];
+        dst4[at - params.dst_first] = updates4[params.upd_off + p.update];
     }
 }
 
@@ -286,22 +300,27 @@ fn main_claims(
     }
     let t = tuple_slice(n);
     if t.valid {
-        atomicMax(&claims[t.slot], n + 1u);
+        atomicMax(&claims[t.slot], params.pos_first + n + 1u);
     }
 }
 
-// Update element (or quad) u of the claimed writes: where it goes in the data (slices are
-// `axis_len` long, in the same unit), valid where its tuple won that slice.
+// Position u of the box of claimed writes: where its update element (or quad) goes in the data
+// (slices are `axis_len` long, in the same unit) and lies in the box's updates, valid where its
+// tuple won that slice. A box holds whole slices, or part of one tuple's from slice element
+// `data_off`.
 struct Won {
     valid: bool,
     at: u32,
+    update: u32,
 }
 
 fn won(u: u32) -> Won {
     let n = divide(u, params.slice_shift, params.slice_magic);
+    let c = u - n * params.axis_len;
     let t = tuple_slice(n);
-    let valid = t.valid && atomicLoad(&claims[t.slot]) == n + 1u;
-    return Won(valid, t.slot * params.axis_len + u - n * params.axis_len);
+    let valid = t.valid && atomicLoad(&claims[t.slot]) == params.pos_first + n + 1u;
+    let at = t.slot * params.axis_len + params.data_off + c;
+    return Won(valid, at, n * params.axis_len + c);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -316,7 +335,7 @@ fn main_claimed(
     }
     let w = won(u);
     if w.valid {
-        apply(w.at, update_at(u));
+        apply(w.at, update_at(w.update));
     }
 }
 
@@ -334,6 +353,6 @@ fn main_claimed_quads(
     }
     let w = won(q);
     if w.valid && quad_here(w.at) {
-        dst4[w.at - params.dst_first] = updates4[q];
+        dst4[w.at - params.dst_first] = updates4[params.upd_off + w.update];
     }
 }

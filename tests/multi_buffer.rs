@@ -958,131 +958,57 @@ fn gathers_cross_buffers_and_bindings() {
     }
 }
 
-/// ScatterElements and ScatterND whose data (so output) crosses buffers and bindings scatter in
-/// passes over windows of the output, each writing the updates that land in it (the output
-/// was refused as "bound at once"): the walks in order (repeated indices, the last write or
-/// the reduction in order), distinct targets by elements and by rows of whole quads (a KV
-/// cache's update, as TensorScatter's expansion makes it), and ScatterND's claimed slices by
-/// elements and by quads; elements of 1, 2, 4 and 8 bytes; bit for bit with the CPU reference
-/// on every context of [`contexts`] and with the kernels for GPUs.
-#[test]
-fn scatters_cross_buffers_and_bindings() {
-    type Case<'a> = (
-        &'a str,
-        DType,
-        &'a [usize],
-        &'a [usize],
-        Vec<i64>,
-        Vec<(&'a str, Attr)>,
-    );
-    let along = |n: usize, dim: usize, seed: u64| -> Vec<i64> {
-        bytes(seed, n)
-            .iter()
-            .map(|&b| i64::from(b) % (2 * dim as i64) - dim as i64)
-            .collect()
-    };
-    let axis = |a: i64| ("axis", Attr::Int(a));
-    let reduction = |r: &str| ("reduction", Attr::String(r.into()));
-    // Distinct positions 3, 4 and 30, 31 of a cache of 40, per batch item.
-    let cache_rows: Vec<i64> = vec![3, 4, 30, 31];
-    let cases: Vec<Case> = vec![
-        (
-            "ScatterElements",
-            DType::U8,
-            &[30, 20],
-            &[3, 20],
-            along(60, 30, 1),
-            vec![axis(0)],
-        ),
-        (
-            "ScatterElements",
-            DType::F32,
-            &[40, 8],
-            &[20, 3],
-            along(60, 8, 2),
-            vec![axis(1), reduction("add")],
-        ),
-        (
-            "ScatterElements",
-            DType::I64,
-            &[60, 5],
-            &[6, 5],
-            along(30, 60, 3),
-            vec![axis(0), reduction("max")],
-        ),
-        (
-            "ScatterElements",
-            DType::F16,
-            &[2, 3, 40, 8],
-            &[2, 1, 2, 1],
-            cache_rows.clone(),
-            vec![axis(2), ("unique_indices", Attr::Int(1))],
-        ),
-        (
-            "ScatterElements",
-            DType::U8,
-            &[2, 3, 40, 7],
-            &[2, 1, 2, 1],
-            cache_rows,
-            vec![axis(2), ("unique_indices", Attr::Int(1))],
-        ),
-        (
-            "ScatterND",
-            DType::F32,
-            &[50, 6],
-            &[10, 1],
-            along(10, 50, 4),
-            vec![],
-        ),
-        (
-            "ScatterND",
-            DType::U8,
-            &[40, 16],
-            &[12, 1],
-            along(12, 40, 5),
-            vec![],
-        ),
-        (
-            "ScatterND",
-            DType::F16,
-            &[300],
-            &[40, 1],
-            along(40, 300, 6),
-            vec![],
-        ),
-        (
-            "ScatterND",
-            DType::I64,
-            &[30, 4],
-            &[8, 1],
-            along(8, 30, 7),
-            vec![reduction("mul")],
-        ),
-    ];
+/// A scatter case: the op, the dtype, the data's shape, the indices' shape and values, the
+/// index dtype, attributes.
+type ScatterCase<'a> = (
+    &'a str,
+    DType,
+    &'a [usize],
+    &'a [usize],
+    Vec<i64>,
+    DType,
+    Vec<(&'a str, Attr)>,
+);
+
+/// `n` indices in `[-dim, dim)`, repeating.
+fn indices_along(n: usize, dim: usize, seed: u64) -> Vec<i64> {
+    bytes(seed, n)
+        .iter()
+        .map(|&b| i64::from(b) % (2 * dim as i64) - dim as i64)
+        .collect()
+}
+
+/// Runs each case (random data and updates) on every context of [`contexts`] and with the
+/// kernels for GPUs, bit for bit with the CPU reference; `sizes` checks the bytes of the data,
+/// the indices and the updates (that the case exceeds the bindings it is about).
+fn check_scatters(cases: Vec<ScatterCase>, sizes: impl Fn(usize, usize, usize) -> bool) {
     let mut contexts = contexts();
     contexts.extend(contexts_with(Some(false)));
-    for (seed, (op, dtype, shape, at, picks, attrs)) in cases.into_iter().enumerate() {
+    for (seed, (op, dtype, shape, at, picks, index_dtype, attrs)) in cases.into_iter().enumerate() {
         let x = random_tensor(seed as u64, dtype, shape);
-        // Data past the bindings of 256 and 300 bytes; indices and updates in one buffer of
-        // 256 bytes (they are bound whole).
-        assert!(x.data.len() > 300, "{op} {shape:?}");
-        let picks: Vec<i32> = picks.iter().map(|&i| i as i32).collect();
-        let indices = HostTensor::from_vec(at.to_vec(), &picks).unwrap();
+        let indices = match index_dtype {
+            DType::I64 => HostTensor::from_vec(at.to_vec(), &picks).unwrap(),
+            _ => {
+                let picks: Vec<i32> = picks.iter().map(|&i| i as i32).collect();
+                HostTensor::from_vec(at.to_vec(), &picks).unwrap()
+            }
+        };
         let updates_shape: Vec<usize> = if op == "ScatterND" {
             at[..at.len() - 1]
                 .iter()
                 .chain(&shape[at[at.len() - 1]..])
                 .copied()
                 .collect()
-        } else if at.iter().product::<usize>() == picks.len() && at.len() == 4 {
+        } else if at.len() == 4 && at.iter().product::<usize>() == picks.len() {
+            // TensorScatter's expansion: indices repeat over axes 1 and 3.
             vec![at[0], shape[1], at[2], shape[3]]
         } else {
             at.to_vec()
         };
         let updates = random_tensor(50 + seed as u64, dtype, &updates_shape);
         assert!(
-            updates.data.len() <= 256 && indices.data.len() <= 256,
-            "{op} {at:?}"
+            sizes(x.data.len(), indices.data.len(), updates.data.len()),
+            "{op} {shape:?} by {at:?}"
         );
         let mut node = Node::new(op, "s").inputs(["x", "i", "u"]).outputs(["y"]);
         for (k, v) in &attrs {
@@ -1091,7 +1017,7 @@ fn scatters_cross_buffers_and_bindings() {
         let dims = |s: &[usize]| s.iter().map(|&d| Some(d)).collect::<Vec<_>>();
         let g = Graph::new()
             .input("x", dtype, &dims(shape))
-            .input("i", DType::I32, &dims(at))
+            .input("i", index_dtype, &dims(at))
             .input("u", dtype, &dims(&updates_shape))
             .node(node)
             .output("y");
@@ -1101,11 +1027,260 @@ fn scatters_cross_buffers_and_bindings() {
             assert_eq!(
                 got,
                 want,
-                "{op} {dtype} {shape:?} by {at:?}, buffers of {}",
+                "{op} {dtype} {shape:?} by {at:?} {index_dtype}, buffers of {}",
                 ctx.max_buffer_size()
             );
         }
     }
+}
+
+/// ScatterElements and ScatterND whose data (so output) crosses buffers and bindings scatter in
+/// passes over windows of the output, each writing the updates that land in it (the output
+/// was refused as "bound at once"): the walks in order (repeated indices, the last write or
+/// the reduction in order), distinct targets by elements and by rows of whole quads (a KV
+/// cache's update, as TensorScatter's expansion makes it), and ScatterND's claimed slices by
+/// elements and by quads; elements of 1, 2, 4 and 8 bytes; bit for bit with the CPU reference
+/// on every context of [`contexts`] and with the kernels for GPUs.
+#[test]
+fn scatters_cross_buffers_and_bindings() {
+    let axis = |a: i64| ("axis", Attr::Int(a));
+    let reduction = |r: &str| ("reduction", Attr::String(r.into()));
+    // Distinct positions 3, 4 and 30, 31 of a cache of 40, per batch item.
+    let cache_rows: Vec<i64> = vec![3, 4, 30, 31];
+    let cases: Vec<ScatterCase> = vec![
+        (
+            "ScatterElements",
+            DType::U8,
+            &[30, 20],
+            &[3, 20],
+            indices_along(60, 30, 1),
+            DType::I32,
+            vec![axis(0)],
+        ),
+        (
+            "ScatterElements",
+            DType::F32,
+            &[40, 8],
+            &[20, 3],
+            indices_along(60, 8, 2),
+            DType::I32,
+            vec![axis(1), reduction("add")],
+        ),
+        (
+            "ScatterElements",
+            DType::I64,
+            &[60, 5],
+            &[6, 5],
+            indices_along(30, 60, 3),
+            DType::I32,
+            vec![axis(0), reduction("max")],
+        ),
+        (
+            "ScatterElements",
+            DType::F16,
+            &[2, 3, 40, 8],
+            &[2, 1, 2, 1],
+            cache_rows.clone(),
+            DType::I32,
+            vec![axis(2), ("unique_indices", Attr::Int(1))],
+        ),
+        (
+            "ScatterElements",
+            DType::U8,
+            &[2, 3, 40, 7],
+            &[2, 1, 2, 1],
+            cache_rows,
+            DType::I32,
+            vec![axis(2), ("unique_indices", Attr::Int(1))],
+        ),
+        (
+            "ScatterND",
+            DType::F32,
+            &[50, 6],
+            &[10, 1],
+            indices_along(10, 50, 4),
+            DType::I32,
+            vec![],
+        ),
+        (
+            "ScatterND",
+            DType::U8,
+            &[40, 16],
+            &[12, 1],
+            indices_along(12, 40, 5),
+            DType::I32,
+            vec![],
+        ),
+        (
+            "ScatterND",
+            DType::F16,
+            &[300],
+            &[40, 1],
+            indices_along(40, 300, 6),
+            DType::I32,
+            vec![],
+        ),
+        (
+            "ScatterND",
+            DType::I64,
+            &[30, 4],
+            &[8, 1],
+            indices_along(8, 30, 7),
+            DType::I32,
+            vec![reduction("mul")],
+        ),
+    ];
+    // Data past the bindings of 256 and 300 bytes; indices and updates in one buffer of 256
+    // bytes.
+    check_scatters(cases, |data, indices, updates| {
+        data > 300 && indices <= 256 && updates <= 256
+    });
+}
+
+/// Scatters whose indices and updates exceed one binding (or buffer) read them in boxes of the
+/// walk that fit a window of each (they were refused as "bound at once"): walks in order with
+/// repeated indices split along the scattered axis and across columns (the last write and the
+/// reductions in order), distinct targets by elements and by quads, ScatterND's claims by
+/// elements and by quads with repeated tuples, slices longer than a window cut within a tuple,
+/// i32 and i64 indices, negative ones; bit for bit with the CPU reference on every context of
+/// [`contexts`] and with the kernels for GPUs.
+#[test]
+fn scatters_read_updates_and_indices_in_windows() {
+    let axis = |a: i64| ("axis", Attr::Int(a));
+    let reduction = |r: &str| ("reduction", Attr::String(r.into()));
+    // Distinct rows of a cache of 40: 0..20 shuffled, per batch item.
+    let rows: Vec<i64> = (0..40).map(|k| (k * 7 % 20) as i64).collect();
+    let cases: Vec<ScatterCase> = vec![
+        // One column of 300 steps with repeats: the walk is cut along the scattered axis.
+        (
+            "ScatterElements",
+            DType::F32,
+            &[300],
+            &[300],
+            indices_along(300, 300, 11),
+            DType::I32,
+            vec![axis(0)],
+        ),
+        (
+            "ScatterElements",
+            DType::F32,
+            &[200],
+            &[260],
+            indices_along(260, 200, 12),
+            DType::I64,
+            vec![axis(0), reduction("add")],
+        ),
+        (
+            "ScatterElements",
+            DType::U8,
+            &[30, 20],
+            &[30, 20],
+            indices_along(600, 30, 13),
+            DType::I32,
+            vec![axis(0)],
+        ),
+        (
+            "ScatterElements",
+            DType::F32,
+            &[40, 8],
+            &[40, 8],
+            indices_along(320, 8, 14),
+            DType::I64,
+            vec![axis(1), reduction("mul")],
+        ),
+        (
+            "ScatterElements",
+            DType::I64,
+            &[60, 5],
+            &[60, 5],
+            indices_along(300, 60, 15),
+            DType::I32,
+            vec![axis(0), reduction("max")],
+        ),
+        (
+            "ScatterElements",
+            DType::F16,
+            &[2, 3, 40, 8],
+            &[2, 1, 20, 1],
+            rows.clone(),
+            DType::I64,
+            vec![axis(2), ("unique_indices", Attr::Int(1))],
+        ),
+        (
+            "ScatterElements",
+            DType::U8,
+            &[2, 3, 40, 7],
+            &[2, 1, 20, 1],
+            rows,
+            DType::I32,
+            vec![axis(2), ("unique_indices", Attr::Int(1))],
+        ),
+        (
+            "ScatterND",
+            DType::F32,
+            &[50, 6],
+            &[80, 1],
+            indices_along(80, 50, 16),
+            DType::I32,
+            vec![],
+        ),
+        (
+            "ScatterND",
+            DType::U8,
+            &[40, 16],
+            &[40, 1],
+            indices_along(40, 40, 17),
+            DType::I64,
+            vec![],
+        ),
+        (
+            "ScatterND",
+            DType::F16,
+            &[300],
+            &[200, 1],
+            indices_along(200, 300, 18),
+            DType::I32,
+            vec![],
+        ),
+        (
+            "ScatterND",
+            DType::I64,
+            &[30, 4],
+            &[40, 1],
+            indices_along(40, 30, 19),
+            DType::I32,
+            vec![reduction("mul")],
+        ),
+        (
+            "ScatterND",
+            DType::F32,
+            &[4, 100],
+            &[3, 1],
+            vec![2, -1, 2],
+            DType::I32,
+            vec![],
+        ),
+        (
+            "ScatterND",
+            DType::F32,
+            &[4, 100],
+            &[3, 1],
+            vec![1, -3, 0],
+            DType::I64,
+            vec![reduction("add")],
+        ),
+        (
+            "ScatterND",
+            DType::U8,
+            &[10, 10, 3],
+            &[60, 2],
+            indices_along(120, 10, 20),
+            DType::I64,
+            vec![],
+        ),
+    ];
+    // Updates or indices past the bindings of 256 and 300 bytes.
+    check_scatters(cases, |_, indices, updates| indices > 300 || updates > 300);
 }
 
 /// CumSum and TopK whose tensors cross buffers and bindings run in windows of whole slices

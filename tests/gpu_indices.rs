@@ -605,3 +605,99 @@ fn gathers_in_windows_report_an_index_computed_out_of_range() {
         );
     }
 }
+
+/// Scatters whose indices and updates exceed a binding of 256 bytes (in buffers of 1 KiB) read
+/// them in boxes of their walk: an index computed out of range is reported as when bound
+/// whole, by the box that reads it (its element, or its tuple and entry), and indices in range
+/// scatter as the interpreter does (the walk in order, distinct rows of whole quads,
+/// ScatterND's claims and its walk in order).
+#[test]
+fn scatters_in_windows_report_an_index_computed_out_of_range() {
+    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_buffer_size: Some(1024),
+        max_binding_size: Some(256),
+        webgpu_limits: ADAPTER_LIMITS,
+        ..Default::default()
+    })
+    .unwrap();
+    let data = f32s(&[40, 4], &(0..160).map(|v| v as f32).collect::<Vec<_>>());
+    let updates = |n: usize| {
+        f32s(
+            &[n, 4],
+            &(0..4 * n).map(|v| -(v as f32)).collect::<Vec<_>>(),
+        )
+    };
+    let repeating = |n: usize| {
+        (0..n as i64)
+            .map(|i| (i * 13) % 80 - 40)
+            .collect::<Vec<_>>()
+    };
+    let distinct: Vec<i64> = (0..40).map(|i| (i * 7) % 40).collect();
+    let elements = |unique: bool| {
+        Node::new("ScatterElements", "put")
+            .inputs(["data", "at", "updates"])
+            .outputs(["y"])
+            .attr("axis", Attr::Int(0))
+            .attr("unique_indices", Attr::Int(i64::from(unique)))
+    };
+    let nd = |reduction: &str| {
+        Node::new("ScatterND", "put")
+            .inputs(["data", "at", "updates"])
+            .outputs(["y"])
+            .attr("reduction", Attr::String(reduction.into()))
+    };
+    let cases = [
+        (
+            elements(false),
+            vec![40, 4],
+            repeating(160),
+            40,
+            101,
+            "element 101",
+        ),
+        (elements(true), vec![40, 1], distinct, 40, 33, "element 33"),
+        (
+            nd("none"),
+            vec![60, 1],
+            repeating(60),
+            60,
+            50,
+            "entry 0 of tuple 50",
+        ),
+        (
+            nd("add"),
+            vec![60, 1],
+            repeating(60),
+            60,
+            7,
+            "entry 0 of tuple 7",
+        ),
+    ];
+    for (node, shape, given, rows, bad_at, place) in cases {
+        let op = node.op.clone();
+        let g = shifted(Graph::new(), &shape, 0)
+            .constant("data", data.clone())
+            .constant("updates", updates(rows))
+            .node(node)
+            .output("y");
+        let inputs = vec![("i".to_string(), i64s(&shape, &given))];
+        let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let got = session.run_blocking(inputs).unwrap();
+        assert_eq!(got[0].1, want[0], "{op}");
+        let mut bad = given.clone();
+        bad[bad_at] = 47;
+        let inputs = vec![("i".to_string(), i64s(&shape, &bad))];
+        let e = session.run_blocking(inputs.clone()).unwrap_err();
+        assert!(
+            reference::graph::run_graph(&g, &inputs, &Default::default()).is_err(),
+            "{op}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "node 'put': {op}: index 47 ({place} of indices, read on the GPU) is out of range for axis 0 of size 40"
+            )
+        );
+    }
+}

@@ -28,12 +28,16 @@ struct Params {
     // binding run in windows of whole outer slices.
     src_first: u32,
     dst_first: u32,
-    _pad: u32,
+    // A line longer than a window runs in stretches, each in windows of its own: its sum so
+    // far is kept in `carried` at the end of each dispatch and taken from there (where not,
+    // the output holds it).
+    carry: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> src: array<T>;
 @group(0) @binding(2) var<storage, read_write> dst: array<T>;
+@group(0) @binding(3) var<storage, read_write> carried: array<T>;
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(
@@ -49,7 +53,9 @@ fn main(
     let outer = line / params.inner;
     let base = outer * params.axis_len * params.inner + inner_pos;
     var acc = identity();
-    if params.start > 0u {
+    if params.start > 0u && params.carry != 0u {
+        acc = carried[line];
+    } else if params.start > 0u {
         // The sum through the previous position, exactly as one walk would hold it.
         let previous = base + select(params.start - 1u, params.axis_len - params.start, REVERSE) * params.inner;
         acc = dst[params.dst_first + previous];
@@ -68,5 +74,8 @@ fn main(
             acc = add(acc, x);
             dst[params.dst_first + i] = acc;
         }
+    }
+    if params.carry != 0u {
+        carried[line] = acc;
     }
 }

@@ -1284,10 +1284,11 @@ fn scatters_read_updates_and_indices_in_windows() {
 }
 
 /// CumSum and TopK whose tensors cross buffers and bindings run in windows of whole slices
-/// before their axis (they were refused as "bound at once"): f32 and i64, exclusive and
+/// before their axis (they were refused as "bound at once"), and CumSum's slices larger than
+/// a window or crossing a buffer end in stretches along the axis: f32 and i64, exclusive and
 /// reversed sums, the largest and the smallest; bit for bit with the CPU reference on every
-/// context of [`contexts`] and with the kernels for GPUs. A slice larger than a window is
-/// refused in one line naming the limit.
+/// context of [`contexts`] and with the kernels for GPUs. A TopK slice larger than a window,
+/// and a CumSum row, are refused in one line naming the limit.
 #[test]
 fn cumsums_and_topks_cross_buffers_and_bindings() {
     // The op, the dtype, the shape, CumSum's axis or TopK's K (along axis -1), attributes.
@@ -1309,8 +1310,9 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
             4,
             vec![("largest", Attr::Int(0))],
         ),
-        // Slices of 40, 12 and 24 bytes: windows start before their first slice. They cross
-        // buffer ends in buffers of 256 and 512 bytes, so they run in one buffer of 1 KiB.
+        // Slices of 40 bytes: windows start before their first slice. TopK's cross buffer
+        // ends in buffers of 256 and 512 bytes, so it runs in one buffer of 1 KiB; CumSum's
+        // run in stretches there.
         (
             "CumSum",
             DType::F32,
@@ -1319,6 +1321,30 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
             vec![("exclusive", Attr::Int(1))],
         ),
         ("TopK", DType::F32, &[20, 10], 3, vec![]),
+        // Lines of 300 elements (1200 and 2400 bytes) and rows of 2 along them: stretches,
+        // their sums carried from one to the next.
+        ("CumSum", DType::F32, &[300], 0, vec![]),
+        (
+            "CumSum",
+            DType::F32,
+            &[300],
+            0,
+            vec![("exclusive", Attr::Int(1)), ("reverse", Attr::Int(1))],
+        ),
+        (
+            "CumSum",
+            DType::I64,
+            &[2, 150, 2],
+            1,
+            vec![("reverse", Attr::Int(1))],
+        ),
+        (
+            "CumSum",
+            DType::I64,
+            &[3, 100],
+            1,
+            vec![("exclusive", Attr::Int(1))],
+        ),
     ];
     let mut contexts = contexts();
     contexts.extend(contexts_with(Some(false)));
@@ -1353,7 +1379,7 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
             g = g.output(n);
         }
         let inputs = [("x", x), (second, value)];
-        let in_one_buffer = shape.contains(&10);
+        let in_one_buffer = op == "TopK" && shape.contains(&10);
         for ctx in &contexts {
             if in_one_buffer && ctx.max_buffer_size() < 1024 {
                 continue;
@@ -1367,29 +1393,38 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
             );
         }
     }
-    // A line of 300 f32 (1200 bytes) does not fit a window of 256 bytes.
+    // TopK over a line of 300 f32 (1200 bytes) does not fit a window of 256 bytes, nor does
+    // CumSum over rows of 70 f32 (280 bytes).
     let ctx = &contexts[1];
-    let g = Graph::new()
-        .input("x", DType::F32, &[Some(300)])
-        .constant("axis", HostTensor::from_vec(vec![], &[0i64]).unwrap())
-        .node(
-            Node::new("CumSum", "sum")
-                .inputs(["x", "axis"])
-                .outputs(["y"]),
-        )
-        .output("y");
-    let x = HostTensor::from_vec(vec![300], &[1.0f32; 300]).unwrap();
-    let e = Session::new(ctx, g)
-        .unwrap()
-        .run_blocking(vec![("x".to_string(), x)])
-        .unwrap_err();
-    let line = e.to_string();
-    assert!(
-        line.contains("CumSum") && line.contains("one slice before the axis"),
-        "{line}"
-    );
-    assert!(
-        line.contains("max_storage_buffer_binding_size") && !line.contains('\n'),
-        "{line}"
-    );
+    for (op, shape, axis, what) in [
+        ("TopK", [300, 1], -2, "one slice before the axis"),
+        ("CumSum", [4, 70], 0, "one row along the axis"),
+    ] {
+        let second = if op == "TopK" { "k" } else { "axis" };
+        let value = match op {
+            "TopK" => HostTensor::from_vec(vec![1], &[3i64]).unwrap(),
+            _ => HostTensor::from_vec(vec![], &[0i64]).unwrap(),
+        };
+        let mut node = Node::new(op, "n").inputs(["x", second]).outputs(["y"]);
+        if op == "TopK" {
+            node = node.outputs(["y", "at"]).attr("axis", Attr::Int(axis));
+        }
+        let g = Graph::new()
+            .input("x", DType::F32, &dims(&shape))
+            .constant(second, value)
+            .node(node)
+            .output("y");
+        let x =
+            HostTensor::from_vec(shape.to_vec(), &vec![1.0f32; shape.iter().product()]).unwrap();
+        let e = Session::new(ctx, g)
+            .unwrap()
+            .run_blocking(vec![("x".to_string(), x)])
+            .unwrap_err();
+        let line = e.to_string();
+        assert!(line.contains(op) && line.contains(what), "{line}");
+        assert!(
+            line.contains("max_storage_buffer_binding_size") && !line.contains('\n'),
+            "{line}"
+        );
+    }
 }

@@ -1580,7 +1580,6 @@ impl KernelSpec for Kernel {
             }
             Kernel::Gather { .. }
             | Kernel::BlockRemap { .. }
-            | Kernel::CumSum { .. }
             | Kernel::Pad { .. }
             | Kernel::Copy { .. } => TWO_BUFFERS,
             Kernel::Split { parts, .. } => concat::split_bindings(*parts),
@@ -1614,6 +1613,13 @@ impl KernelSpec for Kernel {
             | Kernel::Scatter { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,
+                Binding::StorageRead,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
+            // The sums carried between stretches of lines longer than a window.
+            Kernel::CumSum { .. } => &[
+                Binding::Uniform,
                 Binding::StorageRead,
                 Binding::StorageReadWrite,
                 Binding::StorageReadWrite,

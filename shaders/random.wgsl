@@ -38,7 +38,16 @@ struct Params {
     key_hi: u32,
     classes: u32,
     samples: u32,
-    _pad: u32,
+    // An output beyond one binding is drawn in passes over windows of it: this pass computes
+    // blocks [block_first, block_end); `dst` starts at element dst_first, Bernoulli's `src` at
+    // src_first (Multinomial's running sums are bound whole).
+    block_first: u32,
+    block_end: u32,
+    dst_first: u32,
+    src_first: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -139,9 +148,9 @@ fn main(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
-    let block = (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
+    let block = params.block_first + (group.x + groups.x * (group.y + groups.y * group.z)) * WORKGROUP_SIZE + local;
     let first = block * PER_BLOCK;
-    if first >= params.count {
+    if block >= params.block_end || first >= params.count {
         return;
     }
     let words = philox(vec4<u32>(block, 0u, state[0], state[1]), vec2<u32>(params.key_lo, params.key_hi));
@@ -158,18 +167,19 @@ fn main(
         }
         switch MODE {
             case 0u: {
-                dst[i] = t_add(a, t_mul(t_sub(b, a), values[k]));
+                dst[i - params.dst_first] = t_add(a, t_mul(t_sub(b, a), values[k]));
             }
             case 1u: {
-                dst[i] = t_add(a, t_mul(b, values[k]));
+                dst[i - params.dst_first] = t_add(a, t_mul(b, values[k]));
             }
             case 2u: {
-                dst[i] = t_of_u32(select(0u, 1u, t_less(values[k], src[i])));
+                let p = src[i - params.src_first];
+                dst[i - params.dst_first] = t_of_u32(select(0u, 1u, t_less(values[k], p)));
             }
             default: {
                 let row = i / params.samples;
                 let total = src[row * params.classes + params.classes - 1u];
-                dst[i] = t_of_u32(class_at(row, t_mul(values[k], total)));
+                dst[i - params.dst_first] = t_of_u32(class_at(row, t_mul(values[k], total)));
             }
         }
     }

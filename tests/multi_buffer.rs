@@ -8,8 +8,8 @@ use common::*;
 use wgpu_ops::graph::{Attr, Graph, Node};
 use wgpu_ops::reference::graph::run_graph;
 use wgpu_ops::{
-    reference, BatchToSpace, Context, ContextOptions, DType, Error, HostTensor, Session, Slice,
-    SpaceToBatch, StridedSlice, Tensor,
+    reference, BatchToSpace, Context, ContextOptions, DType, Error, HostTensor, Out, RandomStream,
+    Session, Slice, SpaceToBatch, StridedSlice, Tensor,
 };
 
 /// Buffers of 256 bytes bound whole; buffers of 1024 bytes bound in windows of 256; buffers
@@ -1281,6 +1281,52 @@ fn scatters_read_updates_and_indices_in_windows() {
     ];
     // Updates or indices past the bindings of 256 and 300 bytes.
     check_scatters(cases, |_, indices, updates| indices > 300 || updates > 300);
+}
+
+/// Random draws whose output (and Bernoulli's probabilities) exceed a binding or a buffer run
+/// in passes over windows of whole 16-byte blocks (they were refused as "bound at once"):
+/// uniform and normal draws in f32 and f64, Bernoulli and Multinomial, each bit for bit the
+/// numbers the same stream draws with everything bound whole (a block's values depend only on
+/// its number), on every context of [`contexts`] and with the kernels for GPUs.
+#[test]
+fn random_draws_cross_buffers_and_bindings() {
+    let draw = |ctx: &Context| -> Vec<HostTensor> {
+        let stream = RandomStream::new(ctx, 7).unwrap();
+        let probs: Vec<f32> = (0..301).map(|k| (k % 11) as f32 / 10.0).collect();
+        let probs = HostTensor::from_vec(vec![301], &probs).unwrap();
+        let logits = [0.0f32, 1.0, 2.0, 2.0, 0.0, -1.0];
+        let logits = HostTensor::from_vec(vec![2, 3], &logits).unwrap();
+        let (p, logits) = (
+            Tensor::from_host(ctx, &probs).unwrap(),
+            Tensor::from_host(ctx, &logits).unwrap(),
+        );
+        let drawn = ctx
+            .run(|rec| {
+                Ok(vec![
+                    rec.random_uniform_to(&stream, DType::F32, &[301], -1.0, 3.0, Out::NEW)?,
+                    rec.random_normal_to(&stream, DType::F32, &[5, 70], 0.5, 2.0, Out::NEW)?,
+                    rec.random_uniform_to(&stream, DType::F64, &[150], 0.0, 1.0, Out::NEW)?,
+                    rec.random_normal_to(&stream, DType::F64, &[77], 0.0, 1.0, Out::NEW)?,
+                    rec.bernoulli_to(&stream, &p, DType::F32, Out::NEW)?,
+                    rec.multinomial_to(&stream, &logits, 150, DType::I64, Out::NEW)?,
+                ])
+            })
+            .unwrap();
+        drawn
+            .iter()
+            .map(|t| t.to_host_blocking().unwrap())
+            .collect()
+    };
+    let want = draw(ctx());
+    let mut contexts = contexts();
+    contexts.extend(contexts_with(Some(false)));
+    for c in &contexts {
+        let got = draw(c);
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(w.data.len() > 300 || k == 3, "draw {k} past the bindings");
+            assert_eq!(g, w, "draw {k}, buffers of {}", c.max_buffer_size());
+        }
+    }
 }
 
 /// CumSum and TopK whose tensors cross buffers and bindings run in windows of whole slices

@@ -131,7 +131,13 @@ struct Params {
     key_hi: u32,
     classes: u32,
     samples: u32,
-    _pad: u32,
+    /// This pass's blocks `[block_first, block_end)`, and the elements at which `dst`'s and
+    /// `src`'s windows start (an output beyond one binding is drawn in windows of it).
+    block_first: u32,
+    block_end: u32,
+    dst_first: u32,
+    src_first: u32,
+    pad: [u32; 3],
 }
 
 /// One draw's request to the kernel.
@@ -173,22 +179,21 @@ impl Recorder {
         if count > u64::from(u32::MAX) / 4 {
             return Err(super::operands::too_many(op, "random values", count));
         }
-        let mut bound = vec![(out, "the output")];
-        if let Some(src) = draw.src {
-            bound.push((src, "the probabilities"));
+        // Multinomial's running sums are bound whole (rows of any sample may be read); the
+        // output, and Bernoulli's probabilities (one per output element), in windows.
+        if let (Some(src), RandomMode::Multinomial) = (draw.src, draw.mode) {
+            super::operands::check_bound_whole(&ctx, op, &[(src, "the probabilities")])?;
         }
-        super::operands::check_bound_whole(&ctx, op, &bound)?;
         if count > 0 {
             let wg = ctx.workgroup_size();
             let per_block = if f64 { 2 } else { 4 };
-            let grid = grid_for(&ctx, op, count.div_ceil(per_block), wg)?;
             let pipeline = ctx.pipeline(&Kernel::Random {
                 mode: draw.mode,
                 f64,
                 emulate64,
                 workgroup_size: wg,
             })?;
-            let params = Params {
+            let mut params = Params {
                 a: draw.a,
                 b: draw.b,
                 count: count as u32,
@@ -196,16 +201,51 @@ impl Recorder {
                 key_hi: (key >> 32) as u32,
                 classes: draw.classes as u32,
                 samples: draw.samples.max(1) as u32,
-                _pad: 0,
+                block_first: 0,
+                block_end: 0,
+                dst_first: 0,
+                src_first: 0,
+                pad: [0; 3],
             };
-            // Uniform and normal draws read no source: the state stands in for it.
-            let src = draw.src.map_or(state.storage(), |t| t.storage());
-            let bindings = [
-                state.storage().bind_whole(),
-                src.bind_whole(),
-                out.storage().bind_whole(),
-            ];
-            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            // A block's values are 16 bytes of the output: windows of whole blocks.
+            let blocks = count.div_ceil(per_block);
+            let limit = ctx.binding_limit();
+            let runs = if out.storage().fits_one_binding(limit) {
+                vec![(0, blocks, out.storage().whole_window())]
+            } else {
+                let align = ctx.window_alignment(op, 16)?;
+                let segments = out.storage().segments();
+                super::windows::unit_runs(0, blocks, 16, &segments, limit, align)
+                    .ok_or_else(|| super::windows::element_beyond_window(op, 16, align, limit))?
+            };
+            let elem = out.dtype().size() as u64;
+            for (b0, b1, window) in runs {
+                params.block_first = b0 as u32;
+                params.block_end = b1 as u32;
+                params.dst_first = (window.start / elem) as u32;
+                // Uniform and normal draws read no source: the state stands in for it.
+                // Bernoulli's probabilities lie as the output does.
+                let src = match draw.src {
+                    Some(t) if draw.mode == RandomMode::Bernoulli => {
+                        debug_assert_eq!(t.byte_len(), out.byte_len(), "one per element");
+                        let w = match t.storage().fits_one_binding(limit) {
+                            true => t.storage().whole_window(),
+                            false => window,
+                        };
+                        params.src_first = (w.start / elem) as u32;
+                        t.storage().bind(w)
+                    }
+                    Some(t) => t.storage().bind_whole(),
+                    None => state.storage().bind_whole(),
+                };
+                let bindings = [
+                    state.storage().bind_whole(),
+                    src,
+                    out.storage().bind(window),
+                ];
+                let grid = grid_for(&ctx, op, b1 - b0, wg)?;
+                self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            }
         }
         // Even an empty draw moves the stream on, so draws stay one per execution.
         let advance = ctx.pipeline(&Kernel::RandomAdvance)?;

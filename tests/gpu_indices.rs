@@ -560,19 +560,46 @@ fn array_feature_extractor_names_its_input_y() {
     );
 }
 
+/// A context binding at most 256 bytes, in buffers of 1 KiB.
+fn windowed() -> wgpu_ops::Context {
+    wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        max_buffer_size: Some(1024),
+        max_binding_size: Some(256),
+        webgpu_limits: ADAPTER_LIMITS,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// Runs `g` (input `i`, i64 of `shape`) on `ctx` with `given` indices, checked against the
+/// interpreter, then with 47 at `bad_at`, which both must refuse; returns the GPU's line.
+fn runs_then_reports(
+    ctx: &wgpu_ops::Context,
+    g: Graph,
+    shape: &[usize],
+    given: &[i64],
+    bad_at: usize,
+) -> String {
+    let inputs = vec![("i".to_string(), i64s(shape, given))];
+    let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
+    let session = Session::new(ctx, g.clone()).unwrap();
+    let got = session.run_blocking(inputs).unwrap();
+    assert_eq!(got[0].1, want[0]);
+    let mut bad = given.to_vec();
+    bad[bad_at] = 47;
+    let inputs = vec![("i".to_string(), i64s(shape, &bad))];
+    let e = session.run_blocking(inputs.clone()).unwrap_err();
+    assert!(reference::graph::run_graph(&g, &inputs, &Default::default()).is_err());
+    e.to_string()
+}
+
 /// Gathers in passes over windows (data, indices and outputs past a binding of 256 bytes, in
 /// buffers of 1 KiB): an index computed out of range is reported as when bound whole, by the
 /// pass that reads it, and indices in range gather as the interpreter does (rows of whole
 /// quads, rows of 9 bytes, GatherElements).
 #[test]
 fn gathers_in_windows_report_an_index_computed_out_of_range() {
-    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        max_buffer_size: Some(1024),
-        max_binding_size: Some(256),
-        webgpu_limits: ADAPTER_LIMITS,
-        ..Default::default()
-    })
-    .unwrap();
+    let ctx = windowed();
     let quads = f32s(&[40, 4], &(0..160).map(|v| v as f32).collect::<Vec<_>>());
     let bytes =
         HostTensor::from_vec(vec![40, 9], &(0..360).map(|v| v as u8).collect::<Vec<_>>()).unwrap();
@@ -584,21 +611,9 @@ fn gathers_in_windows_report_an_index_computed_out_of_range() {
         let n: usize = shape.iter().product();
         let given: Vec<i64> = (0..n as i64).map(|i| (i * 13) % 80 - 40).collect();
         let g = gather_graph(op, data, 0, &shape, 0);
-        let inputs = vec![("i".to_string(), i64s(&shape, &given))];
-        let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
-        let session = Session::new(&ctx, g.clone()).unwrap();
-        let got = session.run_blocking(inputs).unwrap();
-        assert_eq!(got[0].1, want[0], "{op}");
-        let mut bad = given.clone();
-        bad[bad_at] = 47;
-        let inputs = vec![("i".to_string(), i64s(&shape, &bad))];
-        let e = session.run_blocking(inputs.clone()).unwrap_err();
-        assert!(
-            reference::graph::run_graph(&g, &inputs, &Default::default()).is_err(),
-            "{op}"
-        );
+        let line = runs_then_reports(&ctx, g, &shape, &given, bad_at);
         assert_eq!(
-            e.to_string(),
+            line,
             format!(
                 "node 'pick': {op}: index 47 (element {bad_at} of indices, read on the GPU) is out of range for axis 0 of size 40"
             )
@@ -613,13 +628,7 @@ fn gathers_in_windows_report_an_index_computed_out_of_range() {
 /// ScatterND's claims and its walk in order).
 #[test]
 fn scatters_in_windows_report_an_index_computed_out_of_range() {
-    let ctx = wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-        max_buffer_size: Some(1024),
-        max_binding_size: Some(256),
-        webgpu_limits: ADAPTER_LIMITS,
-        ..Default::default()
-    })
-    .unwrap();
+    let ctx = windowed();
     let data = f32s(&[40, 4], &(0..160).map(|v| v as f32).collect::<Vec<_>>());
     let updates = |n: usize| {
         f32s(
@@ -680,21 +689,9 @@ fn scatters_in_windows_report_an_index_computed_out_of_range() {
             .constant("updates", updates(rows))
             .node(node)
             .output("y");
-        let inputs = vec![("i".to_string(), i64s(&shape, &given))];
-        let want = reference::graph::run_graph(&g, &inputs, &Default::default()).unwrap();
-        let session = Session::new(&ctx, g.clone()).unwrap();
-        let got = session.run_blocking(inputs).unwrap();
-        assert_eq!(got[0].1, want[0], "{op}");
-        let mut bad = given.clone();
-        bad[bad_at] = 47;
-        let inputs = vec![("i".to_string(), i64s(&shape, &bad))];
-        let e = session.run_blocking(inputs.clone()).unwrap_err();
-        assert!(
-            reference::graph::run_graph(&g, &inputs, &Default::default()).is_err(),
-            "{op}"
-        );
+        let line = runs_then_reports(&ctx, g, &shape, &given, bad_at);
         assert_eq!(
-            e.to_string(),
+            line,
             format!(
                 "node 'put': {op}: index 47 ({place} of indices, read on the GPU) is out of range for axis 0 of size 40"
             )

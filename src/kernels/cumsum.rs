@@ -267,13 +267,7 @@ mod tests {
     /// lies in one buffer.
     #[test]
     fn passes_walk_every_line_in_order_within_their_windows() {
-        let mut seed = 5u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = crate::kernels::windows::test_numbers(5);
         let (mut placed, mut stretched) = (0, 0);
         for _ in 0..3000 {
             let (outer, axis_len, inner) = (1 + next(6), 1 + next(90), 1 + next(4));

@@ -440,13 +440,7 @@ mod tests {
 
     #[test]
     fn passes_write_every_output_unit_once_from_windows_that_fit() {
-        let mut seed = 7u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = crate::kernels::windows::test_numbers(7);
         let mut windowed = 0;
         for case in 0..3000 {
             let unit = [1, 2, 4, 8, 16][case % 5];

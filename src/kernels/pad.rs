@@ -535,13 +535,7 @@ mod tests {
 
     #[test]
     fn spans_are_the_hull_of_what_each_run_reads() {
-        let mut seed = 7u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = crate::kernels::windows::test_numbers(7);
         let modes = [
             PadMode::Constant,
             PadMode::Reflect,

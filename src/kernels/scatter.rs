@@ -811,13 +811,7 @@ mod tests {
     /// value) lies in its `data_reach`, whose ends it reaches.
     #[test]
     fn boxes_cover_the_walk_in_order_within_their_windows() {
-        let mut seed = 11u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = crate::kernels::windows::test_numbers(11);
         let (mut placed, mut split) = (0, 0);
         for case in 0..3000 {
             let nd = case % 3 == 0;

@@ -293,6 +293,19 @@ pub fn room(limit: u64, align: u64, elem: u64) -> u64 {
     limit.saturating_sub(align + 4) / elem
 }
 
+/// A seeded stream of numbers below `n` (a 64-bit linear congruential generator's high bits),
+/// for the planners' tests over random layouts.
+#[cfg(test)]
+pub(crate) fn test_numbers(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut state = seed;
+    move |n| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    }
+}
+
 #[cfg(test)]
 mod merge_tests {
     use super::Walk;

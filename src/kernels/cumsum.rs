@@ -79,15 +79,15 @@ pub(crate) fn line_passes(
     let slice = axis_len * row;
     let room = limit.saturating_sub(align + 4);
     let sizes = segments.map(|s| s.segment);
+    if room == 0 {
+        return None;
+    }
     let walk = Walk {
         lens: vec![outer],
         steps: vec![vec![slice; 2]],
         bases: vec![0; 2],
         extents: vec![slice; 2],
     };
-    if room == 0 {
-        return None;
-    }
     // The element of `start` counted from window `w`'s first, modulo 2^32.
     let first = |start: u64, w: &Window| ((start / elem).wrapping_sub(w.start / elem)) as u32;
     let mut passes = Vec::new();

@@ -179,6 +179,26 @@ pub(crate) fn check_bound_whole(
 }
 
 impl crate::Recorder {
+    /// Units `[0, units)` of `unit` bytes of `t`: one window of all of it when one binding
+    /// holds it, else runs that each lie in one window ([`super::windows::unit_runs`]);
+    /// refused when one unit cannot be placed.
+    pub(crate) fn unit_windows(
+        &self,
+        op: &'static str,
+        t: &crate::Tensor,
+        units: u64,
+        unit: u64,
+    ) -> crate::Result<Vec<(u64, u64, crate::storage::Window)>> {
+        let ctx = self.context();
+        let limit = ctx.binding_limit();
+        if t.storage().fits_one_binding(limit) {
+            return Ok(vec![(0, units, t.storage().whole_window())]);
+        }
+        let align = ctx.window_alignment(op, unit)?;
+        super::windows::unit_runs(0, units, unit, &t.storage().segments(), limit, align)
+            .ok_or_else(|| super::windows::element_beyond_window(op, unit, align, limit))
+    }
+
     /// Tensors laid out `[outer, ...]` (each with its slice's bytes) bound whole when each is
     /// one buffer that one binding holds, else in runs of whole outer slices that fit one
     /// window of each ([`super::windows::slice_runs`]); refused when one slice cannot be.

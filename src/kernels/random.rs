@@ -210,14 +210,7 @@ impl Recorder {
             // A block's values are 16 bytes of the output: windows of whole blocks.
             let blocks = count.div_ceil(per_block);
             let limit = ctx.binding_limit();
-            let runs = if out.storage().fits_one_binding(limit) {
-                vec![(0, blocks, out.storage().whole_window())]
-            } else {
-                let align = ctx.window_alignment(op, 16)?;
-                let segments = out.storage().segments();
-                super::windows::unit_runs(0, blocks, 16, &segments, limit, align)
-                    .ok_or_else(|| super::windows::element_beyond_window(op, 16, align, limit))?
-            };
+            let runs = self.unit_windows(op, out, blocks, 16)?;
             let elem = out.dtype().size() as u64;
             for (b0, b1, window) in runs {
                 params.block_first = b0 as u32;

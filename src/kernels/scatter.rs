@@ -3,7 +3,7 @@
 //! the reduction.
 
 use super::divide::Divisor;
-use super::windows::{unit_runs, Walk};
+use super::windows::Walk;
 use super::{grid_for, Kernel, MAX_RANK};
 use crate::storage::{Segments, Window};
 use crate::{DType, Recorder, Result, Tensor};
@@ -645,14 +645,7 @@ impl Recorder {
         };
         // The output bound whole, or one pass per window of it, each writing the elements (or
         // quads) in it.
-        let runs = if out.storage().fits_one_binding(limit) {
-            vec![(0, u64::from(u32::MAX), out.storage().whole_window())]
-        } else {
-            let align = ctx.window_alignment(op, unit)?;
-            let units = out.byte_len().div_ceil(unit);
-            unit_runs(0, units, unit, &out.storage().segments(), limit, align)
-                .ok_or_else(|| super::windows::element_beyond_window(op, unit, align, limit))?
-        };
+        let runs = self.unit_windows(op, out, out.byte_len().div_ceil(unit), unit)?;
         let nd = matches!(plan, ScatterPlan::Nd { .. });
         // A box's parameters, and the data units [lo, hi) it can write.
         let in_box = |params: &mut ScatterParams, piece: &ScatterPiece| -> (u64, u64) {

@@ -10,7 +10,8 @@
 # layout), dtypes (element-wise Add per dtype, with f16's built-in conversions and without), broadcast (f32 Add against a broadcast row or
 # column), reduce (f32 ReduceSum over rows, from 4 of a million to a million of 4), pad (ONNX
 # Pad), gather (Gather and GatherElements at indices on the GPU, checked and not), scatter
-# (TensorScatter's KV cache writes against ScatterElements' walk in order), matmul,
+# (TensorScatter's KV cache writes against ScatterElements' walk in order), cumsum (f32 CumSum
+# walked against the scan in blocks, one line of 4 million to 16 384 lines of 256), matmul,
 # rnn, transfer, la-step, rnn-ort,
 # rnn-ort-1, replay (one step per run, replayed against planned), lstm-ort, gru-ort, la-op-ort, la-expanded-ort, gpr-ort (a scikit-learn Gaussian
 # process written beforehand where scikit-learn is installed:
@@ -99,6 +100,7 @@ run_part() {
     pad) "$bin/bench" --pad-only --out "$out/pad" ;;
     gather) "$bin/bench" --gather-only --out "$out/gather" ;;
     scatter) "$bin/bench" --scatter-only --out "$out/scatter" ;;
+    cumsum) "$bin/bench" --cumsum-only --out "$out/cumsum" ;;
     matmul) "$bin/bench" --matmul-only ;;
     rnn) "$bin/bench" --rnn-only ;;
     transfer) "$bin/bench" --transfer-only ;;

@@ -20,15 +20,22 @@ fn contexts() -> Vec<Context> {
 
 /// [`contexts`] with the kernels for CPU adapters or for GPUs as told (`None`: the adapter's).
 fn contexts_with(cpu_kernels: Option<bool>) -> Vec<Context> {
+    contexts_from(ContextOptions {
+        cpu_kernels,
+        ..Default::default()
+    })
+}
+
+/// [`contexts`] with the other options from `base`.
+fn contexts_from(base: ContextOptions) -> Vec<Context> {
     [(256, None), (1024, Some(256)), (512, Some(300))]
         .into_iter()
         .map(|(buffer, binding)| {
             Context::new_blocking(ContextOptions {
                 max_buffer_size: Some(buffer),
                 max_binding_size: binding,
-                cpu_kernels,
                 webgpu_limits: ADAPTER_LIMITS,
-                ..Default::default()
+                ..base.clone()
             })
             .unwrap()
         })
@@ -1392,8 +1399,18 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
             vec![("exclusive", Attr::Int(1))],
         ),
     ];
+    // And CumSum's lines as scans (in chunks with the CPU kernels, in blocks with the GPU
+    // ones), the stretches' sums carried from one scan to the next (the sums of these
+    // sixteenths are exact in any order).
     let mut contexts = contexts();
     contexts.extend(contexts_with(Some(false)));
+    for cpu_kernels in [Some(true), Some(false)] {
+        contexts.extend(contexts_from(ContextOptions {
+            cpu_kernels,
+            cumsum_blocks: Some(true),
+            ..Default::default()
+        }));
+    }
     let dims = |s: &[usize]| s.iter().map(|&d| Some(d)).collect::<Vec<_>>();
     for (seed, (op, dtype, shape, value, attrs)) in cases.into_iter().enumerate() {
         let x = if dtype == DType::F32 {

@@ -207,19 +207,7 @@ fn cumsum_and_cumprod_on_every_dtype() {
             .flat_map(|op| [0i64, 1, -1].map(|axis| (op, axis)))
         {
             for (exclusive, reverse) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
-                let axis_t = HostTensor::from_vec(Vec::new(), &[axis]).unwrap();
-                let g = Graph::new()
-                    .input("x", dtype, &[Some(3), Some(4), Some(5)])
-                    .input("axis", DType::I64, &[])
-                    .node(
-                        Node::new(op, "c")
-                            .inputs(["x", "axis"])
-                            .outputs(["y"])
-                            .attr("exclusive", Attr::Int(exclusive))
-                            .attr("reverse", Attr::Int(reverse)),
-                    )
-                    .output("y");
-                let inputs = vec![("x".to_string(), x.clone()), ("axis".to_string(), axis_t)];
+                let (g, inputs) = cumulative(op, &x, axis, exclusive, reverse);
                 let want = run_graph(&g, &inputs, &Default::default())
                     .unwrap()
                     .remove(0);
@@ -296,10 +284,168 @@ fn topk_on_every_dtype() {
     }
 }
 
+/// Contexts that run CumSum's lines as told (`cumsum_blocks`): the kernel set from the
+/// environment, and for i64, u64 and f64 also on their emulation.
+fn cumsum_contexts(dtype: DType, cumsum_blocks: Option<bool>) -> Vec<wgpu_ops::Context> {
+    let options = |native_64_bit| wgpu_ops::ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        cumsum_blocks,
+        native_64_bit,
+        ..Default::default()
+    };
+    let mut all = vec![None];
+    if matches!(dtype, DType::I64 | DType::U64 | DType::F64) {
+        all.push(Some(false));
+    }
+    all.into_iter()
+        .map(|native| wgpu_ops::Context::new_blocking(options(native)).unwrap())
+        .collect()
+}
+
+/// CumSum's or CumProd's graph along `axis` with the attributes, and its inputs.
+fn cumulative(
+    op: &str,
+    x: &HostTensor,
+    axis: i64,
+    exclusive: i64,
+    reverse: i64,
+) -> (Graph, Vec<(String, HostTensor)>) {
+    let shape: Vec<Option<usize>> = x.shape.iter().map(|&d| Some(d)).collect();
+    let g = Graph::new()
+        .input("x", x.dtype, &shape)
+        .input("axis", DType::I64, &[])
+        .node(
+            Node::new(op, "c")
+                .inputs(["x", "axis"])
+                .outputs(["y"])
+                .attr("exclusive", Attr::Int(exclusive))
+                .attr("reverse", Attr::Int(reverse)),
+        )
+        .output("y");
+    let axis = HostTensor::from_vec(vec![], &[axis]).unwrap();
+    (
+        g,
+        vec![("x".to_string(), x.clone()), ("axis".to_string(), axis)],
+    )
+}
+
+/// A few long lines run as a scan (the sums of blocks or chunks of each line, their running
+/// sums, then each block's or chunk's: three dispatches, where one invocation walking each
+/// line takes one per 16 384 positions): in blocks with the GPU kernels, in chunks with the
+/// CPU ones (the suite runs with both). On every dtype CumSum computes in and on the 64-bit
+/// emulation, inclusive and exclusive, forward and reversed: one line of 70 001 (18 blocks
+/// of 4096, the last short; or 1094 chunks of 64), one of 1 100 000 (269 blocks, or 4090
+/// chunks of 269: their sums' running sums take 2 rounds of a workgroup, or 16), 3 lines
+/// strided along axis 0, and [2, 9000, 2] along its middle axis. The values are small integers, and CumProd's factors
+/// 1, -1, 2 and 1/2 in a period prime to the workgroup, so every sum and product is exact in
+/// any order: bit for bit against the reference (integers wrap alike in any order).
+#[test]
+fn few_long_lines_scan_in_blocks() {
+    let cases: [(&[usize], i64); 4] = [
+        (&[1, 70_001], 1),
+        (&[1_100_000], 0),
+        (&[3000, 3], 0),
+        (&[2, 9000, 2], 1),
+    ];
+    for dtype in [
+        DType::I32,
+        DType::F32,
+        DType::U32,
+        DType::I64,
+        DType::F64,
+        DType::U64,
+    ] {
+        let contexts = cumsum_contexts(dtype, None);
+        for (seed, &(shape, axis)) in cases.iter().enumerate() {
+            let n: usize = shape.iter().product();
+            // The long line, or the many small types, not both: the suite's time.
+            if n > 100_000 && !matches!(dtype, DType::I32 | DType::F32 | DType::I64) {
+                continue;
+            }
+            let values: Vec<f64> = (0..n).map(|i| ((i * 7919) % 7) as f64 - 3.0).collect();
+            let factors: Vec<f64> = (0..n)
+                .map(|i| [2.0, 1.0, -1.0, 0.5, 1.0, -1.0, 1.0][(i + seed) % 7])
+                .collect();
+            let runs = [
+                ("CumSum", data_from(dtype, shape, &values)),
+                ("CumProd", data_from(dtype, shape, &factors)),
+            ];
+            for ((op, x), (exclusive, reverse)) in runs
+                .iter()
+                .flat_map(|run| [(0, 0), (1, 0), (0, 1), (1, 1)].map(|flags| (run, flags)))
+            {
+                let (g, inputs) = cumulative(op, x, axis, exclusive, reverse);
+                let want = run_graph(&g, &inputs, &Default::default())
+                    .unwrap()
+                    .remove(0);
+                for ctx in &contexts {
+                    let before = ctx.stats().dispatches;
+                    let got = Session::new(ctx, g.clone())
+                        .unwrap()
+                        .run_blocking(inputs.clone())
+                        .unwrap()
+                        .remove(0)
+                        .1;
+                    let what = format!("{op} {dtype} {shape:?} {exclusive} {reverse}");
+                    assert!(got == want, "{what}");
+                    // Three dispatches (a cast around f16 is not among these dtypes).
+                    assert_eq!(ctx.stats().dispatches - before, 3, "{what}");
+                }
+            }
+        }
+    }
+}
+
+/// The scan in blocks adds f32 in another order than one walk: within f32's rounding of the
+/// exact running sums. Over one line of 1 000 000 values of mixed sign (each from -1 to 1),
+/// every running sum lies within 1e-7 of the sum of the magnitudes before it (the
+/// summation's depth in blocks is a few hundred additions: 2^-24 x 300 is 1.8e-5 of it at
+/// worst; a walk's depth is the line's length); the walk's error is measured beside it.
+#[test]
+fn blocks_round_f32_sums_within_their_depth() {
+    let n = 1_000_000usize;
+    let values: Vec<f32> = bytes(7, 2 * n)
+        .chunks(2)
+        .map(|b| (f32::from(u16::from_le_bytes([b[0], b[1]])) / 32768.0) - 1.0)
+        .collect();
+    let x = HostTensor::from_vec(vec![n], &values).unwrap();
+    let (g, inputs) = cumulative("CumSum", &x, 0, 0, 0);
+    let run = |blocks| {
+        let ctx = &cumsum_contexts(DType::F32, Some(blocks))[0];
+        let y = Session::new(ctx, g.clone())
+            .unwrap()
+            .run_blocking(inputs.clone())
+            .unwrap()
+            .remove(0)
+            .1;
+        y.to_vec::<f32>().unwrap()
+    };
+    let (blocks, walk) = (run(true), run(false));
+    let (mut exact, mut magnitude) = (0f64, 0f64);
+    let (mut worst_blocks, mut worst_walk) = (0f64, 0f64);
+    for i in 0..n {
+        exact += f64::from(values[i]);
+        magnitude += f64::from(values[i].abs());
+        worst_blocks = worst_blocks.max((f64::from(blocks[i]) - exact).abs() / magnitude);
+        worst_walk = worst_walk.max((f64::from(walk[i]) - exact).abs() / magnitude);
+    }
+    assert!(
+        worst_blocks <= 1e-7,
+        "blocks {worst_blocks:e} of the magnitudes (the walk {worst_walk:e})"
+    );
+    // The walk adds in the reference's order: bit for bit with it.
+    let want = run_graph(&g, &inputs, &Default::default())
+        .unwrap()
+        .remove(0);
+    assert_eq!(walk, want.to_vec::<f32>().unwrap());
+}
+
 /// Lines longer than one invocation walks in one dispatch (16 384 positions for CumSum and
 /// CumProd; for TopK 16 384 / (2 K + 1)) run in several dispatches carrying the running sum
 /// or product, or the kept elements, in the output: the same bits as the reference. lavapipe stops a shader's loops
 /// after about 65 000 iterations, so one long walk gave zeros past element 65 535 there.
+/// CumSum and CumProd walk their lines here (not in blocks: their products of floats near 1
+/// round in the walk's order, as the reference's).
 #[test]
 fn long_lines_run_in_several_dispatches() {
     let len = 70_001;
@@ -325,28 +471,11 @@ fn long_lines_run_in_several_dispatches() {
             .iter()
             .flat_map(|run| [(0, 0), (1, 0), (0, 1), (1, 1)].map(|flags| (run, flags)))
         {
-            let g = Graph::new()
-                .input("x", dtype, &shape)
-                .input("axis", DType::I64, &[])
-                .node(
-                    Node::new(*op, "c")
-                        .inputs(["x", "axis"])
-                        .outputs(["y"])
-                        .attr("exclusive", Attr::Int(exclusive))
-                        .attr("reverse", Attr::Int(reverse)),
-                )
-                .output("y");
-            let inputs = vec![
-                ("x".to_string(), x.clone()),
-                (
-                    "axis".to_string(),
-                    HostTensor::from_vec(vec![], &[0i64]).unwrap(),
-                ),
-            ];
+            let (g, inputs) = cumulative(op, x, 0, exclusive, reverse);
             let want = run_graph(&g, &inputs, &Default::default())
                 .unwrap()
                 .remove(0);
-            for ctx in contexts_for(dtype) {
+            for ctx in &cumsum_contexts(dtype, Some(false)) {
                 let got = Session::new(ctx, g.clone())
                     .unwrap()
                     .run_blocking(inputs.clone())

@@ -101,6 +101,13 @@ pub struct ContextOptions {
     /// dispatches for all steps, instead of iterating the body. `None`: yes. Off, the body is iterated
     /// (for comparisons).
     pub scan_recurrences: Option<bool>,
+    /// Run CumSum's and CumProd's lines as a scan in blocks (each line spread over
+    /// workgroups: block sums, their running sums, then each block's) instead of one
+    /// invocation walking each line. `None`: where the lines are too few to keep the adapter
+    /// busy and at least two rounds of a workgroup long (see [`crate::kernels::cumsum`]).
+    /// `Some(true)`: always; `Some(false)`: never (for comparisons). Floats then add in
+    /// another order than one walk's and may round apart from it.
+    pub cumsum_blocks: Option<bool>,
     /// Use subgroup operations where the device has them (LinearAttention's lanes add their
     /// parts by shuffles). `None`: yes. Off, kernels take their workgroup-memory variants, the
     /// ones browsers run (for tests of those on native adapters).
@@ -384,6 +391,7 @@ struct Inner {
     scan_in_place: bool,
     scan_state_rows_max_bytes: u64,
     scan_recurrences: bool,
+    cumsum_blocks: Option<bool>,
     subgroups: bool,
     max_commands: u64,
     max_memory: u64,
@@ -739,6 +747,7 @@ impl Context {
                     },
                 ),
                 scan_recurrences: options.scan_recurrences.unwrap_or(true),
+                cumsum_blocks: options.cumsum_blocks,
                 subgroups: options.subgroups.unwrap_or(true),
                 max_commands,
                 max_memory,
@@ -1070,6 +1079,12 @@ impl Context {
     /// (see [`ContextOptions::scan_recurrences`]).
     pub fn scan_recurrences(&self) -> bool {
         self.inner.scan_recurrences
+    }
+
+    /// Whether CumSum runs its lines as a scan in blocks: always, never, or `None` by the
+    /// lines' count and length (see [`ContextOptions::cumsum_blocks`]).
+    pub fn cumsum_blocks(&self) -> Option<bool> {
+        self.inner.cumsum_blocks
     }
 
     /// The largest state a Scan holds as its output's rows (see

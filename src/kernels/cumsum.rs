@@ -1,5 +1,6 @@
 //! The CumSum kernel (`shaders/cumsum.wgsl`): running sums along one axis, one invocation per
-//! line, on the 32- and 64-bit types (the op casts 16-bit floats to f32 around it).
+//! line, or a few long lines as a scan in blocks, on the 32- and 64-bit types (the op casts
+//! 16-bit floats to f32 around it).
 
 use super::operands::element_typed;
 use super::windows::Walk;
@@ -43,6 +44,145 @@ pub fn cumsum_source(dtype: DType, emulate64: bool, product: bool) -> String {
         source
     } else {
         super::operands::specialize(&source, &lines)
+    }
+}
+
+/// The CumSum kernel's entry points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CumSumEntry {
+    /// `main`: one invocation walks each line.
+    Lines,
+    /// `block_totals`: the scan in blocks' first step, each block's sum.
+    BlockTotals,
+    /// `scan_totals`: each block's (or chunk's) sum becomes the sum of the line before it.
+    ScanTotals,
+    /// `block_scan`: each block's running sums from the sum before it.
+    BlockScan,
+    /// `chunk_totals`: the scan in chunks' first step, each chunk's sum.
+    ChunkTotals,
+    /// `chunk_scan`: each chunk walked from the sum before it.
+    ChunkScan,
+}
+
+impl CumSumEntry {
+    /// Every entry point.
+    pub const ALL: [CumSumEntry; 6] = [
+        CumSumEntry::Lines,
+        CumSumEntry::BlockTotals,
+        CumSumEntry::ScanTotals,
+        CumSumEntry::BlockScan,
+        CumSumEntry::ChunkTotals,
+        CumSumEntry::ChunkScan,
+    ];
+
+    /// The entry point's name in the shader.
+    pub fn name(self) -> &'static str {
+        match self {
+            CumSumEntry::Lines => "main",
+            CumSumEntry::BlockTotals => "block_totals",
+            CumSumEntry::ScanTotals => "scan_totals",
+            CumSumEntry::BlockScan => "block_scan",
+            CumSumEntry::ChunkTotals => "chunk_totals",
+            CumSumEntry::ChunkScan => "chunk_scan",
+        }
+    }
+}
+
+/// Invocations per workgroup of the scan in blocks (the shader's `SCAN_GROUP`).
+pub const SCAN_GROUP: u64 = 256;
+
+/// Rounds per block at most: fewer, larger blocks keep the block sums few (their scan is one
+/// workgroup per line), while a block is still one workgroup's short walk.
+pub const MAX_ROUNDS: u64 = 16;
+
+/// Positions per invocation and round of the scan in blocks at most: a few neighbours each,
+/// so a warp's loads stay close together.
+pub const BLOCK_CHUNK: u64 = 4;
+
+/// Chunks per line the scan in chunks aims at: enough for every core's vector lanes, few
+/// enough that their sums' scan is a few rounds of one workgroup.
+pub const LINE_CHUNKS: u64 = 4096;
+
+/// Positions per chunk of the scan in chunks at least, so each invocation's walk outweighs
+/// its start (and at most one dispatch's walk, 16 384).
+pub const MIN_CHUNK: u64 = 64;
+
+/// How a pass runs its lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineScan {
+    /// One invocation walks each line, 16 384 positions a dispatch.
+    Walk,
+    /// The scan in blocks (GPUs), three dispatches.
+    Blocks {
+        /// Positions per invocation and round.
+        chunk: u64,
+        /// Rounds of [`SCAN_GROUP`] chunks per block.
+        rounds: u64,
+        /// Blocks per line, a workgroup each.
+        blocks: u64,
+    },
+    /// The scan in chunks (CPU adapters), three dispatches.
+    Chunks {
+        /// Positions per chunk.
+        chunk: u64,
+        /// Chunks per line, an invocation each.
+        chunks: u64,
+    },
+}
+
+impl LineScan {
+    /// How `lines` lines of `count` positions run: as `forced` says (`Some(true)`: the
+    /// adapter's scan, in blocks on GPUs and in chunks with the CPU kernels), else by their
+    /// count and length. A walk reads each element once and writes it once, the scans read it
+    /// twice; a walk is one invocation per line, the scans spread a line over many. So the
+    /// scans take lines too few to keep the adapter busy (`parallel_lines`), at least two of
+    /// the scan's units long.
+    pub fn of(lines: u64, count: u64, cpu_kernels: bool, forced: Option<bool>) -> LineScan {
+        // On a CPU adapter, a few lines per core walked side by side in its vector lanes
+        // (on lavapipe with 2 cores, 16 lines of 262 144 f32 ran at 1.6 GB/s walked and 1.9
+        // in chunks, 256 lines at 3.4 and 1.9); a GPU wants tens of thousands of invocations.
+        let parallel_lines = if cpu_kernels {
+            super::reduce::host_cores() * 8
+        } else {
+            1 << 16
+        };
+        let unit = if cpu_kernels {
+            MIN_CHUNK
+        } else {
+            SCAN_GROUP * BLOCK_CHUNK
+        };
+        let scan = forced.unwrap_or(count >= 2 * unit && lines < parallel_lines);
+        match (scan, cpu_kernels) {
+            (false, _) => LineScan::Walk,
+            (true, true) => {
+                let chunk = count
+                    .div_ceil(LINE_CHUNKS)
+                    .clamp(MIN_CHUNK.min(count), LOOP_ITERATIONS_PER_DISPATCH as u64);
+                LineScan::Chunks {
+                    chunk,
+                    chunks: count.div_ceil(chunk),
+                }
+            }
+            (true, false) => {
+                let chunk = count.div_ceil(SCAN_GROUP).clamp(1, BLOCK_CHUNK);
+                let round = SCAN_GROUP * chunk;
+                let rounds = count.div_ceil(round).clamp(1, MAX_ROUNDS);
+                LineScan::Blocks {
+                    chunk,
+                    rounds,
+                    blocks: count.div_ceil(rounds * round),
+                }
+            }
+        }
+    }
+
+    /// Sums kept per line between the scan's dispatches: one per block or chunk.
+    pub fn totals(self) -> u64 {
+        match self {
+            LineScan::Walk => 0,
+            LineScan::Blocks { blocks, .. } => blocks,
+            LineScan::Chunks { chunks, .. } => chunks,
+        }
     }
 }
 
@@ -154,6 +294,10 @@ struct CumSumParams {
     src_first: u32,
     dst_first: u32,
     carry: u32,
+    blocks: u32,
+    rounds: u32,
+    totals_first: u32,
+    chunk: u32,
 }
 
 impl Recorder {
@@ -213,46 +357,95 @@ impl Recorder {
             })?
         };
         let wg = ctx.workgroup_size();
-        let kernel = Kernel::CumSum {
+        let kernel = |entry| Kernel::CumSum {
             dtype: x.dtype(),
             emulate64: super::operands::emulated(&ctx, x.dtype()),
             exclusive,
             reverse,
             product,
             workgroup_size: wg,
+            entry,
         };
-        let pipeline = ctx.pipeline(&kernel)?;
-        // Stretches carry each line's sum to the next in a buffer of their own (a row fits a
-        // window, so a binding).
+        let inner = inner.max(1) as u64;
+        let scan_of = |run: &LinePass| {
+            let (lines, count) = (run.slices * inner, run.k1 - run.k0);
+            LineScan::of(lines, count, ctx.cpu_kernels(), ctx.cumsum_blocks())
+        };
+        // Stretches carry each line's sum to the next in `aux` (a row fits a window, so a
+        // binding); the scans keep their block or chunk sums after those.
         let stretched = runs.iter().any(|r| r.stretch);
-        let carried = self.alloc(x.dtype(), &[if stretched { inner.max(1) } else { 1 }])?;
+        let totals_first = if stretched { inner } else { 0 };
+        let totals = runs
+            .iter()
+            .map(|run| run.slices * inner * scan_of(run).totals())
+            .max()
+            .unwrap_or(0);
+        let aux = self.alloc(x.dtype(), &[(totals_first + totals).max(1) as usize])?;
         for run in &runs {
-            let lines = run.slices * inner.max(1) as u64;
-            let grid = grid_for(&ctx, op, lines, wg)?;
+            let lines = run.slices * inner;
             let [(src, src_first), (dst, dst_first)] = run.firsts;
             let bindings = [
                 x.storage().bind(src),
                 out.storage().bind(dst),
-                carried.storage().bind_whole(),
+                aux.storage().bind_whole(),
             ];
+            let scan = scan_of(run);
+            let mut params = CumSumParams {
+                lines: lines as u32,
+                axis_len: axis_len as u32,
+                inner: inner as u32,
+                start: run.k0 as u32,
+                count: (run.k1 - run.k0) as u32,
+                src_first,
+                dst_first,
+                carry: u32::from(run.stretch),
+                blocks: scan.totals() as u32,
+                rounds: 0,
+                totals_first: totals_first as u32,
+                chunk: 0,
+            };
+            // The scans' dispatches: entry point, invocations, workgroup size.
+            let group = SCAN_GROUP as u32;
+            let steps = match scan {
+                LineScan::Walk => Vec::new(),
+                LineScan::Blocks { chunk, rounds, .. } => {
+                    (params.chunk, params.rounds) = (chunk as u32, rounds as u32);
+                    let blocks = lines * scan.totals() * SCAN_GROUP;
+                    vec![
+                        (CumSumEntry::BlockTotals, blocks, group),
+                        (CumSumEntry::ScanTotals, lines * SCAN_GROUP, group),
+                        (CumSumEntry::BlockScan, blocks, group),
+                    ]
+                }
+                LineScan::Chunks { chunk, chunks } => {
+                    params.chunk = chunk as u32;
+                    vec![
+                        (CumSumEntry::ChunkTotals, lines * chunks, wg),
+                        (CumSumEntry::ScanTotals, lines * SCAN_GROUP, group),
+                        (CumSumEntry::ChunkScan, lines * chunks, wg),
+                    ]
+                }
+            };
+            for (entry, invocations, group) in steps {
+                let pipeline = ctx.pipeline(&kernel(entry))?;
+                let grid = grid_for(&ctx, op, invocations, group)?;
+                self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            }
+            if scan != LineScan::Walk {
+                continue;
+            }
+            let pipeline = ctx.pipeline(&kernel(CumSumEntry::Lines))?;
+            let grid = grid_for(&ctx, op, lines, wg)?;
             let mut start = run.k0 as usize;
             while start < run.k1 as usize {
                 let count = (run.k1 as usize - start).min(LOOP_ITERATIONS_PER_DISPATCH);
-                let params = CumSumParams {
-                    lines: lines as u32,
-                    axis_len: axis_len as u32,
-                    inner: inner.max(1) as u32,
-                    start: start as u32,
-                    count: count as u32,
-                    src_first,
-                    dst_first,
-                    carry: u32::from(run.stretch),
-                };
+                params.start = start as u32;
+                params.count = count as u32;
                 self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
                 start += count;
             }
         }
-        self.release(carried);
+        self.release(aux);
         Ok(())
     }
 }
@@ -260,6 +453,62 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The scans cover every position of a line once (their blocks or chunks end past its
+    /// last position, and one fewer would not), on lines up to 2^32 positions; each
+    /// invocation's loops keep within one dispatch's walk and lavapipe's loop budget (the
+    /// sums' scan takes a round of the workgroup per [`SCAN_GROUP`] sums, each round a loop
+    /// of 8 steps); short lines and many lines walk.
+    #[test]
+    fn scans_cover_each_line_once_within_the_loop_budget() {
+        let mut next = crate::kernels::windows::test_numbers(9);
+        let budget = crate::kernels::INVOCATION_LOOP_BUDGET as u64;
+        for i in 0..20_000 {
+            let count = match i % 3 {
+                0 => 1 + next(5000),
+                1 => 1 + next(1 << 24),
+                _ => u64::from(u32::MAX) - next(1 << 30),
+            };
+            let lines = 1 + next(4);
+            for cpu in [false, true] {
+                let scan = LineScan::of(lines, count, cpu, Some(true));
+                let case = format!("{count} positions, CPU {cpu}: {scan:?}");
+                let per_unit = match scan {
+                    LineScan::Walk => panic!("{case}"),
+                    LineScan::Blocks { chunk, rounds, .. } => {
+                        assert!((1..=BLOCK_CHUNK).contains(&chunk), "{case}");
+                        assert!((1..=MAX_ROUNDS).contains(&rounds), "{case}");
+                        // Each round sums and then walks its chunk, and scans the workgroup.
+                        assert!(rounds * (2 * chunk + 9) <= budget, "{case}");
+                        rounds * SCAN_GROUP * chunk
+                    }
+                    LineScan::Chunks { chunk, .. } => {
+                        assert!(chunk <= LOOP_ITERATIONS_PER_DISPATCH as u64, "{case}");
+                        assert!(chunk >= MIN_CHUNK.min(count), "{case}");
+                        chunk
+                    }
+                };
+                let units = scan.totals();
+                assert!(
+                    units * per_unit >= count && (units - 1) * per_unit < count,
+                    "{case}"
+                );
+                assert!(units.div_ceil(SCAN_GROUP) * 10 <= budget, "{case}");
+            }
+            // By the rule: lines of fewer positions than two units, and many lines, walk.
+            for cpu in [false, true] {
+                let scan = LineScan::of(lines, count, cpu, None);
+                let unit = if cpu {
+                    MIN_CHUNK
+                } else {
+                    SCAN_GROUP * BLOCK_CHUNK
+                };
+                assert_eq!(scan == LineScan::Walk, count < 2 * unit, "{count} {cpu}");
+                assert_eq!(LineScan::of(1 << 16, count, cpu, None), LineScan::Walk);
+                assert_eq!(LineScan::of(lines, count, cpu, Some(false)), LineScan::Walk);
+            }
+        }
+    }
 
     /// Random layouts under small limits: every position of every line is walked once, each
     /// line's in order (so a stretch goes on from the sums before it), and every element a pass

@@ -326,6 +326,8 @@ pub enum Kernel {
         workgroup_size: u32,
         /// i64, u64 and f64 as u32 pairs (adapters without `SHADER_INT64`, or `SHADER_F64`).
         emulate64: bool,
+        /// The entry point (see [`cumsum::CumSumEntry`]).
+        entry: cumsum::CumSumEntry,
     },
     /// `topk.wgsl` on `dtype` (a 32- or 64-bit type), the largest or the smallest.
     TopK {
@@ -594,7 +596,7 @@ impl Kernel {
                 for (exclusive, reverse) in
                     [(false, false), (false, true), (true, false), (true, true)]
                 {
-                    for product in [false, true] {
+                    for (product, entry) in products_and_entries() {
                         out.push(Kernel::CumSum {
                             dtype,
                             exclusive,
@@ -602,6 +604,7 @@ impl Kernel {
                             product,
                             workgroup_size,
                             emulate64,
+                            entry,
                         });
                     }
                 }
@@ -632,7 +635,7 @@ impl Kernel {
             });
             for (exclusive, reverse) in [(false, false), (false, true), (true, false), (true, true)]
             {
-                for product in [false, true] {
+                for (product, entry) in products_and_entries() {
                     out.push(Kernel::CumSum {
                         dtype: DType::F64,
                         exclusive,
@@ -640,6 +643,7 @@ impl Kernel {
                         product,
                         workgroup_size,
                         emulate64: true,
+                        entry,
                     });
                 }
             }
@@ -1344,6 +1348,7 @@ impl Kernel {
             | Kernel::Concat { vec4: true, .. }
             | Kernel::Split { vec4: true, .. } => "main_vec4",
             Kernel::Scatter { entry, .. } => entry.name(),
+            Kernel::CumSum { entry, .. } => entry.name(),
             Kernel::LinearAttention { lanes: true, .. } => "lanes",
             Kernel::MatMul {
                 variant: MatMulKernel::Rows,
@@ -1369,6 +1374,13 @@ fn emulated(emulate64: bool) -> &'static str {
 
 /// The dtypes the compute kernels compute in WGSL without optional features.
 const COMPUTE_DTYPES: [DType; 3] = [DType::F32, DType::I32, DType::U32];
+
+/// CumSum's sums and products, each at every entry point.
+fn products_and_entries() -> impl Iterator<Item = (bool, cumsum::CumSumEntry)> {
+    [false, true]
+        .into_iter()
+        .flat_map(|p| cumsum::CumSumEntry::ALL.map(|e| (p, e)))
+}
 
 /// The (dtype, i64 emulated) variants of the kernels typed by one element type (CumSum, TopK,
 /// MatMul): the 32-bit types, the 64-bit ones natively, i64 and u64 on u32 pairs.
@@ -1617,7 +1629,8 @@ impl KernelSpec for Kernel {
                 Binding::StorageReadWrite,
                 Binding::StorageReadWrite,
             ],
-            // The sums carried between stretches of lines longer than a window.
+            // The sums carried between stretches of lines longer than a window, and the scan in
+            // blocks' block sums.
             Kernel::CumSum { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,

@@ -75,7 +75,7 @@ fn many_short_rows(ctx: &crate::Context, walk: &ReduceWalk, rows: u64, n: u64) -
 /// The host's cores, asked once: `available_parallelism` reads the process's cgroup files on
 /// every call, which took 17 % of the host time of a planned transformer decoder step (two
 /// LayerNorms and a Softmax per layer each asked it).
-fn host_cores() -> u64 {
+pub(crate) fn host_cores() -> u64 {
     static CORES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |c| c.get()) as u64)
 }

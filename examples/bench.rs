@@ -20,7 +20,7 @@
 //!
 //! `cargo run --release --example bench -- [--out DIR] [--min-mib N] [--max-mib N] [--quick] [--case TEXT]
 //! [--workgroup-size N] [--gather-unroll 1|2|4] [--rotate-mib N] [--busy-ms N] [--cpu-kernels on|off] [--f16-conversions built-in|integer] [--matmul by-shape|measure|tiles|rows|blocks]
-//! [--widths 1,2,4,8] [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only] [--gather-only] [--pad-only] [--scatter-only] [--cumsum-only] [--linear-attention-only] [--help]`
+//! [--widths 1,2,4,8] [--no-scan] [--scan-only] [--rnn-only] [--matmul-only] [--transfer-only] [--dtypes-only] [--broadcast-only] [--reduce-only] [--gather-only] [--pad-only] [--scatter-only] [--lines-only] [--linear-attention-only] [--help]`
 //! (an unknown argument is refused, exit 2)
 //! (`--transfer-only`: uploads and downloads against a host memcpy of the same bytes;
 //! `--matmul-only`: every MatMul kernel timed on the products of recurrent steps (f32, and f64
@@ -44,9 +44,11 @@
 //! `--scatter-only`: TensorScatter's KV cache writes, distinct updates at once against
 //! ScatterElements' walk in order, against the copy of the cache's bytes, and ScatterND of
 //! single elements and of rows, written to DIR/scatter.txt;
-//! `--cumsum-only`: f32 CumSum over 16 MiB seen as one line of 4 million down to 16 384 lines
-//! of 256 (and lines strided along axis 0), each line walked by one invocation and as a scan
-//! in blocks, against the copy of the input's bytes, written to DIR/cumsum.txt).
+//! `--lines-only`: f32 CumSum over 16 MiB seen as one line of 4 million down to 16 384 lines
+//! of 256 (and lines strided along axis 0), and TopK over 4 MiB seen as one line of a million
+//! to 4096 lines of 256, keeping 1, 50 and 300, each line walked by one invocation and split
+//! across invocations (`ContextOptions::split_lines`), against the copy of the input's bytes,
+//! written to DIR/lines.txt).
 //! (`--replot DIR/results.json` redraws the plot of a file measured elsewhere).
 
 use std::cell::RefCell;
@@ -452,7 +454,7 @@ const SWITCHES: [&str; 15] = [
     "--gather-only",
     "--pad-only",
     "--scatter-only",
-    "--cumsum-only",
+    "--lines-only",
     "--linear-attention-only",
     "--help",
 ];
@@ -632,8 +634,8 @@ fn main() {
         scatter_bandwidth(&ctx, &timer, &adapter, &out_dir);
         return;
     }
-    if args.iter().any(|a| a == "--cumsum-only") {
-        cumsum_bandwidth(&ctx, &adapter, &out_dir);
+    if args.iter().any(|a| a == "--lines-only") {
+        split_lines(&ctx, &adapter, &out_dir);
         return;
     }
     if args.iter().any(|a| a == "--linear-attention-only") {
@@ -2299,51 +2301,94 @@ fn reduce_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
 }
 
 /// f32 CumSum over 16 MiB, from one line of 4 million to 16 384 lines of 256, and along
-/// axis 0 of a matrix (lines strided by its width): each line walked by one invocation and as
-/// a scan in blocks (contexts like `ctx` with `cumsum_blocks` off and on), against the copy of
-/// the input's bytes on the same context, with the path the default rule takes.
-fn cumsum_bandwidth(ctx: &Context, adapter: &str, out_dir: &std::path::Path) {
-    let bytes: u64 = 16 << 20;
-    let n = (bytes / 4) as usize;
+/// axis 0 of a matrix (lines strided by its width), then f32 TopK over 4 MiB from one line of
+/// a million to 4096 lines of 256: each line walked by one invocation and split across
+/// invocations (contexts like `ctx` with `split_lines` off and on), against the copy of the
+/// input's bytes on the same context, with the path the default rule takes.
+fn split_lines(ctx: &Context, adapter: &str, out_dir: &std::path::Path) {
     let mut lines = vec![
         format!("adapter: {adapter}"),
         format!(
             "kernel set: {}",
             if ctx.cpu_kernels() { "CPU" } else { "GPU" }
         ),
-        "f32 CumSum over 16 MiB along the axis shown; GB/s of bytes read and written (the \
-         input's twice); copy = Recorder::copy_bytes of the input's bytes; walk: one invocation \
-         per line; scan: in blocks with the GPU kernels, in chunks with the CPU ones; rule: \
-         what the default picks"
+        "GB/s of the input's bytes read and written (CumSum; TopK: read), against \
+         Recorder::copy_bytes of the input's bytes (its bytes read and written); walk: one \
+         invocation per line; split: CumSum as a scan, in blocks with the GPU kernels, in \
+         chunks with the CPU ones, TopK in chunks merged two by two; rule: what the default \
+         picks"
             .to_string(),
         format!(
-            "{:<22} {:>6} {:>10} {:>10} {:>10} {:>7} {:>7} {:>7}",
-            "shape, axis",
+            "{:<30} {:>6} {:>10} {:>10} {:>10} {:>7} {:>7} {:>7}",
+            "op, shape, axis",
             "rule",
             "walk GB/s",
-            "scan GB/s",
+            "split GB/s",
             "copy GB/s",
             "walk/",
-            "scan/",
+            "split/",
             "speedup"
         ),
     ];
     println!("{}", lines.join("\n"));
-    let options = |blocks| ContextOptions {
+    let options = |split| ContextOptions {
         cpu_kernels: Some(ctx.cpu_kernels()),
         workgroup_size: Some(ctx.workgroup_size()),
-        cumsum_blocks: blocks,
+        split_lines: split,
         ..Default::default()
     };
-    let contexts = [Some(false), Some(true), None].map(|b| {
-        let c = Context::new_blocking(options(b)).unwrap();
+    let contexts = [Some(false), Some(true), None].map(|split| {
+        let c = Context::new_blocking(options(split)).unwrap();
         let mut timer = Timer::new(&c);
         let cpu = c.adapter_info().device_type == wgpu::DeviceType::Cpu;
         timer.keep_clocks(&c, if cpu { 0.0 } else { 0.03 });
         (c, timer)
     });
+    // A line of the table: `op` (bytes counted: `moved`) on each context against its copy of
+    // x's `bytes`, and the dispatches of the default's run.
+    let mut row = |label: String,
+                   host: &HostTensor,
+                   moved: u64,
+                   op: &dyn Fn(&mut Recorder, &Tensor)| {
+        let bytes = host.data.len() as u64;
+        let mut rates = Vec::new();
+        for (c, timer) in &contexts {
+            let x = Tensor::from_host(c, host).unwrap();
+            let copy = Tensor::uninit(c, host.dtype, &host.shape).unwrap();
+            let (t_op, t_copy) = timer.median_pair(c, 1, 3, &mut |rec| op(rec, &x), &mut |rec| {
+                rec.copy_bytes(&x, 0, &copy, 0, bytes).unwrap()
+            });
+            let before = c.stats().dispatches;
+            let mut rec = c.recorder();
+            op(&mut rec, &x);
+            pollster::block_on(rec.finish()).unwrap();
+            let dispatches = c.stats().dispatches - before;
+            rates.push((
+                moved as f64 / t_op / 1e9,
+                2.0 * bytes as f64 / t_copy / 1e9,
+                dispatches,
+            ));
+        }
+        let [(walk, walk_copy, walk_dispatches), (split, split_copy, _), (_, _, rule)] = rates[..]
+        else {
+            unreachable!()
+        };
+        let rule = if rule == walk_dispatches {
+            "walk"
+        } else {
+            "split"
+        };
+        let line = format!(
+            "{label:<30} {rule:>6} {walk:>10.2} {split:>10.2} {walk_copy:>10.2} {:>7.3} {:>7.3} {:>7.1}",
+            walk / walk_copy,
+            split / split_copy,
+            split / walk,
+        );
+        println!("{line}");
+        lines.push(line);
+    };
+    let n = 4usize << 20;
     let values: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25 - 12.0).collect();
-    let host = HostTensor::from_vec(vec![n], &values).unwrap();
     let shapes: [(&[usize], i64); 7] = [
         (&[1, n], 1),
         (&[16, n / 16], 1),
@@ -2354,57 +2399,41 @@ fn cumsum_bandwidth(ctx: &Context, adapter: &str, out_dir: &std::path::Path) {
         (&[n / 1024, 1024], 0),
     ];
     for (shape, axis) in shapes {
-        // GB/s on each context, and its copy's; the dispatches of the default's run.
-        let mut rates = Vec::new();
-        for (c, timer) in &contexts {
-            let x = Tensor::from_host(c, &host)
-                .unwrap()
-                .reshaped(shape)
-                .unwrap();
-            let y = Tensor::uninit(c, DType::F32, shape).unwrap();
-            let copy = Tensor::uninit(c, DType::F32, shape).unwrap();
-            let (t_op, t_copy) = timer.median_pair(
-                c,
-                1,
-                3,
-                &mut |rec| {
-                    rec.cumsum_to(&x, axis, false, false, Out::into("y", &y))
-                        .unwrap();
-                },
-                &mut |rec| rec.copy_bytes(&x, 0, &copy, 0, bytes).unwrap(),
-            );
-            let before = c.stats().dispatches;
-            let mut rec = c.recorder();
-            rec.cumsum_to(&x, axis, false, false, Out::into("y", &y))
-                .unwrap();
-            pollster::block_on(rec.finish()).unwrap();
-            let dispatches = c.stats().dispatches - before;
-            rates.push((
-                2.0 * bytes as f64 / t_op / 1e9,
-                2.0 * bytes as f64 / t_copy / 1e9,
-                dispatches,
-            ));
-        }
-        let [(walk, walk_copy, walk_dispatches), (scan, scan_copy, _), (_, _, rule)] = rates[..]
-        else {
-            unreachable!()
-        };
-        let rule = if rule == walk_dispatches {
-            "walk"
-        } else {
-            "scan"
-        };
-        let line = format!(
-            "{:<22} {rule:>6} {walk:>10.2} {scan:>10.2} {walk_copy:>10.2} {:>7.3} {:>7.3} {:>7.1}",
-            format!("{shape:?}, {axis}"),
-            walk / walk_copy,
-            scan / scan_copy,
-            scan / walk,
+        let host = HostTensor::from_vec(shape.to_vec(), &values).unwrap();
+        row(
+            format!("CumSum {shape:?}, {axis}"),
+            &host,
+            2 * 4 * n as u64,
+            &|rec, x| {
+                let y = rec.cumsum_to(x, axis, false, false, Out::NEW).unwrap();
+                rec.release(y);
+            },
         );
-        println!("{line}");
-        lines.push(line);
     }
-    std::fs::write(out_dir.join("cumsum.txt"), lines.join("\n") + "\n").unwrap();
+    // Logits of a vocabulary: pseudo-random, so few elements displace the kept ones.
+    let m = 1usize << 20;
+    let logits: Vec<f32> = (0..m)
+        .map(|i| ((i as u64 * 2654435761) % 1_000_003) as f32 * 1e-3)
+        .collect();
+    for shape in [[1, m], [16, m / 16], [256, m / 256], [4096, m / 4096]] {
+        let host = HostTensor::from_vec(shape.to_vec(), &logits).unwrap();
+        for k in [1i64, 50, 300]
+            .into_iter()
+            .filter(|&k| k as usize <= shape[1])
+        {
+            row(
+                format!("TopK {k} {shape:?}"),
+                &host,
+                4 * m as u64,
+                &|rec, x| {
+                    let [v, i] = rec.topk_to(x, k, 1, true, [Out::NEW, Out::NEW]).unwrap();
+                    rec.release(v);
+                    rec.release(i);
+                },
+            );
+        }
+    }
+    std::fs::write(out_dir.join("lines.txt"), lines.join("\n") + "\n").unwrap();
 }
 
 /// ONNX Pad on 16 MiB of output in each mode, on rows (the last axis padded, as a 1-D

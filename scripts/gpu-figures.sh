@@ -10,8 +10,9 @@
 # layout), dtypes (element-wise Add per dtype, with f16's built-in conversions and without), broadcast (f32 Add against a broadcast row or
 # column), reduce (f32 ReduceSum over rows, from 4 of a million to a million of 4), pad (ONNX
 # Pad), gather (Gather and GatherElements at indices on the GPU, checked and not), scatter
-# (TensorScatter's KV cache writes against ScatterElements' walk in order), cumsum (f32 CumSum
-# walked against the scan in blocks, one line of 4 million to 16 384 lines of 256), matmul,
+# (TensorScatter's KV cache writes against ScatterElements' walk in order), lines (f32 CumSum
+# and TopK, each line walked against split across invocations, one line of millions to
+# thousands of lines), matmul,
 # rnn, transfer, la-step, rnn-ort,
 # rnn-ort-1, replay (one step per run, replayed against planned), lstm-ort, gru-ort, la-op-ort, la-expanded-ort, gpr-ort (a scikit-learn Gaussian
 # process written beforehand where scikit-learn is installed:
@@ -100,7 +101,7 @@ run_part() {
     pad) "$bin/bench" --pad-only --out "$out/pad" ;;
     gather) "$bin/bench" --gather-only --out "$out/gather" ;;
     scatter) "$bin/bench" --scatter-only --out "$out/scatter" ;;
-    cumsum) "$bin/bench" --cumsum-only --out "$out/cumsum" ;;
+    lines) "$bin/bench" --lines-only --out "$out/lines" ;;
     matmul) "$bin/bench" --matmul-only ;;
     rnn) "$bin/bench" --rnn-only ;;
     transfer) "$bin/bench" --transfer-only ;;

@@ -20,7 +20,7 @@ fn context(cpu_kernels: bool, max_workgroups_per_dimension: Option<u32>) -> Cont
         max_workgroups_per_dimension,
         // CumSum's 96 rows as scans: in blocks (a workgroup per row's block and per row's
         // sums: 96 each, folded) with the GPU kernels, in chunks with the CPU ones.
-        cumsum_blocks: Some(true),
+        split_lines: Some(true),
         ..Default::default()
     })
     .unwrap()

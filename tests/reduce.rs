@@ -249,25 +249,7 @@ fn topk_on_every_dtype() {
             let len = x.shape[axis.rem_euclid(3) as usize] as i64;
             for k in [0, 1, len / 2, len] {
                 for largest in [0, 1] {
-                    let g = Graph::new()
-                        .input("x", dtype, &[Some(3), Some(6), Some(4)])
-                        .input("k", DType::I64, &[Some(1)])
-                        .node(
-                            Node::new("TopK", "t")
-                                .inputs(["x", "k"])
-                                .outputs(["v", "i"])
-                                .attr("axis", Attr::Int(axis))
-                                .attr("largest", Attr::Int(largest)),
-                        )
-                        .output("v")
-                        .output("i");
-                    let inputs = vec![
-                        ("x".to_string(), x.clone()),
-                        (
-                            "k".to_string(),
-                            HostTensor::from_vec(vec![1], &[k]).unwrap(),
-                        ),
-                    ];
+                    let (g, inputs) = topk(&x, axis, k, largest);
                     let want = run_graph(&g, &inputs, &Default::default()).unwrap();
                     for ctx in contexts_with_emulated_f64(dtype) {
                         let got = Session::new(ctx, g.clone())
@@ -284,12 +266,12 @@ fn topk_on_every_dtype() {
     }
 }
 
-/// Contexts that run CumSum's lines as told (`cumsum_blocks`): the kernel set from the
-/// environment, and for i64, u64 and f64 also on their emulation.
-fn cumsum_contexts(dtype: DType, cumsum_blocks: Option<bool>) -> Vec<wgpu_ops::Context> {
+/// Contexts that split CumSum's and TopK's lines as told (`split_lines`): the kernel set from
+/// the environment, and for i64, u64 and f64 also on their emulation.
+fn split_contexts(dtype: DType, split_lines: Option<bool>) -> Vec<wgpu_ops::Context> {
     let options = |native_64_bit| wgpu_ops::ContextOptions {
         cpu_kernels: cpu_kernels_from_env(),
-        cumsum_blocks,
+        split_lines,
         native_64_bit,
         ..Default::default()
     };
@@ -355,7 +337,7 @@ fn few_long_lines_scan_in_blocks() {
         DType::F64,
         DType::U64,
     ] {
-        let contexts = cumsum_contexts(dtype, None);
+        let contexts = split_contexts(dtype, None);
         for (seed, &(shape, axis)) in cases.iter().enumerate() {
             let n: usize = shape.iter().product();
             // The long line, or the many small types, not both: the suite's time.
@@ -411,7 +393,7 @@ fn blocks_round_f32_sums_within_their_depth() {
     let x = HostTensor::from_vec(vec![n], &values).unwrap();
     let (g, inputs) = cumulative("CumSum", &x, 0, 0, 0);
     let run = |blocks| {
-        let ctx = &cumsum_contexts(DType::F32, Some(blocks))[0];
+        let ctx = &split_contexts(DType::F32, Some(blocks))[0];
         let y = Session::new(ctx, g.clone())
             .unwrap()
             .run_blocking(inputs.clone())
@@ -440,12 +422,104 @@ fn blocks_round_f32_sums_within_their_depth() {
     assert_eq!(walk, want.to_vec::<f32>().unwrap());
 }
 
+/// TopK's graph keeping `k` along `axis`, the largest (1) or the smallest (0), and its inputs.
+fn topk(x: &HostTensor, axis: i64, k: i64, largest: i64) -> (Graph, Vec<(String, HostTensor)>) {
+    let shape: Vec<Option<usize>> = x.shape.iter().map(|&d| Some(d)).collect();
+    let g = Graph::new()
+        .input("x", x.dtype, &shape)
+        .input("k", DType::I64, &[Some(1)])
+        .node(
+            Node::new("TopK", "t")
+                .inputs(["x", "k"])
+                .outputs(["v", "i"])
+                .attr("axis", Attr::Int(axis))
+                .attr("largest", Attr::Int(largest)),
+        )
+        .output("v")
+        .output("i");
+    let k = HostTensor::from_vec(vec![1], &[k]).unwrap();
+    (g, vec![("x".to_string(), x.clone()), ("k".to_string(), k)])
+}
+
+/// A few long lines of TopK are split: each chunk's K best kept by an invocation of its own,
+/// then merged two by two, a dispatch per level (where a walk takes a dispatch per
+/// 16 384 / (2 K + 1) positions): the same values and indices as the reference, bit for bit,
+/// on values with many ties (the lower index first) and, in floats, NaNs (the largest),
+/// on every dtype TopK computes in and on the 64-bit emulation, largest and smallest. One
+/// line of 150 001 (a vocabulary's logits) keeping 1, 50 and 300; 3 lines of 5000 strided
+/// along axis 0 keeping 7; [2, 9000, 2] along its middle axis keeping 100 (chunks of 81
+/// positions, 112 of them: 7 merges, the last pairs of lists odd); and a line of 5000
+/// positive values keeping the 100 smallest, whose last chunk of 59 positions holds fewer
+/// than its list's 81 slots (the unwritten ones must not be read).
+#[test]
+fn few_long_topk_lines_split_into_chunks() {
+    // Shape, axis, the Ks, and the values' least (a line whose last chunk is shorter than
+    // its list of K, of values above the zeros of its list's unwritten slots).
+    // (First, on fresh contexts, whose lists' unused slots hold zeros.)
+    let cases: [(&[usize], i64, &[i64], f64); 4] = [
+        (&[1, 5000], 1, &[100], 1.0),
+        (&[1, 150_001], 1, &[1, 50, 300], -1000.0),
+        (&[5000, 3], 0, &[7], -1000.0),
+        (&[2, 9000, 2], 1, &[100], -1000.0),
+    ];
+    for dtype in [
+        DType::F32,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::F64,
+        DType::U64,
+    ] {
+        let contexts = split_contexts(dtype, None);
+        for &(shape, axis, ks, least) in &cases {
+            let n: usize = shape.iter().product();
+            if n > 100_000 && !matches!(dtype, DType::F32 | DType::I64) {
+                continue;
+            }
+            // About 2000 distinct values, so every K cuts through ties.
+            let values: Vec<f64> = (0..n)
+                .map(|i| match (i * 7919) % 2003 {
+                    v if v == 17 && !dtype.is_integer() => f64::NAN,
+                    v => v as f64 + least,
+                })
+                .collect();
+            let x = data_from(dtype, shape, &values);
+            let len = shape[axis as usize] as u64;
+            for (&k, largest) in ks.iter().flat_map(|k| [(k, 0), (k, 1)]) {
+                let (g, inputs) = topk(&x, axis, k, largest);
+                let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+                let chunk = wgpu_ops::kernels::topk::split_chunk(
+                    1,
+                    len,
+                    k as u64,
+                    ctx().cpu_kernels(),
+                    None,
+                )
+                .unwrap();
+                let levels = wgpu_ops::kernels::topk::merge_levels(len, chunk).len() as u64;
+                for ctx in &contexts {
+                    let before = ctx.stats().dispatches;
+                    let got = Session::new(ctx, g.clone())
+                        .unwrap()
+                        .run_blocking(inputs.clone())
+                        .unwrap();
+                    let what = format!("TopK {dtype} {shape:?} k {k} largest {largest}");
+                    for ((_, g), w) in got.iter().zip(&want) {
+                        assert!(g == w, "{what}");
+                    }
+                    assert_eq!(ctx.stats().dispatches - before, 1 + levels, "{what}");
+                }
+            }
+        }
+    }
+}
+
 /// Lines longer than one invocation walks in one dispatch (16 384 positions for CumSum and
 /// CumProd; for TopK 16 384 / (2 K + 1)) run in several dispatches carrying the running sum
 /// or product, or the kept elements, in the output: the same bits as the reference. lavapipe stops a shader's loops
 /// after about 65 000 iterations, so one long walk gave zeros past element 65 535 there.
-/// CumSum and CumProd walk their lines here (not in blocks: their products of floats near 1
-/// round in the walk's order, as the reference's).
+/// The lines are walked here, not split (CumProd's products of floats near 1 round in the
+/// walk's order, as the reference's).
 #[test]
 fn long_lines_run_in_several_dispatches() {
     let len = 70_001;
@@ -462,7 +536,6 @@ fn long_lines_run_in_several_dispatches() {
                 _ => [1.0, -1.0, 3.0, 1.0, 2.0, -1.0][i % 6],
             })
             .collect();
-        let shape = [Some(len), Some(2)];
         let runs = [
             ("CumSum", x.clone()),
             ("CumProd", data_from(dtype, &[len, 2], &factors)),
@@ -475,7 +548,7 @@ fn long_lines_run_in_several_dispatches() {
             let want = run_graph(&g, &inputs, &Default::default())
                 .unwrap()
                 .remove(0);
-            for ctx in &cumsum_contexts(dtype, Some(false)) {
+            for ctx in &split_contexts(dtype, Some(false)) {
                 let got = Session::new(ctx, g.clone())
                     .unwrap()
                     .run_blocking(inputs.clone())
@@ -486,27 +559,9 @@ fn long_lines_run_in_several_dispatches() {
             }
         }
         for (k, largest) in [(1i64, 1), (5, 0), (40, 1)] {
-            let g = Graph::new()
-                .input("x", dtype, &shape)
-                .input("k", DType::I64, &[Some(1)])
-                .node(
-                    Node::new("TopK", "t")
-                        .inputs(["x", "k"])
-                        .outputs(["v", "i"])
-                        .attr("axis", Attr::Int(0))
-                        .attr("largest", Attr::Int(largest)),
-                )
-                .output("v")
-                .output("i");
-            let inputs = vec![
-                ("x".to_string(), x.clone()),
-                (
-                    "k".to_string(),
-                    HostTensor::from_vec(vec![1], &[k]).unwrap(),
-                ),
-            ];
+            let (g, inputs) = topk(&x, 0, k, largest);
             let want = run_graph(&g, &inputs, &Default::default()).unwrap();
-            for ctx in contexts_for(dtype) {
+            for ctx in &split_contexts(dtype, Some(false)) {
                 let got = Session::new(ctx, g.clone())
                     .unwrap()
                     .run_blocking(inputs.clone())

@@ -309,7 +309,7 @@ fn every_variant_validates_and_compiles() {
     // reductions x 12 dtypes; 12 with i64, u64 or f64 emulated; all with and without every divisor a
     // power of two), 432 CumSums and CumProds (6 dtypes and i64/u64/f64 emulated on u32 pairs x
     // exclusive x reverse x sum or product x 6 entry points: a walk per line, the scan in
-    // blocks and the scan in chunks, three steps each with one shared), 16 TopKs (those 8 x largest) and 2 of f64 emulated, 1504 word-kernel variants (1050 casts: each of 25 dtypes to
+    // blocks and the scan in chunks, three steps each with one shared), 48 TopKs (those 8 x largest x 3 entry points: a walk per line, and a split line's chunks and merges) and 6 of f64 emulated, 1504 word-kernel variants (1050 casts: each of 25 dtypes to
     // each, in every mode that changes the result: 2 for the four 8-bit floats, 6 for F8E8M0, 2
     // for QuantizeLinear's 8 integer targets; then every op on every dtype combination it is
     // defined for) and 221 with i64/u64 emulated on u32 pairs (for adapters without
@@ -329,7 +329,7 @@ fn every_variant_validates_and_compiles() {
     // without bias, RMSNormalization x f32, f16, bf16 x 6 lane counts).
     assert_eq!(
         variants.len(),
-        WORKGROUP_SIZES.len() * (746 + 432 + 18 + 2 + 1504 + 221 + 121)
+        WORKGROUP_SIZES.len() * (746 + 432 + 54 + 2 + 1504 + 221 + 121)
             + 8 * 15
             + 3 * 8
             + (154 + 38) * (7 + 2 * 5 + 2 * 3 * 4)

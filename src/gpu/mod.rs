@@ -101,13 +101,15 @@ pub struct ContextOptions {
     /// dispatches for all steps, instead of iterating the body. `None`: yes. Off, the body is iterated
     /// (for comparisons).
     pub scan_recurrences: Option<bool>,
-    /// Run CumSum's and CumProd's lines as a scan in blocks (each line spread over
-    /// workgroups: block sums, their running sums, then each block's) instead of one
-    /// invocation walking each line. `None`: where the lines are too few to keep the adapter
-    /// busy and at least two rounds of a workgroup long (see [`crate::kernels::cumsum`]).
-    /// `Some(true)`: always; `Some(false)`: never (for comparisons). Floats then add in
-    /// another order than one walk's and may round apart from it.
-    pub cumsum_blocks: Option<bool>,
+    /// Split the lines of CumSum, CumProd and TopK across invocations instead of one
+    /// invocation walking each line: CumSum's as a scan (in blocks on GPUs: block sums, their
+    /// running sums, then each block's; in chunks with the CPU kernels), TopK's in chunks
+    /// whose K best are merged two by two. `None`: where the lines are too few to keep the
+    /// adapter busy and long enough (see [`crate::kernels::cumsum`] and
+    /// [`crate::kernels::topk`]). `Some(true)`: always; `Some(false)`: never (for
+    /// comparisons). CumSum's floats then add in another order than one walk's and may round
+    /// apart from it; TopK keeps the same elements.
+    pub split_lines: Option<bool>,
     /// Use subgroup operations where the device has them (LinearAttention's lanes add their
     /// parts by shuffles). `None`: yes. Off, kernels take their workgroup-memory variants, the
     /// ones browsers run (for tests of those on native adapters).
@@ -391,7 +393,7 @@ struct Inner {
     scan_in_place: bool,
     scan_state_rows_max_bytes: u64,
     scan_recurrences: bool,
-    cumsum_blocks: Option<bool>,
+    split_lines: Option<bool>,
     subgroups: bool,
     max_commands: u64,
     max_memory: u64,
@@ -747,7 +749,7 @@ impl Context {
                     },
                 ),
                 scan_recurrences: options.scan_recurrences.unwrap_or(true),
-                cumsum_blocks: options.cumsum_blocks,
+                split_lines: options.split_lines,
                 subgroups: options.subgroups.unwrap_or(true),
                 max_commands,
                 max_memory,
@@ -1081,10 +1083,10 @@ impl Context {
         self.inner.scan_recurrences
     }
 
-    /// Whether CumSum runs its lines as a scan in blocks: always, never, or `None` by the
-    /// lines' count and length (see [`ContextOptions::cumsum_blocks`]).
-    pub fn cumsum_blocks(&self) -> Option<bool> {
-        self.inner.cumsum_blocks
+    /// Whether CumSum and TopK split their lines across invocations: always, never, or `None`
+    /// by the lines' count and length (see [`ContextOptions::split_lines`]).
+    pub fn split_lines(&self) -> Option<bool> {
+        self.inner.split_lines
     }
 
     /// The largest state a Scan holds as its output's rows (see

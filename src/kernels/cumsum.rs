@@ -107,6 +107,18 @@ pub const LINE_CHUNKS: u64 = 4096;
 /// its start (and at most one dispatch's walk, 16 384).
 pub const MIN_CHUNK: u64 = 64;
 
+/// Lines that keep the adapter busy walking one each: on a CPU adapter, a few per core walked
+/// side by side in its vector lanes (on lavapipe with 2 cores, 16 lines of 262 144 f32 ran at
+/// 1.6 GB/s walked and 1.9 in chunks, 256 lines at 3.4 and 1.9); a GPU wants tens of
+/// thousands of invocations.
+pub fn busy_lines(cpu_kernels: bool) -> u64 {
+    if cpu_kernels {
+        super::reduce::host_cores() * 8
+    } else {
+        1 << 16
+    }
+}
+
 /// How a pass runs its lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LineScan {
@@ -135,17 +147,10 @@ impl LineScan {
     /// adapter's scan, in blocks on GPUs and in chunks with the CPU kernels), else by their
     /// count and length. A walk reads each element once and writes it once, the scans read it
     /// twice; a walk is one invocation per line, the scans spread a line over many. So the
-    /// scans take lines too few to keep the adapter busy (`parallel_lines`), at least two of
+    /// scans take lines too few to keep the adapter busy ([`busy_lines`]), at least two of
     /// the scan's units long.
     pub fn of(lines: u64, count: u64, cpu_kernels: bool, forced: Option<bool>) -> LineScan {
-        // On a CPU adapter, a few lines per core walked side by side in its vector lanes
-        // (on lavapipe with 2 cores, 16 lines of 262 144 f32 ran at 1.6 GB/s walked and 1.9
-        // in chunks, 256 lines at 3.4 and 1.9); a GPU wants tens of thousands of invocations.
-        let parallel_lines = if cpu_kernels {
-            super::reduce::host_cores() * 8
-        } else {
-            1 << 16
-        };
+        let parallel_lines = busy_lines(cpu_kernels);
         let unit = if cpu_kernels {
             MIN_CHUNK
         } else {
@@ -367,14 +372,19 @@ impl Recorder {
             entry,
         };
         let inner = inner.max(1) as u64;
-        let scan_of = |run: &LinePass| {
-            let (lines, count) = (run.slices * inner, run.k1 - run.k0);
-            LineScan::of(lines, count, ctx.cpu_kernels(), ctx.cumsum_blocks())
-        };
         // Stretches carry each line's sum to the next in `aux` (a row fits a window, so a
-        // binding); the scans keep their block or chunk sums after those.
+        // binding); the scans keep their block or chunk sums after those, where they fit one
+        // binding of one buffer (else the pass walks).
         let stretched = runs.iter().any(|r| r.stretch);
         let totals_first = if stretched { inner } else { 0 };
+        let room = ctx.binding_limit().min(ctx.max_buffer_size()) / elem;
+        let scan_of = |run: &LinePass| {
+            let (lines, count) = (run.slices * inner, run.k1 - run.k0);
+            match LineScan::of(lines, count, ctx.cpu_kernels(), ctx.split_lines()) {
+                scan if totals_first + lines * scan.totals() > room => LineScan::Walk,
+                scan => scan,
+            }
+        };
         let totals = runs
             .iter()
             .map(|run| run.slices * inner * scan_of(run).totals())

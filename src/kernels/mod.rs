@@ -339,6 +339,8 @@ pub enum Kernel {
         workgroup_size: u32,
         /// i64, u64 and f64 as u32 pairs (adapters without `SHADER_INT64`, or `SHADER_F64`).
         emulate64: bool,
+        /// The entry point (see [`topk::TopKEntry`]).
+        entry: topk::TopKEntry,
     },
     /// `reduce.wgsl`: reduction `op` (see [`reduce::kernel_ops`]) of `input`, in one pass (0),
     /// as the first (1) or second (2) of two, or one thread per short row (3).
@@ -608,12 +610,13 @@ impl Kernel {
                         });
                     }
                 }
-                for largest in [false, true] {
+                for (largest, entry) in largest_and_entries() {
                     out.push(Kernel::TopK {
                         dtype,
                         largest,
                         workgroup_size,
                         emulate64,
+                        entry,
                     });
                 }
             }
@@ -647,12 +650,13 @@ impl Kernel {
                     });
                 }
             }
-            for largest in [false, true] {
+            for (largest, entry) in largest_and_entries() {
                 out.push(Kernel::TopK {
                     dtype: DType::F64,
                     largest,
                     workgroup_size,
                     emulate64: true,
+                    entry,
                 });
             }
             for elem_bytes in [1u32, 2, 4, 8] {
@@ -1349,6 +1353,7 @@ impl Kernel {
             | Kernel::Split { vec4: true, .. } => "main_vec4",
             Kernel::Scatter { entry, .. } => entry.name(),
             Kernel::CumSum { entry, .. } => entry.name(),
+            Kernel::TopK { entry, .. } => entry.name(),
             Kernel::LinearAttention { lanes: true, .. } => "lanes",
             Kernel::MatMul {
                 variant: MatMulKernel::Rows,
@@ -1380,6 +1385,13 @@ fn products_and_entries() -> impl Iterator<Item = (bool, cumsum::CumSumEntry)> {
     [false, true]
         .into_iter()
         .flat_map(|p| cumsum::CumSumEntry::ALL.map(|e| (p, e)))
+}
+
+/// TopK's largest and smallest, each at every entry point.
+fn largest_and_entries() -> impl Iterator<Item = (bool, topk::TopKEntry)> {
+    [false, true]
+        .into_iter()
+        .flat_map(|l| topk::TopKEntry::ALL.map(|e| (l, e)))
 }
 
 /// The (dtype, i64 emulated) variants of the kernels typed by one element type (CumSum, TopK,
@@ -1672,7 +1684,16 @@ impl KernelSpec for Kernel {
                 Binding::StorageRead,
                 Binding::StorageReadWrite,
             ],
-            Kernel::TopK { .. } | Kernel::GridTaps { .. } => &[
+            // The split lines' lists of values and of positions.
+            Kernel::TopK { .. } => &[
+                Binding::Uniform,
+                Binding::StorageRead,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+                Binding::StorageReadWrite,
+            ],
+            Kernel::GridTaps { .. } => &[
                 Binding::Uniform,
                 Binding::StorageRead,
                 Binding::StorageReadWrite,

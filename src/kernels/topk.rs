@@ -38,6 +38,71 @@ pub fn topk_source(dtype: DType, emulate64: bool) -> String {
     super::operands::specialize(&source, &[("// BEFORE", before)])
 }
 
+/// The TopK kernel's entry points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TopKEntry {
+    /// `main`: one invocation walks each line.
+    Walk,
+    /// `chunk_tops`: the K best of each chunk of a split line, in a list of its own.
+    ChunkTops,
+    /// `merge_tops`: lists merged two by two.
+    MergeTops,
+}
+
+impl TopKEntry {
+    /// Every entry point.
+    pub const ALL: [TopKEntry; 3] = [TopKEntry::Walk, TopKEntry::ChunkTops, TopKEntry::MergeTops];
+
+    /// The entry point's name in the shader.
+    pub fn name(self) -> &'static str {
+        match self {
+            TopKEntry::Walk => "main",
+            TopKEntry::ChunkTops => "chunk_tops",
+            TopKEntry::MergeTops => "merge_tops",
+        }
+    }
+}
+
+/// Chunks a split line is cut into at least (fewer where one dispatch's walk of a chunk
+/// holds fewer positions).
+pub const SPLIT_CHUNKS: u64 = 16;
+
+/// Positions per line from which a few lines are split by default: below, one walk is
+/// a dispatch or a few.
+pub const SPLIT_FROM: u64 = 4096;
+
+/// The chunk (positions) of each of `lines` lines of `axis_len` positions when TopK keeping
+/// `k` splits them, or `None` where each line is walked: as `forced` says, else where the
+/// lines are too few to keep the adapter busy (see [`super::cumsum::busy_lines`]) and at
+/// least [`SPLIT_FROM`] long. A chunk is at most what one invocation walks in a dispatch
+/// (16 384 / (2 K + 1) positions: each may shift K kept ones), and at most a
+/// [`SPLIT_CHUNKS`]th of the line.
+pub fn split_chunk(
+    lines: u64,
+    axis_len: u64,
+    k: u64,
+    cpu_kernels: bool,
+    forced: Option<bool>,
+) -> Option<u64> {
+    let split =
+        forced.unwrap_or(lines < super::cumsum::busy_lines(cpu_kernels) && axis_len >= SPLIT_FROM);
+    let walk = LOOP_ITERATIONS_PER_DISPATCH as u64 / (2 * k + 1);
+    let chunk = walk.min(axis_len.div_ceil(SPLIT_CHUNKS)).max(1);
+    (split && chunk < axis_len).then_some(chunk)
+}
+
+/// The merges of a line split into chunks of `chunk` positions: for each, the positions each
+/// list in covers and the lists in per line (down to two).
+pub fn merge_levels(axis_len: u64, chunk: u64) -> Vec<(u64, u64)> {
+    let (mut span, mut lists) = (chunk, axis_len.div_ceil(chunk));
+    let mut levels = Vec::new();
+    while lists > 1 {
+        levels.push((span, lists));
+        (span, lists) = (2 * span, lists.div_ceil(2));
+    }
+    levels
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct TopKParams {
@@ -50,7 +115,12 @@ struct TopKParams {
     src_first: u32,
     values_first: u32,
     indices_first: u32,
-    pad: [u32; 3],
+    span: u32,
+    lists: u32,
+    in_first: u32,
+    out_first: u32,
+    last: u32,
+    pad: [u32; 2],
 }
 
 impl Recorder {
@@ -90,14 +160,13 @@ impl Recorder {
             ],
         )?;
         let wg = ctx.workgroup_size();
-        let kernel = Kernel::TopK {
+        let kernel = |entry| Kernel::TopK {
             dtype: x.dtype(),
             emulate64: super::operands::emulated(&ctx, x.dtype()),
             largest,
             workgroup_size: wg,
+            entry,
         };
-        let pipeline = ctx.pipeline(&kernel)?;
-        // Each element costs up to 2 K + 1 loop iterations (finding its place, shifting).
         let per_element = 2 * k + 1;
         if per_element > LOOP_ITERATIONS_PER_DISPATCH {
             return Err(Error::LimitExceeded {
@@ -109,6 +178,28 @@ impl Recorder {
             });
         }
         let chunk = LOOP_ITERATIONS_PER_DISPATCH / per_element;
+        // A split pass's chunk and the entries its lists take at most (in two regions: a merge
+        // reads one and writes the other), or `None` where it walks; a pass whose lists would
+        // not fit one binding of one buffer walks too.
+        let room = ctx.binding_limit().min(ctx.max_buffer_size()) / 2 / elem.max(4);
+        let split_of = |run: &super::windows::SliceRun| {
+            let lines = run.count * inner_len;
+            let forced = ctx.split_lines();
+            let chunk = split_chunk(lines, axis, k as u64, ctx.cpu_kernels(), forced)?;
+            let most = merge_levels(axis, chunk)
+                .iter()
+                .map(|&(span, lists)| lists * span.min(k as u64))
+                .max()?;
+            (lines * most <= room).then_some((chunk, lines * most))
+        };
+        let region = runs
+            .iter()
+            .filter_map(|run| split_of(run).map(|(_, entries)| entries))
+            .max()
+            .unwrap_or(0);
+        let list_len = (2 * region).max(1) as usize;
+        let list_values = self.alloc(x.dtype(), &[list_len])?;
+        let list_indices = self.alloc(DType::U32, &[list_len])?;
         for run in &runs {
             let lines = run.count * inner_len;
             let grid = grid_for(&ctx, OP, lines, wg)?;
@@ -118,26 +209,99 @@ impl Recorder {
                 x.storage().bind(src),
                 values.storage().bind(kept),
                 indices.storage().bind(picked),
+                list_values.storage().bind_whole(),
+                list_indices.storage().bind_whole(),
             ];
+            let mut params = TopKParams {
+                lines: lines as u32,
+                axis_len: axis_len as u32,
+                inner: inner.max(1) as u32,
+                k: k as u32,
+                start: 0,
+                count: 0,
+                src_first: (src_at / elem) as u32,
+                values_first: (kept_at / elem) as u32,
+                indices_first: (picked_at / 8) as u32,
+                span: 0,
+                lists: 0,
+                in_first: 0,
+                out_first: 0,
+                last: 0,
+                pad: [0; 2],
+            };
+            if let Some((chunk, _)) = split_of(run) {
+                // Each chunk's list into the first region, then the merges from one region
+                // to the other, the last into the outputs.
+                let lists = axis.div_ceil(chunk);
+                (params.span, params.lists) = (chunk as u32, lists as u32);
+                let pipeline = ctx.pipeline(&kernel(TopKEntry::ChunkTops))?;
+                let grid = grid_for(&ctx, OP, lines * lists, wg)?;
+                self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+                let pipeline = ctx.pipeline(&kernel(TopKEntry::MergeTops))?;
+                let levels = merge_levels(axis, chunk);
+                for (level, &(span, lists)) in levels.iter().enumerate() {
+                    let from = (level % 2) as u64 * region;
+                    (params.span, params.lists) = (span as u32, lists as u32);
+                    params.in_first = from as u32;
+                    params.out_first = (region - from) as u32;
+                    params.last = u32::from(level + 1 == levels.len());
+                    let grid = grid_for(&ctx, OP, lines * lists.div_ceil(2), wg)?;
+                    self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+                }
+                continue;
+            }
+            let pipeline = ctx.pipeline(&kernel(TopKEntry::Walk))?;
             let mut start = 0;
             while start < axis_len {
                 let count = (axis_len - start).min(chunk);
-                let params = TopKParams {
-                    lines: lines as u32,
-                    axis_len: axis_len as u32,
-                    inner: inner.max(1) as u32,
-                    k: k as u32,
-                    start: start as u32,
-                    count: count as u32,
-                    src_first: (src_at / elem) as u32,
-                    values_first: (kept_at / elem) as u32,
-                    indices_first: (picked_at / 8) as u32,
-                    pad: [0; 3],
-                };
+                params.start = start as u32;
+                params.count = count as u32;
                 self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
                 start += count;
             }
         }
+        self.release(list_values);
+        self.release(list_indices);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A split line's chunks cover it once, each within one dispatch's walk; the merges halve
+    /// the lists down to one; short lines, a chunk that would be the whole line, and many
+    /// lines walk.
+    #[test]
+    fn split_lines_cover_each_line_and_merge_down_to_one() {
+        let mut next = crate::kernels::windows::test_numbers(13);
+        for _ in 0..20_000 {
+            let short = next(2) == 0;
+            let len = 2 + next(if short { 300 } else { 1 << 30 });
+            let k = 1 + next(len.min(8000));
+            let walk = LOOP_ITERATIONS_PER_DISPATCH as u64 / (2 * k + 1);
+            for cpu in [false, true] {
+                let case = format!("{len} positions, K {k}, CPU {cpu}");
+                let Some(chunk) = split_chunk(1, len, k, cpu, Some(true)) else {
+                    assert!(walk.max(1).min(len.div_ceil(SPLIT_CHUNKS)) >= len, "{case}");
+                    continue;
+                };
+                assert!(chunk >= 1 && chunk <= walk.max(1) && chunk < len, "{case}");
+                let levels = merge_levels(len, chunk);
+                let mut lists = len.div_ceil(chunk);
+                let mut span = chunk;
+                for &(s, l) in &levels {
+                    assert_eq!((s, l), (span, lists), "{case}");
+                    assert!(l >= 2 && (l - 1) * s < len && l * s >= len, "{case}");
+                    (span, lists) = (2 * span, lists.div_ceil(2));
+                }
+                assert_eq!(lists, 1, "{case}");
+                let by_rule = split_chunk(1, len, k, cpu, None);
+                assert_eq!(by_rule.is_some(), len >= SPLIT_FROM, "{case}");
+                assert_eq!(split_chunk(1 << 16, len, k, cpu, None), None, "{case}");
+                assert_eq!(split_chunk(1, len, k, cpu, Some(false)), None, "{case}");
+            }
+        }
     }
 }

@@ -1,16 +1,17 @@
 // ONNX TopK along one axis of a tensor seen as [outer, axis, inner]: one invocation per
-// (outer, inner) line keeps its K best elements sorted in the output as it walks the axis,
-// inserting each element after the equal ones already kept (so of equal values the one with
-// the lower index comes first, as ONNX asks). Indices are written as i64 word pairs. O(n K)
-// per line: meant for the K of Scan bodies and classifiers, not for sorting long rows.
+// (outer, inner) line keeps its K best elements as it walks the axis, in a heap in the output
+// whose root is the worst kept (ranked by value, then index: of equal values the lower index
+// is the better, as ONNX asks), so each element costs one comparison with the root, or
+// O(log K) when it is kept; the heap is then sorted in place, the best first, by popping its
+// root to the end. Indices are written as i64 word pairs. Long lines, and the sort of a large
+// K, run in several dispatches (the heap stays in the output between them).
 //
-// A few long lines (a vocabulary's logits) would leave most of a GPU idle and take a
-// dispatch per 16 384 / (2 K + 1) positions: those are split instead. `chunk_tops` keeps the
-// K best of each chunk of a line in a list of its own (an invocation per chunk, as the walk
-// keeps them), then `merge_tops` merges the lists two by two, a level per dispatch, until one
-// is left per line, written to the outputs. Lists are sorted by value, then index; a merge
-// takes from the right list (later positions) only what goes strictly before the left's
-// head, so ties keep the lower index first and the K kept are the walk's.
+// A few long lines (a vocabulary's logits) would leave most of a GPU idle: those are split
+// instead. `chunk_tops` keeps the K best of each chunk of a line in a heap of its own (an
+// invocation per chunk, as the walk keeps them) and sorts it, then `merge_tops` merges the
+// sorted lists two by two, a level per dispatch, until one is left per line, written to the
+// outputs. A merge takes from the right list (later positions) only what goes strictly
+// before the left's head, so ties keep the lower index first and the K kept are the walk's.
 //
 // Specialized per dtype by a validated substitution of the marked lines below (i64 and u64
 // emulated on u32 pairs compare word by word).
@@ -42,8 +43,9 @@ struct Params {
     in_first: u32,
     out_first: u32,
     last: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // The walk's sort: the heap's roots popped before this dispatch, and those it pops.
+    popped: u32,
+    pops: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -56,6 +58,126 @@ struct Params {
 
 // Whether `a` goes before `b` in the output (ties keep their order: not before).
 fn before(a: T, b: T) -> bool { return select((a < b), (a > b), LARGEST); } // BEFORE
+
+// Where the heap being kept lies: a walked line's slots in the outputs (slot s at
+// `heap_at + s * heap_step` from each window's first line), or a chunk's list (slot s at
+// `heap_at + s`).
+var<private> in_list: bool;
+var<private> heap_at: u32;
+var<private> heap_step: u32;
+
+fn heap_value(s: u32) -> T {
+    if in_list {
+        return list_values[heap_at + s];
+    }
+    return values[params.values_first + heap_at + s * heap_step];
+}
+
+fn heap_index(s: u32) -> u32 {
+    if in_list {
+        return list_indices[heap_at + s];
+    }
+    return indices[2u * (params.indices_first + heap_at + s * heap_step)];
+}
+
+fn heap_set(s: u32, v: T, at: u32) {
+    if in_list {
+        list_values[heap_at + s] = v;
+        list_indices[heap_at + s] = at;
+        return;
+    }
+    let o = heap_at + s * heap_step;
+    values[params.values_first + o] = v;
+    indices[2u * (params.indices_first + o)] = at;
+    indices[2u * (params.indices_first + o) + 1u] = 0u;
+}
+
+// Whether element `a` at position `i` ranks after `b` at `j` (a strict total order: of equal
+// values the higher position is the worse).
+fn worse(a: T, i: u32, b: T, j: u32) -> bool {
+    return before(b, a) || (!before(a, b) && i > j);
+}
+
+// Adds (v, at) as slot `n` of a heap of n, at a position after every kept one (so it ranks
+// after the equal ones). At most log2(n) + 1 iterations.
+fn sift_up(v: T, at: u32, n: u32) {
+    var hole = n;
+    while hole > 0u {
+        let parent = (hole - 1u) / 2u;
+        let pv = heap_value(parent);
+        let pi = heap_index(parent);
+        if before(v, pv) {
+            break;
+        }
+        heap_set(hole, pv, pi);
+        hole = parent;
+    }
+    heap_set(hole, v, at);
+}
+
+// Puts (v, at) in place of the root of a heap of `n`. At most log2(n) + 1 iterations.
+fn sift_down(v: T, at: u32, n: u32) {
+    var hole = 0u;
+    loop {
+        let left = 2u * hole + 1u;
+        if left >= n {
+            break;
+        }
+        var child = left;
+        var cv = heap_value(left);
+        var ci = heap_index(left);
+        if left + 1u < n {
+            let rv = heap_value(left + 1u);
+            let ri = heap_index(left + 1u);
+            if worse(rv, ri, cv, ci) {
+                child = left + 1u;
+                cv = rv;
+                ci = ri;
+            }
+        }
+        if !worse(cv, ci, v, at) {
+            break;
+        }
+        heap_set(hole, cv, ci);
+        hole = child;
+    }
+    heap_set(hole, v, at);
+}
+
+// Keeps the elements at positions [first, first + count) of the line whose first element is
+// `src_base` in `src`, in a heap of `kept` of at most K: they go after every kept one. Once K
+// are kept, the worst of them is held in a register and a tight loop skips what it beats
+// (one comparison each; CPU adapters run every branch of a loop's body, so the sift stays
+// out of it).
+fn keep_run(src_base: u32, first: u32, count: u32, kept_before: u32) {
+    let end = first + count;
+    var p = first;
+    for (var kept = kept_before; kept < params.k && p < end; kept++) {
+        sift_up(src[src_base + p * params.inner], p, kept);
+        p++;
+    }
+    var worst = heap_value(0u);
+    loop {
+        while p < end && !before(src[src_base + p * params.inner], worst) {
+            p++;
+        }
+        if p >= end {
+            break;
+        }
+        sift_down(src[src_base + p * params.inner], p, params.k);
+        worst = heap_value(0u);
+        p++;
+    }
+}
+
+// Pops the worst of a heap of `n` to slot n - 1: after popping every root down to a heap of
+// one, the slots hold the kept best first.
+fn pop(n: u32) {
+    let worst = heap_value(0u);
+    let worst_at = heap_index(0u);
+    sift_down(heap_value(n - 1u), heap_index(n - 1u), n - 1u);
+    heap_set(n - 1u, worst, worst_at);
+}
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(
@@ -71,37 +193,13 @@ fn main(
     let inner_pos = line % inner;
     let outer = line / inner;
     let src_base = params.src_first + outer * params.axis_len * inner + inner_pos;
-    let dst_base = outer * params.k * inner + inner_pos;
-    // Values and indices of this line's kept elements: slot s at `dst_base + s * inner` of
-    // each, from where each window puts the first line.
-    let vb = params.values_first;
-    let ib = params.indices_first;
-    var kept = min(params.start, params.k);
-    for (var j = params.start; j < params.start + params.count; j++) {
-        let x = src[src_base + j * inner];
-        // The slot x goes to: after every kept element not worse than it.
-        var slot = kept;
-        while slot > 0u && before(x, values[vb + dst_base + (slot - 1u) * inner]) {
-            slot -= 1u;
-        }
-        if slot >= params.k {
-            continue;
-        }
-        // Shift the worse ones down one place (the last falls off when K are kept).
-        var t = min(kept, params.k - 1u);
-        while t > slot {
-            let to = dst_base + t * inner;
-            let source = dst_base + (t - 1u) * inner;
-            values[vb + to] = values[vb + source];
-            indices[2u * (ib + to)] = indices[2u * (ib + source)];
-            indices[2u * (ib + to) + 1u] = 0u;
-            t -= 1u;
-        }
-        let at = dst_base + slot * inner;
-        values[vb + at] = x;
-        indices[2u * (ib + at)] = j;
-        indices[2u * (ib + at) + 1u] = 0u;
-        kept = min(kept + 1u, params.k);
+    in_list = false;
+    heap_at = outer * params.k * inner + inner_pos;
+    heap_step = inner;
+    keep_run(src_base, params.start, params.count, min(params.start, params.k));
+    let kept = min(params.axis_len, params.k);
+    for (var p = params.popped; p < params.popped + params.pops; p++) {
+        pop(kept - p);
     }
 }
 
@@ -130,27 +228,12 @@ fn chunk_tops(
     let inner = params.inner;
     let src_base = params.src_first + line / inner * params.axis_len * inner + line % inner;
     // The chunk's list: its slots `stride` apart from list `c`'s start.
-    let stride = min(params.span, params.k);
-    let base = params.out_first + c * stride;
-    var kept = 0u;
-    for (var j = first; j < first + min(params.span, params.axis_len - first); j++) {
-        let x = src[src_base + j * inner];
-        var slot = kept;
-        while slot > 0u && before(x, list_values[base + slot - 1u]) {
-            slot -= 1u;
-        }
-        if slot >= params.k {
-            continue;
-        }
-        var t = min(kept, params.k - 1u);
-        while t > slot {
-            list_values[base + t] = list_values[base + t - 1u];
-            list_indices[base + t] = list_indices[base + t - 1u];
-            t -= 1u;
-        }
-        list_values[base + slot] = x;
-        list_indices[base + slot] = j;
-        kept = min(kept + 1u, params.k);
+    in_list = true;
+    heap_at = params.out_first + c * min(params.span, params.k);
+    let len = min(params.span, params.axis_len - first);
+    keep_run(src_base, first, len, 0u);
+    for (var n = min(len, params.k); n > 1u; n--) {
+        pop(n);
     }
 }
 

@@ -441,26 +441,26 @@ fn topk(x: &HostTensor, axis: i64, k: i64, largest: i64) -> (Graph, Vec<(String,
     (g, vec![("x".to_string(), x.clone()), ("k".to_string(), k)])
 }
 
-/// A few long lines of TopK are split: each chunk's K best kept by an invocation of its own,
-/// then merged two by two, a dispatch per level (where a walk takes a dispatch per
-/// 16 384 / (2 K + 1) positions): the same values and indices as the reference, bit for bit,
-/// on values with many ties (the lower index first) and, in floats, NaNs (the largest),
-/// on every dtype TopK computes in and on the 64-bit emulation, largest and smallest. One
-/// line of 150 001 (a vocabulary's logits) keeping 1, 50 and 300; 3 lines of 5000 strided
-/// along axis 0 keeping 7; [2, 9000, 2] along its middle axis keeping 100 (chunks of 81
-/// positions, 112 of them: 7 merges, the last pairs of lists odd); and a line of 5000
-/// positive values keeping the 100 smallest, whose last chunk of 59 positions holds fewer
-/// than its list's 81 slots (the unwritten ones must not be read).
+/// A few long lines of TopK are split: each chunk's K best kept and sorted by an invocation
+/// of its own, then merged two by two, a dispatch per level: the same values and indices as
+/// the reference, bit for bit, on values with many ties (the lower index first) and, in
+/// floats, NaNs (the largest), on every dtype TopK computes in and on the 64-bit emulation,
+/// largest and smallest. One line of 150 001 (a vocabulary's logits) keeping 1, 50 and 300;
+/// 3 lines of 5000 strided along axis 0 keeping 7; [2, 24 000, 2] along its middle axis
+/// keeping 300 (chunks of 1338 positions, as many as one dispatch keeps and sorts, 18 of
+/// them: 5 merges, three of them of an odd count of lists); and a line of 33 175 positive
+/// values keeping the 100 smallest, whose last chunk of 59 positions holds the smallest and
+/// fewer than its list's 100 slots (the unwritten ones must not be read).
 #[test]
 fn few_long_topk_lines_split_into_chunks() {
     // Shape, axis, the Ks, and the values' least (a line whose last chunk is shorter than
     // its list of K, of values above the zeros of its list's unwritten slots).
     // (First, on fresh contexts, whose lists' unused slots hold zeros.)
     let cases: [(&[usize], i64, &[i64], f64); 4] = [
-        (&[1, 5000], 1, &[100], 1.0),
+        (&[1, 33_175], 1, &[100], 1.0),
         (&[1, 150_001], 1, &[1, 50, 300], -1000.0),
         (&[5000, 3], 0, &[7], -1000.0),
-        (&[2, 9000, 2], 1, &[100], -1000.0),
+        (&[2, 24_000, 2], 1, &[300], -1000.0),
     ];
     for dtype in [
         DType::F32,
@@ -476,11 +476,19 @@ fn few_long_topk_lines_split_into_chunks() {
             if n > 100_000 && !matches!(dtype, DType::F32 | DType::I64) {
                 continue;
             }
-            // About 2000 distinct values, so every K cuts through ties.
+            // About 2000 distinct values, so every K cuts through ties; the short last chunk
+            // of the line of positive values holds the smallest (so that the merges reach
+            // past its list's written slots, into the zeros of a fresh buffer, if they read
+            // them).
+            let (tail, above) = match least > 0.0 {
+                true => (n % 1948, 5.0),
+                false => (0, 0.0),
+            };
             let values: Vec<f64> = (0..n)
                 .map(|i| match (i * 7919) % 2003 {
+                    _ if i >= n - tail => (i % 5) as f64 + least,
                     v if v == 17 && !dtype.is_integer() => f64::NAN,
-                    v => v as f64 + least,
+                    v => v as f64 + least + above,
                 })
                 .collect();
             let x = data_from(dtype, shape, &values);
@@ -496,7 +504,15 @@ fn few_long_topk_lines_split_into_chunks() {
                     None,
                 )
                 .unwrap();
-                let levels = wgpu_ops::kernels::topk::merge_levels(len, chunk).len() as u64;
+                let levels = wgpu_ops::kernels::topk::merge_levels(len, chunk);
+                if least > 0.0 {
+                    assert_eq!(len % chunk, tail as u64, "the last chunk");
+                    assert!(len % chunk < k as u64, "a last chunk shorter than its list");
+                }
+                if shape.len() == 3 {
+                    assert_eq!(levels.iter().filter(|(_, lists)| lists % 2 == 1).count(), 3);
+                }
+                let levels = levels.len() as u64;
                 for ctx in &contexts {
                     let before = ctx.stats().dispatches;
                     let got = Session::new(ctx, g.clone())
@@ -515,9 +531,10 @@ fn few_long_topk_lines_split_into_chunks() {
 }
 
 /// Lines longer than one invocation walks in one dispatch (16 384 positions for CumSum and
-/// CumProd; for TopK 16 384 / (2 K + 1)) run in several dispatches carrying the running sum
-/// or product, or the kept elements, in the output: the same bits as the reference. lavapipe stops a shader's loops
-/// after about 65 000 iterations, so one long walk gave zeros past element 65 535 there.
+/// CumProd; for TopK 16 384 / (2 + log2 K)) run in several dispatches carrying the running
+/// sum or product, or the kept elements' heap, in the output, and TopK's sort of a large K
+/// likewise: the same bits as the reference. lavapipe stops a shader's loops after about
+/// 65 000 iterations, so one long walk gave zeros past element 65 535 there.
 /// The lines are walked here, not split (CumProd's products of floats near 1 round in the
 /// walk's order, as the reference's).
 #[test]
@@ -572,30 +589,51 @@ fn long_lines_run_in_several_dispatches() {
             }
         }
     }
-    // A K whose insertions alone exceed one dispatch's walk is refused, naming the limit.
-    let x = data(DType::F32, &[9000], 1);
-    let g = Graph::new()
-        .input("x", DType::F32, &[Some(9000)])
-        .input("k", DType::I64, &[Some(1)])
-        .node(
-            Node::new("TopK", "t")
-                .inputs(["x", "k"])
-                .outputs(["v", "i"]),
-        )
-        .output("v")
-        .output("i");
-    let e = Session::new(ctx(), g)
-        .unwrap()
-        .run_blocking(vec![
-            ("x".to_string(), x),
-            (
-                "k".to_string(),
-                HostTensor::from_vec(vec![1], &[9000i64]).unwrap(),
-            ),
-        ])
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("TopK") && e.contains("K = 9000"), "{e}");
+    // A K beyond what one dispatch sorts (a whole line sorted: its heap popped over several
+    // dispatches), walked and, where a merge of two lists of K fits a dispatch, split.
+    let len = 20_000;
+    let values: Vec<f64> = (0..len).map(|i| ((i * 7919) % 1000) as f64).collect();
+    for dtype in [DType::F32, DType::I64] {
+        let x = data_from(dtype, &[len], &values);
+        for (k, largest) in [(9000i64, 1), (20_000, 0)] {
+            let (g, inputs) = topk(&x, 0, k, largest);
+            let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+            let walk = wgpu_ops::kernels::topk::walk_plan(len as u64, k as u64).len();
+            assert!(walk > 4, "{k}");
+            let split = k <= 16_384;
+            for (ctx, forced) in split_contexts(dtype, Some(true))
+                .iter()
+                .map(|c| (c, true))
+                .chain(
+                    split_contexts(dtype, Some(false))
+                        .iter()
+                        .map(|c| (c, false)),
+                )
+            {
+                let before = ctx.stats().dispatches;
+                let got = Session::new(ctx, g.clone())
+                    .unwrap()
+                    .run_blocking(inputs.clone())
+                    .unwrap();
+                for ((_, g), w) in got.iter().zip(&want) {
+                    assert!(
+                        g == w,
+                        "TopK {dtype} k {k} largest {largest} split {forced}"
+                    );
+                }
+                let dispatches = match (forced && split, ctx.cpu_kernels()) {
+                    (true, cpu) => {
+                        let (len, k) = (len as u64, k as u64);
+                        let chunk =
+                            wgpu_ops::kernels::topk::split_chunk(1, len, k, cpu, Some(true));
+                        1 + wgpu_ops::kernels::topk::merge_levels(len, chunk.unwrap()).len()
+                    }
+                    (false, _) => walk,
+                };
+                assert_eq!(ctx.stats().dispatches - before, dispatches as u64, "{k}");
+            }
+        }
+    }
 }
 
 /// Many rows of more elements than a short row (a pool's windows, or a reduction over the

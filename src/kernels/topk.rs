@@ -4,7 +4,7 @@
 
 use super::operands::element_typed;
 use super::{grid_for, Kernel, LOOP_ITERATIONS_PER_DISPATCH};
-use crate::{DType, Error, Recorder, Result, Tensor};
+use crate::{DType, Recorder, Result, Tensor};
 
 const TOPK: &str = include_str!("../../shaders/topk.wgsl");
 
@@ -71,12 +71,45 @@ pub const SPLIT_CHUNKS: u64 = 16;
 /// a dispatch or a few.
 pub const SPLIT_FROM: u64 = 4096;
 
+/// Loop iterations one element costs a walk keeping `k` at most, and one pop of its sort:
+/// one, and a sift through the heap's levels.
+pub fn heap_steps(k: u64) -> u64 {
+    1 + u64::from(u64::BITS - k.leading_zeros())
+}
+
+/// Elements (or pops) one invocation keeping `k` takes in one dispatch.
+fn per_dispatch(k: u64) -> u64 {
+    (LOOP_ITERATIONS_PER_DISPATCH as u64 / heap_steps(k)).max(1)
+}
+
+/// The dispatches of a line of `axis_len` positions walked keeping `k`: for each, the
+/// positions it walks (`start`, `count`) and the sort's pops (the roots popped before it,
+/// and those it pops), within one dispatch's loop budget: the walk, then the sort from the
+/// last walk's leftover budget on.
+pub fn walk_plan(axis_len: u64, k: u64) -> Vec<[u64; 4]> {
+    let most = per_dispatch(k);
+    let pops_needed = axis_len.min(k).saturating_sub(1);
+    let (mut start, mut popped) = (0, 0);
+    let mut plan = Vec::new();
+    while start < axis_len || popped < pops_needed {
+        let count = (axis_len - start).min(most);
+        let pops = if start + count == axis_len {
+            (most - count).min(pops_needed - popped)
+        } else {
+            0
+        };
+        plan.push([start, count, popped, pops]);
+        (start, popped) = (start + count, popped + pops);
+    }
+    plan
+}
+
 /// The chunk (positions) of each of `lines` lines of `axis_len` positions when TopK keeping
 /// `k` splits them, or `None` where each line is walked: as `forced` says, else where the
 /// lines are too few to keep the adapter busy (see [`super::cumsum::busy_lines`]) and at
-/// least [`SPLIT_FROM`] long. A chunk is at most what one invocation walks in a dispatch
-/// (16 384 / (2 K + 1) positions: each may shift K kept ones), and at most a
-/// [`SPLIT_CHUNKS`]th of the line.
+/// least [`SPLIT_FROM`] long; and only where one merge of two lists of K fits a dispatch's
+/// loop budget. A chunk is at most what one invocation keeps and sorts in a dispatch, and
+/// at most a [`SPLIT_CHUNKS`]th of the line.
 pub fn split_chunk(
     lines: u64,
     axis_len: u64,
@@ -86,9 +119,11 @@ pub fn split_chunk(
 ) -> Option<u64> {
     let split =
         forced.unwrap_or(lines < super::cumsum::busy_lines(cpu_kernels) && axis_len >= SPLIT_FROM);
-    let walk = LOOP_ITERATIONS_PER_DISPATCH as u64 / (2 * k + 1);
-    let chunk = walk.min(axis_len.div_ceil(SPLIT_CHUNKS)).max(1);
-    (split && chunk < axis_len).then_some(chunk)
+    let most = per_dispatch(k);
+    // Its elements, then the pops of its list of min(chunk, K).
+    let kept_and_sorted = if 2 * k < most { most - k } else { most / 2 };
+    let chunk = kept_and_sorted.min(axis_len.div_ceil(SPLIT_CHUNKS)).max(1);
+    (split && chunk < axis_len && k <= LOOP_ITERATIONS_PER_DISPATCH as u64).then_some(chunk)
 }
 
 /// The merges of a line split into chunks of `chunk` positions: for each, the positions each
@@ -120,7 +155,8 @@ struct TopKParams {
     in_first: u32,
     out_first: u32,
     last: u32,
-    pad: [u32; 2],
+    popped: u32,
+    pops: u32,
 }
 
 impl Recorder {
@@ -167,17 +203,6 @@ impl Recorder {
             workgroup_size: wg,
             entry,
         };
-        let per_element = 2 * k + 1;
-        if per_element > LOOP_ITERATIONS_PER_DISPATCH {
-            return Err(Error::LimitExceeded {
-                op: OP,
-                what: format!("K = {k}: {per_element} loop iterations per element"),
-                limit: "iterations one invocation runs per dispatch",
-                needed: per_element as u64,
-                max: LOOP_ITERATIONS_PER_DISPATCH as u64,
-            });
-        }
-        let chunk = LOOP_ITERATIONS_PER_DISPATCH / per_element;
         // A split pass's chunk and the entries its lists take at most (in two regions: a merge
         // reads one and writes the other), or `None` where it walks; a pass whose lists would
         // not fit one binding of one buffer walks too.
@@ -227,7 +252,8 @@ impl Recorder {
                 in_first: 0,
                 out_first: 0,
                 last: 0,
-                pad: [0; 2],
+                popped: 0,
+                pops: 0,
             };
             if let Some((chunk, _)) = split_of(run) {
                 // Each chunk's list into the first region, then the merges from one region
@@ -251,13 +277,10 @@ impl Recorder {
                 continue;
             }
             let pipeline = ctx.pipeline(&kernel(TopKEntry::Walk))?;
-            let mut start = 0;
-            while start < axis_len {
-                let count = (axis_len - start).min(chunk);
-                params.start = start as u32;
-                params.count = count as u32;
+            for [start, count, popped, pops] in walk_plan(axis, k as u64) {
+                [params.start, params.count] = [start as u32, count as u32];
+                [params.popped, params.pops] = [popped as u32, pops as u32];
                 self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
-                start += count;
             }
         }
         self.release(list_values);
@@ -270,24 +293,31 @@ impl Recorder {
 mod tests {
     use super::*;
 
-    /// A split line's chunks cover it once, each within one dispatch's walk; the merges halve
-    /// the lists down to one; short lines, a chunk that would be the whole line, and many
-    /// lines walk.
+    /// A split line's chunks cover it once, each kept and sorted within one dispatch's loop
+    /// budget; the merges halve the lists down to one; short lines, a chunk that would be the
+    /// whole line, many lines, and a K whose merge would not fit a dispatch walk.
     #[test]
     fn split_lines_cover_each_line_and_merge_down_to_one() {
+        let budget = LOOP_ITERATIONS_PER_DISPATCH as u64;
         let mut next = crate::kernels::windows::test_numbers(13);
         for _ in 0..20_000 {
             let short = next(2) == 0;
             let len = 2 + next(if short { 300 } else { 1 << 30 });
-            let k = 1 + next(len.min(8000));
-            let walk = LOOP_ITERATIONS_PER_DISPATCH as u64 / (2 * k + 1);
+            let k = 1 + next(len.min(if short { 300 } else { 40_000 }));
             for cpu in [false, true] {
                 let case = format!("{len} positions, K {k}, CPU {cpu}");
                 let Some(chunk) = split_chunk(1, len, k, cpu, Some(true)) else {
-                    assert!(walk.max(1).min(len.div_ceil(SPLIT_CHUNKS)) >= len, "{case}");
+                    let fits = budget / heap_steps(k) / 2;
+                    assert!(
+                        k > budget || fits.min(len.div_ceil(SPLIT_CHUNKS)) >= len,
+                        "{case}"
+                    );
                     continue;
                 };
-                assert!(chunk >= 1 && chunk <= walk.max(1) && chunk < len, "{case}");
+                let sort = chunk.min(k) - 1;
+                assert!(chunk >= 1 && chunk < len && k <= budget, "{case}");
+                assert!((chunk + sort) * heap_steps(k) <= budget, "{case}");
+                assert!(chunk <= len.div_ceil(SPLIT_CHUNKS), "{case}");
                 let levels = merge_levels(len, chunk);
                 let mut lists = len.div_ceil(chunk);
                 let mut span = chunk;
@@ -303,5 +333,37 @@ mod tests {
                 assert_eq!(split_chunk(1, len, k, cpu, Some(false)), None, "{case}");
             }
         }
+    }
+
+    /// A walk's dispatches cover the line once, in order, then pop all but one of the K kept
+    /// (a sorted heap of one is in place), each dispatch within the loop budget; the sort
+    /// starts in the last walk's dispatch, and no dispatch is empty.
+    #[test]
+    fn walks_keep_then_sort_within_the_loop_budget() {
+        let budget = LOOP_ITERATIONS_PER_DISPATCH as u64;
+        let mut next = crate::kernels::windows::test_numbers(17);
+        for _ in 0..20_000 {
+            let short = next(2) == 0;
+            let len = 1 + next(if short { 300 } else { 1 << 20 });
+            let k = 1 + next(len);
+            let case = format!("{len} positions, K {k}");
+            let plan = walk_plan(len, k);
+            let (mut start, mut popped) = (0, 0);
+            for (d, &[s, count, p, pops]) in plan.iter().enumerate() {
+                assert_eq!((s, p), (start, popped), "{case}");
+                assert!(count + pops >= 1, "{case}");
+                assert!((count + pops) * heap_steps(k) <= budget, "{case}");
+                assert!(pops == 0 || s + count == len, "{case}");
+                if d + 1 < plan.len() {
+                    // Full dispatches but for the last: as few as the budget allows.
+                    assert_eq!(count + pops, budget / heap_steps(k), "{case}");
+                }
+                (start, popped) = (s + count, p + pops);
+            }
+            assert_eq!((start, popped), (len, len.min(k) - 1), "{case}");
+        }
+        assert_eq!(walk_plan(70_001, 1).len(), 9);
+        assert_eq!(heap_steps(1), 2);
+        assert_eq!(heap_steps(50), 7);
     }
 }

@@ -19,7 +19,13 @@ struct Params {
     // 65 535 workgroups).
     row: u32,
     plane: u32,
-    _pad: u32,
+    // Where this dispatch's first row lies in `x` (elements) and its leaves in `leaves`: rows
+    // beyond one binding run in windows of whole rows.
+    x_first: u32,
+    leaves_first: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -55,9 +61,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         if (rule & 16u) != 0u || feature < 0 || u32(feature) >= params.features {
             break;
         }
-        let v = x[n * params.features + u32(feature)];
+        let v = x[params.x_first + n * params.features + u32(feature)];
         let t = thresholds[u32(node)];
         node = select(nodes[base + 2u], nodes[base + 1u], goes_true(rule, v, t));
     }
-    leaves[i] = node;
+    leaves[params.leaves_first + i] = node;
 }

@@ -1508,3 +1508,126 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
         );
     }
 }
+
+/// TreeWalk's rows and leaves crossing buffers and bindings run in windows of whole rows, a
+/// dispatch each (they were refused as "bound at once"); the tables stay bound whole. Rows of
+/// 16 and 32 bytes (f32 and f64, native and emulated) in windows that start before them,
+/// values that meet every threshold's equality and NaNs sent by the rule's NaN bit: bit for
+/// bit with the CPU reference on every context of [`contexts`], with the GPU kernels and
+/// without f64. Rows lying across buffer ends, and tables beyond one binding, are refused in
+/// one line naming them.
+#[test]
+fn tree_walks_cross_buffers_and_bindings() {
+    const LESS: i32 = 1;
+    const EQUAL: i32 = 2;
+    const GREATER: i32 = 4;
+    const NAN: i32 = 8;
+    const LEAF: i32 = 16;
+    // Four trees (the last a leaf alone): feature, true child, false child, rule.
+    let nodes: Vec<i32> = [
+        [0, 1, 2, LESS],
+        [0, 0, 0, LEAF],
+        [2, 3, 4, GREATER | NAN],
+        [0, 0, 0, LEAF],
+        [0, 0, 0, LEAF],
+        [1, 6, 7, LESS | EQUAL],
+        [0, 0, 0, LEAF],
+        [3, 8, 9, LESS | NAN],
+        [0, 0, 0, LEAF],
+        [0, 0, 0, LEAF],
+        [1, 11, 12, EQUAL],
+        [0, 0, 0, LEAF],
+        [0, 0, 0, LEAF],
+    ]
+    .concat();
+    let thresholds = [
+        0.5, 0.0, -0.5, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.5, 0.0, 0.0,
+    ];
+    let walk = |dtype: DType, rows: usize, features: usize, tables: (&[i32], &[f64])| {
+        let host = |shape: Vec<usize>, v: &[f64]| {
+            match dtype {
+                DType::F32 => {
+                    HostTensor::from_vec(shape, &v.iter().map(|&x| x as f32).collect::<Vec<_>>())
+                }
+                _ => HostTensor::from_vec(shape, v),
+            }
+            .unwrap()
+        };
+        // -2 to 2 in halves, every seventh a NaN.
+        let values: Vec<f64> = bytes(rows as u64, rows * features)
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| match i % 7 {
+                6 => f64::NAN,
+                _ => f64::from(b % 9) / 2.0 - 2.0,
+            })
+            .collect();
+        let g = Graph::new()
+            .input("x", dtype, &[Some(rows), Some(features)])
+            .constant(
+                "nodes",
+                HostTensor::from_vec(vec![tables.0.len() / 4, 4], tables.0).unwrap(),
+            )
+            .constant("thresholds", host(vec![tables.1.len()], tables.1))
+            .constant(
+                "roots",
+                HostTensor::from_vec(vec![4], &[0i32, 5, 10, 12]).unwrap(),
+            )
+            .node(
+                Node::new("TreeWalk", "walk")
+                    .inputs(["x", "nodes", "thresholds", "roots"])
+                    .outputs(["leaves"])
+                    .attr("depth", Attr::Int(3)),
+            )
+            .output("leaves");
+        (g, host(vec![rows, features], &values))
+    };
+    let mut contexts = contexts();
+    contexts.extend(contexts_with(Some(false)));
+    contexts.extend(contexts_from(ContextOptions {
+        native_64_bit: Some(false),
+        ..Default::default()
+    }));
+    for (dtype, rows) in [(DType::F32, 41usize), (DType::F64, 41), (DType::F32, 100)] {
+        let (g, x) = walk(dtype, rows, 4, (&nodes, &thresholds));
+        let leaves = rows * 4 * 4;
+        for ctx in &contexts {
+            let bound = ctx.binding_limit().min(ctx.max_buffer_size());
+            assert!(x.data.len().min(leaves) as u64 > bound, "{dtype} {rows}");
+            let (got, want) = both(ctx, &g, &[("x", x.clone())]);
+            assert_eq!(
+                got,
+                want,
+                "{dtype} {rows}, buffers of {}",
+                ctx.max_buffer_size()
+            );
+        }
+        let (_, want) = both(&contexts[0], &g, &[("x", x.clone())]);
+        let reached: std::collections::BTreeSet<i32> =
+            want[0].to_vec::<i32>().unwrap().into_iter().collect();
+        assert_eq!(reached.len(), 8, "every leaf reached: {reached:?}");
+    }
+    let refused = |g: Graph, x: HostTensor| {
+        Session::new(&contexts[0], g)
+            .and_then(|s| s.run_blocking(vec![("x".to_string(), x)]))
+            .unwrap_err()
+            .to_string()
+    };
+    // Rows of 12 bytes lie across the ends of buffers of 256 (node 7 reading feature 2).
+    let mut three = nodes.clone();
+    three[7 * 4] = 2;
+    let (g, x) = walk(DType::F32, 41, 3, (&three, &thresholds));
+    let e = refused(g, x);
+    assert!(
+        e.contains("TreeWalk") && e.contains("(12 bytes each) lie across") && !e.contains('\n'),
+        "{e}"
+    );
+    // A node table of 20 nodes (320 bytes) is beyond a binding of 256 bytes.
+    let big: Vec<i32> = (0..20).flat_map(|_| [0, 0, 0, LEAF]).collect();
+    let (g, x) = walk(DType::F32, 2, 4, (&big, &[0.0; 20]));
+    let e = refused(g, x);
+    assert!(
+        e.contains("TreeWalk") && e.contains("nodes bound at once") && !e.contains('\n'),
+        "{e}"
+    );
+}

@@ -229,12 +229,31 @@ impl crate::Recorder {
             .map(|(t, _)| t.storage().segments())
             .collect();
         super::windows::slice_runs(outer, &slices, &segments, limit, align).ok_or_else(|| {
+            let widest = slices.iter().max().copied().unwrap_or(0);
+            if widest + align + 4 > limit {
+                return Error::LimitExceeded {
+                    op,
+                    what: "one slice before the axis, bound at once".into(),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: widest + align + 4,
+                    max: limit,
+                };
+            }
+            // Each fits a binding: one lies across the end of one of its tensor's buffers.
+            let (t, slice) = tensors
+                .iter()
+                .find(|(t, b)| t.storage().segments().segment % b.max(&1) != 0)
+                .copied()
+                .unwrap_or(tensors[0]);
             Error::LimitExceeded {
                 op,
-                what: "one slice before the axis, bound at once".into(),
-                limit: "max_storage_buffer_binding_size",
-                needed: slices.iter().max().copied().unwrap_or(0) + align + 4,
-                max: limit,
+                what: format!(
+                    "a tensor whose slices before the axis ({slice} bytes each) lie across \
+                     the ends of its buffers (a slice must lie in one buffer)"
+                ),
+                limit: "max_buffer_size",
+                needed: t.byte_len(),
+                max: t.storage().segments().segment,
             }
         })
     }

@@ -1,5 +1,6 @@
 //! Decision trees walked to their leaves (`shaders/tree_walk.wgsl`): one invocation per row and
-//! tree, all levels in one dispatch.
+//! tree, all levels in one dispatch (rows beyond one binding in runs of whole rows, a dispatch
+//! each).
 
 use super::{grid_for, Kernel};
 use crate::{DType, Error, Recorder, Result, Tensor};
@@ -14,7 +15,9 @@ struct Params {
     depth: u32,
     row: u32,
     plane: u32,
-    _pad: u32,
+    x_first: u32,
+    leaves_first: u32,
+    pad: [u32; 3],
 }
 
 /// The WGSL of the kernel for f32 or f64 rows; `emulate64`: f64 on u32 pairs (adapters
@@ -45,7 +48,9 @@ pub(crate) fn tree_walk_source(template: &str, f64: bool, emulate64: bool) -> St
 impl Recorder {
     /// Records the walk of every tree for every row of `x` (`[N, F]`, f32 or f64) into `out`
     /// (`[N, T]` i32): `nodes` `[G, 4]` i32, `thresholds` `[G]` of `x`'s dtype, `roots` `[T]`
-    /// i32, at most `depth` steps. Shapes and dtypes are the caller's to check.
+    /// i32, at most `depth` steps. Shapes and dtypes are the caller's to check. The tables are
+    /// bound whole; the rows and their leaves, in runs of whole rows where one binding does
+    /// not hold them.
     pub(crate) fn tree_walk_into(
         &mut self,
         op: &'static str,
@@ -83,37 +88,43 @@ impl Recorder {
             &ctx,
             op,
             &[
-                (x, "X"),
                 (nodes, "nodes"),
                 (thresholds, "thresholds"),
                 (roots, "roots"),
-                (out, "the leaves"),
             ],
         )?;
-        let wg = ctx.workgroup_size();
-        let grid = grid_for(&ctx, op, invocations, wg)?;
-        let params = Params {
-            rows: rows as u32,
-            trees: trees as u32,
-            features: features as u32,
-            nodes: thresholds.numel() as u32,
-            depth,
-            row: grid[0] * wg,
-            plane: grid[1],
-            _pad: 0,
-        };
+        let elem = x.dtype().size() as u64;
+        let runs = self.slice_windows(op, rows, &[(x, features * elem), (out, trees * 4)])?;
         let pipeline = ctx.pipeline(&Kernel::TreeWalk {
-            workgroup_size: wg,
+            workgroup_size: ctx.workgroup_size(),
             f64,
             emulate64,
         })?;
-        let bindings = [
-            x.storage().bind_whole(),
-            nodes.storage().bind_whole(),
-            thresholds.storage().bind_whole(),
-            roots.storage().bind_whole(),
-            out.storage().bind_whole(),
-        ];
-        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)
+        for run in runs {
+            let [(x_window, x_at), (leaves_window, leaves_at)] = [run.windows[0], run.windows[1]];
+            let wg = ctx.workgroup_size();
+            let grid = grid_for(&ctx, op, run.count * trees, wg)?;
+            let params = Params {
+                rows: run.count as u32,
+                trees: trees as u32,
+                features: features as u32,
+                nodes: thresholds.numel() as u32,
+                depth,
+                row: grid[0] * wg,
+                plane: grid[1],
+                x_first: (x_at / elem) as u32,
+                leaves_first: (leaves_at / 4) as u32,
+                pad: [0; 3],
+            };
+            let bindings = [
+                x.storage().bind(x_window),
+                nodes.storage().bind_whole(),
+                thresholds.storage().bind_whole(),
+                roots.storage().bind_whole(),
+                out.storage().bind(leaves_window),
+            ];
+            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+        }
+        Ok(())
     }
 }

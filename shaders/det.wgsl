@@ -29,8 +29,10 @@ struct Params {
     // 65 535 workgroups).
     row: u32,
     plane: u32,
-    _pad0: u32,
-    _pad1: u32,
+    // Where this dispatch's first matrix lies in `a` and its determinant in `det` (elements):
+    // matrices beyond one binding run in windows of whole matrices.
+    a_first: u32,
+    det_first: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -44,10 +46,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let n = params.n;
-    let base = m * n * n;
+    let base = params.a_first + m * n * n;
     var d = t_one();
     if params.first > 0u {
-        d = det[m];
+        d = det[params.det_first + m];
         if t_is_zero(d) {
             return;
         }
@@ -82,5 +84,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             }
         }
     }
-    det[m] = d;
+    det[params.det_first + m] = d;
 }

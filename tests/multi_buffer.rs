@@ -1631,3 +1631,84 @@ fn tree_walks_cross_buffers_and_bindings() {
         "{e}"
     );
 }
+
+/// Det's matrices and determinants crossing buffers and bindings run in windows of whole
+/// matrices (they were refused as "bound at once"): [100, 2, 2], [100, 4, 4] and [20, 4, 4]
+/// in f32 and f64 (native and emulated), on every context of [`contexts`]: bit for bit the
+/// determinants of the same kernel bound whole on the default context (the same arithmetic),
+/// and within 1e-4 of the CPU reference. And [8, 40, 40] f32 in bindings of 16 KiB: two
+/// matrices to a window, their columns in two dispatches (the second reads the determinants
+/// so far from its window).
+#[test]
+fn determinants_cross_buffers_and_bindings() {
+    let mut contexts = contexts();
+    contexts.extend(contexts_from(ContextOptions {
+        native_64_bit: Some(false),
+        ..Default::default()
+    }));
+    let wide = Context::new_blocking(ContextOptions {
+        max_buffer_size: Some(1 << 16),
+        max_binding_size: Some(16384),
+        webgpu_limits: ADAPTER_LIMITS,
+        ..Default::default()
+    })
+    .unwrap();
+    let whole = [
+        Context::new_blocking(Default::default()).unwrap(),
+        Context::new_blocking(ContextOptions {
+            native_64_bit: Some(false),
+            ..Default::default()
+        })
+        .unwrap(),
+    ];
+    for (dtype, shape) in [
+        (DType::F32, [100usize, 2, 2]),
+        (DType::F32, [100, 4, 4]),
+        (DType::F64, [20, 4, 4]),
+        (DType::F64, [100, 2, 2]),
+        (DType::F32, [8, 40, 40]),
+    ] {
+        let n: usize = shape.iter().product();
+        let values: Vec<f64> = bytes(n as u64, n)
+            .iter()
+            .map(|&b| f64::from(b) / 64.0 - 2.0)
+            .collect();
+        let x = match dtype {
+            DType::F32 => HostTensor::from_vec(
+                shape.to_vec(),
+                &values.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+            ),
+            _ => HostTensor::from_vec(shape.to_vec(), &values),
+        }
+        .unwrap();
+        let g = Graph::new()
+            .input(
+                "x",
+                dtype,
+                &[Some(shape[0]), Some(shape[1]), Some(shape[2])],
+            )
+            .node(Node::new("Det", "det").inputs(["x"]).outputs(["y"]))
+            .output("y");
+        let on: Vec<&Context> = match shape[1] {
+            40 => vec![&wide],
+            _ => contexts.iter().collect(),
+        };
+        for ctx in on {
+            assert!(x.data.len() as u64 > ctx.binding_limit().min(ctx.max_buffer_size()));
+            let before = ctx.stats().dispatches;
+            let (got, want) = both(ctx, &g, &[("x", x.clone())]);
+            if shape[1] == 40 {
+                // Four windows of two matrices, two dispatches each (and the copy's).
+                assert!(ctx.stats().dispatches - before >= 8);
+            }
+            let emulated = !ctx.features().contains(wgpu::Features::SHADER_F64);
+            let (bound_whole, _) = both(&whole[usize::from(emulated)], &g, &[("x", x.clone())]);
+            let what = format!("{dtype} {shape:?}, buffers of {}", ctx.max_buffer_size());
+            assert_eq!(got, bound_whole, "{what}");
+            let (got, want) = (as_f64(&got[0]), as_f64(&want[0]));
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "{what}: {g} {w}");
+            }
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! Determinants (`shaders/det.wgsl`): one invocation per matrix, Gaussian elimination with
-//! partial pivoting in place, its columns cut over dispatches of bounded length.
+//! partial pivoting in place, its columns cut over dispatches of bounded length (matrices
+//! beyond one binding in runs of whole matrices).
 
 use super::{grid_for, Kernel};
 use crate::{DType, Recorder, Result, Tensor};
@@ -13,7 +14,8 @@ struct Params {
     end: u32,
     row: u32,
     plane: u32,
-    _pad: [u32; 2],
+    a_first: u32,
+    det_first: u32,
 }
 
 /// The WGSL of the kernel for f32 or f64 matrices; `emulate64`: f64 on u32 pairs.
@@ -57,7 +59,7 @@ pub(crate) fn det_source(template: &str, f64: bool, emulate64: bool) -> String {
 impl Recorder {
     /// Records the determinant of each `[n, n]` matrix of `a` (`[B, n, n]` in all, f32 or
     /// f64, overwritten) into `out` (`[B]`, `a`'s dtype). Shapes and dtypes are the caller's
-    /// to check.
+    /// to check. Matrices beyond one binding run in windows of whole matrices.
     pub(crate) fn det_into(
         &mut self,
         op: &'static str,
@@ -79,38 +81,45 @@ impl Recorder {
                 a.numel() as u64,
             ));
         }
-        super::operands::check_bound_whole(&ctx, op, &[(a, "X"), (out, "the determinants")])?;
+        let elem = a.dtype().size() as u64;
+        let n2 = (n * n) as u64;
+        let runs = self.slice_windows(op, matrices, &[(a, n2 * elem), (out, elem)])?;
         let wg = ctx.workgroup_size();
-        let grid = grid_for(&ctx, op, matrices, wg)?;
         let pipeline = ctx.pipeline(&Kernel::Det {
             workgroup_size: wg,
             f64,
             emulate64,
         })?;
-        // Column k costs about (n - k)^2 loop iterations: the columns are cut into dispatches
-        // of at most LOOP_ITERATIONS_PER_DISPATCH each (lavapipe stops a shader's loops after
-        // about 65 000 iterations in all, and short dispatches keep clear of watchdogs).
-        let budget = super::LOOP_ITERATIONS_PER_DISPATCH;
-        let mut first = 0;
-        while first < n {
-            let mut end = first + 1;
-            let mut cost = (n - first) * (n - first);
-            while end < n && cost + (n - end) * (n - end) <= budget {
-                cost += (n - end) * (n - end);
-                end += 1;
+        for run in runs {
+            let [(a_window, a_at), (det_window, det_at)] = [run.windows[0], run.windows[1]];
+            let grid = grid_for(&ctx, op, run.count, wg)?;
+            let bindings = [a.storage().bind(a_window), out.storage().bind(det_window)];
+            // Column k costs about (n - k)^2 loop iterations: the columns are cut into
+            // dispatches of at most LOOP_ITERATIONS_PER_DISPATCH each (lavapipe stops a
+            // shader's loops after about 65 000 iterations in all, and short dispatches keep
+            // clear of watchdogs).
+            let budget = super::LOOP_ITERATIONS_PER_DISPATCH;
+            let mut first = 0;
+            while first < n {
+                let mut end = first + 1;
+                let mut cost = (n - first) * (n - first);
+                while end < n && cost + (n - end) * (n - end) <= budget {
+                    cost += (n - end) * (n - end);
+                    end += 1;
+                }
+                let params = Params {
+                    matrices: run.count as u32,
+                    n: n as u32,
+                    first: first as u32,
+                    end: end as u32,
+                    row: grid[0] * wg,
+                    plane: grid[1],
+                    a_first: (a_at / elem) as u32,
+                    det_first: (det_at / elem) as u32,
+                };
+                self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+                first = end;
             }
-            let params = Params {
-                matrices: matrices as u32,
-                n: n as u32,
-                first: first as u32,
-                end: end as u32,
-                row: grid[0] * wg,
-                plane: grid[1],
-                _pad: [0; 2],
-            };
-            let bindings = [a.storage().bind_whole(), out.storage().bind_whole()];
-            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
-            first = end;
         }
         Ok(())
     }

@@ -48,6 +48,12 @@ struct Params {
     // 65 535 workgroups).
     row: u32,
     plane: u32,
+    // This dispatch's first position, and where it lies in `grid`, `rows` and `weights`
+    // (elements): positions beyond one binding run in windows of whole positions.
+    first: u32,
+    grid_first: u32,
+    rows_first: u32,
+    weights_first: u32,
     // The spatial extents and their row strides, axis k at [k / 4][k % 4].
     dims: array<vec4<u32>, 4>,
     strides: array<vec4<u32>, 4>,
@@ -154,7 +160,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         let one = t_of(1.0);
         let two = t_of(2.0);
         // The grid's coordinates run the other way: x (the last axis) first.
-        let g = grid[p * params.rank + (params.rank - 1u - k)];
+        let g = grid[params.grid_first + p * params.rank + (params.rank - 1u - k)];
         // Pixel centres at -1 and 1 with align_corners, else pixel edges.
         var x: T;
         if params.align_corners != 0u {
@@ -204,7 +210,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         j = clamp(j, 0, max(last, 0));
         flat += u32(j) * params.strides[k / 4u][k % 4u];
     }
-    let n = p / params.per_batch;
-    rows[i] = select(params.zero_row, n * params.batch_rows + flat, inside);
-    weights[i] = weight;
+    let n = (params.first + p) / params.per_batch;
+    rows[params.rows_first + i] = select(params.zero_row, n * params.batch_rows + flat, inside);
+    weights[params.weights_first + i] = weight;
 }

@@ -1632,6 +1632,22 @@ fn tree_walks_cross_buffers_and_bindings() {
     );
 }
 
+/// [`contexts`] and those contexts without f64 (emulated), and the default contexts with and
+/// without f64, which bind these tests' tensors whole.
+fn contexts_and_whole() -> (Vec<Context>, [Context; 2]) {
+    let without_f64 = ContextOptions {
+        native_64_bit: Some(false),
+        ..Default::default()
+    };
+    let mut contexts = contexts();
+    contexts.extend(contexts_from(without_f64.clone()));
+    let whole = [
+        Context::new_blocking(Default::default()).unwrap(),
+        Context::new_blocking(without_f64).unwrap(),
+    ];
+    (contexts, whole)
+}
+
 /// Det's matrices and determinants crossing buffers and bindings run in windows of whole
 /// matrices (they were refused as "bound at once"): [100, 2, 2], [100, 4, 4] and [20, 4, 4]
 /// in f32 and f64 (native and emulated), on every context of [`contexts`]: bit for bit the
@@ -1641,11 +1657,7 @@ fn tree_walks_cross_buffers_and_bindings() {
 /// so far from its window).
 #[test]
 fn determinants_cross_buffers_and_bindings() {
-    let mut contexts = contexts();
-    contexts.extend(contexts_from(ContextOptions {
-        native_64_bit: Some(false),
-        ..Default::default()
-    }));
+    let (contexts, whole) = contexts_and_whole();
     let wide = Context::new_blocking(ContextOptions {
         max_buffer_size: Some(1 << 16),
         max_binding_size: Some(16384),
@@ -1653,14 +1665,6 @@ fn determinants_cross_buffers_and_bindings() {
         ..Default::default()
     })
     .unwrap();
-    let whole = [
-        Context::new_blocking(Default::default()).unwrap(),
-        Context::new_blocking(ContextOptions {
-            native_64_bit: Some(false),
-            ..Default::default()
-        })
-        .unwrap(),
-    ];
     for (dtype, shape) in [
         (DType::F32, [100usize, 2, 2]),
         (DType::F32, [100, 4, 4]),
@@ -1708,6 +1712,86 @@ fn determinants_cross_buffers_and_bindings() {
             let (got, want) = (as_f64(&got[0]), as_f64(&want[0]));
             for (g, w) in got.iter().zip(&want) {
                 assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "{what}: {g} {w}");
+            }
+        }
+    }
+}
+
+/// GridSample's taps (a row and a weight per output position and tap) crossing buffers and
+/// bindings are computed in windows of whole positions, a dispatch each (they were refused as
+/// "bound at once"): X [2, 4, 5, 6] sampled at [2, 7, 9] positions (grid coordinates
+/// from -1.3 to 1.3: inside, on and past the borders), every mode and padding, f32 and f64
+/// (native and emulated): nearest and linear bit for bit the same kernels bound whole on the
+/// default context, and all within 1e-5 of the CPU reference (nearest: exactly).
+#[test]
+fn grid_sample_taps_cross_buffers_and_bindings() {
+    let (contexts, whole) = contexts_and_whole();
+    let (xs, gs) = ([2usize, 4, 5, 6], [2usize, 7, 9, 2]);
+    let x_values: Vec<f64> = bytes(5, xs.iter().product())
+        .iter()
+        .map(|&b| f64::from(b) / 16.0 - 8.0)
+        .collect();
+    let g_values: Vec<f64> = bytes(6, gs.iter().product())
+        .iter()
+        .map(|&b| f64::from(b % 27) / 10.0 - 1.3)
+        .collect();
+    for dtype in [DType::F32, DType::F64] {
+        let host = |shape: &[usize], v: &[f64]| {
+            match dtype {
+                DType::F32 => HostTensor::from_vec(
+                    shape.to_vec(),
+                    &v.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+                ),
+                _ => HostTensor::from_vec(shape.to_vec(), v),
+            }
+            .unwrap()
+        };
+        let (x, grid) = (host(&xs, &x_values), host(&gs, &g_values));
+        let dims = |s: &[usize]| s.iter().map(|&d| Some(d)).collect::<Vec<_>>();
+        for (mode, padding, align) in ["nearest", "linear", "cubic"]
+            .into_iter()
+            .flat_map(|m| ["zeros", "border", "reflection"].map(|p| (m, p)))
+            .flat_map(|(m, p)| [(m, p, 0), (m, p, 1)])
+        {
+            let g = Graph::new()
+                .input("x", dtype, &dims(&xs))
+                .input("grid", dtype, &dims(&gs))
+                .node(
+                    Node::new("GridSample", "g")
+                        .inputs(["x", "grid"])
+                        .outputs(["y"])
+                        .attr("mode", Attr::String(mode.into()))
+                        .attr("padding_mode", Attr::String(padding.into()))
+                        .attr("align_corners", Attr::Int(align)),
+                )
+                .output("y");
+            let inputs = [("x", x.clone()), ("grid", grid.clone())];
+            for ctx in &contexts {
+                // f64 cubic products come in slices of 512 bytes (16 taps x 4 channels): not
+                // in buffers of 256.
+                if dtype == DType::F64 && mode == "cubic" && ctx.max_buffer_size() < 512 {
+                    continue;
+                }
+                assert!(grid.data.len() as u64 > ctx.binding_limit().min(ctx.max_buffer_size()));
+                let (got, want) = both(ctx, &g, &inputs);
+                let emulated = !ctx.features().contains(wgpu::Features::SHADER_F64);
+                let (bound_whole, _) = both(&whole[usize::from(emulated)], &g, &inputs);
+                let what = format!(
+                    "{dtype} {mode} {padding} {align}, buffers of {}",
+                    ctx.max_buffer_size()
+                );
+                // Cubic sums 16 taps a position: where their products lie across windows the
+                // reduction adds them in another order (measured: within 2e-6 of the sums
+                // bound whole).
+                if mode != "cubic" {
+                    assert_eq!(got, bound_whole, "{what}");
+                }
+                let (got, want) = (as_f64(&got[0]), as_f64(&want[0]));
+                let tolerance = if mode == "nearest" { 0.0 } else { 1e-5 };
+                for (g, w) in got.iter().zip(&want) {
+                    let close = (g - w).abs() <= tolerance * w.abs().max(1.0);
+                    assert!(close || (g.is_nan() && w.is_nan()), "{what}: {g} {w}");
+                }
             }
         }
     }

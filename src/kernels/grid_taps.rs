@@ -1,6 +1,7 @@
 //! GridSample's taps (`shaders/grid_taps.wgsl`): for every output position and combination
 //! of per-axis taps, the row of the input (seen as `[N * S + 1, C]`, the last row zeros) that
-//! the tap reads and its weight, computed from the grid in one dispatch.
+//! the tap reads and its weight, computed from the grid in one dispatch (positions beyond one
+//! binding in runs of whole positions, a dispatch each).
 
 use super::{grid_for, Kernel};
 use crate::{DType, Error, Recorder, Result, Tensor};
@@ -20,6 +21,10 @@ struct Params {
     zero_row: u32,
     row: u32,
     plane: u32,
+    first: u32,
+    grid_first: u32,
+    rows_first: u32,
+    weights_first: u32,
     dims: [[u32; 4]; 4],
     strides: [[u32; 4]; 4],
 }
@@ -138,11 +143,6 @@ impl Recorder {
                 max: i32::MAX as u64 - 1,
             });
         }
-        super::operands::check_bound_whole(
-            &ctx,
-            op,
-            &[(grid, "grid"), (rows, "the taps"), (weights, "the weights")],
-        )?;
         if rows.numel() as u64 != invocations || weights.numel() as u64 != invocations {
             return Err(Error::Graph(format!(
                 "internal: {op}'s taps need {invocations} rows and weights"
@@ -156,40 +156,59 @@ impl Recorder {
             strides[k / 4][k % 4] = stride as u32;
             stride *= plan.dims[k] as u64;
         }
+        let elem = grid.dtype().size() as u64;
+        let runs = self.slice_windows(
+            op,
+            positions,
+            &[
+                (grid, rank.max(1) as u64 * elem),
+                (rows, combinations * 4),
+                (weights, combinations * elem),
+            ],
+        )?;
         let wg = ctx.workgroup_size();
-        let grid_size = grid_for(&ctx, op, invocations, wg)?;
-        let params = Params {
-            positions: positions as u32,
-            per_batch: (positions / plan.batch.max(1) as u64) as u32,
-            rank: rank as u32,
-            taps,
-            combinations: combinations as u32,
-            mode: plan.mode,
-            padding: plan.padding,
-            align_corners: u32::from(plan.align_corners),
-            batch_rows: batch_rows as u32,
-            zero_row: zero_row as u32,
-            row: grid_size[0] * wg,
-            plane: grid_size[1],
-            dims,
-            strides,
-        };
         let pipeline = ctx.pipeline(&Kernel::GridTaps {
             workgroup_size: wg,
             f64,
             emulate64,
         })?;
-        let bindings = [
-            grid.storage().bind_whole(),
-            rows.storage().bind_whole(),
-            weights.storage().bind_whole(),
-        ];
-        self.dispatch(
-            op,
-            &pipeline,
-            bytemuck::bytes_of(&params),
-            &bindings,
-            grid_size,
-        )
+        for run in runs {
+            let [(grid_window, grid_at), (rows_window, rows_at), (weights_window, weights_at)] =
+                [run.windows[0], run.windows[1], run.windows[2]];
+            let grid_size = grid_for(&ctx, op, run.count * combinations, wg)?;
+            let params = Params {
+                positions: run.count as u32,
+                per_batch: (positions / plan.batch.max(1) as u64) as u32,
+                rank: rank as u32,
+                taps,
+                combinations: combinations as u32,
+                mode: plan.mode,
+                padding: plan.padding,
+                align_corners: u32::from(plan.align_corners),
+                batch_rows: batch_rows as u32,
+                zero_row: zero_row as u32,
+                row: grid_size[0] * wg,
+                plane: grid_size[1],
+                first: run.first as u32,
+                grid_first: (grid_at / elem) as u32,
+                rows_first: (rows_at / 4) as u32,
+                weights_first: (weights_at / elem) as u32,
+                dims,
+                strides,
+            };
+            let bindings = [
+                grid.storage().bind(grid_window),
+                rows.storage().bind(rows_window),
+                weights.storage().bind(weights_window),
+            ];
+            self.dispatch(
+                op,
+                &pipeline,
+                bytemuck::bytes_of(&params),
+                &bindings,
+                grid_size,
+            )?;
+        }
+        Ok(())
     }
 }

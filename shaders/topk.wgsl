@@ -189,18 +189,27 @@ fn main(
     if line >= params.lines {
         return;
     }
-    let inner = params.inner;
-    let inner_pos = line % inner;
-    let outer = line / inner;
-    let src_base = params.src_first + outer * params.axis_len * inner + inner_pos;
     in_list = false;
-    heap_at = outer * params.k * inner + inner_pos;
-    heap_step = inner;
-    keep_run(src_base, params.start, params.count, min(params.start, params.k));
+    heap_at = line_dst(line);
+    heap_step = params.inner;
+    keep_run(line_src(line), params.start, params.count, min(params.start, params.k));
     let kept = min(params.axis_len, params.k);
     for (var p = params.popped; p < params.popped + params.pops; p++) {
         pop(kept - p);
     }
+}
+
+// Where line `line` (of this window's lines, each [outer, inner] position) starts in `src`,
+// and where its first kept slot lies in `values` and `indices` from their windows' first
+// line; a line's positions, and its slots, are `inner` apart.
+fn line_src(line: u32) -> u32 {
+    let inner = params.inner;
+    return params.src_first + line / inner * params.axis_len * inner + line % inner;
+}
+
+fn line_dst(line: u32) -> u32 {
+    let inner = params.inner;
+    return line / inner * params.k * inner + line % inner;
 }
 
 fn invocation(group: vec3<u32>, groups: vec3<u32>, local: u32) -> u32 {
@@ -225,14 +234,11 @@ fn chunk_tops(
     }
     let line = c / params.lists;
     let first = c % params.lists * params.span;
-    let inner = params.inner;
-    let src_base = params.src_first + line / inner * params.axis_len * inner + line % inner;
-    // The chunk's list: its slots `stride` apart from list `c`'s start.
+    // The chunk's list: K slots (fewer for a shorter chunk) from list `c`'s start.
     in_list = true;
     heap_at = params.out_first + c * min(params.span, params.k);
-    let len = min(params.span, params.axis_len - first);
-    keep_run(src_base, first, len, 0u);
-    for (var n = min(len, params.k); n > 1u; n--) {
+    keep_run(line_src(line), first, min(params.span, params.axis_len - first), 0u);
+    for (var n = list_len(first, params.span); n > 1u; n--) {
         pop(n);
     }
 }
@@ -266,7 +272,7 @@ fn merge_tops(
     let out_stride = min(2u * span, params.k);
     let out_base = params.out_first + m * out_stride;
     let inner = params.inner;
-    let dst_base = line / inner * params.k * inner + line % inner;
+    let dst_base = line_dst(line);
     var i = 0u;
     var j = 0u;
     for (var s = 0u; s < out_len; s++) {

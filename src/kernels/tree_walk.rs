@@ -95,14 +95,14 @@ impl Recorder {
         )?;
         let elem = x.dtype().size() as u64;
         let runs = self.slice_windows(op, rows, &[(x, features * elem), (out, trees * 4)])?;
+        let wg = ctx.workgroup_size();
         let pipeline = ctx.pipeline(&Kernel::TreeWalk {
-            workgroup_size: ctx.workgroup_size(),
+            workgroup_size: wg,
             f64,
             emulate64,
         })?;
         for run in runs {
             let [(x_window, x_at), (leaves_window, leaves_at)] = [run.windows[0], run.windows[1]];
-            let wg = ctx.workgroup_size();
             let grid = grid_for(&ctx, op, run.count * trees, wg)?;
             let params = Params {
                 rows: run.count as u32,

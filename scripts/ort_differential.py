@@ -1033,9 +1033,9 @@ def control_flow_cases(out, manifest):
 def grid_sample_cases(out, manifest):
     """GridSample: every mode, padding mode and align_corners on 2-D inputs of several batch
     items and channels, coordinates reaching past the borders by up to three times the extent
-    (several reflections), 1-D and 3-D inputs where onnxruntime takes them, f32, f64 and f16.
-    Tolerances as onnxruntime's tests (f16 rtol 2e-3 atol 1e-3). Returns how many were
-    written."""
+    (several reflections), coordinates NaN, infinite, huge and far, 1-D and 3-D inputs where
+    onnxruntime takes them, f32, f64 and f16. Tolerances as onnxruntime's tests (f16 rtol 2e-3
+    atol 1e-3). Returns how many were written."""
     rng = np.random.RandomState(44)
     tolerance = {"f32": (1e-4, 1e-5), "f16": (2e-3, 1e-3), "f64": (1e-5, 1e-6)}
     written = 0
@@ -1050,7 +1050,16 @@ def grid_sample_cases(out, manifest):
                             continue
                         np_type, onnx_type = DTYPES[d]
                         x = rng.uniform(-2, 2, xs).astype(np_type)
-                        grid = rng.uniform(-3, 3, gs).astype(np_type)
+                        grid = rng.uniform(-3, 3, gs)
+                        # Coordinates onnxruntime replaces by -1 (NaN, infinite, past 2^62
+                        # pixels) and far ones it reflects from where they lie (past i32's
+                        # range in f64).
+                        special = {"f64": [1e12, -1e12, 1e30, -1e30], "f32": [1e6, -1e6, 1e30, -1e30],
+                                   "f16": [6e4, -6e4]}[d]
+                        special = [np.nan, np.inf, -np.inf] + special
+                        room = grid.reshape(-1)[5::2]
+                        room[:len(special)] = special[:len(room)]
+                        grid = grid.astype(np_type)
                         node = helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode,
                                                 padding_mode=padding, align_corners=align)
                         graph = helper.make_graph(

@@ -23,10 +23,13 @@ fn t_sub(x: T, y: T) -> T { return x - y; } // SUB
 fn t_mul(x: T, y: T) -> T { return x * y; } // MUL
 fn t_div(x: T, y: T) -> T { return x / y; } // DIV
 fn t_floor(x: T) -> T { return floor(x); } // FLOOR
+fn t_abs(x: T) -> T { return abs(x); } // ABS
 fn t_clamp(x: T, lo: T, hi: T) -> T { return clamp(x, lo, hi); } // CLAMP
 fn t_less(x: T, y: T) -> bool { return x < y; } // LESS
 fn t_at_most(x: T, y: T) -> bool { return x <= y; } // AT MOST
 fn t_equal(x: T, y: T) -> bool { return x == y; } // EQUAL
+// Whether |x| > 2^62 or x is NaN, from the bits (drivers may fold NaN comparisons away).
+fn t_far(x: T) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x5e800000u; } // FAR
 
 override WORKGROUP_SIZE: u32 = 64u;
 
@@ -168,35 +171,37 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         } else {
             x = t_div(t_sub(t_mul(t_add(g, one), size), one), two);
         }
+        // A coordinate that is NaN, infinite or beyond 2^62 pixels reads where -1 does (the
+        // axis's low bound), as onnxruntime replaces it.
+        if t_far(x) {
+            x = select(t_of(-0.5), t_of(0.0), params.align_corners != 0u);
+        }
         if params.mode == 0u {
             // Halves to even, as PyTorch and the ONNX reference round.
             x = round_half_even(x);
         }
-        // Positions far outside (infinite coordinates) held where index arithmetic cannot
-        // overflow.
-        let far = t_of(1e9);
-        let near = t_of(-1e9);
-        var j: i32;
-        if params.mode == 0u {
-            j = t_to_i32(t_clamp(x, near, far));
-        } else {
-            let below = t_floor(x);
-            let f = t_sub(x, below);
-            let base = t_clamp(below, near, far);
+        // The tap's offset from x's floor (from x itself in nearest mode) and its weight on
+        // this axis, computed as onnxruntime computes them (its weights are 0 where x + 1
+        // rounds to x).
+        var base = x;
+        var offset = 0;
+        if params.mode != 0u {
+            base = t_floor(x);
             if params.mode == 1u {
-                j = t_to_i32(base) + i32(t);
-                weight = t_mul(weight, select(f, t_sub(one, f), t == 0u));
+                offset = i32(t);
+                weight = t_mul(weight, select(t_sub(x, base), t_sub(t_add(base, one), x), t == 0u));
             } else {
-                j = t_to_i32(base) - 1 + i32(t);
-                weight = t_mul(weight, cubic(t, f));
+                offset = i32(t) - 1;
+                let f = t_sub(t_sub(x, t_sub(base, one)), one);
+                weight = t_mul(weight, cubic(t, t_abs(f)));
             }
         }
+        // Positions far outside held where i32 arithmetic cannot overflow.
+        var j = t_to_i32(t_clamp(base, t_of(-1e9), t_of(1e9))) + offset;
         let last = i32(d) - 1;
         if params.padding == 0u {
             inside = inside && j >= 0 && j <= last;
-        } else if params.padding == 1u {
-            j = clamp(j, 0, last);
-        } else if j < 0 || j > last {
+        } else if params.padding == 2u && (j < 0 || j > last) {
             // The borders reflected about: pixel centres with align_corners, else edges.
             var lo = t_of(-0.5);
             var hi = t_sub(size, t_of(0.5));
@@ -204,9 +209,12 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
                 lo = t_of(0.0);
                 hi = t_sub(size, one);
             }
-            j = t_to_i32(reflect(t_of_i32(j), lo, hi));
+            // The position reflected in T from where it lies, however far (as onnxruntime
+            // reflects its i64 index), then truncated.
+            let at = t_add(base, t_of_i32(offset));
+            j = t_to_i32(t_clamp(reflect(at, lo, hi), t_of(-1.0), size));
         }
-        // In range whatever the coordinate was (NaN, infinite): never read outside.
+        // In range whatever the coordinate was: never read outside.
         j = clamp(j, 0, max(last, 0));
         flat += u32(j) * params.strides[k / 4u][k % 4u];
     }

@@ -463,9 +463,9 @@ fn elementwise_on_64_bit_dtypes_with_native_features() {
 /// Without SHADER_F64 (with neither 64-bit feature, and with SHADER_INT64 only), GridSample
 /// on f64 computes its coordinates and weights on the emulation: every mode, padding and
 /// align_corners on 1-, 2- and 3-D inputs, at coordinates inside and outside [-1, 1], at
-/// halves (nearest mode rounds them to even), NaN, infinite and huge. Nearest mode picks
-/// values bit for bit; linear and cubic within 1e-12 relative to the interpreter's f64
-/// (onnxruntime's own tests hold doubles to 1e-5).
+/// halves (nearest mode rounds them to even), NaN, infinite, huge and far (reflected from
+/// past i32's range). Nearest mode picks values bit for bit; linear and cubic within 1e-12
+/// relative to the interpreter's f64 (onnxruntime's own tests hold doubles to 1e-5).
 #[test]
 fn grid_sample_on_f64_runs_on_the_emulation() {
     // (x, y) pairs; on a row of 4 (align_corners 0) x = -0.5, 0 and 0.5 are columns 0.5, 1.5
@@ -476,7 +476,7 @@ fn grid_sample_on_f64_runs_on_the_emulation() {
         f64::INFINITY,
         -0.25,
         f64::NEG_INFINITY,
-        3.0,
+        -1e12,
         -0.5,
         1.0,
         0.0,
@@ -534,6 +534,118 @@ fn grid_sample_on_f64_runs_on_the_emulation() {
                     assert!(ok, "{what}: element {i}: emulated {a} vs reference {b}");
                 }
             }
+        }
+    }
+}
+
+/// A grid coordinate that is NaN, infinite or beyond 2^62 pixels (1e30; 3e38, whose pixel
+/// coordinate overflows f32) samples where -1 does, the axis's low bound, as onnxruntime
+/// replaces it (`docs/spec-decisions.md` 19): every mode, padding and align_corners, f32 and
+/// f64, the GPU and the CPU reference each bit for bit the same as on a grid holding -1 there.
+/// And a linear tap of an f32 coordinate past 2^24 pixels weighs 0 where x + 1 rounds to x,
+/// as onnxruntime weighs it: 0 with border padding, where the taps read the last column.
+#[test]
+fn grid_sample_takes_undefined_coordinates_as_onnxruntime() {
+    let ctx = ctx();
+    let special = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1e30,
+        -1e30,
+        3e38,
+        2e19,
+    ];
+    let mut pairs = vec![];
+    for (i, &v) in special.iter().enumerate() {
+        let other = i as f64 / 4.0 - 0.8;
+        pairs.extend([v, other, other, v]);
+    }
+    let replaced: Vec<f64> = pairs
+        .iter()
+        .map(|&v| {
+            if v.is_finite() && v.abs() < 1e6 {
+                v
+            } else {
+                -1.0
+            }
+        })
+        .collect();
+    let positions = pairs.len() / 2;
+    let run = |grid: &[f64], dtype: DType, mode: &str, padding: &str, align: i64| {
+        let x = f64_values(9, &[1, 2, 3, 4], true);
+        let grid = HostTensor::from_vec(vec![1, 1, grid.len() / 2, 2], grid).unwrap();
+        let cast = |t: HostTensor| match dtype {
+            DType::F32 => {
+                let v: Vec<f32> = t
+                    .to_vec::<f64>()
+                    .unwrap()
+                    .iter()
+                    .map(|&v| v as f32)
+                    .collect();
+                HostTensor::from_vec(t.shape.clone(), &v).unwrap()
+            }
+            _ => t,
+        };
+        let node = Node::new("GridSample", "g")
+            .inputs(["x", "grid"])
+            .attr("mode", Attr::String(mode.into()))
+            .attr("padding_mode", Attr::String(padding.into()))
+            .attr("align_corners", Attr::Int(align));
+        both_on(ctx, node, vec![("x", cast(x)), ("grid", cast(grid))]).unwrap()
+    };
+    let as_f64 = |t: &HostTensor| -> Vec<f64> {
+        match t.dtype {
+            DType::F32 => t
+                .to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect(),
+            _ => t.to_vec::<f64>().unwrap(),
+        }
+    };
+    for dtype in [DType::F32, DType::F64] {
+        for mode in ["nearest", "linear", "cubic"] {
+            for padding in ["zeros", "border", "reflection"] {
+                for align in [0, 1] {
+                    let what = format!("{dtype:?} {mode} {padding} align {align}");
+                    let (got, want) = run(&pairs, dtype, mode, padding, align);
+                    let (got_at_low, want_at_low) = run(&replaced, dtype, mode, padding, align);
+                    assert_eq!(got.data, got_at_low.data, "{what}: GPU");
+                    assert_eq!(want.data, want_at_low.data, "{what}: reference");
+                    assert_eq!(got.shape, vec![1, 2, 1, positions], "{what}");
+                    // Far but defined: reflected from where they lie (past i32's range in
+                    // f64), GPU as the reference.
+                    let far = if dtype == DType::F32 { 1e6 } else { 1e12 };
+                    let (got, want) = run(
+                        &[far, 0.1, -far, 0.6, 0.3, far, -0.4, -far],
+                        dtype,
+                        mode,
+                        padding,
+                        align,
+                    );
+                    for (i, (a, b)) in as_f64(&got).iter().zip(as_f64(&want)).enumerate() {
+                        assert!(
+                            (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                            "{what}: element {i}: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // 1e8 is column 2e8 (1.5e8 with align_corners), where f32's spacing is 16.
+    for align in [0, 1] {
+        let (got, want) = run(
+            &[1e8, 0.2, -0.3, 1e8],
+            DType::F32,
+            "linear",
+            "border",
+            align,
+        );
+        for y in [&got, &want] {
+            assert_eq!(y.to_vec::<f32>().unwrap(), vec![0.0; 4], "align {align}");
         }
     }
 }

@@ -35,8 +35,15 @@ pub(crate) const MAX_AXES: usize = 16;
 /// The WGSL of the kernel for f32 or f64 coordinates; `emulate64`: f64 on u32 pairs.
 pub(crate) fn grid_taps_source(template: &str, f64: bool, emulate64: bool) -> String {
     let dtype = if f64 { DType::F64 } else { DType::F32 };
-    if !(f64 && emulate64) {
+    if !f64 {
         return super::operands::element_typed(template, dtype, None);
+    }
+    if !emulate64 {
+        let source = super::operands::element_typed(template, dtype, None);
+        // 2^62's bits 0x43d0000000000000, the sign shifted out.
+        let far =
+            "fn t_far(x: T) -> bool { return (bitcast<u64>(x) << 1u) > 0x87a0000000000000lu; }";
+        return super::operands::specialize(&source, &[("// FAR", far.to_string())]);
     }
     let binary =
         |name: &str, f: &str| format!("fn t_{name}(x: T, y: T) -> T {{ return {f}(x, y); }}");
@@ -68,6 +75,10 @@ pub(crate) fn grid_taps_source(template: &str, f64: bool, emulate64: bool) -> St
             "fn t_floor(x: T) -> T { return sf64_floor(x); }".to_string(),
         ),
         (
+            "// ABS",
+            "fn t_abs(x: T) -> T { return sf64_abs(x); }".to_string(),
+        ),
+        (
             "// CLAMP",
             "fn t_clamp(x: T, lo: T, hi: T) -> T { return sf64_min(sf64_max(x, lo), hi); }"
                 .to_string(),
@@ -79,6 +90,12 @@ pub(crate) fn grid_taps_source(template: &str, f64: bool, emulate64: bool) -> St
         (
             "// LESS",
             "fn t_less(x: T, y: T) -> bool { return sf64_lt(x, y); }".to_string(),
+        ),
+        (
+            "// FAR",
+            "fn t_far(x: T) -> bool { let h = x.y & 0x7fffffffu; \
+             return h > 0x43d00000u || (h == 0x43d00000u && x.x != 0u); }"
+                .to_string(),
         ),
         (
             "// EQUAL",

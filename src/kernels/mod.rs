@@ -1279,8 +1279,8 @@ impl Kernel {
                 f64: true,
                 emulate64: false,
                 ..
-            } => wgpu::Features::SHADER_F64,
-            Kernel::TreeWalk {
+            }
+            | Kernel::TreeWalk {
                 f64: true,
                 emulate64: false,
                 ..

@@ -8,7 +8,8 @@
 //!
 //! Padding applies to each tap's index, as onnxruntime (and PyTorch, for bicubic) do; the ONNX
 //! reference clamps or reflects the coordinate first. The two agree but for cubic sampling
-//! with border padding, where we follow onnxruntime (`docs/spec-decisions.md`).
+//! with border padding, where we follow onnxruntime (`docs/spec-decisions.md` 19). So too
+//! for coordinates NaN, infinite or past 2^62 pixels, which sample where -1 does.
 
 use crate::kernels::grid_taps::TapsPlan;
 use crate::kernels::pad::PadMode;
@@ -21,7 +22,6 @@ fn invalid(input: &str, message: String) -> Error {
 }
 
 /// GridSample's attributes (ONNX names and defaults).
-/// GridSample's attributes.
 #[derive(Clone, Copy, Debug)]
 pub struct GridSampleAttrs<'a> {
     /// `linear`, `nearest` or `cubic` (`bilinear` and `bicubic` as GridSample-16 names them).

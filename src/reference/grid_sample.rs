@@ -12,31 +12,50 @@ use super::RefError;
 
 type R<T> = std::result::Result<T, RefError>;
 
-/// Reflects `x` by the nearer border until it lies in `[lo, hi]`.
-fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
-    let span = hi - lo;
+/// Rounds an f64 result to the precision the kernel computes in: f32 (whose +, -, * and /
+/// of f32 values, computed in f64 and rounded once, are f32's own), or f64 (`wide`).
+#[derive(Clone, Copy)]
+struct Precision {
+    wide: bool,
+}
+
+impl Precision {
+    fn round(self, v: f64) -> f64 {
+        match self.wide {
+            true => v,
+            false => f64::from(v as f32),
+        }
+    }
+}
+
+/// Reflects `x` by the nearer border until it lies in `[lo, hi]`, each step rounded to `t`.
+fn reflect(x: f64, lo: f64, hi: f64, t: Precision) -> f64 {
+    let span = t.round(hi - lo);
     if span <= 0.0 {
         return lo;
     }
     let (dx, from, to) = if x < lo {
-        (lo - x, lo, hi)
+        (t.round(lo - x), lo, hi)
     } else if x > hi {
-        (x - hi, hi, lo)
+        (t.round(x - hi), hi, lo)
     } else {
         return x;
     };
-    let n = (dx / span).floor();
-    let r = dx - n * span;
+    let n = t.round(dx / span).floor();
+    let r = t.round(dx - t.round(n * span));
     // An even number of reflections ends on the side it started from.
     if n % 2.0 == 0.0 {
-        from + (to - from).signum() * r
+        t.round(from + (to - from).signum() * r)
     } else {
-        to - (to - from).signum() * r
+        t.round(to - (to - from).signum() * r)
     }
 }
 
 /// How far outside the input a tap's index is followed (beyond, it is held there).
 const FAR: f64 = 1e9;
+
+/// Coordinates beyond this many pixels (2^62) are replaced by the axis's low bound.
+const FAR_COORDINATE: f64 = 4_611_686_018_427_387_904.0;
 
 fn cubic_weights(f: f64) -> [f64; 4] {
     let a = -0.75;
@@ -46,61 +65,66 @@ fn cubic_weights(f: f64) -> [f64; 4] {
 }
 
 /// Coordinate `g` on an axis of extent `d`, in the input's pixels (rounded to the nearest,
-/// halves to even, in nearest mode), and the axis's bounds, computed in f32 (`wide`: f64).
-fn denormalize(g: f64, d: usize, mode: u32, align: bool, wide: bool) -> (f64, f64, f64) {
+/// halves to even, in nearest mode), and the axis's bounds, computed in `t`.
+fn denormalize(g: f64, d: usize, mode: u32, align: bool, t: Precision) -> (f64, f64, f64) {
     let size = d as f64;
     let (x, lo, hi) = if align {
-        ((g + 1.0) / 2.0 * (size - 1.0), 0.0, size - 1.0)
+        let half = t.round(t.round(g + 1.0) / 2.0);
+        (t.round(half * t.round(size - 1.0)), 0.0, size - 1.0)
     } else {
-        (((g + 1.0) * size - 1.0) / 2.0, -0.5, size - 0.5)
+        let scaled = t.round(t.round(g + 1.0) * t.round(size));
+        (
+            t.round(t.round(scaled - 1.0) / 2.0),
+            -0.5,
+            t.round(size - 0.5),
+        )
     };
-    // The same operations in f32 round after each step, as the GPU computes them.
-    let x = match wide {
-        true => x,
-        false => {
-            let (g, size) = (g as f32, size as f32);
-            f64::from(match align {
-                true => (g + 1.0) / 2.0 * (size - 1.0),
-                false => ((g + 1.0) * size - 1.0) / 2.0,
-            })
-        }
+    // NaN, infinite or beyond 2^62 pixels: read where -1 does, as onnxruntime replaces it.
+    let x = if x.is_nan() || x.abs() > FAR_COORDINATE {
+        lo
+    } else {
+        x
     };
     let x = if mode == 0 { x.round_ties_even() } else { x };
     (x, lo, hi)
 }
 
 /// The taps along one axis of extent `d` at coordinate `x`: each an index (padded: `None`
-/// outside the input with zeros padding) and a weight.
+/// outside the input with zeros padding) and a weight, computed in `t` as onnxruntime
+/// computes them.
 fn axis_taps(
     (x, lo, hi): (f64, f64, f64),
     d: usize,
     mode: u32,
     padding: u32,
+    t: Precision,
 ) -> Vec<(Option<usize>, f64)> {
     let last = d as i64 - 1;
-    let place = |j: i64| -> Option<usize> {
+    // Positions far outside held where index arithmetic cannot overflow, as the GPU holds
+    // them; reflection reflects the position itself, rounded to `t`, however far.
+    let place = |base: f64, offset: i64| -> Option<usize> {
+        let j = base.clamp(-FAR, FAR) as i64 + offset;
         let j = match padding {
             0 if j < 0 || j > last => return None,
-            1 => j.clamp(0, last),
-            2 if j < 0 || j > last => reflect(j as f64, lo, hi) as i64,
+            2 if j < 0 || j > last => {
+                let at = t.round(base + offset as f64);
+                reflect(at, lo, hi, t).clamp(-1.0, d as f64) as i64
+            }
             _ => j,
         };
         Some(j.clamp(0, last.max(0)) as usize)
     };
-    // Positions far outside (infinite coordinates) held where index arithmetic cannot
-    // overflow, as the GPU holds them.
-    let index = |v: f64| v.clamp(-FAR, FAR) as i64;
     if mode == 0 {
-        return vec![(place(index(x)), 1.0)];
+        return vec![(place(x, 0), 1.0)];
     }
     let base = x.floor();
-    let f = x - base;
-    let base = index(base);
     if mode == 1 {
-        vec![(place(base), 1.0 - f), (place(base + 1), f)]
+        let (w0, w1) = (t.round(t.round(base + 1.0) - x), t.round(x - base));
+        vec![(place(base, 0), w0), (place(base, 1), w1)]
     } else {
+        let f = t.round(t.round(x - t.round(base - 1.0)) - 1.0).abs();
         let w = cubic_weights(f);
-        (0..4).map(|t| (place(base - 1 + t as i64), w[t])).collect()
+        (0..4).map(|k| (place(base, k as i64 - 1), w[k])).collect()
     }
 }
 
@@ -134,7 +158,9 @@ pub(crate) fn run(node: &Node, args: &[Option<HostTensor>]) -> R<Option<HostTens
     let spatial: usize = dims.iter().product();
     let positions: usize = shape[2..].iter().product();
     let k = dims.len();
-    let wide = x.dtype == DType::F64;
+    let precision = Precision {
+        wide: x.dtype == DType::F64,
+    };
     let coords = cast(grid, DType::F64)?.to_vec::<f64>()?;
     let size = x.dtype.size();
     let values = match mode {
@@ -150,11 +176,11 @@ pub(crate) fn run(node: &Node, args: &[Option<HostTensor>]) -> R<Option<HostTens
             let xs: Vec<(f64, f64, f64)> = (0..k)
                 .map(|a| {
                     let g = coords[at + k - 1 - a];
-                    denormalize(g, dims[a], mode, attrs.align_corners, wide)
+                    denormalize(g, dims[a], mode, attrs.align_corners, precision)
                 })
                 .collect();
             let per_axis: Vec<Vec<(Option<usize>, f64)>> = (0..k)
-                .map(|a| axis_taps(xs[a], dims[a], mode, padding))
+                .map(|a| axis_taps(xs[a], dims[a], mode, padding, precision))
                 .collect();
             // Every combination of one tap per axis.
             let mut combos: Vec<(Option<usize>, f64)> = vec![(Some(0), 1.0)];
@@ -180,8 +206,7 @@ pub(crate) fn run(node: &Node, args: &[Option<HostTensor>]) -> R<Option<HostTens
                         }
                     }
                     Some(v) => {
-                        // A tap outside reads 0, which a NaN weight (an infinite
-                        // coordinate) still turns into NaN, as onnxruntime computes it.
+                        // A tap outside reads 0.
                         sums[out] = combos
                             .iter()
                             .map(|&(i, w)| i.map_or(0.0, |i| v[plane + i]) * w)

@@ -661,6 +661,72 @@ fn reductions_beyond_a_binding_run_in_windows_of_rows() {
     }
 }
 
+/// A reduction of element-wise values computed where it reads them (a prologue: a product of
+/// broadcast operands, each within one binding) whose output does not fit one binding: the
+/// values are computed first and reduced in windows (it was refused as "the output bound at
+/// once"). Sums, maxima and L2 norms over the last axis and over two, f32 and i32: bit for bit
+/// the reference (small integers, whose f32 sums are exact), in bindings of 256 and 300
+/// bytes, and bit for bit the same as the prologue bound whole on the default context.
+#[test]
+fn reductions_of_fused_values_beyond_a_binding_are_computed_first() {
+    let whole = Context::new_blocking(Default::default()).unwrap();
+    for binding in [256u64, 300] {
+        let ctx = Context::new_blocking(ContextOptions {
+            max_binding_size: Some(binding),
+            cpu_kernels: cpu_kernels_from_env(),
+            webgpu_limits: ADAPTER_LIMITS,
+            ..Default::default()
+        })
+        .unwrap();
+        let cases: [(&str, DType, &[i64]); 5] = [
+            ("ReduceSum", DType::F32, &[2]),
+            ("ReduceMax", DType::I32, &[2]),
+            ("ReduceL2", DType::F32, &[2]),
+            ("ReduceSum", DType::I32, &[0, 2]),
+            ("ReduceMin", DType::F32, &[1, 2]),
+        ];
+        for (op, dtype, axes) in cases {
+            let (m, k) = (12, 20);
+            let node = Node::new(op, "r")
+                .inputs(["p"])
+                .outputs(["y"])
+                .attr("axes", Attr::Ints(axes.to_vec()));
+            let g = Graph::new()
+                .input("a", dtype, &[Some(m), Some(1), Some(1)])
+                .input("b", dtype, &[Some(1), Some(k), Some(3)])
+                .node(Node::new("Mul", "mul").inputs(["a", "b"]).outputs(["p"]))
+                .node(node)
+                .output("y");
+            let a = reference::cast_host(&i32s(&[m, 1, 1], 21), dtype).unwrap();
+            let b = reference::cast_host(&i32s(&[1, k, 3], 22), dtype).unwrap();
+            let inputs = [("a", a), ("b", b)];
+            let (got, want) = both(&ctx, &g, &inputs);
+            let what = format!("{op} {dtype} over {axes:?}, binding {binding}");
+            let out_bytes = got[0].data.len() as u64;
+            assert!(
+                out_bytes > binding || axes.len() > 1,
+                "{what}: {out_bytes} bytes"
+            );
+            let (fused, _) = both(&whole, &g, &inputs);
+            assert_eq!(got, fused, "{what}: against the prologue bound whole");
+            if op == "ReduceL2" {
+                let (g, w) = (
+                    got[0].to_vec::<f32>().unwrap(),
+                    want[0].to_vec::<f32>().unwrap(),
+                );
+                for (x, y) in g.iter().zip(&w) {
+                    assert!(
+                        (x - y).abs() <= 1e-5 * y.abs().max(1.0),
+                        "{what}: {x} vs {y}"
+                    );
+                }
+            } else {
+                assert_eq!(got, want, "{what}");
+            }
+        }
+    }
+}
+
 #[test]
 fn reductions_of_rows_beyond_a_window_run_in_chunks() {
     // A 4 KiB binding holds about a thousand 4-byte elements: every row below but the first

@@ -259,14 +259,44 @@ impl Recorder {
         let stored = stored_dtype(op, data.dtype());
         if stored == data.dtype() || op.starts_with("Arg") {
             let out = out.tensor(self, stored, shape)?;
-            self.reduce_walk_into(op, data, walk, &out)?;
+            self.reduce_walk_or_compute(op, data, walk, &out)?;
             return Ok(out);
         }
         // Narrow dtypes: reduce in the wide type, then round or wrap once.
         let wide = self.alloc(stored, shape)?;
-        self.reduce_walk_into(op, data, walk, &wide)?;
+        self.reduce_walk_or_compute(op, data, walk, &wide)?;
         let result = self.cast_to(&wide, data.dtype(), out);
         self.release(wide);
+        result
+    }
+
+    /// [`Recorder::reduce_walk_into`], but a program's values are computed first where `out`
+    /// does not fit one binding: the prologue's kernel binds its output whole, while a
+    /// tensor's reduction runs in windows of rows.
+    fn reduce_walk_or_compute(
+        &mut self,
+        op: &'static str,
+        data: Values<'_>,
+        walk: &ReduceWalk,
+        out: &Tensor,
+    ) -> Result<()> {
+        let limit = self.context().binding_limit();
+        let Values::Program {
+            program,
+            leaves,
+            shape,
+        } = data
+        else {
+            return self.reduce_walk_into(op, data, walk, out);
+        };
+        if out.storage().fits_one_binding(limit) {
+            return self.reduce_walk_into(op, data, walk, out);
+        }
+        let values = self
+            .program_to(program, leaves, Out::NEW)?
+            .reshaped(shape)?;
+        let result = self.reduce_walk_into(op, Values::Tensor(&values), walk, out);
+        self.release(values);
         result
     }
 

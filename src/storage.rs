@@ -26,13 +26,24 @@ impl Storage {
         size: u64,
         contents: Option<&[u8]>,
     ) -> Result<Storage> {
+        Storage::create_segmented(ctx, op, size, contents, ctx.max_buffer_size())
+    }
+
+    /// As [`Storage::create`], in buffers of `segment` bytes (a multiple of 16, at most the
+    /// context's buffer size) where it takes several: copies laid out in whole slices for the
+    /// kernels that bind them in windows counted from each buffer's start.
+    pub(crate) fn create_segmented(
+        ctx: &Context,
+        op: &'static str,
+        size: u64,
+        contents: Option<&[u8]>,
+        segment: u64,
+    ) -> Result<Storage> {
+        debug_assert!(segment.is_multiple_of(16) && segment <= ctx.max_buffer_size());
         // Buffers of a lost device hold nothing, and their uploads do nothing, unreported.
         ctx.check_device(op)?;
         let lease = ctx.reserve_memory(op, size)?;
-        let segments = Segments {
-            segment: ctx.max_buffer_size(),
-            size,
-        };
+        let segments = Segments { segment, size };
         // Large uploads stream through the context's staging buffers (native).
         #[cfg(not(target_arch = "wasm32"))]
         let streamed =
@@ -189,7 +200,8 @@ const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
 /// How a tensor's bytes are laid out over GPU buffers: buffer `i` holds bytes
 /// `[i * segment, (i + 1) * segment)` of `size` (the last may be shorter). One buffer when
 /// `size <= segment`. `segment` is a multiple of 256, so no element or word straddles two
-/// buffers and window offsets inside a buffer keep the alignment they have in the tensor.
+/// buffers and window offsets inside a buffer keep the alignment they have in the tensor (a
+/// multiple of 16 in the copies laid out in whole slices, see [`Storage::create_segmented`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Segments {
     pub segment: u64,

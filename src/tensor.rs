@@ -46,9 +46,21 @@ fn byte_len(op: &'static str, dtype: DType, shape: &[usize]) -> Result<u64> {
 impl Tensor {
     /// Allocates an uninitialized tensor (contents unspecified until a kernel writes it).
     pub fn uninit(ctx: &Context, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        Tensor::uninit_segmented(ctx, dtype, shape, ctx.max_buffer_size())
+    }
+
+    /// As [`Tensor::uninit`], in buffers of `segment` bytes where it takes several (see
+    /// [`Storage::create_segmented`]).
+    pub(crate) fn uninit_segmented(
+        ctx: &Context,
+        dtype: DType,
+        shape: &[usize],
+        segment: u64,
+    ) -> Result<Tensor> {
         let size = alloc_size(byte_len("Tensor", dtype, shape)?);
-        let (storage, check) =
-            ctx.scoped("allocate", || Storage::create(ctx, "Tensor", size, None));
+        let (storage, check) = ctx.scoped("allocate", || {
+            Storage::create_segmented(ctx, "Tensor", size, None, segment)
+        });
         check.now(ctx)?;
         let storage = storage?;
         ctx.count_buffers(storage.buffers().len());

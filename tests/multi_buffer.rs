@@ -1406,7 +1406,8 @@ fn random_draws_cross_buffers_and_bindings() {
 /// before their axis (they were refused as "bound at once"), and CumSum's slices larger than
 /// a window or crossing a buffer end in stretches along the axis: f32 and i64, exclusive and
 /// reversed sums, the largest and the smallest; bit for bit with the CPU reference on every
-/// context of [`contexts`] and with the kernels for GPUs. A TopK slice larger than a window,
+/// context of [`contexts`] and with the kernels for GPUs (TopK's slices across buffer ends
+/// in copies laid out in whole slices). A TopK slice larger than a window,
 /// and a CumSum row, are refused in one line naming the limit.
 #[test]
 fn cumsums_and_topks_cross_buffers_and_bindings() {
@@ -1429,9 +1430,9 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
             4,
             vec![("largest", Attr::Int(0))],
         ),
-        // Slices of 40 bytes: windows start before their first slice. TopK's cross buffer
-        // ends in buffers of 256 and 512 bytes, so it runs in one buffer of 1 KiB; CumSum's
-        // run in stretches there.
+        // Slices of 40 bytes: windows start before their first slice. They cross buffer ends
+        // in buffers of 256 and 512 bytes: TopK's (and its 12- and 24-byte outputs) run in
+        // copies laid out in whole slices, CumSum's in stretches.
         (
             "CumSum",
             DType::F32,
@@ -1521,15 +1522,8 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
         for n in &names {
             g = g.output(n);
         }
-        // A TopK slice must lie in one buffer.
-        let slice = (shape[shape.len() - 1] * dtype.size()) as u64;
-        let whole = x.data.len() as u64;
         let inputs = [("x", x), (second, value)];
         for ctx in &contexts {
-            let max = ctx.max_buffer_size();
-            if op == "TopK" && whole > max && max % slice != 0 {
-                continue;
-            }
             let (got, want) = both(ctx, &g, &inputs);
             assert_eq!(
                 got,
@@ -1580,8 +1574,9 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
 /// 16 and 32 bytes (f32 and f64, native and emulated) in windows that start before them,
 /// values that meet every threshold's equality and NaNs sent by the rule's NaN bit: bit for
 /// bit with the CPU reference on every context of [`contexts`], with the GPU kernels and
-/// without f64. Rows lying across buffer ends, and tables beyond one binding, are refused in
-/// one line naming them.
+/// without f64. Rows and leaves lying across buffer ends (12 and 24 bytes a row, 3 trees) are
+/// walked in copies laid out in whole rows; rows no buffer holds whole (100 bytes in buffers
+/// of 256), and tables beyond one binding, are refused in one line naming them.
 #[test]
 fn tree_walks_cross_buffers_and_bindings() {
     const LESS: i32 = 1;
@@ -1609,45 +1604,47 @@ fn tree_walks_cross_buffers_and_bindings() {
     let thresholds = [
         0.5, 0.0, -0.5, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.5, 0.0, 0.0,
     ];
-    let walk = |dtype: DType, rows: usize, features: usize, tables: (&[i32], &[f64])| {
-        let host = |shape: Vec<usize>, v: &[f64]| {
-            match dtype {
-                DType::F32 => {
-                    HostTensor::from_vec(shape, &v.iter().map(|&x| x as f32).collect::<Vec<_>>())
+    let walk =
+        |dtype: DType, rows: usize, features: usize, tables: (&[i32], &[f64]), roots: &[i32]| {
+            let host = |shape: Vec<usize>, v: &[f64]| {
+                match dtype {
+                    DType::F32 => HostTensor::from_vec(
+                        shape,
+                        &v.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+                    ),
+                    _ => HostTensor::from_vec(shape, v),
                 }
-                _ => HostTensor::from_vec(shape, v),
-            }
-            .unwrap()
+                .unwrap()
+            };
+            // -2 to 2 in halves, every seventh a NaN.
+            let values: Vec<f64> = bytes(rows as u64, rows * features)
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| match i % 7 {
+                    6 => f64::NAN,
+                    _ => f64::from(b % 9) / 2.0 - 2.0,
+                })
+                .collect();
+            let g = Graph::new()
+                .input("x", dtype, &[Some(rows), Some(features)])
+                .constant(
+                    "nodes",
+                    HostTensor::from_vec(vec![tables.0.len() / 4, 4], tables.0).unwrap(),
+                )
+                .constant("thresholds", host(vec![tables.1.len()], tables.1))
+                .constant(
+                    "roots",
+                    HostTensor::from_vec(vec![roots.len()], roots).unwrap(),
+                )
+                .node(
+                    Node::new("TreeWalk", "walk")
+                        .inputs(["x", "nodes", "thresholds", "roots"])
+                        .outputs(["leaves"])
+                        .attr("depth", Attr::Int(3)),
+                )
+                .output("leaves");
+            (g, host(vec![rows, features], &values))
         };
-        // -2 to 2 in halves, every seventh a NaN.
-        let values: Vec<f64> = bytes(rows as u64, rows * features)
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| match i % 7 {
-                6 => f64::NAN,
-                _ => f64::from(b % 9) / 2.0 - 2.0,
-            })
-            .collect();
-        let g = Graph::new()
-            .input("x", dtype, &[Some(rows), Some(features)])
-            .constant(
-                "nodes",
-                HostTensor::from_vec(vec![tables.0.len() / 4, 4], tables.0).unwrap(),
-            )
-            .constant("thresholds", host(vec![tables.1.len()], tables.1))
-            .constant(
-                "roots",
-                HostTensor::from_vec(vec![4], &[0i32, 5, 10, 12]).unwrap(),
-            )
-            .node(
-                Node::new("TreeWalk", "walk")
-                    .inputs(["x", "nodes", "thresholds", "roots"])
-                    .outputs(["leaves"])
-                    .attr("depth", Attr::Int(3)),
-            )
-            .output("leaves");
-        (g, host(vec![rows, features], &values))
-    };
     let mut contexts = contexts();
     contexts.extend(contexts_with(Some(false)));
     contexts.extend(contexts_from(ContextOptions {
@@ -1655,7 +1652,7 @@ fn tree_walks_cross_buffers_and_bindings() {
         ..Default::default()
     }));
     for (dtype, rows) in [(DType::F32, 41usize), (DType::F64, 41), (DType::F32, 100)] {
-        let (g, x) = walk(dtype, rows, 4, (&nodes, &thresholds));
+        let (g, x) = walk(dtype, rows, 4, (&nodes, &thresholds), &[0, 5, 10, 12]);
         let leaves = rows * 4 * 4;
         for ctx in &contexts {
             let bound = ctx.binding_limit().min(ctx.max_buffer_size());
@@ -1679,18 +1676,33 @@ fn tree_walks_cross_buffers_and_bindings() {
             .unwrap_err()
             .to_string()
     };
-    // Rows of 12 bytes lie across the ends of buffers of 256 (node 7 reading feature 2).
+    // Rows of 12 and 24 bytes lie across the ends of buffers of 256, 512 and 1024 (node 7
+    // reading feature 2), and so do three trees' leaves: walked in copies laid out in whole
+    // rows (they were refused).
     let mut three = nodes.clone();
     three[7 * 4] = 2;
-    let (g, x) = walk(DType::F32, 41, 3, (&three, &thresholds));
+    for (dtype, roots) in [(DType::F32, &[0, 5, 10][..]), (DType::F64, &[0, 5, 10, 12])] {
+        let (g, x) = walk(dtype, 41, 3, (&three, &thresholds), roots);
+        for ctx in &contexts {
+            let (got, want) = both(ctx, &g, &[("x", x.clone())]);
+            assert_eq!(
+                got,
+                want,
+                "{dtype}, 3 features, buffers of {}",
+                ctx.max_buffer_size()
+            );
+        }
+    }
+    // Rows of 100 bytes: no buffer of 256 bytes ends on both a whole row and a whole quad.
+    let (g, x) = walk(DType::F32, 41, 25, (&three, &thresholds), &[0, 5, 10, 12]);
     let e = refused(g, x);
     assert!(
-        e.contains("TreeWalk") && e.contains("(12 bytes each) lie across") && !e.contains('\n'),
+        e.contains("TreeWalk") && e.contains("(100 bytes each) lie across") && !e.contains('\n'),
         "{e}"
     );
     // A node table of 20 nodes (320 bytes) is beyond a binding of 256 bytes.
     let big: Vec<i32> = (0..20).flat_map(|_| [0, 0, 0, LEAF]).collect();
-    let (g, x) = walk(DType::F32, 2, 4, (&big, &[0.0; 20]));
+    let (g, x) = walk(DType::F32, 2, 4, (&big, &[0.0; 20]), &[0, 5, 10, 12]);
     let e = refused(g, x);
     assert!(
         e.contains("TreeWalk") && e.contains("nodes bound at once") && !e.contains('\n'),
@@ -1716,7 +1728,9 @@ fn contexts_and_whole() -> (Vec<Context>, [Context; 2]) {
 
 /// Det's matrices and determinants crossing buffers and bindings run in windows of whole
 /// matrices (they were refused as "bound at once"): [100, 2, 2], [100, 4, 4] and [20, 4, 4]
-/// in f32 and f64 (native and emulated), on every context of [`contexts`]: bit for bit the
+/// in f32 and f64 (native and emulated), and [30, 3, 3] and [20, 3, 3], whose matrices lie
+/// across buffer ends (reduced in a copy of whole matrices), on every context of
+/// [`contexts`]: bit for bit the
 /// determinants of the same kernel bound whole on the default context (the same arithmetic),
 /// and within 1e-4 of the CPU reference. And [8, 40, 40] f32 in bindings of 16 KiB: two
 /// matrices to a window, their columns in two dispatches (the second reads the determinants
@@ -1736,6 +1750,10 @@ fn determinants_cross_buffers_and_bindings() {
         (DType::F32, [100, 4, 4]),
         (DType::F64, [20, 4, 4]),
         (DType::F64, [100, 2, 2]),
+        // Matrices of 36 and 72 bytes lie across buffer ends: reduced in copies laid out in
+        // whole matrices.
+        (DType::F32, [30, 3, 3]),
+        (DType::F64, [20, 3, 3]),
         (DType::F32, [8, 40, 40]),
     ] {
         let n: usize = shape.iter().product();
@@ -1788,75 +1806,88 @@ fn determinants_cross_buffers_and_bindings() {
 /// "bound at once"): X [2, 4, 5, 6] sampled at [2, 7, 9] positions (grid coordinates
 /// from -1.3 to 1.3: inside, on and past the borders), every mode and padding, f32 and f64
 /// (native and emulated): nearest and linear bit for bit the same kernels bound whole on the
-/// default context, and all within 1e-5 of the CPU reference (nearest: exactly).
+/// default context, and all within 1e-5 of the CPU reference (nearest: exactly). And X [1, 2,
+/// 3, 4, 5] at [4, 5, 6] positions, nearest and linear, whose coordinates (12 and 24 bytes a
+/// position) lie across buffer ends: read from a copy laid out in whole positions.
 #[test]
 fn grid_sample_taps_cross_buffers_and_bindings() {
     let (contexts, whole) = contexts_and_whole();
-    let (xs, gs) = ([2usize, 4, 5, 6], [2usize, 7, 9, 2]);
-    let x_values: Vec<f64> = bytes(5, xs.iter().product())
-        .iter()
-        .map(|&b| f64::from(b) / 16.0 - 8.0)
-        .collect();
-    let g_values: Vec<f64> = bytes(6, gs.iter().product())
-        .iter()
-        .map(|&b| f64::from(b % 27) / 10.0 - 1.3)
-        .collect();
-    for dtype in [DType::F32, DType::F64] {
-        let host = |shape: &[usize], v: &[f64]| {
-            match dtype {
-                DType::F32 => HostTensor::from_vec(
-                    shape.to_vec(),
-                    &v.iter().map(|&x| x as f32).collect::<Vec<_>>(),
-                ),
-                _ => HostTensor::from_vec(shape.to_vec(), v),
-            }
-            .unwrap()
-        };
-        let (x, grid) = (host(&xs, &x_values), host(&gs, &g_values));
-        let dims = |s: &[usize]| s.iter().map(|&d| Some(d)).collect::<Vec<_>>();
-        for (mode, padding, align) in ["nearest", "linear", "cubic"]
-            .into_iter()
-            .flat_map(|m| ["zeros", "border", "reflection"].map(|p| (m, p)))
-            .flat_map(|(m, p)| [(m, p, 0), (m, p, 1)])
-        {
-            let g = Graph::new()
-                .input("x", dtype, &dims(&xs))
-                .input("grid", dtype, &dims(&gs))
-                .node(
-                    Node::new("GridSample", "g")
-                        .inputs(["x", "grid"])
-                        .outputs(["y"])
-                        .attr("mode", Attr::String(mode.into()))
-                        .attr("padding_mode", Attr::String(padding.into()))
-                        .attr("align_corners", Attr::Int(align)),
-                )
-                .output("y");
-            let inputs = [("x", x.clone()), ("grid", grid.clone())];
-            for ctx in &contexts {
-                // f64 cubic products come in slices of 512 bytes (16 taps x 4 channels): not
-                // in buffers of 256.
-                if dtype == DType::F64 && mode == "cubic" && ctx.max_buffer_size() < 512 {
+    // 2-D, and 3-D, whose positions' 12 and 24 bytes of coordinates lie across buffer ends.
+    for (xs, gs) in [
+        (&[2usize, 4, 5, 6][..], &[2usize, 7, 9, 2][..]),
+        (&[1, 2, 3, 4, 5], &[1, 4, 5, 6, 3]),
+    ] {
+        let x_values: Vec<f64> = bytes(5, xs.iter().product())
+            .iter()
+            .map(|&b| f64::from(b) / 16.0 - 8.0)
+            .collect();
+        let g_values: Vec<f64> = bytes(6, gs.iter().product())
+            .iter()
+            .map(|&b| f64::from(b % 27) / 10.0 - 1.3)
+            .collect();
+        for dtype in [DType::F32, DType::F64] {
+            let host = |shape: &[usize], v: &[f64]| {
+                match dtype {
+                    DType::F32 => HostTensor::from_vec(
+                        shape.to_vec(),
+                        &v.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+                    ),
+                    _ => HostTensor::from_vec(shape.to_vec(), v),
+                }
+                .unwrap()
+            };
+            let (x, grid) = (host(xs, &x_values), host(gs, &g_values));
+            let dims = |s: &[usize]| s.iter().map(|&d| Some(d)).collect::<Vec<_>>();
+            for (mode, padding, align) in ["nearest", "linear", "cubic"]
+                .into_iter()
+                .flat_map(|m| ["zeros", "border", "reflection"].map(|p| (m, p)))
+                .flat_map(|(m, p)| [(m, p, 0), (m, p, 1)])
+            {
+                // Cubic sampling of 3-D inputs: 64 taps a position, slices beyond these buffers.
+                if mode == "cubic" && xs.len() == 5 {
                     continue;
                 }
-                assert!(grid.data.len() as u64 > ctx.binding_limit().min(ctx.max_buffer_size()));
-                let (got, want) = both(ctx, &g, &inputs);
-                let emulated = !ctx.features().contains(wgpu::Features::SHADER_F64);
-                let (bound_whole, _) = both(&whole[usize::from(emulated)], &g, &inputs);
-                let what = format!(
-                    "{dtype} {mode} {padding} {align}, buffers of {}",
-                    ctx.max_buffer_size()
-                );
-                // Cubic sums 16 taps a position: where their products lie across windows the
-                // reduction adds them in another order (measured: within 2e-6 of the sums
-                // bound whole).
-                if mode != "cubic" {
-                    assert_eq!(got, bound_whole, "{what}");
-                }
-                let (got, want) = (as_f64(&got[0]), as_f64(&want[0]));
-                let tolerance = if mode == "nearest" { 0.0 } else { 1e-5 };
-                for (g, w) in got.iter().zip(&want) {
-                    let close = (g - w).abs() <= tolerance * w.abs().max(1.0);
-                    assert!(close || (g.is_nan() && w.is_nan()), "{what}: {g} {w}");
+                let g = Graph::new()
+                    .input("x", dtype, &dims(xs))
+                    .input("grid", dtype, &dims(gs))
+                    .node(
+                        Node::new("GridSample", "g")
+                            .inputs(["x", "grid"])
+                            .outputs(["y"])
+                            .attr("mode", Attr::String(mode.into()))
+                            .attr("padding_mode", Attr::String(padding.into()))
+                            .attr("align_corners", Attr::Int(align)),
+                    )
+                    .output("y");
+                let inputs = [("x", x.clone()), ("grid", grid.clone())];
+                for ctx in &contexts {
+                    // f64 cubic products come in slices of 512 bytes (16 taps x 4 channels): not
+                    // in buffers of 256.
+                    if dtype == DType::F64 && mode == "cubic" && ctx.max_buffer_size() < 512 {
+                        continue;
+                    }
+                    assert!(
+                        grid.data.len() as u64 > ctx.binding_limit().min(ctx.max_buffer_size())
+                    );
+                    let (got, want) = both(ctx, &g, &inputs);
+                    let emulated = !ctx.features().contains(wgpu::Features::SHADER_F64);
+                    let (bound_whole, _) = both(&whole[usize::from(emulated)], &g, &inputs);
+                    let what = format!(
+                        "{dtype} {mode} {padding} {align}, buffers of {}",
+                        ctx.max_buffer_size()
+                    );
+                    // Cubic sums 16 taps a position: where their products lie across windows the
+                    // reduction adds them in another order (measured: within 2e-6 of the sums
+                    // bound whole).
+                    if mode != "cubic" {
+                        assert_eq!(got, bound_whole, "{what}");
+                    }
+                    let (got, want) = (as_f64(&got[0]), as_f64(&want[0]));
+                    let tolerance = if mode == "nearest" { 0.0 } else { 1e-5 };
+                    for (g, w) in got.iter().zip(&want) {
+                        let close = (g - w).abs() <= tolerance * w.abs().max(1.0);
+                        assert!(close || (g.is_nan() && w.is_nan()), "{what}: {g} {w}");
+                    }
                 }
             }
         }

@@ -59,7 +59,8 @@ pub(crate) fn det_source(template: &str, f64: bool, emulate64: bool) -> String {
 impl Recorder {
     /// Records the determinant of each `[n, n]` matrix of `a` (`[B, n, n]` in all, f32 or
     /// f64, overwritten) into `out` (`[B]`, `a`'s dtype). Shapes and dtypes are the caller's
-    /// to check. Matrices beyond one binding run in windows of whole matrices.
+    /// to check. Matrices beyond one binding run in windows of whole matrices (copied into
+    /// buffers of whole matrices where one would cross a buffer's end).
     pub(crate) fn det_into(
         &mut self,
         op: &'static str,
@@ -83,6 +84,9 @@ impl Recorder {
         }
         let elem = a.dtype().size() as u64;
         let n2 = (n * n) as u64;
+        // Matrices that would lie across buffer ends are reduced in a copy of whole matrices.
+        let relaid = self.relaid_in_whole_slices(a, n2 * elem, true)?;
+        let a = relaid.as_ref().unwrap_or(a);
         let runs = self.slice_windows(op, matrices, &[(a, n2 * elem), (out, elem)])?;
         let wg = ctx.workgroup_size();
         let pipeline = ctx.pipeline(&Kernel::Det {

@@ -174,6 +174,10 @@ impl Recorder {
             stride *= plan.dims[k] as u64;
         }
         let elem = grid.dtype().size() as u64;
+        // A position's coordinates that would lie across a buffer end (3 of them) are read
+        // from a copy laid out in whole positions; its taps, a power of two, never do.
+        let relaid = self.relaid_in_whole_slices(grid, rank.max(1) as u64 * elem, true)?;
+        let grid = relaid.as_ref().unwrap_or(grid);
         let runs = self.slice_windows(
             op,
             positions,

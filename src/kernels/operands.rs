@@ -259,6 +259,64 @@ impl crate::Recorder {
     }
 }
 
+impl crate::Recorder {
+    /// `t` laid out again in buffers that end on whole slices of `slice` bytes, where its own
+    /// buffers cut one (a tensor of several buffers whose size is not a multiple of the
+    /// slice's), so that [`Recorder::slice_windows`] can place every slice: a copy of its bytes
+    /// when `copy` (an input), else unwritten (an output, copied back with
+    /// [`Recorder::copy_relaid_back`]). `None` where its slices lie in its buffers, or where
+    /// no buffer a device allows holds a whole number of slices and quads (the kernel then
+    /// refuses, naming the slice).
+    ///
+    /// [`Recorder::slice_windows`]: crate::Recorder::slice_windows
+    pub(crate) fn relaid_in_whole_slices(
+        &mut self,
+        t: &crate::Tensor,
+        slice: u64,
+        copy: bool,
+    ) -> crate::Result<Option<crate::Tensor>> {
+        let segments = t.storage().segments();
+        if segments.count() == 1 || slice == 0 || segments.segment.is_multiple_of(slice) {
+            return Ok(None);
+        }
+        // Buffers of whole slices and whole 16-byte quads (the windows' alignment is counted
+        // from each buffer's start).
+        let unit = slice / gcd(slice, 16) * 16;
+        let max = self.context().max_buffer_size();
+        if unit > max {
+            return Ok(None);
+        }
+        let relaid = crate::Tensor::uninit_segmented(
+            self.context(),
+            t.dtype(),
+            t.shape(),
+            max / unit * unit,
+        )?;
+        if copy {
+            self.copy_buffer(t.storage(), 0, relaid.storage(), 0, t.storage().size())?;
+        }
+        Ok(Some(relaid))
+    }
+
+    /// Copies `relaid` (from [`Recorder::relaid_in_whole_slices`] of `out`) back into `out`.
+    pub(crate) fn copy_relaid_back(
+        &mut self,
+        relaid: crate::Tensor,
+        out: &crate::Tensor,
+    ) -> crate::Result<()> {
+        self.copy_buffer(relaid.storage(), 0, out.storage(), 0, out.storage().size())
+    }
+}
+
+/// The greatest common divisor of `a` and `b`.
+pub(crate) fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 pub(crate) fn too_many(op: &'static str, what: &str, needed: u64) -> Error {
     Error::LimitExceeded {
         op,

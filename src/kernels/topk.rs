@@ -186,6 +186,19 @@ impl Recorder {
         let elem = x.dtype().size() as u64;
         let (inner_len, axis) = (inner.max(1) as u64, axis_len.max(1) as u64);
         let outer = x.numel() as u64 / (axis * inner_len);
+        // Slices that would lie across buffer ends are read and written in copies laid out in
+        // whole slices.
+        let x_relaid = self.relaid_in_whole_slices(x, axis * inner_len * elem, true)?;
+        let values_relaid =
+            self.relaid_in_whole_slices(values, k as u64 * inner_len * elem, false)?;
+        let indices_relaid =
+            self.relaid_in_whole_slices(indices, k as u64 * inner_len * 8, false)?;
+        let x = x_relaid.as_ref().unwrap_or(x);
+        let (outputs, values, indices) = (
+            (values, indices),
+            values_relaid.as_ref().unwrap_or(values),
+            indices_relaid.as_ref().unwrap_or(indices),
+        );
         let runs = self.slice_windows(
             OP,
             outer,
@@ -285,6 +298,12 @@ impl Recorder {
         }
         self.release(list_values);
         self.release(list_indices);
+        if let Some(relaid) = values_relaid {
+            self.copy_relaid_back(relaid, outputs.0)?;
+        }
+        if let Some(relaid) = indices_relaid {
+            self.copy_relaid_back(relaid, outputs.1)?;
+        }
         Ok(())
     }
 }

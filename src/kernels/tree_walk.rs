@@ -50,7 +50,8 @@ impl Recorder {
     /// (`[N, T]` i32): `nodes` `[G, 4]` i32, `thresholds` `[G]` of `x`'s dtype, `roots` `[T]`
     /// i32, at most `depth` steps. Shapes and dtypes are the caller's to check. The tables are
     /// bound whole; the rows and their leaves, in runs of whole rows where one binding does
-    /// not hold them.
+    /// not hold them (copied into buffers of whole rows where a row would cross a buffer's
+    /// end).
     pub(crate) fn tree_walk_into(
         &mut self,
         op: &'static str,
@@ -94,7 +95,13 @@ impl Recorder {
             ],
         )?;
         let elem = x.dtype().size() as u64;
-        let runs = self.slice_windows(op, rows, &[(x, features * elem), (out, trees * 4)])?;
+        // Rows and leaves that would lie across buffer ends are walked in copies laid out in
+        // whole rows.
+        let x_relaid = self.relaid_in_whole_slices(x, features * elem, true)?;
+        let out_relaid = self.relaid_in_whole_slices(out, trees * 4, false)?;
+        let x = x_relaid.as_ref().unwrap_or(x);
+        let leaves = out_relaid.as_ref().unwrap_or(out);
+        let runs = self.slice_windows(op, rows, &[(x, features * elem), (leaves, trees * 4)])?;
         let wg = ctx.workgroup_size();
         let pipeline = ctx.pipeline(&Kernel::TreeWalk {
             workgroup_size: wg,
@@ -121,10 +128,13 @@ impl Recorder {
                 nodes.storage().bind_whole(),
                 thresholds.storage().bind_whole(),
                 roots.storage().bind_whole(),
-                out.storage().bind(leaves_window),
+                leaves.storage().bind(leaves_window),
             ];
             self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
         }
-        Ok(())
+        match out_relaid {
+            Some(relaid) => self.copy_relaid_back(relaid, out),
+            None => Ok(()),
+        }
     }
 }

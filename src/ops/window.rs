@@ -14,6 +14,7 @@
 
 use crate::kernels::block_remap::{CopyDim, CopyPiece};
 use crate::kernels::gather::{GatherDim, GatherPlan};
+use crate::kernels::operands::gcd;
 use crate::kernels::pad::PadMode;
 use crate::kernels::program::Values;
 use crate::kernels::reduce::ReduceWalk;
@@ -519,7 +520,7 @@ impl WindowBands {
         // Elements per 32-bit word, and the step a count of things `size` elements long
         // must be a multiple of for them to fill whole words.
         let per_word = (4 / elem.clamp(1, 4)).max(1);
-        let step = |size: usize| per_word / gcd(size, per_word);
+        let step = |size: usize| per_word / gcd(size as u64, per_word as u64) as usize;
         if image_bytes <= budget {
             let images = ((budget / image_bytes) as usize).clamp(1, n);
             let images = images - images % step(m * h * rest);
@@ -553,14 +554,6 @@ impl WindowBands {
                 .step_by(self.rows)
                 .map(move |r0| (n0, nb, r0, self.rows.min(self.h - r0)))
         })
-    }
-}
-
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
     }
 }
 

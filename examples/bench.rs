@@ -2302,7 +2302,8 @@ fn reduce_bandwidth(ctx: &Context, timer: &Timer, adapter: &str, out_dir: &std::
 
 /// f32 CumSum over 16 MiB, from one line of 4 million to 16 384 lines of 256, and along
 /// axis 0 of a matrix (lines strided by its width), then f32 TopK over 4 MiB from one line of
-/// a million to 4096 lines of 256: each line walked by one invocation and split across
+/// a million to 4096 lines of 256 (and whole sorts of a line, and a K of 20 000): each line
+/// walked by one invocation and split across
 /// invocations (contexts like `ctx` with `split_lines` off and on), against the copy of the
 /// input's bytes on the same context, with the path the default rule takes.
 fn split_lines(ctx: &Context, adapter: &str, out_dir: &std::path::Path) {
@@ -2432,6 +2433,20 @@ fn split_lines(ctx: &Context, adapter: &str, out_dir: &std::path::Path) {
                 },
             );
         }
+    }
+    // Sorts (an exported argsort is a TopK of the whole axis) and a large K.
+    for (len, k) in [(1usize << 16, 1i64 << 16), (1 << 16, 1 << 14), (m, 20_000)] {
+        let host = HostTensor::from_vec(vec![1, len], &logits[..len]).unwrap();
+        row(
+            format!("TopK {k} [1, {len}]"),
+            &host,
+            4 * len as u64,
+            &|rec, x| {
+                let [v, i] = rec.topk_to(x, k, 1, true, [Out::NEW, Out::NEW]).unwrap();
+                rec.release(v);
+                rec.release(i);
+            },
+        );
     }
     std::fs::write(out_dir.join("lines.txt"), lines.join("\n") + "\n").unwrap();
 }

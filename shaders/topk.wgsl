@@ -10,8 +10,10 @@
 // instead. `chunk_tops` keeps the K best of each chunk of a line in a heap of its own (an
 // invocation per chunk, as the walk keeps them) and sorts it, then `merge_tops` merges the
 // sorted lists two by two, a level per dispatch, until one is left per line, written to the
-// outputs. A merge takes from the right list (later positions) only what goes strictly
-// before the left's head, so ties keep the lower index first and the K kept are the walk's.
+// outputs: an invocation per slot of a merged list finds by bisection how many of the slots
+// before it each list fills (a merge path), so a level takes log2 K steps, whatever K. A
+// merge takes from the right list (later positions) only what goes strictly before the
+// left's head, so ties keep the lower index first and the K kept are the walk's.
 //
 // Specialized per dtype by a validated substitution of the marked lines below (i64 and u64
 // emulated on u32 pairs compare word by word).
@@ -249,14 +251,18 @@ fn merge_tops(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
+    // One invocation per slot of each merged list.
     let out_lists = (params.lists + 1u) / 2u;
-    let m = invocation(group, groups, local);
-    if m >= params.lines * out_lists {
+    let span = params.span;
+    let out_stride = min(2u * span, params.k);
+    let t = invocation(group, groups, local);
+    if t >= params.lines * out_lists * out_stride {
         return;
     }
+    let s = t % out_stride;
+    let m = t / out_stride;
     let line = m / out_lists;
     let pair = m % out_lists;
-    let span = params.span;
     let stride = min(span, params.k);
     // The left list (lower positions) and the right one, if any.
     let left_first = 2u * pair * span;
@@ -267,36 +273,39 @@ fn merge_tops(
     if 2u * pair + 1u < params.lists {
         right_len = list_len(left_first + span, span);
     }
-    let out_len = min(left_len + right_len, params.k);
-    // Where slot s of the merged list goes: the next level's list, or the outputs.
-    let out_stride = min(2u * span, params.k);
-    let out_base = params.out_first + m * out_stride;
-    let inner = params.inner;
-    let dst_base = line_dst(line);
-    var i = 0u;
-    var j = 0u;
-    for (var s = 0u; s < out_len; s++) {
-        let take_right = j < right_len
-            && (i >= left_len || before(list_values[right + j], list_values[left + i]));
-        var v: T;
-        var at: u32;
-        if take_right {
-            v = list_values[right + j];
-            at = list_indices[right + j];
-            j++;
+    if s >= min(left_len + right_len, params.k) {
+        return;
+    }
+    // How many of the merged list's first s slots the left list holds: the most i such that
+    // left[i - 1] goes before right[s - i] (a right entry goes first only when strictly
+    // before, so ties keep the lower position first), found by bisection.
+    var lo = s - min(s, right_len);
+    var hi = min(s, left_len);
+    while lo < hi {
+        let mid = (lo + hi + 1u) / 2u;
+        if before(list_values[right + s - mid], list_values[left + mid - 1u]) {
+            hi = mid - 1u;
         } else {
-            v = list_values[left + i];
-            at = list_indices[left + i];
-            i++;
+            lo = mid;
         }
-        if params.last != 0u {
-            let o = dst_base + s * inner;
-            values[params.values_first + o] = v;
-            indices[2u * (params.indices_first + o)] = at;
-            indices[2u * (params.indices_first + o) + 1u] = 0u;
-        } else {
-            list_values[out_base + s] = v;
-            list_indices[out_base + s] = at;
-        }
+    }
+    let i = lo;
+    let j = s - i;
+    let take_right = j < right_len
+        && (i >= left_len || before(list_values[right + j], list_values[left + i]));
+    var taken = left + i;
+    if take_right {
+        taken = right + j;
+    }
+    let v = list_values[taken];
+    let at = list_indices[taken];
+    if params.last != 0u {
+        let o = line_dst(line) + s * params.inner;
+        values[params.values_first + o] = v;
+        indices[2u * (params.indices_first + o)] = at;
+        indices[2u * (params.indices_first + o) + 1u] = 0u;
+    } else {
+        list_values[params.out_first + m * out_stride + s] = v;
+        list_indices[params.out_first + m * out_stride + s] = at;
     }
 }

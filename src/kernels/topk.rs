@@ -71,6 +71,10 @@ pub const SPLIT_CHUNKS: u64 = 16;
 /// a dispatch or a few.
 pub const SPLIT_FROM: u64 = 4096;
 
+/// The largest K for which the CPU kernels split a few long lines (and K of a quarter of
+/// the line or more: nearly a sort); other K walk.
+pub const SPLIT_CPU_MOST_K: u64 = 128;
+
 /// Loop iterations one element costs a walk keeping `k` at most, and one pop of its sort:
 /// one, and a sift through the heap's levels.
 pub fn heap_steps(k: u64) -> u64 {
@@ -107,9 +111,10 @@ pub fn walk_plan(axis_len: u64, k: u64) -> Vec<[u64; 4]> {
 /// The chunk (positions) of each of `lines` lines of `axis_len` positions when TopK keeping
 /// `k` splits them, or `None` where each line is walked: as `forced` says, else where the
 /// lines are too few to keep the adapter busy (see [`super::cumsum::busy_lines`]) and at
-/// least [`SPLIT_FROM`] long; and only where one merge of two lists of K fits a dispatch's
-/// loop budget. A chunk is at most what one invocation keeps and sorts in a dispatch, and
-/// at most a [`SPLIT_CHUNKS`]th of the line.
+/// least [`SPLIT_FROM`] long (any K on GPUs: a merge takes log2 K steps an invocation; with
+/// the CPU kernels, K up to [`SPLIT_CPU_MOST_K`] or a quarter of the line). A chunk is
+/// at most what one invocation keeps and sorts in a dispatch, and at most a
+/// [`SPLIT_CHUNKS`]th of the line.
 pub fn split_chunk(
     lines: u64,
     axis_len: u64,
@@ -117,13 +122,19 @@ pub fn split_chunk(
     cpu_kernels: bool,
     forced: Option<bool>,
 ) -> Option<u64> {
-    let split =
-        forced.unwrap_or(lines < super::cumsum::busy_lines(cpu_kernels) && axis_len >= SPLIT_FROM);
+    // On a CPU adapter's few lanes a chunk's sort and the merges cost more than one walk's
+    // insertions where K is neither small nor most of the line (lavapipe, one line of 2^20:
+    // split 4x the walk keeping 1, 0.8x keeping 300, 0.6x keeping 20 000; a whole line of
+    // 2^16 sorted 2.5x).
+    let pays = !cpu_kernels || k <= SPLIT_CPU_MOST_K || 4 * k >= axis_len;
+    let split = forced.unwrap_or(
+        pays && lines < super::cumsum::busy_lines(cpu_kernels) && axis_len >= SPLIT_FROM,
+    );
     let most = per_dispatch(k);
     // Its elements, then the pops of its list of min(chunk, K).
     let kept_and_sorted = if 2 * k < most { most - k } else { most / 2 };
     let chunk = kept_and_sorted.min(axis_len.div_ceil(SPLIT_CHUNKS)).max(1);
-    (split && chunk < axis_len && k <= LOOP_ITERATIONS_PER_DISPATCH as u64).then_some(chunk)
+    (split && chunk < axis_len).then_some(chunk)
 }
 
 /// The merges of a line split into chunks of `chunk` positions: for each, the positions each
@@ -284,7 +295,9 @@ impl Recorder {
                     params.in_first = from as u32;
                     params.out_first = (region - from) as u32;
                     params.last = u32::from(level + 1 == levels.len());
-                    let grid = grid_for(&ctx, OP, lines * lists.div_ceil(2), wg)?;
+                    // An invocation per slot of each merged list.
+                    let slots = lists.div_ceil(2) * (2 * span).min(k as u64);
+                    let grid = grid_for(&ctx, OP, lines * slots, wg)?;
                     self.dispatch(OP, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
                 }
                 continue;
@@ -314,7 +327,8 @@ mod tests {
 
     /// A split line's chunks cover it once, each kept and sorted within one dispatch's loop
     /// budget; the merges halve the lists down to one; short lines, a chunk that would be the
-    /// whole line, many lines, and a K whose merge would not fit a dispatch walk.
+    /// whole line, many lines, and K beyond a dispatch's loop budget (split too: a merge takes
+    /// log2 K steps an invocation).
     #[test]
     fn split_lines_cover_each_line_and_merge_down_to_one() {
         let budget = LOOP_ITERATIONS_PER_DISPATCH as u64;
@@ -327,14 +341,11 @@ mod tests {
                 let case = format!("{len} positions, K {k}, CPU {cpu}");
                 let Some(chunk) = split_chunk(1, len, k, cpu, Some(true)) else {
                     let fits = budget / heap_steps(k) / 2;
-                    assert!(
-                        k > budget || fits.min(len.div_ceil(SPLIT_CHUNKS)) >= len,
-                        "{case}"
-                    );
+                    assert!(fits.min(len.div_ceil(SPLIT_CHUNKS)) >= len, "{case}");
                     continue;
                 };
                 let sort = chunk.min(k) - 1;
-                assert!(chunk >= 1 && chunk < len && k <= budget, "{case}");
+                assert!(chunk >= 1 && chunk < len, "{case}");
                 assert!((chunk + sort) * heap_steps(k) <= budget, "{case}");
                 assert!(chunk <= len.div_ceil(SPLIT_CHUNKS), "{case}");
                 let levels = merge_levels(len, chunk);
@@ -347,7 +358,8 @@ mod tests {
                 }
                 assert_eq!(lists, 1, "{case}");
                 let by_rule = split_chunk(1, len, k, cpu, None);
-                assert_eq!(by_rule.is_some(), len >= SPLIT_FROM, "{case}");
+                let pays = !cpu || k <= SPLIT_CPU_MOST_K || 4 * k >= len;
+                assert_eq!(by_rule.is_some(), pays && len >= SPLIT_FROM, "{case}");
                 assert_eq!(split_chunk(1 << 16, len, k, cpu, None), None, "{case}");
                 assert_eq!(split_chunk(1, len, k, cpu, Some(false)), None, "{case}");
             }

@@ -255,6 +255,17 @@ fn batch_and_space_cross_buffers() {
 }
 
 /// Runs `graph` on `ctx` and on the CPU reference; both results.
+/// A context of the adapter's buffers whose bindings hold at most `binding` bytes.
+fn binding_context(binding: u64) -> Context {
+    Context::new_blocking(ContextOptions {
+        max_binding_size: Some(binding),
+        cpu_kernels: cpu_kernels_from_env(),
+        webgpu_limits: ADAPTER_LIMITS,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
 fn both(
     ctx: &Context,
     graph: &Graph,
@@ -556,13 +567,7 @@ fn pads_beyond_a_binding_run_in_windows_of_their_output() {
     for dtype in [DType::U8, DType::F16, DType::I32, DType::I64] {
         let elem = dtype.size() as u64;
         for binding in [160 * elem + 160, 160 * elem + 204] {
-            let ctx = Context::new_blocking(ContextOptions {
-                max_binding_size: Some(binding),
-                cpu_kernels: cpu_kernels_from_env(),
-                webgpu_limits: ADAPTER_LIMITS,
-                ..Default::default()
-            })
-            .unwrap();
+            let ctx = binding_context(binding);
             let x = random_tensor(5, dtype, &shape);
             assert!(x.data.len() as u64 > binding);
             for pads in cases {
@@ -628,13 +633,7 @@ fn assert_column_sum_refused(ctx: &Context, shape: &[usize]) {
 #[test]
 fn reductions_beyond_a_binding_run_in_windows_of_rows() {
     for binding in [256u64, 300] {
-        let ctx = Context::new_blocking(ContextOptions {
-            max_binding_size: Some(binding),
-            cpu_kernels: cpu_kernels_from_env(),
-            webgpu_limits: ADAPTER_LIMITS,
-            ..Default::default()
-        })
-        .unwrap();
+        let ctx = binding_context(binding);
         let cases: [(&str, DType, &[usize], &[i64]); 7] = [
             ("ReduceSum", DType::I32, &[30, 7], &[1]),
             ("ReduceMax", DType::U8, &[50, 7], &[1]),
@@ -671,13 +670,7 @@ fn reductions_beyond_a_binding_run_in_windows_of_rows() {
 fn reductions_of_fused_values_beyond_a_binding_are_computed_first() {
     let whole = Context::new_blocking(Default::default()).unwrap();
     for binding in [256u64, 300] {
-        let ctx = Context::new_blocking(ContextOptions {
-            max_binding_size: Some(binding),
-            cpu_kernels: cpu_kernels_from_env(),
-            webgpu_limits: ADAPTER_LIMITS,
-            ..Default::default()
-        })
-        .unwrap();
+        let ctx = binding_context(binding);
         let cases: [(&str, DType, &[i64]); 5] = [
             ("ReduceSum", DType::F32, &[2]),
             ("ReduceMax", DType::I32, &[2]),

@@ -29,8 +29,18 @@ struct Params {
     // The window elements this dispatch folds (row-major within each window).
     first: u32,
     count: u32,
+    // Tensors beyond one binding run in passes: this one reads images [image_first,
+    // image_end) of X, image_first from element x_first of X's binding on, and writes its
+    // `outputs` (whole ROIs, table entries from 0) from element out_first of y's binding on;
+    // with `windowed`, outputs of ROIs of other images keep what they hold.
+    image_first: u32,
+    image_end: u32,
+    x_first: u32,
+    out_first: u32,
+    windowed: u32,
     pad0: u32,
     pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -82,6 +92,13 @@ fn above(a: vec2<u32>, b: vec2<u32>) -> bool {
     return a.x > b.x || (a.x == b.x && a.y > b.y);
 }
 
+// True when output element `e` of this pass pools from an image this pass reads.
+fn in_pass(e: u32) -> bool {
+    let r = e / (params.pooled_w * params.pooled_h * params.channels);
+    let b = windows[r * (1u + 2u * (params.pooled_h + params.pooled_w))];
+    return b >= params.image_first && b < params.image_end;
+}
+
 // The bits of output element `e`, whose maximum so far (from the dispatches before this one)
 // is `before`.
 fn pooled(e: u32, before: vec2<u32>) -> vec2<u32> {
@@ -92,7 +109,7 @@ fn pooled(e: u32, before: vec2<u32>) -> vec2<u32> {
     let c = (e / (pw * ph)) % params.channels;
     let r = e / (pw * ph * params.channels);
     let table = r * (1u + 2u * (ph + pw));
-    let b = windows[table];
+    let b = windows[table] - params.image_first;
     let h0 = windows[table + 1u + 2u * i];
     let h1 = windows[table + 2u + 2u * i];
     let w0 = windows[table + 1u + 2u * ph + 2u * j];
@@ -108,7 +125,7 @@ fn pooled(e: u32, before: vec2<u32>) -> vec2<u32> {
     }
     var best = before;
     if params.first == 0u {
-        best = element((plane + h0) * params.width + w0);
+        best = element(params.x_first + (plane + h0) * params.width + w0);
     }
     var best_key = order_key(best);
     var h = h0 + params.first / width;
@@ -116,7 +133,7 @@ fn pooled(e: u32, before: vec2<u32>) -> vec2<u32> {
     let end = min(len, params.first + params.count);
     // One loop over the stretch (lavapipe counts nested loops' iterations together).
     for (var t = params.first; t < end; t++) {
-        let v = element((plane + h) * params.width + w);
+        let v = element(params.x_first + (plane + h) * params.width + w);
         let key = order_key(v);
         if above(key, best_key) {
             best = v;
@@ -134,36 +151,50 @@ fn pooled(e: u32, before: vec2<u32>) -> vec2<u32> {
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = (gid.z * params.plane + gid.y) * params.row + gid.x;
+    let keep = params.first > 0u || params.windowed != 0u;
     if ELEM_BYTES == 2u {
-        // Two elements per word; the last word of an odd count holds one.
-        let e = 2u * i;
-        if e >= params.outputs {
+        // Two elements per word: word i of the pass holds its elements 2i - s and 2i + 1 - s
+        // (s: whether its first element is a high half); a half beyond the pass's outputs,
+        // or of an image another pass reads, keeps its bits (which are 0 with nothing kept).
+        let s = params.out_first % 2u;
+        let word_at = params.out_first / 2u + i;
+        if 2u * i >= params.outputs + s {
             return;
         }
-        let old = select(0u, y[i], params.first > 0u);
-        var word = pooled(e, vec2<u32>(old & 0xFFFFu, 0u)).x;
-        if e + 1u < params.outputs {
-            word |= pooled(e + 1u, vec2<u32>(old >> 16u, 0u)).x << 16u;
+        let old = select(0u, y[word_at], keep);
+        var word = old;
+        for (var half = 0u; half < 2u; half++) {
+            let k = 2u * i + half;
+            if k < s || k - s >= params.outputs {
+                continue;
+            }
+            let e = k - s;
+            if keep && !in_pass(e) {
+                continue;
+            }
+            let bits = pooled(e, vec2<u32>((old >> (16u * half)) & 0xFFFFu, 0u)).x;
+            word = (word & ~(0xFFFFu << (16u * half))) | (bits << (16u * half));
         }
-        y[i] = word;
+        y[word_at] = word;
         return;
     }
-    if i >= params.outputs {
+    if i >= params.outputs || (params.windowed != 0u && !in_pass(i)) {
         return;
     }
+    let at = params.out_first + i;
     var before = vec2<u32>(0u, 0u);
     if params.first > 0u {
         if ELEM_BYTES == 8u {
-            before = vec2<u32>(y[2u * i], y[2u * i + 1u]);
+            before = vec2<u32>(y[2u * at], y[2u * at + 1u]);
         } else {
-            before = vec2<u32>(y[i], 0u);
+            before = vec2<u32>(y[at], 0u);
         }
     }
     let v = pooled(i, before);
     if ELEM_BYTES == 8u {
-        y[2u * i] = v.x;
-        y[2u * i + 1u] = v.y;
+        y[2u * at] = v.x;
+        y[2u * at + 1u] = v.y;
     } else {
-        y[i] = v.x;
+        y[at] = v.x;
     }
 }

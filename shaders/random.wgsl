@@ -40,14 +40,16 @@ struct Params {
     samples: u32,
     // An output beyond one binding is drawn in passes over windows of it: this pass computes
     // blocks [block_first, block_end); `dst` starts at element dst_first, Bernoulli's `src` at
-    // src_first (Multinomial's running sums are bound whole).
+    // src_first. Multinomial's running sums beyond one binding are read in windows of whole
+    // rows: this pass draws the samples of rows [row_first, row_end), row_first's sums at
+    // element src_first of the window.
     block_first: u32,
     block_end: u32,
     dst_first: u32,
     src_first: u32,
+    row_first: u32,
+    row_end: u32,
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -128,7 +130,7 @@ fn normals32(w: vec4<u32>) -> vec4<f32> {
 // The class of a sample at `goal` in row `row`'s running sums: the first whose sum exceeds
 // it (zero-probability classes are never chosen), else the last (NaN sums).
 fn class_at(row: u32, goal: T) -> u32 {
-    let base = row * params.classes;
+    let base = (row - params.row_first) * params.classes + params.src_first;
     var lo = 0u;
     var hi = params.classes - 1u;
     while lo < hi {
@@ -178,8 +180,11 @@ fn main(
             }
             default: {
                 let row = i / params.samples;
-                let total = src[row * params.classes + params.classes - 1u];
-                dst[i - params.dst_first] = t_of_u32(class_at(row, t_mul(values[k], total)));
+                // Rows beyond this pass's window of sums are drawn by another pass.
+                if row >= params.row_first && row < params.row_end {
+                    let total = src[(row - params.row_first) * params.classes + params.src_first + params.classes - 1u];
+                    dst[i - params.dst_first] = t_of_u32(class_at(row, t_mul(values[k], total)));
+                }
             }
         }
     }

@@ -795,6 +795,141 @@ fn reductions_of_rows_beyond_a_window_run_in_chunks() {
     assert_column_sum_refused(&ctx, &[250_000]);
 }
 
+/// Reductions whose rows lie across the ends of their input's buffers (rows of 7 to 40
+/// elements in buffers of 256, 1024 and 512 bytes, which no row count tiles) read a copy laid
+/// out in buffers of whole slices of rows (they were refused as "an input bound at once"):
+/// sums, maxima over two axes, ArgMax, and Softmax and LogSoftmax (Multinomial's first
+/// step), bit for bit the reference (small integers) or, for the floats, the same context's
+/// kernels on the input in one buffer.
+#[test]
+fn reductions_of_rows_across_buffer_ends_read_a_relaid_copy() {
+    let whole = Context::new_blocking(ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    })
+    .unwrap();
+    let cases: [(&str, DType, &[usize], &[i64]); 5] = [
+        ("ReduceSum", DType::I32, &[7, 40], &[1]),
+        ("ReduceMax", DType::F32, &[10, 5, 6], &[1, 2]),
+        ("ReduceSum", DType::I64, &[9, 30], &[1]),
+        ("ArgMax", DType::I32, &[40, 7], &[1]),
+        ("ReduceMin", DType::F64, &[6, 2, 15], &[2]),
+    ];
+    let softmax = |op: &str, shape: &[usize]| {
+        Graph::new()
+            .input(
+                "x",
+                DType::F32,
+                &shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+            )
+            .node(
+                Node::new(op, "s")
+                    .inputs(["x"])
+                    .outputs(["y"])
+                    .attr("axis", Attr::Int(-1)),
+            )
+            .output("y")
+    };
+    for ctx in contexts_from(ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    }) {
+        let buffers = ctx.max_buffer_size();
+        for (op, dtype, shape, axes) in cases {
+            let x = reference::cast_host(&i32s(shape, 16), dtype).unwrap();
+            let row = shape[axes[0] as usize..].iter().product::<usize>() * dtype.size();
+            assert!(x.data.len() as u64 > buffers && buffers % row as u64 != 0);
+            let g = reduction_graph(op, dtype, shape, axes);
+            let (got, want) = both(&ctx, &g, &[("x", x)]);
+            assert_eq!(got, want, "{op} {dtype} {shape:?}, buffers of {buffers}");
+        }
+        for op in ["Softmax", "LogSoftmax"] {
+            let shape = [7, 40];
+            let v: Vec<f32> = (0..280)
+                .map(|k| ((k * 37) % 29) as f32 / 8.0 - 1.5)
+                .collect();
+            let x = HostTensor::from_vec(shape.to_vec(), &v).unwrap();
+            let run = |c: &Context| {
+                Session::new(c, softmax(op, &shape))
+                    .unwrap()
+                    .run_blocking(vec![("x".to_string(), x.clone())])
+                    .unwrap()
+            };
+            assert_eq!(run(&ctx), run(&whole), "{op}, buffers of {buffers}");
+        }
+    }
+}
+
+/// MaxRoiPool whose X or output exceeds a binding or a buffer runs in passes over windows of
+/// whole images of X and whole ROIs of the output, each pass binding its ROIs' part of the
+/// window table (it was refused as "bound at once"): 8 images of [3, 2, 4], 12 ROIs over them
+/// in mixed order (outside, malformed, whole-image), f32, f16, bf16 and f64 with random bits
+/// (NaN among them), bins of [2, 3] and [1, 3] (9 outputs a ROI: 2-byte ROIs that begin in
+/// the middle of a word), bit for bit against the reference on every context of
+/// [`contexts`] and bindings of 256 and 300 bytes. An image no window holds is one error.
+#[test]
+fn max_roi_pools_cross_buffers_and_bindings() {
+    let rois: [[f32; 5]; 12] = [
+        [7.0, 0.0, 0.0, 3.0, 2.0],
+        [0.0, 1.0, 1.0, 2.0, 2.0],
+        [3.0, -2.0, 1.0, 5.0, 9.0],
+        [5.0, 3.0, 2.0, 3.0, 2.0],
+        [1.0, 2.0, 0.0, 0.0, 1.0],
+        [6.0, 0.0, 0.0, 0.0, 0.0],
+        [2.0, 6.0, 6.0, 9.0, 9.0],
+        [4.0, 1.0, 0.0, 3.0, 1.0],
+        [0.0, 0.0, 2.0, 3.0, 2.0],
+        [7.0, 2.0, 1.0, 3.0, 2.0],
+        [3.0, 0.0, 0.0, 1.0, 1.0],
+        [5.0, 1.0, 1.0, 2.0, 2.0],
+    ];
+    let flat: Vec<f32> = rois.iter().flatten().copied().collect();
+    let node = |pooled: [i64; 2]| {
+        Node::new("MaxRoiPool", "pool")
+            .inputs(["x", "rois"])
+            .attr("pooled_shape", Attr::Ints(pooled.to_vec()))
+    };
+    let mut contexts = contexts();
+    contexts.extend([binding_context(256), binding_context(300)]);
+    for ctx in &contexts {
+        let limit = ctx.max_buffer_size().min(ctx.binding_limit());
+        for (k, d) in [DType::F32, DType::F16, DType::BF16, DType::F64]
+            .into_iter()
+            .enumerate()
+        {
+            let x = random_tensor(40 + k as u64, d, &[8, 3, 2, 4]);
+            assert!(
+                x.data.len() as u64 > limit,
+                "{d}: X past a binding or buffer"
+            );
+            let r = reference::cast_host(&HostTensor::from_vec(vec![12, 5], &flat).unwrap(), d)
+                .unwrap();
+            for pooled in [[2, 3], [1, 3]] {
+                let (got, want) = both_on(
+                    ctx,
+                    node(pooled),
+                    vec![("x", x.clone()), ("rois", r.clone())],
+                )
+                .unwrap_or_else(|e| panic!("{d} {pooled:?}, limit {limit}: {e}"));
+                assert_eq!(got, want, "{d} {pooled:?}, limit {limit}");
+            }
+        }
+    }
+    let x = random_tensor(50, DType::F32, &[2, 3, 9, 11]);
+    let r = HostTensor::from_vec(vec![1, 5], &[1.0f32, 0.0, 0.0, 4.0, 4.0]).unwrap();
+    let e = both_on(
+        &binding_context(256),
+        node([2, 2]),
+        vec![("x", x), ("rois", r)],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("MaxRoiPool") && e.contains("one image of X (1188 bytes)") && !e.contains('\n'),
+        "{e}"
+    );
+}
+
 #[test]
 fn long_dfts_beyond_a_binding_and_a_buffer() {
     // A factored DFT's transposes, gathers, products and twiddles on tensors of 16 KiB with
@@ -1353,19 +1488,32 @@ fn scatters_read_updates_and_indices_in_windows() {
 /// in passes over windows of whole 16-byte blocks (they were refused as "bound at once"):
 /// uniform and normal draws in f32 and f64, Bernoulli and Multinomial, each bit for bit the
 /// numbers the same stream draws with everything bound whole (a block's values depend only on
-/// its number), on every context of [`contexts`] and with the kernels for GPUs.
+/// its number), on every context of [`contexts`] and with the kernels for GPUs. Multinomial's
+/// running sums past a binding (they were refused as "bound at once") are read in windows of
+/// whole rows: rows of 160, 104 and 120 bytes, which lie across buffer ends, blocks of
+/// samples that straddle rows (3 f64 samples a row, 2 a block) and blocks of 4 rows (one
+/// sample a row) that a window of 2 rows reaches only in part.
 #[test]
 fn random_draws_cross_buffers_and_bindings() {
+    let logits = |rows: usize, classes: usize, dtype: DType| {
+        let v: Vec<f64> = (0..rows * classes)
+            .map(|k| ((k * 7919) % 23) as f64 / 4.0 - 2.0)
+            .collect();
+        let t = HostTensor::from_vec(vec![rows, classes], &v).unwrap();
+        reference::cast_host(&t, dtype).unwrap()
+    };
     let draw = |ctx: &Context| -> Vec<HostTensor> {
         let stream = RandomStream::new(ctx, 7).unwrap();
         let probs: Vec<f32> = (0..301).map(|k| (k % 11) as f32 / 10.0).collect();
         let probs = HostTensor::from_vec(vec![301], &probs).unwrap();
-        let logits = [0.0f32, 1.0, 2.0, 2.0, 0.0, -1.0];
-        let logits = HostTensor::from_vec(vec![2, 3], &logits).unwrap();
-        let (p, logits) = (
-            Tensor::from_host(ctx, &probs).unwrap(),
-            Tensor::from_host(ctx, &logits).unwrap(),
-        );
+        let small = [0.0f32, 1.0, 2.0, 2.0, 0.0, -1.0];
+        let small = HostTensor::from_vec(vec![2, 3], &small).unwrap();
+        let up = |t: &HostTensor| Tensor::from_host(ctx, t).unwrap();
+        let p = up(&probs);
+        let small = up(&small);
+        let wide = up(&logits(7, 40, DType::F32));
+        let f64s = up(&logits(5, 13, DType::F64));
+        let single = up(&logits(9, 30, DType::F32));
         let drawn = ctx
             .run(|rec| {
                 Ok(vec![
@@ -1374,7 +1522,10 @@ fn random_draws_cross_buffers_and_bindings() {
                     rec.random_uniform_to(&stream, DType::F64, &[150], 0.0, 1.0, Out::NEW)?,
                     rec.random_normal_to(&stream, DType::F64, &[77], 0.0, 1.0, Out::NEW)?,
                     rec.bernoulli_to(&stream, &p, DType::F32, Out::NEW)?,
-                    rec.multinomial_to(&stream, &logits, 150, DType::I64, Out::NEW)?,
+                    rec.multinomial_to(&stream, &small, 150, DType::I64, Out::NEW)?,
+                    rec.multinomial_to(&stream, &wide, 20, DType::I32, Out::NEW)?,
+                    rec.multinomial_to(&stream, &f64s, 3, DType::I64, Out::NEW)?,
+                    rec.multinomial_to(&stream, &single, 1, DType::I32, Out::NEW)?,
                 ])
             })
             .unwrap();
@@ -1384,12 +1535,28 @@ fn random_draws_cross_buffers_and_bindings() {
             .collect()
     };
     let want = draw(ctx());
+    // The classes drawn are spread over the rows' classes (not one class or zeros).
+    for w in &want[6..] {
+        let classes: std::collections::BTreeSet<i64> = reference::cast_host(w, DType::I64)
+            .unwrap()
+            .to_vec::<i64>()
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert!(
+            classes.len() > 1 && classes.iter().all(|&c| (0..40).contains(&c)),
+            "{classes:?}"
+        );
+    }
     let mut contexts = contexts();
     contexts.extend(contexts_with(Some(false)));
     for c in &contexts {
         let got = draw(c);
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!(w.data.len() > 300 || k == 3, "draw {k} past the bindings");
+            assert!(
+                w.data.len() > 300 || matches!(k, 3 | 6..),
+                "draw {k} past the bindings"
+            );
             assert_eq!(g, w, "draw {k}, buffers of {}", c.max_buffer_size());
         }
     }

@@ -137,7 +137,12 @@ struct Params {
     block_end: u32,
     dst_first: u32,
     src_first: u32,
-    pad: [u32; 3],
+    /// Multinomial's rows `[row_first, row_end)` drawn in this pass, the first of them at
+    /// element `src_first` of `src`'s window (running sums beyond one binding are read in
+    /// windows of whole rows).
+    row_first: u32,
+    row_end: u32,
+    pad: u32,
 }
 
 /// One draw's request to the kernel.
@@ -179,11 +184,40 @@ impl Recorder {
         if count > u64::from(u32::MAX) / 4 {
             return Err(super::operands::too_many(op, "random values", count));
         }
-        // Multinomial's running sums are bound whole (rows of any sample may be read); the
-        // output, and Bernoulli's probabilities (one per output element), in windows.
-        if let (Some(src), RandomMode::Multinomial) = (draw.src, draw.mode) {
-            super::operands::check_bound_whole(&ctx, op, &[(src, "the probabilities")])?;
-        }
+        // The output, and Bernoulli's probabilities (one per output element), in windows of
+        // whole blocks; Multinomial's running sums in windows of whole rows (see `row_runs`).
+        let elem = out.dtype().size() as u64;
+        let limit = ctx.binding_limit();
+        let row_bytes = draw.classes as u64 * elem;
+        let sums_relaid = match (draw.src, draw.mode) {
+            (Some(src), RandomMode::Multinomial) if !src.storage().fits_one_binding(limit) => {
+                self.relaid_in_whole_slices(src, row_bytes, true)?
+            }
+            _ => None,
+        };
+        let sums = match draw.mode {
+            RandomMode::Multinomial => sums_relaid.as_ref().or(draw.src),
+            _ => None,
+        };
+        let row_align = ctx.window_alignment(op, elem)?;
+        // The windows of the running sums holding rows [r0, r1): (first, end, window).
+        let row_runs = |sums: &Tensor, r0: u64, r1: u64| {
+            super::windows::unit_runs(
+                r0,
+                r1,
+                row_bytes,
+                &sums.storage().segments(),
+                limit,
+                row_align,
+            )
+            .ok_or_else(|| Error::LimitExceeded {
+                op,
+                what: format!("one row of running sums ({row_bytes} bytes) bound at once"),
+                limit: "max_storage_buffer_binding_size",
+                needed: row_bytes + row_align + 4,
+                max: limit,
+            })
+        };
         if count > 0 {
             let wg = ctx.workgroup_size();
             let per_block = if f64 { 2 } else { 4 };
@@ -205,17 +239,40 @@ impl Recorder {
                 block_end: 0,
                 dst_first: 0,
                 src_first: 0,
-                pad: [0; 3],
+                row_first: 0,
+                row_end: u32::MAX,
+                pad: 0,
             };
             // A block's values are 16 bytes of the output: windows of whole blocks.
             let blocks = count.div_ceil(per_block);
-            let limit = ctx.binding_limit();
             let runs = self.unit_windows(op, out, blocks, 16)?;
-            let elem = out.dtype().size() as u64;
             for (b0, b1, window) in runs {
                 params.block_first = b0 as u32;
                 params.block_end = b1 as u32;
                 params.dst_first = (window.start / elem) as u32;
+                if let Some(sums) = sums.filter(|s| !s.storage().fits_one_binding(limit)) {
+                    // Each window of the rows these blocks' samples draw from, a pass each
+                    // over the blocks reaching it (a block's values depend only on its
+                    // number: a sample of a row beyond the window is left to the next pass).
+                    let samples = draw.samples.max(1) as u64;
+                    let r0 = b0 * per_block / samples;
+                    let r1 = ((b1 * per_block).min(count) - 1) / samples + 1;
+                    for (r0, r1, rows) in row_runs(sums, r0, r1)? {
+                        let p0 = b0.max(r0 * samples / per_block);
+                        let p1 = b1.min((r1 * samples).div_ceil(per_block));
+                        [params.block_first, params.block_end] = [p0 as u32, p1 as u32];
+                        [params.row_first, params.row_end] = [r0 as u32, r1 as u32];
+                        params.src_first = ((r0 * row_bytes - rows.start) / elem) as u32;
+                        let bindings = [
+                            state.storage().bind_whole(),
+                            sums.storage().bind(rows),
+                            out.storage().bind(window),
+                        ];
+                        let grid = grid_for(&ctx, op, p1 - p0, wg)?;
+                        self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+                    }
+                    continue;
+                }
                 // Uniform and normal draws read no source: the state stands in for it.
                 // Bernoulli's probabilities lie as the output does.
                 let src = match draw.src {

@@ -938,6 +938,24 @@ impl Recorder {
         if self.reduce_pieces(op, x, walk, 0, &target, one_thread)? {
             return Ok(());
         }
+        // Rows that lie across the end of one of the input's buffers: a copy laid out in
+        // buffers of whole slices of rows (the smallest trailing block of the shape that
+        // holds a row's reach).
+        let reach = walk.reach();
+        let mut slice = 1u64;
+        for &d in x.shape().iter().rev() {
+            if slice >= reach {
+                break;
+            }
+            slice *= d as u64;
+        }
+        let elem = x.dtype().size() as u64;
+        if let Some(relaid) = self.relaid_in_whole_slices(x, slice * elem, true)? {
+            if self.reduce_pieces(op, &relaid, walk, 0, &target, one_thread)? {
+                return Ok(());
+            }
+            return self.reduce_long_rows(op, &relaid, walk, out, refused);
+        }
         self.reduce_long_rows(op, x, walk, out, refused)
     }
 

@@ -118,30 +118,14 @@ pub fn roi_pool_windows(
     Ok(table)
 }
 
-/// The most elements a window of the table (see [`roi_pool_windows`]) holds: its ROIs' tallest
-/// row bin times their widest column bin, at most.
-fn largest_window(table: &[u32], ph: usize, pw: usize) -> u64 {
-    let span = |bounds: &[u32]| {
-        bounds
-            .chunks_exact(2)
-            .map(|b| u64::from(b[1].saturating_sub(b[0])))
-            .max()
-            .unwrap_or(0)
-    };
-    table
-        .chunks_exact(1 + 2 * (ph + pw))
-        .map(|roi| span(&roi[1..1 + 2 * ph]) * span(&roi[1 + 2 * ph..]))
-        .max()
-        .unwrap_or(0)
-}
-
 impl Recorder {
     /// Records ONNX MaxRoiPool of `x` `[N, C, H, W]` (f32, f16, bf16 or f64) over `rois`
     /// `[R, 5]` (batch index, x1, y1, x2, y2, of X's dtype, known on the host) into `out`
     /// `[R, C, pooled_h, pooled_w]`: each bin's largest element, NaN above every number, 0
     /// for a bin that lies outside the image. The bins are those onnxruntime computes
     /// ([`roi_pool_windows`]); one dispatch takes every output element's maximum (several,
-    /// for windows larger than one invocation's loop takes at once).
+    /// for windows larger than one invocation's loop takes at once, and passes over windows
+    /// of whole images and ROIs for tensors beyond one binding).
     pub fn max_roi_pool_to(
         &mut self,
         x: &Tensor,
@@ -169,10 +153,7 @@ impl Recorder {
         if out.numel() == 0 {
             return Ok(out);
         }
-        let largest = largest_window(&table, pooled[0] as usize, pooled[1] as usize);
-        let windows = self.upload(&HostTensor::from_vec(vec![table.len()], &table)?)?;
-        self.max_roi_pool_into(OP, x, (&windows, largest), &out)?;
-        self.release(windows);
+        self.max_roi_pool_into(OP, x, &table, &out)?;
         Ok(out)
     }
 }

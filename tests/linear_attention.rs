@@ -734,6 +734,88 @@ fn the_expansion_runs_as_the_recurrence() {
     }
 }
 
+/// LinearAttention whose tensors exceed one binding or one buffer runs its steps in pieces
+/// whose rows fit one, the state carried from piece to piece (the op was refused, the
+/// expansion ran as a Scan): the op ([B, T, ...]: a piece per sequence and stretch of steps)
+/// and the recognized expansion (time-major: every sequence's rows of a stretch), each rule,
+/// a past state, f32 and f16, bit for bit the results of the same kernels on one binding, in
+/// bindings of 1024 bytes and in buffers of 2048. A step whose rows exceed a binding is one
+/// error naming the limit.
+#[test]
+fn calls_beyond_one_binding_run_in_pieces_of_steps() {
+    let limited = |binding: Option<u64>, buffer: Option<u64>| {
+        wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: cpu_kernels_from_env(),
+            scan_recurrences: Some(true),
+            max_binding_size: binding,
+            max_buffer_size: buffer,
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let whole = recognizing(true);
+    let contexts = [limited(Some(1024), None), limited(None, Some(2048))];
+    let mut cases: Vec<(Case, DType)> = ALL_RULES
+        .iter()
+        .map(|&rule| {
+            let c = Case {
+                steps: 40,
+                past: true,
+                rule,
+                ..base()
+            };
+            (c, DType::F32)
+        })
+        .collect();
+    cases.push((
+        Case {
+            steps: 40,
+            q_heads: 4,
+            decay_per_key: false,
+            ..base()
+        },
+        DType::F16,
+    ));
+    let run = |ctx: &wgpu_ops::Context, g: &Graph, given: &Inputs| {
+        Session::new(ctx, g.clone())
+            .unwrap()
+            .run_blocking(taken_by(g, given.clone()))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    for (n, (c, dtype)) in cases.iter().enumerate() {
+        let (given, _) = inputs_and_recurrence(c, *dtype, 50 + n as u64);
+        assert!(given[0].1.data.len() > 2048, "the query exceeds the limits");
+        for g in [graph(c, *dtype), expanded_graph(c, *dtype, Mutation::None)] {
+            let want = run(&whole, &g, &given);
+            for ctx in &contexts {
+                let before = ctx.stats();
+                let got = run(ctx, &g, &given);
+                assert_eq!(got, want, "{c:?} {dtype}");
+                let after = ctx.stats();
+                let scan = g.nodes.iter().any(|node| node.op == "Scan");
+                assert_eq!(
+                    after.scans_as_recurrences - before.scans_as_recurrences,
+                    u64::from(scan),
+                    "{c:?}"
+                );
+            }
+        }
+    }
+    let c = Case { dk: 64, ..base() };
+    let (given, _) = inputs_and_recurrence(&c, DType::F32, 3);
+    let e = Session::new(&limited(Some(256), None), graph(&c, DType::F32))
+        .unwrap()
+        .run_blocking(taken_by(&graph(&c, DType::F32), given))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("LinearAttention")
+            && e.contains("one step's rows of the widest input or output in one binding")
+            && !e.contains('\n'),
+        "{e}"
+    );
+}
+
 #[test]
 fn a_body_that_only_resembles_the_expansion_runs_as_a_scan() {
     let (on, off) = (recognizing(true), recognizing(false));

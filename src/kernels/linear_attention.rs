@@ -74,21 +74,53 @@ impl LinearAttentionPlan {
         self.dk * (self.q_heads / self.kv_heads + 2)
     }
 
-    /// Whether one call fits the kernel on `ctx`: each f32 tensor in one binding, every index
-    /// a u32, and a step's loops within one dispatch's bound. Where they do not,
-    /// [`Recorder::linear_attention_into`] fails naming the limit.
+    /// Elements of one row (b, t) of each step tensor the rule reads: query, key, value, the
+    /// gate, beta and the output (`None` for a gate or beta the rule does not read).
+    fn row_elements(&self) -> [Option<usize>; 6] {
+        [
+            Some(self.q_heads * self.dk),
+            Some(self.kv_heads * self.dk),
+            Some(self.kv_heads * self.dv),
+            self.rule
+                .gated()
+                .then_some(self.kv_heads * if self.decay_per_key { self.dk } else { 1 }),
+            self.rule
+                .delta()
+                .then_some(if self.beta_per_head { self.kv_heads } else { 1 }),
+            Some(self.q_heads * self.dv),
+        ]
+    }
+
+    /// Sequences that one piece of a call beyond one binding runs together: all of them
+    /// where the step inputs are time-major (a stretch of steps is then one stretch of rows),
+    /// else one.
+    fn piece_batch(&self) -> usize {
+        if self.time_major {
+            self.batch
+        } else {
+            1
+        }
+    }
+
+    /// Bytes of one step's rows of the widest step tensor, and of the state, in one piece.
+    fn piece_bytes(&self) -> (u64, u64) {
+        let widest = self.row_elements().into_iter().flatten().max().unwrap_or(0);
+        let batch = self.piece_batch() as u64;
+        (
+            batch * widest as u64 * 4,
+            batch * (self.kv_heads * self.dk * self.dv) as u64 * 4,
+        )
+    }
+
+    /// Whether one call fits the kernel on `ctx`: a step's loops within one dispatch's bound,
+    /// and one step's rows and the state of the sequences run together in one binding of one
+    /// buffer (tensors beyond one run in pieces of steps, see
+    /// [`Recorder::linear_attention_into`]). Where they do not, that fails naming the limit.
     pub(crate) fn fits(&self, ctx: &crate::Context) -> bool {
-        let rows = self.batch * self.steps;
-        let sizes = [
-            rows * self.q_heads * self.dk,
-            rows * self.kv_heads * self.dk.max(self.dv),
-            self.batch * self.kv_heads * self.dk * self.dv,
-            rows * self.q_heads * self.dv,
-        ];
         let limit = ctx.binding_limit().min(ctx.max_buffer_size());
-        sizes
-            .iter()
-            .all(|&n| n <= u32::MAX as usize && (n as u64) * 4 <= limit)
+        let (step, state) = self.piece_bytes();
+        step <= limit
+            && state <= limit
             && self.iterations_per_step() <= LOOP_ITERATIONS_PER_DISPATCH
     }
 }
@@ -164,32 +196,6 @@ impl Recorder {
             return Ok(());
         }
         let ctx = self.context().clone();
-        let tensors = [query, key, value, decay, beta, state, output];
-        // Every index is a u32 and every tensor one binding.
-        let limit = ctx.binding_limit();
-        for (name, t) in [
-            "query",
-            "key",
-            "value",
-            "decay",
-            "beta",
-            "past_state",
-            "output",
-        ]
-        .into_iter()
-        .zip(tensors)
-        {
-            let bytes = t.storage().size();
-            if t.buffers().len() != 1 || bytes > limit || t.numel() > u32::MAX as usize {
-                return Err(Error::LimitExceeded {
-                    op,
-                    what: format!("{name} of {bytes} bytes in one binding"),
-                    limit: "max_storage_buffer_binding_size",
-                    needed: bytes,
-                    max: limit,
-                });
-            }
-        }
         let per_step = plan.iterations_per_step();
         if per_step > LOOP_ITERATIONS_PER_DISPATCH {
             return Err(Error::LimitExceeded {
@@ -204,7 +210,138 @@ impl Recorder {
                 max: LOOP_ITERATIONS_PER_DISPATCH as u64,
             });
         }
+        // Every index is a u32 and every tensor one binding; else the steps run in pieces.
+        let tensors = [query, key, value, decay, beta, state, output];
+        let limit = ctx.binding_limit();
+        let whole = tensors.iter().all(|t| {
+            t.buffers().len() == 1 && t.storage().size() <= limit && t.numel() <= u32::MAX as usize
+        });
+        if !whole {
+            return self.linear_attention_in_pieces(
+                op,
+                plan,
+                [query, key, value, decay, beta],
+                state,
+                output,
+            );
+        }
+        self.linear_attention_dispatches(op, plan, tensors)
+    }
 
+    /// [`Recorder::linear_attention_into`] of a call beyond one binding: the steps in pieces
+    /// whose rows fit one binding of one buffer (of one sequence, or of all where the step
+    /// inputs are time-major), each piece's step rows copied out, run with the sequences'
+    /// state carried from piece to piece (the same bits as one run: the kernel's dispatches
+    /// carry it alike), and its output rows copied back.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_attention_in_pieces(
+        &mut self,
+        op: &'static str,
+        plan: &LinearAttentionPlan,
+        inputs: [&Tensor; 5],
+        state: &Tensor,
+        output: &Tensor,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let limit = ctx.binding_limit().min(ctx.max_buffer_size());
+        let (step_bytes, state_bytes) = plan.piece_bytes();
+        for (what, bytes) in [
+            ("one step's rows of the widest input or output", step_bytes),
+            ("the state of the sequences run together", state_bytes),
+        ] {
+            if bytes > limit {
+                return Err(Error::LimitExceeded {
+                    op,
+                    what: format!("{what} in one binding"),
+                    limit: "max_storage_buffer_binding_size",
+                    needed: bytes,
+                    max: limit,
+                });
+            }
+        }
+        let rows = plan.row_elements();
+        let batch = plan.piece_batch();
+        let per_piece = (limit / step_bytes).min(plan.steps as u64) as usize;
+        let state_elems = state_bytes as usize / 4;
+        for group in 0..plan.batch / batch {
+            // The group's state, copied out unless it is all of it in one binding.
+            let own_state = !(batch == plan.batch && state.buffers().len() == 1);
+            let piece_state = if own_state {
+                let s = self.alloc(crate::DType::F32, &[state_elems])?;
+                let at = (group * state_elems * 4) as u64;
+                self.copy_buffer(state.storage(), at, s.storage(), 0, state_bytes)?;
+                s
+            } else {
+                state.clone()
+            };
+            let mut first = 0;
+            while first < plan.steps {
+                let steps = per_piece.min(plan.steps - first);
+                // Rows [row, row + steps * batch) of every step tensor.
+                let row = if plan.time_major {
+                    first * plan.batch
+                } else {
+                    group * plan.steps + first
+                };
+                let piece_rows = steps * batch;
+                let cut = |rec: &mut Recorder, t: &Tensor, elems: usize| -> Result<Tensor> {
+                    let piece = rec.alloc(crate::DType::F32, &[piece_rows * elems])?;
+                    let at = (row * elems * 4) as u64;
+                    let bytes = (piece_rows * elems * 4) as u64;
+                    rec.copy_buffer(t.storage(), at, piece.storage(), 0, bytes)?;
+                    Ok(piece)
+                };
+                let mut pieces: Vec<Tensor> = Vec::with_capacity(5);
+                for (t, elems) in inputs.iter().zip(&rows[..5]) {
+                    let piece = match elems {
+                        Some(e) => cut(self, t, *e)?,
+                        // Not read: the query's piece fills the binding.
+                        None => pieces[0].clone(),
+                    };
+                    pieces.push(piece);
+                }
+                let out_elems = rows[5].unwrap_or(0);
+                let piece_out = self.alloc(crate::DType::F32, &[piece_rows * out_elems])?;
+                let piece_plan = LinearAttentionPlan {
+                    batch,
+                    steps,
+                    ..*plan
+                };
+                let [q, k, v, g, b] = [0, 1, 2, 3, 4].map(|i| &pieces[i]);
+                self.linear_attention_dispatches(
+                    op,
+                    &piece_plan,
+                    [q, k, v, g, b, &piece_state, &piece_out],
+                )?;
+                let at = (row * out_elems * 4) as u64;
+                let bytes = (piece_rows * out_elems * 4) as u64;
+                self.copy_buffer(piece_out.storage(), 0, output.storage(), at, bytes)?;
+                self.release(piece_out);
+                for piece in pieces {
+                    self.release(piece);
+                }
+                first += steps;
+            }
+            if own_state {
+                let at = (group * state_elems * 4) as u64;
+                self.copy_buffer(piece_state.storage(), 0, state.storage(), at, state_bytes)?;
+                self.release(piece_state);
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel's dispatches of a call whose tensors are each bound whole: a stretch of
+    /// steps each.
+    fn linear_attention_dispatches(
+        &mut self,
+        op: &'static str,
+        plan: &LinearAttentionPlan,
+        tensors: [&Tensor; 7],
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let columns = plan.batch * plan.kv_heads * plan.dv;
+        let per_step = plan.iterations_per_step();
         // GPUs: 8 invocations per column (workgroups of 256 over 32 columns of one head), so a
         // head of 128 columns keeps 1024 invocations busy instead of 128, each holding its
         // rows in registers (up to 16: head sizes up to 128). CPU adapters run a workgroup as

@@ -18,6 +18,14 @@ struct Params {
     // 65 535 workgroups).
     row: u32,
     plane: u32,
+    // Tensors beyond one binding run in passes over windows of whole channel rows: this
+    // pass's `rows` from row `row_first` on, its first row at these elements of the windows.
+    rows: u32,
+    row_first: u32,
+    input_first: u32,
+    output_first: u32,
+    past_first: u32,
+    present_first: u32,
     pad0: u32,
     pad1: u32,
     pad2: u32,
@@ -32,29 +40,29 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> output: array<f32>;
 @group(0) @binding(6) var<storage, read_write> present: array<f32>;
 
-// Position `p` of channel row `r` (batch * channels + channel) of the state followed by the
-// input.
+// Position `p` of the pass's channel row `r` of the state followed by the input.
 fn padded(r: u32, p: u32) -> f32 {
     let carry = params.k - 1u;
     if p < carry {
         if params.has_state == 0u {
             return 0.0;
         }
-        return past[r * carry + p];
+        return past[params.past_first + r * carry + p];
     }
-    return input[r * params.length + p - carry];
+    return input[params.input_first + r * params.length + p - carry];
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     let i = (id.z * params.plane + id.y) * params.row + id.x;
-    let rows = params.batch * params.channels;
+    let rows = params.rows;
     let outputs = rows * params.length;
     let carry = params.k - 1u;
     if i < outputs {
         let r = i / params.length;
         let t = i % params.length;
-        let c = r % params.channels;
+        // The row's channel (rows run over batch * channels).
+        let c = (params.row_first + r) % params.channels;
         var acc = 0.0;
         for (var j = 0u; j < params.k; j++) {
             acc += weight[c * params.k + j] * padded(r, t + j);
@@ -65,11 +73,11 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         if params.silu != 0u {
             acc = acc * (1.0 / (1.0 + exp(-acc)));
         }
-        output[i] = acc;
+        output[params.output_first + i] = acc;
     } else if i < outputs + rows * carry {
         let s = i - outputs;
         let r = s / carry;
         let m = s % carry;
-        present[s] = padded(r, params.length + m);
+        present[params.present_first + s] = padded(r, params.length + m);
     }
 }

@@ -1115,6 +1115,75 @@ fn conv_close(got: &HostTensor, want: &HostTensor, what: &str) {
     assert_close(got, want, rtol, atol, what);
 }
 
+/// CausalConvWithState whose input, output or states exceed one binding or lie across buffer
+/// ends runs in passes over windows of whole channel rows (copies laid out in whole rows where
+/// a row would cross a buffer end; it was refused as "bound at once"): with and without bias,
+/// past state and SiLU, kernel sizes 1 and 4, bit for bit the same kernel on one binding, in
+/// bindings of 256 bytes and in buffers of 512 (rows of 120 bytes). A row beyond one binding
+/// is one error.
+#[test]
+fn causal_conv_beyond_one_binding_runs_in_windows_of_rows() {
+    let limited = |binding: Option<u64>, buffer: Option<u64>| {
+        wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+            cpu_kernels: cpu_kernels_from_env(),
+            max_binding_size: binding,
+            max_buffer_size: buffer,
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let whole = own_ctx();
+    let contexts = [limited(Some(256), None), limited(None, Some(512))];
+    for (dims, bias, past, activation) in [
+        ([3, 15, 30, 4], true, true, "silu"),
+        ([3, 4, 30, 4], false, false, "none"),
+        ([2, 7, 30, 1], true, false, "none"),
+        ([5, 9, 3, 5], false, true, "silu"),
+    ] {
+        let [b, c, l, k] = dims;
+        let g = causal_conv_graph(DType::F32, dims, bias, past, activation);
+        let mut inputs = vec![
+            ("x".to_string(), conv_values(DType::F32, &[b, c, l], 11)),
+            ("w".to_string(), conv_values(DType::F32, &[c, 1, k], 12)),
+        ];
+        if bias {
+            inputs.push(("bias".to_string(), conv_values(DType::F32, &[c], 13)));
+        }
+        if past {
+            inputs.push((
+                "state".to_string(),
+                conv_values(DType::F32, &[b, c, k - 1], 14),
+            ));
+        }
+        assert!(inputs[0].1.data.len() > 512, "{dims:?}");
+        let run = |ctx: &wgpu_ops::Context| {
+            Session::new(ctx, g.clone())
+                .unwrap()
+                .run_blocking(inputs.clone())
+                .unwrap_or_else(|e| panic!("{dims:?}: {e}"))
+        };
+        let want = run(&whole);
+        for ctx in &contexts {
+            assert_eq!(run(ctx), want, "{dims:?} bias {bias} past {past}");
+        }
+    }
+    let g = causal_conv_graph(DType::F32, [1, 2, 100, 3], false, false, "none");
+    let e = Session::new(&contexts[0], g)
+        .unwrap()
+        .run_blocking(vec![
+            ("x".to_string(), conv_values(DType::F32, &[1, 2, 100], 1)),
+            ("w".to_string(), conv_values(DType::F32, &[2, 1, 3], 2)),
+        ])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("CausalConvWithState")
+            && e.contains("max_storage_buffer_binding_size")
+            && !e.contains('\n'),
+        "{e}"
+    );
+}
+
 /// CausalConvWithState on f32, f16 and bf16 against the reference (f64 sums; tolerance of
 /// f32 rounding, and one rounding of the 16-bit type), with and without bias, past state and
 /// SiLU, kernel sizes 1 to 5, inputs shorter than the state, one dispatch on f32. A sequence

@@ -734,6 +734,19 @@ fn the_expansion_runs_as_the_recurrence() {
     }
 }
 
+/// A context of its own whose bindings and buffers hold at most `binding` and `buffer` bytes
+/// (the adapter's where `None`), the expansion recognized.
+fn limited_ctx(binding: Option<u64>, buffer: Option<u64>) -> wgpu_ops::Context {
+    wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        scan_recurrences: Some(true),
+        max_binding_size: binding,
+        max_buffer_size: buffer,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
 /// LinearAttention whose tensors exceed one binding or one buffer runs its steps in pieces
 /// whose rows fit one, the state carried from piece to piece (the op was refused, the
 /// expansion ran as a Scan): the op ([B, T, ...]: a piece per sequence and stretch of steps)
@@ -743,16 +756,7 @@ fn the_expansion_runs_as_the_recurrence() {
 /// error naming the limit.
 #[test]
 fn calls_beyond_one_binding_run_in_pieces_of_steps() {
-    let limited = |binding: Option<u64>, buffer: Option<u64>| {
-        wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-            cpu_kernels: cpu_kernels_from_env(),
-            scan_recurrences: Some(true),
-            max_binding_size: binding,
-            max_buffer_size: buffer,
-            ..Default::default()
-        })
-        .unwrap()
-    };
+    let limited = limited_ctx;
     let whole = recognizing(true);
     let contexts = [limited(Some(1024), None), limited(None, Some(2048))];
     let mut cases: Vec<(Case, DType)> = ALL_RULES
@@ -1123,15 +1127,7 @@ fn conv_close(got: &HostTensor, want: &HostTensor, what: &str) {
 /// is one error.
 #[test]
 fn causal_conv_beyond_one_binding_runs_in_windows_of_rows() {
-    let limited = |binding: Option<u64>, buffer: Option<u64>| {
-        wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
-            cpu_kernels: cpu_kernels_from_env(),
-            max_binding_size: binding,
-            max_buffer_size: buffer,
-            ..Default::default()
-        })
-        .unwrap()
-    };
+    let limited = limited_ctx;
     let whole = own_ctx();
     let contexts = [limited(Some(256), None), limited(None, Some(512))];
     for (dims, bias, past, activation) in [

@@ -735,13 +735,16 @@ fn the_expansion_runs_as_the_recurrence() {
 }
 
 /// A context of its own whose bindings and buffers hold at most `binding` and `buffer` bytes
-/// (the adapter's where `None`), the expansion recognized.
+/// (the adapter's where `None`), the expansion recognized, with the adapter's limits
+/// otherwise (so that one without limits runs the same kernels).
 fn limited_ctx(binding: Option<u64>, buffer: Option<u64>) -> wgpu_ops::Context {
     wgpu_ops::Context::new_blocking(wgpu_ops::ContextOptions {
         cpu_kernels: cpu_kernels_from_env(),
         scan_recurrences: Some(true),
         max_binding_size: binding,
         max_buffer_size: buffer,
+        // The adapter's offset alignment (WebGPU's 256 leaves no room in such bindings).
+        webgpu_limits: ADAPTER_LIMITS,
         ..Default::default()
     })
     .unwrap()
@@ -757,7 +760,7 @@ fn limited_ctx(binding: Option<u64>, buffer: Option<u64>) -> wgpu_ops::Context {
 #[test]
 fn calls_beyond_one_binding_run_in_pieces_of_steps() {
     let limited = limited_ctx;
-    let whole = recognizing(true);
+    let whole = limited(None, None);
     let contexts = [limited(Some(1024), None), limited(None, Some(2048))];
     let mut cases: Vec<(Case, DType)> = ALL_RULES
         .iter()
@@ -1128,7 +1131,7 @@ fn conv_close(got: &HostTensor, want: &HostTensor, what: &str) {
 #[test]
 fn causal_conv_beyond_one_binding_runs_in_windows_of_rows() {
     let limited = limited_ctx;
-    let whole = own_ctx();
+    let whole = limited(None, None);
     let contexts = [limited(Some(256), None), limited(None, Some(512))];
     for (dims, bias, past, activation) in [
         ([3, 15, 30, 4], true, true, "silu"),

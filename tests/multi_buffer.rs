@@ -805,6 +805,7 @@ fn reductions_of_rows_beyond_a_window_run_in_chunks() {
 fn reductions_of_rows_across_buffer_ends_read_a_relaid_copy() {
     let whole = Context::new_blocking(ContextOptions {
         cpu_kernels: cpu_kernels_from_env(),
+        webgpu_limits: ADAPTER_LIMITS,
         ..Default::default()
     })
     .unwrap();

@@ -2054,3 +2054,51 @@ fn grid_sample_taps_cross_buffers_and_bindings() {
         }
     }
 }
+
+#[test]
+fn group_normalizations_of_each_float_type_in_windows_on_one_context() {
+    // Beyond one binding, GroupNormalization computes its f32 and f64 means from a program
+    // of no steps (X as it is); both on one context once ran the f64 one with the f32 kernel,
+    // which shared its name.
+    let shape = [2usize, 6, 2, 4];
+    let n: usize = shape.iter().product();
+    for ctx in contexts() {
+        for dtype in [DType::F32, DType::F64] {
+            let g = Graph::new()
+                .input("x", dtype, &shape.map(Some))
+                .input("scale", dtype, &[Some(6)])
+                .input("bias", dtype, &[Some(6)])
+                .node(
+                    Node::new("GroupNormalization", "gn")
+                        .inputs(["x", "scale", "bias"])
+                        .outputs(["y"])
+                        .attr("num_groups", Attr::Int(2))
+                        .attr("epsilon", Attr::Float(1e-4)),
+                )
+                .output("y");
+            let floats = |seed: u64, len: usize, dims: &[usize]| {
+                let v: Vec<f64> = bytes(seed, len)
+                    .iter()
+                    .map(|&b| (f64::from(b) - 128.0) / 32.0)
+                    .collect();
+                let t = HostTensor::from_vec(dims.to_vec(), &v).unwrap();
+                reference::cast_host(&t, dtype).unwrap()
+            };
+            let inputs = [
+                ("x", floats(1, n, &shape)),
+                ("scale", floats(2, 6, &[6])),
+                ("bias", floats(3, 6, &[6])),
+            ];
+            let (got, want) = both(&ctx, &g, &inputs);
+            // onnxruntime's tolerance for float tests (rtol 1e-3 on f32), tighter on f64.
+            let tol = if dtype == DType::F64 { 1e-9 } else { 1e-3 };
+            assert_close(
+                &got[0],
+                &want[0],
+                tol,
+                tol,
+                &format!("{dtype} GroupNormalization"),
+            );
+        }
+    }
+}

@@ -938,9 +938,11 @@ impl Values<'_> {
     }
 }
 
-/// [`Program::describe`] of an interned program, formatted once: every pipeline lookup of a
-/// fused kernel names its module by it, and formatting it anew took more host time than the
-/// lookup.
+/// [`Program::describe`] of an interned program and the dtypes of all its operands, formatted
+/// once: every pipeline lookup of a fused kernel names its module by it, and formatting it
+/// anew took more host time than the lookup. The steps alone do not tell programs apart: one
+/// of no steps (its first operand as it is) reads f32 or f64 alike, and an operand no step
+/// reads is still bound.
 pub(crate) fn described(program: &'static Program) -> &'static str {
     static NAMES: Mutex<Option<crate::FastMap<usize, &'static str>>> = Mutex::new(None);
     let mut guard = NAMES.lock().unwrap_or_else(|e| e.into_inner());
@@ -948,7 +950,13 @@ pub(crate) fn described(program: &'static Program) -> &'static str {
     // Interned programs are never freed, so an address names one program for good.
     names
         .entry(program as *const Program as usize)
-        .or_insert_with(|| String::leak(program.describe()))
+        .or_insert_with(|| String::leak(module_name(program)))
+}
+
+/// What [`described`] formats.
+fn module_name(program: &Program) -> String {
+    let operands: Vec<&str> = program.operands.iter().map(|d| d.name()).collect();
+    format!("{} over ({})", program.describe(), operands.join(","))
 }
 
 /// Programs live as long as the pipelines compiled from them (the context's cache holds
@@ -1145,5 +1153,22 @@ impl Recorder {
             &bindings,
             grid,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names_tell_apart_programs_that_differ_only_in_operands() {
+        let empty = |d| module_name(&Program::new(vec![d], false));
+        assert_ne!(empty(DType::F32), empty(DType::F64));
+        let unread = |d| {
+            let mut p = Program::new(vec![DType::F32, d], false);
+            p.push("Neg", vec![Arg::Operand(0)], DType::F32).unwrap();
+            module_name(&p)
+        };
+        assert_ne!(unread(DType::F32), unread(DType::I32));
     }
 }

@@ -111,8 +111,31 @@ pub(crate) type BodyConstants = HashMap<usize, (std::sync::Arc<crate::HostTensor
 /// [`Recorder::reserve_upload`]).
 #[derive(Default)]
 pub(crate) struct SparePool {
-    by_size: HashMap<u64, Vec<Arc<Storage>>>,
-    uploads: HashMap<u64, Vec<Arc<Storage>>>,
+    by_size: HashMap<Layout, Vec<Arc<Storage>>>,
+    uploads: HashMap<Layout, Vec<Arc<Storage>>>,
+}
+
+/// A storage's bytes and, where it takes several buffers, their size: buffers are reused only
+/// in the layout they were made in (copies laid out in whole slices use smaller buffers than
+/// the context's, see `Recorder::relaid_in_whole_slices`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+struct Layout {
+    bytes: u64,
+    /// 0 where one buffer holds it all.
+    segment: u64,
+}
+
+impl Layout {
+    fn new(bytes: u64, segment: u64) -> Layout {
+        Layout {
+            bytes,
+            segment: if bytes > segment { segment } else { 0 },
+        }
+    }
+
+    fn of(storage: &Storage) -> Layout {
+        Layout::new(storage.size(), storage.segments().segment)
+    }
 }
 
 impl SparePool {
@@ -129,11 +152,11 @@ impl SparePool {
             true => &mut self.uploads,
             false => &mut self.by_size,
         };
-        pool.entry(storage.size()).or_default().push(storage);
+        pool.entry(Layout::of(&storage)).or_default().push(storage);
     }
 
-    fn take(&mut self, bytes: u64) -> Option<Arc<Storage>> {
-        self.by_size.get_mut(&bytes).and_then(Vec::pop)
+    fn take(&mut self, layout: Layout) -> Option<Arc<Storage>> {
+        self.by_size.get_mut(&layout).and_then(Vec::pop)
     }
 
     fn is_empty(&self) -> bool {
@@ -176,7 +199,7 @@ impl SparePool {
         self.by_size
             .iter()
             .chain(&self.uploads)
-            .map(|(size, buffers)| size * buffers.len() as u64)
+            .map(|(layout, buffers)| layout.bytes * buffers.len() as u64)
             .sum()
     }
 }
@@ -656,11 +679,16 @@ impl Recorder {
     /// and it is tried once more (buffers a session kept from an earlier run must not make a
     /// run of other shapes fail).
     pub(crate) fn alloc(&mut self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        self.alloc_in(dtype, shape, self.ctx.max_buffer_size())
+    }
+
+    /// As [`Self::alloc`], in buffers of `segment` bytes where it takes several.
+    fn alloc_in(&mut self, dtype: DType, shape: &[usize], segment: u64) -> Result<Tensor> {
         self.pool_held_back();
-        let bytes = checked_numel(shape)
+        let layout = checked_numel(shape)
             .and_then(|n| n.checked_mul(dtype.size()))
-            .map(|b| alloc_size(b as u64));
-        if let Some(storage) = bytes.and_then(|b| self.pool.take(b)) {
+            .map(|b| Layout::new(alloc_size(b as u64), segment));
+        if let Some(storage) = layout.and_then(|l| self.pool.take(l)) {
             return Ok(Tensor::from_parts(
                 &self.ctx,
                 dtype,
@@ -668,7 +696,7 @@ impl Recorder {
                 storage,
             ));
         }
-        self.alloc_unused(dtype, shape)
+        self.alloc_unused_in(dtype, shape, segment)
     }
 
     /// A tensor in a buffer no command of this recording has used: one a session kept from
@@ -677,10 +705,14 @@ impl Recorder {
     /// on every iteration. Where the memory limit refuses a new buffer, the pooled ones are
     /// freed and it is tried once more.
     pub(crate) fn alloc_unused(&mut self, dtype: DType, shape: &[usize]) -> Result<Tensor> {
-        let bytes = checked_numel(shape)
+        self.alloc_unused_in(dtype, shape, self.ctx.max_buffer_size())
+    }
+
+    fn alloc_unused_in(&mut self, dtype: DType, shape: &[usize], segment: u64) -> Result<Tensor> {
+        let layout = checked_numel(shape)
             .and_then(|n| n.checked_mul(dtype.size()))
-            .map(|b| alloc_size(b as u64));
-        if let Some(storage) = bytes.and_then(|b| self.carried.take(b)) {
+            .map(|b| Layout::new(alloc_size(b as u64), segment));
+        if let Some(storage) = layout.and_then(|l| self.carried.take(l)) {
             return Ok(Tensor::from_parts(
                 &self.ctx,
                 dtype,
@@ -688,17 +720,32 @@ impl Recorder {
                 storage,
             ));
         }
-        match Tensor::uninit(&self.ctx, dtype, shape) {
+        match Tensor::uninit_segmented(&self.ctx, dtype, shape, segment) {
             Err(Error::LimitExceeded { .. })
                 if !self.pool.is_empty() || !self.carried.is_empty() =>
             {
                 self.pool = SparePool::default();
                 self.carried = SparePool::default();
                 self.held_back.clear();
-                Tensor::uninit(&self.ctx, dtype, shape)
+                Tensor::uninit_segmented(&self.ctx, dtype, shape, segment)
             }
             result => result,
         }
+    }
+
+    /// A tensor an op uses while it records (a copy of an input laid out for its kernel, a
+    /// piece staged for a binding), in buffers of `segment` bytes where it takes several:
+    /// pooled once the op drops its handle (and the commands it captured theirs), so that
+    /// later ops and a session's later runs reuse it instead of creating buffers.
+    pub(crate) fn scratch(
+        &mut self,
+        dtype: DType,
+        shape: &[usize],
+        segment: u64,
+    ) -> Result<Tensor> {
+        let t = self.alloc_in(dtype, shape, segment)?;
+        self.release(t.clone());
+        Ok(t)
     }
 
     /// Uploads `host` for this recording's commands (an op's table, an attribute as a scalar):
@@ -725,7 +772,8 @@ impl Recorder {
     /// write, which the queue orders before this recording's next submission, overwrites
     /// nothing it still reads.
     pub(crate) fn reserve_upload(&mut self, bytes: u64) -> Option<Arc<Storage>> {
-        self.carried.uploads.get_mut(&bytes).and_then(Vec::pop)
+        let layout = Layout::new(bytes, self.ctx.max_buffer_size());
+        self.carried.uploads.get_mut(&layout).and_then(Vec::pop)
     }
 
     /// Gives back buffers [`Self::reserve_upload`] handed out that were not used, for a later run.

@@ -2102,3 +2102,79 @@ fn group_normalizations_of_each_float_type_in_windows_on_one_context() {
         }
     }
 }
+
+#[test]
+fn later_runs_of_a_session_reuse_its_relaid_and_staged_copies() {
+    // Softmax rows across buffer ends read a copy laid out in whole rows; MatMul and Pad
+    // stage pieces that cross a window in copies of their own. A session's later runs take
+    // those from its pool, as they do its values, instead of creating buffers on every run.
+    let g = Graph::new()
+        .input("x", DType::F32, &[Some(7), Some(40)])
+        .input("a", DType::I32, &[Some(3), Some(20), Some(17)])
+        .input("b", DType::I32, &[Some(17), Some(30)])
+        .node(
+            Node::new("Softmax", "sm")
+                .inputs(["x"])
+                .outputs(["s"])
+                .attr("axis", Attr::Int(1)),
+        )
+        .node(Node::new("MatMul", "mm").inputs(["a", "b"]).outputs(["p"]))
+        .constant(
+            "pads",
+            HostTensor::from_vec(vec![4], &[1i64, 3, 2, 5]).unwrap(),
+        )
+        .node(
+            Node::new("Pad", "pad")
+                .inputs(["x", "pads"])
+                .outputs(["q"])
+                .attr("mode", Attr::String("reflect".into())),
+        )
+        .input("c", DType::U8, &[Some(9), Some(61)])
+        .constant(
+            "pads8",
+            HostTensor::from_vec(vec![4], &[0i64, 3, 0, 2]).unwrap(),
+        )
+        .node(
+            Node::new("Pad", "pad8")
+                .inputs(["c", "pads8"])
+                .outputs(["r"])
+                .attr("mode", Attr::String("reflect".into())),
+        )
+        .output("s")
+        .output("p")
+        .output("q")
+        .output("r");
+    let v: Vec<f32> = bytes(5, 280)
+        .iter()
+        .map(|&b| (f32::from(b) - 128.0) / 16.0)
+        .collect();
+    let inputs: Vec<(String, HostTensor)> = vec![
+        ("x".into(), HostTensor::from_vec(vec![7, 40], &v).unwrap()),
+        ("a".into(), i32s(&[3, 20, 17], 1)),
+        ("b".into(), i32s(&[17, 30], 2)),
+        ("c".into(), random_tensor(3, DType::U8, &[9, 61])),
+    ];
+    let want = run_graph(&g, &inputs, &Default::default()).unwrap();
+    for ctx in contexts() {
+        let session = Session::new(&ctx, g.clone()).unwrap();
+        let mut first = None;
+        for run in 0..4 {
+            let before = ctx.stats().buffers_created;
+            let got = session.run_blocking(inputs.clone()).unwrap();
+            let created = ctx.stats().buffers_created - before;
+            // Softmax within onnxruntime's f32 tolerance; the rest bit for bit.
+            assert_close(&got[0].1, &want[0], 1e-5, 1e-6, "Softmax");
+            for (k, (name, t)) in got.iter().enumerate().skip(1) {
+                assert_eq!(t.data, want[k].data, "{name}, run {run}");
+            }
+            let got: Vec<Vec<u8>> = got.into_iter().map(|(_, t)| t.data).collect();
+            match &first {
+                None => first = Some(got),
+                Some(f) => assert_eq!(&got, f, "run {run}"),
+            }
+            if run == 3 {
+                assert_eq!(created, 0, "buffers created by the fourth run");
+            }
+        }
+    }
+}

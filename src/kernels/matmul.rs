@@ -970,7 +970,8 @@ impl Recorder {
                 for j in 0..3 {
                     if !w.extent_fits(j, room, segments[j]) {
                         let dtype = if j == 2 { out.dtype() } else { lhs.dtype() };
-                        let temp = Tensor::uninit(&ctx, dtype, &[w.extents[j] as usize])?;
+                        let temp =
+                            self.scratch(dtype, &[w.extents[j] as usize], ctx.max_buffer_size())?;
                         if j < 2 {
                             let bytes = w.extents[j] * elem;
                             self.copy(arcs[j], w.bases[j] * elem, temp.storage(), 0, bytes)?;

@@ -286,12 +286,7 @@ impl crate::Recorder {
         if unit > max {
             return Ok(None);
         }
-        let relaid = crate::Tensor::uninit_segmented(
-            self.context(),
-            t.dtype(),
-            t.shape(),
-            max / unit * unit,
-        )?;
+        let relaid = self.scratch(t.dtype(), t.shape(), max / unit * unit)?;
         if copy {
             self.copy_buffer(t.storage(), 0, relaid.storage(), 0, t.storage().size())?;
         }

@@ -322,7 +322,8 @@ impl Recorder {
             let (from, to) = (lo * elem / 4 * 4, ((hi + 1) * elem).div_ceil(4) * 4);
             let copied = match staged {
                 true => {
-                    let t = Tensor::uninit(&ctx, DType::U8, &[(to - from) as usize])?;
+                    let t =
+                        self.scratch(DType::U8, &[(to - from) as usize], ctx.max_buffer_size())?;
                     self.copy(data.storage(), from, t.storage(), 0, to - from)?;
                     Some(t)
                 }

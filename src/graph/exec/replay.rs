@@ -255,7 +255,10 @@ fn plan(
         let to = match spare_one {
             Some(s) => s.clone(),
             None => {
-                let s = Arc::new(Storage::create(ctx, "replayed run", role.size(), None)?);
+                // In the role's layout (a copy laid out in whole slices has its own).
+                let segment = role.segments().segment;
+                let s = Storage::create_segmented(ctx, "replayed run", role.size(), None, segment);
+                let s = Arc::new(s?);
                 ctx.count_buffers(s.buffers().len());
                 made.push(s.clone());
                 s

@@ -861,6 +861,60 @@ fn reductions_of_rows_across_buffer_ends_read_a_relaid_copy() {
     }
 }
 
+/// Rows longer than a buffer (or whose copy in whole rows would be) lie across buffer ends
+/// whatever the layout: they are reduced in chunks from a copy whose rows start on whole
+/// chunks, in buffers of whole chunks (they were refused as "an input bound at once", naming
+/// a binding limit far above the input). Every reduction kind, narrow and 64-bit types, odd
+/// row lengths, ArgMax/ArgMin first and last, and a reduction over all axes; bit for bit.
+#[test]
+fn reductions_of_rows_longer_than_a_buffer_read_a_copy_in_whole_chunks() {
+    let cases: [(&str, DType, &[usize], &[i64]); 11] = [
+        ("ReduceSum", DType::I32, &[3, 300], &[1]),
+        ("ReduceMax", DType::F32, &[2, 5, 71], &[1, 2]),
+        ("ReduceSum", DType::I64, &[2, 171], &[1]),
+        ("ArgMax", DType::I32, &[3, 301], &[1]),
+        ("ArgMinLast", DType::F32, &[2, 263], &[1]),
+        ("ReduceMin", DType::F64, &[2, 3, 55], &[1, 2]),
+        ("ReduceMax", DType::U8, &[2, 1501], &[1]),
+        ("ReduceMin", DType::F16, &[3, 613], &[1]),
+        ("ReduceProd", DType::I8, &[2, 1029], &[1]),
+        ("ReduceSumSquare", DType::I32, &[3, 110], &[]),
+        ("ReduceL1", DType::F64, &[1, 2, 70], &[0, 1, 2]),
+    ];
+    for ctx in contexts_from(ContextOptions {
+        cpu_kernels: cpu_kernels_from_env(),
+        ..Default::default()
+    }) {
+        let buffers = ctx.max_buffer_size();
+        for (op, dtype, shape, axes) in cases {
+            // Small values: sums, products and f16 stay exact.
+            let small = i32s(shape, 19);
+            let v: Vec<i32> = small
+                .to_vec::<i32>()
+                .unwrap()
+                .iter()
+                .map(|&k| {
+                    if op == "ReduceProd" {
+                        k.signum()
+                    } else {
+                        k % 8
+                    }
+                })
+                .collect();
+            let x = HostTensor::from_vec(shape.to_vec(), &v).unwrap();
+            let x = reference::cast_host(&x, dtype).unwrap();
+            let reduced: usize = match axes {
+                [] => shape.iter().product(),
+                _ => axes.iter().map(|&a| shape[a as usize]).product(),
+            };
+            assert!((reduced * dtype.size()) as u64 > buffers);
+            let g = reduction_graph(op, dtype, shape, axes);
+            let (got, want) = both(&ctx, &g, &[("x", x)]);
+            assert_eq!(got, want, "{op} {dtype} {shape:?}, buffers of {buffers}");
+        }
+    }
+}
+
 /// MaxRoiPool whose X or output exceeds a binding or a buffer runs in passes over windows of
 /// whole images of X and whole ROIs of the output, each pass binding its ROIs' part of the
 /// window table (it was refused as "bound at once"): 8 images of [3, 2, 4], 12 ROIs over them

@@ -5,7 +5,9 @@
 //! i64 word pairs, without 64-bit shader types), and narrowed by Cast where the op's dtype is
 //! narrower.
 
+use super::operands::gcd;
 use super::operands::specialize;
+use super::pad::{PadAxis, PadMode};
 use super::program::{
     broadcast_walk_words, index_code, intern, narrow, walk_rank, walk_struct, Program, Values,
 };
@@ -873,6 +875,27 @@ fn merged_axes(axes: &[(usize, usize)]) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// `walk`'s rows where they are runs of one length one after another (the reduced axes
+/// are the innermost, whole): (rows, length).
+fn contiguous_rows(walk: &ReduceWalk) -> Option<(u64, u64)> {
+    let [(len, 1)] = merged_axes(&walk.reduce)[..] else {
+        return None;
+    };
+    match merged_axes(&walk.keep)[..] {
+        [] => Some((1, len as u64)),
+        [(rows, stride)] if stride == len => Some((rows as u64, len as u64)),
+        _ => None,
+    }
+}
+
+/// The walk of `rows` rows of `len` elements each, `stride` elements apart.
+fn contiguous_walk(rows: u64, len: u64, stride: u64) -> ReduceWalk {
+    ReduceWalk {
+        keep: vec![(rows as usize, stride as usize)],
+        reduce: vec![(len as usize, 1)],
+    }
+}
+
 /// Positions of axes given as (extent, stride): the product of the extents.
 fn positions(axes: &[(usize, usize)]) -> u64 {
     axes.iter().map(|&(len, _)| len as u64).product()
@@ -954,9 +977,84 @@ impl Recorder {
             if self.reduce_pieces(op, &relaid, walk, 0, &target, one_thread)? {
                 return Ok(());
             }
-            return self.reduce_long_rows(op, &relaid, walk, out, refused);
+            return self.reduce_long_rows(op, &relaid, walk, out, refused, None);
         }
-        self.reduce_long_rows(op, x, walk, out, refused)
+        if x.storage().buffers().len() > 1 {
+            if let Some((rows, len)) = contiguous_rows(walk) {
+                return self.reduce_rows_in_chunk_copy(op, x, walk, (rows, len), out, refused);
+            }
+        }
+        self.reduce_long_rows(op, x, walk, out, refused, None)
+    }
+
+    /// Rows of `len` elements one after another in `x`, which lie across the ends of its
+    /// buffers and are too long for a copy in whole rows (a row longer than a buffer, a global
+    /// sum of a tensor beyond one): reduced in chunks (see [`Self::reduce_long_rows`]) from a
+    /// copy whose rows start on whole chunks, padded up to them, in buffers of whole chunks,
+    /// so that no chunk lies across a buffer end.
+    fn reduce_rows_in_chunk_copy(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        walk: &ReduceWalk,
+        (rows, len): (u64, u64),
+        out: &Tensor,
+        refused: Error,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let elem = x.dtype().size() as u64;
+        let align = ctx.window_alignment(op, elem)?;
+        let room = room(ctx.binding_limit(), align, elem);
+        // Chunks the rows' own layout places (see `reduce_long_rows`): the largest that
+        // tiles a buffer, where it tiles the rows too (and a row is more than one window).
+        let segment = x.storage().segments().segment / elem;
+        let first = room.min(CHUNK_ELEMENTS).min(len);
+        let tiles = (1..=first).rev().find(|&c| segment.is_multiple_of(c));
+        if len > room && tiles.is_some_and(|c| rows == 1 || len.is_multiple_of(c)) {
+            return self.reduce_long_rows(op, x, walk, out, refused, None);
+        }
+        // Chunks of whole windows (each then starts one) and whole 16-byte quads (the copy's
+        // buffers must be).
+        let unit = align.max(16) / gcd(elem, align.max(16));
+        let max = ctx.max_buffer_size();
+        let chunk = room.min(CHUNK_ELEMENTS).min(len).min(max / elem) / unit * unit;
+        if chunk == 0 {
+            return self.reduce_long_rows(op, x, walk, out, refused, None);
+        }
+        let padded = len.div_ceil(chunk) * chunk;
+        let segment = max / (chunk * elem) * (chunk * elem);
+        let (Ok(r), Ok(l), Ok(p)) = (
+            usize::try_from(rows),
+            usize::try_from(len),
+            usize::try_from(padded),
+        ) else {
+            return Err(refused);
+        };
+        let copy = self.scratch(x.dtype(), &[r, p], segment)?;
+        let axes = [
+            PadAxis {
+                out_len: r,
+                len: r,
+                before: 0,
+                crop: 0,
+            },
+            PadAxis {
+                out_len: p,
+                len: l,
+                before: 0,
+                crop: 0,
+            },
+        ];
+        self.pad_into(
+            op,
+            &x.reshaped(&[r, l])?,
+            &axes,
+            PadMode::Constant,
+            0,
+            &copy,
+        )?;
+        let walk = contiguous_walk(rows, len, padded);
+        self.reduce_long_rows(op, &copy, &walk, out, refused, Some(chunk))
     }
 
     /// One dispatch per piece of `walk` over `x` from input element `in_base` on, the pieces
@@ -1073,6 +1171,8 @@ impl Recorder {
     /// axis of a tall matrix), and the states are stored chunk by chunk. Rows go in groups
     /// whose states fit one binding and whose outputs fit one window (a sum over the first axis
     /// of [2, n]: a state per element). `refused` where one row's states do not fit.
+    /// `chunk`: the chunk length to take along the one reduced axis (a copy laid out in whole
+    /// chunks), else one chosen here.
     fn reduce_long_rows(
         &mut self,
         op: &'static str,
@@ -1080,35 +1180,46 @@ impl Recorder {
         walk: &ReduceWalk,
         out: &Tensor,
         refused: Error,
+        chunk: Option<u64>,
     ) -> Result<()> {
         let ctx = self.context().clone();
         let limit = ctx.binding_limit();
         let elem = x.dtype().size() as u64;
         let room = room(limit, ctx.window_alignment(op, elem)?, elem);
+        let given = chunk;
         let reduce = merged_axes(&walk.reduce);
         // The reduced axes, innermost first, that one window holds whole.
         let mut split = reduce.len();
         let mut inner_reach = 1u64;
         while let Some(&(len, stride)) = split.checked_sub(1).map(|k| &reduce[k]) {
             let reach = (len as u64 - 1) * stride as u64 + inner_reach;
-            if reach > room {
+            if reach > room || given.is_some() {
                 break;
             }
             inner_reach = reach;
             split -= 1;
         }
-        if split == 0 || inner_reach > room || x.numel() as u64 > u64::from(u32::MAX) {
+        if split == 0
+            || inner_reach > room
+            || x.numel() as u64 > u64::from(u32::MAX)
+            || given.is_some() && reduce.len() != 1
+        {
             return Err(refused);
         }
         let (len, stride) = reduce[split - 1];
         let (outer, inner) = (&reduce[..split - 1], &reduce[split..]);
         let inner_n: u64 = positions(inner);
-        let mut chunk = ((room - inner_reach) / stride as u64 + 1)
-            .min((CHUNK_ELEMENTS / inner_n).max(1))
-            .min(len as u64);
+        let mut chunk = given.unwrap_or_else(|| {
+            ((room - inner_reach) / stride as u64 + 1)
+                .min((CHUNK_ELEMENTS / inner_n).max(1))
+                .min(len as u64)
+        });
         // In a tensor of several buffers, chunks that tile a buffer never cross its end.
         let segment = x.storage().segments().segment / elem;
-        if x.storage().buffers().len() > 1 && segment.is_multiple_of(stride as u64) {
+        if given.is_none()
+            && x.storage().buffers().len() > 1
+            && segment.is_multiple_of(stride as u64)
+        {
             let per_segment = segment / stride as u64;
             if let Some(tiles) = (1..=chunk).rev().find(|c| per_segment.is_multiple_of(*c)) {
                 chunk = tiles;
@@ -1121,9 +1232,17 @@ impl Recorder {
         let out_elem = out.dtype().size() as u64;
         let out_align = ctx.window_alignment(op, out_elem)?;
         let out_room = super::windows::room(limit, out_align, out_elem);
-        let per_group = (limit / (chunks * STATE_BYTES)).min(out_room);
+        // The states are bound whole: one buffer holds them.
+        let state_room = limit.min(ctx.max_buffer_size());
+        let per_group = (state_room / (chunks * STATE_BYTES)).min(out_room);
         if per_group == 0 {
-            return Err(refused);
+            return Err(Error::LimitExceeded {
+                op,
+                what: format!("the states of one row's {chunks} chunks, bound at once"),
+                limit: "max_storage_buffer_binding_size",
+                needed: chunks * STATE_BYTES,
+                max: state_room,
+            });
         }
         let mut groups = Vec::new();
         row_groups(&walk.keep, per_group, (0, 0), &mut groups);
@@ -1266,17 +1385,29 @@ impl Recorder {
         let limit = ctx.binding_limit();
         let fits = |s: &crate::storage::Storage| s.fits_one_binding(limit);
         if !fits(&storage) || !fits(out.storage()) {
-            let (what, needed) = if fits(&storage) {
-                ("the output bound at once", out.storage().size())
+            let refused = if !fits(&storage) && storage.size() <= limit {
+                // Small enough to bind, but in several buffers: its rows lie across their ends.
+                Error::LimitExceeded {
+                    op,
+                    what: "an input whose rows lie across the ends of its buffers, in one buffer"
+                        .into(),
+                    limit: "max_buffer_size",
+                    needed: storage.size(),
+                    max: storage.segments().segment,
+                }
             } else {
-                ("an input bound at once", storage.size())
-            };
-            let refused = Error::LimitExceeded {
-                op,
-                what: what.into(),
-                limit: "max_storage_buffer_binding_size",
-                needed,
-                max: limit,
+                let (what, needed) = if fits(&storage) {
+                    ("the output bound at once", out.storage().size())
+                } else {
+                    ("an input bound at once", storage.size())
+                };
+                Error::LimitExceeded {
+                    op,
+                    what: what.into(),
+                    limit: "max_storage_buffer_binding_size",
+                    needed,
+                    max: limit,
+                }
             };
             return match data {
                 Values::Tensor(x) => self.reduce_in_windows(op, x, walk, out, refused),

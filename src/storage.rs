@@ -168,6 +168,13 @@ impl Storage {
     }
     /// The whole single buffer as a binding.
     pub(crate) fn bind_whole(&self) -> wgpu::BindingResource<'_> {
+        // Bound whole, a storage of several buffers would show its kernel the first only:
+        // what lies beyond would be lost or read as zeros, silently.
+        debug_assert_eq!(
+            self.buffers.len(),
+            1,
+            "a storage of several buffers bound whole"
+        );
         self.bind(self.whole_window())
     }
 }

@@ -896,6 +896,12 @@ fn contiguous_walk(rows: u64, len: u64, stride: u64) -> ReduceWalk {
     }
 }
 
+/// The largest divisor of `n` that is at most `most` (`None` where `most` is 0): the longest
+/// chunk that tiles a buffer of `n` elements.
+fn largest_divisor_up_to(n: u64, most: u64) -> Option<u64> {
+    (1..=most).rev().find(|&c| n.is_multiple_of(c))
+}
+
 /// Positions of axes given as (extent, stride): the product of the extents.
 fn positions(axes: &[(usize, usize)]) -> u64 {
     axes.iter().map(|&(len, _)| len as u64).product()
@@ -1009,7 +1015,7 @@ impl Recorder {
         // tiles a buffer, where it tiles the rows too (and a row is more than one window).
         let segment = x.storage().segments().segment / elem;
         let first = room.min(CHUNK_ELEMENTS).min(len);
-        let tiles = (1..=first).rev().find(|&c| segment.is_multiple_of(c));
+        let tiles = largest_divisor_up_to(segment, first);
         if len > room && tiles.is_some_and(|c| rows == 1 || len.is_multiple_of(c)) {
             return self.reduce_long_rows(op, x, walk, out, refused, None);
         }
@@ -1171,7 +1177,7 @@ impl Recorder {
     /// axis of a tall matrix), and the states are stored chunk by chunk. Rows go in groups
     /// whose states fit one binding and whose outputs fit one window (a sum over the first axis
     /// of [2, n]: a state per element). `refused` where one row's states do not fit.
-    /// `chunk`: the chunk length to take along the one reduced axis (a copy laid out in whole
+    /// `given`: the chunk length to take along the one reduced axis (a copy laid out in whole
     /// chunks), else one chosen here.
     fn reduce_long_rows(
         &mut self,
@@ -1180,13 +1186,12 @@ impl Recorder {
         walk: &ReduceWalk,
         out: &Tensor,
         refused: Error,
-        chunk: Option<u64>,
+        given: Option<u64>,
     ) -> Result<()> {
         let ctx = self.context().clone();
         let limit = ctx.binding_limit();
         let elem = x.dtype().size() as u64;
         let room = room(limit, ctx.window_alignment(op, elem)?, elem);
-        let given = chunk;
         let reduce = merged_axes(&walk.reduce);
         // The reduced axes, innermost first, that one window holds whole.
         let mut split = reduce.len();
@@ -1221,7 +1226,7 @@ impl Recorder {
             && segment.is_multiple_of(stride as u64)
         {
             let per_segment = segment / stride as u64;
-            if let Some(tiles) = (1..=chunk).rev().find(|c| per_segment.is_multiple_of(*c)) {
+            if let Some(tiles) = largest_divisor_up_to(per_segment, chunk) {
                 chunk = tiles;
             }
         }

@@ -875,31 +875,26 @@ fn merged_axes(axes: &[(usize, usize)]) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// `walk`'s rows where they are runs of one length one after another (the reduced axes
-/// are the innermost, whole): (rows, length).
-fn contiguous_rows(walk: &ReduceWalk) -> Option<(u64, u64)> {
-    let [(len, 1)] = merged_axes(&walk.reduce)[..] else {
-        return None;
-    };
-    match merged_axes(&walk.keep)[..] {
-        [] => Some((1, len as u64)),
-        [(rows, stride)] if stride == len => Some((rows as u64, len as u64)),
-        _ => None,
-    }
-}
-
-/// The walk of `rows` rows of `len` elements each, `stride` elements apart.
-fn contiguous_walk(rows: u64, len: u64, stride: u64) -> ReduceWalk {
-    ReduceWalk {
-        keep: vec![(rows as usize, stride as usize)],
-        reduce: vec![(len as usize, 1)],
-    }
-}
-
 /// The largest divisor of `n` that is at most `most` (`None` where `most` is 0): the longest
 /// chunk that tiles a buffer of `n` elements.
 fn largest_divisor_up_to(n: u64, most: u64) -> Option<u64> {
     (1..=most).rev().find(|&c| n.is_multiple_of(c))
+}
+
+/// Of reduced axes `reduce` (merged, outermost first), how many are left once the innermost
+/// ones that a window of `room` elements holds whole are taken, and the reach of those.
+fn held_whole(reduce: &[(usize, usize)], room: u64) -> (usize, u64) {
+    let mut split = reduce.len();
+    let mut inner_reach = 1u64;
+    while let Some(&(len, stride)) = split.checked_sub(1).map(|k| &reduce[k]) {
+        let reach = (len as u64 - 1) * stride as u64 + inner_reach;
+        if reach > room {
+            break;
+        }
+        inner_reach = reach;
+        split -= 1;
+    }
+    (split, inner_reach)
 }
 
 /// Positions of axes given as (extent, stride): the product of the extents.
@@ -980,92 +975,121 @@ impl Recorder {
         }
         let elem = x.dtype().size() as u64;
         if let Some(relaid) = self.relaid_in_whole_slices(x, slice * elem, true)? {
-            if self.reduce_pieces(op, &relaid, walk, 0, &target, one_thread)? {
+            if self.reduce_pieces(op, &relaid, walk, 0, &target, one_thread)?
+                || self.reduce_long_rows(op, &relaid, walk, out, None)?
+            {
                 return Ok(());
             }
-            return self.reduce_long_rows(op, &relaid, walk, out, refused, None);
         }
-        if x.storage().buffers().len() > 1 {
-            if let Some((rows, len)) = contiguous_rows(walk) {
-                return self.reduce_rows_in_chunk_copy(op, x, walk, (rows, len), out, refused);
-            }
+        if self.reduce_long_rows(op, x, walk, out, None)? {
+            return Ok(());
         }
-        self.reduce_long_rows(op, x, walk, out, refused, None)
+        self.reduce_in_chunk_copy(op, x, walk, out, refused)
     }
 
-    /// Rows of `len` elements one after another in `x`, which lie across the ends of its
-    /// buffers and are too long for a copy in whole rows (a row longer than a buffer, a global
-    /// sum of a tensor beyond one): reduced in chunks (see [`Self::reduce_long_rows`]) from a
-    /// copy whose rows start on whole chunks, padded up to them, in buffers of whole chunks,
-    /// so that no chunk lies across a buffer end.
-    fn reduce_rows_in_chunk_copy(
+    /// Rows of `x` whose chunks lie across the ends of its buffers (a row longer than a
+    /// buffer, a sum over the first axis of a tall matrix whose rows do not tile a buffer):
+    /// reduced in chunks (see [`Self::reduce_long_rows`]) from a copy in which the chunk axis
+    /// (the outermost reduced axis a window does not hold whole, or the outermost) is padded
+    /// to whole chunks and laid out in buffers of whole chunks, so that no chunk lies across a
+    /// buffer end. The walk must read `x` as C-order axes do (the chunk axis a run of the
+    /// shape, the other axes inside or outside it), else `refused`.
+    fn reduce_in_chunk_copy(
         &mut self,
         op: &'static str,
         x: &Tensor,
         walk: &ReduceWalk,
-        (rows, len): (u64, u64),
         out: &Tensor,
         refused: Error,
     ) -> Result<()> {
         let ctx = self.context().clone();
         let elem = x.dtype().size() as u64;
-        let align = ctx.window_alignment(op, elem)?;
-        let room = room(ctx.binding_limit(), align, elem);
-        // Chunks the rows' own layout places (see `reduce_long_rows`): the largest that
-        // tiles a buffer, where it tiles the rows too (and a row is more than one window).
-        let segment = x.storage().segments().segment / elem;
-        let first = room.min(CHUNK_ELEMENTS).min(len);
-        let tiles = largest_divisor_up_to(segment, first);
-        if len > room && tiles.is_some_and(|c| rows == 1 || len.is_multiple_of(c)) {
-            return self.reduce_long_rows(op, x, walk, out, refused, None);
+        let room = room(ctx.binding_limit(), ctx.window_alignment(op, elem)?, elem);
+        let reduce = merged_axes(&walk.reduce);
+        let keep = merged_axes(&walk.keep);
+        let split = held_whole(&reduce, room).0.max(1);
+        let Some(&(len, stride)) = reduce.get(split - 1) else {
+            return Err(refused);
+        };
+        let (len, stride) = (len as u64, stride as u64);
+        let inner = &reduce[split..];
+        let inner_reach = last_of(inner.iter()) + 1;
+        // x as [outer, len, stride]: the other axes step inside one element of the chunk axis
+        // or over whole runs of it.
+        let block = len * stride;
+        let numel = x.numel() as u64;
+        let others = keep.iter().chain(&reduce[..split - 1]).chain(inner);
+        let inside = || others.clone().filter(|&&(_, s)| (s as u64) < stride);
+        if !numel.is_multiple_of(block)
+            || others
+                .clone()
+                .any(|&(_, s)| (s as u64) >= stride && !(s as u64).is_multiple_of(block))
+            || last_of(inside()) >= stride
+            || inner_reach > room
+        {
+            return Err(refused);
         }
-        // Chunks of whole windows (each then starts one) and whole 16-byte quads (the copy's
-        // buffers must be).
-        let unit = align.max(16) / gcd(elem, align.max(16));
-        let max = ctx.max_buffer_size();
-        let chunk = room.min(CHUNK_ELEMENTS).min(len).min(max / elem) / unit * unit;
+        // The longest chunk a window holds, in whole 16-byte quads (the copy's buffers must
+        // be) and no longer than a buffer.
+        let quads = 16 / gcd(stride * elem, 16);
+        let inner_n: u64 = positions(inner);
+        let chunk = ((room - inner_reach) / stride + 1)
+            .min((CHUNK_ELEMENTS / inner_n).max(1))
+            .min(len)
+            .min(ctx.max_buffer_size() / (stride * elem))
+            / quads
+            * quads;
         if chunk == 0 {
-            return self.reduce_long_rows(op, x, walk, out, refused, None);
+            return Err(refused);
         }
         let padded = len.div_ceil(chunk) * chunk;
-        let segment = max / (chunk * elem) * (chunk * elem);
-        let (Ok(r), Ok(l), Ok(p)) = (
-            usize::try_from(rows),
-            usize::try_from(len),
+        let chunk_bytes = chunk * stride * elem;
+        let segment = ctx.max_buffer_size() / chunk_bytes * chunk_bytes;
+        let (Ok(outer_n), Ok(padded_n), Ok(stride_n), Ok(len_n)) = (
+            usize::try_from(numel / block),
             usize::try_from(padded),
+            usize::try_from(stride),
+            usize::try_from(len),
         ) else {
             return Err(refused);
         };
-        let copy = self.scratch(x.dtype(), &[r, p], segment)?;
+        let copy = self.scratch(x.dtype(), &[outer_n, padded_n, stride_n], segment)?;
+        let axis = |out_len: usize, len: usize| PadAxis {
+            out_len,
+            len,
+            before: 0,
+            crop: 0,
+        };
         let axes = [
-            PadAxis {
-                out_len: r,
-                len: r,
-                before: 0,
-                crop: 0,
-            },
-            PadAxis {
-                out_len: p,
-                len: l,
-                before: 0,
-                crop: 0,
-            },
+            axis(outer_n, outer_n),
+            axis(padded_n, len_n),
+            axis(stride_n, stride_n),
         ];
-        self.pad_into(
-            op,
-            &x.reshaped(&[r, l])?,
-            &axes,
-            PadMode::Constant,
-            0,
-            &copy,
-        )?;
-        let walk = contiguous_walk(rows, len, padded);
-        self.reduce_long_rows(op, &copy, &walk, out, refused, Some(chunk))
+        let shape = [outer_n, len_n, stride_n];
+        self.pad_into(op, &x.reshaped(&shape)?, &axes, PadMode::Constant, 0, &copy)?;
+        // The same walk over the copy: steps over whole runs of the chunk axis grow with it.
+        let relaid = |axes: &[(usize, usize)]| -> Vec<(usize, usize)> {
+            axes.iter()
+                .map(|&(n, s)| {
+                    let s = s as u64;
+                    let s = if s >= block { s / len * padded } else { s };
+                    (n, s as usize)
+                })
+                .collect()
+        };
+        let walk = ReduceWalk {
+            keep: relaid(&keep),
+            reduce: relaid(&reduce),
+        };
+        if self.reduce_long_rows(op, &copy, &walk, out, Some((split, chunk)))? {
+            return Ok(());
+        }
+        Err(refused)
     }
 
-    /// One dispatch per piece of `walk` over `x` from input element `in_base` on, the pieces
-    /// cut along the kept axes so that each one's input (and output, unless it is states)
-    /// fits one window. False, with nothing recorded, where one row alone does not fit.
+    /// One dispatch per piece of `walk` over `x` from input element `in_base` on (see
+    /// [`Self::reduce_pieces_of`]). False, with nothing recorded, where one row alone does not
+    /// fit a window.
     fn reduce_pieces(
         &mut self,
         op: &'static str,
@@ -1075,7 +1099,25 @@ impl Recorder {
         target: &Target<'_>,
         one_thread: bool,
     ) -> Result<bool> {
-        let ctx = self.context().clone();
+        let Some(pieces) = self.reduce_pieces_of(op, x, walk, in_base, target)? else {
+            return Ok(false);
+        };
+        self.record_reduce_pieces(op, x, walk, pieces, target, one_thread)?;
+        Ok(true)
+    }
+
+    /// `walk` over `x` from input element `in_base` on, cut along the kept axes into pieces
+    /// whose input (and output, unless it is states) each fit one window, and the windows'
+    /// alignment; `None` where one row alone does not fit one.
+    fn reduce_pieces_of(
+        &self,
+        op: &'static str,
+        x: &Tensor,
+        walk: &ReduceWalk,
+        in_base: u64,
+        target: &Target<'_>,
+    ) -> Result<Option<(Vec<Walk>, u64)>> {
+        let ctx = self.context();
         let out_strides =
             crate::host::c_strides(&walk.keep.iter().map(|&(len, _)| len).collect::<Vec<_>>());
         let whole = Walk {
@@ -1104,9 +1146,24 @@ impl Recorder {
         if target.states {
             segments[1] = u64::MAX;
         }
-        let Some(pieces) = whole.split(room(limit, align, elem), &segments) else {
-            return Ok(false);
-        };
+        Ok(whole
+            .split(room(limit, align, elem), &segments)
+            .map(|pieces| (pieces, align)))
+    }
+
+    /// One dispatch per piece of `walk` from [`Self::reduce_pieces_of`].
+    fn record_reduce_pieces(
+        &mut self,
+        op: &'static str,
+        x: &Tensor,
+        walk: &ReduceWalk,
+        (pieces, align): (Vec<Walk>, u64),
+        target: &Target<'_>,
+        one_thread: bool,
+    ) -> Result<()> {
+        let ctx = self.context().clone();
+        let storages = [&**x.storage(), target.dst];
+        let elems = [x.dtype().size() as u64, target.elem];
         let emulate64 = super::operands::emulated(&ctx, x.dtype());
         let pass = match (target.states, one_thread) {
             (false, false) => 0,
@@ -1166,7 +1223,7 @@ impl Recorder {
             let grid = grid_for(&ctx, op, groups, 1)?;
             self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Rows too long for one window (a whole-tensor sum of a tensor beyond a binding): each
@@ -1176,49 +1233,41 @@ impl Recorder {
     /// of those walks, so that a window holds one chunk of many rows (a sum over the first
     /// axis of a tall matrix), and the states are stored chunk by chunk. Rows go in groups
     /// whose states fit one binding and whose outputs fit one window (a sum over the first axis
-    /// of [2, n]: a state per element). `refused` where one row's states do not fit.
-    /// `given`: the chunk length to take along the one reduced axis (a copy laid out in whole
-    /// chunks), else one chosen here.
+    /// of [2, n]: a state per element). An error where one row's states do not fit.
+    /// `given`: the chunk axis (as [`held_whole`] counts it) and length to take (a copy laid
+    /// out in whole chunks), else chosen here. False, with nothing recorded, where a chunk lies
+    /// across a buffer end of `x` or a group's outputs across one of `out`.
     fn reduce_long_rows(
         &mut self,
         op: &'static str,
         x: &Tensor,
         walk: &ReduceWalk,
         out: &Tensor,
-        refused: Error,
-        given: Option<u64>,
-    ) -> Result<()> {
+        given: Option<(usize, u64)>,
+    ) -> Result<bool> {
         let ctx = self.context().clone();
         let limit = ctx.binding_limit();
         let elem = x.dtype().size() as u64;
         let room = room(limit, ctx.window_alignment(op, elem)?, elem);
         let reduce = merged_axes(&walk.reduce);
-        // The reduced axes, innermost first, that one window holds whole.
-        let mut split = reduce.len();
-        let mut inner_reach = 1u64;
-        while let Some(&(len, stride)) = split.checked_sub(1).map(|k| &reduce[k]) {
-            let reach = (len as u64 - 1) * stride as u64 + inner_reach;
-            if reach > room || given.is_some() {
-                break;
-            }
-            inner_reach = reach;
-            split -= 1;
-        }
-        if split == 0
-            || inner_reach > room
-            || x.numel() as u64 > u64::from(u32::MAX)
-            || given.is_some() && reduce.len() != 1
-        {
-            return Err(refused);
+        let (split, inner_reach) = match given {
+            Some((split, _)) => (split, last_of(reduce[split..].iter()) + 1),
+            None => held_whole(&reduce, room),
+        };
+        if split == 0 || inner_reach > room || x.numel() as u64 > u64::from(u32::MAX) {
+            return Ok(false);
         }
         let (len, stride) = reduce[split - 1];
         let (outer, inner) = (&reduce[..split - 1], &reduce[split..]);
         let inner_n: u64 = positions(inner);
-        let mut chunk = given.unwrap_or_else(|| {
-            ((room - inner_reach) / stride as u64 + 1)
-                .min((CHUNK_ELEMENTS / inner_n).max(1))
-                .min(len as u64)
-        });
+        let mut chunk = given.map_or_else(
+            || {
+                ((room - inner_reach) / stride as u64 + 1)
+                    .min((CHUNK_ELEMENTS / inner_n).max(1))
+                    .min(len as u64)
+            },
+            |(_, chunk)| chunk,
+        );
         // In a tensor of several buffers, chunks that tile a buffer never cross its end.
         let segment = x.storage().segments().segment / elem;
         if given.is_none()
@@ -1255,29 +1304,20 @@ impl Recorder {
         if groups.iter().any(|(_, first, keep)| {
             first / out_segment != (first + positions(keep) - 1) / out_segment
         }) {
-            return Err(refused);
+            return Ok(false);
         }
         let most = groups
             .iter()
             .map(|(_, _, keep)| positions(keep))
             .max()
             .unwrap_or(0);
+        // Each group's parts (walk, input base, first state), whole chunks first, then the
+        // tails (chunk c of row r: state c * rows + r), cut into pieces before anything is
+        // recorded.
         let states = self.alloc(DType::U32, &[(most * chunks * 5) as usize])?;
-        // Few chunks per row: a thread merges them (a workgroup's tree would idle).
-        let one_thread = chunks <= SHORT_ROW;
-        let merge = ctx.pipeline(&Kernel::Reduce {
-            op,
-            input: x.dtype(),
-            prologue: None,
-            pass: if one_thread { 6 } else { 2 },
-            emulate64: super::operands::emulated(&ctx, x.dtype()),
-            reduced_rank: 0,
-            prologue_rank: 0,
-            lanes: WORKGROUP,
-        })?;
+        let mut planned = Vec::with_capacity(groups.len());
         for (group_base, first, keep) in groups {
             let rows = positions(&keep);
-            // Chunk c of row r: state c * rows + r, the whole chunks first, then the tails.
             let mut parts = Vec::new();
             if whole > 0 {
                 let mut axes = outer.to_vec();
@@ -1296,7 +1336,37 @@ impl Recorder {
                 let walk = ReduceWalk { keep: axes, reduce };
                 parts.push((walk, at, outer_count * whole * rows));
             }
+            let mut pieces = Vec::with_capacity(parts.len());
             for (part, in_base, state_base) in parts {
+                let target = Target {
+                    dst: states.storage(),
+                    elem: STATE_BYTES,
+                    base: state_base,
+                    states: true,
+                };
+                let Some(cut) = self.reduce_pieces_of(op, x, &part, in_base, &target)? else {
+                    self.release(states);
+                    return Ok(false);
+                };
+                pieces.push((part, state_base, cut));
+            }
+            planned.push((first, keep, pieces));
+        }
+        // Few chunks per row: a thread merges them (a workgroup's tree would idle).
+        let one_thread = chunks <= SHORT_ROW;
+        let merge = ctx.pipeline(&Kernel::Reduce {
+            op,
+            input: x.dtype(),
+            prologue: None,
+            pass: if one_thread { 6 } else { 2 },
+            emulate64: super::operands::emulated(&ctx, x.dtype()),
+            reduced_rank: 0,
+            prologue_rank: 0,
+            lanes: WORKGROUP,
+        })?;
+        for (first, keep, pieces) in planned {
+            let rows = positions(&keep);
+            for (part, state_base, cut) in pieces {
                 let part_rows = positions(&part.keep);
                 let part_n: u64 = positions(&part.reduce);
                 let one_thread =
@@ -1307,10 +1377,7 @@ impl Recorder {
                     base: state_base,
                     states: true,
                 };
-                if !self.reduce_pieces(op, x, &part, in_base, &target, one_thread)? {
-                    self.release(states);
-                    return Err(refused);
-                }
+                self.record_reduce_pieces(op, x, &part, cut, &target, one_thread)?;
             }
             let window = out.storage().segments().window(
                 first * out_elem,
@@ -1334,7 +1401,7 @@ impl Recorder {
             self.dispatch(op, &merge, bytemuck::bytes_of(&params), &bindings, grid)?;
         }
         self.release(states);
-        Ok(())
+        Ok(true)
     }
 
     /// Records reduction `op` of `data` over `axes` (sorted, distinct, in range) into `out`,

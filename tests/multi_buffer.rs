@@ -1669,8 +1669,9 @@ fn random_draws_cross_buffers_and_bindings() {
 /// a window or crossing a buffer end in stretches along the axis: f32 and i64, exclusive and
 /// reversed sums, the largest and the smallest; bit for bit with the CPU reference on every
 /// context of [`contexts`] and with the kernels for GPUs (TopK's slices across buffer ends
-/// in copies laid out in whole slices). A TopK slice larger than a window,
-/// and a CumSum row, are refused in one line naming the limit.
+/// in copies laid out in whole slices, CumSum's rows across them in copies laid out in whole
+/// rows). A TopK slice larger than a window, and a CumSum row, are refused in one line
+/// naming the limit.
 #[test]
 fn cumsums_and_topks_cross_buffers_and_bindings() {
     // The op, the dtype, the shape, CumSum's axis or TopK's K (along axis -1), attributes.
@@ -1739,6 +1740,16 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
             &[3, 100],
             1,
             vec![("exclusive", Attr::Int(1))],
+        ),
+        // Rows of 28 and 24 bytes along the axis, which no buffer here holds a whole number
+        // of: the sums run over copies laid out in whole rows.
+        ("CumSum", DType::F32, &[60, 7], 0, vec![]),
+        (
+            "CumSum",
+            DType::I64,
+            &[3, 30, 3],
+            1,
+            vec![("exclusive", Attr::Int(1)), ("reverse", Attr::Int(1))],
         ),
     ];
     // And the lines split: CumSum's as scans (in chunks with the CPU kernels, in blocks with

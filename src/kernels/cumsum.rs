@@ -344,22 +344,42 @@ impl Recorder {
         } else {
             let align = ctx.window_alignment(op, elem)?;
             let segments = [x.storage().segments(), out.storage().segments()];
-            let (len, inner) = (axis_len as u64, inner.max(1) as u64);
-            line_passes(
-                [n / slice, len, inner],
-                elem,
-                reverse,
-                segments,
-                limit,
-                align,
-            )
-            .ok_or_else(|| Error::LimitExceeded {
+            let row = inner.max(1) as u64 * elem;
+            let shape = [n / slice, axis_len as u64, inner.max(1) as u64];
+            let refused = || Error::LimitExceeded {
                 op,
                 what: "one row along the axis (in one buffer), bound at once".into(),
                 limit: "max_storage_buffer_binding_size",
-                needed: inner * elem + align + 4,
+                needed: row + align + 4,
                 max: limit,
-            })?
+            };
+            match line_passes(shape, elem, reverse, segments, limit, align) {
+                Some(runs) => runs,
+                None if row + align + 4 > limit => return Err(refused()),
+                None => {
+                    // Rows that lie across buffer ends: the sums run over copies laid out in
+                    // buffers of whole rows.
+                    let x_relaid = self.relaid_in_whole_slices(x, row, true)?;
+                    let out_relaid = self.relaid_in_whole_slices(out, row, false)?;
+                    if x_relaid.is_none() && out_relaid.is_none() {
+                        return Err(refused());
+                    }
+                    let relaid_out = out_relaid.as_ref().unwrap_or(out);
+                    self.cumsum_into(
+                        x_relaid.as_ref().unwrap_or(x),
+                        axis_len,
+                        inner,
+                        exclusive,
+                        reverse,
+                        product,
+                        relaid_out,
+                    )?;
+                    if let Some(relaid) = out_relaid {
+                        self.copy_relaid_back(relaid, out)?;
+                    }
+                    return Ok(());
+                }
+            }
         };
         let wg = ctx.workgroup_size();
         let kernel = |entry| Kernel::CumSum {

@@ -1,5 +1,6 @@
 //! Runs slices on a tensor larger than the adapter's real `max_buffer_size` (so it is held in
-//! two GPU buffers) and checks every byte against the CPU. The tests do the same on artificial
+//! two GPU buffers) and checks every byte against the CPU, then sums its columns as rows of 7
+//! (a reduction whose chunks step across the buffer end). The tests do the same on artificial
 //! limits of a few hundred bytes; this shows it at the device's own limit.
 //!
 //! `cargo run --release --example beyond_max_buffer [-- EXTRA_MIB]` (default 64 MiB beyond the
@@ -9,7 +10,8 @@
 
 use std::time::Instant;
 
-use wgpu_ops::{Context, HostTensor, Slice, StridedSlice, Tensor};
+use wgpu_ops::graph::{Attr, Graph, Node};
+use wgpu_ops::{Context, DType, HostTensor, Session, Slice, StridedSlice, Tensor};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::init();
@@ -26,9 +28,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("the limit is above 4 GiB: not tried here");
         return Ok(());
     }
-    let n = ((max + (extra_mib << 20)) / 4) as usize;
+    // A whole number of rows of 7 (28 bytes, which no buffer holds a whole number of) for
+    // the column sums below.
+    let n = ((max + (extra_mib << 20)) / 4) as usize / 7 * 7;
     let host = HostTensor::from_bytes(
-        wgpu_ops::DType::U32,
+        DType::U32,
         vec![n],
         (0..n as u32)
             .flat_map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes())
@@ -89,5 +93,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             got.data.len()
         );
     }
+    // Sums over the first axis of x as [n / 7, 7]: each column's chunks step across the
+    // buffer end, so they are read from a copy laid out in whole chunks. u32 sums wrap, so
+    // the host's sums are exact.
+    let rows = n / 7;
+    let graph = Graph::new()
+        .input("x", DType::U32, &[Some(rows), Some(7)])
+        .node(
+            Node::new("ReduceSum", "column_sums")
+                .inputs(["x"])
+                .outputs(["y"])
+                .attr("axes", Attr::Ints(vec![0])),
+        )
+        .output("y");
+    let session = Session::new(&ctx, graph)?;
+    let start = Instant::now();
+    let outputs = session.run_tensors_blocking(vec![("x".into(), x.reshaped(&[rows, 7])?)])?;
+    let got = outputs[0].1.to_host_blocking()?.to_vec::<u32>()?;
+    let secs = start.elapsed().as_secs_f64();
+    let mut want = [0u32; 7];
+    for (i, word) in host.data.chunks_exact(4).enumerate() {
+        let v = u32::from_le_bytes(word.try_into().expect("a word"));
+        want[i % 7] = want[i % 7].wrapping_add(v);
+    }
+    if got != want {
+        return Err(format!("column sums {got:?} differ from the host's {want:?}").into());
+    }
+    println!(
+        "ReduceSum over axis 0 of [{rows}, 7]: the host's sums ({secs:.1} s with the download)"
+    );
     Ok(())
 }

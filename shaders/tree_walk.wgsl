@@ -23,6 +23,15 @@ struct Params {
     // beyond one binding run in windows of whole rows.
     x_first: u32,
     leaves_first: u32,
+    // The trees this dispatch walks, `[tree_first, tree_first + trees)` of `tree_stride` (a
+    // row's leaves), and their nodes `[node_lo, node_lo + nodes)`, node `node_lo` at element
+    // `nodes_at` / `thresholds_at` of the windows bound: tables beyond one binding run in
+    // groups of trees whose nodes fit one.
+    tree_first: u32,
+    tree_stride: u32,
+    node_lo: u32,
+    nodes_at: u32,
+    thresholds_at: u32,
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -49,21 +58,22 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let n = i / params.trees;
-    let tree = i % params.trees;
+    let tree = params.tree_first + i % params.trees;
     var node = roots[tree];
     for (var level = 0u; level < params.depth; level++) {
-        if node < 0 || u32(node) >= params.nodes {
+        if node < 0 || u32(node) < params.node_lo || u32(node) - params.node_lo >= params.nodes {
             break;
         }
-        let base = u32(node) * 4u;
+        let k = u32(node) - params.node_lo;
+        let base = params.nodes_at + k * 4u;
         let rule = u32(nodes[base + 3u]);
         let feature = nodes[base];
         if (rule & 16u) != 0u || feature < 0 || u32(feature) >= params.features {
             break;
         }
         let v = x[params.x_first + n * params.features + u32(feature)];
-        let t = thresholds[u32(node)];
+        let t = thresholds[params.thresholds_at + k];
         node = select(nodes[base + 2u], nodes[base + 1u], goes_true(rule, v, t));
     }
-    leaves[params.leaves_first + i] = node;
+    leaves[params.leaves_first + n * params.tree_stride + tree] = node;
 }

@@ -1843,13 +1843,16 @@ fn cumsums_and_topks_cross_buffers_and_bindings() {
 }
 
 /// TreeWalk's rows and leaves crossing buffers and bindings run in windows of whole rows, a
-/// dispatch each (they were refused as "bound at once"); the tables stay bound whole. Rows of
-/// 16 and 32 bytes (f32 and f64, native and emulated) in windows that start before them,
-/// values that meet every threshold's equality and NaNs sent by the rule's NaN bit: bit for
-/// bit with the CPU reference on every context of [`contexts`], with the GPU kernels and
-/// without f64. Rows and leaves lying across buffer ends (12 and 24 bytes a row, 3 trees) are
-/// walked in copies laid out in whole rows; rows no buffer holds whole (100 bytes in buffers
-/// of 256), and tables beyond one binding, are refused in one line naming them.
+/// dispatch each (they were refused as "bound at once"); tables one binding holds stay bound
+/// whole. Rows of 16 and 32 bytes (f32 and f64, native and emulated) in windows that start
+/// before them, values that meet every threshold's equality and NaNs sent by the rule's NaN
+/// bit: bit for bit with the CPU reference on every context of [`contexts`], with the GPU
+/// kernels and without f64. Rows and leaves lying across buffer ends (12 and 24 bytes a row, 3
+/// trees) are walked in copies laid out in whole rows; rows no buffer holds whole (100 bytes
+/// in buffers of 256) are refused in one line naming them. Tables beyond a binding (a forest
+/// of 22 trees) are walked in groups of trees whose nodes fit one window (they were refused),
+/// bit for bit the reference; a tree whose nodes lie across a buffer end of the tables, or
+/// are more than a window holds, is refused in one line naming it.
 #[test]
 fn tree_walks_cross_buffers_and_bindings() {
     const LESS: i32 = 1;
@@ -1973,12 +1976,89 @@ fn tree_walks_cross_buffers_and_bindings() {
         e.contains("TreeWalk") && e.contains("(100 bytes each) lie across") && !e.contains('\n'),
         "{e}"
     );
-    // A node table of 20 nodes (320 bytes) is beyond a binding of 256 bytes.
-    let big: Vec<i32> = (0..20).flat_map(|_| [0, 0, 0, LEAF]).collect();
-    let (g, x) = walk(DType::F32, 2, 4, (&big, &[0.0; 20]), &[0, 5, 10, 12]);
+    // A forest of 128 nodes (2 KiB, thresholds 512 bytes in f32, 1 KiB in f64) beyond
+    // bindings of 256 and 300 bytes and buffers of 1 KiB: 22 trees of 1, 3 and 7 nodes
+    // (every fourth with its root after its children, the others breadth first), none
+    // across a buffer end, walked in groups of trees whose nodes fit one window.
+    let mut forest = Vec::new();
+    let mut roots = Vec::new();
+    let sizes = [
+        7, 7, 3, 1, 7, 7, 7, 3, 7, 7, 1, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 1,
+    ];
+    let rules = [LESS, GREATER | NAN, LESS | EQUAL, EQUAL, LESS | NAN];
+    for (t, &size) in sizes.iter().enumerate() {
+        let base = forest.len() as i32 / 4;
+        // Breadth-first position p at index `at(p)`: reversed for every fourth tree.
+        let at = |p: i32| {
+            if t % 4 == 3 {
+                base + size - 1 - p
+            } else {
+                base + p
+            }
+        };
+        let mut block = vec![[0, 0, 0, LEAF]; size as usize];
+        for p in 0..size / 2 {
+            let node = [
+                (p + t as i32) % 4,
+                at(2 * p + 1),
+                at(2 * p + 2),
+                rules[(p as usize + t) % 5],
+            ];
+            block[(at(p) - base) as usize] = node;
+        }
+        forest.extend(block.concat());
+        roots.push(at(0));
+    }
+    assert_eq!(forest.len(), 128 * 4);
+    let cuts: Vec<f64> = (0..128).map(|k| f64::from(k % 5) / 2.0 - 1.0).collect();
+    let grouped = [
+        binding_context(256),
+        binding_context(300),
+        crate::contexts().swap_remove(1),
+    ];
+    for dtype in [DType::F32, DType::F64] {
+        let (g, x) = walk(dtype, 41, 4, (&forest, &cuts), &roots);
+        for ctx in &grouped {
+            assert!(
+                2048 > ctx.binding_limit(),
+                "the node table beyond a binding"
+            );
+            let (got, want) = both(ctx, &g, &[("x", x.clone())]);
+            assert_eq!(
+                got,
+                want,
+                "{dtype} forest, bindings of {}",
+                ctx.binding_limit()
+            );
+        }
+    }
+    // In buffers of 256 bytes the third tree (nodes 14 to 16) lies across the first's end;
+    // a tree of 15 nodes (240 bytes) is beyond a window of 256 bytes.
+    let (g, x) = walk(DType::F32, 2, 4, (&forest, &cuts), &roots);
     let e = refused(g, x);
     assert!(
-        e.contains("TreeWalk") && e.contains("nodes bound at once") && !e.contains('\n'),
+        e.contains("TreeWalk")
+            && e.contains("tree 2's 3 nodes lie across the end of one")
+            && e.contains("max_buffer_size")
+            && !e.contains('\n'),
+        "{e}"
+    );
+    // A tree of 15 nodes, then five leaves alone (320 bytes in all).
+    let fifteen: Vec<i32> = (0..20)
+        .flat_map(|p| match p {
+            0..7 => [p % 4, 2 * p + 1, 2 * p + 2, LESS],
+            _ => [0, 0, 0, LEAF],
+        })
+        .collect();
+    let (g, x) = walk(DType::F32, 2, 4, (&fifteen, &cuts[..20]), &[0, 15, 16, 17]);
+    let e = Session::new(&grouped[0], g)
+        .and_then(|s| s.run_blocking(vec![("x".to_string(), x)]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("TreeWalk")
+            && e.contains("tree 0's 15 nodes, bound at once")
+            && !e.contains('\n'),
         "{e}"
     );
 }

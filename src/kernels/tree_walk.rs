@@ -2,7 +2,9 @@
 //! tree, all levels in one dispatch (rows beyond one binding in runs of whole rows, a dispatch
 //! each).
 
+use super::windows::room;
 use super::{grid_for, Kernel};
+use crate::storage::Window;
 use crate::{DType, Error, Recorder, Result, Tensor};
 
 #[repr(C)]
@@ -17,7 +19,52 @@ struct Params {
     plane: u32,
     x_first: u32,
     leaves_first: u32,
+    tree_first: u32,
+    tree_stride: u32,
+    node_lo: u32,
+    nodes_at: u32,
+    thresholds_at: u32,
     pad: [u32; 3],
+}
+
+/// Trees `[first, end)` walked by one pass: their nodes `[lo, lo + count)`, in the windows of
+/// the node and threshold tables that hold them (`None`: the tables bound whole).
+struct TreeGroup {
+    trees: std::ops::Range<u64>,
+    lo: u64,
+    count: u64,
+    windows: Option<[Window; 2]>,
+}
+
+/// The first and last node each tree of `nodes` (`[G, 4]`, checked) reaches from its root in
+/// `roots`: the walk follows both children of every node that is not a leaf.
+pub(crate) fn tree_spans(nodes: &[i32], roots: &[i32]) -> Vec<(u64, u64)> {
+    // Stamped with the tree's number (plus one) when visited: each tree's nodes once.
+    let mut seen = vec![0u32; nodes.len() / 4];
+    let mut stack = Vec::new();
+    let mut spans = Vec::with_capacity(roots.len());
+    for (t, &root) in roots.iter().enumerate() {
+        let stamp = t as u32 + 1;
+        let (mut lo, mut hi) = (root as u64, root as u64);
+        stack.push(root as usize);
+        seen[root as usize] = stamp;
+        while let Some(k) = stack.pop() {
+            lo = lo.min(k as u64);
+            hi = hi.max(k as u64);
+            let node = &nodes[k * 4..k * 4 + 4];
+            if node[3] & crate::ops::tree_walk::rule::LEAF != 0 {
+                continue;
+            }
+            for child in [node[1] as usize, node[2] as usize] {
+                if seen[child] != stamp {
+                    seen[child] = stamp;
+                    stack.push(child);
+                }
+            }
+        }
+        spans.push((lo, hi));
+    }
+    spans
 }
 
 /// The WGSL of the kernel for f32 or f64 rows; `emulate64`: f64 on u32 pairs (adapters
@@ -49,14 +96,17 @@ impl Recorder {
     /// Records the walk of every tree for every row of `x` (`[N, F]`, f32 or f64) into `out`
     /// (`[N, T]` i32): `nodes` `[G, 4]` i32, `thresholds` `[G]` of `x`'s dtype, `roots` `[T]`
     /// i32, at most `depth` steps. Shapes and dtypes are the caller's to check. The tables are
-    /// bound whole; the rows and their leaves, in runs of whole rows where one binding does
-    /// not hold them (copied into buffers of whole rows where a row would cross a buffer's
-    /// end).
+    /// bound whole where one binding holds them, else, where `spans` gives each tree's first
+    /// and last node ([`tree_spans`] of tables known on the host), in groups of trees whose
+    /// nodes fit one window, a pass each; the rows and their leaves in runs of whole rows
+    /// where one binding does not hold them (copied into buffers of whole rows where a row
+    /// would cross a buffer's end).
     pub(crate) fn tree_walk_into(
         &mut self,
         op: &'static str,
         tables: [&Tensor; 4],
         depth: u32,
+        spans: Option<&[(u64, u64)]>,
         out: &Tensor,
     ) -> Result<()> {
         let [x, nodes, thresholds, roots] = tables;
@@ -85,16 +135,23 @@ impl Recorder {
                 max: u64::from(u32::MAX) - 1,
             });
         }
-        super::operands::check_bound_whole(
+        super::operands::check_bound_whole(&ctx, op, &[(roots, "roots")])?;
+        let elem = x.dtype().size() as u64;
+        let whole = super::operands::check_bound_whole(
             &ctx,
             op,
-            &[
-                (nodes, "nodes"),
-                (thresholds, "thresholds"),
-                (roots, "roots"),
-            ],
-        )?;
-        let elem = x.dtype().size() as u64;
+            &[(nodes, "nodes"), (thresholds, "thresholds")],
+        );
+        let groups = match (whole, spans) {
+            (Ok(()), _) => vec![TreeGroup {
+                trees: 0..trees,
+                lo: 0,
+                count: thresholds.numel() as u64,
+                windows: None,
+            }],
+            (Err(_), Some(spans)) => tree_groups(&ctx, op, [nodes, thresholds], spans)?,
+            (Err(e), None) => return Err(e),
+        };
         // Rows and leaves that would lie across buffer ends are walked in copies laid out in
         // whole rows.
         let x_relaid = self.relaid_in_whole_slices(x, features * elem, true)?;
@@ -108,33 +165,126 @@ impl Recorder {
             f64,
             emulate64,
         })?;
-        for run in runs {
-            let [(x_window, x_at), (leaves_window, leaves_at)] = [run.windows[0], run.windows[1]];
-            let grid = grid_for(&ctx, op, run.count * trees, wg)?;
-            let params = Params {
-                rows: run.count as u32,
-                trees: trees as u32,
-                features: features as u32,
-                nodes: thresholds.numel() as u32,
-                depth,
-                row: grid[0] * wg,
-                plane: grid[1],
-                x_first: (x_at / elem) as u32,
-                leaves_first: (leaves_at / 4) as u32,
-                pad: [0; 3],
+        for group in &groups {
+            let (table_bindings, nodes_at, thresholds_at) = match group.windows {
+                None => ([nodes, thresholds].map(|t| t.storage().bind_whole()), 0, 0),
+                Some([n, t]) => (
+                    [nodes.storage().bind(n), thresholds.storage().bind(t)],
+                    (group.lo * 16 - n.start) / 4,
+                    (group.lo * elem - t.start) / elem,
+                ),
             };
-            let bindings = [
-                x.storage().bind(x_window),
-                nodes.storage().bind_whole(),
-                thresholds.storage().bind_whole(),
-                roots.storage().bind_whole(),
-                leaves.storage().bind(leaves_window),
-            ];
-            self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            let group_trees = group.trees.end - group.trees.start;
+            for run in &runs {
+                let [(x_window, x_at), (leaves_window, leaves_at)] =
+                    [run.windows[0], run.windows[1]];
+                let grid = grid_for(&ctx, op, run.count * group_trees, wg)?;
+                let params = Params {
+                    rows: run.count as u32,
+                    trees: group_trees as u32,
+                    features: features as u32,
+                    nodes: group.count as u32,
+                    depth,
+                    row: grid[0] * wg,
+                    plane: grid[1],
+                    x_first: (x_at / elem) as u32,
+                    leaves_first: (leaves_at / 4) as u32,
+                    tree_first: group.trees.start as u32,
+                    tree_stride: trees as u32,
+                    node_lo: group.lo as u32,
+                    nodes_at: nodes_at as u32,
+                    thresholds_at: thresholds_at as u32,
+                    pad: [0; 3],
+                };
+                let [node_binding, threshold_binding] = table_bindings.clone();
+                let bindings = [
+                    x.storage().bind(x_window),
+                    node_binding,
+                    threshold_binding,
+                    roots.storage().bind_whole(),
+                    leaves.storage().bind(leaves_window),
+                ];
+                self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
+            }
         }
         match out_relaid {
             Some(relaid) => self.copy_relaid_back(relaid, out),
             None => Ok(()),
         }
     }
+}
+
+/// Trees in order in groups whose nodes (from the first any of them reaches to the last, see
+/// [`tree_spans`]) fit one window of `nodes` and of `thresholds`, each in one buffer; refused
+/// where one tree's do not.
+fn tree_groups(
+    ctx: &crate::Context,
+    op: &'static str,
+    [nodes, thresholds]: [&Tensor; 2],
+    spans: &[(u64, u64)],
+) -> Result<Vec<TreeGroup>> {
+    let limit = ctx.binding_limit();
+    let elems = [16, thresholds.dtype().size() as u64];
+    // A node's four words are read from any word of the window.
+    let aligns = [
+        ctx.window_alignment(op, 4)?,
+        ctx.window_alignment(op, elems[1])?,
+    ];
+    let segments = [nodes, thresholds].map(|t| t.storage().segments());
+    let fits = |count: u64| (0..2).all(|k| count <= room(limit, aligns[k], elems[k]));
+    // Nodes [lo, hi] in one window of each table: the windows, where they fit one buffer's.
+    let place = |lo: u64, hi: u64| -> Option<[Window; 2]> {
+        let mut windows = [None; 2];
+        for k in 0..2 {
+            let (first, end) = (lo * elems[k], (hi + 1) * elems[k]);
+            let segment = segments[k].segment;
+            if first / segment != (end - 1) / segment {
+                return None;
+            }
+            windows[k] = Some(segments[k].window(first, end, aligns[k]));
+        }
+        Some(windows.map(|w| w.expect("placed")))
+    };
+    let mut groups: Vec<TreeGroup> = Vec::new();
+    for (t, &(lo, hi)) in spans.iter().enumerate() {
+        let t = t as u64;
+        if let Some(last) = groups.last_mut() {
+            let (lo, hi) = (last.lo.min(lo), (last.lo + last.count - 1).max(hi));
+            if let Some(windows) = place(lo, hi).filter(|_| fits(hi + 1 - lo)) {
+                *last = TreeGroup {
+                    trees: last.trees.start..t + 1,
+                    lo,
+                    count: hi + 1 - lo,
+                    windows: Some(windows),
+                };
+                continue;
+            }
+        }
+        let count = hi + 1 - lo;
+        if !fits(count) {
+            return Err(Error::LimitExceeded {
+                op,
+                what: format!("tree {t}'s {count} nodes, bound at once"),
+                limit: "max_storage_buffer_binding_size",
+                needed: count * 16 + aligns[0] + 4,
+                max: limit,
+            });
+        }
+        let windows = place(lo, hi).ok_or_else(|| Error::LimitExceeded {
+            op,
+            what: format!(
+                "the tables in one buffer (tree {t}'s {count} nodes lie across the end of one)"
+            ),
+            limit: "max_buffer_size",
+            needed: nodes.byte_len(),
+            max: segments[0].segment,
+        })?;
+        groups.push(TreeGroup {
+            trees: t..t + 1,
+            lo,
+            count: hi + 1 - lo,
+            windows: Some(windows),
+        });
+    }
+    Ok(groups)
 }

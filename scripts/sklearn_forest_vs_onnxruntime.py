@@ -5,8 +5,10 @@ the model on onnxruntime (CPU) and on wgpu-ops (examples/onnx_timing.rs), compar
 (f32: rtol 1e-4, atol 1e-5, as onnxruntime's own tests compare floats) and prints both times.
 
 Usage: scripts/sklearn_forest_vs_onnxruntime.py [TREES [DEPTH [ROWS]]] [--runs N]
-[--threads N] [--export DIR | --model DIR]
-(default 100 trees at most 10 deep, 8 features, 10 000 query rows). Exporting needs
+[--threads N] [--train N] [--export DIR | --model DIR]
+(default 100 trees at most 10 deep, trained on 2000 rows, 8 features, 10 000 query rows; a
+deep forest trained on many rows has node tables beyond a binding: 40 trees 40 deep trained
+on 200 000 rows hold about 10 million nodes, 160 MB). Exporting needs
 scikit-learn and skl2onnx besides numpy and onnxruntime: --export DIR only writes the model and
 its input there, --model DIR runs one written so (on a machine without scikit-learn).
 ONNX_TIMING=PATH runs that prebuilt onnx_timing binary instead of
@@ -25,6 +27,7 @@ parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("size", nargs="*", type=int, default=[], metavar="TREES DEPTH ROWS")
 parser.add_argument("--runs", type=int, default=5)
 parser.add_argument("--threads", type=int, default=0)
+parser.add_argument("--train", type=int, default=2000, help="training rows")
 parser.add_argument("--export", metavar="DIR")
 parser.add_argument("--model", metavar="DIR")
 opts = parser.parse_args()
@@ -39,9 +42,12 @@ else:
     from skl2onnx import to_onnx
 
     rng = np.random.RandomState(0)
-    x_train = rng.rand(2000, 8)
+    x_train = rng.rand(opts.train, 8)
     y_train = np.sin(3 * x_train).sum(1)
-    forest = RandomForestRegressor(trees, max_depth=depth, random_state=0).fit(x_train, y_train)
+    forest = RandomForestRegressor(trees, max_depth=depth, random_state=0, n_jobs=-1)
+    forest.fit(x_train, y_train)
+    nodes = sum(t.tree_.node_count for t in forest.estimators_)
+    print(f"{nodes} nodes in all ({nodes * 16 / 2**20:.0f} MiB as wgpu-ops' node table)")
     x = rng.rand(rows, 8).astype(np.float32)
     model = to_onnx(forest, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
 assert any(n.op_type == "TreeEnsembleRegressor" for n in model.graph.node), \

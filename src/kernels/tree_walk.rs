@@ -27,13 +27,23 @@ struct Params {
     pad: [u32; 3],
 }
 
-/// Trees `[first, end)` walked by one pass: their nodes `[lo, lo + count)`, in the windows of
-/// the node and threshold tables that hold them (`None`: the tables bound whole).
+/// Trees `[first, end)` walked by one pass: their nodes `[lo, lo + count)`, bound as `tables`
+/// says.
 struct TreeGroup {
     trees: std::ops::Range<u64>,
     lo: u64,
     count: u64,
-    windows: Option<[Window; 2]>,
+    tables: GroupTables,
+}
+
+/// How a pass binds its nodes and thresholds.
+enum GroupTables {
+    /// The tables bound whole.
+    Whole,
+    /// The windows of the node and threshold tables that hold the group's nodes.
+    Windows([Window; 2]),
+    /// A copy of the group's nodes and thresholds, which lie across a buffer end.
+    Copied,
 }
 
 /// The first and last node each tree of `nodes` (`[G, 4]`, checked) reaches from its root in
@@ -147,7 +157,7 @@ impl Recorder {
                 trees: 0..trees,
                 lo: 0,
                 count: thresholds.numel() as u64,
-                windows: None,
+                tables: GroupTables::Whole,
             }],
             (Err(_), Some(spans)) => tree_groups(&ctx, op, [nodes, thresholds], spans)?,
             (Err(e), None) => return Err(e),
@@ -166,13 +176,28 @@ impl Recorder {
             emulate64,
         })?;
         for group in &groups {
-            let (table_bindings, nodes_at, thresholds_at) = match group.windows {
-                None => ([nodes, thresholds].map(|t| t.storage().bind_whole()), 0, 0),
-                Some([n, t]) => (
-                    [nodes.storage().bind(n), thresholds.storage().bind(t)],
+            // A group whose nodes lie across a buffer end reads a copy of them.
+            let copies = match group.tables {
+                GroupTables::Copied => {
+                    let (lo, count) = (group.lo, group.count);
+                    let max = ctx.max_buffer_size();
+                    let n = self.scratch(DType::I32, &[count as usize, 4], max)?;
+                    let t = self.scratch(thresholds.dtype(), &[count as usize], max)?;
+                    self.copy_buffer(nodes.storage(), lo * 16, n.storage(), 0, count * 16)?;
+                    let (from, bytes) = (lo * elem, count * elem);
+                    self.copy_buffer(thresholds.storage(), from, t.storage(), 0, bytes)?;
+                    Some([n, t])
+                }
+                _ => None,
+            };
+            let (table_bindings, nodes_at, thresholds_at) = match (&group.tables, &copies) {
+                (_, Some(copies)) => (copies.each_ref().map(|c| c.storage().bind_whole()), 0, 0),
+                (GroupTables::Windows([n, t]), None) => (
+                    [nodes.storage().bind(*n), thresholds.storage().bind(*t)],
                     (group.lo * 16 - n.start) / 4,
                     (group.lo * elem - t.start) / elem,
                 ),
+                _ => ([nodes, thresholds].map(|t| t.storage().bind_whole()), 0, 0),
             };
             let group_trees = group.trees.end - group.trees.start;
             for run in &runs {
@@ -215,8 +240,8 @@ impl Recorder {
 }
 
 /// Trees in order in groups whose nodes (from the first any of them reaches to the last, see
-/// [`tree_spans`]) fit one window of `nodes` and of `thresholds`, each in one buffer; refused
-/// where one tree's do not.
+/// [`tree_spans`]) fit one window of `nodes` and of `thresholds` (copied where they lie
+/// across a buffer end); refused where one tree's do not fit.
 fn tree_groups(
     ctx: &crate::Context,
     op: &'static str,
@@ -231,31 +256,34 @@ fn tree_groups(
         ctx.window_alignment(op, elems[1])?,
     ];
     let segments = [nodes, thresholds].map(|t| t.storage().segments());
-    let fits = |count: u64| (0..2).all(|k| count <= room(limit, aligns[k], elems[k]));
-    // Nodes [lo, hi] in one window of each table: the windows, where they fit one buffer's.
-    let place = |lo: u64, hi: u64| -> Option<[Window; 2]> {
+    // A group's nodes fit a window, and so one buffer (its copy is bound whole).
+    let most = limit.min(ctx.max_buffer_size());
+    let fits = |count: u64| (0..2).all(|k| count <= room(most, aligns[k], elems[k]));
+    // Nodes [lo, hi] in one window of each table where they lie in one buffer of each, else
+    // in a copy.
+    let place = |lo: u64, hi: u64| -> GroupTables {
         let mut windows = [None; 2];
         for k in 0..2 {
             let (first, end) = (lo * elems[k], (hi + 1) * elems[k]);
             let segment = segments[k].segment;
             if first / segment != (end - 1) / segment {
-                return None;
+                return GroupTables::Copied;
             }
             windows[k] = Some(segments[k].window(first, end, aligns[k]));
         }
-        Some(windows.map(|w| w.expect("placed")))
+        GroupTables::Windows(windows.map(|w| w.expect("placed")))
     };
     let mut groups: Vec<TreeGroup> = Vec::new();
     for (t, &(lo, hi)) in spans.iter().enumerate() {
         let t = t as u64;
         if let Some(last) = groups.last_mut() {
             let (lo, hi) = (last.lo.min(lo), (last.lo + last.count - 1).max(hi));
-            if let Some(windows) = place(lo, hi).filter(|_| fits(hi + 1 - lo)) {
+            if fits(hi + 1 - lo) {
                 *last = TreeGroup {
                     trees: last.trees.start..t + 1,
                     lo,
                     count: hi + 1 - lo,
-                    windows: Some(windows),
+                    tables: place(lo, hi),
                 };
                 continue;
             }
@@ -265,25 +293,20 @@ fn tree_groups(
             return Err(Error::LimitExceeded {
                 op,
                 what: format!("tree {t}'s {count} nodes, bound at once"),
-                limit: "max_storage_buffer_binding_size",
+                limit: if most < limit {
+                    "max_buffer_size"
+                } else {
+                    "max_storage_buffer_binding_size"
+                },
                 needed: count * 16 + aligns[0] + 4,
-                max: limit,
+                max: most,
             });
         }
-        let windows = place(lo, hi).ok_or_else(|| Error::LimitExceeded {
-            op,
-            what: format!(
-                "the tables in one buffer (tree {t}'s {count} nodes lie across the end of one)"
-            ),
-            limit: "max_buffer_size",
-            needed: nodes.byte_len(),
-            max: segments[0].segment,
-        })?;
         groups.push(TreeGroup {
             trees: t..t + 1,
             lo,
-            count: hi + 1 - lo,
-            windows: Some(windows),
+            count,
+            tables: place(lo, hi),
         });
     }
     Ok(groups)

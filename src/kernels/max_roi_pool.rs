@@ -32,11 +32,13 @@ struct Params {
     _pad: [u32; 3],
 }
 
-/// A pass of MaxRoiPool: ROIs `rois` (their part of the window table), images `images` of X
-/// in `x_window` (from byte `x_at` of the tensor), outputs in `out_window` (from byte `out_at`).
+/// A pass of MaxRoiPool: ROIs `rois` (their part of the window table, uploaded as `windows`,
+/// whose largest window holds `largest` elements), images `images` of X in `x_window` (from
+/// byte `x_at` of the tensor), outputs in `out_window` (from byte `out_at`).
 struct Pass<'a> {
     rois: std::ops::Range<u64>,
-    table: &'a [u32],
+    windows: &'a Tensor,
+    largest: u64,
     images: std::ops::Range<u64>,
     x_window: Option<Window>,
     out_window: Option<Window>,
@@ -82,16 +84,20 @@ impl Recorder {
             if outputs * elem.max(4) / 4 > u64::from(u32::MAX) {
                 return Err(super::operands::too_many(op, "the output's words", outputs));
             }
+            let windows = self.upload(&HostTensor::from_vec(vec![table.len()], table)?)?;
             let pass = Pass {
                 rois: 0..rois,
-                table,
+                windows: &windows,
+                largest: largest_window(table, ph as usize, pw as usize),
                 images: 0..x.shape()[0] as u64,
                 x_window: None,
                 out_window: None,
                 x_at: 0,
                 out_at: 0,
             };
-            return self.max_roi_pool_pass(op, x, out, &pass);
+            self.max_roi_pool_pass(op, x, out, &pass)?;
+            self.release(windows);
+            return Ok(());
         }
         let image = channels * (x.shape()[2] * x.shape()[3]) as u64 * elem;
         let roi = channels * ph * pw * elem;
@@ -132,6 +138,9 @@ impl Recorder {
                 let b = r1.min(a + most_rois);
                 let part = &table[a as usize * per_roi..b as usize * per_roi];
                 let out_window = segments(outs).window(a * roi, b * roi, align);
+                // The ROIs' part of the table, uploaded once for every window of X.
+                let windows = self.upload(&HostTensor::from_vec(vec![part.len()], part)?)?;
+                let largest = largest_window(part, ph as usize, pw as usize);
                 for &(i0, i1, x_window) in &image_runs {
                     // Only the windows of X that hold an image these ROIs pool from.
                     let reads = part
@@ -142,7 +151,8 @@ impl Recorder {
                     }
                     let pass = Pass {
                         rois: a..b,
-                        table: part,
+                        windows: &windows,
+                        largest,
                         images: i0..i1,
                         x_window: Some(x_window),
                         out_window: Some(out_window),
@@ -151,6 +161,7 @@ impl Recorder {
                     };
                     self.max_roi_pool_pass(op, xs, outs, &pass)?;
                 }
+                self.release(windows);
                 a = b;
             }
         }
@@ -185,8 +196,6 @@ impl Recorder {
         } else {
             outputs
         };
-        let largest = largest_window(pass.table, shape[2], shape[3]);
-        let windows = self.upload(&HostTensor::from_vec(vec![pass.table.len()], pass.table)?)?;
         let wg = ctx.workgroup_size();
         let grid = grid_for(&ctx, op, invocations, wg)?;
         let mut params = Params {
@@ -217,7 +226,7 @@ impl Recorder {
                 Some(w) => x.storage().bind(w),
                 None => x.storage().bind_whole(),
             },
-            windows.storage().bind_whole(),
+            pass.windows.storage().bind_whole(),
             match pass.out_window {
                 Some(w) => out.storage().bind(w),
                 None => out.storage().bind_whole(),
@@ -235,11 +244,10 @@ impl Recorder {
             params.first = first as u32;
             self.dispatch(op, &pipeline, bytemuck::bytes_of(&params), &bindings, grid)?;
             first += per_dispatch;
-            if first >= largest {
+            if first >= pass.largest {
                 break;
             }
         }
-        self.release(windows);
         Ok(())
     }
 }

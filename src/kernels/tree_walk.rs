@@ -48,7 +48,7 @@ enum GroupTables {
 
 /// The first and last node each tree of `nodes` (`[G, 4]`, checked) reaches from its root in
 /// `roots`: the walk follows both children of every node that is not a leaf.
-pub(crate) fn tree_spans(nodes: &[i32], roots: &[i32]) -> Vec<(u64, u64)> {
+fn tree_spans(nodes: &[i32], roots: &[i32]) -> Vec<(u64, u64)> {
     // Stamped with the tree's number (plus one) when visited: each tree's nodes once.
     let mut seen = vec![0u32; nodes.len() / 4];
     let mut stack = Vec::new();
@@ -106,9 +106,9 @@ impl Recorder {
     /// Records the walk of every tree for every row of `x` (`[N, F]`, f32 or f64) into `out`
     /// (`[N, T]` i32): `nodes` `[G, 4]` i32, `thresholds` `[G]` of `x`'s dtype, `roots` `[T]`
     /// i32, at most `depth` steps. Shapes and dtypes are the caller's to check. The tables are
-    /// bound whole where one binding holds them, else, where `spans` gives each tree's first
-    /// and last node ([`tree_spans`] of tables known on the host), in groups of trees whose
-    /// nodes fit one window, a pass each; the rows and their leaves in runs of whole rows
+    /// bound whole where one binding holds them, else, where they are `known` on the host
+    /// (nodes and roots, checked), in groups of trees whose nodes fit one window (each tree's
+    /// span from [`tree_spans`]), a pass each; the rows and their leaves in runs of whole rows
     /// where one binding does not hold them (copied into buffers of whole rows where a row
     /// would cross a buffer's end).
     pub(crate) fn tree_walk_into(
@@ -116,7 +116,7 @@ impl Recorder {
         op: &'static str,
         tables: [&Tensor; 4],
         depth: u32,
-        spans: Option<&[(u64, u64)]>,
+        known: Option<(&[i32], &[i32])>,
         out: &Tensor,
     ) -> Result<()> {
         let [x, nodes, thresholds, roots] = tables;
@@ -152,14 +152,17 @@ impl Recorder {
             op,
             &[(nodes, "nodes"), (thresholds, "thresholds")],
         );
-        let groups = match (whole, spans) {
+        let groups = match (whole, known) {
             (Ok(()), _) => vec![TreeGroup {
                 trees: 0..trees,
                 lo: 0,
                 count: thresholds.numel() as u64,
                 tables: GroupTables::Whole,
             }],
-            (Err(_), Some(spans)) => tree_groups(&ctx, op, [nodes, thresholds], spans)?,
+            (Err(_), Some((node_table, root_table))) => {
+                let spans = tree_spans(node_table, root_table);
+                tree_groups(&ctx, op, [nodes, thresholds], &spans)?
+            }
             (Err(e), None) => return Err(e),
         };
         // Rows and leaves that would lie across buffer ends are walked in copies laid out in

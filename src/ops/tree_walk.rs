@@ -193,23 +193,7 @@ impl Recorder {
             }
         }
         let [wx, wt] = &operands;
-        // Each tree's nodes, for tables beyond one binding (walked in groups of trees).
-        let beyond = !nodes
-            .storage()
-            .fits_one_binding(self.context().binding_limit())
-            || !wt
-                .storage()
-                .fits_one_binding(self.context().binding_limit());
-        let spans = known
-            .filter(|_| beyond)
-            .map(|(nodes, roots)| crate::kernels::tree_walk::tree_spans(nodes, roots));
-        self.tree_walk_into(
-            OP,
-            [wx, nodes, wt, roots],
-            depth as u32,
-            spans.as_deref(),
-            &leaves,
-        )?;
+        self.tree_walk_into(OP, [wx, nodes, wt, roots], depth as u32, known, &leaves)?;
         for t in operands.into_iter().filter(|t| ours(t)) {
             self.release(t);
         }

@@ -16,8 +16,8 @@ pub(crate) mod scope;
 pub(crate) mod staging;
 
 pub(crate) use pipeline::Pipeline;
-use pipeline::PipelineKey;
 pub use pipeline::{Binding, KernelSpec};
+use pipeline::{PipelineCache, PipelineKey};
 pub(crate) use scope::ScopeCheck;
 pub use wgpu::Features;
 
@@ -144,7 +144,17 @@ pub struct ContextOptions {
     /// Off, the integer conversions everywhere (for comparisons).
     /// [`Context::native_f16_conversions`] says which the context uses.
     pub native_f16_conversions: Option<bool>,
+    /// The most compiled kernels the context keeps for later recordings once no recording or
+    /// session uses them; beyond it, the least recently used go (and are compiled again if
+    /// asked for; the one compiled last always stays). Kernels in use are never dropped. On lavapipe a kernel holds about 1.2 MB
+    /// of host memory, so a process that plans many different graphs would otherwise grow
+    /// without bound. `None`: [`DEFAULT_CACHED_PIPELINES`].
+    pub cached_pipelines: Option<usize>,
 }
+
+/// [`ContextOptions::cached_pipelines`] by default: more than the kernels of any model we
+/// run (the largest use a few dozen), so a model planned again finds its kernels.
+pub const DEFAULT_CACHED_PIPELINES: usize = 256;
 
 /// [`ContextOptions::gather_unroll`] by default: on the H200, 2 and 4 lowered every
 /// data-movement case up to 64 MiB (`bench/h200/data_movement_experiments.txt`).
@@ -403,7 +413,7 @@ struct Inner {
     // Looked up on every dispatch (keys of long module names).
     modules: Mutex<crate::FastMap<std::borrow::Cow<'static, str>, wgpu::ShaderModule>>,
     layouts: Mutex<crate::FastMap<(&'static [Binding], u64), wgpu::BindGroupLayout>>,
-    pipelines: Mutex<crate::FastMap<PipelineKey, Arc<Pipeline>>>,
+    pipelines: Mutex<PipelineCache>,
     /// Pipeline builds and buffer creations whose error scopes had not answered yet (the
     /// browser answers later); the next `Recorder::finish` awaits them. A failed pipeline
     /// leaves the cache.
@@ -761,7 +771,9 @@ impl Context {
                 limits: kernel_limits,
                 modules: Mutex::default(),
                 layouts: Mutex::default(),
-                pipelines: Mutex::default(),
+                pipelines: Mutex::new(PipelineCache::new(
+                    options.cached_pipelines.unwrap_or(DEFAULT_CACHED_PIPELINES),
+                )),
                 unchecked_builds: Mutex::default(),
                 submissions: AtomicU64::new(0),
                 host_waits: AtomicU64::new(0),

@@ -1,5 +1,6 @@
-//! Kernel sources, their bind-group layouts, and the context's cache of compiled pipelines (no
-//! kernel variant is compiled twice; a build that fails leaves the cache).
+//! Kernel sources, their bind-group layouts, and the context's cache of compiled pipelines (a
+//! kernel variant is compiled once while it is in use or among the recently used ones; a
+//! build that fails leaves the cache).
 
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
@@ -63,7 +64,90 @@ impl Pipeline {
     }
 }
 
+/// The context's compiled pipelines: all those in use (held by a recording or a session's
+/// logged commands) and at most `capacity` others, the most recently used.
+pub(super) struct PipelineCache {
+    entries: crate::FastMap<PipelineKey, Cached>,
+    /// Counts lookups: an entry's `used` is the count at its last one.
+    clock: u64,
+    capacity: usize,
+}
+
+struct Cached {
+    pipeline: Arc<Pipeline>,
+    used: u64,
+}
+
+impl PipelineCache {
+    pub(super) fn new(capacity: usize) -> PipelineCache {
+        PipelineCache {
+            entries: Default::default(),
+            clock: 0,
+            capacity,
+        }
+    }
+
+    fn get(&mut self, key: &PipelineKey) -> Option<Arc<Pipeline>> {
+        self.clock += 1;
+        let cached = self.entries.get_mut(key)?;
+        cached.used = self.clock;
+        Some(cached.pipeline.clone())
+    }
+
+    /// Adds `pipeline` and drops the least recently used of those nobody holds beyond the
+    /// capacity; returns the modules that no pipeline left in the cache was built from.
+    fn insert(&mut self, key: PipelineKey, pipeline: Arc<Pipeline>) -> Vec<Cow<'static, str>> {
+        self.clock += 1;
+        let used = self.clock;
+        self.entries.insert(key, Cached { pipeline, used });
+        if self.entries.len() <= self.capacity {
+            return Vec::new();
+        }
+        // The new one counts as idle (its caller may drop it at once) but stays: a kernel
+        // in use must be found here.
+        let keep = self.capacity.saturating_sub(1);
+        // Only the cache holds these (a holder clones under this cache's lock or from its
+        // own clone, so the count cannot rise while it is held).
+        let mut idle: Vec<(u64, &PipelineKey)> = self
+            .entries
+            .iter()
+            .filter(|(_, c)| c.used != used && Arc::strong_count(&c.pipeline) == 1)
+            .map(|(k, c)| (c.used, k))
+            .collect();
+        if idle.len() <= keep {
+            return Vec::new();
+        }
+        idle.sort_unstable_by_key(|&(used, _)| used);
+        let dropped: Vec<PipelineKey> = idle[..idle.len() - keep]
+            .iter()
+            .map(|&(_, k)| k.clone())
+            .collect();
+        for key in &dropped {
+            self.entries.remove(key);
+        }
+        let mut unused: Vec<Cow<'static, str>> = dropped.into_iter().map(|k| k.module).collect();
+        unused.sort_unstable();
+        unused.dedup();
+        unused.retain(|m| !self.entries.keys().any(|k| &k.module == m));
+        unused
+    }
+
+    pub(super) fn remove(&mut self, key: &PipelineKey) {
+        self.entries.remove(key);
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
 impl Context {
+    /// Compiled kernels the context holds now: those in use and at most
+    /// [`ContextOptions::cached_pipelines`](super::ContextOptions::cached_pipelines) others.
+    pub fn cached_pipelines(&self) -> usize {
+        self.inner.pipelines.lock().unwrap().len()
+    }
+
     /// The cached pipeline of `kernel` (built on first use).
     pub(crate) fn pipeline(&self, kernel: &dyn KernelSpec) -> Result<Arc<Pipeline>> {
         let key = PipelineKey {
@@ -180,11 +264,18 @@ impl Context {
         }
         self.inner.pipelines_built.fetch_add(1, Ordering::Relaxed);
         let built = Arc::new(built);
-        self.inner
+        let unused = self
+            .inner
             .pipelines
             .lock()
             .unwrap()
             .insert(key, built.clone());
+        if !unused.is_empty() {
+            let mut modules = self.inner.modules.lock().unwrap();
+            for module in &unused {
+                modules.remove(module);
+            }
+        }
         Ok(built)
     }
 }
@@ -259,5 +350,77 @@ mod tests {
             Err(e) => panic!("expected a validation error, got {e}"),
             Ok(_) => panic!("a broken shader compiled"),
         }
+    }
+
+    /// A kernel writing `value` (one module per value); counts the times its source is asked
+    /// for, that is, its module compiled.
+    struct Writes<'a> {
+        value: u32,
+        sources: &'a std::cell::Cell<u32>,
+    }
+
+    impl KernelSpec for Writes<'_> {
+        fn module(&self) -> Cow<'static, str> {
+            format!("writes_{}", self.value).into()
+        }
+        fn source(&self) -> Cow<'static, str> {
+            self.sources.set(self.sources.get() + 1);
+            format!(
+                "@group(0) @binding(0) var<storage, read_write> out: array<u32>;\n\
+                 @compute @workgroup_size(1) fn main() {{ out[0] = {}u; }}",
+                self.value
+            )
+            .into()
+        }
+        fn entry(&self) -> &'static str {
+            "main"
+        }
+        fn constants(&self) -> Vec<(&'static str, u32)> {
+            Vec::new()
+        }
+        fn bindings(&self) -> &'static [Binding] {
+            &[Binding::StorageReadWrite]
+        }
+    }
+
+    #[test]
+    fn the_cache_keeps_kernels_in_use_and_the_most_recently_used_others() {
+        let ctx = Context::new_blocking(crate::ContextOptions {
+            cached_pipelines: Some(2),
+            ..Default::default()
+        })
+        .unwrap();
+        let sources = std::cell::Cell::new(0);
+        let kernel = |value| Writes {
+            value,
+            sources: &sources,
+        };
+        let built = || ctx.stats().pipelines_built;
+        let in_use = ctx.pipeline(&kernel(0)).unwrap();
+        for value in 1..=3 {
+            ctx.pipeline(&kernel(value)).unwrap();
+        }
+        assert_eq!((built(), sources.get()), (4, 4));
+        // 1 went when 3 came; 2 and 3 are idle, 0 is in use.
+        assert_eq!(ctx.cached_pipelines(), 3);
+        ctx.pipeline(&kernel(2)).unwrap();
+        ctx.pipeline(&kernel(4)).unwrap();
+        // 3 was used least recently, so 4 took its place, not 2's.
+        assert_eq!(ctx.cached_pipelines(), 3);
+        for value in [0, 2, 4] {
+            ctx.pipeline(&kernel(value)).unwrap();
+        }
+        assert_eq!((built(), sources.get()), (5, 5));
+        // A kernel that went is compiled again, its module too (no other kernel used it).
+        ctx.pipeline(&kernel(3)).unwrap();
+        assert_eq!((built(), sources.get()), (6, 6));
+        // Once nothing holds it, the kernel in use is an idle one like the others.
+        drop(in_use);
+        ctx.pipeline(&kernel(1)).unwrap();
+        assert_eq!(ctx.cached_pipelines(), 2);
+        assert!(Arc::ptr_eq(
+            &ctx.pipeline(&kernel(1)).unwrap(),
+            &ctx.pipeline(&kernel(1)).unwrap()
+        ));
     }
 }

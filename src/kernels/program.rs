@@ -959,8 +959,9 @@ fn module_name(program: &Program) -> String {
     format!("{} over ({})", program.describe(), operands.join(","))
 }
 
-/// Programs live as long as the pipelines compiled from them (the context's cache holds
-/// those for its life); each distinct program is kept once, for the kernel key.
+/// Each distinct program is kept once for the life of the process, for the kernel key (a
+/// program and its name take a few hundred bytes; the pipelines compiled from it come and go
+/// with the context's cache, see [`crate::ContextOptions::cached_pipelines`]).
 pub(crate) fn intern(program: Program) -> &'static Program {
     static PROGRAMS: Mutex<Option<crate::FastSet<&'static Program>>> = Mutex::new(None);
     let mut guard = PROGRAMS.lock().unwrap_or_else(|e| e.into_inner());

@@ -781,6 +781,17 @@ impl Recorder {
         self.pool.keep_storage(storage);
     }
 
+    /// Gives back a buffer [`Self::reserve_upload`] handed out for a value that its reader
+    /// did not upload after all (a constant it took as a literal), for this run's later
+    /// uploads: no command has used it yet.
+    pub(crate) fn return_reserved_upload(&mut self, storage: Arc<Storage>) {
+        self.carried
+            .uploads
+            .entry(Layout::of(&storage))
+            .or_default()
+            .push(storage);
+    }
+
     /// Handles to `storage` that read nothing more: those of tensors released while another
     /// handle was alive (see [`Self::release`]), and those the commands captured so far keep
     /// (copies and clears hold their buffers' storage; dispatches bind the GPU buffers only),

@@ -1984,3 +1984,81 @@ fn roi_align_over_an_empty_image_is_zeros() {
         assert!(f32s(&y).iter().all(|&v| v == 0.0), "{shape:?}: {y:?}");
     }
 }
+
+/// A model run again and again on the same inputs creates no buffer from its fourth run on,
+/// where it is planned anew each run (as an adaptive RoiAlign is where the ROIs change: its
+/// sampling grid depends on them), on contexts of small buffers and bindings: a fused node that takes a constant as
+/// a literal gives back the upload buffer reserved for it at once, for later uploads of the
+/// run (each run made one for a host-computed scalar before).
+#[test]
+fn a_replanned_model_reuses_its_upload_buffers() {
+    let f = DataType::Float;
+    let mut n = node("RoiAlign", &["X", "rois", "batch"], &["Y"]);
+    n.attribute = vec![
+        int_attr("output_height", 3),
+        int_attr("output_width", 4),
+        int_attr("sampling_ratio", 0),
+    ];
+    let graph = GraphProto {
+        node: vec![n],
+        input: vec![
+            value("X", f, &[Some(2), Some(3), Some(9), Some(11)]),
+            value("rois", f, &[Some(5), Some(4)]),
+            value("batch", DataType::Int64, &[Some(5)]),
+        ],
+        output: vec![value("Y", f, &[None])],
+        ..Default::default()
+    };
+    let m = Model::from_bytes(&model(graph, 16).encode_to_vec()).unwrap();
+    let x: Vec<f32> = uniform(7, 2 * 3 * 9 * 11);
+    let rois = [
+        0.0f32, 0.0, 4.0, 3.0, 1.5, 2.0, 9.5, 7.0, 0.0, 0.0, 10.0, 8.0, 3.0, 1.0, 5.5, 8.5, 2.0,
+        4.0, 2.5, 4.5,
+    ];
+    let inputs = vec![
+        (
+            "X".to_string(),
+            HostTensor::from_vec(vec![2, 3, 9, 11], &x).unwrap(),
+        ),
+        (
+            "rois".to_string(),
+            HostTensor::from_vec(vec![5, 4], &rois).unwrap(),
+        ),
+        (
+            "batch".to_string(),
+            HostTensor::from_vec(vec![5], &[0i64, 1, 1, 0, 1]).unwrap(),
+        ),
+    ];
+    let want = run(
+        &m,
+        inputs
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.clone()))
+            .collect(),
+    );
+    for (buffer, binding) in [(None, None), (Some(512), Some(256))] {
+        let ctx = Context::new_blocking(ContextOptions {
+            max_buffer_size: buffer,
+            max_binding_size: binding,
+            ..Default::default()
+        })
+        .unwrap();
+        let session = m.clone().session(&ctx).unwrap();
+        // As a run whose planning values change (other ROIs) is.
+        session.set_replay(false);
+        for run in 0..4 {
+            let before = ctx.stats();
+            let got = session.run_blocking(inputs.clone()).unwrap();
+            let after = ctx.stats();
+            assert_eq!(got[0].1, want[0], "{buffer:?}: run {run}");
+            assert_eq!(after.replayed_runs, before.replayed_runs, "planned anew");
+            if run == 3 {
+                assert_eq!(
+                    after.buffers_created - before.buffers_created,
+                    0,
+                    "{buffer:?}: buffers created by the fourth run"
+                );
+            }
+        }
+    }
+}

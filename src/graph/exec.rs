@@ -883,6 +883,7 @@ fn record_nodes(
         for (name, slot) in node.outputs.iter().zip(outputs) {
             scope.slots.insert(name.clone(), slot);
         }
+        return_unused_reservations(rec, scope, node);
         release_dead(rec, scope, pos, dead_after);
     }
     rec.index_checks.leave(depth);
@@ -1135,6 +1136,26 @@ fn reserve_uploads(rec: &mut Recorder, scope: &Scope<'_>, node: &Node) {
         }
         if let Some(slot) = scope.get(name) {
             reserve_upload(rec, slot);
+        }
+    }
+}
+
+/// Returns the buffers [`reserve_uploads`] reserved for the node's inputs that it did not
+/// upload (a fused program takes a constant as a literal, CheckInputs reads shapes only), so
+/// that later nodes of the run can have them: a reservation held until its value dies left a
+/// later upload without one, and each run made a buffer for it.
+fn return_unused_reservations(rec: &mut Recorder, scope: &Scope<'_>, node: &Node) {
+    for name in node.inputs.iter().filter(|n| !n.is_empty()) {
+        let Some(slot) = scope.get(name).filter(|s| s.gpu.get().is_none()) else {
+            continue;
+        };
+        let reserved = slot
+            .reserved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(storage) = reserved {
+            rec.return_reserved_upload(storage);
         }
     }
 }

@@ -353,7 +353,8 @@ pub struct Stats {
     pub submissions: u64,
     /// Times the host waited for the GPU (read-backs, fence waits).
     pub host_waits: u64,
-    /// Compute pipelines compiled (each kernel variant once per context).
+    /// Compute pipelines compiled (each kernel variant once per context, and again after
+    /// the cache dropped it: see [`ContextOptions::cached_pipelines`]).
     pub pipelines_built: u64,
     /// Compute dispatches encoded (a Scan's replayed iterations count each time).
     pub dispatches: u64,

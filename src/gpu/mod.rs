@@ -146,9 +146,10 @@ pub struct ContextOptions {
     pub native_f16_conversions: Option<bool>,
     /// The most compiled kernels the context keeps for later recordings once no recording or
     /// session uses them; beyond it, the least recently used go (and are compiled again if
-    /// asked for; the one compiled last always stays). Kernels in use are never dropped. On lavapipe a kernel holds about 1.2 MB
-    /// of host memory, so a process that plans many different graphs would otherwise grow
-    /// without bound. `None`: [`DEFAULT_CACHED_PIPELINES`].
+    /// asked for; the one compiled last always stays). Kernels in use are never dropped. On
+    /// lavapipe a kernel holds about 1.2 MB of host memory, so a process that plans many
+    /// different graphs would otherwise grow without bound. `None`:
+    /// [`DEFAULT_CACHED_PIPELINES`].
     pub cached_pipelines: Option<usize>,
 }
 
